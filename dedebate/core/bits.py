@@ -1,0 +1,22 @@
+"""Bit tables: the 2^q answer patterns of q bits as a constant [2^q, q] array."""
+
+import numpy as np
+
+MAX_TABLE_BITS = 20
+
+
+def bit_table(q: int) -> np.ndarray:
+    """Return ``bits[z, i]`` = bit i of the integer z (little-endian), shape ``[2^q, q]``, int8.
+
+    Row z is the answer pattern whose integer code is ``z = sum_i bits[z, i] 2^i``.
+    """
+    if not isinstance(q, (int, np.integer)) or q < 0 or q > MAX_TABLE_BITS:
+        raise ValueError(f"q={q!r}: a bit table needs an integer 0 <= q <= {MAX_TABLE_BITS}")
+    codes = np.arange(2**q, dtype=np.int64)[:, None]
+    return ((codes >> np.arange(q, dtype=np.int64)[None, :]) & 1).astype(np.int8)
+
+
+def bits_to_code(bits) -> np.ndarray:
+    """Inverse of :func:`bit_table` along the last axis: little-endian bits -> integer code."""
+    bits = np.asarray(bits, dtype=np.int64)
+    return (bits << np.arange(bits.shape[-1], dtype=np.int64)).sum(axis=-1)

@@ -1,0 +1,140 @@
+"""The contract between the lab shell and an experiment module (``experiments/NAME.py``).
+
+An experiment module is a thin recipe that knows both the pure debate code and this contract.
+It defines:
+
+* ``NAME: str`` -- the registry name (also the default config file ``configs/NAME.yaml``);
+* ``TITLE: str`` -- one line for the report;
+* ``Config`` -- a frozen dataclass of the experiment's parameters. Every field has a default and a
+  ``metadata={"doc": "..."}`` line. Range checks live in ``__post_init__`` and raise
+  ``ValueError("name=value: what is allowed")``; the lab turns that into a one-line config error
+  that names the full key (``params.name``);
+* ``SIZES: dict[str, dict]`` -- overrides of ``Config`` fields for the ``quick`` size (tiny, used by
+  the tests) and the ``full`` size (paper scale, for an accelerator). ``default`` is ``Config()``;
+* ``run(cfg: Config, ctx: RunContext) -> ExperimentResult`` -- the whole experiment. Pure JAX
+  inside; all I/O goes through ``ctx``.
+
+The lab discovers experiment modules by importing every module of the ``experiments`` package that
+defines ``NAME`` and ``run``; nothing needs registering by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Iterable, Protocol
+
+import jax
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One row of the reproduce report: a paper claim checked against a measured number.
+
+    ``bound`` is how the claim reads (``">= 0.6402"``, ``"== 1/16"``, ``"<= 2 delta"``);
+    ``value`` is the measured point estimate and ``(lo, hi)`` its 95% interval (equal to
+    ``value`` when the number is exact). ``passed`` is decided by the experiment from the interval
+    and the bound, never loosened to make a row pass.
+    """
+
+    claim: str
+    source: str
+    bound: str
+    value: float
+    lo: float
+    hi: float
+    passed: bool
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def exact(claim: str, source: str, bound: str, value: float, passed: bool, note: str = ""):
+        """A claim measured exactly (no sampling): the interval is the point itself."""
+        return Claim(claim, source, bound, float(value), float(value), float(value), bool(passed),
+                     note)
+
+
+@dataclasses.dataclass
+class ExperimentResult:
+    """What ``run`` returns: report rows, summary metrics and optional tidy tables.
+
+    ``metrics`` values must be JSON-able (numbers, strings, lists, dicts). ``tables`` maps a
+    table name to a list of rows (dicts with the same keys); the lab writes each as CSV.
+    ``plots`` lists the file names (under ``ctx.plots_dir``) the experiment saved.
+    """
+
+    claims: list[Claim] = dataclasses.field(default_factory=list)
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
+    tables: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    plots: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.claims)
+
+
+class Progress(Protocol):
+    def update(self, n: int = 1) -> None: ...
+
+    def set_postfix(self, **kwargs: Any) -> None: ...
+
+
+class RunContext(Protocol):
+    """What the lab hands an experiment. All impure services live behind it.
+
+    * ``key`` -- a typed PRNG key (``jax.random.key``) derived from the run's seed and the
+      experiment name; derive sub-keys with ``jax.random.fold_in(key, index)``.
+    * ``seed`` -- the integer seed the key came from.
+    * ``size`` -- ``"quick"``, ``"default"`` or ``"full"``.
+    * ``progress(total, desc)`` -- a context manager yielding a :class:`Progress` bar (host side,
+      call ``update`` between jitted chunks).
+    * ``log(metrics, step=None)`` -- append a row to ``metrics.jsonl`` and to the W&B run.
+    * ``save_figure(fig, name)`` -- save a matplotlib figure as ``plots/NAME.png``, close it,
+      log it to W&B, and return the file name for ``ExperimentResult.plots``.
+    * ``checkpoint_dir`` -- a directory for Orbax checkpoints of this run (resume support).
+    * ``resume`` -- whether the run was asked to resume from ``checkpoint_dir``.
+    """
+
+    key: jax.Array
+    seed: int
+    size: str
+    checkpoint_dir: Any
+    resume: bool
+
+    def progress(self, total: int, desc: str): ...
+
+    def log(self, metrics: dict[str, Any], step: int | None = None) -> None: ...
+
+    def save_figure(self, fig: Any, name: str) -> str: ...
+
+
+def wilson_interval(successes: float, trials: float, z: float = 1.959963984540054):
+    """Wilson score interval for a binomial proportion (95% by default).
+
+    Returns ``(p_hat, lo, hi)``. With zero trials the interval is the whole of [0, 1].
+    """
+    if trials <= 0:
+        return (math.nan, 0.0, 1.0)
+    p = successes / trials
+    denom = 1.0 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    return (p, max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mean_interval(values: Iterable[float], z: float = 1.959963984540054):
+    """Normal-theory interval for a mean of i.i.d. samples (for unbounded or real-valued data).
+
+    Returns ``(mean, lo, hi)``.
+    """
+    import numpy as np
+
+    x = np.asarray(list(values) if not hasattr(values, "shape") else values, dtype=np.float64)
+    n = x.size
+    m = float(x.mean()) if n else math.nan
+    if n < 2:
+        return (m, -math.inf, math.inf)
+    se = float(x.std(ddof=1)) / math.sqrt(n)
+    return (m, m - z * se, m + z * se)

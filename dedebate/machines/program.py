@@ -1,0 +1,240 @@
+"""Oracle machines as pure data: the paper's step programs and the Lean prefix model.
+
+Spec DED 3.1 (paper model, oblivious step programs) and 3.2 (Lean model).
+
+Every machine implements the same scan-friendly *sequential sampler* interface, which is all the
+stochastic protocol (spec DED 5) and the samplers below need:
+
+* ``machine.T`` -- the number of steps (a static int); the output is the last bit ``y[T-1]``;
+* ``machine.init_state()`` -- the state before step 0 (a pytree of fixed shape);
+* ``machine.prob(state, t)`` -- ``p_t = P[y_t = 1 | y_<t]`` as a float32 scalar in [0, 1];
+* ``machine.advance(state, t, bit)`` -- the state after writing ``y_t = bit``;
+* ``machine.bits(state)`` -- the transcript ``y`` (int8[T]) written so far (zeros beyond).
+
+``StepProgram`` is the general paper-model machine: a fixed (oblivious) dependency table
+``deps[t, :]`` over the tape ``[x (n input bits), y (T step bits)]``, a kind per step (DET, ORACLE,
+COIN) and a truth table per DET step. Its state is the whole tape, so ``prob`` costs O(L) per
+step. Fixtures with structure (``dedebate.machines.fixtures``) implement the same interface with a
+small state (running sums), and state an equivalent ``StepProgram`` for cross-checking.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from dedebate.machines.oracles import Oracle
+
+DET, ORACLE, COIN = 0, 1, 2
+KIND_NAMES = {DET: "DET", ORACLE: "ORACLE", COIN: "COIN"}
+MAX_RULE_BITS = 12
+
+
+class Machine(Protocol):
+    """The sequential-sampler interface every machine implements (see module docstring)."""
+
+    T: int
+
+    def init_state(self) -> Any: ...
+
+    def prob(self, state: Any, t: jax.Array) -> jax.Array: ...
+
+    def advance(self, state: Any, t: jax.Array, bit: jax.Array) -> Any: ...
+
+    def bits(self, state: Any) -> jax.Array: ...
+
+
+@struct.dataclass
+class StepProgram:
+    """A T-step oblivious oracle program (spec DED 3.1, "engineering model for JAX").
+
+    Tape positions ``0..n-1`` hold the input x; position ``n + t`` holds step t's bit y_t.
+
+    * ``kind[t]`` in {DET, ORACLE, COIN};
+    * ``deps[t, :L]`` with ``dep_mask[t, :L]``: the relevant index set I(t), fixed in advance and
+      pointing only at inputs or earlier steps, so a verifier can recompute it from t;
+    * DET: ``y_t = rule[t, code(y_{deps[t, :R]})]`` (little-endian code of the first R deps);
+    * ORACLE: ``y_t ~ Bernoulli(oracle.prob(y_{deps[t]}, dep_mask[t], t))`` (a fixed bit when the
+      oracle is deterministic); the query string z_t is the masked dependency bits;
+    * COIN: ``y_t ~ Bernoulli(1/2)``.
+
+    Build with :func:`make_step_program`, which validates everything on the host.
+    """
+
+    kind: jax.Array  # int8[T]
+    deps: jax.Array  # int32[T, L]
+    dep_mask: jax.Array  # bool[T, L]
+    rule: jax.Array  # int8[T, 2^R]
+    x: jax.Array  # int8[n]
+    oracle: Oracle
+    n_inputs: int = struct.field(pytree_node=False)
+    T: int = struct.field(pytree_node=False)
+    L: int = struct.field(pytree_node=False)
+    R: int = struct.field(pytree_node=False)
+
+    # -- sequential-sampler interface -------------------------------------------------------------
+    def init_state(self) -> jax.Array:
+        return jnp.concatenate([self.x.astype(jnp.int8), jnp.zeros((self.T,), jnp.int8)])
+
+    def relevant_bits(self, tape: jax.Array, t: jax.Array) -> jax.Array:
+        """The bits a_{I(t)} read from ``tape`` (masked slots read as 0), int8[L]."""
+        return jnp.where(self.dep_mask[t], tape[self.deps[t]], 0).astype(jnp.int8)
+
+    def local_prob(self, tape: jax.Array, t: jax.Array) -> jax.Array:
+        """``P[y_t = 1 | y_{I(t)} = tape_{I(t)}]``, evaluated on any tape (honest or claimed)."""
+        rel = self.relevant_bits(tape, t)
+        weights = (2 ** jnp.arange(self.R, dtype=jnp.int32)).astype(jnp.int32)
+        code = jnp.sum(rel[: self.R].astype(jnp.int32) * weights)
+        det = self.rule[t, code].astype(jnp.float32)
+        orc = self.oracle.prob(rel, self.dep_mask[t], t)
+        kind = self.kind[t]
+        return jnp.where(kind == DET, det, jnp.where(kind == ORACLE, orc, 0.5)).astype(jnp.float32)
+
+    def prob(self, tape: jax.Array, t: jax.Array) -> jax.Array:
+        return self.local_prob(tape, t)
+
+    def advance(self, tape: jax.Array, t: jax.Array, bit: jax.Array) -> jax.Array:
+        return tape.at[self.n_inputs + t].set(bit.astype(jnp.int8))
+
+    def bits(self, tape: jax.Array) -> jax.Array:
+        return tape[self.n_inputs :]
+
+
+def make_step_program(
+    kind,
+    deps,
+    oracle: Oracle,
+    rule=None,
+    x=None,
+    rule_bits: int | None = None,
+) -> StepProgram:
+    """Validate and build a :class:`StepProgram` on the host.
+
+    ``kind``: T ints in {DET, ORACLE, COIN}. ``deps``: a list of T index lists (ragged) into the
+    tape ``[x, y]``; step t may only read inputs (``< n``) or earlier steps (``n .. n + t - 1``).
+    ``rule``: for DET steps, a list of T truth tables (length ``2^len(deps[t])``, entries 0/1;
+    ``None`` for non-DET steps). ``x``: the input bits (default: no input).
+    """
+    kind = np.asarray(kind, dtype=np.int64)
+    if kind.ndim != 1 or kind.size == 0:
+        raise ValueError(f"kind has shape {kind.shape}: a program needs a non-empty 1-D kind list")
+    bad = ~np.isin(kind, [DET, ORACLE, COIN])
+    if bad.any():
+        t = int(np.argmax(bad))
+        raise ValueError(f"kind[{t}]={kind[t]}: allowed kinds are DET=0, ORACLE=1, COIN=2")
+    T = int(kind.size)
+    x = np.zeros((0,), np.int8) if x is None else np.asarray(x)
+    if x.ndim != 1 or not np.isin(x, [0, 1]).all():
+        raise ValueError("x: the input must be a 1-D sequence of bits (0 or 1)")
+    n = int(x.size)
+    if len(deps) != T:
+        raise ValueError(f"deps has {len(deps)} rows: it needs one index list per step (T={T})")
+    L = max(1, max((len(d) for d in deps), default=1))
+    det_lens = [len(deps[t]) for t in range(T) if kind[t] == DET]
+    R = int(rule_bits if rule_bits is not None else max(det_lens, default=0))
+    if R > MAX_RULE_BITS:
+        raise ValueError(
+            f"a DET step reads {R} bits: truth tables allow at most {MAX_RULE_BITS} dependencies"
+        )
+    deps_arr = np.zeros((T, L), np.int32)
+    mask = np.zeros((T, L), bool)
+    for t, d in enumerate(deps):
+        d = list(d)
+        for j, idx in enumerate(d):
+            if not (0 <= idx < n + t):
+                raise ValueError(
+                    f"deps[{t}][{j}]={idx}: step {t} may read only inputs 0..{n - 1} or earlier "
+                    f"steps {n}..{n + t - 1} (the dependency table must be fixed and causal)"
+                )
+        deps_arr[t, : len(d)] = d
+        mask[t, : len(d)] = True
+    table = np.zeros((T, 2**R), np.int8)
+    for t in range(T):
+        if kind[t] != DET:
+            continue
+        if rule is None or rule[t] is None:
+            raise ValueError(f"rule[{t}] is missing: DET step {t} needs a truth table")
+        r = np.asarray(rule[t])
+        width = 2 ** len(deps[t])
+        if r.shape != (width,) or not np.isin(r, [0, 1]).all():
+            raise ValueError(
+                f"rule[{t}] has shape {r.shape}: DET step {t} reads {len(deps[t])} bits and needs "
+                f"a 0/1 table of length {width}"
+            )
+        # Extend to 2^R entries: higher (unused) code bits are always 0, so tile.
+        table[t] = np.tile(r, 2**R // width)
+    return StepProgram(
+        kind=jnp.asarray(kind, jnp.int8),
+        deps=jnp.asarray(deps_arr),
+        dep_mask=jnp.asarray(mask),
+        rule=jnp.asarray(table),
+        x=jnp.asarray(x, jnp.int8),
+        oracle=oracle,
+        n_inputs=n,
+        T=T,
+        L=L,
+        R=R,
+    )
+
+
+# -- sampling ---------------------------------------------------------------------------------------
+def sample_transcript(machine: Machine, key: jax.Array) -> jax.Array:
+    """Draw one transcript y ~ M (int8[T]) by a ``lax.scan`` over steps.
+
+    Step t uses the uniform ``u_t`` from ``jax.random.fold_in(key, t)`` and sets
+    ``y_t = u_t < p_t``, so the same key gives the same transcript under vmap and in a loop.
+    """
+
+    def step(state, t):
+        p = machine.prob(state, t)
+        u = jax.random.uniform(jax.random.fold_in(key, t))
+        bit = (u < p).astype(jnp.int8)
+        return machine.advance(state, t, bit), None
+
+    state, _ = jax.lax.scan(step, machine.init_state(), jnp.arange(machine.T))
+    return machine.bits(state)
+
+
+def sample_transcripts(machine: Machine, keys: jax.Array) -> jax.Array:
+    """Vmapped :func:`sample_transcript`: ``keys[B]`` -> ``int8[B, T]``."""
+    return jax.vmap(sample_transcript, in_axes=(None, 0))(machine, keys)
+
+
+def transcript_log_prob(machine: Machine, y: jax.Array) -> jax.Array:
+    """``log P_M[y]`` of a complete transcript (float32; ``-inf`` for impossible ones)."""
+
+    def step(carry, t):
+        state, logp = carry
+        p = machine.prob(state, t)
+        bit = y[t]
+        q = jnp.where(bit == 1, p, 1.0 - p)
+        return (machine.advance(state, t, bit), logp + jnp.log(q)), None
+
+    (_, logp), _ = jax.lax.scan(step, (machine.init_state(), jnp.float32(0.0)),
+                                jnp.arange(machine.T))
+    return logp
+
+
+MAX_ENUM_T = 20
+
+
+def exact_output_prob(machine: Machine) -> jax.Array:
+    """Exact ``P_M(1) = P[y_{T-1} = 1]`` by enumerating all 2^T transcripts (spec DED 9).
+
+    Exact up to float32 rounding; allowed for ``T <= 20``. The sum runs over transcripts whose
+    last bit is 1, each weighted by the product of its step probabilities.
+    """
+    T = machine.T
+    if T > MAX_ENUM_T:
+        raise ValueError(f"T={T}: exact enumeration is limited to T <= {MAX_ENUM_T}")
+    codes = jnp.arange(2 ** (T - 1), dtype=jnp.int32)
+    prefixes = ((codes[:, None] >> jnp.arange(T - 1, dtype=jnp.int32)[None, :]) & 1).astype(
+        jnp.int8
+    )
+    ys = jnp.concatenate([prefixes, jnp.ones((codes.size, 1), jnp.int8)], axis=1)
+    logp = jax.vmap(transcript_log_prob, in_axes=(None, 0))(machine, ys)
+    return jnp.sum(jnp.exp(logp))

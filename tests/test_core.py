@@ -1,0 +1,50 @@
+"""dedebate.core: bit tables, Hoeffding sample counts, row-wise simplex projection."""
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dedebate.core import bit_table, hoeffding_samples, project_rows_to_simplex
+from dedebate.core.bits import bits_to_code
+
+
+def test_bit_table_round_trips_codes():
+    for q in range(0, 7):
+        table = bit_table(q)
+        assert table.shape == (2**q, q)
+        np.testing.assert_array_equal(bits_to_code(table), np.arange(2**q))
+
+
+def test_bit_table_rejects_huge_q():
+    with pytest.raises(ValueError, match="q=21"):
+        bit_table(21)
+
+
+@pytest.mark.parametrize(
+    "e,delta,expected",
+    [  # Lean's samples(e, delta) for the default Alice (c, q) with K=1: spec DED 5.2 table
+        (1 / 100, 1 / 1000, 38005),
+        (1 / 100, 1 / 10000, 49518),
+        (1 / 200, 1 / 100, 105967),
+    ],
+)
+def test_hoeffding_samples_match_lean_formula(e, delta, expected):
+    n = hoeffding_samples(e, delta)
+    assert n == expected
+    # n is the smallest count meeting Hoeffding's bound 2 exp(-2 n e^2) <= delta.
+    assert 2 * math.exp(-2 * n * e * e) <= delta < 2 * math.exp(-2 * (n - 1) * e * e)
+
+
+@pytest.mark.parametrize("e,delta", [(0.0, 0.1), (-1.0, 0.1), (0.1, 0.0), (0.1, 1.5)])
+def test_hoeffding_samples_rejects_bad_input(e, delta):
+    with pytest.raises(ValueError):
+        hoeffding_samples(e, delta)
+
+
+def test_simplex_projection_rows():
+    v = jnp.array([[0.5, 0.9, -1.0], [0.2, 0.2, 0.2], [3.0, 0.0, 0.0]])
+    p = np.asarray(project_rows_to_simplex(v))
+    np.testing.assert_allclose(p, [[0.3, 0.7, 0.0], [1 / 3, 1 / 3, 1 / 3], [1.0, 0.0, 0.0]],
+                               atol=1e-6)
