@@ -1,0 +1,13 @@
+"""The lab shell: the only impure part of dedebate.
+
+* ``experiment`` -- the contract for experiment modules (Claim, ExperimentResult, RunContext);
+* ``config`` -- YAML + overrides -> a validated, frozen RunConfig (ConfigError on bad input);
+* ``registry`` -- discovery of experiments and benchmarks;
+* ``runner`` -- one run: run directory, context, results.json, metrics.jsonl, plots, tables;
+* ``tracking`` -- W&B (offline by default) that never loses local results;
+* ``report`` -- ``dedebate reproduce``: every experiment, report.md and report.json;
+* ``checkpoint`` -- Orbax checkpoints with fallback and a config-hash guard;
+* ``rundir`` -- run directories, provenance and JSON helpers.
+
+Submodules are imported where they are used, so ``import dedebate.lab`` stays light.
+"""

@@ -1,0 +1,273 @@
+"""The ``dedebate`` command line.
+
+    dedebate run configs/NAME.yaml [key.sub=value ...]   run one experiment
+    dedebate run --resume RUN_DIR [key.sub=value ...]     continue a run from its checkpoints
+    dedebate reproduce [--quick|--full] [--only NAME ...] every claim, one report
+    dedebate bench NAME [--full] [--out FILE] | --list    a benchmark from bench/, as JSON
+    dedebate config NAME                                  the documented config keys
+    dedebate list                                         registered experiments
+
+Exit codes: 0 success (every claim passed); 1 a claim failed or an experiment raised;
+2 a bad command line or config (one line on stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A bad command line: exit 2 with one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors in one line (and exit code 2)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="dedebate", description="Simulate, measure and train AI-safety debate "
+                "protocols (doubly-efficient and prover-estimator debate).")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run one experiment from a config file")
+    r.add_argument("config", nargs="?", help="configs/NAME.yaml")
+    r.add_argument("overrides", nargs="*", metavar="key.sub=value",
+                   help="override config keys, e.g. params.n=10 seed=3 tracking.mode=disabled")
+    r.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue RUN_DIR (its config.yaml) from its latest checkpoint")
+    r.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    r.add_argument("--traceback", action="store_true",
+                   help="re-raise an experiment's exception (full traceback)")
+
+    rep = sub.add_parser("reproduce", help="run every experiment and write report.md")
+    g = rep.add_mutually_exclusive_group()
+    g.add_argument("--quick", dest="size", action="store_const", const="quick",
+                   help="tiny sizes (what the tests use)")
+    g.add_argument("--full", dest="size", action="store_const", const="full",
+                   help="paper-scale sizes (for an accelerator)")
+    rep.set_defaults(size="default")
+    rep.add_argument("--only", nargs="+", metavar="NAME", help="only these experiments")
+    rep.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    rep.add_argument("--output-dir", default="runs", help="where reproduce-<timestamp>/ goes")
+    rep.add_argument("--tracking", default="auto",
+                     choices=("auto", "offline", "online", "disabled"),
+                     help="W&B mode (auto: WANDB_MODE if set, else offline)")
+    rep.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    b = sub.add_parser("bench", help="run a benchmark from bench/ and print JSON")
+    b.add_argument("name", nargs="?", help="benchmark name (module bench/NAME.py)")
+    b.add_argument("--full", action="store_true", help="the large configuration")
+    b.add_argument("--out", metavar="FILE", help="also write the JSON to FILE")
+    b.add_argument("--list", action="store_true", help="list the benchmarks")
+
+    c = sub.add_parser("config", help="print an experiment's documented config keys")
+    c.add_argument("name", help="experiment name")
+
+    sub.add_parser("list", help="list registered experiments")
+    return p
+
+
+def _die_usage(msg: str) -> int:
+    print(f"dedebate: error: {msg}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def _registry():
+    from dedebate.lab.registry import discover_experiments
+
+    return discover_experiments()
+
+
+def _warn_import_errors(reg) -> None:
+    for mod, err in sorted(reg.errors.items()):
+        print(f"dedebate: warning: could not import {mod}: {err}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
+    from dedebate.lab.runner import run_experiment
+
+    overrides = list(args.overrides)
+    if args.resume:
+        if args.config is not None:  # with --resume every positional is an override
+            overrides.insert(0, args.config)
+        run_dir = Path(args.resume)
+        if not (run_dir / "config.yaml").is_file():
+            return _die_usage(f"--resume {args.resume}: no config.yaml there (not a run "
+                              "directory)")
+    elif args.config is None:
+        return _die_usage("run needs a config file: dedebate run configs/NAME.yaml "
+                          "[key.sub=value ...]")
+    reg = _registry()
+    try:
+        if args.resume:
+            raw = read_yaml(run_dir / "config.yaml")
+            old = resolve(raw, reg.experiments)
+            cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
+            if cfg.config_hash() != old.config_hash():
+                raise ConfigError(f"these overrides change the results of {args.resume} "
+                                  "(config hash differs); start a new run instead")
+        else:
+            cfg = load_config(args.config, reg.experiments, overrides)
+    except ConfigError as err:
+        if reg.errors and "unknown experiment" in str(err):
+            _warn_import_errors(reg)
+        return _die_usage(f"config error: {err}")
+    module = reg.experiments[cfg.experiment]
+    rec = run_experiment(module, cfg, run_dir=Path(args.resume).resolve() if args.resume
+                         else None, show_progress=not args.no_progress,
+                         raise_errors=args.traceback)
+    _print_run_summary(rec)
+    if rec.error is not None:
+        print(f"dedebate: {cfg.experiment} failed: {rec.error} (traceback in "
+              f"{rec.run_dir / 'error.txt'})", file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK if rec.passed else EXIT_FAIL
+
+
+def _print_run_summary(rec) -> None:
+    from dedebate.lab.report import measured
+
+    print(f"run directory: {rec.run_dir}")
+    if rec.result is not None:
+        for c in rec.result.claims:
+            d = c.to_dict()
+            print(f"  {'PASS' if c.passed else 'FAIL'}  {c.claim} ({c.source}): bound {c.bound}; "
+                  f"measured {measured(d)}")
+        if not rec.result.claims:
+            print("  (no claims)")
+    wb = rec.results.get("provenance", {}).get("tracking", {})
+    if wb.get("mode") == "offline" and wb.get("wandb_dir"):
+        print(f"W&B offline run: {wb['wandb_dir']} (upload with: wandb sync {wb['wandb_dir']})")
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from dedebate.lab.report import reproduce
+
+    if args.seed < 0 or args.seed >= 2**32:
+        return _die_usage(f"--seed {args.seed}: must be an integer in [0, 2^32)")
+    reg = _registry()
+    if args.only:
+        unknown = [n for n in args.only if n not in reg.experiments]
+        if unknown:
+            _warn_import_errors(reg)
+            return _die_usage(f"--only: unknown experiment(s) {', '.join(unknown)}; registered: "
+                              f"{', '.join(reg.names()) or '(none)'}")
+    _warn_import_errors(reg)
+    try:
+        outcome = reproduce(reg, size=args.size, seed=args.seed, output_dir=args.output_dir,
+                            only=args.only, tracking_mode=args.tracking,
+                            show_progress=not args.no_progress)
+    except ValueError as err:
+        print(f"dedebate: error: {err}", file=sys.stderr)
+        return EXIT_FAIL
+    n_claims = sum(len(e.claims) for e in outcome.entries)
+    n_pass = sum(sum(bool(c["passed"]) for c in e.claims) for e in outcome.entries)
+    failed = [e.name for e in outcome.entries if not e.passed]
+    print(f"report: {outcome.report_dir / 'report.md'}")
+    print(f"{'PASS' if outcome.passed else 'FAIL'}: {n_pass}/{n_claims} claims pass"
+          + (f"; failing experiments: {', '.join(failed)}" if failed else ""))
+    return EXIT_OK if outcome.passed else EXIT_FAIL
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from dedebate.lab.registry import bench_package, list_benchmarks
+    from dedebate.lab.rundir import jsonable
+
+    names = list_benchmarks()
+    if args.list:
+        print("\n".join(names) if names else "(no benchmarks)")
+        return EXIT_OK
+    available = ", ".join(names) if names else "(none)"
+    if not args.name:
+        return _die_usage(f"bench needs a NAME; available: {available}")
+    if args.name not in names:
+        return _die_usage(f"unknown benchmark {args.name!r}; available: {available}")
+    module = importlib.import_module(f"{bench_package()}.{args.name}")
+    if not callable(getattr(module, "run", None)):
+        return _die_usage(f"benchmark {args.name!r} defines no run(full: bool = False)")
+    result = module.run(full=args.full)
+    text = json.dumps(jsonable(result), indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n")
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from dedebate.lab.config import render_config_docs
+
+    reg = _registry()
+    if args.name not in reg.experiments:
+        _warn_import_errors(reg)
+        return _die_usage(f"unknown experiment {args.name!r}; registered: "
+                          f"{', '.join(reg.names()) or '(none)'}")
+    print(render_config_docs(reg.experiments[args.name]))
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    reg = _registry()
+    _warn_import_errors(reg)
+    for name in reg.names():
+        print(f"{name}\t{getattr(reg.experiments[name], 'TITLE', '')}")
+    if not reg.experiments:
+        print("(no experiments registered)", file=sys.stderr)
+    return EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "reproduce": cmd_reproduce, "bench": cmd_bench,
+            "config": cmd_config, "list": cmd_list}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dedebate`` console script; returns the exit code."""
+    parser = _parser()
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            # `run` takes overrides before or after its options (argparse's subcommands cannot
+            # intermix positionals and options by themselves).
+            if args.command == "run" and not any(e.startswith("-") for e in extra):
+                args.overrides = [*args.overrides, *extra]
+            else:
+                raise UsageError(f"dedebate: unrecognized arguments: {' '.join(extra)} "
+                                 "(see dedebate --help)")
+    except UsageError as err:
+        print(str(err), file=sys.stderr)
+        return EXIT_USAGE
+    if args.version:
+        import dedebate
+
+        print(dedebate.__version__)
+        return EXIT_OK
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as err:
+        print(str(err), file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("dedebate: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,490 @@
+"""Run configuration: YAML + command-line overrides -> a typed, frozen, validated ``RunConfig``.
+
+A config file (``configs/NAME.yaml``) has the top-level keys of :class:`RunConfig`; its ``params``
+section holds fields of the experiment's own ``Config`` dataclass (see
+``dedebate/lab/experiment.py``). Resolution order for ``params``: the experiment's
+``SIZES[size]`` first, then the YAML ``params``, then ``key.sub=value`` overrides from the
+command line (values parsed with ``yaml.safe_load``, so ``params.n=10``, ``params.flag=true``,
+``params.xs=[1,2]``).
+
+Every bad input raises :class:`ConfigError` with one line that names the full key, the value and
+what is allowed. Nothing runs before the whole config is valid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+SIZES = ("quick", "default", "full")
+TRACKING_MODES = ("auto", "offline", "online", "disabled")
+# Values of the WANDB_MODE environment variable and the tracking mode each one means.
+_WANDB_ENV_MODES = {"online": "online", "run": "online", "offline": "offline",
+                    "dryrun": "offline", "disabled": "disabled"}
+_KEY_SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ConfigError(ValueError):
+    """A bad configuration: one line naming the key, the value and what is allowed."""
+
+
+def _doc(text: str) -> dict[str, str]:
+    return {"doc": text}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackingConfig:
+    """W&B tracking. Offline by default: nothing needs an account or a network."""
+
+    mode: Literal["auto", "offline", "online", "disabled"] = dataclasses.field(
+        default="auto",
+        metadata=_doc("auto = the WANDB_MODE environment variable if set, else offline; "
+                      "offline | online | disabled force that mode"))
+    project: str = dataclasses.field(default="dedebate", metadata=_doc("W&B project name"))
+    entity: str | None = dataclasses.field(
+        default=None, metadata=_doc("W&B entity (user or team); null = the account default"))
+    group: str | None = dataclasses.field(
+        default=None, metadata=_doc("W&B group (e.g. one sweep or one reproduce job)"))
+
+    def __post_init__(self):
+        if self.mode not in TRACKING_MODES:
+            raise ValueError(f"mode={self.mode!r}: must be one of {', '.join(TRACKING_MODES)}")
+        if not self.project:
+            raise ValueError("project='': must be a non-empty string")
+
+    def effective_mode(self, environ: Mapping[str, str] | None = None) -> str:
+        """The mode W&B runs in: ``offline``, ``online`` or ``disabled``.
+
+        ``auto`` follows ``WANDB_MODE`` when it is set to a value W&B knows, else ``offline``.
+        An explicit mode in the config wins over the environment.
+        """
+        if self.mode != "auto":
+            return self.mode
+        env = os.environ if environ is None else environ
+        value = env.get("WANDB_MODE", "").strip().lower()
+        return _WANDB_ENV_MODES.get(value, "offline")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """One run of one experiment, fully resolved. ``params`` is the experiment's ``Config``."""
+
+    experiment: str = dataclasses.field(
+        default="",
+        metadata=_doc("required: registry name of the experiment (experiments/NAME.py)"))
+    seed: int = dataclasses.field(
+        default=0, metadata=_doc("root PRNG seed, an integer in [0, 2^32)"))
+    size: Literal["quick", "default", "full"] = dataclasses.field(
+        default="default",
+        metadata=_doc("quick (tiny, for tests) | default | full (paper scale, accelerator)"))
+    output_dir: str = dataclasses.field(
+        default="runs", metadata=_doc("where run directories are created"))
+    resume: bool = dataclasses.field(
+        default=False,
+        metadata=_doc("continue the latest run of this exact config from its checkpoints"))
+    tracking: TrackingConfig = dataclasses.field(
+        default_factory=TrackingConfig, metadata=_doc("W&B tracking"))
+    params: Any = dataclasses.field(
+        default=None, metadata=_doc("the experiment's own Config fields"))
+
+    def __post_init__(self):
+        if not (0 <= self.seed < 2**32):
+            raise ValueError(f"seed={self.seed}: must be an integer in [0, 2^32)")
+        if self.size not in SIZES:
+            raise ValueError(f"size={self.size!r}: must be one of {', '.join(SIZES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (tuples as lists), the form written to ``config.yaml``."""
+        return {
+            "experiment": self.experiment,
+            "seed": self.seed,
+            "size": self.size,
+            "output_dir": self.output_dir,
+            "resume": self.resume,
+            "tracking": _plain(dataclasses.asdict(self.tracking)),
+            "params": _plain(dataclasses.asdict(self.params)) if self.params is not None else {},
+        }
+
+    def config_hash(self) -> str:
+        """sha256 of the canonical JSON of the result-determining part of the config.
+
+        Covers ``experiment``, ``seed``, ``size`` and ``params``; not ``output_dir``, ``resume``
+        or ``tracking``, which change where results go, never what they are (so a resumed run
+        keeps its hash).
+        """
+        return config_hash_of(self.to_dict())
+
+
+def config_hash_of(d: Mapping[str, Any]) -> str:
+    """:meth:`RunConfig.config_hash` of a plain config dict (e.g. a loaded ``config.yaml``)."""
+    core = {k: _plain(d.get(k)) for k in ("experiment", "seed", "size", "params")}
+    text = json.dumps(core, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+# ----------------------------------------------------------------------------- type checking
+
+
+def describe_type(tp: Any) -> str:
+    """What a value of annotation ``tp`` looks like, in words, for error messages."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return "any value"
+    if tp is type(None):
+        return "null"
+    if tp is bool:
+        return "true or false"
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if tp is str:
+        return "a string"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        parts = [describe_type(a) for a in args if a is not type(None)]
+        text = " or ".join(parts)
+        return text + " or null" if type(None) in args else text
+    if origin in (tuple, list):
+        if origin is tuple and args and (len(args) != 2 or args[1] is not Ellipsis):
+            return (f"a list of {len(args)} items ["
+                    + ", ".join(describe_type(a) for a in args) + "]")
+        inner = describe_type(args[0]) if args else "any value"
+        return f"a list (each {inner})"
+    if origin is dict:
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return f"a mapping of {tp.__name__} fields"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _fail(key: str, value: Any, tp: Any) -> ConfigError:
+    return ConfigError(f"{key}={_show(value)}: expected {describe_type(tp)}")
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against annotation ``tp``; return it in the field's own type.
+
+    Ints are accepted for floats (and numeric strings such as ``1e-3``, which YAML 1.1 reads as
+    a string); lists are accepted for tuples. Bools are never ints.
+    """
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any or tp is object:
+        return value
+    if tp is type(None):
+        if value is None:
+            return None
+        raise _fail(key, value, tp)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise _fail(key, value, tp)
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _fail(key, value, tp)
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise _fail(key, value, tp)
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise _fail(key, value, tp)
+    if origin is Literal:
+        for a in args:
+            if type(a) is type(value) and a == value:
+                return a
+        raise _fail(key, value, tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            if type(None) in args:
+                return None
+            raise _fail(key, value, tp)
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return coerce(value, a, key)
+            except ConfigError:
+                continue
+        raise _fail(key, value, tp)
+    if origin in (tuple, list) or tp in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise _fail(key, value, tp)
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(value) != len(args):
+                raise _fail(key, value, tp)
+            items = [coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args))]
+        else:
+            inner = args[0] if args else Any
+            items = [coerce(v, inner, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if (origin is tuple or tp is tuple) else items
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise _fail(key, value, tp)
+        vt = args[1] if len(args) == 2 else Any
+        return {k: coerce(v, vt, f"{key}.{k}") for k, v in value.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise _fail(key, value, tp)
+        return build_dataclass(tp, value, key)
+    # An annotation we do not know how to check: accept the value as given.
+    return value
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - unresolvable forward references: no checking
+        return {f.name: Any for f in dataclasses.fields(cls)}
+
+
+def _fields(cls: type) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if f.init]
+
+
+def build_dataclass(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
+    """Build the frozen dataclass ``cls`` from a mapping, rejecting unknown keys and bad types.
+
+    ``ValueError`` raised by the class's ``__post_init__`` (``"name=value: what is allowed"``)
+    becomes a :class:`ConfigError` naming the full key ``prefix.name``.
+    """
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{prefix}={_show(raw)}: expected a mapping of {cls.__name__} fields")
+    fields = {f.name: f for f in _fields(cls)}
+    hints = _field_types(cls)
+    values = {}
+    for name, value in raw.items():
+        key = f"{prefix}.{name}" if prefix else str(name)
+        if name not in fields:
+            allowed = ", ".join(fields) or "(none)"
+            raise ConfigError(f"unknown key '{key}'; allowed keys here: {allowed}")
+        values[name] = coerce(value, hints.get(name, Any), key)
+    missing = [n for n, f in fields.items()
+               if n not in values and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        key = f"{prefix}.{missing[0]}" if prefix else missing[0]
+        raise ConfigError(f"missing key '{key}': expected {describe_type(hints.get(missing[0]))}")
+    try:
+        return cls(**values)
+    except ValueError as err:
+        raise _range_error(err, prefix, fields) from None
+    except TypeError as err:
+        raise ConfigError(f"{prefix or cls.__name__}: {err}") from None
+
+
+def _range_error(err: ValueError, prefix: str, fields: Mapping[str, Any]) -> ConfigError:
+    msg = " ".join(str(err).split()) or type(err).__name__
+    m = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=", msg)
+    if m and m.group(1) in fields:
+        return ConfigError(f"{prefix}.{msg}" if prefix else msg)
+    return ConfigError(f"{prefix}: {msg}" if prefix else msg)
+
+
+# ----------------------------------------------------------------------------- overrides
+
+
+def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
+    """``"params.n=10"`` -> ``(("params", "n"), 10)``; the value is parsed by ``yaml.safe_load``.
+    """
+    if "=" not in text:
+        raise ConfigError(f"malformed override {text!r}: expected key.sub=value "
+                          "(for example params.n=10)")
+    key, _, raw_value = text.partition("=")
+    key = key.strip()
+    parts = tuple(key.split("."))
+    if not key or not all(_KEY_SEGMENT.match(p) for p in parts):
+        raise ConfigError(f"malformed override {text!r}: the key must be dotted names such as "
+                          "params.n")
+    try:
+        value = yaml.safe_load(raw_value) if raw_value.strip() else None
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise ConfigError(f"malformed override {text!r}: value is not valid YAML ({problem})"
+                          ) from None
+    return parts, value
+
+
+def apply_override(raw: dict[str, Any], parts: tuple[str, ...], value: Any) -> None:
+    """Set ``raw[p0][p1]...[pn] = value``, creating sections; refuses to descend into a value."""
+    node = raw
+    for i, p in enumerate(parts[:-1]):
+        child = node.get(p)
+        if child is None:
+            child = node[p] = {}
+        elif not isinstance(child, dict):
+            where = ".".join(parts[: i + 1])
+            raise ConfigError(f"unknown key '{'.'.join(parts)}': '{where}' is a value, "
+                              "not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a config file with ``yaml.safe_load``; errors become one-line ConfigErrors."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {str(path)!r}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read config file: {err}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config file must be a mapping of keys, "
+                          f"got {type(data).__name__}")
+    return data
+
+
+def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
+            overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Validate a raw config mapping (plus overrides) against the registered experiments."""
+    raw = _deepcopy_dict(raw)
+    for text in overrides:
+        parts, value = parse_override(text)
+        apply_override(raw, parts, value)
+
+    allowed = [f.name for f in _fields(RunConfig)]
+    for k in raw:
+        if k not in allowed:
+            raise ConfigError(f"unknown key '{k}'; allowed top-level keys: {', '.join(allowed)}")
+
+    names = sorted(experiments)
+    available = ", ".join(names) if names else "(none registered)"
+    if "experiment" not in raw or raw["experiment"] in (None, ""):
+        raise ConfigError(f"missing key 'experiment': expected one of {available}")
+    name = raw["experiment"]
+    if not isinstance(name, str) or name not in experiments:
+        raise ConfigError(f"experiment={_show(name)}: unknown experiment; registered: {available}")
+    module = experiments[name]
+
+    top = {k: v for k, v in raw.items() if k != "params"}
+    top.setdefault("tracking", {})
+    base = build_dataclass(RunConfig, top, "")
+
+    params_raw = raw.get("params")
+    if params_raw is None:
+        params_raw = {}
+    if not isinstance(params_raw, dict):
+        raise ConfigError(f"params={_show(params_raw)}: expected a mapping of "
+                          f"{name} Config fields")
+    sizes = getattr(module, "SIZES", {}) or {}
+    size_over = sizes.get(base.size, {}) or {}
+    merged = {**size_over, **params_raw}
+    cfg_cls = getattr(module, "Config", None)
+    if cfg_cls is None or not dataclasses.is_dataclass(cfg_cls):
+        raise ConfigError(f"experiment {name!r} has no Config dataclass (see "
+                          "dedebate/lab/experiment.py)")
+    params = build_dataclass(cfg_cls, merged, "params")
+    return dataclasses.replace(base, params=params)
+
+
+def load_config(path: str | os.PathLike, experiments: Mapping[str, Any],
+                overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """``configs/NAME.yaml`` + ``key.sub=value`` overrides -> a validated :class:`RunConfig`."""
+    return resolve(read_yaml(path), experiments, overrides)
+
+
+def default_config(module: Any, size: str = "default", seed: int = 0, **top: Any) -> RunConfig:
+    """The embedded default config of an experiment module at ``size`` (used by reproduce)."""
+    raw = {"experiment": module.NAME, "seed": seed, "size": size, **top}
+    return resolve(raw, {module.NAME: module})
+
+
+def _deepcopy_dict(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {k: _deepcopy_dict(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_deepcopy_dict(v) for v in x]
+    return x
+
+
+def dump_yaml(cfg: RunConfig) -> str:
+    """The resolved config as YAML (``load_config`` of this text gives back ``cfg``)."""
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=False)
+
+
+# ----------------------------------------------------------------------------- documentation
+
+
+def render_config_docs(module: Any) -> str:
+    """Every documented config key of an experiment: name, type, default, doc, size overrides."""
+    lines = [f"{module.NAME}: {getattr(module, 'TITLE', '')}".rstrip(": "), ""]
+    lines.append("Top-level keys:")
+    lines += _field_lines(RunConfig, "", skip=("params", "tracking"))
+    lines += _field_lines(TrackingConfig, "tracking.")
+    lines.append("")
+    lines.append("params (experiment Config):")
+    cfg_cls = getattr(module, "Config", None)
+    if cfg_cls is not None and dataclasses.is_dataclass(cfg_cls):
+        lines += _field_lines(cfg_cls, "params.")
+    sizes = getattr(module, "SIZES", {}) or {}
+    for size in SIZES:
+        if sizes.get(size):
+            over = ", ".join(f"{k}={v!r}" for k, v in sizes[size].items())
+            lines.append(f"size {size}: {over}")
+    return "\n".join(lines)
+
+
+def _field_lines(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> list[str]:
+    hints = _field_types(cls)
+    out = []
+    for f in _fields(cls):
+        if f.name in skip:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = repr(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = repr(f.default_factory())
+        else:
+            default = "(required)"
+        doc = f.metadata.get("doc", "") if f.metadata else ""
+        out.append(f"  {prefix}{f.name}: {describe_type(hints.get(f.name, Any))} "
+                   f"= {default}" + (f"  -- {doc}" if doc else ""))
+    return out

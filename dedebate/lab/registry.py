@@ -1,0 +1,124 @@
+"""Experiment and benchmark discovery: no registering by hand.
+
+An experiment is any module of the ``experiments`` package that defines ``NAME`` and ``run``
+(contract: ``dedebate/lab/experiment.py``). A module that fails to import is not silently
+dropped: its error is kept in :attr:`Registry.errors` so ``dedebate reproduce`` reports it as a
+failing row. The environment variable ``DEDEBATE_EXPERIMENTS`` (comma-separated package or module
+names) replaces the default ``experiments`` package, which is how the tests point the CLI at fake
+experiments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import pkgutil
+import types
+from collections.abc import Iterable
+
+DEFAULT_PACKAGES = ("experiments",)
+
+
+@dataclasses.dataclass
+class Registry:
+    """Experiments by ``NAME`` and the modules that failed to import (module name -> error)."""
+
+    experiments: dict[str, types.ModuleType] = dataclasses.field(default_factory=dict)
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def names(self) -> list[str]:
+        return sorted(self.experiments)
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _import(name_or_module: str | types.ModuleType) -> types.ModuleType:
+    if isinstance(name_or_module, types.ModuleType):
+        return name_or_module
+    return importlib.import_module(name_or_module)
+
+
+def _is_experiment(module: types.ModuleType) -> bool:
+    return isinstance(getattr(module, "NAME", None), str) and callable(getattr(module, "run", None))
+
+
+def _add(reg: Registry, module: types.ModuleType) -> None:
+    if not _is_experiment(module):
+        return
+    name = module.NAME
+    other = reg.experiments.get(name)
+    if other is not None and other is not module:
+        reg.errors[module.__name__] = (f"duplicate experiment NAME {name!r} "
+                                       f"(also defined by {other.__name__})")
+        return
+    reg.experiments[name] = module
+
+
+def discover_experiments(
+    packages: Iterable[str | types.ModuleType] | None = None,
+    modules: Iterable[str | types.ModuleType] = (),
+) -> Registry:
+    """Import every module of ``packages`` (default: ``$DEDEBATE_EXPERIMENTS`` or
+    ``experiments``) and every module in ``modules``; keep those defining ``NAME`` and ``run``.
+    """
+    if packages is None:
+        env = os.environ.get("DEDEBATE_EXPERIMENTS", "").strip()
+        packages = tuple(p.strip() for p in env.split(",") if p.strip()) or DEFAULT_PACKAGES
+    reg = Registry()
+    for pkg in packages:
+        label = pkg if isinstance(pkg, str) else pkg.__name__
+        try:
+            package = _import(pkg)
+        except Exception as err:  # noqa: BLE001 - reported, never swallowed
+            reg.errors[label] = _one_line(err)
+            continue
+        if not hasattr(package, "__path__"):  # a plain module named directly
+            _add(reg, package)
+            continue
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+            if info.name.startswith("_"):
+                continue
+            full = f"{package.__name__}.{info.name}"
+            try:
+                module = importlib.import_module(full)
+            except Exception as err:  # noqa: BLE001
+                reg.errors[full] = _one_line(err)
+                continue
+            _add(reg, module)
+    for mod in modules:
+        label = mod if isinstance(mod, str) else mod.__name__
+        try:
+            _add(reg, _import(mod))
+        except Exception as err:  # noqa: BLE001
+            reg.errors[label] = _one_line(err)
+    return reg
+
+
+def bench_package() -> str:
+    """The benchmark package: ``$DEDEBATE_BENCH`` (used by the tests) or ``bench``."""
+    return os.environ.get("DEDEBATE_BENCH", "").strip() or "bench"
+
+
+def list_benchmarks(package: str | None = None) -> list[str]:
+    """Names of the modules of the top-level ``bench`` package (each defines ``run(full)``)."""
+    package = package or bench_package()
+    try:
+        pkg = importlib.import_module(package)
+    except ImportError:
+        return []
+    names = []
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        try:
+            module = importlib.import_module(f"{package}.{info.name}")
+        except Exception:  # noqa: BLE001 - listed; running it shows the import error
+            names.append(info.name)
+            continue
+        if callable(getattr(module, "run", None)):  # helpers such as numpy references are not
+            names.append(info.name)
+    return names

@@ -1,0 +1,254 @@
+"""``dedebate reproduce``: run every registered experiment and write the claims report.
+
+Output: ``<output_dir>/reproduce-<UTC timestamp>/`` with one run directory per experiment
+(``<experiment>/``, same contents as a ``dedebate run`` directory), ``report.md`` (provenance
+header, one table row per Claim, the plots) and ``report.json``. The report is rewritten after
+each experiment, so results of finished experiments are on disk before later ones start. An
+experiment that raises (or fails to import, or returns no claims) is a failing row; the others
+still run. The job passes iff every claim of every experiment passes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dedebate.lab.config import ConfigError, default_config
+from dedebate.lab.registry import Registry
+from dedebate.lab.rundir import (
+    RESULT_SCHEMA_VERSION,
+    environment_provenance,
+    new_run_dir,
+    utc_iso,
+    write_json,
+    write_text,
+)
+from dedebate.lab.runner import run_experiment
+from dedebate.lab.tracking import Tracker
+
+
+@dataclasses.dataclass
+class ExperimentEntry:
+    """One experiment's part of the report."""
+
+    name: str
+    title: str = ""
+    status: str = "ok"  # ok | error
+    error: str | None = None
+    run_dir: str | None = None  # relative to the report directory
+    wall_time_s: float = 0.0
+    claims: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    plots: list[str] = dataclasses.field(default_factory=list)  # relative to the report directory
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ok" and bool(self.claims) and all(c["passed"] for c in self.claims)
+
+
+@dataclasses.dataclass
+class ReproduceOutcome:
+    report_dir: Path
+    entries: list[ExperimentEntry]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.entries) and all(e.passed for e in self.entries)
+
+
+def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
+              output_dir: str = "runs", only: list[str] | None = None,
+              tracking_mode: str = "auto", project: str = "dedebate",
+              show_progress: bool = True) -> ReproduceOutcome:
+    """Run the selected experiments at ``size`` and write ``report.md`` / ``report.json``.
+
+    Raises ``ValueError`` if nothing is selected (no experiment and no import error to report).
+    """
+    names = registry.names()
+    import_errors: Mapping[str, str] = registry.errors
+    if only:
+        names = [n for n in names if n in only]
+        import_errors = {}
+    if not names and not import_errors:
+        raise ValueError("no experiments found to reproduce (the experiments package has no "
+                         "module defining NAME and run)")
+    report_dir = new_run_dir(output_dir, "reproduce")
+    group = report_dir.name
+    started = utc_iso()
+    t_start = time.monotonic()
+    header = {
+        "size": size,
+        "seed": seed,
+        "started_utc": started,
+        **environment_provenance(),
+    }
+    entries: list[ExperimentEntry] = []
+    for mod_name, err in sorted(import_errors.items()):
+        entries.append(ExperimentEntry(name=mod_name, status="error",
+                                       error=f"import failed: {err}"))
+
+    job = Tracker.start(mode=_effective(tracking_mode), run_dir=report_dir, project=project,
+                        job_type="reproduce", name=group, group=group,
+                        config={"size": size, "seed": seed, "experiments": names})
+
+    from tqdm.auto import tqdm
+
+    outer = tqdm(names, desc="reproduce", unit="exp", file=sys.stderr,
+                 disable=not show_progress, dynamic_ncols=True)
+    _write_report(report_dir, header, entries, time.monotonic() - t_start, final=False)
+    for name in outer:
+        outer.set_postfix_str(name)
+        module = registry.experiments[name]
+        entry = ExperimentEntry(name=name, title=getattr(module, "TITLE", ""))
+        try:
+            cfg = default_config(module, size=size, seed=seed, output_dir=str(report_dir),
+                                 tracking={"mode": tracking_mode, "project": project,
+                                           "group": group})
+        except ConfigError as err:
+            entry.status, entry.error = "error", f"bad embedded config: {err}"
+            entries.append(entry)
+            _write_report(report_dir, header, entries, time.monotonic() - t_start, final=False)
+            continue
+        try:
+            rec = run_experiment(module, cfg, run_dir=report_dir / name,
+                                 show_progress=show_progress, nested=True)
+        except Exception as err:  # noqa: BLE001 - the lab itself failed; still a row
+            entry.status, entry.error = "error", f"{type(err).__name__}: {err}"
+            entries.append(entry)
+            _write_report(report_dir, header, entries, time.monotonic() - t_start, final=False)
+            continue
+        entry.run_dir = name
+        entry.wall_time_s = rec.wall_time_s
+        entry.plots = [f"{name}/{p}" for p in rec.results.get("plots", [])]
+        if rec.error is not None:
+            entry.status, entry.error = "error", rec.error
+        else:
+            entry.claims = rec.results["claims"]
+            if not entry.claims:
+                entry.status, entry.error = "error", "the experiment returned no claims"
+        entries.append(entry)
+        job.log({"experiment_passed": int(entry.passed), "experiments_done": len(entries)})
+        _write_report(report_dir, header, entries, time.monotonic() - t_start, final=False)
+    outer.close()
+
+    outcome = ReproduceOutcome(report_dir, entries)
+    _write_report(report_dir, header, entries, time.monotonic() - t_start, final=True)
+    n_claims = sum(len(e.claims) for e in entries)
+    n_pass = sum(sum(bool(c["passed"]) for c in e.claims) for e in entries)
+    job.set_summary({"passed": outcome.passed, "claims_total": n_claims,
+                     "claims_passed": n_pass, "experiments": len(entries),
+                     "experiments_failed": sum(not e.passed for e in entries)})
+    job.log_artifact(f"report-{group}", "report",
+                     [report_dir / "report.md", report_dir / "report.json"])
+    job.finish(0 if outcome.passed else 1)
+    return outcome
+
+
+def _effective(mode: str) -> str:
+    from dedebate.lab.config import TrackingConfig
+
+    return TrackingConfig(mode=mode).effective_mode()
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+def fmt(x: Any) -> str:
+    """Compact number formatting for the report."""
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "nan"
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return f"{x:.4g}"
+    return str(x)
+
+
+def measured(c: Mapping[str, Any]) -> str:
+    """``value [lo, hi]``, or just the value when the number is exact (lo == value == hi)."""
+    v, lo, hi = c.get("value"), c.get("lo"), c.get("hi")
+    if lo == v and hi == v:
+        return f"{fmt(v)} (exact)"
+    return f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
+
+
+def _cell(text: Any) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _anchor(e: ExperimentEntry) -> str:
+    """GitHub's anchor for the ``## name — title`` heading."""
+    text = f"{e.name} — {e.title}" if e.title else e.name
+    text = "".join(c for c in text.lower() if c.isalnum() or c in " -_")
+    return text.replace(" ", "-")
+
+
+def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
+                    wall_time_s: float, final: bool = True) -> str:
+    n_claims = sum(len(e.claims) for e in entries)
+    n_pass = sum(sum(bool(c["passed"]) for c in e.claims) for e in entries)
+    n_err = sum(e.status == "error" for e in entries)
+    ok = bool(entries) and all(e.passed for e in entries)
+    verdict = ("PASS" if ok else "FAIL") if final else "IN PROGRESS"
+    lines = [
+        "# dedebate reproduce report",
+        "",
+        f"**{verdict}**: {n_pass}/{n_claims} claims pass"
+        + (f"; {n_err} experiment(s) failed to run" if n_err else "") + ".",
+        "",
+        "| provenance | |",
+        "|---|---|",
+    ]
+    for k in ("size", "seed", "started_utc", "dedebate_version", "git_commit", "jax_version",
+              "backend", "device_count", "python_version", "platform", "result_schema_version"):
+        lines.append(f"| {k} | {_cell(header.get(k))} |")
+    lines.append(f"| wall_time_s | {wall_time_s:.1f} |")
+    lines += ["", "| experiment | claims passed | result |", "|---|---|---|"]
+    for e in entries:
+        n_ok = sum(bool(c["passed"]) for c in e.claims)
+        lines.append(f"| [{_cell(e.name)}](#{_anchor(e)}) | {n_ok}/{len(e.claims)} | "
+                     f"{'PASS' if e.passed else 'FAIL'} |")
+    lines.append("")
+    for e in entries:
+        status = "PASS" if e.passed else "FAIL"
+        title = f" — {e.title}" if e.title else ""
+        lines += [f"## {e.name}{title}", ""]
+        where = f"run directory `{e.run_dir}/`, " if e.run_dir else ""
+        lines += [f"{status}; {where}{e.wall_time_s:.1f} s.", ""]
+        lines += ["| claim | source | bound | measured (95% interval) | result | note |",
+                  "|---|---|---|---|---|---|"]
+        for c in e.claims:
+            lines.append(f"| {_cell(c['claim'])} | {_cell(c['source'])} | {_cell(c['bound'])} | "
+                         f"{_cell(measured(c))} | {'PASS' if c['passed'] else 'FAIL'} | "
+                         f"{_cell(c.get('note', ''))} |")
+        if e.status == "error":
+            lines.append(f"| experiment did not complete | {_cell(e.name)} | — | — | FAIL | "
+                         f"{_cell(e.error)} |")
+        lines.append("")
+        for p in e.plots:
+            lines += [f"![{Path(p).stem}]({p})", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _write_report(report_dir: Path, header: Mapping[str, Any], entries: list[ExperimentEntry],
+                  wall_time_s: float, final: bool) -> None:
+    write_text(report_dir / "report.md", render_markdown(header, entries, wall_time_s, final))
+    n_claims = sum(len(e.claims) for e in entries)
+    write_json(report_dir / "report.json", {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "complete": final,
+        "passed": bool(entries) and all(e.passed for e in entries),
+        "claims_total": n_claims,
+        "claims_passed": sum(sum(bool(c["passed"]) for c in e.claims) for e in entries),
+        "wall_time_s": round(wall_time_s, 3),
+        "provenance": dict(header),
+        "experiments": [{**dataclasses.asdict(e), "passed": e.passed} for e in entries],
+    })

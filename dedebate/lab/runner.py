@@ -1,0 +1,289 @@
+"""Run one experiment: run directory, context, local results first, then W&B.
+
+Layout of a run directory::
+
+    <run_dir>/config.yaml      the resolved config (load_config of it gives the same RunConfig)
+    <run_dir>/results.json     claims, metrics and provenance (config hash, seed, versions, ...)
+    <run_dir>/metrics.jsonl    one JSON line per ctx.log call
+    <run_dir>/plots/*.png      figures saved with ctx.save_figure
+    <run_dir>/tables/*.csv     ExperimentResult.tables
+    <run_dir>/checkpoints/     Orbax checkpoints (ctx.checkpoint_dir)
+    <run_dir>/error.txt        the traceback, if the experiment raised
+    <run_dir>/wandb/           the W&B run (offline by default)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import sys
+import time
+import traceback
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
+from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.rundir import (
+    environment_provenance,
+    jsonable,
+    new_run_dir,
+    utc_iso,
+    write_csv,
+    write_json,
+    write_text,
+)
+from dedebate.lab.tracking import Tracker
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def experiment_key(seed: int, name: str):
+    """``fold_in(key(seed), crc32(name))``: a typed key per (seed, experiment)."""
+    import jax
+
+    return jax.random.fold_in(jax.random.key(seed), zlib.crc32(name.encode()) & 0x7FFFFFFF)
+
+
+class LabContext:
+    """The lab's implementation of ``RunContext`` (see ``dedebate/lab/experiment.py``)."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, tracker: Tracker, *,
+                 show_progress: bool = True, nested: bool = False, resume: bool = False):
+        self.cfg = cfg
+        self.seed = cfg.seed
+        self.size = cfg.size
+        self.key = experiment_key(cfg.seed, cfg.experiment)
+        self.run_dir = Path(run_dir)
+        self.plots_dir = self.run_dir / "plots"
+        self.tables_dir = self.run_dir / "tables"
+        self.checkpoint_dir = self.run_dir / "checkpoints"
+        self.metrics_path = self.run_dir / "metrics.jsonl"
+        self.config_hash = cfg.config_hash()
+        self.resume = resume
+        self.tracker = tracker
+        self.saved_plots: list[str] = []
+        self._show_progress = show_progress
+        self._nested = nested
+        self._t0 = time.monotonic()
+        self._auto_step = 0
+        for d in (self.plots_dir, self.checkpoint_dir):
+            d.mkdir(parents=True, exist_ok=True)
+
+    @contextlib.contextmanager
+    def progress(self, total: int, desc: str) -> Iterator[Any]:
+        """A tqdm bar on stderr; call ``update`` between jitted chunks (host side)."""
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc=desc, file=sys.stderr, disable=not self._show_progress,
+                   leave=not self._nested, dynamic_ncols=True, mininterval=0.5)
+        try:
+            yield bar
+        finally:
+            bar.close()
+
+    def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        """Append ``{"step", "wall_s", **metrics}`` to metrics.jsonl, then send it to W&B."""
+        if step is None:
+            step = self._auto_step
+        self._auto_step = int(step) + 1
+        row = {"step": int(step), "wall_s": round(time.monotonic() - self._t0, 4)}
+        row.update(jsonable(metrics))
+        with open(self.metrics_path, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        self.tracker.log(jsonable(metrics), step=int(step))
+
+    def checkpointer(self, every: int = 1, keep: int = 3):
+        """An Orbax :class:`~dedebate.lab.checkpoint.Checkpointer` on ``checkpoint_dir``, guarded
+        by this run's config hash (use it as a context manager so saves finish before exit)."""
+        from dedebate.lab.checkpoint import Checkpointer
+
+        return Checkpointer(self.checkpoint_dir, self.config_hash, every=every, keep=keep)
+
+    def save_figure(self, fig: Any, name: str) -> str:
+        """Save ``fig`` as ``plots/NAME.png``, close it, log it to W&B, return the file name."""
+        stem = name.removesuffix(".png")
+        if not _SAFE_NAME.match(stem):
+            raise ValueError(f"figure name={name!r}: use letters, digits, '_', '-', '.' only")
+        filename = f"{stem}.png"
+        path = self.plots_dir / filename
+        try:
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+        finally:
+            with contextlib.suppress(Exception):
+                import matplotlib.pyplot as plt
+
+                plt.close(fig)
+        if filename not in self.saved_plots:
+            self.saved_plots.append(filename)
+        self.tracker.log_image(stem, path)
+        return filename
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """What a finished (or failed) run left behind."""
+
+    cfg: RunConfig
+    run_dir: Path
+    result: ExperimentResult | None
+    error: str | None
+    wall_time_s: float
+    results: dict[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and self.result is not None and bool(self.result.claims) \
+            and self.result.passed
+
+
+def find_resumable(cfg: RunConfig) -> Path | None:
+    """The newest ``<output_dir>/<experiment>-*`` whose config.yaml has this config's hash."""
+    root = Path(cfg.output_dir)
+    if not root.is_dir():
+        return None
+    want = cfg.config_hash()
+    for d in sorted(root.glob(f"{cfg.experiment}-*"), reverse=True):
+        f = d / "config.yaml"
+        if not f.is_file():
+            continue
+        with contextlib.suppress(Exception):  # an unreadable old run is simply not resumable
+            old = yaml.safe_load(f.read_text())
+            if isinstance(old, dict) and config_hash_of(old) == want:
+                return d.resolve()
+    return None
+
+
+def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | None = None,
+                   show_progress: bool = True, nested: bool = False,
+                   raise_errors: bool = False) -> RunRecord:
+    """Run ``module.run(cfg.params, ctx)`` and write the run directory.
+
+    Order: config.yaml, then the experiment (metrics.jsonl and plots as it goes), then tables and
+    results.json, and only then the W&B summary and artifact. An exception from the experiment is
+    recorded in results.json (``status: "error"``) and error.txt; it is re-raised only if
+    ``raise_errors``.
+    """
+    resume = False
+    if run_dir is None:
+        existing = find_resumable(cfg) if cfg.resume else None
+        if existing is not None:
+            run_dir, resume = existing, True
+        else:
+            run_dir = new_run_dir(cfg.output_dir, cfg.experiment)
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    resume = resume or (cfg.resume and (run_dir / "checkpoints").is_dir())
+    write_text(run_dir / "config.yaml", dump_yaml(cfg))
+
+    tcfg = cfg.tracking
+    mode = tcfg.effective_mode()
+    tracker = Tracker.start(mode=mode, run_dir=run_dir, project=tcfg.project,
+                            entity=tcfg.entity, group=tcfg.group, job_type=cfg.experiment,
+                            name=run_dir.name, config=cfg.to_dict())
+    ctx = LabContext(cfg, run_dir, tracker, show_progress=show_progress, nested=nested,
+                     resume=resume)
+
+    started = utc_iso()
+    t0 = time.monotonic()
+    result: ExperimentResult | None = None
+    error: str | None = None
+    tb_text = None
+    try:
+        result = module.run(cfg.params, ctx)
+        if not isinstance(result, ExperimentResult):
+            raise TypeError(f"{cfg.experiment}.run returned {type(result).__name__}, "
+                            "expected ExperimentResult")
+        bad = [c for c in result.claims if not isinstance(c, Claim)]
+        if bad:
+            raise TypeError(f"{cfg.experiment}.run returned claims that are not Claim rows")
+    except Exception as err:
+        error = f"{type(err).__name__}: {' '.join(str(err).split())}"
+        tb_text = traceback.format_exc()
+        result = None
+        if raise_errors:
+            _finish_failed(module, cfg, run_dir, ctx, tracker, mode, started, t0, error, tb_text)
+            raise
+    wall = time.monotonic() - t0
+
+    if error is not None:
+        results = _finish_failed(module, cfg, run_dir, ctx, tracker, mode, started, t0, error,
+                                 tb_text)
+        return RunRecord(cfg, run_dir, None, error, wall, results)
+
+    assert result is not None
+    tables = {}
+    if result.tables:
+        ctx.tables_dir.mkdir(exist_ok=True)
+        for tname, rows in result.tables.items():
+            safe = "".join(c if (c.isalnum() or c in "-_.") else "_" for c in tname)
+            write_csv(ctx.tables_dir / f"{safe}.csv", list(rows))
+            tables[tname] = f"tables/{safe}.csv"
+    plots = list(dict.fromkeys([*result.plots, *ctx.saved_plots]))
+    results = {
+        "experiment": cfg.experiment,
+        "title": getattr(module, "TITLE", ""),
+        "status": "ok",
+        "passed": bool(result.claims) and result.passed,
+        "claims": [c.to_dict() for c in result.claims],
+        "metrics": jsonable(result.metrics),
+        "tables": tables,
+        "plots": [f"plots/{p}" for p in plots],
+        "provenance": _provenance(cfg, ctx, tracker, mode, started, wall),
+    }
+    write_json(run_dir / "results.json", results)
+
+    # Local results are complete; now W&B.
+    n_pass = sum(c.passed for c in result.claims)
+    tracker.set_summary({**results["metrics"], "claims_passed": n_pass,
+                         "claims_total": len(result.claims), "passed": results["passed"],
+                         "wall_time_s": wall})
+    tracker.log_artifact(f"results-{run_dir.name}", "results",
+                         [run_dir / "results.json", run_dir / "config.yaml",
+                          *(run_dir / p for p in tables.values())])
+    tracker.finish(0)
+    return RunRecord(cfg, run_dir, result, None, wall, results)
+
+
+def _provenance(cfg: RunConfig, ctx: LabContext, tracker: Tracker, mode: str, started: str,
+                wall: float) -> dict[str, Any]:
+    prov = {
+        "config_hash": ctx.config_hash,
+        "seed": cfg.seed,
+        "size": cfg.size,
+        **environment_provenance(),
+        "started_utc": started,
+        "wall_time_s": round(wall, 3),
+        "resumed": ctx.resume,
+        "tracking": {"mode": mode, "wandb_run_id": tracker.run_id,
+                     "wandb_dir": tracker.run_path, "failure": tracker.failed},
+    }
+    return prov
+
+
+def _finish_failed(module, cfg, run_dir, ctx, tracker, mode, started, t0, error, tb_text):
+    wall = time.monotonic() - t0
+    write_text(run_dir / "error.txt", tb_text or error)
+    results = {
+        "experiment": cfg.experiment,
+        "title": getattr(module, "TITLE", ""),
+        "status": "error",
+        "passed": False,
+        "error": error,
+        "claims": [],
+        "metrics": {},
+        "tables": {},
+        "plots": [f"plots/{p}" for p in ctx.saved_plots],
+        "provenance": _provenance(cfg, ctx, tracker, mode, started, wall),
+    }
+    write_json(run_dir / "results.json", results)
+    tracker.set_summary({"passed": False, "error": error})
+    tracker.finish(1)
+    return results

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The two set-up commands of the README, on a machine with only python3 and pip:
+#
+#   ./dev.sh reproduce [--quick|--full] [--only NAME ...]   the main job: every claim, one report
+#   ./dev.sh test [pytest args]                             the whole test suite (what CI runs)
+#   ./dev.sh setup                                          only create/update the environment
+#   ./dev.sh run|bench|... ARGS                             any other dedebate command
+#
+# Each creates .venv (python3 -m venv, or virtualenv where venv is unavailable) and runs
+# `pip install -e '.[test]'` when the environment is missing or pyproject.toml changed since the
+# last install (a stamp file inside .venv holds the hash of pyproject.toml).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+PYTHON=${PYTHON:-python3}
+VENV=${DEDEBATE_VENV:-.venv}
+STAMP="$VENV/.dedebate-pyproject.sha256"
+
+say() { printf 'dev.sh: %s\n' "$*" >&2; }
+
+make_venv() {
+  if "$PYTHON" -m venv "$VENV" >/dev/null 2>&1 && [ -x "$VENV/bin/python" ] \
+     && "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    return 0
+  fi
+  say "python3 -m venv is unavailable here; using virtualenv instead"
+  rm -rf "$VENV"
+  if ! "$PYTHON" -m virtualenv --version >/dev/null 2>&1; then
+    "$PYTHON" -m pip install --user virtualenv >&2 \
+      || "$PYTHON" -m pip install --break-system-packages virtualenv >&2 \
+      || "$PYTHON" -m pip install virtualenv >&2
+  fi
+  "$PYTHON" -m virtualenv "$VENV" >&2
+}
+
+ensure_env() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    say "creating $VENV"
+    make_venv
+  fi
+  local want have=""
+  want=$("$VENV/bin/python" -c 'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read()).hexdigest())')
+  [ -f "$STAMP" ] && have=$(cat "$STAMP")
+  if [ "$want" != "$have" ] || ! "$VENV/bin/python" -c 'import dedebate' >/dev/null 2>&1 \
+     || [ ! -x "$VENV/bin/dedebate" ]; then
+    say "installing dedebate and its dependencies into $VENV (pip install -e '.[test]')"
+    "$VENV/bin/python" -m pip install -e '.[test]' >&2
+    printf '%s\n' "$want" > "$STAMP"
+  fi
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  reproduce)
+    ensure_env
+    exec "$VENV/bin/dedebate" reproduce "$@"
+    ;;
+  test)
+    ensure_env
+    # The whole suite, slow tests included (CI runs exactly this).
+    exec "$VENV/bin/python" -m pytest "$@"
+    ;;
+  setup)
+    ensure_env
+    say "environment ready: $VENV"
+    ;;
+  run|bench|config|list|--version)
+    ensure_env
+    exec "$VENV/bin/dedebate" "$cmd" "$@"
+    ;;
+  *)
+    sed -n '2,11p' dev.sh | sed 's/^# \{0,1\}//' >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,43 @@
+"""Shared fixtures. Nothing here is autouse: each test asks for what it needs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE_EXPERIMENTS = "tests.fake_experiments"
+FAKE_BENCH = "tests.fake_experiments.fakebench"
+
+
+@pytest.fixture
+def fake_env(monkeypatch):
+    """Point the lab at the fake experiments and benchmarks; W&B quiet, WANDB_MODE unset."""
+    monkeypatch.setenv("DEDEBATE_EXPERIMENTS", FAKE_EXPERIMENTS)
+    monkeypatch.setenv("DEDEBATE_BENCH", FAKE_BENCH)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    return monkeypatch
+
+
+@pytest.fixture
+def fake_registry():
+    from dedebate.lab.registry import discover_experiments
+
+    return discover_experiments([FAKE_EXPERIMENTS])
+
+
+@pytest.fixture
+def cli_env():
+    """Environment for ``python -m dedebate.cli`` subprocesses that use the fakes."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["DEDEBATE_EXPERIMENTS"] = FAKE_EXPERIMENTS
+    env["DEDEBATE_BENCH"] = FAKE_BENCH
+    env["WANDB_SILENT"] = "true"
+    env.pop("WANDB_MODE", None)
+    env["PYTHON"] = sys.executable
+    return env

@@ -1,0 +1,1 @@
+"""Fake experiment modules for the lab-shell tests (the real ones live in ``experiments/``)."""

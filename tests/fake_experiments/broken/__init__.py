@@ -1,0 +1,1 @@
+"""A fake experiments package in which one module fails to import."""

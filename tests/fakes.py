@@ -1,0 +1,74 @@
+"""A tiny stand-in for the lab's ``RunContext`` (``dedebate/lab/experiment.py``), for unit tests of
+experiment ``run`` functions that should not start the lab (no run directory, no W&B).
+
+    ctx = FakeContext(tmp_path, seed=0, size="quick")
+    result = my_experiment.run(my_experiment.Config(), ctx)
+    ctx.logged   # [(step, metrics), ...]
+    ctx.figures  # ["name.png", ...] saved under tmp_path / "plots"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+from pathlib import Path
+from typing import Any
+
+import jax
+
+
+class FakeBar:
+    """Counts ``update`` calls like a tqdm bar would."""
+
+    def __init__(self, total: int, desc: str):
+        self.total, self.desc, self.n, self.postfix = total, desc, 0, {}
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def set_postfix(self, **kwargs: Any) -> None:
+        self.postfix.update(kwargs)
+
+
+class FakeContext:
+    """Implements every RunContext service with plain Python, keyed like the real lab."""
+
+    def __init__(self, root: str | Path, seed: int = 0, size: str = "quick",
+                 name: str = "fake", resume: bool = False):
+        self.root = Path(root)
+        self.seed = seed
+        self.size = size
+        # Same derivation as dedebate.lab.runner.experiment_key.
+        self.key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(name.encode()) & 0x7FFFFFFF)
+        self.plots_dir = self.root / "plots"
+        self.checkpoint_dir = self.root / "checkpoints"
+        self.plots_dir.mkdir(parents=True, exist_ok=True)
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self.resume = resume
+        self.logged: list[tuple[int | None, dict[str, Any]]] = []
+        self.figures: list[str] = []
+        self.bars: list[FakeBar] = []
+
+    @contextlib.contextmanager
+    def progress(self, total: int, desc: str):
+        bar = FakeBar(total, desc)
+        self.bars.append(bar)
+        yield bar
+
+    def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        self.logged.append((step, dict(metrics)))
+
+    def checkpointer(self, every: int = 1, keep: int = 3):
+        """Like the lab's: an Orbax Checkpointer on ``checkpoint_dir`` (config hash ``"fake"``)."""
+        from dedebate.lab.checkpoint import Checkpointer
+
+        return Checkpointer(self.checkpoint_dir, "fake", every=every, keep=keep)
+
+    def save_figure(self, fig: Any, name: str) -> str:
+        import matplotlib.pyplot as plt
+
+        filename = name if name.endswith(".png") else f"{name}.png"
+        fig.savefig(self.plots_dir / filename)
+        plt.close(fig)
+        self.figures.append(filename)
+        return filename

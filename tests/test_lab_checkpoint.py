@@ -1,0 +1,105 @@
+"""Orbax checkpoints: save/restore equality, keep-last-N, corrupt fallback, config-hash guard."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dedebate.lab.checkpoint import Checkpointer, CheckpointError, CheckpointMismatch
+
+HASH = "a" * 64
+
+
+def make_state(i: int):
+    key = jax.random.fold_in(jax.random.key(7), i)
+    return {
+        "params": {"w": jnp.arange(12.0).reshape(3, 4) * (i + 1),
+                   "b": jnp.full((4,), i, jnp.int32)},
+        "step": jnp.int32(i),
+        "key": key,  # a typed PRNG key travels through the checkpoint as a key
+        "counts": jnp.arange(5, dtype=jnp.float32) + i,
+    }
+
+
+def assert_state_equal(a, b):
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            assert jnp.issubdtype(y.dtype, jax.dtypes.prng_key)
+            np.testing.assert_array_equal(jax.random.key_data(x), jax.random.key_data(y))
+        else:
+            assert np.asarray(x).dtype == np.asarray(y).dtype
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_save_every_n_keep_last_and_restore_equal(tmp_path):
+    with Checkpointer(tmp_path / "ck", HASH, every=2, keep=2) as ck:
+        saved = [ck.save(i, make_state(i)) for i in range(7)]
+    assert saved == [True, False, True, False, True, False, True]
+    ck = Checkpointer(tmp_path / "ck", HASH)
+    assert ck.steps() == [4, 6]
+    step, state = ck.restore(make_state(0))
+    assert step == 6
+    assert_state_equal(state, make_state(6))
+    # the restored key still draws the same numbers as the saved one
+    draw = float(jax.random.uniform(make_state(6)["key"]))
+    assert float(jax.random.uniform(state["key"])) == draw
+    ck.close()
+
+
+def test_empty_directory_restores_nothing(tmp_path):
+    with Checkpointer(tmp_path / "ck", HASH) as ck:
+        assert ck.restore(make_state(0)) is None
+
+
+def _corrupt_latest(directory, step):
+    # Truncate every array data file of the newest checkpoint to half its length.
+    files = [f for f in (directory / str(step) / "state").rglob("*")
+             if f.is_file() and f.parent.name == "d"]
+    assert files
+    for f in files:
+        data = f.read_bytes()
+        f.write_bytes(data[: len(data) // 2])
+
+
+def test_corrupt_latest_falls_back_with_warning(tmp_path, capsys):
+    d = tmp_path / "ck"
+    with Checkpointer(d, HASH, every=1, keep=3) as ck:
+        for i in range(3):
+            ck.save(i, make_state(i))
+    _corrupt_latest(d, 2)
+    with Checkpointer(d, HASH) as ck:
+        step, state = ck.restore(make_state(0))
+    assert step == 1
+    assert_state_equal(state, make_state(1))
+    err = capsys.readouterr().err
+    assert "checkpoint step 2" in err and "unreadable" in err and "falling back to step 1" in err
+
+
+def test_all_corrupt_is_an_error(tmp_path):
+    d = tmp_path / "ck"
+    with Checkpointer(d, HASH, keep=2) as ck:
+        ck.save(0, make_state(0))
+        ck.save(1, make_state(1))
+    (d / "0" / "meta" / "metadata").write_text("{")
+    _corrupt_latest(d, 1)
+    with Checkpointer(d, HASH) as ck, pytest.raises(CheckpointError, match="no readable"):
+        ck.restore(make_state(0))
+
+
+def test_checkpoint_from_another_config_is_refused(tmp_path):
+    d = tmp_path / "ck"
+    with Checkpointer(d, HASH) as ck:
+        ck.save(0, make_state(0))
+    with Checkpointer(d, "b" * 64) as ck, \
+            pytest.raises(CheckpointMismatch, match="different config"):
+        ck.restore(make_state(0))
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="every=0"):
+        Checkpointer(tmp_path, HASH, every=0)
+    with pytest.raises(ValueError, match="keep=0"):
+        Checkpointer(tmp_path, HASH, keep=0)
