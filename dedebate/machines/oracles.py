@@ -86,6 +86,35 @@ class PrefixMeanOracle:
 
 
 @struct.dataclass
+class AffineMeanOracle:
+    """``pi(z, t) = base[t] + weight[t] * mean(unmasked z)`` (mean 0 for an empty query).
+
+    Covers the position-only oracle (``weight = 0``), the prefix-mean oracle (``base = 0``,
+    ``weight = 1``) and their per-step mixtures used by the fixtures' step programs (spec DED 9:
+    F1, F2, F3). Build with :func:`affine_mean_oracle`, which checks that ``base[t]`` and
+    ``base[t] + weight[t]`` (the two extremes of the mean) are probabilities.
+    """
+
+    base: jax.Array  # float32[T]
+    weight: jax.Array  # float32[T]
+
+    def prob(self, query, mask, t):
+        n = jnp.sum(mask)
+        s = jnp.sum(jnp.where(mask, query, 0).astype(jnp.float32))
+        mean = jnp.where(n > 0, s / jnp.maximum(n, 1), 0.0)
+        return jnp.clip(self.base[t] + self.weight[t] * mean, 0.0, 1.0).astype(jnp.float32)
+
+
+def affine_mean_oracle(base, weight) -> AffineMeanOracle:
+    b = check_probabilities("base", base)
+    w = np.asarray(weight, dtype=np.float64)
+    if b.ndim != 1 or w.shape != b.shape:
+        raise ValueError(f"weight has shape {w.shape}: it needs the shape of base {b.shape} (1-D)")
+    check_probabilities("base + weight", b.astype(np.float64) + w)
+    return AffineMeanOracle(base=jnp.asarray(b), weight=jnp.asarray(w, jnp.float32))
+
+
+@struct.dataclass
 class HashedOracle:
     """A pseudo-random oracle for long queries: ``pi(z) = lo + (hi - lo) * hash(seed, z) / 2^32``.
 

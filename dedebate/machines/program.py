@@ -182,11 +182,35 @@ def make_step_program(
 
 
 # -- sampling ---------------------------------------------------------------------------------------
+def step_uniforms(key: jax.Array, T: int) -> jax.Array:
+    """The uniforms ``u_t`` (float32[T]) a transcript drawn with ``key`` uses:
+    ``u_t = uniform(fold_in(key, t))``, so step t's randomness does not depend on T."""
+    return jax.vmap(lambda t: jax.random.uniform(jax.random.fold_in(key, t)))(jnp.arange(T))
+
+
+def transcript_from_uniforms(machine: Machine, u: jax.Array) -> jax.Array:
+    """The transcript with ``y_t = 1[u_t < p_t]`` (int8[T]), by a ``lax.scan`` over steps.
+
+    With ``u_t`` i.i.d. uniform on [0, 1) this is exactly a draw from M (``u < p`` is
+    Bernoulli(clamp01(p)), Lean's clamp).
+    """
+
+    def step(state, tu):
+        t, ut = tu
+        bit = (ut < machine.prob(state, t)).astype(jnp.int8)
+        return machine.advance(state, t, bit), None
+
+    state, _ = jax.lax.scan(step, machine.init_state(), (jnp.arange(machine.T), u))
+    return machine.bits(state)
+
+
 def sample_transcript(machine: Machine, key: jax.Array) -> jax.Array:
     """Draw one transcript y ~ M (int8[T]) by a ``lax.scan`` over steps.
 
-    Step t uses the uniform ``u_t`` from ``jax.random.fold_in(key, t)`` and sets
-    ``y_t = u_t < p_t``, so the same key gives the same transcript under vmap and in a loop.
+    Step t uses the uniform ``u_t`` from ``jax.random.fold_in(key, t)`` (:func:`step_uniforms`)
+    and sets ``y_t = u_t < p_t``, so the same key gives the same transcript under vmap and in a
+    loop. Equal to ``transcript_from_uniforms(machine, step_uniforms(key, T))``, which compiles
+    faster when many machine classes share one batch of uniforms.
     """
 
     def step(state, t):
@@ -228,9 +252,14 @@ def exact_output_prob(machine: Machine) -> jax.Array:
     Exact up to float32 rounding; allowed for ``T <= 20``. The sum runs over transcripts whose
     last bit is 1, each weighted by the product of its step probabilities.
     """
+    if machine.T > MAX_ENUM_T:
+        raise ValueError(f"T={machine.T}: exact enumeration is limited to T <= {MAX_ENUM_T}")
+    return _exact_output_prob(machine)
+
+
+@jax.jit
+def _exact_output_prob(machine: Machine) -> jax.Array:
     T = machine.T
-    if T > MAX_ENUM_T:
-        raise ValueError(f"T={T}: exact enumeration is limited to T <= {MAX_ENUM_T}")
     codes = jnp.arange(2 ** (T - 1), dtype=jnp.int32)
     prefixes = ((codes[:, None] >> jnp.arange(T - 1, dtype=jnp.int32)[None, :]) & 1).astype(
         jnp.int8

@@ -1,0 +1,100 @@
+"""dedebate.machines.lipschitz: exact prefix-tree algebra and the empirical Lipschitz constant
+against each fixture's proven K (never above it; within a factor 2 for F2 and F3)."""
+
+import jax
+import numpy as np
+import pytest
+
+from dedebate.machines import fixtures as fxs
+from dedebate.machines.lean import polya_urn
+from dedebate.machines.lipschitz import (
+    estimate_lipschitz,
+    hybrid_bound,
+    prefix_tree,
+    tree_gradient,
+    tree_output_prob,
+)
+from dedebate.machines.program import exact_output_prob
+
+K_REL_TOL = 1e-6  # float32 rounding of the machines' probabilities (see experiments/machines.py)
+
+
+@pytest.fixture(scope="module")
+def trees():
+    fixtures = fxs.standard_fixtures(10)
+    return [(f, prefix_tree(f.machine)) for f in fixtures]
+
+
+def test_tree_output_prob_equals_enumeration(trees):
+    for f, levels in trees[:3]:
+        assert tree_output_prob(levels) == pytest.approx(float(exact_output_prob(f.machine)),
+                                                         abs=1e-6)
+
+
+def test_tree_gradient_is_exact_for_the_multilinear_P_M():
+    """P_M is affine in each node probability, so a finite difference equals the gradient."""
+    levels = prefix_tree(polya_urn(7, 1.0, 2.0))
+    grad = tree_gradient(levels)
+    base = tree_output_prob(levels)
+    rng = np.random.default_rng(0)
+    for n in (0, 3, 6):
+        c = int(rng.integers(levels[n].size))
+        bumped = [p.copy() for p in levels]
+        h = -0.3 if bumped[n][c] > 0.5 else 0.3
+        bumped[n][c] += h
+        assert tree_output_prob(bumped) - base == pytest.approx(h * grad[n][c], abs=1e-12)
+
+
+def test_hybrid_bound_holds_for_arbitrary_oracles():
+    """|P_M(o') - P_M(o)| <= hybrid(o) * dist(o, o') for random o' of any size, on a machine whose
+    every step reads the whole prefix."""
+    levels = prefix_tree(polya_urn(8, 2.0, 1.0))
+    h = hybrid_bound(levels)
+    assert 1.0 < h < 8.0
+    base = tree_output_prob(levels)
+    rng = np.random.default_rng(1)
+    worst = 0.0
+    for scale in (0.01, 0.2, 1.0):
+        for _ in range(20):
+            other = [np.clip(p + scale * rng.uniform(-1, 1, p.size), 0, 1) for p in levels]
+            d = max(np.max(np.abs(a - b)) for a, b in zip(other, levels))
+            worst = max(worst, abs(tree_output_prob(other) - base) / d)
+    assert worst <= h * (1 + 1e-9)
+    assert worst > 0.1 * h
+
+
+def test_empirical_K_never_exceeds_proven_K(trees):
+    for i, (f, levels) in enumerate(trees):
+        est = estimate_lipschitz(levels, jax.random.key(i), n_random=4, ascent_iters=5)
+        assert est.best <= est.hybrid * (1 + 1e-9), f.name
+        assert est.best <= f.K * (1 + K_REL_TOL), (f.name, est.best, f.K)
+        assert est.p1 == pytest.approx(f.p1(), abs=1e-5)
+        assert est.best > 0.3 * f.K or f.name not in ("F1", "F2", "F3")
+
+
+def test_empirical_K_within_factor_two_for_F2_and_F3():
+    for f in [fxs.f2_target(10, 0.7, spread=0.2), fxs.f2_target(10, 0.25),
+              fxs.f3_target(10, 0.7), fxs.f3_cascade(10, 0.1, 0.3, 1 / 10)]:
+        est = estimate_lipschitz(f.machine, jax.random.key(0), eps=(1e-3, 1e-2), n_random=2)
+        assert f.K / 2 <= est.best <= f.K * (1 + K_REL_TOL), (f.name, est.best, f.K)
+
+
+def test_adversarial_family_beats_uniform_when_signs_matter():
+    """Meta-analysis: negative reports push P_M down when their studies are sound, so the best
+    perturbation needs per-step signs; uniform shifts partly cancel."""
+    f = fxs.meta_analysis([1, 0, 1, 0, 1, 1, 0, 0, 1], [0.7, 0.8, 0.6, 0.9, 0.5, 0.7, 0.6, 0.8, 0.6],
+                          1)
+    est = estimate_lipschitz(f.machine, jax.random.key(0), eps=(1e-3,), n_random=2)
+    assert est.by_family["adversarial"] > 1.5 * est.by_family["uniform"]
+    assert est.by_family["adversarial"] >= est.by_family["random"]
+    assert est.best <= f.K * (1 + K_REL_TOL)
+
+
+def test_estimate_rejects_bad_arguments():
+    levels = prefix_tree(fxs.f2_target(4, 0.7).machine)
+    with pytest.raises(ValueError, match="eps=0"):
+        estimate_lipschitz(levels, jax.random.key(0), eps=(0.0,))
+    with pytest.raises(ValueError, match="ascent_iters=0"):
+        estimate_lipschitz(levels, jax.random.key(0), ascent_iters=0)
+    with pytest.raises(ValueError, match="T=21"):
+        prefix_tree(fxs.f2_target(21, 0.7).machine)
