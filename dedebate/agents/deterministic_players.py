@@ -1,0 +1,252 @@
+"""Players of the deterministic debates (spec DED 6, 7, 8): honest provers and the adversary zoo.
+
+Strategies are data (``flax.struct`` pytrees), so one compiled debate vmaps over a batch of them.
+
+* :class:`Alice` -- a transcript-based prover. She simulates M once and may lie: ``flip_prop``
+  flips answers *during* the simulation (later steps read the flipped bit: a locally consistent
+  transcript built from wrong answers), ``prop_oracle_from`` flips the answer of the first ORACLE
+  step at or after that index (a wrong oracle answer), ``flip_raw`` flips bits afterwards
+  (inconsistent bits), ``force_last`` sets ``a_{T-1} = 1`` (claims acceptance). In Figure 3 she
+  sends the configurations of her claimed transcript; ``lie_round`` >= 0 corrupts the message of that
+  round (0 = the final configuration Z', k >= 1 = the midpoint of binary-search round k): the
+  configuration ``lie_shift`` steps away from the right index, then bit ``lie_flip`` flipped
+  (-1: none). All zeros / -1 is the honest prover.
+* :class:`MessageAlice` -- Figure 3 messages given explicitly (``messages[0] = Z'``,
+  ``messages[k]`` = round k's midpoint). Against the deterministic honest B every adaptive
+  strategy equals one such sequence, so enumerating them is the exhaustive adversary.
+* :class:`Bob` -- ``mode`` HONEST (Figure 4: the first locally inconsistent step of A's
+  transcript, else the last step; Figure 3: keep the invariant "the current claim is false"),
+  LAST (the last step / always "second half"), FIRST (step 0 / always "first half"), FIXED (step
+  ``arg mod T``; bits ``(arg >> k) & 1``) or RANDOM, which plays like FIXED with a uniformly
+  random 30-bit ``arg`` drawn from an explicit key when the strategy is built (a randomised
+  strategy is a distribution over fixed ones; drawing it up front keeps the PRNG out of the
+  compiled debate).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from dedebate.machines.program import ORACLE, StepProgram
+from dedebate.protocols.configurations import ConfigMachine, consistency, run_program
+
+HONEST, RANDOM, LAST, FIRST, FIXED = 0, 1, 2, 3, 4
+BOB_MODES = {"honest": HONEST, "random": RANDOM, "last": LAST, "first": FIRST, "fixed": FIXED}
+
+
+@struct.dataclass
+class Alice:
+    flip_prop: jax.Array  # bool[T]
+    flip_raw: jax.Array  # bool[T]
+    prop_oracle_from: jax.Array  # int32 (-1: no wrong oracle answer)
+    force_last: jax.Array  # bool
+    lie_round: jax.Array  # int32 (-1: honest configurations)
+    lie_shift: jax.Array  # int32
+    lie_flip: jax.Array  # int32 (-1: no bit flipped)
+
+
+@struct.dataclass
+class MessageAlice:
+    messages: jax.Array  # int8[m + 1, S]
+
+
+@struct.dataclass
+class Bob:
+    mode: jax.Array  # int32
+    arg: jax.Array  # int32
+
+
+def honest_alice(T: int) -> Alice:
+    return make_alice(T)
+
+
+def make_alice(T: int, flip_prop=(), flip_raw=(), prop_oracle_from: int = -1,
+               force_last: bool = False, lie_round: int = -1, lie_shift: int = 0,
+               lie_flip: int = -1) -> Alice:
+    """Host-side constructor: ``flip_prop`` / ``flip_raw`` list step indices (or are bool[T]).
+
+    Leaves are numpy arrays (no device work until a jitted debate consumes them).
+    """
+
+    def as_mask(v, name):
+        v = np.asarray(v)
+        if v.dtype == bool and v.shape == (T,):
+            return v
+        idx = v.astype(np.int64).ravel()
+        if ((idx < 0) | (idx >= T)).any():
+            raise ValueError(f"{name}={v.tolist()}: step indices must lie in 0..{T - 1}")
+        mask = np.zeros((T,), bool)
+        mask[idx] = True
+        return mask
+
+    return Alice(flip_prop=as_mask(flip_prop, "flip_prop"), flip_raw=as_mask(flip_raw, "flip_raw"),
+                 prop_oracle_from=np.int32(prop_oracle_from), force_last=np.bool_(force_last),
+                 lie_round=np.int32(lie_round), lie_shift=np.int32(lie_shift),
+                 lie_flip=np.int32(lie_flip))
+
+
+def _host_rng(key: jax.Array) -> np.random.Generator:
+    """A numpy generator seeded by the raw bits of an explicit typed key (host-side draws)."""
+    return np.random.default_rng(np.asarray(jax.random.key_data(key), np.uint32).ravel())
+
+
+def make_bob(mode: str = "honest", arg: int = 0, key: jax.Array | None = None) -> Bob:
+    """Host-side constructor; ``mode="random"`` needs ``key`` and draws ``arg`` from it."""
+    if mode not in BOB_MODES:
+        raise ValueError(f"mode={mode!r}: allowed Bob modes are {sorted(BOB_MODES)}")
+    if mode == "random":
+        if key is None:
+            raise ValueError("key=None: a random Bob needs an explicit jax.random.key")
+        arg = int(_host_rng(key).integers(0, 2**30))
+    return Bob(mode=np.int32(BOB_MODES[mode]), arg=np.int32(arg))
+
+
+def stack(items):
+    """Stack a list of same-shaped strategy pytrees on a new leading axis (numpy, host side)."""
+    return jax.tree.map(lambda *v: np.stack([np.asarray(u) for u in v]), *items)
+
+
+def concat(*batches):
+    """Concatenate strategy batches along axis 0 (host side)."""
+    return jax.tree.map(lambda *v: np.concatenate([np.asarray(u) for u in v]), *batches)
+
+
+def repeat(strategy, k: int):
+    """An unbatched strategy repeated k times on a new axis 0 (to pair it with k opponents)."""
+    return jax.tree.map(lambda v: np.broadcast_to(np.asarray(v), (k,) + np.shape(v)), strategy)
+
+
+# -- Alice ------------------------------------------------------------------------------------------
+def alice_transcript(program: StepProgram, alice: Alice) -> jax.Array:
+    """A's claimed transcript int8[T] (the honest run y when she is honest)."""
+    T = program.T
+    ts = jnp.arange(T)
+    is_orc = (program.kind == ORACLE) & (ts >= alice.prop_oracle_from)
+    first_orc = jnp.argmax(is_orc)
+    wrong = (alice.prop_oracle_from >= 0) & jnp.any(is_orc) & (ts == first_orc)
+    a = run_program(program, alice.flip_prop | wrong)
+    a = a ^ alice.flip_raw.astype(jnp.int8)
+    return jnp.where(alice.force_last & (ts == T - 1), jnp.int8(1), a)
+
+
+def alice_config(cm: ConfigMachine, alice, a: jax.Array | None, rnd, index) -> jax.Array:
+    """A's Figure 3 message in round ``rnd`` (0: Z'), whose honest value is configuration ``index``."""
+    if isinstance(alice, MessageAlice):
+        return alice.messages[rnd]
+    lie = alice.lie_round == rnd
+    i = jnp.clip(index + jnp.where(lie, alice.lie_shift, 0), 0, cm.T_pad)
+    cfg = cm.from_transcript(a, i)
+    flip = lie & (alice.lie_flip >= 0) & (jnp.arange(cm.S) == alice.lie_flip)
+    return cfg ^ flip.astype(jnp.int8)
+
+
+def alice_cost(program: StepProgram, alice) -> tuple[jax.Array, jax.Array]:
+    """(steps simulated, oracle queries) of a transcript-based A: one run of M."""
+    if isinstance(alice, MessageAlice):
+        return jnp.int32(0), jnp.int32(0)
+    return jnp.int32(program.T), jnp.sum(program.kind == ORACLE).astype(jnp.int32)
+
+
+# -- Bob --------------------------------------------------------------------------------------------
+def bob_pointer(program: StepProgram, a: jax.Array, bob: Bob):
+    """Figure 4: B's step t, with (steps checked, oracle queries) of the honest scan."""
+    T = program.T
+    bad = ~consistency(program, a)
+    any_bad = jnp.any(bad)
+    first = jnp.argmax(bad).astype(jnp.int32)
+    honest_t = jnp.where(any_bad, first, T - 1)
+    checked = jnp.where(any_bad, first + 1, T)
+    queries = jnp.sum((program.kind == ORACLE) & (jnp.arange(T) < checked)).astype(jnp.int32)
+    t = jnp.select([bob.mode == HONEST, bob.mode == LAST, bob.mode == FIRST],
+                   [honest_t, jnp.int32(T - 1), jnp.int32(0)],
+                   jnp.mod(bob.arg, T)).astype(jnp.int32)
+    honest = bob.mode == HONEST
+    return t, jnp.where(honest, checked, 0), jnp.where(honest, queries, 0)
+
+
+def bob_bit(cm: ConfigMachine, bob: Bob, lo: jax.Array, mid: jax.Array, half, k):
+    """Figure 3 round k: B's bit (1 = "the first half lo -> mid is wrong") and the honest cost.
+
+    Honest B runs ``Step^half`` from lo and answers 1 iff the result differs from A's midpoint:
+    then the first half is false, otherwise the second half must be (spec DED 7).
+    """
+    sim, q = cm.step_n(lo, half)
+    honest_b = jnp.any(sim != mid).astype(jnp.int32)
+    b = jnp.select([bob.mode == HONEST, bob.mode == LAST, bob.mode == FIRST],
+                   [honest_b, jnp.int32(0), jnp.int32(1)],
+                   (bob.arg >> k) & 1).astype(jnp.int32)
+    honest = bob.mode == HONEST
+    return b, jnp.where(honest, half, 0).astype(jnp.int32), jnp.where(honest, q, 0)
+
+
+# -- the adversary zoo ------------------------------------------------------------------------------
+def alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[list[str], Alice]:
+    """Named lying provers for a T-step machine (Figure 3 rounds 0..m), stacked on axis 0.
+
+    Every liar claims acceptance (``force_last``) except ``honest``: a liar that claims 0 is
+    rejected by the final-bit check alone. Families: one flipped bit (early, middle, last), many
+    flipped bits (random masks, all bits), a wrong oracle answer propagated consistently (first,
+    middle, last ORACLE step), wrong answers at random steps propagated, and for Figure 3 a wrong
+    midpoint configuration at a chosen round (the configuration one step later or earlier); see
+    :func:`configuration_lies` for corrupted configuration bits. Random masks come from ``key``.
+    """
+    names, items = [], []
+
+    def add(name, **kw):
+        names.append(name)
+        items.append(make_alice(T, **kw))
+
+    add("honest")
+    add("claim_one", force_last=True)
+    for where, t in (("early", 0), ("middle", T // 2), ("last", T - 1)):
+        add(f"flip_{where}", flip_raw=[t], force_last=True)
+    add("flip_all", flip_raw=np.ones((T,), bool), force_last=True)
+    add("oracle_wrong_first", prop_oracle_from=0, force_last=True)
+    add("oracle_wrong_middle", prop_oracle_from=T // 2, force_last=True)
+    add("oracle_wrong_late", prop_oracle_from=max(0, T - 3), force_last=True)
+    rng = _host_rng(key)
+    for i in range(n_random):
+        add(f"flip_many_{i}", flip_raw=rng.random(T) < 0.25, force_last=True)
+        add(f"wrong_answers_{i}", flip_prop=rng.random(T) < min(1.0, 2.0 / T), force_last=True)
+    for r in sorted({1, max(1, m // 2), max(1, m)}):
+        if r > m:
+            continue
+        add(f"midpoint_shift_r{r}", force_last=True, lie_round=r, lie_shift=1)
+        add(f"midpoint_back_r{r}", force_last=True, lie_round=r, lie_shift=-1)
+    return names, stack(items)
+
+
+def configuration_lies(T: int, m: int, S: int, w_c: int, n: int) -> tuple[list[str], Alice]:
+    """Figure 3 liars that corrupt one bit of one message (buffer, counter, input region)."""
+    names, items = [], []
+    positions = {"counter": 0, "buffer_first": w_c + n, "buffer_last": S - 1}
+    if n:
+        positions["input"] = w_c
+    for r in sorted({0, 1, max(1, m // 2), m}):
+        if r > m:
+            continue
+        for pname, p in positions.items():
+            names.append(f"cfg_{pname}_r{r}")
+            items.append(make_alice(T, force_last=True, lie_round=r, lie_flip=p))
+    return names, stack(items)
+
+
+def bob_zoo(T: int, m: int, key: jax.Array, n_random: int = 4,
+            all_fixed: bool = False, protocol: str = "cross_exam") -> tuple[list[str], Bob]:
+    """B strategies for the completeness checks: honest, last, first (Figure 3: always "first
+    half"), random (from ``key``) and, with ``all_fixed``, every fixed step (Figure 4) or every
+    bit pattern (Figure 3)."""
+    names, items = ["honest", "last", "first"], [make_bob("honest"), make_bob("last"),
+                                                 make_bob("first")]
+    for i in range(n_random):
+        names.append(f"random_{i}")
+        items.append(make_bob("random", key=jax.random.fold_in(key, i)))
+    if all_fixed:
+        count = T if protocol == "cross_exam" else 2**m
+        for a in range(count):
+            names.append(f"fixed_{a}")
+            items.append(make_bob("fixed", arg=a))
+    return names, stack(items)

@@ -1,0 +1,226 @@
+"""Figure 4 / Theorem 5.3 (spec DED 6): exact completeness and soundness, exact costs.
+
+One vmapped grid (8 random machines x ~550 strategy pairs, T = 9) is checked debate by debate
+against an independent numpy re-derivation of A's claim, honest B's pointer and V's verdict.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dedebate.agents.deterministic_players import (
+    FIRST,
+    FIXED,
+    HONEST,
+    LAST,
+    alice_zoo,
+    bob_zoo,
+    concat,
+    honest_alice,
+    make_alice,
+    make_bob,
+    repeat,
+)
+from dedebate.core.bits import bit_table
+from dedebate.machines.oracles import hashed_oracle, table_oracle
+from dedebate.machines.program import COIN, DET, ORACLE, make_step_program
+from dedebate.protocols.configurations import (
+    check_deterministic,
+    clog2,
+    index_tree,
+    local_bits_numpy,
+    random_programs,
+    run_program,
+    simulate_numpy,
+)
+from dedebate.protocols.cross_exam import play_cross_exam, play_cross_exam_grid
+
+T, N_IN = 9, 2
+
+
+@functools.cache
+def population():
+    return random_programs(7, 8, T, n_inputs=N_IN, n_deps=(1, 3), dep_window=4, oracle_frac=0.4)
+
+
+@functools.cache
+def grid():
+    """(alices, bobs, n_comp, outcome[M, K]): honest A x every B, then every A x honest B."""
+    key = jax.random.key(3)
+    _, bobs = bob_zoo(T, clog2(T), key, n_random=3, all_fixed=True, protocol="cross_exam")
+    n_comp = bobs.mode.shape[0]
+    _, zoo = alice_zoo(T, clog2(T), key, n_random=3)
+    every = repeat(make_alice(T), 2**T).replace(flip_raw=bit_table(T).astype(bool))
+    liars = concat(zoo, every)
+    A = concat(repeat(honest_alice(T), n_comp), liars)
+    B = concat(bobs, repeat(make_bob("honest"), liars.flip_raw.shape[0]))
+    return A, B, n_comp, play_cross_exam_grid(population(), A, B)
+
+
+def reference(prog, alices, bobs):
+    """numpy: A's claimed transcripts, B's pointers and V's verdict/costs for one machine."""
+    K = alices.flip_raw.shape[0]
+    rep = jax.tree.map(lambda v: np.broadcast_to(np.asarray(v), (K,) + np.shape(v)), prog)
+    kind = np.asarray(prog.kind)
+    # A: wrong answer at the first ORACLE step >= prop_oracle_from, propagated; then raw flips.
+    fr = np.asarray(alices.prop_oracle_from)
+    is_orc = (kind[None, :] == ORACLE) & (np.arange(T)[None, :] >= fr[:, None])
+    wrong = np.zeros((K, T), bool)
+    has = (fr >= 0) & is_orc.any(1)
+    wrong[np.flatnonzero(has), is_orc.argmax(1)[has]] = True
+    a = simulate_numpy(rep, flip=np.asarray(alices.flip_prop) | wrong)
+    a = a ^ np.asarray(alices.flip_raw).astype(np.int8)
+    a[np.asarray(alices.force_last), T - 1] = 1
+    bad = local_bits_numpy(rep, a) != a
+    first = np.where(bad.any(1), bad.argmax(1), T - 1)
+    mode, arg = np.asarray(bobs.mode), np.asarray(bobs.arg)
+    t = np.select([mode == HONEST, mode == LAST, mode == FIRST], [first, T - 1, 0], arg % T)
+    local = local_bits_numpy(rep, a)
+    accept = (a[np.arange(K), t] == local[np.arange(K), t]) & (a[:, T - 1] == 1)
+    ndeps = np.asarray(prog.dep_mask).sum(-1)
+    bits = clog2(T) + (1 + ndeps[t] + (t != T - 1)) * (1 + clog2(N_IN + T))
+    checked = np.where(bad.any(1), first + 1, T)
+    return {"accept": accept, "pointer": t, "bits_read": bits,
+            "v_queries": (kind[t] == ORACLE).astype(int),
+            "b_steps": np.where(mode == HONEST, checked, 0)}
+
+
+def test_population_has_both_outputs_and_numpy_matches_jax():
+    y = simulate_numpy(population())
+    y_jax = np.asarray(jax.jit(jax.vmap(run_program))(population()))
+    np.testing.assert_array_equal(y, y_jax)
+    assert (y[0::2, -1] != y[1::2, -1]).all()  # complement pairs: half the machines output 1
+
+
+def test_completeness_is_exactly_one_against_every_bob():
+    _A, B, n_comp, out = grid()
+    y1 = simulate_numpy(population())[:, -1] == 1
+    acc = np.asarray(out.accept)[y1, :n_comp]
+    assert acc.size >= 4 * T and acc.all()
+    assert np.asarray(B.mode)[:n_comp].tolist().count(FIXED) == T  # every step t was tried
+
+
+def test_soundness_is_exactly_zero_against_every_lie_and_every_transcript():
+    _A, _B, n_comp, out = grid()
+    y0 = simulate_numpy(population())[:, -1] == 0
+    acc = np.asarray(out.accept)[y0, n_comp:]
+    assert acc.shape[1] >= 2**T and not acc.any()
+
+
+def test_each_debate_matches_the_numpy_reference_and_cost_formula():
+    A, B, _n_comp, out = grid()
+    progs = population()
+    for i in range(progs.kind.shape[0]):
+        ref = reference(index_tree(progs, i), A, B)
+        for name, want in ref.items():
+            np.testing.assert_array_equal(np.asarray(getattr(out, name))[i], want, err_msg=name)
+    assert int(np.asarray(out.v_queries).max()) == 1  # oracle steps do get checked ...
+    assert set(np.unique(np.asarray(out.v_queries))) <= {0, 1}  # ... with at most one query
+    np.testing.assert_array_equal(np.asarray(out.a_steps), T)
+    np.testing.assert_array_equal(np.asarray(out.rounds), 1)
+
+
+def test_wrong_oracle_answer_is_locally_consistent_but_caught():
+    """The consistent liar: every step but the flipped oracle step obeys its rule."""
+    progs = population()
+    A, _B, n_comp, out = grid()
+    k = n_comp + 6  # alice_zoo order: honest, claim_one, 3 flips, flip_all, oracle_wrong_first
+    assert int(np.asarray(A.prop_oracle_from)[k]) == 0
+    checked = 0
+    for i in range(progs.kind.shape[0]):
+        prog = index_tree(progs, i)
+        kind = np.asarray(prog.kind)
+        if not (kind == ORACLE).any():
+            continue
+        t0 = int(np.argmax(kind == ORACLE))
+        flip = np.zeros(T, bool)
+        flip[t0] = True
+        a = simulate_numpy(prog, flip=flip)
+        bad = np.flatnonzero(local_bits_numpy(prog, a) != a)
+        assert bad.tolist() == [t0]
+        checked += 1
+        if a[-1] == 1 and simulate_numpy(prog)[-1] == 0:  # a lie needing no other change
+            assert int(np.asarray(out.pointer)[i, k]) == t0 and not bool(out.accept[i, k])
+    assert checked >= 4
+
+
+def test_vmap_grid_equals_per_debate_loop():
+    A, B, n_comp, out = grid()
+    progs = population()
+    single = jax.jit(play_cross_exam)
+    for i in (0, 3, 6):
+        for k in (0, 1, n_comp - 1, n_comp, n_comp + 7, n_comp + 20):
+            one = single(index_tree(progs, i), index_tree(A, k), index_tree(B, k))
+            for f in ("accept", "pointer", "bits_read", "v_queries", "b_steps", "b_queries"):
+                assert int(getattr(one, f)) == int(np.asarray(getattr(out, f))[i, k]), f
+
+
+def test_random_program_equals_make_step_program_build():
+    progs = population()
+    prog = index_tree(progs, 2)  # a machine with l = 3 = L relevant bits per step
+    kind = np.asarray(prog.kind)
+    mask = np.asarray(prog.dep_mask)
+    deps = [np.asarray(prog.deps)[t][mask[t]].tolist() for t in range(T)]
+    rule = [np.asarray(prog.rule)[t][: 2 ** len(deps[t])] if kind[t] == DET else None
+            for t in range(T)]
+    built = make_step_program(kind, deps, prog.oracle, rule, x=np.asarray(prog.x),
+                              rule_bits=prog.R)
+    assert built.L == prog.L == 3
+    np.testing.assert_array_equal(np.asarray(run_program(built)), simulate_numpy(prog))
+
+
+def test_hand_machine_transcript_and_verdicts():
+    # x = (1, 0); y0 = x0 xor x1; y1 = O(x0, y0) with O(1,1) = 0; y2 = not y1; y3 = y0 and y2.
+    oracle = table_oracle([1.0, 1.0, 1.0, 0.0])
+    prog = make_step_program([DET, ORACLE, DET, DET], [[0, 1], [0, 2], [3], [2, 4]], oracle,
+                             [[0, 1, 1, 0], None, [1, 0], [0, 0, 0, 1]], x=[1, 0])
+    np.testing.assert_array_equal(simulate_numpy(prog), [1, 0, 1, 1])
+    play = jax.jit(play_cross_exam)
+    honest = play(prog, honest_alice(4), make_bob("honest"))
+    # honest B finds no inconsistency and points at the last step: V reads B's index (2 bits) and
+    # a_3, a_0, a_2 (1 + |I(3)| positions) at 1 + ceil(log2 6) = 4 bits each.
+    assert bool(honest.accept) and int(honest.pointer) == 3
+    assert int(honest.bits_read) == 2 + 3 * 4 and int(honest.v_queries) == 0
+    # Flipping the oracle answer (consistently) makes y3 = 0: rejected by the final-bit check
+    # unless A also lies at the end, and then B points at step 3.
+    liar = play(prog, make_alice(4, prop_oracle_from=0), make_bob("honest"))
+    assert not bool(liar.accept)
+    liar = play(prog, make_alice(4, prop_oracle_from=0, force_last=True),
+                           make_bob("honest"))
+    assert int(liar.pointer) == 1 and not bool(liar.accept) and int(liar.v_queries) == 1
+    wrong_b = play(prog, make_alice(4, prop_oracle_from=0, force_last=True),
+                              make_bob("last"))
+    assert int(wrong_b.pointer) == 3 and not bool(wrong_b.accept)  # y3 = y0 and y2 = 0 != 1
+    lucky = play(prog, make_alice(4, prop_oracle_from=0, force_last=True),
+                            make_bob("first"))
+    assert bool(lucky.accept)  # a misbehaving B loses soundness: the honest B is needed
+
+
+def test_nondeterministic_machines_are_rejected():
+    with pytest.raises(ValueError, match="COIN"):
+        check_deterministic(make_step_program([COIN, DET], [[], [0]], table_oracle([1.0]),
+                                              [None, [0, 1]]))
+    with pytest.raises(ValueError, match="0 or 1"):
+        check_deterministic(make_step_program([ORACLE], [[]], table_oracle([0.5])))
+    with pytest.raises(ValueError, match="deterministic=True"):
+        check_deterministic(make_step_program([ORACLE], [[]], hashed_oracle(1)))
+    check_deterministic(make_step_program([ORACLE], [[]], hashed_oracle(1, deterministic=True)))
+
+
+def test_bad_strategy_and_population_arguments():
+    with pytest.raises(ValueError, match="mode='sideways'"):
+        make_bob("sideways")
+    with pytest.raises(ValueError, match="key=None"):
+        make_bob("random")
+    with pytest.raises(ValueError, match="flip_raw=\\[9\\]"):
+        make_alice(9, flip_raw=[9])
+    with pytest.raises(ValueError, match="batch=3"):
+        random_programs(0, 3, 8)
+    with pytest.raises(ValueError, match="n_deps"):
+        random_programs(0, 2, 8, n_deps=13)
+    assert jnp.asarray(make_alice(4, flip_raw=[1, 2]).flip_raw).tolist() == [0, 1, 1, 0]

@@ -1,0 +1,139 @@
+"""Figure 2 + 4 / Theorem 7.1 (spec DED 8): NP^O debates with a witness, exact c = 1 / s = 0.
+
+Membership of every instance is decided by enumerating all 2^8 witnesses, both with the numpy
+reference simulator and directly from the task's definition (the oracle table read by hand).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+
+from dedebate.agents.deterministic_players import (
+    alice_zoo,
+    bob_zoo,
+    concat,
+    honest_alice,
+    make_bob,
+    repeat,
+)
+from dedebate.machines.program import ORACLE
+from dedebate.protocols.configurations import clog2, index_tree, run_program
+from dedebate.protocols.cross_exam import play_cross_exam_grid
+from dedebate.protocols.det_witness import (
+    accepting_witnesses,
+    all_witnesses,
+    constraint_task,
+    plan_task,
+    play_witness,
+    witness_programs,
+)
+
+K, C, B = 4, 2, 2  # plan: 4 actions of 2 bits, 2 context bits per step
+
+
+@functools.cache
+def tasks():
+    return {"plan": plan_task(1, 4, k=K, c=C, b=B), "constraints": constraint_task(1, 4)}
+
+
+@functools.cache
+def grid(name):
+    task = tasks()[name]
+    T = task.program.T
+    key = jax.random.key(9)
+    _, bobs = bob_zoo(T, clog2(T), key, n_random=2, all_fixed=True)
+    _, liars = alice_zoo(T, clog2(T), key, n_random=2)
+    n_comp = bobs.mode.shape[0]
+    A = concat(repeat(honest_alice(T), n_comp), liars)
+    Bb = concat(bobs, repeat(make_bob("honest"), liars.flip_raw.shape[0]))
+    ws = all_witnesses(task.n_w)
+    out = play_cross_exam_grid(witness_programs(task, ws), A, Bb)
+    return A, Bb, n_comp, out
+
+
+def plan_valid_by_definition(task) -> np.ndarray:
+    """w is a valid plan iff the judge approves every (context_i, action_i, parity so far)."""
+    table = np.asarray(task.program.oracle.table)[0]
+    xs = np.asarray(task.program.x)[:, : task.n_x]
+    ws = all_witnesses(task.n_w)
+    valid = np.ones((xs.shape[0], ws.shape[0]), bool)
+    for i in range(K):
+        state = ws[:, : i * B].sum(1) % 2
+        for r, x in enumerate(xs):
+            bits = np.concatenate([np.broadcast_to(x[i * C:(i + 1) * C], (ws.shape[0], C)),
+                                   ws[:, i * B:(i + 1) * B], state[:, None]], axis=1)
+            valid[r] &= table[(bits << np.arange(bits.shape[1])).sum(1)] == 1
+    return valid
+
+
+def test_instances_are_balanced_and_membership_is_exact():
+    for name, task in tasks().items():
+        valid = accepting_witnesses(task)
+        assert valid.any(1).tolist().count(True) == 2 and valid.shape == (4, 2**task.n_w), name
+        ws = all_witnesses(task.n_w)
+        progs = witness_programs(task, ws)
+        y = np.asarray(jax.jit(jax.vmap(run_program))(progs))[:, -1]
+        np.testing.assert_array_equal(y.reshape(valid.shape), valid.astype(np.int8))
+    np.testing.assert_array_equal(accepting_witnesses(tasks()["plan"]),
+                                  plan_valid_by_definition(tasks()["plan"]))
+
+
+@pytest.mark.parametrize("name", ["plan", "constraints"])
+def test_completeness_over_valid_witnesses_soundness_over_every_witness(name):
+    task = tasks()[name]
+    A, _Bb, n_comp, out = grid(name)
+    valid = accepting_witnesses(task)
+    yes = valid.any(1)
+    acc = np.asarray(out.accept).reshape(4, -1, A.flip_raw.shape[0])  # [instance, w, pair]
+    comp = acc[:, :, :n_comp][valid]  # honest A with any valid witness, every B
+    assert comp.size >= 2 * task.program.T and comp.all()
+    sound = acc[~yes][:, :, n_comp:]  # every witness of a no-instance, every liar
+    assert sound.size == 2 * 2**task.n_w * (A.flip_raw.shape[0] - n_comp) and not sound.any()
+    # a yes-instance with an invalid witness is also rejected against honest B
+    assert not acc[yes][~valid[yes]][:, n_comp:].any()
+
+
+@pytest.mark.parametrize("name", ["plan", "constraints"])
+def test_costs_follow_the_cross_examination_formula(name):
+    task = tasks()[name]
+    _A, _Bb, _n_comp, out = grid(name)
+    T, n = task.program.T, task.program.n_inputs
+    prog = index_tree(task.program, 0)
+    ndeps = np.asarray(prog.dep_mask).sum(1)
+    t = np.asarray(out.pointer)
+    w = clog2(n + T)
+    np.testing.assert_array_equal(np.asarray(out.bits_read),
+                                  clog2(T) + (1 + ndeps[t] + (t != T - 1)) * (1 + w))
+    kind = np.asarray(prog.kind)
+    np.testing.assert_array_equal(np.asarray(out.v_queries), (kind[t] == ORACLE).astype(int))
+    np.testing.assert_array_equal(np.asarray(out.a_steps), T)  # Ptime O(T): one simulation
+    assert int(np.asarray(out.v_queries).max()) == 1
+
+
+def test_single_witness_debate_equals_the_grid_entry():
+    task = tasks()["constraints"]
+    A, Bb, n_comp, out = grid("constraints")
+    ws = all_witnesses(task.n_w)
+    valid = accepting_witnesses(task)
+    play = jax.jit(play_witness)
+    i = int(np.flatnonzero(valid.any(1))[0])
+    j = int(np.flatnonzero(valid[i])[0])
+    for k in (0, n_comp - 1, n_comp + 2):
+        one = play(index_tree(task, i), ws[j], index_tree(A, k), index_tree(Bb, k))
+        row = i * ws.shape[0] + j
+        assert bool(one.accept) == bool(np.asarray(out.accept)[row, k])
+        assert int(one.bits_read) == int(np.asarray(out.bits_read)[row, k])
+        assert int(one.rounds) == 2 and int(one.a_message_bits) == task.n_w + task.program.T
+
+
+def test_task_arguments_are_validated():
+    with pytest.raises(ValueError, match="density=1.0"):
+        plan_task(0, 4, density=1.0)  # every plan approved: no no-instance exists
+    with pytest.raises(ValueError, match="v=2"):
+        constraint_task(0, 4, v=2)
+    with pytest.raises(ValueError, match="n_w=17"):
+        all_witnesses(17)
