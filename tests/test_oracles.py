@@ -95,3 +95,15 @@ def test_neural_oracle_is_a_probability_and_vmaps_over_params():
     np.testing.assert_allclose(np.asarray(batched), np.asarray(looped), rtol=1e-6)
     assert bool(jnp.all((batched > 0) & (batched < 1)))
     assert float(jnp.abs(batched[0] - batched[1])) > 1e-4  # different params, different judge
+
+
+def test_table_oracle_rejects_query_shorter_than_its_length():
+    import jax.numpy as jnp
+    import pytest
+
+    from dedebate.machines import table_oracle
+
+    oracle = table_oracle([0.0, 1.0, 1.0, 0.0])  # l = 2
+    with pytest.raises(ValueError, match="length 2"):
+        oracle.prob(jnp.array([1], jnp.int8), jnp.array([True]), 0)
+    assert float(oracle.prob(jnp.array([1, 0], jnp.int8), jnp.array([True, True]), 0)) == 1.0

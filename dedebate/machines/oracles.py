@@ -37,8 +37,17 @@ def check_probabilities(name: str, values) -> np.ndarray:
 
 
 def query_code(query: jax.Array, n_bits: int) -> jax.Array:
-    """Little-endian integer code of the first ``n_bits`` query bits."""
-    w = (2 ** jnp.arange(n_bits, dtype=jnp.int32)).astype(jnp.int32)
+    """Little-endian integer code of the first ``n_bits`` query bits.
+
+    A query shorter than ``n_bits`` (a program with fewer dependency slots than the table's query
+    length) is an error rather than a silent broadcast.
+    """
+    if query.shape[-1] < n_bits:
+        raise ValueError(
+            f"query has {query.shape[-1]} bits: the oracle reads queries of length {n_bits}; give "
+            "the program at least that many dependency slots"
+        )
+    w = jnp.left_shift(jnp.int32(1), jnp.arange(n_bits, dtype=jnp.int32))
     return jnp.sum(query[:n_bits].astype(jnp.int32) * w)
 
 

@@ -87,7 +87,7 @@ class StepProgram:
     def local_prob(self, tape: jax.Array, t: jax.Array) -> jax.Array:
         """``P[y_t = 1 | y_{I(t)} = tape_{I(t)}]``, evaluated on any tape (honest or claimed)."""
         rel = self.relevant_bits(tape, t)
-        weights = (2 ** jnp.arange(self.R, dtype=jnp.int32)).astype(jnp.int32)
+        weights = jnp.left_shift(jnp.int32(1), jnp.arange(self.R, dtype=jnp.int32))
         code = jnp.sum(rel[: self.R].astype(jnp.int32) * weights)
         det = self.rule[t, code].astype(jnp.float32)
         orc = self.oracle.prob(rel, self.dep_mask[t], t)
