@@ -2,6 +2,8 @@
 
     dedebate run configs/NAME.yaml [key.sub=value ...]   run one experiment
     dedebate run --resume RUN_DIR [key.sub=value ...]     continue a run from its checkpoints
+    dedebate sweep CONFIG [key.sub=value ...] [--processes N | --distributed] [--resume DIR]
+                                                          a grid of runs (the config's sweep block)
     dedebate reproduce [--quick|--full] [--only NAME ...] every claim, one report
     dedebate bench NAME [--full] [--out FILE] | --list    a benchmark from bench/, as JSON
     dedebate config NAME                                  the documented config keys
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +52,21 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true", help="hide progress bars")
     r.add_argument("--traceback", action="store_true",
                    help="re-raise an experiment's exception (full traceback)")
+
+    sw = sub.add_parser("sweep", help="run a sweep: the config's sweep block (seeds x axes)")
+    sw.add_argument("config", nargs="?", help="configs/NAME.yaml with a sweep: block")
+    sw.add_argument("overrides", nargs="*", metavar="key.sub=value",
+                    help="override config keys, e.g. sweep.seeds=8 'sweep.axes.p=[0.1,0.9]'")
+    sw.add_argument("--processes", type=int, metavar="N",
+                    help="run as N local processes of one JAX job (jax.distributed on "
+                         "127.0.0.1)")
+    sw.add_argument("--distributed", action="store_true",
+                    help="this process is one of a cluster launch (srun, or JAX_COORDINATOR_"
+                         "ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID set)")
+    sw.add_argument("--resume", metavar="SWEEP_DIR",
+                    help="continue SWEEP_DIR: static groups already on disk are skipped")
+    sw.add_argument("--sweep-dir", metavar="DIR", help=argparse.SUPPRESS)
+    sw.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
     rep = sub.add_parser("reproduce", help="run every experiment and write report.md")
     g = rep.add_mutually_exclusive_group()
@@ -128,6 +146,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             _warn_import_errors(reg)
         return _die_usage(f"config error: {err}")
     module = reg.experiments[cfg.experiment]
+    if cfg.sweep is not None:  # a sweep block makes the run a sweep (one process)
+        return _sweep(module, cfg, sweep_dir=Path(args.resume).resolve() if args.resume
+                      else None, show_progress=not args.no_progress)
     rec = run_experiment(module, cfg, run_dir=Path(args.resume).resolve() if args.resume
                          else None, show_progress=not args.no_progress,
                          raise_errors=args.traceback)
@@ -153,6 +174,130 @@ def _print_run_summary(rec) -> None:
     wb = rec.results.get("provenance", {}).get("tracking", {})
     if wb.get("mode") == "offline" and wb.get("wandb_dir"):
         print(f"W&B offline run: {wb['wandb_dir']} (upload with: wandb sync {wb['wandb_dir']})")
+
+
+def _sweep_config(args: argparse.Namespace, reg):
+    """The sweep's RunConfig from CONFIG or from ``--resume SWEEP_DIR``'s config.yaml."""
+    from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
+
+    overrides = list(args.overrides)
+    if args.resume:
+        if args.config is not None:
+            overrides.insert(0, args.config)
+        raw = read_yaml(Path(args.resume) / "config.yaml")
+        old = resolve(raw, reg.experiments)
+        cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
+        if old.sweep is None:
+            raise ConfigError(f"--resume {args.resume}: not a sweep directory (its config.yaml "
+                              "has no sweep block)")
+        if cfg.sweep_hash() != old.sweep_hash():
+            raise ConfigError(f"these overrides change the results of {args.resume} "
+                              "(sweep hash differs); start a new sweep instead")
+    else:
+        cfg = load_config(args.config, reg.experiments, overrides)
+    if cfg.sweep is None:
+        raise ConfigError("the config has no sweep block; add one (sweep: {seeds: 4, axes: "
+                          "{FIELD: [v1, v2]}}) or override it (sweep.seeds=4 "
+                          "'sweep.axes.FIELD=[v1,v2]')")
+    return cfg
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from dedebate.lab import distributed as dist
+    from dedebate.lab.config import ConfigError
+
+    if args.config is None and not args.resume:
+        return _die_usage("sweep needs a config file: dedebate sweep configs/NAME.yaml "
+                          "[key.sub=value ...]")
+    if args.resume and not (Path(args.resume) / "config.yaml").is_file():
+        return _die_usage(f"--resume {args.resume}: no config.yaml there (not a sweep "
+                          "directory)")
+    if args.processes is not None and args.processes < 1:
+        return _die_usage(f"--processes {args.processes}: must be >= 1")
+    try:
+        penv = dist.process_env(args.distributed)
+    except dist.DistributedError as err:
+        return _die_usage(str(err))
+    if args.processes and args.processes > 1:
+        if penv.multi:
+            return _die_usage("--processes starts its own processes; it cannot be used inside "
+                              "a multi-process launch (JAX_NUM_PROCESSES / srun)")
+        return _launch_sweep(args)
+    if not penv.multi and int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1:
+        print("dedebate: warning: SLURM_NTASKS > 1 but --distributed is not given: this process "
+              "runs the whole sweep on its own", file=sys.stderr)
+    dist.initialize(penv)  # before any experiment module can touch a JAX backend
+    try:
+        reg = _registry()
+        try:
+            cfg = _sweep_config(args, reg)
+        except ConfigError as err:
+            if reg.errors and "unknown experiment" in str(err):
+                _warn_import_errors(reg)
+            return _die_usage(f"config error: {err}")
+        sweep_dir = args.sweep_dir or args.resume
+        return _sweep(reg.experiments[cfg.experiment], cfg,
+                      sweep_dir=Path(sweep_dir).resolve() if sweep_dir else None,
+                      show_progress=not args.no_progress)
+    finally:
+        dist.shutdown(penv)
+
+
+def _launch_sweep(args: argparse.Namespace) -> int:
+    """``--processes N``: validate the config, create the sweep directory, start N processes."""
+    from dedebate.lab import distributed as dist
+    from dedebate.lab.config import ConfigError
+    from dedebate.lab.rundir import new_run_dir
+
+    reg = _registry()
+    try:
+        cfg = _sweep_config(args, reg)
+    except ConfigError as err:
+        return _die_usage(f"config error: {err}")
+    if args.resume:
+        sweep_dir = Path(args.resume).resolve()
+        argv = ["sweep", "--resume", str(sweep_dir),
+                *([args.config] if args.config is not None else []), *args.overrides]
+    else:
+        sweep_dir = Path(args.sweep_dir).resolve() if args.sweep_dir else \
+            new_run_dir(cfg.output_dir, f"{cfg.experiment}-sweep")
+        argv = ["sweep", args.config, *args.overrides, "--sweep-dir", str(sweep_dir)]
+    if args.no_progress:
+        argv.append("--no-progress")
+    print(f"dedebate: {args.processes} processes on 127.0.0.1 (jax.distributed)",
+          file=sys.stderr, flush=True)
+    return dist.launch_local(argv, args.processes)
+
+
+def _sweep(module, cfg, *, sweep_dir, show_progress: bool) -> int:
+    from dedebate.lab.sweep import SweepError, run_sweep
+
+    try:
+        rec = run_sweep(module, cfg, sweep_dir=sweep_dir, show_progress=show_progress)
+    except SweepError as err:
+        return _die_usage(f"sweep error: {err}")
+    res = rec.results
+    if not res:  # not process 0: it prints
+        return EXIT_OK
+    p = rec.plan
+    print(f"sweep directory: {rec.sweep_dir}")
+    rate = f"; {res['rows_per_s']:.4g} runs/s" if res.get("rows_per_s") else ""
+    how = (f"{res['compilations']} compilation(s), {res['devices']} device(s), "
+           f"{res['processes']} process(es)" if p.vmapped else "each point a full run")
+    print(f"  {len(p.points)} points x {len(p.seeds)} seeds = {res['rows']} runs in "
+          f"{len(p.groups)} static group(s) ({res['groups_resumed']} resumed); {how}{rate}")
+    print(f"  table: {rec.sweep_dir / 'sweep.csv'}; plots: {len(res['plots'])} in "
+          f"{rec.sweep_dir / 'plots'}")
+    wb = res["provenance"]["tracking"]
+    if wb.get("mode") == "offline" and wb.get("wandb_dir"):
+        print(f"W&B offline runs: {rec.sweep_dir / 'wandb'} (upload with: wandb sync "
+              f"{rec.sweep_dir / 'wandb'}/offline-run-*)")
+    failed = [r for r in rec.rows if r.get("status") == "error"]
+    if failed:
+        print(f"dedebate: {len(failed)} sweep run(s) raised; see their run directories under "
+              f"{rec.sweep_dir / 'points'}", file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -231,7 +376,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"run": cmd_run, "reproduce": cmd_reproduce, "bench": cmd_bench,
+COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "reproduce": cmd_reproduce, "bench": cmd_bench,
             "config": cmd_config, "list": cmd_list}
 
 
@@ -243,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra:
             # `run` takes overrides before or after its options (argparse's subcommands cannot
             # intermix positionals and options by themselves).
-            if args.command == "run" and not any(e.startswith("-") for e in extra):
+            if args.command in ("run", "sweep") and not any(e.startswith("-") for e in extra):
                 args.overrides = [*args.overrides, *extra]
             else:
                 raise UsageError(f"dedebate: unrecognized arguments: {' '.join(extra)} "

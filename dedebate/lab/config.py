@@ -75,6 +75,70 @@ class TrackingConfig:
         return _WANDB_ENV_MODES.get(value, "offline")
 
 
+SWEEP_TRACKING = ("points", "sweep")
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+    """A grid of runs of one experiment (``dedebate sweep``; see ``dedebate/lab/sweep.py``).
+
+    Every combination of ``axes`` values is one point; every point runs once per seed. Axes over
+    fields the experiment lists in ``DYNAMIC`` run inside one compiled, vmapped program; axes
+    over other (static) fields compile once per value.
+    """
+
+    seeds: int | list[int] = dataclasses.field(
+        default=1,
+        metadata=_doc("N (the N seeds seed, seed+1, ..., seed+N-1) or an explicit list of seeds"))
+    axes: dict[str, list[Any]] = dataclasses.field(
+        default_factory=dict,
+        metadata=_doc("params field -> list of values; the grid is their Cartesian product"))
+    batch: int = dataclasses.field(
+        default=0,
+        metadata=_doc("most rows (point x seed) per compiled call; 0 = a whole static group"))
+    tracking: Literal["points", "sweep"] = dataclasses.field(
+        default="points",
+        metadata=_doc("points = one W&B run per point (plus one for the sweep); "
+                      "sweep = only the sweep's W&B run"))
+    plots: bool = dataclasses.field(
+        default=True, metadata=_doc("plot metrics against every axis (bands over seeds)"))
+    metrics: list[str] = dataclasses.field(
+        default_factory=list,
+        metadata=_doc("metrics to plot; [] = every metric, the first 24 if there are more"))
+
+    def __post_init__(self):
+        if isinstance(self.seeds, int):
+            if not 1 <= self.seeds <= 100_000:
+                raise ValueError(f"seeds={self.seeds}: must be a count in [1, 100000] "
+                                 "or a list of seeds")
+        else:
+            if not self.seeds:
+                raise ValueError("seeds=[]: must list at least one seed")
+            bad = [s for s in self.seeds if not 0 <= s < 2**32]
+            if bad:
+                raise ValueError(f"seeds={bad[0]}: each seed must be an integer in [0, 2^32)")
+            if len(set(self.seeds)) != len(self.seeds):
+                raise ValueError(f"seeds={list(self.seeds)}: seeds must be distinct")
+        for name in self.axes:
+            if not _KEY_SEGMENT.match(str(name)):
+                raise ValueError(f"axes={name!r}: an axis is the name of a params field")
+        if self.batch < 0:
+            raise ValueError(f"batch={self.batch}: must be >= 0 (0 = a whole static group)")
+        if self.tracking not in SWEEP_TRACKING:
+            raise ValueError(f"tracking={self.tracking!r}: must be one of "
+                             f"{', '.join(SWEEP_TRACKING)}")
+
+    def seed_list(self, base_seed: int) -> list[int]:
+        """The seeds of the sweep: ``seeds`` if a list, else ``base_seed + i`` for i < seeds."""
+        if isinstance(self.seeds, int):
+            out = [base_seed + i for i in range(self.seeds)]
+            if out[-1] >= 2**32:
+                raise ConfigError(f"sweep.seeds={self.seeds}: seed {base_seed} + {self.seeds - 1} "
+                                  "is beyond 2^32 - 1")
+            return out
+        return list(self.seeds)
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """One run of one experiment, fully resolved. ``params`` is the experiment's ``Config``."""
@@ -96,6 +160,9 @@ class RunConfig:
         default_factory=TrackingConfig, metadata=_doc("W&B tracking"))
     params: Any = dataclasses.field(
         default=None, metadata=_doc("the experiment's own Config fields"))
+    sweep: SweepConfig | None = dataclasses.field(
+        default=None,
+        metadata=_doc("a grid of runs: seeds and values of params fields (dedebate sweep)"))
 
     def __post_init__(self):
         if not (0 <= self.seed < 2**32):
@@ -113,6 +180,8 @@ class RunConfig:
             "resume": self.resume,
             "tracking": _plain(dataclasses.asdict(self.tracking)),
             "params": _plain(dataclasses.asdict(self.params)) if self.params is not None else {},
+            **({"sweep": _plain(dataclasses.asdict(self.sweep))} if self.sweep is not None
+               else {}),
         }
 
     def config_hash(self) -> str:
@@ -123,6 +192,20 @@ class RunConfig:
         keeps its hash).
         """
         return config_hash_of(self.to_dict())
+
+    def sweep_hash(self) -> str:
+        """:meth:`config_hash` extended by the ``sweep`` block: what a sweep directory's results
+        depend on (checked when a sweep is resumed)."""
+        return sweep_hash_of(self.to_dict())
+
+
+def sweep_hash_of(d: Mapping[str, Any]) -> str:
+    """:meth:`RunConfig.sweep_hash` of a plain config dict (e.g. a loaded ``config.yaml``)."""
+    sweep = _plain(d.get("sweep")) or {}
+    sweep = {k: v for k, v in sweep.items() if k in ("seeds", "axes")}  # what sets the numbers
+    core = {"config": config_hash_of(d), "sweep": sweep}
+    text = json.dumps(core, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def config_hash_of(d: Mapping[str, Any]) -> str:
@@ -235,6 +318,8 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         for a in args:
             if a is type(None):
                 continue
+            if isinstance(value, Mapping) and isinstance(a, type) and dataclasses.is_dataclass(a):
+                return coerce(value, a, key)  # a section (e.g. sweep): its own errors name keys
             try:
                 return coerce(value, a, key)
             except ConfigError:
@@ -422,7 +507,35 @@ def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
         raise ConfigError(f"experiment {name!r} has no Config dataclass (see "
                           "dedebate/lab/experiment.py)")
     params = build_dataclass(cfg_cls, merged, "params")
+    if base.sweep is not None:
+        _check_sweep_axes(base.sweep, cfg_cls, merged, name)
+        base.sweep.seed_list(base.seed)
     return dataclasses.replace(base, params=params)
+
+
+def _check_sweep_axes(sweep: SweepConfig, cfg_cls: type, merged: Mapping[str, Any],
+                      name: str) -> None:
+    """Each axis names a params field, and each of its values makes a valid Config on its own
+    (errors name the value as ``sweep.axes.FIELD[i]``). Combinations are checked when the sweep
+    is planned (``dedebate.lab.sweep.plan``)."""
+    fields = [f.name for f in _fields(cfg_cls)]
+    for axis, values in sweep.axes.items():
+        if axis not in fields:
+            raise ConfigError(f"unknown key 'sweep.axes.{axis}': not a params field of {name}; "
+                              f"allowed: {', '.join(fields) or '(none)'}")
+        if not values:
+            raise ConfigError(f"sweep.axes.{axis}=[]: must list at least one value")
+        for i, value in enumerate(values):
+            try:
+                build_dataclass(cfg_cls, {**merged, axis: value}, "params")
+            except ConfigError as err:
+                msg = str(err)
+                where = f"params.{axis}"
+                if msg.startswith(where):
+                    msg = f"sweep.axes.{axis}[{i}]" + msg[len(where):]
+                else:
+                    msg = f"sweep.axes.{axis}[{i}]={_show(value)}: {msg}"
+                raise ConfigError(msg) from None
 
 
 def load_config(path: str | os.PathLike, experiments: Mapping[str, Any],
@@ -457,8 +570,15 @@ def render_config_docs(module: Any) -> str:
     """Every documented config key of an experiment: name, type, default, doc, size overrides."""
     lines = [f"{module.NAME}: {getattr(module, 'TITLE', '')}".rstrip(": "), ""]
     lines.append("Top-level keys:")
-    lines += _field_lines(RunConfig, "", skip=("params", "tracking"))
+    lines += _field_lines(RunConfig, "", skip=("params", "tracking", "sweep"))
     lines += _field_lines(TrackingConfig, "tracking.")
+    lines += _field_lines(SweepConfig, "sweep.")
+    dynamic = tuple(getattr(module, "DYNAMIC", ()) or ())
+    if callable(getattr(module, "point", None)):
+        lines.append("  (sweep axes over " + (", ".join(dynamic) or "no field")
+                     + " run vmapped in one compiled program; other axes compile per value)")
+    else:
+        lines.append("  (this experiment defines no point(): a sweep runs each point as a full run)")
     lines.append("")
     lines.append("params (experiment Config):")
     cfg_cls = getattr(module, "Config", None)

@@ -14,6 +14,23 @@ It defines:
 * ``run(cfg: Config, ctx: RunContext) -> ExperimentResult`` -- the whole experiment. Pure JAX
   inside; all I/O goes through ``ctx``.
 
+Optionally, an experiment is *sweepable* (``dedebate sweep``; ``dedebate/lab/sweep.py``). It then
+also defines:
+
+* ``DYNAMIC: tuple[str, ...]`` -- the ``Config`` fields that enter the computation only as numbers
+  (probabilities, thresholds, learning rates, delta, sample-count scale factors): never as a
+  shape, a static size or Python control flow;
+* ``point(cfg: Config) -> (dynamic, fn)`` -- ``dynamic`` is a pytree of arrays holding the values
+  of the DYNAMIC fields of ``cfg`` (the same structure, shapes and dtypes whatever those values
+  are); ``fn(dynamic, key) -> dict[str, scalar array]`` is pure JAX, reads ``cfg`` only for its
+  static fields, and returns the metrics of one run (one row of ``sweep.csv``).
+
+The lab stacks ``dynamic`` over grid points x seeds and evaluates ``jit(vmap(fn))`` once per
+combination of values of the static axes, sharded over every device; ``key`` is the row's key,
+``fold_in(fold_in(key(seed), w0), w1)`` with ``(w0, w1)`` from the hash of the point's resolved
+params (see ``dedebate/lab/sweep.py``). An experiment without ``point`` can still be swept: each
+point is then a full ``run`` and its scalar ``metrics`` are the row.
+
 The lab discovers experiment modules by importing every module of the ``experiments`` package that
 defines ``NAME`` and ``run``; nothing needs registering by hand.
 """
@@ -22,7 +39,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterable, Protocol
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 import jax
 

@@ -56,11 +56,12 @@ class LabContext:
     """The lab's implementation of ``RunContext`` (see ``dedebate/lab/experiment.py``)."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path, tracker: Tracker, *,
-                 show_progress: bool = True, nested: bool = False, resume: bool = False):
+                 show_progress: bool = True, nested: bool = False, resume: bool = False,
+                 key: Any = None):
         self.cfg = cfg
         self.seed = cfg.seed
         self.size = cfg.size
-        self.key = experiment_key(cfg.seed, cfg.experiment)
+        self.key = experiment_key(cfg.seed, cfg.experiment) if key is None else key
         self.run_dir = Path(run_dir)
         self.plots_dir = self.run_dir / "plots"
         self.tables_dir = self.run_dir / "tables"
@@ -156,20 +157,23 @@ def find_resumable(cfg: RunConfig) -> Path | None:
             continue
         with contextlib.suppress(Exception):  # an unreadable old run is simply not resumable
             old = yaml.safe_load(f.read_text())
-            if isinstance(old, dict) and config_hash_of(old) == want:
+            if isinstance(old, dict) and not old.get("sweep") and config_hash_of(old) == want:
                 return d.resolve()
     return None
 
 
 def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | None = None,
                    show_progress: bool = True, nested: bool = False,
-                   raise_errors: bool = False) -> RunRecord:
+                   raise_errors: bool = False, key: Any = None,
+                   tracking_name: str | None = None) -> RunRecord:
     """Run ``module.run(cfg.params, ctx)`` and write the run directory.
 
     Order: config.yaml, then the experiment (metrics.jsonl and plots as it goes), then tables and
-    results.json, and only then the W&B summary and artifact. An exception from the experiment is
-    recorded in results.json (``status: "error"``) and error.txt; it is re-raised only if
-    ``raise_errors``.
+    results.json, and only then the W&B summary and artifact (results.json, config.yaml, tables
+    and plots). An exception from the experiment is recorded in results.json (``status:
+    "error"``) and error.txt; it is re-raised only if ``raise_errors``. ``key`` replaces the
+    context's key (a sweep point's key, see ``dedebate/lab/sweep.py``); ``tracking_name`` the
+    W&B run name (default: the run directory's name).
     """
     resume = False
     if run_dir is None:
@@ -187,9 +191,9 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
     mode = tcfg.effective_mode()
     tracker = Tracker.start(mode=mode, run_dir=run_dir, project=tcfg.project,
                             entity=tcfg.entity, group=tcfg.group, job_type=cfg.experiment,
-                            name=run_dir.name, config=cfg.to_dict())
+                            name=tracking_name or run_dir.name, config=cfg.to_dict())
     ctx = LabContext(cfg, run_dir, tracker, show_progress=show_progress, nested=nested,
-                     resume=resume)
+                     resume=resume, key=key)
 
     started = utc_iso()
     t0 = time.monotonic()
@@ -247,7 +251,8 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
                          "wall_time_s": wall})
     tracker.log_artifact(f"results-{run_dir.name}", "results",
                          [run_dir / "results.json", run_dir / "config.yaml",
-                          *(run_dir / p for p in tables.values())])
+                          *(run_dir / p for p in tables.values()),
+                          *(run_dir / p for p in results["plots"])])
     tracker.finish(0)
     return RunRecord(cfg, run_dir, result, None, wall, results)
 

@@ -146,6 +146,28 @@ class Tracker:
 
         self._guard("artifact", _do)
 
+    def log_table(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """A tidy table (e.g. ``sweep.csv``) as a ``wandb.Table``; cells that are not numbers or
+        strings are logged as their JSON text."""
+        if self.run is None or not rows:
+            return
+
+        def _do():
+            import json
+
+            columns: list[str] = []
+            for r in rows:
+                columns += [k for k in r if k not in columns]
+
+            def cell(v):
+                return v if v is None or isinstance(v, (bool, int, float, str)) \
+                    else json.dumps(v)
+
+            data = [[cell(r.get(c)) for c in columns] for r in rows]
+            self.run.log({name: self._wandb.Table(columns=columns, data=data)})
+
+        self._guard("table", _do)
+
     def set_summary(self, values: dict[str, Any]) -> None:
         if self.run is None:
             return

@@ -1,0 +1,227 @@
+"""Multi-process runs on JAX's own runtime (``jax.distributed``), locally or under a launcher.
+
+Three ways a sweep becomes multi-process, all ending in ``jax.distributed.initialize``:
+
+* ``dedebate sweep CONFIG --processes N`` -- :func:`launch_local` starts N copies of the same
+  command on this machine, with ``JAX_COORDINATOR_ADDRESS=127.0.0.1:PORT`` (a free loopback port;
+  the coordinator binds to loopback only), ``JAX_NUM_PROCESSES=N`` and ``JAX_PROCESS_ID=i``;
+* any launcher that sets those three variables (a job script, Kubernetes, ...): each process
+  runs ``dedebate sweep CONFIG`` and :func:`process_env` reads them;
+* ``srun dedebate sweep CONFIG --distributed`` on a SLURM allocation: JAX's own SLURM detection
+  (``SLURM_JOB_ID``, ``SLURM_NTASKS``, ``SLURM_PROCID``, ``SLURM_STEP_NODELIST``) finds the
+  coordinator (the first node of the step) and this process's id.
+
+On CPU the cross-process collectives are gloo (``jax_cpu_collectives_implementation``, the
+default in jax 0.10); on GPU they are NCCL. Every process sees the global ``jax.devices()``;
+:mod:`dedebate.lab.devices` builds one ``Mesh`` over them, so a jitted sweep runs SPMD with each
+process computing the rows on its own devices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+from dedebate.lab.rundir import eprint
+
+ENV_ADDRESS = "JAX_COORDINATOR_ADDRESS"
+ENV_COUNT = "JAX_NUM_PROCESSES"
+ENV_ID = "JAX_PROCESS_ID"
+ENV_BIND = "JAX_COORDINATOR_BIND_ADDRESS"
+INIT_TIMEOUT_S = 120
+
+
+class DistributedError(RuntimeError):
+    """A multi-process set-up that cannot work (bad environment, a sibling process failed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessEnv:
+    """How this process takes part: ``source`` is ``single``, ``env`` or ``slurm``."""
+
+    source: str = "single"
+    num_processes: int = 1
+    process_id: int = 0
+    coordinator: str | None = None
+
+    @property
+    def multi(self) -> bool:
+        return self.source != "single"
+
+
+def process_env(distributed: bool = False, environ: Mapping[str, str] | None = None) -> ProcessEnv:
+    """This process's place in a multi-process job, from the environment.
+
+    ``JAX_NUM_PROCESSES`` > 1 with ``JAX_PROCESS_ID`` and ``JAX_COORDINATOR_ADDRESS`` set means a
+    launcher started us (``env``). Otherwise, with ``distributed=True`` (``--distributed``), a
+    SLURM step (``SLURM_NTASKS``, ``SLURM_PROCID``) is handed to JAX's SLURM detection
+    (``slurm``); ``--distributed`` without either is an error. Otherwise: one process.
+    """
+    env = os.environ if environ is None else environ
+    count = env.get(ENV_COUNT, "").strip()
+    if count:
+        try:
+            n = int(count)
+            pid = int(env.get(ENV_ID, ""))
+        except ValueError:
+            raise DistributedError(f"{ENV_COUNT}={count!r}, {ENV_ID}={env.get(ENV_ID)!r}: both "
+                                   "must be integers (0 <= id < count)") from None
+        if not 0 <= pid < n:
+            raise DistributedError(f"{ENV_ID}={pid}: must be in [0, {ENV_COUNT}={n})")
+        address = env.get(ENV_ADDRESS, "").strip()
+        if n > 1 and not address:
+            raise DistributedError(f"{ENV_COUNT}={n} but {ENV_ADDRESS} is not set "
+                                   "(host:port of process 0)")
+        if n > 1:
+            return ProcessEnv("env", n, pid, address)
+    if distributed:
+        if "SLURM_NTASKS" in env and "SLURM_PROCID" in env:
+            return ProcessEnv("slurm", int(env["SLURM_NTASKS"]), int(env["SLURM_PROCID"]), None)
+        raise DistributedError(f"--distributed needs a launcher's environment: {ENV_ADDRESS}, "
+                               f"{ENV_COUNT} and {ENV_ID}, or a SLURM step (srun)")
+    return ProcessEnv()
+
+
+def initialize(penv: ProcessEnv) -> None:
+    """``jax.distributed.initialize`` for ``penv`` (a no-op for one process).
+
+    Must run before anything touches a JAX backend; gloo collectives on CPU.
+    """
+    if not penv.multi:
+        return
+    import jax
+
+    with contextlib.suppress(Exception):  # older/newer jax without the option: its default
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if penv.source == "slurm":
+        jax.distributed.initialize(cluster_detection_method="slurm",
+                                   initialization_timeout=INIT_TIMEOUT_S)
+    else:
+        jax.distributed.initialize(coordinator_address=penv.coordinator,
+                                   num_processes=penv.num_processes,
+                                   process_id=penv.process_id,
+                                   initialization_timeout=INIT_TIMEOUT_S)
+
+
+def shutdown(penv: ProcessEnv) -> None:
+    if penv.multi:
+        import jax
+
+        with contextlib.suppress(Exception):
+            jax.distributed.shutdown()
+
+
+# ----------------------------------------------------------------------------- collectives
+
+
+def process_index() -> int:
+    import jax
+
+    return jax.process_index()
+
+
+def process_count() -> int:
+    import jax
+
+    return jax.process_count()
+
+
+def barrier(name: str) -> None:
+    """Every process waits here until all have arrived (no-op for one process)."""
+    if process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def broadcast_text(text: str, size: int = 4096) -> str:
+    """Process 0's ``text`` on every process (UTF-8, at most ``size`` bytes)."""
+    if process_count() == 1:
+        return text
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    data = text.encode()
+    if len(data) > size:
+        raise DistributedError(f"cannot broadcast {len(data)} bytes (limit {size})")
+    buf = np.zeros(size + 4, np.uint8)
+    buf[:4] = np.frombuffer(np.uint32(len(data)).tobytes(), np.uint8)
+    buf[4:4 + len(data)] = np.frombuffer(data, np.uint8)
+    out = np.asarray(multihost_utils.broadcast_one_to_all(buf))
+    n = int(np.frombuffer(out[:4].tobytes(), np.uint32)[0])
+    return out[4:4 + n].tobytes().decode()
+
+
+def broadcast_flags(flags: Sequence[bool]) -> list[bool]:
+    """Process 0's booleans on every process."""
+    if process_count() == 1 or not flags:
+        return list(flags)
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    out = multihost_utils.broadcast_one_to_all(np.asarray(flags, np.int32))
+    return [bool(x) for x in np.asarray(out)]
+
+
+# ----------------------------------------------------------------------------- local launcher
+
+
+def free_loopback_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launch_local(argv: Sequence[str], n: int, *, environ: Mapping[str, str] | None = None,
+                 quiet_others: bool = True) -> int:
+    """Run ``python -m dedebate.cli ARGV`` as ``n`` processes of one JAX job on 127.0.0.1.
+
+    Process 0 keeps this terminal's stdout; the others' stdout is dropped when ``quiet_others``
+    (their stderr is kept). If one process fails, the others are terminated. Returns the first
+    non-zero exit code, else 0.
+    """
+    if n < 1:
+        raise DistributedError(f"--processes {n}: must be >= 1")
+    port = free_loopback_port()
+    base = dict(os.environ if environ is None else environ)
+    procs: list[subprocess.Popen] = []
+    for i in range(n):
+        env = {**base, ENV_ADDRESS: f"127.0.0.1:{port}", ENV_BIND: f"127.0.0.1:{port}",
+               ENV_COUNT: str(n), ENV_ID: str(i)}
+        out = subprocess.DEVNULL if (quiet_others and i > 0) else None
+        procs.append(subprocess.Popen([sys.executable, "-m", "dedebate.cli", *argv], env=env,
+                                      stdout=out))
+    codes: list[int | None] = [None] * n
+    try:
+        while any(c is None for c in codes):
+            for i, p in enumerate(procs):
+                if codes[i] is None:
+                    codes[i] = p.poll()
+            failed = [c for c in codes if c not in (None, 0)]
+            if failed:
+                for i, p in enumerate(procs):
+                    if codes[i] is None:
+                        eprint(f"dedebate: process {i} stopped: another process exited with "
+                               f"code {failed[0]}")
+                        p.terminate()
+                for i, p in enumerate(procs):
+                    try:
+                        codes[i] = p.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        codes[i] = p.wait()
+                return failed[0]
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        raise
+    return 0

@@ -1,0 +1,686 @@
+"""Sweeps: a grid of runs of one experiment, vmapped where it can be, with no loop to write.
+
+A ``sweep:`` block in a run config (or ``dedebate sweep CONFIG``) lists ``seeds`` and ``axes``
+(params field -> values). Every combination of axis values is a *point*; every point runs once per
+seed, and each (point, seed) is one row of ``sweep.csv``.
+
+How a sweep runs depends on the experiment (contract: ``dedebate/lab/experiment.py``):
+
+* **Sweepable** experiments define ``point(cfg) -> (dynamic, fn)`` and ``DYNAMIC`` (the Config
+  fields that only enter through ``dynamic``). The points are split into *static groups*, one per
+  combination of values of the axes not in ``DYNAMIC``. Within a group the dynamic pytrees of all
+  points x seeds are stacked along one run axis and evaluated by ONE compiled program,
+  ``jit(vmap(fn))``, sharded over every device (``dedebate/lab/devices.py``). So a sweep over
+  seeds and any number of dynamic axes compiles once; each static value compiles once more.
+* Other experiments run each (point, seed) as a full ``run(cfg, ctx)`` in its own run directory
+  (``points/pNNNN-sS/``); their scalar metrics become the row.
+
+Keys. Row (point, seed) uses ``fold_in(fold_in(root(seed), w0), w1)``, where ``root(seed)`` is the
+key ``dedebate run`` would give that seed and ``(w0, w1)`` are two 31-bit words of the sha256 of
+the point's resolved params (its *point id*). A point's numbers therefore depend only on the
+experiment, the seed and its own params: never on its position in the grid, on how many points
+ran beside it, on the batch, the device or the process that computed it.
+
+Output (``<output_dir>/<experiment>-sweep-<UTC time>/``): ``config.yaml``, ``sweep.csv``,
+``groups/group-NNN.csv`` (written as each static group finishes, before the next starts; a
+resumed sweep skips groups that have one), ``plots/METRIC-vs-AXIS.png`` (mean over seeds with a
+95% t-interval band), ``results.json`` (per-point means and intervals, compile count, throughput,
+provenance) and the W&B runs (one per point, grouped under the sweep, plus one for the sweep).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import math
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dedebate.lab.config import ConfigError, RunConfig, build_dataclass, dump_yaml, sweep_hash_of
+from dedebate.lab.devices import EvalInfo, evaluate
+from dedebate.lab.rundir import (
+    environment_provenance,
+    eprint,
+    flatten_numbers,
+    jsonable,
+    new_run_dir,
+    utc_iso,
+    write_csv,
+    write_json,
+    write_text,
+)
+from dedebate.lab.runner import experiment_key, run_experiment
+from dedebate.lab.tracking import Tracker
+
+SWEEP_SCHEMA_VERSION = 1
+RESERVED = ("point", "seed", "group")
+
+
+class SweepError(ValueError):
+    """A sweep that cannot run as declared (one line naming the experiment and what is wrong)."""
+
+
+# ----------------------------------------------------------------------------- plan
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One combination of axis values: its grid index, values, Config and point id words."""
+
+    index: int
+    values: dict[str, Any]
+    cfg: Any
+    words: tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """The points sharing one value of every static axis: one compiled program."""
+
+    index: int
+    static: dict[str, Any]
+    points: tuple[Point, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepPlan:
+    experiment: str
+    axes: dict[str, list[Any]]
+    dynamic_axes: tuple[str, ...]
+    static_axes: tuple[str, ...]
+    seeds: tuple[int, ...]
+    points: tuple[Point, ...]
+    groups: tuple[Group, ...]
+    vmapped: bool
+
+    @property
+    def rows(self) -> int:
+        return len(self.points) * len(self.seeds)
+
+
+def point_words(params: Any) -> tuple[int, int]:
+    """Two 31-bit words of sha256(canonical JSON of the resolved params): the point id."""
+    text = json.dumps(jsonable(dataclasses.asdict(params)), sort_keys=True,
+                      separators=(",", ":"), allow_nan=True)
+    h = hashlib.sha256(text.encode()).digest()
+    return (int.from_bytes(h[:4], "little") & 0x7FFFFFFF,
+            int.from_bytes(h[4:8], "little") & 0x7FFFFFFF)
+
+
+def point_key(experiment: str, seed: int, params: Any):
+    """The key of a (point, seed) row, computed alone (equal to the key inside any sweep)."""
+    import jax
+
+    w0, w1 = point_words(params)
+    return jax.random.fold_in(jax.random.fold_in(experiment_key(seed, experiment), w0), w1)
+
+
+def is_sweepable(module: Any) -> bool:
+    return callable(getattr(module, "point", None))
+
+
+def plan(module: Any, cfg: RunConfig) -> SweepPlan:
+    """The grid of ``cfg.sweep`` (axes in the order written, the last varying fastest), its
+    static groups and seeds. Every point's Config is built and validated here."""
+    if cfg.sweep is None:
+        raise SweepError(f"{cfg.experiment}: the config has no sweep block")
+    name = cfg.experiment
+    sweep = cfg.sweep
+    axes = {k: list(v) for k, v in sweep.axes.items()}
+    fields = [f.name for f in dataclasses.fields(type(cfg.params))]
+    clash = [a for a in axes if a in RESERVED]
+    if clash:
+        raise SweepError(f"sweep.axes.{clash[0]}: the name is a sweep.csv column "
+                         f"({', '.join(RESERVED)}); rename the params field")
+    vmapped = is_sweepable(module)
+    dynamic = tuple(getattr(module, "DYNAMIC", ()) or ()) if vmapped else ()
+    unknown = [d for d in dynamic if d not in fields]
+    if unknown:
+        raise SweepError(f"{name}.DYNAMIC names {unknown[0]!r}, which is not a Config field "
+                         f"(fields: {', '.join(fields)})")
+    dyn_axes = tuple(a for a in axes if a in dynamic)
+    static_axes = tuple(a for a in axes if a not in dynamic)
+    base = dataclasses.asdict(cfg.params)
+    names = list(axes)
+    points = []
+    for i, combo in enumerate(itertools.product(*(axes[a] for a in names))):
+        values = dict(zip(names, combo))
+        try:
+            pcfg = build_dataclass(type(cfg.params), {**base, **values}, "params")
+        except ConfigError as err:
+            raise SweepError(f"sweep point {i} ({_describe(values)}): {err}") from None
+        values = {a: getattr(pcfg, a) for a in names}  # coerced (lists -> tuples, ints -> floats)
+        points.append(Point(i, values, pcfg, point_words(pcfg)))
+    groups: dict[tuple, list[Point]] = {}
+    for p in points:
+        groups.setdefault(tuple(json.dumps(jsonable(p.values[a])) for a in static_axes),
+                          []).append(p)
+    group_list = tuple(
+        Group(g, {a: pts[0].values[a] for a in static_axes}, tuple(pts))
+        for g, pts in enumerate(groups.values()))
+    return SweepPlan(name, axes, dyn_axes, static_axes, tuple(sweep.seed_list(cfg.seed)),
+                     tuple(points), group_list, vmapped)
+
+
+def _describe(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in values.items()) or "no axes"
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def _canonical(x: Any) -> np.ndarray:
+    import jax
+
+    a = np.asarray(x)
+    return a.astype(jax.dtypes.canonicalize_dtype(a.dtype))
+
+
+def group_inputs(module: Any, plan_: SweepPlan, group: Group):
+    """``(fn, stacked dynamic params, root key data, point words)`` for the rows of ``group``
+    (point-major, seed-minor), plus the row list ``[(point, seed), ...]``."""
+    import jax
+
+    fn = None
+    dyns = []
+    treedef = None
+    shapes = None
+    for p in group.points:
+        dyn, f = module.point(p.cfg)
+        leaves, td = jax.tree.flatten(dyn)
+        leaves = [_canonical(x) for x in leaves]
+        sig = [(x.shape, x.dtype) for x in leaves]
+        if fn is None:
+            fn, treedef, shapes = f, td, sig
+        elif td != treedef or sig != shapes:
+            raise SweepError(
+                f"{plan_.experiment}.point() returned dynamic params of another structure at "
+                f"point {p.index} ({_describe(p.values)}) than at point {group.points[0].index}; "
+                "a field that changes shapes must not be listed in DYNAMIC")
+        dyns.append(leaves)
+    rows = [(p, s) for p in group.points for s in plan_.seeds]
+    n_seeds = len(plan_.seeds)
+    stacked = [np.repeat(np.stack([d[j] for d in dyns]), n_seeds, axis=0)
+               for j in range(len(shapes))]
+    dynamic = jax.tree.unflatten(treedef, stacked)
+    roots = {s: experiment_key(s, plan_.experiment) for s in plan_.seeds}
+    impl = jax.random.key_impl(roots[plan_.seeds[0]])
+    root_data = np.stack([np.asarray(jax.random.key_data(roots[s])) for _, s in rows])
+    words = np.asarray([p.words for p, _ in rows], dtype=np.uint32)
+    return fn, impl, (dynamic, root_data, words), rows
+
+
+def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 0,
+                   devices: list[Any] | None = None, info: EvalInfo | None = None):
+    """Rows ``[(point, seed)]`` and their metrics (dict of ``[rows]`` arrays) for one group, in
+    one compiled program over every device."""
+    import jax
+
+    fn, impl, inputs, rows = group_inputs(module, plan_, group)
+
+    def row_fn(dyn, root, words):
+        key = jax.random.wrap_key_data(root, impl=impl)
+        key = jax.random.fold_in(jax.random.fold_in(key, words[0]), words[1])
+        return fn(dyn, key)
+
+    metrics = evaluate(row_fn, inputs, len(rows), devices=devices, batch=batch, info=info,
+                       cache_key=_program_key(module, plan_, group, impl))
+    return rows, metrics
+
+
+def _program_key(module: Any, plan_: SweepPlan, group: Group, impl: Any) -> tuple:
+    """What the compiled program of a group depends on: the experiment module and the static
+    part of its Config (by the contract, ``fn`` reads only static fields). Dynamic fields are
+    dropped, so every group with equal static fields shares one program."""
+    dynamic = set(getattr(module, "DYNAMIC", ()) or ())
+    static = {k: v for k, v in dataclasses.asdict(group.points[0].cfg).items()
+              if k not in dynamic}
+    return (module.__name__, id(module), json.dumps(jsonable(static), sort_keys=True),
+            str(impl))
+
+
+def _row(p: Point, seed: int, group: int) -> dict[str, Any]:
+    return {"point": p.index, "seed": seed, "group": group, **jsonable(p.values)}
+
+
+# ----------------------------------------------------------------------------- statistics, plots
+
+
+def t_interval(values: Any, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and Student-t interval over seeds: ``(mean, lo, hi)``; ``lo = hi = mean`` for one."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return (math.nan, math.nan, math.nan)
+    m = float(x.mean())
+    if x.size < 2:
+        return (m, m, m)
+    from scipy.special import stdtrit  # Student-t quantile (lighter to import than stats)
+
+    half = float(stdtrit(x.size - 1, 0.5 + level / 2)) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return (m, m - half, m + half)
+
+
+def metric_names(rows: list[dict[str, Any]], axes: Mapping[str, Any]) -> list[str]:
+    """Columns holding numbers that are not the index columns or axes."""
+    out: list[str] = []
+    for r in rows:
+        for k, v in r.items():
+            if k in RESERVED or k in axes or k in out:
+                continue
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out.append(k)
+    return out
+
+
+def per_point(rows: list[dict[str, Any]], plan_: SweepPlan) -> list[dict[str, Any]]:
+    """For each point: its axis values and, per metric, mean and t-interval over seeds."""
+    metrics = metric_names(rows, plan_.axes)
+    by_point: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_point.setdefault(int(r["point"]), []).append(r)
+    out = []
+    for p in plan_.points:
+        rs = by_point.get(p.index, [])
+        entry: dict[str, Any] = {"point": p.index, "values": jsonable(p.values),
+                                 "seeds": len(rs)}
+        for m in metrics:
+            vals = [r[m] for r in rs if isinstance(r.get(m), (int, float))]
+            mean, lo, hi = t_interval(vals)
+            entry[m] = {"mean": mean, "lo": lo, "hi": hi, "n": len(vals)}
+        out.append(entry)
+    return out
+
+
+def _numeric_axis(values: list[Any]) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+MAX_LINES = 8
+MAX_METRICS = 24
+
+
+def plot_sweep(rows: list[dict[str, Any]], plan_: SweepPlan, plots_dir: Path,
+               only: list[str] | None = None) -> list[str]:
+    """One PNG per (metric, axis): the metric's mean over seeds against the axis, one line per
+    combination of the other axes (at most ``MAX_LINES``), with a 95% t-interval band. Metrics:
+    ``only`` if given, else every metric (the first ``MAX_METRICS``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    stats = per_point(rows, plan_)
+    metrics = metric_names(rows, plan_.axes)
+    if only:
+        unknown = [m for m in only if m not in metrics]
+        if unknown:
+            eprint(f"dedebate: warning: sweep.metrics names {', '.join(unknown)}, which the "
+                   f"sweep did not produce (metrics: {', '.join(metrics)})")
+        metrics = [m for m in only if m in metrics]
+    elif len(metrics) > MAX_METRICS:
+        eprint(f"dedebate: warning: plotting the first {MAX_METRICS} of {len(metrics)} metrics; "
+               "choose others with sweep.metrics")
+        metrics = metrics[:MAX_METRICS]
+    saved = []
+    axes = [a for a in plan_.axes if len(plan_.axes[a]) > 1] or list(plan_.axes)
+    for axis in axes:
+        others = [a for a in plan_.axes if a != axis]
+        lines: dict[str, list[dict[str, Any]]] = {}
+        for e in stats:
+            label = ", ".join(f"{a}={e['values'][a]}" for a in others) or "all"
+            lines.setdefault(label, []).append(e)
+        numeric = _numeric_axis(plan_.axes[axis])
+        for m in metrics:
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for label, es in list(lines.items())[:MAX_LINES]:
+                if numeric:
+                    es = sorted(es, key=lambda e: e["values"][axis])
+                xs = [e["values"][axis] for e in es]
+                xpos = xs if numeric else list(range(len(xs)))
+                mean = [e[m]["mean"] for e in es]
+                lo = [e[m]["lo"] for e in es]
+                hi = [e[m]["hi"] for e in es]
+                (line,) = ax.plot(xpos, mean, marker="o", label=label)
+                ax.fill_between(xpos, lo, hi, alpha=0.2, color=line.get_color())
+                if not numeric:
+                    ax.set_xticks(xpos, [str(x) for x in xs])
+            ax.set_xlabel(axis)
+            ax.set_ylabel(m)
+            note = f"{len(plan_.seeds)} seeds, 95% t-interval"
+            if len(lines) > MAX_LINES:
+                note += f"; first {MAX_LINES} of {len(lines)} lines"
+            ax.set_title(f"{plan_.experiment}: {m} vs {axis} ({note})", fontsize=9)
+            if len(lines) > 1:
+                ax.legend(fontsize=7)
+            fig.tight_layout()
+            fname = _safe(f"{m}-vs-{axis}") + ".png"
+            fig.savefig(plots_dir / fname, dpi=100)
+            plt.close(fig)
+            saved.append(fname)
+    return saved
+
+
+def _safe(text: str) -> str:
+    return "".join(c if (c.isalnum() or c in "-_.") else "_" for c in text)
+
+
+# ----------------------------------------------------------------------------- CSV round trip
+
+
+def _parse_cell(text: str) -> Any:
+    if text == "":
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    if text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return text
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    import csv
+
+    with open(path, newline="") as fh:
+        return [{k: _parse_cell(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+
+
+def _sorted(rows: list[dict[str, Any]], seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+    order = {s: i for i, s in enumerate(seeds)}
+    return sorted(rows, key=lambda r: (int(r["point"]), order.get(int(r["seed"]), 0)))
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+
+@dataclasses.dataclass
+class SweepRecord:
+    cfg: RunConfig
+    sweep_dir: Path
+    plan: SweepPlan
+    rows: list[dict[str, Any]]
+    results: dict[str, Any]
+    wall_time_s: float
+    error: str | None = None
+
+
+def find_sweep_dir(cfg: RunConfig) -> Path | None:
+    """The newest ``<output_dir>/<experiment>-sweep-*`` whose config.yaml has this sweep hash."""
+    import contextlib
+
+    import yaml
+
+    root = Path(cfg.output_dir)
+    if not root.is_dir():
+        return None
+    want = cfg.sweep_hash()
+    for d in sorted(root.glob(f"{cfg.experiment}-sweep-*"), reverse=True):
+        with contextlib.suppress(Exception):
+            old = yaml.safe_load((d / "config.yaml").read_text())
+            if isinstance(old, dict) and sweep_hash_of(old) == want:
+                return d.resolve()
+    return None
+
+
+def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | None = None,
+              resume: bool | None = None, show_progress: bool = True,
+              devices: list[Any] | None = None) -> SweepRecord:
+    """Run the sweep of ``cfg`` (its ``sweep`` block) and write the sweep directory.
+
+    With several JAX processes (``dedebate/lab/distributed.py``) every process calls this with
+    the same config: process 0 creates the directory (its name is broadcast), every process
+    computes the rows of its devices and writes them to ``shards/``, and process 0 merges,
+    plots and tracks. ``resume`` (default ``cfg.resume``) reuses ``sweep_dir`` (or the newest
+    directory of this sweep) and skips the static groups already on disk.
+    """
+    from dedebate.lab import distributed as dist
+
+    t0 = time.monotonic()
+    started = utc_iso()
+    plan_ = plan(module, cfg)
+    pid, nproc = dist.process_index(), dist.process_count()
+    lead = pid == 0
+    resume = cfg.resume if resume is None else resume
+
+    # -- the directory (process 0 decides, everyone uses it)
+    path = ""
+    if lead:
+        if sweep_dir is None and resume:
+            found = find_sweep_dir(cfg)
+            sweep_dir = found if found is not None else None
+        if sweep_dir is None:
+            sweep_dir = new_run_dir(cfg.output_dir, f"{cfg.experiment}-sweep")
+            resume = False
+        path = str(Path(sweep_dir).resolve())
+        Path(path).mkdir(parents=True, exist_ok=True)
+        _check_same_sweep(Path(path), cfg)
+        write_text(Path(path) / "config.yaml", dump_yaml(cfg))
+    path = dist.broadcast_text(path)
+    out = Path(path)
+    groups_dir, plots_dir = out / "groups", out / "plots"
+    if lead:
+        groups_dir.mkdir(exist_ok=True)
+
+    # -- which groups are already done (process 0 reads, everyone agrees)
+    done = [bool(resume) and (groups_dir / f"group-{g.index:03d}.csv").is_file()
+            for g in plan_.groups] if lead else [False] * len(plan_.groups)
+    done = dist.broadcast_flags(done)
+
+    mode = cfg.tracking.effective_mode() if lead else "disabled"
+    group_name = cfg.tracking.group or out.name
+    tracker = Tracker.start(mode=mode, run_dir=out, project=cfg.tracking.project,
+                            entity=cfg.tracking.entity, group=group_name, job_type="sweep",
+                            name=out.name, config={**cfg.to_dict(), "sweep_dir": str(out)})
+
+    info = EvalInfo()
+    rows: list[dict[str, Any]] = []
+    computed_rows = 0
+    compute_s = 0.0
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=plan_.rows, desc=f"sweep {cfg.experiment}", unit="run",
+               disable=not (show_progress and lead), dynamic_ncols=True, mininterval=0.5)
+    try:
+        for g, is_done in zip(plan_.groups, done):
+            gfile = groups_dir / f"group-{g.index:03d}.csv"
+            if is_done:
+                grows = read_rows(gfile)
+            else:
+                tg = time.monotonic()
+                if plan_.vmapped:
+                    grows = _vmapped_group(module, plan_, g, cfg, out, info, devices, pid, nproc)
+                else:
+                    grows = _full_run_group(module, plan_, g, cfg, out, group_name, pid, nproc)
+                compute_s += time.monotonic() - tg
+                computed_rows += len(grows)
+                if lead:
+                    write_csv(gfile, grows)  # this group is on disk before the next starts
+            rows.extend(grows)
+            if lead:
+                rows = _sorted(rows, plan_.seeds)
+                write_csv(out / "sweep.csv", rows)
+                tracker.log({"group": g.index, "rows_done": len(rows),
+                             "wall_s": time.monotonic() - t0})
+                if plan_.vmapped and not is_done and cfg.sweep.tracking == "points":
+                    _track_points(cfg, plan_, g, grows, out, group_name, mode)
+            bar.update(len(plan_.seeds) * len(g.points))
+    finally:
+        bar.close()
+    dist.barrier("dedebate-sweep-end")
+
+    wall = time.monotonic() - t0
+    results: dict[str, Any] = {}
+    if lead:
+        plots = (plot_sweep(rows, plan_, plots_dir, list(cfg.sweep.metrics))
+                 if cfg.sweep.plots and rows else [])
+        points = per_point(rows, plan_)
+        results = {
+            "experiment": cfg.experiment,
+            "title": getattr(module, "TITLE", ""),
+            "kind": "sweep",
+            "status": "ok",
+            "schema_version": SWEEP_SCHEMA_VERSION,
+            "vmapped": plan_.vmapped,
+            "axes": jsonable(plan_.axes),
+            "dynamic_axes": list(plan_.dynamic_axes),
+            "static_axes": list(plan_.static_axes),
+            "seeds": list(plan_.seeds),
+            "points": len(plan_.points),
+            "groups": len(plan_.groups),
+            "rows": len(rows),
+            "groups_resumed": sum(done),
+            "compilations": info.traces,
+            "compiled_calls": info.calls,
+            "padded_rows": info.padded_rows,
+            "devices": info.devices if info.calls else None,
+            "processes": nproc,
+            "rows_computed": computed_rows,
+            "compute_s": round(compute_s, 4),
+            "rows_per_s": round(computed_rows / compute_s, 3) if compute_s > 0 else None,
+            "table": "sweep.csv",
+            "plots": [f"plots/{p}" for p in plots],
+            "per_point": points,
+            "provenance": {
+                "config_hash": cfg.config_hash(), "sweep_hash": cfg.sweep_hash(),
+                "seed": cfg.seed, "size": cfg.size, **environment_provenance(),
+                "started_utc": started, "wall_time_s": round(wall, 3), "resumed": bool(resume),
+                "tracking": {"mode": mode, "wandb_run_id": tracker.run_id,
+                             "wandb_dir": tracker.run_path, "failure": tracker.failed},
+            },
+        }
+        write_json(out / "results.json", results)
+        tracker.log_table("sweep", rows)
+        for p in plots:
+            tracker.log_image(Path(p).stem, plots_dir / p)
+        tracker.set_summary({"points": len(plan_.points), "rows": len(rows),
+                             "compilations": info.traces, "wall_time_s": wall})
+        tracker.log_artifact(f"sweep-{out.name}", "sweep",
+                             [out / "sweep.csv", out / "results.json", out / "config.yaml",
+                              *(plots_dir / p for p in plots)])
+        tracker.finish(0)
+    return SweepRecord(cfg, out, plan_, rows, results, wall)
+
+
+def _check_same_sweep(path: Path, cfg: RunConfig) -> None:
+    import yaml
+
+    f = path / "config.yaml"
+    if not f.is_file():
+        return
+    try:
+        old = yaml.safe_load(f.read_text())
+    except Exception:  # noqa: BLE001 - an unreadable config is replaced
+        return
+    if isinstance(old, dict) and old.get("sweep") and sweep_hash_of(old) != cfg.sweep_hash():
+        raise SweepError(f"{path} holds a different sweep (its config.yaml has another sweep "
+                         "hash); start a new sweep directory instead")
+
+
+def _vmapped_group(module, plan_, g, cfg, out, info, devices, pid, nproc):
+    batch = cfg.sweep.batch
+    rows, metrics = evaluate_group(module, plan_, g, batch=batch, devices=devices, info=info)
+    grows = []
+    for i, (p, s) in enumerate(rows):
+        r = _row(p, s, g.index)
+        for k, v in metrics.items():
+            if k in r:
+                raise SweepError(f"{plan_.experiment}: metric {k!r} has the name of a "
+                                 "sweep.csv column (point, seed, group or an axis)")
+            r[k] = v[i].item()
+        grows.append(r)
+    if nproc > 1:  # each process writes the rows its devices computed
+        shard_dir = out / "shards"
+        shard_dir.mkdir(exist_ok=True)
+        mine = [grows[i] for i in info.local_rows]
+        write_csv(shard_dir / f"group-{g.index:03d}-process-{pid}.csv", mine)
+    return grows
+
+
+def _full_run_group(module, plan_, g, cfg, out, group_name, pid, nproc):
+    """Experiments without ``point``: each (point, seed) is a full run in ``points/``; process
+    ``i`` of ``n`` runs every n-th row, process 0 merges the shard files."""
+    from dedebate.lab import distributed as dist
+
+    shard_dir = out / "shards"
+    shard_dir.mkdir(exist_ok=True)
+    todo = [(p, s) for p in g.points for s in plan_.seeds]
+    mine = []
+    tracking = cfg.tracking if cfg.sweep.tracking == "points" else dataclasses.replace(
+        cfg.tracking, mode="disabled")
+    tracking = dataclasses.replace(tracking, group=group_name)
+    for i, (p, s) in enumerate(todo):
+        if i % nproc != pid:
+            continue
+        pcfg = dataclasses.replace(cfg, seed=s, params=p.cfg, sweep=None, resume=False,
+                                   output_dir=str(out / "points"), tracking=tracking)
+        run_dir = out / "points" / f"p{p.index:04d}-s{s}"
+        rec = run_experiment(module, pcfg, run_dir=run_dir, show_progress=False, nested=True,
+                             key=point_key(cfg.experiment, s, p.cfg),
+                             tracking_name=f"{out.name}-p{p.index}-s{s}")
+        r = _row(p, s, g.index)
+        r["status"] = "ok" if rec.error is None else "error"
+        r["passed"] = int(rec.passed)
+        for k, v in flatten_numbers(rec.results.get("metrics", {})).items():
+            if k not in r and not isinstance(v, str):
+                r[k] = v
+        r["run_dir"] = str(run_dir.relative_to(out))
+        mine.append(r)
+    if nproc == 1:
+        return mine
+    write_csv(shard_dir / f"group-{g.index:03d}-process-{pid}.csv", mine)
+    dist.barrier(f"dedebate-sweep-group-{g.index}")
+    grows: list[dict[str, Any]] = []
+    if pid == 0:
+        for q in range(nproc):
+            f = shard_dir / f"group-{g.index:03d}-process-{q}.csv"
+            if f.is_file() and f.stat().st_size:
+                grows.extend(read_rows(f))
+        missing = len(todo) - len(grows)
+        if missing:
+            eprint(f"dedebate: warning: {missing} rows of group {g.index} are missing from "
+                   f"{shard_dir} (the processes do not share a file system?)")
+    return _sorted(grows, plan_.seeds) if pid == 0 else grows
+
+
+def _track_points(cfg, plan_, g, grows, out, group_name, mode):
+    """One W&B run per point of a finished group: its resolved config, and per-seed values
+    under their own keys (``seed/S/METRIC``) beside the mean and interval over seeds."""
+    if mode == "disabled":
+        return
+    by_point: dict[int, list[dict[str, Any]]] = {}
+    for r in grows:
+        by_point.setdefault(int(r["point"]), []).append(r)
+    metrics = metric_names(grows, plan_.axes)
+    for p in g.points:
+        rs = by_point.get(p.index, [])
+        pcfg = dataclasses.replace(cfg, params=p.cfg, sweep=None)
+        t = Tracker.start(mode=mode, run_dir=out, project=cfg.tracking.project,
+                          entity=cfg.tracking.entity, group=group_name,
+                          job_type=cfg.experiment, name=f"{out.name}-p{p.index}",
+                          config={**pcfg.to_dict(), "point": p.index,
+                                  "values": jsonable(p.values), "seeds": list(plan_.seeds)})
+        summary: dict[str, Any] = {}
+        for r in rs:
+            for m in metrics:
+                summary[f"seed/{r['seed']}/{m}"] = r.get(m)
+        for m in metrics:
+            mean, lo, hi = t_interval([r[m] for r in rs if isinstance(r.get(m), (int, float))])
+            summary[f"{m}/mean"], summary[f"{m}/lo"], summary[f"{m}/hi"] = mean, lo, hi
+        t.set_summary(summary)
+        t.finish(0)
+        if t.failed:
+            return  # one warning is enough; the sweep's local files are complete

@@ -1,0 +1,60 @@
+"""A fake long run for the fault tests: a random walk that checkpoints its whole state (step, key,
+partial results) every step, and sleeps ``FAKE_STEP_SLEEP`` seconds per step (an environment
+variable, so the config and its hash do not see it) to leave time for a SIGKILL mid-run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+
+from dedebate.lab.experiment import Claim, ExperimentResult
+
+NAME = "fake_walk"
+TITLE = "Fake experiment: a slow checkpointed random walk"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    steps: int = dataclasses.field(default=16, metadata={"doc": "walk steps, >= 1"})
+
+    def __post_init__(self):
+        if self.steps < 1:
+            raise ValueError(f"steps={self.steps}: must be >= 1")
+
+
+SIZES = {"quick": {}, "full": {}}
+
+
+@jax.jit
+def _step(state, i):
+    key, sub = jax.random.split(state["key"])
+    x = jax.random.normal(sub)
+    return {"step": i, "key": key, "total": state["total"] + x,
+            "path": state["path"].at[i].set(x)}
+
+
+def run(cfg: Config, ctx) -> ExperimentResult:
+    pause = float(os.environ.get("FAKE_STEP_SLEEP", "0"))
+    state = {"step": jnp.int32(-1), "key": ctx.key, "total": jnp.float32(0.0),
+             "path": jnp.zeros(cfg.steps, jnp.float32)}
+    start = 0
+    with ctx.checkpointer(every=1, keep=3) as ckpt:
+        if ctx.resume:
+            found = ckpt.restore(state)
+            if found is not None:
+                start, state = found[0] + 1, found[1]
+        for i in range(start, cfg.steps):
+            state = _step(state, jnp.int32(i))
+            ckpt.save(i, state)
+            ctx.log({"total": state["total"]}, step=i)
+            time.sleep(pause)
+    return ExperimentResult(
+        claims=[Claim.exact("walk finished", "fake", f"== {cfg.steps} steps",
+                            int(state["step"]) + 1, passed=int(state["step"]) + 1 == cfg.steps)],
+        metrics={"total": float(state["total"]), "path": [float(x) for x in state["path"]],
+                 "resumed_from": start})

@@ -1,0 +1,103 @@
+"""Sharding the run axis over devices: 4 fake CPU devices give exactly the 1-device table."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from dedebate.lab.devices import EvalInfo, evaluate, padded_batch
+from tests.conftest import REPO
+
+SWEEPABLE = "tests.fake_experiments.sweepable"
+# 5 points x 2 seeds = 10 rows; batch 6 -> chunks of 6 rows on one device (2 padded rows), of 8
+# rows on 4 devices (6 padded rows): padding and chunking both differ between the two runs.
+CONFIG = """\
+experiment: fake_sweep
+size: quick
+seed: 0
+output_dir: {out}
+tracking: {{mode: disabled}}
+sweep:
+  seeds: [0, 1]
+  batch: 6
+  plots: false
+  axes: {{p: [0.1, 0.4, 0.7, 0.9, 0.5], threshold: [0.5]}}
+"""
+
+
+def sweep_env(n_devices: int | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["DEDEBATE_EXPERIMENTS"] = SWEEPABLE
+    env["WANDB_SILENT"] = "true"
+    env.pop("WANDB_MODE", None)
+    env.pop("XLA_FLAGS", None)
+    for k in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"):
+        env.pop(k, None)
+    if n_devices:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n_devices}"
+    return env
+
+
+def write_config(tmp_path, name="sweep.yaml"):
+    path = tmp_path / name
+    path.write_text(CONFIG.format(out=tmp_path / "runs"))
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def baseline(root: str) -> tuple[str, dict]:
+    """The sweep on this process's first device only: (sweep.csv text, results.json)."""
+    from pathlib import Path
+
+    from dedebate.lab.config import load_config
+    from dedebate.lab.registry import discover_experiments
+    from dedebate.lab.sweep import run_sweep
+
+    reg = discover_experiments([SWEEPABLE])
+    Path(root).mkdir(parents=True, exist_ok=True)
+    cfg = load_config(write_config(Path(root), "base.yaml"), reg.experiments)
+    rec = run_sweep(reg.experiments["fake_sweep"], cfg, show_progress=False,
+                    devices=jax.devices()[:1])
+    return (rec.sweep_dir / "sweep.csv").read_text(), rec.results
+
+
+def test_padded_batch():
+    assert padded_batch(10, 1) == 10 and padded_batch(10, 4) == 12
+    assert padded_batch(10, 4, batch=6) == 8 and padded_batch(3, 4) == 4
+    assert padded_batch(10, 1, batch=6) == 6
+
+
+def test_evaluate_pads_chunks_and_counts_one_trace():
+    info = EvalInfo()
+    x = np.arange(7, dtype=np.float32)
+    out = evaluate(lambda a, b: {"s": a * 2 + b, "i": (a > 3).astype(np.int32)},
+                   (x, x[::-1].copy()), 7, batch=3, info=info)
+    np.testing.assert_array_equal(out["s"], 2 * x + x[::-1])
+    np.testing.assert_array_equal(out["i"], (x > 3).astype(np.int32))
+    assert (info.traces, info.calls, info.batch) == (1, 3, 3)
+    assert info.padded_rows == 2 and info.local_rows == list(range(7))
+    with pytest.raises(TypeError, match="scalar metrics; 'v' has shape"):
+        evaluate(lambda a: {"v": np.ones(2) * a}, (x,), 7)
+
+
+def test_four_fake_cpu_devices_equal_one(tmp_path):
+    table, res = baseline(str(tmp_path.parent / "device-baseline"))
+    assert res["devices"] == 1 and res["padded_rows"] == 2 and res["compiled_calls"] == 2
+    p = subprocess.run([sys.executable, "-m", "dedebate.cli", "sweep", "--no-progress",
+                        str(write_config(tmp_path))], env=sweep_env(4), cwd=REPO,
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    assert "1 compilation(s), 4 device(s), 1 process(es)" in p.stdout
+    (d,) = (tmp_path / "runs").glob("fake_sweep-sweep-*")
+    four = json.loads((d / "results.json").read_text())
+    assert four["devices"] == 4 and four["padded_rows"] == 6 and four["compiled_calls"] == 2
+    assert four["compilations"] == 1
+    assert (d / "sweep.csv").read_text() == table

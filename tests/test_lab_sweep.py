@@ -1,0 +1,222 @@
+"""Sweeps: one compile for seeds x dynamic axes, point independence, groups on disk, resume,
+config errors, and experiments without ``point`` (each point a full run)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+from scipy.stats import binom, binomtest
+
+from dedebate.lab.config import ConfigError, resolve
+from dedebate.lab.devices import clear_program_cache
+from dedebate.lab.registry import discover_experiments
+from dedebate.lab.sweep import SweepError, find_sweep_dir, plan, point_key, run_sweep
+
+SWEEPABLE = "tests.fake_experiments.sweepable"
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return discover_experiments([SWEEPABLE, "tests.fake_experiments"])
+
+
+@pytest.fixture
+def fake_sweep(reg):
+    return reg.experiments["fake_sweep"]
+
+
+def config(reg, tmp_path, sweep, **top):
+    raw = {"experiment": "fake_sweep", "size": "quick", "seed": 3,
+           "output_dir": str(tmp_path / "runs"), "tracking": {"mode": "disabled"},
+           "sweep": sweep, **top}
+    return resolve(raw, reg.experiments)
+
+
+def read_csv(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+METRICS = ("rate", "accept", "heads")
+
+
+def test_seeds_by_two_dynamic_axes_compile_once_and_points_stand_alone(reg, fake_sweep,
+                                                                       tmp_path):
+    cfg = config(reg, tmp_path, {"seeds": 3, "axes": {"p": [0.2, 0.5, 0.9],
+                                                      "threshold": [0.25, 0.75]}})
+    clear_program_cache()
+    before = fake_sweep.TRACES[0]
+    rec = run_sweep(fake_sweep, cfg, show_progress=False)
+    assert fake_sweep.TRACES[0] - before == 1  # 3 seeds x 3 p x 2 thresholds: one trace
+    res = rec.results
+    assert res["compilations"] == 1 and res["compiled_calls"] == 1
+    assert res["dynamic_axes"] == ["p", "threshold"] and res["static_axes"] == []
+    rows = read_csv(rec.sweep_dir / "sweep.csv")
+    assert len(rows) == 18 == res["rows"]
+    assert [(int(r["point"]), int(r["seed"])) for r in rows] == \
+        [(i, s) for i in range(6) for s in (3, 4, 5)]
+    assert {(float(r["p"]), float(r["threshold"])) for r in rows} == \
+        {(p, t) for p in (0.2, 0.5, 0.9) for t in (0.25, 0.75)}
+
+    # (a) a point computed alone, outside any sweep, from its documented key
+    pt = plan(fake_sweep, cfg).points[3]  # p = 0.5, threshold = 0.75
+    dyn, fn = fake_sweep.point(pt.cfg)
+    alone = jax.jit(fn)(dyn, point_key("fake_sweep", 4, pt.cfg))
+    row = next(r for r in rows if r["point"] == "3" and r["seed"] == "4")
+    for m in METRICS:
+        assert float(row[m]) == float(alone[m]), m
+    # (b) the same point as a one-point sweep: same numbers, whatever ran beside it
+    one = run_sweep(fake_sweep, config(reg, tmp_path, {"seeds": [5], "plots": False, "axes": {
+        "threshold": [0.75], "p": [0.5]}}), show_progress=False)
+    (only,) = read_csv(one.sweep_dir / "sweep.csv")
+    row = next(r for r in rows if r["point"] == "3" and r["seed"] == "5")
+    assert only["point"] == "0"
+    assert [only[m] for m in METRICS] == [row[m] for m in METRICS]
+
+    # the numbers are right: pooled over seeds, heads ~ Binomial(3 * trials * n, p) and
+    # acceptances ~ Binomial(3 * trials, P(Binomial(n, p) >= threshold * n)); exact two-sided
+    # binomial tests at level 0.001 each
+    n, trials = pt.cfg.n, pt.cfg.trials
+    for i, point in enumerate(plan(fake_sweep, cfg).points):
+        rs = [r for r in rows if int(r["point"]) == i]
+        p, t = point.values["p"], point.values["threshold"]
+        heads = sum(int(r["heads"]) for r in rs)
+        assert binomtest(heads, 3 * trials * n, p).pvalue > 1e-3, (p, heads)
+        k = math.ceil(float(np.float32(t)) * n)  # rate >= threshold <=> heads >= k
+        exact = float(binom.sf(k - 1, n, np.float32(p)))
+        acc = sum(round(float(r["accept"]) * trials) for r in rs)
+        assert binomtest(acc, 3 * trials, exact).pvalue > 1e-3, (p, t, acc, exact)
+
+    # per-point summary and plots with bands
+    pp = res["per_point"][3]
+    rates = [float(r["rate"]) for r in rows if r["point"] == "3"]
+    assert pp["values"] == {"p": 0.5, "threshold": 0.75}
+    assert pp["rate"]["mean"] == pytest.approx(np.mean(rates))
+    assert pp["rate"]["lo"] < pp["rate"]["mean"] < pp["rate"]["hi"]
+    assert sorted(res["plots"]) == sorted(f"plots/{m}-vs-{a}.png" for m in METRICS
+                                          for a in ("p", "threshold"))
+    assert (rec.sweep_dir / res["plots"][0]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_static_axis_compiles_per_value_groups_on_disk_and_resume(reg, fake_sweep, tmp_path,
+                                                                 monkeypatch):
+    cfg = config(reg, tmp_path, {"seeds": 2, "axes": {"n": [4, 8], "p": [0.3, 0.6]},
+                                 "plots": False})
+    seen = []
+    real_point = fake_sweep.point
+
+    def watching(pcfg):  # records whether group 0's results were on disk when group 1 began
+        seen.append((pcfg.n, sorted(p.name for p in (tmp_path / "runs").glob("*/groups/*"))))
+        return real_point(pcfg)
+
+    monkeypatch.setattr(fake_sweep, "point", watching)
+    clear_program_cache()
+    before = fake_sweep.TRACES[0]
+    rec = run_sweep(fake_sweep, cfg, show_progress=False)
+    assert fake_sweep.TRACES[0] - before == 2 == rec.results["compilations"]
+    assert rec.results["static_axes"] == ["n"] and rec.results["groups"] == 2
+    assert [n for n, _ in seen] == [4, 4, 8, 8]
+    assert seen[0][1] == [] and seen[2][1] == ["group-000.csv"]
+    table = (rec.sweep_dir / "sweep.csv").read_text()
+    g0 = read_csv(rec.sweep_dir / "groups" / "group-000.csv")
+    assert {r["n"] for r in g0} == {"4"} and len(g0) == 4
+
+    # lose the last group, resume: only that group is computed again (by the program compiled
+    # above: this process keeps it), and the table is the same
+    (rec.sweep_dir / "groups" / "group-001.csv").unlink()
+    (rec.sweep_dir / "sweep.csv").write_text("point\n")
+    before = fake_sweep.TRACES[0]
+    again = run_sweep(fake_sweep, config(reg, tmp_path, cfg.sweep.__dict__, resume=True),
+                      show_progress=False)
+    assert again.sweep_dir == rec.sweep_dir
+    assert fake_sweep.TRACES[0] - before == 0 == again.results["compilations"]
+    assert again.results["groups_resumed"] == 1 and again.results["rows_computed"] == 4
+    assert (rec.sweep_dir / "sweep.csv").read_text() == table
+    # resume finds this directory by its sweep hash; a different sweep never resumes into it
+    assert find_sweep_dir(cfg) == rec.sweep_dir
+    assert find_sweep_dir(config(reg, tmp_path, {"seeds": 3, "axes": {"n": [4]}})) is None
+    with pytest.raises(SweepError, match="holds a different sweep"):
+        run_sweep(fake_sweep, config(reg, tmp_path, {"seeds": 3}), sweep_dir=rec.sweep_dir)
+
+
+@pytest.mark.parametrize("sweep, top, expect", [
+    ({"axes": {"nope": [1]}}, {}, "unknown key 'sweep.axes.nope': not a params field"),
+    ({"axes": {"p": [0.5, 1.5]}}, {},
+     "sweep.axes.p[1]=1.5: must be a probability in [0, 1]"),
+    ({"axes": {"p": 0.5}}, {}, "sweep.axes.p=0.5: expected a list"),
+    ({"axes": {"p": []}}, {}, "sweep.axes.p=[]: must list at least one value"),
+    ({"seeds": 0}, {}, "sweep.seeds=0: must be a count in [1, 100000]"),
+    ({"seeds": [1, 1]}, {}, "sweep.seeds=[1, 1]: seeds must be distinct"),
+    ({"seeds": 2}, {"seed": 2**32 - 1}, "sweep.seeds=2: seed 4294967295 + 1 is beyond"),
+    ({"axes": {}, "batch": -1}, {}, "sweep.batch=-1: must be >= 0"),
+    ({"axez": {}}, {}, "unknown key 'sweep.axez'"),
+])
+def test_sweep_config_errors(reg, tmp_path, sweep, top, expect):
+    with pytest.raises(ConfigError) as err:
+        config(reg, tmp_path, sweep, **top)
+    assert expect in str(err.value)
+
+
+def test_config_without_sweep_is_unchanged(reg, tmp_path):
+    cfg = resolve({"experiment": "fake_sweep"}, reg.experiments)
+    assert cfg.sweep is None and "sweep" not in cfg.to_dict()
+    with_sweep = config(reg, tmp_path, {"seeds": 2, "axes": {"p": [0.1]}}, seed=0)
+    # the sweep block is not part of the run's config hash, but is part of the sweep hash
+    assert with_sweep.config_hash() == resolve(
+        {"experiment": "fake_sweep", "size": "quick"}, reg.experiments).config_hash()
+    assert with_sweep.sweep_hash() != config(reg, tmp_path, {"seeds": 3, "axes": {
+        "p": [0.1]}}, seed=0).sweep_hash()
+
+
+def test_experiment_without_point_runs_each_point_in_full(reg, tmp_path):
+    raw = {"experiment": "fake_pass", "size": "quick", "output_dir": str(tmp_path),
+           "tracking": {"mode": "disabled"},
+           "sweep": {"seeds": 2, "axes": {"p": [0.25, 0.75], "chunks": [1]}, "plots": False}}
+    cfg = resolve(raw, reg.experiments)
+    rec = run_sweep(reg.experiments["fake_pass"], cfg, show_progress=False)
+    rows = read_csv(rec.sweep_dir / "sweep.csv")
+    assert len(rows) == 4 and rec.results["vmapped"] is False
+    for r in rows:
+        run = json.loads((rec.sweep_dir / r["run_dir"] / "results.json").read_text())
+        assert run["metrics"]["heads"] == int(r["heads"]) and r["total"] == "16"
+        assert run["provenance"]["seed"] == int(r["seed"])
+        assert r["status"] == "ok" and r["passed"] in ("0", "1")
+    # the same point in a smaller sweep: same numbers (keys from the point id, not the index)
+    cfg2 = resolve({**raw, "sweep": {"seeds": [1], "axes": {"p": [0.75]}, "plots": False},
+                    "params": {
+        "chunks": 1}}, reg.experiments)
+    (alone,) = read_csv(run_sweep(reg.experiments["fake_pass"], cfg2,
+                                  show_progress=False).sweep_dir / "sweep.csv")
+    inside = next(r for r in rows if r["p"] == "0.75" and r["seed"] == "1")
+    assert alone["heads"] == inside["heads"]
+
+
+def test_cli_sweep_and_run_with_a_sweep_block(tmp_path, monkeypatch, capsys):
+    from dedebate import cli
+
+    monkeypatch.setenv("DEDEBATE_EXPERIMENTS", SWEEPABLE)
+    path = tmp_path / "s.yaml"
+    path.write_text(f"experiment: fake_sweep\nsize: quick\noutput_dir: {tmp_path}\n"
+                    "tracking: {mode: disabled}\n")
+    assert cli.main(["sweep", str(path)]) == 2
+    assert "the config has no sweep block" in capsys.readouterr().err
+    assert cli.main(["sweep", str(path), "sweep.axes.p=[0.5, 2]"]) == 2
+    assert "sweep.axes.p[1]=2.0: must be a probability in [0, 1]" in capsys.readouterr().err
+    assert cli.main(["sweep", str(path), "--processes", "0"]) == 2
+    assert cli.main(["sweep", "--resume", str(tmp_path)]) == 2
+    assert "no config.yaml there" in capsys.readouterr().err
+    # `dedebate run` on a config with a sweep block runs the sweep
+    assert cli.main(["run", "--no-progress", str(path), "sweep.seeds=[4]", "sweep.plots=false",
+                     "sweep.axes.p=[0.5]"]) == 0
+    out = capsys.readouterr().out
+    assert "1 points x 1 seeds = 1 runs in 1 static group(s)" in out
+    (d,) = tmp_path.glob("fake_sweep-sweep-*")
+    assert f"sweep directory: {d}" in out
+    assert cli.main(["config", "fake_sweep"]) == 0
+    doc = capsys.readouterr().out
+    assert "sweep.axes: a mapping" in doc and "over p, threshold run vmapped" in doc
