@@ -36,6 +36,10 @@ def test_config_file_loads_and_size_presets_apply():
     assert cfg.params == exp.Config()
     quick = load_config(REPO / "configs" / "machines.yaml", {exp.NAME: exp}, ["size=quick"])
     assert quick.params == exp.Config(**exp.SIZES["quick"])
+    # The command line wins over the size preset and the file.
+    pinned = load_config(REPO / "configs" / "machines.yaml", {exp.NAME: exp},
+                         ["size=quick", "params.T=6"])
+    assert pinned.params == exp.Config(**{**exp.SIZES["quick"], "T": 6})
 
 
 @pytest.mark.parametrize("override,match", [

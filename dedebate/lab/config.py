@@ -2,10 +2,10 @@
 
 A config file (``configs/NAME.yaml``) has the top-level keys of :class:`RunConfig`; its ``params``
 section holds fields of the experiment's own ``Config`` dataclass (see
-``dedebate/lab/experiment.py``). Resolution order for ``params``: the experiment's
-``SIZES[size]`` first, then the YAML ``params``, then ``key.sub=value`` overrides from the
-command line (values parsed with ``yaml.safe_load``, so ``params.n=10``, ``params.flag=true``,
-``params.xs=[1,2]``).
+``dedebate/lab/experiment.py``). Resolution order for ``params``: the YAML ``params`` first,
+then the experiment's size preset ``SIZES[size]`` (so ``size=quick`` always shrinks a run), then
+``key.sub=value`` overrides from the command line (values parsed with ``yaml.safe_load``, so
+``params.n=10``, ``params.flag=true``, ``params.xs=[1,2]``).
 
 Every bad input raises :class:`ConfigError` with one line that names the full key, the value and
 what is allowed. Nothing runs before the whole config is valid.
@@ -471,9 +471,12 @@ def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
             overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
     """Validate a raw config mapping (plus overrides) against the registered experiments."""
     raw = _deepcopy_dict(raw)
+    cli_params: set[str] = set()
     for text in overrides:
         parts, value = parse_override(text)
         apply_override(raw, parts, value)
+        if len(parts) >= 2 and parts[0] == "params":
+            cli_params.add(parts[1])
 
     allowed = [f.name for f in _fields(RunConfig)]
     for k in raw:
@@ -501,7 +504,9 @@ def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
                           f"{name} Config fields")
     sizes = getattr(module, "SIZES", {}) or {}
     size_over = sizes.get(base.size, {}) or {}
-    merged = {**size_over, **params_raw}
+    # The file's params describe the experiment; a size preset rescales it; the command line wins.
+    merged = {**params_raw, **size_over,
+              **{k: params_raw[k] for k in cli_params if k in params_raw}}
     cfg_cls = getattr(module, "Config", None)
     if cfg_cls is None or not dataclasses.is_dataclass(cfg_cls):
         raise ConfigError(f"experiment {name!r} has no Config dataclass (see "
