@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import dedebate  # noqa: F401  (sets the XLA CPU work-around before any test starts JAX)
+
 REPO = Path(__file__).resolve().parents[1]
 FAKE_EXPERIMENTS = "tests.fake_experiments"
 FAKE_BENCH = "tests.fake_experiments.fakebench"
