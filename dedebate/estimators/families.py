@@ -1,0 +1,411 @@
+"""Test families F ("prover circuits") for outcome indistinguishability (spec PED 5.1, 6.3).
+
+A test is a function ``f(x, z, h(x)) -> [-1, 1]`` of a context x, an outcome z in Z and the
+*predicted distribution* h(x) in Delta_Z. A family of F tests over a finite context set X is
+evaluated all at once on a prediction table ``h: [X, Z]``:
+
+* ``family.values(h) -> [F, X, Z]`` -- ``values[f, x, z] = f(x, z, h(x))``;
+* ``family.value_of(i, h) -> [X, Z]`` -- one test (``i`` may be traced);
+* ``family.n_tests`` -- F (static, read from array shapes).
+
+Families are ``flax.struct`` dataclasses (pytrees), so they pass through ``jit`` and ``vmap``.
+Per-test parameters carry a leading axis F; data shared by all tests (context features, the
+fixed prover's outputs) has no test axis. Constructors validate host-side (spec: bad input is
+rejected at public constructors, not inside jitted code).
+
+Families provided:
+
+* :class:`TanhFamily` -- random prediction-dependent tests ``tanh(w . phi(x, z, h))`` with
+  ``phi(x, z, h) = [feat(x), onehot(z), h(x), h(x, z), 1]`` (spec PED 5.5 [CHK], 9.6);
+* :class:`PointwiseFamily` -- any pointwise ``f(params_f, feat_x, z, h_x) -> scalar``, vmapped over
+  tests, contexts and outcomes (used for small random Flax MLP distinguishers and the next-round
+  calibration test of spec 6.3);
+* :class:`TableFamily` -- prediction-independent tests given as a table ``[F, X, Z]`` (the
+  round-reward test of spec 6.3 is one);
+* :class:`StackedFamily` -- the union of several families (tests concatenated in order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from dedebate.core.bits import bit_table
+
+Array = jax.Array
+
+
+class _FamilyBase:
+    """Default methods shared by all families."""
+
+    def value_of(self, i, h: Array) -> Array:
+        """One test ``f_i(x, z, h(x))`` as ``[X, Z]`` (default: slice of all values)."""
+        return jnp.take(self.values(h), i, axis=0)
+
+    def advantages(self, h: Array, weight: Array) -> Array:
+        """``sum_{x,z} weight[x, z] values[f, x, z]`` for every test f, shape ``[F]``.
+
+        With ``weight = mu[:, None] * (g - h)`` this is ``Adv_f(h)`` (spec PED 5.1). Written as an
+        elementwise product and a sum so XLA fuses it with the test evaluation (no [F, X, Z]
+        buffer).
+        """
+        return jnp.sum(self.values(h) * weight[None], axis=(1, 2))
+
+
+def _check_features(features, name="features") -> None:
+    shape = np.shape(features)
+    if len(shape) != 2 or shape[0] < 1:
+        raise ValueError(f"{name} shape={shape}: expected a 2-d array [X, d] with X >= 1")
+
+
+def _check_n_z(n_z) -> None:
+    if not isinstance(n_z, (int, np.integer)) or n_z < 2:
+        raise ValueError(f"n_z={n_z!r}: the outcome set needs an integer size |Z| >= 2")
+
+
+# ------------------------------------------------------------------------------------------------
+# Random prediction-dependent tanh tests.
+
+
+@struct.dataclass
+class TanhFamily(_FamilyBase):
+    """``f_i(x, z, h) = tanh(w_i . [feat(x), onehot(z), h(x), h(x, z), 1])``.
+
+    ``weights: [F, d + 2|Z| + 2]`` are the raw weights (for :meth:`pointwise`). The x-part of the
+    pre-activation, ``base[i, x] = w_i . [feat(x), ..., 1]`` restricted to the feature and bias
+    coordinates, is cached at construction (it does not depend on h), so a step costs one
+    ``[X, Z] x [Z, F]`` product plus ``F X Z`` tanh evaluations.
+    """
+
+    features: Array  # [X, d]
+    weights: Array  # [F, d + 2|Z| + 2]
+    base: Array  # [F, X] cached feat(x) . w_x + bias
+    n_z: int = struct.field(pytree_node=False)
+
+    @property
+    def n_tests(self) -> int:
+        return self.weights.shape[0]
+
+    def _split(self, weights):
+        d = self.features.shape[1]
+        nz = self.n_z
+        w_z = weights[..., d : d + nz]
+        w_h = weights[..., d + nz : d + 2 * nz]
+        w_hz = weights[..., d + 2 * nz]
+        return w_z, w_h, w_hz
+
+    def _values(self, weights, base, h):
+        w_z, w_h, w_hz = self._split(weights)
+        pre = (
+            base[:, :, None]
+            + w_z[:, None, :]
+            + (h @ w_h.T).T[:, :, None]
+            + w_hz[:, None, None] * h[None, :, :]
+        )
+        return jnp.tanh(pre)
+
+    def values(self, h: Array) -> Array:
+        return self._values(self.weights, self.base, h)
+
+    def advantages(self, h: Array, weight: Array) -> Array:
+        """Same sum as the base method, laid out as ``[Z, F, X]`` (X contiguous).
+
+        XLA's CPU reduction is ~2x faster in this layout than over ``[F, X, Z]``.
+        """
+        w_z, w_h, w_hz = self._split(self.weights)
+        h_t = h.T  # [Z, X]
+        pre = (
+            self.base[None, :, :]
+            + w_z.T[:, :, None]
+            + (w_h @ h_t)[None, :, :]
+            + w_hz[None, :, None] * h_t[:, None, :]
+        )
+        return jnp.sum(jnp.tanh(pre) * weight.T[:, None, :], axis=(0, 2))
+
+    def value_of(self, i, h: Array) -> Array:
+        w = jnp.take(self.weights, i, axis=0)[None]
+        b = jnp.take(self.base, i, axis=0)[None]
+        return self._values(w, b, h)[0]
+
+    def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
+        """The literal definition ``tanh(w_i . phi(x, z, h_x))`` for one (test, context, outcome)."""
+        phi = jnp.concatenate(
+            [
+                self.features[x],
+                jax.nn.one_hot(z, self.n_z, dtype=self.features.dtype),
+                h_x,
+                h_x[z][None],
+                jnp.ones((1,), self.features.dtype),
+            ]
+        )
+        return jnp.tanh(self.weights[i] @ phi)
+
+
+def tanh_family(features, weights, n_z: int) -> TanhFamily:
+    """Build a :class:`TanhFamily` from context features ``[X, d]`` and weights ``[F, d+2|Z|+2]``."""
+    _check_features(features)
+    _check_n_z(n_z)
+    d = np.shape(features)[1]
+    shape = np.shape(weights)
+    if len(shape) != 2 or shape[1] != d + 2 * n_z + 2 or shape[0] < 1:
+        raise ValueError(
+            f"weights shape={tuple(shape)}: expected [F, d + 2|Z| + 2] = [F, {d + 2 * n_z + 2}]"
+            " with F >= 1"
+        )
+    if isinstance(features, jax.core.Tracer) or isinstance(weights, jax.core.Tracer):
+        features = jnp.asarray(features, jnp.float32)
+        weights = jnp.asarray(weights, jnp.float32)
+        base = weights[:, :d] @ features.T + weights[:, -1:]
+    else:  # concrete inputs: the cached product on the host (no compilation)
+        features = np.asarray(features, np.float32)
+        weights = np.asarray(weights, np.float32)
+        base = weights[:, :d] @ features.T + weights[:, -1:]
+    return TanhFamily(features=jnp.asarray(features), weights=jnp.asarray(weights),
+                      base=jnp.asarray(base, jnp.float32), n_z=int(n_z))
+
+
+def random_tanh_family(key, features, n_z: int, n_tests: int, scale: float = 2.0) -> TanhFamily:
+    """``n_tests`` random tanh tests with weights ``N(0, scale^2 / dim)`` (spec PED 5.5 [CHK]).
+
+    The weight on ``h(x, z)`` and on ``h(x)`` makes every test prediction-dependent.
+    """
+    _check_features(features)
+    if not isinstance(n_tests, (int, np.integer)) or n_tests < 1:
+        raise ValueError(f"n_tests={n_tests!r}: need an integer >= 1")
+    if not (scale > 0):
+        raise ValueError(f"scale={scale!r}: the weight scale must be positive")
+    dim = np.shape(features)[1] + 2 * n_z + 2
+    weights = scale * jax.random.normal(key, (n_tests, dim), jnp.float32) / np.sqrt(dim)
+    return tanh_family(features, weights, n_z)
+
+
+# ------------------------------------------------------------------------------------------------
+# Generic pointwise families (MLP distinguishers, calibration tests).
+
+
+@struct.dataclass
+class PointwiseFamily(_FamilyBase):
+    """Tests from a pointwise rule ``fn(params_i, feat_x, z, h_x) -> [-1, 1]``.
+
+    ``params`` is a pytree whose leaves have a leading test axis F; ``shared: [X, d]`` are the
+    per-context inputs (features of x, and the fixed prover's outputs where a test reads them).
+    ``values`` vmaps ``fn`` over tests, contexts and the |Z| outcomes.
+    """
+
+    params: Any
+    shared: Array  # [X, d]
+    fn: Callable = struct.field(pytree_node=False)
+    n_z: int = struct.field(pytree_node=False)
+
+    @property
+    def n_tests(self) -> int:
+        return jax.tree_util.tree_leaves(self.params)[0].shape[0]
+
+    def _values(self, params, h):
+        zs = jnp.arange(self.n_z)
+        per_z = jax.vmap(self.fn, in_axes=(None, None, 0, None))  # over z
+        per_x = jax.vmap(per_z, in_axes=(None, 0, None, 0))  # over contexts
+        per_f = jax.vmap(per_x, in_axes=(0, None, None, None))  # over tests
+        return per_f(params, self.shared, zs, h)
+
+    def values(self, h: Array) -> Array:
+        return self._values(self.params, h)
+
+    def value_of(self, i, h: Array) -> Array:
+        p = jax.tree_util.tree_map(lambda a: jnp.take(a, i, axis=0)[None], self.params)
+        return self._values(p, h)[0]
+
+    def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
+        p = jax.tree_util.tree_map(lambda a: a[i], self.params)
+        return self.fn(p, self.shared[x], z, h_x)
+
+
+class _MLP(nn.Module):
+    """A small MLP distinguisher body: tanh hidden layers and a scalar output."""
+
+    hidden: tuple[int, ...]
+
+    @nn.compact
+    def __call__(self, u):
+        for width in self.hidden:
+            u = jnp.tanh(nn.Dense(width)(u))
+        return nn.Dense(1)(u)[0]
+
+
+def mlp_test_input(feat_x, z, h_x, n_z):
+    """What an MLP distinguisher reads: ``[feat(x) (incl. A's outputs), onehot(z), h(x), h(x,z)]``."""
+    return jnp.concatenate(
+        [feat_x, jax.nn.one_hot(z, n_z, dtype=feat_x.dtype), h_x, h_x[z][None]]
+    )
+
+
+def random_mlp_family(
+    key, shared, n_z: int, n_tests: int, hidden: tuple[int, ...] = (16,), out_scale: float = 2.0
+) -> PointwiseFamily:
+    """Random Flax MLP distinguishers ``tanh(out_scale * MLP(feat(x), onehot(z), h(x), h(x,z)))``.
+
+    ``shared: [X, d]`` may include columns holding the fixed prover A's outputs on each context,
+    so the distinguisher "evaluates A" (spec PED 6.1, 6.2: F may call A).
+    """
+    _check_features(shared, "shared")
+    _check_n_z(n_z)
+    if not isinstance(n_tests, (int, np.integer)) or n_tests < 1:
+        raise ValueError(f"n_tests={n_tests!r}: need an integer >= 1")
+    if not hidden or any((not isinstance(w, (int, np.integer))) or w < 1 for w in hidden):
+        raise ValueError(f"hidden={hidden!r}: need a non-empty tuple of positive widths")
+    shared = jnp.asarray(shared, jnp.float32)
+    model = _MLP(tuple(int(w) for w in hidden))
+    dummy = mlp_test_input(shared[0], 0, jnp.full((n_z,), 1.0 / n_z), n_z)
+    keys = jax.random.split(key, n_tests)
+    params = jax.vmap(lambda k: model.init(k, dummy))(keys)
+
+    def fn(p, feat_x, z, h_x):
+        return jnp.tanh(out_scale * model.apply(p, mlp_test_input(feat_x, z, h_x, n_z)))
+
+    return PointwiseFamily(params=params, shared=shared, fn=fn, n_z=int(n_z))
+
+
+# ------------------------------------------------------------------------------------------------
+# Prediction-independent tables and the spec 6.3 protocol tests.
+
+
+@struct.dataclass
+class TableFamily(_FamilyBase):
+    """Tests that ignore the prediction: ``values[f, x, z] = table[f, x, z]``."""
+
+    table: Array  # [F, X, Z]
+
+    @property
+    def n_tests(self) -> int:
+        return self.table.shape[0]
+
+    def values(self, h: Array) -> Array:
+        return self.table.astype(h.dtype)
+
+    def value_of(self, i, h: Array) -> Array:
+        return jnp.take(self.table, i, axis=0).astype(h.dtype)
+
+    def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
+        return self.table[i, x, z]
+
+
+def table_family(table) -> TableFamily:
+    """A :class:`TableFamily`; the table must be ``[F, X, Z]`` with values in [-1, 1]."""
+    table = np.asarray(table, np.float32)
+    if table.ndim != 3 or min(table.shape) < 1:
+        raise ValueError(f"table shape={table.shape}: expected [F, X, Z] with all sizes >= 1")
+    if not np.all(np.abs(table) <= 1.0):
+        raise ValueError("table values: tests must take values in [-1, 1]")
+    return TableFamily(table=jnp.asarray(table))
+
+
+def round_reward_family(direction, md_table, phat, scale: float = 1.0) -> TableFamily:
+    """The round's own reward as a test (spec PED 6.3, test 1).
+
+    ``r_k(xx, z, P) = scale * s(xx) * (M_D(x, y, z) - phat)`` with ``scale = r^k``, the fixed
+    prover's direction ``s = A^k(x, yhat, phat) in {-1, +1}`` per context, ``md_table[x, z] =
+    M_D(x, y, z) in {0,1}`` and the previous estimate ``phat[x] in [0, 1]``. It does not read the
+    prediction P.
+    """
+    direction = np.asarray(direction, np.float32)
+    md_table = np.asarray(md_table, np.float32)
+    phat = np.asarray(phat, np.float32)
+    n_x = md_table.shape[0] if md_table.ndim == 2 else -1
+    if md_table.ndim != 2 or not np.all((md_table == 0) | (md_table == 1)):
+        raise ValueError(f"md_table shape={md_table.shape}: expected a 0/1 table [X, |Z|]")
+    if direction.shape != (n_x,) or not np.all(np.abs(direction) <= 1):
+        raise ValueError(f"direction shape={direction.shape}: expected [X={n_x}] values in [-1, 1]")
+    if phat.shape != (n_x,) or not np.all((phat >= 0) & (phat <= 1)):
+        raise ValueError(f"phat shape={phat.shape}: expected [X={n_x}] probabilities in [0, 1]")
+    if not (0 < scale <= 1):
+        raise ValueError(f"scale={scale!r}: the reward weight r^k must lie in (0, 1]")
+    table = scale * direction[:, None] * (md_table - phat[:, None])
+    return table_family(table[None])
+
+
+def calibration_family(
+    select_fn: Callable, direction_fn: Callable, shared, q: int, scale: float = 1.0
+) -> PointwiseFamily:
+    """The next round's calibration test (spec PED 6.3, test 2), from a fixed prover A.
+
+    With the marginals ``m = P @ bits`` of the joint prediction P over ``Z = {0,1}^q`` (``bits``
+    is :func:`dedebate.core.bits.bit_table`, code z little-endian)::
+
+        f(xx, z, P) = scale * sum_j sel_j(xx, P) * A(x, y_j, m_j) * (z_j - m_j)
+
+    where ``sel = select_fn(shared[x], P)`` is A's selection distribution over the q subclaims (a
+    one-hot vector for a deterministic A; it may read P but never z, spec 2.4) and
+    ``A = direction_fn(shared[x], j, m_j) in [-1, 1]`` is A's expected next-round direction on
+    subclaim j given its estimate ``m_j``. Values lie in [-1, 1] for ``scale <= 1``. Under B's own
+    prediction ``sum_z P(z) f(xx, z, P) = 0`` for every P (``E_P[z_j] = m_j``): the identity the
+    soundness proof uses.
+    """
+    _check_features(shared, "shared")
+    if not isinstance(q, (int, np.integer)) or not (1 <= q <= 12):
+        raise ValueError(f"q={q!r}: the calibration test needs an integer 1 <= q <= 12")
+    if not (0 < scale <= 1):
+        raise ValueError(f"scale={scale!r}: the reward weight r^k must lie in (0, 1]")
+    bits = jnp.asarray(bit_table(int(q)), jnp.float32)
+    n_z = 2**q
+    js = jnp.arange(q)
+
+    def fn(p, feat_x, z, h_x):
+        marg = h_x @ bits
+        sel = select_fn(feat_x, h_x)
+        s = jax.vmap(direction_fn, in_axes=(None, 0, 0))(feat_x, js, marg)
+        return p * jnp.sum(sel * s * (bits[z] - marg))
+
+    params = jnp.asarray([scale], jnp.float32)
+    return PointwiseFamily(params=params, shared=jnp.asarray(shared, jnp.float32), fn=fn, n_z=n_z)
+
+
+# ------------------------------------------------------------------------------------------------
+# Unions.
+
+
+@struct.dataclass
+class StackedFamily(_FamilyBase):
+    """The union of several families; test ``i`` indexes them in order."""
+
+    families: tuple
+
+    @property
+    def n_tests(self) -> int:
+        return sum(f.n_tests for f in self.families)
+
+    def values(self, h: Array) -> Array:
+        return jnp.concatenate([f.values(h) for f in self.families], axis=0)
+
+    def advantages(self, h: Array, weight: Array) -> Array:
+        return jnp.concatenate([f.advantages(h, weight) for f in self.families])
+
+    def value_of(self, i, h: Array) -> Array:
+        sizes = [f.n_tests for f in self.families]
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        which = jnp.clip(jnp.searchsorted(jnp.asarray(offsets[1:]), i, side="right"), 0,
+                         len(sizes) - 1)
+        def branch(fam, offset, size):
+            return lambda: fam.value_of(jnp.clip(i - offset, 0, size - 1), h)
+
+        branches = [branch(f, int(o), n) for f, o, n in zip(self.families, offsets[:-1], sizes)]
+        return jax.lax.switch(which, branches)
+
+    def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
+        for f in self.families:
+            if i < f.n_tests:
+                return f.pointwise(i, x, z, h_x)
+            i -= f.n_tests
+        raise IndexError(i)
+
+
+def stack_families(*families) -> StackedFamily:
+    """Union of families over the same contexts and outcomes."""
+    if not families:
+        raise ValueError("families=(): need at least one family to stack")
+    return StackedFamily(families=tuple(families))

@@ -1,0 +1,247 @@
+"""Algorithm 1: online gradient descent producing a (delta, F)-indistinguishable h (spec PED 5.3).
+
+Tabular over a finite context set X (``h: [X, Z]``)::
+
+    h_1(x, .) = uniform on Z                                                     [R]
+    for t = 1, 2, ...:
+        Adv = (Adv_f(h_t))_{f in F}            exact (spec 5.1)
+        if max_f |Adv_f| < delta: return h_t
+        f_t = argmax_f |Adv_f|                 [E] "such an f": the largest |Adv| is picked
+        sigma_t = sign(Adv_{f_t}(h_t));  F_t(x, z) = f_t(x, z, h_t(x))   (frozen at h_t)
+        h_{t+1}(x, .) = Proj_{Delta_Z}( h_t(x, .) + eta_t sigma_t F_t(x, .) )   per x
+
+Step sizes (spec 5.3 line 6, 5.5), ``eta_t = D / (G sqrt t)``:
+
+* ``"hazan"`` (default): D = 2, G = 2 sqrt|Z|, so ``eta_t = 1/sqrt(|Z| t)`` and the regret bound
+  ``sum_t |Adv_{f_t}(h_t)| <= (3/2) G D sqrt(T) = 6 sqrt(|Z| T)`` gives ``T <= 36 |Z| / delta^2``;
+* ``"tight"``: D = sqrt 2, G = sqrt|Z|, ``eta_t = sqrt(2 / (|Z| t))``, regret ``<= 1.5 sqrt(2|Z|T)``
+  and ``T <= 4.5 |Z| / delta^2``.
+
+The loop is a ``lax.while_loop`` capped at the proven bound for the chosen rule (it cannot be
+reached if the theorem holds; ``converged`` reports it). A fixed-length variant
+(:func:`ogd_run_steps`, masked no-op after convergence) serves chunked drivers and benchmarks.
+The circuit computing the final h evaluates tests ``T |Z|`` times (spec 5.6).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from dedebate.estimators.advantage import OIProblem, advantages
+from dedebate.estimators.projection import PROJECTIONS, project_rows
+
+Array = jax.Array
+
+# rule -> (D, G / sqrt|Z|): diameter of {Psi h} and the subgradient-norm bound per sqrt|Z|.
+STEP_RULES = {"hazan": (2.0, 2.0), "tight": (math.sqrt(2.0), 1.0)}
+
+
+def step_size(rule: str, n_z: int, t):
+    """``eta_t = D / (G sqrt t)`` for the named rule (t counts updates from 1)."""
+    d, g_per = STEP_RULES[rule]
+    return d / (g_per * math.sqrt(n_z) * jnp.sqrt(t))
+
+
+def regret_bound(rule: str, n_z: int, steps):
+    """Hazan's Theorem 3.1 bound ``(3/2) G D sqrt(T)`` on ``sum_t |Adv_{f_t}(h_t)|`` (spec 5.4)."""
+    d, g_per = STEP_RULES[rule]
+    return 1.5 * g_per * math.sqrt(n_z) * d * jnp.sqrt(steps)
+
+
+def iteration_bound(rule: str, n_z: int, delta):
+    """``T <= ((3/2) G D)^2 / delta^2``: 36|Z|/delta^2 (hazan) or 4.5|Z|/delta^2 (tight), spec 5.5."""
+    d, g_per = STEP_RULES[rule]
+    return (1.5 * g_per * d) ** 2 * n_z / (delta * delta)
+
+
+@dataclasses.dataclass(frozen=True)
+class OGDStatic:
+    """Static settings of Algorithm 1 (jit treats them as constants).
+
+    ``step_rule``: "hazan" or "tight" (see module doc); ``trace_len``: size of the advantage-trace
+    buffer (entries past it are dropped); ``max_steps``: optional extra cap on the number of
+    updates (``None``: only the proven bound caps the loop); ``projection``: the per-row simplex
+    projection, "sort" (:func:`dedebate.core.project_rows_to_simplex`), "pairwise" (sort-free,
+    small |Z|, :mod:`dedebate.estimators.projection`) or "auto" (pairwise for |Z| <= 32). All
+    are the exact Euclidean projection.
+    """
+
+    step_rule: str = "hazan"
+    trace_len: int = 512
+    max_steps: int | None = None
+    projection: str = "auto"
+
+    def __post_init__(self):
+        if self.step_rule not in STEP_RULES:
+            raise ValueError(f"step_rule={self.step_rule!r}: allowed values are {sorted(STEP_RULES)}")
+        if not isinstance(self.trace_len, int) or self.trace_len < 1:
+            raise ValueError(f"trace_len={self.trace_len!r}: need an integer >= 1")
+        if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 0):
+            raise ValueError(f"max_steps={self.max_steps!r}: need None or an integer >= 0")
+        if self.projection not in PROJECTIONS:
+            raise ValueError(f"projection={self.projection!r}: allowed values are {PROJECTIONS}")
+
+
+@struct.dataclass
+class OGDState:
+    """Carry of Algorithm 1.
+
+    ``h``: the current prediction h_{T+1} ``[X, Z]``; ``adv``: its advantages ``[F]``;
+    ``steps``: T, the number of updates taken; ``trace[t]``: ``max_f |Adv_f(h_{t+1})|`` for
+    t = 0..T (NaN beyond); ``chosen[t]``: the test f_{t+1} used by update t+1 (-1 beyond);
+    ``regret_sum``: ``sum_t |Adv_{f_t}(h_t)|``, the left side of the regret bound.
+    """
+
+    h: Array
+    adv: Array
+    steps: Array
+    trace: Array
+    chosen: Array
+    regret_sum: Array
+
+    @property
+    def max_adv(self) -> Array:
+        return jnp.max(jnp.abs(self.adv))
+
+
+def ogd_init(static: OGDStatic, family, problem: OIProblem) -> OGDState:
+    """h_1 = uniform on Z for every x, and its advantages."""
+    h = jnp.full((problem.n_x, problem.n_z), 1.0 / problem.n_z, problem.g.dtype)
+    # The barrier keeps XLA from folding the broadcast constant into the tests' fused
+    # dot+reduce: jaxlib 0.10.2's CPU YNN reduce fusion returns wrong numbers (or NaN) for a dot
+    # with a broadcast-constant operand (cf. jax-ml/jax#39103).
+    h = jax.lax.optimization_barrier(h)
+    adv = advantages(family, problem, h)
+    trace = jnp.full((static.trace_len,), jnp.nan, h.dtype).at[0].set(jnp.max(jnp.abs(adv)))
+    return OGDState(
+        h=h,
+        adv=adv,
+        steps=jnp.zeros((), jnp.int32),
+        trace=trace,
+        chosen=jnp.full((static.trace_len,), -1, jnp.int32),
+        regret_sum=jnp.zeros((), h.dtype),
+    )
+
+
+def _step_cap(static: OGDStatic, n_z: int, delta) -> Array:
+    """The largest T the proven bound allows (and ``static.max_steps`` if set), as int32."""
+    bound = jnp.floor(iteration_bound(static.step_rule, n_z, jnp.asarray(delta, jnp.float32)))
+    cap = jnp.minimum(bound, 2.0**31 - 2).astype(jnp.int32)
+    if static.max_steps is not None:
+        cap = jnp.minimum(cap, static.max_steps)
+    return cap
+
+
+def ogd_update(static: OGDStatic, family, problem: OIProblem, state: OGDState, active) -> OGDState:
+    """One update of Algorithm 1 (lines 4-9), taken only where ``active`` (else a no-op)."""
+    i = jnp.argmax(jnp.abs(state.adv))
+    a_i = state.adv[i]
+    t = state.steps + 1
+    eta = step_size(static.step_rule, problem.n_z, t.astype(state.h.dtype))
+    f_t = family.value_of(i, state.h)  # F_t(x, z) = f_t(x, z, h_t(x))
+    h_new = project_rows(state.h + (eta * jnp.sign(a_i)) * f_t, static.projection)
+    adv_new = advantages(family, problem, h_new)
+    new = OGDState(
+        h=h_new,
+        adv=adv_new,
+        steps=t,
+        trace=state.trace.at[t].set(jnp.max(jnp.abs(adv_new)), mode="drop"),
+        chosen=state.chosen.at[t - 1].set(i.astype(jnp.int32), mode="drop"),
+        regret_sum=state.regret_sum + jnp.abs(a_i),
+    )
+    return jax.tree_util.tree_map(lambda n, o: jnp.where(active, n, o), new, state)
+
+
+def ogd_solve(static: OGDStatic, family, problem: OIProblem, delta) -> OGDState:
+    """Run Algorithm 1 to its exit (``max_f |Adv_f| < delta``) as a ``lax.while_loop``.
+
+    ``delta`` is dynamic (vmap over it). The loop is capped at the proven iteration bound.
+    """
+    cap = _step_cap(static, problem.n_z, delta)
+
+    def cond(state):
+        return (state.max_adv >= delta) & (state.steps < cap)
+
+    def body(state):
+        return ogd_update(static, family, problem, state, True)
+
+    return jax.lax.while_loop(cond, body, ogd_init(static, family, problem))
+
+
+def ogd_run_steps(static: OGDStatic, family, problem: OIProblem, state: OGDState, delta,
+                  n_steps: int) -> OGDState:
+    """``n_steps`` iterations of Algorithm 1 from ``state``; converged iterations are no-ops.
+
+    For chunked drivers (log between chunks) and for benchmarks with a fixed amount of work.
+    """
+    cap = _step_cap(static, problem.n_z, delta)
+
+    def body(_, state):
+        active = (state.max_adv >= delta) & (state.steps < cap)
+        return ogd_update(static, family, problem, state, active)
+
+    return jax.lax.fori_loop(0, n_steps, body, state)
+
+
+@struct.dataclass
+class OGDSummary:
+    """What Algorithm 1 reports (spec 5.5, 5.6): steps, exit advantage, bounds, circuit size."""
+
+    steps: Array  # T
+    max_adv: Array  # max_f |Adv_f(h_{T+1})| at exit
+    converged: Array  # max_adv < delta
+    bound: Array  # the proven bound for the rule used (36 or 4.5 |Z|/delta^2)
+    bound_tight: Array  # 4.5 |Z| / delta^2
+    regret_sum: Array  # sum_t |Adv_{f_t}(h_t)|
+    regret_bound: Array  # (3/2) G D sqrt(T)
+    circuit_size: Array  # T |Z| test evaluations
+
+
+def summarize(static: OGDStatic, problem: OIProblem, state: OGDState, delta) -> OGDSummary:
+    n_z = problem.n_z
+    steps_f = state.steps.astype(jnp.float32)
+    return OGDSummary(
+        steps=state.steps,
+        max_adv=state.max_adv,
+        converged=state.max_adv < delta,
+        bound=iteration_bound(static.step_rule, n_z, jnp.asarray(delta, jnp.float32)),
+        bound_tight=iteration_bound("tight", n_z, jnp.asarray(delta, jnp.float32)),
+        regret_sum=state.regret_sum,
+        regret_bound=regret_bound(static.step_rule, n_z, steps_f),
+        circuit_size=state.steps * n_z,
+    )
+
+
+def algorithm1(family, problem: OIProblem, delta: float, step_rule: str = "hazan",
+               trace_len: int = 512, max_steps: int | None = None, projection: str = "auto",
+               fast_compile: bool = False):
+    """Validate, then run Algorithm 1 under ``jit``: returns ``(state, summary)``.
+
+    ``fast_compile`` compiles with XLA backend optimisation level 1 (several times faster to
+    compile; for small problems, where compilation dominates).
+    """
+    if not (isinstance(delta, (int, float)) and 0 < delta <= 2):
+        raise ValueError(f"delta={delta!r}: the indistinguishability level must lie in (0, 2]")
+    try:
+        shape = jax.eval_shape(family.values, problem.g).shape
+    except TypeError as err:  # a family built for another |Z| fails inside its own arithmetic
+        raise ValueError(f"family: cannot evaluate on h of shape {problem.g.shape}: {err}") from None
+    if shape[1:] != (problem.n_x, problem.n_z):
+        raise ValueError(
+            f"family values shape={shape}: expected [F, X={problem.n_x}, Z={problem.n_z}]"
+        )
+    static = OGDStatic(step_rule=step_rule, trace_len=trace_len, max_steps=max_steps,
+                       projection=projection)
+    solve = _solve_jit_fast if fast_compile else _solve_jit
+    state = solve(static, family, problem, jnp.float32(delta))
+    return state, summarize(static, problem, state, delta)
+
+
+_solve_jit = jax.jit(ogd_solve, static_argnums=0)
+FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
+_solve_jit_fast = jax.jit(ogd_solve, static_argnums=0, compiler_options=FAST_COMPILE_OPTIONS)

@@ -1,0 +1,255 @@
+"""Constructing B against a fixed A, round by round, with Algorithm 1 (spec PED 6, Lemma A.4).
+
+A is fixed first; B's strategies are built in protocol order (initialisation, then rounds
+k = d, ..., 1), each by Algorithm 1 over the contexts that the fixed A and the already-built
+earlier rounds of B induce (variant (a) of spec 2.6, exact expectations of spec 2.2):
+
+* **initialisation** (spec 6.1): contexts are the inputs x (one claim tree each, mu uniform),
+  ``Z = {0,1}``, truth ``g(x)`` = point mass on ``L(x)``; tests: ``r_init(x, z) = r^{d+1}
+  P_A[a = z]`` and the calibration test of round d, ``r^d A^d(x, x, P[1]) (z - P[1])``.
+  ``p_d := h(x)[1]``.
+* **round k** (spec 6.2): contexts ``xx = (x, yhat^k, y^k, phat_k)``, here (tree, node at level
+  d - k, candidate), with ``mu_k`` = A's probability of reaching the node and choosing the
+  candidate (B's earlier outputs fixed); ``Z = {0,1}^q``; truth = point mass on ``T(y^k)``; tests
+  (spec 6.3): the round reward ``r^k A^k (M_D(y^k, z) - phat_k)`` and the next round's
+  calibration test with weight ``r^{k-1}`` (for k = 1 the next "round" is the final human check,
+  weight 1). B's joint for that context := h_k(xx).
+
+With every round (delta, F)-indistinguishable, spec 6.4 gives ``E[R_init] <= r^{d+1} Pr[A correct]
++ delta``, ``E[R_k] <= 2 delta`` (k = d..1), ``E[R_0] <= delta``, so
+``E[U_A] <= r^{d+1} Pr[A correct] + (2d+2) delta``; with ``delta = eta/(2d+3)`` (spec 6.4's safe
+accounting) that is ``<= r^{d+1} Pr[A correct] + eta``.
+
+The construction is a host-side loop over the d+1 stages (each a jitted Algorithm 1 run); the
+expected rewards are computed here by propagating A's path probabilities level by level, and
+can be checked against the protocol's own exact path enumeration
+(:func:`dedebate.protocols.prover_estimator.expected_payoff`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from dedebate.core.bits import bit_table
+from dedebate.estimators.advantage import OIProblem
+from dedebate.estimators.families import calibration_family, stack_families, table_family
+from dedebate.estimators.ogd import algorithm1
+from dedebate.trees.tree import ClaimTree, truth_code
+
+Array = jax.Array
+DIRECTIONS = jnp.asarray([-1.0, 0.0, 1.0], jnp.float32)
+
+
+@struct.dataclass
+class TabularEstimator:
+    """B given by tables (the estimator interface of ``dedebate.agents.ped_strategies``):
+    ``p_d`` and joint logits ``[n_nodes, n_cand, 2^q]`` (``-inf`` where h puts no mass)."""
+
+    p_d: Array
+    logits: Array
+    sees_truth: bool = struct.field(pytree_node=False, default=False)
+
+    def initial(self, tree: ClaimTree) -> Array:
+        return self.p_d
+
+    def joint(self, tree: ClaimTree, node, cand, phat, k) -> Array:
+        return self.logits[node, cand]
+
+
+@dataclasses.dataclass(frozen=True)
+class StageReport:
+    """One stage of the construction: Algorithm 1's steps and exit advantage, and A's mean
+    expected reward in that stage (over the trees) with the bound spec 6.4 gives it."""
+
+    stage: str  # "init", "k=d", ..., "k=1", "final"
+    contexts: int
+    steps: int
+    max_adv: float
+    reward: float
+    bound: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SoundnessReport:
+    estimator: TabularEstimator  # batched over trees
+    stages: tuple[StageReport, ...]
+    u_a: float  # mean over trees of E[U_A] (this module's propagation)
+    pr_correct: float  # mean over trees of Pr[A(x) = L(x)]
+    bound: float  # r^{d+1} Pr[A correct] + (2d+3) delta
+    delta: float
+    rho: float
+    depth: int
+
+
+def _tree_at(trees: ClaimTree, i) -> ClaimTree:
+    return jax.tree_util.tree_map(lambda a: a[i], trees)
+
+
+def _expected_direction(probs, allow_zero: bool) -> Array:
+    """E[s] from A's direction distribution over (-1, 0, +1); s = 0 removed unless allowed
+    (as the protocol does, spec 2.6)."""
+    probs = probs.astype(jnp.float32)
+    if not allow_zero:
+        probs = probs.at[1].set(0.0)
+        probs = probs / jnp.maximum(probs.sum(), 1e-30)
+    return probs @ DIRECTIONS
+
+
+def _direction(prover, views, allow_zero, i, node, phat, k):
+    return _expected_direction(prover.direction(_tree_at(views, i), node, phat, k), allow_zero)
+
+
+@functools.partial(jax.jit, static_argnums=(3,))
+def _init_prep(prover, views, trees, allow_zero):
+    """A's answer probabilities and correctness per tree (exact, spec 2.2)."""
+    del allow_zero
+    pa = jax.vmap(lambda t: jnp.clip(prover.answer(t).astype(jnp.float32), 0.0, 1.0))(views)
+    root = trees.truth[:, 0].astype(jnp.int32)
+    return pa, root, root * pa + (1 - root) * (1 - pa)
+
+
+@functools.partial(jax.jit, static_argnums=(8, 9))
+def _round_prep(prover, views, trees, reach, phat, ti, vi, ci, k, allow_zero):
+    """Round k's contexts: A's candidate probabilities, mu_k, truth g, M_D tables, directions."""
+    ph = phat[ti, vi]
+    cprob = jax.vmap(lambda i, v, p: prover.decompose(_tree_at(views, i), v, p, k))(ti, vi, ph)
+    cw = reach[ti, vi] * cprob[jnp.arange(ti.shape[0]), ci]
+    kids = jax.vmap(lambda i, v, c: _tree_at(trees, i).child_truths(v, c))(ti, vi, ci)
+    g = jax.nn.one_hot(truth_code(kids), 2**trees.q, dtype=jnp.float32)
+    md = jax.vmap(lambda i, v, c: _tree_at(trees, i).md(v, c))(ti, vi, ci).astype(jnp.float32)
+    s_k = jax.vmap(lambda i, v, p: _direction(prover, views, allow_zero, i, v, p, k))(ti, vi, ph)
+    return ph, cw, g, md, s_k
+
+
+def _round_select(prover, views, trees, phat, k, feat, h_x):
+    """A's selection distribution at context ``feat = (tree, node, cand)`` given B's joint h_x."""
+    i, v, c = (feat[a].astype(jnp.int32) for a in range(3))
+    bits = jnp.asarray(bit_table(trees.q), jnp.float32)
+    md_x = _tree_at(trees, i).md(v, c).astype(jnp.float32)
+    return prover.select(_tree_at(views, i), v, c, h_x @ bits, h_x @ md_x, phat[i, v],
+                         k).astype(jnp.float32)
+
+
+@functools.partial(jax.jit, static_argnums=(8,))
+def _propagate(prover, views, trees, reach, phat, shared, h, cw, k):
+    """A's path probabilities and B's selected marginals, to the next level."""
+    ti, vi, ci = (shared[:, a].astype(jnp.int32) for a in range(3))
+    sel = jax.vmap(lambda f, hx: _round_select(prover, views, trees, phat, k, f, hx))(shared, h)
+    marg = h @ jnp.asarray(bit_table(trees.q), jnp.float32)
+    child = jax.vmap(lambda i, v, c: _tree_at(trees, i).children(v, c))(ti, vi, ci)
+    reach = reach.at[ti[:, None], child].add(cw[:, None] * sel)
+    phat = phat.at[ti[:, None], child].set(jnp.clip(marg, 0.0, 1.0))
+    return reach, phat
+
+
+@functools.partial(jax.jit, static_argnums=(7,))
+def _final_reward(prover, views, trees, reach, phat, ti, vi, allow_zero):
+    """Sum over leaves of reach * E[s_0] * (T(yhat^0) - phat_0), per context."""
+    ph = phat[ti, vi]
+    s_0 = jax.vmap(lambda i, v, p: _direction(prover, views, allow_zero, i, v, p, 0))(ti, vi, ph)
+    return reach[ti, vi] * s_0 * (trees.truth[ti, vi].astype(jnp.float32) - ph)
+
+
+def construct_estimator(prover, trees: ClaimTree, rho: float, delta: float,
+                        step_rule: str = "hazan", allow_zero_direction: bool = False,
+                        trace_len: int = 512, fast_compile: bool = False) -> SoundnessReport:
+    """Build B against ``prover`` on a batch of trees (leading axis = inputs x, mu uniform)."""
+    if not (rho >= 1):
+        raise ValueError(f"rho={rho!r}: the stability parameter must be >= 1")
+    if not (0 < delta <= 1):
+        raise ValueError(f"delta={delta!r}: must lie in (0, 1]")
+    if jnp.ndim(trees.truth) != 2:
+        raise ValueError("trees: expected a batch of trees (truth of shape [n_trees, n_nodes])")
+    n_trees, n_nodes = trees.truth.shape
+    q, n_cand = trees.q, trees.n_cand
+    d = trees.depth  # variant (a): d consistency rounds, then the human check
+    r = 1.0 / rho
+    n_z = 2**q
+    allow_zero = bool(allow_zero_direction)
+    views = trees if prover.sees_truth else jax.vmap(lambda t: t.public())(trees)
+    run = {"step_rule": step_rule, "trace_len": trace_len, "fast_compile": fast_compile}
+    stages: list[StageReport] = []
+
+    # ---- initialisation (spec 6.1) ---------------------------------------------------------
+    pa, root_truth, pr_correct = _init_prep(prover, views, trees, allow_zero)
+    w_init = r ** (d + 1)
+    r_init = table_family(np.asarray(w_init * jnp.stack([1.0 - pa, pa], axis=1))[None])
+
+    def init_select(feat, h_x):
+        return jnp.ones((1,), jnp.float32)
+
+    def init_direction(feat, j, m):
+        return _direction(prover, views, allow_zero, feat[0].astype(jnp.int32), 0, m, d)
+
+    tree_ids = jnp.arange(n_trees, dtype=jnp.float32)[:, None]
+    calib = calibration_family(init_select, init_direction, tree_ids, 1, scale=r**d)
+    problem = OIProblem(mu=jnp.full((n_trees,), 1.0 / n_trees, jnp.float32),
+                        g=jax.nn.one_hot(root_truth, 2, dtype=jnp.float32))
+    state, summ = algorithm1(stack_families(r_init, calib), problem, delta, **run)
+    p_d = np.clip(np.asarray(state.h[:, 1]), 0.0, 1.0)
+    pa_np = np.asarray(pa)
+    e_init = w_init * (pa_np * p_d + (1 - pa_np) * (1 - p_d))
+    stages.append(StageReport("init", n_trees, int(summ.steps), float(summ.max_adv),
+                              float(e_init.mean()),
+                              float(w_init * np.mean(pr_correct) + delta)))
+
+    # ---- consistency rounds k = d..1 (spec 6.2, 6.3) -----------------------------------------
+    reach = jnp.zeros((n_trees, n_nodes), jnp.float32).at[:, 0].set(1.0)
+    phat = jnp.zeros((n_trees, n_nodes), jnp.float32).at[:, 0].set(jnp.asarray(p_d))
+    logits = np.full((n_trees, n_nodes, n_cand, n_z), -np.inf, np.float32)
+    for k in range(d, 0, -1):
+        level = d - k
+        lo, hi = trees.level_offset(level), trees.level_offset(level + 1)
+        grid = np.meshgrid(np.arange(n_trees), np.arange(lo, hi), np.arange(n_cand),
+                           indexing="ij")
+        ti, vi, ci = (a.reshape(-1).astype(np.int32) for a in grid)
+        ph, cw, g, md, s_k = _round_prep(prover, views, trees, reach, phat, jnp.asarray(ti),
+                                         jnp.asarray(vi), jnp.asarray(ci), k, allow_zero)
+        mu = cw / n_trees
+        shared = jnp.asarray(np.stack([ti, vi, ci], axis=1), jnp.float32)
+        round_phat = phat
+
+        def select(feat, h_x, k=k, round_phat=round_phat):
+            return _round_select(prover, views, trees, round_phat, k, feat, h_x)
+
+        def next_direction(feat, j, m, k=k):
+            i, v, c = (feat[a].astype(jnp.int32) for a in range(3))
+            child = _tree_at(trees, i).child(v, c, j)
+            return _direction(prover, views, allow_zero, i, child, m, k - 1)
+
+        table = np.asarray(r**k * s_k[:, None] * (md - ph[:, None]))
+        family = stack_families(
+            table_family(table[None]),
+            calibration_family(select, next_direction, shared, q, scale=r ** (k - 1)),
+        )
+        state, summ = algorithm1(family, OIProblem(mu=mu, g=g), delta, **run)
+        h = np.clip(np.asarray(state.h), 0.0, 1.0)
+        pi = np.sum(h * np.asarray(md), axis=1)
+        e_k = float(np.sum(np.asarray(mu) * r**k * np.asarray(s_k) * (pi - np.asarray(ph))))
+        stages.append(StageReport(f"k={k}", int(ti.shape[0]), int(summ.steps),
+                                  float(summ.max_adv), e_k, 2.0 * delta))
+        with np.errstate(divide="ignore"):
+            logits[ti, vi, ci] = np.log(h)
+        reach, phat = _propagate(prover, views, trees, reach, phat, shared, jnp.asarray(h), cw, k)
+
+    # ---- final human check, variant (a): R_0 = s_0 (T(yhat^0) - phat_0) -----------------------
+    lo, hi = trees.level_offset(d), trees.level_offset(d + 1)
+    ti, vi = (a.reshape(-1).astype(np.int32) for a in np.meshgrid(
+        np.arange(n_trees), np.arange(lo, hi), indexing="ij"))
+    e_0 = float(np.sum(np.asarray(_final_reward(prover, views, trees, reach, phat,
+                                                jnp.asarray(ti), jnp.asarray(vi),
+                                                allow_zero)))) / n_trees
+    stages.append(StageReport("final", int(ti.shape[0]), 0, float("nan"), e_0, delta))
+
+    u_a = float(sum(s.reward for s in stages))
+    estimator = TabularEstimator(p_d=jnp.asarray(p_d), logits=jnp.asarray(logits))
+    bound = float(w_init * np.mean(pr_correct) + (2 * d + 3) * delta)
+    return SoundnessReport(estimator=estimator, stages=tuple(stages), u_a=u_a,
+                           pr_correct=float(np.mean(pr_correct)), bound=bound, delta=float(delta),
+                           rho=float(rho), depth=d)

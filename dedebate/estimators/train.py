@@ -1,0 +1,251 @@
+"""Training a Flax estimator toward (delta, F)-indistinguishability by online gradient descent.
+
+The network analogue of Algorithm 1 (spec PED 5.3): h_theta replaces the table h, and each round
+
+1. evaluates ``Adv_f(h_theta)`` exactly for every test of the family F (spec 5.1);
+2. best response: takes the test with the largest ``|Adv|``; with ``best_response="family+mlp"``
+   it also trains a small MLP distinguisher ``d(x, z, h(x)) = tanh(MLP(...))`` for a few Adam
+   ascent steps on ``|Adv_d(h_theta)|`` (warm-started across rounds) and uses it when its
+   ``|Adv|`` is larger;
+3. exits (no more updates) once every considered test has ``|Adv| < delta``, as Algorithm 1 does;
+4. otherwise takes one optimiser step on the linearised indistinguishability loss
+
+       l_t(theta) = sigma_t * E_mu sum_z (g - h_theta)(x, z) F_t(x, z),   F_t frozen at h_t,
+
+   whose value at theta_t is ``|Adv_{f_t}(h_t)|`` and whose gradient with respect to h is the
+   OGD subgradient ``-sigma_t F_t`` of spec 5.3.
+
+Optimisers: ``"sgd"`` with the OGD schedule ``lr / sqrt(t)`` (default) or ``"adam"`` with a
+constant ``lr``. ``delta`` and ``lr`` are dynamic (:class:`NetHParams`), so one compiled program
+is vmapped over seeds (and their problems), deltas and learning rates (:func:`make_train_grid`). Non-convex in theta:
+unlike the tabular algorithm there is no iteration bound; the log reports what is reached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from dedebate.estimators.advantage import OIProblem, advantage_weight, advantages
+from dedebate.estimators.families import _MLP, mlp_test_input
+from dedebate.estimators.network import EstimatorNet
+
+Array = jax.Array
+OPTIMIZERS = ("sgd", "adam")
+BEST_RESPONSES = ("family", "family+mlp")
+
+
+def _widths_ok(widths) -> bool:
+    return isinstance(widths, tuple) and len(widths) > 0 and all(
+        isinstance(w, int) and w >= 1 for w in widths)
+
+
+@dataclasses.dataclass(frozen=True)
+class NetTrainStatic:
+    """Static settings (compile-time constants).
+
+    ``rounds``: estimator rounds (scan length); ``hidden``: estimator MLP widths;
+    ``optimizer``: "sgd" (lr/sqrt t) or "adam"; ``best_response``: "family" or "family+mlp";
+    ``dist_hidden``, ``dist_steps``, ``dist_lr``: the trained MLP distinguisher's widths, Adam
+    ascent steps per round and learning rate.
+    """
+
+    rounds: int = 300
+    hidden: tuple[int, ...] = (32, 32)
+    optimizer: str = "sgd"
+    best_response: str = "family"
+    dist_hidden: tuple[int, ...] = (16,)
+    dist_steps: int = 5
+    dist_lr: float = 0.05
+
+    def __post_init__(self):
+        if not isinstance(self.rounds, int) or self.rounds < 1:
+            raise ValueError(f"rounds={self.rounds!r}: need an integer >= 1")
+        if not _widths_ok(self.hidden):
+            raise ValueError(f"hidden={self.hidden!r}: need a non-empty tuple of positive ints")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer={self.optimizer!r}: allowed values are {OPTIMIZERS}")
+        if self.best_response not in BEST_RESPONSES:
+            raise ValueError(
+                f"best_response={self.best_response!r}: allowed values are {BEST_RESPONSES}")
+        if not _widths_ok(self.dist_hidden):
+            raise ValueError(
+                f"dist_hidden={self.dist_hidden!r}: need a non-empty tuple of positive ints")
+        if not isinstance(self.dist_steps, int) or self.dist_steps < 1:
+            raise ValueError(f"dist_steps={self.dist_steps!r}: need an integer >= 1")
+        if not (self.dist_lr > 0):
+            raise ValueError(f"dist_lr={self.dist_lr!r}: need a positive learning rate")
+
+
+@struct.dataclass
+class NetHParams:
+    """Dynamic numbers (vmappable): the indistinguishability level and the learning rate."""
+
+    delta: Array
+    lr: Array
+
+
+def net_hparams(delta, lr) -> NetHParams:
+    """Validated :class:`NetHParams` (scalars or equal-length 1-d arrays for a grid)."""
+    d = jnp.asarray(delta, jnp.float32)
+    r = jnp.asarray(lr, jnp.float32)
+    if not bool(jnp.all((d > 0) & (d <= 2))):
+        raise ValueError(f"delta={delta!r}: every delta must lie in (0, 2]")
+    if not bool(jnp.all(r > 0)):
+        raise ValueError(f"lr={lr!r}: every learning rate must be positive")
+    if d.shape != r.shape:
+        raise ValueError(f"delta shape={d.shape}, lr shape={r.shape}: must match")
+    return NetHParams(delta=d, lr=r)
+
+
+@struct.dataclass
+class NetTrainState:
+    """Estimator parameters and optimiser state, the distinguisher's, and the exit bookkeeping.
+
+    ``updates``: estimator steps taken; ``done``: the exit test has passed; ``rounds_to_delta``:
+    the round at which it first passed (-1 if never).
+    """
+
+    params: Any
+    opt_state: Any
+    dist_params: Any
+    dist_opt_state: Any
+    updates: Array
+    done: Array
+    rounds_to_delta: Array
+
+
+@struct.dataclass
+class NetTrainLog:
+    """Per round: the family's ``max |Adv|`` at the round's h_theta, the trained distinguisher's
+    ``|Adv|`` (0 without one), and the test used (-1: no update; F: the distinguisher)."""
+
+    max_adv: Array
+    dist_adv: Array
+    chosen: Array
+
+
+def _optimizer(static: NetTrainStatic, lr) -> optax.GradientTransformation:
+    if static.optimizer == "adam":
+        return optax.adam(lr)
+    return optax.sgd(lambda count: lr / jnp.sqrt(count + 1.0))
+
+
+def make_train(static: NetTrainStatic):
+    """Return ``train(hp, key, family, problem, features) -> (state, log, final_max_adv)``.
+
+    A pure function of its arguments (the problem data too, so one compiled program serves many
+    problems of one shape). ``features: [X, d]`` is what the estimator (and a trained
+    distinguisher) reads about each context; a family's own inputs are inside the family.
+    """
+    dist = _MLP(static.dist_hidden)
+    use_dist = static.best_response == "family+mlp"
+    dist_opt = optax.adam(static.dist_lr)
+
+    def train(hp: NetHParams, key, family, problem: OIProblem, features: Array):
+        n_z = problem.n_z
+        net = EstimatorNet(n_z=n_z, hidden=static.hidden)
+        opt = _optimizer(static, hp.lr)
+
+        def predict(params):
+            return net.apply(params, features)
+
+        def dist_values(dparams, h):
+            def one(feat_x, z, h_x):
+                return jnp.tanh(dist.apply(dparams, mlp_test_input(feat_x, z, h_x, n_z)))
+
+            per_z = jax.vmap(one, in_axes=(None, 0, None))
+            return jax.vmap(per_z, in_axes=(0, None, 0))(features, jnp.arange(n_z), h)
+
+        def dist_adv(dparams, h):
+            return jnp.sum(dist_values(dparams, h) * advantage_weight(problem, h))
+
+        def train_dist(dparams, dstate, h):
+            def step(carry, _):
+                p, s = carry
+                grads = jax.grad(lambda q: -jnp.abs(dist_adv(q, h)))(p)
+                upd, s = dist_opt.update(grads, s, p)
+                return (optax.apply_updates(p, upd), s), None
+
+            (dparams, dstate), _ = jax.lax.scan(step, (dparams, dstate), None, static.dist_steps)
+            return dparams, dstate
+
+        k_net, k_dist = jax.random.split(key)
+        params = net.init(k_net, features[:1])
+        dparams = dist.init(k_dist, mlp_test_input(features[0], 0, jnp.full((n_z,), 1.0 / n_z),
+                                                   n_z))
+        state = NetTrainState(
+            params=params,
+            opt_state=opt.init(params),
+            dist_params=dparams,
+            dist_opt_state=dist_opt.init(dparams),
+            updates=jnp.zeros((), jnp.int32),
+            done=jnp.zeros((), bool),
+            rounds_to_delta=jnp.full((), -1, jnp.int32),
+        )
+
+        def round_fn(state: NetTrainState, t):
+            h = predict(state.params)
+            adv = advantages(family, problem, h)
+            i = jnp.argmax(jnp.abs(adv))
+            m_fam = jnp.abs(adv[i])
+            if use_dist:
+                dparams, dstate = train_dist(state.dist_params, state.dist_opt_state,
+                                             jax.lax.stop_gradient(h))
+                a_d = dist_adv(dparams, h)
+            else:
+                dparams, dstate, a_d = state.dist_params, state.dist_opt_state, jnp.float32(0)
+            pick_d = jnp.abs(a_d) > m_fam
+            below = jnp.maximum(m_fam, jnp.abs(a_d)) < hp.delta
+            active = ~(state.done | below)
+
+            sigma = jnp.where(pick_d, jnp.sign(a_d), jnp.sign(adv[i]))
+            f_t = family.value_of(i, h)
+            if use_dist:
+                f_t = jnp.where(pick_d, dist_values(dparams, h), f_t)
+            f_t = jax.lax.stop_gradient(f_t)
+
+            def loss(params):
+                return sigma * jnp.sum(advantage_weight(problem, predict(params)) * f_t)
+
+            grads = jax.grad(loss)(state.params)
+            upd, opt_state = opt.update(grads, state.opt_state, state.params)
+            params = optax.apply_updates(state.params, upd)
+
+            def keep(new, old):
+                return jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), new, old)
+
+            new_state = NetTrainState(
+                params=keep(params, state.params),
+                opt_state=keep(opt_state, state.opt_state),
+                dist_params=dparams,
+                dist_opt_state=dstate,
+                updates=state.updates + active.astype(jnp.int32),
+                done=state.done | below,
+                rounds_to_delta=jnp.where((state.rounds_to_delta < 0) & below, t,
+                                          state.rounds_to_delta),
+            )
+            chosen = jnp.where(active, jnp.where(pick_d, family.n_tests, i), -1)
+            return new_state, NetTrainLog(max_adv=m_fam, dist_adv=jnp.abs(a_d), chosen=chosen)
+
+        state, log = jax.lax.scan(round_fn, state, jnp.arange(static.rounds, dtype=jnp.int32))
+        final = jnp.max(jnp.abs(advantages(family, problem, predict(state.params))))
+        return state, log, final
+
+    return train
+
+
+def make_train_grid(static: NetTrainStatic, batched_data: bool = False):
+    """``train_grid(hp, keys, family, problem, features)``: hp with a leading grid axis G
+    (delta, lr pairs), keys ``[S]`` (seeds); with ``batched_data`` the problem data also has a
+    leading seed axis S (one problem per seed). Outputs have leading axes ``[G, S]``. One
+    jit-compiled program for the whole grid."""
+    train = make_train(static)
+    data_axis = 0 if batched_data else None
+    over_seeds = jax.vmap(train, in_axes=(None, 0, data_axis, data_axis, data_axis))
+    return jax.jit(jax.vmap(over_seeds, in_axes=(0, None, None, None, None)))

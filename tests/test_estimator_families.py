@@ -1,0 +1,161 @@
+"""Test families and the exact advantage (spec PED 5.1, 6.3): two independent computations agree."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dedebate.core.bits import bit_table
+from dedebate.estimators.advantage import (
+    advantage_weight,
+    advantages,
+    oi_problem,
+    random_oi_problem,
+)
+from dedebate.estimators.families import (
+    _FamilyBase,
+    calibration_family,
+    random_mlp_family,
+    random_tanh_family,
+    round_reward_family,
+    stack_families,
+    table_family,
+)
+
+N_X, N_Z, Q = 6, 4, 2
+
+
+def _setup(seed=0):
+    key = jax.random.key(seed)
+    problem, feat = random_oi_problem(jax.random.fold_in(key, 0), N_X, N_Z, n_features=3)
+    h = jax.nn.softmax(2.0 * jax.random.normal(jax.random.fold_in(key, 1), (N_X, N_Z)), -1)
+    return key, problem, feat, h
+
+
+# One test at one (x, z), jitted only so the Python loop below is quick (i is static).
+_pointwise = jax.jit(lambda fam, i, x, z, h_x: fam.pointwise(i, x, z, h_x), static_argnums=1)
+
+
+def _adv_loop(family, problem, h):
+    """Adv_f(h) = sum_x mu(x) sum_z (g - h)(x, z) f(x, z, h(x)), one (f, x, z) at a time."""
+    mu, g, h = (np.asarray(a, np.float64) for a in (problem.mu, problem.g, h))
+    out = np.zeros(family.n_tests)
+    for i in range(family.n_tests):
+        for x in range(problem.n_x):
+            for z in range(problem.n_z):
+                val = float(_pointwise(family, i, x, z, jnp.asarray(h[x], jnp.float32)))
+                assert -1.0 <= val <= 1.0
+                out[i] += mu[x] * (g[x, z] - h[x, z]) * val
+    return out
+
+
+def _tanh_numpy(family, h):
+    """The tanh tests from their definition, in float64 numpy (independent of the family code)."""
+    feat = np.asarray(family.features, np.float64)
+    w = np.asarray(family.weights, np.float64)
+    h = np.asarray(h, np.float64)
+    n_x, n_z = h.shape
+    vals = np.zeros((w.shape[0], n_x, n_z))
+    for x in range(n_x):
+        for z in range(n_z):
+            phi = np.concatenate([feat[x], np.eye(n_z)[z], h[x], [h[x, z]], [1.0]])
+            vals[:, x, z] = np.tanh(w @ phi)
+    return vals
+
+
+def test_tanh_advantage_three_ways():
+    key, problem, feat, h = _setup()
+    fam = random_tanh_family(jax.random.fold_in(key, 2), feat, N_Z, 5, scale=3.0)
+    vals = _tanh_numpy(fam, h)
+    np.testing.assert_allclose(np.asarray(fam.values(h)), vals, atol=2e-6)
+    weight = np.asarray(problem.mu, np.float64)[:, None] * (np.asarray(problem.g) - np.asarray(h))
+    exact = np.einsum("fxz,xz->f", vals, weight)
+    fast = np.asarray(advantages(fam, problem, h))  # the fused [Z, F, X] layout
+    generic = np.asarray(_FamilyBase.advantages(fam, h, advantage_weight(problem, h)))
+    np.testing.assert_allclose(fast, exact, atol=2e-6)
+    np.testing.assert_allclose(generic, exact, atol=2e-6)
+    np.testing.assert_allclose(_adv_loop(fam, problem, h), exact, atol=2e-6)
+    assert np.max(np.abs(exact)) > 1e-3  # the comparison is not between zeros
+
+
+def test_mlp_and_stacked_families_vectorised_vs_loop():
+    key, problem, feat, h = _setup(1)
+    a_out = jnp.sign(feat[:, :1])  # a column standing for the fixed prover's outputs
+    mlp = random_mlp_family(jax.random.fold_in(key, 3), jnp.concatenate([feat, a_out], 1), N_Z,
+                            2, hidden=(8,))
+    tanh = random_tanh_family(jax.random.fold_in(key, 4), feat, N_Z, 1)
+    fam = stack_families(tanh, mlp)
+    assert fam.n_tests == 3
+    vec = np.asarray(advantages(fam, problem, h))
+    np.testing.assert_allclose(vec, _adv_loop(fam, problem, h), atol=3e-6)
+    allv = np.asarray(fam.values(h))
+    for i in range(fam.n_tests):
+        np.testing.assert_allclose(np.asarray(fam.value_of(jnp.int32(i), h)), allv[i], atol=1e-6)
+
+
+def _toy_prover(seed=0):
+    """A fixed prover on N_X contexts of a q=2 round: M_D tables, previous estimates, directions."""
+    rng = np.random.default_rng(seed)
+    md = rng.integers(0, 2, size=(N_X, N_Z)).astype(np.float32)
+    phat = rng.uniform(size=N_X).astype(np.float32)
+    direction = rng.choice([-1.0, 1.0], size=N_X).astype(np.float32)
+    claimed = rng.integers(0, 2, size=(N_X, Q)).astype(np.float32)  # A's beliefs about sub-answers
+    return md, phat, direction, claimed
+
+
+def _select(feat_x, h_x):
+    """A's selection: the marginal furthest from A's belief (stored in the context row)."""
+    marg = h_x @ jnp.asarray(bit_table(Q), jnp.float32)
+    return jax.nn.one_hot(jnp.argmax(jnp.abs(marg - feat_x[:Q])), Q)
+
+
+def _direction(feat_x, j, m_j):
+    """A's direction on the selected subclaim: +1 if it believes the estimate is too low."""
+    return jnp.where(feat_x[j] > m_j, 1.0, -1.0)
+
+
+def test_calibration_test_has_zero_mean_under_the_prediction_and_matches_loop():
+    _, problem, _, h = _setup(2)
+    _, _, _, claimed = _toy_prover()
+    fam = calibration_family(_select, _direction, claimed, Q, scale=0.5)
+    vals = np.asarray(fam.values(h))[0]  # [X, Z]
+    # spec 6.3: E_{z ~ P}[f(xx, z, P)] = 0 for every P, since phat is P's own j-th marginal
+    np.testing.assert_allclose(np.sum(np.asarray(h) * vals, axis=1), 0.0, atol=1e-6)
+    # explicit computation from the definition
+    bits = bit_table(Q)
+    hn = np.asarray(h, np.float64)
+    for x in range(N_X):
+        marg = hn[x] @ bits
+        j = int(np.argmax(np.abs(marg - claimed[x])))
+        s = 1.0 if claimed[x, j] > marg[j] else -1.0
+        for z in range(N_Z):
+            assert vals[x, z] == pytest.approx(0.5 * s * (bits[z, j] - marg[j]), abs=1e-6)
+    np.testing.assert_allclose(np.asarray(advantages(fam, problem, h)),
+                               _adv_loop(fam, problem, h), atol=2e-6)
+
+
+def test_round_reward_test_is_the_round_reward():
+    md, phat, direction, _ = _toy_prover()
+    fam = round_reward_family(direction, md, phat, scale=0.25)
+    h = jnp.full((N_X, N_Z), 0.25)
+    vals = np.asarray(fam.values(h))[0]
+    np.testing.assert_allclose(vals, 0.25 * direction[:, None] * (md - phat[:, None]), atol=1e-7)
+    # prediction-independent
+    np.testing.assert_array_equal(np.asarray(fam.values(h * 0 + jnp.eye(N_Z)[0])), vals[None])
+
+
+def test_constructors_reject_bad_input():
+    with pytest.raises(ValueError, match="table values"):
+        table_family(np.full((1, 2, 2), 1.5))
+    with pytest.raises(ValueError, match="md_table"):
+        round_reward_family(np.ones(3), np.full((3, 4), 0.5), np.zeros(3))
+    with pytest.raises(ValueError, match="scale=2"):
+        round_reward_family(np.ones(3), np.ones((3, 4)), np.zeros(3), scale=2)
+    with pytest.raises(ValueError, match="n_tests=0"):
+        random_tanh_family(jax.random.key(0), np.zeros((3, 2)), 4, 0)
+    with pytest.raises(ValueError, match="mu"):
+        oi_problem([0.5, 0.6], np.full((2, 2), 0.5))
+    with pytest.raises(ValueError, match="g:"):
+        oi_problem([0.5, 0.5], np.full((2, 2), 0.7))

@@ -1,0 +1,102 @@
+"""Flax estimator trained by OGD toward (delta, F)-indistinguishability (spec PED 5.3, 10)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dedebate.estimators.advantage import random_oi_problem
+from dedebate.estimators.families import random_tanh_family
+from dedebate.estimators.network import EstimatorNet
+from dedebate.estimators.train import NetTrainStatic, make_train, make_train_grid, net_hparams
+
+DELTA = 0.05
+
+
+@jax.jit
+def _build(key):
+    """The spec 5.5 check problem: |X| = 50, |Z| = 4, 40 prediction-dependent tanh tests."""
+    problem, feat = random_oi_problem(jax.random.fold_in(key, 0), 50, 4)
+    return problem, random_tanh_family(jax.random.fold_in(key, 1), feat, 4, 40), feat
+
+
+def _adv_numpy(family, problem, h):
+    """max_f |Adv_f(h)| from the family's definition, in float64 numpy."""
+    feat = np.asarray(family.features, np.float64)
+    w = np.asarray(family.weights, np.float64)
+    h = np.asarray(h, np.float64)
+    n_x, n_z = h.shape
+    phi = np.concatenate([
+        np.repeat(feat[:, None, :], n_z, 1),
+        np.broadcast_to(np.eye(n_z), (n_x, n_z, n_z)),
+        np.repeat(h[:, None, :], n_z, 1),
+        h[:, :, None],
+        np.ones((n_x, n_z, 1)),
+    ], axis=2)
+    vals = np.tanh(np.einsum("fd,xzd->fxz", w, phi))
+    weight = np.asarray(problem.mu, np.float64)[:, None] * (np.asarray(problem.g) - h)
+    return float(np.max(np.abs(np.einsum("fxz,xz->f", vals, weight))))
+
+
+def test_network_reaches_delta_and_grid_matches_single_runs():
+    problem, family, feat = _build(jax.random.key(0))
+    static = NetTrainStatic(rounds=30, hidden=(8,), optimizer="sgd")
+    lrs = (1.0, 3.0)
+    hp = net_hparams([DELTA] * len(lrs), list(lrs))
+    keys = jax.random.split(jax.random.key(1), 2)
+    state, log, final = make_train_grid(static)(hp, keys, family, problem, feat)
+    rtd = np.asarray(state.rounds_to_delta)
+    assert np.all(rtd >= 0), f"some runs did not reach max|Adv| < {DELTA}: {rtd}"
+    np.testing.assert_array_equal(np.asarray(state.updates), rtd)  # exits when below delta
+    predict = jax.jit(EstimatorNet(n_z=problem.n_z, hidden=static.hidden).apply)
+    mx = np.asarray(log.max_adv)
+    for g in range(len(lrs)):
+        for s in range(len(keys)):
+            params = jax.tree_util.tree_map(lambda a: a[g, s], state.params)  # noqa: B023
+            exact = _adv_numpy(family, problem, predict(params, feat))
+            assert exact < DELTA
+            assert float(final[g, s]) == pytest.approx(exact, abs=1e-5)
+            r = rtd[g, s]
+            assert np.all(mx[g, s, :r] >= DELTA) and mx[g, s, r] < DELTA
+    # the grid program gives each single run's numbers
+    single = jax.jit(make_train(static))
+    st1, log1, _ = single(net_hparams(DELTA, lrs[1]), keys[1], family, problem, feat)
+    assert int(st1.rounds_to_delta) == rtd[1, 1]
+    np.testing.assert_allclose(np.asarray(log1.max_adv), mx[1, 1], atol=1e-6)
+
+
+def test_adam_alternative_reaches_delta():
+    problem, family, feat = _build(jax.random.key(0))
+    static = NetTrainStatic(rounds=40, hidden=(16,), optimizer="adam")
+    state, _, final = jax.jit(make_train(static))(
+        net_hparams(DELTA, 0.01), jax.random.key(3), family, problem, feat)
+    assert int(state.rounds_to_delta) >= 1  # it had to train (uniform start is not enough)
+    assert float(final) < DELTA
+
+
+def test_trained_mlp_distinguisher_best_response():
+    problem, family, feat = _build(jax.random.key(0))
+    static = NetTrainStatic(rounds=60, hidden=(16,), best_response="family+mlp", dist_steps=3)
+    state, log, final = jax.jit(make_train(static))(
+        net_hparams(DELTA, 3.0), jax.random.key(2), family, problem, feat)
+    chosen = np.asarray(log.chosen)
+    assert int(state.rounds_to_delta) >= 0
+    assert float(final) < DELTA
+    r = int(state.rounds_to_delta)
+    # exit requires both the family and the trained distinguisher below delta
+    assert float(log.max_adv[r]) < DELTA and float(log.dist_adv[r]) < DELTA
+    assert np.all(chosen[r:] == -1) and np.all(chosen[:r] >= 0)
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="optimizer='rmsprop'"):
+        NetTrainStatic(optimizer="rmsprop")
+    with pytest.raises(ValueError, match="best_response='x'"):
+        NetTrainStatic(best_response="x")
+    with pytest.raises(ValueError, match="delta="):
+        net_hparams(0.0, 1.0)
+    with pytest.raises(ValueError, match="lr="):
+        net_hparams(0.1, -1.0)
+    assert jnp.ndim(net_hparams(0.1, 1.0).delta) == 0
