@@ -1,0 +1,197 @@
+"""rho-stability as fractional block sensitivity (spec PED 3).
+
+Host-side (numpy + scipy HiGHS) linear programs:
+
+* :func:`fbs` -- the primal packing LP over the sensitive blocks (spec 3.2), optionally with an
+  optimal packing ``u`` (what the error-shifting estimator of spec 4 plays);
+* :func:`fbs_dual` -- the fractional certificate (cover) LP, equal in value;
+* :func:`flip_probability` -- the worst-case flip probability ``F(eps)`` of spec 3.3, which equals
+  ``eps * fbs`` for ``eps <= 1/q``;
+* closed forms for thresholds, AND, OR, majority, parity, dictator (spec 3.4);
+* :func:`node_fbs` / :func:`tree_rho` -- fbs of every internal node at its true child vector and
+  the smallest admissible rho of a tree (the max over internal nodes, spec 3.3);
+* :func:`error_shifting_table` -- per (node, candidate) the distribution ``u_B / fbs`` over the flip
+  patterns ``z* XOR B`` of an optimal packing.
+
+A function ``f: {0,1}^q -> {0,1}`` is given as its table ``f[code(z)]`` (little-endian codes,
+``dedebate.core.bit_table``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linprog
+
+from dedebate.core.bits import bit_table
+from dedebate.trees.tree import MAX_Q, ClaimTree, child_codes
+
+
+def _check_function(table, z) -> tuple[np.ndarray, int, int]:
+    f = np.asarray(table).astype(np.int64).reshape(-1)
+    n = f.size
+    q = n.bit_length() - 1
+    if n < 2 or 2**q != n:
+        raise ValueError(f"table has {n} entries: a function of q bits needs 2^q entries, q >= 1")
+    if q > MAX_Q:
+        raise ValueError(f"q={q}: fbs LPs are limited to q <= {MAX_Q} (2^q blocks)")
+    if not np.isin(f, (0, 1)).all():
+        raise ValueError("table: a boolean function's table must hold only 0 and 1")
+    z = int(z)
+    if not 0 <= z < n:
+        raise ValueError(f"z={z}: an answer pattern of q={q} bits has a code in [0, {n})")
+    return f, q, z
+
+
+def sensitive_blocks(table, z) -> np.ndarray:
+    """Codes of the nonempty blocks ``B`` with ``f(z XOR 1_B) != f(z)`` (spec 3.2)."""
+    f, q, z = _check_function(table, z)
+    blocks = np.arange(1, 2**q)
+    return blocks[f[z ^ blocks] != f[z]]
+
+
+def fbs(table, z, return_packing: bool = False):
+    """Fractional block sensitivity ``fbs_z(f)`` by the packing LP (spec 3.2)::
+
+        max sum_{B in S_z} u_B   s.t.  sum_{B ∋ i} u_B <= 1 (all i),  u >= 0.
+
+    With ``return_packing`` also returns ``u`` as float64[2^q] indexed by block code (zero off
+    ``S_z``).
+    """
+    f, q, z = _check_function(table, z)
+    blocks = sensitive_blocks(f, z)
+    u = np.zeros(2**q)
+    if blocks.size == 0:
+        return (0.0, u) if return_packing else 0.0
+    a_ub = bit_table(q)[blocks].T.astype(np.float64)  # [q, |S|]
+    res = linprog(-np.ones(blocks.size), A_ub=a_ub, b_ub=np.ones(q), bounds=(0, None),
+                  method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"fbs LP failed: {res.message}")
+    u[blocks] = np.clip(res.x, 0.0, None)
+    value = float(-res.fun)
+    return (value, u) if return_packing else value
+
+
+def fbs_dual(table, z, return_cover: bool = False):
+    """The dual (fractional certificate) LP::
+
+        min sum_i t_i   s.t.  sum_{i in B} t_i >= 1 (all B in S_z),  t >= 0.
+    """
+    f, q, z = _check_function(table, z)
+    blocks = sensitive_blocks(f, z)
+    if blocks.size == 0:
+        return (0.0, np.zeros(q)) if return_cover else 0.0
+    a_ub = -bit_table(q)[blocks].astype(np.float64)  # [|S|, q]
+    res = linprog(np.ones(q), A_ub=a_ub, b_ub=-np.ones(blocks.size), bounds=(0, None),
+                  method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"fbs dual LP failed: {res.message}")
+    value = float(res.fun)
+    return (value, np.clip(res.x, 0.0, None)) if return_cover else value
+
+
+def flip_probability(table, z, eps: float) -> float:
+    """Worst-case ``Pr[f(z') != f(z)]`` over joints on ``z' = z XOR B`` with marginal error
+    ``<= eps`` per coordinate (spec 3.3)::
+
+        F(eps) = max { sum_{B in S_z} w_B : sum_{B ∋ i} w_B <= eps,  sum_B w_B <= 1,  w >= 0 }.
+    """
+    f, q, z = _check_function(table, z)
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"eps={eps!r}: a marginal error must lie in [0, 1]")
+    blocks = np.arange(2**q)
+    sens = (f[z ^ blocks] != f[z]).astype(np.float64)
+    a_ub = np.vstack([bit_table(q).T.astype(np.float64), np.ones((1, 2**q))])
+    b_ub = np.concatenate([np.full(q, eps), [1.0]])
+    res = linprog(-sens, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"flip-probability LP failed: {res.message}")
+    return float(-res.fun)
+
+
+# ---- closed forms (spec 3.4) -----------------------------------------------------------------
+def fbs_threshold(q: int, t: int, w: int) -> float:
+    """``Thr_t`` at a point with w ones: ``w/(w-t+1)`` if ``w >= t`` else ``(q-w)/(t-w)``."""
+    if not 1 <= t <= q or not 0 <= w <= q:
+        raise ValueError(f"(q, t, w)=({q}, {t}, {w}): need 1 <= t <= q and 0 <= w <= q")
+    return w / (w - t + 1) if w >= t else (q - w) / (t - w)
+
+
+def fbs_and(q: int, w: int) -> float:
+    """AND: q at all ones, 1 elsewhere."""
+    return fbs_threshold(q, q, w)
+
+
+def fbs_or(q: int, w: int) -> float:
+    """OR: q at all zeros, 1 elsewhere."""
+    return fbs_threshold(q, 1, w)
+
+
+def fbs_majority(q: int, w: int) -> float:
+    """MAJ of q = 2m + 1 bits: ``w/(w-m)`` for ``w >= m+1``, ``(q-w)/(m+1-w)`` otherwise."""
+    if q % 2 != 1:
+        raise ValueError(f"q={q!r}: majority needs an odd number of bits")
+    return fbs_threshold(q, (q + 1) // 2, w)
+
+
+def fbs_parity(q: int) -> float:
+    """Parity: every singleton is sensitive, fbs = q at every point."""
+    return float(q)
+
+
+def fbs_dictator() -> float:
+    return 1.0
+
+
+# ---- trees -------------------------------------------------------------------------------------
+def _unique_lp(tree: ClaimTree, solve, cache: dict | None):
+    """Apply ``solve(table, code)`` to every distinct (aggregator, true child code) pair."""
+    codes = child_codes(tree)  # [n_int, C]
+    agg = np.asarray(tree.agg)[: tree.n_internal]
+    tables = np.asarray(tree.tables)
+    cache = {} if cache is None else cache
+    pairs = np.stack([agg, codes], axis=-1).reshape(-1, 2)
+    uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    results = []
+    for a, c in uniq:
+        key = (tables[a].tobytes(), int(c))
+        if key not in cache:
+            cache[key] = solve(tables[a], int(c))
+        results.append(cache[key])
+    return results, inverse.reshape(codes.shape)
+
+
+def node_fbs(tree: ClaimTree, cache: dict | None = None) -> np.ndarray:
+    """``fbs[v, c]`` of ``M_D`` at internal node v, candidate c, at the true child vector."""
+    cache = {} if cache is None else cache
+    results, inverse = _unique_lp(tree, lambda f, z: fbs(f, z, return_packing=True), cache)
+    values = np.array([r[0] for r in results])
+    return values[inverse]
+
+
+def tree_rho(tree: ClaimTree, cand: int | None = None, cache: dict | None = None) -> float:
+    """Smallest admissible rho: max fbs over internal nodes for candidate ``cand`` (default: the
+    honest candidate), each at its true child vector (spec 3.3)."""
+    c = tree.honest_cand if cand is None else cand
+    if not 0 <= c < tree.n_cand:
+        raise ValueError(f"cand={cand!r}: the tree has candidates 0..{tree.n_cand - 1}")
+    return float(node_fbs(tree, cache)[:, c].max())
+
+
+def error_shifting_table(tree: ClaimTree, cache: dict | None = None) -> np.ndarray:
+    """float32[n_int, C, 2^q]: mass ``u_B / fbs`` on pattern ``z* XOR B`` for an optimal packing
+    ``u`` at each (node, candidate), ``z*`` the true child vector (spec 4). Where fbs = 0 (no
+    sensitive block) the row is the point mass on ``z*``."""
+    cache = {} if cache is None else cache
+    results, inverse = _unique_lp(tree, lambda f, z: fbs(f, z, return_packing=True), cache)
+    codes = child_codes(tree)
+    blocks = np.arange(2**tree.q)
+    rel = np.zeros((len(results), 2**tree.q))  # mass on block B (B = 0: stay at the truth)
+    for i, (value, u) in enumerate(results):
+        if value > 0:
+            rel[i] = u / value
+        else:
+            rel[i, 0] = 1.0
+    # pattern y = z* XOR B, so out[v, c, y] = rel[v, c, y XOR z*]
+    out = np.take_along_axis(rel[inverse], codes[..., None] ^ blocks, axis=-1)
+    return out.astype(np.float32)

@@ -1,0 +1,185 @@
+"""Claim trees: layout, recursive decomposability, the library's structure, bad input."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dedebate.core.bits import bit_table
+from dedebate.trees import (
+    MAX_Q,
+    and_tree,
+    check_decomposable,
+    check_sizes,
+    child_codes,
+    hidden_flaw_tree,
+    level_offset,
+    n_nodes,
+    noisy_evidence_tree,
+    random_tree,
+    threshold_rule,
+    truth_code,
+    unanimous_tree,
+)
+
+
+def _children_np(tree, v, c):
+    return v * tree.branching + 1 + c * tree.q + np.arange(tree.q)
+
+
+@pytest.fixture(scope="module")
+def rand_tree():
+    return random_tree(jax.random.key(0), depth=3, q=3, n_cand=2)
+
+
+@pytest.fixture(scope="module")
+def noisy_u():
+    """Noisy-evidence tree (q=9, Thr_5) with an unstable AND alternative, false root."""
+    return noisy_evidence_tree(jax.random.key(1), depth=2, root_truth=0, unstable_alternative=True)
+
+
+@pytest.fixture(scope="module")
+def hidden():
+    """64 hidden-flaw trees (q=4, d=3) built as one batch."""
+    return hidden_flaw_tree(jax.random.split(jax.random.key(7), 64), depth=3, q=4)
+
+
+def test_layout_is_a_complete_breadth_first_tree(rand_tree):
+    tree = rand_tree
+    b = 6
+    assert tree.n_nodes == n_nodes(3, 3, 2) == 1 + 6 + 36 + 216
+    assert tree.n_internal == level_offset(3, 2, 3) == 43
+    assert tree.truth.shape == (259,) and tree.agg.shape == (259, 2)
+    # every non-root node is the child of exactly one (node, candidate, position)
+    seen = np.concatenate([_children_np(tree, v, c) for v in range(tree.n_internal)
+                           for c in range(2)])
+    assert np.array_equal(np.sort(seen), np.arange(1, tree.n_nodes))
+    # children of level k are exactly level k + 1, in order
+    for k in range(3):
+        lo, hi = level_offset(3, 2, k), level_offset(3, 2, k + 1)
+        kids = np.concatenate([_children_np(tree, v, c) for v in range(lo, hi) for c in range(2)])
+        assert np.array_equal(kids, np.arange(hi, hi + (hi - lo) * b))
+    assert np.array_equal(np.asarray(tree.children(5, 1)), _children_np(tree, 5, 1))
+    assert int(tree.child(5, 1, 2)) == _children_np(tree, 5, 1)[2]
+
+
+def test_md_table_materialises_the_aggregators(noisy_u):
+    tree = noisy_u
+    md = np.asarray(tree.md_table)
+    assert md.shape == (tree.n_nodes, 2, 512)
+    ones = bit_table(9).sum(axis=1)
+    assert np.array_equal(md[3, 0], (ones >= 5).astype(np.int8))
+    assert np.array_equal(md[3, 1], (ones == 9).astype(np.int8))
+    assert np.array_equal(np.asarray(tree.md(3, 1)), md[3, 1])
+
+
+def test_library_trees_are_recursively_decomposable(rand_tree, noisy_u, hidden):
+    check_decomposable(rand_tree)
+    check_decomposable(noisy_u)
+    for i in (0, 1, 63):
+        check_decomposable(jax.tree.map(lambda x, i=i: x[i], hidden))
+    check_decomposable(unanimous_tree(jax.random.key(3), depth=2))
+    check_decomposable(and_tree(jax.random.key(3), depth=3, q=4, root_truth=0))
+
+
+def test_corrupted_tree_is_rejected(noisy_u):
+    bad = noisy_u.replace(truth=noisy_u.truth.at[0].set(1 - noisy_u.truth[0]))
+    with pytest.raises(ValueError, match="node 0, candidate 0"):
+        check_decomposable(bad)
+
+
+def test_noisy_evidence_child_counts(noisy_u):
+    tree = noisy_u
+    truth = np.asarray(tree.truth)
+    counts = bit_table(9).sum(axis=1)[child_codes(tree)[:, 0]]
+    parent = truth[: tree.n_internal]
+    assert set(counts[parent == 1]) <= {8, 9} and set(counts[parent == 0]) <= {0, 1}
+    assert {8, 9} <= set(counts[parent == 1]) and {0, 1} <= set(counts[parent == 0])
+
+
+def test_hidden_flaw_structure(hidden):
+    truth = np.asarray(hidden.truth)
+    known = np.asarray(hidden.known)
+    tree0 = jax.tree.map(lambda x: x[0], hidden)
+    q, b, n_int = 4, 8, tree0.n_internal
+    v = np.arange(n_int)
+    and_kids = v[:, None] * b + 1 + np.arange(q)[None, :]          # candidate 0
+    thr_kids = v[:, None] * b + 1 + q + np.arange(q)[None, :]      # candidate 1
+    assert np.all(truth[:, 0] == 0) and np.all(known[:, 0])      # root oracle
+    assert not known[:, and_kids].any() and known[:, thr_kids].all()
+    false_and = truth[:, and_kids].sum(axis=-1)                   # [tree, node]
+    parent = truth[:, :n_int]
+    assert np.all(false_and[parent == 1] == q) and np.all(false_and[parent == 0] == q - 1)
+    # the flaw position is uniform: each position's count within a 99.9% binomial band
+    pos = np.argmin(truth[:, and_kids], axis=-1)[parent == 0]
+    n = pos.size
+    counts = np.bincount(pos, minlength=q)
+    band = 3.3 * np.sqrt(n * (1 / q) * (1 - 1 / q))
+    assert n > 1000 and np.all(np.abs(counts - n / q) <= band), counts
+    # the public view hides exactly the unobservable truths
+    pub = np.asarray(tree0.public().truth)
+    assert np.array_equal(pub == -1, ~np.asarray(tree0.known))
+    assert np.array_equal(pub[np.asarray(tree0.known)], truth[0][np.asarray(tree0.known)])
+
+
+def test_a_batch_of_keys_equals_building_one_by_one(hidden):
+    keys = jax.random.split(jax.random.key(7), 64)
+    for i in (0, 17, 63):
+        one = hidden_flaw_tree(keys[i], depth=3, q=4)
+        assert np.array_equal(np.asarray(one.truth), np.asarray(hidden.truth[i]))
+        assert np.array_equal(np.asarray(one.known), np.asarray(hidden.known[i]))
+
+
+def test_builders_trace_inside_jit():
+    f = jax.jit(lambda k: and_tree(k, depth=3, q=4, root_truth=0).truth)
+    eager = and_tree(jax.random.key(3), depth=3, q=4, root_truth=0).truth
+    assert np.array_equal(np.asarray(f(jax.random.key(3))), np.asarray(eager))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"q": MAX_Q + 1}, r"q=13: .*2 <= q <= 12"),
+    ({"q": 1}, r"q=1:"),
+    ({"depth": 0}, r"depth=0:"),
+])
+def test_bad_sizes(kwargs, match):
+    args = {"q": 3, "depth": 2} | kwargs
+    with pytest.raises(ValueError, match=match):
+        check_sizes(args["q"], args["depth"])
+    with pytest.raises(ValueError, match=match):
+        random_tree(jax.random.key(0), depth=args["depth"], q=args["q"])
+
+
+def test_q_above_twelve_is_refused_by_every_builder():
+    k = jax.random.key(0)
+    for build in (lambda: noisy_evidence_tree(k, depth=1, q=13, t=7, true_counts=(13,),
+                                              false_counts=(0,)),
+                  lambda: hidden_flaw_tree(k, depth=1, q=13),
+                  lambda: and_tree(k, depth=1, q=13)):
+        with pytest.raises(ValueError, match="q=13"):
+            build()
+
+
+def test_bad_rules_and_roots():
+    with pytest.raises(ValueError, match="true_counts"):
+        threshold_rule(9, 5, (4, 9), (0,))
+    with pytest.raises(ValueError, match="false_counts"):
+        threshold_rule(9, 5, (9,), (5,))
+    with pytest.raises(ValueError, match="t=0"):
+        threshold_rule(9, 0, (9,), (0,))
+    with pytest.raises(ValueError, match="root_truth=2"):
+        and_tree(jax.random.key(0), depth=1, q=3, root_truth=2)
+    with pytest.raises(ValueError, match="table entries"):
+        random_tree(jax.random.key(0), depth=6, q=12)
+    with pytest.raises(ValueError, match="nodes"):
+        check_sizes(12, 7, 2)
+
+
+def test_traced_truth_code_matches_host_codes(rand_tree):
+    tree = rand_tree
+
+    @jax.jit
+    def codes(tree):
+        return jax.vmap(lambda v: jax.vmap(lambda c: truth_code(tree.child_truths(v, c)))(
+            jnp.arange(tree.n_cand)))(jnp.arange(tree.n_internal))
+
+    assert np.array_equal(np.asarray(codes(tree)), child_codes(tree))
