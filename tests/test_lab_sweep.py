@@ -187,9 +187,8 @@ def test_experiment_without_point_runs_each_point_in_full(reg, tmp_path):
         assert run["provenance"]["seed"] == int(r["seed"])
         assert r["status"] == "ok" and r["passed"] in ("0", "1")
     # the same point in a smaller sweep: same numbers (keys from the point id, not the index)
-    cfg2 = resolve({**raw, "sweep": {"seeds": [1], "axes": {"p": [0.75]}, "plots": False},
-                    "params": {
-        "chunks": 1}}, reg.experiments)
+    cfg2 = resolve({**raw, "sweep": {"seeds": [1], "axes": {"p": [0.75], "chunks": [1]},
+                                     "plots": False}}, reg.experiments)
     (alone,) = read_csv(run_sweep(reg.experiments["fake_pass"], cfg2,
                                   show_progress=False).sweep_dir / "sweep.csv")
     inside = next(r for r in rows if r["p"] == "0.75" and r["seed"] == "1")
