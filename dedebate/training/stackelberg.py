@@ -1,0 +1,336 @@
+"""Stackelberg self-play for prover-estimator debate (spec PED 7.4, 8.5, 10; issue 8).
+
+The objective is A's exact expected payoff averaged over a batch of claim trees (inputs x ~ mu
+uniform on the batch)::
+
+    J(A, B) = mean_x E[U_A(x)],     E[U_A] = sum_paths P_A(path) * u_exact(path)       (spec 2.2)
+
+computed by :func:`dedebate.protocols.prover_estimator.expected_payoff`, which enumerates every
+(candidate, selection) path and replaces the judge's samples, A's answer and A's directions by
+their expectations. ``grad J`` is therefore the exact gradient, including for A's discrete
+choices (no score-function variance).
+
+Schedules (one outer step = one A update):
+
+* **Stackelberg** (A leads, spec 8.5): B takes ``n_b`` Adam steps on ``-J`` against the current A,
+  then A takes one Adam step on ``J`` at the updated B.
+* **Simultaneous** (the named baseline): both gradients are taken at the same (A, B) and both
+  players step once.
+
+``n_b`` and the schedule are dynamic (a ``lax.fori_loop`` with a traced trip count, which vmap
+turns into a masked loop), so one compiled program runs every ``n_b`` and both schedules, vmapped
+over seeds. The whole run is ``lax.scan`` over A updates: ``train(hp, trees, key)``.
+
+Monitors per A update (measured at the B that A's update sees, before A moves):
+``u_a`` (mean E[U_A]), ``a_correct`` (mean P[A answers T(x)]), ``p_stable`` (mean probability A
+gives the stable candidate at the root), ``certified = rho^(d+1) (u_a - eta)`` (spec 7.4: a lower
+bound on P[A correct] if B is near best-responding), and ``calib`` (a proxy for B's realised
+max |Adv| against A's tests: the largest error ``max(|p_d - T(x)|, max_i |m_i - T(y_i)|)`` of B's
+root estimate and its marginals on the stable candidate's subclaims at every internal claim,
+evaluated at ``phat = T(claim)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax.flatten_util import ravel_pytree
+
+from dedebate.agents.learned import (
+    LearnedEstimator,
+    LearnedProver,
+    init_estimator,
+    init_prover,
+)
+from dedebate.core.bits import bit_table
+from dedebate.protocols.prover_estimator import PEDParams, PEDSettings, all_paths, play
+from dedebate.trees.tree import ClaimTree
+
+
+@dataclasses.dataclass(frozen=True)
+class StackelbergStatic:
+    """Static sizes of a training run (hashable)."""
+
+    steps: int = 300
+    hidden_a: tuple = (16,)
+    hidden_b: tuple = (32,)
+    settings: PEDSettings = dataclasses.field(default_factory=PEDSettings)
+
+    def __post_init__(self):
+        if not isinstance(self.steps, (int, np.integer)) or self.steps < 1:
+            raise ValueError(f"steps={self.steps!r}: the number of A updates must be >= 1")
+        for name in ("hidden_a", "hidden_b"):
+            h = getattr(self, name)
+            if not h or any(not isinstance(w, (int, np.integer)) or w < 1 for w in h):
+                raise ValueError(f"{name}={h!r}: need a non-empty tuple of widths >= 1")
+        if self.settings.mode != "exact":
+            raise ValueError("settings.mode: training uses the exact expected rewards ('exact')")
+
+
+@struct.dataclass
+class StackelbergHParams:
+    """Dynamic numbers of a training run (vmappable)."""
+
+    lr_a: jax.Array
+    lr_b: jax.Array
+    n_b: jax.Array  # int32: B updates per A update
+    simultaneous: jax.Array  # bool: simultaneous gradient play instead of Stackelberg
+    rho: jax.Array
+    eta: jax.Array
+
+
+def hparams(lr_a=0.05, lr_b=0.05, n_b=5, simultaneous=False, rho=2.0, eta=0.0):
+    """Validated :class:`StackelbergHParams` (scalars or equal-shape arrays for a vmapped grid)."""
+    for name, v in (("lr_a", lr_a), ("lr_b", lr_b)):
+        a = np.asarray(v, np.float64)
+        if not np.all(np.isfinite(a)) or np.any(a <= 0):
+            raise ValueError(f"{name}={v!r}: a learning rate must be a finite number > 0")
+    nb = np.asarray(n_b)
+    if not np.issubdtype(nb.dtype, np.integer) or np.any(nb < 1):
+        raise ValueError(f"n_b={n_b!r}: B updates per A update must be integers >= 1")
+    r = np.asarray(rho, np.float64)
+    if not np.all(np.isfinite(r)) or np.any(r < 1):
+        raise ValueError(f"rho={rho!r}: the stability parameter must be a finite number >= 1")
+    e = np.asarray(eta, np.float64)
+    if not np.all(np.isfinite(e)) or np.any(e < 0):
+        raise ValueError(f"eta={eta!r}: the soundness slack must be a finite number >= 0")
+    return StackelbergHParams(jnp.asarray(lr_a, jnp.float32), jnp.asarray(lr_b, jnp.float32),
+                              jnp.asarray(n_b, jnp.int32), jnp.asarray(simultaneous, bool),
+                              jnp.asarray(rho, jnp.float32), jnp.asarray(eta, jnp.float32))
+
+
+@struct.dataclass
+class TrainState:
+    """Players and Adam states; after :func:`make_train`'s ``train`` the Adam states are over
+    each player's flat parameter vector (``jax.flatten_util.ravel_pytree`` order)."""
+
+    prover: LearnedProver
+    estimator: LearnedEstimator
+    opt_a: optax.OptState
+    opt_b: optax.OptState
+    step: jax.Array
+
+
+@struct.dataclass
+class Monitors:
+    """Per-A-update monitors (arrays over steps after ``train``)."""
+
+    u_a: jax.Array
+    a_correct: jax.Array
+    p_stable: jax.Array
+    certified: jax.Array
+    calib: jax.Array
+
+
+_ADAM = optax.scale_by_adam(b1=0.9, b2=0.99)
+
+
+def payoff(static: StackelbergStatic, rho, prover, estimator, trees: ClaimTree):
+    """``(mean_x E[U_A], mean_x P[A correct])`` over a batch of trees (exact, spec 2.2).
+
+    The same sum as :func:`dedebate.protocols.prover_estimator.expected_payoff` (exact-mode
+    payoff of every forced path weighted by A's probability of it), with one ``vmap`` over the
+    paths instead of its ``lax.map`` (a smaller program to differentiate and compile; the test
+    suite checks the two agree).
+    """
+    params = PEDParams(jnp.asarray(rho, jnp.float32), jnp.int32(-1))
+    one = jax.tree_util.tree_map(lambda x: x[0], trees)
+    paths = jnp.asarray(all_paths(one))
+    key = jax.random.key(0)  # unused: exact mode with forced paths draws nothing
+
+    def per_tree(t):
+        out = jax.vmap(lambda f: play(static.settings, params, prover, estimator, t, key,
+                                      forced=f))(paths)
+        w = jnp.exp(out.log_prob)
+        return jnp.sum(w * out.u_a), jnp.sum(w * out.a_correct)
+
+    u, acc = jax.vmap(per_tree)(trees)
+    return u.mean(), acc.mean()
+
+
+def _monitors(static, hp, prover, estimator, trees, u, acc) -> Monitors:
+    one = jax.tree_util.tree_map(lambda x: x[0], trees)
+    honest, depth, q = one.honest_cand, one.depth, one.q
+    bits = jnp.asarray(bit_table(q), jnp.float32)
+
+    def per_tree(t):
+        view = t.public()
+        p_d = estimator.initial(view)
+        stable = prover.decompose(view, jnp.int32(0), p_d, depth)[honest]
+
+        def node_err(v):
+            truth = t.truth[v].astype(jnp.float32)
+            logits = estimator.joint(view, v, honest, truth, depth)
+            marg = jax.nn.softmax(logits) @ bits
+            return jnp.max(jnp.abs(marg - t.child_truths(v, honest).astype(jnp.float32)))
+
+        errs = jax.vmap(node_err)(jnp.arange(t.n_internal))
+        return stable, jnp.maximum(jnp.abs(p_d - t.truth[0]), errs.max())
+
+    stable, calib = jax.vmap(per_tree)(trees)
+    certified = hp.rho ** (depth + 1) * (u - hp.eta)
+    return Monitors(u, acc, stable.mean(), certified, calib.max())
+
+
+def init_state(static: StackelbergStatic, q: int, key) -> TrainState:
+    ka, kb = jax.random.split(key)
+    prover = init_prover(ka, static.hidden_a)
+    estimator = init_estimator(kb, q, static.hidden_b)
+    return TrainState(prover, estimator, _ADAM.init(prover.params), _ADAM.init(estimator.params),
+                      jnp.int32(0))
+
+
+def _step(params, opt, grads, lr, sign):
+    """One Adam step: ``params + sign * lr * adam(grads)`` (sign +1 ascends, -1 descends)."""
+    upd, opt = _ADAM.update(grads, opt, params)
+    params = jax.tree_util.tree_map(lambda p, u: p + sign * lr * u, params, upd)
+    return params, opt
+
+
+@struct.dataclass
+class Carry:
+    """The training state between A updates, as flat arrays (what a checkpoint saves):
+    each player's parameter vector (``ravel_pytree`` order of a fresh player), Adam states and
+    the number of A updates done."""
+
+    a_flat: jax.Array
+    b_flat: jax.Array
+    opt_a: optax.OptState
+    opt_b: optax.OptState
+    step: jax.Array
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(static: StackelbergStatic, q: int):
+    """Host side, cached: template players (zero parameters), the unravel functions of their
+    flat parameter vectors, per-entry init scales (LeCun uniform ``sqrt(3 / fan_in)`` for hidden
+    kernels, 0 for biases and output kernels, as in :mod:`dedebate.agents.learned`) and sizes."""
+    shapes_a = jax.eval_shape(lambda: init_prover(jax.random.key(0), static.hidden_a))
+    shapes_b = jax.eval_shape(lambda: init_estimator(jax.random.key(0), q, static.hidden_b))
+    out = []
+    for shapes, n_hidden in ((shapes_a, len(static.hidden_a)), (shapes_b, len(static.hidden_b))):
+        zeros = jax.tree_util.tree_map(lambda x: np.zeros(x.shape, np.float32), shapes.params)
+        with jax.ensure_compile_time_eval():  # also when first called inside a trace
+            flat, unravel = ravel_pytree(zeros)
+
+        def scale(path, x, n=n_hidden):
+            keys = [getattr(k, "key", None) for k in path]
+            layer = int(str(keys[-2]).split("_")[-1])
+            if keys[-1] == "kernel" and layer < n:
+                return np.full(x.shape, np.sqrt(3.0 / x.shape[0]), np.float32)
+            return np.zeros(x.shape, np.float32)
+
+        scales = jax.tree_util.tree_map_with_path(scale, zeros)
+        scale_flat = np.concatenate([x.ravel() for x in jax.tree_util.tree_leaves(scales)])
+        out.append((shapes.replace(params=zeros), unravel, scale_flat, int(flat.size)))
+    return tuple(out)
+
+
+def _templates(static: StackelbergStatic, q: int):
+    (a0, unravel_a, _, _), (b0, unravel_b, _, _) = _layout(static, q)
+    return a0, b0, unravel_a, unravel_b
+
+
+def _q(trees: ClaimTree) -> int:
+    return jax.tree_util.tree_map(lambda x: x[0], trees).q
+
+
+def init_carry(static: StackelbergStatic, trees: ClaimTree, key) -> Carry:
+    """Initial :class:`Carry` (pure, vmappable): each player's flat parameters from one uniform
+    draw, ``scale * U[-1, 1]`` (LeCun uniform hidden kernels; zero biases and output layers, so
+    A starts with fair coins and B with the uniform joint). One random call per player keeps
+    compilation cheap (Flax's per-layer init inside jit compiled for ~8 s on the loaded CPU)."""
+    (_, _, scale_a, n_a), (_, _, scale_b, n_b) = _layout(static, _q(trees))
+    ka, kb = jax.random.split(key)
+    af = jnp.asarray(scale_a) * jax.random.uniform(ka, (n_a,), minval=-1.0, maxval=1.0)
+    bf = jnp.asarray(scale_b) * jax.random.uniform(kb, (n_b,), minval=-1.0, maxval=1.0)
+    return Carry(af, bf, _ADAM.init(af), _ADAM.init(bf), jnp.int32(0))
+
+
+def players(static: StackelbergStatic, trees: ClaimTree, carry: Carry):
+    """The (LearnedProver, LearnedEstimator) a carry holds."""
+    a0, b0, unravel_a, unravel_b = _templates(static, _q(trees))
+    return a0.replace(params=unravel_a(carry.a_flat)), b0.replace(params=unravel_b(carry.b_flat))
+
+
+def make_chunk(static: StackelbergStatic, length: int):
+    """``chunk(hp, trees, carry) -> (carry, Monitors over length A updates)`` (pure).
+
+    One A update is an inner ``fori_loop`` of ``n_b + 1`` iterations (1 under simultaneous play),
+    each taking the joint gradient ``(dJ/dA, dJ/dB)`` once: B descends on iterations ``< n_b``
+    (every iteration under simultaneous play), A ascends on the last. A single gradient site and
+    flat parameter vectors keep the compiled program small. Chunks compose:
+    ``chunk_k(chunk_m(c))`` equals ``chunk_{m+k}(c)`` (resume equals uninterrupted).
+    """
+    if not isinstance(length, (int, np.integer)) or length < 1:
+        raise ValueError(f"length={length!r}: a chunk needs >= 1 A updates")
+
+    def select(flag, new, old):
+        return jax.tree_util.tree_map(lambda x, y: jnp.where(flag, x, y), new, old)
+
+    def chunk(hp: StackelbergHParams, trees: ClaimTree, carry: Carry):
+        a0, b0, unravel_a, unravel_b = _templates(static, _q(trees))
+
+        def objective(af, bf):
+            return payoff(static, hp.rho, a0.replace(params=unravel_a(af)),
+                          b0.replace(params=unravel_b(bf)), trees)
+
+        grad_both = jax.value_and_grad(objective, argnums=(0, 1), has_aux=True)
+
+        def outer(c: Carry, _):
+            n_iter = jnp.where(hp.simultaneous, 1, hp.n_b + 1)
+
+            def inner(i, x):
+                af, bf, oa, ob, u, acc = x
+                (u_i, acc_i), (ga, gb) = grad_both(af, bf)
+                last = i == n_iter - 1
+                b_moves = hp.simultaneous | (i < hp.n_b)
+                bf2, ob2 = _step(bf, ob, gb, hp.lr_b, -1.0)
+                af2, oa2 = _step(af, oa, ga, hp.lr_a, 1.0)
+                bf, ob = select(b_moves, (bf2, ob2), (bf, ob))
+                af, oa = select(last, (af2, oa2), (af, oa))
+                return (af, bf, oa, ob, jnp.where(last, u_i, u), jnp.where(last, acc_i, acc))
+
+            af, bf, oa, ob, u, acc = jax.lax.fori_loop(
+                0, n_iter, inner, (c.a_flat, c.b_flat, c.opt_a, c.opt_b, jnp.float32(0),
+                                   jnp.float32(0)))
+            # monitors at the (A, B) the A update saw (B before its simultaneous step)
+            b_seen = jnp.where(hp.simultaneous, c.b_flat, bf)
+            mon = _monitors(static, hp, a0.replace(params=unravel_a(c.a_flat)),
+                            b0.replace(params=unravel_b(b_seen)), trees, u, acc)
+            return Carry(af, bf, oa, ob, c.step + 1), mon
+
+        return jax.lax.scan(outer, carry, None, length=length)
+
+    return chunk
+
+
+def make_train(static: StackelbergStatic):
+    """``train(hp, trees, key) -> (TrainState, Monitors over static.steps A updates)``: the whole
+    run as one pure function (:func:`init_carry` then one :func:`make_chunk` of all steps); jit
+    it and vmap it over seeds (``key``, ``trees``) and over grid points (``hp``)."""
+    chunk = make_chunk(static, static.steps)
+
+    def train(hp: StackelbergHParams, trees: ClaimTree, key):
+        carry, mon = chunk(hp, trees, init_carry(static, trees, key))
+        a, b = players(static, trees, carry)
+        return TrainState(a, b, carry.opt_a, carry.opt_b, carry.step), mon
+
+    return train
+
+
+def first_converged(flags: np.ndarray) -> np.ndarray:
+    """Host side: for bool[..., steps] the first step from which every later step is True
+    (``steps`` where the last step is False: not converged)."""
+    f = np.asarray(flags, bool)
+    steps = f.shape[-1]
+    # trailing run of True: index of the last False + 1
+    rev = np.flip(f, axis=-1)
+    trailing = np.where(rev.all(axis=-1), steps, np.argmin(rev, axis=-1))
+    return steps - trailing
