@@ -1,0 +1,93 @@
+"""Execute every notebook in ``notebooks/`` (issue 7, "Notebooks"): a notebook that raises fails.
+
+Each notebook runs in a fresh ``python3`` kernel started from this interpreter (jupyter_client
+replaces the kernelspec's ``python`` with ``sys.executable``; the first injected cell asserts the
+kernel runs in this test's environment), with ``MPLBACKEND=Agg``, W&B quiet, and a temporary
+working directory, so nothing is written into the repository. The notebooks assert their own
+numbers (exact values, proven bounds); this test also checks that they are stored without outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIR = REPO / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+TIMEOUT_S = 240  # per cell; a notebook takes ~10-30 s on two busy cores
+
+KERNEL_CHECK = f"""
+import os, sys
+assert sys.prefix == {sys.prefix!r}, (sys.executable, sys.prefix)
+assert os.environ.get("MPLBACKEND") == "Agg"
+"""
+
+# With Agg, plt.show() displays nothing and keeps the figures open: render each one to a file.
+SAVE_FIGURES = """
+import matplotlib.pyplot as plt
+for _n in plt.get_fignums():
+    plt.figure(_n).savefig(f"figure-{_n}.png", bbox_inches="tight")
+print(len(plt.get_fignums()), "figures")
+"""
+
+
+def test_notebooks_exist():
+    names = {p.name for p in NOTEBOOKS}
+    for want in ("00_oracle_machines.ipynb", "01_stochastic_debate.ipynb",
+                 "02_deterministic_debate.ipynb",
+                 "03_prover_estimator.ipynb", "04_ogd_estimator.ipynb",
+                 "05_sweeps_and_wandb.ipynb"):
+        assert want in names
+
+
+def _repo_files() -> set[str]:
+    """Every path under notebooks/, plus the repo-root folders a stray run would create (the
+    rest of the tree is left alone: other tests and tools may write there meanwhile)."""
+    return ({str(p) for p in NOTEBOOK_DIR.rglob("*")}
+            | {str(REPO / d) for d in ("runs", "wandb") if (REPO / d).exists()})
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_executes(path, tmp_path, monkeypatch):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code, f"{path.name}: no code cells"
+    for c in code:
+        assert not c.outputs and c.execution_count is None, \
+            f"{path.name}: stored with outputs (clear them before committing)"
+    assert any(c.cell_type == "markdown" for c in nb.cells[:1]), f"{path.name}: no intro"
+
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(KERNEL_CHECK))
+    nb.cells.append(nbformat.v4.new_code_cell(SAVE_FIGURES))
+
+    before = _repo_files()
+    t0 = time.perf_counter()
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=TIMEOUT_S,
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    wall = time.perf_counter() - t0
+    print(f"{path.name}: {wall:.1f} s")
+
+    figures = sorted(tmp_path.glob("figure-*.png"))
+    assert figures and all(f.stat().st_size > 1000 for f in figures), \
+        f"{path.name}: no plot was produced"
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error"]
+    assert not errors
+    assert _repo_files() == before, f"{path.name} wrote into the repository"
+    assert os.getcwd() == str(tmp_path)
