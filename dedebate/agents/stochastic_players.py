@@ -12,7 +12,7 @@ pytree class with a dynamic ``kind`` selector and dynamic parameters, so a whole
 
 Alice zoo (soundness, spec DED 9): always claims 1; claims ``pi + delta`` for delta in
 {s, 0.95 tau_B, b, 2b}; just under s (``0.99 s``) everywhere; honest except at the last step
-(claims 1 there, or ``pi + 0.95 tau_B``); an **optimised** per-step lie ``pi + lies[t]`` (found by
+(claims 1 there, or ``pi + 0.95 tau_B``); an **optimised** per-step lie ``pi + lies[t]`` from a three-parameter family (found by
 :func:`optimise_alice`).
 
 Bob zoo (completeness): aborts at step 0; at a uniformly random step (hazard ``1 / (T - t)``);
@@ -181,8 +181,8 @@ def zoo_bob(constants: DebateConstants, kind: int, w=None, w_dev: float = 0.0,
 
 
 def stack(players: Sequence) -> object:
-    """Stack players of one class into a batch (leading axis) for ``vmap``."""
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *players)
+    """Stack players of one class into a batch (leading axis) for ``vmap`` (on the host)."""
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *players)
 
 
 def alice_zoo(constants: DebateConstants) -> tuple[list[str], list[ZooAlice]]:
@@ -215,9 +215,9 @@ def bob_zoo(constants: DebateConstants) -> tuple[list[str], list[ZooBob]]:
 # ---- optimised adversaries (evolution strategy) ---------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class SearchResult:
-    """The strongest attack an evolution strategy found: its parameters, its objective value
-    (acceptance for Alice, 1 - Alice's win rate for Bob) as measured during the search, and the
-    history of the best value per generation."""
+    """The strongest attack an evolution strategy found: its parameters, its value as measured
+    during the search (Alice: acceptance; Bob: honest Alice's lowest win rate), and the best
+    value after each generation."""
 
     params: dict
     value: float
@@ -251,28 +251,40 @@ def evolution_strategy(objective: Callable[[np.ndarray], np.ndarray], x0: np.nda
 
 
 def alice_lies_from_params(theta: np.ndarray, constants: DebateConstants) -> np.ndarray:
-    """The per-step lie family: ``lies[t] = tau_B * tanh(theta[t])`` plus a free final-step lie
-    ``theta[T]`` (in units of tau_B, unbounded): lies up to Bob's threshold everywhere, and any
-    lie at the last step."""
+    """The optimised Alice's lie family, three parameters for any T:
+    ``lies[t] = tau_B tanh(theta_0 + theta_1 t / (T - 1))`` for t < T - 1 (lies up to Bob's
+    threshold, growing or shrinking along the debate) and ``lies[T-1] = tau_B theta_2`` (any lie
+    at the last step). ``theta``: [..., 3] -> lies [..., T]."""
     T = constants.T
     theta = np.asarray(theta, np.float64)
-    lies = constants.tau_bob * np.tanh(theta[..., :T])
-    lies[..., T - 1] = constants.tau_bob * theta[..., T]
+    ramp = np.arange(T) / max(T - 1, 1)
+    lies = constants.tau_bob * np.tanh(theta[..., :1] + theta[..., 1:2] * ramp)
+    lies[..., T - 1] = constants.tau_bob * theta[..., 2]
     return lies.astype(np.float32)
+
+
+def bob_logits_from_params(theta: np.ndarray, constants: DebateConstants):
+    """The optimised Bob's family, four parameters: abort logit ``theta_0 + theta_1 t / (T-1)``
+    plus ``theta_2 |p - pi| / tau_V`` plus ``theta_3 prev_bit``. Returns ``(w [..., T],
+    w_dev [...], w_prev [...])``."""
+    T = constants.T
+    theta = np.asarray(theta, np.float64)
+    ramp = np.arange(T) / max(T - 1, 1)
+    w = theta[..., :1] + theta[..., 1:2] * ramp
+    return w.astype(np.float32), theta[..., 2].astype(np.float32), theta[..., 3].astype(
+        np.float32)
 
 
 def optimise_alice(acceptance: Callable[[np.ndarray], np.ndarray], constants: DebateConstants,
                    generations: int = 20, population: int = 16, sigma: float = 0.4,
                    lr: float = 0.5, seed: int = 0) -> SearchResult:
-    """Search the per-step lie family (:func:`alice_lies_from_params`) for the largest acceptance.
+    """Search the lie family (:func:`alice_lies_from_params`) for the largest acceptance.
 
     ``acceptance(lies[P, T]) -> [P]``: the acceptance probability of each lie vector against
     honest Bob and Vera (exact for small T, or Monte Carlo with common random numbers). Starts
-    from "just under tau_B everywhere, honest last step".
+    from "0.8 tau_B everywhere, honest last step".
     """
-    T = constants.T
-    x0 = np.concatenate([np.full(T, np.arctanh(0.8)), [0.0]])
-    x0[T - 1] = 0.0
+    x0 = np.array([np.arctanh(0.8), 0.0, 0.0])
     best, value, hist = evolution_strategy(
         lambda th: acceptance(alice_lies_from_params(th, constants)), x0, sigma, generations,
         population, lr, seed)
@@ -280,19 +292,20 @@ def optimise_alice(acceptance: Callable[[np.ndarray], np.ndarray], constants: De
                         value=value, history=hist)
 
 
-def optimise_bob(alice_win: Callable[[np.ndarray, np.ndarray], np.ndarray],
+def optimise_bob(alice_win: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
                  constants: DebateConstants, generations: int = 20, population: int = 16,
                  sigma: float = 1.0, lr: float = 0.5, seed: int = 0) -> SearchResult:
-    """Search B_LEARNED's logits ``(w[T], w_dev, w_prev)`` for the lowest win rate of honest
-    Alice. ``alice_win(w[P, T], extra[P, 2]) -> [P]``. Starts from "never abort"."""
-    T = constants.T
-    x0 = np.concatenate([np.full(T, -4.0), [0.0, 0.0]])
+    """Search the abort family (:func:`bob_logits_from_params`) for the lowest win rate of
+    honest Alice. ``alice_win(w[P, T], w_dev[P], w_prev[P]) -> [P]``. Starts from "almost never
+    abort"; ``value`` is the lowest win rate found."""
+    x0 = np.array([-4.0, 0.0, 0.0, 0.0])
 
     def objective(x):
-        return -np.asarray(alice_win(x[:, :T].astype(np.float32), x[:, T:].astype(np.float32)))
+        return -np.asarray(alice_win(*bob_logits_from_params(x, constants)))
 
     best, value, hist = evolution_strategy(objective, x0, sigma, generations, population, lr,
                                            seed)
-    return SearchResult(params={"w": best[:T], "w_dev": float(best[T]),
-                                "w_prev": float(best[T + 1])},
+    w, w_dev, w_prev = bob_logits_from_params(best, constants)
+    return SearchResult(params={"theta": best, "w": w, "w_dev": float(w_dev),
+                                "w_prev": float(w_prev)},
                         value=-value, history=[-h for h in hist])

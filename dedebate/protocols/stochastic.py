@@ -262,6 +262,12 @@ class BobPlayer(Protocol):
     def coin_share(self, view: StepView, p: jax.Array, z: jax.Array) -> jax.Array: ...
 
 
+def two_party_coin(z_a: jax.Array, z_b: jax.Array) -> jax.Array:
+    """The paper's coin by cross-examination (spec DED 5.4, steps 2b-2d): ``frac(z_A + z_B)``.
+    Uniform on [0, 1) whenever one share is uniform and independent of the other."""
+    return jnp.mod(jnp.asarray(z_a, jnp.float32) + jnp.asarray(z_b, jnp.float32), 1.0)
+
+
 def checker_accepts(p: jax.Array, count: jax.Array, n: jax.Array, tau: jax.Array) -> jax.Array:
     """Lean's checker ``bob'`` (spec DED 5.1): accept iff ``|p - count/n| < tau`` (strict)."""
     est = count.astype(jnp.float32) / jnp.maximum(n, 1).astype(jnp.float32)
@@ -473,7 +479,7 @@ def _play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, ve
             if spec.two_party_coin:
                 za = alice.coin_share(view, p, ua[j, 1])
                 zb = bob.coin_share(view, p, ub[j, 1])
-                u = jnp.mod(za + zb, 1.0)
+                u = two_party_coin(za, zb)
             else:
                 u = coin[j]
             bit = (u < jnp.clip(p, 0.0, 1.0)).astype(jnp.int32)
@@ -530,6 +536,19 @@ def _bucket(n: int) -> int:
     return max(8, 1 << (n - 1).bit_length())
 
 
+def _take(tree, idx: np.ndarray):
+    """Rows ``idx`` of every leaf, gathered on the host (no per-shape compilation); typed keys
+    go through their raw key data."""
+
+    def take(x):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            impl = jax.random.key_impl(x)
+            return jax.random.wrap_key_data(np.asarray(jax.random.key_data(x))[idx], impl=impl)
+        return np.asarray(x)[idx]
+
+    return jax.tree.map(take, tree)
+
+
 def run_trials(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
                keys: jax.Array, axes: tuple = (None, None, None, None),
                max_lanes: int = 16384) -> Outcome:
@@ -550,21 +569,27 @@ def run_trials(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlaye
     outs, flags = [], []
     for start in range(0, n, width):
         idx = np.arange(start, start + width) % n  # pad the last slice with repeats
-        sl = [jax.tree.map(lambda x: x[idx], a) if ax == 0 else a for a, ax in zip(args, axes)]
-        out, un = _batched(True, axes)(spec, *sl, keys[idx])
+        sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
+        out, un = _batched(True, axes)(spec, *sl, _take(keys, idx))
         stop = min(width, n - start)
-        outs.append(jax.tree.map(lambda x: x[:stop], out))
+        outs.append(jax.tree.map(lambda x: np.asarray(x)[:stop], out))
         flags.append(np.asarray(un)[:stop])
-    out = jax.tree.map(lambda *xs: jnp.concatenate(xs), *outs)
+    out = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
     bad = np.nonzero(np.concatenate(flags))[0]
-    if bad.size:
-        for start in range(0, bad.size, width):
-            chunk = bad[start:start + width]
-            idx = np.resize(chunk, _bucket(chunk.size))
-            sl = [jax.tree.map(lambda x: x[idx], a) if ax == 0 else a for a, ax in zip(args, axes)]
-            exact = _batched(False, axes)(spec, *sl, keys[idx])
-            out = jax.tree.map(lambda o, e: o.at[chunk].set(e[:chunk.size]), out, exact)
-    return out
+    for start in range(0, bad.size, width):
+        chunk = bad[start:start + width]
+        idx = np.resize(chunk, _bucket(chunk.size))
+        sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
+        exact = _batched(False, axes)(spec, *sl, _take(keys, idx))
+        out = jax.tree.map(lambda o, e: _set_rows(o, chunk, np.asarray(e)[:chunk.size]), out,
+                           exact)
+    return jax.tree.map(jnp.asarray, out)
+
+
+def _set_rows(o: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    o = o.copy()
+    o[rows] = values
+    return o
 
 
 def trial_keys(key: jax.Array, n: int, offset: int = 0) -> jax.Array:
