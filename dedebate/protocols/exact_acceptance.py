@@ -1,0 +1,177 @@
+"""Exact acceptance probability of the stochastic-oracle debate for small T (spec DED 5.1, 5.3).
+
+``P[out = 1]`` for given Alice and Bob strategies (honest players and the zoos of
+:mod:`dedebate.agents.stochastic_players`) by backward dynamic programming over the prefix tree
+(:func:`dedebate.machines.lipschitz.prefix_tree`, T <= 20), in float64 on the host:
+
+``V(y) = E_p[ cont(p) (c(p) V(y1) + (1 - c(p)) V(y0)) + (1 - cont(p)) vera(p) ]``
+
+at a prefix y of length n with true step probability pi = P[y_n = 1 | y], where p is Alice's claim
+(a point for an adversary, ``count / N_A`` with ``count ~ Binomial(N_A, pi)`` for honest Alice),
+``c(p) = clamp01(p)`` the coin, ``cont(p)`` Bob's probability of continuing (for honest Bob the
+exact binomial probability that ``|p - count / N_B| < tau_B``), ``vera(p)`` Vera's acceptance
+probability ``P[|p - count / N_V| < tau_V]``; at the last step ``V(y1) = 1, V(y0) = 0``.
+
+Since V(y0) and V(y1) enter linearly, each prefix needs only three sums over Alice's claim law,
+``A = E[cont c]``, ``B = E[cont (1 - c)]``, ``D = E[(1 - cont) vera]``, which depend on
+(step, pi, previous bit) and are computed once per distinct value. Binomial sums run over
+``mean +- 10 sd`` (neglected mass < 1e-22); comparisons are Lean's real-number ones (strict).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from dedebate.agents.stochastic_players import (
+    A_ALWAYS_ONE,
+    A_HONEST,
+    A_LIE_LAST,
+    A_PER_STEP,
+    A_SHIFT,
+    B_ABORT_FIRST,
+    B_AFTER_ONE,
+    B_HONEST,
+    B_LEARNED,
+    B_NEVER,
+    B_RANDOM_STEP,
+    HonestAlice,
+    HonestBob,
+    ZooAlice,
+    ZooBob,
+)
+from dedebate.machines.lipschitz import MAX_TREE_T, prefix_tree
+from dedebate.protocols.stochastic import Vera
+
+SD_RANGE = 10.0
+
+
+def _alice_params(alice) -> dict:
+    if isinstance(alice, HonestAlice):
+        return {"kind": A_HONEST, "n": int(alice.n_samples)}
+    if isinstance(alice, ZooAlice):
+        return {"kind": int(alice.kind), "n": int(alice.n_samples), "delta": float(alice.delta),
+                "lies": np.asarray(alice.lies, np.float64)}
+    raise TypeError(f"alice of type {type(alice).__name__}: the exact DP knows HonestAlice and "
+                    "ZooAlice")
+
+
+def _bob_params(bob) -> dict:
+    if isinstance(bob, HonestBob):
+        return {"kind": B_HONEST, "n": int(bob.n_samples), "tau": float(bob.tau)}
+    if isinstance(bob, ZooBob):
+        return {"kind": int(bob.kind), "n": int(bob.n_samples), "tau": float(bob.tau),
+                "w": np.asarray(bob.w, np.float64), "w_dev": float(bob.w_dev),
+                "w_prev": float(bob.w_prev), "tau_vera": float(bob.tau_vera)}
+    raise TypeError(f"bob of type {type(bob).__name__}: the exact DP knows HonestBob and ZooBob")
+
+
+def binomial_law(n: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Support points ``count / n`` and probabilities of ``count ~ Binomial(n, pi)`` (mass beyond
+    12 sd dropped, < 1e-30)."""
+    if n <= 0:
+        return np.zeros(1), np.ones(1)
+    if pi <= 0.0 or pi >= 1.0:
+        return np.array([0.0 if pi <= 0 else 1.0]), np.ones(1)
+    mu, sd = n * pi, math.sqrt(n * pi * (1 - pi))
+    lo = max(0, int(math.floor(mu - SD_RANGE * sd - 2)))
+    hi = min(n, int(math.ceil(mu + SD_RANGE * sd + 2)))
+    c = np.arange(lo, hi + 1, dtype=np.float64)
+    logpmf = (special.gammaln(n + 1.0) - special.gammaln(c + 1.0) - special.gammaln(n - c + 1.0)
+              + c * math.log(pi) + (n - c) * math.log1p(-pi))
+    return c / n, np.exp(logpmf)
+
+
+def _cdf(k: np.ndarray, n: int, pi: float) -> np.ndarray:
+    """``P[X <= k]`` for ``X ~ Binomial(n, pi)`` (scipy's ``bdtr``), any integer-valued k."""
+    k = np.asarray(k, np.float64)
+    inside = special.bdtr(np.clip(k, 0, n), n, pi)
+    return np.where(k < 0, 0.0, np.where(k >= n, 1.0, inside))
+
+
+def checker_prob(p: np.ndarray, n: int, tau: float, pi: float) -> np.ndarray:
+    """``P[|p - X / n| < tau]`` for ``X ~ Binomial(n, pi)``, exactly (strict, real numbers)."""
+    p = np.asarray(p, np.float64)
+    lo = n * (p - tau)  # need X > lo and X < hi
+    hi = n * (p + tau)
+    x_min = np.floor(lo) + 1
+    x_max = np.ceil(hi) - 1
+    prob = _cdf(x_max, n, pi) - _cdf(x_min - 1, n, pi)
+    return np.where(x_max >= x_min, prob, 0.0)
+
+
+def _claims(a: dict, t: int, T: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
+    kind = a["kind"]
+    if kind == A_HONEST or (kind == A_LIE_LAST and t < T - 1):
+        return binomial_law(a["n"], pi)
+    if kind == A_ALWAYS_ONE:
+        return np.ones(1), np.ones(1)
+    if kind in (A_SHIFT, A_LIE_LAST):
+        return np.array([pi + a["delta"]]), np.ones(1)
+    if kind == A_PER_STEP:
+        return np.array([pi + a["lies"][min(t, a["lies"].size - 1)]]), np.ones(1)
+    raise ValueError(f"alice kind={kind}: unknown")
+
+
+def _cont(b: dict, t: int, T: int, pi: float, prev: int, p: np.ndarray) -> np.ndarray:
+    kind = b["kind"]
+    if kind == B_HONEST:
+        return checker_prob(p, b["n"], b["tau"], pi)
+    if kind == B_NEVER:
+        return np.ones_like(p)
+    if kind == B_ABORT_FIRST:
+        return np.full_like(p, 0.0 if t == 0 else 1.0)
+    if kind == B_RANDOM_STEP:
+        return np.full_like(p, 1.0 - 1.0 / max(T - t, 1))
+    if kind == B_AFTER_ONE:
+        return np.full_like(p, 0.0 if (prev == 1 and t > 0) else 1.0)
+    if kind == B_LEARNED:
+        z = (b["w"][min(t, b["w"].size - 1)] + b["w_dev"] * np.abs(p - pi) / b["tau_vera"]
+             + b["w_prev"] * prev)
+        return 1.0 - 1.0 / (1.0 + np.exp(-z))
+    raise ValueError(f"bob kind={kind}: unknown")
+
+
+def acceptance_exact(machine: Any, alice, bob, vera: Vera, levels: list | None = None) -> float:
+    """Exact ``P[out = 1]`` (float64) of the debate on ``machine`` (T <= 20) between ``alice``
+    and ``bob`` with honest ``vera``; ``levels`` may pass a precomputed prefix tree."""
+    T = int(machine.T)
+    if T > MAX_TREE_T:
+        raise ValueError(f"T={T}: the exact DP enumerates prefixes, allowed T <= {MAX_TREE_T}")
+    levels = prefix_tree(machine) if levels is None else levels
+    a, b = _alice_params(alice), _bob_params(bob)
+    n_v, tau_v = int(vera.n_samples), float(vera.tau)
+    V = None
+    for t in range(T - 1, -1, -1):
+        pi_t = np.asarray(levels[t], np.float64)
+        codes = np.arange(pi_t.size)
+        prev = ((codes >> (t - 1)) & 1) if t > 0 else np.zeros_like(codes)
+        if V is None:
+            v0, v1 = np.zeros(pi_t.size), np.ones(pi_t.size)
+        else:
+            v0, v1 = V[: pi_t.size], V[pi_t.size:]
+        keys = np.stack([pi_t, prev.astype(np.float64)], axis=1)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        A = np.empty(len(uniq))
+        B = np.empty(len(uniq))
+        D = np.empty(len(uniq))
+        for i, (pi, pv) in enumerate(uniq):
+            p, w = _claims(a, t, T, float(pi))
+            cont = _cont(b, t, T, float(pi), int(pv), p)
+            coin = np.clip(p, 0.0, 1.0)
+            vera_ok = checker_prob(p, n_v, tau_v, float(pi))
+            A[i] = np.sum(w * cont * coin)
+            B[i] = np.sum(w * cont * (1.0 - coin))
+            D[i] = np.sum(w * (1.0 - cont) * vera_ok)
+        inv = inv.reshape(-1)
+        V = A[inv] * v1 + B[inv] * v0 + D[inv]
+    return float(V[0])
+
+
+def acceptance_exact_many(machine: Any, alices: list, bob, vera: Vera) -> np.ndarray:
+    """:func:`acceptance_exact` for several Alices against one Bob (one prefix tree)."""
+    levels = prefix_tree(machine)
+    return np.array([acceptance_exact(machine, a, bob, vera, levels) for a in alices])

@@ -1,0 +1,219 @@
+"""The stochastic-oracle debate (spec DED 5.1, 5.3): the zoos against the proven bounds, exact
+acceptance vs Monte Carlo, costs, the two-party coin, batched vs per-trial equality."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from dedebate.agents.stochastic_players import (
+    A_PER_STEP,
+    A_SHIFT,
+    B_ABORT_FIRST,
+    B_HONEST,
+    B_NEVER,
+    alice_lies_from_params,
+    alice_zoo,
+    bob_zoo,
+    honest_alice,
+    honest_bob,
+    optimise_alice,
+    stack,
+    zoo_alice,
+    zoo_bob,
+)
+from dedebate.machines.fixtures import f2_target
+from dedebate.machines.lipschitz import prefix_tree
+from dedebate.protocols.exact_acceptance import acceptance_exact
+from dedebate.protocols.stochastic import (
+    debate_spec,
+    lean_defaults,
+    make_vera,
+    play,
+    run_trials,
+    trial_keys,
+    two_party_coin,
+)
+
+T, K = 12, 2
+N_MC = 1500
+P_YES, P_NO = 2 / 3, 0.33333
+
+
+@pytest.fixture(scope="module")
+def setup():
+    lp = lean_defaults(K, T)
+    consts = lp.constants(K, T)
+    yes = f2_target(T, P_YES, spread=0.2).machine
+    no = f2_target(T, P_NO, spread=0.2).machine
+    return {"lp": lp, "c": consts, "yes": yes, "no": no, "spec": debate_spec(T),
+            "vera": make_vera(consts), "lv_yes": prefix_tree(yes), "lv_no": prefix_tree(no),
+            "p_yes": float(yes.output_prob_dp()), "p_no": float(no.output_prob_dp())}
+
+
+def _run_zoo(s, machine, members, side, key, n=N_MC):
+    m = len(members)
+    rep = jax.tree.map(lambda x: np.repeat(np.asarray(x), n, axis=0), stack(members))
+    kd = np.asarray(jax.random.key_data(trial_keys(jax.random.key(key), n)))
+    keys = jax.random.wrap_key_data(np.tile(kd, (m, 1)))
+    if side == "alice":
+        out = run_trials(s["spec"], machine, rep, honest_bob(s["c"]), s["vera"], keys,
+                         axes=(None, 0, None, None))
+    else:
+        out = run_trials(s["spec"], machine, honest_alice(s["c"]), rep, s["vera"], keys,
+                         axes=(None, None, 0, None))
+    return out, np.asarray(out.verdict).reshape(m, n).mean(axis=1)
+
+
+def _z(mc, exact, n):
+    return (mc - exact) / math.sqrt(max(exact * (1 - exact), 1e-4) / n)
+
+
+def _soundness_members(c):
+    names, members = alice_zoo(c)
+    opt = zoo_alice(c, A_PER_STEP, lies=alice_lies_from_params(np.array([1.4, 0.5, 0.3]), c))
+    return names + ["per-step lies"], members + [opt]
+
+
+def test_alice_zoo_respects_soundness_exactly_and_by_monte_carlo(setup):
+    s = setup
+    bound = 1 - s["lp"].soundness(K, T, 1 - s["p_no"])  # max acceptance allowed
+    assert bound == pytest.approx(0.3956, abs=5e-4)
+    names, members = _soundness_members(s["c"])
+    exact = np.array([acceptance_exact(s["no"], a, honest_bob(s["c"]), s["vera"], s["lv_no"])
+                      for a in members])
+    _, mc = _run_zoo(s, s["no"], members, "alice", key=1)
+    for nm, e, m in zip(names, exact, mc):
+        assert e <= bound, nm  # the theorem, exactly
+        assert m <= bound + 3 * math.sqrt(bound * (1 - bound) / N_MC), nm
+        assert abs(_z(m, e, N_MC)) < 4.0, (nm, m, e)  # exact DP == Monte Carlo
+    # the strongest members lie just below Bob's threshold; shifting by s gains ~K s
+    i = names.index("+s")
+    assert exact[i] > s["p_no"] + 0.5 * K * s["c"].s
+
+
+def test_bob_zoo_respects_completeness_exactly_and_by_monte_carlo(setup):
+    s = setup
+    bound = s["lp"].completeness(K, T, s["p_yes"])
+    assert bound == pytest.approx(0.6402, abs=5e-4)
+    names, members = bob_zoo(s["c"])
+    names, members = names + ["honest"], members + [zoo_bob(s["c"], B_HONEST)]
+    exact = np.array([acceptance_exact(s["yes"], honest_alice(s["c"]), b, s["vera"],
+                                       s["lv_yes"]) for b in members])
+    out, mc = _run_zoo(s, s["yes"], members, "bob", key=2)
+    for nm, e, m in zip(names, exact, mc):
+        assert e >= bound, nm
+        assert m >= bound - 3 * math.sqrt(bound * (1 - bound) / N_MC), nm
+        assert abs(_z(m, e, N_MC)) < 4.0, (nm, m, e)
+    # honest vs honest: the acceptance is P_M(1) (unbiased estimates on an affine machine)
+    h = names.index("honest")
+    assert exact[h] == pytest.approx(s["p_yes"], abs=1e-3)
+    assert abs(_z(mc[h], s["p_yes"], N_MC)) < 3.0
+
+    # measured costs (spec DED 5.3): Alice N_A and Bob N_B per step played, Vera N_V per abort
+    c = s["c"]
+    rounds = np.asarray(out.rounds).reshape(len(members), N_MC)
+    aborted = np.asarray(out.aborted).reshape(len(members), N_MC)
+    abort_step = np.asarray(out.abort_step).reshape(len(members), N_MC)
+    np.testing.assert_array_equal(np.asarray(out.queries_alice).reshape(rounds.shape),
+                                  rounds * np.float32(c.n_alice))
+    qv = np.asarray(out.queries_vera).reshape(rounds.shape)
+    np.testing.assert_array_equal(qv, np.where(aborted, c.n_vera, 0))
+    first = names.index("aborts at step 0")
+    assert np.all(abort_step[first] == 0) and np.all(rounds[first] == 1)
+    never = names.index("never aborts")
+    assert np.all(abort_step[never] == -1) and np.all(rounds[never] == T)
+    rnd = names.index("aborts at a random step")
+    hist = np.bincount(abort_step[rnd], minlength=T)  # hazard 1/(T - t): uniform abort step
+    assert stats.chisquare(hist).pvalue > 1e-3
+
+
+def test_batched_equals_per_trial_loop(setup):
+    s = setup
+    alice = zoo_alice(s["c"], A_SHIFT, 0.9 * s["c"].tau_bob)
+    keys = trial_keys(jax.random.key(11), 6)
+    batched = run_trials(s["spec"], s["no"], stack([alice] * 6), honest_bob(s["c"]),
+                         s["vera"], keys, axes=(None, 0, None, None))
+    single = jax.jit(play, static_argnums=0)
+    for i in range(6):
+        one = single(s["spec"], s["no"], alice, honest_bob(s["c"]), s["vera"], keys[i])
+        for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(batched)):
+            assert np.asarray(a) == np.asarray(b)[i]
+
+
+def test_two_party_coin_is_uniform_when_one_side_is_honest():
+    n = 20000
+    k1, k2 = jax.random.split(jax.random.key(3))
+    honest = jax.random.uniform(k1, (n,))
+    for adversarial in (jnp.full((n,), 0.3), jax.random.beta(k2, 0.2, 0.2, (n,)),
+                        jnp.mod(3.7 * jnp.arange(n) / n, 1.0)):
+        for u in (two_party_coin(adversarial, honest), two_party_coin(honest, adversarial)):
+            assert stats.kstest(np.asarray(u), "uniform").pvalue > 1e-3
+    both_fixed = np.asarray(two_party_coin(jnp.full((n,), 0.3), jnp.full((n,), 0.2)))
+    assert np.allclose(both_fixed, 0.5)
+
+
+def test_two_party_coin_protocol(setup):
+    """With the paper's coin, a fixed share by Alice and an honest Bob give the trusted-coin law
+    (checked against the exact DP); two fixed shares do not."""
+    s = setup
+    spec = debate_spec(T, two_party_coin=True)
+    kd = np.asarray(jax.random.key_data(trial_keys(jax.random.key(4), N_MC)))
+    keys = jax.random.wrap_key_data(np.tile(kd, (2, 1)))
+    fixed_alice = zoo_alice(s["c"], 0, coin=0.3)  # honest claims, fixed coin share
+    bobs = stack([zoo_bob(s["c"], B_HONEST), zoo_bob(s["c"], B_HONEST, coin=0.2)])
+    bobs = jax.tree.map(lambda x: np.repeat(x, N_MC, axis=0), bobs)
+    out = run_trials(spec, s["yes"], fixed_alice, bobs, s["vera"], keys,
+                     axes=(None, None, 0, None))
+    acc = np.asarray(out.verdict).reshape(2, N_MC).mean(axis=1)
+    exact = acceptance_exact(s["yes"], honest_alice(s["c"]), honest_bob(s["c"]), s["vera"],
+                             s["lv_yes"])
+    assert abs(_z(acc[0], exact, N_MC)) < 4.0
+    assert acc[1] > 0.99  # u = 0.5 < p ~ 2/3 every step: all bits are 1
+
+
+def test_black_box_calls_estimator_matches_exact(setup):
+    """``estimator="calls"``: N real Bernoulli calls per estimate (small N to keep it cheap)."""
+    s = setup
+    c = s["c"].scaled(1 / 64)
+    spec = debate_spec(T, estimator="calls", call_block=512)
+    n = 600
+    out = run_trials(spec, s["yes"], honest_alice(c), honest_bob(c), make_vera(c),
+                     trial_keys(jax.random.key(9), n))
+    exact = acceptance_exact(s["yes"], honest_alice(c), honest_bob(c), make_vera(c),
+                             s["lv_yes"])
+    assert abs(_z(float(np.mean(np.asarray(out.verdict))), exact, n)) < 4.0
+    np.testing.assert_array_equal(np.asarray(out.queries_alice),
+                                  np.asarray(out.rounds) * np.float32(c.n_alice))
+
+
+def test_optimised_alice_stays_below_the_bound(setup):
+    s = setup
+    c, lv = s["c"], s["lv_no"]
+    bob = honest_bob(c)
+
+    def acceptance(lies):
+        return np.array([acceptance_exact(s["no"], zoo_alice(c, A_PER_STEP, lies=li), bob,
+                                          s["vera"], lv) for li in lies])
+
+    res = optimise_alice(acceptance, c, generations=3, population=6, seed=0)
+    again = acceptance(res.params["lies"][None])[0]
+    assert again == pytest.approx(res.value, abs=1e-12)
+    assert res.value >= res.history[0]
+    assert res.value <= 1 - s["lp"].soundness(K, T, 1 - s["p_no"])
+
+
+def test_bad_input_is_rejected(setup):
+    s = setup
+    with pytest.raises(ValueError, match="machine.T=12 but spec.T=8"):
+        play(debate_spec(8), s["yes"], honest_alice(s["c"]), honest_bob(s["c"]), s["vera"],
+             jax.random.key(0))
+    with pytest.raises(ValueError, match="axes"):
+        run_trials(s["spec"], s["yes"], honest_alice(s["c"]), honest_bob(s["c"]), s["vera"],
+                   trial_keys(jax.random.key(0), 2), axes=(0, 1))
+    with pytest.raises(ValueError, match="lies has shape"):
+        zoo_alice(s["c"], A_PER_STEP, lies=np.zeros(3))
+    assert B_ABORT_FIRST != B_NEVER
