@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 from dedebate.agents.stochastic_players import (
+    A_HONEST,
     A_PER_STEP,
     A_SHIFT,
     B_ABORT_FIRST,
@@ -55,16 +56,16 @@ def setup():
 
 
 def _run_zoo(s, machine, members, side, key, n=N_MC):
+    """Each member for n debates against the other side's honest zoo kind (both sides are zoo
+    classes, so both tests share one compiled program)."""
     m = len(members)
     rep = jax.tree.map(lambda x: np.repeat(np.asarray(x), n, axis=0), stack(members))
+    other = zoo_bob(s["c"], B_HONEST) if side == "alice" else zoo_alice(s["c"], A_HONEST)
+    other = jax.tree.map(lambda x: np.repeat(np.asarray(x)[None], m * n, axis=0), other)
     kd = np.asarray(jax.random.key_data(trial_keys(jax.random.key(key), n)))
     keys = jax.random.wrap_key_data(np.tile(kd, (m, 1)))
-    if side == "alice":
-        out = run_trials(s["spec"], machine, rep, honest_bob(s["c"]), s["vera"], keys,
-                         axes=(None, 0, None, None))
-    else:
-        out = run_trials(s["spec"], machine, honest_alice(s["c"]), rep, s["vera"], keys,
-                         axes=(None, None, 0, None))
+    alice, bob = (rep, other) if side == "alice" else (other, rep)
+    out = run_trials(s["spec"], machine, alice, bob, s["vera"], keys, axes=(None, 0, 0, None))
     return out, np.asarray(out.verdict).reshape(m, n).mean(axis=1)
 
 

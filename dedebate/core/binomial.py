@@ -20,7 +20,7 @@ and on CPU every transcendental costs. So each draw first classifies ``window`` 
 read from a lane-local :class:`UniformStream` (bulk uniforms, cheap), with cheap arithmetic:
 
 * *accept* by the squeeze, or by the exact log-ratio evaluated with polynomials only (valid near
-  the mean of a large-mean lane: every relative offset below 0.1);
+  the mean of a lane with mean >= FAST_MEAN: every relative offset below 0.25);
 * *reject* when the candidate falls outside [0, N], or when ``log(...)`` exceeds a rigorous upper
   bound of the log-ratio (from ``log x <= x - 1`` applied to the pmf's successive ratios), or the
   polynomial log-ratio;
@@ -31,9 +31,9 @@ candidate in the window is accepted), the lane finishes in an exact sequential l
 (``while_loop``, which under ``vmap`` runs only while some lane needs it) that evaluates the same
 candidates in order with the general log-ratio, then fresh ones from ``fold_in(key, ...)``.
 
-Callers that only need a *predicate* of the count (honest Bob's "is the count within tau of the
-claim") use :func:`stream_binomial_test`: if every candidate that could be the first accepted one
-gives the same answer, that answer is exact without resolving which candidate it is.
+:func:`stream_binomial_fast` skips the sequential loop and flags the (rare) lanes it leaves
+open, for callers that can replay a whole trial exactly (the loop's mere presence costs XLA on
+CPU about a third of the draw's time; see :func:`dedebate.protocols.stochastic.run_trials`).
 
 **Uniform consumption.** A draw consumes the uniforms up to its first *accepted-status* candidate
 (a stopping time of the i.i.d. sequence, so all later uniforms stay fresh by the strong Markov
@@ -45,6 +45,7 @@ return identical results.
 from __future__ import annotations
 
 import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -295,12 +296,11 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
     win = jax.lax.dynamic_slice(stream.u, (jnp.minimum(ptr0, L),), (2 * W,))
 
     # ---- fast classification of the window (large-mean lanes) ------------------------------
-    # Unrolled over candidates on purpose: under vmap each candidate is then a batch-shaped
-    # array, which XLA vectorises ~5x better than a [batch, window] array.
-    # A loop over the window's candidates (not unrolled), whose body has one output fed by the
-    # heavy arithmetic (the status) and one by the cheap candidate (the count): XLA on CPU fuses
-    # -- recomputes -- producers into every consumer, so fewer consumers means less work. The
-    # body is batch-shaped scalar code, which XLA vectorises well.
+    # A loop over the candidates, not unrolled and not vectorised over the window: under vmap
+    # the body is then batch-shaped scalar code, which XLA on CPU vectorises well (a
+    # [batch, window] array runs ~5x slower). Its body has one output fed by the heavy arithmetic
+    # (the status) and one by the cheap candidate (the count): XLA on CPU fuses -- recomputes --
+    # producers into every consumer, so fewer consumers means less work.
     def cls_body(j, c):
         status, counts = c
         u = jax.lax.dynamic_index_in_dim(win, 2 * j, keepdims=False)
@@ -345,6 +345,8 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
         v = jnp.where(from_window, win[2 * jj + 1], fresh[1])
         k_off, inr, sq, lhs = b.candidate(u, v)
         ok = inr & (sq | (lhs <= b.log_ratio(k_off)))
+        # a fast lane's first accepted-status candidate ends it (its consumption is fixed to j1)
+        ok = ok | (fast & (j == j1))
         # inversion (small means): step from k to k + 1 while u0 > F(k); u0 is the first
         # iteration's third uniform
         u0 = jnp.where(j == 0, fresh[2], u0)

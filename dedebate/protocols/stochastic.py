@@ -556,8 +556,8 @@ def run_trials(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlaye
 
     ``keys`` has one key per lane; ``axes[i]`` is 0 if ``(machine, alice, bob, vera)[i]`` is
     batched along its leading axis like the keys (e.g. a stacked zoo), None if shared. Runs
-    :func:`play_fast` on every lane (in slices of ``max_lanes``, padded to equal shapes, so one
-    compiled program serves all), then replays the rare unresolved lanes with the exact
+    :func:`play_fast` on every lane (in slices of at most ``max_lanes``, padded to a power of
+    two, so one compiled program serves many batch sizes), then replays the rare unresolved lanes with the exact
     :func:`play` (compiled only when first needed) and merges: the result equals ``vmap(play)``.
     """
     axes = tuple(axes)
@@ -565,7 +565,7 @@ def run_trials(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlaye
         raise ValueError(f"axes={axes!r}: need four entries, each 0 (batched) or None (shared)")
     args = (machine, alice, bob, vera)
     n = int(keys.shape[0])
-    width = min(n, max_lanes)
+    width = min(_bucket(n), max_lanes)  # few distinct shapes: few compilations
     outs, flags = [], []
     for start in range(0, n, width):
         idx = np.arange(start, start + width) % n  # pad the last slice with repeats
