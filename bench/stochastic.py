@@ -21,7 +21,6 @@ import os
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bench.stochastic_numpy import play_f2_numpy

@@ -32,7 +32,6 @@ import dataclasses
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents.stochastic_players import (
@@ -134,7 +133,7 @@ SIZES = {
               "es_population": 4, "scale_factors": (1.0, 0.25), "max_lanes": 4096},
     "full": {"Ts": (8, 16, 64, 256, 1024), "trials": 20000, "es_generations": 20,
              "es_population": 16,
-             "scale_factors": tuple(2.0 ** -i for i in range(0, 13))},
+             "scale_factors": tuple(2.0 ** -i for i in range(13))},
 }
 
 

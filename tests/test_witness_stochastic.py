@@ -64,8 +64,8 @@ def test_soundness_whatever_witness_a_lying_alice_picks():
     c = lp.constants(K, T)
     vera, bob = make_vera(c), honest_bob(c)
     names, alices = alice_zoo(c)
-    keep = [names.index(x) for x in ("+s", "+0.95 tau_B", "+0.99 s (just under s)",
-                                     "honest, last +0.95 tau_B")]  # the strongest members
+    keep = [names.index(x) for x in ("+s", "+0.95 tau_B", "+0.99 s (just under s)")]
+    # (the strongest members; the others are caught outright, see tests/test_stochastic.py)
     names, alices = [names[i] for i in keep], [alices[i] for i in keep]
     ws = task.witnesses()
     best = (-1.0, None, None)

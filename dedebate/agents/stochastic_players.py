@@ -23,7 +23,7 @@ never; whenever the previous bit was 1; an **optimised** Bob aborting with proba
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp

@@ -44,6 +44,7 @@ return identical results.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -249,7 +250,7 @@ def uniform_stream(key: jax.Array, length: int, window: int = DEFAULT_WINDOW) ->
 def stream_length(draws: int, window: int = DEFAULT_WINDOW) -> int:
     """A block length serving ``draws`` binomial draws with ample spare (mean use ~2.3 uniforms
     per draw; running short is still exact, only slower)."""
-    return int(math.ceil(2.0 * draws / BTRS_ACCEPTANCE * 1.1)) + 2 * window + 8
+    return math.ceil(2.0 * draws / BTRS_ACCEPTANCE * 1.1) + 2 * window + 8
 
 
 def stream_uniforms(stream: UniformStream, k: int) -> tuple[jax.Array, UniformStream]:
@@ -290,27 +291,10 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
     W = stream.window
     L = stream.length
     n, nf, pp, flip, trivial, small, big, fast = _flags(n, p)
-    btrs = _safe_btrs(nf, pp, big)
-    btrs.fast_constants()
     ptr0 = stream.ptr
-    win = jax.lax.dynamic_slice(stream.u, (jnp.minimum(ptr0, L),), (2 * W,))
 
     # ---- fast classification of the window (large-mean lanes) ------------------------------
-    # A loop over the candidates, not unrolled and not vectorised over the window: under vmap
-    # the body is then batch-shaped scalar code, which XLA on CPU vectorises well (a
-    # [batch, window] array runs ~5x slower). Its body has one output fed by the heavy arithmetic
-    # (the status) and one by the cheap candidate (the count): XLA on CPU fuses -- recomputes --
-    # producers into every consumer, so fewer consumers means less work.
-    def cls_body(j, c):
-        status, counts = c
-        u = jax.lax.dynamic_index_in_dim(win, 2 * j, keepdims=False)
-        v = jax.lax.dynamic_index_in_dim(win, 2 * j + 1, keepdims=False)
-        acc, rej, k_j = _classify(btrs, u, v, ptr0 + 2 * j + 1 < L)
-        code = jnp.where(acc, 1, jnp.where(rej, 2, 0)).astype(jnp.int32)
-        return status.at[j].set(code), counts.at[j].set(k_j)
-
-    status, counts = jax.lax.fori_loop(
-        0, W, cls_body, (jnp.zeros((W,), jnp.int32), jnp.zeros((W,), jnp.int32)))
+    status, counts = _window_status(stream.u, nf, pp, big, ptr0, L, W)
     jw = jnp.arange(W, dtype=jnp.int32)
     acc_w, und_w = status == 1, status == 0
     found = jnp.any(acc_w)
@@ -332,6 +316,7 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
         return k.astype(jnp.int32), stream.replace(ptr=ptr), need
     start = jnp.where(fast & pending, j_und, jnp.where(fast, W, 0))
     key = stream.key
+    win = jax.lax.dynamic_slice(stream.u, (jnp.minimum(ptr0, L),), (2 * W,))
     r = pp / (1.0 - pp)
 
     def body(c):
@@ -372,6 +357,101 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
     used = jnp.minimum(used, jnp.clip((L - ptr0) // 2, 0, W))
     ptr = ptr0 + 2 * used + need.astype(jnp.int32)  # +1 keeps slow-path keys unique
     return k.astype(jnp.int32), stream.replace(ptr=ptr), need
+
+
+# Candidates every lane classifies before the batched rule sends the unsettled lanes (about
+# 0.12^FIRST of them) to a compacted buffer of COMPACT lanes for the rest of the window.
+FIRST, COMPACT = 3, 64
+
+
+def _status_range(win, nf, pp, big, ptr0, L: int, lo: int, hi: int, status, counts):
+    """Classify candidates ``lo .. hi-1`` of one lane's window into ``status`` (1 accepted,
+    2 rejected, 0 undecided) and ``counts``.
+
+    A loop over the candidates, not unrolled and not vectorised over the window: under vmap the
+    body is then batch-shaped scalar code, which XLA on CPU vectorises well (a [batch, window]
+    array runs ~5x slower). Its body has one output fed by the heavy arithmetic (the status) and
+    one by the cheap candidate (the count): XLA on CPU fuses -- recomputes -- producers into
+    every consumer, so fewer consumers means less work.
+    """
+    btrs = _safe_btrs(nf, pp, big)
+    btrs.fast_constants()
+
+    def body(j, c):
+        status, counts = c
+        u = jax.lax.dynamic_index_in_dim(win, 2 * j, keepdims=False)
+        v = jax.lax.dynamic_index_in_dim(win, 2 * j + 1, keepdims=False)
+        acc, rej, k_j = _classify(btrs, u, v, ptr0 + 2 * j + 1 < L)
+        code = jnp.where(acc, 1, jnp.where(rej, 2, 0)).astype(jnp.int32)
+        return status.at[j].set(code), counts.at[j].set(k_j)
+
+    return jax.lax.fori_loop(lo, hi, body, (status, counts))
+
+
+def _settled(status, fast):
+    """The window's first ``FIRST`` statuses decide the draw: an accepted one with no
+    undecided one before it."""
+    jw = jnp.arange(status.shape[-1])
+    acc = (status == 1) & (jw < FIRST)
+    j1 = jnp.min(jnp.where(acc, jw, status.shape[-1]))
+    return ~fast | (jnp.any(acc) & ~jnp.any((status == 0) & (jw < j1)))
+
+
+def _window_status(u, nf, pp, big, ptr0, L: int, W: int):
+    """Statuses and counts of the W window candidates read from the stream block ``u`` at
+    ``ptr0`` (see :func:`_status_range`). Slots a settled lane never needs may be left
+    undecided (0): only the first accepted candidate and the undecided ones before it matter
+    downstream, and both are always classified."""
+
+    def window(u, ptr0, size):
+        return jax.lax.dynamic_slice(u, (jnp.minimum(ptr0, L),), (size,))
+
+    @jax.custom_batching.custom_vmap
+    def f(u, nf, pp, big, ptr0):
+        z = jnp.zeros((W,), jnp.int32)
+        return _status_range(window(u, ptr0, 2 * W), nf, pp, big, ptr0, L, 0, W, z, z)
+
+    @f.def_vmap
+    def f_vmap(axis_size, in_batched, u, nf, pp, big, ptr0):
+        """Batch rule: every lane classifies its first FIRST candidates; the few lanes that
+        these do not settle classify the rest in compacted buffers of COMPACT lanes (a loop over
+        such buffers, usually one), so the batch does not pay for the rare lane."""
+        B = axis_size
+        args = [x if b else jnp.broadcast_to(x, (B,) + jnp.shape(x))
+                for x, b in zip((u, nf, pp, big, ptr0), in_batched)]
+        u, nf, pp, big, ptr0 = args
+        fast = big & (nf * pp >= FAST_MEAN)  # as in _flags (pp = min(p, 1 - p))
+        first = min(FIRST, W)
+        z = jnp.zeros((B, W), jnp.int32)
+
+        def stage(u, nf, pp, big, ptr0, s0, c0, lo, hi):
+            # pad the short window of stage A to 2W entries (unread beyond 2 * hi)
+            win = window(u, ptr0, 2 * hi)
+            win = jnp.concatenate([win, jnp.zeros((2 * (W - hi),), win.dtype)])
+            return _status_range(win, nf, pp, big, ptr0, L, lo, hi, s0, c0)
+
+        status, counts = jax.vmap(functools.partial(stage, lo=0, hi=first))(
+            u, nf, pp, big, ptr0, z, z)
+        if W <= FIRST:
+            return (status, counts), (True, True)
+        need = ~jax.vmap(_settled)(status, fast)
+
+        def chunk(c):
+            status, counts, need = c
+            idx = jnp.nonzero(need, size=min(COMPACT, B), fill_value=B)[0]
+            ok = idx < B
+            g = jnp.where(ok, idx, 0)
+            st, ct = jax.vmap(functools.partial(stage, lo=first, hi=W))(
+                u[g], nf[g], pp[g], big[g], ptr0[g], status[g], counts[g])
+            dst = jnp.where(ok, idx, B)
+            return (status.at[dst].set(st, mode="drop"), counts.at[dst].set(ct, mode="drop"),
+                    need.at[dst].set(False, mode="drop"))
+
+        status, counts, _ = jax.lax.while_loop(lambda c: jnp.any(c[2]), chunk,
+                                               (status, counts, need))
+        return (status, counts), (True, True)
+
+    return f(u, nf, pp, big, ptr0)
 
 
 def _classify(btrs: _Btrs, u: jax.Array, v: jax.Array, valid_pos: jax.Array):

@@ -77,8 +77,8 @@ def binomial_law(n: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
     if pi <= 0.0 or pi >= 1.0:
         return np.array([0.0 if pi <= 0 else 1.0]), np.ones(1)
     mu, sd = n * pi, math.sqrt(n * pi * (1 - pi))
-    lo = max(0, int(math.floor(mu - SD_RANGE * sd - 2)))
-    hi = min(n, int(math.ceil(mu + SD_RANGE * sd + 2)))
+    lo = max(0, math.floor(mu - SD_RANGE * sd - 2))
+    hi = min(n, math.ceil(mu + SD_RANGE * sd + 2))
     c = np.arange(lo, hi + 1, dtype=np.float64)
     logpmf = (special.gammaln(n + 1.0) - special.gammaln(c + 1.0) - special.gammaln(n - c + 1.0)
               + c * math.log(pi) + (n - c) * math.log1p(-pi))

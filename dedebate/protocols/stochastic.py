@@ -26,13 +26,18 @@ mask (steps after an abort, and padding steps past T, are masked no-ops), vmappa
 machines and parameters. Honest estimates are exact in distribution: the protocol draws
 ``count ~ Binomial(N, pi)`` for each role whose player asks for samples
 (:mod:`dedebate.core.binomial`, memory independent of N), or N real Bernoulli calls in the named
-``estimator="calls"`` mode (for black-box samplers; O(N) work, O(1) memory). Vera's verdict is
-computed after the scan from the stored abort state (it runs at most once).
+``estimator="calls"`` mode (for black-box samplers; O(N) work, O(1) memory). Vera judges once, in
+the iteration after the abort (the scan runs T + 1 iterations), from the stored abort state.
+:func:`run_trials` is the fast host driver: it plays every lane without the binomial sampler's
+rare exact fall-back loops and replays exactly the few lanes that needed one (equal to
+``vmap(play)``).
 
 **Randomness.** The trial key is split per role with ``fold_in``: Alice's and Bob's estimates, the
-coin, Vera, and each player's own strategy randomness (adversaries: not query-metered). Each role
-draws its uniforms per chunk of steps (``fold_in(role_key, chunk)``), and step t uses its own
-slot, so a trial's result depends only on its key (batched = looped).
+coin, and each player's own strategy randomness (adversaries: not query-metered). Each role draws
+its uniforms per chunk of steps (``fold_in(role_key, chunk)``) and step t uses its own slot; Vera's
+count comes from the unused tail of the estimate stream Alice no longer uses after the abort
+(fresh uniforms: the stream is consumed up to stopping times). A trial's result depends only on
+its key (batched = looped).
 
 **Costs** (measured, spec DED 5.3 "Query complexity"): ``queries_alice`` = N_A per step Alice
 plays (0 for players that draw no samples), ``queries_bob`` likewise, ``queries_vera`` = N_V once
@@ -88,11 +93,11 @@ class DebateConstants:
     s: float  # middle threshold (Lean's s; paper: 3/(8d)), used to size adversaries' lies
     b: float  # must-abort threshold (Lean's b; paper: 3/(4d))
 
-    def scaled(self, factor: float) -> "DebateConstants":
+    def scaled(self, factor: float) -> DebateConstants:
         """The same thresholds with every sample count multiplied by ``factor`` (rounded up)."""
         if not (factor > 0 and math.isfinite(factor)):
             raise ValueError(f"factor={factor!r}: the scale factor must be a positive number")
-        n = [max(1, int(math.ceil(factor * x))) for x in (self.n_alice, self.n_bob, self.n_vera)]
+        n = [max(1, math.ceil(factor * x)) for x in (self.n_alice, self.n_bob, self.n_vera)]
         return dataclasses.replace(self, name=f"{self.name} x{factor:g}", n_alice=n[0],
                                    n_bob=n[1], n_vera=n[2])
 
@@ -526,7 +531,7 @@ def play_trials(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlay
 play_trials_jit = jax.jit(play_trials, static_argnums=0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _batched(fast: bool, axes: tuple):
     fn = play_fast if fast else play
     return jax.jit(jax.vmap(fn, in_axes=(None,) + axes + (0,)), static_argnums=0)
@@ -572,7 +577,7 @@ def run_trials(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlaye
         sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
         out, un = _batched(True, axes)(spec, *sl, _take(keys, idx))
         stop = min(width, n - start)
-        outs.append(jax.tree.map(lambda x: np.asarray(x)[:stop], out))
+        outs.append(jax.tree.map(lambda x, stop=stop: np.asarray(x)[:stop], out))
         flags.append(np.asarray(un)[:stop])
     out = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
     bad = np.nonzero(np.concatenate(flags))[0]
@@ -581,8 +586,8 @@ def run_trials(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlaye
         idx = np.resize(chunk, _bucket(chunk.size))
         sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
         exact = _batched(False, axes)(spec, *sl, _take(keys, idx))
-        out = jax.tree.map(lambda o, e: _set_rows(o, chunk, np.asarray(e)[:chunk.size]), out,
-                           exact)
+        out = jax.tree.map(lambda o, e, rows=chunk: _set_rows(o, rows, np.asarray(e)[:rows.size]),
+                           out, exact)
     return jax.tree.map(jnp.asarray, out)
 
 
