@@ -160,15 +160,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if rec.passed else EXIT_FAIL
 
 
+def _p_text(d) -> str:
+    """`` p=..`` for a Monte-Carlo row (decided family-wise, see dedebate/lab/experiment.py)."""
+    if d.get("p_value") is None:
+        return ""
+    return f"; p={d['p_value']:.3g} vs level {d['family_level']:.3g} (family of {d['family_size']})"
+
+
 def _print_run_summary(rec) -> None:
     from dedebate.lab.report import measured
 
     print(f"run directory: {rec.run_dir}")
     if rec.result is not None:
-        for c in rec.result.claims:
-            d = c.to_dict()
-            print(f"  {'PASS' if c.passed else 'FAIL'}  {c.claim} ({c.source}): bound {c.bound}; "
-                  f"measured {measured(d)}")
+        for d in rec.results.get("claims", []):
+            print(f"  {'PASS' if d['passed'] else 'FAIL'}  {d['claim']} ({d['source']}): bound "
+                  f"{d['bound']}; measured {measured(d)}{_p_text(d)}")
         if not rec.result.claims:
             print("  (no claims)")
     wb = rec.results.get("provenance", {}).get("tracking", {})

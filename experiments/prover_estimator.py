@@ -42,7 +42,7 @@ from dedebate.agents.ped_strategies import (
     tabulate,
     unstable_prover,
 )
-from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
+from dedebate.lab.experiment import Claim, ExperimentResult
 from dedebate.protocols.naive_recursive import (
     UniformChallenger,
     naive_debater,
@@ -510,18 +510,20 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         surv = np.concatenate([np.asarray(p[1]) for p in parts], axis=-1)
         sampled_rows = []
         for i, name in enumerate(DIRECTION_POLICIES):
-            mean, lo, hi = mean_interval(us[i].ravel())
-            sampled_rows.append({"policy": name, "mean": mean, "lo": lo, "hi": hi,
-                                 "n": int(us[i].size)})
-            claims.append(Claim(
+            row = Claim.mean(
                 f"obfuscating liar ({name}) vs calibrated B earns 0 (sampled debates)",
-                "spec PED 9.3", "== 0 (95% interval contains 0)", mean, lo, hi,
-                bool(lo <= 0.0 <= hi), f"{us[i].size} sampled debates over {cfg.obf_trees} trees"))
-        p, lo, hi = wilson_interval(float(surv.sum()), surv.size)
-        claims.append(Claim(
+                "spec PED 9.3", "==", 0.0, us[i].ravel(),
+                f"{us[i].size} sampled debates over {cfg.obf_trees} trees",
+                bound="== 0 (interval contains 0)")
+            sampled_rows.append({"policy": name, "mean": row.value, "lo": row.lo, "hi": row.hi,
+                                 "p_value": row.p_value, "n": int(us[i].size)})
+            claims.append(row)
+        row = Claim.proportion(
             f"naive recursive debate: liar survival 1 - q^-d (q={qo}, d={do}, sampled)",
-            "spec PED 9.3", f"== {target:.6g} (95% Wilson interval contains it)", p, lo, hi,
-            bool(lo <= target <= hi), f"{surv.size} sampled debates"))
+            "spec PED 9.3", "==", target, float(surv.sum()), surv.size,
+            f"{surv.size} sampled debates", bound=f"== {target:.6g} (Wilson interval contains it)")
+        p = row.value
+        claims.append(row)
         tables["obfuscation_sampled"] = sampled_rows
         metrics["obfuscation"] = {"rho": rho_o, "honest_margin": base_o,
                                   "liar_exact_max_abs": float(np.max(np.abs(liar_exact))),

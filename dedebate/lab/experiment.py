@@ -39,10 +39,42 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import jax
+
+FAMILY_ALPHA = 0.05
+"""Family-wise error rate of a report: the chance that any true Monte-Carlo claim fails."""
+
+_RELATIONS = (">=", "<=", "==")
+
+
+def _normal_cdf(z: float) -> float:
+    return 0.5 * math.erfc(-z / math.sqrt(2.0))
+
+
+def claim_p_value(estimate: float, se: float, target: float, relation: str) -> float:
+    """Two-sided-equivalent p-value of the claim ``true value RELATION target``.
+
+    ``z = (estimate - target) / se``; for ``>=`` the evidence against the claim is a low
+    estimate, p = min(1, 2 Phi(z)); for ``<=`` p = min(1, 2 Phi(-z)); for ``==``
+    p = 2 Phi(-|z|). Scaled so that ``p >= 0.05`` exactly when the 95% interval
+    ``estimate +- 1.96 se`` reaches the target, and ``p >= a`` when the ``1 - a`` interval does.
+    With ``se == 0`` the p-value is 1 if the estimate satisfies the relation, else 0.
+    """
+    if relation not in _RELATIONS:
+        raise ValueError(f"relation={relation!r}: must be one of {_RELATIONS}")
+    if not (se > 0 and math.isfinite(se)):
+        holds = {">=": estimate >= target, "<=": estimate <= target,
+                 "==": estimate == target}[relation]
+        return 1.0 if holds else 0.0
+    z = (estimate - target) / se
+    if relation == ">=":
+        return min(1.0, 2.0 * _normal_cdf(z))
+    if relation == "<=":
+        return min(1.0, 2.0 * _normal_cdf(-z))
+    return 2.0 * _normal_cdf(-abs(z))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +84,14 @@ class Claim:
     ``bound`` is how the claim reads (``">= 0.6402"``, ``"== 1/16"``, ``"<= 2 delta"``);
     ``value`` is the measured point estimate and ``(lo, hi)`` its 95% interval (equal to
     ``value`` when the number is exact). ``passed`` is decided by the experiment from the interval
-    and the bound, never loosened to make a row pass.
+    and the bound at the row's own 95% level, never loosened to make a row pass.
+
+    Monte-Carlo rows also carry ``p_value`` (see :func:`claim_p_value`; ``None`` for exact rows)
+    and ``checks`` (the row's non-statistical conditions, e.g. two exact computations agreeing).
+    A report decides such rows family-wise (:func:`family_decisions`): with m Monte-Carlo rows,
+    a row passes iff ``checks`` and ``p_value >= FAMILY_ALPHA / m`` (Bonferroni), so a report
+    whose claims are all true fails with probability at most 5%, however many rows it has.
+    Build these rows with :meth:`proportion` or :meth:`mean`.
     """
 
     claim: str
@@ -63,6 +102,8 @@ class Claim:
     hi: float
     passed: bool
     note: str = ""
+    p_value: float | None = None
+    checks: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -72,6 +113,80 @@ class Claim:
         """A claim measured exactly (no sampling): the interval is the point itself."""
         return Claim(claim, source, bound, float(value), float(value), float(value), bool(passed),
                      note)
+
+    @staticmethod
+    def proportion(claim: str, source: str, relation: str, target: float, successes: float,
+                   trials: float, note: str = "", *, members: int = 1, checks: bool = True,
+                   bound: str | None = None) -> Claim:
+        """A Monte-Carlo row on a proportion: Wilson 95% interval and the score test of
+        ``p RELATION target`` (the test the Wilson interval inverts, so the row passes at 95%
+        exactly when the interval reaches the target).
+
+        ``members > 1`` marks a row that reports the worst of ``members`` estimates with the
+        same number of trials (a max or min over a zoo): its p-value is Bonferroni-adjusted
+        within the row, ``min(1, members * p)``.
+        """
+        if trials <= 0:
+            raise ValueError(f"trials={trials!r}: a Monte-Carlo row needs at least one trial")
+        if members < 1:
+            raise ValueError(f"members={members!r}: must be >= 1")
+        v, lo, hi = wilson_interval(successes, trials)
+        se0 = math.sqrt(max(target * (1.0 - target), 0.0) / trials)
+        p = min(1.0, members * claim_p_value(v, se0, target, relation))
+        return Claim(claim, source, bound or f"{relation} {target:.6g}", v, lo, hi,
+                     bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks))
+
+    @staticmethod
+    def mean(claim: str, source: str, relation: str, target: float, values: Iterable[float],
+             note: str = "", *, checks: bool = True, bound: str | None = None) -> Claim:
+        """A Monte-Carlo row on a mean of i.i.d. samples: normal 95% interval and the z-test of
+        ``mean RELATION target`` with the sample standard error."""
+        import numpy as np
+
+        x = np.asarray(list(values) if not hasattr(values, "shape") else values, np.float64)
+        if x.size < 2:
+            raise ValueError(f"values has {x.size} sample(s): a Monte-Carlo mean needs >= 2")
+        m, lo, hi = mean_interval(x)
+        se = float(x.std(ddof=1)) / math.sqrt(x.size)
+        p = claim_p_value(m, se, target, relation)
+        return Claim(claim, source, bound or f"{relation} {target:.6g}", m, lo, hi,
+                     bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks))
+
+
+def family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
+                     alpha: float = FAMILY_ALPHA) -> list[bool]:
+    """Pass/fail of every row under the family-wise policy (Bonferroni over Monte-Carlo rows).
+
+    Exact rows (``p_value`` None) keep their own decision. With m Monte-Carlo rows, such a row
+    passes iff its checks hold and ``p_value >= alpha / m``. ``claims`` are :class:`Claim` rows or
+    their dicts (a dict's own decision is read from ``passed_95`` when present, else ``passed``).
+    """
+    rows = [c.to_dict() if isinstance(c, Claim) else c for c in claims]
+    m = sum(r.get("p_value") is not None for r in rows)
+    out = []
+    for r in rows:
+        p = r.get("p_value")
+        if p is None:
+            out.append(bool(r.get("passed_95", r["passed"])))
+        else:
+            out.append(bool(r.get("checks", True)) and p >= alpha / m)
+    return out
+
+
+def with_family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
+                          alpha: float = FAMILY_ALPHA) -> list[dict[str, Any]]:
+    """Claim dicts with ``passed`` set by :func:`family_decisions`, the row's own 95% decision
+    kept as ``passed_95``, and the family size and per-row level of Monte-Carlo rows."""
+    rows = [c.to_dict() if isinstance(c, Claim) else dict(c) for c in claims]
+    decisions = family_decisions(rows, alpha)
+    m = sum(r.get("p_value") is not None for r in rows)
+    out = []
+    for r, ok in zip(rows, decisions):
+        own = bool(r.get("passed_95", r["passed"]))
+        extra = {"family_size": m, "family_level": alpha / m} if r.get("p_value") is not None \
+            else {}
+        out.append({**r, "passed_95": own, "passed": ok, **extra})
+    return out
 
 
 @dataclasses.dataclass
@@ -90,7 +205,8 @@ class ExperimentResult:
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.claims)
+        """Every row passes under the family-wise policy (:func:`family_decisions`)."""
+        return all(family_decisions(self.claims))
 
 
 class Progress(Protocol):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.config import ConfigError, default_config
+from dedebate.lab.experiment import FAMILY_ALPHA, with_family_decisions
 from dedebate.lab.registry import Registry
 from dedebate.lab.rundir import (
     RESULT_SCHEMA_VERSION,
@@ -211,6 +212,7 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
               "backend", "device_count", "python_version", "platform", "result_schema_version"):
         lines.append(f"| {k} | {_cell(header.get(k))} |")
     lines.append(f"| wall_time_s | {wall_time_s:.1f} |")
+    lines += ["", _policy_line(entries)]
     lines += ["", "| experiment | claims passed | result |", "|---|---|---|"]
     for e in entries:
         n_ok = sum(bool(c["passed"]) for c in e.claims)
@@ -227,7 +229,7 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
                   "|---|---|---|---|---|---|"]
         for c in e.claims:
             lines.append(f"| {_cell(c['claim'])} | {_cell(c['source'])} | {_cell(c['bound'])} | "
-                         f"{_cell(measured(c))} | {'PASS' if c['passed'] else 'FAIL'} | "
+                         f"{_cell(measured(c))} | {_result_cell(c)} | "
                          f"{_cell(c.get('note', ''))} |")
         if e.status == "error":
             lines.append(f"| experiment did not complete | {_cell(e.name)} | — | — | FAIL | "
@@ -238,8 +240,41 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
     return "\n".join(lines).rstrip() + "\n"
 
 
+def apply_report_family(entries: list[ExperimentEntry]) -> None:
+    """Decide every Monte-Carlo row of the report family-wise (Bonferroni over all of them,
+    :func:`dedebate.lab.experiment.family_decisions`): a report whose claims all hold fails with
+    probability at most ``FAMILY_ALPHA``. Each row's own 95% decision is kept as ``passed_95``."""
+    flat = [c for e in entries for c in e.claims]
+    decided = iter(with_family_decisions(flat))
+    for e in entries:
+        e.claims = [next(decided) for _ in e.claims]
+
+
+def _policy_line(entries: list[ExperimentEntry]) -> str:
+    rows = [c for e in entries for c in e.claims if c.get("p_value") is not None]
+    if not rows:
+        return "Every row is exact (no Monte-Carlo rows)."
+    m = len(rows)
+    misses = sum(not c.get("passed_95", c["passed"]) for c in rows)
+    return (f"Multiple comparisons: the {m} Monte-Carlo rows are decided family-wise "
+            f"(Bonferroni): a row passes iff its p-value >= {FAMILY_ALPHA:g}/{m} = "
+            f"{FAMILY_ALPHA / m:.3g}, so a report whose claims all hold fails with probability "
+            f"at most {FAMILY_ALPHA:g}. Intervals shown are each row's own 95% interval; "
+            f"{misses} row(s) miss their bound at 95% alone (marked '95%: miss'). Exact rows "
+            "compare exactly.")
+
+
+def _result_cell(c: Mapping[str, Any]) -> str:
+    text = "PASS" if c["passed"] else "FAIL"
+    if c.get("p_value") is not None:
+        own = "" if c.get("passed_95", c["passed"]) else "; 95%: miss"
+        text += f" (p={c['p_value']:.3g}{own})"
+    return text
+
+
 def _write_report(report_dir: Path, header: Mapping[str, Any], entries: list[ExperimentEntry],
                   wall_time_s: float, final: bool) -> None:
+    apply_report_family(entries)
     write_text(report_dir / "report.md", render_markdown(header, entries, wall_time_s, final))
     n_claims = sum(len(e.claims) for e in entries)
     write_json(report_dir / "report.json", {

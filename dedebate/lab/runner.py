@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
-from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.experiment import Claim, ExperimentResult, with_family_decisions
 from dedebate.lab.rundir import (
     environment_provenance,
     jsonable,
@@ -236,7 +236,7 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
         "title": getattr(module, "TITLE", ""),
         "status": "ok",
         "passed": bool(result.claims) and result.passed,
-        "claims": [c.to_dict() for c in result.claims],
+        "claims": with_family_decisions(result.claims),
         "metrics": jsonable(result.metrics),
         "tables": tables,
         "plots": [f"plots/{p}" for p in plots],
@@ -245,7 +245,7 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
     write_json(run_dir / "results.json", results)
 
     # Local results are complete; now W&B.
-    n_pass = sum(c.passed for c in result.claims)
+    n_pass = sum(c["passed"] for c in results["claims"])
     tracker.set_summary({**results["metrics"], "claims_passed": n_pass,
                          "claims_total": len(result.claims), "passed": results["passed"],
                          "wall_time_s": wall})

@@ -1,0 +1,125 @@
+"""The report's multiple-comparison policy (dedebate/lab/experiment.py): Monte-Carlo rows carry a
+p-value consistent with their 95% interval, and a report decides them family-wise (Bonferroni)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dedebate.lab.experiment import (
+    FAMILY_ALPHA,
+    Claim,
+    ExperimentResult,
+    claim_p_value,
+    family_decisions,
+    mean_interval,
+    wilson_interval,
+    with_family_decisions,
+)
+from dedebate.lab.report import ExperimentEntry, apply_report_family, render_markdown
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(5, 5000), frac=st.floats(0, 1), target=st.floats(0.01, 0.99),
+       relation=st.sampled_from([">=", "<=", "=="]))
+def test_proportion_row_passes_at_95_iff_wilson_interval_reaches_target(n, frac, target,
+                                                                        relation):
+    k = round(frac * n)
+    row = Claim.proportion("c", "s", relation, target, k, n)
+    p_hat, lo, hi = wilson_interval(k, n)
+    assert (row.value, row.lo, row.hi) == (p_hat, lo, hi)
+    reaches = {">=": hi >= target, "<=": lo <= target, "==": lo <= target <= hi}[relation]
+    # the Wilson interval inverts the score test, so the two decisions agree except within
+    # rounding of the boundary
+    if abs(row.p_value - FAMILY_ALPHA) > 1e-9:
+        assert row.passed == reaches, (k, n, target, relation, row.p_value, lo, hi)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 400), target=st.floats(-1, 1),
+       relation=st.sampled_from([">=", "<=", "=="]))
+def test_mean_row_passes_at_95_iff_normal_interval_reaches_target(seed, n, target, relation):
+    x = np.random.default_rng(seed).normal(0.1, 1.0, n)
+    row = Claim.mean("c", "s", relation, target, x)
+    m, lo, hi = mean_interval(x)
+    assert (row.value, row.lo, row.hi) == pytest.approx((m, lo, hi), rel=1e-12)
+    reaches = {">=": hi >= target, "<=": lo <= target, "==": lo <= target <= hi}[relation]
+    if abs(row.p_value - FAMILY_ALPHA) > 1e-9:
+        assert row.passed == reaches
+
+
+def claim_p_value_values():
+    # z = -1.959964 on a >= claim is the 95% boundary
+    assert claim_p_value(0.5 - 1.959963984540054, 1.0, 0.5, ">=") == pytest.approx(0.05)
+    assert claim_p_value(2.0, 1.0, 0.0, "<=") == pytest.approx(2 * 0.5 * math.erfc(2 / 2**0.5))
+    assert claim_p_value(1.0, 1.0, 0.0, ">=") == 1.0  # evidence for the claim
+    assert claim_p_value(0.3, 0.0, 0.3, "==") == 1.0 and claim_p_value(0.2, 0.0, 0.3, "==") == 0
+    with pytest.raises(ValueError, match="relation='<'"):
+        claim_p_value(0, 1, 0, "<")
+    with pytest.raises(ValueError, match="trials=0"):
+        Claim.proportion("c", "s", ">=", 0.5, 0, 0)
+
+
+def test_members_adjust_the_p_value_within_a_row():
+    one = Claim.proportion("c", "s", "<=", 0.4, 435, 1000)
+    five = Claim.proportion("c", "s", "<=", 0.4, 435, 1000, members=5)
+    assert five.p_value == pytest.approx(min(1.0, 5 * one.p_value))
+    assert one.p_value < FAMILY_ALPHA and not one.passed and five.passed
+
+
+def test_family_decisions_bonferroni_and_checks():
+    exact_ok = Claim.exact("e", "s", "== 1", 1.0, True)
+    exact_bad = Claim.exact("e", "s", "== 1", 0.0, False)
+    mc = Claim("m", "s", "== 0", 0.1, 0.01, 0.19, False, p_value=0.01)
+    bad_checks = Claim("m", "s", "== 0", 0.0, -0.1, 0.1, False, p_value=0.9, checks=False)
+    # alone: 0.01 < 0.05 fails; with 10 Monte-Carlo rows the level is 0.005 and it passes
+    assert family_decisions([mc]) == [False]
+    assert family_decisions([mc] + [Claim("m", "s", "", 0, 0, 0, True, p_value=0.5)] * 9)[0]
+    assert family_decisions([exact_ok, exact_bad, mc, bad_checks]) == [True, False, False, False]
+    assert family_decisions([exact_ok, mc, mc, mc, mc, bad_checks]) == [True] + [True] * 4 + [False]
+    rows = with_family_decisions([exact_ok, mc])
+    assert rows[1]["passed"] is False and rows[1]["passed_95"] is False  # m = 1
+    assert rows[1]["family_size"] == 1 and rows[1]["family_level"] == FAMILY_ALPHA
+    assert "family_size" not in rows[0]
+    # re-deciding decided rows uses the rows' own 95% decisions, not the earlier family ones
+    again = with_family_decisions(with_family_decisions([mc] * 10) + [exact_bad])
+    assert [r["passed"] for r in again] == [True] * 10 + [False]
+    assert not ExperimentResult(claims=[mc]).passed
+    assert ExperimentResult(claims=[mc] * 10).passed
+
+
+def test_family_wise_false_failure_rate_is_at_most_alpha():
+    """Reports of m true claims (each estimate at its bound's boundary): the chance that the
+    report fails is <= 5% family-wise (Bonferroni), while deciding rows at 95% alone fails
+    most such reports."""
+    rng = np.random.default_rng(2026)
+    m, n, reports, target = 30, 2000, 1500, 0.4
+    k = rng.binomial(n, target, size=(reports, m))
+    any_fail_fw = any_fail_95 = 0
+    for row in k:
+        claims = [Claim.proportion("c", "s", "==", target, int(x), n) for x in row]
+        any_fail_fw += not all(family_decisions(claims))
+        any_fail_95 += not all(c.passed for c in claims)
+    rate_fw, rate_95 = any_fail_fw / reports, any_fail_95 / reports
+    se = math.sqrt(FAMILY_ALPHA * (1 - FAMILY_ALPHA) / reports)
+    assert rate_fw <= FAMILY_ALPHA + 3 * se, rate_fw
+    assert rate_95 >= 1 - 0.95**m - 3 * math.sqrt(0.785 * 0.215 / reports), rate_95
+
+
+def test_report_decides_rows_over_the_whole_report():
+    miss = {**Claim("sampled miss", "s", "== 0", 0.1, 0.01, 0.19, False, p_value=0.01).to_dict()}
+    ok = {**Claim("sampled ok", "s", "== 0", 0.0, -0.1, 0.1, True, p_value=0.9).to_dict()}
+    entries = [ExperimentEntry("a", claims=[miss]), ExperimentEntry("b", claims=[ok] * 4)]
+    apply_report_family(entries)  # m = 5: level 0.01, p = 0.01 passes
+    assert entries[0].claims[0]["passed"] and entries[0].claims[0]["passed_95"] is False
+    md = render_markdown({}, entries, 1.0)
+    assert "**PASS**: 5/5 claims pass." in md
+    assert "5 Monte-Carlo rows are decided family-wise" in md and "0.05/5 = 0.01" in md
+    assert "PASS (p=0.01; 95%: miss)" in md and "PASS (p=0.9) |" in md
+    entries = [ExperimentEntry("a", claims=[miss]), ExperimentEntry("b", claims=[ok])]
+    apply_report_family(entries)  # m = 2: level 0.025, p = 0.01 fails
+    assert not entries[0].claims[0]["passed"] and not entries[0].passed
