@@ -50,6 +50,23 @@ def new_run_dir(output_dir: str | os.PathLike, prefix: str) -> Path:
     raise RuntimeError(f"could not create a run directory under {root}")
 
 
+def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) -> Path | None:
+    """The newest directory ``<output_dir>/<pattern>`` (names sort by their UTC stamp) whose
+    ``config.yaml`` parses to a dict for which ``matches(config)`` is true; unreadable or
+    foreign directories are skipped (they are simply not resumable)."""
+    import yaml
+
+    root = Path(output_dir)
+    if not root.is_dir():
+        return None
+    for d in sorted(root.glob(pattern), reverse=True):
+        with contextlib.suppress(Exception):
+            old = yaml.safe_load((d / "config.yaml").read_text())
+            if isinstance(old, dict) and matches(old):
+                return d.resolve()
+    return None
+
+
 def git_commit(path: str | os.PathLike | None = None) -> str | None:
     """``git rev-parse HEAD`` of the repository holding ``path`` (the dedebate sources), or None."""
     where = Path(path) if path else Path(dedebate.__file__).resolve().parent

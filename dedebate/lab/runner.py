@@ -27,14 +27,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
 from dedebate.lab.experiment import Claim, ExperimentResult, with_family_decisions
 from dedebate.lab.rundir import (
     environment_provenance,
     jsonable,
     new_run_dir,
+    newest_matching_dir,
     utc_iso,
     write_csv,
     write_json,
@@ -147,19 +146,10 @@ class RunRecord:
 
 def find_resumable(cfg: RunConfig) -> Path | None:
     """The newest ``<output_dir>/<experiment>-*`` whose config.yaml has this config's hash."""
-    root = Path(cfg.output_dir)
-    if not root.is_dir():
-        return None
     want = cfg.config_hash()
-    for d in sorted(root.glob(f"{cfg.experiment}-*"), reverse=True):
-        f = d / "config.yaml"
-        if not f.is_file():
-            continue
-        with contextlib.suppress(Exception):  # an unreadable old run is simply not resumable
-            old = yaml.safe_load(f.read_text())
-            if isinstance(old, dict) and not old.get("sweep") and config_hash_of(old) == want:
-                return d.resolve()
-    return None
+    return newest_matching_dir(
+        cfg.output_dir, f"{cfg.experiment}-*",
+        lambda old: not old.get("sweep") and config_hash_of(old) == want)
 
 
 def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | None = None,

@@ -420,20 +420,11 @@ class SweepRecord:
 
 def find_sweep_dir(cfg: RunConfig) -> Path | None:
     """The newest ``<output_dir>/<experiment>-sweep-*`` whose config.yaml has this sweep hash."""
-    import contextlib
+    from dedebate.lab.rundir import newest_matching_dir
 
-    import yaml
-
-    root = Path(cfg.output_dir)
-    if not root.is_dir():
-        return None
     want = cfg.sweep_hash()
-    for d in sorted(root.glob(f"{cfg.experiment}-sweep-*"), reverse=True):
-        with contextlib.suppress(Exception):
-            old = yaml.safe_load((d / "config.yaml").read_text())
-            if isinstance(old, dict) and sweep_hash_of(old) == want:
-                return d.resolve()
-    return None
+    return newest_matching_dir(cfg.output_dir, f"{cfg.experiment}-sweep-*",
+                               lambda old: sweep_hash_of(old) == want)
 
 
 def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | None = None,
