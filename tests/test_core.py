@@ -11,7 +11,7 @@ from dedebate.core.bits import bits_to_code
 
 
 def test_bit_table_round_trips_codes():
-    for q in range(0, 7):
+    for q in range(7):
         table = bit_table(q)
         assert table.shape == (2**q, q)
         np.testing.assert_array_equal(bits_to_code(table), np.arange(2**q))
