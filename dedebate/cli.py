@@ -168,12 +168,15 @@ def _p_text(d) -> str:
 
 
 def _print_run_summary(rec) -> None:
+    from dedebate.lab.experiment import gating
     from dedebate.lab.report import measured
 
     print(f"run directory: {rec.run_dir}")
     if rec.result is not None:
         for d in rec.results.get("claims", []):
-            print(f"  {'PASS' if d['passed'] else 'FAIL'}  {d['claim']} ({d['source']}): bound "
+            verdict = ("PASS" if d["passed"] else "FAIL") if gating(d) else \
+                ("FINDING, criterion met" if d["passed"] else "FINDING, criterion not met")
+            print(f"  {verdict}  {d['claim']} ({d['source']}): bound "
                   f"{d['bound']}; measured {measured(d)}{_p_text(d)}")
         if not rec.result.claims:
             print("  (no claims)")
@@ -326,8 +329,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"dedebate: error: {err}", file=sys.stderr)
         return EXIT_FAIL
-    n_claims = sum(len(e.claims) for e in outcome.entries)
-    n_pass = sum(sum(bool(c["passed"]) for c in e.claims) for e in outcome.entries)
+    n_pass = sum(e.counts()[0] for e in outcome.entries)
+    n_claims = sum(e.counts()[1] for e in outcome.entries)
     failed = [e.name for e in outcome.entries if not e.passed]
     print(f"report: {outcome.report_dir / 'report.md'}")
     print(f"{'PASS' if outcome.passed else 'FAIL'}: {n_pass}/{n_claims} claims pass"

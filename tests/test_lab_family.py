@@ -123,3 +123,26 @@ def test_report_decides_rows_over_the_whole_report():
     entries = [ExperimentEntry("a", claims=[miss]), ExperimentEntry("b", claims=[ok])]
     apply_report_family(entries)  # m = 2: level 0.025, p = 0.01 fails
     assert not entries[0].claims[0]["passed"] and not entries[0].passed
+
+
+def test_findings_are_reported_but_do_not_gate():
+    claim = Claim.exact("proven", "thm", ">= 0.5", 0.7, True)
+    finding = Claim("self-play finds honesty", "issue", "8/8 seeds", 0.375, 0.1, 0.7, False,
+                    finding=True)
+    mc_finding = Claim("mc finding", "issue", "== 0", 0.1, 0.05, 0.15, False, p_value=1e-9,
+                       finding=True)
+    mc = Claim("mc claim", "s", "== 0", 0.0, -0.1, 0.1, True, p_value=0.03)
+    assert ExperimentResult(claims=[claim, finding, mc_finding]).passed
+    assert not ExperimentResult(claims=[claim, Claim.exact("x", "y", "z", 0, False)]).passed
+    # a finding is outside the Monte-Carlo family: mc alone is a family of one (level 0.05)
+    rows = with_family_decisions([mc, mc_finding])
+    assert rows[0]["family_size"] == 1 and not rows[0]["passed"]
+    assert "family_size" not in rows[1] and rows[1]["passed"] is False
+    entry = ExperimentEntry("a", claims=[claim.to_dict(), finding.to_dict()])
+    apply_report_family([entry])
+    assert entry.passed and entry.counts() == (1, 1) and len(entry.findings()) == 1
+    md = render_markdown({}, [entry], 1.0)
+    assert "**PASS**: 1/1 claims pass. 1 measured finding(s)" in md
+    assert "0 meet their stated criterion, 1 do not" in md
+    assert "| self-play finds honesty | issue | 8/8 seeds |" in md and "criterion NOT met" in md
+    assert md.index("Measured findings") > md.index("| proven | thm |")

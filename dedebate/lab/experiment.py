@@ -92,6 +92,11 @@ class Claim:
     a row passes iff ``checks`` and ``p_value >= FAMILY_ALPHA / m`` (Bonferroni), so a report
     whose claims are all true fails with probability at most 5%, however many rows it has.
     Build these rows with :meth:`proportion` or :meth:`mean`.
+
+    ``finding=True`` marks a measured finding that is not a paper claim (for example whether
+    self-play training found the honest equilibrium): it states its question and criterion up
+    front, ``passed`` says whether the criterion held, and it is reported in full but does not
+    gate the run or the report and is not part of the Monte-Carlo family.
     """
 
     claim: str
@@ -104,6 +109,7 @@ class Claim:
     note: str = ""
     p_value: float | None = None
     checks: bool = True
+    finding: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -153,6 +159,15 @@ class Claim:
                      bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks))
 
 
+def _in_family(row: Mapping[str, Any]) -> bool:
+    return row.get("p_value") is not None and not row.get("finding", False)
+
+
+def gating(row: Mapping[str, Any] | Claim) -> bool:
+    """Whether a row gates pass/fail (every claim does; a finding does not)."""
+    return not (row.finding if isinstance(row, Claim) else row.get("finding", False))
+
+
 def family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
                      alpha: float = FAMILY_ALPHA) -> list[bool]:
     """Pass/fail of every row under the family-wise policy (Bonferroni over Monte-Carlo rows).
@@ -162,11 +177,11 @@ def family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
     their dicts (a dict's own decision is read from ``passed_95`` when present, else ``passed``).
     """
     rows = [c.to_dict() if isinstance(c, Claim) else c for c in claims]
-    m = sum(r.get("p_value") is not None for r in rows)
+    m = sum(_in_family(r) for r in rows)
     out = []
     for r in rows:
         p = r.get("p_value")
-        if p is None:
+        if not _in_family(r):
             out.append(bool(r.get("passed_95", r["passed"])))
         else:
             out.append(bool(r.get("checks", True)) and p >= alpha / m)
@@ -179,12 +194,11 @@ def with_family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
     kept as ``passed_95``, and the family size and per-row level of Monte-Carlo rows."""
     rows = [c.to_dict() if isinstance(c, Claim) else dict(c) for c in claims]
     decisions = family_decisions(rows, alpha)
-    m = sum(r.get("p_value") is not None for r in rows)
+    m = sum(_in_family(r) for r in rows)
     out = []
     for r, ok in zip(rows, decisions):
         own = bool(r.get("passed_95", r["passed"]))
-        extra = {"family_size": m, "family_level": alpha / m} if r.get("p_value") is not None \
-            else {}
+        extra = {"family_size": m, "family_level": alpha / m} if _in_family(r) else {}
         out.append({**r, "passed_95": own, "passed": ok, **extra})
     return out
 
@@ -205,8 +219,9 @@ class ExperimentResult:
 
     @property
     def passed(self) -> bool:
-        """Every row passes under the family-wise policy (:func:`family_decisions`)."""
-        return all(family_decisions(self.claims))
+        """Every claim passes under the family-wise policy (:func:`family_decisions`); findings
+        do not gate."""
+        return all(ok for c, ok in zip(self.claims, family_decisions(self.claims)) if gating(c))
 
 
 class Progress(Protocol):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.config import ConfigError, default_config
-from dedebate.lab.experiment import FAMILY_ALPHA, with_family_decisions
+from dedebate.lab.experiment import FAMILY_ALPHA, gating, with_family_decisions
 from dedebate.lab.registry import Registry
 from dedebate.lab.rundir import (
     RESULT_SCHEMA_VERSION,
@@ -48,7 +48,16 @@ class ExperimentEntry:
 
     @property
     def passed(self) -> bool:
-        return self.status == "ok" and bool(self.claims) and all(c["passed"] for c in self.claims)
+        return self.status == "ok" and bool(self.claims) and all(
+            c["passed"] for c in self.claims if gating(c))
+
+    def counts(self) -> tuple[int, int]:
+        """(claims passing, claims) over the gating rows (findings excluded)."""
+        rows = [c for c in self.claims if gating(c)]
+        return sum(bool(c["passed"]) for c in rows), len(rows)
+
+    def findings(self) -> list[dict[str, Any]]:
+        return [c for c in self.claims if not gating(c)]
 
 
 @dataclasses.dataclass
@@ -138,8 +147,7 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
 
     outcome = ReproduceOutcome(report_dir, entries)
     _write_report(report_dir, header, entries, time.monotonic() - t_start, final=True)
-    n_claims = sum(len(e.claims) for e in entries)
-    n_pass = sum(sum(bool(c["passed"]) for c in e.claims) for e in entries)
+    n_pass, n_claims = _totals(entries)
     job.set_summary({"passed": outcome.passed, "claims_total": n_claims,
                      "claims_passed": n_pass, "experiments": len(entries),
                      "experiments_failed": sum(not e.passed for e in entries)})
@@ -192,10 +200,24 @@ def _anchor(e: ExperimentEntry) -> str:
     return text.replace(" ", "-")
 
 
+def _totals(entries: list[ExperimentEntry]) -> tuple[int, int]:
+    """(claims passing, claims) over every experiment's gating rows."""
+    counts = [e.counts() for e in entries]
+    return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+
+def _findings_text(entries: list[ExperimentEntry]) -> str:
+    rows = [c for e in entries for c in e.findings()]
+    if not rows:
+        return ""
+    held = sum(bool(c["passed"]) for c in rows)
+    return (f" {len(rows)} measured finding(s), which are not paper claims and do not gate the "
+            f"verdict: {held} meet their stated criterion, {len(rows) - held} do not.")
+
+
 def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
                     wall_time_s: float, final: bool = True) -> str:
-    n_claims = sum(len(e.claims) for e in entries)
-    n_pass = sum(sum(bool(c["passed"]) for c in e.claims) for e in entries)
+    n_pass, n_claims = _totals(entries)
     n_err = sum(e.status == "error" for e in entries)
     ok = bool(entries) and all(e.passed for e in entries)
     verdict = ("PASS" if ok else "FAIL") if final else "IN PROGRESS"
@@ -203,7 +225,8 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
         "# dedebate reproduce report",
         "",
         f"**{verdict}**: {n_pass}/{n_claims} claims pass"
-        + (f"; {n_err} experiment(s) failed to run" if n_err else "") + ".",
+        + (f"; {n_err} experiment(s) failed to run" if n_err else "") + "."
+        + _findings_text(entries),
         "",
         "| provenance | |",
         "|---|---|",
@@ -215,8 +238,8 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
     lines += ["", _policy_line(entries)]
     lines += ["", "| experiment | claims passed | result |", "|---|---|---|"]
     for e in entries:
-        n_ok = sum(bool(c["passed"]) for c in e.claims)
-        lines.append(f"| [{_cell(e.name)}](#{_anchor(e)}) | {n_ok}/{len(e.claims)} | "
+        n_ok, n_all = e.counts()
+        lines.append(f"| [{_cell(e.name)}](#{_anchor(e)}) | {n_ok}/{n_all} | "
                      f"{'PASS' if e.passed else 'FAIL'} |")
     lines.append("")
     for e in entries:
@@ -228,13 +251,18 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
         lines += ["| claim | source | bound | measured (95% interval) | result | note |",
                   "|---|---|---|---|---|---|"]
         for c in e.claims:
-            lines.append(f"| {_cell(c['claim'])} | {_cell(c['source'])} | {_cell(c['bound'])} | "
-                         f"{_cell(measured(c))} | {_result_cell(c)} | "
-                         f"{_cell(c.get('note', ''))} |")
+            if gating(c):
+                lines.append(_row(c))
         if e.status == "error":
             lines.append(f"| experiment did not complete | {_cell(e.name)} | — | — | FAIL | "
                          f"{_cell(e.error)} |")
         lines.append("")
+        if e.findings():
+            lines += ["Measured findings (not paper claims; they do not gate the verdict):", "",
+                      "| finding | source | criterion | measured (95% interval) | outcome | note |",
+                      "|---|---|---|---|---|---|"]
+            lines += [_row(c) for c in e.findings()]
+            lines.append("")
         for p in e.plots:
             lines += [f"![{Path(p).stem}]({p})", ""]
     return "\n".join(lines).rstrip() + "\n"
@@ -251,7 +279,7 @@ def apply_report_family(entries: list[ExperimentEntry]) -> None:
 
 
 def _policy_line(entries: list[ExperimentEntry]) -> str:
-    rows = [c for e in entries for c in e.claims if c.get("p_value") is not None]
+    rows = [c for e in entries for c in e.claims if c.get("p_value") is not None and gating(c)]
     if not rows:
         return "Every row is exact (no Monte-Carlo rows)."
     m = len(rows)
@@ -264,7 +292,14 @@ def _policy_line(entries: list[ExperimentEntry]) -> str:
             "compare exactly.")
 
 
+def _row(c: Mapping[str, Any]) -> str:
+    return (f"| {_cell(c['claim'])} | {_cell(c['source'])} | {_cell(c['bound'])} | "
+            f"{_cell(measured(c))} | {_result_cell(c)} | {_cell(c.get('note', ''))} |")
+
+
 def _result_cell(c: Mapping[str, Any]) -> str:
+    if not gating(c):
+        return "criterion met" if c["passed"] else "criterion NOT met"
     text = "PASS" if c["passed"] else "FAIL"
     if c.get("p_value") is not None:
         own = "" if c.get("passed_95", c["passed"]) else "; 95%: miss"
@@ -276,13 +311,16 @@ def _write_report(report_dir: Path, header: Mapping[str, Any], entries: list[Exp
                   wall_time_s: float, final: bool) -> None:
     apply_report_family(entries)
     write_text(report_dir / "report.md", render_markdown(header, entries, wall_time_s, final))
-    n_claims = sum(len(e.claims) for e in entries)
+    n_pass, n_claims = _totals(entries)
+    findings = [c for e in entries for c in e.findings()]
     write_json(report_dir / "report.json", {
         "schema_version": RESULT_SCHEMA_VERSION,
         "complete": final,
         "passed": bool(entries) and all(e.passed for e in entries),
         "claims_total": n_claims,
-        "claims_passed": sum(sum(bool(c["passed"]) for c in e.claims) for e in entries),
+        "claims_passed": n_pass,
+        "findings_total": len(findings),
+        "findings_met": sum(bool(c["passed"]) for c in findings),
         "wall_time_s": round(wall_time_s, 3),
         "provenance": dict(header),
         "experiments": [{**dataclasses.asdict(e), "passed": e.passed} for e in entries],

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
-from dedebate.lab.experiment import Claim, ExperimentResult, with_family_decisions
+from dedebate.lab.experiment import Claim, ExperimentResult, gating, with_family_decisions
 from dedebate.lab.rundir import (
     environment_provenance,
     jsonable,
@@ -235,9 +235,9 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
     write_json(run_dir / "results.json", results)
 
     # Local results are complete; now W&B.
-    n_pass = sum(c["passed"] for c in results["claims"])
-    tracker.set_summary({**results["metrics"], "claims_passed": n_pass,
-                         "claims_total": len(result.claims), "passed": results["passed"],
+    gate = [c for c in results["claims"] if gating(c)]
+    tracker.set_summary({**results["metrics"], "claims_passed": sum(c["passed"] for c in gate),
+                         "claims_total": len(gate), "passed": results["passed"],
                          "wall_time_s": wall})
     tracker.log_artifact(f"results-{run_dir.name}", "results",
                          [run_dir / "results.json", run_dir / "config.yaml",
