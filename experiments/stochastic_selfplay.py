@@ -1,0 +1,392 @@
+"""Learned Alice and Bob for the stochastic-oracle debate, trained by self-play (issue 8 exp. 4;
+spec DED 5, training conventions of spec PED 8.5 / 10).
+
+On a small F2 fixture (K = 2, T steps; P_M(1) = ``p_yes`` >= 2/3 and ``p_no`` <= 1/3), a learned
+Alice (MLP claim ``p = pi + b * mlp(t, pi, prev bit, fraction of ones)``) and a learned Bob (abort
+logit ``w[t] + w_dev |p - pi| / b + w_prev prev``, i.e. ZooBob ``B_LEARNED`` reading the expected
+estimate pi) play the zero-sum game "Alice maximises P[out = 1]" with alternating Adam updates,
+n_B Bob steps per Alice step, on the exact DP value (:mod:`dedebate.training.stochastic_selfplay`;
+Vera's training surrogate is named there). Every reported number is exact (float64 DP with the
+exact binomial Vera), with intervals over seeds, and the learned pairs are also played with
+:func:`dedebate.protocols.stochastic.run_trials` (Monte Carlo, Wilson interval) as a check.
+
+Rows and their pass criteria (fixed before the results were seen). The two proven rows and the
+Monte-Carlo check are claims; the self-play outcome, tracking, abort targeting, schedule and
+convergence rows are *findings* (``finding=True``): measured answers to the issue's questions,
+reported in full with their criterion but not gating the run, because no theorem says self-play
+must find the honest equilibrium.
+
+* proven (spec DED 5.3): honest Alice vs every trained Bob >= the completeness bound at the
+  instance; every trained Alice vs honest Bob <= 1 - the soundness bound at the instance;
+* self-play outcome vs the Lean bounds: the trained pair's acceptance, worst seed, >= 0.6402 on
+  the yes-instance and <= 0.3956 on the no-instance (not a theorem about learned pairs: it asks
+  whether self-play reaches the protocol's guaranteed side);
+* Monte Carlo agrees with the exact DP: the pooled Monte-Carlo acceptance against the seeds'
+  mean exact value (score test; a Monte-Carlo row of the report's family-wise policy);
+* claims track the truth: Alice's reach-weighted mean |p - pi| has its 95% upper bound (over
+  seeds) below b (the must-abort threshold);
+* Bob's aborts target real deviations: Youden's J = hit - false alarm (abort probability at probe
+  deviations in [b, 4b] minus at [0, s), reach-weighted over visited prefixes) has its 95% lower
+  bound (over seeds) >= 0.5;
+* schedules (descriptive): training again with each n_B of ``n_b_sweep`` (same seeds), the
+  largest n_B leaves no more no-instance seeds on the wrong side (acceptance > 1/2) than the
+  smallest -- the spec PED 8.5 recommendation "several follower updates per leader update" taken
+  as the criterion (this row was added after a diagnostic run at T = 6 had shown it failing);
+* convergence: the exploitability gap (Alice's grid best response to the trained Bob minus Bob's
+  exact best response to the trained Alice) is <= ``gap_tol`` for more than half of the seeds
+  (Wilson lower bound > 1/2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dedebate.agents.stochastic_players import honest_alice
+from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
+from dedebate.machines.fixtures import f2_target
+from dedebate.machines.lipschitz import prefix_tree
+from dedebate.protocols.exact_acceptance import acceptance_exact
+from dedebate.protocols.stochastic import (
+    debate_spec,
+    lean_defaults,
+    make_vera,
+    run_trials,
+    trial_keys,
+)
+from dedebate.training.stochastic_selfplay import (
+    SelfPlayStatic,
+    bob_as_zoo,
+    evaluate,
+    hparams,
+    learned_alice,
+    level_inputs,
+    take,
+    train_grid,
+)
+
+NAME = "stochastic_selfplay"
+TITLE = "Stochastic debate self-play: learned Alice and Bob vs the Lean bounds (issue 8 exp. 4)"
+
+COMPLETENESS_W = 0.6402  # spec DED 5.3 with the defaults at P_M(1) = 2/3 (rounded down)
+SOUNDNESS_W = 0.3956  # 1 - 0.6044 (rounded up)
+
+
+def _doc(text):
+    return {"doc": text}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    T: int = dataclasses.field(default=6, metadata=_doc("steps of the F2 fixture, in [3, 10]"))
+    p_yes: float = dataclasses.field(
+        default=0.75, metadata=_doc("P_M(1) of the yes-instance, in [2/3, 0.95]"))
+    p_no: float = dataclasses.field(
+        default=0.25, metadata=_doc("P_M(1) of the no-instance, in [0.05, 1/3]"))
+    spread: float = dataclasses.field(
+        default=0.2, metadata=_doc("F2 position probabilities p +- spread: spread >= 0, all in [0, 1]"))
+    seeds: int = dataclasses.field(default=8, metadata=_doc("self-play runs per instance, >= 2"))
+    steps: int = dataclasses.field(default=1000, metadata=_doc("Alice updates per run, >= 10"))
+    n_b: int = dataclasses.field(default=5, metadata=_doc("Bob updates per Alice update, >= 1"))
+    n_b_sweep: tuple[int, ...] = dataclasses.field(
+        default=(1, 20), metadata=_doc("further n_B values trained for the schedule row (each "
+                                       ">= 1, != n_b; empty: skip the row)"))
+    hidden: int = dataclasses.field(default=16, metadata=_doc("Alice's MLP width, >= 1"))
+    lr_a: float = dataclasses.field(default=0.01, metadata=_doc("Alice's Adam step size, > 0"))
+    lr_b: float = dataclasses.field(default=0.05, metadata=_doc("Bob's Adam step size, > 0"))
+    alice_init: float = dataclasses.field(
+        default=1.0, metadata=_doc("typical initial lie |p - pi| in units of b, > 0"))
+    bob_init: float = dataclasses.field(
+        default=-2.0, metadata=_doc("Bob's initial abort logit (finite)"))
+    vera_grad_mix: float = dataclasses.field(
+        default=1.0, metadata=_doc("weight of the heavy-tailed gradient term of Vera's training "
+                                   "surrogate, >= 0"))
+    ablate_tail: bool = dataclasses.field(
+        default=True, metadata=_doc("also train with vera_grad_mix = 0 (reported in metrics)"))
+    gap_tol: float = dataclasses.field(
+        default=0.05, metadata=_doc("exploitability gap counted as converged, in (0, 1)"))
+    mc_trials: int = dataclasses.field(
+        default=2000, metadata=_doc("Monte-Carlo debates per seed and instance, >= 0 (0: skip)"))
+    log_every: int = dataclasses.field(
+        default=20, metadata=_doc("Alice updates between logged monitors, >= 1"))
+
+    def __post_init__(self):
+        if not (isinstance(self.T, int) and 3 <= self.T <= 10):
+            raise ValueError(f"T={self.T!r}: must be an integer in [3, 10]")
+        if not 2 / 3 <= self.p_yes <= 0.95:
+            raise ValueError(f"p_yes={self.p_yes}: must lie in [2/3, 0.95]")
+        if not 0.05 <= self.p_no <= 1 / 3:
+            raise ValueError(f"p_no={self.p_no}: must lie in [0.05, 1/3]")
+        if not (0 <= self.spread and self.p_yes + self.spread <= 1 and self.p_no - self.spread >= 0):
+            raise ValueError(f"spread={self.spread}: need 0 <= spread, p_yes + spread <= 1 and "
+                             "p_no - spread >= 0")
+        for name, lo in (("seeds", 2), ("steps", 10), ("n_b", 1), ("hidden", 1),
+                         ("mc_trials", 0), ("log_every", 1)):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and v >= lo):
+                raise ValueError(f"{name}={v!r}: must be an integer >= {lo}")
+        if any(not (isinstance(n, int) and n >= 1) for n in self.n_b_sweep) or \
+                self.n_b in self.n_b_sweep or len(set(self.n_b_sweep)) != len(self.n_b_sweep):
+            raise ValueError(f"n_b_sweep={list(self.n_b_sweep)}: need distinct integers >= 1, "
+                             f"none equal to n_b={self.n_b}")
+        for name in ("lr_a", "lr_b", "alice_init"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)}: must be > 0")
+        if not np.isfinite(self.bob_init):
+            raise ValueError(f"bob_init={self.bob_init}: must be finite")
+        if not self.vera_grad_mix >= 0:
+            raise ValueError(f"vera_grad_mix={self.vera_grad_mix}: must be >= 0")
+        if not 0 < self.gap_tol < 1:
+            raise ValueError(f"gap_tol={self.gap_tol}: must lie in (0, 1)")
+
+
+SIZES = {
+    "quick": {"T": 4, "seeds": 4, "steps": 300, "mc_trials": 0, "ablate_tail": False,
+              "n_b_sweep": ()},
+    "full": {"T": 10, "seeds": 32, "steps": 3000, "mc_trials": 20000},
+}
+
+
+def _train(cfg, static, inputs, hp, key):
+    keys = jnp.stack([jax.random.fold_in(key, s) for s in range(cfg.seeds)])
+    alice, bob, mon = train_grid(static)(inputs, hp, keys)
+    return jax.block_until_ready((alice, bob, mon))
+
+
+def _monte_carlo(cfg, fx, constants, alice, bob, key):
+    """Play every seed's trained pair ``mc_trials`` times; returns per-seed win counts."""
+    S, n = cfg.seeds, cfg.mc_trials
+    idx = np.repeat(np.arange(S), n)
+    alices = learned_alice(jax.tree.map(lambda x: np.asarray(x)[idx], alice), constants.b)
+    alices = alices.replace(unit=np.full(idx.size, constants.b, np.float32),
+                            n_samples=np.zeros(idx.size, np.int32))
+    zoo = bob_as_zoo(bob, constants.b)
+    bobs = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (S,) + np.shape(x))[idx]
+                        if np.ndim(x) == 0 else np.asarray(x)[idx], zoo)
+    out = run_trials(debate_spec(cfg.T), fx.machine, alices, bobs, make_vera(constants),
+                     trial_keys(key, idx.size), axes=(None, 0, 0, None))
+    wins = np.asarray(out.verdict).reshape(S, n).sum(axis=1)
+    return wins
+
+
+def _plot(cfg, mons, labels):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for lab, mon in zip(labels, mons):
+        x = (np.arange(mon.value.shape[1]) + 1) * cfg.log_every
+        for ax, arr in ((axes[0], np.asarray(mon.value)), (axes[1], np.asarray(mon.tracking))):
+            line, = ax.plot(x, arr.mean(axis=0), label=f"{lab} (mean)")
+            ax.plot(x, arr.T, color=line.get_color(), alpha=0.25, lw=0.8)
+    axes[0].axhline(COMPLETENESS_W, color="g", ls="--", label="completeness 0.6402")
+    axes[0].axhline(SOUNDNESS_W, color="r", ls="--", label="soundness 0.3956")
+    axes[0].set_ylabel("P[out = 1] (training objective)")
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("reach-weighted mean |p - pi|")
+    for ax in axes:
+        ax.set_xlabel("Alice update")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Stochastic debate self-play, F2 T={cfg.T} (thin lines: seeds)")
+    fig.tight_layout()
+    return fig
+
+
+def run(cfg: Config, ctx) -> ExperimentResult:
+    claims, tables, metrics = [], {}, {}
+    instances = [("yes", f2_target(cfg.T, cfg.p_yes, spread=cfg.spread)),
+                 ("no", f2_target(cfg.T, cfg.p_no, spread=cfg.spread))]
+    K = instances[0][1].K
+    params = lean_defaults(K, cfg.T)
+    constants = params.constants(K, cfg.T)
+    static = SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps, log_every=cfg.log_every)
+    hp = hparams(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b, alice_init=cfg.alice_init,
+                 bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
+    vera = make_vera(constants)
+    results, mons, walls = {}, [], {}
+    n_tasks = 2 * (1 + int(cfg.ablate_tail) + int(cfg.mc_trials > 0) + len(cfg.n_b_sweep))
+    with ctx.progress(n_tasks, "stochastic self-play") as bar:
+        for i, (case, fx) in enumerate(instances):
+            levels = prefix_tree(fx.machine)
+            inputs = level_inputs(levels)
+            key = jax.random.fold_in(ctx.key, i)
+            t0 = time.perf_counter()
+            alice, bob, mon = _train(cfg, static, inputs, hp, key)
+            walls[f"train_{case}"] = time.perf_counter() - t0
+            mons.append(mon)
+            val, trk = np.asarray(mon.value), np.asarray(mon.tracking)
+            for j in range(val.shape[1]):
+                ctx.log({"instance": case, "value_mean": float(val[:, j].mean()),
+                         "value_min": float(val[:, j].min()), "value_max": float(val[:, j].max()),
+                         "tracking_mean": float(trk[:, j].mean())},
+                        step=(j + 1) * cfg.log_every)
+            t0 = time.perf_counter()
+            ev = [evaluate(levels, take(alice, s), take(bob, s), constants)
+                  for s in range(cfg.seeds)]
+            honest = [acceptance_exact(fx.machine, honest_alice(constants),
+                                       bob_as_zoo(take(bob, s), constants.b), vera, levels)
+                      for s in range(cfg.seeds)]
+            walls[f"evaluate_{case}"] = time.perf_counter() - t0
+            bar.update(1)
+            res = {"fixture": fx, "p1": fx.p1(), "ev": ev, "honest_alice": honest}
+            if cfg.mc_trials > 0:
+                t0 = time.perf_counter()
+                res["mc_wins"] = _monte_carlo(cfg, fx, constants, alice, bob,
+                                              jax.random.fold_in(key, 7))
+                walls[f"monte_carlo_{case}"] = time.perf_counter() - t0
+                bar.update(1)
+            if cfg.ablate_tail:
+                t0 = time.perf_counter()
+                a0, b0, _ = _train(cfg, static, inputs, hp.replace(vera_grad_mix=jnp.float32(0)),
+                                   key)
+                res["ablation"] = [evaluate(levels, take(a0, s), take(b0, s), constants,
+                                            full=False) for s in range(cfg.seeds)]
+                walls[f"ablation_{case}"] = time.perf_counter() - t0
+                bar.update(1)
+            res["sweep"] = {}
+            for n_b in cfg.n_b_sweep:
+                t0 = time.perf_counter()
+                a1, b1, _ = _train(cfg, static, inputs, hp.replace(n_b=jnp.int32(n_b)), key)
+                res["sweep"][n_b] = [evaluate(levels, take(a1, s), take(b1, s), constants,
+                                              full=False) for s in range(cfg.seeds)]
+                walls[f"n_b_{n_b}_{case}"] = time.perf_counter() - t0
+                bar.update(1)
+            results[case] = res
+            for s, e in enumerate(ev):
+                tables.setdefault("seeds", []).append(
+                    {"instance": case, "seed": s, "honest_alice_vs_bob": honest[s],
+                     **{k: float(v) for k, v in e.items()}})
+
+    S = cfg.seeds
+    yes, no = results["yes"], results["no"]
+    comp = params.completeness(K, cfg.T, yes["p1"])
+    sound_acc = 1.0 - params.soundness(K, cfg.T, 1.0 - no["p1"])
+    setting = (f"F2 (K = {K:g}), T = {cfg.T}, P_M(1) = {yes['p1']:.4f} / {no['p1']:.4f}, "
+               f"{S} seeds x {cfg.steps} Alice updates, n_B = {cfg.n_b}")
+
+    def arr(res, k):
+        return np.array([e[k] for e in res["ev"]])
+
+    # ---- proven bounds against the learned adversaries -----------------------------------------
+    h = np.array(yes["honest_alice"])
+    claims.append(Claim.exact(
+        "Honest Alice vs every self-play-trained Bob wins at least the completeness bound",
+        "spec DED 5.3 (Lean completeness'), exact DP", f">= {comp:.4f}", h.min(),
+        bool(h.min() >= comp),
+        note=f"worst seed; per seed {np.round(h, 4).tolist()}; bound at w = 2/3: 0.6402; {setting}"))
+    v = arr(no, "value_vs_honest_bob")
+    claims.append(Claim.exact(
+        "Every self-play-trained Alice vs honest Bob is accepted at most 1 - the soundness bound",
+        "spec DED 5.3 (Lean soundness'), exact DP", f"<= {sound_acc:.4f}", v.max(),
+        bool(v.max() <= sound_acc),
+        note=f"worst seed; per seed {np.round(v, 4).tolist()}; bound at w = 2/3: 0.3956"))
+    # ---- self-play outcome vs the Lean bounds ---------------------------------------------------
+    for case, res, want_hi in (("yes", yes, True), ("no", no, False)):
+        vals = arr(res, "value")
+        m, lo, hi = mean_interval(vals)
+        worst = vals.min() if want_hi else vals.max()
+        ok = worst >= COMPLETENESS_W if want_hi else worst <= SOUNDNESS_W
+        claims.append(Claim(
+            f"Self-play on the {case}-instance: the trained pair's acceptance is on the protocol's "
+            "guaranteed side (worst seed)", "spec DED 5.3 bounds; issue 8 exp. 4 (not a theorem "
+            "for learned pairs)", f">= {COMPLETENESS_W}" if want_hi else f"<= {SOUNDNESS_W}",
+            worst, worst, worst, bool(ok), finding=True,
+            note=(f"worst seed; mean {m:.4f} [{lo:.4f}, {hi:.4f}] over seeds; per seed "
+                  f"{np.round(vals, 4).tolist()}; P_M(1) = {res['p1']:.4f}")))
+    # ---- Monte Carlo check ----------------------------------------------------------------------
+    if cfg.mc_trials > 0:
+        for case, res in (("yes", yes), ("no", no)):
+            exact_mean = float(arr(res, "value").mean())
+            wins, n = int(res["mc_wins"].sum()), S * cfg.mc_trials
+            claims.append(Claim.proportion(
+                f"Monte-Carlo play of the trained pairs ({case}) agrees with the exact DP",
+                "dedebate.protocols.stochastic.run_trials vs exact DP", "==", exact_mean, wins, n,
+                note=(f"{wins}/{n} debates pooled over seeds (the score test at the seeds' mean "
+                      "exact value is conservative for a pool of binomials)"),
+                bound=f"contains the exact mean {exact_mean:.4f}"))
+    # ---- tracking -------------------------------------------------------------------------------
+    for case, res, who in (("yes", yes, "winning"), ("no", no, "lying")):
+        trk = arr(res, "tracking")
+        m, lo, hi = mean_interval(trk)
+        claims.append(Claim(
+            f"The {who} Alice's claims track the truth ({case}-instance): reach-weighted mean "
+            "|p - pi| below b", "issue 8 exp. 4 (descriptive; criterion fixed in advance)",
+            f"95% upper < b = {constants.b:g}", m, lo, hi, passed=bool(hi < constants.b), finding=True,
+            note=(f"per seed {np.round(trk, 5).tolist()}; tau_V = {constants.tau_vera:g}, "
+                  f"s = {constants.s:g}; largest |p - pi| at a visited prefix per seed "
+                  f"{np.round(arr(res, 'max_dev_visited'), 4).tolist()}")))
+    # ---- Bob's abort targeting ------------------------------------------------------------------
+    for case, res in (("yes", yes), ("no", no)):
+        hit, fa = arr(res, "hit"), arr(res, "false_alarm")
+        j = hit - fa
+        m, lo, hi = mean_interval(j)
+        claims.append(Claim(
+            f"The trained Bob's aborts target real deviations ({case}-instance): "
+            "P[abort | |p - pi| in [b, 4b]] - P[abort | |p - pi| < s]",
+            "issue 8 exp. 4 (descriptive; criterion fixed in advance)", "95% lower >= 0.5",
+            m, lo, hi, passed=bool(lo >= 0.5), finding=True,
+            note=(f"hit rate mean {hit.mean():.4f} (per seed {np.round(hit, 3).tolist()}), "
+                  f"false alarm mean {fa.mean():.4f} (per seed {np.round(fa, 4).tolist()}); "
+                  f"false alarm at |p - pi| <= c: {arr(res, 'false_alarm_c').mean():.4f}; "
+                  "reach-weighted over visited prefixes")))
+    # ---- schedules: n_B ----------------------------------------------------------------------------
+    if cfg.n_b_sweep:
+        def wrong(evs, case):
+            return int(sum((e["value"] > 0.5) != (case == "yes") for e in evs))
+
+        sched = {cfg.n_b: {c: wrong(results[c]["ev"], c) for c in results}}
+        for n_b in cfg.n_b_sweep:
+            sched[n_b] = {c: wrong(results[c]["sweep"][n_b], c) for c in results}
+        lo_nb, hi_nb = min(sched), max(sched)
+        k_hi, k_lo = sched[hi_nb]["no"], sched[lo_nb]["no"]
+        f, lo, hi = wilson_interval(k_hi, S)
+        claims.append(Claim(
+            f"More Bob updates per Alice update (n_B = {hi_nb} vs {lo_nb}) do not leave more "
+            "no-instance seeds on the wrong side (acceptance > 1/2)",
+            "spec PED 8.5 recommendation, transferred (criterion: the recommendation itself)",
+            f"<= n_B = {lo_nb} fraction ({k_lo}/{S})", f, lo, hi, passed=k_hi <= k_lo, finding=True,
+            note=("wrong-side seeds (yes / no) per n_B: " + "; ".join(
+                f"n_B = {n}: {sched[n]['yes']} / {sched[n]['no']}" for n in sorted(sched))
+                + f" of {S}; same seeds and initialisations for every n_B")))
+        metrics["wrong_side_by_n_b"] = {str(n): sched[n] for n in sorted(sched)}
+        tables["n_b_sweep"] = [
+            {"instance": c, "n_b": n, "seed": s, **{k: float(v) for k, v in e.items()}}
+            for c in results for n in cfg.n_b_sweep for s, e in enumerate(results[c]["sweep"][n])]
+    # ---- convergence ----------------------------------------------------------------------------
+    for case, res in (("yes", yes), ("no", no)):
+        gap = arr(res, "gap")
+        k = int((gap <= cfg.gap_tol).sum())
+        f, lo, hi = wilson_interval(k, S)
+        claims.append(Claim(
+            f"Self-play converges ({case}-instance): exploitability gap <= {cfg.gap_tol:g}",
+            "issue 8 exp. 4 (descriptive; criterion fixed in advance)",
+            "fraction of seeds, Wilson lower > 1/2", f, lo, hi, passed=bool(lo > 0.5), finding=True,
+            note=(f"{k}/{S} seeds; gap per seed {np.round(gap, 4).tolist()} (Alice's grid best "
+                  "response, a lower bound, minus Bob's exact best response); Bob's best "
+                  f"response value per seed {np.round(arr(res, 'bob_best_response'), 4).tolist()}")))
+
+    metrics |= {"K": K, "T": cfg.T, "constants": dataclasses.asdict(constants),
+               "completeness_bound_instance": comp, "soundness_acceptance_bound_instance":
+               sound_acc, "wall_s": walls}
+    for case, res in results.items():
+        summary = {k: float(arr(res, k).mean()) for k in res["ev"][0]}
+        summary["p1"] = res["p1"]
+        summary["wrong_side_seeds"] = int(sum(
+            (e["value"] > 0.5) != (case == "yes") for e in res["ev"]))
+        if "ablation" in res:
+            ab = res["ablation"]
+            summary["ablation_no_tail"] = {
+                "value_per_seed": [round(e["value"], 4) for e in ab],
+                "tracking_per_seed": [round(e["tracking"], 4) for e in ab],
+                "wrong_side_seeds": int(sum((e["value"] > 0.5) != (case == "yes") for e in ab))}
+        if "mc_wins" in res:
+            summary["mc_wins_per_seed"] = res["mc_wins"].tolist()
+        metrics[case] = summary
+    plots = [ctx.save_figure(_plot(cfg, mons, ["yes", "no"]), "stochastic_selfplay")]
+    return ExperimentResult(claims=claims, metrics=metrics, tables=tables, plots=plots)

@@ -1,0 +1,243 @@
+"""Self-play for the stochastic-oracle debate (issue 8 exp. 4; spec DED 5.1, 5.3).
+
+The DP of :mod:`dedebate.training.stochastic_selfplay` against the repository's exact acceptance
+(:mod:`dedebate.protocols.exact_acceptance`) and against Monte-Carlo play; tiny training runs that
+reach known answers; the experiment at quick size with the fake context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import experiments.stochastic_selfplay as E
+from dedebate.agents.stochastic_players import (
+    A_PER_STEP,
+    A_SHIFT,
+    honest_alice,
+    honest_bob,
+    zoo_alice,
+)
+from dedebate.machines.fixtures import f1_target, f2_target
+from dedebate.machines.lipschitz import prefix_tree
+from dedebate.protocols.exact_acceptance import acceptance_exact, checker_prob
+from dedebate.protocols.stochastic import (
+    StepView,
+    debate_spec,
+    lean_defaults,
+    make_vera,
+    run_trials,
+    trial_keys,
+)
+from dedebate.training import stochastic_selfplay as sp
+from tests.fakes import FakeContext
+
+
+def _setup(fixture):
+    K, T = fixture.K, fixture.T
+    params = lean_defaults(K, T)
+    return params, params.constants(K, T), prefix_tree(fixture.machine)
+
+
+def _zoo_levels(levels, lies, w, w_dev, w_prev, constants):
+    """Per-level claims, aborts (via this module's Bob) and exact Vera for a ZooAlice A_PER_STEP
+    and a ZooBob B_LEARNED with deviation scale b."""
+    T = len(levels)
+    codes = sp.level_codes(T)
+    bob = sp.BobParams(w=jnp.asarray(w, jnp.float32), w_dev=jnp.float32(w_dev),
+                       w_prev=jnp.float32(w_prev))
+    ps, aborts, veras = [], [], []
+    for t in range(T):
+        pi = np.asarray(levels[t], np.float64)
+        p = pi + lies[t]
+        a = sp.bob_abort(bob, t, jnp.abs(jnp.asarray(p - pi, jnp.float32)),
+                         jnp.asarray(codes[t]["prev"]), jnp.float32(constants.b))
+        ps.append(p)
+        aborts.append(np.asarray(a, np.float64))
+        veras.append(checker_prob(p, constants.n_vera, constants.tau_vera, pi))
+    return ps, aborts, veras, bob
+
+
+@pytest.mark.parametrize("make", [lambda: f2_target(5, 0.3, spread=0.2),
+                                  lambda: f1_target(4, 0.7, pi=0.5, spread=0.3)])
+def test_dp_equals_exact_acceptance_for_fixed_policies(make):
+    """dp_value (numpy float64 and jnp float32) == acceptance_exact for a per-step-lie Alice and a
+    learned-family Bob (independent implementations of spec DED 5.1)."""
+    fx = make()
+    _, constants, levels = _setup(fx)
+    T = fx.T
+    rng = np.random.default_rng(3)
+    lies = rng.uniform(-2, 2, T) * constants.tau_vera  # inside and outside Vera's window
+    w, w_dev, w_prev = rng.normal(-1.0, 1.0, T), 1.3, -0.7
+    ps, aborts, veras, bob = _zoo_levels(levels, lies, w, w_dev, w_prev, constants)
+    ref = acceptance_exact(
+        fx.machine, zoo_alice(constants, A_PER_STEP, lies=lies),
+        sp.bob_as_zoo(bob, constants.b), make_vera(constants), levels)
+    assert 0.02 < ref < 0.98
+    assert float(sp.dp_value(ps, aborts, veras)) == pytest.approx(ref, abs=1e-6)
+    got32 = sp.dp_value([jnp.asarray(x, jnp.float32) for x in ps],
+                        [jnp.asarray(x, jnp.float32) for x in aborts],
+                        [jnp.asarray(x, jnp.float32) for x in veras])
+    assert float(got32) == pytest.approx(ref, abs=2e-5)
+    # reach probabilities sum to the expected number of steps played
+    reach = sp.reach_levels(ps, aborts)
+    assert float(reach[0][0]) == 1.0
+    assert all(float(r.sum()) <= 1.0 + 1e-12 for r in reach)
+
+
+def test_evaluate_matches_exact_acceptance_for_a_constant_shift_alice():
+    """An Alice MLP with zero weights and output bias delta/b claims pi + delta: evaluate()'s
+    exact values equal acceptance_exact's against the trained-family Bob and honest Bob."""
+    fx = f2_target(5, 0.3, spread=0.2)
+    _, constants, levels = _setup(fx)
+    delta = 0.6 * constants.tau_vera
+    alice = sp.AliceParams(w1=jnp.zeros((sp.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
+                           b2=jnp.float32(delta / constants.b))
+    bob = sp.BobParams(w=jnp.linspace(-3.0, 0.5, fx.T), w_dev=jnp.float32(2.0),
+                       w_prev=jnp.float32(0.4))
+    ev = sp.evaluate(levels, alice, bob, constants)
+    za = zoo_alice(constants, A_SHIFT, delta)
+    vera = make_vera(constants)
+    ref = acceptance_exact(fx.machine, za, sp.bob_as_zoo(bob, constants.b), vera, levels)
+    ref_h = acceptance_exact(fx.machine, za, honest_bob(constants), vera, levels)
+    assert ev["value"] == pytest.approx(ref, abs=1e-6)
+    assert ev["value_vs_honest_bob"] == pytest.approx(ref_h, abs=1e-6)
+    assert ev["tracking"] == pytest.approx(delta, rel=1e-5)
+    # best responses bracket the pair's value
+    assert ev["bob_best_response"] <= ev["value"] + 1e-12 <= ev["alice_best_response"] + 1e-12
+
+
+def test_learned_alice_player_claims_what_the_dp_uses():
+    """The play() player and the DP compute the same claim at every prefix (same features)."""
+    fx = f2_target(4, 0.75, spread=0.2)
+    _, constants, levels = _setup(fx)
+    alice = sp.init_alice(jax.random.key(0), 8, 2.0)
+    bob = sp.init_bob(jax.random.key(1), fx.T)
+    inputs = sp.level_inputs(levels)
+    p, _ = sp.policy_nodes(alice, bob, inputs, jnp.float32(constants.b), jnp.float32(constants.b))
+    player = sp.learned_alice(alice, constants.b)
+
+    def claim(t, pi, prev, ones):
+        view = StepView(t=t, pi=pi, prev_bit=prev, ones=ones, state=None, T=fx.T)
+        return player.claim(view, 0, 0.0)
+
+    got = jax.vmap(claim)(inputs["t"], inputs["pi"], inputs["prev"], inputs["ones"])
+    assert p.shape == (2**fx.T - 1,)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(p), rtol=0, atol=1e-7)
+
+
+def test_surrogate_value_close_to_exact():
+    """The training surrogate (normal-approximation Vera) stays within 0.01 of the exact value."""
+    fx = f2_target(5, 0.3, spread=0.2)
+    _, constants, levels = _setup(fx)
+    alice = sp.init_alice(jax.random.key(2), 8, 0.3)
+    bob = sp.init_bob(jax.random.key(3), fx.T, -1.0)
+    hp = sp.hparams(constants)
+    sur = float(sp.surrogate_value(alice, bob, sp.level_inputs(levels), hp))
+    assert sur == pytest.approx(sp.evaluate(levels, alice, bob, constants)["value"], abs=0.01)
+
+
+@pytest.mark.slow
+def test_monte_carlo_play_of_learned_players_matches_the_dp():
+    """run_trials with the learned Alice and the Bob as a ZooBob: within 3 SE of the exact DP."""
+    fx = f2_target(4, 0.75, spread=0.2)
+    _, constants, levels = _setup(fx)
+    alice = sp.init_alice(jax.random.key(4), 8, 0.5)  # lies ~ b/2, straddling Vera's window
+    bob = sp.BobParams(w=jnp.full((fx.T,), -1.5), w_dev=jnp.float32(1.0),
+                       w_prev=jnp.float32(0.5))
+    exact = sp.evaluate(levels, alice, bob, constants)["value"]
+    n = 6000
+    out = run_trials(debate_spec(fx.T), fx.machine, sp.learned_alice(alice, constants.b),
+                     sp.bob_as_zoo(bob, constants.b), make_vera(constants),
+                     trial_keys(jax.random.key(9), n))
+    mc = float(np.mean(np.asarray(out.verdict)))
+    se = math.sqrt(exact * (1 - exact) / n)
+    assert 0.05 < exact < 0.95
+    assert abs(mc - exact) <= 3 * se
+
+
+def test_trained_bob_catches_a_lying_alice():
+    """Bob alone (300 Adam steps) against Alice claiming pi + 1 (the coin always gives 1) on a
+    no-instance: acceptance falls below the soundness bound (spec DED 5.3), exactly; the
+    untrained Bob (aborting ~12% per step, deviation-blind) is above it."""
+    fx = f2_target(4, 0.25, spread=0.2)
+    params, constants, levels = _setup(fx)
+    alice = sp.AliceParams(w1=jnp.zeros((sp.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
+                           b2=jnp.float32(1.0 / constants.b))  # claim pi + 1
+    bob0 = sp.init_bob(jax.random.key(5), fx.T)
+    hp = sp.hparams(constants)
+    bob = jax.jit(sp.make_train_bob(300))(sp.level_inputs(levels), hp, alice, bob0)
+    bound = 1.0 - params.soundness(fx.K, fx.T, 1.0 - fx.p1())
+    before = sp.evaluate(levels, alice, bob0, constants)["value"]
+    after = sp.evaluate(levels, alice, bob, constants)
+    assert before > bound
+    assert after["value"] < bound
+
+
+def test_self_play_yes_instance_reaches_completeness_and_honest_claims():
+    """Self-play (quick size: T = 4, 4 seeds, 300 Alice updates, n_B = 5) on a yes-instance:
+    every trained pair's exact acceptance >= 0.6402 and Alice's reach-weighted |p - pi| < b;
+    honest Alice vs every trained Bob >= the completeness bound (proven, spec DED 5.3)."""
+    cfg = E.Config(**E.SIZES["quick"])
+    fx = f2_target(cfg.T, cfg.p_yes, spread=cfg.spread)
+    params, constants, levels = _setup(fx)
+    static = sp.SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps,
+                               log_every=cfg.log_every)
+    hp = sp.hparams(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b,
+                    alice_init=cfg.alice_init,
+                    bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
+    keys = jnp.stack([jax.random.fold_in(jax.random.key(11), s) for s in range(cfg.seeds)])
+    alice, bob, mon = sp.train_grid(static)(sp.level_inputs(levels), hp, keys)
+    assert mon.value.shape == (cfg.seeds, cfg.steps // cfg.log_every)
+    comp = params.completeness(fx.K, fx.T, fx.p1())
+    for s in range(cfg.seeds):
+        ev = sp.evaluate(levels, sp.take(alice, s), sp.take(bob, s), constants)
+        assert ev["value"] >= E.COMPLETENESS_W
+        assert ev["tracking"] < constants.b
+        h = acceptance_exact(fx.machine, honest_alice(constants),
+                             sp.bob_as_zoo(sp.take(bob, s), constants.b), make_vera(constants),
+                             levels)
+        assert h >= comp
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="p_no=0.5"):
+        E.Config(p_no=0.5)
+    with pytest.raises(ValueError, match="T=20"):
+        E.Config(T=20)
+    with pytest.raises(ValueError, match="n_b=0"):
+        E.Config(n_b=0)
+    with pytest.raises(ValueError, match="n_b_sweep"):
+        E.Config(n_b_sweep=(5,))
+    with pytest.raises(ValueError, match="T=17"):
+        sp.SelfPlayStatic(T=17)
+    fx = f2_target(4, 0.25)
+    with pytest.raises(ValueError, match="lr_a"):
+        sp.hparams(lean_defaults(fx.K, 4).constants(fx.K, 4), lr_a=0.0)
+    with pytest.raises(ValueError, match="n_b=0"):
+        sp.hparams(lean_defaults(fx.K, 4).constants(fx.K, 4), n_b=0)
+
+
+def test_experiment_quick(tmp_path):
+    """The experiment at quick size: rows, plot, logs; the proven rows pass (spec DED 5.3)."""
+    ctx = FakeContext(tmp_path, size="quick", name=E.NAME)
+    cfg = E.Config(**E.SIZES["quick"])
+    res = E.run(cfg, ctx)
+    names = [c.claim for c in res.claims]
+    assert len(res.claims) == 10 + (2 if cfg.mc_trials else 0) + (1 if cfg.n_b_sweep else 0)
+    assert res.claims[0].passed and res.claims[1].passed  # proven bounds vs learned adversaries
+    assert "Honest Alice" in names[0] and "honest Bob" in names[1]
+    assert ctx.figures == ["stochastic_selfplay.png"]
+    assert (tmp_path / "plots" / "stochastic_selfplay.png").exists()
+    steps = [s for s, m in ctx.logged if m["instance"] == "yes"]
+    assert steps == list(range(cfg.log_every, cfg.steps + 1, cfg.log_every))
+    assert len(res.tables["seeds"]) == 2 * cfg.seeds
+    assert ctx.bars[0].n == ctx.bars[0].total
+    for c in res.claims:
+        assert c.lo <= c.value + 1e-12 and c.value <= c.hi + 1e-12 or math.isnan(c.value)
+    assert dataclasses.is_dataclass(cfg)
