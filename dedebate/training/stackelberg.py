@@ -24,10 +24,19 @@ over seeds. The whole run is ``lax.scan`` over A updates: ``train(hp, trees, key
 Monitors per A update (measured at the B that A's update sees, before A moves):
 ``u_a`` (mean E[U_A]), ``a_correct`` (mean P[A answers T(x)]), ``p_stable`` (mean probability A
 gives the stable candidate at the root), ``certified = rho^(d+1) (u_a - eta)`` (spec 7.4: a lower
-bound on P[A correct] if B is near best-responding), and ``calib`` (a proxy for B's realised
-max |Adv| against A's tests: the largest error ``max(|p_d - T(x)|, max_i |m_i - T(y_i)|)`` of B's
-root estimate and its marginals on the stable candidate's subclaims at every internal claim,
-evaluated at ``phat = T(claim)``).
+bound on P[A correct] if B is near best-responding), ``adv`` and ``max_adv`` (B's realised
+advantages against the spec 6.3 tests built from the current A, exactly: see
+:func:`payoff_terms`), and ``calib`` (a cruder proxy kept for comparison: the largest error
+``max(|p_d - T(x)|, max_i |m_i - T(y_i)|)`` of B's root estimate and its marginals on the stable
+candidate's subclaims at every internal claim, evaluated at ``phat = T(claim)``).
+
+Warm start (issue 8: "an optional warm start from Algorithm 1"): :func:`ogd_target` builds B
+against the initial A with Algorithm 1 (spec 5.3, round by round as in spec 6,
+:func:`dedebate.estimators.soundness.construct_estimator`), and :func:`fit_estimator` fits the
+network B's ``p_d`` and joint logits to it (KL, Adam) before training. Against a fair-coin A
+(the default initial prover) every spec 6.3 test has zero advantage (``E[s] = 0`` and
+``P[a = z] = 1/2``), so Algorithm 1 returns the uniform estimator, which is B's cold start:
+the warm start matters only for a non-uniform initial A (``init_carry(..., a_out_scale > 0)``).
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from dedebate.agents.learned import (
 )
 from dedebate.core.bits import bit_table
 from dedebate.protocols.prover_estimator import PEDParams, PEDSettings, all_paths, play
-from dedebate.trees.tree import ClaimTree
+from dedebate.trees.tree import ClaimTree, truth_code
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +80,8 @@ class StackelbergStatic:
                 raise ValueError(f"{name}={h!r}: need a non-empty tuple of widths >= 1")
         if self.settings.mode != "exact":
             raise ValueError("settings.mode: training uses the exact expected rewards ('exact')")
+        if self.settings.final_round != "a":
+            raise ValueError("settings.final_round: the advantage monitor follows variant (a)")
 
 
 @struct.dataclass
@@ -126,35 +137,72 @@ class Monitors:
     p_stable: jax.Array
     certified: jax.Array
     calib: jax.Array
+    max_adv: jax.Array  # max over the spec 6.3 tests of |Adv| (see payoff_terms)
+    adv: jax.Array  # [..., d + 1, 2] the advantages per stage (see payoff_terms)
 
 
 _ADAM = optax.scale_by_adam(b1=0.9, b2=0.99)
 
 
-def payoff(static: StackelbergStatic, rho, prover, estimator, trees: ClaimTree):
-    """``(mean_x E[U_A], mean_x P[A correct])`` over a batch of trees (exact, spec 2.2).
+def payoff_terms(static: StackelbergStatic, rho, prover, estimator, trees: ClaimTree):
+    """``(mean_x E[U_A], mean_x P[A correct], adv)`` over a batch of trees (exact, spec 2.2, 6.3).
 
-    The same sum as :func:`dedebate.protocols.prover_estimator.expected_payoff` (exact-mode
-    payoff of every forced path weighted by A's probability of it), with one ``vmap`` over the
-    paths instead of its ``lax.map`` (a smaller program to differentiate and compile; the test
-    suite checks the two agree).
+    ``E[U_A]`` is the same sum as :func:`dedebate.protocols.prover_estimator.expected_payoff`
+    (exact-mode payoff of every forced path weighted by A's probability of it), with one ``vmap``
+    over the paths instead of its ``lax.map`` (the test suite checks the two agree).
+
+    ``adv[stage, test]`` (shape ``[d + 1, 2]``) are B's realised advantages (spec 5.1, truth
+    minus prediction, ``mu`` uniform on the trees) against the two spec 6.3 tests of each stage,
+    built from the current A, in protocol order (stage 0 = initialisation, stage t = round
+    ``k = d - t + 1``)::
+
+        stage 0, test 0:  r_init = r^(d+1) P_A[a = z]      Adv = r^(d+1) P[A correct] - E[R_init]
+        stage t, test 0:  r^k E[s_k] (M_D(y^k, z) - phat_k) Adv = E[r^k s_k (M_D(T(y^k)) - pi_k)]
+        stage t, test 1:  the next round's calibration test (weight r^(k-1), A's selection j and
+                          expected direction), Adv = E[r^(k-1) s_(k-1) (T(yhat^(k-1)) - phat_(k-1))]
+                          (for stage 0: r^d E[s_d] (T(x) - p_d))
+
+    each an expectation over A's paths (the context distribution mu_k that A and B's earlier
+    rounds induce). With decomposable trees (``M_D(T(y^k)) = T(yhat^k)``) they add up to
+    ``E[U_A] = r^(d+1) P[A correct] - sum(adv[:, 0]) + sum(adv[:, 1])`` (spec 6.4's chaining).
     """
     params = PEDParams(jnp.asarray(rho, jnp.float32), jnp.int32(-1))
     one = jax.tree_util.tree_map(lambda x: x[0], trees)
     paths = jnp.asarray(all_paths(one))
+    d = one.depth
     key = jax.random.key(0)  # unused: exact mode with forced paths draws nothing
+    r = 1.0 / jnp.asarray(rho, jnp.float32)
+    wk = r ** jnp.arange(d, -1, -1, dtype=jnp.float32)  # r^k at positions t = 0..d (k = d - t)
 
     def per_tree(t):
         out = jax.vmap(lambda f: play(static.settings, params, prover, estimator, t, key,
                                       forced=f))(paths)
         w = jnp.exp(out.log_prob)
-        return jnp.sum(w * out.u_a), jnp.sum(w * out.a_correct)
+        truth = t.truth[out.nodes].astype(jnp.float32)  # [paths, d + 1]
+        cal = wk * out.directions * (truth - out.phats)
 
-    u, acc = jax.vmap(per_tree)(trees)
-    return u.mean(), acc.mean()
+        def md_true(node, cand):
+            return t.md(node, cand)[truth_code(t.child_truths(node, cand))].astype(jnp.float32)
+
+        mdt = jax.vmap(jax.vmap(md_true))(out.nodes[:, :d], out.cands)  # [paths, d]
+        rew = wk[:d] * out.directions[:, :d] * (mdt - out.pis)
+        init = r ** (d + 1) * out.a_correct - out.r_init
+        first = jnp.concatenate([init[:, None], rew], axis=1)  # [paths, d + 1]
+        adv = jnp.stack([w @ first, w @ cal], axis=-1)  # [d + 1, 2]
+        return jnp.sum(w * out.u_a), jnp.sum(w * out.a_correct), adv
+
+    u, acc, adv = jax.vmap(per_tree)(trees)
+    return u.mean(), acc.mean(), adv.mean(axis=0)
 
 
-def _monitors(static, hp, prover, estimator, trees, u, acc) -> Monitors:
+def payoff(static: StackelbergStatic, rho, prover, estimator, trees: ClaimTree):
+    """``(mean_x E[U_A], mean_x P[A correct])`` over a batch of trees (exact, spec 2.2); see
+    :func:`payoff_terms`."""
+    u, acc, _ = payoff_terms(static, rho, prover, estimator, trees)
+    return u, acc
+
+
+def _monitors(static, hp, prover, estimator, trees, u, acc, adv) -> Monitors:
     one = jax.tree_util.tree_map(lambda x: x[0], trees)
     honest, depth, q = one.honest_cand, one.depth, one.q
     bits = jnp.asarray(bit_table(q), jnp.float32)
@@ -175,7 +223,7 @@ def _monitors(static, hp, prover, estimator, trees, u, acc) -> Monitors:
 
     stable, calib = jax.vmap(per_tree)(trees)
     certified = hp.rho ** (depth + 1) * (u - hp.eta)
-    return Monitors(u, acc, stable.mean(), certified, calib.max())
+    return Monitors(u, acc, stable.mean(), certified, calib.max(), jnp.max(jnp.abs(adv)), adv)
 
 
 def init_state(static: StackelbergStatic, q: int, key) -> TrainState:
@@ -210,7 +258,8 @@ class Carry:
 def _layout(static: StackelbergStatic, q: int):
     """Host side, cached: template players (zero parameters), the unravel functions of their
     flat parameter vectors, per-entry init scales (LeCun uniform ``sqrt(3 / fan_in)`` for hidden
-    kernels, 0 for biases and output kernels, as in :mod:`dedebate.agents.learned`) and sizes."""
+    kernels, 0 for biases and output kernels, as in :mod:`dedebate.agents.learned`), the same
+    LeCun scale on output kernels only (for a non-uniform initial A) and sizes."""
     shapes_a = jax.eval_shape(lambda: init_prover(jax.random.key(0), static.hidden_a))
     shapes_b = jax.eval_shape(lambda: init_estimator(jax.random.key(0), q, static.hidden_b))
     out = []
@@ -219,21 +268,25 @@ def _layout(static: StackelbergStatic, q: int):
         with jax.ensure_compile_time_eval():  # also when first called inside a trace
             flat, unravel = ravel_pytree(zeros)
 
-        def scale(path, x, n=n_hidden):
+        def scale(path, x, n=n_hidden, output=False):
             keys = [getattr(k, "key", None) for k in path]
             layer = int(str(keys[-2]).split("_")[-1])
-            if keys[-1] == "kernel" and layer < n:
+            if keys[-1] == "kernel" and (layer == n if output else layer < n):
                 return np.full(x.shape, np.sqrt(3.0 / x.shape[0]), np.float32)
             return np.zeros(x.shape, np.float32)
 
-        scales = jax.tree_util.tree_map_with_path(scale, zeros)
-        scale_flat = np.concatenate([x.ravel() for x in jax.tree_util.tree_leaves(scales)])
-        out.append((shapes.replace(params=zeros), unravel, scale_flat, int(flat.size)))
+        def flat_of(tree):
+            return np.concatenate([x.ravel() for x in jax.tree_util.tree_leaves(tree)])
+
+        scale_flat = flat_of(jax.tree_util.tree_map_with_path(scale, zeros))
+        out_flat = flat_of(jax.tree_util.tree_map_with_path(
+            functools.partial(scale, output=True), zeros))
+        out.append((shapes.replace(params=zeros), unravel, scale_flat, int(flat.size), out_flat))
     return tuple(out)
 
 
 def _templates(static: StackelbergStatic, q: int):
-    (a0, unravel_a, _, _), (b0, unravel_b, _, _) = _layout(static, q)
+    (a0, unravel_a, *_), (b0, unravel_b, *_) = _layout(static, q)
     return a0, b0, unravel_a, unravel_b
 
 
@@ -241,15 +294,22 @@ def _q(trees: ClaimTree) -> int:
     return jax.tree_util.tree_map(lambda x: x[0], trees).q
 
 
-def init_carry(static: StackelbergStatic, trees: ClaimTree, key) -> Carry:
+def init_carry(static: StackelbergStatic, trees: ClaimTree, key, a_out_scale=0.0) -> Carry:
     """Initial :class:`Carry` (pure, vmappable): each player's flat parameters from one uniform
     draw, ``scale * U[-1, 1]`` (LeCun uniform hidden kernels; zero biases and output layers, so
     A starts with fair coins and B with the uniform joint). One random call per player keeps
-    compilation cheap (Flax's per-layer init inside jit compiled for ~8 s on the loaded CPU)."""
-    (_, _, scale_a, n_a), (_, _, scale_b, n_b) = _layout(static, _q(trees))
+    compilation cheap (Flax's per-layer init inside jit compiled for ~8 s on the loaded CPU).
+
+    ``a_out_scale > 0`` also draws A's output kernels, LeCun uniform times ``a_out_scale``: a
+    random non-uniform initial prover (an extra draw, so ``a_out_scale = 0`` is unchanged).
+    """
+    (_, _, scale_a, n_a, out_a), (_, _, scale_b, n_b, _) = _layout(static, _q(trees))
     ka, kb = jax.random.split(key)
     af = jnp.asarray(scale_a) * jax.random.uniform(ka, (n_a,), minval=-1.0, maxval=1.0)
     bf = jnp.asarray(scale_b) * jax.random.uniform(kb, (n_b,), minval=-1.0, maxval=1.0)
+    ko = jax.random.fold_in(ka, 1)
+    af = af + a_out_scale * jnp.asarray(out_a) * jax.random.uniform(ko, (n_a,), minval=-1.0,
+                                                                     maxval=1.0)
     return Carry(af, bf, _ADAM.init(af), _ADAM.init(bf), jnp.int32(0))
 
 
@@ -278,8 +338,9 @@ def make_chunk(static: StackelbergStatic, length: int):
         a0, b0, unravel_a, unravel_b = _templates(static, _q(trees))
 
         def objective(af, bf):
-            return payoff(static, hp.rho, a0.replace(params=unravel_a(af)),
-                          b0.replace(params=unravel_b(bf)), trees)
+            u, acc, adv = payoff_terms(static, hp.rho, a0.replace(params=unravel_a(af)),
+                                       b0.replace(params=unravel_b(bf)), trees)
+            return u, (acc, adv)
 
         grad_both = jax.value_and_grad(objective, argnums=(0, 1), has_aux=True)
 
@@ -287,23 +348,25 @@ def make_chunk(static: StackelbergStatic, length: int):
             n_iter = jnp.where(hp.simultaneous, 1, hp.n_b + 1)
 
             def inner(i, x):
-                af, bf, oa, ob, u, acc = x
-                (u_i, acc_i), (ga, gb) = grad_both(af, bf)
+                af, bf, oa, ob, u, acc, adv = x
+                (u_i, (acc_i, adv_i)), (ga, gb) = grad_both(af, bf)
                 last = i == n_iter - 1
                 b_moves = hp.simultaneous | (i < hp.n_b)
                 bf2, ob2 = _step(bf, ob, gb, hp.lr_b, -1.0)
                 af2, oa2 = _step(af, oa, ga, hp.lr_a, 1.0)
                 bf, ob = select(b_moves, (bf2, ob2), (bf, ob))
                 af, oa = select(last, (af2, oa2), (af, oa))
-                return (af, bf, oa, ob, jnp.where(last, u_i, u), jnp.where(last, acc_i, acc))
+                return (af, bf, oa, ob, jnp.where(last, u_i, u), jnp.where(last, acc_i, acc),
+                        jnp.where(last, adv_i, adv))
 
-            af, bf, oa, ob, u, acc = jax.lax.fori_loop(
+            d = jax.tree_util.tree_map(lambda x: x[0], trees).depth
+            af, bf, oa, ob, u, acc, adv = jax.lax.fori_loop(
                 0, n_iter, inner, (c.a_flat, c.b_flat, c.opt_a, c.opt_b, jnp.float32(0),
-                                   jnp.float32(0)))
+                                   jnp.float32(0), jnp.zeros((d + 1, 2), jnp.float32)))
             # monitors at the (A, B) the A update saw (B before its simultaneous step)
             b_seen = jnp.where(hp.simultaneous, c.b_flat, bf)
             mon = _monitors(static, hp, a0.replace(params=unravel_a(c.a_flat)),
-                            b0.replace(params=unravel_b(b_seen)), trees, u, acc)
+                            b0.replace(params=unravel_b(b_seen)), trees, u, acc, adv)
             return Carry(af, bf, oa, ob, c.step + 1), mon
 
         return jax.lax.scan(outer, carry, None, length=length)
@@ -334,3 +397,104 @@ def first_converged(flags: np.ndarray) -> np.ndarray:
     rev = np.flip(f, axis=-1)
     trailing = np.where(rev.all(axis=-1), steps, np.argmin(rev, axis=-1))
     return steps - trailing
+
+
+# ---- warm start of B from Algorithm 1 (spec PED 5.3, 6) -------------------------------------
+@struct.dataclass
+class EstimatorTarget:
+    """A tabular estimator to fit B to: ``p_d[tree]``, the joint ``h[tree, internal node, cand,
+    2^q]`` and, per internal node, the ``phat`` B's joint is asked at (``p_d`` at the root, the
+    parent joint's marginal elsewhere)."""
+
+    p_d: jax.Array
+    joint: jax.Array
+    phat: jax.Array
+
+
+def ogd_target(static: StackelbergStatic, trees: ClaimTree, carry: Carry, rho: float,
+               delta: float):
+    """Host side: Algorithm 1's estimator against the prover in ``carry`` (one seed's trees).
+
+    Runs :func:`dedebate.estimators.soundness.construct_estimator` (B built round by round with
+    Algorithm 1 against the spec 6.3 tests of the fixed A, every stage exiting with
+    ``max|Adv| < delta``) and returns ``(EstimatorTarget, SoundnessReport)``.
+    """
+    from dedebate.estimators.soundness import construct_estimator
+
+    prover, _ = players(static, trees, carry)
+    rep = construct_estimator(prover, trees, rho, delta, fast_compile=True)
+    one = jax.tree_util.tree_map(lambda x: x[0], trees)
+    n_int, q = one.n_internal, one.q
+    logits = np.asarray(rep.estimator.logits)[:, :n_int]  # [trees, n_int, cand, 2^q]
+    with np.errstate(invalid="ignore"):
+        h = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    h = h / h.sum(axis=-1, keepdims=True)
+    p_d = np.asarray(rep.estimator.p_d, np.float32)
+    marg = h @ np.asarray(bit_table(q), np.float32)  # [trees, n_int, cand, q]
+    phat = np.zeros((h.shape[0], one.n_nodes), np.float32)
+    phat[:, 0] = p_d
+    for v in range(n_int):
+        for c in range(one.n_cand):
+            phat[:, np.asarray(one.children(v, c))] = marg[:, v, c]
+    target = EstimatorTarget(jnp.asarray(p_d), jnp.asarray(h, jnp.float32),
+                             jnp.asarray(phat[:, :n_int]))
+    return target, rep
+
+
+def fit_estimator(static: StackelbergStatic, trees: ClaimTree, carry: Carry,
+                  target: EstimatorTarget, steps: int = 300, lr: float = 0.03):
+    """Fit B's parameters in ``carry`` to ``target`` (pure, vmappable): ``steps`` Adam steps on
+
+        mean_x KL(Bern(target p_d) || Bern(B p_d)) + mean_{x, node, cand} KL(h || softmax(B joint))
+
+    with B's joint asked at the target's ``phat`` and ``k = d - level``. Returns the carry with
+    B's fitted parameters and a fresh Adam state for B, and the final loss (0 = exact fit; B sees
+    only public views, so distinct tabular contexts with equal views cannot all be fitted).
+    """
+    one = jax.tree_util.tree_map(lambda x: x[0], trees)
+    d, n_int, n_cand = one.depth, one.n_internal, one.n_cand
+    level = np.zeros(n_int, np.int32)
+    for lev in range(d):
+        level[one.level_offset(lev):one.level_offset(lev + 1)] = lev
+    ks = jnp.asarray(d - level)
+    _, b0, _, unravel_b = _templates(static, one.q)
+    views = jax.vmap(lambda t: t.public())(trees)
+    eps = 1e-12
+
+    def loss(bf):
+        est = b0.replace(params=unravel_b(bf))
+
+        def per_tree(view, p_t, h_t, ph_t):
+            p = jnp.clip(est.initial(view), 1e-6, 1 - 1e-6)
+            kl0 = (p_t * (jnp.log(p_t + eps) - jnp.log(p))
+                   + (1 - p_t) * (jnp.log(1 - p_t + eps) - jnp.log(1 - p)))
+
+            def ctx_kl(v, c):
+                logq = jax.nn.log_softmax(est.joint(view, v, c, ph_t[v], ks[v]))
+                hv = h_t[v, c]
+                return jnp.sum(hv * (jnp.log(hv + eps) - logq))
+
+            nodes = jnp.repeat(jnp.arange(n_int), n_cand)
+            cands = jnp.tile(jnp.arange(n_cand), n_int)
+            return kl0, jax.vmap(ctx_kl)(nodes, cands).mean()
+
+        kl0, klj = jax.vmap(per_tree)(views, target.p_d, target.joint, target.phat)
+        return kl0.mean() + klj.mean()
+
+    grad = jax.value_and_grad(loss)
+
+    def body(_, x):
+        bf, opt, _ = x
+        val, g = grad(bf)
+        bf, opt = _step(bf, opt, g, lr, -1.0)
+        return bf, opt, val
+
+    bf, _, _ = jax.lax.fori_loop(0, steps, body,
+                                 (carry.b_flat, _ADAM.init(carry.b_flat), jnp.float32(0)))
+    return carry.replace(b_flat=bf, opt_b=_ADAM.init(bf)), loss(bf)
+
+
+def advantage_at(static: StackelbergStatic, rho, trees: ClaimTree, carry: Carry):
+    """``(E[U_A], P[A correct], adv)`` of the players in ``carry`` (:func:`payoff_terms`)."""
+    a, b = players(static, trees, carry)
+    return payoff_terms(static, rho, a, b, trees)
