@@ -7,17 +7,32 @@
    bound sum_t |Adv_t| <= (3/2) G D sqrt(T) (spec 5.4).
 2. **Flax estimator** (spec 10) trained by OGD against the worst test per round, vmapped over
    seeds and learning rates, against the tabular algorithm on the same problems: advantage
-   reached, rounds/steps, wall time (measured here, outside the pure core).
+   reached, rounds/steps, wall time (measured here, outside the pure core). Trained in chunks of
+   ``net_checkpoint_every`` rounds; the whole training state (parameters, optimiser states,
+   round, key, distinguisher state and the advantage log so far) is saved with Orbax after every
+   chunk through ``ctx.checkpointer``, and a resumed run (``resume=true``) continues from the
+   newest checkpoint with exactly the numbers of an uninterrupted run.
 3. **Soundness in the debate** (spec 6, 9.6): for fixed provers A (honest, obfuscating liar,
    wrong-direction) on hidden-flaw trees, B is built round by round with Algorithm 1 against the
    spec 6.3 tests with delta = eta/(2d+3); A's exact expected payoff (the protocol's own path
    enumeration, cross-checked against the construction's) must satisfy
    U_A <= rho^-(d+1) Pr[A correct] + eta, and each round's mean reward <= 2 delta.
+
+Randomness: every random problem, network initialisation and tree comes from typed JAX keys
+folded from ``ctx.key`` (part 1: ``fold_in(key, 100)``, part 2: 200/201, part 3: 300).
+
+Run order: compilation dominates at the quick and default sizes, so parts 1 and 2 build their
+problems and compile their programs on two worker threads while part 3 runs on the main thread;
+then parts 1 and 2 run. The numbers do not depend on the order (each part has its own keys).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import functools
+import math
+import threading
 import time
 
 import jax
@@ -27,7 +42,13 @@ import numpy as np
 from dedebate.estimators.advantage import oi_problem
 from dedebate.estimators.families import tanh_family
 from dedebate.estimators.ogd import STEP_RULES, OGDStatic, iteration_bound, ogd_solve, summarize
-from dedebate.estimators.train import NetTrainStatic, make_train_grid, net_hparams
+from dedebate.estimators.train import (
+    BEST_RESPONSES,
+    NetTrainStatic,
+    make_chunk_grid,
+    make_init_grid,
+    net_hparams,
+)
 from dedebate.lab.experiment import Claim, ExperimentResult
 
 NAME = "ogd_estimator"
@@ -74,6 +95,14 @@ class Config:
         default=(32,), metadata=_doc("estimator MLP hidden widths, each >= 1"))
     net_optimizer: str = dataclasses.field(
         default="sgd", metadata=_doc("'sgd' (lr/sqrt t, OGD) or 'adam'"))
+    net_best_response: str = dataclasses.field(
+        default="family", metadata=_doc(
+            "'family' (each round the test of F with the largest |Adv|) or 'family+mlp' (also an "
+            "MLP distinguisher trained by Adam ascent on |Adv|, warm-started across rounds)"))
+    net_checkpoint_every: int = dataclasses.field(
+        default=100, metadata=_doc(
+            "estimator rounds per chunk: the training state is checkpointed (Orbax) after "
+            "every chunk, >= 1"))
     sound_provers: tuple[str, ...] = dataclasses.field(
         default=PROVERS,
         metadata=_doc("fixed provers A: 'honest', 'obfuscating', 'wrong_direction' ([] skips)"))
@@ -120,6 +149,11 @@ class Config:
             raise ValueError(f"net_hidden={list(self.net_hidden)}: need widths >= 1")
         if self.net_optimizer not in ("sgd", "adam"):
             raise ValueError(f"net_optimizer={self.net_optimizer!r}: allowed 'sgd', 'adam'")
+        if self.net_best_response not in BEST_RESPONSES:
+            raise ValueError(f"net_best_response={self.net_best_response!r}: allowed values are "
+                             f"{BEST_RESPONSES}")
+        if self.net_checkpoint_every < 1:
+            raise ValueError(f"net_checkpoint_every={self.net_checkpoint_every}: must be >= 1")
         if any(p not in PROVERS for p in self.sound_provers):
             raise ValueError(f"sound_provers={list(self.sound_provers)}: each one of {PROVERS}")
         if self.sound_trees < 1:
@@ -137,39 +171,88 @@ class Config:
 SIZES = {
     "quick": {"n_x": 30, "q_values": (2,), "deltas": (0.1, 0.05), "n_tests": 16, "seeds": 2,
               "trace_len": 512, "net_lrs": (3.0,), "net_rounds": 60, "net_hidden": (16,),
+              "net_checkpoint_every": 20,
               "sound_provers": ("obfuscating",), "sound_trees": 2, "sound_depth": 1,
               "sound_q": 2},
     "full": {"n_x": 1000, "q_values": (1, 2, 3, 4), "deltas": (0.1, 0.05, 0.025, 0.0125),
              "n_tests": 64, "seeds": 16, "trace_len": 16384, "net_lrs": (0.3, 1.0, 3.0, 10.0),
-             "net_rounds": 2000, "net_hidden": (64, 64), "sound_trees": 16, "sound_depth": 3},
+             "net_rounds": 2000, "net_hidden": (64, 64), "net_checkpoint_every": 500,
+             "sound_trees": 16, "sound_depth": 3},
 }
 
 
+# ---- compiled programs ---------------------------------------------------------------------------
+# Compilation dominates this experiment at its default and quick sizes. Programs are compiled
+# ahead of time, at most once per process (a resumed or repeated run reuses them), and run()
+# hands the sweep's and the network's compilations to worker threads (XLA compiles without the
+# GIL) while the soundness part runs: same executables, same numbers, less wall time.
+_COMPILED: dict = {}
+_COMPILED_LOCK = threading.Lock()
+
+
+def _compiled(fn, *args, pool=None) -> concurrent.futures.Future:
+    """A future of ``(executable, seconds compiling)``: ``fn`` (jitted) compiled ahead of time
+    for the types of ``args``, on ``pool`` if given (else now, in this thread)."""
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    sig = (fn, tree, tuple(str(jax.typeof(x)) for x in leaves))
+
+    def compile_now():
+        t0 = time.perf_counter()
+        try:
+            exe = fn.lower(*args).compile()
+        except BaseException:
+            with _COMPILED_LOCK:
+                _COMPILED.pop(sig, None)
+            raise
+        return exe, time.perf_counter() - t0
+
+    with _COMPILED_LOCK:
+        fut = _COMPILED.get(sig)
+        if fut is not None:
+            return fut
+        if pool is not None:
+            fut = _COMPILED[sig] = pool.submit(compile_now)
+            return fut
+        fut = _COMPILED[sig] = concurrent.futures.Future()
+    try:
+        fut.set_result(compile_now())
+    except BaseException as err:  # noqa: BLE001 - handed to whoever waits on the future
+        fut.set_exception(err)
+    return fut
+
+
 # ---- part 1: Algorithm 1 sweep -----------------------------------------------------------------
-def _build_problems(cfg: Config, seed: int, n_z: int):
+def _build_problems(cfg: Config, key, n_z: int):
     """``cfg.seeds`` random problems with |Z| = n_z, stacked: (problems, families, features).
 
-    Drawn on the host with numpy (deterministic in ``seed``; no compilation), the same
-    distribution as :func:`dedebate.estimators.advantage.random_oi_problem` and
-    :func:`dedebate.estimators.families.random_tanh_family`: standard normal features; truth
-    ``softmax(c feat @ W)`` (or Dirichlet rows, or the argmax point mass); tanh weights
-    ``N(0, scale^2 / dim)``.
+    All randomness is one ``jax.random.normal(key, [seeds, ...])`` draw (typed key from
+    ``ctx.key``; one small compilation per shape), sliced on the host: the distribution of
+    :func:`dedebate.estimators.advantage.random_oi_problem` and
+    :func:`dedebate.estimators.families.random_tanh_family` -- standard normal features; truth
+    ``softmax(2 feat @ W)`` (or Dirichlet(2) rows, or the argmax point mass); tanh weights
+    ``N(0, scale^2 / dim)``; mu uniform.
     """
-    rng = np.random.default_rng(seed)
     dim = cfg.n_features + 2 * n_z + 2
+    sizes = (cfg.n_x * cfg.n_features, cfg.n_features * n_z, cfg.n_tests * dim)
+    k_draw, k_dir = jax.random.split(key)
+    draw = np.asarray(jax.random.normal(k_draw, (cfg.seeds, sum(sizes)), jnp.float32), np.float64)
+    if cfg.truth == "dirichlet":
+        dirichlet = np.asarray(jax.random.dirichlet(
+            k_dir, jnp.full((n_z,), 2.0, jnp.float32), (cfg.seeds, cfg.n_x)), np.float64)
     problems, families, feats = [], [], []
-    for _ in range(cfg.seeds):
-        feat = rng.normal(size=(cfg.n_x, cfg.n_features)).astype(np.float32)
-        logits = feat @ rng.normal(size=(cfg.n_features, n_z))
+    for s in range(cfg.seeds):
+        a, b, c = np.split(draw[s], np.cumsum(sizes)[:-1])
+        feat = a.reshape(cfg.n_x, cfg.n_features).astype(np.float32)
+        logits = feat @ b.reshape(cfg.n_features, n_z)
         if cfg.truth == "softmax":
             e = np.exp(2.0 * (logits - logits.max(axis=1, keepdims=True)))
             g = e / e.sum(axis=1, keepdims=True)
         elif cfg.truth == "dirichlet":
-            g = rng.dirichlet(np.full(n_z, 2.0), size=cfg.n_x)
+            g = dirichlet[s] / dirichlet[s].sum(axis=1, keepdims=True)
         else:
             g = np.eye(n_z)[np.argmax(logits, axis=1)]
         mu = np.full(cfg.n_x, 1.0 / cfg.n_x)
-        weights = cfg.test_scale * rng.normal(size=(cfg.n_tests, dim)) / np.sqrt(dim)
+        weights = cfg.test_scale * c.reshape(cfg.n_tests, dim) / np.sqrt(dim)
         problems.append(oi_problem(mu, g))
         families.append(tanh_family(feat, weights, n_z))
         feats.append(jnp.asarray(feat))
@@ -180,11 +263,7 @@ def _build_problems(cfg: Config, seed: int, n_z: int):
     return stack(problems), stack(families), jnp.stack(feats)
 
 
-def _seed(ctx, part: int, index: int) -> list[int]:
-    """A numpy seed for host-side data, determined by the run's seed, the part and an index."""
-    return [int(ctx.seed), part, index]
-
-
+@functools.cache
 def _solve_grid(static: OGDStatic):
     """Algorithm 1 vmapped over problems (axis 0) and deltas (axis 1): one compiled program."""
     over_delta = jax.vmap(ogd_solve, in_axes=(None, None, None, 0))
@@ -198,18 +277,33 @@ def _solve_grid(static: OGDStatic):
     return jax.jit(run)
 
 
-def _sweep(cfg: Config, ctx):
+def _sweep_problems(cfg: Config, ctx, pool=None):
+    """The sweep's problems per q, with its programs (per step rule) compiling on ``pool``."""
+    deltas = jnp.asarray(cfg.deltas, jnp.float32)
+    out = {}
+    for q in cfg.q_values:
+        problems, families, _ = _build_problems(
+            cfg, jax.random.fold_in(jax.random.fold_in(ctx.key, 100), q), 2**q)
+        programs = {rule: _compiled(_solve_grid(OGDStatic(step_rule=rule,
+                                                          trace_len=cfg.trace_len)),
+                                    families, problems, deltas, pool=pool)
+                    for rule in cfg.step_rules}
+        out[q] = (problems, families, programs)
+    return out
+
+
+def _sweep(cfg: Config, ctx, prepared=None):
     rows, traces = [], {}
     deltas = jnp.asarray(cfg.deltas, jnp.float32)
+    prepared = _sweep_problems(cfg, ctx) if prepared is None else prepared
     with ctx.progress(len(cfg.q_values) * len(cfg.step_rules), "Algorithm 1 sweep") as bar:
         for q in cfg.q_values:
             n_z = 2**q
-            problems, families, _ = _build_problems(cfg, _seed(ctx, 1, q), n_z)
+            problems, families, programs = prepared[q]
             for rule in cfg.step_rules:
-                static = OGDStatic(step_rule=rule, trace_len=cfg.trace_len)
                 t0 = time.perf_counter()
-                states, summ = jax.block_until_ready(
-                    _solve_grid(static)(families, problems, deltas))
+                exe, compile_s = programs[rule].result()
+                states, summ = jax.block_until_ready(exe(families, problems, deltas))
                 wall = time.perf_counter() - t0
                 for s in range(cfg.seeds):
                     for j, delta in enumerate(cfg.deltas):
@@ -229,7 +323,8 @@ def _sweep(cfg: Config, ctx):
                         rows.append(row)
                         if s == 0:
                             traces[(rule, q, delta)] = np.asarray(states.trace[s, j])
-                ctx.log({"q": q, "step_rule": rule, "wall_s_incl_compile": wall,
+                ctx.log({"q": q, "step_rule": rule, "wall_s_incl_wait": wall,
+                         "compile_s": compile_s,
                          "max_steps": max(r["steps"] for r in rows[-cfg.seeds * len(cfg.deltas):])})
                 bar.update(1)
     return rows, traces
@@ -267,7 +362,7 @@ def _sweep_claims(cfg: Config, rows) -> list[Claim]:
 
 # ---- part 2: network vs tabular -------------------------------------------------------------------
 def _timed(fn, *args):
-    """(result, seconds including compilation, seconds of a second call after compilation)."""
+    """(result, seconds of a first call, seconds of a second call)."""
     t0 = time.perf_counter()
     jax.block_until_ready(fn(*args))
     first = time.perf_counter() - t0
@@ -276,53 +371,144 @@ def _timed(fn, *args):
     return out, first, time.perf_counter() - t0
 
 
-def _network(cfg: Config, ctx):
-    """Network (grid over lrs x seeds, one program) vs tabular (over seeds, one program)."""
-    n_z = 2**cfg.net_q
-    problems, families, feats = _build_problems(cfg, _seed(ctx, 2, cfg.net_q), n_z)
+@dataclasses.dataclass
+class NetRun:
+    """The network training of part 2: final state and per-round log (axes ``[G, S, ...]``:
+    learning rates x seeds), ``max|Adv|`` at the end, where it started (0, or the rounds restored
+    from a checkpoint) and timings of this process (compilation; the chunks it ran)."""
+
+    state: object
+    max_adv: np.ndarray  # [G, S, rounds]
+    dist_adv: np.ndarray  # [G, S, rounds]
+    chosen: np.ndarray  # [G, S, rounds]
+    final_max_adv: np.ndarray  # [G, S]
+    resumed_from: int
+    compile_s: float
+    wall_s: float
+    chunks_run: int
+
+
+@functools.cache
+def _net_programs(static: NetTrainStatic, chunk_len: int):
+    """The jitted init and chunk programs of the training grid (lrs x seeds, one problem each)."""
+    return (make_init_grid(static, batched_data=True),
+            make_chunk_grid(static, chunk_len, batched_data=True))
+
+
+def _net_problems(cfg: Config, ctx):
+    return _build_problems(cfg, jax.random.fold_in(ctx.key, 201), 2**cfg.net_q)
+
+
+def train_network(cfg: Config, ctx, pool=None) -> NetRun | None:
+    """Train the Flax estimators (grid lrs x seeds, one compiled chunk program) in chunks of
+    ``cfg.net_checkpoint_every`` rounds on the host: after each chunk the whole state and the
+    log so far are saved with ``ctx.checkpointer`` (Orbax); with ``ctx.resume`` the newest
+    checkpoint is restored and training continues from it. With ``pool``, only start compiling
+    the chunk program there (returns None)."""
+    problems, families, feats = _net_problems(cfg, ctx)
     static = NetTrainStatic(rounds=cfg.net_rounds, hidden=tuple(cfg.net_hidden),
-                            optimizer=cfg.net_optimizer)
+                            optimizer=cfg.net_optimizer, best_response=cfg.net_best_response)
     hp = net_hparams([cfg.net_delta] * len(cfg.net_lrs), list(cfg.net_lrs))
     keys = jax.random.split(jax.random.fold_in(ctx.key, 200), cfg.seeds)
-    grid = make_train_grid(static, batched_data=True)
+    chunk_len = min(cfg.net_checkpoint_every, cfg.net_rounds)
+    n_chunks = math.ceil(cfg.net_rounds / chunk_len)
+    g, s, padded = len(cfg.net_lrs), cfg.seeds, n_chunks * chunk_len
+    init, chunk_fn = _net_programs(static, chunk_len)
+    state0 = init(hp, keys, problems, feats)
+    if pool is not None:  # only start compiling the chunk program
+        _compiled(chunk_fn, hp, state0, families, problems, feats, pool=pool)
+        return None
+    ck = {"train": state0,
+          "max_adv": np.full((g, s, padded), np.nan, np.float32),
+          "dist_adv": np.full((g, s, padded), np.nan, np.float32),
+          "chosen": np.full((g, s, padded), -1, np.int32),
+          "final_max_adv": np.full((g, s), np.nan, np.float32)}
+    start, wall, ran, compile_s = 0, 0.0, 0, 0.0
+    with ctx.checkpointer(every=chunk_len, keep=2) as ckpt:
+        if ctx.resume and (found := ckpt.restore(ck)) is not None:
+            step, restored = found
+            start = math.ceil(step / chunk_len)
+            ck = {"train": restored["train"],
+                  **{k: np.array(v) for k, v in restored.items() if k != "train"}}
+        with ctx.progress(n_chunks, "Flax estimator training (chunks)") as bar:
+            bar.update(start)
+            for c in range(start, n_chunks):
+                if c == start:  # compiled only when there is a chunk left to run
+                    chunk, compile_s = _compiled(chunk_fn, hp, ck["train"], families, problems,
+                                                 feats).result()
+                t1 = time.perf_counter()
+                state, log, final = jax.block_until_ready(
+                    chunk(hp, ck["train"], families, problems, feats))
+                wall += time.perf_counter() - t1
+                ran += 1
+                sl = slice(c * chunk_len, (c + 1) * chunk_len)
+                ck = {**ck, "train": state, "final_max_adv": np.asarray(final)}
+                for name in ("max_adv", "dist_adv", "chosen"):  # new arrays: saves are async
+                    ck[name] = ck[name].copy()
+                    ck[name][:, :, sl] = np.asarray(getattr(log, name))
+                rounds_done = min((c + 1) * chunk_len, cfg.net_rounds)
+                ckpt.save(rounds_done, ck, force=True)
+                worst = float(np.max(ck["final_max_adv"]))
+                ctx.log({"net_round": rounds_done, "net_max_adv_worst": worst,
+                         "net_max_adv_best": float(np.min(ck["final_max_adv"]))})
+                bar.set_postfix(round=rounds_done, max_adv=f"{worst:.4f}")
+                bar.update(1)
+    r = cfg.net_rounds
+    return NetRun(state=ck["train"], max_adv=ck["max_adv"][:, :, :r],
+                  dist_adv=ck["dist_adv"][:, :, :r], chosen=ck["chosen"][:, :, :r],
+                  final_max_adv=ck["final_max_adv"], resumed_from=min(start * chunk_len, r),
+                  compile_s=compile_s, wall_s=wall, chunks_run=ran)
+
+
+def _network(cfg: Config, ctx):
+    """Network (grid over lrs x seeds, one program) vs tabular (over seeds) on the same problems.
+
+    The tabular runs use the sweep's compiled Algorithm 1 program when |Z| = 2^net_q is in the
+    sweep (its delta axis then holds net_delta in every entry)."""
+    n_z = 2**cfg.net_q
+    net = train_network(cfg, ctx)
+    problems, families, _ = _net_problems(cfg, ctx)
     ogd_static = OGDStatic(trace_len=cfg.trace_len)
-    tab_solve = jax.jit(jax.vmap(lambda f, p: ogd_solve(ogd_static, f, p, cfg.net_delta)))
-    with ctx.progress(2, "network vs tabular") as bar:
-        (state, log, final), net_first, net_wall = _timed(grid, hp, keys, families, problems,
-                                                          feats)
-        bar.update(1)
-        tab, tab_first, tab_wall = _timed(tab_solve, families, problems)
-        bar.update(1)
+    deltas = jnp.full((len(cfg.deltas),), cfg.net_delta, jnp.float32)
+    tab_exe, tab_compile = _compiled(_solve_grid(ogd_static), families, problems,
+                                     deltas).result()
+    (_, tab_summ), _, tab_wall = _timed(tab_exe, families, problems, deltas)
+    state = net.state
     rows = []
-    tab_max_adv = np.max(np.abs(np.asarray(tab.adv)), axis=-1)  # per seed
+    tab_max_adv = np.asarray(tab_summ.max_adv[:, 0])  # per seed
+    tab_steps = np.asarray(tab_summ.steps[:, 0])
     for s in range(cfg.seeds):
         for g, lr in enumerate(cfg.net_lrs):
             rows.append({
                 "seed": s, "lr": lr, "delta": cfg.net_delta, "n_z": n_z,
-                "net_final_max_adv": float(final[g, s]),
+                "net_final_max_adv": float(net.final_max_adv[g, s]),
                 "net_rounds_to_delta": int(state.rounds_to_delta[g, s]),
                 "net_updates": int(state.updates[g, s]),
-                "tab_steps": int(tab.steps[s]), "tab_max_adv": float(tab_max_adv[s]),
-                "net_trace": np.asarray(log.max_adv[g, s]),
+                "tab_steps": int(tab_steps[s]), "tab_max_adv": float(tab_max_adv[s]),
+                "net_trace": net.max_adv[g, s],
             })
-    timing = {"net_wall_s": net_wall, "net_wall_incl_compile_s": net_first,
+    timing = {"net_wall_s": net.wall_s, "net_compile_s": net.compile_s,
+              "net_chunks_run": net.chunks_run, "net_resumed_from_round": net.resumed_from,
               "net_runs": cfg.seeds * len(cfg.net_lrs), "tab_wall_s": tab_wall,
-              "tab_wall_incl_compile_s": tab_first, "tab_runs": cfg.seeds}
+              "tab_compile_s": tab_compile, "tab_runs": cfg.seeds * len(cfg.deltas)}
     ctx.log(timing)
     best_lr = min(cfg.net_lrs, key=lambda lr: max(
         r["net_final_max_adv"] for r in rows if r["lr"] == lr))
     best = [r for r in rows if r["lr"] == best_lr]
     worst = max(r["net_final_max_adv"] for r in best)
     reached = [r["net_rounds_to_delta"] for r in best]
+    resumed = (f"; resumed at round {net.resumed_from}" if net.resumed_from else "")
     claim = Claim.exact(
         f"Flax estimator trained by OGD reaches max|Adv| < delta = {cfg.net_delta:g} "
         f"(|Z| = {n_z}, best lr = {best_lr:g})",
         "issue 6 (network analogue of spec PED 5.3); no proven bound", f"< {cfg.net_delta:g}",
         worst, passed=worst < cfg.net_delta,
-        note=(f"{cfg.seeds} seeds; rounds to delta {reached} (of {cfg.net_rounds}; -1 = not "
+        note=(f"{cfg.seeds} seeds; best response: {cfg.net_best_response}, "
+              f"{cfg.net_optimizer}; rounds to delta {reached} (of {cfg.net_rounds}; -1 = not "
               f"reached); tabular steps {[r['tab_steps'] for r in best]}; wall s after "
-              f"compilation: network {net_wall:.3f} for {timing['net_runs']} runs "
-              f"({cfg.net_rounds} rounds each), tabular {tab_wall:.3f} for {cfg.seeds} runs"))
+              f"compilation: network {net.wall_s:.3f} for {timing['net_runs']} runs "
+              f"({net.chunks_run} chunks of {min(cfg.net_checkpoint_every, cfg.net_rounds)} "
+              f"rounds{resumed}), tabular {tab_wall:.3f} for {timing['tab_runs']} runs"))
     return rows, claim, timing
 
 
@@ -344,13 +530,24 @@ def _soundness(cfg: Config, ctx):
     d = cfg.sound_depth
     delta = cfg.sound_eta / (2 * d + 3)
     rho = cfg.sound_rho
+
+    def construct(name):
+        """B against the fixed prover ``name`` and A's exact payoff by path enumeration."""
+        prover = makers[name]()
+        rep = construct_estimator(prover, trees, rho, delta)
+        ep = jax.jit(jax.vmap(lambda est, tr: expected_payoff(
+            PEDSettings(), ped_params(rho), prover, est, tr)))(rep.estimator, trees)
+        return rep, jax.block_until_ready(ep)
+
     claims, rows = [], []
-    with ctx.progress(len(cfg.sound_provers), "soundness: B vs fixed A") as bar:
-        for name in cfg.sound_provers:
-            prover = makers[name]()
-            rep = construct_estimator(prover, trees, rho, delta)
-            ep = jax.jit(jax.vmap(lambda est, tr, a=prover: expected_payoff(
-                PEDSettings(), ped_params(rho), a, est, tr)))(rep.estimator, trees)
+    # one thread per prover (the constructions are independent; mostly compilation, which runs
+    # without the GIL); results are reported in order on this thread
+    with (ctx.progress(len(cfg.sound_provers), "soundness: B vs fixed A") as bar,
+          concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(cfg.sound_provers)),
+                                                thread_name_prefix="ogd-sound") as pool):
+        built = [pool.submit(construct, name) for name in cfg.sound_provers]
+        for name, fut in zip(cfg.sound_provers, built):
+            rep, ep = fut.result()
             u_proto = float(ep.u_a.mean())
             pr = float(ep.a_correct.mean())
             bound = rho ** -(d + 1) * pr + cfg.sound_eta
@@ -441,18 +638,29 @@ def _plot_steps(cfg: Config, rows):
 
 
 def run(cfg: Config, ctx) -> ExperimentResult:
-    t0 = time.perf_counter()
-    rows, traces = _sweep(cfg, ctx)
-    claims = _sweep_claims(cfg, rows)
-    t_sweep = time.perf_counter() - t0
-    net_rows, net_claim, net_timing = _network(cfg, ctx)
-    claims.append(net_claim)
-    t_net = time.perf_counter() - t0 - t_sweep
-    sound_rows, sound_claims = [], []
-    if cfg.sound_provers:
-        sound_rows, sound_claims = _soundness(cfg, ctx)
-    claims.extend(sound_claims)
-    t_sound = time.perf_counter() - t0 - t_sweep - t_net
+    clock = [time.perf_counter()]
+
+    def lap():
+        clock.append(time.perf_counter())
+        return clock[-1] - clock[-2]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2,
+                                               thread_name_prefix="ogd-compile") as pool:
+        # parts 1 and 2 build their problems and compile on the workers while part 3 runs
+        # (the workers only submit compilations, they never wait, so two cannot deadlock)
+        prepared = pool.submit(_sweep_problems, cfg, ctx, pool)
+        net_ready = pool.submit(train_network, cfg, ctx, pool)
+        sound_rows, sound_claims = [], []
+        if cfg.sound_provers:
+            sound_rows, sound_claims = _soundness(cfg, ctx)
+        t_sound = lap()
+        prepared, _ = prepared.result(), net_ready.result()
+        t_wait = lap()
+        rows, traces = _sweep(cfg, ctx, prepared)
+        t_sweep = lap()
+        net_rows, net_claim, net_timing = _network(cfg, ctx)
+        t_net = lap()
+    claims = [*_sweep_claims(cfg, rows), net_claim, *sound_claims]
     fig_trace, fig_net = _plot_trace(cfg, traces, net_rows)
     plots = [ctx.save_figure(fig_trace, "advantage_trace"),
              ctx.save_figure(fig_net, "network_advantage_trace"),
@@ -465,7 +673,8 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         "max_exit_adv_over_delta": max(r["max_adv"] / r["delta"] for r in rows),
         "network": net_table,
         "network_timing": net_timing,
-        "wall_s": {"sweep": t_sweep, "network": t_net, "soundness": t_sound},
+        "wall_s": {"soundness": t_sound, "wait_for_compilation": t_wait, "sweep": t_sweep,
+                   "network": t_net},
     }
     return ExperimentResult(claims=claims, metrics=metrics,
                             tables={"algorithm1": rows, "network": net_table,

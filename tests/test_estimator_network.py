@@ -10,7 +10,14 @@ import pytest
 from dedebate.estimators.advantage import random_oi_problem
 from dedebate.estimators.families import random_tanh_family
 from dedebate.estimators.network import EstimatorNet
-from dedebate.estimators.train import NetTrainStatic, make_train, make_train_grid, net_hparams
+from dedebate.estimators.train import (
+    NetTrainStatic,
+    make_chunk,
+    make_init,
+    make_train,
+    make_train_grid,
+    net_hparams,
+)
 
 DELTA = 0.05
 
@@ -88,6 +95,42 @@ def test_trained_mlp_distinguisher_best_response():
     # exit requires both the family and the trained distinguisher below delta
     assert float(log.max_adv[r]) < DELTA and float(log.dist_adv[r]) < DELTA
     assert np.all(chosen[r:] == -1) and np.all(chosen[:r] >= 0)
+
+
+def test_chunks_back_to_back_are_the_one_shot_training():
+    """init + chunks of 5 rounds (the third one past the end: no-op rounds) = make_train's 12
+    rounds; a further chunk changes nothing."""
+    problem, family, feat = _build(jax.random.key(0))
+    static = NetTrainStatic(rounds=12, hidden=(8,), optimizer="adam")
+    hp = net_hparams(0.01, 0.02)  # small delta: it trains every round
+    key = jax.random.key(4)
+    state1, log1, final1 = jax.jit(make_train(static))(hp, key, family, problem, feat)
+    chunk = jax.jit(make_chunk(static, 5))
+    state = jax.jit(make_init(static))(hp, key, problem, feat)
+    assert int(state.round) == 0
+    logs = []
+    for _ in range(3):
+        state, log, final = chunk(hp, state, family, problem, feat)
+        logs.append(log)
+    assert int(state.round) == 12 == int(state1.round)
+    assert int(state.updates) == int(state1.updates) == 12
+    chosen = np.concatenate([np.asarray(lg.chosen) for lg in logs])
+    np.testing.assert_array_equal(chosen[:12], np.asarray(log1.chosen))
+    assert np.all(chosen[12:] == -1)
+    max_adv = np.concatenate([np.asarray(lg.max_adv) for lg in logs])
+    np.testing.assert_allclose(max_adv[:12], np.asarray(log1.max_adv), rtol=0, atol=1e-6)
+    assert float(final) == pytest.approx(float(final1), abs=1e-6)
+    np.testing.assert_array_equal(jax.random.key_data(state.key), jax.random.key_data(key))
+    for a, b in zip(jax.tree_util.tree_leaves(state.params),
+                    jax.tree_util.tree_leaves(state1.params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-6)
+    after, log, _ = chunk(hp, state, family, problem, feat)  # past the end: a no-op
+    assert np.all(np.asarray(log.chosen) == -1) and int(after.round) == 12
+    for a, b in zip(jax.tree_util.tree_leaves(after), jax.tree_util.tree_leaves(state)):
+        if not jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="n_rounds=0"):
+        make_chunk(static, 0)
 
 
 def test_validation():

@@ -1,4 +1,7 @@
-"""The ogd_estimator experiment at its quick size, its config file and its validation."""
+"""The ogd_estimator experiment at its quick size, its config file and its validation.
+
+(The same quick run through the CLI, with its checkpoints, W&B files and ``resume=true``, is in
+``tests/test_ogd_resume.py``.)"""
 
 from __future__ import annotations
 
@@ -34,6 +37,11 @@ def test_quick_run_passes_every_claim(tmp_path):
     assert {s["stage"] for s in stages} == {"init", "k=1", "final"}
     assert all(s["reward"] <= s["bound"] for s in stages)
     assert ctx.logged and ctx.bars
+    # the network training was checkpointed (Orbax) after each chunk; the newest two are kept
+    every = cfg.net_checkpoint_every
+    steps = sorted(int(p.name) for p in ctx.checkpoint_dir.iterdir() if p.name.isdigit())
+    assert steps == [cfg.net_rounds - every, cfg.net_rounds]
+    assert result.metrics["network_timing"]["net_chunks_run"] == cfg.net_rounds // every
 
 
 def test_config_file_loads_and_bad_values_are_rejected():
@@ -47,3 +55,5 @@ def test_config_file_loads_and_bad_values_are_rejected():
         exp.Config(sound_provers=("nobody",))
     with pytest.raises(ValueError, match="q_values="):
         exp.Config(q_values=(6,))
+    with pytest.raises(ValueError, match="net_checkpoint_every=0"):
+        exp.Config(net_checkpoint_every=0)

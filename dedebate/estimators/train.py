@@ -17,8 +17,17 @@ The network analogue of Algorithm 1 (spec PED 5.3): h_theta replaces the table h
 
 Optimisers: ``"sgd"`` with the OGD schedule ``lr / sqrt(t)`` (default) or ``"adam"`` with a
 constant ``lr``. ``delta`` and ``lr`` are dynamic (:class:`NetHParams`), so one compiled program
-is vmapped over seeds (and their problems), deltas and learning rates (:func:`make_train_grid`). Non-convex in theta:
-unlike the tabular algorithm there is no iteration bound; the log reports what is reached.
+is vmapped over seeds (and their problems), deltas and learning rates (:func:`make_train_grid`).
+Non-convex in theta: unlike the tabular algorithm there is no iteration bound; the log reports
+what is reached.
+
+Chunked API (for a host loop that checkpoints and shows progress between chunks; the core stays
+pure, all I/O is the caller's): :func:`make_init` builds the state (it holds everything a run
+needs: parameters, optimiser states, the round counter and the run's key), and
+:func:`make_chunk` runs the next ``k`` rounds from a state, returning the new state, the rounds'
+log and ``max_f |Adv_f|`` after them. Rounds past ``static.rounds`` are no-ops, so one compiled
+chunk serves every chunk of a run. :func:`make_train` is init + one chunk of ``static.rounds``;
+:func:`make_init_grid` / :func:`make_chunk_grid` are the vmapped, jit-compiled grid versions.
 """
 
 from __future__ import annotations
@@ -107,14 +116,20 @@ def net_hparams(delta, lr) -> NetHParams:
 class NetTrainState:
     """Estimator parameters and optimiser state, the distinguisher's, and the exit bookkeeping.
 
+    The whole state of a run (what a checkpoint holds): ``key`` is the run's typed PRNG key (the
+    parameters were initialised from it; no round draws randomness, so it never changes);
+    ``round``: rounds run so far (the index t of the next round, capped at ``static.rounds``);
     ``updates``: estimator steps taken; ``done``: the exit test has passed; ``rounds_to_delta``:
-    the round at which it first passed (-1 if never).
+    the round at which it first passed (-1 if never). ``dist_params`` / ``dist_opt_state`` are
+    ``None`` unless ``best_response="family+mlp"``.
     """
 
     params: Any
     opt_state: Any
     dist_params: Any
     dist_opt_state: Any
+    key: Array
+    round: Array
     updates: Array
     done: Array
     rounds_to_delta: Array
@@ -136,20 +151,57 @@ def _optimizer(static: NetTrainStatic, lr) -> optax.GradientTransformation:
     return optax.sgd(lambda count: lr / jnp.sqrt(count + 1.0))
 
 
-def make_train(static: NetTrainStatic):
-    """Return ``train(hp, key, family, problem, features) -> (state, log, final_max_adv)``.
+class _Parts:
+    """The pieces shared by the init, chunk and one-shot programs (closures over ``static``)."""
 
-    A pure function of its arguments (the problem data too, so one compiled program serves many
-    problems of one shape). ``features: [X, d]`` is what the estimator (and a trained
-    distinguisher) reads about each context; a family's own inputs are inside the family.
-    """
-    dist = _MLP(static.dist_hidden)
-    use_dist = static.best_response == "family+mlp"
-    dist_opt = optax.adam(static.dist_lr)
+    def __init__(self, static: NetTrainStatic):
+        self.static = static
+        self.dist = _MLP(static.dist_hidden)
+        self.use_dist = static.best_response == "family+mlp"
+        self.dist_opt = optax.adam(static.dist_lr)
 
-    def train(hp: NetHParams, key, family, problem: OIProblem, features: Array):
+    def net(self, n_z: int) -> EstimatorNet:
+        return EstimatorNet(n_z=n_z, hidden=self.static.hidden)
+
+    def init(self, hp: NetHParams, key, problem: OIProblem, features: Array) -> NetTrainState:
+        """h_theta at the uniform distribution (zero output layer), fresh optimiser states.
+
+        The estimator is initialised from ``key`` (from ``split(key)[0]`` when a distinguisher
+        is trained, which takes ``split(key)[1]``); without one the distinguisher fields are
+        ``None`` (empty pytrees)."""
         n_z = problem.n_z
-        net = EstimatorNet(n_z=n_z, hidden=static.hidden)
+        dparams = dstate = None
+        k_net = key
+        if self.use_dist:
+            k_net, k_dist = jax.random.split(key)
+            dparams = self.dist.init(
+                k_dist, mlp_test_input(features[0], 0, jnp.full((n_z,), 1.0 / n_z), n_z))
+            dstate = self.dist_opt.init(dparams)
+        params = self.net(n_z).init(k_net, features[:1])
+        return NetTrainState(
+            params=params,
+            opt_state=_optimizer(self.static, hp.lr).init(params),
+            dist_params=dparams,
+            dist_opt_state=dstate,
+            key=key,
+            round=jnp.zeros((), jnp.int32),
+            updates=jnp.zeros((), jnp.int32),
+            done=jnp.zeros((), bool),
+            rounds_to_delta=jnp.full((), -1, jnp.int32),
+        )
+
+    def final_max_adv(self, state: NetTrainState, family, problem: OIProblem, features: Array):
+        """``max_f |Adv_f(h_theta)|`` at the state's parameters (exact, spec 5.1)."""
+        h = self.net(problem.n_z).apply(state.params, features)
+        return jnp.max(jnp.abs(advantages(family, problem, h)))
+
+    def run_rounds(self, hp: NetHParams, state: NetTrainState, family, problem: OIProblem,
+                   features: Array, n_rounds: int):
+        """Rounds ``state.round, ..., state.round + n_rounds - 1`` (those >= static.rounds are
+        no-ops): ``(state, log)``."""
+        static, dist, dist_opt, use_dist = self.static, self.dist, self.dist_opt, self.use_dist
+        n_z = problem.n_z
+        net = self.net(n_z)
         opt = _optimizer(static, hp.lr)
 
         def predict(params):
@@ -175,21 +227,8 @@ def make_train(static: NetTrainStatic):
             (dparams, dstate), _ = jax.lax.scan(step, (dparams, dstate), None, static.dist_steps)
             return dparams, dstate
 
-        k_net, k_dist = jax.random.split(key)
-        params = net.init(k_net, features[:1])
-        dparams = dist.init(k_dist, mlp_test_input(features[0], 0, jnp.full((n_z,), 1.0 / n_z),
-                                                   n_z))
-        state = NetTrainState(
-            params=params,
-            opt_state=opt.init(params),
-            dist_params=dparams,
-            dist_opt_state=dist_opt.init(dparams),
-            updates=jnp.zeros((), jnp.int32),
-            done=jnp.zeros((), bool),
-            rounds_to_delta=jnp.full((), -1, jnp.int32),
-        )
-
         def round_fn(state: NetTrainState, t):
+            in_run = t < static.rounds
             h = predict(state.params)
             adv = advantages(family, problem, h)
             i = jnp.argmax(jnp.abs(adv))
@@ -202,7 +241,7 @@ def make_train(static: NetTrainStatic):
                 dparams, dstate, a_d = state.dist_params, state.dist_opt_state, jnp.float32(0)
             pick_d = jnp.abs(a_d) > m_fam
             below = jnp.maximum(m_fam, jnp.abs(a_d)) < hp.delta
-            active = ~(state.done | below)
+            active = in_run & ~(state.done | below)
 
             sigma = jnp.where(pick_d, jnp.sign(a_d), jnp.sign(adv[i]))
             f_t = family.value_of(i, h)
@@ -217,27 +256,74 @@ def make_train(static: NetTrainStatic):
             upd, opt_state = opt.update(grads, state.opt_state, state.params)
             params = optax.apply_updates(state.params, upd)
 
-            def keep(new, old):
-                return jax.tree_util.tree_map(lambda a, b: jnp.where(active, a, b), new, old)
+            def keep(new, old, where):
+                return jax.tree_util.tree_map(lambda a, b: jnp.where(where, a, b), new, old)
 
             new_state = NetTrainState(
-                params=keep(params, state.params),
-                opt_state=keep(opt_state, state.opt_state),
-                dist_params=dparams,
-                dist_opt_state=dstate,
+                params=keep(params, state.params, active),
+                opt_state=keep(opt_state, state.opt_state, active),
+                dist_params=keep(dparams, state.dist_params, in_run),
+                dist_opt_state=keep(dstate, state.dist_opt_state, in_run),
+                key=state.key,
+                round=jnp.where(in_run, t + 1, state.round),
                 updates=state.updates + active.astype(jnp.int32),
-                done=state.done | below,
-                rounds_to_delta=jnp.where((state.rounds_to_delta < 0) & below, t,
+                done=state.done | (in_run & below),
+                rounds_to_delta=jnp.where((state.rounds_to_delta < 0) & in_run & below, t,
                                           state.rounds_to_delta),
             )
             chosen = jnp.where(active, jnp.where(pick_d, family.n_tests, i), -1)
             return new_state, NetTrainLog(max_adv=m_fam, dist_adv=jnp.abs(a_d), chosen=chosen)
 
-        state, log = jax.lax.scan(round_fn, state, jnp.arange(static.rounds, dtype=jnp.int32))
-        final = jnp.max(jnp.abs(advantages(family, problem, predict(state.params))))
-        return state, log, final
+        ts = state.round + jnp.arange(n_rounds, dtype=jnp.int32)
+        return jax.lax.scan(round_fn, state, ts)
+
+
+def make_init(static: NetTrainStatic):
+    """Return ``init(hp, key, problem, features) -> NetTrainState`` (round 0; pure)."""
+    return _Parts(static).init
+
+
+def make_chunk(static: NetTrainStatic, n_rounds: int):
+    """Return ``chunk(hp, state, family, problem, features) -> (state, log, max_adv)``: the next
+    ``n_rounds`` rounds from ``state`` (pure; rounds past ``static.rounds`` are no-ops with
+    ``chosen = -1``), their :class:`NetTrainLog` and ``max_f |Adv_f|`` after them.
+
+    Running chunks back to back from :func:`make_init`'s state is the same computation as
+    :func:`make_train`; a state restored from a checkpoint continues exactly where it stopped.
+    """
+    if not isinstance(n_rounds, int) or n_rounds < 1:
+        raise ValueError(f"n_rounds={n_rounds!r}: rounds per chunk must be an integer >= 1")
+    parts = _Parts(static)
+
+    def chunk(hp: NetHParams, state: NetTrainState, family, problem: OIProblem,
+              features: Array):
+        state, log = parts.run_rounds(hp, state, family, problem, features, n_rounds)
+        return state, log, parts.final_max_adv(state, family, problem, features)
+
+    return chunk
+
+
+def make_train(static: NetTrainStatic):
+    """Return ``train(hp, key, family, problem, features) -> (state, log, final_max_adv)``.
+
+    A pure function of its arguments (the problem data too, so one compiled program serves many
+    problems of one shape). ``features: [X, d]`` is what the estimator (and a trained
+    distinguisher) reads about each context; a family's own inputs are inside the family.
+    """
+    parts = _Parts(static)
+    chunk = make_chunk(static, static.rounds)
+
+    def train(hp: NetHParams, key, family, problem: OIProblem, features: Array):
+        return chunk(hp, parts.init(hp, key, problem, features), family, problem, features)
 
     return train
+
+
+def _grid(fn, data_axes, state_axis):
+    """vmap ``fn(hp, seeded, *data)`` over seeds (``seeded`` and data on axis 0 as given), then
+    over the hp grid (hp axis 0; ``seeded`` on ``state_axis``), and jit it."""
+    over_seeds = jax.vmap(fn, in_axes=(None, 0, *data_axes))
+    return jax.jit(jax.vmap(over_seeds, in_axes=(0, state_axis, *([None] * len(data_axes)))))
 
 
 def make_train_grid(static: NetTrainStatic, batched_data: bool = False):
@@ -245,7 +331,19 @@ def make_train_grid(static: NetTrainStatic, batched_data: bool = False):
     (delta, lr pairs), keys ``[S]`` (seeds); with ``batched_data`` the problem data also has a
     leading seed axis S (one problem per seed). Outputs have leading axes ``[G, S]``. One
     jit-compiled program for the whole grid."""
-    train = make_train(static)
-    data_axis = 0 if batched_data else None
-    over_seeds = jax.vmap(train, in_axes=(None, 0, data_axis, data_axis, data_axis))
-    return jax.jit(jax.vmap(over_seeds, in_axes=(0, None, None, None, None)))
+    d = 0 if batched_data else None
+    return _grid(make_train(static), (d, d, d), None)
+
+
+def make_init_grid(static: NetTrainStatic, batched_data: bool = False):
+    """``init_grid(hp, keys, problem, features) -> state [G, S]`` (axes as in
+    :func:`make_train_grid`), jit-compiled."""
+    d = 0 if batched_data else None
+    return _grid(make_init(static), (d, d), None)
+
+
+def make_chunk_grid(static: NetTrainStatic, n_rounds: int, batched_data: bool = False):
+    """``chunk_grid(hp, state [G, S], family, problem, features) -> (state, log, max_adv)``,
+    each with leading axes ``[G, S]``: :func:`make_chunk` over the grid, jit-compiled."""
+    d = 0 if batched_data else None
+    return _grid(make_chunk(static, n_rounds), (d, d, d), 0)

@@ -1,0 +1,172 @@
+"""Checkpoint and resume of the ogd_estimator network training (issue 6).
+
+The experiment trains the Flax estimators in chunks of ``net_checkpoint_every`` rounds and saves
+the whole training state (parameters, optimiser states, round, key, and the advantage log so far)
+with Orbax after each chunk. A run interrupted after some chunks and resumed must end with the
+very same numbers (bit-equal arrays) as an uninterrupted run; the chunked training must agree
+with the one-shot training program; and ``dedebate run configs/ogd_estimator.yaml size=quick``
+must leave Orbax checkpoints and offline W&B files, and ``resume=true`` must continue that run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import shutil
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import experiments.ogd_estimator as exp
+from dedebate.estimators.train import NetTrainStatic, make_train_grid, net_hparams
+from tests.conftest import REPO
+from tests.fakes import FakeContext
+
+# 45 rounds in chunks of 10: five chunks, the last one partly past the end (no-op rounds).
+CFG = dataclasses.replace(exp.Config(**exp.SIZES["quick"]), net_rounds=45,
+                          net_checkpoint_every=10, net_lrs=(1.0, 3.0), net_delta=0.03)
+# ... with a trained MLP distinguisher, whose parameters and Adam state are checkpointed too
+CFG_MLP = dataclasses.replace(CFG, net_best_response="family+mlp")
+
+
+class Interrupted(Exception):
+    """Stands in for a crash between two chunks."""
+
+
+class StopAfterChunks(FakeContext):
+    """A context whose training progress bar raises after ``chunks`` chunks."""
+
+    def __init__(self, root, chunks: int, **kwargs):
+        super().__init__(root, name=exp.NAME, **kwargs)
+        self.chunks = chunks
+
+    @contextlib.contextmanager
+    def progress(self, total, desc):
+        with super().progress(total, desc) as bar:
+            if desc.startswith("Flax estimator"):
+                update = bar.update
+
+                def stop(n=1):
+                    update(n)
+                    if bar.n >= self.chunks:
+                        raise Interrupted
+
+                bar.update = stop
+            yield bar
+
+
+def _leaves(state):
+    """Every array of a training state as numpy (typed PRNG keys as their key data)."""
+    out = []
+    for leaf in jax.tree_util.tree_leaves(state):
+        if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
+        out.append(np.asarray(leaf))
+    return out
+
+
+def _steps(root):
+    return sorted(int(p.name) for p in (root / "checkpoints").iterdir() if p.name.isdigit())
+
+
+@pytest.mark.parametrize("cfg", [CFG, pytest.param(CFG_MLP, marks=pytest.mark.slow)],
+                         ids=["family", "family+mlp"])
+def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, cfg):
+    full = exp.train_network(cfg, FakeContext(tmp_path / "full", name=exp.NAME))
+    assert full.chunks_run == 5 and full.resumed_from == 0
+    assert _steps(tmp_path / "full") == [40, 45]  # keep=2; the last save is at round 45
+
+    with pytest.raises(Interrupted):
+        exp.train_network(cfg, StopAfterChunks(tmp_path / "cut", chunks=2))
+    assert _steps(tmp_path / "cut") == [10, 20]
+
+    ctx = FakeContext(tmp_path / "cut", name=exp.NAME, resume=True)
+    resumed = exp.train_network(cfg, ctx)
+    assert resumed.resumed_from == 20 and resumed.chunks_run == 3
+    assert ctx.bars[-1].n == 5  # the bar starts at the restored chunk
+    assert _steps(tmp_path / "cut") == [40, 45]
+
+    # bit for bit: parameters, optimiser states, key, counters, and every round's log
+    a, b = _leaves(full.state), _leaves(resumed.state)
+    assert len(a) == len(b) and len(a) >= (14 if cfg is CFG_MLP else 8)
+    for x, y in zip(a, b):
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+    for name in ("max_adv", "dist_adv", "chosen", "final_max_adv"):
+        np.testing.assert_array_equal(getattr(full, name), getattr(resumed, name))
+    assert full.max_adv.shape == (2, cfg.seeds, 45)
+    # the run is not trivial: it trained, and the log moved
+    assert np.all(np.asarray(full.state.updates) >= 1)
+    assert np.all(np.asarray(full.state.round) == 45)
+    assert not np.all(full.max_adv[..., :20] == full.max_adv[..., :1])
+    if cfg is CFG_MLP:  # the distinguisher was trained (its |Adv| is logged every round)
+        assert full.state.dist_params is not None and np.all(full.dist_adv > 0)
+    else:
+        assert full.state.dist_params is None and np.all(full.dist_adv == 0)
+
+
+def test_chunked_training_matches_the_one_shot_program(tmp_path):
+    run = exp.train_network(CFG, FakeContext(tmp_path, name=exp.NAME))
+    problems, families, feats = exp._net_problems(CFG, FakeContext(tmp_path, name=exp.NAME))
+    static = NetTrainStatic(rounds=CFG.net_rounds, hidden=tuple(CFG.net_hidden),
+                            optimizer=CFG.net_optimizer)
+    hp = net_hparams([CFG.net_delta] * len(CFG.net_lrs), list(CFG.net_lrs))
+    keys = jax.random.split(jax.random.fold_in(FakeContext(tmp_path, name=exp.NAME).key, 200),
+                            CFG.seeds)
+    state, log, final = make_train_grid(static, batched_data=True)(hp, keys, families, problems,
+                                                                   feats)
+    np.testing.assert_array_equal(np.asarray(state.updates), np.asarray(run.state.updates))
+    np.testing.assert_array_equal(np.asarray(state.rounds_to_delta),
+                                  np.asarray(run.state.rounds_to_delta))
+    np.testing.assert_array_equal(np.asarray(log.chosen), run.chosen)
+    np.testing.assert_allclose(np.asarray(log.max_adv), run.max_adv, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(final), run.final_max_adv, rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path, monkeypatch,
+                                                                        capsys):
+    """``dedebate run configs/ogd_estimator.yaml size=quick``: every claim passes, Orbax
+    checkpoints and offline W&B files are written; then ``resume=true`` continues that run from
+    its latest checkpoint to the same numbers."""
+    from dedebate import cli
+
+    monkeypatch.delenv("DEDEBATE_EXPERIMENTS", raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_dir"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    args = ["run", "--no-progress", str(REPO / "configs" / "ogd_estimator.yaml"), "size=quick",
+            f"output_dir={tmp_path / 'runs'}"]
+    assert cli.main(args) == 0, capsys.readouterr().err
+    (run_dir,) = (tmp_path / "runs").glob("ogd_estimator-*")
+    first = json.loads((run_dir / "results.json").read_text())
+    failed = [(c["claim"], c["value"], c["note"]) for c in first["claims"] if not c["passed"]]
+    assert not failed and first["passed"] is True, failed
+    quick = exp.Config(**exp.SIZES["quick"])
+    for plot in first["plots"]:
+        assert (run_dir / plot).stat().st_size > 0
+    assert first["provenance"]["resumed"] is False
+    assert first["provenance"]["tracking"]["mode"] == "offline"
+
+    every = quick.net_checkpoint_every
+    assert _steps(run_dir) == [quick.net_rounds - every, quick.net_rounds]
+    assert list((run_dir / "checkpoints" / str(quick.net_rounds)).rglob("*"))  # Orbax files
+    offline = list((run_dir / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1 and list(offline[0].glob("run-*.wandb"))
+    assert first["metrics"]["network_timing"]["net_chunks_run"] == quick.net_rounds // every
+
+    # as if the run had died before its last chunk: drop the newest checkpoint; resume=true
+    # finds this run (same config hash), restores the previous one and trains the last chunk
+    shutil.rmtree(run_dir / "checkpoints" / str(quick.net_rounds))
+    assert cli.main([*args, "resume=true"]) == 0, capsys.readouterr().err
+    assert list((tmp_path / "runs").glob("ogd_estimator-*")) == [run_dir]
+    again = json.loads((run_dir / "results.json").read_text())
+    assert again["provenance"]["resumed"] is True
+    timing = again["metrics"]["network_timing"]
+    assert timing["net_resumed_from_round"] == quick.net_rounds - every
+    assert timing["net_chunks_run"] == 1
+    assert again["metrics"]["network"] == first["metrics"]["network"]
+    assert [c["value"] for c in again["claims"]] == [c["value"] for c in first["claims"]]
