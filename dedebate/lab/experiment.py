@@ -244,6 +244,9 @@ class RunContext(Protocol):
       log it to W&B, and return the file name for ``ExperimentResult.plots``.
     * ``checkpoint_dir`` -- a directory for Orbax checkpoints of this run (resume support).
     * ``resume`` -- whether the run was asked to resume from ``checkpoint_dir``.
+    * ``checkpointer(every, keep)`` -- an Orbax checkpointer on ``checkpoint_dir``
+      (:class:`dedebate.lab.checkpoint.Checkpointer`, guarded by the run's config hash; use it as
+      a context manager so saves finish before the run ends).
     """
 
     key: jax.Array
@@ -257,6 +260,8 @@ class RunContext(Protocol):
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None: ...
 
     def save_figure(self, fig: Any, name: str) -> str: ...
+
+    def checkpointer(self, every: int = 1, keep: int = 3) -> Any: ...
 
 
 def wilson_interval(successes: float, trials: float, z: float = 1.959963984540054):
