@@ -2,6 +2,9 @@
 
 Sizes are tiny: 1-level noisy-evidence trees (q = 5, Thr_3, a hidden-flaw AND alternative),
 one true and one false root per seed, rho = 2, so honest play earns rho^-(d+1) = 1/4 exactly.
+The experiment's proven rows (completeness of the honest A against the trained Bs, chaining) are
+checked on the module's trained players; a tiny run of the experiment checks which rows gate
+(claims) and which are findings.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import pytest
 
 import experiments.stackelberg as E
 from dedebate.agents.learned import init_estimator, init_prover
+from dedebate.lab.experiment import gating
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
     PEDSettings,
@@ -20,6 +24,7 @@ from dedebate.protocols.prover_estimator import (
     ped_params,
 )
 from dedebate.training.stackelberg import (
+    Monitors,
     StackelbergStatic,
     advantage_at,
     first_converged,
@@ -33,6 +38,8 @@ from dedebate.training.stackelberg import (
     payoff_terms,
     players,
 )
+from dedebate.trees.stability import tree_rho
+from tests.fakes import FakeContext
 
 STEPS = 100
 THRESHOLD = 0.25  # rho^-(d+1) with rho = 2, d = 1
@@ -250,3 +257,82 @@ def test_advantage_monitor_and_warm_start_from_algorithm1():
                              phat=jnp.full_like(target.phat, 0.5))
     fitted0, _ = fit(fair, uniform)
     np.testing.assert_array_equal(np.asarray(fitted0.b_flat), np.asarray(fair.b_flat))
+
+
+def test_honest_prover_complete_against_trained_estimators(trained):
+    """The experiment's proof terms on the module's trained players (n_B = 20, 100 A updates,
+    two seeds, rho-stable trees): the honest A earns at least rho^-(d+1) + |p_d - T(x)| r^d (1 - r)
+    against each trained B on each tree (spec PED 4, the completeness sum with the root error;
+    Thm 6.1(1) is the case p_d = T(x)), and each trained pair satisfies the chaining identity of
+    spec 6.4 within float32 rounding."""
+    _, _, _, _, state, trees = trained
+    cache = {}
+    for s in range(2):  # the premise: the stable candidate is rho-stable at every node
+        for i in range(2):
+            t = jax.tree_util.tree_map(lambda x, s=s, i=i: x[s, i], trees)
+            assert tree_rho(t, cache=cache) <= 2.0 + E.LP_TOL
+    static = StackelbergStatic(steps=STEPS)
+    u_h, u, chain = (np.asarray(x, np.float64)
+                     for x in E._grid_proof(static, 2.0)(state.prover, state.estimator, trees))
+    assert u_h.shape == (2, 2) and u.shape == (2,) and chain.shape == (2,)
+    p_d = jax.vmap(jax.vmap(lambda b, t: b.initial(t.public()), in_axes=(None, 0)))(
+        state.estimator, trees)
+    root_err = np.abs(np.asarray(p_d, np.float64) - np.asarray(trees.truth[:, :, 0]))
+    r = 0.5
+    assert np.all(u_h >= THRESHOLD + root_err * r * (1 - r) - E.EXACT_TOL)
+    np.testing.assert_allclose(chain, u, atol=E.EXACT_TOL)
+
+
+@pytest.mark.slow
+def test_experiment_rows_claims_and_findings(tmp_path):
+    """A tiny run of the experiment (the configuration of test_stackelberg_resume.py, so that a
+    whole-suite run compiles its training program once): the rows about what training achieves
+    are findings; the proven rows are exact, gate, and pass (completeness holds against any B,
+    trained or not; chaining for any pair)."""
+    cfg = E.Config(seeds=2, steps=8, chunks=4, n_b_values=(2,), main_n_b=2, n_trees=2,
+                   unstable_part=False, warm_seeds=0)
+    res = E.run(cfg, FakeContext(tmp_path, seed=0, name=E.NAME))
+    findings = [c for c in res.claims if c.finding]
+    proven = [c for c in res.claims if gating(c)]
+    assert len(findings) == 3  # exp 1 (converged fraction, final payoff), exp 3 (schedules)
+    assert [c.source for c in proven] == ["spec PED 4, Thm 6.1(1)", "spec PED 6.3, 6.4"]
+    for c in proven:
+        assert c.passed, (c.claim, c.value, c.note)
+        assert c.p_value is None and c.lo == c.value == c.hi  # exact rows
+    assert proven[0].value >= 0.25 - E.EXACT_TOL and proven[1].value <= E.EXACT_TOL
+    assert res.passed
+    rows = res.tables["proven"]
+    assert len(rows) == 2 * 2  # (nB2, simultaneous) x seeds
+    assert min(r["honest_u_a_min"] for r in rows) == pytest.approx(proven[0].value)
+    assert max(r["chain_abs_err"] for r in rows) == pytest.approx(proven[1].value)
+
+
+def _mon(u_a, a_correct=None):
+    u = np.asarray(u_a, np.float32)
+    one = np.ones_like(u) if a_correct is None else np.asarray(a_correct, np.float32)
+    return Monitors(u, one, one, u, u, u, np.zeros(u.shape + (2, 2), np.float32))
+
+
+def test_unstable_and_warm_rows_are_findings_with_their_criteria():
+    """Exp. 2 and the warm-start row on given monitors (no training): both are findings, and
+    their pre-stated criteria decide ``passed`` (tail mean's 95% upper end < rho^-(d+1); warm
+    max|Adv| < cold on every seed)."""
+    cfg = E.Config(seeds=3, steps=10, chunks=1, warm_seeds=3)
+    below = np.full((1, 3, 10), 0.5, np.float32)
+    below[0, :, -1] = [0.10, 0.12, 0.08]  # the last tenth (one A update) is what counts
+    c = E._unstable_claim(cfg, (_mon(below), None, None, 1.0), 0.25, {}, {})
+    assert c.finding and c.passed and c.value == pytest.approx(0.10)
+    above = below.copy()
+    above[0, :, -1] = [0.30, 0.20, 0.26]
+    c = E._unstable_claim(cfg, (_mon(above), None, None, 1.0), 0.25, {}, {})
+    assert c.finding and not c.passed and c.value == pytest.approx(0.76 / 3)
+
+    info = {"adv_cold": np.array([0.2, 0.3, 0.4]), "adv_warm": np.array([0.01, 0.02, 0.5]),
+            "fit_kl": np.zeros(3), "ogd_max_adv": np.zeros(3),
+            "ogd_steps": np.zeros((3, 2), np.int32), "ogd_wall_s": np.float32(0)}
+    mon = _mon(np.full((2, 3, 10), 0.25))
+    c = E._warm_claim(cfg, (mon, info, None, 1.0), 0.25, {}, {})
+    assert c.finding and not c.passed and c.value == pytest.approx(0.5)  # seed 2: warm > cold
+    info["adv_warm"] = np.array([0.01, 0.02, 0.03])
+    c = E._warm_claim(cfg, (mon, info, None, 1.0), 0.25, {}, {})
+    assert c.finding and c.passed and c.value == pytest.approx(0.03)
