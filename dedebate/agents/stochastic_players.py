@@ -30,7 +30,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dedebate.protocols.stochastic import DebateConstants, StepView, checker_accepts
+from dedebate.protocols.stochastic import (
+    DebateConstants,
+    StepView,
+    checker_accepts,
+    checker_interval,
+)
 
 # ---- kinds ----------------------------------------------------------------------------------------
 A_HONEST, A_ALWAYS_ONE, A_SHIFT, A_LIE_LAST, A_PER_STEP = range(5)
@@ -66,6 +71,12 @@ class HonestBob:
 
     def cont(self, view: StepView, p, count, u):
         return checker_accepts(p, count, self.n_samples, self.tau)
+
+    def continue_interval(self, p):
+        """The counts Bob continues on, ``[k_lo, k_hi]``, and a flag that the interval was
+        certified (see :func:`dedebate.protocols.stochastic.checker_interval`); used by the
+        protocol's ``bob_draw="decision"`` mode, which draws the decision, not the count."""
+        return checker_interval(p, self.n_samples, self.tau)
 
     def coin_share(self, view: StepView, p, z):
         return z

@@ -40,6 +40,12 @@ CPU about a third of the draw's time; see :func:`dedebate.protocols.stochastic.r
 property), or the whole window if none; small-mean and slow lanes also use a fresh key
 ``fold_in(fold_in(stream.key, ptr), j)``. Everything is lane-local: batched and per-lane calls
 return identical results.
+
+**Decision-only draws** (:func:`decide_outside`): when a caller only needs the event "count
+outside [k_lo, k_hi]", one Bernoulli draw with that event's probability is exact in distribution
+and cheaper; :func:`decision_gate` certifies (Hoeffding) when the probability is below
+2^-GATE_LOG2 so that 32 random bits decide all but that fraction of draws, and
+:func:`binom_lower_tail` (pmf summed in Loader's form) serves the rest.
 """
 
 from __future__ import annotations
@@ -469,3 +475,100 @@ def sample_binomial(key: jax.Array, n, p, window: int = DEFAULT_WINDOW) -> jax.A
     """Exact ``Binomial(n, p)`` draw (int32) from a key (a one-off stream)."""
     k, _ = stream_binomial(uniform_stream(key, 2 * window, window), n, p)
     return k
+
+
+# -------------------------------------------------------------------------------------------------
+# Decision-only draws: an event ``count not in [k_lo, k_hi]`` without drawing the count
+# -------------------------------------------------------------------------------------------------
+# A checker that only compares a Binomial(n, pi) count with an interval needs one Bernoulli draw
+# with the exact probability ``P_out = P[X < k_lo] + P[X > k_hi]``. With 32 random bits ``B`` and a
+# uniform ``U2`` (the number ``(B + U2) 2^-32`` is uniform), the event is ``(B + U2) 2^-32 <
+# P_out``. When a rigorous Hoeffding bound gives ``P_out <= 2^-GATE_LOG2``, ``B >= 2^(32 -
+# GATE_LOG2)`` already decides "inside" (all but a 2^-GATE_LOG2 fraction of steps); only the rest
+# needs ``P_out`` itself (:func:`binom_lower_tail`, a rare path).
+GATE_LOG2 = 24  # the cheap path decides all but 2^-24 of the gated draws (so a 4096 x 256
+# honest run rarely needs a replay at all)
+
+
+def log_pmf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
+    """``log P[X = k]`` for X ~ Binomial(n, p), ``0 <= k <= n``, ``0 < p < 1``, in Loader's
+    saddle-point form (``stirlerr`` and the deviance, as R's ``dbinom``): float32 keeps ~1e-5
+    absolute accuracy where the textbook ``lgamma`` form loses everything for large n."""
+    kf = jnp.asarray(k, jnp.float32)
+    nf = jnp.asarray(n, jnp.float32)
+    p = jnp.asarray(p, jnp.float32)
+    q = 1.0 - p
+    kk = jnp.clip(kf, 1.0, jnp.maximum(nf - 1.0, 1.0))
+    M, Q = nf * p, nf * q
+    inner = (stirlerr(nf) - stirlerr(kk) - stirlerr(nf - kk)
+             - M * _h((kk - M) / M) - Q * _h((nf - kk - Q) / Q)
+             + 0.5 * jnp.log(nf / (2.0 * math.pi * kk * (nf - kk))))
+    return jnp.where(kf <= 0, nf * jnp.log1p(-p), jnp.where(kf >= nf, nf * jnp.log(p), inner))
+
+
+def binom_lower_tail(k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array = True
+                     ) -> jax.Array:
+    """``P[X <= k]`` for X ~ Binomial(n, p) with ``k`` below the mean (``k < n p``; elsewhere
+    the sum is slow, not wrong), ``0 < p < 1``; 0 for ``k < 0``; 0 where ``active`` is false
+    (no work). Sums the pmf from ``k`` downwards by the ratio ``f(j-1)/f(j) = j q / ((n-j+1) p)``
+    until a term falls below 2^-30 of the sum (the terms decrease geometrically below the
+    mean, so the rest is smaller still). Float32, relative accuracy ~1e-4."""
+    k = jnp.asarray(k, jnp.int32)
+    n = jnp.asarray(n, jnp.int32)
+    p = jnp.asarray(p, jnp.float32)
+    go = jnp.asarray(active) & (k >= 0)
+    f0 = jnp.where(go, jnp.exp(log_pmf(jnp.maximum(k, 0), n, p)), 0.0)
+    r = (1.0 - p) / p
+
+    def cond(c):
+        j, term, acc = c
+        return (j > 0) & (term > acc * 2.0 ** -30)
+
+    def body(c):
+        j, term, acc = c
+        term = term * j.astype(jnp.float32) / (n - j + 1).astype(jnp.float32) * r
+        return j - 1, term, acc + term
+
+    _, _, acc = jax.lax.while_loop(cond, body, (jnp.where(go, k, 0), f0, f0))
+    return acc
+
+
+def decision_gate(n: jax.Array, pi: jax.Array, k_lo: jax.Array, k_hi: jax.Array,
+                  log2_gate: int = GATE_LOG2) -> jax.Array:
+    """True when Hoeffding's bound ``P[X < k_lo] <= exp(-2 n d^2)`` (``d = pi - (k_lo - 1)/n``)
+    and its mirror image give ``P_out <= 2^-log2_gate`` (each side at most half), with a margin
+    for float32 rounding; then :func:`decide_outside` is cheap but for a 2^-log2_gate fraction."""
+    nf = jnp.asarray(n, jnp.float32)
+    pi = jnp.asarray(pi, jnp.float32)
+    need = (log2_gate + 1) * math.log(2.0) * 1.001 + 1e-3
+    d_lo = pi - (k_lo - 1).astype(jnp.float32) / nf
+    d_hi = (k_hi + 1).astype(jnp.float32) / nf - pi
+    lo_ok = (k_lo <= 0) | ((d_lo > 0) & (2.0 * nf * d_lo * d_lo >= need))
+    hi_ok = (k_hi >= n) | ((d_hi > 0) & (2.0 * nf * d_hi * d_hi >= need))
+    return (n > 0) & (pi > 0.0) & (pi < 1.0) & (k_lo <= k_hi) & lo_ok & hi_ok
+
+
+def outside_probability(n, pi, k_lo, k_hi, active=True) -> jax.Array:
+    """``P[X < k_lo] + P[X > k_hi]`` for X ~ Binomial(n, pi), for gated arguments (both edges
+    beyond the mean); 0 where ``active`` is false."""
+    lower = binom_lower_tail(k_lo - 1, n, pi, active)
+    upper = binom_lower_tail(n - k_hi - 1, n, 1.0 - jnp.asarray(pi, jnp.float32), active)
+    return lower + upper
+
+
+def decide_outside(bits: jax.Array, u2: jax.Array, n, pi, k_lo, k_hi, active=True,
+                   log2_gate: int = GATE_LOG2, resolve: bool = True):
+    """The event ``X not in [k_lo, k_hi]`` for X ~ Binomial(n, pi), exact in distribution, for
+    gated arguments (:func:`decision_gate`): ``(B + U2) 2^-32 < P_out`` with ``bits`` = B (uint32)
+    and ``u2`` uniform. Returns ``(outside, rare)``: ``rare`` marks ``B < 2^(32 - log2_gate)``,
+    where ``P_out`` must be computed (``resolve=False`` skips that and leaves ``outside`` false
+    there: the caller must replay). Where ``active`` is false: ``(False, False)``, no work.
+    Resolution: ``P_out`` is compared on a 2^-42 grid or finer."""
+    cut = jnp.uint32(1 << (32 - log2_gate))
+    rare = jnp.asarray(active) & (bits < cut)
+    if not resolve:
+        return jnp.zeros_like(rare), rare
+    p_out = outside_probability(n, pi, k_lo, k_hi, rare)
+    scaled = p_out * 2.0 ** 32  # <= 2^(32 - log2_gate): exact enough in float32
+    outside = rare & (bits.astype(jnp.float32) + u2 < scaled)
+    return outside, rare
