@@ -2,7 +2,8 @@
 # The two set-up commands of the README, on a machine with only python3 and pip:
 #
 #   ./dev.sh reproduce [--quick|--full] [--only NAME ...]   the main job: every claim, one report
-#   ./dev.sh test [pytest args]                             the whole test suite (what CI runs)
+#   ./dev.sh test [pytest args]                             the whole test suite (what CI runs),
+#                                                           one pytest-xdist worker per core
 #   ./dev.sh setup                                          only create/update the environment
 #   ./dev.sh run|bench|... ARGS                             any other dedebate command
 #
@@ -58,8 +59,10 @@ case "$cmd" in
     ;;
   test)
     ensure_env
-    # The whole suite, slow tests included (CI runs exactly this).
-    exec "$VENV/bin/python" -m pytest "$@"
+    # The whole suite, slow tests included (CI runs exactly this), on one worker per core
+    # (pytest-xdist; tests of one file stay on one worker to share compiled programs). Later
+    # arguments win: `./dev.sh test -n 0 ...` runs serially.
+    exec "$VENV/bin/python" -m pytest -n "${DEDEBATE_TEST_WORKERS:-auto}" --dist loadfile "$@"
     ;;
   setup)
     ensure_env
@@ -70,7 +73,7 @@ case "$cmd" in
     exec "$VENV/bin/dedebate" "$cmd" "$@"
     ;;
   *)
-    sed -n '2,11p' dev.sh | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,12p' dev.sh | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac
