@@ -44,6 +44,7 @@ from dedebate.agents.deterministic_players import (
 )
 from dedebate.core.bits import bit_table
 from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.experiment import doc as _doc
 from dedebate.protocols.binary_search import play_binary_search_grid
 from dedebate.protocols.configurations import (
     clog2,
@@ -67,10 +68,6 @@ TITLE = ("Deterministic debate: binary search (Thm 5.1), cross-examination (Thm 
 SRC_53 = "spec DED 6 (Fig 4 / Thm 5.3)"
 SRC_51 = "spec DED 7 (Fig 3 / Thm 5.1)"
 SRC_71 = "spec DED 8 (Fig 2+4 / Thm 7.1)"
-
-
-def _doc(text):
-    return {"doc": text}
 
 
 @dataclasses.dataclass(frozen=True)

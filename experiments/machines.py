@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.experiment import doc as _doc
 from dedebate.machines.fixtures import standard_fixtures
 from dedebate.machines.lipschitz import (
     MAX_TREE_T,
@@ -40,10 +41,6 @@ TITLE = "Oracle machines: exact P_M vs Monte Carlo, empirical vs proven Lipschit
 K_REL_TOL = 1e-6
 DP_ABS_TOL = 1e-5
 TIGHT = {"F2": 0.5, "F3": 0.5}  # fixtures whose empirical K must reach this fraction of K
-
-
-def _doc(text):
-    return {"doc": text}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,16 +50,13 @@ from dedebate.estimators.train import (
     net_hparams,
 )
 from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.experiment import doc as _doc
 
 NAME = "ogd_estimator"
 TITLE = "OI estimator construction: Algorithm 1 bound, Flax estimator, soundness against fixed A"
 
 PROVERS = ("honest", "obfuscating", "wrong_direction")
 TRUTHS = ("softmax", "dirichlet", "point")
-
-
-def _doc(text):
-    return {"doc": text}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -43,6 +43,7 @@ from dedebate.agents.ped_strategies import (
     unstable_prover,
 )
 from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.experiment import doc as _doc
 from dedebate.protocols.naive_recursive import (
     UniformChallenger,
     naive_debater,
@@ -88,10 +89,6 @@ SAMPLED_CHUNK = 1 << 18  # sampled debates per policy per compiled call (bounds 
 LP_TOL = 1e-6  # HiGHS optimality tolerance
 DIRECTION_POLICIES = {"always +1": (0.0, 0.0, 1.0), "always -1": (1.0, 0.0, 0.0),
                       "random +-1": (0.5, 0.0, 0.5)}
-
-
-def _doc(text):
-    return {"doc": text}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -57,6 +57,7 @@ import numpy as np
 
 from dedebate.agents.ped_strategies import honest_prover
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
+from dedebate.lab.experiment import doc as _doc
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
     PEDSettings,
@@ -87,10 +88,6 @@ EXACT_TOL = 1e-6
 ``experiments/prover_estimator.py`` (payoffs of order 1/4 summed over at most 100 paths and 8
 trees; float32 epsilon is 1.2e-7)."""
 LP_TOL = 1e-6  # rounding of the fbs linear programs when checking that the trees are rho-stable
-
-
-def _doc(text):
-    return {"doc": text}
 
 
 def _r(x, n: int) -> list[float]:

@@ -52,6 +52,7 @@ from dedebate.agents.stochastic_players import (
     zoo_bob,
 )
 from dedebate.lab.experiment import Claim, ExperimentResult, wilson_interval
+from dedebate.lab.experiment import doc as _doc
 from dedebate.machines.fixtures import f1_target, f2_target, f3_cascade
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.exact_acceptance import acceptance_exact
@@ -69,10 +70,6 @@ NAME = "stochastic_debate"
 TITLE = "Stochastic-oracle debate (Thm 6.2): completeness/soundness vs proven bounds, query costs"
 
 CASCADE_NOISE = 0.25  # F3 with r = 1/4: exact hybrid sum (1 - (3/4)^T) * 4 < 4
-
-
-def _doc(text):
-    return {"doc": text}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,6 +48,7 @@ import numpy as np
 
 from dedebate.agents.stochastic_players import honest_alice
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
+from dedebate.lab.experiment import doc as _doc
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.exact_acceptance import acceptance_exact
@@ -74,10 +75,6 @@ TITLE = "Stochastic debate self-play: learned Alice and Bob vs the Lean bounds (
 
 COMPLETENESS_W = 0.6402  # spec DED 5.3 with the defaults at P_M(1) = 2/3 (rounded down)
 SOUNDNESS_W = 0.3956  # 1 - 0.6044 (rounded up)
-
-
-def _doc(text):
-    return {"doc": text}
 
 
 @dataclasses.dataclass(frozen=True)

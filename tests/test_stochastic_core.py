@@ -13,23 +13,6 @@ from dedebate.core.binomial import sample_binomial
 from dedebate.protocols.stochastic import lean_defaults
 
 
-@pytest.mark.parametrize(
-    "K,T,n_a,n_b,n_v",
-    [  # spec DED 5.2, "Example values"
-        (1, 10, 38_005, 16_891, 105_967),
-        (1, 100, 49_518, 22_008, 105_967),
-        (1, 10**6, 95_570, 42_476, 105_967),
-        (2, 100, 198_070, 88_032, 423_866),
-        (10, 100, 4_951_744, 2_200_776, 10_596_635),
-    ],
-)
-def test_lean_default_sample_counts_equal_the_spec_table(K, T, n_a, n_b, n_v):
-    const = lean_defaults(K, T).constants(K, T)
-    assert (const.n_alice, const.n_bob, const.n_vera) == (n_a, n_b, n_v)
-    assert const.tau_bob == pytest.approx(7 / (200 * K))
-    assert const.tau_vera == pytest.approx(3 / (200 * K))
-
-
 def test_lean_default_guarantees_match_spec_5_3():
     K, T = 1, 100
     params = lean_defaults(K, T)

@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 import yaml
 
+from dedebate.lab.experiment import doc as _doc
+
 SIZES = ("quick", "default", "full")
 TRACKING_MODES = ("auto", "offline", "online", "disabled")
 # Values of the WANDB_MODE environment variable and the tracking mode each one means.
@@ -36,10 +38,6 @@ _KEY_SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class ConfigError(ValueError):
     """A bad configuration: one line naming the key, the value and what is allowed."""
-
-
-def _doc(text: str) -> dict[str, str]:
-    return {"doc": text}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,6 +44,13 @@ from typing import Any, Protocol
 
 import jax
 
+
+def doc(text: str) -> dict[str, str]:
+    """``metadata`` of a documented ``Config`` field: ``dataclasses.field(default=...,
+    metadata=doc("what it is, and the allowed range"))`` (``dedebate config NAME`` prints it)."""
+    return {"doc": text}
+
+
 FAMILY_ALPHA = 0.05
 """Family-wise error rate of a report: the chance that any true Monte-Carlo claim fails."""
 
