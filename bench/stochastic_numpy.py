@@ -43,3 +43,27 @@ def play_f2_numpy(pi: np.ndarray, n_alice: int, n_bob: int, n_vera: int, tau_bob
         est_v = rng.binomial(n_vera, pi_abort[idx]) / n_vera
         verdict[idx] = np.abs(p_abort[idx] - est_v) < tau_vera
     return {"verdict": verdict, "aborted": stopped}
+
+
+def one_word_path_f2_numpy(pi: np.ndarray, trials: int, rng: np.random.Generator,
+                           log2_gate: int = 24) -> dict:
+    """Timing reference only: the one-word path of ``bob_draw="lazy"``
+    (:mod:`dedebate.protocols.stochastic_lazy`) in numpy, for honest-vs-honest debates on F2 at
+    counts whose certificate holds at level ``log2_gate``. The rare path (a 2^-log2_gate share of
+    steps) is NOT implemented: those steps are only counted (``rare_steps``), so this is an upper
+    bound on the speed of a numpy port of the lazy algorithm, not an exact sampler."""
+    T = pi.size + 1
+    cut = np.uint32(1 << (32 - log2_gate))
+    span = float((1 << 32) - (1 << (32 - log2_gate)))
+    ones = np.zeros(trials, np.int64)
+    last = np.zeros(trials, np.int64)
+    rare = 0
+    for t in range(T):
+        p_true = np.full(trials, pi[t]) if t < T - 1 else ones / (T - 1)
+        word = rng.integers(0, 1 << 32, size=trials, dtype=np.uint32)
+        rare += int(np.count_nonzero(word < cut))
+        bit = ((word - cut) < np.floor(p_true * span).astype(np.uint32)).astype(np.int64)
+        if t < T - 1:
+            ones += bit
+        last = bit
+    return {"verdict": last == 1, "rare_steps": rare}

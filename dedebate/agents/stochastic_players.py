@@ -49,10 +49,12 @@ def _honest_estimate(count, n):
 # ---- honest players ------------------------------------------------------------------------------
 @struct.dataclass
 class HonestAlice:
-    """Lean's honest Alice(c, q): claims ``count / N_A``."""
+    """Lean's honest Alice(c, q): claims ``count / N_A`` (``honest_estimate``: exactly that, which
+    the protocol's ``bob_draw="lazy"`` mode relies on)."""
 
     n_samples: jax.Array  # int32
     samples: bool = struct.field(pytree_node=False, default=True)
+    honest_estimate: bool = struct.field(pytree_node=False, default=True)
 
     def claim(self, view: StepView, count, u):
         return _honest_estimate(count, self.n_samples)

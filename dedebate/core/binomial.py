@@ -533,6 +533,33 @@ def binom_lower_tail(k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array
     return acc
 
 
+def binom_lower_tail_sample(k: jax.Array, n: jax.Array, p: jax.Array, target: jax.Array,
+                            active: jax.Array = True) -> jax.Array:
+    """Inversion inside the lower tail: the largest ``j <= k`` with ``P[j <= X <= k] >= target``
+    for X ~ Binomial(n, p), ``k`` below the mean. Walks down from ``k`` by the same recurrence
+    and in the same order as :func:`binom_lower_tail`, so with ``target = U * binom_lower_tail(k,
+    n, p)`` (U uniform on [0, 1)) the result is distributed as ``X | X <= k``. ``k`` where
+    ``active`` is false (no work)."""
+    k = jnp.asarray(k, jnp.int32)
+    n = jnp.asarray(n, jnp.int32)
+    p = jnp.asarray(p, jnp.float32)
+    go = jnp.asarray(active) & (k >= 0)
+    f0 = jnp.where(go, jnp.exp(log_pmf(jnp.maximum(k, 0), n, p)), 0.0)
+    r = (1.0 - p) / p
+
+    def cond(c):
+        j, term, acc = c
+        return go & (j > 0) & (acc < target) & (term > acc * 2.0 ** -30)
+
+    def body(c):
+        j, term, acc = c
+        term = term * j.astype(jnp.float32) / (n - j + 1).astype(jnp.float32) * r
+        return j - 1, term, acc + term
+
+    j, _, _ = jax.lax.while_loop(cond, body, (k, f0, f0))
+    return j
+
+
 def decision_gate(n: jax.Array, pi: jax.Array, k_lo: jax.Array, k_hi: jax.Array,
                   log2_gate: int = GATE_LOG2) -> jax.Array:
     """True when Hoeffding's bound ``P[X < k_lo] <= exp(-2 n d^2)`` (``d = pi - (k_lo - 1)/n``)

@@ -38,7 +38,15 @@ decision: abort with probability ``P[count outside his accepted interval]``, by 
 where Hoeffding certifies that probability below 2^-24, computing the binomial tails only on the
 rare bits that need them, and by drawing his count as usual elsewhere (lies near his threshold).
 Exact in distribution like the default, with other uniforms (so other per-key outcomes); about
-1.4x faster for honest Bobs in `dedebate bench stochastic` (one BTRS draw per step, not two).
+1.7x faster for honest Bobs in `dedebate bench stochastic` (one BTRS draw per step, not two).
+
+**Lazy mode** (``DebateSpec(bob_draw="lazy")``, not the default): for honest Alice (claim
+``count / N_A``) against a checker Bob with the trusted coin, the coin is drawn first (it is
+Bernoulli(pi), as ``E[count / N_A] = pi``) and Alice's count and Bob's decision only where
+Hoeffding cannot certify that Bob continues: all but a 2^-24 share of steps at Lean's and the
+paper's counts cost one 32-bit word. Exact in distribution (the law of coin, abort and Alice's
+claim on an abort is unchanged); see :mod:`dedebate.protocols.stochastic_lazy`. About 24x the
+default mode in `dedebate bench stochastic`.
 
 **Randomness.** The trial key is split per role with ``fold_in``: Alice's and Bob's estimates, the
 coin, and each player's own strategy randomness (adversaries: not query-metered). Each role draws
@@ -348,7 +356,13 @@ class DebateSpec:
       Bernoulli calls per estimate, in blocks of ``call_block``; for black-box samplers);
     * ``bob_draw`` -- ``"count"`` (default: Bob's count is drawn and shown to his ``cont``) or
       ``"decision"`` (for checker Bobs with ``continue_interval``, e.g. honest Bob: his decision
-      is drawn directly, exact in distribution, see :func:`play`; other uniforms than "count").
+      is drawn directly, exact in distribution, see :func:`play`; other uniforms than "count")
+      or ``"lazy"`` (honest Alice vs a checker Bob, trusted coin: the coin first, Alice's count
+      and Bob's decision only where they can matter, see
+      :mod:`dedebate.protocols.stochastic_lazy`; exact in distribution, one 32-bit word per step
+      but for a ``2^-lazy_gate_log2`` share of the steps);
+    * ``lazy_gate_log2`` -- G of the lazy mode, in [0, 24] (24: default; smaller values send
+      more steps down the exact rare path, e.g. to test it).
     """
 
     T: int
@@ -358,6 +372,7 @@ class DebateSpec:
     estimator: str = "binomial"
     call_block: int = 1024
     bob_draw: str = "count"
+    lazy_gate_log2: int = 24
 
     def __post_init__(self):
         if not (isinstance(self.T, int) and self.T >= 1):
@@ -369,11 +384,17 @@ class DebateSpec:
         if self.estimator not in ("binomial", "calls"):
             raise ValueError(f"estimator={self.estimator!r}: allowed are 'binomial' (exact "
                              "count draws) and 'calls' (N real Bernoulli calls)")
-        if self.bob_draw not in ("count", "decision"):
+        if self.bob_draw not in ("count", "decision", "lazy"):
             raise ValueError(f"bob_draw={self.bob_draw!r}: allowed are 'count' (draw Bob's "
-                             "count) and 'decision' (draw a checker Bob's decision)")
-        if self.bob_draw == "decision" and self.estimator != "binomial":
-            raise ValueError("bob_draw='decision' needs estimator='binomial'")
+                             "count), 'decision' (draw a checker Bob's decision) and 'lazy' "
+                             "(honest Alice vs a checker Bob: draw only what can matter)")
+        if self.bob_draw in ("decision", "lazy") and self.estimator != "binomial":
+            raise ValueError(f"bob_draw={self.bob_draw!r} needs estimator='binomial'")
+        if self.bob_draw == "lazy" and self.two_party_coin:
+            raise ValueError("bob_draw='lazy' needs the trusted coin (two_party_coin=False)")
+        if not (isinstance(self.lazy_gate_log2, int) and 0 <= self.lazy_gate_log2 <= 24):
+            raise ValueError(f"lazy_gate_log2={self.lazy_gate_log2!r}: must be an integer in "
+                             "[0, 24]")
         if not (isinstance(self.call_block, int) and self.call_block >= 1):
             raise ValueError(f"call_block={self.call_block!r}: must be an integer >= 1")
 
@@ -485,6 +506,10 @@ def _play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, ve
     Vera judges in the iteration after the abort (so the scan runs T + 1 iterations), drawing her
     count in the estimate slot Alice no longer uses: one binomial draw site serves everyone.
     """
+    if spec.bob_draw == "lazy":
+        from dedebate.protocols.stochastic_lazy import play_lazy
+
+        return play_lazy(spec, machine, alice, bob, vera, key, resolve)
     if machine.T != spec.T:
         raise ValueError(f"machine.T={machine.T} but spec.T={spec.T}: they must agree")
     T, C, W = spec.T, spec.steps_per_chunk, spec.window
@@ -577,13 +602,20 @@ def _play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, ve
     n_chunks = -(-(T + 1) // C)  # T steps plus Vera's iteration
     final, _ = jax.lax.scan(chunk_body, init, jnp.arange(n_chunks))
     _, aborted, last, rounds, _, _, _, _, t_ab, _, vera_ok, unres = final
+    return outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera), unres
+
+
+def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera) -> Outcome:
+    """The :class:`Outcome` of a finished debate: Vera's verdict after an abort, else the last
+    bit; N_A and N_B charged per step played (players that sample), N_V once on an abort."""
     verdict = jnp.where(aborted, vera_ok, last == 1)
     rf = rounds.astype(jnp.float32)
     qa = rf * jnp.asarray(alice.n_samples, jnp.float32) if alice.samples else jnp.float32(0.0)
     qb = rf * jnp.asarray(bob.n_samples, jnp.float32) if bob.samples else jnp.float32(0.0)
     qv = jnp.where(aborted, jnp.asarray(vera.n_samples, jnp.float32), 0.0)
-    return Outcome(verdict=verdict, aborted=aborted, abort_step=t_ab, last_bit=last,
-                   rounds=rounds, queries_alice=qa, queries_bob=qb, queries_vera=qv), unres
+    return Outcome(verdict=verdict, aborted=jnp.asarray(aborted), abort_step=jnp.asarray(t_ab),
+                   last_bit=last, rounds=rounds, queries_alice=qa, queries_bob=qb,
+                   queries_vera=qv)
 
 
 def _bob_decision(view, p, bob, n_bob, active, bits, u2, count, u, unres, resolve):
@@ -619,6 +651,11 @@ play_trials_jit = jax.jit(play_trials, static_argnums=0)
 def _batched(fast: bool, axes: tuple):
     fn = play_fast if fast else play
     return jax.jit(jax.vmap(fn, in_axes=(None,) + axes + (0,)), static_argnums=0)
+
+
+# One unbatched trial: the lazy mode's exact draws sit behind a lax.cond, which skips them only
+# for an unbatched trial, so run_trials replays that mode's (rare) unresolved trials one by one.
+_play_one = jax.jit(play, static_argnums=0)
 
 
 def _bucket(n: int) -> int:
@@ -665,6 +702,13 @@ def run_trials(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlaye
         flags.append(np.asarray(un)[:stop])
     out = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
     bad = np.nonzero(np.concatenate(flags))[0]
+    if spec.bob_draw == "lazy":
+        for i in bad:
+            sl = [_take(a, i) if ax == 0 else a for a, ax in zip(args, axes)]
+            exact = _play_one(spec, *sl, _take(keys, i))
+            out = jax.tree.map(lambda o, e, i=i: _set_rows(o, np.array([i]), np.asarray(e)[None]),
+                               out, exact)
+        bad = bad[:0]
     for start in range(0, bad.size, width):
         chunk = bad[start:start + width]
         idx = np.resize(chunk, _bucket(chunk.size))

@@ -1,0 +1,329 @@
+"""Lazy exact draws for honest-vs-checker debates (``DebateSpec(bob_draw="lazy")``, spec DED 5.1, 5.5).
+
+**What is drawn.** In a step of the stochastic debate with honest Alice (claim ``p = X / N_A``,
+``X ~ Binomial(N_A, pi)``) and a checker Bob (continues iff his count ``Z ~ Binomial(N_B, pi)``
+lies in the interval of counts he accepts for ``p``; abort probability ``a_X``), the trusted coin
+gives ``y = 1[u < p]``. The default mode draws X, then Z (or Bob's decision), then the coin. This
+mode draws the same joint law of ``(y, abort, X on an abort)`` in another order, and for all but
+a ``2^-G`` share of steps (``G = spec.lazy_gate_log2``, default 24) from **one 32-bit word**:
+
+1. ``y ~ Bernoulli(pi)`` (``E[X / N_A] = pi``), and ``X | y = y + Binomial(N_A - 1, pi)`` (the
+   size-biased law; ``P[X = k, y = 1] = P[X = k] k / N_A``);
+2. the typical set ``S = [lo, hi]`` of Alice's counts (``|X / N_A - pi| <= delta``) is certified by
+   Hoeffding, for both values of y, to have ``q = P[X not in S | y] <= 2^-(G+1)``, and Bob's abort
+   probability ``a_X <= 2^-(G+1)`` for every ``X`` in ``S`` (with a slack for float32 rounding of
+   the checker). Then ``law(X | y) = (1 - e) law(X | y, X in S) + e R`` with ``e = 2^-(G+1)`` and
+   the residual ``R`` = ``X | y, X not in S`` with probability ``q / e``, else ``X | y, X in S``;
+3. one uniform ``v`` picks the component (``v < e``: R) and, otherwise, serves as Bob's uniform
+   ``u_B = (v - e) / (1 - e)``: he aborts iff ``u_B < a_X``. When ``v >= 2^-G`` the component is
+   the typical one and ``u_B >= e >= a_X``: **Bob continues, whatever X is**, so X is never drawn.
+
+With ``v = (B + w) 2^-32`` for 32 random bits B, the cheap case is ``B >= 2^(32 - G)``, and then B
+is uniform on ``[2^(32-G), 2^32)`` and independent of the decision, so it also gives the coin:
+``y = 1[B - 2^(32-G) < pi (2^32 - 2^(32-G))]`` (the comparison in integers, pi to float32
+precision). The rest (``B < 2^(32-G)``, or a step the certificate does not cover: small N, or
+``N_A < 2``) is drawn exactly by :func:`rare_step` / :func:`ungated_step` in :func:`play_lazy` with
+``resolve=True``; without ``resolve`` these steps only mark the trial unresolved, for
+:func:`dedebate.protocols.stochastic.run_trials` to replay. ``rare_step`` draws the fresh coin, X
+from its component (the typical part by rejection from BTRS draws, the tails by inversion with
+:func:`dedebate.core.binomial.binom_lower_tail_sample`), and decides Bob by ``u_B < a_X`` with the
+exact tail ``a_X`` (typical part) or by drawing his count (residual part).
+
+Exact in distribution (the float32 coin and tails as everywhere in the package); other uniforms
+than the default mode, so other per-key outcomes. Needs an Alice with ``honest_estimate`` (claims
+``count / N_A``), a checker Bob with ``continue_interval``, the trusted coin and binomial
+estimates (checked by the caller). Queries are charged as in the default mode: the protocol
+*specifies* N_A and N_B oracle samples per step; this is only a cheaper way to draw their effect.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from dedebate.core.binomial import (
+    binom_lower_tail,
+    binom_lower_tail_sample,
+    outside_probability,
+    sample_binomial,
+)
+
+LAZY_GATE_LOG2 = 24  # default G: the one-word path decides all but 2^-24 of the certified steps
+FLOAT_SLACK = 2e-6  # covers float32 rounding of Bob's checker |p - Z/N_B| < tau and of the gate
+HOEFFDING_MARGIN = 1.01  # relative margin on the float32 Hoeffding exponents
+
+
+def lazy_level(n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array,
+               max_log2: int = LAZY_GATE_LOG2):
+    """The certificate of step 2, for every pi at once: ``(G, delta, ok)``.
+
+    ``G`` is the largest level in ``[0, max_log2]`` that the sample counts can certify (-1 if
+    none), ``delta`` Alice's half-width at that level (``S = [ceil(N_A (pi - delta)),
+    floor(N_A (pi + delta))]``, see :func:`typical_set`) and ``ok`` the rigorous check that each
+    of four one-sided Hoeffding bounds is at most ``2^-(G+2)``, i.e. reaches the exponent
+    ``need = (G + 2) ln 2`` (times :data:`HOEFFDING_MARGIN`):
+
+    * ``Y ~ Binomial(N_A - 1, pi)`` at or below ``lo - 1`` (the lower tail of ``X = Y + y`` at
+      y = 0) and at or above ``hi`` (the upper tail at y = 1): both edges lie at least
+      ``N_A delta - 1 - N_A 2^-23`` from the mean ``(N_A - 1) pi`` (the ceil/floor and float32
+      rounding of ``N_A (pi -+ delta)``), so ``exp(-2 d^2 / (N_A - 1))`` must reach the bound;
+    * Bob's estimate ``Z / N_B`` at distance ``e = tau - FLOAT_SLACK - delta - 2^-22`` or more
+      from pi (every abort when X is in S: the claim ``X / N_A`` is within ``delta + 2^-23`` of
+      pi, and the checker's float32 rounding is in the slack): ``exp(-2 N_B e^2)``.
+
+    Depends on N_A, N_B and tau only, so a debate computes it once; only ``0 < pi < 1`` is
+    checked per step."""
+    na = jnp.asarray(n_alice, jnp.int32)
+    nb = jnp.asarray(n_bob, jnp.int32)
+    naf = jnp.maximum(na, 2).astype(jnp.float32)
+    nbf = jnp.maximum(nb, 1).astype(jnp.float32)
+    tau = jnp.asarray(tau_bob, jnp.float32)
+    n1 = naf - 1.0
+    unit = math.log(2.0) * HOEFFDING_MARGIN
+    # delta(s) = (4 + 1.005 s sqrt(n1 / 2)) / N_A and Bob's distance 1.005 s / sqrt(2 N_B) must fit
+    # in tau - slack: the largest s = sqrt(need) that fits, then the largest G below it.
+    room = tau - FLOAT_SLACK - 4.0 / naf
+    s_max = room / (1.005 * (jnp.sqrt(n1 / 2.0) / naf + 1.0 / jnp.sqrt(2.0 * nbf)))
+    need_max = jnp.where(room > 0, s_max * s_max, 0.0)
+    g = jnp.clip(jnp.floor((need_max - 1e-3) / unit) - 2.0, -1.0, float(max_log2))
+    need = (g + 2.0) * unit + 1e-3
+    delta = (4.0 + 1.005 * jnp.sqrt(need * n1 / 2.0)) / naf
+    d = naf * delta - 1.0 - naf * 2.0 ** -23
+    e = tau - FLOAT_SLACK - delta - 2.0 ** -22
+    ok = ((g >= 0) & (na >= 2) & (nb >= 1) & (d > 0) & (2.0 * d * d >= need * n1 * (1 + 1e-5))
+          & (e > 0) & (2.0 * nbf * e * e >= need * (1 + 1e-5)))
+    return g.astype(jnp.int32), delta, ok
+
+
+def typical_set(pi: jax.Array, n_alice: jax.Array, delta: jax.Array):
+    """Alice's typical counts ``S = [lo, hi]``: ``lo = ceil(N_A (pi - delta))``, ``hi =
+    floor(N_A (pi + delta))`` (float32; clipped to [-1, N_A + 1])."""
+    naf = jnp.maximum(jnp.asarray(n_alice, jnp.int32), 2).astype(jnp.float32)
+    pi = jnp.asarray(pi, jnp.float32)
+    lo = jnp.clip(jnp.ceil(naf * (pi - delta)), -1.0, naf + 1.0).astype(jnp.int32)
+    hi = jnp.clip(jnp.floor(naf * (pi + delta)), -1.0, naf + 1.0).astype(jnp.int32)
+    return lo, hi
+
+
+def lazy_gate(pi: jax.Array, n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array,
+              level=None, max_log2: int = LAZY_GATE_LOG2):
+    """The certificate at one step: ``(gate, lo, hi, G)`` with ``level = (G, delta, ok)`` from
+    :func:`lazy_level` (computed if None): ``gate = ok and 0 < pi < 1``, ``S = [lo, hi]``."""
+    g, delta, ok = lazy_level(n_alice, n_bob, tau_bob, max_log2) if level is None else level
+    pi = jnp.asarray(pi, jnp.float32)
+    lo, hi = typical_set(pi, n_alice, delta)
+    return ok & (pi > 0.0) & (pi < 1.0), lo, hi, g
+
+
+def cheap_path(word: jax.Array, pi: jax.Array, g: jax.Array):
+    """Step 3's one-word case: ``(cheap, y)``; ``cheap`` iff ``G >= 1`` and ``word >= cut =
+    2^(32-G)``, and then ``y = 1[word - cut < pi (2^32 - cut)]`` (integers; ``2^32 - cut`` and its
+    product with pi's float32 value are exact in float32 for G <= 24, the floor rounds the
+    threshold down by less than one)."""
+    g = jnp.asarray(g, jnp.int32)
+    shift = jnp.clip(32 - g, 8, 31).astype(jnp.uint32)
+    cut = jnp.left_shift(jnp.uint32(1), shift)
+    span = jnp.float32(2.0 ** 32) - cut.astype(jnp.float32)
+    thr = jnp.floor(jnp.clip(jnp.asarray(pi, jnp.float32), 0.0, 1.0) * span)
+    y = (word - cut) < thr.astype(jnp.uint32)
+    return (g >= 1) & (word >= cut), y.astype(jnp.int32)
+
+
+def rare_step(key: jax.Array, word: jax.Array, pi: jax.Array, lo: jax.Array, hi: jax.Array,
+              g: jax.Array, alice: Any, bob: Any, view: Any, active: jax.Array,
+              z_bob: jax.Array):
+    """Steps 1-3 for a certified step (level ``g``) whose word is below ``2^(32-G)``: returns
+    ``(y, cont, p)``, Alice's claim ``p = X / N_A`` drawn only here. ``z_bob`` is a fresh
+    ``Binomial(N_B, pi)`` count, used where Bob's decision is drawn from his count (residual
+    component). ``active`` false: no work (values unused)."""
+    k_y, k_w, k_side, k_tail, k_bulk, k_bu = jax.random.split(key, 6)
+    na = jnp.asarray(alice.n_samples, jnp.int32)
+    n1 = na - 1
+    e_scaled = 0.5  # e = 2^-(G+1) in units of 2^-G
+    y = (jax.random.uniform(k_y) < pi).astype(jnp.int32)
+    # v in units of 2^-G: (word + w) 2^-32 * 2^G, uniform on [0, 1) given the rare word
+    gf = jnp.asarray(g, jnp.float32)
+    v = (word.astype(jnp.float32) + jax.random.uniform(k_w)) * jnp.exp2(gf - 32.0)
+    resid = active & (v < e_scaled)
+    # Residual component: X off S with probability q / e (q: the exact tails of Y).
+    y_lo = lo - y - 1  # X < lo  <=>  Y <= y_lo
+    y_hi = hi - y + 1  # X > hi  <=>  Y >= y_hi
+    q_lo = binom_lower_tail(y_lo, n1, pi, resid)
+    q_hi = binom_lower_tail(n1 - y_hi, n1, 1.0 - pi, resid & (y_hi <= n1))
+    scale = jnp.exp2(gf + 1.0)  # 1 / e
+    u_side = jax.random.uniform(k_side)
+    off = resid & (u_side < (q_lo + q_hi) * scale)
+    low_side = u_side < q_lo * scale
+    u_tail = jax.random.uniform(k_tail)
+    y_low = binom_lower_tail_sample(y_lo, n1, pi, u_tail * q_lo, off & low_side)
+    y_up = n1 - binom_lower_tail_sample(n1 - y_hi, n1, 1.0 - pi, u_tail * q_hi, off & ~low_side)
+    # Typical part: X | X in S by rejection (acceptance >= 1 - 2^-(G+1)).
+    need_bulk = active & ~off
+
+    def bulk_cond(c):
+        i, ky = c
+        return need_bulk & ~((lo <= ky + y) & (ky + y <= hi))
+
+    def bulk_body(c):
+        i, _ = c
+        return i + 1, sample_binomial(jax.random.fold_in(k_bulk, i), n1, pi)
+
+    # Start outside S (Y = -1 - y), so the first candidate is drawn in the loop.
+    _, y_bulk = jax.lax.while_loop(bulk_cond, bulk_body, (jnp.int32(0), lo - y - 1))
+    x = y + jnp.where(off, jnp.where(low_side, y_low, y_up), y_bulk)
+    p = jnp.asarray(alice.claim(view, x, jnp.float32(0.0)), jnp.float32)
+    # Bob: typical component -> u_B < a_X with the exact tails; residual -> his own fresh count.
+    k_lo, k_hi, cert = bob.continue_interval(p)
+    typical = active & ~resid & cert
+    a_scaled = outside_probability(bob.n_samples, pi, k_lo, k_hi, typical) * jnp.exp2(gf)
+    u_b = (v - e_scaled) / (1.0 - jnp.exp2(-gf - 1.0))
+    # ~cert (the checker's interval not bracketed; not expected) also falls back to his count.
+    cont_fresh = jnp.asarray(bob.cont(view, p, z_bob, jax.random.uniform(k_bu)), bool)
+    cont = jnp.where(typical, ~(u_b < a_scaled), cont_fresh)
+    return y, cont, p
+
+
+def ungated_step(key: jax.Array, pi: jax.Array, alice: Any, bob: Any, view: Any,
+                 x: jax.Array, z: jax.Array):
+    """A step the certificate does not cover, drawn as in the default mode: Alice's count
+    ``x ~ Binomial(N_A, pi)`` and Bob's ``z ~ Binomial(N_B, pi)`` (drawn by the caller), then
+    the coin: ``(y, cont, p)``."""
+    k_c, k_ua, k_ub = jax.random.split(key, 3)
+    p = jnp.asarray(alice.claim(view, x, jax.random.uniform(k_ua)), jnp.float32)
+    cont = jnp.asarray(bob.cont(view, p, z, jax.random.uniform(k_ub)), bool)
+    y = (jax.random.uniform(k_c) < jnp.clip(p, 0.0, 1.0)).astype(jnp.int32)
+    return y, cont, p
+
+
+def check_players(alice: Any, bob: Any) -> None:
+    """The players this mode is exact for (raise ValueError otherwise)."""
+    if not getattr(alice, "honest_estimate", False):
+        raise ValueError(f"bob_draw='lazy' needs an honest Alice who claims count / N_A "
+                         f"(honest_estimate = True, e.g. HonestAlice), not {type(alice).__name__}")
+    if not (hasattr(bob, "continue_interval") and hasattr(bob, "tau") and bob.samples):
+        raise ValueError(f"bob_draw='lazy' needs a checker Bob with continue_interval and tau "
+                         f"(e.g. HonestBob), not {type(bob).__name__}")
+
+
+def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax.Array,
+              resolve: bool):
+    """One debate in this mode: ``(outcome, unresolved)`` like the default mode's ``_play``.
+
+    Randomness: the words come from the coin role's stream (``fold_in(role, chunk)``, one word
+    per step); the exact draws of step ``t`` from ``fold_in(fold_in(estimate role, chunk), j)``.
+    Without ``resolve`` only the one-word case is computed (no abort can happen there); every
+    other step marks the trial unresolved. With ``resolve`` the exact draws sit behind a
+    ``lax.cond``, which skips them for an unbatched trial (``run_trials`` replays trials one by
+    one with ``lax.map``); under ``vmap`` both branches run."""
+    from dedebate.protocols.stochastic import (
+        ROLE_ALICE_EST,
+        ROLE_COIN,
+        StepView,
+        checker_accepts,
+        outcome_of,
+    )
+
+    check_players(alice, bob)
+    if machine.T != spec.T:
+        raise ValueError(f"machine.T={machine.T} but spec.T={spec.T}: they must agree")
+    T, C = spec.T, spec.steps_per_chunk
+    k_coin = jax.random.fold_in(key, ROLE_COIN)
+    k_est = jax.random.fold_in(key, ROLE_ALICE_EST)
+    n_alice = jnp.asarray(alice.n_samples, jnp.int32)
+    n_bob = jnp.asarray(bob.n_samples, jnp.int32)
+    g, delta, certified = lazy_level(n_alice, n_bob, bob.tau, spec.lazy_gate_log2)
+
+    def step_common(state, t, prev, ones, word):
+        ts = jnp.minimum(t, T - 1)
+        pi = jnp.clip(machine.prob(state, ts), 0.0, 1.0).astype(jnp.float32)
+        view = StepView(t=ts, pi=pi, prev_bit=prev, ones=ones, state=state, T=T)
+        gate = certified & (pi > 0.0) & (pi < 1.0)
+        # pi in {0, 1}: every count is N pi, so the step is decided without randomness.
+        trivial = (pi <= 0.0) | (pi >= 1.0)
+        x_t = jnp.round(n_alice.astype(jnp.float32) * pi).astype(jnp.int32)
+        z_t = jnp.round(n_bob.astype(jnp.float32) * pi).astype(jnp.int32)
+        p_t = jnp.asarray(alice.claim(view, x_t, jnp.float32(0.0)), jnp.float32)
+        cont_t = jnp.asarray(bob.cont(view, p_t, z_t, jnp.float32(0.0)), bool)
+        cheap_w, y_w = cheap_path(word, pi, g)
+        cheap = (trivial & cont_t) | (gate & cheap_w)
+        y = jnp.where(trivial, (pi >= 1.0).astype(jnp.int32), y_w)
+        return ts, pi, view, gate, cheap, y
+
+    def step_fast(c, tw):
+        # No abort can happen here, and every step is a real one: no masks.
+        state, last, prev, ones, unres = c
+        t, word = tw
+        ts, pi, view, gate, cheap, y = step_common(state, t, prev, ones, word)
+        return (machine.advance(state, ts, y), y, y, ones + y, unres | ~cheap), None
+
+    def exact_chunk(carry, ci):
+        words = jax.random.bits(jax.random.fold_in(k_coin, ci), (C,), jnp.uint32)
+        k_chunk = jax.random.fold_in(k_est, ci)
+
+        def step_exact(c, j):
+            (state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
+             unres) = c
+            t = ci * C + j
+            active = (t < T) & ~stopped
+            ts, pi, view, gate, cheap, y_c = step_common(state, t, prev, ones, words[j])
+            cheap = active & cheap
+            rare = active & ~cheap & gate
+            other = active & ~cheap & ~gate
+            kj = jax.random.fold_in(k_chunk, j)
+
+            def draw(_):
+                # One draw site for the counts that do not depend on X: Alice's (ungated
+                # step), Bob's (ungated, or the rare step's residual part), Vera's (due).
+                ns = jnp.stack([jnp.where(other, n_alice, 0),
+                                jnp.where(rare | other, n_bob, 0),
+                                jnp.where(vera_due, jnp.asarray(vera.n_samples, jnp.int32), 0)])
+                ks = jax.vmap(lambda i: jax.random.fold_in(kj, i))(jnp.arange(2, 5))
+                x_u, z_b, z_v = jax.vmap(sample_binomial)(ks, ns, jnp.stack([pi, pi, pi_ab]))
+                lo, hi = typical_set(pi, n_alice, delta)
+                y_r, cont_r, p_r = rare_step(jax.random.fold_in(kj, 0), words[j], pi, lo, hi, g,
+                                             alice, bob, view, rare, z_b)
+                y_u, cont_u, p_u = ungated_step(jax.random.fold_in(kj, 1), pi, alice, bob, view,
+                                                x_u, z_b)
+                ok = checker_accepts(p_ab, z_v, vera.n_samples, vera.tau)
+                return (jnp.where(rare, y_r, y_u), jnp.where(rare, cont_r, cont_u),
+                        jnp.where(rare, p_r, p_u), ok)
+
+            def skip(_):
+                return jnp.int32(0), jnp.bool_(True), jnp.float32(0.0), jnp.bool_(False)
+
+            y_x, cont_x, p, ok = jax.lax.cond(jnp.any(rare | other | vera_due), draw, skip, None)
+            vera_ok = jnp.where(vera_due, ok, vera_ok)
+            y = jnp.where(cheap, y_c, y_x)
+            cont = cheap | cont_x
+            go = active & cont
+            abort = active & ~cont
+            state = jax.tree.map(lambda a, b: jnp.where(go, a, b), machine.advance(state, ts, y),
+                                 state)
+            return (state, stopped | abort, jnp.where(go, y, last),
+                    rounds + active.astype(jnp.int32), jnp.where(go, y, prev),
+                    ones + jnp.where(go, y, 0), jnp.where(abort, p, p_ab),
+                    jnp.where(abort, pi, pi_ab), jnp.where(abort, t, t_ab), abort, vera_ok,
+                    unres), None
+
+        return jax.lax.scan(step_exact, carry, jnp.arange(C))
+
+    z = jnp.int32(0)
+    f = jnp.bool_(False)
+    if resolve:
+        init = (machine.init_state(), f, z, z, z, z, jnp.float32(0.0), jnp.float32(0.0),
+                jnp.int32(-1), f, f, f)
+        n_chunks = -(-(T + 1) // C)  # T steps plus Vera's iteration
+        final, _ = jax.lax.scan(exact_chunk, init, jnp.arange(n_chunks))
+        _, aborted, last, rounds, _, _, _, _, t_ab, _, vera_ok, unres = final
+        return outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera), unres
+    # The same words as the exact path (chunk ci, slot j), flattened and cut to the T steps.
+    n_chunks = -(-(T + 1) // C)
+    words = jax.vmap(lambda ci: jax.random.bits(jax.random.fold_in(k_coin, ci), (C,),
+                                                jnp.uint32))(jnp.arange(n_chunks))
+    init = (machine.init_state(), z, z, z, f)
+    final, _ = jax.lax.scan(step_fast, init, (jnp.arange(T), words.reshape(-1)[:T]))
+    _, last, _, _, unres = final
+    return outcome_of(f, f, last, jnp.int32(T), jnp.int32(-1), alice, bob, vera), unres
