@@ -447,7 +447,8 @@ def train_network(cfg: Config, ctx, pool=None) -> NetRun | None:
                 ckpt.save(rounds_done, ck, force=True)
                 worst = float(np.max(ck["final_max_adv"]))
                 ctx.log({"net_round": rounds_done, "net_max_adv_worst": worst,
-                         "net_max_adv_best": float(np.min(ck["final_max_adv"]))})
+                         "net_max_adv_best": float(np.min(ck["final_max_adv"]))},
+                        step=rounds_done)
                 bar.set_postfix(round=rounds_done, max_adv=f"{worst:.4f}")
                 bar.update(1)
     r = cfg.net_rounds

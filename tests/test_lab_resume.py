@@ -1,6 +1,7 @@
 """Faults: a run killed with SIGKILL mid-way, whose newest checkpoint is then corrupted, resumes
 with ``dedebate run --resume RUN_DIR`` from the previous checkpoint (with a warning) and ends
-with exactly the numbers of an uninterrupted run."""
+with exactly the numbers of an uninterrupted run, and with its metrics.jsonl: the steps logged
+before the kill and logged again after the resume appear once (dedebate/lab/runner.py)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(tmp_path, 
     assert proc.returncode == -signal.SIGKILL
     assert not (run_dir / "results.json").exists()  # it really died mid-run
     steps = finished_steps(run_dir)
+    logged_before = [json.loads(x)["step"] for x in
+                     (run_dir / "metrics.jsonl").read_text().splitlines() if x.endswith("}")]
     assert 3 <= len(steps) <= 3 + 1 and steps[-1] < 15  # keep=3 (+1 being finalised)
     truncate_arrays(run_dir / "checkpoints" / str(steps[-1]))
 
@@ -77,3 +80,14 @@ def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(tmp_path, 
     assert resumed["metrics"]["path"] == fresh["metrics"]["path"]  # every step, bit for bit
     assert resumed["metrics"]["total"] == fresh["metrics"]["total"]
     assert resumed["provenance"]["config_hash"] == fresh["provenance"]["config_hash"]
+
+    # metrics.jsonl: steps[-1] (and any later step logged before the kill) was logged by both
+    # attempts; the file holds every step once, with the uninterrupted run's values
+    assert steps[-1] in logged_before
+
+    def rows(d):
+        return [{k: v for k, v in json.loads(x).items() if k != "wall_s"}
+                for x in (d / "metrics.jsonl").read_text().splitlines()]
+
+    assert [r["step"] for r in rows(run_dir)] == list(range(16))
+    assert rows(run_dir) == rows(fresh_dir)

@@ -119,6 +119,14 @@ class Checkpointer:
         JAX's dtypes (a numpy int64 leaf returns as int32 unless x64 is enabled). A checkpoint
         that cannot be read is skipped with a warning; one written under another config hash
         raises :class:`CheckpointMismatch`.
+
+        Known noise (Orbax 0.12.8, not ours): when reading a corrupt checkpoint fails, Orbax's
+        ``asyncio.gather`` over the tensorstore reads raises at the first error and
+        ``asyncio_utils.run_sync`` closes its fresh event loop while the other reads are still
+        pending; when they finish, tensorstore's callback thread calls
+        ``loop.call_soon_threadsafe`` on the closed loop, and Python prints "RuntimeError: Event
+        loop is closed" as an unraisable exception. The failed restore has already raised here
+        (and we fall back), so nothing is lost; no Checkpointer is left open.
         """
         import jax
 

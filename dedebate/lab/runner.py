@@ -10,6 +10,28 @@ Layout of a run directory::
     <run_dir>/checkpoints/     Orbax checkpoints (ctx.checkpoint_dir)
     <run_dir>/error.txt        the traceback, if the experiment raised
     <run_dir>/wandb/           the W&B run (offline by default)
+
+metrics.jsonl holds each logged row once, also after a resume. A fresh (not resumed) run
+starts an empty file. A row's *identity* is its step, its metric names, its labels (the metrics
+whose value is a string, e.g. ``instance: "f1"``; W&B never plots them) and its occurrence (how
+many rows with that step, names and labels this attempt logged before it). A resumed run reads
+the rows already there (a line torn by a kill is dropped with a warning); a row it logs with
+the identity of an earlier row *replaces* that row, in its place; any other row is appended.
+So when an experiment re-logs what it logged before (the rows between its newest readable
+checkpoint and the crash, or an uncheckpointed prefix that it recomputes), the file ends with
+every row once, in the uninterrupted run's order, with the resumed attempt's values.
+Replacements are written when the experiment returns or raises (one atomic rewrite); appends go
+out at once, so even a killed attempt leaves no row twice.
+
+Why not "drop the rows whose step is >= the first step logged after resuming" or "keep the rows
+whose step is <= the checkpoint's": steps are no global clock (stackelberg's parts and
+stochastic_selfplay's instances reuse the same steps; checkpoint steps count chunks or rounds,
+not log steps), so both rules lose other parts' rows. What the rule needs from an experiment:
+rows that a resumed attempt skips (restored chunks) and rows that it logs must not share step,
+names and labels (stackelberg's ``PART/RUN/seedS/NAME`` names do this); in particular rows of
+restored chunks must not be logged with the automatic step (``step=None`` numbers rows by call
+order, which a resumed attempt that skips chunks changes). W&B needs nothing: each attempt is its
+own W&B run, with that attempt's rows only.
 """
 
 from __future__ import annotations
@@ -23,6 +45,7 @@ import sys
 import time
 import traceback
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +54,7 @@ from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
 from dedebate.lab.experiment import Claim, ExperimentResult, gating, with_family_decisions
 from dedebate.lab.rundir import (
     environment_provenance,
+    eprint,
     jsonable,
     new_run_dir,
     newest_matching_dir,
@@ -76,6 +100,59 @@ class LabContext:
         self._auto_step = 0
         for d in (self.plots_dir, self.checkpoint_dir):
             d.mkdir(parents=True, exist_ok=True)
+        # metrics.jsonl bookkeeping (see the module docstring): on resume, every row in file
+        # order, and where each earlier row's identity sits (identity -> index in _rows)
+        self._logged: Counter = Counter()
+        self._rows: list[dict[str, Any]] | None = None
+        self._slots: dict[tuple[Any, ...], int] = {}
+        self._dirty = False
+        if not resume:
+            self.metrics_path.unlink(missing_ok=True)
+        else:
+            self._load_metrics()
+
+    @staticmethod
+    def _identity(row: dict[str, Any]) -> tuple[Any, ...]:
+        """``(step, metric names, labels)``: labels are the string values (an instance or part
+        name; W&B never plots them), which tell apart rows logged at the same step."""
+        keys = sorted(k for k in row if k not in ("step", "wall_s"))
+        labels = tuple((k, row[k]) for k in keys if isinstance(row[k], str))
+        return row.get("step"), tuple(keys), labels
+
+    def _load_metrics(self) -> None:
+        """Read the rows an earlier attempt left (resume); each row's identity gets a slot."""
+        self._rows = []
+        if not self.metrics_path.is_file():
+            return
+        text = self.metrics_path.read_text()
+        lines = text.splitlines()
+        seen: Counter = Counter()
+        bad = 0
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                row = None
+            if not isinstance(row, dict):
+                bad += bool(line.strip())
+                continue
+            ident = self._identity(row)
+            self._slots[(*ident, seen[ident])] = len(self._rows)
+            seen[ident] += 1
+            self._rows.append(row)
+        if bad:
+            eprint(f"dedebate: warning: {self.metrics_path}: dropped {bad} unreadable line(s) "
+                   "(a write cut short by the interrupted attempt)")
+        if bad or (text and not text.endswith("\n")):  # clean before the next append
+            self._dirty = True
+            self.flush_metrics()
+
+    def flush_metrics(self) -> None:
+        """Write the replaced rows of a resumed run to metrics.jsonl (one atomic rewrite)."""
+        if self._rows is None or not self._dirty:
+            return
+        write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in self._rows))
+        self._dirty = False
 
     @contextlib.contextmanager
     def progress(self, total: int, desc: str) -> Iterator[Any]:
@@ -90,14 +167,26 @@ class LabContext:
             bar.close()
 
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        """Append ``{"step", "wall_s", **metrics}`` to metrics.jsonl, then send it to W&B."""
+        """Append ``{"step", "wall_s", **metrics}`` to metrics.jsonl (on resume: replace the
+        earlier attempt's row with the same identity, see the module docstring), then send it
+        to W&B. ``step`` defaults to one more than the previous row's."""
         if step is None:
             step = self._auto_step
         self._auto_step = int(step) + 1
         row = {"step": int(step), "wall_s": round(time.monotonic() - self._t0, 4)}
         row.update(jsonable(metrics))
-        with open(self.metrics_path, "a") as fh:
-            fh.write(json.dumps(row) + "\n")
+        ident = self._identity(row)
+        occurrence = self._logged[ident]
+        self._logged[ident] += 1
+        slot = self._slots.pop((*ident, occurrence), None)
+        if slot is not None:
+            self._rows[slot] = row
+            self._dirty = True
+        else:
+            with open(self.metrics_path, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            if self._rows is not None:
+                self._rows.append(row)
         self.tracker.log(jsonable(metrics), step=int(step))
 
     def checkpointer(self, every: int = 1, keep: int = 3):
@@ -191,7 +280,10 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
     error: str | None = None
     tb_text = None
     try:
-        result = module.run(cfg.params, ctx)
+        try:
+            result = module.run(cfg.params, ctx)
+        finally:
+            ctx.flush_metrics()
         if not isinstance(result, ExperimentResult):
             raise TypeError(f"{cfg.experiment}.run returned {type(result).__name__}, "
                             "expected ExperimentResult")

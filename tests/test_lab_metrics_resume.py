@@ -1,0 +1,170 @@
+"""metrics.jsonl of a resumed run holds every logged row once (dedebate/lab/runner.py).
+
+A resumed attempt re-logs the rows between its checkpoint and the crash (and any prefix it
+recomputes); each such row replaces the earlier attempt's row with the same step, metric names
+and occurrence, so the file ends equal (up to ``wall_s``) to an uninterrupted run's, row for row
+and in the same order. The fakes force the re-log by deleting the newest checkpoint after the
+crash (as if the attempt had died before that save was finalised).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import types
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from dedebate.lab.config import resolve
+from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.registry import discover_experiments
+from dedebate.lab.runner import run_experiment
+
+
+def rows(run_dir):
+    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def without_wall(rs):
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rs]
+
+
+def checkpoint_steps(run_dir):
+    return sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
+
+
+def config(module, tmp_path, out, **top):
+    return resolve({"experiment": module.NAME, "output_dir": str(tmp_path / out),
+                    "tracking": {"mode": "disabled"}, **top}, {module.NAME: module})
+
+
+def run(module, tmp_path, out, **kwargs):
+    return run_experiment(module, config(module, tmp_path, out), show_progress=False, **kwargs)
+
+
+def resume(module, tmp_path, out, run_dir):
+    return run_experiment(module, config(module, tmp_path, out, resume=True), run_dir=run_dir,
+                          show_progress=False)
+
+
+# -- fake_ckpt: one walk, a row per step, checkpoint after every step --------------------------
+
+
+@pytest.fixture
+def fake_ckpt():
+    return discover_experiments(["tests.fake_experiments.resumable"]).experiments["fake_ckpt"]
+
+
+def test_relogged_steps_appear_once_with_uninterrupted_values(tmp_path, fake_ckpt,
+                                                              monkeypatch):
+    fresh = run(fake_ckpt, tmp_path, "fresh")
+    assert fresh.error is None
+    want = without_wall(rows(fresh.run_dir))
+    assert [r["step"] for r in want] == list(range(6))
+
+    monkeypatch.setenv("FAKE_CRASH_AT", "2")
+    crashed = run(fake_ckpt, tmp_path, "cut")
+    assert crashed.error == "RuntimeError: crash after step 2"
+    monkeypatch.delenv("FAKE_CRASH_AT")
+    assert [r["step"] for r in rows(crashed.run_dir)] == [0, 1, 2]
+    assert checkpoint_steps(crashed.run_dir) == [1, 2]
+    shutil.rmtree(crashed.run_dir / "checkpoints" / "2")  # step 2's save never finished
+
+    again = resume(fake_ckpt, tmp_path, "cut", crashed.run_dir)
+    assert again.error is None and again.results["provenance"]["resumed"] is True
+    assert again.result.metrics["resumed_from"] == 2  # so step 2 was logged a second time
+    got = rows(crashed.run_dir)
+    assert [r["step"] for r in got] == list(range(6))
+    assert without_wall(got) == want
+    assert again.result.metrics["total"] == fresh.result.metrics["total"]
+
+
+def test_torn_last_line_is_dropped_with_a_warning(tmp_path, fake_ckpt, monkeypatch, capsys):
+    fresh = run(fake_ckpt, tmp_path, "fresh")
+    monkeypatch.setenv("FAKE_CRASH_AT", "3")
+    crashed = run(fake_ckpt, tmp_path, "cut")
+    monkeypatch.delenv("FAKE_CRASH_AT")
+    with open(crashed.run_dir / "metrics.jsonl", "a") as fh:
+        fh.write('{"step": 4, "wall_s": 0.1, "tot')  # killed in the middle of a write
+    capsys.readouterr()
+    again = resume(fake_ckpt, tmp_path, "cut", crashed.run_dir)
+    assert again.error is None and again.result.metrics["resumed_from"] == 4
+    assert "dropped 1 unreadable line" in capsys.readouterr().err
+    assert without_wall(rows(crashed.run_dir)) == without_wall(rows(fresh.run_dir))
+
+
+def test_a_fresh_run_in_an_old_directory_starts_a_new_file(tmp_path, fake_ckpt):
+    first = run(fake_ckpt, tmp_path, "a")
+    again = run(fake_ckpt, tmp_path, "a", run_dir=first.run_dir)  # resume=false: from scratch
+    assert again.error is None and again.result.metrics["resumed_from"] == 0
+    assert [r["step"] for r in rows(first.run_dir)] == list(range(6))
+
+
+# -- two parts that reuse the same steps (like stackelberg's stable/unstable parts), and two
+# -- rows per step with the same metric names (like stochastic_selfplay's instances) -----------
+
+
+@dataclasses.dataclass(frozen=True)
+class PartsConfig:
+    steps: int = dataclasses.field(default=4, metadata={"doc": "steps per part, >= 1"})
+
+
+class Crash(RuntimeError):
+    pass
+
+
+def _parts_run(cfg: PartsConfig, ctx) -> ExperimentResult:
+    """Parts "a" then "b", ``steps`` steps each, a global checkpoint after every step; each step
+    logs one row of part-named metrics and two rows ``{"instance", "value"}`` at that step."""
+    state = {"g": jnp.int32(-1), "x": jnp.float32(0.0), "key": ctx.key}
+    done = -1
+    with ctx.checkpointer(every=1, keep=2) as ckpt:
+        if ctx.resume and (found := ckpt.restore(state)) is not None:
+            done, state = found
+        g = 0
+        for part in ("a", "b"):
+            for t in range(cfg.steps):
+                if g <= done:
+                    g += 1
+                    continue
+                key, sub = jax.random.split(state["key"])
+                x = state["x"] + jax.random.normal(sub)
+                state = {"g": jnp.int32(g), "x": x, "key": key}
+                ckpt.save(g, state)
+                ctx.log({f"{part}/x": x, f"{part}/g": g}, step=t)
+                for inst in ("p", "q"):
+                    ctx.log({"instance": f"{part}{inst}", "value": x + (inst == "q")}, step=t)
+                if g == PARTS.crash_at:
+                    ckpt.wait()
+                    raise Crash(f"crash after global step {g}")
+                g += 1
+    ran = Claim.exact("ran", "fake", "== 2 parts", g, g == 2 * cfg.steps)
+    return ExperimentResult(claims=[ran],
+                            metrics={"x": float(state["x"]), "resumed_from": done + 1})
+
+
+PARTS = types.SimpleNamespace(NAME="fake_parts", TITLE="Fake: two parts reusing steps",
+                              Config=PartsConfig, SIZES={"quick": {}, "full": {}},
+                              run=_parts_run, crash_at=None)
+
+
+@pytest.mark.parametrize("crash_at", [2, 6], ids=["in-part-a", "in-part-b"])
+def test_parts_sharing_steps_keep_every_row(tmp_path, monkeypatch, crash_at):
+    fresh = run(PARTS, tmp_path, "fresh")
+    want = without_wall(rows(fresh.run_dir))
+    assert len(want) == 2 * 4 * 3 and [r["step"] for r in want[:3]] == [0, 0, 0]
+
+    monkeypatch.setattr(PARTS, "crash_at", crash_at)
+    crashed = run(PARTS, tmp_path, "cut")
+    assert crashed.error == f"Crash: crash after global step {crash_at}"
+    monkeypatch.setattr(PARTS, "crash_at", None)
+    assert len(rows(crashed.run_dir)) == 3 * (crash_at + 1)
+    shutil.rmtree(crashed.run_dir / "checkpoints" / str(crash_at))
+
+    again = resume(PARTS, tmp_path, "cut", crashed.run_dir)
+    assert again.error is None and again.result.metrics["resumed_from"] == crash_at
+    assert without_wall(rows(crashed.run_dir)) == want
+    assert again.result.metrics["x"] == fresh.result.metrics["x"]
