@@ -24,14 +24,22 @@ Beyond the paper (empirical, labelled as such): per K, the smallest common scale
 (N_A, N_B, N_V) for which completeness >= 3/5 and soundness <= 2/5 still hold against the whole
 zoo (optimised Alice re-optimised at each factor) by the exact DP at ``scale_T``, then checked by
 Monte Carlo at the largest T.
+
+Sweepable (``dedebate sweep``, e.g. ``configs/sweeps/stochastic_scale.yaml``; contract in
+:mod:`dedebate.lab.experiment`): :func:`point` measures one point -- Lean constants with the
+common factor ``scale`` on (N_A, N_B, N_V), instances at ``p_yes`` / ``p_no`` -- as ONE pure
+function of its dynamic numbers and key, so a grid over ``DYNAMIC = (scale, p_yes, p_no)`` x seeds
+is one compiled program per static group (Ks, Ts, trials, es_*). ``run`` ignores ``scale``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents.stochastic_players import (
@@ -62,6 +70,7 @@ from dedebate.protocols.stochastic import (
     lean_defaults,
     make_vera,
     paper_constants,
+    play,
     run_trials,
     trial_keys,
 )
@@ -101,6 +110,10 @@ class Config:
         default=8, metadata=_doc("steps of the exact-DP scale-factor search, in [4, 12]"))
     max_lanes: int = dataclasses.field(
         default=16384, metadata=_doc("debates per compiled batch (memory), >= 256"))
+    scale: float = dataclasses.field(
+        default=1.0, metadata=_doc("sweeps only (point, dedebate sweep): common factor on the "
+                                   "Lean (N_A, N_B, N_V) of the point, in (0, 1]; a dynamic "
+                                   "sweep axis. run ignores it (its search uses scale_factors)"))
 
     def __post_init__(self):
         if not self.Ks or any(k not in (1, 2, 4) for k in self.Ks):
@@ -123,6 +136,8 @@ class Config:
             raise ValueError(f"scale_T={self.scale_T}: must lie in [4, 12]")
         if self.max_lanes < 256:
             raise ValueError(f"max_lanes={self.max_lanes}: must be >= 256")
+        if not (isinstance(self.scale, (int, float)) and 0 < self.scale <= 1):
+            raise ValueError(f"scale={self.scale!r}: must lie in (0, 1]")
 
 
 SIZES = {
@@ -490,3 +505,140 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     return ExperimentResult(claims=claims, metrics=metrics,
                             tables={"acceptance": rows, "queries": qrows, "scale": scale_rows},
                             plots=plots)
+
+
+# ---- sweepable point (dedebate sweep; contract: dedebate/lab/experiment.py) ---------------------
+DYNAMIC = ("scale", "p_yes", "p_no")
+"""Config fields that enter :func:`point` only as numbers: the sample-count scale factor (through
+the int32 counts N_A, N_B, N_V of the players and Vera) and the instances' P_M(1) (through the
+machines' probabilities). Everything else (Ks, Ts, trials, es_*) is static: one compile each."""
+
+Z95 = 1.959963984540054
+
+
+def wilson_jnp(successes, trials: int):
+    """:func:`dedebate.lab.experiment.wilson_interval` (95%) in jnp float32, for jitted metrics:
+    ``(p_hat, lo, hi)``."""
+    n = float(trials)
+    p = jnp.asarray(successes, jnp.float32) / n
+    z2 = Z95 * Z95
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = Z95 * jnp.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return p, jnp.maximum(0.0, centre - half), jnp.minimum(1.0, centre + half)
+
+
+@functools.lru_cache(maxsize=256)
+def _point_thetas(K: int, T: int, ki: int, scale: float, p_yes: float, p_no: float,
+                  generations: int, population: int):
+    """The optimised Alice and Bob of a sweep point (host, deterministic): the run's evolution
+    strategies on the exact acceptance at ``min(T, 12)`` steps, with the point's scaled
+    constants and instances (the adversary re-optimised at every point, seed = K's index)."""
+    t_opt = min(T, 12)
+    _, m_no, K_decl = fixture(K, t_opt, p_no)
+    _, m_yes, _ = fixture(K, t_opt, p_yes)
+    consts = lean_defaults(K_decl, t_opt).constants(K_decl, t_opt).scaled(scale)
+    es = Config(Ks=(K,), Ts=(T,), es_generations=generations, es_population=population)
+    opt_a = _opt_alice(m_no, consts, es, seed=ki)
+    opt_b = _opt_bob(m_yes, consts, es, seed=ki)
+    return opt_a.params["theta"], opt_b.params["theta"]
+
+
+def _cell_dynamic(cfg: Config, ki: int, K: int, T: int):
+    """Host side of one (K, T) cell of a point: every debate's players and machine, stacked.
+
+    Rows ``0 .. ma-1``: the Alice zoo (spec DED 9, plus the optimised Alice) against honest Bob
+    on P_M(1) = p_no (soundness); rows ``ma ..``: honest Alice against the Bob zoo (with honest
+    Bob and the optimised Bob) on P_M(1) = p_yes (completeness). Lean constants x ``scale``.
+    Returns ``(dynamic, ma, index of honest Bob among the Bob rows)``."""
+    _, m_no, K_decl = fixture(K, T, cfg.p_no)
+    _, m_yes, _ = fixture(K, T, cfg.p_yes)
+    lp = lean_defaults(K_decl, T)
+    consts = lp.constants(K_decl, T).scaled(cfg.scale)
+    theta_a, theta_b = _point_thetas(K, T, ki, float(cfg.scale), float(cfg.p_yes),
+                                     float(cfg.p_no), cfg.es_generations, cfg.es_population)
+    _, alices = _alice_members(consts, theta_a)
+    b_names, bobs = _bob_members(consts, theta_b)
+    ma, mb = len(alices), len(bobs)
+    p_yes = float(m_yes.output_prob_dp())
+    p_no = float(m_no.output_prob_dp())
+    dyn = {
+        "alice": stack(alices + [zoo_alice(consts, A_HONEST)] * mb),
+        "bob": stack([zoo_bob(consts, B_HONEST)] * ma + bobs),
+        "machine": stack([m_no] * ma + [m_yes] * mb),
+        "vera": make_vera(consts),
+        "counts": np.array([consts.n_alice, consts.n_bob, consts.n_vera], np.int32),
+        "bounds": np.array([lp.completeness(K_decl, T, p_yes),
+                            1 - lp.soundness(K_decl, T, 1 - p_no)], np.float32),
+    }
+    return dyn, ma, b_names.index("honest")
+
+
+def _cell_metrics(spec, d, key, trials: int, ma: int, hh: int, name: str):
+    """Monte-Carlo metrics of one (K, T) cell: ``trials`` debates per row of ``d`` (common random
+    numbers per side, as in :func:`run`: soundness keys from ``fold_in(key, 0)``, completeness
+    keys from ``fold_in(key, 1)``), each rate with its 95% Wilson interval."""
+    rows = d["alice"].kind.shape[0]
+    side = jnp.asarray(np.arange(rows) >= ma, jnp.int32)
+
+    def member(alice, bob, machine, s):
+        keys = trial_keys(jax.random.fold_in(key, s), trials)
+        out = jax.vmap(lambda k: play(spec, machine, alice, bob, d["vera"], k))(keys)
+        return (jnp.sum(out.verdict, dtype=jnp.int32), out.queries_alice, out.queries_vera)
+
+    wins, qa, qv = jax.vmap(member)(d["alice"], d["bob"], d["machine"], side)
+    m = {}
+    for metric, count in (("honest_completeness", wins[ma + hh]),
+                          ("completeness_min", jnp.min(wins[ma:])),
+                          ("soundness_max", jnp.max(wins[:ma]))):
+        v, lo, hi = wilson_jnp(count, trials)
+        m[f"{name}/{metric}"], m[f"{name}/{metric}_lo"], m[f"{name}/{metric}_hi"] = v, lo, hi
+    q = qa[ma + hh]  # honest Alice vs honest Bob: mean queries, normal 95% interval
+    mean = jnp.mean(q)
+    half = Z95 * jnp.std(q, ddof=1) / math.sqrt(trials)
+    m[f"{name}/queries_alice"] = mean
+    m[f"{name}/queries_alice_lo"], m[f"{name}/queries_alice_hi"] = mean - half, mean + half
+    m[f"{name}/queries_vera_max"] = jnp.max(qv)
+    for i, n in enumerate(("n_alice", "n_bob", "n_vera")):
+        m[f"{name}/{n}"] = d["counts"][i]
+    m[f"{name}/lean_completeness_bound"] = d["bounds"][0]
+    m[f"{name}/lean_soundness_bound"] = d["bounds"][1]
+    return m
+
+
+def point(cfg: Config):
+    """One sweep point: ``(dynamic, fn)`` with ``fn(dynamic, key) -> metrics`` (pure JAX).
+
+    For every (K, T) in ``Ks x Ts`` (cell ``c``, key ``fold_in(key, c)``), with Lean's default
+    constants (spec DED 5.2) times ``scale`` on (N_A, N_B, N_V), ``trials`` debates per zoo
+    member; metrics named ``K{K}_T{T}/...``:
+
+    * ``honest_completeness``: honest Alice vs honest Bob, P[out = 1] at P_M(1) = p_yes;
+    * ``completeness_min``: the min over the Bob zoo (spec DED 9, honest and optimised Bob
+      included) of honest Alice's win rate at p_yes (interval: that member's);
+    * ``soundness_max``: the max over the Alice zoo (with the optimised Alice) of the
+      acceptance at p_no (interval: that member's);
+    * each with ``_lo``/``_hi``, its 95% Wilson interval; ``queries_alice`` (honest vs honest,
+      mean with a normal 95% interval), ``queries_vera_max`` (observed; proven <= N_V);
+    * ``n_alice``, ``n_bob``, ``n_vera`` (the scaled counts) and ``lean_completeness_bound``,
+      ``lean_soundness_bound`` (spec DED 5.3 at the exact P_M; proven for scale = 1 only).
+
+    The optimised adversaries are re-found on the host for each point (:func:`_point_thetas`,
+    no dependence on the seed); ``paper``, ``scale_factors``, ``scale_T`` and ``max_lanes`` are
+    not used (the sweep's ``batch`` bounds memory)."""
+    cells, dynamic = [], {}
+    for ki, K in enumerate(cfg.Ks):
+        for T in cfg.Ts:
+            name = f"K{K}_T{T}"
+            dynamic[name], ma, hh = _cell_dynamic(cfg, ki, K, T)
+            cells.append((name, debate_spec(T), ma, hh))
+    trials = cfg.trials
+
+    def fn(dyn, key):
+        out = {}
+        for c, (name, spec, ma, hh) in enumerate(cells):
+            out.update(_cell_metrics(spec, dyn[name], jax.random.fold_in(key, c), trials, ma, hh,
+                                     name))
+        return out
+
+    return dynamic, fn
