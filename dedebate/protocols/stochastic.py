@@ -683,8 +683,10 @@ def run_trials(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlaye
     ``keys`` has one key per lane; ``axes[i]`` is 0 if ``(machine, alice, bob, vera)[i]`` is
     batched along its leading axis like the keys (e.g. a stacked zoo), None if shared. Runs
     :func:`play_fast` on every lane (in slices of at most ``max_lanes``, padded to a power of
-    two, so one compiled program serves many batch sizes), then replays the rare unresolved lanes with the exact
-    :func:`play` (compiled only when first needed) and merges: the result equals ``vmap(play)``.
+    two, so one compiled program serves many batch sizes), then replays the rare unresolved
+    lanes with the exact :func:`play` (compiled only when first needed; one lane at a time in
+    the lazy mode, whose exact draws an unbatched trial skips on one-word steps) and merges: the
+    result equals ``vmap(play)``.
     """
     axes = tuple(axes)
     if len(axes) != 4 or any(a not in (0, None) for a in axes):

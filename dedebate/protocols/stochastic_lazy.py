@@ -5,7 +5,9 @@
 lies in the interval of counts he accepts for ``p``; abort probability ``a_X``), the trusted coin
 gives ``y = 1[u < p]``. The default mode draws X, then Z (or Bob's decision), then the coin. This
 mode draws the same joint law of ``(y, abort, X on an abort)`` in another order, and for all but
-a ``2^-G`` share of steps (``G = spec.lazy_gate_log2``, default 24) from **one 32-bit word**:
+a ``2^-G`` share of steps from **one 32-bit word**. The level G is the largest in ``[0,
+spec.lazy_gate_log2]`` (default 24) that the sample counts certify (:func:`lazy_level`, once
+per debate; 24 at Lean's and the paper's counts):
 
 1. ``y ~ Bernoulli(pi)`` (``E[X / N_A] = pi``), and ``X | y = y + Binomial(N_A - 1, pi)`` (the
    size-biased law; ``P[X = k, y = 1] = P[X = k] k / N_A``);
@@ -21,13 +23,16 @@ a ``2^-G`` share of steps (``G = spec.lazy_gate_log2``, default 24) from **one 3
 With ``v = (B + w) 2^-32`` for 32 random bits B, the cheap case is ``B >= 2^(32 - G)``, and then B
 is uniform on ``[2^(32-G), 2^32)`` and independent of the decision, so it also gives the coin:
 ``y = 1[B - 2^(32-G) < pi (2^32 - 2^(32-G))]`` (the comparison in integers, pi to float32
-precision). The rest (``B < 2^(32-G)``, or a step the certificate does not cover: small N, or
+precision). At ``pi`` in {0, 1} every count is ``N pi`` and the step is decided without
+randomness. The rest (``B < 2^(32-G)``, or a step the certificate does not cover: small N, or
 ``N_A < 2``) is drawn exactly by :func:`rare_step` / :func:`ungated_step` in :func:`play_lazy` with
 ``resolve=True``; without ``resolve`` these steps only mark the trial unresolved, for
 :func:`dedebate.protocols.stochastic.run_trials` to replay. ``rare_step`` draws the fresh coin, X
 from its component (the typical part by rejection from BTRS draws, the tails by inversion with
 :func:`dedebate.core.binomial.binom_lower_tail_sample`), and decides Bob by ``u_B < a_X`` with the
-exact tail ``a_X`` (typical part) or by drawing his count (residual part).
+exact tail ``a_X`` (typical part) or by drawing his count (residual part). The exact path sits
+behind a ``lax.cond``, so an unbatched replay skips it on one-word steps; ``run_trials`` replays
+this mode's unresolved trials one at a time.
 
 Exact in distribution (the float32 coin and tails as everywhere in the package); other uniforms
 than the default mode, so other per-key outcomes. Needs an Alice with ``honest_estimate`` (claims
