@@ -389,6 +389,10 @@ COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "reproduce": cmd_reproduce, "ben
             "config": cmd_config, "list": cmd_list}
 
 
+# Commands that compile JAX programs: the ones the persistent compilation cache speeds up.
+COMPILING = frozenset({"run", "sweep", "reproduce", "bench"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dedebate`` console script; returns the exit code."""
     parser = _parser()
@@ -413,6 +417,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if argv is None and args.command in COMPILING:
+        # The process entry point (console script, python -m dedebate.cli) turns on JAX's
+        # persistent compilation cache (dedebate/lab/compile_cache.py); main([...]) called from
+        # Python, as the tests do, leaves the caller's JAX configuration alone.
+        from dedebate.lab.compile_cache import enable
+
+        enable()
     try:
         return COMMANDS[args.command](args)
     except UsageError as err:

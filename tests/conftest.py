@@ -42,4 +42,7 @@ def cli_env():
     env["WANDB_SILENT"] = "true"
     env.pop("WANDB_MODE", None)
     env["PYTHON"] = sys.executable
+    # The CLI's persistent compilation cache stays out of the user's cache directory in tests
+    # (tests/test_lab_compile_cache.py turns it on explicitly, in a tmp directory).
+    env["DEDEBATE_COMPILE_CACHE"] = "off"
     return env

@@ -97,6 +97,10 @@ def environment_provenance() -> dict[str, Any]:
     except Exception as err:  # noqa: BLE001 - provenance must never stop a run
         prov.update(jax_version=None, backend=None, device_count=None,
                     jax_error=f"{type(err).__name__}: {err}")
+    with contextlib.suppress(Exception):  # the persistent compilation cache (lab/compile_cache)
+        from dedebate.lab.compile_cache import provenance as compile_cache_provenance
+
+        prov["compile_cache"] = compile_cache_provenance()
     return prov
 
 

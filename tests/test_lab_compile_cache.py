@@ -1,0 +1,109 @@
+"""The persistent compilation cache of the command line (dedebate/lab/compile_cache.py).
+
+Cold and warm runs of a real experiment give the same claims and metrics, the warm run compiles
+nothing new, ``DEDEBATE_COMPILE_CACHE=off`` writes nothing, and an unusable directory is one
+warning, not a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from dedebate.lab import compile_cache
+from tests.conftest import REPO
+
+
+def _run(env, *args, timeout=180):
+    return subprocess.run([sys.executable, "-m", "dedebate.cli", "run", "--no-progress", *args],
+                          env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def _results(out_dir: Path) -> dict:
+    (run_dir,) = [d for d in out_dir.iterdir() if d.is_dir()]
+    return json.loads((run_dir / "results.json").read_text())
+
+
+def _entries(cache: Path) -> set[str]:
+    return {p.name for p in cache.glob("*-cache")}
+
+
+def _hits(stderr: str) -> set[str]:
+    return set(re.findall(r"Persistent compilation cache hit for '[^']*' with key '([^']+)'",
+                          stderr))
+
+
+def test_requested_dir_from_environment(tmp_path):
+    home_cache = Path.home() / ".cache" / "dedebate" / "jax"
+    assert compile_cache.requested_dir({}) == home_cache
+    assert compile_cache.requested_dir({"XDG_CACHE_HOME": ""}) == home_cache
+    xdg = str(tmp_path / "xdg")
+    assert compile_cache.requested_dir({"XDG_CACHE_HOME": xdg}) == Path(xdg) / "dedebate" / "jax"
+    mine = str(tmp_path / "mine")
+    assert compile_cache.requested_dir({"DEDEBATE_COMPILE_CACHE": mine,
+                                        "XDG_CACHE_HOME": xdg}) == Path(mine)
+    for off in ("off", "OFF", "", " ", "0", "false", "none"):
+        assert compile_cache.requested_dir({"DEDEBATE_COMPILE_CACHE": off}) is None, off
+
+
+def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
+    """A real experiment (machines, tiny) twice through the CLI with a fresh cache directory."""
+    cache = tmp_path / "cache"
+    # JAX_LOG_COMPILES makes JAX log each persistent-cache hit with its key (a WARNING line).
+    env = {**cli_env, "DEDEBATE_COMPILE_CACHE": str(cache), "JAX_LOG_COMPILES": "1"}
+    env.pop("DEDEBATE_EXPERIMENTS")  # the real experiments
+    args = ["configs/machines.yaml", "size=quick", "tracking.mode=disabled", "params.T=4",
+            "params.trials=200"]
+    cold = _run(env, *args, f"output_dir={tmp_path / 'cold'}")
+    assert cold.returncode == 0, cold.stderr
+    written = _entries(cache)
+    assert written, "the cold run wrote no compiled programs"
+    warm = _run(env, *args, f"output_dir={tmp_path / 'warm'}")
+    assert warm.returncode == 0, warm.stderr
+    # Every program the warm run needed was in the cache: a miss would have written a new entry.
+    assert _entries(cache) == written
+    # Whether JAX also *loaded* each entry is read from its log (JAX_LOG_COMPILES); the log's
+    # wording is JAX's, so this check is informative where the line exists, not a guarantee.
+    hits = _hits(warm.stderr)
+    if hits:
+        assert {f"{k}-cache" for k in hits} <= written
+    a, b = _results(tmp_path / "cold"), _results(tmp_path / "warm")
+    assert a["claims"] == b["claims"] and a["metrics"] == b["metrics"]
+    for res in (a, b):
+        assert res["provenance"]["compile_cache"] == {
+            "enabled": True, "dir": str(cache.resolve()), "source": "DEDEBATE_COMPILE_CACHE"}
+
+
+def test_off_switch_and_default_directory(cli_env, tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("experiment: fake_pass\ntracking: {mode: disabled}\n")
+    xdg = tmp_path / "xdg"
+    env = {**cli_env, "XDG_CACHE_HOME": str(xdg), "DEDEBATE_COMPILE_CACHE": "off"}
+    p = _run(env, str(cfg), f"output_dir={tmp_path / 'off'}")
+    assert p.returncode == 0, p.stderr
+    assert _results(tmp_path / "off")["provenance"]["compile_cache"]["enabled"] is False
+    assert not (xdg / "dedebate").exists()
+    env.pop("DEDEBATE_COMPILE_CACHE")  # unset: the default directory under XDG_CACHE_HOME
+    p = _run(env, str(cfg), f"output_dir={tmp_path / 'on'}")
+    assert p.returncode == 0, p.stderr
+    prov = _results(tmp_path / "on")["provenance"]["compile_cache"]
+    default = (xdg / "dedebate" / "jax").resolve()
+    assert prov == {"enabled": True, "dir": str(default), "source": "default"}
+    assert _entries(default)
+
+
+def test_unusable_directory_warns_once_and_runs(cli_env, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("experiment: fake_pass\ntracking: {mode: disabled}\n")
+    env = {**cli_env, "DEDEBATE_COMPILE_CACHE": str(blocker / "cache")}
+    p = _run(env, str(cfg), f"output_dir={tmp_path / 'runs'}")
+    assert p.returncode == 0, p.stderr
+    warnings = [ln for ln in p.stderr.splitlines() if "compilation cache off" in ln]
+    assert len(warnings) == 1 and str(blocker / "cache") in warnings[0], p.stderr
+    assert _results(tmp_path / "runs")["provenance"]["compile_cache"]["enabled"] is False
