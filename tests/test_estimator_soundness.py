@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
+from flax import struct
 
+from dedebate.agents.learned import LearnedProver
 from dedebate.agents.ped_strategies import honest_prover
+from dedebate.estimators import ogd
 from dedebate.estimators.soundness import construct_estimator
 from dedebate.protocols.prover_estimator import PEDSettings, expected_payoff, ped_params
 from dedebate.trees.library import hidden_flaw_tree
@@ -45,3 +50,113 @@ def test_validation():
         construct_estimator(honest_prover(), trees, 0.5, 0.1)
     with pytest.raises(ValueError, match="delta=0"):
         construct_estimator(honest_prover(), trees, 2.0, 0.0)
+
+
+TRACES = []  # one entry per trace of a program that evaluates A (see _CountingProver)
+
+
+@struct.dataclass
+class _CountingProver(LearnedProver):
+    """A learned prover that records each trace (Python runs only while tracing under jit)."""
+
+    def direction(self, tree, node, phat, k):
+        TRACES.append("direction")
+        return super().direction(tree, node, phat, k)
+
+    def select(self, tree, node, cand, marginals, pi, phat, k):
+        TRACES.append("select")
+        return super().select(tree, node, cand, marginals, pi, phat, k)
+
+
+def _random_learned_prover(key, trees) -> _CountingProver:
+    """A random non-uniform learned prover (the Stackelberg warm start's A), counting traces."""
+    from dedebate.training.stackelberg import StackelbergStatic, init_carry, players
+
+    static = StackelbergStatic(steps=1)
+    prover = players(static, trees, init_carry(static, trees, key, a_out_scale=2.0))[0]
+    return _CountingProver(**{f.name: getattr(prover, f.name) for f in dataclasses.fields(prover)})
+
+
+def _outputs(rep):
+    stages = np.asarray([(s.contexts, s.steps, s.max_adv, s.reward, s.bound)
+                         for s in rep.stages])
+    return (np.asarray(rep.estimator.p_d), np.asarray(rep.estimator.logits), stages,
+            np.asarray([rep.u_a, rep.pr_correct, rep.bound]))
+
+
+@pytest.mark.slow
+def test_second_call_reuses_compiled_programs():
+    """A second construction with the same static structure (shapes, d, q, A's static fields)
+    but another A's parameters and other trees traces and compiles nothing (the calibration
+    tests are pytrees, not per-call closures), and equals the same construction computed from
+    empty caches (no stale data from the first call baked into the reused programs)."""
+    trees = [hidden_flaw_tree(jax.random.split(jax.random.key(s), 2), 1, 2, 0) for s in (3, 4)]
+    provers = [_random_learned_prover(jax.random.key(s), t) for s, t in zip((1, 2), trees)]
+    def build(i):
+        return _outputs(construct_estimator(provers[i], trees[i], RHO, 0.05, fast_compile=True))
+
+    TRACES.clear()
+    first = build(0)
+    assert TRACES  # the first call traces A
+    TRACES.clear()
+    cache = ogd._solve_jit_fast._cache_size()
+    second = build(1)
+    assert TRACES == []  # no trace of A: every program that evaluates A was reused
+    assert ogd._solve_jit_fast._cache_size() == cache  # OGD's solver: no new compiled entry
+    assert not np.array_equal(first[1], second[1])  # another A: another estimator
+    jax.clear_caches()
+    fresh = build(1)
+    assert TRACES  # really recomputed
+    for got, want in zip(second, fresh):
+        np.testing.assert_array_equal(got, want)  # bit-equal (NaN = NaN: the final stage's adv)
+
+
+@pytest.mark.slow
+def test_prover_calibration_family_equals_closure_family():
+    """The pytree calibration tests equal :func:`calibration_family` built from closures over
+    the same A (spec PED 6.3, test 2), for the init stage and a round, on random predictions."""
+    from dedebate.estimators.families import calibration_family
+    from dedebate.estimators.soundness import (
+        _direction,
+        _round_select,
+        _tree_at,
+        prover_calibration_family,
+    )
+
+    trees = hidden_flaw_tree(jax.random.split(jax.random.key(3), 2), 2, 2, 0)
+    prover = _random_learned_prover(jax.random.key(7), trees)
+    views = jax.vmap(lambda t: t.public())(trees)
+    d, q = trees.depth, trees.q
+    phat = jax.random.uniform(jax.random.key(8), trees.truth.shape)
+    shared = np.asarray([(i, v, c) for i in range(2) for v in range(1, 3) for c in range(2)],
+                        np.float32)  # level 1: nodes 1, 2
+    k = d - 1
+
+    def select(feat, h_x):
+        return _round_select(prover, views, trees, phat, k, feat, h_x)
+
+    def next_direction(feat, j, m):
+        i, v, c = (feat[a].astype(np.int32) for a in range(3))
+        return _direction(prover, views, False, i, _tree_at(trees, i).child(v, c, j), m, k - 1)
+
+    def init_direction(feat, j, m):
+        return _direction(prover, views, False, feat[0].astype(np.int32), 0, m, d)
+
+    tree_ids = np.arange(2, dtype=np.float32)[:, None]
+    pairs = [
+        (calibration_family(select, next_direction, shared, q, scale=0.5),
+         prover_calibration_family(prover, views, trees, phat, shared, k, False, False, 0.5)),
+        (calibration_family(lambda f, h: np.ones((1,), np.float32), init_direction, tree_ids, 1,
+                            scale=0.25),
+         prover_calibration_family(prover, views, trees, None, tree_ids, d, True, False, 0.25)),
+    ]
+    values = jax.jit(lambda fam, h: fam.values(h))
+    for closure, tree_fam in pairs:
+        n_x, n_z = np.shape(closure.shared)[0], closure.n_z
+        h = jax.nn.softmax(jax.random.normal(jax.random.key(n_z), (n_x, n_z)))
+        want = np.asarray(values(closure, h))
+        assert np.abs(want).max() > 1e-3  # the tests are not trivially zero
+        np.testing.assert_array_equal(np.asarray(values(tree_fam, h)), want)
+        # the literal definition, evaluated eagerly (float32 rounding may differ from the jit)
+        np.testing.assert_allclose(np.asarray(tree_fam.pointwise(0, 1, 1, h[1])), want[0, 1, 1],
+                                   rtol=1e-6, atol=1e-7)

@@ -228,7 +228,7 @@ def algorithm1(family, problem: OIProblem, delta: float, step_rule: str = "hazan
     if not (isinstance(delta, (int, float)) and 0 < delta <= 2):
         raise ValueError(f"delta={delta!r}: the indistinguishability level must lie in (0, 2]")
     try:
-        shape = jax.eval_shape(family.values, problem.g).shape
+        shape = jax.eval_shape(_family_values, family, problem.g).shape
     except TypeError as err:  # a family built for another |Z| fails inside its own arithmetic
         raise ValueError(f"family: cannot evaluate on h of shape {problem.g.shape}: {err}") from None
     if shape[1:] != (problem.n_x, problem.n_z):
@@ -240,6 +240,12 @@ def algorithm1(family, problem: OIProblem, delta: float, step_rule: str = "hazan
     solve = _solve_jit_fast if fast_compile else _solve_jit
     state = solve(static, family, problem, jnp.float32(delta))
     return state, summarize(static, problem, state, delta)
+
+
+def _family_values(family, h):
+    """``family.values(h)``; a module-level function (not a fresh bound method), so
+    ``jax.eval_shape`` reuses its trace for families with the same structure."""
+    return family.values(h)
 
 
 _solve_jit = jax.jit(ogd_solve, static_argnums=0)

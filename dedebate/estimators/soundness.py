@@ -21,6 +21,9 @@ With every round (delta, F)-indistinguishable, spec 6.4 gives ``E[R_init] <= r^{
 accounting) that is ``<= r^{d+1} Pr[A correct] + eta``.
 
 The construction is a host-side loop over the d+1 stages (each a jitted Algorithm 1 run); the
+calibration tests are :class:`ProverCalibrationFamily` pytrees that carry A, the trees and the
+round's estimates as leaves (no per-call closures), so a second call with the same static
+structure (tree shapes, d, q, A's static fields, options) reuses every compiled program. The
 expected rewards are computed here by propagating A's path probabilities level by level, and
 can be checked against the protocol's own exact path enumeration
 (:func:`dedebate.protocols.prover_estimator.expected_payoff`).
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +42,7 @@ from flax import struct
 
 from dedebate.core.bits import bit_table
 from dedebate.estimators.advantage import OIProblem
-from dedebate.estimators.families import calibration_family, stack_families, table_family
+from dedebate.estimators.families import PointwiseFamily, stack_families, table_family
 from dedebate.estimators.ogd import algorithm1
 from dedebate.trees.tree import ClaimTree, truth_code
 
@@ -136,6 +140,84 @@ def _round_select(prover, views, trees, phat, k, feat, h_x):
                          k).astype(jnp.float32)
 
 
+@struct.dataclass
+class ProverCalibrationFamily(PointwiseFamily):
+    """The next round's calibration test (spec PED 6.3, test 2) against a fixed A, as a pytree.
+
+    The same test as :func:`dedebate.estimators.families.calibration_family` (one test, weight
+    ``params = [scale]``)::
+
+        f(xx, z, P) = scale * sum_j sel_j(xx, P) * E[s_{k-1}](x, y_j, m_j) * (z_j - m_j)
+
+    with ``m = P @ bits``, but A's selection and direction are read from the leaves ``prover``,
+    ``views``, ``trees`` and ``phat`` instead of closures, so jit keys its compiled programs on
+    the static fields only (``k``, ``init``, ``allow_zero``, ``n_z`` and the treedefs).
+
+    * ``init=True`` (spec 6.1): contexts ``shared[x] = (tree,)``, q = 1, ``sel = 1`` and A's
+      round-``k`` (``k = d``) direction at the root given ``m``;
+    * ``init=False`` (spec 6.2, round k): contexts ``shared[x] = (tree, node, cand)``, A's
+      selection at round ``k`` given B's joint and ``phat``, and A's round-``(k-1)`` direction on
+      child j given ``m_j``.
+
+    ``fn`` is unused (``None``): the test is :meth:`fn_ctx`.
+    """
+
+    prover: Any = None
+    views: Any = None
+    trees: Any = None
+    phat: Any = None  # [n_trees, n_nodes] this round's estimates (None for init)
+    k: int = struct.field(pytree_node=False, default=0)
+    init: bool = struct.field(pytree_node=False, default=False)
+    allow_zero: bool = struct.field(pytree_node=False, default=False)
+
+    def _select(self, feat, h_x):
+        if self.init:
+            return jnp.ones((1,), jnp.float32)
+        return _round_select(self.prover, self.views, self.trees, self.phat, self.k, feat, h_x)
+
+    def _next_direction(self, feat, j, m):
+        if self.init:
+            return _direction(self.prover, self.views, self.allow_zero,
+                              feat[0].astype(jnp.int32), 0, m, self.k)
+        i, v, c = (feat[a].astype(jnp.int32) for a in range(3))
+        child = _tree_at(self.trees, i).child(v, c, j)
+        return _direction(self.prover, self.views, self.allow_zero, i, child, m, self.k - 1)
+
+    def fn_ctx(self, p, feat_x, z, h_x):
+        """The test with weight ``p`` at context ``feat_x``, outcome z, prediction ``h_x``."""
+        q = self.n_z.bit_length() - 1
+        bits = jnp.asarray(bit_table(q), jnp.float32)
+        marg = h_x @ bits
+        sel = self._select(feat_x, h_x)
+        s = jax.vmap(self._next_direction, in_axes=(None, 0, 0))(feat_x, jnp.arange(q), marg)
+        return p * jnp.sum(sel * s * (bits[z] - marg))
+
+    def _values(self, params, h):
+        zs = jnp.arange(self.n_z)
+        per_z = jax.vmap(self.fn_ctx, in_axes=(None, None, 0, None))  # over z
+        per_x = jax.vmap(per_z, in_axes=(None, 0, None, 0))  # over contexts
+        per_f = jax.vmap(per_x, in_axes=(0, None, None, None))  # over tests
+        return per_f(params, self.shared, zs, h)
+
+    def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
+        return self.fn_ctx(self.params[i], self.shared[x], z, h_x)
+
+
+def prover_calibration_family(prover, views, trees, phat, shared, k: int, init: bool,
+                              allow_zero: bool, scale: float) -> ProverCalibrationFamily:
+    """Validated :class:`ProverCalibrationFamily` (``q = 1`` for init, ``trees.q`` for rounds)."""
+    shape = np.shape(shared)
+    if len(shape) != 2 or shape[0] < 1:
+        raise ValueError(f"shared shape={shape}: expected a 2-d array [X, d] with X >= 1")
+    if not (0 < scale <= 1):
+        raise ValueError(f"scale={scale!r}: the reward weight r^k must lie in (0, 1]")
+    q = 1 if init else int(trees.q)
+    return ProverCalibrationFamily(
+        params=jnp.asarray([scale], jnp.float32), shared=jnp.asarray(shared, jnp.float32),
+        fn=None, n_z=2**q, prover=prover, views=views, trees=trees, phat=phat, k=int(k),
+        init=bool(init), allow_zero=bool(allow_zero))
+
+
 @functools.partial(jax.jit, static_argnums=(8,))
 def _propagate(prover, views, trees, reach, phat, shared, h, cw, k):
     """A's path probabilities and B's selected marginals, to the next level."""
@@ -181,14 +263,9 @@ def construct_estimator(prover, trees: ClaimTree, rho: float, delta: float,
     w_init = r ** (d + 1)
     r_init = table_family(np.asarray(w_init * jnp.stack([1.0 - pa, pa], axis=1))[None])
 
-    def init_select(feat, h_x):
-        return jnp.ones((1,), jnp.float32)
-
-    def init_direction(feat, j, m):
-        return _direction(prover, views, allow_zero, feat[0].astype(jnp.int32), 0, m, d)
-
     tree_ids = jnp.arange(n_trees, dtype=jnp.float32)[:, None]
-    calib = calibration_family(init_select, init_direction, tree_ids, 1, scale=r**d)
+    calib = prover_calibration_family(prover, views, trees, None, tree_ids, d, True, allow_zero,
+                                      scale=r**d)
     problem = OIProblem(mu=jnp.full((n_trees,), 1.0 / n_trees, jnp.float32),
                         g=jax.nn.one_hot(root_truth, 2, dtype=jnp.float32))
     state, summ = algorithm1(stack_families(r_init, calib), problem, delta, **run)
@@ -213,20 +290,11 @@ def construct_estimator(prover, trees: ClaimTree, rho: float, delta: float,
                                          jnp.asarray(vi), jnp.asarray(ci), k, allow_zero)
         mu = cw / n_trees
         shared = jnp.asarray(np.stack([ti, vi, ci], axis=1), jnp.float32)
-        round_phat = phat
-
-        def select(feat, h_x, k=k, round_phat=round_phat):
-            return _round_select(prover, views, trees, round_phat, k, feat, h_x)
-
-        def next_direction(feat, j, m, k=k):
-            i, v, c = (feat[a].astype(jnp.int32) for a in range(3))
-            child = _tree_at(trees, i).child(v, c, j)
-            return _direction(prover, views, allow_zero, i, child, m, k - 1)
-
         table = np.asarray(r**k * s_k[:, None] * (md - ph[:, None]))
         family = stack_families(
             table_family(table[None]),
-            calibration_family(select, next_direction, shared, q, scale=r ** (k - 1)),
+            prover_calibration_family(prover, views, trees, phat, shared, k, False, allow_zero,
+                                      scale=r ** (k - 1)),
         )
         state, summ = algorithm1(family, OIProblem(mu=mu, g=g), delta, **run)
         h = np.clip(np.asarray(state.h), 0.0, 1.0)
