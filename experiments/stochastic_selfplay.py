@@ -35,6 +35,15 @@ must find the honest equilibrium.
 * convergence: the exploitability gap (Alice's grid best response to the trained Bob minus Bob's
   exact best response to the trained Alice) is <= ``gap_tol`` for more than half of the seeds
   (Wilson lower bound > 1/2).
+
+Training runs (per instance: the main run, the tail ablation, each n_B of the sweep) go in
+``chunks`` jitted chunks each (:func:`dedebate.training.stochastic_selfplay.chunk_grid`, bit-equal
+to one uninterrupted program); after each chunk the main run's monitors are logged (explicit
+steps, stable names, so a resumed attempt's re-logged rows replace the old ones), and every
+``checkpoint_every`` chunks (and after the last) the whole training state -- players, Adam
+states, update counters, init keys, monitors -- is an Orbax checkpoint (``ctx.checkpointer``).
+``resume=true`` continues from the newest one and reproduces the uninterrupted run's numbers
+exactly; the exact evaluation after training is recomputed (deterministic).
 """
 
 from __future__ import annotations
@@ -60,14 +69,18 @@ from dedebate.protocols.stochastic import (
     trial_keys,
 )
 from dedebate.training.stochastic_selfplay import (
+    Monitors,
     SelfPlayStatic,
     bob_as_zoo,
+    chunk_grid,
+    chunk_lengths,
     evaluate,
     hparams,
+    init_grid,
     learned_alice,
     level_inputs,
+    n_periods,
     take,
-    train_grid,
 )
 
 NAME = "stochastic_selfplay"
@@ -110,6 +123,13 @@ class Config:
         default=2000, metadata=_doc("Monte-Carlo debates per seed and instance, >= 0 (0: skip)"))
     log_every: int = dataclasses.field(
         default=20, metadata=_doc("Alice updates between logged monitors, >= 1"))
+    chunks: int = dataclasses.field(
+        default=5, metadata=_doc("jitted chunks per training run (log + checkpoint chance after "
+                                 "each), in [1, ceil(steps / log_every)]"))
+    checkpoint_every: int = dataclasses.field(
+        default=5, metadata=_doc("save the training state every this many chunks (counted over "
+                                 "all training runs; the last chunk is always saved), >= 1 "
+                                 "(an Orbax save costs ~0.2-1 s)"))
 
     def __post_init__(self):
         if not (isinstance(self.T, int) and 3 <= self.T <= 10):
@@ -122,7 +142,8 @@ class Config:
             raise ValueError(f"spread={self.spread}: need 0 <= spread, p_yes + spread <= 1 and "
                              "p_no - spread >= 0")
         for name, lo in (("seeds", 2), ("steps", 10), ("n_b", 1), ("hidden", 1),
-                         ("mc_trials", 0), ("log_every", 1)):
+                         ("mc_trials", 0), ("log_every", 1), ("chunks", 1),
+                         ("checkpoint_every", 1)):
             v = getattr(self, name)
             if not (isinstance(v, int) and v >= lo):
                 raise ValueError(f"{name}={v!r}: must be an integer >= {lo}")
@@ -139,19 +160,111 @@ class Config:
             raise ValueError(f"vera_grad_mix={self.vera_grad_mix}: must be >= 0")
         if not 0 < self.gap_tol < 1:
             raise ValueError(f"gap_tol={self.gap_tol}: must lie in (0, 1)")
+        periods = -(-self.steps // self.log_every)
+        if self.chunks > periods:
+            raise ValueError(f"chunks={self.chunks}: must be <= ceil(steps / log_every) = "
+                             f"{periods} (each chunk runs >= 1 monitor period)")
 
 
 SIZES = {
     "quick": {"T": 4, "seeds": 4, "steps": 300, "mc_trials": 0, "ablate_tail": False,
               "n_b_sweep": ()},
-    "full": {"T": 10, "seeds": 32, "steps": 3000, "mc_trials": 20000},
+    "full": {"T": 10, "seeds": 32, "steps": 3000, "mc_trials": 20000, "checkpoint_every": 1},
 }
 
 
-def _train(cfg, static, inputs, hp, key):
-    keys = jnp.stack([jax.random.fold_in(key, s) for s in range(cfg.seeds)])
-    alice, bob, mon = train_grid(static)(inputs, hp, keys)
-    return jax.block_until_ready((alice, bob, mon))
+def _checkpointer(ctx, every: int):
+    if hasattr(ctx, "checkpointer"):
+        return ctx.checkpointer(every=every, keep=2)
+    from dedebate.lab.checkpoint import Checkpointer
+
+    return Checkpointer(ctx.checkpoint_dir, NAME, every=every, keep=2)
+
+
+def _runs(cfg: Config, hp) -> list[tuple[str, str, object]]:
+    """The training runs ``(instance, run name, hparams)`` in training order: per instance the
+    main run (n_b), the tail ablation (vera_grad_mix = 0) and each n_B of the sweep."""
+    out = []
+    for case in ("yes", "no"):
+        out.append((case, "main", hp))
+        if cfg.ablate_tail:
+            out.append((case, "ablation", hp.replace(vera_grad_mix=jnp.float32(0))))
+        out.extend((case, f"n_b_{n}", hp.replace(n_b=jnp.int32(n))) for n in cfg.n_b_sweep)
+    return out
+
+
+def _log_chunk(ctx, case: str, mon, start: int, log_every: int):
+    """The main run's monitors of one chunk, one row per monitor period (explicit step, stable
+    names; the instance label tells the two instances' rows apart)."""
+    val, trk = np.asarray(mon.value), np.asarray(mon.tracking)
+    for j in range(val.shape[1]):
+        ctx.log({"instance": case, "value_mean": float(val[:, j].mean()),
+                 "value_min": float(val[:, j].min()), "value_max": float(val[:, j].max()),
+                 "tracking_mean": float(trk[:, j].mean())},
+                step=(start + j + 1) * log_every)
+
+
+def initial_state(cfg: Config, key, static, hp) -> dict:
+    """The training state before the first chunk (also the template a checkpoint is restored
+    against): ``{"chunk": -1, "runs": {instance: {run: {"carry", "mon"}}}}`` with every run's
+    initial carry (:func:`init_grid`; seed s of instance i from ``fold_in(fold_in(key, i), s)``,
+    the same for every run of the instance) and zero monitors ``[seeds, periods]``."""
+    M = n_periods(static)
+    state = {"chunk": jnp.int32(-1), "runs": {}}
+    for i, case in enumerate(("yes", "no")):
+        k = jax.random.fold_in(key, i)
+        keys = jnp.stack([jax.random.fold_in(k, s) for s in range(cfg.seeds)])
+        for c, name, h in _runs(cfg, hp):
+            if c == case:
+                z = np.zeros((cfg.seeds, M), np.float32)
+                state["runs"].setdefault(case, {})[name] = {
+                    "carry": init_grid(static)(h, keys), "mon": Monitors(z, z)}
+    return state
+
+
+def _train_all(cfg: Config, ctx, bar, static, inputs, hp, walls) -> dict:
+    """Every training run, chunk by chunk (:func:`chunk_grid`, vmapped over seeds), with the
+    state saved every ``checkpoint_every`` chunks and after the last; ``resume`` continues from
+    the newest checkpoint, bit-equal to an uninterrupted run. The state: per instance and run
+    the carry (both players, Adam states, update counter, init keys) and the monitors so far.
+    Returns ``{instance: {run: {"carry", "mon"}}}``; ``walls`` gets seconds per run (this
+    attempt's chunks only)."""
+    runs = _runs(cfg, hp)
+    lengths = chunk_lengths(n_periods(static), cfg.chunks)
+    starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    state = initial_state(cfg, ctx.key, static, hp)
+    total = len(runs) * cfg.chunks
+    with _checkpointer(ctx, cfg.checkpoint_every) as ckpt:
+        done = -1
+        if ctx.resume and (found := ckpt.restore(state)) is not None:
+            done, state = found
+            bar.update(done + 1)
+        g = 0
+        for case, name, h in runs:
+            rs = state["runs"][case][name]
+            for c, length in enumerate(lengths):
+                if g <= done:
+                    g += 1
+                    continue
+                t0 = time.perf_counter()
+                carry, mon = jax.block_until_ready(
+                    chunk_grid(static, length)(inputs[case], h, rs["carry"]))
+                wk = f"{'train' if name == 'main' else name}_{case}"
+                walls[wk] = walls.get(wk, 0.0) + time.perf_counter() - t0
+                sl = slice(starts[c], starts[c + 1])
+                rs["mon"] = jax.tree.map(
+                    lambda full, new, sl=sl: np.concatenate(
+                        [np.asarray(full)[:, :sl.start], np.asarray(new),
+                         np.asarray(full)[:, sl.stop:]], axis=1), rs["mon"], mon)
+                rs["carry"] = carry
+                state["chunk"] = jnp.int32(g)
+                if (g + 1) % cfg.checkpoint_every == 0 or g == total - 1:
+                    ckpt.save(g, state, force=True)
+                if name == "main":
+                    _log_chunk(ctx, case, mon, starts[c], cfg.log_every)
+                bar.update(1)
+                g += 1
+    return state["runs"]
 
 
 def _monte_carlo(cfg, fx, constants, alice, bob, key):
@@ -207,52 +320,37 @@ def run(cfg: Config, ctx) -> ExperimentResult:
                  bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
     vera = make_vera(constants)
     results, mons, walls = {}, [], {}
-    n_tasks = 2 * (1 + int(cfg.ablate_tail) + int(cfg.mc_trials > 0) + len(cfg.n_b_sweep))
-    with ctx.progress(n_tasks, "stochastic self-play") as bar:
+    levels = {case: prefix_tree(fx.machine) for case, fx in instances}
+    inputs = {case: level_inputs(levels[case]) for case in levels}
+    n_train = len(_runs(cfg, hp)) * cfg.chunks
+    with ctx.progress(n_train + 2 * (1 + int(cfg.mc_trials > 0)), "stochastic self-play") as bar:
+        trained = _train_all(cfg, ctx, bar, static, inputs, hp, walls)
         for i, (case, fx) in enumerate(instances):
-            levels = prefix_tree(fx.machine)
-            inputs = level_inputs(levels)
             key = jax.random.fold_in(ctx.key, i)
+            lv = levels[case]
+            alice, bob = trained[case]["main"]["carry"].alice, trained[case]["main"]["carry"].bob
+            mons.append(jax.tree.map(np.asarray, trained[case]["main"]["mon"]))
             t0 = time.perf_counter()
-            alice, bob, mon = _train(cfg, static, inputs, hp, key)
-            walls[f"train_{case}"] = time.perf_counter() - t0
-            mons.append(mon)
-            val, trk = np.asarray(mon.value), np.asarray(mon.tracking)
-            for j in range(val.shape[1]):
-                ctx.log({"instance": case, "value_mean": float(val[:, j].mean()),
-                         "value_min": float(val[:, j].min()), "value_max": float(val[:, j].max()),
-                         "tracking_mean": float(trk[:, j].mean())},
-                        step=(j + 1) * cfg.log_every)
-            t0 = time.perf_counter()
-            ev = [evaluate(levels, take(alice, s), take(bob, s), constants)
-                  for s in range(cfg.seeds)]
+            ev = [evaluate(lv, take(alice, s), take(bob, s), constants) for s in range(cfg.seeds)]
             honest = [acceptance_exact(fx.machine, honest_alice(constants),
-                                       bob_as_zoo(take(bob, s), constants.b), vera, levels)
+                                       bob_as_zoo(take(bob, s), constants.b), vera, lv)
                       for s in range(cfg.seeds)]
+            res = {"fixture": fx, "p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
+            for name in [n for c, n, _ in _runs(cfg, hp) if c == case and n != "main"]:
+                a1, b1 = trained[case][name]["carry"].alice, trained[case][name]["carry"].bob
+                evs = [evaluate(lv, take(a1, s), take(b1, s), constants, full=False)
+                       for s in range(cfg.seeds)]
+                if name == "ablation":
+                    res["ablation"] = evs
+                else:
+                    res["sweep"][int(name.removeprefix("n_b_"))] = evs
             walls[f"evaluate_{case}"] = time.perf_counter() - t0
             bar.update(1)
-            res = {"fixture": fx, "p1": fx.p1(), "ev": ev, "honest_alice": honest}
             if cfg.mc_trials > 0:
                 t0 = time.perf_counter()
                 res["mc_wins"] = _monte_carlo(cfg, fx, constants, alice, bob,
                                               jax.random.fold_in(key, 7))
                 walls[f"monte_carlo_{case}"] = time.perf_counter() - t0
-                bar.update(1)
-            if cfg.ablate_tail:
-                t0 = time.perf_counter()
-                a0, b0, _ = _train(cfg, static, inputs, hp.replace(vera_grad_mix=jnp.float32(0)),
-                                   key)
-                res["ablation"] = [evaluate(levels, take(a0, s), take(b0, s), constants,
-                                            full=False) for s in range(cfg.seeds)]
-                walls[f"ablation_{case}"] = time.perf_counter() - t0
-                bar.update(1)
-            res["sweep"] = {}
-            for n_b in cfg.n_b_sweep:
-                t0 = time.perf_counter()
-                a1, b1, _ = _train(cfg, static, inputs, hp.replace(n_b=jnp.int32(n_b)), key)
-                res["sweep"][n_b] = [evaluate(levels, take(a1, s), take(b1, s), constants,
-                                              full=False) for s in range(cfg.seeds)]
-                walls[f"n_b_{n_b}_{case}"] = time.perf_counter() - t0
                 bar.update(1)
             results[case] = res
             for s, e in enumerate(ev):

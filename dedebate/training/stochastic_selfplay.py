@@ -36,7 +36,9 @@ reported number uses the exact binomial Vera in float64 on the host (:func:`eval
 acceptance, Bob (the follower) takes ``n_b`` steps per Alice step; one jitted ``train(inputs,
 hp, key)`` (``lax.scan`` over Alice steps, monitors every ``log_every``) vmapped over seeds
 (:func:`make_train`, :func:`train_grid`; one compiled program serves every instance with the
-same T). :func:`make_train_bob` trains Bob alone against a fixed Alice.
+same T). The same run in pieces, for checkpoints: :func:`init_carry` then :func:`make_chunk`
+(:class:`SelfPlayCarry` between them; :func:`init_grid`, :func:`chunk_grid` vmapped over seeds,
+bit-equal to :func:`train_grid`). :func:`make_train_bob` trains Bob alone against a fixed Alice.
 
 **Measurements** (host, float64, :func:`evaluate`): the exact acceptance of the trained pair;
 reach probabilities of every prefix under the pair; Alice's reach-weighted mean ``|p - pi|``;
@@ -357,18 +359,64 @@ class Monitors:
     tracking: jax.Array
 
 
-def make_train(static: SelfPlayStatic):
-    """``train(inputs, hp, key) -> (alice, bob, Monitors[steps // log_every])``: alternating
-    self-play, Bob (minimising) ``n_b`` Adam steps, then Alice (maximising) one Adam step, on the
-    surrogate exact DP value. Pure; jit and vmap it over seeds and instances."""
+def n_periods(static: SelfPlayStatic) -> int:
+    """Monitor periods of a run: ``ceil(steps / log_every)`` (a run makes ``n_periods *
+    log_every`` Alice updates, one monitor after each period)."""
+    return -(-static.steps // static.log_every)
 
-    def train(inputs, hp: SelfPlayHParams, key):
-        ka, kb = jax.random.split(key)
-        alice = init_alice(ka, static.hidden, hp.alice_init)
-        bob = init_bob(kb, static.T, hp.bob_init)
-        opt_a = optax.inject_hyperparams(optax.adam)(learning_rate=hp.lr_a, b2=static.adam_b2)
-        opt_b = optax.inject_hyperparams(optax.adam)(learning_rate=hp.lr_b, b2=static.adam_b2)
-        sa, sb = opt_a.init(alice), opt_b.init(bob)
+
+def chunk_lengths(periods: int, chunks: int) -> tuple[int, ...]:
+    """Split ``periods`` monitor periods into ``chunks`` consecutive pieces as evenly as possible
+    (the longer ones first; at most two distinct lengths, so at most two compiled chunks)."""
+    if not (isinstance(chunks, int) and 1 <= chunks <= periods):
+        raise ValueError(f"chunks={chunks!r}: must be an integer in [1, {periods}] (the number of "
+                         "monitor periods)")
+    q, r = divmod(periods, chunks)
+    return tuple(q + 1 if i < r else q for i in range(chunks))
+
+
+@struct.dataclass
+class SelfPlayCarry:
+    """The training state between chunks (what a checkpoint saves): both players, their Adam
+    states (``optax.inject_hyperparams(adam)``, so the step sizes travel with them), the number of
+    Alice updates done and the typed PRNG key the run was initialised from (training after the
+    initialisation is deterministic: the key is kept only to identify the run)."""
+
+    alice: AliceParams
+    bob: BobParams
+    opt_a: optax.OptState
+    opt_b: optax.OptState
+    step: jax.Array  # int32
+    key: jax.Array  # typed PRNG key
+
+
+def _optimisers(static: SelfPlayStatic, hp: SelfPlayHParams):
+    opt_a = optax.inject_hyperparams(optax.adam)(learning_rate=hp.lr_a, b2=static.adam_b2)
+    opt_b = optax.inject_hyperparams(optax.adam)(learning_rate=hp.lr_b, b2=static.adam_b2)
+    return opt_a, opt_b
+
+
+def init_carry(static: SelfPlayStatic, hp: SelfPlayHParams, key) -> SelfPlayCarry:
+    """Initial :class:`SelfPlayCarry` (pure, vmappable over ``key``): Alice from ``split(key)[0]``
+    (:func:`init_alice`), Bob from ``split(key)[1]`` (:func:`init_bob`), fresh Adam states."""
+    ka, kb = jax.random.split(key)
+    alice = init_alice(ka, static.hidden, hp.alice_init)
+    bob = init_bob(kb, static.T, hp.bob_init)
+    opt_a, opt_b = _optimisers(static, hp)
+    return SelfPlayCarry(alice, bob, opt_a.init(alice), opt_b.init(bob), jnp.int32(0), key)
+
+
+def make_chunk(static: SelfPlayStatic, periods: int):
+    """``chunk(inputs, hp, carry) -> (carry, Monitors[periods])`` (pure): ``periods`` monitor
+    periods of ``static.log_every`` alternating updates each -- Bob (minimising) ``n_b`` Adam
+    steps, then Alice (maximising) one Adam step, on the surrogate exact DP value -- with the
+    monitors measured after each period. Chunks compose: ``chunk_k(chunk_m(c))`` makes the same
+    updates as ``chunk_{m+k}(c)`` (a resumed run repeats the uninterrupted one)."""
+    if not (isinstance(periods, int) and periods >= 1):
+        raise ValueError(f"periods={periods!r}: a chunk needs an integer >= 1 monitor periods")
+
+    def chunk(inputs, hp: SelfPlayHParams, carry: SelfPlayCarry):
+        opt_a, opt_b = _optimisers(static, hp)
         grad_b = jax.grad(lambda b, a: surrogate_value(a, b, inputs, hp))
         grad_a = jax.grad(lambda a, b: -surrogate_value(a, b, inputs, hp))
 
@@ -377,24 +425,42 @@ def make_train(static: SelfPlayStatic):
             u, s = opt_b.update(grad_b(b, a), s, b)
             return optax.apply_updates(b, u), s, a
 
-        def outer(carry, _):
-            a, b, sa, sb = carry
+        def outer(c, _):
+            a, b, sa, sb = c
             b, sb, _ = jax.lax.fori_loop(0, hp.n_b, bob_step, (b, sb, a))
             u, sa = opt_a.update(grad_a(a, b), sa, a)
             a = optax.apply_updates(a, u)
             return (a, b, sa, sb), None
 
-        def chunk(carry, _):
-            carry, _ = jax.lax.scan(outer, carry, None, length=static.log_every)
-            a, b = carry[0], carry[1]
+        def period(c, _):
+            c, _ = jax.lax.scan(outer, c, None, length=static.log_every)
+            a, b = c[0], c[1]
             mon = Monitors(value=surrogate_value(a, b, inputs, hp),
                            tracking=tracking_error(a, b, inputs, hp))
-            return carry, mon
+            return c, mon
 
-        n_chunks = -(-static.steps // static.log_every)
-        (alice, bob, _, _), mons = jax.lax.scan(chunk, (alice, bob, sa, sb), None,
-                                                length=n_chunks)
-        return alice, bob, mons
+        # The Adam states' stored hyperparameters are rebuilt here (same values): XLA then sees
+        # b1, b2, eps as compile-time constants, as in one uninterrupted program (carried in as
+        # runtime arrays they change Adam's bias correction in the last bits).
+        sa = carry.opt_a._replace(hyperparams=opt_a.init(carry.alice).hyperparams)
+        sb = carry.opt_b._replace(hyperparams=opt_b.init(carry.bob).hyperparams)
+        c0 = (carry.alice, carry.bob, sa, sb)
+        (a, b, sa, sb), mons = jax.lax.scan(period, c0, None, length=periods)
+        return SelfPlayCarry(a, b, sa, sb, carry.step + periods * static.log_every,
+                             carry.key), mons
+
+    return chunk
+
+
+def make_train(static: SelfPlayStatic):
+    """``train(inputs, hp, key) -> (alice, bob, Monitors[n_periods])``: the whole run as one pure
+    function (:func:`init_carry`, then one :func:`make_chunk` of every monitor period); jit and
+    vmap it over seeds and instances."""
+    chunk = make_chunk(static, n_periods(static))
+
+    def train(inputs, hp: SelfPlayHParams, key):
+        carry, mons = chunk(inputs, hp, init_carry(static, hp, key))
+        return carry.alice, carry.bob, mons
 
     return train
 
@@ -425,6 +491,47 @@ def train_grid(static: SelfPlayStatic):
     train = make_train(static)
     over_seeds = jax.vmap(train, in_axes=(None, None, 0))
     return jax.jit(over_seeds, compiler_options=COMPILE_OPTIONS)
+
+
+_SHARED = ("count", "hyperparams", "step")
+
+
+@functools.cache
+def carry_axes(static: SelfPlayStatic) -> SelfPlayCarry:
+    """The vmap axes of a seed-batched :class:`SelfPlayCarry`: ``None`` for the leaves every seed
+    shares (Adam's update counts and stored hyperparameters, the update counter), 0 for the
+    rest. :func:`train_grid`'s vmap keeps the shared leaves unbatched; so must the chunks, to
+    compute exactly what it computes (a per-seed Adam count makes XLA evaluate the bias
+    correction ``b^count`` with a vectorised power, different in the last bits)."""
+    f32 = jax.ShapeDtypeStruct((), jnp.float32)
+    hp = SelfPlayHParams(**{f.name: jax.ShapeDtypeStruct((), jnp.int32) if f.name == "n_b"
+                            else f32 for f in dataclasses.fields(SelfPlayHParams)})
+    shapes = jax.eval_shape(lambda h, k: init_carry(static, h, k), hp,
+                            jax.ShapeDtypeStruct((), jax.random.key(0).dtype))
+
+    def axis(path, _):
+        names = {getattr(k, "name", getattr(k, "key", None)) for k in path}
+        return None if names & set(_SHARED) else 0
+
+    return jax.tree_util.tree_map_with_path(axis, shapes)
+
+
+@functools.cache
+def init_grid(static: SelfPlayStatic):
+    """``jit(vmap over seeds (init_carry))``: ``(hp, keys[S]) -> SelfPlayCarry[S]`` (batched
+    as :func:`carry_axes` says)."""
+    return jax.jit(jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0),
+                            out_axes=carry_axes(static)), compiler_options=COMPILE_OPTIONS)
+
+
+@functools.cache
+def chunk_grid(static: SelfPlayStatic, periods: int):
+    """``jit(vmap over seeds (chunk))``: ``(inputs, hp, carry[S]) -> (carry[S], Monitors[S,
+    periods])``: the chunked form of :func:`train_grid` (chunks after :func:`init_grid` give
+    the same numbers, bit for bit)."""
+    axes = carry_axes(static)
+    return jax.jit(jax.vmap(make_chunk(static, periods), in_axes=(None, None, axes),
+                            out_axes=(axes, 0)), compiler_options=COMPILE_OPTIONS)
 
 
 # =================================================================================================
