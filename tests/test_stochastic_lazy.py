@@ -21,6 +21,7 @@ from dedebate.protocols.stochastic import (
     DebateConstants,
     StepView,
     Vera,
+    _batched,
     debate_spec,
     lean_defaults,
     make_vera,
@@ -130,7 +131,7 @@ def _one_step(c, pi, g_max, n, seed):
     return [np.asarray(x) for x in jax.jit(jax.vmap(step))(keys)]
 
 
-@pytest.mark.parametrize("g_max", [0, 3])
+@pytest.mark.parametrize("g_max", [3])  # the one-word path and the rare path (1/8 of steps)
 def test_one_step_has_the_exact_joint_law(g_max):
     """The law of (coin, Bob continues) and the mean claim on an abort, against the exact sums
     over Alice's count: P[y = 1, cont] = sum_k P(k) (k/N_A) (1 - a_k), P[abort] = sum_k P(k) a_k,
@@ -209,18 +210,17 @@ def test_one_word_path_at_lean_counts():
     acc = float(np.mean(np.asarray(out.verdict)))
     assert abs(acc - fx.p1()) < Z_MAX * math.sqrt(fx.p1() * (1 - fx.p1()) / n)
     # G = 4: about 64 / 16 steps per debate take the exact path, so most lanes replay.
+    # run_trials keeps play_fast's result on resolved lanes and replays the others, so its
+    # equality with vmap(play) covers both.
     spec4 = debate_spec(T, bob_draw="lazy", lazy_gate_log2=4)
     k64 = keys[:64]
-    fast4, un4 = jax.jit(jax.vmap(lambda k: play_fast(spec4, fx.machine, a, b, v, k)))(k64)
-    direct = jax.jit(jax.vmap(lambda k: play(spec4, fx.machine, a, b, v, k)))(k64)
     driver = run_trials(spec4, fx.machine, a, b, v, k64)
-    ok = ~np.asarray(un4)
-    assert 0 < ok.sum() < 64
+    _, un4 = _batched(True, (None,) * 4)(spec4, fx.machine, a, b, v, k64)  # run_trials' program
+    assert 0 < int(np.asarray(un4).sum()) < 64
+    direct = jax.jit(jax.vmap(lambda k: play(spec4, fx.machine, a, b, v, k)))(k64)
     for f in ("verdict", "aborted", "abort_step", "last_bit", "rounds", "queries_alice"):
         np.testing.assert_array_equal(np.asarray(getattr(driver, f)),
                                       np.asarray(getattr(direct, f)))
-        np.testing.assert_array_equal(np.asarray(getattr(fast4, f))[ok],
-                                      np.asarray(getattr(direct, f))[ok])
 
 
 def test_lazy_mode_rejects_bad_input():
