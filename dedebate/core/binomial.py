@@ -506,40 +506,11 @@ def log_pmf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
     return jnp.where(kf <= 0, nf * jnp.log1p(-p), jnp.where(kf >= nf, nf * jnp.log(p), inner))
 
 
-def binom_lower_tail(k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array = True
-                     ) -> jax.Array:
-    """``P[X <= k]`` for X ~ Binomial(n, p) with ``k`` below the mean (``k < n p``; elsewhere
-    the sum is slow, not wrong), ``0 < p < 1``; 0 for ``k < 0``; 0 where ``active`` is false
-    (no work). Sums the pmf from ``k`` downwards by the ratio ``f(j-1)/f(j) = j q / ((n-j+1) p)``
-    until a term falls below 2^-30 of the sum (the terms decrease geometrically below the
-    mean, so the rest is smaller still). Float32, relative accuracy ~1e-4."""
-    k = jnp.asarray(k, jnp.int32)
-    n = jnp.asarray(n, jnp.int32)
-    p = jnp.asarray(p, jnp.float32)
-    go = jnp.asarray(active) & (k >= 0)
-    f0 = jnp.where(go, jnp.exp(log_pmf(jnp.maximum(k, 0), n, p)), 0.0)
-    r = (1.0 - p) / p
-
-    def cond(c):
-        j, term, acc = c
-        return (j > 0) & (term > acc * 2.0 ** -30)
-
-    def body(c):
-        j, term, acc = c
-        term = term * j.astype(jnp.float32) / (n - j + 1).astype(jnp.float32) * r
-        return j - 1, term, acc + term
-
-    _, _, acc = jax.lax.while_loop(cond, body, (jnp.where(go, k, 0), f0, f0))
-    return acc
-
-
-def binom_lower_tail_sample(k: jax.Array, n: jax.Array, p: jax.Array, target: jax.Array,
-                            active: jax.Array = True) -> jax.Array:
-    """Inversion inside the lower tail: the largest ``j <= k`` with ``P[j <= X <= k] >= target``
-    for X ~ Binomial(n, p), ``k`` below the mean. Walks down from ``k`` by the same recurrence
-    and in the same order as :func:`binom_lower_tail`, so with ``target = U * binom_lower_tail(k,
-    n, p)`` (U uniform on [0, 1)) the result is distributed as ``X | X <= k``. ``k`` where
-    ``active`` is false (no work)."""
+def _lower_tail_walk(k, n, p, target, active):
+    """The pmf of Binomial(n, p) summed from ``k`` downwards by the ratio ``f(j-1)/f(j) = j q /
+    ((n-j+1) p)``, until the sum reaches ``target`` or a term falls below 2^-30 of the sum:
+    ``(j, sum)``, the last count added and ``P[j <= X <= k]``. No work where ``active`` is false
+    or ``k < 0`` (then ``(k, 0)``)."""
     k = jnp.asarray(k, jnp.int32)
     n = jnp.asarray(n, jnp.int32)
     p = jnp.asarray(p, jnp.float32)
@@ -556,8 +527,28 @@ def binom_lower_tail_sample(k: jax.Array, n: jax.Array, p: jax.Array, target: ja
         term = term * j.astype(jnp.float32) / (n - j + 1).astype(jnp.float32) * r
         return j - 1, term, acc + term
 
-    j, _, _ = jax.lax.while_loop(cond, body, (k, f0, f0))
-    return j
+    j, _, acc = jax.lax.while_loop(cond, body, (k, f0, f0))
+    return j, acc
+
+
+def binom_lower_tail(k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array = True
+                     ) -> jax.Array:
+    """``P[X <= k]`` for X ~ Binomial(n, p) with ``k`` below the mean (``k < n p``; elsewhere
+    the sum is slow, not wrong), ``0 < p < 1``; 0 for ``k < 0``; 0 where ``active`` is false
+    (no work). Sums the pmf from ``k`` downwards until a term falls below 2^-30 of the sum (the
+    terms decrease geometrically below the mean, so the rest is smaller still). Float32,
+    relative accuracy ~1e-4."""
+    return _lower_tail_walk(k, n, p, jnp.inf, active)[1]
+
+
+def binom_lower_tail_sample(k: jax.Array, n: jax.Array, p: jax.Array, target: jax.Array,
+                            active: jax.Array = True) -> jax.Array:
+    """Inversion inside the lower tail: the largest ``j <= k`` with ``P[j <= X <= k] >= target``
+    for X ~ Binomial(n, p), ``k`` below the mean. The same walk, in the same order, as
+    :func:`binom_lower_tail`, so with ``target = U * binom_lower_tail(k, n, p)`` (U uniform on
+    [0, 1)) the result is distributed as ``X | X <= k``. ``k`` where ``active`` is false (no
+    work)."""
+    return _lower_tail_walk(k, n, p, target, active)[0]
 
 
 def decision_gate(n: jax.Array, pi: jax.Array, k_lo: jax.Array, k_hi: jax.Array,
