@@ -392,14 +392,6 @@ def _log_chunk(ctx, part: _Part, mon, start: int):
         ctx.log(row, step=start + t)
 
 
-def _checkpointer(ctx):
-    if hasattr(ctx, "checkpointer"):
-        return ctx.checkpointer(every=1, keep=2)
-    from dedebate.lab.checkpoint import Checkpointer
-
-    return Checkpointer(ctx.checkpoint_dir, NAME, every=1, keep=2)
-
-
 def _train_all(cfg: Config, ctx, bar):
     """Every part, chunk by chunk, with a checkpoint after each chunk and resume from the last.
 
@@ -413,7 +405,7 @@ def _train_all(cfg: Config, ctx, bar):
              "parts": {p.name: {"carry": setups[p.name][1], "mon": _empty_monitors(cfg, p),
                                 "warm": _warm_info_template(cfg, p)} for p in parts}}
     walls = {p.name: 0.0 for p in parts}
-    with _checkpointer(ctx) as ckpt:
+    with ctx.checkpointer(every=1, keep=2) as ckpt:
         done = -1
         if ctx.resume and (found := ckpt.restore(state)) is not None:
             done, state = found

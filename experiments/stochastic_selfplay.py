@@ -173,14 +173,6 @@ SIZES = {
 }
 
 
-def _checkpointer(ctx, every: int):
-    if hasattr(ctx, "checkpointer"):
-        return ctx.checkpointer(every=every, keep=2)
-    from dedebate.lab.checkpoint import Checkpointer
-
-    return Checkpointer(ctx.checkpoint_dir, NAME, every=every, keep=2)
-
-
 def _runs(cfg: Config, hp) -> list[tuple[str, str, object]]:
     """The training runs ``(instance, run name, hparams)`` in training order: per instance the
     main run (n_b), the tail ablation (vera_grad_mix = 0) and each n_B of the sweep."""
@@ -234,7 +226,7 @@ def _train_all(cfg: Config, ctx, bar, static, inputs, hp, walls) -> dict:
     starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
     state = initial_state(cfg, ctx.key, static, hp)
     total = len(runs) * cfg.chunks
-    with _checkpointer(ctx, cfg.checkpoint_every) as ckpt:
+    with ctx.checkpointer(every=cfg.checkpoint_every, keep=2) as ckpt:
         done = -1
         if ctx.resume and (found := ckpt.restore(state)) is not None:
             done, state = found

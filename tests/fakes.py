@@ -72,3 +72,30 @@ class FakeContext:
         plt.close(fig)
         self.figures.append(filename)
         return filename
+
+
+class Crash(RuntimeError):
+    """What :class:`CrashingContext` raises: a stand-in for a killed run."""
+
+
+class CrashingContext(FakeContext):
+    """A :class:`FakeContext` whose progress bar raises :class:`Crash` once it has been updated
+    ``after`` times (chunked training updates it after each chunk, once that chunk is logged
+    and, when due, checkpointed), for resume tests."""
+
+    def __init__(self, *args, after: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.after = after
+
+    @contextlib.contextmanager
+    def progress(self, total: int, desc: str):
+        with super().progress(total, desc) as bar:
+            update = bar.update
+
+            def crashing(n: int = 1) -> None:
+                update(n)
+                if bar.n >= self.after:
+                    raise Crash(f"crash after chunk {bar.n}")
+
+            bar.update = crashing
+            yield bar

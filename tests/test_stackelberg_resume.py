@@ -10,44 +10,10 @@ from __future__ import annotations
 import pytest
 
 import experiments.stackelberg as E
-from tests.fakes import FakeContext
+from tests.fakes import Crash, CrashingContext, FakeContext
 
 CFG = E.Config(seeds=2, steps=8, chunks=4, n_b_values=(2,), main_n_b=2, n_trees=2,
                unstable_part=False, warm_seeds=0)
-
-
-class Crash(RuntimeError):
-    pass
-
-
-class CrashingContext(FakeContext):
-    """Raises from the progress bar after ``after`` chunks (each chunk is saved first)."""
-
-    def __init__(self, *args, after: int, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.after = after
-
-    def progress(self, total, desc):
-        cm = super().progress(total, desc)
-        outer = self
-
-        class _Wrap:
-            def __enter__(self):
-                bar = cm.__enter__()
-                update = bar.update
-
-                def crashing(n=1):
-                    update(n)
-                    if bar.n >= outer.after:
-                        raise Crash(f"crash after chunk {bar.n}")
-
-                bar.update = crashing
-                return bar
-
-            def __exit__(self, *exc):
-                return cm.__exit__(*exc)
-
-        return _Wrap()
 
 
 def _numbers(result):

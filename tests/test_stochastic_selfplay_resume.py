@@ -10,8 +10,6 @@ counters, keys, monitors) is bit-equal to the uninterrupted run's, every claim, 
 
 from __future__ import annotations
 
-import contextlib
-
 import jax
 import numpy as np
 import pytest
@@ -21,37 +19,11 @@ from dedebate.lab.checkpoint import Checkpointer
 from dedebate.machines.fixtures import f2_target
 from dedebate.protocols.stochastic import lean_defaults
 from dedebate.training import stochastic_selfplay as sp
-from tests.fakes import FakeContext
+from tests.fakes import Crash, CrashingContext, FakeContext
 
 CFG = E.Config(T=3, seeds=2, steps=40, log_every=10, n_b=2, n_b_sweep=(1,), ablate_tail=False,
                mc_trials=0, chunks=2, checkpoint_every=2)
 N_CHUNKS = 4 * CFG.chunks  # (yes, no) x (n_b = 2, n_b = 1)
-
-
-class Crash(RuntimeError):
-    pass
-
-
-class CrashingContext(FakeContext):
-    """Raises from the progress bar's ``after``-th update (training updates it after each chunk,
-    once the chunk is logged and, when due, checkpointed)."""
-
-    def __init__(self, *args, after: int, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.after = after
-
-    @contextlib.contextmanager
-    def progress(self, total, desc):
-        with super().progress(total, desc) as bar:
-            update = bar.update
-
-            def crashing(n=1):
-                update(n)
-                if bar.n >= self.after:
-                    raise Crash(f"crash after chunk {bar.n}")
-
-            bar.update = crashing
-            yield bar
 
 
 def _final_state(root):

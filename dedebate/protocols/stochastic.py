@@ -595,14 +595,29 @@ def _play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, ve
         carry, _ = jax.lax.scan(step, carry + (ptr0,), jnp.arange(C))
         return carry[:-1], None
 
+    return scan_debate(chunk_body, machine, T, C, alice, bob, vera)
+
+
+def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
+                ) -> tuple[Outcome, jax.Array]:
+    """Run ``chunk_body`` (a ``lax.scan`` body over chunk indices) over the T steps and Vera's
+    iteration, from the empty prefix, and return ``(outcome, unresolved)``. The carry is
+    ``(state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
+    unresolved)``: the machine state, whether Bob aborted, the last bit, steps played, the
+    previous bit, ones so far, Alice's claim / pi / the step at the abort, whether Vera judges
+    in this iteration, her verdict, and whether a fast-path draw left the trial open."""
     z = jnp.int32(0)
     f = jnp.bool_(False)
     init = (machine.init_state(), f, z, z, z, z, jnp.float32(0.0), jnp.float32(0.0),
             jnp.int32(-1), f, f, f)
-    n_chunks = -(-(T + 1) // C)  # T steps plus Vera's iteration
-    final, _ = jax.lax.scan(chunk_body, init, jnp.arange(n_chunks))
+    final, _ = jax.lax.scan(chunk_body, init, jnp.arange(debate_chunks(T, C)))
     _, aborted, last, rounds, _, _, _, _, t_ab, _, vera_ok, unres = final
     return outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera), unres
+
+
+def debate_chunks(T: int, C: int) -> int:
+    """Chunks of C steps that hold the T steps and Vera's iteration."""
+    return -(-(T + 1) // C)
 
 
 def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera) -> Outcome:

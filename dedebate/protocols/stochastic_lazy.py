@@ -228,7 +228,9 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
         ROLE_COIN,
         StepView,
         checker_accepts,
+        debate_chunks,
         outcome_of,
+        scan_debate,
     )
 
     check_players(alice, bob)
@@ -315,19 +317,13 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
 
         return jax.lax.scan(step_exact, carry, jnp.arange(C))
 
+    if resolve:
+        return scan_debate(exact_chunk, machine, T, C, alice, bob, vera)
+    # The same words as the exact path (chunk ci, slot j), flattened and cut to the T steps.
+    words = jax.vmap(lambda ci: jax.random.bits(jax.random.fold_in(k_coin, ci), (C,),
+                                                jnp.uint32))(jnp.arange(debate_chunks(T, C)))
     z = jnp.int32(0)
     f = jnp.bool_(False)
-    if resolve:
-        init = (machine.init_state(), f, z, z, z, z, jnp.float32(0.0), jnp.float32(0.0),
-                jnp.int32(-1), f, f, f)
-        n_chunks = -(-(T + 1) // C)  # T steps plus Vera's iteration
-        final, _ = jax.lax.scan(exact_chunk, init, jnp.arange(n_chunks))
-        _, aborted, last, rounds, _, _, _, _, t_ab, _, vera_ok, unres = final
-        return outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera), unres
-    # The same words as the exact path (chunk ci, slot j), flattened and cut to the T steps.
-    n_chunks = -(-(T + 1) // C)
-    words = jax.vmap(lambda ci: jax.random.bits(jax.random.fold_in(k_coin, ci), (C,),
-                                                jnp.uint32))(jnp.arange(n_chunks))
     init = (machine.init_state(), z, z, z, f)
     final, _ = jax.lax.scan(step_fast, init, (jnp.arange(T), words.reshape(-1)[:T]))
     _, last, _, _, unres = final
