@@ -5,7 +5,9 @@
 #   ./dev.sh test [pytest args]                             the whole test suite (what CI runs),
 #                                                           one pytest-xdist worker per core
 #   ./dev.sh setup                                          only create/update the environment
-#   ./dev.sh run|bench|... ARGS                             any other dedebate command
+#   ./dev.sh COMMAND ARGS                                   any other dedebate command (run, sweep,
+#                                                           bench, config, list, ...); `./dev.sh
+#                                                           run --help` shows a command's options
 #
 # Each creates .venv (python3 -m venv, or virtualenv where venv is unavailable) and runs
 # `pip install -e '.[test]'` when the environment is missing or pyproject.toml changed since the
@@ -68,12 +70,13 @@ case "$cmd" in
     ensure_env
     say "environment ready: $VENV"
     ;;
-  run|bench|config|list|--version)
-    ensure_env
-    exec "$VENV/bin/dedebate" "$cmd" "$@"
+  ""|-h|--help|help)
+    sed -n '2,14p' dev.sh | sed 's/^# \{0,1\}//' >&2
+    [ -z "$cmd" ] && exit 2
+    exit 0
     ;;
   *)
-    sed -n '2,12p' dev.sh | sed 's/^# \{0,1\}//' >&2
-    exit 2
+    ensure_env
+    exec "$VENV/bin/dedebate" "$cmd" "$@"
     ;;
 esac

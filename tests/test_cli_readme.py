@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -23,3 +28,23 @@ def test_readme_python_example_runs():
     exact, p_hat, lo, hi = map(float, m.groups())
     assert exact == 0.75  # F2's closed form: the mean of its oracle probabilities
     assert lo <= exact <= hi and lo <= p_hat <= hi
+
+
+def test_readme_sequence_puts_dedebate_at_hand():
+    """The README's set-up: after `./dev.sh setup`, activating .venv puts `dedebate` on the PATH,
+    and `./dev.sh COMMAND` forwards any dedebate command (here `list`)."""
+    venv = Path(sys.prefix)
+    stamp = venv / ".dedebate-pyproject.sha256"
+    want = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+    if not stamp.exists() or stamp.read_text().strip() != want:
+        pytest.skip("this environment was not made by ./dev.sh setup (it would reinstall)")
+    script = 'source "$V/bin/activate" && command -v dedebate && ./dev.sh list'
+    env = {**os.environ, "V": str(venv), "DEDEBATE_VENV": str(venv)}
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300,
+                       cwd=REPO, env=env, check=False)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert Path(lines[0]) == venv / "bin" / "dedebate"
+    assert any(line.startswith("machines\t") for line in lines[1:]), p.stdout
+    p = subprocess.run(["bash", "dev.sh"], capture_output=True, text=True, cwd=REPO, check=False)
+    assert p.returncode == 2 and "./dev.sh COMMAND ARGS" in p.stderr
