@@ -93,6 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("name", help="experiment name")
 
     sub.add_parser("list", help="list registered experiments")
+
+    d = sub.add_parser("doctor", help="what runs will use: backend, devices, memory, x64, "
+                       "compile cache, package versions")
+    d.add_argument("--json", action="store_true", help="print it as JSON")
     return p
 
 
@@ -385,8 +389,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from dedebate.lab import doctor
+
+    info = doctor.report()
+    print(json.dumps(info, indent=2) if args.json else doctor.render(info))
+    return EXIT_OK
+
+
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "reproduce": cmd_reproduce, "bench": cmd_bench,
-            "config": cmd_config, "list": cmd_list}
+            "config": cmd_config, "list": cmd_list, "doctor": cmd_doctor}
 
 
 # Commands that compile JAX programs: the ones the persistent compilation cache speeds up.

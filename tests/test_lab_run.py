@@ -8,6 +8,7 @@ import re
 import sys
 
 import jax
+import numpy as np
 import pytest
 
 from dedebate import cli
@@ -74,6 +75,9 @@ def test_run_directory_contents(tmp_path, fake_env, fake_registry, capsys):
     assert prov["device_count"] == jax.device_count()
     assert prov["python_version"] == ".".join(map(str, sys.version_info[:3]))
     assert prov["result_schema_version"] == 1
+    assert prov["git_dirty"] in (True, False, None)
+    assert prov["packages"]["jax"] == jax.__version__
+    assert prov["packages"]["numpy"] == np.__version__
     assert prov["wall_time_s"] > 0
     assert prov["tracking"]["mode"] == "disabled"
 

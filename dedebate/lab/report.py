@@ -231,9 +231,14 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
         "| provenance | |",
         "|---|---|",
     ]
-    for k in ("size", "seed", "started_utc", "dedebate_version", "git_commit", "jax_version",
-              "backend", "device_count", "python_version", "platform", "result_schema_version"):
+    for k in ("size", "seed", "started_utc", "dedebate_version", "git_commit", "git_dirty",
+              "jax_version", "backend", "device_count", "python_version", "platform",
+              "result_schema_version"):
         lines.append(f"| {k} | {_cell(header.get(k))} |")
+    packages = header.get("packages") or {}
+    if packages:
+        lines.append("| packages | " + _cell(", ".join(f"{k} {v or '-'}"
+                                                    for k, v in packages.items())) + " |")
     lines.append(f"| wall_time_s | {wall_time_s:.1f} |")
     lines += ["", _policy_line(entries)]
     lines += ["", "| experiment | claims passed | result |", "|---|---|---|"]

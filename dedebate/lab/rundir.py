@@ -88,6 +88,10 @@ def environment_provenance() -> dict[str, Any]:
         "platform": platform.platform(),
         "result_schema_version": RESULT_SCHEMA_VERSION,
     }
+    with contextlib.suppress(Exception):  # versions and git state (lab/doctor)
+        from dedebate.lab.doctor import git_dirty, package_versions
+
+        prov.update(git_dirty=git_dirty(), packages=package_versions())
     try:
         import jax
 

@@ -1,0 +1,98 @@
+"""What a run will use, before it starts: backend, devices, memory, x64, caches, versions.
+
+``dedebate doctor`` prints this; every ``results.json`` records the versions and the git state
+(:func:`package_versions`, :func:`git_dirty`) in its provenance.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import dedebate
+
+# The distributions whose versions decide a result (numbers, compiled programs, checkpoints).
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "orbax-checkpoint", "wandb", "numpy",
+            "scipy", "matplotlib", "PyYAML")
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
+    """Installed version of each distribution (None when it is not installed)."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_dirty(path: str | Path | None = None) -> bool | None:
+    """Whether the git checkout holding the dedebate sources has uncommitted changes to tracked
+    files (None outside a git checkout, or when git is missing)."""
+    where = Path(path) if path else Path(dedebate.__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def _gib(n: Any) -> str:
+    return f"{n / 2**30:.1f} GiB" if isinstance(n, (int, float)) else "unknown"
+
+
+def device_report() -> dict[str, Any]:
+    """Backend, devices (kind, memory where the backend reports it) and the x64 flag."""
+    import jax
+
+    devices = []
+    for d in jax.devices():
+        entry: dict[str, Any] = {"id": d.id, "kind": d.device_kind, "platform": d.platform}
+        try:
+            stats = d.memory_stats() or {}
+        except Exception:  # noqa: BLE001 - CPU devices report no memory statistics
+            stats = {}
+        if "bytes_limit" in stats:
+            entry["memory_bytes"] = int(stats["bytes_limit"])
+        devices.append(entry)
+    return {"backend": jax.default_backend(), "process_count": jax.process_count(),
+            "device_count": jax.device_count(), "devices": devices,
+            "x64": bool(jax.config.jax_enable_x64)}
+
+
+def report() -> dict[str, Any]:
+    """Everything ``dedebate doctor`` prints, as one JSON-able dict."""
+    from dedebate.lab.compile_cache import provenance as compile_cache_provenance
+    from dedebate.lab.compile_cache import requested_dir
+    from dedebate.lab.rundir import git_commit
+
+    cache = compile_cache_provenance()
+    if not cache.get("enabled"):
+        where = requested_dir()
+        cache = {**cache, "cli_dir": str(where) if where else None}
+    return {"dedebate": dedebate.__version__, "git_commit": git_commit(),
+            "git_dirty": git_dirty(), **device_report(), "compile_cache": cache,
+            "packages": package_versions()}
+
+
+def render(info: dict[str, Any]) -> str:
+    """The human-readable form of :func:`report`."""
+    lines = [f"dedebate {info['dedebate']}  (git {info['git_commit'] or 'unknown'}"
+             + (", uncommitted changes" if info["git_dirty"] else "") + ")",
+             f"backend: {info['backend']}   processes: {info['process_count']}   "
+             f"devices: {info['device_count']}   x64: {info['x64']}"]
+    for d in info["devices"]:
+        mem = f", memory {_gib(d['memory_bytes'])}" if "memory_bytes" in d else ""
+        lines.append(f"  device {d['id']}: {d['kind']} ({d['platform']}{mem})")
+    if info["backend"] == "cpu":
+        lines.append("  no accelerator visible: --full sizes are meant for a GPU (README: "
+                     "Running on a GPU)")
+    cache = info["compile_cache"]
+    where = cache.get("dir") or cache.get("cli_dir")
+    lines.append(f"compile cache (dedebate run/sweep/reproduce/bench): {where or 'off'}")
+    lines.append("packages: " + ", ".join(f"{k} {v or '-'}" for k, v in info["packages"].items()))
+    return "\n".join(lines)

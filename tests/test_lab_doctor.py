@@ -1,0 +1,47 @@
+"""`dedebate doctor`: what a run will use; the git state and versions recorded in provenance."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+
+import jax
+
+from dedebate import cli
+from dedebate.lab.doctor import git_dirty, package_versions
+
+
+def test_doctor_reports_this_process(capsys):
+    assert cli.main(["doctor", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["backend"] == jax.default_backend()
+    assert info["device_count"] == jax.device_count() == len(info["devices"])
+    assert info["x64"] is bool(jax.config.jax_enable_x64)
+    assert info["packages"]["jaxlib"] == importlib.metadata.version("jaxlib")
+    assert cli.main(["doctor"]) == 0
+    text = capsys.readouterr().out
+    assert f"backend: {jax.default_backend()}" in text and "compile cache" in text
+
+
+def test_package_versions_names_missing_ones():
+    got = package_versions(("numpy", "no-such-distribution-xyz"))
+    assert got == {"numpy": importlib.metadata.version("numpy"), "no-such-distribution-xyz": None}
+
+
+def test_git_dirty_tracks_uncommitted_changes(tmp_path):
+    assert git_dirty(tmp_path) is None  # not a checkout
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                       check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git("add", "a.py")
+    git("commit", "-qm", "a")
+    assert git_dirty(tmp_path) is False
+    (tmp_path / "untracked.txt").write_text("run output\n")
+    assert git_dirty(tmp_path) is False  # untracked files (run outputs) do not count
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert git_dirty(tmp_path) is True
