@@ -97,6 +97,11 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("doctor", help="what runs will use: backend, devices, memory, x64, "
                        "compile cache, package versions")
     d.add_argument("--json", action="store_true", help="print it as JSON")
+
+    cmp_ = sub.add_parser("compare", help="two results claim by claim (exit 1 if a verdict "
+                          "changed)")
+    cmp_.add_argument("a", metavar="A", help="a reproduce or run directory, or its JSON file")
+    cmp_.add_argument("b", metavar="B", help="the same for the other result")
     return p
 
 
@@ -397,8 +402,20 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from dedebate.lab.compare import CompareError, compare
+
+    try:
+        table, changed = compare(args.a, args.b)
+    except CompareError as err:
+        return _die_usage(str(err))
+    print(table)
+    return EXIT_FAIL if changed else EXIT_OK
+
+
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "reproduce": cmd_reproduce, "bench": cmd_bench,
-            "config": cmd_config, "list": cmd_list, "doctor": cmd_doctor}
+            "config": cmd_config, "list": cmd_list, "doctor": cmd_doctor,
+            "compare": cmd_compare}
 
 
 # Commands that compile JAX programs: the ones the persistent compilation cache speeds up.

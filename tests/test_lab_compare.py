@@ -1,0 +1,56 @@
+"""`dedebate compare A B`: claim-by-claim table; exit 1 exactly when a verdict changed."""
+
+from __future__ import annotations
+
+import json
+
+from dedebate import cli
+from dedebate.lab.compare import overlap
+
+
+def _reproduce(tmp_path, capsys, seed):
+    out = tmp_path / f"seed{seed}"
+    cli.main(["reproduce", "--quick", "--tracking", "disabled", "--no-progress", "--seed",
+              str(seed), "--output-dir", str(out), "--only", "fake_pass", "fake_fail"])
+    capsys.readouterr()
+    (rep,) = out.glob("reproduce-*")
+    return rep
+
+
+def test_compare_two_reports_then_a_flipped_verdict(tmp_path, fake_env, capsys):
+    a, b = _reproduce(tmp_path, capsys, 1), _reproduce(tmp_path, capsys, 2)
+    assert cli.main(["compare", str(a), str(b)]) == 0
+    table = capsys.readouterr().out
+    assert "| fake_pass | heads rate near p |" in table
+    assert "| fake_fail | value at least one half | 0.25 (exact) | 0.25 (exact) | FAIL -> FAIL" \
+           " | yes |" in table
+    assert "0 verdict(s) changed." in table
+
+    report = json.loads((b / "report.json").read_text())
+    row = next(c for e in report["experiments"] if e["name"] == "fake_fail" for c in e["claims"]
+               if c["claim"] == "value at least one half")
+    row.update(passed=True, value=0.75, lo=0.75, hi=0.75)
+    (b / "report.json").write_text(json.dumps(report))
+    assert cli.main(["compare", str(a), str(b / "report.json")]) == 1
+    table = capsys.readouterr().out
+    assert "FAIL -> PASS **CHANGED** | no |" in table
+    assert "1 verdict(s) changed: fake_fail: value at least one half" in table
+
+    # a run directory against a reproduce directory: rows of other experiments are one-sided
+    assert cli.main(["compare", str(a / "fake_pass"), str(a)]) == 0
+    assert "only in B (FAIL)" in capsys.readouterr().out
+
+
+def test_compare_bad_paths_exit_2(tmp_path, capsys):
+    assert cli.main(["compare", str(tmp_path), str(tmp_path / "nope")]) == 2
+    assert "no report.json or results.json" in capsys.readouterr().err
+    (tmp_path / "x.json").write_text("[1, 2]")
+    assert cli.main(["compare", str(tmp_path / "x.json"), str(tmp_path / "x.json")]) == 2
+    assert "neither a report.json nor a results.json" in capsys.readouterr().err
+
+
+def test_overlap_rules():
+    assert overlap({"lo": 0.1, "hi": 0.3}, {"lo": 0.3, "hi": 0.5})
+    assert not overlap({"lo": 0.1, "hi": 0.29}, {"lo": 0.3, "hi": 0.5})
+    assert not overlap({"lo": float("nan"), "hi": 0.5}, {"lo": 0.0, "hi": 1.0})
+    assert overlap({"lo": 2, "hi": 2}, {"lo": 2, "hi": 2})
