@@ -102,6 +102,11 @@ def _parser() -> argparse.ArgumentParser:
                           "changed)")
     cmp_.add_argument("a", metavar="A", help="a reproduce or run directory, or its JSON file")
     cmp_.add_argument("b", metavar="B", help="the same for the other result")
+
+    sy = sub.add_parser("sync", help="upload every offline W&B run under a directory")
+    sy.add_argument("paths", nargs="+", metavar="PATH", help="run, sweep or reproduce directories")
+    sy.add_argument("--dry-run", action="store_true", help="only list the offline runs")
+    sy.add_argument("--jobs", type=int, default=4, metavar="N", help="runs synced at once (4)")
     return p
 
 
@@ -413,9 +418,31 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_FAIL if changed else EXIT_OK
 
 
+def cmd_sync(args: argparse.Namespace) -> int:
+    from dedebate.lab.sync import find_offline_runs, sync_all
+
+    if args.jobs < 1:
+        return _die_usage(f"--jobs={args.jobs}: must be at least 1")
+    runs = []
+    for path in args.paths:
+        if not Path(path).expanduser().is_dir():
+            return _die_usage(f"{path}: not a directory")
+        runs += find_offline_runs(path)
+    if not runs:
+        print(f"no offline W&B runs under {', '.join(args.paths)}", file=sys.stderr)
+        return EXIT_OK
+    if args.dry_run:
+        print("\n".join(str(r) for r in runs))
+        print(f"{len(runs)} offline run(s); run without --dry-run to sync them", file=sys.stderr)
+        return EXIT_OK
+    failed = sync_all(runs, jobs=args.jobs, report=lambda line: print(line, flush=True))
+    print(f"{len(runs) - failed}/{len(runs)} run(s) synced", file=sys.stderr)
+    return EXIT_FAIL if failed else EXIT_OK
+
+
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "reproduce": cmd_reproduce, "bench": cmd_bench,
             "config": cmd_config, "list": cmd_list, "doctor": cmd_doctor,
-            "compare": cmd_compare}
+            "compare": cmd_compare, "sync": cmd_sync}
 
 
 # Commands that compile JAX programs: the ones the persistent compilation cache speeds up.

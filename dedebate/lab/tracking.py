@@ -9,6 +9,7 @@ stderr and disables tracking for the rest of the run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,6 +37,9 @@ class Tracker:
         self.mode = mode
         self._wandb = wandb_module
         self.failed: str | None = None
+        # W&B stages artifact files in its data directory until they are uploaded; inside the
+        # run directory, they travel with it (default: a per-user directory outside the run).
+        self.data_dir: Path | None = None
 
     # -- life cycle -----------------------------------------------------------------------
 
@@ -57,7 +61,9 @@ class Tracker:
             if entity:
                 kwargs["entity"] = entity
             run = wandb.init(**kwargs)
-            return cls(run, mode, wandb)
+            tracker = cls(run, mode, wandb)
+            tracker.data_dir = Path(run_dir) / "wandb" / "data"
+            return tracker
         except BaseException as err:
             if isinstance(err, KeyboardInterrupt):
                 raise
@@ -138,11 +144,12 @@ class Tracker:
 
         def _do():
             art = self._wandb.Artifact(_artifact_name(name), type=kind)
-            for p in paths:
-                p = Path(p)
-                if p.is_file():
-                    art.add_file(str(p), name=p.name)
-            self.run.log_artifact(art)
+            with _data_dir(self.data_dir):
+                for p in paths:
+                    p = Path(p)
+                    if p.is_file():
+                        art.add_file(str(p), name=p.name)
+                self.run.log_artifact(art)
 
         self._guard("artifact", _do)
 
@@ -177,6 +184,23 @@ class Tracker:
                 self.run.summary[k] = v
 
         self._guard("summary", _do)
+
+
+@contextlib.contextmanager
+def _data_dir(path: Path | None):
+    """``WANDB_DATA_DIR=path`` while W&B stages artifact files (restored afterwards)."""
+    if path is None:
+        yield
+        return
+    old = os.environ.get("WANDB_DATA_DIR")
+    os.environ["WANDB_DATA_DIR"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("WANDB_DATA_DIR", None)
+        else:
+            os.environ["WANDB_DATA_DIR"] = old
 
 
 def _artifact_name(name: str) -> str:
