@@ -1,6 +1,6 @@
 """Deterministic debate: Figure 3 / Theorem 5.1, Figure 4 / Theorem 5.3, Figure 2+4 / Theorem 7.1.
 
-Spec DED 6, 7, 8 (issue 4). Four parts, every debate simulated by one vmapped, jitted grid per
+Spec DED 6, 7, 8. Four parts, every debate simulated by one vmapped, jitted grid per
 machine shape (machines x strategy pairs):
 
 1. **Exact completeness and soundness** on populations of random deterministic machines

@@ -1,4 +1,4 @@
-"""The ``deterministic_debate`` experiment (issue 4): quick run, tables, config validation."""
+"""The ``deterministic_debate`` experiment: quick run, tables, config validation."""
 
 from __future__ import annotations
 
