@@ -108,3 +108,23 @@ def test_nothing_points_outside_the_repository():
     assert outside_pointers(bad) == [
         "a.py:1: " + "issue" + " 8", "a.py:1: " + "Issue" + " #3", "a.py:2: ../" + "shared",
         "a.py:2: shared" + "/spec"]
+
+
+# a measured speed-up in code ("2.3x faster", "~20x slower", "about 24x"): figures go stale the
+# day they are written; they belong in bench/ output
+SPEEDUP = re.compile(r"(?<![\w.])~?\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?x (?:faster|slower|the)\b"
+                     r"|[Aa]bout \d+(?:\.\d+)?x\b")
+SPEEDUP_HINTS = ("x faster", "x slower", "x the", "bout ")  # lines without these cannot match
+
+
+def speedups(text: str) -> list[str]:
+    """Every measured speed-up figure in ``text``."""
+    return [m.group(0) for line in text.splitlines() if any(h in line for h in SPEEDUP_HINTS)
+            for m in SPEEDUP.finditer(line)]
+
+
+def test_no_measured_speedups_in_code():
+    texts = _texts(("dedebate", "experiments"))
+    assert [f"{p}: {s}" for p, t in texts.items() for s in speedups(t)] == []
+    bad = "ran 2.3x faster; ~20x slower;\n2-3x faster; About 24x the default; 0x1f; 8x8 grid"
+    assert speedups(bad) == ["2.3x faster", "~20x slower", "2-3x faster", "About 24x"]

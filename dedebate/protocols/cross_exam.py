@@ -87,7 +87,7 @@ def play_cross_exam(program: StepProgram, alice: Alice, bob: Bob) -> DetOutcome:
 
 
 # On CPU the debates are tiny and every machine shape needs its own compilation, so compile time
-# dominates: XLA's backend optimisation level 0 halves it for a ~2x slower (still ms) run.
+# dominates: XLA's backend optimisation level 0 cuts it for a slower (still millisecond) run.
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
