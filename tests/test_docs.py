@@ -85,6 +85,12 @@ def test_pages_number_their_sections_in_order():
         assert all(n.rpartition(".")[0] in nums for n in nums if "." in n), (page, nums)
 
 
+def test_readme_and_index_link_the_pages():
+    assert "(docs/README.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    assert all(f"({path.name})" in index for path in DOCS.values())
+
+
 def test_every_spec_citation_resolves_to_a_heading():
     texts = _texts(CITING)
     found = [c for text in texts.values() for c in citations(text)]
