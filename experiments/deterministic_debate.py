@@ -18,7 +18,7 @@ machine shape (machines x strategy pairs):
    small register configuration (``S = w_c + n + W``) and with the full tape (``S = w_c + n + T``)
    and Figure 4: bits V reads vs ``S log T`` / ``(l + 2) log T``, V's oracle queries, honest
    prover steps; fitted slopes and a plot. "Grows as X" is checked as ``bits / X in [1, 2]`` at
-   every T: a T-independent constant band (the spec's counts give ``(m+1) S + m`` and
+   every T: a T-independent constant band (the protocols' counts give ``(m+1) S + m`` and
    ``m + (l+2)(1+w)`` at most, inside the band for ``T >= 8`` and ``n <= T``), while a verifier
    reading the whole transcript or ``S log T`` bits in Figure 4 would leave it.
 4. A side-by-side table of Figure 3 and Figure 4 on the same machines.

@@ -22,6 +22,9 @@ _NUM = r"\d+(?:\.\d+)*"
 # (matched from the literal "pec ", which the regex engine finds fast; the "S"/"s" before it is
 # checked in :func:`citations`)
 CITATION = re.compile(rf"pec (DED|PED) ({_NUM}(?:(?:, |/| / |-| and ){_NUM})*)")
+# The prover-estimator modules also cite the short form "spec 6.3" (every one of them is about
+# that protocol): those are checked against the PED page.
+BARE = re.compile(rf"pec ()({_NUM}(?:(?:, |/| / |-| and ){_NUM})*)")
 HEADING = re.compile(rf"^#{{1,6}} ({_NUM}) \S", re.M)
 # built so that this file's own source does not match them
 OUTSIDE = re.compile(r"\.\./shared|shared[/]spec|[Ii]ssue #?[0-9]")
@@ -36,14 +39,14 @@ def numbered_headings(text: str) -> list[str]:
 def citations(text: str) -> list[tuple[str, str, int]]:
     """``(page, number, line)`` for every section a text cites; a range cites both ends."""
     out = []
-    for m in CITATION.finditer(text):
+    for m in [*CITATION.finditer(text), *BARE.finditer(text)]:
         i = m.start()
         if i == 0 or text[i - 1] not in "Ss" or (i >= 2 and text[i - 2].isalnum()):
             continue  # only the word "spec" / "Spec"
         line = text.count("\n", 0, m.start()) + 1
         for num in re.findall(_NUM, m.group(2)):
-            out.append((m.group(1), num, line))
-    return out
+            out.append((m.group(1) or "PED", num, line))
+    return sorted(out, key=lambda c: c[2])
 
 
 def unresolved(texts: dict[str, str], sections: dict[str, set[str]]) -> list[str]:
@@ -100,11 +103,13 @@ def test_every_spec_citation_resolves_to_a_heading():
 
 def test_a_bad_citation_is_reported():
     ded, ped = "spec " + "DED", "spec " + "PED"  # not citations in this file's own source
-    texts = {"good.py": f"ok ({ded} 5.3; {ped} 2.4.1, 9.3-9.5, 8.5 / 10)\n",
-             "bad.py": f"x\n({ded} 5.3, 5.9)\n{ped} 6.3 and 11\n{ped} 7.1-7.8\n# {ded} 12\n"}
+    bare = "spec"
+    texts = {"good.py": f"ok ({ded} 5.3; {ped} 2.4.1, 9.3-9.5, 8.5 / 10; {bare} 6.3)\n",
+             "bad.py": f"x\n({ded} 5.3, 5.9)\n{ped} 6.3 and 11\n{ped} 7.1-7.8\n# {ded} 12\n"
+                       f"{bare} 6.9, {bare.title()} 2.4.7; in{bare} 99\n"}
     assert unresolved(texts, _sections()) == [
         f"bad.py:2: {ded} 5.9", f"bad.py:3: {ped} 11", f"bad.py:4: {ped} 7.8",
-        f"bad.py:5: {ded} 12"]
+        f"bad.py:5: {ded} 12", f"bad.py:6: {ped} 6.9", f"bad.py:6: {ped} 2.4.7"]
 
 
 def test_nothing_points_outside_the_repository():
