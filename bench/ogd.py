@@ -1,6 +1,6 @@
 """Benchmark: Algorithm 1 (tabular OGD, spec PED 5.3) in dedebate vs a numpy reference.
 
-Problem (issue 6): |X| = 10^5 contexts, |Z| = 16 outcomes, 64 random prediction-dependent tanh
+Problem: |X| = 10^5 contexts, |Z| = 16 outcomes, 64 random prediction-dependent tanh
 tests, delta = 0.02, uniform mu and a point-mass truth g. Both implementations start from the same
 uniform h_1 with the same tests and take the same fixed number of updates (the problem is chosen so
 that Algorithm 1 has not exited by then; the run checks it), then must agree on the chosen tests and

@@ -1,6 +1,6 @@
 """Benchmark: honest-vs-honest stochastic-oracle debates (spec DED 5) in dedebate vs numpy.
 
-Problem (issue 3): fixture F2 with K = 2, Lean defaults (N_A, N_B, N_V from spec DED 5.2),
+Problem: fixture F2 with K = 2, Lean defaults (N_A, N_B, N_V from spec DED 5.2),
 T = 256 steps, 4096 trials, P_M(1) = 2/3. Reported, in trial-steps per second (best of five
 repeats after compilation, the contenders timed in interleaved rounds):
 

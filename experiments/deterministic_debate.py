@@ -1,6 +1,6 @@
 """Deterministic debate: Figure 3 / Theorem 5.1, Figure 4 / Theorem 5.3, Figure 2+4 / Theorem 7.1.
 
-Spec DED 6, 7, 8 (issue 4). Four parts, every debate simulated by one vmapped, jitted grid per
+Spec DED 6, 7, 8. Four parts, every debate simulated by one vmapped, jitted grid per
 machine shape (machines x strategy pairs):
 
 1. **Exact completeness and soundness** on populations of random deterministic machines
@@ -18,7 +18,7 @@ machine shape (machines x strategy pairs):
    small register configuration (``S = w_c + n + W``) and with the full tape (``S = w_c + n + T``)
    and Figure 4: bits V reads vs ``S log T`` / ``(l + 2) log T``, V's oracle queries, honest
    prover steps; fitted slopes and a plot. "Grows as X" is checked as ``bits / X in [1, 2]`` at
-   every T: a T-independent constant band (the spec's counts give ``(m+1) S + m`` and
+   every T: a T-independent constant band (the protocols' counts give ``(m+1) S + m`` and
    ``m + (l+2)(1+w)`` at most, inside the band for ``T >= 8`` and ``n <= T``), while a verifier
    reading the whole transcript or ``S log T`` bits in Figure 4 would leave it.
 4. A side-by-side table of Figure 3 and Figure 4 on the same machines.

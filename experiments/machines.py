@@ -1,4 +1,4 @@
-"""The oracle-machine core checked against its fixtures (spec DED 3 and 9; issue 2 section 4).
+"""The oracle-machine core checked against its fixtures (spec DED 3 and 9).
 
 For every fixture of :func:`dedebate.machines.fixtures.standard_fixtures` (F1, F2, F3 cascade,
 majority, AND, OR, meta-analysis), with T steps:
@@ -163,7 +163,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
                 frac = TIGHT[fx.name]
                 claims.append(Claim.exact(
                     f"{fx.name}: empirical Lipschitz constant within a factor 2 of proven K",
-                    "issue 2 section 4 (tightness of F2 / F3)", f">= {frac * fx.K:.4g}", est.best,
+                    "spec DED 3.3, 9 (tightness of F2 / F3)", f">= {frac * fx.K:.4g}", est.best,
                     passed=est.best >= frac * fx.K,
                     note=f"ratio empirical/proven = {est.best / fx.K:.3f}"))
             row = {"fixture": fx.name, "T": fx.T, "K_proven": fx.K, "K_hybrid": est.hybrid,

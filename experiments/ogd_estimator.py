@@ -1,4 +1,4 @@
-"""The OI estimator construction (spec PED 5-6; issue 6): Algorithm 1, a Flax estimator, soundness.
+"""The OI estimator construction (spec PED 5-6): Algorithm 1, a Flax estimator, soundness.
 
 1. **Algorithm 1** (tabular OGD, spec 5.3) on random problems: |X| contexts, Z = {0,1}^q,
    prediction-dependent tanh tests; for every |Z| and delta, over seeds (one vmapped program per
@@ -499,7 +499,7 @@ def _network(cfg: Config, ctx):
     claim = Claim.exact(
         f"Flax estimator trained by OGD reaches max|Adv| < delta = {cfg.net_delta:g} "
         f"(|Z| = {n_z}, best lr = {best_lr:g})",
-        "issue 6 (network analogue of spec PED 5.3); no proven bound", f"< {cfg.net_delta:g}",
+        "network analogue of spec PED 5.3; no proven bound", f"< {cfg.net_delta:g}",
         worst, passed=worst < cfg.net_delta,
         note=(f"{cfg.seeds} seeds; best response: {cfg.net_best_response}, "
               f"{cfg.net_optimizer}; rounds to delta {reached} (of {cfg.net_rounds}; -1 = not "

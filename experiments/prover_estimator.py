@@ -1,4 +1,4 @@
-"""Prover-estimator debate, Theorem 6.1 on synthetic claim trees (spec PED 3, 4, 7.3, 9; issue 5).
+"""Prover-estimator debate, Theorem 6.1 on synthetic claim trees (spec PED 3, 4, 7.3, 9).
 
 1. fbs table: the closed forms of spec 3.4 (thresholds, AND, OR, majority, parity, dictator) against
    the packing LP and its dual at q <= 9, and ``F(eps) = eps * fbs`` for ``eps <= 1/q`` (spec 3.3);

@@ -1,4 +1,4 @@
-"""Stackelberg self-play for prover-estimator debate (spec PED 7.4, 8.5; issue 8, prover side).
+"""Stackelberg self-play for prover-estimator debate (spec PED 7.4, 8.5), prover side.
 
 A learned prover A (Flax, public view only) leads; a learned estimator B follows with ``n_B``
 Adam steps per A step on the exact expected payoff (spec 2.2; exact gradients by path
@@ -40,7 +40,7 @@ lab turns into W&B curves): A's payoff, P[A correct], P[stable], the certified b
 max|Adv| against the spec 6.3 tests built from the current A (exact), and the calibration proxy.
 Training runs in ``chunks`` jitted chunks per part; the state after each chunk is an Orbax
 checkpoint, and ``resume=true`` continues from the last one (bit-equal to an uninterrupted run).
-The doubly-efficient half of issue 8 (learned Alice and Bob, experiment 4) is
+Its doubly-efficient counterpart (learned Alice and Bob for the stochastic debate) is
 `experiments/stochastic_selfplay.py`.
 """
 
@@ -535,7 +535,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     claims.append(Claim(
         f"Stable candidate available (n_B = {cfg.main_n_b}): A converges to correct answers, "
         f"the stable decomposition and payoff within {cfg.tol:g} of rho^-(d+1)",
-        "spec PED 7.4, 8.5 (issue 8 exp. 1); no proven rate", "fraction of seeds > 1/2",
+        "spec PED 7.4, 8.5; no proven rate", "fraction of seeds > 1/2",
         frac, lo, hi, passed=lo > 0.5, finding=True,
         note=(f"{k}/{cfg.seeds} seeds; A updates needed {steps_needed} of {cfg.steps}; d = {d},"
               f" q = 5, rho = {cfg.rho:g} (tree fbs max {rho_tree:.3f}), "
@@ -594,7 +594,7 @@ def _unstable_claim(cfg: Config, res, thr, tables, metrics) -> Claim:
     return Claim(
         f"Only the unstable hidden-flaw AND decomposition (fbs 5 at true claims, rho = "
         f"{cfg.rho:g}): A's trained payoff stays below rho^-(d+1) = {thr:g}",
-        "spec PED 8.7, 9.5 (issue 8 exp. 2)", f"< {thr:g}", m2, lo2, hi2,
+        "spec PED 8.7, 9.5", f"< {thr:g}", m2, lo2, hi2,
         passed=bool(hi2 < thr), finding=True,
         note=(f"mean E[U_A] over the last {tail} A updates, per seed "
               f"{_r(u_tail, 4)}; max over training per seed "
@@ -623,7 +623,7 @@ def _warm_claim(cfg: Config, res, thr, tables, metrics) -> Claim:
     return dataclasses.replace(Claim.exact(
         f"Warm start (n_B = {cfg.main_n_b}): B fitted to Algorithm 1's estimator for a random "
         f"initial A starts with a smaller realised max|Adv| against A's spec 6.3 tests than the "
-        f"cold (uniform) B", "spec PED 5.3, 6.3 (issue 8 warm start); no proven rate",
+        f"cold (uniform) B", "spec PED 5.3, 6.3 (warm start); no proven rate",
         "< cold, every seed", float(warm.max()), passed=bool(np.all(warm < cold)),
         note=(f"{n} seeds; initial max|Adv| cold {_r(cold, 4)} vs warm "
               f"{_r(warm, 4)} (Algorithm 1 exit "

@@ -1,5 +1,4 @@
-"""Stochastic-oracle debate (Theorem 6.2, Figure 1) measured against its proven bounds (spec DED 5;
-issue 3).
+"""Stochastic-oracle debate (Theorem 6.2, Figure 1) measured against its proven bounds (spec DED 5).
 
 For fixtures with Lipschitz constant K in {1, 2, 4} (F1: K = 1; F2: K = 2; the F3 cascade with
 noise r = 1/4, whose exact hybrid sum (1 - (3/4)^T) / (1/4) < 4, declared K = 4) and T steps:
@@ -340,7 +339,7 @@ def _scale_factor_claim(cfg, K, ki, key_k, theta_b, scale_rows) -> Claim:
     title = (f"beyond the paper (EMPIRICAL, not a guarantee), K={K}: smallest common scale factor "
              "on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness <= 2/5 vs the zoo")
     if f_exact is None:
-        return Claim.exact(title, "issue 3 (empirical finding)", "some factor <= 1", math.nan,
+        return Claim.exact(title, "empirical finding", "some factor <= 1", math.nan,
                            passed=False, note=f"factor 1 already fails the exact check at T={sT}")
     key = jax.random.fold_in(key_k, 99)
     for f in sorted(x for x in cfg.scale_factors if x >= f_exact):
@@ -356,7 +355,7 @@ def _scale_factor_claim(cfg, K, ki, key_k, theta_b, scale_rows) -> Claim:
                            "n_vera": consts.n_vera})
         if ok:
             return Claim.exact(
-                title, "issue 3 (empirical finding)", "exact at scale_T and MC at T_max", f,
+                title, "empirical finding", "exact at scale_T and MC at T_max", f,
                 passed=True,
                 note=(f"exact DP at T={sT}: smallest factor {f_exact:g}; Monte Carlo at "
                       f"T={Tmax} ({cfg.trials} debates/member): completeness min {c_v:.3f} "
@@ -365,7 +364,7 @@ def _scale_factor_claim(cfg, K, ki, key_k, theta_b, scale_rows) -> Claim:
                       f"(x{lean_full.n_alice / consts.n_alice:.1f} fewer) vs paper "
                       f"{paper.n_alice} (x{paper.n_alice / consts.n_alice:.0f} fewer); N_V "
                       f"{consts.n_vera} vs Lean {lean_full.n_vera} vs paper {paper.n_vera}"))
-    return Claim.exact(title, "issue 3 (empirical finding)", "exact at scale_T and MC at T_max",
+    return Claim.exact(title, "empirical finding", "exact at scale_T and MC at T_max",
                        1.0, passed=False,
                        note=f"exact DP at T={sT} allowed {f_exact:g}, but no factor held by "
                             f"Monte Carlo at T={Tmax}")

@@ -1,5 +1,5 @@
-"""Learned Alice and Bob for the stochastic-oracle debate, trained by self-play (issue 8 exp. 4;
-spec DED 5, training conventions of spec PED 8.5 / 10).
+"""Learned Alice and Bob for the stochastic-oracle debate, trained by self-play (spec DED 5,
+training conventions of spec PED 8.5 / 10).
 
 On a small F2 fixture (K = 2, T steps; P_M(1) = ``p_yes`` >= 2/3 and ``p_no`` <= 1/3), a learned
 Alice (MLP claim ``p = pi + b * mlp(t, pi, prev bit, fraction of ones)``) and a learned Bob (abort
@@ -84,7 +84,7 @@ from dedebate.training.stochastic_selfplay import (
 )
 
 NAME = "stochastic_selfplay"
-TITLE = "Stochastic debate self-play: learned Alice and Bob vs the Lean bounds (issue 8 exp. 4)"
+TITLE = "Stochastic debate self-play: learned Alice and Bob vs the Lean bounds"
 
 COMPLETENESS_W = 0.6402  # spec DED 5.3 with the defaults at P_M(1) = 2/3 (rounded down)
 SOUNDNESS_W = 0.3956  # 1 - 0.6044 (rounded up)
@@ -381,7 +381,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         ok = worst >= COMPLETENESS_W if want_hi else worst <= SOUNDNESS_W
         claims.append(Claim(
             f"Self-play on the {case}-instance: the trained pair's acceptance is on the protocol's "
-            "guaranteed side (worst seed)", "spec DED 5.3 bounds; issue 8 exp. 4 (not a theorem "
+            "guaranteed side (worst seed)", "spec DED 5.3 bounds (not a theorem "
             "for learned pairs)", f">= {COMPLETENESS_W}" if want_hi else f"<= {SOUNDNESS_W}",
             worst, worst, worst, bool(ok), finding=True,
             note=(f"worst seed; mean {m:.4f} [{lo:.4f}, {hi:.4f}] over seeds; per seed "
@@ -403,7 +403,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         m, lo, hi = mean_interval(trk)
         claims.append(Claim(
             f"The {who} Alice's claims track the truth ({case}-instance): reach-weighted mean "
-            "|p - pi| below b", "issue 8 exp. 4 (descriptive; criterion fixed in advance)",
+            "|p - pi| below b", "descriptive; criterion fixed in advance",
             f"95% upper < b = {constants.b:g}", m, lo, hi, passed=bool(hi < constants.b), finding=True,
             note=(f"per seed {np.round(trk, 5).tolist()}; tau_V = {constants.tau_vera:g}, "
                   f"s = {constants.s:g}; largest |p - pi| at a visited prefix per seed "
@@ -416,7 +416,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         claims.append(Claim(
             f"The trained Bob's aborts target real deviations ({case}-instance): "
             "P[abort | |p - pi| in [b, 4b]] - P[abort | |p - pi| < s]",
-            "issue 8 exp. 4 (descriptive; criterion fixed in advance)", "95% lower >= 0.5",
+            "descriptive; criterion fixed in advance", "95% lower >= 0.5",
             m, lo, hi, passed=bool(lo >= 0.5), finding=True,
             note=(f"hit rate mean {hit.mean():.4f} (per seed {np.round(hit, 3).tolist()}), "
                   f"false alarm mean {fa.mean():.4f} (per seed {np.round(fa, 4).tolist()}); "
@@ -452,7 +452,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         f, lo, hi = wilson_interval(k, S)
         claims.append(Claim(
             f"Self-play converges ({case}-instance): exploitability gap <= {cfg.gap_tol:g}",
-            "issue 8 exp. 4 (descriptive; criterion fixed in advance)",
+            "descriptive; criterion fixed in advance",
             "fraction of seeds, Wilson lower > 1/2", f, lo, hi, passed=bool(lo > 0.5), finding=True,
             note=(f"{k}/{S} seeds; gap per seed {np.round(gap, 4).tolist()} (Alice's grid best "
                   "response, a lower bound, minus Bob's exact best response); Bob's best "

@@ -1,4 +1,4 @@
-"""The ``deterministic_debate`` experiment (issue 4): quick run, tables, config validation."""
+"""The ``deterministic_debate`` experiment: quick run, tables, config validation."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_quick_run_passes_every_claim_with_exact_cost_tables(tmp_path):
         assert needle in text
     side = res.tables["fig3_vs_fig4"]
     assert {r["T"] for r in side} == {8, 16} and {r["l"] for r in side} == set(cfg.deps)
-    for r in side:  # honest debates: the spec's counts, exactly
+    for r in side:  # honest debates: the protocol's counts, exactly
         m, n = r["m"], cfg.n_inputs
         assert r["fig3_full_bits"] == (m + 1) * r["S_full"] + m
         assert r["fig3_register_bits"] == (m + 1) * r["S_register"] + m

@@ -1,4 +1,4 @@
-"""Execute every notebook in ``notebooks/`` (issue 7, "Notebooks"): a notebook that raises fails.
+"""Execute every notebook in ``notebooks/``: a notebook that raises fails.
 
 Each notebook runs in a fresh ``python3`` kernel started from this interpreter (jupyter_client
 replaces the kernelspec's ``python`` with ``sys.executable``; the first injected cell asserts the

@@ -1,4 +1,4 @@
-"""Checkpoint and resume of the ogd_estimator network training (issue 6).
+"""Checkpoint and resume of the ogd_estimator network training.
 
 The experiment trains the Flax estimators in chunks of ``net_checkpoint_every`` rounds and saves
 the whole training state (parameters, optimiser states, round, key, and the advantage log so far)

@@ -1,4 +1,4 @@
-"""Stackelberg self-play (dedebate/training/stackelberg.py, experiments/stackelberg.py; issue 8).
+"""Stackelberg self-play (dedebate/training/stackelberg.py, experiments/stackelberg.py).
 
 Sizes are tiny: 1-level noisy-evidence trees (q = 5, Thr_3, a hidden-flaw AND alternative),
 one true and one false root per seed, rho = 2, so honest play earns rho^-(d+1) = 1/4 exactly.

@@ -1,4 +1,4 @@
-"""Resume and per-seed curves of the Stackelberg experiment (experiments/stackelberg.py; issue 8).
+"""Resume and per-seed curves of the Stackelberg experiment (experiments/stackelberg.py).
 
 A tiny run (2 seeds, 8 A updates in 4 chunks, n_B = 2 and simultaneous play) is interrupted after
 its second chunk, then resumed from the Orbax checkpoint in the same directory: every final

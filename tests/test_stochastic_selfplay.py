@@ -1,4 +1,4 @@
-"""Self-play for the stochastic-oracle debate (issue 8 exp. 4; spec DED 5.1, 5.3).
+"""Self-play for the stochastic-oracle debate (spec DED 5.1, 5.3).
 
 The DP of :mod:`dedebate.training.stochastic_selfplay` against the repository's exact acceptance
 (:mod:`dedebate.protocols.exact_acceptance`) and against Monte-Carlo play; tiny training runs that

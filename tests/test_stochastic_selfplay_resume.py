@@ -1,4 +1,4 @@
-"""Resume of the stochastic self-play experiment (experiments/stochastic_selfplay.py; issue 8 exp. 4).
+"""Resume of the stochastic self-play experiment (experiments/stochastic_selfplay.py).
 
 A tiny run (T = 3, 2 seeds, 4 training runs of 2 chunks each, a checkpoint every 2 chunks) is
 interrupted after its fifth chunk -- one chunk past the last checkpoint, so the resumed attempt

@@ -1,4 +1,4 @@
-"""Learned Flax players for prover-estimator debate (spec PED 2.1, 8, 10; issue 8).
+"""Learned Flax players for prover-estimator debate (spec PED 2.1, 8, 10).
 
 Both players implement the strategy interface of :mod:`dedebate.agents.ped_strategies` and see
 only the *public* view of the claim tree (``sees_truth = False``): what a node exposes is whether

@@ -20,7 +20,7 @@ Estimator (B) interface::
     initial(tree) -> p_d in [0, 1]
     joint(tree, node, cand, phat, k) -> logits over the 2^q answer patterns (may hold -inf)
 
-A learned Flax policy (issue 8) implements the same methods from features of these arguments.
+A learned Flax policy implements the same methods from features of these arguments.
 """
 
 from __future__ import annotations

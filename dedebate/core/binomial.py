@@ -376,7 +376,7 @@ def _status_range(win, nf, pp, big, ptr0, L: int, lo: int, hi: int, status, coun
 
     A loop over the candidates, not unrolled and not vectorised over the window: under vmap the
     body is then batch-shaped scalar code, which XLA on CPU vectorises well (a [batch, window]
-    array runs ~5x slower). Its body has one output fed by the heavy arithmetic (the status) and
+    array runs much slower). Its body has one output fed by the heavy arithmetic (the status) and
     one by the cheap candidate (the count): XLA on CPU fuses -- recomputes -- producers into
     every consumer, so fewer consumers means less work.
     """

@@ -129,7 +129,7 @@ class TanhFamily(_FamilyBase):
         (``[B, Z, F]``, cache sized) and adds ``weight_B @ tanh(pre)`` (a vector-matrix product
         contracting the B*Z axis) to the advantages. The test axis F is innermost, so the
         broadcasts in ``pre`` run along contiguous vectors and XLA's CPU loop emitter vectorises
-        the fused broadcast+tanh well, using both cores (a bench/ogd.py step ran 2.3x faster than
+        the fused broadcast+tanh well, using both cores (a bench/ogd.py step runs faster than
         with an ``[F, B, Z]`` layout and a rank-2 dot for the outer sum). No reduce fusion is
         needed (dedebate turns those off, see ``dedebate/_xla_flags.py``) and no ``[F, X, Z]``
         tensor is materialised.
@@ -159,7 +159,7 @@ class TanhFamily(_FamilyBase):
 
     def value_of(self, i, h: Array) -> Array:
         """Test i on every (x, z): the outer sum ``a(x) + w_z(z)`` is a rank-2 product
-        ``[a, 1] @ [1; w_z]`` (see :meth:`advantages`; ~2x faster on CPU than broadcasts)."""
+        ``[a, 1] @ [1; w_z]`` (see :meth:`advantages`; faster on CPU than broadcasts)."""
         w_z, w_h, w_hz = self._split(jnp.take(self.weights, i, axis=0))
         a = jnp.take(self.base, i, axis=0) + jnp.matmul(h, w_h, precision=_EXACT)  # [X]
         lhs = jnp.stack([a, jnp.ones_like(a)], axis=1)  # [X, 2]

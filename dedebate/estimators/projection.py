@@ -9,8 +9,8 @@ For a row v in R^Z the projection is ``max(v - theta, 0)`` (Duchi et al. 2008) w
 
 where ties are harmless: ``k*`` always sits at the end of a run of equal values. The right side
 needs no sort: ``|Z|^2`` comparisons, unrolled over the static |Z| and vectorised over rows. On
-CPU this is ~20x faster than the sort-based :func:`dedebate.core.project_rows_to_simplex` at
-|Z| = 16 (XLA's CPU sort is slow); the two are checked equal in ``tests/test_simplex.py``. Use it
+CPU this is much faster than the sort-based :func:`dedebate.core.project_rows_to_simplex` at
+small |Z| (XLA's CPU sort is slow); the two are checked equal in ``tests/test_simplex.py``. Use it
 for |Z| <= :data:`MAX_PAIRWISE_Z` (the unrolled graph grows as |Z|^2).
 """
 

@@ -140,7 +140,7 @@ def _sign(x: np.ndarray) -> np.ndarray:
 
 def estimate_lipschitz(machine_or_levels, key: jax.Array, eps=DEFAULT_EPS, n_random: int = 8,
                        ascent_iters: int = 10) -> LipschitzEstimate:
-    """Empirical Lipschitz constant at o (spec DED 3.3, Lean's definition; issue 2 section 4).
+    """Empirical Lipschitz constant at o (spec DED 3.3, Lean's definition).
 
     Families (each in both directions +/-, each for every eps, probabilities clamped to [0, 1]):
 

@@ -5,13 +5,13 @@
    A's transcript; the last step if there is none).
 3. V recomputes I(t) from the fixed dependency table, reads ``a_t`` and ``a_{I(t)}``, evaluates the
    local rule (one oracle query if t is an ORACLE step) and outputs 1 iff the rule holds at t
-   **and** ``a_{T-1} = 1`` (the spec's marked repair).
+   **and** ``a_{T-1} = 1`` (dedebate's repair, spec DED 6).
 
 Completeness 1: y is consistent everywhere and ends in 1. Soundness 0: a transcript consistent
 everywhere equals y (induction over t), so a lie ending in 1 has an inconsistent step and honest B
 finds one.
 
-Costs (:class:`DetOutcome`), counted as the spec counts them: V reads B's index (``ceil(log2 T)``
+Costs (:class:`DetOutcome`), counted as in spec DED 3.1 and 6: V reads B's index (``ceil(log2 T)``
 bits) and each tape position it looks at -- ``a_t``, the ``|I(t)|`` relevant positions and ``a_{T-1}``
 (once when ``t = T-1``) -- as one value bit plus an address of ``w = ceil(log2(n + T))`` bits::
 
@@ -87,7 +87,7 @@ def play_cross_exam(program: StepProgram, alice: Alice, bob: Bob) -> DetOutcome:
 
 
 # On CPU the debates are tiny and every machine shape needs its own compilation, so compile time
-# dominates: XLA's backend optimisation level 0 halves it for a ~2x slower (still ms) run.
+# dominates: XLA's backend optimisation level 0 cuts it for a slower (still millisecond) run.
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 

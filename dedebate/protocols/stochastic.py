@@ -37,16 +37,16 @@ rare exact fall-back loops and replays exactly the few lanes that needed one (eq
 decision: abort with probability ``P[count outside his accepted interval]``, by one 32-bit draw
 where Hoeffding certifies that probability below 2^-24, computing the binomial tails only on the
 rare bits that need them, and by drawing his count as usual elsewhere (lies near his threshold).
-Exact in distribution like the default, with other uniforms (so other per-key outcomes); about
-1.7x faster for honest Bobs in `dedebate bench stochastic` (one BTRS draw per step, not two).
+Exact in distribution like the default, with other uniforms (so other per-key outcomes); faster
+for honest Bobs (one BTRS draw per step, not two; `dedebate bench stochastic` measures it).
 
 **Lazy mode** (``DebateSpec(bob_draw="lazy")``, not the default): for honest Alice (claim
 ``count / N_A``) against a checker Bob with the trusted coin, the coin is drawn first (it is
 Bernoulli(pi), as ``E[count / N_A] = pi``) and Alice's count and Bob's decision only where
 Hoeffding cannot certify that Bob continues: all but a 2^-24 share of steps at Lean's and the
 paper's counts cost one 32-bit word. Exact in distribution (the law of coin, abort and Alice's
-claim on an abort is unchanged); see :mod:`dedebate.protocols.stochastic_lazy`. About 24x the
-default mode in `dedebate bench stochastic`.
+claim on an abort is unchanged); see :mod:`dedebate.protocols.stochastic_lazy`. Much faster than
+the default mode, as almost every step costs one word (`dedebate bench stochastic` measures it).
 
 **Randomness.** The trial key is split per role with ``fold_in``: Alice's and Bob's estimates, the
 coin, and each player's own strategy randomness (adversaries: not query-metered). Each role draws

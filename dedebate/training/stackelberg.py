@@ -1,4 +1,4 @@
-"""Stackelberg self-play for prover-estimator debate (spec PED 7.4, 8.5, 10; issue 8).
+"""Stackelberg self-play for prover-estimator debate (spec PED 7.4, 8.5, 10).
 
 The objective is A's exact expected payoff averaged over a batch of claim trees (inputs x ~ mu
 uniform on the batch)::
@@ -30,7 +30,7 @@ advantages against the spec 6.3 tests built from the current A, exactly: see
 ``max(|p_d - T(x)|, max_i |m_i - T(y_i)|)`` of B's root estimate and its marginals on the stable
 candidate's subclaims at every internal claim, evaluated at ``phat = T(claim)``).
 
-Warm start (issue 8: "an optional warm start from Algorithm 1"): :func:`ogd_target` builds B
+Warm start (optional): :func:`ogd_target` builds B
 against the initial A with Algorithm 1 (spec 5.3, round by round as in spec 6,
 :func:`dedebate.estimators.soundness.construct_estimator`), and :func:`fit_estimator` fits the
 network B's ``p_d`` and joint logits to it (KL, Adam) before training. Against a fair-coin A

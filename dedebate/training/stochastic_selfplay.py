@@ -1,4 +1,4 @@
-"""Self-play for the stochastic-oracle debate: learned Alice and Bob (spec DED 5; issue 8 exp. 4).
+"""Self-play for the stochastic-oracle debate: learned Alice and Bob (spec DED 5).
 
 **Game** (spec DED 5.1, Lean-normative). At every prefix y (length t) Alice claims a real p for
 ``pi(y) = P[y_t = 1 | y]``; Bob aborts with probability ``a``; on continue the protocol draws
