@@ -196,7 +196,7 @@ def _print_run_summary(rec) -> None:
             print("  (no claims)")
     wb = rec.results.get("provenance", {}).get("tracking", {})
     if wb.get("mode") == "offline" and wb.get("wandb_dir"):
-        print(f"W&B offline run: {wb['wandb_dir']} (upload with: wandb sync {wb['wandb_dir']})")
+        print(f"W&B offline run: {wb['wandb_dir']} (upload with: dedebate sync {rec.run_dir})")
 
 
 def _sweep_config(args: argparse.Namespace, reg):
@@ -313,8 +313,8 @@ def _sweep(module, cfg, *, sweep_dir, show_progress: bool) -> int:
           f"{rec.sweep_dir / 'plots'}")
     wb = res["provenance"]["tracking"]
     if wb.get("mode") == "offline" and wb.get("wandb_dir"):
-        print(f"W&B offline runs: {rec.sweep_dir / 'wandb'} (upload with: wandb sync "
-              f"{rec.sweep_dir / 'wandb'}/offline-run-*)")
+        print(f"W&B offline runs: {rec.sweep_dir / 'wandb'} (upload with: dedebate sync "
+              f"{rec.sweep_dir})")
     failed = [r for r in rec.rows if r.get("status") == "error"]
     if failed:
         print(f"dedebate: {len(failed)} sweep run(s) raised; see their run directories under "

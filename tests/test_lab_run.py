@@ -119,8 +119,25 @@ def test_wandb_offline_files_under_run_dir(tmp_path, fake_env, capsys):
     track = read_results(run_dir)["provenance"]["tracking"]
     assert track["mode"] == "offline" and track["failure"] is None
     assert track["wandb_run_id"] and track["wandb_run_id"] in offline[0].name
-    assert "wandb sync" in out
+    assert f"dedebate sync {run_dir}" in out
     assert "warning" not in err
+    # the results artifact is staged inside the run directory, not in a per-user folder
+    assert [p for p in (run_dir / "wandb" / "data").rglob("*") if p.is_file()]
+
+    # dedebate sync finds the offline run; a stand-in wandb records what it was asked to sync
+    assert cli.main(["sync", "--dry-run", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.split() == [str(offline[0])]
+    log = tmp_path / "synced.txt"
+    fake = tmp_path / "wandb-standin"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    fake.chmod(0o755)
+    fake_env.setenv("DEDEBATE_WANDB", str(fake))
+    assert cli.main(["sync", str(run_dir)]) == 0
+    assert log.read_text().split() == ["sync", str(offline[0])]
+    fake.write_text("#!/bin/sh\necho 'network unreachable' >&2\nexit 3\n")
+    assert cli.main(["sync", str(run_dir)]) == 1
+    assert "FAILED" in capsys.readouterr().out
+    assert cli.main(["sync", str(tmp_path / "nope")]) == 2
 
 
 def test_wandb_mode_env_respected_by_auto(tmp_path, fake_env, capsys):

@@ -1,7 +1,7 @@
 """W&B tracking that can never lose results.
 
 Every run is a W&B run, offline by default (files under ``<run_dir>/wandb/``, no account, no
-network; ``wandb sync <run_dir>/wandb/offline-run-*`` uploads later). ``tracking.mode`` decides the
+network; ``dedebate sync <run_dir>`` uploads later). ``tracking.mode`` decides the
 mode; ``auto`` follows ``WANDB_MODE``. The lab writes its local files before it calls W&B, and any
 exception from W&B (import error, init failure, full disk, network) turns into one warning on
 stderr and disables tracking for the rest of the run.
