@@ -6,7 +6,7 @@
                                                           a grid of runs (the config's sweep block)
     dedebate reproduce [--quick|--full] [--only NAME ...] every claim, one report
     dedebate bench NAME [--full] [--out FILE] | --list    a benchmark from bench/, as JSON
-    dedebate config NAME                                  the documented config keys
+    dedebate config NAME [--yaml]                         the documented config keys
     dedebate list                                         registered experiments
 
 Exit codes: 0 success (every claim passed); 1 a claim failed or an experiment raised;
@@ -91,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("config", help="print an experiment's documented config keys")
     c.add_argument("name", help="experiment name")
+    c.add_argument("--yaml", action="store_true",
+                   help="print the body of configs/NAME.yaml instead (every params field as a "
+                        "commented line)")
 
     sub.add_parser("list", help="list registered experiments")
 
@@ -378,14 +381,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from dedebate.lab.config import render_config_docs
+    from dedebate.lab.config import render_config_docs, render_config_file
 
     reg = _registry()
     if args.name not in reg.experiments:
         _warn_import_errors(reg)
         return _die_usage(f"unknown experiment {args.name!r}; registered: "
                           f"{', '.join(reg.names()) or '(none)'}")
-    print(render_config_docs(reg.experiments[args.name]))
+    module = reg.experiments[args.name]
+    sys.stdout.write(render_config_file(module) if args.yaml
+                     else render_config_docs(module) + "\n")
     return EXIT_OK
 
 

@@ -26,8 +26,6 @@ machine shape (machines x strategy pairs):
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import numpy as np
 
@@ -44,7 +42,7 @@ from dedebate.agents.deterministic_players import (
 )
 from dedebate.core.bits import bit_table
 from dedebate.lab.experiment import Claim, ExperimentResult
-from dedebate.lab.experiment import doc as _doc
+from dedebate.lab.params import config_dataclass, param
 from dedebate.protocols.binary_search import play_binary_search_grid
 from dedebate.protocols.configurations import (
     clog2,
@@ -70,59 +68,37 @@ SRC_51 = "spec DED 7 (Fig 3 / Thm 5.1)"
 SRC_71 = "spec DED 8 (Fig 2+4 / Thm 7.1)"
 
 
-@dataclasses.dataclass(frozen=True)
+@config_dataclass
 class Config:
-    n_machines: int = dataclasses.field(
-        default=16, metadata=_doc("random machines per T (complement pairs), even, 2..512"))
-    n_inputs: int = dataclasses.field(default=4, metadata=_doc("input bits n, 0..16"))
-    deps: tuple[int, ...] = dataclasses.field(
-        default=(2, 4, 6), metadata=_doc("|I(t)| = l of the population's machines, each 1..8"))
-    dep_window: int = dataclasses.field(
-        default=8, metadata=_doc("steps read only the last dep_window steps, >= 1"))
-    window: int = dataclasses.field(
-        default=8, metadata=_doc("register configuration buffer W (>= dep_window)"))
-    oracle_frac: float = dataclasses.field(
-        default=0.3, metadata=_doc("fraction of ORACLE steps, in [0, 1]"))
-    check_T: int = dataclasses.field(
-        default=11, metadata=_doc("T of the exhaustive checks (every transcript), 2..14"))
-    fixed_bob_max_T: int = dataclasses.field(
-        default=64, metadata=_doc("try every fixed B (step / bit pattern) when T <= this, >= 0"))
-    n_random: int = dataclasses.field(
-        default=4, metadata=_doc("random B strategies and random liars per family, 0..64"))
-    cost_log2: tuple[int, ...] = dataclasses.field(
-        default=(4, 6, 8, 10, 12),
-        metadata=_doc("cost sweep T = 2^e for these e, each 3..16, 2^e >= window, n_inputs"))
-    exhaustive_fig3: bool = dataclasses.field(
-        default=True, metadata=_doc("every Fig 3 message sequence for T=3, W=2, n=1 (2^15)"))
-    witness_instances: int = dataclasses.field(
-        default=8, metadata=_doc("instances per NP^O task family, 1..64"))
+    n_machines: int = param(16, "random machines per T (complement pairs: half output 1)",
+                            ge=2, le=512, multiple_of=2)
+    n_inputs: int = param(4, "input bits n of every random machine", ge=0, le=16)
+    deps: tuple[int, ...] = param((2, 4, 6), "|I(t)| = l of the population's machines (cycled)",
+                                  ge=1, le=8, min_len=1, max_len=16)
+    dep_window: int = param(8, "a step reads only inputs and the last dep_window steps",
+                            ge=1, le=2**16)
+    window: int = param(8, "register configuration buffer W for Fig 3 (>= dep_window; the "
+                        "smallest cost-sweep T = 2^e must be >= W)", ge=1, le=2**16)
+    oracle_frac: float = param(0.3, "fraction of ORACLE steps (the rest are DET)", ge=0.0, le=1.0)
+    check_T: int = param(11, "T of the exhaustive checks (every claimed transcript)", ge=2, le=14)
+    fixed_bob_max_T: int = param(
+        64, "try every fixed B (each step / each bit pattern) when T <= this (2^16, the largest "
+        "cost-sweep T, means always)", ge=0, le=2**16)
+    n_random: int = param(4, "random B strategies and random liars per family", ge=0, le=64)
+    cost_log2: tuple[int, ...] = param(
+        (4, 6, 8, 10, 12), "cost sweep over T = 2^e for these e (2^e >= window and >= n_inputs)",
+        ge=3, le=16, min_len=1, max_len=16)
+    exhaustive_fig3: bool = param(True, "every Fig 3 message sequence of a 3-step machine "
+                                  "(T=3, W=2, n=1: 2^15 of them)")
+    witness_instances: int = param(8, "instances per NP^O task family (plans, constraints), "
+                                   "half yes", ge=1, le=64)
 
     def __post_init__(self):
-        if not (2 <= self.n_machines <= 512) or self.n_machines % 2:
-            raise ValueError(f"n_machines={self.n_machines}: must be even, 2..512")
-        if not 0 <= self.n_inputs <= 16:
-            raise ValueError(f"n_inputs={self.n_inputs}: must lie in 0..16")
-        if not self.deps or any(not 1 <= d <= 8 for d in self.deps):
-            raise ValueError(f"deps={self.deps!r}: a non-empty list of counts in 1..8")
-        if self.dep_window < 1:
-            raise ValueError(f"dep_window={self.dep_window}: must be >= 1")
         if self.window < self.dep_window:
             raise ValueError(f"window={self.window}: must be >= dep_window={self.dep_window}")
-        if not 0.0 <= self.oracle_frac <= 1.0:
-            raise ValueError(f"oracle_frac={self.oracle_frac}: must lie in [0, 1]")
-        if not 2 <= self.check_T <= 14:
-            raise ValueError(f"check_T={self.check_T}: must lie in 2..14")
-        if self.fixed_bob_max_T < 0:
-            raise ValueError(f"fixed_bob_max_T={self.fixed_bob_max_T}: must be >= 0")
-        if not 0 <= self.n_random <= 64:
-            raise ValueError(f"n_random={self.n_random}: must lie in 0..64")
-        if not self.cost_log2 or any(not 3 <= e <= 16 for e in self.cost_log2):
-            raise ValueError(f"cost_log2={self.cost_log2!r}: a non-empty list of exponents 3..16")
         if 2 ** min(self.cost_log2) < max(self.window, self.n_inputs):
             raise ValueError(f"cost_log2={self.cost_log2!r}: the smallest T = 2^e must be >= "
                              f"window={self.window} and >= n_inputs={self.n_inputs}")
-        if not 1 <= self.witness_instances <= 64:
-            raise ValueError(f"witness_instances={self.witness_instances}: must lie in 1..64")
 
 
 SIZES = {

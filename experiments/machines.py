@@ -14,14 +14,12 @@ majority, AND, OR, meta-analysis), with T steps:
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from dedebate.lab.experiment import Claim, ExperimentResult
-from dedebate.lab.experiment import doc as _doc
+from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.fixtures import standard_fixtures
 from dedebate.machines.lipschitz import (
     MAX_TREE_T,
@@ -43,33 +41,20 @@ DP_ABS_TOL = 1e-5
 TIGHT = {"F2": 0.5, "F3": 0.5}  # fixtures whose empirical K must reach this fraction of K
 
 
-@dataclasses.dataclass(frozen=True)
+@config_dataclass
 class Config:
-    T: int = dataclasses.field(
-        default=16, metadata=_doc("steps of every fixture (exact prefix trees), 4..18"))
-    trials: int = dataclasses.field(
-        default=20000, metadata=_doc("Monte-Carlo transcripts per fixture, >= 100"))
-    high: bool = dataclasses.field(
-        default=True, metadata=_doc("F1-F3 with P_M(1) = 3/4 (true) or 1/4 (false)"))
-    eps: tuple[float, ...] = dataclasses.field(
-        default=(1e-3, 1e-2, 5e-2),
-        metadata=_doc("oracle perturbation sizes for the Lipschitz estimate, each in (0, 1]"))
-    n_random: int = dataclasses.field(
-        default=8, metadata=_doc("random sign patterns per eps, >= 0"))
-    ascent_iters: int = dataclasses.field(
-        default=10, metadata=_doc("sign-ascent iterations of the adversarial family, >= 1"))
-
-    def __post_init__(self):
-        if not isinstance(self.T, int) or not (4 <= self.T <= min(18, MAX_TREE_T)):
-            raise ValueError(f"T={self.T!r}: must be an integer in [4, 18]")
-        if self.trials < 100:
-            raise ValueError(f"trials={self.trials}: must be >= 100")
-        if not self.eps or any(not (0.0 < e <= 1.0) for e in self.eps):
-            raise ValueError(f"eps={self.eps!r}: must be a non-empty list of sizes in (0, 1]")
-        if self.n_random < 0:
-            raise ValueError(f"n_random={self.n_random}: must be >= 0")
-        if self.ascent_iters < 1:
-            raise ValueError(f"ascent_iters={self.ascent_iters}: must be >= 1")
+    T: int = param(16, "steps of every fixture (exact prefix trees, 2^T - 1 prefixes)",
+                   ge=4, le=min(18, MAX_TREE_T))
+    trials: int = param(
+        20000, "Monte-Carlo transcripts per fixture (all held at once: trials x T uniforms, "
+        "720 MB at the cap with T = 18)", ge=100, le=10_000_000)
+    high: bool = param(True, "F1-F3 with P_M(1) = 3/4 (true) or 1/4 (false)")
+    eps: tuple[float, ...] = param((1e-3, 1e-2, 5e-2),
+                                   "oracle perturbation sizes for the Lipschitz estimate",
+                                   gt=0.0, le=1.0, min_len=1, max_len=64)
+    n_random: int = param(8, "random sign patterns per eps", ge=0, le=1024)
+    ascent_iters: int = param(10, "sign-ascent iterations of the adversarial family",
+                              ge=1, le=10_000)
 
 
 SIZES = {

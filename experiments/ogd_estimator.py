@@ -50,7 +50,7 @@ from dedebate.estimators.train import (
     net_hparams,
 )
 from dedebate.lab.experiment import Claim, ExperimentResult
-from dedebate.lab.experiment import doc as _doc
+from dedebate.lab.params import config_dataclass, param
 
 NAME = "ogd_estimator"
 TITLE = "OI estimator construction: Algorithm 1 bound, Flax estimator, soundness against fixed A"
@@ -59,110 +59,48 @@ PROVERS = ("honest", "obfuscating", "wrong_direction")
 TRUTHS = ("softmax", "dirichlet", "point")
 
 
-@dataclasses.dataclass(frozen=True)
+@config_dataclass
 class Config:
-    n_x: int = dataclasses.field(default=100, metadata=_doc("contexts |X| per problem, >= 2"))
-    n_features: int = dataclasses.field(
-        default=4, metadata=_doc("context features read by the tests and the network, >= 1"))
-    q_values: tuple[int, ...] = dataclasses.field(
-        default=(1, 2, 3), metadata=_doc("outcome bits q (|Z| = 2^q) of the sweep, each 1..5"))
-    deltas: tuple[float, ...] = dataclasses.field(
-        default=(0.1, 0.05, 0.025), metadata=_doc("indistinguishability levels, each in (0, 1]"))
-    n_tests: int = dataclasses.field(
-        default=40, metadata=_doc("random prediction-dependent tanh tests per problem, >= 1"))
-    test_scale: float = dataclasses.field(
-        default=3.0, metadata=_doc("weight scale of the tanh tests, > 0"))
-    truth: str = dataclasses.field(
-        default="softmax", metadata=_doc("truth g: 'softmax', 'dirichlet' or 'point'"))
-    seeds: int = dataclasses.field(
-        default=4, metadata=_doc("random problems per (|Z|, delta) point, >= 1"))
-    step_rules: tuple[str, ...] = dataclasses.field(
-        default=("hazan", "tight"), metadata=_doc("Algorithm 1 step rules: 'hazan', 'tight'"))
-    trace_len: int = dataclasses.field(
-        default=4096, metadata=_doc("advantage-trace buffer length per run, >= 2"))
-    net_q: int = dataclasses.field(
-        default=2, metadata=_doc("q of the network-vs-tabular comparison, 1..5"))
-    net_delta: float = dataclasses.field(
-        default=0.05, metadata=_doc("delta of the network-vs-tabular comparison, in (0, 1]"))
-    net_lrs: tuple[float, ...] = dataclasses.field(
-        default=(1.0, 3.0), metadata=_doc("estimator learning rates (vmapped grid), each > 0"))
-    net_rounds: int = dataclasses.field(
-        default=300, metadata=_doc("estimator training rounds, >= 1"))
-    net_hidden: tuple[int, ...] = dataclasses.field(
-        default=(32,), metadata=_doc("estimator MLP hidden widths, each >= 1"))
-    net_optimizer: str = dataclasses.field(
-        default="sgd", metadata=_doc("'sgd' (lr/sqrt t, OGD) or 'adam'"))
-    net_best_response: str = dataclasses.field(
-        default="family", metadata=_doc(
-            "'family' (each round the test of F with the largest |Adv|) or 'family+mlp' (also an "
-            "MLP distinguisher trained by Adam ascent on |Adv|, warm-started across rounds)"))
-    net_checkpoint_every: int = dataclasses.field(
-        default=100, metadata=_doc(
-            "estimator rounds per chunk: the training state is checkpointed (Orbax) after "
-            "every chunk, >= 1"))
-    sound_provers: tuple[str, ...] = dataclasses.field(
-        default=PROVERS,
-        metadata=_doc("fixed provers A: 'honest', 'obfuscating', 'wrong_direction' ([] skips)"))
-    sound_trees: int = dataclasses.field(
-        default=4, metadata=_doc("hidden-flaw trees (inputs x, mu uniform), >= 1"))
-    sound_depth: int = dataclasses.field(
-        default=2, metadata=_doc("tree depth d (rounds k = d..1 plus the human check), 1..4"))
-    sound_q: int = dataclasses.field(default=3, metadata=_doc("tree width q, 2..4"))
-    sound_rho: float = dataclasses.field(
-        default=2.0, metadata=_doc("stability parameter rho >= 1 (reward weights r^k, r = 1/rho)"))
-    sound_eta: float = dataclasses.field(
-        default=0.2, metadata=_doc("soundness slack eta in (0, 1]; delta = eta / (2d + 3)"))
-
-    def __post_init__(self):
-        if self.n_x < 2:
-            raise ValueError(f"n_x={self.n_x}: must be >= 2")
-        if self.n_features < 1:
-            raise ValueError(f"n_features={self.n_features}: must be >= 1")
-        if not self.q_values or any(not (1 <= q <= 5) for q in self.q_values):
-            raise ValueError(f"q_values={list(self.q_values)}: need a non-empty list, each 1..5")
-        if not self.deltas or any(not (0 < d <= 1) for d in self.deltas):
-            raise ValueError(f"deltas={list(self.deltas)}: need a non-empty list in (0, 1]")
-        if self.n_tests < 1:
-            raise ValueError(f"n_tests={self.n_tests}: must be >= 1")
-        if not (self.test_scale > 0):
-            raise ValueError(f"test_scale={self.test_scale}: must be > 0")
-        if self.truth not in TRUTHS:
-            raise ValueError(f"truth={self.truth!r}: allowed values are {TRUTHS}")
-        if self.seeds < 1:
-            raise ValueError(f"seeds={self.seeds}: must be >= 1")
-        if not self.step_rules or any(r not in STEP_RULES for r in self.step_rules):
-            raise ValueError(f"step_rules={list(self.step_rules)}: each 'hazan' or 'tight'")
-        if self.trace_len < 2:
-            raise ValueError(f"trace_len={self.trace_len}: must be >= 2")
-        if not (1 <= self.net_q <= 5):
-            raise ValueError(f"net_q={self.net_q}: must be in 1..5")
-        if not (0 < self.net_delta <= 1):
-            raise ValueError(f"net_delta={self.net_delta}: must lie in (0, 1]")
-        if not self.net_lrs or any(not (lr > 0) for lr in self.net_lrs):
-            raise ValueError(f"net_lrs={list(self.net_lrs)}: need a non-empty list of rates > 0")
-        if self.net_rounds < 1:
-            raise ValueError(f"net_rounds={self.net_rounds}: must be >= 1")
-        if not self.net_hidden or any(w < 1 for w in self.net_hidden):
-            raise ValueError(f"net_hidden={list(self.net_hidden)}: need widths >= 1")
-        if self.net_optimizer not in ("sgd", "adam"):
-            raise ValueError(f"net_optimizer={self.net_optimizer!r}: allowed 'sgd', 'adam'")
-        if self.net_best_response not in BEST_RESPONSES:
-            raise ValueError(f"net_best_response={self.net_best_response!r}: allowed values are "
-                             f"{BEST_RESPONSES}")
-        if self.net_checkpoint_every < 1:
-            raise ValueError(f"net_checkpoint_every={self.net_checkpoint_every}: must be >= 1")
-        if any(p not in PROVERS for p in self.sound_provers):
-            raise ValueError(f"sound_provers={list(self.sound_provers)}: each one of {PROVERS}")
-        if self.sound_trees < 1:
-            raise ValueError(f"sound_trees={self.sound_trees}: must be >= 1")
-        if not (1 <= self.sound_depth <= 4):
-            raise ValueError(f"sound_depth={self.sound_depth}: must be in 1..4")
-        if not (2 <= self.sound_q <= 4):
-            raise ValueError(f"sound_q={self.sound_q}: must be in 2..4")
-        if not (self.sound_rho >= 1):
-            raise ValueError(f"sound_rho={self.sound_rho}: must be >= 1")
-        if not (0 < self.sound_eta <= 1):
-            raise ValueError(f"sound_eta={self.sound_eta}: must lie in (0, 1]")
+    n_x: int = param(100, "contexts |X| per random problem", ge=2, le=20_000)
+    n_features: int = param(4, "context features read by the tests and the network",
+                            ge=1, le=1024)
+    q_values: tuple[int, ...] = param((1, 2, 3), "outcome bits q of the sweep (|Z| = 2^q)",
+                                      ge=1, le=5, min_len=1, max_len=16)
+    deltas: tuple[float, ...] = param((0.1, 0.05, 0.025), "indistinguishability levels",
+                                      gt=0.0, le=1.0, min_len=1, max_len=16)
+    n_tests: int = param(40, "random prediction-dependent tanh tests per problem", ge=1, le=4096)
+    test_scale: float = param(3.0, "weight scale of the tanh tests", gt=0.0)
+    truth: str = param("softmax", "truth g", choices=TRUTHS)
+    seeds: int = param(4, "random problems per (|Z|, delta) point", ge=1, le=256)
+    step_rules: tuple[str, ...] = param(
+        ("hazan", "tight"), "Algorithm 1 step rules: hazan: eta_t = 1/sqrt(|Z| t) "
+        "(T <= 36|Z|/delta^2); tight: sqrt(2/(|Z| t)) (T <= 4.5|Z|/delta^2)",
+        choices=tuple(STEP_RULES), min_len=1, max_len=len(STEP_RULES))
+    trace_len: int = param(4096, "advantage-trace buffer length per run", ge=2, le=65_536)
+    net_q: int = param(2, "q of the network-vs-tabular comparison", ge=1, le=5)
+    net_delta: float = param(0.05, "delta of the network-vs-tabular comparison", gt=0.0, le=1.0)
+    net_lrs: tuple[float, ...] = param((1.0, 3.0), "estimator learning rates (one vmapped grid)",
+                                       gt=0.0, min_len=1, max_len=64)
+    net_rounds: int = param(300, "estimator training rounds", ge=1, le=100_000)
+    net_hidden: tuple[int, ...] = param((32,), "estimator MLP hidden widths",
+                                        ge=1, le=4096, min_len=1, max_len=8)
+    net_optimizer: str = param("sgd", "sgd (lr / sqrt(t), OGD) or adam", choices=("sgd", "adam"))
+    net_best_response: str = param(
+        "family", "family: each round the test of F with the largest |Adv|; family+mlp: also an "
+        "MLP distinguisher trained by Adam ascent on |Adv|, warm-started across rounds",
+        choices=BEST_RESPONSES)
+    net_checkpoint_every: int = param(
+        100, "estimator rounds per chunk: the training state is checkpointed (Orbax) after every "
+        "chunk", ge=1, le=100_000)
+    sound_provers: tuple[str, ...] = param(PROVERS, "fixed provers A ([] skips the part)",
+                                           choices=PROVERS, max_len=len(PROVERS))
+    sound_trees: int = param(4, "hidden-flaw trees (inputs x, mu uniform)", ge=1, le=1024)
+    sound_depth: int = param(2, "tree depth d (rounds k = d..1 plus the human check)",
+                             ge=1, le=4)
+    sound_q: int = param(3, "tree width q", ge=2, le=4)
+    sound_rho: float = param(2.0, "stability parameter rho (reward weights r^k, r = 1/rho)",
+                             ge=1.0)
+    sound_eta: float = param(0.2, "soundness slack eta; delta = eta / (2d + 3)", gt=0.0, le=1.0)
 
 
 SIZES = {

@@ -23,7 +23,6 @@ float32 rounding (``|difference| <= 1e-6``).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
@@ -43,7 +42,7 @@ from dedebate.agents.ped_strategies import (
     unstable_prover,
 )
 from dedebate.lab.experiment import Claim, ExperimentResult
-from dedebate.lab.experiment import doc as _doc
+from dedebate.lab.params import config_dataclass, param
 from dedebate.protocols.naive_recursive import (
     UniformChallenger,
     naive_debater,
@@ -91,64 +90,32 @@ DIRECTION_POLICIES = {"always +1": (0.0, 0.0, 1.0), "always -1": (1.0, 0.0, 0.0)
                       "random +-1": (0.5, 0.0, 0.5)}
 
 
-@dataclasses.dataclass(frozen=True)
+@config_dataclass
 class Config:
-    fbs_qs: tuple[int, ...] = dataclasses.field(
-        default=(3, 5, 7, 9),
-        metadata=_doc("widths q of the fbs table (closed forms vs LP), each in 2..9"))
-    noisy_depth: int = dataclasses.field(
-        default=3, metadata=_doc("depth of the q=9 Thr_5 noisy-evidence trees (spec 9.4), 1..3"))
-    noisy_trees: int = dataclasses.field(
-        default=8, metadata=_doc("random noisy-evidence trees for the completeness zoo, >= 1"))
-    random_joints: int = dataclasses.field(
-        default=8, metadata=_doc("random-joint estimators in the completeness zoo, >= 1"))
-    shift_errors: tuple[float, ...] = dataclasses.field(
-        default=(0.2, 0.5, 1.0),
-        metadata=_doc("root errors e of the error-shifting estimator (spec 4), each in (0, 1]"))
-    control_rho: float = dataclasses.field(
-        default=1.5, metadata=_doc("negative control: rho below the true fbs = 2, in [1, 2)"))
-    obf_q: int = dataclasses.field(
-        default=4, metadata=_doc("width of the hidden-flaw trees (spec 9.3), 2..6"))
-    obf_depth: int = dataclasses.field(
-        default=3, metadata=_doc("depth of the hidden-flaw trees, 1..4"))
-    obf_trees: int = dataclasses.field(
-        default=32, metadata=_doc("random hidden-flaw trees (hidden flaw positions), >= 1"))
-    obf_episodes: int = dataclasses.field(
-        default=100_000,
-        metadata=_doc("sampled debates per direction policy (spread over the trees), >= 1000"))
-    naive_episodes: int = dataclasses.field(
-        default=100_000, metadata=_doc("sampled naive recursive debates, >= 1000"))
-    signal_depths: tuple[int, ...] = dataclasses.field(
-        default=(1, 2, 3, 4, 5),
-        metadata=_doc("depths d of the training-signal sweep on hidden-flaw trees, each 1..6"))
-
-    def __post_init__(self):
-        for name in ("fbs_qs", "shift_errors", "signal_depths"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        if not self.fbs_qs or any(not isinstance(q, int) or not 2 <= q <= 9 for q in self.fbs_qs):
-            raise ValueError(f"fbs_qs={self.fbs_qs!r}: need a non-empty list of integers in 2..9")
-        if not 1 <= self.noisy_depth <= 3:
-            raise ValueError(f"noisy_depth={self.noisy_depth!r}: must be an integer in 1..3")
-        if self.noisy_trees < 1:
-            raise ValueError(f"noisy_trees={self.noisy_trees!r}: must be >= 1")
-        if self.random_joints < 1:
-            raise ValueError(f"random_joints={self.random_joints!r}: must be >= 1")
-        if not self.shift_errors or any(not 0.0 < e <= 1.0 for e in self.shift_errors):
-            raise ValueError(f"shift_errors={self.shift_errors!r}: need errors e in (0, 1]")
-        if not 1.0 <= self.control_rho < 2.0:
-            raise ValueError(f"control_rho={self.control_rho!r}: must lie in [1, 2)")
-        if not 2 <= self.obf_q <= 6:
-            raise ValueError(f"obf_q={self.obf_q!r}: must be an integer in 2..6")
-        if not 1 <= self.obf_depth <= 4:
-            raise ValueError(f"obf_depth={self.obf_depth!r}: must be an integer in 1..4")
-        if self.obf_trees < 1:
-            raise ValueError(f"obf_trees={self.obf_trees!r}: must be >= 1")
-        if self.obf_episodes < 1000:
-            raise ValueError(f"obf_episodes={self.obf_episodes!r}: must be >= 1000")
-        if self.naive_episodes < 1000:
-            raise ValueError(f"naive_episodes={self.naive_episodes!r}: must be >= 1000")
-        if not self.signal_depths or any(not 1 <= d <= 6 for d in self.signal_depths):
-            raise ValueError(f"signal_depths={self.signal_depths!r}: need depths in 1..6")
+    fbs_qs: tuple[int, ...] = param((3, 5, 7, 9), "widths q of the fbs table (closed forms vs LP)",
+                                    ge=2, le=9, min_len=1, max_len=16)
+    noisy_depth: int = param(3, "depth of the q=9 Thr_5 noisy-evidence trees (spec 9.4)",
+                             ge=1, le=3)
+    noisy_trees: int = param(8, "random noisy-evidence trees for the completeness zoo",
+                             ge=1, le=4096)
+    random_joints: int = param(8, "random-joint estimators in the completeness zoo",
+                               ge=1, le=4096)
+    shift_errors: tuple[float, ...] = param(
+        (0.2, 0.5, 1.0), "root errors e of the error-shifting estimator (spec 4)",
+        gt=0.0, le=1.0, min_len=1, max_len=64)
+    control_rho: float = param(1.5, "negative control: rho below the true fbs = 2",
+                               ge=1.0, lt=2.0)
+    obf_q: int = param(4, "width of the hidden-flaw trees (spec 9.3)", ge=2, le=6)
+    obf_depth: int = param(3, "depth of the hidden-flaw trees", ge=1, le=4)
+    obf_trees: int = param(32, "random hidden-flaw trees (hidden flaw positions)", ge=1, le=4096)
+    obf_episodes: int = param(
+        100_000, "sampled debates per direction policy (spread over the trees; every outcome "
+        "is kept: 4 bytes per debate)", ge=1000, le=20_000_000)
+    naive_episodes: int = param(100_000, "sampled naive recursive debates",
+                                ge=1000, le=20_000_000)
+    signal_depths: tuple[int, ...] = param(
+        (1, 2, 3, 4, 5), "depths d of the training-signal sweep on hidden-flaw trees",
+        ge=1, le=6, min_len=1, max_len=16)
 
 
 SIZES = {

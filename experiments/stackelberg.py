@@ -57,7 +57,7 @@ import numpy as np
 
 from dedebate.agents.ped_strategies import honest_prover
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
-from dedebate.lab.experiment import doc as _doc
+from dedebate.lab.params import config_dataclass, param
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
     PEDSettings,
@@ -95,87 +95,48 @@ def _r(x, n: int) -> list[float]:
     return [round(float(v), n) for v in np.ravel(np.asarray(x, np.float64))]
 
 
-@dataclasses.dataclass(frozen=True)
+@config_dataclass
 class Config:
-    depth: int = dataclasses.field(default=1, metadata=_doc("tree depth d, 1..2"))
-    n_trees: int = dataclasses.field(
-        default=4, metadata=_doc("trees (inputs x) per seed, even (half true roots), >= 2"))
-    seeds: int = dataclasses.field(default=4, metadata=_doc("training runs per schedule, >= 1"))
-    steps: int = dataclasses.field(default=150, metadata=_doc("A updates per run, >= 2"))
-    n_b_values: tuple[int, ...] = dataclasses.field(
-        default=(1, 5, 20), metadata=_doc("B updates per A update (Stackelberg), each >= 1"))
-    main_n_b: int = dataclasses.field(
-        default=20, metadata=_doc("n_B of parts 1-2; must be one of n_b_values"))
-    lr_a: float = dataclasses.field(default=0.03, metadata=_doc("A's Adam step size, > 0"))
-    lr_b: float = dataclasses.field(default=0.01, metadata=_doc("B's Adam step size, > 0"))
-    rho: float = dataclasses.field(
-        default=2.0, metadata=_doc("stability parameter rho >= 1 (fbs of the stable candidate)"))
-    eta: float = dataclasses.field(
-        default=0.0, metadata=_doc("soundness slack in the certified bound, >= 0"))
-    tol: float = dataclasses.field(
-        default=0.1, metadata=_doc("relative payoff tolerance around rho^-(d+1), in (0, 1)"))
-    hidden_a: tuple[int, ...] = dataclasses.field(
-        default=(16,), metadata=_doc("prover MLP hidden widths, each >= 1"))
-    hidden_b: tuple[int, ...] = dataclasses.field(
-        default=(32,), metadata=_doc("estimator MLP hidden widths, each >= 1"))
-    unstable_part: bool = dataclasses.field(
-        default=True, metadata=_doc("run part 2 (only unstable decompositions)"))
-    chunks: int = dataclasses.field(
-        default=5, metadata=_doc("jitted chunks per part (log + checkpoint after each); divides "
-                                 "steps"))
-    b_warm_start: bool = dataclasses.field(
-        default=False, metadata=_doc("parts 1-3: fit B to Algorithm 1's estimator for the "
-                                     "initial A before training"))
-    a_init_scale: float = dataclasses.field(
-        default=0.0, metadata=_doc("parts 1-3: A's output-layer init scale, >= 0 (0: fair coins)"))
-    warm_seeds: int = dataclasses.field(
-        default=0, metadata=_doc("part 4 (cold vs warm-started B) seeds, >= 0 (0 skips it; "
-                                 "Algorithm 1 costs ~10-30 s per seed on a CPU)"))
-    warm_a_init_scale: float = dataclasses.field(
-        default=2.0, metadata=_doc("part 4: A's output-layer init scale, > 0"))
-    warm_delta: float = dataclasses.field(
-        default=0.02, metadata=_doc("Algorithm 1's delta for the warm start, in (0, 1]"))
-    warm_fit_steps: int = dataclasses.field(
-        default=300, metadata=_doc("Adam steps fitting B to Algorithm 1's estimator, >= 1"))
+    depth: int = param(1, "tree depth d (threshold rho^-(d+1))", ge=1, le=2)
+    n_trees: int = param(4, "trees (inputs x) per seed (half true roots)",
+                         ge=2, le=256, multiple_of=2)
+    seeds: int = param(4, "training runs per schedule", ge=1, le=256)
+    steps: int = param(150, "A updates per run (monitors keep every step: runs x seeds x steps)",
+                       ge=2, le=20_000)
+    n_b_values: tuple[int, ...] = param((1, 5, 20), "B updates per A update (Stackelberg)",
+                                        ge=1, le=1000, min_len=1, max_len=8)
+    main_n_b: int = param(20, "n_B of parts 1-2; must be one of n_b_values", ge=1, le=1000)
+    lr_a: float = param(0.03, "A's Adam step size", gt=0.0)
+    lr_b: float = param(0.01, "B's Adam step size", gt=0.0)
+    rho: float = param(2.0, "stability parameter rho (fbs of the stable candidate)", ge=1.0)
+    eta: float = param(0.0, "soundness slack in the certified bound rho^(d+1)(U_A - eta)",
+                       ge=0.0)
+    tol: float = param(0.1, "relative payoff tolerance around rho^-(d+1) for converged",
+                       gt=0.0, lt=1.0)
+    hidden_a: tuple[int, ...] = param((16,), "prover MLP hidden widths",
+                                      ge=1, le=4096, min_len=1, max_len=8)
+    hidden_b: tuple[int, ...] = param((32,), "estimator MLP hidden widths",
+                                      ge=1, le=4096, min_len=1, max_len=8)
+    unstable_part: bool = param(True, "run part 2 (only unstable decompositions)")
+    chunks: int = param(5, "jitted chunks per part (log + checkpoint after each); divides steps",
+                        ge=1, le=20_000)
+    b_warm_start: bool = param(False, "parts 1-3: fit B to Algorithm 1's estimator for the "
+                               "initial A before training")
+    a_init_scale: float = param(0.0, "parts 1-3: A's output-layer init scale (0: fair coins)",
+                                ge=0.0)
+    warm_seeds: int = param(0, "part 4 (cold vs warm-started B, random initial A) seeds; 0 "
+                            "skips it (Algorithm 1 costs ~10-30 s per seed on a CPU)",
+                            ge=0, le=256)
+    warm_a_init_scale: float = param(2.0, "part 4: A's output-layer init scale", gt=0.0)
+    warm_delta: float = param(0.02, "Algorithm 1's delta for the warm start", gt=0.0, le=1.0)
+    warm_fit_steps: int = param(300, "Adam steps fitting B to Algorithm 1's estimator",
+                                ge=1, le=100_000)
 
     def __post_init__(self):
-        if not 1 <= self.depth <= 2:
-            raise ValueError(f"depth={self.depth}: must be 1 or 2")
-        if self.n_trees < 2 or self.n_trees % 2:
-            raise ValueError(f"n_trees={self.n_trees}: must be an even number >= 2")
-        if self.seeds < 1:
-            raise ValueError(f"seeds={self.seeds}: must be >= 1")
-        if self.steps < 2:
-            raise ValueError(f"steps={self.steps}: must be >= 2")
-        if not self.n_b_values or any(n < 1 for n in self.n_b_values):
-            raise ValueError(f"n_b_values={list(self.n_b_values)}: need integers >= 1")
         if self.main_n_b not in self.n_b_values:
             raise ValueError(f"main_n_b={self.main_n_b}: must be one of {list(self.n_b_values)}")
-        for name in ("lr_a", "lr_b"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name}={getattr(self, name)}: must be > 0")
-        if not self.rho >= 1:
-            raise ValueError(f"rho={self.rho}: must be >= 1")
-        if not self.eta >= 0:
-            raise ValueError(f"eta={self.eta}: must be >= 0")
-        if not 0 < self.tol < 1:
-            raise ValueError(f"tol={self.tol}: must lie in (0, 1)")
-        for name in ("hidden_a", "hidden_b"):
-            h = getattr(self, name)
-            if not h or any(w < 1 for w in h):
-                raise ValueError(f"{name}={list(h)}: need widths >= 1")
-        if self.chunks < 1 or self.steps % self.chunks:
-            raise ValueError(f"chunks={self.chunks}: must be >= 1 and divide steps={self.steps}")
-        if not self.a_init_scale >= 0:
-            raise ValueError(f"a_init_scale={self.a_init_scale}: must be >= 0")
-        if self.warm_seeds < 0:
-            raise ValueError(f"warm_seeds={self.warm_seeds}: must be >= 0")
-        if not self.warm_a_init_scale > 0:
-            raise ValueError(f"warm_a_init_scale={self.warm_a_init_scale}: must be > 0")
-        if not 0 < self.warm_delta <= 1:
-            raise ValueError(f"warm_delta={self.warm_delta}: must lie in (0, 1]")
-        if self.warm_fit_steps < 1:
-            raise ValueError(f"warm_fit_steps={self.warm_fit_steps}: must be >= 1")
+        if self.steps % self.chunks:
+            raise ValueError(f"chunks={self.chunks}: must divide steps={self.steps}")
 
 
 # quick: 16 seeds and 150 A updates, so that the n_B = 20 row tolerates the ~1 in 8 seeds that

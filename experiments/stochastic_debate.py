@@ -59,7 +59,7 @@ from dedebate.agents.stochastic_players import (
     zoo_bob,
 )
 from dedebate.lab.experiment import Claim, ExperimentResult, wilson_interval
-from dedebate.lab.experiment import doc as _doc
+from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.fixtures import f1_target, f2_target, f3_cascade
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.exact_acceptance import acceptance_exact
@@ -80,63 +80,32 @@ TITLE = "Stochastic-oracle debate (Thm 6.2): completeness/soundness vs proven bo
 CASCADE_NOISE = 0.25  # F3 with r = 1/4: exact hybrid sum (1 - (3/4)^T) * 4 < 4
 
 
-@dataclasses.dataclass(frozen=True)
+@config_dataclass
 class Config:
-    Ks: tuple[int, ...] = dataclasses.field(
-        default=(1, 2, 4), metadata=_doc("Lipschitz constants to test, each in {1, 2, 4} "
-                                         "(F1, F2, F3 cascade with r = 1/4)"))
-    Ts: tuple[int, ...] = dataclasses.field(
-        default=(8, 64, 256), metadata=_doc("numbers of steps, each in [4, 4096]"))
-    trials: int = dataclasses.field(
-        default=2000, metadata=_doc("Monte-Carlo debates per (K, T, constants, zoo member), "
-                                    ">= 100"))
-    p_yes: float = dataclasses.field(
-        default=2 / 3, metadata=_doc("P_M(1) of the completeness instances, in [2/3, 1]"))
-    p_no: float = dataclasses.field(
-        default=0.33333, metadata=_doc("P_M(1) of the soundness instances, in [0, 1/3]"))
-    paper: bool = dataclasses.field(
-        default=True, metadata=_doc("also run the paper's constants (spec DED 5.4)"))
-    es_generations: int = dataclasses.field(
-        default=6, metadata=_doc("evolution-strategy generations of the optimised adversaries, "
-                                 ">= 0"))
-    es_population: int = dataclasses.field(
-        default=8, metadata=_doc("evolution-strategy population (even), >= 2"))
-    scale_factors: tuple[float, ...] = dataclasses.field(
-        default=(1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 32, 1 / 64, 1 / 128, 1 / 256),
-        metadata=_doc("candidate common scale factors on (N_A, N_B, N_V), each in (0, 1]; "
-                      "empty: skip the search"))
-    scale_T: int = dataclasses.field(
-        default=8, metadata=_doc("steps of the exact-DP scale-factor search, in [4, 12]"))
-    max_lanes: int = dataclasses.field(
-        default=16384, metadata=_doc("debates per compiled batch (memory), >= 256"))
-    scale: float = dataclasses.field(
-        default=1.0, metadata=_doc("sweeps only (point, dedebate sweep): common factor on the "
-                                   "Lean (N_A, N_B, N_V) of the point, in (0, 1]; a dynamic "
-                                   "sweep axis. run ignores it (its search uses scale_factors)"))
-
-    def __post_init__(self):
-        if not self.Ks or any(k not in (1, 2, 4) for k in self.Ks):
-            raise ValueError(f"Ks={self.Ks!r}: each K must be 1, 2 or 4")
-        if not self.Ts or any(not isinstance(t, int) or not 4 <= t <= 4096 for t in self.Ts):
-            raise ValueError(f"Ts={self.Ts!r}: each T must be an integer in [4, 4096]")
-        if self.trials < 100:
-            raise ValueError(f"trials={self.trials}: must be >= 100")
-        if not 2 / 3 <= self.p_yes <= 1:
-            raise ValueError(f"p_yes={self.p_yes}: must lie in [2/3, 1]")
-        if not 0 <= self.p_no <= 1 / 3:
-            raise ValueError(f"p_no={self.p_no}: must lie in [0, 1/3]")
-        if self.es_generations < 0:
-            raise ValueError(f"es_generations={self.es_generations}: must be >= 0")
-        if self.es_population < 2 or self.es_population % 2:
-            raise ValueError(f"es_population={self.es_population}: must be even and >= 2")
-        if any(not 0 < f <= 1 for f in self.scale_factors):
-            raise ValueError(f"scale_factors={self.scale_factors!r}: each must lie in (0, 1]")
-        if not 4 <= self.scale_T <= 12:
-            raise ValueError(f"scale_T={self.scale_T}: must lie in [4, 12]")
-        if self.max_lanes < 256:
-            raise ValueError(f"max_lanes={self.max_lanes}: must be >= 256")
-        if not (isinstance(self.scale, (int, float)) and 0 < self.scale <= 1):
-            raise ValueError(f"scale={self.scale!r}: must lie in (0, 1]")
+    Ks: tuple[int, ...] = param((1, 2, 4), "Lipschitz constants: F1 (K=1), F2 (K=2), F3 cascade "
+                                "with r = 1/4 (K=4)", choices=(1, 2, 4), min_len=1, max_len=8)
+    Ts: tuple[int, ...] = param((8, 64, 256), "numbers of steps T",
+                                ge=4, le=4096, min_len=1, max_len=16)
+    trials: int = param(2000, "Monte-Carlo debates per (K, T, constants, zoo member), run in "
+                        "batches of max_lanes", ge=100, le=2_000_000)
+    p_yes: float = param(2 / 3, "P_M(1) of the completeness instances (2/3: the boundary)",
+                         ge=2 / 3, le=1.0)
+    p_no: float = param(0.33333, "P_M(1) of the soundness instances (just below 1/3)",
+                        ge=0.0, le=1 / 3)
+    paper: bool = param(True, "also run the paper's own constants (spec DED 5.4) side by side")
+    es_generations: int = param(6, "evolution-strategy generations of the optimised adversaries",
+                                ge=0, le=1000)
+    es_population: int = param(8, "evolution-strategy population", ge=2, le=1024, multiple_of=2)
+    scale_factors: tuple[float, ...] = param(
+        (1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 32, 1 / 64, 1 / 128, 1 / 256),
+        "common factors on (N_A, N_B, N_V) tried by the scale search; empty: skip the search",
+        gt=0.0, le=1.0, max_len=64)
+    scale_T: int = param(8, "steps of the exact-DP scale-factor search", ge=4, le=12)
+    max_lanes: int = param(16384, "debates per compiled batch (bounds memory)",
+                           ge=256, le=262_144)
+    scale: float = param(1.0, "sweeps only (point, dedebate sweep): common factor on the Lean "
+                         "(N_A, N_B, N_V) of the point; a dynamic sweep axis. run ignores it "
+                         "(its search uses scale_factors)", gt=0.0, le=1.0)
 
 
 SIZES = {

@@ -57,7 +57,7 @@ import numpy as np
 
 from dedebate.agents.stochastic_players import honest_alice
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
-from dedebate.lab.experiment import doc as _doc
+from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.exact_acceptance import acceptance_exact
@@ -90,76 +90,43 @@ COMPLETENESS_W = 0.6402  # spec DED 5.3 with the defaults at P_M(1) = 2/3 (round
 SOUNDNESS_W = 0.3956  # 1 - 0.6044 (rounded up)
 
 
-@dataclasses.dataclass(frozen=True)
+@config_dataclass
 class Config:
-    T: int = dataclasses.field(default=6, metadata=_doc("steps of the F2 fixture, in [3, 10]"))
-    p_yes: float = dataclasses.field(
-        default=0.75, metadata=_doc("P_M(1) of the yes-instance, in [2/3, 0.95]"))
-    p_no: float = dataclasses.field(
-        default=0.25, metadata=_doc("P_M(1) of the no-instance, in [0.05, 1/3]"))
-    spread: float = dataclasses.field(
-        default=0.2, metadata=_doc("F2 position probabilities p +- spread: spread >= 0, all in [0, 1]"))
-    seeds: int = dataclasses.field(default=8, metadata=_doc("self-play runs per instance, >= 2"))
-    steps: int = dataclasses.field(default=1000, metadata=_doc("Alice updates per run, >= 10"))
-    n_b: int = dataclasses.field(default=5, metadata=_doc("Bob updates per Alice update, >= 1"))
-    n_b_sweep: tuple[int, ...] = dataclasses.field(
-        default=(1, 20), metadata=_doc("further n_B values trained for the schedule row (each "
-                                       ">= 1, != n_b; empty: skip the row)"))
-    hidden: int = dataclasses.field(default=16, metadata=_doc("Alice's MLP width, >= 1"))
-    lr_a: float = dataclasses.field(default=0.01, metadata=_doc("Alice's Adam step size, > 0"))
-    lr_b: float = dataclasses.field(default=0.05, metadata=_doc("Bob's Adam step size, > 0"))
-    alice_init: float = dataclasses.field(
-        default=1.0, metadata=_doc("typical initial lie |p - pi| in units of b, > 0"))
-    bob_init: float = dataclasses.field(
-        default=-2.0, metadata=_doc("Bob's initial abort logit (finite)"))
-    vera_grad_mix: float = dataclasses.field(
-        default=1.0, metadata=_doc("weight of the heavy-tailed gradient term of Vera's training "
-                                   "surrogate, >= 0"))
-    ablate_tail: bool = dataclasses.field(
-        default=True, metadata=_doc("also train with vera_grad_mix = 0 (reported in metrics)"))
-    gap_tol: float = dataclasses.field(
-        default=0.05, metadata=_doc("exploitability gap counted as converged, in (0, 1)"))
-    mc_trials: int = dataclasses.field(
-        default=2000, metadata=_doc("Monte-Carlo debates per seed and instance, >= 0 (0: skip)"))
-    log_every: int = dataclasses.field(
-        default=20, metadata=_doc("Alice updates between logged monitors, >= 1"))
-    chunks: int = dataclasses.field(
-        default=5, metadata=_doc("jitted chunks per training run (log + checkpoint chance after "
-                                 "each), in [1, ceil(steps / log_every)]"))
-    checkpoint_every: int = dataclasses.field(
-        default=5, metadata=_doc("save the training state every this many chunks (counted over "
-                                 "all training runs; the last chunk is always saved), >= 1 "
-                                 "(an Orbax save costs ~0.2-1 s)"))
+    T: int = param(6, "steps of the F2 fixture (K = 2)", ge=3, le=10)
+    p_yes: float = param(0.75, "P_M(1) of the yes-instance", ge=2 / 3, le=0.95)
+    p_no: float = param(0.25, "P_M(1) of the no-instance", ge=0.05, le=1 / 3)
+    spread: float = param(0.2, "F2 position probabilities p +- spread (all in [0, 1])", ge=0.0)
+    seeds: int = param(8, "self-play runs per instance", ge=2, le=256)
+    steps: int = param(1000, "Alice updates per run", ge=10, le=100_000)
+    n_b: int = param(5, "Bob updates per Alice update", ge=1, le=1000)
+    n_b_sweep: tuple[int, ...] = param(
+        (1, 20), "further n_B values trained for the schedule row (distinct, != n_b; empty: "
+        "skip the row)", ge=1, le=1000, max_len=8)
+    hidden: int = param(16, "Alice's MLP width", ge=1, le=4096)
+    lr_a: float = param(0.01, "Alice's Adam step size", gt=0.0)
+    lr_b: float = param(0.05, "Bob's Adam step size", gt=0.0)
+    alice_init: float = param(1.0, "typical initial lie |p - pi| in units of b", gt=0.0)
+    bob_init: float = param(-2.0, "Bob's initial abort logit")
+    vera_grad_mix: float = param(1.0, "weight of the heavy-tailed gradient term of Vera's "
+                                 "training surrogate", ge=0.0)
+    ablate_tail: bool = param(True, "also train with vera_grad_mix = 0 (reported in metrics)")
+    gap_tol: float = param(0.05, "exploitability gap counted as converged", gt=0.0, lt=1.0)
+    mc_trials: int = param(2000, "Monte-Carlo debates per seed and instance (0: skip)",
+                           ge=0, le=1_000_000)
+    log_every: int = param(20, "Alice updates between logged monitors", ge=1, le=100_000)
+    chunks: int = param(5, "jitted chunks per training run (log + checkpoint chance after each), "
+                        "at most ceil(steps / log_every)", ge=1, le=100_000)
+    checkpoint_every: int = param(
+        5, "save the training state every this many chunks (counted over all training runs; the "
+        "last chunk is always saved; an Orbax save costs ~0.2-1 s)", ge=1, le=100_000)
 
     def __post_init__(self):
-        if not (isinstance(self.T, int) and 3 <= self.T <= 10):
-            raise ValueError(f"T={self.T!r}: must be an integer in [3, 10]")
-        if not 2 / 3 <= self.p_yes <= 0.95:
-            raise ValueError(f"p_yes={self.p_yes}: must lie in [2/3, 0.95]")
-        if not 0.05 <= self.p_no <= 1 / 3:
-            raise ValueError(f"p_no={self.p_no}: must lie in [0.05, 1/3]")
-        if not (0 <= self.spread and self.p_yes + self.spread <= 1 and self.p_no - self.spread >= 0):
+        if not (self.p_yes + self.spread <= 1 and self.p_no - self.spread >= 0):
             raise ValueError(f"spread={self.spread}: need 0 <= spread, p_yes + spread <= 1 and "
                              "p_no - spread >= 0")
-        for name, lo in (("seeds", 2), ("steps", 10), ("n_b", 1), ("hidden", 1),
-                         ("mc_trials", 0), ("log_every", 1), ("chunks", 1),
-                         ("checkpoint_every", 1)):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and v >= lo):
-                raise ValueError(f"{name}={v!r}: must be an integer >= {lo}")
-        if any(not (isinstance(n, int) and n >= 1) for n in self.n_b_sweep) or \
-                self.n_b in self.n_b_sweep or len(set(self.n_b_sweep)) != len(self.n_b_sweep):
+        if self.n_b in self.n_b_sweep or len(set(self.n_b_sweep)) != len(self.n_b_sweep):
             raise ValueError(f"n_b_sweep={list(self.n_b_sweep)}: need distinct integers >= 1, "
                              f"none equal to n_b={self.n_b}")
-        for name in ("lr_a", "lr_b", "alice_init"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name}={getattr(self, name)}: must be > 0")
-        if not np.isfinite(self.bob_init):
-            raise ValueError(f"bob_init={self.bob_init}: must be finite")
-        if not self.vera_grad_mix >= 0:
-            raise ValueError(f"vera_grad_mix={self.vera_grad_mix}: must be >= 0")
-        if not 0 < self.gap_tol < 1:
-            raise ValueError(f"gap_tol={self.gap_tol}: must lie in (0, 1)")
         periods = -(-self.steps // self.log_every)
         if self.chunks > periods:
             raise ValueError(f"chunks={self.chunks}: must be <= ceil(steps / log_every) = "

@@ -2,10 +2,16 @@
 
 A config file (``configs/NAME.yaml``) has the top-level keys of :class:`RunConfig`; its ``params``
 section holds fields of the experiment's own ``Config`` dataclass (see
-``dedebate/lab/experiment.py``). Resolution order for ``params``: the YAML ``params`` first,
-then the experiment's size preset ``SIZES[size]`` (so ``size=quick`` always shrinks a run), then
-``key.sub=value`` overrides from the command line (values parsed with ``yaml.safe_load``, so
-``params.n=10``, ``params.flag=true``, ``params.xs=[1,2]``).
+``dedebate/lab/experiment.py``). Resolution order for ``params``, each source overriding the
+ones before it: the ``Config`` defaults, the experiment's size preset ``SIZES[size]``, the file's
+``params``, then ``key.sub=value`` overrides from the command line (values parsed with
+``yaml.safe_load``, so ``params.n=10``, ``params.flag=true``, ``params.xs=[1,2]``). A value
+written in the file is therefore never replaced by the preset; the shipped ``configs/NAME.yaml``
+write their ``params`` as comments (:func:`render_config_file`), so they set nothing and
+``size=quick`` shrinks them.
+
+Ranges declared with :func:`dedebate.lab.params.param` are checked field by field as each value
+is read, before the ``Config`` is built and before anything is allocated.
 
 Every bad input raises :class:`ConfigError` with one line that names the full key, the value and
 what is allowed. Nothing runs before the whole config is valid.
@@ -27,6 +33,7 @@ from typing import Any, Literal
 import yaml
 
 from dedebate.lab.experiment import doc as _doc
+from dedebate.lab.params import check_field, describe_range, field_range
 
 SIZES = ("quick", "default", "full")
 TRACKING_MODES = ("auto", "offline", "online", "disabled")
@@ -379,6 +386,12 @@ def build_dataclass(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
             allowed = ", ".join(fields) or "(none)"
             raise ConfigError(f"unknown key '{key}'; allowed keys here: {allowed}")
         values[name] = coerce(value, hints.get(name, Any), key)
+        rng = field_range(fields[name])
+        if rng is not None:
+            try:
+                check_field(name, rng, hints.get(name, Any), values[name], key)
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
     missing = [n for n, f in fields.items()
                if n not in values and f.default is dataclasses.MISSING
                and f.default_factory is dataclasses.MISSING]
@@ -469,12 +482,9 @@ def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
             overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
     """Validate a raw config mapping (plus overrides) against the registered experiments."""
     raw = _deepcopy_dict(raw)
-    cli_params: set[str] = set()
     for text in overrides:
         parts, value = parse_override(text)
         apply_override(raw, parts, value)
-        if len(parts) >= 2 and parts[0] == "params":
-            cli_params.add(parts[1])
 
     allowed = [f.name for f in _fields(RunConfig)]
     for k in raw:
@@ -502,9 +512,8 @@ def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
                           f"{name} Config fields")
     sizes = getattr(module, "SIZES", {}) or {}
     size_over = sizes.get(base.size, {}) or {}
-    # The file's params describe the experiment; a size preset rescales it; the command line wins.
-    merged = {**params_raw, **size_over,
-              **{k: params_raw[k] for k in cli_params if k in params_raw}}
+    # Config defaults < the size preset < the file < the command line (already applied to raw).
+    merged = {**size_over, **params_raw}
     cfg_cls = getattr(module, "Config", None)
     if cfg_cls is None or not dataclasses.is_dataclass(cfg_cls):
         raise ConfigError(f"experiment {name!r} has no Config dataclass (see "
@@ -608,6 +617,64 @@ def _field_lines(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> list[str
         else:
             default = "(required)"
         doc = f.metadata.get("doc", "") if f.metadata else ""
-        out.append(f"  {prefix}{f.name}: {describe_type(hints.get(f.name, Any))} "
+        out.append(f"  {prefix}{f.name}: {_allowed(f, hints.get(f.name, Any))} "
                    f"= {default}" + (f"  -- {doc}" if doc else ""))
     return out
+
+
+def _allowed(f: dataclasses.Field, tp: Any) -> str:
+    """What a field accepts: its range (:func:`dedebate.lab.params.param`) or else its type."""
+    rng = field_range(f)
+    if rng is None or rng == type(rng)():  # no range stated (e.g. a flag)
+        return describe_type(tp)
+    text = describe_range(rng, tp)
+    return f"a list ({text})" if text.startswith("each ") else text
+
+
+CONFIG_FILE_NOTE = (
+    "Every params line below is a comment: the Config defaults and the size preset "
+    "(size: quick | default | full; SIZES in experiments/{name}.py) apply. Uncomment a line "
+    "to set that value at every size; a command-line override (params.FIELD=VALUE) wins over "
+    "this file. Generated by `dedebate config {name} --yaml` (a test checks it is in sync).")
+
+
+def render_config_file(module: Any) -> str:
+    """The body of ``configs/NAME.yaml``: the top-level keys, then every params field as a
+    commented line (doc, ``FIELD: default``, allowed range and size presets).
+
+    Commented out, the params set nothing, so size presets apply (the file's params would win
+    over them, see :func:`resolve`); uncommented unchanged, each line gives the default-size
+    value. A shipped config file is free-form comments followed by exactly this text.
+    """
+    import textwrap
+
+    name = module.NAME
+    lines = [f"experiment: {name}", "seed: 0", "size: default", "params:"]
+    lines += textwrap.wrap(CONFIG_FILE_NOTE.format(name=name), 97, initial_indent="  # ",
+                           subsequent_indent="  # ", break_on_hyphens=False)
+    cfg_cls = module.Config
+    hints = _field_types(cfg_cls)
+    sizes = getattr(module, "SIZES", {}) or {}
+    for f in _fields(cfg_cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        doc = f.metadata.get("doc", "") if f.metadata else ""
+        lines.append("  #")
+        lines += textwrap.wrap(doc, 97, initial_indent="  # ", subsequent_indent="  # ",
+                               break_on_hyphens=False)
+        notes = []
+        if field_range(f) is not None:
+            notes.append(_allowed(f, hints.get(f.name, Any)))
+        presets = [f"{size}: {_yaml_value(sizes[size][f.name])}" for size in SIZES
+                   if f.name in (sizes.get(size) or {})]
+        if presets:
+            notes.append("size " + ", ".join(presets))
+        value = f"  # {f.name}: {_yaml_value(default)}"
+        lines.append(value + (" " * max(1, 30 - len(value)) + "# " + "; ".join(notes)
+                              if notes else ""))
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_value(x: Any) -> str:
+    text = yaml.safe_dump({"v": _plain(x)}, default_flow_style=True, width=10**9,
+                          sort_keys=False).strip()
+    return text[len("{v: "):-1]

@@ -5,12 +5,15 @@ It defines:
 
 * ``NAME: str`` -- the registry name (also the default config file ``configs/NAME.yaml``);
 * ``TITLE: str`` -- one line for the report;
-* ``Config`` -- a frozen dataclass of the experiment's parameters. Every field has a default and a
-  ``metadata={"doc": "..."}`` line. Range checks live in ``__post_init__`` and raise
-  ``ValueError("name=value: what is allowed")``; the lab turns that into a one-line config error
-  that names the full key (``params.name``);
+* ``Config`` -- a ``@config_dataclass`` of the experiment's parameters, each field declared once
+  as ``name: type = param(default, "doc", ge=..., le=..., choices=...)``
+  (``dedebate/lab/params.py``); every integer has a finite maximum. The lab checks the ranges and
+  reports a bad value in one line naming the full key (``params.name=value: must be ...``).
+  ``__post_init__`` holds only checks between fields, raising ``ValueError("name=value: what is
+  allowed")``;
 * ``SIZES: dict[str, dict]`` -- overrides of ``Config`` fields for the ``quick`` size (tiny, used by
-  the tests) and the ``full`` size (paper scale, for an accelerator). ``default`` is ``Config()``;
+  the tests) and the ``full`` size (paper scale, for an accelerator). ``default`` is ``Config()``.
+  A config file's ``params`` and the command line override the preset;
 * ``run(cfg: Config, ctx: RunContext) -> ExperimentResult`` -- the whole experiment. Pure JAX
   inside; all I/O goes through ``ctx``.
 
@@ -46,8 +49,9 @@ import jax
 
 
 def doc(text: str) -> dict[str, str]:
-    """``metadata`` of a documented ``Config`` field: ``dataclasses.field(default=...,
-    metadata=doc("what it is, and the allowed range"))`` (``dedebate config NAME`` prints it)."""
+    """``metadata`` of a documented dataclass field without a range: ``dataclasses.field(
+    default=..., metadata=doc("what it is"))`` (``dedebate config NAME`` prints it). Experiment
+    parameters use :func:`dedebate.lab.params.param`, which also states the range."""
     return {"doc": text}
 
 
