@@ -49,7 +49,7 @@ from dedebate.estimators.train import (
     make_init_grid,
     net_hparams,
 )
-from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.experiment import Claim, ExperimentResult, strict_max
 from dedebate.lab.experiment import doc as _doc
 
 NAME = "ogd_estimator"
@@ -334,7 +334,7 @@ def _sweep_claims(cfg: Config, rows) -> list[Claim]:
         eta = {"hazan": "1/sqrt(|Z| t)", "tight": "sqrt(2/(|Z| t))"}[rule]
         for q in cfg.q_values:
             sel = [r for r in rows if r["step_rule"] == rule and r["q"] == q]
-            norm = max(r["steps"] * r["delta"] ** 2 / r["n_z"] for r in sel)
+            norm = strict_max(r["steps"] * r["delta"] ** 2 / r["n_z"] for r in sel)
             worst = max(sel, key=lambda r: r["steps"] / r["bound"])
             claims.append(Claim.exact(
                 f"Algorithm 1 ({rule} step {eta}), |Z| = {2**q}: T <= {const:g} |Z| / delta^2",
@@ -344,17 +344,22 @@ def _sweep_claims(cfg: Config, rows) -> list[Claim]:
                       f"T = {worst['steps']} at delta = {worst['delta']:g} vs bound "
                       f"{worst['bound']:.0f} (tight 4.5|Z|/delta^2 = {worst['bound_tight']:.0f})")))
         sel = [r for r in rows if r["step_rule"] == rule]
-        ratio = max(r["max_adv"] / r["delta"] for r in sel)
+        ratio = strict_max(r["max_adv"] / r["delta"] for r in sel)
         claims.append(Claim.exact(
             f"Algorithm 1 ({rule}): exit with max_f |Adv_f| < delta", "spec PED 5.3, 5.5",
             "max|Adv|/delta < 1", ratio, passed=ratio < 1.0,
             note=f"largest exit advantage / delta over {len(sel)} runs"))
-        reg = max(r["regret_sum"] / r["regret_bound"] for r in sel if r["steps"] > 0)
+        reg = strict_max(r["regret_sum"] / r["regret_bound"] for r in sel if r["steps"] > 0)
         claims.append(Claim.exact(
             f"Algorithm 1 ({rule}): OGD regret sum_t |Adv_t| <= (3/2) G D sqrt(T)",
             "spec PED 5.4 (Hazan Thm 3.1)", "ratio <= 1", reg, passed=reg <= 1.0,
             note="largest ratio over runs that took a step"))
     return claims
+
+
+def _nan_last(x: float) -> float:
+    """Sort key that puts NaN after every number (so a NaN run is never chosen as the best)."""
+    return math.inf if math.isnan(x) else x
 
 
 # ---- part 2: network vs tabular -------------------------------------------------------------------
@@ -490,10 +495,10 @@ def _network(cfg: Config, ctx):
               "net_runs": cfg.seeds * len(cfg.net_lrs), "tab_wall_s": tab_wall,
               "tab_compile_s": tab_compile, "tab_runs": cfg.seeds * len(cfg.deltas)}
     ctx.log(timing)
-    best_lr = min(cfg.net_lrs, key=lambda lr: max(
-        r["net_final_max_adv"] for r in rows if r["lr"] == lr))
+    best_lr = min(cfg.net_lrs, key=lambda lr: _nan_last(strict_max(
+        r["net_final_max_adv"] for r in rows if r["lr"] == lr)))
     best = [r for r in rows if r["lr"] == best_lr]
-    worst = max(r["net_final_max_adv"] for r in best)
+    worst = strict_max(r["net_final_max_adv"] for r in best)
     reached = [r["net_rounds_to_delta"] for r in best]
     resumed = (f"; resumed at round {net.resumed_from}" if net.resumed_from else "")
     claim = Claim.exact(
@@ -551,7 +556,7 @@ def _soundness(cfg: Config, ctx):
             bound = rho ** -(d + 1) * pr + cfg.sound_eta
             agree = abs(u_proto - rep.u_a) <= 1e-4
             rounds = [s for s in rep.stages if s.stage.startswith("k=")]
-            worst_round = max(s.reward for s in rounds)
+            worst_round = strict_max(s.reward for s in rounds)
             exits = all(s.max_adv < delta for s in rep.stages if s.stage != "final")
             claims.append(Claim.exact(
                 f"Soundness vs fixed A = {name}: U_A <= rho^-(d+1) Pr[A correct] + eta",
