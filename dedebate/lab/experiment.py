@@ -260,6 +260,18 @@ def _row_finite(row: Mapping[str, Any]) -> bool:
     return not nonfinite_reason(**named)
 
 
+def consistency_rows(checks: Mapping[str, tuple[bool, str]]) -> list[Claim]:
+    """Rows for an experiment's consistency checks: conditions that hold by construction when
+    the code is right (a cost charged as N_V per abort, an algorithm's own stopping rule, a
+    symmetry that holds for every estimator). They are not paper claims, so a check that holds
+    adds no row (record ``checks`` in ``metrics``); one that fails becomes a failing gating row
+    named after it, so a broken invariant still fails the run. ``checks`` maps a name to
+    ``(holds, detail)``."""
+    return [Claim.exact(f"consistency check failed: {name}", "implementation invariant",
+                        "holds", 0.0, False, detail)
+            for name, (ok, detail) in checks.items() if not bool(ok)]
+
+
 def _in_family(row: Mapping[str, Any]) -> bool:
     return row.get("p_value") is not None and not row.get("finding", False)
 
