@@ -348,7 +348,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     n_pass = sum(e.counts()[0] for e in outcome.entries)
     n_claims = sum(e.counts()[1] for e in outcome.entries)
-    failed = [e.name for e in outcome.entries if not e.passed]
+    failed = [e.name for e in outcome.entries if e.verdict == "FAIL"]
     print(f"report: {outcome.report_dir / 'report.md'}")
     print(f"{'PASS' if outcome.passed else 'FAIL'}: {n_pass}/{n_claims} claims pass"
           + (f"; failing experiments: {', '.join(failed)}" if failed else ""))

@@ -41,7 +41,7 @@ from dedebate.agents.deterministic_players import (
     repeat,
 )
 from dedebate.core.bits import bit_table
-from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.experiment import Claim, ExperimentResult, strict_max, strict_min
 from dedebate.lab.params import config_dataclass, param
 from dedebate.protocols.binary_search import play_binary_search_grid
 from dedebate.protocols.configurations import (
@@ -149,7 +149,7 @@ def _judge(out, n_comp, y_last, comp_mask=None, sound_mask=None):
 def _merge(stats):
     keys = ["comp_debates", "comp_accepts", "sound_debates", "sound_accepts"]
     tot = {k: sum(s[k] for s in stats) for k in keys}
-    tot["v_queries_max"] = max(s["v_queries_max"] for s in stats)
+    tot["v_queries_max"] = strict_max(s["v_queries_max"] for s in stats)
     return tot
 
 
@@ -394,7 +394,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         metrics["fig4_slope_fit"] = {"a": a, "b": b, "r2": r2}
     claims.append(Claim.exact(
         "Fig 4: bits V reads grow as l log T: bits / ((l+2) log2 T) in [1, 2] at every T",
-        SRC_53, "in [1, 2]", max(r4), min(r4) >= 1.0 and max(r4) <= 2.0,
+        SRC_53, "in [1, 2]", strict_max(r4), strict_min(r4) >= 1.0 and strict_max(r4) <= 2.0,
         f"ratio range [{min(r4):.3f}, {max(r4):.3f}] over T={cost_T}, worst case over the zoo; "
         + note4))
     r3 = [r["bits_read"] / (r["S"] * r["m"]) for r in f3]
@@ -407,7 +407,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         if len(cost_T) >= 2 else float("nan")
     claims.append(Claim.exact(
         "Fig 3: bits V reads grow as S log T: bits / (S log2 T) in [1, 2] at every T",
-        SRC_51, "in [1, 2]", max(r3), min(r3) >= 1.0 and max(r3) <= 2.0,
+        SRC_51, "in [1, 2]", strict_max(r3), strict_min(r3) >= 1.0 and strict_max(r3) <= 2.0,
         f"ratio range [{min(r3):.3f}, {max(r3):.3f}]; linear fit bits = {a3:.4f} S log2 T "
         f"+ {b3:.1f} (R^2 {r23:.5f}); log-log slopes vs T: "
         + ", ".join(f"{k} {v:.3f}" for k, v in slopes3.items())
@@ -420,11 +420,12 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         per_T = [max(x["a_steps"], x["b_steps"]) / x["T"] for x in r]
         sl = _loglog_slope([x["T"] for x in r], [x["a_steps"] + x["b_steps"] for x in r]) \
             if len(r) >= 2 else float("nan")
-        work[fam] = {"max_steps_per_T": max(per_T), "loglog_slope": sl}
+        work[fam] = {"max_steps_per_T": strict_max(per_T), "loglog_slope": sl}
     ok_work = all(w["max_steps_per_T"] <= 2.0 for w in work.values())
     claims.append(Claim.exact(
         "Honest prover work: O(T) steps simulated (within the O(T log T) bound)",
-        "spec DED 6-7 (Ptime)", "steps / T <= 2", max(w["max_steps_per_T"] for w in work.values()),
+        "spec DED 6-7 (Ptime)", "steps / T <= 2",
+        strict_max(w["max_steps_per_T"] for w in work.values()),
         ok_work, "log-log slopes of A+B steps vs T: " + ", ".join(
             f"{k} {v['loglog_slope']:.3f}" for k, v in work.items())
         + "; Fig 3: A simulates T steps, B T_pad - 1; Fig 4: A T, B T"))

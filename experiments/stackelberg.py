@@ -56,7 +56,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents.ped_strategies import honest_prover
-from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
+from dedebate.lab.experiment import (
+    Claim,
+    ExperimentResult,
+    mean_interval,
+    strict_max,
+    strict_min,
+    wilson_interval,
+)
 from dedebate.lab.params import config_dataclass, param
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
@@ -613,16 +620,16 @@ def _proven_claims(cfg: Config, res, parts, labels, thr, tables, metrics) -> lis
         tr = res[name]
         u_h, u, chain = proof_terms(cfg, tr.trees, tr.carry)
         err = np.abs(u.astype(np.float64) - chain.astype(np.float64))
-        chain_max = max(chain_max, float(err.max()))
+        chain_max = strict_max([chain_max, float(err.max())])
         stable = part.make_trees is _stable_trees
         if stable:
             for s in range(part.seeds):
                 for i in range(cfg.n_trees):
                     t = jax.tree_util.tree_map(lambda x, s=s, i=i: x[s, i], tr.trees)
-                    rho_max = max(rho_max, tree_rho(t, cache=cache))
+                    rho_max = strict_max([rho_max, tree_rho(t, cache=cache)])
             n_stable += u_h.shape[0] * u_h.shape[1]
-            honest_min = min(honest_min, float(u_h.min()))
-            excess_max = max(excess_max, float(u_h.max()) - thr)
+            honest_min = strict_min([honest_min, float(u_h.min())])
+            excess_max = strict_max([excess_max, float(u_h.max()) - thr])
             trained_u.append(u.ravel())
         for i, run in enumerate(part.runs):
             if stable:

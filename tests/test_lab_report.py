@@ -112,7 +112,7 @@ def test_discovery(fake_registry):
 
 
 def test_measured_formatting():
-    exact = Claim.exact("c", "s", "== 1", 0.5, True).to_dict()
+    exact = Claim.exact("c", "s", "<= 1", 0.5, True).to_dict()
     assert measured(exact) == "0.5 (exact)"
     sampled = Claim("c", "s", ">= 0", 0.123456, 0.1, 0.15, True).to_dict()
     assert measured(sampled) == "0.1235 [0.1, 0.15]"

@@ -24,7 +24,7 @@ def test_quick_run_passes_every_claim(tmp_path):
     failed = [(c.claim, c.value, c.note) for c in result.claims if not c.passed]
     assert not failed, failed
     names = " ".join(c.claim for c in result.claims)
-    for part in ("T <= 36 |Z|", "T <= 4.5 |Z|", "exit with max_f", "regret", "Flax estimator",
+    for part in ("T <= 36 |Z|", "T <= 4.5 |Z|", "regret", "Flax estimator",
                  "U_A <= rho^-(d+1)", "per-round mean reward"):
         assert part in names
     for plot in result.plots:

@@ -38,7 +38,10 @@ from dedebate.protocols.stochastic import (
 )
 
 # ---- kinds ----------------------------------------------------------------------------------------
-A_HONEST, A_ALWAYS_ONE, A_SHIFT, A_LIE_LAST, A_PER_STEP = range(5)
+A_HONEST, A_ALWAYS_ONE, A_SHIFT, A_LIE_LAST, A_PER_STEP, A_HONEST_SHIFT = range(6)
+"""A_HONEST_SHIFT claims ``count / N_A + delta`` (her honest estimate shifted): at
+``delta = tau_B`` Bob's strict comparison meets exact ties, which the exact DP and the Monte
+Carlo must decide alike."""
 B_HONEST, B_ABORT_FIRST, B_RANDOM_STEP, B_NEVER, B_AFTER_ONE, B_LEARNED = range(6)
 
 
@@ -118,6 +121,7 @@ class ZooAlice:
                         out)
         lie = self.lies[jnp.clip(view.t, 0, self.lies.shape[0] - 1)]
         out = jnp.where(self.kind == A_PER_STEP, view.pi + lie, out)
+        out = jnp.where(self.kind == A_HONEST_SHIFT, honest + self.delta, out)
         return out.astype(jnp.float32)
 
     def coin_share(self, view: StepView, p, z):
@@ -174,7 +178,7 @@ def zoo_alice(constants: DebateConstants, kind: int, delta: float = 0.0, lies=No
     lies = np.zeros(T, np.float32) if lies is None else np.asarray(lies, np.float32)
     if lies.shape != (T,):
         raise ValueError(f"lies has shape {lies.shape}: it needs one shift per step (T={T})")
-    uses = kind in (A_HONEST, A_LIE_LAST)
+    uses = kind in (A_HONEST, A_LIE_LAST, A_HONEST_SHIFT)
     return ZooAlice(kind=jnp.int32(kind), delta=jnp.float32(delta), lies=jnp.asarray(lies),
                     n_samples=jnp.int32(constants.n_alice if uses else 0),
                     coin=jnp.float32(coin))

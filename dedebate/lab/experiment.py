@@ -65,6 +65,44 @@ def _normal_cdf(z: float) -> float:
     return 0.5 * math.erfc(-z / math.sqrt(2.0))
 
 
+def _finite(x: Any) -> bool:
+    """Whether ``x`` is a finite real number (False for NaN, +-inf, None and non-numbers)."""
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def nonfinite_reason(**named: Any) -> str:
+    """``""`` when every named number is finite, else ``"name=value is not finite"`` for the
+    first that is not (NaN, +-inf, None): the note of a row that fails closed."""
+    for name, x in named.items():
+        if not _finite(x):
+            return f"{name}={x!r} is not finite"
+    return ""
+
+
+def _fail_note(reason: str, note: str) -> str:
+    return f"FAIL-CLOSED: {reason}" + (f"; {note}" if note else "")
+
+
+def strict_max(values: Iterable[float]) -> float:
+    """``max`` that fails closed: NaN if ``values`` is empty or holds a NaN anywhere (the
+    builtin ``max`` keeps or drops a NaN depending on its position)."""
+    xs = [float(v) for v in values]
+    if not xs or any(math.isnan(v) for v in xs):
+        return math.nan
+    return max(xs)
+
+
+def strict_min(values: Iterable[float]) -> float:
+    """``min`` that fails closed: NaN if ``values`` is empty or holds a NaN anywhere."""
+    xs = [float(v) for v in values]
+    if not xs or any(math.isnan(v) for v in xs):
+        return math.nan
+    return min(xs)
+
+
 def claim_p_value(estimate: float, se: float, target: float, relation: str) -> float:
     """Two-sided-equivalent p-value of the claim ``true value RELATION target``.
 
@@ -73,10 +111,14 @@ def claim_p_value(estimate: float, se: float, target: float, relation: str) -> f
     p = 2 Phi(-|z|). Scaled so that ``p >= 0.05`` exactly when the 95% interval
     ``estimate +- 1.96 se`` reaches the target, and ``p >= a`` when the ``1 - a`` interval does.
     With ``se == 0`` the p-value is 1 if the estimate satisfies the relation, else 0.
+    Fails closed: a non-finite estimate, target or standard error, or a negative standard
+    error, gives p = 0.
     """
     if relation not in _RELATIONS:
         raise ValueError(f"relation={relation!r}: must be one of {_RELATIONS}")
-    if not (se > 0 and math.isfinite(se)):
+    if not (_finite(estimate) and _finite(target) and _finite(se)) or se < 0:
+        return 0.0
+    if se == 0:
         holds = {">=": estimate >= target, "<=": estimate <= target,
                  "==": estimate == target}[relation]
         return 1.0 if holds else 0.0
@@ -122,14 +164,31 @@ class Claim:
     checks: bool = True
     finding: bool = False
 
+    def __post_init__(self):
+        # fail closed: a row whose value, interval or p-value is not a finite number never passes
+        named = {"value": self.value, "lo": self.lo, "hi": self.hi}
+        if self.p_value is not None:
+            named["p_value"] = self.p_value
+        reason = nonfinite_reason(**named)
+        if reason and self.passed:
+            object.__setattr__(self, "passed", False)
+        if reason and not self.note.startswith("FAIL-CLOSED"):
+            object.__setattr__(self, "note", _fail_note(reason, self.note))
+        if reason and self.p_value is not None:
+            object.__setattr__(self, "checks", False)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @staticmethod
     def exact(claim: str, source: str, bound: str, value: float, passed: bool, note: str = ""):
-        """A claim measured exactly (no sampling): the interval is the point itself."""
-        return Claim(claim, source, bound, float(value), float(value), float(value), bool(passed),
-                     note)
+        """A claim measured exactly (no sampling): the interval is the point itself. A value that
+        is not a finite number fails the row (the reason goes in the note)."""
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            v = math.nan
+        return Claim(claim, source, bound, v, v, v, bool(passed), note)
 
     @staticmethod
     def proportion(claim: str, source: str, relation: str, target: float, successes: float,
@@ -142,32 +201,79 @@ class Claim:
         ``members > 1`` marks a row that reports the worst of ``members`` estimates with the
         same number of trials (a max or min over a zoo): its p-value is Bonferroni-adjusted
         within the row, ``min(1, members * p)``.
+
+        Fails closed (the row FAILs with the reason in its note): a non-finite count, target or
+        number of trials, zero trials, a count outside ``[0, trials]``, a target outside [0, 1].
         """
-        if trials <= 0:
-            raise ValueError(f"trials={trials!r}: a Monte-Carlo row needs at least one trial")
         if members < 1:
             raise ValueError(f"members={members!r}: must be >= 1")
+        bound = bound or f"{relation} {target:.6g}"
+        reason = nonfinite_reason(successes=successes, trials=trials, target=target)
+        if not reason and trials <= 0:
+            reason = f"trials={trials!r}: a Monte-Carlo row needs at least one trial"
+        if not reason and not 0 <= successes <= trials:
+            reason = f"successes={successes!r}: must lie in [0, trials={trials!r}]"
+        if not reason and not 0.0 <= target <= 1.0:
+            reason = f"target={target!r}: a proportion's target must lie in [0, 1]"
+        if reason:
+            v = successes / trials if _finite(successes) and _finite(trials) and trials > 0 \
+                else math.nan
+            return Claim(claim, source, bound, v, math.nan, math.nan, False,
+                         _fail_note(reason, note), 0.0, False)
         v, lo, hi = wilson_interval(successes, trials)
         se0 = math.sqrt(max(target * (1.0 - target), 0.0) / trials)
         p = min(1.0, members * claim_p_value(v, se0, target, relation))
-        return Claim(claim, source, bound or f"{relation} {target:.6g}", v, lo, hi,
+        return Claim(claim, source, bound, v, lo, hi,
                      bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks))
 
     @staticmethod
     def mean(claim: str, source: str, relation: str, target: float, values: Iterable[float],
              note: str = "", *, checks: bool = True, bound: str | None = None) -> Claim:
         """A Monte-Carlo row on a mean of i.i.d. samples: normal 95% interval and the z-test of
-        ``mean RELATION target`` with the sample standard error."""
+        ``mean RELATION target`` with the sample standard error.
+
+        Fails closed (the row FAILs with the reason in its note): fewer than two samples, a
+        non-finite sample or target."""
         import numpy as np
 
         x = np.asarray(list(values) if not hasattr(values, "shape") else values, np.float64)
-        if x.size < 2:
-            raise ValueError(f"values has {x.size} sample(s): a Monte-Carlo mean needs >= 2")
+        bound = bound or f"{relation} {target:.6g}"
+        reason = nonfinite_reason(target=target)
+        if not reason and x.size < 2:
+            reason = f"values has {x.size} sample(s): a Monte-Carlo mean needs >= 2"
+        if not reason and not np.all(np.isfinite(x)):
+            bad = x[~np.isfinite(x)]
+            reason = (f"{bad.size} of {x.size} samples are not finite (first: "
+                      f"{float(bad[0])!r})")
+        if reason:
+            m = float(x.mean()) if x.size else math.nan
+            return Claim(claim, source, bound, m, math.nan, math.nan, False,
+                         _fail_note(reason, note), 0.0, False)
         m, lo, hi = mean_interval(x)
         se = float(x.std(ddof=1)) / math.sqrt(x.size)
         p = claim_p_value(m, se, target, relation)
-        return Claim(claim, source, bound or f"{relation} {target:.6g}", m, lo, hi,
+        return Claim(claim, source, bound, m, lo, hi,
                      bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks))
+
+
+def _row_finite(row: Mapping[str, Any]) -> bool:
+    """A row dict's value, interval and p-value are finite numbers (p-value may be None)."""
+    named = {k: row.get(k) for k in ("value", "lo", "hi")}
+    if row.get("p_value") is not None:
+        named["p_value"] = row["p_value"]
+    return not nonfinite_reason(**named)
+
+
+def consistency_rows(checks: Mapping[str, tuple[bool, str]]) -> list[Claim]:
+    """Rows for an experiment's consistency checks: conditions that hold by construction when
+    the code is right (a cost charged as N_V per abort, an algorithm's own stopping rule, a
+    symmetry that holds for every estimator). They are not paper claims, so a check that holds
+    adds no row (record ``checks`` in ``metrics``); one that fails becomes a failing gating row
+    named after it, so a broken invariant still fails the run. ``checks`` maps a name to
+    ``(holds, detail)``."""
+    return [Claim.exact(f"consistency check failed: {name}", "implementation invariant",
+                        "holds", 0.0, False, detail)
+            for name, (ok, detail) in checks.items() if not bool(ok)]
 
 
 def _in_family(row: Mapping[str, Any]) -> bool:
@@ -183,7 +289,8 @@ def family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
                      alpha: float = FAMILY_ALPHA) -> list[bool]:
     """Pass/fail of every row under the family-wise policy (Bonferroni over Monte-Carlo rows).
 
-    Exact rows (``p_value`` None) keep their own decision. With m Monte-Carlo rows, such a row
+    A row whose value, interval or p-value is not finite fails (fail closed). Exact rows
+    (``p_value`` None) keep their own decision. With m Monte-Carlo rows, such a row
     passes iff its checks hold and ``p_value >= alpha / m``. ``claims`` are :class:`Claim` rows or
     their dicts (a dict's own decision is read from ``passed_95`` when present, else ``passed``).
     """
@@ -192,7 +299,9 @@ def family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
     out = []
     for r in rows:
         p = r.get("p_value")
-        if not _in_family(r):
+        if not _row_finite(r):
+            out.append(False)  # fail closed
+        elif not _in_family(r):
             out.append(bool(r.get("passed_95", r["passed"])))
         else:
             out.append(bool(r.get("checks", True)) and p >= alpha / m)
@@ -230,9 +339,11 @@ class ExperimentResult:
 
     @property
     def passed(self) -> bool:
-        """Every claim passes under the family-wise policy (:func:`family_decisions`); findings
-        do not gate."""
-        return all(ok for c, ok in zip(self.claims, family_decisions(self.claims)) if gating(c))
+        """At least one gating claim, and every claim passes under the family-wise policy
+        (:func:`family_decisions`); findings do not gate. An experiment with no gating claim
+        (only findings, or nothing) does not pass: there is nothing it has shown."""
+        gate = [ok for c, ok in zip(self.claims, family_decisions(self.claims)) if gating(c)]
+        return bool(gate) and all(gate)
 
 
 class Progress(Protocol):
@@ -278,15 +389,19 @@ class RunContext(Protocol):
 def wilson_interval(successes: float, trials: float, z: float = 1.959963984540054):
     """Wilson score interval for a binomial proportion (95% by default).
 
-    Returns ``(p_hat, lo, hi)``. With zero trials the interval is the whole of [0, 1].
+    Returns ``(p_hat, lo, hi)``. With zero trials the interval is the whole of [0, 1]; a
+    non-finite count or number of trials gives NaN throughout (fail closed).
     """
+    if not (_finite(successes) and _finite(trials)):
+        return (math.nan, math.nan, math.nan)
     if trials <= 0:
         return (math.nan, 0.0, 1.0)
     p = successes / trials
     denom = 1.0 + z * z / trials
     centre = (p + z * z / (2 * trials)) / denom
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
-    return (p, max(0.0, centre - half), min(1.0, centre + half))
+    # the interval contains p (at k = 0 and k = n the rounding of centre -+ half can miss it)
+    return (p, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
 
 
 def mean_interval(values: Iterable[float], z: float = 1.959963984540054):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -45,11 +46,25 @@ class ExperimentEntry:
     wall_time_s: float = 0.0
     claims: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     plots: list[str] = dataclasses.field(default_factory=list)  # relative to the report directory
+    measurement_only: bool = False  # the module declares MEASUREMENT_ONLY = True
 
     @property
     def passed(self) -> bool:
-        return self.status == "ok" and bool(self.claims) and all(
-            c["passed"] for c in self.claims if gating(c))
+        """Ran, has at least one gating claim, and every gating claim passes (an experiment
+        whose rows are all findings has shown nothing, so it does not pass)."""
+        gate = [c for c in self.claims if gating(c)]
+        return self.status == "ok" and bool(gate) and all(c["passed"] for c in gate)
+
+    @property
+    def verdict(self) -> str:
+        """``PASS``, ``FAIL``, or ``MEASURED`` for an experiment declared measurement-only that
+        ran and has no gating claim (it neither passes nor fails the report)."""
+        if self.passed:
+            return "PASS"
+        if self.measurement_only and self.status == "ok" and self.claims and not any(
+                gating(c) for c in self.claims):
+            return "MEASURED"
+        return "FAIL"
 
     def counts(self) -> tuple[int, int]:
         """(claims passing, claims) over the gating rows (findings excluded)."""
@@ -67,7 +82,13 @@ class ReproduceOutcome:
 
     @property
     def passed(self) -> bool:
-        return bool(self.entries) and all(e.passed for e in self.entries)
+        return _job_passed(self.entries)
+
+
+def _job_passed(entries: list[ExperimentEntry]) -> bool:
+    """Some experiment passes and none fails (measurement-only experiments do neither)."""
+    verdicts = [e.verdict for e in entries]
+    return "PASS" in verdicts and "FAIL" not in verdicts
 
 
 def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
@@ -113,7 +134,8 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
     for name in outer:
         outer.set_postfix_str(name)
         module = registry.experiments[name]
-        entry = ExperimentEntry(name=name, title=getattr(module, "TITLE", ""))
+        entry = ExperimentEntry(name=name, title=getattr(module, "TITLE", ""),
+                                measurement_only=bool(getattr(module, "MEASUREMENT_ONLY", False)))
         try:
             cfg = default_config(module, size=size, seed=seed, output_dir=str(report_dir),
                                  tracking={"mode": tracking_mode, "project": project,
@@ -150,7 +172,7 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
     n_pass, n_claims = _totals(entries)
     job.set_summary({"passed": outcome.passed, "claims_total": n_claims,
                      "claims_passed": n_pass, "experiments": len(entries),
-                     "experiments_failed": sum(not e.passed for e in entries)})
+                     "experiments_failed": sum(e.verdict == "FAIL" for e in entries)})
     job.log_artifact(f"report-{group}", "report",
                      [report_dir / "report.md", report_dir / "report.json"])
     job.finish(0 if outcome.passed else 1)
@@ -167,7 +189,8 @@ def _effective(mode: str) -> str:
 
 
 def fmt(x: Any) -> str:
-    """Compact number formatting for the report."""
+    """Compact number formatting for the report: an integral value prints as an integer
+    (105967, not 1.06e+05), anything else with 4 significant digits."""
     if isinstance(x, bool):
         return str(x)
     if isinstance(x, int):
@@ -177,16 +200,32 @@ def fmt(x: Any) -> str:
             return "nan"
         if math.isinf(x):
             return "inf" if x > 0 else "-inf"
+        if x.is_integer() and abs(x) < 2.0**53:
+            return str(int(x))
         return f"{x:.4g}"
     return str(x)
 
 
+_BOUND = re.compile(r"\s*(==|<=|>=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+_HOLDS = {"==": lambda v, t: v == t, "<=": lambda v, t: v <= t, ">=": lambda v, t: v >= t,
+          "<": lambda v, t: v < t, ">": lambda v, t: v > t}
+
+
 def measured(c: Mapping[str, Any]) -> str:
-    """``value [lo, hi]``, or just the value when the number is exact (lo == value == hi)."""
+    """``value [lo, hi]``, or the value and ``(exact)`` when the number is not sampled
+    (lo == value == hi). An exact row that passes although its value does not meet the number
+    in its bound strictly (``== 1`` for 1.000000000000111) shows the full value and says that
+    it passes only within the stated tolerance."""
     v, lo, hi = c.get("value"), c.get("lo"), c.get("hi")
-    if lo == v and hi == v:
-        return f"{fmt(v)} (exact)"
-    return f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
+    if not (lo == v and hi == v):
+        return f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
+    m = _BOUND.match(str(c.get("bound", "")))
+    if isinstance(v, (int, float)) and m and c.get("passed"):
+        target = float(m.group(2))
+        if not _HOLDS[m.group(1)](float(v), target):
+            shown = fmt(v) if float(fmt(v)) == float(v) else repr(float(v))
+            return f"{shown} (exact; meets {m.group(1)} {m.group(2)} only within tolerance)"
+    return f"{fmt(v)} (exact)"
 
 
 def _cell(text: Any) -> str:
@@ -219,7 +258,7 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
                     wall_time_s: float, final: bool = True) -> str:
     n_pass, n_claims = _totals(entries)
     n_err = sum(e.status == "error" for e in entries)
-    ok = bool(entries) and all(e.passed for e in entries)
+    ok = _job_passed(entries)
     verdict = ("PASS" if ok else "FAIL") if final else "IN PROGRESS"
     lines = [
         "# dedebate reproduce report",
@@ -244,11 +283,10 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
     lines += ["", "| experiment | claims passed | result |", "|---|---|---|"]
     for e in entries:
         n_ok, n_all = e.counts()
-        lines.append(f"| [{_cell(e.name)}](#{_anchor(e)}) | {n_ok}/{n_all} | "
-                     f"{'PASS' if e.passed else 'FAIL'} |")
+        lines.append(f"| [{_cell(e.name)}](#{_anchor(e)}) | {n_ok}/{n_all} | {e.verdict} |")
     lines.append("")
     for e in entries:
-        status = "PASS" if e.passed else "FAIL"
+        status = e.verdict
         title = f" — {e.title}" if e.title else ""
         lines += [f"## {e.name}{title}", ""]
         where = f"run directory `{e.run_dir}/`, " if e.run_dir else ""
@@ -261,6 +299,13 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
         if e.status == "error":
             lines.append(f"| experiment did not complete | {_cell(e.name)} | — | — | FAIL | "
                          f"{_cell(e.error)} |")
+        elif e.verdict == "FAIL" and not any(gating(c) for c in e.claims):
+            lines.append(f"| experiment has no gating claim | {_cell(e.name)} | — | — | FAIL | "
+                         "only findings, and the experiment is not declared measurement-only |")
+        elif e.verdict == "MEASURED":
+            lines.append(f"| measurement-only experiment | {_cell(e.name)} | — | — | no verdict "
+                         "| declared MEASUREMENT_ONLY: its findings below neither pass nor fail "
+                         "the report |")
         lines.append("")
         if e.findings():
             lines += ["Measured findings (not paper claims; they do not gate the verdict):", "",
@@ -321,12 +366,13 @@ def _write_report(report_dir: Path, header: Mapping[str, Any], entries: list[Exp
     write_json(report_dir / "report.json", {
         "schema_version": RESULT_SCHEMA_VERSION,
         "complete": final,
-        "passed": bool(entries) and all(e.passed for e in entries),
+        "passed": _job_passed(entries),
         "claims_total": n_claims,
         "claims_passed": n_pass,
         "findings_total": len(findings),
         "findings_met": sum(bool(c["passed"]) for c in findings),
         "wall_time_s": round(wall_time_s, 3),
         "provenance": dict(header),
-        "experiments": [{**dataclasses.asdict(e), "passed": e.passed} for e in entries],
+        "experiments": [{**dataclasses.asdict(e), "passed": e.passed, "verdict": e.verdict}
+                        for e in entries],
     })

@@ -15,7 +15,24 @@ probability ``P[|p - count / N_V| < tau_V]``; at the last step ``V(y1) = 1, V(y0
 Since V(y0) and V(y1) enter linearly, each prefix needs only three sums over Alice's claim law,
 ``A = E[cont c]``, ``B = E[cont (1 - c)]``, ``D = E[(1 - cont) vera]``, which depend on
 (step, pi, previous bit) and are computed once per distinct value. Binomial sums run over
-``mean +- 10 sd`` (neglected mass < 1e-22); comparisons are Lean's real-number ones (strict).
+``mean +- 10 sd`` (neglected mass < 1e-22, renormalised so each law sums to 1).
+
+**Real arithmetic.** Comparisons are Lean's real-number ones (strict), on these numbers:
+
+* thresholds (``tau_B``, ``tau_V``) are the rationals the constants were computed from. The
+  players carry them as float32 (``tau_B = 7/400`` is stored as 0.017500000074505806); the DP
+  reads each back as the shortest decimal that float32 value prints as (:func:`real`: 0.0175);
+* a claim is the number the player announces: the honest estimate ``count / N_A`` (a rational),
+  and a shifted claim (``pi + delta``, ``count / N_A + delta``, ``pi + lies[t]``) formed in
+  float32 exactly as the player forms it, since that float32 value *is* what Alice says;
+* float64 round-off in the boundaries ``n (p -+ tau)`` is undone by a tie rule (:data:`TIE_TOL`):
+  a boundary within ``TIE_TOL`` (relative) of an integer count is that count, and the strict
+  comparison excludes it.
+
+The Monte Carlo computes ``|p - count / n| < tau`` in float32; the two differ only where the
+float32 rounding of that difference decides, which has no mass of its own
+(``tests/test_stochastic.py`` checks DP against Monte Carlo for Alice at ``count / N_A + tau_B``
+and one float32 ulp either side, where the old float32 threshold moved the DP by 6 sd).
 """
 
 from __future__ import annotations
@@ -29,6 +46,7 @@ from scipy import special
 from dedebate.agents.stochastic_players import (
     A_ALWAYS_ONE,
     A_HONEST,
+    A_HONEST_SHIFT,
     A_LIE_LAST,
     A_PER_STEP,
     A_SHIFT,
@@ -47,23 +65,36 @@ from dedebate.machines.lipschitz import MAX_TREE_T, prefix_tree
 from dedebate.protocols.stochastic import Vera
 
 SD_RANGE = 10.0
+TIE_TOL = 1e-12
+"""Relative distance from an integer below which a checker boundary ``n (p -+ tau)`` is that
+integer (float64 round-off of an exact real tie is ~1e-16 relative; a float32 ulp of ``tau``
+moves the boundary by ~1e-7 relative)."""
+
+
+def real(x):
+    """The real number a float32 parameter stands for: the shortest decimal that the float32
+    value prints as (``real(float32(0.0175)) == 0.0175``), as float64; arrays elementwise."""
+    a = np.asarray(x, np.float32)
+    out = np.array([float(np.format_float_positional(v, unique=True)) for v in a.ravel()],
+                   np.float64)
+    return out.reshape(a.shape) if a.ndim else float(out[0])
 
 
 def _alice_params(alice) -> dict:
     if isinstance(alice, HonestAlice):
         return {"kind": A_HONEST, "n": int(alice.n_samples)}
     if isinstance(alice, ZooAlice):
-        return {"kind": int(alice.kind), "n": int(alice.n_samples), "delta": float(alice.delta),
-                "lies": np.asarray(alice.lies, np.float64)}
+        return {"kind": int(alice.kind), "n": int(alice.n_samples),
+                "delta": np.float32(alice.delta), "lies": np.asarray(alice.lies, np.float32)}
     raise TypeError(f"alice of type {type(alice).__name__}: the exact DP knows HonestAlice and "
                     "ZooAlice")
 
 
 def _bob_params(bob) -> dict:
     if isinstance(bob, HonestBob):
-        return {"kind": B_HONEST, "n": int(bob.n_samples), "tau": float(bob.tau)}
+        return {"kind": B_HONEST, "n": int(bob.n_samples), "tau": real(bob.tau)}
     if isinstance(bob, ZooBob):
-        return {"kind": int(bob.kind), "n": int(bob.n_samples), "tau": float(bob.tau),
+        return {"kind": int(bob.kind), "n": int(bob.n_samples), "tau": real(bob.tau),
                 "w": np.asarray(bob.w, np.float64), "w_dev": float(bob.w_dev),
                 "w_prev": float(bob.w_prev), "tau_vera": float(bob.tau_vera)}
     raise TypeError(f"bob of type {type(bob).__name__}: the exact DP knows HonestBob and ZooBob")
@@ -71,7 +102,7 @@ def _bob_params(bob) -> dict:
 
 def binomial_law(n: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
     """Support points ``count / n`` and probabilities of ``count ~ Binomial(n, pi)`` (mass beyond
-    12 sd dropped, < 1e-30)."""
+    ``SD_RANGE`` sd dropped, < 1e-22, and the rest renormalised to sum to 1)."""
     if n <= 0:
         return np.zeros(1), np.ones(1)
     if pi <= 0.0 or pi >= 1.0:
@@ -82,7 +113,8 @@ def binomial_law(n: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
     c = np.arange(lo, hi + 1, dtype=np.float64)
     logpmf = (special.gammaln(n + 1.0) - special.gammaln(c + 1.0) - special.gammaln(n - c + 1.0)
               + c * math.log(pi) + (n - c) * math.log1p(-pi))
-    return c / n, np.exp(logpmf)
+    w = np.exp(logpmf)
+    return c / n, w / w.sum()
 
 
 def _cdf(k: np.ndarray, n: int, pi: float) -> np.ndarray:
@@ -95,24 +127,40 @@ def _cdf(k: np.ndarray, n: int, pi: float) -> np.ndarray:
 def checker_prob(p: np.ndarray, n: int, tau: float, pi: float) -> np.ndarray:
     """``P[|p - X / n| < tau]`` for ``X ~ Binomial(n, pi)``, exactly (strict, real numbers)."""
     p = np.asarray(p, np.float64)
-    lo = n * (p - tau)  # need X > lo and X < hi
-    hi = n * (p + tau)
+    lo = _snap(n * (p - tau))  # need X > lo and X < hi
+    hi = _snap(n * (p + tau))
     x_min = np.floor(lo) + 1
     x_max = np.ceil(hi) - 1
     prob = _cdf(x_max, n, pi) - _cdf(x_min - 1, n, pi)
     return np.where(x_max >= x_min, prob, 0.0)
 
 
+def _f32_sum(x: np.ndarray, shift) -> np.ndarray:
+    """``x + shift`` formed in float32 as the player forms its claim, returned as float64."""
+    return (np.asarray(x, np.float32) + np.float32(shift)).astype(np.float64)
+
+
+def _snap(x: np.ndarray) -> np.ndarray:
+    """The tie rule: a boundary within ``TIE_TOL`` (relative) of an integer is that integer."""
+    r = np.round(x)
+    return np.where(np.abs(x - r) <= TIE_TOL * np.maximum(1.0, np.abs(x)), r, x)
+
+
 def _claims(a: dict, t: int, T: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
     kind = a["kind"]
     if kind == A_HONEST or (kind == A_LIE_LAST and t < T - 1):
         return binomial_law(a["n"], pi)
+    if kind == A_HONEST_SHIFT:
+        c, w = binomial_law(a["n"], pi)
+        # the player's float32 estimate count / N_A, then her float32 shift
+        est = np.round(c * a["n"]).astype(np.float32) / np.float32(max(a["n"], 1))
+        return _f32_sum(est, a["delta"]), w
     if kind == A_ALWAYS_ONE:
         return np.ones(1), np.ones(1)
     if kind in (A_SHIFT, A_LIE_LAST):
-        return np.array([pi + a["delta"]]), np.ones(1)
+        return _f32_sum(np.array([pi]), a["delta"]), np.ones(1)
     if kind == A_PER_STEP:
-        return np.array([pi + a["lies"][min(t, a["lies"].size - 1)]]), np.ones(1)
+        return _f32_sum(np.array([pi]), a["lies"][min(t, a["lies"].size - 1)]), np.ones(1)
     raise ValueError(f"alice kind={kind}: unknown")
 
 
@@ -143,7 +191,7 @@ def acceptance_exact(machine: Any, alice, bob, vera: Vera, levels: list | None =
         raise ValueError(f"T={T}: the exact DP enumerates prefixes, allowed T <= {MAX_TREE_T}")
     levels = prefix_tree(machine) if levels is None else levels
     a, b = _alice_params(alice), _bob_params(bob)
-    n_v, tau_v = int(vera.n_samples), float(vera.tau)
+    n_v, tau_v = int(vera.n_samples), real(vera.tau)
     V = None
     for t in range(T - 1, -1, -1):
         pi_t = np.asarray(levels[t], np.float64)

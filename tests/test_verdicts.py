@@ -1,0 +1,176 @@
+"""Verdicts fail closed (dedebate/lab/experiment.py, dedebate/lab/report.py): a broken
+measurement -- a NaN count, an infinite mean, a NaN inside a max, zero trials, an experiment with
+only findings -- can never pass, and the report prints numbers as they are."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import binomtest
+
+from dedebate.lab.experiment import (
+    Claim,
+    ExperimentResult,
+    claim_p_value,
+    family_decisions,
+    strict_max,
+    strict_min,
+    wilson_interval,
+    with_family_decisions,
+)
+from dedebate.lab.report import ExperimentEntry, apply_report_family, measured, render_markdown
+
+BAD = [math.nan, math.inf, -math.inf]
+RELATIONS = st.sampled_from([">=", "<=", "=="])
+bad_numbers = st.sampled_from(BAD)
+
+
+@settings(max_examples=60, deadline=None)
+@given(bad=bad_numbers, x=st.floats(-10, 10), relation=RELATIONS)
+def test_p_value_of_a_non_finite_estimate_target_or_se_is_zero(bad, x, relation):
+    assert claim_p_value(bad, 1.0, x, relation) == 0.0
+    assert claim_p_value(x, 1.0, bad, relation) == 0.0
+    assert claim_p_value(x, bad, x, relation) == 0.0
+    assert claim_p_value(x, -1.0, x, relation) == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=st.floats(-10, 10), relation=RELATIONS)
+def test_p_value_at_equality_with_the_bound(x, relation):
+    # equality holds for every relation: exact (se = 0) and sampled (z = 0) both give p = 1
+    assert claim_p_value(x, 0.0, x, relation) == 1.0
+    assert claim_p_value(x, 0.5, x, relation) == 1.0
+
+
+@settings(max_examples=80, deadline=None)
+@given(bad=bad_numbers, n=st.integers(1, 1000), target=st.floats(0.0, 1.0),
+       relation=RELATIONS, which=st.sampled_from(["successes", "trials", "target"]))
+def test_proportion_with_a_non_finite_input_fails_with_the_reason(bad, n, target, relation, which):
+    args = {"successes": n // 2, "trials": n, "target": target} | {which: bad}
+    row = Claim.proportion("c", "s", relation, args["target"], args["successes"], args["trials"])
+    assert not row.passed and not row.checks and row.p_value == 0.0
+    assert row.note.startswith(f"FAIL-CLOSED: {which}=")
+    assert family_decisions([row]) == [False]
+    assert not ExperimentResult(claims=[row]).passed
+
+
+@pytest.mark.parametrize("trials", [0, -3])
+def test_proportion_with_no_trials_fails(trials):
+    row = Claim.proportion("c", "s", ">=", 0.0, 0, trials)
+    assert not row.passed and f"trials={trials}" in row.note
+
+
+@pytest.mark.parametrize("k", [-1, 11])
+def test_proportion_count_outside_zero_to_n_fails(k):
+    row = Claim.proportion("c", "s", "<=", 1.0, k, 10)
+    assert not row.passed and f"successes={k}" in row.note
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(1, 3000), data=st.data())
+def test_wilson_interval_matches_scipy(n, data):
+    k = data.draw(st.sampled_from([0, n, data.draw(st.integers(0, n))]))
+    p, lo, hi = wilson_interval(k, n)
+    ci = binomtest(k, n).proportion_ci(method="wilson")
+    assert p == k / n
+    assert lo == pytest.approx(ci.low, abs=1e-12) and hi == pytest.approx(ci.high, abs=1e-12)
+    assert 0.0 <= lo <= p <= hi <= 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 500), relation=RELATIONS)
+def test_proportion_at_k_zero_and_k_n_against_the_edges(n, relation):
+    # an exact boundary target (0 or 1) has a zero standard error: the row passes iff the
+    # estimate itself meets the relation
+    for k, target in ((0, 0.0), (n, 1.0)):
+        row = Claim.proportion("c", "s", relation, target, k, n)
+        assert row.passed and row.p_value == 1.0
+    assert Claim.proportion("c", "s", ">=", 1.0, n - 1, n).passed is False or n == 0
+    assert not Claim.proportion("c", "s", "<=", 0.0, 1, n).passed
+
+
+@settings(max_examples=60, deadline=None)
+@given(bad=bad_numbers, n=st.integers(2, 50), pos=st.integers(0, 49), relation=RELATIONS)
+def test_mean_with_a_non_finite_sample_fails(bad, n, pos, relation):
+    x = [0.0] * n
+    x[pos % n] = bad
+    row = Claim.mean("c", "s", relation, 0.0, x)
+    assert not row.passed and row.note.startswith("FAIL-CLOSED") and "not finite" in row.note
+    assert family_decisions([row]) == [False]
+
+
+@pytest.mark.parametrize("values", [[], [1.0]])
+def test_mean_with_fewer_than_two_samples_fails(values):
+    row = Claim.mean("c", "s", "==", 1.0, values)
+    assert not row.passed and "needs >= 2" in row.note
+
+
+@settings(max_examples=60, deadline=None)
+@given(bad=bad_numbers, relation=st.sampled_from(["<=", ">=", "=="]))
+def test_exact_row_with_a_non_finite_value_fails_whatever_the_experiment_decided(bad, relation):
+    row = Claim.exact("c", "s", f"{relation} 1", bad, passed=True)
+    assert not row.passed and row.note.startswith("FAIL-CLOSED: value=")
+    # a row dict that reached the report with passed=True still fails
+    assert family_decisions([{**row.to_dict(), "passed": True}]) == [False]
+    assert not ExperimentResult(claims=[row]).passed
+
+
+@settings(max_examples=100, deadline=None)
+@given(xs=st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=8), pos=st.integers(0, 8))
+def test_strict_max_and_min_see_a_nan_anywhere(xs, pos):
+    assert strict_max(xs) == max(xs) and strict_min(xs) == min(xs)
+    ys = list(xs)
+    ys.insert(pos % (len(xs) + 1), math.nan)
+    assert math.isnan(strict_max(ys)) and math.isnan(strict_min(ys))
+
+
+def test_vacuous_cases_fail():
+    # NaN count: the old min(1.0, nan) gave p = 1 and PASS for every relation
+    for rel in (">=", "<=", "=="):
+        assert not Claim.proportion("c", "s", rel, 0.5, math.nan, 100).passed
+    # infinite mean
+    assert not Claim.mean("c", "s", "<=", 0.0, [math.inf, 1.0, 2.0]).passed
+    assert not Claim.mean("c", "s", ">=", 0.0, [1.0, -math.inf]).passed
+    # NaN inside a max that the builtin drops (not in first position)
+    vals = [0.1, math.nan, 0.2]
+    assert max(vals) == 0.2  # why strict_max exists
+    worst = strict_max(vals)
+    assert not Claim.exact("c", "s", "<= 1", worst, worst <= 1).passed
+    # empty zoo
+    assert not Claim.exact("c", "s", "<= 1", strict_max([]), True).passed
+    # all-findings experiment: no PASS, and no 'PASS: 0/0' in the report
+    finding = Claim("f", "s", "crit", 0.5, 0.4, 0.6, True, finding=True)
+    assert not ExperimentResult(claims=[finding]).passed
+    assert not ExperimentResult(claims=[]).passed
+    entry = ExperimentEntry("only_findings", claims=[finding.to_dict()])
+    apply_report_family([entry])
+    assert not entry.passed and entry.verdict == "FAIL"
+    md = render_markdown({}, [entry], 1.0)
+    assert "**FAIL**: 0/0 claims pass" in md and "experiment has no gating claim" in md
+    # ... unless declared measurement-only: then it shows no verdict (neither PASS nor FAIL)
+    meas = ExperimentEntry("m", claims=[finding.to_dict()], measurement_only=True)
+    ok = ExperimentEntry("ok", claims=[Claim.exact("e", "s", "== 1", 1.0, True).to_dict()])
+    apply_report_family([meas, ok])
+    assert meas.verdict == "MEASURED" and not meas.passed
+    md = render_markdown({}, [meas, ok], 1.0)
+    assert "**PASS**: 1/1 claims pass" in md and "| [m](#m) | 0/0 | MEASURED |" in md
+    assert render_markdown({}, [meas], 1.0).startswith("# dedebate reproduce report\n\n**FAIL**")
+
+
+def test_family_decisions_keep_a_nan_p_value_out_of_the_pass():
+    row = {"claim": "c", "value": 0.5, "lo": 0.4, "hi": 0.6, "passed": True, "p_value": math.nan}
+    assert family_decisions([row]) == [False]
+    assert with_family_decisions([row])[0]["passed"] is False
+
+
+def test_report_prints_integers_as_integers_and_tolerance_passes_as_such():
+    assert measured(Claim.exact("q", "s", "<= 105967", 105967.0, True).to_dict()) == \
+        "105967 (exact)"
+    row = Claim.exact("c", "s", "== 1", 1.000000000000111, True).to_dict()
+    assert measured(row) == "1.000000000000111 (exact; meets == 1 only within tolerance)"
+    assert measured(Claim.exact("c", "s", "== 0.25", 0.25, True).to_dict()) == "0.25 (exact)"
+    # a failing row is not described as meeting its bound
+    assert measured(Claim.exact("c", "s", "<= 0", 0.5, False).to_dict()) == "0.5 (exact)"
