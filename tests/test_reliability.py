@@ -394,6 +394,10 @@ def test_resumed_sweep_recomputes_a_damaged_group(tmp_path, capsys):
     assert third.results["groups_resumed"] == 1 and third.results["rows_computed"] == 0
     assert "warning" not in capsys.readouterr().err
     assert (rec.sweep_dir / "sweep.csv").read_text() == table
+    # a sweep in use by another process is not resumed beside it
+    with lock_run_dir(rec.sweep_dir), pytest.raises(RunDirError, match="run in use by PID"):
+        run_sweep(module, resolve({**raw, "resume": True}, reg.experiments),
+                  show_progress=False)
 
 
 def _write(path: Path, text: str) -> Path:

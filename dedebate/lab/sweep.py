@@ -446,8 +446,22 @@ def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | Non
     the same config: process 0 creates the directory (its name is broadcast), every process
     computes the rows of its devices and writes them to ``shards/``, and process 0 merges,
     plots and tracks. ``resume`` (default ``cfg.resume``) reuses ``sweep_dir`` (or the newest
-    directory of this sweep) and skips the static groups already on disk.
+    directory of this sweep) and skips the static groups already on disk whose rows check out.
+    Process 0 holds the sweep directory's lock while it runs (another process on it:
+    :class:`~dedebate.lab.rundir.RunDirError` "run in use by PID N").
     """
+    held: list[Any] = []
+    try:
+        return _run_sweep(module, cfg, sweep_dir=sweep_dir, resume=resume,
+                          show_progress=show_progress, devices=devices, held=held)
+    finally:
+        for lock in held:
+            lock.release()
+
+
+def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | None,
+               resume: bool | None, show_progress: bool, devices: list[Any] | None,
+               held: list[Any]) -> SweepRecord:
     from dedebate.lab import distributed as dist
 
     t0 = time.monotonic()
@@ -459,7 +473,6 @@ def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | Non
 
     # -- the directory (process 0 decides, everyone uses it)
     path = ""
-    lock = None
     if lead:
         if sweep_dir is None and resume:
             found = find_sweep_dir(cfg)
@@ -469,7 +482,7 @@ def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | Non
             resume = False
         path = str(Path(sweep_dir).resolve())
         Path(path).mkdir(parents=True, exist_ok=True)
-        lock = lock_run_dir(path)  # a second process on this sweep stops here ("run in use")
+        held.append(lock_run_dir(path))  # another process on this sweep stops here
         _check_same_sweep(Path(path), cfg)
         write_text(Path(path) / "config.yaml", dump_yaml(cfg))
     path = dist.broadcast_text(path)
@@ -576,8 +589,6 @@ def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | Non
                              [out / "sweep.csv", out / "results.json", out / "config.yaml",
                               *(plots_dir / p for p in plots)])
         tracker.finish(0)
-    if lock is not None:
-        lock.release()
     return SweepRecord(cfg, out, plan_, rows, results, wall)
 
 
