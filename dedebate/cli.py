@@ -10,12 +10,15 @@
     dedebate list                                         registered experiments
 
 Exit codes: 0 success (every claim passed); 1 a claim failed or an experiment raised;
-2 a bad command line or config (one line on stderr, no traceback).
+2 a bad command line or config, or an output directory that cannot be used (not writable, a
+file in the way, a full disk, a run in use by another process): one line on stderr, no
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
 import os
@@ -24,6 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+# OSErrors that mean "this path cannot be used" (the user's to fix), reported in one line
+_PATH_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
+                          errno.ENOTDIR, errno.EISDIR})
 
 
 class UsageError(Exception):
@@ -478,6 +484,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if argv is None:
+        # A process killed by a fatal signal (SIGABRT from a native library, SIGSEGV) prints
+        # the Python stack it died in as its last lines, instead of nothing.
+        import faulthandler
+
+        faulthandler.enable()
     if argv is None and args.command in COMPILING:
         # The process entry point (console script, python -m dedebate.cli) turns on JAX's
         # persistent compilation cache (dedebate/lab/compile_cache.py); main([...]) called from
@@ -485,11 +497,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dedebate.lab.compile_cache import enable
 
         enable()
+    from dedebate.lab.rundir import RunDirError
+
     try:
         return COMMANDS[args.command](args)
     except UsageError as err:
         print(str(err), file=sys.stderr)
         return EXIT_USAGE
+    except RunDirError as err:
+        return _die_usage(str(err))
+    except OSError as err:
+        if err.errno not in _PATH_ERRNOS or not err.filename:
+            raise
+        where = err.filename if not err.filename2 else f"{err.filename} -> {err.filename2}"
+        return _die_usage(f"{where}: {err.strerror or err}")
     except KeyboardInterrupt:
         print("dedebate: interrupted", file=sys.stderr)
         return 130

@@ -57,7 +57,9 @@ def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(tmp_path, 
         proc.wait()
     assert run_dir is not None, proc.stderr.read().decode()[-2000:]
     assert proc.returncode == -signal.SIGKILL
-    assert not (run_dir / "results.json").exists()  # it really died mid-run
+    # it really died mid-run: its record still says "running", by the process that was killed
+    record = json.loads((run_dir / "results.json").read_text())
+    assert record["status"] == "running" and record["pid"] == proc.pid
     steps = finished_steps(run_dir)
     logged_before = [json.loads(x)["step"] for x in
                      (run_dir / "metrics.jsonl").read_text().splitlines() if x.endswith("}")]

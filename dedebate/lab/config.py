@@ -430,7 +430,7 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
         raise ConfigError(f"malformed override {text!r}: the key must be dotted names such as "
                           "params.n")
     try:
-        value = yaml.safe_load(raw_value) if raw_value.strip() else None
+        value = yaml.load(raw_value, Loader=_ConfigLoader) if raw_value.strip() else None
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", None) or type(err).__name__
         raise ConfigError(f"malformed override {text!r}: value is not valid YAML ({problem})"
@@ -456,20 +456,135 @@ def apply_override(raw: dict[str, Any], parts: tuple[str, ...], value: Any) -> N
 # ----------------------------------------------------------------------------- loading
 
 
-def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a config file with ``yaml.safe_load``; errors become one-line ConfigErrors."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config file not found: {str(path)!r}")
+# Limits on a YAML document, checked while it is composed (before any value is built or an alias
+# expanded): a config is a few hundred nodes, so these only stop hostile or broken files.
+MAX_YAML_BYTES = 16 * 2**20
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 1_000_000  # after alias expansion (what a deep copy of the value would hold)
+
+
+class _LimitError(yaml.MarkedYAMLError):
+    """A YAML document over a limit, or with a duplicate key (reported like a syntax error)."""
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _check_expanded(root: yaml.Node) -> None:
+    """Nodes and depth of the document with every alias expanded, counted on the node graph
+    (each shared node once, iteratively): an alias bomb or a recursive alias never expands."""
+    sizes: dict[int, tuple[int, int]] = {}
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, closing = stack.pop()
+        nid = id(node)
+        if closing:
+            kids = [sizes[id(k)] for k in _children(node)]
+            n = 1 + sum(k[0] for k in kids)
+            d = 1 + max((k[1] for k in kids), default=0)
+            open_.discard(nid)
+            sizes[nid] = (n, d)
+            if n > MAX_YAML_NODES:
+                raise _LimitError(None, None, f"this value holds more than {MAX_YAML_NODES} "
+                                  "nodes once its aliases are expanded (the limit)",
+                                  node.start_mark)
+            if d > MAX_YAML_DEPTH:
+                raise _LimitError(None, None, f"aliases nest this value deeper than "
+                                  f"{MAX_YAML_DEPTH} levels (the limit)", node.start_mark)
+            continue
+        if nid in sizes:
+            continue
+        if nid in open_:
+            raise _LimitError(None, None, "an alias refers to the value that contains it "
+                              "(a recursive alias)", node.start_mark)
+        open_.add(nid)
+        stack.append((node, True))
+        stack.extend((k, False) for k in _children(node) if id(k) not in sizes)
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` with compose-level checks: nesting at most ``MAX_YAML_DEPTH`` levels,
+    at most ``MAX_YAML_NODES`` nodes once aliases are expanded, no recursive alias, no duplicate
+    key in a mapping. Each failure is a ``yaml.MarkedYAMLError`` with the line of the problem."""
+
+    def __init__(self, stream: Any):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self._depth >= MAX_YAML_DEPTH:
+            raise _LimitError(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels "
+                              "(the limit)", self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_mapping_node(self, anchor: Any) -> Any:
+        node = super().compose_mapping_node(anchor)
+        first: dict[tuple[str, str], int] = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                continue
+            ident = (key.tag, key.value)
+            if ident in first:
+                raise _LimitError(None, None, f"duplicate key {key.value!r} (first at line "
+                                  f"{first[ident]})", key.start_mark)
+            first[ident] = key.start_mark.line + 1
+        return node
+
+    def compose_document(self) -> Any:
+        node = super().compose_document()
+        if node is not None:
+            _check_expanded(node)
+        return node
+
+
+def load_yaml_text(text: str, source: str) -> Any:
+    """Parse ``text`` with the checked loader; every problem is one ConfigError line naming
+    ``source`` (and the line and column where it is known)."""
     try:
-        data = yaml.safe_load(p.read_text())
+        return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or type(err).__name__
-        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read config file: {err}") from None
+        raise ConfigError(f"{source}: invalid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: invalid YAML: nested too deeply") from None
+
+
+def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a config file with the checked safe loader; errors become one-line ConfigErrors
+    (a directory, a missing, unreadable or oversized file, bad YAML, a limit)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {str(path)!r}") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config file: {err.strerror or err}") from None
+    if p.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a config file")
+    if not p.is_file():
+        raise ConfigError(f"{path}: not a regular file (a config is a YAML file)")
+    if st.st_size > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: {st.st_size} bytes; a config file is at most "
+                          f"{MAX_YAML_BYTES} bytes")
+    try:
+        text = p.read_text()
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: cannot read config file: not UTF-8 text") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config file: {err.strerror or err}") from None
+    data = load_yaml_text(text, str(path))
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from dedebate.lab.rundir import eprint
 
@@ -179,9 +180,41 @@ def free_loopback_port() -> int:
         return int(s.getsockname()[1])
 
 
+def child_pythonpath(current: str = "") -> str:
+    """``PYTHONPATH`` for child processes: the folders from which this process imported
+    ``dedebate``, the experiment packages and the benchmarks, then ``current``. With ``python -P``
+    (no current folder on ``sys.path``) a child imports exactly these, never a package of the
+    same name in the folder it was started from."""
+    import site
+
+    from dedebate.lab.registry import bench_package, experiment_packages
+
+    implicit = {str(Path(p).resolve()) for p in
+                [*site.getsitepackages(), site.getusersitepackages()]}
+    roots: list[str] = []
+    for name in ("dedebate", *experiment_packages(), bench_package()):
+        mod = sys.modules.get(name.split(".")[0])
+        if mod is None:
+            continue
+        where = list(getattr(mod, "__path__", None) or [])
+        if where:  # a package: the folder that holds it
+            root = Path(where[0]).resolve().parent
+        elif getattr(mod, "__file__", None):
+            root = Path(mod.__file__).resolve().parent
+        else:
+            continue
+        if str(root) not in implicit and str(root) not in roots:
+            roots.append(str(root))
+    rest = [p for p in current.split(os.pathsep) if p and p not in roots]
+    return os.pathsep.join([*roots, *rest])
+
+
 def launch_local(argv: Sequence[str], n: int, *, environ: Mapping[str, str] | None = None,
                  quiet_others: bool = True) -> int:
-    """Run ``python -m dedebate.cli ARGV`` as ``n`` processes of one JAX job on 127.0.0.1.
+    """Run ``python -P -m dedebate.cli ARGV`` as ``n`` processes of one JAX job on 127.0.0.1.
+
+    The children import dedebate and the experiments from where this process did
+    (:func:`child_pythonpath`), never from the current folder.
 
     Process 0 keeps this terminal's stdout; the others' stdout is dropped when ``quiet_others``
     (their stderr is kept). If one process fails, the others are terminated. Returns the first
@@ -191,13 +224,14 @@ def launch_local(argv: Sequence[str], n: int, *, environ: Mapping[str, str] | No
         raise DistributedError(f"--processes {n}: must be >= 1")
     port = free_loopback_port()
     base = dict(os.environ if environ is None else environ)
+    base["PYTHONPATH"] = child_pythonpath(base.get("PYTHONPATH", ""))
     procs: list[subprocess.Popen] = []
     for i in range(n):
         env = {**base, ENV_ADDRESS: f"127.0.0.1:{port}", ENV_BIND: f"127.0.0.1:{port}",
                ENV_COUNT: str(n), ENV_ID: str(i)}
         out = subprocess.DEVNULL if (quiet_others and i > 0) else None
-        procs.append(subprocess.Popen([sys.executable, "-m", "dedebate.cli", *argv], env=env,
-                                      stdout=out))
+        procs.append(subprocess.Popen([sys.executable, "-P", "-m", "dedebate.cli", *argv],
+                                      env=env, stdout=out))
     codes: list[int | None] = [None] * n
     try:
         while any(c is None for c in codes):

@@ -58,6 +58,12 @@ def _add(reg: Registry, module: types.ModuleType) -> None:
     reg.experiments[name] = module
 
 
+def experiment_packages() -> tuple[str, ...]:
+    """``$DEDEBATE_EXPERIMENTS`` (comma-separated) or ``("experiments",)``."""
+    env = os.environ.get("DEDEBATE_EXPERIMENTS", "").strip()
+    return tuple(p.strip() for p in env.split(",") if p.strip()) or DEFAULT_PACKAGES
+
+
 def discover_experiments(
     packages: Iterable[str | types.ModuleType] | None = None,
     modules: Iterable[str | types.ModuleType] = (),
@@ -66,8 +72,7 @@ def discover_experiments(
     ``experiments``) and every module in ``modules``; keep those defining ``NAME`` and ``run``.
     """
     if packages is None:
-        env = os.environ.get("DEDEBATE_EXPERIMENTS", "").strip()
-        packages = tuple(p.strip() for p in env.split(",") if p.strip()) or DEFAULT_PACKAGES
+        packages = experiment_packages()
     reg = Registry()
     for pkg in packages:
         label = pkg if isinstance(pkg, str) else pkg.__name__

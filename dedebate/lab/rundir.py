@@ -2,7 +2,12 @@
 
 A run directory is ``<output_dir>/<experiment>-<UTC timestamp>[-n]/``; it is created atomically
 (``mkdir`` fails if it exists, then ``-1``, ``-2``, ... are tried), so two runs started in the same
-second never share a directory.
+second never share a directory. ``~`` in ``output_dir`` is the user's home directory.
+
+A directory that cannot be created or written (no permission, a path under a regular file, a
+full disk) raises :class:`RunDirError`, one line naming the path (the CLI exits 2); a writer that
+fails leaves no temporary file behind. A run directory in use by a process is locked
+(:func:`lock_run_dir`), so a second process resuming the same run stops at once.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
 import json
 import math
 import os
@@ -35,36 +41,120 @@ def utc_iso(now: _dt.datetime | None = None) -> str:
     return now.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+class RunDirError(Exception):
+    """A run or output directory that cannot be used: one line naming the path (exit 2)."""
+
+
+def _reason(err: OSError) -> str:
+    """What went wrong with a path, in words (``strerror`` without the errno noise)."""
+    if isinstance(err, FileExistsError):
+        return "a file is in the way (not a directory)"
+    if isinstance(err, NotADirectoryError):
+        return "a part of the path is a file, not a directory"
+    return (err.strerror or str(err) or type(err).__name__).rstrip(".")
+
+
+def output_root(output_dir: str | os.PathLike) -> Path:
+    """``output_dir`` with ``~`` expanded (the user's home directory)."""
+    return Path(os.path.expanduser(os.fspath(output_dir)))
+
+
 def new_run_dir(output_dir: str | os.PathLike, prefix: str) -> Path:
     """Create and return ``output_dir/prefix-<stamp>[-n]`` (never an existing directory)."""
-    root = Path(output_dir)
-    root.mkdir(parents=True, exist_ok=True)
+    root = output_root(output_dir)
     base = f"{prefix}-{utc_stamp()}"
-    for n in range(10_000):
-        path = root / (base if n == 0 else f"{base}-{n}")
-        try:
-            path.mkdir()
-        except FileExistsError:
-            continue
-        return path.resolve()
-    raise RuntimeError(f"could not create a run directory under {root}")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        for n in range(10_000):
+            path = root / (base if n == 0 else f"{base}-{n}")
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            return path.resolve()
+    except OSError as err:
+        raise RunDirError(f"output_dir {str(output_dir)!r}: cannot create a run directory "
+                          f"there: {_reason(err)}") from None
+    raise RunDirError(f"output_dir {str(output_dir)!r}: could not create a run directory "
+                      f"{base}[-n] there")
 
 
 def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) -> Path | None:
     """The newest directory ``<output_dir>/<pattern>`` (names sort by their UTC stamp) whose
     ``config.yaml`` parses to a dict for which ``matches(config)`` is true; unreadable or
-    foreign directories are skipped (they are simply not resumable)."""
-    import yaml
+    foreign directories are skipped (they are simply not resumable). ``config.yaml`` is read with
+    the config loader's limits (no alias bomb, bounded nesting)."""
+    from dedebate.lab.config import read_yaml
 
-    root = Path(output_dir)
+    root = output_root(output_dir)
     if not root.is_dir():
         return None
     for d in sorted(root.glob(pattern), reverse=True):
         with contextlib.suppress(Exception):
-            old = yaml.safe_load((d / "config.yaml").read_text())
-            if isinstance(old, dict) and matches(old):
+            old = read_yaml(d / "config.yaml")
+            if matches(old):
                 return d.resolve()
     return None
+
+
+LOCK_NAME = ".lock"
+
+
+class RunLock:
+    """An exclusive ``flock`` on ``<run_dir>/.lock`` (which holds the owner's PID). The kernel
+    drops it when its process ends however it ends, so a dead process's lock is simply taken
+    over. :meth:`release` (or leaving the ``with`` block) unlocks."""
+
+    def __init__(self, fd: int | None, path: Path):
+        self._fd = fd
+        self.path = path
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)  # closing the descriptor drops the flock
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
+
+
+def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
+    """Lock ``run_dir`` for this process, or raise :class:`RunDirError` ("run in use by PID N")
+    at once if another process holds it."""
+    path = Path(run_dir) / LOCK_NAME
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform: no lock
+        return RunLock(None, path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise RunDirError(f"{path}: cannot create the run's lock file: {_reason(err)}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return RunLock(fd, path)  # a file system without locks (ENOLCK): run unlocked
+        owner = ""
+        with contextlib.suppress(OSError):
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        os.close(fd)
+        who = f"PID {owner}" if owner.isdigit() else "another process"
+        raise RunDirError(f"run in use by {who}: {Path(run_dir)} is locked ({path}); wait for "
+                          "that process to finish or stop it") from None
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return RunLock(fd, path)
 
 
 def git_commit(path: str | os.PathLike | None = None) -> str | None:
@@ -129,19 +219,33 @@ def jsonable(x: Any) -> Any:
     return str(x)
 
 
-def write_json(path: str | os.PathLike, data: Any) -> None:
-    """Write JSON atomically (temp file + rename), so a crash never leaves half a file."""
+@contextlib.contextmanager
+def _atomic(path: str | os.PathLike):
+    """Yield ``PATH.tmp`` to write, then rename it to ``path``; on any failure the temporary file
+    is removed, and an OSError (a full disk, no permission) becomes one RunDirError line."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(jsonable(data), indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise RunDirError(f"cannot write {path}: {_reason(err)}") from None
+        raise
+
+
+def write_json(path: str | os.PathLike, data: Any) -> None:
+    """Write JSON atomically (temp file + rename), so a crash never leaves half a file."""
+    text = json.dumps(jsonable(data), indent=2, sort_keys=False) + "\n"
+    with _atomic(path) as tmp:
+        tmp.write_text(text)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with _atomic(path) as tmp:
+        tmp.write_text(text)
 
 
 def write_csv(path: str | os.PathLike, rows: list[dict[str, Any]]) -> None:
@@ -153,14 +257,11 @@ def write_csv(path: str | os.PathLike, rows: list[dict[str, Any]]) -> None:
         for k in row:
             if k not in header:
                 header.append(k)
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as fh:
+    with _atomic(path) as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=header, restval="")
         w.writeheader()
         for row in rows:
             w.writerow({k: _cell(v) for k, v in row.items()})
-    os.replace(tmp, path)
 
 
 def _cell(v: Any) -> Any:

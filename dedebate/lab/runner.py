@@ -53,9 +53,11 @@ from typing import Any
 from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
 from dedebate.lab.experiment import Claim, ExperimentResult, gating, with_family_decisions
 from dedebate.lab.rundir import (
+    RunDirError,
     environment_provenance,
     eprint,
     jsonable,
+    lock_run_dir,
     new_run_dir,
     newest_matching_dir,
     utc_iso,
@@ -253,6 +255,10 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
     "error"``) and error.txt; it is re-raised only if ``raise_errors``. ``key`` replaces the
     context's key (a sweep point's key, see ``dedebate/lab/sweep.py``); ``tracking_name`` the
     W&B run name (default: the run directory's name).
+
+    Before config.yaml the run directory is locked (another process on it: :class:`RunDirError`
+    "run in use by PID N"); after it, a results.json saying "running" marks the run until it
+    ends (unless a finished run is resumed).
     """
     resume = False
     if run_dir is None:
@@ -262,15 +268,52 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
         else:
             run_dir = new_run_dir(cfg.output_dir, cfg.experiment)
     run_dir = Path(run_dir).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunDirError(f"{run_dir}: cannot create the run directory: {err.strerror or err}"
+                          ) from None
     resume = resume or (cfg.resume and (run_dir / "checkpoints").is_dir())
+    with lock_run_dir(run_dir):  # a second process on this run stops here ("run in use")
+        return _run_in(module, cfg, run_dir, resume, show_progress=show_progress, nested=nested,
+                       raise_errors=raise_errors, key=key, tracking_name=tracking_name)
+
+
+def _write_running_record(module: Any, cfg: RunConfig, run_dir: Path) -> None:
+    """``results.json`` saying "running" before the experiment starts, so a run whose process
+    dies (killed, out of memory, aborted) is visible as such. A finished run's results.json
+    (status "ok") is kept: a resume of it must never lose it."""
+    path = run_dir / "results.json"
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        if json.loads(path.read_text()).get("status") == "ok":
+            return
+    write_json(path, {
+        "experiment": cfg.experiment,
+        "title": getattr(module, "TITLE", ""),
+        "status": "running",
+        "passed": False,
+        "claims": [],
+        "started_utc": utc_iso(),
+        "pid": os.getpid(),
+        "note": "written when the run started and replaced when it ends; if process pid is "
+                "gone and this is still here, the run died before finishing (killed, out of "
+                "memory or aborted): resume it with dedebate run --resume RUN_DIR",
+    })
+
+
+def _run_in(module: Any, cfg: RunConfig, run_dir: Path, resume: bool, *, show_progress: bool,
+            nested: bool, raise_errors: bool, key: Any,
+            tracking_name: str | None) -> RunRecord:
+    """The body of :func:`run_experiment`, in a locked run directory."""
     write_text(run_dir / "config.yaml", dump_yaml(cfg))
+    _write_running_record(module, cfg, run_dir)
 
     tcfg = cfg.tracking
     mode = tcfg.effective_mode()
     tracker = Tracker.start(mode=mode, run_dir=run_dir, project=tcfg.project,
                             entity=tcfg.entity, group=tcfg.group, job_type=cfg.experiment,
                             name=tracking_name or run_dir.name, config=cfg.to_dict())
+    mode = tracker.mode if tracker.active else mode  # online falls back to offline off-network
     ctx = LabContext(cfg, run_dir, tracker, show_progress=show_progress, nested=nested,
                      resume=resume, key=key)
 

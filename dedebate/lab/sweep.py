@@ -23,9 +23,10 @@ ran beside it, on the batch, the device or the process that computed it.
 
 Output (``<output_dir>/<experiment>-sweep-<UTC time>/``): ``config.yaml``, ``sweep.csv``,
 ``groups/group-NNN.csv`` (written as each static group finishes, before the next starts; a
-resumed sweep skips groups that have one), ``plots/METRIC-vs-AXIS.png`` (mean over seeds with a
-95% t-interval band), ``results.json`` (per-point means and intervals, compile count, throughput,
-provenance) and the W&B runs (one per point, grouped under the sweep, plus one for the sweep).
+resumed sweep skips groups that have one whose rows check out, and recomputes a damaged one),
+``plots/METRIC-vs-AXIS.png`` (mean over seeds with a 95% t-interval band), ``results.json``
+(per-point means and intervals, compile count, throughput, provenance) and the W&B runs (one
+per point, grouped under the sweep, plus one for the sweep).
 """
 
 from __future__ import annotations
@@ -43,13 +44,22 @@ from typing import Any
 
 import numpy as np
 
-from dedebate.lab.config import ConfigError, RunConfig, build_dataclass, dump_yaml, sweep_hash_of
+from dedebate.lab.config import (
+    ConfigError,
+    RunConfig,
+    build_dataclass,
+    dump_yaml,
+    read_yaml,
+    sweep_hash_of,
+)
 from dedebate.lab.devices import EvalInfo, evaluate
 from dedebate.lab.rundir import (
+    _cell,
     environment_provenance,
     eprint,
     flatten_numbers,
     jsonable,
+    lock_run_dir,
     new_run_dir,
     utc_iso,
     write_csv,
@@ -436,8 +446,22 @@ def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | Non
     the same config: process 0 creates the directory (its name is broadcast), every process
     computes the rows of its devices and writes them to ``shards/``, and process 0 merges,
     plots and tracks. ``resume`` (default ``cfg.resume``) reuses ``sweep_dir`` (or the newest
-    directory of this sweep) and skips the static groups already on disk.
+    directory of this sweep) and skips the static groups already on disk whose rows check out.
+    Process 0 holds the sweep directory's lock while it runs (another process on it:
+    :class:`~dedebate.lab.rundir.RunDirError` "run in use by PID N").
     """
+    held: list[Any] = []
+    try:
+        return _run_sweep(module, cfg, sweep_dir=sweep_dir, resume=resume,
+                          show_progress=show_progress, devices=devices, held=held)
+    finally:
+        for lock in held:
+            lock.release()
+
+
+def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | None,
+               resume: bool | None, show_progress: bool, devices: list[Any] | None,
+               held: list[Any]) -> SweepRecord:
     from dedebate.lab import distributed as dist
 
     t0 = time.monotonic()
@@ -458,6 +482,7 @@ def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | Non
             resume = False
         path = str(Path(sweep_dir).resolve())
         Path(path).mkdir(parents=True, exist_ok=True)
+        held.append(lock_run_dir(path))  # another process on this sweep stops here
         _check_same_sweep(Path(path), cfg)
         write_text(Path(path) / "config.yaml", dump_yaml(cfg))
     path = dist.broadcast_text(path)
@@ -466,8 +491,8 @@ def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | Non
     if lead:
         groups_dir.mkdir(exist_ok=True)
 
-    # -- which groups are already done (process 0 reads, everyone agrees)
-    done = [bool(resume) and (groups_dir / f"group-{g.index:03d}.csv").is_file()
+    # -- which groups are already done (process 0 reads and checks, everyone agrees)
+    done = [bool(resume) and _group_done(groups_dir / f"group-{g.index:03d}.csv", plan_, g)
             for g in plan_.groups] if lead else [False] * len(plan_.groups)
     done = dist.broadcast_flags(done)
 
@@ -476,6 +501,7 @@ def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | Non
     tracker = Tracker.start(mode=mode, run_dir=out, project=cfg.tracking.project,
                             entity=cfg.tracking.entity, group=group_name, job_type="sweep",
                             name=out.name, config={**cfg.to_dict(), "sweep_dir": str(out)})
+    mode = tracker.mode if tracker.active else mode  # online falls back to offline off-network
 
     info = EvalInfo()
     rows: list[dict[str, Any]] = []
@@ -566,14 +592,63 @@ def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | Non
     return SweepRecord(cfg, out, plan_, rows, results, wall)
 
 
-def _check_same_sweep(path: Path, cfg: RunConfig) -> None:
-    import yaml
+def check_group_file(path: Path, plan_: SweepPlan, group: Group) -> str | None:
+    """None if ``path`` holds exactly the rows of ``group``: the index and axis columns, one row
+    per (point, seed) of the group, each with its point's axis values as the sweep writes them;
+    else what is wrong, in words (a file cut short, edited, or from another plan)."""
+    import csv
 
+    try:
+        with open(path, newline="") as fh:
+            reader = csv.DictReader(fh)
+            header = list(reader.fieldnames or [])
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        return f"unreadable ({type(err).__name__}: {err})"
+    missing = [c for c in (*RESERVED, *plan_.axes) if c not in header]
+    if missing:
+        return f"no {missing[0]!r} column"
+    want = len(group.points) * len(plan_.seeds)
+    if len(rows) != want:
+        return f"{len(rows)} rows, expected {want} ({len(group.points)} points x " \
+               f"{len(plan_.seeds)} seeds)"
+    points = {p.index: p for p in group.points}
+    expected = {(p.index, s) for p in group.points for s in plan_.seeds}
+    seen: set[tuple[int, int]] = set()
+    for i, r in enumerate(rows, start=2):  # line numbers: the header is line 1
+        if None in r or None in r.values():
+            return f"line {i} has {'more' if None in r else 'fewer'} cells than the header"
+        try:
+            key, g = (int(r["point"]), int(r["seed"])), int(r["group"])
+        except ValueError:
+            return f"line {i}: point, seed and group must be integers"
+        if key not in expected or key in seen or g != group.index:
+            return f"line {i}: point {key[0]}, seed {key[1]}, group {g} is not a (new) row " \
+                   f"of group {group.index}"
+        seen.add(key)
+        for a in plan_.axes:
+            cell = _cell(points[key[0]].values[a])
+            if r[a] != ("" if cell is None else str(cell)):
+                return f"line {i}: {a}={r[a]!r} is not point {key[0]}'s value {cell!r}"
+    return None
+
+
+def _group_done(path: Path, plan_: SweepPlan, group: Group) -> bool:
+    """A resumed sweep skips a group whose file checks out; a damaged one is recomputed."""
+    if not path.is_file():
+        return False
+    problem = check_group_file(path, plan_, group)
+    if problem is not None:
+        eprint(f"dedebate: warning: {path}: {problem}; recomputing group {group.index}")
+    return problem is None
+
+
+def _check_same_sweep(path: Path, cfg: RunConfig) -> None:
     f = path / "config.yaml"
     if not f.is_file():
         return
     try:
-        old = yaml.safe_load(f.read_text())
+        old = read_yaml(f)  # the config loader's limits: no alias bomb, bounded nesting
     except Exception:  # noqa: BLE001 - an unreadable config is replaced
         return
     if isinstance(old, dict) and old.get("sweep") and sweep_hash_of(old) != cfg.sweep_hash():

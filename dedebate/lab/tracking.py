@@ -5,12 +5,20 @@ network; ``dedebate sync <run_dir>`` uploads later). ``tracking.mode`` decides t
 mode; ``auto`` follows ``WANDB_MODE``. The lab writes its local files before it calls W&B, and any
 exception from W&B (import error, init failure, full disk, network) turns into one warning on
 stderr and disables tracking for the rest of the run.
+
+Online mode first checks, once per process and W&B server, that the server answers an HTTP
+request within ``PROBE_TIMEOUT_S``; if not, or if an online start fails, every W&B run of this
+process (the rest of a run, sweep or reproduce) is offline instead, after one warning. So a
+machine without a network waits seconds, not a minute per W&B run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -27,6 +35,60 @@ def _settings(wandb: Any) -> Any:
         return wandb.Settings(**opts)
     except Exception:  # noqa: BLE001 - an older/newer wandb without some option
         return wandb.Settings(silent=True)
+
+
+PROBE_TIMEOUT_S = 3.0
+DEFAULT_BASE_URL = "https://api.wandb.ai"
+# W&B server URL -> None when it answered, else why online mode is off in this process
+_ONLINE: dict[str, str | None] = {}
+_ONLINE_LOCK = threading.Lock()
+
+
+def base_url() -> str:
+    """The W&B server an online run talks to: ``WANDB_BASE_URL``, else ``api.wandb.ai``."""
+    return (os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL).strip().rstrip("/")
+
+
+def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """None if the server at ``url`` answers an HTTP request (any status) within ``timeout``
+    seconds -- name lookup, proxy, connection and TLS included --, else the reason in words."""
+    out: list[str | None] = []
+
+    def attempt() -> None:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"),
+                                        timeout=timeout):
+                out.append(None)
+        except urllib.error.HTTPError:  # an HTTP status: the server is there
+            out.append(None)
+        except (OSError, ValueError) as err:
+            why = getattr(err, "reason", None) or err
+            out.append(" ".join(str(getattr(why, "strerror", None) or why).split())
+                       or type(err).__name__)
+
+    t = threading.Thread(target=attempt, name="dedebate-wandb-probe", daemon=True)
+    t.start()
+    t.join(timeout)
+    if not out:
+        return f"no answer within {timeout:g} s"
+    return out[0]
+
+
+def online_mode() -> str:
+    """``online`` if this process's W&B server answers (asked once per process), else
+    ``offline`` -- with one warning the first time."""
+    url = base_url()
+    with _ONLINE_LOCK:
+        if url not in _ONLINE:
+            _ONLINE[url] = probe(url)
+            if _ONLINE[url] is not None:
+                _warn_offline(f"{url} does not answer: {_ONLINE[url]}")
+        return "online" if _ONLINE[url] is None else "offline"
+
+
+def _warn_offline(why: str) -> None:
+    eprint(f"dedebate: warning: W&B online mode is off ({why}); every W&B run of this process "
+           "is offline instead (upload later with: wandb sync); local results are complete")
 
 
 class Tracker:
@@ -50,6 +112,8 @@ class Tracker:
         """Start a W&B run with ``dir=run_dir`` (so its files live inside the run directory)."""
         if mode == "disabled":
             return cls(None, "disabled")
+        if mode == "online":
+            mode = online_mode()  # offline when the server cannot be reached (probed once)
         try:
             os.environ.setdefault("WANDB_SILENT", "true")
             import wandb
@@ -60,7 +124,18 @@ class Tracker:
                 "settings": _settings(wandb)}
             if entity:
                 kwargs["entity"] = entity
-            run = wandb.init(**kwargs)
+            try:
+                run = wandb.init(**kwargs)
+            except Exception as err:
+                if mode != "online":
+                    raise
+                # an online start that fails (refused, no key): offline from now on
+                why = f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
+                with _ONLINE_LOCK:
+                    _ONLINE[base_url()] = why
+                _warn_offline(f"the online start failed: {why}")
+                mode = kwargs["mode"] = "offline"
+                run = wandb.init(**kwargs)
             tracker = cls(run, mode, wandb)
             tracker.data_dir = Path(run_dir) / "wandb" / "data"
             return tracker
