@@ -22,10 +22,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bench.ogd_numpy import NumpyTanhOGD
 from dedebate.estimators.advantage import random_oi_problem
 from dedebate.estimators.families import random_tanh_family
 from dedebate.estimators.ogd import OGDStatic, ogd_init, ogd_run_steps
+
+from .ogd_numpy import NumpyTanhOGD
 
 N_X, N_Z, N_TESTS, DELTA = 100_000, 16, 64, 0.02
 N_FEATURES, TEST_SCALE, SEED = 8, 4.0, 0

@@ -36,7 +36,6 @@ import time
 import jax
 import numpy as np
 
-from bench.stochastic_numpy import one_word_path_f2_numpy, play_f2_numpy
 from dedebate.agents.stochastic_players import honest_alice, honest_bob
 from dedebate.machines.fixtures import f2_target
 from dedebate.protocols.stochastic import (
@@ -46,6 +45,8 @@ from dedebate.protocols.stochastic import (
     run_trials,
     trial_keys,
 )
+
+from .stochastic_numpy import one_word_path_f2_numpy, play_f2_numpy
 
 K, T, P1, SEED = 2, 256, 2 / 3, 0
 TRIALS = {"default": 4096, "full": 16384}

@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
 
     r = sub.add_parser("run", help="run one experiment from a config file")
-    r.add_argument("config", nargs="?", help="configs/NAME.yaml")
+    r.add_argument("config", nargs="?", help="configs/NAME.yaml, or a shipped config's NAME")
     r.add_argument("overrides", nargs="*", metavar="key.sub=value",
                    help="override config keys, e.g. params.n=10 seed=3 tracking.mode=disabled")
     r.add_argument("--resume", metavar="RUN_DIR",
@@ -140,6 +140,7 @@ def _warn_import_errors(reg) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
+    from dedebate.lab.registry import config_path
     from dedebate.lab.runner import run_experiment
 
     overrides = list(args.overrides)
@@ -163,7 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"these overrides change the results of {args.resume} "
                                   "(config hash differs); start a new run instead")
         else:
-            cfg = load_config(args.config, reg.experiments, overrides)
+            cfg = load_config(config_path(args.config), reg.experiments, overrides)
     except ConfigError as err:
         if reg.errors and "unknown experiment" in str(err):
             _warn_import_errors(reg)
@@ -211,6 +212,7 @@ def _print_run_summary(rec) -> None:
 def _sweep_config(args: argparse.Namespace, reg):
     """The sweep's RunConfig from CONFIG or from ``--resume SWEEP_DIR``'s config.yaml."""
     from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
+    from dedebate.lab.registry import config_path
 
     overrides = list(args.overrides)
     if args.resume:
@@ -226,7 +228,7 @@ def _sweep_config(args: argparse.Namespace, reg):
             raise ConfigError(f"these overrides change the results of {args.resume} "
                               "(sweep hash differs); start a new sweep instead")
     else:
-        cfg = load_config(args.config, reg.experiments, overrides)
+        cfg = load_config(config_path(args.config), reg.experiments, overrides)
     if cfg.sweep is None:
         raise ConfigError("the config has no sweep block; add one (sweep: {seeds: 4, axes: "
                           "{FIELD: [v1, v2]}}) or override it (sweep.seeds=4 "

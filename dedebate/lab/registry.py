@@ -1,23 +1,27 @@
 """Experiment and benchmark discovery: no registering by hand.
 
-An experiment is any module of the ``experiments`` package that defines ``NAME`` and ``run``
-(contract: ``dedebate/lab/experiment.py``). A module that fails to import is not silently
-dropped: its error is kept in :attr:`Registry.errors` so ``dedebate reproduce`` reports it as a
-failing row. The environment variable ``DEDEBATE_EXPERIMENTS`` (comma-separated package or module
-names) replaces the default ``experiments`` package, which is how the tests point the CLI at fake
-experiments.
-"""
+An experiment is any module of an experiment package that defines ``NAME`` and ``run`` (contract:
+``dedebate/lab/experiment.py``). The packages are dedebate's own (the checkout's ``experiments/``
+folder, installed as ``dedebate_experiments``) and those other installed distributions register
+in the ``dedebate.experiments`` entry-point group; ``DEDEBATE_EXPERIMENTS`` (comma-separated
+package or module names) replaces them all, which is how the tests point the CLI at fakes. A
+module that fails to import is not silently dropped: its error is kept in
+:attr:`Registry.errors`, so ``dedebate reproduce`` reports it as a failing row."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.metadata
+import importlib.util
 import os
 import pkgutil
 import types
 from collections.abc import Iterable
+from pathlib import Path
 
-DEFAULT_PACKAGES = ("experiments",)
+DEFAULT_PACKAGES = ("dedebate_experiments",)
+ENTRY_POINT_GROUP = "dedebate.experiments"
 
 
 @dataclasses.dataclass
@@ -58,18 +62,38 @@ def _add(reg: Registry, module: types.ModuleType) -> None:
     reg.experiments[name] = module
 
 
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def entry_point_packages() -> tuple[str, ...]:
+    """Experiment modules or packages that installed distributions register in the
+    ``dedebate.experiments`` entry-point group (the entry point's value is the module name)."""
+    return tuple(ep.value.split(":")[0].strip()
+                 for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
 def experiment_packages() -> tuple[str, ...]:
-    """``$DEDEBATE_EXPERIMENTS`` (comma-separated) or ``("experiments",)``."""
+    """``$DEDEBATE_EXPERIMENTS`` (comma-separated) if set; else dedebate's own experiments
+    (``dedebate_experiments`` as installed, or the checkout's ``experiments`` folder) and every
+    package registered in the ``dedebate.experiments`` entry-point group."""
     env = os.environ.get("DEDEBATE_EXPERIMENTS", "").strip()
-    return tuple(p.strip() for p in env.split(",") if p.strip()) or DEFAULT_PACKAGES
+    named = tuple(p.strip() for p in env.split(",") if p.strip())
+    if named:
+        return named
+    own = DEFAULT_PACKAGES if _installed(DEFAULT_PACKAGES[0]) else ("experiments",)
+    return tuple(dict.fromkeys((*own, *entry_point_packages())))
 
 
 def discover_experiments(
     packages: Iterable[str | types.ModuleType] | None = None,
     modules: Iterable[str | types.ModuleType] = (),
 ) -> Registry:
-    """Import every module of ``packages`` (default: ``$DEDEBATE_EXPERIMENTS`` or
-    ``experiments``) and every module in ``modules``; keep those defining ``NAME`` and ``run``.
+    """Import every module of ``packages`` (default: :func:`experiment_packages`) and every
+    module in ``modules``; keep those defining ``NAME`` and ``run``.
     """
     if packages is None:
         packages = experiment_packages()
@@ -104,8 +128,12 @@ def discover_experiments(
 
 
 def bench_package() -> str:
-    """The benchmark package: ``$DEDEBATE_BENCH`` (used by the tests) or ``bench``."""
-    return os.environ.get("DEDEBATE_BENCH", "").strip() or "bench"
+    """The benchmark package: ``$DEDEBATE_BENCH`` (used by the tests), else ``dedebate_bench``
+    as installed (the checkout's ``bench`` folder)."""
+    named = os.environ.get("DEDEBATE_BENCH", "").strip()
+    if named:
+        return named
+    return "dedebate_bench" if _installed("dedebate_bench") else "bench"
 
 
 def list_benchmarks(package: str | None = None) -> list[str]:
@@ -127,3 +155,31 @@ def list_benchmarks(package: str | None = None) -> list[str]:
         if callable(getattr(module, "run", None)):  # helpers such as numpy references are not
             names.append(info.name)
     return names
+
+
+def shipped_configs_dir() -> Path | None:
+    """The folder of dedebate's shipped configs (``dedebate_configs`` as installed, or the
+    checkout's ``configs/``), or None."""
+    try:
+        spec = importlib.util.find_spec("dedebate_configs")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return None
+
+
+def config_path(arg: str) -> Path:
+    """The config file ``arg`` names: a path if one exists there, else a shipped config by name
+    (``NAME`` or ``NAME.yaml`` -> ``configs/NAME.yaml``, ``sweeps/NAME`` -> a sweep file), else
+    ``arg`` unchanged (reading it then reports it missing)."""
+    given = Path(arg).expanduser()
+    if given.exists():
+        return given
+    shipped = shipped_configs_dir()
+    if shipped is not None and not given.is_absolute():
+        name = arg.removeprefix("configs/")
+        for candidate in (shipped / name, shipped / f"{name}.yaml"):
+            if candidate.is_file():
+                return candidate
+    return given
