@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Chunked", "run_chunks"]
+__all__ = ["Chunked", "checkpoint_template", "run_chunks"]
 
 
 @dataclasses.dataclass
@@ -79,6 +79,23 @@ def _place(buf: Any, new: Any, pos: int, axis: int) -> Any:
     return jax.tree_util.tree_map(one, buf, new)
 
 
+def _like(template: Any, x: Any) -> Any:
+    """A restored leaf as the template's kind: numpy for numpy, else an uncommitted JAX array
+    (Orbax returns arrays committed to a device, which a jitted program would take as a new
+    input signature and compile again)."""
+    import jax
+    import jax.numpy as jnp
+
+    if isinstance(template, (np.ndarray, np.generic)):
+        return np.array(x)
+    if isinstance(x, jax.Array):
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(jnp.asarray(np.asarray(jax.random.key_data(x))),
+                                            impl=jax.random.key_impl(x))
+        return jnp.asarray(np.asarray(x))
+    return x
+
+
 def _pack(done: int, next_step: int, pos: dict[str, int], state: Any,
           mons: dict[str, Any]) -> dict[str, Any]:
     """The checkpointed tree (no empty ``pos``/``monitors`` entries without monitors)."""
@@ -86,6 +103,14 @@ def _pack(done: int, next_step: int, pos: dict[str, int], state: Any,
     if mons:
         out |= {"pos": {k: np.int32(v) for k, v in pos.items()}, "monitors": mons}
     return out
+
+
+def checkpoint_template(init_state: Any, monitors: Mapping[str, Any] | None = None,
+                        first_step: int = 0) -> dict[str, Any]:
+    """The tree :func:`run_chunks` checkpoints, for ``init_state`` and ``monitors`` (a
+    template to read one of its checkpoints with :meth:`Checkpointer.restore`)."""
+    mons = dict(monitors or {})
+    return _pack(0, first_step, {k: 0 for k in mons}, init_state, mons)
 
 
 def run_chunks(ctx: Any, desc: str, init_state: Any,
@@ -113,15 +138,14 @@ def run_chunks(ctx: Any, desc: str, init_state: Any,
     if not (isinstance(every, int) and every >= 1):
         raise ValueError(f"every={every!r}: must be an integer >= 1")
     monitors = {k: jax.tree_util.tree_map(np.asarray, v) for k, v in (monitors or {}).items()}
-    full = _pack(0, first_step, {k: 0 for k in monitors}, init_state, monitors)
+    full = checkpoint_template(init_state, monitors, first_step)
     wall = [0.0] * n_chunks
     restored = 0
     with ctx.checkpointer(every=1, keep=keep) as ckpt, ctx.progress(n_chunks, desc) as bar:
         if ctx.resume:
             found = ckpt.restore(full)
             if found is not None:
-                full = {**found[1], "monitors": jax.tree_util.tree_map(
-                    np.array, found[1].get("monitors", {}))}
+                full = jax.tree_util.tree_map(_like, full, found[1])
                 restored = int(full["done"])
                 if restored > n_chunks:
                     raise ValueError(f"checkpoint holds {restored} chunks done, but the run has "
