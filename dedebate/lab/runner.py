@@ -132,10 +132,10 @@ class LabContext:
     def truncate_metrics(self, step: int) -> None:
         """Drop the rows of metrics.jsonl from ``step`` on (what a resumed attempt logs again;
         one atomic rewrite, only if a row goes)."""
-        if not any(s >= step for s in self._old_steps):
-            return
         rows, _, _ = self._read_rows()
-        self._write_rows([r for r in rows if r["step"] < step])
+        kept = [r for r in rows if r["step"] < step]
+        if len(kept) < len(rows):
+            self._write_rows(kept)
 
     def flush_metrics(self) -> None:
         """Nothing is buffered (rows are written as they are logged); kept for callers."""
