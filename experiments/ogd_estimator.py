@@ -44,11 +44,13 @@ from dedebate.estimators.families import tanh_family
 from dedebate.estimators.ogd import STEP_RULES, OGDStatic, iteration_bound, ogd_solve, summarize
 from dedebate.estimators.train import (
     BEST_RESPONSES,
+    NetTrainLog,
     NetTrainStatic,
     make_chunk_grid,
     make_init_grid,
     net_hparams,
 )
+from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows, strict_max
 from dedebate.lab.params import config_dataclass, param
 
@@ -228,7 +230,9 @@ def _sweep_problems(cfg: Config, ctx, pool=None):
 
 
 def _sweep(cfg: Config, ctx, prepared=None):
+    """Part 1; its rows are logged at steps ``len(sound_provers)`` on (after part 3's)."""
     rows, traces = [], {}
+    step = len(cfg.sound_provers)
     deltas = jnp.asarray(cfg.deltas, jnp.float32)
     prepared = _sweep_problems(cfg, ctx) if prepared is None else prepared
     with ctx.progress(len(cfg.q_values) * len(cfg.step_rules), "Algorithm 1 sweep") as bar:
@@ -260,7 +264,9 @@ def _sweep(cfg: Config, ctx, prepared=None):
                             traces[(rule, q, delta)] = np.asarray(states.trace[s, j])
                 ctx.log({"q": q, "step_rule": rule, "wall_s_incl_wait": wall,
                          "compile_s": compile_s,
-                         "max_steps": max(r["steps"] for r in rows[-cfg.seeds * len(cfg.deltas):])})
+                         "max_steps": max(r["steps"] for r in rows[-cfg.seeds * len(cfg.deltas):])},
+                        step=step)
+                step += 1
                 bar.update(1)
     return rows, traces
 
@@ -316,7 +322,8 @@ def _timed(fn, *args):
 class NetRun:
     """The network training of part 2: final state and per-round log (axes ``[G, S, ...]``:
     learning rates x seeds), ``max|Adv|`` at the end, where it started (0, or the rounds restored
-    from a checkpoint) and timings of this process (compilation; the chunks it ran)."""
+    from a checkpoint), timings of this process (compilation; the chunks it ran) and the first
+    step after its logged rows."""
 
     state: object
     max_adv: np.ndarray  # [G, S, rounds]
@@ -327,6 +334,7 @@ class NetRun:
     compile_s: float
     wall_s: float
     chunks_run: int
+    next_step: int
 
 
 @functools.cache
@@ -340,12 +348,13 @@ def _net_problems(cfg: Config, ctx):
     return _build_problems(cfg, jax.random.fold_in(ctx.key, 201), 2**cfg.net_q)
 
 
-def train_network(cfg: Config, ctx, pool=None) -> NetRun | None:
+def train_network(cfg: Config, ctx, pool=None, first_step: int = 0) -> NetRun | None:
     """Train the Flax estimators (grid lrs x seeds, one compiled chunk program) in chunks of
-    ``cfg.net_checkpoint_every`` rounds on the host: after each chunk the whole state and the
-    log so far are saved with ``ctx.checkpointer`` (Orbax); with ``ctx.resume`` the newest
-    checkpoint is restored and training continues from it. With ``pool``, only start compiling
-    the chunk program there (returns None)."""
+    ``cfg.net_checkpoint_every`` rounds through the lab's chunked driver (``run_chunks``): after
+    each chunk the whole state and the log so far are an Orbax checkpoint and a row is logged at
+    step ``first_step + rounds done``; with ``ctx.resume`` the newest checkpoint is restored and
+    training continues from it. With ``pool``, only start compiling the chunk program there
+    (returns None)."""
     problems, families, feats = _net_problems(cfg, ctx)
     static = NetTrainStatic(rounds=cfg.net_rounds, hidden=tuple(cfg.net_hidden),
                             optimizer=cfg.net_optimizer, best_response=cfg.net_best_response)
@@ -359,56 +368,48 @@ def train_network(cfg: Config, ctx, pool=None) -> NetRun | None:
     if pool is not None:  # only start compiling the chunk program
         _compiled(chunk_fn, hp, state0, families, problems, feats, pool=pool)
         return None
-    ck = {"train": state0,
-          "max_adv": np.full((g, s, padded), np.nan, np.float32),
-          "dist_adv": np.full((g, s, padded), np.nan, np.float32),
-          "chosen": np.full((g, s, padded), -1, np.int32),
-          "final_max_adv": np.full((g, s), np.nan, np.float32)}
-    start, wall, ran, compile_s = 0, 0.0, 0, 0.0
-    with ctx.checkpointer(every=chunk_len, keep=2) as ckpt:
-        if ctx.resume and (found := ckpt.restore(ck)) is not None:
-            step, restored = found
-            start = math.ceil(step / chunk_len)
-            ck = {"train": restored["train"],
-                  **{k: np.array(v) for k, v in restored.items() if k != "train"}}
-        with ctx.progress(n_chunks, "Flax estimator training (chunks)") as bar:
-            bar.update(start)
-            for c in range(start, n_chunks):
-                if c == start:  # compiled only when there is a chunk left to run
-                    chunk, compile_s = _compiled(chunk_fn, hp, ck["train"], families, problems,
-                                                 feats).result()
-                t1 = time.perf_counter()
-                state, log, final = jax.block_until_ready(
-                    chunk(hp, ck["train"], families, problems, feats))
-                wall += time.perf_counter() - t1
-                ran += 1
-                sl = slice(c * chunk_len, (c + 1) * chunk_len)
-                ck = {**ck, "train": state, "final_max_adv": np.asarray(final)}
-                for name in ("max_adv", "dist_adv", "chosen"):  # new arrays: saves are async
-                    ck[name] = ck[name].copy()
-                    ck[name][:, :, sl] = np.asarray(getattr(log, name))
-                rounds_done = min((c + 1) * chunk_len, cfg.net_rounds)
-                ckpt.save(rounds_done, ck, force=True)
-                worst = float(np.max(ck["final_max_adv"]))
-                ctx.log({"net_round": rounds_done, "net_max_adv_worst": worst,
-                         "net_max_adv_best": float(np.min(ck["final_max_adv"]))},
-                        step=rounds_done)
-                bar.set_postfix(round=rounds_done, max_adv=f"{worst:.4f}")
-                bar.update(1)
+    nan = np.full((g, s, padded), np.nan, np.float32)
+    monitors = {"net": NetTrainLog(max_adv=nan, dist_adv=nan,
+                                   chosen=np.full((g, s, padded), -1, np.int32))}
+    init_state = {"train": state0, "final_max_adv": np.full((g, s), np.nan, np.float32)}
+    program = {}  # the compiled chunk, fetched when there is a chunk left to run
+
+    def chunk(state, c):
+        if not program:
+            t0 = time.perf_counter()
+            program["exe"], program["compile_s"] = _compiled(
+                chunk_fn, hp, state["train"], families, problems, feats).result()
+            program["wait_s"] = time.perf_counter() - t0
+        train, log, final = program["exe"](hp, state["train"], families, problems, feats)
+        return {"train": train, "final_max_adv": final}, {"net": log}
+
+    def rows(c, state, _mon):
+        rounds_done = min((c + 1) * chunk_len, cfg.net_rounds)
+        final = np.asarray(state["final_max_adv"])
+        return [(first_step + rounds_done,
+                 {"net_round": rounds_done, "net_max_adv_worst": float(np.max(final)),
+                  "net_max_adv_best": float(np.min(final))})]
+
+    done = run_chunks(ctx, "Flax estimator training (chunks)", init_state, chunk, n_chunks,
+                      monitors=monitors, axis=2, keep=2, log_rows=rows, first_step=first_step)
     r = cfg.net_rounds
-    return NetRun(state=ck["train"], max_adv=ck["max_adv"][:, :, :r],
-                  dist_adv=ck["dist_adv"][:, :, :r], chosen=ck["chosen"][:, :, :r],
-                  final_max_adv=ck["final_max_adv"], resumed_from=min(start * chunk_len, r),
-                  compile_s=compile_s, wall_s=wall, chunks_run=ran)
+    log = done.monitors["net"]
+    return NetRun(state=done.state["train"], max_adv=log.max_adv[:, :, :r],
+                  dist_adv=log.dist_adv[:, :, :r], chosen=log.chosen[:, :, :r],
+                  final_max_adv=np.asarray(done.state["final_max_adv"]),
+                  resumed_from=min(done.restored * chunk_len, r),
+                  compile_s=program.get("compile_s", 0.0),
+                  wall_s=sum(done.wall_s) - program.get("wait_s", 0.0), chunks_run=done.ran,
+                  next_step=done.next_step)
 
 
-def _network(cfg: Config, ctx):
+def _network(cfg: Config, ctx, first_step: int):
     """Network (grid over lrs x seeds, one program) vs tabular (over seeds) on the same problems.
 
     The tabular runs use the sweep's compiled Algorithm 1 program when |Z| = 2^net_q is in the
     sweep (its delta axis then holds net_delta in every entry)."""
     n_z = 2**cfg.net_q
-    net = train_network(cfg, ctx)
+    net = train_network(cfg, ctx, first_step=first_step)
     problems, families, _ = _net_problems(cfg, ctx)
     ogd_static = OGDStatic(trace_len=cfg.trace_len)
     deltas = jnp.full((len(cfg.deltas),), cfg.net_delta, jnp.float32)
@@ -433,7 +434,7 @@ def _network(cfg: Config, ctx):
               "net_chunks_run": net.chunks_run, "net_resumed_from_round": net.resumed_from,
               "net_runs": cfg.seeds * len(cfg.net_lrs), "tab_wall_s": tab_wall,
               "tab_compile_s": tab_compile, "tab_runs": cfg.seeds * len(cfg.deltas)}
-    ctx.log(timing)
+    ctx.log(timing, step=net.next_step)
     best_lr = min(cfg.net_lrs, key=lambda lr: _nan_last(strict_max(
         r["net_final_max_adv"] for r in rows if r["lr"] == lr)))
     best = [r for r in rows if r["lr"] == best_lr]
@@ -489,7 +490,7 @@ def _soundness(cfg: Config, ctx):
           concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(cfg.sound_provers)),
                                                 thread_name_prefix="ogd-sound") as pool):
         built = [pool.submit(construct, name) for name in cfg.sound_provers]
-        for name, fut in zip(cfg.sound_provers, built):
+        for step, (name, fut) in enumerate(zip(cfg.sound_provers, built)):
             rep, ep = fut.result()
             u_proto = float(ep.u_a.mean())
             pr = float(ep.a_correct.mean())
@@ -517,7 +518,7 @@ def _soundness(cfg: Config, ctx):
                 rows.append({"prover": name, "stage": s.stage, "contexts": s.contexts,
                              "steps": s.steps, "max_adv": s.max_adv, "reward": s.reward,
                              "bound": s.bound, "delta": delta})
-            ctx.log({"prover": name, "u_a": u_proto, "bound": bound, "pr_correct": pr})
+            ctx.log({"prover": name, "u_a": u_proto, "bound": bound, "pr_correct": pr}, step=step)
             bar.update(1)
     return rows, claims
 
@@ -601,7 +602,8 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         t_wait = lap()
         rows, traces = _sweep(cfg, ctx, prepared)
         t_sweep = lap()
-        net_rows, net_claim, net_timing = _network(cfg, ctx)
+        net_rows, net_claim, net_timing = _network(
+            cfg, ctx, len(cfg.sound_provers) + len(cfg.q_values) * len(cfg.step_rules))
         t_net = lap()
     claims = [*_sweep_claims(cfg, rows), net_claim, *sound_claims]
     fig_trace, fig_net = _plot_trace(cfg, traces, net_rows)

@@ -35,11 +35,13 @@ full, but do not gate. The *claims* (gating rows, exact: path enumeration, float
 * chaining (spec 6.3, 6.4): for every trained pair (every part), E[U_A] from the protocol's rewards
   equals r^(d+1) P[A correct] - sum Adv(round-reward tests) + sum Adv(calibration tests), the
   advantages of B against the spec 6.3 tests built from A.
-Monitored per A update (logged per seed after every chunk, keys ``PART/RUN/seedS/NAME``, which the
-lab turns into W&B curves): A's payoff, P[A correct], P[stable], the certified bound, B's realised
-max|Adv| against the spec 6.3 tests built from the current A (exact), and the calibration proxy.
-Training runs in ``chunks`` jitted chunks per part; the state after each chunk is an Orbax
-checkpoint, and ``resume=true`` continues from the last one (bit-equal to an uninterrupted run).
+Monitored per A update (logged per seed after every chunk, keys ``PART/RUN/seedS/NAME``, at step
+``part index * steps + A update``, which the lab turns into W&B curves): A's payoff, P[A correct],
+P[stable], the certified bound, B's realised max|Adv| against the spec 6.3 tests built from the
+current A (exact), and the calibration proxy.
+Training runs in ``chunks`` jitted chunks per part through the lab's chunked driver
+(:func:`dedebate.lab.driver.run_chunks`); the state after each chunk is an Orbax checkpoint, and
+``resume=true`` continues from the last one (bit-equal to an uninterrupted run).
 Its doubly-efficient counterpart (learned Alice and Bob for the stochastic debate) is
 `experiments/stochastic_selfplay.py`.
 """
@@ -56,6 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents.ped_strategies import honest_prover
+from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
@@ -345,11 +348,12 @@ def _warm_start(cfg: Config, part: _Part, trees, carries):
     return carries, info
 
 
-def _log_chunk(ctx, part: _Part, mon, start: int):
-    """Per-seed monitor curves of one chunk: one ``ctx.log`` row per A update."""
+def _chunk_rows(part: _Part, mon, start: int) -> list[tuple[int, dict]]:
+    """Per-seed monitor curves of one chunk: one row per A update, at steps ``start + t``."""
     names = {"u_a": "payoff", "a_correct": "a_correct", "p_stable": "p_stable",
              "certified": "certified", "max_adv": "max_adv", "calib": "calib"}
     length = mon.u_a.shape[-1]
+    rows = []
     for t in range(length):
         row = {}
         for i, run in enumerate(part.runs):
@@ -357,66 +361,53 @@ def _log_chunk(ctx, part: _Part, mon, start: int):
                 for field, label in names.items():
                     row[f"{part.name}/{run[0]}/seed{s}/{label}"] = float(
                         getattr(mon, field)[i, s, t])
-        ctx.log(row, step=start + t)
+        rows.append((start + t, row))
+    return rows
 
 
-def _train_all(cfg: Config, ctx, bar):
-    """Every part, chunk by chunk, with a checkpoint after each chunk and resume from the last.
-
-    Returns ``{part name: _Trained}``.
+def _train_all(cfg: Config, ctx):
+    """Every part, chunk by chunk (``run_chunks``: a checkpoint after each chunk, resume from
+    the newest). Chunk ``g`` is chunk ``g % chunks`` of part ``g // chunks``; its rows go at
+    steps ``g * length + t`` (one clock over the parts). Returns ``({part name: _Trained}, the
+    first step after the training rows)``.
     """
     parts = _parts(cfg)
     static = _static(cfg)
     length = cfg.steps // cfg.chunks
     setups = {p.name: _setup(cfg, jax.random.fold_in(ctx.key, p.key_index), p) for p in parts}
-    state = {"chunk": jnp.int32(-1),
-             "parts": {p.name: {"carry": setups[p.name][1], "mon": _empty_monitors(cfg, p),
-                                "warm": _warm_info_template(cfg, p)} for p in parts}}
-    walls = {p.name: 0.0 for p in parts}
-    with ctx.checkpointer(every=1, keep=2) as ckpt:
-        done = -1
-        if ctx.resume and (found := ckpt.restore(state)) is not None:
-            done, state = found
-            state = jax.tree_util.tree_map(np.asarray, state)
-            bar.update(min(done + 1, cfg.chunks * len(parts)))
-        g = 0
-        for p in parts:
-            trees, _, hp = setups[p.name]
-            ps = state["parts"][p.name]
-            for c in range(cfg.chunks):
-                if g <= done:
-                    g += 1
-                    continue
-                t0 = time.perf_counter()
-                if c == 0:
-                    ps["carry"], ps["warm"] = _warm_start(cfg, p, trees, ps["carry"])
-                outs = [_grid_chunk(static, length)(
-                    jax.tree_util.tree_map(lambda x, i=i: x[i], hp), trees,
-                    jax.tree_util.tree_map(lambda x, i=i: x[i], ps["carry"]))
-                    for i in range(len(p.runs))]
-                carry, mon = jax.block_until_ready(_stack(outs))
-                walls[p.name] += time.perf_counter() - t0
-                mon = jax.tree_util.tree_map(np.asarray, mon)
-                sl = slice(c * length, (c + 1) * length)
-                ps["mon"] = jax.tree_util.tree_map(
-                    lambda full, new, sl=sl: np.concatenate(
-                        [full[:, :, :sl.start], new, full[:, :, sl.stop:]], axis=2),
-                    ps["mon"], mon)
-                ps["carry"] = carry
-                state["chunk"] = jnp.int32(g)
-                ckpt.save(g, state, force=True)
-                _log_chunk(ctx, p, mon, c * length)
-                bar.update(1)
-                g += 1
+    init = {p.name: {"carry": setups[p.name][1], "warm": _warm_info_template(cfg, p)}
+            for p in parts}
+
+    def chunk(state, g):
+        p, c = parts[g // cfg.chunks], g % cfg.chunks
+        trees, _, hp = setups[p.name]
+        ps = dict(state[p.name])
+        if c == 0:
+            ps["carry"], ps["warm"] = _warm_start(cfg, p, trees, ps["carry"])
+        outs = [_grid_chunk(static, length)(
+            jax.tree_util.tree_map(lambda x, i=i: x[i], hp), trees,
+            jax.tree_util.tree_map(lambda x, i=i: x[i], ps["carry"]))
+            for i in range(len(p.runs))]
+        ps["carry"], mon = _stack(outs)
+        return {**state, p.name: ps}, {p.name: mon}
+
+    def rows(g, _state, mon):
+        p = parts[g // cfg.chunks]
+        return _chunk_rows(p, mon[p.name], g * length)
+
+    done = run_chunks(ctx, "Stackelberg training", init, chunk, cfg.chunks * len(parts),
+                      monitors={p.name: _empty_monitors(cfg, p) for p in parts}, axis=2,
+                      keep=2, log_rows=rows)
     out = {}
-    for p in parts:
-        ps = state["parts"][p.name]
+    for k, p in enumerate(parts):
+        ps = done.state[p.name]
         trees = setups[p.name][0]
         one = jax.tree_util.tree_map(lambda x: x[0, 0], trees)
-        out[p.name] = _Trained(jax.tree_util.tree_map(np.asarray, ps["mon"]),
+        wall = sum(done.wall_s[k * cfg.chunks:(k + 1) * cfg.chunks])
+        out[p.name] = _Trained(done.monitors[p.name],
                                jax.tree_util.tree_map(np.asarray, ps["warm"]), one,
-                               walls[p.name], trees, ps["carry"])
-    return out
+                               wall, trees, ps["carry"])
+    return out, done.next_step
 
 
 class _Trained(NamedTuple):
@@ -471,8 +462,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     parts = {p.name: p for p in _parts(cfg)}
     labels = [f"n_B = {n}" for n in cfg.n_b_values] + ["simultaneous"]
     claims, tables, metrics = [], {}, {}
-    with ctx.progress(cfg.chunks * len(parts), "Stackelberg training") as bar:
-        res = _train_all(cfg, ctx, bar)
+    res, step = _train_all(cfg, ctx)
     mon, warm_info, tree, wall = res["stable"][:4]
     rho_tree = tree_rho(tree, cand=tree.honest_cand)
     conv = _converged(cfg, mon, thr)  # [schedule, seed]
@@ -489,7 +479,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
                          "final_certified": float(mon.certified[i, s, -1])})
         ctx.log({"part": "stable", "schedule": lab,
                  "converged": int((conv[i] < cfg.steps).sum()),
-                 "final_u_a_mean": float(mon.u_a[i, :, -1].mean())})
+                 "final_u_a_mean": float(mon.u_a[i, :, -1].mean())}, step=step + i)
     tables["stable"] = rows
     im = cfg.n_b_values.index(cfg.main_n_b)
     k = int((conv[im] < cfg.steps).sum())

@@ -38,10 +38,11 @@ must find the honest equilibrium.
 
 Training runs (per instance: the main run, the tail ablation, each n_B of the sweep) go in
 ``chunks`` jitted chunks each (:func:`dedebate.training.stochastic_selfplay.chunk_grid`, bit-equal
-to one uninterrupted program); after each chunk the main run's monitors are logged (explicit
-steps, stable names, so a resumed attempt's re-logged rows replace the old ones), and every
-``checkpoint_every`` chunks (and after the last) the whole training state -- players, Adam
-states, update counters, init keys, monitors -- is an Orbax checkpoint (``ctx.checkpointer``).
+to one uninterrupted program), driven by the lab's chunked driver
+(:func:`dedebate.lab.driver.run_chunks`); after each chunk the main run's monitors are logged (at
+explicit steps, one clock over all training runs), and every ``checkpoint_every`` chunks (and
+after the last) the whole training state -- players, Adam states, update counters, init keys,
+monitors -- is an Orbax checkpoint.
 ``resume=true`` continues from the newest one and reproduces the uninterrupted run's numbers
 exactly; the exact evaluation after training is recomputed (deterministic).
 """
@@ -56,6 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents.stochastic_players import honest_alice
+from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.fixtures import f2_target
@@ -152,78 +154,73 @@ def _runs(cfg: Config, hp) -> list[tuple[str, str, object]]:
     return out
 
 
-def _log_chunk(ctx, case: str, mon, start: int, log_every: int):
-    """The main run's monitors of one chunk, one row per monitor period (explicit step, stable
-    names; the instance label tells the two instances' rows apart)."""
+def _chunk_rows(case: str, mon, first: int, log_every: int) -> list[tuple[int, dict]]:
+    """The main run's monitors of one chunk, one row per monitor period, at steps ``first + (j
+    + 1) * log_every`` (the instance label tells the two instances' rows apart)."""
     val, trk = np.asarray(mon.value), np.asarray(mon.tracking)
-    for j in range(val.shape[1]):
-        ctx.log({"instance": case, "value_mean": float(val[:, j].mean()),
-                 "value_min": float(val[:, j].min()), "value_max": float(val[:, j].max()),
-                 "tracking_mean": float(trk[:, j].mean())},
-                step=(start + j + 1) * log_every)
+    return [(first + (j + 1) * log_every,
+             {"instance": case, "value_mean": float(val[:, j].mean()),
+              "value_min": float(val[:, j].min()), "value_max": float(val[:, j].max()),
+              "tracking_mean": float(trk[:, j].mean())}) for j in range(val.shape[1])]
 
 
 def initial_state(cfg: Config, key, static, hp) -> dict:
     """The training state before the first chunk (also the template a checkpoint is restored
-    against): ``{"chunk": -1, "runs": {instance: {run: {"carry", "mon"}}}}`` with every run's
-    initial carry (:func:`init_grid`; seed s of instance i from ``fold_in(fold_in(key, i), s)``,
-    the same for every run of the instance) and zero monitors ``[seeds, periods]``."""
-    M = n_periods(static)
-    state = {"chunk": jnp.int32(-1), "runs": {}}
+    against): ``{instance: {run: carry}}`` with every run's initial carry (:func:`init_grid`;
+    seed s of instance i from ``fold_in(fold_in(key, i), s)``, the same for every run of the
+    instance)."""
+    state = {}
     for i, case in enumerate(("yes", "no")):
         k = jax.random.fold_in(key, i)
         keys = jnp.stack([jax.random.fold_in(k, s) for s in range(cfg.seeds)])
         for c, name, h in _runs(cfg, hp):
             if c == case:
-                z = np.zeros((cfg.seeds, M), np.float32)
-                state["runs"].setdefault(case, {})[name] = {
-                    "carry": init_grid(static)(h, keys), "mon": Monitors(z, z)}
+                state.setdefault(case, {})[name] = init_grid(static)(h, keys)
     return state
 
 
-def _train_all(cfg: Config, ctx, bar, static, inputs, hp, walls) -> dict:
-    """Every training run, chunk by chunk (:func:`chunk_grid`, vmapped over seeds), with the
-    state saved every ``checkpoint_every`` chunks and after the last; ``resume`` continues from
-    the newest checkpoint, bit-equal to an uninterrupted run. The state: per instance and run
-    the carry (both players, Adam states, update counter, init keys) and the monitors so far.
-    Returns ``{instance: {run: {"carry", "mon"}}}``; ``walls`` gets seconds per run (this
-    attempt's chunks only)."""
+def initial_monitors(cfg: Config, static, hp) -> dict:
+    """Zero monitors ``[seeds, periods]`` per training run (track ``instance/run``)."""
+    z = np.zeros((cfg.seeds, n_periods(static)), np.float32)
+    return {f"{case}/{name}": Monitors(z, z) for case, name, _ in _runs(cfg, hp)}
+
+
+def _train_all(cfg: Config, ctx, static, inputs, hp):
+    """Every training run, chunk by chunk (:func:`chunk_grid`, vmapped over seeds, through
+    ``run_chunks``), with the state saved every ``checkpoint_every`` chunks and after the last;
+    ``resume`` continues from the newest checkpoint, bit-equal to an uninterrupted run. Chunk
+    ``g`` is chunk ``g % chunks`` of run ``r = g // chunks``; the main runs' rows go at step ``r
+    * U + Alice updates`` (``U`` updates per run: one clock over the runs). Returns the driver's
+    :class:`~dedebate.lab.driver.Chunked` (state ``{instance: {run: carry}}``, monitors per
+    ``instance/run``) and wall seconds per run (this attempt's chunks only)."""
     runs = _runs(cfg, hp)
     lengths = chunk_lengths(n_periods(static), cfg.chunks)
     starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
-    state = initial_state(cfg, ctx.key, static, hp)
-    total = len(runs) * cfg.chunks
-    with ctx.checkpointer(every=cfg.checkpoint_every, keep=2) as ckpt:
-        done = -1
-        if ctx.resume and (found := ckpt.restore(state)) is not None:
-            done, state = found
-            bar.update(done + 1)
-        g = 0
-        for case, name, h in runs:
-            rs = state["runs"][case][name]
-            for c, length in enumerate(lengths):
-                if g <= done:
-                    g += 1
-                    continue
-                t0 = time.perf_counter()
-                carry, mon = jax.block_until_ready(
-                    chunk_grid(static, length)(inputs[case], h, rs["carry"]))
-                wk = f"{'train' if name == 'main' else name}_{case}"
-                walls[wk] = walls.get(wk, 0.0) + time.perf_counter() - t0
-                sl = slice(starts[c], starts[c + 1])
-                rs["mon"] = jax.tree.map(
-                    lambda full, new, sl=sl: np.concatenate(
-                        [np.asarray(full)[:, :sl.start], np.asarray(new),
-                         np.asarray(full)[:, sl.stop:]], axis=1), rs["mon"], mon)
-                rs["carry"] = carry
-                state["chunk"] = jnp.int32(g)
-                if (g + 1) % cfg.checkpoint_every == 0 or g == total - 1:
-                    ckpt.save(g, state, force=True)
-                if name == "main":
-                    _log_chunk(ctx, case, mon, starts[c], cfg.log_every)
-                bar.update(1)
-                g += 1
-    return state["runs"]
+    per_run = n_periods(static) * cfg.log_every
+
+    def chunk(state, g):
+        r, c = divmod(g, cfg.chunks)
+        case, name, h = runs[r]
+        carry, mon = chunk_grid(static, lengths[c])(inputs[case], h, state[case][name])
+        return {**state, case: {**state[case], name: carry}}, {f"{case}/{name}": mon}
+
+    def rows(g, _state, mon):
+        r, c = divmod(g, cfg.chunks)
+        case, name, _ = runs[r]
+        if name != "main":
+            return []
+        return _chunk_rows(case, mon[f"{case}/{name}"], r * per_run + starts[c] * cfg.log_every,
+                           cfg.log_every)
+
+    init = initial_state(cfg, ctx.key, static, hp)
+    done = run_chunks(ctx, "stochastic self-play training", init, chunk, len(runs) * cfg.chunks,
+                      monitors=initial_monitors(cfg, static, hp), axis=1,
+                      every=cfg.checkpoint_every, keep=2, log_rows=rows)
+    walls = {}
+    for r, (case, name, _) in enumerate(runs):
+        wk = f"{'train' if name == 'main' else name}_{case}"
+        walls[wk] = sum(done.wall_s[r * cfg.chunks:(r + 1) * cfg.chunks])
+    return done, walls
 
 
 def _monte_carlo(cfg, fx, constants, alice, bob, key):
@@ -278,17 +275,16 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     hp = hparams(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b, alice_init=cfg.alice_init,
                  bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
     vera = make_vera(constants)
-    results, mons, walls = {}, [], {}
+    results, mons = {}, []
     levels = {case: prefix_tree(fx.machine) for case, fx in instances}
     inputs = {case: level_inputs(levels[case]) for case in levels}
-    n_train = len(_runs(cfg, hp)) * cfg.chunks
-    with ctx.progress(n_train + 2 * (1 + int(cfg.mc_trials > 0)), "stochastic self-play") as bar:
-        trained = _train_all(cfg, ctx, bar, static, inputs, hp, walls)
+    trained, walls = _train_all(cfg, ctx, static, inputs, hp)
+    with ctx.progress(2 * (1 + int(cfg.mc_trials > 0)), "stochastic self-play: evaluation") as bar:
         for i, (case, fx) in enumerate(instances):
             key = jax.random.fold_in(ctx.key, i)
             lv = levels[case]
-            alice, bob = trained[case]["main"]["carry"].alice, trained[case]["main"]["carry"].bob
-            mons.append(jax.tree.map(np.asarray, trained[case]["main"]["mon"]))
+            alice, bob = trained.state[case]["main"].alice, trained.state[case]["main"].bob
+            mons.append(trained.monitors[f"{case}/main"])
             t0 = time.perf_counter()
             ev = [evaluate(lv, take(alice, s), take(bob, s), constants) for s in range(cfg.seeds)]
             honest = [acceptance_exact(fx.machine, honest_alice(constants),
@@ -296,7 +292,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
                       for s in range(cfg.seeds)]
             res = {"fixture": fx, "p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
             for name in [n for c, n, _ in _runs(cfg, hp) if c == case and n != "main"]:
-                a1, b1 = trained[case][name]["carry"].alice, trained[case][name]["carry"].bob
+                a1, b1 = trained.state[case][name].alice, trained.state[case][name].bob
                 evs = [evaluate(lv, take(a1, s), take(b1, s), constants, full=False)
                        for s in range(cfg.seeds)]
                 if name == "ablation":

@@ -3,7 +3,7 @@ experiment ``run`` functions that should not start the lab (no run directory, no
 
     ctx = FakeContext(tmp_path, seed=0, size="quick")
     result = my_experiment.run(my_experiment.Config(), ctx)
-    ctx.logged   # [(step, metrics), ...]
+    ctx.logged   # [(step, metrics), ...] of this attempt
     ctx.figures  # ["name.png", ...] saved under tmp_path / "plots"
 """
 
@@ -48,6 +48,7 @@ class FakeContext:
         self.logged: list[tuple[int | None, dict[str, Any]]] = []
         self.figures: list[str] = []
         self.bars: list[FakeBar] = []
+        self.truncated: list[int] = []
 
     @contextlib.contextmanager
     def progress(self, total: int, desc: str):
@@ -57,6 +58,11 @@ class FakeContext:
 
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
         self.logged.append((step, dict(metrics)))
+
+    def truncate_metrics(self, step: int) -> None:
+        """Records ``step`` in ``truncated`` and drops this attempt's rows from it on."""
+        self.truncated.append(step)
+        self.logged = [(s, m) for s, m in self.logged if s is None or s < step]
 
     def checkpointer(self, every: int = 1, keep: int = 3):
         """Like the lab's: an Orbax Checkpointer on ``checkpoint_dir`` (config hash ``"fake"``)."""

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dedebate.lab.checkpoint import Checkpointer, CheckpointError, CheckpointMismatch
+from dedebate.lab.checkpoint import Checkpointer, CheckpointMismatch
 
 HASH = "a" * 64
 
@@ -76,17 +76,42 @@ def test_corrupt_latest_falls_back_with_warning(tmp_path, capsys):
     assert_state_equal(state, make_state(1))
     err = capsys.readouterr().err
     assert "checkpoint step 2" in err and "unreadable" in err and "falling back to step 1" in err
+    assert "moved aside" in err and (d / "corrupt-2").is_dir() and not (d / "2").exists()
 
 
-def test_all_corrupt_is_an_error(tmp_path):
+@pytest.mark.parametrize("force", [False, True], ids=["interval", "force"])
+def test_saves_never_collide_with_old_steps(tmp_path, force, capsys):
+    """A step at or after the one saved (an earlier run's) is moved aside; Orbax alone would
+    skip the save (an older step) or raise StepAlreadyExistsError (force, an existing step)."""
+    d = tmp_path / "ck"
+    with Checkpointer(d, HASH, keep=3) as ck:
+        for i in range(1, 4):
+            ck.save(i, make_state(i))
+    with Checkpointer(d, HASH, keep=3) as ck:
+        assert ck.save(2, make_state(7), force=force)
+    assert "moved aside" in capsys.readouterr().err
+    assert sorted(p.name for p in d.iterdir()) == ["1", "2", "stale-2", "stale-3"]
+    with Checkpointer(d, HASH) as ck:
+        step, state = ck.restore(make_state(0))
+    assert step == 2
+    assert_state_equal(state, make_state(7))
+
+
+def test_all_corrupt_moves_everything_aside_and_starts_over(tmp_path, capsys):
     d = tmp_path / "ck"
     with Checkpointer(d, HASH, keep=2) as ck:
         ck.save(0, make_state(0))
         ck.save(1, make_state(1))
     (d / "0" / "meta" / "metadata").write_text("{")
     _corrupt_latest(d, 1)
-    with Checkpointer(d, HASH) as ck, pytest.raises(CheckpointError, match="no readable"):
-        ck.restore(make_state(0))
+    with Checkpointer(d, HASH) as ck:
+        assert ck.restore(make_state(0)) is None
+        assert ck.steps() == []
+        assert ck.save(0, make_state(5))  # the fresh start saves where the bad steps were
+    assert "no readable checkpoint" in capsys.readouterr().err
+    assert sorted(p.name for p in d.iterdir()) == ["0", "corrupt-0", "corrupt-1"]
+    with Checkpointer(d, HASH) as ck:
+        assert_state_equal(ck.restore(make_state(0))[1], make_state(5))
 
 
 def test_checkpoint_from_another_config_is_refused(tmp_path):

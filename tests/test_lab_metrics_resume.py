@@ -1,10 +1,11 @@
 """metrics.jsonl of a resumed run holds every logged row once (dedebate/lab/runner.py).
 
-A resumed attempt re-logs the rows between its checkpoint and the crash (and any prefix it
-recomputes); each such row replaces the earlier attempt's row with the same step, metric names
-and occurrence, so the file ends equal (up to ``wall_s``) to an uninterrupted run's, row for row
-and in the same order. The fakes force the re-log by deleting the newest checkpoint after the
-crash (as if the attempt had died before that save was finalised).
+The chunked driver (dedebate/lab/driver.py) truncates the file at the first step after the
+chunks it restored, so the rows between its checkpoint and the crash are logged again once;
+rows at steps the file still holds are not written twice. The file ends equal (up to ``wall_s``)
+to an uninterrupted run's, row for row and in the same order, and resuming a finished run
+changes nothing. The fakes force the re-log by deleting the newest checkpoint after the crash (as
+if the attempt had died before that save was finalised).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import jax.numpy as jnp
 import pytest
 
 from dedebate.lab.config import resolve
+from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import Claim, ExperimentResult
 from dedebate.lab.registry import discover_experiments
 from dedebate.lab.runner import run_experiment
@@ -30,6 +32,12 @@ def rows(run_dir):
 
 def without_wall(rs):
     return [{k: v for k, v in r.items() if k != "wall_s"} for r in rs]
+
+
+def tree(run_dir):
+    """Every file under checkpoints/ with its bytes."""
+    d = run_dir / "checkpoints"
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
 def checkpoint_steps(run_dir):
@@ -50,7 +58,7 @@ def resume(module, tmp_path, out, run_dir):
                           show_progress=False)
 
 
-# -- fake_ckpt: one walk, a row per step, checkpoint after every step --------------------------
+# -- fake_ckpt: one walk through the driver, a row and a checkpoint after every step -----------
 
 
 @pytest.fixture
@@ -70,8 +78,8 @@ def test_relogged_steps_appear_once_with_uninterrupted_values(tmp_path, fake_ckp
     assert crashed.error == "RuntimeError: crash after step 2"
     monkeypatch.delenv("FAKE_CRASH_AT")
     assert [r["step"] for r in rows(crashed.run_dir)] == [0, 1, 2]
-    assert checkpoint_steps(crashed.run_dir) == [1, 2]
-    shutil.rmtree(crashed.run_dir / "checkpoints" / "2")  # step 2's save never finished
+    assert checkpoint_steps(crashed.run_dir) == [2, 3]  # chunks done
+    shutil.rmtree(crashed.run_dir / "checkpoints" / "3")  # step 2's save never finished
 
     again = resume(fake_ckpt, tmp_path, "cut", crashed.run_dir)
     assert again.error is None and again.results["provenance"]["resumed"] is True
@@ -80,6 +88,12 @@ def test_relogged_steps_appear_once_with_uninterrupted_values(tmp_path, fake_ckp
     assert [r["step"] for r in got] == list(range(6))
     assert without_wall(got) == want
     assert again.result.metrics["total"] == fresh.result.metrics["total"]
+
+    # resuming the finished run: every chunk restored, nothing logged or saved again
+    before = (crashed.run_dir / "metrics.jsonl").read_bytes(), tree(crashed.run_dir)
+    done = resume(fake_ckpt, tmp_path, "cut", crashed.run_dir)
+    assert done.error is None and done.result.metrics["resumed_from"] == 6
+    assert ((crashed.run_dir / "metrics.jsonl").read_bytes(), tree(crashed.run_dir)) == before
 
 
 def test_torn_last_line_is_dropped_with_a_warning(tmp_path, fake_ckpt, monkeypatch, capsys):
@@ -103,8 +117,8 @@ def test_a_fresh_run_in_an_old_directory_starts_a_new_file(tmp_path, fake_ckpt):
     assert [r["step"] for r in rows(first.run_dir)] == list(range(6))
 
 
-# -- two parts that reuse the same steps (like stackelberg's stable/unstable parts), and two
-# -- rows per step with the same metric names (like stochastic_selfplay's instances) -----------
+# -- two parts in one driver (like stackelberg's stable/unstable parts), three rows per step
+# -- (a part row and two with the same metric names, like stochastic_selfplay's instances) -----
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,42 +131,36 @@ class Crash(RuntimeError):
 
 
 def _parts_run(cfg: PartsConfig, ctx) -> ExperimentResult:
-    """Parts "a" then "b", ``steps`` steps each, a global checkpoint after every step; each step
-    logs one row of part-named metrics and two rows ``{"instance", "value"}`` at that step."""
-    state = {"g": jnp.int32(-1), "x": jnp.float32(0.0), "key": ctx.key}
-    done = -1
-    with ctx.checkpointer(every=1, keep=2) as ckpt:
-        if ctx.resume and (found := ckpt.restore(state)) is not None:
-            done, state = found
-        g = 0
-        for part in ("a", "b"):
-            for t in range(cfg.steps):
-                if g <= done:
-                    g += 1
-                    continue
-                key, sub = jax.random.split(state["key"])
-                x = state["x"] + jax.random.normal(sub)
-                state = {"g": jnp.int32(g), "x": x, "key": key}
-                ckpt.save(g, state)
-                ctx.log({f"{part}/x": x, f"{part}/g": g}, step=t)
-                for inst in ("p", "q"):
-                    ctx.log({"instance": f"{part}{inst}", "value": x + (inst == "q")}, step=t)
-                if g == PARTS.crash_at:
-                    ckpt.wait()
-                    raise Crash(f"crash after global step {g}")
-                g += 1
-    ran = Claim.exact("ran", "fake", "== 2 parts", g, g == 2 * cfg.steps)
-    return ExperimentResult(claims=[ran],
-                            metrics={"x": float(state["x"]), "resumed_from": done + 1})
+    """Parts "a" then "b", ``steps`` chunks each, a checkpoint after every chunk; chunk ``g`` logs
+    one row of part-named metrics and two rows ``{"instance", "value"}`` at step ``g``."""
+
+    def chunk(state, g):
+        if g == PARTS.crash_at + 1:
+            raise Crash(f"crash after global step {g - 1}")
+        key, sub = jax.random.split(state["key"])
+        return {"x": state["x"] + jax.random.normal(sub), "key": key}, None
+
+    def log_rows(g, state, _):
+        part, x = "ab"[g // cfg.steps], state["x"]
+        return [(g, {f"{part}/x": x, f"{part}/g": g}),
+                *((g, {"instance": f"{part}{inst}", "value": x + (inst == "q")})
+                  for inst in ("p", "q"))]
+
+    done = run_chunks(ctx, "parts", {"x": jnp.float32(0.0), "key": ctx.key}, chunk,
+                      2 * cfg.steps, log_rows=log_rows)
+    ran = Claim.exact("ran", "fake", "== 2 parts", done.ran + done.restored,
+                      done.ran + done.restored == 2 * cfg.steps)
+    return ExperimentResult(claims=[ran], metrics={"x": float(done.state["x"]),
+                                                   "resumed_from": done.restored})
 
 
 PARTS = types.SimpleNamespace(NAME="fake_parts", TITLE="Fake: two parts reusing steps",
                               Config=PartsConfig, SIZES={"quick": {}, "full": {}},
-                              run=_parts_run, crash_at=None)
+                              run=_parts_run, crash_at=-2)
 
 
 @pytest.mark.parametrize("crash_at", [2, 6], ids=["in-part-a", "in-part-b"])
-def test_parts_sharing_steps_keep_every_row(tmp_path, monkeypatch, crash_at):
+def test_parts_in_one_driver_keep_every_row(tmp_path, monkeypatch, crash_at):
     fresh = run(PARTS, tmp_path, "fresh")
     want = without_wall(rows(fresh.run_dir))
     assert len(want) == 2 * 4 * 3 and [r["step"] for r in want[:3]] == [0, 0, 0]
@@ -160,9 +168,9 @@ def test_parts_sharing_steps_keep_every_row(tmp_path, monkeypatch, crash_at):
     monkeypatch.setattr(PARTS, "crash_at", crash_at)
     crashed = run(PARTS, tmp_path, "cut")
     assert crashed.error == f"Crash: crash after global step {crash_at}"
-    monkeypatch.setattr(PARTS, "crash_at", None)
+    monkeypatch.setattr(PARTS, "crash_at", -2)
     assert len(rows(crashed.run_dir)) == 3 * (crash_at + 1)
-    shutil.rmtree(crashed.run_dir / "checkpoints" / str(crash_at))
+    shutil.rmtree(crashed.run_dir / "checkpoints" / str(crash_at + 1))
 
     again = resume(PARTS, tmp_path, "cut", crashed.run_dir)
     assert again.error is None and again.result.metrics["resumed_from"] == crash_at

@@ -1,12 +1,19 @@
 """Faults: a run killed with SIGKILL mid-way, whose newest checkpoint is then corrupted, resumes
 with ``dedebate run --resume RUN_DIR`` from the previous checkpoint (with a warning) and ends
 with exactly the numbers of an uninterrupted run, and with its metrics.jsonl: the steps logged
-before the kill and logged again after the resume appear once (dedebate/lab/runner.py)."""
+before the kill and logged again after the resume appear once (dedebate/lab/runner.py).
+
+Recovery converges for every kind of damage to the newest checkpoint (truncated arrays, garbage
+metadata, a missing directory, a save cut short): the unreadable step is moved aside, the resume
+ends bit-equal to an uninterrupted run, and resuming again changes nothing on disk. The fakes
+train through the same driver (dedebate/lab/driver.py) and Orbax checkpointer as the training
+experiments."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,7 +70,7 @@ def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(tmp_path, 
     steps = finished_steps(run_dir)
     logged_before = [json.loads(x)["step"] for x in
                      (run_dir / "metrics.jsonl").read_text().splitlines() if x.endswith("}")]
-    assert 3 <= len(steps) <= 3 + 1 and steps[-1] < 15  # keep=3 (+1 being finalised)
+    assert 3 <= len(steps) <= 3 + 1 and steps[-1] < 16  # keep=3 (+1 being finalised)
     truncate_arrays(run_dir / "checkpoints" / str(steps[-1]))
 
     fake_env.setenv("DEDEBATE_EXPERIMENTS", RESUMABLE)
@@ -72,7 +79,7 @@ def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(tmp_path, 
     err = capsys.readouterr().err
     assert f"checkpoint step {steps[-1]}" in err and f"falling back to step {steps[-2]}" in err
     resumed = json.loads((run_dir / "results.json").read_text())
-    assert resumed["metrics"]["resumed_from"] == steps[-2] + 1
+    assert resumed["metrics"]["resumed_from"] == steps[-2]  # checkpoint step = chunks done
     assert resumed["provenance"]["resumed"] is True
 
     assert cli.main(["run", "--no-progress", str(cfg), f"output_dir={tmp_path / 'fresh'}"]) == 0
@@ -83,9 +90,11 @@ def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(tmp_path, 
     assert resumed["metrics"]["total"] == fresh["metrics"]["total"]
     assert resumed["provenance"]["config_hash"] == fresh["provenance"]["config_hash"]
 
-    # metrics.jsonl: steps[-1] (and any later step logged before the kill) was logged by both
-    # attempts; the file holds every step once, with the uninterrupted run's values
-    assert steps[-1] in logged_before
+    # metrics.jsonl: the row of the chunk in checkpoint steps[-1] (and any later row logged
+    # before the kill) was logged by both attempts; the file holds every step once, with the
+    # uninterrupted run's values
+    assert steps[-1] - 1 in logged_before
+    assert (run_dir / "checkpoints" / f"corrupt-{steps[-1]}").is_dir()
 
     def rows(d):
         return [{k: v for k, v in json.loads(x).items() if k != "wall_s"}
@@ -93,3 +102,97 @@ def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(tmp_path, 
 
     assert [r["step"] for r in rows(run_dir)] == list(range(16))
     assert rows(run_dir) == rows(fresh_dir)
+
+
+# -- every kind of damage to the newest checkpoint, in process ---------------------------------
+
+
+def _half_written(step_dir):
+    """What a kill during an (atomic) Orbax save leaves: the step's temporary directory."""
+    step_dir.rename(step_dir.with_name(f"{step_dir.name}.orbax-checkpoint-tmp-1700000000"))
+
+
+DAMAGE = {
+    "truncated-file": truncate_arrays,
+    "garbage-metadata": lambda d: (d / "meta" / "metadata").write_text("{not json"),
+    "missing-directory": lambda d: shutil.rmtree(d / "state"),
+    "half-written": _half_written,
+}
+
+
+def _on_disk(run_dir):
+    """metrics.jsonl and every file under checkpoints/, with their bytes."""
+    ck = run_dir / "checkpoints"
+    files = {str(p.relative_to(ck)): p.read_bytes() for p in sorted(ck.rglob("*")) if p.is_file()}
+    return (run_dir / "metrics.jsonl").read_bytes(), files
+
+
+def _rows(run_dir):
+    return [{k: v for k, v in json.loads(x).items() if k != "wall_s"}
+            for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def fake_ckpt():
+    from dedebate.lab.registry import discover_experiments
+
+    return discover_experiments([RESUMABLE]).experiments["fake_ckpt"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, fake_ckpt):
+    return _run(fake_ckpt, tmp_path_factory.mktemp("fresh"))
+
+
+def _run(module, out, run_dir=None, resume=False):
+    from dedebate.lab.config import resolve
+    from dedebate.lab.runner import run_experiment
+
+    cfg = resolve({"experiment": module.NAME, "output_dir": str(out), "resume": resume,
+                   "tracking": {"mode": "disabled"}}, {module.NAME: module})
+    return run_experiment(module, cfg, run_dir=run_dir, show_progress=False)
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damaged_newest_checkpoint_recovers_and_converges(tmp_path, monkeypatch, capsys,
+                                                          fake_ckpt, uninterrupted, damage):
+    monkeypatch.setenv("FAKE_CRASH_AT", "3")
+    crashed = _run(fake_ckpt, tmp_path)
+    monkeypatch.delenv("FAKE_CRASH_AT")
+    assert crashed.error == "RuntimeError: crash after step 3"
+    assert finished_steps(crashed.run_dir) == [3, 4]  # chunks done; keep=2
+    DAMAGE[damage](crashed.run_dir / "checkpoints" / "4")
+    capsys.readouterr()
+
+    again = _run(fake_ckpt, tmp_path, crashed.run_dir, resume=True)
+    assert again.error is None and again.result.metrics["resumed_from"] == 3
+    assert again.result.metrics["total"] == uninterrupted.result.metrics["total"]
+    assert again.results["claims"] == uninterrupted.results["claims"]
+    assert _rows(crashed.run_dir) == _rows(uninterrupted.run_dir)
+    names = sorted(p.name for p in (crashed.run_dir / "checkpoints").iterdir())
+    assert names == ["5", "6"] + (["corrupt-4"] if damage != "half-written" else [])
+    if damage != "half-written":  # a save cut short is not a step: nothing to warn about
+        assert "moved aside" in capsys.readouterr().err
+
+    before = _on_disk(crashed.run_dir)  # a second resume finds every chunk done: a no-op
+    third = _run(fake_ckpt, tmp_path, crashed.run_dir, resume=True)
+    assert third.error is None and third.result.metrics["resumed_from"] == 6
+    assert third.results["claims"] == again.results["claims"]
+    assert third.result.metrics["total"] == again.result.metrics["total"]
+    assert _on_disk(crashed.run_dir) == before
+
+
+def test_a_failed_resume_keeps_the_finished_results(tmp_path, fake_ckpt, monkeypatch):
+    done = _run(fake_ckpt, tmp_path)
+    good = (done.run_dir / "results.json").read_bytes()
+
+    def broken(cfg, ctx):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(fake_ckpt, "run", broken)
+    failed = _run(fake_ckpt, tmp_path, done.run_dir, resume=True)
+    assert failed.error == "RuntimeError: disk on fire"
+    assert (done.run_dir / "results.json").read_bytes() == good
+    record = json.loads((done.run_dir / "results.failed.json").read_text())
+    assert record["status"] == "error" and record["error"] == failed.error
+    assert "disk on fire" in (done.run_dir / "error.txt").read_text()

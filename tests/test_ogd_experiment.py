@@ -38,10 +38,13 @@ def test_quick_run_passes_every_claim(tmp_path):
     assert all(s["reward"] <= s["bound"] for s in stages)
     assert ctx.logged and ctx.bars
     # the network training was checkpointed (Orbax) after each chunk; the newest two are kept
-    every = cfg.net_checkpoint_every
+    n_chunks = cfg.net_rounds // cfg.net_checkpoint_every
     steps = sorted(int(p.name) for p in ctx.checkpoint_dir.iterdir() if p.name.isdigit())
-    assert steps == [cfg.net_rounds - every, cfg.net_rounds]
-    assert result.metrics["network_timing"]["net_chunks_run"] == cfg.net_rounds // every
+    assert steps == [n_chunks - 1, n_chunks]  # chunks done
+    assert result.metrics["network_timing"]["net_chunks_run"] == n_chunks
+    # every row at an explicit step, in order: soundness, the sweep, training, timing
+    assert [s for s, _ in ctx.logged] == sorted({s for s, _ in ctx.logged})
+    assert None not in [s for s, _ in ctx.logged]
 
 
 def test_config_file_loads_and_bad_values_are_rejected():

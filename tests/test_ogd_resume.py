@@ -77,17 +77,17 @@ def _steps(root):
 def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, cfg):
     full = exp.train_network(cfg, FakeContext(tmp_path / "full", name=exp.NAME))
     assert full.chunks_run == 5 and full.resumed_from == 0
-    assert _steps(tmp_path / "full") == [40, 45]  # keep=2; the last save is at round 45
+    assert _steps(tmp_path / "full") == [4, 5]  # chunks done; keep=2
 
     with pytest.raises(Interrupted):
         exp.train_network(cfg, StopAfterChunks(tmp_path / "cut", chunks=2))
-    assert _steps(tmp_path / "cut") == [10, 20]
+    assert _steps(tmp_path / "cut") == [1, 2]
 
     ctx = FakeContext(tmp_path / "cut", name=exp.NAME, resume=True)
     resumed = exp.train_network(cfg, ctx)
     assert resumed.resumed_from == 20 and resumed.chunks_run == 3
     assert ctx.bars[-1].n == 5  # the bar starts at the restored chunk
-    assert _steps(tmp_path / "cut") == [40, 45]
+    assert _steps(tmp_path / "cut") == [4, 5]
 
     # bit for bit: parameters, optimiser states, key, counters, and every round's log
     a, b = _leaves(full.state), _leaves(resumed.state)
@@ -106,6 +106,38 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, cfg):
         assert full.state.dist_params is not None and np.all(full.dist_adv > 0)
     else:
         assert full.state.dist_params is None and np.all(full.dist_adv == 0)
+        _corrupt_finished_run_recovers_then_resume_is_a_no_op(tmp_path / "full", cfg, full)
+
+
+def _tree(root):
+    ck = root / "checkpoints"
+    return {str(p.relative_to(ck)): p.read_bytes() for p in sorted(ck.rglob("*")) if p.is_file()}
+
+
+def _assert_same_run(a, b):
+    for x, y in zip(_leaves(a.state), _leaves(b.state), strict=True):
+        np.testing.assert_array_equal(x, y)
+    for name in ("max_adv", "dist_adv", "chosen", "final_max_adv"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
+def _corrupt_finished_run_recovers_then_resume_is_a_no_op(root, cfg, full):
+    """A finished run whose newest checkpoint is truncated: the resume falls back a chunk,
+    moves the bad step aside and saves that step again (no StepAlreadyExistsError), with the
+    same numbers; a second resume runs nothing and changes nothing on disk."""
+    step_dir = root / "checkpoints" / "5"
+    for f in [f for f in (step_dir / "state").rglob("*") if f.is_file() and f.parent.name == "d"]:
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    again = exp.train_network(cfg, FakeContext(root, name=exp.NAME, resume=True))
+    assert again.resumed_from == 40 and again.chunks_run == 1
+    _assert_same_run(full, again)
+    assert _steps(root) == [4, 5] and (root / "checkpoints" / "corrupt-5").is_dir()
+    before = _tree(root)
+    ctx = FakeContext(root, name=exp.NAME, resume=True)
+    third = exp.train_network(cfg, ctx)
+    assert third.resumed_from == 45 and third.chunks_run == 0 and ctx.logged == []
+    _assert_same_run(full, third)
+    assert _tree(root) == before
 
 
 def test_chunked_training_matches_the_one_shot_program(tmp_path):
@@ -152,15 +184,16 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path
     assert first["provenance"]["tracking"]["mode"] == "offline"
 
     every = quick.net_checkpoint_every
-    assert _steps(run_dir) == [quick.net_rounds - every, quick.net_rounds]
-    assert list((run_dir / "checkpoints" / str(quick.net_rounds)).rglob("*"))  # Orbax files
+    n_chunks = quick.net_rounds // every
+    assert _steps(run_dir) == [n_chunks - 1, n_chunks]  # chunks done
+    assert list((run_dir / "checkpoints" / str(n_chunks)).rglob("*"))  # Orbax files
     offline = list((run_dir / "wandb").glob("offline-run-*"))
     assert len(offline) == 1 and list(offline[0].glob("run-*.wandb"))
-    assert first["metrics"]["network_timing"]["net_chunks_run"] == quick.net_rounds // every
+    assert first["metrics"]["network_timing"]["net_chunks_run"] == n_chunks
 
     # as if the run had died before its last chunk: drop the newest checkpoint; resume=true
     # finds this run (same config hash), restores the previous one and trains the last chunk
-    shutil.rmtree(run_dir / "checkpoints" / str(quick.net_rounds))
+    shutil.rmtree(run_dir / "checkpoints" / str(n_chunks))
     assert cli.main([*args, "resume=true"]) == 0, capsys.readouterr().err
     assert list((tmp_path / "runs").glob("ogd_estimator-*")) == [run_dir]
     again = json.loads((run_dir / "results.json").read_text())
@@ -170,3 +203,7 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path
     assert timing["net_chunks_run"] == 1
     assert again["metrics"]["network"] == first["metrics"]["network"]
     assert [c["value"] for c in again["claims"]] == [c["value"] for c in first["claims"]]
+    # metrics.jsonl: every row once, at increasing explicit steps (the resumed attempt's driver
+    # cut the file at its restored chunk; the rows before it were not written twice)
+    steps = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps)) and len(steps) == 1 + 2 + n_chunks + 1

@@ -35,7 +35,7 @@ def test_resumed_run_equals_uninterrupted(tmp_path):
 
     # per-seed curves: one row per A update, keys PART/RUN/seedS/NAME; the resumed run logs only
     # the A updates it trained, with the uninterrupted run's values
-    curves = {step: row for step, row in ref_ctx.logged if step is not None}
+    curves = {step: row for step, row in ref_ctx.logged if "part" not in row}
     assert sorted(curves) == list(range(CFG.steps))
     for s in range(CFG.seeds):
         for run in ("nB2", "simultaneous"):
@@ -44,6 +44,10 @@ def test_resumed_run_equals_uninterrupted(tmp_path):
     for s in range(CFG.seeds):
         assert curves[CFG.steps - 1][f"stable/nB2/seed{s}/payoff"] == final[("n_B = 2", s)]
     half = CFG.steps // 2
-    again = {step: row for step, row in resumed_ctx.logged if step is not None}
+    again = {step: row for step, row in resumed_ctx.logged if "part" not in row}
     assert sorted(again) == list(range(half, CFG.steps))
     assert all(again[t] == curves[t] for t in again)
+    # the summary rows after training go at explicit steps after the curves', in both runs
+    summary = [(step, row["schedule"]) for step, row in resumed_ctx.logged if "part" in row]
+    assert summary == [(CFG.steps, "n_B = 2"), (CFG.steps + 1, "simultaneous")]
+    assert summary == [(step, row["schedule"]) for step, row in ref_ctx.logged if "part" in row]

@@ -3,7 +3,7 @@
 A tiny run (T = 3, 2 seeds, 4 training runs of 2 chunks each, a checkpoint every 2 chunks) is
 interrupted after its fifth chunk -- one chunk past the last checkpoint, so the resumed attempt
 both restores chunks and recomputes one it had already logged -- then resumed from the Orbax
-checkpoints in the same directory. The final training state (both players, Adam states, update
+checkpoints in the same directory (through the lab's chunked driver). The final training state (both players, Adam states, update
 counters, keys, monitors) is bit-equal to the uninterrupted run's, every claim, table and metric
 (wall times aside) is equal, and the rows the resumed attempt logs equal the uninterrupted run's.
 """
@@ -16,6 +16,7 @@ import pytest
 
 import experiments.stochastic_selfplay as E
 from dedebate.lab.checkpoint import Checkpointer
+from dedebate.lab.driver import checkpoint_template
 from dedebate.machines.fixtures import f2_target
 from dedebate.protocols.stochastic import lean_defaults
 from dedebate.training import stochastic_selfplay as sp
@@ -33,7 +34,8 @@ def _final_state(root):
     static = sp.SelfPlayStatic(T=CFG.T, hidden=CFG.hidden, steps=CFG.steps,
                                log_every=CFG.log_every)
     hp = sp.hparams(constants, n_b=CFG.n_b)
-    template = E.initial_state(CFG, jax.random.key(0), static, hp)
+    template = checkpoint_template(E.initial_state(CFG, jax.random.key(0), static, hp),
+                                   E.initial_monitors(CFG, static, hp))
     with Checkpointer(root / "checkpoints", "fake") as ckpt:
         return ckpt.restore(template)
 
@@ -61,16 +63,16 @@ def test_resumed_run_equals_uninterrupted(tmp_path):
     resumed_ctx = FakeContext(root, seed=0, name=E.NAME, resume=True)
     resumed = E.run(CFG, resumed_ctx)
     bar = resumed_ctx.bars[0]
-    assert bar.n == bar.total == N_CHUNKS + 2  # 4 chunks restored, 4 trained, 2 evaluations
+    assert bar.n == bar.total == N_CHUNKS  # 4 chunks restored, 4 trained
 
     # the final training state, bit for bit (the last chunk is always checkpointed)
     step_ref, state_ref = _final_state(tmp_path / "ref")
     step_res, state_res = _final_state(root)
-    assert step_ref == step_res == N_CHUNKS - 1
+    assert step_ref == step_res == N_CHUNKS  # chunks done
     assert jax.tree.structure(state_ref) == jax.tree.structure(state_res)
     for x, y in zip(_leaves(state_ref), _leaves(state_res)):
         np.testing.assert_array_equal(x, y)
-    carry = state_ref["runs"]["no"]["main"]["carry"]
+    carry = state_ref["state"]["no"]["main"]
     assert carry.step.tolist() == CFG.steps  # shared update counter of the run
     assert float(np.abs(np.asarray(carry.bob.w)).max()) > 0  # a trained, non-trivial state
 
@@ -78,13 +80,15 @@ def test_resumed_run_equals_uninterrupted(tmp_path):
     assert _numbers(resumed) == _numbers(ref)
 
     # logged rows: the uninterrupted run logs each monitor period once per instance; the
-    # resumed attempt logs the main-run chunks it trained (the no-instance's; its first chunk,
-    # the fifth overall, was trained and logged before the crash but not checkpointed, so it is
-    # recomputed), each with the uninterrupted run's values
+    # resumed attempt logs the main-run chunks it trained (the no-instance's, the third run, at
+    # steps 2 * steps + Alice updates; its first chunk, the fifth overall, was trained and logged
+    # before the crash but not checkpointed, so it is recomputed), each with the uninterrupted
+    # run's values; the driver cut the file after the restored chunks' rows
     ref_rows = {(m["instance"], s): m for s, m in ref_ctx.logged}
     assert len(ref_rows) == len(ref_ctx.logged) == 2 * CFG.steps // CFG.log_every
     again = {(m["instance"], s): m for s, m in resumed_ctx.logged}
-    assert sorted(again) == [("no", s) for s in range(10, CFG.steps + 1, 10)]
+    assert sorted(again) == [("no", 2 * CFG.steps + s) for s in range(10, CFG.steps + 1, 10)]
+    assert resumed_ctx.truncated == [CFG.steps + 1]  # after the yes-instance's main run
     assert all(again[k] == ref_rows[k] for k in again)
 
 

@@ -10,6 +10,7 @@
 * ``devices`` -- the flat run axis sharded over ``jax.devices()`` (Mesh + NamedSharding);
 * ``distributed`` -- ``jax.distributed`` start-up: local launcher, launcher env, SLURM;
 * ``checkpoint`` -- Orbax checkpoints with fallback and a config-hash guard;
+* ``driver`` -- the chunked training driver (checkpoint, restore and skip, monitors, logging);
 * ``rundir`` -- run directories, provenance and JSON helpers.
 
 Submodules are imported where they are used, so ``import dedebate.lab`` stays light.

@@ -9,10 +9,17 @@ A thin wrapper around ``orbax.checkpoint.CheckpointManager`` (orbax-checkpoint 0
 * every checkpoint stores the run's config hash beside the state; ``restore`` refuses a checkpoint
   written under a different hash (:class:`CheckpointMismatch`, one clear line);
 * ``restore(template)`` restores the newest checkpoint against ``jax.eval_shape(template)`` and,
-  when that checkpoint is corrupt or truncated, warns and falls back to the previous one;
+  when that checkpoint is corrupt or truncated, warns and falls back to the previous one; every
+  unreadable step is then moved aside (to ``corrupt-STEP/`` beside the steps), so the steps saved
+  next never collide with it and a later resume does not meet it again; when no step is readable,
+  all are moved aside and the run starts over (recovery always converges);
+* a save never collides: a step at or after the one being saved (left by an earlier run in the
+  same directory) is moved aside to ``stale-STEP/`` first, and temporary directories of saves cut
+  short by a kill are removed when the checkpointer opens;
 * ``close()`` (or leaving the ``with`` block) waits for pending saves.
 
-Usage inside an experiment (the lab's context builds one with the run's config hash)::
+Experiments that train use it through :func:`dedebate.lab.driver.run_chunks`. Direct use (the
+lab's context builds one with the run's config hash)::
 
     with ctx.checkpointer(every=10, keep=3) as ckpt:
         start, state = 0, init_state
@@ -37,10 +44,6 @@ class CheckpointMismatch(ValueError):
     """A checkpoint written under a different config (its config hash differs)."""
 
 
-class CheckpointError(RuntimeError):
-    """No checkpoint in the directory could be read."""
-
-
 class Checkpointer:
     """Save every ``every`` steps, keep the newest ``keep``, restore with fallback."""
 
@@ -63,6 +66,7 @@ class Checkpointer:
             preservation_policy=cm.LatestN(keep),
             enable_async_checkpointing=async_save,
             create=True,
+            cleanup_tmp_directories=True,  # saves cut short by a kill
         )
         self._mgr = ocp.CheckpointManager(self.directory, options=options,
                                           item_names=("state", "meta"))
@@ -70,8 +74,19 @@ class Checkpointer:
     # -- saving ----------------------------------------------------------------------------
 
     def save(self, step: int, state: Any, *, force: bool = False) -> bool:
-        """Save ``state`` at ``step`` if the interval says so (or ``force``); True if saved."""
+        """Save ``state`` at ``step`` if the interval says so (or ``force``); True if saved.
+
+        Steps on disk at or after ``step`` are moved aside first (``stale-STEP/``, with a
+        warning): they belong to an earlier run in this directory, and Orbax would otherwise
+        skip this save (an older step than its newest) or refuse it (a step that exists)."""
         ocp = self._ocp
+        if not (force or int(step) % self.every == 0):
+            return False
+        later = [s for s in self._mgr.all_steps() if s >= int(step)]
+        if later:
+            self._mgr.wait_until_finished()
+            for s in sorted(later):
+                self._move_aside(s, "stale", f"a save of step {step} follows")
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(state),
             meta=ocp.args.JsonSave({"config_hash": self.config_hash, "step": int(step)}),
@@ -117,8 +132,9 @@ class Checkpointer:
         ``template`` is a state of the right structure, shapes and dtypes (values unused); the
         restore runs against ``jax.eval_shape`` of it, so leaves come back as JAX arrays with
         JAX's dtypes (a numpy int64 leaf returns as int32 unless x64 is enabled). A checkpoint
-        that cannot be read is skipped with a warning; one written under another config hash
-        raises :class:`CheckpointMismatch`.
+        that cannot be read is skipped with a warning and moved aside (``corrupt-STEP/``); if
+        none can be read, all are moved aside and the result is None (start over). One written
+        under another config hash raises :class:`CheckpointMismatch`.
 
         Known noise (Orbax 0.12.8, not ours): when reading a corrupt checkpoint fails, Orbax's
         ``asyncio.gather`` over the tensorstore reads raises at the first error and
@@ -155,9 +171,30 @@ class Checkpointer:
                 failures.append((step, err))
                 self._warn_fallback(step, err, steps)
                 continue
+            self._set_aside(failures)
             return step, out["state"]
+        self._set_aside(failures)
         detail = "; ".join(f"step {s}: {type(e).__name__}" for s, e in failures)
-        raise CheckpointError(f"no readable checkpoint in {self.directory} ({detail})")
+        eprint(f"dedebate: warning: no readable checkpoint in {self.directory} ({detail}); "
+               "starting from the beginning")
+        return None
+
+    def _set_aside(self, failures: list[tuple[int, BaseException]]) -> None:
+        for step, _ in failures:
+            self._move_aside(step, "corrupt", "it is unreadable")
+
+    def _move_aside(self, step: int, why: str, reason: str) -> None:
+        """Rename step ``step`` to ``WHY-STEP`` (``WHY-STEP.N`` if taken) beside the steps."""
+        src = self.directory / str(step)
+        dst = self.directory / f"{why}-{step}"
+        n = 0
+        while dst.exists():
+            n += 1
+            dst = self.directory / f"{why}-{step}.{n}"
+        if src.exists():
+            src.rename(dst)
+            eprint(f"dedebate: warning: checkpoint step {step} moved aside to {dst} ({reason})")
+        self._mgr.reload()
 
     def _warn_fallback(self, step: int, err: BaseException, steps: list[int]) -> None:
         older = [s for s in steps if s < step]

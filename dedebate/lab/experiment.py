@@ -361,7 +361,11 @@ class RunContext(Protocol):
     * ``size`` -- ``"quick"``, ``"default"`` or ``"full"``.
     * ``progress(total, desc)`` -- a context manager yielding a :class:`Progress` bar (host side,
       call ``update`` between jitted chunks).
-    * ``log(metrics, step=None)`` -- append a row to ``metrics.jsonl`` and to the W&B run.
+    * ``log(metrics, step=None)`` -- append a row to ``metrics.jsonl`` and to the W&B run. Give
+      the step: steps are one clock over the whole run (see ``dedebate/lab/runner.py``).
+    * ``truncate_metrics(step)`` -- on resume, drop the rows of ``metrics.jsonl`` from ``step``
+      on (what the resumed attempt computes again); :func:`dedebate.lab.driver.run_chunks` calls
+      it.
     * ``save_figure(fig, name)`` -- save a matplotlib figure as ``plots/NAME.png``, close it,
       log it to W&B, and return the file name for ``ExperimentResult.plots``.
     * ``checkpoint_dir`` -- a directory for Orbax checkpoints of this run (resume support).
@@ -369,6 +373,9 @@ class RunContext(Protocol):
     * ``checkpointer(every, keep)`` -- an Orbax checkpointer on ``checkpoint_dir``
       (:class:`dedebate.lab.checkpoint.Checkpointer`, guarded by the run's config hash; use it as
       a context manager so saves finish before the run ends).
+
+    Chunked training goes through :func:`dedebate.lab.driver.run_chunks`, which uses only these
+    services (checkpoints, restore and skip, monitors, progress, logging with explicit steps).
     """
 
     key: jax.Array
@@ -380,6 +387,8 @@ class RunContext(Protocol):
     def progress(self, total: int, desc: str): ...
 
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None: ...
+
+    def truncate_metrics(self, step: int) -> None: ...
 
     def save_figure(self, fig: Any, name: str) -> str: ...
 

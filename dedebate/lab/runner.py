@@ -9,29 +9,20 @@ Layout of a run directory::
     <run_dir>/tables/*.csv     ExperimentResult.tables
     <run_dir>/checkpoints/     Orbax checkpoints (ctx.checkpoint_dir)
     <run_dir>/error.txt        the traceback, if the experiment raised
+    <run_dir>/results.failed.json  the error record of a failed attempt after a finished one
+                               (whose results.json is kept)
     <run_dir>/wandb/           the W&B run (offline by default)
 
-metrics.jsonl holds each logged row once, also after a resume. A fresh (not resumed) run
-starts an empty file. A row's *identity* is its step, its metric names, its labels (the metrics
-whose value is a string, e.g. ``instance: "f1"``; W&B never plots them) and its occurrence (how
-many rows with that step, names and labels this attempt logged before it). A resumed run reads
-the rows already there (a line torn by a kill is dropped with a warning); a row it logs with
-the identity of an earlier row *replaces* that row, in its place; any other row is appended.
-So when an experiment re-logs what it logged before (the rows between its newest readable
-checkpoint and the crash, or an uncheckpointed prefix that it recomputes), the file ends with
-every row once, in the uninterrupted run's order, with the resumed attempt's values.
-Replacements are written when the experiment returns or raises (one atomic rewrite); appends go
-out at once, so even a killed attempt leaves no row twice.
-
-Why not "drop the rows whose step is >= the first step logged after resuming" or "keep the rows
-whose step is <= the checkpoint's": steps are no global clock (stackelberg's parts and
-stochastic_selfplay's instances reuse the same steps; checkpoint steps count chunks or rounds,
-not log steps), so both rules lose other parts' rows. What the rule needs from an experiment:
-rows that a resumed attempt skips (restored chunks) and rows that it logs must not share step,
-names and labels (stackelberg's ``PART/RUN/seedS/NAME`` names do this); in particular rows of
-restored chunks must not be logged with the automatic step (``step=None`` numbers rows by call
-order, which a resumed attempt that skips chunks changes). W&B needs nothing: each attempt is its
-own W&B run, with that attempt's rows only.
+metrics.jsonl holds each logged row once, also after a resume. Every row carries its step
+(``ctx.log(row, step=...)``; without one, one more than the previous row's). A fresh (not
+resumed) run starts an empty file. A resumed run reads the rows already there (a line torn by a
+kill is dropped with a warning) and keeps them: a row it logs at a step the file already holds is
+the earlier attempt's row logged again (the computation is deterministic), so it is not written
+twice. What a resumed attempt computes anew is cut off first: the chunked training driver
+(``dedebate/lab/driver.py``) calls ``ctx.truncate_metrics(step)`` with the first step after its
+restored chunks, which drops every row from that step on. So steps are one clock over the whole
+run (the driver's steps never go back); rows logged at the same step form one group. W&B needs
+nothing: each attempt is its own W&B run, with that attempt's rows only.
 """
 
 from __future__ import annotations
@@ -45,7 +36,6 @@ import sys
 import time
 import traceback
 import zlib
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -102,59 +92,55 @@ class LabContext:
         self._auto_step = 0
         for d in (self.plots_dir, self.checkpoint_dir):
             d.mkdir(parents=True, exist_ok=True)
-        # metrics.jsonl bookkeeping (see the module docstring): on resume, every row in file
-        # order, and where each earlier row's identity sits (identity -> index in _rows)
-        self._logged: Counter = Counter()
-        self._rows: list[dict[str, Any]] | None = None
-        self._slots: dict[tuple[Any, ...], int] = {}
-        self._dirty = False
+        # metrics.jsonl (see the module docstring): on resume, the steps the file already holds
+        self._old_steps: set[int] = set()
         if not resume:
             self.metrics_path.unlink(missing_ok=True)
         else:
             self._load_metrics()
 
-    @staticmethod
-    def _identity(row: dict[str, Any]) -> tuple[Any, ...]:
-        """``(step, metric names, labels)``: labels are the string values (an instance or part
-        name; W&B never plots them), which tell apart rows logged at the same step."""
-        keys = sorted(k for k in row if k not in ("step", "wall_s"))
-        labels = tuple((k, row[k]) for k in keys if isinstance(row[k], str))
-        return row.get("step"), tuple(keys), labels
-
-    def _load_metrics(self) -> None:
-        """Read the rows an earlier attempt left (resume); each row's identity gets a slot."""
-        self._rows = []
+    def _read_rows(self) -> tuple[list[dict[str, Any]], int, bool]:
+        """The rows of metrics.jsonl, the count of unreadable lines, whether the file ends
+        without a newline."""
         if not self.metrics_path.is_file():
-            return
+            return [], 0, False
         text = self.metrics_path.read_text()
-        lines = text.splitlines()
-        seen: Counter = Counter()
-        bad = 0
-        for line in lines:
+        rows, bad = [], 0
+        for line in text.splitlines():
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 row = None
-            if not isinstance(row, dict):
+            if isinstance(row, dict) and isinstance(row.get("step"), int):
+                rows.append(row)
+            else:
                 bad += bool(line.strip())
-                continue
-            ident = self._identity(row)
-            self._slots[(*ident, seen[ident])] = len(self._rows)
-            seen[ident] += 1
-            self._rows.append(row)
+        return rows, bad, bool(text) and not text.endswith("\n")
+
+    def _write_rows(self, rows: list[dict[str, Any]]) -> None:
+        write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in rows))
+        self._old_steps = {r["step"] for r in rows}
+
+    def _load_metrics(self) -> None:
+        """Read the steps an earlier attempt logged (resume); drop a torn last line."""
+        rows, bad, torn = self._read_rows()
+        self._old_steps = {r["step"] for r in rows}
         if bad:
             eprint(f"dedebate: warning: {self.metrics_path}: dropped {bad} unreadable line(s) "
                    "(a write cut short by the interrupted attempt)")
-        if bad or (text and not text.endswith("\n")):  # clean before the next append
-            self._dirty = True
-            self.flush_metrics()
+        if bad or torn:  # clean before the next append
+            self._write_rows(rows)
+
+    def truncate_metrics(self, step: int) -> None:
+        """Drop the rows of metrics.jsonl from ``step`` on (what a resumed attempt logs again;
+        one atomic rewrite, only if a row goes)."""
+        rows, _, _ = self._read_rows()
+        kept = [r for r in rows if r["step"] < step]
+        if len(kept) < len(rows):
+            self._write_rows(kept)
 
     def flush_metrics(self) -> None:
-        """Write the replaced rows of a resumed run to metrics.jsonl (one atomic rewrite)."""
-        if self._rows is None or not self._dirty:
-            return
-        write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in self._rows))
-        self._dirty = False
+        """Nothing is buffered (rows are written as they are logged); kept for callers."""
 
     @contextlib.contextmanager
     def progress(self, total: int, desc: str) -> Iterator[Any]:
@@ -169,26 +155,17 @@ class LabContext:
             bar.close()
 
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        """Append ``{"step", "wall_s", **metrics}`` to metrics.jsonl (on resume: replace the
-        earlier attempt's row with the same identity, see the module docstring), then send it
-        to W&B. ``step`` defaults to one more than the previous row's."""
+        """Append ``{"step", "wall_s", **metrics}`` to metrics.jsonl (on resume, not if an
+        earlier attempt logged that step, see the module docstring), then send it to W&B.
+        ``step`` defaults to one more than the previous row's."""
         if step is None:
             step = self._auto_step
         self._auto_step = int(step) + 1
         row = {"step": int(step), "wall_s": round(time.monotonic() - self._t0, 4)}
         row.update(jsonable(metrics))
-        ident = self._identity(row)
-        occurrence = self._logged[ident]
-        self._logged[ident] += 1
-        slot = self._slots.pop((*ident, occurrence), None)
-        if slot is not None:
-            self._rows[slot] = row
-            self._dirty = True
-        else:
+        if int(step) not in self._old_steps:
             with open(self.metrics_path, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
-            if self._rows is not None:
-                self._rows.append(row)
         self.tracker.log(jsonable(metrics), step=int(step))
 
     def checkpointer(self, every: int = 1, keep: int = 3):
@@ -398,6 +375,15 @@ def _provenance(cfg: RunConfig, ctx: LabContext, tracker: Tracker, mode: str, st
     return prov
 
 
+def _status(results_path: Path) -> str | None:
+    """``status`` of a results.json (None if absent or unreadable)."""
+    try:
+        status = json.loads(results_path.read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return status if isinstance(status, str) else None
+
+
 def _finish_failed(module, cfg, run_dir, ctx, tracker, mode, started, t0, error, tb_text):
     wall = time.monotonic() - t0
     write_text(run_dir / "error.txt", tb_text or error)
@@ -413,7 +399,14 @@ def _finish_failed(module, cfg, run_dir, ctx, tracker, mode, started, t0, error,
         "plots": [f"plots/{p}" for p in ctx.saved_plots],
         "provenance": _provenance(cfg, ctx, tracker, mode, started, wall),
     }
-    write_json(run_dir / "results.json", results)
+    # a finished run's results are never replaced by a worse record: a failure after them (a
+    # later resume that went wrong) is recorded beside them
+    target = run_dir / "results.json"
+    if _status(target) == "ok":
+        target = run_dir / "results.failed.json"
+        eprint(f"dedebate: warning: {run_dir}: the run had finished before; results.json is "
+               f"kept, this attempt's error record is {target.name} (and error.txt)")
+    write_json(target, results)
     tracker.set_summary({"passed": False, "error": error})
     tracker.finish(1)
     return results

@@ -1,7 +1,8 @@
-"""A fake experiment that checkpoints every step and resumes from ``ctx.checkpointer``.
+"""A fake experiment that trains through the lab's chunked driver (``run_chunks``): one step a
+chunk, a checkpoint and a logged row after each.
 
-The environment variable ``FAKE_CRASH_AT=i`` makes the run raise right after saving step ``i``
-(a crash that the config, and so the config hash, does not see).
+The environment variable ``FAKE_CRASH_AT=i`` makes the run raise right after step ``i`` (its row
+logged and its checkpoint saved; a crash that the config, and so the config hash, does not see).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import jax
 import jax.numpy as jnp
 
+from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import Claim, ExperimentResult
 
 NAME = "fake_ckpt"
@@ -32,24 +34,20 @@ SIZES = {"quick": {"steps": 4}, "full": {}}
 
 def run(cfg: Config, ctx) -> ExperimentResult:
     crash_at = int(os.environ.get("FAKE_CRASH_AT", "-1"))
-    state = {"step": jnp.int32(-1), "total": jnp.float32(0.0), "key": ctx.key}
-    start = 0
-    with ctx.checkpointer(every=1, keep=2) as ckpt:
-        if ctx.resume:
-            found = ckpt.restore(state)
-            if found is not None:
-                start, state = found[0] + 1, found[1]
-        for i in range(start, cfg.steps):
-            key, sub = jax.random.split(state["key"])
-            state = {"step": jnp.int32(i), "total": state["total"] + jax.random.uniform(sub),
-                     "key": key}
-            ckpt.save(i, state)
-            ctx.log({"total": state["total"]}, step=i)
-            if i == crash_at:
-                ckpt.wait()
-                raise RuntimeError(f"crash after step {i}")
+
+    def chunk(state, i):
+        if crash_at >= 0 and i == crash_at + 1:
+            raise RuntimeError(f"crash after step {crash_at}")
+        key, sub = jax.random.split(state["key"])
+        return {"step": jnp.int32(i), "total": state["total"] + jax.random.uniform(sub),
+                "key": key}, None
+
+    done = run_chunks(ctx, "walk", {"step": jnp.int32(-1), "total": jnp.float32(0.0),
+                                    "key": ctx.key}, chunk, cfg.steps,
+                      log_rows=lambda i, state, _: [(i, {"total": state["total"]})])
+    state = done.state
     total = float(state["total"])
     return ExperimentResult(
         claims=[Claim.exact("walk finished", "fake", f"== {cfg.steps} steps",
                             int(state["step"]) + 1, passed=int(state["step"]) + 1 == cfg.steps)],
-        metrics={"total": total, "resumed_from": start})
+        metrics={"total": total, "resumed_from": done.restored})

@@ -1,5 +1,6 @@
-"""A fake long run for the fault tests: a random walk that checkpoints its whole state (step, key,
-partial results) every step, and sleeps ``FAKE_STEP_SLEEP`` seconds per step (an environment
+"""A fake long run for the fault tests: a random walk through the lab's chunked driver
+(``run_chunks``) that checkpoints its whole state (step, key, partial results) every step, and
+sleeps ``FAKE_STEP_SLEEP`` seconds per step (an environment
 variable, so the config and its hash do not see it) to leave time for a SIGKILL mid-run.
 """
 
@@ -12,6 +13,7 @@ import time
 import jax
 import jax.numpy as jnp
 
+from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import Claim, ExperimentResult
 
 NAME = "fake_walk"
@@ -42,19 +44,16 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     pause = float(os.environ.get("FAKE_STEP_SLEEP", "0"))
     state = {"step": jnp.int32(-1), "key": ctx.key, "total": jnp.float32(0.0),
              "path": jnp.zeros(cfg.steps, jnp.float32)}
-    start = 0
-    with ctx.checkpointer(every=1, keep=3) as ckpt:
-        if ctx.resume:
-            found = ckpt.restore(state)
-            if found is not None:
-                start, state = found[0] + 1, found[1]
-        for i in range(start, cfg.steps):
-            state = _step(state, jnp.int32(i))
-            ckpt.save(i, state)
-            ctx.log({"total": state["total"]}, step=i)
-            time.sleep(pause)
+
+    def chunk(state, i):
+        time.sleep(pause)
+        return _step(state, jnp.int32(i)), None
+
+    done = run_chunks(ctx, "walk", state, chunk, cfg.steps, keep=3,
+                      log_rows=lambda i, state, _: [(i, {"total": state["total"]})])
+    state = done.state
     return ExperimentResult(
         claims=[Claim.exact("walk finished", "fake", f"== {cfg.steps} steps",
                             int(state["step"]) + 1, passed=int(state["step"]) + 1 == cfg.steps)],
         metrics={"total": float(state["total"]), "path": [float(x) for x in state["path"]],
-                 "resumed_from": start})
+                 "resumed_from": done.restored})
