@@ -3,8 +3,10 @@
 1. **Algorithm 1** (tabular OGD, spec 5.3) on random problems: |X| contexts, Z = {0,1}^q,
    prediction-dependent tanh tests; for every |Z| and delta, over seeds (one vmapped program per
    (|Z|, step rule)). Checks: T <= 36|Z|/delta^2 (Hazan's step 1/sqrt(|Z| t)) and
-   T <= 4.5|Z|/delta^2 (the tight step sqrt(2/(|Z| t))); exit with max|Adv| < delta; the regret
-   bound sum_t |Adv_t| <= (3/2) G D sqrt(T) (spec 5.4).
+   T <= 4.5|Z|/delta^2 (the tight step sqrt(2/(|Z| t))); exit with max|Adv| < delta (recomputed
+   in float64 numpy); the regret bound sum_t |Adv_t| <= (3/2) G D sqrt(T) (spec 5.4). A finding
+   (no theorem bounds it): whether the exit h is also delta-indistinguishable for
+   ``FRESH_FACTOR`` times as many fresh tests of the same distribution, drawn with another key.
 2. **Flax estimator** (spec 10) trained by OGD against the worst test per round, vmapped over
    seeds and learning rates, against the tabular algorithm on the same problems: advantage
    reached, rounds/steps, wall time (measured here, outside the pure core). Trained in chunks of
@@ -19,7 +21,8 @@
    U_A <= rho^-(d+1) Pr[A correct] + eta, and each round's mean reward <= 2 delta.
 
 Randomness: every random problem, network initialisation and tree comes from typed JAX keys
-folded from ``ctx.key`` (part 1: ``fold_in(key, 100)``, part 2: 200/201, part 3: 300).
+folded from ``ctx.key`` (part 1: ``fold_in(key, 100)``, its fresh tests 110, part 2: 200/201,
+part 3: 300).
 
 Run order: compilation dominates at the quick and default sizes, so parts 1 and 2 build their
 problems and compile their programs on two worker threads while part 3 runs on the main thread;

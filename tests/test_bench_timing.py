@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
-import statistics
+import ast
+from pathlib import Path
 
 import pytest
 
 import bench._timing as timing_mod
-from bench._timing import calls_per_repeat, ratio, summary, time_contenders
-from dedebate.lab.registry import describe_benchmarks, list_benchmarks
+from bench._timing import ratio, summary, time_contenders, time_repeat
+from dedebate.lab.registry import describe_benchmarks
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 class FakeClock:
@@ -40,37 +43,42 @@ def clock(monkeypatch):
     return fake
 
 
-def test_calls_per_repeat_reaches_the_minimum_duration(clock):
-    # 1 call lasts 1 ms < 20 ms; the estimate, with a 20% margin, is 24 calls (24 ms >= 20 ms)
-    assert calls_per_repeat(clock.work("a", 0.001), 0.02) == 24
-    assert clock.order == ["a"] * 25
-    assert calls_per_repeat(clock.work("b", 0.5), 0.02) == 1  # one call is long enough
+MS = 2.0**-10  # a "millisecond" that adds up exactly in binary floating point
+
+
+def test_a_repeat_lasts_at_least_the_minimum_duration(clock):
+    assert time_repeat(clock.work("a", MS), 20 * MS) == (20, 20 * MS, 40 * MS)
+    assert time_repeat(clock.work("b", 0.5), 20 * MS) == (1, 0.5, 1.0)  # one call is enough
+    assert clock.order == ["a"] * 20 + ["b"]
     with pytest.raises(ValueError, match="min_seconds=0"):
-        calls_per_repeat(clock.work("c", 0.001), 0)
+        time_repeat(clock.work("c", MS), 0)
 
 
 def test_time_contenders_interleaves_repeats_and_summarises_them(clock):
-    timing = time_contenders({"slow": clock.work("slow", 0.004),
-                              "fast": clock.work("fast", 0.001)}, min_seconds=0.02, repeats=5)
-    assert timing["slow"]["calls_per_repeat"] == 6 and timing["fast"]["calls_per_repeat"] == 24
-    for name, secs in (("slow", 0.004), ("fast", 0.001)):
-        assert timing[name]["seconds_per_call"] == pytest.approx([secs] * 5)
-        assert timing[name]["cpu_seconds_per_call"] == pytest.approx([2 * secs] * 5)
-    # after the calibration, the rounds alternate: a repeat of slow, then one of fast, 5 times
-    assert clock.order[-5 * 30:] == (["slow"] * 6 + ["fast"] * 24) * 5
+    timing = time_contenders({"slow": clock.work("slow", 4 * MS), "fast": clock.work("fast", MS)},
+                             min_seconds=20 * MS, repeats=5)
+    for name, secs, calls in (("slow", 4 * MS, 5), ("fast", MS, 20)):
+        t = timing[name]
+        assert t["calls"] == [calls] * 5 and t["repeat_s"] == [20 * MS] * 5
+        assert t["seconds_per_call"] == [secs] * 5
+        assert t["cpu_seconds_per_call"] == [2 * secs] * 5
+    # one warm-up call each, then the rounds alternate: a repeat of slow, then one of fast
+    assert clock.order == ["slow", "fast"] + (["slow"] * 5 + ["fast"] * 20) * 5
     s = summary(timing["fast"], 100.0, "steps")
-    secs = s["seconds_per_call"]
-    assert s["repeats"] == 5 and s["calls_per_repeat"] == 24
-    assert secs["median"] == statistics.median(timing["fast"]["seconds_per_call"])
-    assert secs["min"] <= secs["median"] <= secs["max"]
-    assert s["steps_per_s"] == {"min": 100.0 / secs["max"], "median": 100.0 / secs["median"],
-                                "max": 100.0 / secs["min"]}
-    assert s["repeat_s_min"] == pytest.approx(0.024)
-    r = ratio(timing["slow"], timing["fast"])
-    assert r["median"] == pytest.approx(4.0) and r["min"] <= r["median"] <= r["max"]
-    assert r["max"] - r["min"] < 1e-9
+    assert s == {"repeats": 5, "calls_per_repeat": [20] * 5, "repeat_s_min": 20 * MS,
+                 "seconds_per_call": {"min": MS, "median": MS, "max": MS},
+                 "steps_per_s": {"min": 100 / MS, "median": 100 / MS, "max": 100 / MS}}
+    assert ratio(timing["slow"], timing["fast"]) == {"median": 4.0, "min": 4.0, "max": 4.0}
     with pytest.raises(ValueError, match="repeats=0"):
-        time_contenders({"fast": clock.work("fast", 0.001)}, min_seconds=0.01, repeats=0)
+        time_contenders({"fast": clock.work("fast", MS)}, min_seconds=0.01, repeats=0)
+
+
+def test_summary_reports_min_median_max_over_uneven_repeats():
+    t = {"calls": [1, 2, 4], "repeat_s": [0.6, 0.5, 0.8], "seconds_per_call": [0.6, 0.25, 0.2]}
+    s = summary(t, 3.0, "steps")
+    assert s["seconds_per_call"] == {"min": 0.2, "median": 0.25, "max": 0.6}
+    assert s["steps_per_s"] == {"min": 5.0, "median": 12.0, "max": 15.0}
+    assert s["repeat_s_min"] == 0.5 and s["calls_per_repeat"] == [1, 2, 4]
 
 
 def test_ratio_range_comes_from_the_paired_rounds():
@@ -84,6 +92,10 @@ def test_benchmarks_are_listed_with_the_first_line_of_their_docstring():
     # helper.py defines no run(), so it is not a benchmark
     assert fake == {"tiny": "A fake benchmark: returns numbers that depend on ``full`` so the "
                             "test can tell them apart."}
-    real = describe_benchmarks("bench")
-    assert list(real) == list_benchmarks("bench") == ["ogd", "stochastic", "sweep"]
-    assert all(d.startswith("Benchmark: ") and "\n" not in d for d in real.values()), real
+    # the real benchmarks (read without importing them: a cheap test): each module that defines
+    # run() opens its docstring with a one-line description
+    for path in sorted((REPO / "bench").glob("[!_]*.py")):
+        tree = ast.parse(path.read_text())
+        if any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body):
+            first = (ast.get_docstring(tree) or "").splitlines()[0]
+            assert first.startswith("Benchmark: ") and first.endswith("."), (path.name, first)
