@@ -5,9 +5,13 @@ tests, delta = 0.02, uniform mu and a point-mass truth g. Both implementations s
 uniform h_1 with the same tests and take the same fixed number of updates (the problem is chosen so
 that Algorithm 1 has not exited by then; the run checks it), then must agree on the chosen tests and
 on the final h. Reported: steps per second of each (dedebate timed after compilation), the ratio,
-and the agreement. dedebate's ahead-of-time compilation is timed on its own and followed by one
-untimed warm-up run. Wall-clock rates are the headline; the process-CPU-time ratio is reported
-beside them because a shared machine makes wall time noisy (both figures count all threads).
+and the agreement. dedebate's ahead-of-time compilation is timed on its own. Timing
+(``bench/_timing.py``): each contender repeats its run until one repeat lasts at least
+``min_seconds`` (calibrated, the calibration doubling as warm-up), then ``repeats`` rounds time
+one repeat of each in turn; the figures are medians (``dedebate`` / ``numpy``: min/median/max),
+``ratio`` is the ratio of the medians and ``ratio_range`` the smallest and largest ratio of a
+round. Wall-clock rates are the headline; the process-CPU-time ratio (medians) is reported beside
+them because a shared machine makes wall time noisy (both figures count all threads).
 
 ``run(full=False)`` times ``STEPS["default"]`` updates; ``run(full=True)`` times
 ``STEPS["full"]``. The CLI ``dedebate bench ogd`` prints the returned dict as JSON.
@@ -16,6 +20,7 @@ beside them because a shared machine makes wall time noisy (both figures count a
 from __future__ import annotations
 
 import os
+import statistics
 import time
 
 import jax
@@ -26,6 +31,7 @@ from dedebate.estimators.advantage import random_oi_problem
 from dedebate.estimators.families import random_tanh_family
 from dedebate.estimators.ogd import OGDStatic, ogd_init, ogd_run_steps
 
+from ._timing import MIN_SECONDS, REPEATS, ratio, summary, time_contenders
 from .ogd_numpy import NumpyTanhOGD
 
 N_X, N_Z, N_TESTS, DELTA = 100_000, 16, 64, 0.02
@@ -44,7 +50,8 @@ def build(n_x: int = N_X, n_z: int = N_Z, n_tests: int = N_TESTS, seed: int = SE
     return problem, family
 
 
-def run(full: bool = False, n_x: int = N_X, steps: int | None = None) -> dict:
+def run(full: bool = False, n_x: int = N_X, steps: int | None = None,
+        min_seconds: float = MIN_SECONDS, repeats: int = REPEATS) -> dict:
     """Time both implementations for the same number of updates; return figures as a dict."""
     n_steps = int(steps if steps is not None else STEPS["full" if full else "default"])
     problem, family = build(n_x=n_x)
@@ -52,25 +59,21 @@ def run(full: bool = False, n_x: int = N_X, steps: int | None = None) -> dict:
 
     delta = jnp.float32(DELTA)
 
-    # Ahead-of-time compilation (timed on its own), then one untimed warm-up run.
+    # Ahead-of-time compilation (timed on its own); the timing's calibration warms up.
     t0 = time.perf_counter()
     init = jax.jit(ogd_init, static_argnums=0).lower(static, family, problem).compile()
     state_shape = jax.eval_shape(lambda f, p: ogd_init(static, f, p), family, problem)
     solve = (jax.jit(ogd_run_steps, static_argnums=(0, 5))
              .lower(static, family, problem, state_shape, delta, n_steps).compile())
     compile_s = time.perf_counter() - t0
-    jax.block_until_ready(solve(family, problem, init(family, problem), delta))
 
-    t0, c0 = time.perf_counter(), time.process_time()
-    state0 = jax.block_until_ready(init(family, problem))
-    state = jax.block_until_ready(solve(family, problem, state0, delta))
-    jax_s, jax_cpu = time.perf_counter() - t0, time.process_time() - c0
+    def dedebate():
+        return jax.block_until_ready(solve(family, problem, init(family, problem), delta))
 
     ref = NumpyTanhOGD(np.asarray(family.features), np.asarray(family.weights),
                        np.asarray(problem.mu), np.asarray(problem.g))
-    t0, c0 = time.perf_counter(), time.process_time()
+    state = dedebate()
     h_np, steps_np, chosen_np, trace_np = ref.run(n_steps, DELTA)
-    numpy_s, numpy_cpu = time.perf_counter() - t0, time.process_time() - c0
 
     steps_jax = int(state.steps)
     chosen_jax = np.asarray(state.chosen[:steps_jax])
@@ -88,8 +91,17 @@ def run(full: bool = False, n_x: int = N_X, steps: int | None = None) -> dict:
     if not np.allclose(h_np, h_jax, atol=1e-4):
         raise AssertionError(f"final h differs: max |h_numpy - h_dedebate| = {max_h_diff:.3g}")
 
+    timing = time_contenders({"dedebate": dedebate, "numpy": lambda: ref.run(n_steps, DELTA)},
+                             min_seconds=min_seconds, repeats=repeats)
+    jax_sum = summary(timing["dedebate"], n_steps, "steps")
+    numpy_sum = summary(timing["numpy"], n_steps, "steps")
+    jax_s = jax_sum["seconds_per_call"]["median"]
+    numpy_s = numpy_sum["seconds_per_call"]["median"]
+    jax_cpu = statistics.median(timing["dedebate"]["cpu_seconds_per_call"])
+    numpy_cpu = statistics.median(timing["numpy"]["cpu_seconds_per_call"])
     jax_rate = n_steps / jax_s
     numpy_rate = n_steps / numpy_s
+    rat = ratio(timing["numpy"], timing["dedebate"])
     return {
         "benchmark": "ogd",
         "problem": {"n_x": n_x, "n_z": N_Z, "n_tests": N_TESTS, "delta": DELTA,
@@ -97,9 +109,14 @@ def run(full: bool = False, n_x: int = N_X, steps: int | None = None) -> dict:
         "steps": n_steps,
         "dedebate_steps_per_s": jax_rate,
         "numpy_steps_per_s": numpy_rate,
-        "ratio": jax_rate / numpy_rate,
+        "ratio": rat["median"],
+        "ratio_range": [rat["min"], rat["max"]],
         "goal_ratio": GOAL_RATIO,
-        "meets_goal": jax_rate / numpy_rate >= GOAL_RATIO,
+        "meets_goal": rat["median"] >= GOAL_RATIO,
+        "timing": {"min_seconds_per_repeat": min_seconds, "repeats": repeats,
+                   "figures": "medians over the repeats; ratio_range over the rounds"},
+        "dedebate": jax_sum,
+        "numpy": numpy_sum,
         "dedebate_compile_s": compile_s,
         "dedebate_s": jax_s,
         "numpy_s": numpy_s,

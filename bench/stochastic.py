@@ -1,8 +1,11 @@
 """Benchmark: honest-vs-honest stochastic-oracle debates (spec DED 5) in dedebate vs numpy.
 
 Problem: fixture F2 with K = 2, Lean defaults (N_A, N_B, N_V from spec DED 5.2),
-T = 256 steps, 4096 trials, P_M(1) = 2/3. Reported, in trial-steps per second (best of five
-repeats after compilation, the contenders timed in interleaved rounds):
+T = 256 steps, 4096 trials, P_M(1) = 2/3. Reported, in trial-steps per second after compilation
+(``bench/_timing.py``: every contender repeats its call until one repeat lasts at least
+``min_seconds``, then ``repeats`` interleaved rounds time one repeat of each; figures are medians,
+each mode also gives min/median/max, and ratios are ratios of medians with the range of the
+per-round ratios):
 
 1. dedebate: :func:`dedebate.protocols.stochastic.run_trials` (exact in distribution), in three
    modes: the default ``bob_draw="count"`` (Alice's and Bob's counts drawn, BTRS),
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 
 import jax
@@ -46,25 +50,17 @@ from dedebate.protocols.stochastic import (
     trial_keys,
 )
 
+from ._timing import MIN_SECONDS, REPEATS, ratio, summary, time_contenders
 from .stochastic_numpy import one_word_path_f2_numpy, play_f2_numpy
 
 K, T, P1, SEED = 2, 256, 2 / 3, 0
 TRIALS = {"default": 4096, "full": 16384}
 MODES = {"count": 5, "decision": 4, "lazy": 1}  # bob_draw mode -> uniforms one step needs
 GOAL_NUMPY, GOAL_RNG = 2.0, 0.25
-REPEATS = 5
 
 
-def _best(fn, repeats=REPEATS):
-    best, out = math.inf, None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
-
-
-def run(full: bool = False, trials: int | None = None) -> dict:
+def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_SECONDS,
+        repeats: int = REPEATS) -> dict:
     """Time the three figures and return them (with ratios and sanity checks) as a dict."""
     n = int(trials if trials is not None else TRIALS["full" if full else "default"])
     fx = f2_target(T, P1)
@@ -76,8 +72,8 @@ def run(full: bool = False, trials: int | None = None) -> dict:
     se = math.sqrt(p1 * (1 - p1) / n)
 
     # Compile (first call) each dedebate mode and the RNG kernel, then time every contender in
-    # interleaved rounds (best of REPEATS each), so that a busy machine slows all of them alike.
-    runners, modes = {}, {}
+    # interleaved rounds, so that a busy machine slows all of them alike.
+    runners, modes, outs = {}, {}, {}
     for mode in MODES:
         spec = debate_spec(T, bob_draw=mode)
 
@@ -86,7 +82,7 @@ def run(full: bool = False, trials: int | None = None) -> dict:
             return jax.block_until_ready(out)
 
         t0 = time.perf_counter()
-        dedebate()
+        outs[mode] = dedebate()
         modes[mode] = {"compile_s": time.perf_counter() - t0}
         runners[mode] = dedebate
 
@@ -105,16 +101,15 @@ def run(full: bool = False, trials: int | None = None) -> dict:
     jax.block_until_ready(uni_lanes(keys))
     runners["rng"] = lambda: jax.block_until_ready(uni(jax.random.key(1)))
     runners["rng_per_trial"] = lambda: jax.block_until_ready(uni_lanes(keys))
-    best = {name: math.inf for name in runners}
-    outs = {}
-    for _ in range(REPEATS):
-        for name, fn in runners.items():
-            secs, outs[name] = _best(fn, 1)
-            best[name] = min(best[name], secs)
+    outs["numpy"] = runners["numpy"]()
+    outs["numpy_one_word_path"] = runners["numpy_one_word_path"]()
+    timing = time_contenders(runners, min_seconds=min_seconds, repeats=repeats)
+    best = {name: statistics.median(t["seconds_per_call"]) for name, t in timing.items()}
     for mode in MODES:
         acc = float(np.mean(np.asarray(outs[mode].verdict)))
         modes[mode].update({"trial_steps_per_s": steps / best[mode], "seconds": best[mode],
-                            "acceptance": acc, "z_vs_P_M": (acc - p1) / se})
+                            "acceptance": acc, "z_vs_P_M": (acc - p1) / se,
+                            "timing": summary(timing[mode], steps, "trial_steps")})
     numpy_s, ref = best["numpy"], outs["numpy"]
     numpy_rate = steps / numpy_s
     uniforms_per_s = m / min(best["rng"], best["rng_per_trial"])
@@ -123,7 +118,9 @@ def run(full: bool = False, trials: int | None = None) -> dict:
         r = modes[mode]
         r["uniforms_per_step_counted"] = per_step
         r["rng_limit_trial_steps_per_s"] = uniforms_per_s / per_step
-        r["ratio_vs_numpy"] = r["trial_steps_per_s"] / numpy_rate
+        rat = ratio(timing["numpy"], timing[mode])
+        r["ratio_vs_numpy"] = rat["median"]
+        r["ratio_vs_numpy_range"] = [rat["min"], rat["max"]]
         r["fraction_of_rng_limit"] = r["trial_steps_per_s"] / r["rng_limit_trial_steps_per_s"]
         r["meets_goal_numpy"] = r["ratio_vs_numpy"] >= GOAL_NUMPY
         r["meets_goal_rng"] = r["fraction_of_rng_limit"] >= GOAL_RNG
@@ -147,6 +144,10 @@ def run(full: bool = False, trials: int | None = None) -> dict:
         "numpy_one_word_path_rare_steps": outs["numpy_one_word_path"]["rare_steps"],
         "uniforms_per_step_counted": h["uniforms_per_step_counted"],
         "ratio_vs_numpy": h["ratio_vs_numpy"],
+        "ratio_vs_numpy_range": h["ratio_vs_numpy_range"],
+        "timing": {"min_seconds_per_repeat": min_seconds, "repeats": repeats,
+                   "figures": "medians over the repeats; *_range over the rounds"},
+        "numpy": summary(timing["numpy"], steps, "trial_steps"),
         "fraction_of_rng_limit": h["fraction_of_rng_limit"],
         "goal_ratio_vs_numpy": GOAL_NUMPY,
         "goal_fraction_of_rng_limit": GOAL_RNG,

@@ -10,8 +10,9 @@ On CPU these devices are *fake*: D devices share the machine's cores, so the rat
 well XLA's per-device threads use those cores, not a real multi-chip speed-up; the core count is
 reported next to them. When JAX's default backend is an accelerator, the run is also timed on the
 real devices (``real``). Reported per device count: compile seconds (first call), runs per second
-and coin flips per second after compilation (best of ``repeats`` timed calls), and the ratio of
-runs per second to one device. Every device count must give bit-identical metrics (``identical``).
+and coin flips per second after compilation (medians over ``repeats`` repeats, each calling the
+sweep until it lasts at least 0.5 s, ``bench/_timing.py``; ``runs_per_s_range`` gives the slowest
+and fastest repeat), and the ratio of median runs per second to one device. Every device count must give bit-identical metrics (``identical``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import sys
 import time
 
 SIZES = {
-    "default": {"points": 64, "seeds": 4, "trials": 256, "n": 64, "repeats": 3},
+    "default": {"points": 64, "seeds": 4, "trials": 256, "n": 64, "repeats": 5},
     "full": {"points": 256, "seeds": 8, "trials": 1024, "n": 128, "repeats": 5},
 }
 DEVICE_COUNTS = (1, 2, 4)
@@ -52,6 +53,8 @@ def worker(size: str, use_all: bool = False) -> dict:
 
     from dedebate.lab.devices import EvalInfo, evaluate
 
+    from ._timing import summary, time_contenders
+
     s = SIZES[size]
     rows = s["points"] * s["seeds"]
     grid = np.linspace(0.05, 0.95, s["points"], dtype=np.float32)
@@ -68,13 +71,12 @@ def worker(size: str, use_all: bool = False) -> dict:
     out = evaluate(fn, (dyn, roots, words), rows, devices=devices, info=info,
                    cache_key=("bench-sweep", size))
     compile_s = time.perf_counter() - t0
-    times = []
-    for _ in range(s["repeats"]):
-        t0 = time.perf_counter()
-        evaluate(fn, (dyn, roots, words), rows, devices=devices, info=info,
-                 cache_key=("bench-sweep", size))
-        times.append(time.perf_counter() - t0)
-    best = min(times)
+    timing = time_contenders({"sweep": lambda: evaluate(
+        fn, (dyn, roots, words), rows, devices=devices, info=info,
+        cache_key=("bench-sweep", size))}, repeats=s["repeats"])["sweep"]
+    stats = summary(timing, rows, "runs")
+    best = min(timing["seconds_per_call"])
+    med = stats["seconds_per_call"]["median"]
     digest = hashlib.sha256(b"".join(np.ascontiguousarray(out[k]).tobytes()
                                      for k in sorted(out))).hexdigest()[:16]
     return {
@@ -85,8 +87,13 @@ def worker(size: str, use_all: bool = False) -> dict:
         "compile_s": round(compile_s, 3),
         "traces": info.traces,
         "best_s": round(best, 4),
-        "runs_per_s": round(rows / best, 1),
-        "flips_per_s": float(f"{rows * s['trials'] * s['n'] / best:.4g}"),
+        "median_s": round(med, 4),
+        "repeats": stats["repeats"],
+        "calls_per_repeat": stats["calls_per_repeat"],
+        "runs_per_s": round(rows / med, 1),
+        "runs_per_s_range": [round(stats["runs_per_s"]["min"], 1),
+                             round(stats["runs_per_s"]["max"], 1)],
+        "flips_per_s": float(f"{rows * s['trials'] * s['n'] / med:.4g}"),
         "metrics_sha256": digest,
     }
 

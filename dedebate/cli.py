@@ -364,12 +364,14 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from dedebate.lab.registry import bench_package, list_benchmarks
+    from dedebate.lab.registry import bench_package, describe_benchmarks
     from dedebate.lab.rundir import jsonable
 
-    names = list_benchmarks()
-    if args.list:
-        print("\n".join(names) if names else "(no benchmarks)")
+    described = describe_benchmarks()
+    names = list(described)
+    if args.list:  # one line per benchmark: its name, a tab, the first line of its docstring
+        print("\n".join(f"{n}\t{d}" for n, d in described.items()) if names
+              else "(no benchmarks)")
         return EXIT_OK
     available = ", ".join(names) if names else "(none)"
     if not args.name:

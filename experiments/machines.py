@@ -127,36 +127,16 @@ def run(cfg: Config, ctx) -> ExperimentResult:
             p_closed = fx.exact_p1
             est = estimate_lipschitz(levels, jax.random.fold_in(key, 1), eps=cfg.eps,
                                      n_random=cfg.n_random, ascent_iters=cfg.ascent_iters)
-            agree = abs(p_enum - p_dp) <= DP_ABS_TOL and (
-                p_closed is None or abs(p_enum - p_closed) <= DP_ABS_TOL)
-            closed = "none" if p_closed is None else f"{p_closed:.6f}"
-            row = Claim.proportion(
-                f"{fx.name}: exact P_M(1) lies in the Monte-Carlo interval",
-                "spec DED 9 (exact P_M by enumeration / DP)", "==", p_enum, ones, cfg.trials,
-                note=(f"T={fx.T}; enumeration {p_enum:.6f}, DP {p_dp:.6f}, closed form {closed}; "
-                      f"{cfg.trials} transcripts; Wilson interval, score test"),
-                checks=agree, bound=f"contains {p_enum:.6f}")
-            mc = row.value
-            claims.append(row)
-            claims.append(Claim.exact(
-                f"{fx.name}: empirical Lipschitz constant <= proven K",
-                "spec DED 3.3 (Lean Oracle.lipschitz), fixture proof", f"<= {fx.K:.4g}",
-                est.best, passed=est.best <= fx.K * (1 + K_REL_TOL),
-                note=(f"largest |dP_M|/dist via {est.family} at eps={est.eps:g}; exact hybrid "
-                      f"bound {est.hybrid:.4g}; tolerance {K_REL_TOL:g} relative (float32)")))
-            if fx.name in TIGHT:
-                frac = TIGHT[fx.name]
-                claims.append(Claim.exact(
-                    f"{fx.name}: empirical Lipschitz constant within a factor 2 of proven K",
-                    "spec DED 3.3, 9 (tightness of F2 / F3)", f">= {frac * fx.K:.4g}", est.best,
-                    passed=est.best >= frac * fx.K,
-                    note=f"ratio empirical/proven = {est.best / fx.K:.3f}"))
+            fx_claims = fixture_claims(fx, cfg.trials, p_enum, p_dp, ones, est)
+            mc_row = fx_claims[0]
+            mc = mc_row.value
+            claims.extend(fx_claims)
             row = {"fixture": fx.name, "T": fx.T, "K_proven": fx.K, "K_hybrid": est.hybrid,
                    "K_empirical": est.best, "best_family": est.family, "best_eps": est.eps,
                    **{f"K_{k}": v for k, v in est.by_family.items()},
                    "p1_enumeration": p_enum, "p1_dp": p_dp,
                    "p1_closed": p_closed,
-                   "p1_mc": mc, "p1_mc_lo": row.lo, "p1_mc_hi": row.hi, "p_value": row.p_value, "trials": cfg.trials}
+                   "p1_mc": mc, "p1_mc_lo": mc_row.lo, "p1_mc_hi": mc_row.hi, "p_value": mc_row.p_value, "trials": cfg.trials}
             rows.append(row)
             ctx.log({k: v for k, v in row.items() if not isinstance(v, str)} |
                     {"fixture_index": i}, step=i)
@@ -166,3 +146,38 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     metrics = {r["fixture"]: {k: v for k, v in r.items() if k != "fixture"} for r in rows}
     return ExperimentResult(claims=claims, metrics=metrics, tables={"fixtures": rows},
                             plots=[plot])
+
+
+# ---- claim rows: measured numbers in, rows out (pure; tests feed them lying numbers) -------------
+def fixture_claims(fx, trials: int, p_enum: float, p_dp: float, ones: float, est) -> list[Claim]:
+    """The rows of one fixture: the exact P_M(1) (enumeration ``p_enum``, cross-checked against
+    the DP ``p_dp`` and the closed form ``fx.exact_p1``) in the Wilson interval of ``ones``
+    ones among ``trials`` transcripts; the empirical Lipschitz constant ``est.best`` at most the
+    proven ``fx.K``; and, for the fixtures of ``TIGHT``, at least that fraction of K.
+
+    ``fx`` needs ``name``, ``T``, ``K`` and ``exact_p1`` (None: no closed form); ``est`` needs
+    ``best``, ``family``, ``eps`` and ``hybrid`` (a :func:`estimate_lipschitz` result)."""
+    p_closed = fx.exact_p1
+    agree = abs(p_enum - p_dp) <= DP_ABS_TOL and (
+        p_closed is None or abs(p_enum - p_closed) <= DP_ABS_TOL)
+    closed = "none" if p_closed is None else f"{p_closed:.6f}"
+    claims = [Claim.proportion(
+        f"{fx.name}: exact P_M(1) lies in the Monte-Carlo interval",
+        "spec DED 9 (exact P_M by enumeration / DP)", "==", p_enum, ones, trials,
+        note=(f"T={fx.T}; enumeration {p_enum:.6f}, DP {p_dp:.6f}, closed form {closed}; "
+              f"{trials} transcripts; Wilson interval, score test"),
+        checks=agree, bound=f"contains {p_enum:.6f}")]
+    claims.append(Claim.exact(
+        f"{fx.name}: empirical Lipschitz constant <= proven K",
+        "spec DED 3.3 (Lean Oracle.lipschitz), fixture proof", f"<= {fx.K:.4g}",
+        est.best, passed=est.best <= fx.K * (1 + K_REL_TOL),
+        note=(f"largest |dP_M|/dist via {est.family} at eps={est.eps:g}; exact hybrid "
+              f"bound {est.hybrid:.4g}; tolerance {K_REL_TOL:g} relative (float32)")))
+    if fx.name in TIGHT:
+        frac = TIGHT[fx.name]
+        claims.append(Claim.exact(
+            f"{fx.name}: empirical Lipschitz constant within a factor 2 of proven K",
+            "spec DED 3.3, 9 (tightness of F2 / F3)", f">= {frac * fx.K:.4g}", est.best,
+            passed=est.best >= frac * fx.K,
+            note=f"ratio empirical/proven = {est.best / fx.K:.3f}"))
+    return claims

@@ -3,8 +3,10 @@
 1. **Algorithm 1** (tabular OGD, spec 5.3) on random problems: |X| contexts, Z = {0,1}^q,
    prediction-dependent tanh tests; for every |Z| and delta, over seeds (one vmapped program per
    (|Z|, step rule)). Checks: T <= 36|Z|/delta^2 (Hazan's step 1/sqrt(|Z| t)) and
-   T <= 4.5|Z|/delta^2 (the tight step sqrt(2/(|Z| t))); exit with max|Adv| < delta; the regret
-   bound sum_t |Adv_t| <= (3/2) G D sqrt(T) (spec 5.4).
+   T <= 4.5|Z|/delta^2 (the tight step sqrt(2/(|Z| t))); exit with max|Adv| < delta (recomputed
+   in float64 numpy); the regret bound sum_t |Adv_t| <= (3/2) G D sqrt(T) (spec 5.4). A finding
+   (no theorem bounds it): whether the exit h is also delta-indistinguishable for
+   ``FRESH_FACTOR`` times as many fresh tests of the same distribution, drawn with another key.
 2. **Flax estimator** (spec 10) trained by OGD against the worst test per round, vmapped over
    seeds and learning rates, against the tabular algorithm on the same problems: advantage
    reached, rounds/steps, wall time (measured here, outside the pure core). Trained in chunks of
@@ -19,7 +21,8 @@
    U_A <= rho^-(d+1) Pr[A correct] + eta, and each round's mean reward <= 2 delta.
 
 Randomness: every random problem, network initialisation and tree comes from typed JAX keys
-folded from ``ctx.key`` (part 1: ``fold_in(key, 100)``, part 2: 200/201, part 3: 300).
+folded from ``ctx.key`` (part 1: ``fold_in(key, 100)``, its fresh tests 110, part 2: 200/201,
+part 3: 300).
 
 Run order: compilation dominates at the quick and default sizes, so parts 1 and 2 build their
 problems and compile their programs on two worker threads while part 3 runs on the main thread;
@@ -51,7 +54,13 @@ from dedebate.estimators.train import (
     net_hparams,
 )
 from dedebate.lab.driver import run_chunks
-from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows, strict_max
+from dedebate.lab.experiment import (
+    Claim,
+    ExperimentResult,
+    consistency_rows,
+    strict_max,
+    strict_min,
+)
 from dedebate.lab.params import config_dataclass, param
 
 NAME = "ogd_estimator"
@@ -59,6 +68,13 @@ TITLE = "OI estimator construction: Algorithm 1 bound, Flax estimator, soundness
 
 PROVERS = ("honest", "obfuscating", "wrong_direction")
 TRUTHS = ("softmax", "dirichlet", "point")
+FRESH_FACTOR = 4
+"""The generalisation finding draws ``FRESH_FACTOR * n_tests`` fresh tanh tests per problem."""
+FRESH_KEY = 110
+"""Fresh tests come from ``fold_in(fold_in(ctx.key, FRESH_KEY), q)`` (the sweep's problems and
+training tests from ``fold_in(fold_in(ctx.key, 100), q)``): independent of what Algorithm 1 saw."""
+RECOMPUTE_TOL = 1e-4
+"""float64 numpy recomputation of an exit advantage vs Algorithm 1's float32 one."""
 
 
 @config_dataclass
@@ -229,6 +245,50 @@ def _sweep_problems(cfg: Config, ctx, pool=None):
     return out
 
 
+def _fresh_weights(cfg: Config, key, n_z: int) -> np.ndarray:
+    """``[seeds, FRESH_FACTOR * n_tests, dim]`` tanh test weights, ``N(0, scale^2 / dim)`` as in
+    :func:`_build_problems`, drawn with ``key`` (not the key of the training tests)."""
+    dim = cfg.n_features + 2 * n_z + 2
+    draw = jax.random.normal(key, (cfg.seeds, FRESH_FACTOR * cfg.n_tests, dim), jnp.float32)
+    return cfg.test_scale * np.asarray(draw, np.float64) / np.sqrt(dim)
+
+
+def tanh_advantages(features, weights, mu, g, h) -> np.ndarray:
+    """``Adv_f(h) = sum_x mu(x) sum_z (g - h)(x, z) tanh(w_f . [feat(x), onehot(z), h(x),
+    h(x, z), 1])`` for every row ``w_f`` of ``weights``, in float64 numpy: the literal definition
+    (spec PED 5.1), independent of :class:`~dedebate.estimators.families.TanhFamily`'s blocked
+    float32 evaluation."""
+    feat, w, h = (np.asarray(a, np.float64) for a in (features, weights, h))
+    d, n_z = feat.shape[1], h.shape[1]
+    w_x, w_z, w_h = w[:, :d], w[:, d:d + n_z], w[:, d + n_z:d + 2 * n_z]
+    w_hz, w_b = w[:, d + 2 * n_z], w[:, -1]
+    pre = (feat @ w_x.T + h @ w_h.T + w_b)[:, None, :] + w_z.T[None] + h[:, :, None] * w_hz
+    weight = np.asarray(mu, np.float64)[:, None] * (np.asarray(g, np.float64) - h)
+    return np.einsum("xz,xzf->f", weight, np.tanh(pre))
+
+
+def _generalisation(cfg: Config, families, problems, h, fresh) -> dict[str, list[list[float]]]:
+    """Per run ``[seed][delta]``: the exit h's largest |Adv| over the training tests recomputed by
+    :func:`tanh_advantages` (``max_adv_numpy``), and over the fresh tests ``fresh[seed]``
+    (``fresh_max_adv``) with the share of fresh tests below delta."""
+    out = {"max_adv_numpy": [], "fresh_max_adv": [], "fresh_share_below_delta": [],
+           "fresh_tests": []}
+    feats, weights = np.asarray(families.features), np.asarray(families.weights)
+    mu, g = np.asarray(problems.mu), np.asarray(problems.g)
+    for s in range(cfg.seeds):
+        rows = {k: [] for k in out}
+        for j, delta in enumerate(cfg.deltas):
+            train = tanh_advantages(feats[s], weights[s], mu[s], g[s], h[s, j])
+            new = np.abs(tanh_advantages(feats[s], fresh[s], mu[s], g[s], h[s, j]))
+            rows["max_adv_numpy"].append(float(np.max(np.abs(train))))
+            rows["fresh_max_adv"].append(float(np.max(new)))
+            rows["fresh_share_below_delta"].append(float(np.mean(new < delta)))
+            rows["fresh_tests"].append(int(new.size))
+        for k, v in rows.items():
+            out[k].append(v)
+    return out
+
+
 def _sweep(cfg: Config, ctx, prepared=None):
     """Part 1; its rows are logged at steps ``len(sound_provers)`` on (after part 3's)."""
     rows, traces = [], {}
@@ -239,11 +299,14 @@ def _sweep(cfg: Config, ctx, prepared=None):
         for q in cfg.q_values:
             n_z = 2**q
             problems, families, programs = prepared[q]
+            fresh = _fresh_weights(cfg, jax.random.fold_in(jax.random.fold_in(ctx.key, FRESH_KEY),
+                                                          q), n_z)
             for rule in cfg.step_rules:
                 t0 = time.perf_counter()
                 exe, compile_s = programs[rule].result()
                 states, summ = jax.block_until_ready(exe(families, problems, deltas))
                 wall = time.perf_counter() - t0
+                gen = _generalisation(cfg, families, problems, np.asarray(states.h), fresh)
                 for s in range(cfg.seeds):
                     for j, delta in enumerate(cfg.deltas):
                         row = {
@@ -258,6 +321,7 @@ def _sweep(cfg: Config, ctx, prepared=None):
                             "regret_bound": float(summ.regret_bound[s, j]),
                             "circuit_size": int(summ.circuit_size[s, j]),
                             "z_over_delta2": n_z / delta**2,
+                            **{k: v[s][j] for k, v in gen.items()},
                         }
                         rows.append(row)
                         if s == 0:
@@ -299,6 +363,40 @@ def _sweep_claims(cfg: Config, rows) -> list[Claim]:
             f"Algorithm 1 ({rule}): OGD regret sum_t |Adv_t| <= (3/2) G D sqrt(T)",
             "spec PED 5.4 (Hazan Thm 3.1)", "ratio <= 1", reg, passed=reg <= 1.0,
             note="largest ratio over runs that took a step"))
+        claims.extend(generalisation_claims(rule, sel))
+    return claims
+
+
+def generalisation_claims(rule: str, sel) -> list[Claim]:
+    """Algorithm 1's exit advantage measured independently, from sweep rows ``sel`` of one step
+    rule (with the columns of :func:`_generalisation`).
+
+    A consistency check: the exit advantage over the training tests, recomputed in float64 numpy,
+    agrees with Algorithm 1's (to ``RECOMPUTE_TOL``; a row only if it does not). A finding: is the
+    exit h also (delta, F')-indistinguishable for fresh tests F' of the same distribution, drawn
+    with another key, ``FRESH_FACTOR`` times as many as it was fit to? No theorem bounds the
+    advantage of a test Algorithm 1 never saw, so this does not gate; its criterion, stated before
+    measuring, is ``max_f' |Adv_f'(h)| < delta`` in every run."""
+    gap = strict_max(abs(r["max_adv_numpy"] - r["max_adv"]) for r in sel)
+    claims = consistency_rows({
+        f"Algorithm 1 ({rule}) exit advantage recomputed in float64 numpy agrees": (
+            gap <= RECOMPUTE_TOL, f"largest |numpy - Algorithm 1| = {gap:.3g} over {len(sel)} "
+                                  f"runs (tolerance {RECOMPUTE_TOL:g})")})
+    ratio = strict_max(r["fresh_max_adv"] / r["delta"] for r in sel)
+    share = strict_min(r["fresh_share_below_delta"] for r in sel)
+    n_fresh = sorted({r["fresh_tests"] for r in sel})
+    worst = max(sel, key=lambda r: _nan_last(r["fresh_max_adv"] / r["delta"]), default=None)
+    where = "" if worst is None else (
+        f"; largest at |Z| = {worst['n_z']}, delta = {worst['delta']:g}: fresh max|Adv| "
+        f"{worst['fresh_max_adv']:.4g} vs training {worst['max_adv']:.4g}")
+    claims.append(dataclasses.replace(Claim.exact(
+        f"Algorithm 1 ({rule}) generalises: its exit h is (delta, F')-indistinguishable for "
+        f"{'/'.join(map(str, n_fresh))} fresh tests F' drawn with another key",
+        "finding (no theorem bounds an unseen test's advantage; spec PED 5.1, 5.5)",
+        "criterion: fresh max|Adv| / delta < 1", ratio, passed=ratio < 1.0,
+        note=(f"{len(sel)} runs; largest fresh max|Adv| / delta {ratio:.4g}; smallest share of "
+              f"fresh tests with |Adv| < delta {share:.4g}{where}")),
+        finding=True))
     return claims
 
 

@@ -4,14 +4,20 @@ break a bound (a lying measurement), produces a FAIL; consistency checks that ho
 from __future__ import annotations
 
 import math
+import types
 
+import numpy as np
+
+import experiments.machines as machines
 import experiments.ogd_estimator as ogd
+import experiments.prover_estimator as pe
 import experiments.stochastic_debate as sd
 from dedebate.estimators.ogd import iteration_bound
-from dedebate.lab.experiment import ExperimentResult, consistency_rows
+from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows
 
 
-def _ogd_rows(rule="tight", steps_factor=0.5, adv_ratio=0.5, regret_ratio=0.5):
+def _ogd_rows(rule="tight", steps_factor=0.5, adv_ratio=0.5, regret_ratio=0.5, numpy_gap=0.0,
+              fresh_ratio=0.9):
     rows = []
     for delta in (0.1, 0.2):
         n_z = 8
@@ -20,22 +26,40 @@ def _ogd_rows(rule="tight", steps_factor=0.5, adv_ratio=0.5, regret_ratio=0.5):
                      "steps": int(steps_factor * bound), "max_adv": adv_ratio * delta,
                      "converged": True, "bound": bound, "bound_hazan": bound,
                      "bound_tight": bound, "regret_sum": regret_ratio,
-                     "regret_bound": 1.0, "circuit_size": 1, "z_over_delta2": n_z / delta**2})
+                     "regret_bound": 1.0, "circuit_size": 1, "z_over_delta2": n_z / delta**2,
+                     "max_adv_numpy": adv_ratio * delta + numpy_gap,
+                     "fresh_max_adv": fresh_ratio * delta, "fresh_share_below_delta": 1.0,
+                     "fresh_tests": 32})
     return rows
 
 
 def test_ogd_sweep_rows_fail_when_a_bound_is_broken():
     cfg = ogd.Config(q_values=(3,), step_rules=("tight",))
     ok = ogd._sweep_claims(cfg, _ogd_rows())
-    assert len(ok) == 2 and all(c.passed for c in ok)  # T bound, regret; no consistency row
+    # T bound, regret, the generalisation finding; no consistency row
+    assert len(ok) == 3 and all(c.passed for c in ok)
+    assert [c.finding for c in ok] == [False, False, True]
     for bad, which in (({"steps_factor": 1.5}, "T <= 4.5"), ({"regret_ratio": 1.5}, "regret"),
                        ({"adv_ratio": 1.2}, "consistency check failed"),
                        ({"adv_ratio": math.nan}, "consistency check failed"),
-                       ({"regret_ratio": math.nan}, "regret")):
+                       ({"regret_ratio": math.nan}, "regret"),
+                       ({"numpy_gap": 1e-3}, "recomputed in float64 numpy"),
+                       ({"numpy_gap": math.nan}, "recomputed in float64 numpy")):
         claims = ogd._sweep_claims(cfg, _ogd_rows(**bad))
         failed = [c.claim for c in claims if not c.passed]
         assert failed and all(which in f for f in failed), (bad, failed)
         assert not ExperimentResult(claims=claims).passed
+
+
+def test_ogd_generalisation_finding_fails_on_fresh_tests_above_delta():
+    """The exit h's advantage on fresh tests is a finding: above delta (or NaN) it fails, and
+    being a finding it does not gate the experiment."""
+    cfg = ogd.Config(q_values=(3,), step_rules=("tight",))
+    for bad in (1.01, math.nan):
+        claims = ogd._sweep_claims(cfg, _ogd_rows(fresh_ratio=bad))
+        (row,) = [c for c in claims if not c.passed]
+        assert row.finding and "generalises" in row.claim and "32 fresh tests" in row.claim
+        assert ExperimentResult(claims=claims).passed  # the gating rows still pass
 
 
 def _qrows(vera_max=1000.0, alice_c=5000.0, n_vera=(1000, 1000)):
@@ -56,3 +80,138 @@ def test_stochastic_cost_checks_fail_when_the_accounting_is_wrong():
         rows = consistency_rows(checks)
         assert len(rows) == 1 and not rows[0].passed, bad
         assert not ExperimentResult(claims=rows).passed
+
+
+# ---- helpers: a row set that passes, then one perturbation at a time ----------------------------
+def _failing(claims: list[Claim]) -> list[str]:
+    """Names of the rows that fail, after checking that they make the experiment fail."""
+    failed = [c.claim for c in claims if not c.passed]
+    assert not failed or not ExperimentResult(claims=claims).passed
+    return failed
+
+
+def _assert_fails(make, good: dict, bad: dict, which: str):
+    """``make(**good)`` passes entirely; ``make(**{**good, **bad})`` fails exactly in rows whose
+    name contains ``which``."""
+    assert _failing(make(**good)) == []
+    failed = _failing(make(**{**good, **bad}))
+    assert failed and all(which in f for f in failed), (bad, failed)
+
+
+# ---- machines --------------------------------------------------------------------------------
+def _fixture_rows(name="F2", p_enum=0.75, p_dp=0.75, closed=0.75, ones=750.0, trials=1000,
+                  best=1.5, K=2.0):
+    fx = types.SimpleNamespace(name=name, T=8, K=K, exact_p1=closed)
+    est = types.SimpleNamespace(best=best, family="sign ascent", eps=1e-3, hybrid=K)
+    return machines.fixture_claims(fx, trials, p_enum, p_dp, ones, est)
+
+
+def test_machines_rows_fail_when_a_measurement_breaks_its_bound():
+    good = {}
+    assert len(_fixture_rows()) == 3  # MC interval, Lipschitz <= K, tightness (F2)
+    assert len(_fixture_rows(name="AND", closed=None)) == 2
+    for bad, which in (
+            ({"ones": 650.0}, "Monte-Carlo interval"),  # the interval misses the exact P_M
+            ({"p_dp": 0.76}, "Monte-Carlo interval"),  # the DP disagrees with enumeration
+            ({"closed": 0.7}, "Monte-Carlo interval"),  # the closed form disagrees
+            ({"ones": math.nan}, "Monte-Carlo interval"),
+            ({"p_enum": math.nan}, "Monte-Carlo interval"),
+            ({"best": 2.01}, "<= proven K"),  # empirical Lipschitz above the proven K
+            ({"best": 0.9}, "factor 2"),  # not tight: below K/2
+            ({"best": math.nan}, "Lipschitz")):
+        _assert_fails(_fixture_rows, good, bad, which)
+
+
+# ---- prover_estimator ------------------------------------------------------------------------
+def _fbs(err_lp=0.0, err_dual=0.0, flip=0.0):
+    rows = [{"family": f, "q": 3, "t": 1, "w": w, "lp": 1.0 + w, "dual": 1.0 + w,
+             "closed": 1.0 + w} for f in ("threshold", "AND") for w in range(3)]
+    rows[-1] = {**rows[-1], "lp": rows[-1]["lp"] + err_lp, "dual": rows[-1]["dual"] + err_lp
+                + err_dual}
+    flips = [{"F": 0.01 * k, "eps_fbs": 0.01 * k} for k in range(4)]
+    flips[2] = {**flips[2], "F": flips[2]["F"] + flip}
+    return pe.fbs_claims((3,), rows, flips)
+
+
+def _completeness(rho=2.0, d=2, honest=0.0, liar=0.0, shift=0.0, unstable=0.0, nan_joint=False):
+    base = rho ** -(d + 1)
+    errors = (0.2, 1.0)
+    bounds = [base + e * rho**-d * (1 - 1 / rho) for e in errors]
+    joints = np.full((2, 3), 0.2)
+    if nan_joint:
+        joints[1, 2] = math.nan
+    comp = {"honest": np.full(2, base + honest), "root_liar": np.array([0.3, base + liar]),
+            "constant_half": np.full(2, 0.2), "random_joint": joints,
+            "error_shifting": np.array([[bounds[0] + shift, bounds[1], 0.5]] * 2),
+            "unstable": np.array([[0.0, 0.0, 9.0**-d + unstable]] * 2)}
+    return pe.completeness_claims(comp, rho, d, errors, 3)
+
+
+def _error_shift(u0=0.0, rho5=2.0, u_ctrl=0.0625):
+    u5 = np.array([0.0375 + u0, 0.046875, 0.0625, 0.0625])
+    return pe.error_shift_claims(0.03125, u5, rho5, (0.2, 0.5, 1.0), u_ctrl, 1.5)
+
+
+def _obfuscation(always=0.0, random=0.0, stable=0.0, wrong=0.01, naive=0.0):
+    q, d = 4, 3
+    liars = np.zeros((3, 3))
+    liars[1, 0] = always
+    liars[2, 2] = random
+    ex = {"liars": liars, "stable_liar": np.array([0.0, stable, 0.0]),
+          "wrong_direction": np.full(3, wrong), "honest": np.full(3, 2.0 ** -(d + 1)),
+          "naive_liar": np.full(3, 1 - q**-d + naive), "naive_honest": np.ones(3)}
+    return pe.obfuscation_claims(ex, 2.0, q, d)
+
+
+def _sampled(shift=0.0, ones=6300, nan=False):
+    us = np.tile(np.array([1.0, -1.0]), (3, 2, 500))  # mean exactly 0 per policy
+    us[0] += shift
+    if nan:
+        us[2, 1, 7] = math.nan
+    surv = np.zeros(6400)
+    surv[:ones] = 1.0  # 6300 / 6400 = 1 - 4^-3 exactly
+    return pe.sampled_claims(us, surv, 4, 3, 2)
+
+
+def _signal(ped=0.0, naive=0.0):
+    sig = [{"depth": d, "ped_delta": 2.0 ** -(d + 1), "rho_power": 2.0 ** -(d + 1),
+            "naive_delta": 4.0**-d, "q_power": 4.0**-d} for d in (1, 2, 3)]
+    sig[1] = {**sig[1], "ped_delta": sig[1]["ped_delta"] + ped,
+              "naive_delta": sig[1]["naive_delta"] + naive}
+    return pe.signal_claims(sig, 2.0, 4)
+
+
+def test_prover_estimator_rows_fail_when_a_measurement_breaks_its_bound():
+    assert len(_fbs()) == 4 and len(_completeness()) == 7 and len(_error_shift()) == 5
+    assert len(_obfuscation()) == 6  # the symmetric policy's check adds no row when it holds
+    assert len(_sampled()) == 4 and len(_signal()) == 2
+    assert len(pe.rho_claims(2.0, 1.8, 9.0)) == 3
+    cases = [
+        (_fbs, {"err_lp": 1e-3}, "fbs of AND"),  # the LP disagrees with the closed form
+        (_fbs, {"err_dual": 1e-3}, "certificate (dual)"),
+        (_fbs, {"flip": math.nan}, "flip probability"),  # a NaN that is not first
+        (_completeness, {"honest": 1e-3}, "honest vs honest"),
+        (_completeness, {"liar": -1e-3}, "root liar"),  # honest A below rho^-(d+1)
+        (_completeness, {"nan_joint": True}, "random joints"),
+        (_completeness, {"shift": -1e-3}, "error-shifting B (e=0.2)"),
+        (_completeness, {"unstable": 0.2}, "unstable decomposition"),
+        (_error_shift, {"u0": 1e-3}, "error-shifting B (e=0.2)"),
+        (_error_shift, {"rho5": 2.1}, "meets the bound exactly"),
+        (_error_shift, {"u_ctrl": 0.2}, "negative control"),  # completeness did not fail
+        (_obfuscation, {"always": 0.01}, "(always +1) vs calibrated"),  # a paying liar
+        (_obfuscation, {"random": 0.01}, "consistency check failed"),
+        (_obfuscation, {"stable": 0.01}, "stable decomposition"),
+        (_obfuscation, {"wrong": 0.07}, "wrong-direction"),  # above r^(d+1) = 1/16
+        (_obfuscation, {"naive": 1e-3}, "1 - q^-d (q=4, d=3, exact)"),
+        (_sampled, {"shift": 0.2}, "(always +1) vs calibrated B earns 0"),
+        (_sampled, {"nan": True}, "(random +-1) vs calibrated B earns 0"),
+        (_sampled, {"ones": 6100}, "liar survival"),  # the Wilson interval misses 63/64
+        (_signal, {"ped": 1e-3}, "prover-estimator debate = rho^-(d+1)"),
+        (_signal, {"naive": math.nan}, "naive recursive debate = q^-d"),
+    ]
+    for make, bad, which in cases:
+        _assert_fails(make, {}, bad, which)
+    for rhos, which in (((2.0, 1.8, math.nan), "AND decomposition"),
+                        ((1.9, 1.8, 9.0), "noisy-evidence")):
+        failed = _failing(pe.rho_claims(*rhos))
+        assert failed and all(which in f for f in failed), (rhos, failed)

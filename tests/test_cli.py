@@ -43,8 +43,10 @@ def test_reproduce_subprocess_exit_codes(cli_env, tmp_path):
 
 
 def test_bench(cli_env, tmp_path):
-    p = dedebate(cli_env, "bench", "--list")
-    assert p.returncode == 0 and p.stdout.split() == ["tiny"]
+    p = dedebate(cli_env, "bench", "--list")  # name, tab, the first line of the docstring
+    assert p.returncode == 0 and p.stdout.splitlines() == [
+        "tiny\tA fake benchmark: returns numbers that depend on ``full`` so the test can tell "
+        "them apart."]
     p = dedebate(cli_env, "bench", "nope")
     assert p.returncode == 2
     assert p.stderr.strip() == "dedebate: error: unknown benchmark 'nope'; available: tiny"

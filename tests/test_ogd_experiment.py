@@ -21,8 +21,11 @@ def test_quick_run_passes_every_claim(tmp_path):
     ctx = FakeContext(tmp_path, seed=0, size="quick", name=exp.NAME)
     cfg = exp.Config(**exp.SIZES["quick"])
     result = exp.run(cfg, ctx)
-    failed = [(c.claim, c.value, c.note) for c in result.claims if not c.passed]
-    assert not failed, failed
+    # every gating row passes; findings (whether the exit h generalises to fresh tests) need not
+    failed = [(c.claim, c.value, c.note) for c in result.claims if not c.passed and not c.finding]
+    assert not failed and result.passed, failed
+    fresh = [c for c in result.claims if "fresh tests" in c.claim]
+    assert len(fresh) == len(cfg.step_rules) and all(c.finding for c in fresh)
     names = " ".join(c.claim for c in result.claims)
     for part in ("T <= 36 |Z|", "T <= 4.5 |Z|", "regret", "Flax estimator",
                  "U_A <= rho^-(d+1)", "per-round mean reward"):

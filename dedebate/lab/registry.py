@@ -136,25 +136,45 @@ def bench_package() -> str:
     return "dedebate_bench" if _installed("dedebate_bench") else "bench"
 
 
-def list_benchmarks(package: str | None = None) -> list[str]:
-    """Names of the modules of the top-level ``bench`` package (each defines ``run(full)``)."""
+def _benchmarks(package: str | None) -> list[tuple[str, types.ModuleType | None, str]]:
+    """``(name, module, error)`` for each module of the benchmark package that defines ``run``
+    (``module`` None and ``error`` its one-line import error for one that fails to import)."""
     package = package or bench_package()
     try:
         pkg = importlib.import_module(package)
     except ImportError:
         return []
-    names = []
+    out = []
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
         try:
             module = importlib.import_module(f"{package}.{info.name}")
-        except Exception:  # noqa: BLE001 - listed; running it shows the import error
-            names.append(info.name)
+        except Exception as err:  # noqa: BLE001 - listed; running it shows the import error
+            out.append((info.name, None, _one_line(err)))
             continue
         if callable(getattr(module, "run", None)):  # helpers such as numpy references are not
-            names.append(info.name)
-    return names
+            out.append((info.name, module, ""))
+    return out
+
+
+def list_benchmarks(package: str | None = None) -> list[str]:
+    """Names of the modules of the top-level ``bench`` package (each defines ``run(full)``)."""
+    return [name for name, _, _ in _benchmarks(package)]
+
+
+def describe_benchmarks(package: str | None = None) -> dict[str, str]:
+    """``{name: one line}`` for every benchmark of :func:`list_benchmarks`: the first line of
+    the module's docstring (``"(no description)"`` without one; the import error, prefixed
+    ``"cannot import: "``, for a module that fails to import)."""
+    out = {}
+    for name, module, error in _benchmarks(package):
+        if module is None:
+            out[name] = f"cannot import: {error}"
+            continue
+        lines = (module.__doc__ or "").strip().splitlines()
+        out[name] = lines[0].strip() if lines and lines[0].strip() else "(no description)"
+    return out
 
 
 def shipped_configs_dir() -> Path | None:
