@@ -173,7 +173,9 @@ def _plot(rows):
 def run(cfg: Config, ctx) -> ExperimentResult:
     fixtures = standard_fixtures(cfg.T, high=cfg.high)
     dynamic, fn = point(cfg)
-    swept = {k: v.item() for k, v in jax.jit(fn)(dynamic, ctx.key).items()}
+    # the one-point case of a sweep: jit(vmap(fn)) on a run axis of length 1, at ctx.key
+    one = jax.tree.map(lambda x: np.asarray(x)[None], dynamic)
+    swept = {k: v[0].item() for k, v in jax.jit(jax.vmap(fn))(one, ctx.key[None]).items()}
     claims, rows = [], []
     with ctx.progress(len(fixtures), "fixtures") as bar:
         for i, fx in enumerate(fixtures):
