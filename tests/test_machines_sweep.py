@@ -18,6 +18,7 @@ SMALL = {"T": 4, "trials": 100, "n_random": 1, "ascent_iters": 2}
 EPS = [[0.001], [0.05]]
 
 
+@pytest.mark.slow
 def test_lipschitz_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypatch):
     traces = [0]
     real_point = exp.point
@@ -56,7 +57,7 @@ def test_lipschitz_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monk
     # bit for bit, except that XLA may order a float32 reduction of the Lipschitz estimator
     # differently for a run axis of 8 than of 1 (seen: one ulp in one K_random of 105 metrics)
     exact = {m for m in alone if not m.split("/")[1].startswith(("K_", "p1_tree"))}
-    assert len(exact) == 7 * 6 and {m: row[m] for m in exact} == {m: alone[m] for m in exact}
+    assert len(exact) == 7 * 5 and {m: row[m] for m in exact} == {m: alone[m] for m in exact}
     for m in set(alone) - exact:
         assert row[m] == pytest.approx(alone[m], rel=5e-7, abs=0), m
     assert sum(row[m] == alone[m] for m in alone) >= len(alone) - 2
