@@ -31,16 +31,14 @@ import numpy as np
 
 from dedebate.agents.deterministic_players import (
     MessageAlice,
-    alice_zoo,
-    bob_zoo,
-    concat,
-    configuration_lies,
-    honest_alice,
-    make_alice,
+    judge_grid,
     make_bob,
+    merge_judged,
     repeat,
+    zoo_pairs,
 )
 from dedebate.core.bits import bit_table
+from dedebate.core.stats import linfit, loglog_slope
 from dedebate.lab.experiment import Claim, ExperimentResult, strict_max, strict_min
 from dedebate.lab.params import config_dataclass, param
 from dedebate.protocols.binary_search import play_binary_search_grid
@@ -112,45 +110,8 @@ SIZES = {
 
 # -- strategy batches -------------------------------------------------------------------------------
 def _pairs(T, key, cfg, protocol, cm=None, exhaustive=False):
-    """(alices[K], bobs[K], n_comp): honest A x the B zoo, then the A zoo x honest B."""
-    m = clog2(T)
-    all_fixed = T <= cfg.fixed_bob_max_T
-    bnames, bobs = bob_zoo(T, m, jax.random.fold_in(key, 0), cfg.n_random, all_fixed, protocol)
-    n_comp = len(bnames)
-    _, alices = alice_zoo(T, m, jax.random.fold_in(key, 1), cfg.n_random)
-    batches = [alices]
-    if cm is not None:
-        batches.append(configuration_lies(T, m, cm.S, cm.w_c, cm.n)[1])
-    if exhaustive:  # every claimed transcript: a = y XOR code, for all 2^T codes
-        codes = bit_table(T).astype(bool)
-        ex = repeat(make_alice(T), codes.shape[0]).replace(flip_raw=codes)
-        batches.append(ex)
-    alices = concat(*batches)
-    k_sound = alices.flip_raw.shape[0]
-    A = concat(repeat(honest_alice(T), n_comp), alices)
-    B = concat(bobs, repeat(make_bob("honest"), k_sound))
-    return A, B, n_comp
-
-
-def _judge(out, n_comp, y_last, comp_mask=None, sound_mask=None):
-    """Completeness / soundness / cost summary of an outcome grid [M, K]."""
-    acc = np.asarray(out.accept)
-    y1 = np.asarray(y_last) == 1
-    comp = acc[y1 if comp_mask is None else comp_mask, :n_comp]
-    sound = acc[~y1 if sound_mask is None else sound_mask, n_comp:]
-    return {
-        "comp_debates": int(comp.size), "comp_accepts": int(comp.sum()),
-        "sound_debates": int(sound.size), "sound_accepts": int(sound.sum()),
-        "v_queries_max": int(np.asarray(out.v_queries).max()),
-        "bits_max": int(np.asarray(out.bits_read).max()),
-    }
-
-
-def _merge(stats):
-    keys = ["comp_debates", "comp_accepts", "sound_debates", "sound_accepts"]
-    tot = {k: sum(s[k] for s in stats) for k in keys}
-    tot["v_queries_max"] = strict_max(s["v_queries_max"] for s in stats)
-    return tot
+    return zoo_pairs(T, key, n_random=cfg.n_random, all_fixed=T <= cfg.fixed_bob_max_T,
+                     protocol=protocol, cm=cm, exhaustive=exhaustive)
 
 
 # -- part 1 and 3: random machines ------------------------------------------------------------------
@@ -169,12 +130,12 @@ def _machine_suite(cfg, T, key, seed, exhaustive):
     res = {"y_last": y_last, "l": np.asarray(progs.dep_mask).sum(-1).max(-1)}
     A, B, nc = _pairs(T, key, cfg, "cross_exam", exhaustive=exhaustive)
     out4 = play_cross_exam_grid(progs, A, B)
-    res["fig4"] = (out4, _judge(out4, nc, y_last), None)
+    res["fig4"] = (out4, judge_grid(out4, nc, y_last), None)
     for fam, W in (("fig3_window", min(cfg.window, T)), ("fig3_full", None)):
         cm = config_machine(progs, window=W)
         A, B, nc = _pairs(T, key, cfg, "binary_search", cm=cm, exhaustive=exhaustive)
         out3 = play_binary_search_grid(cm, A, B)
-        res[fam] = (out3, _judge(out3, nc, y_last), cm)
+        res[fam] = (out3, judge_grid(out3, nc, y_last), cm)
     return res
 
 
@@ -187,7 +148,7 @@ def _fig3_exhaustive(cfg, seed):
     seqs = bit_table((cm.m + 1) * cm.S).reshape(-1, cm.m + 1, cm.S)
     out = play_binary_search_grid(cm, MessageAlice(messages=seqs),
                                   repeat(make_bob("honest"), seqs.shape[0]))
-    st = _judge(out, 0, y_last)
+    st = judge_grid(out, 0, y_last)
     st["S"], st["sequences"] = cm.S, int(seqs.shape[0])
     return st
 
@@ -203,7 +164,7 @@ def _witness_suite(cfg, task, key):
     out = play_cross_exam_grid(witness_programs(task, ws), A, B)
     comp_mask = valid.reshape(-1)  # honest A holds a valid witness
     sound_mask = np.repeat(~yes, ws.shape[0])  # a liar may send any witness of a no-instance
-    st = _judge(out, nc, valid.reshape(-1).astype(np.int8), comp_mask, sound_mask)
+    st = judge_grid(out, nc, valid.reshape(-1).astype(np.int8), comp_mask, sound_mask)
     # Theorem 7.1 costs: honest A simulates T steps; V reads <= ceil(log2 T) + (l + 2)(1 + w).
     l_max = int(np.asarray(task.program.dep_mask).sum(-1).max())
     st.update(yes=int(yes.sum()), no=int((~yes).sum()), witnesses=int(ws.shape[0]), T=T, n=n,
@@ -239,18 +200,7 @@ def _cost_rows(suite, T):
     return rows
 
 
-# -- fits and plots ---------------------------------------------------------------------------------
-def _linfit(x, y):
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    a, b = np.polyfit(x, y, 1)
-    r2 = 1.0 - np.sum((y - (a * x + b)) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-12)
-    return float(a), float(b), float(r2)
-
-
-def _loglog_slope(x, y):
-    return _linfit(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)))[0]
-
-
+# -- plots ----------------------------------------------------------------------------------------
 def _plot(rows, ls):
     import matplotlib
 
@@ -330,7 +280,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
               "fig3_full": ("Fig 3 binary search, full-tape configurations", SRC_51)}
     Ts = all_T
     for fam, (label, src) in labels.items():
-        tot = _merge(stats[fam])
+        tot = merge_judged(stats[fam])
         c = tot["comp_accepts"] / max(tot["comp_debates"], 1)
         s = tot["sound_accepts"] / max(tot["sound_debates"], 1)
         note = (f"{cfg.n_machines} random machines at each T in {Ts} (half output 1); "
@@ -384,12 +334,12 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     f3 = [r for r in table if r["protocol"] != "fig4"]
     r4 = [r["bits_read_max_over_zoo"] / ((r["l"] + 2) * r["m"]) for r in f4]
     ls_all = sorted({r["l"] for r in f4})
-    per_l = {l: _linfit([r["m"] for r in f4 if r["l"] == l],
+    per_l = {l: linfit([r["m"] for r in f4 if r["l"] == l],
                         [r["bits_read"] for r in f4 if r["l"] == l])[0] for l in ls_all}
     note4 = "per-doubling slopes d bits / d log2 T: " + ", ".join(
         f"l={l}: {v:.2f}" for l, v in per_l.items())
     if len(cost_T) >= 2 and len(ls_all) >= 2:
-        a, b, r2 = _linfit(list(per_l), list(per_l.values()))
+        a, b, r2 = linfit(list(per_l), list(per_l.values()))
         note4 += f"; slope = {a:.3f} l + {b:.3f} (R^2 {r2:.4f}); expected l + 2"
         metrics["fig4_slope_fit"] = {"a": a, "b": b, "r2": r2}
     claims.append(Claim.exact(
@@ -398,11 +348,11 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         f"ratio range [{min(r4):.3f}, {max(r4):.3f}] over T={cost_T}, worst case over the zoo; "
         + note4))
     r3 = [r["bits_read"] / (r["S"] * r["m"]) for r in f3]
-    a3, b3, r23 = _linfit([r["S"] * r["m"] for r in f3], [r["bits_read"] for r in f3])
-    slopes3 = {fam: _loglog_slope([r["T"] for r in f3 if r["protocol"] == fam],
+    a3, b3, r23 = linfit([r["S"] * r["m"] for r in f3], [r["bits_read"] for r in f3])
+    slopes3 = {fam: loglog_slope([r["T"] for r in f3 if r["protocol"] == fam],
                                   [r["bits_read"] for r in f3 if r["protocol"] == fam])
                for fam in ("fig3_window", "fig3_full")} if len(cost_T) >= 2 else {}
-    slope4 = _loglog_slope([r["T"] for r in f4 if r["l"] == max(ls_all)],
+    slope4 = loglog_slope([r["T"] for r in f4 if r["l"] == max(ls_all)],
                            [r["bits_read"] for r in f4 if r["l"] == max(ls_all)]) \
         if len(cost_T) >= 2 else float("nan")
     claims.append(Claim.exact(
@@ -418,7 +368,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     for fam in ("fig3_full", "fig3_window", "fig4"):
         r = [x for x in table if x["protocol"] == fam and x["l"] == max(ls_all)]
         per_T = [max(x["a_steps"], x["b_steps"]) / x["T"] for x in r]
-        sl = _loglog_slope([x["T"] for x in r], [x["a_steps"] + x["b_steps"] for x in r]) \
+        sl = loglog_slope([x["T"] for x in r], [x["a_steps"] + x["b_steps"] for x in r]) \
             if len(r) >= 2 else float("nan")
         work[fam] = {"max_steps_per_T": strict_max(per_T), "loglog_slope": sl}
     ok_work = all(w["max_steps_per_T"] <= 2.0 for w in work.values())

@@ -18,14 +18,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dedebate.core.stats import wilson_jnp
 from dedebate.lab.experiment import Claim, ExperimentResult
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.fixtures import standard_fixtures
 from dedebate.machines.lipschitz import (
+    FAMILIES,
     MAX_TREE_T,
     estimate_lipschitz,
+    estimate_lipschitz_jnp,
+    prefix_tree,
     step_probs,
-    tree_from_step_probs,
+    tree_matrix_jnp,
     tree_output_prob,
     tree_transcripts,
 )
@@ -63,34 +67,85 @@ SIZES = {
 }
 
 MC_CHUNK = 50_000
-_uniforms = jax.jit(jax.vmap(step_uniforms, in_axes=(0, None)), static_argnums=1)
+
+DYNAMIC = ("eps", "high")
+"""Config fields that enter :func:`point` only as numbers: the perturbation sizes (an array of
+``len(eps)``; points of one sweep group need equally many) and the fixtures' target P_M(1)
+(through their float32 probabilities; the machines' structure does not depend on it). ``T``,
+``trials``, ``n_random`` and ``ascent_iters`` are shapes or loop counts: static."""
 
 
-def _ones(machine, u):
-    ys = jax.vmap(transcript_from_uniforms, in_axes=(None, 0))(machine, u)
-    return jnp.sum(ys[:, -1].astype(jnp.int32))
+def _mc_ones(machine, key, trials: int):
+    """Ones among ``trials`` transcripts: chunk i of ``MC_CHUNK`` uses the uniforms of
+    ``split(fold_in(key, i), chunk)`` (:func:`step_uniforms`); full chunks in a ``fori_loop``."""
+
+    def ones(k, n):
+        u = jax.vmap(step_uniforms, in_axes=(0, None))(jax.random.split(k, n), machine.T)
+        ys = jax.vmap(transcript_from_uniforms, in_axes=(None, 0))(machine, u)
+        return jnp.sum(ys[:, -1].astype(jnp.int32))
+
+    full, rest = divmod(trials, MC_CHUNK)
+    total = jnp.int32(0)
+    if full:
+        total = jax.lax.fori_loop(
+            0, full, lambda i, acc: acc + ones(jax.random.fold_in(key, i), MC_CHUNK), total)
+    if rest:
+        total = total + ones(jax.random.fold_in(key, full), rest)
+    return total
 
 
-@jax.jit
-def _analyze(machine, tree_ys, u):
-    """One compiled program per fixture class: the prefix tree's step probabilities, the DP's
-    P_M(1), and the number of ones among the transcripts drawn with uniforms ``u``."""
-    probs = jax.vmap(step_probs, in_axes=(None, 0))(machine, tree_ys)
-    return probs, machine.output_prob_dp(), _ones(machine, u)
+def point(cfg: Config):
+    """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key)`` is pure JAX.
 
+    For fixture ``i`` of :func:`standard_fixtures` (key ``k_i = fold_in(key, i)``), metrics named
+    ``NAME/...``: ``ones`` among ``trials`` transcripts drawn from ``fold_in(k_i, 0)``, ``p1_mc``
+    with its 95% Wilson interval ``p1_mc_lo``/``p1_mc_hi``, ``p1_dp`` (the fixture's dynamic
+    program), ``p1_tree`` (enumeration of the prefix tree), and the empirical Lipschitz constant
+    of :func:`estimate_lipschitz_jnp` over ``eps`` (random signs from ``fold_in(k_i, 1)``):
+    ``K_empirical``, ``K_empirical_eps``, one ``K_<family>`` per family, ``K_hybrid`` (the exact
+    hybrid bound), ``K_proven`` and ``K_ratio = K_empirical / K_proven``. All float32.
 
-_more_ones = jax.jit(_ones)
+    Not in ``fn`` (host, float64, run only): the report's enumeration and Lipschitz estimate
+    (:func:`estimate_lipschitz`), which the exact claim rows use; JAX runs without x64 here, and
+    the float32 numbers of ``fn`` agree with them to ~1e-6 relative, not bit for bit."""
+    fixtures = standard_fixtures(cfg.T, high=cfg.high)
+    classes: dict = {}  # fixtures of one machine class and shape are mapped by one trace
+    for i, fx in enumerate(fixtures):
+        leaves, treedef = jax.tree.flatten(fx.machine)
+        classes.setdefault((treedef, tuple(np.shape(x) for x in leaves)), []).append(i)
+    groups = list(classes.values())
+    dynamic = {"eps": np.asarray(cfg.eps, np.float32),
+               "classes": [{"machine": jax.tree.map(lambda *v: np.stack(v),
+                                                        *(fixtures[i].machine for i in g)),
+                            "K": np.asarray([fixtures[i].K for i in g], np.float32)}
+                           for g in groups]}
+    names = [fx.name for fx in fixtures]
+    tree_ys = tree_transcripts(cfg.T)
+    trials, n_random, iters = cfg.trials, cfg.n_random, cfg.ascent_iters
 
+    def one(machine, k, eps):
+        ones = _mc_ones(machine, jax.random.fold_in(k, 0), trials)
+        probs = jax.vmap(step_probs, in_axes=(None, 0))(machine, jnp.asarray(tree_ys))
+        est = estimate_lipschitz_jnp(tree_matrix_jnp(probs), jax.random.fold_in(k, 1),
+                                     eps, n_random=n_random, ascent_iters=iters)
+        p, lo, hi = wilson_jnp(ones, trials)
+        return {"ones": ones, "p1_mc": p, "p1_mc_lo": lo, "p1_mc_hi": hi,
+                "p1_dp": machine.output_prob_dp(), "p1_tree": est["p1"],
+                "K_empirical": est["best"], "K_empirical_eps": est["best_eps"],
+                **{f"K_{f}": est[f] for f in FAMILIES}, "K_hybrid": est["hybrid"]}
 
-def _exact_and_mc(machine, key, trials: int):
-    """(prefix tree, DP value, ones among ``trials`` transcripts). The transcripts are those of
-    ``sample_transcripts(machine, split(fold_in(key, i), chunk))`` for chunks i."""
-    sizes = [min(MC_CHUNK, trials - s) for s in range(0, trials, MC_CHUNK)]
-    us = [_uniforms(jax.random.split(jax.random.fold_in(key, i), n), machine.T)
-          for i, n in enumerate(sizes)]
-    probs, dp, ones = _analyze(machine, jnp.asarray(tree_transcripts(machine.T)), us[0])
-    ones = int(ones) + sum(int(_more_ones(machine, u)) for u in us[1:])
-    return tree_from_step_probs(probs), float(dp), ones
+    def fn(dyn, key):
+        out = {}
+        for g, d in zip(groups, dyn["classes"]):
+            keys = jnp.stack([jax.random.fold_in(key, i) for i in g])
+            m = jax.lax.map(lambda a: one(*a, dyn["eps"]), (d["machine"], keys))
+            m["K_proven"] = d["K"]
+            m["K_ratio"] = m["K_empirical"] / d["K"]
+            for j, i in enumerate(g):
+                out.update({f"{names[i]}/{k}": v[j] for k, v in m.items()})
+        return {k: out[k] for k in sorted(out, key=lambda k: names.index(k.split("/")[0]))}
+
+    return dynamic, fn
 
 
 def _plot(rows):
@@ -117,12 +172,16 @@ def _plot(rows):
 
 def run(cfg: Config, ctx) -> ExperimentResult:
     fixtures = standard_fixtures(cfg.T, high=cfg.high)
+    dynamic, fn = point(cfg)
+    # the one-point case of a sweep: jit(vmap(fn)) on a run axis of length 1, at ctx.key
+    one = jax.tree.map(lambda x: np.asarray(x)[None], dynamic)
+    swept = {k: v[0].item() for k, v in jax.jit(jax.vmap(fn))(one, ctx.key[None]).items()}
     claims, rows = [], []
     with ctx.progress(len(fixtures), "fixtures") as bar:
         for i, fx in enumerate(fixtures):
             key = jax.random.fold_in(ctx.key, i)
-            levels, p_dp, ones = _exact_and_mc(fx.machine, jax.random.fold_in(key, 0),
-                                               cfg.trials)
+            ones, p_dp = int(swept[f"{fx.name}/ones"]), float(swept[f"{fx.name}/p1_dp"])
+            levels = prefix_tree(fx.machine)  # float64 on the host, for the exact rows
             p_enum = tree_output_prob(levels)
             p_closed = fx.exact_p1
             est = estimate_lipschitz(levels, jax.random.fold_in(key, 1), eps=cfg.eps,
@@ -144,6 +203,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
             bar.set_postfix(fixture=fx.name)
     plot = ctx.save_figure(_plot(rows), "lipschitz_empirical_vs_proven")
     metrics = {r["fixture"]: {k: v for k, v in r.items() if k != "fixture"} for r in rows}
+    metrics["point"] = swept  # the sweep row of this run (fn of point() at ctx.key)
     return ExperimentResult(claims=claims, metrics=metrics, tables={"fixtures": rows},
                             plots=[plot])
 

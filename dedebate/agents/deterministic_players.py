@@ -250,3 +250,64 @@ def bob_zoo(T: int, m: int, key: jax.Array, n_random: int = 4,
             names.append(f"fixed_{a}")
             items.append(make_bob("fixed", arg=a))
     return names, stack(items)
+
+
+# -- strategy batches of a debate grid --------------------------------------------------------------
+def zoo_pairs(T: int, key: jax.Array, *, n_random: int, all_fixed: bool, protocol: str,
+              cm: ConfigMachine | None = None, exhaustive: bool = False):
+    """``(alices[K], bobs[K], n_comp)``: the pairs of one debate grid (host side).
+
+    Pairs ``0 .. n_comp-1``: honest A against the B zoo (:func:`bob_zoo` with
+    ``fold_in(key, 0)``; completeness). Then the A zoo (:func:`alice_zoo` with
+    ``fold_in(key, 1)``), with ``cm`` also the Figure 3 :func:`configuration_lies`, and with
+    ``exhaustive`` every claimed transcript (``a = y XOR code`` for all 2^T codes), each against
+    honest B (soundness)."""
+    from dedebate.core.bits import bit_table
+    from dedebate.protocols.configurations import clog2
+
+    m = clog2(T)
+    bnames, bobs = bob_zoo(T, m, jax.random.fold_in(key, 0), n_random, all_fixed, protocol)
+    n_comp = len(bnames)
+    _, alices = alice_zoo(T, m, jax.random.fold_in(key, 1), n_random)
+    batches = [alices]
+    if cm is not None:
+        batches.append(configuration_lies(T, m, cm.S, cm.w_c, cm.n)[1])
+    if exhaustive:
+        codes = bit_table(T).astype(bool)
+        batches.append(repeat(make_alice(T), codes.shape[0]).replace(flip_raw=codes))
+    alices = concat(*batches)
+    k_sound = alices.flip_raw.shape[0]
+    A = concat(repeat(honest_alice(T), n_comp), alices)
+    B = concat(bobs, repeat(make_bob("honest"), k_sound))
+    return A, B, n_comp
+
+
+JUDGED = ("comp_debates", "comp_accepts", "sound_debates", "sound_accepts")
+
+
+def judge_grid(out, n_comp: int, y_last, comp_mask=None, sound_mask=None) -> dict[str, int]:
+    """Completeness / soundness / cost summary of an outcome grid [M, K] of :func:`zoo_pairs`
+    (host): accepted debates among honest-A pairs on machines with ``y_last == 1`` (or
+    ``comp_mask``) and among honest-B pairs on the others (or ``sound_mask``), and the largest
+    oracle-query and bit counts of V."""
+    acc = np.asarray(out.accept)
+    y1 = np.asarray(y_last) == 1
+    comp = acc[y1 if comp_mask is None else comp_mask, :n_comp]
+    sound = acc[~y1 if sound_mask is None else sound_mask, n_comp:]
+    return {
+        "comp_debates": int(comp.size), "comp_accepts": int(comp.sum()),
+        "sound_debates": int(sound.size), "sound_accepts": int(sound.sum()),
+        "v_queries_max": int(np.asarray(out.v_queries).max()),
+        "bits_max": int(np.asarray(out.bits_read).max()),
+    }
+
+
+def merge_judged(stats) -> dict[str, float]:
+    """Sum of the :func:`judge_grid` counts of several grids, and their largest V query count
+    (NaN if there are none: fails closed)."""
+    import math
+
+    tot = {k: sum(s[k] for s in stats) for k in JUDGED}
+    qs = [float(s["v_queries_max"]) for s in stats]
+    tot["v_queries_max"] = math.nan if not qs or any(math.isnan(q) for q in qs) else max(qs)
+    return tot

@@ -199,3 +199,123 @@ def estimate_lipschitz(machine_or_levels, key: jax.Array, eps=DEFAULT_EPS, n_ran
     fam = max(best, key=best.get)
     return LipschitzEstimate(best=best[fam], family=fam, eps=where.get(fam, float("nan")),
                              by_family=dict(best), hybrid=hybrid_bound(levels), p1=p_base)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The same estimate in jnp (float32), for jitted / vmapped code
+# ---------------------------------------------------------------------------------------------------
+# A tree is a padded matrix P float32[T, N], N = 2^(T-1): row n holds level n in its first 2^n
+# entries (prefix codes c < 2^n), zeros after. Every pass over the levels is one lax.scan, so the
+# compiled program does not grow with T.
+def _level_mask(T: int) -> np.ndarray:
+    return np.arange(2 ** (T - 1))[None, :] < (2 ** np.arange(T))[:, None]
+
+
+def tree_matrix_jnp(probs: jax.Array) -> jax.Array:
+    """The padded level matrix (float32[T, 2^(T-1)]) from the step probabilities of
+    :func:`tree_transcripts` (``probs`` [2^(T-1), T]; node c of level n is ``probs[c, n]``)."""
+    probs = jnp.asarray(probs, jnp.float32)
+    return jnp.where(_level_mask(probs.shape[1]), probs.T, 0.0)
+
+
+def _reach_mat(P: jax.Array) -> jax.Array:
+    T, N = P.shape
+    idx = jnp.arange(N)
+
+    def step(r, xs):
+        p, n = xs
+        half = jnp.left_shift(1, n)
+        base = idx & (half - 1)
+        rb, pb = r[base], p[base]
+        nxt = jnp.where(idx < half, rb * (1.0 - pb), rb * pb)
+        return jnp.where(idx < 2 * half, nxt, 0.0), r
+
+    _, R = jax.lax.scan(step, (idx == 0).astype(P.dtype), (P, jnp.arange(T)))
+    return R
+
+
+def _influence_mat(P: jax.Array) -> jax.Array:
+    T, N = P.shape
+    idx = jnp.arange(N)
+
+    def step(W, xs):  # W = W[n + 1] (valid on c < 2^(n+1))
+        p, n = xs
+        half = jnp.left_shift(1, n)
+        hi = W[jnp.minimum(idx + half, N - 1)]
+        valid = idx < half
+        return (jnp.where(valid, (1.0 - p) * W + p * hi, 0.0),
+                jnp.where(valid, hi - W, 0.0))
+
+    _, D = jax.lax.scan(step, P[T - 1], (P[:-1], jnp.arange(T - 1)), reverse=True)
+    return jnp.concatenate([D, jnp.ones((1, N), P.dtype)])
+
+
+def _sign_jnp(x):
+    return jnp.where(x >= 0, 1.0, -1.0).astype(jnp.float32)
+
+
+FAMILIES = ("uniform", "per-step", "adversarial", "random")
+
+
+def estimate_lipschitz_jnp(P: jax.Array, key: jax.Array, eps: jax.Array, n_random: int = 8,
+                           ascent_iters: int = 10) -> dict[str, jax.Array]:
+    """:func:`estimate_lipschitz` in jnp float32 (jittable, vmappable; ``eps`` is an array) on a
+    padded level matrix ``P`` (:func:`tree_matrix_jnp`).
+
+    The same families, eps and random sign patterns (from ``key``). The ascent runs all
+    ``ascent_iters`` steps (a converged sign pattern repeats its ratio, so the maximum equals the
+    host loop's early exit). To stay accurate in float32 at small eps, the change of P_M is formed
+    without cancellation by the hybrid identity (:mod:`dedebate.machines.fixtures`):
+    ``dP = sum_n sum_c reach'_n(c) dp_n(c) Delta_n(c)`` (reach under the perturbed tree,
+    influences under the base tree), with ``dp = min(eps, 1 - p)`` or ``-min(eps, p)``.
+
+    Returns float32 scalars: ``best``, ``best_eps`` (as the host: the first family in
+    :data:`FAMILIES` with the largest ratio, and the first eps where it got it), one entry per
+    family, ``hybrid`` (:func:`hybrid_bound`) and ``p1`` (P_M(1) by enumeration)."""
+    P = jnp.asarray(P, jnp.float32)
+    T, N = P.shape
+    mask = _level_mask(T)
+    eps = jnp.atleast_1d(jnp.asarray(eps, jnp.float32))
+    R0, D0 = _reach_mat(P), _influence_mat(P)
+    G0 = R0 * D0
+    n_nodes = 2**T - 1
+    node = np.minimum((2 ** np.arange(T))[:, None] - 1 + np.arange(N)[None, :], n_nodes - 1)
+    rand = jax.random.rademacher(key, (max(n_random, 1), n_nodes))
+
+    def ratio(S, e):
+        dp = jnp.where(mask, jnp.where(S > 0, jnp.minimum(e, 1.0 - P), -jnp.minimum(e, P)), 0.0)
+        Pp = P + dp
+        dist = jnp.max(jnp.abs(dp))
+        change = jnp.sum(_reach_mat(Pp) * dp * D0)
+        safe = jnp.where(dist > 0.0, dist, 1.0)
+        return jnp.where(dist > 0.0, jnp.abs(change) / safe, 0.0), Pp
+
+    directions = jnp.asarray([1.0, -1.0], jnp.float32)[:, None, None]
+    fixed = jnp.concatenate([  # uniform +-, per-step +-
+        jnp.broadcast_to(directions, (2, T, N)),
+        jnp.broadcast_to(directions * _sign_jnp(jnp.sum(G0, axis=1))[None, :, None], (2, T, N))])
+
+    def one_eps(e):
+        r = jax.vmap(lambda S: ratio(S, e)[0])(fixed)
+
+        def ascent(_, carry):  # both directions at once
+            S, b = carry
+            r, Pp = jax.vmap(lambda s: ratio(s, e))(S)
+            G = jax.vmap(lambda q: _reach_mat(q) * _influence_mat(q))(Pp)
+            return directions * _sign_jnp(G), jnp.maximum(b, r)
+
+        _, adv = jax.lax.fori_loop(0, ascent_iters, ascent,
+                                   (directions * _sign_jnp(G0)[None], jnp.zeros((2,))))
+        rnd = jax.lax.fori_loop(
+            0, n_random, lambda i, b: jnp.maximum(
+                b, ratio(rand[i][node].astype(jnp.float32), e)[0]), jnp.float32(0.0))
+        return jnp.stack([jnp.maximum(r[0], r[1]), jnp.maximum(r[2], r[3]), jnp.max(adv), rnd])
+
+    table = jax.lax.map(one_eps, eps).T  # [families, eps]
+    fam = jnp.argmax(jnp.max(table, axis=1))
+    out = {f: jnp.max(table[i]) for i, f in enumerate(FAMILIES)}
+    out["best"] = jnp.max(table)
+    out["best_eps"] = eps[jnp.argmax(table[fam])]
+    out["hybrid"] = jnp.sum(jnp.max(jnp.abs(D0), axis=1))
+    out["p1"] = jnp.sum(R0[-1] * P[-1])
+    return out

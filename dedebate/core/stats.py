@@ -1,0 +1,66 @@
+"""Fits and intervals shared by the experiments: host (numpy float64) and jitted (jnp) forms.
+
+* :func:`linfit`, :func:`loglog_slope` -- least-squares line ``y = a x + b`` (with R^2) and the
+  slope of ``log y`` against ``log x``, in float64 on the host (``numpy.polyfit``): the numbers
+  a report prints;
+* :func:`linfit_jnp`, :func:`loglog_slope_jnp` -- the same fits in closed form with ``jnp``, for
+  use inside a jitted or vmapped function (float32 unless x64 is enabled);
+* :func:`wilson_jnp` -- the 95% Wilson score interval of a proportion in ``jnp``, equal (to float32
+  rounding) to :func:`dedebate.lab.experiment.wilson_interval`.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+Z95 = 1.959963984540054
+"""The two-sided 95% normal quantile."""
+
+
+def linfit(x, y) -> tuple[float, float, float]:
+    """``(a, b, r2)`` of the least-squares line ``y = a x + b`` (float64, host). ``r2`` is
+    ``1 - SS_res / SS_tot`` with ``SS_tot`` floored at 1e-12 (a constant ``y`` gives ~1)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.shape != y.shape or x.ndim != 1 or x.size < 2:
+        raise ValueError(f"x, y of shapes {x.shape}, {y.shape}: need two 1-D arrays of equal "
+                         "length >= 2")
+    a, b = np.polyfit(x, y, 1)
+    r2 = 1.0 - np.sum((y - (a * x + b)) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-12)
+    return float(a), float(b), float(r2)
+
+
+def loglog_slope(x, y) -> float:
+    """Slope of ``log y`` against ``log x`` (both positive), by :func:`linfit`: the exponent
+    ``k`` of a power law ``y ~ x^k``."""
+    return linfit(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)))[0]
+
+
+def linfit_jnp(x, y):
+    """:func:`linfit` in closed form with ``jnp`` (jittable, vmappable): ``(a, b, r2)`` as
+    arrays. ``x`` and ``y`` are 1-D of equal static length >= 2; a constant ``x`` gives NaN."""
+    x, y = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
+    xm, ym = jnp.mean(x), jnp.mean(y)
+    dx, dy = x - xm, y - ym
+    a = jnp.sum(dx * dy) / jnp.sum(dx * dx)
+    b = ym - a * xm
+    ss_tot = jnp.maximum(jnp.sum(dy * dy), 1e-12)
+    r2 = 1.0 - jnp.sum((y - (a * x + b)) ** 2) / ss_tot
+    return a, b, r2
+
+
+def loglog_slope_jnp(x, y):
+    """:func:`loglog_slope` with ``jnp`` (jittable, vmappable)."""
+    return linfit_jnp(jnp.log(jnp.asarray(x, jnp.float32)), jnp.log(jnp.asarray(y, jnp.float32)))[0]
+
+
+def wilson_jnp(successes, trials: int):
+    """95% Wilson score interval of ``successes / trials`` in ``jnp`` float32 (jittable):
+    ``(p_hat, lo, hi)``. ``trials`` is a static Python number."""
+    n = float(trials)
+    p = jnp.asarray(successes, jnp.float32) / n
+    z2 = Z95 * Z95
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = Z95 * jnp.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return p, jnp.maximum(0.0, centre - half), jnp.minimum(1.0, centre + half)
