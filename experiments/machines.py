@@ -195,7 +195,8 @@ def run(cfg: Config, ctx) -> ExperimentResult:
                    **{f"K_{k}": v for k, v in est.by_family.items()},
                    "p1_enumeration": p_enum, "p1_dp": p_dp,
                    "p1_closed": p_closed,
-                   "p1_mc": mc, "p1_mc_lo": mc_row.lo, "p1_mc_hi": mc_row.hi, "p_value": mc_row.p_value, "trials": cfg.trials}
+                   "p1_mc": mc, "p1_mc_lo": mc_row.lo, "p1_mc_hi": mc_row.hi,
+                   "p_value": mc_row.p_value, "trials": cfg.trials}
             rows.append(row)
             ctx.log({k: v for k, v in row.items() if not isinstance(v, str)} |
                     {"fixture_index": i}, step=i)
