@@ -30,7 +30,6 @@ import jax
 import numpy as np
 
 from dedebate.agents.deterministic_players import (
-    MessageAlice,
     judge_grid,
     make_bob,
     merge_judged,
@@ -41,13 +40,13 @@ from dedebate.core.bits import bit_table
 from dedebate.core.stats import linfit, loglog_slope
 from dedebate.lab.experiment import Claim, ExperimentResult, strict_max, strict_min
 from dedebate.lab.params import config_dataclass, param
-from dedebate.protocols.binary_search import play_binary_search_grid
-from dedebate.protocols.configurations import (
+from dedebate.machines.configurations import (
     clog2,
     config_machine,
     random_programs,
     simulate_numpy,
 )
+from dedebate.protocols.binary_search import play_binary_search_grid
 from dedebate.protocols.cross_exam import play_cross_exam_grid
 from dedebate.protocols.det_witness import (
     accepting_witnesses,
@@ -56,6 +55,7 @@ from dedebate.protocols.det_witness import (
     plan_task,
     witness_programs,
 )
+from dedebate.protocols.deterministic_players import MessageAlice
 
 NAME = "deterministic_debate"
 TITLE = ("Deterministic debate: binary search (Thm 5.1), cross-examination (Thm 5.3), "

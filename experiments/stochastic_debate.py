@@ -13,7 +13,7 @@ each with a 95% Wilson interval, against the general formulas of spec DED 5.3 (w
 defaults: >= 0.6402 and <= 0.3956) -- and, with the paper's own constants (spec DED 5.4), against
 the paper's 3/5 and 2/5. The optimised adversaries (three- and four-parameter families, see
 :mod:`dedebate.agents.stochastic_players`) are found by an evolution strategy on the *exact*
-acceptance (:mod:`dedebate.protocols.exact_acceptance`) at the smallest T, and evaluated by
+acceptance (:mod:`dedebate.exact.acceptance`) at the smallest T, and evaluated by
 Monte Carlo at every T (the families are defined for any T).
 
 Costs: Vera's oracle queries never exceed N_V and do not depend on T; honest Alice's queries are
@@ -58,6 +58,7 @@ from dedebate.agents.stochastic_players import (
     zoo_alice,
     zoo_bob,
 )
+from dedebate.exact import acceptance_exact
 from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
@@ -68,7 +69,6 @@ from dedebate.lab.experiment import (
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.fixtures import f1_target, f2_target, f3_cascade
 from dedebate.machines.lipschitz import prefix_tree
-from dedebate.protocols.exact_acceptance import acceptance_exact
 from dedebate.protocols.stochastic import (
     DebateConstants,
     debate_spec,

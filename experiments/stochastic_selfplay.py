@@ -57,12 +57,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents.stochastic_players import honest_alice
+from dedebate.exact import acceptance_exact
 from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
-from dedebate.protocols.exact_acceptance import acceptance_exact
 from dedebate.protocols.stochastic import (
     debate_spec,
     lean_defaults,

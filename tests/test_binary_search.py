@@ -16,10 +16,6 @@ import numpy as np
 import pytest
 
 from dedebate.agents.deterministic_players import (
-    FIRST,
-    HONEST,
-    LAST,
-    MessageAlice,
     alice_zoo,
     bob_zoo,
     concat,
@@ -30,15 +26,16 @@ from dedebate.agents.deterministic_players import (
     repeat,
 )
 from dedebate.core.bits import bit_table
-from dedebate.machines.program import ORACLE
-from dedebate.protocols.binary_search import play_binary_search, play_binary_search_grid
-from dedebate.protocols.configurations import (
+from dedebate.machines.configurations import (
     config_machine,
     index_tree,
     local_bits_numpy,
     random_programs,
     simulate_numpy,
 )
+from dedebate.machines.program import ORACLE
+from dedebate.protocols.binary_search import play_binary_search, play_binary_search_grid
+from dedebate.protocols.deterministic_players import FIRST, HONEST, LAST, MessageAlice
 
 T, N_IN, W = 9, 2, 3
 M, T_PAD = 4, 16

@@ -14,10 +14,6 @@ import numpy as np
 import pytest
 
 from dedebate.agents.deterministic_players import (
-    FIRST,
-    FIXED,
-    HONEST,
-    LAST,
     alice_zoo,
     bob_zoo,
     concat,
@@ -27,9 +23,7 @@ from dedebate.agents.deterministic_players import (
     repeat,
 )
 from dedebate.core.bits import bit_table
-from dedebate.machines.oracles import hashed_oracle, table_oracle
-from dedebate.machines.program import COIN, DET, ORACLE, make_step_program
-from dedebate.protocols.configurations import (
+from dedebate.machines.configurations import (
     check_deterministic,
     clog2,
     index_tree,
@@ -38,7 +32,10 @@ from dedebate.protocols.configurations import (
     run_program,
     simulate_numpy,
 )
+from dedebate.machines.oracles import hashed_oracle, table_oracle
+from dedebate.machines.program import COIN, DET, ORACLE, make_step_program
 from dedebate.protocols.cross_exam import play_cross_exam, play_cross_exam_grid
+from dedebate.protocols.deterministic_players import FIRST, FIXED, HONEST, LAST
 
 T, N_IN = 9, 2
 

@@ -20,8 +20,8 @@ from dedebate.agents.deterministic_players import (
     make_bob,
     repeat,
 )
+from dedebate.machines.configurations import clog2, index_tree, run_program
 from dedebate.machines.program import ORACLE
-from dedebate.protocols.configurations import clog2, index_tree, run_program
 from dedebate.protocols.cross_exam import play_cross_exam_grid
 from dedebate.protocols.det_witness import (
     accepting_witnesses,

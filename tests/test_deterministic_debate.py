@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import experiments.deterministic_debate as E
-from dedebate.protocols.configurations import clog2
+from dedebate.machines.configurations import clog2
 from tests.fakes import FakeContext
 
 REPO = Path(__file__).resolve().parents[1]

@@ -26,9 +26,9 @@ from dedebate.agents.stochastic_players import (
     zoo_alice,
     zoo_bob,
 )
+from dedebate.exact import acceptance_exact, binomial_law
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
-from dedebate.protocols.exact_acceptance import acceptance_exact, binomial_law
 from dedebate.protocols.stochastic import (
     debate_spec,
     lean_defaults,

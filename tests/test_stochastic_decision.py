@@ -25,9 +25,9 @@ from dedebate.core.binomial import (
     decision_gate,
     log_pmf,
 )
+from dedebate.exact import acceptance_exact
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
-from dedebate.protocols.exact_acceptance import acceptance_exact
 from dedebate.protocols.stochastic import (
     checker_accepts,
     checker_interval,

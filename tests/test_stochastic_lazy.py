@@ -14,9 +14,9 @@ from scipy import stats
 
 from dedebate.agents.stochastic_players import A_HONEST, honest_alice, honest_bob, zoo_alice
 from dedebate.core.binomial import binom_lower_tail, binom_lower_tail_sample, sample_binomial
+from dedebate.exact import acceptance_exact, checker_prob
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
-from dedebate.protocols.exact_acceptance import acceptance_exact, checker_prob
 from dedebate.protocols.stochastic import (
     DebateConstants,
     StepView,

@@ -1,7 +1,7 @@
 """Self-play for the stochastic-oracle debate (spec DED 5.1, 5.3).
 
 The DP of :mod:`dedebate.training.stochastic_selfplay` against the repository's exact acceptance
-(:mod:`dedebate.protocols.exact_acceptance`) and against Monte-Carlo play; tiny training runs that
+(:mod:`dedebate.exact.acceptance`) and against Monte-Carlo play; tiny training runs that
 reach known answers; the experiment at quick size with the fake context.
 """
 
@@ -23,9 +23,9 @@ from dedebate.agents.stochastic_players import (
     honest_bob,
     zoo_alice,
 )
+from dedebate.exact import acceptance_exact, checker_prob
 from dedebate.machines.fixtures import f1_target, f2_target
 from dedebate.machines.lipschitz import prefix_tree
-from dedebate.protocols.exact_acceptance import acceptance_exact, checker_prob
 from dedebate.protocols.stochastic import (
     StepView,
     debate_spec,

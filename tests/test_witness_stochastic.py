@@ -12,8 +12,8 @@ from dedebate.agents.stochastic_players import (
     honest_alice,
     honest_bob,
 )
+from dedebate.exact import acceptance_exact
 from dedebate.machines.lipschitz import prefix_tree
-from dedebate.protocols.exact_acceptance import acceptance_exact
 from dedebate.protocols.stochastic import (
     debate_spec,
     lean_defaults,

@@ -1,62 +1,19 @@
-"""Players of the deterministic debates (spec DED 6, 7, 8): honest provers and the adversary zoo.
+"""Players of the deterministic debates (spec DED 6, 7, 8): builders and the adversary zoo.
 
-Strategies are data (``flax.struct`` pytrees), so one compiled debate vmaps over a batch of them.
-
-* :class:`Alice` -- a transcript-based prover. She simulates M once and may lie: ``flip_prop``
-  flips answers *during* the simulation (later steps read the flipped bit: a locally consistent
-  transcript built from wrong answers), ``prop_oracle_from`` flips the answer of the first ORACLE
-  step at or after that index (a wrong oracle answer), ``flip_raw`` flips bits afterwards
-  (inconsistent bits), ``force_last`` sets ``a_{T-1} = 1`` (claims acceptance). In Figure 3 she
-  sends the configurations of her claimed transcript; ``lie_round`` >= 0 corrupts the message of that
-  round (0 = the final configuration Z', k >= 1 = the midpoint of binary-search round k): the
-  configuration ``lie_shift`` steps away from the right index, then bit ``lie_flip`` flipped
-  (-1: none). All zeros / -1 is the honest prover.
-* :class:`MessageAlice` -- Figure 3 messages given explicitly (``messages[0] = Z'``,
-  ``messages[k]`` = round k's midpoint). Against the deterministic honest B every adaptive
-  strategy equals one such sequence, so enumerating them is the exhaustive adversary.
-* :class:`Bob` -- ``mode`` HONEST (Figure 4: the first locally inconsistent step of A's
-  transcript, else the last step; Figure 3: keep the invariant "the current claim is false"),
-  LAST (the last step / always "second half"), FIRST (step 0 / always "first half"), FIXED (step
-  ``arg mod T``; bits ``(arg >> k) & 1``) or RANDOM, which plays like FIXED with a uniformly
-  random 30-bit ``arg`` drawn from an explicit key when the strategy is built (a randomised
-  strategy is a distribution over fixed ones; drawing it up front keeps the PRNG out of the
-  compiled debate).
+The strategy pytrees and their moves are the protocols' player interface
+(:mod:`dedebate.protocols.deterministic_players`); this module builds them on the host:
+:func:`make_alice` / :func:`make_bob` (one strategy), :func:`stack` / :func:`concat` /
+:func:`repeat` (batches), and the named zoos :func:`alice_zoo`, :func:`configuration_lies`,
+:func:`bob_zoo`.
 """
 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
-from dedebate.machines.program import ORACLE, StepProgram
-from dedebate.protocols.configurations import ConfigMachine, consistency, run_program
-
-HONEST, RANDOM, LAST, FIRST, FIXED = 0, 1, 2, 3, 4
-BOB_MODES = {"honest": HONEST, "random": RANDOM, "last": LAST, "first": FIRST, "fixed": FIXED}
-
-
-@struct.dataclass
-class Alice:
-    flip_prop: jax.Array  # bool[T]
-    flip_raw: jax.Array  # bool[T]
-    prop_oracle_from: jax.Array  # int32 (-1: no wrong oracle answer)
-    force_last: jax.Array  # bool
-    lie_round: jax.Array  # int32 (-1: honest configurations)
-    lie_shift: jax.Array  # int32
-    lie_flip: jax.Array  # int32 (-1: no bit flipped)
-
-
-@struct.dataclass
-class MessageAlice:
-    messages: jax.Array  # int8[m + 1, S]
-
-
-@struct.dataclass
-class Bob:
-    mode: jax.Array  # int32
-    arg: jax.Array  # int32
+from dedebate.machines.configurations import ConfigMachine, clog2
+from dedebate.protocols.deterministic_players import BOB_MODES, Alice, Bob
 
 
 def honest_alice(T: int) -> Alice:
@@ -117,69 +74,6 @@ def concat(*batches):
 def repeat(strategy, k: int):
     """An unbatched strategy repeated k times on a new axis 0 (to pair it with k opponents)."""
     return jax.tree.map(lambda v: np.broadcast_to(np.asarray(v), (k,) + np.shape(v)), strategy)
-
-
-# -- Alice ------------------------------------------------------------------------------------------
-def alice_transcript(program: StepProgram, alice: Alice) -> jax.Array:
-    """A's claimed transcript int8[T] (the honest run y when she is honest)."""
-    T = program.T
-    ts = jnp.arange(T)
-    is_orc = (program.kind == ORACLE) & (ts >= alice.prop_oracle_from)
-    first_orc = jnp.argmax(is_orc)
-    wrong = (alice.prop_oracle_from >= 0) & jnp.any(is_orc) & (ts == first_orc)
-    a = run_program(program, alice.flip_prop | wrong)
-    a = a ^ alice.flip_raw.astype(jnp.int8)
-    return jnp.where(alice.force_last & (ts == T - 1), jnp.int8(1), a)
-
-
-def alice_config(cm: ConfigMachine, alice, a: jax.Array | None, rnd, index) -> jax.Array:
-    """A's Figure 3 message in round ``rnd`` (0: Z'), whose honest value is configuration ``index``."""
-    if isinstance(alice, MessageAlice):
-        return alice.messages[rnd]
-    lie = alice.lie_round == rnd
-    i = jnp.clip(index + jnp.where(lie, alice.lie_shift, 0), 0, cm.T_pad)
-    cfg = cm.from_transcript(a, i)
-    flip = lie & (alice.lie_flip >= 0) & (jnp.arange(cm.S) == alice.lie_flip)
-    return cfg ^ flip.astype(jnp.int8)
-
-
-def alice_cost(program: StepProgram, alice) -> tuple[jax.Array, jax.Array]:
-    """(steps simulated, oracle queries) of a transcript-based A: one run of M."""
-    if isinstance(alice, MessageAlice):
-        return jnp.int32(0), jnp.int32(0)
-    return jnp.int32(program.T), jnp.sum(program.kind == ORACLE).astype(jnp.int32)
-
-
-# -- Bob --------------------------------------------------------------------------------------------
-def bob_pointer(program: StepProgram, a: jax.Array, bob: Bob):
-    """Figure 4: B's step t, with (steps checked, oracle queries) of the honest scan."""
-    T = program.T
-    bad = ~consistency(program, a)
-    any_bad = jnp.any(bad)
-    first = jnp.argmax(bad).astype(jnp.int32)
-    honest_t = jnp.where(any_bad, first, T - 1)
-    checked = jnp.where(any_bad, first + 1, T)
-    queries = jnp.sum((program.kind == ORACLE) & (jnp.arange(T) < checked)).astype(jnp.int32)
-    t = jnp.select([bob.mode == HONEST, bob.mode == LAST, bob.mode == FIRST],
-                   [honest_t, jnp.int32(T - 1), jnp.int32(0)],
-                   jnp.mod(bob.arg, T)).astype(jnp.int32)
-    honest = bob.mode == HONEST
-    return t, jnp.where(honest, checked, 0), jnp.where(honest, queries, 0)
-
-
-def bob_bit(cm: ConfigMachine, bob: Bob, lo: jax.Array, mid: jax.Array, half, k):
-    """Figure 3 round k: B's bit (1 = "the first half lo -> mid is wrong") and the honest cost.
-
-    Honest B runs ``Step^half`` from lo and answers 1 iff the result differs from A's midpoint:
-    then the first half is false, otherwise the second half must be (spec DED 7).
-    """
-    sim, q = cm.step_n(lo, half)
-    honest_b = jnp.any(sim != mid).astype(jnp.int32)
-    b = jnp.select([bob.mode == HONEST, bob.mode == LAST, bob.mode == FIRST],
-                   [honest_b, jnp.int32(0), jnp.int32(1)],
-                   (bob.arg >> k) & 1).astype(jnp.int32)
-    honest = bob.mode == HONEST
-    return b, jnp.where(honest, half, 0).astype(jnp.int32), jnp.where(honest, q, 0)
 
 
 # -- the adversary zoo ------------------------------------------------------------------------------
@@ -263,7 +157,6 @@ def zoo_pairs(T: int, key: jax.Array, *, n_random: int, all_fixed: bool, protoco
     ``exhaustive`` every claimed transcript (``a = y XOR code`` for all 2^T codes), each against
     honest B (soundness)."""
     from dedebate.core.bits import bit_table
-    from dedebate.protocols.configurations import clog2
 
     m = clog2(T)
     bnames, bobs = bob_zoo(T, m, jax.random.fold_in(key, 0), n_random, all_fixed, protocol)

@@ -1,6 +1,6 @@
 """Figure 3 / Theorem 5.1: binary-search debate without cross-examination (spec DED 7).
 
-The machine is a :class:`~dedebate.protocols.configurations.ConfigMachine`: S-bit configurations,
+The machine is a :class:`~dedebate.machines.configurations.ConfigMachine`: S-bit configurations,
 ``Step^O`` with at most one oracle query, halting configurations as fixed points so the run is
 padded to ``T_pad = 2^m`` steps.
 
@@ -26,7 +26,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dedebate.agents.deterministic_players import (
+from dedebate.machines.configurations import ConfigMachine
+from dedebate.protocols.cross_exam import DetOutcome, grid
+from dedebate.protocols.deterministic_players import (
     HONEST,
     Bob,
     MessageAlice,
@@ -35,8 +37,6 @@ from dedebate.agents.deterministic_players import (
     alice_transcript,
     bob_bit,
 )
-from dedebate.protocols.configurations import ConfigMachine
-from dedebate.protocols.cross_exam import DetOutcome, grid
 
 
 def play_binary_search(cm: ConfigMachine, alice, bob: Bob) -> DetOutcome:

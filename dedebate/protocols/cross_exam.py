@@ -27,15 +27,15 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from dedebate.agents.deterministic_players import (
+from dedebate.machines.configurations import clog2, local_bit, num_deps
+from dedebate.machines.program import ORACLE, StepProgram
+from dedebate.protocols.deterministic_players import (
     Alice,
     Bob,
     alice_cost,
     alice_transcript,
     bob_pointer,
 )
-from dedebate.machines.program import ORACLE, StepProgram
-from dedebate.protocols.configurations import clog2, local_bit, num_deps
 
 
 @struct.dataclass

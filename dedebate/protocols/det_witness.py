@@ -32,12 +32,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dedebate.agents.deterministic_players import Alice, Bob
 from dedebate.core.bits import bit_table
+from dedebate.machines.configurations import check_deterministic, simulate_numpy
 from dedebate.machines.oracles import table_oracle
 from dedebate.machines.program import DET, ORACLE, StepProgram, make_step_program
-from dedebate.protocols.configurations import check_deterministic, simulate_numpy
 from dedebate.protocols.cross_exam import DetOutcome, play_cross_exam
+from dedebate.protocols.deterministic_players import Alice, Bob
 
 MAX_WITNESS_BITS = 16
 CANDIDATES = 16  # random instances drawn per requested instance, to pick half yes / half no

@@ -55,6 +55,15 @@ from dedebate.core.binomial import (
     outside_probability,
     sample_binomial,
 )
+from dedebate.protocols.stochastic_scan import (
+    ROLE_ALICE_EST,
+    ROLE_COIN,
+    StepView,
+    checker_accepts,
+    debate_chunks,
+    outcome_of,
+    scan_debate,
+)
 
 LAZY_GATE_LOG2 = 24  # default G: the one-word path decides all but 2^-24 of the certified steps
 FLOAT_SLACK = 2e-6  # covers float32 rounding of Bob's checker |p - Z/N_B| < tau and of the gate
@@ -223,16 +232,6 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
     other step marks the trial unresolved. With ``resolve`` the exact draws sit behind a
     ``lax.cond``, which skips them for an unbatched trial (``run_trials`` replays trials one by
     one with ``lax.map``); under ``vmap`` both branches run."""
-    from dedebate.protocols.stochastic import (
-        ROLE_ALICE_EST,
-        ROLE_COIN,
-        StepView,
-        checker_accepts,
-        debate_chunks,
-        outcome_of,
-        scan_debate,
-    )
-
     check_players(alice, bob)
     if machine.T != spec.T:
         raise ValueError(f"machine.T={machine.T} but spec.T={spec.T}: they must agree")

@@ -62,7 +62,7 @@ from flax import struct
 from jax.scipy.special import ndtr
 
 from dedebate.agents.stochastic_players import B_LEARNED, ZooBob
-from dedebate.protocols.exact_acceptance import checker_prob
+from dedebate.exact import checker_prob
 from dedebate.protocols.stochastic import DebateConstants, StepView
 
 N_FEATURES = 4
@@ -155,7 +155,7 @@ def bob_abort(params: BobParams, t, dev_abs, prev, scale) -> jax.Array:
 
 def bob_as_zoo(params: BobParams, scale: float) -> ZooBob:
     """The trained Bob as a :class:`ZooBob` of kind ``B_LEARNED`` (no oracle samples), for
-    :func:`dedebate.protocols.exact_acceptance.acceptance_exact` and
+    :func:`dedebate.exact.acceptance_exact` and
     :func:`dedebate.protocols.stochastic.play`."""
     return ZooBob(kind=jnp.int32(B_LEARNED), w=jnp.asarray(params.w, jnp.float32),
                   w_dev=jnp.asarray(params.w_dev, jnp.float32),

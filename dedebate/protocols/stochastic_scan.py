@@ -1,0 +1,85 @@
+"""What both play modes of the stochastic debate share (spec DED 5.1, 5.5): the role slots of
+the trial key, the step view players see, Lean's checker, the outcome, and the scan over chunks of
+steps that :mod:`dedebate.protocols.stochastic` (default and decision modes) and
+:mod:`dedebate.protocols.stochastic_lazy` (lazy mode) drive with their own chunk bodies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+# Role slots for fold_in of the trial key.
+ROLE_ALICE_EST, ROLE_BOB_EST, ROLE_VERA, ROLE_COIN, ROLE_ALICE, ROLE_BOB = range(6)
+
+
+@struct.dataclass
+class StepView:
+    """What a player sees at step t: the step, the true step probability ``pi`` (honest players
+    ignore it; adversaries, unbounded in theory, may read it), the previous bit, the number of
+    ones so far, and the machine state (the prefix)."""
+
+    t: jax.Array  # int32
+    pi: jax.Array  # float32
+    prev_bit: jax.Array  # int32 (0 at t = 0)
+    ones: jax.Array  # int32
+    state: Any
+    T: int = struct.field(pytree_node=False)
+
+
+def checker_accepts(p: jax.Array, count: jax.Array, n: jax.Array, tau: jax.Array) -> jax.Array:
+    """Lean's checker ``bob'`` (spec DED 5.1): accept iff ``|p - count/n| < tau`` (strict)."""
+    est = count.astype(jnp.float32) / jnp.maximum(n, 1).astype(jnp.float32)
+    return jnp.abs(p - est) < tau
+
+
+@struct.dataclass
+class Outcome:
+    """One debate's result (spec DED 5.5; DESIGN "A trial is a function")."""
+
+    verdict: jax.Array  # bool: output 1 (Alice wins)
+    aborted: jax.Array  # bool: Bob aborted and Vera judged
+    abort_step: jax.Array  # int32: the step Bob aborted at, -1 if none
+    last_bit: jax.Array  # int32: y_{T-1} when there was no abort (else the last bit drawn)
+    rounds: jax.Array  # int32: steps played (Alice claims made)
+    queries_alice: jax.Array  # float32: oracle samples charged to Alice
+    queries_bob: jax.Array  # float32
+    queries_vera: jax.Array  # float32
+
+
+def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
+                ) -> tuple[Outcome, jax.Array]:
+    """Run ``chunk_body`` (a ``lax.scan`` body over chunk indices) over the T steps and Vera's
+    iteration, from the empty prefix, and return ``(outcome, unresolved)``. The carry is
+    ``(state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
+    unresolved)``: the machine state, whether Bob aborted, the last bit, steps played, the
+    previous bit, ones so far, Alice's claim / pi / the step at the abort, whether Vera judges
+    in this iteration, her verdict, and whether a fast-path draw left the trial open."""
+    z = jnp.int32(0)
+    f = jnp.bool_(False)
+    init = (machine.init_state(), f, z, z, z, z, jnp.float32(0.0), jnp.float32(0.0),
+            jnp.int32(-1), f, f, f)
+    final, _ = jax.lax.scan(chunk_body, init, jnp.arange(debate_chunks(T, C)))
+    _, aborted, last, rounds, _, _, _, _, t_ab, _, vera_ok, unres = final
+    return outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera), unres
+
+
+def debate_chunks(T: int, C: int) -> int:
+    """Chunks of C steps that hold the T steps and Vera's iteration."""
+    return -(-(T + 1) // C)
+
+
+def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera) -> Outcome:
+    """The :class:`Outcome` of a finished debate: Vera's verdict after an abort, else the last
+    bit; N_A and N_B charged per step played (players that sample), N_V once on an abort."""
+    verdict = jnp.where(aborted, vera_ok, last == 1)
+    rf = rounds.astype(jnp.float32)
+    qa = rf * jnp.asarray(alice.n_samples, jnp.float32) if alice.samples else jnp.float32(0.0)
+    qb = rf * jnp.asarray(bob.n_samples, jnp.float32) if bob.samples else jnp.float32(0.0)
+    qv = jnp.where(aborted, jnp.asarray(vera.n_samples, jnp.float32), 0.0)
+    return Outcome(verdict=verdict, aborted=jnp.asarray(aborted), abort_step=jnp.asarray(t_ab),
+                   last_bit=last, rounds=rounds, queries_alice=qa, queries_bob=qb,
+                   queries_vera=qv)

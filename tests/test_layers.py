@@ -1,0 +1,208 @@
+"""Imports go one way: core <- {machines, trees} <- protocols <- agents <- {estimators, exact,
+training} <- experiments (outside ``dedebate/``). Inside the top layer, training may use
+estimators and exact, never the reverse. The lab is the impure shell beside them: no debate
+package imports ``dedebate.lab``, and the lab imports no debate package (only ``dedebate`` itself,
+for ``__version__``); ``dedebate/cli.py`` may import the lab. Function-level imports count. No
+module of ``dedebate/`` takes part in an import cycle at import time, and none of the debate
+packages' modules does through a function-level import either."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import pytest
+
+import dedebate
+
+ROOT = Path(dedebate.__file__).resolve().parent
+LAYERS = (("core",), ("machines", "trees"), ("protocols",), ("agents",),
+          ("estimators", "exact", "training"))
+RANK = {pkg: rank for rank, layer in enumerate(LAYERS) for pkg in layer}
+PEER_IMPORTS = {("training", "estimators"), ("training", "exact")}  # within a layer, one way
+SHELL = "lab"
+# Top-level modules of dedebate/ and the units they may import ("" = the package itself).
+TOP_LEVEL = {"__init__": {"", "_xla_flags"}, "_xla_flags": set(), "cli": None}  # None: any
+OUTSIDE = {"experiments", "dedebate_experiments", "bench", "dedebate_bench", "dedebate_configs",
+           "tests", "notebooks"}
+
+
+def module_name(rel: Path) -> str:
+    """``protocols/stochastic.py`` -> ``dedebate.protocols.stochastic`` (a package: its name)."""
+    parts = ("dedebate",) + rel.with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def unit_of(name: str) -> str | None:
+    """The layering unit of a dotted module name: a package or top-level module of dedebate/
+    (``""`` for ``dedebate`` itself or a name it defines), ``"outside"`` for the experiments,
+    benchmarks and tests, None for a third-party module."""
+    parts = name.split(".")
+    if parts[0] in OUTSIDE:
+        return "outside"
+    if parts[0] != "dedebate":
+        return None
+    if len(parts) > 1 and (parts[1] in RANK or parts[1] in TOP_LEVEL or parts[1] == SHELL):
+        return parts[1]
+    return ""
+
+
+def _nodes(tree: ast.AST, top_level: bool):
+    """Every node, or (``top_level``) those not inside a function body (run at import time)."""
+    if not top_level:
+        yield from ast.walk(tree)
+        return
+    for node in ast.iter_child_nodes(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            yield node
+            yield from _nodes(node, True)
+
+
+def imports(source: str, rel: Path, top_level: bool = False) -> list[tuple[int, str]]:
+    """``(line, dotted name)`` of every import in a module, function-level ones included unless
+    ``top_level``; a ``from M import x`` gives M and ``M.x`` (x may be a submodule). Relative
+    imports are resolved."""
+    name = module_name(rel)
+    package = name.split(".") if rel.name == "__init__.py" else name.split(".")[:-1]
+    found = []
+    for node in _nodes(ast.parse(source), top_level):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            if node.module:
+                found.append((node.lineno, mod))
+            found += [(node.lineno, f"{mod}.{a.name}") for a in node.names if a.name != "*"]
+    return found
+
+
+def allowed(src: str, dst: str) -> bool:
+    if dst == src:
+        return True
+    if dst == "outside":
+        return False
+    if src in RANK:
+        return dst in RANK and (RANK[dst] < RANK[src] or (src, dst) in PEER_IMPORTS)
+    if src == SHELL:
+        return dst == ""
+    return TOP_LEVEL[src] is None or dst in TOP_LEVEL[src]
+
+
+def violations(source: str, rel: Path) -> list[str]:
+    """The imports of the module at ``rel`` (relative to dedebate/) that break the layering."""
+    src = unit_of(module_name(rel)) if rel.parts[0] != "__init__.py" else "__init__"
+    out = {}
+    for line, name in imports(source, rel):
+        dst = unit_of(name)
+        if dst is not None and not allowed(src, dst):
+            out.setdefault((line, dst), f"dedebate/{rel.as_posix()}:{line}: {src} imports {name}")
+    return sorted(out.values())
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p.relative_to(ROOT)): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of a directed graph (``[a, b, ..., a]``), or [] if it has none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(u):
+        state[u] = 1
+        path.append(u)
+        for v in sorted(graph.get(u, ())):
+            if state.get(v) == 1:
+                return path[path.index(v):] + [v]
+            if v not in state and (cycle := visit(v)):
+                return cycle
+        state[u] = 2
+        path.pop()
+        return []
+
+    for u in sorted(graph):
+        if u not in state and (cycle := visit(u)):
+            return cycle
+    return []
+
+
+def import_graph(top_level: bool) -> dict[str, set[str]]:
+    """Module -> the modules of dedebate/ it imports (at import time only, if ``top_level``)."""
+    mods = modules()
+    return {m: {n for _, n in _file_imports(p, top_level) if n in mods and n != m}
+            for m, p in mods.items()}
+
+
+@functools.cache
+def _file_imports(path: Path, top_level: bool) -> list[tuple[int, str]]:
+    return imports(path.read_text(), path.relative_to(ROOT), top_level)
+
+
+def test_every_package_has_a_layer():
+    units = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
+    assert units == set(RANK) | {SHELL}, "place a new package in LAYERS (or the lab)"
+    assert {p.stem for p in ROOT.glob("*.py")} == set(TOP_LEVEL)
+
+
+@pytest.mark.parametrize("path", sorted(ROOT.rglob("*.py")),
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_module_imports_follow_the_layers(path):
+    assert violations(path.read_text(), path.relative_to(ROOT)) == []
+
+
+def test_no_module_level_import_cycle():
+    graph = import_graph(top_level=True)
+    assert "dedebate.protocols.stochastic_lazy" in graph["dedebate.protocols.stochastic"]
+    assert find_cycle(graph) == []
+
+
+def test_no_import_cycle_in_the_debate_packages():
+    """Function-level imports included, so no circle hides inside a function."""
+    graph = import_graph(top_level=False)
+    debate = {m: {n for n in deps if unit_of(n) in RANK}
+              for m, deps in graph.items() if unit_of(m) in RANK}
+    assert "dedebate.estimators.soundness" in debate["dedebate.training.stackelberg"]
+    assert find_cycle(debate) == []
+
+
+def test_top_level_imports_skip_function_bodies():
+    source = "import a\nclass C:\n    import b\ndef f():\n    import c\n"
+    assert [n for _, n in imports(source, Path("core/fake.py"), top_level=True)] == ["a", "b"]
+    assert [n for _, n in imports(source, Path("core/fake.py"))] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("rel, source", [
+    ("protocols/fake.py", "def f():\n    from dedebate.lab.experiment import Claim\n"),
+    ("protocols/fake.py", "from dedebate.agents.stochastic_players import HonestBob\n"),
+    ("protocols/fake.py", "from ..agents import stochastic_players\n"),
+    ("core/fake.py", "import dedebate.machines.program\n"),
+    ("machines/fake.py", "from dedebate.trees import tree\n"),
+    ("estimators/fake.py", "from dedebate.training.stackelberg import solve\n"),
+    ("exact/fake.py", "import dedebate.cli\n"),
+    ("agents/fake.py", "import dedebate_experiments.machines\n"),
+    ("lab/fake.py", "from dedebate.protocols.stochastic import play\n"),
+    ("lab/fake.py", "def f():\n    from dedebate import protocols\n"),
+    ("lab/fake.py", "from ..exact import acceptance_exact\n"),
+    ("_xla_flags.py", "import dedebate.lab\n"),
+])
+def test_a_forbidden_import_is_reported(rel, source):
+    found = violations(source, Path(rel))
+    assert len(found) == 1 and found[0].startswith(f"dedebate/{rel}:"), found
+
+
+@pytest.mark.parametrize("rel, source", [
+    ("agents/fake.py", "from dedebate.protocols.stochastic import StepView\n"
+                       "from .stochastic_players import HonestBob\nimport jax\n"),
+    ("training/fake.py", "def f():\n    from dedebate.exact import checker_prob\n"),
+    ("lab/fake.py", "import dedebate\nfrom dedebate import __version__\nfrom . import rundir\n"),
+    ("cli.py", "def main():\n    from dedebate.lab.runner import run_experiment\n"),
+])
+def test_an_allowed_import_passes(rel, source):
+    assert violations(source, Path(rel)) == []
+
+
+def test_a_cycle_is_found():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
