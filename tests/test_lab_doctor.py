@@ -9,7 +9,7 @@ import subprocess
 import jax
 
 from dedebate import cli
-from dedebate.lab.doctor import git_dirty, package_versions
+from dedebate.lab.rundir import git_dirty, package_versions
 
 
 def test_doctor_reports_this_process(capsys):

@@ -1,44 +1,15 @@
 """What a run will use, before it starts: backend, devices, memory, x64, caches, versions.
 
-``dedebate doctor`` prints this; every ``results.json`` records the versions and the git state
-(:func:`package_versions`, :func:`git_dirty`) in its provenance.
+``dedebate doctor`` prints this; every ``results.json`` records the same versions and git state
+in its provenance (``dedebate.lab.rundir.package_versions`` and ``git_dirty``).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import dedebate
-
-# The distributions whose versions decide a result (numbers, compiled programs, checkpoints).
-PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "orbax-checkpoint", "wandb", "numpy",
-            "scipy", "matplotlib", "PyYAML")
-
-
-def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
-    """Installed version of each distribution (None when it is not installed)."""
-    out: dict[str, str | None] = {}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def git_dirty(path: str | Path | None = None) -> bool | None:
-    """Whether the git checkout holding the dedebate sources has uncommitted changes to tracked
-    files (None outside a git checkout, or when git is missing)."""
-    where = Path(path) if path else Path(dedebate.__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
-                             capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
+from dedebate.lab.rundir import git_commit, git_dirty, package_versions
 
 
 def _gib(n: Any) -> str:
@@ -68,7 +39,6 @@ def report() -> dict[str, Any]:
     """Everything ``dedebate doctor`` prints, as one JSON-able dict."""
     from dedebate.lab.compile_cache import provenance as compile_cache_provenance
     from dedebate.lab.compile_cache import requested_dir
-    from dedebate.lab.rundir import git_commit
 
     cache = compile_cache_provenance()
     if not cache.get("enabled"):

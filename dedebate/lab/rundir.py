@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import errno
+import importlib.metadata
 import json
 import math
 import os
@@ -169,6 +170,34 @@ def git_commit(path: str | os.PathLike | None = None) -> str | None:
     return commit if out.returncode == 0 and len(commit) >= 40 else None
 
 
+# The distributions whose versions decide a result (numbers, compiled programs, checkpoints).
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "orbax-checkpoint", "wandb", "numpy",
+            "scipy", "matplotlib", "PyYAML")
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
+    """Installed version of each distribution (None when it is not installed)."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_dirty(path: str | os.PathLike | None = None) -> bool | None:
+    """Whether the git checkout holding the dedebate sources has uncommitted changes to tracked
+    files (None outside a git checkout, or when git is missing)."""
+    where = Path(path) if path else Path(dedebate.__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
 def environment_provenance() -> dict[str, Any]:
     """Versions and devices: what every result records besides its config hash and seed."""
     prov: dict[str, Any] = {
@@ -178,10 +207,7 @@ def environment_provenance() -> dict[str, Any]:
         "platform": platform.platform(),
         "result_schema_version": RESULT_SCHEMA_VERSION,
     }
-    with contextlib.suppress(Exception):  # versions and git state (lab/doctor)
-        from dedebate.lab.doctor import git_dirty, package_versions
-
-        prov.update(git_dirty=git_dirty(), packages=package_versions())
+    prov.update(git_dirty=git_dirty(), packages=package_versions())
     try:
         import jax
 
