@@ -56,8 +56,10 @@ count comes from the unused tail of the estimate stream Alice no longer uses aft
 its key (batched = looped).
 
 **Costs** (measured, spec DED 5.3 "Query complexity"): ``queries_alice`` = N_A per step Alice
-plays (0 for players that draw no samples), ``queries_bob`` likewise, ``queries_vera`` = N_V once
-on an abort; ``rounds`` = steps played.
+plays (0 for players that draw no samples), ``queries_bob`` likewise; ``queries_vera`` is counted
+by the play loop where Vera's count is drawn (the N of that draw: N_V once on an abort, so a
+check against Lean's N_V measures the protocol rather than restating it); ``rounds`` = steps
+played.
 """
 
 from __future__ import annotations
@@ -421,7 +423,7 @@ class Outcome:
     rounds: jax.Array  # int32: steps played (Alice claims made)
     queries_alice: jax.Array  # float32: oracle samples charged to Alice
     queries_bob: jax.Array  # float32
-    queries_vera: jax.Array  # float32
+    queries_vera: jax.Array  # float32: samples Vera's draws used (counted at the draw site)
 
 
 def _calls_count(key: jax.Array, n: jax.Array, p: jax.Array, block: int) -> jax.Array:
@@ -542,7 +544,7 @@ def _play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, ve
 
         def step(c, j):
             (state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
-             unres, ptrs) = c
+             vera_n, unres, ptrs) = c
             t = ci * C + j
             active = (t < T) & ~stopped
             ts = jnp.minimum(t, T - 1)
@@ -562,6 +564,7 @@ def _play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, ve
                                              spec.call_block) for i, r in enumerate(slot_roles)])
             count_a = ks[0]
             count_b = ks[1] if len(slot_roles) == 2 else jnp.int32(0)
+            vera_n = vera_n + jnp.where(vera_due, ns[0], 0)  # the samples her draw used
             vera_ok = jnp.where(vera_due, checker_accepts(p_ab, count_a, vera.n_samples,
                                                           vera.tau), vera_ok)
             # ---- Alice claims, Bob continues or aborts, the coin ----
@@ -589,7 +592,7 @@ def _play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, ve
             pi_ab = jnp.where(abort, pi, pi_ab)
             t_ab = jnp.where(abort, t, t_ab)
             return (state, stopped | abort, last, rounds, prev, ones, p_ab, pi_ab, t_ab, abort,
-                    vera_ok, unres, ptrs), None
+                    vera_ok, vera_n, unres, ptrs), None
 
         ptr0 = jnp.zeros((len(slot_roles),), jnp.int32)
         carry, _ = jax.lax.scan(step, carry + (ptr0,), jnp.arange(C))
@@ -602,17 +605,18 @@ def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
                 ) -> tuple[Outcome, jax.Array]:
     """Run ``chunk_body`` (a ``lax.scan`` body over chunk indices) over the T steps and Vera's
     iteration, from the empty prefix, and return ``(outcome, unresolved)``. The carry is
-    ``(state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
+    ``(state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok, vera_n,
     unresolved)``: the machine state, whether Bob aborted, the last bit, steps played, the
     previous bit, ones so far, Alice's claim / pi / the step at the abort, whether Vera judges
-    in this iteration, her verdict, and whether a fast-path draw left the trial open."""
+    in this iteration, her verdict, the oracle samples her draws used (counted at the draw
+    site), and whether a fast-path draw left the trial open."""
     z = jnp.int32(0)
     f = jnp.bool_(False)
     init = (machine.init_state(), f, z, z, z, z, jnp.float32(0.0), jnp.float32(0.0),
-            jnp.int32(-1), f, f, f)
+            jnp.int32(-1), f, f, z, f)
     final, _ = jax.lax.scan(chunk_body, init, jnp.arange(debate_chunks(T, C)))
-    _, aborted, last, rounds, _, _, _, _, t_ab, _, vera_ok, unres = final
-    return outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera), unres
+    _, aborted, last, rounds, _, _, _, _, t_ab, _, vera_ok, vera_n, unres = final
+    return outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera_n), unres
 
 
 def debate_chunks(T: int, C: int) -> int:
@@ -620,14 +624,16 @@ def debate_chunks(T: int, C: int) -> int:
     return -(-(T + 1) // C)
 
 
-def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera) -> Outcome:
+def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera_samples) -> Outcome:
     """The :class:`Outcome` of a finished debate: Vera's verdict after an abort, else the last
-    bit; N_A and N_B charged per step played (players that sample), N_V once on an abort."""
+    bit; N_A and N_B charged per step played (players that sample); Vera's queries are
+    ``vera_samples``, the samples her draws used as counted by the play loop at the draw site
+    (N_V once on an abort when the protocol is right: a measurement, not a charge)."""
     verdict = jnp.where(aborted, vera_ok, last == 1)
     rf = rounds.astype(jnp.float32)
     qa = rf * jnp.asarray(alice.n_samples, jnp.float32) if alice.samples else jnp.float32(0.0)
     qb = rf * jnp.asarray(bob.n_samples, jnp.float32) if bob.samples else jnp.float32(0.0)
-    qv = jnp.where(aborted, jnp.asarray(vera.n_samples, jnp.float32), 0.0)
+    qv = jnp.asarray(vera_samples, jnp.int32).astype(jnp.float32)
     return Outcome(verdict=verdict, aborted=jnp.asarray(aborted), abort_step=jnp.asarray(t_ab),
                    last_bit=last, rounds=rounds, queries_alice=qa, queries_bob=qb,
                    queries_vera=qv)
