@@ -31,6 +31,11 @@ Sweepable (``dedebate sweep``, e.g. ``configs/sweeps/stochastic_scale.yaml``; co
 common factor ``scale`` on (N_A, N_B, N_V), instances at ``p_yes`` / ``p_no`` -- as ONE pure
 function of its dynamic numbers and key, so a grid over ``DYNAMIC = (scale, p_yes, p_no)`` x seeds
 is one compiled program per static group (Ks, Ts, trials, es_*). ``run`` ignores ``scale``.
+Every Monte-Carlo number -- the report's rows, the scale search's and a sweep's -- comes from the
+one pure measurement :func:`zoo_stats` (``vmap(play)`` over the zoo's rows x trials), so a report
+row and a sweep row at the same point and key agree bit for bit. ``configs/sweeps/
+budget_frontier.yaml`` maps the scale-factor frontier for every K and T; :func:`sweep_figures`
+draws it against Lean's proven counts.
 """
 
 from __future__ import annotations
@@ -714,7 +719,7 @@ def frontier(rows) -> list[dict]:
                               if "/" not in k
                               and k not in ("point", "seed", "group", "scale", "Ks", "Ts")))
         for k in r:
-            if k.endswith("/completeness_min"):
+            if k.endswith("/completeness_min") and r[k] is not None:  # None: another K's row
                 cell = k.split("/")[0]
                 groups.setdefault((cell, others), {}).setdefault(float(r["scale"]), []).append(r)
     out = []

@@ -165,6 +165,8 @@ def test_frontier_stops_at_the_first_failing_factor(tmp_path):
     assert e["factor"] is None and "counts" not in e
     rows = _frontier_rows(0.25) + _frontier_rows(0.25, cell="K2_T64")
     assert [x["factor"] for x in exp.frontier(rows)] == [0.125, 0.125]
+    other_k = [{**r, "K2_T8/completeness_min": None} for r in _frontier_rows(0.5, "K4_T8")]
+    assert [x["factor"] for x in exp.frontier(rows + other_k)] == [0.125, 0.125, 0.5]
     # the soundness criterion, on the mean over seeds (0.375 passes; 0.45 fails)
     bad = [dict(r, **{"K2_T8/soundness_max": 0.45}) for r in _frontier_rows(0.0)]
     assert exp.frontier(bad)[0]["factor"] is None
