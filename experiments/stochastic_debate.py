@@ -16,8 +16,10 @@ the paper's 3/5 and 2/5. The optimised adversaries (three- and four-parameter fa
 acceptance (:mod:`dedebate.exact.acceptance`) at the smallest T, and evaluated by
 Monte Carlo at every T (the families are defined for any T).
 
-Costs: Vera's oracle queries never exceed N_V and do not depend on T; honest Alice's queries are
-fitted to ``c K^2 T ln(200 T)`` (Lean: c = 5000).
+Costs: Vera's oracle queries, as the play loop counts them where her samples are drawn, never
+exceed N_V (Lean's formula, computed on the host apart from the debate's constants) and do not
+depend on T (a gating row per K); honest Alice's charged queries are fitted to
+``c K^2 T ln(200 T)`` (Lean: c = 5000; a consistency check).
 
 Beyond the paper (empirical, labelled as such): per K, the smallest common scale factor on
 (N_A, N_B, N_V) for which completeness >= 3/5 and soundness <= 2/5 still hold against the whole
@@ -29,6 +31,11 @@ Sweepable (``dedebate sweep``, e.g. ``configs/sweeps/stochastic_scale.yaml``; co
 common factor ``scale`` on (N_A, N_B, N_V), instances at ``p_yes`` / ``p_no`` -- as ONE pure
 function of its dynamic numbers and key, so a grid over ``DYNAMIC = (scale, p_yes, p_no)`` x seeds
 is one compiled program per static group (Ks, Ts, trials, es_*). ``run`` ignores ``scale``.
+Every Monte-Carlo number -- the report's rows, the scale search's and a sweep's -- comes from the
+one pure measurement :func:`zoo_stats` (``vmap(play)`` over the zoo's rows x trials), so a report
+row and a sweep row at the same point and key agree bit for bit. ``configs/sweeps/
+budget_frontier.yaml`` maps the scale-factor frontier for every K and T; :func:`sweep_figures`
+draws it against Lean's proven counts.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from dedebate.agents.stochastic_players import (
     zoo_alice,
     zoo_bob,
 )
+from dedebate.core.samples import hoeffding_samples
 from dedebate.exact import acceptance_exact
 from dedebate.lab.experiment import (
     Claim,
@@ -76,7 +84,6 @@ from dedebate.protocols.stochastic import (
     make_vera,
     paper_constants,
     play,
-    run_trials,
     trial_keys,
 )
 
@@ -137,24 +144,77 @@ def fixture(K: int, T: int, p1: float):
     return "F3(r=1/4)", fx.machine, 4.0
 
 
-# ---- Monte Carlo over a zoo ----------------------------------------------------------------------
-def _zoo_rates(spec, machine, members, other, vera, key, trials, side, max_lanes):
-    """Run every member of a zoo (a list of players) for ``trials`` debates (common trial keys)
-    against ``other`` (a player of the other side's zoo class, e.g. its honest kind); return
-    per-member wins (Alice's) and the outcomes' cost arrays. Both sides are zoo classes, so
-    soundness and completeness runs share one compiled program per (T, machine class)."""
-    m = len(members)
-    rep = jax.tree.map(lambda x: np.repeat(np.asarray(x), trials, axis=0), stack(members))
-    opp = jax.tree.map(lambda x: np.repeat(np.asarray(x)[None], m * trials, axis=0), other)
-    kd = np.asarray(jax.random.key_data(trial_keys(key, trials)))
-    keys = jax.random.wrap_key_data(np.tile(kd, (m, 1)))  # common random numbers
-    alice, bob = (rep, opp) if side == "alice" else (opp, rep)
-    out = run_trials(spec, machine, alice, bob, vera, keys, axes=(None, 0, 0, None),
-                     max_lanes=max_lanes)
-    wins = np.asarray(out.verdict).reshape(m, trials).sum(axis=1)
-    costs = {k: np.asarray(getattr(out, k)).reshape(m, trials)
-             for k in ("queries_alice", "queries_bob", "queries_vera", "rounds", "aborted")}
-    return wins, costs
+# ---- Monte Carlo over a zoo: ONE pure function for run, the scale search and sweeps ---------
+def zoo_cell(consts: DebateConstants, m_no, m_yes, theta_a, theta_b):
+    """Host side of one (K, T, constants) cell: every debate's players and machine, stacked.
+
+    Rows ``0 .. ma-1``: the Alice zoo (spec DED 9, plus the optimised Alice ``theta_a``) against
+    honest Bob on ``m_no`` (soundness); rows ``ma ..``: honest Alice against the Bob zoo (with
+    honest Bob and the optimised Bob ``theta_b``) on ``m_yes`` (completeness). Returns
+    ``(dynamic, alice names, bob names)``; ``dynamic`` holds ``alice``, ``bob``, ``machine``
+    (one row each) and the shared ``vera``."""
+    a_names, alices = _alice_members(consts, theta_a)
+    b_names, bobs = _bob_members(consts, theta_b)
+    ma, mb = len(alices), len(bobs)
+    dyn = {
+        "alice": stack(alices + [zoo_alice(consts, A_HONEST)] * mb),
+        "bob": stack([zoo_bob(consts, B_HONEST)] * ma + bobs),
+        "machine": stack([m_no] * ma + [m_yes] * mb),
+        "vera": make_vera(consts),
+    }
+    return dyn, a_names, b_names
+
+
+def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0):
+    """The Monte-Carlo measurement of one cell (pure JAX; ``d`` from :func:`zoo_cell`, extra
+    entries ignored): ``trials`` debates per row with common random numbers per side (every
+    soundness row uses the keys ``trial_keys(fold_in(key, 0), trials)``, every completeness row
+    ``trial_keys(fold_in(key, 1), trials)``). The rows x trials debates run as one lane axis,
+    ``max_lanes`` at a time (0: all at once; the last batch padded with repeats; the numbers do
+    not depend on it). Returns ``wins`` (int32, per row: debates with output 1), ``aborts``
+    (int32, per row), the honest-vs-honest row ``ma + hh``'s mean queries of Alice (with its
+    standard deviation) and Bob and mean rounds, and Vera's largest and mean measured queries
+    over all debates (the samples her draws used, counted by the play loop)."""
+    rows = d["alice"].kind.shape[0]
+    n = rows * trials
+    width = n if max_lanes <= 0 else min(n, max_lanes)
+    batches = -(-n // width)
+    keys = [trial_keys(jax.random.fold_in(key, s), trials) for s in (0, 1)]
+
+    def lane(i):
+        r, t = i // trials, i % trials
+        k = jax.random.wrap_key_data(jnp.where(r >= ma, jax.random.key_data(keys[1][t]),
+                                               jax.random.key_data(keys[0][t])),
+                                     impl=jax.random.key_impl(key))
+        take = functools.partial(jax.tree.map, lambda x: x[r])
+        out = play(spec, take(d["machine"]), take(d["alice"]), take(d["bob"]), d["vera"], k)
+        return (out.verdict, out.aborted, out.queries_alice, out.queries_bob, out.queries_vera,
+                out.rounds)
+
+    idx = jnp.arange(batches * width) % n
+    if batches == 1:
+        outs = jax.vmap(lane)(idx)
+    else:
+        outs = jax.lax.map(jax.vmap(lane), idx.reshape(batches, width))
+        outs = jax.tree.map(lambda x: x.reshape(-1), outs)
+    verdict, aborted, qa, qb, qv, rounds = (x[:n].reshape(rows, trials) for x in outs)
+    h = ma + hh
+    return {"wins": jnp.sum(verdict, axis=1, dtype=jnp.int32),
+            "aborts": jnp.sum(aborted, axis=1, dtype=jnp.int32),
+            "queries_alice": jnp.mean(qa[h]), "queries_alice_sd": jnp.std(qa[h], ddof=1),
+            "queries_bob": jnp.mean(qb[h]), "rounds": jnp.mean(rounds[h].astype(jnp.float32)),
+            "queries_vera_max": jnp.max(qv), "queries_vera_mean": jnp.mean(qv)}
+
+
+_zoo_stats_jit = jax.jit(zoo_stats, static_argnums=(0, 3, 4, 5, 6))
+
+
+def measure_cell(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0):
+    """:func:`zoo_stats` compiled and brought to the host (numpy), as :func:`run` measures each
+    cell."""
+    out = _zoo_stats_jit(spec, {k: d[k] for k in ("alice", "bob", "machine", "vera")}, key,
+                         trials, ma, hh, max_lanes)
+    return jax.tree.map(np.asarray, out)
 
 
 # ---- exact objectives for the optimised adversaries ----------------------------------------------
@@ -214,6 +274,20 @@ def _exact_zoo(machine, consts, theta_alice, theta_bob, p_levels):
     return max(acc), min(win)
 
 
+@functools.lru_cache(maxsize=256)
+def adversaries(K: int, t_opt: int, ki: int, scale: float, p_yes: float, p_no: float,
+                 generations: int, population: int):
+    """The optimised Alice and Bob (host, deterministic; seed = K's index ``ki``): evolution
+    strategies on the exact acceptance at ``t_opt`` steps, with Lean's constants times
+    ``scale`` and the instances at ``p_no`` / ``p_yes``. :func:`run` uses ``scale = 1`` and the
+    smallest T (at most 12); :func:`point` the same T and its own scale."""
+    _, m_no, K_decl = fixture(K, t_opt, p_no)
+    _, m_yes, _ = fixture(K, t_opt, p_yes)
+    consts = lean_defaults(K_decl, t_opt).constants(K_decl, t_opt).scaled(scale)
+    es = Config(Ks=(K,), Ts=(t_opt,), es_generations=generations, es_population=population)
+    return _opt_alice(m_no, consts, es, seed=ki), _opt_bob(m_yes, consts, es, seed=ki)
+
+
 # ---- plots ------------------------------------------------------------------------------------------
 def _plot_acceptance(rows, cfg):
     import matplotlib
@@ -271,17 +345,15 @@ def _plot_queries(qrows, fit):
 
 # ---- beyond the paper ----------------------------------------------------------------------------
 def _mc_zoo(K, T, consts, theta_a, theta_b, key, cfg):
-    """Monte-Carlo (completeness min, soundness max) counts over the zoos at T."""
+    """Monte-Carlo (completeness min, soundness max) counts over the zoos at T (by
+    :func:`zoo_stats`, as every other Monte-Carlo number of this experiment)."""
     _, m_no, _ = fixture(K, T, cfg.p_no)
     _, m_yes, _ = fixture(K, T, cfg.p_yes)
-    spec, vera = debate_spec(T), make_vera(consts)
-    _, a_members = _alice_members(consts, theta_a)
-    wins_a, _ = _zoo_rates(spec, m_no, a_members, zoo_bob(consts, B_HONEST), vera,
-                           jax.random.fold_in(key, 0), cfg.trials, "alice", cfg.max_lanes)
-    _, b_members = _bob_members(consts, theta_b)
-    wins_b, _ = _zoo_rates(spec, m_yes, b_members, zoo_alice(consts, A_HONEST), vera,
-                           jax.random.fold_in(key, 1), cfg.trials, "bob", cfg.max_lanes)
-    return int(wins_b.min()), int(wins_a.max())
+    d, a_names, b_names = zoo_cell(consts, m_no, m_yes, theta_a, theta_b)
+    ma = len(a_names)
+    st = measure_cell(debate_spec(T), d, key, cfg.trials, ma, b_names.index("honest"),
+                      cfg.max_lanes)
+    return int(st["wins"][ma:].min()), int(st["wins"][:ma].max())
 
 
 def _scale_factor_claim(cfg, K, ki, key_k, theta_b, scale_rows) -> Claim:
@@ -363,12 +435,8 @@ def run(cfg: Config, ctx) -> ExperimentResult:
             key_k = jax.random.fold_in(ctx.key, ki)
             # -- optimised adversaries: ES on the exact acceptance at the smallest T -------------
             t_opt = min(T0, 12)
-            lean0 = lean_defaults(K, t_opt).constants(K, t_opt)
-            _, m_no0, _ = fixture(K, t_opt, cfg.p_no)
-            _, m_yes0, _ = fixture(K, t_opt, cfg.p_yes)
-            l_no0, l_yes0 = prefix_tree(m_no0), prefix_tree(m_yes0)
-            opt_a = _opt_alice(m_no0, lean0, cfg, seed=ki, levels=l_no0)
-            opt_b = _opt_bob(m_yes0, lean0, cfg, seed=ki, levels=l_yes0)
+            opt_a, opt_b = adversaries(K, t_opt, ki, 1.0, float(cfg.p_yes), float(cfg.p_no),
+                                        cfg.es_generations, cfg.es_population)
             theta_a, theta_b = opt_a.params["theta"], opt_b.params["theta"]
             ctx.log({"K": K, "es_alice_best_exact_acceptance": opt_a.value,
                      "es_bob_best_exact_alice_win": opt_b.value, "es_T": t_opt})
@@ -384,18 +452,12 @@ def run(cfg: Config, ctx) -> ExperimentResult:
                     sets.append(("paper", paper_constants(K_decl, T)))
                 for ci, (cname, consts) in enumerate(sets):
                     key = jax.random.fold_in(key_k, 1000 * ti + ci)
-                    vera = make_vera(consts)
-                    # soundness: Alice zoo vs honest Bob on P_M(1) = p_no
-                    a_names, a_members = _alice_members(consts, theta_a)
-                    wins_a, _ = _zoo_rates(spec, m_no, a_members, zoo_bob(consts, B_HONEST),
-                                           vera, jax.random.fold_in(key, 0), cfg.trials,
-                                           "alice", cfg.max_lanes)
-                    # completeness: honest Alice vs Bob zoo on P_M(1) = p_yes
-                    b_names, b_members = _bob_members(consts, theta_b)
-                    wins_b, costs = _zoo_rates(spec, m_yes, b_members,
-                                               zoo_alice(consts, A_HONEST), vera,
-                                               jax.random.fold_in(key, 1), cfg.trials, "bob",
-                                               cfg.max_lanes)
+                    # soundness: Alice zoo vs honest Bob on P_M(1) = p_no; completeness: honest
+                    # Alice vs the Bob zoo on P_M(1) = p_yes -- one pure measurement (zoo_stats)
+                    d, a_names, b_names = zoo_cell(consts, m_no, m_yes, theta_a, theta_b)
+                    ma, hh = len(a_names), b_names.index("honest")
+                    st = measure_cell(spec, d, key, cfg.trials, ma, hh, cfg.max_lanes)
+                    wins_a, wins_b = st["wins"][:ma], st["wins"][ma:]
                     worst_a = int(np.argmax(wins_a))
                     worst_b = int(np.argmin(wins_b))
                     n = cfg.trials
@@ -432,16 +494,17 @@ def run(cfg: Config, ctx) -> ExperimentResult:
                         rows.append({"K": K, "T": T, "fixture": fname, "constants": cname,
                                      "side": side, "value": v, "lo": lo, "hi": hi,
                                      "bound": bound, "worst": nm, "trials": n})
-                    # costs, from the honest-vs-honest member of the completeness zoo
-                    hh = b_names.index("honest")
+                    # costs: honest vs honest (Alice, Bob, rounds); Vera's queries as the play
+                    # loop counted them, over every debate of the cell
                     qrow = {"K": K, "T": T, "constants": cname,
                             "n_alice": consts.n_alice, "n_bob": consts.n_bob,
                             "n_vera": consts.n_vera,
-                            "alice": float(costs["queries_alice"][hh].mean()),
-                            "bob": float(costs["queries_bob"][hh].mean()),
-                            "vera_max": float(costs["queries_vera"].max()),
-                            "vera_mean": float(costs["queries_vera"].mean()),
-                            "rounds": float(costs["rounds"][hh].mean())}
+                            "alice": float(st["queries_alice"]),
+                            "bob": float(st["queries_bob"]),
+                            "vera_max": float(st["queries_vera_max"]),
+                            "vera_mean": float(st["queries_vera_mean"]),
+                            "aborts": int(st["aborts"].sum()),
+                            "rounds": float(st["rounds"])}
                     qrows.append(qrow)
                     ctx.log({k: v for k, v in qrow.items() if k != "constants"}
                             | {"lean": cname == "lean"})
@@ -453,6 +516,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
             bar.update(1)
 
     # -- verifier and prover costs: consistency checks ---------------------------------------------
+    claims.extend(vera_claims(cfg.Ks, cfg.Ts, qrows))
     checks, fit = cost_checks(cfg.Ks, cfg.Ts, qrows)
     claims.extend(consistency_rows(checks))
     lean_q = [r for r in qrows if r["constants"] == "lean"]
@@ -469,20 +533,52 @@ def run(cfg: Config, ctx) -> ExperimentResult:
                             plots=plots)
 
 
+def lean_n_vera(K: float, T: int) -> int:
+    """Vera's sample count from Lean's formula on the host, ``samples((s - c) / 2, v)``
+    (:func:`dedebate.core.samples.hoeffding_samples`) at Lean's defaults for (K, T): the
+    reference the measured queries are held against, computed apart from the debate's
+    constants."""
+    lp = lean_defaults(K, T)
+    return hoeffding_samples((lp.s - lp.c) / 2, lp.v)
+
+
+def vera_claims(Ks, Ts, qrows) -> list[Claim]:
+    """Per K, the gating row of spec DED 5.3's verifier cost: the largest number of oracle
+    samples Vera's draws used in one debate, as the play loop counted them at the draw site
+    (``vera_max`` of the Lean rows of ``qrows``, over every debate and T), is at most N_V from
+    Lean's formula on the host (:func:`lean_n_vera`), and N_V does not depend on T. A count
+    above N_V, a missing or non-finite count, or an N_V that moves with T fails the row."""
+    out = []
+    for K in Ks:
+        rs = [r for r in qrows if r["K"] == K and r["constants"] == "lean"]
+        n_vs = sorted({lean_n_vera(float(K), int(r["T"])) for r in rs})
+        vmax = strict_max(r["vera_max"] for r in rs)
+        ok = bool(rs) and len(n_vs) == 1 and math.isfinite(vmax) and vmax <= n_vs[0]
+        aborts = sum(int(r.get("aborts", 0)) for r in rs)
+        out.append(Claim.exact(
+            f"K={K}: verifier queries per debate, counted by the play loop, <= N_V, "
+            "independent of T", "spec DED 5.3 (query complexity), Lean samples((s-c)/2, v)",
+            f"<= {n_vs[0] if len(n_vs) == 1 else n_vs}", vmax, ok,
+            f"largest count over every debate of the zoos at T in {list(Ts)} ({aborts} "
+            f"aborts judged); N_V = {n_vs} from Lean's formula on the host"))
+    return out
+
+
 def cost_checks(Ks, Ts, qrows):
-    """Consistency checks on the measured costs (not paper claims: the protocol charges Vera N_V
-    per abort and honest Alice N_A per step played, so these hold by construction when the
-    accounting is right). Returns ``({name: (holds, detail)}, fit)``: Vera's largest charge is at
-    most N_V, which is independent of T, for each K; and the least-squares c of honest Alice's
-    queries ~ c K^2 T ln(200T) is 5000 within 1% (slope 1 within 1%)."""
+    """Consistency checks on the costs (not paper claims: they hold by construction when the
+    accounting is right). Returns ``({name: (holds, detail)}, fit)``: per K, the N_V the debates
+    were given equals Lean's formula (:func:`lean_n_vera`); and the least-squares c of honest
+    Alice's charged queries ~ c K^2 T ln(200T) is 5000 within 1% (slope 1 within 1%). Vera's
+    measured queries are a gating row (:func:`vera_claims`)."""
     checks = {}
     for K in Ks:
         rs = [r for r in qrows if r["K"] == K and r["constants"] == "lean"]
-        n_vs = {r["n_vera"] for r in rs}
-        vmax = strict_max(r["vera_max"] for r in rs)
-        checks[f"K={K}: verifier queries <= N_V, independent of T"] = (
-            bool(n_vs) and vmax <= max(n_vs) and len(n_vs) == 1,
-            f"max {vmax:.0f} over all debates and T in {list(Ts)}; N_V = {sorted(n_vs)}")
+        bad = [(r["T"], r["n_vera"]) for r in rs
+               if r["n_vera"] != lean_n_vera(float(K), int(r["T"]))]
+        checks[f"K={K}: the N_V given to Vera is Lean's samples((s-c)/2, v)"] = (
+            bool(rs) and not bad,
+            f"(T, N_V) differing from the formula: {bad}" if bad else
+            f"N_V = {sorted({r['n_vera'] for r in rs})} for T in {list(Ts)}")
     lean_q = [r for r in qrows if r["constants"] == "lean"]
     x = np.array([r["K"] ** 2 * r["T"] * math.log(200 * r["T"]) for r in lean_q])
     y = np.array([r["alice"] for r in lean_q])
@@ -518,77 +614,46 @@ def wilson_jnp(successes, trials: int):
     return p, jnp.maximum(0.0, centre - half), jnp.minimum(1.0, centre + half)
 
 
-@functools.lru_cache(maxsize=256)
-def _point_thetas(K: int, T: int, ki: int, scale: float, p_yes: float, p_no: float,
-                  generations: int, population: int):
-    """The optimised Alice and Bob of a sweep point (host, deterministic): the run's evolution
-    strategies on the exact acceptance at ``min(T, 12)`` steps, with the point's scaled
-    constants and instances (the adversary re-optimised at every point, seed = K's index)."""
-    t_opt = min(T, 12)
-    _, m_no, K_decl = fixture(K, t_opt, p_no)
-    _, m_yes, _ = fixture(K, t_opt, p_yes)
-    consts = lean_defaults(K_decl, t_opt).constants(K_decl, t_opt).scaled(scale)
-    es = Config(Ks=(K,), Ts=(T,), es_generations=generations, es_population=population)
-    opt_a = _opt_alice(m_no, consts, es, seed=ki)
-    opt_b = _opt_bob(m_yes, consts, es, seed=ki)
-    return opt_a.params["theta"], opt_b.params["theta"]
-
-
 def _cell_dynamic(cfg: Config, ki: int, K: int, T: int):
-    """Host side of one (K, T) cell of a point: every debate's players and machine, stacked.
-
-    Rows ``0 .. ma-1``: the Alice zoo (spec DED 9, plus the optimised Alice) against honest Bob
-    on P_M(1) = p_no (soundness); rows ``ma ..``: honest Alice against the Bob zoo (with honest
-    Bob and the optimised Bob) on P_M(1) = p_yes (completeness). Lean constants x ``scale``.
-    Returns ``(dynamic, ma, index of honest Bob among the Bob rows)``."""
+    """Host side of one (K, T) cell of a point: :func:`zoo_cell` with Lean's constants x
+    ``scale``, the instances at ``p_no`` / ``p_yes`` and the adversaries of :func:`adversaries`
+    (found at the smallest T of ``Ts``, at most 12, as in :func:`run`), plus the scaled counts
+    and the Lean bounds. Returns ``(dynamic, ma, index of honest Bob among the Bob rows)``."""
     _, m_no, K_decl = fixture(K, T, cfg.p_no)
     _, m_yes, _ = fixture(K, T, cfg.p_yes)
     lp = lean_defaults(K_decl, T)
     consts = lp.constants(K_decl, T).scaled(cfg.scale)
-    theta_a, theta_b = _point_thetas(K, T, ki, float(cfg.scale), float(cfg.p_yes),
-                                     float(cfg.p_no), cfg.es_generations, cfg.es_population)
-    _, alices = _alice_members(consts, theta_a)
-    b_names, bobs = _bob_members(consts, theta_b)
-    ma, mb = len(alices), len(bobs)
+    opt_a, opt_b = adversaries(K, min(min(cfg.Ts), 12), ki, float(cfg.scale),
+                                float(cfg.p_yes), float(cfg.p_no), cfg.es_generations,
+                                cfg.es_population)
+    dyn, a_names, b_names = zoo_cell(consts, m_no, m_yes, opt_a.params["theta"],
+                                     opt_b.params["theta"])
     p_yes = float(m_yes.output_prob_dp())
     p_no = float(m_no.output_prob_dp())
-    dyn = {
-        "alice": stack(alices + [zoo_alice(consts, A_HONEST)] * mb),
-        "bob": stack([zoo_bob(consts, B_HONEST)] * ma + bobs),
-        "machine": stack([m_no] * ma + [m_yes] * mb),
-        "vera": make_vera(consts),
-        "counts": np.array([consts.n_alice, consts.n_bob, consts.n_vera], np.int32),
-        "bounds": np.array([lp.completeness(K_decl, T, p_yes),
-                            1 - lp.soundness(K_decl, T, 1 - p_no)], np.float32),
-    }
-    return dyn, ma, b_names.index("honest")
+    dyn["counts"] = np.array([consts.n_alice, consts.n_bob, consts.n_vera], np.int32)
+    dyn["bounds"] = np.array([lp.completeness(K_decl, T, p_yes),
+                              1 - lp.soundness(K_decl, T, 1 - p_no)], np.float32)
+    return dyn, len(a_names), b_names.index("honest")
 
 
-def _cell_metrics(spec, d, key, trials: int, ma: int, hh: int, name: str):
-    """Monte-Carlo metrics of one (K, T) cell: ``trials`` debates per row of ``d`` (common random
-    numbers per side, as in :func:`run`: soundness keys from ``fold_in(key, 0)``, completeness
-    keys from ``fold_in(key, 1)``), each rate with its 95% Wilson interval."""
-    rows = d["alice"].kind.shape[0]
-    side = jnp.asarray(np.arange(rows) >= ma, jnp.int32)
-
-    def member(alice, bob, machine, s):
-        keys = trial_keys(jax.random.fold_in(key, s), trials)
-        out = jax.vmap(lambda k: play(spec, machine, alice, bob, d["vera"], k))(keys)
-        return (jnp.sum(out.verdict, dtype=jnp.int32), out.queries_alice, out.queries_vera)
-
-    wins, qa, qv = jax.vmap(member)(d["alice"], d["bob"], d["machine"], side)
+def cell_metrics(st, d, trials: int, ma: int, hh: int, name: str):
+    """A sweep row's metrics of one (K, T) cell from :func:`zoo_stats` ``st`` (pure jnp), each
+    rate with its 95% Wilson interval; ``holds``: 1 where the point estimates meet the paper's
+    completeness >= 3/5 and soundness <= 2/5 (in integers: 5 wins >= 3 trials, ...)."""
+    wins = st["wins"]
+    c_min, s_max = jnp.min(wins[ma:]), jnp.max(wins[:ma])
     m = {}
     for metric, count in (("honest_completeness", wins[ma + hh]),
-                          ("completeness_min", jnp.min(wins[ma:])),
-                          ("soundness_max", jnp.max(wins[:ma]))):
+                          ("completeness_min", c_min), ("soundness_max", s_max)):
         v, lo, hi = wilson_jnp(count, trials)
         m[f"{name}/{metric}"], m[f"{name}/{metric}_lo"], m[f"{name}/{metric}_hi"] = v, lo, hi
-    q = qa[ma + hh]  # honest Alice vs honest Bob: mean queries, normal 95% interval
-    mean = jnp.mean(q)
-    half = Z95 * jnp.std(q, ddof=1) / math.sqrt(trials)
+    m[f"{name}/holds"] = ((5 * c_min >= 3 * trials) & (5 * s_max <= 2 * trials)).astype(
+        jnp.float32)
+    mean = st["queries_alice"]  # honest Alice vs honest Bob: mean queries, normal 95% interval
+    half = Z95 * st["queries_alice_sd"] / math.sqrt(trials)
     m[f"{name}/queries_alice"] = mean
     m[f"{name}/queries_alice_lo"], m[f"{name}/queries_alice_hi"] = mean - half, mean + half
-    m[f"{name}/queries_vera_max"] = jnp.max(qv)
+    m[f"{name}/queries_vera_max"] = st["queries_vera_max"]
     for i, n in enumerate(("n_alice", "n_bob", "n_vera")):
         m[f"{name}/{n}"] = d["counts"][i]
     m[f"{name}/lean_completeness_bound"] = d["bounds"][0]
@@ -608,27 +673,115 @@ def point(cfg: Config):
       included) of honest Alice's win rate at p_yes (interval: that member's);
     * ``soundness_max``: the max over the Alice zoo (with the optimised Alice) of the
       acceptance at p_no (interval: that member's);
-    * each with ``_lo``/``_hi``, its 95% Wilson interval; ``queries_alice`` (honest vs honest,
-      mean with a normal 95% interval), ``queries_vera_max`` (observed; proven <= N_V);
+    * each with ``_lo``/``_hi``, its 95% Wilson interval; ``holds`` (1 where completeness_min
+      >= 3/5 and soundness_max <= 2/5); ``queries_alice`` (honest vs honest, mean with a normal
+      95% interval), ``queries_vera_max`` (measured by the play loop; proven <= N_V);
     * ``n_alice``, ``n_bob``, ``n_vera`` (the scaled counts) and ``lean_completeness_bound``,
       ``lean_soundness_bound`` (spec DED 5.3 at the exact P_M; proven for scale = 1 only).
 
-    The optimised adversaries are re-found on the host for each point (:func:`_point_thetas`,
-    no dependence on the seed); ``paper``, ``scale_factors``, ``scale_T`` and ``max_lanes`` are
-    not used (the sweep's ``batch`` bounds memory)."""
+    The numbers come from :func:`zoo_stats`, the pure measurement :func:`run` reports from (a
+    point at ``scale = 1`` with the run's cell key gives the run's counts). The optimised
+    adversaries are re-found on the host for each point (:func:`adversaries` with the point's
+    scale, at the smallest T as in ``run``; no dependence on the seed); ``max_lanes`` bounds the
+    debates per batch as in ``run``; ``paper``, ``scale_factors`` and ``scale_T`` are not
+    used."""
     cells, dynamic = [], {}
     for ki, K in enumerate(cfg.Ks):
         for T in cfg.Ts:
             name = f"K{K}_T{T}"
             dynamic[name], ma, hh = _cell_dynamic(cfg, ki, K, T)
             cells.append((name, debate_spec(T), ma, hh))
-    trials = cfg.trials
+    trials, lanes = cfg.trials, cfg.max_lanes
 
     def fn(dyn, key):
         out = {}
         for c, (name, spec, ma, hh) in enumerate(cells):
-            out.update(_cell_metrics(spec, dyn[name], jax.random.fold_in(key, c), trials, ma, hh,
-                                     name))
+            d = dyn[name]
+            st = zoo_stats(spec, d, jax.random.fold_in(key, c), trials, ma, hh, lanes)
+            out.update(cell_metrics(st, d, trials, ma, hh, name))
         return out
 
     return dynamic, fn
+
+
+# ---- sweep figures (dedebate sweep calls this after a sweep; contract: lab/experiment.py) -----
+def frontier(rows) -> list[dict]:
+    """The budget frontier of a sweep over ``scale`` (e.g. ``configs/sweeps/budget_frontier.yaml``)
+    from its ``sweep.csv`` rows: per (K, T) cell (and per value of any other swept axis than
+    ``Ks`` / ``Ts``, which the cell names carry), going
+    down the factors from the largest, the smallest factor before the first at which the mean
+    over seeds of ``completeness_min`` falls below 3/5 or that of ``soundness_max`` rises above
+    2/5 (``None``: the largest factor already fails). Each entry also holds the frontier's counts
+    (N_A, N_B, N_V) and Lean's proven counts (spec DED 5.2) at (K, T)."""
+    groups: dict[tuple, dict[float, list[dict]]] = {}
+    for r in rows:
+        others = tuple(sorted((k, str(v)) for k, v in r.items()
+                              if "/" not in k
+                              and k not in ("point", "seed", "group", "scale", "Ks", "Ts")))
+        for k in r:
+            if k.endswith("/completeness_min") and r[k] is not None:  # None: another K's row
+                cell = k.split("/")[0]
+                groups.setdefault((cell, others), {}).setdefault(float(r["scale"]), []).append(r)
+    out = []
+    for (cell, others), by_f in groups.items():
+        K, T = (int(x) for x in cell[1:].split("_T"))
+        lean = lean_defaults(float(K), T).constants(float(K), T)
+
+        def mean(rs, m, cell=cell):
+            return float(np.mean([float(r[f"{cell}/{m}"]) for r in rs]))
+
+        best, tried = None, []
+        for f in sorted(by_f, reverse=True):
+            c, snd = mean(by_f[f], "completeness_min"), mean(by_f[f], "soundness_max")
+            tried.append({"factor": f, "completeness_min": c, "soundness_max": snd})
+            if not (c >= 3 / 5 and snd <= 2 / 5):
+                break
+            best = f
+        e = {"K": K, "T": T, "others": dict(others), "factor": best, "tried": tried,
+             "lean": (lean.n_alice, lean.n_bob, lean.n_vera),
+             "seeds": len(by_f[max(by_f)])}
+        if best is not None:
+            rs = by_f[best]
+            e["counts"] = tuple(int(rs[0][f"{cell}/{n}"]) for n in ("n_alice", "n_bob", "n_vera"))
+        out.append(e)
+    return sorted(out, key=lambda e: (sorted(e["others"].items()), e["K"], e["T"]))
+
+
+def sweep_figures(rows) -> dict:
+    """``{"budget_frontier": figure}`` when the sweep went over ``scale`` (else ``{}``): per count
+    (N_A, N_B, N_V), Lean's proven count (solid) and the empirical frontier's (dashed, labelled
+    with its factor) against T, one colour per K; a cross marks a cell where factor 1 fails."""
+    fr = [e for e in frontier(rows) if not e["others"]]
+    if not rows or "scale" not in rows[0] or not fr:
+        return {}
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
+    colors = {1: "tab:blue", 2: "tab:orange", 4: "tab:green"}
+    for i, (ax, label) in enumerate(zip(axes, ("N_A (Alice)", "N_B (Bob)", "N_V (Vera)"))):
+        for K in sorted({e["K"] for e in fr}):
+            es = sorted((e for e in fr if e["K"] == K), key=lambda e: e["T"])
+            col = colors.get(K)
+            T = [e["T"] for e in es]
+            ax.plot(T, [e["lean"][i] for e in es], "o-", color=col,
+                    label=f"K={K} Lean (proven)")
+            ok = [e for e in es if e["factor"] is not None]
+            ax.plot([e["T"] for e in ok], [e["counts"][i] for e in ok], "s--", color=col,
+                    label=f"K={K} frontier (empirical)")
+            for e in ok:
+                ax.annotate(f"x{e['factor']:g}", (e["T"], e["counts"][i]), fontsize=6,
+                            textcoords="offset points", xytext=(3, -9))
+            bad = [e for e in es if e["factor"] is None]
+            ax.plot([e["T"] for e in bad], [e["lean"][i] for e in bad], "x", color="k", ms=9)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("T (steps)")
+        ax.set_title(label, fontsize=9)
+    axes[0].set_ylabel("oracle samples per estimate")
+    axes[0].legend(fontsize=6)
+    seeds = max(e["seeds"] for e in fr)
+    fig.suptitle("Smallest common factor on (N_A, N_B, N_V) keeping completeness >= 3/5 and "
+                 f"soundness <= 2/5 vs the zoo (mean of {seeds} seed(s)) against Lean's counts",
+                 fontsize=9)
+    fig.tight_layout()
+    return {"budget_frontier": fig}

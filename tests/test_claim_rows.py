@@ -62,20 +62,26 @@ def test_ogd_generalisation_finding_fails_on_fresh_tests_above_delta():
         assert ExperimentResult(claims=claims).passed  # the gating rows still pass
 
 
-def _qrows(vera_max=1000.0, alice_c=5000.0, n_vera=(1000, 1000)):
+def _qrows(vera_max=None, alice_c=5000.0, n_vera=None):
+    """Lean rows of the stochastic experiment's cost table for K = 2, T in (8, 16): Vera's
+    measured largest count ``vera_max`` (default: N_V from Lean's formula, as measured)."""
+    nv = sd.lean_n_vera(2.0, 8)
     rows = []
-    for T, nv in zip((8, 16), n_vera):
-        rows.append({"K": 2, "T": T, "constants": "lean", "n_vera": nv, "vera_max": vera_max,
+    for T, n in zip((8, 16), n_vera or (nv, nv)):
+        rows.append({"K": 2, "T": T, "constants": "lean", "n_vera": n, "aborts": 10,
+                     "vera_max": float(nv) if vera_max is None else vera_max,
                      "alice": alice_c * 4 * T * math.log(200 * T)})
     return rows
 
 
 def test_stochastic_cost_checks_fail_when_the_accounting_is_wrong():
+    # N_V from Lean's formula samples((s-c)/2, v) = ceil(ln(2/v) / (2 ((s-c)/2)^2)), K = 2
+    nv = sd.lean_n_vera(2.0, 8)
+    assert nv == math.ceil(math.log(200) / (2 * (0.005 / 2) ** 2)) == sd.lean_n_vera(2.0, 64)
     checks, fit = sd.cost_checks((2,), (8, 16), _qrows())
     assert all(ok for ok, _ in checks.values()) and not consistency_rows(checks)
     assert math.isclose(fit["c"], 5000.0) and math.isclose(fit["loglog_slope"], 1.0)
-    for bad in ({"vera_max": 1001.0}, {"vera_max": math.nan}, {"alice_c": 5100.0},
-                {"n_vera": (1000, 1200)}):
+    for bad in ({"alice_c": 5100.0}, {"n_vera": (nv, nv + 1)}):
         checks, _ = sd.cost_checks((2,), (8, 16), _qrows(**bad))
         rows = consistency_rows(checks)
         assert len(rows) == 1 and not rows[0].passed, bad
@@ -215,3 +221,18 @@ def test_prover_estimator_rows_fail_when_a_measurement_breaks_its_bound():
                         ((1.9, 1.8, 9.0), "noisy-evidence")):
         failed = _failing(pe.rho_claims(*rhos))
         assert failed and all(which in f for f in failed), (rhos, failed)
+
+
+def test_stochastic_vera_row_fails_on_a_lying_count():
+    """Vera's queries as the play loop counted them, against N_V from Lean's formula: a gating
+    row that holds on the true count and fails on a count above N_V or a missing one."""
+    nv = sd.lean_n_vera(2.0, 8)
+    (row,) = sd.vera_claims((2,), (8, 16), _qrows())
+    assert row.passed and row.value == nv and not row.finding
+    assert ExperimentResult(claims=[row]).passed
+    for lie in (nv + 1.0, 2.0 * nv, math.nan, math.inf):
+        (row,) = sd.vera_claims((2,), (8, 16), _qrows(vera_max=lie))
+        assert not row.passed, lie
+        assert not ExperimentResult(claims=[row]).passed
+    (row,) = sd.vera_claims((2,), (8, 16), [])  # no debate measured: fails closed
+    assert not row.passed

@@ -27,6 +27,11 @@ also defines:
   of the DYNAMIC fields of ``cfg`` (the same structure, shapes and dtypes whatever those values
   are); ``fn(dynamic, key) -> dict[str, scalar array]`` is pure JAX, reads ``cfg`` only for its
   static fields, and returns the metrics of one run (one row of ``sweep.csv``).
+* ``sweep_figures(rows) -> dict[str, matplotlib.figure.Figure]`` (optional, any experiment) --
+  figures of a whole sweep that the per-metric plots cannot show (e.g. a frontier found across
+  points); ``rows`` are the sweep's rows as in ``sweep.csv`` (index columns, axis values,
+  metrics). The lab calls it after the sweep (when ``sweep.plots``) and saves each figure as
+  ``plots/NAME.png``; an exception costs the figures and a warning, not the sweep.
 
 The lab stacks ``dynamic`` over grid points x seeds and evaluates ``jit(vmap(fn))`` once per
 combination of values of the static axes, sharded over every device; ``key`` is the row's key,

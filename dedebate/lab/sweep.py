@@ -24,9 +24,10 @@ ran beside it, on the batch, the device or the process that computed it.
 Output (``<output_dir>/<experiment>-sweep-<UTC time>/``): ``config.yaml``, ``sweep.csv``,
 ``groups/group-NNN.csv`` (written as each static group finishes, before the next starts; a
 resumed sweep skips groups that have one whose rows check out, and recomputes a damaged one),
-``plots/METRIC-vs-AXIS.png`` (mean over seeds with a 95% t-interval band), ``results.json``
-(per-point means and intervals, compile count, throughput, provenance) and the W&B runs (one
-per point, grouped under the sweep, plus one for the sweep).
+``plots/METRIC-vs-AXIS.png`` (mean over seeds with a 95% t-interval band) and the experiment's own
+``plots/NAME.png`` (its optional ``sweep_figures`` hook), ``results.json`` (per-point means and
+intervals, compile count, throughput, provenance) and the W&B runs (one per point, grouped under
+the sweep, plus one for the sweep).
 """
 
 from __future__ import annotations
@@ -379,6 +380,34 @@ def plot_sweep(rows: list[dict[str, Any]], plan_: SweepPlan, plots_dir: Path,
     return saved
 
 
+def experiment_figures(module: Any, rows: list[dict[str, Any]], plots_dir: Path) -> list[str]:
+    """The experiment's own figures of a sweep: ``module.sweep_figures(rows)`` (optional; rows
+    as in ``sweep.csv``) -> ``{name: matplotlib Figure}``, saved as ``plots/NAME.png``. A hook
+    that fails costs its figures and a warning, not the sweep."""
+    hook = getattr(module, "sweep_figures", None)
+    if not callable(hook):
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    try:
+        figs = hook(rows)
+    except Exception as err:  # noqa: BLE001 - the sweep's rows are on disk already
+        eprint(f"dedebate: warning: {getattr(module, 'NAME', module.__name__)}.sweep_figures "
+               f"failed ({type(err).__name__}: {err}); no experiment figures")
+        return []
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    saved = []
+    for name, fig in (figs or {}).items():
+        fname = _safe(name) + ".png"
+        fig.savefig(plots_dir / fname, dpi=100)
+        plt.close(fig)
+        saved.append(fname)
+    return saved
+
+
 def _safe(text: str) -> str:
     return "".join(c if (c.isalnum() or c in "-_.") else "_" for c in text)
 
@@ -544,6 +573,8 @@ def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | No
     if lead:
         plots = (plot_sweep(rows, plan_, plots_dir, list(cfg.sweep.metrics))
                  if cfg.sweep.plots and rows else [])
+        if cfg.sweep.plots and rows:
+            plots += experiment_figures(module, rows, plots_dir)
         points = per_point(rows, plan_)
         results = {
             "experiment": cfg.experiment,

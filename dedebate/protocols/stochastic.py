@@ -56,8 +56,10 @@ count comes from the unused tail of the estimate stream Alice no longer uses aft
 its key (batched = looped).
 
 **Costs** (measured, spec DED 5.3 "Query complexity"): ``queries_alice`` = N_A per step Alice
-plays (0 for players that draw no samples), ``queries_bob`` likewise, ``queries_vera`` = N_V once
-on an abort; ``rounds`` = steps played.
+plays (0 for players that draw no samples), ``queries_bob`` likewise; ``queries_vera`` is counted
+by the play loop where Vera's count is drawn (the N of that draw: N_V once on an abort, so a
+check against Lean's N_V measures the protocol rather than restating it); ``rounds`` = steps
+played.
 """
 
 from __future__ import annotations
@@ -515,7 +517,7 @@ def _play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, ve
 
         def step(c, j):
             (state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
-             unres, ptrs) = c
+             vera_n, unres, ptrs) = c
             t = ci * C + j
             active = (t < T) & ~stopped
             ts = jnp.minimum(t, T - 1)
@@ -535,6 +537,7 @@ def _play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, ve
                                              spec.call_block) for i, r in enumerate(slot_roles)])
             count_a = ks[0]
             count_b = ks[1] if len(slot_roles) == 2 else jnp.int32(0)
+            vera_n = vera_n + jnp.where(vera_due, ns[0], 0)  # the samples her draw used
             vera_ok = jnp.where(vera_due, checker_accepts(p_ab, count_a, vera.n_samples,
                                                           vera.tau), vera_ok)
             # ---- Alice claims, Bob continues or aborts, the coin ----
@@ -562,7 +565,7 @@ def _play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, ve
             pi_ab = jnp.where(abort, pi, pi_ab)
             t_ab = jnp.where(abort, t, t_ab)
             return (state, stopped | abort, last, rounds, prev, ones, p_ab, pi_ab, t_ab, abort,
-                    vera_ok, unres, ptrs), None
+                    vera_ok, vera_n, unres, ptrs), None
 
         ptr0 = jnp.zeros((len(slot_roles),), jnp.int32)
         carry, _ = jax.lax.scan(step, carry + (ptr0,), jnp.arange(C))

@@ -271,7 +271,7 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
 
         def step_exact(c, j):
             (state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
-             unres) = c
+             vera_n, unres) = c
             t = ci * C + j
             active = (t < T) & ~stopped
             ts, pi, view, gate, cheap, y_c = step_common(state, t, prev, ones, words[j])
@@ -279,13 +279,14 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
             rare = active & ~cheap & gate
             other = active & ~cheap & ~gate
             kj = jax.random.fold_in(k_chunk, j)
+            n_v = jnp.where(vera_due, jnp.asarray(vera.n_samples, jnp.int32), 0)
 
             def draw(_):
                 # One draw site for the counts that do not depend on X: Alice's (ungated
                 # step), Bob's (ungated, or the rare step's residual part), Vera's (due).
                 ns = jnp.stack([jnp.where(other, n_alice, 0),
                                 jnp.where(rare | other, n_bob, 0),
-                                jnp.where(vera_due, jnp.asarray(vera.n_samples, jnp.int32), 0)])
+                                n_v])
                 ks = jax.vmap(lambda i: jax.random.fold_in(kj, i))(jnp.arange(2, 5))
                 x_u, z_b, z_v = jax.vmap(sample_binomial)(ks, ns, jnp.stack([pi, pi, pi_ab]))
                 lo, hi = typical_set(pi, n_alice, delta)
@@ -312,7 +313,7 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
                     rounds + active.astype(jnp.int32), jnp.where(go, y, prev),
                     ones + jnp.where(go, y, 0), jnp.where(abort, p, p_ab),
                     jnp.where(abort, pi, pi_ab), jnp.where(abort, t, t_ab), abort, vera_ok,
-                    unres), None
+                    vera_n + n_v, unres), None
 
         return jax.lax.scan(step_exact, carry, jnp.arange(C))
 
@@ -326,4 +327,4 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
     init = (machine.init_state(), z, z, z, f)
     final, _ = jax.lax.scan(step_fast, init, (jnp.arange(T), words.reshape(-1)[:T]))
     _, last, _, _, unres = final
-    return outcome_of(f, f, last, jnp.int32(T), jnp.int32(-1), alice, bob, vera), unres
+    return outcome_of(f, f, last, jnp.int32(T), jnp.int32(-1), alice, bob, z), unres

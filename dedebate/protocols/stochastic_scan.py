@@ -47,24 +47,25 @@ class Outcome:
     rounds: jax.Array  # int32: steps played (Alice claims made)
     queries_alice: jax.Array  # float32: oracle samples charged to Alice
     queries_bob: jax.Array  # float32
-    queries_vera: jax.Array  # float32
+    queries_vera: jax.Array  # float32: samples Vera's draws used (counted at the draw site)
 
 
 def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
                 ) -> tuple[Outcome, jax.Array]:
     """Run ``chunk_body`` (a ``lax.scan`` body over chunk indices) over the T steps and Vera's
     iteration, from the empty prefix, and return ``(outcome, unresolved)``. The carry is
-    ``(state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
+    ``(state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok, vera_n,
     unresolved)``: the machine state, whether Bob aborted, the last bit, steps played, the
     previous bit, ones so far, Alice's claim / pi / the step at the abort, whether Vera judges
-    in this iteration, her verdict, and whether a fast-path draw left the trial open."""
+    in this iteration, her verdict, the oracle samples her draws used (counted at the draw
+    site), and whether a fast-path draw left the trial open."""
     z = jnp.int32(0)
     f = jnp.bool_(False)
     init = (machine.init_state(), f, z, z, z, z, jnp.float32(0.0), jnp.float32(0.0),
-            jnp.int32(-1), f, f, f)
+            jnp.int32(-1), f, f, z, f)
     final, _ = jax.lax.scan(chunk_body, init, jnp.arange(debate_chunks(T, C)))
-    _, aborted, last, rounds, _, _, _, _, t_ab, _, vera_ok, unres = final
-    return outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera), unres
+    _, aborted, last, rounds, _, _, _, _, t_ab, _, vera_ok, vera_n, unres = final
+    return outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera_n), unres
 
 
 def debate_chunks(T: int, C: int) -> int:
@@ -72,14 +73,16 @@ def debate_chunks(T: int, C: int) -> int:
     return -(-(T + 1) // C)
 
 
-def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera) -> Outcome:
+def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera_samples) -> Outcome:
     """The :class:`Outcome` of a finished debate: Vera's verdict after an abort, else the last
-    bit; N_A and N_B charged per step played (players that sample), N_V once on an abort."""
+    bit; N_A and N_B charged per step played (players that sample); Vera's queries are
+    ``vera_samples``, the samples her draws used as counted by the play loop at the draw site
+    (N_V once on an abort when the protocol is right: a measurement, not a charge)."""
     verdict = jnp.where(aborted, vera_ok, last == 1)
     rf = rounds.astype(jnp.float32)
     qa = rf * jnp.asarray(alice.n_samples, jnp.float32) if alice.samples else jnp.float32(0.0)
     qb = rf * jnp.asarray(bob.n_samples, jnp.float32) if bob.samples else jnp.float32(0.0)
-    qv = jnp.where(aborted, jnp.asarray(vera.n_samples, jnp.float32), 0.0)
+    qv = jnp.asarray(vera_samples, jnp.int32).astype(jnp.float32)
     return Outcome(verdict=verdict, aborted=jnp.asarray(aborted), abort_step=jnp.asarray(t_ab),
                    last_bit=last, rounds=rounds, queries_alice=qa, queries_bob=qb,
                    queries_vera=qv)
