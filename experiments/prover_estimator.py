@@ -19,6 +19,15 @@
 
 All payoffs are exact expectations (spec 2.2) unless a row says "sampled"; exact rows hold up to
 float32 rounding (``|difference| <= 1e-6``).
+
+Sweepable (``DYNAMIC``, :func:`point`): the exact numbers of sections 2-4 (completeness against the
+zoo and error-shifting B, the tight error shifting and its negative control, the obfuscation gap)
+are one pure function of the root errors, ``control_rho`` and ``rho_scale`` (the protocol's rho as
+a multiple of the trees' fbs); ``run`` evaluates it as the one-point case and builds those rows
+from its numbers. Host only, outside the swept function: the fbs LPs (scipy HiGHS) -- the fbs table
+and the trees' rho rows, and the LP results the swept function indexes (:func:`lp_lookup`, solved
+once in ``point`` for every child code the tree families can produce) -- the sampled debates (a
+host chunk loop) and the training-signal sweep.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from dedebate.protocols.naive_recursive import (
 )
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
+    PEDParams,
     PEDSettings,
     expected_payoff,
     ped_params,
@@ -68,7 +78,7 @@ from dedebate.trees import (
     unanimous_tree,
 )
 from dedebate.trees.stability import (
-    error_shifting_table,
+    error_shifting_table_jnp,
     fbs,
     fbs_and,
     fbs_dual,
@@ -77,6 +87,8 @@ from dedebate.trees.stability import (
     fbs_parity,
     fbs_threshold,
     flip_probability,
+    lp_lookup,
+    node_fbs_jnp,
     tree_rho,
 )
 
@@ -119,6 +131,9 @@ class Config:
     signal_depths: tuple[int, ...] = param(
         (1, 2, 3, 4, 5), "depths d of the training-signal sweep on hidden-flaw trees",
         ge=1, le=6, min_len=1, max_len=16)
+    rho_scale: float = param(
+        1.0, "the protocol's rho as a multiple of the trees' fbs (1: the smallest admissible "
+        "rho; below 1 the stability assumption fails; rho is clamped at 1)", ge=0.25, le=8.0)
 
 
 SIZES = {
@@ -191,7 +206,6 @@ def _u(settings, params, prover, estimator, tree):
     return play(settings, params, prover, estimator, tree, jax.random.key(0)).u_a
 
 
-@_jit
 def _completeness(params, trees, shifts, errors, rj_keys):
     """On each tree (``lax.map``): honest A (stable candidate) against the completeness zoo (the
     tabulated honest, root-liar, constant-1/2 and random-joint estimators, vmapped as one batch)
@@ -219,14 +233,12 @@ def _completeness(params, trees, shifts, errors, rj_keys):
     return jax.lax.map(per_tree, (trees, shifts))
 
 
-@_jit
 def _error_shift(params, prover, tree, shift, errors):
     """U_A of ``prover`` against error-shifting B for each root error (e = 0 is honest B)."""
     return jax.vmap(lambda e: _u(EXACT, params, prover, ErrorShiftingEstimator(e, shift),
                                  tree))(errors)
 
 
-@_jit
 def _obfuscation_exact(params, trees, dir_probs):
     """Exact E[U_A] (all of A's paths) of the A zoo against the calibrated estimator, and exact
     survival probabilities in naive recursive debate against a uniform challenger.
@@ -303,8 +315,135 @@ def _signal(params, key, rounds, depth, q):
     return jax.vmap(one)(rounds)
 
 
-def _stack(xs):
-    return jnp.stack([jnp.asarray(x) for x in xs])
+
+
+# ==== the swept function (sections 2-4, exact) ====================================================
+DYNAMIC = ("shift_errors", "control_rho", "rho_scale")
+"""Config fields that enter :func:`point` only as numbers: the root errors of the error-shifting
+estimator (an array of ``len(shift_errors)``; points of one sweep group need equally many), the
+negative control's rho and the protocol's rho relative to the trees' fbs. Tree widths, depths and
+counts, the estimator counts and the episode counts are shapes: static."""
+
+KEY_NAMES = ("noisy", "shift", "unstable", "obf", "sampled", "signal", "rj", "unanimous")
+"""Section keys: ``fold_in(key, i)`` for the i-th name (shared by ``run`` and :func:`point`)."""
+
+
+def _trees_fbs(tree, fbs32, cand):
+    """Max fbs over the internal nodes of ``tree`` for candidate ``cand`` (float32, from a
+    lookup rounded to 9 decimals like ``run``'s rho)."""
+    return jnp.max(node_fbs_jnp(tree, fbs32)[:, cand])
+
+
+def point(cfg: Config):
+    """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key)`` is pure JAX (sections 2-4, exact).
+
+    Trees come from ``fold_in(key, i)`` (:data:`KEY_NAMES`) exactly as in ``run``. The fbs LPs are
+    not in ``fn``: they are solved here, on the host, for every child code the tree families can
+    produce (:func:`lp_lookup`), and ``fn`` indexes them. The protocol's rho is ``rho_scale`` times
+    the trees' fbs (clamped at 1). Metrics (float32):
+
+    * ``completeness/``: ``fbs`` (max over the noisy trees), ``rho``, ``margin`` =
+      ``rho^-(d+1)``; min over trees of honest A's payoff against each estimator
+      (``honest_min``, ``root_liar_min``, ``constant_half_min``, ``random_joint_min``,
+      ``error_shifting_min/i`` for root error ``shift_errors[i]``, i = len: e = 1),
+      ``honest_dev`` = max |U_A(honest B) - margin|, ``worst_minus_margin`` (min over the zoo and
+      error-shifting B, minus the margin: >= 0 is completeness), ``unstable_min`` and
+      ``unstable_max_e1`` (honest answers on the AND candidate vs error-shifting B);
+    * ``error_shift/`` (q=5 Thr_3, d=4): ``fbs``, ``rho``, ``honest`` (e = 0), ``u/i`` (root
+      error ``shift_errors[i]``, i = len: e = 1), ``control_u`` (e = 1 at ``control_rho``);
+    * ``obfuscation/`` (hidden-flaw trees): ``fbs``, ``rho``, ``margin`` = ``rho^-(d+1)``,
+      ``liar_max_abs/i`` (policy i of :data:`DIRECTION_POLICIES`), ``liar_max``,
+      ``stable_liar_max``, ``wrong_direction_max``, ``honest_min``, ``honest_dev``, ``ped_gap`` =
+      min honest - max liar payoff; naive recursive debate: ``naive_liar_mean``,
+      ``naive_liar_dev`` (max |survival - (1 - q^-d)|), ``naive_honest_min``, ``naive_gap``."""
+    d, n_noisy, n_rj = cfg.noisy_depth, cfg.noisy_trees, cfg.random_joints
+    qo, do, n_obf = cfg.obf_q, cfg.obf_depth, cfg.obf_trees
+    d5 = 4
+
+    def noisy(k):
+        return noisy_evidence_tree(k, depth=d, unstable_alternative=True)
+
+    def tree5_of(k):
+        return noisy_evidence_tree(k, depth=d5, q=5, t=3, true_counts=(4,), false_counts=(1,))
+
+    def obf(k):
+        return hidden_flaw_tree(k, depth=do, q=qo)
+
+    # host: the LPs of every (table, child code) the three families produce (rules of
+    # dedebate.trees.library: Thr_5 of 9 with 8-9 / 0-1 true children and a hidden-flaw AND;
+    # Thr_3 of 5 with 4 / 1; a hidden-flaw AND of q and a unanimous threshold)
+    lookups = [lp_lookup(f(jax.random.key(0)).tables, pops) for f, pops in (
+        (noisy, (0, 1, 8, 9)), (tree5_of, (1, 4)), (obf, (0, qo - 1, qo)))]
+    fbs32 = [np.round(lk["fbs"], 9).astype(np.float32) for lk in lookups]
+    dynamic = {"shift_errors": np.asarray(cfg.shift_errors, np.float32),
+               "control_rho": np.asarray(cfg.control_rho, np.float32),
+               "rho_scale": np.asarray(cfg.rho_scale, np.float32)}
+    dps = np.asarray(list(DIRECTION_POLICIES.values()), np.float32)
+    target = 1.0 - qo ** -do
+
+    def params(rho):
+        return PEDParams(rho, jnp.asarray(-1, jnp.int32))
+
+    def fn(dyn, key):
+        keys = {name: jax.random.fold_in(key, i) for i, name in enumerate(KEY_NAMES)}
+        scale = dyn["rho_scale"]
+        out = {}
+        # ---- 2. completeness on noisy-evidence trees
+        trees = jax.vmap(noisy)(jax.random.split(keys["noisy"], n_noisy))
+        f = jnp.max(jax.vmap(lambda t: _trees_fbs(t, fbs32[0], 0))(trees))
+        rho = jnp.maximum(f * scale, 1.0)
+        margin = (1.0 / rho) ** (d + 1)
+        shifts = jax.vmap(lambda t: error_shifting_table_jnp(t, lookups[0]))(trees)
+        errors = jnp.concatenate([dyn["shift_errors"], jnp.ones((1,), jnp.float32)])
+        comp = _completeness(params(rho), trees, shifts, errors,
+                             jax.random.split(keys["rj"], n_rj))
+        es = comp["error_shifting"]
+        c = {"fbs": f, "rho": rho, "margin": margin, "honest_min": jnp.min(comp["honest"]),
+             "honest_dev": jnp.max(jnp.abs(comp["honest"] - margin)),
+             "root_liar_min": jnp.min(comp["root_liar"]),
+             "constant_half_min": jnp.min(comp["constant_half"]),
+             "random_joint_min": jnp.min(comp["random_joint"]),
+             **{f"error_shifting_min/{i}": jnp.min(es[:, i]) for i in range(es.shape[1])},
+             "unstable_min": jnp.min(comp["unstable"]),
+             "unstable_max_e1": jnp.max(comp["unstable"][:, -1])}
+        c["worst_minus_margin"] = jnp.min(jnp.stack(
+            [c["honest_min"], c["root_liar_min"], c["constant_half_min"],
+             c["random_joint_min"], jnp.min(es)])) - margin
+        out.update({f"completeness/{k}": v for k, v in c.items()})
+        # ---- 3. tight error shifting (fbs = 2 at every node) and the negative control
+        tree5 = tree5_of(keys["shift"])
+        f5 = _trees_fbs(tree5, fbs32[1], 0)
+        shift5 = error_shifting_table_jnp(tree5, lookups[1])
+        errors5 = jnp.concatenate([jnp.zeros((1,), jnp.float32), errors])
+        rho5 = jnp.maximum(f5 * scale, 1.0)
+        u5, u_ctrl = jax.vmap(lambda r: _error_shift(params(r), honest_prover(), tree5, shift5,
+                                                     errors5))(jnp.stack([rho5, dyn["control_rho"]]))
+        u_ctrl = u_ctrl[-1]
+        out.update({"error_shift/fbs": f5, "error_shift/rho": rho5, "error_shift/honest": u5[0],
+                    **{f"error_shift/u/{i}": u5[i + 1] for i in range(errors.shape[0])},
+                    "error_shift/control_u": u_ctrl})
+        # ---- 4. obfuscation (exact): A zoo vs the calibrated estimator; naive debate
+        otrees = jax.vmap(obf)(jax.random.split(keys["obf"], n_obf))
+        fo = _trees_fbs(jax.tree.map(lambda x: x[0], otrees), fbs32[2], 1)
+        rho_o = jnp.maximum(fo * scale, 1.0)
+        margin_o = rho_o ** -(do + 1)
+        ex = _obfuscation_exact(params(rho_o), otrees, jnp.asarray(dps))
+        liar_abs = jnp.max(jnp.abs(ex["liars"]), axis=0)
+        o = {"fbs": fo, "rho": rho_o, "margin": margin_o,
+             **{f"liar_max_abs/{i}": liar_abs[i] for i in range(dps.shape[0])},
+             "liar_max": jnp.max(ex["liars"]), "stable_liar_max": jnp.max(ex["stable_liar"]),
+             "wrong_direction_max": jnp.max(ex["wrong_direction"]),
+             "honest_min": jnp.min(ex["honest"]),
+             "honest_dev": jnp.max(jnp.abs(ex["honest"] - margin_o)),
+             "naive_liar_mean": jnp.mean(ex["naive_liar"]),
+             "naive_liar_dev": jnp.max(jnp.abs(ex["naive_liar"] - target)),
+             "naive_honest_min": jnp.min(ex["naive_honest"])}
+        o["ped_gap"] = o["honest_min"] - o["liar_max"]
+        o["naive_gap"] = o["naive_honest_min"] - jnp.max(ex["naive_liar"])
+        out.update({f"obfuscation/{k}": v for k, v in o.items()})
+        return out
+
+    return dynamic, fn
 
 
 # ==== claim rows: measured numbers in, rows out (pure; tests feed them lying numbers) =============
@@ -346,33 +485,33 @@ def rho_claims(rho_noisy, rho_unanimous, rho_and) -> list[Claim]:
                 ("AND decomposition (q = 9) offered as the unstable alternative", 9.0, rho_and))]
 
 
-def completeness_claims(comp, rho, d, shift_errors, random_joints) -> list[Claim]:
+def completeness_claims(m, rho, d, shift_errors, random_joints, n_trees) -> list[Claim]:
     """Section 2: honest vs honest, the completeness zoo, error-shifting B and the unstable
-    decomposition, from the exact payoffs ``comp`` of :func:`_completeness` (arrays over trees)."""
+    decomposition, from the ``completeness/...`` numbers ``m`` of :func:`point`'s ``fn`` (mins
+    and maxes over ``n_trees`` trees)."""
     r = 1.0 / rho
     base = r ** (d + 1)
-    u_hh = np.asarray(comp["honest"])
-    n_trees = u_hh.size
-    dev = float(np.max(np.abs(u_hh - base)))
+    dev = float(m["completeness/honest_dev"])
     claims = [_exact(f"honest vs honest: U_A = rho^-(d+1) (noisy evidence, d={d}, rho={rho:g})",
-                     "spec PED 2.3, 9.1", f"== {base:.6g}", float(u_hh.min()), dev <= EXACT_TOL,
+                     "spec PED 2.3, 9.1", f"== {base:.6g}", float(m["completeness/honest_min"]),
+                     dev <= EXACT_TOL,
                      f"{n_trees} trees, max |U_A - rho^-(d+1)| = {dev:.2g}")]
-    zoo = {"root liar": comp["root_liar"], "constant 1/2": comp["constant_half"],
-           f"random joints (x{random_joints})": comp["random_joint"]}
-    for name, u in zoo.items():
-        m = float(np.min(u))
+    zoo = {"root liar": ("root_liar_min", n_trees),
+           "constant 1/2": ("constant_half_min", n_trees),
+           f"random joints (x{random_joints})": ("random_joint_min", n_trees * random_joints)}
+    for name, (key, n) in zoo.items():
+        v = float(m[f"completeness/{key}"])
         claims.append(_exact(f"completeness: honest A vs {name} B earns >= rho^-(d+1)",
-                             "spec PED 4, Thm 6.1(1)", f">= {base:.6g}", m, m >= base - EXACT_TOL,
-                             f"min over {np.size(u)} debates"))
-    u_es = np.asarray(comp["error_shifting"])  # [tree, e]
+                             "spec PED 4, Thm 6.1(1)", f">= {base:.6g}", v, v >= base - EXACT_TOL,
+                             f"min over {n} debates"))
     for i, e in enumerate(shift_errors):
         bound = base + e * r**d * (1 - r)
-        m = float(u_es[:, i].min())
+        v = float(m[f"completeness/error_shifting_min/{i}"])
         claims.append(_exact(f"completeness: honest A vs error-shifting B (e={e:g}) earns "
-                             f">= r^(d+1) + e r^d (1-r)", "spec PED 4", f">= {bound:.6g}", m,
-                             m >= bound - EXACT_TOL, f"min over {n_trees} trees"))
+                             f">= r^(d+1) + e r^d (1-r)", "spec PED 4", f">= {bound:.6g}", v,
+                             v >= bound - EXACT_TOL, f"min over {n_trees} trees"))
     # spec 9.5: honest answers on an unstable (AND) decomposition are pushed below the margin
-    u_unst = float(np.max(np.asarray(comp["unstable"])[:, -1]))
+    u_unst = float(m["completeness/unstable_max_e1"])
     claims.append(_exact(
         "a prover arguing on an unstable decomposition (AND, fbs = 9) falls below "
         "rho^-(d+1) against error-shifting B (e=1): the protocol errs toward rejecting",
@@ -404,44 +543,42 @@ def error_shift_claims(u5_hh, u5, rho5, shift_errors, u_ctrl, control_rho) -> li
     return claims
 
 
-def obfuscation_claims(ex, rho_o, qo, do) -> list[Claim]:
-    """Section 4, exact: the A zoo vs the calibrated estimator and the naive-debate liar, from
-    :func:`_obfuscation_exact`'s arrays (``ex["liars"]``: [tree, policy of DIRECTION_POLICIES]).
-    The symmetric policies' E[U_A] = 0 is a consistency check (a row only if it fails)."""
+def obfuscation_claims(m, rho_o, qo, do, n_trees) -> list[Claim]:
+    """Section 4, exact: the A zoo vs the calibrated estimator and the naive-debate liar, from the
+    ``obfuscation/...`` numbers ``m`` of :func:`point`'s ``fn`` (over ``n_trees`` trees;
+    ``liar_max_abs/i`` for policy i of DIRECTION_POLICIES). The symmetric policies' E[U_A] = 0
+    is a consistency check (a row only if it fails)."""
     base_o = rho_o ** -(do + 1)
-    liar_exact = np.asarray(ex["liars"])  # [tree, policy]
-    n_trees = liar_exact.shape[0]
     claims = []
     for i, name in enumerate(DIRECTION_POLICIES):
-        m = float(np.max(np.abs(liar_exact[:, i])))
+        v = float(m[f"obfuscation/liar_max_abs/{i}"])
         if name in SYMMETRIC_POLICIES:
             # E[U_A] = 0 for every B that gives the direction no weight (p_d = 0), by
             # symmetry: a consistency check of the payoff code, not a test of B
             claims.extend(consistency_rows({
                 f"obfuscating liar ({name}): E[U_A] = 0 by symmetry": (
-                    m <= EXACT_TOL, f"max |E U_A| = {m:.3g} over {n_trees} trees")}))
+                    v <= EXACT_TOL, f"max |E U_A| = {v:.3g} over {n_trees} trees")}))
             continue
         claims.append(_exact(f"obfuscating liar ({name}) vs calibrated B: E[U_A] = 0 exactly (all "
-                             f"paths, q={qo}, d={do})", "spec PED 9.3, Thm 6.1(2)", "== 0", m,
-                             m <= EXACT_TOL, f"max |E U_A| over {n_trees} trees"))
-    m = float(np.max(ex["stable_liar"]))
+                             f"paths, q={qo}, d={do})", "spec PED 9.3, Thm 6.1(2)", "== 0", v,
+                             v <= EXACT_TOL, f"max |E U_A| over {n_trees} trees"))
+    v = float(m["obfuscation/stable_liar_max"])
     claims.append(_exact("liar on the stable decomposition vs calibrated B: E[U_A] <= r^(d+1) "
-                         "Pr[A correct] = 0", "Thm 6.1(2)", "<= 0", m, m <= EXACT_TOL))
-    m = float(np.max(ex["wrong_direction"]))
+                         "Pr[A correct] = 0", "Thm 6.1(2)", "<= 0", v, v <= EXACT_TOL))
+    v = float(m["obfuscation/wrong_direction_max"])
     claims.append(_exact("wrong-direction A vs calibrated B: U_A <= r^(d+1) Pr[A correct]",
-                         "Thm 6.1(2)", f"<= {base_o:.6g}", m, m <= base_o + EXACT_TOL))
-    u_hon = np.asarray(ex["honest"])
-    dev = float(np.max(np.abs(u_hon - base_o)))
+                         "Thm 6.1(2)", f"<= {base_o:.6g}", v, v <= base_o + EXACT_TOL))
+    dev = float(m["obfuscation/honest_dev"])
     claims.append(_exact(f"honest A on the stable decomposition vs calibrated B earns rho^-(d+1) "
                          f"(rho={rho_o:g})", "spec PED 9.3", f"== {base_o:.6g}",
-                         float(u_hon.min()), dev <= EXACT_TOL))
-    s_liar, s_hon = np.asarray(ex["naive_liar"]), np.asarray(ex["naive_honest"])
+                         float(m["obfuscation/honest_min"]), dev <= EXACT_TOL))
     target = 1.0 - qo ** -do
-    dev = float(np.max(np.abs(s_liar - target)))
+    dev = float(m["obfuscation/naive_liar_dev"])
     claims.append(_exact(f"naive recursive debate: the obfuscating liar survives a uniform "
                          f"challenger with probability 1 - q^-d (q={qo}, d={do}, exact)",
-                         "spec PED 9.3", f"== {target:.6g}", float(s_liar.mean()),
-                         dev <= EXACT_TOL, f"honest survival {float(s_hon.min()):.6g}"))
+                         "spec PED 9.3", f"== {target:.6g}", float(m["obfuscation/naive_liar_mean"]),
+                         dev <= EXACT_TOL,
+                         f"honest survival {float(m['obfuscation/naive_honest_min']):.6g}"))
     return claims
 
 
@@ -483,8 +620,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     claims: list[Claim] = []
     metrics: dict = {}
     tables: dict = {}
-    keys = {name: jax.random.fold_in(ctx.key, i) for i, name in enumerate(
-        ("noisy", "shift", "unstable", "obf", "sampled", "signal", "rj", "unanimous"))}
+    keys = {name: jax.random.fold_in(ctx.key, i) for i, name in enumerate(KEY_NAMES)}
     cache: dict = {}  # LP results by (aggregator table, true child code)
 
     with ctx.progress(5, "prover-estimator sections") as bar:
@@ -497,42 +633,43 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         metrics["fbs_points"] = len(rows)
         bar.update()
 
-        # ---- 2. tree rho, honest vs honest, completeness zoo --------------------------------
+        # ---- 2-4 (exact): the one-point case of a sweep, jit(vmap(fn)) on a run axis of 1 --
+        dynamic, fn = point(cfg)
+        one = jax.tree.map(lambda x: np.asarray(x)[None], dynamic)
+        swept = {k: v[0].item() for k, v in _jit(jax.vmap(fn))(one, ctx.key[None]).items()}
+        metrics["point"] = swept  # the sweep row of this run (fn of point() at ctx.key)
+
+        # ---- 2. tree rho (host LPs), honest vs honest, completeness zoo --------------------
         d = cfg.noisy_depth
         trees = noisy_evidence_tree(jax.random.split(keys["noisy"], cfg.noisy_trees), depth=d,
                                     unstable_alternative=True)
         tree_list = [jax.tree.map(lambda x, i=i: x[i], trees) for i in range(cfg.noisy_trees)]
-        rho = strict_max(tree_rho(t, cache=cache) for t in tree_list)
         uni = unanimous_tree(keys["unanimous"], depth=2)
-        claims.extend(rho_claims(rho, tree_rho(uni, cache=cache),
+        claims.extend(rho_claims(strict_max(tree_rho(t, cache=cache) for t in tree_list),
+                                 tree_rho(uni, cache=cache),
                                  tree_rho(tree_list[0], cand=1, cache=cache)))
-        rho = float(np.round(rho, 9))
-        r = 1.0 / rho
-        base = r ** (d + 1)
-        params = ped_params(rho)
-        shifts = _stack([error_shifting_table(t, cache) for t in tree_list])
-        errors = jnp.asarray(cfg.shift_errors + (1.0,), jnp.float32)
-        rj_keys = jax.random.split(keys["rj"], cfg.random_joints)
-        comp = jax.device_get(_completeness(params, trees, shifts, errors, rj_keys))
-        claims.extend(completeness_claims(comp, rho, d, cfg.shift_errors, cfg.random_joints))
-        u_unst = float(np.max(np.asarray(comp["unstable"])[:, -1]))
+        rho = swept["completeness/rho"]  # the trees' fbs (the LPs above) times rho_scale
+        base = (1.0 / rho) ** (d + 1)
+        claims.extend(completeness_claims(swept, rho, d, cfg.shift_errors, cfg.random_joints,
+                                          cfg.noisy_trees))
+        u_unst = swept["completeness/unstable_max_e1"]
+        n_es = len(cfg.shift_errors) + 1
+        es_min = min(swept[f"completeness/error_shifting_min/{i}"] for i in range(n_es))
+        mins = {k: swept[f"completeness/{k}_min"]
+                for k in ("honest", "root_liar", "constant_half", "random_joint")}
+        mins |= {"error_shifting": es_min, "unstable": swept["completeness/unstable_min"]}
         metrics["noisy"] = {"rho": rho, "depth": d, "honest_margin": base,
-                            "min_u_by_estimator": {k: float(np.min(v)) for k, v in comp.items()}}
-        ctx.log({"section": 2, "noisy_min_u": float(min(np.min(v) for k, v in comp.items()
-                                                        if k != "unstable"))})
+                            "min_u_by_estimator": mins}
+        ctx.log({"section": 2, "noisy_min_u": min(v for k, v in mins.items()
+                                                  if k != "unstable")})
         bar.update()
 
         # ---- 3. tight error shifting (q=5 Thr_3 d=4, fbs = 2 at every node) ------------------
         d5 = 4
-        tree5 = noisy_evidence_tree(keys["shift"], depth=d5, q=5, t=3, true_counts=(4,),
-                                    false_counts=(1,))
-        rho5 = tree_rho(tree5, cache=cache)
-        shift5 = jnp.asarray(error_shifting_table(tree5, cache))
-        errors5 = jnp.asarray((0.0,) + cfg.shift_errors + (1.0,), jnp.float32)
-        u5 = np.asarray(_error_shift(ped_params(2.0), honest_prover(), tree5, shift5, errors5))
-        u5_hh, u5 = float(u5[0]), u5[1:]
-        u_ctrl = float(np.asarray(_error_shift(ped_params(cfg.control_rho), honest_prover(), tree5,
-                                               shift5, errors5))[-1])
+        rho5 = swept["error_shift/fbs"]
+        u5_hh = swept["error_shift/honest"]
+        u5 = np.asarray([swept[f"error_shift/u/{i}"] for i in range(n_es)], np.float32)
+        u_ctrl = swept["error_shift/control_u"]
         base_ctrl = (1.0 / cfg.control_rho) ** (d5 + 1)
         claims.extend(error_shift_claims(u5_hh, u5, rho5, cfg.shift_errors, u_ctrl,
                                          cfg.control_rho))
@@ -545,14 +682,11 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         # ---- 4. obfuscation: soundness zoo vs the calibrated estimator; naive debate ----------
         qo, do = cfg.obf_q, cfg.obf_depth
         otrees = hidden_flaw_tree(jax.random.split(keys["obf"], cfg.obf_trees), depth=do, q=qo)
-        rho_o = float(np.round(tree_rho(jax.tree.map(lambda x: x[0], otrees), cache=cache), 9))
+        rho_o = swept["obfuscation/rho"]
         params_o = ped_params(rho_o)
         base_o = rho_o ** -(do + 1)
         dps = jnp.asarray(list(DIRECTION_POLICIES.values()), jnp.float32)
-        ex = jax.device_get(_obfuscation_exact(params_o, otrees, dps))
-        liar_exact = np.asarray(ex["liars"])  # [tree, policy]
-        claims.extend(obfuscation_claims(ex, rho_o, qo, do))
-        s_liar, s_hon = np.asarray(ex["naive_liar"]), np.asarray(ex["naive_honest"])
+        claims.extend(obfuscation_claims(swept, rho_o, qo, do, cfg.obf_trees))
 
         # sampled debates in chunks of at most SAMPLED_CHUNK debates per policy (one compile)
         per_tree = -(-cfg.obf_episodes // cfg.obf_trees)
@@ -574,10 +708,13 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         claims.extend(rows_s)
         tables["obfuscation_sampled"] = sampled_rows
         metrics["obfuscation"] = {"rho": rho_o, "honest_margin": base_o,
-                                  "liar_exact_max_abs": float(np.max(np.abs(liar_exact))),
+                                  "liar_exact_max_abs": max(
+                                      swept[f"obfuscation/liar_max_abs/{i}"]
+                                      for i in range(len(DIRECTION_POLICIES))),
                                   "sampled": sampled_rows}
-        metrics["naive"] = {"liar_survival_exact": float(s_liar.mean()),
-                            "liar_survival_sampled": p, "honest_survival": float(s_hon.min())}
+        metrics["naive"] = {"liar_survival_exact": swept["obfuscation/naive_liar_mean"],
+                            "liar_survival_sampled": p,
+                            "honest_survival": swept["obfuscation/naive_honest_min"]}
         ctx.log({"section": 4, "liar_sampled_mean": float(us.mean()), "naive_liar_survival": p})
         bar.update()
 

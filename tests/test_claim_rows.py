@@ -143,14 +143,14 @@ def _completeness(rho=2.0, d=2, honest=0.0, liar=0.0, shift=0.0, unstable=0.0, n
     base = rho ** -(d + 1)
     errors = (0.2, 1.0)
     bounds = [base + e * rho**-d * (1 - 1 / rho) for e in errors]
-    joints = np.full((2, 3), 0.2)
-    if nan_joint:
-        joints[1, 2] = math.nan
-    comp = {"honest": np.full(2, base + honest), "root_liar": np.array([0.3, base + liar]),
-            "constant_half": np.full(2, 0.2), "random_joint": joints,
-            "error_shifting": np.array([[bounds[0] + shift, bounds[1], 0.5]] * 2),
-            "unstable": np.array([[0.0, 0.0, 9.0**-d + unstable]] * 2)}
-    return pe.completeness_claims(comp, rho, d, errors, 3)
+    m = {"completeness/honest_min": base + honest, "completeness/honest_dev": abs(honest),
+         "completeness/root_liar_min": min(0.3, base + liar),
+         "completeness/constant_half_min": 0.2,
+         "completeness/random_joint_min": math.nan if nan_joint else 0.2,
+         "completeness/error_shifting_min/0": bounds[0] + shift,
+         "completeness/error_shifting_min/1": bounds[1],
+         "completeness/unstable_max_e1": 9.0**-d + unstable}
+    return pe.completeness_claims(m, rho, d, errors, 3, 2)
 
 
 def _error_shift(u0=0.0, rho5=2.0, u_ctrl=0.0625):
@@ -160,13 +160,12 @@ def _error_shift(u0=0.0, rho5=2.0, u_ctrl=0.0625):
 
 def _obfuscation(always=0.0, random=0.0, stable=0.0, wrong=0.01, naive=0.0):
     q, d = 4, 3
-    liars = np.zeros((3, 3))
-    liars[1, 0] = always
-    liars[2, 2] = random
-    ex = {"liars": liars, "stable_liar": np.array([0.0, stable, 0.0]),
-          "wrong_direction": np.full(3, wrong), "honest": np.full(3, 2.0 ** -(d + 1)),
-          "naive_liar": np.full(3, 1 - q**-d + naive), "naive_honest": np.ones(3)}
-    return pe.obfuscation_claims(ex, 2.0, q, d)
+    m = {"obfuscation/liar_max_abs/0": abs(always), "obfuscation/liar_max_abs/1": 0.0,
+         "obfuscation/liar_max_abs/2": abs(random), "obfuscation/stable_liar_max": stable,
+         "obfuscation/wrong_direction_max": wrong, "obfuscation/honest_min": 2.0 ** -(d + 1),
+         "obfuscation/honest_dev": 0.0, "obfuscation/naive_liar_mean": 1 - q**-d + naive,
+         "obfuscation/naive_liar_dev": abs(naive), "obfuscation/naive_honest_min": 1.0}
+    return pe.obfuscation_claims(m, 2.0, q, d, 3)
 
 
 def _sampled(shift=0.0, ones=6300, nan=False):

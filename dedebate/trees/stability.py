@@ -13,12 +13,18 @@ Host-side (numpy + scipy HiGHS) linear programs:
 * :func:`error_shifting_table` -- per (node, candidate) the distribution ``u_B / fbs`` over the flip
   patterns ``z* XOR B`` of an optimal packing.
 
+For jitted code: :func:`lp_lookup` solves those LPs on the host once for every aggregator table
+and every child code a tree family can produce, and :func:`node_fbs_jnp` /
+:func:`error_shifting_table_jnp` index the result inside ``jit``/``vmap`` (no LP in the trace), with
+the same float32 numbers as :func:`node_fbs` / :func:`error_shifting_table`.
+
 A function ``f: {0,1}^q -> {0,1}`` is given as its table ``f[code(z)]`` (little-endian codes,
 ``dedebate.core.bit_table``).
 """
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import linprog
 
@@ -195,3 +201,65 @@ def error_shifting_table(tree: ClaimTree, cache: dict | None = None) -> np.ndarr
     # pattern y = z* XOR B, so out[v, c, y] = rel[v, c, y XOR z*]
     out = np.take_along_axis(rel[inverse], codes[..., None] ^ blocks, axis=-1)
     return out.astype(np.float32)
+
+
+# ---- LP results as lookup tables for jitted code -------------------------------------------------
+def lp_lookup(tables, popcounts) -> dict[str, np.ndarray]:
+    """Host (scipy HiGHS): the fbs packing LP of every aggregator table ``tables[a]`` at every true
+    child code whose number of true children is in ``popcounts``, as arrays that jitted code
+    indexes (:func:`node_fbs_jnp`, :func:`error_shifting_table_jnp`):
+
+    * ``fbs`` float64[K, 2^q]: fbs at (table, code), NaN where not solved;
+    * ``row`` int32[K, 2^q]: the row of ``rel`` for (table, code) (the NaN row where not solved);
+    * ``rel`` float32[R + 1, 2^q]: mass ``u_B / fbs`` on block B (B = 0 where fbs = 0), the
+      float32 cast of the numbers :func:`error_shifting_table` uses; the last row is NaN.
+
+    A tree family's rules fix its tables and reachable codes (e.g. a threshold rule: the
+    popcounts ``true_counts + false_counts``; an AND rule: ``q`` and ``q - 1``), so one lookup
+    serves every tree the family's generator draws, whatever the key."""
+    tables = np.asarray(tables)
+    n_tab, size = tables.shape
+    pop = np.asarray([bin(z).count("1") for z in range(size)])
+    want = np.isin(pop, np.asarray(sorted(set(int(w) for w in popcounts)), np.int64))
+    value = np.full((n_tab, size), np.nan)
+    row = np.full((n_tab, size), -1, np.int32)
+    rels = []
+    for a in range(n_tab):
+        for z in np.flatnonzero(want):
+            v, u = fbs(tables[a], int(z), return_packing=True)
+            rel = np.zeros(size)
+            if v > 0:
+                rel = u / v
+            else:
+                rel[0] = 1.0
+            value[a, z], row[a, z] = v, len(rels)
+            rels.append(rel)
+    rels.append(np.full(size, np.nan))
+    row[row < 0] = len(rels) - 1
+    return {"fbs": value, "row": row, "rel": np.stack(rels).astype(np.float32)}
+
+
+def child_codes_jnp(tree: ClaimTree):
+    """:func:`child_codes` for jitted code: int32[n_int, C] codes of the true child patterns."""
+    b, q = tree.branching, tree.q
+    v = np.arange(tree.n_internal)[:, None, None]
+    idx = v * b + 1 + np.arange(tree.n_cand)[None, :, None] * q + np.arange(q)[None, None, :]
+    bits = jnp.asarray(tree.truth)[idx].astype(jnp.int32)
+    return jnp.sum(bits << jnp.arange(q, dtype=jnp.int32), axis=-1)
+
+
+def node_fbs_jnp(tree: ClaimTree, fbs_table):
+    """:func:`node_fbs` for jitted code, from ``fbs_table[K, 2^q]`` (:func:`lp_lookup`'s ``fbs``,
+    in the dtype the caller wants): fbs[v, c] at the true child vector."""
+    agg = jnp.asarray(tree.agg)[: tree.n_internal]
+    return jnp.asarray(fbs_table)[agg, child_codes_jnp(tree)]
+
+
+def error_shifting_table_jnp(tree: ClaimTree, lookup: dict):
+    """:func:`error_shifting_table` for jitted code, from an :func:`lp_lookup` of the tree's
+    tables: float32[n_int, C, 2^q], equal to the host table (NaN at a code the lookup lacks)."""
+    codes = child_codes_jnp(tree)
+    agg = jnp.asarray(tree.agg)[: tree.n_internal]
+    rel = jnp.asarray(lookup["rel"])[jnp.asarray(lookup["row"])[agg, codes]]  # [v, c, B]
+    blocks = jnp.arange(2**tree.q, dtype=jnp.int32)
+    return jnp.take_along_axis(rel, codes[..., None] ^ blocks, axis=-1)
