@@ -112,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("a", metavar="A", help="a reproduce or run directory, or its JSON file")
     cmp_.add_argument("b", metavar="B", help="the same for the other result")
 
+    rp = sub.add_parser("report", help="render a reproduce directory's report again from its "
+                        "report.json")
+    rp.add_argument("dir", metavar="DIR", help="a reproduce directory")
+    rp.add_argument("--html", metavar="FILE", help="write one self-contained HTML page (plots "
+                    "inline) instead of printing the markdown")
+
     sy = sub.add_parser("sync", help="upload every offline W&B run under a directory")
     sy.add_argument("paths", nargs="+", metavar="PATH", help="run, sweep or reproduce directories")
     sy.add_argument("--dry-run", action="store_true", help="only list the offline runs")
@@ -433,6 +439,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_FAIL if changed else EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from dedebate.lab.rerender import ReportError, load_report, markdown, to_html
+    from dedebate.lab.rundir import write_text
+
+    try:
+        where, data = load_report(args.dir)
+    except ReportError as err:
+        return _die_usage(str(err))
+    md = markdown(data)
+    if not args.html:
+        print(md, end="")
+        return EXIT_OK
+    write_text(args.html, to_html(md, where))
+    print(f"wrote {args.html}")
+    return EXIT_OK
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
     from dedebate.lab.sync import find_offline_runs, sync_all
 
@@ -457,7 +480,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "reproduce": cmd_reproduce, "bench": cmd_bench,
             "config": cmd_config, "list": cmd_list, "doctor": cmd_doctor,
-            "compare": cmd_compare, "sync": cmd_sync}
+            "compare": cmd_compare, "sync": cmd_sync, "report": cmd_report}
 
 
 # Commands that compile JAX programs: the ones the persistent compilation cache speeds up.

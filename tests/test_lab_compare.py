@@ -54,3 +54,17 @@ def test_overlap_rules():
     assert not overlap({"lo": 0.1, "hi": 0.29}, {"lo": 0.3, "hi": 0.5})
     assert not overlap({"lo": float("nan"), "hi": 0.5}, {"lo": 0.0, "hi": 1.0})
     assert overlap({"lo": 2, "hi": 2}, {"lo": 2, "hi": 2})
+
+
+def test_report_renders_again_from_report_json_and_as_html(tmp_path, fake_env, capsys):
+    rep = _reproduce(tmp_path, capsys, 1)
+    assert cli.main(["report", str(rep)]) == 0
+    assert capsys.readouterr().out == (rep / "report.md").read_text()  # same renderer, same file
+    page = tmp_path / "report.html"
+    assert cli.main(["report", str(rep), "--html", str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<table>" in text
+    assert "data:image/png;base64," in text  # fake_pass's plot, inline
+    assert "<td>value at least one half</td>" in text
+    assert cli.main(["report", str(tmp_path)]) == 2
+    assert "no report.json there" in capsys.readouterr().err

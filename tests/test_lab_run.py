@@ -264,3 +264,16 @@ def test_resume_after_crash_equals_uninterrupted(tmp_path, fake_env, capsys):
     assert resumed["metrics"]["total"] == fresh_res["metrics"]["total"]
     assert resumed["provenance"]["config_hash"] == fresh_res["provenance"]["config_hash"]
     capsys.readouterr()
+
+
+def test_sync_dry_run_lists_every_offline_run_of_a_reproduce(tmp_path, fake_env, capsys):
+    """A reproduce directory holds the job's offline W&B run and one per experiment; `dedebate
+    sync --dry-run` lists each of them once."""
+    assert cli.main(["reproduce", "--quick", "--tracking", "offline", "--no-progress",
+                     "--output-dir", str(tmp_path), "--only", "fake_pass", "fake_fail"]) == 1
+    capsys.readouterr()
+    (rep,) = tmp_path.glob("reproduce-*")
+    runs = sorted(p for p in rep.rglob("offline-run-*") if p.is_dir())
+    assert {p.parents[1] for p in runs} == {rep, rep / "fake_pass", rep / "fake_fail"}
+    assert cli.main(["sync", "--dry-run", str(rep)]) == 0
+    assert capsys.readouterr().out.split() == [str(p) for p in runs]

@@ -165,6 +165,7 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path
     checkpoints and offline W&B files are written; then ``resume=true`` continues that run from
     its latest checkpoint to the same numbers."""
     from dedebate import cli
+    from dedebate.lab.schema import validation_errors
 
     monkeypatch.delenv("DEDEBATE_EXPERIMENTS", raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -178,6 +179,7 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path
     failed = [(c["claim"], c["value"], c["note"]) for c in first["claims"]
               if not c["passed"] and not c["finding"]]
     assert not failed and first["passed"] is True, failed
+    assert validation_errors(first, "results") == []  # a real run's record fits its schema
     quick = exp.Config(**exp.SIZES["quick"])
     for plot in first["plots"]:
         assert (run_dir / plot).stat().st_size > 0

@@ -1,0 +1,110 @@
+"""``dedebate report DIR``: the report of a reproduce directory, rendered again from its
+``report.json`` (as ``report.md``, or as one self-contained HTML page with the plots inline).
+
+Nothing is recomputed: the claims, verdicts and provenance are those ``dedebate reproduce``
+recorded, so a report can be re-rendered after a newer dedebate changes the layout, or shared as
+one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from dedebate.lab.report import ExperimentEntry, render_markdown
+
+
+class ReportError(ValueError):
+    """A directory without a readable report.json; the message names it."""
+
+
+def load_report(directory: str | Path) -> tuple[Path, dict[str, Any]]:
+    """(the report directory, its report.json)."""
+    path = Path(directory).expanduser()
+    if path.is_file() and path.name == "report.json":
+        path = path.parent
+    file = path / "report.json"
+    if not file.is_file():
+        raise ReportError(f"{directory}: no report.json there (not a reproduce directory)")
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError) as err:
+        raise ReportError(f"{file}: not readable JSON ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("experiments"), list):
+        raise ReportError(f"{file}: not a dedebate report (no experiments list)")
+    return path, data
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """``report.md`` of a loaded report.json, rendered by the current dedebate."""
+    fields = {f.name for f in dataclasses.fields(ExperimentEntry)}
+    entries = [ExperimentEntry(**{k: v for k, v in e.items() if k in fields})
+               for e in data["experiments"]]
+    return render_markdown(data.get("provenance", {}), entries,
+                           float(data.get("wall_time_s", 0.0)), bool(data.get("complete", True)))
+
+
+_IMAGE = re.compile(r"^!\[([^\]]*)\]\(([^)]+)\)$")
+_INLINE = [(re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
+           (re.compile(r"`([^`]+)`"), r"<code>\1</code>")]
+
+
+def _inline(text: str) -> str:
+    out = html.escape(text, quote=False)
+    for pattern, repl in _INLINE:
+        out = pattern.sub(repl, out)
+    return re.sub(r"\[([^\]]+)\]\(#([^)]+)\)", r'<a href="#\2">\1</a>', out)
+
+
+def _cells(line: str) -> list[str]:
+    cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
+    return [c.strip().replace("\\|", "|") for c in cells]
+
+
+def _image(src: Path, alt: str) -> str:
+    if not src.is_file():
+        return f"<p>(plot {html.escape(alt)} missing)</p>"
+    data = base64.b64encode(src.read_bytes()).decode()
+    return f'<p><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"></p>'
+
+
+def to_html(md: str, base: Path) -> str:
+    """One self-contained HTML page from the report's markdown (headings, paragraphs, tables,
+    plots embedded as data URIs read from ``base``)."""
+    body: list[str] = []
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append(_cells(lines[i]))
+                i += 1
+            head, rest = rows[0], [r for r in rows[1:] if not all(set(c) <= {"-", ":"}
+                                                                 for c in r)]
+            body.append("<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head)
+                        + "</tr></thead><tbody>" + "".join(
+                            "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>"
+                            for r in rest) + "</tbody></table>")
+            continue
+        if m := re.match(r"^(#{1,6}) (.*)$", line):
+            level, text = len(m.group(1)), m.group(2)
+            anchor = "".join(c for c in text.lower() if c.isalnum() or c in " -_").replace(" ", "-")
+            body.append(f'<h{level} id="{html.escape(anchor)}">{_inline(text)}</h{level}>')
+        elif m := _IMAGE.match(line):
+            body.append(_image(base / m.group(2), m.group(1)))
+        elif line.strip():
+            body.append(f"<p>{_inline(line)}</p>")
+        i += 1
+    style = ("body{font-family:sans-serif;max-width:80em;margin:2em auto;padding:0 1em}"
+             "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
+             "padding:.2em .5em;text-align:left;vertical-align:top}img{max-width:100%}")
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>dedebate reproduce "
+            f"report</title><style>{style}</style></head><body>\n" + "\n".join(body)
+            + "\n</body></html>\n")
