@@ -28,6 +28,8 @@ def test_readme_python_example_runs():
     exact, p_hat, lo, hi = map(float, m.groups())
     assert exact == 0.75  # F2's closed form: the mean of its oracle probabilities
     assert lo <= exact <= hi and lo <= p_hat <= hi
+    shown = re.search(r"It prints.*?```text\n(.*?)```", text, flags=re.DOTALL)
+    assert shown and shown.group(1) == p.stdout  # the README shows what it prints
 
 
 def test_readme_sequence_puts_dedebate_at_hand():

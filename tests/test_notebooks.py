@@ -4,7 +4,8 @@ Each notebook runs in a fresh ``python3`` kernel started from this interpreter (
 replaces the kernelspec's ``python`` with ``sys.executable``; the first injected cell asserts the
 kernel runs in this test's environment), with ``MPLBACKEND=Agg``, W&B quiet, and a temporary
 working directory, so nothing is written into the repository. The notebooks assert their own
-numbers (exact values, proven bounds); this test also checks that they are stored without outputs.
+numbers (exact values, proven bounds); this test also checks that they are stored with the outputs
+of a run (plots included) and that each intro links the protocol docs.
 """
 
 from __future__ import annotations
@@ -63,10 +64,15 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code, f"{path.name}: no code cells"
-    for c in code:
-        assert not c.outputs and c.execution_count is None, \
-            f"{path.name}: stored with outputs (clear them before committing)"
+    # stored with the outputs of a run (notebooks/save_outputs.py), so it reads on a code host
+    assert all(c.execution_count is not None for c in code), \
+        f"{path.name}: stored without outputs (run notebooks/save_outputs.py)"
+    assert any(o.output_type == "display_data" and "image/png" in o.get("data", {})
+               for c in code for o in c.outputs), f"{path.name}: no stored plot"
     assert any(c.cell_type == "markdown" for c in nb.cells[:1]), f"{path.name}: no intro"
+    assert "docs/" in nb.cells[0].source, f"{path.name}: the intro links no protocol docs"
+    for c in code:  # execute from a clean copy
+        c.outputs, c.execution_count = [], None
 
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("WANDB_SILENT", "true")
