@@ -66,6 +66,7 @@ from dedebate.agents.stochastic_players import (
     zoo_bob,
 )
 from dedebate.core.samples import hoeffding_samples
+from dedebate.core.stats import Z95, wilson_jnp
 from dedebate.exact import acceptance_exact
 from dedebate.lab.experiment import (
     Claim,
@@ -598,21 +599,6 @@ DYNAMIC = ("scale", "p_yes", "p_no")
 """Config fields that enter :func:`point` only as numbers: the sample-count scale factor (through
 the int32 counts N_A, N_B, N_V of the players and Vera) and the instances' P_M(1) (through the
 machines' probabilities). Everything else (Ks, Ts, trials, es_*) is static: one compile each."""
-
-Z95 = 1.959963984540054
-
-
-def wilson_jnp(successes, trials: int):
-    """:func:`dedebate.lab.experiment.wilson_interval` (95%) in jnp float32, for jitted metrics:
-    ``(p_hat, lo, hi)``."""
-    n = float(trials)
-    p = jnp.asarray(successes, jnp.float32) / n
-    z2 = Z95 * Z95
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = Z95 * jnp.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return p, jnp.maximum(0.0, centre - half), jnp.minimum(1.0, centre + half)
-
 
 def _cell_dynamic(cfg: Config, ki: int, K: int, T: int):
     """Host side of one (K, T) cell of a point: :func:`zoo_cell` with Lean's constants x

@@ -105,3 +105,22 @@ class CrashingContext(FakeContext):
 
             bar.update = crashing
             yield bar
+
+
+def count_point_traces(monkeypatch, module) -> list[int]:
+    """Wrap ``module.point`` so every trace of its ``fn`` (once per compile) adds 1 to the
+    returned one-element counter; ``monkeypatch.undo()`` or a new setattr restores it."""
+    traces = [0]
+    real_point = module.point
+
+    def counting(cfg):
+        dyn, fn = real_point(cfg)
+
+        def traced(d, key):
+            traces[0] += 1
+            return fn(d, key)
+
+        return dyn, traced
+
+    monkeypatch.setattr(module, "point", counting)
+    return traces

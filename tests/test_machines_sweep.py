@@ -12,7 +12,7 @@ import experiments.machines as exp
 from dedebate.lab.config import resolve
 from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.sweep import plan, point_key, run_sweep
-from tests.fakes import FakeContext
+from tests.fakes import FakeContext, count_point_traces
 
 SMALL = {"T": 4, "trials": 100, "n_random": 1, "ascent_iters": 2}
 EPS = [[0.001], [0.05]]
@@ -20,19 +20,8 @@ EPS = [[0.001], [0.05]]
 
 @pytest.mark.slow
 def test_lipschitz_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypatch):
-    traces = [0]
     real_point = exp.point
-
-    def counting(cfg):  # counts how often the sweep's fn is traced (once per compile)
-        dyn, fn = real_point(cfg)
-
-        def traced(d, key):
-            traces[0] += 1
-            return fn(d, key)
-
-        return dyn, traced
-
-    monkeypatch.setattr(exp, "point", counting)
+    traces = count_point_traces(monkeypatch, exp)  # traces of the sweep's fn (once per compile)
     raw = {"experiment": exp.NAME, "seed": 1, "output_dir": str(tmp_path / "out"),
            "tracking": {"mode": "disabled"}, "params": SMALL,
            "sweep": {"seeds": 2, "axes": {"eps": EPS, "high": [True, False]}, "plots": False}}

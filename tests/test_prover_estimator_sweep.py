@@ -12,6 +12,7 @@ import experiments.prover_estimator as exp
 from dedebate.lab.config import resolve
 from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.sweep import plan, point_key, run_sweep
+from tests.fakes import count_point_traces
 
 TINY = {"fbs_qs": [3], "noisy_depth": 1, "noisy_trees": 1, "random_joints": 1, "obf_q": 2,
         "obf_depth": 1, "obf_trees": 1, "obf_episodes": 1000, "naive_episodes": 1000,
@@ -20,19 +21,8 @@ TINY = {"fbs_qs": [3], "noisy_depth": 1, "noisy_trees": 1, "random_joints": 1, "
 
 @pytest.mark.slow  # two compiles of the exact sections (~25 s on 2 cores): sweep and fn alone
 def test_rho_sweep_compiles_once_and_a_row_is_fn_alone(tmp_path, monkeypatch):
-    traces = [0]
     real_point = exp.point
-
-    def counting(cfg):  # counts how often the sweep's fn is traced (once per compile)
-        dyn, fn = real_point(cfg)
-
-        def traced(d, key):
-            traces[0] += 1
-            return fn(d, key)
-
-        return dyn, traced
-
-    monkeypatch.setattr(exp, "point", counting)
+    traces = count_point_traces(monkeypatch, exp)  # traces of the sweep's fn (once per compile)
     raw = {"experiment": exp.NAME, "seed": 3, "output_dir": str(tmp_path / "out"),
            "tracking": {"mode": "disabled"}, "params": TINY,
            "sweep": {"seeds": 1, "axes": {"rho_scale": [1.0, 0.75]}, "plots": False}}

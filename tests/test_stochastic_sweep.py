@@ -18,6 +18,7 @@ from dedebate.lab.config import resolve
 from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.sweep import plan, point_key, run_sweep
 from dedebate.protocols.stochastic import debate_spec, lean_defaults
+from tests.fakes import count_point_traces
 
 REPO = Path(__file__).resolve().parents[1]
 K, T, TRIALS = 2, 8, 200
@@ -35,19 +36,8 @@ def sweep_config(tmp_path, seeds=2):
 
 @pytest.mark.slow
 def test_scale_sweep_compiles_once_and_points_stand_alone(tmp_path, monkeypatch):
-    traces = [0]
     real_point = exp.point
-
-    def counting(cfg):  # counts how often the sweep's fn is traced (once per compile)
-        dyn, fn = real_point(cfg)
-
-        def traced(d, key):
-            traces[0] += 1
-            return fn(d, key)
-
-        return dyn, traced
-
-    monkeypatch.setattr(exp, "point", counting)
+    traces = count_point_traces(monkeypatch, exp)  # traces of the sweep's fn (once per compile)
     cfg = sweep_config(tmp_path)
     clear_program_cache()
     rec = run_sweep(exp, cfg, show_progress=False)
