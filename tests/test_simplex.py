@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from bench.ogd_numpy import project_rows_to_simplex as project_numpy
+from dedebate.core.simplex import project_rows, project_rows_pairwise
 from dedebate.core.simplex import project_rows_to_simplex as project_core
-from dedebate.estimators.projection import project_rows, project_rows_pairwise
 
 WIDTHS = (2, 3, 4, 7, 16)
 _pairwise = jax.jit(project_rows_pairwise)

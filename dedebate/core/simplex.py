@@ -1,11 +1,28 @@
-"""Euclidean projection of each row onto the probability simplex (spec PED 5.3)."""
+"""Euclidean projection of each row onto the probability simplex (spec PED 5.3).
+
+Two implementations of ``p = max(v - theta, 0)`` (Duchi et al. 2008), checked equal in
+``tests/test_simplex.py``:
+
+* :func:`project_rows_to_simplex` -- sort-based (optax), any row width;
+* :func:`project_rows_pairwise` -- sort-free: ``theta = max_j (sum_i v_i [v_i >= v_j] - 1) /
+  #{i : v_i >= v_j}`` (the running threshold rises up to the support size and not after it; ties
+  are harmless). ``|Z|^2`` comparisons unrolled over the static width, so only for small rows, where
+  it avoids XLA's slow CPU sort.
+
+:func:`project_rows` picks one (``"auto"``: pairwise up to :data:`MAX_PAIRWISE_Z` columns).
+"""
+
+from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import optax
+
+MAX_PAIRWISE_Z = 32
 
 
 def project_rows_to_simplex(v: jax.Array) -> jax.Array:
-    """Project every row ``v[..., :]`` onto ``{p >= 0, sum p = 1}`` (Duchi et al. 2008).
+    """Project every row ``v[..., :]`` onto ``{p >= 0, sum p = 1}`` by sorting.
 
     ``optax.projections.projection_simplex`` projects one vector; it is vmapped over all leading
     axes here.
@@ -13,3 +30,33 @@ def project_rows_to_simplex(v: jax.Array) -> jax.Array:
     flat = v.reshape(-1, v.shape[-1])
     out = jax.vmap(optax.projections.projection_simplex)(flat)
     return out.reshape(v.shape)
+
+
+def project_rows_pairwise(v: jax.Array) -> jax.Array:
+    """Project every row ``v[..., :]`` onto ``{p >= 0, sum p = 1}`` by the max-threshold formula."""
+    n_z = v.shape[-1]
+    rows = [v[..., j] for j in range(n_z)]
+    theta = None
+    for j in range(n_z):
+        s = jnp.zeros_like(rows[j])
+        c = jnp.zeros_like(rows[j])
+        for i in range(n_z):
+            ge = rows[i] >= rows[j]
+            s = s + jnp.where(ge, rows[i], 0.0)
+            c = c + ge.astype(v.dtype)
+        th = (s - 1.0) / c
+        theta = th if theta is None else jnp.maximum(theta, th)
+    return jnp.maximum(v - theta[..., None], 0.0)
+
+
+PROJECTIONS = ("auto", "pairwise", "sort")
+
+
+def project_rows(v: jax.Array, method: str = "auto") -> jax.Array:
+    """Row-wise simplex projection: ``"sort"`` (core, any |Z|), ``"pairwise"`` (small |Z|), or
+    ``"auto"`` (pairwise when |Z| <= MAX_PAIRWISE_Z, else sort)."""
+    if method not in PROJECTIONS:
+        raise ValueError(f"method={method!r}: allowed values are {PROJECTIONS}")
+    if method == "sort" or (method == "auto" and v.shape[-1] > MAX_PAIRWISE_Z):
+        return project_rows_to_simplex(v)
+    return project_rows_pairwise(v)

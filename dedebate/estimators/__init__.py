@@ -4,7 +4,6 @@
   Flax MLP distinguishers, the spec 6.3 round-reward and calibration tests, unions;
 * :mod:`~dedebate.estimators.advantage` -- exact ``Adv_f(h)`` over a finite context set;
 * :mod:`~dedebate.estimators.ogd` -- Algorithm 1 (tabular OGD) with its iteration bound;
-* :mod:`~dedebate.estimators.projection` -- a sort-free row-wise simplex projection (small |Z|);
 * :mod:`~dedebate.estimators.network`, :mod:`~dedebate.estimators.train` -- a Flax estimator
   trained by OGD toward (delta, F)-indistinguishability;
 * :mod:`~dedebate.estimators.soundness` -- B built round by round against a fixed A (Lemma A.4).

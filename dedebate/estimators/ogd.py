@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from dedebate.core.simplex import PROJECTIONS, project_rows
 from dedebate.estimators.advantage import OIProblem, advantages
-from dedebate.estimators.projection import PROJECTIONS, project_rows
 
 Array = jax.Array
 
@@ -67,7 +67,7 @@ class OGDStatic:
     buffer (entries past it are dropped); ``max_steps``: optional extra cap on the number of
     updates (``None``: only the proven bound caps the loop); ``projection``: the per-row simplex
     projection, "sort" (:func:`dedebate.core.project_rows_to_simplex`), "pairwise" (sort-free,
-    small |Z|, :mod:`dedebate.estimators.projection`) or "auto" (pairwise for |Z| <= 32). All
+    small |Z|, :mod:`dedebate.core.simplex`) or "auto" (pairwise for |Z| <= 32). All
     are the exact Euclidean projection.
     """
 
