@@ -68,6 +68,7 @@ from dedebate.agents.stochastic_players import (
 from dedebate.core.samples import hoeffding_samples
 from dedebate.core.stats import Z95, wilson_jnp
 from dedebate.exact import acceptance_exact
+from dedebate.lab.devices import lanes_for_memory
 from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
@@ -115,20 +116,40 @@ class Config:
         "common factors on (N_A, N_B, N_V) tried by the scale search; empty: skip the search",
         gt=0.0, le=1.0, max_len=64)
     scale_T: int = param(8, "steps of the exact-DP scale-factor search", ge=4, le=12)
-    max_lanes: int = param(16384, "debates per compiled batch (bounds memory)",
-                           ge=256, le=262_144)
+    max_lanes: int = param(16384, "debates per compiled batch (bounds memory; the numbers do "
+                           "not depend on it); 0: as many as fit in the device's memory "
+                           "(batch_lanes; 16384 on a CPU)", ge=0, le=262_144)
     scale: float = param(1.0, "sweeps only (point, dedebate sweep): common factor on the Lean "
                          "(N_A, N_B, N_V) of the point; a dynamic sweep axis. run ignores it "
                          "(its search uses scale_factors)", gt=0.0, le=1.0)
+
+    def __post_init__(self):
+        if 0 < self.max_lanes < 256:
+            raise ValueError(f"max_lanes={self.max_lanes}: must be 0 (from the device's memory) "
+                             "or in [256, 262144]")
 
 
 SIZES = {
     "quick": {"Ks": (2,), "Ts": (8,), "trials": 400, "paper": True, "es_generations": 2,
               "es_population": 4, "scale_factors": (1.0, 0.25), "max_lanes": 4096},
     "full": {"Ts": (8, 16, 64, 256, 1024), "trials": 20000, "es_generations": 20,
-             "es_population": 16,
+             "es_population": 16, "max_lanes": 0,
              "scale_factors": tuple(2.0 ** -i for i in range(13))},
 }
+
+# Planned memory of one debate in a batch at T steps (its machine, players and play-loop carry
+# gathered per lane, and XLA's temporaries): LANE_BYTES_PER_STEP * T + LANE_BYTES_FIXED.
+LANE_BYTES_PER_STEP, LANE_BYTES_FIXED = 64, 4096
+
+
+def batch_lanes(max_lanes: int, T: int) -> int:
+    """Debates per compiled batch at ``T`` steps: ``max_lanes``, or where it is 0 as many as fit
+    in the device's memory (:func:`dedebate.lab.devices.lanes_for_memory`: 16384 on a CPU, at
+    most 262144). :func:`zoo_stats` gives the same numbers for every batch size."""
+    if max_lanes > 0:
+        return max_lanes
+    return lanes_for_memory(LANE_BYTES_PER_STEP * T + LANE_BYTES_FIXED, default=16384, lo=256,
+                            hi=262_144)
 
 
 # ---- fixtures ----------------------------------------------------------------------------------
@@ -353,7 +374,7 @@ def _mc_zoo(K, T, consts, theta_a, theta_b, key, cfg):
     d, a_names, b_names = zoo_cell(consts, m_no, m_yes, theta_a, theta_b)
     ma = len(a_names)
     st = measure_cell(debate_spec(T), d, key, cfg.trials, ma, b_names.index("honest"),
-                      cfg.max_lanes)
+                      batch_lanes(cfg.max_lanes, T))
     return int(st["wins"][ma:].min()), int(st["wins"][:ma].max())
 
 
@@ -457,7 +478,8 @@ def run(cfg: Config, ctx) -> ExperimentResult:
                     # Alice vs the Bob zoo on P_M(1) = p_yes -- one pure measurement (zoo_stats)
                     d, a_names, b_names = zoo_cell(consts, m_no, m_yes, theta_a, theta_b)
                     ma, hh = len(a_names), b_names.index("honest")
-                    st = measure_cell(spec, d, key, cfg.trials, ma, hh, cfg.max_lanes)
+                    st = measure_cell(spec, d, key, cfg.trials, ma, hh,
+                                      batch_lanes(cfg.max_lanes, T))
                     wins_a, wins_b = st["wins"][:ma], st["wins"][ma:]
                     worst_a = int(np.argmax(wins_a))
                     worst_b = int(np.argmin(wins_b))
@@ -676,12 +698,12 @@ def point(cfg: Config):
         for T in cfg.Ts:
             name = f"K{K}_T{T}"
             dynamic[name], ma, hh = _cell_dynamic(cfg, ki, K, T)
-            cells.append((name, debate_spec(T), ma, hh))
-    trials, lanes = cfg.trials, cfg.max_lanes
+            cells.append((name, debate_spec(T), ma, hh, batch_lanes(cfg.max_lanes, T)))
+    trials = cfg.trials
 
     def fn(dyn, key):
         out = {}
-        for c, (name, spec, ma, hh) in enumerate(cells):
+        for c, (name, spec, ma, hh, lanes) in enumerate(cells):
             d = dyn[name]
             st = zoo_stats(spec, d, jax.random.fold_in(key, c), trials, ma, hh, lanes)
             out.update(cell_metrics(st, d, trials, ma, hh, name))

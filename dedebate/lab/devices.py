@@ -160,3 +160,47 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
     info.processes = jax.process_count()
     info.local_rows = sorted({r for r in local if r < n})
     return result
+
+
+# ---- batch sizes from the device's memory ------------------------------------------------------
+MEMORY_FRACTION = 0.25  # share of a device's memory one compiled batch may plan for
+
+
+def device_memory_bytes(device: Any = None) -> int | None:
+    """The memory of ``device`` (default: the first of ``jax.devices()``) in bytes, as its backend
+    reports it (``memory_stats()["bytes_limit"]``); None where it reports none (a CPU)."""
+    if device is None:
+        import jax
+
+        device = jax.devices()[0]
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # noqa: BLE001 - backends without memory statistics raise or return None
+        return None
+    limit = stats.get("bytes_limit")
+    return int(limit) if isinstance(limit, (int, float)) and limit > 0 else None
+
+
+def lanes_for_memory(bytes_per_lane: float, *, default: int, lo: int, hi: int,
+                     multiple: int = 256, fraction: float = MEMORY_FRACTION,
+                     memory_bytes: int | None = None, device: Any = None) -> int:
+    """The lanes (debates, trials, rows) of one full-size compiled batch, from the memory of the
+    device it runs on: ``fraction`` of ``memory_bytes`` (default: :func:`device_memory_bytes` of
+    ``device``) divided by ``bytes_per_lane``, rounded down to a multiple of ``multiple`` and
+    clipped to ``[lo, hi]``; ``default`` where the device reports no memory (a CPU).
+
+    Callers use it only where their numbers do not depend on the batch (lanes are indexed
+    globally and keyed independently of the batch they run in), so it changes memory use and
+    speed, never a result."""
+    if not bytes_per_lane > 0:
+        raise ValueError(f"bytes_per_lane={bytes_per_lane!r}: must be > 0")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction={fraction!r}: must be in (0, 1]")
+    if not (1 <= lo <= hi and multiple >= 1):
+        raise ValueError(f"lo={lo}, hi={hi}, multiple={multiple}: need 1 <= lo <= hi, "
+                         "multiple >= 1")
+    mem = memory_bytes if memory_bytes is not None else device_memory_bytes(device)
+    if mem is None:
+        return int(min(max(default, lo), hi))
+    lanes = int(fraction * mem // bytes_per_lane) // multiple * multiple
+    return int(min(max(lanes, lo), hi))

@@ -1,0 +1,1 @@
+"""Fake benchmarks for the accelerator script's test (``tests/test_accelerator_script.py``)."""

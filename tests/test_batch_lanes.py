@@ -1,0 +1,91 @@
+"""Full-size batches from the device's memory (``dedebate.lab.devices.lanes_for_memory``), and the
+stochastic debate's numbers independent of the batch they run in."""
+
+from __future__ import annotations
+
+import collections
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import experiments.stochastic_debate as exp
+from dedebate.lab.config import default_config
+from dedebate.lab.devices import device_memory_bytes, lanes_for_memory
+
+
+class FakeDevice:
+    def __init__(self, stats):
+        self.stats = stats
+
+    def memory_stats(self):
+        if isinstance(self.stats, Exception):
+            raise self.stats
+        return self.stats
+
+
+def test_lanes_from_a_fake_memory_figure():
+    gpu = FakeDevice({"bytes_limit": 80 * 2**30, "bytes_in_use": 0})
+    assert device_memory_bytes(gpu) == 80 * 2**30
+    assert device_memory_bytes(FakeDevice(None)) is None
+    assert device_memory_bytes(FakeDevice(NotImplementedError("cpu"))) is None
+    # a quarter of 80 GiB at 1 MiB per lane: 20480 lanes (a multiple of 256)
+    kw = {"default": 1000, "lo": 256, "hi": 1 << 20}
+    assert lanes_for_memory(2**20, device=gpu, **kw) == 20480
+    assert lanes_for_memory(2**20 + 1, device=gpu, **kw) == 20224  # rounded down to 256s
+    assert lanes_for_memory(2**20, memory_bytes=2**30, **kw) == 256  # 256 fits exactly
+    assert lanes_for_memory(2**20, memory_bytes=2**28, **kw) == 256  # at least lo
+    assert lanes_for_memory(1, device=gpu, **kw) == 1 << 20  # at most hi
+    assert lanes_for_memory(2**20, device=FakeDevice(None), **kw) == 1000  # no figure: default
+    assert lanes_for_memory(2**20, memory_bytes=2**30, fraction=1.0, multiple=1, **kw) == 1024
+    with pytest.raises(ValueError, match="bytes_per_lane=0"):
+        lanes_for_memory(0, **kw)
+
+
+def test_full_size_takes_its_lanes_from_the_device(monkeypatch):
+    cfg = default_config(exp, "full").params
+    assert cfg.max_lanes == 0 and default_config(exp, "quick").params.max_lanes == 4096
+    assert exp.batch_lanes(4096, 1024) == 4096  # a set value is kept
+    monkeypatch.setattr("dedebate.lab.devices.device_memory_bytes", lambda device=None: None)
+    assert exp.batch_lanes(0, 1024) == 16384  # a CPU: the default
+    monkeypatch.setattr("dedebate.lab.devices.device_memory_bytes",
+                        lambda device=None: 16 * 2**30)  # 64 * 1024 + 4096 bytes per debate
+    assert exp.batch_lanes(0, 1024) == (4 * 2**30 // (64 * 1024 + 4096)) // 256 * 256 == 61440
+    assert exp.batch_lanes(0, 8) == 262_144  # capped
+    with pytest.raises(ValueError, match="max_lanes=100: must be 0"):
+        exp.Config(max_lanes=100)
+
+
+Out = collections.namedtuple("Out", "verdict aborted queries_alice queries_bob queries_vera "
+                                    "rounds")
+Row = collections.namedtuple("Row", "kind w")
+
+
+def fake_play(spec, machine, alice, bob, vera, key):
+    """A cheap stand-in for ``play`` (no sampler to compile): a debate's outputs depend on its
+    key and its row only."""
+    bits = jax.random.key_data(key).astype(jnp.float32)
+    u = jnp.stack([bits[-1] % 997 / 997, bits[0] % 991 / 991, (bits[-1] + bits[0]) % 983 / 983])
+    verdict = (u[0] < machine.w).astype(jnp.int32)
+    return Out(verdict, (u[1] < 0.1).astype(jnp.int32), u[2] * alice.w, u[1] + bob.w,
+               u[0] * 7 + vera, (u[2] * 5).astype(jnp.int32))
+
+
+def test_zoo_stats_equal_for_every_batch_size(monkeypatch):
+    """The lanes of :func:`zoo_stats` are indexed and keyed globally: all at once and in batches
+    that do not divide the lanes (the last padded), the counts and means are the same bit for
+    bit."""
+    monkeypatch.setattr(exp, "play", fake_play)
+    rows, trials, ma, hh = 5, 37, 2, 1
+    w = jnp.linspace(0.2, 0.8, rows)
+    d = {"alice": Row(jnp.zeros(rows, jnp.int32), w), "bob": Row(jnp.zeros(rows, jnp.int32), w),
+         "machine": Row(jnp.zeros(rows, jnp.int32), w), "vera": jnp.float32(1.0)}
+    run = jax.jit(exp.zoo_stats, static_argnums=(0, 3, 4, 5, 6))
+    key = jax.random.key(3)
+    ref = jax.tree.map(np.asarray, run(None, d, key, trials, ma, hh, 0))
+    assert ref["wins"].shape == (rows,) and 0 < ref["wins"].sum() < rows * trials
+    for lanes in (64,):  # 3 batches of 64 (lax.map), the last padded, vs one vmap of 185
+        got = jax.tree.map(np.asarray, run(None, d, key, trials, ma, hh, lanes))
+        for k in ref:
+            np.testing.assert_array_equal(got[k], ref[k], err_msg=f"{k} at max_lanes={lanes}")
