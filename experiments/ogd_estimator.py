@@ -554,6 +554,41 @@ def _network(cfg: Config, ctx, first_step: int):
     return rows, claim, timing
 
 
+def soundness_claims(cfg: Config, name: str, u_proto: float, pr: float, u_construct: float,
+                     stages) -> list[Claim]:
+    """The two gating rows of part 3 for the fixed prover ``name`` (pure), from the measured
+    numbers: ``u_proto``, A's exact payoff by path enumeration against the constructed B;
+    ``pr``, Pr[A correct]; ``u_construct``, the payoff the construction reports; ``stages``,
+    the construction's stages (``.stage``, ``.steps``, ``.max_adv``, ``.reward``).
+
+    * U_A <= rho^-(d+1) Pr[A correct] + eta (spec PED 6.4, Lemma A.4), with the enumeration
+      agreeing with the construction to 1e-4 and Algorithm 1 exiting below delta at every stage;
+    * the per-round mean reward E[R_k] <= 2 delta (eq. (11)), worst over k.
+    A paying liar, a disagreeing construction, a round above 2 delta or a NaN fails its row."""
+    d, rho = cfg.sound_depth, cfg.sound_rho
+    delta = cfg.sound_eta / (2 * d + 3)
+    bound = rho ** -(d + 1) * pr + cfg.sound_eta
+    agree = abs(u_proto - u_construct) <= 1e-4
+    rounds = [s for s in stages if s.stage.startswith("k=")]
+    worst_round = strict_max(s.reward for s in rounds)
+    exits = all(s.max_adv < delta for s in stages if s.stage != "final")
+    return [Claim.exact(
+        f"Soundness vs fixed A = {name}: U_A <= rho^-(d+1) Pr[A correct] + eta",
+        "spec PED 6.4, 9.6 (Lemma A.4)", f"<= {bound:.4f}", u_proto,
+        passed=u_proto <= bound and agree and exits,
+        note=(f"d = {d}, q = {cfg.sound_q}, rho = {rho:g}, eta = {cfg.sound_eta:g}, "
+              f"delta = eta/(2d+3) = {delta:.4f}; {cfg.sound_trees} hidden-flaw trees; "
+              f"Pr[A correct] = {pr:.3f}; exact path enumeration {u_proto:.6f} vs "
+              f"construction {u_construct:.6f}; Algorithm 1 steps per stage "
+              f"{[s.steps for s in stages if s.stage != 'final']}")),
+        Claim.exact(
+        f"Soundness vs fixed A = {name}: per-round mean reward <= 2 delta",
+        "spec PED 6.4 eq. (11)", f"<= {2 * delta:.4f}", worst_round,
+        passed=worst_round <= 2 * delta,
+        note="largest E[R_k] over k = d..1; " + ", ".join(
+            f"{s.stage}: {s.reward:.4f}" for s in stages))]
+
+
 # ---- part 3: soundness against fixed provers -----------------------------------------------------
 def _soundness(cfg: Config, ctx):
     from dedebate.agents.ped_strategies import (
@@ -592,31 +627,13 @@ def _soundness(cfg: Config, ctx):
             rep, ep = fut.result()
             u_proto = float(ep.u_a.mean())
             pr = float(ep.a_correct.mean())
-            bound = rho ** -(d + 1) * pr + cfg.sound_eta
-            agree = abs(u_proto - rep.u_a) <= 1e-4
-            rounds = [s for s in rep.stages if s.stage.startswith("k=")]
-            worst_round = strict_max(s.reward for s in rounds)
-            exits = all(s.max_adv < delta for s in rep.stages if s.stage != "final")
-            claims.append(Claim.exact(
-                f"Soundness vs fixed A = {name}: U_A <= rho^-(d+1) Pr[A correct] + eta",
-                "spec PED 6.4, 9.6 (Lemma A.4)", f"<= {bound:.4f}", u_proto,
-                passed=u_proto <= bound and agree and exits,
-                note=(f"d = {d}, q = {cfg.sound_q}, rho = {rho:g}, eta = {cfg.sound_eta:g}, "
-                      f"delta = eta/(2d+3) = {delta:.4f}; {cfg.sound_trees} hidden-flaw trees; "
-                      f"Pr[A correct] = {pr:.3f}; exact path enumeration {u_proto:.6f} vs "
-                      f"construction {rep.u_a:.6f}; Algorithm 1 steps per stage "
-                      f"{[s.steps for s in rep.stages if s.stage != 'final']}")))
-            claims.append(Claim.exact(
-                f"Soundness vs fixed A = {name}: per-round mean reward <= 2 delta",
-                "spec PED 6.4 eq. (11)", f"<= {2 * delta:.4f}", worst_round,
-                passed=worst_round <= 2 * delta,
-                note="largest E[R_k] over k = d..1; " + ", ".join(
-                    f"{s.stage}: {s.reward:.4f}" for s in rep.stages)))
+            claims.extend(soundness_claims(cfg, name, u_proto, pr, rep.u_a, rep.stages))
             for s in rep.stages:
                 rows.append({"prover": name, "stage": s.stage, "contexts": s.contexts,
                              "steps": s.steps, "max_adv": s.max_adv, "reward": s.reward,
                              "bound": s.bound, "delta": delta})
-            ctx.log({"prover": name, "u_a": u_proto, "bound": bound, "pr_correct": pr}, step=step)
+            ctx.log({"prover": name, "u_a": u_proto, "bound": rho ** -(d + 1) * pr + cfg.sound_eta,
+                     "pr_correct": pr}, step=step)
             bar.update(1)
     return rows, claims
 

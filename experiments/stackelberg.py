@@ -533,7 +533,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         claims.append(_unstable_claim(cfg, res["unstable"], thr, tables, metrics))
     if "warm" in parts:
         claims.append(_warm_claim(cfg, res["warm"], thr, tables, metrics))
-    claims.extend(_proven_claims(cfg, res, parts, labels, thr, tables, metrics))
+    claims.extend(proven_claims(cfg, _measure_proven(cfg, res, parts, tables, metrics)))
     return ExperimentResult(claims=claims, metrics=metrics, tables=tables, plots=plots)
 
 
@@ -594,14 +594,39 @@ def _warm_claim(cfg: Config, res, thr, tables, metrics) -> Claim:
               f"{float(info['ogd_wall_s']):.1f} s (host loop, compiles per seed)")), finding=True)
 
 
-def _proven_claims(cfg: Config, res, parts, labels, thr, tables, metrics) -> list[Claim]:
-    """The gating rows: what a theorem settles, measured exactly on the trained players.
+@dataclasses.dataclass
+class ProvenMeasured:
+    """The exact numbers the gating rows read (:func:`proven_claims`), measured on the trained
+    players by :func:`_measure_proven`.
+
+    ``honest_min``: the honest A's smallest E[U_A] over every trained B and rho-stable tree
+    (``per_run``: per run); ``excess_max``: its largest excess over rho^-(d+1); ``rho_max``: the
+    largest fbs of the stable candidate over those trees' nodes (the theorem's premise);
+    ``n_stable``: trained Bs on those trees; ``chain_max``: the largest |E[U_A] - chaining sum|
+    over ``n_pairs`` trained pairs; ``trained_u_min/max``: the trained A's E[U_A] against the
+    same Bs (for contrast); ``wall``: seconds of the measurement."""
+
+    honest_min: float
+    per_run: dict[str, float]
+    excess_max: float
+    rho_max: float
+    n_stable: int
+    chain_max: float
+    n_pairs: int
+    trained_u_min: float
+    trained_u_max: float
+    wall: float
+
+
+def _measure_proven(cfg: Config, res, parts, tables, metrics) -> ProvenMeasured:
+    """Measure, exactly on the trained players, what the gating rows read:
 
     * completeness (spec PED 4, Thm 6.1(1)): on the rho-stable trees of parts 1 and 4 the honest
-      A earns >= rho^-(d+1) against every trained B (min over runs, seeds and trees);
-    * chaining (spec 6.4): every trained pair's E[U_A] equals r^(d+1) P[A correct] minus B's
+      A's E[U_A] against every trained B (min over runs, seeds and trees);
+    * chaining (spec 6.4): every trained pair's E[U_A] against r^(d+1) P[A correct] minus B's
       advantages on the round-reward tests plus those on the calibration tests (spec 6.3).
     """
+    thr = cfg.rho ** -(cfg.depth + 1)
     t0 = time.perf_counter()
     rows, cache, n_stable = [], {}, 0
     rho_max, honest_min, excess_max = 0.0, np.inf, 0.0
@@ -634,30 +659,46 @@ def _proven_claims(cfg: Config, res, parts, labels, thr, tables, metrics) -> lis
     metrics["proven"] = {"honest_u_a_min": honest_min, "honest_min_per_run": per_run,
                          "tree_rho_max": rho_max, "chain_abs_err_max": chain_max,
                          "wall_s": wall}
+    tu = [float(x) for x in np.concatenate(trained_u)] if trained_u else []
+    return ProvenMeasured(honest_min=honest_min, per_run=per_run, excess_max=excess_max,
+                          rho_max=rho_max, n_stable=n_stable, chain_max=chain_max,
+                          n_pairs=len(rows), trained_u_min=strict_min(tu),
+                          trained_u_max=strict_max(tu), wall=wall)
+
+
+def proven_claims(cfg: Config, m: ProvenMeasured) -> list[Claim]:
+    """The gating rows, what a theorem settles, from the measured numbers ``m`` (pure):
+
+    * completeness: the honest A earns >= rho^-(d+1) - ``EXACT_TOL`` against every trained B,
+      on trees whose stable candidate has fbs <= rho + ``LP_TOL`` (the premise; the row fails
+      when it does not hold);
+    * chaining: max |E[U_A] - chaining sum| <= ``EXACT_TOL`` over every trained pair.
+    A number that is not finite fails its row.
+    """
+    thr = cfg.rho ** -(cfg.depth + 1)
+    honest_min, rho_max, chain_max = m.honest_min, m.rho_max, m.chain_max
     premise = rho_max <= cfg.rho + LP_TOL
-    tu = np.concatenate(trained_u)
     claims = [Claim.exact(
         f"Completeness against the trained estimators: the honest A (spec 2.3) earns >= "
         f"rho^-(d+1) = {thr:g} against every trained B on the rho-stable trees of part 1 "
         f"(every seed, every schedule)", "spec PED 4, Thm 6.1(1)", f">= {thr:.6g}",
         honest_min, passed=bool(premise and honest_min >= thr - EXACT_TOL),
-        note=(f"min over {n_stable} trained Bs x {cfg.n_trees} trees of E[U_A] (exact, path "
+        note=(f"min over {m.n_stable} trained Bs x {cfg.n_trees} trees of E[U_A] (exact, path "
               f"enumeration; float32 tolerance {EXACT_TOL:g}); min per run "
-              + ", ".join(f"{k} {v:.6f}" for k, v in per_run.items())
-              + f"; largest excess over the bound {excess_max:.4f} (spec 4: B's root error pays "
-              f"A); trees rho-stable: max fbs of the stable candidate over all their nodes "
+              + ", ".join(f"{k} {v:.6f}" for k, v in m.per_run.items())
+              + f"; largest excess over the bound {m.excess_max:.4f} (spec 4: B's root error "
+              f"pays A); trees rho-stable: max fbs of the stable candidate over all their nodes "
               f"{rho_max:.6f} <= rho = {cfg.rho:g} ({'holds' if premise else 'FAILS'}); for "
               f"contrast the trained A against the same Bs: mean E[U_A] over trees, min "
-              f"{tu.min():.4f}, max {tu.max():.4f}"))]
-    n_all = len(rows)
+              f"{m.trained_u_min:.4f}, max {m.trained_u_max:.4f}"))]
     claims.append(Claim.exact(
         "Chaining at the end of training: each trained pair's E[U_A] (protocol rewards) equals "
         "r^(d+1) P[A correct] - sum Adv(round-reward tests) + sum Adv(calibration tests) of the "
         "trained B against the trained A's spec 6.3 tests", "spec PED 6.3, 6.4",
         f"max |difference| <= {EXACT_TOL:g}", chain_max, passed=bool(chain_max <= EXACT_TOL),
-        note=(f"max over {n_all} trained pairs (every part, run and seed), exact; the left side "
-              "sums the protocol's rewards (expected_payoff), the right rebuilds them from A's "
-              "directions, B's phat and pi and the truth tables M_D(T(y^k)) (payoff_terms), so "
-              "it checks the reward weights r^k, the signs and decomposability (both sides share "
-              f"play()'s pi and phat); proof rows wall {wall:.1f} s incl. compile")))
+        note=(f"max over {m.n_pairs} trained pairs (every part, run and seed), exact; the left "
+              "side sums the protocol's rewards (expected_payoff), the right rebuilds them from "
+              "A's directions, B's phat and pi and the truth tables M_D(T(y^k)) (payoff_terms), "
+              "so it checks the reward weights r^k, the signs and decomposability (both sides "
+              f"share play()'s pi and phat); proof rows wall {m.wall:.1f} s incl. compile")))
     return claims

@@ -445,6 +445,65 @@ def _finding(row: Claim) -> Claim:
     return dataclasses.replace(row, finding=True)
 
 
+@dataclasses.dataclass
+class Cell:
+    """One (K, T, constants) cell as measured by :func:`run` (the input of :func:`cell_claims`):
+    the fixtures' P_M(1) (``p_yes``, ``p_no``), the bounds at them, the zoos' member names and
+    win counts (``wins_a``: each Alice member's acceptances vs honest Bob on the no-instance;
+    ``wins_b``: honest Alice's wins vs each Bob member on the yes-instance), ``trials`` debates
+    per member."""
+
+    K: int
+    T: int
+    fixture: str
+    constants: str
+    p_yes: float
+    p_no: float
+    comp_bound: float
+    sound_bound: float
+    a_names: list[str]
+    b_names: list[str]
+    wins_a: np.ndarray
+    wins_b: np.ndarray
+    trials: int
+
+
+def cell_claims(c: Cell) -> list[Claim]:
+    """The cell's two gating Monte-Carlo rows (pure): completeness, the worst Bob member's
+    honest-Alice win rate >= the completeness bound, and soundness, the worst Alice member's
+    acceptance rate <= 1 - the soundness bound (Lean's at the instance, or the paper's 3/5 and
+    2/5), each Bonferroni over its zoo's members. A lying Alice above the bound, a Bob that beats
+    honest Alice, a NaN count (``argmax``/``argmin`` pick it) or no trials fail the row."""
+    wins_a, wins_b, a_names, b_names, n = c.wins_a, c.wins_b, c.a_names, c.b_names, c.trials
+    worst_a = int(np.argmax(wins_a))
+    worst_b = int(np.argmin(wins_b))
+    claims = []
+    tag = f"K={c.K} ({c.fixture}), T={c.T}, {c.constants} constants"
+    if c.constants == "lean":
+        src_c = "spec DED 5.3, Lean completeness'"
+        src_s = "spec DED 5.3, Lean soundness'"
+    else:
+        src_c = src_s = "spec DED 5.4 (paper's Figure 1 constants) [SECONDARY]"
+    comp_bound, sound_bound, p_yes, p_no = c.comp_bound, c.sound_bound, c.p_yes, c.p_no
+    claims.append(Claim.proportion(
+        f"completeness, {tag}: min over the Bob zoo of honest Alice's win rate",
+        src_c, ">=", comp_bound, wins_b[worst_b], n,
+        f"P_M(1)={p_yes:.4f}; worst Bob: {b_names[worst_b]}; {n} debates per "
+        f"member; p-value Bonferroni over the {len(b_names)} members; per "
+        f"member: " + ", ".join(
+            f"{nm}={w / n:.3f}" for nm, w in zip(b_names, wins_b)),
+        members=len(b_names), bound=f">= {comp_bound:.4f}"))
+    claims.append(Claim.proportion(
+        f"soundness, {tag}: max over the Alice zoo of the acceptance rate",
+        src_s, "<=", sound_bound, wins_a[worst_a], n,
+        f"P_M(1)={p_no:.4f}; worst Alice: {a_names[worst_a]}; {n} debates per "
+        f"member; p-value Bonferroni over the {len(a_names)} members; per "
+        f"member: " + ", ".join(
+            f"{nm}={w / n:.3f}" for nm, w in zip(a_names, wins_a)),
+        members=len(a_names), bound=f"<= {sound_bound:.4f}"))
+    return claims
+
+
 # ---- the experiment -------------------------------------------------------------------------------
 
 
@@ -484,31 +543,15 @@ def run(cfg: Config, ctx) -> ExperimentResult:
                     worst_a = int(np.argmax(wins_a))
                     worst_b = int(np.argmin(wins_b))
                     n = cfg.trials
-                    tag = f"K={K} ({fname}), T={T}, {cname} constants"
                     if cname == "lean":
                         comp_bound = lp.completeness(K_decl, T, p_yes)
                         sound_bound = 1 - lp.soundness(K_decl, T, 1 - p_no)
-                        src_c = "spec DED 5.3, Lean completeness'"
-                        src_s = "spec DED 5.3, Lean soundness'"
                     else:
                         comp_bound, sound_bound = 3 / 5, 2 / 5
-                        src_c = src_s = "spec DED 5.4 (paper's Figure 1 constants) [SECONDARY]"
-                    claims.append(Claim.proportion(
-                        f"completeness, {tag}: min over the Bob zoo of honest Alice's win rate",
-                        src_c, ">=", comp_bound, wins_b[worst_b], n,
-                        f"P_M(1)={p_yes:.4f}; worst Bob: {b_names[worst_b]}; {n} debates per "
-                        f"member; p-value Bonferroni over the {len(b_names)} members; per "
-                        f"member: " + ", ".join(
-                            f"{nm}={w / n:.3f}" for nm, w in zip(b_names, wins_b)),
-                        members=len(b_names), bound=f">= {comp_bound:.4f}"))
-                    claims.append(Claim.proportion(
-                        f"soundness, {tag}: max over the Alice zoo of the acceptance rate",
-                        src_s, "<=", sound_bound, wins_a[worst_a], n,
-                        f"P_M(1)={p_no:.4f}; worst Alice: {a_names[worst_a]}; {n} debates per "
-                        f"member; p-value Bonferroni over the {len(a_names)} members; per "
-                        f"member: " + ", ".join(
-                            f"{nm}={w / n:.3f}" for nm, w in zip(a_names, wins_a)),
-                        members=len(a_names), bound=f"<= {sound_bound:.4f}"))
+                    claims.extend(cell_claims(Cell(
+                        K=K, T=T, fixture=fname, constants=cname, p_yes=p_yes, p_no=p_no,
+                        comp_bound=comp_bound, sound_bound=sound_bound, a_names=a_names,
+                        b_names=b_names, wins_a=wins_a, wins_b=wins_b, trials=n)))
                     for side, w, nm, bound in (("completeness", wins_b[worst_b], b_names[worst_b],
                                                 comp_bound),
                                                ("soundness", wins_a[worst_a], a_names[worst_a],

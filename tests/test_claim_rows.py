@@ -8,10 +8,13 @@ import types
 
 import numpy as np
 
+import experiments.deterministic_debate as dd
 import experiments.machines as machines
 import experiments.ogd_estimator as ogd
 import experiments.prover_estimator as pe
+import experiments.stackelberg as sb
 import experiments.stochastic_debate as sd
+import experiments.stochastic_selfplay as ssp
 from dedebate.estimators.ogd import iteration_bound
 from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows
 
@@ -235,3 +238,225 @@ def test_stochastic_vera_row_fails_on_a_lying_count():
         assert not ExperimentResult(claims=[row]).passed
     (row,) = sd.vera_claims((2,), (8, 16), [])  # no debate measured: fails closed
     assert not row.passed
+
+
+def _assert_each_fails(make, cases):
+    """``make()`` passes entirely (and gates); for each ``(bad, which)``, ``make(**bad)`` fails
+    exactly in rows whose name contains ``which``."""
+    ok = make()
+    assert ok and all(c.passed for c in ok) and ExperimentResult(claims=ok).passed
+    for bad, which in cases:
+        _assert_fails(make, {}, bad, which)
+
+
+# ---- deterministic_debate --------------------------------------------------------------------
+_DD_FAMS = {"fig4": "Fig 4 cross-examination", "fig3_window": "register configurations",
+            "fig3_full": "full-tape configurations"}
+
+
+def _judged(comp=10, sound=10, v_queries=1, bits=20):
+    return {"comp_debates": comp, "comp_accepts": comp, "sound_debates": sound,
+            "sound_accepts": 0, "v_queries_max": v_queries, "bits_max": bits}
+
+
+def _dd_measured() -> dd.Measured:
+    """Numbers a correct run could give at the quick size: T in (8, 16), check_T = 8, l in
+    (2, 4); honest costs at the protocols' own counts (inside the bands)."""
+    Ts = [8, 16]
+    table = []
+    for T in Ts:
+        m = dd.clog2(T)
+        for fam in _DD_FAMS:
+            for l in (2, 4):
+                S = None if fam == "fig4" else (T.bit_length() + 4 + (T if fam == "fig3_full"
+                                                                     else 8))
+                bits = m + (l + 2) * (1 + dd.clog2(4 + T)) if fam == "fig4" \
+                    else (m + 1) * S + m
+                table.append({"T": T, "protocol": fam, "l": l, "m": m, "S": S, "rounds": m,
+                              "bits_read": bits, "bits_read_min": bits,
+                              "bits_read_max_over_zoo": bits, "v_queries_max": 1,
+                              "a_message_bits": bits, "a_steps": T,
+                              "b_steps": T if fam == "fig4" else T - 1, "machines": 2})
+    wit = {name: {**_judged(), "yes": 2, "no": 2, "witnesses": 16, "T": 8, "n": 4, "l": 2,
+                  "bits_bound": 19, "bits_max": 19, "a_steps_max": 8, "rounds": 4,
+                  "valid_min": 1} for name in ("plan", "constraints")}
+    return dd.Measured(all_T=Ts, cost_T=Ts, stats={f: [_judged(), _judged()] for f in _DD_FAMS},
+                       ex_T={f: _judged(comp=256, sound=2048) for f in _DD_FAMS},
+                       ex3={**_judged(comp=0, sound=2 * 2**15), "S": 5, "sequences": 2**15},
+                       wit=wit, table=table)
+
+
+def _dd_rows(edit=None):
+    cfg = dd.Config(**dd.SIZES["quick"])
+    m = _dd_measured()
+    if edit is not None:
+        edit(m)
+    return dd.claim_rows(cfg, m)[0]
+
+
+def _set(path, value):
+    """An edit of the measurement: ``path`` = (attribute, key, ...), the last item set."""
+    def edit(m):
+        obj = getattr(m, path[0])
+        for k in path[1:-1]:
+            obj = obj[k]
+        obj[path[-1]] = value
+    return edit
+
+
+def _dd_table(protocol, column, factor):
+    def edit(m):
+        for r in m.table:
+            if r["protocol"] == protocol and r["T"] == 16 and r["l"] == 4:
+                r[column] = r[column] * factor
+    return edit
+
+
+def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
+    ok = _dd_rows()
+    # per family: completeness, soundness, one oracle query; 2 exhaustive; Fig 3 3-step;
+    # per witness task: completeness, soundness, costs; 2 bit bands, prover work
+    assert len(ok) == 3 * 3 + 2 + 1 + 3 * 2 + 3
+    # by construction (0/1 query flag, the witness cost formula, T and T_pad - 1 steps)
+    assert sum(c.finding for c in ok) == 3 + 2 + 1
+    nan = math.nan
+    cases = []
+    for fam, label in _DD_FAMS.items():
+        cases += [({"edit": _set(("stats", fam, 1, "comp_accepts"), 9)},
+                   f"{label}: completeness"),  # an honest A rejected once
+                  ({"edit": _set(("stats", fam, 0, "sound_accepts"), 1)},
+                   f"{label}: soundness"),  # a lying A accepted once
+                  ({"edit": _set(("stats", fam, 1, "comp_accepts"), nan)},
+                   f"{label}: completeness"),
+                  ({"edit": _set(("stats", fam, 0, "sound_accepts"), nan)}, f"{label}: soundness")]
+    for fam in ("fig4", "fig3_full"):
+        for v in (1, nan):
+            cases.append(({"edit": _set(("ex_T", fam, "sound_accepts"), v)},
+                          f"{_DD_FAMS[fam]}: no claimed transcript wins"))
+    for v in (1, nan):
+        cases.append(({"edit": _set(("ex3", "sound_accepts"), v)}, "no message sequence wins"))
+    for name in ("plan", "constraints"):
+        for key, v, which in (("comp_accepts", 9, "completeness"),
+                              ("comp_accepts", nan, "completeness"),
+                              ("sound_accepts", 1, "soundness"),
+                              ("sound_accepts", nan, "soundness")):
+            cases.append(({"edit": _set(("wit", name, key), v)},
+                          f"Witness debate ({name}): {which}"))
+    for proto, col, factor, which in (
+            ("fig4", "bits_read_max_over_zoo", 2.5, "grow as l log T"),  # reads ~ S log T
+            ("fig4", "bits_read_max_over_zoo", 0.5, "grow as l log T"),
+            ("fig4", "bits_read_max_over_zoo", nan, "grow as l log T"),
+            ("fig3_full", "bits_read", 2.0, "grow as S log T"),  # reads the whole transcript
+            ("fig3_window", "bits_read", nan, "grow as S log T")):
+        cases.append(({"edit": _dd_table(proto, col, factor)}, which))
+    _assert_each_fails(_dd_rows, cases)
+    # no debate at all fails closed (not 0/0 = "completeness 1")
+    none = _dd_rows(_set(("stats", "fig4"), [_judged(comp=0), _judged(comp=0)]))
+    assert _failing(none) == ["Fig 4 cross-examination: completeness = 1 (honest A vs every B "
+                              "of the zoo)"]
+    # the findings still show a broken count (FAIL), without gating the run
+    findings = [(_set(("stats", fam, 1, "v_queries_max"), v), f"{label}: V makes at most one")
+                for fam, label in _DD_FAMS.items() for v in (2, nan)]
+    findings += [(_set(("wit", "plan", key), v), "Witness debate (plan): V queries")
+                 for key, v in (("bits_max", 20), ("bits_max", nan), ("v_queries_max", 2),
+                                ("a_steps_max", 9))]
+    findings += [(_dd_table("fig3_full", "b_steps", 3.0), "Honest prover work"),
+                 (_dd_table("fig4", "a_steps", nan), "Honest prover work")]
+    for edit, which in findings:
+        rows = _dd_rows(edit)
+        failed = [c for c in rows if not c.passed]
+        assert failed and all(c.finding and which in c.claim for c in failed), which
+        assert "holds by construction" in failed[0].note
+        assert ExperimentResult(claims=rows).passed
+
+
+# ---- stackelberg -----------------------------------------------------------------------------
+def _sb_rows(**bad):
+    cfg = sb.Config(**sb.SIZES["quick"])
+    thr = cfg.rho ** -(cfg.depth + 1)
+    good = {"honest_min": thr + 0.01, "per_run": {"stable/n_B = 20": thr + 0.01},
+            "excess_max": 0.2, "rho_max": cfg.rho - 0.5, "n_stable": 32, "chain_max": 2e-7,
+            "n_pairs": 32, "trained_u_min": 0.1, "trained_u_max": 0.3, "wall": 1.0}
+    return sb.proven_claims(cfg, sb.ProvenMeasured(**{**good, **bad}))
+
+
+def test_stackelberg_proven_rows_fail_when_a_measurement_breaks_its_bound():
+    assert [c.claim.split(":")[0] for c in _sb_rows()] == [
+        "Completeness against the trained estimators", "Chaining at the end of training"]
+    thr = sb.Config().rho ** -(sb.Config().depth + 1)
+    _assert_each_fails(_sb_rows, [
+        ({"honest_min": thr - 1e-4}, "Completeness"),  # a trained B beats the honest A
+        ({"honest_min": math.nan}, "Completeness"),
+        ({"honest_min": math.inf}, "Completeness"),  # no rho-stable tree measured
+        ({"rho_max": 2.1}, "Completeness"),  # the trees are not rho-stable: no premise
+        ({"rho_max": math.nan}, "Completeness"),
+        ({"chain_max": 1e-5}, "Chaining"),  # the rewards do not decompose
+        ({"chain_max": math.nan}, "Chaining")])
+
+
+# ---- stochastic_selfplay ---------------------------------------------------------------------
+def _ssp_rows(honest=(0.7, 0.8, 0.75), alice=(0.2, 0.3, 0.25), mc=None):
+    m = ssp.Measured(comp=0.6402, sound_acc=0.3956, setting="F2 (K = 2), T = 4",
+                     honest_vs_bob=np.array(honest), alice_vs_honest=np.array(alice))
+    return ssp.proven_claims(m) + ssp.mc_claims(
+        mc or {"yes": (0.75, 3000, 4000), "no": (0.25, 1000, 4000)})
+
+
+def test_stochastic_selfplay_gating_rows_fail_when_a_measurement_breaks_its_bound():
+    assert len(_ssp_rows()) == 4 and not any(c.finding for c in _ssp_rows())
+    nan = math.nan
+    _assert_each_fails(_ssp_rows, [
+        ({"honest": (0.7, 0.63, 0.75)}, "Honest Alice vs every"),  # a Bob beats honest Alice
+        ({"honest": (0.7, nan, 0.75)}, "Honest Alice vs every"),  # a NaN that is not first
+        ({"honest": ()}, "Honest Alice vs every"),  # no seed
+        ({"alice": (0.2, 0.3, 0.4)}, "Every self-play-trained Alice"),  # a lying Alice above
+        ({"alice": (0.2, nan, 0.25)}, "Every self-play-trained Alice"),
+        ({"mc": {"yes": (0.75, 3100, 4000), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),
+        ({"mc": {"yes": (0.75, 3000, 4000), "no": (0.25, nan, 4000)}}, "(no) agrees"),
+        ({"mc": {"yes": (nan, 3000, 4000), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),
+        ({"mc": {"yes": (0.75, 0, 0), "no": (0.25, 1000, 4000)}}, "(yes) agrees")])
+
+
+# ---- stochastic_debate: the zoo cells ----------------------------------------------------------
+def _cell_rows(wins_a=(100, 250, 300), wins_b=(900, 800, 700), trials=1000, constants="lean"):
+    cell = sd.Cell(K=2, T=8, fixture="F2", constants=constants, p_yes=0.75, p_no=0.25,
+                   comp_bound=0.64, sound_bound=0.3956, a_names=["honest", "flip", "es"],
+                   b_names=["honest", "random", "es"], wins_a=np.array(wins_a, float),
+                   wins_b=np.array(wins_b, float), trials=trials)
+    return sd.cell_claims(cell)
+
+
+def test_stochastic_cell_rows_fail_on_a_lying_alice_or_a_winning_bob():
+    assert [c.claim.split(",")[0] for c in _cell_rows()] == ["completeness", "soundness"]
+    assert all(c.p_value is not None for c in _cell_rows())  # Monte-Carlo rows of the family
+    nan = math.nan
+    _assert_each_fails(_cell_rows, [
+        ({"wins_a": (100, 450, 300)}, "soundness"),  # a lying Alice accepted above the bound
+        ({"wins_a": (100, nan, 300)}, "soundness"),
+        ({"wins_b": (900, 800, 560)}, "completeness"),  # a Bob that beats honest Alice
+        ({"wins_b": (900, nan, 700)}, "completeness"),
+        ({"wins_a": (100, 450, 300), "constants": "paper"}, "soundness")])
+    assert len(_failing(_cell_rows(trials=0))) == 2  # no debate: both rows fail closed
+
+
+# ---- ogd_estimator: soundness against fixed provers --------------------------------------------
+def _ogd_sound(u=0.2, pr=0.5, u_construct=None, reward=0.01, max_adv=0.02, nan_reward=False):
+    cfg = ogd.Config()  # d = 2, rho = 2, eta = 0.2: delta = 0.2 / 7, bound 0.5 / 8 + 0.2
+    st = types.SimpleNamespace
+    stages = [st(stage="k=2", steps=5, max_adv=max_adv, reward=reward),
+              st(stage="k=1", steps=3, max_adv=0.01, reward=math.nan if nan_reward else 0.0),
+              st(stage="final", steps=0, max_adv=1.0, reward=0.0)]
+    return ogd.soundness_claims(cfg, "obfuscating", u, pr, u if u_construct is None
+                                else u_construct, stages)
+
+
+def test_ogd_soundness_rows_fail_on_a_paying_liar():
+    assert len(_ogd_sound()) == 2
+    _assert_each_fails(_ogd_sound, [
+        ({"u": 0.27}, "U_A <= rho^-(d+1)"),  # the liar earns above 2^-3 Pr + eta = 0.2625
+        ({"u": math.nan}, "U_A <= rho^-(d+1)"),
+        ({"pr": math.nan}, "U_A <= rho^-(d+1)"),
+        ({"u_construct": 0.25}, "U_A <= rho^-(d+1)"),  # enumeration and construction disagree
+        ({"max_adv": 0.03}, "U_A <= rho^-(d+1)"),  # a stage that did not get below delta
+        ({"reward": 0.06}, "per-round mean reward"),  # E[R_k] above 2 delta = 0.0571
+        ({"nan_reward": True}, "per-round mean reward")])
