@@ -5,6 +5,7 @@
     dedebate sweep CONFIG [key.sub=value ...] [--processes N | --distributed] [--resume DIR]
                                                           a grid of runs (the config's sweep block)
     dedebate reproduce [--quick|--full] [--only NAME ...] every claim, one report
+    dedebate reproduce --resume DIR [--only NAME ...]     continue one (finished runs are kept)
     dedebate bench NAME [--full] [--out FILE] | --list    a benchmark from bench/, as JSON
     dedebate config NAME [--yaml]                         the documented config keys
     dedebate list                                         registered experiments
@@ -80,9 +81,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="tiny sizes (what the tests use)")
     g.add_argument("--full", dest="size", action="store_const", const="full",
                    help="paper-scale sizes (for an accelerator)")
-    rep.set_defaults(size="default")
+    rep.set_defaults(size=None)
     rep.add_argument("--only", nargs="+", metavar="NAME", help="only these experiments")
-    rep.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    rep.add_argument("--seed", type=int, default=None, help="root seed (default 0)")
+    rep.add_argument("--resume", metavar="REPRODUCE_DIR",
+                     help="continue REPRODUCE_DIR (its size and seed): experiments that "
+                          "finished there are not run again")
     rep.add_argument("--output-dir", default="runs", help="where reproduce-<timestamp>/ goes")
     rep.add_argument("--tracking", default="auto",
                      choices=("auto", "offline", "online", "disabled"),
@@ -340,9 +344,38 @@ def _sweep(module, cfg, *, sweep_dir, show_progress: bool) -> int:
     return EXIT_OK
 
 
+def _reproduce_header(report_dir: Path) -> tuple[str, int]:
+    """The size and seed a reproduce directory was made with (its report.json), or ValueError
+    with the reason in words."""
+    path = report_dir / "report.json"
+    try:
+        prov = json.loads(path.read_text()).get("provenance")
+    except FileNotFoundError:
+        raise ValueError("no report.json there (not a reproduce directory)") from None
+    except (OSError, ValueError, AttributeError) as err:
+        raise ValueError(f"cannot read {path}: {err}") from None
+    size, seed = (prov or {}).get("size"), (prov or {}).get("seed")
+    if not isinstance(size, str) or not isinstance(seed, int):
+        raise ValueError(f"{path} names no size and seed (not a reproduce report)")
+    return size, seed
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from dedebate.lab.report import reproduce
 
+    if args.resume:
+        try:
+            size, seed = _reproduce_header(Path(args.resume))
+        except ValueError as err:
+            return _die_usage(f"--resume {args.resume}: {err}")
+        for flag, given, stored in (("size", args.size, size), ("--seed", args.seed, seed)):
+            if given is not None and given != stored:
+                return _die_usage(f"--resume {args.resume}: it was reproduced with {flag} "
+                                  f"{stored!r}, not {given!r}; leave the option out or start a "
+                                  "new reproduce")
+        args.size, args.seed = size, seed
+    args.size = "default" if args.size is None else args.size
+    args.seed = 0 if args.seed is None else args.seed
     if args.seed < 0 or args.seed >= 2**32:
         return _die_usage(f"--seed {args.seed}: must be an integer in [0, 2^32)")
     reg = _registry()
@@ -356,7 +389,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         outcome = reproduce(reg, size=args.size, seed=args.seed, output_dir=args.output_dir,
                             only=args.only, tracking_mode=args.tracking,
-                            show_progress=not args.no_progress)
+                            show_progress=not args.no_progress, resume_dir=args.resume)
     except ValueError as err:
         print(f"dedebate: error: {err}", file=sys.stderr)
         return EXIT_FAIL

@@ -89,10 +89,18 @@ def test_relogged_steps_appear_once_with_uninterrupted_values(tmp_path, fake_ckp
     assert without_wall(got) == want
     assert again.result.metrics["total"] == fresh.result.metrics["total"]
 
-    # resuming the finished run: every chunk restored, nothing logged or saved again
+    # a run killed after its last checkpoint, before its results.json: the resume restores
+    # every chunk and logs or saves nothing again
     before = (crashed.run_dir / "metrics.jsonl").read_bytes(), tree(crashed.run_dir)
+    (crashed.run_dir / "results.json").unlink()
     done = resume(fake_ckpt, tmp_path, "cut", crashed.run_dir)
-    assert done.error is None and done.result.metrics["resumed_from"] == 6
+    assert done.error is None and done.result.metrics["resumed_from"] == 6 and not done.reused
+    assert ((crashed.run_dir / "metrics.jsonl").read_bytes(), tree(crashed.run_dir)) == before
+    # resuming the finished run: its stored record, nothing run
+    results = (crashed.run_dir / "results.json").read_bytes()
+    stored = resume(fake_ckpt, tmp_path, "cut", crashed.run_dir)
+    assert stored.reused and stored.results == done.results
+    assert (crashed.run_dir / "results.json").read_bytes() == results
     assert ((crashed.run_dir / "metrics.jsonl").read_bytes(), tree(crashed.run_dir)) == before
 
 

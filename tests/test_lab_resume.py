@@ -174,16 +174,18 @@ def test_damaged_newest_checkpoint_recovers_and_converges(tmp_path, monkeypatch,
     if damage != "half-written":  # a save cut short is not a step: nothing to warn about
         assert "moved aside" in capsys.readouterr().err
 
-    before = _on_disk(crashed.run_dir)  # a second resume finds every chunk done: a no-op
+    before = _on_disk(crashed.run_dir)  # a second resume finds the run finished: a no-op
     third = _run(fake_ckpt, tmp_path, crashed.run_dir, resume=True)
-    assert third.error is None and third.result.metrics["resumed_from"] == 6
-    assert third.results["claims"] == again.results["claims"]
+    assert third.reused and third.error is None and third.results == again.results
     assert third.result.metrics["total"] == again.result.metrics["total"]
     assert _on_disk(crashed.run_dir) == before
 
 
 def test_a_failed_resume_keeps_the_finished_results(tmp_path, fake_ckpt, monkeypatch):
     done = _run(fake_ckpt, tmp_path)
+    # a finished run that lost a file it lists is run again (a complete one is not run at all)
+    record = json.loads((done.run_dir / "results.json").read_text())
+    (done.run_dir / "results.json").write_text(json.dumps({**record, "plots": ["plots/x.png"]}))
     good = (done.run_dir / "results.json").read_bytes()
 
     def broken(cfg, ctx):

@@ -229,6 +229,11 @@ def test_resume_reuses_the_matching_run_dir(tmp_path, fake_env, fake_registry, c
     again = run_experiment(exps["fake_pass"], resolve({**base, "resume": True}, exps),
                            show_progress=False)
     assert again.run_dir == first.run_dir
+    assert again.reused  # it had finished: nothing to do
+    (first.run_dir / "results.json").unlink()  # as if killed before the end: run again
+    again = run_experiment(exps["fake_pass"], resolve({**base, "resume": True}, exps),
+                           show_progress=False)
+    assert again.run_dir == first.run_dir and not again.reused
     assert read_results(again.run_dir)["provenance"]["resumed"] is True
     # a resumed run that re-logs the same steps replaces those rows: each step appears once
     rows = (first.run_dir / "metrics.jsonl").read_text().splitlines()

@@ -1,11 +1,44 @@
 """Nothing lost, nothing stuck: hostile input and a hostile environment give one line and an exit
 code, never a hang, a traceback or a silently wrong result.
 
-Each test reproduces one failure of the lab shell seen by trying it as a hostile user would:
-YAML alias bombs, deep nesting and duplicate keys; W&B online without a network; output
-directories that cannot be used; a full disk; two processes resuming one run; sweep child
-processes started from a folder with its own packages; a damaged sweep group file; a run whose
-process dies before it records anything.
+The index of the twelve failures once seen by trying the lab as a hostile user would; each has a
+``test_failure_NN_...`` here, or (where the test needs a real experiment's training and is
+expensive) a line naming where it lives:
+
+01 a corrupt newest checkpoint left a run stuck (StepAlreadyExistsError on every resume):
+   test_failure_01_corrupt_newest_checkpoint_recovers_then_resume_is_a_no_op here (the lab's
+   driver and Orbax checkpointer, every kind of damage: tests/test_lab_resume.py::
+   test_damaged_newest_checkpoint_recovers_and_converges; saves with and without ``force``:
+   tests/test_lab_checkpoint.py::test_saves_never_collide_with_old_steps; the real training
+   experiments, newest checkpoint deleted or corrupted, bit-equal and then a no-op:
+   tests/test_ogd_resume.py, tests/test_stackelberg_resume.py,
+   tests/test_stochastic_selfplay_resume.py; a failed resume keeps the finished results:
+   tests/test_lab_resume.py::test_a_failed_resume_keeps_the_finished_results)
+02 a YAML alias bomb grew to gigabytes: test_failure_02_yaml_alias_bomb_is_refused_before_expansion
+03 counts without an upper bound; a process that died left no record:
+   test_failure_03_a_run_records_running_before_the_work_starts here; the bounds:
+   tests/test_lab_params.py::test_every_field_is_a_bounded_param_and_every_preset_is_in_range
+   and ::test_over_limit_count_fails_fast_naming_the_max
+04 W&B online without a network waited a minute per W&B run:
+   test_failure_04_wandb_online_without_network_falls_back_to_offline_once (a reproduce online
+   off-network against offline), test_failure_04_wandb_probe_and_a_failed_online_start
+05 resuming a finished run garbled and duplicated metrics.jsonl:
+   test_failure_05_resuming_a_finished_run_changes_nothing_on_disk (also ``reproduce --resume``);
+   explicit steps, rows logged once: tests/test_lab_metrics_resume.py
+06 output-directory problems printed tracebacks; ``~`` made a folder named ``~``:
+   test_failure_06_output_directory_errors_are_one_line_for_run_sweep_and_reproduce
+07 sweep child processes imported the current folder's ``experiments`` package:
+   test_failure_07_sweep_children_never_import_the_current_folders_packages
+08 with ``size: quick`` bad values in the file were silently replaced by the preset:
+   tests/test_lab_params.py::test_bad_value_in_file_under_quick_is_a_one_line_error
+09 deep YAML nesting, duplicate keys, a directory as the config:
+   test_failure_09_deep_nesting_duplicate_keys_and_bad_paths
+10 a resumed sweep trusted a truncated group file: test_failure_10_resumed_sweep_recomputes_a_
+   damaged_group
+11 a full disk gave hundreds of traceback lines and left ``.tmp`` files:
+   test_failure_11_full_disk_is_one_line_naming_the_file_and_leaves_no_temporary_file
+12 two ``--resume`` of one run at once failed cryptically:
+   test_failure_12_second_resume_of_a_run_in_use_exits_2_at_once
 """
 
 from __future__ import annotations
@@ -63,7 +96,7 @@ def closed_loopback_port() -> int:
 # ----------------------------------------------------------------------------- safe YAML
 
 
-def test_alias_bomb_is_refused_before_expansion(tmp_path, fake_env, capsys):
+def test_failure_02_yaml_alias_bomb_is_refused_before_expansion(tmp_path, fake_env, capsys):
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(BOMB)
     t0 = time.monotonic()
@@ -84,7 +117,7 @@ def test_alias_bomb_is_refused_before_expansion(tmp_path, fake_env, capsys):
     assert time.monotonic() - t0 < 5  # was: 5-6 GB and no answer
 
 
-def test_deep_nesting_duplicate_keys_and_bad_paths(tmp_path, fake_env, capsys):
+def test_failure_09_deep_nesting_duplicate_keys_and_bad_paths(tmp_path, fake_env, capsys):
     deep = tmp_path / "deep.yaml"
     deep.write_text("experiment: fake_pass\nparams:\n  xs: " + "[" * 5000 + "]" * 5000 + "\n")
     err = one_line_error(capsys, cli.main(["run", str(deep)]),
@@ -110,13 +143,11 @@ def test_deep_nesting_duplicate_keys_and_bad_paths(tmp_path, fake_env, capsys):
 # ----------------------------------------------------------------------------- W&B off-network
 
 
-def test_wandb_online_without_network_falls_back_to_offline_once(tmp_path, fake_env, capsys,
-                                                                  monkeypatch):
-    port = closed_loopback_port()  # nothing listens: "no network", and nothing leaves the host
+def test_failure_04_wandb_online_without_network_falls_back_to_offline_once(
+        tmp_path, fake_env, capsys, monkeypatch):
     for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
                 "all_proxy"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
     # what waits on the network: the probe (timed here) and online W&B starts (none may happen)
     import wandb
@@ -137,23 +168,41 @@ def test_wandb_online_without_network_falls_back_to_offline_once(tmp_path, fake_
 
     monkeypatch.setattr(tracking, "probe", timed_probe)
     monkeypatch.setattr(wandb, "init", watched_init)
-    code = cli.main(["reproduce", "--quick", "--tracking", "online", "--no-progress",
-                     "--only", "fake_pass", "--output-dir", str(tmp_path)])
-    out, err = capsys.readouterr()
-    assert code == 0, err
+    # the slowest way to have no network: a server that accepts and never answers (dropped
+    # packets); nothing leaves the host. A reproduce online, then the same offline.
+    times, reports = {}, {}
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen()
+        url = f"http://127.0.0.1:{mute.getsockname()[1]}"
+        monkeypatch.setenv("WANDB_BASE_URL", url)
+        for mode in ("online", "offline"):
+            t0 = time.monotonic()
+            code = cli.main(["reproduce", "--quick", "--tracking", mode, "--no-progress",
+                             "--only", "fake_pass", "--output-dir", str(tmp_path / mode)])
+            times[mode] = time.monotonic() - t0
+            out, err = capsys.readouterr()
+            assert code == 0, err
+            (reports[mode],) = (tmp_path / mode).glob("reproduce-*")
+            if mode == "online":
+                warnings = [line for line in err.splitlines() if "W&B online mode is off" in line]
+                assert len(warnings) == 1, err
+                assert f"{url} does not answer: no answer within" in warnings[0]
     # one probe for the whole reproduce, bounded by its timeout; was: 60 s per W&B run
-    assert len(probes) == 1 and probes[0] <= tracking.PROBE_TIMEOUT_S + 1
-    assert inits == ["offline", "offline"]  # the reproduce job and the fake_pass run
-    warnings = [line for line in err.splitlines() if "W&B online mode is off" in line]
-    assert len(warnings) == 1 and f"http://127.0.0.1:{port} does not answer" in warnings[0], err
-    (rep,) = tmp_path.glob("reproduce-*")
-    res = json.loads((rep / "fake_pass" / "results.json").read_text())
-    assert res["status"] == "ok" and res["provenance"]["tracking"]["mode"] == "offline"
-    assert list((rep / "fake_pass" / "wandb").glob("offline-run-*"))
-    assert list((rep / "wandb").glob("offline-run-*"))
+    assert len(probes) == 1
+    assert tracking.PROBE_TIMEOUT_S - 0.5 <= probes[0] <= tracking.PROBE_TIMEOUT_S + 1
+    assert inits == ["offline"] * 4  # the reproduce job and the fake_pass run, twice
+    assert times["online"] - times["offline"] < 15, times
+    for mode, rep in reports.items():  # every result on disk, online (fallen back) or offline
+        assert json.loads((rep / "report.json").read_text())["complete"] is True
+        res = json.loads((rep / "fake_pass" / "results.json").read_text())
+        assert res["status"] == "ok" and len(res["claims"]) == 2
+        assert res["provenance"]["tracking"]["mode"] == "offline", mode
+        assert list((rep / "fake_pass" / "wandb").glob("offline-run-*"))
+        assert list((rep / "wandb").glob("offline-run-*"))
 
 
-def test_wandb_probe_and_a_failed_online_start(tmp_path, monkeypatch, capsys):
+def test_failure_04_wandb_probe_and_a_failed_online_start(tmp_path, monkeypatch, capsys):
     import http.server
     import threading
 
@@ -204,8 +253,8 @@ def test_wandb_probe_and_a_failed_online_start(tmp_path, monkeypatch, capsys):
 # ----------------------------------------------------------------------------- run directories
 
 
-def test_output_directory_errors_are_one_line_for_run_sweep_and_reproduce(tmp_path, fake_env,
-                                                                          capsys, monkeypatch):
+def test_failure_06_output_directory_errors_are_one_line_for_run_sweep_and_reproduce(
+        tmp_path, fake_env, capsys, monkeypatch):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("experiment: fake_pass\nsize: quick\ntracking: {mode: disabled}\n")
     afile = tmp_path / "afile"
@@ -239,7 +288,7 @@ def test_output_directory_errors_are_one_line_for_run_sweep_and_reproduce(tmp_pa
     assert made.parent == tmp_path / "home" / "runs" and not (tmp_path / "~").exists()
 
 
-def test_full_disk_is_one_line_naming_the_file_and_leaves_no_temporary_file(
+def test_failure_11_full_disk_is_one_line_naming_the_file_and_leaves_no_temporary_file(
         tmp_path, fake_env, capsys, monkeypatch):
     real_write_text = Path.write_text
 
@@ -267,7 +316,7 @@ def test_full_disk_is_one_line_naming_the_file_and_leaves_no_temporary_file(
     assert not list(tmp_path.glob("t.csv*"))
 
 
-def test_second_resume_of_a_run_in_use_exits_2_at_once(tmp_path, fake_env, capsys):
+def test_failure_12_second_resume_of_a_run_in_use_exits_2_at_once(tmp_path, fake_env, capsys):
     reg = {"fake_pass": types.SimpleNamespace(Config=_TinyConfig, NAME="fake_pass")}
     run_dir = tmp_path / "fake_pass-20250101T000000Z"
     run_dir.mkdir()
@@ -297,15 +346,105 @@ def test_second_resume_of_a_run_in_use_exits_2_at_once(tmp_path, fake_env, capsy
     assert (run_dir / ".lock").read_text() == ""  # released
 
 
+# ----------------------------------------------------------------------------- resume
+
+
+def _snapshot(run_dir: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``run_dir``: its bytes and modification time."""
+    return {str(f.relative_to(run_dir)): (f.read_bytes(), f.stat().st_mtime_ns)
+            for f in sorted(run_dir.rglob("*")) if f.is_file()}
+
+
+def test_failure_01_corrupt_newest_checkpoint_recovers_then_resume_is_a_no_op(tmp_path,
+                                                                             capsys):
+    from dedebate.lab.registry import discover_experiments
+
+    module = discover_experiments(["tests.fake_experiments.resumable"]).experiments["fake_ckpt"]
+    cfg = resolve({"experiment": "fake_ckpt", "output_dir": str(tmp_path), "resume": True,
+                   "tracking": {"mode": "disabled"}}, {"fake_ckpt": module})
+    done = run_experiment(module, cfg, show_progress=False)
+    run_dir, good = done.run_dir, (done.run_dir / "results.json").read_bytes()
+    assert json.loads(good)["status"] == "ok" and len(json.loads(good)["claims"]) == 1
+    newest = run_dir / "checkpoints" / "6"
+    for f in [f for f in newest.rglob("*") if f.is_file() and f.parent.name == "d"]:
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    # the finished run is finished: its results are kept, its checkpoints are not even read
+    assert run_experiment(module, cfg, show_progress=False).reused
+    assert (run_dir / "results.json").read_bytes() == good
+    # killed before its results.json: the resume falls back a step, moves the bad one aside,
+    # saves that step again (was: StepAlreadyExistsError on every later resume) ...
+    (run_dir / "results.json").unlink()
+    capsys.readouterr()
+    again = run_experiment(module, cfg, show_progress=False)
+    assert again.run_dir == run_dir and again.error is None and not again.reused
+    assert "falling back to step 5" in capsys.readouterr().err
+    assert again.results["claims"] == json.loads(good)["claims"]
+    assert again.results["metrics"]["total"] == json.loads(good)["metrics"]["total"]
+    assert again.results["metrics"]["resumed_from"] == 5
+    assert (run_dir / "checkpoints" / "corrupt-6").is_dir() and (newest / "state").is_dir()
+    # ... and then nothing is stuck: the next resume is a no-op
+    before = _snapshot(run_dir)
+    assert run_experiment(module, cfg, show_progress=False).reused
+    assert _snapshot(run_dir) == before
+
+
+def test_failure_05_resuming_a_finished_run_changes_nothing_on_disk(tmp_path, fake_env, capsys,
+                                                                    monkeypatch):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"experiment: fake_pass\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n"
+                   "tracking: {mode: disabled}\n")
+    assert cli.main(["run", "--no-progress", str(cfg)]) == 0
+    (run_dir,) = (tmp_path / "runs").glob("fake_pass-*")
+    before = _snapshot(run_dir)
+    assert {"results.json", "metrics.jsonl", "config.yaml", "plots/counts.png",
+            "tables/chunks.csv"} <= set(before)
+    capsys.readouterr()
+    for argv in (["--resume", str(run_dir)], [str(cfg), "resume=true"]):
+        assert cli.main(["run", "--no-progress", *argv]) == 0
+        out, err = capsys.readouterr()
+        assert err == f"dedebate: run already finished: {run_dir}; nothing to do\n"
+        assert "PASS  heads rate near p" in out  # the stored record, reported again
+        assert _snapshot(run_dir) == before  # no byte, no mtime, not even the lock file
+
+    # reproduce --resume: the finished experiment is skipped, the failed one is run again
+    rep_args = ["reproduce", "--quick", "--no-progress", "--tracking", "disabled", "--only",
+                "fake_pass", "fake_raise", "--output-dir", str(tmp_path / "rep")]
+    assert cli.main(rep_args) == 1
+    (rep,) = (tmp_path / "rep").glob("reproduce-*")
+    passed = _snapshot(rep / "fake_pass")
+    failed = json.loads((rep / "fake_raise" / "results.json").read_text())
+    assert failed["status"] == "error"
+    fake_raise = sys.modules["tests.fake_experiments.fake_raise"]
+    monkeypatch.setattr(fake_raise, "run", lambda cfg, ctx: ExperimentResult(
+        claims=[Claim.exact("fixed", "s", "== 1", 1, True)]))
+    capsys.readouterr()
+    assert cli.main(["reproduce", "--resume", str(rep), "--no-progress", "--tracking",
+                     "disabled", "--only", "fake_pass", "fake_raise"]) == 0
+    out, err = capsys.readouterr()
+    assert f"run already finished: {rep / 'fake_pass'}; nothing to do" in err
+    assert "PASS: 3/3 claims pass" in out, out
+    assert _snapshot(rep / "fake_pass") == passed
+    assert json.loads((rep / "fake_raise" / "results.json").read_text())["status"] == "ok"
+    report = json.loads((rep / "report.json").read_text())
+    assert report["complete"] and report["passed"] and report["provenance"]["resumed"] is True
+    assert list((tmp_path / "rep").iterdir()) == [rep]  # no new reproduce directory
+    # what the resume needs from the command line is checked first, in one line
+    one_line_error(capsys, cli.main(["reproduce", "--resume", str(rep), "--full"]),
+                   "it was reproduced with size 'quick', not 'full'")
+    one_line_error(capsys, cli.main(["reproduce", "--resume", str(tmp_path)]),
+                   "no report.json there (not a reproduce directory)")
+
+
 # ----------------------------------------------------------------------------- run record
 
 
-def test_run_record_says_running_before_the_work_starts(tmp_path):
+def test_failure_03_a_run_records_running_before_the_work_starts(tmp_path):
     seen = []
 
     def run(cfg, ctx):
         seen.append(json.loads((ctx.run_dir / "results.json").read_text()))
-        return ExperimentResult(claims=[Claim.exact("c", "s", "== 1", 1, True)])
+        return ExperimentResult(claims=[Claim.exact("c", "s", "== 1", 1, True)],
+                                tables={"t": [{"a": 1}]})
 
     module = types.SimpleNamespace(NAME="tiny", TITLE="tiny", Config=_TinyConfig, run=run)
     cfg = resolve({"experiment": "tiny", "output_dir": str(tmp_path), "resume": True,
@@ -314,7 +453,11 @@ def test_run_record_says_running_before_the_work_starts(tmp_path):
     assert seen[0]["status"] == "running" and seen[0]["pid"] == os.getpid()
     assert "died" in seen[0]["note"] and seen[0]["started_utc"]
     assert json.loads((rec.run_dir / "results.json").read_text())["status"] == "ok"
-    # a finished run resumed: its results stay on disk while the new attempt works
+    # a finished run resumed: nothing runs
+    assert run_experiment(module, cfg, run_dir=rec.run_dir, show_progress=False).reused
+    assert len(seen) == 1
+    # a finished run that lost a file is run again: its results stay on disk meanwhile
+    (rec.run_dir / "tables" / "t.csv").unlink()
     run_experiment(module, cfg, run_dir=rec.run_dir, show_progress=False)
     assert seen[1]["status"] == "ok" and seen[1]["claims"][0]["claim"] == "c"
     # an attempt that died left "running": the next attempt replaces it with its own
@@ -326,8 +469,8 @@ def test_run_record_says_running_before_the_work_starts(tmp_path):
 # ----------------------------------------------------------------------------- sweeps
 
 
-def test_sweep_children_never_import_the_current_folders_packages(tmp_path, cli_env, capfd,
-                                                                  monkeypatch):
+def test_failure_07_sweep_children_never_import_the_current_folders_packages(
+        tmp_path, cli_env, capfd, monkeypatch):
     from dedebate.lab.distributed import launch_local
     from dedebate.lab.registry import discover_experiments
 
@@ -352,7 +495,7 @@ def test_sweep_children_never_import_the_current_folders_packages(tmp_path, cli_
     assert out == "tiny\tthe real one\n", (out, err)  # was: "(no experiments registered)"
 
 
-def test_resumed_sweep_recomputes_a_damaged_group(tmp_path, capsys):
+def test_failure_10_resumed_sweep_recomputes_a_damaged_group(tmp_path, capsys):
     from dedebate.lab.registry import discover_experiments
     from dedebate.lab.sweep import check_group_file, plan, run_sweep
 

@@ -2,10 +2,15 @@
 
 A tiny run (2 seeds, 8 A updates in 4 chunks, n_B = 2 and simultaneous play) is interrupted after
 its second chunk, then resumed from the Orbax checkpoint in the same directory: every final
-number and every logged per-seed curve equals the uninterrupted run's, bit for bit.
+number and every logged per-seed curve equals the uninterrupted run's, bit for bit. A finished
+run whose newest checkpoint is deleted or corrupted resumes to the same numbers (the bad step
+moved aside and saved again), and a second resume trains and saves nothing. One uninterrupted
+run is shared by the tests (one compile of the training program).
 """
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 
@@ -20,10 +25,17 @@ def _numbers(result):
     return ([(c.value, c.lo, c.hi, c.passed) for c in result.claims], result.tables)
 
 
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted run: its directory, context and result."""
+    root = tmp_path_factory.mktemp("ref")
+    ctx = FakeContext(root, seed=0, name="stackelberg")
+    return root, ctx, E.run(CFG, ctx)
+
+
 @pytest.mark.slow
-def test_resumed_run_equals_uninterrupted(tmp_path):
-    ref_ctx = FakeContext(tmp_path / "ref", seed=0, name="stackelberg")
-    ref = E.run(CFG, ref_ctx)
+def test_resumed_run_equals_uninterrupted(tmp_path, reference):
+    _, ref_ctx, ref = reference
 
     root = tmp_path / "crashed"
     with pytest.raises(Crash):
@@ -51,3 +63,47 @@ def test_resumed_run_equals_uninterrupted(tmp_path):
     summary = [(step, row["schedule"]) for step, row in resumed_ctx.logged if "part" in row]
     assert summary == [(CFG.steps, "n_B = 2"), (CFG.steps + 1, "simultaneous")]
     assert summary == [(step, row["schedule"]) for step, row in ref_ctx.logged if "part" in row]
+
+
+def _checkpoint_files(root):
+    ck = root / "checkpoints"
+    return {str(p.relative_to(ck)): p.read_bytes() for p in sorted(ck.rglob("*")) if p.is_file()}
+
+
+def _curves(ctx):
+    return {step: row for step, row in ctx.logged if "part" not in row}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["delete", "corrupt"])
+def test_damaged_newest_checkpoint_resumes_bit_equal_then_resume_is_a_no_op(tmp_path, reference,
+                                                                            damage):
+    ref_root, ref_ctx, ref = reference
+    root = tmp_path / "run"
+    shutil.copytree(ref_root / "checkpoints", root / "checkpoints")
+    newest = root / "checkpoints" / str(CFG.chunks)  # checkpoint step = chunks done
+    assert newest.is_dir()
+    if damage == "delete":
+        shutil.rmtree(newest)
+    else:
+        files = [f for f in newest.rglob("*") if f.is_file() and f.parent.name == "d"]
+        assert files
+        for f in files:
+            f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    ctx = FakeContext(root, seed=0, name="stackelberg", resume=True)
+    again = E.run(CFG, ctx)
+    assert ctx.bars[0].n == CFG.chunks
+    assert _numbers(again) == _numbers(ref)
+    # the last chunk was trained again, to the uninterrupted run's curves
+    last = CFG.steps // CFG.chunks
+    assert sorted(_curves(ctx)) == list(range(CFG.steps - last, CFG.steps))
+    assert all(row == _curves(ref_ctx)[t] for t, row in _curves(ctx).items())
+    assert newest.is_dir() and (root / "checkpoints" / f"corrupt-{CFG.chunks}").is_dir() == (
+        damage == "corrupt")
+
+    before = _checkpoint_files(root)  # every chunk done: nothing trained, logged or saved
+    ctx = FakeContext(root, seed=0, name="stackelberg", resume=True)
+    third = E.run(CFG, ctx)
+    assert _numbers(third) == _numbers(ref)
+    assert ctx.bars[0].n == CFG.chunks and _curves(ctx) == {}
+    assert _checkpoint_files(root) == before

@@ -6,9 +6,14 @@ both restores chunks and recomputes one it had already logged -- then resumed fr
 checkpoints in the same directory (through the lab's chunked driver). The final training state (both players, Adam states, update
 counters, keys, monitors) is bit-equal to the uninterrupted run's, every claim, table and metric
 (wall times aside) is equal, and the rows the resumed attempt logs equal the uninterrupted run's.
+A finished run whose newest checkpoint is deleted or corrupted resumes to the same state and
+numbers, and a second resume trains, logs and saves nothing. One uninterrupted run is shared by
+the tests (one compile of the training program).
 """
 
 from __future__ import annotations
+
+import shutil
 
 import jax
 import numpy as np
@@ -52,10 +57,17 @@ def _numbers(result):
         result.tables, metrics
 
 
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted run: its directory, context and result."""
+    root = tmp_path_factory.mktemp("ref")
+    ctx = FakeContext(root, seed=0, name=E.NAME)
+    return root, ctx, E.run(CFG, ctx)
+
+
 @pytest.mark.slow
-def test_resumed_run_equals_uninterrupted(tmp_path):
-    ref_ctx = FakeContext(tmp_path / "ref", seed=0, name=E.NAME)
-    ref = E.run(CFG, ref_ctx)
+def test_resumed_run_equals_uninterrupted(tmp_path, reference):
+    ref_root, ref_ctx, ref = reference
 
     root = tmp_path / "crashed"
     with pytest.raises(Crash):
@@ -66,7 +78,7 @@ def test_resumed_run_equals_uninterrupted(tmp_path):
     assert bar.n == bar.total == N_CHUNKS  # 4 chunks restored, 4 trained
 
     # the final training state, bit for bit (the last chunk is always checkpointed)
-    step_ref, state_ref = _final_state(tmp_path / "ref")
+    step_ref, state_ref = _final_state(ref_root)
     step_res, state_res = _final_state(root)
     assert step_ref == step_res == N_CHUNKS  # chunks done
     assert jax.tree.structure(state_ref) == jax.tree.structure(state_res)
@@ -90,6 +102,49 @@ def test_resumed_run_equals_uninterrupted(tmp_path):
     assert sorted(again) == [("no", 2 * CFG.steps + s) for s in range(10, CFG.steps + 1, 10)]
     assert resumed_ctx.truncated == [CFG.steps + 1]  # after the yes-instance's main run
     assert all(again[k] == ref_rows[k] for k in again)
+
+
+def _checkpoint_files(root):
+    ck = root / "checkpoints"
+    return {str(p.relative_to(ck)): p.read_bytes() for p in sorted(ck.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["delete", "corrupt"])
+def test_damaged_newest_checkpoint_resumes_bit_equal_then_resume_is_a_no_op(tmp_path, reference,
+                                                                            damage):
+    ref_root, ref_ctx, ref = reference
+    root = tmp_path / "run"
+    shutil.copytree(ref_root / "checkpoints", root / "checkpoints")
+    newest = root / "checkpoints" / str(N_CHUNKS)  # checkpoint step = chunks done
+    assert newest.is_dir()
+    if damage == "delete":
+        shutil.rmtree(newest)
+    else:
+        files = [f for f in newest.rglob("*") if f.is_file() and f.parent.name == "d"]
+        assert files
+        for f in files:
+            f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    ctx = FakeContext(root, seed=0, name=E.NAME, resume=True)
+    again = E.run(CFG, ctx)
+    assert ctx.bars[0].n == N_CHUNKS
+    assert _numbers(again) == _numbers(ref)
+    step_ref, state_ref = _final_state(ref_root)
+    step_res, state_res = _final_state(root)
+    assert step_ref == step_res == N_CHUNKS
+    for x, y in zip(_leaves(state_ref), _leaves(state_res), strict=True):
+        np.testing.assert_array_equal(x, y)
+    # the last checkpoint interval (the last two chunks: the no-instance's n_b = 1 run, whose
+    # rows are not logged) was trained again and saved where the bad step was
+    assert newest.is_dir() and ctx.logged == []
+    assert (root / "checkpoints" / f"corrupt-{N_CHUNKS}").is_dir() == (damage == "corrupt")
+
+    before = _checkpoint_files(root)  # every chunk done: nothing trained, logged or saved
+    ctx = FakeContext(root, seed=0, name=E.NAME, resume=True)
+    third = E.run(CFG, ctx)
+    assert _numbers(third) == _numbers(ref)
+    assert ctx.bars[0].n == N_CHUNKS and ctx.logged == []
+    assert _checkpoint_files(root) == before
 
 
 def test_checkpoint_config_validation():

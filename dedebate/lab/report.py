@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import sys
 import time
@@ -94,10 +95,15 @@ def _job_passed(entries: list[ExperimentEntry]) -> bool:
 def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
               output_dir: str = "runs", only: list[str] | None = None,
               tracking_mode: str = "auto", project: str = "dedebate",
-              show_progress: bool = True) -> ReproduceOutcome:
+              show_progress: bool = True,
+              resume_dir: str | os.PathLike | None = None) -> ReproduceOutcome:
     """Run the selected experiments at ``size`` and write ``report.md`` / ``report.json``.
 
-    Raises ``ValueError`` if nothing is selected (no experiment and no import error to report).
+    ``resume_dir``: continue that reproduce directory instead of a new one; every experiment is
+    run with ``resume``, so one that finished there is not run again (its stored record is
+    reported, see ``dedebate/lab/runner.py``) and one that failed or died is run again, from its
+    checkpoints. Raises ``ValueError`` if nothing is selected (no experiment and no import error
+    to report).
     """
     names = registry.names()
     import_errors: Mapping[str, str] = registry.errors
@@ -107,7 +113,8 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
     if not names and not import_errors:
         raise ValueError("no experiments found to reproduce (the experiments package has no "
                          "module defining NAME and run)")
-    report_dir = new_run_dir(output_dir, "reproduce")
+    report_dir = new_run_dir(output_dir, "reproduce") if resume_dir is None \
+        else Path(resume_dir).resolve()
     group = report_dir.name
     started = utc_iso()
     t_start = time.monotonic()
@@ -117,6 +124,8 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
         "started_utc": started,
         **environment_provenance(),
     }
+    if resume_dir is not None:
+        header["resumed"] = True
     entries: list[ExperimentEntry] = []
     for mod_name, err in sorted(import_errors.items()):
         entries.append(ExperimentEntry(name=mod_name, status="error",
@@ -138,6 +147,7 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
                                 measurement_only=bool(getattr(module, "MEASUREMENT_ONLY", False)))
         try:
             cfg = default_config(module, size=size, seed=seed, output_dir=str(report_dir),
+                                 resume=resume_dir is not None,
                                  tracking={"mode": tracking_mode, "project": project,
                                            "group": group})
         except ConfigError as err:

@@ -13,6 +13,11 @@ Layout of a run directory::
                                (whose results.json is kept)
     <run_dir>/wandb/           the W&B run (offline by default)
 
+Resuming a finished run (``resume``: results.json says "ok", was computed from this config hash,
+and every table and plot it lists is on disk) is a no-op: one line ("run already finished: DIR;
+nothing to do") and the stored record, without writing, locking or starting anything. A run that
+ended in error, died ("running"), or lost a listed file is run again.
+
 metrics.jsonl holds each logged row once, also after a resume. Every row carries its step
 (``ctx.log(row, step=...)``; without one, one more than the previous row's). A fresh (not
 resumed) run starts an empty file. A resumed run reads the rows already there (a line torn by a
@@ -43,6 +48,7 @@ from typing import Any
 from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
 from dedebate.lab.experiment import Claim, ExperimentResult, gating, with_family_decisions
 from dedebate.lab.rundir import (
+    LOCK_NAME,
     RunDirError,
     environment_provenance,
     eprint,
@@ -205,6 +211,7 @@ class RunRecord:
     error: str | None
     wall_time_s: float
     results: dict[str, Any]
+    reused: bool = False  # a finished run's stored record (resume was a no-op)
 
     @property
     def passed(self) -> bool:
@@ -251,9 +258,75 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
         raise RunDirError(f"{run_dir}: cannot create the run directory: {err.strerror or err}"
                           ) from None
     resume = resume or (cfg.resume and (run_dir / "checkpoints").is_dir())
+    if cfg.resume:
+        done = finished_record(module, cfg, run_dir)
+        if done is not None:
+            eprint(f"dedebate: run already finished: {run_dir}; nothing to do")
+            return done
     with lock_run_dir(run_dir):  # a second process on this run stops here ("run in use")
         return _run_in(module, cfg, run_dir, resume, show_progress=show_progress, nested=nested,
                        raise_errors=raise_errors, key=key, tracking_name=tracking_name)
+
+
+def _finished_results(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
+    """results.json of ``run_dir`` if the run finished there with ``cfg``'s config hash and every
+    table and plot it lists is on disk, else None."""
+    try:
+        results = json.loads((run_dir / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(results, dict) or results.get("status") != "ok":
+        return None
+    prov = results.get("provenance")
+    if not isinstance(prov, dict) or prov.get("config_hash") != cfg.config_hash():
+        return None
+    listed = [*(results.get("tables") or {}).values(), *(results.get("plots") or [])]
+    if not all(isinstance(f, str) and (run_dir / f).is_file() for f in listed):
+        return None
+    if not isinstance(results.get("claims"), list):
+        return None
+    return results
+
+
+def finished_record(module: Any, cfg: RunConfig, run_dir: str | os.PathLike) -> RunRecord | None:
+    """The stored record of a run that finished in ``run_dir`` with ``cfg`` (see the module
+    docstring), or None (run it). Reads only: no file is written, not even the lock file. A run
+    another process holds (it is computing again) is not finished."""
+    run_dir = Path(run_dir)
+    fd = None
+    try:
+        import fcntl
+
+        fd = os.open(run_dir / LOCK_NAME, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # fails while a process holds the run
+    except ImportError:
+        pass
+    except FileNotFoundError:  # never locked (every lab process creates the lock file)
+        pass
+    except OSError:
+        if fd is not None:
+            os.close(fd)
+        return None
+    try:
+        results = _finished_results(cfg, run_dir)
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the shared lock
+    if results is None:
+        return None
+    try:
+        names = {f.name for f in dataclasses.fields(Claim)}
+        claims = [Claim(**{**{k: v for k, v in c.items() if k in names},
+                           "passed": bool(c.get("passed_95", c["passed"]))})
+                  for c in results["claims"]]
+    except (TypeError, KeyError, AttributeError):
+        return None
+    result = ExperimentResult(claims=claims, metrics=dict(results.get("metrics") or {}),
+                              plots=[p.removeprefix("plots/") for p in results.get("plots", [])])
+    wall = results["provenance"].get("wall_time_s")
+    return RunRecord(cfg, run_dir.resolve(), result, None,
+                     float(wall) if isinstance(wall, (int, float)) else 0.0, results,
+                     reused=True)
 
 
 def _write_running_record(module: Any, cfg: RunConfig, run_dir: Path) -> None:
