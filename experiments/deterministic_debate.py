@@ -212,8 +212,9 @@ def _judge(out, g):
             "sound_debates": jnp.sum(g["sound"], dtype=i32),
             "sound_accepts": jnp.sum(out.accept & g["sound"], dtype=i32),
             "v_queries_max": jnp.max(out.v_queries), "bits_max": jnp.max(out.bits_read),
-            # V's oracle queries in the honest debates (pair 0): grows with oracle_frac
-            "v_queries_honest": jnp.sum(out.v_queries[:, 0], dtype=i32)}
+            # soundness debates in which V queried the oracle (honest B pointed at an ORACLE
+            # step); the honest debates check the last step, which is DET
+            "v_queries_sound": jnp.sum(jnp.where(g["sound"], out.v_queries, 0), dtype=i32)}
 
 
 def _costs(out, rows):
@@ -242,8 +243,8 @@ def point(cfg: Config):
 
     Metrics (int32), for every T of section 1 and family ``F`` in fig4 / fig3_window / fig3_full:
     ``T{T}/F/comp_debates``, ``comp_accepts``, ``sound_debates``, ``sound_accepts``,
-    ``v_queries_max``, ``bits_max``, ``v_queries_honest`` (V's oracle queries summed over the
-    honest debates); for T of the cost sweep and each l of :func:`machine_ls`, the cost row
+    ``v_queries_max``, ``bits_max``, ``v_queries_sound`` (soundness debates in which V queried
+    the oracle); for T of the cost sweep and each l of :func:`machine_ls`, the cost row
     ``T{T}/F/l{l}/``: ``rounds``, ``bits_read`` (max over the honest debates), ``bits_read_min``,
     ``bits_read_max_over_zoo``, ``v_queries_max``, ``a_message_bits``, ``a_steps``, ``b_steps``
     (honest provers' simulated steps), ``machines`` and, for Figure 3, ``S``. With
@@ -304,16 +305,18 @@ def _witness_suite(cfg, task, key):
     return st
 
 
-def _cost_rows(swept, cfg, T):
-    """One row per (protocol, l) of the cost table at T, from the swept metrics."""
-    rows = []
-    for fam in FAMS:
-        for l in sorted(set(machine_ls(cfg, T).tolist())):
-            c = {k.rsplit("/", 1)[1]: v for k, v in swept.items()
-                 if k.startswith(f"T{T}/{fam}/l{l}/")}
-            rows.append({"T": T, "protocol": fam, "l": int(l), "m": clog2(T), "S": c.get("S"),
-                         **{k: c[k] for k in COST_FIELDS}})
-    return rows
+def cost_table(metrics) -> list[dict]:
+    """The cost table (one row per T, protocol and l: T ascending, then fig4 / fig3_window /
+    fig3_full, then l) from :func:`point`'s metrics ``T{T}/F/l{l}/...`` (a run's or a sweep row's;
+    a row without them gives ``[]``)."""
+    cells: dict = {}
+    for k, v in metrics.items():
+        parts = k.split("/")
+        if len(parts) == 4 and parts[0][:1] == "T" and parts[2][:1] == "l" and v is not None:
+            cells.setdefault((int(parts[0][1:]), FAMS.index(parts[1]), int(parts[2][1:])),
+                             {})[parts[3]] = v
+    return [{"T": T, "protocol": FAMS[f], "l": l, "m": clog2(T), "S": c.get("S"),
+             **{k: c[k] for k in COST_FIELDS}} for (T, f, l), c in sorted(cells.items())]
 
 
 # -- plots ----------------------------------------------------------------------------------------
@@ -354,6 +357,20 @@ def _plot(rows, ls):
     return fig
 
 
+def sweep_figures(rows):
+    """``deterministic_costs``: the figure of a run (bits V reads and honest prover steps against
+    T) from the first sweep row of each static group, i.e. of each ``cost_log2`` value (the costs
+    of the honest debates do not depend on the seed or ``oracle_frac``)."""
+    table, seen = [], set()
+    for r in rows:
+        for c in cost_table(r):
+            if (c["T"], c["protocol"], c["l"]) not in seen:
+                seen.add((c["T"], c["protocol"], c["l"]))
+                table.append(c)
+    table.sort(key=lambda c: (c["T"], FAMS.index(c["protocol"]), c["l"]))
+    return {"deterministic_costs": _plot(table, sorted({c["l"] for c in table}))} if table else {}
+
+
 # -- the experiment ---------------------------------------------------------------------------------
 def run(cfg: Config, ctx) -> ExperimentResult:
     claims, metrics, table = [], {}, []
@@ -379,13 +396,13 @@ def run(cfg: Config, ctx) -> ExperimentResult:
                 if T == cfg.check_T:
                     ex_T[fam] = dict(st)
             if T in cost_T:
-                table.extend(_cost_rows(swept, cfg, T))
+                table.extend(r for r in cost_table(swept) if r["T"] == T)
                 ctx.log({"T": T, **{f"{r['protocol']}_l{r['l']}_bits": r["bits_read"]
                                     for r in table if r["T"] == T}}, step=j)
         ex3 = None
         if cfg.exhaustive_fig3:
             ex3 = {k.split("/", 1)[1]: v for k, v in swept.items()
-                   if k.startswith("fig3_exhaustive/") and not k.endswith("_honest")}
+                   if k.startswith("fig3_exhaustive/") and not k.endswith("_sound")}
             ex3["S"], ex3["sequences"] = 5, 2 ** 15  # S = w_c + n + W = 2 + 1 + 2; 2^(3 S)
         # 2. witness variant (host-built tasks, outside the swept function: module docstring)
         wit = {}
@@ -456,7 +473,8 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     r4 = [r["bits_read_max_over_zoo"] / ((r["l"] + 2) * r["m"]) for r in f4]
     ls_all = sorted({r["l"] for r in f4})
     per_l = {l: linfit([r["m"] for r in f4 if r["l"] == l],
-                        [r["bits_read"] for r in f4 if r["l"] == l])[0] for l in ls_all}
+                        [r["bits_read"] for r in f4 if r["l"] == l])[0]
+             for l in ls_all} if len(cost_T) >= 2 else {}  # fits need two T
     note4 = "per-doubling slopes d bits / d log2 T: " + ", ".join(
         f"l={l}: {v:.2f}" for l, v in per_l.items())
     if len(cost_T) >= 2 and len(ls_all) >= 2:
@@ -469,7 +487,8 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         f"ratio range [{min(r4):.3f}, {max(r4):.3f}] over T={cost_T}, worst case over the zoo; "
         + note4))
     r3 = [r["bits_read"] / (r["S"] * r["m"]) for r in f3]
-    a3, b3, r23 = linfit([r["S"] * r["m"] for r in f3], [r["bits_read"] for r in f3])
+    a3, b3, r23 = linfit([r["S"] * r["m"] for r in f3], [r["bits_read"] for r in f3]) \
+        if len(cost_T) >= 2 else (float("nan"),) * 3
     slopes3 = {fam: loglog_slope([r["T"] for r in f3 if r["protocol"] == fam],
                                   [r["bits_read"] for r in f3 if r["protocol"] == fam])
                for fam in ("fig3_window", "fig3_full")} if len(cost_T) >= 2 else {}
