@@ -1,7 +1,7 @@
 """Deterministic debate: Figure 3 / Theorem 5.1, Figure 4 / Theorem 5.3, Figure 2+4 / Theorem 7.1.
 
-Spec DED 6, 7, 8. Four parts, every debate simulated by one vmapped, jitted grid per
-machine shape (machines x strategy pairs):
+Spec DED 6, 7, 8. Four parts, every debate simulated in a vmapped grid (machines x strategy
+pairs):
 
 1. **Exact completeness and soundness** on populations of random deterministic machines
    (complement pairs, so half output 1): completeness = every debate with honest A accepts on
@@ -22,6 +22,15 @@ machine shape (machines x strategy pairs):
    ``m + (l+2)(1+w)`` at most, inside the band for ``T >= 8`` and ``n <= T``), while a verifier
    reading the whole transcript or ``S log T`` bits in Figure 4 would leave it.
 4. A side-by-side table of Figure 3 and Figure 4 on the same machines.
+
+Sweepable (``DYNAMIC``, :func:`point`, :func:`inputs`): parts 1 and 3 and the Figure 3
+exhaustive adversary are one pure function of the host-built grids (``fn``), and ``run`` reports
+from its numbers as the one-point case; ``oracle_frac`` is dynamic, T and every size static. Host
+only, outside ``fn`` (:func:`inputs`): drawing the random machines (numpy), their outputs (the
+numpy reference simulator), the strategy zoos and the enumerations of transcripts and message
+sequences. Not in ``fn`` at all: the witness variant (part 2), whose instances depend on no swept
+number and whose membership is decided by enumerating every witness on the host; ``run`` plays it
+as before.
 """
 
 from __future__ import annotations
