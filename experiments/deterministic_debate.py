@@ -1,7 +1,7 @@
 """Deterministic debate: Figure 3 / Theorem 5.1, Figure 4 / Theorem 5.3, Figure 2+4 / Theorem 7.1.
 
-Spec DED 6, 7, 8. Four parts, every debate simulated by one vmapped, jitted grid per
-machine shape (machines x strategy pairs):
+Spec DED 6, 7, 8. Four parts, every debate simulated in a vmapped grid (machines x strategy
+pairs):
 
 1. **Exact completeness and soundness** on populations of random deterministic machines
    (complement pairs, so half output 1): completeness = every debate with honest A accepts on
@@ -22,6 +22,15 @@ machine shape (machines x strategy pairs):
    ``m + (l+2)(1+w)`` at most, inside the band for ``T >= 8`` and ``n <= T``), while a verifier
    reading the whole transcript or ``S log T`` bits in Figure 4 would leave it.
 4. A side-by-side table of Figure 3 and Figure 4 on the same machines.
+
+Sweepable (``DYNAMIC``, :func:`point`, :func:`inputs`): parts 1 and 3 and the Figure 3
+exhaustive adversary are one pure function of the host-built grids (``fn``), and ``run`` reports
+from its numbers as the one-point case; ``oracle_frac`` is dynamic, T and every size static. Host
+only, outside ``fn`` (:func:`inputs`): drawing the random machines (numpy), their outputs (the
+numpy reference simulator), the strategy zoos and the enumerations of transcripts and message
+sequences. Not in ``fn`` at all: the witness variant (part 2), whose instances depend on no swept
+number and whose membership is decided by enumerating every witness on the host; ``run`` plays it
+as before.
 """
 
 from __future__ import annotations
@@ -30,9 +39,11 @@ import dataclasses
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents.deterministic_players import (
+    JUDGED,
     judge_grid,
     make_bob,
     merge_judged,
@@ -49,8 +60,8 @@ from dedebate.machines.configurations import (
     random_programs,
     simulate_numpy,
 )
-from dedebate.protocols.binary_search import play_binary_search_grid
-from dedebate.protocols.cross_exam import play_cross_exam_grid
+from dedebate.protocols.binary_search import play_binary_search
+from dedebate.protocols.cross_exam import FAST_COMPILE, play_cross_exam, play_cross_exam_grid
 from dedebate.protocols.det_witness import (
     accepting_witnesses,
     all_witnesses,
@@ -67,6 +78,16 @@ TITLE = ("Deterministic debate: binary search (Thm 5.1), cross-examination (Thm 
 SRC_53 = "spec DED 6 (Fig 4 / Thm 5.3)"
 SRC_51 = "spec DED 7 (Fig 3 / Thm 5.1)"
 SRC_71 = "spec DED 8 (Fig 2+4 / Thm 7.1)"
+
+FAMS = ("fig4", "fig3_window", "fig3_full")
+COST_FIELDS = ("rounds", "bits_read", "bits_read_min", "bits_read_max_over_zoo", "v_queries_max",
+               "a_message_bits", "a_steps", "b_steps", "machines")
+
+
+def _jit(fn):
+    """``jax.jit`` with :data:`FAST_COMPILE` on the CPU backend (compile time dominates there)."""
+    on_cpu = jax.default_backend() == "cpu"
+    return jax.jit(fn, compiler_options=FAST_COMPILE if on_cpu else None)
 
 
 @config_dataclass
@@ -117,43 +138,161 @@ def _pairs(T, key, cfg, protocol, cm=None, exhaustive=False):
                      protocol=protocol, cm=cm, exhaustive=exhaustive)
 
 
-# -- part 1 and 3: random machines ------------------------------------------------------------------
+# -- part 1 and 3: random machines (host inputs, one pure function) --------------------------------
 def _population(cfg, T, seed):
     return random_programs(seed, cfg.n_machines, T, n_inputs=cfg.n_inputs, n_deps=cfg.deps,
                            dep_window=cfg.dep_window, oracle_frac=cfg.oracle_frac)
 
 
-def _machine_suite(cfg, T, key, seed, exhaustive):
-    """Figure 4 and Figure 3 (register and full-tape configurations) on one population.
-
-    The machines' outputs come from the numpy reference simulator, independent of the debates.
-    """
-    progs = _population(cfg, T, seed)
-    y_last = simulate_numpy(progs)[:, -1]
-    res = {"y_last": y_last, "l": np.asarray(progs.dep_mask).sum(-1).max(-1)}
-    A, B, nc = _pairs(T, key, cfg, "cross_exam", exhaustive=exhaustive)
-    out4 = play_cross_exam_grid(progs, A, B)
-    res["fig4"] = (out4, judge_grid(out4, nc, y_last), None)
-    for fam, W in (("fig3_window", min(cfg.window, T)), ("fig3_full", None)):
-        cm = config_machine(progs, window=W)
-        A, B, nc = _pairs(T, key, cfg, "binary_search", cm=cm, exhaustive=exhaustive)
-        out3 = play_binary_search_grid(cm, A, B)
-        res[fam] = (out3, judge_grid(out3, nc, y_last), cm)
-    return res
+def _Ts(cfg):
+    """``(cost_T, all_T)``: the cost sweep's T = 2^e and every T of section 1 (with check_T)."""
+    cost_T = [2**e for e in sorted(set(cfg.cost_log2))]
+    return cost_T, sorted(set(cost_T) | {cfg.check_T})
 
 
-def _fig3_exhaustive(cfg, seed):
-    """Every Figure 3 message sequence (Z', a_1, a_2) on 3-step machines with W=2, n=1, S=5."""
-    progs = random_programs(seed, 4, 3, n_inputs=1, n_deps=2, dep_window=2,
-                            oracle_frac=cfg.oracle_frac)
-    cm = config_machine(progs, window=2)
-    y_last = simulate_numpy(progs)[:, -1]
-    seqs = bit_table((cm.m + 1) * cm.S).reshape(-1, cm.m + 1, cm.S)
-    out = play_binary_search_grid(cm, MessageAlice(messages=seqs),
-                                  repeat(make_bob("honest"), seqs.shape[0]))
-    st = judge_grid(out, 0, y_last)
-    st["S"], st["sequences"] = cm.S, int(seqs.shape[0])
-    return st
+def machine_ls(cfg, T):
+    """``l = max_t |I(t)|`` of every machine of the population at T (its structure only: member
+    ``2i`` and its complement ``2i + 1`` read ``deps[i % len(deps)]`` positions where a step has
+    that many candidates, :func:`random_programs`)."""
+    ls = np.asarray(cfg.deps)[np.arange(cfg.n_machines // 2) % len(cfg.deps)]
+    return np.repeat(np.minimum(ls, cfg.n_inputs + min(T - 1, cfg.dep_window)), 2)
+
+
+def _fig3_S(cfg, T, fam):
+    """S = w_c + n + W of the Figure 3 configurations (register: W = min(window, T); full: T)."""
+    return int(T).bit_length() + cfg.n_inputs + (min(cfg.window, T) if fam == "fig3_window" else T)
+
+
+def _grid_data(machines, pairs, y1):
+    """One debate grid of :func:`inputs`: machines, the strategy pairs of :func:`zoo_pairs` and
+    the judged cells (completeness: honest-A pairs on output-1 machines; soundness: honest-B
+    pairs on output-0 machines)."""
+    A, B, n_comp = pairs
+    k = np.arange(np.asarray(B.mode).shape[0]) < n_comp
+    return {"machines": machines, "A": A, "B": B,
+            "comp": y1[:, None] & k[None, :], "sound": ~y1[:, None] & ~k[None, :]}
+
+
+def inputs(cfg: Config, seed: int, key):
+    """The debate grids of one run, built on the host from ``seed`` and ``key``.
+
+    At the j-th T of section 1 (``all_T``): the population ``random_programs(seed + j)`` and, for
+    Figure 4 and both Figure 3 configurations, the pairs of :func:`zoo_pairs` at
+    ``fold_in(key, j)`` (every claimed transcript at ``check_T``); the machines' outputs come from
+    the numpy reference simulator, independent of the debates. With ``exhaustive_fig3``, every
+    Figure 3 message sequence on four 3-step machines (``random_programs(seed + 1000)``, W=2, n=1)
+    against honest B. Host only: numpy draws, the outputs' simulation, the enumerations."""
+    out = {}
+    for j, T in enumerate(_Ts(cfg)[1]):
+        key_T, exhaustive = jax.random.fold_in(key, j), T == cfg.check_T
+        progs = _population(cfg, T, seed + j)
+        y1 = simulate_numpy(progs)[:, -1] == 1
+        if not (np.asarray(progs.dep_mask).sum(-1).max(-1) == machine_ls(cfg, T)).all():
+            raise AssertionError(f"T={T}: the population's l differs from machine_ls")
+        out[f"T{T}"] = {"fig4": _grid_data(progs, _pairs(T, key_T, cfg, "cross_exam",
+                                                          exhaustive=exhaustive), y1)}
+        for fam, W in (("fig3_window", min(cfg.window, T)), ("fig3_full", None)):
+            if W is None and cfg.window >= T:
+                break  # W = T: the register grid is the full-tape grid (fn plays it once)
+            cm = config_machine(progs, window=W)
+            out[f"T{T}"][fam] = _grid_data(cm, _pairs(T, key_T, cfg, "binary_search", cm=cm,
+                                                      exhaustive=exhaustive), y1)
+    if cfg.exhaustive_fig3:
+        progs = random_programs(seed + 1000, 4, 3, n_inputs=1, n_deps=2, dep_window=2,
+                                oracle_frac=cfg.oracle_frac)
+        cm = config_machine(progs, window=2)
+        seqs = bit_table((cm.m + 1) * cm.S).reshape(-1, cm.m + 1, cm.S)
+        out["fig3_exhaustive"] = _grid_data(
+            cm, (MessageAlice(messages=seqs), repeat(make_bob("honest"), seqs.shape[0]), 0),
+            simulate_numpy(progs)[:, -1] == 1)
+    return out
+
+
+def _play_grid(play):
+    """``play`` over machines (axis 0) x zipped strategy pairs (axis 0): outcome[M, K]."""
+    return jax.vmap(jax.vmap(play, in_axes=(None, 0, 0)), in_axes=(0, None, None))
+
+
+_PLAY = {"fig4": _play_grid(play_cross_exam), "fig3": _play_grid(play_binary_search)}
+
+
+def _judge(out, g):
+    """Completeness / soundness counts of a grid and V's largest query and bit counts (int32)."""
+    i32 = jnp.int32
+    return {"comp_debates": jnp.sum(g["comp"], dtype=i32),
+            "comp_accepts": jnp.sum(out.accept & g["comp"], dtype=i32),
+            "sound_debates": jnp.sum(g["sound"], dtype=i32),
+            "sound_accepts": jnp.sum(out.accept & g["sound"], dtype=i32),
+            "v_queries_max": jnp.max(out.v_queries), "bits_max": jnp.max(out.bits_read),
+            # soundness debates in which V queried the oracle (honest B pointed at an ORACLE
+            # step); the honest debates check the last step, which is DET
+            "v_queries_sound": jnp.sum(jnp.where(g["sound"], out.v_queries, 0), dtype=i32)}
+
+
+def _costs(out, rows):
+    """Costs of the honest debate (pair 0) on the machines ``rows`` and the worst over the zoo."""
+    h = {k: getattr(out, k)[rows, 0] for k in ("rounds", "bits_read", "a_message_bits",
+                                                "a_steps", "b_steps")}
+    return {"rounds": jnp.max(h["rounds"]), "bits_read": jnp.max(h["bits_read"]),
+            "bits_read_min": jnp.min(h["bits_read"]),
+            "bits_read_max_over_zoo": jnp.max(out.bits_read[rows]),
+            "v_queries_max": jnp.max(out.v_queries[rows]),
+            "a_message_bits": jnp.max(h["a_message_bits"]), "a_steps": jnp.max(h["a_steps"]),
+            "b_steps": jnp.max(h["b_steps"])}
+
+
+DYNAMIC = ("oracle_frac",)
+"""Config fields a sweep may vary within one compiled program: ``oracle_frac``, which enters only
+through :func:`inputs` (which steps of the host-drawn machines are ORACLE) and changes no shape.
+T (``cost_log2``, ``check_T``), the population and zoo sizes, ``deps``, ``dep_window``,
+``window``, ``fixed_bob_max_T`` and ``exhaustive_fig3`` set shapes or the cost table's l groups:
+static."""
+
+
+def point(cfg: Config):
+    """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key, inputs)`` is pure JAX over the grids
+    of :func:`inputs` (``key`` is not used: the randomness is in the host-built grids).
+
+    Metrics (int32), for every T of section 1 and family ``F`` in fig4 / fig3_window / fig3_full:
+    ``T{T}/F/comp_debates``, ``comp_accepts``, ``sound_debates``, ``sound_accepts``,
+    ``v_queries_max``, ``bits_max``, ``v_queries_sound`` (soundness debates in which V queried
+    the oracle); for T of the cost sweep and each l of :func:`machine_ls`, the cost row
+    ``T{T}/F/l{l}/``: ``rounds``, ``bits_read`` (max over the honest debates), ``bits_read_min``,
+    ``bits_read_max_over_zoo``, ``v_queries_max``, ``a_message_bits``, ``a_steps``, ``b_steps``
+    (honest provers' simulated steps), ``machines`` and, for Figure 3, ``S``. With
+    ``exhaustive_fig3``, the judged counts of ``fig3_exhaustive/``. ``run`` reports from exactly
+    these numbers (the one-point case)."""
+    cost_T, all_T = _Ts(cfg)
+    dynamic = {"oracle_frac": np.asarray(cfg.oracle_frac, np.float32)}
+    groups = {T: {int(l): np.flatnonzero(machine_ls(cfg, T) == l)
+                  for l in sorted(set(machine_ls(cfg, T).tolist()))} for T in cost_T}
+    exhaustive = cfg.exhaustive_fig3
+    statics = {T: {fam: _fig3_S(cfg, T, fam) for fam in FAMS[1:]} for T in cost_T}
+
+    def fn(dyn, key, host):
+        del dyn, key  # oracle_frac and the randomness enter through the host-built grids
+        out = {}
+        for T in all_T:
+            for fam in FAMS:
+                if fam not in host[f"T{T}"]:  # fig3_full with window >= T: fig3_window's grid
+                    g = host[f"T{T}"]["fig3_window"]
+                else:
+                    g = host[f"T{T}"][fam]
+                    res = _PLAY[fam[:4]](g["machines"], g["A"], g["B"])
+                out.update({f"T{T}/{fam}/{k}": v for k, v in _judge(res, g).items()})
+                for l, rows in groups.get(T, {}).items():
+                    c = _costs(res, rows)
+                    c["machines"] = jnp.int32(rows.size)
+                    if fam != "fig4":
+                        c["S"] = jnp.int32(statics[T][fam])
+                    out.update({f"T{T}/{fam}/l{l}/{k}": v for k, v in c.items()})
+        if exhaustive:
+            g = host["fig3_exhaustive"]
+            res = _PLAY["fig3"](g["machines"], g["A"], g["B"])
+            out.update({f"fig3_exhaustive/{k}": v for k, v in _judge(res, g).items()})
+        return out
+
+    return dynamic, fn
 
 
 # -- part 2: witness tasks --------------------------------------------------------------------------
@@ -178,29 +317,18 @@ def _witness_suite(cfg, task, key):
     return st
 
 
-def _cost_rows(suite, T):
-    """One row per (protocol, l): costs of the honest debate (pair 0) and the worst over the zoo."""
-    rows, ls = [], suite["l"]
-    for fam in ("fig4", "fig3_window", "fig3_full"):
-        out, _, cm = suite[fam]
-        for l in sorted(set(ls.tolist())):
-            sel = ls == l
-
-            def col(v, honest=True, sel=sel):
-                return np.asarray(v)[sel, 0] if honest else np.asarray(v)[sel]
-
-            rows.append({"T": T, "protocol": fam, "l": int(l), "m": clog2(T),
-                         "S": None if cm is None else int(cm.S),
-                         "rounds": int(col(out.rounds).max()),
-                         "bits_read": int(col(out.bits_read).max()),
-                         "bits_read_min": int(col(out.bits_read).min()),
-                         "bits_read_max_over_zoo": int(col(out.bits_read, False).max()),
-                         "v_queries_max": int(col(out.v_queries, False).max()),
-                         "a_message_bits": int(col(out.a_message_bits).max()),
-                         "a_steps": int(col(out.a_steps).max()),
-                         "b_steps": int(col(out.b_steps).max()),
-                         "machines": int(sel.sum())})
-    return rows
+def cost_table(metrics) -> list[dict]:
+    """The cost table (one row per T, protocol and l: T ascending, then fig4 / fig3_window /
+    fig3_full, then l) from :func:`point`'s metrics ``T{T}/F/l{l}/...`` (a run's or a sweep row's;
+    a row without them gives ``[]``)."""
+    cells: dict = {}
+    for k, v in metrics.items():
+        parts = k.split("/")
+        if len(parts) == 4 and parts[0][:1] == "T" and parts[2][:1] == "l" and v is not None:
+            cells.setdefault((int(parts[0][1:]), FAMS.index(parts[1]), int(parts[2][1:])),
+                             {})[parts[3]] = v
+    return [{"T": T, "protocol": FAMS[f], "l": l, "m": clog2(T), "S": c.get("S"),
+             **{k: c[k] for k in COST_FIELDS}} for (T, f, l), c in sorted(cells.items())]
 
 
 # -- plots ----------------------------------------------------------------------------------------
@@ -241,16 +369,30 @@ def _plot(rows, ls):
     return fig
 
 
+def sweep_figures(rows):
+    """``deterministic_costs``: the figure of a run (bits V reads and honest prover steps against
+    T) from the first sweep row of each static group, i.e. of each ``cost_log2`` value (the costs
+    of the honest debates do not depend on the seed or ``oracle_frac``)."""
+    table, seen = [], set()
+    for r in rows:
+        for c in cost_table(r):
+            if (c["T"], c["protocol"], c["l"]) not in seen:
+                seen.add((c["T"], c["protocol"], c["l"]))
+                table.append(c)
+    table.sort(key=lambda c: (c["T"], FAMS.index(c["protocol"]), c["l"]))
+    return {"deterministic_costs": _plot(table, sorted({c["l"] for c in table}))} if table else {}
+
+
 # -- the claim rows: measured numbers -> report rows (pure; tests/test_claim_rows.py) -------------
 @dataclasses.dataclass
 class Measured:
     """What :func:`run` measures, the only input of :func:`claim_rows`.
 
     ``stats`` maps a protocol family (``fig4``, ``fig3_window``, ``fig3_full``) to its
-    :func:`judge_grid` summaries, one per T of ``all_T``; ``ex_T`` the same at ``check_T``
+    judged summaries (from :func:`point`'s swept function), one per T of ``all_T``; ``ex_T`` the same at ``check_T``
     (every claimed transcript); ``ex3`` the exhaustive Figure 3 adversary's summary (or None);
     ``wit`` the witness tasks' summaries (:func:`_witness_suite`); ``table`` the cost rows
-    (:func:`_cost_rows`) at every T of ``cost_T``."""
+    (:func:`cost_table`) at every T of ``cost_T``."""
 
     all_T: list[int]
     cost_T: list[int]
@@ -357,7 +499,8 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
     r4 = [r["bits_read_max_over_zoo"] / ((r["l"] + 2) * r["m"]) for r in f4]
     ls_all = sorted({r["l"] for r in f4})
     per_l = {l: _fit([r["m"] for r in f4 if r["l"] == l],
-                        [r["bits_read"] for r in f4 if r["l"] == l])[0] for l in ls_all}
+                     [r["bits_read"] for r in f4 if r["l"] == l])[0]
+             for l in ls_all} if len(cost_T) >= 2 else {}  # fits need two T
     note4 = "per-doubling slopes d bits / d log2 T: " + ", ".join(
         f"l={l}: {v:.2f}" for l, v in per_l.items())
     if len(cost_T) >= 2 and len(ls_all) >= 2:
@@ -370,7 +513,8 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
         f"ratio range [{strict_min(r4):.3f}, {strict_max(r4):.3f}] over T={cost_T}, worst case over the zoo; "
         + note4))
     r3 = [r["bits_read"] / (r["S"] * r["m"]) for r in f3]
-    a3, b3, r23 = _fit([r["S"] * r["m"] for r in f3], [r["bits_read"] for r in f3])
+    a3, b3, r23 = _fit([r["S"] * r["m"] for r in f3], [r["bits_read"] for r in f3]) \
+        if len(cost_T) >= 2 else (float("nan"),) * 3
     slopes3 = {fam: _slope([r["T"] for r in f3 if r["protocol"] == fam],
                                   [r["bits_read"] for r in f3 if r["protocol"] == fam])
                for fam in ("fig3_window", "fig3_full")} if len(cost_T) >= 2 else {}
@@ -408,33 +552,38 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
 
 # -- the experiment ---------------------------------------------------------------------------------
 def run(cfg: Config, ctx) -> ExperimentResult:
-    table = []
-    cost_T = [2**e for e in sorted(set(cfg.cost_log2))]
-    all_T = sorted(set(cost_T) | {cfg.check_T})
-    total = len(all_T) + int(cfg.exhaustive_fig3) + 2
-    stats = {"fig4": [], "fig3_window": [], "fig3_full": []}
+    claims, metrics, table = [], {}, []
+    cost_T, all_T = _Ts(cfg)
+    stats = {fam: [] for fam in FAMS}
     ex_T = {}
-    with ctx.progress(total, "deterministic debate") as bar:
-        # 1 + 3. the zoo at every T (every transcript at check_T) and the cost sweep
+    with ctx.progress(4, "deterministic debate") as bar:
+        # 1 + 3. the zoo at every T (every transcript at check_T), the cost sweep and the Fig 3
+        # exhaustive adversary: the one-point case of a sweep, jit(vmap(fn)) on a run axis of 1
+        host = inputs(cfg, ctx.seed, ctx.key)
+        bar.update(1)
+        dynamic, fn = point(cfg)
+        one = jax.tree.map(lambda x: np.asarray(x)[None], (dynamic, host))
+        swept = {k: v[0].item() for k, v in _jit(jax.vmap(fn))(one[0], ctx.key[None],
+                                                                one[1]).items()}
+        del host, one
+        metrics["point"] = swept  # the sweep row of this run (fn of point() at ctx.key)
+        bar.update(1)
         for j, T in enumerate(all_T):
-            exhaustive = T == cfg.check_T
-            suite = _machine_suite(cfg, T, jax.random.fold_in(ctx.key, j), ctx.seed + j,
-                                   exhaustive)
             for fam, fam_stats in stats.items():
-                fam_stats.append(suite[fam][1])
-                if exhaustive:
-                    ex_T[fam] = dict(suite[fam][1])
+                st = {k: swept[f"T{T}/{fam}/{k}"] for k in JUDGED + ("v_queries_max",)}
+                fam_stats.append(st)
+                if T == cfg.check_T:
+                    ex_T[fam] = dict(st)
             if T in cost_T:
-                table.extend(_cost_rows(suite, T))
+                table.extend(r for r in cost_table(swept) if r["T"] == T)
                 ctx.log({"T": T, **{f"{r['protocol']}_l{r['l']}_bits": r["bits_read"]
                                     for r in table if r["T"] == T}}, step=j)
-            bar.update(1)
-            bar.set_postfix(T=T)
         ex3 = None
         if cfg.exhaustive_fig3:
-            ex3 = _fig3_exhaustive(cfg, ctx.seed + 1000)
-            bar.update(1)
-        # 2. witness variant
+            ex3 = {k.split("/", 1)[1]: v for k, v in swept.items()
+                   if k.startswith("fig3_exhaustive/") and not k.endswith("_sound")}
+            ex3["S"], ex3["sequences"] = 5, 2 ** 15  # S = w_c + n + W = 2 + 1 + 2; 2^(3 S)
+        # 2. witness variant (host-built tasks, outside the swept function: module docstring)
         wit = {}
         for i, (name, task) in enumerate((
                 ("plan", plan_task(ctx.seed + 2000, cfg.witness_instances)),
@@ -444,7 +593,9 @@ def run(cfg: Config, ctx) -> ExperimentResult:
 
     m = Measured(all_T=all_T, cost_T=cost_T, stats=stats, ex_T=ex_T, ex3=ex3, wit=wit,
                  table=table)
-    claims, metrics = claim_rows(cfg, m)
+    row_claims, row_metrics = claim_rows(cfg, m)
+    claims += row_claims
+    metrics.update(row_metrics)
     ls_all = sorted({r["l"] for r in table if r["protocol"] == "fig4"})
     plots = [ctx.save_figure(_plot(table, ls_all), "deterministic_costs")]
     side = []

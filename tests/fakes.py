@@ -116,9 +116,9 @@ def count_point_traces(monkeypatch, module) -> list[int]:
     def counting(cfg):
         dyn, fn = real_point(cfg)
 
-        def traced(d, key):
+        def traced(d, key, *host):  # host: the row's inputs(), where the module defines it
             traces[0] += 1
-            return fn(d, key)
+            return fn(d, key, *host)
 
         return dyn, traced
 

@@ -27,6 +27,12 @@ also defines:
   of the DYNAMIC fields of ``cfg`` (the same structure, shapes and dtypes whatever those values
   are); ``fn(dynamic, key) -> dict[str, scalar array]`` is pure JAX, reads ``cfg`` only for its
   static fields, and returns the metrics of one run (one row of ``sweep.csv``).
+* ``inputs(cfg: Config, seed: int, key) -> pytree`` (optional) -- data an experiment builds on the
+  host (populations of random machines, strategy batches, enumerations), from the run's ``seed``
+  and ``key``, with the same structure and shapes for every point of a static group. With it,
+  ``fn`` takes a third argument, ``fn(dynamic, key, inputs)``: the lab calls ``inputs`` once per
+  row of a sweep (at the row's key) and stacks the results along the run axis with ``dynamic``;
+  ``run`` calls it once. Keep anything in it that cannot be traced, out of ``fn``;
 * ``sweep_figures(rows) -> dict[str, matplotlib.figure.Figure]`` (optional, any experiment) --
   figures of a whole sweep that the per-metric plots cannot show (e.g. a frontier found across
   points); ``rows`` are the sweep's rows as in ``sweep.csv`` (index columns, axis values,

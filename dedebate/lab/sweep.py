@@ -225,7 +225,32 @@ def group_inputs(module: Any, plan_: SweepPlan, group: Group):
     impl = jax.random.key_impl(roots[plan_.seeds[0]])
     root_data = np.stack([np.asarray(jax.random.key_data(roots[s])) for _, s in rows])
     words = np.asarray([p.words for p, _ in rows], dtype=np.uint32)
+    if callable(getattr(module, "inputs", None)):
+        return fn, impl, (dynamic, root_data, words, row_inputs(module, plan_, rows)), rows
     return fn, impl, (dynamic, root_data, words), rows
+
+
+def row_inputs(module: Any, plan_: SweepPlan, rows: list[tuple[Point, int]]):
+    """``module.inputs(cfg, seed, key)`` of every row (host-built data: populations, strategy
+    batches), at the row's key (:func:`point_key`), stacked along the run axis."""
+    import jax
+
+    treedef, shapes, per_row = None, None, []
+    for p, s in rows:
+        x = module.inputs(p.cfg, s, point_key(plan_.experiment, s, p.cfg))
+        leaves, td = jax.tree.flatten(x)
+        leaves = [_canonical(v) for v in leaves]
+        sig = [(v.shape, v.dtype) for v in leaves]
+        if treedef is None:
+            treedef, shapes = td, sig
+        elif td != treedef or sig != shapes:
+            raise SweepError(
+                f"{plan_.experiment}.inputs() returned data of another structure at point "
+                f"{p.index} ({_describe(p.values)}), seed {s}, than at point {rows[0][0].index}; "
+                "a field that changes shapes must not be listed in DYNAMIC")
+        per_row.append(leaves)
+    return jax.tree.unflatten(treedef, [np.stack([r[j] for r in per_row])
+                                        for j in range(len(shapes))])
 
 
 def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 0,
@@ -236,10 +261,10 @@ def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 
 
     fn, impl, inputs, rows = group_inputs(module, plan_, group)
 
-    def row_fn(dyn, root, words):
+    def row_fn(dyn, root, words, *host):
         key = jax.random.wrap_key_data(root, impl=impl)
         key = jax.random.fold_in(jax.random.fold_in(key, words[0]), words[1])
-        return fn(dyn, key)
+        return fn(dyn, key, *host)  # host: the row's inputs(), for experiments that define it
 
     metrics = evaluate(row_fn, inputs, len(rows), devices=devices, batch=batch, info=info,
                        cache_key=_program_key(module, plan_, group, impl))
