@@ -1,9 +1,39 @@
-"""The ``stochastic_debate`` experiment at quick size: every claim row passes, plots are saved."""
+"""``experiments/stochastic_debate.py``: the quick run passes every claim row and saves its plots;
+bad configs are rejected; and the experiment as a sweep (``point`` / ``DYNAMIC``): a grid of
+sample-count scale factors x seeds is one compiled program, a point's row equals the same point
+measured by ``run``'s code path from its documented key, the scaled counts follow spec DED 5.2, and
+honest completeness at scale 1 meets the Lean bound of spec DED 5.3 (minus 3 binomial standard
+errors, spec DED 9). The budget-frontier sweep plans one program per K, and its frontier and figure
+follow from the rows.
 
+The sweep test measures its point with the quick run's cell program (K = 2, T = 8, the quick
+``trials`` and ``max_lanes``): one file, one process, so ``run``'s compiled measurement serves both
+tests."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import jax
 import pytest
 
 import experiments.stochastic_debate as exp
-from tests.fakes import FakeContext
+from dedebate.lab.config import resolve
+from dedebate.lab.devices import clear_program_cache
+from dedebate.lab.sweep import plan, point_key, run_sweep
+from dedebate.protocols.stochastic import debate_spec, lean_defaults
+from tests.fakes import FakeContext, count_point_traces
+
+REPO = Path(__file__).resolve().parents[1]
+QUICK = exp.SIZES["quick"]
+# the quick run's cell (K, T, trials, max_lanes): run's measure_cell program is compiled once here
+K, T, TRIALS, LANES = 2, 8, QUICK["trials"], QUICK["max_lanes"]
+assert (QUICK["Ks"], QUICK["Ts"]) == ((K,), (T,))
+CELL = f"K{K}_T{T}"
+SMALL = {"Ks": [K], "Ts": [T], "trials": TRIALS, "max_lanes": LANES, "es_generations": 1,
+         "es_population": 2}
+SCALES = [1.0, 0.25]
 
 
 @pytest.mark.slow
@@ -33,3 +63,150 @@ def test_quick_run_passes_and_saves_plots(tmp_path):
 def test_config_rejects_bad_values(field, value, match):
     with pytest.raises(ValueError, match=match):
         exp.Config(**{field: value})
+
+
+def sweep_config(tmp_path, seeds=2):
+    raw = {"experiment": exp.NAME, "seed": 3, "output_dir": str(tmp_path),
+           "tracking": {"mode": "disabled"}, "params": SMALL,
+           "sweep": {"seeds": seeds, "axes": {"scale": SCALES}, "plots": False}}
+    return resolve(raw, {exp.NAME: exp})
+
+
+@pytest.mark.slow
+def test_scale_sweep_compiles_once_and_points_stand_alone(tmp_path, monkeypatch):
+    real_point = exp.point
+    traces = count_point_traces(monkeypatch, exp)  # traces of the sweep's fn (once per compile)
+    cfg = sweep_config(tmp_path)
+    clear_program_cache()
+    rec = run_sweep(exp, cfg, show_progress=False)
+    res = rec.results
+    assert res["vmapped"] and res["dynamic_axes"] == ["scale"] and res["static_axes"] == []
+    assert res["groups"] == 1 and res["compilations"] == 1 == traces[0]
+    assert res["rows"] == len(SCALES) * 2 == len(rec.rows)
+    assert (rec.sweep_dir / "sweep.csv").is_file()
+    monkeypatch.setattr(exp, "point", real_point)
+
+    # (a) one code path: the point at scale 1, measured the way `run` measures a cell (its
+    # adversaries, zoo_cell, measure_cell = jit(zoo_stats)) with the row's cell key, gives the
+    # sweep row bit for bit (the row's key is point_key: independent of the grid)
+    pt = next(p for p in plan(exp, cfg).points if p.values["scale"] == 1.0)
+    seed = 4
+    row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
+    c = pt.cfg
+    opt_a, opt_b = exp.adversaries(K, T, 0, 1.0, c.p_yes, c.p_no, c.es_generations,
+                                    c.es_population)
+    _, m_no, _ = exp.fixture(K, T, c.p_no)
+    _, m_yes, _ = exp.fixture(K, T, c.p_yes)
+    lean = lean_defaults(float(K), T).constants(float(K), T)
+    d, a_names, b_names = exp.zoo_cell(lean, m_no, m_yes, opt_a.params["theta"],
+                                       opt_b.params["theta"])
+    ma, hh = len(a_names), b_names.index("honest")
+    cell_key = jax.random.fold_in(point_key(exp.NAME, seed, c), 0)
+    st = exp.measure_cell(debate_spec(T), d, cell_key, TRIALS, ma, hh, c.max_lanes)
+    assert round(row[f"{CELL}/completeness_min"] * TRIALS) == st["wins"][ma:].min()
+    assert round(row[f"{CELL}/soundness_max"] * TRIALS) == st["wins"][:ma].max()
+    dyn, _ = exp.point(c)
+    metrics = jax.jit(exp.cell_metrics, static_argnums=(2, 3, 4, 5))(
+        st, dyn[CELL], TRIALS, ma, hh, CELL)
+    assert set(metrics) <= set(row)
+    for m, v in metrics.items():
+        assert row[m] == v.item(), m
+
+    # (b) the scaled sample counts are Lean's (spec DED 5.2) times the factor, rounded up
+    lean = lean_defaults(float(K), T).constants(float(K), T)
+    for r in rec.rows:
+        f = r["scale"]
+        assert (r[f"{CELL}/n_alice"], r[f"{CELL}/n_bob"], r[f"{CELL}/n_vera"]) == tuple(
+            max(1, math.ceil(f * n)) for n in (lean.n_alice, lean.n_bob, lean.n_vera))
+        assert r[f"{CELL}/queries_vera_max"] <= r[f"{CELL}/n_vera"]  # spec DED 5.3 (Cost.lean)
+        holds = (5 * round(r[f"{CELL}/completeness_min"] * TRIALS) >= 3 * TRIALS
+                 and 5 * round(r[f"{CELL}/soundness_max"] * TRIALS) <= 2 * TRIALS)
+        assert r[f"{CELL}/holds"] == float(holds)
+        for m in ("honest_completeness", "completeness_min", "soundness_max"):
+            v = r[f"{CELL}/{m}"]
+            assert r[f"{CELL}/{m}_lo"] <= v <= r[f"{CELL}/{m}_hi"]
+            assert round(v * TRIALS) == pytest.approx(v * TRIALS, abs=1e-3)  # a count / trials
+        assert r[f"{CELL}/completeness_min"] <= r[f"{CELL}/honest_completeness"]
+
+    # (c) honest completeness at scale 1, pooled over the seeds, is at least the Lean bound
+    # (spec DED 5.3, at the fixture's exact P_M(1)) minus 3 binomial standard errors (spec DED 9)
+    ones = [r for r in rec.rows if r["scale"] == 1.0]
+    n = TRIALS * len(ones)
+    wins = sum(round(r[f"{CELL}/honest_completeness"] * TRIALS) for r in ones)
+    bound = ones[0][f"{CELL}/lean_completeness_bound"]
+    assert bound == pytest.approx(0.6402, abs=1e-3)
+    assert wins / n >= bound - 3 * math.sqrt(bound * (1 - bound) / n), (wins, n, bound)
+
+
+def test_scale_is_validated():
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="scale="):
+            exp.Config(scale=bad)
+    assert exp.Config().scale == 1.0 and set(exp.DYNAMIC) == {"scale", "p_yes", "p_no"}
+
+
+def test_jitted_wilson_matches_the_lab_interval():
+    from dedebate.lab.experiment import wilson_interval
+
+    for k, n in ((0, 100), (1, 100), (37, 200), (133, 200), (400, 400)):
+        got = [float(x) for x in exp.wilson_jnp(k, n)]
+        assert got == pytest.approx(list(wilson_interval(k, n)), abs=1e-6), (k, n)
+
+
+def test_budget_frontier_config_plans_one_program_per_K():
+    from dedebate.lab.config import load_config
+
+    cfg = load_config(REPO / "configs" / "sweeps" / "budget_frontier.yaml", {exp.NAME: exp})
+    p = plan(exp, cfg)
+    assert p.vmapped and p.dynamic_axes == ("scale",) and p.static_axes == ("Ks",)
+    assert [g.static["Ks"] for g in p.groups] == [(1,), (2,), (4,)]
+    assert all(len(g.points) == len(p.axes["scale"]) >= 8 for g in p.groups)
+    assert cfg.params.Ts == (8, 64, 256) and max(p.axes["scale"]) == 1.0
+
+
+def _frontier_rows(fails_below, cell="K2_T8", seeds=(0, 1)):
+    """Synthetic sweep rows: the criteria hold at factors >= ``fails_below`` (completeness 0.7,
+    soundness 0.3), and fail below it by completeness (0.55); factor 1/8 holds again (a frontier
+    stops at the first failure)."""
+    rows = []
+    for f in (1.0, 0.5, 0.25, 0.125):
+        for s in seeds:
+            ok = f >= fails_below or f == 0.125
+            n = [max(1, math.ceil(f * x)) for x in (1000, 500, 2000)]
+            rows.append({"point": 0, "seed": s, "group": 0, "scale": f, "Ks": "[2]",
+                         f"{cell}/completeness_min": 0.7 if ok else 0.55,
+                         f"{cell}/soundness_max": 0.3 + 0.15 * s,  # 0.45 alone; the mean 0.375
+                         f"{cell}/n_alice": n[0], f"{cell}/n_bob": n[1],
+                         f"{cell}/n_vera": n[2]})
+    return rows
+
+
+def test_frontier_stops_at_the_first_failing_factor(tmp_path):
+    from dedebate.lab.sweep import experiment_figures
+
+    (e,) = exp.frontier(_frontier_rows(0.5))
+    assert (e["K"], e["T"], e["factor"], e["counts"]) == (2, 8, 0.5, (500, 250, 1000))
+    assert [t["factor"] for t in e["tried"]] == [1.0, 0.5, 0.25]
+    lean = lean_defaults(2.0, 8).constants(2.0, 8)
+    assert e["lean"] == (lean.n_alice, lean.n_bob, lean.n_vera)
+    (e,) = exp.frontier(_frontier_rows(2.0))  # factor 1 already fails
+    assert e["factor"] is None and "counts" not in e
+    rows = _frontier_rows(0.25) + _frontier_rows(0.25, cell="K2_T64")
+    assert [x["factor"] for x in exp.frontier(rows)] == [0.125, 0.125]
+    other_k = [{**r, "K2_T8/completeness_min": None} for r in _frontier_rows(0.5, "K4_T8")]
+    assert [x["factor"] for x in exp.frontier(rows + other_k)] == [0.125, 0.125, 0.5]
+    # the soundness criterion, on the mean over seeds (0.375 passes; 0.45 fails)
+    bad = [dict(r, **{"K2_T8/soundness_max": 0.45}) for r in _frontier_rows(0.0)]
+    assert exp.frontier(bad)[0]["factor"] is None
+    # the lab saves the experiment's figure; a failing hook costs only its figures
+    assert experiment_figures(exp, rows, tmp_path) == ["budget_frontier.png"]
+    assert (tmp_path / "budget_frontier.png").stat().st_size > 0
+
+    class Broken:
+        NAME = "broken"
+
+        @staticmethod
+        def sweep_figures(rows):
+            raise RuntimeError("no")
+
+    assert experiment_figures(Broken, rows, tmp_path) == []

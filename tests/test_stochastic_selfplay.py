@@ -179,11 +179,12 @@ def test_trained_bob_catches_a_lying_alice():
     assert after["value"] < bound
 
 
-def test_self_play_yes_instance_reaches_completeness_and_honest_claims():
-    """Self-play (quick size: T = 4, 4 seeds, 300 Alice updates, n_B = 5) on a yes-instance:
-    every trained pair's exact acceptance >= 0.6402 and Alice's reach-weighted |p - pi| < b;
-    honest Alice vs every trained Bob >= the completeness bound (proven, spec DED 5.3)."""
-    cfg = E.Config(**E.SIZES["quick"])
+QUICK = E.Config(**E.SIZES["quick"])
+
+
+def _quick_setup():
+    """The quick size's yes-instance, static and hparams (the experiment's training programs)."""
+    cfg = QUICK
     fx = f2_target(cfg.T, cfg.p_yes, spread=cfg.spread)
     params, constants, levels = _setup(fx)
     static = sp.SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps,
@@ -192,7 +193,24 @@ def test_self_play_yes_instance_reaches_completeness_and_honest_claims():
                     alice_init=cfg.alice_init,
                     bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
     keys = jnp.stack([jax.random.fold_in(jax.random.key(11), s) for s in range(cfg.seeds)])
+    return fx, params, constants, levels, static, hp, keys
+
+
+@pytest.fixture(scope="module")
+def quick_trained():
+    """Self-play at quick size on the yes-instance as one program (train_grid), 4 seeds."""
+    fx, params, constants, levels, static, hp, keys = _quick_setup()
     alice, bob, mon = sp.train_grid(static)(sp.level_inputs(levels), hp, keys)
+    return alice, bob, mon
+
+
+def test_self_play_yes_instance_reaches_completeness_and_honest_claims(quick_trained):
+    """Self-play (quick size: T = 4, 4 seeds, 300 Alice updates, n_B = 5) on a yes-instance:
+    every trained pair's exact acceptance >= 0.6402 and Alice's reach-weighted |p - pi| < b;
+    honest Alice vs every trained Bob >= the completeness bound (proven, spec DED 5.3)."""
+    cfg = QUICK
+    fx, params, constants, levels, static, hp, keys = _quick_setup()
+    alice, bob, mon = quick_trained
     assert mon.value.shape == (cfg.seeds, cfg.steps // cfg.log_every)
     comp = params.completeness(fx.K, fx.T, fx.p1())
     for s in range(cfg.seeds):
@@ -206,20 +224,20 @@ def test_self_play_yes_instance_reaches_completeness_and_honest_claims():
 
 
 @pytest.mark.slow
-def test_chunked_training_is_bit_equal_to_one_program():
-    """init_grid + chunk_grid over uneven chunks (3 + 2 monitor periods) make exactly the
-    updates of train_grid (bit-equal players and monitors): what makes resume reproduce the
-    uninterrupted run and keeps the chunked experiment's numbers those of one program."""
-    fx = f2_target(3, 0.25, spread=0.2)
-    _, constants, levels = _setup(fx)
-    static = sp.SelfPlayStatic(T=fx.T, hidden=8, steps=45, log_every=10)  # 5 periods
-    hp = sp.hparams(constants, n_b=3)
+def test_chunked_training_is_bit_equal_to_one_program(quick_trained):
+    """init_grid + chunk_grid over uneven chunks (4 + 4 + 4 + 3 monitor periods) make exactly
+    the updates of train_grid (bit-equal players and monitors): what makes resume reproduce the
+    uninterrupted run and keeps the chunked experiment's numbers those of one program. At the
+    quick size, so the one-program run is the module's and the init and 3-period chunk
+    programs are the experiment's (test_experiment_quick)."""
+    fx, params, constants, levels, static, hp, keys = _quick_setup()
     inputs = sp.level_inputs(levels)
-    keys = jnp.stack([jax.random.fold_in(jax.random.key(2), s) for s in range(3)])
-    alice, bob, mon = sp.train_grid(static)(inputs, hp, keys)
-    assert sp.chunk_lengths(sp.n_periods(static), 2) == (3, 2)
+    alice, bob, mon = quick_trained
+    lengths = sp.chunk_lengths(sp.n_periods(static), 4)
+    assert lengths == (4, 4, 4, 3) and sp.chunk_lengths(sp.n_periods(static),
+                                                        QUICK.chunks) == (3,) * 5
     carry, mons = sp.init_grid(static)(hp, keys), []
-    for length in sp.chunk_lengths(sp.n_periods(static), 2):
+    for length in lengths:
         carry, m = sp.chunk_grid(static, length)(inputs, hp, carry)
         mons.append(m)
     for x, y in zip(jax.tree.leaves((alice, bob)), jax.tree.leaves((carry.alice, carry.bob))):
@@ -228,7 +246,9 @@ def test_chunked_training_is_bit_equal_to_one_program():
         np.testing.assert_array_equal(
             np.asarray(getattr(mon, name)),
             np.concatenate([np.asarray(getattr(m, name)) for m in mons], axis=1))
-    assert int(carry.step) == 50  # one update counter shared by the seeds
+    assert int(carry.step) == 300  # one update counter shared by the seeds
+    # a run makes whole monitor periods: 45 updates at 10 per period are 5 periods (50 updates)
+    assert sp.n_periods(sp.SelfPlayStatic(T=3, hidden=8, steps=45, log_every=10)) == 5
     with pytest.raises(ValueError, match="chunks=6"):
         sp.chunk_lengths(5, 6)
 
