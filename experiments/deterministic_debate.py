@@ -173,7 +173,7 @@ def _witness_suite(cfg, task, key):
     st.update(yes=int(yes.sum()), no=int((~yes).sum()), witnesses=int(ws.shape[0]), T=T, n=n,
               l=l_max, bits_bound=clog2(T) + (l_max + 2) * (1 + clog2(n + T)),
               a_steps_max=int(np.asarray(out.a_steps).max()),
-              rounds=int(np.asarray(out.rounds).max()) + 1,
+              rounds=int(np.asarray(out.costs.rounds).max()) + 1,
               valid_min=int(valid[yes].sum(axis=1).min()) if yes.any() else 0)
     return st
 
@@ -191,11 +191,11 @@ def _cost_rows(suite, T):
 
             rows.append({"T": T, "protocol": fam, "l": int(l), "m": clog2(T),
                          "S": None if cm is None else int(cm.S),
-                         "rounds": int(col(out.rounds).max()),
-                         "bits_read": int(col(out.bits_read).max()),
-                         "bits_read_min": int(col(out.bits_read).min()),
-                         "bits_read_max_over_zoo": int(col(out.bits_read, False).max()),
-                         "v_queries_max": int(col(out.v_queries, False).max()),
+                         "rounds": int(col(out.costs.rounds).max()),
+                         "bits_read": int(col(out.costs.bits_read).max()),
+                         "bits_read_min": int(col(out.costs.bits_read).min()),
+                         "bits_read_max_over_zoo": int(col(out.costs.bits_read, False).max()),
+                         "v_queries_max": int(col(out.costs.verifier_queries, False).max()),
                          "a_message_bits": int(col(out.a_message_bits).max()),
                          "a_steps": int(col(out.a_steps).max()),
                          "b_steps": int(col(out.b_steps).max()),
