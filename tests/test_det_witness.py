@@ -109,7 +109,8 @@ def test_costs_follow_the_cross_examination_formula(name):
     np.testing.assert_array_equal(np.asarray(out.costs.bits_read),
                                   clog2(T) + (1 + ndeps[t] + (t != T - 1)) * (1 + w))
     kind = np.asarray(prog.kind)
-    np.testing.assert_array_equal(np.asarray(out.costs.verifier_queries), (kind[t] == ORACLE).astype(int))
+    np.testing.assert_array_equal(np.asarray(out.costs.verifier_queries),
+                                  (kind[t] == ORACLE).astype(int))
     np.testing.assert_array_equal(np.asarray(out.a_steps), T)  # Ptime O(T): one simulation
     assert int(np.asarray(out.costs.verifier_queries).max()) == 1
 

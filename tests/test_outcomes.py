@@ -26,7 +26,7 @@ from dedebate.protocols import prover_estimator, stochastic
 from dedebate.protocols.binary_search import play_binary_search
 from dedebate.protocols.costs import Costs
 from dedebate.protocols.cross_exam import play_cross_exam
-from dedebate.protocols.det_witness import play_witness, plan_task
+from dedebate.protocols.det_witness import plan_task, play_witness
 from dedebate.protocols.naive_recursive import UniformChallenger, naive_debater, play_naive
 from dedebate.trees import hidden_flaw_tree
 

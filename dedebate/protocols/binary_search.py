@@ -15,10 +15,11 @@ Honest A sends the true configurations (she simulates M once); honest B keeps th
 current claim is false" by running ``Step^{len/2}`` from lo, ``T_pad/2 + ... + 1 = T_pad - 1``
 steps in all. Completeness 1 and soundness 0 follow as in spec DED 7.
 
-Costs (``DetOutcome.costs``, :class:`~dedebate.protocols.cross_exam.DetOutcome`): V reads every configuration A sends
-(S bits each) and every bit B sends; a full debate reads ``(m + 1) S + m`` bits in ``m + 1``
-rounds. A debate stopped at round r (0: Z' malformed or not accepting; r >= 1: a malformed
-midpoint) reads ``(r + 1) S + max(r - 1, 0)`` bits in ``r + 1`` rounds and makes no query.
+Costs (``DetOutcome.costs``, :class:`~dedebate.protocols.cross_exam.DetOutcome`): V reads every
+configuration A sends (S bits each) and every bit B sends; a full debate reads ``(m + 1) S + m``
+bits in ``m + 1`` rounds. A debate stopped at round r (0: Z' malformed or not accepting; r >= 1: a
+malformed midpoint) reads ``(r + 1) S + max(r - 1, 0)`` bits in ``r + 1`` rounds and makes no
+query.
 """
 
 from __future__ import annotations
