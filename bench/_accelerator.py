@@ -212,7 +212,7 @@ def throughput_worker(size: str, trials: int | None) -> dict:
         t0 = time.perf_counter()
         out = call()
         modes[mode] = {"compile_s": round(time.perf_counter() - t0, 3),
-                       "acceptance": float(out.verdict.mean())}
+                       "acceptance": float(out.alice_wins.mean())}
         runners[mode] = call
     timing = time_contenders(runners, min_seconds=s["min_seconds"], repeats=s["repeats"])
     for mode, t in timing.items():

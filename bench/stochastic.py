@@ -106,7 +106,7 @@ def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_
     timing = time_contenders(runners, min_seconds=min_seconds, repeats=repeats)
     best = {name: statistics.median(t["seconds_per_call"]) for name, t in timing.items()}
     for mode in MODES:
-        acc = float(np.mean(np.asarray(outs[mode].verdict)))
+        acc = float(np.mean(np.asarray(outs[mode].alice_wins)))
         modes[mode].update({"trial_steps_per_s": steps / best[mode], "seconds": best[mode],
                             "acceptance": acc, "z_vs_P_M": (acc - p1) / se,
                             "timing": summary(timing[mode], steps, "trial_steps")})

@@ -220,23 +220,24 @@ def _judge(out, g):
     """Completeness / soundness counts of a grid and V's largest query and bit counts (int32)."""
     i32 = jnp.int32
     return {"comp_debates": jnp.sum(g["comp"], dtype=i32),
-            "comp_accepts": jnp.sum(out.accept & g["comp"], dtype=i32),
+            "comp_accepts": jnp.sum(out.alice_wins & g["comp"], dtype=i32),
             "sound_debates": jnp.sum(g["sound"], dtype=i32),
-            "sound_accepts": jnp.sum(out.accept & g["sound"], dtype=i32),
-            "v_queries_max": jnp.max(out.v_queries), "bits_max": jnp.max(out.bits_read),
+            "sound_accepts": jnp.sum(out.alice_wins & g["sound"], dtype=i32),
+            "v_queries_max": jnp.max(out.costs.verifier_queries), "bits_max": jnp.max(out.costs.bits_read),
             # soundness debates in which V queried the oracle (honest B pointed at an ORACLE
             # step); the honest debates check the last step, which is DET
-            "v_queries_sound": jnp.sum(jnp.where(g["sound"], out.v_queries, 0), dtype=i32)}
+            "v_queries_sound": jnp.sum(jnp.where(g["sound"], out.costs.verifier_queries, 0), dtype=i32)}
 
 
 def _costs(out, rows):
     """Costs of the honest debate (pair 0) on the machines ``rows`` and the worst over the zoo."""
-    h = {k: getattr(out, k)[rows, 0] for k in ("rounds", "bits_read", "a_message_bits",
-                                                "a_steps", "b_steps")}
+    c = out.costs
+    h = {"rounds": c.rounds[rows, 0], "bits_read": c.bits_read[rows, 0],
+         **{k: getattr(out, k)[rows, 0] for k in ("a_message_bits", "a_steps", "b_steps")}}
     return {"rounds": jnp.max(h["rounds"]), "bits_read": jnp.max(h["bits_read"]),
             "bits_read_min": jnp.min(h["bits_read"]),
-            "bits_read_max_over_zoo": jnp.max(out.bits_read[rows]),
-            "v_queries_max": jnp.max(out.v_queries[rows]),
+            "bits_read_max_over_zoo": jnp.max(c.bits_read[rows]),
+            "v_queries_max": jnp.max(c.verifier_queries[rows]),
             "a_message_bits": jnp.max(h["a_message_bits"]), "a_steps": jnp.max(h["a_steps"]),
             "b_steps": jnp.max(h["b_steps"])}
 
@@ -312,7 +313,7 @@ def _witness_suite(cfg, task, key):
     st.update(yes=int(yes.sum()), no=int((~yes).sum()), witnesses=int(ws.shape[0]), T=T, n=n,
               l=l_max, bits_bound=clog2(T) + (l_max + 2) * (1 + clog2(n + T)),
               a_steps_max=int(np.asarray(out.a_steps).max()),
-              rounds=int(np.asarray(out.rounds).max()) + 1,
+              rounds=int(np.asarray(out.costs.rounds).max()) + 1,
               valid_min=int(valid[yes].sum(axis=1).min()) if yes.any() else 0)
     return st
 

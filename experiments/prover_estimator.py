@@ -290,7 +290,8 @@ def _sampled(params, trees, dir_probs, per_tree, per_tree_naive, key):
 
     def naive_tree(tree, kt):
         keys = jax.random.split(kt, per_tree_naive)
-        return jax.vmap(lambda k: play_naive(NAIVE_LIAR, ch, tree, k).survived)(keys)
+        return jax.vmap(lambda k: play_naive(NAIVE_LIAR, ch, tree, k).alice_wins
+                        .astype(jnp.float32))(keys)
 
     u = jax.vmap(one_policy)(dir_probs, jax.random.split(k_ped, dir_probs.shape[0]))
     return u, jax.vmap(naive_tree)(trees, jax.random.split(k_naive, n_trees))

@@ -210,8 +210,9 @@ def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0):
                                      impl=jax.random.key_impl(key))
         take = functools.partial(jax.tree.map, lambda x: x[r])
         out = play(spec, take(d["machine"]), take(d["alice"]), take(d["bob"]), d["vera"], k)
-        return (out.verdict, out.aborted, out.queries_alice, out.queries_bob, out.queries_vera,
-                out.rounds)
+        c = out.costs
+        return (out.alice_wins, out.aborted, c.alice_queries, c.bob_queries, c.verifier_queries,
+                c.rounds)
 
     idx = jnp.arange(batches * width) % n
     if batches == 1:

@@ -242,7 +242,7 @@ def _monte_carlo(cfg, fx, constants, alice, bob, key):
                         if np.ndim(x) == 0 else np.asarray(x)[idx], zoo)
     out = run_trials(debate_spec(cfg.T), fx.machine, alices, bobs, make_vera(constants),
                      trial_keys(key, idx.size), axes=(None, 0, 0, None))
-    wins = np.asarray(out.verdict).reshape(S, n).sum(axis=1)
+    wins = np.asarray(out.alice_wins).reshape(S, n).sum(axis=1)
     return wins
 
 

@@ -13,6 +13,7 @@ import pytest
 import experiments.stochastic_debate as exp
 from dedebate.lab.config import default_config
 from dedebate.lab.devices import device_memory_bytes, lanes_for_memory
+from dedebate.protocols.costs import Costs
 
 
 class FakeDevice:
@@ -57,8 +58,7 @@ def test_full_size_takes_its_lanes_from_the_device(monkeypatch):
         exp.Config(max_lanes=100)
 
 
-Out = collections.namedtuple("Out", "verdict aborted queries_alice queries_bob queries_vera "
-                                    "rounds")
+Out = collections.namedtuple("Out", "alice_wins aborted costs")
 Row = collections.namedtuple("Row", "kind w")
 
 
@@ -67,9 +67,11 @@ def fake_play(spec, machine, alice, bob, vera, key):
     key and its row only."""
     bits = jax.random.key_data(key).astype(jnp.float32)
     u = jnp.stack([bits[-1] % 997 / 997, bits[0] % 991 / 991, (bits[-1] + bits[0]) % 983 / 983])
-    verdict = (u[0] < machine.w).astype(jnp.int32)
-    return Out(verdict, (u[1] < 0.1).astype(jnp.int32), u[2] * alice.w, u[1] + bob.w,
-               u[0] * 7 + vera, (u[2] * 5).astype(jnp.int32))
+    wins = (u[0] < machine.w).astype(jnp.int32)
+    costs = Costs(alice_queries=u[2] * alice.w, bob_queries=u[1] + bob.w,
+                  verifier_queries=u[0] * 7 + vera, bits_read=jnp.int32(0),
+                  rounds=(u[2] * 5).astype(jnp.int32))
+    return Out(wins, (u[1] < 0.1).astype(jnp.int32), costs)
 
 
 def test_zoo_stats_equal_for_every_batch_size(monkeypatch):

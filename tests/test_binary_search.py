@@ -9,6 +9,7 @@ a 3-step machine are tried.
 from __future__ import annotations
 
 import functools
+from operator import attrgetter
 
 import jax
 import jax.numpy as jnp
@@ -74,13 +75,13 @@ def outputs():
 def test_completeness_and_soundness_are_exact(window):
     cm, _A, _B, blocks, _, out = suite(window)
     assert (cm.S, cm.T_pad, cm.m) == ((4 + N_IN + (W if window else T)), T_PAD, M)
-    acc = np.asarray(out.accept)
+    acc = np.asarray(out.alice_wins)
     y = outputs()
     comp = acc[y == 1, blocks["comp"]]
     assert comp.shape[1] >= 2**M and comp.all()  # every B bit pattern was tried
     sound = acc[y == 0, blocks["comp"].stop:]
     assert sound.shape[1] > 2**T and not sound.any()
-    assert int(np.asarray(out.v_queries).max()) <= 1
+    assert int(np.asarray(out.costs.verifier_queries).max()) <= 1
 
 
 @pytest.mark.parametrize("window", [W, None])
@@ -94,9 +95,9 @@ def test_costs_with_honest_alice_against_every_bob(window):
     y1 = outputs() == 1
 
     def col(name):
-        return np.asarray(getattr(out, name))[:, sl]
+        return np.asarray(attrgetter(name)(out))[:, sl]
 
-    want = {"bits_read": ((M + 1) * cm.S + M, cm.S), "rounds": (M + 1, 1),
+    want = {"costs.bits_read": ((M + 1) * cm.S + M, cm.S), "costs.rounds": (M + 1, 1),
             "a_message_bits": ((M + 1) * cm.S, cm.S)}
     for name, (full, stopped) in want.items():
         np.testing.assert_array_equal(col(name)[y1], full, err_msg=name)
@@ -112,8 +113,8 @@ def test_costs_with_honest_alice_against_every_bob(window):
     np.testing.assert_array_equal(col("pointer")[y1], np.broadcast_to(lo, (int(y1.sum()),
                                                                            lo.size)))
     q = (lo[None, :] < T) & (kind[:, np.minimum(lo, T - 1)] == ORACLE)
-    np.testing.assert_array_equal(col("v_queries")[y1], q[y1].astype(int))
-    np.testing.assert_array_equal(col("v_queries")[~y1], 0)
+    np.testing.assert_array_equal(col("costs.verifier_queries")[y1], q[y1].astype(int))
+    np.testing.assert_array_equal(col("costs.verifier_queries")[~y1], 0)
 
 
 @pytest.mark.parametrize("window", [W, None])
@@ -133,18 +134,19 @@ def test_every_transcript_binary_search_finds_the_first_inconsistent_step(window
         claims_one = a[i][:, -1] == 1
         first = np.where(bad.any(1), bad.argmax(1), T_PAD - 1)
         rounds = np.where(claims_one, M + 1, 1)
-        got = {f: np.asarray(getattr(out, f))[i, sl] for f in
-               ("accept", "rounds", "bits_read", "pointer", "v_queries")}
+        got = {f.rpartition(".")[2]: np.asarray(attrgetter(f)(out))[i, sl] for f in
+               ("alice_wins", "costs.rounds", "costs.bits_read", "pointer",
+                "costs.verifier_queries")}
         np.testing.assert_array_equal(got["rounds"], rounds)
         np.testing.assert_array_equal(got["bits_read"],
                                       np.where(claims_one, (M + 1) * cm.S + M, cm.S))
-        assert not got["accept"][bad.any(1) & (y_true[i] == 0)].any()
+        assert not got["alice_wins"][bad.any(1) & (y_true[i] == 0)].any()
         if window is not None:
             continue
-        np.testing.assert_array_equal(got["accept"], claims_one & ~bad.any(1))
+        np.testing.assert_array_equal(got["alice_wins"], claims_one & ~bad.any(1))
         np.testing.assert_array_equal(got["pointer"][claims_one], first[claims_one])
         q = claims_one & (first < T) & (kind[i, np.minimum(first, T - 1)] == ORACLE)
-        np.testing.assert_array_equal(got["v_queries"], q.astype(int))
+        np.testing.assert_array_equal(got["verifier_queries"], q.astype(int))
 
 
 def test_malformed_message_stops_the_debate_with_exact_cost():
@@ -154,11 +156,11 @@ def test_malformed_message_stops_the_debate_with_exact_cost():
             continue
         r = int(name.rsplit("r", 1)[1])  # round of the corrupted input bit (0 = Z')
         k = blocks["lies"].start + j
-        np.testing.assert_array_equal(np.asarray(out.rounds)[:, k], r + 1)
-        np.testing.assert_array_equal(np.asarray(out.bits_read)[:, k],
+        np.testing.assert_array_equal(np.asarray(out.costs.rounds)[:, k], r + 1)
+        np.testing.assert_array_equal(np.asarray(out.costs.bits_read)[:, k],
                                       (r + 1) * cm.S + max(r - 1, 0))
-        assert not np.asarray(out.accept)[:, k].any()
-        assert not np.asarray(out.v_queries)[:, k].any()
+        assert not np.asarray(out.alice_wins)[:, k].any()
+        assert not np.asarray(out.costs.verifier_queries)[:, k].any()
 
 
 def test_every_message_sequence_of_a_three_step_machine():
@@ -169,7 +171,7 @@ def test_every_message_sequence_of_a_three_step_machine():
     seqs = bit_table(15).reshape(-1, 3, 5)
     out = play_binary_search_grid(cm, MessageAlice(messages=seqs),
                                   repeat(make_bob("honest"), seqs.shape[0]))
-    acc = np.asarray(out.accept)
+    acc = np.asarray(out.alice_wins)
     y = simulate_numpy(progs)
     assert not acc[y[:, -1] == 0].any()
     # the honest sequence (configurations of y at 4, 2, 3) is among the accepted ones
@@ -178,7 +180,7 @@ def test_every_message_sequence_of_a_three_step_machine():
     codes = (np.asarray(honest).reshape(4, 15) << np.arange(15)).sum(1)
     for i in np.flatnonzero(y[:, -1] == 1):
         assert acc[i, codes[i]]
-    assert int(np.asarray(out.v_queries).max()) <= 1
+    assert int(np.asarray(out.costs.verifier_queries).max()) <= 1
 
 
 def test_configurations_follow_the_machine_and_halt():
@@ -216,8 +218,10 @@ def test_vmap_grid_equals_per_debate_loop():
         for k in (0, 3, blocks["zoo"].start + 6, blocks["lies"].start + 2,
                   blocks["every"].start + 300):
             one = single(index_tree(cm, i), index_tree(A, k), index_tree(B, k))
-            for f in ("accept", "rounds", "bits_read", "v_queries", "b_steps", "pointer"):
-                assert int(getattr(one, f)) == int(np.asarray(getattr(out, f))[i, k]), f
+            for f in ("alice_wins", "costs.rounds", "costs.bits_read", "costs.verifier_queries",
+                      "b_steps", "pointer"):
+                get = attrgetter(f)
+                assert int(get(one)) == int(np.asarray(get(out))[i, k]), f
 
 
 def test_window_must_cover_every_dependency():

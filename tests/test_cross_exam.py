@@ -7,6 +7,7 @@ against an independent numpy re-derivation of A's claim, honest B's pointer and 
 from __future__ import annotations
 
 import functools
+from operator import attrgetter
 
 import jax
 import jax.numpy as jnp
@@ -82,8 +83,8 @@ def reference(prog, alices, bobs):
     ndeps = np.asarray(prog.dep_mask).sum(-1)
     bits = clog2(T) + (1 + ndeps[t] + (t != T - 1)) * (1 + clog2(N_IN + T))
     checked = np.where(bad.any(1), first + 1, T)
-    return {"accept": accept, "pointer": t, "bits_read": bits,
-            "v_queries": (kind[t] == ORACLE).astype(int),
+    return {"alice_wins": accept, "pointer": t, "costs.bits_read": bits,
+            "costs.verifier_queries": (kind[t] == ORACLE).astype(int),
             "b_steps": np.where(mode == HONEST, checked, 0)}
 
 
@@ -97,7 +98,7 @@ def test_population_has_both_outputs_and_numpy_matches_jax():
 def test_completeness_is_exactly_one_against_every_bob():
     _A, B, n_comp, out = grid()
     y1 = simulate_numpy(population())[:, -1] == 1
-    acc = np.asarray(out.accept)[y1, :n_comp]
+    acc = np.asarray(out.alice_wins)[y1, :n_comp]
     assert acc.size >= 4 * T and acc.all()
     assert np.asarray(B.mode)[:n_comp].tolist().count(FIXED) == T  # every step t was tried
 
@@ -105,7 +106,7 @@ def test_completeness_is_exactly_one_against_every_bob():
 def test_soundness_is_exactly_zero_against_every_lie_and_every_transcript():
     _A, _B, n_comp, out = grid()
     y0 = simulate_numpy(population())[:, -1] == 0
-    acc = np.asarray(out.accept)[y0, n_comp:]
+    acc = np.asarray(out.alice_wins)[y0, n_comp:]
     assert acc.shape[1] >= 2**T and not acc.any()
 
 
@@ -115,11 +116,11 @@ def test_each_debate_matches_the_numpy_reference_and_cost_formula():
     for i in range(progs.kind.shape[0]):
         ref = reference(index_tree(progs, i), A, B)
         for name, want in ref.items():
-            np.testing.assert_array_equal(np.asarray(getattr(out, name))[i], want, err_msg=name)
-    assert int(np.asarray(out.v_queries).max()) == 1  # oracle steps do get checked ...
-    assert set(np.unique(np.asarray(out.v_queries))) <= {0, 1}  # ... with at most one query
+            np.testing.assert_array_equal(np.asarray(attrgetter(name)(out))[i], want, err_msg=name)
+    assert int(np.asarray(out.costs.verifier_queries).max()) == 1  # oracle steps get checked ...
+    assert set(np.unique(np.asarray(out.costs.verifier_queries))) <= {0, 1}  # ... at most one
     np.testing.assert_array_equal(np.asarray(out.a_steps), T)
-    np.testing.assert_array_equal(np.asarray(out.rounds), 1)
+    np.testing.assert_array_equal(np.asarray(out.costs.rounds), 1)
 
 
 def test_wrong_oracle_answer_is_locally_consistent_but_caught():
@@ -142,7 +143,7 @@ def test_wrong_oracle_answer_is_locally_consistent_but_caught():
         assert bad.tolist() == [t0]
         checked += 1
         if a[-1] == 1 and simulate_numpy(prog)[-1] == 0:  # a lie needing no other change
-            assert int(np.asarray(out.pointer)[i, k]) == t0 and not bool(out.accept[i, k])
+            assert int(np.asarray(out.pointer)[i, k]) == t0 and not bool(out.alice_wins[i, k])
     assert checked >= 4
 
 
@@ -153,8 +154,10 @@ def test_vmap_grid_equals_per_debate_loop():
     for i in (0, 3, 6):
         for k in (0, 1, n_comp - 1, n_comp, n_comp + 7, n_comp + 20):
             one = single(index_tree(progs, i), index_tree(A, k), index_tree(B, k))
-            for f in ("accept", "pointer", "bits_read", "v_queries", "b_steps", "b_queries"):
-                assert int(getattr(one, f)) == int(np.asarray(getattr(out, f))[i, k]), f
+            for f in ("alice_wins", "pointer", "costs.bits_read", "costs.verifier_queries",
+                      "b_steps", "costs.bob_queries"):
+                get = attrgetter(f)
+                assert int(get(one)) == int(np.asarray(get(out))[i, k]), f
 
 
 def test_random_program_equals_make_step_program_build():
@@ -181,21 +184,22 @@ def test_hand_machine_transcript_and_verdicts():
     honest = play(prog, honest_alice(4), make_bob("honest"))
     # honest B finds no inconsistency and points at the last step: V reads B's index (2 bits) and
     # a_3, a_0, a_2 (1 + |I(3)| positions) at 1 + ceil(log2 6) = 4 bits each.
-    assert bool(honest.accept) and int(honest.pointer) == 3
-    assert int(honest.bits_read) == 2 + 3 * 4 and int(honest.v_queries) == 0
+    assert bool(honest.alice_wins) and int(honest.pointer) == 3
+    assert int(honest.costs.bits_read) == 2 + 3 * 4 and int(honest.costs.verifier_queries) == 0
     # Flipping the oracle answer (consistently) makes y3 = 0: rejected by the final-bit check
     # unless A also lies at the end, and then B points at step 3.
     liar = play(prog, make_alice(4, prop_oracle_from=0), make_bob("honest"))
-    assert not bool(liar.accept)
+    assert not bool(liar.alice_wins)
     liar = play(prog, make_alice(4, prop_oracle_from=0, force_last=True),
                            make_bob("honest"))
-    assert int(liar.pointer) == 1 and not bool(liar.accept) and int(liar.v_queries) == 1
+    assert int(liar.pointer) == 1 and not bool(liar.alice_wins)
+    assert int(liar.costs.verifier_queries) == 1
     wrong_b = play(prog, make_alice(4, prop_oracle_from=0, force_last=True),
                               make_bob("last"))
-    assert int(wrong_b.pointer) == 3 and not bool(wrong_b.accept)  # y3 = y0 and y2 = 0 != 1
+    assert int(wrong_b.pointer) == 3 and not bool(wrong_b.alice_wins)  # y3 = y0 and y2 = 0 != 1
     lucky = play(prog, make_alice(4, prop_oracle_from=0, force_last=True),
                             make_bob("first"))
-    assert bool(lucky.accept)  # a misbehaving B loses soundness: the honest B is needed
+    assert bool(lucky.alice_wins)  # a misbehaving B loses soundness: the honest B is needed
 
 
 def test_nondeterministic_machines_are_rejected():

@@ -88,7 +88,7 @@ def test_completeness_over_valid_witnesses_soundness_over_every_witness(name):
     A, _Bb, n_comp, out = grid(name)
     valid = accepting_witnesses(task)
     yes = valid.any(1)
-    acc = np.asarray(out.accept).reshape(4, -1, A.flip_raw.shape[0])  # [instance, w, pair]
+    acc = np.asarray(out.alice_wins).reshape(4, -1, A.flip_raw.shape[0])  # [instance, w, pair]
     comp = acc[:, :, :n_comp][valid]  # honest A with any valid witness, every B
     assert comp.size >= 2 * task.program.T and comp.all()
     sound = acc[~yes][:, :, n_comp:]  # every witness of a no-instance, every liar
@@ -106,12 +106,13 @@ def test_costs_follow_the_cross_examination_formula(name):
     ndeps = np.asarray(prog.dep_mask).sum(1)
     t = np.asarray(out.pointer)
     w = clog2(n + T)
-    np.testing.assert_array_equal(np.asarray(out.bits_read),
+    np.testing.assert_array_equal(np.asarray(out.costs.bits_read),
                                   clog2(T) + (1 + ndeps[t] + (t != T - 1)) * (1 + w))
     kind = np.asarray(prog.kind)
-    np.testing.assert_array_equal(np.asarray(out.v_queries), (kind[t] == ORACLE).astype(int))
+    np.testing.assert_array_equal(np.asarray(out.costs.verifier_queries),
+                                  (kind[t] == ORACLE).astype(int))
     np.testing.assert_array_equal(np.asarray(out.a_steps), T)  # Ptime O(T): one simulation
-    assert int(np.asarray(out.v_queries).max()) == 1
+    assert int(np.asarray(out.costs.verifier_queries).max()) == 1
 
 
 def test_single_witness_debate_equals_the_grid_entry():
@@ -125,9 +126,9 @@ def test_single_witness_debate_equals_the_grid_entry():
     for k in (0, n_comp - 1, n_comp + 2):
         one = play(index_tree(task, i), ws[j], index_tree(A, k), index_tree(Bb, k))
         row = i * ws.shape[0] + j
-        assert bool(one.accept) == bool(np.asarray(out.accept)[row, k])
-        assert int(one.bits_read) == int(np.asarray(out.bits_read)[row, k])
-        assert int(one.rounds) == 2 and int(one.a_message_bits) == task.n_w + task.program.T
+        assert bool(one.alice_wins) == bool(np.asarray(out.alice_wins)[row, k])
+        assert int(one.costs.bits_read) == int(np.asarray(out.costs.bits_read)[row, k])
+        assert int(one.costs.rounds) == 2 and int(one.a_message_bits) == task.n_w + task.program.T
 
 
 def test_task_arguments_are_validated():

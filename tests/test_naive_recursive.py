@@ -57,7 +57,7 @@ _one = _jit(lambda t, k: play_naive(LIAR, UniformChallenger(), t, k))
 def test_sampled_survival_and_vmap_vs_loop(tree):
     keys = jax.random.split(jax.random.key(4), 20_000)
     out = _batch(tree, keys)
-    s = np.asarray(out.survived)
+    s = np.asarray(out.alice_wins)
     p, lo, hi = wilson_interval(float(s.sum()), s.size)
     assert lo <= 63 / 64 <= hi, (p, lo, hi)
     caught = np.asarray(out.caught_round)

@@ -66,7 +66,7 @@ def _run_zoo(s, machine, members, side, key, n=N_MC):
     keys = jax.random.wrap_key_data(np.tile(kd, (m, 1)))
     alice, bob = (rep, other) if side == "alice" else (other, rep)
     out = run_trials(s["spec"], machine, alice, bob, s["vera"], keys, axes=(None, 0, 0, None))
-    return out, np.asarray(out.verdict).reshape(m, n).mean(axis=1)
+    return out, np.asarray(out.alice_wins).reshape(m, n).mean(axis=1)
 
 
 def _z(mc, exact, n):
@@ -123,12 +123,12 @@ def test_bob_zoo_respects_completeness_exactly_and_by_monte_carlo(setup):
 
     # measured costs (spec DED 5.3): Alice N_A and Bob N_B per step played, Vera N_V per abort
     c = s["c"]
-    rounds = np.asarray(out.rounds).reshape(len(members), N_MC)
+    rounds = np.asarray(out.costs.rounds).reshape(len(members), N_MC)
     aborted = np.asarray(out.aborted).reshape(len(members), N_MC)
     abort_step = np.asarray(out.abort_step).reshape(len(members), N_MC)
-    np.testing.assert_array_equal(np.asarray(out.queries_alice).reshape(rounds.shape),
+    np.testing.assert_array_equal(np.asarray(out.costs.alice_queries).reshape(rounds.shape),
                                   rounds * np.float32(c.n_alice))
-    qv = np.asarray(out.queries_vera).reshape(rounds.shape)
+    qv = np.asarray(out.costs.verifier_queries).reshape(rounds.shape)
     np.testing.assert_array_equal(qv, np.where(aborted, c.n_vera, 0))
     first = names.index("aborts at step 0")
     assert np.all(abort_step[first] == 0) and np.all(rounds[first] == 1)
@@ -178,7 +178,7 @@ def test_two_party_coin_protocol(setup):
     bobs = jax.tree.map(lambda x: np.repeat(x, N_MC, axis=0), bobs)
     out = run_trials(spec, s["yes"], fixed_alice, bobs, s["vera"], keys,
                      axes=(None, None, 0, None))
-    acc = np.asarray(out.verdict).reshape(2, N_MC).mean(axis=1)
+    acc = np.asarray(out.alice_wins).reshape(2, N_MC).mean(axis=1)
     exact = acceptance_exact(s["yes"], honest_alice(s["c"]), honest_bob(s["c"]), s["vera"],
                              s["lv_yes"])
     assert abs(_z(acc[0], exact, N_MC)) < 4.0
@@ -195,9 +195,9 @@ def test_black_box_calls_estimator_matches_exact(setup):
                      trial_keys(jax.random.key(9), n))
     exact = acceptance_exact(s["yes"], honest_alice(c), honest_bob(c), make_vera(c),
                              s["lv_yes"])
-    assert abs(_z(float(np.mean(np.asarray(out.verdict))), exact, n)) < 4.0
-    np.testing.assert_array_equal(np.asarray(out.queries_alice),
-                                  np.asarray(out.rounds) * np.float32(c.n_alice))
+    assert abs(_z(float(np.mean(np.asarray(out.alice_wins))), exact, n)) < 4.0
+    np.testing.assert_array_equal(np.asarray(out.costs.alice_queries),
+                                  np.asarray(out.costs.rounds) * np.float32(c.n_alice))
 
 
 def test_optimised_alice_stays_below_the_bound(setup):

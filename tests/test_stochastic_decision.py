@@ -3,6 +3,7 @@ uses, the certified interval of the checker, the law of the decision, and the pr
 the exact acceptance and against ``vmap(play)``."""
 
 import math
+from operator import attrgetter
 
 import jax
 import jax.numpy as jnp
@@ -138,7 +139,7 @@ def test_decision_mode_matches_exact_acceptance(small):
     batch = jax.tree.map(lambda x: np.repeat(np.asarray(x), N_MC, axis=0), stack(members))
     keys = trial_keys(jax.random.key(21), m * N_MC)
     out = run_trials(spec, s["no"], batch, bob, s["vera"], keys, axes=(None, 0, None, None))
-    mc = np.asarray(out.verdict).reshape(m, N_MC).mean(axis=1)
+    mc = np.asarray(out.alice_wins).reshape(m, N_MC).mean(axis=1)
     for nm, mm, e in zip(names, mc, exact):
         z = (mm - e) / math.sqrt(max(e * (1 - e), 1e-4) / N_MC)
         assert abs(z) < Z_MAX, (nm, mm, e)
@@ -158,14 +159,14 @@ def test_decision_mode_honest_debates_at_scale():
     out, un = jax.jit(jax.vmap(lambda k: play_fast(spec, fx.machine, a, b, v, k)))(keys)
     un = np.asarray(un)
     assert un.sum() <= 2  # expected 2048 * 64 * (2^-24 + BTRS windows) ~ 0.01
-    acc = float(np.mean(np.asarray(out.verdict)))
+    acc = float(np.mean(np.asarray(out.alice_wins)))
     assert abs(acc - fx.p1()) < Z_MAX * math.sqrt(fx.p1() * (1 - fx.p1()) / n)
     assert not np.asarray(out.aborted).any()
     ref = jax.jit(jax.vmap(lambda k: play(spec, fx.machine, a, b, v, k)))(keys[:128])
     ok = ~un[:128]
-    for f in ("verdict", "aborted", "last_bit", "rounds"):
-        np.testing.assert_array_equal(np.asarray(getattr(ref, f))[ok],
-                                      np.asarray(getattr(out, f))[:128][ok])
+    for f in ("alice_wins", "aborted", "last_bit", "costs.rounds"):
+        np.testing.assert_array_equal(np.asarray(attrgetter(f)(ref))[ok],
+                                      np.asarray(attrgetter(f)(out))[:128][ok])
 
 
 def test_decision_mode_rejects_bad_input(small):

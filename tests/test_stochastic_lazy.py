@@ -5,6 +5,7 @@ exact sum over Alice's counts, the tail sampler against scipy, whole debates aga
 counts."""
 
 import math
+from operator import attrgetter
 
 import jax
 import jax.numpy as jnp
@@ -183,13 +184,13 @@ def test_debates_on_the_rare_path_match_the_exact_dp(small_debates):
     exact P[abort] = acc(always accepts) - acc(never accepts)."""
     n, out = small_debates
     for tv, (o, exact) in out.items():
-        mc = float(np.mean(np.asarray(o.verdict)))
+        mc = float(np.mean(np.asarray(o.alice_wins)))
         assert abs(mc - exact) < Z_MAX * math.sqrt(exact * (1 - exact) / n), (tv, mc, exact)
     p_abort = out[2.0][1] - out[0.0][1]
     mc_abort = float(np.mean(np.asarray(out[SMALL.tau_vera][0].aborted)))
     assert p_abort > 1e-3
     assert abs(mc_abort - p_abort) < Z_MAX * math.sqrt(p_abort * (1 - p_abort) / n)
-    rounds = np.asarray(out[SMALL.tau_vera][0].rounds)
+    rounds = np.asarray(out[SMALL.tau_vera][0].costs.rounds)
     aborted = np.asarray(out[SMALL.tau_vera][0].aborted)
     assert np.all(rounds[~aborted] == SMALL.T) and np.all(rounds[aborted] <= SMALL.T)
 
@@ -208,7 +209,7 @@ def test_one_word_path_at_lean_counts():
     out, un = jax.jit(jax.vmap(lambda k: play_fast(spec, fx.machine, a, b, v, k)))(keys)
     un = np.asarray(un)
     assert un.sum() <= 2  # expected 4096 * 64 * 2^-24 ~ 0.016
-    acc = float(np.mean(np.asarray(out.verdict)))
+    acc = float(np.mean(np.asarray(out.alice_wins)))
     assert abs(acc - fx.p1()) < Z_MAX * math.sqrt(fx.p1() * (1 - fx.p1()) / n)
     # G = 4: about 64 / 16 steps per debate take the exact path, so most lanes replay.
     # run_trials keeps play_fast's result on resolved lanes and replays the others, so its
@@ -220,9 +221,10 @@ def test_one_word_path_at_lean_counts():
     assert 0 < int(np.asarray(un4).sum()) < 64
     # the reference: each trial played alone by the exact play (the replay's compiled program)
     direct = [_play_one(spec4, fx.machine, a, b, v, k64[i]) for i in range(64)]
-    for f in ("verdict", "aborted", "abort_step", "last_bit", "rounds", "queries_alice"):
-        np.testing.assert_array_equal(np.asarray(getattr(driver, f)),
-                                      np.array([np.asarray(getattr(o, f)) for o in direct]))
+    for f in ("alice_wins", "aborted", "abort_step", "last_bit", "costs.rounds",
+              "costs.alice_queries"):
+        np.testing.assert_array_equal(np.asarray(attrgetter(f)(driver)),
+                                      np.array([np.asarray(attrgetter(f)(o)) for o in direct]))
 
 
 def test_lazy_mode_rejects_bad_input():

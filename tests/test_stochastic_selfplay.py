@@ -155,7 +155,7 @@ def test_monte_carlo_play_of_learned_players_matches_the_dp():
     out = run_trials(debate_spec(fx.T), fx.machine, sp.learned_alice(alice, constants.b),
                      sp.bob_as_zoo(bob, constants.b), make_vera(constants),
                      trial_keys(jax.random.key(9), n))
-    mc = float(np.mean(np.asarray(out.verdict)))
+    mc = float(np.mean(np.asarray(out.alice_wins)))
     se = math.sqrt(exact * (1 - exact) / n)
     assert 0.05 < exact < 0.95
     assert abs(mc - exact) <= 3 * se

@@ -88,5 +88,5 @@ def test_soundness_whatever_witness_a_lying_alice_picks():
                      static_argnums=0)
     idx, out = play_w(debate_spec(T), machines, np.full(n, wi), alices[aj], bob, vera, keys)
     assert np.all(np.asarray(idx) == wi)
-    mc = float(np.mean(np.asarray(out.verdict)))
+    mc = float(np.mean(np.asarray(out.alice_wins)))
     assert abs(mc - acc) < 4 * math.sqrt(max(acc * (1 - acc), 1e-3) / n)

@@ -183,15 +183,15 @@ def judge_grid(out, n_comp: int, y_last, comp_mask=None, sound_mask=None) -> dic
     (host): accepted debates among honest-A pairs on machines with ``y_last == 1`` (or
     ``comp_mask``) and among honest-B pairs on the others (or ``sound_mask``), and the largest
     oracle-query and bit counts of V."""
-    acc = np.asarray(out.accept)
+    acc = np.asarray(out.alice_wins)
     y1 = np.asarray(y_last) == 1
     comp = acc[y1 if comp_mask is None else comp_mask, :n_comp]
     sound = acc[~y1 if sound_mask is None else sound_mask, n_comp:]
     return {
         "comp_debates": int(comp.size), "comp_accepts": int(comp.sum()),
         "sound_debates": int(sound.size), "sound_accepts": int(sound.sum()),
-        "v_queries_max": int(np.asarray(out.v_queries).max()),
-        "bits_max": int(np.asarray(out.bits_read).max()),
+        "v_queries_max": int(np.asarray(out.costs.verifier_queries).max()),
+        "bits_max": int(np.asarray(out.costs.bits_read).max()),
     }
 
 

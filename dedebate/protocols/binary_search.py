@@ -15,10 +15,11 @@ Honest A sends the true configurations (she simulates M once); honest B keeps th
 current claim is false" by running ``Step^{len/2}`` from lo, ``T_pad/2 + ... + 1 = T_pad - 1``
 steps in all. Completeness 1 and soundness 0 follow as in spec DED 7.
 
-Costs (:class:`~dedebate.protocols.cross_exam.DetOutcome`): V reads every configuration A sends
-(S bits each) and every bit B sends; a full debate reads ``(m + 1) S + m`` bits in ``m + 1``
-rounds. A debate stopped at round r (0: Z' malformed or not accepting; r >= 1: a malformed
-midpoint) reads ``(r + 1) S + max(r - 1, 0)`` bits in ``r + 1`` rounds and makes no query.
+Costs (``DetOutcome.costs``, :class:`~dedebate.protocols.cross_exam.DetOutcome`): V reads every
+configuration A sends (S bits each) and every bit B sends; a full debate reads ``(m + 1) S + m``
+bits in ``m + 1`` rounds. A debate stopped at round r (0: Z' malformed or not accepting; r >= 1: a
+malformed midpoint) reads ``(r + 1) S + max(r - 1, 0)`` bits in ``r + 1`` rounds and makes no
+query.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from dedebate.machines.configurations import ConfigMachine
+from dedebate.protocols.costs import Costs
 from dedebate.protocols.cross_exam import DetOutcome, grid
 from dedebate.protocols.deterministic_players import (
     HONEST,
@@ -73,10 +75,11 @@ def play_binary_search(cm: ConfigMachine, alice, bob: Bob) -> DetOutcome:
     accept = c["alive"] & jnp.all(nxt == c["hi"])
     a_steps, a_queries = alice_cost(cm.program, alice)
     honest_b = bob.mode == HONEST
-    return DetOutcome(accept=accept, rounds=c["rounds"], bits_read=c["bits"],
-                      v_queries=(c["alive"] & queried).astype(jnp.int32),
-                      a_steps=a_steps, b_steps=jnp.where(honest_b, c["b_steps"], 0),
-                      a_queries=a_queries, b_queries=jnp.where(honest_b, c["b_queries"], 0),
+    costs = Costs(alice_queries=a_queries, bob_queries=jnp.where(honest_b, c["b_queries"], 0),
+                  verifier_queries=(c["alive"] & queried).astype(jnp.int32),
+                  bits_read=c["bits"], rounds=c["rounds"])
+    return DetOutcome(alice_wins=accept, costs=costs, a_steps=a_steps,
+                      b_steps=jnp.where(honest_b, c["b_steps"], 0),
                       a_message_bits=c["rounds"] * S, pointer=c["lo_idx"])
 
 

@@ -11,7 +11,7 @@ Completeness 1: y is consistent everywhere and ends in 1. Soundness 0: a transcr
 everywhere equals y (induction over t), so a lie ending in 1 has an inconsistent step and honest B
 finds one.
 
-Costs (:class:`DetOutcome`), counted as in spec DED 3.1 and 6: V reads B's index (``ceil(log2 T)``
+Costs (``DetOutcome.costs``), counted as in spec DED 3.1 and 6: V reads B's index (``ceil(log2 T)``
 bits) and each tape position it looks at -- ``a_t``, the ``|I(t)|`` relevant positions and ``a_{T-1}``
 (once when ``t = T-1``) -- as one value bit plus an address of ``w = ceil(log2(n + T))`` bits::
 
@@ -29,6 +29,7 @@ from flax import struct
 
 from dedebate.machines.configurations import clog2, local_bit, num_deps
 from dedebate.machines.program import ORACLE, StepProgram
+from dedebate.protocols.costs import Costs
 from dedebate.protocols.deterministic_players import (
     Alice,
     Bob,
@@ -42,22 +43,19 @@ from dedebate.protocols.deterministic_players import (
 class DetOutcome:
     """One deterministic debate (Figures 2-4): verdict and measured costs per role.
 
-    ``rounds``: A-messages V processed (each answered by at most one B message); ``bits_read``:
-    bits V read (module docstrings give the formulas); ``v_queries``: V's oracle queries;
-    ``a_steps`` / ``b_steps``: machine steps the honest provers simulated (0 for a prover that
-    does not simulate); ``a_queries`` / ``b_queries``: their oracle queries; ``a_message_bits``:
-    length of A's messages; ``pointer``: the step V checked (Figure 4) or the index of lo at
-    the final check (Figure 3).
+    ``alice_wins``: V accepts. ``costs``: ``rounds`` = A-messages V processed (each answered by
+    at most one B message); ``bits_read`` = bits V read (module docstrings give the formulas);
+    ``verifier_queries`` = V's oracle queries; ``alice_queries`` / ``bob_queries`` = the honest
+    provers' oracle queries (0 for a prover that does not simulate). ``a_steps`` / ``b_steps``:
+    machine steps the honest provers simulated (0 for a prover that does not simulate);
+    ``a_message_bits``: length of A's messages; ``pointer``: the step V checked (Figure 4) or
+    the index of lo at the final check (Figure 3).
     """
 
-    accept: jax.Array
-    rounds: jax.Array
-    bits_read: jax.Array
-    v_queries: jax.Array
+    alice_wins: jax.Array
+    costs: Costs
     a_steps: jax.Array
     b_steps: jax.Array
-    a_queries: jax.Array
-    b_queries: jax.Array
     a_message_bits: jax.Array
     pointer: jax.Array
 
@@ -81,8 +79,9 @@ def play_cross_exam(program: StepProgram, alice: Alice, bob: Bob) -> DetOutcome:
     t, b_steps, b_queries = bob_pointer(program, a, bob)
     accept, bits, vq = verify(program, a, t)
     a_steps, a_queries = alice_cost(program, alice)
-    return DetOutcome(accept=accept, rounds=jnp.int32(1), bits_read=bits, v_queries=vq,
-                      a_steps=a_steps, b_steps=b_steps, a_queries=a_queries, b_queries=b_queries,
+    costs = Costs(alice_queries=a_queries, bob_queries=b_queries, verifier_queries=vq,
+                  bits_read=bits, rounds=jnp.int32(1))
+    return DetOutcome(alice_wins=accept, costs=costs, a_steps=a_steps, b_steps=b_steps,
                       a_message_bits=jnp.int32(program.T), pointer=t)
 
 

@@ -5,9 +5,10 @@
 is ``[x, w]``. Completeness 1: honest A holds a valid w. Soundness 0: if ``x not in L`` every w
 gives ``M(x, w) = 0``, and Figure 4 is sound for each fixed w.
 
-Costs: as in Figure 4 with ``n = |x| + |w|`` input positions (V reads witness bits only where
-they are relevant to the checked step); ``rounds = 2`` (the witness, then the transcript answered
-by B's index); ``a_message_bits = |w| + T``; honest A simulates T steps (Ptime O(T)).
+Costs (``DetOutcome.costs``): as in Figure 4 with ``n = |x| + |w|`` input positions (V reads
+witness bits only where they are relevant to the checked step); ``rounds = 2`` (the witness, then
+the transcript answered by B's index); ``a_message_bits = |w| + T``; honest A simulates T steps
+(Ptime O(T)).
 
 Two NP^O task families, built as step programs with a deterministic 0/1 oracle table:
 
@@ -65,7 +66,8 @@ def with_witness(task: WitnessTask, w: jax.Array) -> StepProgram:
 def play_witness(task: WitnessTask, w: jax.Array, alice: Alice, bob: Bob) -> DetOutcome:
     """One witness debate: A's witness w, then Figure 4 on ``M(x, w)``."""
     out = play_cross_exam(with_witness(task, w), alice, bob)
-    return out.replace(rounds=out.rounds + 1, a_message_bits=out.a_message_bits + task.n_w)
+    return out.replace(costs=out.costs.replace(rounds=out.costs.rounds + 1),
+                       a_message_bits=out.a_message_bits + task.n_w)
 
 
 def all_witnesses(n_w: int) -> np.ndarray:

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dedebate.protocols.costs import Costs
 from dedebate.protocols.prover_estimator import sample_index
 from dedebate.trees.tree import ClaimTree, truth_code
 
@@ -94,19 +95,20 @@ class InformedChallenger:
 # ==== the protocol ================================================================================
 @struct.dataclass
 class NaiveOutcome:
-    """One naive recursive debate. ``survived``: A was never caught (1.0) or was (0.0);
-    ``caught_round``: the round (0-based) where an inconsistent claim was found, ``n_rounds`` if
-    the judge caught a false bottom claim, -1 if A survived."""
+    """One naive recursive debate. ``alice_wins``: A was never caught (bool);
+    ``caught_round``: the round (0-based) where an inconsistent claim was found, ``costs.rounds``
+    if the judge caught a false bottom claim, -1 if A survived. ``costs``: ``rounds`` = levels
+    descended, ``verifier_queries`` = 1 (the judge's check of the last claim), the rest 0 (the
+    players' oracle use is not modelled; the judge reads claims, not bits)."""
 
-    survived: jax.Array
+    alice_wins: jax.Array
     a_correct: jax.Array
     answer: jax.Array
     caught_round: jax.Array
     nodes: jax.Array
     sels: jax.Array
     log_prob: jax.Array
-    n_rounds: jax.Array
-    judge_queries: jax.Array
+    costs: Costs
 
 
 def play_naive(debater, challenger, tree: ClaimTree, key, forced=None, rounds=None
@@ -145,11 +147,13 @@ def play_naive(debater, challenger, tree: ClaimTree, key, forced=None, rounds=No
         step, (jnp.int32(0), a, jnp.int32(-1), jnp.float32(0.0)),
         (jnp.arange(depth), uni, forced_arr))
     caught = jnp.where((caught < 0) & (tree.truth[leaf] != claimed), n, caught)
+    zero = jnp.int32(0)
     return NaiveOutcome(
-        survived=(caught < 0).astype(jnp.float32),
+        alice_wins=caught < 0,
         a_correct=(a == tree.truth[0]).astype(jnp.float32), answer=a, caught_round=caught,
         nodes=jnp.concatenate([nodes, leaf[None]]), sels=sels, log_prob=logp,
-        n_rounds=jnp.asarray(n, jnp.int32), judge_queries=jnp.int32(1),
+        costs=Costs(alice_queries=zero, bob_queries=zero, verifier_queries=jnp.int32(1),
+                    bits_read=zero, rounds=jnp.asarray(n, jnp.int32)),
     )
 
 
@@ -169,7 +173,7 @@ def survival_probability(debater, challenger, tree: ClaimTree, rounds=None,
     def one(f):
         out = play_naive(debater, challenger, tree, key, forced=f, rounds=rounds)
         w = jnp.exp(out.log_prob)
-        return jnp.where(w > 0, w * out.survived, 0.0), w
+        return jnp.where(w > 0, w * out.alice_wins, 0.0), w
 
     s, w = jax.lax.map(one, paths, batch_size=min(batch_size, n))
     return s.sum(), w.sum()

@@ -34,6 +34,7 @@ import numpy as np
 from flax import struct
 
 from dedebate.core.bits import bit_table
+from dedebate.protocols.costs import Costs
 from dedebate.trees.tree import ClaimTree
 
 MAX_ENUMERATED_PATHS = 1 << 21
@@ -97,11 +98,14 @@ class PEDOutcome:
     """One debate. Rewards are A's (zero-sum: ``U_B = -u_a``).
 
     ``u_a`` = ``r_init + sum(r_rounds) + r_final``. Arrays over rounds have ``tree.depth`` entries
-    in protocol order (k = d, d-1, ...); entries past ``n_rounds`` are masked (reward 0).
+    in protocol order (k = d, d-1, ...); entries past ``costs.rounds`` (the levels descended) are
+    masked (reward 0).
     ``directions`` are E[s] (exact) or the sampled s, the last entry for the final check.
     ``log_prob`` is the log-probability of A's drawn or forced choices (decompositions,
     selections; in sampled mode also its answer and directions). ``nodes`` ends with the claim
-    the human judged.
+    the human judged. ``costs``: ``verifier_queries`` = 1 (the human's final check), the
+    provers' queries and ``bits_read`` 0 (not modelled). There is no verdict field: the debate
+    ends in the payoff ``u_a``, not in a decision for one side (``docs/outcomes.md``).
     """
 
     u_a: jax.Array
@@ -118,8 +122,7 @@ class PEDOutcome:
     phats: jax.Array
     pis: jax.Array
     log_prob: jax.Array
-    n_rounds: jax.Array
-    judge_queries: jax.Array
+    costs: Costs
 
 
 def _safe_log(p):
@@ -264,13 +267,15 @@ def play(settings: PEDSettings, params: PEDParams, prover, estimator, tree: Clai
     r_final = w_final * s_f * (truth_f - phat_f)
 
     u_a = r_init + rewards.sum() + r_final
+    zero = jnp.int32(0)
     return PEDOutcome(
         u_a=u_a, r_init=r_init, r_rounds=rewards, r_final=r_final, answer=answer,
         a_correct=a_correct, p_d=p_d,
         nodes=jnp.concatenate([nodes, node_f[None]]), cands=cands, sels=sels,
         directions=jnp.concatenate([ss, s_f[None]]),
-        phats=jnp.concatenate([phats, phat_f[None]]), pis=pis, log_prob=logp, n_rounds=n,
-        judge_queries=jnp.int32(1),
+        phats=jnp.concatenate([phats, phat_f[None]]), pis=pis, log_prob=logp,
+        costs=Costs(alice_queries=zero, bob_queries=zero, verifier_queries=jnp.int32(1),
+                    bits_read=zero, rounds=n),
     )
 
 

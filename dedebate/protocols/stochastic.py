@@ -55,11 +55,11 @@ count comes from the unused tail of the estimate stream Alice no longer uses aft
 (fresh uniforms: the stream is consumed up to stopping times). A trial's result depends only on
 its key (batched = looped).
 
-**Costs** (measured, spec DED 5.3 "Query complexity"): ``queries_alice`` = N_A per step Alice
-plays (0 for players that draw no samples), ``queries_bob`` likewise; ``queries_vera`` is counted
-by the play loop where Vera's count is drawn (the N of that draw: N_V once on an abort, so a
-check against Lean's N_V measures the protocol rather than restating it); ``rounds`` = steps
-played.
+**Costs** (``outcome.costs``, measured, spec DED 5.3 "Query complexity"): ``alice_queries`` =
+N_A per step Alice plays (0 for players that draw no samples), ``bob_queries`` likewise;
+``verifier_queries`` is counted by the play loop where Vera's count is drawn (the N of that draw:
+N_V once on an abort, so a check against Lean's N_V measures the protocol rather than restating
+it); ``rounds`` = steps played.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from dedebate.protocols.costs import Costs
+
 # Role slots for fold_in of the trial key.
 ROLE_ALICE_EST, ROLE_BOB_EST, ROLE_VERA, ROLE_COIN, ROLE_ALICE, ROLE_BOB = range(6)
 
@@ -38,16 +40,15 @@ def checker_accepts(p: jax.Array, count: jax.Array, n: jax.Array, tau: jax.Array
 
 @struct.dataclass
 class Outcome:
-    """One debate's result (spec DED 5.5; DESIGN "A trial is a function")."""
+    """One debate's result (spec DED 5.5; DESIGN "A trial is a function"). ``costs``: oracle
+    samples charged to Alice and Bob (float32), the samples Vera's draws used (counted at the draw
+    site), ``bits_read = 0`` (not measured) and ``rounds`` = steps played (Alice's claims)."""
 
-    verdict: jax.Array  # bool: output 1 (Alice wins)
+    alice_wins: jax.Array  # bool: output 1
     aborted: jax.Array  # bool: Bob aborted and Vera judged
     abort_step: jax.Array  # int32: the step Bob aborted at, -1 if none
     last_bit: jax.Array  # int32: y_{T-1} when there was no abort (else the last bit drawn)
-    rounds: jax.Array  # int32: steps played (Alice claims made)
-    queries_alice: jax.Array  # float32: oracle samples charged to Alice
-    queries_bob: jax.Array  # float32
-    queries_vera: jax.Array  # float32: samples Vera's draws used (counted at the draw site)
+    costs: Costs
 
 
 def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
@@ -78,11 +79,12 @@ def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera_samples) -
     bit; N_A and N_B charged per step played (players that sample); Vera's queries are
     ``vera_samples``, the samples her draws used as counted by the play loop at the draw site
     (N_V once on an abort when the protocol is right: a measurement, not a charge)."""
-    verdict = jnp.where(aborted, vera_ok, last == 1)
+    alice_wins = jnp.where(aborted, vera_ok, last == 1)
     rf = rounds.astype(jnp.float32)
     qa = rf * jnp.asarray(alice.n_samples, jnp.float32) if alice.samples else jnp.float32(0.0)
     qb = rf * jnp.asarray(bob.n_samples, jnp.float32) if bob.samples else jnp.float32(0.0)
     qv = jnp.asarray(vera_samples, jnp.int32).astype(jnp.float32)
-    return Outcome(verdict=verdict, aborted=jnp.asarray(aborted), abort_step=jnp.asarray(t_ab),
-                   last_bit=last, rounds=rounds, queries_alice=qa, queries_bob=qb,
-                   queries_vera=qv)
+    costs = Costs(alice_queries=qa, bob_queries=qb, verifier_queries=qv, bits_read=jnp.int32(0),
+                  rounds=rounds)
+    return Outcome(alice_wins=alice_wins, aborted=jnp.asarray(aborted),
+                   abort_step=jnp.asarray(t_ab), last_bit=last, costs=costs)
