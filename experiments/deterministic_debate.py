@@ -205,9 +205,6 @@ def _cost_rows(suite, T):
 
 # -- plots ----------------------------------------------------------------------------------------
 def _plot(rows, ls):
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))

@@ -12,8 +12,8 @@
    reached, rounds/steps, wall time (measured here, outside the pure core). Trained in chunks of
    ``net_checkpoint_every`` rounds; the whole training state (parameters, optimiser states,
    round, key, distinguisher state and the advantage log so far) is saved with Orbax after every
-   chunk through ``ctx.checkpointer``, and a resumed run (``resume=true``) continues from the
-   newest checkpoint with exactly the numbers of an uninterrupted run.
+   chunk by the lab's chunked driver (``run_chunks``), and a resumed run (``resume=true``)
+   continues from the newest checkpoint with exactly the numbers of an uninterrupted run.
 3. **Soundness in the debate** (spec 6, 9.6): for fixed provers A (honest, obfuscating liar,
    wrong-direction) on hidden-flaw trees, B is built round by round with Algorithm 1 against the
    spec 6.3 tests with delta = eta/(2d+3); A's exact expected payoff (the protocol's own path
