@@ -550,6 +550,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         import faulthandler
 
         faulthandler.enable()
+        # Figures are only ever saved to files here: the non-interactive backend, set by the lab
+        # (experiments do not choose one, so in a notebook their plots stay inline). An
+        # MPLBACKEND the user set wins.
+        os.environ.setdefault("MPLBACKEND", "Agg")
     if argv is None and args.command in COMPILING:
         # The process entry point (console script, python -m dedebate.cli) turns on JAX's
         # persistent compilation cache (dedebate/lab/compile_cache.py); main([...]) called from

@@ -334,9 +334,6 @@ def cost_table(metrics) -> list[dict]:
 
 # -- plots ----------------------------------------------------------------------------------------
 def _plot(rows, ls):
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))

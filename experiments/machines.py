@@ -149,9 +149,6 @@ def point(cfg: Config):
 
 
 def _plot(rows):
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = [r["fixture"] for r in rows]

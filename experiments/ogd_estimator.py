@@ -12,13 +12,24 @@
    reached, rounds/steps, wall time (measured here, outside the pure core). Trained in chunks of
    ``net_checkpoint_every`` rounds; the whole training state (parameters, optimiser states,
    round, key, distinguisher state and the advantage log so far) is saved with Orbax after every
-   chunk through ``ctx.checkpointer``, and a resumed run (``resume=true``) continues from the
-   newest checkpoint with exactly the numbers of an uninterrupted run.
+   chunk by the lab's chunked driver (``run_chunks``), and a resumed run (``resume=true``)
+   continues from the newest checkpoint with exactly the numbers of an uninterrupted run.
 3. **Soundness in the debate** (spec 6, 9.6): for fixed provers A (honest, obfuscating liar,
    wrong-direction) on hidden-flaw trees, B is built round by round with Algorithm 1 against the
    spec 6.3 tests with delta = eta/(2d+3); A's exact expected payoff (the protocol's own path
    enumeration, cross-checked against the construction's) must satisfy
    U_A <= rho^-(d+1) Pr[A correct] + eta, and each round's mean reward <= 2 delta.
+
+Sweepable (``DYNAMIC``, :func:`point`): part 1 is one function, :func:`algorithm1`'s ``solve(dynamic,
+key)``, of the deltas and the tests' scale; ``dedebate sweep`` vmaps it over deltas x seeds (one
+compile per static group, ``configs/sweeps/ogd_steps.yaml``) and ``run`` evaluates it as the
+one-point case at ``ctx.key``: the report's Algorithm 1 rows (steps, exit advantage, regret) are its
+metrics. Inside it the problems' randomness is drawn in JAX and shaped into problems by
+:func:`problem_arrays` (float64 numpy, through ``jax.pure_callback``: the numbers the host gives).
+Host only, outside the swept function: the float64 recomputation of the exit advantages and the
+fresh tests (a check on ``solve``'s exit h), part 2 (the Flax training: a chunked, checkpointed
+host loop through ``run_chunks``, and its tabular comparison) and part 3 (a round-by-round
+construction with host control flow).
 
 Randomness: every random problem, network initialisation and tree comes from typed JAX keys
 folded from ``ctx.key`` (part 1: ``fold_in(key, 100)``, its fresh tests 110, part 2: 200/201,
@@ -36,14 +47,13 @@ import dataclasses
 import functools
 import math
 import threading
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate.estimators.advantage import oi_problem
-from dedebate.estimators.families import tanh_family
+from dedebate.estimators.advantage import OIProblem
+from dedebate.estimators.families import TanhFamily
 from dedebate.estimators.ogd import STEP_RULES, OGDStatic, iteration_bound, ogd_solve, summarize
 from dedebate.estimators.train import (
     BEST_RESPONSES,
@@ -58,6 +68,7 @@ from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
     consistency_rows,
+    stopwatch,
     strict_max,
     strict_min,
 )
@@ -150,14 +161,14 @@ def _compiled(fn, *args, pool=None) -> concurrent.futures.Future:
     sig = (fn, tree, tuple(str(jax.typeof(x)) for x in leaves))
 
     def compile_now():
-        t0 = time.perf_counter()
         try:
-            exe = fn.lower(*args).compile()
+            with stopwatch("compile") as lap:
+                exe = fn.lower(*args).compile()
         except BaseException:
             with _COMPILED_LOCK:
                 _COMPILED.pop(sig, None)
             raise
-        return exe, time.perf_counter() - t0
+        return exe, lap.seconds
 
     with _COMPILED_LOCK:
         fut = _COMPILED.get(sig)
@@ -174,25 +185,52 @@ def _compiled(fn, *args, pool=None) -> concurrent.futures.Future:
     return fut
 
 
-# ---- part 1: Algorithm 1 sweep -----------------------------------------------------------------
-def _build_problems(cfg: Config, key, n_z: int):
-    """``cfg.seeds`` random problems with |Z| = n_z, stacked: (problems, families, features).
+# ---- part 1: Algorithm 1, the swept function ----------------------------------------------------
+DYNAMIC = ("deltas", "test_scale")
+"""Config fields that enter :func:`point` only as numbers: the indistinguishability levels (an
+array of ``len(deltas)``; the points of one sweep group need equally many) and the tests' weight
+scale (float32 in the swept function; 3.0, the default, is exact). Everything else of part 1 is a
+shape or a choice (``q_values``, ``n_x``, ``n_features``, ``n_tests``, ``seeds``, ``truth``,
+``step_rules``, ``trace_len``): static, one compile per value. Parts 2 and 3 are not swept."""
 
-    All randomness is one ``jax.random.normal(key, [seeds, ...])`` draw (typed key from
-    ``ctx.key``; one small compilation per shape), sliced on the host: the distribution of
-    :func:`dedebate.estimators.advantage.random_oi_problem` and
-    :func:`dedebate.estimators.families.random_tanh_family` -- standard normal features; truth
-    ``softmax(2 feat @ W)`` (or Dirichlet(2) rows, or the argmax point mass); tanh weights
-    ``N(0, scale^2 / dim)``; mu uniform.
-    """
+PER_RUN = ("steps", "max_adv", "converged", "regret_sum", "regret_bound", "circuit_size")
+"""Metrics of :func:`point` per Algorithm 1 run, named ``Z{|Z|}/{rule}/d{j}/s{s}/{metric}`` for
+``deltas[j]`` and problem ``s`` of ``cfg.seeds``."""
+
+
+def _draws(cfg: Config, key, n_z: int):
+    """The randomness of ``cfg.seeds`` problems with |Z| = n_z (JAX, typed ``key``): one
+    standard-normal draw ``[seeds, X d + d |Z| + F dim]`` and, for ``truth = dirichlet``, the
+    Dirichlet(2) rows ``[seeds, X, |Z|]`` (else an empty array)."""
+    dim = cfg.n_features + 2 * n_z + 2
+    total = cfg.n_x * cfg.n_features + cfg.n_features * n_z + cfg.n_tests * dim
+    k_draw, k_dir = jax.random.split(key)
+    draw = jax.random.normal(k_draw, (cfg.seeds, total), jnp.float32)
+    if cfg.truth == "dirichlet":
+        dirichlet = jax.random.dirichlet(k_dir, jnp.full((n_z,), 2.0, jnp.float32),
+                                         (cfg.seeds, cfg.n_x))
+    else:
+        dirichlet = jnp.zeros((cfg.seeds, 0, n_z), jnp.float32)
+    return draw, dirichlet
+
+
+def problem_arrays(cfg: Config, n_z: int, draw, dirichlet, test_scale) -> tuple[np.ndarray, ...]:
+    """The problems of one draw (numpy, float64 arithmetic, float32 results, stacked over
+    ``cfg.seeds``): ``(mu [S, X], g [S, X, Z], features [S, X, d], weights [S, F, dim],
+    base [S, F, X])``.
+
+    The distribution of :func:`dedebate.estimators.advantage.random_oi_problem` and
+    :func:`dedebate.estimators.families.random_tanh_family`: standard normal features; truth
+    ``softmax(2 feat @ W)`` (or the Dirichlet(2) rows, or the argmax point mass); tanh weights
+    ``N(0, scale^2 / dim)`` with ``base = w_x . feat + bias`` as
+    :func:`~dedebate.estimators.families.tanh_family` caches it; mu uniform. Pure numpy: the
+    swept function calls it through ``jax.pure_callback``, and the host (part 2) directly."""
     dim = cfg.n_features + 2 * n_z + 2
     sizes = (cfg.n_x * cfg.n_features, cfg.n_features * n_z, cfg.n_tests * dim)
-    k_draw, k_dir = jax.random.split(key)
-    draw = np.asarray(jax.random.normal(k_draw, (cfg.seeds, sum(sizes)), jnp.float32), np.float64)
-    if cfg.truth == "dirichlet":
-        dirichlet = np.asarray(jax.random.dirichlet(
-            k_dir, jnp.full((n_z,), 2.0, jnp.float32), (cfg.seeds, cfg.n_x)), np.float64)
-    problems, families, feats = [], [], []
+    draw = np.asarray(draw, np.float64)
+    dirichlet = np.asarray(dirichlet, np.float64)
+    scale = float(test_scale)
+    out = [], [], [], [], []
     for s in range(cfg.seeds):
         a, b, c = np.split(draw[s], np.cumsum(sizes)[:-1])
         feat = a.reshape(cfg.n_x, cfg.n_features).astype(np.float32)
@@ -204,52 +242,170 @@ def _build_problems(cfg: Config, key, n_z: int):
             g = dirichlet[s] / dirichlet[s].sum(axis=1, keepdims=True)
         else:
             g = np.eye(n_z)[np.argmax(logits, axis=1)]
-        mu = np.full(cfg.n_x, 1.0 / cfg.n_x)
-        weights = cfg.test_scale * c.reshape(cfg.n_tests, dim) / np.sqrt(dim)
-        problems.append(oi_problem(mu, g))
-        families.append(tanh_family(feat, weights, n_z))
-        feats.append(jnp.asarray(feat))
+        weights = (scale * c.reshape(cfg.n_tests, dim) / np.sqrt(dim)).astype(np.float32)
+        base = weights[:, :cfg.n_features] @ feat.T + weights[:, -1:]
+        for acc, x in zip(out, (np.full(cfg.n_x, 1.0 / cfg.n_x), g, feat, weights, base)):
+            acc.append(np.asarray(x, np.float32))
+    return tuple(np.stack(x) for x in out)
 
-    def stack(xs):
-        return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *xs)
 
-    return stack(problems), stack(families), jnp.stack(feats)
+def _wrap(arrays, n_z: int):
+    mu, g, feat, weights, base = arrays
+    return OIProblem(mu=mu, g=g), TanhFamily(features=feat, weights=weights, base=base, n_z=n_z)
+
+
+def _build_problems(cfg: Config, key, n_z: int):
+    """``cfg.seeds`` random problems with |Z| = n_z on the host: (problems, families, features),
+    stacked; :func:`_draws` then :func:`problem_arrays`, as in the swept function."""
+    draw, dirichlet = _draws(cfg, key, n_z)
+    arrays = tuple(jnp.asarray(x) for x in problem_arrays(cfg, n_z, draw, dirichlet,
+                                                           cfg.test_scale))
+    problems, families = _wrap(arrays, n_z)
+    return problems, families, families.features
+
+
+def _traced_problems(cfg: Config, key, n_z: int, test_scale):
+    """:func:`_build_problems` inside a trace: the draws in JAX, :func:`problem_arrays` (float64
+    numpy) through ``jax.pure_callback`` (one host call per run; the same numbers as the host)."""
+    draw, dirichlet = _draws(cfg, key, n_z)
+    d, f = cfg.n_features, cfg.n_tests
+    shapes = tuple(jax.ShapeDtypeStruct((cfg.seeds, *s), jnp.float32) for s in (
+        (cfg.n_x,), (cfg.n_x, n_z), (cfg.n_x, d), (f, d + 2 * n_z + 2), (f, cfg.n_x)))
+    arrays = jax.pure_callback(functools.partial(problem_arrays, cfg, n_z), shapes, draw,
+                               dirichlet, test_scale, vmap_method="sequential")
+    return _wrap(arrays, n_z)
+
+
+def _solve_block(static: OGDStatic, families, problems, deltas):
+    """Algorithm 1 vmapped over problems (axis 0) and deltas (axis 1): states and summaries."""
+    over_delta = jax.vmap(ogd_solve, in_axes=(None, None, None, 0))
+    states = jax.vmap(over_delta, in_axes=(None, 0, 0, None))(static, families, problems, deltas)
+    summ = jax.vmap(jax.vmap(summarize, in_axes=(None, None, 0, 0)),
+                    in_axes=(None, 0, 0, None))(static, problems, states, deltas)
+    return states, summ
 
 
 @functools.cache
 def _solve_grid(static: OGDStatic):
-    """Algorithm 1 vmapped over problems (axis 0) and deltas (axis 1): one compiled program."""
-    over_delta = jax.vmap(ogd_solve, in_axes=(None, None, None, 0))
-    over_both = jax.vmap(over_delta, in_axes=(None, 0, 0, None))
-    summ = jax.vmap(jax.vmap(summarize, in_axes=(None, None, 0, 0)), in_axes=(None, 0, 0, None))
-
-    def run(families, problems, deltas):
-        states = over_both(static, families, problems, deltas)
-        return states, summ(static, problems, states, deltas)
-
-    return jax.jit(run)
+    """:func:`_solve_block` jitted (part 2's tabular runs on the network's problems)."""
+    return jax.jit(functools.partial(_solve_block, static))
 
 
-def _sweep_problems(cfg: Config, ctx, pool=None):
-    """The sweep's problems per q, with its programs (per step rule) compiling on ``pool``."""
-    deltas = jnp.asarray(cfg.deltas, jnp.float32)
-    out = {}
-    for q in cfg.q_values:
-        problems, families, _ = _build_problems(
-            cfg, jax.random.fold_in(jax.random.fold_in(ctx.key, 100), q), 2**q)
-        programs = {rule: _compiled(_solve_grid(OGDStatic(step_rule=rule,
-                                                          trace_len=cfg.trace_len)),
-                                    families, problems, deltas, pool=pool)
-                    for rule in cfg.step_rules}
-        out[q] = (problems, families, programs)
-    return out
+def algorithm1(cfg: Config):
+    """Part 1 as a pure function: ``(dynamic, solve)``; ``solve(dynamic, key)`` (pure JAX plus
+    the host callback of :func:`_traced_problems`) returns ``(metrics, extras)``.
+
+    For every q of ``q_values`` the problems come from ``fold_in(fold_in(key, 100), q)``; for
+    every step rule, Algorithm 1 runs on each problem and delta (one vmapped while loop).
+    ``metrics`` (scalars): ``Z{|Z|}/{rule}/d{j}/s{s}/{m}`` for m in :data:`PER_RUN`; per
+    (|Z|, rule, delta j) over the problems ``.../d{j}/steps_mean``, ``steps_max``, ``bound``
+    (the proven bound for the rule, float32) and ``steps_over_bound_max``; ``d{j}/delta``.
+    ``extras`` (arrays, for the report only): per q the problems and their tests; per
+    ``(q, rule)`` the exit h ``[S, J, X, Z]`` and seed 0's advantage trace ``[J, trace_len]``."""
+    dynamic = {"deltas": np.asarray(cfg.deltas, np.float32),
+               "test_scale": np.asarray(cfg.test_scale, np.float32)}
+
+    def solve(dyn, key):
+        deltas = dyn["deltas"]
+        metrics, extras = {}, {}
+        for j in range(len(cfg.deltas)):
+            metrics[f"d{j}/delta"] = deltas[j]
+        for q in cfg.q_values:
+            n_z = 2**q
+            problems, families = _traced_problems(
+                cfg, jax.random.fold_in(jax.random.fold_in(key, 100), q), n_z, dyn["test_scale"])
+            extras[str(q)] = {"problems": problems, "families": families}
+            for rule in cfg.step_rules:
+                states, summ = _solve_block(OGDStatic(step_rule=rule, trace_len=cfg.trace_len),
+                                            families, problems, deltas)
+                extras[f"{q}/{rule}"] = {"h": states.h, "trace": states.trace[0]}
+                per_run = {"steps": summ.steps, "max_adv": summ.max_adv,
+                           "converged": summ.converged.astype(jnp.int32),
+                           "regret_sum": summ.regret_sum, "regret_bound": summ.regret_bound,
+                           "circuit_size": summ.circuit_size}
+                bound = iteration_bound(rule, n_z, deltas)
+                for j in range(len(cfg.deltas)):
+                    pre = f"Z{n_z}/{rule}/d{j}"
+                    steps = summ.steps[:, j]
+                    metrics[f"{pre}/steps_mean"] = jnp.mean(steps.astype(jnp.float32))
+                    metrics[f"{pre}/steps_max"] = jnp.max(steps)
+                    metrics[f"{pre}/bound"] = bound[j]
+                    metrics[f"{pre}/steps_over_bound_max"] = jnp.max(steps / bound[j])
+                    for s in range(cfg.seeds):
+                        for m in PER_RUN:
+                            metrics[f"{pre}/s{s}/{m}"] = per_run[m][s, j]
+        return metrics, extras
+
+    return dynamic, solve
 
 
-def _fresh_weights(cfg: Config, key, n_z: int) -> np.ndarray:
-    """``[seeds, FRESH_FACTOR * n_tests, dim]`` tanh test weights, ``N(0, scale^2 / dim)`` as in
-    :func:`_build_problems`, drawn with ``key`` (not the key of the training tests)."""
+def point(cfg: Config):
+    """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key)`` is the ``metrics`` of
+    :func:`algorithm1`'s ``solve`` (the report's Algorithm 1 rows read the same metrics)."""
+    dynamic, solve = algorithm1(cfg)
+    return dynamic, lambda dyn, key: solve(dyn, key)[0]
+
+
+def _algorithm1_program(cfg: Config, ctx, pool=None):
+    """The run's Algorithm 1: ``jit(vmap(solve))`` on a run axis of one at ``ctx.key`` (the
+    one-point case of a sweep), compiled (on ``pool`` if given): ``(future, inputs)``."""
+    dynamic, solve = algorithm1(cfg)
+    one = (jax.tree.map(lambda x: np.asarray(x)[None], dynamic), ctx.key[None])
+    return _compiled(_run_program(cfg), *one, pool=pool), one
+
+
+@functools.cache
+def _run_program(cfg: Config):
+    return jax.jit(jax.vmap(algorithm1(cfg)[1]))
+
+
+def sweep_figures(rows):
+    """The Algorithm 1 sweep (``configs/sweeps/ogd_steps.yaml``): measured steps (mean over
+    problems and seeds) and the proven bound against 1/delta^2, one line per |Z|, one panel
+    per step rule."""
+    import matplotlib.pyplot as plt
+
+    series: dict[tuple[str, int], dict[float, list[float]]] = {}
+    for r in rows:
+        for k, v in r.items():
+            parts = k.split("/")
+            if len(parts) == 4 and parts[3] == "steps_mean" and isinstance(v, (int, float)):
+                delta = float(r[f"{parts[2]}/delta"])
+                series.setdefault((parts[1], int(parts[0][1:])), {}).setdefault(
+                    delta, []).append(float(v))
+    rules = sorted({rule for rule, _ in series})
+    if not rules:
+        return {}
+    fig, axes = plt.subplots(1, len(rules), figsize=(6 * len(rules), 4.5), squeeze=False)
+    for ax, rule in zip(axes[0], rules):
+        for n_z in sorted(z for r_, z in series if r_ == rule):
+            pts = sorted(series[(rule, n_z)].items(), reverse=True)
+            x = np.asarray([1.0 / d**2 for d, _ in pts])
+            (line,) = ax.plot(x, [max(float(np.mean(v)), 0.8) for _, v in pts], "o-",
+                              label=f"|Z| = {n_z}: measured T")
+            ax.plot(x, [iteration_bound(rule, n_z, d) for d, _ in pts], "--",
+                    color=line.get_color(), label=f"|Z| = {n_z}: proven bound")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("1 / delta^2")
+        ax.set_ylabel("steps T (mean; T = 0 drawn at 0.8)")
+        ax.set_title(f"Algorithm 1, {rule} step: measured vs proven")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return {"algorithm1_steps_vs_bound": fig}
+
+
+def _fresh_draw(cfg: Config, key, n_z: int):
+    """The standard normals of the fresh tests ``[seeds, FRESH_FACTOR * n_tests, dim]`` (JAX),
+    drawn with ``key`` (not the key of the training tests)."""
     dim = cfg.n_features + 2 * n_z + 2
-    draw = jax.random.normal(key, (cfg.seeds, FRESH_FACTOR * cfg.n_tests, dim), jnp.float32)
+    return jax.random.normal(key, (cfg.seeds, FRESH_FACTOR * cfg.n_tests, dim), jnp.float32)
+
+
+def _fresh_weights(cfg: Config, draw, n_z: int) -> np.ndarray:
+    """Tanh test weights ``N(0, scale^2 / dim)`` from :func:`_fresh_draw`'s normals, scaled as
+    in :func:`problem_arrays` (float64 numpy)."""
+    dim = cfg.n_features + 2 * n_z + 2
     return cfg.test_scale * np.asarray(draw, np.float64) / np.sqrt(dim)
 
 
@@ -290,44 +446,50 @@ def _generalisation(cfg: Config, families, problems, h, fresh) -> dict[str, list
 
 
 def _sweep(cfg: Config, ctx, prepared=None):
-    """Part 1; its rows are logged at steps ``len(sound_provers)`` on (after part 3's)."""
+    """Part 1's rows, from the metrics of :func:`algorithm1` at ``ctx.key`` (the sweep's
+    function) and the float64 recomputation of :func:`_generalisation` on its exit h; logged at
+    steps ``len(sound_provers)`` on (after part 3's)."""
     rows, traces = [], {}
     step = len(cfg.sound_provers)
-    deltas = jnp.asarray(cfg.deltas, jnp.float32)
-    prepared = _sweep_problems(cfg, ctx) if prepared is None else prepared
+    future, inputs = _algorithm1_program(cfg, ctx) if prepared is None else prepared
+    with ctx.stopwatch("algorithm1_compile_wait"):
+        exe, compile_s = future.result()
+    with ctx.stopwatch("algorithm1") as lap:
+        metrics, extras = jax.block_until_ready(exe(*inputs))
+    m = {k: np.asarray(v)[0] for k, v in metrics.items()}
     with ctx.progress(len(cfg.q_values) * len(cfg.step_rules), "Algorithm 1 sweep") as bar:
         for q in cfg.q_values:
             n_z = 2**q
-            problems, families, programs = prepared[q]
-            fresh = _fresh_weights(cfg, jax.random.fold_in(jax.random.fold_in(ctx.key, FRESH_KEY),
-                                                          q), n_z)
+            built = jax.tree.map(lambda x: np.asarray(x)[0], extras[str(q)])
+            problems, families = built["problems"], built["families"]
+            fresh = _fresh_weights(cfg, _fresh_draw(
+                cfg, jax.random.fold_in(jax.random.fold_in(ctx.key, FRESH_KEY), q), n_z), n_z)
             for rule in cfg.step_rules:
-                t0 = time.perf_counter()
-                exe, compile_s = programs[rule].result()
-                states, summ = jax.block_until_ready(exe(families, problems, deltas))
-                wall = time.perf_counter() - t0
-                gen = _generalisation(cfg, families, problems, np.asarray(states.h), fresh)
+                ex = extras[f"{q}/{rule}"]
+                gen = _generalisation(cfg, families, problems, np.asarray(ex["h"])[0], fresh)
                 for s in range(cfg.seeds):
                     for j, delta in enumerate(cfg.deltas):
+                        run = {k: m[f"Z{n_z}/{rule}/d{j}/s{s}/{k}"] for k in PER_RUN}
                         row = {
                             "q": q, "n_z": n_z, "delta": delta, "seed": s, "step_rule": rule,
-                            "steps": int(summ.steps[s, j]),
-                            "max_adv": float(summ.max_adv[s, j]),
-                            "converged": bool(summ.converged[s, j]),
+                            "steps": int(run["steps"]),
+                            "max_adv": float(run["max_adv"]),
+                            "converged": bool(run["converged"]),
                             "bound": float(iteration_bound(rule, n_z, delta)),
                             "bound_hazan": float(iteration_bound("hazan", n_z, delta)),
                             "bound_tight": float(iteration_bound("tight", n_z, delta)),
-                            "regret_sum": float(summ.regret_sum[s, j]),
-                            "regret_bound": float(summ.regret_bound[s, j]),
-                            "circuit_size": int(summ.circuit_size[s, j]),
+                            "regret_sum": float(run["regret_sum"]),
+                            "regret_bound": float(run["regret_bound"]),
+                            "circuit_size": int(run["circuit_size"]),
                             "z_over_delta2": n_z / delta**2,
                             **{k: v[s][j] for k, v in gen.items()},
                         }
                         rows.append(row)
                         if s == 0:
-                            traces[(rule, q, delta)] = np.asarray(states.trace[s, j])
-                ctx.log({"q": q, "step_rule": rule, "wall_s_incl_wait": wall,
-                         "compile_s": compile_s,
+                            traces[(rule, q, delta)] = np.asarray(ex["trace"])[0, j]
+                timing = {"wall_s": lap.seconds, "compile_s": compile_s} if step == len(
+                    cfg.sound_provers) else {}
+                ctx.log({"q": q, "step_rule": rule, **timing,
                          "max_steps": max(r["steps"] for r in rows[-cfg.seeds * len(cfg.deltas):])},
                         step=step)
                 step += 1
@@ -406,16 +568,6 @@ def _nan_last(x: float) -> float:
 
 
 # ---- part 2: network vs tabular -------------------------------------------------------------------
-def _timed(fn, *args):
-    """(result, seconds of a first call, seconds of a second call)."""
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    first = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    return out, first, time.perf_counter() - t0
-
-
 @dataclasses.dataclass
 class NetRun:
     """The network training of part 2: final state and per-round log (axes ``[G, S, ...]``:
@@ -474,10 +626,10 @@ def train_network(cfg: Config, ctx, pool=None, first_step: int = 0) -> NetRun | 
 
     def chunk(state, c):
         if not program:
-            t0 = time.perf_counter()
-            program["exe"], program["compile_s"] = _compiled(
-                chunk_fn, hp, state["train"], families, problems, feats).result()
-            program["wait_s"] = time.perf_counter() - t0
+            with ctx.stopwatch("network_compile_wait") as lap:
+                program["exe"], program["compile_s"] = _compiled(
+                    chunk_fn, hp, state["train"], families, problems, feats).result()
+            program["wait_s"] = lap.seconds
         train, log, final = program["exe"](hp, state["train"], families, problems, feats)
         return {"train": train, "final_max_adv": final}, {"net": log}
 
@@ -501,19 +653,26 @@ def train_network(cfg: Config, ctx, pool=None, first_step: int = 0) -> NetRun | 
                   next_step=done.next_step)
 
 
-def _network(cfg: Config, ctx, first_step: int):
-    """Network (grid over lrs x seeds, one program) vs tabular (over seeds) on the same problems.
+def _tabular(cfg: Config, ctx, pool=None):
+    """Part 2's tabular runs (Algorithm 1, hazan step, on the network's problems; the delta axis
+    holds net_delta in every entry): ``(future of the compiled program, its inputs)``."""
+    problems, families, _ = _net_problems(cfg, ctx)
+    args = (families, problems, jnp.full((len(cfg.deltas),), cfg.net_delta, jnp.float32))
+    return _compiled(_solve_grid(OGDStatic(trace_len=cfg.trace_len)), *args, pool=pool), args
 
-    The tabular runs use the sweep's compiled Algorithm 1 program when |Z| = 2^net_q is in the
-    sweep (its delta axis then holds net_delta in every entry)."""
+
+def _network(cfg: Config, ctx, first_step: int, tabular=None):
+    """Network (grid over lrs x seeds, one program) vs tabular (over seeds) on the same
+    problems; ``tabular``: :func:`_tabular`'s result (computed here if None)."""
     n_z = 2**cfg.net_q
     net = train_network(cfg, ctx, first_step=first_step)
-    problems, families, _ = _net_problems(cfg, ctx)
-    ogd_static = OGDStatic(trace_len=cfg.trace_len)
-    deltas = jnp.full((len(cfg.deltas),), cfg.net_delta, jnp.float32)
-    tab_exe, tab_compile = _compiled(_solve_grid(ogd_static), families, problems,
-                                     deltas).result()
-    (_, tab_summ), _, tab_wall = _timed(tab_exe, families, problems, deltas)
+    future, args = _tabular(cfg, ctx) if tabular is None else tabular
+    tab_exe, tab_compile = future.result()
+    with ctx.stopwatch("tabular_first_call"):
+        jax.block_until_ready(tab_exe(*args))
+    with ctx.stopwatch("tabular") as lap:
+        _, tab_summ = jax.block_until_ready(tab_exe(*args))
+    tab_wall = lap.seconds
     state = net.state
     rows = []
     tab_max_adv = np.asarray(tab_summ.max_adv[:, 0])  # per seed
@@ -640,9 +799,6 @@ def _soundness(cfg: Config, ctx):
 
 # ---- plots -----------------------------------------------------------------------------------------
 def _plot_trace(cfg: Config, traces, net_rows):
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     q = cfg.net_q if cfg.net_q in cfg.q_values else cfg.q_values[-1]
@@ -673,9 +829,6 @@ def _plot_trace(cfg: Config, traces, net_rows):
 
 
 def _plot_steps(cfg: Config, rows):
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -697,29 +850,25 @@ def _plot_steps(cfg: Config, rows):
 
 
 def run(cfg: Config, ctx) -> ExperimentResult:
-    clock = [time.perf_counter()]
-
-    def lap():
-        clock.append(time.perf_counter())
-        return clock[-1] - clock[-2]
-
     with concurrent.futures.ThreadPoolExecutor(max_workers=2,
                                                thread_name_prefix="ogd-compile") as pool:
         # parts 1 and 2 build their problems and compile on the workers while part 3 runs
         # (the workers only submit compilations, they never wait, so two cannot deadlock)
-        prepared = pool.submit(_sweep_problems, cfg, ctx, pool)
+        prepared = pool.submit(_algorithm1_program, cfg, ctx, pool)
         net_ready = pool.submit(train_network, cfg, ctx, pool)
+        tab_ready = pool.submit(_tabular, cfg, ctx, pool)
         sound_rows, sound_claims = [], []
-        if cfg.sound_provers:
-            sound_rows, sound_claims = _soundness(cfg, ctx)
-        t_sound = lap()
-        prepared, _ = prepared.result(), net_ready.result()
-        t_wait = lap()
-        rows, traces = _sweep(cfg, ctx, prepared)
-        t_sweep = lap()
-        net_rows, net_claim, net_timing = _network(
-            cfg, ctx, len(cfg.sound_provers) + len(cfg.q_values) * len(cfg.step_rules))
-        t_net = lap()
+        with ctx.stopwatch("soundness"):
+            if cfg.sound_provers:
+                sound_rows, sound_claims = _soundness(cfg, ctx)
+        with ctx.stopwatch("wait_for_compilation"):
+            prepared, tabular, _ = prepared.result(), tab_ready.result(), net_ready.result()
+        with ctx.stopwatch("algorithm1_rows"):
+            rows, traces = _sweep(cfg, ctx, prepared)
+        with ctx.stopwatch("network"):
+            net_rows, net_claim, net_timing = _network(
+                cfg, ctx, len(cfg.sound_provers) + len(cfg.q_values) * len(cfg.step_rules),
+                tabular)
     claims = [*_sweep_claims(cfg, rows), net_claim, *sound_claims]
     fig_trace, fig_net = _plot_trace(cfg, traces, net_rows)
     plots = [ctx.save_figure(fig_trace, "advantage_trace"),
@@ -733,8 +882,6 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         "max_exit_adv_over_delta": max(r["max_adv"] / r["delta"] for r in rows),
         "network": net_table,
         "network_timing": net_timing,
-        "wall_s": {"soundness": t_sound, "wait_for_compilation": t_wait, "sweep": t_sweep,
-                   "network": t_net},
     }
     return ExperimentResult(claims=claims, metrics=metrics,
                             tables={"algorithm1": rows, "network": net_table,

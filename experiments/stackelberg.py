@@ -429,9 +429,6 @@ def _converged(cfg: Config, mon, thr):
 
 
 def _plot(cfg, mon, labels, thr):
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))

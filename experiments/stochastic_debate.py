@@ -313,9 +313,6 @@ def adversaries(K: int, t_opt: int, ki: int, scale: float, p_yes: float, p_no: f
 
 # ---- plots ------------------------------------------------------------------------------------------
 def _plot_acceptance(rows, cfg):
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -343,9 +340,6 @@ def _plot_acceptance(rows, cfg):
 
 
 def _plot_queries(qrows, fit):
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))

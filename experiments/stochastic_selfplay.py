@@ -50,7 +50,6 @@ exactly; the exact evaluation after training is recomputed (deterministic).
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import jax
 import jax.numpy as jnp
@@ -247,9 +246,6 @@ def _monte_carlo(cfg, fx, constants, alice, bob, key):
 
 
 def _plot(cfg, mons, labels):
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -348,27 +344,27 @@ def run(cfg: Config, ctx) -> ExperimentResult:
             lv = levels[case]
             alice, bob = trained.state[case]["main"].alice, trained.state[case]["main"].bob
             mons.append(trained.monitors[f"{case}/main"])
-            t0 = time.perf_counter()
-            ev = [evaluate(lv, take(alice, s), take(bob, s), constants) for s in range(cfg.seeds)]
-            honest = [acceptance_exact(fx.machine, honest_alice(constants),
-                                       bob_as_zoo(take(bob, s), constants.b), vera, lv)
-                      for s in range(cfg.seeds)]
-            res = {"fixture": fx, "p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
-            for name in [n for c, n, _ in _runs(cfg, hp) if c == case and n != "main"]:
-                a1, b1 = trained.state[case][name].alice, trained.state[case][name].bob
-                evs = [evaluate(lv, take(a1, s), take(b1, s), constants, full=False)
-                       for s in range(cfg.seeds)]
-                if name == "ablation":
-                    res["ablation"] = evs
-                else:
-                    res["sweep"][int(name.removeprefix("n_b_"))] = evs
-            walls[f"evaluate_{case}"] = time.perf_counter() - t0
+            with ctx.stopwatch(f"evaluate_{case}") as lap:
+                ev = [evaluate(lv, take(alice, s), take(bob, s), constants) for s in range(cfg.seeds)]
+                honest = [acceptance_exact(fx.machine, honest_alice(constants),
+                                           bob_as_zoo(take(bob, s), constants.b), vera, lv)
+                          for s in range(cfg.seeds)]
+                res = {"fixture": fx, "p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
+                for name in [n for c, n, _ in _runs(cfg, hp) if c == case and n != "main"]:
+                    a1, b1 = trained.state[case][name].alice, trained.state[case][name].bob
+                    evs = [evaluate(lv, take(a1, s), take(b1, s), constants, full=False)
+                           for s in range(cfg.seeds)]
+                    if name == "ablation":
+                        res["ablation"] = evs
+                    else:
+                        res["sweep"][int(name.removeprefix("n_b_"))] = evs
+            walls[f"evaluate_{case}"] = lap.seconds
             bar.update(1)
             if cfg.mc_trials > 0:
-                t0 = time.perf_counter()
-                res["mc_wins"] = _monte_carlo(cfg, fx, constants, alice, bob,
-                                              jax.random.fold_in(key, 7))
-                walls[f"monte_carlo_{case}"] = time.perf_counter() - t0
+                with ctx.stopwatch(f"monte_carlo_{case}") as lap:
+                    res["mc_wins"] = _monte_carlo(cfg, fx, constants, alice, bob,
+                                                  jax.random.fold_in(key, 7))
+                walls[f"monte_carlo_{case}"] = lap.seconds
                 bar.update(1)
             results[case] = res
             for s, e in enumerate(ev):

@@ -49,6 +49,7 @@ class FakeContext:
         self.figures: list[str] = []
         self.bars: list[FakeBar] = []
         self.truncated: list[int] = []
+        self.timings: dict[str, float] = {}
 
     @contextlib.contextmanager
     def progress(self, total: int, desc: str):
@@ -69,6 +70,12 @@ class FakeContext:
         from dedebate.lab.checkpoint import Checkpointer
 
         return Checkpointer(self.checkpoint_dir, "fake", every=every, keep=keep)
+
+    def stopwatch(self, name: str):
+        """Like the lab's: times the block into ``timings["wall_<name>_s"]``."""
+        from dedebate.lab.experiment import stopwatch
+
+        return stopwatch(name, self.timings)
 
     def save_figure(self, fig: Any, name: str) -> str:
         import matplotlib.pyplot as plt

@@ -51,9 +51,12 @@ defines ``NAME`` and ``run``; nothing needs registering by hand.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import jax
@@ -384,6 +387,9 @@ class RunContext(Protocol):
     * ``checkpointer(every, keep)`` -- an Orbax checkpointer on ``checkpoint_dir``
       (:class:`dedebate.lab.checkpoint.Checkpointer`, guarded by the run's config hash; use it as
       a context manager so saves finish before the run ends).
+    * ``stopwatch(name)`` -- a context manager timing its block (wall clock) into the run's
+      metrics as ``wall_<name>_s`` (a name timed twice adds up); it yields a :class:`Lap` whose
+      ``seconds`` is set when the block ends, for a note. Experiments read no clock themselves.
 
     Chunked training goes through :func:`dedebate.lab.driver.run_chunks`, which uses only these
     services (checkpoints, restore and skip, monitors, progress, logging with explicit steps).
@@ -404,6 +410,37 @@ class RunContext(Protocol):
     def save_figure(self, fig: Any, name: str) -> str: ...
 
     def checkpointer(self, every: int = 1, keep: int = 3) -> Any: ...
+
+    def stopwatch(self, name: str) -> contextlib.AbstractContextManager[Lap]: ...
+
+
+@dataclasses.dataclass
+class Lap:
+    """What :func:`stopwatch` measured: ``seconds`` of wall clock (set when the block ends)."""
+
+    name: str
+    seconds: float = 0.0
+
+
+_TIMER_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+@contextlib.contextmanager
+def stopwatch(name: str, timings: dict[str, float] | None = None) -> Iterator[Lap]:
+    """Time the block with ``time.perf_counter``: yields a :class:`Lap`; when the block ends
+    (also by an exception) sets its ``seconds`` and adds them to ``timings["wall_<name>_s"]``
+    (if given). ``RunContext.stopwatch(name)`` is this with the run's timings."""
+    if not _TIMER_NAME.match(name):
+        raise ValueError(f"stopwatch name={name!r}: use letters, digits and '_' only")
+    lap = Lap(name)
+    t0 = time.perf_counter()
+    try:
+        yield lap
+    finally:
+        lap.seconds = time.perf_counter() - t0
+        if timings is not None:
+            key = f"wall_{name}_s"
+            timings[key] = timings.get(key, 0.0) + lap.seconds
 
 
 def wilson_interval(successes: float, trials: float, z: float = 1.959963984540054):

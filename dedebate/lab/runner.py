@@ -46,7 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
-from dedebate.lab.experiment import Claim, ExperimentResult, gating, with_family_decisions
+from dedebate.lab.experiment import (
+    Claim,
+    ExperimentResult,
+    gating,
+    stopwatch,
+    with_family_decisions,
+)
 from dedebate.lab.rundir import (
     LOCK_NAME,
     RunDirError,
@@ -96,6 +102,7 @@ class LabContext:
         self._nested = nested
         self._t0 = time.monotonic()
         self._auto_step = 0
+        self.timings: dict[str, float] = {}  # ctx.stopwatch: wall_<name>_s
         for d in (self.plots_dir, self.checkpoint_dir):
             d.mkdir(parents=True, exist_ok=True)
         # metrics.jsonl (see the module docstring): on resume, the steps the file already holds
@@ -180,6 +187,11 @@ class LabContext:
         from dedebate.lab.checkpoint import Checkpointer
 
         return Checkpointer(self.checkpoint_dir, self.config_hash, every=every, keep=keep)
+
+    def stopwatch(self, name: str):
+        """Time a block into ``timings["wall_<name>_s"]`` (results.json ``metrics``); see
+        :func:`dedebate.lab.experiment.stopwatch`."""
+        return stopwatch(name, self.timings)
 
     def save_figure(self, fig: Any, name: str) -> str:
         """Save ``fig`` as ``plots/NAME.png``, close it, log it to W&B, return the file name."""
@@ -412,7 +424,8 @@ def _run_in(module: Any, cfg: RunConfig, run_dir: Path, resume: bool, *, show_pr
         "status": "ok",
         "passed": bool(result.claims) and result.passed,
         "claims": with_family_decisions(result.claims),
-        "metrics": jsonable(result.metrics),
+        "metrics": jsonable({**{k: round(v, 4) for k, v in ctx.timings.items()},
+                             **result.metrics}),
         "tables": tables,
         "plots": [f"plots/{p}" for p in plots],
         "provenance": _provenance(cfg, ctx, tracker, mode, started, wall),
