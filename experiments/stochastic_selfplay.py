@@ -50,6 +50,7 @@ exactly; the exact evaluation after training is recomputed (deterministic).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -80,13 +81,16 @@ from dedebate.training.stochastic_selfplay import (
     Monitors,
     SelfPlayStatic,
     bob_as_zoo,
+    carry_axes,
     chunk_grid,
     chunk_lengths,
     evaluate,
     hparams,
+    init_carry,
     init_grid,
     learned_alice,
     level_inputs,
+    make_chunk,
     n_periods,
     take,
 )
@@ -160,6 +164,21 @@ def _runs(cfg: Config, hp) -> list[tuple[str, str, object]]:
     return out
 
 
+def setup(cfg: Config):
+    """``(instances, params, constants, static, hp)`` of a config: the F2 yes- and no-instances
+    ``[("yes", fixture), ("no", fixture)]``, the Lean defaults at (K, T) and their constants, the
+    static sizes and the validated hyperparameters of the main run (host, float64 fixtures)."""
+    instances = [("yes", f2_target(cfg.T, cfg.p_yes, spread=cfg.spread)),
+                 ("no", f2_target(cfg.T, cfg.p_no, spread=cfg.spread))]
+    K = instances[0][1].K
+    params = lean_defaults(K, cfg.T)
+    constants = params.constants(K, cfg.T)
+    static = SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps, log_every=cfg.log_every)
+    hp = hparams(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b, alice_init=cfg.alice_init,
+                 bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
+    return instances, params, constants, static, hp
+
+
 def _chunk_rows(case: str, mon, first: int, log_every: int) -> list[tuple[int, dict]]:
     """The main run's monitors of one chunk, one row per monitor period, at steps ``first + (j
     + 1) * log_every`` (the instance label tells the two instances' rows apart)."""
@@ -227,6 +246,160 @@ def _train_all(cfg: Config, ctx, static, inputs, hp):
         wk = f"{'train' if name == 'main' else name}_{case}"
         walls[wk] = sum(done.wall_s[r * cfg.chunks:(r + 1) * cfg.chunks])
     return done, walls
+
+
+# ---- the swept function: one self-play point, exact measurements ---------------------------------
+DYNAMIC = ("p_yes", "p_no", "spread", "lr_a", "lr_b", "n_b", "alice_init", "bob_init",
+           "vera_grad_mix", "gap_tol")
+"""Config fields that enter :func:`point` only as numbers: the instances' P_M(1) and spread (the
+F2 fixture's float32 prefix probabilities for training, and its float64 bit pattern for the host
+measurement; the prefix tree's shape depends on T only), the hyperparameters of the main run
+(``n_b`` is a traced ``fori_loop`` bound: one program serves every n_B, and under ``vmap`` a row
+waits for the group's largest n_B) and ``gap_tol``. Static, one compile per value: ``T``,
+``hidden``, ``steps``, ``log_every`` (shapes, scan lengths) and ``seeds`` (pairs trained per
+instance). ``n_b_sweep``, ``ablate_tail``, ``mc_trials``, ``chunks`` and ``checkpoint_every`` do
+not enter :func:`point` (run only: the schedule, ablation and Monte-Carlo rows)."""
+
+MEASURED = ("value", "honest_alice_vs_bob", "value_vs_honest_bob", "gap", "tracking", "hit",
+            "false_alarm")
+"""Per-seed metrics of :func:`point_metrics`, named ``{instance}/s{seed}/{name}``."""
+
+CASES = ("yes", "no")
+
+
+def measure_pairs(fx, levels, constants, alice, bob) -> tuple[list[dict], list[float]]:
+    """Exact measurements (host, float64) of the trained pairs ``(alice[S], bob[S])`` on fixture
+    ``fx`` (prefix tree ``levels``): per seed :func:`evaluate`'s dict and honest Alice's exact
+    acceptance against the trained Bob. The report's numbers and the swept function's (through
+    ``jax.pure_callback``) both come from here."""
+    seeds = int(np.shape(bob.w_dev)[0])
+    vera = make_vera(constants)
+    ev = [evaluate(levels, take(alice, s), take(bob, s), constants) for s in range(seeds)]
+    honest = [acceptance_exact(fx.machine, honest_alice(constants),
+                               bob_as_zoo(take(bob, s), constants.b), vera, levels)
+              for s in range(seeds)]
+    return ev, honest
+
+
+def point_metrics(measured: dict, gap_tol: float) -> dict[str, float]:
+    """The swept metrics from :func:`measure_pairs` per instance (``measured[case] = (ev,
+    honest)``; pure numpy, float64): per seed :data:`MEASURED`; per instance the trained pair's
+    acceptance (``value_mean``, ``value_min``, ``value_max``), the exploitability gap
+    (``gap_mean``, ``gap_max``) and ``converged_frac`` (share of seeds with gap <= ``gap_tol``);
+    the proven rows' values ``honest_alice_vs_bob_min`` (yes-instance) and
+    ``alice_vs_honest_bob_max`` (no-instance)."""
+    out = {}
+    for case in CASES:
+        ev, honest = measured[case]
+        per = [{**e, "honest_alice_vs_bob": h} for e, h in zip(ev, honest)]
+        for s, e in enumerate(per):
+            out.update({f"{case}/s{s}/{m}": float(e[m]) for m in MEASURED})
+        val = np.array([e["value"] for e in per])
+        gap = np.array([e["gap"] for e in per])
+        out |= {f"{case}/value_mean": float(val.mean()), f"{case}/value_min": float(val.min()),
+                f"{case}/value_max": float(val.max()), f"{case}/gap_mean": float(gap.mean()),
+                f"{case}/gap_max": float(gap.max()),
+                f"{case}/converged_frac": float(np.mean(gap <= gap_tol))}
+    out["honest_alice_vs_bob_min"] = float(strict_min(np.array(measured["yes"][1])))
+    out["alice_vs_honest_bob_max"] = float(strict_max(np.array(
+        [e["value_vs_honest_bob"] for e in measured["no"][0]])))
+    return out
+
+
+def _bits(x: float) -> np.ndarray:
+    """A float64 as two uint32 words (travels through a float32 trace unrounded)."""
+    return np.array([x], np.float64).view(np.uint32)
+
+
+def _unbits(w) -> float:
+    return float(np.ascontiguousarray(np.asarray(w, np.uint32)).view(np.float64)[0])
+
+
+def _measure_host(cfg: Config, words, players) -> dict[str, np.ndarray]:
+    """The host side of :func:`point`: the row's float64 (p_yes, p_no, spread, gap_tol) from
+    their bit patterns, the fixtures as :func:`setup` builds them, :func:`measure_pairs` and
+    :func:`point_metrics`; float32 (JAX's float without x64) scalars."""
+    p_yes, p_no, spread, gap_tol = (_unbits(w) for w in np.asarray(words))
+    row = dataclasses.replace(cfg, p_yes=p_yes, p_no=p_no, spread=spread, gap_tol=gap_tol)
+    instances, _, constants, _, _ = setup(row)
+    measured = {case: measure_pairs(fx, prefix_tree(fx.machine), constants, *players[case])
+                for case, fx in instances}
+    dt = jax.dtypes.canonicalize_dtype(np.float64)
+    return {k: np.asarray(v, dt) for k, v in point_metrics(measured, gap_tol).items()}
+
+
+def point(cfg: Config):
+    """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key)`` trains the main run's pairs and
+    returns :func:`point_metrics` of them.
+
+    Per instance i (``yes``, ``no``), seed s of ``cfg.seeds`` starts from ``fold_in(fold_in(key,
+    i), s)`` (:func:`init_carry`) and makes all ``steps`` Alice updates in one
+    :func:`~dedebate.training.stochastic_selfplay.make_chunk` of every monitor period, vmapped over
+    seeds with :func:`carry_axes` -- the functions :func:`run` composes chunk by chunk through
+    the checkpointed driver (bit-equal: chunks compose, ``test_chunked_training_is_bit_equal_to_
+    one_program``). The exact measurements are the report's host code (:func:`measure_pairs`,
+    float64 with the exact binomial Vera, through ``jax.pure_callback``, one host call per row);
+    the metrics come back as float32, the float64 report numbers rounded once. ``run`` stores
+    the same dict (float64) as ``metrics["point"]``. Not in ``fn`` (run only): the tail
+    ablation, the n_B schedule runs, the Monte-Carlo check and the monitors' log rows."""
+    instances, _, _, static, hp = setup(cfg)
+    dynamic = {"inputs": {case: jax.tree.map(np.asarray, level_inputs(prefix_tree(fx.machine)))
+                          for case, fx in instances},
+               "hp": jax.tree.map(np.asarray, hp),
+               "words": np.stack([_bits(x) for x in (cfg.p_yes, cfg.p_no, cfg.spread,
+                                                     cfg.gap_tol)])}
+    axes = carry_axes(static)
+    init = jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0), out_axes=axes)
+    train = jax.vmap(make_chunk(static, n_periods(static)), in_axes=(None, None, axes),
+                     out_axes=(axes, 0))
+    names = list(point_metrics({c: ([dict.fromkeys(MEASURED + ("value",), 0.0)] * cfg.seeds,
+                                    [0.0] * cfg.seeds) for c in CASES}, 0.0))
+    shapes = {k: jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(np.float64))
+              for k in names}
+
+    def fn(dyn, key):
+        players = {}
+        for i, case in enumerate(CASES):
+            k = jax.random.fold_in(key, i)
+            keys = jnp.stack([jax.random.fold_in(k, s) for s in range(cfg.seeds)])
+            carry, _ = train(dyn["inputs"][case], dyn["hp"], init(dyn["hp"], keys))
+            players[case] = (carry.alice, carry.bob)
+        return jax.pure_callback(functools.partial(_measure_host, cfg), shapes, dyn["words"],
+                                 players, vmap_method="sequential")
+
+    return dynamic, fn
+
+
+def sweep_figures(rows) -> dict:
+    """The learning-rate sweep (``configs/sweeps/selfplay_rates.yaml``): per instance the trained
+    pair's acceptance and the exploitability gap (means over seeds and sweep seeds) against
+    Alice's step size, one line per Bob step size, with the Lean bounds drawn."""
+    import matplotlib.pyplot as plt
+
+    if not rows or "lr_a" not in rows[0]:
+        return {}
+    lr_b = sorted({float(r.get("lr_b", float("nan"))) for r in rows})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for b in lr_b:
+        sel = [r for r in rows if float(r.get("lr_b", float("nan"))) == b or np.isnan(b)]
+        xs = sorted({float(r["lr_a"]) for r in sel})
+        lab = f"lr_b = {b:g}" if np.isfinite(b) else "lr_b fixed"
+        for ax, metric in ((axes[0], "value_mean"), (axes[1], "gap_mean")):
+            for case, ls in (("yes", "-"), ("no", "--")):
+                ys = [np.mean([float(r[f"{case}/{metric}"]) for r in sel
+                               if float(r["lr_a"]) == x]) for x in xs]
+                ax.plot(xs, ys, "o" + ls, label=f"{case}, {lab}")
+    axes[0].axhline(COMPLETENESS_W, color="g", ls=":", label="completeness 0.6402")
+    axes[0].axhline(SOUNDNESS_W, color="r", ls=":", label="soundness 0.3956")
+    axes[0].set_ylabel("trained pair's P[out = 1] (exact, mean over seeds)")
+    axes[1].set_ylabel("exploitability gap (mean over seeds)")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlabel("Alice's step size lr_a")
+        ax.legend(fontsize=7)
+    fig.suptitle("Stochastic debate self-play: outcome against the learning rates")
+    fig.tight_layout()
+    return {"selfplay_rates": fig}
 
 
 def _monte_carlo(cfg, fx, constants, alice, bob, key):
@@ -325,15 +498,8 @@ def mc_claims(mc: dict[str, tuple[float, float, float]]) -> list[Claim]:
 
 def run(cfg: Config, ctx) -> ExperimentResult:
     claims, tables, metrics = [], {}, {}
-    instances = [("yes", f2_target(cfg.T, cfg.p_yes, spread=cfg.spread)),
-                 ("no", f2_target(cfg.T, cfg.p_no, spread=cfg.spread))]
+    instances, params, constants, static, hp = setup(cfg)
     K = instances[0][1].K
-    params = lean_defaults(K, cfg.T)
-    constants = params.constants(K, cfg.T)
-    static = SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps, log_every=cfg.log_every)
-    hp = hparams(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b, alice_init=cfg.alice_init,
-                 bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
-    vera = make_vera(constants)
     results, mons = {}, []
     levels = {case: prefix_tree(fx.machine) for case, fx in instances}
     inputs = {case: level_inputs(levels[case]) for case in levels}
@@ -345,10 +511,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
             alice, bob = trained.state[case]["main"].alice, trained.state[case]["main"].bob
             mons.append(trained.monitors[f"{case}/main"])
             with ctx.stopwatch(f"evaluate_{case}") as lap:
-                ev = [evaluate(lv, take(alice, s), take(bob, s), constants) for s in range(cfg.seeds)]
-                honest = [acceptance_exact(fx.machine, honest_alice(constants),
-                                           bob_as_zoo(take(bob, s), constants.b), vera, lv)
-                          for s in range(cfg.seeds)]
+                ev, honest = measure_pairs(fx, lv, constants, alice, bob)
                 res = {"fixture": fx, "p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
                 for name in [n for c, n, _ in _runs(cfg, hp) if c == case and n != "main"]:
                     a1, b1 = trained.state[case][name].alice, trained.state[case][name].bob
@@ -469,6 +632,10 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     metrics |= {"K": K, "T": cfg.T, "constants": dataclasses.asdict(constants),
                "completeness_bound_instance": comp, "soundness_acceptance_bound_instance":
                sound_acc, "wall_s": walls}
+    # the swept function's metrics of this run (point(), float64 here; a sweep row holds them
+    # rounded to float32)
+    metrics["point"] = point_metrics(
+        {case: (res["ev"], res["honest_alice"]) for case, res in results.items()}, cfg.gap_tol)
     for case, res in results.items():
         summary = {k: float(arr(res, k).mean()) for k in res["ev"][0]}
         summary["p1"] = res["p1"]
