@@ -336,12 +336,20 @@ def point(cfg: Config):
     i), s)`` (:func:`init_carry`) and makes all ``steps`` Alice updates in one
     :func:`~dedebate.training.stochastic_selfplay.make_chunk` of every monitor period, vmapped over
     seeds with :func:`carry_axes` -- the functions :func:`run` composes chunk by chunk through
-    the checkpointed driver (bit-equal: chunks compose, ``test_chunked_training_is_bit_equal_to_
-    one_program``). The exact measurements are the report's host code (:func:`measure_pairs`,
-    float64 with the exact binomial Vera, through ``jax.pure_callback``, one host call per row);
-    the metrics come back as float32, the float64 report numbers rounded once. ``run`` stores
-    the same dict (float64) as ``metrics["point"]``. Not in ``fn`` (run only): the tail
-    ablation, the n_B schedule runs, the Monte-Carlo check and the monitors' log rows."""
+    the checkpointed driver (chunks compose bit for bit,
+    ``test_chunked_training_is_bit_equal_to_one_program``). The exact measurements are the
+    report's host code (:func:`measure_pairs`, float64 with the exact binomial Vera, through
+    ``jax.pure_callback``, one host call per row; float32 in the row). ``run`` stores the same
+    dict (float64) as ``metrics["point"]``.
+
+    Why ``run`` cannot simply call ``fn``: its training must stop after every chunk to log the
+    monitors and save Orbax checkpoints (resume), which one compiled ``fn`` cannot. And a sweep
+    row equals ``run``'s ``metrics["point"]`` only to float32 training's last bits (~1e-7 in the
+    players, checked to 1e-5 in the metrics), not bit for bit: under the sweep's ``vmap`` the
+    rates are per-row vectors (Adam's stored hyperparameters, the n_B ``while`` loop and with it
+    Bob's Adam count become batched), which XLA vectorises differently from the run's scalar
+    hyperparameters. Not in ``fn`` (run only): the tail ablation, the n_B schedule runs, the
+    Monte-Carlo check and the monitors' log rows."""
     instances, _, _, static, hp = setup(cfg)
     dynamic = {"inputs": {case: jax.tree.map(np.asarray, level_inputs(prefix_tree(fx.machine)))
                           for case, fx in instances},
