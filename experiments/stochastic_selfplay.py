@@ -386,12 +386,12 @@ def sweep_figures(rows) -> dict:
 
     if not rows or "lr_a" not in rows[0]:
         return {}
-    lr_b = sorted({float(r.get("lr_b", float("nan"))) for r in rows})
+    lr_b = sorted({float(r["lr_b"]) for r in rows}) if "lr_b" in rows[0] else [None]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for b in lr_b:
-        sel = [r for r in rows if float(r.get("lr_b", float("nan"))) == b or np.isnan(b)]
+        sel = [r for r in rows if b is None or float(r["lr_b"]) == b]
         xs = sorted({float(r["lr_a"]) for r in sel})
-        lab = f"lr_b = {b:g}" if np.isfinite(b) else "lr_b fixed"
+        lab = "lr_b fixed" if b is None else f"lr_b = {b:g}"
         for ax, metric in ((axes[0], "value_mean"), (axes[1], "gap_mean")):
             for case, ls in (("yes", "-"), ("no", "--")):
                 ys = [np.mean([float(r[f"{case}/{metric}"]) for r in sel
