@@ -42,6 +42,18 @@ current A (exact), and the calibration proxy.
 Training runs in ``chunks`` jitted chunks per part through the lab's chunked driver
 (:func:`dedebate.lab.driver.run_chunks`); the state after each chunk is an Orbax checkpoint, and
 ``resume=true`` continues from the last one (bit-equal to an uninterrupted run).
+
+**Sweepable** (``DYNAMIC``, :func:`point`): a sweep row trains the (A, B) pair that ``run`` trains
+as seed 0 of part 1 (at schedule ``main_n_b``) when its key is the row's, with the same chunk
+program (:func:`make_chunk`) and the same :func:`summary` of the monitors (converged fraction and
+first converged A update, final payoff against rho^-(d+1), P[A correct], B's max|Adv|); ``run``
+stores that row as ``metrics["point"]``, and its part 1 and 3 rows are :func:`summary` of every
+schedule and seed. ``run`` does not call the swept function: it checkpoints between chunks and
+trains each schedule as its own call (see :func:`point`). Rows equal ``run``'s bit for bit when
+both compile alike: the swept program uses ``COMPILER_OPTIONS``, and with ``seeds = 1`` and
+``sweep.batch = 1`` both train one pair per call (tested); at other batch sizes XLA's CPU code
+may round the last bit differently, and Adam's normalised steps grow such differences over
+training (same distribution, other bits).
 Its doubly-efficient counterpart (learned Alice and Bob for the stochastic debate) is
 `experiments/stochastic_selfplay.py`.
 """

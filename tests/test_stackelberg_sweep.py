@@ -1,7 +1,8 @@
 """``experiments/stackelberg.py`` as a sweep (``point`` / ``DYNAMIC``): a grid over n_B and A's
-learning rate is one compiled program, and a sweep row equals the same point run alone by ``run``
-with the row's documented key (``point_key``), bit for bit: ``run`` trains the row's pair as seed 0
-of its main schedule through the chunked driver, the sweep in one vmapped call."""
+learning rate is one compiled program, and a sweep row equals the same pair trained alone by
+``run``'s training path with the row's documented key (``point_key``), bit for bit: ``run`` trains
+it as seed 0 of its main schedule through the checkpointed chunked driver (the chunk program of
+each schedule, vmapped over seeds), the sweep in one vmapped call (at ``sweep.batch = 1``)."""
 
 from __future__ import annotations
 
