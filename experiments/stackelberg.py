@@ -42,6 +42,18 @@ current A (exact), and the calibration proxy.
 Training runs in ``chunks`` jitted chunks per part through the lab's chunked driver
 (:func:`dedebate.lab.driver.run_chunks`); the state after each chunk is an Orbax checkpoint, and
 ``resume=true`` continues from the last one (bit-equal to an uninterrupted run).
+
+**Sweepable** (``DYNAMIC``, :func:`point`): a sweep row trains the (A, B) pair that ``run`` trains
+as seed 0 of part 1 (at schedule ``main_n_b``) when its key is the row's, with the same chunk
+program (:func:`make_chunk`) and the same :func:`summary` of the monitors (converged fraction and
+first converged A update, final payoff against rho^-(d+1), P[A correct], B's max|Adv|); ``run``
+stores that row as ``metrics["point"]``, and its part 1 and 3 rows are :func:`summary` of every
+schedule and seed. ``run`` does not call the swept function: it checkpoints between chunks and
+trains each schedule as its own call (see :func:`point`). Rows equal ``run``'s bit for bit when
+both compile alike: the swept program uses ``COMPILER_OPTIONS``, and with ``seeds = 1`` and
+``sweep.batch = 1`` both train one pair per call (tested); at other batch sizes XLA's CPU code
+may round the last bit differently, and Adam's normalised steps grow such differences over
+training (same distribution, other bits).
 Its doubly-efficient counterpart (learned Alice and Bob for the stochastic debate) is
 `experiments/stochastic_selfplay.py`.
 """
@@ -49,7 +61,6 @@ Its doubly-efficient counterpart (learned Alice and Bob for the stochastic debat
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from typing import NamedTuple
 
@@ -58,6 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents.ped_strategies import honest_prover
+from dedebate.lab.devices import cached_program
 from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import (
     Claim,
@@ -78,7 +90,6 @@ from dedebate.training.stackelberg import (
     Monitors,
     StackelbergStatic,
     advantage_at,
-    first_converged,
     fit_estimator,
     hparams,
     init_carry,
@@ -160,12 +171,22 @@ SIZES = {
 }
 
 
+def _batch(build, keys, *args):
+    """``build(keys, *args)``: the library's compiled batch of trees for concrete keys; inside a
+    trace (the swept function) the same builder vmapped over the traced keys."""
+    if isinstance(keys, jax.core.Tracer):
+        return jax.vmap(lambda k: build(k, *args))(keys)
+    return build(keys, *args)
+
+
 def _stable_trees(cfg: Config, key):
     """``n_trees`` noisy-evidence trees with the unstable alternative, half with true roots."""
     k1, k0 = jax.random.split(key)
     h = cfg.n_trees // 2
-    t1 = noisy_evidence_tree(jax.random.split(k1, h), cfg.depth, 5, 3, (4, 5), (0, 1), 1, True)
-    t0 = noisy_evidence_tree(jax.random.split(k0, h), cfg.depth, 5, 3, (4, 5), (0, 1), 0, True)
+    t1 = _batch(noisy_evidence_tree, jax.random.split(k1, h), cfg.depth, 5, 3, (4, 5), (0, 1), 1,
+                True)
+    t0 = _batch(noisy_evidence_tree, jax.random.split(k0, h), cfg.depth, 5, 3, (4, 5), (0, 1), 0,
+                True)
     return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), t1, t0)
 
 
@@ -214,33 +235,32 @@ def _static(cfg: Config) -> StackelbergStatic:
                              hidden_b=tuple(cfg.hidden_b))
 
 
-@functools.lru_cache(maxsize=16)
 def _grid_chunk(static: StackelbergStatic, length: int):
     """``jit(vmap_seeds(chunk))`` for one run (scalar hp), trees and carries over seeds. Each run
     of a part is its own call of this one compiled program: vmapping over runs too would make
     every run pay for the largest ``n_B`` (a vmapped loop runs to the longest trip count)."""
-    return jax.jit(jax.vmap(make_chunk(static, length), in_axes=(None, 0, 0)),
-                   compiler_options=COMPILE_OPTIONS)
+    return cached_program((NAME, "chunk", static, length), lambda: jax.jit(
+        jax.vmap(make_chunk(static, length), in_axes=(None, 0, 0)),
+        compiler_options=COMPILE_OPTIONS))
 
 
-@functools.lru_cache(maxsize=16)
 def _grid_init(static: StackelbergStatic, a_scale: float):
-    return jax.jit(jax.vmap(lambda t, k: init_carry(static, t, k, a_scale)))
+    return cached_program((NAME, "init", static, a_scale), lambda: jax.jit(
+        jax.vmap(lambda t, k: init_carry(static, t, k, a_scale))))
 
 
-@functools.lru_cache(maxsize=16)
 def _grid_fit(static: StackelbergStatic, steps: int):
-    return jax.jit(jax.vmap(lambda t, c, g: fit_estimator(static, t, c, g, steps)),
-                   compiler_options=COMPILE_OPTIONS)
+    return cached_program((NAME, "fit", static, steps), lambda: jax.jit(
+        jax.vmap(lambda t, c, g: fit_estimator(static, t, c, g, steps)),
+        compiler_options=COMPILE_OPTIONS))
 
 
-@functools.lru_cache(maxsize=16)
 def _grid_adv(static: StackelbergStatic, rho: float):
-    return jax.jit(jax.vmap(lambda t, c: advantage_at(static, rho, t, c)[2]),
-                   compiler_options=COMPILE_OPTIONS)
+    return cached_program((NAME, "adv", static, rho), lambda: jax.jit(
+        jax.vmap(lambda t, c: advantage_at(static, rho, t, c)[2]),
+        compiler_options=COMPILE_OPTIONS))
 
 
-@functools.lru_cache(maxsize=16)
 def _grid_proof(static: StackelbergStatic, rho: float):
     """``jit(vmap(one))`` over trained pairs: ``one(prover, estimator, trees)`` returns, exactly
     (path enumeration, spec PED 2.2),
@@ -272,7 +292,8 @@ def _grid_proof(static: StackelbergStatic, rho: float):
         chain = r ** (d + 1) * acc.mean() - adv[:, 0].sum() + adv[:, 1].sum()
         return u_h, u.mean(), chain
 
-    return jax.jit(jax.vmap(one), compiler_options=COMPILE_OPTIONS)
+    return cached_program((NAME, "proof", static, rho), lambda: jax.jit(
+        jax.vmap(one), compiler_options=COMPILE_OPTIONS))
 
 
 def proof_terms(cfg: Config, trees, carries):
@@ -289,6 +310,138 @@ def proof_terms(cfg: Config, trees, carries):
     a, b = jax.vmap(lambda t, c: players(static, t, c))(tr, flat)
     out = _grid_proof(static, float(cfg.rho))(a, b, tr)
     return tuple(np.asarray(x).reshape((runs, -1) + x.shape[1:]) for x in out)
+
+
+# ---- the swept function: one (A, B) pair on part 1's trees ---------------------------------------
+DYNAMIC = ("lr_a", "lr_b", "main_n_b", "rho", "eta", "tol")
+"""Config fields that enter :func:`point` only as numbers: the Adam step sizes, ``main_n_b`` (a
+loop count: vmapped, every row of a sweep group runs the inner loop to the group's largest
+``n_B`` and masks the steps beyond its own, so a row costs as much as the largest ``n_B``; its
+numbers do not change), rho and eta (payoff weights, the threshold rho^-(d+1)) and ``tol``.
+``depth``, ``n_trees``, ``hidden_a``/``hidden_b``, ``steps`` and ``chunks`` set shapes or trip
+counts of the compiled program and ``a_init_scale`` is a compile-time constant of the init:
+static (one compile per value). ``n_b_values`` must hold every swept ``main_n_b``."""
+
+
+COMPILER_OPTIONS = COMPILE_OPTIONS
+"""The swept program compiles with the options of the run's programs (backend optimisation level
+1: faster compiles; it changes float rounding, which training amplifies)."""
+
+
+def _dynamic(cfg: Config, n_b: int, simultaneous: bool = False) -> dict:
+    """The dynamic numbers of one training run: its hparams, the threshold ``thr = rho^-(d+1)``
+    and the convergence band ``tol * thr`` (computed here in float64, then float32)."""
+    thr = cfg.rho ** -(cfg.depth + 1)
+    return {"hp": hparams(cfg.lr_a, cfg.lr_b, n_b, simultaneous, cfg.rho, cfg.eta),
+            "thr": np.float32(thr), "band": np.float32(cfg.tol * thr)}
+
+
+def summary(mon: Monitors, thr, band) -> dict:
+    """The monitors that matter of training runs (pure JAX; monitors with the A updates on the
+    last axis, any leading axes): ``converged_at``, the first A update from which, to the end,
+    P[A correct] >= 0.95, P[stable] >= 0.95 and |E U_A - thr| <= band (``steps``: never);
+    ``converged`` (0/1); ``final_u_a`` and ``final_u_a_rel`` (over ``thr`` = rho^-(d+1));
+    ``final_a_correct``, ``final_p_stable``, ``final_max_adv`` (B's realised max|Adv| against
+    A's spec 6.3 tests), ``final_calib`` and ``final_certified``. The report's part 1 and 3
+    rows and a sweep's rows are both this function of the monitors."""
+    ok = ((mon.a_correct >= 0.95) & (mon.p_stable >= 0.95)
+          & (jnp.abs(mon.u_a - thr) <= band))
+    steps = ok.shape[-1]
+    rev = jnp.flip(ok, axis=-1).astype(jnp.int32)  # trailing run of 1s: index of the last 0
+    at = steps - jnp.where(rev.all(axis=-1), steps, jnp.argmin(rev, axis=-1)).astype(jnp.int32)
+    u = mon.u_a[..., -1]
+    return {"converged_at": at, "converged": (at < steps).astype(jnp.int32),
+            "final_u_a": u, "final_u_a_rel": u / thr,
+            "final_a_correct": mon.a_correct[..., -1], "final_p_stable": mon.p_stable[..., -1],
+            "final_max_adv": mon.max_adv[..., -1], "final_calib": mon.calib[..., -1],
+            "final_certified": mon.certified[..., -1]}
+
+
+def _summaries(cfg: Config, mon: Monitors) -> dict:
+    """:func:`summary` of part 1's monitors ``[schedule, seed, steps]`` as numpy arrays."""
+    main = _dynamic(cfg, cfg.main_n_b)
+    return {k: np.asarray(v) for k, v in summary(mon, main["thr"], main["band"]).items()}
+
+
+def point_row(cfg: Config, summaries: dict) -> dict:
+    """The sweep row of a run: part 1's :func:`summary` at schedule ``main_n_b``, seed 0 (what
+    :func:`point`'s ``fn`` computes at the run's key), from ``summaries`` ``[schedule, seed]``."""
+    im = cfg.n_b_values.index(cfg.main_n_b)
+    return {k: v[im, 0].item() for k, v in summaries.items()}
+
+
+def point(cfg: Config):
+    """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key)`` is pure JAX.
+
+    ``fn`` trains the (A, B) pair of part 1 (stable candidate available) at schedule
+    ``n_B = main_n_b`` that :func:`run` trains as seed 0 when its key is ``key``: trees from
+    ``fold_in(k, 0)`` and the initial players from ``fold_in(k, 1)``, ``k = fold_in(fold_in(key,
+    1), 0)``, then ``chunks`` chunks of :func:`make_chunk` (the run's chunk program; here an outer
+    ``lax.scan``), and returns :func:`summary` of its monitors. ``run`` stores the same numbers of
+    its own seed 0 as ``metrics["point"]`` (tests/test_stackelberg_sweep.py: bit-equal).
+
+    Why the run does not call ``fn``: the run checkpoints the state of every run of every part
+    after each chunk (Orbax, through :func:`run_chunks`), which needs a host boundary between
+    chunks that one compiled swept call does not have, and it trains each schedule as its own
+    call of a program vmapped over seeds so that no schedule pays for the largest ``n_B`` (in a
+    sweep group every row does). Both paths share every computation: the seed key's trees and
+    init, the chunk program and :func:`summary`.
+
+    Not in ``fn`` (host only): the warm start of B from Algorithm 1 (``b_warm_start``: a Python
+    loop over the spec 6 rounds per seed) and the LP check that the trees are rho-stable."""
+    if cfg.b_warm_start:
+        raise ValueError("b_warm_start=True: Algorithm 1 runs on the host, outside the swept "
+                         "function; a sweep trains a cold B (b_warm_start=false)")
+    static = _static(cfg)
+    length, chunks, a_scale = cfg.steps // cfg.chunks, cfg.chunks, float(cfg.a_init_scale)
+    chunk = make_chunk(static, length)
+    dynamic = _dynamic(cfg, cfg.main_n_b)
+
+    def fn(dyn, key):
+        k = jax.random.fold_in(jax.random.fold_in(key, 1), 0)  # part 1, seed 0 of a run
+        trees = _stable_trees(cfg, jax.random.fold_in(k, 0))
+        carry = init_carry(static, trees, jax.random.fold_in(k, 1), a_scale)
+        _, mon = jax.lax.scan(lambda c, _: chunk(dyn["hp"], trees, c), carry, None,
+                              length=chunks)
+        mon = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:]), mon)
+        return summary(mon, dyn["thr"], dyn["band"])
+
+    return dynamic, fn
+
+
+def sweep_figures(rows):
+    """``stackelberg_rates``: A updates to convergence (mean over seeds; a seed that never
+    converges counts as ``steps``) and the converged fraction against A's learning rate (or B's,
+    when only it is swept), one line per ``main_n_b`` (and other swept rate)."""
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        return {}
+    x_axis = "lr_a" if "lr_a" in rows[0] else "lr_b" if "lr_b" in rows[0] else None
+    if x_axis is None:
+        return {}
+    other = [a for a in ("main_n_b", "lr_b" if x_axis == "lr_a" else None, "tol")
+             if a and a in rows[0]]
+    lines: dict = {}
+    for r in rows:
+        lines.setdefault(tuple(r[a] for a in other), {}).setdefault(float(r[x_axis]), []).append(r)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for label, pts in sorted(lines.items()):
+        xs = sorted(pts)
+        name = ", ".join(f"{a} = {v:g}" for a, v in zip(other, label)) or "all"
+        axes[0].plot(xs, [np.mean([r["converged_at"] for r in pts[x]]) for x in xs], "o-",
+                     label=name)
+        axes[1].plot(xs, [np.mean([r["converged"] for r in pts[x]]) for x in xs], "o-",
+                     label=name)
+    axes[0].set_ylabel("A updates to convergence (mean; never = steps)")
+    axes[1].set_ylabel("converged fraction")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{x_axis} (Adam step size)")
+        ax.legend(fontsize=8)
+    fig.suptitle("Stackelberg self-play: convergence against n_B and the learning rates")
+    fig.tight_layout()
+    return {"stackelberg_rates": fig}
 
 
 def _setup(cfg: Config, key, part: _Part):
@@ -423,9 +576,9 @@ class _Trained(NamedTuple):
 
 
 def _converged(cfg: Config, mon, thr):
-    ok = ((mon.a_correct >= 0.95) & (mon.p_stable >= 0.95)
-          & (np.abs(mon.u_a - thr) <= cfg.tol * thr))
-    return first_converged(ok)  # [..., ] steps = not converged
+    """The first converged A update of every run (``steps``: never), from :func:`summary`."""
+    band = _dynamic(cfg, cfg.main_n_b)["band"]
+    return np.asarray(summary(mon, np.float32(thr), band)["converged_at"])
 
 
 def _plot(cfg, mon, labels, thr):
@@ -462,23 +615,22 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     res, step = _train_all(cfg, ctx)
     mon, warm_info, tree, wall = res["stable"][:4]
     rho_tree = tree_rho(tree, cand=tree.honest_cand)
-    conv = _converged(cfg, mon, thr)  # [schedule, seed]
+    sm = _summaries(cfg, mon)
+    conv = sm["converged_at"]  # [schedule, seed]
     rows = []
     for i, lab in enumerate(labels):
         for s in range(cfg.seeds):
             rows.append({"schedule": lab, "seed": s, "converged_at": int(conv[i, s]),
-                         "converged": bool(conv[i, s] < cfg.steps),
-                         "final_u_a": float(mon.u_a[i, s, -1]),
-                         "final_a_correct": float(mon.a_correct[i, s, -1]),
-                         "final_p_stable": float(mon.p_stable[i, s, -1]),
-                         "final_max_adv": float(mon.max_adv[i, s, -1]),
-                         "final_calib": float(mon.calib[i, s, -1]),
-                         "final_certified": float(mon.certified[i, s, -1])})
+                         "converged": bool(sm["converged"][i, s]),
+                         **{k: float(sm[k][i, s]) for k in (
+                             "final_u_a", "final_a_correct", "final_p_stable", "final_max_adv",
+                             "final_calib", "final_certified")}})
         ctx.log({"part": "stable", "schedule": lab,
                  "converged": int((conv[i] < cfg.steps).sum()),
                  "final_u_a_mean": float(mon.u_a[i, :, -1].mean())}, step=step + i)
     tables["stable"] = rows
     im = cfg.n_b_values.index(cfg.main_n_b)
+    metrics["point"] = point_row(cfg, sm)  # the sweep row of this run (point()'s fn at ctx.key)
     k = int((conv[im] < cfg.steps).sum())
     frac, lo, hi = wilson_interval(k, cfg.seeds)
     steps_needed = [int(c) for c in conv[im] if c < cfg.steps]

@@ -74,13 +74,16 @@ _PROGRAMS: OrderedDict[Any, tuple[Any, dict[str, EvalInfo]]] = OrderedDict()
 MAX_PROGRAMS = 32
 
 
-def _program(row_fn, sharding, info: EvalInfo, cache_key: Any):
-    """``jit(vmap(row_fn))`` with the run axis sharded; with a ``cache_key``, the same jitted
-    program is reused by later calls with an equal key (so a repeated sweep in one process, e.g.
-    in a notebook, does not compile again). The trace counter goes to the current ``info``."""
+def _program(row_fn, sharding, info: EvalInfo, cache_key: Any,
+             compiler_options: dict[str, Any] | None = None):
+    """``jit(vmap(row_fn))`` with the run axis sharded (and XLA ``compiler_options``); with a
+    ``cache_key``, the same jitted program is reused by later calls with an equal key (so a
+    repeated sweep in one process, e.g. in a notebook, does not compile again). The trace counter
+    goes to the current ``info``."""
     import jax
 
-    key = None if cache_key is None else (cache_key, sharding)
+    options = tuple(sorted((compiler_options or {}).items()))
+    key = None if cache_key is None else (cache_key, sharding, options)
     if key is not None and key in _PROGRAMS:
         program, holder = _PROGRAMS[key]
         _PROGRAMS.move_to_end(key)
@@ -92,11 +95,30 @@ def _program(row_fn, sharding, info: EvalInfo, cache_key: Any):
         holder["info"].traces += 1  # Python side effect: runs at trace time only
         return row_fn(*row)
 
-    program = jax.jit(jax.vmap(counted), in_shardings=sharding, out_shardings=sharding)
+    program = jax.jit(jax.vmap(counted), in_shardings=sharding, out_shardings=sharding,
+                      compiler_options=dict(options) or None)
     if key is not None:
         _PROGRAMS[key] = (program, holder)
         while len(_PROGRAMS) > MAX_PROGRAMS:
             _PROGRAMS.popitem(last=False)
+    return program
+
+
+_BUILT: OrderedDict[Any, Any] = OrderedDict()
+
+
+def cached_program(key: Any, build: Callable[[], Any]) -> Any:
+    """The program ``build()`` returns (a jitted function), built once per hashable ``key`` and
+    reused by later calls with an equal key (an experiment's compiled grids: a second run in one
+    process, e.g. a test or a notebook, does not trace and compile them again). Equal keys
+    promise the same program; at most ``MAX_PROGRAMS`` are kept, least recently used first out.
+    Only the numbers of compiles depend on it, never a result."""
+    if key in _BUILT:
+        _BUILT.move_to_end(key)
+        return _BUILT[key]
+    program = _BUILT[key] = build()
+    while len(_BUILT) > MAX_PROGRAMS:
+        _BUILT.popitem(last=False)
     return program
 
 
@@ -107,13 +129,17 @@ def clear_program_cache() -> None:
 
 def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
              devices: list[Any] | None = None, batch: int = 0,
-             info: EvalInfo | None = None, cache_key: Any = None) -> dict[str, np.ndarray]:
+             info: EvalInfo | None = None, cache_key: Any = None,
+             compiler_options: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
     """``vmap(row_fn)`` over the leading axis of every leaf of ``inputs`` (``n`` rows), sharded.
 
     ``row_fn(*inputs_row)`` must return a dict of scalars. Returns a dict of ``[n]`` numpy
     arrays (every process gets every row). Compiles at most once per call: all chunks have the
     same padded size; with ``cache_key`` (hashable; equal keys promise the same ``row_fn``), not
     at all when an earlier call compiled the same program for the same shapes.
+    ``compiler_options``: XLA options of the compiled program (an experiment's
+    ``COMPILER_OPTIONS``, so that its sweep compiles as its run does: the options can change the
+    rounding).
     """
     import jax
     from jax.sharding import NamedSharding, PartitionSpec
@@ -126,7 +152,7 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
     chunks = math.ceil(n / size)
     total = size * chunks
     host = jax.tree.map(lambda a: _pad_rows(np.asarray(a), total), inputs)
-    program = _program(row_fn, sharding, info, cache_key)
+    program = _program(row_fn, sharding, info, cache_key, compiler_options)
     pieces: list[dict[str, np.ndarray]] = []
     local: list[int] = []
     for c in range(chunks):

@@ -267,7 +267,8 @@ def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 
         return fn(dyn, key, *host)  # host: the row's inputs(), for experiments that define it
 
     metrics = evaluate(row_fn, inputs, len(rows), devices=devices, batch=batch, info=info,
-                       cache_key=_program_key(module, plan_, group, impl))
+                       cache_key=_program_key(module, plan_, group, impl),
+                       compiler_options=getattr(module, "COMPILER_OPTIONS", None))
     return rows, metrics
 
 
