@@ -50,7 +50,7 @@ first converged A update, final payoff against rho^-(d+1), P[A correct], B's max
 stores that row as ``metrics["point"]``, and its part 1 and 3 rows are :func:`summary` of every
 schedule and seed. ``run`` does not call the swept function: it checkpoints between chunks and
 trains each schedule as its own call (see :func:`point`). Rows equal ``run``'s bit for bit when
-both compile alike: the swept program uses ``COMPILER_OPTIONS``, and with ``seeds = 1`` and
+both compile alike: the swept program uses ``COMPILE_OPTIONS``, and with ``seeds = 1`` and
 ``sweep.batch = 1`` both train one pair per call (tested); at other batch sizes XLA's CPU code
 may round the last bit differently, and Adam's normalised steps grow such differences over
 training (same distribution, other bits).
@@ -322,10 +322,6 @@ numbers do not change), rho and eta (payoff weights, the threshold rho^-(d+1)) a
 counts of the compiled program and ``a_init_scale`` is a compile-time constant of the init:
 static (one compile per value). ``n_b_values`` must hold every swept ``main_n_b``."""
 
-
-COMPILER_OPTIONS = COMPILE_OPTIONS
-"""The swept program compiles with the options of the run's programs (backend optimisation level
-1: faster compiles; it changes float rounding, which training amplifies)."""
 
 
 def _dynamic(cfg: Config, n_b: int, simultaneous: bool = False) -> dict:

@@ -78,6 +78,7 @@ from dedebate.protocols.stochastic import (
     trial_keys,
 )
 from dedebate.training.stochastic_selfplay import (
+    COMPILE_OPTIONS,  # noqa: F401  (the swept program's XLA options: lab contract)
     Monitors,
     SelfPlayStatic,
     bob_as_zoo,

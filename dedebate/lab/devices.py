@@ -138,7 +138,7 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
     same padded size; with ``cache_key`` (hashable; equal keys promise the same ``row_fn``), not
     at all when an earlier call compiled the same program for the same shapes.
     ``compiler_options``: XLA options of the compiled program (an experiment's
-    ``COMPILER_OPTIONS``, so that its sweep compiles as its run does: the options can change the
+    ``COMPILE_OPTIONS``, so that its sweep compiles as its run does: the options can change the
     rounding).
     """
     import jax

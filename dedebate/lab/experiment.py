@@ -33,7 +33,7 @@ also defines:
   ``fn`` takes a third argument, ``fn(dynamic, key, inputs)``: the lab calls ``inputs`` once per
   row of a sweep (at the row's key) and stacks the results along the run axis with ``dynamic``;
   ``run`` calls it once. Keep anything in it that cannot be traced, out of ``fn``;
-* ``COMPILER_OPTIONS: dict`` (optional) -- XLA compiler options of the swept program, for an
+* ``COMPILE_OPTIONS: dict`` (optional) -- XLA compiler options of the swept program, for an
   experiment whose run compiles its programs with them (they can change float rounding, so a
   sweep row is bit-equal to the run only when both compile alike);
 * ``sweep_figures(rows) -> dict[str, matplotlib.figure.Figure]`` (optional, any experiment) --

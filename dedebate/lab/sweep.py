@@ -268,7 +268,7 @@ def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 
 
     metrics = evaluate(row_fn, inputs, len(rows), devices=devices, batch=batch, info=info,
                        cache_key=_program_key(module, plan_, group, impl),
-                       compiler_options=getattr(module, "COMPILER_OPTIONS", None))
+                       compiler_options=getattr(module, "COMPILE_OPTIONS", None))
     return rows, metrics
 
 
