@@ -36,22 +36,27 @@ as before.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dedebate.agents.deterministic_grids import (
+    GRID_PLAY,
+    grid_cells,
+    honest_costs,
+    judged_counts,
+    witness_suite,
+)
 from dedebate.agents.deterministic_players import (
     JUDGED,
-    judge_grid,
     make_bob,
     merge_judged,
     repeat,
     zoo_pairs,
 )
 from dedebate.core.bits import bit_table
-from dedebate.core.stats import linfit, loglog_slope
+from dedebate.core.stats import finite_linfit, finite_loglog_slope
 from dedebate.lab.experiment import Claim, ExperimentResult, strict_max, strict_min
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.configurations import (
@@ -60,14 +65,10 @@ from dedebate.machines.configurations import (
     random_programs,
     simulate_numpy,
 )
-from dedebate.protocols.binary_search import play_binary_search
-from dedebate.protocols.cross_exam import FAST_COMPILE, play_cross_exam, play_cross_exam_grid
+from dedebate.protocols.cross_exam import FAST_COMPILE
 from dedebate.protocols.det_witness import (
-    accepting_witnesses,
-    all_witnesses,
     constraint_task,
     plan_task,
-    witness_programs,
 )
 from dedebate.protocols.deterministic_players import MessageAlice
 
@@ -163,16 +164,6 @@ def _fig3_S(cfg, T, fam):
     return int(T).bit_length() + cfg.n_inputs + (min(cfg.window, T) if fam == "fig3_window" else T)
 
 
-def _grid_data(machines, pairs, y1):
-    """One debate grid of :func:`inputs`: machines, the strategy pairs of :func:`zoo_pairs` and
-    the judged cells (completeness: honest-A pairs on output-1 machines; soundness: honest-B
-    pairs on output-0 machines)."""
-    A, B, n_comp = pairs
-    k = np.arange(np.asarray(B.mode).shape[0]) < n_comp
-    return {"machines": machines, "A": A, "B": B,
-            "comp": y1[:, None] & k[None, :], "sound": ~y1[:, None] & ~k[None, :]}
-
-
 def inputs(cfg: Config, seed: int, key):
     """The debate grids of one run, built on the host from ``seed`` and ``key``.
 
@@ -189,57 +180,23 @@ def inputs(cfg: Config, seed: int, key):
         y1 = simulate_numpy(progs)[:, -1] == 1
         if not (np.asarray(progs.dep_mask).sum(-1).max(-1) == machine_ls(cfg, T)).all():
             raise AssertionError(f"T={T}: the population's l differs from machine_ls")
-        out[f"T{T}"] = {"fig4": _grid_data(progs, _pairs(T, key_T, cfg, "cross_exam",
+        out[f"T{T}"] = {"fig4": grid_cells(progs, _pairs(T, key_T, cfg, "cross_exam",
                                                           exhaustive=exhaustive), y1)}
         for fam, W in (("fig3_window", min(cfg.window, T)), ("fig3_full", None)):
             if W is None and cfg.window >= T:
                 break  # W = T: the register grid is the full-tape grid (fn plays it once)
             cm = config_machine(progs, window=W)
-            out[f"T{T}"][fam] = _grid_data(cm, _pairs(T, key_T, cfg, "binary_search", cm=cm,
+            out[f"T{T}"][fam] = grid_cells(cm, _pairs(T, key_T, cfg, "binary_search", cm=cm,
                                                       exhaustive=exhaustive), y1)
     if cfg.exhaustive_fig3:
         progs = random_programs(seed + 1000, 4, 3, n_inputs=1, n_deps=2, dep_window=2,
                                 oracle_frac=cfg.oracle_frac)
         cm = config_machine(progs, window=2)
         seqs = bit_table((cm.m + 1) * cm.S).reshape(-1, cm.m + 1, cm.S)
-        out["fig3_exhaustive"] = _grid_data(
+        out["fig3_exhaustive"] = grid_cells(
             cm, (MessageAlice(messages=seqs), repeat(make_bob("honest"), seqs.shape[0]), 0),
             simulate_numpy(progs)[:, -1] == 1)
     return out
-
-
-def _play_grid(play):
-    """``play`` over machines (axis 0) x zipped strategy pairs (axis 0): outcome[M, K]."""
-    return jax.vmap(jax.vmap(play, in_axes=(None, 0, 0)), in_axes=(0, None, None))
-
-
-_PLAY = {"fig4": _play_grid(play_cross_exam), "fig3": _play_grid(play_binary_search)}
-
-
-def _judge(out, g):
-    """Completeness / soundness counts of a grid and V's largest query and bit counts (int32)."""
-    i32 = jnp.int32
-    return {"comp_debates": jnp.sum(g["comp"], dtype=i32),
-            "comp_accepts": jnp.sum(out.alice_wins & g["comp"], dtype=i32),
-            "sound_debates": jnp.sum(g["sound"], dtype=i32),
-            "sound_accepts": jnp.sum(out.alice_wins & g["sound"], dtype=i32),
-            "v_queries_max": jnp.max(out.costs.verifier_queries), "bits_max": jnp.max(out.costs.bits_read),
-            # soundness debates in which V queried the oracle (honest B pointed at an ORACLE
-            # step); the honest debates check the last step, which is DET
-            "v_queries_sound": jnp.sum(jnp.where(g["sound"], out.costs.verifier_queries, 0), dtype=i32)}
-
-
-def _costs(out, rows):
-    """Costs of the honest debate (pair 0) on the machines ``rows`` and the worst over the zoo."""
-    c = out.costs
-    h = {"rounds": c.rounds[rows, 0], "bits_read": c.bits_read[rows, 0],
-         **{k: getattr(out, k)[rows, 0] for k in ("a_message_bits", "a_steps", "b_steps")}}
-    return {"rounds": jnp.max(h["rounds"]), "bits_read": jnp.max(h["bits_read"]),
-            "bits_read_min": jnp.min(h["bits_read"]),
-            "bits_read_max_over_zoo": jnp.max(c.bits_read[rows]),
-            "v_queries_max": jnp.max(c.verifier_queries[rows]),
-            "a_message_bits": jnp.max(h["a_message_bits"]), "a_steps": jnp.max(h["a_steps"]),
-            "b_steps": jnp.max(h["b_steps"])}
 
 
 DYNAMIC = ("oracle_frac",)
@@ -279,45 +236,24 @@ def point(cfg: Config):
                     g = host[f"T{T}"]["fig3_window"]
                 else:
                     g = host[f"T{T}"][fam]
-                    res = _PLAY[fam[:4]](g["machines"], g["A"], g["B"])
-                out.update({f"T{T}/{fam}/{k}": v for k, v in _judge(res, g).items()})
+                    res = GRID_PLAY[fam[:4]](g["machines"], g["A"], g["B"])
+                out.update({f"T{T}/{fam}/{k}": v for k, v in judged_counts(res, g).items()})
                 for l, rows in groups.get(T, {}).items():
-                    c = _costs(res, rows)
+                    c = honest_costs(res, rows)
                     c["machines"] = jnp.int32(rows.size)
                     if fam != "fig4":
                         c["S"] = jnp.int32(statics[T][fam])
                     out.update({f"T{T}/{fam}/l{l}/{k}": v for k, v in c.items()})
         if exhaustive:
             g = host["fig3_exhaustive"]
-            res = _PLAY["fig3"](g["machines"], g["A"], g["B"])
-            out.update({f"fig3_exhaustive/{k}": v for k, v in _judge(res, g).items()})
+            res = GRID_PLAY["fig3"](g["machines"], g["A"], g["B"])
+            out.update({f"fig3_exhaustive/{k}": v for k, v in judged_counts(res, g).items()})
         return out
 
     return dynamic, fn
 
 
 # -- part 2: witness tasks --------------------------------------------------------------------------
-def _witness_suite(cfg, task, key):
-    """Every (instance, witness) pair as one machine of a Figure 4 grid."""
-    T, n = task.program.T, task.program.n_inputs
-    ws = all_witnesses(task.n_w)
-    valid = accepting_witnesses(task)  # [I, 2^n_w], exact
-    yes = valid.any(axis=1)
-    A, B, nc = _pairs(T, key, cfg, "cross_exam")
-    out = play_cross_exam_grid(witness_programs(task, ws), A, B)
-    comp_mask = valid.reshape(-1)  # honest A holds a valid witness
-    sound_mask = np.repeat(~yes, ws.shape[0])  # a liar may send any witness of a no-instance
-    st = judge_grid(out, nc, valid.reshape(-1).astype(np.int8), comp_mask, sound_mask)
-    # Theorem 7.1 costs: honest A simulates T steps; V reads <= ceil(log2 T) + (l + 2)(1 + w).
-    l_max = int(np.asarray(task.program.dep_mask).sum(-1).max())
-    st.update(yes=int(yes.sum()), no=int((~yes).sum()), witnesses=int(ws.shape[0]), T=T, n=n,
-              l=l_max, bits_bound=clog2(T) + (l_max + 2) * (1 + clog2(n + T)),
-              a_steps_max=int(np.asarray(out.a_steps).max()),
-              rounds=int(np.asarray(out.costs.rounds).max()) + 1,
-              valid_min=int(valid[yes].sum(axis=1).min()) if yes.any() else 0)
-    return st
-
-
 def cost_table(metrics) -> list[dict]:
     """The cost table (one row per T, protocol and l: T ascending, then fig4 / fig3_window /
     fig3_full, then l) from :func:`point`'s metrics ``T{T}/F/l{l}/...`` (a run's or a sweep row's;
@@ -389,7 +325,7 @@ class Measured:
     ``stats`` maps a protocol family (``fig4``, ``fig3_window``, ``fig3_full``) to its
     judged summaries (from :func:`point`'s swept function), one per T of ``all_T``; ``ex_T`` the same at ``check_T``
     (every claimed transcript); ``ex3`` the exhaustive Figure 3 adversary's summary (or None);
-    ``wit`` the witness tasks' summaries (:func:`_witness_suite`); ``table`` the cost rows
+    ``wit`` the witness tasks' summaries (:func:`~dedebate.agents.deterministic_grids.witness_suite`); ``table`` the cost rows
     (:func:`cost_table`) at every T of ``cost_T``."""
 
     all_T: list[int]
@@ -399,23 +335,6 @@ class Measured:
     ex3: dict | None
     wit: dict[str, dict]
     table: list[dict]
-
-
-def _fit(x, y) -> tuple[float, float, float]:
-    """:func:`linfit`, or NaNs when a number is not finite (the rows then fail, not the fit)."""
-    if not np.all(np.isfinite(np.asarray(x, float))) or not np.all(
-            np.isfinite(np.asarray(y, float))):
-        return math.nan, math.nan, math.nan
-    return linfit(x, y)
-
-
-def _slope(x, y) -> float:
-    """:func:`loglog_slope`, or NaN when a number is not finite or not positive."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(x > 0)
-            and np.all(y > 0)):
-        return math.nan
-    return loglog_slope(x, y)
 
 
 def _by_construction(row: Claim, why: str) -> Claim:
@@ -496,13 +415,13 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
     f3 = [r for r in table if r["protocol"] != "fig4"]
     r4 = [r["bits_read_max_over_zoo"] / ((r["l"] + 2) * r["m"]) for r in f4]
     ls_all = sorted({r["l"] for r in f4})
-    per_l = {l: _fit([r["m"] for r in f4 if r["l"] == l],
+    per_l = {l: finite_linfit([r["m"] for r in f4 if r["l"] == l],
                      [r["bits_read"] for r in f4 if r["l"] == l])[0]
              for l in ls_all} if len(cost_T) >= 2 else {}  # fits need two T
     note4 = "per-doubling slopes d bits / d log2 T: " + ", ".join(
         f"l={l}: {v:.2f}" for l, v in per_l.items())
     if len(cost_T) >= 2 and len(ls_all) >= 2:
-        a, b, r2 = _fit(list(per_l), list(per_l.values()))
+        a, b, r2 = finite_linfit(list(per_l), list(per_l.values()))
         note4 += f"; slope = {a:.3f} l + {b:.3f} (R^2 {r2:.4f}); expected l + 2"
         metrics["fig4_slope_fit"] = {"a": a, "b": b, "r2": r2}
     claims.append(Claim.exact(
@@ -511,12 +430,12 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
         f"ratio range [{strict_min(r4):.3f}, {strict_max(r4):.3f}] over T={cost_T}, worst case over the zoo; "
         + note4))
     r3 = [r["bits_read"] / (r["S"] * r["m"]) for r in f3]
-    a3, b3, r23 = _fit([r["S"] * r["m"] for r in f3], [r["bits_read"] for r in f3]) \
+    a3, b3, r23 = finite_linfit([r["S"] * r["m"] for r in f3], [r["bits_read"] for r in f3]) \
         if len(cost_T) >= 2 else (float("nan"),) * 3
-    slopes3 = {fam: _slope([r["T"] for r in f3 if r["protocol"] == fam],
+    slopes3 = {fam: finite_loglog_slope([r["T"] for r in f3 if r["protocol"] == fam],
                                   [r["bits_read"] for r in f3 if r["protocol"] == fam])
                for fam in ("fig3_window", "fig3_full")} if len(cost_T) >= 2 else {}
-    slope4 = _slope([r["T"] for r in f4 if r["l"] == max(ls_all)],
+    slope4 = finite_loglog_slope([r["T"] for r in f4 if r["l"] == max(ls_all)],
                            [r["bits_read"] for r in f4 if r["l"] == max(ls_all)]) \
         if len(cost_T) >= 2 else float("nan")
     claims.append(Claim.exact(
@@ -532,7 +451,7 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
     for fam in ("fig3_full", "fig3_window", "fig4"):
         r = [x for x in table if x["protocol"] == fam and x["l"] == max(ls_all)]
         per_T = [strict_max((x["a_steps"], x["b_steps"])) / x["T"] for x in r]
-        sl = _slope([x["T"] for x in r], [x["a_steps"] + x["b_steps"] for x in r]) \
+        sl = finite_loglog_slope([x["T"] for x in r], [x["a_steps"] + x["b_steps"] for x in r]) \
             if len(r) >= 2 else float("nan")
         work[fam] = {"max_steps_per_T": strict_max(per_T), "loglog_slope": sl}
     ok_work = all(w["max_steps_per_T"] <= 2.0 for w in work.values())
@@ -586,7 +505,8 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         for i, (name, task) in enumerate((
                 ("plan", plan_task(ctx.seed + 2000, cfg.witness_instances)),
                 ("constraints", constraint_task(ctx.seed + 3000, cfg.witness_instances)))):
-            wit[name] = _witness_suite(cfg, task, jax.random.fold_in(ctx.key, 10_000 + i))
+            wit[name] = witness_suite(task, _pairs(task.program.T, jax.random.fold_in(
+                ctx.key, 10_000 + i), cfg, "cross_exam"))
             bar.update(1)
 
     m = Measured(all_T=all_T, cost_T=cost_T, stats=stats, ex_T=ex_T, ex3=ex3, wit=wit,

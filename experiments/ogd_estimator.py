@@ -25,7 +25,7 @@ key)``, of the deltas and the tests' scale; ``dedebate sweep`` vmaps it over del
 compile per static group, ``configs/sweeps/ogd_steps.yaml``) and ``run`` evaluates it as the
 one-point case at ``ctx.key``: the report's Algorithm 1 rows (steps, exit advantage, regret) are its
 metrics. Inside it the problems' randomness is drawn in JAX and shaped into problems by
-:func:`problem_arrays` (float64 numpy, through ``jax.pure_callback``: the numbers the host gives).
+:func:`~dedebate.estimators.random_problems.problem_arrays` (float64 numpy, through ``jax.pure_callback``: the numbers the host gives).
 Host only, outside the swept function: the float64 recomputation of the exit advantages and the
 fresh tests (a check on ``solve``'s exit h), part 2 (the Flax training: a chunked, checkpointed
 host loop through ``run_chunks``, and its tabular comparison) and part 3 (a round-by-round
@@ -46,29 +46,34 @@ import concurrent.futures
 import dataclasses
 import functools
 import math
-import threading
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate.estimators.advantage import OIProblem
-from dedebate.estimators.families import TanhFamily
-from dedebate.estimators.ogd import STEP_RULES, OGDStatic, iteration_bound, ogd_solve, summarize
+from dedebate.core.stats import nan_last
+from dedebate.estimators.ogd import (
+    STEP_RULES,
+    OGDStatic,
+    iteration_bound,
+    solve_block,
+    solve_grid,
+)
+from dedebate.estimators.random_problems import TRUTHS, build_problems, traced_problems
+from dedebate.estimators.tanh_recheck import exit_advantages, fresh_tanh_draw, fresh_tanh_weights
 from dedebate.estimators.train import (
     BEST_RESPONSES,
     NetTrainLog,
     NetTrainStatic,
-    make_chunk_grid,
-    make_init_grid,
+    grid_programs,
     net_hparams,
 )
+from dedebate.lab.aot import compiled
 from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
     consistency_rows,
-    stopwatch,
     strict_max,
     strict_min,
 )
@@ -78,7 +83,6 @@ NAME = "ogd_estimator"
 TITLE = "OI estimator construction: Algorithm 1 bound, Flax estimator, soundness against fixed A"
 
 PROVERS = ("honest", "obfuscating", "wrong_direction")
-TRUTHS = ("softmax", "dirichlet", "point")
 FRESH_FACTOR = 4
 """The generalisation finding draws ``FRESH_FACTOR * n_tests`` fresh tanh tests per problem."""
 FRESH_KEY = 110
@@ -145,46 +149,6 @@ SIZES = {
 }
 
 
-# ---- compiled programs ---------------------------------------------------------------------------
-# Compilation dominates this experiment at its default and quick sizes. Programs are compiled
-# ahead of time, at most once per process (a resumed or repeated run reuses them), and run()
-# hands the sweep's and the network's compilations to worker threads (XLA compiles without the
-# GIL) while the soundness part runs: same executables, same numbers, less wall time.
-_COMPILED: dict = {}
-_COMPILED_LOCK = threading.Lock()
-
-
-def _compiled(fn, *args, pool=None) -> concurrent.futures.Future:
-    """A future of ``(executable, seconds compiling)``: ``fn`` (jitted) compiled ahead of time
-    for the types of ``args``, on ``pool`` if given (else now, in this thread)."""
-    leaves, tree = jax.tree_util.tree_flatten(args)
-    sig = (fn, tree, tuple(str(jax.typeof(x)) for x in leaves))
-
-    def compile_now():
-        try:
-            with stopwatch("compile") as lap:
-                exe = fn.lower(*args).compile()
-        except BaseException:
-            with _COMPILED_LOCK:
-                _COMPILED.pop(sig, None)
-            raise
-        return exe, lap.seconds
-
-    with _COMPILED_LOCK:
-        fut = _COMPILED.get(sig)
-        if fut is not None:
-            return fut
-        if pool is not None:
-            fut = _COMPILED[sig] = pool.submit(compile_now)
-            return fut
-        fut = _COMPILED[sig] = concurrent.futures.Future()
-    try:
-        fut.set_result(compile_now())
-    except BaseException as err:  # noqa: BLE001 - handed to whoever waits on the future
-        fut.set_exception(err)
-    return fut
-
-
 # ---- part 1: Algorithm 1, the swept function ----------------------------------------------------
 DYNAMIC = ("deltas", "test_scale")
 """Config fields that enter :func:`point` only as numbers: the indistinguishability levels (an
@@ -196,99 +160,6 @@ shape or a choice (``q_values``, ``n_x``, ``n_features``, ``n_tests``, ``seeds``
 PER_RUN = ("steps", "max_adv", "converged", "regret_sum", "regret_bound", "circuit_size")
 """Metrics of :func:`point` per Algorithm 1 run, named ``Z{|Z|}/{rule}/d{j}/s{s}/{metric}`` for
 ``deltas[j]`` and problem ``s`` of ``cfg.seeds``."""
-
-
-def _draws(cfg: Config, key, n_z: int):
-    """The randomness of ``cfg.seeds`` problems with |Z| = n_z (JAX, typed ``key``): one
-    standard-normal draw ``[seeds, X d + d |Z| + F dim]`` and, for ``truth = dirichlet``, the
-    Dirichlet(2) rows ``[seeds, X, |Z|]`` (else an empty array)."""
-    dim = cfg.n_features + 2 * n_z + 2
-    total = cfg.n_x * cfg.n_features + cfg.n_features * n_z + cfg.n_tests * dim
-    k_draw, k_dir = jax.random.split(key)
-    draw = jax.random.normal(k_draw, (cfg.seeds, total), jnp.float32)
-    if cfg.truth == "dirichlet":
-        dirichlet = jax.random.dirichlet(k_dir, jnp.full((n_z,), 2.0, jnp.float32),
-                                         (cfg.seeds, cfg.n_x))
-    else:
-        dirichlet = jnp.zeros((cfg.seeds, 0, n_z), jnp.float32)
-    return draw, dirichlet
-
-
-def problem_arrays(cfg: Config, n_z: int, draw, dirichlet, test_scale) -> tuple[np.ndarray, ...]:
-    """The problems of one draw (numpy, float64 arithmetic, float32 results, stacked over
-    ``cfg.seeds``): ``(mu [S, X], g [S, X, Z], features [S, X, d], weights [S, F, dim],
-    base [S, F, X])``.
-
-    The distribution of :func:`dedebate.estimators.advantage.random_oi_problem` and
-    :func:`dedebate.estimators.families.random_tanh_family`: standard normal features; truth
-    ``softmax(2 feat @ W)`` (or the Dirichlet(2) rows, or the argmax point mass); tanh weights
-    ``N(0, scale^2 / dim)`` with ``base = w_x . feat + bias`` as
-    :func:`~dedebate.estimators.families.tanh_family` caches it; mu uniform. Pure numpy: the
-    swept function calls it through ``jax.pure_callback``, and the host (part 2) directly."""
-    dim = cfg.n_features + 2 * n_z + 2
-    sizes = (cfg.n_x * cfg.n_features, cfg.n_features * n_z, cfg.n_tests * dim)
-    draw = np.asarray(draw, np.float64)
-    dirichlet = np.asarray(dirichlet, np.float64)
-    scale = float(test_scale)
-    out = [], [], [], [], []
-    for s in range(cfg.seeds):
-        a, b, c = np.split(draw[s], np.cumsum(sizes)[:-1])
-        feat = a.reshape(cfg.n_x, cfg.n_features).astype(np.float32)
-        logits = feat @ b.reshape(cfg.n_features, n_z)
-        if cfg.truth == "softmax":
-            e = np.exp(2.0 * (logits - logits.max(axis=1, keepdims=True)))
-            g = e / e.sum(axis=1, keepdims=True)
-        elif cfg.truth == "dirichlet":
-            g = dirichlet[s] / dirichlet[s].sum(axis=1, keepdims=True)
-        else:
-            g = np.eye(n_z)[np.argmax(logits, axis=1)]
-        weights = (scale * c.reshape(cfg.n_tests, dim) / np.sqrt(dim)).astype(np.float32)
-        base = weights[:, :cfg.n_features] @ feat.T + weights[:, -1:]
-        for acc, x in zip(out, (np.full(cfg.n_x, 1.0 / cfg.n_x), g, feat, weights, base)):
-            acc.append(np.asarray(x, np.float32))
-    return tuple(np.stack(x) for x in out)
-
-
-def _wrap(arrays, n_z: int):
-    mu, g, feat, weights, base = arrays
-    return OIProblem(mu=mu, g=g), TanhFamily(features=feat, weights=weights, base=base, n_z=n_z)
-
-
-def _build_problems(cfg: Config, key, n_z: int):
-    """``cfg.seeds`` random problems with |Z| = n_z on the host: (problems, families, features),
-    stacked; :func:`_draws` then :func:`problem_arrays`, as in the swept function."""
-    draw, dirichlet = _draws(cfg, key, n_z)
-    arrays = tuple(jnp.asarray(x) for x in problem_arrays(cfg, n_z, draw, dirichlet,
-                                                           cfg.test_scale))
-    problems, families = _wrap(arrays, n_z)
-    return problems, families, families.features
-
-
-def _traced_problems(cfg: Config, key, n_z: int, test_scale):
-    """:func:`_build_problems` inside a trace: the draws in JAX, :func:`problem_arrays` (float64
-    numpy) through ``jax.pure_callback`` (one host call per run; the same numbers as the host)."""
-    draw, dirichlet = _draws(cfg, key, n_z)
-    d, f = cfg.n_features, cfg.n_tests
-    shapes = tuple(jax.ShapeDtypeStruct((cfg.seeds, *s), jnp.float32) for s in (
-        (cfg.n_x,), (cfg.n_x, n_z), (cfg.n_x, d), (f, d + 2 * n_z + 2), (f, cfg.n_x)))
-    arrays = jax.pure_callback(functools.partial(problem_arrays, cfg, n_z), shapes, draw,
-                               dirichlet, test_scale, vmap_method="sequential")
-    return _wrap(arrays, n_z)
-
-
-def _solve_block(static: OGDStatic, families, problems, deltas):
-    """Algorithm 1 vmapped over problems (axis 0) and deltas (axis 1): states and summaries."""
-    over_delta = jax.vmap(ogd_solve, in_axes=(None, None, None, 0))
-    states = jax.vmap(over_delta, in_axes=(None, 0, 0, None))(static, families, problems, deltas)
-    summ = jax.vmap(jax.vmap(summarize, in_axes=(None, None, 0, 0)),
-                    in_axes=(None, 0, 0, None))(static, problems, states, deltas)
-    return states, summ
-
-
-@functools.cache
-def _solve_grid(static: OGDStatic):
-    """:func:`_solve_block` jitted (part 2's tabular runs on the network's problems)."""
-    return jax.jit(functools.partial(_solve_block, static))
 
 
 def algorithm1(cfg: Config):
@@ -312,11 +183,11 @@ def algorithm1(cfg: Config):
             metrics[f"d{j}/delta"] = deltas[j]
         for q in cfg.q_values:
             n_z = 2**q
-            problems, families = _traced_problems(
+            problems, families = traced_problems(
                 cfg, jax.random.fold_in(jax.random.fold_in(key, 100), q), n_z, dyn["test_scale"])
             extras[str(q)] = {"problems": problems, "families": families}
             for rule in cfg.step_rules:
-                states, summ = _solve_block(OGDStatic(step_rule=rule, trace_len=cfg.trace_len),
+                states, summ = solve_block(OGDStatic(step_rule=rule, trace_len=cfg.trace_len),
                                             families, problems, deltas)
                 extras[f"{q}/{rule}"] = {"h": states.h, "trace": states.trace[0]}
                 per_run = {"steps": summ.steps, "max_adv": summ.max_adv,
@@ -351,7 +222,7 @@ def _algorithm1_program(cfg: Config, ctx, pool=None):
     one-point case of a sweep), compiled (on ``pool`` if given): ``(future, inputs)``."""
     dynamic, solve = algorithm1(cfg)
     one = (jax.tree.map(lambda x: np.asarray(x)[None], dynamic), ctx.key[None])
-    return _compiled(_run_program(cfg), *one, pool=pool), one
+    return compiled(_run_program(cfg), *one, pool=pool), one
 
 
 @functools.cache
@@ -395,59 +266,9 @@ def sweep_figures(rows):
     return {"algorithm1_steps_vs_bound": fig}
 
 
-def _fresh_draw(cfg: Config, key, n_z: int):
-    """The standard normals of the fresh tests ``[seeds, FRESH_FACTOR * n_tests, dim]`` (JAX),
-    drawn with ``key`` (not the key of the training tests)."""
-    dim = cfg.n_features + 2 * n_z + 2
-    return jax.random.normal(key, (cfg.seeds, FRESH_FACTOR * cfg.n_tests, dim), jnp.float32)
-
-
-def _fresh_weights(cfg: Config, draw, n_z: int) -> np.ndarray:
-    """Tanh test weights ``N(0, scale^2 / dim)`` from :func:`_fresh_draw`'s normals, scaled as
-    in :func:`problem_arrays` (float64 numpy)."""
-    dim = cfg.n_features + 2 * n_z + 2
-    return cfg.test_scale * np.asarray(draw, np.float64) / np.sqrt(dim)
-
-
-def tanh_advantages(features, weights, mu, g, h) -> np.ndarray:
-    """``Adv_f(h) = sum_x mu(x) sum_z (g - h)(x, z) tanh(w_f . [feat(x), onehot(z), h(x),
-    h(x, z), 1])`` for every row ``w_f`` of ``weights``, in float64 numpy: the literal definition
-    (spec PED 5.1), independent of :class:`~dedebate.estimators.families.TanhFamily`'s blocked
-    float32 evaluation."""
-    feat, w, h = (np.asarray(a, np.float64) for a in (features, weights, h))
-    d, n_z = feat.shape[1], h.shape[1]
-    w_x, w_z, w_h = w[:, :d], w[:, d:d + n_z], w[:, d + n_z:d + 2 * n_z]
-    w_hz, w_b = w[:, d + 2 * n_z], w[:, -1]
-    pre = (feat @ w_x.T + h @ w_h.T + w_b)[:, None, :] + w_z.T[None] + h[:, :, None] * w_hz
-    weight = np.asarray(mu, np.float64)[:, None] * (np.asarray(g, np.float64) - h)
-    return np.einsum("xz,xzf->f", weight, np.tanh(pre))
-
-
-def _generalisation(cfg: Config, families, problems, h, fresh) -> dict[str, list[list[float]]]:
-    """Per run ``[seed][delta]``: the exit h's largest |Adv| over the training tests recomputed by
-    :func:`tanh_advantages` (``max_adv_numpy``), and over the fresh tests ``fresh[seed]``
-    (``fresh_max_adv``) with the share of fresh tests below delta."""
-    out = {"max_adv_numpy": [], "fresh_max_adv": [], "fresh_share_below_delta": [],
-           "fresh_tests": []}
-    feats, weights = np.asarray(families.features), np.asarray(families.weights)
-    mu, g = np.asarray(problems.mu), np.asarray(problems.g)
-    for s in range(cfg.seeds):
-        rows = {k: [] for k in out}
-        for j, delta in enumerate(cfg.deltas):
-            train = tanh_advantages(feats[s], weights[s], mu[s], g[s], h[s, j])
-            new = np.abs(tanh_advantages(feats[s], fresh[s], mu[s], g[s], h[s, j]))
-            rows["max_adv_numpy"].append(float(np.max(np.abs(train))))
-            rows["fresh_max_adv"].append(float(np.max(new)))
-            rows["fresh_share_below_delta"].append(float(np.mean(new < delta)))
-            rows["fresh_tests"].append(int(new.size))
-        for k, v in rows.items():
-            out[k].append(v)
-    return out
-
-
-def _sweep(cfg: Config, ctx, prepared=None):
+def algorithm1_rows(cfg: Config, ctx, prepared=None):
     """Part 1's rows, from the metrics of :func:`algorithm1` at ``ctx.key`` (the sweep's
-    function) and the float64 recomputation of :func:`_generalisation` on its exit h; logged at
+    function) and the float64 recomputation of :func:`~dedebate.estimators.tanh_recheck.exit_advantages` on its exit h; logged at
     steps ``len(sound_provers)`` on (after part 3's)."""
     rows, traces = [], {}
     step = len(cfg.sound_provers)
@@ -462,11 +283,12 @@ def _sweep(cfg: Config, ctx, prepared=None):
             n_z = 2**q
             built = jax.tree.map(lambda x: np.asarray(x)[0], extras[str(q)])
             problems, families = built["problems"], built["families"]
-            fresh = _fresh_weights(cfg, _fresh_draw(
-                cfg, jax.random.fold_in(jax.random.fold_in(ctx.key, FRESH_KEY), q), n_z), n_z)
+            fresh = fresh_tanh_weights(cfg, fresh_tanh_draw(
+                cfg, jax.random.fold_in(jax.random.fold_in(ctx.key, FRESH_KEY), q), n_z,
+                FRESH_FACTOR), n_z)
             for rule in cfg.step_rules:
                 ex = extras[f"{q}/{rule}"]
-                gen = _generalisation(cfg, families, problems, np.asarray(ex["h"])[0], fresh)
+                gen = exit_advantages(cfg.deltas, families, problems, np.asarray(ex["h"])[0], fresh)
                 for s in range(cfg.seeds):
                     for j, delta in enumerate(cfg.deltas):
                         run = {k: m[f"Z{n_z}/{rule}/d{j}/s{s}/{k}"] for k in PER_RUN}
@@ -497,7 +319,7 @@ def _sweep(cfg: Config, ctx, prepared=None):
     return rows, traces
 
 
-def _sweep_claims(cfg: Config, rows) -> list[Claim]:
+def algorithm1_claims(cfg: Config, rows) -> list[Claim]:
     claims = []
     for rule in cfg.step_rules:
         const = {"hazan": 36.0, "tight": 4.5}[rule]
@@ -531,7 +353,7 @@ def _sweep_claims(cfg: Config, rows) -> list[Claim]:
 
 def generalisation_claims(rule: str, sel) -> list[Claim]:
     """Algorithm 1's exit advantage measured independently, from sweep rows ``sel`` of one step
-    rule (with the columns of :func:`_generalisation`).
+    rule (with the columns of :func:`~dedebate.estimators.tanh_recheck.exit_advantages`).
 
     A consistency check: the exit advantage over the training tests, recomputed in float64 numpy,
     agrees with Algorithm 1's (to ``RECOMPUTE_TOL``; a row only if it does not). A finding: is the
@@ -547,7 +369,7 @@ def generalisation_claims(rule: str, sel) -> list[Claim]:
     ratio = strict_max(r["fresh_max_adv"] / r["delta"] for r in sel)
     share = strict_min(r["fresh_share_below_delta"] for r in sel)
     n_fresh = sorted({r["fresh_tests"] for r in sel})
-    worst = max(sel, key=lambda r: _nan_last(r["fresh_max_adv"] / r["delta"]), default=None)
+    worst = max(sel, key=lambda r: nan_last(r["fresh_max_adv"] / r["delta"]), default=None)
     where = "" if worst is None else (
         f"; largest at |Z| = {worst['n_z']}, delta = {worst['delta']:g}: fresh max|Adv| "
         f"{worst['fresh_max_adv']:.4g} vs training {worst['max_adv']:.4g}")
@@ -560,11 +382,6 @@ def generalisation_claims(rule: str, sel) -> list[Claim]:
               f"fresh tests with |Adv| < delta {share:.4g}{where}")),
         finding=True))
     return claims
-
-
-def _nan_last(x: float) -> float:
-    """Sort key that puts NaN after every number (so a NaN run is never chosen as the best)."""
-    return math.inf if math.isnan(x) else x
 
 
 # ---- part 2: network vs tabular -------------------------------------------------------------------
@@ -587,15 +404,8 @@ class NetRun:
     next_step: int
 
 
-@functools.cache
-def _net_programs(static: NetTrainStatic, chunk_len: int):
-    """The jitted init and chunk programs of the training grid (lrs x seeds, one problem each)."""
-    return (make_init_grid(static, batched_data=True),
-            make_chunk_grid(static, chunk_len, batched_data=True))
-
-
-def _net_problems(cfg: Config, ctx):
-    return _build_problems(cfg, jax.random.fold_in(ctx.key, 201), 2**cfg.net_q)
+def net_problems(cfg: Config, ctx):
+    return build_problems(cfg, jax.random.fold_in(ctx.key, 201), 2**cfg.net_q)
 
 
 def train_network(cfg: Config, ctx, pool=None, first_step: int = 0) -> NetRun | None:
@@ -605,7 +415,7 @@ def train_network(cfg: Config, ctx, pool=None, first_step: int = 0) -> NetRun | 
     step ``first_step + rounds done``; with ``ctx.resume`` the newest checkpoint is restored and
     training continues from it. With ``pool``, only start compiling the chunk program there
     (returns None)."""
-    problems, families, feats = _net_problems(cfg, ctx)
+    problems, families, feats = net_problems(cfg, ctx)
     static = NetTrainStatic(rounds=cfg.net_rounds, hidden=tuple(cfg.net_hidden),
                             optimizer=cfg.net_optimizer, best_response=cfg.net_best_response)
     hp = net_hparams([cfg.net_delta] * len(cfg.net_lrs), list(cfg.net_lrs))
@@ -613,10 +423,10 @@ def train_network(cfg: Config, ctx, pool=None, first_step: int = 0) -> NetRun | 
     chunk_len = min(cfg.net_checkpoint_every, cfg.net_rounds)
     n_chunks = math.ceil(cfg.net_rounds / chunk_len)
     g, s, padded = len(cfg.net_lrs), cfg.seeds, n_chunks * chunk_len
-    init, chunk_fn = _net_programs(static, chunk_len)
+    init, chunk_fn = grid_programs(static, chunk_len)
     state0 = init(hp, keys, problems, feats)
     if pool is not None:  # only start compiling the chunk program
-        _compiled(chunk_fn, hp, state0, families, problems, feats, pool=pool)
+        compiled(chunk_fn, hp, state0, families, problems, feats, pool=pool)
         return None
     nan = np.full((g, s, padded), np.nan, np.float32)
     monitors = {"net": NetTrainLog(max_adv=nan, dist_adv=nan,
@@ -627,7 +437,7 @@ def train_network(cfg: Config, ctx, pool=None, first_step: int = 0) -> NetRun | 
     def chunk(state, c):
         if not program:
             with ctx.stopwatch("network_compile_wait") as lap:
-                program["exe"], program["compile_s"] = _compiled(
+                program["exe"], program["compile_s"] = compiled(
                     chunk_fn, hp, state["train"], families, problems, feats).result()
             program["wait_s"] = lap.seconds
         train, log, final = program["exe"](hp, state["train"], families, problems, feats)
@@ -656,9 +466,9 @@ def train_network(cfg: Config, ctx, pool=None, first_step: int = 0) -> NetRun | 
 def _tabular(cfg: Config, ctx, pool=None):
     """Part 2's tabular runs (Algorithm 1, hazan step, on the network's problems; the delta axis
     holds net_delta in every entry): ``(future of the compiled program, its inputs)``."""
-    problems, families, _ = _net_problems(cfg, ctx)
+    problems, families, _ = net_problems(cfg, ctx)
     args = (families, problems, jnp.full((len(cfg.deltas),), cfg.net_delta, jnp.float32))
-    return _compiled(_solve_grid(OGDStatic(trace_len=cfg.trace_len)), *args, pool=pool), args
+    return compiled(solve_grid(OGDStatic(trace_len=cfg.trace_len)), *args, pool=pool), args
 
 
 def _network(cfg: Config, ctx, first_step: int, tabular=None):
@@ -692,7 +502,7 @@ def _network(cfg: Config, ctx, first_step: int, tabular=None):
               "net_runs": cfg.seeds * len(cfg.net_lrs), "tab_wall_s": tab_wall,
               "tab_compile_s": tab_compile, "tab_runs": cfg.seeds * len(cfg.deltas)}
     ctx.log(timing, step=net.next_step)
-    best_lr = min(cfg.net_lrs, key=lambda lr: _nan_last(strict_max(
+    best_lr = min(cfg.net_lrs, key=lambda lr: nan_last(strict_max(
         r["net_final_max_adv"] for r in rows if r["lr"] == lr)))
     best = [r for r in rows if r["lr"] == best_lr]
     worst = strict_max(r["net_final_max_adv"] for r in best)
@@ -864,12 +674,12 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         with ctx.stopwatch("wait_for_compilation"):
             prepared, tabular, _ = prepared.result(), tab_ready.result(), net_ready.result()
         with ctx.stopwatch("algorithm1_rows"):
-            rows, traces = _sweep(cfg, ctx, prepared)
+            rows, traces = algorithm1_rows(cfg, ctx, prepared)
         with ctx.stopwatch("network"):
             net_rows, net_claim, net_timing = _network(
                 cfg, ctx, len(cfg.sound_provers) + len(cfg.q_values) * len(cfg.step_rules),
                 tabular)
-    claims = [*_sweep_claims(cfg, rows), net_claim, *sound_claims]
+    claims = [*algorithm1_claims(cfg, rows), net_claim, *sound_claims]
     fig_trace, fig_net = _plot_trace(cfg, traces, net_rows)
     plots = [ctx.save_figure(fig_trace, "advantage_trace"),
              ctx.save_figure(fig_net, "network_advantage_trace"),

@@ -38,59 +38,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate.agents.ped_strategies import (
-    CalibratedEstimator,
-    ConstantEstimator,
-    ErrorShiftingEstimator,
-    HonestEstimator,
-    RootLiarEstimator,
-    honest_prover,
-    obfuscating_liar,
-    random_joint_estimator,
-    tabulate,
-    unstable_prover,
+from dedebate.agents.ped_strategies import honest_prover
+from dedebate.agents.ped_zoo import (
+    completeness_payoffs,
+    error_shift_payoffs,
+    max_node_fbs,
+    obfuscation_payoffs,
+    sampled_obfuscation,
+    training_signals,
 )
 from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows, strict_max
 from dedebate.lab.params import config_dataclass, param
-from dedebate.protocols.naive_recursive import (
-    UniformChallenger,
-    naive_debater,
-    play_naive,
-    survival_probability,
-)
-from dedebate.protocols.prover_estimator import (
-    COMPILE_OPTIONS,
-    PEDParams,
-    PEDSettings,
-    expected_payoff,
-    ped_params,
-    play,
-)
-from dedebate.trees import (
-    and_table,
-    dictator_table,
-    hidden_flaw_tree,
-    majority_table,
-    noisy_evidence_tree,
-    or_table,
-    parity_table,
-    threshold_table,
-    unanimous_tree,
-)
-from dedebate.trees.stability import (
-    error_shifting_table_jnp,
-    fbs,
-    fbs_and,
-    fbs_dual,
-    fbs_majority,
-    fbs_or,
-    fbs_parity,
-    fbs_threshold,
-    flip_probability,
-    lp_lookup,
-    node_fbs_jnp,
-    tree_rho,
-)
+from dedebate.protocols.prover_estimator import COMPILE_OPTIONS, PEDParams, ped_params
+from dedebate.trees import hidden_flaw_tree, noisy_evidence_tree, unanimous_tree
+from dedebate.trees.fbs_table import fbs_rows, flip_rows
+from dedebate.trees.stability import error_shifting_table_jnp, lp_lookup, tree_rho
 
 NAME = "prover_estimator"
 TITLE = "Prover-estimator debate (Thm 6.1): completeness, tight error shifting, obfuscation"
@@ -145,177 +107,8 @@ SIZES = {
              "signal_depths": (1, 2, 3, 4, 5, 6)},
 }
 
-EXACT = PEDSettings(mode="exact")
-NAIVE_LIAR = naive_debater("obfuscating_liar", cand=0)
-SAMPLED = PEDSettings(mode="sampled")
-
-
-# ==== 1. fbs table ================================================================================
-def _fbs_table(qs):
-    """Rows (family, q, t, w, lp, dual, closed) at the point with the first w bits set."""
-    rows = []
-
-    def add(family, q, t, w, table, closed):
-        z = (1 << w) - 1
-        rows.append({"family": family, "q": q, "t": t, "w": w, "lp": fbs(table, z),
-                     "dual": fbs_dual(table, z), "closed": float(closed)})
-
-    for q in qs:
-        for t in range(1, q + 1):
-            tab = threshold_table(q, t)
-            for w in range(q + 1):
-                add("threshold", q, t, w, tab, fbs_threshold(q, t, w))
-        for w in range(q + 1):
-            add("AND", q, q, w, and_table(q), fbs_and(q, w))
-            add("OR", q, 1, w, or_table(q), fbs_or(q, w))
-            add("parity", q, 0, w, parity_table(q), fbs_parity(q))
-            add("dictator", q, 0, w, dictator_table(q), 1.0)
-            if q % 2 == 1:
-                add("majority", q, (q + 1) // 2, w, majority_table(q), fbs_majority(q, w))
-    return rows
-
-
-def _flip_rows(qs):
-    """``F(eps)`` by LP vs ``eps * fbs`` for thresholds at eps in {0.01, 1/q} (spec 3.3)."""
-    rows = []
-    for q in qs:
-        if q > 5:
-            continue
-        for t in range(1, q + 1):
-            tab = threshold_table(q, t)
-            for w in range(q + 1):
-                z = (1 << w) - 1
-                f = fbs(tab, z)
-                for eps in (0.01, 1.0 / q):
-                    rows.append({"q": q, "t": t, "w": w, "eps": eps,
-                                 "F": flip_probability(tab, z, eps), "eps_fbs": eps * f})
-    return rows
-
-
 # ==== compiled sections ===========================================================================
 _jit = functools.partial(jax.jit, compiler_options=COMPILE_OPTIONS)
-
-
-def _liar():
-    """The obfuscating liar (its direction policy ``dir_probs`` is vmapped over)."""
-    return obfuscating_liar()
-
-
-def _u(settings, params, prover, estimator, tree):
-    """Exact expected payoff of a prover with deterministic path choices (spec 2.2)."""
-    return play(settings, params, prover, estimator, tree, jax.random.key(0)).u_a
-
-
-def _completeness(params, trees, shifts, errors, rj_keys):
-    """On each tree (``lax.map``): honest A (stable candidate) against the completeness zoo (the
-    tabulated honest, root-liar, constant-1/2 and random-joint estimators, vmapped as one batch)
-    and against error-shifting B for each root error; and an honest-answer prover on the unstable
-    candidate (1) against error-shifting B."""
-    honest = honest_prover()
-    unstable = unstable_prover(1)
-
-    def per_tree(args):
-        tree, shift = args
-        fixed = [tabulate(est, tree) for est in (HonestEstimator(), RootLiarEstimator(),
-                                                  ConstantEstimator(jnp.float32(0.5)))]
-        fixed = jax.tree.map(lambda *x: jnp.stack(x), *fixed)
-        rand = jax.vmap(lambda k: random_joint_estimator(k, tree))(rj_keys)
-        zoo = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), fixed, rand)
-        u_zoo = jax.vmap(lambda est: _u(EXACT, params, honest, est, tree))(zoo)
-
-        provers = jax.tree.map(lambda a, b: jnp.stack([a, b]), honest, unstable)
-        shifting = jax.vmap(lambda pr: jax.vmap(lambda e: _u(
-            EXACT, params, pr, ErrorShiftingEstimator(e, shift), tree))(errors))(provers)
-        return {"honest": u_zoo[0], "root_liar": u_zoo[1], "constant_half": u_zoo[2],
-                "random_joint": u_zoo[3:], "error_shifting": shifting[0],
-                "unstable": shifting[1]}
-
-    return jax.lax.map(per_tree, (trees, shifts))
-
-
-def _error_shift(params, prover, tree, shift, errors):
-    """U_A of ``prover`` against error-shifting B for each root error (e = 0 is honest B)."""
-    return jax.vmap(lambda e: _u(EXACT, params, prover, ErrorShiftingEstimator(e, shift),
-                                 tree))(errors)
-
-
-def _obfuscation_exact(params, trees, dir_probs):
-    """Exact E[U_A] (all of A's paths) of the A zoo against the calibrated estimator, and exact
-    survival probabilities in naive recursive debate against a uniform challenger.
-
-    Liars (vmapped): the obfuscating liar (hidden-flaw AND, candidate 0) with each direction
-    policy, and a liar on the stable candidate (-1: the tree's honest candidate). Honest provers
-    (vmapped): honest A and the wrong-direction A."""
-    cal = CalibratedEstimator()
-    ch = UniformChallenger()
-    n = dir_probs.shape[0]
-    dps = jnp.concatenate([dir_probs, jnp.asarray([[0.0, 0.0, 1.0]])])
-    cands = jnp.asarray([0] * n + [-1], jnp.int32)
-    honest = honest_prover()
-
-    def per_tree(tree):
-        liars = jax.vmap(lambda dp, c: expected_payoff(
-            EXACT, params, _liar().replace(dir_probs=dp, cand=c), cal, tree).u_a)(dps, cands)
-        honests = jax.vmap(lambda rv: _u(EXACT, params, honest.replace(reverse=rv), cal, tree))(
-            jnp.asarray([False, True]))
-        return {
-            "liars": liars[:n],
-            "stable_liar": liars[n],
-            "honest": honests[0],
-            "wrong_direction": honests[1],
-            "naive_liar": survival_probability(NAIVE_LIAR, ch, tree)[0],
-            "naive_honest": survival_probability(naive_debater("honest"), ch, tree)[0],
-        }
-
-    return jax.vmap(per_tree)(trees)
-
-
-@functools.partial(_jit, static_argnums=(3, 4))
-def _sampled(params, trees, dir_probs, per_tree, per_tree_naive, key):
-    """Sampled debates on each tree: U_A of the obfuscating liar vs the calibrated estimator
-    [policy, tree, episode] and survival in naive recursive debate [tree, episode]."""
-    cal = CalibratedEstimator()
-    ch = UniformChallenger()
-    k_ped, k_naive = jax.random.split(key)
-    n_trees = trees.truth.shape[0]
-
-    def one_policy(dp, kp):
-        liar = _liar().replace(dir_probs=dp)
-
-        def one_tree(tree, kt):
-            keys = jax.random.split(kt, per_tree)
-            return jax.vmap(lambda k: play(SAMPLED, params, liar, cal, tree, k).u_a)(keys)
-
-        return jax.vmap(one_tree)(trees, jax.random.split(kp, n_trees))
-
-    def naive_tree(tree, kt):
-        keys = jax.random.split(kt, per_tree_naive)
-        return jax.vmap(lambda k: play_naive(NAIVE_LIAR, ch, tree, k).alice_wins
-                        .astype(jnp.float32))(keys)
-
-    u = jax.vmap(one_policy)(dir_probs, jax.random.split(k_ped, dir_probs.shape[0]))
-    return u, jax.vmap(naive_tree)(trees, jax.random.split(k_naive, n_trees))
-
-
-@functools.partial(_jit, static_argnums=(3, 4))
-def _signal(params, key, rounds, depth, q):
-    """Exact training signals on one hidden-flaw tree of depth ``depth``, for debates descending
-    ``rounds`` levels (vmapped): PED (honest vs liar, calibrated B) and naive recursive debate
-    (honest vs liar, uniform challenger)."""
-    tree = hidden_flaw_tree(key, depth=depth, q=q)
-    cal = CalibratedEstimator()
-    ch = UniformChallenger()
-
-    def one(n):
-        p = params.replace(rounds=n)
-        return (_u(EXACT, p, honest_prover(), cal, tree),
-                expected_payoff(EXACT, p, _liar(), cal, tree).u_a,
-                survival_probability(naive_debater("honest"), ch, tree, rounds=n)[0],
-                survival_probability(NAIVE_LIAR, ch, tree, rounds=n)[0])
-
-    return jax.vmap(one)(rounds)
-
-
 
 
 # ==== the swept function (sections 2-4, exact) ====================================================
@@ -327,12 +120,6 @@ counts, the estimator counts and the episode counts are shapes: static."""
 
 KEY_NAMES = ("noisy", "shift", "unstable", "obf", "sampled", "signal", "rj", "unanimous")
 """Section keys: ``fold_in(key, i)`` for the i-th name (shared by ``run`` and :func:`point`)."""
-
-
-def _trees_fbs(tree, fbs32, cand):
-    """Max fbs over the internal nodes of ``tree`` for candidate ``cand`` (float32, from a
-    lookup rounded to 9 decimals like ``run``'s rho)."""
-    return jnp.max(node_fbs_jnp(tree, fbs32)[:, cand])
 
 
 def point(cfg: Config):
@@ -391,12 +178,12 @@ def point(cfg: Config):
         out = {}
         # ---- 2. completeness on noisy-evidence trees
         trees = jax.vmap(noisy)(jax.random.split(keys["noisy"], n_noisy))
-        f = jnp.max(jax.vmap(lambda t: _trees_fbs(t, fbs32[0], 0))(trees))
+        f = jnp.max(jax.vmap(lambda t: max_node_fbs(t, fbs32[0], 0))(trees))
         rho = jnp.maximum(f * scale, 1.0)
         margin = (1.0 / rho) ** (d + 1)
         shifts = jax.vmap(lambda t: error_shifting_table_jnp(t, lookups[0]))(trees)
         errors = jnp.concatenate([dyn["shift_errors"], jnp.ones((1,), jnp.float32)])
-        comp = _completeness(params(rho), trees, shifts, errors,
+        comp = completeness_payoffs(params(rho), trees, shifts, errors,
                              jax.random.split(keys["rj"], n_rj))
         es = comp["error_shifting"]
         c = {"fbs": f, "rho": rho, "margin": margin, "honest_min": jnp.min(comp["honest"]),
@@ -413,11 +200,11 @@ def point(cfg: Config):
         out.update({f"completeness/{k}": v for k, v in c.items()})
         # ---- 3. tight error shifting (fbs = 2 at every node) and the negative control
         tree5 = tree5_of(keys["shift"])
-        f5 = _trees_fbs(tree5, fbs32[1], 0)
+        f5 = max_node_fbs(tree5, fbs32[1], 0)
         shift5 = error_shifting_table_jnp(tree5, lookups[1])
         errors5 = jnp.concatenate([jnp.zeros((1,), jnp.float32), errors])
         rho5 = jnp.maximum(f5 * scale, 1.0)
-        u5, u_ctrl = jax.vmap(lambda r: _error_shift(params(r), honest_prover(), tree5, shift5,
+        u5, u_ctrl = jax.vmap(lambda r: error_shift_payoffs(params(r), honest_prover(), tree5, shift5,
                                                      errors5))(jnp.stack([rho5, dyn["control_rho"]]))
         u_ctrl = u_ctrl[-1]
         out.update({"error_shift/fbs": f5, "error_shift/rho": rho5, "error_shift/honest": u5[0],
@@ -425,10 +212,10 @@ def point(cfg: Config):
                     "error_shift/control_u": u_ctrl})
         # ---- 4. obfuscation (exact): A zoo vs the calibrated estimator; naive debate
         otrees = jax.vmap(obf)(jax.random.split(keys["obf"], n_obf))
-        fo = _trees_fbs(jax.tree.map(lambda x: x[0], otrees), fbs32[2], 1)
+        fo = max_node_fbs(jax.tree.map(lambda x: x[0], otrees), fbs32[2], 1)
         rho_o = jnp.maximum(fo * scale, 1.0)
         margin_o = rho_o ** -(do + 1)
-        ex = _obfuscation_exact(params(rho_o), otrees, jnp.asarray(dps))
+        ex = obfuscation_payoffs(params(rho_o), otrees, jnp.asarray(dps))
         liar_abs = jnp.max(jnp.abs(ex["liars"]), axis=0)
         o = {"fbs": fo, "rho": rho_o, "margin": margin_o,
              **{f"liar_max_abs/{i}": liar_abs[i] for i in range(dps.shape[0])},
@@ -454,7 +241,8 @@ def _exact(claim, source, bound, value, passed, note="") -> Claim:
 
 def fbs_claims(qs, rows, flips) -> list[Claim]:
     """Section 1: the fbs closed forms, primal = dual, and ``F(eps) = eps fbs`` from the LP rows of
-    :func:`_fbs_table` and :func:`_flip_rows`."""
+    :func:`~dedebate.trees.fbs_table.fbs_rows` and
+    :func:`~dedebate.trees.fbs_table.flip_rows`."""
     claims = []
     for family in ("threshold", "AND", "OR", "majority", "parity", "dictator"):
         fam = [r for r in rows if r["family"] == family]
@@ -626,9 +414,9 @@ def run(cfg: Config, ctx) -> ExperimentResult:
 
     with ctx.progress(5, "prover-estimator sections") as bar:
         # ---- 1. fbs table (host LPs) -------------------------------------------------------
-        rows = _fbs_table(cfg.fbs_qs)
+        rows = fbs_rows(cfg.fbs_qs)
         tables["fbs"] = rows
-        flips = _flip_rows(cfg.fbs_qs if any(q <= 5 for q in cfg.fbs_qs) else (3,))
+        flips = flip_rows(cfg.fbs_qs if any(q <= 5 for q in cfg.fbs_qs) else (3,))
         tables["flip_probability"] = flips
         claims.extend(fbs_claims(cfg.fbs_qs, rows, flips))
         metrics["fbs_points"] = len(rows)
@@ -697,7 +485,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         parts = []
         for c in range(n_chunks):
             ck = keys["sampled"] if c == 0 else jax.random.fold_in(keys["sampled"], c)
-            parts.append(jax.device_get(_sampled(params_o, otrees, dps, -(-per_tree // n_chunks),
+            parts.append(jax.device_get(sampled_obfuscation(params_o, otrees, dps, -(-per_tree // n_chunks),
                                                  -(-per_tree_n // n_chunks), ck)))
         us = np.concatenate([np.asarray(p[0], np.float64) for p in parts], axis=-1)
         surv = np.concatenate([np.asarray(p[1]) for p in parts], axis=-1)
@@ -721,7 +509,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
 
         # ---- 5. training signal vs depth ---------------------------------------------------
         depths = np.asarray(cfg.signal_depths, np.int32)
-        u_h, u_l, s_h, s_l = (np.asarray(x, np.float64).tolist() for x in _signal(
+        u_h, u_l, s_h, s_l = (np.asarray(x, np.float64).tolist() for x in training_signals(
             params_o, keys["signal"], jnp.asarray(depths), int(depths.max()), qo))
         sig = []
         for i, dd in enumerate(depths.tolist()):

@@ -38,7 +38,7 @@ def _ogd_rows(rule="tight", steps_factor=0.5, adv_ratio=0.5, regret_ratio=0.5, n
 
 def test_ogd_sweep_rows_fail_when_a_bound_is_broken():
     cfg = ogd.Config(q_values=(3,), step_rules=("tight",))
-    ok = ogd._sweep_claims(cfg, _ogd_rows())
+    ok = ogd.algorithm1_claims(cfg, _ogd_rows())
     # T bound, regret, the generalisation finding; no consistency row
     assert len(ok) == 3 and all(c.passed for c in ok)
     assert [c.finding for c in ok] == [False, False, True]
@@ -48,7 +48,7 @@ def test_ogd_sweep_rows_fail_when_a_bound_is_broken():
                        ({"regret_ratio": math.nan}, "regret"),
                        ({"numpy_gap": 1e-3}, "recomputed in float64 numpy"),
                        ({"numpy_gap": math.nan}, "recomputed in float64 numpy")):
-        claims = ogd._sweep_claims(cfg, _ogd_rows(**bad))
+        claims = ogd.algorithm1_claims(cfg, _ogd_rows(**bad))
         failed = [c.claim for c in claims if not c.passed]
         assert failed and all(which in f for f in failed), (bad, failed)
         assert not ExperimentResult(claims=claims).passed
@@ -59,7 +59,7 @@ def test_ogd_generalisation_finding_fails_on_fresh_tests_above_delta():
     being a finding it does not gate the experiment."""
     cfg = ogd.Config(q_values=(3,), step_rules=("tight",))
     for bad in (1.01, math.nan):
-        claims = ogd._sweep_claims(cfg, _ogd_rows(fresh_ratio=bad))
+        claims = ogd.algorithm1_claims(cfg, _ogd_rows(fresh_ratio=bad))
         (row,) = [c for c in claims if not c.passed]
         assert row.finding and "generalises" in row.claim and "32 fresh tests" in row.claim
         assert ExperimentResult(claims=claims).passed  # the gating rows still pass

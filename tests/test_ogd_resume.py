@@ -142,7 +142,7 @@ def _corrupt_finished_run_recovers_then_resume_is_a_no_op(root, cfg, full):
 
 def test_chunked_training_matches_the_one_shot_program(tmp_path):
     run = exp.train_network(CFG, FakeContext(tmp_path, name=exp.NAME))
-    problems, families, feats = exp._net_problems(CFG, FakeContext(tmp_path, name=exp.NAME))
+    problems, families, feats = exp.net_problems(CFG, FakeContext(tmp_path, name=exp.NAME))
     static = NetTrainStatic(rounds=CFG.net_rounds, hidden=tuple(CFG.net_hidden),
                             optimizer=CFG.net_optimizer)
     hp = net_hparams([CFG.net_delta] * len(CFG.net_lrs), list(CFG.net_lrs))

@@ -35,7 +35,7 @@ def test_delta_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monke
     pt = next(p for p in plan(exp, cfg).points if p.values["deltas"] == (0.1,))
     ctx = FakeContext(tmp_path / "alone", seed=2, name=exp.NAME)
     ctx.key = point_key(exp.NAME, 2, pt.cfg)
-    report, _ = exp._sweep(pt.cfg, ctx)
+    report, _ = exp.algorithm1_rows(pt.cfg, ctx)
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == 2)
     assert len(report) == 2 * 2  # problems x step rules (one q, one delta)
     for r in report:

@@ -5,11 +5,16 @@
   a report prints;
 * :func:`linfit_jnp`, :func:`loglog_slope_jnp` -- the same fits in closed form with ``jnp``, for
   use inside a jitted or vmapped function (float32 unless x64 is enabled);
+* :func:`finite_linfit`, :func:`finite_loglog_slope` -- the host fits, or NaN where an input is
+  not finite (or, for the log-log slope, not positive): a report row then fails, not the fit;
+* :func:`nan_last` -- a sort key that puts NaN after every number;
 * :func:`wilson_jnp` -- the 95% Wilson score interval of a proportion in ``jnp``, equal (to float32
   rounding) to :func:`dedebate.lab.experiment.wilson_interval`.
 """
 
 from __future__ import annotations
+
+import math
 
 import jax.numpy as jnp
 import numpy as np
@@ -35,6 +40,28 @@ def loglog_slope(x, y) -> float:
     ``k`` of a power law ``y ~ x^k``."""
     return linfit(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)))[0]
 
+
+
+def finite_linfit(x, y) -> tuple[float, float, float]:
+    """:func:`linfit`, or NaNs when a number is not finite."""
+    if not np.all(np.isfinite(np.asarray(x, float))) or not np.all(
+            np.isfinite(np.asarray(y, float))):
+        return math.nan, math.nan, math.nan
+    return linfit(x, y)
+
+
+def finite_loglog_slope(x, y) -> float:
+    """:func:`loglog_slope`, or NaN when a number is not finite or not positive."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(x > 0)
+            and np.all(y > 0)):
+        return math.nan
+    return loglog_slope(x, y)
+
+
+def nan_last(x: float) -> float:
+    """Sort key that puts NaN after every number (so a NaN run is never chosen as the best)."""
+    return math.inf if math.isnan(x) else x
 
 def linfit_jnp(x, y):
     """:func:`linfit` in closed form with ``jnp`` (jittable, vmappable): ``(a, b, r2)`` as

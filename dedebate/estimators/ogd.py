@@ -26,6 +26,7 @@ The circuit computing the final h evaluates tests ``T |Z|`` times (spec 5.6).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -251,3 +252,20 @@ def _family_values(family, h):
 _solve_jit = jax.jit(ogd_solve, static_argnums=0)
 FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
 _solve_jit_fast = jax.jit(ogd_solve, static_argnums=0, compiler_options=FAST_COMPILE_OPTIONS)
+
+
+def solve_block(static: OGDStatic, families, problems: OIProblem, deltas):
+    """Algorithm 1 vmapped over problems (axis 0 of ``families`` and ``problems``) and deltas
+    (axis 1): ``(states, summaries)`` with leading axes ``[S, J]``."""
+    over_delta = jax.vmap(ogd_solve, in_axes=(None, None, None, 0))
+    states = jax.vmap(over_delta, in_axes=(None, 0, 0, None))(static, families, problems, deltas)
+    summ = jax.vmap(jax.vmap(summarize, in_axes=(None, None, 0, 0)),
+                    in_axes=(None, 0, 0, None))(static, problems, states, deltas)
+    return states, summ
+
+
+@functools.cache
+def solve_grid(static: OGDStatic):
+    """:func:`solve_block` for ``static``, jitted once per process:
+    ``solve_grid(static)(families, problems, deltas)``."""
+    return jax.jit(functools.partial(solve_block, static))

@@ -33,6 +33,7 @@ chunk serves every chunk of a run. :func:`make_train` is init + one chunk of ``s
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -347,3 +348,12 @@ def make_chunk_grid(static: NetTrainStatic, n_rounds: int, batched_data: bool = 
     each with leading axes ``[G, S]``: :func:`make_chunk` over the grid, jit-compiled."""
     d = 0 if batched_data else None
     return _grid(make_chunk(static, n_rounds), (d, d, d), 0)
+
+
+@functools.cache
+def grid_programs(static: NetTrainStatic, chunk_len: int):
+    """``(init_grid, chunk_grid)`` of :func:`make_init_grid` and :func:`make_chunk_grid` with one
+    problem per seed (``batched_data=True``), built once per process for ``(static,
+    chunk_len)`` (a resumed or repeated run reuses the jitted programs)."""
+    return (make_init_grid(static, batched_data=True),
+            make_chunk_grid(static, chunk_len, batched_data=True))
