@@ -196,7 +196,9 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path
 
     # as if the run had died before its last chunk: drop the newest checkpoint; resume=true
     # finds this run (same config hash), restores the previous one and trains the last chunk
+    # (and its results.json: a finished run's resume does nothing)
     shutil.rmtree(run_dir / "checkpoints" / str(n_chunks))
+    (run_dir / "results.json").unlink()
     assert cli.main([*args, "resume=true"]) == 0, capsys.readouterr().err
     assert list((tmp_path / "runs").glob("ogd_estimator-*")) == [run_dir]
     again = json.loads((run_dir / "results.json").read_text())
