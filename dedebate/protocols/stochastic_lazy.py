@@ -175,15 +175,20 @@ def _rare_begin(key, word, pi, lo, hi, g, alice, active) -> dict:
     # Residual component: X off S with probability q / e (q: the exact tails of Y).
     y_lo = lo - y - 1  # X < lo  <=>  Y <= y_lo
     y_hi = hi - y + 1  # X > hi  <=>  Y >= y_hi
-    q_lo = binom_lower_tail(y_lo, n1, pi, resid)
-    q_hi = binom_lower_tail(n1 - y_hi, n1, 1.0 - pi, resid & (y_hi <= n1))
+    # each pair of tail walks below runs as one walk vmapped over the two sides (one loop to
+    # compile; the values are those of the two walks)
+    q_lo, q_hi = jax.vmap(binom_lower_tail, (0, None, 0, 0))(
+        jnp.stack([y_lo, n1 - y_hi]), n1, jnp.stack([pi, 1.0 - pi]),
+        jnp.stack([resid, resid & (y_hi <= n1)]))
     scale = jnp.exp2(gf + 1.0)  # 1 / e
     u_side = jax.random.uniform(k_side)
     off = resid & (u_side < (q_lo + q_hi) * scale)
     low_side = u_side < q_lo * scale
     u_tail = jax.random.uniform(k_tail)
-    y_low = binom_lower_tail_sample(y_lo, n1, pi, u_tail * q_lo, off & low_side)
-    y_up = n1 - binom_lower_tail_sample(n1 - y_hi, n1, 1.0 - pi, u_tail * q_hi, off & ~low_side)
+    y_low, y_hi_tail = jax.vmap(binom_lower_tail_sample, (0, None, 0, 0, 0))(
+        jnp.stack([y_lo, n1 - y_hi]), n1, jnp.stack([pi, 1.0 - pi]),
+        jnp.stack([u_tail * q_lo, u_tail * q_hi]), jnp.stack([off & low_side, off & ~low_side]))
+    y_up = n1 - y_hi_tail
     return {"y": y, "v": v, "resid": resid, "off": off, "low_side": low_side, "y_low": y_low,
             "y_up": y_up, "need_bulk": active & ~off, "k_bulk": k_bulk, "k_bu": k_bu, "n1": n1,
             "active": active}
