@@ -569,9 +569,12 @@ def decision_gate(n: jax.Array, pi: jax.Array, k_lo: jax.Array, k_hi: jax.Array,
 def outside_probability(n, pi, k_lo, k_hi, active=True) -> jax.Array:
     """``P[X < k_lo] + P[X > k_hi]`` for X ~ Binomial(n, pi), for gated arguments (both edges
     beyond the mean); 0 where ``active`` is false."""
-    lower = binom_lower_tail(k_lo - 1, n, pi, active)
-    upper = binom_lower_tail(n - k_hi - 1, n, 1.0 - jnp.asarray(pi, jnp.float32), active)
-    return lower + upper
+    # both tails by one walk (vmapped over the two sides: one loop to compile, same values)
+    pi = jnp.asarray(pi, jnp.float32)
+    ks = jnp.stack([k_lo - 1, n - k_hi - 1])
+    tails = jax.vmap(binom_lower_tail, (0, None, 0, None))(ks, n, jnp.stack([pi, 1.0 - pi]),
+                                                           active)
+    return tails[0] + tails[1]
 
 
 def decide_outside(bits: jax.Array, u2: jax.Array, n, pi, k_lo, k_hi, active=True,

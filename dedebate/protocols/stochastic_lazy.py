@@ -152,7 +152,17 @@ def rare_step(key: jax.Array, word: jax.Array, pi: jax.Array, lo: jax.Array, hi:
     """Steps 1-3 for a certified step (level ``g``) whose word is below ``2^(32-G)``: returns
     ``(y, cont, p)``, Alice's claim ``p = X / N_A`` drawn only here. ``z_bob`` is a fresh
     ``Binomial(N_B, pi)`` count, used where Bob's decision is drawn from his count (residual
-    component). ``active`` false: no work (values unused)."""
+    component). ``active`` false: no work (values unused). The composition of
+    :func:`_rare_begin`, :func:`_draw_loop` and :func:`_rare_end`, which :func:`play_lazy` runs
+    with its other counts drawn in the same loop (one binomial draw site per step)."""
+    r = _rare_begin(key, word, pi, lo, hi, g, alice, active)
+    y_bulk, _ = _draw_loop(r, pi, lo, hi)
+    return _rare_end(r, y_bulk, pi, g, alice, bob, view, z_bob)
+
+
+def _rare_begin(key, word, pi, lo, hi, g, alice, active) -> dict:
+    """The part of :func:`rare_step` before Alice's count: the coin, the component and, off the
+    typical set, the count's tail draw; the rest needs ``X | X in S`` (:func:`_draw_loop`)."""
     k_y, k_w, k_side, k_tail, k_bulk, k_bu = jax.random.split(key, 6)
     na = jnp.asarray(alice.n_samples, jnp.int32)
     n1 = na - 1
@@ -165,39 +175,74 @@ def rare_step(key: jax.Array, word: jax.Array, pi: jax.Array, lo: jax.Array, hi:
     # Residual component: X off S with probability q / e (q: the exact tails of Y).
     y_lo = lo - y - 1  # X < lo  <=>  Y <= y_lo
     y_hi = hi - y + 1  # X > hi  <=>  Y >= y_hi
-    q_lo = binom_lower_tail(y_lo, n1, pi, resid)
-    q_hi = binom_lower_tail(n1 - y_hi, n1, 1.0 - pi, resid & (y_hi <= n1))
+    # each pair of tail walks below runs as one walk vmapped over the two sides (one loop to
+    # compile; the values are those of the two walks)
+    q_lo, q_hi = jax.vmap(binom_lower_tail, (0, None, 0, 0))(
+        jnp.stack([y_lo, n1 - y_hi]), n1, jnp.stack([pi, 1.0 - pi]),
+        jnp.stack([resid, resid & (y_hi <= n1)]))
     scale = jnp.exp2(gf + 1.0)  # 1 / e
     u_side = jax.random.uniform(k_side)
     off = resid & (u_side < (q_lo + q_hi) * scale)
     low_side = u_side < q_lo * scale
     u_tail = jax.random.uniform(k_tail)
-    y_low = binom_lower_tail_sample(y_lo, n1, pi, u_tail * q_lo, off & low_side)
-    y_up = n1 - binom_lower_tail_sample(n1 - y_hi, n1, 1.0 - pi, u_tail * q_hi, off & ~low_side)
-    # Typical part: X | X in S by rejection (acceptance >= 1 - 2^-(G+1)).
-    need_bulk = active & ~off
+    y_low, y_hi_tail = jax.vmap(binom_lower_tail_sample, (0, None, 0, 0, 0))(
+        jnp.stack([y_lo, n1 - y_hi]), n1, jnp.stack([pi, 1.0 - pi]),
+        jnp.stack([u_tail * q_lo, u_tail * q_hi]), jnp.stack([off & low_side, off & ~low_side]))
+    y_up = n1 - y_hi_tail
+    return {"y": y, "v": v, "resid": resid, "off": off, "low_side": low_side, "y_low": y_low,
+            "y_up": y_up, "need_bulk": active & ~off, "k_bulk": k_bulk, "k_bu": k_bu, "n1": n1,
+            "active": active}
 
-    def bulk_cond(c):
-        i, ky = c
-        return need_bulk & ~((lo <= ky + y) & (ky + y <= hi))
 
-    def bulk_body(c):
-        i, _ = c
-        return i + 1, sample_binomial(jax.random.fold_in(k_bulk, i), n1, pi)
+def _draw_loop(r: dict, pi, lo, hi, keys=None, ns=None, ps=None):
+    """Alice's count on the typical part, ``Y | lo <= Y + y <= hi``, by rejection from the
+    binomial draws ``sample_binomial(fold_in(k_bulk, i), N_A - 1, pi)``, i = 0, 1, ...
+    (acceptance >= 1 - 2^-(G+1)), and, first, the counts ``sample_binomial(keys[s], ns[s],
+    ps[s])`` for the slots s of ``keys`` (if given): one ``while_loop`` around one draw site
+    (each draw is lane-local, so its value does not depend on where it is drawn). Returns
+    ``(Y, counts)``; ``Y = lo - y - 1`` (outside S) where no typical draw is needed."""
+    y, need = r["y"], r["need_bulk"]
+    m = 0 if keys is None else len(ns)
+    impl = jax.random.key_impl(r["k_bulk"])
+    slot_data = [jax.random.key_data(k) for k in ([] if keys is None else keys)]
+    counts0 = jnp.zeros((m,), jnp.int32)
+
+    def cond(c):
+        i, ky, _ = c
+        return (i < m) | (need & ~((lo <= ky + y) & (ky + y <= hi)))
+
+    def body(c):
+        i, ky, counts = c
+        bulk_key = jax.random.key_data(jax.random.fold_in(r["k_bulk"], i - m))
+        kd, n, p = bulk_key, r["n1"], pi
+        for s in range(m):  # the slot draws come first
+            kd = jnp.where(i == s, slot_data[s], kd)
+            n = jnp.where(i == s, ns[s], n)
+            p = jnp.where(i == s, ps[s], p)
+        k = sample_binomial(jax.random.wrap_key_data(kd, impl=impl), n, p)
+        counts = jnp.where(jnp.arange(m) == i, k, counts)
+        return i + 1, jnp.where(i >= m, k, ky), counts
 
     # Start outside S (Y = -1 - y), so the first candidate is drawn in the loop.
-    _, y_bulk = jax.lax.while_loop(bulk_cond, bulk_body, (jnp.int32(0), lo - y - 1))
-    x = y + jnp.where(off, jnp.where(low_side, y_low, y_up), y_bulk)
+    _, y_bulk, counts = jax.lax.while_loop(cond, body, (jnp.int32(0), lo - y - 1, counts0))
+    return y_bulk, counts
+
+
+def _rare_end(r: dict, y_bulk, pi, g, alice, bob, view, z_bob):
+    """The part of :func:`rare_step` after Alice's count: her claim and Bob's decision."""
+    gf = jnp.asarray(g, jnp.float32)
+    e_scaled = 0.5
+    x = r["y"] + jnp.where(r["off"], jnp.where(r["low_side"], r["y_low"], r["y_up"]), y_bulk)
     p = jnp.asarray(alice.claim(view, x, jnp.float32(0.0)), jnp.float32)
     # Bob: typical component -> u_B < a_X with the exact tails; residual -> his own fresh count.
     k_lo, k_hi, cert = bob.continue_interval(p)
-    typical = active & ~resid & cert
+    typical = r["active"] & ~r["resid"] & cert
     a_scaled = outside_probability(bob.n_samples, pi, k_lo, k_hi, typical) * jnp.exp2(gf)
-    u_b = (v - e_scaled) / (1.0 - jnp.exp2(-gf - 1.0))
+    u_b = (r["v"] - e_scaled) / (1.0 - jnp.exp2(-gf - 1.0))
     # ~cert (the checker's interval not bracketed; not expected) also falls back to his count.
-    cont_fresh = jnp.asarray(bob.cont(view, p, z_bob, jax.random.uniform(k_bu)), bool)
+    cont_fresh = jnp.asarray(bob.cont(view, p, z_bob, jax.random.uniform(r["k_bu"])), bool)
     cont = jnp.where(typical, ~(u_b < a_scaled), cont_fresh)
-    return y, cont, p
+    return r["y"], cont, p
 
 
 def ungated_step(key: jax.Array, pi: jax.Array, alice: Any, bob: Any, view: Any,
@@ -282,16 +327,15 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
             n_v = jnp.where(vera_due, jnp.asarray(vera.n_samples, jnp.int32), 0)
 
             def draw(_):
-                # One draw site for the counts that do not depend on X: Alice's (ungated
-                # step), Bob's (ungated, or the rare step's residual part), Vera's (due).
-                ns = jnp.stack([jnp.where(other, n_alice, 0),
-                                jnp.where(rare | other, n_bob, 0),
-                                n_v])
-                ks = jax.vmap(lambda i: jax.random.fold_in(kj, i))(jnp.arange(2, 5))
-                x_u, z_b, z_v = jax.vmap(sample_binomial)(ks, ns, jnp.stack([pi, pi, pi_ab]))
+                # One draw site for every count of the step (:func:`_draw_loop`): Alice's
+                # (ungated step), Bob's (ungated, or the rare step's residual part), Vera's
+                # (due), then Alice's typical count of the rare step.
+                ns = [jnp.where(other, n_alice, 0), jnp.where(rare | other, n_bob, 0), n_v]
+                ks = [jax.random.fold_in(kj, i) for i in range(2, 5)]
                 lo, hi = typical_set(pi, n_alice, delta)
-                y_r, cont_r, p_r = rare_step(jax.random.fold_in(kj, 0), words[j], pi, lo, hi, g,
-                                             alice, bob, view, rare, z_b)
+                r = _rare_begin(jax.random.fold_in(kj, 0), words[j], pi, lo, hi, g, alice, rare)
+                y_bulk, (x_u, z_b, z_v) = _draw_loop(r, pi, lo, hi, ks, ns, [pi, pi, pi_ab])
+                y_r, cont_r, p_r = _rare_end(r, y_bulk, pi, g, alice, bob, view, z_b)
                 y_u, cont_u, p_u = ungated_step(jax.random.fold_in(kj, 1), pi, alice, bob, view,
                                                 x_u, z_b)
                 ok = checker_accepts(p_ab, z_v, vera.n_samples, vera.tau)
