@@ -109,23 +109,6 @@ def test_file_beats_preset_and_command_line_beats_file():
     assert _machines("{}", "full", ["params.trials=100"]).trials == 100
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ('"eight"', "params.T='eight': expected an integer"),
-    ("-3", "params.T=-3: must be an integer in [4, 18]"),
-    ("64", "params.T=64: must be an integer in [4, 18]"),
-])
-def test_bad_value_in_file_under_quick_is_a_one_line_error(value, message, tmp_path, capsys,
-                                                           monkeypatch):
-    monkeypatch.setenv("DEDEBATE_EXPERIMENTS", "experiments")
-    path = tmp_path / "c.yaml"
-    path.write_text(f"experiment: machines\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n"
-                    f"params:\n  T: {value}\n")
-    assert cli.main(["run", str(path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == f"dedebate: error: config error: {message}"
-    assert not (tmp_path / "runs").exists()
-
-
 def test_over_limit_count_fails_fast_naming_the_max(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("DEDEBATE_EXPERIMENTS", "experiments")
     out = tmp_path / "runs"

@@ -30,7 +30,7 @@ expensive) a line naming where it lives:
 07 sweep child processes imported the current folder's ``experiments`` package:
    test_failure_07_sweep_children_never_import_the_current_folders_packages
 08 with ``size: quick`` bad values in the file were silently replaced by the preset:
-   tests/test_lab_params.py::test_bad_value_in_file_under_quick_is_a_one_line_error
+   test_failure_08_bad_value_in_file_under_quick_is_a_one_line_error
 09 deep YAML nesting, duplicate keys, a directory as the config:
    test_failure_09_deep_nesting_duplicate_keys_and_bad_paths
 10 a resumed sweep trusted a truncated group file: test_failure_10_resumed_sweep_recomputes_a_
@@ -546,3 +546,21 @@ def test_failure_10_resumed_sweep_recomputes_a_damaged_group(tmp_path, capsys):
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ('"eight"', "params.T='eight': expected an integer"),
+    ("-3", "params.T=-3: must be an integer in [4, 18]"),
+    ("64", "params.T=64: must be an integer in [4, 18]"),
+])
+def test_failure_08_bad_value_in_file_under_quick_is_a_one_line_error(value, message, tmp_path,
+                                                                      capsys, monkeypatch):
+    """A value in the file is validated whatever the size preset: one line, exit 2, no run."""
+    monkeypatch.setenv("DEDEBATE_EXPERIMENTS", "experiments")
+    path = tmp_path / "c.yaml"
+    path.write_text(f"experiment: machines\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n"
+                    f"params:\n  T: {value}\n")
+    assert cli.main(["run", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"dedebate: error: config error: {message}"
+    assert not (tmp_path / "runs").exists()
