@@ -39,7 +39,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -194,33 +194,42 @@ def _canonical(x: Any) -> np.ndarray:
     return a.astype(jax.dtypes.canonicalize_dtype(a.dtype))
 
 
+def _stack_trees(trees: list[Any], differs: Callable[[int], str]) -> Any:
+    """Stack pytrees of one structure, shapes and dtypes (leaves canonicalised) along a new
+    leading axis; ``differs(i)`` is the message of the SweepError when tree ``i`` differs from
+    the first."""
+    import jax
+
+    first, per_tree = None, []
+    for i, tree in enumerate(trees):
+        leaves, treedef = jax.tree.flatten(tree)
+        leaves = [_canonical(v) for v in leaves]
+        sig = (treedef, [(v.shape, v.dtype) for v in leaves])
+        if first is None:
+            first = sig
+        elif sig != first:
+            raise SweepError(differs(i))
+        per_tree.append(leaves)
+    return jax.tree.unflatten(first[0], [np.stack([r[j] for r in per_tree])
+                                         for j in range(len(first[1]))])
+
+
 def group_inputs(module: Any, plan_: SweepPlan, group: Group):
     """``(fn, stacked dynamic params, root key data, point words)`` for the rows of ``group``
     (point-major, seed-minor), plus the row list ``[(point, seed), ...]``."""
     import jax
 
-    fn = None
-    dyns = []
-    treedef = None
-    shapes = None
-    for p in group.points:
-        dyn, f = module.point(p.cfg)
-        leaves, td = jax.tree.flatten(dyn)
-        leaves = [_canonical(x) for x in leaves]
-        sig = [(x.shape, x.dtype) for x in leaves]
-        if fn is None:
-            fn, treedef, shapes = f, td, sig
-        elif td != treedef or sig != shapes:
-            raise SweepError(
-                f"{plan_.experiment}.point() returned dynamic params of another structure at "
-                f"point {p.index} ({_describe(p.values)}) than at point {group.points[0].index}; "
-                "a field that changes shapes must not be listed in DYNAMIC")
-        dyns.append(leaves)
-    rows = [(p, s) for p in group.points for s in plan_.seeds]
+    points = group.points
+    pairs = [module.point(p.cfg) for p in points]
+    fn = pairs[0][1]
+    by_point = _stack_trees(
+        [dyn for dyn, _ in pairs],
+        lambda i: f"{plan_.experiment}.point() returned dynamic params of another structure at "
+                  f"point {points[i].index} ({_describe(points[i].values)}) than at point "
+                  f"{points[0].index}; a field that changes shapes must not be listed in DYNAMIC")
+    rows = [(p, s) for p in points for s in plan_.seeds]
     n_seeds = len(plan_.seeds)
-    stacked = [np.repeat(np.stack([d[j] for d in dyns]), n_seeds, axis=0)
-               for j in range(len(shapes))]
-    dynamic = jax.tree.unflatten(treedef, stacked)
+    dynamic = jax.tree.map(lambda a: np.repeat(a, n_seeds, axis=0), by_point)
     roots = {s: experiment_key(s, plan_.experiment) for s in plan_.seeds}
     impl = jax.random.key_impl(roots[plan_.seeds[0]])
     root_data = np.stack([np.asarray(jax.random.key_data(roots[s])) for _, s in rows])
@@ -233,24 +242,12 @@ def group_inputs(module: Any, plan_: SweepPlan, group: Group):
 def row_inputs(module: Any, plan_: SweepPlan, rows: list[tuple[Point, int]]):
     """``module.inputs(cfg, seed, key)`` of every row (host-built data: populations, strategy
     batches), at the row's key (:func:`point_key`), stacked along the run axis."""
-    import jax
-
-    treedef, shapes, per_row = None, None, []
-    for p, s in rows:
-        x = module.inputs(p.cfg, s, point_key(plan_.experiment, s, p.cfg))
-        leaves, td = jax.tree.flatten(x)
-        leaves = [_canonical(v) for v in leaves]
-        sig = [(v.shape, v.dtype) for v in leaves]
-        if treedef is None:
-            treedef, shapes = td, sig
-        elif td != treedef or sig != shapes:
-            raise SweepError(
-                f"{plan_.experiment}.inputs() returned data of another structure at point "
-                f"{p.index} ({_describe(p.values)}), seed {s}, than at point {rows[0][0].index}; "
-                "a field that changes shapes must not be listed in DYNAMIC")
-        per_row.append(leaves)
-    return jax.tree.unflatten(treedef, [np.stack([r[j] for r in per_row])
-                                        for j in range(len(shapes))])
+    return _stack_trees(
+        [module.inputs(p.cfg, s, point_key(plan_.experiment, s, p.cfg)) for p, s in rows],
+        lambda i: f"{plan_.experiment}.inputs() returned data of another structure at point "
+                  f"{rows[i][0].index} ({_describe(rows[i][0].values)}), seed {rows[i][1]}, than "
+                  f"at point {rows[0][0].index}; a field that changes shapes must not be listed "
+                  "in DYNAMIC")
 
 
 def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 0,
