@@ -219,3 +219,14 @@ def test_cli_sweep_and_run_with_a_sweep_block(tmp_path, monkeypatch, capsys):
     assert cli.main(["config", "fake_sweep"]) == 0
     doc = capsys.readouterr().out
     assert "sweep.axes: a mapping" in doc and "over p, threshold run vmapped" in doc
+
+
+def test_rows_of_another_shape_or_structure_are_one_error_naming_the_row():
+    from dedebate.lab.sweep import SweepError, _stack_trees
+
+    stacked = _stack_trees([{"a": np.zeros(2), "b": 1}, {"a": np.ones(2), "b": 2}], str)
+    assert stacked["a"].shape == (2, 2) and stacked["b"].tolist() == [1, 2]
+    with pytest.raises(SweepError, match=r"^row 1$"):
+        _stack_trees([{"a": np.zeros(2)}, {"a": np.zeros(3)}], lambda i: f"row {i}")
+    with pytest.raises(SweepError, match=r"^row 2$"):
+        _stack_trees([{"a": 0}, {"a": 1}, {"c": 2}], lambda i: f"row {i}")
