@@ -131,3 +131,12 @@ def count_point_traces(monkeypatch, module) -> list[int]:
 
     monkeypatch.setattr(module, "point", counting)
     return traces
+
+
+def truncate_checkpoint(step_dir: Path) -> None:
+    """Damage an Orbax checkpoint as a crash mid-write would: every array data file under
+    ``step_dir`` (files in a ``d`` folder) cut to half its length."""
+    files = [f for f in Path(step_dir).rglob("*") if f.is_file() and f.parent.name == "d"]
+    assert files, f"no array data files under {step_dir}"
+    for f in files:
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])

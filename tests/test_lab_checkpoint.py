@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dedebate.lab.checkpoint import Checkpointer, CheckpointMismatch
+from tests.fakes import truncate_checkpoint
 
 HASH = "a" * 64
 
@@ -55,13 +56,7 @@ def test_empty_directory_restores_nothing(tmp_path):
 
 
 def _corrupt_latest(directory, step):
-    # Truncate every array data file of the newest checkpoint to half its length.
-    files = [f for f in (directory / str(step) / "state").rglob("*")
-             if f.is_file() and f.parent.name == "d"]
-    assert files
-    for f in files:
-        data = f.read_bytes()
-        f.write_bytes(data[: len(data) // 2])
+    truncate_checkpoint(directory / str(step) / "state")
 
 
 def test_corrupt_latest_falls_back_with_warning(tmp_path, capsys):

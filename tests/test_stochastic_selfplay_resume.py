@@ -25,7 +25,7 @@ from dedebate.lab.driver import checkpoint_template
 from dedebate.machines.fixtures import f2_target
 from dedebate.protocols.stochastic import lean_defaults
 from dedebate.training import stochastic_selfplay as sp
-from tests.fakes import Crash, CrashingContext, FakeContext
+from tests.fakes import Crash, CrashingContext, FakeContext, truncate_checkpoint
 
 CFG = E.Config(T=3, seeds=2, steps=40, log_every=10, n_b=2, n_b_sweep=(1,), ablate_tail=False,
                mc_trials=0, chunks=2, checkpoint_every=2)
@@ -121,10 +121,7 @@ def test_damaged_newest_checkpoint_resumes_bit_equal_then_resume_is_a_no_op(tmp_
     if damage == "delete":
         shutil.rmtree(newest)
     else:
-        files = [f for f in newest.rglob("*") if f.is_file() and f.parent.name == "d"]
-        assert files
-        for f in files:
-            f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+        truncate_checkpoint(newest)
     ctx = FakeContext(root, seed=0, name=E.NAME, resume=True)
     again = E.run(CFG, ctx)
     assert ctx.bars[0].n == N_CHUNKS
