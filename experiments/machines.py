@@ -9,10 +9,12 @@ majority, AND, OR, meta-analysis), with T steps:
    (95%; the row's p-value enters the report-wide Bonferroni policy of the lab);
 2. the empirical Lipschitz constant (largest ``|dP_M| / dist`` over the perturbation families of
    :func:`dedebate.machines.lipschitz.estimate_lipschitz`), which must not exceed the proven K,
-   and must reach K/2 for F2 and F3 (the issue's tightness requirement).
+   and must reach K/2 for F2 and F3 (they are tight).
 """
 
 from __future__ import annotations
+
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +23,7 @@ import numpy as np
 from dedebate.core.stats import wilson_jnp
 from dedebate.lab.experiment import Claim, ExperimentResult
 from dedebate.lab.params import config_dataclass, param
+from dedebate.lab.sweep import point_row
 from dedebate.machines.fixtures import standard_fixtures
 from dedebate.machines.lipschitz import (
     FAMILIES,
@@ -169,10 +172,7 @@ def _plot(rows):
 
 def run(cfg: Config, ctx) -> ExperimentResult:
     fixtures = standard_fixtures(cfg.T, high=cfg.high)
-    dynamic, fn = point(cfg)
-    # the one-point case of a sweep: jit(vmap(fn)) on a run axis of length 1, at ctx.key
-    one = jax.tree.map(lambda x: np.asarray(x)[None], dynamic)
-    swept = {k: v[0].item() for k, v in jax.jit(jax.vmap(fn))(one, ctx.key[None]).items()}
+    swept = point_row(sys.modules[__name__], cfg, ctx.key, ctx.seed)  # a sweep's one point
     claims, rows = [], []
     with ctx.progress(len(fixtures), "fixtures") as bar:
         for i, fx in enumerate(fixtures):

@@ -215,8 +215,8 @@ def _stack_trees(trees: list[Any], differs: Callable[[int], str]) -> Any:
 
 
 def group_inputs(module: Any, plan_: SweepPlan, group: Group):
-    """``(fn, stacked dynamic params, root key data, point words)`` for the rows of ``group``
-    (point-major, seed-minor), plus the row list ``[(point, seed), ...]``."""
+    """``(fn, key impl, (stacked dynamic params, row key data[, host inputs]), rows)`` for the
+    rows ``[(point, seed), ...]`` of ``group`` (point-major, seed-minor)."""
     import jax
 
     points = group.points
@@ -234,9 +234,21 @@ def group_inputs(module: Any, plan_: SweepPlan, group: Group):
     impl = jax.random.key_impl(roots[plan_.seeds[0]])
     root_data = np.stack([np.asarray(jax.random.key_data(roots[s])) for _, s in rows])
     words = np.asarray([p.words for p, _ in rows], dtype=np.uint32)
+    keys = _row_keys(root_data, words, impl)
     if callable(getattr(module, "inputs", None)):
-        return fn, impl, (dynamic, root_data, words, row_inputs(module, plan_, rows)), rows
-    return fn, impl, (dynamic, root_data, words), rows
+        return fn, impl, (dynamic, keys, row_inputs(module, plan_, rows)), rows
+    return fn, impl, (dynamic, keys), rows
+
+
+def _row_keys(root_data: np.ndarray, words: np.ndarray, impl: Any) -> np.ndarray:
+    """Key data of every row: :func:`point_key`, computed for all rows in one vmapped call."""
+    import jax
+
+    def one(root, w):
+        key = jax.random.wrap_key_data(root, impl=impl)
+        return jax.random.key_data(jax.random.fold_in(jax.random.fold_in(key, w[0]), w[1]))
+
+    return np.asarray(jax.jit(jax.vmap(one))(root_data, words))
 
 
 def row_inputs(module: Any, plan_: SweepPlan, rows: list[tuple[Point, int]]):
@@ -250,32 +262,56 @@ def row_inputs(module: Any, plan_: SweepPlan, rows: list[tuple[Point, int]]):
                   "in DYNAMIC")
 
 
+def _keyed(fn: Callable[..., Any], impl: Any) -> Callable[..., Any]:
+    """The row function of a sweep and of :func:`point_row`: ``fn(dynamic, key, *host)`` with
+    the row's key passed as key data (so that both share one compiled program)."""
+    import jax
+
+    def row_fn(dyn, key_data, *host):
+        return fn(dyn, jax.random.wrap_key_data(key_data, impl=impl), *host)
+
+    return row_fn
+
+
 def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 0,
                    devices: list[Any] | None = None, info: EvalInfo | None = None):
     """Rows ``[(point, seed)]`` and their metrics (dict of ``[rows]`` arrays) for one group, in
     one compiled program over every device."""
-    import jax
-
     fn, impl, inputs, rows = group_inputs(module, plan_, group)
-
-    def row_fn(dyn, root, words, *host):
-        key = jax.random.wrap_key_data(root, impl=impl)
-        key = jax.random.fold_in(jax.random.fold_in(key, words[0]), words[1])
-        return fn(dyn, key, *host)  # host: the row's inputs(), for experiments that define it
-
-    metrics = evaluate(row_fn, inputs, len(rows), devices=devices, batch=batch, info=info,
-                       cache_key=_program_key(module, plan_, group, impl),
+    metrics = evaluate(_keyed(fn, impl), inputs, len(rows), devices=devices, batch=batch,
+                       info=info, cache_key=_program_key(module, group.points[0].cfg, impl),
                        compiler_options=getattr(module, "COMPILE_OPTIONS", None))
     return rows, metrics
 
 
-def _program_key(module: Any, plan_: SweepPlan, group: Group, impl: Any) -> tuple:
+def point_row(module: Any, cfg: Any, key: Any, seed: int, *, devices: list[Any] | None = None,
+              info: EvalInfo | None = None) -> dict[str, float]:
+    """The metrics of ``module.point(cfg)`` at ``key`` (a run's ``ctx.key``; ``seed`` for the
+    experiment's ``inputs``): the one-point case of a sweep, through the same compiled program
+    as a sweep group of ``cfg``'s static fields evaluated one row per call (``sweep.batch: 1``).
+    So a run after such a sweep in one process compiles nothing, and a run's numbers come from
+    the code path of a sweep row. Returns plain Python scalars."""
+    import jax
+
+    dynamic, fn = module.point(cfg)
+    impl = jax.random.key_impl(key)
+    one = jax.tree.map(lambda a: _canonical(a)[None], dynamic)
+    inputs = (one, np.asarray(jax.random.key_data(key))[None])
+    if callable(getattr(module, "inputs", None)):
+        host = module.inputs(cfg, seed, key)
+        inputs += (jax.tree.map(lambda a: _canonical(a)[None], host),)
+    metrics = evaluate(_keyed(fn, impl), inputs, 1, devices=devices, info=info,
+                       cache_key=_program_key(module, cfg, impl),
+                       compiler_options=getattr(module, "COMPILE_OPTIONS", None))
+    return {k: v[0].item() for k, v in metrics.items()}
+
+
+def _program_key(module: Any, cfg: Any, impl: Any) -> tuple:
     """What the compiled program of a group depends on: the experiment module and the static
     part of its Config (by the contract, ``fn`` reads only static fields). Dynamic fields are
     dropped, so every group with equal static fields shares one program."""
     dynamic = set(getattr(module, "DYNAMIC", ()) or ())
-    static = {k: v for k, v in dataclasses.asdict(group.points[0].cfg).items()
-              if k not in dynamic}
+    static = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in dynamic}
     return (module.__name__, id(module), json.dumps(jsonable(static), sort_keys=True),
             str(impl))
 
