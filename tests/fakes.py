@@ -133,6 +133,26 @@ def count_point_traces(monkeypatch, module) -> list[int]:
     return traces
 
 
+BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # JAX's event per XLA compile
+
+
+@contextlib.contextmanager
+def count_compiles():
+    """Count the XLA compiles inside the block through JAX's public monitoring events: yields a
+    one-element list whose item grows by one per backend compile."""
+    count = [0]
+
+    def listener(event: str, duration_secs: float, **kwargs: Any) -> None:
+        if event == BACKEND_COMPILE:
+            count[0] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield count
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
 def truncate_checkpoint(step_dir: Path) -> None:
     """Damage an Orbax checkpoint as a crash mid-write would: every array data file under
     ``step_dir`` (files in a ``d`` folder) cut to half its length."""

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 from pathlib import Path
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -90,22 +91,23 @@ def test_every_outcome_carries_costs_and_the_verdict(name):
     out = PLAYS[name]()
     assert isinstance(out.costs, Costs), type(out.costs)
     assert tuple(f.name for f in dataclasses.fields(out.costs)) == COST_FIELDS
-    for f in COST_FIELDS:  # one scalar count per debate
-        leaf = getattr(out.costs, f)
-        assert leaf.shape == () and leaf.dtype in (jnp.int32, jnp.float32), (f, leaf)
+    leaves = [getattr(out.costs, f) for f in COST_FIELDS]
+    chex.assert_shape(leaves, ())  # one scalar count per debate
+    assert all(leaf.dtype in (jnp.int32, jnp.float32) for leaf in leaves), leaves
     fields = {f.name for f in dataclasses.fields(out)}
     assert not fields & OLD_NAMES, fields & OLD_NAMES  # the costs live in one place only
     if name == "prover_estimator":  # a payoff, no verdict (docs/outcomes.md)
         assert "alice_wins" not in fields and out.u_a.dtype == jnp.float32
     else:
-        assert out.alice_wins.shape == () and out.alice_wins.dtype == jnp.bool_
+        chex.assert_shape(out.alice_wins, ())
+        chex.assert_type(out.alice_wins, jnp.bool_)
 
 
 def test_stochastic_costs_keep_their_dtypes():
     """Sample counts times steps can pass 2^31: the stochastic query counts stay float32."""
     c = _stochastic("count").costs
-    assert [getattr(c, f).dtype for f in COST_FIELDS] == [
-        jnp.float32, jnp.float32, jnp.float32, jnp.int32, jnp.int32]
+    chex.assert_type([getattr(c, f) for f in COST_FIELDS],
+                     [jnp.float32, jnp.float32, jnp.float32, jnp.int32, jnp.int32])
 
 
 def test_the_docs_describe_every_cost_field():
