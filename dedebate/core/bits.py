@@ -6,9 +6,16 @@ MAX_TABLE_BITS = 20
 
 
 def bit_table(q: int) -> np.ndarray:
-    """Return ``bits[z, i]`` = bit i of the integer z (little-endian), shape ``[2^q, q]``, int8.
+    """Return the table of all answer patterns of ``q`` bits.
 
-    Row z is the answer pattern whose integer code is ``z = sum_i bits[z, i] 2^i``.
+    ``bits[z, i]`` is bit ``i`` of the integer ``z`` (little-endian), so row ``z`` is the pattern
+    whose integer code is ``z = sum_i bits[z, i] 2^i``.
+
+    Args:
+        q: number of bits, an integer ``0 <= q <= MAX_TABLE_BITS``.
+
+    Returns:
+        ``bits``, an int8 numpy array of shape ``[2^q, q]``.
     """
     if not isinstance(q, (int, np.integer)) or q < 0 or q > MAX_TABLE_BITS:
         raise ValueError(f"q={q!r}: a bit table needs an integer 0 <= q <= {MAX_TABLE_BITS}")
@@ -17,6 +24,13 @@ def bit_table(q: int) -> np.ndarray:
 
 
 def bits_to_code(bits) -> np.ndarray:
-    """Inverse of :func:`bit_table` along the last axis: little-endian bits -> integer code."""
+    """Inverse of :func:`bit_table` along the last axis: little-endian bits -> integer code.
+
+    Args:
+        bits: array-like of 0/1 of shape ``[..., q]``.
+
+    Returns:
+        int64 numpy array of shape ``[...]``: ``sum_i bits[..., i] 2^i``.
+    """
     bits = np.asarray(bits, dtype=np.int64)
     return (bits << np.arange(bits.shape[-1], dtype=np.int64)).sum(axis=-1)

@@ -7,6 +7,13 @@ def hoeffding_samples(e: float, delta: float) -> int:
     """Lean's ``samples e delta = ceil(ln(2/delta) / (2 e^2))`` (spec DED 5.1).
 
     The smallest N with Hoeffding's two-sided bound ``2 exp(-2 N e^2) <= delta``.
+
+    Args:
+        e: accuracy, a positive finite float.
+        delta: failure probability in ``(0, 1]``.
+
+    Returns:
+        The sample count N (Python int).
     """
     if not (e > 0 and math.isfinite(e)):
         raise ValueError(f"e={e!r}: the accuracy must be a positive finite number")

@@ -1,15 +1,10 @@
 """Euclidean projection of each row onto the probability simplex (spec PED 5.3).
 
-Two implementations of ``p = max(v - theta, 0)`` (Duchi et al. 2008), checked equal in
-``tests/test_simplex.py``:
-
-* :func:`project_rows_to_simplex` -- sort-based (optax), any row width;
-* :func:`project_rows_pairwise` -- sort-free: ``theta = max_j (sum_i v_i [v_i >= v_j] - 1) /
-  #{i : v_i >= v_j}`` (the running threshold rises up to the support size and not after it; ties
-  are harmless). ``|Z|^2`` comparisons unrolled over the static width, so only for small rows, where
-  it avoids XLA's slow CPU sort.
-
-:func:`project_rows` picks one (``"auto"``: pairwise up to :data:`MAX_PAIRWISE_Z` columns).
+The projection is ``p = max(v - theta, 0)`` with the threshold ``theta`` chosen so that
+``sum p = 1`` (Duchi et al. 2008). Two implementations, checked equal in
+``tests/test_simplex.py``: :func:`project_rows_to_simplex` sorts (any row width) and
+:func:`project_rows_pairwise` compares all pairs (small rows, no sort). :func:`project_rows`
+picks one (``"auto"``: pairwise up to :data:`MAX_PAIRWISE_Z` columns).
 """
 
 from __future__ import annotations
@@ -26,6 +21,12 @@ def project_rows_to_simplex(v: jax.Array) -> jax.Array:
 
     ``optax.projections.projection_simplex`` projects one vector; it is vmapped over all leading
     axes here.
+
+    Args:
+        v: float array of shape ``[..., Z]``.
+
+    Returns:
+        Array of the shape and dtype of ``v``; each row lies on the simplex.
     """
     flat = v.reshape(-1, v.shape[-1])
     out = jax.vmap(optax.projections.projection_simplex)(flat)
@@ -33,7 +34,18 @@ def project_rows_to_simplex(v: jax.Array) -> jax.Array:
 
 
 def project_rows_pairwise(v: jax.Array) -> jax.Array:
-    """Project every row ``v[..., :]`` onto ``{p >= 0, sum p = 1}`` by the max-threshold formula."""
+    """Project every row ``v[..., :]`` onto ``{p >= 0, sum p = 1}`` without sorting.
+
+    ``theta = max_j (sum_i v_i [v_i >= v_j] - 1) / #{i : v_i >= v_j}``: the running threshold rises
+    up to the support size and not after it (ties are harmless). The ``Z^2`` comparisons are
+    unrolled over the static width, so this is for small rows, where it avoids XLA's slow CPU sort.
+
+    Args:
+        v: float array of shape ``[..., Z]`` (``Z`` small).
+
+    Returns:
+        Array of the shape and dtype of ``v``; each row lies on the simplex.
+    """
     n_z = v.shape[-1]
     rows = [v[..., j] for j in range(n_z)]
     theta = None
@@ -53,8 +65,16 @@ PROJECTIONS = ("auto", "pairwise", "sort")
 
 
 def project_rows(v: jax.Array, method: str = "auto") -> jax.Array:
-    """Row-wise simplex projection: ``"sort"`` (core, any |Z|), ``"pairwise"`` (small |Z|), or
-    ``"auto"`` (pairwise when |Z| <= MAX_PAIRWISE_Z, else sort)."""
+    """Row-wise simplex projection by the chosen method.
+
+    Args:
+        v: float array of shape ``[..., Z]``.
+        method: ``"sort"`` (any ``Z``), ``"pairwise"`` (small ``Z``) or ``"auto"`` (pairwise when
+            ``Z <= MAX_PAIRWISE_Z``, else sort).
+
+    Returns:
+        Array of the shape and dtype of ``v``; each row lies on the simplex.
+    """
     if method not in PROJECTIONS:
         raise ValueError(f"method={method!r}: allowed values are {PROJECTIONS}")
     if method == "sort" or (method == "auto" and v.shape[-1] > MAX_PAIRWISE_Z):

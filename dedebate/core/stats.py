@@ -1,15 +1,10 @@
-"""Fits and intervals shared by the experiments: host (numpy float64) and jitted (jnp) forms.
+"""Fits and intervals shared by the experiments, in host (numpy float64) and jitted (jnp) forms.
 
-* :func:`linfit`, :func:`loglog_slope` -- least-squares line ``y = a x + b`` (with R^2) and the
-  slope of ``log y`` against ``log x``, in float64 on the host (``numpy.polyfit``): the numbers
-  a report prints;
-* :func:`linfit_jnp`, :func:`loglog_slope_jnp` -- the same fits in closed form with ``jnp``, for
-  use inside a jitted or vmapped function (float32 unless x64 is enabled);
-* :func:`finite_linfit`, :func:`finite_loglog_slope` -- the host fits, or NaN where an input is
-  not finite (or, for the log-log slope, not positive): a report row then fails, not the fit;
-* :func:`nan_last` -- a sort key that puts NaN after every number;
-* :func:`wilson_jnp` -- the 95% Wilson score interval of a proportion in ``jnp``, equal (to float32
-  rounding) to :func:`dedebate.lab.experiment.wilson_interval`.
+:func:`linfit` / :func:`loglog_slope` fit ``y = a x + b`` (with R^2) and the exponent ``k`` of
+``y ~ x^k`` on the host, the numbers a report prints; ``*_jnp`` are the same fits in closed form
+for jitted or vmapped code. :func:`finite_linfit` / :func:`finite_loglog_slope` return NaN on
+non-finite input so that a report row fails, not the fit. :func:`wilson_jnp` is the 95% Wilson
+score interval, equal (to float32 rounding) to :func:`dedebate.lab.experiment.wilson_interval`.
 """
 
 from __future__ import annotations
@@ -24,8 +19,16 @@ Z95 = 1.959963984540054
 
 
 def linfit(x, y) -> tuple[float, float, float]:
-    """``(a, b, r2)`` of the least-squares line ``y = a x + b`` (float64, host). ``r2`` is
-    ``1 - SS_res / SS_tot`` with ``SS_tot`` floored at 1e-12 (a constant ``y`` gives ~1)."""
+    """Least-squares line ``y = a x + b`` on the host (float64, ``numpy.polyfit``).
+
+    Args:
+        x: 1-D array-like, length >= 2.
+        y: 1-D array-like of the same length.
+
+    Returns:
+        ``(a, b, r2)`` as floats; ``r2 = 1 - SS_res / SS_tot`` with ``SS_tot`` floored at 1e-12
+        (a constant ``y`` gives about 1).
+    """
     x, y = np.asarray(x, float), np.asarray(y, float)
     if x.shape != y.shape or x.ndim != 1 or x.size < 2:
         raise ValueError(f"x, y of shapes {x.shape}, {y.shape}: need two 1-D arrays of equal "
@@ -36,14 +39,29 @@ def linfit(x, y) -> tuple[float, float, float]:
 
 
 def loglog_slope(x, y) -> float:
-    """Slope of ``log y`` against ``log x`` (both positive), by :func:`linfit`: the exponent
-    ``k`` of a power law ``y ~ x^k``."""
+    """Slope of ``log y`` against ``log x``: the exponent ``k`` of a power law ``y ~ x^k``.
+
+    Args:
+        x: 1-D array-like of positive numbers, length >= 2.
+        y: 1-D array-like of positive numbers, same length.
+
+    Returns:
+        The slope (float), by :func:`linfit`.
+    """
     return linfit(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)))[0]
 
 
 
 def finite_linfit(x, y) -> tuple[float, float, float]:
-    """:func:`linfit`, or NaNs when a number is not finite."""
+    """:func:`linfit`, or NaNs when a number is not finite.
+
+    Args:
+        x: 1-D array-like, length >= 2.
+        y: 1-D array-like of the same length.
+
+    Returns:
+        ``(a, b, r2)`` as floats, all NaN if any input is not finite.
+    """
     if not np.all(np.isfinite(np.asarray(x, float))) or not np.all(
             np.isfinite(np.asarray(y, float))):
         return math.nan, math.nan, math.nan
@@ -51,7 +69,15 @@ def finite_linfit(x, y) -> tuple[float, float, float]:
 
 
 def finite_loglog_slope(x, y) -> float:
-    """:func:`loglog_slope`, or NaN when a number is not finite or not positive."""
+    """:func:`loglog_slope`, or NaN when a number is not finite or not positive.
+
+    Args:
+        x: 1-D array-like, length >= 2.
+        y: 1-D array-like of the same length.
+
+    Returns:
+        The slope (float) or NaN.
+    """
     x, y = np.asarray(x, float), np.asarray(y, float)
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(x > 0)
             and np.all(y > 0)):
@@ -60,12 +86,26 @@ def finite_loglog_slope(x, y) -> float:
 
 
 def nan_last(x: float) -> float:
-    """Sort key that puts NaN after every number (so a NaN run is never chosen as the best)."""
+    """Sort key that puts NaN after every number (so a NaN run is never chosen as the best).
+
+    Args:
+        x: a float.
+
+    Returns:
+        ``x``, or ``inf`` when ``x`` is NaN.
+    """
     return math.inf if math.isnan(x) else x
 
 def linfit_jnp(x, y):
-    """:func:`linfit` in closed form with ``jnp`` (jittable, vmappable): ``(a, b, r2)`` as
-    arrays. ``x`` and ``y`` are 1-D of equal static length >= 2; a constant ``x`` gives NaN."""
+    """:func:`linfit` in closed form with ``jnp`` (jittable, vmappable).
+
+    Args:
+        x: 1-D array of static length >= 2 (cast to float32); a constant ``x`` gives NaN.
+        y: 1-D array of the same length.
+
+    Returns:
+        ``(a, b, r2)``, float32 scalar arrays.
+    """
     x, y = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
     xm, ym = jnp.mean(x), jnp.mean(y)
     dx, dy = x - xm, y - ym
@@ -77,13 +117,28 @@ def linfit_jnp(x, y):
 
 
 def loglog_slope_jnp(x, y):
-    """:func:`loglog_slope` with ``jnp`` (jittable, vmappable)."""
+    """:func:`loglog_slope` with ``jnp`` (jittable, vmappable).
+
+    Args:
+        x: 1-D positive array of static length >= 2.
+        y: 1-D positive array of the same length.
+
+    Returns:
+        The slope, a float32 scalar array.
+    """
     return linfit_jnp(jnp.log(jnp.asarray(x, jnp.float32)), jnp.log(jnp.asarray(y, jnp.float32)))[0]
 
 
 def wilson_jnp(successes, trials: int):
-    """95% Wilson score interval of ``successes / trials`` in ``jnp`` float32 (jittable):
-    ``(p_hat, lo, hi)``. ``trials`` is a static Python number."""
+    """95% Wilson score interval of ``successes / trials`` in ``jnp`` float32 (jittable).
+
+    Args:
+        successes: array of success counts, any shape.
+        trials: number of trials, a static Python number.
+
+    Returns:
+        ``(p_hat, lo, hi)``, float32 arrays of the shape of ``successes``.
+    """
     n = float(trials)
     p = jnp.asarray(successes, jnp.float32) / n
     z2 = Z95 * Z95

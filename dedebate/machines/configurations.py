@@ -1,30 +1,12 @@
 """Deterministic step programs and their configuration view (spec DED 3.1, 6, 7).
 
-Everything the deterministic protocols (Figures 3 and 4) need from a machine:
-
-* :func:`check_deterministic` -- host-side check that a :class:`StepProgram` has no COIN step and a
-  deterministic oracle (answers 0/1), so ``y_t`` is a function of ``y_{I(t)}`` (spec DED 6).
-* :func:`local_bit`, :func:`run_program`, :func:`consistency` -- the local rule ``g_t(a_{I(t)})``
-  evaluated on any tape, one simulation of M (optionally forcing some steps' answers to flip, which
-  is how a liar builds a locally consistent transcript from a wrong oracle answer), and the vector
-  of local-consistency bits of a claimed transcript.
-* :class:`ConfigMachine` -- the same program seen as configurations ``C in {0,1}^S`` with a one-step
-  transition making at most one oracle query (spec DED 7)::
-
-      C = [ counter c (w_c bits, little-endian) | input x (n bits) | buffer (W bits) ]
-
-  The counter is the number of steps done (0..T), ``w_c = bit_length(T) = ceil(log2(T + 1))``.
-  Buffer slot ``s mod W`` holds ``y_s`` for the last W steps ``s in [c - W, c - 1]``; slots of
-  steps before 0 are zero. ``W = T`` stores the whole transcript (``S = w_c + n + T``, the
-  full-tape machine); a program whose steps read only the last ``w_dep`` steps runs with any
-  ``W >= w_dep`` (a register machine with ``S << T``). ``Step`` computes ``y_c`` from the buffer and
-  input region, writes it into slot ``c mod W`` and increments c; configurations with ``c >= T``
-  are halting fixed points, so T is padded to ``T_pad = 2^m``, ``m = ceil(log2 T)`` [INFERRED,
-  spec DED 7]. ``Acc(C) = [c == T and y_{T-1} == 1]``. A configuration is well-formed iff
-  ``c <= T``, its input region equals x and buffer slots of steps before 0 are zero.
-* :func:`random_programs` -- a vectorised host-side builder of populations of random deterministic
-  programs (random causal deps within a window, random DET truth tables, random 0/1 oracle
-  tables), stacked on a leading axis so protocols vmap over machines.
+Everything the deterministic protocols (Figures 3 and 4) need from a machine: a host check that
+``y_t`` is a function of ``y_{I(t)}`` (no COIN step, a 0/1 oracle), the local rule
+``g_t(a_{I(t)})`` on any tape, one simulation of M (optionally with flipped answers, how a liar
+builds a locally consistent transcript from a wrong oracle answer), the local-consistency bits of
+a claimed transcript, numpy reference versions of these, and :class:`ConfigMachine`, the same
+program seen as S-bit configurations with a one-step transition making at most one oracle query.
+:func:`random_programs` builds populations of random deterministic programs for the experiments.
 """
 
 from __future__ import annotations
@@ -39,7 +21,14 @@ from dedebate.machines.program import COIN, DET, MAX_RULE_BITS, ORACLE, StepProg
 
 
 def clog2(k: int) -> int:
-    """``ceil(log2 k)`` for an integer ``k >= 1`` (0 for k = 1): the bits of an index in [0, k)."""
+    """``ceil(log2 k)``: the bits of an index in ``[0, k)``.
+
+    Args:
+        k: an integer ``>= 1``.
+
+    Returns:
+        int (0 for k = 1).
+    """
     return max(0, int(k - 1).bit_length())
 
 
@@ -50,6 +39,9 @@ def check_deterministic(program: StepProgram) -> None:
     Spec DED 6-7 need a deterministic oracle and no fair coins: COIN steps are rejected, and the
     oracle must be a :class:`TableOracle` / :class:`PositionOracle` with 0/1 entries or a
     :class:`HashedOracle` built with ``deterministic=True``. Works on batched programs too.
+
+    Args:
+        program: a step program, batched or not.
     """
     kind = np.asarray(program.kind)
     if (kind == COIN).any():
@@ -76,16 +68,32 @@ def check_deterministic(program: StepProgram) -> None:
 
 # -- the machine's local rule and its one honest run ------------------------------------------------
 def local_bit(program: StepProgram, tape: jax.Array, t: jax.Array) -> jax.Array:
-    """``g_t(tape_{I(t)})`` as int8: the bit step t's rule writes given the tape (spec DED 6)."""
+    """``g_t(tape_{I(t)})``: the bit step t's rule writes given the tape (spec DED 6).
+
+    Args:
+        program: a deterministic step program.
+        tape: int8 ``[n + T]``, the tape ``[x, a]``.
+        t: int32 step index.
+
+    Returns:
+        int8 scalar.
+    """
     return (program.local_prob(tape, t) >= 0.5).astype(jnp.int8)
 
 
 def run_program(program: StepProgram, flip: jax.Array | None = None) -> jax.Array:
-    """Simulate M once (``lax.scan`` over T steps) and return its transcript int8[T].
+    """Simulate M once (``lax.scan`` over T steps).
 
-    With ``flip`` (bool[T]) step t writes ``g_t(...) XOR flip[t]`` and later steps read the
-    flipped bit: the transcript of the machine whose answers at the flipped steps were wrong, which
-    is locally consistent everywhere except at those steps. ``flip=None`` is the honest run y.
+    With ``flip`` step t writes ``g_t(...) XOR flip[t]`` and later steps read the flipped bit: the
+    transcript of the machine whose answers at the flipped steps were wrong, which is locally
+    consistent everywhere except at those steps.
+
+    Args:
+        program: a deterministic step program.
+        flip: optional bool ``[T]``; None is the honest run y.
+
+    Returns:
+        int8 array of shape ``[T]``.
     """
     n, T = program.n_inputs, program.T
     flip = jnp.zeros((T,), jnp.int8) if flip is None else flip.astype(jnp.int8)
@@ -99,7 +107,15 @@ def run_program(program: StepProgram, flip: jax.Array | None = None) -> jax.Arra
 
 
 def consistency(program: StepProgram, a: jax.Array) -> jax.Array:
-    """bool[T]: ``a_t == g_t(a_{I(t)})`` for every t, relevant bits read from the claim ``a``."""
+    """Local consistency of a claimed transcript: ``a_t == g_t(a_{I(t)})`` for every t.
+
+    Args:
+        program: a deterministic step program.
+        a: int8 ``[T]``, the claim (relevant bits are read from it).
+
+    Returns:
+        bool array of shape ``[T]``.
+    """
     tape = jnp.concatenate([program.x.astype(jnp.int8), a.astype(jnp.int8)])
     ts = jnp.arange(program.T)
     return jax.vmap(lambda t: local_bit(program, tape, t))(ts) == a.astype(jnp.int8)
@@ -146,9 +162,14 @@ def _numpy_rule(program: StepProgram, arr, tape: np.ndarray, t: int) -> np.ndarr
 def simulate_numpy(program: StepProgram, flip=None) -> np.ndarray:
     """Reference run of deterministic programs in numpy (independent of the JAX code path).
 
-    Accepts a single or a batched program (leading axes) with a :class:`TableOracle` or
-    :class:`PositionOracle`; returns the transcripts int8[..., T]. ``flip`` (bool, broadcast to
-    [..., T]) flips answers during the run, as :func:`run_program` does.
+    Args:
+        program: a single or batched program (leading axes) with a :class:`TableOracle` or
+            :class:`PositionOracle`.
+        flip: optional bool, broadcast to ``[..., T]``: flips answers during the run, as
+            :func:`run_program` does.
+
+    Returns:
+        int8 numpy array of shape ``[..., T]``.
     """
     arr = _numpy_program(program)
     T, n, B = program.T, program.n_inputs, arr["B"]
@@ -164,7 +185,13 @@ def simulate_numpy(program: StepProgram, flip=None) -> np.ndarray:
 def local_bits_numpy(program: StepProgram, a) -> np.ndarray:
     """Reference ``g_t(a_{I(t)})`` for every step t of claimed transcripts ``a`` (numpy).
 
-    ``a`` has the program's batch shape, or any leading shape when the program is unbatched.
+    Args:
+        program: a single or batched program.
+        a: transcripts of shape ``[..., T]``: the program's batch shape, or any leading shape when
+            the program is unbatched.
+
+    Returns:
+        int8 numpy array of the shape of ``a``.
     """
     a = np.asarray(a)
     if np.ndim(program.kind) == 1 and a.ndim > 1:
@@ -179,17 +206,43 @@ def local_bits_numpy(program: StepProgram, a) -> np.ndarray:
 
 
 def num_deps(program: StepProgram) -> jax.Array:
-    """int32[T]: ``|I(t)|``, the number of relevant positions of each step."""
+    """``|I(t)|``, the number of relevant positions of each step.
+
+    Args:
+        program: a step program.
+
+    Returns:
+        int32 array of shape ``[T]``.
+    """
     return jnp.sum(program.dep_mask, axis=-1).astype(jnp.int32)
 
 
 # -- configurations (spec DED 7) --------------------------------------------------------------------
 @struct.dataclass
 class ConfigMachine:
-    """A step program seen as S-bit configurations with a one-step transition (module docstring).
+    """A step program seen as S-bit configurations with a one-step transition (spec DED 7).
 
-    ``cfg_deps[t, j]`` is the configuration position holding tape position ``deps[t, j]``, so the
-    program's own local rule (``local_prob``) is evaluated directly on a configuration.
+    Layout::
+
+        C = [ counter c (w_c bits, little-endian) | input x (n bits) | buffer (W bits) ]
+
+    The counter is the number of steps done (0..T), ``w_c = bit_length(T) = ceil(log2(T + 1))``.
+    Buffer slot ``s mod W`` holds ``y_s`` for the last W steps ``s in [c - W, c - 1]``; slots of
+    steps before 0 are zero. ``W = T`` stores the whole transcript (``S = w_c + n + T``, the
+    full-tape machine); a program whose steps read only the last ``w_dep`` steps runs with any
+    ``W >= w_dep`` (a register machine with ``S << T``). ``Step`` computes ``y_c`` from the buffer
+    and input region, writes it into slot ``c mod W`` and increments c; configurations with
+    ``c >= T`` are halting fixed points, so T is padded to ``T_pad = 2^m``, ``m = ceil(log2 T)``.
+    ``Acc(C) = [c == T and y_{T-1} == 1]``. A configuration is well-formed iff ``c <= T``, its input
+    region equals x and buffer slots of steps before 0 are zero.
+
+    Attributes:
+        program: the deterministic step program.
+        cfg_deps: int32 ``[T, L]``: ``cfg_deps[t, j]`` is the configuration position holding tape
+            position ``deps[t, j]``, so the program's own local rule is evaluated on a
+            configuration.
+        T: steps; T_pad: ``2^m``; m: rounds of binary search; n: input bits; W: buffer width;
+            w_c: counter bits; S: configuration bits (all static).
     """
 
     program: StepProgram
@@ -204,6 +257,14 @@ class ConfigMachine:
 
     # layout helpers
     def counter(self, cfg: jax.Array) -> jax.Array:
+        """The step counter c of a configuration.
+
+        Args:
+            cfg: int8 ``[S]``.
+
+        Returns:
+            int32 scalar.
+        """
         w = jnp.left_shift(jnp.int32(1), jnp.arange(self.w_c, dtype=jnp.int32))
         return jnp.sum(cfg[: self.w_c].astype(jnp.int32) * w)
 
@@ -214,12 +275,23 @@ class ConfigMachine:
         return cfg[self.w_c + self.n :]
 
     def init(self) -> jax.Array:
-        """``C_0 = Init(x)``: counter 0, the input, an all-zero buffer."""
+        """``C_0 = Init(x)``: counter 0, the input, an all-zero buffer.
+
+        Returns:
+            int8 array of shape ``[S]``.
+        """
         return jnp.concatenate([jnp.zeros((self.w_c,), jnp.int8),
                                 self.program.x.astype(jnp.int8), jnp.zeros((self.W,), jnp.int8)])
 
     def well_formed(self, cfg: jax.Array) -> jax.Array:
-        """``c <= T``, input region == x, buffer slots ``j >= c`` zero while ``c < W``."""
+        """``c <= T``, input region == x, buffer slots ``j >= c`` zero while ``c < W``.
+
+        Args:
+            cfg: int8 ``[S]``.
+
+        Returns:
+            bool scalar.
+        """
         c = self.counter(cfg)
         inp = cfg[self.w_c : self.w_c + self.n]
         ok_inp = jnp.all(inp == self.program.x.astype(jnp.int8))
@@ -228,13 +300,26 @@ class ConfigMachine:
         return (c <= self.T) & ok_inp & ok_buf
 
     def acc(self, cfg: jax.Array) -> jax.Array:
-        """``Acc(C) = [c == T and y_{T-1} == 1]``."""
+        """``Acc(C) = [c == T and y_{T-1} == 1]``.
+
+        Args:
+            cfg: int8 ``[S]``.
+
+        Returns:
+            bool scalar.
+        """
         return (self.counter(cfg) == self.T) & (self._buffer(cfg)[(self.T - 1) % self.W] == 1)
 
     def step(self, cfg: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``(Step^O(C), queried)``: one transition, O(L + w_c) work, at most one oracle query.
+        """One transition ``Step^O(C)``: O(L + w_c) work, at most one oracle query.
 
         Halting configurations (``c >= T``) are fixed points and make no query.
+
+        Args:
+            cfg: int8 ``[S]``.
+
+        Returns:
+            ``(next configuration int8 [S], queried bool scalar)``.
         """
         c = self.counter(cfg)
         halted = c >= self.T
@@ -248,7 +333,15 @@ class ConfigMachine:
         return cfg, queried
 
     def step_n(self, cfg: jax.Array, k: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``(Step^k(C), oracle queries made)`` for a traced count k (a ``fori_loop``)."""
+        """``Step^k(C)`` for a traced count k (a ``fori_loop``).
+
+        Args:
+            cfg: int8 ``[S]``.
+            k: int32 number of steps.
+
+        Returns:
+            ``(configuration int8 [S], oracle queries made int32 scalar)``.
+        """
 
         def body(_, carry):
             c, q = carry
@@ -258,7 +351,15 @@ class ConfigMachine:
         return jax.lax.fori_loop(0, k, body, (cfg, jnp.int32(0)))
 
     def from_transcript(self, a: jax.Array, i: jax.Array) -> jax.Array:
-        """The configuration after i steps of a run whose transcript is ``a`` (counter min(i, T))."""
+        """The configuration after i steps of a run whose transcript is ``a``.
+
+        Args:
+            a: int8 ``[T]`` transcript.
+            i: int32 step count (the counter becomes ``min(i, T)``).
+
+        Returns:
+            int8 array of shape ``[S]``.
+        """
         c = jnp.minimum(i, self.T)
         j = jnp.arange(self.W)
         s = c - 1 - jnp.mod(c - 1 - j, self.W)  # the step whose bit lives in slot j
@@ -267,7 +368,14 @@ class ConfigMachine:
 
 
 def max_dep_distance(program: StepProgram) -> int:
-    """The largest ``t - s`` over steps t reading an earlier step s (0 when none does)."""
+    """The largest ``t - s`` over steps t reading an earlier step s.
+
+    Args:
+        program: a step program (host).
+
+    Returns:
+        int (0 when no step reads an earlier one).
+    """
     deps = np.asarray(program.deps)
     mask = np.asarray(program.dep_mask)
     t = np.arange(program.T)[:, None]
@@ -279,8 +387,13 @@ def max_dep_distance(program: StepProgram) -> int:
 def config_machine(program: StepProgram, window: int | None = None) -> ConfigMachine:
     """Build the configuration view of a deterministic program (batched programs allowed).
 
-    ``window=None`` stores the whole transcript (``W = T``); otherwise W must cover every
-    dependency distance, so that ``Step`` can read ``y_{I(c)}`` from the buffer.
+    Args:
+        program: a deterministic step program.
+        window: buffer width W; None stores the whole transcript (``W = T``); otherwise W must
+            cover every dependency distance, so that ``Step`` can read ``y_{I(c)}`` from the buffer.
+
+    Returns:
+        The :class:`ConfigMachine`.
     """
     check_deterministic(program)
     T, n = program.T, program.n_inputs
@@ -305,14 +418,28 @@ def random_programs(seed: int, batch: int, T: int, n_inputs: int = 0, n_deps=3,
                     complement_pairs: bool = True) -> StepProgram:
     """A population of ``batch`` random deterministic step programs, stacked on axis 0.
 
-    Machine i's step t reads ``min(l_i, n + min(t, dep_window))`` distinct positions drawn
-    uniformly from the inputs and the last ``dep_window`` steps (``None``: all earlier steps), where
-    ``l_i = n_deps`` (an int) or ``n_deps[i % len(n_deps)]`` (a sequence; slots beyond l_i are
-    masked, ``L = max l_i``). Each step is ORACLE with probability ``oracle_frac``, else DET with a
-    uniformly random truth table; the oracle is a random 0/1 :class:`TableOracle` over the L slots
-    (a query of l_i real bits) and x is uniform. The last step is DET. With ``complement_pairs``
-    member ``2i + 1`` is member ``2i`` with the last truth table negated (``l`` indexed by the
-    pair), so exactly half the population outputs 1 (``batch`` must be even).
+    Machine i's step t reads ``min(l_i, n + min(t, dep_window))`` distinct positions drawn uniformly
+    from the inputs and the last ``dep_window`` steps, where ``l_i = n_deps`` (an int) or
+    ``n_deps[i % len(n_deps)]`` (a sequence; slots beyond l_i are masked, ``L = max l_i``). Each
+    step
+    is ORACLE with probability ``oracle_frac``, else DET with a uniformly random truth table; the
+    oracle is a random 0/1 :class:`TableOracle` over the L slots and x is uniform. The last step is
+    DET.
+
+    Args:
+        seed: seed of the host numpy generator.
+        batch: population size (even with ``complement_pairs``).
+        T: steps.
+        n_inputs: input bits n.
+        n_deps: dependencies per step, an int or a sequence cycled over the population.
+        dep_window: how far back a step may read (None: all earlier steps).
+        oracle_frac: probability that a step is ORACLE.
+        complement_pairs: member ``2i + 1`` is member ``2i`` with the last truth table negated
+            (``l``
+            indexed by the pair), so exactly half the population outputs 1.
+
+    Returns:
+        A :class:`StepProgram` batched on axis 0 (numpy leaves).
     """
     if T < 1:
         raise ValueError(f"T={T}: a program needs at least one step")
@@ -376,5 +503,13 @@ def random_programs(seed: int, batch: int, T: int, n_inputs: int = 0, n_deps=3,
 
 
 def index_tree(tree, i):
-    """Member i of a pytree batched on axis 0 (host-side helper for tests and reports)."""
+    """Member i of a pytree batched on axis 0 (host-side helper for tests and reports).
+
+    Args:
+        tree: a pytree with a leading batch axis.
+        i: the member's index.
+
+    Returns:
+        The pytree of ``leaf[i]``.
+    """
     return jax.tree.map(lambda v: v[i], tree)

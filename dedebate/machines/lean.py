@@ -1,14 +1,12 @@
-"""The Lean prefix model (spec DED 3.2, ``Comp/Oracle.lean``): step n's bit is drawn from an
-oracle that sees the whole prefix ``y_0 .. y_{n-1}``.
+"""The Lean prefix model (spec DED 3.2): each step's oracle sees the whole prefix.
 
-``LeanMachine(params, prob_fn, T)`` implements the sequential-sampler interface of
+:class:`LeanMachine` implements the sequential-sampler interface of
 :mod:`dedebate.machines.program` with ``P[y_n = 1 | y_<n] = clamp01(prob_fn(params, bits, n))``,
-where ``bits`` is int8[T] with every entry at index >= n masked to 0 (so ``prob_fn`` can only
-read the prefix), ``n`` is a traced int32 and ``params`` is a pytree (vmappable). The clamp is
-Lean's ``bernoulli`` (``Prob/Bernoulli.lean``); :func:`lean_machine` rejects, on the host, a
-``prob_fn`` that returns a value outside [0, 1] or NaN on any checked prefix.
-
-Paper-model step programs are the special case where ``prob_fn`` reads only ``bits[I(n)]``.
+where ``bits`` is int8[T] with every entry at index >= n masked to 0 (so ``prob_fn`` reads only
+the prefix), ``n`` is a traced int32 and ``params`` a pytree (vmappable). The clamp is Lean's
+``bernoulli``; :func:`lean_machine` rejects on the host a ``prob_fn`` that returns a value
+outside [0, 1] or NaN. Paper-model step programs are the special case where ``prob_fn`` reads
+only ``bits[I(n)]``.
 """
 
 from __future__ import annotations
@@ -35,21 +33,61 @@ class LeanMachine:
     T: int = struct.field(pytree_node=False)
 
     def init_state(self) -> jax.Array:
+        """The state before step 0 (the empty prefix).
+
+        Returns:
+            The initial state pytree (of fixed shape).
+        """
         return jnp.zeros((self.T,), jnp.int8)
 
     def raw_prob(self, bits: jax.Array, t) -> jax.Array:
-        """``prob_fn`` on the prefix ``bits[:t]`` (later entries masked to 0), unclamped."""
+        """``prob_fn`` on the prefix ``bits[:t]`` (later entries masked to 0), unclamped.
+
+        Args:
+            bits: int8 ``[T]``.
+            t: int32 step index.
+
+        Returns:
+            float32 scalar.
+        """
         masked = jnp.where(jnp.arange(self.T) < t, bits, 0).astype(jnp.int8)
         return jnp.asarray(self.prob_fn(self.params, masked, jnp.asarray(t, jnp.int32)),
                            jnp.float32)
 
     def prob(self, bits: jax.Array, t) -> jax.Array:
+        """The step probability ``p_t = P[y_t = 1 | y_<t]``.
+
+        Args:
+            bits: int8 ``[T]``, the transcript so far.
+            t: int32 step index.
+
+        Returns:
+            float32 scalar in ``[0, 1]``.
+        """
         return jnp.clip(self.raw_prob(bits, t), 0.0, 1.0)
 
     def advance(self, bits: jax.Array, t, bit) -> jax.Array:
+        """The state after writing ``y_t = bit``.
+
+        Args:
+            bits: int8 ``[T]``, the transcript so far.
+            t: int32 step index.
+            bit: the bit written, 0 or 1.
+
+        Returns:
+            The new state (same structure).
+        """
         return bits.at[t].set(bit.astype(jnp.int8))
 
     def bits(self, bits: jax.Array) -> jax.Array:
+        """The transcript written so far.
+
+        Args:
+            bits: the current state.
+
+        Returns:
+            int8 ``[T]``, the state itself.
+        """
         return bits
 
 
@@ -78,8 +116,18 @@ def lean_machine(prob_fn: Callable, params: Any, T: int, check: bool = True,
                  seed: int = 0) -> LeanMachine:
     """Validate and build a :class:`LeanMachine`.
 
-    With ``check`` (default) ``prob_fn`` is evaluated at every step on every prefix when
-    ``T <= 14`` (on 2048 random transcripts otherwise) and must return probabilities in [0, 1].
+    With ``check`` (default) ``prob_fn`` is evaluated at every step on every prefix when ``T <= 14``
+    (on 2048 random transcripts otherwise) and must return probabilities in [0, 1].
+
+    Args:
+        prob_fn: ``prob_fn(params, masked_bits, n) -> P[y_n = 1]``, jittable.
+        params: its parameters (a pytree).
+        T: number of steps.
+        check: validate ``prob_fn`` on the host.
+        seed: seed of the random transcripts of the check.
+
+    Returns:
+        The :class:`LeanMachine`.
     """
     if not isinstance(T, (int, np.integer)) or T < 1:
         raise ValueError(f"T={T!r}: a Lean machine needs an integer number of steps T >= 1")
@@ -99,9 +147,17 @@ def _f2_prob(params, bits, n):
 
 
 def f2_lean(pi) -> LeanMachine:
-    """Fixture F2 written directly in the Lean model (spec DED 9): ``pi[n]`` for n < T-1, then the
-    mean of the whole prefix. Independent of :class:`~dedebate.machines.fixtures.MeanFinalMachine`
-    (for cross-checks)."""
+    """Fixture F2 written directly in the Lean model (spec DED 9), for cross-checks.
+
+    ``pi[n]`` for n < T-1, then the mean of the whole prefix; independent of
+    :class:`~dedebate.machines.fixtures.MeanFinalMachine`.
+
+    Args:
+        pi: ``[T - 1]`` probabilities.
+
+    Returns:
+        A :class:`LeanMachine` with ``T = len(pi) + 1``.
+    """
     from dedebate.machines.oracles import check_probabilities
 
     pi = check_probabilities("pi", pi)
@@ -114,8 +170,19 @@ def _polya_prob(params, bits, n):
 
 
 def polya_urn(T: int, a: float = 1.0, b: float = 1.0) -> LeanMachine:
-    """Polya's urn: ``P[y_n = 1 | y_<n] = (a + #ones) / (a + b + n)``: every step reads the whole
-    prefix. By exchangeability every bit, the last one included, has P = a / (a + b)."""
+    """Polya's urn: ``P[y_n = 1 | y_<n] = (a + #ones) / (a + b + n)``; every step reads the whole
+    prefix.
+
+    By exchangeability every bit, the last one included, has P = a / (a + b).
+
+    Args:
+        T: number of steps.
+        a: initial weight of ones (> 0).
+        b: initial weight of zeros (> 0).
+
+    Returns:
+        A :class:`LeanMachine`.
+    """
     if not (a > 0 and b > 0):
         raise ValueError(f"a={a!r}, b={b!r}: Polya's urn needs positive pseudo-counts")
     params = {"a": jnp.float32(a), "b": jnp.float32(b)}

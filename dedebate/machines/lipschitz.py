@@ -1,22 +1,11 @@
-"""Exact prefix trees, the hybrid Lipschitz bound and empirical Lipschitz estimation (spec DED 3.3).
+"""Exact prefix trees, the hybrid Lipschitz bound, empirical Lipschitz estimates (spec DED 3.4).
 
-In the Lean model (spec DED 3.2) a machine is its **prefix tree**: for every step n and every
-prefix ``c`` in {0,1}^n (little-endian code) the conditional probability
-``levels[n][c] = P[y_n = 1 | y_<n = c]``. An oracle o' is any other tree, and
-``dist(o, o') = max over all nodes |p' - p|`` (reachable or not). For T <= 20 the tree has
-2^T - 1 nodes and everything below is exact (float64 on the host):
-
-* :func:`tree_output_prob` -- P_M(1) by a forward pass (reach probabilities);
-* :func:`tree_influences` -- ``Delta_n(c) = P[final=1 | c, y_n=1] - P[final=1 | c, y_n=0]``;
-* :func:`hybrid_bound` -- ``sum_n max_c |Delta_n(c)|``, a valid Lipschitz constant at o (the
-  hybrid identity, see :mod:`dedebate.machines.fixtures`), never above T;
-* :func:`estimate_lipschitz` -- perturb the tree by eps along several families, clamp to [0, 1],
-  recompute P_M exactly, and report the largest ``|dP_M| / dist``.
-
-P_M is multilinear in the node probabilities (each node appears at most once on a path), so the
-best perturbation in the eps-box is at a vertex; the adversarial family climbs towards one by
-coordinate-wise sign ascent (the partial derivative of a multilinear function does not depend on
-its own coordinate).
+In the Lean model a machine is its prefix tree: ``levels[n][c] = P[y_n = 1 | y_<n = c]`` for every
+step n and prefix code c. For T <= 20 everything here is exact (float64 on the host): the output
+probability by a forward pass, the influences ``Delta_n(c)``, the hybrid bound
+``sum_n max_c |Delta_n(c)|`` (a valid Lipschitz constant at o, never above T) and an empirical
+lower bound on K from perturbing the tree along several families (spec DED 3.4); the ``*_jnp``
+versions run jitted on a padded level matrix.
 """
 
 from __future__ import annotations
@@ -34,7 +23,15 @@ DEFAULT_EPS = (1e-3, 1e-2, 5e-2)
 
 
 def step_probs(machine: Machine, y: jax.Array) -> jax.Array:
-    """The conditional probability of every step along transcript ``y`` (float32[T])."""
+    """The conditional probability of every step along transcript ``y``.
+
+    Args:
+        machine: any machine.
+        y: int8 ``[T]`` transcript.
+
+    Returns:
+        float32 array of shape ``[T]``.
+    """
 
     def step(state, t):
         p = machine.prob(state, t)
@@ -48,8 +45,15 @@ _all_step_probs = jax.jit(jax.vmap(step_probs, in_axes=(None, 0)))
 
 
 def tree_transcripts(T: int) -> np.ndarray:
-    """The 2^(T-1) transcripts (int8[2^(T-1), T], little-endian codes c, last bit 0) whose step
-    probabilities give every node of the prefix tree (see :func:`tree_from_step_probs`)."""
+    """The transcripts whose step probabilities give every node of the prefix tree.
+
+    Args:
+        T: steps.
+
+    Returns:
+        int8 array of shape ``[2^(T-1), T]``: row c is the little-endian code c with last bit 0
+        (see :func:`tree_from_step_probs`).
+    """
     if not isinstance(T, (int, np.integer)) or not (1 <= T <= MAX_TREE_T):
         raise ValueError(f"T={T}: exact prefix trees are limited to 1 <= T <= {MAX_TREE_T}")
     codes = np.arange(2 ** (T - 1), dtype=np.int64)
@@ -57,14 +61,29 @@ def tree_transcripts(T: int) -> np.ndarray:
 
 
 def tree_from_step_probs(probs) -> list[np.ndarray]:
-    """Levels of the prefix tree from the step probabilities of :func:`tree_transcripts`:
-    transcript c's step-n probability is node ``c mod 2^n``, and codes ``c < 2^n`` cover level n."""
+    """Levels of the prefix tree from the step probabilities of :func:`tree_transcripts`.
+
+    Transcript c's step-n probability is node ``c mod 2^n``, and codes ``c < 2^n`` cover level n.
+
+    Args:
+        probs: ``[2^(T-1), T]`` step probabilities.
+
+    Returns:
+        ``levels``: list of T float64 arrays, ``levels[n]`` of shape ``[2^n]``.
+    """
     probs = np.asarray(probs, np.float64)
     return [probs[: 2**n, n].copy() for n in range(probs.shape[1])]
 
 
 def prefix_tree(machine: Machine) -> list[np.ndarray]:
-    """``levels[n]`` (float64[2^n]): ``P[y_n = 1 | prefix c]`` for every prefix of length n."""
+    """``levels[n][c] = P[y_n = 1 | prefix c]`` for every prefix of length n.
+
+    Args:
+        machine: any machine with ``T <= 20``.
+
+    Returns:
+        List of T float64 arrays, ``levels[n]`` of shape ``[2^n]``.
+    """
     ys = jnp.asarray(tree_transcripts(machine.T))
     return tree_from_step_probs(_all_step_probs(machine, ys))
 
@@ -78,7 +97,14 @@ def _reach(levels: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def tree_output_prob(levels: list[np.ndarray]) -> float:
-    """Exact P_M(1) = sum over final-step prefixes of reach(c) * p_{T-1}(c)."""
+    """Exact ``P_M(1) = sum over final-step prefixes c of reach(c) * p_{T-1}(c)``.
+
+    Args:
+        levels: the prefix tree.
+
+    Returns:
+        float.
+    """
     return float(np.sum(_reach(levels)[-1] * levels[-1]))
 
 
@@ -94,7 +120,16 @@ def _values(levels: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def tree_influences(levels: list[np.ndarray]) -> list[np.ndarray]:
-    """``Delta[n][c] = W[n+1][c + 2^n] - W[n+1][c]`` (the last step's influence is 1)."""
+    """``Delta[n][c] = W[n+1][c + 2^n] - W[n+1][c]``, W the probability of output 1 from a node.
+
+    The last step's influence is 1.
+
+    Args:
+        levels: the prefix tree.
+
+    Returns:
+        List of T float64 arrays, shaped like ``levels``.
+    """
     W = _values(levels)
     out = []
     for n in range(len(levels) - 1):
@@ -105,12 +140,26 @@ def tree_influences(levels: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def tree_gradient(levels: list[np.ndarray]) -> list[np.ndarray]:
-    """``dP_M / dp_n(c) = reach_n(c) * Delta_n(c)``."""
+    """``dP_M / dp_n(c) = reach_n(c) * Delta_n(c)``.
+
+    Args:
+        levels: the prefix tree.
+
+    Returns:
+        List of T float64 arrays, shaped like ``levels``.
+    """
     return [r * d for r, d in zip(_reach(levels), tree_influences(levels))]
 
 
 def hybrid_bound(levels: list[np.ndarray]) -> float:
-    """``sum_n max_c |Delta_n(c)|``: P_M moves by at most this times dist(o, o') (exact, at o)."""
+    """``sum_n max_c |Delta_n(c)|``: P_M moves by at most this times dist(o, o') (exact, at o).
+
+    Args:
+        levels: the prefix tree.
+
+    Returns:
+        float.
+    """
     return float(sum(np.max(np.abs(d)) for d in tree_influences(levels)))
 
 
@@ -124,7 +173,16 @@ def _dist(a, b) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class LipschitzEstimate:
-    """The largest ``|P_M(o') - P_M(o)| / dist(o, o')`` found, overall and per family."""
+    """The largest ``|P_M(o') - P_M(o)| / dist(o, o')`` found, overall and per family.
+
+    Attributes:
+        best: the largest ratio.
+        family: the family that found it.
+        eps: the perturbation size at which it was found.
+        by_family: the largest ratio per family.
+        hybrid: :func:`hybrid_bound` (an upper bound).
+        p1: ``P_M(1)`` at o.
+    """
 
     best: float
     family: str
@@ -148,10 +206,20 @@ def estimate_lipschitz(machine_or_levels, key: jax.Array, eps=DEFAULT_EPS, n_ran
     * ``per-step`` -- one sign per step n, the sign of the summed gradient over level n;
     * ``adversarial`` -- one sign per prefix (per query in the Lean model), starting from the sign
       of dP_M/dp at o and re-signed from the gradient at the perturbed point until it stops
-      changing (coordinate sign ascent on the multilinear P_M);
+      changing (coordinate sign ascent on the multilinear P_M, spec DED 3.4);
     * ``random`` -- ``n_random`` i.i.d. Rademacher sign patterns over all prefixes.
 
     The ratio uses the realised distance ``dist(o, o')`` (<= eps after clamping).
+
+    Args:
+        machine_or_levels: a machine (``T <= 20``) or its prefix tree.
+        key: a typed PRNG key for the random family.
+        eps: perturbation sizes.
+        n_random: random sign patterns per eps and direction.
+        ascent_iters: most re-signing steps of the adversarial family.
+
+    Returns:
+        A :class:`LipschitzEstimate`.
     """
     levels = (machine_or_levels if isinstance(machine_or_levels, list)
               else prefix_tree(machine_or_levels))
@@ -212,8 +280,14 @@ def _level_mask(T: int) -> np.ndarray:
 
 
 def tree_matrix_jnp(probs: jax.Array) -> jax.Array:
-    """The padded level matrix (float32[T, 2^(T-1)]) from the step probabilities of
-    :func:`tree_transcripts` (``probs`` [2^(T-1), T]; node c of level n is ``probs[c, n]``)."""
+    """The padded level matrix from the step probabilities of :func:`tree_transcripts`.
+
+    Args:
+        probs: float32 ``[2^(T-1), T]``; node c of level n is ``probs[c, n]``.
+
+    Returns:
+        float32 array of shape ``[T, 2^(T-1)]``.
+    """
     probs = jnp.asarray(probs, jnp.float32)
     return jnp.where(_level_mask(probs.shape[1]), probs.T, 0.0)
 
@@ -259,19 +333,27 @@ FAMILIES = ("uniform", "per-step", "adversarial", "random")
 
 def estimate_lipschitz_jnp(P: jax.Array, key: jax.Array, eps: jax.Array, n_random: int = 8,
                            ascent_iters: int = 10) -> dict[str, jax.Array]:
-    """:func:`estimate_lipschitz` in jnp float32 (jittable, vmappable; ``eps`` is an array) on a
-    padded level matrix ``P`` (:func:`tree_matrix_jnp`).
+    """:func:`estimate_lipschitz` in jnp float32 (jittable, vmappable) on a padded level matrix.
 
     The same families, eps and random sign patterns (from ``key``). The ascent runs all
     ``ascent_iters`` steps (a converged sign pattern repeats its ratio, so the maximum equals the
     host loop's early exit). To stay accurate in float32 at small eps, the change of P_M is formed
-    without cancellation by the hybrid identity (:mod:`dedebate.machines.fixtures`):
-    ``dP = sum_n sum_c reach'_n(c) dp_n(c) Delta_n(c)`` (reach under the perturbed tree,
-    influences under the base tree), with ``dp = min(eps, 1 - p)`` or ``-min(eps, p)``.
+    without cancellation by the hybrid identity:
+    ``dP = sum_n sum_c reach'_n(c) dp_n(c) Delta_n(c)`` (reach under the perturbed tree, influences
+    under the base tree), with ``dp = min(eps, 1 - p)`` or ``-min(eps, p)``.
 
-    Returns float32 scalars: ``best``, ``best_eps`` (as the host: the first family in
-    :data:`FAMILIES` with the largest ratio, and the first eps where it got it), one entry per
-    family, ``hybrid`` (:func:`hybrid_bound`) and ``p1`` (P_M(1) by enumeration)."""
+    Args:
+        P: float32 ``[T, 2^(T-1)]`` level matrix (:func:`tree_matrix_jnp`).
+        key: a typed PRNG key.
+        eps: float32 ``[E]`` perturbation sizes.
+        n_random: random sign patterns.
+        ascent_iters: re-signing steps of the adversarial family.
+
+    Returns:
+        Dict of float32 scalars: ``best``, ``best_eps`` (as the host: the first family in
+        :data:`FAMILIES` with the largest ratio, and the first eps where it got it), one entry per
+        family, ``hybrid`` (:func:`hybrid_bound`) and ``p1`` (P_M(1) by enumeration).
+    """
     P = jnp.asarray(P, jnp.float32)
     T, N = P.shape
     mask = _level_mask(T)

@@ -1,21 +1,12 @@
-"""Oracle machines as pure data: the paper's step programs and the Lean prefix model.
+"""Oracle machines as pure data: step programs and the prefix model (spec DED 3.1, 3.2).
 
-Spec DED 3.1 (paper model, oblivious step programs) and 3.2 (Lean model).
-
-Every machine implements the same scan-friendly *sequential sampler* interface, which is all the
-stochastic protocol (spec DED 5) and the samplers below need:
-
-* ``machine.T`` -- the number of steps (a static int); the output is the last bit ``y[T-1]``;
-* ``machine.init_state()`` -- the state before step 0 (a pytree of fixed shape);
-* ``machine.prob(state, t)`` -- ``p_t = P[y_t = 1 | y_<t]`` as a float32 scalar in [0, 1];
-* ``machine.advance(state, t, bit)`` -- the state after writing ``y_t = bit``;
-* ``machine.bits(state)`` -- the transcript ``y`` (int8[T]) written so far (zeros beyond).
-
-``StepProgram`` is the general paper-model machine: a fixed (oblivious) dependency table
-``deps[t, :]`` over the tape ``[x (n input bits), y (T step bits)]``, a kind per step (DET, ORACLE,
-COIN) and a truth table per DET step. Its state is the whole tape, so ``prob`` costs O(L) per
-step. Fixtures with structure (``dedebate.machines.fixtures``) implement the same interface with a
-small state (running sums), and state an equivalent ``StepProgram`` for cross-checking.
+Every machine implements the scan-friendly sequential-sampler interface :class:`Machine`, which
+is all the stochastic protocol (spec DED 5) and the samplers here need. :class:`StepProgram` is
+the general paper-model machine: a fixed dependency table over the tape ``[x, y]``, a kind per
+step (DET, ORACLE, COIN) and a truth table per DET step; its state is the whole tape. Fixtures
+with structure (:mod:`dedebate.machines.fixtures`) implement the same interface with a small
+state and state an equivalent :class:`StepProgram` for cross-checking. The samplers draw
+transcripts step by step (``y_t = 1[u_t < p_t]``) and compute their exact probabilities.
 """
 
 from __future__ import annotations
@@ -35,17 +26,56 @@ MAX_RULE_BITS = 12
 
 
 class Machine(Protocol):
-    """The sequential-sampler interface every machine implements (see module docstring)."""
+    """The sequential-sampler interface every machine implements.
+
+    * ``machine.T`` -- the number of steps (a static int); the output is the last bit ``y[T-1]``;
+    * ``machine.init_state()`` -- the state before step 0 (a pytree of fixed shape);
+    * ``machine.prob(state, t)`` -- ``p_t = P[y_t = 1 | y_<t]`` as a float32 scalar in [0, 1];
+    * ``machine.advance(state, t, bit)`` -- the state after writing ``y_t = bit``;
+    * ``machine.bits(state)`` -- the transcript ``y`` (int8[T]) written so far (zeros beyond).
+    """
 
     T: int
 
-    def init_state(self) -> Any: ...
+    def init_state(self) -> Any:
+        """The state before step 0 (the empty prefix).
 
-    def prob(self, state: Any, t: jax.Array) -> jax.Array: ...
+        Returns:
+            The initial state pytree (of fixed shape).
+        """
 
-    def advance(self, state: Any, t: jax.Array, bit: jax.Array) -> Any: ...
+    def prob(self, state: Any, t: jax.Array) -> jax.Array:
+        """The step probability ``p_t = P[y_t = 1 | y_<t]``.
 
-    def bits(self, state: Any) -> jax.Array: ...
+        Args:
+            state: the state before step t.
+            t: int32 step index.
+
+        Returns:
+            float32 scalar in ``[0, 1]``.
+        """
+
+    def advance(self, state: Any, t: jax.Array, bit: jax.Array) -> Any:
+        """The state after writing ``y_t = bit``.
+
+        Args:
+            state: the state before step t.
+            t: int32 step index.
+            bit: the bit written, 0 or 1.
+
+        Returns:
+            The new state (same structure).
+        """
+
+    def bits(self, state: Any) -> jax.Array:
+        """The transcript written so far.
+
+        Args:
+            state: the current state.
+
+        Returns:
+            int8 ``[T]``, zeros beyond the steps written.
+        """
 
 
 @struct.dataclass
@@ -78,14 +108,37 @@ class StepProgram:
 
     # -- sequential-sampler interface -------------------------------------------------------------
     def init_state(self) -> jax.Array:
+        """The tape before step 0: the input x followed by T zeros.
+
+        Returns:
+            int8 array of shape ``[n + T]``.
+        """
         return jnp.concatenate([self.x.astype(jnp.int8), jnp.zeros((self.T,), jnp.int8)])
 
     def relevant_bits(self, tape: jax.Array, t: jax.Array) -> jax.Array:
-        """The bits a_{I(t)} read from ``tape`` (masked slots read as 0), int8[L]."""
+        """The bits ``a_{I(t)}`` read from ``tape`` (masked slots read as 0).
+
+        Args:
+            tape: int8 ``[n + T]``.
+            t: int32 step index.
+
+        Returns:
+            int8 array of shape ``[L]``.
+        """
         return jnp.where(self.dep_mask[t], tape[self.deps[t]], 0).astype(jnp.int8)
 
     def local_prob(self, tape: jax.Array, t: jax.Array) -> jax.Array:
-        """``P[y_t = 1 | y_{I(t)} = tape_{I(t)}]``, evaluated on any tape (honest or claimed)."""
+        """``P[y_t = 1 | y_{I(t)} = tape_{I(t)}]``, evaluated on any tape (honest or claimed).
+
+        Args:
+            tape: int8 ``[n + T]``.
+            t: int32 step index.
+
+        Returns:
+            float32 scalar in ``[0, 1]``: the rule's bit for DET, 1/2 for COIN, the oracle's ``pi``
+            for
+            ORACLE.
+        """
         rel = self.relevant_bits(tape, t)
         weights = jnp.left_shift(jnp.int32(1), jnp.arange(self.R, dtype=jnp.int32))
         code = jnp.sum(rel[: self.R].astype(jnp.int32) * weights)
@@ -95,12 +148,39 @@ class StepProgram:
         return jnp.where(kind == DET, det, jnp.where(kind == ORACLE, orc, 0.5)).astype(jnp.float32)
 
     def prob(self, tape: jax.Array, t: jax.Array) -> jax.Array:
+        """The step probability ``p_t = P[y_t = 1 | y_<t]``.
+
+        Args:
+            tape: int8 ``[n + T]``, the tape ``[x, y]`` before step t.
+            t: int32 step index.
+
+        Returns:
+            float32 scalar in ``[0, 1]``.
+        """
         return self.local_prob(tape, t)
 
     def advance(self, tape: jax.Array, t: jax.Array, bit: jax.Array) -> jax.Array:
+        """The state after writing ``y_t = bit``.
+
+        Args:
+            tape: int8 ``[n + T]``, the tape ``[x, y]`` before step t.
+            t: int32 step index.
+            bit: the bit written, 0 or 1.
+
+        Returns:
+            The new state (same structure).
+        """
         return tape.at[self.n_inputs + t].set(bit.astype(jnp.int8))
 
     def bits(self, tape: jax.Array) -> jax.Array:
+        """The transcript written so far.
+
+        Args:
+            tape: the current state.
+
+        Returns:
+            int8 ``[T]``, the step part of the tape.
+        """
         return tape[self.n_inputs :]
 
 
@@ -114,10 +194,18 @@ def make_step_program(
 ) -> StepProgram:
     """Validate and build a :class:`StepProgram` on the host.
 
-    ``kind``: T ints in {DET, ORACLE, COIN}. ``deps``: a list of T index lists (ragged) into the
-    tape ``[x, y]``; step t may only read inputs (``< n``) or earlier steps (``n .. n + t - 1``).
-    ``rule``: for DET steps, a list of T truth tables (length ``2^len(deps[t])``, entries 0/1;
-    ``None`` for non-DET steps). ``x``: the input bits (default: no input).
+    Args:
+        kind: T ints in {DET, ORACLE, COIN}.
+        deps: a list of T index lists (ragged) into the tape ``[x, y]``; step t may only read inputs
+            (``< n``) or earlier steps (``n .. n + t - 1``).
+        oracle: the :class:`~dedebate.machines.oracles.Oracle` ORACLE steps query.
+        rule: for DET steps, a list of T truth tables (length ``2^len(deps[t])``, entries 0/1;
+            ``None`` for non-DET steps).
+        x: the input bits (default: no input).
+        rule_bits: width R of the stored truth tables (default: the widest DET step's).
+
+    Returns:
+        The :class:`StepProgram` (padded to ``L`` dependency slots).
     """
     kind = np.asarray(kind, dtype=np.int64)
     if kind.ndim != 1 or kind.size == 0:
@@ -183,16 +271,32 @@ def make_step_program(
 
 # -- sampling ---------------------------------------------------------------------------------------
 def step_uniforms(key: jax.Array, T: int) -> jax.Array:
-    """The uniforms ``u_t`` (float32[T]) a transcript drawn with ``key`` uses:
-    ``u_t = uniform(fold_in(key, t))``, so step t's randomness does not depend on T."""
+    """The uniforms ``u_t = uniform(fold_in(key, t))`` a transcript drawn with ``key`` uses.
+
+    Step t's randomness does not depend on T.
+
+    Args:
+        key: a typed PRNG key.
+        T: number of steps.
+
+    Returns:
+        float32 array of shape ``[T]``.
+    """
     return jax.vmap(lambda t: jax.random.uniform(jax.random.fold_in(key, t)))(jnp.arange(T))
 
 
 def transcript_from_uniforms(machine: Machine, u: jax.Array) -> jax.Array:
-    """The transcript with ``y_t = 1[u_t < p_t]`` (int8[T]), by a ``lax.scan`` over steps.
+    """The transcript with ``y_t = 1[u_t < p_t]``, by a ``lax.scan`` over steps.
 
     With ``u_t`` i.i.d. uniform on [0, 1) this is exactly a draw from M (``u < p`` is
     Bernoulli(clamp01(p)), Lean's clamp).
+
+    Args:
+        machine: any :class:`Machine`.
+        u: float32 ``[T]`` uniforms.
+
+    Returns:
+        int8 array of shape ``[T]``.
     """
 
     def step(state, tu):
@@ -205,12 +309,20 @@ def transcript_from_uniforms(machine: Machine, u: jax.Array) -> jax.Array:
 
 
 def sample_transcript(machine: Machine, key: jax.Array) -> jax.Array:
-    """Draw one transcript y ~ M (int8[T]) by a ``lax.scan`` over steps.
+    """Draw one transcript ``y ~ M`` by a ``lax.scan`` over steps.
 
-    Step t uses the uniform ``u_t`` from ``jax.random.fold_in(key, t)`` (:func:`step_uniforms`)
-    and sets ``y_t = u_t < p_t``, so the same key gives the same transcript under vmap and in a
-    loop. Equal to ``transcript_from_uniforms(machine, step_uniforms(key, T))``, which compiles
-    faster when many machine classes share one batch of uniforms.
+    Step t uses ``u_t`` from ``jax.random.fold_in(key, t)`` (:func:`step_uniforms`) and sets
+    ``y_t = u_t < p_t``, so the same key gives the same transcript under vmap and in a loop. Equal
+    to
+    ``transcript_from_uniforms(machine, step_uniforms(key, T))``, which compiles faster when many
+    machine classes share one batch of uniforms.
+
+    Args:
+        machine: any :class:`Machine`.
+        key: a typed PRNG key.
+
+    Returns:
+        int8 array of shape ``[T]``.
     """
 
     def step(state, t):
@@ -224,12 +336,28 @@ def sample_transcript(machine: Machine, key: jax.Array) -> jax.Array:
 
 
 def sample_transcripts(machine: Machine, keys: jax.Array) -> jax.Array:
-    """Vmapped :func:`sample_transcript`: ``keys[B]`` -> ``int8[B, T]``."""
+    """Vmapped :func:`sample_transcript`.
+
+    Args:
+        machine: any :class:`Machine`.
+        keys: typed PRNG keys of shape ``[B]``.
+
+    Returns:
+        int8 array of shape ``[B, T]``.
+    """
     return jax.vmap(sample_transcript, in_axes=(None, 0))(machine, keys)
 
 
 def transcript_log_prob(machine: Machine, y: jax.Array) -> jax.Array:
-    """``log P_M[y]`` of a complete transcript (float32; ``-inf`` for impossible ones)."""
+    """``log P_M[y]`` of a complete transcript.
+
+    Args:
+        machine: any :class:`Machine`.
+        y: int8 ``[T]`` transcript.
+
+    Returns:
+        float32 scalar (``-inf`` for an impossible transcript).
+    """
 
     def step(carry, t):
         state, logp = carry
@@ -249,8 +377,14 @@ MAX_ENUM_T = 20
 def exact_output_prob(machine: Machine) -> jax.Array:
     """Exact ``P_M(1) = P[y_{T-1} = 1]`` by enumerating all 2^T transcripts (spec DED 9).
 
-    Exact up to float32 rounding; allowed for ``T <= 20``. The sum runs over transcripts whose
-    last bit is 1, each weighted by the product of its step probabilities.
+    The sum runs over transcripts whose last bit is 1, each weighted by the product of its step
+    probabilities; exact up to float32 rounding; allowed for ``T <= 20``.
+
+    Args:
+        machine: any :class:`Machine`.
+
+    Returns:
+        float32 scalar.
     """
     if machine.T > MAX_ENUM_T:
         raise ValueError(f"T={machine.T}: exact enumeration is limited to T <= {MAX_ENUM_T}")

@@ -1,25 +1,11 @@
-"""Figure 3 / Theorem 5.1: binary-search debate without cross-examination (spec DED 7).
+"""Binary-search debate without cross-examination: Figure 3, Theorem 5.1 (spec DED 7).
 
-The machine is a :class:`~dedebate.machines.configurations.ConfigMachine`: S-bit configurations,
-``Step^O`` with at most one oracle query, halting configurations as fixed points so the run is
-padded to ``T_pad = 2^m`` steps.
-
-0. A announces a final configuration Z'. V rejects unless Z' is well-formed and ``Acc(Z') = 1``.
-   ``lo = C_0 = Init(x)``, ``hi = Z'``, ``len = T_pad``: the claim is ``Step^len(lo) = hi``.
-1. Rounds k = 1..m: A sends ``a_k``, claimed to be the configuration ``len/2`` steps after lo; V
-   rejects a malformed ``a_k``. B sends ``b_k`` (1: "lo -> a_k is wrong", so ``hi := a_k``; 0:
-   ``lo := a_k``). ``len := len/2``.
-2. V accepts iff ``hi == Step^O(lo)`` (at most one oracle query).
-
-Honest A sends the true configurations (she simulates M once); honest B keeps the invariant "the
-current claim is false" by running ``Step^{len/2}`` from lo, ``T_pad/2 + ... + 1 = T_pad - 1``
-steps in all. Completeness 1 and soundness 0 follow as in spec DED 7.
-
-Costs (``DetOutcome.costs``, :class:`~dedebate.protocols.cross_exam.DetOutcome`): V reads every
-configuration A sends (S bits each) and every bit B sends; a full debate reads ``(m + 1) S + m``
-bits in ``m + 1`` rounds. A debate stopped at round r (0: Z' malformed or not accepting; r >= 1: a
-malformed midpoint) reads ``(r + 1) S + max(r - 1, 0)`` bits in ``r + 1`` rounds and makes no
-query.
+The machine is a :class:`~dedebate.machines.configurations.ConfigMachine` (S-bit configurations,
+halting configurations as fixed points, run padded to ``T_pad = 2^m`` steps). A announces a final
+configuration, then for m rounds A names the midpoint of the disputed run and B says which half
+is wrong; V finally checks ``hi == Step^O(lo)`` with at most one oracle query. Completeness 1,
+soundness 0. V reads ``(m + 1) S + m`` bits in a full debate; the costs of a debate stopped early
+are in ``docs/outcomes.md`` (section "Bits read by the deterministic verifiers").
 """
 
 from __future__ import annotations
@@ -42,7 +28,17 @@ from dedebate.protocols.deterministic_players import (
 
 
 def play_binary_search(cm: ConfigMachine, alice, bob: Bob) -> DetOutcome:
-    """One Figure 3 debate (pure; ``lax.scan`` over the m rounds with masks; vmap over anything)."""
+    """Play one Figure 3 debate (pure; ``lax.scan`` over the m rounds with masks).
+
+    Args:
+        cm: the configuration machine (vmap over a batch of them).
+        alice: A's strategy: an ``Alice`` or a ``MessageAlice`` (her configurations given outright).
+        bob: B's strategy.
+
+    Returns:
+        A :class:`~dedebate.protocols.cross_exam.DetOutcome`; ``pointer`` is the index of ``lo`` at
+        the final check.
+    """
     S = cm.S
     a = None if isinstance(alice, MessageAlice) else alice_transcript(cm.program, alice)
     z = alice_config(cm, alice, a, 0, jnp.int32(cm.T_pad))

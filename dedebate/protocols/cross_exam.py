@@ -1,24 +1,11 @@
-"""Figure 4 / Theorem 5.3: deterministic debate with cross-examination (spec DED 6).
+"""Deterministic debate with cross-examination: Figure 4, Theorem 5.3 (spec DED 6).
 
-1. A sends a claimed transcript ``a in {0,1}^T`` (honest A simulates M once and sends y).
-2. B sends a step t (honest B: the first t with ``a_t != g_t(a_{I(t)})``, relevant bits read from
-   A's transcript; the last step if there is none).
-3. V recomputes I(t) from the fixed dependency table, reads ``a_t`` and ``a_{I(t)}``, evaluates the
-   local rule (one oracle query if t is an ORACLE step) and outputs 1 iff the rule holds at t
-   **and** ``a_{T-1} = 1`` (dedebate's repair, spec DED 6).
-
-Completeness 1: y is consistent everywhere and ends in 1. Soundness 0: a transcript consistent
-everywhere equals y (induction over t), so a lie ending in 1 has an inconsistent step and honest B
-finds one.
-
-Costs (``DetOutcome.costs``), counted as in spec DED 3.1 and 6: V reads B's index (``ceil(log2 T)``
-bits) and each tape position it looks at -- ``a_t``, the ``|I(t)|`` relevant positions and ``a_{T-1}``
-(once when ``t = T-1``) -- as one value bit plus an address of ``w = ceil(log2(n + T))`` bits::
-
-    bits_read = ceil(log2 T) + (1 + |I(t)| + [t != T-1]) * (1 + w)
-
-V makes ``[kind[t] == ORACLE] <= 1`` oracle queries; honest A simulates T steps; honest B checks
-steps 0..t* (t* the first inconsistency, all T if none).
+A sends a claimed transcript ``a`` of T bits, B names a step t (honest B: the first inconsistent
+one), and V recomputes step t's local rule from ``a_{I(t)}`` (at most one oracle query) and
+accepts iff it holds and ``a_{T-1} = 1``. A transcript consistent everywhere is the true one, so
+completeness is 1 and soundness 0. The bits V reads are counted as in :func:`verify`. Also holds
+:class:`DetOutcome`, the outcome of every deterministic debate, and :func:`grid`, which batches a
+play function over machines x strategy pairs.
 """
 
 from __future__ import annotations
@@ -43,13 +30,17 @@ from dedebate.protocols.deterministic_players import (
 class DetOutcome:
     """One deterministic debate (Figures 2-4): verdict and measured costs per role.
 
-    ``alice_wins``: V accepts. ``costs``: ``rounds`` = A-messages V processed (each answered by
-    at most one B message); ``bits_read`` = bits V read (module docstrings give the formulas);
-    ``verifier_queries`` = V's oracle queries; ``alice_queries`` / ``bob_queries`` = the honest
-    provers' oracle queries (0 for a prover that does not simulate). ``a_steps`` / ``b_steps``:
-    machine steps the honest provers simulated (0 for a prover that does not simulate);
-    ``a_message_bits``: length of A's messages; ``pointer``: the step V checked (Figure 4) or
-    the index of lo at the final check (Figure 3).
+    Attributes:
+        alice_wins: V accepts (bool).
+        costs: the shared :class:`~dedebate.protocols.costs.Costs`: ``rounds`` = A-messages V
+            processed (each answered by at most one B message); ``bits_read`` = bits V read
+            (``docs/outcomes.md``); ``verifier_queries`` = V's oracle queries; ``alice_queries`` /
+            ``bob_queries`` = the honest provers' oracle queries (0 for a prover that does not
+            simulate).
+        a_steps: machine steps honest A simulated (0 for a prover that does not simulate).
+        b_steps: machine steps honest B simulated (0 likewise).
+        a_message_bits: total length of A's messages.
+        pointer: the step V checked (Figure 4) or the index of lo at the final check (Figure 3).
     """
 
     alice_wins: jax.Array
@@ -61,7 +52,24 @@ class DetOutcome:
 
 
 def verify(program: StepProgram, a: jax.Array, t: jax.Array):
-    """V's decision on transcript ``a`` at B's step t: ``(accept, bits_read, v_queries)``."""
+    """V's decision on transcript ``a`` at B's step t.
+
+    V reads B's index (``ceil(log2 T)`` bits) and each tape position it looks at -- ``a_t``, the
+    ``|I(t)|`` relevant positions and ``a_{T-1}`` (once when ``t = T-1``) -- as one value bit plus
+    an
+    address of ``w = ceil(log2(n + T))`` bits::
+
+        bits_read = ceil(log2 T) + (1 + |I(t)| + [t != T-1]) * (1 + w)
+
+    Args:
+        program: the step program (T steps, n inputs).
+        a: A's claimed transcript, shape ``[T]``, 0/1.
+        t: B's step, int32 scalar.
+
+    Returns:
+        ``(accept, bits_read, v_queries)``: bool scalar, int32 scalar, int32 scalar (1 iff step t is
+        an oracle step).
+    """
     T, n = program.T, program.n_inputs
     a = a.astype(jnp.int8)
     tape = jnp.concatenate([program.x.astype(jnp.int8), a])
@@ -74,7 +82,16 @@ def verify(program: StepProgram, a: jax.Array, t: jax.Array):
 
 
 def play_cross_exam(program: StepProgram, alice: Alice, bob: Bob) -> DetOutcome:
-    """One Figure 4 debate on a deterministic program (pure; vmap over any argument)."""
+    """Play one Figure 4 debate on a deterministic program (pure; vmap over any argument).
+
+    Args:
+        program: the step program with its input ``x``.
+        alice: A's strategy.
+        bob: B's strategy.
+
+    Returns:
+        A :class:`DetOutcome`; ``pointer`` is the step V checked, ``costs.rounds`` is 1.
+    """
     a = alice_transcript(program, alice)
     t, b_steps, b_queries = bob_pointer(program, a, bob)
     accept, bits, vq = verify(program, a, t)
@@ -91,9 +108,17 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 def grid(play):
-    """``play`` vmapped over machines (axis 0) x zipped strategy pairs (axis 0): outcome[M, K].
+    """Batch a deterministic play function over machines x zipped strategy pairs.
 
     Jitted with :data:`FAST_COMPILE` on the CPU backend and XLA's defaults elsewhere.
+
+    Args:
+        play: ``play(machine, alice, bob) -> DetOutcome``.
+
+    Returns:
+        ``run(machines, alices, bobs)``: machines batched on axis 0 (M of them), alices and bobs
+        zipped on axis 0 (K pairs); it returns a :class:`DetOutcome` with leaves of shape ``[M,
+        K]``.
     """
     fn = jax.vmap(jax.vmap(play, in_axes=(None, 0, 0)), in_axes=(0, None, None))
     on_cpu, elsewhere = jax.jit(fn, compiler_options=FAST_COMPILE), jax.jit(fn)

@@ -1,27 +1,12 @@
-"""Figure 2 + Figure 4 / Theorem 7.1: debate with a witness for NP^O (spec DED 8).
+"""Debate with a witness for NP^O: Figure 2 + Figure 4, Theorem 7.1 (spec DED 8).
 
-``x in L`` iff some witness w has ``M^O(x, w) = 1``. A sends w, then the cross-examination debate
-(Figure 4, :mod:`dedebate.protocols.cross_exam`) runs on the machine ``M(x, w)`` whose input tape
-is ``[x, w]``. Completeness 1: honest A holds a valid w. Soundness 0: if ``x not in L`` every w
-gives ``M(x, w) = 0``, and Figure 4 is sound for each fixed w.
-
-Costs (``DetOutcome.costs``): as in Figure 4 with ``n = |x| + |w|`` input positions (V reads
-witness bits only where they are relevant to the checked step); ``rounds = 2`` (the witness, then
-the transcript answered by B's index); ``a_message_bits = |w| + T``; honest A simulates T steps
-(Ptime O(T)).
-
-Two NP^O task families, built as step programs with a deterministic 0/1 oracle table:
-
-* :func:`plan_task` -- a plan of k actions (b bits each). Step i's action is judged by the oracle
-  on (the instance's context bits for step i, the action, a state bit = parity of the earlier
-  actions); x is in L iff some plan has every action approved.
-* :func:`constraint_task` -- v boolean variables and C clauses on 3 fixed variables each; the
-  oracle judges clause j on (its type bits from x, the three values); x is in L iff some
-  assignment satisfies every clause.
-
-:func:`accepting_witnesses` decides membership exactly by running M on every witness;
-:func:`witness_programs` lays out every (instance, witness) pair as one batch of machines, so
-the Figure 4 grid (:data:`~dedebate.protocols.cross_exam.play_cross_exam_grid`) plays them all.
+``x in L`` iff some witness w has ``M^O(x, w) = 1``. A sends w, then the cross-examination
+debate (:mod:`dedebate.protocols.cross_exam`) runs on ``M(x, w)``, whose input tape is
+``[x, w]``; completeness 1 and soundness 0 carry over for every fixed w. Costs are Figure 4's with
+``n = |x| + |w|`` inputs, one more round and ``|w|`` more bits from A. Two NP^O task families
+built as step programs with a 0/1 oracle table (:func:`plan_task`, :func:`constraint_task`; spec
+DED 8.2), exact membership by enumerating witnesses, and a batch layout of every (instance,
+witness) pair for :data:`~dedebate.protocols.cross_exam.play_cross_exam_grid`.
 """
 
 from __future__ import annotations
@@ -47,39 +32,81 @@ ATTEMPTS = 20  # judges drawn before giving up on a balanced set of instances
 
 @struct.dataclass
 class WitnessTask:
-    """An NP^O instance: ``program`` reads the tape ``[x, w]`` (its stored w part is ignored)."""
+    """An NP^O instance (or a batch of them on axis 0).
+
+    Attributes:
+        program: the step program reading the tape ``[x, w]``; its stored w part is ignored.
+        n_w: witness length in bits (static).
+    """
 
     program: StepProgram
     n_w: int = struct.field(pytree_node=False)
 
     @property
     def n_x(self) -> int:
+        """Length of the instance part x of the input tape.
+
+        Returns:
+            ``n_inputs - n_w`` (int).
+        """
         return self.program.n_inputs - self.n_w
 
 
 def with_witness(task: WitnessTask, w: jax.Array) -> StepProgram:
-    """The machine ``M(x, w)``: the task's program with the witness written on its input tape."""
+    """The machine ``M(x, w)``: the task's program with the witness written on its input tape.
+
+    Args:
+        task: one (unbatched) task.
+        w: the witness, shape ``[n_w]``, 0/1.
+
+    Returns:
+        The :class:`StepProgram` with input ``[x, w]`` (int8).
+    """
     x = task.program.x[: task.n_x].astype(jnp.int8)
     return task.program.replace(x=jnp.concatenate([x, w.astype(jnp.int8)]))
 
 
 def play_witness(task: WitnessTask, w: jax.Array, alice: Alice, bob: Bob) -> DetOutcome:
-    """One witness debate: A's witness w, then Figure 4 on ``M(x, w)``."""
+    """Play one witness debate: A's witness w, then Figure 4 on ``M(x, w)``.
+
+    Args:
+        task: one task.
+        w: A's witness, shape ``[n_w]``.
+        alice: A's strategy in the Figure 4 debate.
+        bob: B's strategy.
+
+    Returns:
+        A :class:`DetOutcome` with one more round and ``n_w`` more message bits than Figure 4's.
+    """
     out = play_cross_exam(with_witness(task, w), alice, bob)
     return out.replace(costs=out.costs.replace(rounds=out.costs.rounds + 1),
                        a_message_bits=out.a_message_bits + task.n_w)
 
 
 def all_witnesses(n_w: int) -> np.ndarray:
-    """Every witness of n_w bits, int8[2^n_w, n_w] (little-endian codes)."""
+    """Every witness of ``n_w`` bits.
+
+    Args:
+        n_w: witness length, ``0 <= n_w <= MAX_WITNESS_BITS``.
+
+    Returns:
+        int8 array of shape ``[2^n_w, n_w]``, row z = little-endian bits of z.
+    """
     if not 0 <= n_w <= MAX_WITNESS_BITS:
         raise ValueError(f"n_w={n_w}: exhaustive witnesses need 0 <= n_w <= {MAX_WITNESS_BITS}")
     return bit_table(n_w)
 
 
 def witness_programs(task: WitnessTask, ws) -> StepProgram:
-    """``M(x_i, w_j)`` for every instance i of a batched task and witness row j, as one batch of
-    ``I * J`` programs (instance-major), built on the host."""
+    """``M(x_i, w_j)`` for every instance i of a batched task and witness row j (host).
+
+    Args:
+        task: a task batched over I instances on axis 0.
+        ws: witnesses, array-like of shape ``[J, n_w]``.
+
+    Returns:
+        A :class:`StepProgram` batched over ``I * J`` programs (instance-major), numpy leaves.
+    """
     ws = np.asarray(ws, np.int8)
     J = ws.shape[0]
     prog = task.program
@@ -93,8 +120,16 @@ def witness_programs(task: WitnessTask, ws) -> StepProgram:
 
 
 def accepting_witnesses(task: WitnessTask) -> np.ndarray:
-    """bool[I, 2^n_w]: which witnesses make ``M(x_i, w) = 1`` (exact membership by enumerating
-    every witness with the numpy reference simulator)."""
+    """Exact membership: which witnesses make ``M(x_i, w) = 1``.
+
+    Runs every witness through the numpy reference simulator.
+
+    Args:
+        task: a task batched over I instances on axis 0.
+
+    Returns:
+        bool array of shape ``[I, 2^n_w]``.
+    """
     ws = all_witnesses(task.n_w)
     out = simulate_numpy(witness_programs(task, ws))[:, -1]
     return out.reshape(-1, ws.shape[0]) == 1
@@ -186,9 +221,24 @@ def _build(st: _Structure, table: np.ndarray, xs: np.ndarray,
 
 def plan_task(seed: int, n_instances: int, k: int = 4, c: int = 2, b: int = 2,
               density: float = 0.3) -> WitnessTask:
-    """``n_instances`` plan instances (stacked on axis 0, half yes / half no) sharing one random
-    0/1 judge (redrawn until the candidates hold both kinds). The judge approves each (context, action, state) query with probability ``density``; the
-    instance context bits are uniform. Query length ``l = c + b + 1``.
+    """Plan instances: a plan of k actions of b bits, each approved by a random 0/1 judge.
+
+    Step i's action is judged by the oracle on (the instance's c context bits for step i, the
+    action, a state bit = parity of the earlier actions); x is in L iff some plan has every action
+    approved. The judge approves each query with probability ``density`` and is redrawn until the
+    candidates hold both yes and no instances; context bits are uniform. Query length
+    ``l = c + b + 1``.
+
+    Args:
+        seed: seed of the host numpy generator.
+        n_instances: instances to return (half yes, half no).
+        k: plan steps (>= 1).
+        c: context bits per step (>= 0).
+        b: action bits per step (>= 1).
+        density: approval probability in ``[0, 1]``.
+
+    Returns:
+        A :class:`WitnessTask` batched over ``n_instances`` on axis 0 (``n_w = k b``).
     """
     if k < 1 or c < 0 or b < 1:
         raise ValueError(f"k={k}, c={c}, b={b}: need k >= 1 plan steps, c >= 0, b >= 1")
@@ -208,11 +258,23 @@ def plan_task(seed: int, n_instances: int, k: int = 4, c: int = 2, b: int = 2,
 
 def constraint_task(seed: int, n_instances: int, v: int = 8, n_clauses: int = 8, c: int = 2,
                     density: float = 0.6) -> WitnessTask:
-    """``n_instances`` constraint instances (half yes / half no) sharing clause scopes and one
-    random 0/1 judge (both redrawn until the candidates hold both kinds).
+    """Constraint instances: v boolean variables, clauses on 3 variables judged by a 0/1 oracle.
 
-    Clause j reads 3 distinct variables (random, fixed); its ``c`` type bits come from x. The
-    judge accepts each (type, values) query with probability ``density``. ``l = c + 3``.
+    Clause j reads 3 distinct variables (random, fixed); its ``c`` type bits come from x, and the
+    judge accepts each (type, values) query with probability ``density``; x is in L iff some
+    assignment satisfies every clause. Scopes and judge are redrawn until the candidates hold both
+    yes and no instances. Query length ``l = c + 3``.
+
+    Args:
+        seed: seed of the host numpy generator.
+        n_instances: instances to return (half yes, half no).
+        v: variables (>= 3); the witness length.
+        n_clauses: clauses (>= 1).
+        c: type bits per clause (>= 0).
+        density: acceptance probability in ``[0, 1]``.
+
+    Returns:
+        A :class:`WitnessTask` batched over ``n_instances`` on axis 0.
     """
     if v < 3 or n_clauses < 1 or c < 0:
         raise ValueError(f"v={v}, n_clauses={n_clauses}, c={c}: need v >= 3, n_clauses >= 1, "

@@ -1,26 +1,11 @@
 """The deterministic debates' player interface (spec DED 6, 7, 8): strategy pytrees and moves.
 
-Strategies are data (``flax.struct`` pytrees), so one compiled debate vmaps over a batch of them.
-
-* :class:`Alice` -- a transcript-based prover. She simulates M once and may lie: ``flip_prop``
-  flips answers *during* the simulation (later steps read the flipped bit: a locally consistent
-  transcript built from wrong answers), ``prop_oracle_from`` flips the answer of the first ORACLE
-  step at or after that index (a wrong oracle answer), ``flip_raw`` flips bits afterwards
-  (inconsistent bits), ``force_last`` sets ``a_{T-1} = 1`` (claims acceptance). In Figure 3 she
-  sends the configurations of her claimed transcript; ``lie_round`` >= 0 corrupts the message of that
-  round (0 = the final configuration Z', k >= 1 = the midpoint of binary-search round k): the
-  configuration ``lie_shift`` steps away from the right index, then bit ``lie_flip`` flipped
-  (-1: none). All zeros / -1 is the honest prover.
-* :class:`MessageAlice` -- Figure 3 messages given explicitly (``messages[0] = Z'``,
-  ``messages[k]`` = round k's midpoint). Against the deterministic honest B every adaptive
-  strategy equals one such sequence, so enumerating them is the exhaustive adversary.
-* :class:`Bob` -- ``mode`` HONEST (Figure 4: the first locally inconsistent step of A's
-  transcript, else the last step; Figure 3: keep the invariant "the current claim is false"),
-  LAST (the last step / always "second half"), FIRST (step 0 / always "first half"), FIXED (step
-  ``arg mod T``; bits ``(arg >> k) & 1``) or RANDOM, which plays like FIXED with a uniformly
-  random 30-bit ``arg`` drawn from an explicit key when the strategy is built (a randomised
-  strategy is a distribution over fixed ones; drawing it up front keeps the PRNG out of the
-  compiled debate).
+Strategies are data (``flax.struct`` pytrees), so one compiled debate vmaps over a batch of
+them. :class:`Alice` simulates M once and may lie in several ways; :class:`MessageAlice` gives
+Figure 3's messages outright (against the deterministic honest B every adaptive strategy equals
+one such sequence, so enumerating them is the exhaustive adversary); :class:`Bob` plays one of
+the modes of :data:`BOB_MODES`. The move functions compute each role's message and the honest
+provers' costs.
 """
 
 from __future__ import annotations
@@ -38,6 +23,22 @@ BOB_MODES = {"honest": HONEST, "random": RANDOM, "last": LAST, "first": FIRST, "
 
 @struct.dataclass
 class Alice:
+    """A transcript-based prover: she simulates M once and may lie. All zeros / -1 is honest.
+
+    Attributes:
+        flip_prop: bool ``[T]``: flip these answers *during* the simulation (later steps read the
+            flipped bit: a locally consistent transcript built from wrong answers).
+        flip_raw: bool ``[T]``: flip these bits afterwards (inconsistent bits).
+        prop_oracle_from: int32: flip the answer of the first ORACLE step at or after this index (a
+            wrong oracle answer); -1: none.
+        force_last: bool: set ``a_{T-1} = 1`` (claim acceptance).
+        lie_round: int32: in Figure 3 (where she sends the configurations of her claimed
+            transcript), corrupt the message of this round (0 = the final configuration Z', k >= 1 =
+            the midpoint of round k); -1: honest configurations.
+        lie_shift: int32: the corrupted message is the configuration this many steps away from the
+            right index ...
+        lie_flip: int32: ... with this bit flipped (-1: none).
+    """
     flip_prop: jax.Array  # bool[T]
     flip_raw: jax.Array  # bool[T]
     prop_oracle_from: jax.Array  # int32 (-1: no wrong oracle answer)
@@ -49,18 +50,44 @@ class Alice:
 
 @struct.dataclass
 class MessageAlice:
+    """Figure 3 messages given explicitly.
+
+    Attributes:
+        messages: int8 ``[m + 1, S]``: ``messages[0] = Z'``, ``messages[k]`` = round k's midpoint.
+    """
     messages: jax.Array  # int8[m + 1, S]
 
 
 @struct.dataclass
 class Bob:
+    """B's strategy.
+
+    ``mode`` HONEST (Figure 4: the first locally inconsistent step of A's transcript, else the last
+    step; Figure 3: keep the invariant "the current claim is false"), LAST (the last step / always
+    "second half"), FIRST (step 0 / always "first half"), FIXED (step ``arg mod T``; bits
+    ``(arg >> k) & 1``) or RANDOM, which plays like FIXED with a uniformly random 30-bit ``arg``
+    drawn from an explicit key when the strategy is built (a randomised strategy is a distribution
+    over fixed ones; drawing it up front keeps the PRNG out of the compiled debate).
+
+    Attributes:
+        mode: int32, one of the values of :data:`BOB_MODES`.
+        arg: int32, the FIXED / RANDOM argument.
+    """
     mode: jax.Array  # int32
     arg: jax.Array  # int32
 
 
 # -- Alice ------------------------------------------------------------------------------------------
 def alice_transcript(program: StepProgram, alice: Alice) -> jax.Array:
-    """A's claimed transcript int8[T] (the honest run y when she is honest)."""
+    """A's claimed transcript (the honest run y when she is honest).
+
+    Args:
+        program: the step program (T steps).
+        alice: her strategy.
+
+    Returns:
+        int8 array of shape ``[T]``.
+    """
     T = program.T
     ts = jnp.arange(T)
     is_orc = (program.kind == ORACLE) & (ts >= alice.prop_oracle_from)
@@ -72,7 +99,18 @@ def alice_transcript(program: StepProgram, alice: Alice) -> jax.Array:
 
 
 def alice_config(cm: ConfigMachine, alice, a: jax.Array | None, rnd, index) -> jax.Array:
-    """A's Figure 3 message in round ``rnd`` (0: Z'), whose honest value is configuration ``index``."""
+    """A's Figure 3 message in round ``rnd``, whose honest value is configuration ``index``.
+
+    Args:
+        cm: the configuration machine (S-bit configurations).
+        alice: an :class:`Alice` or a :class:`MessageAlice`.
+        a: her transcript from :func:`alice_transcript` (None for a :class:`MessageAlice`).
+        rnd: the round (0: the final configuration Z').
+        index: int32, the step whose configuration an honest A would send.
+
+    Returns:
+        int8 array of shape ``[S]``.
+    """
     if isinstance(alice, MessageAlice):
         return alice.messages[rnd]
     lie = alice.lie_round == rnd
@@ -83,7 +121,15 @@ def alice_config(cm: ConfigMachine, alice, a: jax.Array | None, rnd, index) -> j
 
 
 def alice_cost(program: StepProgram, alice) -> tuple[jax.Array, jax.Array]:
-    """(steps simulated, oracle queries) of a transcript-based A: one run of M."""
+    """Costs of a transcript-based A: one run of M (zero for a :class:`MessageAlice`).
+
+    Args:
+        program: the step program.
+        alice: her strategy.
+
+    Returns:
+        ``(steps simulated, oracle queries)``, int32 scalars.
+    """
     if isinstance(alice, MessageAlice):
         return jnp.int32(0), jnp.int32(0)
     return jnp.int32(program.T), jnp.sum(program.kind == ORACLE).astype(jnp.int32)
@@ -91,7 +137,16 @@ def alice_cost(program: StepProgram, alice) -> tuple[jax.Array, jax.Array]:
 
 # -- Bob --------------------------------------------------------------------------------------------
 def bob_pointer(program: StepProgram, a: jax.Array, bob: Bob):
-    """Figure 4: B's step t, with (steps checked, oracle queries) of the honest scan."""
+    """Figure 4: B's step t, with the costs of the honest scan.
+
+    Args:
+        program: the step program (T steps).
+        a: A's claimed transcript, shape ``[T]``.
+        bob: B's strategy.
+
+    Returns:
+        ``(t, steps checked, oracle queries)``, int32 scalars; the costs are 0 unless B is honest.
+    """
     T = program.T
     bad = ~consistency(program, a)
     any_bad = jnp.any(bad)
@@ -111,6 +166,17 @@ def bob_bit(cm: ConfigMachine, bob: Bob, lo: jax.Array, mid: jax.Array, half, k)
 
     Honest B runs ``Step^half`` from lo and answers 1 iff the result differs from A's midpoint:
     then the first half is false, otherwise the second half must be (spec DED 7).
+
+    Args:
+        cm: the configuration machine.
+        bob: B's strategy.
+        lo: the configuration at the start of the disputed run, shape ``[S]``.
+        mid: A's midpoint, shape ``[S]``.
+        half: int32, the steps from lo to mid.
+        k: int32, the round (0-based), selecting the FIXED bit.
+
+    Returns:
+        ``(b, steps, queries)``, int32 scalars; the costs are 0 unless B is honest.
     """
     sim, q = cm.step_n(lo, half)
     honest_b = jnp.any(sim != mid).astype(jnp.int32)

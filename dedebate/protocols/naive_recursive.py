@@ -1,21 +1,12 @@
 """Naive recursive debate: the baseline of spec PED 7.3 and 9.3.
 
-The debater A claims the root's answer; in each round it decomposes the current claim and claims
-answers for the q subclaims, which must be consistent with its claim for the parent
-(``M_D(claimed children) = claimed parent``, else A is caught); the challenger B picks one
-subclaim to recurse on, and A's claimed answer for it becomes the claim under debate. At the
-bottom the judge checks A's claim about the leaf. A wins if it is never caught.
-
-Against an obfuscated argument (one false subclaim at a hidden position per false claim), a
-uniformly random challenger finds the flaw with probability ``q^{-d}`` (spec 9.3), so a liar
-survives with probability ``1 - q^{-d}``: the training signal is only ``1/q^d``.
-
-Strategies (pytrees, like :mod:`dedebate.agents.ped_strategies`; ``sees_truth`` static)::
-
-    debater.answer(tree) -> claimed root answer (int)
-    debater.decompose(tree, node, claimed, k) -> candidate index (int)
-    debater.claim(tree, node, cand, claimed, k) -> code of the claimed child answers (int)
-    challenger.challenge(tree, node, cand, claim_code, k) -> probs over the q subclaims
+A claims the root's answer; each round it decomposes the current claim and claims answers for the
+q subclaims, which must be consistent with the parent (``M_D(claimed children) = claimed
+parent``, else A is caught); the challenger B picks one subclaim to recurse on, and at the bottom
+the judge checks A's claim about the leaf. A wins if it is never caught. Against an obfuscated
+argument a uniformly random challenger finds the flaw with probability ``q^{-d}`` (spec 9.3),
+so the training signal is only ``1/q^d``. Strategies are pytrees like those of
+:mod:`dedebate.agents.ped_strategies` (interface in :func:`play_naive`).
 """
 
 from __future__ import annotations
@@ -49,19 +40,59 @@ class NaiveDebater:
     sees_truth: bool = struct.field(pytree_node=False, default=True)
 
     def answer(self, tree: ClaimTree):
+        """The claimed root answer.
+
+        Args:
+            tree: the claim tree (its public part if the debater does not see the truth).
+
+        Returns:
+            int32 scalar, 0 or 1.
+        """
         t = tree.truth[0].astype(jnp.int32)
         return t if self.mode == "honest" else 1 - jnp.clip(t, 0, 1)
 
     def decompose(self, tree: ClaimTree, node, claimed, k):
+        """The candidate decomposition of the current claim.
+
+        Args:
+            tree: the claim tree.
+            node: int32, the current node.
+            claimed: int32, the claimed answer at ``node``.
+            k: int32, the round.
+
+        Returns:
+            int32 candidate index.
+        """
         return jnp.int32(tree.honest_cand if self.cand is None else self.cand)
 
     def claim(self, tree: ClaimTree, node, cand, claimed, k):
+        """The claimed answers of the q subclaims.
+
+        Args:
+            tree: the claim tree.
+            node: int32, the current node.
+            cand: int32, the candidate decomposition.
+            claimed: int32, the claimed answer at ``node``.
+            k: int32, the round.
+
+        Returns:
+            int32 code of the q claimed child answers (bit j = child j).
+        """
         if self.mode == "honest":
             return truth_code(tree.child_truths(node, cand))
         return jnp.where(claimed == 1, 2**tree.q - 1, 0).astype(jnp.int32)
 
 
 def naive_debater(mode: str = "honest", cand=None) -> NaiveDebater:
+    """Build a :class:`NaiveDebater`, checking its arguments.
+
+    Args:
+        mode: ``"honest"`` or ``"obfuscating_liar"``.
+        cand: candidate index >= 0, or None for the tree's honest candidate.
+
+    Returns:
+        The debater (``sees_truth`` iff honest).
+    """
     if mode not in ("honest", "obfuscating_liar"):
         raise ValueError(f"mode={mode!r}: allowed values are 'honest' and 'obfuscating_liar'")
     if cand is not None and (not isinstance(cand, (int, np.integer)) or cand < 0):
@@ -76,6 +107,18 @@ class UniformChallenger:
     sees_truth: bool = struct.field(pytree_node=False, default=False)
 
     def challenge(self, tree: ClaimTree, node, cand, claim_code, k):
+        """Uniform probabilities over the q subclaims.
+
+        Args:
+            tree: the claim tree.
+            node: int32, the current node.
+            cand: int32, the candidate decomposition.
+            claim_code: int32 code of A's claimed child answers.
+            k: int32, the round.
+
+        Returns:
+            float32 array of shape ``[q]``.
+        """
         return jnp.full((tree.q,), 1.0 / tree.q, jnp.float32)
 
 
@@ -86,6 +129,18 @@ class InformedChallenger:
     sees_truth: bool = struct.field(pytree_node=False, default=True)
 
     def challenge(self, tree: ClaimTree, node, cand, claim_code, k):
+        """Uniform probabilities over the subclaims A claimed wrongly (all q if none).
+
+        Args:
+            tree: the claim tree (with the truth).
+            node: int32, the current node.
+            cand: int32, the candidate decomposition.
+            claim_code: int32 code of A's claimed child answers.
+            k: int32, the round.
+
+        Returns:
+            float32 array of shape ``[q]``.
+        """
         claimed = (claim_code >> jnp.arange(tree.q)) & 1
         wrong = (claimed != tree.child_truths(node, cand)).astype(jnp.float32)
         w = jnp.where(wrong.sum() > 0, wrong, jnp.ones_like(wrong))
@@ -95,11 +150,22 @@ class InformedChallenger:
 # ==== the protocol ================================================================================
 @struct.dataclass
 class NaiveOutcome:
-    """One naive recursive debate. ``alice_wins``: A was never caught (bool);
-    ``caught_round``: the round (0-based) where an inconsistent claim was found, ``costs.rounds``
-    if the judge caught a false bottom claim, -1 if A survived. ``costs``: ``rounds`` = levels
-    descended, ``verifier_queries`` = 1 (the judge's check of the last claim), the rest 0 (the
-    players' oracle use is not modelled; the judge reads claims, not bits)."""
+    """One naive recursive debate.
+
+    Attributes:
+        alice_wins: A was never caught (bool).
+        a_correct: float32, 1 iff A's root answer is the truth.
+        answer: int32, A's root answer.
+        caught_round: the round (0-based) where an inconsistent claim was found, ``costs.rounds`` if
+            the judge caught a false bottom claim, -1 if A survived.
+        nodes: int32 ``[depth + 1]``, the nodes visited (root first, the leaf reached last).
+        sels: int32 ``[depth]``, B's picks.
+        log_prob: float32, log-probability of B's picks.
+        costs: ``rounds`` = levels descended, ``verifier_queries`` = 1 (the judge's check of the
+            last
+            claim), the rest 0 (the players' oracle use is not modelled; the judge reads claims, not
+            bits).
+    """
 
     alice_wins: jax.Array
     a_correct: jax.Array
@@ -115,9 +181,26 @@ def play_naive(debater, challenger, tree: ClaimTree, key, forced=None, rounds=No
                ) -> NaiveOutcome:
     """Play one naive recursive debate (pure, vmappable).
 
-    ``rounds`` (int, may be traced; default the tree depth) is how many levels it descends; later
-    rounds are masked no-ops and the judge checks the claim reached. ``forced`` (int32[depth])
-    fixes B's picks (entries past ``rounds`` must be 0, else the path gets probability 0).
+    The strategies' interface (``sees_truth`` static; a player that does not see the truth gets
+    ``tree.public()``)::
+
+        debater.answer(tree) -> claimed root answer (int)
+        debater.decompose(tree, node, claimed, k) -> candidate index (int)
+        debater.claim(tree, node, cand, claimed, k) -> code of the claimed child answers (int)
+        challenger.challenge(tree, node, cand, claim_code, k) -> probs over the q subclaims
+
+    Args:
+        debater: A's strategy.
+        challenger: B's strategy.
+        tree: the claim tree.
+        key: a typed PRNG key for B's picks (unused when ``forced`` is given).
+        forced: optional int32 ``[depth]`` fixing B's picks (entries past ``rounds`` must be 0, else
+            the path gets probability 0).
+        rounds: levels to descend (int, may be traced; default the tree depth); later rounds are
+            masked no-ops and the judge checks the claim reached.
+
+    Returns:
+        A :class:`NaiveOutcome`.
     """
     depth = tree.depth
     n = depth if rounds is None else jnp.clip(jnp.asarray(rounds, jnp.int32), 1, depth)
@@ -160,7 +243,17 @@ def play_naive(debater, challenger, tree: ClaimTree, key, forced=None, rounds=No
 def survival_probability(debater, challenger, tree: ClaimTree, rounds=None,
                          batch_size: int = 4096):
     """Exact ``Pr[A survives]``: sum over all ``q^depth`` challenge paths of B's path probability.
-    Returns ``(probability, total path probability)``."""
+
+    Args:
+        debater: A's strategy.
+        challenger: B's strategy.
+        tree: the claim tree (``q^depth <= MAX_ENUMERATED_PATHS``).
+        rounds: levels to descend, as in :func:`play_naive`.
+        batch_size: paths per ``lax.map`` batch.
+
+    Returns:
+        ``(probability, total path probability)``, float32 scalars (the second is 1 up to rounding).
+    """
     q, depth = tree.q, tree.depth
     n = q**depth
     if n > MAX_ENUMERATED_PATHS:

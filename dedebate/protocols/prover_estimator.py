@@ -1,27 +1,13 @@
 """Prover-estimator debate (spec PED 2), one episode as a ``lax.scan`` over rounds.
 
-Round structure (spec 2.1), with ``r = 1/rho``:
-
-* initialisation: A answers ``a``, B states ``p_d``; ``R_init = r^{d+1} 1[zhat = a]``, zhat ~ p_d;
-* consistency rounds ``k = d, ..., 1``: A fixes its direction ``s_k`` (from ``(yhat^k, phat_k)``
-  only), A decomposes ``yhat^k`` into ``y^k``, B states a joint ``P_k`` over ``{0,1}^q``, the judge
-  draws ``z^k ~ P_k`` and ``R_k = r^k s_k (M_D(y^k, z^k) - phat_k)``; A selects ``j_k`` from
-  ``P_k`` (never from ``z^k``), and ``phat_{k-1} = P_k[z_j = 1]``;
-* final human check (variant (a), default): ``R_0 = s_0 (T(yhat^0) - phat_0)``.
-
-Variant (b) of spec 2.6 (``final_round="b"``): B also states a joint over the pieces of the last
-claim, so a debate descending n levels has ``d = n - 1``: rounds ``k = d, ..., 0`` are consistency
-rounds and the human checks the selected piece's marginal with weight 1 (``final_weight="one"``,
-the paper's "lose eps_0") or ``rho`` (``"rho"``, which closes the completeness telescoping).
-
-The number of levels n is a dynamic parameter (``PEDParams.rounds``, default the tree depth): one
-compiled program plays debates of every length up to the tree's depth, later rounds masked.
-
-Two modes: ``"exact"`` (default) replaces every judge sample (zhat, z^k) and A's direction and root
-answer by its expectation (spec 2.2), so for deterministic path choices ``u_a`` is the exact
-expected payoff; A's decompositions and selections are still drawn (or forced). ``"sampled"``
-draws everything. :func:`expected_payoff` sums exact-mode payoffs over every path with A's path
-probabilities: the full expectation.
+After the initialisation (A answers, B states ``p_d``), each consistency round k has A fix a
+direction ``s_k``, decompose the claim, B state a joint ``P_k`` over the q answers, the reward
+``R_k = r^k s_k (M_D(y^k, z^k) - phat_k)`` with ``z^k ~ P_k``, and A select the subclaim to
+recurse on (spec 2.1); a human check ends it, in variant (a) or (b) (spec 2.6). The number of
+levels is a dynamic parameter, so one compiled program plays every length up to the tree's
+depth. Mode ``"exact"`` replaces every judge sample and A's direction and answer by its
+expectation (spec 2.2); ``"sampled"`` draws everything. :func:`expected_payoff` sums exact-mode
+payoffs over every path with A's path probabilities: the full expectation.
 """
 
 from __future__ import annotations
@@ -47,7 +33,18 @@ COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
 
 @dataclasses.dataclass(frozen=True)
 class PEDSettings:
-    """Static protocol options (hashable; pass as a static argument to ``jit``)."""
+    """Static protocol options (hashable; pass as a static argument to ``jit``).
+
+    Attributes:
+        mode: ``"exact"`` (judge samples, A's direction and root answer replaced by expectations;
+            A's decompositions and selections still drawn or forced) or ``"sampled"``.
+        final_round: ``"a"`` (the human checks the claim reached) or ``"b"`` (B also estimates the
+            pieces of the last claim and the human checks the selected piece) (spec 2.6).
+        final_weight: in variant (b), the weight of the human check: ``"one"`` (the paper's "lose
+            eps_0") or ``"rho"`` (which closes the completeness telescoping).
+        allow_zero_direction: allow the direction ``s = 0``; otherwise its mass goes to a fair coin
+            between -1 and +1.
+    """
 
     mode: str = "exact"
     final_round: str = "a"
@@ -69,10 +66,12 @@ class PEDSettings:
 class PEDParams:
     """Dynamic protocol numbers (vmappable).
 
-    * ``rho >= 1``: the stability parameter; rewards grow by ``rho`` per round (``r = 1/rho``).
-    * ``rounds``: how many levels of the tree the debate descends (int32; ``-1``: all of them).
-      A debate shorter than the tree keeps scanning as a masked no-op and the human judges the
-      claim it stopped at, so one compiled program plays every length up to ``tree.depth``.
+    Attributes:
+        rho: float32 ``>= 1``, the stability parameter; rewards grow by ``rho`` per round
+            (``r = 1/rho``).
+        rounds: int32, how many levels of the tree the debate descends (``-1``: all of them). A
+            debate shorter than the tree keeps scanning as a masked no-op and the human judges the
+            claim it stopped at.
     """
 
     rho: jax.Array
@@ -80,7 +79,15 @@ class PEDParams:
 
 
 def ped_params(rho, rounds=None) -> PEDParams:
-    """Validated :class:`PEDParams`; ``rounds=None`` descends the whole tree."""
+    """Validated :class:`PEDParams`.
+
+    Args:
+        rho: stability parameter(s), finite and ``>= 1`` (scalar or array for a batch).
+        rounds: levels to descend, integer(s) ``>= 1``; None descends the whole tree.
+
+    Returns:
+        The :class:`PEDParams` (float32 ``rho``, int32 ``rounds``).
+    """
     a = np.asarray(rho, dtype=np.float64)
     if not np.all(np.isfinite(a)) or np.any(a < 1):
         raise ValueError(f"rho={rho!r}: the stability parameter must be a finite number >= 1")
@@ -95,17 +102,31 @@ def ped_params(rho, rounds=None) -> PEDParams:
 
 @struct.dataclass
 class PEDOutcome:
-    """One debate. Rewards are A's (zero-sum: ``U_B = -u_a``).
+    """One prover-estimator debate. Rewards are A's (zero-sum: ``U_B = -u_a``).
 
-    ``u_a`` = ``r_init + sum(r_rounds) + r_final``. Arrays over rounds have ``tree.depth`` entries
-    in protocol order (k = d, d-1, ...); entries past ``costs.rounds`` (the levels descended) are
-    masked (reward 0).
-    ``directions`` are E[s] (exact) or the sampled s, the last entry for the final check.
-    ``log_prob`` is the log-probability of A's drawn or forced choices (decompositions,
-    selections; in sampled mode also its answer and directions). ``nodes`` ends with the claim
-    the human judged. ``costs``: ``verifier_queries`` = 1 (the human's final check), the
-    provers' queries and ``bits_read`` 0 (not modelled). There is no verdict field: the debate
-    ends in the payoff ``u_a``, not in a decision for one side (``docs/outcomes.md``).
+    Arrays over rounds have ``tree.depth`` entries in protocol order (k = d, d-1, ...); entries past
+    ``costs.rounds`` (the levels descended) are masked (reward 0). There is no verdict field: the
+    debate ends in the payoff ``u_a``, not in a decision for one side (``docs/outcomes.md``).
+
+    Attributes:
+        u_a: float32, ``r_init + sum(r_rounds) + r_final``.
+        r_init: float32, the initialisation reward.
+        r_rounds: float32 ``[depth]``, the consistency rewards.
+        r_final: float32, the human check's reward.
+        answer: float32, A's answer (its probability of 1 in exact mode).
+        a_correct: float32, (expected) 1 iff A's answer is the truth.
+        p_d: float32, B's initial estimate.
+        nodes: int32 ``[depth + 1]``, the claims visited; the last is the one the human judged.
+        cands: int32 ``[depth]``, A's decompositions.
+        sels: int32 ``[depth]``, A's selections.
+        directions: float32 ``[depth + 1]``, E[s] (exact) or the sampled s; the last entry is for
+            the final check.
+        phats: float32 ``[depth + 1]``, the estimates ``phat_k`` under debate.
+        pis: float32 ``[depth]``, ``pi_k = E_{z ~ P_k} M_D(y^k, z)``.
+        log_prob: float32, log-probability of A's drawn or forced choices (decompositions,
+            selections; in sampled mode also its answer and directions).
+        costs: ``verifier_queries`` = 1 (the human's final check), ``rounds`` = levels descended,
+            the provers' queries and ``bits_read`` 0 (not modelled).
     """
 
     u_a: jax.Array
@@ -130,8 +151,16 @@ def _safe_log(p):
 
 
 def sample_index(u, probs) -> jax.Array:
-    """Inverse-CDF draw from unnormalised ``probs`` with one uniform ``u in [0, 1)``: the first i
-    with ``cumsum(probs)[i] > u * sum(probs)`` (never an index of probability 0)."""
+    """Inverse-CDF draw from unnormalised ``probs`` with one uniform ``u``.
+
+    Args:
+        u: float32 in ``[0, 1)``.
+        probs: non-negative float array of shape ``[n]``.
+
+    Returns:
+        int32: the first i with ``cumsum(probs)[i] > u * sum(probs)`` (never an index of
+        probability 0).
+    """
     c = jnp.cumsum(probs)
     return jnp.sum(c <= u * c[-1]).astype(jnp.int32)
 
@@ -153,11 +182,27 @@ def play(settings: PEDSettings, params: PEDParams, prover, estimator, tree: Clai
     The debate descends ``n = params.rounds`` levels (all by default). Variant (a): ``d = n``,
     consistency rounds ``k = d..1``, the human judges the claim reached. Variant (b): ``d = n - 1``,
     consistency rounds ``k = d..0`` (B also estimates the pieces of the last claim), the human
-    checks the selected piece with weight 1 or rho (``settings.final_weight``).
+    checks
+    the selected piece with weight 1 or rho (``settings.final_weight``). A's direction is fixed
+    before B speaks and its selection never sees the sample ``z^k`` (spec 2.4.1, 2.4.2).
 
-    ``forced`` (int32[tree.depth, 2], optional) fixes A's (candidate, selection) in each round; its
-    probability under A's strategy is in ``log_prob`` (entries past ``n`` must be 0, other entries
-    there get probability 0, so that enumerating all paths counts each debate once).
+    Args:
+        settings: static options.
+        params: dynamic numbers (``rho``, ``rounds``).
+        prover: A's strategy (``answer``, ``direction``, ``decompose``, ``select``; static
+            ``sees_truth``, optional ``deterministic`` for argmax choices in exact mode), see
+            :mod:`dedebate.agents.ped_strategies`.
+        estimator: B's strategy (``initial``, ``joint`` logits over ``{0,1}^q``; static
+            ``sees_truth``).
+        tree: the claim tree.
+        key: a typed PRNG key (unused in exact mode with forced paths or a deterministic prover).
+        forced: optional int32 ``[tree.depth, 2]`` fixing A's (candidate, selection) in each round;
+            its probability under A's strategy is in ``log_prob``. Entries past ``n`` must be 0
+            (other
+            entries there get probability 0, so that enumerating all paths counts each debate once).
+
+    Returns:
+        A :class:`PEDOutcome`.
     """
     depth = tree.depth
     exact = settings.mode == "exact"
@@ -281,7 +326,13 @@ def play(settings: PEDSettings, params: PEDParams, prover, estimator, tree: Clai
 
 @struct.dataclass
 class ExpectedPayoff:
-    """Exact expectation over the judge's samples and all of A's randomness."""
+    """Exact expectation over the judge's samples and all of A's randomness.
+
+    Attributes:
+        u_a: float32, ``E[U_A]``.
+        a_correct: float32, the probability that A's answer is the truth.
+        total_prob: float32, the sum of A's path probabilities (1 up to rounding).
+    """
 
     u_a: jax.Array
     a_correct: jax.Array
@@ -289,7 +340,14 @@ class ExpectedPayoff:
 
 
 def all_paths(tree: ClaimTree) -> np.ndarray:
-    """Every sequence of (candidate, selection) choices: int32[(C q)^D, D, 2] (host side)."""
+    """Every sequence of (candidate, selection) choices (host side).
+
+    Args:
+        tree: the claim tree (``(C q)^D <= MAX_ENUMERATED_PATHS`` for C candidates, depth D).
+
+    Returns:
+        int32 numpy array of shape ``[(C q)^D, D, 2]``.
+    """
     b, depth = tree.branching, tree.depth
     n = b**depth
     if n > MAX_ENUMERATED_PATHS:
@@ -307,6 +365,17 @@ def expected_payoff(settings: PEDSettings, params: PEDParams, prover, estimator,
     """``E[U_A]`` exactly: the exact-mode payoff of every path weighted by A's probability of it.
 
     Independent of :func:`play`'s sampling, so it checks the sampled mode and the path draws.
+
+    Args:
+        settings: static options (the mode is forced to ``"exact"``).
+        params: dynamic numbers.
+        prover: A's strategy.
+        estimator: B's strategy.
+        tree: the claim tree.
+        batch_size: paths per ``lax.map`` batch.
+
+    Returns:
+        An :class:`ExpectedPayoff`.
     """
     exact = dataclasses.replace(settings, mode="exact")
     paths = jnp.asarray(all_paths(tree))

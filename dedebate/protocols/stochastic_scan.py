@@ -1,7 +1,8 @@
-"""What both play modes of the stochastic debate share (spec DED 5.1, 5.5): the role slots of
-the trial key, the step view players see, Lean's checker, the outcome, and the scan over chunks of
-steps that :mod:`dedebate.protocols.stochastic` (default and decision modes) and
-:mod:`dedebate.protocols.stochastic_lazy` (lazy mode) drive with their own chunk bodies.
+"""What both play modes of the stochastic debate share (spec DED 5.1, 5.5).
+
+The role slots of the trial key, the step view players see, Lean's checker, the outcome, and the
+scan over chunks of steps that :mod:`dedebate.protocols.stochastic` (default and decision modes)
+and :mod:`dedebate.protocols.stochastic_lazy` (lazy mode) drive with their own chunk bodies.
 """
 
 from __future__ import annotations
@@ -20,9 +21,17 @@ ROLE_ALICE_EST, ROLE_BOB_EST, ROLE_VERA, ROLE_COIN, ROLE_ALICE, ROLE_BOB = range
 
 @struct.dataclass
 class StepView:
-    """What a player sees at step t: the step, the true step probability ``pi`` (honest players
-    ignore it; adversaries, unbounded in theory, may read it), the previous bit, the number of
-    ones so far, and the machine state (the prefix)."""
+    """What a player sees at step t.
+
+    Attributes:
+        t: int32, the step.
+        pi: float32, the true step probability (honest players ignore it; adversaries, unbounded in
+            theory, may read it).
+        prev_bit: int32, the previous bit (0 at t = 0).
+        ones: int32, the number of ones so far.
+        state: the machine state (the prefix).
+        T: the number of steps (static).
+    """
 
     t: jax.Array  # int32
     pi: jax.Array  # float32
@@ -33,16 +42,34 @@ class StepView:
 
 
 def checker_accepts(p: jax.Array, count: jax.Array, n: jax.Array, tau: jax.Array) -> jax.Array:
-    """Lean's checker ``bob'`` (spec DED 5.1): accept iff ``|p - count/n| < tau`` (strict)."""
+    """Lean's checker ``bob'`` (spec DED 5.1): accept iff ``|p - count/n| < tau`` (strict).
+
+    Args:
+        p: float32, the claimed probability.
+        count: int, ones among the samples.
+        n: int, the number of samples (0 is treated as 1).
+        tau: float32, the tolerance.
+
+    Returns:
+        bool array of the broadcast shape.
+    """
     est = count.astype(jnp.float32) / jnp.maximum(n, 1).astype(jnp.float32)
     return jnp.abs(p - est) < tau
 
 
 @struct.dataclass
 class Outcome:
-    """One debate's result (spec DED 5.5; DESIGN "A trial is a function"). ``costs``: oracle
-    samples charged to Alice and Bob (float32), the samples Vera's draws used (counted at the draw
-    site), ``bits_read = 0`` (not measured) and ``rounds`` = steps played (Alice's claims)."""
+    """One stochastic debate's result (spec DED 5.5; a trial is one pure function of its key).
+
+    Attributes:
+        alice_wins: bool, the debate's output is 1.
+        aborted: bool, Bob aborted and Vera judged.
+        abort_step: int32, the step Bob aborted at, -1 if none.
+        last_bit: int32, ``y_{T-1}`` when there was no abort (else the last bit drawn).
+        costs: oracle samples charged to Alice and Bob (float32), the samples Vera's draws used
+            (counted at the draw site), ``bits_read = 0`` (not measured) and ``rounds`` = steps
+            played (Alice's claims).
+    """
 
     alice_wins: jax.Array  # bool: output 1
     aborted: jax.Array  # bool: Bob aborted and Vera judged
@@ -53,13 +80,26 @@ class Outcome:
 
 def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
                 ) -> tuple[Outcome, jax.Array]:
-    """Run ``chunk_body`` (a ``lax.scan`` body over chunk indices) over the T steps and Vera's
-    iteration, from the empty prefix, and return ``(outcome, unresolved)``. The carry is
-    ``(state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok, vera_n,
-    unresolved)``: the machine state, whether Bob aborted, the last bit, steps played, the
-    previous bit, ones so far, Alice's claim / pi / the step at the abort, whether Vera judges
-    in this iteration, her verdict, the oracle samples her draws used (counted at the draw
-    site), and whether a fast-path draw left the trial open."""
+    """Run ``chunk_body`` over the T steps and Vera's iteration, from the empty prefix.
+
+    The carry is ``(state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
+    vera_n, unresolved)``: the machine state, whether Bob aborted, the last bit, steps played, the
+    previous bit, ones so far, Alice's claim / pi / the step at the abort, whether Vera judges in
+    this iteration, her verdict, the oracle samples her draws used (counted at the draw site), and
+    whether a fast-path draw left the trial open.
+
+    Args:
+        chunk_body: a ``lax.scan`` body ``(carry, chunk index) -> (carry, None)``.
+        machine: the machine (``init_state()`` gives the empty prefix).
+        T: steps (static).
+        C: steps per chunk (static).
+        alice: Alice's player (for her cost).
+        bob: Bob's player (for his cost).
+        vera: the verifier (unused here; the chunk body closes over it).
+
+    Returns:
+        ``(outcome, unresolved)``: the :class:`Outcome` and a bool scalar.
+    """
     z = jnp.int32(0)
     f = jnp.bool_(False)
     init = (machine.init_state(), f, z, z, z, z, jnp.float32(0.0), jnp.float32(0.0),
@@ -70,15 +110,39 @@ def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
 
 
 def debate_chunks(T: int, C: int) -> int:
-    """Chunks of C steps that hold the T steps and Vera's iteration."""
+    """Chunks of C steps that hold the T steps and Vera's iteration.
+
+    Args:
+        T: steps.
+        C: steps per chunk.
+
+    Returns:
+        ``ceil((T + 1) / C)`` (int).
+    """
     return -(-(T + 1) // C)
 
 
 def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera_samples) -> Outcome:
-    """The :class:`Outcome` of a finished debate: Vera's verdict after an abort, else the last
-    bit; N_A and N_B charged per step played (players that sample); Vera's queries are
-    ``vera_samples``, the samples her draws used as counted by the play loop at the draw site
-    (N_V once on an abort when the protocol is right: a measurement, not a charge)."""
+    """The :class:`Outcome` of a finished debate.
+
+    The verdict is Vera's after an abort, else the last bit; N_A and N_B are charged per step
+    played (players that sample); Vera's queries are ``vera_samples``, the samples her draws used as
+    counted by the play loop at the draw site (N_V once on an abort when the protocol is right: a
+    measurement, not a charge).
+
+    Args:
+        aborted: bool, Bob aborted.
+        vera_ok: bool, Vera's verdict.
+        last: int32, the last bit.
+        rounds: int32, steps played.
+        t_ab: int32, the abort step (-1 if none).
+        alice: Alice's player (``samples``, ``n_samples``).
+        bob: Bob's player (``samples``, ``n_samples``).
+        vera_samples: int, samples Vera's draws used.
+
+    Returns:
+        The :class:`Outcome`.
+    """
     alice_wins = jnp.where(aborted, vera_ok, last == 1)
     rf = rounds.astype(jnp.float32)
     qa = rf * jnp.asarray(alice.n_samples, jnp.float32) if alice.samples else jnp.float32(0.0)

@@ -1,20 +1,12 @@
-"""Figure 2 + Figure 1 / Theorem 7.2: stochastic-oracle debate with a witness, for MA^O (spec DED 8).
+"""Stochastic-oracle debate with a witness for MA^O: Figure 2 + Figure 1, Theorem 7.2 (spec DED 8).
 
-``x in L`` iff some witness w has ``P[M^O(x, w) = 1] >= 2/3``; ``x not in L`` iff every w has
-``P[M^O(x, w) = 1] <= 1/3``. Alice first sends w (honest Alice holds a valid w as advice), then the
-stochastic debate of :mod:`dedebate.protocols.stochastic` runs on the machine ``M(x, w)``.
-Completeness is Theorem 6.2's bound for the valid w; soundness carries over because *every* w
-fails when ``x not in L``, so the bound holds whichever w a lying Alice picks. The debate's
-constants need one Lipschitz constant valid for every w: ``K* = max_w K(M(x, w))``.
-
-The MA^O task (:class:`MetaAnalysisTask`) is built from the meta-analysis fixture
-(:func:`dedebate.machines.fixtures.meta_analysis`): n studies report a positive or negative effect
-(the input x, readable by the verifier); the witness w selects the studies the analysis uses;
-step i asks the oracle whether study i is sound (``P = quality[i]`` if selected; an unselected
-study's verdict is the deterministic 0); the conclusion "the effect is real" is
-``#sound selected positive - #sound selected negative >= theta``. Every w gives a
-:class:`~dedebate.machines.fixtures.ThresholdSumMachine` of the same shape, so all witnesses stack
-into one pytree and vmap.
+``x in L`` iff some w has ``P[M^O(x, w) = 1] >= 2/3``, and ``x not in L`` iff every w has it
+``<= 1/3``. Alice first sends w, then the stochastic debate of
+:mod:`dedebate.protocols.stochastic` runs on ``M(x, w)``; soundness carries over because every w
+fails on a no-instance. The constants need one Lipschitz constant for every w,
+``K* = max_w K(M(x, w))``. The task is the meta-analysis fixture with the witness selecting
+studies (spec DED 8.2); every w gives a machine of the same shape, so all witnesses stack and
+vmap.
 """
 
 from __future__ import annotations
@@ -35,8 +27,14 @@ MAX_STUDIES = 12
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MetaAnalysisTask:
-    """An MA^O instance: study ``reports`` (bits), ``quality`` (oracle probabilities) and the
-    threshold ``theta``. Build with :func:`meta_analysis_task`."""
+    """An MA^O instance. Build with :func:`meta_analysis_task`.
+
+    Attributes:
+        reports: int8 ``[n]``: study i reports a positive (1) or negative (0) effect (the input x).
+        quality: float64 ``[n]``: probability that study i is sound (its oracle probability).
+        theta: the conclusion "the effect is real" is
+            ``#sound selected positive - #sound selected negative >= theta``.
+    """
 
     reports: np.ndarray  # int8[n]
     quality: np.ndarray  # float64[n]
@@ -44,31 +42,65 @@ class MetaAnalysisTask:
 
     @property
     def n(self) -> int:
+        """Number of studies.
+
+        Returns:
+            ``n`` (int).
+        """
         return int(self.reports.size)
 
     @property
     def T(self) -> int:
+        """Steps of the machine: one per study plus the conclusion.
+
+        Returns:
+            ``n + 1`` (int).
+        """
         return self.n + 1
 
     def witnesses(self) -> np.ndarray:
-        """All 2^n witnesses, int8[2^n, n] (row i = little-endian bits of i)."""
+        """All witnesses.
+
+        Returns:
+            int8 array of shape ``[2^n, n]`` (row i = little-endian bits of i).
+        """
         return np.array(list(itertools.product([0, 1], repeat=self.n)), np.int8)[:, ::-1]
 
     def fixture(self, w) -> Fixture:
-        """The fixture ``M(x, w)``: unselected studies are read as unsound (probability 0)."""
+        """The fixture ``M(x, w)``: unselected studies are read as unsound (probability 0).
+
+        Args:
+            w: the witness, ``n`` bits (0 or 1).
+
+        Returns:
+            A :class:`~dedebate.machines.fixtures.Fixture` (threshold-sum machine).
+        """
         w = np.asarray(w)
         if w.shape != (self.n,) or not np.isin(w, [0, 1]).all():
             raise ValueError(f"w={w!r}: a witness selects studies, {self.n} bits (0 or 1)")
         return meta_analysis(self.reports, self.quality * w, self.theta)
 
     def machines(self, ws) -> object:
-        """The machines ``M(x, w)`` for the rows of ``ws``, stacked (leading axis) for vmap."""
+        """The machines ``M(x, w)`` for the rows of ``ws``, stacked for vmap.
+
+        Args:
+            ws: witnesses, array-like of shape ``[J, n]``.
+
+        Returns:
+            A machine pytree whose leaves have a leading axis of size J.
+        """
         ms = [self.fixture(w).machine for w in np.asarray(ws)]
         return jax.tree.map(lambda *xs: jnp.stack(xs), *ms)
 
     def output_prob(self, w) -> float:
-        """Exact ``P[M(x, w) = 1]`` (float64): the distribution of the signed sum of sound
-        selected studies, by a dynamic program on the host."""
+        """Exact ``P[M(x, w) = 1]`` by a dynamic program over the signed sum (host, float64).
+
+        Args:
+            w: the witness, ``n`` bits.
+
+        Returns:
+            The probability (float).
+        """
         w = np.asarray(w)
         n = self.n
         dist = np.zeros(2 * n + 1)
@@ -85,7 +117,11 @@ class MetaAnalysisTask:
         return np.array([self.output_prob(w) for w in self.witnesses()], np.float64)
 
     def output_probs(self) -> np.ndarray:
-        """Exact ``P[M(x, w) = 1]`` for every witness (float64[2^n])."""
+        """Exact ``P[M(x, w) = 1]`` for every witness.
+
+        Returns:
+            float64 array of shape ``[2^n]``, in the order of :meth:`witnesses`.
+        """
         return self._probs.copy()
 
     @functools.cached_property
@@ -94,21 +130,42 @@ class MetaAnalysisTask:
                                              self.theta) for w in self.witnesses()))
 
     def lipschitz(self) -> float:
-        """``K* = max_w K(M(x, w))``: one constant valid for every witness (spec DED 8)."""
+        """``K* = max_w K(M(x, w))``: one constant valid for every witness (spec DED 8).
+
+        Returns:
+            ``K*`` (float).
+        """
         return self._lipschitz
 
     def membership(self) -> str:
-        """``"yes"`` (some w has P >= 2/3), ``"no"`` (every w has P <= 1/3) or ``"gap"``."""
+        """Classify the instance by its best witness.
+
+        Returns:
+            ``"yes"`` (some w has P >= 2/3), ``"no"`` (every w has P <= 1/3) or ``"gap"``.
+        """
         best = float(self.output_probs().max())
         return "yes" if best >= 2 / 3 else ("no" if best <= 1 / 3 else "gap")
 
     def honest_witness(self) -> np.ndarray:
-        """Honest Alice's advice: the witness with the largest ``P[M(x, w) = 1]``."""
+        """Honest Alice's advice: the witness with the largest ``P[M(x, w) = 1]``.
+
+        Returns:
+            int8 array of shape ``[n]``.
+        """
         return self.witnesses()[int(np.argmax(self.output_probs()))]
 
 
 def meta_analysis_task(reports, quality, theta: int) -> MetaAnalysisTask:
-    """Validate and build a :class:`MetaAnalysisTask` (at most 12 studies: 4096 witnesses)."""
+    """Validate and build a :class:`MetaAnalysisTask`.
+
+    Args:
+        reports: 1 to ``MAX_STUDIES`` (12) study reports, bits 0 or 1.
+        quality: one probability in ``[0, 1]`` per study.
+        theta: the integer threshold on the signed count of sound selected studies.
+
+    Returns:
+        The task.
+    """
     x = np.asarray(reports)
     if x.ndim != 1 or not (1 <= x.size <= MAX_STUDIES) or not np.isin(x, [0, 1]).all():
         raise ValueError(f"reports={reports!r}: 1 to {MAX_STUDIES} study reports (bits 0 or 1)")
@@ -120,19 +177,41 @@ def meta_analysis_task(reports, quality, theta: int) -> MetaAnalysisTask:
 
 
 def yes_task() -> MetaAnalysisTask:
-    """A YES instance: four strong positive studies; selecting them gives P ~ 0.95 >= 2/3."""
+    """A YES instance: four strong positive studies; selecting them gives P ~ 0.95 >= 2/3.
+
+    Returns:
+        The :class:`MetaAnalysisTask`.
+    """
     return meta_analysis_task([1, 1, 1, 1, 0, 0], [0.95, 0.9, 0.9, 0.85, 0.6, 0.5], theta=3)
 
 
 def no_task() -> MetaAnalysisTask:
-    """A NO instance: the positive studies are weak; every selection gives P <= 0.15 <= 1/3."""
+    """A NO instance: the positive studies are weak; every selection gives P <= 0.15 <= 1/3.
+
+    Returns:
+        The :class:`MetaAnalysisTask`.
+    """
     return meta_analysis_task([1, 1, 1, 1, 0, 0], [0.45, 0.4, 0.35, 0.3, 0.9, 0.9], theta=3)
 
 
 def witness_debate(spec, machines, w_index: jax.Array, alice, bob, vera: Vera,
                    key: jax.Array) -> tuple[jax.Array, Outcome]:
-    """Figure 2: Alice sends the witness (here its index into the stacked ``machines``, one per
-    witness), then the stochastic debate runs on ``M(x, w)``. Returns ``(w_index, outcome)``;
-    vmappable over keys, witness choices and players."""
+    """Figure 2: Alice sends the witness, then the stochastic debate runs on ``M(x, w)``.
+
+    Vmappable over keys, witness choices and players.
+
+    Args:
+        spec: the stochastic debate's static spec.
+        machines: one machine per witness, stacked on a leading axis
+            (:meth:`MetaAnalysisTask.machines`).
+        w_index: Alice's witness, an int32 index into ``machines``.
+        alice: Alice's player in the stochastic debate.
+        bob: Bob's player.
+        vera: the verifier.
+        key: a typed PRNG key.
+
+    Returns:
+        ``(w_index, outcome)``: the witness index and the stochastic debate's ``Outcome``.
+    """
     machine = jax.tree.map(lambda a: a[w_index], machines)
     return w_index, play(spec, machine, alice, bob, vera, key)
