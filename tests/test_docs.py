@@ -6,6 +6,7 @@ Pure text scanning (no imports of dedebate), well under a second.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -139,3 +140,109 @@ def test_no_measured_speedups_in_code():
     assert [f"{p}: {s}" for p, t in texts.items() for s in speedups(t)] == []
     bad = "ran 2.3x faster; ~20x slower;\n2-3x faster; About 24x the default; 0x1f; 8x8 grid"
     assert speedups(bad) == ["2.3x faster", "~20x slower", "2-3x faster", "About 24x"]
+
+
+# -- docstrings: modules of about ten lines, Args:/Returns: on public functions ----------------------
+# The modules held to the docstring standard so far (paths relative to the repository root);
+# the other packages join by adding their modules here.
+DOCUMENTED = (
+    "dedebate/core/bits.py", "dedebate/core/samples.py", "dedebate/core/simplex.py",
+    "dedebate/core/stats.py",
+    "dedebate/machines/__init__.py", "dedebate/machines/configurations.py",
+    "dedebate/machines/lean.py", "dedebate/machines/lipschitz.py", "dedebate/machines/oracles.py",
+    "dedebate/machines/program.py",
+    "dedebate/protocols/binary_search.py", "dedebate/protocols/costs.py",
+    "dedebate/protocols/cross_exam.py", "dedebate/protocols/det_witness.py",
+    "dedebate/protocols/deterministic_players.py", "dedebate/protocols/naive_recursive.py",
+    "dedebate/protocols/prover_estimator.py", "dedebate/protocols/stochastic_scan.py",
+    "dedebate/protocols/witness.py",
+)
+MAX_MODULE_DOCSTRING_LINES = 15
+
+
+def _returns_value(fn: ast.FunctionDef) -> bool:
+    """Whether ``fn`` returns something other than None: by its annotation, else by its body."""
+    if fn.returns is not None:
+        r = fn.returns
+        return not ((isinstance(r, ast.Constant) and r.value is None)
+                    or (isinstance(r, ast.Name) and r.id in ("None", "NoReturn")))
+    nested = {id(n) for d in ast.walk(fn) if d is not fn and isinstance(
+        d, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for n in ast.walk(d)}
+    return any(id(n) not in nested and (
+        isinstance(n, (ast.Yield, ast.YieldFrom))
+        or (isinstance(n, ast.Return) and n.value is not None
+            and not (isinstance(n.value, ast.Constant) and n.value.value is None)))
+        for n in ast.walk(fn))
+
+
+def _public_functions(tree: ast.Module):
+    """``(qualified name, node)`` of every public module-level function and public method."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name[0] != "_":
+            yield node.name, node
+        elif isinstance(node, ast.ClassDef) and node.name[0] != "_":
+            for sub in node.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name[0] != "_":
+                    yield f"{node.name}.{sub.name}", sub
+
+
+def docstring_problems(source: str, path: str) -> list[str]:
+    """``path[:line]: problem`` for a module docstring over the limit and every public function
+    without a docstring, without ``Args:`` while it takes parameters (besides self/cls), or without
+    ``Returns:`` while it returns a value."""
+    tree = ast.parse(source)
+    out = []
+    doc = ast.get_docstring(tree, clean=False)
+    n = len(doc.splitlines()) if doc else 0
+    if not doc or n > MAX_MODULE_DOCSTRING_LINES:
+        out.append(f"{path}: module docstring of {n} lines (want 1..{MAX_MODULE_DOCSTRING_LINES})")
+    for name, fn in _public_functions(tree):
+        d = ast.get_docstring(fn) or ""
+        a = fn.args
+        params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]
+                  if p is not None and p.arg not in ("self", "cls")]
+        if not d:
+            out.append(f"{path}:{fn.lineno}: {name} has no docstring")
+            continue
+        if params and "Args:" not in d:
+            out.append(f"{path}:{fn.lineno}: {name} takes {', '.join(params)} but has no Args:")
+        if _returns_value(fn) and "Returns:" not in d:
+            out.append(f"{path}:{fn.lineno}: {name} returns a value but has no Returns:")
+    return out
+
+
+def test_documented_modules_have_short_module_docstrings_and_args_returns():
+    problems = [p for path in DOCUMENTED
+                for p in docstring_problems((ROOT / path).read_text(encoding="utf-8"), path)]
+    assert problems == []
+    assert all(p.startswith("dedebate/") and (ROOT / p).is_file() for p in DOCUMENTED)
+
+
+def test_docstring_check_reports_a_bad_module():
+    q = '"' * 3
+    long_doc = q + "Summary.\n" + "line\n" * 15 + q + "\n"
+    bad = long_doc + (
+        "def f(x):\n"
+        f"    {q}Summary only.{q}\n"
+        "    return x\n"
+        "def g():\n"
+        "    pass\n"
+        "class C:\n"
+        f"    def m(self) -> int:\n        {q}Summary.\n\n        Args:\n            none{q}\n"
+        "    def _private(self, y):\n        return y\n"
+        "def h(y) -> None:\n"
+        f"    {q}Summary.\n\n    Args:\n        y: a thing.\n    {q}\n"
+        "    def inner():\n        return 1\n"
+        "    inner()\n")
+    assert docstring_problems(bad, "bad.py") == [
+        "bad.py: module docstring of 16 lines (want 1..15)",
+        "bad.py:18: f takes x but has no Args:",
+        "bad.py:18: f returns a value but has no Returns:",
+        "bad.py:21: g has no docstring",
+        "bad.py:24: C.m returns a value but has no Returns:",
+    ]
+    good = (q + "Summary.\n" + q + "\n"
+            "def f(x):\n"
+            f"    {q}Summary.\n\n    Args:\n        x: a number.\n\n    Returns:\n        x.\n    {q}\n"
+            "    return x\n")
+    assert docstring_problems(good, "good.py") == []
