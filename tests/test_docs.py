@@ -149,6 +149,7 @@ DOCUMENTED = (
     "dedebate/core/bits.py", "dedebate/core/samples.py", "dedebate/core/simplex.py",
     "dedebate/core/stats.py",
     "dedebate/machines/__init__.py", "dedebate/machines/configurations.py",
+    "dedebate/machines/fixtures.py",
     "dedebate/machines/lean.py", "dedebate/machines/lipschitz.py", "dedebate/machines/oracles.py",
     "dedebate/machines/program.py",
     "dedebate/protocols/binary_search.py", "dedebate/protocols/costs.py",
