@@ -152,6 +152,8 @@ DOCUMENTED = (
     "dedebate/machines/fixtures.py",
     "dedebate/machines/lean.py", "dedebate/machines/lipschitz.py", "dedebate/machines/oracles.py",
     "dedebate/machines/program.py",
+    "dedebate/trees/__init__.py", "dedebate/trees/fbs_table.py", "dedebate/trees/library.py",
+    "dedebate/trees/stability.py", "dedebate/trees/tree.py",
     "dedebate/protocols/binary_search.py", "dedebate/protocols/costs.py",
     "dedebate/protocols/cross_exam.py", "dedebate/protocols/det_witness.py",
     "dedebate/protocols/deterministic_players.py", "dedebate/protocols/naive_recursive.py",

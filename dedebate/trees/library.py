@@ -1,19 +1,11 @@
 """A library of claim trees with known stability (spec PED 3.4, 9.3-9.5).
 
-* :func:`noisy_evidence_tree` -- q = 9, ``M_D = Thr_5``, true claims have 8 or 9 true children,
-  false claims 0 or 1: fbs <= 2, so rho = 2 (spec 9.4). Optionally a second, unstable candidate
-  (an AND of q subclaims with one hidden flaw) that a prover may choose instead.
-* :func:`unanimous_tree` -- the same with 9 or 0 true children: fbs = 9/5 (spec 9.4).
-* :func:`hidden_flaw_tree` -- the obfuscated argument (spec 9.3): candidate 0 is an AND whose false
-  claims have exactly one false child at a uniformly random, unobservable position; candidate 1 is
-  a stable threshold decomposition into checkable "witness" claims; the root's truth is public
-  (the Miller-Rabin analogue).
-* :func:`and_tree` -- AND proof trees: rho = q at true claims (spec 9.5).
-* :func:`random_tree` -- random child truths and a random consistent ``M_D`` per node.
-
-Every builder takes a typed PRNG key and is pure JAX after host-side argument checks. Passing a
-batch of keys (``jax.random.split(key, n)``) returns a batch of trees (stacked arrays, one compiled
-program); inside a caller's ``jit``/``vmap`` the builder is traced inline.
+Noisy-evidence trees (``Thr_5`` of 9, rho = 2, optionally with an unstable AND alternative) and
+their unanimous variant (spec 9.4), the obfuscated argument with a hidden flaw and a stable
+witness decomposition (spec 9.3), AND proof trees (rho = q, spec 9.5) and random trees. Each
+candidate decomposition is a :class:`CandidateRule`; :func:`build_tree` grows a tree from rules
+level by level. Every builder takes a typed PRNG key and is pure JAX after host-side argument
+checks; a batch of keys gives a batch of trees from one compiled program.
 """
 
 from __future__ import annotations
@@ -37,31 +29,80 @@ def _weights(q: int) -> np.ndarray:
 
 
 def threshold_table(q: int, t: int) -> np.ndarray:
-    """``Thr_t(z) = 1[|z| >= t]`` as int8[2^q]."""
+    """``Thr_t(z) = 1[|z| >= t]`` as a truth table.
+
+    Args:
+        q: number of bits.
+        t: the threshold.
+
+    Returns:
+        int8 numpy array of shape ``[2^q]`` (little-endian codes).
+    """
     if not isinstance(t, (int, np.integer)) or not 1 <= t <= q:
         raise ValueError(f"t={t!r}: a threshold of q={q} bits needs an integer 1 <= t <= {q}")
     return (_weights(q) >= t).astype(np.int8)
 
 
 def and_table(q: int) -> np.ndarray:
+    """AND of q bits as a truth table.
+
+    Args:
+        q: number of bits.
+
+    Returns:
+        int8 numpy array of shape ``[2^q]`` (little-endian codes).
+    """
     return threshold_table(q, q)
 
 
 def or_table(q: int) -> np.ndarray:
+    """OR of q bits as a truth table.
+
+    Args:
+        q: number of bits.
+
+    Returns:
+        int8 numpy array of shape ``[2^q]`` (little-endian codes).
+    """
     return threshold_table(q, 1)
 
 
 def majority_table(q: int) -> np.ndarray:
+    """Majority of q (odd) bits as a truth table.
+
+    Args:
+        q: number of bits.
+
+    Returns:
+        int8 numpy array of shape ``[2^q]`` (little-endian codes).
+    """
     if q % 2 != 1:
         raise ValueError(f"q={q!r}: majority needs an odd number of bits")
     return threshold_table(q, (q + 1) // 2)
 
 
 def parity_table(q: int) -> np.ndarray:
+    """Parity of q bits as a truth table.
+
+    Args:
+        q: number of bits.
+
+    Returns:
+        int8 numpy array of shape ``[2^q]`` (little-endian codes).
+    """
     return (_weights(q) % 2).astype(np.int8)
 
 
 def dictator_table(q: int, i: int = 0) -> np.ndarray:
+    """The dictator ``z_i`` as a truth table.
+
+    Args:
+        q: number of bits.
+        i: the dictating bit.
+
+    Returns:
+        int8 numpy array of shape ``[2^q]`` (little-endian codes).
+    """
     return bit_table(q)[:, i].astype(np.int8)
 
 
@@ -75,8 +116,8 @@ class CandidateRule:
     * ``kind='and'``: ``M_D = AND``; a true claim has all children true, a false one exactly one
       false child at a uniformly random position.
 
-    ``public`` says whether the subclaims' truths are observable by every player (a hidden-flaw
-    AND has ``public=False``).
+    ``public`` says whether the subclaims' truths are observable by every player (a hidden-flaw AND
+    has ``public=False``).
     """
 
     kind: str
@@ -88,16 +129,34 @@ class CandidateRule:
 
     @property
     def name(self) -> str:
+        """A short name for reports (``thr5``, ``and``, ``and_hidden``...).
+
+        Returns:
+            str.
+        """
         if self.kind == "threshold":
             return f"thr{self.t}"
         return "and" if self.public else "and_hidden"
 
     def table(self) -> np.ndarray:
+        """The rule's ``M_D`` truth table.
+
+        Returns:
+            int8 numpy array of shape ``[2^q]``.
+        """
         return threshold_table(self.q, self.t if self.kind == "threshold" else self.q)
 
     def sample(self, u, truth) -> jax.Array:
-        """True child patterns int8[n, q] given the parents' truths int8[n] and uniforms
-        ``u`` float32[n, q + 1] (one uniform for the count or flaw position, q for positions)."""
+        """True child patterns given the parents' truths.
+
+        Args:
+            u: float32 ``[n, q + 1]`` uniforms (one for the count or flaw position, q for
+                positions).
+            truth: int8 ``[n]`` parents' truths.
+
+        Returns:
+            int8 array of shape ``[n, q]``.
+        """
         q = self.q
         if self.kind == "and":
             pos = jnp.minimum((u[:, 0] * q).astype(jnp.int32), q - 1)
@@ -118,7 +177,18 @@ class CandidateRule:
 
 
 def threshold_rule(q: int, t: int, true_counts, false_counts, public: bool = True) -> CandidateRule:
-    """``M_D = Thr_t`` with the given true-children counts (validated: M_D(T(y)) = T(yhat))."""
+    """``M_D = Thr_t`` with the given true-children counts (validated: ``M_D(T(y)) = T(yhat)``).
+
+    Args:
+        q: subclaims.
+        t: threshold.
+        true_counts: possible numbers of true children of a true claim (each ``>= t``).
+        false_counts: possible numbers of true children of a false claim (each ``< t``).
+        public: whether the children's truths are observable.
+
+    Returns:
+        The :class:`CandidateRule`.
+    """
     threshold_table(q, t)
     tc = tuple(int(w) for w in true_counts)
     fc = tuple(int(w) for w in false_counts)
@@ -130,8 +200,18 @@ def threshold_rule(q: int, t: int, true_counts, false_counts, public: bool = Tru
 
 
 def and_rule(q: int, public: bool) -> CandidateRule:
-    """``M_D = AND``: true claims have all children true, false ones exactly one false child at a
-    uniformly random position (hidden when ``public`` is False: the obfuscated argument)."""
+    """``M_D = AND``: true claims have all children true, false ones exactly one false child.
+
+    The false child sits at a uniformly random position (hidden when ``public`` is False: the
+    obfuscated argument).
+
+    Args:
+        q: subclaims.
+        public: whether the children's truths are observable.
+
+    Returns:
+        The :class:`CandidateRule`.
+    """
     return CandidateRule("and", int(q), public=bool(public))
 
 
@@ -147,6 +227,17 @@ def build_tree(key, rules, depth: int, root_truth=1, root_oracle: bool = True,
 
     Level ``k + 1`` is the concatenation over level-k nodes v (in order) and candidates c of the
     sampled child patterns, which is exactly the breadth-first layout of :class:`ClaimTree`.
+
+    Args:
+        key: a typed PRNG key (or a batch of keys for a batch of trees).
+        rules: one :class:`CandidateRule` per candidate.
+        depth: depth of the leaves.
+        root_truth: the root's truth (0 or 1).
+        root_oracle: whether the root's truth is public.
+        honest_cand: the candidate an honest prover uses.
+
+    Returns:
+        A :class:`ClaimTree`.
     """
     rules = tuple(rules)
     if not rules:
@@ -227,8 +318,19 @@ def noisy_evidence_tree(key, depth: int = 3, q: int = 9, t: int = 5, true_counts
                         ) -> ClaimTree:
     """Noisy-evidence threshold tree (spec 9.4): Thr_5 of 9, rho = 2 with the default counts.
 
-    With ``unstable_alternative`` each claim also has candidate 1, an AND decomposition with a
-    hidden flaw (fbs = q at true claims); the honest prover uses candidate 0.
+    Args:
+        key: a typed PRNG key (or a batch of keys).
+        depth: depth of the leaves.
+        q: subclaims.
+        t: threshold.
+        true_counts: true children of a true claim.
+        false_counts: true children of a false claim.
+        root_truth: the root's truth.
+        unstable_alternative: also give each claim candidate 1, an AND decomposition with a hidden
+            flaw (fbs = q at true claims); the honest prover uses candidate 0.
+
+    Returns:
+        A :class:`ClaimTree`.
     """
     rules = [threshold_rule(q, t, true_counts, false_counts, public=True)]
     if unstable_alternative:
@@ -237,7 +339,18 @@ def noisy_evidence_tree(key, depth: int = 3, q: int = 9, t: int = 5, true_counts
 
 
 def unanimous_tree(key, depth: int = 3, q: int = 9, t: int = 5, root_truth=1) -> ClaimTree:
-    """Unanimous-children variant (spec 9.4): q or 0 true children, fbs = q / (q - t + 1) = 9/5."""
+    """Unanimous-children variant (spec 9.4): q or 0 true children, fbs = q / (q - t + 1) = 9/5.
+
+    Args:
+        key: a typed PRNG key (or a batch of keys).
+        depth: depth of the leaves.
+        q: subclaims.
+        t: threshold.
+        root_truth: the root's truth.
+
+    Returns:
+        A :class:`ClaimTree`.
+    """
     return noisy_evidence_tree(key, depth, q, t, (q,), (0,), root_truth)
 
 
@@ -247,9 +360,20 @@ def hidden_flaw_tree(key, depth: int = 3, q: int = 4, root_truth=0, stable_t: in
 
     * candidate 0 (``and_hidden``): AND of q subclaims; a false claim has exactly one false child
       at a uniformly random position that no player can observe;
-    * candidate 1 (``thr``): a stable threshold decomposition into checkable witness claims
-      (default ``Thr_t`` with ``t = ceil((q + 1) / 2)`` and unanimous witnesses);
+    * candidate 1 (``thr``): a stable threshold decomposition into checkable witness claims;
     * the root's truth is public (the Miller-Rabin "root oracle").
+
+    Args:
+        key: a typed PRNG key (or a batch of keys).
+        depth: depth of the leaves.
+        q: subclaims.
+        root_truth: the root's truth.
+        stable_t: threshold of candidate 1 (default ``ceil((q + 1) / 2)``).
+        stable_true_counts: true children of a true claim under candidate 1 (default unanimous).
+        stable_false_counts: true children of a false claim under candidate 1 (default unanimous).
+
+    Returns:
+        A :class:`ClaimTree` with ``honest_cand = 1``.
     """
     t = (q + 2) // 2 if stable_t is None else stable_t
     tc = (q,) if stable_true_counts is None else stable_true_counts
@@ -259,15 +383,38 @@ def hidden_flaw_tree(key, depth: int = 3, q: int = 4, root_truth=0, stable_t: in
 
 
 def and_tree(key, depth: int = 3, q: int = 4, root_truth=1, hidden: bool = False) -> ClaimTree:
-    """AND proof tree (spec 9.5): rho = q at true claims (a proof needing every step)."""
+    """AND proof tree (spec 9.5): rho = q at true claims (a proof needing every step).
+
+    Args:
+        key: a typed PRNG key (or a batch of keys).
+        depth: depth of the leaves.
+        q: subclaims.
+        root_truth: the root's truth.
+        hidden: hide the children's truths.
+
+    Returns:
+        A :class:`ClaimTree`.
+    """
     return build_tree(key, [and_rule(q, public=not hidden)], depth, root_truth,
                       root_oracle=True, honest_cand=0)
 
 
 def random_tree(key, depth: int = 2, q: int = 3, n_cand: int = 1, root_truth=None) -> ClaimTree:
-    """Random claim tree: i.i.d. uniform child truths and, per (node, candidate), a uniformly random
-    ``M_D`` table conditioned on ``M_D(T(y)) = T(yhat)``. All truths are public. ``root_truth``
-    None draws the root's truth too."""
+    """Random claim tree with a random consistent ``M_D`` per (node, candidate).
+
+    Child truths are i.i.d. uniform, and each ``M_D`` table is uniformly random conditioned on
+    ``M_D(T(y)) = T(yhat)``. All truths are public.
+
+    Args:
+        key: a typed PRNG key (or a batch of keys).
+        depth: depth of the leaves.
+        q: subclaims.
+        n_cand: candidates per claim.
+        root_truth: the root's truth; None draws it too.
+
+    Returns:
+        A :class:`ClaimTree`.
+    """
     check_sizes(q, depth, n_cand)
     n_int = n_nodes(q, depth - 1, n_cand)
     if n_int * n_cand * 2**q > MAX_RANDOM_TABLE_ENTRIES:

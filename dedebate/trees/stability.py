@@ -1,25 +1,12 @@
 """rho-stability as fractional block sensitivity (spec PED 3).
 
-Host-side (numpy + scipy HiGHS) linear programs:
-
-* :func:`fbs` -- the primal packing LP over the sensitive blocks (spec 3.2), optionally with an
-  optimal packing ``u`` (what the error-shifting estimator of spec 4 plays);
-* :func:`fbs_dual` -- the fractional certificate (cover) LP, equal in value;
-* :func:`flip_probability` -- the worst-case flip probability ``F(eps)`` of spec 3.3, which equals
-  ``eps * fbs`` for ``eps <= 1/q``;
-* closed forms for thresholds, AND, OR, majority, parity, dictator (spec 3.4);
-* :func:`node_fbs` / :func:`tree_rho` -- fbs of every internal node at its true child vector and
-  the smallest admissible rho of a tree (the max over internal nodes, spec 3.3);
-* :func:`error_shifting_table` -- per (node, candidate) the distribution ``u_B / fbs`` over the flip
-  patterns ``z* XOR B`` of an optimal packing.
-
-For jitted code: :func:`lp_lookup` solves those LPs on the host once for every aggregator table
-and every child code a tree family can produce, and :func:`node_fbs_jnp` /
-:func:`error_shifting_table_jnp` index the result inside ``jit``/``vmap`` (no LP in the trace), with
-the same float32 numbers as :func:`node_fbs` / :func:`error_shifting_table`.
-
-A function ``f: {0,1}^q -> {0,1}`` is given as its table ``f[code(z)]`` (little-endian codes,
-``dedebate.core.bit_table``).
+Host-side linear programs (numpy + scipy HiGHS): the fbs packing LP over the sensitive blocks and
+its dual (spec 3.2), the worst-case flip probability ``F(eps) = eps * fbs`` for ``eps <= 1/q``
+(spec 3.3), closed forms for thresholds, AND, OR, majority, parity and dictator (spec 3.4), fbs
+of every node of a tree and the tree's smallest admissible rho, and the error-shifting
+estimator's table (spec 4). For jitted code :func:`lp_lookup` solves the LPs once per aggregator
+table and reachable child code, and the ``*_jnp`` functions index the result inside ``jit``. A
+function ``f: {0,1}^q -> {0,1}`` is given as its table ``f[code(z)]`` (little-endian codes).
 """
 
 from __future__ import annotations
@@ -49,7 +36,15 @@ def _check_function(table, z) -> tuple[np.ndarray, int, int]:
 
 
 def sensitive_blocks(table, z) -> np.ndarray:
-    """Codes of the nonempty blocks ``B`` with ``f(z XOR 1_B) != f(z)`` (spec 3.2)."""
+    """Codes of the nonempty blocks ``B`` with ``f(z XOR 1_B) != f(z)`` (spec 3.2).
+
+    Args:
+        table: int ``[2^q]`` truth table of f.
+        z: the point, a code in ``[0, 2^q)``.
+
+    Returns:
+        int numpy array of block codes.
+    """
     f, q, z = _check_function(table, z)
     blocks = np.arange(1, 2**q)
     return blocks[f[z ^ blocks] != f[z]]
@@ -60,8 +55,14 @@ def fbs(table, z, return_packing: bool = False):
 
         max sum_{B in S_z} u_B   s.t.  sum_{B ∋ i} u_B <= 1 (all i),  u >= 0.
 
-    With ``return_packing`` also returns ``u`` as float64[2^q] indexed by block code (zero off
-    ``S_z``).
+    Args:
+        table: int ``[2^q]`` truth table of f.
+        z: the point, a code in ``[0, 2^q)``.
+        return_packing: also return an optimal packing.
+
+    Returns:
+        The fbs (float), or ``(fbs, u)`` with ``u`` float64 ``[2^q]`` indexed by block code (zero
+        off ``S_z``).
     """
     f, q, z = _check_function(table, z)
     blocks = sensitive_blocks(f, z)
@@ -79,9 +80,17 @@ def fbs(table, z, return_packing: bool = False):
 
 
 def fbs_dual(table, z, return_cover: bool = False):
-    """The dual (fractional certificate) LP::
+    """The dual (fractional certificate) LP, equal in value to :func:`fbs`::
 
         min sum_i t_i   s.t.  sum_{i in B} t_i >= 1 (all B in S_z),  t >= 0.
+
+    Args:
+        table: int ``[2^q]`` truth table of f.
+        z: the point, a code in ``[0, 2^q)``.
+        return_cover: also return an optimal cover.
+
+    Returns:
+        The value (float), or ``(value, t)`` with ``t`` float64 ``[q]``.
     """
     f, q, z = _check_function(table, z)
     blocks = sensitive_blocks(f, z)
@@ -97,10 +106,17 @@ def fbs_dual(table, z, return_cover: bool = False):
 
 
 def flip_probability(table, z, eps: float) -> float:
-    """Worst-case ``Pr[f(z') != f(z)]`` over joints on ``z' = z XOR B`` with marginal error
-    ``<= eps`` per coordinate (spec 3.3)::
+    """Worst-case ``Pr[f(z') != f(z)]`` with marginal error ``<= eps`` per coordinate (spec 3.3)::
 
         F(eps) = max { sum_{B in S_z} w_B : sum_{B ∋ i} w_B <= eps,  sum_B w_B <= 1,  w >= 0 }.
+
+    Args:
+        table: int ``[2^q]`` truth table of f.
+        z: the point, a code in ``[0, 2^q)``.
+        eps: the marginal error bound.
+
+    Returns:
+        float.
     """
     f, q, z = _check_function(table, z)
     if not 0.0 <= eps <= 1.0:
@@ -117,35 +133,80 @@ def flip_probability(table, z, eps: float) -> float:
 
 # ---- closed forms (spec 3.4) -----------------------------------------------------------------
 def fbs_threshold(q: int, t: int, w: int) -> float:
-    """``Thr_t`` at a point with w ones: ``w/(w-t+1)`` if ``w >= t`` else ``(q-w)/(t-w)``."""
+    """fbs of ``Thr_t`` at a point with w ones: ``w/(w-t+1)`` if ``w >= t`` else ``(q-w)/(t-w)``.
+
+    Args:
+        q: bits.
+        t: threshold.
+        w: ones at the point.
+
+    Returns:
+        float.
+    """
     if not 1 <= t <= q or not 0 <= w <= q:
         raise ValueError(f"(q, t, w)=({q}, {t}, {w}): need 1 <= t <= q and 0 <= w <= q")
     return w / (w - t + 1) if w >= t else (q - w) / (t - w)
 
 
 def fbs_and(q: int, w: int) -> float:
-    """AND: q at all ones, 1 elsewhere."""
+    """fbs of AND: q at all ones, 1 elsewhere.
+
+    Args:
+        q: bits.
+        w: ones at the point.
+
+    Returns:
+        float.
+    """
     return fbs_threshold(q, q, w)
 
 
 def fbs_or(q: int, w: int) -> float:
-    """OR: q at all zeros, 1 elsewhere."""
+    """fbs of OR: q at all zeros, 1 elsewhere.
+
+    Args:
+        q: bits.
+        w: ones at the point.
+
+    Returns:
+        float.
+    """
     return fbs_threshold(q, 1, w)
 
 
 def fbs_majority(q: int, w: int) -> float:
-    """MAJ of q = 2m + 1 bits: ``w/(w-m)`` for ``w >= m+1``, ``(q-w)/(m+1-w)`` otherwise."""
+    """fbs of MAJ of q = 2m + 1 bits: ``w/(w-m)`` for ``w >= m+1``, ``(q-w)/(m+1-w)`` otherwise.
+
+    Args:
+        q: bits (odd).
+        w: ones at the point.
+
+    Returns:
+        float.
+    """
     if q % 2 != 1:
         raise ValueError(f"q={q!r}: majority needs an odd number of bits")
     return fbs_threshold(q, (q + 1) // 2, w)
 
 
 def fbs_parity(q: int) -> float:
-    """Parity: every singleton is sensitive, fbs = q at every point."""
+    """fbs of parity: every singleton is sensitive, so q at every point.
+
+    Args:
+        q: bits.
+
+    Returns:
+        float.
+    """
     return float(q)
 
 
 def fbs_dictator() -> float:
+    """fbs of a dictator: 1 at every point.
+
+    Returns:
+        float.
+    """
     return 1.0
 
 
@@ -168,7 +229,15 @@ def _unique_lp(tree: ClaimTree, solve, cache: dict | None):
 
 
 def node_fbs(tree: ClaimTree, cache: dict | None = None) -> np.ndarray:
-    """``fbs[v, c]`` of ``M_D`` at internal node v, candidate c, at the true child vector."""
+    """``fbs[v, c]`` of ``M_D`` at internal node v, candidate c, at the true child vector.
+
+    Args:
+        tree: an unbatched claim tree.
+        cache: optional dict of LP results keyed by (table, code), shared between calls.
+
+    Returns:
+        float64 numpy array of shape ``[n_internal, n_cand]``.
+    """
     cache = {} if cache is None else cache
     results, inverse = _unique_lp(tree, lambda f, z: fbs(f, z, return_packing=True), cache)
     values = np.array([r[0] for r in results])
@@ -176,8 +245,17 @@ def node_fbs(tree: ClaimTree, cache: dict | None = None) -> np.ndarray:
 
 
 def tree_rho(tree: ClaimTree, cand: int | None = None, cache: dict | None = None) -> float:
-    """Smallest admissible rho: max fbs over internal nodes for candidate ``cand`` (default: the
-    honest candidate), each at its true child vector (spec 3.3)."""
+    """Smallest admissible rho: the max fbs over internal nodes at their true child vectors (spec
+    3.3).
+
+    Args:
+        tree: an unbatched claim tree.
+        cand: the candidate (default: the honest candidate).
+        cache: optional LP cache, as for :func:`node_fbs`.
+
+    Returns:
+        float.
+    """
     c = tree.honest_cand if cand is None else cand
     if not 0 <= c < tree.n_cand:
         raise ValueError(f"cand={cand!r}: the tree has candidates 0..{tree.n_cand - 1}")
@@ -185,9 +263,18 @@ def tree_rho(tree: ClaimTree, cand: int | None = None, cache: dict | None = None
 
 
 def error_shifting_table(tree: ClaimTree, cache: dict | None = None) -> np.ndarray:
-    """float32[n_int, C, 2^q]: mass ``u_B / fbs`` on pattern ``z* XOR B`` for an optimal packing
-    ``u`` at each (node, candidate), ``z*`` the true child vector (spec 4). Where fbs = 0 (no
-    sensitive block) the row is the point mass on ``z*``."""
+    """The error-shifting estimator's distribution at every (node, candidate) (spec 4).
+
+    Mass ``u_B / fbs`` on pattern ``z* XOR B`` for an optimal packing ``u``, ``z*`` the true child
+    vector. Where fbs = 0 (no sensitive block) the row is the point mass on ``z*``.
+
+    Args:
+        tree: an unbatched claim tree.
+        cache: optional LP cache, as for :func:`node_fbs`.
+
+    Returns:
+        float32 numpy array of shape ``[n_internal, n_cand, 2^q]``.
+    """
     cache = {} if cache is None else cache
     results, inverse = _unique_lp(tree, lambda f, z: fbs(f, z, return_packing=True), cache)
     codes = child_codes(tree)
@@ -205,18 +292,24 @@ def error_shifting_table(tree: ClaimTree, cache: dict | None = None) -> np.ndarr
 
 # ---- LP results as lookup tables for jitted code -------------------------------------------------
 def lp_lookup(tables, popcounts) -> dict[str, np.ndarray]:
-    """Host (scipy HiGHS): the fbs packing LP of every aggregator table ``tables[a]`` at every true
-    child code whose number of true children is in ``popcounts``, as arrays that jitted code
-    indexes (:func:`node_fbs_jnp`, :func:`error_shifting_table_jnp`):
+    """Host (scipy HiGHS): the fbs packing LP of every aggregator table at every reachable code.
 
-    * ``fbs`` float64[K, 2^q]: fbs at (table, code), NaN where not solved;
-    * ``row`` int32[K, 2^q]: the row of ``rel`` for (table, code) (the NaN row where not solved);
-    * ``rel`` float32[R + 1, 2^q]: mass ``u_B / fbs`` on block B (B = 0 where fbs = 0), the
-      float32 cast of the numbers :func:`error_shifting_table` uses; the last row is NaN.
+    The codes solved are those whose number of true children is in ``popcounts``. A tree family's
+    rules fix its tables and reachable codes (e.g. a threshold rule: the popcounts ``true_counts +
+    false_counts``; an AND rule: ``q`` and ``q - 1``), so one lookup serves every tree the family's
+    generator draws, whatever the key.
 
-    A tree family's rules fix its tables and reachable codes (e.g. a threshold rule: the
-    popcounts ``true_counts + false_counts``; an AND rule: ``q`` and ``q - 1``), so one lookup
-    serves every tree the family's generator draws, whatever the key."""
+    Args:
+        tables: int ``[K, 2^q]`` aggregator tables.
+        popcounts: the numbers of true children to solve for.
+
+    Returns:
+        Dict of arrays that jitted code indexes (:func:`node_fbs_jnp`,
+        :func:`error_shifting_table_jnp`): ``fbs`` float64 ``[K, 2^q]`` (NaN where not solved);
+        ``row`` int32 ``[K, 2^q]``, the row of ``rel`` for (table, code) (the NaN row where not
+        solved); ``rel`` float32 ``[R + 1, 2^q]``, mass ``u_B / fbs`` on block B (B = 0 where
+        fbs = 0), the float32 cast of the numbers :func:`error_shifting_table` uses, last row NaN.
+    """
     tables = np.asarray(tables)
     n_tab, size = tables.shape
     pop = np.asarray([bin(z).count("1") for z in range(size)])
@@ -240,7 +333,14 @@ def lp_lookup(tables, popcounts) -> dict[str, np.ndarray]:
 
 
 def child_codes_jnp(tree: ClaimTree):
-    """:func:`child_codes` for jitted code: int32[n_int, C] codes of the true child patterns."""
+    """:func:`child_codes` for jitted code: codes of the true child patterns.
+
+    Args:
+        tree: a claim tree.
+
+    Returns:
+        int32 array of shape ``[n_internal, n_cand]``.
+    """
     b, q = tree.branching, tree.q
     v = np.arange(tree.n_internal)[:, None, None]
     idx = v * b + 1 + np.arange(tree.n_cand)[None, :, None] * q + np.arange(q)[None, None, :]
@@ -249,15 +349,30 @@ def child_codes_jnp(tree: ClaimTree):
 
 
 def node_fbs_jnp(tree: ClaimTree, fbs_table):
-    """:func:`node_fbs` for jitted code, from ``fbs_table[K, 2^q]`` (:func:`lp_lookup`'s ``fbs``,
-    in the dtype the caller wants): fbs[v, c] at the true child vector."""
+    """:func:`node_fbs` for jitted code: fbs[v, c] at the true child vector.
+
+    Args:
+        tree: a claim tree.
+        fbs_table: ``[K, 2^q]``, :func:`lp_lookup`'s ``fbs`` in the dtype the caller wants.
+
+    Returns:
+        Array of shape ``[n_internal, n_cand]`` in the dtype of ``fbs_table``.
+    """
     agg = jnp.asarray(tree.agg)[: tree.n_internal]
     return jnp.asarray(fbs_table)[agg, child_codes_jnp(tree)]
 
 
 def error_shifting_table_jnp(tree: ClaimTree, lookup: dict):
-    """:func:`error_shifting_table` for jitted code, from an :func:`lp_lookup` of the tree's
-    tables: float32[n_int, C, 2^q], equal to the host table (NaN at a code the lookup lacks)."""
+    """:func:`error_shifting_table` for jitted code, from an :func:`lp_lookup` of the tree's tables.
+
+    Args:
+        tree: a claim tree.
+        lookup: the dict of :func:`lp_lookup`.
+
+    Returns:
+        float32 array of shape ``[n_internal, n_cand, 2^q]``, equal to the host table (NaN at a
+        code the lookup lacks).
+    """
     codes = child_codes_jnp(tree)
     agg = jnp.asarray(tree.agg)[: tree.n_internal]
     rel = jnp.asarray(lookup["rel"])[jnp.asarray(lookup["row"])[agg, codes]]  # [v, c, B]
