@@ -154,6 +154,7 @@ DOCUMENTED = (
     "dedebate/machines/program.py",
     "dedebate/trees/__init__.py", "dedebate/trees/fbs_table.py", "dedebate/trees/library.py",
     "dedebate/trees/stability.py", "dedebate/trees/tree.py",
+    "dedebate/exact/__init__.py", "dedebate/exact/acceptance.py",
     "dedebate/protocols/binary_search.py", "dedebate/protocols/costs.py",
     "dedebate/protocols/cross_exam.py", "dedebate/protocols/det_witness.py",
     "dedebate/protocols/deterministic_players.py", "dedebate/protocols/naive_recursive.py",

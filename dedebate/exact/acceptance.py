@@ -1,38 +1,12 @@
-"""Exact acceptance probability of the stochastic-oracle debate for small T (spec DED 5.1, 5.3).
+"""Exact acceptance probability of the stochastic-oracle debate for small T (spec DED 5.6).
 
 ``P[out = 1]`` for given Alice and Bob strategies (honest players and the zoos of
 :mod:`dedebate.agents.stochastic_players`) by backward dynamic programming over the prefix tree
-(:func:`dedebate.machines.lipschitz.prefix_tree`, T <= 20), in float64 on the host:
-
-``V(y) = E_p[ cont(p) (c(p) V(y1) + (1 - c(p)) V(y0)) + (1 - cont(p)) vera(p) ]``
-
-at a prefix y of length n with true step probability pi = P[y_n = 1 | y], where p is Alice's claim
-(a point for an adversary, ``count / N_A`` with ``count ~ Binomial(N_A, pi)`` for honest Alice),
-``c(p) = clamp01(p)`` the coin, ``cont(p)`` Bob's probability of continuing (for honest Bob the
-exact binomial probability that ``|p - count / N_B| < tau_B``), ``vera(p)`` Vera's acceptance
-probability ``P[|p - count / N_V| < tau_V]``; at the last step ``V(y1) = 1, V(y0) = 0``.
-
-Since V(y0) and V(y1) enter linearly, each prefix needs only three sums over Alice's claim law,
-``A = E[cont c]``, ``B = E[cont (1 - c)]``, ``D = E[(1 - cont) vera]``, which depend on
-(step, pi, previous bit) and are computed once per distinct value. Binomial sums run over
-``mean +- 10 sd`` (neglected mass < 1e-22, renormalised so each law sums to 1).
-
-**Real arithmetic.** Comparisons are Lean's real-number ones (strict), on these numbers:
-
-* thresholds (``tau_B``, ``tau_V``) are the rationals the constants were computed from. The
-  players carry them as float32 (``tau_B = 7/400`` is stored as 0.017500000074505806); the DP
-  reads each back as the shortest decimal that float32 value prints as (:func:`real`: 0.0175);
-* a claim is the number the player announces: the honest estimate ``count / N_A`` (a rational),
-  and a shifted claim (``pi + delta``, ``count / N_A + delta``, ``pi + lies[t]``) formed in
-  float32 exactly as the player forms it, since that float32 value *is* what Alice says;
-* float64 round-off in the boundaries ``n (p -+ tau)`` is undone by a tie rule (:data:`TIE_TOL`):
-  a boundary within ``TIE_TOL`` (relative) of an integer count is that count, and the strict
-  comparison excludes it.
-
-The Monte Carlo computes ``|p - count / n| < tau`` in float32; the two differ only where the
-float32 rounding of that difference decides, which has no mass of its own
-(``tests/test_stochastic.py`` checks DP against Monte Carlo for Alice at ``count / N_A + tau_B``
-and one float32 ulp either side, where the old float32 threshold moved the DP by 6 sd).
+(:func:`dedebate.machines.lipschitz.prefix_tree`, T <= 20), in float64 on the host. Each prefix
+needs three sums over the law of Alice's claim, computed once per (step, pi, previous bit).
+Comparisons are the formal proof's, strict on real numbers: thresholds read back as the decimals
+their float32 values print as (:func:`real`), claims formed in float32 as the players form them,
+and a tie rule (:data:`TIE_TOL`) for float64 round-off at the boundaries.
 """
 
 from __future__ import annotations
@@ -72,8 +46,16 @@ moves the boundary by ~1e-7 relative)."""
 
 
 def real(x):
-    """The real number a float32 parameter stands for: the shortest decimal that the float32
-    value prints as (``real(float32(0.0175)) == 0.0175``), as float64; arrays elementwise."""
+    """The real number a float32 parameter stands for.
+
+    The shortest decimal that the float32 value prints as (``real(float32(0.0175)) == 0.0175``).
+
+    Args:
+        x: a float32 number or array.
+
+    Returns:
+        float64 (arrays elementwise).
+    """
     a = np.asarray(x, np.float32)
     out = np.array([float(np.format_float_positional(v, unique=True)) for v in a.ravel()],
                    np.float64)
@@ -101,8 +83,18 @@ def _bob_params(bob) -> dict:
 
 
 def binomial_law(n: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
-    """Support points ``count / n`` and probabilities of ``count ~ Binomial(n, pi)`` (mass beyond
-    ``SD_RANGE`` sd dropped, < 1e-22, and the rest renormalised to sum to 1)."""
+    """Support points ``count / n`` and probabilities of ``count ~ Binomial(n, pi)``.
+
+    Mass beyond ``SD_RANGE`` standard deviations is dropped (< 1e-22) and the rest renormalised to
+    sum to 1.
+
+    Args:
+        n: number of samples.
+        pi: success probability.
+
+    Returns:
+        ``(points, probs)``, float64 numpy arrays of equal length.
+    """
     if n <= 0:
         return np.zeros(1), np.ones(1)
     if pi <= 0.0 or pi >= 1.0:
@@ -125,7 +117,17 @@ def _cdf(k: np.ndarray, n: int, pi: float) -> np.ndarray:
 
 
 def checker_prob(p: np.ndarray, n: int, tau: float, pi: float) -> np.ndarray:
-    """``P[|p - X / n| < tau]`` for ``X ~ Binomial(n, pi)``, exactly (strict, real numbers)."""
+    """``P[|p - X / n| < tau]`` for ``X ~ Binomial(n, pi)``, exactly (strict, real numbers).
+
+    Args:
+        p: float64 array of claims.
+        n: number of samples.
+        tau: the tolerance.
+        pi: success probability.
+
+    Returns:
+        float64 numpy array of the shape of ``p``.
+    """
     p = np.asarray(p, np.float64)
     lo = _snap(n * (p - tau))  # need X > lo and X < hi
     hi = _snap(n * (p + tau))
@@ -184,8 +186,18 @@ def _cont(b: dict, t: int, T: int, pi: float, prev: int, p: np.ndarray) -> np.nd
 
 
 def acceptance_exact(machine: Any, alice, bob, vera: Vera, levels: list | None = None) -> float:
-    """Exact ``P[out = 1]`` (float64) of the debate on ``machine`` (T <= 20) between ``alice``
-    and ``bob`` with honest ``vera``; ``levels`` may pass a precomputed prefix tree."""
+    """Exact ``P[out = 1]`` of the debate on ``machine`` between ``alice`` and ``bob``.
+
+    Args:
+        machine: a machine with ``T <= 20``.
+        alice: Alice's player (honest or from the zoo).
+        bob: Bob's player (honest or from the zoo).
+        vera: the honest verifier.
+        levels: optionally the machine's precomputed prefix tree.
+
+    Returns:
+        float (float64 precision).
+    """
     T = int(machine.T)
     if T > MAX_TREE_T:
         raise ValueError(f"T={T}: the exact DP enumerates prefixes, allowed T <= {MAX_TREE_T}")
@@ -220,6 +232,16 @@ def acceptance_exact(machine: Any, alice, bob, vera: Vera, levels: list | None =
 
 
 def acceptance_exact_many(machine: Any, alices: list, bob, vera: Vera) -> np.ndarray:
-    """:func:`acceptance_exact` for several Alices against one Bob (one prefix tree)."""
+    """:func:`acceptance_exact` for several Alices against one Bob (one prefix tree).
+
+    Args:
+        machine: a machine with ``T <= 20``.
+        alices: Alice's players.
+        bob: Bob's player.
+        vera: the honest verifier.
+
+    Returns:
+        float64 numpy array of shape ``[len(alices)]``.
+    """
     levels = prefix_tree(machine)
     return np.array([acceptance_exact(machine, a, bob, vera, levels) for a in alices])
