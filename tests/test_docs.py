@@ -160,6 +160,8 @@ DOCUMENTED = (
     "dedebate/protocols/deterministic_players.py", "dedebate/protocols/naive_recursive.py",
     "dedebate/protocols/prover_estimator.py", "dedebate/protocols/stochastic_scan.py",
     "dedebate/protocols/witness.py",
+    "dedebate/agents/learned.py", "dedebate/agents/ped_strategies.py",
+    "dedebate/agents/stochastic_players.py",
 )
 MAX_MODULE_DOCSTRING_LINES = 15
 

@@ -1,33 +1,11 @@
 """Learned Flax players for prover-estimator debate (spec PED 2.1, 8, 10).
 
 Both players implement the strategy interface of :mod:`dedebate.agents.ped_strategies` and see
-only the *public* view of the claim tree (``sees_truth = False``): what a node exposes is whether
-its truth is observable (``known``) and, if so, its value; a hidden truth reads ``-1``. Nothing
-else about the truth reaches the networks.
-
-Prover A (four small MLP heads, parameters in ``params``):
-
-* ``answer``: ``P(a = 1)`` from the root's features ``[known, value]``;
-* ``direction``: ``P(s_k = +1)`` from ``[known, value, phat_k, k / depth]`` (fixed before B speaks,
-  spec 2.4.1); ``s = 0`` is never used;
-* ``decompose``: one logit per candidate from the node's features and the candidate's public
-  features ``[fraction of subclaims whose truth is public, mean public subclaim value, mean of the
-  M_D table]`` (a shared head: permutation-equivariant over candidates, no candidate identity);
-* ``select``: one logit per subclaim from ``[m_i, known_i, value_i, pi_k, phat_k]`` (sees P_k only
-  through its marginals and pi, never ``z^k``: spec 2.4.2).
-
-Estimator B: ``p_d = sigmoid(initial([known, value]))`` and, per node and candidate, logits of
-width ``2^q`` over the joint (spec 10)::
-
-    logits[z] = sum_i z_i * child([known_i, value_i, phat, node known, node value])   # product part
-              + global([phat, node known, node value, frac public, mean M_D, k/depth])[z]
-
-The product part lets B express point masses on public child patterns; the ``2^q``-wide global
-part expresses correlated joints (the error-shifting and calibrated hidden-flaw joints of spec
-4 and 9.3). Final layers start at zero: B starts uniform, A starts with fair coins. Every logit
-(and B's summed joint logits) is capped to ``(-8, 8)`` by ``8 tanh(x / 8)``: without it the
-exact-gradient game drives sigmoids to exactly 0 or 1 in float32, where gradients vanish and a
-player stays stuck at a corner (observed: B fixed at ``p_d = 1`` on false roots).
+only the public view of the claim tree (``sees_truth = False``). A has four small MLP heads
+(answer, direction, decompose, select); B has an initial head and, per node and candidate, a
+product part plus a ``2^q``-wide global part for its joint logits. Final layers start at zero
+(B uniform, A fair coins) and every logit is capped to ``(-8, 8)`` by ``8 tanh(x / 8)``. The
+features and the reasons are in spec PED 10.2.
 """
 
 from __future__ import annotations
@@ -101,7 +79,14 @@ def _cand_feat(tree: ClaimTree, node, cand) -> jax.Array:
 
 @struct.dataclass
 class LearnedProver:
-    """A learned prover (see module docstring); ``params`` maps head name -> Flax params."""
+    """A learned prover (spec PED 10.2).
+
+    Attributes:
+        params: head name -> Flax params (``answer``, ``direction``, ``decompose``, ``select``).
+        hidden: hidden widths of each head (static).
+        sees_truth: False: it sees the public view.
+        deterministic: False: its choices are drawn.
+    """
 
     params: dict
     hidden: tuple = struct.field(pytree_node=False, default=(16,))
@@ -112,20 +97,66 @@ class LearnedProver:
         return _cap(MLP(self.hidden, out).apply({"params": self.params[name]}, x))
 
     def answer(self, tree: ClaimTree) -> jax.Array:
+        """A's root answer: the answer head on the root's ``[known, value]``.
+
+        Args:
+            tree: the claim tree (its public view unless ``sees_truth``).
+
+        Returns:
+            float32 scalar ``P(a = 1)``.
+        """
         known, value = _public(tree.truth[0])
         return jax.nn.sigmoid(self._head("answer", jnp.stack([known, value]))[0])
 
     def direction(self, tree: ClaimTree, node, phat, k) -> jax.Array:
+        """A's direction at a claim, fixed before B speaks (spec 2.4.1): ``s = +1`` with the
+        direction head's probability, never 0.
+
+        Args:
+            tree: the claim tree (its public view unless ``sees_truth``).
+            node: int32 the claim under debate.
+            phat: float32 the estimate ``phat_k`` under debate.
+            k: int32 the round.
+
+        Returns:
+            float32 ``[3]``: probabilities of ``s`` in (-1, 0, +1).
+        """
         p = jax.nn.sigmoid(self._head("direction", _node_feat(tree, node, phat, k))[0])
         return jnp.stack([1.0 - p, jnp.float32(0.0), p])
 
     def decompose(self, tree: ClaimTree, node, phat, k) -> jax.Array:
+        """A's choice of candidate decomposition: softmax of the shared head over the candidates.
+
+        Args:
+            tree: the claim tree (its public view unless ``sees_truth``).
+            node: int32 the claim under debate.
+            phat: float32 the estimate under debate.
+            k: int32 the round.
+
+        Returns:
+            float32 ``[n_cand]`` probabilities.
+        """
         nf = _node_feat(tree, node, phat, k)
         feats = jax.vmap(lambda c: jnp.concatenate([nf, _cand_feat(tree, node, c)]))(
             jnp.arange(tree.n_cand))
         return jax.nn.softmax(jax.vmap(lambda f: self._head("decompose", f)[0])(feats))
 
     def select(self, tree: ClaimTree, node, cand, marginals, pi, phat, k) -> jax.Array:
+        """A's choice of the subclaim to recurse on; it sees ``P_k``, never ``z^k`` (spec 2.4.2):
+        softmax of the select head over the subclaims.
+
+        Args:
+            tree: the claim tree (its public view unless ``sees_truth``).
+            node: int32 the claim under debate.
+            cand: int32 the candidate decomposition.
+            marginals: float32 ``[q]``, B's marginals ``P_k[z_i = 1]``.
+            pi: float32 ``pi_k = E_{z ~ P_k} M_D(y^k, z)``.
+            phat: float32 the estimate under debate.
+            k: int32 the round.
+
+        Returns:
+            float32 ``[q]`` probabilities.
+        """
         known, value = _public(tree.child_truths(node, cand))
         q = tree.q
         feats = jnp.stack([marginals, known, value, jnp.full((q,), pi), jnp.full((q,), phat)],
@@ -135,7 +166,13 @@ class LearnedProver:
 
 @struct.dataclass
 class LearnedEstimator:
-    """A learned estimator (see module docstring); ``params`` maps head name -> Flax params."""
+    """A learned estimator (spec PED 10.2).
+
+    Attributes:
+        params: head name -> Flax params (``initial``, ``child``, ``global``).
+        hidden: hidden widths of each head (static).
+        sees_truth: False: it sees the public view.
+    """
 
     params: dict
     hidden: tuple = struct.field(pytree_node=False, default=(32,))
@@ -145,10 +182,31 @@ class LearnedEstimator:
         return _cap(MLP(self.hidden, out).apply({"params": self.params[name]}, x))
 
     def initial(self, tree: ClaimTree) -> jax.Array:
+        """B's initial estimate ``p_d``: the initial head on the root's features.
+
+        Args:
+            tree: the claim tree (its public view unless ``sees_truth``).
+
+        Returns:
+            float32 scalar in ``[0, 1]``.
+        """
         known, value = _public(tree.truth[0])
         return jax.nn.sigmoid(self._head("initial", jnp.stack([known, value]))[0])
 
     def joint(self, tree: ClaimTree, node, cand, phat, k) -> jax.Array:
+        """B's joint ``P_k`` over the ``2^q`` answer patterns of the subclaims: the product part
+        plus the global part, capped.
+
+        Args:
+            tree: the claim tree (its public view unless ``sees_truth``).
+            node: int32 the claim under debate.
+            cand: int32 A's candidate decomposition.
+            phat: float32 the estimate under debate.
+            k: int32 the round.
+
+        Returns:
+            float32 ``[2^q]`` logits (may hold ``-inf``).
+        """
         q = tree.q
         known, value = _public(tree.child_truths(node, cand))
         nknown, nvalue = _public(tree.truth[node])
@@ -164,7 +222,15 @@ class LearnedEstimator:
 
 
 def init_prover(key, hidden=(16,)) -> LearnedProver:
-    """Fresh learned prover: every head outputs a fair coin / uniform choice."""
+    """Fresh learned prover: every head outputs a fair coin / uniform choice.
+
+    Args:
+        key: a typed PRNG key.
+        hidden: hidden widths of each head.
+
+    Returns:
+        A :class:`LearnedProver`.
+    """
     hidden = _check_hidden(hidden)
     sizes = {"answer": N_ROOT, "direction": N_NODE, "decompose": N_CAND, "select": N_SEL}
     keys = jax.random.split(key, len(sizes))
@@ -174,7 +240,16 @@ def init_prover(key, hidden=(16,)) -> LearnedProver:
 
 
 def init_estimator(key, q: int, hidden=(32,)) -> LearnedEstimator:
-    """Fresh learned estimator for width-``q`` trees: ``p_d = 1/2`` and the uniform joint."""
+    """Fresh learned estimator for width-``q`` trees: ``p_d = 1/2`` and the uniform joint.
+
+    Args:
+        key: a typed PRNG key.
+        q: subclaims per decomposition (the joint has ``2^q`` logits).
+        hidden: hidden widths of each head.
+
+    Returns:
+        A :class:`LearnedEstimator`.
+    """
     hidden = _check_hidden(hidden)
     if not isinstance(q, (int, np.integer)) or not 1 <= q <= 12:
         raise ValueError(f"q={q!r}: the estimator's joint has 2^q logits; need 1 <= q <= 12")
