@@ -1,50 +1,17 @@
-"""Learned Alice and Bob for the stochastic-oracle debate, trained by self-play (spec DED 5,
-training conventions of spec PED 8.5 / 10).
+"""Learned Alice and Bob for the stochastic-oracle debate, trained by self-play (spec DED 5).
 
-On a small F2 fixture (K = 2, T steps; P_M(1) = ``p_yes`` >= 2/3 and ``p_no`` <= 1/3), a learned
-Alice (MLP claim ``p = pi + b * mlp(t, pi, prev bit, fraction of ones)``) and a learned Bob (abort
-logit ``w[t] + w_dev |p - pi| / b + w_prev prev``, i.e. ZooBob ``B_LEARNED`` reading the expected
-estimate pi) play the zero-sum game "Alice maximises P[out = 1]" with alternating Adam updates,
-n_B Bob steps per Alice step, on the exact DP value (:mod:`dedebate.training.stochastic_selfplay`;
-Vera's training surrogate is named there). Every reported number is exact (float64 DP with the
-exact binomial Vera), with intervals over seeds, and the learned pairs are also played with
-:func:`dedebate.protocols.stochastic.run_trials` (Monte Carlo, Wilson interval) as a check.
-
-Rows and their pass criteria (fixed before the results were seen). The two proven rows and the
-Monte-Carlo check are claims; the self-play outcome, tracking, abort targeting, schedule and
-convergence rows are *findings* (``finding=True``): measured answers to the issue's questions,
-reported in full with their criterion but not gating the run, because no theorem says self-play
-must find the honest equilibrium.
-
-* proven (spec DED 5.3): honest Alice vs every trained Bob >= the completeness bound at the
-  instance; every trained Alice vs honest Bob <= 1 - the soundness bound at the instance;
-* self-play outcome vs the Lean bounds: the trained pair's acceptance, worst seed, >= 0.6402 on
-  the yes-instance and <= 0.3956 on the no-instance (not a theorem about learned pairs: it asks
-  whether self-play reaches the protocol's guaranteed side);
-* Monte Carlo agrees with the exact DP: the pooled Monte-Carlo acceptance against the seeds'
-  mean exact value (score test; a Monte-Carlo row of the report's family-wise policy);
-* claims track the truth: Alice's reach-weighted mean |p - pi| has its 95% upper bound (over
-  seeds) below b (the must-abort threshold);
-* Bob's aborts target real deviations: Youden's J = hit - false alarm (abort probability at probe
-  deviations in [b, 4b] minus at [0, s), reach-weighted over visited prefixes) has its 95% lower
-  bound (over seeds) >= 0.5;
-* schedules (descriptive): training again with each n_B of ``n_b_sweep`` (same seeds), the
-  largest n_B leaves no more no-instance seeds on the wrong side (acceptance > 1/2) than the
-  smallest -- the spec PED 8.5 recommendation "several follower updates per leader update" taken
-  as the criterion (this row was added after a diagnostic run at T = 6 had shown it failing);
-* convergence: the exploitability gap (Alice's grid best response to the trained Bob minus Bob's
-  exact best response to the trained Alice) is <= ``gap_tol`` for more than half of the seeds
-  (Wilson lower bound > 1/2).
-
-Training runs (per instance: the main run, the tail ablation, each n_B of the sweep) go in
-``chunks`` jitted chunks each (:func:`dedebate.training.stochastic_selfplay.chunk_grid`, bit-equal
-to one uninterrupted program), driven by the lab's chunked driver
-(:func:`dedebate.lab.driver.run_chunks`); after each chunk the main run's monitors are logged (at
-explicit steps, one clock over all training runs), and every ``checkpoint_every`` chunks (and
-after the last) the whole training state -- players, Adam states, update counters, init keys,
-monitors -- is an Orbax checkpoint.
-``resume=true`` continues from the newest one and reproduces the uninterrupted run's numbers
-exactly; the exact evaluation after training is recomputed (deterministic).
+On small F2 fixtures (a yes- and a no-instance, K = 2, T steps), a learned Alice (MLP claims) and
+a learned Bob (abort logits, the zoo's learned family) play "Alice maximises P[out = 1]" with
+alternating Adam updates, n_B Bob steps per Alice step, on the exact DP value. Every reported
+number is exact (float64 DP, exact binomial Vera) with intervals over seeds; Monte-Carlo play of
+the trained pairs is a check. Gating rows: the proven completeness/soundness bounds against every
+trained Bob/Alice and the Monte-Carlo check; findings (not gating): the self-play outcome,
+tracking, abort targeting, the n_B schedule and convergence. Players, game, training, rows and
+their criteria: docs/doubly-efficient-debate.md, section 5.7 (spec DED 5.7). Library:
+:mod:`dedebate.agents.selfplay_players`, :mod:`dedebate.exact.selfplay`,
+:mod:`dedebate.training.stochastic_selfplay`, :mod:`dedebate.training.selfplay_runs`. Training
+goes in ``chunks`` jitted chunks per run through the lab's chunked driver (log after each chunk,
+an Orbax checkpoint every ``checkpoint_every``); ``resume=true`` reproduces the uninterrupted run.
 """
 
 from __future__ import annotations
@@ -53,11 +20,9 @@ import dataclasses
 import functools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from dedebate.agents.stochastic_players import honest_alice
-from dedebate.exact import acceptance_exact
+from dedebate.exact.selfplay import evaluate, level_inputs, measure_pairs, take
 from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import (
     Claim,
@@ -68,32 +33,29 @@ from dedebate.lab.experiment import (
     wilson_interval,
 )
 from dedebate.lab.params import config_dataclass, param
-from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
-from dedebate.protocols.stochastic import (
-    debate_spec,
-    lean_defaults,
-    make_vera,
-    run_trials,
-    trial_keys,
+from dedebate.training.selfplay_runs import (
+    CASES,
+    MEASURED,
+    chunk_rows,
+    f64_words,
+    initial_monitors,
+    initial_state,
+    measure_host,
+    monte_carlo_wins,
+    point_metrics,
+    seed_keys,
+    setup,
+    training_runs,
 )
 from dedebate.training.stochastic_selfplay import (
     COMPILE_OPTIONS,  # noqa: F401  (the swept program's XLA options: lab contract)
-    Monitors,
-    SelfPlayStatic,
-    bob_as_zoo,
     carry_axes,
     chunk_grid,
     chunk_lengths,
-    evaluate,
-    hparams,
     init_carry,
-    init_grid,
-    learned_alice,
-    level_inputs,
     make_chunk,
     n_periods,
-    take,
 )
 
 NAME = "stochastic_selfplay"
@@ -153,72 +115,14 @@ SIZES = {
 }
 
 
-def _runs(cfg: Config, hp) -> list[tuple[str, str, object]]:
-    """The training runs ``(instance, run name, hparams)`` in training order: per instance the
-    main run (n_b), the tail ablation (vera_grad_mix = 0) and each n_B of the sweep."""
-    out = []
-    for case in ("yes", "no"):
-        out.append((case, "main", hp))
-        if cfg.ablate_tail:
-            out.append((case, "ablation", hp.replace(vera_grad_mix=jnp.float32(0))))
-        out.extend((case, f"n_b_{n}", hp.replace(n_b=jnp.int32(n))) for n in cfg.n_b_sweep)
-    return out
-
-
-def setup(cfg: Config):
-    """``(instances, params, constants, static, hp)`` of a config: the F2 yes- and no-instances
-    ``[("yes", fixture), ("no", fixture)]``, the Lean defaults at (K, T) and their constants, the
-    static sizes and the validated hyperparameters of the main run (host, float64 fixtures)."""
-    instances = [("yes", f2_target(cfg.T, cfg.p_yes, spread=cfg.spread)),
-                 ("no", f2_target(cfg.T, cfg.p_no, spread=cfg.spread))]
-    K = instances[0][1].K
-    params = lean_defaults(K, cfg.T)
-    constants = params.constants(K, cfg.T)
-    static = SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps, log_every=cfg.log_every)
-    hp = hparams(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b, alice_init=cfg.alice_init,
-                 bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
-    return instances, params, constants, static, hp
-
-
-def _chunk_rows(case: str, mon, first: int, log_every: int) -> list[tuple[int, dict]]:
-    """The main run's monitors of one chunk, one row per monitor period, at steps ``first + (j
-    + 1) * log_every`` (the instance label tells the two instances' rows apart)."""
-    val, trk = np.asarray(mon.value), np.asarray(mon.tracking)
-    return [(first + (j + 1) * log_every,
-             {"instance": case, "value_mean": float(val[:, j].mean()),
-              "value_min": float(val[:, j].min()), "value_max": float(val[:, j].max()),
-              "tracking_mean": float(trk[:, j].mean())}) for j in range(val.shape[1])]
-
-
-def initial_state(cfg: Config, key, static, hp) -> dict:
-    """The training state before the first chunk (also the template a checkpoint is restored
-    against): ``{instance: {run: carry}}`` with every run's initial carry (:func:`init_grid`;
-    seed s of instance i from ``fold_in(fold_in(key, i), s)``, the same for every run of the
-    instance)."""
-    state = {}
-    for i, case in enumerate(("yes", "no")):
-        k = jax.random.fold_in(key, i)
-        keys = jnp.stack([jax.random.fold_in(k, s) for s in range(cfg.seeds)])
-        for c, name, h in _runs(cfg, hp):
-            if c == case:
-                state.setdefault(case, {})[name] = init_grid(static)(h, keys)
-    return state
-
-
-def initial_monitors(cfg: Config, static, hp) -> dict:
-    """Zero monitors ``[seeds, periods]`` per training run (track ``instance/run``)."""
-    z = np.zeros((cfg.seeds, n_periods(static)), np.float32)
-    return {f"{case}/{name}": Monitors(z, z) for case, name, _ in _runs(cfg, hp)}
+def _runs(cfg: Config, hp) -> list:
+    return training_runs(hp, cfg.ablate_tail, cfg.n_b_sweep)
 
 
 def _train_all(cfg: Config, ctx, static, inputs, hp):
-    """Every training run, chunk by chunk (:func:`chunk_grid`, vmapped over seeds, through
-    ``run_chunks``), with the state saved every ``checkpoint_every`` chunks and after the last;
-    ``resume`` continues from the newest checkpoint, bit-equal to an uninterrupted run. Chunk
-    ``g`` is chunk ``g % chunks`` of run ``r = g // chunks``; the main runs' rows go at step ``r
-    * U + Alice updates`` (``U`` updates per run: one clock over the runs). Returns the driver's
-    :class:`~dedebate.lab.driver.Chunked` (state ``{instance: {run: carry}}``, monitors per
-    ``instance/run``) and wall seconds per run (this attempt's chunks only)."""
+    """Every training run chunk by chunk (:func:`chunk_grid` through ``run_chunks``); chunk ``g``
+    is chunk ``g % chunks`` of run ``g // chunks``, the main runs' rows at step ``run * updates
+    per run + updates`` (one clock). Returns the driver's result and wall seconds per run."""
     runs = _runs(cfg, hp)
     lengths = chunk_lengths(n_periods(static), cfg.chunks)
     starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
@@ -235,12 +139,12 @@ def _train_all(cfg: Config, ctx, static, inputs, hp):
         case, name, _ = runs[r]
         if name != "main":
             return []
-        return _chunk_rows(case, mon[f"{case}/{name}"], r * per_run + starts[c] * cfg.log_every,
-                           cfg.log_every)
+        return chunk_rows(case, mon[f"{case}/{name}"], r * per_run + starts[c] * cfg.log_every,
+                          cfg.log_every)
 
-    init = initial_state(cfg, ctx.key, static, hp)
+    init = initial_state(ctx.key, cfg.seeds, static, runs)
     done = run_chunks(ctx, "stochastic self-play training", init, chunk, len(runs) * cfg.chunks,
-                      monitors=initial_monitors(cfg, static, hp), axis=1,
+                      monitors=initial_monitors(cfg.seeds, static, runs), axis=1,
                       every=cfg.checkpoint_every, keep=2, log_rows=rows)
     walls = {}
     for r, (case, name, _) in enumerate(runs):
@@ -252,111 +156,27 @@ def _train_all(cfg: Config, ctx, static, inputs, hp):
 # ---- the swept function: one self-play point, exact measurements ---------------------------------
 DYNAMIC = ("p_yes", "p_no", "spread", "lr_a", "lr_b", "n_b", "alice_init", "bob_init",
            "vera_grad_mix", "gap_tol")
-"""Config fields that enter :func:`point` only as numbers: the instances' P_M(1) and spread (the
-F2 fixture's float32 prefix probabilities for training, and its float64 bit pattern for the host
-measurement; the prefix tree's shape depends on T only), the hyperparameters of the main run
-(``n_b`` is a traced ``fori_loop`` bound: one program serves every n_B, and under ``vmap`` a row
-waits for the group's largest n_B) and ``gap_tol``. Static, one compile per value: ``T``,
-``hidden``, ``steps``, ``log_every`` (shapes, scan lengths) and ``seeds`` (pairs trained per
-instance). ``n_b_sweep``, ``ablate_tail``, ``mc_trials``, ``chunks`` and ``checkpoint_every`` do
-not enter :func:`point` (run only: the schedule, ablation and Monte-Carlo rows)."""
-
-MEASURED = ("value", "honest_alice_vs_bob", "value_vs_honest_bob", "gap", "tracking", "hit",
-            "false_alarm")
-"""Per-seed metrics of :func:`point_metrics`, named ``{instance}/s{seed}/{name}``."""
-
-CASES = ("yes", "no")
-
-
-def measure_pairs(fx, levels, constants, alice, bob) -> tuple[list[dict], list[float]]:
-    """Exact measurements (host, float64) of the trained pairs ``(alice[S], bob[S])`` on fixture
-    ``fx`` (prefix tree ``levels``): per seed :func:`evaluate`'s dict and honest Alice's exact
-    acceptance against the trained Bob. The report's numbers and the swept function's (through
-    ``jax.pure_callback``) both come from here."""
-    seeds = int(np.shape(bob.w_dev)[0])
-    vera = make_vera(constants)
-    ev = [evaluate(levels, take(alice, s), take(bob, s), constants) for s in range(seeds)]
-    honest = [acceptance_exact(fx.machine, honest_alice(constants),
-                               bob_as_zoo(take(bob, s), constants.b), vera, levels)
-              for s in range(seeds)]
-    return ev, honest
-
-
-def point_metrics(measured: dict, gap_tol: float) -> dict[str, float]:
-    """The swept metrics from :func:`measure_pairs` per instance (``measured[case] = (ev,
-    honest)``; pure numpy, float64): per seed :data:`MEASURED`; per instance the trained pair's
-    acceptance (``value_mean``, ``value_min``, ``value_max``), the exploitability gap
-    (``gap_mean``, ``gap_max``) and ``converged_frac`` (share of seeds with gap <= ``gap_tol``);
-    the proven rows' values ``honest_alice_vs_bob_min`` (yes-instance) and
-    ``alice_vs_honest_bob_max`` (no-instance)."""
-    out = {}
-    for case in CASES:
-        ev, honest = measured[case]
-        per = [{**e, "honest_alice_vs_bob": h} for e, h in zip(ev, honest)]
-        for s, e in enumerate(per):
-            out.update({f"{case}/s{s}/{m}": float(e[m]) for m in MEASURED})
-        val = np.array([e["value"] for e in per])
-        gap = np.array([e["gap"] for e in per])
-        out |= {f"{case}/value_mean": float(val.mean()), f"{case}/value_min": float(val.min()),
-                f"{case}/value_max": float(val.max()), f"{case}/gap_mean": float(gap.mean()),
-                f"{case}/gap_max": float(gap.max()),
-                f"{case}/converged_frac": float(np.mean(gap <= gap_tol))}
-    out["honest_alice_vs_bob_min"] = float(strict_min(np.array(measured["yes"][1])))
-    out["alice_vs_honest_bob_max"] = float(strict_max(np.array(
-        [e["value_vs_honest_bob"] for e in measured["no"][0]])))
-    return out
-
-
-def _bits(x: float) -> np.ndarray:
-    """A float64 as two uint32 words (travels through a float32 trace unrounded)."""
-    return np.array([x], np.float64).view(np.uint32)
-
-
-def _unbits(w) -> float:
-    return float(np.ascontiguousarray(np.asarray(w, np.uint32)).view(np.float64)[0])
-
-
-def _measure_host(cfg: Config, words, players) -> dict[str, np.ndarray]:
-    """The host side of :func:`point`: the row's float64 (p_yes, p_no, spread, gap_tol) from
-    their bit patterns, the fixtures as :func:`setup` builds them, :func:`measure_pairs` and
-    :func:`point_metrics`; float32 (JAX's float without x64) scalars."""
-    p_yes, p_no, spread, gap_tol = (_unbits(w) for w in np.asarray(words))
-    row = dataclasses.replace(cfg, p_yes=p_yes, p_no=p_no, spread=spread, gap_tol=gap_tol)
-    instances, _, constants, _, _ = setup(row)
-    measured = {case: measure_pairs(fx, prefix_tree(fx.machine), constants, *players[case])
-                for case, fx in instances}
-    dt = jax.dtypes.canonicalize_dtype(np.float64)
-    return {k: np.asarray(v, dt) for k, v in point_metrics(measured, gap_tol).items()}
-
+"""Fields entering :func:`point` only as numbers (``n_b`` is a traced loop bound; under ``vmap``
+a row waits for its group's largest n_B). Static: ``T``, ``hidden``, ``steps``, ``log_every``,
+``seeds``. Run only (not in :func:`point`): ``n_b_sweep``, ``ablate_tail``, ``mc_trials``,
+``chunks``, ``checkpoint_every``."""
 
 def point(cfg: Config):
-    """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key)`` trains the main run's pairs and
-    returns :func:`point_metrics` of them.
-
-    Per instance i (``yes``, ``no``), seed s of ``cfg.seeds`` starts from ``fold_in(fold_in(key,
-    i), s)`` (:func:`init_carry`) and makes all ``steps`` Alice updates in one
-    :func:`~dedebate.training.stochastic_selfplay.make_chunk` of every monitor period, vmapped over
-    seeds with :func:`carry_axes` -- the functions :func:`run` composes chunk by chunk through
-    the checkpointed driver (chunks compose bit for bit,
-    ``test_chunked_training_is_bit_equal_to_one_program``). The exact measurements are the
-    report's host code (:func:`measure_pairs`, float64 with the exact binomial Vera, through
-    ``jax.pure_callback``, one host call per row; float32 in the row). ``run`` stores the same
-    dict (float64) as ``metrics["point"]``.
-
-    Why ``run`` cannot simply call ``fn``: its training must stop after every chunk to log the
-    monitors and save Orbax checkpoints (resume), which one compiled ``fn`` cannot. And a sweep
-    row equals ``run``'s ``metrics["point"]`` only to float32 training's last bits (~1e-7 in the
-    players, checked to 1e-5 in the metrics), not bit for bit: under the sweep's ``vmap`` the
-    rates are per-row vectors (Adam's stored hyperparameters, the n_B ``while`` loop and with it
-    Bob's Adam count become batched), which XLA vectorises differently from the run's scalar
-    hyperparameters. Not in ``fn`` (run only): the tail ablation, the n_B schedule runs, the
-    Monte-Carlo check and the monitors' log rows."""
+    """One sweep point ``(dynamic, fn)``: ``fn(dynamic, key)`` trains the main runs (seed keys
+    :func:`seed_keys`, all periods in one :func:`make_chunk`, seeds vmapped with
+    :func:`carry_axes`) and returns :func:`point_metrics` of their :func:`measure_pairs` (host,
+    ``jax.pure_callback``, float32 in the row). The tail ablation, n_B schedule, Monte-Carlo
+    check and monitors are run only. ``run`` trains through the checkpointed chunked driver (the
+    same chunks, composing bit for bit; it must stop after each chunk to log and checkpoint, which
+    one compiled ``fn`` cannot) and stores the same dict as ``metrics["point"]``. A row matches
+    it to float32 training's last bits (~1e-5), also one row per call (``point_row``): under the
+    row ``vmap`` the rates are vectors, which XLA rounds differently from the run's scalars."""
     instances, _, _, static, hp = setup(cfg)
     dynamic = {"inputs": {case: jax.tree.map(np.asarray, level_inputs(prefix_tree(fx.machine)))
                           for case, fx in instances},
                "hp": jax.tree.map(np.asarray, hp),
-               "words": np.stack([_bits(x) for x in (cfg.p_yes, cfg.p_no, cfg.spread,
-                                                     cfg.gap_tol)])}
+               "words": np.stack([f64_words(x) for x in (cfg.p_yes, cfg.p_no, cfg.spread,
+                                                         cfg.gap_tol)])}
     axes = carry_axes(static)
     init = jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0), out_axes=axes)
     train = jax.vmap(make_chunk(static, n_periods(static)), in_axes=(None, None, axes),
@@ -369,11 +189,10 @@ def point(cfg: Config):
     def fn(dyn, key):
         players = {}
         for i, case in enumerate(CASES):
-            k = jax.random.fold_in(key, i)
-            keys = jnp.stack([jax.random.fold_in(k, s) for s in range(cfg.seeds)])
-            carry, _ = train(dyn["inputs"][case], dyn["hp"], init(dyn["hp"], keys))
+            carry, _ = train(dyn["inputs"][case], dyn["hp"],
+                             init(dyn["hp"], seed_keys(key, i, cfg.seeds)))
             players[case] = (carry.alice, carry.bob)
-        return jax.pure_callback(functools.partial(_measure_host, cfg), shapes, dyn["words"],
+        return jax.pure_callback(functools.partial(measure_host, cfg), shapes, dyn["words"],
                                  players, vmap_method="sequential")
 
     return dynamic, fn
@@ -409,22 +228,6 @@ def sweep_figures(rows) -> dict:
     fig.suptitle("Stochastic debate self-play: outcome against the learning rates")
     fig.tight_layout()
     return {"selfplay_rates": fig}
-
-
-def _monte_carlo(cfg, fx, constants, alice, bob, key):
-    """Play every seed's trained pair ``mc_trials`` times; returns per-seed win counts."""
-    S, n = cfg.seeds, cfg.mc_trials
-    idx = np.repeat(np.arange(S), n)
-    alices = learned_alice(jax.tree.map(lambda x: np.asarray(x)[idx], alice), constants.b)
-    alices = alices.replace(unit=np.full(idx.size, constants.b, np.float32),
-                            n_samples=np.zeros(idx.size, np.int32))
-    zoo = bob_as_zoo(bob, constants.b)
-    bobs = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (S,) + np.shape(x))[idx]
-                        if np.ndim(x) == 0 else np.asarray(x)[idx], zoo)
-    out = run_trials(debate_spec(cfg.T), fx.machine, alices, bobs, make_vera(constants),
-                     trial_keys(key, idx.size), axes=(None, 0, 0, None))
-    wins = np.asarray(out.alice_wins).reshape(S, n).sum(axis=1)
-    return wins
 
 
 def _plot(cfg, mons, labels):
@@ -505,23 +308,16 @@ def mc_claims(mc: dict[str, tuple[float, float, float]]) -> list[Claim]:
     return claims
 
 
-def run(cfg: Config, ctx) -> ExperimentResult:
-    claims, tables, metrics = [], {}, {}
-    instances, params, constants, static, hp = setup(cfg)
-    K = instances[0][1].K
-    results, mons = {}, []
-    levels = {case: prefix_tree(fx.machine) for case, fx in instances}
-    inputs = {case: level_inputs(levels[case]) for case in levels}
-    trained, walls = _train_all(cfg, ctx, static, inputs, hp)
+def _evaluate_all(cfg: Config, ctx, instances, constants, levels, trained, hp, walls):
+    """Per instance: the main pairs' exact measurements and honest Alice against them, the
+    other runs' cheap measurements and (``mc_trials``) the Monte-Carlo wins (host)."""
+    results = {}
     with ctx.progress(2 * (1 + int(cfg.mc_trials > 0)), "stochastic self-play: evaluation") as bar:
         for i, (case, fx) in enumerate(instances):
-            key = jax.random.fold_in(ctx.key, i)
-            lv = levels[case]
-            alice, bob = trained.state[case]["main"].alice, trained.state[case]["main"].bob
-            mons.append(trained.monitors[f"{case}/main"])
+            lv, main = levels[case], trained.state[case]["main"]
             with ctx.stopwatch(f"evaluate_{case}") as lap:
-                ev, honest = measure_pairs(fx, lv, constants, alice, bob)
-                res = {"fixture": fx, "p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
+                ev, honest = measure_pairs(fx, lv, constants, main.alice, main.bob)
+                res = {"p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
                 for name in [n for c, n, _ in _runs(cfg, hp) if c == case and n != "main"]:
                     a1, b1 = trained.state[case][name].alice, trained.state[case][name].bob
                     evs = [evaluate(lv, take(a1, s), take(b1, s), constants, full=False)
@@ -534,15 +330,34 @@ def run(cfg: Config, ctx) -> ExperimentResult:
             bar.update(1)
             if cfg.mc_trials > 0:
                 with ctx.stopwatch(f"monte_carlo_{case}") as lap:
-                    res["mc_wins"] = _monte_carlo(cfg, fx, constants, alice, bob,
-                                                  jax.random.fold_in(key, 7))
+                    res["mc_wins"] = monte_carlo_wins(
+                        cfg.T, fx, constants, main.alice, main.bob,
+                        jax.random.fold_in(jax.random.fold_in(ctx.key, i), 7), cfg.mc_trials)
                 walls[f"monte_carlo_{case}"] = lap.seconds
                 bar.update(1)
             results[case] = res
-            for s, e in enumerate(ev):
-                tables.setdefault("seeds", []).append(
-                    {"instance": case, "seed": s, "honest_alice_vs_bob": honest[s],
-                     **{k: float(v) for k, v in e.items()}})
+    return results
+
+
+def _arr(res, k):
+    return np.array([e[k] for e in res["ev"]])
+
+
+def _wrong(evs, case):
+    return int(sum((e["value"] > 0.5) != (case == "yes") for e in evs))
+
+
+def run(cfg: Config, ctx) -> ExperimentResult:
+    claims, tables, metrics = [], {}, {}
+    instances, params, constants, static, hp = setup(cfg)
+    K = instances[0][1].K
+    levels = {case: prefix_tree(fx.machine) for case, fx in instances}
+    inputs = {case: level_inputs(levels[case]) for case in levels}
+    trained, walls = _train_all(cfg, ctx, static, inputs, hp)
+    results = _evaluate_all(cfg, ctx, instances, constants, levels, trained, hp, walls)
+    tables["seeds"] = [{"instance": case, "seed": s, "honest_alice_vs_bob": res["honest_alice"][s],
+                        **{k: float(v) for k, v in e.items()}}
+                       for case, res in results.items() for s, e in enumerate(res["ev"])]
 
     S = cfg.seeds
     yes, no = results["yes"], results["no"]
@@ -551,17 +366,14 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     setting = (f"F2 (K = {K:g}), T = {cfg.T}, P_M(1) = {yes['p1']:.4f} / {no['p1']:.4f}, "
                f"{S} seeds x {cfg.steps} Alice updates, n_B = {cfg.n_b}")
 
-    def arr(res, k):
-        return np.array([e[k] for e in res["ev"]])
-
     # ---- proven bounds against the learned adversaries (gating) -------------------------------
     claims.extend(proven_claims(Measured(
         comp=comp, sound_acc=sound_acc, setting=setting,
         honest_vs_bob=np.array(yes["honest_alice"]),
-        alice_vs_honest=arr(no, "value_vs_honest_bob"))))
+        alice_vs_honest=_arr(no, "value_vs_honest_bob"))))
     # ---- self-play outcome vs the Lean bounds ---------------------------------------------------
     for case, res, want_hi in (("yes", yes, True), ("no", no, False)):
-        vals = arr(res, "value")
+        vals = _arr(res, "value")
         m, lo, hi = mean_interval(vals)
         worst = vals.min() if want_hi else vals.max()
         ok = worst >= COMPLETENESS_W if want_hi else worst <= SOUNDNESS_W
@@ -575,11 +387,11 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     # ---- Monte Carlo check (gating) -------------------------------------------------------------
     if cfg.mc_trials > 0:
         claims.extend(mc_claims({
-            case: (float(arr(res, "value").mean()), int(res["mc_wins"].sum()), S * cfg.mc_trials)
+            case: (float(_arr(res, "value").mean()), int(res["mc_wins"].sum()), S * cfg.mc_trials)
             for case, res in (("yes", yes), ("no", no))}))
     # ---- tracking -------------------------------------------------------------------------------
     for case, res, who in (("yes", yes, "winning"), ("no", no, "lying")):
-        trk = arr(res, "tracking")
+        trk = _arr(res, "tracking")
         m, lo, hi = mean_interval(trk)
         claims.append(Claim(
             f"The {who} Alice's claims track the truth ({case}-instance): reach-weighted mean "
@@ -587,10 +399,10 @@ def run(cfg: Config, ctx) -> ExperimentResult:
             f"95% upper < b = {constants.b:g}", m, lo, hi, passed=bool(hi < constants.b), finding=True,
             note=(f"per seed {np.round(trk, 5).tolist()}; tau_V = {constants.tau_vera:g}, "
                   f"s = {constants.s:g}; largest |p - pi| at a visited prefix per seed "
-                  f"{np.round(arr(res, 'max_dev_visited'), 4).tolist()}")))
+                  f"{np.round(_arr(res, 'max_dev_visited'), 4).tolist()}")))
     # ---- Bob's abort targeting ------------------------------------------------------------------
     for case, res in (("yes", yes), ("no", no)):
-        hit, fa = arr(res, "hit"), arr(res, "false_alarm")
+        hit, fa = _arr(res, "hit"), _arr(res, "false_alarm")
         j = hit - fa
         m, lo, hi = mean_interval(j)
         claims.append(Claim(
@@ -600,16 +412,13 @@ def run(cfg: Config, ctx) -> ExperimentResult:
             m, lo, hi, passed=bool(lo >= 0.5), finding=True,
             note=(f"hit rate mean {hit.mean():.4f} (per seed {np.round(hit, 3).tolist()}), "
                   f"false alarm mean {fa.mean():.4f} (per seed {np.round(fa, 4).tolist()}); "
-                  f"false alarm at |p - pi| <= c: {arr(res, 'false_alarm_c').mean():.4f}; "
+                  f"false alarm at |p - pi| <= c: {_arr(res, 'false_alarm_c').mean():.4f}; "
                   "reach-weighted over visited prefixes")))
     # ---- schedules: n_B ----------------------------------------------------------------------------
     if cfg.n_b_sweep:
-        def wrong(evs, case):
-            return int(sum((e["value"] > 0.5) != (case == "yes") for e in evs))
-
-        sched = {cfg.n_b: {c: wrong(results[c]["ev"], c) for c in results}}
+        sched = {cfg.n_b: {c: _wrong(results[c]["ev"], c) for c in results}}
         for n_b in cfg.n_b_sweep:
-            sched[n_b] = {c: wrong(results[c]["sweep"][n_b], c) for c in results}
+            sched[n_b] = {c: _wrong(results[c]["sweep"][n_b], c) for c in results}
         lo_nb, hi_nb = min(sched), max(sched)
         k_hi, k_lo = sched[hi_nb]["no"], sched[lo_nb]["no"]
         f, lo, hi = wilson_interval(k_hi, S)
@@ -627,7 +436,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
             for c in results for n in cfg.n_b_sweep for s, e in enumerate(results[c]["sweep"][n])]
     # ---- convergence ----------------------------------------------------------------------------
     for case, res in (("yes", yes), ("no", no)):
-        gap = arr(res, "gap")
+        gap = _arr(res, "gap")
         k = int((gap <= cfg.gap_tol).sum())
         f, lo, hi = wilson_interval(k, S)
         claims.append(Claim(
@@ -636,7 +445,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
             "fraction of seeds, Wilson lower > 1/2", f, lo, hi, passed=bool(lo > 0.5), finding=True,
             note=(f"{k}/{S} seeds; gap per seed {np.round(gap, 4).tolist()} (Alice's grid best "
                   "response, a lower bound, minus Bob's exact best response); Bob's best "
-                  f"response value per seed {np.round(arr(res, 'bob_best_response'), 4).tolist()}")))
+                  f"response value per seed {np.round(_arr(res, 'bob_best_response'), 4).tolist()}")))
 
     metrics |= {"K": K, "T": cfg.T, "constants": dataclasses.asdict(constants),
                "completeness_bound_instance": comp, "soundness_acceptance_bound_instance":
@@ -646,18 +455,18 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     metrics["point"] = point_metrics(
         {case: (res["ev"], res["honest_alice"]) for case, res in results.items()}, cfg.gap_tol)
     for case, res in results.items():
-        summary = {k: float(arr(res, k).mean()) for k in res["ev"][0]}
+        summary = {k: float(_arr(res, k).mean()) for k in res["ev"][0]}
         summary["p1"] = res["p1"]
-        summary["wrong_side_seeds"] = int(sum(
-            (e["value"] > 0.5) != (case == "yes") for e in res["ev"]))
+        summary["wrong_side_seeds"] = _wrong(res["ev"], case)
         if "ablation" in res:
             ab = res["ablation"]
             summary["ablation_no_tail"] = {
                 "value_per_seed": [round(e["value"], 4) for e in ab],
                 "tracking_per_seed": [round(e["tracking"], 4) for e in ab],
-                "wrong_side_seeds": int(sum((e["value"] > 0.5) != (case == "yes") for e in ab))}
+                "wrong_side_seeds": _wrong(ab, case)}
         if "mc_wins" in res:
             summary["mc_wins_per_seed"] = res["mc_wins"].tolist()
         metrics[case] = summary
-    plots = [ctx.save_figure(_plot(cfg, mons, ["yes", "no"]), "stochastic_selfplay")]
+    mons = [trained.monitors[f"{case}/main"] for case in CASES]
+    plots = [ctx.save_figure(_plot(cfg, mons, list(CASES)), "stochastic_selfplay")]
     return ExperimentResult(claims=claims, metrics=metrics, tables=tables, plots=plots)

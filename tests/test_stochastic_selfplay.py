@@ -1,6 +1,6 @@
 """Self-play for the stochastic-oracle debate (spec DED 5.1, 5.3).
 
-The DP of :mod:`dedebate.training.stochastic_selfplay` against the repository's exact acceptance
+The DP of :mod:`dedebate.exact.selfplay` against the repository's exact acceptance
 (:mod:`dedebate.exact.acceptance`) and against Monte-Carlo play; tiny training runs that
 reach known answers; the experiment at quick size with the fake context.
 """
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import experiments.stochastic_selfplay as E
+from dedebate.agents import selfplay_players as pl
 from dedebate.agents.stochastic_players import (
     A_PER_STEP,
     A_SHIFT,
@@ -24,6 +25,7 @@ from dedebate.agents.stochastic_players import (
     zoo_alice,
 )
 from dedebate.exact import acceptance_exact, checker_prob
+from dedebate.exact import selfplay as xs
 from dedebate.machines.fixtures import f1_target, f2_target
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import (
@@ -48,14 +50,14 @@ def _zoo_levels(levels, lies, w, w_dev, w_prev, constants):
     """Per-level claims, aborts (via this module's Bob) and exact Vera for a ZooAlice A_PER_STEP
     and a ZooBob B_LEARNED with deviation scale b."""
     T = len(levels)
-    codes = sp.level_codes(T)
-    bob = sp.BobParams(w=jnp.asarray(w, jnp.float32), w_dev=jnp.float32(w_dev),
+    codes = pl.level_codes(T)
+    bob = pl.BobParams(w=jnp.asarray(w, jnp.float32), w_dev=jnp.float32(w_dev),
                        w_prev=jnp.float32(w_prev))
     ps, aborts, veras = [], [], []
     for t in range(T):
         pi = np.asarray(levels[t], np.float64)
         p = pi + lies[t]
-        a = sp.bob_abort(bob, t, jnp.abs(jnp.asarray(p - pi, jnp.float32)),
+        a = pl.bob_abort(bob, t, jnp.abs(jnp.asarray(p - pi, jnp.float32)),
                          jnp.asarray(codes[t]["prev"]), jnp.float32(constants.b))
         ps.append(p)
         aborts.append(np.asarray(a, np.float64))
@@ -77,15 +79,15 @@ def test_dp_equals_exact_acceptance_for_fixed_policies(make):
     ps, aborts, veras, bob = _zoo_levels(levels, lies, w, w_dev, w_prev, constants)
     ref = acceptance_exact(
         fx.machine, zoo_alice(constants, A_PER_STEP, lies=lies),
-        sp.bob_as_zoo(bob, constants.b), make_vera(constants), levels)
+        pl.bob_as_zoo(bob, constants.b), make_vera(constants), levels)
     assert 0.02 < ref < 0.98
-    assert float(sp.dp_value(ps, aborts, veras)) == pytest.approx(ref, abs=1e-6)
-    got32 = sp.dp_value([jnp.asarray(x, jnp.float32) for x in ps],
+    assert float(xs.dp_value(ps, aborts, veras)) == pytest.approx(ref, abs=1e-6)
+    got32 = xs.dp_value([jnp.asarray(x, jnp.float32) for x in ps],
                         [jnp.asarray(x, jnp.float32) for x in aborts],
                         [jnp.asarray(x, jnp.float32) for x in veras])
     assert float(got32) == pytest.approx(ref, abs=2e-5)
     # reach probabilities sum to the expected number of steps played
-    reach = sp.reach_levels(ps, aborts)
+    reach = xs.reach_levels(ps, aborts)
     assert float(reach[0][0]) == 1.0
     assert all(float(r.sum()) <= 1.0 + 1e-12 for r in reach)
 
@@ -96,14 +98,14 @@ def test_evaluate_matches_exact_acceptance_for_a_constant_shift_alice():
     fx = f2_target(5, 0.3, spread=0.2)
     _, constants, levels = _setup(fx)
     delta = 0.6 * constants.tau_vera
-    alice = sp.AliceParams(w1=jnp.zeros((sp.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
+    alice = pl.AliceParams(w1=jnp.zeros((pl.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
                            b2=jnp.float32(delta / constants.b))
-    bob = sp.BobParams(w=jnp.linspace(-3.0, 0.5, fx.T), w_dev=jnp.float32(2.0),
+    bob = pl.BobParams(w=jnp.linspace(-3.0, 0.5, fx.T), w_dev=jnp.float32(2.0),
                        w_prev=jnp.float32(0.4))
-    ev = sp.evaluate(levels, alice, bob, constants)
+    ev = xs.evaluate(levels, alice, bob, constants)
     za = zoo_alice(constants, A_SHIFT, delta)
     vera = make_vera(constants)
-    ref = acceptance_exact(fx.machine, za, sp.bob_as_zoo(bob, constants.b), vera, levels)
+    ref = acceptance_exact(fx.machine, za, pl.bob_as_zoo(bob, constants.b), vera, levels)
     ref_h = acceptance_exact(fx.machine, za, honest_bob(constants), vera, levels)
     assert ev["value"] == pytest.approx(ref, abs=1e-6)
     assert ev["value_vs_honest_bob"] == pytest.approx(ref_h, abs=1e-6)
@@ -116,11 +118,11 @@ def test_learned_alice_player_claims_what_the_dp_uses():
     """The play() player and the DP compute the same claim at every prefix (same features)."""
     fx = f2_target(4, 0.75, spread=0.2)
     _, constants, levels = _setup(fx)
-    alice = sp.init_alice(jax.random.key(0), 8, 2.0)
-    bob = sp.init_bob(jax.random.key(1), fx.T)
-    inputs = sp.level_inputs(levels)
-    p, _ = sp.policy_nodes(alice, bob, inputs, jnp.float32(constants.b), jnp.float32(constants.b))
-    player = sp.learned_alice(alice, constants.b)
+    alice = pl.init_alice(jax.random.key(0), 8, 2.0)
+    bob = pl.init_bob(jax.random.key(1), fx.T)
+    inputs = xs.level_inputs(levels)
+    p, _ = xs.policy_nodes(alice, bob, inputs, jnp.float32(constants.b), jnp.float32(constants.b))
+    player = pl.learned_alice(alice, constants.b)
 
     def claim(t, pi, prev, ones):
         view = StepView(t=t, pi=pi, prev_bit=prev, ones=ones, state=None, T=fx.T)
@@ -135,11 +137,11 @@ def test_surrogate_value_close_to_exact():
     """The training surrogate (normal-approximation Vera) stays within 0.01 of the exact value."""
     fx = f2_target(5, 0.3, spread=0.2)
     _, constants, levels = _setup(fx)
-    alice = sp.init_alice(jax.random.key(2), 8, 0.3)
-    bob = sp.init_bob(jax.random.key(3), fx.T, -1.0)
+    alice = pl.init_alice(jax.random.key(2), 8, 0.3)
+    bob = pl.init_bob(jax.random.key(3), fx.T, -1.0)
     hp = sp.hparams(constants)
-    sur = float(sp.surrogate_value(alice, bob, sp.level_inputs(levels), hp))
-    assert sur == pytest.approx(sp.evaluate(levels, alice, bob, constants)["value"], abs=0.01)
+    sur = float(sp.surrogate_value(alice, bob, xs.level_inputs(levels), hp))
+    assert sur == pytest.approx(xs.evaluate(levels, alice, bob, constants)["value"], abs=0.01)
 
 
 @pytest.mark.slow
@@ -147,13 +149,13 @@ def test_monte_carlo_play_of_learned_players_matches_the_dp():
     """run_trials with the learned Alice and the Bob as a ZooBob: within 3 SE of the exact DP."""
     fx = f2_target(4, 0.75, spread=0.2)
     _, constants, levels = _setup(fx)
-    alice = sp.init_alice(jax.random.key(4), 8, 0.5)  # lies ~ b/2, straddling Vera's window
-    bob = sp.BobParams(w=jnp.full((fx.T,), -1.5), w_dev=jnp.float32(1.0),
+    alice = pl.init_alice(jax.random.key(4), 8, 0.5)  # lies ~ b/2, straddling Vera's window
+    bob = pl.BobParams(w=jnp.full((fx.T,), -1.5), w_dev=jnp.float32(1.0),
                        w_prev=jnp.float32(0.5))
-    exact = sp.evaluate(levels, alice, bob, constants)["value"]
+    exact = xs.evaluate(levels, alice, bob, constants)["value"]
     n = 6000
-    out = run_trials(debate_spec(fx.T), fx.machine, sp.learned_alice(alice, constants.b),
-                     sp.bob_as_zoo(bob, constants.b), make_vera(constants),
+    out = run_trials(debate_spec(fx.T), fx.machine, pl.learned_alice(alice, constants.b),
+                     pl.bob_as_zoo(bob, constants.b), make_vera(constants),
                      trial_keys(jax.random.key(9), n))
     mc = float(np.mean(np.asarray(out.alice_wins)))
     se = math.sqrt(exact * (1 - exact) / n)
@@ -167,14 +169,14 @@ def test_trained_bob_catches_a_lying_alice():
     untrained Bob (aborting ~12% per step, deviation-blind) is above it."""
     fx = f2_target(4, 0.25, spread=0.2)
     params, constants, levels = _setup(fx)
-    alice = sp.AliceParams(w1=jnp.zeros((sp.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
+    alice = pl.AliceParams(w1=jnp.zeros((pl.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
                            b2=jnp.float32(1.0 / constants.b))  # claim pi + 1
-    bob0 = sp.init_bob(jax.random.key(5), fx.T)
+    bob0 = pl.init_bob(jax.random.key(5), fx.T)
     hp = sp.hparams(constants)
-    bob = jax.jit(sp.make_train_bob(300))(sp.level_inputs(levels), hp, alice, bob0)
+    bob = jax.jit(sp.make_train_bob(300))(xs.level_inputs(levels), hp, alice, bob0)
     bound = 1.0 - params.soundness(fx.K, fx.T, 1.0 - fx.p1())
-    before = sp.evaluate(levels, alice, bob0, constants)["value"]
-    after = sp.evaluate(levels, alice, bob, constants)
+    before = xs.evaluate(levels, alice, bob0, constants)["value"]
+    after = xs.evaluate(levels, alice, bob, constants)
     assert before > bound
     assert after["value"] < bound
 
@@ -200,7 +202,7 @@ def _quick_setup():
 def quick_trained():
     """Self-play at quick size on the yes-instance as one program (train_grid), 4 seeds."""
     fx, params, constants, levels, static, hp, keys = _quick_setup()
-    alice, bob, mon = sp.train_grid(static)(sp.level_inputs(levels), hp, keys)
+    alice, bob, mon = sp.train_grid(static)(xs.level_inputs(levels), hp, keys)
     return alice, bob, mon
 
 
@@ -214,11 +216,11 @@ def test_self_play_yes_instance_reaches_completeness_and_honest_claims(quick_tra
     assert mon.value.shape == (cfg.seeds, cfg.steps // cfg.log_every)
     comp = params.completeness(fx.K, fx.T, fx.p1())
     for s in range(cfg.seeds):
-        ev = sp.evaluate(levels, sp.take(alice, s), sp.take(bob, s), constants)
+        ev = xs.evaluate(levels, xs.take(alice, s), xs.take(bob, s), constants)
         assert ev["value"] >= E.COMPLETENESS_W
         assert ev["tracking"] < constants.b
         h = acceptance_exact(fx.machine, honest_alice(constants),
-                             sp.bob_as_zoo(sp.take(bob, s), constants.b), make_vera(constants),
+                             pl.bob_as_zoo(xs.take(bob, s), constants.b), make_vera(constants),
                              levels)
         assert h >= comp
 
@@ -231,7 +233,7 @@ def test_chunked_training_is_bit_equal_to_one_program(quick_trained):
     quick size, so the one-program run is the module's and the init and 3-period chunk
     programs are the experiment's (test_experiment_quick)."""
     fx, params, constants, levels, static, hp, keys = _quick_setup()
-    inputs = sp.level_inputs(levels)
+    inputs = xs.level_inputs(levels)
     alice, bob, mon = quick_trained
     lengths = sp.chunk_lengths(sp.n_periods(static), 4)
     assert lengths == (4, 4, 4, 3) and sp.chunk_lengths(sp.n_periods(static),

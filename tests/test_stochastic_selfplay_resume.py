@@ -25,6 +25,7 @@ from dedebate.lab.driver import checkpoint_template
 from dedebate.machines.fixtures import f2_target
 from dedebate.protocols.stochastic import lean_defaults
 from dedebate.training import stochastic_selfplay as sp
+from dedebate.training.selfplay_runs import initial_monitors, initial_state, training_runs
 from tests.fakes import Crash, CrashingContext, FakeContext, truncate_checkpoint
 
 CFG = E.Config(T=3, seeds=2, steps=40, log_every=10, n_b=2, n_b_sweep=(1,), ablate_tail=False,
@@ -39,8 +40,9 @@ def _final_state(root):
     static = sp.SelfPlayStatic(T=CFG.T, hidden=CFG.hidden, steps=CFG.steps,
                                log_every=CFG.log_every)
     hp = sp.hparams(constants, n_b=CFG.n_b)
-    template = checkpoint_template(E.initial_state(CFG, jax.random.key(0), static, hp),
-                                   E.initial_monitors(CFG, static, hp))
+    runs = training_runs(hp, CFG.ablate_tail, CFG.n_b_sweep)
+    template = checkpoint_template(initial_state(jax.random.key(0), CFG.seeds, static, runs),
+                                   initial_monitors(CFG.seeds, static, runs))
     with Checkpointer(root / "checkpoints", "fake") as ckpt:
         return ckpt.restore(template)
 

@@ -1,0 +1,290 @@
+"""Exact value of a learned self-play pair by DP over the prefix tree (spec DED 5.1).
+
+With ``V_T = last bit``, at prefix code c of step t (little-endian, as in
+:func:`dedebate.machines.lipschitz.prefix_tree`)::
+
+    V_t(c) = (1 - a) (clamp01(p) V_{t+1}(c + 2^t) + (1 - clamp01(p)) V_{t+1}(c)) + a * vera(p)
+
+with Alice's claim p, Bob's abort probability a and Vera's acceptance vera(p). :func:`dp_value`
+is differentiable (training uses it with a smooth Vera surrogate); :func:`evaluate` is the
+reported measurement: float64 on the host with the exact binomial Vera, plus reach-weighted
+tracking, abort targeting, the value against honest Bob and both players' exact/grid best
+responses (exploitability). :func:`measure_pairs` measures a seed-batch of trained pairs.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dedebate.agents.selfplay_players import (
+    AliceParams,
+    BobParams,
+    alice_claim,
+    bob_abort,
+    bob_as_zoo,
+    level_codes,
+    node_features,
+)
+from dedebate.agents.stochastic_players import honest_alice
+from dedebate.exact.acceptance import acceptance_exact, checker_prob
+from dedebate.protocols.stochastic import DebateConstants, make_vera
+
+
+def dp_value(p_levels, abort_levels, vera_levels):
+    """``P[out = 1]`` by backward DP over the prefix tree (spec DED 5.1), differentiable.
+
+    Args:
+        p_levels: per step t, Alice's claims ``[2^t]`` (little-endian prefix codes).
+        abort_levels: per step t, Bob's abort probabilities ``[2^t]`` (or scalars).
+        vera_levels: per step t, Vera's acceptance at the claims ``[2^t]``.
+
+    Returns:
+        The acceptance probability (a scalar; jnp if any first-level input is a jax array,
+        else numpy, dtype preserved).
+    """
+    xp = jnp if any(isinstance(x, jax.Array) for x in (p_levels[0], abort_levels[0],
+                                                        vera_levels[0])) else np
+    T = len(p_levels)
+    V = None
+    for t in range(T - 1, -1, -1):
+        p, a, v = p_levels[t], abort_levels[t], vera_levels[t]
+        coin = xp.clip(p, 0.0, 1.0)
+        if V is None:
+            v0, v1 = 0.0, 1.0
+        else:
+            half = V.shape[0] // 2
+            v0, v1 = V[:half], V[half:]
+        V = (1.0 - a) * (coin * v1 + (1.0 - coin) * v0) + a * v
+    return V[0]
+
+
+def reach_levels(p_levels, abort_levels):
+    """Probability of reaching each prefix *and playing its step* (no abort before).
+
+    Args:
+        p_levels: per step, Alice's claims ``[2^t]``.
+        abort_levels: per step, Bob's abort probabilities ``[2^t]``.
+
+    Returns:
+        A list over steps t of reach probabilities ``[2^t]`` (jnp or numpy as ``p_levels``).
+    """
+    xp = jnp if isinstance(p_levels[0], jax.Array) else np
+    r = xp.ones((1,), dtype=p_levels[0].dtype)
+    out = [r]
+    for t in range(len(p_levels) - 1):
+        coin = xp.clip(p_levels[t], 0.0, 1.0)
+        go = r * (1.0 - abort_levels[t])
+        r = xp.concatenate([go * (1.0 - coin), go * coin])
+        out.append(r)
+    return out
+
+
+def level_inputs(levels: list[np.ndarray]) -> dict:
+    """Device inputs of one instance as flat node arrays.
+
+    Args:
+        levels: the prefix tree of the instance (per step t, the true pi ``[2^t]``).
+
+    Returns:
+        ``{"pi": float32, "t", "prev", "ones": int32}``, each ``[2^T - 1]``; the node of prefix
+        code c at step t has index ``2^t - 1 + c``.
+    """
+    T = len(levels)
+    codes = level_codes(T)
+    cat = np.concatenate
+    return {"pi": jnp.asarray(cat([np.asarray(lv) for lv in levels]), jnp.float32),
+            "t": jnp.asarray(cat([np.full(2**t, t) for t in range(T)]), jnp.int32),
+            "prev": jnp.asarray(cat([c["prev"] for c in codes]), jnp.int32),
+            "ones": jnp.asarray(cat([c["ones"] for c in codes]), jnp.int32)}
+
+
+def split_levels(x):
+    """Split a flat node array into its levels (static slices).
+
+    Args:
+        x: an array ``[2^T - 1, ...]`` in :func:`level_inputs`'s node order.
+
+    Returns:
+        A list over steps t of arrays ``[2^t, ...]``.
+    """
+    n = x.shape[0] + 1
+    T = n.bit_length() - 1
+    return [x[2**t - 1: 2 ** (t + 1) - 1] for t in range(T)]
+
+
+def policy_nodes(alice: AliceParams, bob: BobParams, inputs: dict, unit, scale):
+    """Both policies at every prefix.
+
+    Args:
+        alice: Alice's MLP.
+        bob: Bob's weights.
+        inputs: :func:`level_inputs` of the instance.
+        unit: Alice's claim unit.
+        scale: Bob's deviation scale.
+
+    Returns:
+        ``(p, a)``: Alice's claims and Bob's abort probabilities at them, each ``[2^T - 1]``.
+    """
+    pi, t = inputs["pi"], inputs["t"]
+    T = bob.w.shape[-1]
+    p = alice_claim(alice, node_features(t, pi, inputs["prev"], inputs["ones"], T), pi, unit)
+    return p, bob_abort(bob, t, jnp.abs(p - pi), inputs["prev"], scale)
+
+
+def policy_levels(alice: AliceParams, bob: BobParams, inputs: dict, unit, scale):
+    """:func:`policy_nodes` split per level.
+
+    Args:
+        alice, bob, inputs, unit, scale: as for :func:`policy_nodes`.
+
+    Returns:
+        ``(p_levels, abort_levels)``: lists over steps of arrays ``[2^t]``.
+    """
+    p, a = policy_nodes(alice, bob, inputs, unit, scale)
+    return split_levels(p), split_levels(a)
+
+
+_policy_nodes = jax.jit(policy_nodes)
+
+
+def probe_deviations(constants: DebateConstants, n: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """Probe deviations for Bob's abort targeting.
+
+    Args:
+        constants: the debate's constants (s, b).
+        n: probes per range.
+
+    Returns:
+        ``(must_abort, must_not)``: ``n`` deviations in ``[b, 4b]`` and ``n`` in ``[0, s)``.
+    """
+    s, b = constants.s, constants.b
+    return np.linspace(b, 4 * b, n), np.linspace(0.0, s, n, endpoint=False)
+
+
+def evaluate(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
+             constants: DebateConstants, n_grid: int = 801, full: bool = True) -> dict:
+    """Exact measurements of one trained pair on one instance (float64, exact binomial Vera).
+
+    Args:
+        levels: the instance's prefix tree (per step, the true pi ``[2^t]``).
+        alice: the trained Alice (one seed).
+        bob: the trained Bob (one seed).
+        constants: the debate's constants (Vera's N_V and tau_V, honest Bob's N_B and tau_B, s,
+            b; Alice's unit and Bob's scale are b).
+        n_grid: claim-grid points per range for Alice's best response.
+        full: False for the cheap measurements only.
+
+    Returns:
+        Plain floats: ``value`` (the pair's acceptance), ``tracking`` (reach-weighted mean
+        ``|p - pi|``), ``max_dev_visited``, ``p_abort``, ``w_dev``; with ``full`` also ``hit`` and
+        ``false_alarm`` (Bob's reach-weighted abort probability at :func:`probe_deviations`),
+        ``false_alarm_c`` (at ``|p - pi| <= s/2``), ``value_vs_honest_bob``,
+        ``bob_best_response`` (Bob's exact best response to Alice), ``alice_best_response``
+        (Alice's best response to Bob over a claim grid, a lower bound) and ``gap`` (their
+        difference, the exploitability).
+    """
+    T = len(levels)
+    inputs = level_inputs(levels)
+    scale = float(constants.b)
+    p32, a32 = _policy_nodes(alice, bob, inputs, jnp.float32(scale), jnp.float32(scale))
+    ps = split_levels(np.asarray(p32, np.float64))
+    aborts = split_levels(np.asarray(a32, np.float64))
+    pis = [np.asarray(lv, np.float64) for lv in levels]
+    n_v, tau_v = int(constants.n_vera), float(constants.tau_vera)
+    veras = [checker_prob(p, n_v, tau_v, pi) for p, pi in zip(ps, pis)]
+    value = float(dp_value(ps, aborts, veras))
+    reach = reach_levels(ps, aborts)
+    mass = sum(float(r.sum()) for r in reach)
+    dev = [np.abs(p - pi) for p, pi in zip(ps, pis)]
+    tracking = sum(float((r * d).sum()) for r, d in zip(reach, dev)) / mass
+    max_dev = max(float(np.max(np.where(r > 1e-9, d, 0.0))) for r, d in zip(reach, dev))
+    abort_path = sum(float((r * a).sum()) for r, a in zip(reach, aborts))  # P[abort]
+    light = {"value": value, "tracking": tracking, "max_dev_visited": max_dev,
+             "p_abort": abort_path, "w_dev": float(bob.w_dev)}
+    if not full:
+        return light
+    # Bob at probe deviations, reach-weighted over the visited prefixes.
+    hi_dev, lo_dev = probe_deviations(constants)
+    codes = level_codes(T)
+    bob_np = jax.tree.map(lambda x: np.asarray(x, np.float64), bob)
+
+    def abort_at(t, d, prev):
+        z = bob_np.w[t] + bob_np.w_dev * d / scale + bob_np.w_prev * prev
+        return 1.0 / (1.0 + np.exp(-z))
+
+    def probe(devs):
+        tot = 0.0
+        for t in range(T):
+            a = abort_at(t, devs[None, :], codes[t]["prev"][:, None]).mean(axis=1)
+            tot += float((reach[t] * a).sum())
+        return tot / mass
+
+    hit, false_alarm = probe(hi_dev), probe(lo_dev)
+    false_c = probe(np.linspace(0.0, constants.s / 2, 8))  # |dev| <= c (Lean c = s/2)
+    # Against honest Bob (exact binomial checker with N_B, tau_B).
+    cont_h = [checker_prob(p, int(constants.n_bob), float(constants.tau_bob), pi)
+              for p, pi in zip(ps, pis)]
+    value_vs_honest_bob = float(dp_value(ps, [1.0 - c for c in cont_h], veras))
+    # Bob's exact best response to this Alice (per prefix: abort iff Vera < continuation).
+    V = None
+    for t in range(T - 1, -1, -1):
+        coin = np.clip(ps[t], 0.0, 1.0)
+        v0, v1 = (0.0, 1.0) if V is None else (V[: V.size // 2], V[V.size // 2:])
+        V = np.minimum(coin * v1 + (1.0 - coin) * v0, veras[t])
+    bob_br = float(V[0])
+    # Alice's best response to this Bob over a claim grid (lower bound on her best response).
+    grid = np.unique(np.concatenate([np.linspace(-1.0, 1.0, n_grid),
+                                     np.linspace(-2 * tau_v, 2 * tau_v, n_grid)]))
+    V = None
+    for t in range(T - 1, -1, -1):
+        pi = pis[t][:, None]
+        p = pi + grid[None, :]
+        a = abort_at(t, np.abs(grid)[None, :], codes[t]["prev"][:, None])
+        coin = np.clip(p, 0.0, 1.0)
+        v0, v1 = (0.0, 1.0) if V is None else (V[: V.size // 2, None], V[V.size // 2:, None])
+        vera = checker_prob(p, n_v, tau_v, pi)
+        V = ((1.0 - a) * (coin * v1 + (1.0 - coin) * v0) + a * vera).max(axis=1)
+    alice_br = float(V[0])
+    return {**light, "hit": hit, "false_alarm": false_alarm,
+            "false_alarm_c": false_c, "value_vs_honest_bob": value_vs_honest_bob,
+            "bob_best_response": bob_br, "alice_best_response": alice_br,
+            "gap": alice_br - bob_br}
+
+
+def take(tree, *idx):
+    """Index every leaf of a stacked pytree (host helper).
+
+    Args:
+        tree: a pytree of arrays with common leading axes.
+        *idx: indices into those axes.
+
+    Returns:
+        The pytree of ``leaf[idx]``.
+    """
+    return jax.tree.map(lambda x: x[idx], tree)
+
+
+def measure_pairs(fx, levels, constants: DebateConstants, alice: AliceParams,
+                  bob: BobParams) -> tuple[list[dict], list[float]]:
+    """Exact measurements (host, float64) of a seed-batch of trained pairs on one instance.
+
+    Args:
+        fx: the fixture (its ``machine`` is the instance).
+        levels: the fixture's prefix tree.
+        constants: the debate's constants.
+        alice: the trained Alices, leaves stacked over seeds ``[S, ...]``.
+        bob: the trained Bobs, stacked over seeds.
+
+    Returns:
+        ``(ev, honest)``: per seed :func:`evaluate`'s dict, and per seed honest Alice's exact
+        acceptance (:func:`~dedebate.exact.acceptance_exact`) against the trained Bob.
+    """
+    seeds = int(np.shape(bob.w_dev)[0])
+    vera = make_vera(constants)
+    ev = [evaluate(levels, take(alice, s), take(bob, s), constants) for s in range(seeds)]
+    honest = [acceptance_exact(fx.machine, honest_alice(constants),
+                               bob_as_zoo(take(bob, s), constants.b), vera, levels)
+              for s in range(seeds)]
+    return ev, honest

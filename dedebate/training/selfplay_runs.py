@@ -1,0 +1,278 @@
+"""The runs of a stochastic self-play study: instances, training runs, initial state, checks.
+
+A study trains learned pairs (:mod:`dedebate.training.stochastic_selfplay`) on an F2 yes- and
+no-instance (:func:`setup`): per instance the main run, optionally a tail ablation
+(``vera_grad_mix = 0``) and one run per extra n_B (:func:`training_runs`), every run of an
+instance from the same seed keys (:func:`initial_state`). The main run's monitors become log rows
+(:func:`chunk_rows`); trained pairs are measured exactly (:func:`dedebate.exact.selfplay.measure_pairs`)
+and checked by Monte-Carlo play (:func:`monte_carlo_wins`). :func:`f64_words` /
+:func:`words_f64` carry float64 numbers through a float32 trace unrounded (the swept function's
+host measurement reads the instances' probabilities from them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dedebate.agents.selfplay_players import AliceParams, BobParams, bob_as_zoo, learned_alice
+from dedebate.exact.selfplay import measure_pairs
+from dedebate.machines.fixtures import f2_target
+from dedebate.machines.lipschitz import prefix_tree
+from dedebate.protocols.stochastic import (
+    DebateConstants,
+    debate_spec,
+    lean_defaults,
+    make_vera,
+    run_trials,
+    trial_keys,
+)
+from dedebate.training.stochastic_selfplay import (
+    Monitors,
+    SelfPlayHParams,
+    SelfPlayStatic,
+    hparams,
+    init_grid,
+    n_periods,
+)
+
+CASES = ("yes", "no")
+"""The instances of a study, in training order."""
+
+MEASURED = ("value", "honest_alice_vs_bob", "value_vs_honest_bob", "gap", "tracking", "hit",
+            "false_alarm")
+"""Per-seed metrics of :func:`point_metrics`, named ``{instance}/s{seed}/{name}``."""
+
+
+def setup(cfg):
+    """The instances, the protocol's constants, static sizes and main-run hyperparameters.
+
+    Args:
+        cfg: any object with the fields ``T``, ``p_yes``, ``p_no``, ``spread`` (the F2
+            fixtures), ``hidden``, ``steps``, ``log_every`` (static sizes) and ``lr_a``,
+            ``lr_b``, ``n_b``, ``alice_init``, ``bob_init``, ``vera_grad_mix`` (hyperparameters).
+
+    Returns:
+        ``(instances, params, constants, static, hp)``: ``[("yes", fixture), ("no", fixture)]``
+        (host, float64), the Lean defaults at (K, T) and their constants, the
+        :class:`SelfPlayStatic` and the validated :class:`SelfPlayHParams` of the main run.
+    """
+    instances = [("yes", f2_target(cfg.T, cfg.p_yes, spread=cfg.spread)),
+                 ("no", f2_target(cfg.T, cfg.p_no, spread=cfg.spread))]
+    K = instances[0][1].K
+    params = lean_defaults(K, cfg.T)
+    constants = params.constants(K, cfg.T)
+    static = SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps, log_every=cfg.log_every)
+    hp = hparams(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b, alice_init=cfg.alice_init,
+                 bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
+    return instances, params, constants, static, hp
+
+
+def training_runs(hp: SelfPlayHParams, ablate_tail: bool,
+                  n_b_sweep) -> list[tuple[str, str, SelfPlayHParams]]:
+    """The training runs of a study, in training order.
+
+    Args:
+        hp: the main run's hyperparameters.
+        ablate_tail: also train with ``vera_grad_mix = 0`` (run ``"ablation"``).
+        n_b_sweep: further n_B values (runs ``"n_b_{n}"``).
+
+    Returns:
+        ``(instance, run name, hparams)`` per run: per instance the main run (``"main"``), the
+        ablation and each n_B of the sweep.
+    """
+    out = []
+    for case in CASES:
+        out.append((case, "main", hp))
+        if ablate_tail:
+            out.append((case, "ablation", hp.replace(vera_grad_mix=jnp.float32(0))))
+        out.extend((case, f"n_b_{n}", hp.replace(n_b=jnp.int32(n))) for n in n_b_sweep)
+    return out
+
+
+def seed_keys(key: jax.Array, instance: int, seeds: int) -> jax.Array:
+    """The seed keys of one instance: seed s from ``fold_in(fold_in(key, instance), s)``.
+
+    Args:
+        key: the study's typed PRNG key.
+        instance: the instance's index in :data:`CASES`.
+        seeds: the number of seeds.
+
+    Returns:
+        Typed keys ``[seeds]``.
+    """
+    k = jax.random.fold_in(key, instance)
+    return jnp.stack([jax.random.fold_in(k, s) for s in range(seeds)])
+
+
+def initial_state(key: jax.Array, seeds: int, static: SelfPlayStatic, runs) -> dict:
+    """The training state before the first chunk (also a checkpoint's restore template).
+
+    Args:
+        key: the study's typed PRNG key.
+        seeds: pairs trained per run.
+        static: the static sizes.
+        runs: :func:`training_runs`.
+
+    Returns:
+        ``{instance: {run: carry}}`` with every run's initial seed-batched carry
+        (:func:`~dedebate.training.stochastic_selfplay.init_grid` at :func:`seed_keys`, the same
+        keys for every run of an instance).
+    """
+    state = {}
+    for i, case in enumerate(CASES):
+        keys = seed_keys(key, i, seeds)
+        for c, name, h in runs:
+            if c == case:
+                state.setdefault(case, {})[name] = init_grid(static)(h, keys)
+    return state
+
+
+def initial_monitors(seeds: int, static: SelfPlayStatic, runs) -> dict:
+    """Zero monitors per training run.
+
+    Args:
+        seeds: pairs trained per run.
+        static: the static sizes.
+        runs: :func:`training_runs`.
+
+    Returns:
+        ``{"instance/run": Monitors}`` of zeros ``[seeds, n_periods]``.
+    """
+    z = np.zeros((seeds, n_periods(static)), np.float32)
+    return {f"{case}/{name}": Monitors(z, z) for case, name, _ in runs}
+
+
+def chunk_rows(case: str, mon: Monitors, first: int, log_every: int) -> list[tuple[int, dict]]:
+    """Log rows of one chunk's monitors, one per monitor period.
+
+    Args:
+        case: the instance (its label tells the instances' rows apart).
+        mon: the chunk's monitors ``[seeds, periods]``.
+        first: the step before the chunk's first update.
+        log_every: Alice updates per period.
+
+    Returns:
+        ``(step, row)`` at steps ``first + (j + 1) * log_every``; a row holds the seeds' mean,
+        min and max surrogate value and their mean tracking error.
+    """
+    val, trk = np.asarray(mon.value), np.asarray(mon.tracking)
+    return [(first + (j + 1) * log_every,
+             {"instance": case, "value_mean": float(val[:, j].mean()),
+              "value_min": float(val[:, j].min()), "value_max": float(val[:, j].max()),
+              "tracking_mean": float(trk[:, j].mean())}) for j in range(val.shape[1])]
+
+
+def monte_carlo_wins(T: int, fx, constants: DebateConstants, alice: AliceParams, bob: BobParams,
+                     key: jax.Array, trials: int) -> np.ndarray:
+    """Play every seed's trained pair ``trials`` times (Monte Carlo, the protocol's ``play``).
+
+    Args:
+        T: the number of steps.
+        fx: the fixture (its ``machine`` is the instance).
+        constants: the debate's constants.
+        alice: trained Alices stacked over seeds ``[S, ...]``.
+        bob: trained Bobs stacked over seeds.
+        key: typed PRNG key of the debates.
+        trials: debates per seed.
+
+    Returns:
+        Alice's wins per seed, int ``[S]``.
+    """
+    S = int(np.shape(bob.w_dev)[0])
+    idx = np.repeat(np.arange(S), trials)
+    alices = learned_alice(jax.tree.map(lambda x: np.asarray(x)[idx], alice), constants.b)
+    alices = alices.replace(unit=np.full(idx.size, constants.b, np.float32),
+                            n_samples=np.zeros(idx.size, np.int32))
+    zoo = bob_as_zoo(bob, constants.b)
+    bobs = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (S,) + np.shape(x))[idx]
+                        if np.ndim(x) == 0 else np.asarray(x)[idx], zoo)
+    out = run_trials(debate_spec(T), fx.machine, alices, bobs, make_vera(constants),
+                     trial_keys(key, idx.size), axes=(None, 0, 0, None))
+    return np.asarray(out.alice_wins).reshape(S, trials).sum(axis=1)
+
+
+def f64_words(x: float) -> np.ndarray:
+    """A float64 as two uint32 words (travels through a float32 trace unrounded).
+
+    Args:
+        x: the number.
+
+    Returns:
+        uint32 ``[2]``.
+    """
+    return np.array([x], np.float64).view(np.uint32)
+
+
+def words_f64(w) -> float:
+    """The float64 of :func:`f64_words`.
+
+    Args:
+        w: two uint32 words.
+
+    Returns:
+        The number, bit for bit.
+    """
+    return float(np.ascontiguousarray(np.asarray(w, np.uint32)).view(np.float64)[0])
+
+
+def point_metrics(measured: dict, gap_tol: float) -> dict[str, float]:
+    """The metrics of a study's main runs, as a sweep row holds them.
+
+    Args:
+        measured: per instance of :data:`CASES`, :func:`~dedebate.exact.selfplay.measure_pairs`
+            of its main run's pairs.
+        gap_tol: the exploitability gap counted as converged.
+
+    Returns:
+        float64 numbers: per seed :data:`MEASURED` (``{instance}/s{seed}/{name}``); per instance
+        ``value_mean/min/max``, ``gap_mean/max`` and ``converged_frac`` (gap <= ``gap_tol``); the
+        proven rows' ``honest_alice_vs_bob_min`` (yes-instance) and ``alice_vs_honest_bob_max``
+        (no-instance; both not finite when a seed is not).
+    """
+    out = {}
+    for case in CASES:
+        ev, honest = measured[case]
+        per = [{**e, "honest_alice_vs_bob": h} for e, h in zip(ev, honest)]
+        for s, e in enumerate(per):
+            out.update({f"{case}/s{s}/{m}": float(e[m]) for m in MEASURED})
+        val = np.array([e["value"] for e in per])
+        gap = np.array([e["gap"] for e in per])
+        out |= {f"{case}/value_mean": float(val.mean()), f"{case}/value_min": float(val.min()),
+                f"{case}/value_max": float(val.max()), f"{case}/gap_mean": float(gap.mean()),
+                f"{case}/gap_max": float(gap.max()),
+                f"{case}/converged_frac": float(np.mean(gap <= gap_tol))}
+    out["honest_alice_vs_bob_min"] = _fail_closed(min, measured["yes"][1])
+    out["alice_vs_honest_bob_max"] = _fail_closed(
+        max, [e["value_vs_honest_bob"] for e in measured["no"][0]])
+    return out
+
+
+def measure_host(cfg, words, players) -> dict[str, np.ndarray]:
+    """The host measurement of a swept point (a ``jax.pure_callback`` target).
+
+    Args:
+        cfg: a dataclass config as for :func:`setup`, with ``gap_tol``.
+        words: :func:`f64_words` of (p_yes, p_no, spread, gap_tol) ``[4, 2]`` (the row's values).
+        players: per instance, the main run's ``(alice, bob)`` stacked over seeds.
+
+    Returns:
+        :func:`point_metrics` as scalars of JAX's default float (float32 without x64).
+    """
+    p_yes, p_no, spread, gap_tol = (words_f64(w) for w in np.asarray(words))
+    row = dataclasses.replace(cfg, p_yes=p_yes, p_no=p_no, spread=spread, gap_tol=gap_tol)
+    instances, _, constants, _, _ = setup(row)
+    measured = {case: measure_pairs(fx, prefix_tree(fx.machine), constants, *players[case])
+                for case, fx in instances}
+    dt = jax.dtypes.canonicalize_dtype(np.float64)
+    return {k: np.asarray(v, dt) for k, v in point_metrics(measured, gap_tol).items()}
+
+
+def _fail_closed(pick, values) -> float:
+    """``pick`` (min or max) of floats, NaN when there is none or one is NaN."""
+    xs = [float(v) for v in values]
+    return math.nan if not xs or any(math.isnan(v) for v in xs) else pick(xs)
