@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import dedebate.agents.stochastic_zoo as zoo
 import experiments.stochastic_debate as exp
 from dedebate.lab.config import default_config
 from dedebate.lab.devices import device_memory_bytes, lanes_for_memory
@@ -75,15 +76,15 @@ def fake_play(spec, machine, alice, bob, vera, key):
 
 
 def test_zoo_stats_equal_for_every_batch_size(monkeypatch):
-    """The lanes of :func:`zoo_stats` are indexed and keyed globally: all at once and in batches
+    """The lanes of :func:`dedebate.agents.stochastic_zoo.zoo_stats` are indexed and keyed globally: all at once and in batches
     that do not divide the lanes (the last padded), the counts and means are the same bit for
     bit."""
-    monkeypatch.setattr(exp, "play", fake_play)
+    monkeypatch.setattr(zoo, "play", fake_play)
     rows, trials, ma, hh = 5, 37, 2, 1
     w = jnp.linspace(0.2, 0.8, rows)
     d = {"alice": Row(jnp.zeros(rows, jnp.int32), w), "bob": Row(jnp.zeros(rows, jnp.int32), w),
          "machine": Row(jnp.zeros(rows, jnp.int32), w), "vera": jnp.float32(1.0)}
-    run = jax.jit(exp.zoo_stats, static_argnums=(0, 3, 4, 5, 6))
+    run = jax.jit(zoo.zoo_stats, static_argnums=(0, 3, 4, 5, 6))
     key = jax.random.key(3)
     ref = jax.tree.map(np.asarray, run(None, d, key, trials, ma, hh, 0))
     assert ref["wins"].shape == (rows,) and 0 < ref["wins"].sum() < rows * trials

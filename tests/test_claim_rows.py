@@ -17,6 +17,7 @@ import experiments.stochastic_debate as sd
 import experiments.stochastic_selfplay as ssp
 from dedebate.estimators.ogd import iteration_bound
 from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows
+from dedebate.protocols.stochastic_budget import lean_n_vera
 
 
 def _ogd_rows(rule="tight", steps_factor=0.5, adv_ratio=0.5, regret_ratio=0.5, numpy_gap=0.0,
@@ -68,7 +69,7 @@ def test_ogd_generalisation_finding_fails_on_fresh_tests_above_delta():
 def _qrows(vera_max=None, alice_c=5000.0, n_vera=None):
     """Lean rows of the stochastic experiment's cost table for K = 2, T in (8, 16): Vera's
     measured largest count ``vera_max`` (default: N_V from Lean's formula, as measured)."""
-    nv = sd.lean_n_vera(2.0, 8)
+    nv = lean_n_vera(2.0, 8)
     rows = []
     for T, n in zip((8, 16), n_vera or (nv, nv)):
         rows.append({"K": 2, "T": T, "constants": "lean", "n_vera": n, "aborts": 10,
@@ -79,8 +80,8 @@ def _qrows(vera_max=None, alice_c=5000.0, n_vera=None):
 
 def test_stochastic_cost_checks_fail_when_the_accounting_is_wrong():
     # N_V from Lean's formula samples((s-c)/2, v) = ceil(ln(2/v) / (2 ((s-c)/2)^2)), K = 2
-    nv = sd.lean_n_vera(2.0, 8)
-    assert nv == math.ceil(math.log(200) / (2 * (0.005 / 2) ** 2)) == sd.lean_n_vera(2.0, 64)
+    nv = lean_n_vera(2.0, 8)
+    assert nv == math.ceil(math.log(200) / (2 * (0.005 / 2) ** 2)) == lean_n_vera(2.0, 64)
     checks, fit = sd.cost_checks((2,), (8, 16), _qrows())
     assert all(ok for ok, _ in checks.values()) and not consistency_rows(checks)
     assert math.isclose(fit["c"], 5000.0) and math.isclose(fit["loglog_slope"], 1.0)
@@ -228,7 +229,7 @@ def test_prover_estimator_rows_fail_when_a_measurement_breaks_its_bound():
 def test_stochastic_vera_row_fails_on_a_lying_count():
     """Vera's queries as the play loop counted them, against N_V from Lean's formula: a gating
     row that holds on the true count and fails on a count above N_V or a missing one."""
-    nv = sd.lean_n_vera(2.0, 8)
+    nv = lean_n_vera(2.0, 8)
     (row,) = sd.vera_claims((2,), (8, 16), _qrows())
     assert row.passed and row.value == nv and not row.finding
     assert ExperimentResult(claims=[row]).passed
@@ -419,11 +420,9 @@ def test_stochastic_selfplay_gating_rows_fail_when_a_measurement_breaks_its_boun
 
 # ---- stochastic_debate: the zoo cells ----------------------------------------------------------
 def _cell_rows(wins_a=(100, 250, 300), wins_b=(900, 800, 700), trials=1000, constants="lean"):
-    cell = sd.Cell(K=2, T=8, fixture="F2", constants=constants, p_yes=0.75, p_no=0.25,
-                   comp_bound=0.64, sound_bound=0.3956, a_names=["honest", "flip", "es"],
-                   b_names=["honest", "random", "es"], wins_a=np.array(wins_a, float),
-                   wins_b=np.array(wins_b, float), trials=trials)
-    return sd.cell_claims(cell)
+    return sd.cell_claims(2, 8, "F2", constants, (0.75, 0.25), (0.64, 0.3956),
+                          ["honest", "flip", "es"], ["honest", "random", "es"],
+                          np.array(wins_a, float), np.array(wins_b, float), trials)
 
 
 def test_stochastic_cell_rows_fail_on_a_lying_alice_or_a_winning_bob():

@@ -1,58 +1,32 @@
-"""``experiments/stochastic_debate.py``: the quick run passes every claim row and saves its plots;
-bad configs are rejected; and the experiment as a sweep (``point`` / ``DYNAMIC``): a grid of
-sample-count scale factors x seeds is one compiled program, a point's row equals the same point
-measured by ``run``'s code path from its documented key, the scaled counts follow spec DED 5.2, and
-honest completeness at scale 1 meets the Lean bound of spec DED 5.3 (minus 3 binomial standard
-errors, spec DED 9). The budget-frontier sweep plans one program per K, and its frontier and figure
-follow from the rows.
-
-The sweep test measures its point with the quick run's cell program (K = 2, T = 8, the quick
-``trials`` and ``max_lanes``): one file, one process, so ``run``'s compiled measurement serves both
-tests."""
+"""``experiments/stochastic_debate.py``: bad configs are rejected; the experiment as a sweep
+(``point`` / ``DYNAMIC``): a grid of sample-count scale factors x seeds is one compiled program,
+and the quick run, at a row's documented key, goes through that program (no second compile), reads
+its report from that row bit for bit and passes every claim row with its plots; the scaled counts
+follow spec DED 5.2, and honest completeness at scale 1 meets the Lean bound of spec DED 5.3
+(minus 3 binomial standard errors, spec DED 9). The budget-frontier sweep plans one program per K,
+and its frontier and figure follow from the rows."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-import jax
 import pytest
 
 import experiments.stochastic_debate as exp
 from dedebate.lab.config import resolve
 from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.sweep import plan, point_key, run_sweep
-from dedebate.protocols.stochastic import debate_spec, lean_defaults
+from dedebate.protocols.stochastic import lean_defaults
+from dedebate.protocols.stochastic_budget import frontier
 from tests.fakes import FakeContext, count_point_traces
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = exp.SIZES["quick"]
-# the quick run's cell (K, T, trials, max_lanes): run's measure_cell program is compiled once here
-K, T, TRIALS, LANES = 2, 8, QUICK["trials"], QUICK["max_lanes"]
+K, T, TRIALS = 2, 8, QUICK["trials"]  # the quick run's one (K, T) cell
 assert (QUICK["Ks"], QUICK["Ts"]) == ((K,), (T,))
 CELL = f"K{K}_T{T}"
-SMALL = {"Ks": [K], "Ts": [T], "trials": TRIALS, "max_lanes": LANES, "es_generations": 1,
-         "es_population": 2}
 SCALES = [1.0, 0.25]
-
-
-@pytest.mark.slow
-def test_quick_run_passes_and_saves_plots(tmp_path):
-    cfg = exp.Config(**exp.SIZES["quick"])
-    ctx = FakeContext(tmp_path, size="quick", name=exp.NAME)
-    res = exp.run(cfg, ctx)
-    failed = [(c.claim, c.value, c.lo, c.hi, c.bound) for c in res.claims if not c.passed]
-    assert not failed, failed
-    kinds = " ".join(c.claim for c in res.claims)
-    for word in ("completeness", "soundness", "beyond the paper"):
-        assert word in kinds
-    # the cost rows hold by construction: consistency checks in the metrics, not claims
-    checks = res.metrics["consistency_checks"]
-    assert checks and all(c["holds"] for c in checks.values()), checks
-    assert all(c.finding for c in res.claims if "beyond the paper" in c.claim)
-    assert sorted(res.plots) == ["acceptance_vs_T.png", "queries_vs_T.png"]
-    assert all((tmp_path / "plots" / p).exists() for p in res.plots)
-    assert res.tables["acceptance"] and res.tables["queries"] and res.tables["scale"]
 
 
 @pytest.mark.parametrize("field,value,match", [
@@ -67,16 +41,15 @@ def test_config_rejects_bad_values(field, value, match):
 
 def sweep_config(tmp_path, seeds=2):
     raw = {"experiment": exp.NAME, "seed": 3, "output_dir": str(tmp_path),
-           "tracking": {"mode": "disabled"}, "params": SMALL,
-           "sweep": {"seeds": seeds, "axes": {"scale": SCALES}, "plots": False}}
+           "tracking": {"mode": "disabled"}, "params": QUICK,
+           "sweep": {"seeds": seeds, "axes": {"scale": SCALES}, "plots": False, "batch": 1}}
     return resolve(raw, {exp.NAME: exp})
 
 
 @pytest.mark.slow
-def test_scale_sweep_compiles_once_and_points_stand_alone(tmp_path, monkeypatch):
-    real_point = exp.point
+def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monkeypatch):
     traces = count_point_traces(monkeypatch, exp)  # traces of the sweep's fn (once per compile)
-    cfg = sweep_config(tmp_path)
+    cfg = sweep_config(tmp_path / "sweep")
     clear_program_cache()
     rec = run_sweep(exp, cfg, show_progress=False)
     res = rec.results
@@ -84,35 +57,44 @@ def test_scale_sweep_compiles_once_and_points_stand_alone(tmp_path, monkeypatch)
     assert res["groups"] == 1 and res["compilations"] == 1 == traces[0]
     assert res["rows"] == len(SCALES) * 2 == len(rec.rows)
     assert (rec.sweep_dir / "sweep.csv").is_file()
-    monkeypatch.setattr(exp, "point", real_point)
 
-    # (a) one code path: the point at scale 1, measured the way `run` measures a cell (its
-    # adversaries, zoo_cell, measure_cell = jit(zoo_stats)) with the row's cell key, gives the
-    # sweep row bit for bit (the row's key is point_key: independent of the grid)
+    # (a) one code path: the quick run at the point scale = 1 with a row's key (point_key) goes
+    # through the sweep's program (no second trace) and reads its numbers from that row
     pt = next(p for p in plan(exp, cfg).points if p.values["scale"] == 1.0)
+    assert pt.cfg == exp.Config(**QUICK)
     seed = 4
+    ctx = FakeContext(tmp_path / "run", seed=seed, size="quick", name=exp.NAME)
+    ctx.key = point_key(exp.NAME, seed, pt.cfg)
+    result = exp.run(pt.cfg, ctx)
+    assert traces[0] == 1
+    alone = result.metrics["point"]
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
-    c = pt.cfg
-    opt_a, opt_b = exp.adversaries(K, T, 0, 1.0, c.p_yes, c.p_no, c.es_generations,
-                                    c.es_population)
-    _, m_no, _ = exp.fixture(K, T, c.p_no)
-    _, m_yes, _ = exp.fixture(K, T, c.p_yes)
-    lean = lean_defaults(float(K), T).constants(float(K), T)
-    d, a_names, b_names = exp.zoo_cell(lean, m_no, m_yes, opt_a.params["theta"],
-                                       opt_b.params["theta"])
-    ma, hh = len(a_names), b_names.index("honest")
-    cell_key = jax.random.fold_in(point_key(exp.NAME, seed, c), 0)
-    st = exp.measure_cell(debate_spec(T), d, cell_key, TRIALS, ma, hh, c.max_lanes)
-    assert round(row[f"{CELL}/completeness_min"] * TRIALS) == st["wins"][ma:].min()
-    assert round(row[f"{CELL}/soundness_max"] * TRIALS) == st["wins"][:ma].max()
-    dyn, _ = exp.point(c)
-    metrics = jax.jit(exp.cell_metrics, static_argnums=(2, 3, 4, 5))(
-        st, dyn[CELL], TRIALS, ma, hh, CELL)
-    assert set(metrics) <= set(row)
-    for m, v in metrics.items():
-        assert row[m] == v.item(), m
+    assert {m: row[m] for m in alone} == alone and len(alone) == 2 * 38
+    other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != seed)
+    assert sum(other[m] != alone[m] for m in alone if m.endswith("_wins")) >= 3  # seed counts
+    # the report's rows are that row's counts: the worst members' rates and the costs
+    for r in result.tables["acceptance"]:
+        cell = CELL + ("" if r["constants"] == "lean" else "_paper")
+        m = "completeness_min" if r["side"] == "completeness" else "soundness_max"
+        assert round(r["value"] * TRIALS) == round(alone[f"{cell}/{m}"] * TRIALS)
+    q = {r["constants"]: r for r in result.tables["queries"]}
+    assert q["lean"]["vera_max"] == alone[f"{CELL}/queries_vera_max"] <= q["lean"]["n_vera"]
+    assert q["paper"]["alice"] == alone[f"{CELL}_paper/queries_alice"]
 
-    # (b) the scaled sample counts are Lean's (spec DED 5.2) times the factor, rounded up
+    # (b) the quick run passes every row and saves its plots
+    failed = [(c.claim, c.value, c.lo, c.hi, c.bound) for c in result.claims if not c.passed]
+    assert not failed, failed
+    kinds = " ".join(c.claim for c in result.claims)
+    for word in ("completeness", "soundness", "beyond the paper", "paper constants"):
+        assert word in kinds
+    checks = result.metrics["consistency_checks"]  # the cost rows hold by construction
+    assert checks and all(c["holds"] for c in checks.values()), checks
+    assert all(c.finding for c in result.claims if "beyond the paper" in c.claim)
+    assert sorted(result.plots) == ["acceptance_vs_T.png", "queries_vs_T.png"]
+    assert all((tmp_path / "run" / "plots" / p).exists() for p in result.plots)
+    assert result.tables["scale"]
+
+    # (c) the scaled sample counts are Lean's (spec DED 5.2) times the factor, rounded up
     lean = lean_defaults(float(K), T).constants(float(K), T)
     for r in rec.rows:
         f = r["scale"]
@@ -127,13 +109,18 @@ def test_scale_sweep_compiles_once_and_points_stand_alone(tmp_path, monkeypatch)
             assert r[f"{CELL}/{m}_lo"] <= v <= r[f"{CELL}/{m}_hi"]
             assert round(v * TRIALS) == pytest.approx(v * TRIALS, abs=1e-3)  # a count / trials
         assert r[f"{CELL}/completeness_min"] <= r[f"{CELL}/honest_completeness"]
+        wins = [r[f"{CELL}/bob{j}_wins"] for j in range(6)]
+        assert r[f"{CELL}/completeness_min"] * TRIALS == pytest.approx(min(wins), abs=1e-3)
+        assert r[f"{CELL}_paper/n_alice"] > r[f"{CELL}/n_alice"]  # the paper's: not scaled
+        assert (r[f"{CELL}_paper/completeness_bound"], r[f"{CELL}_paper/soundness_bound"]) == (
+            pytest.approx(0.6), pytest.approx(0.4))
 
-    # (c) honest completeness at scale 1, pooled over the seeds, is at least the Lean bound
+    # (d) honest completeness at scale 1, pooled over the seeds, is at least the Lean bound
     # (spec DED 5.3, at the fixture's exact P_M(1)) minus 3 binomial standard errors (spec DED 9)
     ones = [r for r in rec.rows if r["scale"] == 1.0]
     n = TRIALS * len(ones)
     wins = sum(round(r[f"{CELL}/honest_completeness"] * TRIALS) for r in ones)
-    bound = ones[0][f"{CELL}/lean_completeness_bound"]
+    bound = ones[0][f"{CELL}/completeness_bound"]
     assert bound == pytest.approx(0.6402, abs=1e-3)
     assert wins / n >= bound - 3 * math.sqrt(bound * (1 - bound) / n), (wins, n, bound)
 
@@ -146,10 +133,11 @@ def test_scale_is_validated():
 
 
 def test_jitted_wilson_matches_the_lab_interval():
+    from dedebate.core.stats import wilson_jnp
     from dedebate.lab.experiment import wilson_interval
 
     for k, n in ((0, 100), (1, 100), (37, 200), (133, 200), (400, 400)):
-        got = [float(x) for x in exp.wilson_jnp(k, n)]
+        got = [float(x) for x in wilson_jnp(k, n)]
         assert got == pytest.approx(list(wilson_interval(k, n)), abs=1e-6), (k, n)
 
 
@@ -184,20 +172,20 @@ def _frontier_rows(fails_below, cell="K2_T8", seeds=(0, 1)):
 def test_frontier_stops_at_the_first_failing_factor(tmp_path):
     from dedebate.lab.sweep import experiment_figures
 
-    (e,) = exp.frontier(_frontier_rows(0.5))
+    (e,) = frontier(_frontier_rows(0.5))
     assert (e["K"], e["T"], e["factor"], e["counts"]) == (2, 8, 0.5, (500, 250, 1000))
     assert [t["factor"] for t in e["tried"]] == [1.0, 0.5, 0.25]
     lean = lean_defaults(2.0, 8).constants(2.0, 8)
     assert e["lean"] == (lean.n_alice, lean.n_bob, lean.n_vera)
-    (e,) = exp.frontier(_frontier_rows(2.0))  # factor 1 already fails
+    (e,) = frontier(_frontier_rows(2.0))  # factor 1 already fails
     assert e["factor"] is None and "counts" not in e
     rows = _frontier_rows(0.25) + _frontier_rows(0.25, cell="K2_T64")
-    assert [x["factor"] for x in exp.frontier(rows)] == [0.125, 0.125]
+    assert [x["factor"] for x in frontier(rows)] == [0.125, 0.125]
     other_k = [{**r, "K2_T8/completeness_min": None} for r in _frontier_rows(0.5, "K4_T8")]
-    assert [x["factor"] for x in exp.frontier(rows + other_k)] == [0.125, 0.125, 0.5]
+    assert [x["factor"] for x in frontier(rows + other_k)] == [0.125, 0.125, 0.5]
     # the soundness criterion, on the mean over seeds (0.375 passes; 0.45 fails)
     bad = [dict(r, **{"K2_T8/soundness_max": 0.45}) for r in _frontier_rows(0.0)]
-    assert exp.frontier(bad)[0]["factor"] is None
+    assert frontier(bad)[0]["factor"] is None
     # the lab saves the experiment's figure; a failing hook costs only its figures
     assert experiment_figures(exp, rows, tmp_path) == ["budget_frontier.png"]
     assert (tmp_path / "budget_frontier.png").stat().st_size > 0

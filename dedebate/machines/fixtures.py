@@ -728,3 +728,29 @@ def standard_fixtures(T: int = 16, high: bool = True) -> list[Fixture]:
         meta_analysis(reports, spread, theta=max(1, n // 4)),
     ]
     return fx
+
+
+CASCADE_NOISE = 0.25  # F3 with r = 1/4: exact hybrid sum (1 - (3/4)^T) * 4 < 4
+
+
+def fixture_for_k(K: int, T: int, p1: float) -> tuple[str, Any, float]:
+    """The stochastic debate's instance with Lipschitz constant ``K`` and P_M(1) = ``p1``.
+
+    Args:
+        K: 1 (F1), 2 (F2) or 4 (the F3 cascade with noise r = 1/4, whose exact hybrid sum
+            ``(1 - (3/4)^T) / (1/4)`` stays below 4).
+        T: the number of steps.
+        p1: the target P_M(1).
+
+    Returns:
+        ``(name, machine, declared K)``.
+    """
+    if K == 1:
+        return "F1", f1_target(T, p1, pi=0.5, spread=0.3).machine, 1.0
+    if K == 2:
+        return "F2", f2_target(T, p1, spread=0.2).machine, 2.0
+    fx = f3_cascade(T, p1, p1, CASCADE_NOISE)
+    tight = fx.machine.tight_lipschitz()
+    if tight > 4.0:
+        raise AssertionError(f"cascade hybrid sum {tight} exceeds the declared K = 4")
+    return "F3(r=1/4)", fx.machine, 4.0

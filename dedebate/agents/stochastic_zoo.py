@@ -1,0 +1,238 @@
+"""The stochastic debate's zoo as one batch of debates, and its Monte-Carlo measurement.
+
+A zoo cell (one K, T and set of constants) stacks every debate the completeness and soundness
+rows of spec DED 9 need: the Alice zoo (with an optimised Alice) against honest Bob on a
+no-instance, and honest Alice against the Bob zoo (with honest Bob and an optimised Bob) on a
+yes-instance. :func:`zoo_stats` plays ``trials`` debates per row as one pure function (one lane
+axis, optionally in batches that do not change the numbers); :func:`cell_metrics` turns its
+counts into rates with 95% Wilson intervals, usable inside a jitted sweep.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dedebate.agents.stochastic_players import (
+    A_HONEST,
+    A_PER_STEP,
+    B_HONEST,
+    B_LEARNED,
+    alice_lies_from_params,
+    alice_zoo,
+    bob_logits_from_params,
+    bob_zoo,
+    stack,
+    zoo_alice,
+    zoo_bob,
+)
+from dedebate.core.stats import Z95, wilson_jnp
+from dedebate.protocols.stochastic import DebateConstants, make_vera, play, trial_keys
+
+OPTIMISED = "optimised (ES on exact acceptance)"
+# Planned memory of one debate in a batch at T steps (its machine, players and play-loop carry
+# gathered per lane, and XLA's temporaries): LANE_BYTES_PER_STEP * T + LANE_BYTES_FIXED.
+LANE_BYTES_PER_STEP, LANE_BYTES_FIXED = 64, 4096
+
+
+def lane_bytes(T: int) -> int:
+    """Planned memory of one debate of a zoo batch.
+
+    Args:
+        T: the debate's number of steps.
+
+    Returns:
+        Bytes per lane, ``LANE_BYTES_PER_STEP * T + LANE_BYTES_FIXED``.
+    """
+    return LANE_BYTES_PER_STEP * T + LANE_BYTES_FIXED
+
+
+def alice_members(consts: DebateConstants, theta_alice) -> tuple[list[str], list]:
+    """The soundness zoo of spec DED 9 plus the optimised per-step liar.
+
+    Args:
+        consts: the debate's constants.
+        theta_alice: the optimised Alice's parameters (``alice_lies_from_params``).
+
+    Returns:
+        ``(names, players)``, the optimised member last.
+    """
+    names, members = alice_zoo(consts)
+    names.append(OPTIMISED)
+    members.append(zoo_alice(consts, A_PER_STEP,
+                             lies=alice_lies_from_params(theta_alice, consts)))
+    return names, members
+
+
+def bob_members(consts: DebateConstants, theta_bob) -> tuple[list[str], list]:
+    """The completeness zoo of spec DED 9 plus honest Bob and the optimised Bob.
+
+    Args:
+        consts: the debate's constants.
+        theta_bob: the optimised Bob's parameters (``bob_logits_from_params``).
+
+    Returns:
+        ``(names, players)``: the zoo, then ``"honest"``, then the optimised member.
+    """
+    names, members = bob_zoo(consts)
+    names.append("honest")
+    members.append(zoo_bob(consts, B_HONEST))
+    w, w_dev, w_prev = bob_logits_from_params(theta_bob, consts)
+    names.append(OPTIMISED)
+    members.append(zoo_bob(consts, B_LEARNED, w=w, w_dev=float(w_dev), w_prev=float(w_prev)))
+    return names, members
+
+
+def member_names(consts: DebateConstants) -> tuple[list[str], list[str]]:
+    """The names of :func:`alice_members` and :func:`bob_members`, without building players.
+
+    Args:
+        consts: the debate's constants.
+
+    Returns:
+        ``(alice names, bob names)``, in the rows' order.
+    """
+    return alice_zoo(consts)[0] + [OPTIMISED], bob_zoo(consts)[0] + ["honest", OPTIMISED]
+
+
+def zoo_cell(consts: DebateConstants, m_no, m_yes, theta_a, theta_b):
+    """Every debate of one (K, T, constants) cell, stacked on the host.
+
+    Args:
+        consts: the debate's constants.
+        m_no: the soundness instance's machine (played by the Alice zoo vs honest Bob).
+        m_yes: the completeness instance's machine (honest Alice vs the Bob zoo).
+        theta_a: the optimised Alice's parameters.
+        theta_b: the optimised Bob's parameters.
+
+    Returns:
+        ``(dynamic, alice names, bob names)``; ``dynamic`` holds ``alice``, ``bob``, ``machine``
+        (one row per debate kind: the ``ma`` Alice members first, then the Bob members) and the
+        shared ``vera``.
+    """
+    a_names, alices = alice_members(consts, theta_a)
+    b_names, bobs = bob_members(consts, theta_b)
+    ma, mb = len(alices), len(bobs)
+    dyn = {
+        "alice": stack(alices + [zoo_alice(consts, A_HONEST)] * mb),
+        "bob": stack([zoo_bob(consts, B_HONEST)] * ma + bobs),
+        "machine": stack([m_no] * ma + [m_yes] * mb),
+        "vera": make_vera(consts),
+    }
+    return dyn, a_names, b_names
+
+
+def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -> dict:
+    """The Monte-Carlo measurement of one zoo cell (pure JAX).
+
+    ``trials`` debates per row with common random numbers per side: every soundness row uses the
+    keys ``trial_keys(fold_in(key, 0), trials)``, every completeness row
+    ``trial_keys(fold_in(key, 1), trials)``. The rows x trials debates run as one lane axis,
+    ``max_lanes`` at a time (the last batch padded with repeats); the numbers do not depend on
+    the batch size.
+
+    Args:
+        spec: the debate's static spec (``debate_spec(T)``).
+        d: a cell's dynamic part from :func:`zoo_cell` (extra entries ignored).
+        key: a typed PRNG key.
+        trials: debates per row.
+        ma: the number of Alice rows (the rest are Bob rows).
+        hh: the index of honest Bob among the Bob rows.
+        max_lanes: debates per batch; 0: all at once.
+
+    Returns:
+        ``wins`` and ``aborts`` (int32 per row), the honest-vs-honest row's mean queries of
+        Alice (``queries_alice``, with ``queries_alice_sd``) and Bob and mean ``rounds``, and
+        Vera's largest and mean queries over all debates (``queries_vera_max`` / ``_mean``: the
+        samples her draws used, as the play loop counts them).
+    """
+    rows = d["alice"].kind.shape[0]
+    n = rows * trials
+    width = n if max_lanes <= 0 else min(n, max_lanes)
+    batches = -(-n // width)
+    keys = [trial_keys(jax.random.fold_in(key, s), trials) for s in (0, 1)]
+
+    def lane(i):
+        r, t = i // trials, i % trials
+        k = jax.random.wrap_key_data(jnp.where(r >= ma, jax.random.key_data(keys[1][t]),
+                                               jax.random.key_data(keys[0][t])),
+                                     impl=jax.random.key_impl(key))
+        take = functools.partial(jax.tree.map, lambda x: x[r])
+        out = play(spec, take(d["machine"]), take(d["alice"]), take(d["bob"]), d["vera"], k)
+        c = out.costs
+        return (out.alice_wins, out.aborted, c.alice_queries, c.bob_queries, c.verifier_queries,
+                c.rounds)
+
+    idx = jnp.arange(batches * width) % n
+    if batches == 1:
+        outs = jax.vmap(lane)(idx)
+    else:
+        outs = jax.lax.map(jax.vmap(lane), idx.reshape(batches, width))
+        outs = jax.tree.map(lambda x: x.reshape(-1), outs)
+    verdict, aborted, qa, qb, qv, rounds = (x[:n].reshape(rows, trials) for x in outs)
+    h = ma + hh
+    return {"wins": jnp.sum(verdict, axis=1, dtype=jnp.int32),
+            "aborts": jnp.sum(aborted, axis=1, dtype=jnp.int32),
+            "queries_alice": jnp.mean(qa[h]), "queries_alice_sd": jnp.std(qa[h], ddof=1),
+            "queries_bob": jnp.mean(qb[h]), "rounds": jnp.mean(rounds[h].astype(jnp.float32)),
+            "queries_vera_max": jnp.max(qv), "queries_vera_mean": jnp.mean(qv)}
+
+
+_zoo_stats_jit = jax.jit(zoo_stats, static_argnums=(0, 3, 4, 5, 6))
+
+
+def measure_cell(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -> dict:
+    """:func:`zoo_stats` compiled (once per static arguments) and brought to the host.
+
+    Args:
+        spec, d, key, trials, ma, hh, max_lanes: as for :func:`zoo_stats`.
+
+    Returns:
+        :func:`zoo_stats`'s dict with numpy values.
+    """
+    out = _zoo_stats_jit(spec, {k: d[k] for k in ("alice", "bob", "machine", "vera")}, key,
+                         trials, ma, hh, max_lanes)
+    return jax.tree.map(np.asarray, out)
+
+
+def cell_metrics(st: dict, trials: int, ma: int, hh: int, name: str) -> dict:
+    """A cell's rates from :func:`zoo_stats` (pure jnp, for a sweep row).
+
+    Args:
+        st: :func:`zoo_stats`'s output.
+        trials: debates per row.
+        ma: the number of Alice rows.
+        hh: the index of honest Bob among the Bob rows.
+        name: the cell's name, the metrics' prefix.
+
+    Returns:
+        ``{name}/honest_completeness``, ``/completeness_min`` (min over the Bob rows) and
+        ``/soundness_max`` (max over the Alice rows), each with ``_lo`` / ``_hi`` (95% Wilson);
+        ``/holds`` (1 where completeness_min >= 3/5 and soundness_max <= 2/5, in integers);
+        ``/queries_alice`` (honest vs honest, with a normal 95% interval), ``/queries_bob``,
+        ``/rounds``, ``/queries_vera_max``, ``/queries_vera_mean``, ``/aborts`` (summed), and
+        every row's count: ``/alice{i}_wins``, ``/bob{j}_wins``.
+    """
+    wins = st["wins"]
+    c_min, s_max = jnp.min(wins[ma:]), jnp.max(wins[:ma])
+    m = {}
+    for metric, count in (("honest_completeness", wins[ma + hh]),
+                          ("completeness_min", c_min), ("soundness_max", s_max)):
+        v, lo, hi = wilson_jnp(count, trials)
+        m[f"{name}/{metric}"], m[f"{name}/{metric}_lo"], m[f"{name}/{metric}_hi"] = v, lo, hi
+    m[f"{name}/holds"] = ((5 * c_min >= 3 * trials) & (5 * s_max <= 2 * trials)).astype(
+        jnp.float32)
+    mean = st["queries_alice"]
+    half = Z95 * st["queries_alice_sd"] / math.sqrt(trials)
+    m[f"{name}/queries_alice"] = mean
+    m[f"{name}/queries_alice_lo"], m[f"{name}/queries_alice_hi"] = mean - half, mean + half
+    for k in ("queries_bob", "rounds", "queries_vera_max", "queries_vera_mean"):
+        m[f"{name}/{k}"] = st[k]
+    m[f"{name}/aborts"] = jnp.sum(st["aborts"])
+    for i in range(wins.shape[0]):
+        m[f"{name}/{'alice' if i < ma else 'bob'}{i if i < ma else i - ma}_wins"] = wins[i]
+    return m
