@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import experiments.ogd_estimator as exp
+from dedebate.estimators.net_vs_tabular import net_problems
 from dedebate.estimators.train import NetTrainStatic, make_train_grid, net_hparams
 from tests.conftest import REPO
 from tests.fakes import FakeContext, truncate_checkpoint
@@ -141,7 +142,7 @@ def _corrupt_finished_run_recovers_then_resume_is_a_no_op(root, cfg, full):
 
 def test_chunked_training_matches_the_one_shot_program(tmp_path):
     run = exp.train_network(CFG, FakeContext(tmp_path, name=exp.NAME))
-    problems, families, feats = exp.net_problems(CFG, FakeContext(tmp_path, name=exp.NAME))
+    problems, families, feats = net_problems(CFG, FakeContext(tmp_path, name=exp.NAME).key)
     static = NetTrainStatic(rounds=CFG.net_rounds, hidden=tuple(CFG.net_hidden),
                             optimizer=CFG.net_optimizer)
     hp = net_hparams([CFG.net_delta] * len(CFG.net_lrs), list(CFG.net_lrs))
