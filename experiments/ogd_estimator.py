@@ -143,7 +143,7 @@ def algorithm1_rows(cfg: Config, ctx, swept=None):
     step, per = len(cfg.sound_provers), cfg.seeds * len(cfg.deltas)
     with ctx.progress(len(cfg.q_values) * len(cfg.step_rules), "Algorithm 1 sweep") as bar:
         for i in range(len(rows) // per):
-            timing = {"wall_s": wall_s, "compiles": info.traces} if i == 0 else {}
+            timing = {"algorithm1_s": wall_s, "compiles": info.traces} if i == 0 else {}
             block = rows[i * per:(i + 1) * per]
             ctx.log({"q": block[0]["q"], "step_rule": block[0]["step_rule"], **timing,
                      "max_steps": max(r["steps"] for r in block)}, step=step + i)
@@ -193,15 +193,10 @@ def algorithm1_claims(cfg: Config, rows) -> list[Claim]:
 
 
 def generalisation_claims(rule: str, sel) -> list[Claim]:
-    """Algorithm 1's exit advantage measured independently, from sweep rows ``sel`` of one step
-    rule (with the columns of :func:`~dedebate.estimators.tanh_recheck.exit_advantages`).
-
-    A consistency check: the exit advantage over the training tests, recomputed in float64 numpy,
-    agrees with Algorithm 1's (to ``RECOMPUTE_TOL``; a row only if it does not). A finding: is the
-    exit h also (delta, F')-indistinguishable for fresh tests F' of the same distribution, drawn
-    with another key, ``FRESH_FACTOR`` times as many as it was fit to? No theorem bounds the
-    advantage of a test Algorithm 1 never saw, so this does not gate; its criterion, stated before
-    measuring, is ``max_f' |Adv_f'(h)| < delta`` in every run."""
+    """Rows of the exit h measured independently (rows ``sel`` of one step rule, spec PED 9.8.1):
+    the float64 recomputation agrees to ``RECOMPUTE_TOL`` (a row only if not), and a finding
+    (criterion stated before measuring: ``max_f' |Adv_f'(h)| < delta`` in every run) on fresh
+    tests drawn with another key."""
     gap = strict_max(abs(r["max_adv_numpy"] - r["max_adv"]) for r in sel)
     claims = consistency_rows({
         f"Algorithm 1 ({rule}) exit advantage recomputed in float64 numpy agrees": (
@@ -250,15 +245,9 @@ def network_claim(cfg: Config, rows, net: NetRun, timing) -> Claim:
 
 def soundness_claims(cfg: Config, name: str, u_proto: float, pr: float, u_construct: float,
                      stages) -> list[Claim]:
-    """The two gating rows of part 3 for the fixed prover ``name`` (pure), from the measured
-    numbers: ``u_proto``, A's exact payoff by path enumeration against the constructed B;
-    ``pr``, Pr[A correct]; ``u_construct``, the payoff the construction reports; ``stages``,
-    the construction's stages (``.stage``, ``.steps``, ``.max_adv``, ``.reward``).
-
-    * U_A <= rho^-(d+1) Pr[A correct] + eta (spec PED 6.4, Lemma A.4), with the enumeration
-      agreeing with the construction to 1e-4 and Algorithm 1 exiting below delta at every stage;
-    * the per-round mean reward E[R_k] <= 2 delta (eq. (11)), worst over k.
-    A paying liar, a disagreeing construction, a round above 2 delta or a NaN fails its row."""
+    """Part 3's two gating rows for the prover ``name``: U_A <= rho^-(d+1) Pr[A correct] + eta
+    (``u_proto`` by path enumeration, agreeing with the construction's ``u_construct`` to 1e-4,
+    Algorithm 1 below delta at every stage) and the worst per-round mean reward <= 2 delta."""
     d, rho = cfg.sound_depth, cfg.sound_rho
     delta = cfg.sound_eta / (2 * d + 3)
     bound = rho ** -(d + 1) * pr + cfg.sound_eta
