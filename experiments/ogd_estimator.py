@@ -375,11 +375,9 @@ def sweep_figures(rows):
                               label=f"|Z| = {n_z}: measured T")
             ax.plot(x, [iteration_bound(rule, n_z, d) for d, _ in pts], "--",
                     color=line.get_color(), label=f"|Z| = {n_z}: proven bound")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("1 / delta^2")
-        ax.set_ylabel("steps T (mean; T = 0 drawn at 0.8)")
-        ax.set_title(f"Algorithm 1, {rule} step: measured vs proven")
+        ax.set(xscale="log", yscale="log", xlabel="1 / delta^2",
+               ylabel="steps T (mean; T = 0 drawn at 0.8)",
+               title=f"Algorithm 1, {rule} step: measured vs proven")
         ax.legend(fontsize=7)
     fig.tight_layout()
     return {"algorithm1_steps_vs_bound": fig}
@@ -396,20 +394,16 @@ def _plot_trace(cfg: Config, traces, net_rows):
         tr = tr[~np.isnan(tr)]
         ax.plot(np.arange(len(tr)), tr, label=f"tabular, {rule} step")
     ax.axhline(delta, color="k", ls="--", label=f"delta = {delta:g}")
-    ax.set_xlabel("step t")
-    ax.set_ylabel("max_f |Adv_f(h_t)|")
-    ax.set_title(f"Algorithm 1 advantage trace (|Z| = {2**q}, seed 0)")
-    ax.set_yscale("log")
+    ax.set(xlabel="step t", ylabel="max_f |Adv_f(h_t)|", yscale="log",
+           title=f"Algorithm 1 advantage trace (|Z| = {2**q}, seed 0)")
     ax.legend()
     fig.tight_layout()
     fig2, ax2 = plt.subplots(figsize=(7, 4))
     for r in net_rows[: len(cfg.net_lrs)]:
         ax2.plot(r["net_trace"], label=f"network, lr = {r['lr']:g}")
     ax2.axhline(cfg.net_delta, color="k", ls="--", label=f"delta = {cfg.net_delta:g}")
-    ax2.set_xlabel("round")
-    ax2.set_ylabel("max_f |Adv_f(h_theta)|")
-    ax2.set_yscale("log")
-    ax2.set_title(f"Flax estimator advantage trace (|Z| = {2**cfg.net_q}, seed 0)")
+    ax2.set(xlabel="round", ylabel="max_f |Adv_f(h_theta)|", yscale="log",
+            title=f"Flax estimator advantage trace (|Z| = {2**cfg.net_q}, seed 0)")
     ax2.legend()
     fig2.tight_layout()
     return fig, fig2
@@ -426,11 +420,8 @@ def _plot_steps(cfg: Config, rows):
                    marker=marker, alpha=0.6, label=f"T, {rule} step")
     ax.plot(xs, 36 * xs, "k-", label="36 |Z|/delta^2 (hazan bound)")
     ax.plot(xs, 4.5 * xs, "k--", label="4.5 |Z|/delta^2 (tight bound)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("|Z| / delta^2")
-    ax.set_ylabel("steps T (T = 0 drawn at 0.8)")
-    ax.set_title("Algorithm 1 steps vs the proven bound")
+    ax.set(xscale="log", yscale="log", xlabel="|Z| / delta^2",
+           ylabel="steps T (T = 0 drawn at 0.8)", title="Algorithm 1 steps vs the proven bound")
     ax.legend()
     fig.tight_layout()
     return fig
