@@ -136,9 +136,10 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
     ``row_fn(*inputs_row)`` must return a dict of scalars, or ``(that dict, extras)`` with
     ``extras`` any pytree of arrays (a run's host inputs for checks and figures; a sweep drops
     them). Returns a dict of ``[n]`` numpy arrays (every process gets every row); with
-    ``extras=True``, ``(that dict, the extras as numpy with a leading [n] axis)``. Compiles at most once per call: all chunks have the
-    same padded size; with ``cache_key`` (hashable; equal keys promise the same ``row_fn``), not
-    at all when an earlier call compiled the same program for the same shapes.
+    ``extras=True``, ``(that dict, the extras as numpy with a leading [n] axis)``. Compiles at
+    most once per call: all chunks have the same padded size; with ``cache_key`` (hashable;
+    equal keys promise the same ``row_fn``), not at all when an earlier call compiled the same
+    program for the same shapes.
     ``compiler_options``: XLA options of the compiled program (an experiment's
     ``COMPILE_OPTIONS``, so that its sweep compiles as its run does: the options can change the
     rounding).
