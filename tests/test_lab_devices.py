@@ -88,6 +88,24 @@ def test_evaluate_pads_chunks_and_counts_one_trace():
         evaluate(lambda a: {"v": np.ones(2) * a}, (x,), 7)
 
 
+def test_evaluate_returns_a_row_fns_extras_when_asked_and_drops_them_otherwise():
+    """A row fn may return ``(metrics, extras)``: a run reads the extras (arrays of any shape,
+    chunks concatenated and padding cut), a sweep gets the metrics alone; one program serves
+    both (``cache_key``)."""
+    info = EvalInfo()
+    x = np.arange(5, dtype=np.float32)
+
+    def row(a):
+        return {"s": a + 1}, {"v": a * np.arange(3, dtype=np.float32)}
+
+    out, more = evaluate(row, (x,), 5, batch=2, info=info, cache_key=("extras-test",),
+                         extras=True)
+    np.testing.assert_array_equal(out["s"], x + 1)
+    np.testing.assert_array_equal(more["v"], x[:, None] * np.arange(3))
+    only = evaluate(row, (x,), 5, batch=2, info=info, cache_key=("extras-test",))
+    assert list(only) == ["s"] and info.traces == 1 and info.calls == 6
+
+
 def test_four_fake_cpu_devices_equal_one(tmp_path):
     table, res = baseline(str(tmp_path.parent / "device-baseline"))
     assert res["devices"] == 1 and res["padded_rows"] == 2 and res["compiled_calls"] == 2

@@ -1,16 +1,18 @@
-"""Checkpoint and resume of the ogd_estimator network training.
+"""The ogd_estimator quick run through the CLI, and checkpoint and resume of its network training.
 
 The experiment trains the Flax estimators in chunks of ``net_checkpoint_every`` rounds and saves
 the whole training state (parameters, optimiser states, round, key, and the advantage log so far)
 with Orbax after each chunk. A run interrupted after some chunks and resumed must end with the
 very same numbers (bit-equal arrays) as an uninterrupted run; the chunked training must agree
 with the one-shot training program; and ``dedebate run configs/ogd_estimator.yaml size=quick``
-must leave Orbax checkpoints and offline W&B files, and ``resume=true`` must continue that run.
+must pass every claim, write the report's tables within their bounds, Orbax checkpoints and offline
+W&B files, and ``resume=true`` must continue that run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import dataclasses
 import json
 import shutil
@@ -21,6 +23,7 @@ import numpy as np
 import pytest
 
 import experiments.ogd_estimator as exp
+from dedebate.estimators.net_vs_tabular import net_problems
 from dedebate.estimators.train import NetTrainStatic, make_train_grid, net_hparams
 from tests.conftest import REPO
 from tests.fakes import FakeContext, truncate_checkpoint
@@ -68,6 +71,11 @@ def _leaves(state):
     return out
 
 
+def _csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def _steps(root):
     return sorted(int(p.name) for p in (root / "checkpoints").iterdir() if p.name.isdigit())
 
@@ -106,7 +114,26 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, cfg):
         assert full.state.dist_params is not None and np.all(full.dist_adv > 0)
     else:
         assert full.state.dist_params is None and np.all(full.dist_adv == 0)
+        _chunked_training_matches_the_one_shot_program(tmp_path, cfg, full)
         _corrupt_finished_run_recovers_then_resume_is_a_no_op(tmp_path / "full", cfg, full)
+
+
+def _chunked_training_matches_the_one_shot_program(tmp_path, cfg, run):
+    """The chunked run ``run`` of ``cfg`` agrees with the one-shot training program."""
+    problems, families, feats = net_problems(cfg, FakeContext(tmp_path, name=exp.NAME).key)
+    static = NetTrainStatic(rounds=cfg.net_rounds, hidden=tuple(cfg.net_hidden),
+                            optimizer=cfg.net_optimizer)
+    hp = net_hparams([cfg.net_delta] * len(cfg.net_lrs), list(cfg.net_lrs))
+    keys = jax.random.split(jax.random.fold_in(FakeContext(tmp_path, name=exp.NAME).key, 200),
+                            cfg.seeds)
+    state, log, final = make_train_grid(static, batched_data=True)(hp, keys, families, problems,
+                                                                   feats)
+    np.testing.assert_array_equal(np.asarray(state.updates), np.asarray(run.state.updates))
+    np.testing.assert_array_equal(np.asarray(state.rounds_to_delta),
+                                  np.asarray(run.state.rounds_to_delta))
+    np.testing.assert_array_equal(np.asarray(log.chosen), run.chosen)
+    np.testing.assert_allclose(np.asarray(log.max_adv), run.max_adv, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(final), run.final_max_adv, rtol=0, atol=1e-5)
 
 
 def _tree(root):
@@ -139,24 +166,6 @@ def _corrupt_finished_run_recovers_then_resume_is_a_no_op(root, cfg, full):
     assert _tree(root) == before
 
 
-def test_chunked_training_matches_the_one_shot_program(tmp_path):
-    run = exp.train_network(CFG, FakeContext(tmp_path, name=exp.NAME))
-    problems, families, feats = exp.net_problems(CFG, FakeContext(tmp_path, name=exp.NAME))
-    static = NetTrainStatic(rounds=CFG.net_rounds, hidden=tuple(CFG.net_hidden),
-                            optimizer=CFG.net_optimizer)
-    hp = net_hparams([CFG.net_delta] * len(CFG.net_lrs), list(CFG.net_lrs))
-    keys = jax.random.split(jax.random.fold_in(FakeContext(tmp_path, name=exp.NAME).key, 200),
-                            CFG.seeds)
-    state, log, final = make_train_grid(static, batched_data=True)(hp, keys, families, problems,
-                                                                   feats)
-    np.testing.assert_array_equal(np.asarray(state.updates), np.asarray(run.state.updates))
-    np.testing.assert_array_equal(np.asarray(state.rounds_to_delta),
-                                  np.asarray(run.state.rounds_to_delta))
-    np.testing.assert_array_equal(np.asarray(log.chosen), run.chosen)
-    np.testing.assert_allclose(np.asarray(log.max_adv), run.max_adv, rtol=0, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(final), run.final_max_adv, rtol=0, atol=1e-5)
-
-
 @pytest.mark.slow
 def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path, monkeypatch,
                                                                         capsys):
@@ -182,6 +191,27 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path
     quick = exp.Config(**exp.SIZES["quick"])
     for plot in first["plots"]:
         assert (run_dir / plot).stat().st_size > 0
+    # every part reported: its claims, the sweep's rows within their bounds, the soundness
+    # table's stages with rewards within theirs; findings (fresh tests) need not pass
+    fresh = [c for c in first["claims"] if "fresh tests" in c["claim"]]
+    assert len(fresh) == len(quick.step_rules) and all(c["finding"] for c in fresh)
+    names = " ".join(c["claim"] for c in first["claims"])
+    for part in ("T <= 36 |Z|", "T <= 4.5 |Z|", "regret", "Flax estimator",
+                 "U_A <= rho^-(d+1)", "per-round mean reward"):
+        assert part in names
+    rows = _csv(run_dir / "tables" / "algorithm1.csv")
+    assert len(rows) == (len(quick.q_values) * len(quick.deltas) * quick.seeds
+                         * len(quick.step_rules))
+    assert all(int(r["steps"]) <= float(r["bound"]) and float(r["max_adv"]) < float(r["delta"])
+               and r["converged"] == "True" for r in rows)
+    stages = _csv(run_dir / "tables" / "soundness.csv")
+    assert {s["stage"] for s in stages} == {"init", "k=1", "final"}
+    assert all(float(s["reward"]) <= float(s["bound"]) for s in stages)
+    # every row at an explicit step, in order: soundness, the sweep, training, timing
+    logged = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert logged == sorted(set(logged)) and len(logged) == (
+        len(quick.sound_provers) + len(quick.q_values) * len(quick.step_rules)
+        + quick.net_rounds // quick.net_checkpoint_every + 1)
     assert first["provenance"]["resumed"] is False
     assert first["provenance"]["tracking"]["mode"] == "offline"
 

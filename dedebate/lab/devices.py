@@ -130,13 +130,16 @@ def clear_program_cache() -> None:
 def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
              devices: list[Any] | None = None, batch: int = 0,
              info: EvalInfo | None = None, cache_key: Any = None,
-             compiler_options: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+             compiler_options: dict[str, Any] | None = None, extras: bool = False) -> Any:
     """``vmap(row_fn)`` over the leading axis of every leaf of ``inputs`` (``n`` rows), sharded.
 
-    ``row_fn(*inputs_row)`` must return a dict of scalars. Returns a dict of ``[n]`` numpy
-    arrays (every process gets every row). Compiles at most once per call: all chunks have the
-    same padded size; with ``cache_key`` (hashable; equal keys promise the same ``row_fn``), not
-    at all when an earlier call compiled the same program for the same shapes.
+    ``row_fn(*inputs_row)`` must return a dict of scalars, or ``(that dict, extras)`` with
+    ``extras`` any pytree of arrays (a run's host inputs for checks and figures; a sweep drops
+    them). Returns a dict of ``[n]`` numpy arrays (every process gets every row); with
+    ``extras=True``, ``(that dict, the extras as numpy with a leading [n] axis)``. Compiles at
+    most once per call: all chunks have the same padded size; with ``cache_key`` (hashable;
+    equal keys promise the same ``row_fn``), not at all when an earlier call compiled the same
+    program for the same shapes.
     ``compiler_options``: XLA options of the compiled program (an experiment's
     ``COMPILE_OPTIONS``, so that its sweep compiles as its run does: the options can change the
     rounding).
@@ -154,6 +157,7 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
     host = jax.tree.map(lambda a: _pad_rows(np.asarray(a), total), inputs)
     program = _program(row_fn, sharding, info, cache_key, compiler_options)
     pieces: list[dict[str, np.ndarray]] = []
+    extra_pieces: list[Any] = []
     local: list[int] = []
     for c in range(chunks):
         lo = c * size
@@ -164,6 +168,10 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
 
         args = jax.tree.map(place, host)
         out = program(*args)
+        if isinstance(out, tuple) and len(out) == 2:
+            out, more = out
+            if extras:
+                extra_pieces.append(jax.tree.map(_to_host, more))
         if not isinstance(out, dict):
             raise TypeError(f"a sweep's fn must return a dict of scalar metrics, got "
                             f"{type(out).__name__}")
@@ -185,6 +193,10 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
     info.devices = n_dev
     info.processes = jax.process_count()
     info.local_rows = sorted({r for r in local if r < n})
+    if extras:
+        more = (jax.tree.map(lambda *p: np.concatenate(p)[:n], *extra_pieces)
+                if extra_pieces else None)
+        return result, more
     return result
 
 

@@ -285,12 +285,13 @@ def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 
 
 
 def point_row(module: Any, cfg: Any, key: Any, seed: int, *, devices: list[Any] | None = None,
-              info: EvalInfo | None = None) -> dict[str, float]:
+              info: EvalInfo | None = None, extras: bool = False) -> Any:
     """The metrics of ``module.point(cfg)`` at ``key`` (a run's ``ctx.key``; ``seed`` for the
     experiment's ``inputs``): the one-point case of a sweep, through the same compiled program
     as a sweep group of ``cfg``'s static fields evaluated one row per call (``sweep.batch: 1``).
     So a run after such a sweep in one process compiles nothing, and a run's numbers come from
-    the code path of a sweep row. Returns plain Python scalars."""
+    the code path of a sweep row. Returns plain Python scalars; with ``extras=True`` (for a fn
+    that returns ``(metrics, extras)``), ``(those scalars, the row's extras as numpy)``."""
     import jax
 
     dynamic, fn = module.point(cfg)
@@ -300,10 +301,12 @@ def point_row(module: Any, cfg: Any, key: Any, seed: int, *, devices: list[Any] 
     if callable(getattr(module, "inputs", None)):
         host = module.inputs(cfg, seed, key)
         inputs += (jax.tree.map(lambda a: _canonical(a)[None], host),)
-    metrics = evaluate(_keyed(fn, impl), inputs, 1, devices=devices, info=info,
-                       cache_key=_program_key(module, cfg, impl),
-                       compiler_options=getattr(module, "COMPILE_OPTIONS", None))
-    return {k: v[0].item() for k, v in metrics.items()}
+    out = evaluate(_keyed(fn, impl), inputs, 1, devices=devices, info=info,
+                   cache_key=_program_key(module, cfg, impl),
+                   compiler_options=getattr(module, "COMPILE_OPTIONS", None), extras=extras)
+    metrics, more = out if extras else (out, None)
+    row = {k: v[0].item() for k, v in metrics.items()}
+    return (row, jax.tree.map(lambda a: a[0], more)) if extras else row
 
 
 def _program_key(module: Any, cfg: Any, impl: Any) -> tuple:
