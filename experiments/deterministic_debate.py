@@ -152,9 +152,10 @@ def point(cfg: Config):
 
 # -- plots ----------------------------------------------------------------------------------------
 def _plot(rows, ls):
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: nothing global to close
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2))
+    ax1, ax2 = fig.subplots(1, 2)
     for proto, style, what in (("fig3_full", "s-", "full-tape"), ("fig3_window", "o-",
                                                                    "register")):
         r = [x for x in rows if x["protocol"] == proto and x["l"] == ls[0]]
