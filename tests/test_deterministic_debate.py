@@ -19,14 +19,13 @@ from dedebate.machines.configurations import clog2
 from tests.fakes import FakeContext, count_point_traces
 
 REPO = Path(__file__).resolve().parents[1]
-SEED = 1
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """The sweep ``oracle_frac in {0, 0.3, 1}`` at the quick size (one row per call), then its
     point oracle_frac = 0.3 (the quick config) run alone with the row's key: ``(sweep record,
-    point, config, run result, context, traces of point's fn)``."""
+    point, run result, context, traces of point's fn after both)``."""
     tmp = tmp_path_factory.mktemp("deterministic")
     params = {k: list(v) if isinstance(v, tuple) else v for k, v in E.SIZES["quick"].items()}
     raw = {"experiment": E.NAME, "seed": 0, "output_dir": str(tmp / "out"),

@@ -21,7 +21,7 @@ SEED = 3
 def quick(tmp_path_factory):
     """The sweep ``rho_scale in {1, 0.75}`` at the quick size (one row per call), then its point
     rho_scale = 1 (the quick config) run alone with the row's key: ``(sweep record, point, run
-    result, context, traces of point's fn)``."""
+    result, context, traces of point's fn after both)``."""
     tmp = tmp_path_factory.mktemp("prover_estimator")
     params = {k: list(v) if isinstance(v, tuple) else v for k, v in exp.SIZES["quick"].items()}
     raw = {"experiment": exp.NAME, "seed": SEED, "output_dir": str(tmp / "out"),
