@@ -1,76 +1,45 @@
 """Deterministic debate: Figure 3 / Theorem 5.1, Figure 4 / Theorem 5.3, Figure 2+4 / Theorem 7.1.
 
-Spec DED 6, 7, 8. Four parts, every debate simulated in a vmapped grid (machines x strategy
-pairs):
+Spec DED 6, 7, 8; what each part checks and why is spec DED 8.3.
 
-1. **Exact completeness and soundness** on populations of random deterministic machines
-   (complement pairs, so half output 1): completeness = every debate with honest A accepts on
-   output-1 machines against every B of the zoo (honest, last, first / "always first half",
-   random, and every fixed step / bit pattern for small T); soundness = every debate with honest
-   B rejects on output-0 machines against every A of the zoo (flipped bits early / middle / last /
-   many / all, wrong oracle answers propagated consistently, wrong midpoint configurations at
-   chosen rounds) and, at ``check_T``, against **every** claimed transcript; Figure 3 also against
-   every message sequence of a 3-step machine (the exhaustive adversary).
-2. **The witness variant** on two NP^O task families (oracle-judged plans, oracle-judged
-   constraints): membership decided by enumerating all witnesses; completeness over every valid
-   witness, soundness over every witness of every no-instance.
-3. **Verifier and prover costs against T** (``T = 2^e``) on the same machines for Figure 3 with a
-   small register configuration (``S = w_c + n + W``) and with the full tape (``S = w_c + n + T``)
-   and Figure 4: bits V reads vs ``S log T`` / ``(l + 2) log T``, V's oracle queries, honest
-   prover steps; fitted slopes and a plot. "Grows as X" is checked as ``bits / X in [1, 2]`` at
-   every T: a T-independent constant band (the protocols' counts give ``(m+1) S + m`` and
-   ``m + (l+2)(1+w)`` at most, inside the band for ``T >= 8`` and ``n <= T``), while a verifier
-   reading the whole transcript or ``S log T`` bits in Figure 4 would leave it.
-4. A side-by-side table of Figure 3 and Figure 4 on the same machines.
+1. Exact completeness and soundness on random machines (complement pairs) against the strategy
+   zoos, every claimed transcript at ``check_T`` and, for Figure 3, every message sequence of a
+   3-step machine.
+2. The witness variant on two NP^O task families (every witness enumerated; host only).
+3. Bits V reads, V's oracle queries and the honest provers' steps against ``T = 2^e``, checked as
+   a T-independent band ``bits / (S log T)``, ``bits / ((l + 2) log T)`` in [1, 2].
+4. A side-by-side table of Figure 3 and Figure 4.
 
-Sweepable (``DYNAMIC``, :func:`point`, :func:`inputs`): parts 1 and 3 and the Figure 3
-exhaustive adversary are one pure function of the host-built grids (``fn``), and ``run`` reports
-from its numbers as the one-point case; ``oracle_frac`` is dynamic, T and every size static. Host
-only, outside ``fn`` (:func:`inputs`): drawing the random machines (numpy), their outputs (the
-numpy reference simulator), the strategy zoos and the enumerations of transcripts and message
-sequences. Not in ``fn`` at all: the witness variant (part 2), whose instances depend on no swept
-number and whose membership is decided by enumerating every witness on the host; ``run`` plays it
-as before.
+Sweepable: parts 1 and 3 are :func:`point`'s ``fn`` over the grids of :func:`inputs` (built on
+the host); ``oracle_frac`` is dynamic, T and every size static; ``run`` is the one-point case.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from dedebate.agents.deterministic_grids import (
-    GRID_PLAY,
-    grid_cells,
-    honest_costs,
-    judged_counts,
-    witness_suite,
+from dedebate.agents.deterministic_grids import GRID_PLAY, judged_counts, witness_suite
+from dedebate.agents.deterministic_players import JUDGED, merge_judged
+from dedebate.agents.deterministic_population import (
+    EXHAUSTIVE_S,
+    EXHAUSTIVE_SEQUENCES,
+    FAMILIES,
+    Population,
+    cost_table,
+    exhaustive_fig3_grid,
+    play_families,
+    side_by_side,
 )
-from dedebate.agents.deterministic_players import (
-    JUDGED,
-    make_bob,
-    merge_judged,
-    repeat,
-    zoo_pairs,
-)
-from dedebate.core.bits import bit_table
 from dedebate.core.stats import finite_linfit, finite_loglog_slope
 from dedebate.lab.experiment import Claim, ExperimentResult, strict_max, strict_min
 from dedebate.lab.params import config_dataclass, param
-from dedebate.machines.configurations import (
-    clog2,
-    config_machine,
-    random_programs,
-    simulate_numpy,
-)
+from dedebate.lab.sweep import point_row
 from dedebate.protocols.cross_exam import FAST_COMPILE
-from dedebate.protocols.det_witness import (
-    constraint_task,
-    plan_task,
-)
-from dedebate.protocols.deterministic_players import MessageAlice
+from dedebate.protocols.det_witness import constraint_task, plan_task
 
 NAME = "deterministic_debate"
 TITLE = ("Deterministic debate: binary search (Thm 5.1), cross-examination (Thm 5.3), "
@@ -80,15 +49,9 @@ SRC_53 = "spec DED 6 (Fig 4 / Thm 5.3)"
 SRC_51 = "spec DED 7 (Fig 3 / Thm 5.1)"
 SRC_71 = "spec DED 8 (Fig 2+4 / Thm 7.1)"
 
-FAMS = ("fig4", "fig3_window", "fig3_full")
-COST_FIELDS = ("rounds", "bits_read", "bits_read_min", "bits_read_max_over_zoo", "v_queries_max",
-               "a_message_bits", "a_steps", "b_steps", "machines")
-
-
-def _jit(fn):
-    """``jax.jit`` with :data:`FAST_COMPILE` on the CPU backend (compile time dominates there)."""
-    on_cpu = jax.default_backend() == "cpu"
-    return jax.jit(fn, compiler_options=FAST_COMPILE if on_cpu else None)
+COMPILE_OPTIONS = FAST_COMPILE
+"""XLA options of the swept program (run and sweep alike): the debates are integer counts, so
+the options change compile time only, never a number; compile time dominates these grids."""
 
 
 @config_dataclass
@@ -133,69 +96,22 @@ SIZES = {
 }
 
 
-# -- strategy batches -------------------------------------------------------------------------------
-def _pairs(T, key, cfg, protocol, cm=None, exhaustive=False):
-    return zoo_pairs(T, key, n_random=cfg.n_random, all_fixed=T <= cfg.fixed_bob_max_T,
-                     protocol=protocol, cm=cm, exhaustive=exhaustive)
-
-
-# -- part 1 and 3: random machines (host inputs, one pure function) --------------------------------
-def _population(cfg, T, seed):
-    return random_programs(seed, cfg.n_machines, T, n_inputs=cfg.n_inputs, n_deps=cfg.deps,
-                           dep_window=cfg.dep_window, oracle_frac=cfg.oracle_frac)
-
-
 def _Ts(cfg):
     """``(cost_T, all_T)``: the cost sweep's T = 2^e and every T of section 1 (with check_T)."""
     cost_T = [2**e for e in sorted(set(cfg.cost_log2))]
     return cost_T, sorted(set(cost_T) | {cfg.check_T})
 
 
-def machine_ls(cfg, T):
-    """``l = max_t |I(t)|`` of every machine of the population at T (its structure only: member
-    ``2i`` and its complement ``2i + 1`` read ``deps[i % len(deps)]`` positions where a step has
-    that many candidates, :func:`random_programs`)."""
-    ls = np.asarray(cfg.deps)[np.arange(cfg.n_machines // 2) % len(cfg.deps)]
-    return np.repeat(np.minimum(ls, cfg.n_inputs + min(T - 1, cfg.dep_window)), 2)
-
-
-def _fig3_S(cfg, T, fam):
-    """S = w_c + n + W of the Figure 3 configurations (register: W = min(window, T); full: T)."""
-    return int(T).bit_length() + cfg.n_inputs + (min(cfg.window, T) if fam == "fig3_window" else T)
-
-
 def inputs(cfg: Config, seed: int, key):
-    """The debate grids of one run, built on the host from ``seed`` and ``key``.
-
-    At the j-th T of section 1 (``all_T``): the population ``random_programs(seed + j)`` and, for
-    Figure 4 and both Figure 3 configurations, the pairs of :func:`zoo_pairs` at
-    ``fold_in(key, j)`` (every claimed transcript at ``check_T``); the machines' outputs come from
-    the numpy reference simulator, independent of the debates. With ``exhaustive_fig3``, every
-    Figure 3 message sequence on four 3-step machines (``random_programs(seed + 1000)``, W=2, n=1)
-    against honest B. Host only: numpy draws, the outputs' simulation, the enumerations."""
-    out = {}
-    for j, T in enumerate(_Ts(cfg)[1]):
-        key_T, exhaustive = jax.random.fold_in(key, j), T == cfg.check_T
-        progs = _population(cfg, T, seed + j)
-        y1 = simulate_numpy(progs)[:, -1] == 1
-        if not (np.asarray(progs.dep_mask).sum(-1).max(-1) == machine_ls(cfg, T)).all():
-            raise AssertionError(f"T={T}: the population's l differs from machine_ls")
-        out[f"T{T}"] = {"fig4": grid_cells(progs, _pairs(T, key_T, cfg, "cross_exam",
-                                                          exhaustive=exhaustive), y1)}
-        for fam, W in (("fig3_window", min(cfg.window, T)), ("fig3_full", None)):
-            if W is None and cfg.window >= T:
-                break  # W = T: the register grid is the full-tape grid (fn plays it once)
-            cm = config_machine(progs, window=W)
-            out[f"T{T}"][fam] = grid_cells(cm, _pairs(T, key_T, cfg, "binary_search", cm=cm,
-                                                      exhaustive=exhaustive), y1)
+    """The debate grids of one run, built on the host: at the j-th T of section 1, the
+    population's grids (:meth:`Population.grids` with seed ``seed + j`` and key
+    ``fold_in(key, j)``; every claimed transcript at ``check_T``); with ``exhaustive_fig3``, every
+    Figure 3 message sequence of four 3-step machines (seed ``seed + 1000``)."""
+    pop = Population.of(cfg)
+    out = {f"T{T}": pop.grids(T, seed + j, jax.random.fold_in(key, j), T == cfg.check_T)
+           for j, T in enumerate(_Ts(cfg)[1])}
     if cfg.exhaustive_fig3:
-        progs = random_programs(seed + 1000, 4, 3, n_inputs=1, n_deps=2, dep_window=2,
-                                oracle_frac=cfg.oracle_frac)
-        cm = config_machine(progs, window=2)
-        seqs = bit_table((cm.m + 1) * cm.S).reshape(-1, cm.m + 1, cm.S)
-        out["fig3_exhaustive"] = grid_cells(
-            cm, (MessageAlice(messages=seqs), repeat(make_bob("honest"), seqs.shape[0]), 0),
-            simulate_numpy(progs)[:, -1] == 1)
+        out["fig3_exhaustive"] = exhaustive_fig3_grid(seed + 1000, cfg.oracle_frac)
     return out
 
 
@@ -209,41 +125,22 @@ static."""
 
 def point(cfg: Config):
     """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key, inputs)`` is pure JAX over the grids
-    of :func:`inputs` (``key`` is not used: the randomness is in the host-built grids).
-
-    Metrics (int32), for every T of section 1 and family ``F`` in fig4 / fig3_window / fig3_full:
-    ``T{T}/F/comp_debates``, ``comp_accepts``, ``sound_debates``, ``sound_accepts``,
-    ``v_queries_max``, ``bits_max``, ``v_queries_sound`` (soundness debates in which V queried
-    the oracle); for T of the cost sweep and each l of :func:`machine_ls`, the cost row
-    ``T{T}/F/l{l}/``: ``rounds``, ``bits_read`` (max over the honest debates), ``bits_read_min``,
-    ``bits_read_max_over_zoo``, ``v_queries_max``, ``a_message_bits``, ``a_steps``, ``b_steps``
-    (honest provers' simulated steps), ``machines`` and, for Figure 3, ``S``. With
-    ``exhaustive_fig3``, the judged counts of ``fig3_exhaustive/``. ``run`` reports from exactly
-    these numbers (the one-point case)."""
+    of :func:`inputs` (``key`` is unused: the randomness is in the host-built grids). Metrics
+    (int32): :func:`play_families`' ``T{T}/F/...`` judged counts for every T of section 1 and
+    cost rows ``T{T}/F/l{l}/...`` for every T of the cost sweep, and with ``exhaustive_fig3``
+    the judged counts ``fig3_exhaustive/...``. ``run`` reports from exactly these numbers."""
     cost_T, all_T = _Ts(cfg)
+    pop = Population.of(cfg)
     dynamic = {"oracle_frac": np.asarray(cfg.oracle_frac, np.float32)}
-    groups = {T: {int(l): np.flatnonzero(machine_ls(cfg, T) == l)
-                  for l in sorted(set(machine_ls(cfg, T).tolist()))} for T in cost_T}
+    groups = {T: pop.cost_groups(T) for T in cost_T}
+    S = {T: {fam: pop.fig3_S(T, fam) for fam in FAMILIES[1:]} for T in all_T}
     exhaustive = cfg.exhaustive_fig3
-    statics = {T: {fam: _fig3_S(cfg, T, fam) for fam in FAMS[1:]} for T in cost_T}
 
     def fn(dyn, key, host):
         del dyn, key  # oracle_frac and the randomness enter through the host-built grids
         out = {}
         for T in all_T:
-            for fam in FAMS:
-                if fam not in host[f"T{T}"]:  # fig3_full with window >= T: fig3_window's grid
-                    g = host[f"T{T}"]["fig3_window"]
-                else:
-                    g = host[f"T{T}"][fam]
-                    res = GRID_PLAY[fam[:4]](g["machines"], g["A"], g["B"])
-                out.update({f"T{T}/{fam}/{k}": v for k, v in judged_counts(res, g).items()})
-                for l, rows in groups.get(T, {}).items():
-                    c = honest_costs(res, rows)
-                    c["machines"] = jnp.int32(rows.size)
-                    if fam != "fig4":
-                        c["S"] = jnp.int32(statics[T][fam])
-                    out.update({f"T{T}/{fam}/l{l}/{k}": v for k, v in c.items()})
+            out.update(play_families(host[f"T{T}"], groups.get(T, {}), S[T], f"T{T}"))
         if exhaustive:
             g = host["fig3_exhaustive"]
             res = GRID_PLAY["fig3"](g["machines"], g["A"], g["B"])
@@ -253,26 +150,12 @@ def point(cfg: Config):
     return dynamic, fn
 
 
-# -- part 2: witness tasks --------------------------------------------------------------------------
-def cost_table(metrics) -> list[dict]:
-    """The cost table (one row per T, protocol and l: T ascending, then fig4 / fig3_window /
-    fig3_full, then l) from :func:`point`'s metrics ``T{T}/F/l{l}/...`` (a run's or a sweep row's;
-    a row without them gives ``[]``)."""
-    cells: dict = {}
-    for k, v in metrics.items():
-        parts = k.split("/")
-        if len(parts) == 4 and parts[0][:1] == "T" and parts[2][:1] == "l" and v is not None:
-            cells.setdefault((int(parts[0][1:]), FAMS.index(parts[1]), int(parts[2][1:])),
-                             {})[parts[3]] = v
-    return [{"T": T, "protocol": FAMS[f], "l": l, "m": clog2(T), "S": c.get("S"),
-             **{k: c[k] for k in COST_FIELDS}} for (T, f, l), c in sorted(cells.items())]
-
-
 # -- plots ----------------------------------------------------------------------------------------
 def _plot(rows, ls):
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: nothing global to close
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2))
+    ax1, ax2 = fig.subplots(1, 2)
     for proto, style, what in (("fig3_full", "s-", "full-tape"), ("fig3_window", "o-",
                                                                    "register")):
         r = [x for x in rows if x["protocol"] == proto and x["l"] == ls[0]]
@@ -313,7 +196,7 @@ def sweep_figures(rows):
             if (c["T"], c["protocol"], c["l"]) not in seen:
                 seen.add((c["T"], c["protocol"], c["l"]))
                 table.append(c)
-    table.sort(key=lambda c: (c["T"], FAMS.index(c["protocol"]), c["l"]))
+    table.sort(key=lambda c: (c["T"], FAMILIES.index(c["protocol"]), c["l"]))
     return {"deterministic_costs": _plot(table, sorted({c["l"] for c in table}))} if table else {}
 
 
@@ -469,70 +352,40 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
 
 # -- the experiment ---------------------------------------------------------------------------------
 def run(cfg: Config, ctx) -> ExperimentResult:
-    claims, metrics, table = [], {}, []
     cost_T, all_T = _Ts(cfg)
-    stats = {fam: [] for fam in FAMS}
-    ex_T = {}
-    with ctx.progress(4, "deterministic debate") as bar:
+    with ctx.progress(3, "deterministic debate") as bar:
         # 1 + 3. the zoo at every T (every transcript at check_T), the cost sweep and the Fig 3
-        # exhaustive adversary: the one-point case of a sweep, jit(vmap(fn)) on a run axis of 1
-        host = inputs(cfg, ctx.seed, ctx.key)
+        # exhaustive adversary: the one-point case of a sweep (its compiled program, one row)
+        swept = point_row(sys.modules[__name__], cfg, ctx.key, ctx.seed)
         bar.update(1)
-        dynamic, fn = point(cfg)
-        one = jax.tree.map(lambda x: np.asarray(x)[None], (dynamic, host))
-        swept = {k: v[0].item() for k, v in _jit(jax.vmap(fn))(one[0], ctx.key[None],
-                                                                one[1]).items()}
-        del host, one
-        metrics["point"] = swept  # the sweep row of this run (fn of point() at ctx.key)
-        bar.update(1)
+        stats = {fam: [{k: swept[f"T{T}/{fam}/{k}"] for k in JUDGED + ("v_queries_max",)}
+                       for T in all_T] for fam in FAMILIES}
+        ex_T = {fam: dict(st[all_T.index(cfg.check_T)]) for fam, st in stats.items()}
+        table = cost_table(swept)
         for j, T in enumerate(all_T):
-            for fam, fam_stats in stats.items():
-                st = {k: swept[f"T{T}/{fam}/{k}"] for k in JUDGED + ("v_queries_max",)}
-                fam_stats.append(st)
-                if T == cfg.check_T:
-                    ex_T[fam] = dict(st)
             if T in cost_T:
-                table.extend(r for r in cost_table(swept) if r["T"] == T)
                 ctx.log({"T": T, **{f"{r['protocol']}_l{r['l']}_bits": r["bits_read"]
                                     for r in table if r["T"] == T}}, step=j)
         ex3 = None
         if cfg.exhaustive_fig3:
             ex3 = {k.split("/", 1)[1]: v for k, v in swept.items()
                    if k.startswith("fig3_exhaustive/") and not k.endswith("_sound")}
-            ex3["S"], ex3["sequences"] = 5, 2 ** 15  # S = w_c + n + W = 2 + 1 + 2; 2^(3 S)
-        # 2. witness variant (host-built tasks, outside the swept function: module docstring)
+            ex3["S"], ex3["sequences"] = EXHAUSTIVE_S, EXHAUSTIVE_SEQUENCES
+        # 2. witness variant (host-built tasks, outside the swept function)
         wit = {}
         for i, (name, task) in enumerate((
                 ("plan", plan_task(ctx.seed + 2000, cfg.witness_instances)),
                 ("constraints", constraint_task(ctx.seed + 3000, cfg.witness_instances)))):
-            wit[name] = witness_suite(task, _pairs(task.program.T, jax.random.fold_in(
-                ctx.key, 10_000 + i), cfg, "cross_exam"))
+            wit[name] = witness_suite(task, Population.of(cfg).pairs(
+                task.program.T, jax.random.fold_in(ctx.key, 10_000 + i), "cross_exam"))
             bar.update(1)
 
     m = Measured(all_T=all_T, cost_T=cost_T, stats=stats, ex_T=ex_T, ex3=ex3, wit=wit,
                  table=table)
-    row_claims, row_metrics = claim_rows(cfg, m)
-    claims += row_claims
-    metrics.update(row_metrics)
+    claims, metrics = claim_rows(cfg, m)
+    metrics = {"point": swept, **metrics}  # the sweep row of this run (fn of point() at ctx.key)
     ls_all = sorted({r["l"] for r in table if r["protocol"] == "fig4"})
     plots = [ctx.save_figure(_plot(table, ls_all), "deterministic_costs")]
-    side = []
-    for T in cost_T:
-        for l in ls_all:
-            rows = {r["protocol"]: r for r in table if r["T"] == T and r["l"] == l}
-            side.append({"T": T, "l": l, "m": clog2(T),
-                         "S_register": rows["fig3_window"]["S"], "S_full": rows["fig3_full"]["S"],
-                         "fig3_register_bits": rows["fig3_window"]["bits_read"],
-                         "fig3_full_bits": rows["fig3_full"]["bits_read"],
-                         "fig4_bits": rows["fig4"]["bits_read"],
-                         "fig4_bits_worst": rows["fig4"]["bits_read_max_over_zoo"],
-                         "fig3_rounds": rows["fig3_full"]["rounds"],
-                         "fig4_rounds": rows["fig4"]["rounds"],
-                         "fig3_register_A_message_bits": rows["fig3_window"]["a_message_bits"],
-                         "fig3_full_A_message_bits": rows["fig3_full"]["a_message_bits"],
-                         "fig4_A_message_bits": rows["fig4"]["a_message_bits"],
-                         "fig3_B_steps": rows["fig3_full"]["b_steps"],
-                         "fig4_B_steps": rows["fig4"]["b_steps"],
-                         "A_steps": rows["fig4"]["a_steps"]})
     return ExperimentResult(claims=claims, metrics=metrics,
-                            tables={"costs": table, "fig3_vs_fig4": side}, plots=plots)
+                            tables={"costs": table, "fig3_vs_fig4": side_by_side(table)},
+                            plots=plots)

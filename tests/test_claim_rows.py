@@ -17,6 +17,7 @@ import experiments.stochastic_debate as sd
 import experiments.stochastic_selfplay as ssp
 from dedebate.estimators.ogd import iteration_bound
 from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows
+from dedebate.machines.configurations import clog2
 from dedebate.protocols.stochastic_budget import lean_n_vera
 
 
@@ -266,12 +267,12 @@ def _dd_measured() -> dd.Measured:
     Ts = [8, 16]
     table = []
     for T in Ts:
-        m = dd.clog2(T)
+        m = clog2(T)
         for fam in _DD_FAMS:
             for l in (2, 4):
                 S = None if fam == "fig4" else (T.bit_length() + 4 + (T if fam == "fig3_full"
                                                                      else 8))
-                bits = m + (l + 2) * (1 + dd.clog2(4 + T)) if fam == "fig4" \
+                bits = m + (l + 2) * (1 + clog2(4 + T)) if fam == "fig4" \
                     else (m + 1) * S + m
                 table.append({"T": T, "protocol": fam, "l": l, "m": m, "S": S, "rounds": m,
                               "bits_read": bits, "bits_read_min": bits,

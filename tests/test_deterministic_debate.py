@@ -1,4 +1,7 @@
-"""The ``deterministic_debate`` experiment: quick run, tables, config validation."""
+"""The ``deterministic_debate`` experiment: a sweep over the fraction of ORACLE steps is one
+compiled program; the quick run is that sweep's point ``oracle_frac = 0.3`` run alone (``run``
+with the row's documented key ``point_key``), through the same program (one compile for both),
+equal to its row bit for bit; every claim passes with exact cost tables; config validation."""
 
 from __future__ import annotations
 
@@ -8,17 +11,72 @@ from pathlib import Path
 import pytest
 
 import experiments.deterministic_debate as E
+from dedebate.agents.deterministic_population import cost_table
+from dedebate.lab.config import resolve
+from dedebate.lab.devices import clear_program_cache
+from dedebate.lab.sweep import plan, point_key, run_sweep
 from dedebate.machines.configurations import clog2
-from tests.fakes import FakeContext
+from tests.fakes import FakeContext, count_point_traces
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow
-def test_quick_run_passes_every_claim_with_exact_cost_tables(tmp_path):
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """The sweep ``oracle_frac in {0, 0.3, 1}`` at the quick size (one row per call), then its
+    point oracle_frac = 0.3 (the quick config) run alone with the row's key: ``(sweep record,
+    point, run result, context, traces of point's fn after both)``."""
+    tmp = tmp_path_factory.mktemp("deterministic")
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in E.SIZES["quick"].items()}
+    raw = {"experiment": E.NAME, "seed": 0, "output_dir": str(tmp / "out"),
+           "tracking": {"mode": "disabled"}, "params": params,
+           "sweep": {"seeds": 1, "axes": {"oracle_frac": [0.0, 0.3, 1.0]}, "plots": False,
+                     "batch": 1}}
+    with pytest.MonkeyPatch.context() as mp:
+        traces = count_point_traces(mp, E)  # traces of the sweep's fn (once per compile)
+        cfg = resolve(raw, {E.NAME: E})
+        clear_program_cache()
+        rec = run_sweep(E, cfg, show_progress=False)
+        pt = next(p for p in plan(E, cfg).points if p.values["oracle_frac"] == 0.3)
+        seed = rec.rows[0]["seed"]
+        ctx = FakeContext(tmp / "alone", seed=seed, size="quick", name=E.NAME)
+        ctx.key = point_key(E.NAME, seed, pt.cfg)
+        res = E.run(pt.cfg, ctx)
+    return rec, pt, res, ctx, traces[0]
+
+
+@pytest.mark.slow  # one compile of the quick grids, shared by the sweep and the run
+def test_oracle_frac_sweep_compiles_once_and_a_row_is_the_run_alone(quick):
+    rec, pt, result, ctx, traces = quick
+    res = rec.results
+    assert res["vmapped"] and res["dynamic_axes"] == ["oracle_frac"] and res["groups"] == 1
+    assert res["compilations"] == 1 == traces and res["rows"] == 3 == len(rec.rows)
     cfg = E.Config(**E.SIZES["quick"])
-    ctx = FakeContext(tmp_path, size="quick", name=E.NAME)
-    res = E.run(cfg, ctx)
+    assert pt.cfg == cfg  # the quick run is this point
+    alone = result.metrics["point"]
+    row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == ctx.seed)
+    cost_T = {2**e for e in cfg.cost_log2}
+    assert cfg.check_T in cost_T  # so every T has judged counts and cost rows for each l
+    # 7 judged counts per family, 9 costs per family and l (+ S for both Figure 3 families), and
+    # the exhaustive Figure 3 adversary's 7
+    assert len(alone) == len(cost_T) * (3 * 7 + len(cfg.deps) * (3 * 9 + 2)) + 7
+    assert {m: row[m] for m in alone} == alone
+    assert result.tables["costs"] == cost_table(row)  # the report's table is the row's
+    # Fig 4's honest debate checks the last step (DET): (1 + l) positions and a_T-1, exactly
+    n = cfg.n_inputs
+    assert row["T8/fig4/l2/bits_read"] == clog2(8) + (1 + 2) * (1 + clog2(n + 8))
+    # every step but the last is ORACLE at oracle_frac = 1: honest B's pointer at a lie's first
+    # inconsistent step makes V query the oracle; at oracle_frac = 0 never
+    by_frac = {r["oracle_frac"]: r for r in rec.rows}
+    assert by_frac[1.0]["T8/fig4/v_queries_sound"] > 0 == by_frac[0.0]["T8/fig4/v_queries_sound"]
+    assert all(r["T8/fig4/sound_accepts"] == 0 < r["T8/fig4/sound_debates"] for r in rec.rows)
+
+
+@pytest.mark.slow
+def test_quick_run_passes_every_claim_with_exact_cost_tables(quick):
+    _, _, res, ctx, _ = quick
+    tmp_path = ctx.root
+    cfg = E.Config(**E.SIZES["quick"])
     failed = [c.claim for c in res.claims if not c.passed]
     assert not failed, failed
     assert len(res.claims) >= 20

@@ -1,20 +1,67 @@
-"""experiments/prover_estimator.py: the quick run's claims pass, and bad configs are rejected."""
+"""experiments/prover_estimator.py: a sweep over the protocol's rho (relative to the trees' fbs)
+is one compiled program; the quick run is that sweep's point rho_scale = 1 run alone (``run`` with
+the row's documented key ``point_key``), through the same program (one compile for both), equal to
+its row bit for bit; its claims pass and its plot is saved; bad configs are rejected."""
 
 from pathlib import Path
 
 import pytest
 
 import experiments.prover_estimator as exp
-from dedebate.lab.config import ConfigError, load_config
-from tests.fakes import FakeContext
+from dedebate.lab.config import ConfigError, load_config, resolve
+from dedebate.lab.devices import clear_program_cache
+from dedebate.lab.sweep import plan, point_key, run_sweep
+from tests.fakes import FakeContext, count_point_traces
 
 REPO = Path(__file__).resolve().parents[1]
+SEED = 3
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """The sweep ``rho_scale in {1, 0.75}`` at the quick size (one row per call), then its point
+    rho_scale = 1 (the quick config) run alone with the row's key: ``(sweep record, point, run
+    result, context, traces of point's fn after both)``."""
+    tmp = tmp_path_factory.mktemp("prover_estimator")
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in exp.SIZES["quick"].items()}
+    raw = {"experiment": exp.NAME, "seed": SEED, "output_dir": str(tmp / "out"),
+           "tracking": {"mode": "disabled"}, "params": params,
+           "sweep": {"seeds": 1, "axes": {"rho_scale": [1.0, 0.75]}, "plots": False,
+                     "batch": 1}}
+    with pytest.MonkeyPatch.context() as mp:
+        traces = count_point_traces(mp, exp)  # traces of the sweep's fn (once per compile)
+        cfg = resolve(raw, {exp.NAME: exp})
+        clear_program_cache()
+        rec = run_sweep(exp, cfg, show_progress=False)
+        pt = next(p for p in plan(exp, cfg).points if p.values["rho_scale"] == 1.0)
+        ctx = FakeContext(tmp / "alone", seed=SEED, size="quick", name=exp.NAME)
+        ctx.key = point_key(exp.NAME, SEED, pt.cfg)
+        result = exp.run(pt.cfg, ctx)
+    return rec, pt, result, ctx, traces[0]
+
+
+@pytest.mark.slow  # one compile of the exact sections, shared with the quick run
+def test_rho_sweep_compiles_once_and_a_row_is_the_run_alone(quick):
+    rec, pt, result, _, traces = quick
+    res = rec.results
+    assert res["vmapped"] and res["dynamic_axes"] == ["rho_scale"] and res["groups"] == 1
+    assert res["compilations"] == 1 == traces and res["rows"] == 2 == len(rec.rows)
+    assert pt.cfg == exp.Config(**exp.SIZES["quick"])  # the quick run is this point
+    alone = result.metrics["point"]
+    row = next(r for r in rec.rows if r["point"] == pt.index)
+    assert len(alone) > 30 and {m: row[m] for m in alone} == alone
+    assert row["completeness/worst_minus_margin"] >= -1e-6  # rho = fbs: completeness holds
+    # rho = 0.75 x fbs = 1.5 on the q=5 Thr_3 tree (fbs 2): the negative control's rho, where
+    # error-shifting B (e = 1) pushes honest A below rho^-(d+1) = 1.5^-5 (completeness fails)
+    other = next(r for r in rec.rows if r["point"] != pt.index)
+    assert other["error_shift/fbs"] == 2.0 and other["error_shift/rho"] == 1.5
+    assert other["error_shift/control_u"] == other["error_shift/u/3"] < 1.5**-5 - 1e-3  # e = 1
 
 
 @pytest.mark.slow
-def test_quick_run_claims_pass_and_plot_is_saved(tmp_path):
-    ctx = FakeContext(tmp_path, size="quick", name=exp.NAME)
-    result = exp.run(exp.Config(**exp.SIZES["quick"]), ctx)
+def test_quick_run_claims_pass_and_plot_is_saved(quick):
+    _, _, result, ctx, _ = quick
+    tmp_path = ctx.root
     failed = [(c.claim, c.value, c.bound) for c in result.claims if not c.passed]
     assert not failed
     by_name = {c.claim: c for c in result.claims}

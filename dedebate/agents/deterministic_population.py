@@ -1,0 +1,265 @@
+"""Random-machine populations judged by the deterministic debates, and their cost table (spec DED
+6, 7).
+
+A :class:`Population` states the static shape of a report on Figure 4 (cross-examination) and
+Figure 3 (binary search, register and full-tape configurations): random machines in complement
+pairs (half output 1) against the strategy zoos of
+:func:`~dedebate.agents.deterministic_players.zoo_pairs`. :meth:`Population.grids` builds one T's
+grids on the host; :func:`play_families` plays them (pure JAX, inside a swept function) into
+judged counts and honest-debate costs per l group; :func:`cost_table` and :func:`side_by_side`
+read those metrics back as table rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dedebate.agents.deterministic_grids import GRID_PLAY, grid_cells, honest_costs, judged_counts
+from dedebate.agents.deterministic_players import make_bob, repeat, zoo_pairs
+from dedebate.core.bits import bit_table
+from dedebate.machines.configurations import (
+    clog2,
+    config_machine,
+    random_programs,
+    simulate_numpy,
+)
+from dedebate.protocols.deterministic_players import MessageAlice
+
+FAMILIES = ("fig4", "fig3_window", "fig3_full")
+"""The protocol families of a population: Figure 4, Figure 3 with a register configuration
+(``S = w_c + n + W``) and with the full tape (``S = w_c + n + T``)."""
+
+COST_FIELDS = ("rounds", "bits_read", "bits_read_min", "bits_read_max_over_zoo", "v_queries_max",
+               "a_message_bits", "a_steps", "b_steps", "machines")
+"""The per-(T, family, l) cost numbers :func:`play_families` measures on the honest debates."""
+
+EXHAUSTIVE_S, EXHAUSTIVE_SEQUENCES = 5, 2 ** 15
+"""The exhaustive Figure 3 adversary's configuration size ``S = w_c + n + W = 2 + 1 + 2`` and its
+number of message sequences ``2^(3 S)`` (:func:`exhaustive_fig3_grid`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Population:
+    """The static description of a population of random machines and its strategy zoos.
+
+    ``n_machines`` machines (complement pairs) with ``n_inputs`` input bits, ``|I(t)| = l`` cycled
+    over ``deps``, steps reading only inputs and the last ``dep_window`` steps, a fraction
+    ``oracle_frac`` of ORACLE steps; Figure 3's register buffer ``window``; ``n_random`` random B
+    strategies and liars; every fixed B when ``T <= fixed_bob_max_T``."""
+
+    n_machines: int
+    n_inputs: int
+    deps: tuple[int, ...]
+    dep_window: int
+    window: int
+    oracle_frac: float
+    n_random: int
+    fixed_bob_max_T: int
+
+    @classmethod
+    def of(cls, cfg) -> Population:
+        """The population of a config.
+
+        Args:
+            cfg: any object with this class's fields as attributes (an experiment's Config).
+
+        Returns:
+            The :class:`Population` of those fields.
+        """
+        return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls)})
+
+    def programs(self, T: int, seed: int):
+        """The random machines at ``T``.
+
+        Args:
+            T: steps of every machine.
+            seed: numpy seed of :func:`~dedebate.machines.configurations.random_programs`.
+
+        Returns:
+            The stacked step programs ``[n_machines]``.
+        """
+        return random_programs(seed, self.n_machines, T, n_inputs=self.n_inputs,
+                               n_deps=self.deps, dep_window=self.dep_window,
+                               oracle_frac=self.oracle_frac)
+
+    def ls(self, T: int) -> np.ndarray:
+        """``l = max_t |I(t)|`` of every machine at ``T``, from the structure alone.
+
+        Args:
+            T: steps of every machine.
+
+        Returns:
+            int array ``[n_machines]``: member ``2i`` and its complement ``2i + 1`` read
+            ``deps[i % len(deps)]`` positions where a step has that many candidates.
+        """
+        ls = np.asarray(self.deps)[np.arange(self.n_machines // 2) % len(self.deps)]
+        return np.repeat(np.minimum(ls, self.n_inputs + min(T - 1, self.dep_window)), 2)
+
+    def fig3_S(self, T: int, family: str) -> int:
+        """The Figure 3 configuration size.
+
+        Args:
+            T: steps of the machines.
+            family: ``"fig3_window"`` (register, ``W = min(window, T)``) or ``"fig3_full"``.
+
+        Returns:
+            ``S = w_c + n + W`` (``W = T`` for the full tape).
+        """
+        W = min(self.window, T) if family == "fig3_window" else T
+        return int(T).bit_length() + self.n_inputs + W
+
+    def pairs(self, T: int, key, protocol: str, cm=None, exhaustive: bool = False):
+        """The strategy pairs of one grid (host side).
+
+        Args:
+            T: steps of the machines.
+            key: typed PRNG key of the zoos' random strategies.
+            protocol: ``"cross_exam"`` or ``"binary_search"``.
+            cm: the Figure 3 configuration machines (adds their configuration lies), or None.
+            exhaustive: add every claimed transcript (2^T of them).
+
+        Returns:
+            ``(alices, bobs, n_comp)`` of :func:`~dedebate.agents.deterministic_players.zoo_pairs`.
+        """
+        return zoo_pairs(T, key, n_random=self.n_random, all_fixed=T <= self.fixed_bob_max_T,
+                         protocol=protocol, cm=cm, exhaustive=exhaustive)
+
+    def grids(self, T: int, seed: int, key, exhaustive: bool) -> dict:
+        """The judged grids of every family at ``T``, built on the host.
+
+        Args:
+            T: steps of the machines.
+            seed: numpy seed of the machines (:meth:`programs`).
+            key: typed PRNG key of the zoos (shared by the families).
+            exhaustive: add every claimed transcript to the liars.
+
+        Returns:
+            ``{family: grid}`` of :func:`~dedebate.agents.deterministic_grids.grid_cells`; the
+            machines' outputs come from the numpy reference simulator. Without ``fig3_full``
+            when ``window >= T`` (the register grid is then the full-tape grid).
+        """
+        progs = self.programs(T, seed)
+        y1 = simulate_numpy(progs)[:, -1] == 1
+        if not (np.asarray(progs.dep_mask).sum(-1).max(-1) == self.ls(T)).all():
+            raise AssertionError(f"T={T}: the population's l differs from Population.ls")
+        out = {"fig4": grid_cells(progs, self.pairs(T, key, "cross_exam",
+                                                    exhaustive=exhaustive), y1)}
+        for fam, W in (("fig3_window", min(self.window, T)), ("fig3_full", None)):
+            if W is None and self.window >= T:
+                break
+            cm = config_machine(progs, window=W)
+            out[fam] = grid_cells(cm, self.pairs(T, key, "binary_search", cm=cm,
+                                                 exhaustive=exhaustive), y1)
+        return out
+
+    def cost_groups(self, T: int) -> dict[int, np.ndarray]:
+        """The machines of each l at ``T``.
+
+        Args:
+            T: steps of the machines.
+
+        Returns:
+            ``{l: indices of the machines with that l}``, l ascending.
+        """
+        ls = self.ls(T)
+        return {int(l): np.flatnonzero(ls == l) for l in sorted(set(ls.tolist()))}
+
+
+def exhaustive_fig3_grid(seed: int, oracle_frac: float) -> dict:
+    """Every Figure 3 message sequence on four 3-step machines against honest B (host side).
+
+    Args:
+        seed: numpy seed of the machines (W = 2, n = 1).
+        oracle_frac: fraction of ORACLE steps.
+
+    Returns:
+        The grid of :func:`~dedebate.agents.deterministic_grids.grid_cells`
+        (:data:`EXHAUSTIVE_SEQUENCES` sequences of ``S =`` :data:`EXHAUSTIVE_S` bits).
+    """
+    progs = random_programs(seed, 4, 3, n_inputs=1, n_deps=2, dep_window=2,
+                            oracle_frac=oracle_frac)
+    cm = config_machine(progs, window=2)
+    seqs = bit_table((cm.m + 1) * cm.S).reshape(-1, cm.m + 1, cm.S)
+    return grid_cells(cm, (MessageAlice(messages=seqs), repeat(make_bob("honest"), seqs.shape[0]),
+                           0), simulate_numpy(progs)[:, -1] == 1)
+
+
+def play_families(grids: dict, groups: dict[int, np.ndarray], S: dict[str, int], prefix: str
+                  ) -> dict[str, jax.Array]:
+    """Play one T's grids and summarise them (pure JAX).
+
+    Args:
+        grids: :meth:`Population.grids` at this T (without ``fig3_full``: the register grid is
+            the full-tape grid).
+        groups: :meth:`Population.cost_groups` (``{}``: no cost rows at this T).
+        S: ``{family: S}`` of the Figure 3 families (:meth:`Population.fig3_S`).
+        prefix: the metrics' prefix, e.g. ``"T8"``.
+
+    Returns:
+        int32 scalars ``{prefix}/{family}/{name}`` of
+        :func:`~dedebate.agents.deterministic_grids.judged_counts` and, per l of ``groups``,
+        ``{prefix}/{family}/l{l}/{field}`` of :data:`COST_FIELDS` (and ``S`` for Figure 3).
+    """
+    out = {}
+    for fam in FAMILIES:
+        g = grids.get(fam, grids["fig3_window"])
+        if fam in grids:
+            res = GRID_PLAY[fam[:4]](g["machines"], g["A"], g["B"])
+        out.update({f"{prefix}/{fam}/{k}": v for k, v in judged_counts(res, g).items()})
+        for l, rows in groups.items():
+            c = honest_costs(res, rows)
+            c["machines"] = jnp.int32(rows.size)
+            if fam != "fig4":
+                c["S"] = jnp.int32(S[fam])
+            out.update({f"{prefix}/{fam}/l{l}/{k}": v for k, v in c.items()})
+    return out
+
+
+def cost_table(metrics: dict) -> list[dict]:
+    """The cost rows of :func:`play_families`' metrics.
+
+    Args:
+        metrics: a run's or a sweep row's metrics (``T{T}/F/l{l}/...`` keys; others ignored).
+
+    Returns:
+        One row per T, family and l (T ascending, then :data:`FAMILIES` order, then l) with
+        ``T``, ``protocol``, ``l``, ``m = ceil(log2 T)``, ``S`` and :data:`COST_FIELDS`; ``[]``
+        when there are none.
+    """
+    cells: dict = {}
+    for k, v in metrics.items():
+        parts = k.split("/")
+        if len(parts) == 4 and parts[0][:1] == "T" and parts[2][:1] == "l" and v is not None:
+            cells.setdefault((int(parts[0][1:]), FAMILIES.index(parts[1]), int(parts[2][1:])),
+                             {})[parts[3]] = v
+    return [{"T": T, "protocol": FAMILIES[f], "l": l, "m": clog2(T), "S": c.get("S"),
+             **{k: c[k] for k in COST_FIELDS}} for (T, f, l), c in sorted(cells.items())]
+
+
+def side_by_side(table: list[dict]) -> list[dict]:
+    """Figure 3 and Figure 4 on the same machines, one row per (T, l).
+
+    Args:
+        table: rows of :func:`cost_table` holding every family at each (T, l).
+
+    Returns:
+        Rows with both configurations' S, the bits V reads, rounds, A's message bits and the
+        honest provers' steps of both protocols.
+    """
+    by = {(r["T"], r["l"], r["protocol"]): r for r in table}
+    out = []
+    for T, l in sorted({(r["T"], r["l"]) for r in table}):
+        w, f, c = (by[(T, l, fam)] for fam in ("fig3_window", "fig3_full", "fig4"))
+        out.append({"T": T, "l": l, "m": clog2(T), "S_register": w["S"], "S_full": f["S"],
+                    "fig3_register_bits": w["bits_read"], "fig3_full_bits": f["bits_read"],
+                    "fig4_bits": c["bits_read"], "fig4_bits_worst": c["bits_read_max_over_zoo"],
+                    "fig3_rounds": f["rounds"], "fig4_rounds": c["rounds"],
+                    "fig3_register_A_message_bits": w["a_message_bits"],
+                    "fig3_full_A_message_bits": f["a_message_bits"],
+                    "fig4_A_message_bits": c["a_message_bits"], "fig3_B_steps": f["b_steps"],
+                    "fig4_B_steps": c["b_steps"], "A_steps": c["a_steps"]})
+    return out
