@@ -230,3 +230,22 @@ def test_rows_of_another_shape_or_structure_are_one_error_naming_the_row():
         _stack_trees([{"a": np.zeros(2)}, {"a": np.zeros(3)}], lambda i: f"row {i}")
     with pytest.raises(SweepError, match=r"^row 2$"):
         _stack_trees([{"a": 0}, {"a": 1}, {"c": 2}], lambda i: f"row {i}")
+
+
+def test_compile_options_are_a_dict_or_chosen_by_platform():
+    """An experiment's COMPILE_OPTIONS: absent, a dict used on every platform, or a function of
+    the devices' platform (deterministic_debate: level 0 on a CPU, XLA's defaults elsewhere)."""
+    import types
+
+    import jax
+
+    import experiments.deterministic_debate as det
+    from dedebate.lab.sweep import compile_options
+
+    cpu = jax.devices("cpu")
+    assert compile_options(types.SimpleNamespace(), cpu) is None
+    level1 = {"xla_backend_optimization_level": 1}
+    assert compile_options(types.SimpleNamespace(COMPILE_OPTIONS=level1), cpu) == level1
+    assert compile_options(det, cpu) == {"xla_backend_optimization_level": 0}
+    gpu = [types.SimpleNamespace(platform="gpu")]
+    assert compile_options(det, gpu) is None

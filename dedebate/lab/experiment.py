@@ -35,7 +35,8 @@ also defines:
   ``run`` calls it once. Keep anything in it that cannot be traced, out of ``fn``;
 * ``COMPILE_OPTIONS: dict`` (optional) -- XLA compiler options of the swept program, for an
   experiment whose run compiles its programs with them (they can change float rounding, so a
-  sweep row is bit-equal to the run only when both compile alike);
+  sweep row is bit-equal to the run only when both compile alike); or a function of the
+  platform name (``"cpu"``, ``"gpu"``, ...) returning such a dict or None;
 * ``sweep_figures(rows) -> dict[str, matplotlib.figure.Figure]`` (optional, any experiment) --
   figures of a whole sweep that the per-metric plots cannot show (e.g. a frontier found across
   points); ``rows`` are the sweep's rows as in ``sweep.csv`` (index columns, axis values,

@@ -280,7 +280,7 @@ def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 
     fn, impl, inputs, rows = group_inputs(module, plan_, group)
     metrics = evaluate(_keyed(fn, impl), inputs, len(rows), devices=devices, batch=batch,
                        info=info, cache_key=_program_key(module, group.points[0].cfg, impl),
-                       compiler_options=getattr(module, "COMPILE_OPTIONS", None))
+                       compiler_options=compile_options(module, devices))
     return rows, metrics
 
 
@@ -303,10 +303,23 @@ def point_row(module: Any, cfg: Any, key: Any, seed: int, *, devices: list[Any] 
         inputs += (jax.tree.map(lambda a: _canonical(a)[None], host),)
     out = evaluate(_keyed(fn, impl), inputs, 1, devices=devices, info=info,
                    cache_key=_program_key(module, cfg, impl),
-                   compiler_options=getattr(module, "COMPILE_OPTIONS", None), extras=extras)
+                   compiler_options=compile_options(module, devices), extras=extras)
     metrics, more = out if extras else (out, None)
     row = {k: v[0].item() for k, v in metrics.items()}
     return (row, jax.tree.map(lambda a: a[0], more)) if extras else row
+
+
+def compile_options(module: Any, devices: list[Any] | None = None) -> dict[str, Any] | None:
+    """The experiment's ``COMPILE_OPTIONS`` for the platform of ``devices`` (default: JAX's
+    default backend): a dict used as is, or a function of the platform name (``"cpu"``,
+    ``"gpu"``, ...) returning a dict or None (options that pay off on one backend only)."""
+    import jax
+
+    options = getattr(module, "COMPILE_OPTIONS", None)
+    if not callable(options):
+        return options
+    platform = devices[0].platform if devices else jax.default_backend()
+    return options(platform)
 
 
 def _program_key(module: Any, cfg: Any, impl: Any) -> tuple:
