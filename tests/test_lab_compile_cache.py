@@ -51,18 +51,23 @@ def test_requested_dir_from_environment(tmp_path):
 
 
 def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
-    """A real experiment (machines, tiny) twice through the CLI with a fresh cache directory."""
-    cache = tmp_path / "cache"
+    """A real experiment (machines, tiny) twice through the CLI with a fresh cache directory: the
+    cold run uses the default directory (``DEDEBATE_COMPILE_CACHE`` unset, under
+    ``XDG_CACHE_HOME``), the warm run names that same directory in ``DEDEBATE_COMPILE_CACHE``."""
+    xdg = tmp_path / "xdg"
+    cache = (xdg / "dedebate" / "jax").resolve()
     # JAX_LOG_COMPILES makes JAX log each persistent-cache hit with its key (a WARNING line).
-    env = {**cli_env, "DEDEBATE_COMPILE_CACHE": str(cache), "JAX_LOG_COMPILES": "1"}
+    env = {**cli_env, "XDG_CACHE_HOME": str(xdg), "JAX_LOG_COMPILES": "1"}
     env.pop("DEDEBATE_EXPERIMENTS")  # the real experiments
+    env.pop("DEDEBATE_COMPILE_CACHE")  # unset: the default directory under XDG_CACHE_HOME
     args = ["configs/machines.yaml", "size=quick", "tracking.mode=disabled", "params.T=4",
             "params.trials=200"]
     cold = _run(env, *args, f"output_dir={tmp_path / 'cold'}")
     assert cold.returncode == 0, cold.stderr
     written = _entries(cache)
     assert written, "the cold run wrote no compiled programs"
-    warm = _run(env, *args, f"output_dir={tmp_path / 'warm'}")
+    warm = _run({**env, "DEDEBATE_COMPILE_CACHE": str(cache)}, *args,
+                f"output_dir={tmp_path / 'warm'}")
     assert warm.returncode == 0, warm.stderr
     # Every program the warm run needed was in the cache: a miss would have written a new entry.
     assert _entries(cache) == written
@@ -73,12 +78,14 @@ def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
         assert {f"{k}-cache" for k in hits} <= written
     a, b = _results(tmp_path / "cold"), _results(tmp_path / "warm")
     assert a["claims"] == b["claims"] and a["metrics"] == b["metrics"]
-    for res in (a, b):
-        assert res["provenance"]["compile_cache"] == {
-            "enabled": True, "dir": str(cache.resolve()), "source": "DEDEBATE_COMPILE_CACHE"}
+    assert a["provenance"]["compile_cache"] == {"enabled": True, "dir": str(cache),
+                                                "source": "default"}
+    assert b["provenance"]["compile_cache"] == {"enabled": True, "dir": str(cache),
+                                                "source": "DEDEBATE_COMPILE_CACHE"}
 
 
-def test_off_switch_and_default_directory(cli_env, tmp_path):
+def test_off_switch_writes_nothing(cli_env, tmp_path):
+    """``DEDEBATE_COMPILE_CACHE=off`` (the default directory is exercised by the cold run above)."""
     cfg = tmp_path / "c.yaml"
     cfg.write_text("experiment: fake_pass\ntracking: {mode: disabled}\n")
     xdg = tmp_path / "xdg"
@@ -87,13 +94,6 @@ def test_off_switch_and_default_directory(cli_env, tmp_path):
     assert p.returncode == 0, p.stderr
     assert _results(tmp_path / "off")["provenance"]["compile_cache"]["enabled"] is False
     assert not (xdg / "dedebate").exists()
-    env.pop("DEDEBATE_COMPILE_CACHE")  # unset: the default directory under XDG_CACHE_HOME
-    p = _run(env, str(cfg), f"output_dir={tmp_path / 'on'}")
-    assert p.returncode == 0, p.stderr
-    prov = _results(tmp_path / "on")["provenance"]["compile_cache"]
-    default = (xdg / "dedebate" / "jax").resolve()
-    assert prov == {"enabled": True, "dir": str(default), "source": "default"}
-    assert _entries(default)
 
 
 def test_unusable_directory_warns_once_and_runs(cli_env, tmp_path):

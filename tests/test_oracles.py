@@ -85,7 +85,8 @@ def test_hashed_oracle_is_a_fixed_function_in_range():
 
 
 def test_neural_oracle_is_a_probability_and_vmaps_over_params():
-    oracles = [neural_oracle(k, 6) for k in jax.random.split(jax.random.key(1), 2)]
+    make = jax.jit(lambda k: neural_oracle(k, 6))  # one program, not the Flax init op by op
+    oracles = [make(k) for k in jax.random.split(jax.random.key(1), 2)]
     stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *oracles)
     q = jnp.array([1, 0, 1, 1, 0, 0], jnp.int8)
     mask = jnp.ones(6, bool)
