@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from dedebate.agents.stochastic_players import A_HONEST, honest_alice, honest_bob, zoo_alice
-from dedebate.core.binomial import binom_lower_tail, binom_lower_tail_sample, sample_binomial
+from dedebate.core.binomial import binom_lower_tail, binom_lower_tail_sample
 from dedebate.exact import acceptance_exact, checker_prob
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
@@ -124,9 +124,9 @@ def _one_step(c, pi, g_max, n, seed):
         gate, lo, hi, g = lazy_gate(jnp.float32(pi), a.n_samples, b.n_samples, b.tau, level)
         cheap, y_c = cheap_path(word, jnp.float32(pi), g)
         cheap = gate & cheap
-        z = sample_binomial(jax.random.fold_in(key, 2), b.n_samples, jnp.float32(pi))
+        # Bob's count sample_binomial(fold_in(key, 2), N_B, pi), drawn in Alice's loop
         y_r, cont_r, p_r = rare_step(jax.random.fold_in(key, 1), word, jnp.float32(pi), lo, hi,
-                                     g, a, b, view, gate & ~cheap, z)
+                                     g, a, b, view, gate & ~cheap, z_key=jax.random.fold_in(key, 2))
         return gate, jnp.where(cheap, y_c, y_r), cheap | cont_r, p_r
 
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(seed), i))(jnp.arange(n))

@@ -169,16 +169,28 @@ class _Btrs:
         """``log f(m + k_off) - log f(m)`` in Loader's form, any k in [0, n]. The ends use
         ``f(0) / f(1) = q / (n p)`` and ``f(n) / f(n-1) = p / (n q)``."""
         n, m = self.n, self.m
+        if not hasattr(self, "s_mode"):
+            self.mode_constants()
         ko = jnp.clip(k_off, 1.0 - m, n - 1.0 - m)  # k clamped to [1, n-1]
         k = m + ko
         dk = ko + self.dm  # k - mean
-        inner = (stirlerr(m) + stirlerr(n - m) - stirlerr(k) - stirlerr(n - k)
-                 - self.M * (_h(dk / self.M) - _h(self.dm / self.M))
-                 - self.Q * (_h(-dk / self.Q) - _h(-self.dm / self.Q))
+        inner = (self.s_mode - stirlerr(k) - stirlerr(n - k)
+                 - self.M * (_h(dk / self.M) - self.h_mode_M)
+                 - self.Q * (_h(-dk / self.Q) - self.h_mode_Q)
                  - 0.5 * (jnp.log1p(ko / m) + jnp.log1p(-ko / (n - m))))
-        edge = jnp.where(k_off < ko, jnp.log(self.q / (n * self.p)),
-                         jnp.where(k_off > ko, jnp.log(self.p / (n * self.q)), 0.0))
+        edge = jnp.where(k_off < ko, self.log_edge_lo,
+                         jnp.where(k_off > ko, self.log_edge_hi, 0.0))
         return inner + edge
+
+    def mode_constants(self):
+        """The terms of :meth:`log_ratio` that do not depend on the candidate (the mode's
+        stirlerr and deviance terms, the ends' log ratios): computed once per draw."""
+        n, m = self.n, self.m
+        self.s_mode = stirlerr(m) + stirlerr(n - m)
+        self.h_mode_M = _h(self.dm / self.M)
+        self.h_mode_Q = _h(-self.dm / self.Q)
+        self.log_edge_lo = jnp.log(self.q / (n * self.p))
+        self.log_edge_hi = jnp.log(self.p / (n * self.q))
 
     # -- cheap pieces (fast path) --------------------------------------------------------------
     def fast_constants(self):
@@ -324,11 +336,17 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
     key = stream.key
     win = jax.lax.dynamic_slice(stream.u, (jnp.minimum(ptr0, L),), (2 * W,))
     r = pp / (1.0 - pp)
+    # loop invariants, computed once: the lane's key, the BTRS constants and the mode's terms of
+    # the log ratio (the body then holds only what depends on the candidate)
+    lane_key = jax.random.fold_in(key, ptr0)
+    b = _safe_btrs(nf, pp, big)
+    b.mode_constants()
 
     def body(c):
-        j, k, done, f, F, u0 = c
-        lane_key = jax.random.fold_in(key, ptr0)
-        b = _safe_btrs(nf, pp, big)
+        # k and done travel packed in one int32 (kd = k when done, -1 - k while open), so the
+        # acceptance test has one consumer and XLA does not duplicate it into two fusions
+        j, kd, f, F, u0 = c
+        k = -1 - kd
         from_window = (j < W) & (ptr0 + 2 * j + 1 < L) & ~small
         jj = jnp.clip(j, 0, W - 1)
         fresh = jax.random.uniform(jax.random.fold_in(lane_key, j), (3,))
@@ -348,12 +366,13 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
         k_new = jnp.where(small, jnp.where(go_on, k1, k), jnp.where(ok, b.count(k_off), k))
         f_new = jnp.where(small & go_on, f1, f)
         F_new = jnp.where(small & go_on, F + f1, F)
-        done_new = done | jnp.where(small, ~go_on, ok)
-        return j + 1, k_new, done_new, f_new, F_new, u0
+        done_new = jnp.where(small, ~go_on, ok)
+        return j + 1, jnp.where(done_new, k_new, -1 - k_new), f_new, F_new, u0
 
     f0 = jnp.where(small, jnp.exp(nf * jnp.log1p(-pp)), 1.0)
-    j_end, k_slow, _, _, _, _ = jax.lax.while_loop(
-        lambda c: ~c[2], body, (start, jnp.int32(0), ~need, f0, f0, jnp.float32(0.0)))
+    j_end, k_slow, _, _, _ = jax.lax.while_loop(
+        lambda c: c[1] < 0, body,
+        (start, jnp.where(need, jnp.int32(-1), 0), f0, f0, jnp.float32(0.0)))
     k = jnp.where(resolved, k_acc, k_slow)
     k = jnp.where(flip, n - k, k)
     k = jnp.where(trivial, jnp.where(flip, n, 0), k)

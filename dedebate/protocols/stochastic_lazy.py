@@ -148,15 +148,23 @@ def cheap_path(word: jax.Array, pi: jax.Array, g: jax.Array):
 
 def rare_step(key: jax.Array, word: jax.Array, pi: jax.Array, lo: jax.Array, hi: jax.Array,
               g: jax.Array, alice: Any, bob: Any, view: Any, active: jax.Array,
-              z_bob: jax.Array):
+              z_bob: jax.Array | None = None, z_key: jax.Array | None = None):
     """Steps 1-3 for a certified step (level ``g``) whose word is below ``2^(32-G)``: returns
     ``(y, cont, p)``, Alice's claim ``p = X / N_A`` drawn only here. ``z_bob`` is a fresh
     ``Binomial(N_B, pi)`` count, used where Bob's decision is drawn from his count (residual
-    component). ``active`` false: no work (values unused). The composition of
-    :func:`_rare_begin`, :func:`_draw_loop` and :func:`_rare_end`, which :func:`play_lazy` runs
-    with its other counts drawn in the same loop (one binomial draw site per step)."""
+    component); or give ``z_key`` instead: then ``z_bob = sample_binomial(z_key, N_B, pi)`` is
+    drawn in the same loop as Alice's count (one binomial draw site to compile, same values).
+    ``active`` false: no work (values unused). The composition of :func:`_rare_begin`,
+    :func:`_draw_loop` and :func:`_rare_end`, which :func:`play_lazy` runs with its other counts
+    drawn in the same loop (one binomial draw site per step)."""
+    if (z_bob is None) == (z_key is None):
+        raise ValueError("rare_step needs exactly one of z_bob (Bob's count) and z_key (its key)")
     r = _rare_begin(key, word, pi, lo, hi, g, alice, active)
-    y_bulk, _ = _draw_loop(r, pi, lo, hi)
+    if z_key is None:
+        y_bulk, _ = _draw_loop(r, pi, lo, hi)
+    else:
+        n_bob = jnp.asarray(bob.n_samples, jnp.int32)
+        y_bulk, (z_bob,) = _draw_loop(r, pi, lo, hi, [z_key], [n_bob], [pi])
     return _rare_end(r, y_bulk, pi, g, alice, bob, view, z_bob)
 
 
