@@ -177,7 +177,9 @@ def test_failure_04_wandb_online_without_network_falls_back_to_offline_once(
         mute.listen()
         url = f"http://127.0.0.1:{mute.getsockname()[1]}"
         monkeypatch.setenv("WANDB_BASE_URL", url)
-        for mode in ("online", "offline"):
+        # offline first: it pays the one-time start of W&B's service process in this test
+        # process, so the difference below is the online run's wait on the network alone
+        for mode in ("offline", "online"):
             t0 = time.monotonic()
             code = cli.main(["reproduce", "--quick", "--tracking", mode, "--no-progress",
                              "--only", "fake_pass", "--output-dir", str(tmp_path / mode)])
