@@ -9,7 +9,7 @@ the start of the run, the install included):
    ``DEDEBATE_ACCEL_INSTALL=0``) skips it, and so does a machine without ``nvidia-smi``;
 2. ``doctor``: ``dedebate doctor --json`` (backend, devices with their memory, x64, versions);
 3. ``throughput``: the stochastic debate's trial-steps per second in each ``bob_draw`` mode
-   (:func:`dedebate.protocols.stochastic.run_trials`, honest players, fixture F2 with K = 2 at
+   (:func:`dedebate.protocols.stochastic_batch.run_trials`, honest players, fixture F2 with K = 2 at
    ``T = 256``) with as many trials as fit in the device's memory
    (:func:`dedebate.lab.devices.lanes_for_memory`);
 4. ``bench/NAME``: ``dedebate bench NAME --full`` for every benchmark of ``dedebate bench --list``;
@@ -187,9 +187,9 @@ def throughput_worker(size: str, trials: int | None) -> dict:
         debate_spec,
         lean_defaults,
         make_vera,
-        run_trials,
         trial_keys,
     )
+    from dedebate.protocols.stochastic_batch import run_trials
 
     from ._timing import summary, time_contenders
 

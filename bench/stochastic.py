@@ -7,7 +7,7 @@ T = 256 steps, 4096 trials, P_M(1) = 2/3. Reported, in trial-steps per second af
 each mode also gives min/median/max, and ratios are ratios of medians with the range of the
 per-round ratios):
 
-1. dedebate: :func:`dedebate.protocols.stochastic.run_trials` (exact in distribution), in three
+1. dedebate: :func:`dedebate.protocols.stochastic_batch.run_trials` (exact in distribution), in three
    modes: the default ``bob_draw="count"`` (Alice's and Bob's counts drawn, BTRS),
    ``bob_draw="decision"`` (Alice's count drawn, honest Bob's continue/abort decision drawn
    directly from its exact probability) and ``bob_draw="lazy"`` (the coin first, from one 32-bit
@@ -46,9 +46,9 @@ from dedebate.protocols.stochastic import (
     debate_spec,
     lean_defaults,
     make_vera,
-    run_trials,
     trial_keys,
 )
+from dedebate.protocols.stochastic_batch import run_trials
 
 from ._timing import MIN_SECONDS, REPEATS, ratio, summary, time_contenders
 from .stochastic_numpy import one_word_path_f2_numpy, play_f2_numpy

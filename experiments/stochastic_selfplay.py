@@ -301,7 +301,7 @@ def mc_claims(mc: dict[str, tuple[float, float, float]]) -> list[Claim]:
     for case, (exact_mean, wins, n) in mc.items():
         claims.append(Claim.proportion(
             f"Monte-Carlo play of the trained pairs ({case}) agrees with the exact DP",
-            "dedebate.protocols.stochastic.run_trials vs exact DP", "==", exact_mean, wins, n,
+            "dedebate.protocols.stochastic_batch.run_trials vs exact DP", "==", exact_mean, wins, n,
             note=(f"{wins}/{n} debates pooled over seeds (the score test at the seeds' mean "
                   "exact value is conservative for a pool of binomials)"),
             bound=f"contains the exact mean {exact_mean:.4f}"))

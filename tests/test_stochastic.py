@@ -34,10 +34,10 @@ from dedebate.protocols.stochastic import (
     lean_defaults,
     make_vera,
     play,
-    run_trials,
     trial_keys,
     two_party_coin,
 )
+from dedebate.protocols.stochastic_batch import run_trials
 
 T, K = 12, 2
 N_MC = 1500

@@ -37,9 +37,9 @@ from dedebate.protocols.stochastic import (
     make_vera,
     play,
     play_fast,
-    run_trials,
     trial_keys,
 )
+from dedebate.protocols.stochastic_batch import run_trials
 
 Z_MAX = 3.89  # two-sided normal quantile at significance 1e-4
 

@@ -22,16 +22,18 @@ from dedebate.protocols.stochastic import (
     DebateConstants,
     StepView,
     Vera,
-    _batched,
-    _play_one,
     debate_spec,
     lean_defaults,
     make_vera,
     paper_constants,
     play,
     play_fast,
-    run_trials,
     trial_keys,
+)
+from dedebate.protocols.stochastic_batch import (
+    _batched,
+    _play_one,
+    run_trials,
 )
 from dedebate.protocols.stochastic_lazy import cheap_path, lazy_gate, lazy_level, rare_step
 

@@ -33,7 +33,7 @@ candidates in order with the general log-ratio, then fresh ones from ``fold_in(k
 
 :func:`stream_binomial_fast` skips the sequential loop and flags the (rare) lanes it leaves
 open, for callers that can replay a whole trial exactly (the loop's mere presence costs XLA on
-CPU about a third of the draw's time; see :func:`dedebate.protocols.stochastic.run_trials`).
+CPU about a third of the draw's time; see :func:`dedebate.protocols.stochastic_batch.run_trials`).
 
 **Uniform consumption.** A draw consumes the uniforms up to its first *accepted-status* candidate
 (a stopping time of the i.i.d. sequence, so all later uniforms stay fresh by the strong Markov

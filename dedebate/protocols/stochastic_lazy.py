@@ -27,7 +27,7 @@ precision). At ``pi`` in {0, 1} every count is ``N pi`` and the step is decided 
 randomness. The rest (``B < 2^(32-G)``, or a step the certificate does not cover: small N, or
 ``N_A < 2``) is drawn exactly by :func:`rare_step` / :func:`ungated_step` in :func:`play_lazy` with
 ``resolve=True``; without ``resolve`` these steps only mark the trial unresolved, for
-:func:`dedebate.protocols.stochastic.run_trials` to replay. ``rare_step`` draws the fresh coin, X
+:func:`dedebate.protocols.stochastic_batch.run_trials` to replay. ``rare_step`` draws the fresh coin, X
 from its component (the typical part by rejection from BTRS draws, the tails by inversion with
 :func:`dedebate.core.binomial.binom_lower_tail_sample`), and decides Bob by ``u_B < a_X`` with the
 exact tail ``a_X`` (typical part) or by drawing his count (residual part). The exact path sits

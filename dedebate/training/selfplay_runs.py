@@ -28,9 +28,9 @@ from dedebate.protocols.stochastic import (
     debate_spec,
     lean_defaults,
     make_vera,
-    run_trials,
     trial_keys,
 )
+from dedebate.protocols.stochastic_batch import run_trials
 from dedebate.training.stochastic_selfplay import (
     Monitors,
     SelfPlayHParams,

@@ -1,0 +1,96 @@
+"""What the players of the stochastic-oracle debate see and implement (spec DED 5.1).
+
+Alice and Bob are :class:`AlicePlayer` / :class:`BobPlayer` protocols (``dedebate.agents``
+implements them); Vera is the checker :class:`Vera`, which accepts a claim p from N oracle samples
+with count k iff ``|p - k / N| < tau`` (strict; :func:`checker_interval` gives the accepted counts
+as an interval). :func:`two_party_coin` is the paper's optional coin ``frac(z_A + z_B)``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from dedebate.protocols.stochastic_constants import DebateConstants
+from dedebate.protocols.stochastic_scan import StepView
+
+
+class AlicePlayer(Protocol):
+    """Alice: ``n_samples`` (int32, 0 = draws none) oracle samples per step, then ``claim``.
+
+    ``samples`` (static) says whether the protocol must draw counts for her at all.
+    ``claim(view, count, u)`` -> p (float32, any real); ``count`` ~ Binomial(n_samples, pi) at
+    this prefix, ``u`` a fresh uniform of her own. ``coin_share(view, p, z)`` -> her share of the
+    two-party coin (honest: ``z``, a fresh uniform).
+    """
+
+    samples: bool
+    n_samples: jax.Array
+
+    def claim(self, view: StepView, count: jax.Array, u: jax.Array) -> jax.Array: ...
+
+    def coin_share(self, view: StepView, p: jax.Array, z: jax.Array) -> jax.Array: ...
+
+
+class BobPlayer(Protocol):
+    """Bob: like Alice; ``cont(view, p, count, u)`` -> True to continue, False to abort."""
+
+    samples: bool
+    n_samples: jax.Array
+
+    def cont(self, view: StepView, p: jax.Array, count: jax.Array, u: jax.Array) -> jax.Array: ...
+
+    def coin_share(self, view: StepView, p: jax.Array, z: jax.Array) -> jax.Array: ...
+
+
+def two_party_coin(z_a: jax.Array, z_b: jax.Array) -> jax.Array:
+    """The paper's coin by cross-examination (spec DED 5.4, steps 2b-2d): ``frac(z_A + z_B)``.
+    Uniform on [0, 1) whenever one share is uniform and independent of the other."""
+    return jnp.mod(jnp.asarray(z_a, jnp.float32) + jnp.asarray(z_b, jnp.float32), 1.0)
+
+
+def checker_interval(p: jax.Array, n: jax.Array, tau: jax.Array):
+    """The counts the checker accepts: ``(k_lo, k_hi, certified)`` with
+    ``checker_accepts(p, k, n, tau)`` iff ``k_lo <= k <= k_hi`` (empty when ``k_lo > k_hi``).
+
+    In float32, ``p - count/n`` is monotone in the count, so the accepted set is an interval; each
+    end is found by evaluating the checker itself on five counts around ``n (p -+ tau)``.
+    ``certified`` is false if the five counts did not bracket an end (not expected; callers
+    then fall back to drawing the count)."""
+    n = jnp.asarray(n, jnp.int32)
+    p = jnp.asarray(p, jnp.float32)
+    tau = jnp.asarray(tau, jnp.float32)
+    nf = jnp.maximum(n, 1).astype(jnp.float32)
+    offs = jnp.arange(-2, 3, dtype=jnp.int32)
+
+    def around(x):
+        g = jnp.floor(jnp.clip(x * nf, -4.0, nf + 4.0)).astype(jnp.int32)
+        return jnp.clip(g + offs, 0, n)
+
+    def diff(k):
+        return p - k.astype(jnp.float32) / nf
+
+    lo = around(p - tau)
+    lo_ok = diff(lo) < tau  # false ... true
+    k_lo = jnp.min(jnp.where(lo_ok, lo, n + 1))
+    cert_lo = (~lo_ok[0] | (lo[0] == 0)) & (lo_ok[-1] | (lo[-1] == n))
+    hi = around(p + tau)
+    hi_ok = diff(hi) > -tau  # true ... false
+    k_hi = jnp.max(jnp.where(hi_ok, hi, -1))
+    cert_hi = (hi_ok[0] | (hi[0] == 0)) & (~hi_ok[-1] | (hi[-1] == n))
+    return k_lo, k_hi, cert_lo & cert_hi
+
+
+@struct.dataclass
+class Vera:
+    """The verifier: Lean's ``vera c s v``, the checker with ``N_V`` samples and ``tau_V``."""
+
+    n_samples: jax.Array  # int32
+    tau: jax.Array  # float32
+
+
+def make_vera(constants: DebateConstants) -> Vera:
+    return Vera(n_samples=jnp.int32(constants.n_vera), tau=jnp.float32(constants.tau_vera))
