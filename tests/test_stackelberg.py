@@ -3,8 +3,8 @@
 Sizes are tiny: 1-level noisy-evidence trees (q = 5, Thr_3, a hidden-flaw AND alternative),
 one true and one false root per seed, rho = 2, so honest play earns rho^-(d+1) = 1/4 exactly.
 The experiment's proven rows (completeness of the honest A against the trained Bs, chaining) are
-checked on the module's trained players; a tiny run of the experiment checks which rows gate
-(claims) and which are findings.
+checked on the module's trained players; which rows of a tiny run gate (claims) and which are
+findings is checked on the run that tests/test_stackelberg_resume.py shares.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import pytest
 
 import experiments.stackelberg as E
 from dedebate.agents.learned import init_estimator, init_prover
-from dedebate.lab.experiment import gating
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
     PEDSettings,
@@ -28,18 +27,17 @@ from dedebate.training.stackelberg import (
     StackelbergStatic,
     advantage_at,
     first_converged,
-    fit_estimator,
     hparams,
     init_carry,
     make_chunk,
     make_train,
-    ogd_target,
     payoff,
     payoff_terms,
     players,
 )
+from dedebate.training.stackelberg_runs import proof_grid, stable_trees, stack
+from dedebate.training.stackelberg_warm import fit_estimator, ogd_target
 from dedebate.trees.stability import tree_rho
-from tests.fakes import FakeContext
 
 STEPS = 100
 THRESHOLD = 0.25  # rho^-(d+1) with rho = 2, d = 1
@@ -47,8 +45,8 @@ CFG = E.Config(n_trees=2)
 
 
 def _batch(seeds):
-    trees = E._stack([E._stable_trees(CFG, jax.random.fold_in(jax.random.key(s), 0))
-                      for s in seeds])
+    trees = stack([stable_trees(jax.random.fold_in(jax.random.key(s), 0), CFG.n_trees, CFG.depth)
+                   for s in seeds])
     keys = jnp.stack([jax.random.fold_in(jax.random.key(s), 1) for s in seeds])
     return trees, keys
 
@@ -273,7 +271,7 @@ def test_honest_prover_complete_against_trained_estimators(trained):
             assert tree_rho(t, cache=cache) <= 2.0 + E.LP_TOL
     static = StackelbergStatic(steps=STEPS)
     u_h, u, chain = (np.asarray(x, np.float64)
-                     for x in E._grid_proof(static, 2.0)(state.prover, state.estimator, trees))
+                     for x in proof_grid(static, 2.0)(state.prover, state.estimator, trees))
     assert u_h.shape == (2, 2) and u.shape == (2,) and chain.shape == (2,)
     p_d = jax.vmap(jax.vmap(lambda b, t: b.initial(t.public()), in_axes=(None, 0)))(
         state.estimator, trees)
@@ -281,30 +279,6 @@ def test_honest_prover_complete_against_trained_estimators(trained):
     r = 0.5
     assert np.all(u_h >= THRESHOLD + root_err * r * (1 - r) - E.EXACT_TOL)
     np.testing.assert_allclose(chain, u, atol=E.EXACT_TOL)
-
-
-@pytest.mark.slow
-def test_experiment_rows_claims_and_findings(tmp_path):
-    """A tiny run of the experiment (the configuration of test_stackelberg_resume.py, so that a
-    whole-suite run compiles its training program once): the rows about what training achieves
-    are findings; the proven rows are exact, gate, and pass (completeness holds against any B,
-    trained or not; chaining for any pair)."""
-    cfg = E.Config(seeds=2, steps=8, chunks=4, n_b_values=(2,), main_n_b=2, n_trees=2,
-                   unstable_part=False, warm_seeds=0)
-    res = E.run(cfg, FakeContext(tmp_path, seed=0, name=E.NAME))
-    findings = [c for c in res.claims if c.finding]
-    proven = [c for c in res.claims if gating(c)]
-    assert len(findings) == 3  # exp 1 (converged fraction, final payoff), exp 3 (schedules)
-    assert [c.source for c in proven] == ["spec PED 4, Thm 6.1(1)", "spec PED 6.3, 6.4"]
-    for c in proven:
-        assert c.passed, (c.claim, c.value, c.note)
-        assert c.p_value is None and c.lo == c.value == c.hi  # exact rows
-    assert proven[0].value >= 0.25 - E.EXACT_TOL and proven[1].value <= E.EXACT_TOL
-    assert res.passed
-    rows = res.tables["proven"]
-    assert len(rows) == 2 * 2  # (nB2, simultaneous) x seeds
-    assert min(r["honest_u_a_min"] for r in rows) == pytest.approx(proven[0].value)
-    assert max(r["chain_abs_err"] for r in rows) == pytest.approx(proven[1].value)
 
 
 def _mon(u_a, a_correct=None):
@@ -320,19 +294,19 @@ def test_unstable_and_warm_rows_are_findings_with_their_criteria():
     cfg = E.Config(seeds=3, steps=10, chunks=1, warm_seeds=3)
     below = np.full((1, 3, 10), 0.5, np.float32)
     below[0, :, -1] = [0.10, 0.12, 0.08]  # the last tenth (one A update) is what counts
-    c = E._unstable_claim(cfg, (_mon(below), None, None, 1.0), 0.25, {}, {})
+    c = E.unstable_claim(cfg, _mon(below), 1.0, 0.25, {}, {})
     assert c.finding and c.passed and c.value == pytest.approx(0.10)
     above = below.copy()
     above[0, :, -1] = [0.30, 0.20, 0.26]
-    c = E._unstable_claim(cfg, (_mon(above), None, None, 1.0), 0.25, {}, {})
+    c = E.unstable_claim(cfg, _mon(above), 1.0, 0.25, {}, {})
     assert c.finding and not c.passed and c.value == pytest.approx(0.76 / 3)
 
     info = {"adv_cold": np.array([0.2, 0.3, 0.4]), "adv_warm": np.array([0.01, 0.02, 0.5]),
             "fit_kl": np.zeros(3), "ogd_max_adv": np.zeros(3),
             "ogd_steps": np.zeros((3, 2), np.int32), "ogd_wall_s": np.float32(0)}
     mon = _mon(np.full((2, 3, 10), 0.25))
-    c = E._warm_claim(cfg, (mon, info, None, 1.0), 0.25, {}, {})
+    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {})
     assert c.finding and not c.passed and c.value == pytest.approx(0.5)  # seed 2: warm > cold
     info["adv_warm"] = np.array([0.01, 0.02, 0.03])
-    c = E._warm_claim(cfg, (mon, info, None, 1.0), 0.25, {}, {})
+    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {})
     assert c.finding and c.passed and c.value == pytest.approx(0.03)
