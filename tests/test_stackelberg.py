@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import experiments.stackelberg as E
-from dedebate.agents.learned import init_estimator, init_prover
+from dedebate.agents.learned import init_estimator
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
     PEDSettings,
@@ -31,7 +31,6 @@ from dedebate.training.stackelberg import (
     init_carry,
     make_chunk,
     make_train,
-    payoff,
     payoff_terms,
     players,
 )
@@ -129,29 +128,34 @@ def test_vmap_over_seeds_equals_per_seed_runs(trained, half_chunk):
                                        err_msg=name)
 
 
-def test_payoff_equals_protocol_expected_payoff():
-    """The training objective equals the protocol's own path enumeration (spec 2.2)."""
-    trees, _ = _batch([0])
-    trees = jax.tree_util.tree_map(lambda x: x[0], trees)  # the seed's 2 trees
-    tree = jax.tree_util.tree_map(lambda x: x[:1], trees)  # a batch holding the true-root tree
-    a = init_prover(jax.random.key(5))
-    b = init_estimator(jax.random.key(6), 5)
-    # perturb the zero-initialised output layers so every head is non-trivial
-    rng = np.random.default_rng(7)
-    a = a.replace(params=jax.tree_util.tree_map(
-        lambda p: p + 0.5 * rng.normal(size=p.shape).astype(np.float32), a.params))
-    b = b.replace(params=jax.tree_util.tree_map(
-        lambda p: p + 0.5 * rng.normal(size=p.shape).astype(np.float32), b.params))
+@pytest.fixture(scope="module")
+def exact_terms():
+    """Seed 0's two trees and ``jit(advantage_at)`` on them: ``carry -> (E[U_A], P[A correct],
+    adv)`` (compiled once, for the objective's and the advantage monitor's tests)."""
     static = StackelbergStatic(steps=1)
-    u, acc = jax.jit(lambda a, b: payoff(static, 2.0, a, b, tree),
-                     compiler_options=COMPILE_OPTIONS)(a, b)
-    one = jax.tree_util.tree_map(lambda x: x[0], tree)
-    ref = jax.jit(lambda a, b: expected_payoff(PEDSettings(), ped_params(2.0), a, b, one),
-                  compiler_options=COMPILE_OPTIONS)(a, b)
-    np.testing.assert_allclose(float(u), float(ref.u_a), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(float(acc), float(ref.a_correct), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(float(ref.total_prob), 1.0, atol=1e-5)
-    assert abs(float(u) - 0.125) > 1e-3  # the perturbed players are not the uniform start
+    trees, _ = _batch([0])
+    trees = jax.tree_util.tree_map(lambda x: x[0], trees)  # the seed's 2 trees (true, false root)
+    return static, trees, jax.jit(lambda c: advantage_at(static, 2.0, trees, c),
+                                  compiler_options=COMPILE_OPTIONS)
+
+
+def test_payoff_equals_protocol_expected_payoff(exact_terms):
+    """The training objective (mean over the trees) equals the protocol's own path enumeration
+    (spec 2.2) on each tree, for players whose every head is non-trivial."""
+    static, trees, terms = exact_terms
+    carry = init_carry(static, trees, jax.random.key(5))
+    # perturb every parameter (the zero-initialised output layers too)
+    rng = np.random.default_rng(7)
+    carry = carry.replace(**{f: getattr(carry, f) + 0.5 * rng.normal(
+        size=getattr(carry, f).shape).astype(np.float32) for f in ("a_flat", "b_flat")})
+    u, acc, _ = terms(carry)
+    a, b = players(static, trees, carry)
+    ref = jax.jit(jax.vmap(lambda t: expected_payoff(PEDSettings(), ped_params(2.0), a, b, t)),
+                  compiler_options=COMPILE_OPTIONS)(trees)
+    np.testing.assert_allclose(float(u), float(np.mean(ref.u_a)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float(acc), float(np.mean(ref.a_correct)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(ref.total_prob), 1.0, atol=1e-5)
+    assert np.all(np.abs(np.asarray(ref.u_a) - 0.125) > 1e-3)  # not the uniform start, per tree
 
 
 def test_first_converged():
@@ -206,7 +210,7 @@ def test_resume_from_orbax_checkpoint_equals_uninterrupted(tmp_path, trained, ha
 
 
 @pytest.mark.slow
-def test_advantage_monitor_and_warm_start_from_algorithm1():
+def test_advantage_monitor_and_warm_start_from_algorithm1(exact_terms):
     """B's realised advantages (payoff_terms) against a random initial A, checked three ways:
 
     * with Algorithm 1's tabular estimator (built stage by stage by construct_estimator), the
@@ -216,13 +220,9 @@ def test_advantage_monitor_and_warm_start_from_algorithm1():
       max|Adv| drops below the cold B's; against the fair-coin A every advantage is exactly 0
       (Algorithm 1 takes no step) and the warm start leaves B bit-equal.
     """
-    static = StackelbergStatic(steps=1)
-    trees, _ = _batch([0])
-    trees = jax.tree_util.tree_map(lambda x: x[0], trees)
+    static, trees, adv_fn = exact_terms
     delta = 0.02
     carry = init_carry(static, trees, jax.random.key(1), a_out_scale=2.0)
-    adv_fn = jax.jit(lambda c: advantage_at(static, 2.0, trees, c),
-                     compiler_options=COMPILE_OPTIONS)
     u, acc, adv = (np.asarray(x, np.float64) for x in adv_fn(carry))
     np.testing.assert_allclose(u, 0.25 * acc - adv[:, 0].sum() + adv[:, 1].sum(), atol=1e-6)
     cold = np.abs(adv).max()
