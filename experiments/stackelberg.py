@@ -9,9 +9,9 @@ theorem settles, exactly on the trained players: completeness of the honest A ag
 trained B (spec PED 4, Thm 6.1(1)) and chaining (spec 6.3, 6.4). Training runs chunk by chunk
 through the lab's chunked driver (checkpoints, resume). A sweep (``point``, ``DYNAMIC``) trains
 the run's seed-0 pair of part 1 in one compiled call, with the same chunk program and summary.
-The design, the monitors and why ``run`` does not call the swept function: docs/
-prover-estimator-debate.md, section 8.5.1. The training code is ``dedebate.training.stackelberg``
-(with ``stackelberg_runs`` and ``stackelberg_warm``).
+The design, the monitors and why ``run`` does not call the swept function:
+``docs/prover-estimator-debate.md`` section 8.5.1. The training code:
+``dedebate.training.stackelberg`` (with ``stackelberg_runs`` and ``stackelberg_warm``).
 """
 
 from __future__ import annotations
