@@ -106,22 +106,28 @@ def half_chunk():
                    compiler_options=COMPILE_OPTIONS)
 
 
-def _per_seed(half_chunk, hp, s):
-    trees, keys = _batch([s])
-    tree = jax.tree_util.tree_map(lambda x: x[0], trees)
-    carry0 = init_carry(StackelbergStatic(steps=STEPS), tree, keys[0])
-    return tree, carry0
+@pytest.fixture(scope="module")
+def per_seed(trained, half_chunk):
+    """Each seed trained alone, unbatched, in two chunks of STEPS/2 (same key and trees as in
+    ``trained``): ``[(tree, carry0, half, end, mon_a, mon_b)]`` per seed."""
+    hp = trained[1]
+    out = []
+    for s in range(2):
+        trees, keys = _batch([s])
+        tree = jax.tree_util.tree_map(lambda x: x[0], trees)
+        carry0 = init_carry(StackelbergStatic(steps=STEPS), tree, keys[0])
+        half, mon_a = half_chunk(hp, tree, carry0)
+        end, mon_b = half_chunk(hp, tree, half)
+        out.append((tree, carry0, half, end, mon_a, mon_b))
+    return out
 
 
-def test_vmap_over_seeds_equals_per_seed_runs(trained, half_chunk):
+def test_vmap_over_seeds_equals_per_seed_runs(trained, per_seed):
     """Each seed of the vmapped whole-run program equals that seed trained alone, unbatched, in
     two chunks (same key, same trees): vmap over seeds and chunking change nothing."""
-    _, hp, _, batched, *_ = trained
-    for s in range(2):
-        tree, carry = _per_seed(half_chunk, hp, s)
-        carry, mon_a = half_chunk(hp, tree, carry)
-        carry, mon_b = half_chunk(hp, tree, carry)
-        assert int(carry.step) == STEPS
+    batched = trained[3]
+    for s, (_, _, _, end, mon_a, mon_b) in enumerate(per_seed):
+        assert int(end.step) == STEPS
         for name in ("u_a", "a_correct", "p_stable", "calib", "max_adv", "adv"):
             got = np.concatenate([getattr(mon_a, name), getattr(mon_b, name)])
             np.testing.assert_allclose(getattr(batched, name)[s], got, rtol=1e-4, atol=1e-5,
@@ -189,21 +195,20 @@ def test_static_rejects_bad_sizes():
         init_estimator(jax.random.key(0), 13)
 
 
-def test_resume_from_orbax_checkpoint_equals_uninterrupted(tmp_path, trained, half_chunk):
+def test_resume_from_orbax_checkpoint_equals_uninterrupted(tmp_path, trained, half_chunk,
+                                                           per_seed):
     """The carry after STEPS/2 A updates, saved and restored through the lab's Orbax wrapper,
-    continues exactly as the run that was never interrupted."""
+    continues exactly as the run that was never interrupted (seed 0's second chunk)."""
     from dedebate.lab.checkpoint import Checkpointer
 
-    _, hp, *_ = trained
-    tree, carry0 = _per_seed(half_chunk, hp, 0)
-    half, _ = half_chunk(hp, tree, carry0)
+    hp = trained[1]
+    tree, carry0, half, ref, _, mon_ref = per_seed[0]
     with Checkpointer(tmp_path / "ckpt", "h") as ckpt:
         ckpt.save(STEPS // 2, half, force=True)
     with Checkpointer(tmp_path / "ckpt", "h") as ckpt:
         step, restored = ckpt.restore(carry0)
     assert step == STEPS // 2 and int(restored.step) == STEPS // 2
     end, mon = half_chunk(hp, tree, restored)
-    ref, mon_ref = half_chunk(hp, tree, half)
     for got, want in zip(jax.tree_util.tree_leaves((end, mon)),
                          jax.tree_util.tree_leaves((ref, mon_ref))):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
