@@ -3,8 +3,8 @@
 Sizes are tiny: 1-level noisy-evidence trees (q = 5, Thr_3, a hidden-flaw AND alternative),
 one true and one false root per seed, rho = 2, so honest play earns rho^-(d+1) = 1/4 exactly.
 The experiment's proven rows (completeness of the honest A against the trained Bs, chaining) are
-checked on the module's trained players; a tiny run of the experiment checks which rows gate
-(claims) and which are findings.
+checked on the module's trained players; which rows of a tiny run gate (claims) and which are
+findings is checked on the run that tests/test_stackelberg_resume.py shares.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 import experiments.stackelberg as E
-from dedebate.agents.learned import init_estimator, init_prover
-from dedebate.lab.experiment import gating
+from dedebate.agents.learned import init_estimator
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
     PEDSettings,
@@ -28,18 +27,16 @@ from dedebate.training.stackelberg import (
     StackelbergStatic,
     advantage_at,
     first_converged,
-    fit_estimator,
     hparams,
     init_carry,
     make_chunk,
     make_train,
-    ogd_target,
-    payoff,
     payoff_terms,
     players,
 )
+from dedebate.training.stackelberg_runs import proof_grid, stable_trees, stack
+from dedebate.training.stackelberg_warm import fit_estimator, ogd_target
 from dedebate.trees.stability import tree_rho
-from tests.fakes import FakeContext
 
 STEPS = 100
 THRESHOLD = 0.25  # rho^-(d+1) with rho = 2, d = 1
@@ -47,8 +44,8 @@ CFG = E.Config(n_trees=2)
 
 
 def _batch(seeds):
-    trees = E._stack([E._stable_trees(CFG, jax.random.fold_in(jax.random.key(s), 0))
-                      for s in seeds])
+    trees = stack([stable_trees(jax.random.fold_in(jax.random.key(s), 0), CFG.n_trees, CFG.depth)
+                   for s in seeds])
     keys = jnp.stack([jax.random.fold_in(jax.random.key(s), 1) for s in seeds])
     return trees, keys
 
@@ -109,51 +106,62 @@ def half_chunk():
                    compiler_options=COMPILE_OPTIONS)
 
 
-def _per_seed(half_chunk, hp, s):
-    trees, keys = _batch([s])
-    tree = jax.tree_util.tree_map(lambda x: x[0], trees)
-    carry0 = init_carry(StackelbergStatic(steps=STEPS), tree, keys[0])
-    return tree, carry0
+@pytest.fixture(scope="module")
+def per_seed(trained, half_chunk):
+    """Each seed trained alone, unbatched, in two chunks of STEPS/2 (same key and trees as in
+    ``trained``): ``[(tree, carry0, half, end, mon_a, mon_b)]`` per seed."""
+    hp = trained[1]
+    out = []
+    for s in range(2):
+        trees, keys = _batch([s])
+        tree = jax.tree_util.tree_map(lambda x: x[0], trees)
+        carry0 = init_carry(StackelbergStatic(steps=STEPS), tree, keys[0])
+        half, mon_a = half_chunk(hp, tree, carry0)
+        end, mon_b = half_chunk(hp, tree, half)
+        out.append((tree, carry0, half, end, mon_a, mon_b))
+    return out
 
 
-def test_vmap_over_seeds_equals_per_seed_runs(trained, half_chunk):
+def test_vmap_over_seeds_equals_per_seed_runs(trained, per_seed):
     """Each seed of the vmapped whole-run program equals that seed trained alone, unbatched, in
     two chunks (same key, same trees): vmap over seeds and chunking change nothing."""
-    _, hp, _, batched, *_ = trained
-    for s in range(2):
-        tree, carry = _per_seed(half_chunk, hp, s)
-        carry, mon_a = half_chunk(hp, tree, carry)
-        carry, mon_b = half_chunk(hp, tree, carry)
-        assert int(carry.step) == STEPS
+    batched = trained[3]
+    for s, (_, _, _, end, mon_a, mon_b) in enumerate(per_seed):
+        assert int(end.step) == STEPS
         for name in ("u_a", "a_correct", "p_stable", "calib", "max_adv", "adv"):
             got = np.concatenate([getattr(mon_a, name), getattr(mon_b, name)])
             np.testing.assert_allclose(getattr(batched, name)[s], got, rtol=1e-4, atol=1e-5,
                                        err_msg=name)
 
 
-def test_payoff_equals_protocol_expected_payoff():
-    """The training objective equals the protocol's own path enumeration (spec 2.2)."""
-    trees, _ = _batch([0])
-    trees = jax.tree_util.tree_map(lambda x: x[0], trees)  # the seed's 2 trees
-    tree = jax.tree_util.tree_map(lambda x: x[:1], trees)  # a batch holding the true-root tree
-    a = init_prover(jax.random.key(5))
-    b = init_estimator(jax.random.key(6), 5)
-    # perturb the zero-initialised output layers so every head is non-trivial
-    rng = np.random.default_rng(7)
-    a = a.replace(params=jax.tree_util.tree_map(
-        lambda p: p + 0.5 * rng.normal(size=p.shape).astype(np.float32), a.params))
-    b = b.replace(params=jax.tree_util.tree_map(
-        lambda p: p + 0.5 * rng.normal(size=p.shape).astype(np.float32), b.params))
+@pytest.fixture(scope="module")
+def exact_terms():
+    """Seed 0's two trees and ``jit(advantage_at)`` on them: ``carry -> (E[U_A], P[A correct],
+    adv)`` (compiled once, for the objective's and the advantage monitor's tests)."""
     static = StackelbergStatic(steps=1)
-    u, acc = jax.jit(lambda a, b: payoff(static, 2.0, a, b, tree),
-                     compiler_options=COMPILE_OPTIONS)(a, b)
-    one = jax.tree_util.tree_map(lambda x: x[0], tree)
-    ref = jax.jit(lambda a, b: expected_payoff(PEDSettings(), ped_params(2.0), a, b, one),
-                  compiler_options=COMPILE_OPTIONS)(a, b)
-    np.testing.assert_allclose(float(u), float(ref.u_a), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(float(acc), float(ref.a_correct), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(float(ref.total_prob), 1.0, atol=1e-5)
-    assert abs(float(u) - 0.125) > 1e-3  # the perturbed players are not the uniform start
+    trees, _ = _batch([0])
+    trees = jax.tree_util.tree_map(lambda x: x[0], trees)  # the seed's 2 trees (true, false root)
+    return static, trees, jax.jit(lambda c: advantage_at(static, 2.0, trees, c),
+                                  compiler_options=COMPILE_OPTIONS)
+
+
+def test_payoff_equals_protocol_expected_payoff(exact_terms):
+    """The training objective (mean over the trees) equals the protocol's own path enumeration
+    (spec 2.2) on each tree, for players whose every head is non-trivial."""
+    static, trees, terms = exact_terms
+    carry = init_carry(static, trees, jax.random.key(5))
+    # perturb every parameter (the zero-initialised output layers too)
+    rng = np.random.default_rng(7)
+    carry = carry.replace(**{f: getattr(carry, f) + 0.5 * rng.normal(
+        size=getattr(carry, f).shape).astype(np.float32) for f in ("a_flat", "b_flat")})
+    u, acc, _ = terms(carry)
+    a, b = players(static, trees, carry)
+    ref = jax.jit(jax.vmap(lambda t: expected_payoff(PEDSettings(), ped_params(2.0), a, b, t)),
+                  compiler_options=COMPILE_OPTIONS)(trees)
+    np.testing.assert_allclose(float(u), float(np.mean(ref.u_a)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float(acc), float(np.mean(ref.a_correct)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(ref.total_prob), 1.0, atol=1e-5)
+    assert np.all(np.abs(np.asarray(ref.u_a) - 0.125) > 1e-3)  # not the uniform start, per tree
 
 
 def test_first_converged():
@@ -187,28 +195,27 @@ def test_static_rejects_bad_sizes():
         init_estimator(jax.random.key(0), 13)
 
 
-def test_resume_from_orbax_checkpoint_equals_uninterrupted(tmp_path, trained, half_chunk):
+def test_resume_from_orbax_checkpoint_equals_uninterrupted(tmp_path, trained, half_chunk,
+                                                           per_seed):
     """The carry after STEPS/2 A updates, saved and restored through the lab's Orbax wrapper,
-    continues exactly as the run that was never interrupted."""
+    continues exactly as the run that was never interrupted (seed 0's second chunk)."""
     from dedebate.lab.checkpoint import Checkpointer
 
-    _, hp, *_ = trained
-    tree, carry0 = _per_seed(half_chunk, hp, 0)
-    half, _ = half_chunk(hp, tree, carry0)
+    hp = trained[1]
+    tree, carry0, half, ref, _, mon_ref = per_seed[0]
     with Checkpointer(tmp_path / "ckpt", "h") as ckpt:
         ckpt.save(STEPS // 2, half, force=True)
     with Checkpointer(tmp_path / "ckpt", "h") as ckpt:
         step, restored = ckpt.restore(carry0)
     assert step == STEPS // 2 and int(restored.step) == STEPS // 2
     end, mon = half_chunk(hp, tree, restored)
-    ref, mon_ref = half_chunk(hp, tree, half)
     for got, want in zip(jax.tree_util.tree_leaves((end, mon)),
                          jax.tree_util.tree_leaves((ref, mon_ref))):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
 @pytest.mark.slow
-def test_advantage_monitor_and_warm_start_from_algorithm1():
+def test_advantage_monitor_and_warm_start_from_algorithm1(exact_terms):
     """B's realised advantages (payoff_terms) against a random initial A, checked three ways:
 
     * with Algorithm 1's tabular estimator (built stage by stage by construct_estimator), the
@@ -218,13 +225,9 @@ def test_advantage_monitor_and_warm_start_from_algorithm1():
       max|Adv| drops below the cold B's; against the fair-coin A every advantage is exactly 0
       (Algorithm 1 takes no step) and the warm start leaves B bit-equal.
     """
-    static = StackelbergStatic(steps=1)
-    trees, _ = _batch([0])
-    trees = jax.tree_util.tree_map(lambda x: x[0], trees)
+    static, trees, adv_fn = exact_terms
     delta = 0.02
     carry = init_carry(static, trees, jax.random.key(1), a_out_scale=2.0)
-    adv_fn = jax.jit(lambda c: advantage_at(static, 2.0, trees, c),
-                     compiler_options=COMPILE_OPTIONS)
     u, acc, adv = (np.asarray(x, np.float64) for x in adv_fn(carry))
     np.testing.assert_allclose(u, 0.25 * acc - adv[:, 0].sum() + adv[:, 1].sum(), atol=1e-6)
     cold = np.abs(adv).max()
@@ -273,7 +276,7 @@ def test_honest_prover_complete_against_trained_estimators(trained):
             assert tree_rho(t, cache=cache) <= 2.0 + E.LP_TOL
     static = StackelbergStatic(steps=STEPS)
     u_h, u, chain = (np.asarray(x, np.float64)
-                     for x in E._grid_proof(static, 2.0)(state.prover, state.estimator, trees))
+                     for x in proof_grid(static, 2.0)(state.prover, state.estimator, trees))
     assert u_h.shape == (2, 2) and u.shape == (2,) and chain.shape == (2,)
     p_d = jax.vmap(jax.vmap(lambda b, t: b.initial(t.public()), in_axes=(None, 0)))(
         state.estimator, trees)
@@ -281,30 +284,6 @@ def test_honest_prover_complete_against_trained_estimators(trained):
     r = 0.5
     assert np.all(u_h >= THRESHOLD + root_err * r * (1 - r) - E.EXACT_TOL)
     np.testing.assert_allclose(chain, u, atol=E.EXACT_TOL)
-
-
-@pytest.mark.slow
-def test_experiment_rows_claims_and_findings(tmp_path):
-    """A tiny run of the experiment (the configuration of test_stackelberg_resume.py, so that a
-    whole-suite run compiles its training program once): the rows about what training achieves
-    are findings; the proven rows are exact, gate, and pass (completeness holds against any B,
-    trained or not; chaining for any pair)."""
-    cfg = E.Config(seeds=2, steps=8, chunks=4, n_b_values=(2,), main_n_b=2, n_trees=2,
-                   unstable_part=False, warm_seeds=0)
-    res = E.run(cfg, FakeContext(tmp_path, seed=0, name=E.NAME))
-    findings = [c for c in res.claims if c.finding]
-    proven = [c for c in res.claims if gating(c)]
-    assert len(findings) == 3  # exp 1 (converged fraction, final payoff), exp 3 (schedules)
-    assert [c.source for c in proven] == ["spec PED 4, Thm 6.1(1)", "spec PED 6.3, 6.4"]
-    for c in proven:
-        assert c.passed, (c.claim, c.value, c.note)
-        assert c.p_value is None and c.lo == c.value == c.hi  # exact rows
-    assert proven[0].value >= 0.25 - E.EXACT_TOL and proven[1].value <= E.EXACT_TOL
-    assert res.passed
-    rows = res.tables["proven"]
-    assert len(rows) == 2 * 2  # (nB2, simultaneous) x seeds
-    assert min(r["honest_u_a_min"] for r in rows) == pytest.approx(proven[0].value)
-    assert max(r["chain_abs_err"] for r in rows) == pytest.approx(proven[1].value)
 
 
 def _mon(u_a, a_correct=None):
@@ -320,19 +299,19 @@ def test_unstable_and_warm_rows_are_findings_with_their_criteria():
     cfg = E.Config(seeds=3, steps=10, chunks=1, warm_seeds=3)
     below = np.full((1, 3, 10), 0.5, np.float32)
     below[0, :, -1] = [0.10, 0.12, 0.08]  # the last tenth (one A update) is what counts
-    c = E._unstable_claim(cfg, (_mon(below), None, None, 1.0), 0.25, {}, {})
+    c = E.unstable_claim(cfg, _mon(below), 1.0, 0.25, {}, {})
     assert c.finding and c.passed and c.value == pytest.approx(0.10)
     above = below.copy()
     above[0, :, -1] = [0.30, 0.20, 0.26]
-    c = E._unstable_claim(cfg, (_mon(above), None, None, 1.0), 0.25, {}, {})
+    c = E.unstable_claim(cfg, _mon(above), 1.0, 0.25, {}, {})
     assert c.finding and not c.passed and c.value == pytest.approx(0.76 / 3)
 
     info = {"adv_cold": np.array([0.2, 0.3, 0.4]), "adv_warm": np.array([0.01, 0.02, 0.5]),
             "fit_kl": np.zeros(3), "ogd_max_adv": np.zeros(3),
             "ogd_steps": np.zeros((3, 2), np.int32), "ogd_wall_s": np.float32(0)}
     mon = _mon(np.full((2, 3, 10), 0.25))
-    c = E._warm_claim(cfg, (mon, info, None, 1.0), 0.25, {}, {})
+    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {})
     assert c.finding and not c.passed and c.value == pytest.approx(0.5)  # seed 2: warm > cold
     info["adv_warm"] = np.array([0.01, 0.02, 0.03])
-    c = E._warm_claim(cfg, (mon, info, None, 1.0), 0.25, {}, {})
+    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {})
     assert c.finding and c.passed and c.value == pytest.approx(0.03)

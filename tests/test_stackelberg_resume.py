@@ -5,7 +5,8 @@ its second chunk, then resumed from the Orbax checkpoint in the same directory: 
 number and every logged per-seed curve equals the uninterrupted run's, bit for bit. A finished
 run whose newest checkpoint is deleted or corrupted resumes to the same numbers (the bad step
 moved aside and saved again), and a second resume trains and saves nothing. One uninterrupted
-run is shared by the tests (one compile of the training program).
+run is shared by the tests (one compile of the training program), which also check which of its
+rows gate (claims) and which are findings.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import shutil
 import pytest
 
 import experiments.stackelberg as E
+from dedebate.lab.experiment import gating
 from tests.fakes import Crash, CrashingContext, FakeContext, truncate_checkpoint
 
 CFG = E.Config(seeds=2, steps=8, chunks=4, n_b_values=(2,), main_n_b=2, n_trees=2,
@@ -31,6 +33,26 @@ def reference(tmp_path_factory):
     root = tmp_path_factory.mktemp("ref")
     ctx = FakeContext(root, seed=0, name="stackelberg")
     return root, ctx, E.run(CFG, ctx)
+
+
+@pytest.mark.slow
+def test_experiment_rows_claims_and_findings(reference):
+    """The rows about what training achieves are findings; the proven rows are exact, gate, and
+    pass (completeness holds against any B, trained or not; chaining for any pair)."""
+    res = reference[2]
+    findings = [c for c in res.claims if c.finding]
+    proven = [c for c in res.claims if gating(c)]
+    assert len(findings) == 3  # exp 1 (converged fraction, final payoff), exp 3 (schedules)
+    assert [c.source for c in proven] == ["spec PED 4, Thm 6.1(1)", "spec PED 6.3, 6.4"]
+    for c in proven:
+        assert c.passed, (c.claim, c.value, c.note)
+        assert c.p_value is None and c.lo == c.value == c.hi  # exact rows
+    assert proven[0].value >= 0.25 - E.EXACT_TOL and proven[1].value <= E.EXACT_TOL
+    assert res.passed
+    rows = res.tables["proven"]
+    assert len(rows) == 2 * 2  # (nB2, simultaneous) x seeds
+    assert min(r["honest_u_a_min"] for r in rows) == pytest.approx(proven[0].value)
+    assert max(r["chain_abs_err"] for r in rows) == pytest.approx(proven[1].value)
 
 
 @pytest.mark.slow

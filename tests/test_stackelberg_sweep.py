@@ -2,7 +2,9 @@
 learning rate is one compiled program, and a sweep row equals the same pair trained alone by
 ``run``'s training path with the row's documented key (``point_key``), bit for bit: ``run`` trains
 it as seed 0 of its main schedule through the checkpointed chunked driver (the chunk program of
-each schedule, vmapped over seeds), the sweep in one vmapped call (at ``sweep.batch = 1``)."""
+each schedule, vmapped over seeds), the sweep in one vmapped call (at ``sweep.batch = 1``). The
+two are two compiled programs by design (a run stops for a checkpoint after every chunk; a swept
+call cannot): docs/prover-estimator-debate.md, section 8.5.1."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def test_point_refuses_the_host_warm_start():
         exp.point(dataclasses.replace(cfg, b_warm_start=True))
 
 
-@pytest.mark.slow  # two compiles of the tiny training (sweep and run) and the run's proof grid
+@pytest.mark.slow  # two compiles of the tiny training (the sweep's program, the run's chunk)
 def test_rates_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypatch):
     real_point = exp.point
     traces = count_point_traces(monkeypatch, exp)  # traces of the sweep's fn (once per compile)
@@ -52,8 +54,8 @@ def test_rates_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypa
     seed = 1
     ctx = FakeContext(tmp_path / "alone", seed=seed, name=exp.NAME)
     ctx.key = point_key(exp.NAME, seed, pt.cfg)
-    trained, _ = exp._train_all(pt.cfg, ctx)
-    alone = exp.point_row(pt.cfg, exp._summaries(pt.cfg, trained["stable"].mon))
+    trained, _ = exp.train_parts(pt.cfg, ctx)
+    alone = exp.point_metrics(pt.cfg, trained["stable"].mon)
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
     assert len(alone) == 9 and {m: row[m] for m in alone} == alone
     # the dynamic numbers reach the training: every point of seed 1 ends at another payoff

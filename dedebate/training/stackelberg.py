@@ -30,13 +30,9 @@ advantages against the spec 6.3 tests built from the current A, exactly: see
 ``max(|p_d - T(x)|, max_i |m_i - T(y_i)|)`` of B's root estimate and its marginals on the stable
 candidate's subclaims at every internal claim, evaluated at ``phat = T(claim)``).
 
-Warm start (optional): :func:`ogd_target` builds B
-against the initial A with Algorithm 1 (spec 5.3, round by round as in spec 6,
-:func:`dedebate.estimators.soundness.construct_estimator`), and :func:`fit_estimator` fits the
-network B's ``p_d`` and joint logits to it (KL, Adam) before training. Against a fair-coin A
-(the default initial prover) every spec 6.3 test has zero advantage (``E[s] = 0`` and
-``P[a = z] = 1/2``), so Algorithm 1 returns the uniform estimator, which is B's cold start:
-the warm start matters only for a non-uniform initial A (``init_carry(..., a_out_scale > 0)``).
+The warm start of B from Algorithm 1 is :mod:`dedebate.training.stackelberg_warm`; the
+experiment's grid of training runs (trees, parts, compiled grids, proof terms) is
+:mod:`dedebate.training.stackelberg_runs`.
 """
 
 from __future__ import annotations
@@ -141,7 +137,8 @@ class Monitors:
     adv: jax.Array  # [..., d + 1, 2] the advantages per stage (see payoff_terms)
 
 
-_ADAM = optax.scale_by_adam(b1=0.9, b2=0.99)
+ADAM = optax.scale_by_adam(b1=0.9, b2=0.99)
+"""The Adam direction both players step along (scaled by their step sizes)."""
 
 
 def payoff_terms(static: StackelbergStatic, rho, prover, estimator, trees: ClaimTree):
@@ -230,13 +227,24 @@ def init_state(static: StackelbergStatic, q: int, key) -> TrainState:
     ka, kb = jax.random.split(key)
     prover = init_prover(ka, static.hidden_a)
     estimator = init_estimator(kb, q, static.hidden_b)
-    return TrainState(prover, estimator, _ADAM.init(prover.params), _ADAM.init(estimator.params),
+    return TrainState(prover, estimator, ADAM.init(prover.params), ADAM.init(estimator.params),
                       jnp.int32(0))
 
 
-def _step(params, opt, grads, lr, sign):
-    """One Adam step: ``params + sign * lr * adam(grads)`` (sign +1 ascends, -1 descends)."""
-    upd, opt = _ADAM.update(grads, opt, params)
+def adam_step(params, opt, grads, lr, sign):
+    """One Adam step: ``params + sign * lr * adam(grads)`` (sign +1 ascends, -1 descends).
+
+    Args:
+        params: parameters (a pytree or a flat vector).
+        opt: their :data:`ADAM` state.
+        grads: gradients of the objective.
+        lr: step size.
+        sign: +1.0 to ascend, -1.0 to descend.
+
+    Returns:
+        ``(params, opt)`` after the step.
+    """
+    upd, opt = ADAM.update(grads, opt, params)
     params = jax.tree_util.tree_map(lambda p, u: p + sign * lr * u, params, upd)
     return params, opt
 
@@ -285,7 +293,16 @@ def _layout(static: StackelbergStatic, q: int):
     return tuple(out)
 
 
-def _templates(static: StackelbergStatic, q: int):
+def templates(static: StackelbergStatic, q: int):
+    """Template players (zero parameters) and the unravel functions of their flat vectors.
+
+    Args:
+        static: the training run's static sizes.
+        q: subclaims per internal claim.
+
+    Returns:
+        ``(prover0, estimator0, unravel_a, unravel_b)``.
+    """
     (a0, unravel_a, *_), (b0, unravel_b, *_) = _layout(static, q)
     return a0, b0, unravel_a, unravel_b
 
@@ -310,12 +327,12 @@ def init_carry(static: StackelbergStatic, trees: ClaimTree, key, a_out_scale=0.0
     ko = jax.random.fold_in(ka, 1)
     af = af + a_out_scale * jnp.asarray(out_a) * jax.random.uniform(ko, (n_a,), minval=-1.0,
                                                                      maxval=1.0)
-    return Carry(af, bf, _ADAM.init(af), _ADAM.init(bf), jnp.int32(0))
+    return Carry(af, bf, ADAM.init(af), ADAM.init(bf), jnp.int32(0))
 
 
 def players(static: StackelbergStatic, trees: ClaimTree, carry: Carry):
     """The (LearnedProver, LearnedEstimator) a carry holds."""
-    a0, b0, unravel_a, unravel_b = _templates(static, _q(trees))
+    a0, b0, unravel_a, unravel_b = templates(static, _q(trees))
     return a0.replace(params=unravel_a(carry.a_flat)), b0.replace(params=unravel_b(carry.b_flat))
 
 
@@ -335,7 +352,7 @@ def make_chunk(static: StackelbergStatic, length: int):
         return jax.tree_util.tree_map(lambda x, y: jnp.where(flag, x, y), new, old)
 
     def chunk(hp: StackelbergHParams, trees: ClaimTree, carry: Carry):
-        a0, b0, unravel_a, unravel_b = _templates(static, _q(trees))
+        a0, b0, unravel_a, unravel_b = templates(static, _q(trees))
 
         def objective(af, bf):
             u, acc, adv = payoff_terms(static, hp.rho, a0.replace(params=unravel_a(af)),
@@ -352,8 +369,8 @@ def make_chunk(static: StackelbergStatic, length: int):
                 (u_i, (acc_i, adv_i)), (ga, gb) = grad_both(af, bf)
                 last = i == n_iter - 1
                 b_moves = hp.simultaneous | (i < hp.n_b)
-                bf2, ob2 = _step(bf, ob, gb, hp.lr_b, -1.0)
-                af2, oa2 = _step(af, oa, ga, hp.lr_a, 1.0)
+                bf2, ob2 = adam_step(bf, ob, gb, hp.lr_b, -1.0)
+                af2, oa2 = adam_step(af, oa, ga, hp.lr_a, 1.0)
                 bf, ob = select(b_moves, (bf2, ob2), (bf, ob))
                 af, oa = select(last, (af2, oa2), (af, oa))
                 return (af, bf, oa, ob, jnp.where(last, u_i, u), jnp.where(last, acc_i, acc),
@@ -399,99 +416,34 @@ def first_converged(flags: np.ndarray) -> np.ndarray:
     return steps - trailing
 
 
-# ---- warm start of B from Algorithm 1 (spec PED 5.3, 6) -------------------------------------
-@struct.dataclass
-class EstimatorTarget:
-    """A tabular estimator to fit B to: ``p_d[tree]``, the joint ``h[tree, internal node, cand,
-    2^q]`` and, per internal node, the ``phat`` B's joint is asked at (``p_d`` at the root, the
-    parent joint's marginal elsewhere)."""
+def summary(mon: Monitors, thr, band) -> dict:
+    """The monitors that matter of training runs (pure JAX, any leading axes).
 
-    p_d: jax.Array
-    joint: jax.Array
-    phat: jax.Array
+    A run converges at the first A update from which, to the end, P[A correct] >= 0.95,
+    P[stable] >= 0.95 and |E U_A - thr| <= band.
 
+    Args:
+        mon: monitors with the A updates on the last axis.
+        thr: the payoff threshold rho^-(d+1).
+        band: the convergence band around ``thr``.
 
-def ogd_target(static: StackelbergStatic, trees: ClaimTree, carry: Carry, rho: float,
-               delta: float):
-    """Host side: Algorithm 1's estimator against the prover in ``carry`` (one seed's trees).
-
-    Runs :func:`dedebate.estimators.soundness.construct_estimator` (B built round by round with
-    Algorithm 1 against the spec 6.3 tests of the fixed A, every stage exiting with
-    ``max|Adv| < delta``) and returns ``(EstimatorTarget, SoundnessReport)``.
+    Returns:
+        ``{"converged_at"`` (first converged A update; ``steps``: never), ``"converged"`` (0/1),
+        ``"final_u_a"``, ``"final_u_a_rel"`` (over ``thr``), ``"final_a_correct"``,
+        ``"final_p_stable"``, ``"final_max_adv"`` (B's realised max|Adv| against A's spec 6.3
+        tests), ``"final_calib"``, ``"final_certified"}``.
     """
-    from dedebate.estimators.soundness import construct_estimator
-
-    prover, _ = players(static, trees, carry)
-    rep = construct_estimator(prover, trees, rho, delta, fast_compile=True)
-    one = jax.tree_util.tree_map(lambda x: x[0], trees)
-    n_int, q = one.n_internal, one.q
-    logits = np.asarray(rep.estimator.logits)[:, :n_int]  # [trees, n_int, cand, 2^q]
-    with np.errstate(invalid="ignore"):
-        h = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    h = h / h.sum(axis=-1, keepdims=True)
-    p_d = np.asarray(rep.estimator.p_d, np.float32)
-    marg = h @ np.asarray(bit_table(q), np.float32)  # [trees, n_int, cand, q]
-    phat = np.zeros((h.shape[0], one.n_nodes), np.float32)
-    phat[:, 0] = p_d
-    for v in range(n_int):
-        for c in range(one.n_cand):
-            phat[:, np.asarray(one.children(v, c))] = marg[:, v, c]
-    target = EstimatorTarget(jnp.asarray(p_d), jnp.asarray(h, jnp.float32),
-                             jnp.asarray(phat[:, :n_int]))
-    return target, rep
-
-
-def fit_estimator(static: StackelbergStatic, trees: ClaimTree, carry: Carry,
-                  target: EstimatorTarget, steps: int = 300, lr: float = 0.03):
-    """Fit B's parameters in ``carry`` to ``target`` (pure, vmappable): ``steps`` Adam steps on
-
-        mean_x KL(Bern(target p_d) || Bern(B p_d)) + mean_{x, node, cand} KL(h || softmax(B joint))
-
-    with B's joint asked at the target's ``phat`` and ``k = d - level``. Returns the carry with
-    B's fitted parameters and a fresh Adam state for B, and the final loss (0 = exact fit; B sees
-    only public views, so distinct tabular contexts with equal views cannot all be fitted).
-    """
-    one = jax.tree_util.tree_map(lambda x: x[0], trees)
-    d, n_int, n_cand = one.depth, one.n_internal, one.n_cand
-    level = np.zeros(n_int, np.int32)
-    for lev in range(d):
-        level[one.level_offset(lev):one.level_offset(lev + 1)] = lev
-    ks = jnp.asarray(d - level)
-    _, b0, _, unravel_b = _templates(static, one.q)
-    views = jax.vmap(lambda t: t.public())(trees)
-    eps = 1e-12
-
-    def loss(bf):
-        est = b0.replace(params=unravel_b(bf))
-
-        def per_tree(view, p_t, h_t, ph_t):
-            p = jnp.clip(est.initial(view), 1e-6, 1 - 1e-6)
-            kl0 = (p_t * (jnp.log(p_t + eps) - jnp.log(p))
-                   + (1 - p_t) * (jnp.log(1 - p_t + eps) - jnp.log(1 - p)))
-
-            def ctx_kl(v, c):
-                logq = jax.nn.log_softmax(est.joint(view, v, c, ph_t[v], ks[v]))
-                hv = h_t[v, c]
-                return jnp.sum(hv * (jnp.log(hv + eps) - logq))
-
-            nodes = jnp.repeat(jnp.arange(n_int), n_cand)
-            cands = jnp.tile(jnp.arange(n_cand), n_int)
-            return kl0, jax.vmap(ctx_kl)(nodes, cands).mean()
-
-        kl0, klj = jax.vmap(per_tree)(views, target.p_d, target.joint, target.phat)
-        return kl0.mean() + klj.mean()
-
-    grad = jax.value_and_grad(loss)
-
-    def body(_, x):
-        bf, opt, _ = x
-        val, g = grad(bf)
-        bf, opt = _step(bf, opt, g, lr, -1.0)
-        return bf, opt, val
-
-    bf, _, _ = jax.lax.fori_loop(0, steps, body,
-                                 (carry.b_flat, _ADAM.init(carry.b_flat), jnp.float32(0)))
-    return carry.replace(b_flat=bf, opt_b=_ADAM.init(bf)), loss(bf)
+    ok = ((mon.a_correct >= 0.95) & (mon.p_stable >= 0.95)
+          & (jnp.abs(mon.u_a - thr) <= band))
+    steps = ok.shape[-1]
+    rev = jnp.flip(ok, axis=-1).astype(jnp.int32)  # trailing run of 1s: index of the last 0
+    at = steps - jnp.where(rev.all(axis=-1), steps, jnp.argmin(rev, axis=-1)).astype(jnp.int32)
+    u = mon.u_a[..., -1]
+    return {"converged_at": at, "converged": (at < steps).astype(jnp.int32),
+            "final_u_a": u, "final_u_a_rel": u / thr,
+            "final_a_correct": mon.a_correct[..., -1], "final_p_stable": mon.p_stable[..., -1],
+            "final_max_adv": mon.max_adv[..., -1], "final_calib": mon.calib[..., -1],
+            "final_certified": mon.certified[..., -1]}
 
 
 def advantage_at(static: StackelbergStatic, rho, trees: ClaimTree, carry: Carry):

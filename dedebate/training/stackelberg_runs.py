@@ -1,0 +1,399 @@
+"""Grids of Stackelberg training runs (spec PED 7.4, 8.5) and the exact terms measured on them.
+
+A :class:`Part` is a batch of training runs (``runs`` schedules x ``seeds``) on one family of
+trees: :func:`stable_trees` (noisy-evidence trees with an unstable hidden-flaw AND alternative)
+or :func:`unstable_trees` (only the hidden-flaw AND decomposition). :func:`setup_part` draws
+every seed's trees and initial players (seed ``s`` from ``fold_in(key, s)``: trees from
+``fold_in(., 0)``, players from ``fold_in(., 1)``, the same for every run: paired);
+:func:`chunk_grid` is the compiled training chunk, vmapped over seeds. :func:`measure_proven`
+measures on the trained players what the theorems settle (completeness of the honest prover
+against every trained estimator, spec PED 4; chaining, spec 6.4), exactly (path enumeration).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dedebate.agents.ped_strategies import honest_prover
+from dedebate.protocols.prover_estimator import (
+    COMPILE_OPTIONS,
+    PEDSettings,
+    expected_payoff,
+    ped_params,
+)
+from dedebate.training.stackelberg import (
+    Monitors,
+    StackelbergStatic,
+    hparams,
+    init_carry,
+    make_chunk,
+    payoff_terms,
+    players,
+)
+from dedebate.trees.library import and_tree, noisy_evidence_tree
+from dedebate.trees.stability import tree_rho
+from dedebate.trees.tree import ClaimTree
+
+
+def stack(xs):
+    """Stack a sequence of equal-structure pytrees along a new leading axis.
+
+    Args:
+        xs: the pytrees.
+
+    Returns:
+        One pytree whose leaves are ``jnp.stack`` of the inputs' leaves.
+    """
+    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *xs)
+
+
+def _batch(build, keys, *args):
+    """``build(keys, *args)``: the library's compiled batch of trees for concrete keys; inside a
+    trace (a swept function) the same builder vmapped over the traced keys."""
+    if isinstance(keys, jax.core.Tracer):
+        return jax.vmap(lambda k: build(k, *args))(keys)
+    return build(keys, *args)
+
+
+def _halves(build, key, n_trees: int):
+    k1, k0 = jax.random.split(key)
+    h = n_trees // 2
+    t1, t0 = build(jax.random.split(k1, h), 1), build(jax.random.split(k0, h), 0)
+    return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), t1, t0)
+
+
+def stable_trees(key, n_trees: int, depth: int) -> ClaimTree:
+    """Noisy-evidence trees with a stable candidate (q = 5, M_D = Thr_3; true claims 4-5 true
+    children, false 0-1: fbs <= 2) and an unstable hidden-flaw AND alternative (fbs = 5).
+
+    Args:
+        key: PRNG key (concrete or traced).
+        n_trees: trees (even); the first half have true roots, the second false.
+        depth: tree depth d.
+
+    Returns:
+        The batch of trees ``[n_trees]``.
+    """
+    return _halves(lambda ks, root: _batch(noisy_evidence_tree, ks, depth, 5, 3, (4, 5), (0, 1),
+                                           root, True), key, n_trees)
+
+
+def unstable_trees(key, n_trees: int, depth: int) -> ClaimTree:
+    """Hidden-flaw AND trees (q = 5): only the unstable decomposition (fbs 5 at true claims).
+
+    Args:
+        key: PRNG key.
+        n_trees: trees (even); the first half have true roots, the second false.
+        depth: tree depth d.
+
+    Returns:
+        The batch of trees ``[n_trees]``.
+    """
+    return _halves(lambda ks, root: and_tree(ks, depth, 5, root, hidden=True), key, n_trees)
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """A batch of training runs: ``runs`` ``(label, n_b, simultaneous, warm)`` x ``seeds`` on
+    :func:`stable_trees` (``stable``) or :func:`unstable_trees`, A's output layer drawn at
+    ``a_scale`` (0: fair coins); its key is ``fold_in(run key, key_index)``."""
+
+    name: str
+    key_index: int
+    stable: bool
+    runs: tuple
+    seeds: int
+    a_scale: float
+
+
+@functools.cache
+def chunk_grid(static: StackelbergStatic, length: int):
+    """``jit(vmap over seeds (chunk))``: ``(hp, trees [seeds], carries [seeds]) -> (carries,
+    Monitors [seeds, length])`` for one run's scalar ``hp``.
+
+    Each run of a part is its own call of this one program: vmapping over runs too would make
+    every run pay for the largest ``n_B`` (a vmapped loop runs to the longest trip count).
+
+    Args:
+        static: the training run's static sizes.
+        length: A updates per chunk.
+
+    Returns:
+        The jitted function (built once per ``(static, length)``).
+    """
+    return jax.jit(jax.vmap(make_chunk(static, length), in_axes=(None, 0, 0)),
+                   compiler_options=COMPILE_OPTIONS)
+
+
+@functools.cache
+def init_grid(static: StackelbergStatic, a_scale: float):
+    """``jit(vmap over seeds (init_carry))``: ``(trees [seeds], keys [seeds]) -> carries``.
+
+    Args:
+        static: the training run's static sizes.
+        a_scale: A's output-layer init scale.
+
+    Returns:
+        The jitted function (built once per ``(static, a_scale)``).
+    """
+    return jax.jit(jax.vmap(lambda t, k: init_carry(static, t, k, a_scale)))
+
+
+def setup_part(static: StackelbergStatic, part: Part, key, n_trees: int, depth: int, lr_a: float,
+               lr_b: float, rho: float, eta: float):
+    """Trees, initial (cold) carries and hparams of a part.
+
+    Args:
+        static: the training run's static sizes.
+        part: the part.
+        key: the part's key (seed ``s`` uses ``fold_in(key, s)``, the same for every run).
+        n_trees: trees per seed.
+        depth: tree depth d.
+        lr_a: A's Adam step size.
+        lr_b: B's Adam step size.
+        rho: the stability parameter.
+        eta: the soundness slack.
+
+    Returns:
+        ``(trees [seeds, n_trees], carries [runs, seeds], hp [runs])``.
+    """
+    build = stable_trees if part.stable else unstable_trees
+    seed_keys = [jax.random.fold_in(key, s) for s in range(part.seeds)]
+    trees = stack([build(jax.random.fold_in(k, 0), n_trees, depth) for k in seed_keys])
+    init_keys = jnp.stack([jax.random.fold_in(k, 1) for k in seed_keys])
+    carry = init_grid(static, float(part.a_scale))(trees, init_keys)
+    nr = len(part.runs)
+    carries = jax.tree_util.tree_map(lambda x: jnp.stack([x] * nr), carry)
+    hp = hparams([lr_a] * nr, [lr_b] * nr, [r[1] for r in part.runs],
+                 [r[2] for r in part.runs], [rho] * nr, [eta] * nr)
+    return trees, carries, hp
+
+
+def train_chunk(static: StackelbergStatic, length: int, hp, trees, carries):
+    """One chunk of every run of a part: each run its own call of :func:`chunk_grid`.
+
+    Args:
+        static: the training run's static sizes.
+        length: A updates per chunk.
+        hp: the runs' hparams ``[runs]``.
+        trees: trees ``[seeds, n_trees]``.
+        carries: carries ``[runs, seeds]``.
+
+    Returns:
+        ``(carries [runs, seeds], Monitors [runs, seeds, length])``.
+    """
+    grid = chunk_grid(static, length)
+    n = jax.tree_util.tree_leaves(hp)[0].shape[0]
+    return stack([grid(jax.tree_util.tree_map(lambda x, i=i: x[i], hp), trees,
+                       jax.tree_util.tree_map(lambda x, i=i: x[i], carries)) for i in range(n)])
+
+
+def set_runs(carries, runs: list[int], carry):
+    """``carries`` with runs ``runs`` replaced by ``carry`` (e.g. warm-started estimators).
+
+    Args:
+        carries: carries ``[runs, seeds]``.
+        runs: indices of the runs to replace.
+        carry: the carries ``[seeds]`` to put there.
+
+    Returns:
+        The updated carries.
+    """
+    for i in runs:
+        carries = jax.tree_util.tree_map(lambda a, f, i=i: a.at[i].set(f), carries, carry)
+    return carries
+
+
+class Trained(NamedTuple):
+    """One part after training: monitors ``[runs, seeds, steps]``, warm-start info, trees
+    ``[seeds, n_trees]``, final carries ``[runs, seeds]``, the part and its wall seconds."""
+
+    mon: Monitors
+    warm: dict
+    trees: object
+    carry: object
+    part: Part
+    wall: float
+
+
+def empty_monitors(part: Part, steps: int, depth: int) -> Monitors:
+    """Zeros of a part's monitors ``[runs, seeds, steps]`` (a chunked driver's buffers).
+
+    Args:
+        part: the part.
+        steps: A updates per run.
+        depth: tree depth d.
+
+    Returns:
+        :class:`Monitors` of numpy zeros (``adv``: ``[runs, seeds, steps, d + 1, 2]``).
+    """
+    shape = (len(part.runs), part.seeds, steps)
+    z = np.zeros(shape, np.float32)
+    return Monitors(z, z, z, z, z, z, np.zeros(shape + (depth + 1, 2), np.float32))
+
+
+def monitor_rows(part: Part, mon: Monitors, start: int) -> list[tuple[int, dict]]:
+    """Per-seed monitor curves of one chunk, one row per A update, keys ``PART/RUN/seedS/NAME``.
+
+    Args:
+        part: the part.
+        mon: the chunk's monitors ``[runs, seeds, length]``.
+        start: the step of the chunk's first A update.
+
+    Returns:
+        ``[(start + t, row)]`` for the chunk's A updates ``t``.
+    """
+    names = {"u_a": "payoff", "a_correct": "a_correct", "p_stable": "p_stable",
+             "certified": "certified", "max_adv": "max_adv", "calib": "calib"}
+    rows = []
+    for t in range(mon.u_a.shape[-1]):
+        row = {}
+        for i, run in enumerate(part.runs):
+            for s in range(part.seeds):
+                for field, label in names.items():
+                    row[f"{part.name}/{run[0]}/seed{s}/{label}"] = float(
+                        getattr(mon, field)[i, s, t])
+        rows.append((start + t, row))
+    return rows
+
+
+@functools.cache
+def proof_grid(static: StackelbergStatic, rho: float):
+    """``jit(vmap(one))`` over trained pairs, ``one(prover, estimator, trees)`` exact (path
+    enumeration, spec PED 2.2).
+
+    Args:
+        static: the training run's static sizes.
+        rho: the stability parameter.
+
+    Returns:
+        The jitted function returning ``(u_honest [pairs, trees], u [pairs], chain [pairs])``:
+        ``u_honest`` is E[U_A] of the honest A (spec 2.3; it sees the truth) against the trained
+        B by the protocol's :func:`expected_payoff` (>= rho^-(d+1) on a rho-stable tree, spec
+        PED 4, Thm 6.1(1)); ``u`` the trained A's mean E[U_A] against the trained B, also by
+        :func:`expected_payoff`; ``chain`` the same payoff rebuilt from B's realised advantages
+        against the spec 6.3 tests (:func:`payoff_terms`, not from the rewards), ``r^(d+1)
+        P[A correct] - sum adv[:, 0] + sum adv[:, 1]``, equal to ``u`` on decomposable trees
+        (spec 6.4 chaining).
+    """
+    settings, params, honest = PEDSettings(), ped_params(rho), honest_prover()
+
+    def one(prover, estimator, trees):
+        def per_tree(t):
+            h = expected_payoff(settings, params, honest, estimator, t)
+            own = expected_payoff(settings, params, prover, estimator, t)
+            return h.u_a, own.u_a, own.a_correct
+
+        u_h, u, acc = jax.vmap(per_tree)(trees)
+        _, _, adv = payoff_terms(static, rho, prover, estimator, trees)
+        d = jax.tree_util.tree_map(lambda x: x[0], trees).depth
+        r = 1.0 / jnp.float32(rho)
+        chain = r ** (d + 1) * acc.mean() - adv[:, 0].sum() + adv[:, 1].sum()
+        return u_h, u.mean(), chain
+
+    return jax.jit(jax.vmap(one), compiler_options=COMPILE_OPTIONS)
+
+
+def proof_terms(static: StackelbergStatic, rho: float, trees, carries):
+    """:func:`proof_grid` for every trained pair of one part (host side).
+
+    Args:
+        static: the training run's static sizes.
+        rho: the stability parameter.
+        trees: the part's trees ``[seeds, n_trees]``.
+        carries: its final carries ``[runs, seeds]``.
+
+    Returns:
+        numpy ``(u_honest [runs, seeds, n_trees], u [runs, seeds], chain [runs, seeds])``.
+    """
+    runs = jax.tree_util.tree_leaves(carries)[0].shape[0]
+    flat = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:]), carries)
+    tr = jax.tree_util.tree_map(lambda x: jnp.concatenate([x] * runs), trees)
+    a, b = jax.vmap(lambda t, c: players(static, t, c))(tr, flat)
+    out = proof_grid(static, float(rho))(a, b, tr)
+    return tuple(np.asarray(x).reshape((runs, -1) + x.shape[1:]) for x in out)
+
+
+@dataclasses.dataclass
+class ProvenMeasured:
+    """The exact numbers the proven rows read, measured on the trained players.
+
+    ``honest_min``: the honest A's smallest E[U_A] over every trained B and rho-stable tree
+    (``per_run``: per run); ``excess_max``: its largest excess over rho^-(d+1); ``rho_max``: the
+    largest fbs of the stable candidate over those trees' nodes (the theorem's premise);
+    ``n_stable``: trained Bs on those trees; ``chain_max``: the largest |E[U_A] - chaining sum|
+    over ``n_pairs`` trained pairs; ``trained_u_min/max``: the trained A's E[U_A] against the
+    same Bs (for contrast); ``wall``: seconds of the measurement (for a note)."""
+
+    honest_min: float
+    per_run: dict[str, float]
+    excess_max: float
+    rho_max: float
+    n_stable: int
+    chain_max: float
+    n_pairs: int
+    trained_u_min: float
+    trained_u_max: float
+    wall: float = 0.0
+
+
+def _strict(fn, values) -> float:
+    """``fn`` (min or max) of floats that fails closed: NaN if empty or any is NaN."""
+    xs = [float(v) for v in values]
+    return math.nan if not xs or any(math.isnan(v) for v in xs) else fn(xs)
+
+
+def measure_proven(static: StackelbergStatic, rho: float, thr: float, trained):
+    """Measure, exactly on the trained players, what the proven rows read.
+
+    * completeness (spec PED 4, Thm 6.1(1)): on the rho-stable trees of the stable parts the
+      honest A's E[U_A] against every trained B (min over runs, seeds and trees);
+    * chaining (spec 6.4): every trained pair's E[U_A] against r^(d+1) P[A correct] minus B's
+      advantages on the round-reward tests plus those on the calibration tests (spec 6.3).
+
+    Args:
+        static: the training run's static sizes.
+        rho: the stability parameter.
+        thr: the threshold rho^-(d+1).
+        trained: ``[(part, trees [seeds, n_trees], final carries [runs, seeds])]``.
+
+    Returns:
+        ``(ProvenMeasured, rows)``: the numbers (``wall`` 0) and one row per trained pair.
+    """
+    rows, cache, n_stable = [], {}, 0
+    rho_max, honest_min, excess_max = 0.0, np.inf, 0.0
+    per_run, chain_max, trained_u = {}, 0.0, []
+    for part, trees, carries in trained:
+        u_h, u, chain = proof_terms(static, rho, trees, carries)
+        err = np.abs(u.astype(np.float64) - chain.astype(np.float64))
+        chain_max = _strict(max, [chain_max, float(err.max())])
+        if part.stable:
+            for s in range(part.seeds):
+                for i in range(u_h.shape[-1]):
+                    t = jax.tree_util.tree_map(lambda x, s=s, i=i: x[s, i], trees)
+                    rho_max = _strict(max, [rho_max, tree_rho(t, cache=cache)])
+            n_stable += u_h.shape[0] * u_h.shape[1]
+            honest_min = _strict(min, [honest_min, float(u_h.min())])
+            excess_max = _strict(max, [excess_max, float(u_h.max()) - thr])
+            trained_u.append(u.ravel())
+        for i, run in enumerate(part.runs):
+            if part.stable:
+                per_run[f"{part.name}/{run[0]}"] = float(u_h[i].min())
+            for s in range(part.seeds):
+                rows.append({"part": part.name, "run": run[0], "seed": s,
+                             "honest_u_a_min": float(u_h[i, s].min()) if part.stable
+                             else float("nan"),
+                             "trained_u_a": float(u[i, s]), "chain_u_a": float(chain[i, s]),
+                             "chain_abs_err": float(err[i, s])})
+    tu = [float(x) for x in np.concatenate(trained_u)] if trained_u else []
+    return ProvenMeasured(honest_min=honest_min, per_run=per_run, excess_max=excess_max,
+                          rho_max=rho_max, n_stable=n_stable, chain_max=chain_max,
+                          n_pairs=len(rows), trained_u_min=_strict(min, tu),
+                          trained_u_max=_strict(max, tu)), rows
