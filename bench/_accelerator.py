@@ -184,7 +184,7 @@ def throughput_worker(size: str, trials: int | None) -> dict:
     from dedebate.lab.devices import device_memory_bytes, lanes_for_memory
     from dedebate.machines.fixtures import f2_target
     from dedebate.protocols.stochastic import (
-        debate_spec,
+        debate_static,
         lean_defaults,
         make_vera,
         trial_keys,
@@ -204,7 +204,7 @@ def throughput_worker(size: str, trials: int | None) -> dict:
     keys = trial_keys(jax.random.key(0), trials)
     runners, modes = {}, {}
     for mode in s["modes"]:
-        spec = debate_spec(T, bob_draw=mode)
+        spec = debate_static(T, bob_draw=mode)
 
         def call(spec=spec):
             return jax.block_until_ready(run_trials(spec, fx.machine, alice, bob, vera, keys))

@@ -43,7 +43,7 @@ import numpy as np
 from dedebate.agents.stochastic_players import honest_alice, honest_bob
 from dedebate.machines.fixtures import f2_target
 from dedebate.protocols.stochastic import (
-    debate_spec,
+    debate_static,
     lean_defaults,
     make_vera,
     trial_keys,
@@ -75,7 +75,7 @@ def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_
     # interleaved rounds, so that a busy machine slows all of them alike.
     runners, modes, outs = {}, {}, {}
     for mode in MODES:
-        spec = debate_spec(T, bob_draw=mode)
+        spec = debate_static(T, bob_draw=mode)
 
         def dedebate(spec=spec):
             out = run_trials(spec, fx.machine, alice, bob, vera, keys)

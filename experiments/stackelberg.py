@@ -27,7 +27,12 @@ from dedebate.lab.params import config_dataclass, param
 from dedebate.protocols.prover_estimator import COMPILE_OPTIONS  # noqa: F401 (point_row's)
 from dedebate.training import stackelberg as sb
 from dedebate.training import stackelberg_runs as runs
-from dedebate.training.stackelberg import Monitors, StackelbergStatic, hparams, summary
+from dedebate.training.stackelberg import (
+    StackelbergMonitors,
+    StackelbergStatic,
+    stackelberg_params,
+    summary,
+)
 from dedebate.training.stackelberg_runs import Part, ProvenMeasured, Trained
 from dedebate.training.stackelberg_warm import ogd_targets, warm_info_template, warm_start
 from dedebate.trees.stability import tree_rho
@@ -127,11 +132,11 @@ shapes, trip counts or compile-time constants: static. ``n_b_values`` must hold 
 
 def _dynamic(cfg: Config, n_b: int) -> dict:
     thr = cfg.rho ** -(cfg.depth + 1)
-    return {"hp": hparams(cfg.lr_a, cfg.lr_b, n_b, False, cfg.rho, cfg.eta),
+    return {"hp": stackelberg_params(cfg.lr_a, cfg.lr_b, n_b, False, cfg.rho, cfg.eta),
             "thr": np.float32(thr), "band": np.float32(cfg.tol * thr)}
 
 
-def point_metrics(cfg: Config, mon: Monitors) -> dict:
+def point_metrics(cfg: Config, mon: StackelbergMonitors) -> dict:
     """:func:`summary` of part 1's monitors ``[schedule, seed, steps]`` at schedule ``main_n_b``,
     seed 0: the sweep row of a run (what :func:`point`'s ``fn`` computes at the run's key)."""
     main = _dynamic(cfg, cfg.main_n_b)
@@ -203,7 +208,8 @@ def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
         for k, p in enumerate(ps)}, done.next_step
 
 
-def unstable_claim(cfg: Config, mon2: Monitors, wall2: float, thr, tables, metrics) -> Claim:
+def unstable_claim(cfg: Config, mon2: StackelbergMonitors, wall2: float, thr, tables,
+                   metrics) -> Claim:
     """Part 2 (a finding): with only the unstable decomposition, A's trained payoff stays below
     rho^-(d+1) (mean over the last tenth of training, per seed); adds its table and metrics."""
     tail = max(1, cfg.steps // 10)
@@ -226,7 +232,7 @@ def unstable_claim(cfg: Config, mon2: Monitors, wall2: float, thr, tables, metri
               f" wall {wall2:.1f} s"))
 
 
-def warm_claim(cfg: Config, mon: Monitors, info: dict, wall: float, thr, tables,
+def warm_claim(cfg: Config, mon: StackelbergMonitors, info: dict, wall: float, thr, tables,
                metrics) -> Claim:
     """Part 4 (a finding): cold vs Algorithm-1 warm-started B against the same random initial
     A; adds its table and metrics."""

@@ -45,7 +45,7 @@ from dedebate.lab.experiment import (
 from dedebate.lab.params import config_dataclass, param
 from dedebate.lab.sweep import point_row
 from dedebate.machines.fixtures import fixture_for_k
-from dedebate.protocols.stochastic import debate_spec, lean_defaults, paper_constants
+from dedebate.protocols.stochastic import debate_static, lean_defaults, paper_constants
 from dedebate.protocols.stochastic_budget import frontier, lean_n_vera
 
 NAME = "stochastic_debate"
@@ -150,7 +150,7 @@ def point(cfg: Config):
                 d["counts"] = np.array([consts.n_alice, consts.n_bob, consts.n_vera], np.int32)
                 d["bounds"] = np.array(bounds, np.float32)
                 dynamic[name] = d
-            groups.append((ki, ti, [s[0] for s in sets], debate_spec(T), len(a_names),
+            groups.append((ki, ti, [s[0] for s in sets], debate_static(T), len(a_names),
                            b_names.index("honest"), batch_lanes(cfg.max_lanes, T)))
     trials = cfg.trials
 
@@ -287,7 +287,7 @@ def scale_factor_claim(cfg: Config, K: int, ki: int, key_k, theta_b, scale_rows)
         d, a_names, b_names = zoo_cell(consts, m_no, m_yes, thetas.get(f, thetas[f_exact]),
                                        theta_b)
         ma = len(a_names)
-        st = measure_cell(debate_spec(Tmax), d, key, cfg.trials, ma, b_names.index("honest"),
+        st = measure_cell(debate_static(Tmax), d, key, cfg.trials, ma, b_names.index("honest"),
                           batch_lanes(cfg.max_lanes, Tmax))
         c_v, c_lo, c_hi = wilson_interval(int(st["wins"][ma:].min()), cfg.trials)
         s_v, s_lo, s_hi = wilson_interval(int(st["wins"][:ma].max()), cfg.trials)

@@ -16,7 +16,7 @@ from dedebate.estimators.train import (
     make_init,
     make_train,
     make_train_grid,
-    net_hparams,
+    net_train_params,
 )
 
 DELTA = 0.05
@@ -51,7 +51,7 @@ def test_network_reaches_delta_and_grid_matches_single_runs():
     problem, family, feat = _build(jax.random.key(0))
     static = NetTrainStatic(rounds=30, hidden=(8,), optimizer="sgd")
     lrs = (1.0, 3.0)
-    hp = net_hparams([DELTA] * len(lrs), list(lrs))
+    hp = net_train_params([DELTA] * len(lrs), list(lrs))
     keys = jax.random.split(jax.random.key(1), 2)
     state, log, final = make_train_grid(static)(hp, keys, family, problem, feat)
     rtd = np.asarray(state.rounds_to_delta)
@@ -69,7 +69,7 @@ def test_network_reaches_delta_and_grid_matches_single_runs():
             assert np.all(mx[g, s, :r] >= DELTA) and mx[g, s, r] < DELTA
     # the grid program gives each single run's numbers
     single = jax.jit(make_train(static))
-    st1, log1, _ = single(net_hparams(DELTA, lrs[1]), keys[1], family, problem, feat)
+    st1, log1, _ = single(net_train_params(DELTA, lrs[1]), keys[1], family, problem, feat)
     assert int(st1.rounds_to_delta) == rtd[1, 1]
     np.testing.assert_allclose(np.asarray(log1.max_adv), mx[1, 1], atol=1e-6)
 
@@ -78,7 +78,7 @@ def test_adam_alternative_reaches_delta():
     problem, family, feat = _build(jax.random.key(0))
     static = NetTrainStatic(rounds=40, hidden=(16,), optimizer="adam")
     state, _, final = jax.jit(make_train(static))(
-        net_hparams(DELTA, 0.01), jax.random.key(3), family, problem, feat)
+        net_train_params(DELTA, 0.01), jax.random.key(3), family, problem, feat)
     assert int(state.rounds_to_delta) >= 1  # it had to train (uniform start is not enough)
     assert float(final) < DELTA
 
@@ -87,7 +87,7 @@ def test_trained_mlp_distinguisher_best_response():
     problem, family, feat = _build(jax.random.key(0))
     static = NetTrainStatic(rounds=60, hidden=(16,), best_response="family+mlp", dist_steps=3)
     state, log, final = jax.jit(make_train(static))(
-        net_hparams(DELTA, 3.0), jax.random.key(2), family, problem, feat)
+        net_train_params(DELTA, 3.0), jax.random.key(2), family, problem, feat)
     chosen = np.asarray(log.chosen)
     assert int(state.rounds_to_delta) >= 0
     assert float(final) < DELTA
@@ -102,7 +102,7 @@ def test_chunks_back_to_back_are_the_one_shot_training():
     rounds; a further chunk changes nothing."""
     problem, family, feat = _build(jax.random.key(0))
     static = NetTrainStatic(rounds=12, hidden=(8,), optimizer="adam")
-    hp = net_hparams(0.01, 0.02)  # small delta: it trains every round
+    hp = net_train_params(0.01, 0.02)  # small delta: it trains every round
     key = jax.random.key(4)
     state1, log1, final1 = jax.jit(make_train(static))(hp, key, family, problem, feat)
     chunk = jax.jit(make_chunk(static, 5))
@@ -139,7 +139,7 @@ def test_validation():
     with pytest.raises(ValueError, match="best_response='x'"):
         NetTrainStatic(best_response="x")
     with pytest.raises(ValueError, match="delta="):
-        net_hparams(0.0, 1.0)
+        net_train_params(0.0, 1.0)
     with pytest.raises(ValueError, match="lr="):
-        net_hparams(0.1, -1.0)
-    assert jnp.ndim(net_hparams(0.1, 1.0).delta) == 0
+        net_train_params(0.1, -1.0)
+    assert jnp.ndim(net_train_params(0.1, 1.0).delta) == 0

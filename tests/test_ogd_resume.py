@@ -24,7 +24,7 @@ import pytest
 
 import experiments.ogd_estimator as exp
 from dedebate.estimators.net_vs_tabular import net_problems
-from dedebate.estimators.train import NetTrainStatic, make_train_grid, net_hparams
+from dedebate.estimators.train import NetTrainStatic, make_train_grid, net_train_params
 from tests.conftest import REPO
 from tests.fakes import FakeContext, truncate_checkpoint
 
@@ -123,7 +123,7 @@ def _chunked_training_matches_the_one_shot_program(tmp_path, cfg, run):
     problems, families, feats = net_problems(cfg, FakeContext(tmp_path, name=exp.NAME).key)
     static = NetTrainStatic(rounds=cfg.net_rounds, hidden=tuple(cfg.net_hidden),
                             optimizer=cfg.net_optimizer)
-    hp = net_hparams([cfg.net_delta] * len(cfg.net_lrs), list(cfg.net_lrs))
+    hp = net_train_params([cfg.net_delta] * len(cfg.net_lrs), list(cfg.net_lrs))
     keys = jax.random.split(jax.random.fold_in(FakeContext(tmp_path, name=exp.NAME).key, 200),
                             cfg.seeds)
     state, log, final = make_train_grid(static, batched_data=True)(hp, keys, families, problems,

@@ -43,7 +43,7 @@ OLD_NAMES = {"verdict", "accept", "survived", "rounds", "n_rounds", "bits_read",
 def _stochastic(bob_draw):
     fx = f2_target(T, 0.8)
     c = stochastic.lean_defaults(1.0, T).constants(1.0, T)
-    spec = stochastic.debate_spec(T, bob_draw=bob_draw)
+    spec = stochastic.debate_static(T, bob_draw=bob_draw)
     return jax.eval_shape(lambda k: stochastic.play(spec, fx.machine, stochastic_alice(c),
                                                     stochastic_bob(c), stochastic.make_vera(c),
                                                     k), KEY)
@@ -75,7 +75,7 @@ def _naive():
 def _ped():
     params = prover_estimator.ped_params(2.0)
     return jax.eval_shape(lambda k: prover_estimator.play(
-        prover_estimator.PEDSettings(), params, honest_prover(), constant_estimator(), _tree(),
+        prover_estimator.PEDStatic(), params, honest_prover(), constant_estimator(), _tree(),
         k), KEY)
 
 

@@ -22,7 +22,7 @@ from dedebate.agents.ped_strategies import (
 )
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
-    PEDSettings,
+    PEDStatic,
     _directions,
     all_paths,
     expected_payoff,
@@ -33,10 +33,10 @@ from dedebate.protocols.prover_estimator import (
 from dedebate.trees import and_tree, hidden_flaw_tree, noisy_evidence_tree, random_tree
 from dedebate.trees.stability import error_shifting_table, tree_rho
 
-EXACT = PEDSettings()
-SAMPLED = PEDSettings(mode="sampled")
-B_ONE = PEDSettings(final_round="b", final_weight="one")
-B_RHO = PEDSettings(final_round="b", final_weight="rho")
+EXACT = PEDStatic()
+SAMPLED = PEDStatic(mode="sampled")
+B_ONE = PEDStatic(final_round="b", final_weight="one")
+B_RHO = PEDStatic(final_round="b", final_weight="rho")
 TOL = 1e-6
 _jit = functools.partial(jax.jit, compiler_options=COMPILE_OPTIONS)
 
@@ -242,12 +242,12 @@ def test_players_who_do_not_see_the_truth_get_the_public_view(hidden):
 def test_zero_direction_option():
     probs = jnp.asarray([0.2, 0.6, 0.2])
     dirs = jnp.asarray([-1.0, 0.0, 1.0])
-    off = np.asarray(_directions(probs, PEDSettings()))
-    on = np.asarray(_directions(probs, PEDSettings(allow_zero_direction=True)))
+    off = np.asarray(_directions(probs, PEDStatic()))
+    on = np.asarray(_directions(probs, PEDStatic(allow_zero_direction=True)))
     np.testing.assert_allclose(off, [0.5, 0.0, 0.5], atol=1e-7)
     np.testing.assert_allclose(on, probs, atol=1e-7)
     skew = jnp.asarray([0.1, 0.3, 0.6])
-    assert float(_directions(skew, PEDSettings()) @ dirs) == pytest.approx(float(skew @ dirs))
+    assert float(_directions(skew, PEDStatic()) @ dirs) == pytest.approx(float(skew @ dirs))
 
 
 def test_sample_index_is_inverse_cdf():
@@ -270,9 +270,9 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="rounds=0"):
         ped_params(2.0, rounds=0)
     with pytest.raises(ValueError, match="mode='fast'"):
-        PEDSettings(mode="fast")
+        PEDStatic(mode="fast")
     with pytest.raises(ValueError, match="final_round='c'"):
-        PEDSettings(final_round="c")
+        PEDStatic(final_round="c")
     with pytest.raises(ValueError, match="p=1.5"):
         constant_estimator(1.5)
     tree = noisy_evidence_tree(jax.random.key(0), depth=1, q=3, t=2, true_counts=(3,),

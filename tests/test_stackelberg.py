@@ -18,21 +18,21 @@ import experiments.stackelberg as E
 from dedebate.agents.learned import init_estimator
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
-    PEDSettings,
+    PEDStatic,
     expected_payoff,
     ped_params,
 )
 from dedebate.training.stackelberg import (
-    Monitors,
+    StackelbergMonitors,
     StackelbergStatic,
     advantage_at,
     first_converged,
-    hparams,
     init_carry,
     make_chunk,
     make_train,
     payoff_terms,
     players,
+    stackelberg_params,
 )
 from dedebate.training.stackelberg_runs import proof_grid, stable_trees, stack
 from dedebate.training.stackelberg_warm import fit_estimator, ogd_target
@@ -61,7 +61,7 @@ def trained():
         return jax.vmap(train, in_axes=(None, 0, 0))(hp, trees, keys)
 
     fn = jax.jit(counted, compiler_options=COMPILE_OPTIONS)
-    hp = hparams(lr_a=0.03, lr_b=0.01, n_b=20)
+    hp = stackelberg_params(lr_a=0.03, lr_b=0.01, n_b=20)
     trees, keys = _batch([0, 1])
     state, mon = jax.block_until_ready(fn(hp, trees, keys))
     return fn, hp, traces, jax.tree_util.tree_map(np.asarray, mon), state, trees
@@ -156,7 +156,7 @@ def test_payoff_equals_protocol_expected_payoff(exact_terms):
         size=getattr(carry, f).shape).astype(np.float32) for f in ("a_flat", "b_flat")})
     u, acc, _ = terms(carry)
     a, b = players(static, trees, carry)
-    ref = jax.jit(jax.vmap(lambda t: expected_payoff(PEDSettings(), ped_params(2.0), a, b, t)),
+    ref = jax.jit(jax.vmap(lambda t: expected_payoff(PEDStatic(), ped_params(2.0), a, b, t)),
                   compiler_options=COMPILE_OPTIONS)(trees)
     np.testing.assert_allclose(float(u), float(np.mean(ref.u_a)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(float(acc), float(np.mean(ref.a_correct)), rtol=1e-5, atol=1e-6)
@@ -173,7 +173,7 @@ def test_first_converged():
     {"lr_a": 0.0}, {"lr_b": -1.0}, {"n_b": 0}, {"n_b": 1.5}, {"rho": 0.5}, {"eta": -0.1}])
 def test_hparams_reject_bad_values(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
-        hparams(**kwargs)
+        stackelberg_params(**kwargs)
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -289,7 +289,7 @@ def test_honest_prover_complete_against_trained_estimators(trained):
 def _mon(u_a, a_correct=None):
     u = np.asarray(u_a, np.float32)
     one = np.ones_like(u) if a_correct is None else np.asarray(a_correct, np.float32)
-    return Monitors(u, one, one, u, u, u, np.zeros(u.shape + (2, 2), np.float32))
+    return StackelbergMonitors(u, one, one, u, u, u, np.zeros(u.shape + (2, 2), np.float32))
 
 
 def test_unstable_and_warm_rows_are_findings_with_their_criteria():

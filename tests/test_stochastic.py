@@ -30,7 +30,7 @@ from dedebate.exact import acceptance_exact, binomial_law
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import (
-    debate_spec,
+    debate_static,
     lean_defaults,
     make_vera,
     play,
@@ -50,7 +50,7 @@ def setup():
     consts = lp.constants(K, T)
     yes = f2_target(T, P_YES, spread=0.2).machine
     no = f2_target(T, P_NO, spread=0.2).machine
-    return {"lp": lp, "c": consts, "yes": yes, "no": no, "spec": debate_spec(T),
+    return {"lp": lp, "c": consts, "yes": yes, "no": no, "spec": debate_static(T),
             "vera": make_vera(consts), "lv_yes": prefix_tree(yes), "lv_no": prefix_tree(no),
             "p_yes": float(yes.output_prob_dp()), "p_no": float(no.output_prob_dp())}
 
@@ -171,7 +171,7 @@ def test_two_party_coin_protocol(setup):
     """With the paper's coin, a fixed share by Alice and an honest Bob give the trusted-coin law
     (checked against the exact DP); two fixed shares do not."""
     s = setup
-    spec = debate_spec(T, two_party_coin=True)
+    spec = debate_static(T, two_party_coin=True)
     kd = np.asarray(jax.random.key_data(trial_keys(jax.random.key(4), N_MC)))
     keys = jax.random.wrap_key_data(np.tile(kd, (2, 1)))
     fixed_alice = zoo_alice(s["c"], 0, coin=0.3)  # honest claims, fixed coin share
@@ -190,7 +190,7 @@ def test_black_box_calls_estimator_matches_exact(setup):
     """``estimator="calls"``: N real Bernoulli calls per estimate (small N to keep it cheap)."""
     s = setup
     c = s["c"].scaled(1 / 64)
-    spec = debate_spec(T, estimator="calls", call_block=512)
+    spec = debate_static(T, estimator="calls", call_block=512)
     n = 600
     out = run_trials(spec, s["yes"], honest_alice(c), honest_bob(c), make_vera(c),
                      trial_keys(jax.random.key(9), n))
@@ -254,7 +254,7 @@ def test_binomial_law_sums_to_one():
 def test_bad_input_is_rejected(setup):
     s = setup
     with pytest.raises(ValueError, match="machine.T=12 but spec.T=8"):
-        play(debate_spec(8), s["yes"], honest_alice(s["c"]), honest_bob(s["c"]), s["vera"],
+        play(debate_static(8), s["yes"], honest_alice(s["c"]), honest_bob(s["c"]), s["vera"],
              jax.random.key(0))
     with pytest.raises(ValueError, match="axes"):
         run_trials(s["spec"], s["yes"], honest_alice(s["c"]), honest_bob(s["c"]), s["vera"],

@@ -32,7 +32,7 @@ from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import (
     checker_accepts,
     checker_interval,
-    debate_spec,
+    debate_static,
     lean_defaults,
     make_vera,
     play,
@@ -134,7 +134,7 @@ def test_decision_mode_matches_exact_acceptance(small):
     names, members = names + ["honest"], members + [zoo_alice(c, A_HONEST)]
     bob = honest_bob(c)
     exact = np.array([acceptance_exact(s["no"], a, bob, s["vera"], s["lv"]) for a in members])
-    spec = debate_spec(T, bob_draw="decision")
+    spec = debate_static(T, bob_draw="decision")
     m = len(members)
     batch = jax.tree.map(lambda x: np.repeat(np.asarray(x), N_MC, axis=0), stack(members))
     keys = trial_keys(jax.random.key(21), m * N_MC)
@@ -153,7 +153,7 @@ def test_decision_mode_honest_debates_at_scale():
     T64, n = 64, 2048
     c = lean_defaults(K, T64).constants(K, T64)
     fx = f2_target(T64, 2 / 3)
-    spec = debate_spec(T64, bob_draw="decision")
+    spec = debate_static(T64, bob_draw="decision")
     a, b, v = honest_alice(c), honest_bob(c), make_vera(c)
     keys = trial_keys(jax.random.key(5), n)
     out, un = jax.jit(jax.vmap(lambda k: play_fast(spec, fx.machine, a, b, v, k)))(keys)
@@ -171,6 +171,6 @@ def test_decision_mode_honest_debates_at_scale():
 
 def test_decision_mode_rejects_bad_input(small):
     with pytest.raises(ValueError, match="bob_draw"):
-        debate_spec(T, bob_draw="guess")
+        debate_static(T, bob_draw="guess")
     with pytest.raises(ValueError, match="estimator='binomial'"):
-        debate_spec(T, bob_draw="decision", estimator="calls")
+        debate_static(T, bob_draw="decision", estimator="calls")

@@ -19,10 +19,10 @@ from dedebate.exact import acceptance_exact, checker_prob
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import (
-    DebateConstants,
+    DebateParams,
     StepView,
     Vera,
-    debate_spec,
+    debate_static,
     lean_defaults,
     make_vera,
     paper_constants,
@@ -40,7 +40,7 @@ from dedebate.protocols.stochastic_lazy import cheap_path, lazy_gate, lazy_level
 Z_MAX = 3.89  # two-sided normal quantile at significance 1e-4
 
 # Small counts certified at G = 0 (every step on the exact rare path), with aborts that happen.
-SMALL = DebateConstants(name="small", K=2.0, T=12, n_alice=400, n_bob=400, n_vera=800,
+SMALL = DebateParams(name="small", K=2.0, T=12, n_alice=400, n_bob=400, n_vera=800,
                         tau_bob=0.1, tau_vera=0.06, s=0.05, b=0.1)
 
 
@@ -169,7 +169,7 @@ def small_debates():
     T, n = SMALL.T, 20_000
     m = f2_target(T, 1 / 3, spread=0.2).machine
     a, b = honest_alice(SMALL), honest_bob(SMALL)
-    spec = debate_spec(T, bob_draw="lazy", lazy_gate_log2=0)
+    spec = debate_static(T, bob_draw="lazy", lazy_gate_log2=0)
     f = jax.jit(jax.vmap(lambda v, k: play(spec, m, a, b, v, k), in_axes=(None, 0)))
     keys = trial_keys(jax.random.key(3), n)
     lv = prefix_tree(m)
@@ -206,7 +206,7 @@ def test_one_word_path_at_lean_counts():
     c = lean_defaults(2, T).constants(2, T)
     fx = f2_target(T, 2 / 3)
     a, b, v = honest_alice(c), honest_bob(c), make_vera(c)
-    spec = debate_spec(T, bob_draw="lazy")
+    spec = debate_static(T, bob_draw="lazy")
     keys = trial_keys(jax.random.key(5), n)
     out, un = jax.jit(jax.vmap(lambda k: play_fast(spec, fx.machine, a, b, v, k)))(keys)
     un = np.asarray(un)
@@ -216,7 +216,7 @@ def test_one_word_path_at_lean_counts():
     # G = 4: about 64 / 16 steps per debate take the exact path, so most lanes replay.
     # run_trials keeps play_fast's result on resolved lanes and replays the others, so its
     # equality with vmap(play) covers both.
-    spec4 = debate_spec(T, bob_draw="lazy", lazy_gate_log2=4)
+    spec4 = debate_static(T, bob_draw="lazy", lazy_gate_log2=4)
     k64 = keys[:64]
     driver = run_trials(spec4, fx.machine, a, b, v, k64)
     _, un4 = _batched(True, (None,) * 4)(spec4, fx.machine, a, b, v, k64)  # run_trials' program
@@ -232,13 +232,13 @@ def test_one_word_path_at_lean_counts():
 def test_lazy_mode_rejects_bad_input():
     c = SMALL
     m = f2_target(c.T, 1 / 3).machine
-    spec = debate_spec(c.T, bob_draw="lazy")
+    spec = debate_static(c.T, bob_draw="lazy")
     key = jax.random.key(0)
     with pytest.raises(ValueError, match="honest Alice"):
         play(spec, m, zoo_alice(c, A_HONEST), honest_bob(c), make_vera(c), key)
     with pytest.raises(ValueError, match="trusted coin"):
-        debate_spec(c.T, bob_draw="lazy", two_party_coin=True)
+        debate_static(c.T, bob_draw="lazy", two_party_coin=True)
     with pytest.raises(ValueError, match="estimator='binomial'"):
-        debate_spec(c.T, bob_draw="lazy", estimator="calls")
+        debate_static(c.T, bob_draw="lazy", estimator="calls")
     with pytest.raises(ValueError, match="lazy_gate_log2"):
-        debate_spec(c.T, bob_draw="lazy", lazy_gate_log2=25)
+        debate_static(c.T, bob_draw="lazy", lazy_gate_log2=25)

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from dedebate.protocols.stochastic import (
-    DebateSpec,
+    DebateStatic,
     LeanParams,
     lean_defaults,
     paper_constants,
@@ -82,6 +82,6 @@ def test_scaled_and_spec_validation():
     with pytest.raises(ValueError, match="factor"):
         c.scaled(0.0)
     with pytest.raises(ValueError, match="estimator"):
-        DebateSpec(T=8, estimator="normal")
+        DebateStatic(T=8, estimator="normal")
     with pytest.raises(ValueError, match="T=0"):
-        DebateSpec(T=0)
+        DebateStatic(T=0)

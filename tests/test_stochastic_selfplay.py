@@ -30,7 +30,7 @@ from dedebate.machines.fixtures import f1_target, f2_target
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import (
     StepView,
-    debate_spec,
+    debate_static,
     lean_defaults,
     make_vera,
     trial_keys,
@@ -139,7 +139,7 @@ def test_surrogate_value_close_to_exact():
     _, constants, levels = _setup(fx)
     alice = pl.init_alice(jax.random.key(2), 8, 0.3)
     bob = pl.init_bob(jax.random.key(3), fx.T, -1.0)
-    hp = sp.hparams(constants)
+    hp = sp.selfplay_params(constants)
     sur = float(sp.surrogate_value(alice, bob, xs.level_inputs(levels), hp))
     assert sur == pytest.approx(xs.evaluate(levels, alice, bob, constants)["value"], abs=0.01)
 
@@ -154,7 +154,7 @@ def test_monte_carlo_play_of_learned_players_matches_the_dp():
                        w_prev=jnp.float32(0.5))
     exact = xs.evaluate(levels, alice, bob, constants)["value"]
     n = 6000
-    out = run_trials(debate_spec(fx.T), fx.machine, pl.learned_alice(alice, constants.b),
+    out = run_trials(debate_static(fx.T), fx.machine, pl.learned_alice(alice, constants.b),
                      pl.bob_as_zoo(bob, constants.b), make_vera(constants),
                      trial_keys(jax.random.key(9), n))
     mc = float(np.mean(np.asarray(out.alice_wins)))
@@ -172,7 +172,7 @@ def test_trained_bob_catches_a_lying_alice():
     alice = pl.AliceParams(w1=jnp.zeros((pl.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
                            b2=jnp.float32(1.0 / constants.b))  # claim pi + 1
     bob0 = pl.init_bob(jax.random.key(5), fx.T)
-    hp = sp.hparams(constants)
+    hp = sp.selfplay_params(constants)
     bob = jax.jit(sp.make_train_bob(300))(xs.level_inputs(levels), hp, alice, bob0)
     bound = 1.0 - params.soundness(fx.K, fx.T, 1.0 - fx.p1())
     before = xs.evaluate(levels, alice, bob0, constants)["value"]
@@ -191,7 +191,7 @@ def _quick_setup():
     params, constants, levels = _setup(fx)
     static = sp.SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps,
                                log_every=cfg.log_every)
-    hp = sp.hparams(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b,
+    hp = sp.selfplay_params(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b,
                     alice_init=cfg.alice_init,
                     bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
     keys = jnp.stack([jax.random.fold_in(jax.random.key(11), s) for s in range(cfg.seeds)])
@@ -268,9 +268,9 @@ def test_config_validation():
         sp.SelfPlayStatic(T=17)
     fx = f2_target(4, 0.25)
     with pytest.raises(ValueError, match="lr_a"):
-        sp.hparams(lean_defaults(fx.K, 4).constants(fx.K, 4), lr_a=0.0)
+        sp.selfplay_params(lean_defaults(fx.K, 4).constants(fx.K, 4), lr_a=0.0)
     with pytest.raises(ValueError, match="n_b=0"):
-        sp.hparams(lean_defaults(fx.K, 4).constants(fx.K, 4), n_b=0)
+        sp.selfplay_params(lean_defaults(fx.K, 4).constants(fx.K, 4), n_b=0)
 
 
 def test_experiment_quick(tmp_path):

@@ -39,7 +39,7 @@ def _final_state(root):
     constants = lean_defaults(fx.K, CFG.T).constants(fx.K, CFG.T)
     static = sp.SelfPlayStatic(T=CFG.T, hidden=CFG.hidden, steps=CFG.steps,
                                log_every=CFG.log_every)
-    hp = sp.hparams(constants, n_b=CFG.n_b)
+    hp = sp.selfplay_params(constants, n_b=CFG.n_b)
     runs = training_runs(hp, CFG.ablate_tail, CFG.n_b_sweep)
     template = checkpoint_template(initial_state(jax.random.key(0), CFG.seeds, static, runs),
                                    initial_monitors(CFG.seeds, static, runs))

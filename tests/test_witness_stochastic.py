@@ -15,7 +15,7 @@ from dedebate.agents.stochastic_players import (
 from dedebate.exact import acceptance_exact
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import (
-    debate_spec,
+    debate_static,
     lean_defaults,
     make_vera,
     trial_keys,
@@ -86,7 +86,7 @@ def test_soundness_whatever_witness_a_lying_alice_picks():
     keys = trial_keys(jax.random.key(0), n)
     play_w = jax.jit(jax.vmap(witness_debate, in_axes=(None, None, 0, None, None, None, 0)),
                      static_argnums=0)
-    idx, out = play_w(debate_spec(T), machines, np.full(n, wi), alices[aj], bob, vera, keys)
+    idx, out = play_w(debate_static(T), machines, np.full(n, wi), alices[aj], bob, vera, keys)
     assert np.all(np.asarray(idx) == wi)
     mc = float(np.mean(np.asarray(out.alice_wins)))
     assert abs(mc - acc) < 4 * math.sqrt(max(acc * (1 - acc), 1e-3) / n)

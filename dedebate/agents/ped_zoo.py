@@ -50,15 +50,15 @@ from dedebate.protocols.naive_recursive import (
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
     PEDParams,
-    PEDSettings,
+    PEDStatic,
     expected_payoff,
     play,
 )
 from dedebate.trees import hidden_flaw_tree
 from dedebate.trees.stability import error_shifting_table_jnp, node_fbs_jnp
 
-EXACT = PEDSettings(mode="exact")
-SAMPLED = PEDSettings(mode="sampled")
+EXACT = PEDStatic(mode="exact")
+SAMPLED = PEDStatic(mode="sampled")
 NAIVE_LIAR = naive_debater("obfuscating_liar", cand=0)
 """The obfuscating liar of naive recursive debate (hidden-flaw AND, candidate 0)."""
 

@@ -20,7 +20,7 @@ import numpy as np
 from flax import struct
 
 from dedebate.protocols.stochastic import (
-    DebateConstants,
+    DebateParams,
     StepView,
     checker_accepts,
     checker_interval,
@@ -134,7 +134,7 @@ class HonestBob:
         return z
 
 
-def honest_alice(constants: DebateConstants) -> HonestAlice:
+def honest_alice(constants: DebateParams) -> HonestAlice:
     """Honest Alice with ``N_A`` from the debate's constants.
 
     Args:
@@ -146,7 +146,7 @@ def honest_alice(constants: DebateConstants) -> HonestAlice:
     return HonestAlice(n_samples=jnp.int32(constants.n_alice))
 
 
-def honest_bob(constants: DebateConstants) -> HonestBob:
+def honest_bob(constants: DebateParams) -> HonestBob:
     """Honest Bob with ``N_B`` and ``tau_B`` from the debate's constants.
 
     Args:
@@ -306,7 +306,7 @@ class ZooBob:
         return jnp.where(self.coin < 0, z, self.coin)
 
 
-def zoo_alice(constants: DebateConstants, kind: int, delta: float = 0.0, lies=None,
+def zoo_alice(constants: DebateParams, kind: int, delta: float = 0.0, lies=None,
               coin: float = -1.0) -> ZooAlice:
     """One zoo Alice.
 
@@ -330,7 +330,7 @@ def zoo_alice(constants: DebateConstants, kind: int, delta: float = 0.0, lies=No
                     coin=jnp.float32(coin))
 
 
-def zoo_bob(constants: DebateConstants, kind: int, w=None, w_dev: float = 0.0,
+def zoo_bob(constants: DebateParams, kind: int, w=None, w_dev: float = 0.0,
             w_prev: float = 0.0, coin: float = -1.0) -> ZooBob:
     """One zoo Bob.
 
@@ -367,7 +367,7 @@ def stack(players: Sequence) -> object:
     return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *players)
 
 
-def alice_zoo(constants: DebateConstants) -> tuple[list[str], list[ZooAlice]]:
+def alice_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
     """The soundness zoo of spec DED 9 (without the optimised member).
 
     Args:
@@ -390,7 +390,7 @@ def alice_zoo(constants: DebateConstants) -> tuple[list[str], list[ZooAlice]]:
     return ([m[0] for m in members], [zoo_alice(constants, k, d) for _, k, d in members])
 
 
-def bob_zoo(constants: DebateConstants) -> tuple[list[str], list[ZooBob]]:
+def bob_zoo(constants: DebateParams) -> tuple[list[str], list[ZooBob]]:
     """The completeness zoo of spec DED 9 (without the optimised member).
 
     Args:
@@ -465,7 +465,7 @@ def evolution_strategy(objective: Callable[[np.ndarray], np.ndarray], x0: np.nda
     return best_x, best_v, history
 
 
-def alice_lies_from_params(theta: np.ndarray, constants: DebateConstants) -> np.ndarray:
+def alice_lies_from_params(theta: np.ndarray, constants: DebateParams) -> np.ndarray:
     """The optimised Alice's lie family, three parameters for any T.
 
     ``lies[t] = tau_B tanh(theta_0 + theta_1 t / (T - 1))`` for t < T - 1 (lies up to Bob's
@@ -487,7 +487,7 @@ def alice_lies_from_params(theta: np.ndarray, constants: DebateConstants) -> np.
     return lies.astype(np.float32)
 
 
-def bob_logits_from_params(theta: np.ndarray, constants: DebateConstants):
+def bob_logits_from_params(theta: np.ndarray, constants: DebateParams):
     """The optimised Bob's family, four parameters.
 
     Abort logit ``theta_0 + theta_1 t / (T-1)`` plus ``theta_2 |p - pi| / tau_V`` plus
@@ -508,7 +508,7 @@ def bob_logits_from_params(theta: np.ndarray, constants: DebateConstants):
         np.float32)
 
 
-def optimise_alice(acceptance: Callable[[np.ndarray], np.ndarray], constants: DebateConstants,
+def optimise_alice(acceptance: Callable[[np.ndarray], np.ndarray], constants: DebateParams,
                    generations: int = 20, population: int = 16, sigma: float = 0.4,
                    lr: float = 0.5, seed: int = 0) -> SearchResult:
     """Search the lie family (:func:`alice_lies_from_params`) for the largest acceptance.
@@ -537,7 +537,7 @@ def optimise_alice(acceptance: Callable[[np.ndarray], np.ndarray], constants: De
 
 
 def optimise_bob(alice_win: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
-                 constants: DebateConstants, generations: int = 20, population: int = 16,
+                 constants: DebateParams, generations: int = 20, population: int = 16,
                  sigma: float = 1.0, lr: float = 0.5, seed: int = 0) -> SearchResult:
     """Search the abort family (:func:`bob_logits_from_params`) for the lowest win rate of honest
     Alice.

@@ -31,7 +31,7 @@ from dedebate.agents.stochastic_players import (
     zoo_bob,
 )
 from dedebate.core.stats import Z95, wilson_jnp
-from dedebate.protocols.stochastic import DebateConstants, make_vera, play, trial_keys
+from dedebate.protocols.stochastic import DebateParams, make_vera, play, trial_keys
 
 OPTIMISED = "optimised (ES on exact acceptance)"
 # Planned memory of one debate in a batch at T steps (its machine, players and play-loop carry
@@ -51,7 +51,7 @@ def lane_bytes(T: int) -> int:
     return LANE_BYTES_PER_STEP * T + LANE_BYTES_FIXED
 
 
-def alice_members(consts: DebateConstants, theta_alice) -> tuple[list[str], list]:
+def alice_members(consts: DebateParams, theta_alice) -> tuple[list[str], list]:
     """The soundness zoo of spec DED 9 plus the optimised per-step liar.
 
     Args:
@@ -68,7 +68,7 @@ def alice_members(consts: DebateConstants, theta_alice) -> tuple[list[str], list
     return names, members
 
 
-def bob_members(consts: DebateConstants, theta_bob) -> tuple[list[str], list]:
+def bob_members(consts: DebateParams, theta_bob) -> tuple[list[str], list]:
     """The completeness zoo of spec DED 9 plus honest Bob and the optimised Bob.
 
     Args:
@@ -87,7 +87,7 @@ def bob_members(consts: DebateConstants, theta_bob) -> tuple[list[str], list]:
     return names, members
 
 
-def member_names(consts: DebateConstants) -> tuple[list[str], list[str]]:
+def member_names(consts: DebateParams) -> tuple[list[str], list[str]]:
     """The names of :func:`alice_members` and :func:`bob_members`, without building players.
 
     Args:
@@ -99,7 +99,7 @@ def member_names(consts: DebateConstants) -> tuple[list[str], list[str]]:
     return alice_zoo(consts)[0] + [OPTIMISED], bob_zoo(consts)[0] + ["honest", OPTIMISED]
 
 
-def zoo_cell(consts: DebateConstants, m_no, m_yes, theta_a, theta_b):
+def zoo_cell(consts: DebateParams, m_no, m_yes, theta_a, theta_b):
     """Every debate of one (K, T, constants) cell, stacked on the host.
 
     Args:
@@ -136,7 +136,7 @@ def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -
     the batch size.
 
     Args:
-        spec: the debate's static spec (``debate_spec(T)``).
+        spec: the debate's static spec (``debate_static(T)``).
         d: a cell's dynamic part from :func:`zoo_cell` (extra entries ignored).
         key: a typed PRNG key.
         trials: debates per row.

@@ -12,7 +12,7 @@ import jax
 
 from dedebate.agents.ped_strategies import honest_prover, obfuscating_liar, wrong_direction_prover
 from dedebate.estimators.soundness import SoundnessReport, construct_estimator
-from dedebate.protocols.prover_estimator import PEDSettings, expected_payoff, ped_params
+from dedebate.protocols.prover_estimator import PEDStatic, expected_payoff, ped_params
 from dedebate.trees.library import hidden_flaw_tree
 
 PROVERS = {"honest": honest_prover, "obfuscating": obfuscating_liar,
@@ -55,7 +55,7 @@ def against_fixed_prover(name: str, trees, rho: float, delta: float):
     prover = PROVERS[name]()
     rep = construct_estimator(prover, trees, rho, delta)
     ep = jax.jit(jax.vmap(lambda est, tr: expected_payoff(
-        PEDSettings(), ped_params(rho), prover, est, tr)))(rep.estimator, trees)
+        PEDStatic(), ped_params(rho), prover, est, tr)))(rep.estimator, trees)
     return rep, jax.block_until_ready(ep)
 
 

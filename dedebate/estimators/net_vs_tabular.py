@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.estimators.random_problems import build_problems
-from dedebate.estimators.train import NetTrainLog, NetTrainStatic, grid_programs, net_hparams
+from dedebate.estimators.train import NetTrainLog, NetTrainStatic, grid_programs, net_train_params
 
 PROBLEM_KEY = 201
 """The problems come from ``fold_in(key, PROBLEM_KEY)``."""
@@ -71,7 +71,7 @@ def net_training(spec, key) -> NetTraining:
     problems, families, feats = net_problems(spec, key)
     static = NetTrainStatic(rounds=spec.net_rounds, hidden=tuple(spec.net_hidden),
                             optimizer=spec.net_optimizer, best_response=spec.net_best_response)
-    hp = net_hparams([spec.net_delta] * len(spec.net_lrs), list(spec.net_lrs))
+    hp = net_train_params([spec.net_delta] * len(spec.net_lrs), list(spec.net_lrs))
     keys = jax.random.split(jax.random.fold_in(key, INIT_KEY), spec.seeds)
     chunk_len = min(spec.net_checkpoint_every, spec.net_rounds)
     n_chunks = math.ceil(spec.net_rounds / chunk_len)

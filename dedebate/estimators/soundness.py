@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dedebate.agents.ped_strategies import TabularEstimator
 from dedebate.core.bits import bit_table
 from dedebate.estimators.advantage import OIProblem
 from dedebate.estimators.families import PointwiseFamily, stack_families, table_family
@@ -48,22 +49,6 @@ from dedebate.trees.tree import ClaimTree, truth_code
 
 Array = jax.Array
 DIRECTIONS = jnp.asarray([-1.0, 0.0, 1.0], jnp.float32)
-
-
-@struct.dataclass
-class TabularEstimator:
-    """B given by tables (the estimator interface of ``dedebate.agents.ped_strategies``):
-    ``p_d`` and joint logits ``[n_nodes, n_cand, 2^q]`` (``-inf`` where h puts no mass)."""
-
-    p_d: Array
-    logits: Array
-    sees_truth: bool = struct.field(pytree_node=False, default=False)
-
-    def initial(self, tree: ClaimTree) -> Array:
-        return self.p_d
-
-    def joint(self, tree: ClaimTree, node, cand, phat, k) -> Array:
-        return self.logits[node, cand]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,7 +301,7 @@ def construct_estimator(prover, trees: ClaimTree, rho: float, delta: float,
     stages.append(StageReport("final", int(ti.shape[0]), 0, float("nan"), e_0, delta))
 
     u_a = float(sum(s.reward for s in stages))
-    estimator = TabularEstimator(p_d=jnp.asarray(p_d), logits=jnp.asarray(logits))
+    estimator = TabularEstimator(p0=jnp.asarray(p_d), logits=jnp.asarray(logits))
     bound = float(w_init * np.mean(pr_correct) + (2 * d + 3) * delta)
     return SoundnessReport(estimator=estimator, stages=tuple(stages), u_a=u_a,
                            pr_correct=float(np.mean(pr_correct)), bound=bound, delta=float(delta),

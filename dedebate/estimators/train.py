@@ -16,7 +16,7 @@ The network analogue of Algorithm 1 (spec PED 5.3): h_theta replaces the table h
    OGD subgradient ``-sigma_t F_t`` of spec 5.3.
 
 Optimisers: ``"sgd"`` with the OGD schedule ``lr / sqrt(t)`` (default) or ``"adam"`` with a
-constant ``lr``. ``delta`` and ``lr`` are dynamic (:class:`NetHParams`), so one compiled program
+constant ``lr``. ``delta`` and ``lr`` are dynamic (:class:`NetTrainParams`), so one compiled program
 is vmapped over seeds (and their problems), deltas and learning rates (:func:`make_train_grid`).
 Non-convex in theta: unlike the tabular algorithm there is no iteration bound; the log reports
 what is reached.
@@ -93,15 +93,15 @@ class NetTrainStatic:
 
 
 @struct.dataclass
-class NetHParams:
+class NetTrainParams:
     """Dynamic numbers (vmappable): the indistinguishability level and the learning rate."""
 
     delta: Array
     lr: Array
 
 
-def net_hparams(delta, lr) -> NetHParams:
-    """Validated :class:`NetHParams` (scalars or equal-length 1-d arrays for a grid)."""
+def net_train_params(delta, lr) -> NetTrainParams:
+    """Validated :class:`NetTrainParams` (scalars or equal-length 1-d arrays for a grid)."""
     d = jnp.asarray(delta, jnp.float32)
     r = jnp.asarray(lr, jnp.float32)
     if not bool(jnp.all((d > 0) & (d <= 2))):
@@ -110,7 +110,7 @@ def net_hparams(delta, lr) -> NetHParams:
         raise ValueError(f"lr={lr!r}: every learning rate must be positive")
     if d.shape != r.shape:
         raise ValueError(f"delta shape={d.shape}, lr shape={r.shape}: must match")
-    return NetHParams(delta=d, lr=r)
+    return NetTrainParams(delta=d, lr=r)
 
 
 @struct.dataclass
@@ -164,7 +164,7 @@ class _Parts:
     def net(self, n_z: int) -> EstimatorNet:
         return EstimatorNet(n_z=n_z, hidden=self.static.hidden)
 
-    def init(self, hp: NetHParams, key, problem: OIProblem, features: Array) -> NetTrainState:
+    def init(self, hp: NetTrainParams, key, problem: OIProblem, features: Array) -> NetTrainState:
         """h_theta at the uniform distribution (zero output layer), fresh optimiser states.
 
         The estimator is initialised from ``key`` (from ``split(key)[0]`` when a distinguisher
@@ -196,7 +196,7 @@ class _Parts:
         h = self.net(problem.n_z).apply(state.params, features)
         return jnp.max(jnp.abs(advantages(family, problem, h)))
 
-    def run_rounds(self, hp: NetHParams, state: NetTrainState, family, problem: OIProblem,
+    def run_rounds(self, hp: NetTrainParams, state: NetTrainState, family, problem: OIProblem,
                    features: Array, n_rounds: int):
         """Rounds ``state.round, ..., state.round + n_rounds - 1`` (those >= static.rounds are
         no-ops): ``(state, log)``."""
@@ -296,7 +296,7 @@ def make_chunk(static: NetTrainStatic, n_rounds: int):
         raise ValueError(f"n_rounds={n_rounds!r}: rounds per chunk must be an integer >= 1")
     parts = _Parts(static)
 
-    def chunk(hp: NetHParams, state: NetTrainState, family, problem: OIProblem,
+    def chunk(hp: NetTrainParams, state: NetTrainState, family, problem: OIProblem,
               features: Array):
         state, log = parts.run_rounds(hp, state, family, problem, features, n_rounds)
         return state, log, parts.final_max_adv(state, family, problem, features)
@@ -314,7 +314,7 @@ def make_train(static: NetTrainStatic):
     parts = _Parts(static)
     chunk = make_chunk(static, static.rounds)
 
-    def train(hp: NetHParams, key, family, problem: OIProblem, features: Array):
+    def train(hp: NetTrainParams, key, family, problem: OIProblem, features: Array):
         return chunk(hp, parts.init(hp, key, problem, features), family, problem, features)
 
     return train

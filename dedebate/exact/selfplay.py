@@ -29,7 +29,7 @@ from dedebate.agents.selfplay_players import (
 )
 from dedebate.agents.stochastic_players import honest_alice
 from dedebate.exact.acceptance import acceptance_exact, checker_prob
-from dedebate.protocols.stochastic import DebateConstants, make_vera
+from dedebate.protocols.stochastic import DebateParams, make_vera
 
 
 def dp_value(p_levels, abort_levels, vera_levels):
@@ -149,7 +149,7 @@ def policy_levels(alice: AliceParams, bob: BobParams, inputs: dict, unit, scale)
 _policy_nodes = jax.jit(policy_nodes)
 
 
-def probe_deviations(constants: DebateConstants, n: int = 8) -> tuple[np.ndarray, np.ndarray]:
+def probe_deviations(constants: DebateParams, n: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """Probe deviations for Bob's abort targeting.
 
     Args:
@@ -164,7 +164,7 @@ def probe_deviations(constants: DebateConstants, n: int = 8) -> tuple[np.ndarray
 
 
 def evaluate(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
-             constants: DebateConstants, n_grid: int = 801, full: bool = True) -> dict:
+             constants: DebateParams, n_grid: int = 801, full: bool = True) -> dict:
     """Exact measurements of one trained pair on one instance (float64, exact binomial Vera).
 
     Args:
@@ -266,7 +266,7 @@ def take(tree, *idx):
     return jax.tree.map(lambda x: x[idx], tree)
 
 
-def measure_pairs(fx, levels, constants: DebateConstants, alice: AliceParams,
+def measure_pairs(fx, levels, constants: DebateParams, alice: AliceParams,
                   bob: BobParams) -> tuple[list[dict], list[float]]:
     """Exact measurements (host, float64) of a seed-batch of trained pairs on one instance.
 

@@ -27,10 +27,10 @@ from dedebate.agents.stochastic_zoo import alice_members, bob_members
 from dedebate.exact.acceptance import acceptance_exact
 from dedebate.machines.fixtures import fixture_for_k
 from dedebate.machines.lipschitz import prefix_tree
-from dedebate.protocols.stochastic import DebateConstants, lean_defaults, make_vera
+from dedebate.protocols.stochastic import DebateParams, lean_defaults, make_vera
 
 
-def optimise_alice_exact(machine, consts: DebateConstants, generations: int, population: int,
+def optimise_alice_exact(machine, consts: DebateParams, generations: int, population: int,
                          seed: int, levels=None) -> SearchResult:
     """The per-step liar maximising the exact acceptance against honest Bob.
 
@@ -55,7 +55,7 @@ def optimise_alice_exact(machine, consts: DebateConstants, generations: int, pop
                           seed=seed)
 
 
-def optimise_bob_exact(machine, consts: DebateConstants, generations: int, population: int,
+def optimise_bob_exact(machine, consts: DebateParams, generations: int, population: int,
                        seed: int, levels=None) -> SearchResult:
     """The learned-abort Bob minimising honest Alice's exact win probability.
 
@@ -105,7 +105,7 @@ def adversaries(K: int, t_opt: int, seed: int, scale: float, p_yes: float, p_no:
             optimise_bob_exact(m_yes, consts, max(1, generations // 2), population, seed))
 
 
-def exact_zoo(consts: DebateConstants, theta_alice, theta_bob, p_levels) -> tuple[float, float]:
+def exact_zoo(consts: DebateParams, theta_alice, theta_bob, p_levels) -> tuple[float, float]:
     """Exact soundness and completeness over the zoos on small-T machines.
 
     Args:

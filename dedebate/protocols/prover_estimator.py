@@ -32,7 +32,7 @@ COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
 @dataclasses.dataclass(frozen=True)
-class PEDSettings:
+class PEDStatic:
     """Static protocol options (hashable; pass as a static argument to ``jit``).
 
     Attributes:
@@ -165,7 +165,7 @@ def sample_index(u, probs) -> jax.Array:
     return jnp.sum(c <= u * c[-1]).astype(jnp.int32)
 
 
-def _directions(probs, settings: PEDSettings):
+def _directions(probs, settings: PEDStatic):
     """Direction distribution over (-1, 0, +1) (spec 2.6). Unless ``s = 0`` is allowed, its mass
     goes to a fair coin between -1 and +1; E[s], hence every exact reward, is unchanged."""
     probs = probs.astype(jnp.float32)
@@ -175,7 +175,7 @@ def _directions(probs, settings: PEDSettings):
     return probs
 
 
-def play(settings: PEDSettings, params: PEDParams, prover, estimator, tree: ClaimTree, key,
+def play(settings: PEDStatic, params: PEDParams, prover, estimator, tree: ClaimTree, key,
          forced=None) -> PEDOutcome:
     """Play one prover-estimator debate on ``tree`` (spec 2.1); pure and vmappable.
 
@@ -360,7 +360,7 @@ def all_paths(tree: ClaimTree) -> np.ndarray:
     return np.stack([digits // tree.q, digits % tree.q], axis=-1).astype(np.int32)
 
 
-def expected_payoff(settings: PEDSettings, params: PEDParams, prover, estimator, tree: ClaimTree,
+def expected_payoff(settings: PEDStatic, params: PEDParams, prover, estimator, tree: ClaimTree,
                     batch_size: int = 4096) -> ExpectedPayoff:
     """``E[U_A]`` exactly: the exact-mode payoff of every path weighted by A's probability of it.
 

@@ -5,7 +5,7 @@ Alice argues for output 1, Bob for 0, Vera judges. For steps n = 0 .. T-1 Alice 
 aborts (Vera judges (prefix, p) once, from N_V oracle samples). :func:`play` is one debate, pure:
 a ``lax.scan`` over chunks of steps with a ``stopped`` mask, vmappable over trials, machines and
 parameters; honest estimates are exact in distribution (one ``Binomial(N, pi)`` count per role,
-:mod:`dedebate.core.binomial`). ``DebateSpec.bob_draw`` picks how Bob's estimate is drawn
+:mod:`dedebate.core.binomial`). ``DebateStatic.bob_draw`` picks how Bob's estimate is drawn
 (``count``, ``decision``, ``lazy``: spec DED 5.5). Parameters: :mod:`.stochastic_constants`;
 the players' interface: :mod:`.stochastic_interface`; many trials: :mod:`.stochastic_batch`.
 """
@@ -29,7 +29,7 @@ from dedebate.core.binomial import (
 )
 from dedebate.protocols.stochastic_constants import (  # noqa: F401  (re-exported)
     INT32_MAX,
-    DebateConstants,
+    DebateParams,
     LeanParams,
     lean_defaults,
     paper_constants,
@@ -60,7 +60,7 @@ from dedebate.protocols.stochastic_scan import (
 # Play
 # =================================================================================================
 @dataclasses.dataclass(frozen=True)
-class DebateSpec:
+class DebateStatic:
     """Static structure of a debate (hashable; a jit static argument).
 
     * ``T`` -- steps (must equal ``machine.T``);
@@ -121,8 +121,8 @@ class DebateSpec:
         return -(-(self.T + 1) // n)
 
 
-def debate_spec(T: int, **kw) -> DebateSpec:
-    return DebateSpec(T=int(T), **kw)
+def debate_static(T: int, **kw) -> DebateStatic:
+    return DebateStatic(T=int(T), **kw)
 
 
 def _calls_count(key: jax.Array, n: jax.Array, p: jax.Array, block: int) -> jax.Array:
@@ -176,7 +176,7 @@ def _where_tree(c, a, b):
     return jax.tree.map(lambda x, y: jnp.where(c, x, y), a, b)
 
 
-def play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
+def play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
          key: jax.Array) -> Outcome:
     """Play one debate on ``machine`` (spec DED 5.1); see the module docstring.
 
@@ -187,7 +187,7 @@ def play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, ver
     return _play(spec, machine, alice, bob, vera, key, True)[0]
 
 
-def play_fast(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
+def play_fast(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
               key: jax.Array) -> tuple[Outcome, jax.Array]:
     """:func:`play` without the rare exact fall-back loops of the binomial draws: returns
     ``(outcome, unresolved)``; where ``unresolved`` is true the outcome is invalid and the trial
@@ -196,7 +196,7 @@ def play_fast(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer
     return _play(spec, machine, alice, bob, vera, key, False)
 
 
-def _play(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
+def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
           key: jax.Array, resolve: bool) -> tuple[Outcome, jax.Array]:
     """The debate (see :func:`play`).
 
@@ -317,7 +317,7 @@ def _bob_decision(view, p, bob, n_bob, active, bits, u2, count, u, unres, resolv
     return jnp.where(gate, ~outside, by_count), unres
 
 
-def play_trials(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
+def play_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
                 keys: jax.Array) -> Outcome:
     """``vmap(play)`` over a batch of trial keys (the other arguments shared)."""
     return jax.vmap(play, in_axes=(None, None, None, None, None, 0))(

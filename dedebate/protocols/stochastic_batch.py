@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate.protocols.stochastic import DebateSpec, Outcome, play, play_fast
+from dedebate.protocols.stochastic import DebateStatic, Outcome, play, play_fast
 from dedebate.protocols.stochastic_interface import AlicePlayer, BobPlayer, Vera
 
 # XLA options of the replay programs (the exact play of the few unresolved lanes): they run
@@ -53,7 +53,7 @@ def _take(tree, idx: np.ndarray):
     return jax.tree.map(take, tree)
 
 
-def run_trials(spec: DebateSpec, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
+def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
                keys: jax.Array, axes: tuple = (None, None, None, None),
                max_lanes: int = 16384) -> Outcome:
     """Host driver: all trials of a batch, exact, fast.

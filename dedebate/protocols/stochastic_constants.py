@@ -2,7 +2,7 @@
 
 :class:`LeanParams` ``(c, s, b, q, v)`` validates the protocol's inequalities and gives the
 proven win probabilities (spec DED 5.3); :func:`lean_defaults` (spec DED 5.2) and
-:func:`paper_constants` (spec DED 5.4) build a :class:`DebateConstants`: the sample counts
+:func:`paper_constants` (spec DED 5.4) build a :class:`DebateParams`: the sample counts
 ``N_A, N_B, N_V`` as exact Python ints and the thresholds ``tau_B, tau_V``. The counts enter
 jitted code as int32 leaves of the players (not as shapes), so one compiled program vmaps over K
 and over sample-count scalings.
@@ -21,7 +21,7 @@ INT32_MAX = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
-class DebateConstants:
+class DebateParams:
     """What one debate needs: sample counts (exact ints) and thresholds, with provenance.
 
     ``n_alice, n_bob, n_vera``: oracle samples per honest estimate; ``tau_bob``: honest Bob
@@ -39,7 +39,7 @@ class DebateConstants:
     s: float  # middle threshold (Lean's s; paper: 3/(8d)), used to size adversaries' lies
     b: float  # must-abort threshold (Lean's b; paper: 3/(4d))
 
-    def scaled(self, factor: float) -> DebateConstants:
+    def scaled(self, factor: float) -> DebateParams:
         """The same thresholds with every sample count multiplied by ``factor`` (rounded up)."""
         if not (factor > 0 and math.isfinite(factor)):
             raise ValueError(f"factor={factor!r}: the scale factor must be a positive number")
@@ -127,12 +127,12 @@ class LeanParams:
             raise ValueError(f"d={d:g} > (1-v)(1 - q T)(w - K b)={sound_lin:g}: soundness fails")
         return self.completeness(K, T, w), self.soundness(K, T, w)
 
-    def constants(self, K: float, T: int, name: str = "lean") -> DebateConstants:
+    def constants(self, K: float, T: int, name: str = "lean") -> DebateParams:
         """The sample counts and thresholds these parameters give (K and T for provenance)."""
         counts = (self.n_alice, self.n_bob, self.n_vera)
         if max(counts) > INT32_MAX:
             raise ValueError(f"sample counts {counts}: exceed int32 (2^31 - 1); use smaller K")
-        return DebateConstants(name=name, K=float(K), T=int(T), n_alice=counts[0],
+        return DebateParams(name=name, K=float(K), T=int(T), n_alice=counts[0],
                                n_bob=counts[1], n_vera=counts[2], tau_bob=self.tau_bob,
                                tau_vera=self.tau_vera, s=self.s, b=self.b)
 
@@ -152,7 +152,7 @@ def lean_defaults(K: float, T: int) -> LeanParams:
                       v=1 / 100)
 
 
-def paper_constants(K: float, T: int) -> DebateConstants:
+def paper_constants(K: float, T: int) -> DebateParams:
     """The paper's Figure 1 constants (spec DED 5.4, [SECONDARY], natural log): d = ceil(150K),
     R = ceil(192 d^2 ln(100T)) samples for Alice and Bob, r = ceil(192 d^2 ln 100) for Vera,
     Bob aborts iff |p - est| >= 1/(2d), Vera rejects iff |p - est| >= 1/(4d). The paper claims
@@ -163,6 +163,6 @@ def paper_constants(K: float, T: int) -> DebateConstants:
     r = math.ceil(192 * d * d * math.log(100))
     if R > INT32_MAX:
         raise ValueError(f"R={R} (K={K}, T={T}): the paper's sample count exceeds int32")
-    return DebateConstants(name="paper", K=float(K), T=int(T), n_alice=R, n_bob=R, n_vera=r,
+    return DebateParams(name="paper", K=float(K), T=int(T), n_alice=R, n_bob=R, n_vera=r,
                            tau_bob=1 / (2 * d), tau_vera=1 / (4 * d), s=3 / (8 * d),
                            b=3 / (4 * d))

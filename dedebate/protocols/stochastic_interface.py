@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from dedebate.protocols.stochastic_constants import DebateConstants
+from dedebate.protocols.stochastic_constants import DebateParams
 from dedebate.protocols.stochastic_scan import StepView
 
 
@@ -92,5 +92,5 @@ class Vera:
     tau: jax.Array  # float32
 
 
-def make_vera(constants: DebateConstants) -> Vera:
+def make_vera(constants: DebateParams) -> Vera:
     return Vera(n_samples=jnp.int32(constants.n_vera), tau=jnp.float32(constants.tau_vera))

@@ -1,4 +1,4 @@
-"""Lazy exact draws for honest-vs-checker debates (``DebateSpec(bob_draw="lazy")``, spec DED 5.1, 5.5).
+"""Lazy exact draws for honest-vs-checker debates (``DebateStatic(bob_draw="lazy")``, spec DED 5.1, 5.5).
 
 **What is drawn.** In a step of the stochastic debate with honest Alice (claim ``p = X / N_A``,
 ``X ~ Binomial(N_A, pi)``) and a checker Bob (continues iff his count ``Z ~ Binomial(N_B, pi)``

@@ -24,20 +24,20 @@ from dedebate.exact.selfplay import measure_pairs
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import (
-    DebateConstants,
-    debate_spec,
+    DebateParams,
+    debate_static,
     lean_defaults,
     make_vera,
     trial_keys,
 )
 from dedebate.protocols.stochastic_batch import run_trials
 from dedebate.training.stochastic_selfplay import (
-    Monitors,
-    SelfPlayHParams,
+    SelfPlayMonitors,
+    SelfPlayParams,
     SelfPlayStatic,
-    hparams,
     init_grid,
     n_periods,
+    selfplay_params,
 )
 
 CASES = ("yes", "no")
@@ -59,7 +59,7 @@ def setup(cfg):
     Returns:
         ``(instances, params, constants, static, hp)``: ``[("yes", fixture), ("no", fixture)]``
         (host, float64), the Lean defaults at (K, T) and their constants, the
-        :class:`SelfPlayStatic` and the validated :class:`SelfPlayHParams` of the main run.
+        :class:`SelfPlayStatic` and the validated :class:`SelfPlayParams` of the main run.
     """
     instances = [("yes", f2_target(cfg.T, cfg.p_yes, spread=cfg.spread)),
                  ("no", f2_target(cfg.T, cfg.p_no, spread=cfg.spread))]
@@ -67,13 +67,14 @@ def setup(cfg):
     params = lean_defaults(K, cfg.T)
     constants = params.constants(K, cfg.T)
     static = SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps, log_every=cfg.log_every)
-    hp = hparams(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b, alice_init=cfg.alice_init,
-                 bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
+    hp = selfplay_params(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b,
+                         alice_init=cfg.alice_init, bob_init=cfg.bob_init,
+                         vera_grad_mix=cfg.vera_grad_mix)
     return instances, params, constants, static, hp
 
 
-def training_runs(hp: SelfPlayHParams, ablate_tail: bool,
-                  n_b_sweep) -> list[tuple[str, str, SelfPlayHParams]]:
+def training_runs(hp: SelfPlayParams, ablate_tail: bool,
+                  n_b_sweep) -> list[tuple[str, str, SelfPlayParams]]:
     """The training runs of a study, in training order.
 
     Args:
@@ -141,13 +142,14 @@ def initial_monitors(seeds: int, static: SelfPlayStatic, runs) -> dict:
         runs: :func:`training_runs`.
 
     Returns:
-        ``{"instance/run": Monitors}`` of zeros ``[seeds, n_periods]``.
+        ``{"instance/run": SelfPlayMonitors}`` of zeros ``[seeds, n_periods]``.
     """
     z = np.zeros((seeds, n_periods(static)), np.float32)
-    return {f"{case}/{name}": Monitors(z, z) for case, name, _ in runs}
+    return {f"{case}/{name}": SelfPlayMonitors(z, z) for case, name, _ in runs}
 
 
-def chunk_rows(case: str, mon: Monitors, first: int, log_every: int) -> list[tuple[int, dict]]:
+def chunk_rows(case: str, mon: SelfPlayMonitors, first: int,
+               log_every: int) -> list[tuple[int, dict]]:
     """Log rows of one chunk's monitors, one per monitor period.
 
     Args:
@@ -167,7 +169,7 @@ def chunk_rows(case: str, mon: Monitors, first: int, log_every: int) -> list[tup
               "tracking_mean": float(trk[:, j].mean())}) for j in range(val.shape[1])]
 
 
-def monte_carlo_wins(T: int, fx, constants: DebateConstants, alice: AliceParams, bob: BobParams,
+def monte_carlo_wins(T: int, fx, constants: DebateParams, alice: AliceParams, bob: BobParams,
                      key: jax.Array, trials: int) -> np.ndarray:
     """Play every seed's trained pair ``trials`` times (Monte Carlo, the protocol's ``play``).
 
@@ -191,7 +193,7 @@ def monte_carlo_wins(T: int, fx, constants: DebateConstants, alice: AliceParams,
     zoo = bob_as_zoo(bob, constants.b)
     bobs = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (S,) + np.shape(x))[idx]
                         if np.ndim(x) == 0 else np.asarray(x)[idx], zoo)
-    out = run_trials(debate_spec(T), fx.machine, alices, bobs, make_vera(constants),
+    out = run_trials(debate_static(T), fx.machine, alices, bobs, make_vera(constants),
                      trial_keys(key, idx.size), axes=(None, 0, 0, None))
     return np.asarray(out.alice_wins).reshape(S, trials).sum(axis=1)
 

@@ -21,7 +21,7 @@ Schedules (one outer step = one A update):
 turns into a masked loop), so one compiled program runs every ``n_b`` and both schedules, vmapped
 over seeds. The whole run is ``lax.scan`` over A updates: ``train(hp, trees, key)``.
 
-Monitors per A update (measured at the B that A's update sees, before A moves):
+StackelbergMonitors per A update (measured at the B that A's update sees, before A moves):
 ``u_a`` (mean E[U_A]), ``a_correct`` (mean P[A answers T(x)]), ``p_stable`` (mean probability A
 gives the stable candidate at the root), ``certified = rho^(d+1) (u_a - eta)`` (spec 7.4: a lower
 bound on P[A correct] if B is near best-responding), ``adv`` and ``max_adv`` (B's realised
@@ -54,7 +54,7 @@ from dedebate.agents.learned import (
     init_prover,
 )
 from dedebate.core.bits import bit_table
-from dedebate.protocols.prover_estimator import PEDParams, PEDSettings, all_paths, play
+from dedebate.protocols.prover_estimator import PEDParams, PEDStatic, all_paths, play
 from dedebate.trees.tree import ClaimTree, truth_code
 
 
@@ -65,7 +65,7 @@ class StackelbergStatic:
     steps: int = 300
     hidden_a: tuple = (16,)
     hidden_b: tuple = (32,)
-    settings: PEDSettings = dataclasses.field(default_factory=PEDSettings)
+    settings: PEDStatic = dataclasses.field(default_factory=PEDStatic)
 
     def __post_init__(self):
         if not isinstance(self.steps, (int, np.integer)) or self.steps < 1:
@@ -81,7 +81,7 @@ class StackelbergStatic:
 
 
 @struct.dataclass
-class StackelbergHParams:
+class StackelbergParams:
     """Dynamic numbers of a training run (vmappable)."""
 
     lr_a: jax.Array
@@ -92,8 +92,8 @@ class StackelbergHParams:
     eta: jax.Array
 
 
-def hparams(lr_a=0.05, lr_b=0.05, n_b=5, simultaneous=False, rho=2.0, eta=0.0):
-    """Validated :class:`StackelbergHParams` (scalars or equal-shape arrays for a vmapped grid)."""
+def stackelberg_params(lr_a=0.05, lr_b=0.05, n_b=5, simultaneous=False, rho=2.0, eta=0.0):
+    """Validated :class:`StackelbergParams` (scalars or equal-shape arrays for a vmapped grid)."""
     for name, v in (("lr_a", lr_a), ("lr_b", lr_b)):
         a = np.asarray(v, np.float64)
         if not np.all(np.isfinite(a)) or np.any(a <= 0):
@@ -107,7 +107,7 @@ def hparams(lr_a=0.05, lr_b=0.05, n_b=5, simultaneous=False, rho=2.0, eta=0.0):
     e = np.asarray(eta, np.float64)
     if not np.all(np.isfinite(e)) or np.any(e < 0):
         raise ValueError(f"eta={eta!r}: the soundness slack must be a finite number >= 0")
-    return StackelbergHParams(jnp.asarray(lr_a, jnp.float32), jnp.asarray(lr_b, jnp.float32),
+    return StackelbergParams(jnp.asarray(lr_a, jnp.float32), jnp.asarray(lr_b, jnp.float32),
                               jnp.asarray(n_b, jnp.int32), jnp.asarray(simultaneous, bool),
                               jnp.asarray(rho, jnp.float32), jnp.asarray(eta, jnp.float32))
 
@@ -125,7 +125,7 @@ class TrainState:
 
 
 @struct.dataclass
-class Monitors:
+class StackelbergMonitors:
     """Per-A-update monitors (arrays over steps after ``train``)."""
 
     u_a: jax.Array
@@ -199,7 +199,7 @@ def payoff(static: StackelbergStatic, rho, prover, estimator, trees: ClaimTree):
     return u, acc
 
 
-def _monitors(static, hp, prover, estimator, trees, u, acc, adv) -> Monitors:
+def _monitors(static, hp, prover, estimator, trees, u, acc, adv) -> StackelbergMonitors:
     one = jax.tree_util.tree_map(lambda x: x[0], trees)
     honest, depth, q = one.honest_cand, one.depth, one.q
     bits = jnp.asarray(bit_table(q), jnp.float32)
@@ -220,7 +220,8 @@ def _monitors(static, hp, prover, estimator, trees, u, acc, adv) -> Monitors:
 
     stable, calib = jax.vmap(per_tree)(trees)
     certified = hp.rho ** (depth + 1) * (u - hp.eta)
-    return Monitors(u, acc, stable.mean(), certified, calib.max(), jnp.max(jnp.abs(adv)), adv)
+    return StackelbergMonitors(u, acc, stable.mean(), certified, calib.max(),
+                               jnp.max(jnp.abs(adv)), adv)
 
 
 def init_state(static: StackelbergStatic, q: int, key) -> TrainState:
@@ -337,7 +338,7 @@ def players(static: StackelbergStatic, trees: ClaimTree, carry: Carry):
 
 
 def make_chunk(static: StackelbergStatic, length: int):
-    """``chunk(hp, trees, carry) -> (carry, Monitors over length A updates)`` (pure).
+    """``chunk(hp, trees, carry) -> (carry, StackelbergMonitors over length A updates)`` (pure).
 
     One A update is an inner ``fori_loop`` of ``n_b + 1`` iterations (1 under simultaneous play),
     each taking the joint gradient ``(dJ/dA, dJ/dB)`` once: B descends on iterations ``< n_b``
@@ -351,7 +352,7 @@ def make_chunk(static: StackelbergStatic, length: int):
     def select(flag, new, old):
         return jax.tree_util.tree_map(lambda x, y: jnp.where(flag, x, y), new, old)
 
-    def chunk(hp: StackelbergHParams, trees: ClaimTree, carry: Carry):
+    def chunk(hp: StackelbergParams, trees: ClaimTree, carry: Carry):
         a0, b0, unravel_a, unravel_b = templates(static, _q(trees))
 
         def objective(af, bf):
@@ -392,12 +393,12 @@ def make_chunk(static: StackelbergStatic, length: int):
 
 
 def make_train(static: StackelbergStatic):
-    """``train(hp, trees, key) -> (TrainState, Monitors over static.steps A updates)``: the whole
+    """``train(hp, trees, key) -> (TrainState, StackelbergMonitors over static.steps A updates)``: the whole
     run as one pure function (:func:`init_carry` then one :func:`make_chunk` of all steps); jit
     it and vmap it over seeds (``key``, ``trees``) and over grid points (``hp``)."""
     chunk = make_chunk(static, static.steps)
 
-    def train(hp: StackelbergHParams, trees: ClaimTree, key):
+    def train(hp: StackelbergParams, trees: ClaimTree, key):
         carry, mon = chunk(hp, trees, init_carry(static, trees, key))
         a, b = players(static, trees, carry)
         return TrainState(a, b, carry.opt_a, carry.opt_b, carry.step), mon
@@ -416,7 +417,7 @@ def first_converged(flags: np.ndarray) -> np.ndarray:
     return steps - trailing
 
 
-def summary(mon: Monitors, thr, band) -> dict:
+def summary(mon: StackelbergMonitors, thr, band) -> dict:
     """The monitors that matter of training runs (pure JAX, any leading axes).
 
     A run converges at the first A update from which, to the end, P[A correct] >= 0.95,

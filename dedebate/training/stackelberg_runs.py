@@ -24,18 +24,18 @@ import numpy as np
 from dedebate.agents.ped_strategies import honest_prover
 from dedebate.protocols.prover_estimator import (
     COMPILE_OPTIONS,
-    PEDSettings,
+    PEDStatic,
     expected_payoff,
     ped_params,
 )
 from dedebate.training.stackelberg import (
-    Monitors,
+    StackelbergMonitors,
     StackelbergStatic,
-    hparams,
     init_carry,
     make_chunk,
     payoff_terms,
     players,
+    stackelberg_params,
 )
 from dedebate.trees.library import and_tree, noisy_evidence_tree
 from dedebate.trees.stability import tree_rho
@@ -116,7 +116,7 @@ class Part:
 @functools.cache
 def chunk_grid(static: StackelbergStatic, length: int):
     """``jit(vmap over seeds (chunk))``: ``(hp, trees [seeds], carries [seeds]) -> (carries,
-    Monitors [seeds, length])`` for one run's scalar ``hp``.
+    StackelbergMonitors [seeds, length])`` for one run's scalar ``hp``.
 
     Each run of a part is its own call of this one program: vmapping over runs too would make
     every run pay for the largest ``n_B`` (a vmapped loop runs to the longest trip count).
@@ -171,7 +171,7 @@ def setup_part(static: StackelbergStatic, part: Part, key, n_trees: int, depth: 
     carry = init_grid(static, float(part.a_scale))(trees, init_keys)
     nr = len(part.runs)
     carries = jax.tree_util.tree_map(lambda x: jnp.stack([x] * nr), carry)
-    hp = hparams([lr_a] * nr, [lr_b] * nr, [r[1] for r in part.runs],
+    hp = stackelberg_params([lr_a] * nr, [lr_b] * nr, [r[1] for r in part.runs],
                  [r[2] for r in part.runs], [rho] * nr, [eta] * nr)
     return trees, carries, hp
 
@@ -187,7 +187,7 @@ def train_chunk(static: StackelbergStatic, length: int, hp, trees, carries):
         carries: carries ``[runs, seeds]``.
 
     Returns:
-        ``(carries [runs, seeds], Monitors [runs, seeds, length])``.
+        ``(carries [runs, seeds], StackelbergMonitors [runs, seeds, length])``.
     """
     grid = chunk_grid(static, length)
     n = jax.tree_util.tree_leaves(hp)[0].shape[0]
@@ -215,7 +215,7 @@ class Trained(NamedTuple):
     """One part after training: monitors ``[runs, seeds, steps]``, warm-start info, trees
     ``[seeds, n_trees]``, final carries ``[runs, seeds]``, the part and its wall seconds."""
 
-    mon: Monitors
+    mon: StackelbergMonitors
     warm: dict
     trees: object
     carry: object
@@ -223,7 +223,7 @@ class Trained(NamedTuple):
     wall: float
 
 
-def empty_monitors(part: Part, steps: int, depth: int) -> Monitors:
+def empty_monitors(part: Part, steps: int, depth: int) -> StackelbergMonitors:
     """Zeros of a part's monitors ``[runs, seeds, steps]`` (a chunked driver's buffers).
 
     Args:
@@ -232,14 +232,14 @@ def empty_monitors(part: Part, steps: int, depth: int) -> Monitors:
         depth: tree depth d.
 
     Returns:
-        :class:`Monitors` of numpy zeros (``adv``: ``[runs, seeds, steps, d + 1, 2]``).
+        :class:`StackelbergMonitors` of numpy zeros (``adv``: ``[runs, seeds, steps, d + 1, 2]``).
     """
     shape = (len(part.runs), part.seeds, steps)
     z = np.zeros(shape, np.float32)
-    return Monitors(z, z, z, z, z, z, np.zeros(shape + (depth + 1, 2), np.float32))
+    return StackelbergMonitors(z, z, z, z, z, z, np.zeros(shape + (depth + 1, 2), np.float32))
 
 
-def monitor_rows(part: Part, mon: Monitors, start: int) -> list[tuple[int, dict]]:
+def monitor_rows(part: Part, mon: StackelbergMonitors, start: int) -> list[tuple[int, dict]]:
     """Per-seed monitor curves of one chunk, one row per A update, keys ``PART/RUN/seedS/NAME``.
 
     Args:
@@ -283,7 +283,7 @@ def proof_grid(static: StackelbergStatic, rho: float):
         P[A correct] - sum adv[:, 0] + sum adv[:, 1]``, equal to ``u`` on decomposable trees
         (spec 6.4 chaining).
     """
-    settings, params, honest = PEDSettings(), ped_params(rho), honest_prover()
+    settings, params, honest = PEDStatic(), ped_params(rho), honest_prover()
 
     def one(prover, estimator, trees):
         def per_tree(t):

@@ -71,7 +71,7 @@ def ogd_target(static: StackelbergStatic, trees: ClaimTree, carry: Carry, rho: f
     with np.errstate(invalid="ignore"):
         h = np.exp(logits - logits.max(axis=-1, keepdims=True))
     h = h / h.sum(axis=-1, keepdims=True)
-    p_d = np.asarray(rep.estimator.p_d, np.float32)
+    p_d = np.asarray(rep.estimator.p0, np.float32)
     marg = h @ np.asarray(bit_table(q), np.float32)  # [trees, n_int, cand, q]
     phat = np.zeros((h.shape[0], one.n_nodes), np.float32)
     phat[:, 0] = p_d

@@ -7,7 +7,7 @@ steps per Alice step. :func:`make_chunk` runs monitor periods from a :class:`Sel
 (chunks compose bit for bit, so a checkpointed run repeats an uninterrupted one);
 :func:`make_train` is the whole run as one pure function; the ``*_grid`` functions are their
 jitted seed-vmapped forms. Static sizes: :class:`SelfPlayStatic`; dynamic numbers:
-:class:`SelfPlayHParams`. Players: :mod:`dedebate.agents.selfplay_players`.
+:class:`SelfPlayParams`. Players: :mod:`dedebate.agents.selfplay_players`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from jax.scipy.special import ndtr
 
 from dedebate.agents.selfplay_players import AliceParams, BobParams, init_alice, init_bob
 from dedebate.exact.selfplay import dp_value, policy_nodes, reach_levels, split_levels
-from dedebate.protocols.stochastic import DebateConstants
+from dedebate.protocols.stochastic import DebateParams
 
 # Small scans whose compile time dominates: XLA CPU backend optimisation level 1 compiles faster
 # (as in dedebate.protocols.prover_estimator).
@@ -55,7 +55,7 @@ class SelfPlayStatic:
 
 
 @struct.dataclass
-class SelfPlayHParams:
+class SelfPlayParams:
     """Dynamic numbers (vmappable): step sizes, Bob updates per Alice update (the follower's n_B,
     spec PED 8.5; a traced loop bound, so one compiled program serves every n_B), Alice's claim
     unit and Bob's deviation scale, Vera, initialisation and surrogate settings."""
@@ -72,8 +72,8 @@ class SelfPlayHParams:
     vera_grad_mix: jax.Array  # weight of the heavy-tailed gradient term of vera_surrogate
 
 
-def hparams(constants: DebateConstants, lr_a=0.01, lr_b=0.05, n_b=5, alice_init=1.0,
-            bob_init=-2.0, vera_grad_mix=1.0) -> SelfPlayHParams:
+def selfplay_params(constants: DebateParams, lr_a=0.01, lr_b=0.05, n_b=5, alice_init=1.0,
+            bob_init=-2.0, vera_grad_mix=1.0) -> SelfPlayParams:
     """Validated hyperparameters of one training run.
 
     Args:
@@ -86,7 +86,7 @@ def hparams(constants: DebateConstants, lr_a=0.01, lr_b=0.05, n_b=5, alice_init=
         vera_grad_mix: weight of :func:`vera_surrogate`'s heavy-tailed gradient (finite, >= 0).
 
     Returns:
-        :class:`SelfPlayHParams` (float32 scalars, ``n_b`` int32).
+        :class:`SelfPlayParams` (float32 scalars, ``n_b`` int32).
 
     Raises:
         ValueError: one line naming the bad value and what is allowed.
@@ -102,7 +102,7 @@ def hparams(constants: DebateConstants, lr_a=0.01, lr_b=0.05, n_b=5, alice_init=
     if not (np.isfinite(vera_grad_mix) and vera_grad_mix >= 0):
         raise ValueError(f"vera_grad_mix={vera_grad_mix!r}: must be a finite number >= 0")
     f = jnp.float32
-    return SelfPlayHParams(lr_a=f(lr_a), lr_b=f(lr_b), n_b=jnp.int32(n_b), unit=f(constants.b),
+    return SelfPlayParams(lr_a=f(lr_a), lr_b=f(lr_b), n_b=jnp.int32(n_b), unit=f(constants.b),
                            scale=f(constants.b), n_vera=f(constants.n_vera), tau_vera=f(constants.tau_vera),
                            alice_init=f(alice_init), bob_init=f(bob_init),
                            vera_grad_mix=f(vera_grad_mix))
@@ -134,7 +134,7 @@ def vera_surrogate(p, pi, n_vera, tau_vera, grad_mix=0.0):
     return value + grad_mix * (tail - jax.lax.stop_gradient(tail))
 
 
-def surrogate_value(alice: AliceParams, bob: BobParams, inputs: dict, hp: SelfPlayHParams):
+def surrogate_value(alice: AliceParams, bob: BobParams, inputs: dict, hp: SelfPlayParams):
     """The training objective: ``P[out = 1]`` by :func:`dp_value` with :func:`vera_surrogate`.
 
     Args:
@@ -150,7 +150,7 @@ def surrogate_value(alice: AliceParams, bob: BobParams, inputs: dict, hp: SelfPl
     return dp_value(split_levels(p), split_levels(a), split_levels(vera))
 
 
-def tracking_error(alice: AliceParams, bob: BobParams, inputs: dict, hp: SelfPlayHParams):
+def tracking_error(alice: AliceParams, bob: BobParams, inputs: dict, hp: SelfPlayParams):
     """Alice's reach-weighted mean ``|p - pi|`` over the steps played (jnp, for monitors).
 
     Args:
@@ -165,7 +165,7 @@ def tracking_error(alice: AliceParams, bob: BobParams, inputs: dict, hp: SelfPla
 
 
 @struct.dataclass
-class Monitors:
+class SelfPlayMonitors:
     """Per logged Alice update: surrogate acceptance and Alice's reach-weighted tracking error."""
 
     value: jax.Array
@@ -220,13 +220,13 @@ class SelfPlayCarry:
     key: jax.Array  # typed PRNG key
 
 
-def _optimisers(static: SelfPlayStatic, hp: SelfPlayHParams):
+def _optimisers(static: SelfPlayStatic, hp: SelfPlayParams):
     opt_a = optax.inject_hyperparams(optax.adam)(learning_rate=hp.lr_a, b2=static.adam_b2)
     opt_b = optax.inject_hyperparams(optax.adam)(learning_rate=hp.lr_b, b2=static.adam_b2)
     return opt_a, opt_b
 
 
-def init_carry(static: SelfPlayStatic, hp: SelfPlayHParams, key) -> SelfPlayCarry:
+def init_carry(static: SelfPlayStatic, hp: SelfPlayParams, key) -> SelfPlayCarry:
     """Initial :class:`SelfPlayCarry` (pure, vmappable over ``key``): Alice from ``split(key)[0]``
     (:func:`init_alice`), Bob from ``split(key)[1]`` (:func:`init_bob`), fresh Adam states.
 
@@ -246,7 +246,7 @@ def init_carry(static: SelfPlayStatic, hp: SelfPlayHParams, key) -> SelfPlayCarr
 
 
 def make_chunk(static: SelfPlayStatic, periods: int):
-    """``chunk(inputs, hp, carry) -> (carry, Monitors[periods])`` (pure): ``periods`` monitor
+    """``chunk(inputs, hp, carry) -> (carry, SelfPlayMonitors[periods])`` (pure): ``periods`` monitor
     periods of ``static.log_every`` alternating updates each -- Bob (minimising) ``n_b`` Adam
     steps, then Alice (maximising) one Adam step, on the surrogate exact DP value -- with the
     monitors measured after each period. Chunks compose: ``chunk_k(chunk_m(c))`` makes the same
@@ -262,7 +262,7 @@ def make_chunk(static: SelfPlayStatic, periods: int):
     if not (isinstance(periods, int) and periods >= 1):
         raise ValueError(f"periods={periods!r}: a chunk needs an integer >= 1 monitor periods")
 
-    def chunk(inputs, hp: SelfPlayHParams, carry: SelfPlayCarry):
+    def chunk(inputs, hp: SelfPlayParams, carry: SelfPlayCarry):
         opt_a, opt_b = _optimisers(static, hp)
         grad_b = jax.grad(lambda b, a: surrogate_value(a, b, inputs, hp))
         grad_a = jax.grad(lambda a, b: -surrogate_value(a, b, inputs, hp))
@@ -282,7 +282,7 @@ def make_chunk(static: SelfPlayStatic, periods: int):
         def period(c, _):
             c, _ = jax.lax.scan(outer, c, None, length=static.log_every)
             a, b = c[0], c[1]
-            mon = Monitors(value=surrogate_value(a, b, inputs, hp),
+            mon = SelfPlayMonitors(value=surrogate_value(a, b, inputs, hp),
                            tracking=tracking_error(a, b, inputs, hp))
             return c, mon
 
@@ -300,7 +300,7 @@ def make_chunk(static: SelfPlayStatic, periods: int):
 
 
 def make_train(static: SelfPlayStatic):
-    """``train(inputs, hp, key) -> (alice, bob, Monitors[n_periods])``: the whole run as one pure
+    """``train(inputs, hp, key) -> (alice, bob, SelfPlayMonitors[n_periods])``: the whole run as one pure
     function (:func:`init_carry`, then one :func:`make_chunk` of every monitor period); jit and
     vmap it over seeds and instances.
 
@@ -312,7 +312,7 @@ def make_train(static: SelfPlayStatic):
     """
     chunk = make_chunk(static, n_periods(static))
 
-    def train(inputs, hp: SelfPlayHParams, key):
+    def train(inputs, hp: SelfPlayParams, key):
         carry, mons = chunk(inputs, hp, init_carry(static, hp, key))
         return carry.alice, carry.bob, mons
 
@@ -330,7 +330,7 @@ def make_train_bob(steps: int):
         The pure function ``train_bob``.
     """
 
-    def train_bob(inputs, hp: SelfPlayHParams, alice: AliceParams, bob: BobParams):
+    def train_bob(inputs, hp: SelfPlayParams, alice: AliceParams, bob: BobParams):
         opt = optax.adam(hp.lr_b)
         grad_b = jax.grad(lambda b: surrogate_value(alice, b, inputs, hp))
 
@@ -379,8 +379,8 @@ def carry_axes(static: SelfPlayStatic) -> SelfPlayCarry:
         A :class:`SelfPlayCarry`-shaped pytree of ``None`` / 0 (cached per ``static``).
     """
     f32 = jax.ShapeDtypeStruct((), jnp.float32)
-    hp = SelfPlayHParams(**{f.name: jax.ShapeDtypeStruct((), jnp.int32) if f.name == "n_b"
-                            else f32 for f in dataclasses.fields(SelfPlayHParams)})
+    hp = SelfPlayParams(**{f.name: jax.ShapeDtypeStruct((), jnp.int32) if f.name == "n_b"
+                            else f32 for f in dataclasses.fields(SelfPlayParams)})
     shapes = jax.eval_shape(lambda h, k: init_carry(static, h, k), hp,
                             jax.ShapeDtypeStruct((), jax.random.key(0).dtype))
 
@@ -408,7 +408,7 @@ def init_grid(static: SelfPlayStatic):
 
 @functools.cache
 def chunk_grid(static: SelfPlayStatic, periods: int):
-    """``jit(vmap over seeds (chunk))``: ``(inputs, hp, carry[S]) -> (carry[S], Monitors[S,
+    """``jit(vmap over seeds (chunk))``: ``(inputs, hp, carry[S]) -> (carry[S], SelfPlayMonitors[S,
     periods])``: the chunked form of :func:`train_grid` (chunks after :func:`init_grid` give
     the same numbers, bit for bit).
 
