@@ -1,19 +1,75 @@
-"""experiments/machines.py: the quick run's claims pass, and bad configs are rejected."""
+"""``experiments/machines.py``: a sweep over the perturbation sizes and the fixtures' target
+P_M(1) x seeds is one compiled program; the quick run is that sweep's point (the quick config)
+run alone (``run`` with the row's documented key ``point_key``), through the same program (one
+compile for both), equal to its row bit for bit; its claims pass; the float32 Lipschitz estimate
+of the swept function agrees with the host float64 one; bad configs are rejected."""
+
+from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
 import experiments.machines as exp
-from dedebate.lab.config import ConfigError, load_config
-from tests.fakes import FakeContext
+from dedebate.lab.config import ConfigError, load_config, resolve
+from dedebate.lab.devices import clear_program_cache
+from dedebate.lab.sweep import plan, point_key, run_sweep
+from tests.fakes import FakeContext, count_point_traces
 
 REPO = Path(__file__).resolve().parents[1]
+QUICK = exp.SIZES["quick"]
+EPS = [list(QUICK["eps"]), [0.002, 0.1]]  # the quick point's eps first, then another
 
 
-def test_quick_run_claims_pass_and_plot_is_saved(tmp_path):
-    ctx = FakeContext(tmp_path, size="quick", name=exp.NAME)
-    result = exp.run(exp.Config(**exp.SIZES["quick"]), ctx)
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """The sweep eps x high x 2 seeds at the quick size (one row per call), then its point
+    (quick eps, high=True: the quick config) at seed 2 run alone with the row's key:
+    ``(sweep record, point, seed, run result, context, traces of point's fn after both)``."""
+    tmp = tmp_path_factory.mktemp("machines")
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in QUICK.items()}
+    raw = {"experiment": exp.NAME, "seed": 1, "output_dir": str(tmp / "out"),
+           "tracking": {"mode": "disabled"}, "params": params,
+           "sweep": {"seeds": 2, "axes": {"eps": EPS, "high": [True, False]}, "plots": False,
+                     "batch": 1}}
+    with pytest.MonkeyPatch.context() as mp:
+        traces = count_point_traces(mp, exp)  # traces of the sweep's fn (once per compile)
+        cfg = resolve(raw, {exp.NAME: exp})
+        clear_program_cache()
+        rec = run_sweep(exp, cfg, show_progress=False)
+        pt = next(p for p in plan(exp, cfg).points
+                  if p.values["eps"] == QUICK["eps"] and p.values["high"] is True)
+        seed = 2
+        ctx = FakeContext(tmp / "alone", seed=seed, size="quick", name=exp.NAME)
+        ctx.key = point_key(exp.NAME, seed, pt.cfg)
+        result = exp.run(pt.cfg, ctx)
+    return rec, pt, seed, result, ctx, traces[0]
+
+
+@pytest.mark.slow  # one compile of the quick program, shared by the sweep and the run
+def test_lipschitz_sweep_compiles_once_and_the_quick_run_is_its_row(quick):
+    rec, pt, seed, result, ctx, traces = quick
+    res = rec.results
+    assert res["vmapped"] and res["dynamic_axes"] == ["eps", "high"] and res["groups"] == 1
+    assert res["compilations"] == 1 and res["rows"] == 8 == len(rec.rows)
+    assert traces == 1  # the run alone reused the sweep's program: no second compile
+    assert pt.cfg == exp.Config(**QUICK)
+    alone = result.metrics["point"]
+    row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
+    assert len(alone) == 7 * 15 and {m: row[m] for m in alone} == alone
+    other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != seed)
+    assert sum(other[m] != alone[m] for m in alone) >= 7  # the seed moves every fixture's counts
+    for fx in ("F1", "F2", "F3", "majority", "AND", "OR", "meta-analysis"):
+        host = result.metrics[fx]  # the exact rows' float64 numbers (host, outside fn)
+        assert alone[f"{fx}/ones"] == round(host["p1_mc"] * QUICK["trials"])
+        assert alone[f"{fx}/K_empirical"] == pytest.approx(host["K_empirical"], rel=1e-5)
+        assert alone[f"{fx}/K_hybrid"] == pytest.approx(host["K_hybrid"], rel=1e-5)
+        assert alone[f"{fx}/p1_tree"] == pytest.approx(host["p1_enumeration"], abs=1e-6)
+        assert alone[f"{fx}/K_empirical"] <= alone[f"{fx}/K_proven"] * (1 + 1e-6)
+
+
+def test_quick_run_claims_pass_and_plot_is_saved(quick):
+    _, _, _, result, ctx, _ = quick
     names = [c.claim for c in result.claims]
     assert len(names) == 7 * 2 + 2
     assert sum("Monte-Carlo interval" in n for n in names) == 7
@@ -27,7 +83,7 @@ def test_quick_run_claims_pass_and_plot_is_saved(tmp_path):
         assert r["K_empirical"] <= r["K_hybrid"] * (1 + 1e-9) <= r["K_proven"] * (1 + 2e-6)
         assert r["p1_mc_lo"] <= r["p1_enumeration"] <= r["p1_mc_hi"]
     assert result.plots == ["lipschitz_empirical_vs_proven.png"]
-    assert (tmp_path / "plots" / result.plots[0]).stat().st_size > 0
+    assert (ctx.plots_dir / result.plots[0]).stat().st_size > 0
     assert len(ctx.logged) == 7 and ctx.bars[0].n == 7
 
 
