@@ -33,6 +33,7 @@ the sweep, plus one for the sweep).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -240,15 +241,23 @@ def group_inputs(module: Any, plan_: SweepPlan, group: Group):
     return fn, impl, (dynamic, keys), rows
 
 
+@functools.cache
+def _fold_words():
+    """``jit(vmap(fold_in(fold_in(key, w0), w1)))`` over rows, built once per process."""
+    import jax
+
+    def one(key, w):
+        return jax.random.fold_in(jax.random.fold_in(key, w[0]), w[1])
+
+    return jax.jit(jax.vmap(one))
+
+
 def _row_keys(root_data: np.ndarray, words: np.ndarray, impl: Any) -> np.ndarray:
     """Key data of every row: :func:`point_key`, computed for all rows in one vmapped call."""
     import jax
 
-    def one(root, w):
-        key = jax.random.wrap_key_data(root, impl=impl)
-        return jax.random.key_data(jax.random.fold_in(jax.random.fold_in(key, w[0]), w[1]))
-
-    return np.asarray(jax.jit(jax.vmap(one))(root_data, words))
+    keys = _fold_words()(jax.random.wrap_key_data(root_data, impl=impl), words)
+    return np.asarray(jax.random.key_data(keys))
 
 
 def row_inputs(module: Any, plan_: SweepPlan, rows: list[tuple[Point, int]]):
