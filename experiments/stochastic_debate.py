@@ -34,7 +34,7 @@ from dedebate.agents.stochastic_zoo import (
     zoo_stats,
 )
 from dedebate.exact.zoo_search import adversaries, exact_scale_search
-from dedebate.lab.devices import lanes_for_memory
+from dedebate.lab.devices import cached_program, lanes_for_memory
 from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
@@ -124,9 +124,12 @@ def cells(cfg: Config, K: int, T: int):
 
 
 def _adversaries(cfg: Config, ki: int, K: int):
-    """The optimised Alice and Bob of K (seed ``ki``; exact DP at the smallest T, at most 12)."""
-    return adversaries(K, min(min(cfg.Ts), 12), ki, float(cfg.scale), float(cfg.p_yes),
-                       float(cfg.p_no), cfg.es_generations, cfg.es_population)
+    """The optimised Alice and Bob of K (seed ``ki``; exact DP at the smallest T, at most 12).
+    A deterministic host search, kept per argument tuple, so that ``run`` reuses what its
+    :func:`point` found instead of searching again."""
+    args = (K, min(min(cfg.Ts), 12), ki, float(cfg.scale), float(cfg.p_yes), float(cfg.p_no),
+            cfg.es_generations, cfg.es_population)
+    return cached_program((NAME, "adversaries", args), lambda: adversaries(*args))
 
 
 def point(cfg: Config):

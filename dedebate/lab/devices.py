@@ -108,11 +108,12 @@ _BUILT: OrderedDict[Any, Any] = OrderedDict()
 
 
 def cached_program(key: Any, build: Callable[[], Any]) -> Any:
-    """The program ``build()`` returns (a jitted function), built once per hashable ``key`` and
-    reused by later calls with an equal key (an experiment's compiled grids: a second run in one
-    process, e.g. a test or a notebook, does not trace and compile them again). Equal keys
-    promise the same program; at most ``MAX_PROGRAMS`` are kept, least recently used first out.
-    Only the numbers of compiles depend on it, never a result."""
+    """What ``build()`` returns (a jitted function, or a deterministic host result such as an
+    adversary search), built once per hashable ``key`` and reused by later calls with an equal
+    key (an experiment's compiled grids: a second run in one process, e.g. a test or a notebook,
+    does not trace and compile them again). Equal keys promise the same value; at most
+    ``MAX_PROGRAMS`` are kept, least recently used first out. Only the time spent depends on it,
+    never a result."""
     if key in _BUILT:
         _BUILT.move_to_end(key)
         return _BUILT[key]
