@@ -133,6 +133,38 @@ def count_point_traces(monkeypatch, module) -> list[int]:
     return traces
 
 
+def sweep_then_run_alone(module, tmp: Path, *, axes: dict[str, list], pick, seed: int = 0,
+                         seeds: int = 1, run_seed: int | None = None):
+    """Sweep ``axes`` x ``seeds`` at the quick size one row per call (``sweep.batch: 1``), then
+    run ``module.run`` alone on the first point whose values satisfy ``pick(values)``, at seed
+    ``run_seed`` (default: the sweep's first seed) and that row's key (``point_key``).
+
+    Returns ``(sweep record, point, run seed, run result, context, traces of point's fn after
+    both)``: one trace means the run reused the sweep's compiled program."""
+    from dedebate.lab.config import resolve
+    from dedebate.lab.devices import clear_program_cache
+    from dedebate.lab.sweep import plan, point_key, run_sweep
+
+    params = {k: list(v) if isinstance(v, tuple) else v
+              for k, v in module.SIZES["quick"].items()}
+    raw = {"experiment": module.NAME, "seed": seed, "output_dir": str(tmp / "out"),
+           "tracking": {"mode": "disabled"}, "params": params,
+           "sweep": {"seeds": seeds, "axes": axes, "plots": False, "batch": 1}}
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        traces = count_point_traces(mp, module)  # traces of the sweep's fn (once per compile)
+        cfg = resolve(raw, {module.NAME: module})
+        clear_program_cache()
+        rec = run_sweep(module, cfg, show_progress=False)
+        pt = next(p for p in plan(module, cfg).points if pick(p.values))
+        run_seed = rec.rows[0]["seed"] if run_seed is None else run_seed
+        ctx = FakeContext(tmp / "alone", seed=run_seed, size="quick", name=module.NAME)
+        ctx.key = point_key(module.NAME, run_seed, pt.cfg)
+        result = module.run(pt.cfg, ctx)
+    return rec, pt, run_seed, result, ctx, traces[0]
+
+
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # JAX's event per XLA compile
 
 

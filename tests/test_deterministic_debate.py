@@ -12,11 +12,8 @@ import pytest
 
 import experiments.deterministic_debate as E
 from dedebate.agents.deterministic_population import cost_table
-from dedebate.lab.config import resolve
-from dedebate.lab.devices import clear_program_cache
-from dedebate.lab.sweep import plan, point_key, run_sweep
 from dedebate.machines.configurations import clog2
-from tests.fakes import FakeContext, count_point_traces
+from tests.fakes import sweep_then_run_alone
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,23 +23,10 @@ def quick(tmp_path_factory):
     """The sweep ``oracle_frac in {0, 0.3, 1}`` at the quick size (one row per call), then its
     point oracle_frac = 0.3 (the quick config) run alone with the row's key: ``(sweep record,
     point, run result, context, traces of point's fn after both)``."""
-    tmp = tmp_path_factory.mktemp("deterministic")
-    params = {k: list(v) if isinstance(v, tuple) else v for k, v in E.SIZES["quick"].items()}
-    raw = {"experiment": E.NAME, "seed": 0, "output_dir": str(tmp / "out"),
-           "tracking": {"mode": "disabled"}, "params": params,
-           "sweep": {"seeds": 1, "axes": {"oracle_frac": [0.0, 0.3, 1.0]}, "plots": False,
-                     "batch": 1}}
-    with pytest.MonkeyPatch.context() as mp:
-        traces = count_point_traces(mp, E)  # traces of the sweep's fn (once per compile)
-        cfg = resolve(raw, {E.NAME: E})
-        clear_program_cache()
-        rec = run_sweep(E, cfg, show_progress=False)
-        pt = next(p for p in plan(E, cfg).points if p.values["oracle_frac"] == 0.3)
-        seed = rec.rows[0]["seed"]
-        ctx = FakeContext(tmp / "alone", seed=seed, size="quick", name=E.NAME)
-        ctx.key = point_key(E.NAME, seed, pt.cfg)
-        res = E.run(pt.cfg, ctx)
-    return rec, pt, res, ctx, traces[0]
+    rec, pt, _, res, ctx, traces = sweep_then_run_alone(
+        E, tmp_path_factory.mktemp("deterministic"), axes={"oracle_frac": [0.0, 0.3, 1.0]},
+        pick=lambda v: v["oracle_frac"] == 0.3)
+    return rec, pt, res, ctx, traces
 
 
 @pytest.mark.slow  # one compile of the quick grids, shared by the sweep and the run

@@ -11,10 +11,8 @@ from pathlib import Path
 import pytest
 
 import experiments.machines as exp
-from dedebate.lab.config import ConfigError, load_config, resolve
-from dedebate.lab.devices import clear_program_cache
-from dedebate.lab.sweep import plan, point_key, run_sweep
-from tests.fakes import FakeContext, count_point_traces
+from dedebate.lab.config import ConfigError, load_config
+from tests.fakes import sweep_then_run_alone
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = exp.SIZES["quick"]
@@ -26,24 +24,10 @@ def quick(tmp_path_factory):
     """The sweep eps x high x 2 seeds at the quick size (one row per call), then its point
     (quick eps, high=True: the quick config) at seed 2 run alone with the row's key:
     ``(sweep record, point, seed, run result, context, traces of point's fn after both)``."""
-    tmp = tmp_path_factory.mktemp("machines")
-    params = {k: list(v) if isinstance(v, tuple) else v for k, v in QUICK.items()}
-    raw = {"experiment": exp.NAME, "seed": 1, "output_dir": str(tmp / "out"),
-           "tracking": {"mode": "disabled"}, "params": params,
-           "sweep": {"seeds": 2, "axes": {"eps": EPS, "high": [True, False]}, "plots": False,
-                     "batch": 1}}
-    with pytest.MonkeyPatch.context() as mp:
-        traces = count_point_traces(mp, exp)  # traces of the sweep's fn (once per compile)
-        cfg = resolve(raw, {exp.NAME: exp})
-        clear_program_cache()
-        rec = run_sweep(exp, cfg, show_progress=False)
-        pt = next(p for p in plan(exp, cfg).points
-                  if p.values["eps"] == QUICK["eps"] and p.values["high"] is True)
-        seed = 2
-        ctx = FakeContext(tmp / "alone", seed=seed, size="quick", name=exp.NAME)
-        ctx.key = point_key(exp.NAME, seed, pt.cfg)
-        result = exp.run(pt.cfg, ctx)
-    return rec, pt, seed, result, ctx, traces[0]
+    return sweep_then_run_alone(
+        exp, tmp_path_factory.mktemp("machines"), axes={"eps": EPS, "high": [True, False]},
+        pick=lambda v: v["eps"] == QUICK["eps"] and v["high"] is True, seed=1, seeds=2,
+        run_seed=2)
 
 
 @pytest.mark.slow  # one compile of the quick program, shared by the sweep and the run

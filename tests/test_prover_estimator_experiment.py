@@ -8,10 +8,8 @@ from pathlib import Path
 import pytest
 
 import experiments.prover_estimator as exp
-from dedebate.lab.config import ConfigError, load_config, resolve
-from dedebate.lab.devices import clear_program_cache
-from dedebate.lab.sweep import plan, point_key, run_sweep
-from tests.fakes import FakeContext, count_point_traces
+from dedebate.lab.config import ConfigError, load_config
+from tests.fakes import sweep_then_run_alone
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = 3
@@ -22,22 +20,10 @@ def quick(tmp_path_factory):
     """The sweep ``rho_scale in {1, 0.75}`` at the quick size (one row per call), then its point
     rho_scale = 1 (the quick config) run alone with the row's key: ``(sweep record, point, run
     result, context, traces of point's fn after both)``."""
-    tmp = tmp_path_factory.mktemp("prover_estimator")
-    params = {k: list(v) if isinstance(v, tuple) else v for k, v in exp.SIZES["quick"].items()}
-    raw = {"experiment": exp.NAME, "seed": SEED, "output_dir": str(tmp / "out"),
-           "tracking": {"mode": "disabled"}, "params": params,
-           "sweep": {"seeds": 1, "axes": {"rho_scale": [1.0, 0.75]}, "plots": False,
-                     "batch": 1}}
-    with pytest.MonkeyPatch.context() as mp:
-        traces = count_point_traces(mp, exp)  # traces of the sweep's fn (once per compile)
-        cfg = resolve(raw, {exp.NAME: exp})
-        clear_program_cache()
-        rec = run_sweep(exp, cfg, show_progress=False)
-        pt = next(p for p in plan(exp, cfg).points if p.values["rho_scale"] == 1.0)
-        ctx = FakeContext(tmp / "alone", seed=SEED, size="quick", name=exp.NAME)
-        ctx.key = point_key(exp.NAME, SEED, pt.cfg)
-        result = exp.run(pt.cfg, ctx)
-    return rec, pt, result, ctx, traces[0]
+    rec, pt, _, result, ctx, traces = sweep_then_run_alone(
+        exp, tmp_path_factory.mktemp("prover_estimator"), axes={"rho_scale": [1.0, 0.75]},
+        pick=lambda v: v["rho_scale"] == 1.0, seed=SEED)
+    return rec, pt, result, ctx, traces
 
 
 @pytest.mark.slow  # one compile of the exact sections, shared with the quick run
