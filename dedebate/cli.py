@@ -10,10 +10,9 @@
     dedebate config NAME [--yaml]                         the documented config keys
     dedebate list                                         registered experiments
 
-Exit codes: 0 success (every claim passed); 1 a claim failed or an experiment raised;
-2 a bad command line or config, or an output directory that cannot be used (not writable, a
-file in the way, a full disk, a run in use by another process): one line on stderr, no
-traceback.
+Exit codes: 0 success (every claim passed); 1 a claim failed or an experiment raised; 2 a bad
+command line or config, or an output directory that cannot be used (not writable, a file in the
+way, a full disk, a run in use by another process): one line on stderr, no traceback.
 """
 
 from __future__ import annotations
@@ -149,6 +148,18 @@ def _warn_import_errors(reg) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``dedebate run CONFIG [key.sub=value ...]``: one experiment (or ``--resume RUN_DIR``).
+
+    A config with a ``sweep`` block runs as a sweep in this process. On resume, overrides
+    that change the config hash are refused.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 if every claim passed; 1 if a claim failed or the experiment raised; 2 for a bad
+        command line or config.
+    """
     from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
     from dedebate.lab.registry import config_path
     from dedebate.lab.runner import run_experiment
@@ -195,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _p_text(d) -> str:
-    """`` p=..`` for a Monte-Carlo row (decided family-wise, see dedebate/lab/experiment.py)."""
+    """`` p=..`` for a Monte-Carlo row (decided family-wise, see dedebate/lab/claims.py)."""
     if d.get("p_value") is None:
         return ""
     return f"; p={d['p_value']:.3g} vs level {d['family_level']:.3g} (family of {d['family_size']})"
@@ -203,7 +214,7 @@ def _p_text(d) -> str:
 
 def _print_run_summary(rec) -> None:
     from dedebate.lab.experiment import gating
-    from dedebate.lab.report import measured
+    from dedebate.lab.report_render import measured
 
     print(f"run directory: {rec.run_dir}")
     if rec.result is not None:
@@ -247,6 +258,15 @@ def _sweep_config(args: argparse.Namespace, reg):
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """``dedebate sweep CONFIG``: a grid of runs, on one or several processes.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 if the sweep finished; 1 if a point failed; 2 for a bad command line, config or
+        multi-process environment.
+    """
     from dedebate.lab import distributed as dist
     from dedebate.lab.config import ConfigError
 
@@ -361,6 +381,15 @@ def _reproduce_header(report_dir: Path) -> tuple[str, int]:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    """``dedebate reproduce``: every experiment, one report (or ``--resume DIR``).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 if the report passes; 1 if it fails; 2 for a bad command line (a resumed
+        directory's size and seed cannot change).
+    """
     from dedebate.lab.report import reproduce
 
     if args.resume:
@@ -403,6 +432,14 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    """``dedebate bench NAME``: run a benchmark from ``bench/`` and print its JSON (``--list``).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0, or 2 for an unknown benchmark.
+    """
     from dedebate.lab.registry import bench_package, describe_benchmarks
     from dedebate.lab.rundir import jsonable
 
@@ -430,7 +467,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from dedebate.lab.config import render_config_docs, render_config_file
+    """``dedebate config NAME [--yaml]``: the documented config keys, or the config file.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0, or 2 for an unknown experiment.
+    """
+    from dedebate.lab.config_docs import render_config_docs, render_config_file
 
     reg = _registry()
     if args.name not in reg.experiments:
@@ -444,6 +489,14 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """``dedebate list``: the registered experiments, one ``NAME<TAB>TITLE`` line each.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0.
+    """
     reg = _registry()
     _warn_import_errors(reg)
     for name in reg.names():
@@ -454,6 +507,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    """``dedebate doctor [--json]``: backend, devices, caches and versions.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0.
+    """
     from dedebate.lab import doctor
 
     info = doctor.report()
@@ -462,6 +523,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    """``dedebate compare A B``: two results side by side, claim by claim.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 if no gating verdict changed; 1 if one did; 2 for a path without a result.
+    """
     from dedebate.lab.compare import CompareError, compare
 
     try:
@@ -473,6 +542,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """``dedebate report DIR [--html FILE]``: a reproduce report rendered again.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0, or 2 for a directory without a readable report.json.
+    """
     from dedebate.lab.rerender import ReportError, load_report, markdown, to_html
     from dedebate.lab.rundir import write_text
 
@@ -490,6 +567,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
+    """``dedebate sync PATH ...``: upload every offline W&B run under the paths.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 if every run synced (or there was none); 1 if one failed; 2 for a bad path or
+        ``--jobs``.
+    """
     from dedebate.lab.sync import find_offline_runs, sync_all
 
     if args.jobs < 1:
@@ -521,7 +607,14 @@ COMPILING = frozenset({"run", "sweep", "reproduce", "bench"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dedebate`` console script; returns the exit code."""
+    """Entry point of the ``dedebate`` console script.
+
+    Args:
+        argv: the arguments after the program name; None = ``sys.argv[1:]``.
+
+    Returns:
+        The exit code (0, 1 or 2, see the module docstring).
+    """
     parser = _parser()
     try:
         args, extra = parser.parse_known_args(argv)

@@ -170,6 +170,17 @@ DOCUMENTED = (
     "dedebate/protocols/witness.py",
     "dedebate/agents/learned.py", "dedebate/agents/ped_strategies.py",
     "dedebate/agents/stochastic_players.py",
+    "dedebate/cli.py", "dedebate/lab/__init__.py", "dedebate/lab/aot.py",
+    "dedebate/lab/checkpoint.py", "dedebate/lab/claims.py", "dedebate/lab/compare.py",
+    "dedebate/lab/compile_cache.py", "dedebate/lab/config.py", "dedebate/lab/config_docs.py",
+    "dedebate/lab/config_schema.py", "dedebate/lab/config_types.py",
+    "dedebate/lab/config_yaml.py", "dedebate/lab/context.py",
+    "dedebate/lab/devices.py", "dedebate/lab/distributed.py", "dedebate/lab/doctor.py",
+    "dedebate/lab/experiment.py", "dedebate/lab/params.py", "dedebate/lab/registry.py",
+    "dedebate/lab/report.py", "dedebate/lab/report_render.py",
+    "dedebate/lab/rerender.py", "dedebate/lab/rundir.py",
+    "dedebate/lab/runner.py", "dedebate/lab/schema.py", "dedebate/lab/sync.py",
+    "dedebate/lab/tracking.py",
 )
 MAX_MODULE_DOCSTRING_LINES = 15
 

@@ -16,9 +16,9 @@ from dedebate.lab.config import (
     dump_yaml,
     load_config,
     parse_override,
-    render_config_docs,
     resolve,
 )
+from dedebate.lab.config_docs import render_config_docs
 
 GOOD = """\
 experiment: fake_pass

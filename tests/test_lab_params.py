@@ -19,10 +19,9 @@ from dedebate.lab.config import (
     ConfigError,
     default_config,
     load_config,
-    render_config_docs,
-    render_config_file,
     resolve,
 )
+from dedebate.lab.config_docs import render_config_docs, render_config_file
 from dedebate.lab.params import config_dataclass, field_range, item_type, param
 from dedebate.lab.registry import discover_experiments
 from tests.conftest import REPO

@@ -1,16 +1,14 @@
-"""The lab shell: the only impure part of dedebate.
+"""The lab shell: the only impure part of dedebate (docs/lab.md).
 
-* ``experiment`` -- the contract for experiment modules (Claim, ExperimentResult, RunContext);
-* ``config`` -- YAML + overrides -> a validated, frozen RunConfig (ConfigError on bad input);
+* ``experiment`` -- the contract for experiment modules; ``claims`` -- report rows and decisions;
+* ``config`` -- YAML + overrides -> a validated RunConfig (``config_schema``, ``config_types``,
+  ``config_yaml``, ``config_docs``: the classes, value checks, safe loader, rendered docs);
 * ``registry`` -- discovery of experiments and benchmarks;
-* ``runner`` -- one run: run directory, context, results.json, metrics.jsonl, plots, tables;
+* ``runner`` -- one run; ``context`` -- the services a run gives its experiment;
 * ``tracking`` -- W&B (offline by default) that never loses local results;
-* ``report`` -- ``dedebate reproduce``: every experiment, report.md and report.json;
-* ``sweep`` -- ``dedebate sweep``: grids of runs, vmapped over dynamic axes, sweep.csv, plots;
-* ``devices`` -- the flat run axis sharded over ``jax.devices()`` (Mesh + NamedSharding);
-* ``distributed`` -- ``jax.distributed`` start-up: local launcher, launcher env, SLURM;
-* ``checkpoint`` -- Orbax checkpoints with fallback and a config-hash guard;
-* ``driver`` -- the chunked training driver (checkpoint, restore and skip, monitors, logging);
+* ``report`` -- ``dedebate reproduce`` (``report_render``: the report); ``sweep`` -- sweeps;
+* ``devices`` / ``distributed`` -- the run axis sharded over devices; multi-process start-up;
+* ``checkpoint`` / ``driver`` -- Orbax checkpoints; the chunked training driver;
 * ``rundir`` -- run directories, provenance and JSON helpers.
 
 Submodules are imported where they are used, so ``import dedebate.lab`` stays light.

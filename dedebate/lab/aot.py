@@ -20,9 +20,20 @@ _COMPILED_LOCK = threading.Lock()
 
 
 def compiled(fn, *args, pool=None) -> concurrent.futures.Future:
-    """A future of ``(executable, seconds compiling)``: ``fn`` (jitted) compiled ahead of time
-    for the types of ``args``, on ``pool`` if given (else now, in this thread). A failed
-    compilation is not cached (the next call tries again)."""
+    """``fn`` (jitted) compiled ahead of time for the types of ``args``, at most once per process.
+
+    Compiles on ``pool`` if given, else now in this thread. The future is cached per
+    ``(fn, argument structure, argument types)``; a failed compilation is not cached (the next
+    call tries again).
+
+    Args:
+        fn: a jitted function.
+        *args: example arguments (only their structure, shapes and dtypes matter).
+        pool: a thread pool to compile on; None = compile now.
+
+    Returns:
+        A future of ``(executable, seconds compiling)``.
+    """
     import jax
 
     leaves, tree = jax.tree_util.tree_flatten(args)

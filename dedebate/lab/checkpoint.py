@@ -1,34 +1,12 @@
 """Orbax checkpoints of a run's state, with fallback and a config-hash guard.
 
-A thin wrapper around ``orbax.checkpoint.CheckpointManager`` (orbax-checkpoint 0.12):
-
-* ``save(step, state)`` saves the state pytree (params, optimiser state, step, typed PRNG keys,
-  partial results) when ``step`` is a multiple of ``every`` (or ``force=True``); saves are
-  asynchronous, and the last ``keep`` checkpoints are preserved (a ``LatestN`` preservation
-  policy, which supersedes ``max_to_keep``);
-* every checkpoint stores the run's config hash beside the state; ``restore`` refuses a checkpoint
-  written under a different hash (:class:`CheckpointMismatch`, one clear line);
-* ``restore(template)`` restores the newest checkpoint against ``jax.eval_shape(template)`` and,
-  when that checkpoint is corrupt or truncated, warns and falls back to the previous one; every
-  unreadable step is then moved aside (to ``corrupt-STEP/`` beside the steps), so the steps saved
-  next never collide with it and a later resume does not meet it again; when no step is readable,
-  all are moved aside and the run starts over (recovery always converges);
-* a save never collides: a step at or after the one being saved (left by an earlier run in the
-  same directory) is moved aside to ``stale-STEP/`` first, and temporary directories of saves cut
-  short by a kill are removed when the checkpointer opens;
-* ``close()`` (or leaving the ``with`` block) waits for pending saves.
-
-Experiments that train use it through :func:`dedebate.lab.driver.run_chunks`. Direct use (the
-lab's context builds one with the run's config hash)::
-
-    with ctx.checkpointer(every=10, keep=3) as ckpt:
-        start, state = 0, init_state
-        if ctx.resume and (found := ckpt.restore(init_state)) is not None:
-            start, state = found
-            start += 1
-        for step in range(start, n_steps):
-            state = chunk(state)
-            ckpt.save(step, state)
+A thin wrapper around ``orbax.checkpoint.CheckpointManager``: :meth:`Checkpointer.save` saves the
+state pytree every ``every`` steps (asynchronously, keeping the newest ``keep``) together with the
+run's config hash; :meth:`Checkpointer.restore` restores the newest readable checkpoint, refuses
+one written under another hash (:class:`CheckpointMismatch`) and falls back past a corrupt or
+truncated one, moving it aside (``corrupt-STEP/``), so recovery always converges. A save never
+collides with steps an earlier run left (moved aside to ``stale-STEP/``). Experiments that train
+use it through :func:`dedebate.lab.driver.run_chunks`; direct use: docs/lab.md, "Checkpoints".
 """
 
 from __future__ import annotations
@@ -74,11 +52,20 @@ class Checkpointer:
     # -- saving ----------------------------------------------------------------------------
 
     def save(self, step: int, state: Any, *, force: bool = False) -> bool:
-        """Save ``state`` at ``step`` if the interval says so (or ``force``); True if saved.
+        """Save ``state`` at ``step`` if the interval says so (or ``force``).
 
         Steps on disk at or after ``step`` are moved aside first (``stale-STEP/``, with a
         warning): they belong to an earlier run in this directory, and Orbax would otherwise
-        skip this save (an older step than its newest) or refuse it (a step that exists)."""
+        skip this save (an older step than its newest) or refuse it (a step that exists).
+
+        Args:
+            step: the step the state belongs to.
+            state: the pytree to save (arrays, typed PRNG keys, numbers).
+            force: save even when ``step`` is not a multiple of ``every``.
+
+        Returns:
+            Whether a save was started (it completes asynchronously).
+        """
         ocp = self._ocp
         if not (force or int(step) % self.every == 0):
             return False
@@ -98,6 +85,7 @@ class Checkpointer:
         self._mgr.wait_until_finished()
 
     def close(self) -> None:
+        """Wait for pending saves and close the manager (also on leaving the ``with`` block)."""
         self._mgr.wait_until_finished()
         self._mgr.close()
 
@@ -110,11 +98,20 @@ class Checkpointer:
     # -- restoring -------------------------------------------------------------------------
 
     def steps(self) -> list[int]:
-        """Steps with a finished checkpoint on disk, oldest first."""
+        """Steps with a finished checkpoint on disk, oldest first.
+
+        Returns:
+            The steps.
+        """
         self._mgr.reload()
         return sorted(int(s) for s in self._mgr.all_steps())
 
     def latest_step(self) -> int | None:
+        """The newest step with a finished checkpoint on disk.
+
+        Returns:
+            The step, or None when there is none.
+        """
         steps = self.steps()
         return steps[-1] if steps else None
 
@@ -129,12 +126,11 @@ class Checkpointer:
     def restore(self, template: Any) -> tuple[int, Any] | None:
         """``(step, state)`` from the newest readable checkpoint, or None if there is none.
 
-        ``template`` is a state of the right structure, shapes and dtypes (values unused); the
-        restore runs against ``jax.eval_shape`` of it, so leaves come back as JAX arrays with
-        JAX's dtypes (a numpy int64 leaf returns as int32 unless x64 is enabled). A checkpoint
-        that cannot be read is skipped with a warning and moved aside (``corrupt-STEP/``); if
-        none can be read, all are moved aside and the result is None (start over). One written
-        under another config hash raises :class:`CheckpointMismatch`.
+        The restore runs against ``jax.eval_shape(template)``, so leaves come back as JAX arrays
+        with JAX's dtypes (a numpy int64 leaf returns as int32 unless x64 is enabled). A
+        checkpoint that cannot be read is skipped with a warning and moved aside
+        (``corrupt-STEP/``); if none can be read, all are moved aside and the result is None
+        (start over).
 
         Known noise (Orbax 0.12.8, not ours): when reading a corrupt checkpoint fails, Orbax's
         ``asyncio.gather`` over the tensorstore reads raises at the first error and
@@ -143,6 +139,16 @@ class Checkpointer:
         ``loop.call_soon_threadsafe`` on the closed loop, and Python prints "RuntimeError: Event
         loop is closed" as an unraisable exception. The failed restore has already raised here
         (and we fall back), so nothing is lost; no Checkpointer is left open.
+
+        Args:
+            template: a state of the right structure, shapes and dtypes (values unused).
+
+        Returns:
+            ``(step, state)``, or None.
+
+        Raises:
+            CheckpointMismatch: the newest readable checkpoint was written under another config
+                hash.
         """
         import jax
 

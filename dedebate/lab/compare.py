@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.experiment import gating
-from dedebate.lab.report import measured
+from dedebate.lab.report_render import measured
 
 
 class CompareError(ValueError):
@@ -25,7 +25,17 @@ class CompareError(ValueError):
 
 
 def load_claims(path: str | Path) -> tuple[str, dict[tuple[str, str, int], dict[str, Any]]]:
-    """(label, {(experiment, claim, occurrence): row}) of a report or run result."""
+    """The claim rows of a report or run result, keyed for matching.
+
+    Args:
+        path: a reproduce or run directory, or its ``report.json`` / ``results.json``.
+
+    Returns:
+        ``(label, {(experiment, claim, occurrence): row})``; the label is the file's directory.
+
+    Raises:
+        CompareError: no such path, no result file, unreadable JSON or not a result.
+    """
     p = Path(path).expanduser()
     if p.is_dir():
         for name in ("report.json", "results.json"):
@@ -65,8 +75,15 @@ def _interval(c: dict[str, Any]) -> tuple[float, float]:
 
 
 def overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether the two rows' intervals share a point (exact rows: equal values). Non-finite
-    bounds never overlap."""
+    """Whether the two rows' intervals share a point (exact rows: equal values).
+
+    Args:
+        a: a claim row (dict with ``lo`` and ``hi``).
+        b: another claim row.
+
+    Returns:
+        True when ``max(lo) <= min(hi)``; non-finite bounds never overlap.
+    """
     (alo, ahi), (blo, bhi) = _interval(a), _interval(b)
     if not all(math.isfinite(x) for x in (alo, ahi, blo, bhi)):
         return False
@@ -84,7 +101,15 @@ def _cell(text: Any) -> str:
 
 
 def compare(a: str | Path, b: str | Path) -> tuple[str, bool]:
-    """The markdown table comparing ``a`` with ``b``, and whether any verdict changed."""
+    """The markdown table comparing ``a`` with ``b``, claim by claim.
+
+    Args:
+        a: a reproduce or run directory, or its result file.
+        b: another.
+
+    Returns:
+        ``(table text, whether a gating row present in both changed its verdict)``.
+    """
     label_a, rows_a = load_claims(a)
     label_b, rows_b = load_claims(b)
     lines = [f"A: {label_a}", f"B: {label_b}", "",

@@ -1,22 +1,14 @@
 """The persistent JAX compilation cache that the command line turns on.
 
-At ``--quick`` sizes on a CPU most of a run's wall time is XLA compiling dedebate's programs. JAX
-can keep each compiled executable on disk (``jax_compilation_cache_dir``) and load it in a later
-process instead of compiling again. The key of an entry hashes the lowered program, the compile
-options, the devices, ``XLA_FLAGS`` (so dedebate's CPU work-around flag is part of it) and the
-jax/jaxlib versions, so a hit loads the executable the same compilation would have produced:
-results are bit-identical with the cache cold or warm (tests/test_lab_compile_cache.py checks
-this on a real experiment). Cache read/write errors are warnings in JAX (the program is then
-compiled as usual), and in a multi-process job only process 0 writes.
-
-Where: ``$DEDEBATE_COMPILE_CACHE`` if set, else ``$XDG_CACHE_HOME/dedebate/jax`` (default
-``~/.cache/dedebate/jax``). ``DEDEBATE_COMPILE_CACHE=off`` (or ``0``, ``false``, ``no``,
-``none``, ``disabled``, or empty) turns it off. A directory that cannot be created or written
-turns it off with one warning on stderr; it never fails a run. If the user already configured
-JAX's own cache (``JAX_COMPILATION_CACHE_DIR``) and ``DEDEBATE_COMPILE_CACHE`` is unset, that
-setting is left alone.
-
-Only the impure shell calls this (``dedebate/cli.py``); the pure core never touches it.
+JAX keeps each compiled executable on disk (``jax_compilation_cache_dir``) and loads it in a later
+process instead of compiling again. An entry's key hashes the lowered program, compile options,
+devices, ``XLA_FLAGS`` and the jax/jaxlib versions, so a hit loads the executable the same
+compilation would have produced: results are bit-identical with the cache cold or warm. Where:
+``$DEDEBATE_COMPILE_CACHE`` if set, else ``$XDG_CACHE_HOME/dedebate/jax`` (default
+``~/.cache/dedebate/jax``); ``off`` (or ``0``, ``false``, ``no``, ``none``, ``disabled``, empty)
+turns it off. An unusable directory turns it off with one warning; it never fails a run. A cache
+the user set up through JAX (``JAX_COMPILATION_CACHE_DIR``) is left alone. Only the command line
+calls :func:`enable` (docs/lab.md, "The compile cache").
 """
 
 from __future__ import annotations
@@ -30,25 +22,37 @@ from typing import Any
 
 ENV = "DEDEBATE_COMPILE_CACHE"
 OFF_VALUES = frozenset({"", "off", "0", "false", "no", "none", "disabled"})
-# Write every program, however fast it compiled (JAX's default skips those under 1 s). dedebate's
-# quick programs are many and small: on a 2-core CPU, reproduce --quick --only machines
-# prover_estimator ran warm in 12.8 s with 0 (50 entries, 0.9 MB), 14.9 s with 0.1 and 20.7 s
-# with 1.0 (cold: 31-44 s, noisy).
+# Write every program, however fast it compiled (JAX's default skips those under 1 s): dedebate's
+# quick programs are many and small, and loading them beats compiling them again.
 MIN_COMPILE_SECS = 0.0
 
 _state: dict[str, Any] = {"enabled": False, "dir": None, "source": "not requested"}
 
 
 def default_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CACHE_HOME/dedebate/jax``, or ``~/.cache/dedebate/jax`` when XDG_CACHE_HOME is unset
-    or empty."""
+    """The default cache directory.
+
+    Args:
+        environ: the environment; None = ``os.environ``.
+
+    Returns:
+        ``$XDG_CACHE_HOME/dedebate/jax``, or ``~/.cache/dedebate/jax`` when XDG_CACHE_HOME is
+        unset or empty.
+    """
     env = os.environ if environ is None else environ
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base).expanduser() / "dedebate" / "jax"
 
 
 def requested_dir(environ: Mapping[str, str] | None = None) -> Path | None:
-    """The directory ``$DEDEBATE_COMPILE_CACHE`` asks for (None when it says off)."""
+    """The directory ``$DEDEBATE_COMPILE_CACHE`` asks for (:func:`default_dir` when it is unset).
+
+    Args:
+        environ: the environment; None = ``os.environ``.
+
+    Returns:
+        The directory, or None when the variable says off.
+    """
     env = os.environ if environ is None else environ
     if ENV not in env:
         return default_dir(env)
@@ -70,14 +74,18 @@ def _writable_dir(path: Path) -> str | None:
 
 
 def enable(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Turn JAX's persistent compilation cache on as the environment asks (see the module doc).
+    """Turn JAX's persistent compilation cache on as the environment asks.
 
     Call it once, early: programs compiled before the call are not written, and JAX opens the
     directory at the first compilation after it (a later change of directory does not take effect
-    in this process). Returns (and remembers, for ``provenance()``) ``{"enabled", "dir",
-    "source"}``. Never raises for a bad directory: it warns once on stderr and leaves the cache
-    off. No size cap: JAX's LRU eviction (``jax_compilation_cache_max_size``) needs the
-    ``filelock`` package, which dedebate does not depend on; the quick sizes write a few MB.
+    in this process). Never raises for a bad directory: it warns once on stderr and leaves the
+    cache off. A cache configured through JAX itself is left as it is.
+
+    Args:
+        environ: the environment; None = ``os.environ``.
+
+    Returns:
+        ``{"enabled", "dir", "source"}`` (also remembered for :func:`provenance`).
     """
     import jax
 
@@ -106,8 +114,13 @@ def enable(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 
 def provenance() -> dict[str, Any]:
-    """What a run records: whether JAX's persistent cache is on in this process, where, and who
-    turned it on (read from JAX's configuration, so a cache set up by other means shows too)."""
+    """What a run records about the persistent cache in this process.
+
+    Read from JAX's configuration, so a cache set up by other means shows too.
+
+    Returns:
+        ``{"enabled", "dir", "source"}``: whether it is on, where, and who turned it on.
+    """
     import jax
 
     where = jax.config.jax_compilation_cache_dir

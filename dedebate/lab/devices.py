@@ -41,7 +41,14 @@ class EvalInfo:
 
 
 def run_mesh(devices: list[Any] | None = None):
-    """A 1-D mesh named ``runs`` over ``devices`` (default: every device of every process)."""
+    """A 1-D mesh named ``runs`` over ``devices``.
+
+    Args:
+        devices: the devices; None = every device of every process.
+
+    Returns:
+        The ``jax.sharding.Mesh``.
+    """
     import jax
     from jax.sharding import Mesh
 
@@ -50,7 +57,16 @@ def run_mesh(devices: list[Any] | None = None):
 
 
 def padded_batch(n: int, n_devices: int, batch: int = 0) -> int:
-    """Rows per compiled call: ``batch`` (or all ``n``) rounded up to a multiple of the devices."""
+    """Rows per compiled call: ``batch`` (or all ``n``) rounded up to a multiple of the devices.
+
+    Args:
+        n: the number of rows.
+        n_devices: the number of devices.
+        batch: the most rows per call; 0 = all ``n``.
+
+    Returns:
+        ``max(n_devices, ceil(min(batch, n) / n_devices) * n_devices)``.
+    """
     size = n if batch <= 0 else min(batch, n)
     return max(n_devices, math.ceil(size / n_devices) * n_devices)
 
@@ -108,12 +124,21 @@ _BUILT: OrderedDict[Any, Any] = OrderedDict()
 
 
 def cached_program(key: Any, build: Callable[[], Any]) -> Any:
-    """What ``build()`` returns (a jitted function, or a deterministic host result such as an
-    adversary search), built once per hashable ``key`` and reused by later calls with an equal
-    key (an experiment's compiled grids: a second run in one process, e.g. a test or a notebook,
+    """What ``build()`` returns, built once per hashable ``key`` and reused by later equal keys.
+
+    The value is a jitted function or a deterministic host result such as an adversary search
+    (an experiment's compiled grids: a second run in one process, e.g. a test or a notebook,
     does not trace and compile them again). Equal keys promise the same value; at most
-    ``MAX_PROGRAMS`` are kept, least recently used first out. Only the time spent depends on it,
-    never a result."""
+    ``MAX_PROGRAMS`` are kept, least recently used first out. Only the time spent depends on
+    it, never a result.
+
+    Args:
+        key: a hashable key naming what ``build`` makes.
+        build: makes the value (called only on a miss).
+
+    Returns:
+        The cached or newly built value.
+    """
     if key in _BUILT:
         _BUILT.move_to_end(key)
         return _BUILT[key]
@@ -136,14 +161,29 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
 
     ``row_fn(*inputs_row)`` must return a dict of scalars, or ``(that dict, extras)`` with
     ``extras`` any pytree of arrays (a run's host inputs for checks and figures; a sweep drops
-    them). Returns a dict of ``[n]`` numpy arrays (every process gets every row); with
-    ``extras=True``, ``(that dict, the extras as numpy with a leading [n] axis)``. Compiles at
-    most once per call: all chunks have the same padded size; with ``cache_key`` (hashable;
-    equal keys promise the same ``row_fn``), not at all when an earlier call compiled the same
+    them). Every process gets every row. Compiles at most once per call: all chunks have the
+    same padded size; with ``cache_key``, not at all when an earlier call compiled the same
     program for the same shapes.
-    ``compiler_options``: XLA options of the compiled program (an experiment's
-    ``COMPILE_OPTIONS``, so that its sweep compiles as its run does: the options can change the
-    rounding).
+
+    Args:
+        row_fn: the pure per-row function.
+        inputs: a tuple of pytrees whose leaves have a leading ``[n]`` axis.
+        n: the number of rows.
+        devices: the devices to shard over; None = all.
+        batch: the most rows per compiled call; 0 = all.
+        info: an :class:`EvalInfo` to fill in; None = a fresh one.
+        cache_key: hashable; equal keys promise the same ``row_fn``.
+        compiler_options: XLA options of the compiled program (an experiment's
+            ``COMPILE_OPTIONS``, so that its sweep compiles as its run does: the options can
+            change the rounding).
+        extras: also return the extras.
+
+    Returns:
+        A dict of ``[n]`` numpy arrays; with ``extras=True``, ``(that dict, the extras as numpy
+        with a leading [n] axis)``.
+
+    Raises:
+        TypeError: ``row_fn`` returns something other than a dict of scalars.
     """
     import jax
     from jax.sharding import NamedSharding, PartitionSpec
@@ -206,8 +246,14 @@ MEMORY_FRACTION = 0.25  # share of a device's memory one compiled batch may plan
 
 
 def device_memory_bytes(device: Any = None) -> int | None:
-    """The memory of ``device`` (default: the first of ``jax.devices()``) in bytes, as its backend
-    reports it (``memory_stats()["bytes_limit"]``); None where it reports none (a CPU)."""
+    """The memory of ``device`` in bytes, as its backend reports it (``memory_stats()``).
+
+    Args:
+        device: a JAX device; None = the first of ``jax.devices()``.
+
+    Returns:
+        ``bytes_limit``, or None where the backend reports none (a CPU).
+    """
     if device is None:
         import jax
 
@@ -223,14 +269,30 @@ def device_memory_bytes(device: Any = None) -> int | None:
 def lanes_for_memory(bytes_per_lane: float, *, default: int, lo: int, hi: int,
                      multiple: int = 256, fraction: float = MEMORY_FRACTION,
                      memory_bytes: int | None = None, device: Any = None) -> int:
-    """The lanes (debates, trials, rows) of one full-size compiled batch, from the memory of the
-    device it runs on: ``fraction`` of ``memory_bytes`` (default: :func:`device_memory_bytes` of
-    ``device``) divided by ``bytes_per_lane``, rounded down to a multiple of ``multiple`` and
-    clipped to ``[lo, hi]``; ``default`` where the device reports no memory (a CPU).
+    """The lanes (debates, trials, rows) of one full-size compiled batch, from the device's memory.
 
-    Callers use it only where their numbers do not depend on the batch (lanes are indexed
+    ``fraction * memory_bytes / bytes_per_lane``, rounded down to a multiple of ``multiple``
+    and clipped to ``[lo, hi]``; ``default`` (clipped) where the device reports no memory (a
+    CPU). Callers use it only where their numbers do not depend on the batch (lanes are indexed
     globally and keyed independently of the batch they run in), so it changes memory use and
-    speed, never a result."""
+    speed, never a result.
+
+    Args:
+        bytes_per_lane: the memory one lane needs, > 0.
+        default: the lanes where no memory is reported.
+        lo: the fewest lanes.
+        hi: the most lanes.
+        multiple: the lanes are a multiple of this.
+        fraction: the share of the memory one batch may plan for, in (0, 1].
+        memory_bytes: the memory; None = :func:`device_memory_bytes` of ``device``.
+        device: the device to ask.
+
+    Returns:
+        The number of lanes.
+
+    Raises:
+        ValueError: a bad ``bytes_per_lane``, ``fraction``, ``lo``, ``hi`` or ``multiple``.
+    """
     if not bytes_per_lane > 0:
         raise ValueError(f"bytes_per_lane={bytes_per_lane!r}: must be > 0")
     if not 0 < fraction <= 1:

@@ -1,20 +1,14 @@
 """Multi-process runs on JAX's own runtime (``jax.distributed``), locally or under a launcher.
 
 Three ways a sweep becomes multi-process, all ending in ``jax.distributed.initialize``:
-
-* ``dedebate sweep CONFIG --processes N`` -- :func:`launch_local` starts N copies of the same
-  command on this machine, with ``JAX_COORDINATOR_ADDRESS=127.0.0.1:PORT`` (a free loopback port;
-  the coordinator binds to loopback only), ``JAX_NUM_PROCESSES=N`` and ``JAX_PROCESS_ID=i``;
-* any launcher that sets those three variables (a job script, Kubernetes, ...): each process
-  runs ``dedebate sweep CONFIG`` and :func:`process_env` reads them;
-* ``srun dedebate sweep CONFIG --distributed`` on a SLURM allocation: JAX's own SLURM detection
-  (``SLURM_JOB_ID``, ``SLURM_NTASKS``, ``SLURM_PROCID``, ``SLURM_STEP_NODELIST``) finds the
-  coordinator (the first node of the step) and this process's id.
-
-On CPU the cross-process collectives are gloo (``jax_cpu_collectives_implementation``, the
-default in jax 0.10); on GPU they are NCCL. Every process sees the global ``jax.devices()``;
-:mod:`dedebate.lab.devices` builds one ``Mesh`` over them, so a jitted sweep runs SPMD with each
-process computing the rows on its own devices.
+``dedebate sweep CONFIG --processes N`` (:func:`launch_local` starts N copies on this machine with
+``JAX_COORDINATOR_ADDRESS=127.0.0.1:PORT``, ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID``); any
+launcher that sets those three variables (:func:`process_env` reads them); ``srun dedebate sweep
+CONFIG --distributed`` on SLURM (JAX's own SLURM detection finds the coordinator and this
+process's id). On CPU the collectives are gloo, on GPU NCCL. Every process sees the global
+``jax.devices()``; :mod:`dedebate.lab.devices` builds one ``Mesh`` over them, so a jitted sweep
+runs SPMD with each process computing the rows on its own devices (README, "Many devices and
+processes").
 """
 
 from __future__ import annotations
@@ -53,6 +47,11 @@ class ProcessEnv:
 
     @property
     def multi(self) -> bool:
+        """Whether this process is one of a multi-process job.
+
+        Returns:
+            False for ``source == "single"``.
+        """
         return self.source != "single"
 
 
@@ -63,6 +62,16 @@ def process_env(distributed: bool = False, environ: Mapping[str, str] | None = N
     launcher started us (``env``). Otherwise, with ``distributed=True`` (``--distributed``), a
     SLURM step (``SLURM_NTASKS``, ``SLURM_PROCID``) is handed to JAX's SLURM detection
     (``slurm``); ``--distributed`` without either is an error. Otherwise: one process.
+
+    Args:
+        distributed: the command line asked for ``--distributed``.
+        environ: the environment; None = ``os.environ``.
+
+    Returns:
+        The :class:`ProcessEnv`.
+
+    Raises:
+        DistributedError: inconsistent variables, or ``--distributed`` without a launcher.
     """
     env = os.environ if environ is None else environ
     count = env.get(ENV_COUNT, "").strip()
@@ -93,6 +102,9 @@ def initialize(penv: ProcessEnv) -> None:
     """``jax.distributed.initialize`` for ``penv`` (a no-op for one process).
 
     Must run before anything touches a JAX backend; gloo collectives on CPU.
+
+    Args:
+        penv: from :func:`process_env`.
     """
     if not penv.multi:
         return
@@ -111,6 +123,11 @@ def initialize(penv: ProcessEnv) -> None:
 
 
 def shutdown(penv: ProcessEnv) -> None:
+    """``jax.distributed.shutdown`` for a multi-process ``penv`` (errors suppressed).
+
+    Args:
+        penv: from :func:`process_env`.
+    """
     if penv.multi:
         import jax
 
@@ -122,19 +139,33 @@ def shutdown(penv: ProcessEnv) -> None:
 
 
 def process_index() -> int:
+    """This process's index in the JAX job.
+
+    Returns:
+        ``jax.process_index()`` (0 for one process).
+    """
     import jax
 
     return jax.process_index()
 
 
 def process_count() -> int:
+    """The number of processes in the JAX job.
+
+    Returns:
+        ``jax.process_count()``.
+    """
     import jax
 
     return jax.process_count()
 
 
 def barrier(name: str) -> None:
-    """Every process waits here until all have arrived (no-op for one process)."""
+    """Every process waits here until all have arrived (no-op for one process).
+
+    Args:
+        name: the barrier's name (the same on every process).
+    """
     if process_count() > 1:
         from jax.experimental import multihost_utils
 
@@ -142,7 +173,15 @@ def barrier(name: str) -> None:
 
 
 def broadcast_text(text: str, size: int = 4096) -> str:
-    """Process 0's ``text`` on every process (UTF-8, at most ``size`` bytes)."""
+    """Process 0's ``text`` on every process (UTF-8, at most ``size`` bytes).
+
+    Args:
+        text: the text (only process 0's is used).
+        size: the most bytes sent.
+
+    Returns:
+        Process 0's text.
+    """
     if process_count() == 1:
         return text
     import numpy as np
@@ -160,7 +199,14 @@ def broadcast_text(text: str, size: int = 4096) -> str:
 
 
 def broadcast_flags(flags: Sequence[bool]) -> list[bool]:
-    """Process 0's booleans on every process."""
+    """Process 0's booleans on every process.
+
+    Args:
+        flags: the booleans (only process 0's are used; the same length everywhere).
+
+    Returns:
+        Process 0's flags.
+    """
     if process_count() == 1 or not flags:
         return list(flags)
     import numpy as np
@@ -174,17 +220,29 @@ def broadcast_flags(flags: Sequence[bool]) -> list[bool]:
 
 
 def free_loopback_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now (the OS picks it)."""
+    """A TCP port that is free on 127.0.0.1 right now (the OS picks it).
+
+    Returns:
+        The port number.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 def child_pythonpath(current: str = "") -> str:
-    """``PYTHONPATH`` for child processes: the folders from which this process imported
-    ``dedebate``, the experiment packages and the benchmarks, then ``current``. With ``python -P``
-    (no current folder on ``sys.path``) a child imports exactly these, never a package of the
-    same name in the folder it was started from."""
+    """``PYTHONPATH`` for child processes.
+
+    The folders from which this process imported ``dedebate``, the experiment packages and the
+    benchmarks, then ``current``. With ``python -P`` (no current folder on ``sys.path``) a child
+    imports exactly these, never a package of the same name in the folder it was started from.
+
+    Args:
+        current: the ``PYTHONPATH`` this process has.
+
+    Returns:
+        The path list, ``os.pathsep``-joined.
+    """
     import site
 
     from dedebate.lab.registry import bench_package, experiment_packages
@@ -214,11 +272,21 @@ def launch_local(argv: Sequence[str], n: int, *, environ: Mapping[str, str] | No
     """Run ``python -P -m dedebate.cli ARGV`` as ``n`` processes of one JAX job on 127.0.0.1.
 
     The children import dedebate and the experiments from where this process did
-    (:func:`child_pythonpath`), never from the current folder.
+    (:func:`child_pythonpath`), never from the current folder. Process 0 keeps this terminal's
+    stdout; the others' stdout is dropped when ``quiet_others`` (their stderr is kept). If one
+    process fails, the others are terminated.
 
-    Process 0 keeps this terminal's stdout; the others' stdout is dropped when ``quiet_others``
-    (their stderr is kept). If one process fails, the others are terminated. Returns the first
-    non-zero exit code, else 0.
+    Args:
+        argv: the command-line arguments of each child.
+        n: the number of processes, >= 1.
+        environ: the children's base environment; None = ``os.environ``.
+        quiet_others: drop the stdout of processes 1..n-1.
+
+    Returns:
+        The first non-zero exit code, else 0.
+
+    Raises:
+        DistributedError: ``n < 1``.
     """
     if n < 1:
         raise DistributedError(f"--processes {n}: must be >= 1")

@@ -1,27 +1,13 @@
 """Experiment parameters declared once: type, default, doc and allowed range in one line.
 
-An experiment's ``Config`` (see ``dedebate/lab/experiment.py``) declares each field as ::
-
-    @config_dataclass
-    class Config:
-        T: int = param(16, "steps of every fixture", ge=4, le=18)
-        eps: tuple[float, ...] = param((1e-3, 1e-2), "perturbation sizes", gt=0, le=1,
-                                       min_len=1, max_len=16)
-
-The annotation is the type, :func:`param` holds the default, the doc line and the range; the lab
-checks the range when a config is resolved (``dedebate/lab/config.py``: one line naming the key,
-the value and what is allowed, exit 2) and ``dedebate config NAME`` prints it. For a tuple field
-the bounds and ``choices`` apply to each item, ``min_len`` / ``max_len`` to its length.
-
-Bounds: every integer field (and every integer item) states a finite maximum (``le`` or ``lt``).
-For a count or a size that is a hard cap: at least the ``full`` size preset, small enough that a
-run at the cap fits in a workstation's memory (the field's doc says what the cap bounds when it is
-a memory limit). The cap is checked before anything is built, so ``params.trials=10**12`` fails
-in one line instead of allocating.
-
-:func:`config_dataclass` makes the class a frozen dataclass whose ``__init__`` checks the ranges
-too (so ``Config(T=40)`` raises ``ValueError("T=40: must be an integer in [4, 18]")``) and then
-runs the class's own ``__post_init__``, which is left for checks *between* fields.
+An experiment's ``Config`` declares each field as ``T: int = param(16, "steps", ge=4, le=18)``:
+the annotation is the type, :func:`param` holds the default, the doc line and the range (for a
+tuple field the bounds apply to each item, ``min_len`` / ``max_len`` to its length). The lab
+checks the range when a config is resolved (one line naming the key, the value and what is
+allowed) and ``dedebate config NAME`` prints it. Every integer field states a finite maximum, so
+a huge count fails in one line instead of allocating. :func:`config_dataclass` makes the class a
+frozen dataclass whose ``__init__`` checks the ranges too, then runs the class's own
+``__post_init__`` (checks between fields). Details: docs/lab.md, "Experiment parameters".
 """
 
 from __future__ import annotations
@@ -51,7 +37,11 @@ class Range:
 
     @property
     def upper(self) -> float:
-        """The largest allowed value (``inf`` when unbounded above)."""
+        """The largest allowed value (``inf`` when unbounded above).
+
+        Returns:
+            The smallest of ``le``, ``lt`` and the largest numeric choice.
+        """
         bounds = [b for b in (self.le, self.lt) if b is not None]
         if self.choices is not None:
             nums = [c for c in self.choices if _is_number(c)]
@@ -60,7 +50,14 @@ class Range:
         return min(bounds) if bounds else math.inf
 
     def describe_value(self, kind: str) -> str:
-        """``"an integer in [4, 18]"``, ``"a number > 0"``, ``"one of 'a', 'b'"``."""
+        """One allowed value in words: ``"an integer in [4, 18]"``, ``"a number > 0"``, ``"one of 'a'"``.
+
+        Args:
+            kind: ``"int"``, ``"float"`` or another kind (``"str"``, ``"bool"``, ``"other"``).
+
+        Returns:
+            The phrase.
+        """
         if self.choices is not None:
             return "one of " + ", ".join(_fmt(c) for c in self.choices)
         what = {"int": "an integer", "float": "a number"}.get(kind, "a value")
@@ -83,6 +80,11 @@ class Range:
         return what
 
     def describe_len(self) -> str:
+        """A tuple's allowed length in words (``"1 to 16 items"``).
+
+        Returns:
+            The phrase, or ``""`` when the length is free.
+        """
         lo, hi = self.min_len or 0, self.max_len
         if hi is None:
             return f"at least {lo} item{'s' * (lo != 1)}" if lo else ""
@@ -91,6 +93,15 @@ class Range:
         return f"{lo} to {hi} items"
 
     def value_ok(self, value: Any, kind: str) -> bool:
+        """Whether one value (one item, for a tuple field) is allowed.
+
+        Args:
+            value: the value.
+            kind: ``"int"``, ``"float"`` or another kind (only ``choices`` is checked then).
+
+        Returns:
+            True when the value has the kind, is a listed choice and lies within the bounds.
+        """
         if kind == "int" and not (isinstance(value, int) and not isinstance(value, bool)):
             return False
         if kind == "float":
@@ -132,9 +143,23 @@ def param(default: Any, doc: str, *, ge: float | None = None, gt: float | None =
           min_len: int | None = None, max_len: int | None = None) -> Any:
     """A documented, range-checked ``Config`` field (a ``dataclasses.field``).
 
-    ``ge``/``gt``/``le``/``lt``: inclusive / exclusive bounds; ``choices``: the allowed values;
-    ``multiple_of``: e.g. 2 for an even count. On a tuple field these apply to every item, and
-    ``min_len``/``max_len`` bound its length. ``default`` must be immutable (tuples, not lists).
+    On a tuple field the bounds, ``choices`` and ``multiple_of`` apply to every item, and
+    ``min_len``/``max_len`` bound its length.
+
+    Args:
+        default: the default value, immutable (tuples, not lists).
+        doc: what the field is, one line.
+        ge: inclusive lower bound.
+        gt: exclusive lower bound.
+        le: inclusive upper bound.
+        lt: exclusive upper bound.
+        choices: the allowed values.
+        multiple_of: e.g. 2 for an even count.
+        min_len: a tuple's fewest items.
+        max_len: a tuple's most items.
+
+    Returns:
+        The ``dataclasses.field`` with the doc and the :class:`Range` in its metadata.
     """
     rng = Range(ge, gt, le, lt, tuple(choices) if choices is not None else None, multiple_of,
                 min_len, max_len)
@@ -142,7 +167,14 @@ def param(default: Any, doc: str, *, ge: float | None = None, gt: float | None =
 
 
 def field_range(f: dataclasses.Field) -> Range | None:
-    """The :class:`Range` a field was declared with (``None`` for a plain field)."""
+    """The :class:`Range` a field was declared with.
+
+    Args:
+        f: a dataclass field.
+
+    Returns:
+        The range, or None for a plain field.
+    """
     return f.metadata.get(RANGE_KEY) if f.metadata else None
 
 
@@ -151,7 +183,14 @@ def _kind(tp: Any) -> str:
 
 
 def item_type(tp: Any) -> tuple[bool, Any]:
-    """``(is_sequence, item annotation)`` of a field annotation such as ``tuple[int, ...]``."""
+    """Whether an annotation is a sequence, and the annotation of one value or item.
+
+    Args:
+        tp: a field annotation such as ``tuple[int, ...]``.
+
+    Returns:
+        ``(is_sequence, item annotation)``.
+    """
     import typing
 
     origin = typing.get_origin(tp)
@@ -162,7 +201,15 @@ def item_type(tp: Any) -> tuple[bool, Any]:
 
 
 def describe_range(rng: Range, tp: Any) -> str:
-    """The allowed values in words, as ``dedebate config`` prints them."""
+    """The allowed values in words, as ``dedebate config`` prints them.
+
+    Args:
+        rng: the field's range.
+        tp: the field's annotation.
+
+    Returns:
+        ``"an integer in [4, 18]"``, or ``"each ...; LENGTH"`` for a tuple.
+    """
     seq, inner = item_type(tp)
     value = rng.describe_value(_kind(inner))
     if not seq:
@@ -172,10 +219,18 @@ def describe_range(rng: Range, tp: Any) -> str:
 
 
 def check_field(name: str, rng: Range, tp: Any, value: Any, key: str | None = None) -> None:
-    """Raise ``ValueError("KEY=VALUE: must be ...")`` if ``value`` is outside ``rng``.
+    """Check one field's value against its range.
 
-    ``key`` is the name used in the message (default ``name``); for a tuple the message shows
-    the whole list and names the first bad item.
+    Args:
+        name: the field's name.
+        rng: its range.
+        tp: its annotation.
+        value: the value.
+        key: the name the message uses (default ``name``, e.g. ``params.T``).
+
+    Raises:
+        ValueError: ``"KEY=VALUE: must be ..."``; for a tuple the message shows the whole list
+            and names the first bad item.
     """
     key = key or name
     seq, inner = item_type(tp)
@@ -203,7 +258,11 @@ def _show(value: Any) -> str:
 
 @functools.cache
 def ranged_fields(cls: type) -> tuple[tuple[str, Range, Any], ...]:
-    """``(name, range, annotation)`` of every :func:`param` field of a dataclass."""
+    """Every :func:`param` field of a dataclass (cached per class).
+
+    Returns:
+        ``(name, range, annotation)`` per ranged field, in declaration order.
+    """
     import typing
 
     hints = typing.get_type_hints(cls)
@@ -212,14 +271,30 @@ def ranged_fields(cls: type) -> tuple[tuple[str, Range, Any], ...]:
 
 
 def check_ranges(obj: Any) -> None:
-    """Check every :func:`param` field of a dataclass instance (``ValueError`` on the first)."""
+    """Check every :func:`param` field of a dataclass instance.
+
+    Args:
+        obj: the instance.
+
+    Raises:
+        ValueError: the first field outside its range.
+    """
     for name, rng, tp in ranged_fields(type(obj)):
         check_field(name, rng, tp, getattr(obj, name))
 
 
 def config_dataclass(cls: type) -> type:
-    """``@dataclasses.dataclass(frozen=True)`` whose ``__init__`` also checks every
-    :func:`param` range before the class's own ``__post_init__`` (relational checks) runs."""
+    """``@dataclasses.dataclass(frozen=True)`` whose ``__init__`` also checks every range.
+
+    The :func:`param` ranges are checked before the class's own ``__post_init__``
+    (relational checks) runs.
+
+    Args:
+        cls: the ``Config`` class.
+
+    Returns:
+        The frozen dataclass.
+    """
     own = cls.__dict__.get("__post_init__")
 
     def __post_init__(self):

@@ -32,6 +32,11 @@ class Registry:
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def names(self) -> list[str]:
+        """The registered experiment names.
+
+        Returns:
+            The names, sorted.
+        """
         return sorted(self.experiments)
 
 
@@ -70,16 +75,28 @@ def _installed(name: str) -> bool:
 
 
 def entry_point_packages() -> tuple[str, ...]:
-    """Experiment modules or packages that installed distributions register in the
-    ``dedebate.experiments`` entry-point group (the entry point's value is the module name)."""
+    """Experiment modules or packages registered by installed distributions.
+
+    They are the values of the ``dedebate.experiments`` entry-point group (the entry point's
+    value is the module name).
+
+    Returns:
+        The module names, in entry-point order.
+    """
     return tuple(ep.value.split(":")[0].strip()
                  for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
 
 
 def experiment_packages() -> tuple[str, ...]:
-    """``$DEDEBATE_EXPERIMENTS`` (comma-separated) if set; else dedebate's own experiments
+    """The packages experiments are discovered in.
+
+    ``$DEDEBATE_EXPERIMENTS`` (comma-separated) if set; else dedebate's own experiments
     (``dedebate_experiments`` as installed, or the checkout's ``experiments`` folder) and every
-    package registered in the ``dedebate.experiments`` entry-point group."""
+    package registered in the ``dedebate.experiments`` entry-point group.
+
+    Returns:
+        Package or module names, without duplicates.
+    """
     env = os.environ.get("DEDEBATE_EXPERIMENTS", "").strip()
     named = tuple(p.strip() for p in env.split(",") if p.strip())
     if named:
@@ -92,8 +109,17 @@ def discover_experiments(
     packages: Iterable[str | types.ModuleType] | None = None,
     modules: Iterable[str | types.ModuleType] = (),
 ) -> Registry:
-    """Import every module of ``packages`` (default: :func:`experiment_packages`) and every
-    module in ``modules``; keep those defining ``NAME`` and ``run``.
+    """Import every module of ``packages`` and every module in ``modules``.
+
+    Modules that define ``NAME`` and ``run`` are kept; a module that fails to import, or
+    repeats another's ``NAME``, is kept as an error instead (never dropped silently).
+
+    Args:
+        packages: package names or modules; None = :func:`experiment_packages`.
+        modules: further module names or modules.
+
+    Returns:
+        The :class:`Registry`.
     """
     if packages is None:
         packages = experiment_packages()
@@ -128,8 +154,12 @@ def discover_experiments(
 
 
 def bench_package() -> str:
-    """The benchmark package: ``$DEDEBATE_BENCH`` (used by the tests), else ``dedebate_bench``
-    as installed (the checkout's ``bench`` folder)."""
+    """The benchmark package's name.
+
+    Returns:
+        ``$DEDEBATE_BENCH`` (used by the tests), else ``dedebate_bench`` as installed, else
+        ``bench`` (the checkout's folder).
+    """
     named = os.environ.get("DEDEBATE_BENCH", "").strip()
     if named:
         return named
@@ -159,14 +189,27 @@ def _benchmarks(package: str | None) -> list[tuple[str, types.ModuleType | None,
 
 
 def list_benchmarks(package: str | None = None) -> list[str]:
-    """Names of the modules of the top-level ``bench`` package (each defines ``run(full)``)."""
+    """Names of the benchmark modules (each defines ``run(full)``).
+
+    Args:
+        package: the benchmark package; None = :func:`bench_package`.
+
+    Returns:
+        The module names, sorted (a module that fails to import is listed too).
+    """
     return [name for name, _, _ in _benchmarks(package)]
 
 
 def describe_benchmarks(package: str | None = None) -> dict[str, str]:
-    """``{name: one line}`` for every benchmark of :func:`list_benchmarks`: the first line of
-    the module's docstring (``"(no description)"`` without one; the import error, prefixed
-    ``"cannot import: "``, for a module that fails to import)."""
+    """One line per benchmark of :func:`list_benchmarks`.
+
+    Args:
+        package: the benchmark package; None = :func:`bench_package`.
+
+    Returns:
+        ``{name: the first line of the module's docstring}``; ``"(no description)"`` without
+        one, ``"cannot import: ERROR"`` for a module that fails to import.
+    """
     out = {}
     for name, module, error in _benchmarks(package):
         if module is None:
@@ -178,8 +221,11 @@ def describe_benchmarks(package: str | None = None) -> dict[str, str]:
 
 
 def shipped_configs_dir() -> Path | None:
-    """The folder of dedebate's shipped configs (``dedebate_configs`` as installed, or the
-    checkout's ``configs/``), or None."""
+    """The folder of dedebate's shipped configs.
+
+    Returns:
+        ``dedebate_configs`` as installed (or the checkout's ``configs/``), or None.
+    """
     try:
         spec = importlib.util.find_spec("dedebate_configs")
     except (ImportError, ValueError):
@@ -190,9 +236,18 @@ def shipped_configs_dir() -> Path | None:
 
 
 def config_path(arg: str) -> Path:
-    """The config file ``arg`` names: a path if one exists there, else a shipped config by name
-    (``NAME`` or ``NAME.yaml`` -> ``configs/NAME.yaml``, ``sweeps/NAME`` -> a sweep file), else
-    ``arg`` unchanged (reading it then reports it missing)."""
+    """The config file ``arg`` names.
+
+    A path if one exists there, else a shipped config by name (``NAME`` or ``NAME.yaml`` ->
+    ``configs/NAME.yaml``, ``sweeps/NAME`` -> a sweep file), else ``arg`` unchanged (reading
+    it then reports it missing).
+
+    Args:
+        arg: what the command line was given.
+
+    Returns:
+        The path.
+    """
     given = Path(arg).expanduser()
     if given.exists():
         return given

@@ -5,15 +5,14 @@ Output: ``<output_dir>/reproduce-<UTC timestamp>/`` with one run directory per e
 header, one table row per Claim, the plots) and ``report.json``. The report is rewritten after
 each experiment, so results of finished experiments are on disk before later ones start. An
 experiment that raises (or fails to import, or returns no claims) is a failing row; the others
-still run. The job passes iff every claim of every experiment passes.
+still run. The job passes iff every claim of every experiment passes. The report's content and
+its markdown: :mod:`dedebate.lab.report_render` (re-exported here).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-import re
 import sys
 import time
 from collections.abc import Mapping
@@ -21,8 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.config import ConfigError, default_config
-from dedebate.lab.experiment import FAMILY_ALPHA, gating, with_family_decisions
 from dedebate.lab.registry import Registry
+from dedebate.lab.report_render import (  # noqa: F401  (re-exported)
+    ExperimentEntry,
+    apply_report_family,
+    claim_totals,
+    fmt,
+    job_passed,
+    measured,
+    render_markdown,
+)
 from dedebate.lab.rundir import (
     RESULT_SCHEMA_VERSION,
     environment_provenance,
@@ -36,60 +43,20 @@ from dedebate.lab.tracking import Tracker
 
 
 @dataclasses.dataclass
-class ExperimentEntry:
-    """One experiment's part of the report."""
-
-    name: str
-    title: str = ""
-    status: str = "ok"  # ok | error
-    error: str | None = None
-    run_dir: str | None = None  # relative to the report directory
-    wall_time_s: float = 0.0
-    claims: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    plots: list[str] = dataclasses.field(default_factory=list)  # relative to the report directory
-    measurement_only: bool = False  # the module declares MEASUREMENT_ONLY = True
-
-    @property
-    def passed(self) -> bool:
-        """Ran, has at least one gating claim, and every gating claim passes (an experiment
-        whose rows are all findings has shown nothing, so it does not pass)."""
-        gate = [c for c in self.claims if gating(c)]
-        return self.status == "ok" and bool(gate) and all(c["passed"] for c in gate)
-
-    @property
-    def verdict(self) -> str:
-        """``PASS``, ``FAIL``, or ``MEASURED`` for an experiment declared measurement-only that
-        ran and has no gating claim (it neither passes nor fails the report)."""
-        if self.passed:
-            return "PASS"
-        if self.measurement_only and self.status == "ok" and self.claims and not any(
-                gating(c) for c in self.claims):
-            return "MEASURED"
-        return "FAIL"
-
-    def counts(self) -> tuple[int, int]:
-        """(claims passing, claims) over the gating rows (findings excluded)."""
-        rows = [c for c in self.claims if gating(c)]
-        return sum(bool(c["passed"]) for c in rows), len(rows)
-
-    def findings(self) -> list[dict[str, Any]]:
-        return [c for c in self.claims if not gating(c)]
-
-
-@dataclasses.dataclass
 class ReproduceOutcome:
+    """What :func:`reproduce` returns: the report directory and one entry per experiment."""
+
     report_dir: Path
     entries: list[ExperimentEntry]
 
     @property
     def passed(self) -> bool:
-        return _job_passed(self.entries)
+        """Whether the reproduce job passes: some experiment passes and none fails.
 
-
-def _job_passed(entries: list[ExperimentEntry]) -> bool:
-    """Some experiment passes and none fails (measurement-only experiments do neither)."""
-    verdicts = [e.verdict for e in entries]
-    return "PASS" in verdicts and "FAIL" not in verdicts
+        Returns:
+            The verdict (measurement-only experiments neither pass nor fail it).
+        """
+        return job_passed(self.entries)
 
 
 def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
@@ -99,11 +66,27 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
               resume_dir: str | os.PathLike | None = None) -> ReproduceOutcome:
     """Run the selected experiments at ``size`` and write ``report.md`` / ``report.json``.
 
-    ``resume_dir``: continue that reproduce directory instead of a new one; every experiment is
-    run with ``resume``, so one that finished there is not run again (its stored record is
-    reported, see ``dedebate/lab/runner.py``) and one that failed or died is run again, from its
-    checkpoints. Raises ``ValueError`` if nothing is selected (no experiment and no import error
-    to report).
+    The report is rewritten after each experiment. An experiment that raises, fails to import
+    or returns no claims is a failing row; the others still run.
+
+    Args:
+        registry: the discovered experiments (and import errors, reported as failing rows).
+        size: ``"quick"``, ``"default"`` or ``"full"``.
+        seed: the root seed of every run.
+        output_dir: where the reproduce directory is created.
+        only: the experiment names to run; None = all.
+        tracking_mode: W&B mode of every run (``auto``, ``offline``, ``online``, ``disabled``).
+        project: the W&B project.
+        show_progress: show progress bars.
+        resume_dir: continue that reproduce directory instead of a new one; every experiment is
+            run with ``resume``, so one that finished there is not run again (its stored record
+            is reported) and one that failed or died is run again, from its checkpoints.
+
+    Returns:
+        The :class:`ReproduceOutcome`.
+
+    Raises:
+        ValueError: nothing is selected (no experiment and no import error to report).
     """
     names = registry.names()
     import_errors: Mapping[str, str] = registry.errors
@@ -179,7 +162,7 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
 
     outcome = ReproduceOutcome(report_dir, entries)
     _write_report(report_dir, header, entries, time.monotonic() - t_start, final=True)
-    n_pass, n_claims = _totals(entries)
+    n_pass, n_claims = claim_totals(entries)
     job.set_summary({"passed": outcome.passed, "claims_total": n_claims,
                      "claims_passed": n_pass, "experiments": len(entries),
                      "experiments_failed": sum(e.verdict == "FAIL" for e in entries)})
@@ -195,188 +178,16 @@ def _effective(mode: str) -> str:
     return TrackingConfig(mode=mode).effective_mode()
 
 
-# ----------------------------------------------------------------------------- rendering
-
-
-def fmt(x: Any) -> str:
-    """Compact number formatting for the report: an integral value prints as an integer
-    (105967, not 1.06e+05), anything else with 4 significant digits."""
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, int):
-        return str(x)
-    if isinstance(x, float):
-        if math.isnan(x):
-            return "nan"
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        if x.is_integer() and abs(x) < 2.0**53:
-            return str(int(x))
-        return f"{x:.4g}"
-    return str(x)
-
-
-_BOUND = re.compile(r"\s*(==|<=|>=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
-_HOLDS = {"==": lambda v, t: v == t, "<=": lambda v, t: v <= t, ">=": lambda v, t: v >= t,
-          "<": lambda v, t: v < t, ">": lambda v, t: v > t}
-
-
-def measured(c: Mapping[str, Any]) -> str:
-    """``value [lo, hi]``, or the value and ``(exact)`` when the number is not sampled
-    (lo == value == hi). An exact row that passes although its value does not meet the number
-    in its bound strictly (``== 1`` for 1.000000000000111) shows the full value and says that
-    it passes only within the stated tolerance."""
-    v, lo, hi = c.get("value"), c.get("lo"), c.get("hi")
-    if not (lo == v and hi == v):
-        return f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
-    m = _BOUND.match(str(c.get("bound", "")))
-    if isinstance(v, (int, float)) and m and c.get("passed"):
-        target = float(m.group(2))
-        if not _HOLDS[m.group(1)](float(v), target):
-            shown = fmt(v) if float(fmt(v)) == float(v) else repr(float(v))
-            return f"{shown} (exact; meets {m.group(1)} {m.group(2)} only within tolerance)"
-    return f"{fmt(v)} (exact)"
-
-
-def _cell(text: Any) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def _anchor(e: ExperimentEntry) -> str:
-    """GitHub's anchor for the ``## name — title`` heading."""
-    text = f"{e.name} — {e.title}" if e.title else e.name
-    text = "".join(c for c in text.lower() if c.isalnum() or c in " -_")
-    return text.replace(" ", "-")
-
-
-def _totals(entries: list[ExperimentEntry]) -> tuple[int, int]:
-    """(claims passing, claims) over every experiment's gating rows."""
-    counts = [e.counts() for e in entries]
-    return sum(c[0] for c in counts), sum(c[1] for c in counts)
-
-
-def _findings_text(entries: list[ExperimentEntry]) -> str:
-    rows = [c for e in entries for c in e.findings()]
-    if not rows:
-        return ""
-    held = sum(bool(c["passed"]) for c in rows)
-    return (f" {len(rows)} measured finding(s), which are not paper claims and do not gate the "
-            f"verdict: {held} meet their stated criterion, {len(rows) - held} do not.")
-
-
-def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
-                    wall_time_s: float, final: bool = True) -> str:
-    n_pass, n_claims = _totals(entries)
-    n_err = sum(e.status == "error" for e in entries)
-    ok = _job_passed(entries)
-    verdict = ("PASS" if ok else "FAIL") if final else "IN PROGRESS"
-    lines = [
-        "# dedebate reproduce report",
-        "",
-        f"**{verdict}**: {n_pass}/{n_claims} claims pass"
-        + (f"; {n_err} experiment(s) failed to run" if n_err else "") + "."
-        + _findings_text(entries),
-        "",
-        "| provenance | |",
-        "|---|---|",
-    ]
-    for k in ("size", "seed", "started_utc", "dedebate_version", "git_commit", "git_dirty",
-              "jax_version", "backend", "device_count", "python_version", "platform",
-              "result_schema_version"):
-        lines.append(f"| {k} | {_cell(header.get(k))} |")
-    packages = header.get("packages") or {}
-    if packages:
-        lines.append("| packages | " + _cell(", ".join(f"{k} {v or '-'}"
-                                                    for k, v in packages.items())) + " |")
-    lines.append(f"| wall_time_s | {wall_time_s:.1f} |")
-    lines += ["", _policy_line(entries)]
-    lines += ["", "| experiment | claims passed | result |", "|---|---|---|"]
-    for e in entries:
-        n_ok, n_all = e.counts()
-        lines.append(f"| [{_cell(e.name)}](#{_anchor(e)}) | {n_ok}/{n_all} | {e.verdict} |")
-    lines.append("")
-    for e in entries:
-        status = e.verdict
-        title = f" — {e.title}" if e.title else ""
-        lines += [f"## {e.name}{title}", ""]
-        where = f"run directory `{e.run_dir}/`, " if e.run_dir else ""
-        lines += [f"{status}; {where}{e.wall_time_s:.1f} s.", ""]
-        lines += ["| claim | source | bound | measured (95% interval) | result | note |",
-                  "|---|---|---|---|---|---|"]
-        for c in e.claims:
-            if gating(c):
-                lines.append(_row(c))
-        if e.status == "error":
-            lines.append(f"| experiment did not complete | {_cell(e.name)} | — | — | FAIL | "
-                         f"{_cell(e.error)} |")
-        elif e.verdict == "FAIL" and not any(gating(c) for c in e.claims):
-            lines.append(f"| experiment has no gating claim | {_cell(e.name)} | — | — | FAIL | "
-                         "only findings, and the experiment is not declared measurement-only |")
-        elif e.verdict == "MEASURED":
-            lines.append(f"| measurement-only experiment | {_cell(e.name)} | — | — | no verdict "
-                         "| declared MEASUREMENT_ONLY: its findings below neither pass nor fail "
-                         "the report |")
-        lines.append("")
-        if e.findings():
-            lines += ["Measured findings (not paper claims; they do not gate the verdict):", "",
-                      "| finding | source | criterion | measured (95% interval) | outcome | note |",
-                      "|---|---|---|---|---|---|"]
-            lines += [_row(c) for c in e.findings()]
-            lines.append("")
-        for p in e.plots:
-            lines += [f"![{Path(p).stem}]({p})", ""]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def apply_report_family(entries: list[ExperimentEntry]) -> None:
-    """Decide every Monte-Carlo row of the report family-wise (Bonferroni over all of them,
-    :func:`dedebate.lab.experiment.family_decisions`): a report whose claims all hold fails with
-    probability at most ``FAMILY_ALPHA``. Each row's own 95% decision is kept as ``passed_95``."""
-    flat = [c for e in entries for c in e.claims]
-    decided = iter(with_family_decisions(flat))
-    for e in entries:
-        e.claims = [next(decided) for _ in e.claims]
-
-
-def _policy_line(entries: list[ExperimentEntry]) -> str:
-    rows = [c for e in entries for c in e.claims if c.get("p_value") is not None and gating(c)]
-    if not rows:
-        return "Every row is exact (no Monte-Carlo rows)."
-    m = len(rows)
-    misses = sum(not c.get("passed_95", c["passed"]) for c in rows)
-    return (f"Multiple comparisons: the {m} Monte-Carlo rows are decided family-wise "
-            f"(Bonferroni): a row passes iff its p-value >= {FAMILY_ALPHA:g}/{m} = "
-            f"{FAMILY_ALPHA / m:.3g}, so a report whose claims all hold fails with probability "
-            f"at most {FAMILY_ALPHA:g}. Intervals shown are each row's own 95% interval; "
-            f"{misses} row(s) miss their bound at 95% alone (marked '95%: miss'). Exact rows "
-            "compare exactly.")
-
-
-def _row(c: Mapping[str, Any]) -> str:
-    return (f"| {_cell(c['claim'])} | {_cell(c['source'])} | {_cell(c['bound'])} | "
-            f"{_cell(measured(c))} | {_result_cell(c)} | {_cell(c.get('note', ''))} |")
-
-
-def _result_cell(c: Mapping[str, Any]) -> str:
-    if not gating(c):
-        return "criterion met" if c["passed"] else "criterion NOT met"
-    text = "PASS" if c["passed"] else "FAIL"
-    if c.get("p_value") is not None:
-        own = "" if c.get("passed_95", c["passed"]) else "; 95%: miss"
-        text += f" (p={c['p_value']:.3g}{own})"
-    return text
-
-
 def _write_report(report_dir: Path, header: Mapping[str, Any], entries: list[ExperimentEntry],
                   wall_time_s: float, final: bool) -> None:
     apply_report_family(entries)
     write_text(report_dir / "report.md", render_markdown(header, entries, wall_time_s, final))
-    n_pass, n_claims = _totals(entries)
+    n_pass, n_claims = claim_totals(entries)
     findings = [c for e in entries for c in e.findings()]
     write_json(report_dir / "report.json", {
         "schema_version": RESULT_SCHEMA_VERSION,
         "complete": final,
-        "passed": _job_passed(entries),
+        "passed": job_passed(entries),
         "claims_total": n_claims,
         "claims_passed": n_pass,
         "findings_total": len(findings),

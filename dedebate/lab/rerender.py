@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dedebate.lab.report import ExperimentEntry, render_markdown
+from dedebate.lab.report_render import ExperimentEntry, render_markdown
 
 
 class ReportError(ValueError):
@@ -24,7 +24,17 @@ class ReportError(ValueError):
 
 
 def load_report(directory: str | Path) -> tuple[Path, dict[str, Any]]:
-    """(the report directory, its report.json)."""
+    """Read a reproduce directory's ``report.json``.
+
+    Args:
+        directory: the reproduce directory, or its ``report.json``.
+
+    Returns:
+        ``(the report directory, the loaded report)``.
+
+    Raises:
+        ReportError: no report.json, unreadable JSON, or no experiments list.
+    """
     path = Path(directory).expanduser()
     if path.is_file() and path.name == "report.json":
         path = path.parent
@@ -41,7 +51,14 @@ def load_report(directory: str | Path) -> tuple[Path, dict[str, Any]]:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    """``report.md`` of a loaded report.json, rendered by the current dedebate."""
+    """``report.md`` of a loaded report.json, rendered by the current dedebate.
+
+    Args:
+        data: the loaded ``report.json``.
+
+    Returns:
+        The markdown text.
+    """
     fields = {f.name for f in dataclasses.fields(ExperimentEntry)}
     entries = [ExperimentEntry(**{k: v for k, v in e.items() if k in fields})
                for e in data["experiments"]]
@@ -74,8 +91,17 @@ def _image(src: Path, alt: str) -> str:
 
 
 def to_html(md: str, base: Path) -> str:
-    """One self-contained HTML page from the report's markdown (headings, paragraphs, tables,
-    plots embedded as data URIs read from ``base``)."""
+    """One self-contained HTML page from the report's markdown.
+
+    Headings, paragraphs and tables become HTML; plots are embedded as data URIs.
+
+    Args:
+        md: the report's markdown (:func:`markdown`).
+        base: the report directory the plot paths are relative to.
+
+    Returns:
+        The HTML page.
+    """
     body: list[str] = []
     lines = md.splitlines()
     i = 0

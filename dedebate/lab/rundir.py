@@ -32,12 +32,27 @@ RESULT_SCHEMA_VERSION = 1
 
 
 def utc_stamp(now: _dt.datetime | None = None) -> str:
-    """``20250101T120000Z``: sortable, filesystem-safe UTC time."""
+    """A sortable, filesystem-safe UTC time: ``20250101T120000Z``.
+
+    Args:
+        now: the time; None = now.
+
+    Returns:
+        The stamp.
+    """
     now = now or _dt.datetime.now(_dt.UTC)
     return now.strftime("%Y%m%dT%H%M%SZ")
 
 
 def utc_iso(now: _dt.datetime | None = None) -> str:
+    """An ISO 8601 UTC time to the second: ``2025-01-01T12:00:00Z``.
+
+    Args:
+        now: the time; None = now.
+
+    Returns:
+        The text.
+    """
     now = now or _dt.datetime.now(_dt.UTC)
     return now.isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -56,12 +71,30 @@ def _reason(err: OSError) -> str:
 
 
 def output_root(output_dir: str | os.PathLike) -> Path:
-    """``output_dir`` with ``~`` expanded (the user's home directory)."""
+    """``output_dir`` with ``~`` expanded (the user's home directory).
+
+    Args:
+        output_dir: the configured output directory.
+
+    Returns:
+        The path.
+    """
     return Path(os.path.expanduser(os.fspath(output_dir)))
 
 
 def new_run_dir(output_dir: str | os.PathLike, prefix: str) -> Path:
-    """Create and return ``output_dir/prefix-<stamp>[-n]`` (never an existing directory)."""
+    """Create ``output_dir/prefix-<stamp>[-n]``, never an existing directory.
+
+    Args:
+        output_dir: where run directories are created (made if missing).
+        prefix: the experiment name, or ``reproduce`` / ``sweep-NAME``.
+
+    Returns:
+        The new directory, resolved.
+
+    Raises:
+        RunDirError: the directory cannot be created.
+    """
     root = output_root(output_dir)
     base = f"{prefix}-{utc_stamp()}"
     try:
@@ -81,11 +114,21 @@ def new_run_dir(output_dir: str | os.PathLike, prefix: str) -> Path:
 
 
 def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) -> Path | None:
-    """The newest directory ``<output_dir>/<pattern>`` (names sort by their UTC stamp) whose
-    ``config.yaml`` parses to a dict for which ``matches(config)`` is true; unreadable or
-    foreign directories are skipped (they are simply not resumable). ``config.yaml`` is read with
-    the config loader's limits (no alias bomb, bounded nesting)."""
-    from dedebate.lab.config import read_yaml
+    """The newest directory ``<output_dir>/<pattern>`` whose ``config.yaml`` matches.
+
+    Names sort by their UTC stamp. ``config.yaml`` is read with the config loader's limits (no
+    alias bomb, bounded nesting); unreadable or foreign directories are skipped (they are simply
+    not resumable).
+
+    Args:
+        output_dir: where run directories are.
+        pattern: a glob such as ``machines-*``.
+        matches: called with the loaded config dict; True accepts the directory.
+
+    Returns:
+        The directory, resolved, or None.
+    """
+    from dedebate.lab.config_yaml import read_yaml
 
     root = output_root(output_dir)
     if not root.is_dir():
@@ -111,6 +154,7 @@ class RunLock:
         self.path = path
 
     def release(self) -> None:
+        """Unlock the run directory (idempotent)."""
         fd, self._fd = self._fd, None
         if fd is not None:
             with contextlib.suppress(OSError):
@@ -129,8 +173,17 @@ class RunLock:
 
 
 def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
-    """Lock ``run_dir`` for this process, or raise :class:`RunDirError` ("run in use by PID N")
-    at once if another process holds it."""
+    """Lock ``run_dir`` for this process.
+
+    Args:
+        run_dir: the run directory.
+
+    Returns:
+        The held :class:`RunLock`.
+
+    Raises:
+        RunDirError: another process holds it ("run in use by PID N"), at once.
+    """
     path = Path(run_dir) / LOCK_NAME
     try:
         import fcntl
@@ -159,7 +212,14 @@ def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
 
 
 def git_commit(path: str | os.PathLike | None = None) -> str | None:
-    """``git rev-parse HEAD`` of the repository holding ``path`` (the dedebate sources), or None."""
+    """``git rev-parse HEAD`` of the repository holding ``path``.
+
+    Args:
+        path: a file or folder; None = the dedebate sources.
+
+    Returns:
+        The commit hash, or None outside a git checkout or without git.
+    """
     where = Path(path) if path else Path(dedebate.__file__).resolve().parent
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
@@ -176,7 +236,14 @@ PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "orbax-checkpoint", "wandb
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
-    """Installed version of each distribution (None when it is not installed)."""
+    """Installed version of each distribution.
+
+    Args:
+        names: distribution names.
+
+    Returns:
+        ``{name: version}``, None for one that is not installed.
+    """
     out: dict[str, str | None] = {}
     for name in names:
         try:
@@ -187,8 +254,14 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
 
 
 def git_dirty(path: str | os.PathLike | None = None) -> bool | None:
-    """Whether the git checkout holding the dedebate sources has uncommitted changes to tracked
-    files (None outside a git checkout, or when git is missing)."""
+    """Whether the git checkout holding ``path`` has uncommitted changes to tracked files.
+
+    Args:
+        path: a file or folder; None = the dedebate sources.
+
+    Returns:
+        The flag, or None outside a git checkout or when git is missing.
+    """
     where = Path(path) if path else Path(dedebate.__file__).resolve().parent
     try:
         out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
@@ -199,7 +272,11 @@ def git_dirty(path: str | os.PathLike | None = None) -> bool | None:
 
 
 def environment_provenance() -> dict[str, Any]:
-    """Versions and devices: what every result records besides its config hash and seed."""
+    """Versions and devices: what every result records besides its config hash and seed.
+
+    Returns:
+        A JSON-able dict.
+    """
     prov: dict[str, Any] = {
         "dedebate_version": dedebate.__version__,
         "git_commit": git_commit(),
@@ -225,7 +302,14 @@ def environment_provenance() -> dict[str, Any]:
 
 
 def jsonable(x: Any) -> Any:
-    """Numbers, strings, lists and dicts only: numpy/jax scalars and arrays become Python values."""
+    """A value with numbers, strings, lists and dicts only.
+
+    Args:
+        x: a value; numpy/jax scalars and arrays, tuples and dataclasses are converted.
+
+    Returns:
+        The JSON-able value.
+    """
     if x is None or isinstance(x, (bool, int, str)):
         return x
     if isinstance(x, float):
@@ -263,19 +347,47 @@ def _atomic(path: str | os.PathLike):
 
 
 def write_json(path: str | os.PathLike, data: Any) -> None:
-    """Write JSON atomically (temp file + rename), so a crash never leaves half a file."""
+    """Write JSON atomically (temp file + rename), so a crash never leaves half a file.
+
+    Args:
+        path: the file.
+        data: a JSON-able value (converted with :func:`jsonable`).
+
+    Raises:
+        RunDirError: the file cannot be written.
+    """
     text = json.dumps(jsonable(data), indent=2, sort_keys=False) + "\n"
     with _atomic(path) as tmp:
         tmp.write_text(text)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write text atomically (temp file + rename).
+
+    Args:
+        path: the file.
+        text: the text.
+
+    Raises:
+        RunDirError: the file cannot be written.
+    """
     with _atomic(path) as tmp:
         tmp.write_text(text)
 
 
 def write_csv(path: str | os.PathLike, rows: list[dict[str, Any]]) -> None:
-    """Rows of dicts -> CSV; the header is the union of keys in order of first appearance."""
+    """Write rows of dicts as CSV, atomically.
+
+    The header is the union of keys in order of first appearance; lists and dicts are written
+    as JSON.
+
+    Args:
+        path: the file.
+        rows: the rows.
+
+    Raises:
+        RunDirError: the file cannot be written.
+    """
     import csv
 
     header: list[str] = []
@@ -298,7 +410,15 @@ def _cell(v: Any) -> Any:
 
 
 def flatten_numbers(d: dict[str, Any], prefix: str = "") -> dict[str, float | int | bool | str]:
-    """Nested dict -> ``a/b`` keys holding only scalars (for W&B summaries and logs)."""
+    """Nested dict -> ``a/b`` keys holding only scalars (for W&B summaries and logs).
+
+    Args:
+        d: the nested dict.
+        prefix: put before every key.
+
+    Returns:
+        The flat dict; non-finite floats become strings, other values are dropped.
+    """
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
@@ -313,4 +433,9 @@ def flatten_numbers(d: dict[str, Any], prefix: str = "") -> dict[str, float | in
 
 
 def eprint(*args: Any) -> None:
+    """Print to stderr and flush.
+
+    Args:
+        *args: what to print.
+    """
     print(*args, file=sys.stderr, flush=True)

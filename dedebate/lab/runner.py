@@ -1,33 +1,11 @@
 """Run one experiment: run directory, context, local results first, then W&B.
 
-Layout of a run directory::
-
-    <run_dir>/config.yaml      the resolved config (load_config of it gives the same RunConfig)
-    <run_dir>/results.json     claims, metrics and provenance (config hash, seed, versions, ...)
-    <run_dir>/metrics.jsonl    one JSON line per ctx.log call
-    <run_dir>/plots/*.png      figures saved with ctx.save_figure
-    <run_dir>/tables/*.csv     ExperimentResult.tables
-    <run_dir>/checkpoints/     Orbax checkpoints (ctx.checkpoint_dir)
-    <run_dir>/error.txt        the traceback, if the experiment raised
-    <run_dir>/results.failed.json  the error record of a failed attempt after a finished one
-                               (whose results.json is kept)
-    <run_dir>/wandb/           the W&B run (offline by default)
-
-Resuming a finished run (``resume``: results.json says "ok", was computed from this config hash,
-and every table and plot it lists is on disk) is a no-op: one line ("run already finished: DIR;
-nothing to do") and the stored record, without writing, locking or starting anything. A run that
-ended in error, died ("running"), or lost a listed file is run again.
-
-metrics.jsonl holds each logged row once, also after a resume. Every row carries its step
-(``ctx.log(row, step=...)``; without one, one more than the previous row's). A fresh (not
-resumed) run starts an empty file. A resumed run reads the rows already there (a line torn by a
-kill is dropped with a warning) and keeps them: a row it logs at a step the file already holds is
-the earlier attempt's row logged again (the computation is deterministic), so it is not written
-twice. What a resumed attempt computes anew is cut off first: the chunked training driver
-(``dedebate/lab/driver.py``) calls ``ctx.truncate_metrics(step)`` with the first step after its
-restored chunks, which drops every row from that step on. So steps are one clock over the whole
-run (the driver's steps never go back); rows logged at the same step form one group. W&B needs
-nothing: each attempt is its own W&B run, with that attempt's rows only.
+:func:`run_experiment` writes ``config.yaml``, runs ``module.run(cfg.params, ctx)`` with a
+:class:`~dedebate.lab.context.LabContext`, writes tables and ``results.json`` and only then the
+W&B summary and artifact. A run directory is locked while a process runs in it; a failure is
+recorded (``status: "error"``, ``error.txt``) without replacing a finished run's results.
+Resuming a finished run (same config hash, every listed file on disk) is a no-op that returns
+the stored :class:`RunRecord`. The layout of a run directory: docs/lab.md, "Run directories".
 """
 
 from __future__ import annotations
@@ -36,21 +14,17 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
-import sys
 import time
 import traceback
-import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
+from dedebate.lab.context import LabContext, experiment_key  # noqa: F401  (re-exported)
 from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
     gating,
-    stopwatch,
     with_family_decisions,
 )
 from dedebate.lab.rundir import (
@@ -69,149 +43,6 @@ from dedebate.lab.rundir import (
 )
 from dedebate.lab.tracking import Tracker
 
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-
-
-def experiment_key(seed: int, name: str):
-    """``fold_in(key(seed), crc32(name))``: a typed key per (seed, experiment)."""
-    import jax
-
-    return jax.random.fold_in(jax.random.key(seed), zlib.crc32(name.encode()) & 0x7FFFFFFF)
-
-
-class LabContext:
-    """The lab's implementation of ``RunContext`` (see ``dedebate/lab/experiment.py``)."""
-
-    def __init__(self, cfg: RunConfig, run_dir: Path, tracker: Tracker, *,
-                 show_progress: bool = True, nested: bool = False, resume: bool = False,
-                 key: Any = None):
-        self.cfg = cfg
-        self.seed = cfg.seed
-        self.size = cfg.size
-        self.key = experiment_key(cfg.seed, cfg.experiment) if key is None else key
-        self.run_dir = Path(run_dir)
-        self.plots_dir = self.run_dir / "plots"
-        self.tables_dir = self.run_dir / "tables"
-        self.checkpoint_dir = self.run_dir / "checkpoints"
-        self.metrics_path = self.run_dir / "metrics.jsonl"
-        self.config_hash = cfg.config_hash()
-        self.resume = resume
-        self.tracker = tracker
-        self.saved_plots: list[str] = []
-        self._show_progress = show_progress
-        self._nested = nested
-        self._t0 = time.monotonic()
-        self._auto_step = 0
-        self.timings: dict[str, float] = {}  # ctx.stopwatch: wall_<name>_s
-        for d in (self.plots_dir, self.checkpoint_dir):
-            d.mkdir(parents=True, exist_ok=True)
-        # metrics.jsonl (see the module docstring): on resume, the steps the file already holds
-        self._old_steps: set[int] = set()
-        if not resume:
-            self.metrics_path.unlink(missing_ok=True)
-        else:
-            self._load_metrics()
-
-    def _read_rows(self) -> tuple[list[dict[str, Any]], int, bool]:
-        """The rows of metrics.jsonl, the count of unreadable lines, whether the file ends
-        without a newline."""
-        if not self.metrics_path.is_file():
-            return [], 0, False
-        text = self.metrics_path.read_text()
-        rows, bad = [], 0
-        for line in text.splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                row = None
-            if isinstance(row, dict) and isinstance(row.get("step"), int):
-                rows.append(row)
-            else:
-                bad += bool(line.strip())
-        return rows, bad, bool(text) and not text.endswith("\n")
-
-    def _write_rows(self, rows: list[dict[str, Any]]) -> None:
-        write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in rows))
-        self._old_steps = {r["step"] for r in rows}
-
-    def _load_metrics(self) -> None:
-        """Read the steps an earlier attempt logged (resume); drop a torn last line."""
-        rows, bad, torn = self._read_rows()
-        self._old_steps = {r["step"] for r in rows}
-        if bad:
-            eprint(f"dedebate: warning: {self.metrics_path}: dropped {bad} unreadable line(s) "
-                   "(a write cut short by the interrupted attempt)")
-        if bad or torn:  # clean before the next append
-            self._write_rows(rows)
-
-    def truncate_metrics(self, step: int) -> None:
-        """Drop the rows of metrics.jsonl from ``step`` on (what a resumed attempt logs again;
-        one atomic rewrite, only if a row goes)."""
-        rows, _, _ = self._read_rows()
-        kept = [r for r in rows if r["step"] < step]
-        if len(kept) < len(rows):
-            self._write_rows(kept)
-
-    def flush_metrics(self) -> None:
-        """Nothing is buffered (rows are written as they are logged); kept for callers."""
-
-    @contextlib.contextmanager
-    def progress(self, total: int, desc: str) -> Iterator[Any]:
-        """A tqdm bar on stderr; call ``update`` between jitted chunks (host side)."""
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc=desc, file=sys.stderr, disable=not self._show_progress,
-                   leave=not self._nested, dynamic_ncols=True, mininterval=0.5)
-        try:
-            yield bar
-        finally:
-            bar.close()
-
-    def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        """Append ``{"step", "wall_s", **metrics}`` to metrics.jsonl (on resume, not if an
-        earlier attempt logged that step, see the module docstring), then send it to W&B.
-        ``step`` defaults to one more than the previous row's."""
-        if step is None:
-            step = self._auto_step
-        self._auto_step = int(step) + 1
-        row = {"step": int(step), "wall_s": round(time.monotonic() - self._t0, 4)}
-        row.update(jsonable(metrics))
-        if int(step) not in self._old_steps:
-            with open(self.metrics_path, "a") as fh:
-                fh.write(json.dumps(row) + "\n")
-        self.tracker.log(jsonable(metrics), step=int(step))
-
-    def checkpointer(self, every: int = 1, keep: int = 3):
-        """An Orbax :class:`~dedebate.lab.checkpoint.Checkpointer` on ``checkpoint_dir``, guarded
-        by this run's config hash (use it as a context manager so saves finish before exit)."""
-        from dedebate.lab.checkpoint import Checkpointer
-
-        return Checkpointer(self.checkpoint_dir, self.config_hash, every=every, keep=keep)
-
-    def stopwatch(self, name: str):
-        """Time a block into ``timings["wall_<name>_s"]`` (results.json ``metrics``); see
-        :func:`dedebate.lab.experiment.stopwatch`."""
-        return stopwatch(name, self.timings)
-
-    def save_figure(self, fig: Any, name: str) -> str:
-        """Save ``fig`` as ``plots/NAME.png``, close it, log it to W&B, return the file name."""
-        stem = name.removesuffix(".png")
-        if not _SAFE_NAME.match(stem):
-            raise ValueError(f"figure name={name!r}: use letters, digits, '_', '-', '.' only")
-        filename = f"{stem}.png"
-        path = self.plots_dir / filename
-        try:
-            fig.savefig(path, dpi=110, bbox_inches="tight")
-        finally:
-            with contextlib.suppress(Exception):
-                import matplotlib.pyplot as plt
-
-                plt.close(fig)
-        if filename not in self.saved_plots:
-            self.saved_plots.append(filename)
-        self.tracker.log_image(stem, path)
-        return filename
-
 
 @dataclasses.dataclass
 class RunRecord:
@@ -227,12 +58,24 @@ class RunRecord:
 
     @property
     def passed(self) -> bool:
+        """Whether the run finished without error and its claims pass.
+
+        Returns:
+            False for an error, no result or no claims, else ``ExperimentResult.passed``.
+        """
         return self.error is None and self.result is not None and bool(self.result.claims) \
             and self.result.passed
 
 
 def find_resumable(cfg: RunConfig) -> Path | None:
-    """The newest ``<output_dir>/<experiment>-*`` whose config.yaml has this config's hash."""
+    """The newest ``<output_dir>/<experiment>-*`` whose config.yaml has this config's hash.
+
+    Args:
+        cfg: the resolved config (sweep directories never match).
+
+    Returns:
+        The run directory, or None.
+    """
     want = cfg.config_hash()
     return newest_matching_dir(
         cfg.output_dir, f"{cfg.experiment}-*",
@@ -248,13 +91,22 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
     Order: config.yaml, then the experiment (metrics.jsonl and plots as it goes), then tables and
     results.json, and only then the W&B summary and artifact (results.json, config.yaml, tables
     and plots). An exception from the experiment is recorded in results.json (``status:
-    "error"``) and error.txt; it is re-raised only if ``raise_errors``. ``key`` replaces the
-    context's key (a sweep point's key, see ``dedebate/lab/sweep.py``); ``tracking_name`` the
-    W&B run name (default: the run directory's name).
+    "error"``) and error.txt. Before config.yaml the run directory is locked (another process on
+    it: :class:`RunDirError` "run in use by PID N"); after it, a results.json saying "running"
+    marks the run until it ends (unless a finished run is resumed, which is a no-op).
 
-    Before config.yaml the run directory is locked (another process on it: :class:`RunDirError`
-    "run in use by PID N"); after it, a results.json saying "running" marks the run until it
-    ends (unless a finished run is resumed).
+    Args:
+        module: the experiment module.
+        cfg: the resolved config (``cfg.resume``: continue the newest matching run).
+        run_dir: the run directory; None = the resumable one or a new one under ``output_dir``.
+        show_progress: show progress bars.
+        nested: the run is one of many (a sweep point, a reproduce job): bars do not stay.
+        raise_errors: re-raise the experiment's exception after recording it.
+        key: replaces the context's key (a sweep point's key, see ``dedebate/lab/sweep.py``).
+        tracking_name: the W&B run name; None = the run directory's name.
+
+    Returns:
+        The :class:`RunRecord`.
     """
     resume = False
     if run_dir is None:
@@ -301,9 +153,20 @@ def _finished_results(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
 
 
 def finished_record(module: Any, cfg: RunConfig, run_dir: str | os.PathLike) -> RunRecord | None:
-    """The stored record of a run that finished in ``run_dir`` with ``cfg`` (see the module
-    docstring), or None (run it). Reads only: no file is written, not even the lock file. A run
-    another process holds (it is computing again) is not finished."""
+    """The stored record of a run that finished in ``run_dir`` with ``cfg``, or None (run it).
+
+    Finished means: results.json says "ok", has ``cfg``'s config hash and every table and plot
+    it lists is on disk. Reads only: no file is written, not even the lock file. A run another
+    process holds (it is computing again) is not finished.
+
+    Args:
+        module: the experiment module.
+        cfg: the resolved config.
+        run_dir: the run directory.
+
+    Returns:
+        The record with ``reused=True``, or None.
+    """
     run_dir = Path(run_dir)
     fd = None
     try:

@@ -27,15 +27,32 @@ def _registry():
 
 
 def load_schema(kind: str) -> dict[str, Any]:
-    """The schema of ``kind`` (one of :data:`KINDS`)."""
+    """The JSON Schema of one kind of output.
+
+    Args:
+        kind: one of :data:`KINDS` (``"results"``, ``"report"``, ``"sweep"``).
+
+    Returns:
+        The schema as a dict.
+
+    Raises:
+        ValueError: an unknown kind.
+    """
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}: must be one of {KINDS}")
     return json.loads((SCHEMA_DIR / f"{kind}.schema.json").read_text())
 
 
 def validation_errors(data: Any, kind: str) -> list[str]:
-    """Every way ``data`` breaks the ``kind`` schema, as ``path: message`` lines (empty: valid).
-    Needs the ``jsonschema`` package (a test dependency)."""
+    """Every way ``data`` breaks the ``kind`` schema (needs the ``jsonschema`` test dependency).
+
+    Args:
+        data: a loaded ``results.json`` / ``report.json``.
+        kind: one of :data:`KINDS`.
+
+    Returns:
+        ``path: message`` lines, sorted by path; empty when ``data`` is valid.
+    """
     from jsonschema import Draft202012Validator
 
     validator = Draft202012Validator(load_schema(kind), registry=_registry())

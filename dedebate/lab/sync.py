@@ -17,14 +17,24 @@ from pathlib import Path
 
 
 def find_offline_runs(path: str | os.PathLike) -> list[Path]:
-    """Every ``.../wandb/offline-run-*`` directory under ``path``, sorted."""
+    """Every ``.../wandb/offline-run-*`` directory under ``path``.
+
+    Args:
+        path: a run, sweep or reproduce directory.
+
+    Returns:
+        The run directories, sorted.
+    """
     root = Path(path).expanduser()
     return sorted(p for p in root.rglob("offline-run-*") if p.is_dir() and p.parent.name == "wandb")
 
 
 def wandb_command() -> list[str]:
-    """How to call ``wandb``: ``$DEDEBATE_WANDB``, the one beside this Python, or ``python -m
-    wandb``."""
+    """How to call ``wandb``: ``$DEDEBATE_WANDB``, the one beside this Python, or ``python -m wandb``.
+
+    Returns:
+        The command's argv prefix.
+    """
     if os.environ.get("DEDEBATE_WANDB"):
         return [os.environ["DEDEBATE_WANDB"]]
     beside = Path(sys.executable).parent / "wandb"
@@ -35,7 +45,15 @@ def wandb_command() -> list[str]:
 
 
 def sync_one(run: Path, extra: list[str]) -> tuple[Path, int, str]:
-    """``wandb sync RUN``: (run, exit code, last line of its output)."""
+    """Run ``wandb sync RUN``.
+
+    Args:
+        run: an offline run directory.
+        extra: further arguments of ``wandb sync``.
+
+    Returns:
+        ``(run, exit code, last line of its output)``; exit code 127 if ``wandb`` cannot start.
+    """
     try:
         p = subprocess.run([*wandb_command(), "sync", *extra, str(run)], capture_output=True,
                            text=True, check=False)
@@ -47,8 +65,17 @@ def sync_one(run: Path, extra: list[str]) -> tuple[Path, int, str]:
 
 def sync_all(runs: list[Path], *, jobs: int = 4, extra: list[str] | None = None,
              report=print) -> int:
-    """Sync ``runs`` with ``jobs`` at a time; one line per run through ``report``; the number
-    that failed."""
+    """Sync ``runs``, ``jobs`` at a time, reporting one line per run.
+
+    Args:
+        runs: offline run directories.
+        jobs: how many ``wandb sync`` processes run at once.
+        extra: further arguments of ``wandb sync``.
+        report: called with each line (``synced RUN`` or ``FAILED RUN (exit N): ...``).
+
+    Returns:
+        The number of runs that failed.
+    """
     failed = 0
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for run, code, last in pool.map(lambda r: sync_one(r, list(extra or [])), runs):

@@ -45,13 +45,26 @@ _ONLINE_LOCK = threading.Lock()
 
 
 def base_url() -> str:
-    """The W&B server an online run talks to: ``WANDB_BASE_URL``, else ``api.wandb.ai``."""
+    """The W&B server an online run talks to.
+
+    Returns:
+        ``WANDB_BASE_URL``, else ``https://api.wandb.ai``, without a trailing slash.
+    """
     return (os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL).strip().rstrip("/")
 
 
 def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    """None if the server at ``url`` answers an HTTP request (any status) within ``timeout``
-    seconds -- name lookup, proxy, connection and TLS included --, else the reason in words."""
+    """Whether the server at ``url`` answers an HTTP request (any status) within ``timeout``.
+
+    Name lookup, proxy, connection and TLS count towards the timeout.
+
+    Args:
+        url: the server's URL.
+        timeout: seconds.
+
+    Returns:
+        None if it answered, else the reason in words.
+    """
     out: list[str | None] = []
 
     def attempt() -> None:
@@ -75,8 +88,12 @@ def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
 
 
 def online_mode() -> str:
-    """``online`` if this process's W&B server answers (asked once per process), else
-    ``offline`` -- with one warning the first time."""
+    """The mode an online run gets in this process, asked once per process and W&B server.
+
+    Returns:
+        ``"online"`` if the server answers, else ``"offline"`` (with one warning the first
+        time).
+    """
     url = base_url()
     with _ONLINE_LOCK:
         if url not in _ONLINE:
@@ -109,7 +126,25 @@ class Tracker:
     def start(cls, *, mode: str, run_dir: str | os.PathLike, project: str, job_type: str,
               config: dict[str, Any], name: str | None = None, group: str | None = None,
               entity: str | None = None) -> Tracker:
-        """Start a W&B run with ``dir=run_dir`` (so its files live inside the run directory)."""
+        """Start a W&B run with ``dir=run_dir`` (so its files live inside the run directory).
+
+        An online start whose server does not answer, or that fails, is offline instead (for the
+        rest of the process, after one warning); any other failure gives a disabled tracker and
+        one warning.
+
+        Args:
+            mode: ``"offline"``, ``"online"`` or ``"disabled"``.
+            run_dir: the run directory.
+            project: the W&B project.
+            job_type: the W&B job type (the experiment's name).
+            config: the run's config as a plain dict.
+            name: the W&B run name.
+            group: the W&B group.
+            entity: the W&B entity; None = the account default.
+
+        Returns:
+            The :class:`Tracker` (never raises, except for KeyboardInterrupt).
+        """
         if mode == "disabled":
             return cls(None, "disabled")
         if mode == "online":
@@ -171,10 +206,20 @@ class Tracker:
 
     @property
     def active(self) -> bool:
+        """Whether a W&B run is open.
+
+        Returns:
+            False when disabled, failed or finished.
+        """
         return self.run is not None
 
     @property
     def run_id(self) -> str | None:
+        """The W&B run's id.
+
+        Returns:
+            The id, or None without a run.
+        """
         try:
             return self.run.id if self.run is not None else None
         except Exception:  # noqa: BLE001
@@ -182,7 +227,11 @@ class Tracker:
 
     @property
     def run_path(self) -> str | None:
-        """The local W&B run folder (``.../wandb/offline-run-...``) if there is one."""
+        """The local W&B run folder (``.../wandb/offline-run-...``) if there is one.
+
+        Returns:
+            The folder, or None.
+        """
         try:
             if self.run is None:
                 return None
@@ -191,14 +240,26 @@ class Tracker:
             return None
 
     def finish(self, exit_code: int = 0) -> None:
+        """Finish the W&B run (a failure is a warning).
+
+        Args:
+            exit_code: 0 for a run that succeeded.
+        """
         self._guard("finish", lambda: self.run.finish(exit_code=exit_code))
         self.run = None
 
     # -- logging --------------------------------------------------------------------------
 
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        """Scalars only; the lab's own ``step`` goes in as a metric, so W&B never drops rows
-        whose step is not increasing."""
+        """Log a row of scalars (nested dicts flattened to ``a/b`` keys).
+
+        The lab's own ``step`` goes in as a metric, so W&B never drops rows whose step is not
+        increasing.
+
+        Args:
+            metrics: name -> value; non-scalars are dropped.
+            step: the lab's step, logged as ``step``.
+        """
         if self.run is None:
             return
         data = flatten_numbers(metrics)
@@ -208,12 +269,25 @@ class Tracker:
             self._guard("log", self.run.log, data)
 
     def log_image(self, name: str, path: str | os.PathLike) -> None:
+        """Log an image file as ``plots/NAME``.
+
+        Args:
+            name: the plot's name.
+            path: the PNG file.
+        """
         if self.run is None:
             return
         self._guard("log image",
                     lambda: self.run.log({f"plots/{name}": self._wandb.Image(str(path))}))
 
     def log_artifact(self, name: str, kind: str, paths: Iterable[str | os.PathLike]) -> None:
+        """Log the files that exist among ``paths`` as one artifact.
+
+        Args:
+            name: the artifact's name (characters W&B does not allow become ``-``).
+            kind: the artifact's type (``results``, ``sweep``).
+            paths: the files.
+        """
         if self.run is None:
             return
 
@@ -229,8 +303,14 @@ class Tracker:
         self._guard("artifact", _do)
 
     def log_table(self, name: str, rows: list[dict[str, Any]]) -> None:
-        """A tidy table (e.g. ``sweep.csv``) as a ``wandb.Table``; cells that are not numbers or
-        strings are logged as their JSON text."""
+        """A tidy table (e.g. ``sweep.csv``) as a ``wandb.Table``.
+
+        Cells that are not numbers or strings are logged as their JSON text.
+
+        Args:
+            name: the table's key.
+            rows: dicts; the columns are the union of their keys.
+        """
         if self.run is None or not rows:
             return
 
@@ -251,6 +331,11 @@ class Tracker:
         self._guard("table", _do)
 
     def set_summary(self, values: dict[str, Any]) -> None:
+        """Set summary values of the W&B run (nested dicts flattened to ``a/b`` keys).
+
+        Args:
+            values: name -> value.
+        """
         if self.run is None:
             return
 

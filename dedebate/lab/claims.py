@@ -1,0 +1,449 @@
+"""Report rows (:class:`Claim`) and how they are decided: intervals, p-values, the family.
+
+A :class:`Claim` is one row of the reproduce report: a paper claim, its bound and the measured
+value with a 95% interval. Exact rows decide themselves; Monte-Carlo rows carry a p-value
+(:func:`claim_p_value`: the test their interval inverts) and are decided family-wise
+(:func:`family_decisions`): with m Monte-Carlo rows a row passes iff its checks hold and
+``p >= FAMILY_ALPHA / m`` (Bonferroni), so a report whose claims all hold fails with probability
+at most 5%. Every decision fails closed: a value, interval or p-value that is not a finite number
+never passes. Intervals: :func:`wilson_interval` (proportions), :func:`mean_interval` (means).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+FAMILY_ALPHA = 0.05
+"""Family-wise error rate of a report: the chance that any true Monte-Carlo claim fails."""
+
+_RELATIONS = (">=", "<=", "==")
+
+
+def _normal_cdf(z: float) -> float:
+    return 0.5 * math.erfc(-z / math.sqrt(2.0))
+
+
+def _finite(x: Any) -> bool:
+    """Whether ``x`` is a finite real number (False for NaN, +-inf, None and non-numbers)."""
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def nonfinite_reason(**named: Any) -> str:
+    """Why a row fails closed: the first named number that is not finite, if any.
+
+    Args:
+        **named: name -> number (NaN, +-inf and None are not finite).
+
+    Returns:
+        ``""`` when every number is finite, else ``"name=value is not finite"`` for the first
+        that is not (the note of a row that fails closed).
+    """
+    for name, x in named.items():
+        if not _finite(x):
+            return f"{name}={x!r} is not finite"
+    return ""
+
+
+def _fail_note(reason: str, note: str) -> str:
+    return f"FAIL-CLOSED: {reason}" + (f"; {note}" if note else "")
+
+
+def strict_max(values: Iterable[float]) -> float:
+    """``max`` that fails closed: NaN if ``values`` is empty or holds a NaN anywhere.
+
+    The builtin ``max`` keeps or drops a NaN depending on its position.
+
+    Args:
+        values: numbers.
+
+    Returns:
+        The largest value as a float, or NaN.
+    """
+    xs = [float(v) for v in values]
+    if not xs or any(math.isnan(v) for v in xs):
+        return math.nan
+    return max(xs)
+
+
+def strict_min(values: Iterable[float]) -> float:
+    """``min`` that fails closed: NaN if ``values`` is empty or holds a NaN anywhere.
+
+    Args:
+        values: numbers.
+
+    Returns:
+        The smallest value as a float, or NaN.
+    """
+    xs = [float(v) for v in values]
+    if not xs or any(math.isnan(v) for v in xs):
+        return math.nan
+    return min(xs)
+
+
+def claim_p_value(estimate: float, se: float, target: float, relation: str) -> float:
+    """Two-sided-equivalent p-value of the claim ``true value RELATION target``.
+
+    ``z = (estimate - target) / se``; for ``>=`` the evidence against the claim is a low
+    estimate, p = min(1, 2 Phi(z)); for ``<=`` p = min(1, 2 Phi(-z)); for ``==``
+    p = 2 Phi(-|z|). Scaled so that ``p >= 0.05`` exactly when the 95% interval
+    ``estimate +- 1.96 se`` reaches the target, and ``p >= a`` when the ``1 - a`` interval does.
+    With ``se == 0`` the p-value is 1 if the estimate satisfies the relation, else 0.
+    Fails closed: a non-finite estimate, target or standard error, or a negative standard
+    error, gives p = 0.
+
+    Args:
+        estimate: the measured point estimate.
+        se: its standard error.
+        target: the claim's bound.
+        relation: ``">="``, ``"<="`` or ``"=="``.
+
+    Returns:
+        The p-value in [0, 1].
+
+    Raises:
+        ValueError: an unknown relation.
+    """
+    if relation not in _RELATIONS:
+        raise ValueError(f"relation={relation!r}: must be one of {_RELATIONS}")
+    if not (_finite(estimate) and _finite(target) and _finite(se)) or se < 0:
+        return 0.0
+    if se == 0:
+        holds = {">=": estimate >= target, "<=": estimate <= target,
+                 "==": estimate == target}[relation]
+        return 1.0 if holds else 0.0
+    z = (estimate - target) / se
+    if relation == ">=":
+        return min(1.0, 2.0 * _normal_cdf(z))
+    if relation == "<=":
+        return min(1.0, 2.0 * _normal_cdf(-z))
+    return 2.0 * _normal_cdf(-abs(z))
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One row of the reproduce report: a paper claim checked against a measured number.
+
+    ``bound`` is how the claim reads (``">= 0.6402"``, ``"== 1/16"``, ``"<= 2 delta"``);
+    ``value`` is the measured point estimate and ``(lo, hi)`` its 95% interval (equal to
+    ``value`` when the number is exact). ``passed`` is decided by the experiment from the interval
+    and the bound at the row's own 95% level, never loosened to make a row pass.
+
+    Monte-Carlo rows also carry ``p_value`` (see :func:`claim_p_value`; ``None`` for exact rows)
+    and ``checks`` (the row's non-statistical conditions, e.g. two exact computations agreeing).
+    A report decides such rows family-wise (:func:`family_decisions`): with m Monte-Carlo rows,
+    a row passes iff ``checks`` and ``p_value >= FAMILY_ALPHA / m`` (Bonferroni), so a report
+    whose claims are all true fails with probability at most 5%, however many rows it has.
+    Build these rows with :meth:`proportion` or :meth:`mean`.
+
+    ``finding=True`` marks a measured finding that is not a paper claim (for example whether
+    self-play training found the honest equilibrium): it states its question and criterion up
+    front, ``passed`` says whether the criterion held, and it is reported in full but does not
+    gate the run or the report and is not part of the Monte-Carlo family.
+    """
+
+    claim: str
+    source: str
+    bound: str
+    value: float
+    lo: float
+    hi: float
+    passed: bool
+    note: str = ""
+    p_value: float | None = None
+    checks: bool = True
+    finding: bool = False
+
+    def __post_init__(self):
+        # fail closed: a row whose value, interval or p-value is not a finite number never passes
+        named = {"value": self.value, "lo": self.lo, "hi": self.hi}
+        if self.p_value is not None:
+            named["p_value"] = self.p_value
+        reason = nonfinite_reason(**named)
+        if reason and self.passed:
+            object.__setattr__(self, "passed", False)
+        if reason and not self.note.startswith("FAIL-CLOSED"):
+            object.__setattr__(self, "note", _fail_note(reason, self.note))
+        if reason and self.p_value is not None:
+            object.__setattr__(self, "checks", False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as a plain dict (the form ``results.json`` holds).
+
+        Returns:
+            Field name -> value.
+        """
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def exact(claim: str, source: str, bound: str, value: float, passed: bool, note: str = ""):
+        """A claim measured exactly (no sampling): the interval is the point itself.
+
+        A value that is not a finite number fails the row (the reason goes in the note).
+
+        Args:
+            claim: what the paper claims, in words.
+            source: where (theorem, section).
+            bound: how the claim reads (``"== 1/16"``).
+            value: the exact measured value.
+            passed: whether the value satisfies the bound.
+            note: free text for the report.
+
+        Returns:
+            The :class:`Claim` with ``lo == hi == value`` and no p-value.
+        """
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            v = math.nan
+        return Claim(claim, source, bound, v, v, v, bool(passed), note)
+
+    @staticmethod
+    def proportion(claim: str, source: str, relation: str, target: float, successes: float,
+                   trials: float, note: str = "", *, members: int = 1, checks: bool = True,
+                   bound: str | None = None) -> Claim:
+        """A Monte-Carlo row on a proportion: Wilson 95% interval and the score test.
+
+        The score test of ``p RELATION target`` is the test the Wilson interval inverts, so the row
+        passes at 95% exactly when the interval reaches the target. ``members > 1`` marks a row
+        that reports the worst of ``members`` estimates with the same number of trials (a max or
+        min over a zoo): its p-value is Bonferroni-adjusted within the row, ``min(1, members * p)``.
+
+        Fails closed (the row FAILs with the reason in its note): a non-finite count, target or
+        number of trials, zero trials, a count outside ``[0, trials]``, a target outside [0, 1].
+
+        Args:
+            claim: what the paper claims, in words.
+            source: where (theorem, section).
+            relation: ``">="``, ``"<="`` or ``"=="``.
+            target: the bound on the true proportion, in [0, 1].
+            successes: the count of successes.
+            trials: the number of trials.
+            note: free text for the report.
+            members: how many estimates the row is the worst of.
+            checks: the row's non-statistical conditions (False fails it).
+            bound: how the claim reads; default ``"RELATION target"``.
+
+        Returns:
+            The :class:`Claim` with its interval and p-value.
+
+        Raises:
+            ValueError: ``members < 1``.
+        """
+        if members < 1:
+            raise ValueError(f"members={members!r}: must be >= 1")
+        bound = bound or f"{relation} {target:.6g}"
+        reason = nonfinite_reason(successes=successes, trials=trials, target=target)
+        if not reason and trials <= 0:
+            reason = f"trials={trials!r}: a Monte-Carlo row needs at least one trial"
+        if not reason and not 0 <= successes <= trials:
+            reason = f"successes={successes!r}: must lie in [0, trials={trials!r}]"
+        if not reason and not 0.0 <= target <= 1.0:
+            reason = f"target={target!r}: a proportion's target must lie in [0, 1]"
+        if reason:
+            v = successes / trials if _finite(successes) and _finite(trials) and trials > 0 \
+                else math.nan
+            return Claim(claim, source, bound, v, math.nan, math.nan, False,
+                         _fail_note(reason, note), 0.0, False)
+        v, lo, hi = wilson_interval(successes, trials)
+        se0 = math.sqrt(max(target * (1.0 - target), 0.0) / trials)
+        p = min(1.0, members * claim_p_value(v, se0, target, relation))
+        return Claim(claim, source, bound, v, lo, hi,
+                     bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks))
+
+    @staticmethod
+    def mean(claim: str, source: str, relation: str, target: float, values: Iterable[float],
+             note: str = "", *, checks: bool = True, bound: str | None = None) -> Claim:
+        """A Monte-Carlo row on a mean of i.i.d. samples: normal 95% interval and the z-test.
+
+        The z-test of ``mean RELATION target`` uses the sample standard error. Fails closed (the row
+        FAILs with the reason in its note): fewer than two samples, a non-finite sample or target.
+
+        Args:
+            claim: what the paper claims, in words.
+            source: where (theorem, section).
+            relation: ``">="``, ``"<="`` or ``"=="``.
+            target: the bound on the true mean.
+            values: the samples.
+            note: free text for the report.
+            checks: the row's non-statistical conditions (False fails it).
+            bound: how the claim reads; default ``"RELATION target"``.
+
+        Returns:
+            The :class:`Claim` with its interval and p-value.
+        """
+        import numpy as np
+
+        x = np.asarray(list(values) if not hasattr(values, "shape") else values, np.float64)
+        bound = bound or f"{relation} {target:.6g}"
+        reason = nonfinite_reason(target=target)
+        if not reason and x.size < 2:
+            reason = f"values has {x.size} sample(s): a Monte-Carlo mean needs >= 2"
+        if not reason and not np.all(np.isfinite(x)):
+            bad = x[~np.isfinite(x)]
+            reason = (f"{bad.size} of {x.size} samples are not finite (first: "
+                      f"{float(bad[0])!r})")
+        if reason:
+            m = float(x.mean()) if x.size else math.nan
+            return Claim(claim, source, bound, m, math.nan, math.nan, False,
+                         _fail_note(reason, note), 0.0, False)
+        m, lo, hi = mean_interval(x)
+        se = float(x.std(ddof=1)) / math.sqrt(x.size)
+        p = claim_p_value(m, se, target, relation)
+        return Claim(claim, source, bound, m, lo, hi,
+                     bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks))
+
+
+def _row_finite(row: Mapping[str, Any]) -> bool:
+    """A row dict's value, interval and p-value are finite numbers (p-value may be None)."""
+    named = {k: row.get(k) for k in ("value", "lo", "hi")}
+    if row.get("p_value") is not None:
+        named["p_value"] = row["p_value"]
+    return not nonfinite_reason(**named)
+
+
+def consistency_rows(checks: Mapping[str, tuple[bool, str]]) -> list[Claim]:
+    """Rows for an experiment's consistency checks: only the checks that fail.
+
+    The checks are conditions that hold by construction when the code is right (a cost charged
+    as N_V per abort, an algorithm's own stopping rule, a symmetry that holds for every
+    estimator). They are not paper claims, so a check that holds adds no row (record ``checks``
+    in ``metrics``); one that fails becomes a failing gating row named after it, so a broken
+    invariant still fails the run.
+
+    Args:
+        checks: name -> ``(holds, detail)``.
+
+    Returns:
+        One failing exact :class:`Claim` per check that does not hold.
+    """
+    return [Claim.exact(f"consistency check failed: {name}", "implementation invariant",
+                        "holds", 0.0, False, detail)
+            for name, (ok, detail) in checks.items() if not bool(ok)]
+
+
+def _in_family(row: Mapping[str, Any]) -> bool:
+    return row.get("p_value") is not None and not row.get("finding", False)
+
+
+def gating(row: Mapping[str, Any] | Claim) -> bool:
+    """Whether a row gates pass/fail (every claim does; a finding does not).
+
+    Args:
+        row: a :class:`Claim` or its dict.
+
+    Returns:
+        False for a finding, True otherwise.
+    """
+    return not (row.finding if isinstance(row, Claim) else row.get("finding", False))
+
+
+def family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
+                     alpha: float = FAMILY_ALPHA) -> list[bool]:
+    """Pass/fail of every row under the family-wise policy (Bonferroni over Monte-Carlo rows).
+
+    A row whose value, interval or p-value is not finite fails (fail closed). Exact rows
+    (``p_value`` None) keep their own decision. With m Monte-Carlo rows, such a row passes iff
+    its checks hold and ``p_value >= alpha / m``. A dict's own decision is read from
+    ``passed_95`` when present, else ``passed``.
+
+    Args:
+        claims: :class:`Claim` rows or their dicts.
+        alpha: the family-wise error rate.
+
+    Returns:
+        One decision per row, in order.
+    """
+    rows = [c.to_dict() if isinstance(c, Claim) else c for c in claims]
+    m = sum(_in_family(r) for r in rows)
+    out = []
+    for r in rows:
+        p = r.get("p_value")
+        if not _row_finite(r):
+            out.append(False)  # fail closed
+        elif not _in_family(r):
+            out.append(bool(r.get("passed_95", r["passed"])))
+        else:
+            out.append(bool(r.get("checks", True)) and p >= alpha / m)
+    return out
+
+
+def with_family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
+                          alpha: float = FAMILY_ALPHA) -> list[dict[str, Any]]:
+    """Claim dicts with ``passed`` set by :func:`family_decisions`.
+
+    The row's own 95% decision is kept as ``passed_95``; Monte-Carlo rows also get the family
+    size ``family_size`` and their per-row level ``family_level = alpha / m``.
+
+    Args:
+        claims: :class:`Claim` rows or their dicts.
+        alpha: the family-wise error rate.
+
+    Returns:
+        New dicts, one per row, in order.
+    """
+    rows = [c.to_dict() if isinstance(c, Claim) else dict(c) for c in claims]
+    decisions = family_decisions(rows, alpha)
+    m = sum(_in_family(r) for r in rows)
+    out = []
+    for r, ok in zip(rows, decisions):
+        own = bool(r.get("passed_95", r["passed"]))
+        extra = {"family_size": m, "family_level": alpha / m} if _in_family(r) else {}
+        out.append({**r, "passed_95": own, "passed": ok, **extra})
+    return out
+
+
+
+def wilson_interval(successes: float, trials: float, z: float = 1.959963984540054):
+    """Wilson score interval for a binomial proportion (95% by default).
+
+    With zero trials the interval is the whole of [0, 1]; a non-finite count or number of
+    trials gives NaN throughout (fail closed). The interval always contains ``p_hat``.
+
+    Args:
+        successes: the count of successes.
+        trials: the number of trials.
+        z: the normal quantile of the level (1.96 for 95%).
+
+    Returns:
+        ``(p_hat, lo, hi)``.
+    """
+    if not (_finite(successes) and _finite(trials)):
+        return (math.nan, math.nan, math.nan)
+    if trials <= 0:
+        return (math.nan, 0.0, 1.0)
+    p = successes / trials
+    denom = 1.0 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    # the interval contains p (at k = 0 and k = n the rounding of centre -+ half can miss it)
+    return (p, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
+
+
+def mean_interval(values: Iterable[float], z: float = 1.959963984540054):
+    """Normal-theory interval for a mean of i.i.d. samples (for unbounded or real-valued data).
+
+    ``mean +- z * std(ddof=1) / sqrt(n)``; with fewer than two samples the interval is
+    ``(-inf, inf)``.
+
+    Args:
+        values: the samples.
+        z: the normal quantile of the level (1.96 for 95%).
+
+    Returns:
+        ``(mean, lo, hi)``.
+    """
+    import numpy as np
+
+    x = np.asarray(list(values) if not hasattr(values, "shape") else values, dtype=np.float64)
+    n = x.size
+    m = float(x.mean()) if n else math.nan
+    if n < 2:
+        return (m, -math.inf, math.inf)
+    se = float(x.std(ddof=1)) / math.sqrt(n)
+    return (m, m - z * se, m + z * se)

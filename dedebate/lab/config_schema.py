@@ -1,0 +1,261 @@
+"""What a run configuration is: ``RunConfig`` and its sections, frozen and self-checking.
+
+:class:`RunConfig` holds one run of one experiment: its registry name, seed, size, output
+directory, resume flag, W&B tracking (:class:`TrackingConfig`), the experiment's own ``Config``
+as ``params`` and an optional sweep grid (:class:`SweepConfig`). Each section checks its own
+fields in ``__post_init__`` (``ValueError("name=value: what is allowed")``). Its config hash
+(:meth:`RunConfig.config_hash`) covers exactly what determines the results (experiment, seed,
+size, params), so resuming or moving a run keeps it. Building one from YAML and the command
+line: :mod:`dedebate.lab.config`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from dedebate.lab.config_types import ConfigError
+from dedebate.lab.experiment import doc as _doc
+
+SIZES = ("quick", "default", "full")
+TRACKING_MODES = ("auto", "offline", "online", "disabled")
+# Values of the WANDB_MODE environment variable and the tracking mode each one means.
+_WANDB_ENV_MODES = {"online": "online", "run": "online", "offline": "offline",
+                    "dryrun": "offline", "disabled": "disabled"}
+KEY_SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackingConfig:
+    """W&B tracking. Offline by default: nothing needs an account or a network."""
+
+    mode: Literal["auto", "offline", "online", "disabled"] = dataclasses.field(
+        default="auto",
+        metadata=_doc("auto = the WANDB_MODE environment variable if set, else offline; "
+                      "offline | online | disabled force that mode"))
+    project: str = dataclasses.field(default="dedebate", metadata=_doc("W&B project name"))
+    entity: str | None = dataclasses.field(
+        default=None, metadata=_doc("W&B entity (user or team); null = the account default"))
+    group: str | None = dataclasses.field(
+        default=None, metadata=_doc("W&B group (e.g. one sweep or one reproduce job)"))
+
+    def __post_init__(self):
+        if self.mode not in TRACKING_MODES:
+            raise ValueError(f"mode={self.mode!r}: must be one of {', '.join(TRACKING_MODES)}")
+        if not self.project:
+            raise ValueError("project='': must be a non-empty string")
+
+    def effective_mode(self, environ: Mapping[str, str] | None = None) -> str:
+        """The mode W&B runs in: ``offline``, ``online`` or ``disabled``.
+
+        ``auto`` follows ``WANDB_MODE`` when it is set to a value W&B knows, else ``offline``.
+        An explicit mode in the config wins over the environment.
+
+        Args:
+            environ: the environment to read ``WANDB_MODE`` from; None = ``os.environ``.
+
+        Returns:
+            ``"offline"``, ``"online"`` or ``"disabled"``.
+        """
+        if self.mode != "auto":
+            return self.mode
+        env = os.environ if environ is None else environ
+        value = env.get("WANDB_MODE", "").strip().lower()
+        return _WANDB_ENV_MODES.get(value, "offline")
+
+
+SWEEP_TRACKING = ("points", "sweep")
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+    """A grid of runs of one experiment (``dedebate sweep``; see ``dedebate/lab/sweep.py``).
+
+    Every combination of ``axes`` values is one point; every point runs once per seed. Axes over
+    fields the experiment lists in ``DYNAMIC`` run inside one compiled, vmapped program; axes
+    over other (static) fields compile once per value.
+    """
+
+    seeds: int | list[int] = dataclasses.field(
+        default=1,
+        metadata=_doc("N (the N seeds seed, seed+1, ..., seed+N-1) or an explicit list of seeds"))
+    axes: dict[str, list[Any]] = dataclasses.field(
+        default_factory=dict,
+        metadata=_doc("params field -> list of values; the grid is their Cartesian product"))
+    batch: int = dataclasses.field(
+        default=0,
+        metadata=_doc("most rows (point x seed) per compiled call; 0 = a whole static group"))
+    tracking: Literal["points", "sweep"] = dataclasses.field(
+        default="points",
+        metadata=_doc("points = one W&B run per point (plus one for the sweep); "
+                      "sweep = only the sweep's W&B run"))
+    plots: bool = dataclasses.field(
+        default=True, metadata=_doc("plot metrics against every axis (bands over seeds)"))
+    metrics: list[str] = dataclasses.field(
+        default_factory=list,
+        metadata=_doc("metrics to plot; [] = every metric, the first 24 if there are more"))
+
+    def __post_init__(self):
+        if isinstance(self.seeds, int):
+            if not 1 <= self.seeds <= 100_000:
+                raise ValueError(f"seeds={self.seeds}: must be a count in [1, 100000] "
+                                 "or a list of seeds")
+        else:
+            if not self.seeds:
+                raise ValueError("seeds=[]: must list at least one seed")
+            bad = [s for s in self.seeds if not 0 <= s < 2**32]
+            if bad:
+                raise ValueError(f"seeds={bad[0]}: each seed must be an integer in [0, 2^32)")
+            if len(set(self.seeds)) != len(self.seeds):
+                raise ValueError(f"seeds={list(self.seeds)}: seeds must be distinct")
+        for name in self.axes:
+            if not KEY_SEGMENT.match(str(name)):
+                raise ValueError(f"axes={name!r}: an axis is the name of a params field")
+        if self.batch < 0:
+            raise ValueError(f"batch={self.batch}: must be >= 0 (0 = a whole static group)")
+        if self.tracking not in SWEEP_TRACKING:
+            raise ValueError(f"tracking={self.tracking!r}: must be one of "
+                             f"{', '.join(SWEEP_TRACKING)}")
+
+    def seed_list(self, base_seed: int) -> list[int]:
+        """The seeds of the sweep: ``seeds`` if a list, else ``base_seed + i`` for i < seeds.
+
+        Args:
+            base_seed: the run config's ``seed``.
+
+        Returns:
+            The list of seeds, each in [0, 2^32).
+
+        Raises:
+            ConfigError: a count of seeds that runs past 2^32 - 1.
+        """
+        if isinstance(self.seeds, int):
+            out = [base_seed + i for i in range(self.seeds)]
+            if out[-1] >= 2**32:
+                raise ConfigError(f"sweep.seeds={self.seeds}: seed {base_seed} + {self.seeds - 1} "
+                                  "is beyond 2^32 - 1")
+            return out
+        return list(self.seeds)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """One run of one experiment, fully resolved. ``params`` is the experiment's ``Config``."""
+
+    experiment: str = dataclasses.field(
+        default="",
+        metadata=_doc("required: registry name of the experiment (experiments/NAME.py)"))
+    seed: int = dataclasses.field(
+        default=0, metadata=_doc("root PRNG seed, an integer in [0, 2^32)"))
+    size: Literal["quick", "default", "full"] = dataclasses.field(
+        default="default",
+        metadata=_doc("quick (tiny, for tests) | default | full (paper scale, accelerator)"))
+    output_dir: str = dataclasses.field(
+        default="runs", metadata=_doc("where run directories are created"))
+    resume: bool = dataclasses.field(
+        default=False,
+        metadata=_doc("continue the latest run of this exact config from its checkpoints"))
+    tracking: TrackingConfig = dataclasses.field(
+        default_factory=TrackingConfig, metadata=_doc("W&B tracking"))
+    params: Any = dataclasses.field(
+        default=None, metadata=_doc("the experiment's own Config fields"))
+    sweep: SweepConfig | None = dataclasses.field(
+        default=None,
+        metadata=_doc("a grid of runs: seeds and values of params fields (dedebate sweep)"))
+
+    def __post_init__(self):
+        if not (0 <= self.seed < 2**32):
+            raise ValueError(f"seed={self.seed}: must be an integer in [0, 2^32)")
+        if self.size not in SIZES:
+            raise ValueError(f"size={self.size!r}: must be one of {', '.join(SIZES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (tuples as lists), the form written to ``config.yaml``.
+
+        Returns:
+            The top-level keys, ``tracking`` and ``params`` as dicts, and ``sweep`` if set.
+        """
+        return {
+            "experiment": self.experiment,
+            "seed": self.seed,
+            "size": self.size,
+            "output_dir": self.output_dir,
+            "resume": self.resume,
+            "tracking": plain(dataclasses.asdict(self.tracking)),
+            "params": plain(dataclasses.asdict(self.params)) if self.params is not None else {},
+            **({"sweep": plain(dataclasses.asdict(self.sweep))} if self.sweep is not None
+               else {}),
+        }
+
+    def config_hash(self) -> str:
+        """sha256 of the canonical JSON of the result-determining part of the config.
+
+        Covers ``experiment``, ``seed``, ``size`` and ``params``; not ``output_dir``, ``resume``
+        or ``tracking``, which change where results go, never what they are (so a resumed run
+        keeps its hash).
+
+        Returns:
+            The hex digest (64 characters).
+        """
+        return config_hash_of(self.to_dict())
+
+    def sweep_hash(self) -> str:
+        """:meth:`config_hash` extended by the ``sweep`` block's ``seeds`` and ``axes``.
+
+        That is what a sweep directory's results depend on (checked when a sweep is resumed).
+
+        Returns:
+            The hex digest (64 characters).
+        """
+        return sweep_hash_of(self.to_dict())
+
+
+def sweep_hash_of(d: Mapping[str, Any]) -> str:
+    """:meth:`RunConfig.sweep_hash` of a plain config dict (e.g. a loaded ``config.yaml``).
+
+    Args:
+        d: a config as :meth:`RunConfig.to_dict` writes it.
+
+    Returns:
+        The hex digest.
+    """
+    sweep = plain(d.get("sweep")) or {}
+    sweep = {k: v for k, v in sweep.items() if k in ("seeds", "axes")}  # what sets the numbers
+    core = {"config": config_hash_of(d), "sweep": sweep}
+    text = json.dumps(core, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def config_hash_of(d: Mapping[str, Any]) -> str:
+    """:meth:`RunConfig.config_hash` of a plain config dict (e.g. a loaded ``config.yaml``).
+
+    Args:
+        d: a config as :meth:`RunConfig.to_dict` writes it.
+
+    Returns:
+        The hex digest.
+    """
+    core = {k: plain(d.get(k)) for k in ("experiment", "seed", "size", "params")}
+    text = json.dumps(core, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def plain(x: Any) -> Any:
+    """A value with its mappings' keys as strings and its tuples as lists (JSON/YAML form).
+
+    Args:
+        x: a value built from dicts, lists, tuples and scalars.
+
+    Returns:
+        The same value, nested dicts and lists only.
+    """
+    if isinstance(x, dict):
+        return {str(k): plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    return x

@@ -1,0 +1,222 @@
+"""The lab's :class:`~dedebate.lab.experiment.RunContext`: the services a run's experiment uses.
+
+:class:`LabContext` gives an experiment its typed key (:func:`experiment_key`), progress bars,
+``log`` into ``metrics.jsonl`` and W&B, figures under ``plots/``, an Orbax checkpointer guarded
+by the config hash, and stopwatches. ``metrics.jsonl`` holds each logged row once, also after a
+resume: every row carries its step, a resumed run keeps the rows an earlier attempt wrote and
+does not write a step twice, and ``truncate_metrics(step)`` drops what a resumed attempt
+computes again (docs/lab.md, "Run directories").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from dedebate.lab.config import RunConfig
+from dedebate.lab.experiment import stopwatch
+from dedebate.lab.rundir import eprint, jsonable, write_text
+from dedebate.lab.tracking import Tracker
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def experiment_key(seed: int, name: str):
+    """The root key of a run: ``fold_in(key(seed), crc32(name) & 0x7FFFFFFF)``.
+
+    Args:
+        seed: the run's seed.
+        name: the experiment's registry name.
+
+    Returns:
+        A typed PRNG key, one per (seed, experiment).
+    """
+    import jax
+
+    return jax.random.fold_in(jax.random.key(seed), zlib.crc32(name.encode()) & 0x7FFFFFFF)
+
+
+class LabContext:
+    """The lab's implementation of ``RunContext`` (see ``dedebate/lab/experiment.py``)."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, tracker: Tracker, *,
+                 show_progress: bool = True, nested: bool = False, resume: bool = False,
+                 key: Any = None):
+        self.cfg = cfg
+        self.seed = cfg.seed
+        self.size = cfg.size
+        self.key = experiment_key(cfg.seed, cfg.experiment) if key is None else key
+        self.run_dir = Path(run_dir)
+        self.plots_dir = self.run_dir / "plots"
+        self.tables_dir = self.run_dir / "tables"
+        self.checkpoint_dir = self.run_dir / "checkpoints"
+        self.metrics_path = self.run_dir / "metrics.jsonl"
+        self.config_hash = cfg.config_hash()
+        self.resume = resume
+        self.tracker = tracker
+        self.saved_plots: list[str] = []
+        self._show_progress = show_progress
+        self._nested = nested
+        self._t0 = time.monotonic()
+        self._auto_step = 0
+        self.timings: dict[str, float] = {}  # ctx.stopwatch: wall_<name>_s
+        for d in (self.plots_dir, self.checkpoint_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        # metrics.jsonl (see the module docstring): on resume, the steps the file already holds
+        self._old_steps: set[int] = set()
+        if not resume:
+            self.metrics_path.unlink(missing_ok=True)
+        else:
+            self._load_metrics()
+
+    def _read_rows(self) -> tuple[list[dict[str, Any]], int, bool]:
+        """The rows of metrics.jsonl, the count of unreadable lines, whether the file ends
+        without a newline."""
+        if not self.metrics_path.is_file():
+            return [], 0, False
+        text = self.metrics_path.read_text()
+        rows, bad = [], 0
+        for line in text.splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                row = None
+            if isinstance(row, dict) and isinstance(row.get("step"), int):
+                rows.append(row)
+            else:
+                bad += bool(line.strip())
+        return rows, bad, bool(text) and not text.endswith("\n")
+
+    def _write_rows(self, rows: list[dict[str, Any]]) -> None:
+        write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in rows))
+        self._old_steps = {r["step"] for r in rows}
+
+    def _load_metrics(self) -> None:
+        """Read the steps an earlier attempt logged (resume); drop a torn last line."""
+        rows, bad, torn = self._read_rows()
+        self._old_steps = {r["step"] for r in rows}
+        if bad:
+            eprint(f"dedebate: warning: {self.metrics_path}: dropped {bad} unreadable line(s) "
+                   "(a write cut short by the interrupted attempt)")
+        if bad or torn:  # clean before the next append
+            self._write_rows(rows)
+
+    def truncate_metrics(self, step: int) -> None:
+        """Drop the rows of metrics.jsonl from ``step`` on (what a resumed attempt logs again).
+
+        One atomic rewrite, only if a row goes.
+
+        Args:
+            step: the first step to drop.
+        """
+        rows, _, _ = self._read_rows()
+        kept = [r for r in rows if r["step"] < step]
+        if len(kept) < len(rows):
+            self._write_rows(kept)
+
+    def flush_metrics(self) -> None:
+        """Nothing is buffered (rows are written as they are logged); kept for callers."""
+
+    @contextlib.contextmanager
+    def progress(self, total: int, desc: str) -> Iterator[Any]:
+        """A tqdm bar on stderr; call ``update`` between jitted chunks (host side).
+
+        Args:
+            total: the units of work in all.
+            desc: the bar's label.
+
+        Returns:
+            A context manager yielding the bar (closed when the block ends).
+        """
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc=desc, file=sys.stderr, disable=not self._show_progress,
+                   leave=not self._nested, dynamic_ncols=True, mininterval=0.5)
+        try:
+            yield bar
+        finally:
+            bar.close()
+
+    def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        """Append ``{"step", "wall_s", **metrics}`` to metrics.jsonl, then send it to W&B.
+
+        On resume the row is not written if an earlier attempt logged that step (docs/lab.md,
+        "Run directories").
+
+        Args:
+            metrics: name -> JSON-able value.
+            step: the row's step; None = one more than the previous row's.
+        """
+        if step is None:
+            step = self._auto_step
+        self._auto_step = int(step) + 1
+        row = {"step": int(step), "wall_s": round(time.monotonic() - self._t0, 4)}
+        row.update(jsonable(metrics))
+        if int(step) not in self._old_steps:
+            with open(self.metrics_path, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+        self.tracker.log(jsonable(metrics), step=int(step))
+
+    def checkpointer(self, every: int = 1, keep: int = 3):
+        """An Orbax checkpointer on ``checkpoint_dir``, guarded by this run's config hash.
+
+        Use it as a context manager so saves finish before exit.
+
+        Args:
+            every: save every this many steps.
+            keep: how many checkpoints to keep.
+
+        Returns:
+            A :class:`~dedebate.lab.checkpoint.Checkpointer`.
+        """
+        from dedebate.lab.checkpoint import Checkpointer
+
+        return Checkpointer(self.checkpoint_dir, self.config_hash, every=every, keep=keep)
+
+    def stopwatch(self, name: str):
+        """Time a block into ``timings["wall_<name>_s"]`` (results.json ``metrics``).
+
+        Args:
+            name: letters, digits and ``_``.
+
+        Returns:
+            :func:`dedebate.lab.experiment.stopwatch` with this run's timings.
+        """
+        return stopwatch(name, self.timings)
+
+    def save_figure(self, fig: Any, name: str) -> str:
+        """Save ``fig`` as ``plots/NAME.png``, close it and log it to W&B.
+
+        Args:
+            fig: a matplotlib figure.
+            name: the file name, with or without ``.png`` (letters, digits, ``_``, ``-``, ``.``).
+
+        Returns:
+            The file name (``NAME.png``).
+
+        Raises:
+            ValueError: a name with other characters.
+        """
+        stem = name.removesuffix(".png")
+        if not _SAFE_NAME.match(stem):
+            raise ValueError(f"figure name={name!r}: use letters, digits, '_', '-', '.' only")
+        filename = f"{stem}.png"
+        path = self.plots_dir / filename
+        try:
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+        finally:
+            with contextlib.suppress(Exception):
+                import matplotlib.pyplot as plt
+
+                plt.close(fig)
+        if filename not in self.saved_plots:
+            self.saved_plots.append(filename)
+        self.tracker.log_image(stem, path)
+        return filename
