@@ -1,4 +1,4 @@
-"""The report's multiple-comparison policy (dedebate/lab/experiment.py): Monte-Carlo rows carry a
+"""The report's multiple-comparison policy (dedebate/lab/claims.py): Monte-Carlo rows carry a
 p-value consistent with their 95% interval, and a report decides them family-wise (Bonferroni)."""
 
 from __future__ import annotations

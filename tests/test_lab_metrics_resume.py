@@ -1,4 +1,4 @@
-"""metrics.jsonl of a resumed run holds every logged row once (dedebate/lab/runner.py).
+"""metrics.jsonl of a resumed run holds every logged row once (dedebate/lab/context.py).
 
 The chunked driver (dedebate/lab/driver.py) truncates the file at the first step after the
 chunks it restored, so the rows between its checkpoint and the crash are logged again once;

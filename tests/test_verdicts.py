@@ -1,4 +1,4 @@
-"""Verdicts fail closed (dedebate/lab/experiment.py, dedebate/lab/report.py): a broken
+"""Verdicts fail closed (dedebate/lab/claims.py, dedebate/lab/report_render.py): a broken
 measurement -- a NaN count, an infinite mean, a NaN inside a max, zero trials, an experiment with
 only findings -- can never pass, and the report prints numbers as they are."""
 

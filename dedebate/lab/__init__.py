@@ -9,7 +9,7 @@
 * ``report`` -- ``dedebate reproduce`` (``report_render``: the report); ``sweep`` -- sweeps;
 * ``devices`` / ``distributed`` -- the run axis sharded over devices; multi-process start-up;
 * ``checkpoint`` / ``driver`` -- Orbax checkpoints; the chunked training driver;
-* ``rundir`` -- run directories, provenance and JSON helpers.
+* ``rundir`` / ``provenance`` -- run directories and their writers; what a result records.
 
 Submodules are imported where they are used, so ``import dedebate.lab`` stays light.
 """

@@ -1,7 +1,7 @@
 """What a run will use, before it starts: backend, devices, memory, x64, caches, versions.
 
 ``dedebate doctor`` prints this; every ``results.json`` records the same versions and git state
-in its provenance (``dedebate.lab.rundir.package_versions`` and ``git_dirty``).
+in its provenance (``dedebate.lab.provenance.package_versions`` and ``git_dirty``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import dedebate
-from dedebate.lab.rundir import git_commit, git_dirty, package_versions
+from dedebate.lab.provenance import git_commit, git_dirty, package_versions
 
 
 def _gib(n: Any) -> str:

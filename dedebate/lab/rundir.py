@@ -1,4 +1,4 @@
-"""Run directories, provenance and JSON-safe conversion.
+"""Run directories: where they are, their locks, and how files are written into them.
 
 A run directory is ``<output_dir>/<experiment>-<UTC timestamp>[-n]/``; it is created atomically
 (``mkdir`` fails if it exists, then ``-1``, ``-2``, ... are tried), so two runs started in the same
@@ -7,7 +7,9 @@ second never share a directory. ``~`` in ``output_dir`` is the user's home direc
 A directory that cannot be created or written (no permission, a path under a regular file, a
 full disk) raises :class:`RunDirError`, one line naming the path (the CLI exits 2); a writer that
 fails leaves no temporary file behind. A run directory in use by a process is locked
-(:func:`lock_run_dir`), so a second process resuming the same run stops at once.
+(:func:`lock_run_dir`), so a second process resuming the same run stops at once. Files are
+written atomically as JSON (:func:`jsonable` converts numpy/jax values), text or CSV. What a
+result records about its environment: :mod:`dedebate.lab.provenance` (re-exported here).
 """
 
 from __future__ import annotations
@@ -16,19 +18,21 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import errno
-import importlib.metadata
 import json
 import math
 import os
-import platform
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import dedebate
-
-RESULT_SCHEMA_VERSION = 1
+from dedebate.lab.provenance import (  # noqa: F401  (re-exported)
+    PACKAGES,
+    RESULT_SCHEMA_VERSION,
+    environment_provenance,
+    git_commit,
+    git_dirty,
+    package_versions,
+)
 
 
 def utc_stamp(now: _dt.datetime | None = None) -> str:
@@ -209,96 +213,6 @@ def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return RunLock(fd, path)
-
-
-def git_commit(path: str | os.PathLike | None = None) -> str | None:
-    """``git rev-parse HEAD`` of the repository holding ``path``.
-
-    Args:
-        path: a file or folder; None = the dedebate sources.
-
-    Returns:
-        The commit hash, or None outside a git checkout or without git.
-    """
-    where = Path(path) if path else Path(dedebate.__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
-                             text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = out.stdout.strip()
-    return commit if out.returncode == 0 and len(commit) >= 40 else None
-
-
-# The distributions whose versions decide a result (numbers, compiled programs, checkpoints).
-PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "orbax-checkpoint", "wandb", "numpy",
-            "scipy", "matplotlib", "PyYAML")
-
-
-def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
-    """Installed version of each distribution.
-
-    Args:
-        names: distribution names.
-
-    Returns:
-        ``{name: version}``, None for one that is not installed.
-    """
-    out: dict[str, str | None] = {}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def git_dirty(path: str | os.PathLike | None = None) -> bool | None:
-    """Whether the git checkout holding ``path`` has uncommitted changes to tracked files.
-
-    Args:
-        path: a file or folder; None = the dedebate sources.
-
-    Returns:
-        The flag, or None outside a git checkout or when git is missing.
-    """
-    where = Path(path) if path else Path(dedebate.__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
-                             capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
-
-
-def environment_provenance() -> dict[str, Any]:
-    """Versions and devices: what every result records besides its config hash and seed.
-
-    Returns:
-        A JSON-able dict.
-    """
-    prov: dict[str, Any] = {
-        "dedebate_version": dedebate.__version__,
-        "git_commit": git_commit(),
-        "python_version": platform.python_version(),
-        "platform": platform.platform(),
-        "result_schema_version": RESULT_SCHEMA_VERSION,
-    }
-    prov.update(git_dirty=git_dirty(), packages=package_versions())
-    try:
-        import jax
-
-        prov.update(jax_version=jax.__version__, backend=jax.default_backend(),
-                    device_count=jax.device_count(),
-                    devices=sorted({d.device_kind for d in jax.devices()}))
-    except Exception as err:  # noqa: BLE001 - provenance must never stop a run
-        prov.update(jax_version=None, backend=None, device_count=None,
-                    jax_error=f"{type(err).__name__}: {err}")
-    with contextlib.suppress(Exception):  # the persistent compilation cache (lab/compile_cache)
-        from dedebate.lab.compile_cache import provenance as compile_cache_provenance
-
-        prov["compile_cache"] = compile_cache_provenance()
-    return prov
 
 
 def jsonable(x: Any) -> Any:
