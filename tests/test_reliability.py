@@ -231,6 +231,17 @@ def test_failure_04_wandb_probe_and_a_failed_online_start(tmp_path, monkeypatch,
         why = tracking.probe(f"http://127.0.0.1:{mute.getsockname()[1]}", 0.3)
         assert why is not None and time.monotonic() - t0 < 2
     assert "refused" in tracking.probe(f"http://127.0.0.1:{closed_loopback_port()}", 2.0)
+    # the socket's timeout can fire before the probe's own wait ends (a loaded machine): the
+    # reason reads the same either way
+    import urllib.error
+    import urllib.request
+
+    def socket_timeout(request, timeout):
+        raise urllib.error.URLError(TimeoutError("timed out"))
+
+    with monkeypatch.context() as m:
+        m.setattr(urllib.request, "urlopen", socket_timeout)
+        assert tracking.probe("http://127.0.0.1:9", 0.25) == "no answer within 0.25 s"
 
     # the server answers, but the online start fails: this run and later ones go offline
     monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{closed_loopback_port()}")

@@ -76,6 +76,9 @@ def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
             out.append(None)
         except (OSError, ValueError) as err:
             why = getattr(err, "reason", None) or err
+            if isinstance(why, TimeoutError):  # the socket's own timeout won the race
+                out.append(f"no answer within {timeout:g} s")
+                return
             out.append(" ".join(str(getattr(why, "strerror", None) or why).split())
                        or type(err).__name__)
 
