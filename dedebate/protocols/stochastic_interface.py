@@ -39,7 +39,7 @@ class AlicePlayer(Protocol):
             u: float32, a fresh uniform of her own.
 
         Returns:
-            float32 p (any real; Vera and the coin clamp it where needed).
+            float32 p (any real; the trusted coin clamps it to [0, 1]).
         """
         ...
 
