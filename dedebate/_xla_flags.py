@@ -15,6 +15,10 @@ YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
 
 
 def apply_cpu_workaround() -> None:
+    """Add :data:`YNN_FLAG` to ``XLA_FLAGS`` unless the user set that flag or opted out.
+
+    Reads ``DEDEBATE_KEEP_XLA_FLAGS`` and ``XLA_FLAGS`` and may set ``XLA_FLAGS``; nothing else.
+    """
     if os.environ.get("DEDEBATE_KEEP_XLA_FLAGS") == "1":
         return
     flags = os.environ.get("XLA_FLAGS", "")

@@ -27,7 +27,7 @@ from dedebate.agents.deterministic_players import JUDGED, merge_judged
 from dedebate.agents.deterministic_population import (
     EXHAUSTIVE_S,
     EXHAUSTIVE_SEQUENCES,
-    FAMILIES,
+    PROTOCOL_FAMILIES,
     Population,
     cost_table,
     exhaustive_fig3_grid,
@@ -135,7 +135,7 @@ def point(cfg: Config):
     pop = Population.of(cfg)
     dynamic = {"oracle_frac": np.asarray(cfg.oracle_frac, np.float32)}
     groups = {T: pop.cost_groups(T) for T in cost_T}
-    S = {T: {fam: pop.fig3_S(T, fam) for fam in FAMILIES[1:]} for T in all_T}
+    S = {T: {fam: pop.fig3_S(T, fam) for fam in PROTOCOL_FAMILIES[1:]} for T in all_T}
     exhaustive = cfg.exhaustive_fig3
 
     def fn(dyn, key, host):
@@ -198,7 +198,7 @@ def sweep_figures(rows):
             if (c["T"], c["protocol"], c["l"]) not in seen:
                 seen.add((c["T"], c["protocol"], c["l"]))
                 table.append(c)
-    table.sort(key=lambda c: (c["T"], FAMILIES.index(c["protocol"]), c["l"]))
+    table.sort(key=lambda c: (c["T"], PROTOCOL_FAMILIES.index(c["protocol"]), c["l"]))
     return {"deterministic_costs": _plot(table, sorted({c["l"] for c in table}))} if table else {}
 
 
@@ -361,7 +361,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         swept = point_row(sys.modules[__name__], cfg, ctx.key, ctx.seed)
         bar.update(1)
         stats = {fam: [{k: swept[f"T{T}/{fam}/{k}"] for k in JUDGED + ("v_queries_max",)}
-                       for T in all_T] for fam in FAMILIES}
+                       for T in all_T] for fam in PROTOCOL_FAMILIES}
         ex_T = {fam: dict(st[all_T.index(cfg.check_T)]) for fam, st in stats.items()}
         table = cost_table(swept)
         for j, T in enumerate(all_T):

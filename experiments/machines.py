@@ -26,8 +26,8 @@ from dedebate.lab.params import config_dataclass, param
 from dedebate.lab.sweep import point_row
 from dedebate.machines.fixtures import standard_fixtures
 from dedebate.machines.lipschitz import (
-    FAMILIES,
     MAX_TREE_T,
+    PERTURBATION_FAMILIES,
     estimate_lipschitz,
     estimate_lipschitz_jnp,
     prefix_tree,
@@ -135,7 +135,7 @@ def point(cfg: Config):
         return {"ones": ones, "p1_mc": p, "p1_mc_lo": lo, "p1_mc_hi": hi,
                 "p1_dp": machine.output_prob_dp(), "p1_tree": est["p1"],
                 "K_empirical": est["best"], "K_empirical_eps": est["best_eps"],
-                **{f"K_{f}": est[f] for f in FAMILIES}, "K_hybrid": est["hybrid"]}
+                **{f"K_{f}": est[f] for f in PERTURBATION_FAMILIES}, "K_hybrid": est["hybrid"]}
 
     def fn(dyn, key):
         out = {}

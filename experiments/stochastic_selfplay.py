@@ -22,7 +22,7 @@ import functools
 import jax
 import numpy as np
 
-from dedebate.exact.selfplay import evaluate, level_inputs, measure_pairs, take
+from dedebate.exact.selfplay import level_inputs, measure_pair, measure_pairs, take
 from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import (
     Claim,
@@ -320,7 +320,7 @@ def _evaluate_all(cfg: Config, ctx, instances, constants, levels, trained, hp, w
                 res = {"p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
                 for name in [n for c, n, _ in _runs(cfg, hp) if c == case and n != "main"]:
                     a1, b1 = trained.state[case][name].alice, trained.state[case][name].bob
-                    evs = [evaluate(lv, take(a1, s), take(b1, s), constants, full=False)
+                    evs = [measure_pair(lv, take(a1, s), take(b1, s), constants, full=False)
                            for s in range(cfg.seeds)]
                     if name == "ablation":
                         res["ablation"] = evs

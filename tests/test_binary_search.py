@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from dedebate.agents.deterministic_players import (
-    alice_zoo,
-    bob_zoo,
     concat,
     configuration_lies,
-    honest_alice,
+    det_alice_zoo,
+    det_bob_zoo,
+    det_honest_alice,
     make_alice,
     make_bob,
     repeat,
@@ -52,14 +52,14 @@ def population():
 def suite(window):
     cm = config_machine(population(), window=window)
     key = jax.random.key(5)
-    _, bobs = bob_zoo(T, M, key, n_random=3, all_fixed=True, protocol="binary_search")
+    _, bobs = det_bob_zoo(T, M, key, n_random=3, all_fixed=True, protocol="binary_search")
     n_comp = bobs.mode.shape[0]
-    _, zoo = alice_zoo(T, M, key, n_random=3)
+    _, zoo = det_alice_zoo(T, M, key, n_random=3)
     n_zoo = zoo.flip_raw.shape[0]
     lie_names, lies = configuration_lies(T, M, cm.S, cm.w_c, cm.n)
     every = repeat(make_alice(T), 2**T).replace(flip_raw=bit_table(T).astype(bool))
     liars = concat(zoo, lies, every)
-    A = concat(repeat(honest_alice(T), n_comp), liars)
+    A = concat(repeat(det_honest_alice(T), n_comp), liars)
     B = concat(bobs, repeat(make_bob("honest"), liars.flip_raw.shape[0]))
     blocks = {"comp": slice(0, n_comp), "zoo": slice(n_comp, n_comp + n_zoo),
               "lies": slice(n_comp + n_zoo, n_comp + n_zoo + len(lie_names)),

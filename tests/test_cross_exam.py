@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from dedebate.agents.deterministic_players import (
-    alice_zoo,
-    bob_zoo,
     concat,
-    honest_alice,
+    det_alice_zoo,
+    det_bob_zoo,
+    det_honest_alice,
     make_alice,
     make_bob,
     repeat,
@@ -50,12 +50,12 @@ def population():
 def grid():
     """(alices, bobs, n_comp, outcome[M, K]): honest A x every B, then every A x honest B."""
     key = jax.random.key(3)
-    _, bobs = bob_zoo(T, clog2(T), key, n_random=3, all_fixed=True, protocol="cross_exam")
+    _, bobs = det_bob_zoo(T, clog2(T), key, n_random=3, all_fixed=True, protocol="cross_exam")
     n_comp = bobs.mode.shape[0]
-    _, zoo = alice_zoo(T, clog2(T), key, n_random=3)
+    _, zoo = det_alice_zoo(T, clog2(T), key, n_random=3)
     every = repeat(make_alice(T), 2**T).replace(flip_raw=bit_table(T).astype(bool))
     liars = concat(zoo, every)
-    A = concat(repeat(honest_alice(T), n_comp), liars)
+    A = concat(repeat(det_honest_alice(T), n_comp), liars)
     B = concat(bobs, repeat(make_bob("honest"), liars.flip_raw.shape[0]))
     return A, B, n_comp, play_cross_exam_grid(population(), A, B)
 
@@ -127,7 +127,7 @@ def test_wrong_oracle_answer_is_locally_consistent_but_caught():
     """The consistent liar: every step but the flipped oracle step obeys its rule."""
     progs = population()
     A, _B, n_comp, out = grid()
-    k = n_comp + 6  # alice_zoo order: honest, claim_one, 3 flips, flip_all, oracle_wrong_first
+    k = n_comp + 6  # det_alice_zoo order: honest, claim_one, 3 flips, flip_all, oracle_wrong_first
     assert int(np.asarray(A.prop_oracle_from)[k]) == 0
     checked = 0
     for i in range(progs.kind.shape[0]):
@@ -181,7 +181,7 @@ def test_hand_machine_transcript_and_verdicts():
                              [[0, 1, 1, 0], None, [1, 0], [0, 0, 0, 1]], x=[1, 0])
     np.testing.assert_array_equal(simulate_numpy(prog), [1, 0, 1, 1])
     play = jax.jit(play_cross_exam)
-    honest = play(prog, honest_alice(4), make_bob("honest"))
+    honest = play(prog, det_honest_alice(4), make_bob("honest"))
     # honest B finds no inconsistency and points at the last step: V reads B's index (2 bits) and
     # a_3, a_0, a_2 (1 + |I(3)| positions) at 1 + ceil(log2 6) = 4 bits each.
     assert bool(honest.alice_wins) and int(honest.pointer) == 3

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from dedebate.agents.deterministic_players import (
-    alice_zoo,
-    bob_zoo,
     concat,
-    honest_alice,
+    det_alice_zoo,
+    det_bob_zoo,
+    det_honest_alice,
     make_bob,
     repeat,
 )
@@ -45,10 +45,10 @@ def grid(name):
     task = tasks()[name]
     T = task.program.T
     key = jax.random.key(9)
-    _, bobs = bob_zoo(T, clog2(T), key, n_random=2, all_fixed=True)
-    _, liars = alice_zoo(T, clog2(T), key, n_random=2)
+    _, bobs = det_bob_zoo(T, clog2(T), key, n_random=2, all_fixed=True)
+    _, liars = det_alice_zoo(T, clog2(T), key, n_random=2)
     n_comp = bobs.mode.shape[0]
-    A = concat(repeat(honest_alice(T), n_comp), liars)
+    A = concat(repeat(det_honest_alice(T), n_comp), liars)
     Bb = concat(bobs, repeat(make_bob("honest"), liars.flip_raw.shape[0]))
     ws = all_witnesses(task.n_w)
     out = play_cross_exam_grid(witness_programs(task, ws), A, Bb)

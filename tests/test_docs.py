@@ -106,10 +106,10 @@ def test_a_bad_citation_is_reported():
     ded, ped = "spec " + "DED", "spec " + "PED"  # not citations in this file's own source
     bare = "spec"
     texts = {"good.py": f"ok ({ded} 5.3; {ped} 2.4.1, 9.3-9.5, 8.5 / 10; {bare} 6.3)\n",
-             "bad.py": f"x\n({ded} 5.3, 5.9)\n{ped} 6.3 and 11\n{ped} 7.1-7.8\n# {ded} 12\n"
+             "bad.py": f"x\n({ded} 5.3, 5.99)\n{ped} 6.3 and 11\n{ped} 7.1-7.8\n# {ded} 12\n"
                        f"{bare} 6.9, {bare.title()} 2.4.7; in{bare} 99\n"}
     assert unresolved(texts, _sections()) == [
-        f"bad.py:2: {ded} 5.9", f"bad.py:3: {ped} 11", f"bad.py:4: {ped} 7.8",
+        f"bad.py:2: {ded} 5.99", f"bad.py:3: {ped} 11", f"bad.py:4: {ped} 7.8",
         f"bad.py:5: {ded} 12", f"bad.py:6: {ped} 6.9", f"bad.py:6: {ped} 2.4.7"]
 
 
@@ -182,6 +182,18 @@ DOCUMENTED = (
     "dedebate/lab/rerender.py", "dedebate/lab/rundir.py",
     "dedebate/lab/runner.py", "dedebate/lab/schema.py", "dedebate/lab/sync.py",
     "dedebate/lab/tracking.py",
+    "dedebate/__init__.py", "dedebate/_xla_flags.py",
+    "dedebate/agents/__init__.py", "dedebate/agents/deterministic_grids.py",
+    "dedebate/agents/deterministic_players.py", "dedebate/agents/ped_zoo.py",
+    "dedebate/core/__init__.py",
+    "dedebate/estimators/__init__.py", "dedebate/estimators/advantage.py",
+    "dedebate/estimators/families.py", "dedebate/estimators/network.py",
+    "dedebate/estimators/ogd.py", "dedebate/estimators/random_problems.py",
+    "dedebate/estimators/soundness.py", "dedebate/estimators/tanh_recheck.py",
+    "dedebate/estimators/train.py",
+    "dedebate/protocols/__init__.py", "dedebate/protocols/stochastic_batch.py",
+    "dedebate/protocols/stochastic_constants.py", "dedebate/protocols/stochastic_interface.py",
+    "dedebate/protocols/stochastic_lazy.py",
 )
 MAX_MODULE_DOCSTRING_LINES = 15
 

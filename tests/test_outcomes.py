@@ -17,10 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dedebate.agents.deterministic_players import honest_alice, make_bob
+from dedebate.agents.deterministic_players import det_honest_alice, make_bob
 from dedebate.agents.ped_strategies import constant_estimator, honest_prover
-from dedebate.agents.stochastic_players import honest_alice as stochastic_alice
-from dedebate.agents.stochastic_players import honest_bob as stochastic_bob
+from dedebate.agents.stochastic_players import honest_alice, honest_bob
 from dedebate.machines.configurations import config_machine, index_tree, random_programs
 from dedebate.machines.fixtures import f2_target
 from dedebate.protocols import prover_estimator, stochastic
@@ -44,14 +43,14 @@ def _stochastic(bob_draw):
     fx = f2_target(T, 0.8)
     c = stochastic.lean_defaults(1.0, T).constants(1.0, T)
     spec = stochastic.debate_static(T, bob_draw=bob_draw)
-    return jax.eval_shape(lambda k: stochastic.play(spec, fx.machine, stochastic_alice(c),
-                                                    stochastic_bob(c), stochastic.make_vera(c),
+    return jax.eval_shape(lambda k: stochastic.play(spec, fx.machine, honest_alice(c),
+                                                    honest_bob(c), stochastic.make_vera(c),
                                                     k), KEY)
 
 
 def _deterministic(which):
     progs = random_programs(1, 2, T, n_inputs=2, n_deps=(1, 2), dep_window=3)
-    prog, alice, bob = index_tree(progs, 0), honest_alice(T), make_bob("honest")
+    prog, alice, bob = index_tree(progs, 0), det_honest_alice(T), make_bob("honest")
     if which == "cross_exam":
         return jax.eval_shape(play_cross_exam, prog, alice, bob)
     if which == "binary_search":
@@ -60,7 +59,7 @@ def _deterministic(which):
     task = plan_task(0, 2)
     task = task.replace(program=index_tree(task.program, 0))
     return jax.eval_shape(play_witness, task, jnp.zeros(task.n_w, jnp.int8),
-                          honest_alice(task.program.T), bob)
+                          det_honest_alice(task.program.T), bob)
 
 
 def _tree():

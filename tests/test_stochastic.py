@@ -17,11 +17,11 @@ from dedebate.agents.stochastic_players import (
     B_HONEST,
     B_NEVER,
     alice_lies_from_params,
-    alice_zoo,
-    bob_zoo,
+    completeness_zoo,
     honest_alice,
     honest_bob,
     optimise_alice,
+    soundness_zoo,
     stack,
     zoo_alice,
     zoo_bob,
@@ -74,7 +74,7 @@ def _z(mc, exact, n):
 
 
 def _soundness_members(c):
-    names, members = alice_zoo(c)
+    names, members = soundness_zoo(c)
     opt = zoo_alice(c, A_PER_STEP, lies=alice_lies_from_params(np.array([1.4, 0.5, 0.3]), c))
     return names + ["per-step lies"], members + [opt]
 
@@ -107,7 +107,7 @@ def test_bob_zoo_respects_completeness_exactly_and_by_monte_carlo(setup):
     s = setup
     bound = s["lp"].completeness(K, T, s["p_yes"])
     assert bound == pytest.approx(0.6402, abs=5e-4)
-    names, members = bob_zoo(s["c"])
+    names, members = completeness_zoo(s["c"])
     names, members = names + ["honest"], members + [zoo_bob(s["c"], B_HONEST)]
     exact = np.array([acceptance_exact(s["yes"], honest_alice(s["c"]), b, s["vera"],
                                        s["lv_yes"]) for b in members])

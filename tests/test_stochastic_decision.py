@@ -13,9 +13,9 @@ from scipy import stats
 
 from dedebate.agents.stochastic_players import (
     A_HONEST,
-    alice_zoo,
     honest_alice,
     honest_bob,
+    soundness_zoo,
     stack,
     zoo_alice,
 )
@@ -130,7 +130,7 @@ def test_decision_mode_matches_exact_acceptance(small):
     Monte Carlo acceptance of every member agrees with the exact DP."""
     s = small
     c = s["c"]
-    names, members = alice_zoo(c)
+    names, members = soundness_zoo(c)
     names, members = names + ["honest"], members + [zoo_alice(c, A_HONEST)]
     bob = honest_bob(c)
     exact = np.array([acceptance_exact(s["no"], a, bob, s["vera"], s["lv"]) for a in members])

@@ -92,8 +92,8 @@ def test_dp_equals_exact_acceptance_for_fixed_policies(make):
     assert all(float(r.sum()) <= 1.0 + 1e-12 for r in reach)
 
 
-def test_evaluate_matches_exact_acceptance_for_a_constant_shift_alice():
-    """An Alice MLP with zero weights and output bias delta/b claims pi + delta: evaluate()'s
+def test_measure_pair_matches_exact_acceptance_for_a_constant_shift_alice():
+    """An Alice MLP with zero weights and output bias delta/b claims pi + delta: measure_pair()'s
     exact values equal acceptance_exact's against the trained-family Bob and honest Bob."""
     fx = f2_target(5, 0.3, spread=0.2)
     _, constants, levels = _setup(fx)
@@ -102,7 +102,7 @@ def test_evaluate_matches_exact_acceptance_for_a_constant_shift_alice():
                            b2=jnp.float32(delta / constants.b))
     bob = pl.BobParams(w=jnp.linspace(-3.0, 0.5, fx.T), w_dev=jnp.float32(2.0),
                        w_prev=jnp.float32(0.4))
-    ev = xs.evaluate(levels, alice, bob, constants)
+    ev = xs.measure_pair(levels, alice, bob, constants)
     za = zoo_alice(constants, A_SHIFT, delta)
     vera = make_vera(constants)
     ref = acceptance_exact(fx.machine, za, pl.bob_as_zoo(bob, constants.b), vera, levels)
@@ -141,7 +141,7 @@ def test_surrogate_value_close_to_exact():
     bob = pl.init_bob(jax.random.key(3), fx.T, -1.0)
     hp = sp.selfplay_params(constants)
     sur = float(sp.surrogate_value(alice, bob, xs.level_inputs(levels), hp))
-    assert sur == pytest.approx(xs.evaluate(levels, alice, bob, constants)["value"], abs=0.01)
+    assert sur == pytest.approx(xs.measure_pair(levels, alice, bob, constants)["value"], abs=0.01)
 
 
 @pytest.mark.slow
@@ -152,7 +152,7 @@ def test_monte_carlo_play_of_learned_players_matches_the_dp():
     alice = pl.init_alice(jax.random.key(4), 8, 0.5)  # lies ~ b/2, straddling Vera's window
     bob = pl.BobParams(w=jnp.full((fx.T,), -1.5), w_dev=jnp.float32(1.0),
                        w_prev=jnp.float32(0.5))
-    exact = xs.evaluate(levels, alice, bob, constants)["value"]
+    exact = xs.measure_pair(levels, alice, bob, constants)["value"]
     n = 6000
     out = run_trials(debate_static(fx.T), fx.machine, pl.learned_alice(alice, constants.b),
                      pl.bob_as_zoo(bob, constants.b), make_vera(constants),
@@ -175,8 +175,8 @@ def test_trained_bob_catches_a_lying_alice():
     hp = sp.selfplay_params(constants)
     bob = jax.jit(sp.make_train_bob(300))(xs.level_inputs(levels), hp, alice, bob0)
     bound = 1.0 - params.soundness(fx.K, fx.T, 1.0 - fx.p1())
-    before = xs.evaluate(levels, alice, bob0, constants)["value"]
-    after = xs.evaluate(levels, alice, bob, constants)
+    before = xs.measure_pair(levels, alice, bob0, constants)["value"]
+    after = xs.measure_pair(levels, alice, bob, constants)
     assert before > bound
     assert after["value"] < bound
 
@@ -216,7 +216,7 @@ def test_self_play_yes_instance_reaches_completeness_and_honest_claims(quick_tra
     assert mon.value.shape == (cfg.seeds, cfg.steps // cfg.log_every)
     comp = params.completeness(fx.K, fx.T, fx.p1())
     for s in range(cfg.seeds):
-        ev = xs.evaluate(levels, xs.take(alice, s), xs.take(bob, s), constants)
+        ev = xs.measure_pair(levels, xs.take(alice, s), xs.take(bob, s), constants)
         assert ev["value"] >= E.COMPLETENESS_W
         assert ev["tracking"] < constants.b
         h = acceptance_exact(fx.machine, honest_alice(constants),

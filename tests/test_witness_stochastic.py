@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from dedebate.agents.stochastic_players import (
-    alice_zoo,
-    bob_zoo,
+    completeness_zoo,
     honest_alice,
     honest_bob,
+    soundness_zoo,
 )
 from dedebate.exact import acceptance_exact
 from dedebate.machines.lipschitz import prefix_tree
@@ -49,7 +49,7 @@ def test_completeness_with_the_honest_witness():
     bound = lp.completeness(K, T, p1)
     assert bound >= 3 / 5
     lv = prefix_tree(fx.machine)
-    _, bobs = bob_zoo(c)
+    _, bobs = completeness_zoo(c)
     for b in bobs + [honest_bob(c)]:
         assert acceptance_exact(fx.machine, honest_alice(c), b, make_vera(c), lv) >= bound
 
@@ -63,7 +63,7 @@ def test_soundness_whatever_witness_a_lying_alice_picks():
     lp = lean_defaults(K, T)
     c = lp.constants(K, T)
     vera, bob = make_vera(c), honest_bob(c)
-    names, alices = alice_zoo(c)
+    names, alices = soundness_zoo(c)
     keep = [names.index(x) for x in ("+s", "+0.95 tau_B", "+0.99 s (just under s)")]
     # (the strongest members; the others are caught outright, see tests/test_stochastic.py)
     names, alices = [names[i] for i in keep], [alices[i] for i in keep]

@@ -23,9 +23,21 @@ from dedebate.protocols.det_witness import accepting_witnesses, all_witnesses, w
 
 
 def grid_cells(machines, pairs, y1):
-    """One judged debate grid: machines, the strategy pairs ``(A, B, n_comp)`` of
-    :func:`~dedebate.agents.deterministic_players.zoo_pairs` and the judged cells (completeness:
-    honest-A pairs on output-1 machines; soundness: honest-B pairs on output-0 machines)."""
+    """One judged debate grid: its machines, strategy pairs and judged cells.
+
+    Completeness cells are the honest-A pairs on output-1 machines; soundness cells the honest-B
+    pairs on output-0 machines.
+
+    Args:
+        machines: the grid's machines (a batch on axis 0 of size M).
+        pairs: ``(A, B, n_comp)`` of :func:`~dedebate.agents.deterministic_players.zoo_pairs`
+            (K zipped pairs; the first ``n_comp`` have honest A).
+        y1: bool ``[M]``, whether each machine outputs 1.
+
+    Returns:
+        Dict with ``machines``, ``A``, ``B`` and the bool ``[M, K]`` masks ``comp`` and
+        ``sound``.
+    """
     A, B, n_comp = pairs
     k = np.arange(np.asarray(B.mode).shape[0]) < n_comp
     return {"machines": machines, "A": A, "B": B,
@@ -33,7 +45,14 @@ def grid_cells(machines, pairs, y1):
 
 
 def play_grid(play):
-    """``play`` over machines (axis 0) x zipped strategy pairs (axis 0): outcome[M, K]."""
+    """``play`` vmapped over machines (axis 0) x zipped strategy pairs (axis 0).
+
+    Args:
+        play: a debate ``play(machine, alice, bob) -> outcome`` of one pair on one machine.
+
+    Returns:
+        ``grid(machines, alices, bobs) -> outcome[M, K]`` (unjitted, pure).
+    """
     return jax.vmap(jax.vmap(play, in_axes=(None, 0, 0)), in_axes=(0, None, None))
 
 
@@ -42,7 +61,17 @@ GRID_PLAY = {"fig4": play_grid(play_cross_exam), "fig3": play_grid(play_binary_s
 
 
 def judged_counts(out, g):
-    """Completeness / soundness counts of a grid and V's largest query and bit counts (int32)."""
+    """Completeness / soundness counts of a grid and V's largest query and bit counts.
+
+    Args:
+        out: the outcome grid ``[M, K]`` (``alice_wins`` and ``costs``).
+        g: the grid of :func:`grid_cells` (its ``comp`` and ``sound`` masks).
+
+    Returns:
+        Dict of int32 scalars: ``comp_debates``, ``comp_accepts``, ``sound_debates``,
+        ``sound_accepts``, ``v_queries_max``, ``bits_max`` and ``v_queries_sound`` (soundness
+        debates in which V queried the oracle).
+    """
     i32 = jnp.int32
     return {"comp_debates": jnp.sum(g["comp"], dtype=i32),
             "comp_accepts": jnp.sum(out.alice_wins & g["comp"], dtype=i32),
@@ -57,7 +86,17 @@ def judged_counts(out, g):
 
 
 def honest_costs(out, rows):
-    """Costs of the honest debate (pair 0) on the machines ``rows`` and the worst over the zoo."""
+    """Costs of the honest debate (pair 0) on the machines ``rows`` and the worst over the zoo.
+
+    Args:
+        out: the outcome grid ``[M, K]``.
+        rows: index (or mask) of the machines to summarise.
+
+    Returns:
+        Dict of scalars: the honest debate's largest ``rounds``, ``bits_read``,
+        ``a_message_bits``, ``a_steps``, ``b_steps`` and smallest ``bits_read_min``, and over every
+        pair ``bits_read_max_over_zoo`` and ``v_queries_max``.
+    """
     c = out.costs
     h = {"rounds": c.rounds[rows, 0], "bits_read": c.bits_read[rows, 0],
          **{k: getattr(out, k)[rows, 0] for k in ("a_message_bits", "a_steps", "b_steps")}}
@@ -70,11 +109,23 @@ def honest_costs(out, rows):
 
 
 def witness_suite(task, pairs) -> dict:
-    """Every (instance, witness) pair of ``task`` as one machine of a Figure 4 grid against the
-    strategy ``pairs`` of :func:`~dedebate.agents.deterministic_players.zoo_pairs`
-    (``protocol="cross_exam"``): the :func:`~dedebate.agents.deterministic_players.judge_grid`
-    counts with completeness over every valid witness and soundness over every witness of every
-    no-instance, and the Theorem 7.1 costs (spec DED 8)."""
+    """The witness debate (Figure 2+4) over every instance and witness of a task (host side).
+
+    Every (instance, witness) pair of ``task`` is one machine of a Figure 4 grid; completeness is
+    judged over every valid witness, soundness over every witness of every no-instance
+    (spec DED 8).
+
+    Args:
+        task: the witness task (its program, instances and witness length ``n_w``).
+        pairs: the strategy pairs of :func:`~dedebate.agents.deterministic_players.zoo_pairs`
+            with ``protocol="cross_exam"``.
+
+    Returns:
+        The :func:`~dedebate.agents.deterministic_players.judge_grid` counts plus ``yes``,
+        ``no``, ``witnesses``, ``T``, ``n``, ``l``, the Theorem 7.1 bound ``bits_bound`` on the
+        bits V reads, ``a_steps_max``, ``rounds`` and ``valid_min`` (fewest valid witnesses of a
+        yes-instance).
+    """
     T, n = task.program.T, task.program.n_inputs
     ws = all_witnesses(task.n_w)
     valid = accepting_witnesses(task)  # [I, 2^n_w], exact

@@ -29,7 +29,7 @@ from dedebate.machines.configurations import (
 )
 from dedebate.protocols.deterministic_players import MessageAlice
 
-FAMILIES = ("fig4", "fig3_window", "fig3_full")
+PROTOCOL_FAMILIES = ("fig4", "fig3_window", "fig3_full")
 """The protocol families of a population: Figure 4, Figure 3 with a register configuration
 (``S = w_c + n + W``) and with the full tape (``S = w_c + n + T``)."""
 
@@ -205,7 +205,7 @@ def play_families(grids: dict, groups: dict[int, np.ndarray], S: dict[str, int],
         ``{prefix}/{family}/l{l}/{field}`` of :data:`COST_FIELDS` (and ``S`` for Figure 3).
     """
     out = {}
-    for fam in FAMILIES:
+    for fam in PROTOCOL_FAMILIES:
         g = grids.get(fam, grids["fig3_window"])
         if fam in grids:
             res = GRID_PLAY[fam[:4]](g["machines"], g["A"], g["B"])
@@ -226,7 +226,7 @@ def cost_table(metrics: dict) -> list[dict]:
         metrics: a run's or a sweep row's metrics (``T{T}/F/l{l}/...`` keys; others ignored).
 
     Returns:
-        One row per T, family and l (T ascending, then :data:`FAMILIES` order, then l) with
+        One row per T, family and l (T ascending, then :data:`PROTOCOL_FAMILIES` order, then l) with
         ``T``, ``protocol``, ``l``, ``m = ceil(log2 T)``, ``S`` and :data:`COST_FIELDS`; ``[]``
         when there are none.
     """
@@ -234,9 +234,9 @@ def cost_table(metrics: dict) -> list[dict]:
     for k, v in metrics.items():
         parts = k.split("/")
         if len(parts) == 4 and parts[0][:1] == "T" and parts[2][:1] == "l" and v is not None:
-            cells.setdefault((int(parts[0][1:]), FAMILIES.index(parts[1]), int(parts[2][1:])),
-                             {})[parts[3]] = v
-    return [{"T": T, "protocol": FAMILIES[f], "l": l, "m": clog2(T), "S": c.get("S"),
+            cell = (int(parts[0][1:]), PROTOCOL_FAMILIES.index(parts[1]), int(parts[2][1:]))
+            cells.setdefault(cell, {})[parts[3]] = v
+    return [{"T": T, "protocol": PROTOCOL_FAMILIES[f], "l": l, "m": clog2(T), "S": c.get("S"),
              **{k: c[k] for k in COST_FIELDS}} for (T, f, l), c in sorted(cells.items())]
 
 

@@ -2,21 +2,15 @@
 7.3, 9.2, 9.3).
 
 Pure JAX over stacked trees, the computations a report on Theorem 6.1 is made of:
-
-* :func:`completeness_payoffs` -- honest A against the completeness zoo of estimators (honest,
-  root liar, constant 1/2, random joints) and error-shifting B; an honest-answer prover on the
-  unstable candidate against error-shifting B (spec 4, 9.2, 9.5);
-* :func:`error_shift_payoffs` -- U_A against error-shifting B per root error (spec 4);
-* :func:`obfuscation_payoffs` -- exact E[U_A] of the A zoo (the obfuscating liar per direction
-  policy, a liar on the stable candidate, honest and wrong-direction A) against the calibrated
-  estimator, and survival in naive recursive debate (spec 9.3);
-* :func:`sampled_obfuscation` -- the same liars in sampled debates (jitted);
-* :func:`training_signals` -- U(honest) - U(liar) of both protocols by depth (spec 7.3, jitted);
-* :func:`max_node_fbs` -- the largest fbs over a tree's internal nodes from an LP lookup;
-* :func:`completeness_metrics`, :func:`error_shift_metrics`, :func:`obfuscation_metrics` -- those
-  payoffs summarised per section of a report (mins, maxes, gaps), and
-  :func:`sampled_obfuscation_chunks` the sampled debates in bounded-memory chunks and
-  :func:`training_signal_rows` the training signals as table rows.
+:func:`completeness_payoffs` (honest A against the completeness zoo of estimators and
+error-shifting B; spec 4, 9.2, 9.5), :func:`error_shift_payoffs` (per root error, spec 4),
+:func:`obfuscation_payoffs` (the A zoo against the calibrated estimator, and survival in naive
+recursive debate; spec 9.3), :func:`sampled_obfuscation` (the same liars in sampled debates),
+:func:`training_signals` (U(honest) - U(liar) of both protocols by depth; spec 7.3) and
+:func:`max_node_fbs`. :func:`completeness_metrics`, :func:`error_shift_metrics` and
+:func:`obfuscation_metrics` summarise them per section of a report;
+:func:`sampled_obfuscation_chunks` runs the sampled debates in bounded-memory chunks and
+:func:`training_signal_rows` gives the training signals as table rows.
 
 Payoffs are exact expectations (spec 2.2) unless a name says "sampled".
 """
@@ -72,15 +66,40 @@ def _liar():
 
 
 def exact_u(settings, params, prover, estimator, tree):
-    """Exact expected payoff of a prover with deterministic path choices (spec 2.2)."""
+    """Exact expected payoff of a prover with deterministic path choices (spec 2.2).
+
+    Args:
+        settings: the static half (:class:`~dedebate.protocols.prover_estimator.PEDStatic`).
+        params: the protocol's numbers (:class:`~dedebate.protocols.prover_estimator.PEDParams`).
+        prover: the prover A (its path choices deterministic, so one play is exact).
+        estimator: the estimator B.
+        tree: the claim tree.
+
+    Returns:
+        float32 scalar: A's payoff U_A.
+    """
     return play(settings, params, prover, estimator, tree, jax.random.key(0)).u_a
 
 
 def completeness_payoffs(params, trees, shifts, errors, rj_keys):
-    """On each tree (``lax.map``): honest A (stable candidate) against the completeness zoo (the
-    tabulated honest, root-liar, constant-1/2 and random-joint estimators, vmapped as one batch)
-    and against error-shifting B for each root error; and an honest-answer prover on the unstable
-    candidate (1) against error-shifting B."""
+    """Completeness payoffs on each tree (``lax.map``), exact.
+
+    Honest A (stable candidate) against the completeness zoo (the tabulated honest, root-liar,
+    constant-1/2 and random-joint estimators, vmapped as one batch) and against error-shifting B
+    for each root error; and an honest-answer prover on the unstable candidate (1) against
+    error-shifting B.
+
+    Args:
+        params: the protocol's numbers.
+        trees: stacked claim trees ``[N, ...]``.
+        shifts: per tree, error-shifting B's shift (stacked ``[N, ...]``).
+        errors: float32 ``[E]`` root errors of error-shifting B.
+        rj_keys: typed keys ``[R]`` of the random-joint estimators.
+
+    Returns:
+        Dict of float32 arrays over trees: ``honest``, ``root_liar``, ``constant_half`` ``[N]``,
+        ``random_joint`` ``[N, R]``, ``error_shifting`` and ``unstable`` ``[N, E]``.
+    """
     honest = honest_prover()
     unstable = unstable_prover(1)
 
@@ -104,7 +123,18 @@ def completeness_payoffs(params, trees, shifts, errors, rj_keys):
 
 
 def error_shift_payoffs(params, prover, tree, shift, errors):
-    """U_A of ``prover`` against error-shifting B for each root error (e = 0 is honest B)."""
+    """U_A of ``prover`` against error-shifting B for each root error (e = 0 is honest B).
+
+    Args:
+        params: the protocol's numbers.
+        prover: the prover A.
+        tree: the claim tree.
+        shift: error-shifting B's shift on this tree.
+        errors: float32 ``[E]`` root errors.
+
+    Returns:
+        float32 ``[E]``: the exact payoffs (spec 4).
+    """
     return jax.vmap(lambda e: exact_u(EXACT, params, prover, ErrorShiftingEstimator(e, shift),
                                  tree))(errors)
 
@@ -115,7 +145,17 @@ def obfuscation_payoffs(params, trees, dir_probs):
 
     Liars (vmapped): the obfuscating liar (hidden-flaw AND, candidate 0) with each direction
     policy, and a liar on the stable candidate (-1: the tree's honest candidate). Honest provers
-    (vmapped): honest A and the wrong-direction A."""
+    (vmapped): honest A and the wrong-direction A (spec 9.3).
+
+    Args:
+        params: the protocol's numbers.
+        trees: stacked hidden-flaw trees ``[N, ...]``.
+        dir_probs: float32 ``[P, 3]`` direction policies of the obfuscating liar.
+
+    Returns:
+        Dict of float32 arrays over trees: ``liars`` ``[N, P]``, ``stable_liar``, ``honest``,
+        ``wrong_direction``, ``naive_liar`` and ``naive_honest`` (survival probabilities) ``[N]``.
+    """
     cal = CalibratedEstimator()
     ch = UniformChallenger()
     n = dir_probs.shape[0]
@@ -142,8 +182,21 @@ def obfuscation_payoffs(params, trees, dir_probs):
 
 @functools.partial(_jit, static_argnums=(3, 4))
 def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key):
-    """Sampled debates on each tree: U_A of the obfuscating liar vs the calibrated estimator
-    [policy, tree, episode] and survival in naive recursive debate [tree, episode]."""
+    """Sampled debates of the obfuscating liar on each tree (jitted).
+
+    Args:
+        params: the protocol's numbers.
+        trees: stacked hidden-flaw trees ``[N, ...]``.
+        dir_probs: float32 ``[P, 3]`` direction policies.
+        per_tree: sampled prover-estimator debates per policy and tree (static).
+        per_tree_naive: sampled naive recursive debates per tree (static).
+        key: a typed PRNG key.
+
+    Returns:
+        ``(u, survived)``: U_A against the calibrated estimator, float32
+        ``[P, N, per_tree]``, and the liar's wins in naive recursive debate against a uniform
+        challenger, float32 ``[N, per_tree_naive]``.
+    """
     cal = CalibratedEstimator()
     ch = UniformChallenger()
     k_ped, k_naive = jax.random.split(key)
@@ -169,9 +222,20 @@ def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key)
 
 @functools.partial(_jit, static_argnums=(3, 4))
 def training_signals(params, key, rounds, depth, q):
-    """Exact training signals on one hidden-flaw tree of depth ``depth``, for debates descending
-    ``rounds`` levels (vmapped): PED (honest vs liar, calibrated B) and naive recursive debate
-    (honest vs liar, uniform challenger)."""
+    """Exact training signals on one hidden-flaw tree, by the number of rounds (spec 7.3).
+
+    Args:
+        params: the protocol's numbers (its ``rounds`` is replaced).
+        key: a typed PRNG key for the tree.
+        rounds: int32 ``[R]`` levels the debates descend (vmapped).
+        depth: the tree's depth (static).
+        q: the hidden-flaw tree's parameter q (static).
+
+    Returns:
+        Four float32 ``[R]`` arrays: PED's U_A of honest A and of the obfuscating liar against
+        the calibrated estimator, and the survival probabilities of the honest and lying
+        debaters of naive recursive debate against a uniform challenger.
+    """
     tree = hidden_flaw_tree(key, depth=depth, q=q)
     cal = CalibratedEstimator()
     ch = UniformChallenger()
@@ -187,8 +251,16 @@ def training_signals(params, key, rounds, depth, q):
 
 
 def max_node_fbs(tree, fbs32, cand):
-    """Max fbs over the internal nodes of ``tree`` for candidate ``cand`` (float32, from a
-    lookup rounded to 9 decimals like ``run``'s rho)."""
+    """Max fbs over the internal nodes of ``tree`` for candidate ``cand``.
+
+    Args:
+        tree: a claim tree.
+        fbs32: its LP lookup's fbs, rounded to 9 decimals like ``run``'s rho (float32).
+        cand: the candidate.
+
+    Returns:
+        float32 scalar: the largest fractional block sensitivity (spec PED 3.2).
+    """
     return jnp.max(node_fbs_jnp(tree, fbs32)[:, cand])
 
 

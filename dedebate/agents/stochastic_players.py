@@ -367,7 +367,7 @@ def stack(players: Sequence) -> object:
     return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *players)
 
 
-def alice_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
+def soundness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
     """The soundness zoo of spec DED 9 (without the optimised member).
 
     Args:
@@ -390,7 +390,7 @@ def alice_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
     return ([m[0] for m in members], [zoo_alice(constants, k, d) for _, k, d in members])
 
 
-def bob_zoo(constants: DebateParams) -> tuple[list[str], list[ZooBob]]:
+def completeness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooBob]]:
     """The completeness zoo of spec DED 9 (without the optimised member).
 
     Args:

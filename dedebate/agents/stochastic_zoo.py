@@ -23,9 +23,9 @@ from dedebate.agents.stochastic_players import (
     B_HONEST,
     B_LEARNED,
     alice_lies_from_params,
-    alice_zoo,
     bob_logits_from_params,
-    bob_zoo,
+    completeness_zoo,
+    soundness_zoo,
     stack,
     zoo_alice,
     zoo_bob,
@@ -61,7 +61,7 @@ def alice_members(consts: DebateParams, theta_alice) -> tuple[list[str], list]:
     Returns:
         ``(names, players)``, the optimised member last.
     """
-    names, members = alice_zoo(consts)
+    names, members = soundness_zoo(consts)
     names.append(OPTIMISED)
     members.append(zoo_alice(consts, A_PER_STEP,
                              lies=alice_lies_from_params(theta_alice, consts)))
@@ -78,7 +78,7 @@ def bob_members(consts: DebateParams, theta_bob) -> tuple[list[str], list]:
     Returns:
         ``(names, players)``: the zoo, then ``"honest"``, then the optimised member.
     """
-    names, members = bob_zoo(consts)
+    names, members = completeness_zoo(consts)
     names.append("honest")
     members.append(zoo_bob(consts, B_HONEST))
     w, w_dev, w_prev = bob_logits_from_params(theta_bob, consts)
@@ -96,7 +96,8 @@ def member_names(consts: DebateParams) -> tuple[list[str], list[str]]:
     Returns:
         ``(alice names, bob names)``, in the rows' order.
     """
-    return alice_zoo(consts)[0] + [OPTIMISED], bob_zoo(consts)[0] + ["honest", OPTIMISED]
+    alices, bobs = soundness_zoo(consts)[0], completeness_zoo(consts)[0]
+    return alices + [OPTIMISED], bobs + ["honest", OPTIMISED]
 
 
 def zoo_cell(consts: DebateParams, m_no, m_yes, theta_a, theta_b):

@@ -1,28 +1,16 @@
 """Test families F ("prover circuits") for outcome indistinguishability (spec PED 5.1, 6.3).
 
 A test is a function ``f(x, z, h(x)) -> [-1, 1]`` of a context x, an outcome z in Z and the
-*predicted distribution* h(x) in Delta_Z. A family of F tests over a finite context set X is
-evaluated all at once on a prediction table ``h: [X, Z]``:
+*predicted distribution* h(x) in Delta_Z. A family of F tests is evaluated all at once on a
+prediction table ``h: [X, Z]``: ``values(h) -> [F, X, Z]``, ``value_of(i, h) -> [X, Z]``,
+``advantages(h, weight) -> [F]``, ``pointwise(i, x, z, h_x)`` (the literal definition) and the
+static ``n_tests``. Families are ``flax.struct`` pytrees (they pass through ``jit`` and ``vmap``);
+per-test parameters carry a leading axis F. Constructors validate their input on the host.
 
-* ``family.values(h) -> [F, X, Z]`` -- ``values[f, x, z] = f(x, z, h(x))``;
-* ``family.value_of(i, h) -> [X, Z]`` -- one test (``i`` may be traced);
-* ``family.n_tests`` -- F (static, read from array shapes).
-
-Families are ``flax.struct`` dataclasses (pytrees), so they pass through ``jit`` and ``vmap``.
-Per-test parameters carry a leading axis F; data shared by all tests (context features, the
-fixed prover's outputs) has no test axis. Constructors validate host-side (spec: bad input is
-rejected at public constructors, not inside jitted code).
-
-Families provided:
-
-* :class:`TanhFamily` -- random prediction-dependent tests ``tanh(w . phi(x, z, h))`` with
-  ``phi(x, z, h) = [feat(x), onehot(z), h(x), h(x, z), 1]`` (spec PED 5.5 [CHK], 9.6);
-* :class:`PointwiseFamily` -- any pointwise ``f(params_f, feat_x, z, h_x) -> scalar``, vmapped over
-  tests, contexts and outcomes (used for small random Flax MLP distinguishers and the next-round
-  calibration test of spec 6.3);
-* :class:`TableFamily` -- prediction-independent tests given as a table ``[F, X, Z]`` (the
-  round-reward test of spec 6.3 is one);
-* :class:`StackedFamily` -- the union of several families (tests concatenated in order).
+:class:`TanhFamily`: random prediction-dependent tests ``tanh(w . [feat(x), onehot(z), h(x),
+h(x, z), 1])`` (spec PED 5.5, 9.6). :class:`PointwiseFamily`: any pointwise rule (random Flax MLP
+distinguishers, the next-round calibration test of spec 6.3). :class:`TableFamily`:
+prediction-independent tests (the round reward of spec 6.3). :class:`StackedFamily`: a union.
 """
 
 from __future__ import annotations
@@ -45,7 +33,15 @@ class _FamilyBase:
     """Default methods shared by all families."""
 
     def value_of(self, i, h: Array) -> Array:
-        """One test ``f_i(x, z, h(x))`` as ``[X, Z]`` (default: slice of all values)."""
+        """One test ``f_i(x, z, h(x))`` on every (x, z) (default: a slice of all values).
+
+        Args:
+            i: the test's index (may be traced).
+            h: float32 ``[X, Z]``, the prediction table.
+
+        Returns:
+            float32 ``[X, Z]``: ``f_i(x, z, h(x))``.
+        """
         return jnp.take(self.values(h), i, axis=0)
 
     def advantages(self, h: Array, weight: Array) -> Array:
@@ -54,6 +50,13 @@ class _FamilyBase:
         With ``weight = mu[:, None] * (g - h)`` this is ``Adv_f(h)`` (spec PED 5.1). Written as an
         elementwise product and a sum so XLA fuses it with the test evaluation (no [F, X, Z]
         buffer).
+
+        Args:
+            h: float32 ``[X, Z]``, the prediction table.
+            weight: float32 ``[X, Z]`` (e.g. ``advantage_weight(problem, h)``).
+
+        Returns:
+            float32 ``[F]``.
         """
         return jnp.sum(self.values(h) * weight[None], axis=(1, 2))
 
@@ -98,6 +101,11 @@ class TanhFamily(_FamilyBase):
 
     @property
     def n_tests(self) -> int:
+        """The number of tests F.
+
+        Returns:
+            F (static, read from array shapes).
+        """
         return self.weights.shape[0]
 
     def _split(self, weights):
@@ -119,6 +127,14 @@ class TanhFamily(_FamilyBase):
         return jnp.tanh(pre)
 
     def values(self, h: Array) -> Array:
+        """Every test on every (x, z).
+
+        Args:
+            h: float32 ``[X, Z]``, the prediction table.
+
+        Returns:
+            float32 ``[F, X, Z]``: ``values[f, x, z] = f(x, z, h(x))``.
+        """
         return self._values(self.weights, self.base, h)
 
     def advantages(self, h: Array, weight: Array) -> Array:
@@ -128,11 +144,16 @@ class TanhFamily(_FamilyBase):
         of contexts has pre-activations ``pre[x, z, f] = a[x, f] + w_z[f, z] + w_hz[f] h(x, z)``
         (``[B, Z, F]``, cache sized) and adds ``weight_B @ tanh(pre)`` (a vector-matrix product
         contracting the B*Z axis) to the advantages. The test axis F is innermost, so the
-        broadcasts in ``pre`` run along contiguous vectors and XLA's CPU loop emitter vectorises
-        the fused broadcast+tanh well, using both cores (a bench/ogd.py step runs faster than
-        with an ``[F, B, Z]`` layout and a rank-2 dot for the outer sum). No reduce fusion is
-        needed (dedebate turns those off, see ``dedebate/_xla_flags.py``) and no ``[F, X, Z]``
-        tensor is materialised.
+        broadcasts in ``pre`` run along contiguous vectors (XLA's CPU loop emitter vectorises the
+        fused broadcast+tanh). No reduce fusion is needed (dedebate turns those off, see
+        ``dedebate/_xla_flags.py``) and no ``[F, X, Z]`` tensor is materialised.
+
+        Args:
+            h: float32 ``[X, Z]``, the prediction table.
+            weight: float32 ``[X, Z]`` (e.g. ``advantage_weight(problem, h)``).
+
+        Returns:
+            float32 ``[F]``.
         """
         w_z, w_h, w_hz = self._split(self.weights)
         n_x, n_z = h.shape
@@ -158,8 +179,16 @@ class TanhFamily(_FamilyBase):
         return jax.lax.fori_loop(0, n_blk, body, jnp.zeros((n_f,), h.dtype))
 
     def value_of(self, i, h: Array) -> Array:
-        """Test i on every (x, z): the outer sum ``a(x) + w_z(z)`` is a rank-2 product
-        ``[a, 1] @ [1; w_z]`` (see :meth:`advantages`; faster on CPU than broadcasts)."""
+        """Test i on every (x, z); the outer sum ``a(x) + w_z(z)`` is a rank-2 product
+        ``[a, 1] @ [1; w_z]``.
+
+        Args:
+            i: the test's index (may be traced).
+            h: float32 ``[X, Z]``, the prediction table.
+
+        Returns:
+            float32 ``[X, Z]``: ``f_i(x, z, h(x))``.
+        """
         w_z, w_h, w_hz = self._split(jnp.take(self.weights, i, axis=0))
         a = jnp.take(self.base, i, axis=0) + jnp.matmul(h, w_h, precision=_EXACT)  # [X]
         lhs = jnp.stack([a, jnp.ones_like(a)], axis=1)  # [X, 2]
@@ -167,7 +196,17 @@ class TanhFamily(_FamilyBase):
         return jnp.tanh(jnp.matmul(lhs, rhs, precision=_EXACT) + w_hz * h)
 
     def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
-        """The literal definition ``tanh(w_i . phi(x, z, h_x))`` for one (test, context, outcome)."""
+        """The literal definition ``tanh(w_i . phi(x, z, h_x))`` for one (test, context, outcome).
+
+        Args:
+            i: the test's index.
+            x: the context's index.
+            z: the outcome's index.
+            h_x: float32 ``[Z]``, the prediction at x.
+
+        Returns:
+            float32 scalar ``f_i(x, z, h_x)``.
+        """
         phi = jnp.concatenate(
             [
                 self.features[x],
@@ -181,7 +220,19 @@ class TanhFamily(_FamilyBase):
 
 
 def tanh_family(features, weights, n_z: int) -> TanhFamily:
-    """Build a :class:`TanhFamily` from context features ``[X, d]`` and weights ``[F, d+2|Z|+2]``."""
+    """Build a :class:`TanhFamily`, caching the h-independent part of the pre-activations.
+
+    Args:
+        features: ``[X, d]`` context features.
+        weights: ``[F, d + 2|Z| + 2]`` test weights.
+        n_z: the number of outcomes |Z| (>= 2).
+
+    Returns:
+        The family (float32 leaves; concrete inputs are cached on the host, traced ones in JAX).
+
+    Raises:
+        ValueError: a wrong shape or |Z| < 2.
+    """
     _check_features(features)
     _check_n_z(n_z)
     d = np.shape(features)[1]
@@ -207,6 +258,19 @@ def random_tanh_family(key, features, n_z: int, n_tests: int, scale: float = 2.0
     """``n_tests`` random tanh tests with weights ``N(0, scale^2 / dim)`` (spec PED 5.5 [CHK]).
 
     The weight on ``h(x, z)`` and on ``h(x)`` makes every test prediction-dependent.
+
+    Args:
+        key: a typed PRNG key.
+        features: ``[X, d]`` context features.
+        n_z: the number of outcomes |Z|.
+        n_tests: F (>= 1).
+        scale: the weights' scale (> 0).
+
+    Returns:
+        A :class:`TanhFamily`.
+
+    Raises:
+        ValueError: bad features, ``n_tests < 1`` or ``scale <= 0``.
     """
     _check_features(features)
     if not isinstance(n_tests, (int, np.integer)) or n_tests < 1:
@@ -238,6 +302,11 @@ class PointwiseFamily(_FamilyBase):
 
     @property
     def n_tests(self) -> int:
+        """The number of tests F.
+
+        Returns:
+            F (static, read from array shapes).
+        """
         return jax.tree_util.tree_leaves(self.params)[0].shape[0]
 
     def _values(self, params, h):
@@ -248,13 +317,41 @@ class PointwiseFamily(_FamilyBase):
         return per_f(params, self.shared, zs, h)
 
     def values(self, h: Array) -> Array:
+        """Every test on every (x, z): ``fn`` vmapped over tests, contexts and outcomes.
+
+        Args:
+            h: float32 ``[X, Z]``, the prediction table.
+
+        Returns:
+            float32 ``[F, X, Z]``: ``values[f, x, z] = f(x, z, h(x))``.
+        """
         return self._values(self.params, h)
 
     def value_of(self, i, h: Array) -> Array:
+        """One test on every (x, z).
+
+        Args:
+            i: the test's index (may be traced).
+            h: float32 ``[X, Z]``, the prediction table.
+
+        Returns:
+            float32 ``[X, Z]``: ``f_i(x, z, h(x))``.
+        """
         p = jax.tree_util.tree_map(lambda a: jnp.take(a, i, axis=0)[None], self.params)
         return self._values(p, h)[0]
 
     def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
+        """``fn(params_i, shared[x], z, h_x)``.
+
+        Args:
+            i: the test's index.
+            x: the context's index.
+            z: the outcome's index.
+            h_x: float32 ``[Z]``, the prediction at x.
+
+        Returns:
+            float32 scalar ``f_i(x, z, h_x)``.
+        """
         p = jax.tree_util.tree_map(lambda a: a[i], self.params)
         return self.fn(p, self.shared[x], z, h_x)
 
@@ -272,7 +369,17 @@ class _MLP(nn.Module):
 
 
 def mlp_test_input(feat_x, z, h_x, n_z):
-    """What an MLP distinguisher reads: ``[feat(x) (incl. A's outputs), onehot(z), h(x), h(x,z)]``."""
+    """What an MLP distinguisher reads.
+
+    Args:
+        feat_x: the context's features (including A's outputs where a test reads them).
+        z: the outcome's index.
+        h_x: ``[Z]``, the prediction at x.
+        n_z: the number of outcomes |Z|.
+
+    Returns:
+        ``[feat(x), onehot(z), h(x), h(x, z)]`` as one vector.
+    """
     return jnp.concatenate(
         [feat_x, jax.nn.one_hot(z, n_z, dtype=feat_x.dtype), h_x, h_x[z][None]]
     )
@@ -285,6 +392,20 @@ def random_mlp_family(
 
     ``shared: [X, d]`` may include columns holding the fixed prover A's outputs on each context,
     so the distinguisher "evaluates A" (spec PED 6.1, 6.2: F may call A).
+
+    Args:
+        key: a typed PRNG key (one initialisation per test).
+        shared: ``[X, d]`` per-context inputs.
+        n_z: the number of outcomes |Z| (>= 2).
+        n_tests: F (>= 1).
+        hidden: the hidden layers' widths (non-empty, positive).
+        out_scale: the factor inside the output tanh.
+
+    Returns:
+        A :class:`PointwiseFamily`.
+
+    Raises:
+        ValueError: bad shared inputs, |Z| < 2, ``n_tests < 1`` or bad widths.
     """
     _check_features(shared, "shared")
     _check_n_z(n_z)
@@ -316,20 +437,63 @@ class TableFamily(_FamilyBase):
 
     @property
     def n_tests(self) -> int:
+        """The number of tests F.
+
+        Returns:
+            F (static, read from array shapes).
+        """
         return self.table.shape[0]
 
     def values(self, h: Array) -> Array:
+        """The table, in h's dtype.
+
+        Args:
+            h: float32 ``[X, Z]``, the prediction table.
+
+        Returns:
+            float32 ``[F, X, Z]``: ``values[f, x, z] = f(x, z, h(x))``.
+        """
         return self.table.astype(h.dtype)
 
     def value_of(self, i, h: Array) -> Array:
+        """Row i of the table, in h's dtype.
+
+        Args:
+            i: the test's index (may be traced).
+            h: float32 ``[X, Z]``, the prediction table.
+
+        Returns:
+            float32 ``[X, Z]``: ``f_i(x, z, h(x))``.
+        """
         return jnp.take(self.table, i, axis=0).astype(h.dtype)
 
     def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
+        """``table[i, x, z]``.
+
+        Args:
+            i: the test's index.
+            x: the context's index.
+            z: the outcome's index.
+            h_x: float32 ``[Z]``, the prediction at x.
+
+        Returns:
+            float32 scalar ``f_i(x, z, h_x)``.
+        """
         return self.table[i, x, z]
 
 
 def table_family(table) -> TableFamily:
-    """A :class:`TableFamily`; the table must be ``[F, X, Z]`` with values in [-1, 1]."""
+    """A validated :class:`TableFamily`.
+
+    Args:
+        table: ``[F, X, Z]`` test values in [-1, 1].
+
+    Returns:
+        The family (float32).
+
+    Raises:
+        ValueError: a wrong shape or a value outside [-1, 1].
+    """
     table = np.asarray(table, np.float32)
     if table.ndim != 3 or min(table.shape) < 1:
         raise ValueError(f"table shape={table.shape}: expected [F, X, Z] with all sizes >= 1")
@@ -345,6 +509,18 @@ def round_reward_family(direction, md_table, phat, scale: float = 1.0) -> TableF
     prover's direction ``s = A^k(x, yhat, phat) in {-1, +1}`` per context, ``md_table[x, z] =
     M_D(x, y, z) in {0,1}`` and the previous estimate ``phat[x] in [0, 1]``. It does not read the
     prediction P.
+
+    Args:
+        direction: ``[X]`` A's directions in [-1, 1].
+        md_table: ``[X, |Z|]`` 0/1 values of ``M_D``.
+        phat: ``[X]`` previous estimates in [0, 1].
+        scale: the reward weight ``r^k`` in ``(0, 1]``.
+
+    Returns:
+        A one-test :class:`TableFamily`.
+
+    Raises:
+        ValueError: a wrong shape or a value out of range.
     """
     direction = np.asarray(direction, np.float32)
     md_table = np.asarray(md_table, np.float32)
@@ -378,6 +554,19 @@ def calibration_family(
     subclaim j given its estimate ``m_j``. Values lie in [-1, 1] for ``scale <= 1``. Under B's own
     prediction ``sum_z P(z) f(xx, z, P) = 0`` for every P (``E_P[z_j] = m_j``): the identity the
     soundness proof uses.
+
+    Args:
+        select_fn: ``(feat_x, P) -> [q]`` A's selection distribution.
+        direction_fn: ``(feat_x, j, m_j) -> [-1, 1]`` A's expected next-round direction.
+        shared: ``[X, d]`` per-context inputs.
+        q: the number of subclaims (1..12).
+        scale: the reward weight in ``(0, 1]``.
+
+    Returns:
+        A one-test :class:`PointwiseFamily` over ``Z = {0,1}^q``.
+
+    Raises:
+        ValueError: bad shared inputs, q outside 1..12 or scale outside ``(0, 1]``.
     """
     _check_features(shared, "shared")
     if not isinstance(q, (int, np.integer)) or not (1 <= q <= 12):
@@ -410,15 +599,46 @@ class StackedFamily(_FamilyBase):
 
     @property
     def n_tests(self) -> int:
+        """The number of tests F, summed over the members.
+
+        Returns:
+            F (static, read from array shapes).
+        """
         return sum(f.n_tests for f in self.families)
 
     def values(self, h: Array) -> Array:
+        """The members' values, concatenated along the test axis.
+
+        Args:
+            h: float32 ``[X, Z]``, the prediction table.
+
+        Returns:
+            float32 ``[F, X, Z]``: ``values[f, x, z] = f(x, z, h(x))``.
+        """
         return jnp.concatenate([f.values(h) for f in self.families], axis=0)
 
     def advantages(self, h: Array, weight: Array) -> Array:
+        """The members' advantages (each by its own method), concatenated.
+
+        Args:
+            h: float32 ``[X, Z]``, the prediction table.
+            weight: float32 ``[X, Z]`` (e.g. ``advantage_weight(problem, h)``).
+
+        Returns:
+            float32 ``[F]``.
+        """
         return jnp.concatenate([f.advantages(h, weight) for f in self.families])
 
     def value_of(self, i, h: Array) -> Array:
+        """Test i, read from the member that holds it (``lax.switch``; ``i`` may be traced).
+
+        Args:
+            i: the test's index (may be traced).
+            h: float32 ``[X, Z]``, the prediction table.
+
+        Returns:
+            float32 ``[X, Z]``: ``f_i(x, z, h(x))``.
+        """
         sizes = [f.n_tests for f in self.families]
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         which = jnp.clip(jnp.searchsorted(jnp.asarray(offsets[1:]), i, side="right"), 0,
@@ -430,6 +650,17 @@ class StackedFamily(_FamilyBase):
         return jax.lax.switch(which, branches)
 
     def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
+        """Test i's literal definition, from the member that holds it.
+
+        Args:
+            i: the test's index.
+            x: the context's index.
+            z: the outcome's index.
+            h_x: float32 ``[Z]``, the prediction at x.
+
+        Returns:
+            float32 scalar ``f_i(x, z, h_x)``.
+        """
         for f in self.families:
             if i < f.n_tests:
                 return f.pointwise(i, x, z, h_x)
@@ -438,7 +669,17 @@ class StackedFamily(_FamilyBase):
 
 
 def stack_families(*families) -> StackedFamily:
-    """Union of families over the same contexts and outcomes."""
+    """Union of families over the same contexts and outcomes.
+
+    Args:
+        *families: the members, in test order.
+
+    Returns:
+        A :class:`StackedFamily`.
+
+    Raises:
+        ValueError: no family.
+    """
     if not families:
         raise ValueError("families=(): need at least one family to stack")
     return StackedFamily(families=tuple(families))

@@ -1,26 +1,17 @@
 """Algorithm 1: online gradient descent producing a (delta, F)-indistinguishable h (spec PED 5.3).
 
-Tabular over a finite context set X (``h: [X, Z]``)::
+Tabular over a finite context set X (``h: [X, Z]``): from the uniform h_1, each update picks the
+test with the largest exact |Adv| (spec 5.1), freezes it at h_t and takes a projected step
+``h_{t+1}(x, .) = Proj_{Delta_Z}(h_t(x, .) + eta_t sign(Adv) F_t(x, .))``; the loop exits when
+``max_f |Adv_f| < delta``. Step sizes ``eta_t = D / (G sqrt t)`` (:data:`STEP_RULES`):
+``"hazan"`` (D = 2, G = 2 sqrt|Z|; ``T <= 36 |Z| / delta^2``) or ``"tight"`` (D = sqrt 2,
+G = sqrt|Z|; ``T <= 4.5 |Z| / delta^2``), by the regret bound of spec 5.4 and 5.5.
 
-    h_1(x, .) = uniform on Z                                                     [R]
-    for t = 1, 2, ...:
-        Adv = (Adv_f(h_t))_{f in F}            exact (spec 5.1)
-        if max_f |Adv_f| < delta: return h_t
-        f_t = argmax_f |Adv_f|                 [E] "such an f": the largest |Adv| is picked
-        sigma_t = sign(Adv_{f_t}(h_t));  F_t(x, z) = f_t(x, z, h_t(x))   (frozen at h_t)
-        h_{t+1}(x, .) = Proj_{Delta_Z}( h_t(x, .) + eta_t sigma_t F_t(x, .) )   per x
-
-Step sizes (spec 5.3 line 6, 5.5), ``eta_t = D / (G sqrt t)``:
-
-* ``"hazan"`` (default): D = 2, G = 2 sqrt|Z|, so ``eta_t = 1/sqrt(|Z| t)`` and the regret bound
-  ``sum_t |Adv_{f_t}(h_t)| <= (3/2) G D sqrt(T) = 6 sqrt(|Z| T)`` gives ``T <= 36 |Z| / delta^2``;
-* ``"tight"``: D = sqrt 2, G = sqrt|Z|, ``eta_t = sqrt(2 / (|Z| t))``, regret ``<= 1.5 sqrt(2|Z|T)``
-  and ``T <= 4.5 |Z| / delta^2``.
-
-The loop is a ``lax.while_loop`` capped at the proven bound for the chosen rule (it cannot be
-reached if the theorem holds; ``converged`` reports it). A fixed-length variant
-(:func:`ogd_run_steps`, masked no-op after convergence) serves chunked drivers and benchmarks.
-The circuit computing the final h evaluates tests ``T |Z|`` times (spec 5.6).
+:func:`ogd_solve` is a ``lax.while_loop`` capped at the proven bound for the chosen rule (it
+cannot be reached if the theorem holds; ``converged`` reports it); :func:`ogd_run_steps` runs a
+fixed number of masked updates for chunked drivers. :func:`algorithm1` validates and runs it
+under ``jit``; :func:`solve_block` / :func:`solve_grid` vmap it over problems and deltas. The
+final h costs ``T |Z|`` test evaluations (spec 5.6).
 """
 
 from __future__ import annotations
@@ -43,19 +34,46 @@ STEP_RULES = {"hazan": (2.0, 2.0), "tight": (math.sqrt(2.0), 1.0)}
 
 
 def step_size(rule: str, n_z: int, t):
-    """``eta_t = D / (G sqrt t)`` for the named rule (t counts updates from 1)."""
+    """``eta_t = D / (G sqrt t)`` for the named rule (spec PED 5.3).
+
+    Args:
+        rule: a key of :data:`STEP_RULES`.
+        n_z: the number of outcomes |Z|.
+        t: the update's number, counted from 1 (may be traced).
+
+    Returns:
+        The step size (a JAX scalar).
+    """
     d, g_per = STEP_RULES[rule]
     return d / (g_per * math.sqrt(n_z) * jnp.sqrt(t))
 
 
 def regret_bound(rule: str, n_z: int, steps):
-    """Hazan's Theorem 3.1 bound ``(3/2) G D sqrt(T)`` on ``sum_t |Adv_{f_t}(h_t)|`` (spec 5.4)."""
+    """Hazan's Theorem 3.1 bound ``(3/2) G D sqrt(T)`` on ``sum_t |Adv_{f_t}(h_t)|`` (spec 5.4).
+
+    Args:
+        rule: a key of :data:`STEP_RULES`.
+        n_z: the number of outcomes |Z|.
+        steps: T, the number of updates taken.
+
+    Returns:
+        The bound (a JAX scalar).
+    """
     d, g_per = STEP_RULES[rule]
     return 1.5 * g_per * math.sqrt(n_z) * d * jnp.sqrt(steps)
 
 
 def iteration_bound(rule: str, n_z: int, delta):
-    """``T <= ((3/2) G D)^2 / delta^2``: 36|Z|/delta^2 (hazan) or 4.5|Z|/delta^2 (tight), spec 5.5."""
+    """The iteration bound ``T <= ((3/2) G D)^2 / delta^2`` (spec PED 5.5).
+
+    Args:
+        rule: a key of :data:`STEP_RULES`.
+        n_z: the number of outcomes |Z|.
+        delta: the indistinguishability level.
+
+    Returns:
+        ``36 |Z| / delta^2`` (hazan) or ``4.5 |Z| / delta^2`` (tight), unrounded.
+    """
     d, g_per = STEP_RULES[rule]
     return (1.5 * g_per * d) ** 2 * n_z / (delta * delta)
 
@@ -107,11 +125,25 @@ class OGDState:
 
     @property
     def max_adv(self) -> Array:
+        """``max_f |Adv_f(h)|`` of the current prediction.
+
+        Returns:
+            A scalar array.
+        """
         return jnp.max(jnp.abs(self.adv))
 
 
 def ogd_init(static: OGDStatic, family, problem: OIProblem) -> OGDState:
-    """h_1 = uniform on Z for every x, and its advantages."""
+    """Algorithm 1's first state: h_1 = uniform on Z for every x, and its advantages.
+
+    Args:
+        static: the static settings.
+        family: the test family.
+        problem: the indistinguishability problem.
+
+    Returns:
+        The :class:`OGDState` with no update taken.
+    """
     h = jnp.full((problem.n_x, problem.n_z), 1.0 / problem.n_z, problem.g.dtype)
     # The barrier keeps XLA from folding the broadcast constant into the tests' fused
     # dot+reduce: jaxlib 0.10.2's CPU YNN reduce fusion returns wrong numbers (or NaN) for a dot
@@ -139,7 +171,18 @@ def _step_cap(static: OGDStatic, n_z: int, delta) -> Array:
 
 
 def ogd_update(static: OGDStatic, family, problem: OIProblem, state: OGDState, active) -> OGDState:
-    """One update of Algorithm 1 (lines 4-9), taken only where ``active`` (else a no-op)."""
+    """One update of Algorithm 1 (spec PED 5.3), taken only where ``active`` (else a no-op).
+
+    Args:
+        static: the static settings.
+        family: the test family.
+        problem: the indistinguishability problem.
+        state: the current state.
+        active: bool (may be traced): whether to take the update.
+
+    Returns:
+        The next state (``state`` itself where not active).
+    """
     i = jnp.argmax(jnp.abs(state.adv))
     a_i = state.adv[i]
     t = state.steps + 1
@@ -161,7 +204,15 @@ def ogd_update(static: OGDStatic, family, problem: OIProblem, state: OGDState, a
 def ogd_solve(static: OGDStatic, family, problem: OIProblem, delta) -> OGDState:
     """Run Algorithm 1 to its exit (``max_f |Adv_f| < delta``) as a ``lax.while_loop``.
 
-    ``delta`` is dynamic (vmap over it). The loop is capped at the proven iteration bound.
+    Args:
+        static: the static settings.
+        family: the test family.
+        problem: the indistinguishability problem.
+        delta: the indistinguishability level (dynamic: may be vmapped).
+
+    Returns:
+        The exit state; the loop is capped at the proven iteration bound (and
+        ``static.max_steps``).
     """
     cap = _step_cap(static, problem.n_z, delta)
 
@@ -178,7 +229,16 @@ def ogd_run_steps(static: OGDStatic, family, problem: OIProblem, state: OGDState
                   n_steps: int) -> OGDState:
     """``n_steps`` iterations of Algorithm 1 from ``state``; converged iterations are no-ops.
 
-    For chunked drivers (log between chunks) and for benchmarks with a fixed amount of work.
+    Args:
+        static: the static settings.
+        family: the test family.
+        problem: the indistinguishability problem.
+        state: the state to continue from.
+        delta: the indistinguishability level.
+        n_steps: the number of iterations (static).
+
+    Returns:
+        The state after ``n_steps`` iterations (updates past the exit or the cap are no-ops).
     """
     cap = _step_cap(static, problem.n_z, delta)
 
@@ -204,6 +264,18 @@ class OGDSummary:
 
 
 def summarize(static: OGDStatic, problem: OIProblem, state: OGDState, delta) -> OGDSummary:
+    """What Algorithm 1 reports about a state (spec PED 5.4-5.6).
+
+    Args:
+        static: the static settings (the step rule).
+        problem: the indistinguishability problem.
+        state: the exit state.
+        delta: the indistinguishability level.
+
+    Returns:
+        An :class:`OGDSummary`: steps, exit advantage, convergence, the iteration bounds of the
+        rule used and of the tight rule, the regret sum and bound, and the circuit size.
+    """
     n_z = problem.n_z
     steps_f = state.steps.astype(jnp.float32)
     return OGDSummary(
@@ -221,10 +293,25 @@ def summarize(static: OGDStatic, problem: OIProblem, state: OGDState, delta) -> 
 def algorithm1(family, problem: OIProblem, delta: float, step_rule: str = "hazan",
                trace_len: int = 512, max_steps: int | None = None, projection: str = "auto",
                fast_compile: bool = False):
-    """Validate, then run Algorithm 1 under ``jit``: returns ``(state, summary)``.
+    """Validate, then run Algorithm 1 to its exit under ``jit``.
 
-    ``fast_compile`` compiles with XLA backend optimisation level 1 (several times faster to
-    compile; for small problems, where compilation dominates).
+    Args:
+        family: the test family.
+        problem: the indistinguishability problem.
+        delta: the indistinguishability level, in ``(0, 2]``.
+        step_rule: ``"hazan"`` or ``"tight"``.
+        trace_len: the advantage-trace buffer's length.
+        max_steps: an extra cap on the updates (None: only the proven bound).
+        projection: the simplex projection (:class:`OGDStatic`).
+        fast_compile: compile with XLA backend optimisation level 1 (for small problems, where
+            compilation dominates).
+
+    Returns:
+        ``(state, summary)``: the exit :class:`OGDState` and its :class:`OGDSummary`.
+
+    Raises:
+        ValueError: ``delta`` out of range, a family that does not evaluate on ``[X, Z]``, or
+            bad static settings.
     """
     if not (isinstance(delta, (int, float)) and 0 < delta <= 2):
         raise ValueError(f"delta={delta!r}: the indistinguishability level must lie in (0, 2]")
@@ -255,8 +342,17 @@ _solve_jit_fast = jax.jit(ogd_solve, static_argnums=0, compiler_options=FAST_COM
 
 
 def solve_block(static: OGDStatic, families, problems: OIProblem, deltas):
-    """Algorithm 1 vmapped over problems (axis 0 of ``families`` and ``problems``) and deltas
-    (axis 1): ``(states, summaries)`` with leading axes ``[S, J]``."""
+    """Algorithm 1 vmapped over problems and deltas.
+
+    Args:
+        static: the static settings.
+        families: test families stacked on axis 0 (one per problem, S).
+        problems: problems stacked on axis 0.
+        deltas: ``[J]`` indistinguishability levels.
+
+    Returns:
+        ``(states, summaries)`` with leading axes ``[S, J]``.
+    """
     over_delta = jax.vmap(ogd_solve, in_axes=(None, None, None, 0))
     states = jax.vmap(over_delta, in_axes=(None, 0, 0, None))(static, families, problems, deltas)
     summ = jax.vmap(jax.vmap(summarize, in_axes=(None, None, 0, 0)),
@@ -266,6 +362,12 @@ def solve_block(static: OGDStatic, families, problems: OIProblem, deltas):
 
 @functools.cache
 def solve_grid(static: OGDStatic):
-    """:func:`solve_block` for ``static``, jitted once per process:
-    ``solve_grid(static)(families, problems, deltas)``."""
+    """:func:`solve_block` for ``static``, jitted once per process.
+
+    Args:
+        static: the static settings.
+
+    Returns:
+        ``fn(families, problems, deltas) -> (states, summaries)``.
+    """
     return jax.jit(functools.partial(solve_block, static))

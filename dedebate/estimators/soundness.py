@@ -1,32 +1,16 @@
 """Constructing B against a fixed A, round by round, with Algorithm 1 (spec PED 6, Lemma A.4).
 
-A is fixed first; B's strategies are built in protocol order (initialisation, then rounds
-k = d, ..., 1), each by Algorithm 1 over the contexts that the fixed A and the already-built
-earlier rounds of B induce (variant (a) of spec 2.6, exact expectations of spec 2.2):
+A is fixed first; B's strategies are built in protocol order (initialisation, spec 6.1, then
+rounds k = d, ..., 1, spec 6.2), each by Algorithm 1 over the contexts that the fixed A and the
+earlier rounds of B induce, against the round's reward and the next round's calibration test
+(spec 6.3). With every round (delta, F)-indistinguishable, spec 6.4 bounds A's expected payoff by
+``r^{d+1} Pr[A correct] + (2d+3) delta``; :func:`construct_estimator` returns that bound beside
+the rewards it measures. How contexts, tests and rewards are laid out here is spec 6.6.
 
-* **initialisation** (spec 6.1): contexts are the inputs x (one claim tree each, mu uniform),
-  ``Z = {0,1}``, truth ``g(x)`` = point mass on ``L(x)``; tests: ``r_init(x, z) = r^{d+1}
-  P_A[a = z]`` and the calibration test of round d, ``r^d A^d(x, x, P[1]) (z - P[1])``.
-  ``p_d := h(x)[1]``.
-* **round k** (spec 6.2): contexts ``xx = (x, yhat^k, y^k, phat_k)``, here (tree, node at level
-  d - k, candidate), with ``mu_k`` = A's probability of reaching the node and choosing the
-  candidate (B's earlier outputs fixed); ``Z = {0,1}^q``; truth = point mass on ``T(y^k)``; tests
-  (spec 6.3): the round reward ``r^k A^k (M_D(y^k, z) - phat_k)`` and the next round's
-  calibration test with weight ``r^{k-1}`` (for k = 1 the next "round" is the final human check,
-  weight 1). B's joint for that context := h_k(xx).
-
-With every round (delta, F)-indistinguishable, spec 6.4 gives ``E[R_init] <= r^{d+1} Pr[A correct]
-+ delta``, ``E[R_k] <= 2 delta`` (k = d..1), ``E[R_0] <= delta``, so
-``E[U_A] <= r^{d+1} Pr[A correct] + (2d+2) delta``; with ``delta = eta/(2d+3)`` (spec 6.4's safe
-accounting) that is ``<= r^{d+1} Pr[A correct] + eta``.
-
-The construction is a host-side loop over the d+1 stages (each a jitted Algorithm 1 run); the
+The construction is a host-side loop over the d+1 stages (each a jitted Algorithm 1 run). The
 calibration tests are :class:`ProverCalibrationFamily` pytrees that carry A, the trees and the
-round's estimates as leaves (no per-call closures), so a second call with the same static
-structure (tree shapes, d, q, A's static fields, options) reuses every compiled program. The
-expected rewards are computed here by propagating A's path probabilities level by level, and
-can be checked against the protocol's own exact path enumeration
-(:func:`dedebate.protocols.prover_estimator.expected_payoff`).
+round's estimates as leaves, so a second call with the same static structure reuses every
+compiled program.
 """
 
 from __future__ import annotations
@@ -54,7 +38,7 @@ DIRECTIONS = jnp.asarray([-1.0, 0.0, 1.0], jnp.float32)
 @dataclasses.dataclass(frozen=True)
 class StageReport:
     """One stage of the construction: Algorithm 1's steps and exit advantage, and A's mean
-    expected reward in that stage (over the trees) with the bound spec 6.4 gives it."""
+    expected reward in that stage (over the trees) with the bound spec PED 6.4 gives it."""
 
     stage: str  # "init", "k=d", ..., "k=1", "final"
     contexts: int
@@ -169,7 +153,17 @@ class ProverCalibrationFamily(PointwiseFamily):
         return _direction(self.prover, self.views, self.allow_zero, i, child, m, self.k - 1)
 
     def fn_ctx(self, p, feat_x, z, h_x):
-        """The test with weight ``p`` at context ``feat_x``, outcome z, prediction ``h_x``."""
+        """The test with weight ``p`` at context ``feat_x``, outcome z, prediction ``h_x``.
+
+        Args:
+            p: the test's weight (its parameter, ``scale``).
+            feat_x: the context's features (``(tree,)`` or ``(tree, node, cand)``).
+            z: the outcome index in ``[0, 2^q)``.
+            h_x: float32 ``[2^q]``, B's joint at that context.
+
+        Returns:
+            float32 scalar ``f(xx, z, h_x)``.
+        """
         q = self.n_z.bit_length() - 1
         bits = jnp.asarray(bit_table(q), jnp.float32)
         marg = h_x @ bits
@@ -185,12 +179,41 @@ class ProverCalibrationFamily(PointwiseFamily):
         return per_f(params, self.shared, zs, h)
 
     def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
+        """Test ``i`` at context ``x``, outcome ``z`` and prediction ``h_x``.
+
+        Args:
+            i: the test's index.
+            x: the context's index.
+            z: the outcome's index.
+            h_x: float32 ``[2^q]``, the prediction at x.
+
+        Returns:
+            float32 scalar ``f_i(x, z, h_x)``.
+        """
         return self.fn_ctx(self.params[i], self.shared[x], z, h_x)
 
 
 def prover_calibration_family(prover, views, trees, phat, shared, k: int, init: bool,
                               allow_zero: bool, scale: float) -> ProverCalibrationFamily:
-    """Validated :class:`ProverCalibrationFamily` (``q = 1`` for init, ``trees.q`` for rounds)."""
+    """Validated :class:`ProverCalibrationFamily` (``q = 1`` for init, ``trees.q`` for rounds).
+
+    Args:
+        prover: the fixed A.
+        views: the trees as A sees them.
+        trees: the batch of claim trees.
+        phat: float32 ``[n_trees, n_nodes]``, this round's estimates (None for init).
+        shared: ``[X, d]`` context features (``(tree,)`` or ``(tree, node, cand)``).
+        k: the round whose next round's calibration test this is.
+        init: the initialisation's test (spec PED 6.1).
+        allow_zero: whether A's direction s = 0 is allowed (spec PED 2.6).
+        scale: the test's weight, a reward weight ``r^k`` in ``(0, 1]``.
+
+    Returns:
+        The one-test family.
+
+    Raises:
+        ValueError: ``shared`` not ``[X, d]`` with X >= 1, or ``scale`` outside ``(0, 1]``.
+    """
     shape = np.shape(shared)
     if len(shape) != 2 or shape[0] < 1:
         raise ValueError(f"shared shape={shape}: expected a 2-d array [X, d] with X >= 1")
@@ -226,7 +249,26 @@ def _final_reward(prover, views, trees, reach, phat, ti, vi, allow_zero):
 def construct_estimator(prover, trees: ClaimTree, rho: float, delta: float,
                         step_rule: str = "hazan", allow_zero_direction: bool = False,
                         trace_len: int = 512, fast_compile: bool = False) -> SoundnessReport:
-    """Build B against ``prover`` on a batch of trees (leading axis = inputs x, mu uniform)."""
+    """Build B against ``prover`` on a batch of trees, round by round (spec PED 6).
+
+    Args:
+        prover: the fixed A.
+        trees: a batch of claim trees (leading axis = the inputs x, mu uniform).
+        rho: the stability parameter (>= 1); rewards are weighted by powers of ``r = 1/rho``.
+        delta: each round's indistinguishability target, in ``(0, 1]``.
+        step_rule: Algorithm 1's step rule.
+        allow_zero_direction: keep A's direction s = 0 (spec PED 2.6).
+        trace_len: Algorithm 1's trace length.
+        fast_compile: Algorithm 1's cheaper-compile option.
+
+    Returns:
+        A :class:`SoundnessReport`: B as a :class:`TabularEstimator` batched over trees, one
+        :class:`StageReport` per stage, A's mean expected payoff ``u_a`` (the sum of the stages'
+        rewards), ``pr_correct`` and the bound ``r^{d+1} Pr[A correct] + (2d+3) delta``.
+
+    Raises:
+        ValueError: ``rho < 1``, ``delta`` outside ``(0, 1]``, or unbatched trees.
+    """
     if not (rho >= 1):
         raise ValueError(f"rho={rho!r}: the stability parameter must be >= 1")
     if not (0 < delta <= 1):

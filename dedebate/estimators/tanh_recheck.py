@@ -19,8 +19,21 @@ from dedebate.estimators.random_problems import tanh_input_dim
 
 
 def tanh_advantages(features, weights, mu, g, h) -> np.ndarray:
-    """``Adv_f(h) = sum_x mu(x) sum_z (g - h)(x, z) tanh(w_f . [feat(x), onehot(z), h(x),
-    h(x, z), 1])`` for every row ``w_f`` of ``weights``, in float64 numpy."""
+    """The literal tanh-test advantages, in float64 numpy (spec PED 5.1).
+
+    ``Adv_f(h) = sum_x mu(x) sum_z (g - h)(x, z) tanh(w_f . [feat(x), onehot(z), h(x),
+    h(x, z), 1])`` for every row ``w_f`` of ``weights``.
+
+    Args:
+        features: ``[X, d]`` context features.
+        weights: ``[F, d + 2 |Z| + 2]`` tanh test weights.
+        mu: ``[X]`` context distribution.
+        g: ``[X, Z]`` truth.
+        h: ``[X, Z]`` prediction.
+
+    Returns:
+        float64 ``[F]``: the advantages.
+    """
     feat, w, h = (np.asarray(a, np.float64) for a in (features, weights, h))
     d, n_z = feat.shape[1], h.shape[1]
     w_x, w_z, w_h = w[:, :d], w[:, d:d + n_z], w[:, d + n_z:d + 2 * n_z]
@@ -31,23 +44,52 @@ def tanh_advantages(features, weights, mu, g, h) -> np.ndarray:
 
 
 def fresh_tanh_draw(spec, key, n_z: int, factor: int):
-    """Standard normals of ``factor * spec.n_tests`` fresh tests per problem
-    ``[seeds, factor * n_tests, dim]`` (JAX), drawn with ``key``."""
+    """Standard normals of ``factor * spec.n_tests`` fresh tests per problem (JAX).
+
+    Args:
+        spec: the problems' spec.
+        key: a typed PRNG key, independent of the problems' key.
+        n_z: the number of outcomes |Z|.
+        factor: fresh tests per training test.
+
+    Returns:
+        float32 ``[seeds, factor * n_tests, dim]``.
+    """
     return jax.random.normal(key, (spec.seeds, factor * spec.n_tests, tanh_input_dim(spec, n_z)),
                              jnp.float32)
 
 
 def fresh_tanh_weights(spec, draw, n_z: int) -> np.ndarray:
-    """Tanh test weights ``N(0, scale^2 / dim)`` from :func:`fresh_tanh_draw`'s normals, scaled
-    as in :func:`~dedebate.estimators.random_problems.problem_arrays` (float64 numpy)."""
+    """Tanh test weights ``N(0, scale^2 / dim)`` from :func:`fresh_tanh_draw`'s normals.
+
+    Args:
+        spec: the problems' spec (its ``test_scale``).
+        draw: :func:`fresh_tanh_draw`'s normals.
+        n_z: the number of outcomes |Z|.
+
+    Returns:
+        float64 weights, scaled as in
+        :func:`~dedebate.estimators.random_problems.problem_arrays`.
+    """
     return spec.test_scale * np.asarray(draw, np.float64) / np.sqrt(tanh_input_dim(spec, n_z))
 
 
 def exit_advantages(deltas, families, problems, h, fresh) -> dict[str, list[list[float]]]:
-    """Per run ``[seed][delta]`` (``h``: ``[S, J, X, Z]``): the exit h's largest |Adv| over the
-    training tests recomputed by :func:`tanh_advantages` (``max_adv_numpy``), and over the fresh
-    tests ``fresh[seed]`` (``fresh_max_adv``) with the share of fresh tests below delta
-    (``fresh_share_below_delta``) and their number (``fresh_tests``)."""
+    """The exit h's advantages on the training tests and on fresh tests, per seed and delta.
+
+    Args:
+        deltas: the runs' target deltas ``[J]``.
+        families: the stacked training :class:`~dedebate.estimators.families.TanhFamily`.
+        problems: the stacked problems.
+        h: ``[S, J, X, Z]``, the exit predictions.
+        fresh: ``[S, F', dim]`` fresh test weights (:func:`fresh_tanh_weights`).
+
+    Returns:
+        Dict of ``[seed][delta]`` lists: ``max_adv_numpy`` (largest |Adv| over the training
+        tests by :func:`tanh_advantages`), ``fresh_max_adv`` (over the fresh tests),
+        ``fresh_share_below_delta`` (share of fresh tests with |Adv| < delta) and
+        ``fresh_tests`` (their number).
+    """
     out = {"max_adv_numpy": [], "fresh_max_adv": [], "fresh_share_below_delta": [],
            "fresh_tests": []}
     feats, weights = np.asarray(families.features), np.asarray(families.weights)

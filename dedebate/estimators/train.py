@@ -1,33 +1,17 @@
 """Training a Flax estimator toward (delta, F)-indistinguishability by online gradient descent.
 
-The network analogue of Algorithm 1 (spec PED 5.3): h_theta replaces the table h, and each round
+The network analogue of Algorithm 1 (spec PED 5.3; the rounds are spec PED 5.7): h_theta
+replaces the table h; each round evaluates every test's advantage exactly, picks the largest (or a
+trained MLP distinguisher's, with ``best_response="family+mlp"``), exits once all are below delta,
+and otherwise takes one optimiser step on the linearised indistinguishability loss. Optimisers:
+``"sgd"`` with the OGD schedule ``lr / sqrt(t)`` (default) or ``"adam"``. ``delta`` and ``lr``
+are dynamic (:class:`NetTrainParams`), so one compiled program is vmapped over seeds, deltas and
+learning rates. There is no iteration bound (non-convex in theta); the log reports what is reached.
 
-1. evaluates ``Adv_f(h_theta)`` exactly for every test of the family F (spec 5.1);
-2. best response: takes the test with the largest ``|Adv|``; with ``best_response="family+mlp"``
-   it also trains a small MLP distinguisher ``d(x, z, h(x)) = tanh(MLP(...))`` for a few Adam
-   ascent steps on ``|Adv_d(h_theta)|`` (warm-started across rounds) and uses it when its
-   ``|Adv|`` is larger;
-3. exits (no more updates) once every considered test has ``|Adv| < delta``, as Algorithm 1 does;
-4. otherwise takes one optimiser step on the linearised indistinguishability loss
-
-       l_t(theta) = sigma_t * E_mu sum_z (g - h_theta)(x, z) F_t(x, z),   F_t frozen at h_t,
-
-   whose value at theta_t is ``|Adv_{f_t}(h_t)|`` and whose gradient with respect to h is the
-   OGD subgradient ``-sigma_t F_t`` of spec 5.3.
-
-Optimisers: ``"sgd"`` with the OGD schedule ``lr / sqrt(t)`` (default) or ``"adam"`` with a
-constant ``lr``. ``delta`` and ``lr`` are dynamic (:class:`NetTrainParams`), so one compiled program
-is vmapped over seeds (and their problems), deltas and learning rates (:func:`make_train_grid`).
-Non-convex in theta: unlike the tabular algorithm there is no iteration bound; the log reports
-what is reached.
-
-Chunked API (for a host loop that checkpoints and shows progress between chunks; the core stays
-pure, all I/O is the caller's): :func:`make_init` builds the state (it holds everything a run
-needs: parameters, optimiser states, the round counter and the run's key), and
-:func:`make_chunk` runs the next ``k`` rounds from a state, returning the new state, the rounds'
-log and ``max_f |Adv_f|`` after them. Rounds past ``static.rounds`` are no-ops, so one compiled
-chunk serves every chunk of a run. :func:`make_train` is init + one chunk of ``static.rounds``;
-:func:`make_init_grid` / :func:`make_chunk_grid` are the vmapped, jit-compiled grid versions.
+Chunked API (the caller does the I/O): :func:`make_init` builds the whole state of a run,
+:func:`make_chunk` runs the next ``k`` rounds from a state (rounds past ``static.rounds`` are
+no-ops, so one compiled chunk serves a run), :func:`make_train` is init + one chunk of
+``static.rounds``; :func:`make_init_grid` / :func:`make_chunk_grid` are the jitted grid versions.
 """
 
 from __future__ import annotations
@@ -101,7 +85,18 @@ class NetTrainParams:
 
 
 def net_train_params(delta, lr) -> NetTrainParams:
-    """Validated :class:`NetTrainParams` (scalars or equal-length 1-d arrays for a grid)."""
+    """Validated :class:`NetTrainParams`.
+
+    Args:
+        delta: the indistinguishability level(s), in ``(0, 2]``.
+        lr: the learning rate(s), positive; scalars or equal-length 1-d arrays for a grid.
+
+    Returns:
+        The float32 params.
+
+    Raises:
+        ValueError: a value out of range or mismatched shapes.
+    """
     d = jnp.asarray(delta, jnp.float32)
     r = jnp.asarray(lr, jnp.float32)
     if not bool(jnp.all((d > 0) & (d <= 2))):
@@ -280,7 +275,14 @@ class _Parts:
 
 
 def make_init(static: NetTrainStatic):
-    """Return ``init(hp, key, problem, features) -> NetTrainState`` (round 0; pure)."""
+    """The pure function that starts a run (round 0).
+
+    Args:
+        static: the static settings.
+
+    Returns:
+        ``init(hp, key, problem, features) -> NetTrainState``.
+    """
     return _Parts(static).init
 
 
@@ -291,6 +293,16 @@ def make_chunk(static: NetTrainStatic, n_rounds: int):
 
     Running chunks back to back from :func:`make_init`'s state is the same computation as
     :func:`make_train`; a state restored from a checkpoint continues exactly where it stopped.
+
+    Args:
+        static: the static settings.
+        n_rounds: rounds per chunk (>= 1).
+
+    Returns:
+        ``chunk(hp, state, family, problem, features) -> (state, log, max_adv)``.
+
+    Raises:
+        ValueError: ``n_rounds`` not a positive integer.
     """
     if not isinstance(n_rounds, int) or n_rounds < 1:
         raise ValueError(f"n_rounds={n_rounds!r}: rounds per chunk must be an integer >= 1")
@@ -310,6 +322,12 @@ def make_train(static: NetTrainStatic):
     A pure function of its arguments (the problem data too, so one compiled program serves many
     problems of one shape). ``features: [X, d]`` is what the estimator (and a trained
     distinguisher) reads about each context; a family's own inputs are inside the family.
+
+    Args:
+        static: the static settings.
+
+    Returns:
+        ``train(hp, key, family, problem, features) -> (state, log, final_max_adv)``.
     """
     parts = _Parts(static)
     chunk = make_chunk(static, static.rounds)
@@ -328,32 +346,62 @@ def _grid(fn, data_axes, state_axis):
 
 
 def make_train_grid(static: NetTrainStatic, batched_data: bool = False):
-    """``train_grid(hp, keys, family, problem, features)``: hp with a leading grid axis G
-    (delta, lr pairs), keys ``[S]`` (seeds); with ``batched_data`` the problem data also has a
-    leading seed axis S (one problem per seed). Outputs have leading axes ``[G, S]``. One
-    jit-compiled program for the whole grid."""
+    """:func:`make_train` over a grid of (delta, lr) pairs and seeds, as one jitted program.
+
+    Args:
+        static: the static settings.
+        batched_data: the problem data has a leading seed axis S (one problem per seed).
+
+    Returns:
+        ``train_grid(hp, keys, family, problem, features)`` with hp's leading grid axis G and
+        keys ``[S]``; outputs have leading axes ``[G, S]``.
+    """
     d = 0 if batched_data else None
     return _grid(make_train(static), (d, d, d), None)
 
 
 def make_init_grid(static: NetTrainStatic, batched_data: bool = False):
-    """``init_grid(hp, keys, problem, features) -> state [G, S]`` (axes as in
-    :func:`make_train_grid`), jit-compiled."""
+    """:func:`make_init` over the grid, jit-compiled.
+
+    Args:
+        static: the static settings.
+        batched_data: the problem data has a leading seed axis.
+
+    Returns:
+        ``init_grid(hp, keys, problem, features) -> state [G, S]`` (axes as in
+        :func:`make_train_grid`).
+    """
     d = 0 if batched_data else None
     return _grid(make_init(static), (d, d), None)
 
 
 def make_chunk_grid(static: NetTrainStatic, n_rounds: int, batched_data: bool = False):
-    """``chunk_grid(hp, state [G, S], family, problem, features) -> (state, log, max_adv)``,
-    each with leading axes ``[G, S]``: :func:`make_chunk` over the grid, jit-compiled."""
+    """:func:`make_chunk` over the grid, jit-compiled.
+
+    Args:
+        static: the static settings.
+        n_rounds: rounds per chunk.
+        batched_data: the problem data has a leading seed axis.
+
+    Returns:
+        ``chunk_grid(hp, state [G, S], family, problem, features) -> (state, log, max_adv)``,
+        each with leading axes ``[G, S]``.
+    """
     d = 0 if batched_data else None
     return _grid(make_chunk(static, n_rounds), (d, d, d), 0)
 
 
 @functools.cache
 def grid_programs(static: NetTrainStatic, chunk_len: int):
-    """``(init_grid, chunk_grid)`` of :func:`make_init_grid` and :func:`make_chunk_grid` with one
-    problem per seed (``batched_data=True``), built once per process for ``(static,
-    chunk_len)`` (a resumed or repeated run reuses the jitted programs)."""
+    """The grid programs with one problem per seed, built once per process.
+
+    Args:
+        static: the static settings.
+        chunk_len: rounds per chunk.
+
+    Returns:
+        ``(init_grid, chunk_grid)`` of :func:`make_init_grid` and :func:`make_chunk_grid` with
+        ``batched_data=True`` (a resumed or repeated run reuses the jitted programs).
+    """
     return (make_init_grid(static, batched_data=True),
             make_chunk_grid(static, chunk_len, batched_data=True))

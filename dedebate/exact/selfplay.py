@@ -6,7 +6,7 @@ With ``V_T = last bit``, at prefix code c of step t (little-endian, as in
     V_t(c) = (1 - a) (clamp01(p) V_{t+1}(c + 2^t) + (1 - clamp01(p)) V_{t+1}(c)) + a * vera(p)
 
 with Alice's claim p, Bob's abort probability a and Vera's acceptance vera(p). :func:`dp_value`
-is differentiable (training uses it with a smooth Vera surrogate); :func:`evaluate` is the
+is differentiable (training uses it with a smooth Vera surrogate); :func:`measure_pair` is the
 reported measurement: float64 on the host with the exact binomial Vera, plus reach-weighted
 tracking, abort targeting, the value against honest Bob and both players' exact/grid best
 responses (exploitability). :func:`measure_pairs` measures a seed-batch of trained pairs.
@@ -163,7 +163,7 @@ def probe_deviations(constants: DebateParams, n: int = 8) -> tuple[np.ndarray, n
     return np.linspace(b, 4 * b, n), np.linspace(0.0, s, n, endpoint=False)
 
 
-def evaluate(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
+def measure_pair(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
              constants: DebateParams, n_grid: int = 801, full: bool = True) -> dict:
     """Exact measurements of one trained pair on one instance (float64, exact binomial Vera).
 
@@ -278,12 +278,12 @@ def measure_pairs(fx, levels, constants: DebateParams, alice: AliceParams,
         bob: the trained Bobs, stacked over seeds.
 
     Returns:
-        ``(ev, honest)``: per seed :func:`evaluate`'s dict, and per seed honest Alice's exact
+        ``(ev, honest)``: per seed :func:`measure_pair`'s dict, and per seed honest Alice's exact
         acceptance (:func:`~dedebate.exact.acceptance_exact`) against the trained Bob.
     """
     seeds = int(np.shape(bob.w_dev)[0])
     vera = make_vera(constants)
-    ev = [evaluate(levels, take(alice, s), take(bob, s), constants) for s in range(seeds)]
+    ev = [measure_pair(levels, take(alice, s), take(bob, s), constants) for s in range(seeds)]
     honest = [acceptance_exact(fx.machine, honest_alice(constants),
                                bob_as_zoo(take(bob, s), constants.b), vera, levels)
               for s in range(seeds)]

@@ -328,7 +328,8 @@ def _sign_jnp(x):
     return jnp.where(x >= 0, 1.0, -1.0).astype(jnp.float32)
 
 
-FAMILIES = ("uniform", "per-step", "adversarial", "random")
+PERTURBATION_FAMILIES = ("uniform", "per-step", "adversarial", "random")
+"""The sign-pattern families of perturbations over which the Lipschitz ratio is maximised."""
 
 
 def estimate_lipschitz_jnp(P: jax.Array, key: jax.Array, eps: jax.Array, n_random: int = 8,
@@ -351,8 +352,9 @@ def estimate_lipschitz_jnp(P: jax.Array, key: jax.Array, eps: jax.Array, n_rando
 
     Returns:
         Dict of float32 scalars: ``best``, ``best_eps`` (as the host: the first family in
-        :data:`FAMILIES` with the largest ratio, and the first eps where it got it), one entry per
-        family, ``hybrid`` (:func:`hybrid_bound`) and ``p1`` (P_M(1) by enumeration).
+        :data:`PERTURBATION_FAMILIES` with the largest ratio, and the first eps where it got
+        it), one entry per family, ``hybrid`` (:func:`hybrid_bound`) and ``p1`` (P_M(1) by
+        enumeration).
     """
     P = jnp.asarray(P, jnp.float32)
     T, N = P.shape
@@ -395,7 +397,7 @@ def estimate_lipschitz_jnp(P: jax.Array, key: jax.Array, eps: jax.Array, n_rando
 
     table = jax.lax.map(one_eps, eps).T  # [families, eps]
     fam = jnp.argmax(jnp.max(table, axis=1))
-    out = {f: jnp.max(table[i]) for i, f in enumerate(FAMILIES)}
+    out = {f: jnp.max(table[i]) for i, f in enumerate(PERTURBATION_FAMILIES)}
     out["best"] = jnp.max(table)
     out["best_eps"] = eps[jnp.argmax(table[fam])]
     out["hybrid"] = jnp.sum(jnp.max(jnp.abs(D0), axis=1))

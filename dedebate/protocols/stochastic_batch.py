@@ -19,8 +19,8 @@ from dedebate.protocols.stochastic import DebateStatic, Outcome, play, play_fast
 from dedebate.protocols.stochastic_interface import AlicePlayer, BobPlayer, Vera
 
 # XLA options of the replay programs (the exact play of the few unresolved lanes): they run
-# briefly, so compiling them with fewer LLVM optimisations (about a fifth less compile time on a
-# CPU) costs nothing; the values are the same.
+# briefly, so they are compiled with fewer LLVM optimisations (less compile time); the values are
+# the same.
 REPLAY_COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
@@ -65,6 +65,22 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
     lanes with the exact :func:`play` (compiled only when first needed; one lane at a time in
     the lazy mode, whose exact draws an unbatched trial skips on one-word steps) and merges: the
     result equals ``vmap(play)``.
+
+    Args:
+        spec: the static half of the debate.
+        machine: the stochastic oracle machine.
+        alice: Alice (batched on axis 0 where ``axes[1] == 0``).
+        bob: Bob (likewise ``axes[2]``).
+        vera: Vera (likewise ``axes[3]``).
+        keys: typed PRNG keys ``[n]``, one per lane.
+        axes: per argument ``(machine, alice, bob, vera)``, 0 (batched) or None (shared).
+        max_lanes: the largest slice played by one call.
+
+    Returns:
+        The :class:`~dedebate.protocols.stochastic.Outcome` of every lane, numpy leaves ``[n]``.
+
+    Raises:
+        ValueError: ``axes`` not four entries of 0 or None.
     """
     axes = tuple(axes)
     if len(axes) != 4 or any(a not in (0, None) for a in axes):

@@ -30,9 +30,31 @@ class AlicePlayer(Protocol):
     samples: bool
     n_samples: jax.Array
 
-    def claim(self, view: StepView, count: jax.Array, u: jax.Array) -> jax.Array: ...
+    def claim(self, view: StepView, count: jax.Array, u: jax.Array) -> jax.Array:
+        """Alice's claim of the step's probability ``P[x_t = 1 | prefix]``.
 
-    def coin_share(self, view: StepView, p: jax.Array, z: jax.Array) -> jax.Array: ...
+        Args:
+            view: what the players see at this step.
+            count: int32, her oracle count ~ Binomial(n_samples, pi) at this prefix.
+            u: float32, a fresh uniform of her own.
+
+        Returns:
+            float32 p (any real; the trusted coin clamps it to [0, 1]).
+        """
+        ...
+
+    def coin_share(self, view: StepView, p: jax.Array, z: jax.Array) -> jax.Array:
+        """Alice's share of the two-party coin (:func:`two_party_coin`).
+
+        Args:
+            view: what the players see at this step.
+            p: float32, her claim.
+            z: float32, a fresh uniform (the honest share).
+
+        Returns:
+            float32 share in [0, 1).
+        """
+        ...
 
 
 class BobPlayer(Protocol):
@@ -41,25 +63,66 @@ class BobPlayer(Protocol):
     samples: bool
     n_samples: jax.Array
 
-    def cont(self, view: StepView, p: jax.Array, count: jax.Array, u: jax.Array) -> jax.Array: ...
+    def cont(self, view: StepView, p: jax.Array, count: jax.Array, u: jax.Array) -> jax.Array:
+        """Bob's decision on Alice's claim: continue the debate or abort to Vera.
 
-    def coin_share(self, view: StepView, p: jax.Array, z: jax.Array) -> jax.Array: ...
+        Args:
+            view: what the players see at this step.
+            p: float32, Alice's claim.
+            count: int32, his oracle count ~ Binomial(n_samples, pi).
+            u: float32, a fresh uniform of his own.
+
+        Returns:
+            bool: True to continue, False to abort.
+        """
+        ...
+
+    def coin_share(self, view: StepView, p: jax.Array, z: jax.Array) -> jax.Array:
+        """Bob's share of the two-party coin (:func:`two_party_coin`).
+
+        Args:
+            view: what the players see at this step.
+            p: float32, Alice's claim.
+            z: float32, a fresh uniform (the honest share).
+
+        Returns:
+            float32 share in [0, 1).
+        """
+        ...
 
 
 def two_party_coin(z_a: jax.Array, z_b: jax.Array) -> jax.Array:
     """The paper's coin by cross-examination (spec DED 5.4, steps 2b-2d): ``frac(z_A + z_B)``.
-    Uniform on [0, 1) whenever one share is uniform and independent of the other."""
+
+    Uniform on [0, 1) whenever one share is uniform and independent of the other.
+
+    Args:
+        z_a: Alice's share.
+        z_b: Bob's share.
+
+    Returns:
+        float32 coin in [0, 1).
+    """
     return jnp.mod(jnp.asarray(z_a, jnp.float32) + jnp.asarray(z_b, jnp.float32), 1.0)
 
 
 def checker_interval(p: jax.Array, n: jax.Array, tau: jax.Array):
-    """The counts the checker accepts: ``(k_lo, k_hi, certified)`` with
-    ``checker_accepts(p, k, n, tau)`` iff ``k_lo <= k <= k_hi`` (empty when ``k_lo > k_hi``).
+    """The counts the checker accepts, as an interval.
 
     In float32, ``p - count/n`` is monotone in the count, so the accepted set is an interval; each
     end is found by evaluating the checker itself on five counts around ``n (p -+ tau)``.
-    ``certified`` is false if the five counts did not bracket an end (not expected; callers
-    then fall back to drawing the count)."""
+
+    Args:
+        p: float32, the claim.
+        n: int32, the checker's sample count.
+        tau: float32, its tolerance.
+
+    Returns:
+        ``(k_lo, k_hi, certified)``: ``checker_accepts(p, k, n, tau)`` iff
+        ``k_lo <= k <= k_hi`` (empty when ``k_lo > k_hi``); ``certified`` is false if the five
+        counts did not bracket an end (not expected; callers then fall back to drawing the
+        count).
+    """
     n = jnp.asarray(n, jnp.int32)
     p = jnp.asarray(p, jnp.float32)
     tau = jnp.asarray(tau, jnp.float32)
@@ -93,4 +156,12 @@ class Vera:
 
 
 def make_vera(constants: DebateParams) -> Vera:
+    """Vera with ``N_V`` and ``tau_V`` from the debate's constants.
+
+    Args:
+        constants: the debate's constants.
+
+    Returns:
+        A :class:`Vera`.
+    """
     return Vera(n_samples=jnp.int32(constants.n_vera), tau=jnp.float32(constants.tau_vera))

@@ -1,44 +1,17 @@
-"""Lazy exact draws for honest-vs-checker debates (``DebateStatic(bob_draw="lazy")``, spec DED 5.1, 5.5).
+"""Lazy exact draws for honest-vs-checker debates (``DebateStatic(bob_draw="lazy")``, spec DED 5.5).
 
-**What is drawn.** In a step of the stochastic debate with honest Alice (claim ``p = X / N_A``,
-``X ~ Binomial(N_A, pi)``) and a checker Bob (continues iff his count ``Z ~ Binomial(N_B, pi)``
-lies in the interval of counts he accepts for ``p``; abort probability ``a_X``), the trusted coin
-gives ``y = 1[u < p]``. The default mode draws X, then Z (or Bob's decision), then the coin. This
-mode draws the same joint law of ``(y, abort, X on an abort)`` in another order, and for all but
-a ``2^-G`` share of steps from **one 32-bit word**. The level G is the largest in ``[0,
-spec.lazy_gate_log2]`` (default 24) that the sample counts certify (:func:`lazy_level`, once
-per debate; 24 at Lean's and the paper's counts):
+With honest Alice (claim ``X / N_A``), a checker Bob and the trusted coin, this mode draws the
+same joint law of ``(y, abort, X on an abort)`` as the default mode in another order: the coin
+first, then Alice's count and Bob's decision only where Hoeffding cannot certify that Bob
+continues (spec DED 5.9). All but a ``2^-G`` share of the certified steps cost one 32-bit word
+(:func:`cheap_path`); the level G comes from :func:`lazy_level`, once per debate, and
+:func:`lazy_gate` / :func:`typical_set` give a step's certificate. The other steps are drawn
+exactly by :func:`rare_step` / :func:`ungated_step` in :func:`play_lazy` with ``resolve=True``;
+without it they only mark the trial unresolved, for
+:func:`dedebate.protocols.stochastic_batch.run_trials` to replay.
 
-1. ``y ~ Bernoulli(pi)`` (``E[X / N_A] = pi``), and ``X | y = y + Binomial(N_A - 1, pi)`` (the
-   size-biased law; ``P[X = k, y = 1] = P[X = k] k / N_A``);
-2. the typical set ``S = [lo, hi]`` of Alice's counts (``|X / N_A - pi| <= delta``) is certified by
-   Hoeffding, for both values of y, to have ``q = P[X not in S | y] <= 2^-(G+1)``, and Bob's abort
-   probability ``a_X <= 2^-(G+1)`` for every ``X`` in ``S`` (with a slack for float32 rounding of
-   the checker). Then ``law(X | y) = (1 - e) law(X | y, X in S) + e R`` with ``e = 2^-(G+1)`` and
-   the residual ``R`` = ``X | y, X not in S`` with probability ``q / e``, else ``X | y, X in S``;
-3. one uniform ``v`` picks the component (``v < e``: R) and, otherwise, serves as Bob's uniform
-   ``u_B = (v - e) / (1 - e)``: he aborts iff ``u_B < a_X``. When ``v >= 2^-G`` the component is
-   the typical one and ``u_B >= e >= a_X``: **Bob continues, whatever X is**, so X is never drawn.
-
-With ``v = (B + w) 2^-32`` for 32 random bits B, the cheap case is ``B >= 2^(32 - G)``, and then B
-is uniform on ``[2^(32-G), 2^32)`` and independent of the decision, so it also gives the coin:
-``y = 1[B - 2^(32-G) < pi (2^32 - 2^(32-G))]`` (the comparison in integers, pi to float32
-precision). At ``pi`` in {0, 1} every count is ``N pi`` and the step is decided without
-randomness. The rest (``B < 2^(32-G)``, or a step the certificate does not cover: small N, or
-``N_A < 2``) is drawn exactly by :func:`rare_step` / :func:`ungated_step` in :func:`play_lazy` with
-``resolve=True``; without ``resolve`` these steps only mark the trial unresolved, for
-:func:`dedebate.protocols.stochastic_batch.run_trials` to replay. ``rare_step`` draws the fresh coin, X
-from its component (the typical part by rejection from BTRS draws, the tails by inversion with
-:func:`dedebate.core.binomial.binom_lower_tail_sample`), and decides Bob by ``u_B < a_X`` with the
-exact tail ``a_X`` (typical part) or by drawing his count (residual part). The exact path sits
-behind a ``lax.cond``, so an unbatched replay skips it on one-word steps; ``run_trials`` replays
-this mode's unresolved trials one at a time.
-
-Exact in distribution (the float32 coin and tails as everywhere in the package); other uniforms
-than the default mode, so other per-key outcomes. Needs an Alice with ``honest_estimate`` (claims
-``count / N_A``), a checker Bob with ``continue_interval``, the trusted coin and binomial
-estimates (checked by the caller). Queries are charged as in the default mode: the protocol
-*specifies* N_A and N_B oracle samples per step; this is only a cheaper way to draw their effect.
+Exact in distribution; other uniforms than the default mode, so other per-key outcomes. Queries
+are charged as in the default mode (the protocol specifies N_A and N_B samples per step).
 """
 
 from __future__ import annotations
@@ -89,7 +62,17 @@ def lazy_level(n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array,
       pi, and the checker's float32 rounding is in the slack): ``exp(-2 N_B e^2)``.
 
     Depends on N_A, N_B and tau only, so a debate computes it once; only ``0 < pi < 1`` is
-    checked per step."""
+    checked per step.
+
+    Args:
+        n_alice: int32 ``N_A``.
+        n_bob: int32 ``N_B``.
+        tau_bob: float32, Bob's threshold ``tau_B``.
+        max_log2: the largest level tried.
+
+    Returns:
+        ``(G, delta, ok)``: int32 level, float32 half-width and the bool certificate.
+    """
     na = jnp.asarray(n_alice, jnp.int32)
     nb = jnp.asarray(n_bob, jnp.int32)
     naf = jnp.maximum(na, 2).astype(jnp.float32)
@@ -113,8 +96,17 @@ def lazy_level(n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array,
 
 
 def typical_set(pi: jax.Array, n_alice: jax.Array, delta: jax.Array):
-    """Alice's typical counts ``S = [lo, hi]``: ``lo = ceil(N_A (pi - delta))``, ``hi =
-    floor(N_A (pi + delta))`` (float32; clipped to [-1, N_A + 1])."""
+    """Alice's typical counts ``S = [lo, hi]`` at one step.
+
+    Args:
+        pi: the step's probability.
+        n_alice: int32 ``N_A``.
+        delta: the half-width of :func:`lazy_level`.
+
+    Returns:
+        int32 ``(lo, hi)``: ``lo = ceil(N_A (pi - delta))``, ``hi = floor(N_A (pi + delta))``
+        (computed in float32, clipped to [-1, N_A + 1]).
+    """
     naf = jnp.maximum(jnp.asarray(n_alice, jnp.int32), 2).astype(jnp.float32)
     pi = jnp.asarray(pi, jnp.float32)
     lo = jnp.clip(jnp.ceil(naf * (pi - delta)), -1.0, naf + 1.0).astype(jnp.int32)
@@ -124,8 +116,19 @@ def typical_set(pi: jax.Array, n_alice: jax.Array, delta: jax.Array):
 
 def lazy_gate(pi: jax.Array, n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array,
               level=None, max_log2: int = LAZY_GATE_LOG2):
-    """The certificate at one step: ``(gate, lo, hi, G)`` with ``level = (G, delta, ok)`` from
-    :func:`lazy_level` (computed if None): ``gate = ok and 0 < pi < 1``, ``S = [lo, hi]``."""
+    """The certificate at one step.
+
+    Args:
+        pi: the step's probability.
+        n_alice: int32 ``N_A``.
+        n_bob: int32 ``N_B``.
+        tau_bob: float32 ``tau_B``.
+        level: ``(G, delta, ok)`` of :func:`lazy_level` (computed if None).
+        max_log2: the largest level tried when ``level`` is None.
+
+    Returns:
+        ``(gate, lo, hi, G)``: ``gate = ok and 0 < pi < 1`` and the typical set ``[lo, hi]``.
+    """
     g, delta, ok = lazy_level(n_alice, n_bob, tau_bob, max_log2) if level is None else level
     pi = jnp.asarray(pi, jnp.float32)
     lo, hi = typical_set(pi, n_alice, delta)
@@ -133,10 +136,20 @@ def lazy_gate(pi: jax.Array, n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.
 
 
 def cheap_path(word: jax.Array, pi: jax.Array, g: jax.Array):
-    """Step 3's one-word case: ``(cheap, y)``; ``cheap`` iff ``G >= 1`` and ``word >= cut =
-    2^(32-G)``, and then ``y = 1[word - cut < pi (2^32 - cut)]`` (integers; ``2^32 - cut`` and its
-    product with pi's float32 value are exact in float32 for G <= 24, the floor rounds the
-    threshold down by less than one)."""
+    """The one-word case of a certified step (spec DED 5.9, step 3).
+
+    ``2^32 - cut`` and its product with pi's float32 value are exact in float32 for G <= 24; the
+    floor rounds the threshold down by less than one.
+
+    Args:
+        word: uint32, the step's random word.
+        pi: the step's probability.
+        g: int32, the level G.
+
+    Returns:
+        ``(cheap, y)``: ``cheap`` iff ``G >= 1`` and ``word >= cut = 2^(32-G)`` (Bob continues),
+        and then the coin ``y = 1[word - cut < pi (2^32 - cut)]`` (int32, compared in integers).
+    """
     g = jnp.asarray(g, jnp.int32)
     shift = jnp.clip(32 - g, 8, 31).astype(jnp.uint32)
     cut = jnp.left_shift(jnp.uint32(1), shift)
@@ -156,7 +169,28 @@ def rare_step(key: jax.Array, word: jax.Array, pi: jax.Array, lo: jax.Array, hi:
     drawn in the same loop as Alice's count (one binomial draw site to compile, same values).
     ``active`` false: no work (values unused). The composition of :func:`_rare_begin`,
     :func:`_draw_loop` and :func:`_rare_end`, which :func:`play_lazy` runs with its other counts
-    drawn in the same loop (one binomial draw site per step)."""
+    drawn in the same loop (one binomial draw site per step).
+
+    Args:
+        key: a typed PRNG key for the step's exact draws.
+        word: uint32, the step's word (below ``2^(32-G)``).
+        pi: the step's probability.
+        lo: the typical set's lower end.
+        hi: its upper end.
+        g: int32, the level G.
+        alice: honest Alice.
+        bob: a checker Bob.
+        view: the players' view of the step.
+        active: bool, whether the step is played.
+        z_bob: a fresh ``Binomial(N_B, pi)`` count, or None to draw it from ``z_key``.
+        z_key: a typed key for Bob's count, or None when ``z_bob`` is given.
+
+    Returns:
+        ``(y, cont, p)``: the coin (int32), Bob's decision (bool) and Alice's claim (float32).
+
+    Raises:
+        ValueError: both or neither of ``z_bob`` and ``z_key``.
+    """
     if (z_bob is None) == (z_key is None):
         raise ValueError("rare_step needs exactly one of z_bob (Bob's count) and z_key (its key)")
     r = _rare_begin(key, word, pi, lo, hi, g, alice, active)
@@ -255,9 +289,20 @@ def _rare_end(r: dict, y_bulk, pi, g, alice, bob, view, z_bob):
 
 def ungated_step(key: jax.Array, pi: jax.Array, alice: Any, bob: Any, view: Any,
                  x: jax.Array, z: jax.Array):
-    """A step the certificate does not cover, drawn as in the default mode: Alice's count
-    ``x ~ Binomial(N_A, pi)`` and Bob's ``z ~ Binomial(N_B, pi)`` (drawn by the caller), then
-    the coin: ``(y, cont, p)``."""
+    """A step the certificate does not cover, drawn as in the default mode.
+
+    Args:
+        key: a typed PRNG key for the players' uniforms and the coin.
+        pi: the step's probability.
+        alice: Alice.
+        bob: Bob.
+        view: the players' view of the step.
+        x: Alice's count ``~ Binomial(N_A, pi)`` (drawn by the caller).
+        z: Bob's count ``~ Binomial(N_B, pi)`` (drawn by the caller).
+
+    Returns:
+        ``(y, cont, p)``: the coin (int32), Bob's decision (bool) and Alice's claim (float32).
+    """
     k_c, k_ua, k_ub = jax.random.split(key, 3)
     p = jnp.asarray(alice.claim(view, x, jax.random.uniform(k_ua)), jnp.float32)
     cont = jnp.asarray(bob.cont(view, p, z, jax.random.uniform(k_ub)), bool)
@@ -266,7 +311,15 @@ def ungated_step(key: jax.Array, pi: jax.Array, alice: Any, bob: Any, view: Any,
 
 
 def check_players(alice: Any, bob: Any) -> None:
-    """The players this mode is exact for (raise ValueError otherwise)."""
+    """Check that this mode is exact for the players.
+
+    Args:
+        alice: must claim ``count / N_A`` (``honest_estimate``).
+        bob: must be a checker Bob (``continue_interval``, ``tau``, ``samples``).
+
+    Raises:
+        ValueError: naming the player that does not fit.
+    """
     if not getattr(alice, "honest_estimate", False):
         raise ValueError(f"bob_draw='lazy' needs an honest Alice who claims count / N_A "
                          f"(honest_estimate = True, e.g. HonestAlice), not {type(alice).__name__}")
@@ -284,7 +337,23 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
     Without ``resolve`` only the one-word case is computed (no abort can happen there); every
     other step marks the trial unresolved. With ``resolve`` the exact draws sit behind a
     ``lax.cond``, which skips them for an unbatched trial (``run_trials`` replays trials one by
-    one with ``lax.map``); under ``vmap`` both branches run."""
+    one with ``lax.map``); under ``vmap`` both branches run.
+
+    Args:
+        spec: the static half of the debate (``bob_draw="lazy"``).
+        machine: the stochastic oracle machine.
+        alice: honest Alice.
+        bob: a checker Bob.
+        vera: Vera.
+        key: the debate's typed PRNG key.
+        resolve: draw the uncertified steps exactly (else mark the trial unresolved).
+
+    Returns:
+        ``(outcome, unresolved)``.
+
+    Raises:
+        ValueError: players this mode is not exact for, or ``machine.T != spec.T``.
+    """
     check_players(alice, bob)
     if machine.T != spec.T:
         raise ValueError(f"machine.T={machine.T} but spec.T={spec.T}: they must agree")
