@@ -16,6 +16,9 @@ from pathlib import Path
 from dedebate.lab import compile_cache
 from tests.conftest import FAKE_EXPERIMENTS, REPO
 
+# The fake sweepable experiment: one tiny jitted program (a PRNG draw, float means), no plots.
+SWEEPABLE = f"{FAKE_EXPERIMENTS}.sweepable"
+
 
 def _run(env, *args, timeout=180):
     return subprocess.run([sys.executable, "-m", "dedebate.cli", "run", "--no-progress", *args],
@@ -60,7 +63,7 @@ def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
     cache = (xdg / "dedebate" / "jax").resolve()
     # JAX_LOG_COMPILES makes JAX log each persistent-cache hit with its key (a WARNING line).
     env = {**cli_env, "XDG_CACHE_HOME": str(xdg), "JAX_LOG_COMPILES": "1",
-           "DEDEBATE_EXPERIMENTS": f"{FAKE_EXPERIMENTS}.sweepable"}
+           "DEDEBATE_EXPERIMENTS": SWEEPABLE}
     env.pop("DEDEBATE_COMPILE_CACHE")  # unset: the default directory under XDG_CACHE_HOME
     cfg = tmp_path / "c.yaml"
     cfg.write_text("experiment: fake_sweep\ntracking: {mode: disabled}\n")
@@ -89,9 +92,10 @@ def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
 def test_off_switch_writes_nothing(cli_env, tmp_path):
     """``DEDEBATE_COMPILE_CACHE=off`` (the default directory is exercised by the cold run above)."""
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("experiment: fake_pass\ntracking: {mode: disabled}\n")
+    cfg.write_text("experiment: fake_sweep\ntracking: {mode: disabled}\n")
     xdg = tmp_path / "xdg"
-    env = {**cli_env, "XDG_CACHE_HOME": str(xdg), "DEDEBATE_COMPILE_CACHE": "off"}
+    env = {**cli_env, "XDG_CACHE_HOME": str(xdg), "DEDEBATE_COMPILE_CACHE": "off",
+           "DEDEBATE_EXPERIMENTS": SWEEPABLE}
     p = _run(env, str(cfg), f"output_dir={tmp_path / 'off'}")
     assert p.returncode == 0, p.stderr
     assert _results(tmp_path / "off")["provenance"]["compile_cache"]["enabled"] is False
@@ -102,8 +106,9 @@ def test_unusable_directory_warns_once_and_runs(cli_env, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("experiment: fake_pass\ntracking: {mode: disabled}\n")
-    env = {**cli_env, "DEDEBATE_COMPILE_CACHE": str(blocker / "cache")}
+    cfg.write_text("experiment: fake_sweep\ntracking: {mode: disabled}\n")
+    env = {**cli_env, "DEDEBATE_COMPILE_CACHE": str(blocker / "cache"),
+           "DEDEBATE_EXPERIMENTS": SWEEPABLE}
     p = _run(env, str(cfg), f"output_dir={tmp_path / 'runs'}")
     assert p.returncode == 0, p.stderr
     warnings = [ln for ln in p.stderr.splitlines() if "compilation cache off" in ln]
