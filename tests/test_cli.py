@@ -1,4 +1,9 @@
-"""The real command line in a subprocess: exit codes, one-line errors, JSON from bench."""
+"""The real command line in a subprocess: exit codes, one-line errors, JSON from bench.
+
+Each test starts one ``python -m dedebate.cli`` process per command whose process-level behaviour
+it checks (exit status, the whole of stderr); its other error lines come from ``cli.main``
+in-process (the same parser and messages, without another JAX import).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dedebate import cli
 from tests.conftest import REPO
 
 
@@ -17,17 +23,27 @@ def dedebate(env, *args, cwd=None, timeout=120):
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def test_bad_override_exit_2_one_line(cli_env, tmp_path):
+def _in_process(env, monkeypatch, capsys, *args):
+    """``cli.main(args)`` under ``env``'s experiment and bench packages: (code, stdout, stderr)."""
+    for name in ("DEDEBATE_EXPERIMENTS", "DEDEBATE_BENCH"):
+        monkeypatch.setenv(name, env[name])
+    capsys.readouterr()
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bad_override_exit_2_one_line(cli_env, tmp_path, monkeypatch, capsys):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("experiment: fake_pass\nparams: {n: 4}\n")
     p = dedebate(cli_env, "run", str(cfg), "params.n=-3")
     assert p.returncode == 2
     assert p.stderr.strip() == "dedebate: error: config error: params.n=-3: must be >= 1"
-    p = dedebate(cli_env, "run", str(cfg), "oops")
-    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
-    assert "malformed override 'oops'" in p.stderr and "Traceback" not in p.stderr
-    p = dedebate(cli_env, "nonsense")
-    assert p.returncode == 2 and "invalid choice: 'nonsense'" in p.stderr
+    code, _, err = _in_process(cli_env, monkeypatch, capsys, "run", str(cfg), "oops")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "malformed override 'oops'" in err and "Traceback" not in err
+    code, _, err = _in_process(cli_env, monkeypatch, capsys, "nonsense")
+    assert code == 2 and "invalid choice: 'nonsense'" in err
 
 
 def test_reproduce_subprocess_exit_codes(cli_env, tmp_path):
@@ -42,14 +58,15 @@ def test_reproduce_subprocess_exit_codes(cli_env, tmp_path):
     assert list((rep / "fake_pass" / "wandb").glob("offline-run-*"))
 
 
-def test_bench(cli_env, tmp_path):
-    p = dedebate(cli_env, "bench", "--list")  # name, tab, the first line of the docstring
-    assert p.returncode == 0 and p.stdout.splitlines() == [
+def test_bench(cli_env, tmp_path, monkeypatch, capsys):
+    # name, tab, the first line of the docstring
+    code, out, _ = _in_process(cli_env, monkeypatch, capsys, "bench", "--list")
+    assert code == 0 and out.splitlines() == [
         "tiny\tA fake benchmark: returns numbers that depend on ``full`` so the test can tell "
         "them apart."]
-    p = dedebate(cli_env, "bench", "nope")
-    assert p.returncode == 2
-    assert p.stderr.strip() == "dedebate: error: unknown benchmark 'nope'; available: tiny"
+    code, _, err = _in_process(cli_env, monkeypatch, capsys, "bench", "nope")
+    assert code == 2
+    assert err.strip() == "dedebate: error: unknown benchmark 'nope'; available: tiny"
     out = tmp_path / "b.json"
     p = dedebate(cli_env, "bench", "tiny", "--full", "--out", str(out))
     assert p.returncode == 0, p.stderr

@@ -26,7 +26,9 @@ def test_constructed_estimator_is_sound_against_fixed_prover():
     d = trees.depth
     delta = ETA / (2 * d + 3)
     prover = honest_prover()
-    rep = construct_estimator(prover, trees, RHO, delta)
+    # fast_compile: XLA backend optimisation level 1 (a few times cheaper to compile, the same
+    # algorithm); the experiment's quick run checks the default build
+    rep = construct_estimator(prover, trees, RHO, delta, fast_compile=True)
     # every stage of Algorithm 1 exited below delta, within the proven step bound
     for s in rep.stages[:-1]:
         n_z = 2 if s.stage == "init" else 2**trees.q

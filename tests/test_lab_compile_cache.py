@@ -1,7 +1,7 @@
 """The persistent compilation cache of the command line (dedebate/lab/compile_cache.py).
 
-Cold and warm runs of a real experiment give the same claims and metrics, the warm run compiles
-nothing new, ``DEDEBATE_COMPILE_CACHE=off`` writes nothing, and an unusable directory is one
+Cold and warm runs of an experiment's jitted program give the same claims and metrics, the warm
+run compiles nothing new, ``DEDEBATE_COMPILE_CACHE=off`` writes nothing, and an unusable directory is one
 warning, not a failure.
 """
 
@@ -14,7 +14,10 @@ import sys
 from pathlib import Path
 
 from dedebate.lab import compile_cache
-from tests.conftest import REPO
+from tests.conftest import FAKE_EXPERIMENTS, REPO
+
+# The fake sweepable experiment: one tiny jitted program (a PRNG draw, float means), no plots.
+SWEEPABLE = f"{FAKE_EXPERIMENTS}.sweepable"
 
 
 def _run(env, *args, timeout=180):
@@ -51,17 +54,20 @@ def test_requested_dir_from_environment(tmp_path):
 
 
 def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
-    """A real experiment (machines, tiny) twice through the CLI with a fresh cache directory: the
-    cold run uses the default directory (``DEDEBATE_COMPILE_CACHE`` unset, under
-    ``XDG_CACHE_HOME``), the warm run names that same directory in ``DEDEBATE_COMPILE_CACHE``."""
+    """An experiment with a jitted program (the fake sweepable one: a PRNG draw and float means)
+    twice through the CLI with a fresh cache directory: the cold run uses the default directory
+    (``DEDEBATE_COMPILE_CACHE`` unset, under ``XDG_CACHE_HOME``), the warm run names that same
+    directory in ``DEDEBATE_COMPILE_CACHE``. The cache is the lab's plumbing, the same for every
+    experiment; a real experiment's numbers are checked by its own tests."""
     xdg = tmp_path / "xdg"
     cache = (xdg / "dedebate" / "jax").resolve()
     # JAX_LOG_COMPILES makes JAX log each persistent-cache hit with its key (a WARNING line).
-    env = {**cli_env, "XDG_CACHE_HOME": str(xdg), "JAX_LOG_COMPILES": "1"}
-    env.pop("DEDEBATE_EXPERIMENTS")  # the real experiments
+    env = {**cli_env, "XDG_CACHE_HOME": str(xdg), "JAX_LOG_COMPILES": "1",
+           "DEDEBATE_EXPERIMENTS": SWEEPABLE}
     env.pop("DEDEBATE_COMPILE_CACHE")  # unset: the default directory under XDG_CACHE_HOME
-    args = ["configs/machines.yaml", "size=quick", "tracking.mode=disabled", "params.T=4",
-            "params.trials=200"]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("experiment: fake_sweep\ntracking: {mode: disabled}\n")
+    args = [str(cfg), "size=quick", "params.p=0.3"]
     cold = _run(env, *args, f"output_dir={tmp_path / 'cold'}")
     assert cold.returncode == 0, cold.stderr
     written = _entries(cache)
@@ -71,11 +77,10 @@ def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
     assert warm.returncode == 0, warm.stderr
     # Every program the warm run needed was in the cache: a miss would have written a new entry.
     assert _entries(cache) == written
-    # Whether JAX also *loaded* each entry is read from its log (JAX_LOG_COMPILES); the log's
-    # wording is JAX's, so this check is informative where the line exists, not a guarantee.
+    # JAX *loaded* the entries, the experiment's own program among them (its log's hit lines).
     hits = _hits(warm.stderr)
-    if hits:
-        assert {f"{k}-cache" for k in hits} <= written
+    assert any(k.startswith("jit_fn-") for k in hits), warm.stderr
+    assert {f"{k}-cache" for k in hits} <= written
     a, b = _results(tmp_path / "cold"), _results(tmp_path / "warm")
     assert a["claims"] == b["claims"] and a["metrics"] == b["metrics"]
     assert a["provenance"]["compile_cache"] == {"enabled": True, "dir": str(cache),
@@ -87,9 +92,10 @@ def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
 def test_off_switch_writes_nothing(cli_env, tmp_path):
     """``DEDEBATE_COMPILE_CACHE=off`` (the default directory is exercised by the cold run above)."""
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("experiment: fake_pass\ntracking: {mode: disabled}\n")
+    cfg.write_text("experiment: fake_sweep\ntracking: {mode: disabled}\n")
     xdg = tmp_path / "xdg"
-    env = {**cli_env, "XDG_CACHE_HOME": str(xdg), "DEDEBATE_COMPILE_CACHE": "off"}
+    env = {**cli_env, "XDG_CACHE_HOME": str(xdg), "DEDEBATE_COMPILE_CACHE": "off",
+           "DEDEBATE_EXPERIMENTS": SWEEPABLE}
     p = _run(env, str(cfg), f"output_dir={tmp_path / 'off'}")
     assert p.returncode == 0, p.stderr
     assert _results(tmp_path / "off")["provenance"]["compile_cache"]["enabled"] is False
@@ -100,8 +106,9 @@ def test_unusable_directory_warns_once_and_runs(cli_env, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("experiment: fake_pass\ntracking: {mode: disabled}\n")
-    env = {**cli_env, "DEDEBATE_COMPILE_CACHE": str(blocker / "cache")}
+    cfg.write_text("experiment: fake_sweep\ntracking: {mode: disabled}\n")
+    env = {**cli_env, "DEDEBATE_COMPILE_CACHE": str(blocker / "cache"),
+           "DEDEBATE_EXPERIMENTS": SWEEPABLE}
     p = _run(env, str(cfg), f"output_dir={tmp_path / 'runs'}")
     assert p.returncode == 0, p.stderr
     warnings = [ln for ln in p.stderr.splitlines() if "compilation cache off" in ln]
