@@ -155,7 +155,7 @@ DOCUMENTED = (
     "dedebate/agents/selfplay_players.py", "dedebate/exact/selfplay.py",
     "dedebate/training/stochastic_selfplay.py", "dedebate/training/selfplay_runs.py",
     "dedebate/core/bits.py", "dedebate/core/samples.py", "dedebate/core/simplex.py",
-    "dedebate/core/stats.py",
+    "dedebate/core/stats.py", "dedebate/core/binomial.py", "dedebate/protocols/stochastic.py",
     "dedebate/machines/__init__.py", "dedebate/machines/configurations.py",
     "dedebate/machines/fixtures.py",
     "dedebate/machines/lean.py", "dedebate/machines/lipschitz.py", "dedebate/machines/oracles.py",

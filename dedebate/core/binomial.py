@@ -1,51 +1,17 @@
 """Exact binomial counts in JAX: the number of ones among N oracle samples, without drawing them.
 
 Honest debaters estimate a probability pi from N independent oracle answers (spec DED 5.1, Lean's
-``count``/``estimate``). The count has law Binomial(N, pi), so drawing it directly is exact in
+``count``/``estimate``); the count has law Binomial(N, pi), so one draw of it is exact in
 distribution and costs O(1) expected work and memory whatever N is (spec DED 5.5).
 
-**Algorithm.** BTRS (Hoermann 1993, "The generation of binomial random variates", J. Stat. Comput.
-Simul. 46): transformed rejection with a squeeze, valid for ``N p >= 10`` with ``p <= 1/2`` (the
-other half by symmetry); two uniforms per candidate, ~88% of candidates accepted. Small means
-``N p < 10`` use inversion by sequential search; ``p in {0, 1}`` and ``N = 0`` are exact by
-``where``. The acceptance test compares ``log(v alpha / (a / us^2 + b))`` with
-``log f(k) - log f(mode)`` (f the Binomial pmf), which we evaluate in Loader's saddle-point form
-(``stirlerr`` and the deviance ``bd0``, Loader 2000, as in R's ``dbinom``) written as offsets from
-the mode, so float32 keeps ~1e-5 absolute accuracy up to N ~ 1e7 and ~4e-3 at N ~ 1e9 (where the
-mean N p itself is only float32-accurate). The textbook form (``jax.random.binomial``) subtracts
-terms of size N log N and loses this accuracy in float32.
-
-**Speed without losing exactness.** A vmapped rejection loop runs until its slowest lane accepts,
-and on CPU every transcendental costs. So each draw first classifies ``window`` candidates at once,
-read from a lane-local :class:`UniformStream` (bulk uniforms, cheap), with cheap arithmetic:
-
-* *accept* by the squeeze, or by the exact log-ratio evaluated with polynomials only (valid near
-  the mean of a lane with mean >= FAST_MEAN: every relative offset below 0.25);
-* *reject* when the candidate falls outside [0, N], or when ``log(...)`` exceeds a rigorous upper
-  bound of the log-ratio (from ``log x <= x - 1`` applied to the pmf's successive ratios), or the
-  polynomial log-ratio;
-* otherwise *undecided*.
-
-The draw's result is the first accepted candidate. When an undecided candidate precedes it (or no
-candidate in the window is accepted), the lane finishes in an exact sequential loop
-(``while_loop``, which under ``vmap`` runs only while some lane needs it) that evaluates the same
-candidates in order with the general log-ratio, then fresh ones from ``fold_in(key, ...)``.
-
-:func:`stream_binomial_fast` skips the sequential loop and flags the (rare) lanes it leaves
-open, for callers that can replay a whole trial exactly (the loop's mere presence costs XLA on
-CPU about a third of the draw's time; see :func:`dedebate.protocols.stochastic_batch.run_trials`).
-
-**Uniform consumption.** A draw consumes the uniforms up to its first *accepted-status* candidate
-(a stopping time of the i.i.d. sequence, so all later uniforms stay fresh by the strong Markov
-property), or the whole window if none; small-mean and slow lanes also use a fresh key
-``fold_in(fold_in(stream.key, ptr), j)``. Everything is lane-local: batched and per-lane calls
-return identical results.
-
-**Decision-only draws** (:func:`decide_outside`): when a caller only needs the event "count
-outside [k_lo, k_hi]", one Bernoulli draw with that event's probability is exact in distribution
-and cheaper; :func:`decision_gate` certifies (Hoeffding) when the probability is below
-2^-GATE_LOG2 so that 32 random bits decide all but that fraction of draws, and
-:func:`binom_lower_tail` (pmf summed in Loader's form) serves the rest.
+* :func:`stream_binomial` / :func:`stream_binomial_fast` / :func:`sample_binomial`: one count,
+  from a lane-local :class:`UniformStream` (:func:`uniform_stream`) or a key; BTRS (Hoermann
+  1993) for means >= 10, inversion below, with a cheap classification of a window of candidates
+  first (the algorithm notes below the imports).
+* :func:`decide_outside`, :func:`decision_gate`, :func:`outside_probability`: the event "count
+  outside [k_lo, k_hi]" drawn directly (one Bernoulli), exact in distribution.
+* :func:`log_pmf`, :func:`binom_lower_tail`, :func:`binom_lower_tail_sample`: the pmf in
+  Loader's float32-stable form and its lower tail.
 """
 
 from __future__ import annotations
@@ -57,6 +23,48 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+
+# -------------------------------------------------------------------------------------------------
+# Algorithm notes
+# -------------------------------------------------------------------------------------------------
+# BTRS (Hoermann 1993, "The generation of binomial random variates", J. Stat. Comput. Simul. 46):
+# transformed rejection with a squeeze, valid for ``N p >= 10`` with ``p <= 1/2`` (the other half
+# by symmetry); two uniforms per candidate, ~88% of candidates accepted. Small means ``N p < 10``
+# use inversion by sequential search; ``p in {0, 1}`` and ``N = 0`` are exact by ``where``. The
+# acceptance test compares ``log(v alpha / (a / us^2 + b))`` with ``log f(k) - log f(mode)`` (f the
+# Binomial pmf), evaluated in Loader's saddle-point form (``stirlerr`` and the deviance ``bd0``,
+# Loader 2000, as in R's ``dbinom``) written as offsets from the mode, so float32 keeps ~1e-5
+# absolute accuracy up to N ~ 1e7 and ~4e-3 at N ~ 1e9 (where the mean N p itself is only
+# float32-accurate). The textbook form (``jax.random.binomial``) subtracts terms of size N log N
+# and loses this accuracy in float32.
+#
+# Speed without losing exactness. A vmapped rejection loop runs until its slowest lane accepts,
+# and on CPU every transcendental costs. So each draw first classifies ``window`` candidates at
+# once, read from a lane-local UniformStream (bulk uniforms, cheap), with cheap arithmetic:
+# *accept* by the squeeze, or by the exact log-ratio evaluated with polynomials only (valid near
+# the mean of a lane with mean >= FAST_MEAN: every relative offset below 0.25); *reject* when the
+# candidate falls outside [0, N], or when ``log(...)`` exceeds a rigorous upper bound of the
+# log-ratio (from ``log x <= x - 1`` applied to the pmf's successive ratios), or the polynomial
+# log-ratio; otherwise *undecided*. The draw's result is the first accepted candidate. When an
+# undecided candidate precedes it (or no candidate in the window is accepted), the lane finishes
+# in an exact sequential loop (``while_loop``, which under ``vmap`` runs only while some lane
+# needs it) that evaluates the same candidates in order with the general log-ratio, then fresh
+# ones from ``fold_in(key, ...)``. ``stream_binomial_fast`` skips the sequential loop and flags
+# the (rare) lanes it leaves open, for callers that can replay a whole trial exactly
+# (``dedebate.protocols.stochastic_batch.run_trials``): the loop's mere presence costs XLA on CPU
+# a large share of the draw's time.
+#
+# Uniform consumption. A draw consumes the uniforms up to its first *accepted-status* candidate
+# (a stopping time of the i.i.d. sequence, so all later uniforms stay fresh by the strong Markov
+# property), or the whole window if none; small-mean and slow lanes also use a fresh key
+# ``fold_in(fold_in(stream.key, ptr), j)``. Everything is lane-local: batched and per-lane calls
+# return identical results.
+#
+# Decision-only draws (decide_outside): when a caller only needs the event "count outside
+# [k_lo, k_hi]", one Bernoulli draw with that event's probability is exact in distribution and
+# cheaper; decision_gate certifies (Hoeffding) when the probability is below 2^-GATE_LOG2 so that
+# 32 random bits decide all but that fraction of draws, and binom_lower_tail (pmf summed in
+# Loader's form) serves the rest.
 
 # stirlerr(k) = log k! - [(k + 1/2) log k - k + log sqrt(2 pi)], k = 0..15 (float64 values; k = 0
 # is unused).
@@ -87,7 +95,14 @@ def _stirlerr_series(x: jax.Array) -> jax.Array:
 
 
 def stirlerr(x: jax.Array) -> jax.Array:
-    """``log x! - [(x + 1/2) log x - x + log sqrt(2 pi)]`` for integer-valued x >= 1 (float32)."""
+    """Stirling's error ``log x! - [(x + 1/2) log x - x + log sqrt(2 pi)]`` (float32).
+
+    Args:
+        x: float32 array of integer values >= 1 (a table below 15, the asymptotic series above).
+
+    Returns:
+        float32 array of the shape of ``x``.
+    """
     table = jnp.asarray(_STIRLERR)[jnp.clip(x, 0, 15).astype(jnp.int32)]
     return jnp.where(x < 15.0, table, _stirlerr_series(jnp.maximum(x, 15.0)))
 
@@ -255,24 +270,55 @@ class UniformStream:
 
     @property
     def length(self) -> int:
+        """The number of random uniforms in the block (the padding excluded).
+
+        Returns:
+            int (static).
+        """
         return self.u.shape[-1] - 2 * self.window
 
 
 def uniform_stream(key: jax.Array, length: int, window: int = DEFAULT_WINDOW) -> UniformStream:
-    """``length`` bulk uniforms from ``fold_in(key, 0)``; slow-path key ``fold_in(key, 1)``."""
+    """A stream of ``length`` bulk uniforms from ``fold_in(key, 0)``; slow-path key ``fold_in(key, 1)``.
+
+    Args:
+        key: typed PRNG key.
+        length: uniforms in the block (static).
+        window: candidates classified per draw (static).
+
+    Returns:
+        The :class:`UniformStream`, read from position 0.
+    """
     u = jax.random.uniform(jax.random.fold_in(key, 0), (length,))
     u = jnp.concatenate([u, jnp.full((2 * window,), 0.5, jnp.float32)])
     return UniformStream(u=u, ptr=jnp.int32(0), key=jax.random.fold_in(key, 1), window=window)
 
 
 def stream_length(draws: int, window: int = DEFAULT_WINDOW) -> int:
-    """A block length serving ``draws`` binomial draws with ample spare (mean use ~2.3 uniforms
-    per draw; running short is still exact, only slower)."""
+    """A block length serving ``draws`` binomial draws with ample spare.
+
+    The mean use is ~2.3 uniforms per draw; running short is still exact, only slower.
+
+    Args:
+        draws: binomial draws the block serves.
+        window: candidates classified per draw.
+
+    Returns:
+        The length (int).
+    """
     return math.ceil(2.0 * draws / BTRS_ACCEPTANCE * 1.1) + 2 * window + 8
 
 
 def stream_uniforms(stream: UniformStream, k: int) -> tuple[jax.Array, UniformStream]:
-    """Consume ``k`` uniforms (positions past the block come from the slow-path key)."""
+    """Consume ``k`` uniforms (positions past the block come from the slow-path key).
+
+    Args:
+        stream: the stream.
+        k: how many (static).
+
+    Returns:
+        ``(values, stream)``: float32 ``[k]`` and the stream advanced by ``k``.
+    """
     L = stream.length
     idx = stream.ptr + jnp.arange(k, dtype=jnp.int32)
     vals = stream.u[jnp.minimum(idx, L - 1)]
@@ -286,11 +332,19 @@ def stream_uniforms(stream: UniformStream, k: int) -> tuple[jax.Array, UniformSt
 # The draw
 # -------------------------------------------------------------------------------------------------
 def stream_binomial(stream: UniformStream, n, p) -> tuple[jax.Array, UniformStream]:
-    """Exact ``Binomial(n, p)`` count (int32) for scalar ``n >= 0`` and ``p in [0, 1]``.
+    """An exact ``Binomial(n, p)`` count, read from a lane-local stream.
 
-    See the module docstring: a classification of ``stream.window`` candidates, then an exact
-    sequential ``while_loop`` (one candidate, or one inversion step, per iteration) for the lanes
-    it leaves open.
+    A classification of ``stream.window`` candidates, then an exact sequential ``while_loop``
+    (one candidate, or one inversion step, per iteration) for the lanes it leaves open (the
+    algorithm notes at the top of this module).
+
+    Args:
+        stream: the lane's :class:`UniformStream`, read from ``stream.ptr``.
+        n: int scalar >= 0, the number of samples.
+        p: float scalar in [0, 1].
+
+    Returns:
+        ``(count, stream)``: the int32 count and the stream advanced past what the draw used.
     """
     k, stream, _ = _draw(stream, n, p, resolve=True)
     return k, stream
@@ -298,10 +352,20 @@ def stream_binomial(stream: UniformStream, n, p) -> tuple[jax.Array, UniformStre
 
 def stream_binomial_fast(stream: UniformStream, n, p
                          ) -> tuple[jax.Array, UniformStream, jax.Array]:
-    """The window classification alone, without the sequential loop: returns
-    ``(k, stream, unresolved)``; where ``unresolved`` is true, ``k`` and the stream are not the
+    """The window classification of :func:`stream_binomial` alone, without the sequential loop.
+
+    Use when whole trials can be replayed: where ``unresolved`` is true the result is not the
     exact draw and the caller must redo the computation with :func:`stream_binomial` (rare for
-    means >= FAST_MEAN: ~0.12^window per draw). Use when whole trials can be replayed."""
+    means >= FAST_MEAN); elsewhere it equals :func:`stream_binomial`'s.
+
+    Args:
+        stream: the lane's :class:`UniformStream`.
+        n: int scalar >= 0.
+        p: float scalar in [0, 1].
+
+    Returns:
+        ``(count, stream, unresolved)``: int32, the advanced stream, bool.
+    """
     return _draw(stream, n, p, resolve=False)
 
 
@@ -491,7 +555,17 @@ def _classify(btrs: _Btrs, u: jax.Array, v: jax.Array, valid_pos: jax.Array):
 
 
 def sample_binomial(key: jax.Array, n, p, window: int = DEFAULT_WINDOW) -> jax.Array:
-    """Exact ``Binomial(n, p)`` draw (int32) from a key (a one-off stream)."""
+    """An exact ``Binomial(n, p)`` draw from a key (a one-off stream).
+
+    Args:
+        key: typed PRNG key.
+        n: int scalar >= 0.
+        p: float scalar in [0, 1].
+        window: candidates classified at once (static).
+
+    Returns:
+        The int32 count.
+    """
     k, _ = stream_binomial(uniform_stream(key, 2 * window, window), n, p)
     return k
 
@@ -510,9 +584,19 @@ GATE_LOG2 = 24  # the cheap path decides all but 2^-24 of the gated draws (so a 
 
 
 def log_pmf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
-    """``log P[X = k]`` for X ~ Binomial(n, p), ``0 <= k <= n``, ``0 < p < 1``, in Loader's
-    saddle-point form (``stirlerr`` and the deviance, as R's ``dbinom``): float32 keeps ~1e-5
-    absolute accuracy where the textbook ``lgamma`` form loses everything for large n."""
+    """``log P[X = k]`` for X ~ Binomial(n, p), in Loader's saddle-point form.
+
+    ``stirlerr`` and the deviance, as R's ``dbinom``: float32 keeps ~1e-5 absolute accuracy
+    where the textbook ``lgamma`` form loses everything for large n.
+
+    Args:
+        k: int array, ``0 <= k <= n``.
+        n: int array.
+        p: float array, ``0 < p < 1``.
+
+    Returns:
+        float32 array of the broadcast shape.
+    """
     kf = jnp.asarray(k, jnp.float32)
     nf = jnp.asarray(n, jnp.float32)
     p = jnp.asarray(p, jnp.float32)
@@ -552,29 +636,63 @@ def _lower_tail_walk(k, n, p, target, active):
 
 def binom_lower_tail(k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array = True
                      ) -> jax.Array:
-    """``P[X <= k]`` for X ~ Binomial(n, p) with ``k`` below the mean (``k < n p``; elsewhere
-    the sum is slow, not wrong), ``0 < p < 1``; 0 for ``k < 0``; 0 where ``active`` is false
-    (no work). Sums the pmf from ``k`` downwards until a term falls below 2^-30 of the sum (the
-    terms decrease geometrically below the mean, so the rest is smaller still). Float32,
-    relative accuracy ~1e-4."""
+    """``P[X <= k]`` for X ~ Binomial(n, p) with ``k`` below the mean.
+
+    Sums the pmf from ``k`` downwards until a term falls below 2^-30 of the sum (the terms
+    decrease geometrically below the mean, so the rest is smaller still). Float32, relative
+    accuracy ~1e-4. Above the mean the sum is slow, not wrong.
+
+    Args:
+        k: int scalar (``k < n p``).
+        n: int scalar.
+        p: float scalar, ``0 < p < 1``.
+        active: bool; where false, no work.
+
+    Returns:
+        float32: the tail; 0 for ``k < 0`` and where ``active`` is false.
+    """
     return _lower_tail_walk(k, n, p, jnp.inf, active)[1]
 
 
 def binom_lower_tail_sample(k: jax.Array, n: jax.Array, p: jax.Array, target: jax.Array,
                             active: jax.Array = True) -> jax.Array:
-    """Inversion inside the lower tail: the largest ``j <= k`` with ``P[j <= X <= k] >= target``
-    for X ~ Binomial(n, p), ``k`` below the mean. The same walk, in the same order, as
-    :func:`binom_lower_tail`, so with ``target = U * binom_lower_tail(k, n, p)`` (U uniform on
-    [0, 1)) the result is distributed as ``X | X <= k``. ``k`` where ``active`` is false (no
-    work)."""
+    """Inversion inside the lower tail of Binomial(n, p).
+
+    The same walk, in the same order, as :func:`binom_lower_tail`, so with ``target = U *
+    binom_lower_tail(k, n, p)`` (U uniform on [0, 1)) the result is distributed as ``X | X <= k``.
+
+    Args:
+        k: int scalar below the mean.
+        n: int scalar.
+        p: float scalar, ``0 < p < 1``.
+        target: float32, the probability mass to reach.
+        active: bool; where false, no work.
+
+    Returns:
+        int32: the largest ``j <= k`` with ``P[j <= X <= k] >= target`` (``k`` where ``active``
+        is false).
+    """
     return _lower_tail_walk(k, n, p, target, active)[0]
 
 
 def decision_gate(n: jax.Array, pi: jax.Array, k_lo: jax.Array, k_hi: jax.Array,
                   log2_gate: int = GATE_LOG2) -> jax.Array:
-    """True when Hoeffding's bound ``P[X < k_lo] <= exp(-2 n d^2)`` (``d = pi - (k_lo - 1)/n``)
-    and its mirror image give ``P_out <= 2^-log2_gate`` (each side at most half), with a margin
-    for float32 rounding; then :func:`decide_outside` is cheap but for a 2^-log2_gate fraction."""
+    """Whether Hoeffding certifies ``P[X outside [k_lo, k_hi]] <= 2^-log2_gate``.
+
+    Hoeffding's bound ``P[X < k_lo] <= exp(-2 n d^2)`` (``d = pi - (k_lo - 1)/n``) and its mirror
+    image, each side at most half, with a margin for float32 rounding; where it holds,
+    :func:`decide_outside` is cheap but for a 2^-log2_gate fraction.
+
+    Args:
+        n: int, samples.
+        pi: float, the probability.
+        k_lo: int, the interval's lower end.
+        k_hi: int, the interval's upper end.
+        log2_gate: the certified level G (static).
+
+    Returns:
+        bool array of the broadcast shape.
+    """
     nf = jnp.asarray(n, jnp.float32)
     pi = jnp.asarray(pi, jnp.float32)
     need = (log2_gate + 1) * math.log(2.0) * 1.001 + 1e-3
@@ -586,8 +704,18 @@ def decision_gate(n: jax.Array, pi: jax.Array, k_lo: jax.Array, k_hi: jax.Array,
 
 
 def outside_probability(n, pi, k_lo, k_hi, active=True) -> jax.Array:
-    """``P[X < k_lo] + P[X > k_hi]`` for X ~ Binomial(n, pi), for gated arguments (both edges
-    beyond the mean); 0 where ``active`` is false."""
+    """``P[X < k_lo] + P[X > k_hi]`` for X ~ Binomial(n, pi), for gated arguments.
+
+    Args:
+        n: int scalar.
+        pi: float scalar in (0, 1).
+        k_lo: int scalar, below the mean.
+        k_hi: int scalar, above the mean.
+        active: bool; where false, no work.
+
+    Returns:
+        float32: the probability (0 where ``active`` is false).
+    """
     # both tails by one walk (vmapped over the two sides: one loop to compile, same values)
     pi = jnp.asarray(pi, jnp.float32)
     ks = jnp.stack([k_lo - 1, n - k_hi - 1])
@@ -598,12 +726,27 @@ def outside_probability(n, pi, k_lo, k_hi, active=True) -> jax.Array:
 
 def decide_outside(bits: jax.Array, u2: jax.Array, n, pi, k_lo, k_hi, active=True,
                    log2_gate: int = GATE_LOG2, resolve: bool = True):
-    """The event ``X not in [k_lo, k_hi]`` for X ~ Binomial(n, pi), exact in distribution, for
-    gated arguments (:func:`decision_gate`): ``(B + U2) 2^-32 < P_out`` with ``bits`` = B (uint32)
-    and ``u2`` uniform. Returns ``(outside, rare)``: ``rare`` marks ``B < 2^(32 - log2_gate)``,
-    where ``P_out`` must be computed (``resolve=False`` skips that and leaves ``outside`` false
-    there: the caller must replay). Where ``active`` is false: ``(False, False)``, no work.
-    Resolution: ``P_out`` is compared on a 2^-42 grid or finer."""
+    """The event ``X not in [k_lo, k_hi]`` for X ~ Binomial(n, pi), exact in distribution.
+
+    For gated arguments (:func:`decision_gate`): the event is ``(B + U2) 2^-32 < P_out``; only
+    where ``B < 2^(32 - log2_gate)`` (rare) must ``P_out`` be computed, compared on a 2^-42 grid
+    or finer.
+
+    Args:
+        bits: uint32, the 32 random bits B.
+        u2: float32 uniform.
+        n: int, samples.
+        pi: float, the probability.
+        k_lo: int, the interval's lower end.
+        k_hi: int, the interval's upper end.
+        active: bool; where false: ``(False, False)``, no work.
+        log2_gate: the certified level G (static).
+        resolve: False skips the rare computation and leaves ``outside`` false there (the
+            caller must replay).
+
+    Returns:
+        ``(outside, rare)``: bools; ``rare`` marks ``B < 2^(32 - log2_gate)``.
+    """
     cut = jnp.uint32(1 << (32 - log2_gate))
     rare = jnp.asarray(active) & (bits < cut)
     if not resolve:

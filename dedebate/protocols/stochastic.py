@@ -49,6 +49,7 @@ from dedebate.protocols.stochastic_scan import (
     ROLE_BOB,
     ROLE_BOB_EST,
     ROLE_COIN,
+    DebateCarry,
     Outcome,
     StepView,
     checker_accepts,
@@ -115,13 +116,26 @@ class DebateStatic:
 
     @property
     def steps_per_chunk(self) -> int:
-        """Steps per chunk: at most ``chunk``, balanced so that the T + 1 iterations (T steps and
-        Vera's) need little padding."""
+        """Steps per chunk: at most ``chunk``, balanced so that the T + 1 iterations need little
+        padding.
+
+        Returns:
+            int (the T steps and Vera's iteration run in ``ceil((T + 1) / chunk)`` chunks).
+        """
         n = -(-(self.T + 1) // self.chunk)
         return -(-(self.T + 1) // n)
 
 
 def debate_static(T: int, **kw) -> DebateStatic:
+    """The static half of a debate, validated.
+
+    Args:
+        T: steps.
+        **kw: the other fields of :class:`DebateStatic`.
+
+    Returns:
+        The :class:`DebateStatic`.
+    """
     return DebateStatic(T=int(T), **kw)
 
 
@@ -178,21 +192,44 @@ def _where_tree(c, a, b):
 
 def play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
          key: jax.Array) -> Outcome:
-    """Play one debate on ``machine`` (spec DED 5.1); see the module docstring.
+    """Play one debate on ``machine`` (spec DED 5.1), exact in distribution.
 
-    ``alice`` and ``bob`` implement :class:`AlicePlayer` / :class:`BobPlayer`; ``vera`` carries
-    N_V and tau_V. Every argument except ``spec`` is a pytree, so ``vmap`` works over trials
-    (keys), machines, players (e.g. adversary parameters, sample counts) and Vera.
+    Every argument except ``spec`` is a pytree, so ``vmap`` works over trials (keys), machines,
+    players (e.g. adversary parameters, sample counts) and Vera.
+
+    Args:
+        spec: the static half (:class:`DebateStatic`).
+        machine: the machine (``prob``, ``advance``, ``init_state``; ``machine.T == spec.T``).
+        alice: an :class:`AlicePlayer`.
+        bob: a :class:`BobPlayer`.
+        vera: the verifier (N_V, tau_V).
+        key: typed PRNG key of the trial.
+
+    Returns:
+        The :class:`Outcome`.
     """
     return _play(spec, machine, alice, bob, vera, key, True)[0]
 
 
 def play_fast(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
               key: jax.Array) -> tuple[Outcome, jax.Array]:
-    """:func:`play` without the rare exact fall-back loops of the binomial draws: returns
-    ``(outcome, unresolved)``; where ``unresolved`` is true the outcome is invalid and the trial
-    must be replayed with :func:`play` (same key: the replay is the exact result). Everywhere
-    else the outcome equals :func:`play`'s. :func:`run_trials` does this bookkeeping."""
+    """:func:`play` without the rare exact fall-back loops of the binomial draws.
+
+    Where ``unresolved`` is true the outcome is invalid and the trial must be replayed with
+    :func:`play` (same key: the replay is the exact result); everywhere else the outcome equals
+    :func:`play`'s. :func:`dedebate.protocols.stochastic_batch.run_trials` does this bookkeeping.
+
+    Args:
+        spec: the static half.
+        machine: the machine.
+        alice: an :class:`AlicePlayer`.
+        bob: a :class:`BobPlayer`.
+        vera: the verifier.
+        key: typed PRNG key of the trial.
+
+    Returns:
+        ``(outcome, unresolved)``: the :class:`Outcome` and a bool scalar.
+    """
     return _play(spec, machine, alice, bob, vera, key, False)
 
 
@@ -239,17 +276,17 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
             bob_bits = jax.random.bits(jax.random.fold_in(ck[ROLE_BOB_EST], 2), (C,), jnp.uint32)
             bob_u2 = jax.random.uniform(jax.random.fold_in(ck[ROLE_BOB_EST], 3), (C,))
 
-        def step(c, j):
-            (state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
-             vera_n, unres, ptrs) = c
+        def step(cp, j):
+            c, ptrs = cp
+            state, vera_due, p_ab, unres = c.state, c.vera_due, c.p_ab, c.unresolved
             t = ci * C + j
-            active = (t < T) & ~stopped
+            active = (t < T) & ~c.stopped
             ts = jnp.minimum(t, T - 1)
             pi = jnp.clip(machine.prob(state, ts), 0.0, 1.0).astype(jnp.float32)
-            view = StepView(t=ts, pi=pi, prev_bit=prev, ones=ones, state=state, T=T)
+            view = StepView(t=ts, pi=pi, prev_bit=c.prev, ones=c.ones, state=state, T=T)
             # ---- estimates: exact counts for the roles that sample (and Vera, when due) ----
             n0 = jnp.where(vera_due, n_vera, jnp.where(active, n_alice, 0))
-            p0 = jnp.where(vera_due, pi_ab, pi)
+            p0 = jnp.where(vera_due, c.pi_ab, pi)
             two = len(slot_roles) == 2
             ns = jnp.stack([n0] + ([jnp.where(active, n_bob, 0)] if two else []))
             ps = jnp.stack([p0] + ([pi] if two else []))
@@ -261,9 +298,9 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
                                              spec.call_block) for i, r in enumerate(slot_roles)])
             count_a = ks[0]
             count_b = ks[1] if len(slot_roles) == 2 else jnp.int32(0)
-            vera_n = vera_n + jnp.where(vera_due, ns[0], 0)  # the samples her draw used
+            vera_n = c.vera_n + jnp.where(vera_due, ns[0], 0)  # the samples her draw used
             vera_ok = jnp.where(vera_due, checker_accepts(p_ab, count_a, vera.n_samples,
-                                                          vera.tau), vera_ok)
+                                                          vera.tau), c.vera_ok)
             # ---- Alice claims, Bob continues or aborts, the coin ----
             p = jnp.asarray(alice.claim(view, count_a, ua[j, 0]), jnp.float32)
             if decide:
@@ -280,20 +317,18 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
             bit = (u < jnp.clip(p, 0.0, 1.0)).astype(jnp.int32)
             go = active & cont
             abort = active & ~cont
-            state = _where_tree(go, machine.advance(state, ts, bit), state)
-            last = jnp.where(go, bit, last)
-            prev = jnp.where(go, bit, prev)
-            ones = ones + jnp.where(go, bit, 0)
-            rounds = rounds + active.astype(jnp.int32)
-            p_ab = jnp.where(abort, p, p_ab)
-            pi_ab = jnp.where(abort, pi, pi_ab)
-            t_ab = jnp.where(abort, t, t_ab)
-            return (state, stopped | abort, last, rounds, prev, ones, p_ab, pi_ab, t_ab, abort,
-                    vera_ok, vera_n, unres, ptrs), None
+            c = DebateCarry(
+                state=_where_tree(go, machine.advance(state, ts, bit), state),
+                stopped=c.stopped | abort, last=jnp.where(go, bit, c.last),
+                rounds=c.rounds + active.astype(jnp.int32), prev=jnp.where(go, bit, c.prev),
+                ones=c.ones + jnp.where(go, bit, 0), p_ab=jnp.where(abort, p, p_ab),
+                pi_ab=jnp.where(abort, pi, c.pi_ab), t_ab=jnp.where(abort, t, c.t_ab),
+                vera_due=abort, vera_ok=vera_ok, vera_n=vera_n, unresolved=unres)
+            return (c, ptrs), None
 
         ptr0 = jnp.zeros((len(slot_roles),), jnp.int32)
-        carry, _ = jax.lax.scan(step, carry + (ptr0,), jnp.arange(C))
-        return carry[:-1], None
+        (carry, _), _ = jax.lax.scan(step, (carry, ptr0), jnp.arange(C))
+        return carry, None
 
     return scan_debate(chunk_body, machine, T, C, alice, bob, vera)
 
@@ -319,7 +354,19 @@ def _bob_decision(view, p, bob, n_bob, active, bits, u2, count, u, unres, resolv
 
 def play_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
                 keys: jax.Array) -> Outcome:
-    """``vmap(play)`` over a batch of trial keys (the other arguments shared)."""
+    """``vmap(play)`` over a batch of trial keys (the other arguments shared).
+
+    Args:
+        spec: the static half.
+        machine: the machine.
+        alice: an :class:`AlicePlayer`.
+        bob: a :class:`BobPlayer`.
+        vera: the verifier.
+        keys: typed PRNG keys ``[n]``.
+
+    Returns:
+        The :class:`Outcome` with a leading axis ``[n]``.
+    """
     return jax.vmap(play, in_axes=(None, None, None, None, None, 0))(
         spec, machine, alice, bob, vera, keys)
 
@@ -328,6 +375,16 @@ play_trials_jit = jax.jit(play_trials, static_argnums=0)
 
 
 def trial_keys(key: jax.Array, n: int, offset: int = 0) -> jax.Array:
-    """Keys of trials ``offset .. offset + n - 1``: ``fold_in(key, i)``, so a trial's key does not
-    depend on how many trials ran beside it."""
+    """Keys of trials ``offset .. offset + n - 1``: ``fold_in(key, i)``.
+
+    A trial's key does not depend on how many trials ran beside it.
+
+    Args:
+        key: typed PRNG key of the run.
+        n: how many trials (static).
+        offset: the first trial's index.
+
+    Returns:
+        Typed keys ``[n]``.
+    """
     return jax.vmap(lambda i: jax.random.fold_in(key, i))(offset + jnp.arange(n))

@@ -31,6 +31,7 @@ from dedebate.core.binomial import (
 from dedebate.protocols.stochastic_scan import (
     ROLE_ALICE_EST,
     ROLE_COIN,
+    DebateCarry,
     StepView,
     checker_accepts,
     debate_chunks,
@@ -392,11 +393,10 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
         k_chunk = jax.random.fold_in(k_est, ci)
 
         def step_exact(c, j):
-            (state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
-             vera_n, unres) = c
+            state, vera_due, p_ab = c.state, c.vera_due, c.p_ab
             t = ci * C + j
-            active = (t < T) & ~stopped
-            ts, pi, view, gate, cheap, y_c = step_common(state, t, prev, ones, words[j])
+            active = (t < T) & ~c.stopped
+            ts, pi, view, gate, cheap, y_c = step_common(state, t, c.prev, c.ones, words[j])
             cheap = active & cheap
             rare = active & ~cheap & gate
             other = active & ~cheap & ~gate
@@ -411,7 +411,7 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
                 ks = [jax.random.fold_in(kj, i) for i in range(2, 5)]
                 lo, hi = typical_set(pi, n_alice, delta)
                 r = _rare_begin(jax.random.fold_in(kj, 0), words[j], pi, lo, hi, g, alice, rare)
-                y_bulk, (x_u, z_b, z_v) = _draw_loop(r, pi, lo, hi, ks, ns, [pi, pi, pi_ab])
+                y_bulk, (x_u, z_b, z_v) = _draw_loop(r, pi, lo, hi, ks, ns, [pi, pi, c.pi_ab])
                 y_r, cont_r, p_r = _rare_end(r, y_bulk, pi, g, alice, bob, view, z_b)
                 y_u, cont_u, p_u = ungated_step(jax.random.fold_in(kj, 1), pi, alice, bob, view,
                                                 x_u, z_b)
@@ -423,18 +423,20 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
                 return jnp.int32(0), jnp.bool_(True), jnp.float32(0.0), jnp.bool_(False)
 
             y_x, cont_x, p, ok = jax.lax.cond(jnp.any(rare | other | vera_due), draw, skip, None)
-            vera_ok = jnp.where(vera_due, ok, vera_ok)
+            vera_ok = jnp.where(vera_due, ok, c.vera_ok)
             y = jnp.where(cheap, y_c, y_x)
             cont = cheap | cont_x
             go = active & cont
             abort = active & ~cont
             state = jax.tree.map(lambda a, b: jnp.where(go, a, b), machine.advance(state, ts, y),
                                  state)
-            return (state, stopped | abort, jnp.where(go, y, last),
-                    rounds + active.astype(jnp.int32), jnp.where(go, y, prev),
-                    ones + jnp.where(go, y, 0), jnp.where(abort, p, p_ab),
-                    jnp.where(abort, pi, pi_ab), jnp.where(abort, t, t_ab), abort, vera_ok,
-                    vera_n + n_v, unres), None
+            return DebateCarry(
+                state=state, stopped=c.stopped | abort, last=jnp.where(go, y, c.last),
+                rounds=c.rounds + active.astype(jnp.int32), prev=jnp.where(go, y, c.prev),
+                ones=c.ones + jnp.where(go, y, 0), p_ab=jnp.where(abort, p, p_ab),
+                pi_ab=jnp.where(abort, pi, c.pi_ab), t_ab=jnp.where(abort, t, c.t_ab),
+                vera_due=abort, vera_ok=vera_ok, vera_n=c.vera_n + n_v,
+                unresolved=c.unresolved), None
 
         return jax.lax.scan(step_exact, carry, jnp.arange(C))
 

@@ -1,8 +1,13 @@
 """What both play modes of the stochastic debate share (spec DED 5.1, 5.5).
 
-The role slots of the trial key, the step view players see, Lean's checker, the outcome, and the
-scan over chunks of steps that :mod:`dedebate.protocols.stochastic` (default and decision modes)
-and :mod:`dedebate.protocols.stochastic_lazy` (lazy mode) drive with their own chunk bodies.
+* the role slots of the trial key (``ROLE_*``: each role's randomness is ``fold_in(key, role)``);
+* :class:`StepView`, what a player sees at a step;
+* :func:`checker_accepts`, Lean's checker (Bob's and Vera's test);
+* :class:`Outcome` and :func:`outcome_of`, one debate's result with its costs;
+* :class:`DebateCarry` and :func:`scan_debate`: the state the play loop keeps from step to step
+  (named fields) and the scan over chunks of steps that :mod:`dedebate.protocols.stochastic`
+  (count and decision modes) and :mod:`dedebate.protocols.stochastic_lazy` (lazy mode) drive
+  with their own chunk bodies.
 """
 
 from __future__ import annotations
@@ -78,18 +83,63 @@ class Outcome:
     costs: Costs
 
 
+@struct.dataclass
+class DebateCarry:
+    """The scan carry of one debate: what the play loop keeps from step to step.
+
+    Attributes:
+        state: the machine state (the prefix so far).
+        stopped: bool, Bob aborted.
+        last: int32, the last bit drawn.
+        rounds: int32, steps played (Alice's claims).
+        prev: int32, the previous bit (0 before the first step).
+        ones: int32, ones so far.
+        p_ab: float32, Alice's claim at the abort.
+        pi_ab: float32, the true probability at the abort.
+        t_ab: int32, the abort step (-1 if none).
+        vera_due: bool, Vera judges in this iteration (the one after the abort).
+        vera_ok: bool, Vera's verdict.
+        vera_n: int32, the oracle samples Vera's draws used (counted at the draw site).
+        unresolved: bool, a fast-path draw left the trial open (it must be replayed).
+    """
+
+    state: Any
+    stopped: jax.Array
+    last: jax.Array
+    rounds: jax.Array
+    prev: jax.Array
+    ones: jax.Array
+    p_ab: jax.Array
+    pi_ab: jax.Array
+    t_ab: jax.Array
+    vera_due: jax.Array
+    vera_ok: jax.Array
+    vera_n: jax.Array
+    unresolved: jax.Array
+
+
+def initial_carry(machine: Any) -> DebateCarry:
+    """The carry before the first step: the empty prefix, nothing played.
+
+    Args:
+        machine: the machine (``init_state()`` gives the empty prefix).
+
+    Returns:
+        The :class:`DebateCarry`.
+    """
+    z = jnp.int32(0)
+    f = jnp.bool_(False)
+    return DebateCarry(state=machine.init_state(), stopped=f, last=z, rounds=z, prev=z, ones=z,
+                       p_ab=jnp.float32(0.0), pi_ab=jnp.float32(0.0), t_ab=jnp.int32(-1),
+                       vera_due=f, vera_ok=f, vera_n=z, unresolved=f)
+
+
 def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
                 ) -> tuple[Outcome, jax.Array]:
     """Run ``chunk_body`` over the T steps and Vera's iteration, from the empty prefix.
 
-    The carry is ``(state, stopped, last, rounds, prev, ones, p_ab, pi_ab, t_ab, vera_due, vera_ok,
-    vera_n, unresolved)``: the machine state, whether Bob aborted, the last bit, steps played, the
-    previous bit, ones so far, Alice's claim / pi / the step at the abort, whether Vera judges in
-    this iteration, her verdict, the oracle samples her draws used (counted at the draw site), and
-    whether a fast-path draw left the trial open.
-
     Args:
-        chunk_body: a ``lax.scan`` body ``(carry, chunk index) -> (carry, None)``.
+        chunk_body: a ``lax.scan`` body ``(DebateCarry, chunk index) -> (DebateCarry, None)``.
         machine: the machine (``init_state()`` gives the empty prefix).
         T: steps (static).
         C: steps per chunk (static).
@@ -100,13 +150,11 @@ def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
     Returns:
         ``(outcome, unresolved)``: the :class:`Outcome` and a bool scalar.
     """
-    z = jnp.int32(0)
-    f = jnp.bool_(False)
-    init = (machine.init_state(), f, z, z, z, z, jnp.float32(0.0), jnp.float32(0.0),
-            jnp.int32(-1), f, f, z, f)
-    final, _ = jax.lax.scan(chunk_body, init, jnp.arange(debate_chunks(T, C)))
-    _, aborted, last, rounds, _, _, _, _, t_ab, _, vera_ok, vera_n, unres = final
-    return outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera_n), unres
+    final, _ = jax.lax.scan(chunk_body, initial_carry(machine),
+                            jnp.arange(debate_chunks(T, C)))
+    out = outcome_of(final.stopped, final.vera_ok, final.last, final.rounds, final.t_ab, alice,
+                     bob, final.vera_n)
+    return out, final.unresolved
 
 
 def debate_chunks(T: int, C: int) -> int:
