@@ -7,9 +7,9 @@ payoff should stay below rho^-(d+1); (3) schedules n_B vs simultaneous play; (4)
 from Algorithm 1 vs cold. What training achieves is a finding; the gating claims are what a
 theorem settles, exactly on the trained players: completeness of the honest A against every
 trained B (spec PED 4, Thm 6.1(1)) and chaining (spec 6.3, 6.4). Training runs chunk by chunk
-through the lab's chunked driver (checkpoints, resume). A sweep (``point``, ``DYNAMIC``) trains
-the run's seed-0 pair of part 1 in one compiled call, with the same chunk program and summary.
-The design, the monitors and why ``run`` does not call the swept function:
+through the lab's chunked driver (checkpoints, resume); parts 1 and 2 as rows of the swept
+function's compiled programs (``point``, ``DYNAMIC``: a chunked point), so a sweep row is the
+run's seed-0 pair of part 1, bit for bit. The design and the monitors:
 ``docs/prover-estimator-debate.md`` section 8.5.1. The training code:
 ``dedebate.training.stackelberg`` (with ``stackelberg_runs`` and ``stackelberg_warm``).
 """

@@ -26,7 +26,14 @@ also defines:
 * ``point(cfg: Config) -> (dynamic, fn)`` -- ``dynamic`` is a pytree of arrays holding the values
   of the DYNAMIC fields of ``cfg`` (the same structure, shapes and dtypes whatever those values
   are); ``fn(dynamic, key) -> dict[str, scalar array]`` is pure JAX, reads ``cfg`` only for its
-  static fields, and returns the metrics of one run (one row of ``sweep.csv``).
+  static fields, and returns the metrics of one run (one row of ``sweep.csv``). An experiment
+  that trains returns a *chunked point* instead, ``(dynamic, ChunkedFn(init, chunk, chunks,
+  finish, axis))`` (``dedebate/lab/sweep.py``): ``init(dynamic, key) -> state``,
+  ``chunk(dynamic, state, spec) -> (state, monitors)`` for each static ``spec`` of ``chunks``
+  and ``finish(dynamic, state, monitors) -> metrics``. A sweep group runs them as compiled
+  programs (init, one chunk per distinct spec, finish); ``run`` trains the same rows through
+  the same programs, chunk by chunk with checkpoints (``train_point``), so its pairs are the
+  sweep's rows bit for bit (a program of one row runs unbatched: ``sweep.batch: 1``).
 * ``inputs(cfg: Config, seed: int, key) -> pytree`` (optional) -- data an experiment builds on the
   host (populations of random machines, strategy batches, enumerations), from the run's ``seed``
   and ``key``, with the same structure and shapes for every point of a static group. With it,

@@ -12,6 +12,10 @@ How a sweep runs depends on the experiment (contract: ``dedebate/lab/experiment.
   points x seeds are stacked along one run axis and evaluated by ONE compiled program,
   ``jit(vmap(fn))``, sharded over every device (``dedebate/lab/devices.py``). So a sweep over
   seeds and any number of dynamic axes compiles once; each static value compiles once more.
+  A *chunked point* (``fn`` a :class:`ChunkedFn`: ``init``, ``chunk``, ``finish``) is evaluated
+  per batch as init, every chunk in order and finish, each one compiled program
+  (:class:`ChunkedPrograms`); a run trains its rows through the same programs chunk by chunk,
+  with checkpoints (:func:`train_point`). A program of one row runs the row unbatched.
 * Other experiments run each (point, seed) as a full ``run(cfg, ctx)`` in its own run directory
   (``points/pNNNN-sS/``); their scalar metrics become the row.
 
