@@ -184,7 +184,15 @@ def point(cfg: Config):
     0's monitors (:func:`point_metrics`). :func:`run` trains every run of parts 1 and 2 through
     these compiled programs (``ChunkedPrograms``, one row per call), so a row swept one per call
     is the run's seed-0 pair, bit for bit (a sweep wants ``params.seeds=1``: the other seeds
-    train for nothing). Algorithm 1's warm start runs on the host: not sweepable."""
+    train for nothing). Algorithm 1's warm start runs on the host: not sweepable.
+
+    Args:
+        cfg: the Config (``b_warm_start`` must be False).
+
+    Returns:
+        ``(dynamic, ChunkedFn)``: the row's dynamic numbers (:func:`_dynamic`) and the chunked
+        training.
+    """
     if cfg.b_warm_start:
         raise ValueError("b_warm_start=True: Algorithm 1 runs on the host, outside the swept "
                          "function; a sweep trains a cold B (b_warm_start=false)")
@@ -203,7 +211,15 @@ def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
     resume from the newest). Chunk ``g`` is chunk ``g % chunks`` of part ``g // chunks``; its
     rows go at steps ``g * length + t``. Parts 1 and 2 train each run as one row of
     :func:`point`'s compiled programs (so the report's pairs are the sweep's); part 4 (its own
-    seed count) through :func:`runs.train_chunk`. Returns the parts by name and the next step."""
+    seed count) through :func:`runs.train_chunk`.
+
+    Args:
+        cfg: the Config.
+        ctx: the run's context (key, checkpoints, logging).
+
+    Returns:
+        ``(trained, next_step)``: :class:`Trained` by part name and the first free log step.
+    """
     ps, static, length = parts(cfg), _static(cfg), cfg.steps // cfg.chunks
     progs = ChunkedPrograms(sys.modules[__name__], cfg, _chunked(cfg),
                             jax.random.key_impl(ctx.key))
@@ -212,19 +228,17 @@ def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
                                       cfg.n_trees, cfg.depth, cfg.lr_a, cfg.lr_b, cfg.rho, cfg.eta)
               for p in ps if p.name != "stable"}  # part 1: the point's init program
     rowed = {p.name for p in ps if p.seeds == cfg.seeds}  # parts 1, 2: the point's programs
-    dyn = {p.name: [progs.place(jax.tree.map(lambda a: np.asarray(a)[None],
-                                             _row_dynamic(cfg, r)), size) for r in p.runs]
+    dyn = {p.name: [progs.place(_one_row(_row_dynamic(cfg, r)), size) for r in p.runs]
            for p in ps if p.name in rowed}
 
     def first(p):  # the part's initial state, one row per run (padded to the devices)
         if p.name == "stable":
             kd = np.asarray(jax.random.key_data(ctx.key))[None]
-            one = progs.init(jax.tree.map(lambda a: np.asarray(a)[None],
-                                          _row_dynamic(cfg, p.runs[0])), kd, size)
+            one = progs.init(_one_row(_row_dynamic(cfg, p.runs[0])), kd, size)
         else:
             trees, carry, _ = setups[p.name]
-            one = progs.place(jax.tree.map(lambda a: np.asarray(a)[None], {
-                "trees": trees, "carry": jax.tree.map(lambda x: x[0], carry)}), size)
+            one = progs.place(_one_row({"trees": trees,
+                                        "carry": jax.tree.map(lambda x: x[0], carry)}), size)
         return [one] * len(p.runs)
 
     init = {p.name: {"rows" if p.name in rowed else "carry":
@@ -240,10 +254,8 @@ def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
         st = dict(state[p.name])
         warm = [i for i, r in enumerate(p.runs) if r[3]]
         if c == 0 and warm:  # B fitted to Algorithm 1's estimator for the initial A
-            cold = (_carries(st["rows"]) if p.name in rowed else
-                    jax.tree_util.tree_map(lambda x: x[warm[0]], st["carry"]))
-            cold = jax.tree_util.tree_map(lambda x: x[warm[0]], cold) if p.name in rowed \
-                else cold
+            cold = jax.tree_util.tree_map(lambda x: x[warm[0]], _carries(st["rows"])
+                                          if p.name in rowed else st["carry"])
             with ctx.stopwatch("algorithm1") as lap:
                 targets, steps, max_adv = ogd_targets(static, trees, cold, cfg.rho,
                                                       cfg.warm_delta)
@@ -251,9 +263,8 @@ def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
             st["warm"] = {**info, "ogd_steps": steps, "ogd_max_adv": max_adv,
                           "ogd_wall_s": np.float32(lap.seconds)}
             if p.name in rowed:
-                st["rows"] = [progs.place(jax.tree.map(lambda a: np.asarray(a)[None], {
-                    "trees": trees, "carry": fitted}), size) if i in warm else r
-                    for i, r in enumerate(st["rows"])]
+                st["rows"] = [progs.place(_one_row({"trees": trees, "carry": fitted}), size)
+                              if i in warm else r for i, r in enumerate(st["rows"])]
             else:
                 st["carry"] = runs.set_runs(st["carry"], warm, fitted)
         if p.name in rowed:
@@ -277,6 +288,11 @@ def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
                else done.state[p.name]["carry"]), part=p,
         wall=sum(done.wall_s[k * cfg.chunks:(k + 1) * cfg.chunks]))
         for k, p in enumerate(ps)}, done.next_step
+
+
+def _one_row(tree):
+    """A pytree as one host row (a leading axis of 1)."""
+    return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], tree)
 
 
 def _carries(rows: list) -> sb.Carry:

@@ -9,9 +9,10 @@ trained Bob/Alice and the Monte-Carlo check; findings (not gating): the self-pla
 tracking, abort targeting, the n_B schedule and convergence. Players, game, training, rows and
 their criteria: docs/doubly-efficient-debate.md, section 5.7 (spec DED 5.7). Library:
 :mod:`dedebate.agents.selfplay_players`, :mod:`dedebate.exact.selfplay`,
-:mod:`dedebate.training.stochastic_selfplay`, :mod:`dedebate.training.selfplay_runs`. Training
-goes in ``chunks`` jitted chunks per run through the lab's chunked driver (log after each chunk,
-an Orbax checkpoint every ``checkpoint_every``); ``resume=true`` reproduces the uninterrupted run.
+:mod:`dedebate.training.stochastic_selfplay`, :mod:`dedebate.training.selfplay_runs`. Every
+training run (both instances at once) is a row of the swept function's compiled programs
+(``point``, a chunked point), trained in ``chunks`` chunks through the lab's chunked driver (log
+after each chunk, an Orbax checkpoint every ``checkpoint_every``): a sweep row is the run's.
 """
 
 from __future__ import annotations
@@ -168,7 +169,16 @@ def point(cfg: Config):
     in the row). :func:`run` trains these rows through the same compiled programs
     (``train_point``, one row per call, checkpointed) and measures the same players in float64
     (``metrics["point"]``: the row before its float32 rounding). The tail ablation, n_B
-    schedule, Monte-Carlo check and monitors are run only."""
+    schedule, Monte-Carlo check and monitors are run only.
+
+    Args:
+        cfg: the Config.
+
+    Returns:
+        ``(dynamic, ChunkedFn)``: the row's dynamic numbers (both instances' level inputs, the
+        hyperparameters, the float64 words of ``p_yes, p_no, spread, gap_tol``) and the chunked
+        training (monitor time axis 2: ``[instance, seed, period]``).
+    """
     instances, _, _, static, hp = setup(cfg)
     levels = [jax.tree.map(np.asarray, level_inputs(prefix_tree(fx.machine)))
               for _, fx in instances]

@@ -382,47 +382,77 @@ class ChunkedPrograms:
         scalar hyperparameters: batching them can round float32 training differently)."""
         import jax
 
-        from dedebate.lab.devices import _program, cached_program
+        from dedebate.lab import devices
 
         if size > 1:
-            return _program(row_fn, self.sharding, self.info, (self.key, part), self.options)
+            return devices._program(row_fn, self.sharding, self.info, (self.key, part),
+                                    self.options)
+        key = ("one row", self.key, part, tuple(sorted((self.options or {}).items())))
+        if key in devices._PROGRAMS:  # the sweep programs' cache (clear_program_cache)
+            program, holder = devices._PROGRAMS[key]
+            devices._PROGRAMS.move_to_end(key)
+            holder["info"] = self.info
+            return program
+        holder = {"info": self.info}
 
-        def build():
-            holder = {"info": self.info}
+        def one(*rows):
+            holder["info"].traces += 1  # at trace time only
+            out = row_fn(*jax.tree.map(lambda a: a[0], rows))
+            return jax.tree.map(lambda a: a[None], out)
 
-            def one(*rows):
-                holder["info"].traces += 1  # at trace time only
-                out = row_fn(*jax.tree.map(lambda a: a[0], rows))
-                return jax.tree.map(lambda a: a[None], out)
-
-            return jax.jit(one, compiler_options=self.options or None), holder
-
-        program, holder = cached_program(("one row", self.key, part,
-                                          tuple(sorted((self.options or {}).items()))), build)
-        holder["info"] = self.info
+        program = jax.jit(one, compiler_options=self.options or None)
+        devices._PROGRAMS[key] = (program, holder)
+        while len(devices._PROGRAMS) > devices.MAX_PROGRAMS:
+            devices._PROGRAMS.popitem(last=False)
         return program
 
     def place(self, tree: Any, size: int) -> Any:
-        """Host rows (leading axis) padded to ``size`` (the last row repeated), placed on the
-        run axis."""
+        """Host rows placed on the run axis.
+
+        Args:
+            tree: a pytree of host arrays with the rows on the leading axis.
+            size: rows per call (the last row is repeated up to it).
+
+        Returns:
+            The pytree of device arrays ``[size, ...]``.
+        """
         import jax
 
         def one(a):
             a = np.asarray(a)
             if a.shape[0] < size:
                 a = np.concatenate([a, np.repeat(a[-1:], size - a.shape[0], axis=0)])
+            if size == 1:  # the one-row program: uncommitted, like a restored checkpoint's
+                return jax.numpy.asarray(a)
             return jax.make_array_from_callback(a.shape, self.sharding, lambda idx: a[idx])
 
         return jax.tree.map(one, tree)
 
     def size(self, n: int, batch: int = 0) -> int:
-        """Rows per compiled call for ``n`` rows at ``batch`` (a multiple of the devices)."""
+        """Rows per compiled call.
+
+        Args:
+            n: the rows to evaluate.
+            batch: rows per call asked for (0: all).
+
+        Returns:
+            ``batch`` (or ``n``) rounded up to a multiple of the devices.
+        """
         from dedebate.lab.devices import padded_batch
 
         return padded_batch(n, self.n_dev, batch)
 
     def init(self, dynamic: Any, key_data: Any, size: int) -> Any:
-        """The initial states of host rows ``dynamic``, ``key_data`` (padded to ``size``)."""
+        """The initial states of rows, through the init program.
+
+        Args:
+            dynamic: host rows of the dynamic pytree.
+            key_data: host rows of key data (the rows' keys).
+            size: rows per call.
+
+        Returns:
+            The states ``[size, ...]`` (device arrays).
+        """
         import jax
 
         impl = self.impl
@@ -433,33 +463,69 @@ class ChunkedPrograms:
         return self._program("init", row, size)(*self.place((dynamic, key_data), size))
 
     def chunk(self, dynamic: Any, state: Any, spec: Any) -> tuple[Any, Any]:
-        """``(state, monitors)`` after chunk ``spec`` (``dynamic``: placed rows)."""
+        """One chunk of rows, through the chunk program of ``spec``.
+
+        Args:
+            dynamic: the rows' dynamic pytree, placed (:meth:`place`).
+            state: the rows' states.
+            spec: the chunk's static spec (one of ``fn.chunks``).
+
+        Returns:
+            ``(state, monitors)`` after the chunk (device arrays with the run axis first).
+        """
         return self._chunk_program(dynamic, spec)(dynamic, state)
 
     def _chunk_program(self, dynamic: Any, spec: Any) -> Any:
-        size = jax_rows(dynamic)
+        size = _n_rows(dynamic)
         return self._program(("chunk", spec), lambda d, s: self.fn.chunk(d, s, spec), size)
 
     def chunk_shapes(self, dynamic: Any, state: Any, spec: Any) -> Any:
-        """The shapes of chunk ``spec``'s monitors (with the run axis), from the program's
-        own trace (no trace of its own once the program has run)."""
+        """The shapes of a chunk's monitors, from the chunk program's own trace (no second
+        trace once the program has run).
+
+        Args:
+            dynamic: the rows' dynamic pytree, placed.
+            state: the rows' states.
+            spec: the chunk's static spec.
+
+        Returns:
+            A pytree of ``jax.ShapeDtypeStruct`` (the run axis first).
+        """
         return self._chunk_program(dynamic, spec).eval_shape(dynamic, state)[1]
 
     def finish(self, dynamic: Any, state: Any, monitors: Any) -> dict[str, Any]:
-        """The rows' metrics (device arrays ``[size]``)."""
-        return self._program("finish", self.fn.finish, jax_rows(dynamic))(dynamic, state,
-                                                                          monitors)
+        """The rows' metrics, through the finish program.
+
+        Args:
+            dynamic: the rows' dynamic pytree, placed.
+            state: the rows' final states.
+            monitors: the rows' monitors, every chunk's along the time axis.
+
+        Returns:
+            ``{metric: device array [size]}``.
+        """
+        return self._program("finish", self.fn.finish, _n_rows(dynamic))(dynamic, state,
+                                                                         monitors)
 
     def evaluate(self, dynamic: Any, key_data: Any, *, batch: int = 0) -> dict[str, np.ndarray]:
-        """The metrics (``[n]`` numpy arrays) of ``n`` host rows: per batch of rows, init,
-        every chunk in order and finish (the monitors concatenated on the device)."""
+        """The metrics of rows: per batch of rows, init, every chunk in order and finish (the
+        monitors concatenated on the device).
+
+        Args:
+            dynamic: host rows of the dynamic pytree (``n`` rows).
+            key_data: host rows of key data.
+            batch: rows per call (0: all).
+
+        Returns:
+            ``{metric: numpy array [n]}``.
+        """
         import jax
 
         from dedebate.lab.devices import _to_host
 
         n = int(np.shape(key_data)[0])
         size = self.size(n, batch)
-        pieces = []
+        pieces, local = [], []
         for lo in range(0, n, size):
             dyn = jax.tree.map(lambda a, lo=lo: np.asarray(a)[lo:lo + size], dynamic)
             state = self.init(dyn, np.asarray(key_data)[lo:lo + size], size)
@@ -470,16 +536,20 @@ class ChunkedPrograms:
                 mons.append(mon)
             mon = jax.tree.map(lambda *m: jax.numpy.concatenate(m, axis=self.fn.axis + 1),
                                *mons)
-            pieces.append({k: _to_host(v) for k, v in self.finish(dyn, state, mon).items()})
+            out = self.finish(dyn, state, mon)
+            for shard in getattr(next(iter(out.values())), "addressable_shards", ()):
+                s = shard.index[0] if shard.index else slice(None)
+                local.extend(range(lo + (s.start or 0), lo + (size if s.stop is None else s.stop)))
+            pieces.append({k: _to_host(v) for k, v in out.items()})
             self.info.calls += 1
         self.info.rows += n
         self.info.padded_rows += size * len(pieces) - n
         self.info.batch, self.info.devices = size, self.n_dev
-        self.info.local_rows = list(range(n))
+        self.info.local_rows = sorted({r for r in local if r < n})
         return {k: np.concatenate([p[k] for p in pieces])[:n] for k in pieces[0]}
 
 
-def jax_rows(tree: Any) -> int:
+def _n_rows(tree: Any) -> int:
     """The length of the run axis of a pytree of rows (its first leaf's leading axis)."""
     import jax
 
