@@ -7,9 +7,9 @@ payoff should stay below rho^-(d+1); (3) schedules n_B vs simultaneous play; (4)
 from Algorithm 1 vs cold. What training achieves is a finding; the gating claims are what a
 theorem settles, exactly on the trained players: completeness of the honest A against every
 trained B (spec PED 4, Thm 6.1(1)) and chaining (spec 6.3, 6.4). Training runs chunk by chunk
-through the lab's chunked driver (checkpoints, resume). A sweep (``point``, ``DYNAMIC``) trains
-the run's seed-0 pair of part 1 in one compiled call, with the same chunk program and summary.
-The design, the monitors and why ``run`` does not call the swept function:
+through the lab's chunked driver (checkpoints, resume); parts 1 and 2 as rows of the swept
+function's compiled programs (``point``, ``DYNAMIC``: a chunked point), so a sweep row is the
+run's seed-0 pair of part 1, bit for bit. The design and the monitors:
 ``docs/prover-estimator-debate.md`` section 8.5.1. The training code:
 ``dedebate.training.stackelberg`` (with ``stackelberg_runs`` and ``stackelberg_warm``).
 """
@@ -17,6 +17,7 @@ The design, the monitors and why ``run`` does not call the swept function:
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import jax
 import numpy as np
@@ -24,6 +25,7 @@ import numpy as np
 from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
 from dedebate.lab.params import config_dataclass, param
+from dedebate.lab.sweep import ChunkedFn, ChunkedPrograms
 from dedebate.protocols.prover_estimator import COMPILE_OPTIONS  # noqa: F401 (point_row's)
 from dedebate.training import stackelberg as sb
 from dedebate.training import stackelberg_runs as runs
@@ -145,56 +147,134 @@ def point_metrics(cfg: Config, mon: StackelbergMonitors) -> dict:
             for k, v in summary(mon, main["thr"], main["band"]).items()}
 
 
+def _chunked(cfg: Config) -> ChunkedFn:
+    """Part 1's training at one schedule as a :class:`ChunkedFn`: ``init`` draws every seed's
+    trees and initial players as :func:`train_parts` does (part key ``fold_in(key, 1)``, seed
+    ``s`` from ``fold_in(., s)``), ``chunk`` is ``chunks`` chunks of :func:`sb.make_chunk`
+    (seeds vmapped), ``finish`` is :func:`summary` of seed 0's monitors."""
+    static = _static(cfg)
+    length, a_scale = cfg.steps // cfg.chunks, float(cfg.a_init_scale)
+
+    def init(dyn, key):
+        part = jax.random.fold_in(key, 1)
+        keys = jax.numpy.stack([jax.random.fold_in(part, s) for s in range(cfg.seeds)])
+
+        def one(k):
+            trees = runs.stable_trees(jax.random.fold_in(k, 0), cfg.n_trees, cfg.depth)
+            return {"trees": trees,
+                    "carry": sb.init_carry(static, trees, jax.random.fold_in(k, 1), a_scale)}
+
+        return jax.vmap(one)(keys)
+
+    def chunk(dyn, state, n):
+        carry, mon = jax.vmap(sb.make_chunk(static, n), in_axes=(None, 0, 0))(
+            dyn["hp"], state["trees"], state["carry"])
+        return {**state, "carry": carry}, mon
+
+    def finish(dyn, _state, mon):
+        return {k: v[0] for k, v in summary(mon, dyn["thr"], dyn["band"]).items()}
+
+    return ChunkedFn(init=init, chunk=chunk, chunks=(length,) * cfg.chunks, finish=finish,
+                     axis=1)
+
+
 def point(cfg: Config):
-    """One sweep point ``(dynamic, fn)``: ``fn(dynamic, key)`` (pure) trains the pair that
-    :func:`run` trains as seed 0 of part 1 at schedule ``main_n_b`` when its key is ``key``
-    (same trees, init and chunk program; the chunks in one ``lax.scan``) and returns
-    :func:`summary` of its monitors. Algorithm 1's warm start runs on the host: not sweepable."""
+    """One sweep point ``(dynamic, ChunkedFn)``: part 1's ``seeds`` pairs at schedule
+    ``main_n_b``, trained chunk by chunk (:func:`_chunked`); the row is :func:`summary` of seed
+    0's monitors (:func:`point_metrics`). :func:`run` trains every run of parts 1 and 2 through
+    these compiled programs (``ChunkedPrograms``, one row per call), so a row swept one per call
+    is the run's seed-0 pair, bit for bit (a sweep wants ``params.seeds=1``: the other seeds
+    train for nothing). Algorithm 1's warm start runs on the host: not sweepable.
+
+    Args:
+        cfg: the Config (``b_warm_start`` must be False).
+
+    Returns:
+        ``(dynamic, ChunkedFn)``: the row's dynamic numbers (:func:`_dynamic`) and the chunked
+        training.
+    """
     if cfg.b_warm_start:
         raise ValueError("b_warm_start=True: Algorithm 1 runs on the host, outside the swept "
                          "function; a sweep trains a cold B (b_warm_start=false)")
-    static = _static(cfg)
-    length, chunks, a_scale = cfg.steps // cfg.chunks, cfg.chunks, float(cfg.a_init_scale)
-    chunk = sb.make_chunk(static, length)
+    return _dynamic(cfg, cfg.main_n_b), _chunked(cfg)
 
-    def fn(dyn, key):
-        k = jax.random.fold_in(jax.random.fold_in(key, 1), 0)  # part 1, seed 0 of a run
-        trees = runs.stable_trees(jax.random.fold_in(k, 0), cfg.n_trees, cfg.depth)
-        carry = sb.init_carry(static, trees, jax.random.fold_in(k, 1), a_scale)
-        _, mon = jax.lax.scan(lambda c, _: chunk(dyn["hp"], trees, c), carry, None,
-                              length=chunks)
-        mon = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:]), mon)
-        return summary(mon, dyn["thr"], dyn["band"])
 
-    return _dynamic(cfg, cfg.main_n_b), fn
+def _row_dynamic(cfg: Config, run: tuple) -> dict:
+    """The dynamic numbers of one training run ``(label, n_b, simultaneous, warm)``."""
+    thr = cfg.rho ** -(cfg.depth + 1)
+    return {"hp": stackelberg_params(cfg.lr_a, cfg.lr_b, run[1], run[2], cfg.rho, cfg.eta),
+            "thr": np.float32(thr), "band": np.float32(cfg.tol * thr)}
 
 
 def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
     """Every part, chunk by chunk through :func:`run_chunks` (a checkpoint after each chunk,
     resume from the newest). Chunk ``g`` is chunk ``g % chunks`` of part ``g // chunks``; its
-    rows go at steps ``g * length + t``. Returns the parts by name and the next free step."""
+    rows go at steps ``g * length + t``. Parts 1 and 2 train each run as one row of
+    :func:`point`'s compiled programs (so the report's pairs are the sweep's); part 4 (its own
+    seed count) through :func:`runs.train_chunk`.
+
+    Args:
+        cfg: the Config.
+        ctx: the run's context (key, checkpoints, logging).
+
+    Returns:
+        ``(trained, next_step)``: :class:`Trained` by part name and the first free log step.
+    """
     ps, static, length = parts(cfg), _static(cfg), cfg.steps // cfg.chunks
+    progs = ChunkedPrograms(sys.modules[__name__], cfg, _chunked(cfg),
+                            jax.random.key_impl(ctx.key))
+    size = progs.size(1)
     setups = {p.name: runs.setup_part(static, p, jax.random.fold_in(ctx.key, p.key_index),
                                       cfg.n_trees, cfg.depth, cfg.lr_a, cfg.lr_b, cfg.rho, cfg.eta)
-              for p in ps}
-    init = {p.name: {"carry": setups[p.name][1], "warm": warm_info_template(p.seeds, cfg.depth)}
-            for p in ps}
+              for p in ps if p.name != "stable"}  # part 1: the point's init program
+    rowed = {p.name for p in ps if p.seeds == cfg.seeds}  # parts 1, 2: the point's programs
+    dyn = {p.name: [progs.place(_one_row(_row_dynamic(cfg, r)), size) for r in p.runs]
+           for p in ps if p.name in rowed}
+
+    def first(p):  # the part's initial state, one row per run (padded to the devices)
+        if p.name == "stable":
+            kd = np.asarray(jax.random.key_data(ctx.key))[None]
+            one = progs.init(_one_row(_row_dynamic(cfg, p.runs[0])), kd, size)
+        else:
+            trees, carry, _ = setups[p.name]
+            one = progs.place(_one_row({"trees": trees,
+                                        "carry": jax.tree.map(lambda x: x[0], carry)}), size)
+        return [one] * len(p.runs)
+
+    init = {p.name: {"rows" if p.name in rowed else "carry":
+                     first(p) if p.name in rowed else setups[p.name][1],
+                     "warm": warm_info_template(p.seeds, cfg.depth)} for p in ps}
+    trees_of = {p.name: jax.tree_util.tree_map(lambda x: jax.numpy.asarray(np.asarray(x)[0]),
+                                               init[p.name]["rows"][0]["trees"])
+                if p.name == "stable" else setups[p.name][0] for p in ps}
 
     def chunk(state, g):
         p, c = ps[g // cfg.chunks], g % cfg.chunks
-        trees, _, hp = setups[p.name]
+        trees = trees_of[p.name]
         st = dict(state[p.name])
         warm = [i for i, r in enumerate(p.runs) if r[3]]
         if c == 0 and warm:  # B fitted to Algorithm 1's estimator for the initial A
-            cold = jax.tree_util.tree_map(lambda x: x[warm[0]], st["carry"])
+            cold = jax.tree_util.tree_map(lambda x: x[warm[0]], _carries(st["rows"])
+                                          if p.name in rowed else st["carry"])
             with ctx.stopwatch("algorithm1") as lap:
                 targets, steps, max_adv = ogd_targets(static, trees, cold, cfg.rho,
                                                       cfg.warm_delta)
             fitted, info = warm_start(static, trees, cold, targets, cfg.rho, cfg.warm_fit_steps)
             st["warm"] = {**info, "ogd_steps": steps, "ogd_max_adv": max_adv,
                           "ogd_wall_s": np.float32(lap.seconds)}
-            st["carry"] = runs.set_runs(st["carry"], warm, fitted)
-        st["carry"], mon = runs.train_chunk(static, length, hp, trees, st["carry"])
+            if p.name in rowed:
+                st["rows"] = [progs.place(_one_row({"trees": trees, "carry": fitted}), size)
+                              if i in warm else r for i, r in enumerate(st["rows"])]
+            else:
+                st["carry"] = runs.set_runs(st["carry"], warm, fitted)
+        if p.name in rowed:
+            out = [progs.chunk(d, r, length) for d, r in zip(dyn[p.name], st["rows"])]
+            st["rows"] = [r for r, _ in out]
+            mon = jax.tree_util.tree_map(lambda *m: np.stack([np.asarray(x)[0] for x in m]),
+                                         *[m for _, m in out])
+        else:
+            st["carry"], mon = runs.train_chunk(static, length, setups[p.name][2], trees,
+                                                st["carry"])
         return {**state, p.name: st}, {p.name: mon}
 
     done = run_chunks(ctx, "Stackelberg training", init, chunk, cfg.chunks * len(ps),
@@ -203,9 +283,23 @@ def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
                           ps[g // cfg.chunks], mon[ps[g // cfg.chunks].name], g * length))
     return {p.name: Trained(
         mon=done.monitors[p.name], warm=jax.tree_util.tree_map(np.asarray, done.state[p.name][
-            "warm"]), trees=setups[p.name][0], carry=done.state[p.name]["carry"], part=p,
+            "warm"]), trees=trees_of[p.name],
+        carry=(_carries(done.state[p.name]["rows"]) if p.name in rowed
+               else done.state[p.name]["carry"]), part=p,
         wall=sum(done.wall_s[k * cfg.chunks:(k + 1) * cfg.chunks]))
         for k, p in enumerate(ps)}, done.next_step
+
+
+def _one_row(tree):
+    """A pytree as one host row (a leading axis of 1)."""
+    return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], tree)
+
+
+def _carries(rows: list) -> sb.Carry:
+    """The carries ``[runs, seeds]`` of a part's rows (row 0 of each, through the host)."""
+    return jax.tree_util.tree_map(lambda *x: jax.numpy.asarray(np.stack([np.asarray(a)[0]
+                                                                       for a in x])),
+                                  *[r["carry"] for r in rows])
 
 
 def unstable_claim(cfg: Config, mon2: StackelbergMonitors, wall2: float, thr, tables,

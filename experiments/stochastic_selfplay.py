@@ -9,21 +9,22 @@ trained Bob/Alice and the Monte-Carlo check; findings (not gating): the self-pla
 tracking, abort targeting, the n_B schedule and convergence. Players, game, training, rows and
 their criteria: docs/doubly-efficient-debate.md, section 5.7 (spec DED 5.7). Library:
 :mod:`dedebate.agents.selfplay_players`, :mod:`dedebate.exact.selfplay`,
-:mod:`dedebate.training.stochastic_selfplay`, :mod:`dedebate.training.selfplay_runs`. Training
-goes in ``chunks`` jitted chunks per run through the lab's chunked driver (log after each chunk,
-an Orbax checkpoint every ``checkpoint_every``); ``resume=true`` reproduces the uninterrupted run.
+:mod:`dedebate.training.stochastic_selfplay`, :mod:`dedebate.training.selfplay_runs`. Every
+training run (both instances at once) is a row of the swept function's compiled programs
+(``point``, a chunked point), trained in ``chunks`` chunks through the lab's chunked driver (log
+after each chunk, an Orbax checkpoint every ``checkpoint_every``): a sweep row is the run's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 
 import jax
 import numpy as np
 
 from dedebate.exact.selfplay import level_inputs, measure_pair, measure_pairs, take
-from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
@@ -33,25 +34,22 @@ from dedebate.lab.experiment import (
     wilson_interval,
 )
 from dedebate.lab.params import config_dataclass, param
+from dedebate.lab.sweep import ChunkedFn, train_point
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.training.selfplay_runs import (
     CASES,
     MEASURED,
     chunk_rows,
     f64_words,
-    initial_monitors,
-    initial_state,
     measure_host,
     monte_carlo_wins,
     point_metrics,
     seed_keys,
     setup,
-    training_runs,
 )
 from dedebate.training.stochastic_selfplay import (
     COMPILE_OPTIONS,  # noqa: F401  (the swept program's XLA options: lab contract)
     carry_axes,
-    chunk_grid,
     chunk_lengths,
     init_carry,
     make_chunk,
@@ -115,41 +113,42 @@ SIZES = {
 }
 
 
-def _runs(cfg: Config, hp) -> list:
-    return training_runs(hp, cfg.ablate_tail, cfg.n_b_sweep)
+def _rows(cfg: Config, dynamic) -> dict:
+    """The training rows of a run, in training order: the main pairs (the sweep's row), then
+    the tail ablation and one row per extra n_B (the same point, other hyperparameters)."""
+    hp = dynamic["hp"]
+    out = {"main": dynamic}
+    if cfg.ablate_tail:
+        out["ablation"] = {**dynamic, "hp": hp.replace(vera_grad_mix=np.float32(0))}
+    out.update({f"n_b_{n}": {**dynamic, "hp": hp.replace(n_b=np.int32(n))}
+                for n in cfg.n_b_sweep})
+    return out
 
 
-def _train_all(cfg: Config, ctx, static, inputs, hp):
-    """Every training run chunk by chunk (:func:`chunk_grid` through ``run_chunks``); chunk ``g``
-    is chunk ``g % chunks`` of run ``g // chunks``, the main runs' rows at step ``run * updates
-    per run + updates`` (one clock). Returns the driver's result and wall seconds per run."""
-    runs = _runs(cfg, hp)
+def _train_all(cfg: Config, ctx, static):
+    """Every training row through :func:`point`'s compiled programs, chunk by chunk
+    (``train_point``): chunk ``g`` is chunk ``g % chunks`` of row ``g // chunks``, both
+    instances at once; the main row's monitors are logged at step = Alice updates, one row per
+    instance and period. Returns the driver's result and wall seconds per row."""
     lengths = chunk_lengths(n_periods(static), cfg.chunks)
     starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
-    per_run = n_periods(static) * cfg.log_every
 
-    def chunk(state, g):
-        r, c = divmod(g, cfg.chunks)
-        case, name, h = runs[r]
-        carry, mon = chunk_grid(static, lengths[c])(inputs[case], h, state[case][name])
-        return {**state, case: {**state[case], name: carry}}, {f"{case}/{name}": mon}
-
-    def rows(g, _state, mon):
-        r, c = divmod(g, cfg.chunks)
-        case, name, _ = runs[r]
+    def rows(name, c, mon):
         if name != "main":
             return []
-        return chunk_rows(case, mon[f"{case}/{name}"], r * per_run + starts[c] * cfg.log_every,
-                          cfg.log_every)
+        per_case = [chunk_rows(case, jax.tree.map(lambda x, i=i: x[i], mon),
+                               starts[c] * cfg.log_every, cfg.log_every)
+                    for i, case in enumerate(CASES)]
+        return [r for pair in zip(*per_case) for r in pair]  # by step, yes then no
 
-    init = initial_state(ctx.key, cfg.seeds, static, runs)
-    done = run_chunks(ctx, "stochastic self-play training", init, chunk, len(runs) * cfg.chunks,
-                      monitors=initial_monitors(cfg.seeds, static, runs), axis=1,
-                      every=cfg.checkpoint_every, keep=2, log_rows=rows)
+    names = _rows(cfg, point(cfg)[0])
+    done, _ = train_point(sys.modules[__name__], cfg, ctx, names,
+                          desc="stochastic self-play training", every=cfg.checkpoint_every,
+                          log_rows=rows)
     walls = {}
-    for r, (case, name, _) in enumerate(runs):
-        wk = f"{'train' if name == 'main' else name}_{case}"
-        walls[wk] = sum(done.wall_s[r * cfg.chunks:(r + 1) * cfg.chunks])
+    for r, name in enumerate(names):
+        walls["train" if name == "main" else name] = sum(
+            done.wall_s[r * cfg.chunks:(r + 1) * cfg.chunks])
     return done, walls
 
 
@@ -158,44 +157,62 @@ DYNAMIC = ("p_yes", "p_no", "spread", "lr_a", "lr_b", "n_b", "alice_init", "bob_
            "vera_grad_mix", "gap_tol")
 """Fields entering :func:`point` only as numbers (``n_b`` is a traced loop bound; under ``vmap``
 a row waits for its group's largest n_B). Static: ``T``, ``hidden``, ``steps``, ``log_every``,
-``seeds``. Run only (not in :func:`point`): ``n_b_sweep``, ``ablate_tail``, ``mc_trials``,
-``chunks``, ``checkpoint_every``."""
+``seeds``, ``chunks``. Run only (not in :func:`point`): ``n_b_sweep``, ``ablate_tail``,
+``mc_trials``, ``checkpoint_every``."""
+
 
 def point(cfg: Config):
-    """One sweep point ``(dynamic, fn)``: ``fn(dynamic, key)`` trains the main runs (seed keys
-    :func:`seed_keys`, all periods in one :func:`make_chunk`, seeds vmapped with
-    :func:`carry_axes`) and returns :func:`point_metrics` of their :func:`measure_pairs` (host,
-    ``jax.pure_callback``, float32 in the row). The tail ablation, n_B schedule, Monte-Carlo
-    check and monitors are run only. ``run`` trains through the checkpointed chunked driver (the
-    same chunks, composing bit for bit; it must stop after each chunk to log and checkpoint, which
-    one compiled ``fn`` cannot) and stores the same dict as ``metrics["point"]``. A row matches
-    it to float32 training's last bits (~1e-5), also one row per call (``point_row``): under the
-    row ``vmap`` the rates are vectors, which XLA rounds differently from the run's scalars."""
+    """One sweep point ``(dynamic, ChunkedFn)``: the main runs of both instances, every seed
+    (seed keys :func:`seed_keys`), trained in ``chunks`` chunks of :func:`make_chunk` (seeds
+    vmapped with :func:`carry_axes`, the two instances vmapped too); ``finish`` is
+    :func:`point_metrics` of their :func:`measure_pairs` (host, ``jax.pure_callback``, float32
+    in the row). :func:`run` trains these rows through the same compiled programs
+    (``train_point``, one row per call, checkpointed) and measures the same players in float64
+    (``metrics["point"]``: the row before its float32 rounding). The tail ablation, n_B
+    schedule, Monte-Carlo check and monitors are run only.
+
+    Args:
+        cfg: the Config.
+
+    Returns:
+        ``(dynamic, ChunkedFn)``: the row's dynamic numbers (both instances' level inputs, the
+        hyperparameters, the float64 words of ``p_yes, p_no, spread, gap_tol``) and the chunked
+        training (monitor time axis 2: ``[instance, seed, period]``).
+    """
     instances, _, _, static, hp = setup(cfg)
-    dynamic = {"inputs": {case: jax.tree.map(np.asarray, level_inputs(prefix_tree(fx.machine)))
-                          for case, fx in instances},
+    levels = [jax.tree.map(np.asarray, level_inputs(prefix_tree(fx.machine)))
+              for _, fx in instances]
+    dynamic = {"inputs": jax.tree.map(lambda *x: np.stack(x), *levels),
                "hp": jax.tree.map(np.asarray, hp),
                "words": np.stack([f64_words(x) for x in (cfg.p_yes, cfg.p_no, cfg.spread,
                                                          cfg.gap_tol)])}
     axes = carry_axes(static)
-    init = jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0), out_axes=axes)
-    train = jax.vmap(make_chunk(static, n_periods(static)), in_axes=(None, None, axes),
-                     out_axes=(axes, 0))
+    init = jax.vmap(jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0),
+                             out_axes=axes), in_axes=(None, 0), out_axes=axes)
     names = list(point_metrics({c: ([dict.fromkeys(MEASURED + ("value",), 0.0)] * cfg.seeds,
                                     [0.0] * cfg.seeds) for c in CASES}, 0.0))
     shapes = {k: jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(np.float64))
               for k in names}
 
-    def fn(dyn, key):
-        players = {}
-        for i, case in enumerate(CASES):
-            carry, _ = train(dyn["inputs"][case], dyn["hp"],
-                             init(dyn["hp"], seed_keys(key, i, cfg.seeds)))
-            players[case] = (carry.alice, carry.bob)
+    def start(dyn, key):
+        keys = jax.numpy.stack([seed_keys(key, i, cfg.seeds) for i in range(len(CASES))])
+        return init(dyn["hp"], keys)
+
+    def chunk(dyn, carry, periods):
+        train = jax.vmap(jax.vmap(make_chunk(static, periods), in_axes=(None, None, axes),
+                                  out_axes=(axes, 0)), in_axes=(0, None, axes),
+                         out_axes=(axes, 0))
+        return train(dyn["inputs"], dyn["hp"], carry)
+
+    def finish(dyn, carry, _mon):
+        players = {case: (jax.tree.map(lambda x, i=i: x[i], carry.alice),
+                          jax.tree.map(lambda x, i=i: x[i], carry.bob))
+                   for i, case in enumerate(CASES)}
         return jax.pure_callback(functools.partial(measure_host, cfg), shapes, dyn["words"],
                                  players, vmap_method="sequential")
 
-    return dynamic, fn
+    chunks = chunk_lengths(n_periods(static), cfg.chunks)
+    return dynamic, ChunkedFn(init=start, chunk=chunk, chunks=chunks, finish=finish, axis=2)
 
 
 def sweep_figures(rows) -> dict:
@@ -308,18 +325,26 @@ def mc_claims(mc: dict[str, tuple[float, float, float]]) -> list[Claim]:
     return claims
 
 
-def _evaluate_all(cfg: Config, ctx, instances, constants, levels, trained, hp, walls):
+def _case(carry, i):
+    """Instance ``i``'s players ``(alice, bob)`` (stacked over seeds) of a trained row, as
+    device arrays like those the swept measurement gets (so it reuses their programs)."""
+    dev = jax.devices()[0]
+    return tuple(jax.tree.map(lambda x: jax.device_put(np.asarray(x)[i], dev), p)
+                 for p in (carry.alice, carry.bob))
+
+
+def _evaluate_all(cfg: Config, ctx, instances, constants, levels, trained, walls):
     """Per instance: the main pairs' exact measurements and honest Alice against them, the
     other runs' cheap measurements and (``mc_trials``) the Monte-Carlo wins (host)."""
     results = {}
     with ctx.progress(2 * (1 + int(cfg.mc_trials > 0)), "stochastic self-play: evaluation") as bar:
         for i, (case, fx) in enumerate(instances):
-            lv, main = levels[case], trained.state[case]["main"]
+            lv, (alice, bob) = levels[case], _case(trained.state["main"], i)
             with ctx.stopwatch(f"evaluate_{case}") as lap:
-                ev, honest = measure_pairs(fx, lv, constants, main.alice, main.bob)
+                ev, honest = measure_pairs(fx, lv, constants, alice, bob)
                 res = {"p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
-                for name in [n for c, n, _ in _runs(cfg, hp) if c == case and n != "main"]:
-                    a1, b1 = trained.state[case][name].alice, trained.state[case][name].bob
+                for name in [n for n in trained.state if n != "main"]:
+                    a1, b1 = _case(trained.state[name], i)
                     evs = [measure_pair(lv, take(a1, s), take(b1, s), constants, full=False)
                            for s in range(cfg.seeds)]
                     if name == "ablation":
@@ -331,7 +356,7 @@ def _evaluate_all(cfg: Config, ctx, instances, constants, levels, trained, hp, w
             if cfg.mc_trials > 0:
                 with ctx.stopwatch(f"monte_carlo_{case}") as lap:
                     res["mc_wins"] = monte_carlo_wins(
-                        cfg.T, fx, constants, main.alice, main.bob,
+                        cfg.T, fx, constants, alice, bob,
                         jax.random.fold_in(jax.random.fold_in(ctx.key, i), 7), cfg.mc_trials)
                 walls[f"monte_carlo_{case}"] = lap.seconds
                 bar.update(1)
@@ -349,12 +374,11 @@ def _wrong(evs, case):
 
 def run(cfg: Config, ctx) -> ExperimentResult:
     claims, tables, metrics = [], {}, {}
-    instances, params, constants, static, hp = setup(cfg)
+    instances, params, constants, static, _ = setup(cfg)
     K = instances[0][1].K
     levels = {case: prefix_tree(fx.machine) for case, fx in instances}
-    inputs = {case: level_inputs(levels[case]) for case in levels}
-    trained, walls = _train_all(cfg, ctx, static, inputs, hp)
-    results = _evaluate_all(cfg, ctx, instances, constants, levels, trained, hp, walls)
+    trained, walls = _train_all(cfg, ctx, static)
+    results = _evaluate_all(cfg, ctx, instances, constants, levels, trained, walls)
     tables["seeds"] = [{"instance": case, "seed": s, "honest_alice_vs_bob": res["honest_alice"][s],
                         **{k: float(v) for k, v in e.items()}}
                        for case, res in results.items() for s, e in enumerate(res["ev"])]
@@ -467,6 +491,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         if "mc_wins" in res:
             summary["mc_wins_per_seed"] = res["mc_wins"].tolist()
         metrics[case] = summary
-    mons = [trained.monitors[f"{case}/main"] for case in CASES]
+    mons = [jax.tree.map(lambda x, i=i: x[i], trained.monitors["main"])
+            for i in range(len(CASES))]
     plots = [ctx.save_figure(_plot(cfg, mons, list(CASES)), "stochastic_selfplay")]
     return ExperimentResult(claims=claims, metrics=metrics, tables=tables, plots=plots)

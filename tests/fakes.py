@@ -133,6 +133,33 @@ def count_point_traces(monkeypatch, module) -> list[int]:
     return traces
 
 
+def count_chunked_traces(monkeypatch, module) -> dict[str, int]:
+    """Wrap ``module.point`` (a chunked point: ``(dynamic, ChunkedFn)``) so every trace of its
+    ``init``, ``chunk`` (per spec) and ``finish`` (once per compile of each program) adds 1 to
+    the returned counter, keyed ``"init"``, ``("chunk", spec)`` and ``"finish"``."""
+    import dataclasses
+
+    traces: dict = {}
+    real_point = module.point
+
+    def counted(name, f):
+        def traced(*args):
+            key = (name, args[-1]) if name == "chunk" else name
+            traces[key] = traces.get(key, 0) + 1
+            return f(*args)
+
+        return traced
+
+    def counting(cfg):
+        dyn, fn = real_point(cfg)
+        return dyn, dataclasses.replace(fn, init=counted("init", fn.init),
+                                        chunk=counted("chunk", fn.chunk),
+                                        finish=counted("finish", fn.finish))
+
+    monkeypatch.setattr(module, "point", counting)
+    return traces
+
+
 def sweep_then_run_alone(module, tmp: Path, *, axes: dict[str, list], pick, seed: int = 0,
                          seeds: int = 1, run_seed: int | None = None):
     """Sweep ``axes`` x ``seeds`` at the quick size one row per call (``sweep.batch: 1``), then

@@ -1,9 +1,10 @@
 """Resume of the stochastic self-play experiment (experiments/stochastic_selfplay.py).
 
-A tiny run (T = 3, 2 seeds, 4 training runs of 2 chunks each, a checkpoint every 2 chunks) is
-interrupted after its fifth chunk -- one chunk past the last checkpoint, so the resumed attempt
-both restores chunks and recomputes one it had already logged -- then resumed from the Orbax
-checkpoints in the same directory (through the lab's chunked driver). The final training state (both players, Adam states, update
+A tiny run (T = 3, 2 seeds, 2 training rows -- the main pairs and n_B = 1, both instances per
+chunk -- of 4 chunks each, a checkpoint every 2 chunks) is interrupted after its third chunk --
+one chunk past the last checkpoint, so the resumed attempt both restores chunks and recomputes
+one it had already logged -- then resumed from the Orbax checkpoints in the same directory
+(through the lab's chunked driver, via ``train_point``). The final training state (both players, Adam states, update
 counters, keys, monitors) is bit-equal to the uninterrupted run's, every claim, table and metric
 (wall times aside) is equal, and the rows the resumed attempt logs equal the uninterrupted run's.
 A finished run whose newest checkpoint is deleted or corrupted resumes to the same state and
@@ -20,31 +21,21 @@ import numpy as np
 import pytest
 
 import experiments.stochastic_selfplay as E
+from dedebate.lab import driver
 from dedebate.lab.checkpoint import Checkpointer
 from dedebate.lab.driver import checkpoint_template
-from dedebate.machines.fixtures import f2_target
-from dedebate.protocols.stochastic import lean_defaults
-from dedebate.training import stochastic_selfplay as sp
-from dedebate.training.selfplay_runs import initial_monitors, initial_state, training_runs
 from tests.fakes import Crash, CrashingContext, FakeContext, truncate_checkpoint
 
 CFG = E.Config(T=3, seeds=2, steps=40, log_every=10, n_b=2, n_b_sweep=(1,), ablate_tail=False,
-               mc_trials=0, chunks=2, checkpoint_every=2)
-N_CHUNKS = 4 * CFG.chunks  # (yes, no) x (n_b = 2, n_b = 1)
+               mc_trials=0, chunks=4, checkpoint_every=2)
+N_CHUNKS = 2 * CFG.chunks  # rows (n_b = 2: the main pairs, n_b = 1), both instances per chunk
+TEMPLATE = []  # the driver's (initial state, monitors) of the reference run
 
 
 def _final_state(root):
-    """The last checkpoint of a run directory, restored against the experiment's template."""
-    fx = f2_target(CFG.T, CFG.p_yes, spread=CFG.spread)
-    constants = lean_defaults(fx.K, CFG.T).constants(fx.K, CFG.T)
-    static = sp.SelfPlayStatic(T=CFG.T, hidden=CFG.hidden, steps=CFG.steps,
-                               log_every=CFG.log_every)
-    hp = sp.selfplay_params(constants, n_b=CFG.n_b)
-    runs = training_runs(hp, CFG.ablate_tail, CFG.n_b_sweep)
-    template = checkpoint_template(initial_state(jax.random.key(0), CFG.seeds, static, runs),
-                                   initial_monitors(CFG.seeds, static, runs))
+    """The last checkpoint of a run directory, restored against the driver's template."""
     with Checkpointer(root / "checkpoints", "fake") as ckpt:
-        return ckpt.restore(template)
+        return ckpt.restore(checkpoint_template(*TEMPLATE[0]))
 
 
 def _leaves(state):
@@ -64,7 +55,15 @@ def reference(tmp_path_factory):
     """The uninterrupted run: its directory, context and result."""
     root = tmp_path_factory.mktemp("ref")
     ctx = FakeContext(root, seed=0, name=E.NAME)
-    return root, ctx, E.run(CFG, ctx)
+    real = driver.run_chunks
+
+    def recording(ctx, desc, init_state, chunk_fn, n_chunks, **kw):
+        TEMPLATE[:] = [(init_state, kw["monitors"])]
+        return real(ctx, desc, init_state, chunk_fn, n_chunks, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(driver, "run_chunks", recording)
+        return root, ctx, E.run(CFG, ctx)
 
 
 @pytest.mark.slow
@@ -73,11 +72,11 @@ def test_resumed_run_equals_uninterrupted(tmp_path, reference):
 
     root = tmp_path / "crashed"
     with pytest.raises(Crash):
-        E.run(CFG, CrashingContext(root, seed=0, name=E.NAME, after=5))
+        E.run(CFG, CrashingContext(root, seed=0, name=E.NAME, after=3))
     resumed_ctx = FakeContext(root, seed=0, name=E.NAME, resume=True)
     resumed = E.run(CFG, resumed_ctx)
     bar = resumed_ctx.bars[0]
-    assert bar.n == bar.total == N_CHUNKS  # 4 chunks restored, 4 trained
+    assert bar.n == bar.total == N_CHUNKS  # 2 chunks restored, 6 trained
 
     # the final training state, bit for bit (the last chunk is always checkpointed)
     step_ref, state_ref = _final_state(ref_root)
@@ -86,23 +85,24 @@ def test_resumed_run_equals_uninterrupted(tmp_path, reference):
     assert jax.tree.structure(state_ref) == jax.tree.structure(state_res)
     for x, y in zip(_leaves(state_ref), _leaves(state_res)):
         np.testing.assert_array_equal(x, y)
-    carry = state_ref["state"]["no"]["main"]
-    assert carry.step.tolist() == CFG.steps  # shared update counter of the run
+    carry = state_ref["state"]["main"]
+    assert carry.step.tolist() == [CFG.steps]  # shared update counter of the (one-row) run
     assert float(np.abs(np.asarray(carry.bob.w)).max()) > 0  # a trained, non-trivial state
 
     # every reported number
     assert _numbers(resumed) == _numbers(ref)
 
-    # logged rows: the uninterrupted run logs each monitor period once per instance; the
-    # resumed attempt logs the main-run chunks it trained (the no-instance's, the third run, at
-    # steps 2 * steps + Alice updates; its first chunk, the fifth overall, was trained and logged
-    # before the crash but not checkpointed, so it is recomputed), each with the uninterrupted
-    # run's values; the driver cut the file after the restored chunks' rows
+    # logged rows: the uninterrupted run logs each monitor period of the main pairs once per
+    # instance, at step = Alice updates; the resumed attempt logs the main chunks it trained
+    # (the third, trained and logged before the crash but not checkpointed, so recomputed, and
+    # the fourth), each with the uninterrupted run's values; the driver cut the file after the
+    # restored chunks' rows
     ref_rows = {(m["instance"], s): m for s, m in ref_ctx.logged}
     assert len(ref_rows) == len(ref_ctx.logged) == 2 * CFG.steps // CFG.log_every
+    assert [s for s, _ in ref_ctx.logged] == sorted(s for s, _ in ref_ctx.logged)
     again = {(m["instance"], s): m for s, m in resumed_ctx.logged}
-    assert sorted(again) == [("no", 2 * CFG.steps + s) for s in range(10, CFG.steps + 1, 10)]
-    assert resumed_ctx.truncated == [CFG.steps + 1]  # after the yes-instance's main run
+    assert sorted(again) == [(c, s) for c in ("no", "yes") for s in (30, 40)]
+    assert resumed_ctx.truncated == [21]  # after the restored chunks' rows (steps 10, 20)
     assert all(again[k] == ref_rows[k] for k in again)
 
 
@@ -133,8 +133,8 @@ def test_damaged_newest_checkpoint_resumes_bit_equal_then_resume_is_a_no_op(tmp_
     assert step_ref == step_res == N_CHUNKS
     for x, y in zip(_leaves(state_ref), _leaves(state_res), strict=True):
         np.testing.assert_array_equal(x, y)
-    # the last checkpoint interval (the last two chunks: the no-instance's n_b = 1 run, whose
-    # rows are not logged) was trained again and saved where the bad step was
+    # the last checkpoint interval (the last two chunks, of the n_b = 1 row, whose rows are not
+    # logged) was trained again and saved where the bad step was
     assert newest.is_dir() and ctx.logged == []
     assert (root / "checkpoints" / f"corrupt-{N_CHUNKS}").is_dir() == (damage == "corrupt")
 

@@ -1,10 +1,9 @@
 """The runs of a stochastic self-play study: instances, training runs, initial state, checks.
 
 A study trains learned pairs (:mod:`dedebate.training.stochastic_selfplay`) on an F2 yes- and
-no-instance (:func:`setup`): per instance the main run, optionally a tail ablation
-(``vera_grad_mix = 0``) and one run per extra n_B (:func:`training_runs`), every run of an
-instance from the same seed keys (:func:`initial_state`). The main run's monitors become log rows
-(:func:`chunk_rows`); trained pairs are measured exactly (:func:`dedebate.exact.selfplay.measure_pairs`)
+no-instance (:func:`setup`): the main runs, optionally a tail ablation (``vera_grad_mix = 0``)
+and one run per extra n_B, every run of an instance from the same seed keys (:func:`seed_keys`).
+The main runs' monitors become log rows (:func:`chunk_rows`); trained pairs are measured exactly (:func:`dedebate.exact.selfplay.measure_pairs`)
 and checked by Monte-Carlo play (:func:`monte_carlo_wins`). :func:`f64_words` /
 :func:`words_f64` carry float64 numbers through a float32 trace unrounded (the swept function's
 host measurement reads the instances' probabilities from them).
@@ -33,10 +32,7 @@ from dedebate.protocols.stochastic import (
 from dedebate.protocols.stochastic_batch import run_trials
 from dedebate.training.stochastic_selfplay import (
     SelfPlayMonitors,
-    SelfPlayParams,
     SelfPlayStatic,
-    init_grid,
-    n_periods,
     selfplay_params,
 )
 
@@ -73,28 +69,6 @@ def setup(cfg):
     return instances, params, constants, static, hp
 
 
-def training_runs(hp: SelfPlayParams, ablate_tail: bool,
-                  n_b_sweep) -> list[tuple[str, str, SelfPlayParams]]:
-    """The training runs of a study, in training order.
-
-    Args:
-        hp: the main run's hyperparameters.
-        ablate_tail: also train with ``vera_grad_mix = 0`` (run ``"ablation"``).
-        n_b_sweep: further n_B values (runs ``"n_b_{n}"``).
-
-    Returns:
-        ``(instance, run name, hparams)`` per run: per instance the main run (``"main"``), the
-        ablation and each n_B of the sweep.
-    """
-    out = []
-    for case in CASES:
-        out.append((case, "main", hp))
-        if ablate_tail:
-            out.append((case, "ablation", hp.replace(vera_grad_mix=jnp.float32(0))))
-        out.extend((case, f"n_b_{n}", hp.replace(n_b=jnp.int32(n))) for n in n_b_sweep)
-    return out
-
-
 def seed_keys(key: jax.Array, instance: int, seeds: int) -> jax.Array:
     """The seed keys of one instance: seed s from ``fold_in(fold_in(key, instance), s)``.
 
@@ -108,44 +82,6 @@ def seed_keys(key: jax.Array, instance: int, seeds: int) -> jax.Array:
     """
     k = jax.random.fold_in(key, instance)
     return jnp.stack([jax.random.fold_in(k, s) for s in range(seeds)])
-
-
-def initial_state(key: jax.Array, seeds: int, static: SelfPlayStatic, runs) -> dict:
-    """The training state before the first chunk (also a checkpoint's restore template).
-
-    Args:
-        key: the study's typed PRNG key.
-        seeds: pairs trained per run.
-        static: the static sizes.
-        runs: :func:`training_runs`.
-
-    Returns:
-        ``{instance: {run: carry}}`` with every run's initial seed-batched carry
-        (:func:`~dedebate.training.stochastic_selfplay.init_grid` at :func:`seed_keys`, the same
-        keys for every run of an instance).
-    """
-    state = {}
-    for i, case in enumerate(CASES):
-        keys = seed_keys(key, i, seeds)
-        for c, name, h in runs:
-            if c == case:
-                state.setdefault(case, {})[name] = init_grid(static)(h, keys)
-    return state
-
-
-def initial_monitors(seeds: int, static: SelfPlayStatic, runs) -> dict:
-    """Zero monitors per training run.
-
-    Args:
-        seeds: pairs trained per run.
-        static: the static sizes.
-        runs: :func:`training_runs`.
-
-    Returns:
-        ``{"instance/run": SelfPlayMonitors}`` of zeros ``[seeds, n_periods]``.
-    """
-    z = np.zeros((seeds, n_periods(static)), np.float32)
-    return {f"{case}/{name}": SelfPlayMonitors(z, z) for case, name, _ in runs}
 
 
 def chunk_rows(case: str, mon: SelfPlayMonitors, first: int,
