@@ -170,6 +170,7 @@ DOCUMENTED = (
     "dedebate/protocols/witness.py",
     "dedebate/agents/learned.py", "dedebate/agents/ped_strategies.py",
     "dedebate/agents/stochastic_players.py",
+    "dedebate/lab/parallel.py",
 )
 MAX_MODULE_DOCSTRING_LINES = 15
 
