@@ -86,12 +86,16 @@ def core_sets(jobs: int, cores: Sequence[int]) -> list[list[int]]:
 
 
 def _jax_cache_settings() -> dict[str, Any]:
-    """The parent's persistent compile cache settings (mirrored in each worker)."""
+    """The parent's persistent compile cache settings (mirrored in each worker), and whether the
+    lab turned it on (``compile_cache.enable``, then called again in the worker)."""
     import jax
 
-    return {k: getattr(jax.config, k) for k in (
-        "jax_compilation_cache_dir", "jax_enable_compilation_cache",
-        "jax_persistent_cache_min_compile_time_secs")}
+    from dedebate.lab import compile_cache
+
+    return {"by_lab": compile_cache.provenance()["source"] in (compile_cache.ENV, "default"),
+            "jax": {k: getattr(jax.config, k) for k in (
+                "jax_compilation_cache_dir", "jax_enable_compilation_cache",
+                "jax_persistent_cache_min_compile_time_secs")}}
 
 
 def _worker(conn, cores: list[int], jax_settings: dict[str, Any]) -> None:
@@ -104,7 +108,11 @@ def _worker(conn, cores: list[int], jax_settings: dict[str, Any]) -> None:
             pass
     import jax
 
-    for k, v in jax_settings.items():
+    if jax_settings["by_lab"]:  # the same environment, so the same directory and provenance
+        from dedebate.lab.compile_cache import enable
+
+        enable()
+    for k, v in jax_settings["jax"].items():
         if getattr(jax.config, k) != v:
             jax.config.update(k, v)
     from dedebate.lab.runner import run_experiment
