@@ -118,7 +118,10 @@ def _worker(conn, cores: list[int], jax_settings: dict[str, Any]) -> None:
     from dedebate.lab.runner import run_experiment
 
     while True:
-        task = conn.recv()
+        try:
+            task = conn.recv()
+        except EOFError:  # the parent is gone
+            return
         if task is None:
             return
         out = Outcome(task.name)
@@ -169,29 +172,58 @@ def run_tasks(tasks: Sequence[Task], jobs: int,
     def start(slot: int) -> None:
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_worker, args=(child, sets[slot], settings),
-                           name=f"dedebate-reproduce-{slot}", daemon=True)
+                           name=f"dedebate-reproduce-{slot}")
         proc.start()
         child.close()
         workers[slot] = (proc, parent, None)
 
-    def feed(slot: int) -> None:
+    refused: list[Outcome] = []  # tasks that could not be handed to any worker
+
+    def send(slot: int, task: Task | None) -> bool:
         proc, conn, _ = workers[slot]
-        if not waiting:
-            conn.send(None)
-            workers[slot] = (proc, conn, None)
-            return
-        task = waiting.pop(0)
-        conn.send(task)
-        workers[slot] = (proc, conn, task)
-        if on_start:
-            on_start(task)
+        for _attempt in range(2):
+            try:
+                conn.send(task)
+                return True
+            except (OSError, ValueError):  # the worker died between two tasks: a new one
+                proc.join()
+                conn.close()
+                if task is None:
+                    return False
+                start(slot)
+                proc, conn, _ = workers[slot]
+        return False
+
+    def feed(slot: int) -> None:
+        """The next task to the worker in ``slot``, or None (stop) when none is waiting."""
+        while waiting:
+            task = waiting.pop(0)
+            try:
+                sent = send(slot, task)
+                why = "its worker process could not be started"
+            except Exception as err:  # noqa: BLE001 - e.g. a config that cannot be pickled
+                sent, why = False, f"it cannot be sent to a worker process: {err}"
+            if sent:
+                proc, conn, _ = workers[slot]
+                workers[slot] = (proc, conn, task)
+                if on_start:
+                    on_start(task)
+                return
+            refused.append(Outcome(task.name, error=why))
+        send(slot, None)
+        proc, conn, _ = workers[slot]
+        workers[slot] = (proc, conn, None)
 
     try:
-        for slot in range(min(jobs, len(waiting))):
+        for slot in range(jobs):
             start(slot)
             feed(slot)
-        while any(t is not None for _, _, t in workers.values()):
+        while refused or any(t is not None for _, _, t in workers.values()):
+            while refused:
+                yield refused.pop(0)
             busy = {slot: w for slot, w in workers.items() if w[2] is not None}
+            if not busy:
+                continue
             ready = wait([c for _, c, _ in busy.values()] + [p.sentinel for p, _, _ in
                                                               busy.values()])
             for slot, (proc, conn, task) in busy.items():
@@ -205,18 +237,18 @@ def run_tasks(tasks: Sequence[Task], jobs: int,
                     continue
                 if out is None:  # the process died while running the task
                     proc.join()
+                    conn.close()
                     out = Outcome(task.name, error=f"the worker process died "
                                   f"({_death(proc.exitcode)}) while running it")
-                    conn.close()
-                    yield out
                     if waiting:
                         start(slot)
                         feed(slot)
                     else:
                         del workers[slot]
+                    yield out
                     continue
-                yield out
                 feed(slot)
+                yield out
     finally:  # normal end: idle workers were told to stop; on an interrupt busy ones die
         for proc, _conn, task in workers.values():
             if task is not None and proc.is_alive():
