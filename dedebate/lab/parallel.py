@@ -58,7 +58,8 @@ def usable_cores() -> list[int]:
 
 
 def default_jobs(n_experiments: int) -> int:
-    """The default ``--jobs``: the usable cores, at most the number of experiments, at least 1.
+    """The default ``--jobs``: the usable cores, at most the number of experiments, at least 1;
+    1 when JAX's backend is not the CPU (worker processes would share one accelerator's memory).
 
     Args:
         n_experiments: how many experiments the reproduce runs.
@@ -66,6 +67,10 @@ def default_jobs(n_experiments: int) -> int:
     Returns:
         The number of worker processes.
     """
+    import jax
+
+    if jax.default_backend() != "cpu":
+        return 1
     return max(1, min(len(usable_cores()), n_experiments))
 
 
