@@ -4,7 +4,7 @@
     dedebate run --resume RUN_DIR [key.sub=value ...]     continue a run from its checkpoints
     dedebate sweep CONFIG [key.sub=value ...] [--processes N | --distributed] [--resume DIR]
                                                           a grid of runs (the config's sweep block)
-    dedebate reproduce [--quick|--full] [--only NAME ...] every claim, one report
+    dedebate reproduce [--quick|--full] [--only NAME ...] [--jobs N]   every claim, one report
     dedebate reproduce --resume DIR [--only NAME ...]     continue one (finished runs are kept)
     dedebate bench NAME [--full] [--out FILE] | --list    a benchmark from bench/, as JSON
     dedebate config NAME [--yaml]                         the documented config keys
@@ -87,6 +87,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="continue REPRODUCE_DIR (its size and seed): experiments that "
                           "finished there are not run again")
     rep.add_argument("--output-dir", default="runs", help="where reproduce-<timestamp>/ goes")
+    rep.add_argument("--jobs", type=int, default=None, metavar="N",
+                     help="experiments run at once, each in its own process (default: "
+                          "$DEDEBATE_JOBS, else the usable CPU cores, at most the number of "
+                          "experiments; 1: one after another in this process)")
     rep.add_argument("--tracking", default="auto",
                      choices=("auto", "offline", "online", "disabled"),
                      help="W&B mode (auto: WANDB_MODE if set, else offline)")
@@ -407,6 +411,14 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     args.seed = 0 if args.seed is None else args.seed
     if args.seed < 0 or args.seed >= 2**32:
         return _die_usage(f"--seed {args.seed}: must be an integer in [0, 2^32)")
+    if args.jobs is None and os.environ.get("DEDEBATE_JOBS", "").strip():
+        text = os.environ["DEDEBATE_JOBS"].strip()
+        if not text.isdigit() or int(text) < 1:
+            return _die_usage(f"DEDEBATE_JOBS={text!r}: must be an integer >= 1 (the default of "
+                              "--jobs)")
+        args.jobs = int(text)
+    if args.jobs is not None and args.jobs < 1:
+        return _die_usage(f"--jobs {args.jobs}: must be an integer >= 1")
     reg = _registry()
     if args.only:
         unknown = [n for n in args.only if n not in reg.experiments]
@@ -415,10 +427,15 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             return _die_usage(f"--only: unknown experiment(s) {', '.join(unknown)}; registered: "
                               f"{', '.join(reg.names()) or '(none)'}")
     _warn_import_errors(reg)
+    if args.jobs is None:
+        from dedebate.lab.parallel import default_jobs
+
+        args.jobs = default_jobs(len(args.only or reg.experiments))
     try:
         outcome = reproduce(reg, size=args.size, seed=args.seed, output_dir=args.output_dir,
                             only=args.only, tracking_mode=args.tracking,
-                            show_progress=not args.no_progress, resume_dir=args.resume)
+                            show_progress=not args.no_progress, resume_dir=args.resume,
+                            jobs=args.jobs)
     except ValueError as err:
         print(f"dedebate: error: {err}", file=sys.stderr)
         return EXIT_FAIL

@@ -22,6 +22,7 @@ def fake_env(monkeypatch):
     monkeypatch.setenv("DEDEBATE_BENCH", FAKE_BENCH)
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("DEDEBATE_JOBS", "1")  # reproduce in the test process, no worker processes
     return monkeypatch
 
 
@@ -41,6 +42,7 @@ def cli_env():
     env["DEDEBATE_BENCH"] = FAKE_BENCH
     env["WANDB_SILENT"] = "true"
     env.pop("WANDB_MODE", None)
+    env["DEDEBATE_JOBS"] = "1"  # reproduce in the CLI process, no worker processes
     env["PYTHON"] = sys.executable
     # The CLI's persistent compilation cache stays out of the user's cache directory in tests
     # (tests/test_lab_compile_cache.py turns it on explicitly, in a tmp directory).

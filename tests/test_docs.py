@@ -194,6 +194,7 @@ DOCUMENTED = (
     "dedebate/protocols/__init__.py", "dedebate/protocols/stochastic_batch.py",
     "dedebate/protocols/stochastic_constants.py", "dedebate/protocols/stochastic_interface.py",
     "dedebate/protocols/stochastic_lazy.py",
+    "dedebate/lab/parallel.py",
 )
 MAX_MODULE_DOCSTRING_LINES = 15
 

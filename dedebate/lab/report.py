@@ -4,8 +4,10 @@ Output: ``<output_dir>/reproduce-<UTC timestamp>/`` with one run directory per e
 (``<experiment>/``, same contents as a ``dedebate run`` directory), ``report.md`` (provenance
 header, one table row per Claim, the plots) and ``report.json``. The report is rewritten after
 each experiment, so results of finished experiments are on disk before later ones start. An
-experiment that raises (or fails to import, or returns no claims) is a failing row; the others
-still run. The job passes iff every claim of every experiment passes. The report's content and
+experiment that raises (or fails to import, or returns no claims, or whose worker process dies)
+is a failing row; the others still run. The job passes iff every claim of every experiment
+passes. With ``jobs`` > 1 the experiments run side by side in worker processes
+(:mod:`dedebate.lab.parallel`); the rows keep the registry's order. The report's content and
 its markdown: :mod:`dedebate.lab.report_render` (re-exported here).
 """
 
@@ -33,6 +35,7 @@ from dedebate.lab.report_render import (  # noqa: F401  (re-exported)
 from dedebate.lab.rundir import (
     RESULT_SCHEMA_VERSION,
     environment_provenance,
+    eprint,
     new_run_dir,
     utc_iso,
     write_json,
@@ -63,7 +66,7 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
               output_dir: str = "runs", only: list[str] | None = None,
               tracking_mode: str = "auto", project: str = "dedebate",
               show_progress: bool = True,
-              resume_dir: str | os.PathLike | None = None) -> ReproduceOutcome:
+              resume_dir: str | os.PathLike | None = None, jobs: int = 1) -> ReproduceOutcome:
     """Run the selected experiments at ``size`` and write ``report.md`` / ``report.json``.
 
     The report is rewritten after each experiment. An experiment that raises, fails to import
@@ -81,6 +84,9 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
         resume_dir: continue that reproduce directory instead of a new one; every experiment is
             run with ``resume``, so one that finished there is not run again (its stored record
             is reported) and one that failed or died is run again, from its checkpoints.
+        jobs: worker processes that run the experiments side by side
+            (:mod:`dedebate.lab.parallel`); 1 runs them one after another in this process. The
+            report is the same either way (rows in the registry's order).
 
     Returns:
         The :class:`ReproduceOutcome`.
@@ -109,22 +115,27 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
     }
     if resume_dir is not None:
         header["resumed"] = True
-    entries: list[ExperimentEntry] = []
-    for mod_name, err in sorted(import_errors.items()):
-        entries.append(ExperimentEntry(name=mod_name, status="error",
-                                       error=f"import failed: {err}"))
+    first = [ExperimentEntry(name=mod_name, status="error", error=f"import failed: {err}")
+             for mod_name, err in sorted(import_errors.items())]
+    done: dict[str, ExperimentEntry] = {}
+
+    def ordered() -> list[ExperimentEntry]:  # the registry's order, whatever finished first
+        return [*first, *(done[n] for n in names if n in done)]
 
     job = Tracker.start(mode=_effective(tracking_mode), run_dir=report_dir, project=project,
                         job_type="reproduce", name=group, group=group,
                         config={"size": size, "seed": seed, "experiments": names})
 
-    from tqdm.auto import tqdm
+    def finish(entry: ExperimentEntry, ran: bool = True) -> None:
+        done[entry.name] = entry
+        if ran:
+            job.log({"experiment_passed": int(entry.passed),
+                     "experiments_done": len(first) + len(done)})
+        _write_report(report_dir, header, ordered(), time.monotonic() - t_start, final=False)
 
-    outer = tqdm(names, desc="reproduce", unit="exp", file=sys.stderr,
-                 disable=not show_progress, dynamic_ncols=True)
-    _write_report(report_dir, header, entries, time.monotonic() - t_start, final=False)
-    for name in outer:
-        outer.set_postfix_str(name)
+    _write_report(report_dir, header, ordered(), time.monotonic() - t_start, final=False)
+    pending = []
+    for name in names:
         module = registry.experiments[name]
         entry = ExperimentEntry(name=name, title=getattr(module, "TITLE", ""),
                                 measurement_only=bool(getattr(module, "MEASUREMENT_ONLY", False)))
@@ -135,31 +146,15 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
                                            "group": group})
         except ConfigError as err:
             entry.status, entry.error = "error", f"bad embedded config: {err}"
-            entries.append(entry)
-            _write_report(report_dir, header, entries, time.monotonic() - t_start, final=False)
+            finish(entry, ran=False)
             continue
-        try:
-            rec = run_experiment(module, cfg, run_dir=report_dir / name,
-                                 show_progress=show_progress, nested=True)
-        except Exception as err:  # noqa: BLE001 - the lab itself failed; still a row
-            entry.status, entry.error = "error", f"{type(err).__name__}: {err}"
-            entries.append(entry)
-            _write_report(report_dir, header, entries, time.monotonic() - t_start, final=False)
-            continue
-        entry.run_dir = name
-        entry.wall_time_s = rec.wall_time_s
-        entry.plots = [f"{name}/{p}" for p in rec.results.get("plots", [])]
-        if rec.error is not None:
-            entry.status, entry.error = "error", rec.error
-        else:
-            entry.claims = rec.results["claims"]
-            if not entry.claims:
-                entry.status, entry.error = "error", "the experiment returned no claims"
-        entries.append(entry)
-        job.log({"experiment_passed": int(entry.passed), "experiments_done": len(entries)})
-        _write_report(report_dir, header, entries, time.monotonic() - t_start, final=False)
-    outer.close()
+        pending.append((entry, module, cfg))
+    if jobs > 1 and len(pending) > 1:
+        _run_parallel(pending, report_dir, jobs, finish, show_progress)
+    else:
+        _run_sequential(pending, report_dir, finish, show_progress)
 
+    entries = ordered()
     outcome = ReproduceOutcome(report_dir, entries)
     _write_report(report_dir, header, entries, time.monotonic() - t_start, final=True)
     n_pass, n_claims = claim_totals(entries)
@@ -170,6 +165,67 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
                      [report_dir / "report.md", report_dir / "report.json"])
     job.finish(0 if outcome.passed else 1)
     return outcome
+
+
+def _fill(entry: ExperimentEntry, wall: float, run_error: str | None,
+          claims: list[dict[str, Any]], plots: list[str]) -> None:
+    """An experiment's row from its run record (in this process or a worker's)."""
+    entry.run_dir = entry.name
+    entry.wall_time_s = wall
+    entry.plots = [f"{entry.name}/{p}" for p in plots]
+    if run_error is not None:
+        entry.status, entry.error = "error", run_error
+    else:
+        entry.claims = claims
+        if not entry.claims:
+            entry.status, entry.error = "error", "the experiment returned no claims"
+
+
+def _run_sequential(pending, report_dir: Path, finish, show_progress: bool) -> None:
+    """One experiment after another, in this process, under one tqdm bar."""
+    from tqdm.auto import tqdm
+
+    outer = tqdm(pending, desc="reproduce", unit="exp", file=sys.stderr,
+                 disable=not show_progress, dynamic_ncols=True)
+    for entry, module, cfg in outer:
+        outer.set_postfix_str(entry.name)
+        try:
+            rec = run_experiment(module, cfg, run_dir=report_dir / entry.name,
+                                 show_progress=show_progress, nested=True)
+        except Exception as err:  # noqa: BLE001 - the lab itself failed; still a row
+            entry.status, entry.error = "error", f"{type(err).__name__}: {err}"
+            finish(entry, ran=False)
+            continue
+        _fill(entry, rec.wall_time_s, rec.error, rec.results.get("claims", []),
+              rec.results.get("plots", []))
+        finish(entry)
+    outer.close()
+
+
+def _run_parallel(pending, report_dir: Path, jobs: int, finish, show_progress: bool) -> None:
+    """The experiments in ``jobs`` worker processes; one progress line per start and end."""
+    from dedebate.lab.parallel import Task, run_tasks
+
+    entries = {entry.name: entry for entry, _, _ in pending}
+    tasks = [Task(entry.name, module.__name__, cfg, report_dir / entry.name)
+             for entry, module, cfg in pending]
+    say = eprint if show_progress else (lambda _text: None)
+    say(f"reproduce: {len(tasks)} experiments in {min(jobs, len(tasks))} processes")
+    finished = 0
+    for out in run_tasks(tasks, jobs, on_start=lambda t: say(f"reproduce: started {t.name}")):
+        entry = entries[out.name]
+        if out.error is not None:
+            entry.status, entry.error = "error", out.error
+            if (report_dir / entry.name).is_dir():
+                entry.run_dir = entry.name
+            finish(entry, ran=False)
+        else:
+            _fill(entry, out.wall_time_s, out.run_error, out.claims, out.plots)
+            finish(entry)
+        finished += 1
+        n_ok, n_all = entry.counts()
+        say(f"reproduce: [{finished}/{len(tasks)}] {entry.name}: {entry.verdict} {n_ok}/{n_all}"
+            f" in {entry.wall_time_s:.1f} s" + (f" ({entry.error})" if entry.error else ""))
 
 
 def _effective(mode: str) -> str:

@@ -1,0 +1,266 @@
+"""``dedebate reproduce --jobs N``: the experiments of one reproduce in N worker processes.
+
+Each worker is a fresh Python process (``spawn``) that runs one experiment at a time with
+:func:`dedebate.lab.runner.run_experiment`, exactly as the sequential loop does, and sends the
+record's claims back through a pipe; the run directory is on disk before the record is sent.
+Workers are pinned to disjoint sets of the usable CPU cores (JAX sizes its thread pools from
+them), so N processes do not oversubscribe the cores, and they mirror the parent's persistent
+compile cache. A worker that dies (killed, out of memory) fails only the experiment it was
+running; a new worker takes the experiments still waiting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
+
+
+@dataclasses.dataclass
+class Task:
+    """One experiment to run: its name, module, resolved config and run directory."""
+
+    name: str
+    module: str  # importable module name
+    cfg: Any  # RunConfig (pickled to the worker)
+    run_dir: Path
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What a worker reported for one task (``error`` set when the lab or the process failed)."""
+
+    name: str
+    wall_time_s: float = 0.0
+    run_error: str | None = None  # the experiment raised (its record says so)
+    claims: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    plots: list[str] = dataclasses.field(default_factory=list)
+    error: str | None = None  # the lab failed, or the worker process died
+
+
+def usable_cores() -> list[int]:
+    """The CPU cores this process may run on (all of ``os.cpu_count()`` where affinity is not
+    available).
+
+    Returns:
+        The core ids, sorted.
+    """
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+def default_jobs(n_experiments: int) -> int:
+    """The default ``--jobs``: the usable cores, at most the number of experiments, at least 1;
+    1 when JAX's backend is not the CPU (worker processes would share one accelerator's memory).
+
+    Args:
+        n_experiments: how many experiments the reproduce runs.
+
+    Returns:
+        The number of worker processes.
+    """
+    import jax
+
+    if jax.default_backend() != "cpu":
+        return 1
+    return max(1, min(len(usable_cores()), n_experiments))
+
+
+def core_sets(jobs: int, cores: Sequence[int]) -> list[list[int]]:
+    """Split ``cores`` among ``jobs`` workers: disjoint round-robin sets when there are enough
+    cores, one core each (shared) when there are more workers than cores.
+
+    Args:
+        jobs: the number of workers.
+        cores: the usable core ids.
+
+    Returns:
+        One list of core ids per worker.
+    """
+    if jobs >= len(cores):
+        return [[cores[i % len(cores)]] for i in range(jobs)]
+    return [list(cores[i::jobs]) for i in range(jobs)]
+
+
+def _jax_cache_settings() -> dict[str, Any]:
+    """The parent's persistent compile cache settings (mirrored in each worker), and whether the
+    lab turned it on (``compile_cache.enable``, then called again in the worker)."""
+    import jax
+
+    from dedebate.lab import compile_cache
+
+    return {"by_lab": compile_cache.provenance()["source"] in (compile_cache.ENV, "default"),
+            "jax": {k: getattr(jax.config, k) for k in (
+                "jax_compilation_cache_dir", "jax_enable_compilation_cache",
+                "jax_persistent_cache_min_compile_time_secs")}}
+
+
+def _worker(conn, cores: list[int], jax_settings: dict[str, Any]) -> None:
+    """A worker process: run the tasks the parent sends until it sends None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    if cores and hasattr(os, "sched_setaffinity"):
+        try:  # before JAX starts: its CPU thread pools are sized from these cores
+            os.sched_setaffinity(0, cores)
+        except OSError:
+            pass
+    import jax
+
+    if jax_settings["by_lab"]:  # the same environment, so the same directory and provenance
+        from dedebate.lab.compile_cache import enable
+
+        enable()
+    for k, v in jax_settings["jax"].items():
+        if getattr(jax.config, k) != v:
+            jax.config.update(k, v)
+    from dedebate.lab.runner import run_experiment
+
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:  # the parent is gone
+            return
+        if task is None:
+            return
+        out = Outcome(task.name)
+        try:
+            module = importlib.import_module(task.module)
+            rec = run_experiment(module, task.cfg, run_dir=task.run_dir, show_progress=False,
+                                 nested=True)
+            out.wall_time_s = rec.wall_time_s
+            out.run_error = rec.error
+            out.claims = rec.results.get("claims", []) if rec.error is None else []
+            out.plots = list(rec.results.get("plots", []))
+        except Exception as err:  # noqa: BLE001 - the lab itself failed; still a row
+            out.error = f"{type(err).__name__}: {err}"
+        conn.send(out)
+
+
+def _death(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def run_tasks(tasks: Sequence[Task], jobs: int,
+              on_start: Callable[[Task], None] | None = None) -> Iterator[Outcome]:
+    """Run ``tasks`` in ``jobs`` worker processes, in order of submission, yielding each
+    outcome as its experiment finishes.
+
+    Args:
+        tasks: the experiments, in the order they are started.
+        jobs: the number of worker processes (at least 1).
+        on_start: called with each task when it is handed to a worker (progress lines).
+
+    Returns:
+        An iterator of :class:`Outcome`, one per task, in order of completion. A task whose
+        worker died has ``error`` set (the process's exit code or signal).
+    """
+    jobs = max(1, min(jobs, len(tasks)))
+    ctx = multiprocessing.get_context("spawn")
+    cores = usable_cores()
+    sets = core_sets(jobs, cores) if len(cores) > 1 else [[] for _ in range(jobs)]
+    settings = _jax_cache_settings()
+    waiting = list(tasks)
+    workers: dict[int, tuple[Any, Any, Task | None]] = {}  # slot -> (process, conn, task)
+
+    def start(slot: int) -> None:
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_worker, args=(child, sets[slot], settings),
+                           name=f"dedebate-reproduce-{slot}")
+        proc.start()
+        child.close()
+        workers[slot] = (proc, parent, None)
+
+    refused: list[Outcome] = []  # tasks that could not be handed to any worker
+
+    def send(slot: int, task: Task | None) -> bool:
+        proc, conn, _ = workers[slot]
+        for _attempt in range(2):
+            try:
+                conn.send(task)
+                return True
+            except (OSError, ValueError):  # the worker died between two tasks: a new one
+                proc.join()
+                conn.close()
+                if task is None:
+                    return False
+                start(slot)
+                proc, conn, _ = workers[slot]
+        return False
+
+    def feed(slot: int) -> None:
+        """The next task to the worker in ``slot``, or None (stop) when none is waiting."""
+        while waiting:
+            task = waiting.pop(0)
+            try:
+                sent = send(slot, task)
+                why = "its worker process could not be started"
+            except Exception as err:  # noqa: BLE001 - e.g. a config that cannot be pickled
+                sent, why = False, f"it cannot be sent to a worker process: {err}"
+            if sent:
+                proc, conn, _ = workers[slot]
+                workers[slot] = (proc, conn, task)
+                if on_start:
+                    on_start(task)
+                return
+            refused.append(Outcome(task.name, error=why))
+        send(slot, None)
+        proc, conn, _ = workers[slot]
+        workers[slot] = (proc, conn, None)
+
+    try:
+        for slot in range(jobs):
+            start(slot)
+            feed(slot)
+        while refused or any(t is not None for _, _, t in workers.values()):
+            while refused:
+                yield refused.pop(0)
+            busy = {slot: w for slot, w in workers.items() if w[2] is not None}
+            if not busy:
+                continue
+            ready = wait([c for _, c, _ in busy.values()] + [p.sentinel for p, _, _ in
+                                                              busy.values()])
+            for slot, (proc, conn, task) in busy.items():
+                out = None
+                if conn in ready:
+                    try:
+                        out = conn.recv()
+                    except (EOFError, OSError):
+                        out = None
+                if out is None and proc.sentinel not in ready and conn not in ready:
+                    continue
+                if out is None:  # the process died while running the task
+                    proc.join()
+                    conn.close()
+                    out = Outcome(task.name, error=f"the worker process died "
+                                  f"({_death(proc.exitcode)}) while running it")
+                    if waiting:
+                        start(slot)
+                        feed(slot)
+                    else:
+                        del workers[slot]
+                    yield out
+                    continue
+                feed(slot)
+                yield out
+    finally:  # normal end: idle workers were told to stop; on an interrupt busy ones die
+        for proc, _conn, task in workers.values():
+            if task is not None and proc.is_alive():
+                proc.terminate()
+        for proc, conn, _ in workers.values():
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            conn.close()

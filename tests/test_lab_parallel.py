@@ -1,0 +1,91 @@
+"""``dedebate reproduce --jobs N`` on fake experiments: the same report as one after another, a
+killed worker loses only its own experiment, a bad N is a usage error."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from dedebate import cli
+from dedebate.lab import parallel
+from dedebate.lab.parallel import core_sets
+
+
+def _reproduce(out_dir, capsys, *args):
+    code = cli.main(["reproduce", "--quick", "--tracking", "disabled", "--output-dir",
+                     str(out_dir), *args])
+    out, err = capsys.readouterr()
+    (rep,) = out_dir.glob("reproduce-*")
+    return code, out, err, rep
+
+
+def _comparable(rep):
+    """report.json and report.md without what differs between any two runs (times, dates,
+    paths)."""
+    data = json.loads((rep / "report.json").read_text())
+    data.pop("wall_time_s")
+    data["provenance"].pop("started_utc")
+    for e in data["experiments"]:
+        e.pop("wall_time_s")
+    md = (rep / "report.md").read_text()
+    md = re.sub(r"\d+\.\d s\.", "T s.", re.sub(r"\| (wall_time_s|started_utc) \|.*", "", md))
+    return data, md
+
+
+def test_parallel_report_equals_sequential(tmp_path, fake_env, capsys):
+    one = _reproduce(tmp_path / "one", capsys, "--jobs", "1", "--no-progress")
+    two = _reproduce(tmp_path / "two", capsys, "--jobs", "2")
+    assert one[0] == two[0] == 1 and one[1] == two[1].replace(str(two[3]), str(one[3]))
+    assert "FAIL: 3/4 claims pass; failing experiments: fake_fail, fake_raise" in two[1]
+    assert _comparable(one[3]) == _comparable(two[3])
+    names = [e["name"] for e in json.loads((two[3] / "report.json").read_text())["experiments"]]
+    assert names == ["fake_fail", "fake_pass", "fake_raise"]
+    # one progress line per start and per end, from the parent process
+    assert two[2].count("reproduce: started ") == 3
+    assert "] fake_raise: FAIL 0/0 in " in two[2] and "] fake_pass: PASS 2/2 in " in two[2]
+    # every run directory is complete, written by the workers
+    for name in names:
+        res = json.loads((two[3] / name / "results.json").read_text())
+        assert res["status"] == ("error" if name == "fake_raise" else "ok")
+
+
+def test_a_killed_worker_fails_only_its_experiment(tmp_path, fake_env, capsys):
+    fake_env.setenv("DEDEBATE_EXPERIMENTS", "tests.fake_experiments.dying")
+    code, out, _, rep = _reproduce(tmp_path, capsys, "--jobs", "2", "--no-progress")
+    assert code == 1 and "FAIL: 1/1 claims pass; failing experiments: fake_dies" in out
+    by_name = {e["name"]: e for e in json.loads((rep / "report.json").read_text())["experiments"]}
+    dead = by_name["fake_dies"]
+    assert dead["status"] == "error" and "killed by SIGKILL" in dead["error"]
+    assert dead["run_dir"] == "fake_dies"  # what it wrote before it died is there
+    assert json.loads((rep / "fake_dies" / "results.json").read_text())["status"] == "running"
+    assert by_name["fake_survives"]["verdict"] == "PASS"
+    assert "| value is three | fake lemma 3 | == 3 | 3 (exact) | PASS |" in \
+        (rep / "report.md").read_text()
+
+
+@pytest.mark.parametrize(("value", "env"), [("0", None), ("-2", None), ("two", None),
+                                            ("1.5", None), (None, "0"), (None, "two")])
+def test_bad_jobs_is_a_usage_error(tmp_path, fake_env, capsys, value, env):
+    if env is not None:  # the default of --jobs from the environment
+        fake_env.setenv("DEDEBATE_JOBS", env)
+    args = ["--jobs", value] if value is not None else []
+    assert cli.main(["reproduce", "--quick", "--output-dir", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert (f"--jobs {value}" if env is None else f"DEDEBATE_JOBS='{env}'") in err or \
+        (value in ("two", "1.5") and f"invalid int value: '{value}'" in err)
+    assert not list(tmp_path.iterdir())  # nothing was started
+
+
+def test_core_sets_are_disjoint_until_workers_outnumber_cores(monkeypatch):
+    import jax
+
+    monkeypatch.setattr(parallel, "usable_cores", lambda: [0, 1, 2, 3])
+    assert [parallel.default_jobs(n) for n in (1, 3, 7)] == [1, 3, 4]
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")  # one accelerator: one process
+    assert parallel.default_jobs(7) == 1
+    assert core_sets(2, [0, 1]) == [[0], [1]]
+    assert core_sets(2, [0, 1, 2, 3, 4]) == [[0, 2, 4], [1, 3]]
+    assert core_sets(3, [5, 7]) == [[5], [7], [5]]
