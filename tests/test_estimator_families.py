@@ -15,6 +15,7 @@ from dedebate.estimators.advantage import (
     random_oi_problem,
 )
 from dedebate.estimators.families import (
+    TANH_BLOCK,
     _FamilyBase,
     calibration_family,
     random_mlp_family,
@@ -78,6 +79,29 @@ def test_tanh_advantage_three_ways():
     np.testing.assert_allclose(generic, exact, atol=2e-6)
     np.testing.assert_allclose(_adv_loop(fam, problem, h), exact, atol=2e-6)
     assert np.max(np.abs(exact)) > 1e-3  # the comparison is not between zeros
+
+
+@jax.jit
+def _partial_last_block(key):
+    """On |X| = TANH_BLOCK + 7 contexts (a partial last block): the blocked advantages, the
+    generic ones (values times weight, summed) and the generic sum over the last 7 contexts."""
+    n_x, n_z = TANH_BLOCK + 7, 4
+    problem, feat = random_oi_problem(jax.random.fold_in(key, 0), n_x, n_z, n_features=3)
+    h = jax.nn.softmax(2.0 * jax.random.normal(jax.random.fold_in(key, 1), (n_x, n_z)), -1)
+    fam = random_tanh_family(jax.random.fold_in(key, 2), feat, n_z, 5, scale=3.0)
+    weight = advantage_weight(problem, h)
+    generic = jnp.sum(fam.values(h) * weight[None], axis=(1, 2), dtype=jnp.float32)
+    tail = jnp.sum((fam.values(h) * weight[None])[:, TANH_BLOCK:], axis=(1, 2))
+    return fam.advantages(h, weight), generic, tail
+
+
+def test_tanh_advantages_partial_last_block():
+    """|X| not a multiple of the block: the padded last block is summed once (the blocked sums
+    equal the generic ones, and the last block's share is far above the tolerance)."""
+    got, generic, tail = (np.asarray(a) for a in _partial_last_block(jax.random.key(5)))
+    assert got.shape == (5,)
+    np.testing.assert_allclose(got, generic, rtol=0, atol=2e-7)
+    assert np.min(np.abs(tail)) > 1e-5
 
 
 @jax.jit
