@@ -195,6 +195,9 @@ DOCUMENTED = (
     "dedebate/protocols/stochastic_constants.py", "dedebate/protocols/stochastic_interface.py",
     "dedebate/protocols/stochastic_lazy.py",
     "dedebate/lab/parallel.py",
+    "dedebate/lab/driver.py", "dedebate/lab/sweep.py", "dedebate/lab/sweep_eval.py",
+    "dedebate/lab/sweep_output.py", "dedebate/lab/sweep_plan.py",
+    "dedebate/lab/sweep_programs.py", "dedebate/lab/sweep_rows.py",
 )
 MAX_MODULE_DOCSTRING_LINES = 15
 

@@ -1,32 +1,13 @@
 """One chunked training driver: run, checkpoint, restore, skip, log.
 
 Every experiment that trains runs its training as ``n_chunks`` host-level chunks through
-:func:`run_chunks`, which owns everything around the chunk itself:
-
-* the **state** (any pytree: parameters, optimiser states, counters, typed PRNG keys) goes into
-  ``chunk_fn(state, c) -> (state, monitors)`` and comes back out, chunk by chunk;
-* the **monitors** of chunk ``c`` (a dict ``{track: pytree}``, every leaf with a time axis
-  ``axis``) are written into full-length buffers, one per track, at that track's running position
-  (so a track's buffer is its chunks' monitors concatenated along the time axis); a track is one
-  training run, and the chunks of several runs can interleave in any order;
-* an **Orbax checkpoint** of the whole (state, monitors, positions, chunks done, next log step)
-  after every ``every``-th chunk and after the last one (``ctx.checkpointer``), at step = number
-  of chunks done; on ``ctx.resume`` the newest readable one is restored (an unreadable one is
-  moved aside by the checkpointer, so the steps saved next never collide) and the chunks it
-  holds are skipped, so a resumed run is bit-equal to an uninterrupted one;
-* **host logging with explicit steps**: ``log_rows(c, state, monitors)`` gives chunk ``c``'s rows
-  (from the state after it and its monitors) as ``(step, row)`` pairs with steps that never go
-  back (one clock over every track; rows of one chunk may share a step, chunks may not); on
-  resume the driver truncates ``metrics.jsonl`` at the first step after the restored chunks'
-  rows (``ctx.truncate_metrics``), so the rows of chunks run again appear once. A resume that
-  finds every chunk done truncates nothing and logs nothing. Rows logged after training go at
-  steps from :attr:`Chunked.next_step` on;
-* the **progress bar** (one update per chunk; restored chunks are counted at once) and the wall
-  seconds of each chunk this attempt ran.
-
-Within a chunk the order is: run it, log its rows, save (if due), update the bar. A kill after the
-rows but before the save is therefore repaired by the truncation, and a kill after the save finds
-every row of the saved chunks on disk.
+:func:`run_chunks`, which owns everything around the chunk itself: the state passed from chunk
+to chunk, the monitors of each chunk placed in full-length buffers per track, an Orbax checkpoint
+after every ``every``-th chunk (a resumed run skips the restored chunks and is bit-equal to an
+uninterrupted one), host logging with explicit steps that never go back (on resume the rows of
+chunks run again are truncated first), the progress bar and each chunk's wall seconds. Within a
+chunk the order is: run it, log its rows, save (if due), update the bar. More: docs/lab.md,
+"Chunked training".
 """
 
 from __future__ import annotations
@@ -108,7 +89,16 @@ def _pack(done: int, next_step: int, pos: dict[str, int], state: Any,
 def checkpoint_template(init_state: Any, monitors: Mapping[str, Any] | None = None,
                         first_step: int = 0) -> dict[str, Any]:
     """The tree :func:`run_chunks` checkpoints, for ``init_state`` and ``monitors`` (a
-    template to read one of its checkpoints with :meth:`Checkpointer.restore`)."""
+    template to read one of its checkpoints with :meth:`Checkpointer.restore`).
+
+    Args:
+        init_state: the training state before the first chunk.
+        monitors: the template ``{track: pytree}`` of full-length monitor buffers.
+        first_step: the first log step.
+
+    Returns:
+        ``{"done", "next_step", "state"[, "pos", "monitors"]}`` at zero chunks done.
+    """
     mons = dict(monitors or {})
     return _pack(0, first_step, {k: 0 for k in mons}, init_state, mons)
 
@@ -122,14 +112,29 @@ def run_chunks(ctx: Any, desc: str, init_state: Any,
                first_step: int = 0) -> Chunked:
     """Run ``chunk_fn`` for chunks ``0 .. n_chunks - 1`` with checkpoints, resume and logging.
 
-    ``ctx`` is a :class:`~dedebate.lab.experiment.RunContext`; ``desc`` names the progress bar.
-    ``monitors`` is a template ``{track: pytree}`` of full-length buffers (numpy zeros or NaNs of
-    the final shapes; also what a checkpoint restores into); chunk ``c``'s monitors
-    ``{track: pytree}`` (or None) go to the named tracks at their positions along ``axis``.
-    ``every``: checkpoint after every ``every``-th chunk (and after the last); ``keep``:
-    checkpoints kept. ``log_rows(c, state, chunk_monitors)`` gives chunk ``c``'s rows as
-    ``(step, row)`` with steps >= ``first_step`` that never decrease. ``init_state`` is also the
-    template a checkpoint is restored against (structure, shapes, dtypes).
+    Args:
+        ctx: a :class:`~dedebate.lab.experiment.RunContext` (checkpointer, progress, log,
+            resume).
+        desc: the progress bar's name.
+        init_state: the state before chunk 0; also the template a checkpoint is restored
+            against (structure, shapes, dtypes).
+        chunk_fn: ``chunk_fn(state, c) -> (state, monitors)``; chunk ``c``'s monitors
+            ``{track: pytree}`` (or None) go to the named tracks at their positions along
+            ``axis``.
+        n_chunks: the number of chunks (>= 1).
+        monitors: a template ``{track: pytree}`` of full-length buffers (numpy zeros or NaNs of
+            the final shapes; also what a checkpoint restores into).
+        axis: the time axis of every monitor leaf.
+        every: checkpoint after every ``every``-th chunk (and after the last).
+        keep: checkpoints kept.
+        log_rows: ``log_rows(c, state, chunk_monitors)`` gives chunk ``c``'s rows as
+            ``(step, row)`` with steps >= ``first_step`` that never decrease.
+        first_step: the first log step.
+
+    Returns:
+        The :class:`Chunked` result (state, monitors, chunks restored and run, wall seconds,
+        next log step). Raises ValueError for a bad ``n_chunks``/``every``, a chunk writing past
+        its template or an unknown track, and log steps that go back.
     """
     import jax
 

@@ -1,0 +1,180 @@
+"""The plan of a sweep: its grid of points, their static groups, seeds and point ids.
+
+A ``sweep:`` block lists ``seeds`` and ``axes`` (params field -> values); every combination of
+axis values is a :class:`Point`, and every point runs once per seed. The points are split into
+static :class:`Group` s, one per combination of values of the axes not in the experiment's
+``DYNAMIC``: each group is one compiled program. A point's id is two 31-bit words of the sha256
+of its resolved params, so a row's key (:func:`point_key`) depends only on the experiment, the
+seed and the point's own params. More: docs/lab.md, "Sweeps".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from dedebate.lab.config import ConfigError, RunConfig, build_dataclass
+from dedebate.lab.context import experiment_key
+from dedebate.lab.rundir import jsonable
+
+RESERVED = ("point", "seed", "group")
+
+
+class SweepError(ValueError):
+    """A sweep that cannot run as declared (one line naming the experiment and what is wrong)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One combination of axis values: its grid index, values, Config and point id words."""
+
+    index: int
+    values: dict[str, Any]
+    cfg: Any
+    words: tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """The points sharing one value of every static axis: one compiled program."""
+
+    index: int
+    static: dict[str, Any]
+    points: tuple[Point, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepPlan:
+    """A planned sweep: its axes (dynamic and static), seeds, points and static groups;
+    ``vmapped`` when the experiment is sweepable (defines ``point``)."""
+
+    experiment: str
+    axes: dict[str, list[Any]]
+    dynamic_axes: tuple[str, ...]
+    static_axes: tuple[str, ...]
+    seeds: tuple[int, ...]
+    points: tuple[Point, ...]
+    groups: tuple[Group, ...]
+    vmapped: bool
+
+    @property
+    def rows(self) -> int:
+        """The number of rows of the sweep.
+
+        Returns:
+            Points times seeds.
+        """
+        return len(self.points) * len(self.seeds)
+
+
+def point_words(params: Any) -> tuple[int, int]:
+    """The point id: two 31-bit words of sha256(canonical JSON of the resolved params).
+
+    Args:
+        params: a point's resolved Config (a dataclass).
+
+    Returns:
+        ``(w0, w1)``, each in ``[0, 2**31)``.
+    """
+    text = json.dumps(jsonable(dataclasses.asdict(params)), sort_keys=True,
+                      separators=(",", ":"), allow_nan=True)
+    h = hashlib.sha256(text.encode()).digest()
+    return (int.from_bytes(h[:4], "little") & 0x7FFFFFFF,
+            int.from_bytes(h[4:8], "little") & 0x7FFFFFFF)
+
+
+def point_key(experiment: str, seed: int, params: Any):
+    """The key of a (point, seed) row, computed alone (equal to the key inside any sweep).
+
+    Args:
+        experiment: the experiment's name.
+        seed: the row's seed.
+        params: the point's resolved Config.
+
+    Returns:
+        ``fold_in(fold_in(root(seed), w0), w1)``, a typed PRNG key.
+    """
+    import jax
+
+    w0, w1 = point_words(params)
+    return jax.random.fold_in(jax.random.fold_in(experiment_key(seed, experiment), w0), w1)
+
+
+def is_sweepable(module: Any) -> bool:
+    """Whether an experiment's rows are vmapped (it defines ``point``).
+
+    Args:
+        module: the experiment module.
+
+    Returns:
+        True if ``module.point`` is callable.
+    """
+    return callable(getattr(module, "point", None))
+
+
+def plan(module: Any, cfg: RunConfig) -> SweepPlan:
+    """The grid of ``cfg.sweep`` (axes in the order written, the last varying fastest), its
+    static groups and seeds. Every point's Config is built and validated here.
+
+    Args:
+        module: the experiment module.
+        cfg: the resolved run config with a ``sweep`` block.
+
+    Returns:
+        The :class:`SweepPlan`. Raises :class:`SweepError` for an axis that clashes with an
+        index column, a ``DYNAMIC`` name that is no Config field, or an invalid point.
+    """
+    if cfg.sweep is None:
+        raise SweepError(f"{cfg.experiment}: the config has no sweep block")
+    name = cfg.experiment
+    sweep = cfg.sweep
+    axes = {k: list(v) for k, v in sweep.axes.items()}
+    fields = [f.name for f in dataclasses.fields(type(cfg.params))]
+    clash = [a for a in axes if a in RESERVED]
+    if clash:
+        raise SweepError(f"sweep.axes.{clash[0]}: the name is a sweep.csv column "
+                         f"({', '.join(RESERVED)}); rename the params field")
+    vmapped = is_sweepable(module)
+    dynamic = tuple(getattr(module, "DYNAMIC", ()) or ()) if vmapped else ()
+    unknown = [d for d in dynamic if d not in fields]
+    if unknown:
+        raise SweepError(f"{name}.DYNAMIC names {unknown[0]!r}, which is not a Config field "
+                         f"(fields: {', '.join(fields)})")
+    dyn_axes = tuple(a for a in axes if a in dynamic)
+    static_axes = tuple(a for a in axes if a not in dynamic)
+    base = dataclasses.asdict(cfg.params)
+    names = list(axes)
+    points = []
+    for i, combo in enumerate(itertools.product(*(axes[a] for a in names))):
+        values = dict(zip(names, combo))
+        try:
+            pcfg = build_dataclass(type(cfg.params), {**base, **values}, "params")
+        except ConfigError as err:
+            raise SweepError(f"sweep point {i} ({describe_values(values)}): {err}") from None
+        values = {a: getattr(pcfg, a) for a in names}  # coerced (lists -> tuples, ints -> floats)
+        points.append(Point(i, values, pcfg, point_words(pcfg)))
+    groups: dict[tuple, list[Point]] = {}
+    for p in points:
+        groups.setdefault(tuple(json.dumps(jsonable(p.values[a])) for a in static_axes),
+                          []).append(p)
+    group_list = tuple(
+        Group(g, {a: pts[0].values[a] for a in static_axes}, tuple(pts))
+        for g, pts in enumerate(groups.values()))
+    return SweepPlan(name, axes, dyn_axes, static_axes, tuple(sweep.seed_list(cfg.seed)),
+                     tuple(points), group_list, vmapped)
+
+
+def describe_values(values: Mapping[str, Any]) -> str:
+    """A point's axis values in words, for error messages.
+
+    Args:
+        values: ``{axis: value}``.
+
+    Returns:
+        ``"a=1, b='x'"``, or ``"no axes"``.
+    """
+    return ", ".join(f"{k}={v!r}" for k, v in values.items()) or "no axes"

@@ -1,0 +1,109 @@
+"""The rows files of a sweep (``sweep.csv``, ``groups/group-NNN.csv``): read, order, check.
+
+Cells are read back as numbers, JSON lists and dicts, or text (an empty cell is None). A group
+file is checked against the plan before a resumed sweep reuses it (:func:`check_group_file`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dedebate.lab.rundir import _cell
+from dedebate.lab.sweep_plan import RESERVED, Group, SweepPlan
+
+
+def _parse_cell(text: str) -> Any:
+    if text == "":
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    if text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return text
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a CSV file, cells parsed back (numbers, JSON lists and dicts, text, None).
+
+    Args:
+        path: a ``sweep.csv`` or group file.
+
+    Returns:
+        One dict per row.
+    """
+    import csv
+
+    with open(path, newline="") as fh:
+        return [{k: _parse_cell(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+
+
+def sort_rows(rows: list[dict[str, Any]], seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Rows in the order of ``sweep.csv``: by point, then by the seed's place in ``seeds``.
+
+    Args:
+        rows: sweep rows (with ``point`` and ``seed``).
+        seeds: the sweep's seeds, in order.
+
+    Returns:
+        The rows, sorted (a new list).
+    """
+    order = {s: i for i, s in enumerate(seeds)}
+    return sorted(rows, key=lambda r: (int(r["point"]), order.get(int(r["seed"]), 0)))
+
+
+def check_group_file(path: Path, plan_: SweepPlan, group: Group) -> str | None:
+    """None if ``path`` holds exactly the rows of ``group``: the index and axis columns, one row
+    per (point, seed) of the group, each with its point's axis values as the sweep writes them;
+    else what is wrong, in words (a file cut short, edited, or from another plan).
+
+    Args:
+        path: the group file.
+        plan_: the sweep's plan.
+        group: the group it should hold.
+
+    Returns:
+        None, or the problem in words.
+    """
+    import csv
+
+    try:
+        with open(path, newline="") as fh:
+            reader = csv.DictReader(fh)
+            header = list(reader.fieldnames or [])
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        return f"unreadable ({type(err).__name__}: {err})"
+    missing = [c for c in (*RESERVED, *plan_.axes) if c not in header]
+    if missing:
+        return f"no {missing[0]!r} column"
+    want = len(group.points) * len(plan_.seeds)
+    if len(rows) != want:
+        return f"{len(rows)} rows, expected {want} ({len(group.points)} points x " \
+               f"{len(plan_.seeds)} seeds)"
+    points = {p.index: p for p in group.points}
+    expected = {(p.index, s) for p in group.points for s in plan_.seeds}
+    seen: set[tuple[int, int]] = set()
+    for i, r in enumerate(rows, start=2):  # line numbers: the header is line 1
+        if None in r or None in r.values():
+            return f"line {i} has {'more' if None in r else 'fewer'} cells than the header"
+        try:
+            key, g = (int(r["point"]), int(r["seed"])), int(r["group"])
+        except ValueError:
+            return f"line {i}: point, seed and group must be integers"
+        if key not in expected or key in seen or g != group.index:
+            return f"line {i}: point {key[0]}, seed {key[1]}, group {g} is not a (new) row " \
+                   f"of group {group.index}"
+        seen.add(key)
+        for a in plan_.axes:
+            cell = _cell(points[key[0]].values[a])
+            if r[a] != ("" if cell is None else str(cell)):
+                return f"line {i}: {a}={r[a]!r} is not point {key[0]}'s value {cell!r}"
+    return None
