@@ -1,37 +1,14 @@
-"""Stackelberg self-play for prover-estimator debate (spec PED 7.4, 8.5, 10).
+"""Stackelberg self-play for prover-estimator debate by exact gradients (spec PED 10.3).
 
-The objective is A's exact expected payoff averaged over a batch of claim trees (inputs x ~ mu
-uniform on the batch)::
-
-    J(A, B) = mean_x E[U_A(x)],     E[U_A] = sum_paths P_A(path) * u_exact(path)       (spec 2.2)
-
-computed by :func:`dedebate.protocols.prover_estimator.expected_payoff`, which enumerates every
-(candidate, selection) path and replaces the judge's samples, A's answer and A's directions by
-their expectations. ``grad J`` is therefore the exact gradient, including for A's discrete
-choices (no score-function variance).
-
-Schedules (one outer step = one A update):
-
-* **Stackelberg** (A leads, spec 8.5): B takes ``n_b`` Adam steps on ``-J`` against the current A,
-  then A takes one Adam step on ``J`` at the updated B.
-* **Simultaneous** (the named baseline): both gradients are taken at the same (A, B) and both
-  players step once.
-
-``n_b`` and the schedule are dynamic (a ``lax.fori_loop`` with a traced trip count, which vmap
-turns into a masked loop), so one compiled program runs every ``n_b`` and both schedules, vmapped
-over seeds. The whole run is ``lax.scan`` over A updates: ``train(hp, trees, key)``.
-
-StackelbergMonitors per A update (measured at the B that A's update sees, before A moves):
-``u_a`` (mean E[U_A]), ``a_correct`` (mean P[A answers T(x)]), ``p_stable`` (mean probability A
-gives the stable candidate at the root), ``certified = rho^(d+1) (u_a - eta)`` (spec 7.4: a lower
-bound on P[A correct] if B is near best-responding), ``adv`` and ``max_adv`` (B's realised
-advantages against the spec 6.3 tests built from the current A, exactly: see
-:func:`payoff_terms`), and ``calib`` (a cruder proxy kept for comparison: the largest error
-``max(|p_d - T(x)|, max_i |m_i - T(y_i)|)`` of B's root estimate and its marginals on the stable
-candidate's subclaims at every internal claim, evaluated at ``phat = T(claim)``).
-
-The warm start of B from Algorithm 1 is :mod:`dedebate.training.stackelberg_warm`; the
-experiment's grid of training runs (trees, parts, compiled grids, proof terms) is
+A learned prover A and a learned estimator B play on a batch of claim trees; the objective
+``J(A, B) = mean_x E[U_A(x)]`` is the exact expected payoff (spec PED 2.2), so ``grad J`` is exact,
+A's discrete choices included. Under the Stackelberg schedule B takes ``n_b`` Adam steps on
+``-J``, then A one on ``J``; under simultaneous play both step once at the same point. ``n_b`` and
+the schedule are dynamic, so one compiled program runs every ``n_b`` and both schedules, vmapped
+over seeds. :func:`make_chunk` trains a chunk of A updates (chunks compose: resume equals
+uninterrupted); :class:`StackelbergMonitors` are what spec PED 10.3 lists; :func:`summary` reads
+convergence off them. The warm start of B from Algorithm 1 is
+:mod:`dedebate.training.stackelberg_warm`; the experiment's grid of training runs is
 :mod:`dedebate.training.stackelberg_runs`.
 """
 
@@ -93,7 +70,22 @@ class StackelbergParams:
 
 
 def stackelberg_params(lr_a=0.05, lr_b=0.05, n_b=5, simultaneous=False, rho=2.0, eta=0.0):
-    """Validated :class:`StackelbergParams` (scalars or equal-shape arrays for a vmapped grid)."""
+    """Validated :class:`StackelbergParams` (scalars or equal-shape arrays for a vmapped grid).
+
+    Args:
+        lr_a: A's Adam step size (> 0).
+        lr_b: B's Adam step size (> 0).
+        n_b: B updates per A update (integer >= 1).
+        simultaneous: simultaneous gradient play instead of Stackelberg.
+        rho: the stability parameter (>= 1).
+        eta: the soundness slack in ``certified`` (>= 0).
+
+    Returns:
+        The :class:`StackelbergParams` (float32, int32 and bool arrays).
+
+    Raises:
+        ValueError: a value outside its range, named with what is allowed.
+    """
     for name, v in (("lr_a", lr_a), ("lr_b", lr_b)):
         a = np.asarray(v, np.float64)
         if not np.all(np.isfinite(a)) or np.any(a <= 0):
@@ -162,6 +154,17 @@ def payoff_terms(static: StackelbergStatic, rho, prover, estimator, trees: Claim
     each an expectation over A's paths (the context distribution mu_k that A and B's earlier
     rounds induce). With decomposable trees (``M_D(T(y^k)) = T(yhat^k)``) they add up to
     ``E[U_A] = r^(d+1) P[A correct] - sum(adv[:, 0]) + sum(adv[:, 1])`` (spec 6.4's chaining).
+
+    Args:
+        static: the training run's static sizes.
+        rho: the stability parameter.
+        prover: the learned A.
+        estimator: the learned B.
+        trees: a batch of claim trees (leading axis).
+
+    Returns:
+        ``(u, acc, adv)``: scalars ``mean_x E[U_A]`` and ``mean_x P[A correct]``, and ``adv`` of
+        shape ``[d + 1, 2]`` averaged over the trees.
     """
     params = PEDParams(jnp.asarray(rho, jnp.float32), jnp.int32(-1))
     one = jax.tree_util.tree_map(lambda x: x[0], trees)
@@ -193,8 +196,18 @@ def payoff_terms(static: StackelbergStatic, rho, prover, estimator, trees: Claim
 
 
 def payoff(static: StackelbergStatic, rho, prover, estimator, trees: ClaimTree):
-    """``(mean_x E[U_A], mean_x P[A correct])`` over a batch of trees (exact, spec 2.2); see
-    :func:`payoff_terms`."""
+    """``(mean_x E[U_A], mean_x P[A correct])`` over a batch of trees (exact, spec 2.2).
+
+    Args:
+        static: the training run's static sizes.
+        rho: the stability parameter.
+        prover: the learned A.
+        estimator: the learned B.
+        trees: a batch of claim trees (leading axis).
+
+    Returns:
+        ``(u, acc)`` as in :func:`payoff_terms`, without the advantages.
+    """
     u, acc, _ = payoff_terms(static, rho, prover, estimator, trees)
     return u, acc
 
@@ -225,6 +238,16 @@ def _monitors(static, hp, prover, estimator, trees, u, acc, adv) -> StackelbergM
 
 
 def init_state(static: StackelbergStatic, q: int, key) -> TrainState:
+    """A fresh :class:`TrainState`: Flax-initialised players and their Adam states.
+
+    Args:
+        static: the training run's static sizes.
+        q: subclaims per internal claim.
+        key: typed PRNG key (split between A and B).
+
+    Returns:
+        The state at step 0.
+    """
     ka, kb = jax.random.split(key)
     prover = init_prover(ka, static.hidden_a)
     estimator = init_estimator(kb, q, static.hidden_b)
@@ -320,6 +343,15 @@ def init_carry(static: StackelbergStatic, trees: ClaimTree, key, a_out_scale=0.0
 
     ``a_out_scale > 0`` also draws A's output kernels, LeCun uniform times ``a_out_scale``: a
     random non-uniform initial prover (an extra draw, so ``a_out_scale = 0`` is unchanged).
+
+    Args:
+        static: the training run's static sizes.
+        trees: the batch of claim trees (sets ``q``).
+        key: typed PRNG key.
+        a_out_scale: scale of A's random output kernels (0: fair coins).
+
+    Returns:
+        The :class:`Carry` at step 0.
     """
     (_, _, scale_a, n_a, out_a), (_, _, scale_b, n_b, _) = _layout(static, _q(trees))
     ka, kb = jax.random.split(key)
@@ -332,7 +364,16 @@ def init_carry(static: StackelbergStatic, trees: ClaimTree, key, a_out_scale=0.0
 
 
 def players(static: StackelbergStatic, trees: ClaimTree, carry: Carry):
-    """The (LearnedProver, LearnedEstimator) a carry holds."""
+    """The players a carry holds.
+
+    Args:
+        static: the training run's static sizes.
+        trees: the batch of claim trees (sets ``q``).
+        carry: a training :class:`Carry`.
+
+    Returns:
+        ``(LearnedProver, LearnedEstimator)`` with the carry's parameters.
+    """
     a0, b0, unravel_a, unravel_b = templates(static, _q(trees))
     return a0.replace(params=unravel_a(carry.a_flat)), b0.replace(params=unravel_b(carry.b_flat))
 
@@ -345,6 +386,16 @@ def make_chunk(static: StackelbergStatic, length: int):
     (every iteration under simultaneous play), A ascends on the last. A single gradient site and
     flat parameter vectors keep the compiled program small. Chunks compose:
     ``chunk_k(chunk_m(c))`` equals ``chunk_{m+k}(c)`` (resume equals uninterrupted).
+
+    Args:
+        static: the training run's static sizes.
+        length: A updates per chunk (>= 1).
+
+    Returns:
+        The pure function ``chunk(hp, trees, carry)``.
+
+    Raises:
+        ValueError: ``length`` is not a positive integer.
     """
     if not isinstance(length, (int, np.integer)) or length < 1:
         raise ValueError(f"length={length!r}: a chunk needs >= 1 A updates")
@@ -393,9 +444,16 @@ def make_chunk(static: StackelbergStatic, length: int):
 
 
 def make_train(static: StackelbergStatic):
-    """``train(hp, trees, key) -> (TrainState, StackelbergMonitors over static.steps A updates)``: the whole
-    run as one pure function (:func:`init_carry` then one :func:`make_chunk` of all steps); jit
-    it and vmap it over seeds (``key``, ``trees``) and over grid points (``hp``)."""
+    """The whole training run as one pure function: :func:`init_carry`, then one
+    :func:`make_chunk` of all ``static.steps`` A updates; jit it and vmap it over seeds (``key``,
+    ``trees``) and over grid points (``hp``).
+
+    Args:
+        static: the training run's static sizes.
+
+    Returns:
+        ``train(hp, trees, key) -> (TrainState, StackelbergMonitors over static.steps)``.
+    """
     chunk = make_chunk(static, static.steps)
 
     def train(hp: StackelbergParams, trees: ClaimTree, key):
@@ -407,8 +465,15 @@ def make_train(static: StackelbergStatic):
 
 
 def first_converged(flags: np.ndarray) -> np.ndarray:
-    """Host side: for bool[..., steps] the first step from which every later step is True
-    (``steps`` where the last step is False: not converged)."""
+    """Host side: the first step from which every later step is True.
+
+    Args:
+        flags: bool array ``[..., steps]``.
+
+    Returns:
+        Integer array ``[...]``: that step, or ``steps`` where the last step is False (not
+        converged).
+    """
     f = np.asarray(flags, bool)
     steps = f.shape[-1]
     # trailing run of True: index of the last False + 1
@@ -448,6 +513,16 @@ def summary(mon: StackelbergMonitors, thr, band) -> dict:
 
 
 def advantage_at(static: StackelbergStatic, rho, trees: ClaimTree, carry: Carry):
-    """``(E[U_A], P[A correct], adv)`` of the players in ``carry`` (:func:`payoff_terms`)."""
+    """The exact payoff terms of the players in ``carry``.
+
+    Args:
+        static: the training run's static sizes.
+        rho: the stability parameter.
+        trees: the batch of claim trees.
+        carry: a training :class:`Carry`.
+
+    Returns:
+        ``(E[U_A], P[A correct], adv)`` as in :func:`payoff_terms`.
+    """
     a, b = players(static, trees, carry)
     return payoff_terms(static, rho, a, b, trees)
