@@ -89,8 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--output-dir", default="runs", help="where reproduce-<timestamp>/ goes")
     rep.add_argument("--jobs", type=int, default=None, metavar="N",
                      help="experiments run at once, each in its own process (default: "
-                          "$DEDEBATE_JOBS, else the usable CPU cores, at most the number of "
-                          "experiments; 1: one after another in this process)")
+                          "$DEDEBATE_JOBS, else 1: one after another in this process)")
     rep.add_argument("--tracking", default="auto",
                      choices=("auto", "offline", "online", "disabled"),
                      help="W&B mode (auto: WANDB_MODE if set, else offline)")
@@ -428,9 +427,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                               f"{', '.join(reg.names()) or '(none)'}")
     _warn_import_errors(reg)
     if args.jobs is None:
-        from dedebate.lab.parallel import default_jobs
-
-        args.jobs = default_jobs(len(args.only or reg.experiments))
+        args.jobs = 1  # two processes on two cores were not faster (README: reproduce --jobs)
     try:
         outcome = reproduce(reg, size=args.size, seed=args.seed, output_dir=args.output_dir,
                             only=args.only, tracking_mode=args.tracking,

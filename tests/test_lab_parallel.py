@@ -9,7 +9,6 @@ import re
 import pytest
 
 from dedebate import cli
-from dedebate.lab import parallel
 from dedebate.lab.parallel import core_sets
 
 
@@ -79,13 +78,7 @@ def test_bad_jobs_is_a_usage_error(tmp_path, fake_env, capsys, value, env):
     assert not list(tmp_path.iterdir())  # nothing was started
 
 
-def test_core_sets_are_disjoint_until_workers_outnumber_cores(monkeypatch):
-    import jax
-
-    monkeypatch.setattr(parallel, "usable_cores", lambda: [0, 1, 2, 3])
-    assert [parallel.default_jobs(n) for n in (1, 3, 7)] == [1, 3, 4]
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")  # one accelerator: one process
-    assert parallel.default_jobs(7) == 1
+def test_core_sets_are_disjoint_until_workers_outnumber_cores():
     assert core_sets(2, [0, 1]) == [[0], [1]]
     assert core_sets(2, [0, 1, 2, 3, 4]) == [[0, 2, 4], [1, 3]]
     assert core_sets(3, [5, 7]) == [[5], [7], [5]]

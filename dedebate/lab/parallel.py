@@ -57,23 +57,6 @@ def usable_cores() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-def default_jobs(n_experiments: int) -> int:
-    """The default ``--jobs``: the usable cores, at most the number of experiments, at least 1;
-    1 when JAX's backend is not the CPU (worker processes would share one accelerator's memory).
-
-    Args:
-        n_experiments: how many experiments the reproduce runs.
-
-    Returns:
-        The number of worker processes.
-    """
-    import jax
-
-    if jax.default_backend() != "cpu":
-        return 1
-    return max(1, min(len(usable_cores()), n_experiments))
-
-
 def core_sets(jobs: int, cores: Sequence[int]) -> list[list[int]]:
     """Split ``cores`` among ``jobs`` workers: disjoint round-robin sets when there are enough
     cores, one core each (shared) when there are more workers than cores.
