@@ -1,11 +1,14 @@
 """Execute every notebook in ``notebooks/``: a notebook that raises fails.
 
-Each notebook runs in a fresh ``python3`` kernel started from this interpreter (jupyter_client
-replaces the kernelspec's ``python`` with ``sys.executable``; the first injected cell asserts the
-kernel runs in this test's environment), with ``MPLBACKEND=Agg``, W&B quiet, and a temporary
-working directory, so nothing is written into the repository. The notebooks assert their own
-numbers (exact values, proven bounds); this test also checks that they are stored with the outputs
-of a run (plots included) and that each intro links the protocol docs.
+Every cell of every notebook runs, in order, in ONE ``python3`` kernel started from this
+interpreter (jupyter_client replaces the kernelspec's ``python`` with ``sys.executable``; the
+first injected cell asserts the kernel runs in this test's environment), with ``MPLBACKEND=Agg``
+and W&B quiet: one kernel start and one import of JAX instead of one per notebook. Before each
+notebook an injected cell empties the user namespace (``%reset -f``), closes the figures and
+enters a fresh temporary working directory, so a notebook sees none of the previous one's
+names and nothing is written into the repository. The notebooks assert their own numbers (exact
+values, proven bounds); this test also checks that they are stored with the outputs of a run
+(plots included) and that each intro links the protocol docs.
 """
 
 from __future__ import annotations
@@ -41,6 +44,17 @@ for _n in plt.get_fignums():
 print(len(plt.get_fignums()), "figures")
 """
 
+# Before each notebook: an empty user namespace, no open figure, a fresh working directory.
+FRESH_START = """
+get_ipython().run_line_magic("reset", "-f")
+import os as _os, matplotlib.pyplot as _plt
+_plt.close("all")
+_os.chdir({cwd!r})
+del _os, _plt
+assert not [n for n in get_ipython().user_ns if not n.startswith("_")
+            and n not in ("In", "Out", "get_ipython", "exit", "quit", "open")], "names left over"
+"""
+
 
 def test_notebooks_exist():
     names = {p.name for p in NOTEBOOKS}
@@ -59,7 +73,7 @@ def _repo_files() -> set[str]:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes(path, tmp_path, monkeypatch):
+def test_notebook_is_stored_with_outputs(path):
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
@@ -71,29 +85,45 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
                for c in code for o in c.outputs), f"{path.name}: no stored plot"
     assert any(c.cell_type == "markdown" for c in nb.cells[:1]), f"{path.name}: no intro"
     assert "docs/" in nb.cells[0].source, f"{path.name}: the intro links no protocol docs"
-    for c in code:  # execute from a clean copy
-        c.outputs, c.execution_count = [], None
+
+
+def test_every_notebook_executes(tmp_path, monkeypatch):
+    """All notebooks, each from a clean copy, one after the other in one kernel."""
+    cells = [nbformat.v4.new_code_cell(KERNEL_CHECK)]
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        (tmp_path / path.stem).mkdir()
+        cells.append(nbformat.v4.new_code_cell(FRESH_START.format(cwd=str(tmp_path / path.stem))))
+        for c in nb.cells:
+            if c.cell_type == "code":  # execute from a clean copy
+                c.outputs, c.execution_count = [], None
+        cells += nb.cells + [nbformat.v4.new_code_cell(SAVE_FIGURES)]
+        for c in cells:
+            c.metadata.setdefault("notebook", path.name)
+    for i, c in enumerate(cells):
+        c.id = f"cell-{i}"  # unique across the notebooks
+    combined = nbformat.v4.new_notebook(cells=cells)
 
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.chdir(tmp_path)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(KERNEL_CHECK))
-    nb.cells.append(nbformat.v4.new_code_cell(SAVE_FIGURES))
 
     before = _repo_files()
     t0 = time.perf_counter()
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=TIMEOUT_S,
+    client = nbclient.NotebookClient(combined, kernel_name="python3", timeout=TIMEOUT_S,
                                      resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
-    wall = time.perf_counter() - t0
-    print(f"{path.name}: {wall:.1f} s")
+    try:
+        client.execute()
+    finally:
+        failed = {c.metadata.get("notebook") for c in combined.cells if c.cell_type == "code"
+                  for o in c.outputs if o.output_type == "error"}
+        print(f"{len(NOTEBOOKS)} notebooks: {time.perf_counter() - t0:.1f} s; failed: {failed}")
+    assert not failed, failed
 
-    figures = sorted(tmp_path.glob("figure-*.png"))
-    assert figures and all(f.stat().st_size > 1000 for f in figures), \
-        f"{path.name}: no plot was produced"
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error"]
-    assert not errors
-    assert _repo_files() == before, f"{path.name} wrote into the repository"
+    for path in NOTEBOOKS:
+        figures = sorted((tmp_path / path.stem).glob("figure-*.png"))
+        assert figures and all(f.stat().st_size > 1000 for f in figures), \
+            f"{path.name}: no plot was produced"
+    assert _repo_files() == before, "a notebook wrote into the repository"
     assert os.getcwd() == str(tmp_path)

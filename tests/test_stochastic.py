@@ -55,9 +55,14 @@ def setup():
             "p_yes": float(yes.output_prob_dp()), "p_no": float(no.output_prob_dp())}
 
 
+# The slice width of every zoo run: 9 x 1500, 5 x 1500 and 3 x 400,000 lanes all play in slices
+# of 8192 (a lane's outcome depends on its key alone), so the three runs share one compilation.
+ZOO_LANES = 8192
+
+
 def _run_zoo(s, machine, members, side, key, n=N_MC):
     """Each member for n debates against the other side's honest zoo kind (both sides are zoo
-    classes, so both tests share one compiled program)."""
+    classes, and every run plays slices of ``ZOO_LANES``, so all share one compiled program)."""
     m = len(members)
     rep = jax.tree.map(lambda x: np.repeat(np.asarray(x), n, axis=0), stack(members))
     other = zoo_bob(s["c"], B_HONEST) if side == "alice" else zoo_alice(s["c"], A_HONEST)
@@ -65,7 +70,8 @@ def _run_zoo(s, machine, members, side, key, n=N_MC):
     kd = np.asarray(jax.random.key_data(trial_keys(jax.random.key(key), n)))
     keys = jax.random.wrap_key_data(np.tile(kd, (m, 1)))
     alice, bob = (rep, other) if side == "alice" else (other, rep)
-    out = run_trials(s["spec"], machine, alice, bob, s["vera"], keys, axes=(None, 0, 0, None))
+    out = run_trials(s["spec"], machine, alice, bob, s["vera"], keys, axes=(None, 0, 0, None),
+                     max_lanes=ZOO_LANES)
     return out, np.asarray(out.alice_wins).reshape(m, n).mean(axis=1)
 
 

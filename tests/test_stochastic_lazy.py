@@ -104,7 +104,8 @@ def test_tail_sampler_is_the_conditional_quantile():
     tail = float(binom_lower_tail(k, n, p))
     assert tail == pytest.approx(stats.binom.cdf(k, n, p), rel=1e-4)
     us = (np.arange(2000) + 0.5) / 2000
-    got = np.asarray(jax.vmap(lambda u: binom_lower_tail_sample(k, n, p, u * tail))(
+    # jitted, as in the protocol's programs: one compilation instead of one per operation
+    got = np.asarray(jax.jit(jax.vmap(lambda u: binom_lower_tail_sample(k, n, p, u * tail)))(
         jnp.asarray(us, jnp.float32)))
     # P[j <= X <= k] >= U * tail: the largest such j
     upper = stats.binom.cdf(k, n, p) - stats.binom.cdf(np.arange(k + 1) - 1, n, p)
