@@ -22,6 +22,7 @@ import sys
 import jax
 import numpy as np
 
+from dedebate.core.pytrees import stack
 from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
 from dedebate.lab.params import config_dataclass, param
@@ -228,17 +229,17 @@ def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
                                       cfg.n_trees, cfg.depth, cfg.lr_a, cfg.lr_b, cfg.rho, cfg.eta)
               for p in ps if p.name != "stable"}  # part 1: the point's init program
     rowed = {p.name for p in ps if p.seeds == cfg.seeds}  # parts 1, 2: the point's programs
-    dyn = {p.name: [progs.place(_one_row(_row_dynamic(cfg, r)), size) for r in p.runs]
+    dyn = {p.name: [progs.place(stack([_row_dynamic(cfg, r)]), size) for r in p.runs]
            for p in ps if p.name in rowed}
 
     def first(p):  # the part's initial state, one row per run (padded to the devices)
         if p.name == "stable":
             kd = np.asarray(jax.random.key_data(ctx.key))[None]
-            one = progs.init(_one_row(_row_dynamic(cfg, p.runs[0])), kd, size)
+            one = progs.init(stack([_row_dynamic(cfg, p.runs[0])]), kd, size)
         else:
             trees, carry, _ = setups[p.name]
-            one = progs.place(_one_row({"trees": trees,
-                                        "carry": jax.tree.map(lambda x: x[0], carry)}), size)
+            one = progs.place(stack([{"trees": trees,
+                                      "carry": jax.tree.map(lambda x: x[0], carry)}]), size)
         return [one] * len(p.runs)
 
     init = {p.name: {"rows" if p.name in rowed else "carry":
@@ -263,7 +264,7 @@ def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
             st["warm"] = {**info, "ogd_steps": steps, "ogd_max_adv": max_adv,
                           "ogd_wall_s": np.float32(lap.seconds)}
             if p.name in rowed:
-                st["rows"] = [progs.place(_one_row({"trees": trees, "carry": fitted}), size)
+                st["rows"] = [progs.place(stack([{"trees": trees, "carry": fitted}]), size)
                               if i in warm else r for i, r in enumerate(st["rows"])]
             else:
                 st["carry"] = runs.set_runs(st["carry"], warm, fitted)
@@ -288,11 +289,6 @@ def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
                else done.state[p.name]["carry"]), part=p,
         wall=sum(done.wall_s[k * cfg.chunks:(k + 1) * cfg.chunks]))
         for k, p in enumerate(ps)}, done.next_step
-
-
-def _one_row(tree):
-    """A pytree as one host row (a leading axis of 1)."""
-    return jax.tree_util.tree_map(lambda a: np.asarray(a)[None], tree)
 
 
 def _carries(rows: list) -> sb.Carry:

@@ -186,7 +186,7 @@ DOCUMENTED = (
     "dedebate/__init__.py", "dedebate/_xla_flags.py",
     "dedebate/agents/__init__.py", "dedebate/agents/deterministic_grids.py",
     "dedebate/agents/deterministic_players.py", "dedebate/agents/ped_zoo.py",
-    "dedebate/core/__init__.py",
+    "dedebate/core/__init__.py", "dedebate/core/pytrees.py",
     "dedebate/estimators/__init__.py", "dedebate/estimators/advantage.py",
     "dedebate/estimators/families.py", "dedebate/estimators/network.py",
     "dedebate/estimators/ogd.py", "dedebate/estimators/random_problems.py",

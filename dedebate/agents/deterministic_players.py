@@ -20,6 +20,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from dedebate.core.pytrees import stack  # noqa: F401 (re-exported: batches of players)
 from dedebate.machines.configurations import ConfigMachine, clog2
 from dedebate.protocols.deterministic_players import BOB_MODES, Alice, Bob
 
@@ -104,18 +105,6 @@ def make_bob(mode: str = "honest", arg: int = 0, key: jax.Array | None = None) -
             raise ValueError("key=None: a random Bob needs an explicit jax.random.key")
         arg = int(_host_rng(key).integers(0, 2**30))
     return Bob(mode=np.int32(BOB_MODES[mode]), arg=np.int32(arg))
-
-
-def stack(items):
-    """Stack same-shaped strategy pytrees on a new leading axis (numpy, host side).
-
-    Args:
-        items: a sequence of strategy pytrees of one class and shape.
-
-    Returns:
-        One pytree whose leaves have a leading axis of ``len(items)``.
-    """
-    return jax.tree.map(lambda *v: np.stack([np.asarray(u) for u in v]), *items)
 
 
 def concat(*batches):

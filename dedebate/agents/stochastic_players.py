@@ -12,13 +12,14 @@ abort rules (:func:`optimise_bob`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dedebate.core.pytrees import stack  # noqa: F401 (re-exported: batches of players)
 from dedebate.protocols.stochastic import (
     DebateParams,
     StepView,
@@ -353,18 +354,6 @@ def zoo_bob(constants: DebateParams, kind: int, w=None, w_dev: float = 0.0,
                   w_prev=jnp.float32(w_prev), tau_vera=jnp.float32(constants.tau_vera),
                   n_samples=jnp.int32(constants.n_bob if kind == B_HONEST else 0),
                   tau=jnp.float32(constants.tau_bob), coin=jnp.float32(coin))
-
-
-def stack(players: Sequence) -> object:
-    """Stack players of one class into a batch (leading axis) for ``vmap`` (on the host).
-
-    Args:
-        players: players of one pytree class with equal static fields.
-
-    Returns:
-        One player of that class whose leaves have a leading axis of ``len(players)``.
-    """
-    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *players)
 
 
 def soundness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
