@@ -347,7 +347,7 @@ def warm_claim(cfg: Config, mon: StackelbergMonitors, info: dict, wall: float, t
     metrics["warm"] = {"converged_cold": k_c, "converged_warm": k_w, "wall_s": wall,
                        "ogd_wall_s": float(info["ogd_wall_s"]),
                        "adv_cold_mean": float(cold.mean()), "adv_warm_mean": float(warm.mean())}
-    return dataclasses.replace(Claim.exact(
+    return Claim.exact(
         f"Warm start (n_B = {cfg.main_n_b}): B fitted to Algorithm 1's estimator for a random "
         f"initial A starts with a smaller realised max|Adv| against A's spec 6.3 tests than the "
         f"cold (uniform) B", "spec PED 5.3, 6.3 (warm start); no proven rate",
@@ -360,7 +360,7 @@ def warm_claim(cfg: Config, mon: StackelbergMonitors, info: dict, wall: float, t
               f"at {conv[1].tolist()} (steps = never, of {cfg.steps}); final E[U_A] cold "
               f"{_r(mon.u_a[0, :, -1], 4)}, warm "
               f"{_r(mon.u_a[1, :, -1], 4)}; Algorithm 1 wall "
-              f"{float(info['ogd_wall_s']):.1f} s (host loop, compiles per seed)")), finding=True)
+              f"{float(info['ogd_wall_s']):.1f} s (host loop, compiles per seed)"), finding=True)
 
 
 def proven_claims(cfg: Config, m: ProvenMeasured) -> list[Claim]:
