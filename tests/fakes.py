@@ -219,3 +219,9 @@ def truncate_checkpoint(step_dir: Path) -> None:
     assert files, f"no array data files under {step_dir}"
     for f in files:
         f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+
+
+# XLA options for the tests' own large programs (the binomial samplers' loops): fewer LLVM
+# optimisations, so about a fifth less compile time; the values are the same (the option the
+# stochastic driver's replay programs use, dedebate.protocols.stochastic_batch).
+LIGHT_COMPILE = {"xla_backend_optimization_level": 1}
