@@ -78,22 +78,30 @@ DYNAMIC = ("eps", "high")
 ``trials``, ``n_random`` and ``ascent_iters`` are shapes or loop counts: static."""
 
 
-def _mc_ones(machine, key, trials: int):
-    """Ones among ``trials`` transcripts: chunk i of ``MC_CHUNK`` uses the uniforms of
-    ``split(fold_in(key, i), chunk)`` (:func:`step_uniforms`); full chunks in a ``fori_loop``."""
+def _mc_ones(classes, keys, trials: int):
+    """Ones among ``trials`` transcripts of every fixture: ``classes`` is ``[(machines, n)]``, the
+    stacked machines of one class and how many (``keys`` holds one key per fixture, in the same
+    order). Chunk i of ``MC_CHUNK`` uses the uniforms of ``split(fold_in(key, i), chunk)``
+    (:func:`step_uniforms`), drawn for all fixtures by one body; full chunks in a ``fori_loop``."""
+    T = classes[0][0].T
 
-    def ones(k, n):
-        u = jax.vmap(step_uniforms, in_axes=(0, None))(jax.random.split(k, n), machine.T)
-        ys = jax.vmap(transcript_from_uniforms, in_axes=(None, 0))(machine, u)
-        return jnp.sum(ys[:, -1].astype(jnp.int32))
+    def ones(i, n):
+        u = jax.vmap(lambda k: jax.vmap(step_uniforms, in_axes=(0, None))(
+            jax.random.split(jax.random.fold_in(k, i), n), T))(keys)
+        out, at = [], 0
+        for machines, m in classes:
+            out.append(jax.lax.map(lambda a: jnp.sum(jax.vmap(
+                transcript_from_uniforms, in_axes=(None, 0))(*a)[:, -1].astype(jnp.int32)),
+                (machines, u[at:at + m])))
+            at += m
+        return jnp.concatenate(out)
 
     full, rest = divmod(trials, MC_CHUNK)
-    total = jnp.int32(0)
+    total = jnp.zeros(keys.shape, jnp.int32)
     if full:
-        total = jax.lax.fori_loop(
-            0, full, lambda i, acc: acc + ones(jax.random.fold_in(key, i), MC_CHUNK), total)
+        total = jax.lax.fori_loop(0, full, lambda i, acc: acc + ones(i, MC_CHUNK), total)
     if rest:
-        total = total + ones(jax.random.fold_in(key, full), rest)
+        total = total + ones(full, rest)
     return total
 
 
@@ -126,22 +134,33 @@ def point(cfg: Config):
     tree_ys = tree_transcripts(cfg.T)
     trials, n_random, iters = cfg.trials, cfg.n_random, cfg.ascent_iters
 
-    def one(machine, k, eps):
-        ones = _mc_ones(machine, jax.random.fold_in(k, 0), trials)
+    def exact(machine):  # the machine class's part: the DP and the level matrix
         probs = jax.vmap(step_probs, in_axes=(None, 0))(machine, jnp.asarray(tree_ys))
-        est = estimate_lipschitz_jnp(tree_matrix_jnp(probs), jax.random.fold_in(k, 1),
-                                     eps, n_random=n_random, ascent_iters=iters)
-        p, lo, hi = wilson_jnp(ones, trials)
-        return {"ones": ones, "p1_mc": p, "p1_mc_lo": lo, "p1_mc_hi": hi,
-                "p1_dp": machine.output_prob_dp(), "p1_tree": est["p1"],
-                "K_empirical": est["best"], "K_empirical_eps": est["best_eps"],
+        return tree_matrix_jnp(probs), machine.output_prob_dp()
+
+    def lipschitz(P, k, eps):  # the same shapes for every fixture: one body for all of them
+        est = estimate_lipschitz_jnp(P, jax.random.fold_in(k, 1), eps, n_random=n_random,
+                                     ascent_iters=iters)
+        return {"p1_tree": est["p1"], "K_empirical": est["best"],
+                "K_empirical_eps": est["best_eps"],
                 **{f"K_{f}": est[f] for f in PERTURBATION_FAMILIES}, "K_hybrid": est["hybrid"]}
 
+    order = [i for g in groups for i in g]  # fixture indices in the order of the classes
+    ends = np.cumsum([len(g) for g in groups]).tolist()
+    spans = list(zip([0] + ends[:-1], ends))  # each class's rows among them
+
     def fn(dyn, key):
+        keys = jnp.stack([jax.random.fold_in(key, i) for i in order])
+        ones = _mc_ones([(d["machine"], len(g)) for g, d in zip(groups, dyn["classes"])],
+                        jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, 0), trials)
+        p, lo, hi = wilson_jnp(ones, trials)
+        Ps, dps = zip(*(jax.lax.map(exact, d["machine"]) for d in dyn["classes"]))
+        est = jax.lax.map(lambda a: lipschitz(*a, dyn["eps"]), (jnp.concatenate(Ps), keys))
+        est = {"ones": ones, "p1_mc": p, "p1_mc_lo": lo, "p1_mc_hi": hi,
+               "p1_dp": jnp.concatenate(dps), **est}
         out = {}
-        for g, d in zip(groups, dyn["classes"]):
-            keys = jnp.stack([jax.random.fold_in(key, i) for i in g])
-            m = jax.lax.map(lambda a: one(*a, dyn["eps"]), (d["machine"], keys))
+        for g, d, (a, b) in zip(groups, dyn["classes"], spans):
+            m = {k: v[a:b] for k, v in est.items()}
             m["K_proven"] = d["K"]
             m["K_ratio"] = m["K_empirical"] / d["K"]
             for j, i in enumerate(g):
