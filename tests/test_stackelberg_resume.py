@@ -26,15 +26,14 @@ import shutil
 import pytest
 
 import experiments.stackelberg as E
-from dedebate.lab.config import resolve
-from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.experiment import gating
-from dedebate.lab.sweep import plan, point_key, run_sweep
+from dedebate.lab.sweep import plan, point_key
 from tests.fakes import (
     Crash,
     CrashingContext,
     FakeContext,
     count_chunked_traces,
+    sweep_one_row_per_call,
     truncate_checkpoint,
 )
 
@@ -54,13 +53,8 @@ def test_point_refuses_the_host_warm_start():
 @pytest.mark.slow  # first in the module: it compiles the programs the run below shares
 def test_rates_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypatch):
     traces = count_chunked_traces(monkeypatch, E)  # traces of point's programs (per compile)
-    raw = {"experiment": E.NAME, "seed": 0, "output_dir": str(tmp_path / "out"),
-           "tracking": {"mode": "disabled"}, "params": TINY,
-           "sweep": {"seeds": 2, "axes": {"main_n_b": [1, 2], "lr_a": [0.03, 0.3]},
-                     "batch": 1, "plots": False}}
-    cfg = resolve(raw, {E.NAME: E})
-    clear_program_cache()
-    rec = run_sweep(E, cfg, show_progress=False)
+    cfg, rec = sweep_one_row_per_call(E, tmp_path, params=TINY, seed=0, seeds=2,
+                                      axes={"main_n_b": [1, 2], "lr_a": [0.03, 0.3]})
     res = rec.results
     assert res["vmapped"] and res["dynamic_axes"] == ["main_n_b", "lr_a"] and res["groups"] == 1
     # batch 1: every row in its own call, as the run trains each of its schedules

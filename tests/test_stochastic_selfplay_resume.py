@@ -30,15 +30,14 @@ import pytest
 import experiments.stochastic_selfplay as E
 from dedebate.lab import driver
 from dedebate.lab.checkpoint import Checkpointer
-from dedebate.lab.config import resolve
-from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.driver import checkpoint_template
-from dedebate.lab.sweep import plan, point_key, run_sweep
+from dedebate.lab.sweep import plan, point_key
 from tests.fakes import (
     Crash,
     CrashingContext,
     FakeContext,
     count_chunked_traces,
+    sweep_one_row_per_call,
     truncate_checkpoint,
 )
 
@@ -71,13 +70,8 @@ def _numbers(result):
 @pytest.mark.slow  # first in the module: it compiles the programs every run below shares
 def test_rate_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monkeypatch):
     traces = count_chunked_traces(monkeypatch, E)  # traces of point's programs (per compile)
-    raw = {"experiment": E.NAME, "seed": 1, "output_dir": str(tmp_path / "out"),
-           "tracking": {"mode": "disabled"}, "params": TINY,
-           "sweep": {"seeds": 2, "axes": {"lr_a": [0.01, 0.05], "n_b": [2, 3]}, "batch": 1,
-                     "plots": False}}
-    cfg = resolve(raw, {E.NAME: E})
-    clear_program_cache()
-    rec = run_sweep(E, cfg, show_progress=False)
+    cfg, rec = sweep_one_row_per_call(E, tmp_path, params=TINY, seed=1, seeds=2,
+                                      axes={"lr_a": [0.01, 0.05], "n_b": [2, 3]})
     res = rec.results
     assert res["vmapped"] and res["dynamic_axes"] == ["lr_a", "n_b"] and res["groups"] == 1
     # init, the one chunk length (4 chunks of 1 period) and finish: each compiled once
