@@ -1,0 +1,94 @@
+"""The tests compile at LLVM optimisation level 1 (``tests/conftest.TEST_OPT_LEVEL``), not XLA's
+default 3: the values they check must not depend on it. Three program families, each compiled at
+both levels from one lowering: the stochastic debate in count mode (the exact binomial sampler,
+the checker, a lying zoo Alice) and the estimator network trained by OGD with a trained
+distinguisher (Flax, optax) give bit-identical outputs; self-play training (a differentiable DP
+under Adam, 40 steps) differs by at most a few ulps, which no property the tests check can see.
+The numbers users get (``dedebate reproduce``) are compiled at the default level."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dedebate.agents import selfplay_players as pl
+from dedebate.agents.stochastic_players import A_PER_STEP, B_HONEST, zoo_alice, zoo_bob
+from dedebate.estimators.advantage import random_oi_problem
+from dedebate.estimators.families import random_tanh_family
+from dedebate.estimators.train import NetTrainStatic, make_train, net_train_params
+from dedebate.exact import selfplay as xs
+from dedebate.machines.fixtures import f2_target
+from dedebate.machines.lipschitz import prefix_tree
+from dedebate.protocols.stochastic import (
+    debate_static,
+    lean_defaults,
+    make_vera,
+    play,
+    trial_keys,
+)
+from dedebate.training import stochastic_selfplay as sp
+from tests.conftest import TEST_OPT_LEVEL
+
+
+def _at_levels(fn, *args):
+    """``fn(*args)`` compiled from one lowering at the tests' level and at XLA's default, 3."""
+    lowered = jax.jit(fn).lower(*args)
+    return [lowered.compile({"xla_backend_optimization_level": lv})(*args)
+            for lv in (TEST_OPT_LEVEL, 3)]
+
+
+def _leaves(tree):
+    return [np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+                       else x) for x in jax.tree.leaves(tree)]
+
+
+def _identical(a, b) -> bool:
+    """Bit-for-bit equality of two pytrees of arrays (NaN equal to NaN)."""
+    la, lb = _leaves(a), _leaves(b)
+    return len(la) == len(lb) and all(x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True)
+                                      for x, y in zip(la, lb))
+
+
+def test_identical_sees_one_ulp():
+    x = {"a": jnp.arange(3, dtype=jnp.float32) / 7, "k": jax.random.key(0)}
+    assert _identical(x, dict(x))
+    assert not _identical(x, {**x, "a": jnp.nextafter(x["a"], 1.0)})
+
+
+def test_stochastic_debate_count_mode_is_bit_identical():
+    T, K = 8, 2
+    consts = lean_defaults(K, T).constants(K, T)
+    machine = f2_target(T, 0.33333, spread=0.2).machine
+    alice, bob = zoo_alice(consts, A_PER_STEP), zoo_bob(consts, B_HONEST)
+
+    def debates(keys):
+        return jax.vmap(lambda k: play(debate_static(T), machine, alice, bob, make_vera(consts),
+                                       k))(keys)
+
+    light, default = _at_levels(debates, trial_keys(jax.random.key(7), 64))
+    assert _identical(light, default)
+    assert 0 < float(jnp.mean(light.alice_wins)) < 1  # a debate either side can win
+
+
+def test_estimator_network_training_is_bit_identical():
+    key = jax.random.key(0)
+    problem, feat = random_oi_problem(jax.random.fold_in(key, 0), 50, 4)
+    family = random_tanh_family(jax.random.fold_in(key, 1), feat, 4, 40)
+    static = NetTrainStatic(rounds=30, hidden=(16,), best_response="family+mlp", dist_steps=3)
+    light, default = _at_levels(make_train(static), net_train_params(0.05, 3.0),
+                                jax.random.key(2), family, problem, feat)
+    assert _identical(light, default)
+
+
+def test_selfplay_training_within_a_few_ulps():
+    fx = f2_target(4, 0.25, spread=0.2)
+    constants = lean_defaults(fx.K, fx.T).constants(fx.K, fx.T)
+    alice = pl.AliceParams(w1=jnp.zeros((pl.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
+                           b2=jnp.float32(1.0 / constants.b))  # claims pi + 1
+    bob = pl.init_bob(jax.random.key(5), fx.T)
+    light, default = _at_levels(sp.make_train_bob(40), xs.level_inputs(prefix_tree(fx.machine)),
+                                sp.selfplay_params(constants), alice, bob)
+    for x, y in zip(_leaves(light), _leaves(default)):
+        np.testing.assert_array_max_ulp(x, y, maxulp=4)
+    assert not _identical(light, bob)  # it trained
