@@ -399,6 +399,8 @@ def proven_claims(cfg: Config, m: ProvenMeasured) -> list[Claim]:
               "so it checks the reward weights r^k, the signs and decomposability (both sides "
               f"share play()'s pi and phat); proof rows wall {m.wall:.1f} s incl. compile")))
     return claims
+
+
 def sweep_figures(rows):
     """``stackelberg_rates``: A updates to convergence (mean over seeds; a seed that never
     converges counts as ``steps``) and the converged fraction against A's learning rate (or B's,
