@@ -2,7 +2,8 @@
 
 * the role slots of the trial key (``ROLE_*``: each role's randomness is ``fold_in(key, role)``);
 * :class:`StepView`, what a player sees at a step;
-* :func:`checker_accepts`, Lean's checker (Bob's and Vera's test);
+* :func:`checker_accepts`, Lean's checker (Bob's and Vera's test), exact at ties
+  (:func:`dedebate.core.dyadic.checker_bounds`);
 * :class:`Outcome` and :func:`outcome_of`, one debate's result with its costs;
 * :class:`DebateCarry` and :func:`scan_debate`: the state the play loop keeps from step to step
   (named fields) and the scan over chunks of steps that :mod:`dedebate.protocols.stochastic`
@@ -18,6 +19,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from dedebate.core.dyadic import checker_bounds
 from dedebate.protocols.costs import Costs
 
 # Role slots for fold_in of the trial key.
@@ -49,17 +51,21 @@ class StepView:
 def checker_accepts(p: jax.Array, count: jax.Array, n: jax.Array, tau: jax.Array) -> jax.Array:
     """Lean's checker ``bob'`` (spec DED 5.1): accept iff ``|p - count/n| < tau`` (strict).
 
+    Decided exactly in real numbers on the float32 values of p and tau, by integer arithmetic
+    (:func:`dedebate.core.dyadic.checker_bounds`), so every program agrees at ties.
+
     Args:
         p: float32, the claimed probability.
-        count: int, ones among the samples.
-        n: int, the number of samples (0 is treated as 1).
+        count: int, ones among the samples, in ``[0, n]``.
+        n: int, the number of samples (0 is treated as 1), below 2^30.
         tau: float32, the tolerance.
 
     Returns:
         bool array of the broadcast shape.
     """
-    est = count.astype(jnp.float32) / jnp.maximum(n, 1).astype(jnp.float32)
-    return jnp.abs(p - est) < tau
+    lo, hi = checker_bounds(p, n, tau)
+    count = jnp.asarray(count, jnp.int32)
+    return (count > lo) & (count < hi)
 
 
 @struct.dataclass
