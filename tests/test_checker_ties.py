@@ -12,11 +12,14 @@ import numpy as np
 from dedebate.core.dyadic import checker_bounds, ratio_f32
 from dedebate.protocols.stochastic import checker_accepts, checker_interval
 
-# (n, tau, claims): 0.5 and 1.0 at n = 40, tau = 0.05 meet real-number ties (0.5 - 18/40 and
-# 1 - 38/40 are 0.05); the default constants' n, tau with claims at and near the edges.
+# (n, tau, claims): 0.5 and 1.0 at n = 40, tau = 0.05 meet the decimal ties 0.5 - 18/40 = 0.05 and
+# 1 - 38/40 = 0.05 (float32 0.05 is 7.45e-10 above: accepted); the default constants' n, tau with
+# claims at and near the edges; tau = 1/16 at n = 32 meets exact ties (0.5 - 14/32 = 1/16:
+# rejected, the test is strict).
 CASES = [(40, 0.05, (0.5, 1.0, 0.0, 0.05, 0.95, 0.45)),
          (3000, 0.0175, (0.5, 1.0, 1 / 3, 0.125 + 0.0175, 0.9825, 0.0175)),
-         (96_356, 0.0175, (0.5, 1.0, 2 / 3, 0.0175, 0.9825, 0.25))]
+         (96_356, 0.0175, (0.5, 1.0, 2 / 3, 0.0175, 0.9825, 0.25)),
+         (32, 0.0625, (0.5, 1.0, 0.3125))]
 ROWS = [(np.float32(p), n, np.float32(tau)) for n, tau, claims in CASES for p in claims]
 
 
@@ -44,21 +47,23 @@ def _both(p, k, n, tau):
 
 def test_checker_decides_ties_alike_in_every_program():
     """Every count (n = 40) or the counts around both ends, for each claim: the interval and the
-    checker eager (op by op, on arrays), jitted and vmapped (over claims, counts and n), and jitted
-    on scalars at the n = 40 ties, against Fractions."""
+    checker vmapped over claims, counts and n, eager (op by op) and jitted, and jitted on scalars
+    at the ties, against Fractions."""
     want = np.array([_exact_interval(*r) for r in ROWS])
-    assert want[:2].tolist() == [[18, 22], [38, 40]]  # the ties are in the accepted set
+    assert want[:2].tolist() == [[18, 22], [38, 40]]  # the decimal ties are accepted
+    assert want[-3:-1].tolist() == [[15, 17], [31, 32]]  # the exact ties are not
     rows = [(p, k, n, tau) for p, n, tau in ROWS for k in _counts(p, n, tau)]
     cp, ck, cn, ct = (np.array(c) for c in zip(*rows))
     want_lo, want_hi = np.array([_exact_interval(p, n, tau) for p, _, n, tau in rows]).T
     want_acc = np.array([_exact(*r) for r in rows])
     args = (jnp.asarray(cp), jnp.asarray(ck, jnp.int32), jnp.asarray(cn, jnp.int32),
             jnp.asarray(ct))
-    for name, got in (("eager", _both(*args)), ("jit vmap", jax.jit(jax.vmap(_both))(*args))):
+    for name, got in (("eager vmap", jax.vmap(_both)(*args)),
+                      ("jit vmap", jax.jit(jax.vmap(_both))(*args))):
         for g, w, what in zip(got, (want_lo, want_hi, want_acc), ("k_lo", "k_hi", "accepts")):
             np.testing.assert_array_equal(np.asarray(g), w, err_msg=f"{name}: {what}")
     jit_both = jax.jit(_both)
-    for i in np.flatnonzero((cn == 40) & ((cp == 0.5) | (cp == 1.0))):
+    for i in np.flatnonzero((cn <= 40) & ((cp == 0.5) | (cp == 1.0))):
         r = (jnp.float32(cp[i]), jnp.int32(ck[i]), jnp.int32(cn[i]), jnp.float32(ct[i]))
         got = tuple(int(v) for v in jit_both(*r))
         assert got == (want_lo[i], want_hi[i], want_acc[i]), (rows[i], got)
