@@ -364,6 +364,14 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
     n_alice = jnp.asarray(alice.n_samples, jnp.int32)
     n_bob = jnp.asarray(bob.n_samples, jnp.int32)
     g, delta, certified = lazy_level(n_alice, n_bob, bob.tau, spec.lazy_gate_log2)
+    # At pi in {0, 1} the counts are 0 or N and the checker Bob's decision on honest Alice's
+    # estimate depends on nothing else: both decisions once per trial, not per step.
+    view0 = StepView(t=jnp.int32(0), pi=jnp.float32(0.0), prev_bit=jnp.int32(0),
+                     ones=jnp.int32(0), state=machine.init_state(), T=T)
+    cont_end = [jnp.asarray(bob.cont(view0, jnp.asarray(alice.claim(view0, e * n_alice,
+                                                                    jnp.float32(0.0)),
+                                                         jnp.float32),
+                                     e * n_bob, jnp.float32(0.0)), bool) for e in (0, 1)]
 
     def step_common(state, t, prev, ones, word):
         ts = jnp.minimum(t, T - 1)
@@ -372,10 +380,7 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
         gate = certified & (pi > 0.0) & (pi < 1.0)
         # pi in {0, 1}: every count is N pi, so the step is decided without randomness.
         trivial = (pi <= 0.0) | (pi >= 1.0)
-        x_t = jnp.round(n_alice.astype(jnp.float32) * pi).astype(jnp.int32)
-        z_t = jnp.round(n_bob.astype(jnp.float32) * pi).astype(jnp.int32)
-        p_t = jnp.asarray(alice.claim(view, x_t, jnp.float32(0.0)), jnp.float32)
-        cont_t = jnp.asarray(bob.cont(view, p_t, z_t, jnp.float32(0.0)), bool)
+        cont_t = jnp.where(pi >= 1.0, cont_end[1], cont_end[0])
         cheap_w, y_w = cheap_path(word, pi, g)
         cheap = (trivial & cont_t) | (gate & cheap_w)
         y = jnp.where(trivial, (pi >= 1.0).astype(jnp.int32), y_w)
