@@ -36,7 +36,7 @@ from dedebate.machines.lipschitz import (
     tree_output_prob,
     tree_transcripts,
 )
-from dedebate.machines.program import step_uniforms, transcript_from_uniforms
+from dedebate.machines.program import count_ones
 
 NAME = "machines"
 TITLE = "Oracle machines: exact P_M vs Monte Carlo, empirical vs proven Lipschitz constants"
@@ -69,32 +69,11 @@ SIZES = {
     "full": {"T": 18, "trials": 1_000_000, "n_random": 32, "ascent_iters": 20},
 }
 
-MC_CHUNK = 50_000
-
 DYNAMIC = ("eps", "high")
 """Config fields that enter :func:`point` only as numbers: the perturbation sizes (an array of
 ``len(eps)``; points of one sweep group need equally many) and the fixtures' target P_M(1)
 (through their float32 probabilities; the machines' structure does not depend on it). ``T``,
 ``trials``, ``n_random`` and ``ascent_iters`` are shapes or loop counts: static."""
-
-
-def _mc_ones(machine, key, trials: int):
-    """Ones among ``trials`` transcripts: chunk i of ``MC_CHUNK`` uses the uniforms of
-    ``split(fold_in(key, i), chunk)`` (:func:`step_uniforms`); full chunks in a ``fori_loop``."""
-
-    def ones(k, n):
-        u = jax.vmap(step_uniforms, in_axes=(0, None))(jax.random.split(k, n), machine.T)
-        ys = jax.vmap(transcript_from_uniforms, in_axes=(None, 0))(machine, u)
-        return jnp.sum(ys[:, -1].astype(jnp.int32))
-
-    full, rest = divmod(trials, MC_CHUNK)
-    total = jnp.int32(0)
-    if full:
-        total = jax.lax.fori_loop(
-            0, full, lambda i, acc: acc + ones(jax.random.fold_in(key, i), MC_CHUNK), total)
-    if rest:
-        total = total + ones(jax.random.fold_in(key, full), rest)
-    return total
 
 
 def point(cfg: Config):
@@ -127,7 +106,7 @@ def point(cfg: Config):
     trials, n_random, iters = cfg.trials, cfg.n_random, cfg.ascent_iters
 
     def one(machine, k, eps):
-        ones = _mc_ones(machine, jax.random.fold_in(k, 0), trials)
+        ones = count_ones(machine, jax.random.fold_in(k, 0), trials)
         probs = jax.vmap(step_probs, in_axes=(None, 0))(machine, jnp.asarray(tree_ys))
         est = estimate_lipschitz_jnp(tree_matrix_jnp(probs), jax.random.fold_in(k, 1),
                                      eps, n_random=n_random, ascent_iters=iters)

@@ -17,7 +17,6 @@ Parts, keys and run order: docs/prover-estimator-debate.md, spec PED 9.8. Librar
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import sys
 
 import jax
@@ -209,13 +208,13 @@ def generalisation_claims(rule: str, sel) -> list[Claim]:
     where = "" if worst is None else (
         f"; largest at |Z| = {worst['n_z']}, delta = {worst['delta']:g}: fresh max|Adv| "
         f"{worst['fresh_max_adv']:.4g} vs training {worst['max_adv']:.4g}")
-    claims.append(dataclasses.replace(Claim.exact(
+    claims.append(Claim.exact(
         f"Algorithm 1 ({rule}) generalises: its exit h is (delta, F')-indistinguishable for "
         f"{'/'.join(map(str, n_fresh))} fresh tests F' drawn with another key",
         "finding (no theorem bounds an unseen test's advantage; spec PED 5.1, 5.5)",
         "criterion: fresh max|Adv| / delta < 1", ratio, passed=ratio < 1.0,
         note=(f"{len(sel)} runs; largest fresh max|Adv| / delta {ratio:.4g}; smallest share of "
-              f"fresh tests with |Adv| < delta {share:.4g}{where}")),
+              f"fresh tests with |Adv| < delta {share:.4g}{where}"),
         finding=True))
     return claims
 
@@ -228,7 +227,7 @@ def network_claim(cfg: Config, rows, net: NetRun, timing) -> Claim:
     worst = strict_max(r["net_final_max_adv"] for r in best)
     reached = [r["net_rounds_to_delta"] for r in best]
     resumed = (f"; resumed at round {net.resumed_from}" if net.resumed_from else "")
-    return dataclasses.replace(Claim.exact(
+    return Claim.exact(
         f"Flax estimator trained by OGD reaches max|Adv| < delta = {cfg.net_delta:g} "
         f"(|Z| = {2**cfg.net_q}, best lr = {best_lr:g})",
         "network analogue of spec PED 5.3; no proven bound", f"< {cfg.net_delta:g}",
@@ -239,7 +238,7 @@ def network_claim(cfg: Config, rows, net: NetRun, timing) -> Claim:
               f"compilation: network {net.wall_s:.3f} for {timing['net_runs']} runs "
               f"({net.chunks_run} chunks of {min(cfg.net_checkpoint_every, cfg.net_rounds)} "
               f"rounds{resumed}), tabular {timing['tab_wall_s']:.3f} for {timing['tab_runs']} "
-              "runs")),
+              "runs"),
         finding=True)  # no theorem bounds the network's training: a measured finding
 
 

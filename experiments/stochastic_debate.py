@@ -16,7 +16,6 @@ run on the host (float64 exact DP and an evolution strategy) and stay outside it
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import sys
@@ -33,6 +32,7 @@ from dedebate.agents.stochastic_zoo import (
     zoo_cell,
     zoo_stats,
 )
+from dedebate.core.stats import loglog_slope
 from dedebate.exact.zoo_search import adversaries, exact_scale_search
 from dedebate.lab.devices import cached_program, lanes_for_memory
 from dedebate.lab.experiment import (
@@ -251,10 +251,7 @@ def cost_checks(Ks, Ts, qrows):
     x = np.array([r["K"] ** 2 * r["T"] * math.log(200 * r["T"]) for r in lean_q])
     y = np.array([r["alice"] for r in lean_q])
     c = float(np.sum(x * y) / np.sum(x * x)) if lean_q else math.nan
-    if len(lean_q) >= 2 and np.ptp(np.log(x)) > 0:
-        slope = float(np.polyfit(np.log(x), np.log(y), 1)[0])
-    else:
-        slope = 1.0
+    slope = loglog_slope(x, y) if len(lean_q) >= 2 and np.ptp(np.log(x)) > 0 else 1.0
     checks["honest Alice's queries = c K^2 T ln(200T) with c ~= 5000"] = (
         abs(c / 5000 - 1) < 0.01 and abs(slope - 1) < 0.01,
         f"least-squares c = {c:.1f} over {len(lean_q)} (K, T) points; log-log slope {slope:.4f}")
@@ -281,9 +278,9 @@ def scale_factor_claim(cfg: Config, K: int, ki: int, key_k, theta_b, scale_rows)
              "on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness <= 2/5 vs the zoo")
     crit = "exact at scale_T and MC at T_max"
     if f_exact is None:
-        return _finding(Claim.exact(title, "empirical finding", "some factor <= 1", math.nan,
-                                    passed=False,
-                                    note=f"factor 1 already fails the exact check at T={sT}"))
+        return Claim.exact(title, "empirical finding", "some factor <= 1", math.nan,
+                           passed=False, finding=True,
+                           note=f"factor 1 already fails the exact check at T={sT}")
     key = jax.random.fold_in(key_k, 99)
     for f in sorted(x for x in cfg.scale_factors if x >= f_exact):
         consts = lean_full.scaled(f)
@@ -300,23 +297,18 @@ def scale_factor_claim(cfg: Config, K: int, ki: int, key_k, theta_b, scale_rows)
                            "n_alice": consts.n_alice, "n_bob": consts.n_bob,
                            "n_vera": consts.n_vera})
         if ok:
-            return _finding(Claim.exact(
-                title, "empirical finding", crit, f, passed=True,
+            return Claim.exact(
+                title, "empirical finding", crit, f, passed=True, finding=True,
                 note=(f"exact DP at T={sT}: smallest factor {f_exact:g}; Monte Carlo at "
                       f"T={Tmax} ({cfg.trials} debates/member): completeness min {c_v:.3f} "
                       f"[{c_lo:.3f}, {c_hi:.3f}], soundness max {s_v:.3f} [{s_lo:.3f}, "
                       f"{s_hi:.3f}]; N_A {consts.n_alice} vs Lean {lean_full.n_alice} "
                       f"(x{lean_full.n_alice / consts.n_alice:.1f} fewer) vs paper "
                       f"{paper.n_alice} (x{paper.n_alice / consts.n_alice:.0f} fewer); N_V "
-                      f"{consts.n_vera} vs Lean {lean_full.n_vera} vs paper {paper.n_vera}")))
-    return _finding(Claim.exact(title, "empirical finding", crit, 1.0, passed=False,
-                                note=f"exact DP at T={sT} allowed {f_exact:g}, but no factor held "
-                                     f"by Monte Carlo at T={Tmax}"))
-
-
-def _finding(row: Claim) -> Claim:
-    """The scale-factor row is a measured finding (no theorem settles it): it does not gate."""
-    return dataclasses.replace(row, finding=True)
+                      f"{consts.n_vera} vs Lean {lean_full.n_vera} vs paper {paper.n_vera}"))
+    return Claim.exact(title, "empirical finding", crit, 1.0, passed=False, finding=True,
+                       note=f"exact DP at T={sT} allowed {f_exact:g}, but no factor held by "
+                            f"Monte Carlo at T={Tmax}")
 
 
 def run(cfg: Config, ctx) -> ExperimentResult:

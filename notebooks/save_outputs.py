@@ -35,6 +35,7 @@ def main(names: list[str]) -> int:
     os.environ.setdefault("WANDB_SILENT", "true")
     os.environ.pop("WANDB_MODE", None)
     os.environ.pop("MPLBACKEND", None)  # the notebook's inline backend: plots become outputs
+    os.environ.pop("DEDEBATE_NOTEBOOK_QUICK", None)  # the stored outputs are the full sizes
     paths = [HERE / n for n in names] if names else sorted(HERE.glob("*.ipynb"))
     for path in paths:
         save(path)

@@ -14,6 +14,25 @@ REPO = Path(__file__).resolve().parents[1]
 FAKE_EXPERIMENTS = "tests.fake_experiments"
 FAKE_BENCH = "tests.fake_experiments.fakebench"
 
+HEAVY_FIRST = (
+    "test_stackelberg.py", "test_notebooks.py", "test_stochastic_lazy.py",
+    "test_stochastic_selfplay.py", "test_ogd_resume.py", "test_stochastic.py",
+    "test_stochastic_decision.py", "test_stochastic_experiment.py",
+    "test_prover_estimator_experiment.py", "test_stackelberg_resume.py",
+    "test_estimator_soundness.py", "test_lab_sweep.py", "test_estimator_network.py",
+    "test_deterministic_debate.py", "test_fixtures.py", "test_machines_experiment.py",
+)
+"""The most expensive test files (CPU seconds of a full run), most expensive first. They are
+collected first, so ``--dist loadfile`` hands them out before the many short files and the two
+workers finish together instead of one waiting on a long file at the end."""
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Order the files: :data:`HEAVY_FIRST` in its order, then the rest as collected (a stable
+    sort, so tests inside a file keep their order)."""
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(HEAVY_FIRST)))
+
 
 @pytest.fixture
 def fake_env(monkeypatch):

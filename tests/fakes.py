@@ -160,6 +160,23 @@ def count_chunked_traces(monkeypatch, module) -> dict[str, int]:
     return traces
 
 
+def sweep_one_row_per_call(module, tmp: Path, *, params: dict, axes: dict[str, list],
+                           seed: int = 0, seeds: int = 1):
+    """Resolve and run a sweep of ``module`` over ``axes`` x ``seeds`` at ``params``, one row per
+    call (``sweep.batch: 1``), no tracking or plots, output under ``tmp / "out"``, with the
+    program cache cleared first. Returns ``(resolved config, sweep record)``."""
+    from dedebate.lab.config import resolve
+    from dedebate.lab.devices import clear_program_cache
+    from dedebate.lab.sweep import run_sweep
+
+    raw = {"experiment": module.NAME, "seed": seed, "output_dir": str(tmp / "out"),
+           "tracking": {"mode": "disabled"}, "params": params,
+           "sweep": {"seeds": seeds, "axes": axes, "plots": False, "batch": 1}}
+    cfg = resolve(raw, {module.NAME: module})
+    clear_program_cache()
+    return cfg, run_sweep(module, cfg, show_progress=False)
+
+
 def sweep_then_run_alone(module, tmp: Path, *, axes: dict[str, list], pick, seed: int = 0,
                          seeds: int = 1, run_seed: int | None = None):
     """Sweep ``axes`` x ``seeds`` at the quick size one row per call (``sweep.batch: 1``), then
@@ -168,22 +185,16 @@ def sweep_then_run_alone(module, tmp: Path, *, axes: dict[str, list], pick, seed
 
     Returns ``(sweep record, point, run seed, run result, context, traces of point's fn after
     both)``: one trace means the run reused the sweep's compiled program."""
-    from dedebate.lab.config import resolve
-    from dedebate.lab.devices import clear_program_cache
-    from dedebate.lab.sweep import plan, point_key, run_sweep
+    from dedebate.lab.sweep import plan, point_key
 
     params = {k: list(v) if isinstance(v, tuple) else v
               for k, v in module.SIZES["quick"].items()}
-    raw = {"experiment": module.NAME, "seed": seed, "output_dir": str(tmp / "out"),
-           "tracking": {"mode": "disabled"}, "params": params,
-           "sweep": {"seeds": seeds, "axes": axes, "plots": False, "batch": 1}}
     import pytest
 
     with pytest.MonkeyPatch.context() as mp:
         traces = count_point_traces(mp, module)  # traces of the sweep's fn (once per compile)
-        cfg = resolve(raw, {module.NAME: module})
-        clear_program_cache()
-        rec = run_sweep(module, cfg, show_progress=False)
+        cfg, rec = sweep_one_row_per_call(module, tmp, params=params, axes=axes, seed=seed,
+                                          seeds=seeds)
         pt = next(p for p in plan(module, cfg).points if pick(p.values))
         run_seed = rec.rows[0]["seed"] if run_seed is None else run_seed
         ctx = FakeContext(tmp / "alone", seed=run_seed, size="quick", name=module.NAME)
@@ -219,3 +230,9 @@ def truncate_checkpoint(step_dir: Path) -> None:
     assert files, f"no array data files under {step_dir}"
     for f in files:
         f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+
+
+# XLA options for the tests' own large programs (the binomial samplers' loops): fewer LLVM
+# optimisations, so about a fifth less compile time; the values are the same (the option the
+# stochastic driver's replay programs use, dedebate.protocols.stochastic_batch).
+LIGHT_COMPILE = {"xla_backend_optimization_level": 1}

@@ -134,6 +134,11 @@ def test_findings_are_reported_but_do_not_gate():
     mc = Claim("mc claim", "s", "== 0", 0.0, -0.1, 0.1, True, p_value=0.03)
     assert ExperimentResult(claims=[claim, finding, mc_finding]).passed
     assert not ExperimentResult(claims=[claim, Claim.exact("x", "y", "z", 0, False)]).passed
+    exact_finding = Claim.exact("x", "y", "z", 0, False, finding=True)
+    assert exact_finding.finding and exact_finding.lo == exact_finding.hi == 0.0
+    assert ExperimentResult(claims=[claim, exact_finding]).passed
+    nan_finding = Claim.exact("x", "y", "z", math.nan, True, "n", finding=True)  # fails closed
+    assert nan_finding.finding and not nan_finding.passed and nan_finding.note.startswith("FAIL")
     # a finding is outside the Monte-Carlo family: mc alone is a family of one (level 0.05)
     rows = with_family_decisions([mc, mc_finding])
     assert rows[0]["family_size"] == 1 and not rows[0]["passed"]

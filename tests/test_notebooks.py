@@ -2,8 +2,10 @@
 
 Every cell of every notebook runs, in order, in ONE ``python3`` kernel started from this
 interpreter (jupyter_client replaces the kernelspec's ``python`` with ``sys.executable``; the
-first injected cell asserts the kernel runs in this test's environment), with ``MPLBACKEND=Agg``
-and W&B quiet: one kernel start and one import of JAX instead of one per notebook. Before each
+first injected cell asserts the kernel runs in this test's environment), with ``MPLBACKEND=Agg``,
+W&B quiet and ``DEDEBATE_NOTEBOOK_QUICK=1`` (notebook 01 then plays 16 debates per pair instead
+of 64, notebook 02 leaves out T = 32: the same cells and checks, fewer oracle calls and
+compiles): one kernel start and one import of JAX instead of one per notebook. Before each
 notebook an injected cell empties the user namespace (``%reset -f``), closes the figures and
 enters a fresh temporary working directory, so a notebook sees none of the previous one's
 names and nothing is written into the repository. The notebooks assert their own numbers (exact
@@ -107,6 +109,7 @@ def test_every_notebook_executes(tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("DEDEBATE_NOTEBOOK_QUICK", "1")
     monkeypatch.chdir(tmp_path)
 
     before = _repo_files()

@@ -7,6 +7,13 @@ very same numbers (bit-equal arrays) as an uninterrupted run; the chunked traini
 with the one-shot training program; and ``dedebate run configs/ogd_estimator.yaml size=quick``
 must pass every claim, write the report's tables within their bounds, Orbax checkpoints and offline
 W&B files, and ``resume=true`` must continue that run.
+
+As a sweep (``point`` / ``DYNAMIC``): Algorithm 1 over deltas x seeds at the quick size is one
+compiled program; the report's Algorithm 1 rows for the same point run alone
+(``algorithm1_rows``, the part of ``run`` that builds them) at the row's documented key
+(``point_key``) go through that same program (no second compile) and hold exactly the row's
+numbers. The sweep test runs before the CLI's quick run, whose Algorithm 1 rows are a point of
+that sweep: the run reuses its program.
 """
 
 from __future__ import annotations
@@ -23,10 +30,14 @@ import numpy as np
 import pytest
 
 import experiments.ogd_estimator as exp
+from dedebate.estimators.algorithm1_grid import PER_RUN
 from dedebate.estimators.net_vs_tabular import net_problems
 from dedebate.estimators.train import NetTrainStatic, make_train_grid, net_train_params
+from dedebate.lab.config import resolve
+from dedebate.lab.devices import clear_program_cache
+from dedebate.lab.sweep import plan, point_key, run_sweep
 from tests.conftest import REPO
-from tests.fakes import FakeContext, truncate_checkpoint
+from tests.fakes import FakeContext, count_point_traces, truncate_checkpoint
 
 # 45 rounds in chunks of 10: five chunks, the last one partly past the end (no-op rounds).
 CFG = dataclasses.replace(exp.Config(**exp.SIZES["quick"]), net_rounds=45,
@@ -164,6 +175,65 @@ def _corrupt_finished_run_recovers_then_resume_is_a_no_op(root, cfg, full):
     assert third.resumed_from == 45 and third.chunks_run == 0 and ctx.logged == []
     _assert_same_run(full, third)
     assert _tree(root) == before
+
+
+QUICK = exp.Config(**exp.SIZES["quick"])
+
+
+@pytest.mark.slow  # before the CLI test: its quick run's Algorithm 1 is a point of this sweep
+def test_delta_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monkeypatch):
+    traces = count_point_traces(monkeypatch, exp)  # traces of the sweep's fn (once per compile)
+    raw = {"experiment": exp.NAME, "seed": 2, "size": "quick", "output_dir": str(tmp_path / "out"),
+           "tracking": {"mode": "disabled"},
+           "sweep": {"seeds": 2, "axes": {"deltas": [[0.2, 0.1], [0.1, 0.05]]}, "plots": False,
+                     "batch": 1}}
+    cfg = resolve(raw, {exp.NAME: exp})
+    clear_program_cache()
+    rec = run_sweep(exp, cfg, show_progress=False)
+    res = rec.results
+    assert res["vmapped"] and res["dynamic_axes"] == ["deltas"] and res["groups"] == 1
+    assert res["compilations"] == 1 == traces[0] and res["rows"] == 4 == len(rec.rows)
+
+    # the point deltas = (0.1, 0.05) (the quick size's), seed 2, alone through the report's code
+    # (run's part 1): the one-point case of the sweep, so it reuses the sweep's program
+    pt = next(p for p in plan(exp, cfg).points if p.values["deltas"] == (0.1, 0.05))
+    assert pt.cfg == QUICK
+    ctx = FakeContext(tmp_path / "alone", seed=2, name=exp.NAME)
+    ctx.key = point_key(exp.NAME, 2, pt.cfg)
+    report, traces_by_run = exp.algorithm1_rows(pt.cfg, ctx)
+    assert traces[0] == 1
+    row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == 2)
+    other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != 2)
+    assert len(report) == 2 * 2 * 2  # problems x step rules x deltas (one q)
+    for r in report:
+        d = QUICK.deltas.index(r["delta"])
+        pre = f"Z{r['n_z']}/{r['step_rule']}/d{d}/s{r['seed']}"
+        for m in PER_RUN:
+            assert row[f"{pre}/{m}"] == r[m], (pre, m)  # bit for bit (Python floats of float32)
+        assert r["steps"] <= r["bound"] and r["max_adv"] < r["delta"]
+        # the float64 recomputation of the exit h (from the program's extras) agrees
+        assert r["max_adv_numpy"] == pytest.approx(r["max_adv"], abs=exp.RECOMPUTE_TOL)
+        assert r["fresh_tests"] == 4 * QUICK.n_tests
+    # the other seed's problems are other problems
+    assert sum(other[f"{p}/max_adv"] != row[f"{p}/max_adv"] for p in (
+        f"Z4/{rule}/d{d}/s{s}" for rule in ("hazan", "tight") for d in (0, 1)
+        for s in (0, 1))) >= 6
+    for rule in ("hazan", "tight"):  # problem 0's advantage traces, for the report's figure
+        for delta in QUICK.deltas:
+            tr = traces_by_run[(rule, 2, delta)]
+            assert tr.shape == (QUICK.trace_len,) and np.isfinite(tr[0])
+    assert row["d0/delta"] == pytest.approx(0.1) and row["d1/delta"] == pytest.approx(0.05)
+    for rule in ("hazan", "tight"):  # the aggregates over the problems, from the same runs
+        steps = [r["steps"] for r in report
+                 if r["step_rule"] == rule and r["n_z"] == 4 and r["delta"] == 0.1]
+        assert row[f"Z4/{rule}/d0/steps_max"] == max(steps)
+        assert row[f"Z4/{rule}/d0/steps_over_bound_max"] <= 1.0
+
+    # the sweep's figure: measured T and the proven bound per |Z|, one panel per step rule
+    fig = exp.sweep_figures(rec.rows)["algorithm1_steps_vs_bound"]
+    assert [len(ax.get_lines()) for ax in fig.axes] == [2, 2]
+    bound = fig.axes[0].get_lines()[1].get_ydata()  # hazan, |Z| = 4, at 1/delta^2 = 25, 100, 400
+    assert list(bound) == pytest.approx([36 * 4 * 25, 36 * 4 * 100, 36 * 4 * 400])
 
 
 @pytest.mark.slow

@@ -1,26 +1,84 @@
-"""Resume and per-seed curves of the Stackelberg experiment (experiments/stackelberg.py).
+"""Resume, per-seed curves and sweep of the Stackelberg experiment (experiments/stackelberg.py).
 
-A tiny run (2 seeds, 8 A updates in 4 chunks, n_B = 2 and simultaneous play) is interrupted after
-its second chunk, then resumed from the Orbax checkpoint in the same directory: every final
-number and every logged per-seed curve equals the uninterrupted run's, bit for bit. A finished
-run whose newest checkpoint is deleted or corrupted resumes to the same numbers (the bad step
-moved aside and saved again), and a second resume trains and saves nothing. One uninterrupted
-run is shared by the tests (one compile of the training program), which also check which of its
-rows gate (claims) and which are findings.
+One tiny configuration (2 seeds, 8 A updates in 4 chunks, n_B in {1, 2} and simultaneous play,
+players with 4 hidden units) serves every test, so its compiled programs are shared: the sweep
+test runs first and compiles the point's programs (init, chunk, finish) once; the uninterrupted
+run that the other tests share then trains through those same programs.
+
+A run interrupted after its second chunk, then resumed from the Orbax checkpoint in the same
+directory, ends with every final number and every logged per-seed curve of the uninterrupted
+run, bit for bit. A finished run whose newest checkpoint is deleted or corrupted resumes to the
+same numbers (the bad step moved aside and saved again), and a second resume trains and saves
+nothing. The uninterrupted run's rows are checked for which gate (claims) and which are findings.
+
+As a sweep (``point`` / ``DYNAMIC``, a chunked point): a grid over n_B and A's learning rate
+compiles each of its programs once, and a run of the same point at the row's documented key
+(``point_key``) trains its pairs through those same programs, chunk by chunk through the
+checkpointed driver, tracing nothing again: its seed-0 pair of the main schedule is the sweep
+row, bit for bit (at ``sweep.batch = 1``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import pytest
 
 import experiments.stackelberg as E
 from dedebate.lab.experiment import gating
-from tests.fakes import Crash, CrashingContext, FakeContext, truncate_checkpoint
+from dedebate.lab.sweep import plan, point_key
+from tests.fakes import (
+    Crash,
+    CrashingContext,
+    FakeContext,
+    count_chunked_traces,
+    sweep_one_row_per_call,
+    truncate_checkpoint,
+)
 
-CFG = E.Config(seeds=2, steps=8, chunks=4, n_b_values=(2,), main_n_b=2, n_trees=2,
-               unstable_part=False, warm_seeds=0)
+# 8 A updates in 4 chunks on 2 trees of depth 1, tiny players: the sweep's params and the
+# resumed run's Config (equal static fields: one set of compiled programs)
+TINY = {"seeds": 2, "steps": 8, "chunks": 4, "n_b_values": [1, 2], "main_n_b": 2, "n_trees": 2,
+        "hidden_a": [4], "hidden_b": [4], "unstable_part": False, "warm_seeds": 0}
+CFG = E.Config(**{**TINY, "n_b_values": (1, 2), "hidden_a": (4,), "hidden_b": (4,)})
+RUNS = ("nB1", "nB2", "simultaneous")
+
+
+def test_point_refuses_the_host_warm_start():
+    with pytest.raises(ValueError, match="b_warm_start=True"):
+        E.point(dataclasses.replace(CFG, b_warm_start=True))
+
+
+@pytest.mark.slow  # first in the module: it compiles the programs the run below shares
+def test_rates_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypatch):
+    traces = count_chunked_traces(monkeypatch, E)  # traces of point's programs (per compile)
+    cfg, rec = sweep_one_row_per_call(E, tmp_path, params=TINY, seed=0, seeds=2,
+                                      axes={"main_n_b": [1, 2], "lr_a": [0.03, 0.3]})
+    res = rec.results
+    assert res["vmapped"] and res["dynamic_axes"] == ["main_n_b", "lr_a"] and res["groups"] == 1
+    # batch 1: every row in its own call, as the run trains each of its schedules
+    assert res["compilations"] == 3 and res["rows"] == 8 == len(rec.rows)
+    assert traces == {"init": 1, ("chunk", 2): 1, "finish": 1}
+
+    # the point n_B = 1, seed 1, trained alone by run()'s training path (the chunked driver,
+    # every schedule a row of the point's programs, at the row's key)
+    pt = next(p for p in plan(E, cfg).points
+              if p.values == {"main_n_b": 1, "lr_a": 0.3})
+    seed = 1
+    ctx = FakeContext(tmp_path / "alone", seed=seed, name=E.NAME)
+    ctx.key = point_key(E.NAME, seed, pt.cfg)
+    trained, _ = E.train_parts(pt.cfg, ctx)
+    assert traces == {"init": 1, ("chunk", 2): 1, "finish": 1}  # nothing traced again
+    alone = E.point_metrics(pt.cfg, trained["stable"].mon)
+    row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
+    assert len(alone) == 9 and {m: row[m] for m in alone} == alone
+    # the dynamic numbers reach the training: every point of seed 1 ends at another payoff
+    finals = {r["point"]: r["final_u_a"] for r in rec.rows if r["seed"] == seed}
+    assert len(set(finals.values())) == 4
+    for r in rec.rows:
+        assert 0 <= r["converged_at"] <= 8 and r["converged"] == int(r["converged_at"] < 8)
+        assert r["final_u_a_rel"] == pytest.approx(r["final_u_a"] / 0.25, rel=1e-6)
 
 
 def _numbers(result):
@@ -50,7 +108,7 @@ def test_experiment_rows_claims_and_findings(reference):
     assert proven[0].value >= 0.25 - E.EXACT_TOL and proven[1].value <= E.EXACT_TOL
     assert res.passed
     rows = res.tables["proven"]
-    assert len(rows) == 2 * 2  # (nB2, simultaneous) x seeds
+    assert len(rows) == len(RUNS) * 2  # (nB1, nB2, simultaneous) x seeds
     assert min(r["honest_u_a_min"] for r in rows) == pytest.approx(proven[0].value)
     assert max(r["chain_abs_err"] for r in rows) == pytest.approx(proven[1].value)
 
@@ -72,7 +130,7 @@ def test_resumed_run_equals_uninterrupted(tmp_path, reference):
     curves = {step: row for step, row in ref_ctx.logged if "part" not in row}
     assert sorted(curves) == list(range(CFG.steps))
     for s in range(CFG.seeds):
-        for run in ("nB2", "simultaneous"):
+        for run in RUNS:
             assert f"stable/{run}/seed{s}/max_adv" in curves[0]
     final = {(r["schedule"], r["seed"]): r["final_u_a"] for r in ref.tables["stable"]}
     for s in range(CFG.seeds):
@@ -83,7 +141,8 @@ def test_resumed_run_equals_uninterrupted(tmp_path, reference):
     assert all(again[t] == curves[t] for t in again)
     # the summary rows after training go at explicit steps after the curves', in both runs
     summary = [(step, row["schedule"]) for step, row in resumed_ctx.logged if "part" in row]
-    assert summary == [(CFG.steps, "n_B = 2"), (CFG.steps + 1, "simultaneous")]
+    assert summary == [(CFG.steps + i, s)
+                       for i, s in enumerate(("n_B = 1", "n_B = 2", "simultaneous"))]
     assert summary == [(step, row["schedule"]) for step, row in ref_ctx.logged if "part" in row]
 
 

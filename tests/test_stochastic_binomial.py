@@ -13,6 +13,7 @@ from dedebate.core.binomial import (
     stream_binomial_fast,
     uniform_stream,
 )
+from tests.fakes import LIGHT_COMPILE
 
 S = 40_000
 
@@ -29,7 +30,7 @@ def _five(key, n, p):
     return jax.lax.scan(one, s0.ptr, None, length=5)[1]
 
 
-_draws = jax.jit(jax.vmap(_five, in_axes=(0, None, None)))
+_draws = jax.jit(jax.vmap(_five, in_axes=(0, None, None)), compiler_options=LIGHT_COMPILE)
 
 
 def _chi2_pvalue(x: np.ndarray, n: int, p: float) -> float:
@@ -119,7 +120,7 @@ def test_fast_draw_equals_exact_draw_when_resolved():
         b, sb, un = stream_binomial_fast(s, n, pp)
         return a, b, un, sa.ptr, sb.ptr
 
-    a, b, un, pa, pb = jax.jit(jax.vmap(both))(keys, p)
+    a, b, un, pa, pb = jax.jit(jax.vmap(both), compiler_options=LIGHT_COMPILE)(keys, p)
     un = np.asarray(un)
     pn = np.asarray(p, np.float64) * 100_000
     fast = (pn >= FAST_MEAN) & (100_000 - pn >= FAST_MEAN)
@@ -131,7 +132,7 @@ def test_fast_draw_equals_exact_draw_when_resolved():
 
 def test_vmap_equals_per_lane_loop():
     keys = jax.random.split(jax.random.key(5), S)
-    single = jax.jit(_five)
+    single = jax.jit(_five, compiler_options=LIGHT_COMPILE)
     for n, p in ((5000, 0.3), (200_000, 0.63), (12, 0.05)):  # fast, fast flipped, inversion
         batched = np.asarray(_draws(keys, jnp.int32(n), jnp.float32(p)))
         for i in range(4):

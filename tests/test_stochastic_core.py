@@ -12,6 +12,7 @@ from scipy import stats
 
 from dedebate.core.binomial import sample_binomial
 from dedebate.protocols.stochastic import lean_defaults
+from tests.fakes import LIGHT_COMPILE
 
 
 def test_lean_default_guarantees_match_spec_5_3():
@@ -26,7 +27,8 @@ def test_lean_default_guarantees_match_spec_5_3():
 
 
 # One compiled program for every (n, p) below: they are traced arguments, not constants.
-_draw = jax.jit(jax.vmap(sample_binomial, in_axes=(0, None, None)))
+_draw = jax.jit(jax.vmap(sample_binomial, in_axes=(0, None, None)),
+               compiler_options=LIGHT_COMPILE)
 DRAWS = 50_000
 
 

@@ -40,6 +40,7 @@ from dedebate.protocols.stochastic import (
     trial_keys,
 )
 from dedebate.protocols.stochastic_batch import run_trials
+from tests.fakes import LIGHT_COMPILE
 
 Z_MAX = 3.89  # two-sided normal quantile at significance 1e-4
 
@@ -161,13 +162,15 @@ def test_decision_mode_honest_debates_at_scale():
     spec = debate_static(T64, bob_draw="decision")
     a, b, v = honest_alice(c), honest_bob(c), make_vera(c)
     keys = trial_keys(jax.random.key(5), n)
-    out, un = jax.jit(jax.vmap(lambda k: play_fast(spec, fx.machine, a, b, v, k)))(keys)
+    out, un = jax.jit(jax.vmap(lambda k: play_fast(spec, fx.machine, a, b, v, k)),
+                      compiler_options=LIGHT_COMPILE)(keys)
     un = np.asarray(un)
     assert un.sum() <= 2  # expected 2048 * 64 * (2^-24 + BTRS windows) ~ 0.01
     acc = float(np.mean(np.asarray(out.alice_wins)))
     assert abs(acc - fx.p1()) < Z_MAX * math.sqrt(fx.p1() * (1 - fx.p1()) / n)
     assert not np.asarray(out.aborted).any()
-    ref = jax.jit(jax.vmap(lambda k: play(spec, fx.machine, a, b, v, k)))(keys[:128])
+    ref = jax.jit(jax.vmap(lambda k: play(spec, fx.machine, a, b, v, k)),
+                  compiler_options=LIGHT_COMPILE)(keys[:128])
     ok = ~un[:128]
     for f in ("alice_wins", "aborted", "last_bit", "costs.rounds"):
         np.testing.assert_array_equal(np.asarray(attrgetter(f)(ref))[ok],

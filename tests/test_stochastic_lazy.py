@@ -36,6 +36,7 @@ from dedebate.protocols.stochastic_batch import (
     run_trials,
 )
 from dedebate.protocols.stochastic_lazy import cheap_path, lazy_gate, lazy_level, rare_step
+from tests.fakes import LIGHT_COMPILE
 
 Z_MAX = 3.89  # two-sided normal quantile at significance 1e-4
 
@@ -133,7 +134,8 @@ def _one_step(c, pi, g_max, n, seed):
         return gate, jnp.where(cheap, y_c, y_r), cheap | cont_r, p_r
 
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(seed), i))(jnp.arange(n))
-    return [np.asarray(x) for x in jax.jit(jax.vmap(step))(keys)]
+    f = jax.jit(jax.vmap(step), compiler_options=LIGHT_COMPILE)
+    return [np.asarray(x) for x in f(keys)]
 
 
 @pytest.mark.parametrize("g_max", [3])  # the one-word path and the rare path (1/8 of steps)
@@ -171,7 +173,8 @@ def small_debates():
     m = f2_target(T, 1 / 3, spread=0.2).machine
     a, b = honest_alice(SMALL), honest_bob(SMALL)
     spec = debate_static(T, bob_draw="lazy", lazy_gate_log2=0)
-    f = jax.jit(jax.vmap(lambda v, k: play(spec, m, a, b, v, k), in_axes=(None, 0)))
+    f = jax.jit(jax.vmap(lambda v, k: play(spec, m, a, b, v, k), in_axes=(None, 0)),
+                compiler_options=LIGHT_COMPILE)
     keys = trial_keys(jax.random.key(3), n)
     lv = prefix_tree(m)
     out = {}

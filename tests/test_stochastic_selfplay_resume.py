@@ -9,7 +9,14 @@ counters, keys, monitors) is bit-equal to the uninterrupted run's, every claim, 
 (wall times aside) is equal, and the rows the resumed attempt logs equal the uninterrupted run's.
 A finished run whose newest checkpoint is deleted or corrupted resumes to the same state and
 numbers, and a second resume trains, logs and saves nothing. One uninterrupted run is shared by
-the tests (one compile of the training program).
+the tests.
+
+As a sweep (``point`` / ``DYNAMIC``, a chunked point): the learning-rate grid x seeds compiles
+each of its programs (init, chunk, finish) once, and the same point run alone with ``run`` at the
+row's documented key (``point_key``) trains through those same programs (chunked, checkpointed),
+compiling nothing more: its ``metrics["point"]`` (float64) is the sweep row before the row's
+float32 rounding, bit for bit. The sweep's params are the resumed run's Config (equal static
+fields), and the sweep test runs first: the uninterrupted run trains through its programs.
 """
 
 from __future__ import annotations
@@ -24,10 +31,20 @@ import experiments.stochastic_selfplay as E
 from dedebate.lab import driver
 from dedebate.lab.checkpoint import Checkpointer
 from dedebate.lab.driver import checkpoint_template
-from tests.fakes import Crash, CrashingContext, FakeContext, truncate_checkpoint
+from dedebate.lab.sweep import plan, point_key
+from tests.fakes import (
+    Crash,
+    CrashingContext,
+    FakeContext,
+    count_chunked_traces,
+    sweep_one_row_per_call,
+    truncate_checkpoint,
+)
 
-CFG = E.Config(T=3, seeds=2, steps=40, log_every=10, n_b=2, n_b_sweep=(1,), ablate_tail=False,
-               mc_trials=0, chunks=4, checkpoint_every=2)
+# the sweep's params and the resumed run's Config (equal static fields: one set of programs)
+TINY = {"T": 3, "seeds": 2, "steps": 40, "log_every": 10, "chunks": 4, "checkpoint_every": 2,
+        "hidden": 4, "n_b": 2, "mc_trials": 0, "ablate_tail": False, "n_b_sweep": [1]}
+CFG = E.Config(**{**TINY, "n_b_sweep": (1,)})
 N_CHUNKS = 2 * CFG.chunks  # rows (n_b = 2: the main pairs, n_b = 1), both instances per chunk
 TEMPLATE = []  # the driver's (initial state, monitors) of the reference run
 
@@ -48,6 +65,44 @@ def _numbers(result):
     metrics = {k: v for k, v in result.metrics.items() if k != "wall_s"}
     return [(c.claim, c.value, c.lo, c.hi, c.passed, c.note) for c in result.claims], \
         result.tables, metrics
+
+
+@pytest.mark.slow  # first in the module: it compiles the programs every run below shares
+def test_rate_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monkeypatch):
+    traces = count_chunked_traces(monkeypatch, E)  # traces of point's programs (per compile)
+    cfg, rec = sweep_one_row_per_call(E, tmp_path, params=TINY, seed=1, seeds=2,
+                                      axes={"lr_a": [0.01, 0.05], "n_b": [2, 3]})
+    res = rec.results
+    assert res["vmapped"] and res["dynamic_axes"] == ["lr_a", "n_b"] and res["groups"] == 1
+    # init, the one chunk length (4 chunks of 1 period) and finish: each compiled once
+    assert res["compilations"] == 3 and res["rows"] == 8 == len(rec.rows)
+    assert traces == {"init": 1, ("chunk", 1): 1, "finish": 1}
+
+    # the point lr_a = 0.05, n_b = 3, seed 1 alone through run (chunked training, report code)
+    pt = next(p for p in plan(E, cfg).points if p.values == {"lr_a": 0.05, "n_b": 3})
+    ctx = FakeContext(tmp_path / "alone", seed=1, name=E.NAME)
+    ctx.key = point_key(E.NAME, 1, pt.cfg)
+    report = E.run(pt.cfg, ctx)
+    # the run trained through the sweep's programs: nothing traced (nor compiled) again
+    assert traces == {"init": 1, ("chunk", 1): 1, "finish": 1}
+    alone = report.metrics["point"]
+    row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == 1)
+    assert set(alone) <= set(row)
+    # bit for bit: the row is the run's float64 measurement of the same players, as float32
+    assert {k: row[k] for k in alone} == {k: float(np.float32(v)) for k, v in alone.items()}
+    # the report's rows read the same numbers
+    assert report.claims[0].value == alone["honest_alice_vs_bob_min"]
+    assert report.claims[1].value == alone["alice_vs_honest_bob_max"]
+    assert [t["value"] for t in report.tables["seeds"]] == [
+        alone[f"{c}/s{s}/value"] for c in ("yes", "no") for s in range(2)]
+    # the rows differ in the swept rates (a sweep that ignored them would repeat one row)
+    assert len({r["yes/s0/value"] for r in rec.rows}) == 8
+    assert all(0.0 <= r["no/value_min"] <= r["no/value_mean"] <= r["no/value_max"] <= 1.0
+               for r in rec.rows)
+
+    # the sweep's figure: acceptance and gap vs lr_a (two instances x one line per lr_b)
+    fig = E.sweep_figures(rec.rows)["selfplay_rates"]
+    assert [len(ax.get_lines()) for ax in fig.axes] == [4, 2]
 
 
 @pytest.fixture(scope="module")

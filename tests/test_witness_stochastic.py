@@ -21,6 +21,7 @@ from dedebate.protocols.stochastic import (
     trial_keys,
 )
 from dedebate.protocols.witness import meta_analysis_task, no_task, witness_debate, yes_task
+from tests.fakes import LIGHT_COMPILE
 
 
 def test_instances_are_in_and_out_of_the_language():
@@ -85,7 +86,7 @@ def test_soundness_whatever_witness_a_lying_alice_picks():
     machines = task.machines(ws)
     keys = trial_keys(jax.random.key(0), n)
     play_w = jax.jit(jax.vmap(witness_debate, in_axes=(None, None, 0, None, None, None, 0)),
-                     static_argnums=0)
+                     static_argnums=0, compiler_options=LIGHT_COMPILE)
     idx, out = play_w(debate_static(T), machines, np.full(n, wi), alices[aj], bob, vera, keys)
     assert np.all(np.asarray(idx) == wi)
     mc = float(np.mean(np.asarray(out.alice_wins)))

@@ -60,6 +60,14 @@ from flax import struct
 # ``fold_in(fold_in(stream.key, ptr), j)``. Everything is lane-local: batched and per-lane calls
 # return identical results.
 #
+# Bit generator. The bulk uniforms come from threefry2x32, the debate's own key type. XLA's RBG
+# (key impl "rbg" / "unsafe_rbg") cannot replace it: under vmap it draws the whole batch from the
+# batch's first key, so a lane's uniforms would depend on its batch (vmap would differ from a
+# loop, and run_trials' replays would not see the lane's uniforms), and on CPU it is no faster.
+# "philox4x32" keeps the lane semantics and generates words faster, but the bulk uniforms are only
+# about a quarter of a count-mode step's CPU time (measured by drawing them twice), so no bit
+# generator closes the gap to numpy: the classification and the loops are the cost.
+#
 # Decision-only draws (decide_outside): when a caller only needs the event "count outside
 # [k_lo, k_hi]", one Bernoulli draw with that event's probability is exact in distribution and
 # cheaper; decision_gate certifies (Hoeffding) when the probability is below 2^-GATE_LOG2 so that

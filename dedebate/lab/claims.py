@@ -181,7 +181,8 @@ class Claim:
         return dataclasses.asdict(self)
 
     @staticmethod
-    def exact(claim: str, source: str, bound: str, value: float, passed: bool, note: str = ""):
+    def exact(claim: str, source: str, bound: str, value: float, passed: bool, note: str = "",
+              *, finding: bool = False):
         """A claim measured exactly (no sampling): the interval is the point itself.
 
         A value that is not a finite number fails the row (the reason goes in the note).
@@ -193,6 +194,7 @@ class Claim:
             value: the exact measured value.
             passed: whether the value satisfies the bound.
             note: free text for the report.
+            finding: a measured finding that does not gate (see :class:`Claim`).
 
         Returns:
             The :class:`Claim` with ``lo == hi == value`` and no p-value.
@@ -201,7 +203,7 @@ class Claim:
             v = float(value)
         except (TypeError, ValueError):
             v = math.nan
-        return Claim(claim, source, bound, v, v, v, bool(passed), note)
+        return Claim(claim, source, bound, v, v, v, bool(passed), note, finding=finding)
 
     @staticmethod
     def proportion(claim: str, source: str, relation: str, target: float, successes: float,

@@ -335,6 +335,41 @@ def sample_transcript(machine: Machine, key: jax.Array) -> jax.Array:
     return machine.bits(state)
 
 
+MC_CHUNK = 50_000
+"""Transcripts per chunk of :func:`count_ones`; fixed, since each chunk draws from its own key."""
+
+
+def count_ones(machine: Machine, key: jax.Array, trials: int) -> jax.Array:
+    """Monte-Carlo count of ``y_T = 1`` among ``trials`` transcripts drawn from ``machine``.
+
+    Chunk i of :data:`MC_CHUNK` transcripts uses the uniforms of ``split(fold_in(key, i),
+    chunk)`` (:func:`step_uniforms`, :func:`transcript_from_uniforms`); the full chunks run in
+    a ``fori_loop``, so memory is one chunk's whatever ``trials`` is. Pure and vmappable.
+
+    Args:
+        machine: any :class:`Machine`.
+        key: a typed PRNG key.
+        trials: number of transcripts (static).
+
+    Returns:
+        int32 scalar: the transcripts whose last bit is 1.
+    """
+
+    def ones(k, n):
+        u = jax.vmap(step_uniforms, in_axes=(0, None))(jax.random.split(k, n), machine.T)
+        ys = jax.vmap(transcript_from_uniforms, in_axes=(None, 0))(machine, u)
+        return jnp.sum(ys[:, -1].astype(jnp.int32))
+
+    full, rest = divmod(trials, MC_CHUNK)
+    total = jnp.int32(0)
+    if full:
+        total = jax.lax.fori_loop(
+            0, full, lambda i, acc: acc + ones(jax.random.fold_in(key, i), MC_CHUNK), total)
+    if rest:
+        total = total + ones(jax.random.fold_in(key, full), rest)
+    return total
+
+
 def sample_transcripts(machine: Machine, keys: jax.Array) -> jax.Array:
     """Vmapped :func:`sample_transcript`.
 

@@ -1,13 +1,13 @@
-"""Grids of Stackelberg training runs (spec PED 7.4, 8.5) and the exact terms measured on them.
+"""Parts of Stackelberg training runs (spec PED 7.4, 8.5) and the exact terms measured on them.
 
-A :class:`Part` is a batch of training runs (``runs`` schedules x ``seeds``) on one family of
-trees: :func:`stable_trees` (noisy-evidence trees with an unstable hidden-flaw AND alternative)
-or :func:`unstable_trees` (only the hidden-flaw AND decomposition). :func:`setup_part` draws
-every seed's trees and initial players (seed ``s`` from ``fold_in(key, s)``: trees from
-``fold_in(., 0)``, players from ``fold_in(., 1)``, the same for every run: paired);
-:func:`chunk_grid` is the compiled training chunk, vmapped over seeds. :func:`measure_proven`
-measures on the trained players what the theorems settle (completeness of the honest prover
-against every trained estimator, spec PED 4; chaining, spec 6.4), exactly (path enumeration).
+A :class:`Part` is a batch of training runs (``runs``, each a :class:`Run` schedule, x
+``seeds``) on one family of trees: :func:`stable_trees` (noisy-evidence trees with an unstable
+hidden-flaw AND alternative) or :func:`unstable_trees` (only the hidden-flaw AND decomposition).
+:func:`part_start` draws every seed's trees and initial players (seed ``s`` from ``fold_in(key,
+s)``: trees from ``fold_in(., 0)``, players from ``fold_in(., 1)``, the same for every run:
+paired). :func:`measure_proven` measures on the trained players what the theorems settle
+(completeness of the honest prover against every trained estimator, spec PED 4; chaining, spec
+6.4), exactly (path enumeration).
 """
 
 from __future__ import annotations
@@ -32,10 +32,8 @@ from dedebate.training.stackelberg import (
     StackelbergMonitors,
     StackelbergStatic,
     init_carry,
-    make_chunk,
     payoff_terms,
     players,
-    stackelberg_params,
 )
 from dedebate.trees.library import and_tree, noisy_evidence_tree
 from dedebate.trees.stability import tree_rho
@@ -99,9 +97,20 @@ def unstable_trees(key, n_trees: int, depth: int) -> ClaimTree:
     return _halves(lambda ks, root: and_tree(ks, depth, 5, root, hidden=True), key, n_trees)
 
 
+class Run(NamedTuple):
+    """One training schedule of a part: its ``label`` (in log keys and tables), B's updates per
+    A update ``n_b``, ``simultaneous`` play (one B step alongside each A step) and whether B is
+    ``warm``-started from Algorithm 1's estimator before training."""
+
+    label: str
+    n_b: int
+    simultaneous: bool
+    warm: bool
+
+
 @dataclasses.dataclass(frozen=True)
 class Part:
-    """A batch of training runs: ``runs`` ``(label, n_b, simultaneous, warm)`` x ``seeds`` on
+    """A batch of training runs: ``runs`` (:class:`Run`) x ``seeds`` on
     :func:`stable_trees` (``stable``) or :func:`unstable_trees`, A's output layer drawn at
     ``a_scale`` (0: fair coins); its key is ``fold_in(run key, key_index)``."""
 
@@ -111,25 +120,6 @@ class Part:
     runs: tuple
     seeds: int
     a_scale: float
-
-
-@functools.cache
-def chunk_grid(static: StackelbergStatic, length: int):
-    """``jit(vmap over seeds (chunk))``: ``(hp, trees [seeds], carries [seeds]) -> (carries,
-    StackelbergMonitors [seeds, length])`` for one run's scalar ``hp``.
-
-    Each run of a part is its own call of this one program: vmapping over runs too would make
-    every run pay for the largest ``n_B`` (a vmapped loop runs to the longest trip count).
-
-    Args:
-        static: the training run's static sizes.
-        length: A updates per chunk.
-
-    Returns:
-        The jitted function (built once per ``(static, length)``).
-    """
-    return jax.jit(jax.vmap(make_chunk(static, length), in_axes=(None, 0, 0)),
-                   compiler_options=COMPILE_OPTIONS)
 
 
 @functools.cache
@@ -146,69 +136,25 @@ def init_grid(static: StackelbergStatic, a_scale: float):
     return jax.jit(jax.vmap(lambda t, k: init_carry(static, t, k, a_scale)))
 
 
-def setup_part(static: StackelbergStatic, part: Part, key, n_trees: int, depth: int, lr_a: float,
-               lr_b: float, rho: float, eta: float):
-    """Trees, initial (cold) carries and hparams of a part.
+def part_start(static: StackelbergStatic, part: Part, key, n_trees: int, depth: int):
+    """A part's trees and initial (cold) players, every seed's (the same for every run).
 
     Args:
         static: the training run's static sizes.
         part: the part.
-        key: the part's key (seed ``s`` uses ``fold_in(key, s)``, the same for every run).
+        key: the part's key (seed ``s`` uses ``fold_in(key, s)``: trees from ``fold_in(., 0)``,
+            players from ``fold_in(., 1)``).
         n_trees: trees per seed.
         depth: tree depth d.
-        lr_a: A's Adam step size.
-        lr_b: B's Adam step size.
-        rho: the stability parameter.
-        eta: the soundness slack.
 
     Returns:
-        ``(trees [seeds, n_trees], carries [runs, seeds], hp [runs])``.
+        ``(trees [seeds, n_trees], carries [seeds])``.
     """
     build = stable_trees if part.stable else unstable_trees
     seed_keys = [jax.random.fold_in(key, s) for s in range(part.seeds)]
     trees = stack([build(jax.random.fold_in(k, 0), n_trees, depth) for k in seed_keys])
     init_keys = jnp.stack([jax.random.fold_in(k, 1) for k in seed_keys])
-    carry = init_grid(static, float(part.a_scale))(trees, init_keys)
-    nr = len(part.runs)
-    carries = jax.tree_util.tree_map(lambda x: jnp.stack([x] * nr), carry)
-    hp = stackelberg_params([lr_a] * nr, [lr_b] * nr, [r[1] for r in part.runs],
-                 [r[2] for r in part.runs], [rho] * nr, [eta] * nr)
-    return trees, carries, hp
-
-
-def train_chunk(static: StackelbergStatic, length: int, hp, trees, carries):
-    """One chunk of every run of a part: each run its own call of :func:`chunk_grid`.
-
-    Args:
-        static: the training run's static sizes.
-        length: A updates per chunk.
-        hp: the runs' hparams ``[runs]``.
-        trees: trees ``[seeds, n_trees]``.
-        carries: carries ``[runs, seeds]``.
-
-    Returns:
-        ``(carries [runs, seeds], StackelbergMonitors [runs, seeds, length])``.
-    """
-    grid = chunk_grid(static, length)
-    n = jax.tree_util.tree_leaves(hp)[0].shape[0]
-    return stack([grid(jax.tree_util.tree_map(lambda x, i=i: x[i], hp), trees,
-                       jax.tree_util.tree_map(lambda x, i=i: x[i], carries)) for i in range(n)])
-
-
-def set_runs(carries, runs: list[int], carry):
-    """``carries`` with runs ``runs`` replaced by ``carry`` (e.g. warm-started estimators).
-
-    Args:
-        carries: carries ``[runs, seeds]``.
-        runs: indices of the runs to replace.
-        carry: the carries ``[seeds]`` to put there.
-
-    Returns:
-        The updated carries.
-    """
-    for i in runs:
-        carries = jax.tree_util.tree_map(lambda a, f, i=i: a.at[i].set(f), carries, carry)
-    return carries
+    return trees, init_grid(static, float(part.a_scale))(trees, init_keys)
 
 
 class Trained(NamedTuple):
@@ -258,7 +204,7 @@ def monitor_rows(part: Part, mon: StackelbergMonitors, start: int) -> list[tuple
         for i, run in enumerate(part.runs):
             for s in range(part.seeds):
                 for field, label in names.items():
-                    row[f"{part.name}/{run[0]}/seed{s}/{label}"] = float(
+                    row[f"{part.name}/{run.label}/seed{s}/{label}"] = float(
                         getattr(mon, field)[i, s, t])
         rows.append((start + t, row))
     return rows
@@ -385,9 +331,9 @@ def measure_proven(static: StackelbergStatic, rho: float, thr: float, trained):
             trained_u.append(u.ravel())
         for i, run in enumerate(part.runs):
             if part.stable:
-                per_run[f"{part.name}/{run[0]}"] = float(u_h[i].min())
+                per_run[f"{part.name}/{run.label}"] = float(u_h[i].min())
             for s in range(part.seeds):
-                rows.append({"part": part.name, "run": run[0], "seed": s,
+                rows.append({"part": part.name, "run": run.label, "seed": s,
                              "honest_u_a_min": float(u_h[i, s].min()) if part.stable
                              else float("nan"),
                              "trained_u_a": float(u[i, s]), "chain_u_a": float(chain[i, s]),
