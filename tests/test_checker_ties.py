@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate.core.dyadic import checker_bounds, ratio_f32
+from dedebate.core.dyadic import checker_bounds, computed_once, ratio_f32
 from dedebate.protocols.stochastic import checker_accepts, checker_interval
 
 # (n, tau, claims): 0.5 and 1.0 at n = 40, tau = 0.05 meet the decimal ties 0.5 - 18/40 = 0.05 and
@@ -109,3 +109,25 @@ def test_integer_bounds_and_ratio_match_fractions():
         even = below if int(below.view(np.uint32)) % 2 == 0 else above
         want = below if d_lo < d_hi else above if d_hi < d_lo else even
         assert g == want, (ki, ni, g, want)
+
+
+def test_checker_code_is_compiled_once_however_many_fusions_read_it():
+    """XLA copies cheap integer code into every fusion that reads it; :func:`computed_once` keeps
+    one copy: a checker read by three outputs of different shapes compiles to no more integer
+    shifts than one read once (without it, about three times as many), and values pass
+    unchanged."""
+    def program(consumers):
+        def f(p, k, a, b):
+            acc = checker_accepts(p, k, jnp.int32(40), jnp.float32(0.05))
+            outs = (jnp.where(acc, a, 0), jnp.where(acc, b, 1.0), jnp.sum(acc))
+            return outs[:consumers]
+        args = (jnp.zeros(8, jnp.float32), jnp.zeros(8, jnp.int32), jnp.zeros(8, jnp.int32),
+                jnp.zeros(8, jnp.float32))
+        return jax.jit(f).lower(*args).compile().as_text().count("shift-right-logical(")
+
+    one, three = program(1), program(3)
+    assert 0 < three <= one + 2, (one, three)
+    x = np.array([0, 1, -1, 2**31 - 1, -2**31, 65535, 65536, -987654321], np.int32)
+    np.testing.assert_array_equal(np.asarray(jax.jit(computed_once)(jnp.asarray(x))), x)
+    f = np.array([0, 2**-32, 0.05, 1.0], np.float32)
+    np.testing.assert_array_equal(np.asarray(jax.jit(computed_once)(jnp.asarray(f))), f)

@@ -7,7 +7,8 @@ two programs. Integer operations are never rewritten: the functions here read th
 patterns and work on 64-bit numbers held as two uint32 words, so every program agrees.
 
 * :func:`checker_bounds`: the counts k with ``|p - k/n| < tau``, exactly, as open bounds;
-* :func:`ratio_f32`: ``k / n`` correctly rounded to float32, assembled by bitcast.
+* :func:`ratio_f32`: ``k / n`` correctly rounded to float32, assembled by bitcast;
+* :func:`computed_once`: keeps XLA from copying that code into every fusion that reads it.
 """
 
 from __future__ import annotations
@@ -19,39 +20,21 @@ from jax import lax
 _U = jnp.uint32
 
 
-def _sl(v, t):
-    """``v << t`` for uint32 v and int32 t >= 0 (0 when t >= 32)."""
-    return jnp.where(t < 32, v << jnp.clip(t, 0, 31).astype(_U), _U(0))
+def _u(x):
+    """``x`` as uint32 (a negative int32 wraps, to a shift of 32 or more)."""
+    return jnp.asarray(x).astype(_U)
 
 
-def _sr(v, t):
-    """``v >> t`` for uint32 v and int32 t >= 0 (0 when t >= 32)."""
-    return jnp.where(t < 32, v >> jnp.clip(t, 0, 31).astype(_U), _U(0))
-
-
-def _low(v, t):
-    """The bits of v below bit t (all of v when t >= 32)."""
-    return jnp.where(t >= 32, v, v & (_sl(_U(1), t) - _U(1)))
-
-
-def _shl64(h, lo, t):
-    """``(h, lo) << t`` modulo 2^64, for 0 <= t."""
-    small = t < 32
-    return (jnp.where(small, _sl(h, t) | _sr(lo, 32 - t), _sl(lo, t - 32)),
-            jnp.where(small, _sl(lo, t), _U(0)))
-
-
-def _shr64(h, lo, t):
-    """``(h, lo) >> t`` and whether a one was shifted out, for 0 <= t."""
-    small = t < 32
-    out = (jnp.where(small, _sr(h, t), _U(0)),
-           jnp.where(small, _sr(lo, t) | _sl(h, 32 - t), _sr(h, t - 32)))
-    sticky = jnp.where(small, _low(lo, t) != 0, (lo != 0) | (_low(h, t - 32) != 0))
-    return out, sticky
+def _split(bits):
+    """(mantissa uint32 < 2^24, exponent of its last bit int32 >= -149) of a float32's magnitude
+    bits."""
+    ef = bits >> 23
+    m = (bits & _U(0x7FFFFF)) | jnp.where(ef == 0, _U(0), _U(0x800000))
+    return m, jnp.maximum(ef, _U(1)).astype(jnp.int32) - 150
 
 
 def _mul(n, m):
-    """``n * m`` as (hi, lo) words, for uint32 n < 2^31 and m < 2^25."""
+    """``n * m`` as (hi, lo) words, for uint32 n < 2^31 and m < 2^24."""
     n0, n1, m0, m1 = n & 0xFFFF, n >> 16, m & 0xFFFF, m >> 16
     mid = n0 * m1 + n1 * m0  # < 2^31
     p00 = n0 * m0
@@ -59,72 +42,32 @@ def _mul(n, m):
     return n1 * m1 + (mid >> 16) + (lo < p00).astype(_U), lo
 
 
-def _parts(m, e, n):
-    """``n m 2^e`` (``e <= 0``) as its integer part (hi, lo), its fraction's top 64 bits (hi, lo)
-    and whether the fraction has ones below those."""
-    ph, pl = _mul(n, m)
-    s = -e
-    ih, il = _shr64(ph, pl, s)[0]
-    fl, fsticky = _shr64(ph, pl, jnp.maximum(s - 64, 0))
-    fh, fl2 = _shl64(ph, pl, jnp.maximum(64 - s, 0))
-    return (ih, il), (jnp.where(s > 64, fl[0], fh), jnp.where(s > 64, fl[1], fl2)), \
-        fsticky & (s > 64)
+def _shr(h, lo, s):
+    """``(h, lo) >> s`` as (hi, lo) words and whether a one was shifted out, for uint32
+    ``0 <= s <= 64`` (XLA's shifts by 32 or more give 0; ``32 - s`` wraps to such a shift)."""
+    q = (lo >> s) | (h << (32 - s)) | (h >> (s - 32))
+    out = jnp.where(s >= 32, lo != 0, (lo << (32 - s)) != 0) | ((h << (64 - s)) != 0)
+    return h >> s, q, out
 
 
-def _split(bits):
-    """(mantissa uint32 < 2^24, exponent int32 >= -149) of a non-negative float32's bits."""
-    ef = (bits >> 23).astype(jnp.int32)
-    frac = bits & _U(0x7FFFFF)
-    return jnp.where(ef == 0, frac, frac | _U(0x800000)), jnp.maximum(ef, 1) - 150
-
-
-def _key(bits):
-    """An int32 ordered as the float32 values of ``bits`` are (-0 below +0; no NaN)."""
-    b = lax.bitcast_convert_type(bits, jnp.int32)
-    return jnp.where(b < 0, -(b & 0x7FFFFFFF) - 1, b)
-
-
-def _floor_combined(a, b, sub, n, big):
-    """``floor(n (a +- b))`` clipped to ``[0, n + 1]`` and whether ``n (a +- b)`` is an integer,
-    for ``a >= b >= 0`` below 2^24 (per-term parts from :func:`_parts`)."""
-    (ia, fa, sa), (ib, fb, sb) = a, b
-    # fractions: f = F 2^-64 + r, r > 0 only for a term below 2^-9 (sticky); see checker_bounds
-    sum_l = fa[1] + fb[1]
-    c0 = (sum_l < fa[1]).astype(_U)
-    sum_h = fa[0] + fb[0] + c0
-    carry = (sum_h < fa[0]) | ((sum_h == fa[0]) & (c0 == 1))
-    f_eq = (fa[0] == fb[0]) & (fa[1] == fb[1])
-    f_lt = (fa[0] < fb[0]) | ((fa[0] == fb[0]) & (fa[1] < fb[1]))
-    borrow = ~sa & (f_lt | (f_eq & sb))
-    adj = jnp.where(sub, -borrow.astype(jnp.int32), carry.astype(jnp.int32))
-    int_add = (sum_h == 0) & (sum_l == 0) & ~sa & ~sb
-    int_sub = f_eq & ~sa & ~sb
-    # integer parts (< 2^55): a +- b, then the adjustment, as 64-bit words
-    bh = jnp.where(sub, ~ib[0], ib[0])
-    bl = jnp.where(sub, ~ib[1], ib[1])
-    lo = ia[1] + bl
-    c1 = (lo < ia[1]).astype(_U)
-    hi = ia[0] + bh + c1
-    lo2 = lo + jnp.where(sub, _U(1), _U(0))  # two's complement of b: ~b + 1
-    hi = hi + (lo2 < lo).astype(_U)
-    lo3 = lo2 + adj.astype(_U)
-    hi = hi + jnp.where(adj > 0, (lo3 < lo2).astype(_U), jnp.where(adj < 0, (lo3 > lo2).astype(_U)
-                                                                   * _U(0xFFFFFFFF), _U(0)))
-    bound = (n + 1).astype(_U)
-    value = jnp.where((hi != 0) | big, bound, jnp.minimum(lo3, bound)).astype(jnp.int32)
-    return value, jnp.where(sub, int_sub, int_add) & ~big
+def _floor_part(vh, vl, e, cap):
+    """``min(floor(V / 2^e), cap)`` and whether ``V / 2^e`` is an integer, for the 64-bit V and
+    ``0 <= e``."""
+    qh, q, frac = _shr(vh, vl, _u(jnp.minimum(e, 64)))
+    return jnp.where(qh != 0, cap, jnp.minimum(q, cap)), ~frac
 
 
 def checker_bounds(p: jax.Array, n: jax.Array, tau: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The counts k with ``|p - k/n| < tau`` in real numbers, as open bounds ``lo < k < hi``.
 
     ``|p - k/n| < tau`` iff ``floor(n (p - tau)) < k < ceil(n (p + tau))``, p and tau the exact
-    dyadic rationals their float32 values are. Each bound is ``floor(n (a +- b))`` for
-    ``a = max(|p|, tau) >= b = min(|p|, tau)``: the integer parts of ``n a`` and ``n b`` plus the
-    carry (or borrow) of their fractions, kept to 64 bits. A fraction has ones below 2^-64 only if
-    its term is below 2^-9 (``n m < 2^55``); then the other term's 64 bits decide the carry
-    alone, and two such terms have no carry. A claim that is not finite, or ``tau <= 0`` or NaN,
-    accepts no count; ``tau = +inf`` accepts every count for a finite claim.
+    dyadic rationals their float32 values are. Both bounds come from ``n (a +- b)`` for
+    ``a = max(|p|, tau) = m_a 2^g_a >= b = min(|p|, tau) = m_b 2^g_b`` (``m < 2^24``), counted in
+    units of ``2^g_a``: ``A = n m_a`` exactly and ``B = floor(n m_b 2^(g_b - g_a))`` with a sticky
+    bit for the ones shifted out, both below 2^55, so ``A +- B`` fits 64 bits (two uint32 words)
+    and one shift by ``-g_a`` gives the floor and whether it is exact. ``a >= 2^24`` (``g_a > 0``)
+    saturates, except ``a - b``, which is then 0, 1 or at least 2. A claim that is not finite, or
+    ``tau <= 0`` or NaN, accepts no count; ``tau = +inf`` accepts every count for a finite claim.
 
     Args:
         p: float32, the claim.
@@ -139,49 +82,61 @@ def checker_bounds(p: jax.Array, n: jax.Array, tau: jax.Array) -> tuple[jax.Arra
     tau = jnp.asarray(tau, jnp.float32)
     p, tau = jnp.broadcast_arrays(p, tau)
     nn = jnp.broadcast_to(jnp.maximum(jnp.asarray(n, jnp.int32), 1), p.shape).astype(_U)
+    n1 = nn + _U(1)
     bp = lax.bitcast_convert_type(p, _U)
     bt = lax.bitcast_convert_type(tau, _U)
-    ap = bp & _U(0x7FFFFFFF)  # |p|
-    neg = (bp >> 31) == 1
-    mp, ep = _split(ap)
-    mt, et = _split(bt & _U(0x7FFFFFFF))
-    p_big = ap >= _U(0x4B800000)  # >= 2^24: n x has no 64-bit integer part here
-    t_big = bt >= _U(0x4B800000)
-    # per-term parts (exponent clamped to <= 0: a term >= 2^24 is handled below)
-    part_p = _parts(mp, jnp.minimum(ep, 0), nn)
-    part_t = _parts(mt, jnp.minimum(et, 0), nn)
-    p_hi = ap >= bt  # |p| >= tau: p is the larger term
-    a = jax.tree.map(lambda u, v: jnp.where(p_hi, u, v), part_p, part_t)
-    b = jax.tree.map(lambda u, v: jnp.where(p_hi, v, u), part_p, part_t)
-    # a >= 2^24: a sum saturates; a difference a - b is +-W 2^eb with W small, or >= a / 2
-    ma, ea = jnp.where(p_hi, mp, mt), jnp.where(p_hi, ep, et)
-    mb, eb = jnp.where(p_hi, mt, mp), jnp.where(p_hi, et, ep)
-    d = ea - eb
-    w = jnp.where(d <= 1, (ma << jnp.clip(d, 0, 1).astype(_U)) - mb, _U(2))  # 2: saturates
-    w_is = jnp.where(w == 0, 0, jnp.where((w == 1) & (eb == 0), 1, 2))  # a - b in {0, 1, >= 2}
-    huge = p_big | t_big
-    f_sub, i_sub = _floor_combined(a, b, True, nn, jnp.zeros_like(huge))
-    f_add, i_add = _floor_combined(a, b, False, nn, huge)
-    n1 = nn.astype(jnp.int32) + 1
-    f_sub = jnp.where(huge, jnp.where(w_is == 0, 0, jnp.where(w_is == 1, n1 - 1, n1)), f_sub)
-    i_sub = i_sub | huge
-    # lower: k > floor(n (p - tau)), trivially true when p < tau
-    kp, kt = _key(bp), _key(bt)
-    lo = jnp.where(kp < kt, -1, f_sub)
-    # upper: k < ceil(n (p + tau)); none when p + tau <= 0, i.e. p <= -tau
-    fl, is_int = jnp.where(neg, f_sub, f_add), jnp.where(neg, i_sub, i_add)
-    hi = jnp.where(neg & (ap >= bt), 0, jnp.minimum(fl + 1 - is_int.astype(jnp.int32), n1))
-    ok = jnp.isfinite(p) & jnp.isfinite(tau) & (kt > 0)
-    everything = jnp.isfinite(p) & (tau == jnp.inf)
+    ap, at = bp & _U(0x7FFFFFFF), bt & _U(0x7FFFFFFF)
+    neg = bp >= _U(0x80000000)
+    ma, ga = _split(jnp.maximum(ap, at))  # a = max(|p|, tau) = ma 2^ga >= b = mb 2^gb
+    mb, gb = _split(jnp.minimum(ap, at))
+    # n (a +- b) = (A +- B +- theta) 2^ga: A = n ma, B = floor(n mb 2^(gb - ga)), theta in [0, 1)
+    # the bits of n mb shifted out (> 0 iff ``cut``); A, B < 2^55
+    ah, al = _mul(nn, ma)
+    bh, bl = _mul(nn, mb)
+    b_hi, b_lo, cut = _shr(bh, bl, _u(jnp.minimum(ga - gb, 64)))
+    # plus: floor((A + B + theta) / 2^e) = floor((A + B) / 2^e)
+    sl = al + b_lo
+    sh = ah + b_hi + (sl < al).astype(_U)
+    # minus: floor((A - B - theta) / 2^e): one less if (A - B) / 2^e is an integer and theta > 0
+    dl = al - b_lo
+    dh = ah - b_hi - (al < b_lo).astype(_U)
+    e = -ga
+    f_add, i_add = _floor_part(sh, sl, e, n1)
+    f_sub, i_sub = _floor_part(dh, dl, e, n1 + _U(1))
+    f_sub = f_sub - (i_sub & cut).astype(_U)
+    i_add, i_sub = i_add & ~cut, i_sub & ~cut
+    # a >= 2^24 (e < 0): n (a + b) > n + 1; a - b = w 2^gb, w = ma 2^(ga - gb) - mb: 0, 1, or >= 2
+    w = jnp.where(ga - gb <= 1, (ma << _u(ga - gb)) - mb, _U(2))
+    huge = e < 0
+    f_sub = jnp.where(huge, jnp.where(w == 0, _U(0), jnp.where((w == 1) & (gb == 0), nn, n1)),
+                      f_sub)
+    i_sub = jnp.where(huge, w <= 1, i_sub)
+    f_add = jnp.where(huge, n1, f_add)
+    i_add = i_add & ~huge
+    f_sub, f_add, n1 = f_sub.astype(jnp.int32), f_add.astype(jnp.int32), n1.astype(jnp.int32)
+    # lower: k > floor(n (p - tau)), always when p < tau; upper: k < ceil(n (p + tau)), i.e.
+    # ceil(n (tau - |p|)) for p < 0 (none when |p| >= tau)
+    p_low = neg | (ap < at)
+    lo = jnp.where(p_low, -1, jnp.minimum(f_sub, n1))
+    up = jnp.where(neg, f_sub + 1 - i_sub.astype(jnp.int32), f_add + 1 - i_add.astype(jnp.int32))
+    hi = jnp.where(neg & (ap >= at), 0, jnp.minimum(up, n1))
+    finite = ap < _U(0x7F800000)
+    ok = finite & (bt > _U(0)) & (bt < _U(0x7F800000))
+    everything = finite & (bt == _U(0x7F800000))
     lo = jnp.where(everything, -1, jnp.where(ok, lo, n1))
     hi = jnp.where(everything, n1, jnp.where(ok, hi, 0))
     return lo, hi
 
 
 def ratio_f32(k: jax.Array, n: jax.Array) -> jax.Array:
-    """``k / n`` correctly rounded to float32 (to nearest, ties to even), by integer division.
+    """``k / n`` correctly rounded to float32 (to nearest, ties to even), exactly.
 
-    The result is assembled from its bits, so no program can fuse it into a later operation.
+    A float quotient ``c`` is within 5 ulp of ``x = k / n`` however it is compiled; ``y``, 16
+    float32 steps below it, is below x. With ``y = M 2^E``: ``Q = floor(x 2^(1 - E)) = 2M + j``,
+    ``j = floor(R / n)`` for the exact 64-bit ``R = k 2^(1 - E) - 2 n M`` (``0 <= j < 64``), j
+    estimated in float and fixed by the exact remainder; Q (with a sticky bit for the remainder)
+    is rounded. The result is assembled from its bits (no program can fuse it into a later
+    operation) and :func:`computed_once`.
 
     Args:
         k: int32, ``0 <= k <= n``.
@@ -192,25 +147,58 @@ def ratio_f32(k: jax.Array, n: jax.Array) -> jax.Array:
     """
     k, n = jnp.broadcast_arrays(jnp.asarray(k, jnp.int32),
                                 jnp.maximum(jnp.asarray(n, jnp.int32), 1))
-    ku = jnp.maximum(k, 1).astype(_U)
+    ku = jnp.clip(k, 1, n).astype(_U)
     nu = n.astype(_U)
-    gap = jnp.maximum(lax.clz(ku).astype(jnp.int32) - lax.clz(nu).astype(jnp.int32), 0)
-    r = ku << gap.astype(_U)  # bitlen(r) = bitlen(n) <= 31
-    below = r < nu
-    r = jnp.where(below, r << 1, r)  # n <= r < 2n < 2^32
-    e = -gap - below.astype(jnp.int32)  # 2^e <= k / n < 2^(e+1)
-    m = jnp.ones_like(nu)
-    r = r - nu
-    for _ in range(24):  # the 23 bits after the leading one, then the guard bit
-        r = r << 1
-        bit = r >= nu
-        r = jnp.where(bit, r - nu, r)
-        m = (m << 1) | bit.astype(_U)
-    up = ((m & 1) == 1) & ((r != 0) | ((m & 2) == 2))  # guard set; sticky or odd: round up
-    m = (m >> 1) + up.astype(_U)
-    carry = m >> 24  # rounded up to 2^24
-    m = jnp.where(carry == 1, m >> 1, m)
-    e = e + carry.astype(jnp.int32)
-    bits = ((e + 127).astype(_U) << 23) | (m & _U(0x7FFFFF))
+    nf = n.astype(jnp.float32)
+    c = ku.astype(jnp.float32) / nf  # in (2^-32, 1]
+    by = lax.bitcast_convert_type(c, _U) - _U(16)
+    m, e = _split(by)  # y = m 2^e <= x, -55 <= e <= -24
+    s = _u(1 - e)  # 25 .. 56
+    kh, kl = (ku >> (_U(32) - s)) | (ku << (s - _U(32))), ku << s  # k 2^s < 2^57
+    mh, ml = _mul(nu, m << 1)
+    rl = kl - ml
+    rh = kh - mh - (kl < ml).astype(_U)  # R = k 2^s - 2 n m, 0 <= R < 64 n
+    rf = rh.astype(jnp.float32) * jnp.float32(2.0 ** 32) + rl.astype(jnp.float32)
+    j = jnp.clip(jnp.floor(rf / nf), 0, 63).astype(_U)  # within 1 of floor(R / n)
+    jh, jl = _mul(nu, j)
+    r = rl - jl  # R - j n, in [-n, 2n): its low word and whether it is negative
+    neg = (rh - jh - (rl < jl).astype(_U)) != 0
+    over = ~neg & (r >= nu)
+    j = j - neg.astype(_U) + over.astype(_U)
+    r = jnp.where(neg, r + nu, jnp.where(over, r - nu, r))
+    q = (m << 1) + j  # floor(x 2^s), in [2^24, 2^26)
+    sh = _U(1) + (q >> 25)  # bits below the rounded mantissa: 1, or 2 above 2^25
+    mant = q >> sh
+    half = _U(1) << (sh - _U(1))
+    rest = q & ((half << 1) - _U(1))
+    up = (rest > half) | ((rest == half) & ((r != 0) | ((mant & _U(1)) == 1)))
+    bits = ((_u(e) + sh + _U(148)) << 23) + mant + up.astype(_U)
     bits = jnp.where(k <= 0, _U(0), jnp.where(k >= n, _U(0x3F800000), bits))
-    return lax.bitcast_convert_type(bits, jnp.float32)
+    return computed_once(lax.bitcast_convert_type(bits, jnp.float32))
+
+
+def computed_once(x: jax.Array) -> jax.Array:
+    """``x`` unchanged, computed once per program instead of once per fusion that reads it.
+
+    XLA copies cheap (e.g. integer) producers into every fusion that consumes them, so the
+    integer code of this module would be compiled once per field of a debate's carry that depends
+    on it. A float division is "expensive" to XLA and never copied: ``x / max(x, 1)`` is ``x``
+    exactly for ``0 <= x <= 1`` however it is compiled (a division by 1, or a product by
+    ``1 / 1``), and the code under it is then compiled once. (A subnormal x may be flushed to
+    0, as XLA does on CPU; the values here are 0 or at least 2^-32.)
+
+    Args:
+        x: float32 in ``[0, 1]`` (0 or normal), bool, or int32 (passed as two 16-bit halves scaled into
+            ``[0, 1)``, each exact in float32).
+
+    Returns:
+        ``x``, same dtype.
+    """
+    if x.dtype == jnp.bool_:
+        return computed_once(x.astype(jnp.float32)) > 0.5
+    if x.dtype == jnp.int32:
+        u = lax.bitcast_convert_type(x, _U)
+        halves = jnp.stack([u >> 16, u & _U(0xFFFF)]).astype(jnp.float32) * jnp.float32(2.0 ** -16)
+        h = (computed_once(halves) * jnp.float32(2.0 ** 16)).astype(_U)
+        return lax.bitcast_convert_type((h[0] << 16) | h[1], jnp.int32)
+    return x / jnp.maximum(x, jnp.float32(1.0))
