@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from dedebate.core.dyadic import checker_bounds
+from dedebate.core.dyadic import checker_bounds, computed_once
 from dedebate.protocols.costs import Costs
 
 # Role slots for fold_in of the trial key.
@@ -65,7 +65,7 @@ def checker_accepts(p: jax.Array, count: jax.Array, n: jax.Array, tau: jax.Array
     """
     lo, hi = checker_bounds(p, n, tau)
     count = jnp.asarray(count, jnp.int32)
-    return (count > lo) & (count < hi)
+    return computed_once((count > lo) & (count < hi))
 
 
 @struct.dataclass
@@ -104,7 +104,8 @@ class DebateCarry:
         pi_ab: float32, the true probability at the abort.
         t_ab: int32, the abort step (-1 if none).
         vera_due: bool, Vera judges in this iteration (the one after the abort).
-        vera_ok: bool, Vera's verdict.
+        vera_count: int32, the count of Vera's draw (judged by :func:`checker_accepts` once, after
+            the scan).
         vera_n: int32, the oracle samples Vera's draws used (counted at the draw site).
         unresolved: bool, a fast-path draw left the trial open (it must be replayed).
     """
@@ -119,7 +120,7 @@ class DebateCarry:
     pi_ab: jax.Array
     t_ab: jax.Array
     vera_due: jax.Array
-    vera_ok: jax.Array
+    vera_count: jax.Array
     vera_n: jax.Array
     unresolved: jax.Array
 
@@ -137,7 +138,7 @@ def initial_carry(machine: Any) -> DebateCarry:
     f = jnp.bool_(False)
     return DebateCarry(state=machine.init_state(), stopped=f, last=z, rounds=z, prev=z, ones=z,
                        p_ab=jnp.float32(0.0), pi_ab=jnp.float32(0.0), t_ab=jnp.int32(-1),
-                       vera_due=f, vera_ok=f, vera_n=z, unresolved=f)
+                       vera_due=f, vera_count=z, vera_n=z, unresolved=f)
 
 
 def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
@@ -151,14 +152,16 @@ def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
         C: steps per chunk (static).
         alice: Alice's player (for her cost).
         bob: Bob's player (for his cost).
-        vera: the verifier (unused here; the chunk body closes over it).
+        vera: the verifier: she judges the claim at the abort on the count of her draw, here,
+            once per debate rather than in every step of the scan.
 
     Returns:
         ``(outcome, unresolved)``: the :class:`Outcome` and a bool scalar.
     """
     final, _ = jax.lax.scan(chunk_body, initial_carry(machine),
                             jnp.arange(debate_chunks(T, C)))
-    out = outcome_of(final.stopped, final.vera_ok, final.last, final.rounds, final.t_ab, alice,
+    vera_ok = checker_accepts(final.p_ab, final.vera_count, vera.n_samples, vera.tau)
+    out = outcome_of(final.stopped, vera_ok, final.last, final.rounds, final.t_ab, alice,
                      bob, final.vera_n)
     return out, final.unresolved
 
