@@ -127,7 +127,5 @@ def test_checker_code_is_compiled_once_however_many_fusions_read_it():
 
     one, three = program(1), program(3)
     assert 0 < three <= one + 2, (one, three)
-    x = np.array([0, 1, -1, 2**31 - 1, -2**31, 65535, 65536, -987654321], np.int32)
-    np.testing.assert_array_equal(np.asarray(jax.jit(computed_once)(jnp.asarray(x))), x)
     f = np.array([0, 2**-32, 0.05, 1.0], np.float32)
     np.testing.assert_array_equal(np.asarray(jax.jit(computed_once)(jnp.asarray(f))), f)

@@ -188,17 +188,11 @@ def computed_once(x: jax.Array) -> jax.Array:
     0, as XLA does on CPU; the values here are 0 or at least 2^-32.)
 
     Args:
-        x: float32 in ``[0, 1]`` (0 or normal), bool, or int32 (passed as two 16-bit halves scaled into
-            ``[0, 1)``, each exact in float32).
+        x: float32 in ``[0, 1]`` (0 or normal), or bool.
 
     Returns:
         ``x``, same dtype.
     """
     if x.dtype == jnp.bool_:
         return computed_once(x.astype(jnp.float32)) > 0.5
-    if x.dtype == jnp.int32:
-        u = lax.bitcast_convert_type(x, _U)
-        halves = jnp.stack([u >> 16, u & _U(0xFFFF)]).astype(jnp.float32) * jnp.float32(2.0 ** -16)
-        h = (computed_once(halves) * jnp.float32(2.0 ** 16)).astype(_U)
-        return lax.bitcast_convert_type((h[0] << 16) | h[1], jnp.int32)
     return x / jnp.maximum(x, jnp.float32(1.0))

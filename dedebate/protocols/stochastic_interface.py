@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from dedebate.core.dyadic import checker_bounds, computed_once
+from dedebate.core.dyadic import checker_bounds
 from dedebate.protocols.stochastic_constants import DebateParams
 from dedebate.protocols.stochastic_scan import StepView
 
@@ -126,8 +126,8 @@ def checker_interval(p: jax.Array, n: jax.Array, tau: jax.Array):
     """
     n = jnp.asarray(n, jnp.int32)
     lo, hi = checker_bounds(p, n, tau)
-    k_lo = computed_once(jnp.clip(lo, -1, n) + 1)
-    k_hi = computed_once(jnp.clip(hi, 0, n + 1) - 1)
+    k_lo = jnp.clip(lo, -1, n) + 1
+    k_hi = jnp.clip(hi, 0, n + 1) - 1
     return k_lo, k_hi, jnp.ones(k_lo.shape, bool)
 
 
