@@ -229,10 +229,9 @@ def test_optimised_alice_stays_below_the_bound(setup):
 @pytest.mark.slow
 def test_exact_dp_and_monte_carlo_agree_at_bobs_threshold(setup):
     """Alice claims her honest estimate + tau_B: Bob's strict ``|p - count / N_B| < tau_B`` meets
-    ties. The DP (thresholds as rationals, claims as the player's float32 numbers) and the
-    float32 Monte Carlo agree at the tie and one float32 ulp either side (400k debates each,
-    one batched program); the old DP rule (float32 tau_B in float64, no tie rule) moved by
-    0.0003 (6 sd) between the tie and one ulp below it."""
+    ties. The DP (thresholds and claims as the player's float32 numbers, boundaries exact) and the
+    Monte Carlo (the integer checker) agree at the tie and one float32 ulp either side (400k
+    debates each, one batched program)."""
     s = setup
     tau = np.float32(s["c"].tau_bob)
     deltas = (np.nextafter(tau, np.float32(0)), tau, np.nextafter(tau, np.float32(1)))

@@ -1,6 +1,7 @@
 """Players of the stochastic-oracle debate (spec DED 5.1, 9): honest players and adversary zoos.
 
-Honest players are Lean's: Alice claims her estimate ``count / N_A`` from ``N_A`` oracle answers;
+Honest players are Lean's: Alice claims her estimate ``count / N_A`` (correctly rounded to float32)
+from ``N_A`` oracle answers;
 Bob continues iff ``|p - count / N_B| < tau_B`` (strict). Adversaries are unbounded in theory:
 they read the true step probability ``pi`` from the view and are not query-metered. Each zoo is
 one pytree class with a dynamic ``kind`` selector, so a whole zoo (stacked with :func:`stack`)
@@ -19,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dedebate.core.dyadic import ratio_f32
 from dedebate.core.pytrees import stack  # noqa: F401 (re-exported: batches of players)
 from dedebate.protocols.stochastic import (
     DebateParams,
@@ -36,7 +38,9 @@ B_HONEST, B_ABORT_FIRST, B_RANDOM_STEP, B_NEVER, B_AFTER_ONE, B_LEARNED = range(
 
 
 def _honest_estimate(count, n):
-    return count.astype(jnp.float32) / jnp.maximum(n, 1).astype(jnp.float32)
+    # correctly rounded by integer division and assembled from its bits: the same float32 in every
+    # program (a float division may become a product by the reciprocal, or fuse into her shift)
+    return ratio_f32(count, n)
 
 
 # ---- honest players ------------------------------------------------------------------------------

@@ -4,14 +4,16 @@
 :mod:`dedebate.agents.stochastic_players`) by backward dynamic programming over the prefix tree
 (:func:`dedebate.machines.lipschitz.prefix_tree`, T <= 20), in float64 on the host. Each prefix
 needs three sums over the law of Alice's claim, computed once per (step, pi, previous bit).
-Comparisons are the formal proof's, strict on real numbers: thresholds read back as the decimals
-their float32 values print as (:func:`real`), claims formed in float32 as the players form them,
-and a tie rule (:data:`TIE_TOL`) for float64 round-off at the boundaries.
+Comparisons are the checker's, strict on real numbers: the float32 parameters' exact values
+(:func:`real`), claims formed in float32 as the players form them, and boundaries ``n (p -+ tau)``
+near an integer (:data:`TIE_TOL`) recomputed exactly with fractions, as the simulator's integer
+checker (:func:`dedebate.core.dyadic.checker_bounds`) decides them.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -40,15 +42,15 @@ from dedebate.protocols.stochastic import Vera
 
 SD_RANGE = 10.0
 TIE_TOL = 1e-12
-"""Relative distance from an integer below which a checker boundary ``n (p -+ tau)`` is that
-integer (float64 round-off of an exact real tie is ~1e-16 relative; a float32 ulp of ``tau``
-moves the boundary by ~1e-7 relative)."""
+"""Relative distance from an integer within which a checker boundary ``n (p -+ tau)``, formed in
+float64 (round-off ~2e-16 relative), is recomputed exactly with fractions."""
 
 
 def real(x):
-    """The real number a float32 parameter stands for.
+    """The real number a float32 parameter is: its exact value, which float64 holds.
 
-    The shortest decimal that the float32 value prints as (``real(float32(0.0175)) == 0.0175``).
+    The simulator's checker decides on exactly these values (``real(float32(0.05))`` is
+    ``0.0500000007450580596923828125``, not 0.05).
 
     Args:
         x: a float32 number or array.
@@ -56,10 +58,26 @@ def real(x):
     Returns:
         float64 (arrays elementwise).
     """
-    a = np.asarray(x, np.float32)
-    out = np.array([float(np.format_float_positional(v, unique=True)) for v in a.ravel()],
-                   np.float64)
-    return out.reshape(a.shape) if a.ndim else float(out[0])
+    a = np.asarray(x, np.float32).astype(np.float64)
+    return a if a.ndim else float(a)
+
+
+def ratio_f32(count: np.ndarray, n: int) -> np.ndarray:
+    """``count / n`` correctly rounded to float32, as float64: honest Alice's claim.
+
+    Args:
+        count: integer-valued array, ``0 <= count <= n``.
+        n: the number of samples (0 is treated as 1), below 2^24 (so that float32 division of
+            the two exact float32 numbers is the correctly rounded ratio).
+
+    Returns:
+        float64 numpy array of the shape of ``count``.
+    """
+    n = max(int(n), 1)
+    if n >= 2**24:
+        raise ValueError(f"n={n}: the exact DP forms count / n in float32, allowed n < 2^24")
+    c = np.asarray(np.round(count), np.float32)
+    return (c / np.float32(n)).astype(np.float64)
 
 
 def _alice_params(alice) -> dict:
@@ -129,10 +147,8 @@ def checker_prob(p: np.ndarray, n: int, tau: float, pi: float) -> np.ndarray:
         float64 numpy array of the shape of ``p``.
     """
     p = np.asarray(p, np.float64)
-    lo = _snap(n * (p - tau))  # need X > lo and X < hi
-    hi = _snap(n * (p + tau))
-    x_min = np.floor(lo) + 1
-    x_max = np.ceil(hi) - 1
+    x_min = _floor_exact(n, p, -tau) + 1  # X > n (p - tau) and X < n (p + tau)
+    x_max = -_floor_exact(n, -p, -tau) - 1
     prob = _cdf(x_max, n, pi) - _cdf(x_min - 1, n, pi)
     return np.where(x_max >= x_min, prob, 0.0)
 
@@ -142,21 +158,25 @@ def _f32_sum(x: np.ndarray, shift) -> np.ndarray:
     return (np.asarray(x, np.float32) + np.float32(shift)).astype(np.float64)
 
 
-def _snap(x: np.ndarray) -> np.ndarray:
-    """The tie rule: a boundary within ``TIE_TOL`` (relative) of an integer is that integer."""
-    r = np.round(x)
-    return np.where(np.abs(x - r) <= TIE_TOL * np.maximum(1.0, np.abs(x)), r, x)
+def _floor_exact(n: int, a: np.ndarray, b: float) -> np.ndarray:
+    """``floor(n (a + b))`` in real numbers on the float64 values: in float64, except within
+    ``TIE_TOL`` of an integer, where fractions decide."""
+    a = np.asarray(a, np.float64)
+    v = n * (a + b)
+    out = np.floor(v)
+    near = np.abs(v - np.round(v)) <= TIE_TOL * np.maximum(1.0, np.abs(v))
+    for i in zip(*np.nonzero(near)):
+        out[i] = math.floor(n * (Fraction(float(a[i])) + Fraction(float(b))))
+    return out
 
 
 def _claims(a: dict, t: int, T: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
     kind = a["kind"]
-    if kind == A_HONEST or (kind == A_LIE_LAST and t < T - 1):
-        return binomial_law(a["n"], pi)
-    if kind == A_HONEST_SHIFT:
+    if kind in (A_HONEST, A_HONEST_SHIFT) or (kind == A_LIE_LAST and t < T - 1):
         c, w = binomial_law(a["n"], pi)
-        # the player's float32 estimate count / N_A, then her float32 shift
-        est = np.round(c * a["n"]).astype(np.float32) / np.float32(max(a["n"], 1))
-        return _f32_sum(est, a["delta"]), w
+        est = ratio_f32(c * max(a["n"], 1), a["n"])  # the player's float32 estimate count / N_A
+        # then her float32 shift
+        return (_f32_sum(est, a["delta"]) if kind == A_HONEST_SHIFT else est), w
     if kind == A_ALWAYS_ONE:
         return np.ones(1), np.ones(1)
     if kind in (A_SHIFT, A_LIE_LAST):

@@ -28,7 +28,7 @@ from dedebate.agents.selfplay_players import (
     node_features,
 )
 from dedebate.agents.stochastic_players import honest_alice
-from dedebate.exact.acceptance import acceptance_exact, checker_prob
+from dedebate.exact.acceptance import acceptance_exact, checker_prob, real
 from dedebate.protocols.stochastic import DebateParams, make_vera
 
 
@@ -192,7 +192,7 @@ def measure_pair(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
     ps = split_levels(np.asarray(p32, np.float64))
     aborts = split_levels(np.asarray(a32, np.float64))
     pis = [np.asarray(lv, np.float64) for lv in levels]
-    n_v, tau_v = int(constants.n_vera), float(constants.tau_vera)
+    n_v, tau_v = int(constants.n_vera), real(np.float32(constants.tau_vera))
     veras = [checker_prob(p, n_v, tau_v, pi) for p, pi in zip(ps, pis)]
     value = float(dp_value(ps, aborts, veras))
     reach = reach_levels(ps, aborts)
@@ -224,7 +224,7 @@ def measure_pair(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
     hit, false_alarm = probe(hi_dev), probe(lo_dev)
     false_c = probe(np.linspace(0.0, constants.s / 2, 8))  # |dev| <= c (Lean c = s/2)
     # Against honest Bob (exact binomial checker with N_B, tau_B).
-    cont_h = [checker_prob(p, int(constants.n_bob), float(constants.tau_bob), pi)
+    cont_h = [checker_prob(p, int(constants.n_bob), real(np.float32(constants.tau_bob)), pi)
               for p, pi in zip(ps, pis)]
     value_vs_honest_bob = float(dp_value(ps, [1.0 - c for c in cont_h], veras))
     # Bob's exact best response to this Alice (per prefix: abort iff Vera < continuation).
@@ -236,7 +236,8 @@ def measure_pair(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
     bob_br = float(V[0])
     # Alice's best response to this Bob over a claim grid (lower bound on her best response).
     grid = np.unique(np.concatenate([np.linspace(-1.0, 1.0, n_grid),
-                                     np.linspace(-2 * tau_v, 2 * tau_v, n_grid)]))
+                                     np.linspace(-2 * constants.tau_vera, 2 * constants.tau_vera,
+                                                 n_grid)]))
     V = None
     for t in range(T - 1, -1, -1):
         pi = pis[t][:, None]

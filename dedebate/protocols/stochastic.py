@@ -52,7 +52,7 @@ from dedebate.protocols.stochastic_scan import (
     DebateCarry,
     Outcome,
     StepView,
-    checker_accepts,
+    checker_accepts,  # noqa: F401  (re-exported)
     scan_debate,
 )
 
@@ -299,8 +299,7 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
             count_a = ks[0]
             count_b = ks[1] if len(slot_roles) == 2 else jnp.int32(0)
             vera_n = c.vera_n + jnp.where(vera_due, ns[0], 0)  # the samples her draw used
-            vera_ok = jnp.where(vera_due, checker_accepts(p_ab, count_a, vera.n_samples,
-                                                          vera.tau), c.vera_ok)
+            vera_count = jnp.where(vera_due, count_a, c.vera_count)  # judged after the scan
             # ---- Alice claims, Bob continues or aborts, the coin ----
             p = jnp.asarray(alice.claim(view, count_a, ua[j, 0]), jnp.float32)
             if decide:
@@ -323,7 +322,7 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
                 rounds=c.rounds + active.astype(jnp.int32), prev=jnp.where(go, bit, c.prev),
                 ones=c.ones + jnp.where(go, bit, 0), p_ab=jnp.where(abort, p, p_ab),
                 pi_ab=jnp.where(abort, pi, c.pi_ab), t_ab=jnp.where(abort, t, c.t_ab),
-                vera_due=abort, vera_ok=vera_ok, vera_n=vera_n, unresolved=unres)
+                vera_due=abort, vera_count=vera_count, vera_n=vera_n, unresolved=unres)
             return (c, ptrs), None
 
         ptr0 = jnp.zeros((len(slot_roles),), jnp.int32)

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from dedebate.core.dyadic import checker_bounds
 from dedebate.protocols.stochastic_constants import DebateParams
 from dedebate.protocols.stochastic_scan import StepView
 
@@ -109,8 +110,9 @@ def two_party_coin(z_a: jax.Array, z_b: jax.Array) -> jax.Array:
 def checker_interval(p: jax.Array, n: jax.Array, tau: jax.Array):
     """The counts the checker accepts, as an interval.
 
-    In float32, ``p - count/n`` is monotone in the count, so the accepted set is an interval; each
-    end is found by evaluating the checker itself on five counts around ``n (p -+ tau)``.
+    The checker's exact rule (:func:`dedebate.core.dyadic.checker_bounds`):
+    ``k_lo`` is the smallest count with ``k > n (p - tau)``, ``k_hi`` the largest with
+    ``k < n (p + tau)``, in real numbers on the float32 values, clipped to the counts ``[0, n]``.
 
     Args:
         p: float32, the claim.
@@ -119,32 +121,14 @@ def checker_interval(p: jax.Array, n: jax.Array, tau: jax.Array):
 
     Returns:
         ``(k_lo, k_hi, certified)``: ``checker_accepts(p, k, n, tau)`` iff
-        ``k_lo <= k <= k_hi`` (empty when ``k_lo > k_hi``); ``certified`` is false if the five
-        counts did not bracket an end (not expected; callers then fall back to drawing the
-        count).
+        ``k_lo <= k <= k_hi`` for every count ``0 <= k <= n`` (empty when ``k_lo > k_hi``);
+        ``certified`` is always true (the rule is exact; callers keep a fall-back for false).
     """
     n = jnp.asarray(n, jnp.int32)
-    p = jnp.asarray(p, jnp.float32)
-    tau = jnp.asarray(tau, jnp.float32)
-    nf = jnp.maximum(n, 1).astype(jnp.float32)
-    offs = jnp.arange(-2, 3, dtype=jnp.int32)
-
-    def around(x):
-        g = jnp.floor(jnp.clip(x * nf, -4.0, nf + 4.0)).astype(jnp.int32)
-        return jnp.clip(g + offs, 0, n)
-
-    def diff(k):
-        return p - k.astype(jnp.float32) / nf
-
-    lo = around(p - tau)
-    lo_ok = diff(lo) < tau  # false ... true
-    k_lo = jnp.min(jnp.where(lo_ok, lo, n + 1))
-    cert_lo = (~lo_ok[0] | (lo[0] == 0)) & (lo_ok[-1] | (lo[-1] == n))
-    hi = around(p + tau)
-    hi_ok = diff(hi) > -tau  # true ... false
-    k_hi = jnp.max(jnp.where(hi_ok, hi, -1))
-    cert_hi = (hi_ok[0] | (hi[0] == 0)) & (~hi_ok[-1] | (hi[-1] == n))
-    return k_lo, k_hi, cert_lo & cert_hi
+    lo, hi = checker_bounds(p, n, tau)
+    k_lo = jnp.clip(lo, -1, n) + 1
+    k_hi = jnp.clip(hi, 0, n + 1) - 1
+    return k_lo, k_hi, jnp.ones(k_lo.shape, bool)
 
 
 @struct.dataclass

@@ -33,7 +33,6 @@ from dedebate.protocols.stochastic_scan import (
     ROLE_COIN,
     DebateCarry,
     StepView,
-    checker_accepts,
     debate_chunks,
     outcome_of,
     scan_debate,
@@ -271,21 +270,34 @@ def _draw_loop(r: dict, pi, lo, hi, keys=None, ns=None, ps=None):
     return y_bulk, counts
 
 
-def _rare_end(r: dict, y_bulk, pi, g, alice, bob, view, z_bob):
-    """The part of :func:`rare_step` after Alice's count: her claim and Bob's decision."""
+def _rare_end(r: dict, y_bulk, pi, g, alice, bob, view, z_bob, ungated=None):
+    """The part of :func:`rare_step` after Alice's count: her claim and Bob's decision.
+
+    With ``ungated = (key, x)``, the lanes off the rare step (``~r["active"]``) play
+    :func:`ungated_step` with that key and Alice's count x instead: the players' inputs are
+    selected per lane before one call of each player (one copy of their code in the program)."""
     gf = jnp.asarray(g, jnp.float32)
     e_scaled = 0.5
     x = r["y"] + jnp.where(r["off"], jnp.where(r["low_side"], r["y_low"], r["y_up"]), y_bulk)
-    p = jnp.asarray(alice.claim(view, x, jnp.float32(0.0)), jnp.float32)
+    u_a, u_b, y = jnp.float32(0.0), jax.random.uniform(r["k_bu"]), r["y"]
+    if ungated is not None:
+        k_c, k_ua, k_ub = jax.random.split(ungated[0], 3)
+        rare = r["active"]
+        x = jnp.where(rare, x, ungated[1])
+        u_a = jnp.where(rare, u_a, jax.random.uniform(k_ua))
+        u_b = jnp.where(rare, u_b, jax.random.uniform(k_ub))
+    p = jnp.asarray(alice.claim(view, x, u_a), jnp.float32)
+    if ungated is not None:
+        y = jnp.where(rare, y, (jax.random.uniform(k_c) < jnp.clip(p, 0.0, 1.0)).astype(jnp.int32))
     # Bob: typical component -> u_B < a_X with the exact tails; residual -> his own fresh count.
     k_lo, k_hi, cert = bob.continue_interval(p)
     typical = r["active"] & ~r["resid"] & cert
     a_scaled = outside_probability(bob.n_samples, pi, k_lo, k_hi, typical) * jnp.exp2(gf)
-    u_b = (r["v"] - e_scaled) / (1.0 - jnp.exp2(-gf - 1.0))
+    v_b = (r["v"] - e_scaled) / (1.0 - jnp.exp2(-gf - 1.0))
     # ~cert (the checker's interval not bracketed; not expected) also falls back to his count.
-    cont_fresh = jnp.asarray(bob.cont(view, p, z_bob, jax.random.uniform(r["k_bu"])), bool)
-    cont = jnp.where(typical, ~(u_b < a_scaled), cont_fresh)
-    return r["y"], cont, p
+    cont_fresh = jnp.asarray(bob.cont(view, p, z_bob, u_b), bool)
+    cont = jnp.where(typical, ~(v_b < a_scaled), cont_fresh)
+    return y, cont, p
 
 
 def ungated_step(key: jax.Array, pi: jax.Array, alice: Any, bob: Any, view: Any,
@@ -364,6 +376,16 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
     n_alice = jnp.asarray(alice.n_samples, jnp.int32)
     n_bob = jnp.asarray(bob.n_samples, jnp.int32)
     g, delta, certified = lazy_level(n_alice, n_bob, bob.tau, spec.lazy_gate_log2)
+    # At pi in {0, 1} the counts are 0 or N and the checker Bob's decision on honest Alice's
+    # estimate depends on nothing else: both decisions once per trial, not per step.
+    view0 = StepView(t=jnp.int32(0), pi=jnp.float32(0.0), prev_bit=jnp.int32(0),
+                     ones=jnp.int32(0), state=machine.init_state(), T=T)
+    # (vmapped over e in {0, 1}: one copy of the players' code in the program, not two)
+    def end_cont(e):
+        p_e = jnp.asarray(alice.claim(view0, e * n_alice, jnp.float32(0.0)), jnp.float32)
+        return jnp.asarray(bob.cont(view0, p_e, e * n_bob, jnp.float32(0.0)), bool)
+
+    cont_end = jax.vmap(end_cont)(jnp.arange(2, dtype=jnp.int32))
 
     def step_common(state, t, prev, ones, word):
         ts = jnp.minimum(t, T - 1)
@@ -372,10 +394,7 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
         gate = certified & (pi > 0.0) & (pi < 1.0)
         # pi in {0, 1}: every count is N pi, so the step is decided without randomness.
         trivial = (pi <= 0.0) | (pi >= 1.0)
-        x_t = jnp.round(n_alice.astype(jnp.float32) * pi).astype(jnp.int32)
-        z_t = jnp.round(n_bob.astype(jnp.float32) * pi).astype(jnp.int32)
-        p_t = jnp.asarray(alice.claim(view, x_t, jnp.float32(0.0)), jnp.float32)
-        cont_t = jnp.asarray(bob.cont(view, p_t, z_t, jnp.float32(0.0)), bool)
+        cont_t = jnp.where(pi >= 1.0, cont_end[1], cont_end[0])
         cheap_w, y_w = cheap_path(word, pi, g)
         cheap = (trivial & cont_t) | (gate & cheap_w)
         y = jnp.where(trivial, (pi >= 1.0).astype(jnp.int32), y_w)
@@ -412,18 +431,16 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
                 lo, hi = typical_set(pi, n_alice, delta)
                 r = _rare_begin(jax.random.fold_in(kj, 0), words[j], pi, lo, hi, g, alice, rare)
                 y_bulk, (x_u, z_b, z_v) = _draw_loop(r, pi, lo, hi, ks, ns, [pi, pi, c.pi_ab])
-                y_r, cont_r, p_r = _rare_end(r, y_bulk, pi, g, alice, bob, view, z_b)
-                y_u, cont_u, p_u = ungated_step(jax.random.fold_in(kj, 1), pi, alice, bob, view,
-                                                x_u, z_b)
-                ok = checker_accepts(p_ab, z_v, vera.n_samples, vera.tau)
-                return (jnp.where(rare, y_r, y_u), jnp.where(rare, cont_r, cont_u),
-                        jnp.where(rare, p_r, p_u), ok)
+                # the rare step's end, and ungated_step on the other lanes (same values)
+                y_x, cont_x, p_x = _rare_end(r, y_bulk, pi, g, alice, bob, view, z_b,
+                                             ungated=(jax.random.fold_in(kj, 1), x_u))
+                return y_x, cont_x, p_x, z_v
 
             def skip(_):
-                return jnp.int32(0), jnp.bool_(True), jnp.float32(0.0), jnp.bool_(False)
+                return jnp.int32(0), jnp.bool_(True), jnp.float32(0.0), jnp.int32(0)
 
-            y_x, cont_x, p, ok = jax.lax.cond(jnp.any(rare | other | vera_due), draw, skip, None)
-            vera_ok = jnp.where(vera_due, ok, c.vera_ok)
+            y_x, cont_x, p, z_v = jax.lax.cond(jnp.any(rare | other | vera_due), draw, skip, None)
+            vera_count = jnp.where(vera_due, z_v, c.vera_count)  # judged after the scan
             y = jnp.where(cheap, y_c, y_x)
             cont = cheap | cont_x
             go = active & cont
@@ -435,7 +452,7 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
                 rounds=c.rounds + active.astype(jnp.int32), prev=jnp.where(go, y, c.prev),
                 ones=c.ones + jnp.where(go, y, 0), p_ab=jnp.where(abort, p, p_ab),
                 pi_ab=jnp.where(abort, pi, c.pi_ab), t_ab=jnp.where(abort, t, c.t_ab),
-                vera_due=abort, vera_ok=vera_ok, vera_n=c.vera_n + n_v,
+                vera_due=abort, vera_count=vera_count, vera_n=c.vera_n + n_v,
                 unresolved=c.unresolved), None
 
         return jax.lax.scan(step_exact, carry, jnp.arange(C))

@@ -2,7 +2,8 @@
 
 * the role slots of the trial key (``ROLE_*``: each role's randomness is ``fold_in(key, role)``);
 * :class:`StepView`, what a player sees at a step;
-* :func:`checker_accepts`, Lean's checker (Bob's and Vera's test);
+* :func:`checker_accepts`, Lean's checker (Bob's and Vera's test), exact at ties
+  (:func:`dedebate.core.dyadic.checker_bounds`);
 * :class:`Outcome` and :func:`outcome_of`, one debate's result with its costs;
 * :class:`DebateCarry` and :func:`scan_debate`: the state the play loop keeps from step to step
   (named fields) and the scan over chunks of steps that :mod:`dedebate.protocols.stochastic`
@@ -18,6 +19,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from dedebate.core.dyadic import checker_bounds, computed_once
 from dedebate.protocols.costs import Costs
 
 # Role slots for fold_in of the trial key.
@@ -49,17 +51,21 @@ class StepView:
 def checker_accepts(p: jax.Array, count: jax.Array, n: jax.Array, tau: jax.Array) -> jax.Array:
     """Lean's checker ``bob'`` (spec DED 5.1): accept iff ``|p - count/n| < tau`` (strict).
 
+    Decided exactly in real numbers on the float32 values of p and tau, by integer arithmetic
+    (:func:`dedebate.core.dyadic.checker_bounds`), so every program agrees at ties.
+
     Args:
         p: float32, the claimed probability.
-        count: int, ones among the samples.
-        n: int, the number of samples (0 is treated as 1).
+        count: int, ones among the samples, in ``[0, n]``.
+        n: int, the number of samples (0 is treated as 1), below 2^30.
         tau: float32, the tolerance.
 
     Returns:
         bool array of the broadcast shape.
     """
-    est = count.astype(jnp.float32) / jnp.maximum(n, 1).astype(jnp.float32)
-    return jnp.abs(p - est) < tau
+    lo, hi = checker_bounds(p, n, tau)
+    count = jnp.asarray(count, jnp.int32)
+    return computed_once((count > lo) & (count < hi))
 
 
 @struct.dataclass
@@ -98,7 +104,8 @@ class DebateCarry:
         pi_ab: float32, the true probability at the abort.
         t_ab: int32, the abort step (-1 if none).
         vera_due: bool, Vera judges in this iteration (the one after the abort).
-        vera_ok: bool, Vera's verdict.
+        vera_count: int32, the count of Vera's draw (judged by :func:`checker_accepts` once, after
+            the scan).
         vera_n: int32, the oracle samples Vera's draws used (counted at the draw site).
         unresolved: bool, a fast-path draw left the trial open (it must be replayed).
     """
@@ -113,7 +120,7 @@ class DebateCarry:
     pi_ab: jax.Array
     t_ab: jax.Array
     vera_due: jax.Array
-    vera_ok: jax.Array
+    vera_count: jax.Array
     vera_n: jax.Array
     unresolved: jax.Array
 
@@ -131,7 +138,7 @@ def initial_carry(machine: Any) -> DebateCarry:
     f = jnp.bool_(False)
     return DebateCarry(state=machine.init_state(), stopped=f, last=z, rounds=z, prev=z, ones=z,
                        p_ab=jnp.float32(0.0), pi_ab=jnp.float32(0.0), t_ab=jnp.int32(-1),
-                       vera_due=f, vera_ok=f, vera_n=z, unresolved=f)
+                       vera_due=f, vera_count=z, vera_n=z, unresolved=f)
 
 
 def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
@@ -145,14 +152,16 @@ def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
         C: steps per chunk (static).
         alice: Alice's player (for her cost).
         bob: Bob's player (for his cost).
-        vera: the verifier (unused here; the chunk body closes over it).
+        vera: the verifier: she judges the claim at the abort on the count of her draw, here,
+            once per debate rather than in every step of the scan.
 
     Returns:
         ``(outcome, unresolved)``: the :class:`Outcome` and a bool scalar.
     """
     final, _ = jax.lax.scan(chunk_body, initial_carry(machine),
                             jnp.arange(debate_chunks(T, C)))
-    out = outcome_of(final.stopped, final.vera_ok, final.last, final.rounds, final.t_ab, alice,
+    vera_ok = checker_accepts(final.p_ab, final.vera_count, vera.n_samples, vera.tau)
+    out = outcome_of(final.stopped, vera_ok, final.last, final.rounds, final.t_ab, alice,
                      bob, final.vera_n)
     return out, final.unresolved
 
