@@ -6,7 +6,8 @@ first, then Alice's count and Bob's decision only where Hoeffding cannot certify
 continues (spec DED 5.9). All but a ``2^-G`` share of the certified steps cost one 32-bit word
 (:func:`cheap_path`); the level G comes from :func:`lazy_level`, once per debate, and
 :func:`lazy_gate` / :func:`typical_set` give a step's certificate. The other steps are drawn
-exactly by :func:`rare_step` / :func:`ungated_step` in :func:`play_lazy` with ``resolve=True``;
+exactly by :func:`rare_step` (and, on the lanes off a rare step, the same players' draws
+with fresh uniforms) in :func:`play_lazy` with ``resolve=True``;
 without it they only mark the trial unresolved, for
 :func:`dedebate.protocols.stochastic_batch.run_trials` to replay.
 
@@ -273,9 +274,10 @@ def _draw_loop(r: dict, pi, lo, hi, keys=None, ns=None, ps=None):
 def _rare_end(r: dict, y_bulk, pi, g, alice, bob, view, z_bob, ungated=None):
     """The part of :func:`rare_step` after Alice's count: her claim and Bob's decision.
 
-    With ``ungated = (key, x)``, the lanes off the rare step (``~r["active"]``) play
-    :func:`ungated_step` with that key and Alice's count x instead: the players' inputs are
-    selected per lane before one call of each player (one copy of their code in the program)."""
+    With ``ungated = (key, x)``, the lanes off the rare step (``~r["active"]``) draw the step as
+    the default mode does instead: Alice's claim on her count x and Bob's decision with fresh
+    uniforms from that key, then the coin on her claim. The inputs are selected per lane before
+    one call of each player (one copy of their code in the program)."""
     gf = jnp.asarray(g, jnp.float32)
     e_scaled = 0.5
     x = r["y"] + jnp.where(r["off"], jnp.where(r["low_side"], r["y_low"], r["y_up"]), y_bulk)
@@ -297,29 +299,6 @@ def _rare_end(r: dict, y_bulk, pi, g, alice, bob, view, z_bob, ungated=None):
     # ~cert (the checker's interval not bracketed; not expected) also falls back to his count.
     cont_fresh = jnp.asarray(bob.cont(view, p, z_bob, u_b), bool)
     cont = jnp.where(typical, ~(v_b < a_scaled), cont_fresh)
-    return y, cont, p
-
-
-def ungated_step(key: jax.Array, pi: jax.Array, alice: Any, bob: Any, view: Any,
-                 x: jax.Array, z: jax.Array):
-    """A step the certificate does not cover, drawn as in the default mode.
-
-    Args:
-        key: a typed PRNG key for the players' uniforms and the coin.
-        pi: the step's probability.
-        alice: Alice.
-        bob: Bob.
-        view: the players' view of the step.
-        x: Alice's count ``~ Binomial(N_A, pi)`` (drawn by the caller).
-        z: Bob's count ``~ Binomial(N_B, pi)`` (drawn by the caller).
-
-    Returns:
-        ``(y, cont, p)``: the coin (int32), Bob's decision (bool) and Alice's claim (float32).
-    """
-    k_c, k_ua, k_ub = jax.random.split(key, 3)
-    p = jnp.asarray(alice.claim(view, x, jax.random.uniform(k_ua)), jnp.float32)
-    cont = jnp.asarray(bob.cont(view, p, z, jax.random.uniform(k_ub)), bool)
-    y = (jax.random.uniform(k_c) < jnp.clip(p, 0.0, 1.0)).astype(jnp.int32)
     return y, cont, p
 
 
@@ -431,7 +410,7 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
                 lo, hi = typical_set(pi, n_alice, delta)
                 r = _rare_begin(jax.random.fold_in(kj, 0), words[j], pi, lo, hi, g, alice, rare)
                 y_bulk, (x_u, z_b, z_v) = _draw_loop(r, pi, lo, hi, ks, ns, [pi, pi, c.pi_ab])
-                # the rare step's end, and ungated_step on the other lanes (same values)
+                # the rare step's end; the other lanes draw the coin and Bob's uniform fresh
                 y_x, cont_x, p_x = _rare_end(r, y_bulk, pi, g, alice, bob, view, z_b,
                                              ungated=(jax.random.fold_in(kj, 1), x_u))
                 return y_x, cont_x, p_x, z_v
