@@ -8,9 +8,11 @@ The numbers users get (``dedebate reproduce``) are compiled at the default level
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from dedebate.agents import selfplay_players as pl
 from dedebate.agents.stochastic_players import A_PER_STEP, B_HONEST, zoo_alice, zoo_bob
@@ -43,17 +45,11 @@ def _leaves(tree):
                        else x) for x in jax.tree.leaves(tree)]
 
 
-def _identical(a, b) -> bool:
-    """Bit-for-bit equality of two pytrees of arrays (NaN equal to NaN)."""
-    la, lb = _leaves(a), _leaves(b)
-    return len(la) == len(lb) and all(x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True)
-                                      for x, y in zip(la, lb))
-
-
-def test_identical_sees_one_ulp():
+def test_comparison_sees_one_ulp():
     x = {"a": jnp.arange(3, dtype=jnp.float32) / 7, "k": jax.random.key(0)}
-    assert _identical(x, dict(x))
-    assert not _identical(x, {**x, "a": jnp.nextafter(x["a"], 1.0)})
+    chex.assert_trees_all_equal(x, dict(x), strict=True)
+    with pytest.raises(AssertionError):
+        chex.assert_trees_all_equal(x, {**x, "a": jnp.nextafter(x["a"], 1.0)}, strict=True)
 
 
 def test_stochastic_debate_count_mode_is_bit_identical():
@@ -67,7 +63,7 @@ def test_stochastic_debate_count_mode_is_bit_identical():
                                        k))(keys)
 
     light, default = _at_levels(debates, trial_keys(jax.random.key(7), 64))
-    assert _identical(light, default)
+    chex.assert_trees_all_equal(light, default, strict=True)
     assert 0 < float(jnp.mean(light.alice_wins)) < 1  # a debate either side can win
 
 
@@ -78,7 +74,7 @@ def test_estimator_network_training_is_bit_identical():
     static = NetTrainStatic(rounds=30, hidden=(16,), best_response="family+mlp", dist_steps=3)
     light, default = _at_levels(make_train(static), net_train_params(0.05, 3.0),
                                 jax.random.key(2), family, problem, feat)
-    assert _identical(light, default)
+    chex.assert_trees_all_equal(light, default, strict=True)
 
 
 def test_selfplay_training_within_a_few_ulps():
@@ -91,4 +87,5 @@ def test_selfplay_training_within_a_few_ulps():
                                 sp.selfplay_params(constants), alice, bob)
     for x, y in zip(_leaves(light), _leaves(default)):
         np.testing.assert_array_max_ulp(x, y, maxulp=4)
-    assert not _identical(light, bob)  # it trained
+    with pytest.raises(AssertionError):  # it trained
+        chex.assert_trees_all_equal(light, bob)
