@@ -11,6 +11,7 @@ import pytest
 import bench._timing as timing_mod
 from bench._timing import ratio, summary, time_contenders, time_repeat
 from dedebate.lab.registry import describe_benchmarks
+from tests.source_tree import parse
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,7 +96,7 @@ def test_benchmarks_are_listed_with_the_first_line_of_their_docstring():
     # the real benchmarks (read without importing them: a cheap test): each module that defines
     # run() opens its docstring with a one-line description
     for path in sorted((REPO / "bench").glob("[!_]*.py")):
-        tree = ast.parse(path.read_text())
+        tree = parse(path.read_text(), str(path))
         if any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body):
             first = (ast.get_docstring(tree) or "").splitlines()[0]
             assert first.startswith("Benchmark: ") and first.endswith("."), (path.name, first)

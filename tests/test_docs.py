@@ -10,6 +10,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests.source_tree import parse
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = {"DED": ROOT / "docs" / "doubly-efficient-debate.md",
         "PED": ROOT / "docs" / "prover-estimator-debate.md"}
@@ -234,7 +236,7 @@ def docstring_problems(source: str, path: str) -> list[str]:
     """``path[:line]: problem`` for a module docstring over the limit and every public function
     without a docstring, without ``Args:`` while it takes parameters (besides self/cls), or without
     ``Returns:`` while it returns a value."""
-    tree = ast.parse(source)
+    tree = parse(source, path)
     out = []
     doc = ast.get_docstring(tree, clean=False)
     n = len(doc.splitlines()) if doc else 0

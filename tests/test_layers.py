@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import dedebate
+from tests.source_tree import parse
 
 ROOT = Path(dedebate.__file__).resolve().parent
 LAYERS = (("core",), ("machines", "trees"), ("protocols",), ("agents",),
@@ -66,7 +67,7 @@ def imports(source: str, rel: Path, top_level: bool = False) -> list[tuple[int, 
     name = module_name(rel)
     package = name.split(".") if rel.name == "__init__.py" else name.split(".")[:-1]
     found = []
-    for node in _nodes(ast.parse(source), top_level):
+    for node in _nodes(parse(source, str(rel)), top_level):
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import dedebate
+from tests.source_tree import parse
 
 ROOT = Path(dedebate.__file__).resolve().parent
 SHELL = {"lab", "cli.py"}
@@ -36,7 +37,7 @@ def core_files() -> list[Path]:
 
 
 def violations(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parse(path.read_text(), str(path))
     found = []
     for node in ast.walk(tree):
         where = f"{path.relative_to(ROOT.parent)}:{getattr(node, 'lineno', 0)}"
