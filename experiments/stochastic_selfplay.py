@@ -36,6 +36,7 @@ from dedebate.lab.experiment import (
 from dedebate.lab.params import config_dataclass, param
 from dedebate.lab.sweep import ChunkedFn, train_point
 from dedebate.machines.lipschitz import prefix_tree
+from dedebate.protocols.stochastic import lean_defaults
 from dedebate.training.selfplay_runs import (
     CASES,
     MEASURED,
@@ -59,8 +60,15 @@ from dedebate.training.stochastic_selfplay import (
 NAME = "stochastic_selfplay"
 TITLE = "Stochastic debate self-play: learned Alice and Bob vs the Lean bounds"
 
-COMPLETENESS_W = 0.6402  # spec DED 5.3 with the defaults at P_M(1) = 2/3 (rounded down)
-SOUNDNESS_W = 0.3956  # 1 - 0.6044 (rounded up)
+K_F2 = 2.0  # the F2 fixtures' Lipschitz constant
+
+
+def guaranteed_sides(T: int, K: float = K_F2) -> tuple[float, float]:
+    """Lean's guarantee with its default constants of (K, T) at a 2/3 majority (spec DED 5.3):
+    P[out = 1] is at least the first on a yes-instance with P_M(1) >= 2/3 and at most the second
+    on a no-instance with P_M(0) >= 2/3 (1 - the soundness bound)."""
+    comp, sound = lean_defaults(K, T).check(K, T)
+    return comp, 1.0 - sound
 
 
 @config_dataclass
@@ -234,8 +242,9 @@ def sweep_figures(rows) -> dict:
                 ys = [np.mean([float(r[f"{case}/{metric}"]) for r in sel
                                if float(r["lr_a"]) == x]) for x in xs]
                 ax.plot(xs, ys, "o" + ls, label=f"{case}, {lab}")
-    axes[0].axhline(COMPLETENESS_W, color="g", ls=":", label="completeness 0.6402")
-    axes[0].axhline(SOUNDNESS_W, color="r", ls=":", label="soundness 0.3956")
+    comp, sound = guaranteed_sides(int(rows[0].get("T", Config().T)))
+    axes[0].axhline(comp, color="g", ls=":", label=f"completeness {comp:.4f}")
+    axes[0].axhline(sound, color="r", ls=":", label=f"soundness {sound:.4f}")
     axes[0].set_ylabel("trained pair's P[out = 1] (exact, mean over seeds)")
     axes[1].set_ylabel("exploitability gap (mean over seeds)")
     for ax in axes:
@@ -256,8 +265,9 @@ def _plot(cfg, mons, labels):
         for ax, arr in ((axes[0], np.asarray(mon.value)), (axes[1], np.asarray(mon.tracking))):
             line, = ax.plot(x, arr.mean(axis=0), label=f"{lab} (mean)")
             ax.plot(x, arr.T, color=line.get_color(), alpha=0.25, lw=0.8)
-    axes[0].axhline(COMPLETENESS_W, color="g", ls="--", label="completeness 0.6402")
-    axes[0].axhline(SOUNDNESS_W, color="r", ls="--", label="soundness 0.3956")
+    comp, sound = guaranteed_sides(cfg.T)
+    axes[0].axhline(comp, color="g", ls="--", label=f"completeness {comp:.4f}")
+    axes[0].axhline(sound, color="r", ls="--", label=f"soundness {sound:.4f}")
     axes[0].set_ylabel("P[out = 1] (training objective)")
     axes[1].set_yscale("log")
     axes[1].set_ylabel("reach-weighted mean |p - pi|")
@@ -278,13 +288,14 @@ class Measured:
     bound at the no-instance; ``setting``: the instance, for the notes; ``honest_vs_bob``: per
     seed, honest Alice's exact acceptance against the trained Bob (yes-instance);
     ``alice_vs_honest``: per seed, the trained Alice's exact acceptance against honest Bob
-    (no-instance)."""
+    (no-instance); ``sides``: :func:`guaranteed_sides` of the fixture, for the notes."""
 
     comp: float
     sound_acc: float
     setting: str
     honest_vs_bob: np.ndarray
     alice_vs_honest: np.ndarray
+    sides: tuple[float, float]
 
 
 def proven_claims(m: Measured) -> list[Claim]:
@@ -299,14 +310,16 @@ def proven_claims(m: Measured) -> list[Claim]:
         "Honest Alice vs every self-play-trained Bob wins at least the completeness bound",
         "spec DED 5.3 (Lean completeness'), exact DP", f">= {comp:.4f}", h_min,
         bool(h_min >= comp),
-        note=f"worst seed; per seed {np.round(h, 4).tolist()}; bound at w = 2/3: 0.6402; {setting}"))
+        note=(f"worst seed; per seed {np.round(h, 4).tolist()}; bound at a 2/3 majority: "
+              f"{m.sides[0]:.4f}; {setting}")))
     v = np.asarray(m.alice_vs_honest)
     v_max = strict_max(v)
     claims.append(Claim.exact(
         "Every self-play-trained Alice vs honest Bob is accepted at most 1 - the soundness bound",
         "spec DED 5.3 (Lean soundness'), exact DP", f"<= {sound_acc:.4f}", v_max,
         bool(v_max <= sound_acc),
-        note=f"worst seed; per seed {np.round(v, 4).tolist()}; bound at w = 2/3: 0.3956"))
+        note=(f"worst seed; per seed {np.round(v, 4).tolist()}; bound at a 2/3 majority: "
+              f"{m.sides[1]:.4f}")))
     return claims
 
 
@@ -376,6 +389,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     claims, tables, metrics = [], {}, {}
     instances, params, constants, static, _ = setup(cfg)
     K = instances[0][1].K
+    sides = guaranteed_sides(cfg.T, K)
     levels = {case: prefix_tree(fx.machine) for case, fx in instances}
     trained, walls = _train_all(cfg, ctx, static)
     results = _evaluate_all(cfg, ctx, instances, constants, levels, trained, walls)
@@ -394,17 +408,17 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     claims.extend(proven_claims(Measured(
         comp=comp, sound_acc=sound_acc, setting=setting,
         honest_vs_bob=np.array(yes["honest_alice"]),
-        alice_vs_honest=_arr(no, "value_vs_honest_bob"))))
+        alice_vs_honest=_arr(no, "value_vs_honest_bob"), sides=sides)))
     # ---- self-play outcome vs the Lean bounds ---------------------------------------------------
     for case, res, want_hi in (("yes", yes, True), ("no", no, False)):
         vals = _arr(res, "value")
         m, lo, hi = mean_interval(vals)
         worst = vals.min() if want_hi else vals.max()
-        ok = worst >= COMPLETENESS_W if want_hi else worst <= SOUNDNESS_W
+        ok = worst >= sides[0] if want_hi else worst <= sides[1]
         claims.append(Claim(
             f"Self-play on the {case}-instance: the trained pair's acceptance is on the protocol's "
             "guaranteed side (worst seed)", "spec DED 5.3 bounds (not a theorem "
-            "for learned pairs)", f">= {COMPLETENESS_W}" if want_hi else f"<= {SOUNDNESS_W}",
+            "for learned pairs)", f">= {sides[0]:.4f}" if want_hi else f"<= {sides[1]:.4f}",
             worst, worst, worst, bool(ok), finding=True,
             note=(f"worst seed; mean {m:.4f} [{lo:.4f}, {hi:.4f}] over seeds; per seed "
                   f"{np.round(vals, 4).tolist()}; P_M(1) = {res['p1']:.4f}")))

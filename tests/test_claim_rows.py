@@ -399,7 +399,8 @@ def test_stackelberg_proven_rows_fail_when_a_measurement_breaks_its_bound():
 # ---- stochastic_selfplay ---------------------------------------------------------------------
 def _ssp_rows(honest=(0.7, 0.8, 0.75), alice=(0.2, 0.3, 0.25), mc=None):
     m = ssp.Measured(comp=0.6402, sound_acc=0.3956, setting="F2 (K = 2), T = 4",
-                     honest_vs_bob=np.array(honest), alice_vs_honest=np.array(alice))
+                     honest_vs_bob=np.array(honest), alice_vs_honest=np.array(alice),
+                     sides=(0.6402, 0.3956))
     return ssp.proven_claims(m) + ssp.mc_claims(
         mc or {"yes": (0.75, 3000, 4000), "no": (0.25, 1000, 4000)})
 

@@ -123,3 +123,22 @@ def test_bad_arguments(tmp_path):
         Checkpointer(tmp_path, HASH, every=0)
     with pytest.raises(ValueError, match="keep=0"):
         Checkpointer(tmp_path, HASH, keep=0)
+
+
+def _lowered(state) -> str:
+    """The program ``jit`` builds for ``state`` (a committed argument adds its sharding)."""
+    return jax.jit(lambda s: s["params"]["w"] * s["step"] + jax.random.uniform(s["key"])).lower(
+        state).as_text()
+
+
+def test_a_restored_state_enters_a_jitted_program_without_compiling_it_again(tmp_path):
+    """Orbax restores arrays committed to a device; jit would lower (and compile) every program
+    again for them. The restored state lowers exactly as the state that was saved."""
+    with Checkpointer(tmp_path / "ck", HASH) as ck:
+        ck.save(3, make_state(3), force=True)
+    with Checkpointer(tmp_path / "ck", HASH) as ck:
+        _, state = ck.restore(make_state(0))
+    assert _lowered(state) == _lowered(make_state(3))
+    # what the check sees: the same state committed to the device lowers to another program
+    committed = jax.device_put(make_state(3), jax.devices()[0])
+    assert _lowered(committed) != _lowered(make_state(3))

@@ -18,6 +18,32 @@ from typing import Any, Self
 from dedebate.lab.rundir import eprint
 
 
+def uncommitted(x: Any) -> Any:
+    """A JAX array leaf as an array not committed to a device (others unchanged).
+
+    Orbax returns arrays committed to a device; ``jax.jit`` lowers a committed argument with its
+    sharding, an uncommitted one without, so a program that already ran on the saved state in
+    this process would be compiled again for the restored one. A typed PRNG key goes through its
+    key data.
+
+    Args:
+        x: a pytree leaf.
+
+    Returns:
+        ``x``, or for a JAX array the same values in a fresh uncommitted array.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    if not isinstance(x, jax.Array):
+        return x
+    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(jnp.asarray(np.asarray(jax.random.key_data(x))),
+                                        impl=jax.random.key_impl(x))
+    return jnp.asarray(np.asarray(x))
+
+
 class CheckpointMismatch(ValueError):
     """A checkpoint written under a different config (its config hash differs)."""
 
@@ -127,10 +153,11 @@ class Checkpointer:
         """``(step, state)`` from the newest readable checkpoint, or None if there is none.
 
         The restore runs against ``jax.eval_shape(template)``, so leaves come back as JAX arrays
-        with JAX's dtypes (a numpy int64 leaf returns as int32 unless x64 is enabled). A
-        checkpoint that cannot be read is skipped with a warning and moved aside
-        (``corrupt-STEP/``); if none can be read, all are moved aside and the result is None
-        (start over).
+        with JAX's dtypes (a numpy int64 leaf returns as int32 unless x64 is enabled), not
+        committed to a device (:func:`uncommitted`: a jitted program takes them as it took the
+        state it saved, without compiling again). A checkpoint that cannot be read is skipped
+        with a warning and moved aside (``corrupt-STEP/``); if none can be read, all are moved
+        aside and the result is None (start over).
 
         Known noise (Orbax 0.12.8, not ours): when reading a corrupt checkpoint fails, Orbax's
         ``asyncio.gather`` over the tensorstore reads raises at the first error and
@@ -178,7 +205,7 @@ class Checkpointer:
                 self._warn_fallback(step, err, steps)
                 continue
             self._set_aside(failures)
-            return step, out["state"]
+            return step, jax.tree_util.tree_map(uncommitted, out["state"])
         self._set_aside(failures)
         detail = "; ".join(f"step {s}: {type(e).__name__}" for s, e in failures)
         eprint(f"dedebate: warning: no readable checkpoint in {self.directory} ({detail}); "

@@ -61,19 +61,10 @@ def _place(buf: Any, new: Any, pos: int, axis: int) -> Any:
 
 
 def _like(template: Any, x: Any) -> Any:
-    """A restored leaf as the template's kind: numpy for numpy, else an uncommitted JAX array
-    (Orbax returns arrays committed to a device, which a jitted program would take as a new
-    input signature and compile again)."""
-    import jax
-    import jax.numpy as jnp
-
+    """A restored leaf as the template's kind: numpy for numpy, else as restored (an uncommitted
+    JAX array, :func:`dedebate.lab.checkpoint.uncommitted`)."""
     if isinstance(template, (np.ndarray, np.generic)):
         return np.array(x)
-    if isinstance(x, jax.Array):
-        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-            return jax.random.wrap_key_data(jnp.asarray(np.asarray(jax.random.key_data(x))),
-                                            impl=jax.random.key_impl(x))
-        return jnp.asarray(np.asarray(x))
     return x
 
 
