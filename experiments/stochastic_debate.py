@@ -387,10 +387,12 @@ def _plot_acceptance(rows, cfg):
             T = [r["T"] for r in rs]
             v = np.array([r["value"] for r in rs])
             err = np.array([[r["value"] - r["lo"] for r in rs], [r["hi"] - r["value"] for r in rs]])
-            line = ax.errorbar(T, v, yerr=err, marker=marker, capsize=3,
-                               label=f"K={K} {side} ({'min over Bob zoo' if side == 'completeness' else 'max over Alice zoo'})")
-            ax.plot(T, [r["bound"] for r in rs], ls="--", lw=1, color=line[0].get_color(),
-                    label=f"K={K} proven {side} bound (Lean)")
+            ax.errorbar(T, v, yerr=err, marker=marker, capsize=3,
+                        label=f"K={K} {side} ({'min over Bob zoo' if side == 'completeness' else 'max over Alice zoo'})")
+            # each row's own proven bound (it depends on K, T and the fixture's exact P_M(1))
+            ax.plot(T, [r["bound"] for r in rs], ls="--", lw=1,
+                    color="g" if side == "completeness" else "r",
+                    label=f"proven {side} bound (Lean)" if K == cfg.Ks[0] else None)
     ax.axhline(0.6, color="g", ls=":", lw=1, label="3/5")
     ax.axhline(0.4, color="r", ls=":", lw=1, label="2/5")
     ax.set_xscale("log")
