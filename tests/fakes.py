@@ -16,6 +16,8 @@ from typing import Any
 
 import jax
 
+from dedebate.protocols.stochastic_batch import REPLAY_COMPILE_OPTIONS
+
 
 class FakeBar:
     """Counts ``update`` calls like a tqdm bar would."""
@@ -232,7 +234,7 @@ def truncate_checkpoint(step_dir: Path) -> None:
         f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
 
 
-# XLA options for the tests' own large programs (the binomial samplers' loops): fewer LLVM
-# optimisations, so about a fifth less compile time; the values are the same (the option the
-# stochastic driver's replay programs use, dedebate.protocols.stochastic_batch).
-LIGHT_COMPILE = {"xla_backend_optimization_level": 1}
+# XLA options for the tests' own large programs (the binomial samplers' loops): the stochastic
+# driver's replay options, so a test's program compiles as the replays it is compared with do
+# (also when XLA_FLAGS sets another level than tests/conftest.TEST_OPT_LEVEL).
+LIGHT_COMPILE = REPLAY_COMPILE_OPTIONS

@@ -28,20 +28,17 @@ def _failures(parser, tries: int = 20) -> int:
     collector set to run at almost every allocation, raise SystemError."""
     thresholds = gc.get_threshold()
     failures = 0
-    try:
-        for _ in range(tries):
-            for _ in range(200):
-                _ParsesWhenCollected()
-            gc.set_threshold(5)
-            try:
-                parser(SOURCE)
-            except SystemError:
-                failures += 1
-            finally:
-                gc.set_threshold(*thresholds)
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.collect()
+    for _ in range(tries):
+        for _ in range(200):
+            _ParsesWhenCollected()
+        gc.set_threshold(5)
+        try:
+            parser(SOURCE)
+        except SystemError:
+            failures += 1
+        finally:
+            gc.set_threshold(*thresholds)
+    gc.collect()
     return failures
 
 

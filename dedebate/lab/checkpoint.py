@@ -12,14 +12,18 @@ use it through :func:`dedebate.lab.driver.run_chunks`; direct use: docs/lab.md, 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
+
+import numpy as np
 
 from dedebate.lab.rundir import eprint
 
 
-def uncommitted(x: Any) -> Any:
-    """A JAX array leaf as an array not committed to a device (others unchanged).
+def uncommitted(x: Any, take: Callable[[np.ndarray], np.ndarray] | None = None) -> Any:
+    """A JAX or numpy array leaf as a JAX array not committed to a device (other leaves
+    unchanged), through the host, with ``take`` applied there (e.g. a row: no compiled program).
 
     Orbax returns arrays committed to a device; ``jax.jit`` lowers a committed argument with its
     sharding, an uncommitted one without, so a program that already ran on the saved state in
@@ -28,20 +32,21 @@ def uncommitted(x: Any) -> Any:
 
     Args:
         x: a pytree leaf.
+        take: a function of the leaf's host copy (its key data for a key); None = all of it.
 
     Returns:
-        ``x``, or for a JAX array the same values in a fresh uncommitted array.
+        ``x`` if it is not an array, else ``take`` of its values in a fresh uncommitted array.
     """
     import jax
     import jax.numpy as jnp
-    import numpy as np
 
-    if not isinstance(x, jax.Array):
+    if not isinstance(x, jax.Array | np.ndarray):
         return x
+    take = take or (lambda h: h)
     if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-        return jax.random.wrap_key_data(jnp.asarray(np.asarray(jax.random.key_data(x))),
+        return jax.random.wrap_key_data(jnp.asarray(take(np.asarray(jax.random.key_data(x)))),
                                         impl=jax.random.key_impl(x))
-    return jnp.asarray(np.asarray(x))
+    return jnp.asarray(take(np.asarray(x)))
 
 
 class CheckpointMismatch(ValueError):

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dedebate.lab.checkpoint import uncommitted
 from dedebate.lab.devices import EvalInfo
 from dedebate.lab.rundir import jsonable
 from dedebate.lab.sweep_plan import SweepError
@@ -319,18 +320,9 @@ def train_point(module: Any, cfg: Any, ctx: Any, rows: Mapping[str, Any] | None 
             mon = jax.tree.map(lambda a: np.asarray(a)[None], done.monitors[k])
             out = progs.finish(placed[k], done.state[k], progs.place(mon, size))
             metrics[k] = {m: np.asarray(v)[0].item() for m, v in out.items()}
-    done.state = {k: jax.tree.map(_first_row, v) for k, v in done.state.items()}
+    done.state = {k: jax.tree.map(lambda a: uncommitted(a, lambda h: h[0]), v)  # row 0
+                  for k, v in done.state.items()}
     return done, metrics
-
-
-def _first_row(a: Any) -> Any:
-    """Row 0 of a state leaf, as a device array (through the host: no compiled program)."""
-    import jax
-
-    if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
-        return jax.random.wrap_key_data(jax.device_put(np.asarray(jax.random.key_data(a))[0]),
-                                        impl=jax.random.key_impl(a))
-    return jax.device_put(np.asarray(a)[0])
 
 
 def compile_options(module: Any, devices: list[Any] | None = None) -> dict[str, Any] | None:
