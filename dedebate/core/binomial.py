@@ -494,61 +494,69 @@ def _settled(status, fast):
     return ~fast | (jnp.any(acc) & ~jnp.any((status == 0) & (jw < j1)))
 
 
+def _window(u, ptr0, size: int, L: int):
+    """``size`` entries of the stream block ``u`` from ``ptr0`` (clamped to the block)."""
+    return jax.lax.dynamic_slice(u, (jnp.minimum(ptr0, L),), (size,))
+
+
 def _window_status(u, nf, pp, big, ptr0, L: int, W: int):
     """Statuses and counts of the W window candidates read from the stream block ``u`` at
     ``ptr0`` (see :func:`_status_range`). Slots a settled lane never needs may be left
     undecided (0): only the first accepted candidate and the undecided ones before it matter
     downstream, and both are always classified."""
 
-    def window(u, ptr0, size):
-        return jax.lax.dynamic_slice(u, (jnp.minimum(ptr0, L),), (size,))
-
     @jax.custom_batching.custom_vmap
     def f(u, nf, pp, big, ptr0):
         z = jnp.zeros((W,), jnp.int32)
-        return _status_range(window(u, ptr0, 2 * W), nf, pp, big, ptr0, L, 0, W, z, z)
+        return _status_range(_window(u, ptr0, 2 * W, L), nf, pp, big, ptr0, L, 0, W, z, z)
 
     @f.def_vmap
     def f_vmap(axis_size, in_batched, u, nf, pp, big, ptr0):
-        """Batch rule: every lane classifies its first FIRST candidates; the few lanes that
-        these do not settle classify the rest in compacted buffers of COMPACT lanes (a loop over
-        such buffers, usually one), so the batch does not pay for the rare lane."""
-        B = axis_size
-        args = [x if b else jnp.broadcast_to(x, (B,) + jnp.shape(x))
+        args = [x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
                 for x, b in zip((u, nf, pp, big, ptr0), in_batched)]
-        u, nf, pp, big, ptr0 = args
-        fast = big & (nf * pp >= FAST_MEAN)  # as in _flags (pp = min(p, 1 - p))
-        first = min(FIRST, W)
-        z = jnp.zeros((B, W), jnp.int32)
-
-        def stage(u, nf, pp, big, ptr0, s0, c0, lo, hi):
-            # pad the short window of stage A to 2W entries (unread beyond 2 * hi)
-            win = window(u, ptr0, 2 * hi)
-            win = jnp.concatenate([win, jnp.zeros((2 * (W - hi),), win.dtype)])
-            return _status_range(win, nf, pp, big, ptr0, L, lo, hi, s0, c0)
-
-        status, counts = jax.vmap(functools.partial(stage, lo=0, hi=first))(
-            u, nf, pp, big, ptr0, z, z)
-        if W <= FIRST:
-            return (status, counts), (True, True)
-        need = ~jax.vmap(_settled)(status, fast)
-
-        def chunk(c):
-            status, counts, need = c
-            idx = jnp.nonzero(need, size=min(COMPACT, B), fill_value=B)[0]
-            ok = idx < B
-            g = jnp.where(ok, idx, 0)
-            st, ct = jax.vmap(functools.partial(stage, lo=first, hi=W))(
-                u[g], nf[g], pp[g], big[g], ptr0[g], status[g], counts[g])
-            dst = jnp.where(ok, idx, B)
-            return (status.at[dst].set(st, mode="drop"), counts.at[dst].set(ct, mode="drop"),
-                    need.at[dst].set(False, mode="drop"))
-
-        status, counts, _ = jax.lax.while_loop(lambda c: jnp.any(c[2]), chunk,
-                                               (status, counts, need))
-        return (status, counts), (True, True)
+        return _window_status_lanes(*args, L=L, W=W), (True, True)
 
     return f(u, nf, pp, big, ptr0)
+
+
+@functools.partial(jax.jit, static_argnames=("L", "W"))
+def _window_status_lanes(u, nf, pp, big, ptr0, *, L: int, W: int):
+    """The batch rule of :func:`_window_status` (every argument with a leading lane axis):
+    every lane classifies its first FIRST candidates; the few lanes that these do not settle
+    classify the rest in compacted buffers of COMPACT lanes (a loop over such buffers, usually
+    one), so the batch does not pay for the rare lane. Jitted so that the loops' batching,
+    which runs the rule again on each of its passes, traces it once per shape."""
+    B = u.shape[0]
+    fast = big & (nf * pp >= FAST_MEAN)  # as in _flags (pp = min(p, 1 - p))
+    first = min(FIRST, W)
+    z = jnp.zeros((B, W), jnp.int32)
+
+    def stage(u, nf, pp, big, ptr0, s0, c0, lo, hi):
+        # pad the short window of stage A to 2W entries (unread beyond 2 * hi)
+        win = _window(u, ptr0, 2 * hi, L)
+        win = jnp.concatenate([win, jnp.zeros((2 * (W - hi),), win.dtype)])
+        return _status_range(win, nf, pp, big, ptr0, L, lo, hi, s0, c0)
+
+    status, counts = jax.vmap(functools.partial(stage, lo=0, hi=first))(
+        u, nf, pp, big, ptr0, z, z)
+    if W <= FIRST:
+        return status, counts
+    need = ~jax.vmap(_settled)(status, fast)
+
+    def chunk(c):
+        status, counts, need = c
+        idx = jnp.nonzero(need, size=min(COMPACT, B), fill_value=B)[0]
+        ok = idx < B
+        g = jnp.where(ok, idx, 0)
+        st, ct = jax.vmap(functools.partial(stage, lo=first, hi=W))(
+            u[g], nf[g], pp[g], big[g], ptr0[g], status[g], counts[g])
+        dst = jnp.where(ok, idx, B)
+        return (status.at[dst].set(st, mode="drop"), counts.at[dst].set(ct, mode="drop"),
+                need.at[dst].set(False, mode="drop"))
+
+    status, counts, _ = jax.lax.while_loop(lambda c: jnp.any(c[2]), chunk,
+                                           (status, counts, need))
+    return status, counts
 
 
 def _classify(btrs: _Btrs, u: jax.Array, v: jax.Array, valid_pos: jax.Array):

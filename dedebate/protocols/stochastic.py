@@ -163,6 +163,10 @@ def _slots(resolve: bool):
         ks, st, un = stream_binomial_fast(streams, ns, ps)
         return ks, st.ptr, un
 
+    # One jitted function of the lanes: the batch rule below runs again on every pass of the
+    # scans' batching (their carries settle in a few passes), and jit traces it once per shape.
+    draw_lanes = jax.jit(jax.vmap(draw))
+
     @jax.custom_batching.custom_vmap
     def draw_slots(streams, ns, ps):
         return jax.vmap(draw)(streams, ns, ps)
@@ -177,7 +181,7 @@ def _slots(resolve: bool):
 
         streams = jax.tree.map(flat, streams, in_batched[0])
         ns, ps = flat(ns, in_batched[1]), flat(ps, in_batched[2])
-        out = jax.vmap(draw)(streams, ns, ps)
+        out = draw_lanes(streams, ns, ps)
         return tuple(x.reshape(axis_size, -1) for x in out), (True, True, True)
 
     return draw_slots
