@@ -406,7 +406,7 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
         return k.astype(jnp.int32), stream.replace(ptr=ptr), need
     start = jnp.where(fast & pending, j_und, jnp.where(fast, W, 0))
     key = stream.key
-    win = jax.lax.dynamic_slice(stream.u, (jnp.minimum(ptr0, L),), (2 * W,))
+    win = _window(stream.u, ptr0, 2 * W, L)
     r = pp / (1.0 - pp)
     # loop invariants, computed once: the lane's key, the BTRS constants and the mode's terms of
     # the log ratio (the body then holds only what depends on the candidate)
