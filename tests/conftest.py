@@ -18,8 +18,9 @@ elemental fusion emitters compile a further quarter faster than its new ones. XL
 passes are the same either way. Only for the tests: the older emitters run the binomial
 sampler about three times slower, which the compile-bound tests barely feel and users would.
 ``tests/test_opt_level.py`` checks that the values the tests check do not depend on these
-options: the stochastic debate is bit-identical, float training agrees to float32 rounding. Set in ``XLA_FLAGS`` before JAX starts, so subprocesses (CLI runs,
-notebooks) inherit them; an option already named in ``XLA_FLAGS`` keeps its value there.
+options: the stochastic debate is bit-identical, float training agrees to float32 rounding.
+Set in ``XLA_FLAGS`` before JAX starts, so subprocesses (CLI runs, notebooks) inherit them; an
+option already named in ``XLA_FLAGS`` keeps its value there.
 """
 XLA_DEFAULTS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
 """XLA's defaults for the same options: what users' programs compile with. A test of the users'

@@ -236,5 +236,5 @@ def truncate_checkpoint(step_dir: Path) -> None:
 
 # XLA options for the tests' own large programs (the binomial samplers' loops): the stochastic
 # driver's replay options, so a test's program compiles as the replays it is compared with do
-# (also when XLA_FLAGS sets another level than tests/conftest.TEST_COMPILE_OPTIONS).
+# (also when XLA_FLAGS sets other options than tests/conftest.TEST_COMPILE_OPTIONS).
 LIGHT_COMPILE = REPLAY_COMPILE_OPTIONS
