@@ -7,8 +7,11 @@ import pytest
 from scipy import stats
 
 from dedebate.core.binomial import (
+    _UNDECIDED,
     FAST_MEAN,
     _Btrs,
+    _window_first,
+    _window_first_lanes,
     stream_binomial,
     stream_binomial_fast,
     uniform_stream,
@@ -138,3 +141,35 @@ def test_vmap_equals_per_lane_loop():
         for i in range(4):
             np.testing.assert_array_equal(batched[i], np.asarray(single(
                 keys[i], jnp.int32(n), jnp.float32(p))))
+
+
+def test_fast_batch_rule_equals_per_lane_classification():
+    """The fast draw's batch rule (first candidates for every lane, then the open lanes a block
+    at a time) gives every lane the state of the per-lane loop over its whole window, also when
+    a quarter of the lanes stay open after the first candidate and blocks hold several of them
+    (so the rule needs several passes), and for lanes whose every candidate is rejected."""
+    B, W, L = 512, 8, 40
+    keys = jax.random.split(jax.random.key(11), B)
+    u = jax.vmap(lambda k: uniform_stream(k, L, W).u)(keys)
+    u = u.at[:5].set(1e-7)  # every candidate out of range: rejected
+    nf = jnp.where(jnp.arange(B) % 7 == 0, 300.0, 200_000.0).astype(jnp.float32)  # some slow
+    pp = jnp.linspace(0.05, 0.5, B).astype(jnp.float32)
+    big = jnp.ones(B, bool)
+    ptr0 = jax.random.randint(jax.random.key(12), (B,), 0, 2 * L // 3).astype(jnp.int32)
+
+    def per_lane(args):  # lax.map calls the unbatched rule, lane by lane
+        return _window_first(*args, L, W)
+
+    want = jax.jit(lambda *a: jax.lax.map(per_lane, a),
+                   compiler_options=LIGHT_COMPILE)(u, nf, pp, big, ptr0)
+    batch = jax.jit(_window_first_lanes.__wrapped__, static_argnames=("L", "W", "first", "blocks"),
+                    compiler_options=LIGHT_COMPILE)
+    for first, blocks in ((1, 8), (3, 64)):
+        got = batch(u, nf, pp, big, ptr0, L=L, W=W, first=first, blocks=blocks)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    state = np.asarray(want[0])
+    accepted = state > _UNDECIDED
+    assert (state[:5] == _UNDECIDED).all() and accepted.mean() > 0.8
+    # lanes accepted after their first candidate: those the passes over blocks of 64 served
+    assert (accepted & (state % 16 > 0)).mean() > 0.05

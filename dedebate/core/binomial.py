@@ -52,7 +52,10 @@ from flax import struct
 # ones from ``fold_in(key, ...)``. ``stream_binomial_fast`` skips the sequential loop and flags
 # the (rare) lanes it leaves open, for callers that can replay a whole trial exactly
 # (``dedebate.protocols.stochastic_batch.run_trials``): the loop's mere presence costs XLA on CPU
-# a large share of the draw's time.
+# a large share of the draw's time. It classifies a lane's candidates only up to the first one
+# not rejected (that one decides: accepted, the draw; undecided, the lane is left open), keeping
+# one int32 of state per lane, and its batch rule carries the few lanes that the first FIRST
+# candidates leave open on through the window COMPACT at a time.
 #
 # Uniform consumption. A draw consumes the uniforms up to its first *accepted-status* candidate
 # (a stopping time of the i.i.d. sequence, so all later uniforms stay fresh by the strong Markov
@@ -382,6 +385,8 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
     L = stream.length
     n, nf, pp, flip, trivial, small, big, fast = _flags(n, p)
     ptr0 = stream.ptr
+    if not resolve:
+        return _draw_fast(stream, n, nf, pp, flip, trivial, big, fast)
 
     # ---- fast classification of the window (large-mean lanes) ------------------------------
     status, counts = _window_status(stream.u, nf, pp, big, ptr0, L, W)
@@ -397,13 +402,6 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
 
     # ---- exact sequential loop for everything else ------------------------------------------
     need = ~trivial & ~resolved
-    if not resolve:
-        k = jnp.where(flip, n - k_acc, k_acc)
-        k = jnp.where(trivial, jnp.where(flip, n, 0), k)
-        used = jnp.where(fast, jnp.where(found, j1 + 1, W), 0)
-        used = jnp.minimum(used, jnp.clip((L - ptr0) // 2, 0, W))
-        ptr = ptr0 + 2 * used
-        return k.astype(jnp.int32), stream.replace(ptr=ptr), need
     start = jnp.where(fast & pending, j_und, jnp.where(fast, W, 0))
     key = stream.key
     win = _window(stream.u, ptr0, 2 * W, L)
@@ -456,9 +454,144 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
     return k.astype(jnp.int32), stream.replace(ptr=ptr), need
 
 
-# Candidates every lane classifies before the batched rule sends the unsettled lanes (about
-# 0.12^FIRST of them) to a compacted buffer of COMPACT lanes for the rest of the window.
+# Candidates every lane classifies before the batched rules send the unsettled lanes (about
+# 0.12^FIRST of them) on to the rest of the window, COMPACT lanes at a time.
 FIRST, COMPACT = 3, 64
+
+
+def _draw_fast(stream: UniformStream, n, nf, pp, flip, trivial, big, fast):
+    """The draw without the sequential loop (``stream_binomial_fast``): the window's first
+    candidate that is not rejected decides it. Accepted: the draw is that candidate's count, as
+    in :func:`stream_binomial` (whose first accepted-status candidate it is, with no undecided one
+    before it). Undecided, or none in the window, or a lane that is not fast: unresolved."""
+    W, L, ptr0 = stream.window, stream.length, stream.ptr
+    state, k_acc = _window_first(stream.u, nf, pp, big, ptr0, L, W)
+    resolved = state > _UNDECIDED  # (only fast lanes are resolved)
+    j1 = jnp.bitwise_and(state, _J_MASK)
+    k = jnp.where(flip, n - k_acc, k_acc)
+    k = jnp.where(trivial, jnp.where(flip, n, 0), k)
+    used = jnp.where(resolved, j1 + 1, jnp.where(fast, W, 0))
+    used = jnp.minimum(used, jnp.clip((L - ptr0) // 2, 0, W))
+    return k.astype(jnp.int32), stream.replace(ptr=ptr0 + 2 * used), ~trivial & ~resolved
+
+
+# The fast path's state of a lane, one int32: OPEN while every candidate so far was rejected;
+# UNDECIDED when the first candidate not rejected was undecided, or when the window had none,
+# or for a lane that is not fast (all three: unresolved); else it was accepted, and the
+# state is ``k_off * 2^J_BITS + j`` (its offset from the mode and its index in the window). One
+# int32 is one consumer of each classification, so XLA on CPU computes it once (with separate
+# outputs it recomputed the classification for each). An accepted offset of 2^26 or more (only
+# possible for n > 2^28) counts as undecided, so the packing cannot overflow: the exact path
+# draws those lanes.
+_J_BITS, _J_MASK = 4, 15  # window <= 16
+_OPEN, _UNDECIDED = -(2 ** 31), -(2 ** 31) + 1
+_MAX_OFF = 2 ** 26
+
+
+def _first_range(win, btrs, ptr0, L: int, lo: int, hi: int, state):
+    """Classify candidates ``lo .. hi-1`` of the window ``win`` (``[2 window, ...]``: u and v of
+    each candidate, any trailing lane shape) while a lane's ``state`` is OPEN (see above).
+
+    A loop, not unrolled: its body is one vectorised fusion over the lanes. Unrolled, XLA on CPU
+    fused the window's gather and every candidate into one fusion that ran twice as slow.
+    """
+
+    def body(j, state):
+        u = jax.lax.dynamic_index_in_dim(win, 2 * j, keepdims=False)
+        v = jax.lax.dynamic_index_in_dim(win, 2 * j + 1, keepdims=False)
+        k_off, inr, sq, lhs = btrs.candidate(u, v)
+        acc, rej = _accept_reject(btrs, k_off, inr, sq, lhs, ptr0 + 2 * j + 1 < L)
+        acc = acc & (jnp.abs(k_off) < _MAX_OFF)
+        code = jnp.where(acc, k_off.astype(jnp.int32) * (1 << _J_BITS) + j,
+                         jnp.where(rej, _OPEN, _UNDECIDED))
+        return jnp.where(state == _OPEN, code, state)
+
+    return jax.lax.fori_loop(lo, hi, body, state)
+
+
+def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
+    """``(state, count)``: the fast-path state (see above) of the window read from the stream
+    block ``u`` at ``ptr0`` (never OPEN), and the unflipped count of its accepted candidate (0 if
+    none).
+    Batched, every lane classifies its first FIRST candidates and the few lanes still open
+    continue COMPACT at a time (:func:`_window_first_lanes`)."""
+
+    @jax.custom_batching.custom_vmap
+    def f(u, nf, pp, big, ptr0):
+        btrs = _safe_btrs(nf, pp, big)
+        btrs.fast_constants()
+        state = _first_range(_window(u, ptr0, 2 * W, L)[:, None], btrs, ptr0, L, 0, W,
+                             jnp.full((1,), _OPEN, jnp.int32))
+        state = jnp.where(_is_fast(nf, pp, big) & (state != _OPEN), state, _UNDECIDED)
+        return state[0], _first_count(btrs, state)[0]
+
+    @f.def_vmap
+    def f_vmap(axis_size, in_batched, u, nf, pp, big, ptr0):
+        args = [x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+                for x, b in zip((u, nf, pp, big, ptr0), in_batched)]
+        return _window_first_lanes(*args, L=L, W=W), (True, True)
+
+    return f(u, nf, pp, big, ptr0)
+
+
+@functools.partial(jax.jit, static_argnames=("L", "W", "first", "blocks"))
+def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int, first: int = FIRST,
+                        blocks: int = COMPACT):
+    """The batch rule of :func:`_window_first` (every argument with a leading lane axis):
+    every lane classifies its first ``first`` candidates; the lanes still open then continue
+    ``blocks`` at a time (:func:`_open_lanes`), so the batch does not pay for the rare lane.
+    Jitted so that the loops' batching, which runs the rule again on each of its passes, traces
+    it once per shape."""
+    B = u.shape[0]
+    first = min(first, W)
+
+    def stage(u, nf, pp, big, ptr0, state, lo, hi):
+        # the window as rows of uniforms over the lanes ([2 hi, lanes]), gathered once
+        start = jnp.minimum(ptr0, L)
+        win = jnp.stack([jnp.take_along_axis(u, (start + c)[:, None], axis=1)[:, 0]
+                         for c in range(2 * hi)])
+        btrs = _safe_btrs(nf, pp, big)
+        btrs.fast_constants()
+        return _first_range(win, btrs, ptr0, L, lo, hi, state)
+
+    state = jnp.full((B,), _OPEN, jnp.int32)
+    state = stage(u, nf, pp, big, ptr0, state, 0, first)
+    fast = _is_fast(nf, pp, big)
+    state = jnp.where(fast, state, _UNDECIDED)
+    if W > first:
+
+        def chunk(state):
+            idx, ok = _open_lanes(state == _OPEN, blocks)
+            g = jnp.where(ok, idx, 0)
+            part = stage(u[g], nf[g], pp[g], big[g], ptr0[g], state[g], first, W)
+            part = jnp.where(part == _OPEN, _UNDECIDED, part)  # every candidate rejected
+            return state.at[jnp.where(ok, idx, B)].set(part, mode="drop")
+
+        state = jax.lax.while_loop(lambda s: jnp.any(s == _OPEN), chunk, state)
+    state = jnp.where(state == _OPEN, _UNDECIDED, state)  # (W <= first)
+    return state, _first_count(_safe_btrs(nf, pp, big), state)
+
+
+def _open_lanes(is_open, blocks: int):
+    """Up to ``blocks`` lanes where ``is_open``: the first open lane of each of ``blocks``
+    blocks of lanes (two reductions; a block with several open lanes gives the next one on the
+    next pass, after the caller has closed this one). Returns ``(idx, ok)``, ``ok`` false where
+    a block has none."""
+    B = is_open.shape[0]
+    blocks = min(blocks, B)
+    size = -(-B // blocks)
+    grid = jnp.pad(is_open, (0, blocks * size - B)).reshape(blocks, size)
+    return jnp.arange(blocks) * size + jnp.argmax(grid, axis=1), jnp.any(grid, axis=1)
+
+
+def _is_fast(nf, pp, big):
+    """The lanes of the fast path (as in :func:`_flags`; ``pp = min(p, 1 - p)``)."""
+    return big & (nf * pp >= FAST_MEAN)
+
+
+def _first_count(btrs: _Btrs, state):
+    """The accepted candidate's count (unflipped) of a fast-path state (0 if none)."""
+    return jnp.where(state > _UNDECIDED, btrs.count(jnp.right_shift(state, _J_BITS)), 0)
 
 
 def _status_range(win, nf, pp, big, ptr0, L: int, lo: int, hi: int, status, counts):
@@ -523,8 +656,8 @@ def _window_status(u, nf, pp, big, ptr0, L: int, W: int):
 def _window_status_lanes(u, nf, pp, big, ptr0, *, L: int, W: int):
     """The batch rule of :func:`_window_status` (every argument with a leading lane axis):
     every lane classifies its first FIRST candidates; the few lanes that these do not settle
-    classify the rest in compacted buffers of COMPACT lanes (a loop over such buffers, usually
-    one), so the batch does not pay for the rare lane. Jitted so that the loops' batching,
+    classify the rest COMPACT at a time (:func:`_open_lanes`), so the batch does not pay for the
+    rare lane. Jitted so that the loops' batching,
     which runs the rule again on each of its passes, traces it once per shape."""
     B = u.shape[0]
     fast = big & (nf * pp >= FAST_MEAN)  # as in _flags (pp = min(p, 1 - p))
@@ -545,8 +678,7 @@ def _window_status_lanes(u, nf, pp, big, ptr0, *, L: int, W: int):
 
     def chunk(c):
         status, counts, need = c
-        idx = jnp.nonzero(need, size=min(COMPACT, B), fill_value=B)[0]
-        ok = idx < B
+        idx, ok = _open_lanes(need, COMPACT)
         g = jnp.where(ok, idx, 0)
         st, ct = jax.vmap(functools.partial(stage, lo=first, hi=W))(
             u[g], nf[g], pp[g], big[g], ptr0[g], status[g], counts[g])
@@ -562,12 +694,19 @@ def _window_status_lanes(u, nf, pp, big, ptr0, *, L: int, W: int):
 def _classify(btrs: _Btrs, u: jax.Array, v: jax.Array, valid_pos: jax.Array):
     """Cheap three-way classification of candidates: (accepted, rejected, unflipped count)."""
     k_off, inr, sq, lhs = btrs.candidate(u, v)
+    acc, rej = _accept_reject(btrs, k_off, inr, sq, lhs, valid_pos)
+    return acc, rej, btrs.count(k_off)
+
+
+def _accept_reject(btrs: _Btrs, k_off, inr, sq, lhs, valid_pos):
+    """(accepted, rejected) of a candidate by the squeeze, the polynomial log ratio and the
+    rigorous upper bound (neither: undecided)."""
     pvalid, lr = btrs.poly_log_ratio(k_off)
     ub = btrs.upper_bound(k_off)
     acc = valid_pos & inr & (sq | (pvalid & (lhs <= lr)))
     rej = valid_pos & (~inr | (~sq & ((lhs > ub + _UB_MARGIN * (1.0 + jnp.abs(ub)))
                                       | (pvalid & (lhs > lr)))))
-    return acc, rej, btrs.count(k_off)
+    return acc, rej
 
 
 def sample_binomial(key: jax.Array, n, p, window: int = DEFAULT_WINDOW) -> jax.Array:
