@@ -16,7 +16,7 @@ Most of the suite's CPU time is XLA compiling a few hundred large programs on th
 backend optimisation level 1 (default 3) cuts that by about a third, and XLA:CPU's older
 elemental fusion emitters compile a further quarter faster than its new ones. XLA's own (HLO)
 passes are the same either way. Only for the tests: the older emitters run the binomial
-sampler two to three times slower, which the compile-bound tests barely feel and users would.
+sampler about three times slower, which the compile-bound tests barely feel and users would.
 ``tests/test_opt_level.py`` checks that the values the tests check do not depend on these
 options: the stochastic debate is bit-identical, float training agrees to float32 rounding.
 Set in ``XLA_FLAGS`` before JAX starts, so subprocesses (CLI runs, notebooks) inherit them; an
