@@ -50,6 +50,18 @@ collected first, so ``--dist loadfile`` hands them out before the many short fil
 workers finish together instead of one waiting on a long file at the end."""
 
 
+def pytest_configure(config):
+    """Import W&B once, in the main thread of each worker, before any test starts threads.
+
+    Its first import in the middle of a run once failed with "SystemError: AST constructor
+    recursion depth mismatch" (CPython 3.11 keeps one AST depth counter for all threads; related
+    upstream report: python/cpython#106905) while an earlier test's background threads still
+    ran. That left a half-imported ``wandb``, so W&B was off for the rest of the worker and
+    ``test_real_offline_wandb_files`` failed.
+    """
+    import wandb  # noqa: F401
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Order the files: :data:`HEAVY_FIRST` in its order, then the rest as collected (a stable
     sort, so tests inside a file keep their order)."""

@@ -145,9 +145,10 @@ def test_vmap_equals_per_lane_loop():
 
 def test_fast_batch_rule_equals_per_lane_classification():
     """The fast draw's batch rule (first candidates for every lane, then the open lanes a block
-    at a time) gives every lane the state of the per-lane loop over its whole window, also when
-    a quarter of the lanes stay open after the first candidate and blocks hold several of them
-    (so the rule needs several passes), and for lanes whose every candidate is rejected."""
+    at a time) gives every lane the state of the per-lane loop over its whole window: also with
+    one first candidate, when about a tenth of the lanes stay open and blocks of 64 lanes hold
+    several of them (so the rule needs several passes), for lanes that are not fast, and for
+    lanes whose every candidate is rejected."""
     B, W, L = 512, 8, 40
     keys = jax.random.split(jax.random.key(11), B)
     u = jax.vmap(lambda k: uniform_stream(k, L, W).u)(keys)
@@ -171,5 +172,5 @@ def test_fast_batch_rule_equals_per_lane_classification():
     state = np.asarray(want[0])
     accepted = state > _UNDECIDED
     assert (state[:5] == _UNDECIDED).all() and accepted.mean() > 0.8
-    # lanes accepted after their first candidate: those the passes over blocks of 64 served
+    # lanes accepted after their first candidate (with first=1, the passes served them)
     assert (accepted & (state % 16 > 0)).mean() > 0.05

@@ -512,8 +512,7 @@ def _first_range(win, btrs, ptr0, L: int, lo: int, hi: int, state):
 def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
     """``(state, count)``: the fast-path state (see above) of the window read from the stream
     block ``u`` at ``ptr0`` (never OPEN), and the unflipped count of its accepted candidate (0 if
-    none).
-    Batched, every lane classifies its first FIRST candidates and the few lanes still open
+    none). Batched, every lane classifies its first FIRST candidates and the few lanes still open
     continue COMPACT at a time (:func:`_window_first_lanes`)."""
 
     @jax.custom_batching.custom_vmap
