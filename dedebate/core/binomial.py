@@ -515,8 +515,7 @@ def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
     none). Batched, every lane classifies its first FIRST candidates and the few lanes still open
     continue COMPACT at a time (:func:`_window_first_lanes`)."""
 
-    @jax.custom_batching.custom_vmap
-    def f(u, nf, pp, big, ptr0):
+    def per_lane(u, nf, pp, big, ptr0):
         btrs = _safe_btrs(nf, pp, big)
         btrs.fast_constants()
         state = _first_range(_window(u, ptr0, 2 * W, L)[:, None], btrs, ptr0, L, 0, W,
@@ -524,13 +523,7 @@ def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
         state = jnp.where(_is_fast(nf, pp, big) & (state != _OPEN), state, _UNDECIDED)
         return state[0], _first_count(btrs, state)[0]
 
-    @f.def_vmap
-    def f_vmap(axis_size, in_batched, u, nf, pp, big, ptr0):
-        args = [x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
-                for x, b in zip((u, nf, pp, big, ptr0), in_batched)]
-        return _window_first_lanes(*args, L=L, W=W), (True, True)
-
-    return f(u, nf, pp, big, ptr0)
+    return _lane_batched(per_lane, _window_first_lanes, L, W)(u, nf, pp, big, ptr0)
 
 
 @functools.partial(jax.jit, static_argnames=("L", "W", "first", "blocks"))
@@ -637,18 +630,26 @@ def _window_status(u, nf, pp, big, ptr0, L: int, W: int):
     undecided (0): only the first accepted candidate and the undecided ones before it matter
     downstream, and both are always classified."""
 
-    @jax.custom_batching.custom_vmap
-    def f(u, nf, pp, big, ptr0):
+    def per_lane(u, nf, pp, big, ptr0):
         z = jnp.zeros((W,), jnp.int32)
         return _status_range(_window(u, ptr0, 2 * W, L), nf, pp, big, ptr0, L, 0, W, z, z)
 
-    @f.def_vmap
-    def f_vmap(axis_size, in_batched, u, nf, pp, big, ptr0):
-        args = [x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
-                for x, b in zip((u, nf, pp, big, ptr0), in_batched)]
-        return _window_status_lanes(*args, L=L, W=W), (True, True)
+    return _lane_batched(per_lane, _window_status_lanes, L, W)(u, nf, pp, big, ptr0)
 
-    return f(u, nf, pp, big, ptr0)
+
+def _lane_batched(per_lane, lanes, L: int, W: int):
+    """``per_lane(u, nf, pp, big, ptr0)`` (one lane, two outputs) with ``lanes`` as its batch
+    rule: under vmap, ``lanes(u, nf, pp, big, ptr0, L=L, W=W)`` gets every argument with a
+    leading lane axis (unbatched ones broadcast)."""
+    f = jax.custom_batching.custom_vmap(per_lane)
+
+    @f.def_vmap
+    def f_vmap(axis_size, in_batched, *args):
+        args = [x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+                for x, b in zip(args, in_batched)]
+        return lanes(*args, L=L, W=W), (True, True)
+
+    return f
 
 
 @functools.partial(jax.jit, static_argnames=("L", "W"))
@@ -656,8 +657,8 @@ def _window_status_lanes(u, nf, pp, big, ptr0, *, L: int, W: int):
     """The batch rule of :func:`_window_status` (every argument with a leading lane axis):
     every lane classifies its first FIRST candidates; the few lanes that these do not settle
     classify the rest COMPACT at a time (:func:`_open_lanes`), so the batch does not pay for the
-    rare lane. Jitted so that the loops' batching,
-    which runs the rule again on each of its passes, traces it once per shape."""
+    rare lane. Jitted so that the loops' batching, which runs the rule again on each of its
+    passes, traces it once per shape."""
     B = u.shape[0]
     fast = big & (nf * pp >= FAST_MEAN)  # as in _flags (pp = min(p, 1 - p))
     first = min(FIRST, W)
