@@ -87,9 +87,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="continue REPRODUCE_DIR (its size and seed): experiments that "
                           "finished there are not run again")
     rep.add_argument("--output-dir", default="runs", help="where reproduce-<timestamp>/ goes")
-    rep.add_argument("--jobs", type=int, default=None, metavar="N",
-                     help="experiments run at once, each in its own process (default: "
-                          "$DEDEBATE_JOBS, else 1: one after another in this process)")
+    rep.add_argument("--jobs", default=None, metavar="N|auto",
+                     help="experiments run at once, each in its own process; auto: one per CPU "
+                          "core where JAX runs on the CPU, else 1 (default: $DEDEBATE_JOBS, "
+                          "else auto; 1: one after another in this process, with progress bars)")
     rep.add_argument("--tracking", default="auto",
                      choices=("auto", "offline", "online", "disabled"),
                      help="W&B mode (auto: WANDB_MODE if set, else offline)")
@@ -129,6 +130,13 @@ def _parser() -> argparse.ArgumentParser:
     sy.add_argument("--dry-run", action="store_true", help="only list the offline runs")
     sy.add_argument("--jobs", type=int, default=4, metavar="N", help="runs synced at once (4)")
     return p
+
+
+def _jobs_value(text: str) -> int | str | None:
+    """``--jobs``'s value: an integer >= 1, ``"auto"``, or None when it is neither."""
+    if text == "auto":
+        return text
+    return int(text) if text.isdigit() and int(text) >= 1 else None
 
 
 def _die_usage(msg: str) -> int:
@@ -412,12 +420,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return _die_usage(f"--seed {args.seed}: must be an integer in [0, 2^32)")
     if args.jobs is None and os.environ.get("DEDEBATE_JOBS", "").strip():
         text = os.environ["DEDEBATE_JOBS"].strip()
-        if not text.isdigit() or int(text) < 1:
-            return _die_usage(f"DEDEBATE_JOBS={text!r}: must be an integer >= 1 (the default of "
-                              "--jobs)")
-        args.jobs = int(text)
-    if args.jobs is not None and args.jobs < 1:
-        return _die_usage(f"--jobs {args.jobs}: must be an integer >= 1")
+        if _jobs_value(text) is None:
+            return _die_usage(f"DEDEBATE_JOBS={text!r}: must be an integer >= 1 or auto (the "
+                              "default of --jobs)")
+        args.jobs = text
+    jobs = _jobs_value("auto" if args.jobs is None else args.jobs.strip())
+    if jobs is None:
+        return _die_usage(f"--jobs {args.jobs}: must be an integer >= 1 or auto")
     reg = _registry()
     if args.only:
         unknown = [n for n in args.only if n not in reg.experiments]
@@ -426,13 +435,15 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             return _die_usage(f"--only: unknown experiment(s) {', '.join(unknown)}; registered: "
                               f"{', '.join(reg.names()) or '(none)'}")
     _warn_import_errors(reg)
-    if args.jobs is None:
-        args.jobs = 1  # two processes on two cores were not faster (README: reproduce --jobs)
+    if jobs == "auto":
+        from dedebate.lab.parallel import auto_jobs
+
+        jobs = auto_jobs()
     try:
         outcome = reproduce(reg, size=args.size, seed=args.seed, output_dir=args.output_dir,
                             only=args.only, tracking_mode=args.tracking,
                             show_progress=not args.no_progress, resume_dir=args.resume,
-                            jobs=args.jobs)
+                            jobs=jobs)
     except ValueError as err:
         print(f"dedebate: error: {err}", file=sys.stderr)
         return EXIT_FAIL

@@ -44,6 +44,7 @@ from dedebate.protocols.det_witness import constraint_task, plan_task
 NAME = "deterministic_debate"
 TITLE = ("Deterministic debate: binary search (Thm 5.1), cross-examination (Thm 5.3), "
          "witness (Thm 7.1)")
+TYPICAL_SECONDS = 32  # a cold default-size run on two CPU cores (reproduce's order of work)
 
 SRC_53 = "spec DED 6 (Fig 4 / Thm 5.3)"
 SRC_51 = "spec DED 7 (Fig 3 / Thm 5.1)"

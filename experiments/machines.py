@@ -40,6 +40,7 @@ from dedebate.machines.program import count_ones
 
 NAME = "machines"
 TITLE = "Oracle machines: exact P_M vs Monte Carlo, empirical vs proven Lipschitz constants"
+TYPICAL_SECONDS = 18  # a cold default-size run on two CPU cores (reproduce's order of work)
 
 # The fixtures' probabilities are float32; their tiny non-linearity in float32 can lift a ratio
 # above K by ~1e-7 relative, which is rounding, not a counterexample.

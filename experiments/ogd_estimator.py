@@ -55,6 +55,7 @@ from dedebate.lab.sweep import point_row
 
 NAME = "ogd_estimator"
 TITLE = "OI estimator construction: Algorithm 1 bound, Flax estimator, soundness against fixed A"
+TYPICAL_SECONDS = 38  # a cold default-size run on two CPU cores (reproduce's order of work)
 
 RECOMPUTE_TOL = 1e-4
 """float64 numpy recomputation of an exit advantage vs Algorithm 1's float32 one."""

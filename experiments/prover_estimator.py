@@ -46,6 +46,7 @@ from dedebate.trees.fbs_table import fbs_rows, flip_rows
 
 NAME = "prover_estimator"
 TITLE = "Prover-estimator debate (Thm 6.1): completeness, tight error shifting, obfuscation"
+TYPICAL_SECONDS = 23  # a cold default-size run on two CPU cores (reproduce's order of work)
 
 EXACT_TOL = 1e-6  # float32 rounding of exact expectations
 SAMPLED_CHUNK = 1 << 18  # sampled debates per policy per compiled call (bounds memory)

@@ -42,6 +42,7 @@ from dedebate.trees.stability import tree_rho
 
 NAME = "stackelberg"
 TITLE = "Stackelberg self-play: learned prover and estimator toward the A-leading equilibrium"
+TYPICAL_SECONDS = 27  # a cold default-size run on two CPU cores (reproduce's order of work)
 EXACT_TOL = 1e-6  # the exact rows' tolerance: float32 rounding of sums of payoffs ~1/4
 LP_TOL = 1e-6  # rounding of the fbs linear programs when checking that the trees are rho-stable
 

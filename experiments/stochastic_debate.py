@@ -50,6 +50,7 @@ from dedebate.protocols.stochastic_budget import frontier, lean_n_vera
 
 NAME = "stochastic_debate"
 TITLE = "Stochastic-oracle debate (Thm 6.2): completeness/soundness vs proven bounds, query costs"
+TYPICAL_SECONDS = 108  # a cold default-size run on two CPU cores (reproduce's order of work)
 
 
 @config_dataclass

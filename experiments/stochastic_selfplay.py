@@ -59,6 +59,7 @@ from dedebate.training.stochastic_selfplay import (
 
 NAME = "stochastic_selfplay"
 TITLE = "Stochastic debate self-play: learned Alice and Bob vs the Lean bounds"
+TYPICAL_SECONDS = 17  # a cold default-size run on two CPU cores (reproduce's order of work)
 
 K_F2 = 2.0  # the F2 fixtures' Lipschitz constant
 

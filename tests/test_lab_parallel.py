@@ -1,5 +1,6 @@
-"""``dedebate reproduce --jobs N`` on fake experiments: the same report as one after another, a
-killed worker loses only its own experiment, a bad N is a usage error."""
+"""``dedebate reproduce --jobs N`` on fake experiments: the same report as one after another, the
+longest experiment started first, a killed worker loses only its own experiment, a bad N is a
+usage error, ``auto`` is one worker per core on a CPU."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import re
 import pytest
 
 from dedebate import cli
-from dedebate.lab.parallel import core_sets
+from dedebate.lab import parallel
+from dedebate.lab.parallel import auto_jobs, core_sets
 
 
 def _reproduce(out_dir, capsys, *args):
@@ -41,8 +43,10 @@ def test_parallel_report_equals_sequential(tmp_path, fake_env, capsys):
     assert _comparable(one[3]) == _comparable(two[3])
     names = [e["name"] for e in json.loads((two[3] / "report.json").read_text())["experiments"]]
     assert names == ["fake_fail", "fake_pass", "fake_raise"]
-    # one progress line per start and per end, from the parent process
-    assert two[2].count("reproduce: started ") == 3
+    # one progress line per start and per end, from the parent process; fake_raise, the one
+    # with TYPICAL_SECONDS, starts first, the others in the report's order
+    assert re.findall(r"reproduce: started (\w+)", two[2]) == ["fake_raise", "fake_fail",
+                                                              "fake_pass"]
     assert "] fake_raise: FAIL 0/0 in " in two[2] and "] fake_pass: PASS 2/2 in " in two[2]
     # every run directory is complete, written by the workers
     for name in names:
@@ -73,8 +77,8 @@ def test_bad_jobs_is_a_usage_error(tmp_path, fake_env, capsys, value, env):
     assert cli.main(["reproduce", "--quick", "--output-dir", str(tmp_path), *args]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
-    assert (f"--jobs {value}" if env is None else f"DEDEBATE_JOBS='{env}'") in err or \
-        (value in ("two", "1.5") and f"invalid int value: '{value}'" in err)
+    assert (f"--jobs {value}: must be an integer >= 1 or auto" if env is None else
+            f"DEDEBATE_JOBS='{env}': must be an integer >= 1 or auto") in err
     assert not list(tmp_path.iterdir())  # nothing was started
 
 
@@ -82,3 +86,28 @@ def test_core_sets_are_disjoint_until_workers_outnumber_cores():
     assert core_sets(2, [0, 1]) == [[0], [1]]
     assert core_sets(2, [0, 1, 2, 3, 4]) == [[0, 2, 4], [1, 3]]
     assert core_sets(3, [5, 7]) == [[5], [7], [5]]
+
+
+def test_auto_is_one_worker_per_core_on_a_cpu_and_none_on_an_accelerator():
+    assert auto_jobs("cpu", 2) == 2 and auto_jobs("cpu", 16) == 16
+    assert auto_jobs("cpu", 1) == 1 and auto_jobs("cpu", 0) == 1
+    assert auto_jobs("gpu", 16) == 1 and auto_jobs("tpu", 8) == 1
+    assert auto_jobs(cores=3) == (3 if __import__("jax").default_backend() == "cpu" else 1)
+
+
+@pytest.mark.parametrize(("value", "env"), [(None, None), ("auto", None), (None, "auto")])
+def test_jobs_default_to_auto(tmp_path, fake_env, capsys, monkeypatch, value, env):
+    monkeypatch.delenv("DEDEBATE_JOBS")
+    if env is not None:
+        monkeypatch.setenv("DEDEBATE_JOBS", env)
+    asked = []
+    monkeypatch.setattr(parallel, "auto_jobs", lambda: asked.append(1) or 1)
+    args = ["--jobs", value] if value is not None else []
+    code, out, err, _ = _reproduce(tmp_path, capsys, "--no-progress", *args)
+    assert asked == [1] and code == 1 and "FAIL: 3/4 claims pass" in out
+    assert "processes" not in err  # auto said 1: in this process
+
+
+def test_an_explicit_jobs_does_not_ask_auto(tmp_path, fake_env, capsys, monkeypatch):
+    monkeypatch.setattr(parallel, "auto_jobs", lambda: pytest.fail("auto_jobs was called"))
+    assert _reproduce(tmp_path, capsys, "--no-progress", "--jobs", "1")[0] == 1

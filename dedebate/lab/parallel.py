@@ -57,6 +57,30 @@ def usable_cores() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
+def auto_jobs(backend: str | None = None, cores: int | None = None) -> int:
+    """``--jobs auto``: one worker per usable core where JAX computes on the CPU, else 1.
+
+    On a CPU a cold reproduce is mostly tracing and compiling, single-threaded work, so two
+    experiments side by side use two cores that one experiment leaves half idle (README,
+    "reproduce --jobs"). On an accelerator every process would claim the device's memory, so the
+    experiments run one after another in this process.
+
+    Args:
+        backend: JAX's default backend; None asks JAX (which starts it in this process).
+        cores: the number of usable cores; None = ``len(usable_cores())``.
+
+    Returns:
+        The number of worker processes (1: none, the experiments run in this process).
+    """
+    if backend is None:
+        import jax
+
+        backend = jax.default_backend()
+    if backend != "cpu":
+        return 1
+    return max(1, len(usable_cores()) if cores is None else cores)
+
+
 def core_sets(jobs: int, cores: Sequence[int]) -> list[list[int]]:
     """Split ``cores`` among ``jobs`` workers: disjoint round-robin sets when there are enough
     cores, one core each (shared) when there are more workers than cores.

@@ -203,12 +203,15 @@ def _run_sequential(pending, report_dir: Path, finish, show_progress: bool) -> N
 
 
 def _run_parallel(pending, report_dir: Path, jobs: int, finish, show_progress: bool) -> None:
-    """The experiments in ``jobs`` worker processes; one progress line per start and end."""
+    """The experiments in ``jobs`` worker processes, the longest (``TYPICAL_SECONDS``) first;
+    one progress line per start and end."""
     from dedebate.lab.parallel import Task, run_tasks
 
     entries = {entry.name: entry for entry, _, _ in pending}
+    # the longest first (the module's TYPICAL_SECONDS), so that none starts late and finishes last
+    longest_first = sorted(pending, key=lambda p: -float(getattr(p[1], "TYPICAL_SECONDS", 0.0)))
     tasks = [Task(entry.name, module.__name__, cfg, report_dir / entry.name)
-             for entry, module, cfg in pending]
+             for entry, module, cfg in longest_first]
     say = eprint if show_progress else (lambda _text: None)
     say(f"reproduce: {len(tasks)} experiments in {min(jobs, len(tasks))} processes")
     finished = 0

@@ -6,6 +6,7 @@ import dataclasses
 
 NAME = "fake_raise"
 TITLE = "Fake experiment: raises"
+TYPICAL_SECONDS = 5.0  # the longest of the fakes: reproduce with workers starts it first
 
 
 @dataclasses.dataclass(frozen=True)
