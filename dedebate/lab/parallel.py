@@ -60,10 +60,10 @@ def usable_cores() -> list[int]:
 def auto_jobs(backend: str | None = None, cores: int | None = None) -> int:
     """``--jobs auto``: one worker per usable core where JAX computes on the CPU, else 1.
 
-    On a CPU a cold reproduce is mostly tracing and compiling, single-threaded work, so two
-    experiments side by side use two cores that one experiment leaves half idle (README,
-    "reproduce --jobs"). On an accelerator every process would claim the device's memory, so the
-    experiments run one after another in this process.
+    On a CPU a cold reproduce is mostly tracing, lowering, compiling and host work; only XLA's
+    compiler and the runs use a second core, so two experiments side by side use cores that one
+    leaves idle much of the time (README, "reproduce --jobs"). On an accelerator every process
+    would claim the device's memory, so the experiments run one after another in this process.
 
     Args:
         backend: JAX's default backend; None asks JAX (which starts it in this process).
