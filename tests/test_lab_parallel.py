@@ -111,3 +111,15 @@ def test_jobs_default_to_auto(tmp_path, fake_env, capsys, monkeypatch, value, en
 def test_an_explicit_jobs_does_not_ask_auto(tmp_path, fake_env, capsys, monkeypatch):
     monkeypatch.setattr(parallel, "auto_jobs", lambda: pytest.fail("auto_jobs was called"))
     assert _reproduce(tmp_path, capsys, "--no-progress", "--jobs", "1")[0] == 1
+
+
+@pytest.mark.parametrize(("value", "expected"), [(108, 108.0), (2.5, 2.5), (0, 0.0),
+                                                 ("long", 0.0), (float("nan"), 0.0),
+                                                 (float("inf"), 0.0), (-3, 0.0), (True, 0.0)])
+def test_typical_seconds_is_a_hint_that_a_bad_value_cannot_break(value, expected):
+    from types import SimpleNamespace
+
+    from dedebate.lab.report import _typical_seconds
+
+    assert _typical_seconds(SimpleNamespace(TYPICAL_SECONDS=value)) == expected
+    assert _typical_seconds(SimpleNamespace()) == 0.0

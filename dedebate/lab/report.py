@@ -14,6 +14,7 @@ its markdown: :mod:`dedebate.lab.report_render` (re-exported here).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
 import time
@@ -202,14 +203,21 @@ def _run_sequential(pending, report_dir: Path, finish, show_progress: bool) -> N
     outer.close()
 
 
+def _typical_seconds(module) -> float:
+    """An experiment's ``TYPICAL_SECONDS`` (a scheduling hint, docs/lab.md), 0 when it has none
+    or it is not a finite number >= 0."""
+    value = getattr(module, "TYPICAL_SECONDS", 0.0)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
+    return float(value) if ok else 0.0
+
+
 def _run_parallel(pending, report_dir: Path, jobs: int, finish, show_progress: bool) -> None:
     """The experiments in ``jobs`` worker processes, the longest (``TYPICAL_SECONDS``) first;
     one progress line per start and end."""
     from dedebate.lab.parallel import Task, run_tasks
 
     entries = {entry.name: entry for entry, _, _ in pending}
-    # the longest first (the module's TYPICAL_SECONDS), so that none starts late and finishes last
-    longest_first = sorted(pending, key=lambda p: -float(getattr(p[1], "TYPICAL_SECONDS", 0.0)))
+    longest_first = sorted(pending, key=lambda p: -_typical_seconds(p[1]))  # stable: else in order
     tasks = [Task(entry.name, module.__name__, cfg, report_dir / entry.name)
              for entry, module, cfg in longest_first]
     say = eprint if show_progress else (lambda _text: None)
