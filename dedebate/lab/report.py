@@ -207,8 +207,8 @@ def _typical_seconds(module) -> float:
     """An experiment's ``TYPICAL_SECONDS`` (a scheduling hint, docs/lab.md), 0 when it has none
     or it is not a finite number >= 0."""
     value = getattr(module, "TYPICAL_SECONDS", 0.0)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
-    return float(value) if ok else 0.0
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if number and math.isfinite(value) and value >= 0 else 0.0
 
 
 def _run_parallel(pending, report_dir: Path, jobs: int, finish, show_progress: bool) -> None:
