@@ -139,6 +139,20 @@ def _jobs_value(text: str) -> int | str | None:
     return int(text) if text.isdigit() and int(text) >= 1 else None
 
 
+def _workers_likely(args: argparse.Namespace) -> bool:
+    """Whether ``reproduce`` will run worker processes, judged before JAX is imported: ``--jobs``
+    (else ``$DEDEBATE_JOBS``) asks for more than one, or it is ``auto`` on a machine with more
+    than one usable core where JAX has only its CPU backend (:mod:`dedebate.lab.parallel`). Only
+    decides whether to start the fork server early; the number of workers is decided later."""
+    from dedebate.lab.parallel import accelerator_plugins_installed, usable_cores
+
+    text = (args.jobs or os.environ.get("DEDEBATE_JOBS", "") or "auto").strip()
+    jobs = _jobs_value(text)
+    if jobs == "auto":
+        return len(usable_cores()) > 1 and not accelerator_plugins_installed()
+    return jobs is not None and jobs > 1
+
+
 def _die_usage(msg: str) -> int:
     print(f"dedebate: error: {msg}", file=sys.stderr, flush=True)
     return EXIT_USAGE
@@ -672,6 +686,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (experiments do not choose one, so in a notebook their plots stay inline). An
         # MPLBACKEND the user set wins.
         os.environ.setdefault("MPLBACKEND", "Agg")
+    if argv is None and args.command == "reproduce" and _workers_likely(args):
+        # Its worker processes import JAX and the lab in a fork server that starts now, beside
+        # this process's own imports and W&B start-up (dedebate/lab/parallel.py).
+        from dedebate.lab.parallel import prestart
+
+        prestart()
     if argv is None and args.command in COMPILING:
         # The process entry point (console script, python -m dedebate.cli) turns on JAX's
         # persistent compilation cache (dedebate/lab/compile_cache.py); main([...]) called from

@@ -5,7 +5,10 @@ usage error, ``auto`` is one worker per core on a CPU."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import jax
 import pytest
@@ -55,10 +58,9 @@ def test_parallel_report_equals_sequential(tmp_path, fake_env, capsys):
         assert res["status"] == ("error" if name == "fake_raise" else "ok")
 
 
-def test_a_killed_worker_fails_only_its_experiment(tmp_path, fake_env, capsys):
-    fake_env.setenv("DEDEBATE_EXPERIMENTS", "tests.fake_experiments.dying")
-    code, out, _, rep = _reproduce(tmp_path, capsys, "--jobs", "2", "--no-progress")
-    assert code == 1 and "FAIL: 1/1 claims pass; failing experiments: fake_dies" in out
+def _only_the_killed_experiment_failed(out, rep) -> int:
+    """Check a reproduce of the ``dying`` fakes; return the surviving worker's parent pid."""
+    assert "FAIL: 1/1 claims pass; failing experiments: fake_dies" in out
     by_name = {e["name"]: e for e in json.loads((rep / "report.json").read_text())["experiments"]}
     dead = by_name["fake_dies"]
     assert dead["status"] == "error" and "killed by SIGKILL" in dead["error"]
@@ -67,6 +69,72 @@ def test_a_killed_worker_fails_only_its_experiment(tmp_path, fake_env, capsys):
     assert by_name["fake_survives"]["verdict"] == "PASS"
     assert "| value is three | fake lemma 3 | == 3 | 3 (exact) | PASS |" in \
         (rep / "report.md").read_text()
+    return json.loads((rep / "fake_survives" / "results.json").read_text())["metrics"][
+        "parent_pid"]
+
+
+def test_a_killed_worker_fails_only_its_experiment(tmp_path, fake_env, capsys):
+    fake_env.setenv("DEDEBATE_EXPERIMENTS", "tests.fake_experiments.dying")
+    code, out, _, rep = _reproduce(tmp_path, capsys, "--jobs", "2", "--no-progress")
+    assert code == 1
+    # called from Python (not the command line), workers are spawned by this process
+    assert _only_the_killed_experiment_failed(out, rep) == os.getpid()
+
+
+def test_the_command_line_forks_its_workers_from_a_fork_server(tmp_path, cli_env):
+    """``python -m dedebate.cli reproduce --jobs 2``: the workers come from the fork server the
+    command started first (their parent is not the command's process), and the report is as
+    with spawned workers, a killed worker included."""
+    env = {**cli_env, "DEDEBATE_EXPERIMENTS": "tests.fake_experiments.dying"}
+    proc = subprocess.Popen([sys.executable, "-m", "dedebate.cli", "reproduce", "--quick",
+                             "--jobs", "2", "--no-progress", "--tracking", "disabled",
+                             "--output-dir", str(tmp_path)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    (rep,) = tmp_path.glob("reproduce-*")
+    parent = _only_the_killed_experiment_failed(out, rep)
+    assert parent != proc.pid and parent > 1  # the fork server's pid
+
+
+def test_accelerator_plugins_decide_whether_the_fork_server_starts_early(monkeypatch):
+    import importlib.metadata
+    import importlib.util
+
+    from dedebate.cli import _parser, _workers_likely
+
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    if not parallel.accelerator_plugins_installed():  # then JAX has only its CPU backend
+        assert jax.default_backend() == "cpu"
+    for platforms, expected in (("cpu", False), ("cuda", True), ("cpu,tpu", True)):
+        monkeypatch.setenv("JAX_PLATFORMS", platforms)
+        assert parallel.accelerator_plugins_installed() is expected
+    monkeypatch.delenv("JAX_PLATFORMS")
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert parallel.accelerator_plugins_installed() is False
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: object() if name == "jax_plugins" else None)
+    assert parallel.accelerator_plugins_installed() is True
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: ["cuda"])
+    assert parallel.accelerator_plugins_installed() is True
+
+    monkeypatch.setattr(parallel, "accelerator_plugins_installed", lambda: False)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: [0, 1])
+    monkeypatch.delenv("DEDEBATE_JOBS", raising=False)
+    args = lambda *a: _parser().parse_args(["reproduce", *a])  # noqa: E731
+    assert _workers_likely(args()) and _workers_likely(args("--jobs", "auto"))
+    assert _workers_likely(args("--jobs", "3")) and not _workers_likely(args("--jobs", "1"))
+    assert not _workers_likely(args("--jobs", "two"))  # reported later as a usage error
+    monkeypatch.setenv("DEDEBATE_JOBS", "1")
+    assert not _workers_likely(args()) and _workers_likely(args("--jobs", "2"))
+    monkeypatch.delenv("DEDEBATE_JOBS")
+    monkeypatch.setattr(parallel, "usable_cores", lambda: [0])
+    assert not _workers_likely(args())
+    monkeypatch.setattr(parallel, "usable_cores", lambda: [0, 1])
+    monkeypatch.setattr(parallel, "accelerator_plugins_installed", lambda: True)
+    assert not _workers_likely(args()) and _workers_likely(args("--jobs", "2"))
 
 
 @pytest.mark.parametrize(("value", "env"), [("0", None), ("-2", None), ("two", None),

@@ -1,12 +1,16 @@
 """``dedebate reproduce --jobs N``: the experiments of one reproduce in N worker processes.
 
-Each worker is a fresh Python process (``spawn``) that runs one experiment at a time with
-:func:`dedebate.lab.runner.run_experiment`, exactly as the sequential loop does, and sends the
-record's claims back through a pipe; the run directory is on disk before the record is sent.
-Workers are pinned to disjoint sets of the usable CPU cores (JAX sizes its thread pools from
-them), so N processes do not oversubscribe the cores, and they mirror the parent's persistent
-compile cache. A worker that dies (killed, out of memory) fails only the experiment it was
-running; a new worker takes the experiments still waiting.
+Each worker runs one experiment at a time with :func:`dedebate.lab.runner.run_experiment`, as the
+sequential loop does, and sends the record's claims back through a pipe; the run directory is on
+disk before the record is sent. Workers are pinned to disjoint sets of the usable CPU cores (JAX
+sizes its thread pools from them) and mirror the parent's persistent compile cache. A worker that
+dies (killed, out of memory) fails only the experiment it was running; a new worker takes the
+experiments still waiting. A worker is a fresh Python process (``spawn``), except after
+:func:`prestart`, which the command line calls first thing: then a fork server imports JAX, Flax,
+Optax, Orbax, W&B and Matplotlib once (:data:`PRELOAD`) beside the parent's own start-up, and the
+workers are forked from it ready to run. No JAX backend has started in the server, so each worker
+starts its own. Forked workers see the environment the command started with (the server's), which
+is why only the command line, whose environment does not change, uses it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,59 @@ class Outcome:
     claims: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     plots: list[str] = dataclasses.field(default_factory=list)
     error: str | None = None  # the lab failed, or the worker process died
+
+
+# What the fork server imports once for all its workers (the heavy imports of every experiment);
+# a module that fails to import here is imported, or fails, in the worker as before.
+PRELOAD = ("dedebate", "jax", "flax.linen", "optax", "orbax.checkpoint", "wandb",
+           "matplotlib.pyplot", "dedebate.lab.runner")
+_FORK_SERVER = {"started": False}
+
+
+def accelerator_plugins_installed() -> bool:
+    """Whether JAX could find a backend other than its CPU one, judged without importing JAX:
+    ``JAX_PLATFORMS`` names another platform, or a PJRT plugin (the ``jax_plugins`` namespace
+    package or entry points, which is where JAX looks for CUDA, ROCm and others) or ``libtpu`` is
+    installed.
+
+    Returns:
+        True when an accelerator may be there (then only JAX can tell), False when JAX can only
+        compute on the CPU.
+    """
+    import importlib.metadata
+    import importlib.util
+
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip()
+    if platforms:
+        return any(p.strip() not in ("", "cpu") for p in platforms.split(","))
+    if any(importlib.util.find_spec(m) is not None for m in ("jax_plugins", "libtpu")):
+        return True
+    return bool(importlib.metadata.entry_points(group="jax_plugins"))
+
+
+def prestart() -> bool:
+    """Start the fork server that later workers are forked from (see the module docstring), so
+    that their imports overlap the parent's start-up. Call it before JAX starts a backend in this
+    process, from a process whose environment stays as it is.
+
+    Returns:
+        Whether workers will be forked from it (False where the platform has no fork server: they
+        are spawned).
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return False
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
+    forkserver.ensure_running()
+    _FORK_SERVER["started"] = True
+    return True
+
+
+def _context():
+    """The multiprocessing context workers start from: the fork server after :func:`prestart`,
+    else ``spawn``."""
+    return multiprocessing.get_context("forkserver" if _FORK_SERVER["started"] else "spawn")
 
 
 def usable_cores() -> list[int]:
@@ -174,7 +231,7 @@ def run_tasks(tasks: Sequence[Task], jobs: int,
         worker died has ``error`` set (the process's exit code or signal).
     """
     jobs = max(1, min(jobs, len(tasks)))
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _context()
     cores = usable_cores()
     sets = core_sets(jobs, cores) if len(cores) > 1 else [[] for _ in range(jobs)]
     settings = _jax_cache_settings()

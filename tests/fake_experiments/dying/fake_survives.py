@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from dedebate.lab.experiment import Claim, ExperimentResult
 
@@ -22,4 +23,5 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     ctx.log({"value": cfg.value})
     return ExperimentResult(claims=[
         Claim.exact("value is three", "fake lemma 3", "== 3", cfg.value,
-                    passed=cfg.value == 3)])
+                    passed=cfg.value == 3)],
+        metrics={"parent_pid": os.getppid()})  # who started its process (spawned or forked)
