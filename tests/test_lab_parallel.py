@@ -58,8 +58,9 @@ def test_parallel_report_equals_sequential(tmp_path, fake_env, capsys):
         assert res["status"] == ("error" if name == "fake_raise" else "ok")
 
 
-def _only_the_killed_experiment_failed(out, rep) -> int:
-    """Check a reproduce of the ``dying`` fakes; return the surviving worker's parent pid."""
+def _only_the_killed_experiment_failed(out, rep) -> dict:
+    """Check a reproduce of the ``dying`` fakes; return the surviving experiment's metrics (its
+    process's parent pid, the environment variable ``DEDEBATE_TEST_MARK``)."""
     assert "FAIL: 1/1 claims pass; failing experiments: fake_dies" in out
     by_name = {e["name"]: e for e in json.loads((rep / "report.json").read_text())["experiments"]}
     dead = by_name["fake_dies"]
@@ -69,8 +70,7 @@ def _only_the_killed_experiment_failed(out, rep) -> int:
     assert by_name["fake_survives"]["verdict"] == "PASS"
     assert "| value is three | fake lemma 3 | == 3 | 3 (exact) | PASS |" in \
         (rep / "report.md").read_text()
-    return json.loads((rep / "fake_survives" / "results.json").read_text())["metrics"][
-        "parent_pid"]
+    return json.loads((rep / "fake_survives" / "results.json").read_text())["metrics"]
 
 
 def test_a_killed_worker_fails_only_its_experiment(tmp_path, fake_env, capsys):
@@ -78,7 +78,20 @@ def test_a_killed_worker_fails_only_its_experiment(tmp_path, fake_env, capsys):
     code, out, _, rep = _reproduce(tmp_path, capsys, "--jobs", "2", "--no-progress")
     assert code == 1
     # called from Python (not the command line), workers are spawned by this process
-    assert _only_the_killed_experiment_failed(out, rep) == os.getpid()
+    assert _only_the_killed_experiment_failed(out, rep)["parent_pid"] == os.getpid()
+
+
+def test_forked_workers_take_the_parents_environment(tmp_path, fake_env, capsys, monkeypatch):
+    """After :func:`prestart` the workers are forked from the server, and a variable the parent
+    set after the server started reaches them."""
+    monkeypatch.setitem(parallel._FORK_SERVER, "started", False)  # spawn again after the test
+    assert parallel.prestart()
+    fake_env.setenv("DEDEBATE_EXPERIMENTS", "tests.fake_experiments.dying")
+    fake_env.setenv("DEDEBATE_TEST_MARK", "set after the server started")
+    code, out, _, rep = _reproduce(tmp_path, capsys, "--jobs", "2", "--no-progress")
+    metrics = _only_the_killed_experiment_failed(out, rep)
+    assert code == 1 and metrics["parent_pid"] != os.getpid()
+    assert metrics["mark"] == "set after the server started"
 
 
 def test_the_command_line_forks_its_workers_from_a_fork_server(tmp_path, cli_env):
@@ -93,7 +106,7 @@ def test_the_command_line_forks_its_workers_from_a_fork_server(tmp_path, cli_env
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     (rep,) = tmp_path.glob("reproduce-*")
-    parent = _only_the_killed_experiment_failed(out, rep)
+    parent = _only_the_killed_experiment_failed(out, rep)["parent_pid"]
     assert parent != proc.pid and parent > 1  # the fork server's pid
 
 

@@ -9,8 +9,8 @@ experiments still waiting. A worker is a fresh Python process (``spawn``), excep
 :func:`prestart`, which the command line calls first thing: then a fork server imports JAX, Flax,
 Optax, Orbax, W&B and Matplotlib once (:data:`PRELOAD`) beside the parent's own start-up, and the
 workers are forked from it ready to run. No JAX backend has started in the server, so each worker
-starts its own. Forked workers see the environment the command started with (the server's), which
-is why only the command line, whose environment does not change, uses it.
+starts its own. A worker takes the parent's environment as it starts; what the preloaded modules
+read while importing is from the command's start, which is why only the command line uses it.
 """
 
 from __future__ import annotations
@@ -167,8 +167,15 @@ def _jax_cache_settings() -> dict[str, Any]:
                 "jax_persistent_cache_min_compile_time_secs")}}
 
 
-def _worker(conn, cores: list[int], jax_settings: dict[str, Any]) -> None:
-    """A worker process: run the tasks the parent sends until it sends None."""
+def _worker(conn, cores: list[int], jax_settings: dict[str, Any],
+            environ: dict[str, str]) -> None:
+    """A worker process: run the tasks the parent sends until it sends None, in the parent's
+    environment as it was when the worker started (a forked worker inherits the fork server's,
+    from the command's start; the parent may have set more since, e.g. W&B its service's
+    address, which the workers' runs then use, as spawned workers do)."""
+    if os.environ != environ:
+        os.environ.clear()
+        os.environ.update(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     if cores and hasattr(os, "sched_setaffinity"):
         try:  # before JAX starts: its CPU thread pools are sized from these cores
@@ -240,7 +247,7 @@ def run_tasks(tasks: Sequence[Task], jobs: int,
 
     def start(slot: int) -> None:
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_worker, args=(child, sets[slot], settings),
+        proc = ctx.Process(target=_worker, args=(child, sets[slot], settings, dict(os.environ)),
                            name=f"dedebate-reproduce-{slot}")
         proc.start()
         child.close()

@@ -24,4 +24,5 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     return ExperimentResult(claims=[
         Claim.exact("value is three", "fake lemma 3", "== 3", cfg.value,
                     passed=cfg.value == 3)],
-        metrics={"parent_pid": os.getppid()})  # who started its process (spawned or forked)
+        # who started its process (spawned or forked), and an environment variable the tests set
+        metrics={"parent_pid": os.getppid(), "mark": os.environ.get("DEDEBATE_TEST_MARK", "")})
