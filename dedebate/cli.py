@@ -139,6 +139,14 @@ def _jobs_value(text: str) -> int | str | None:
     return int(text) if text.isdigit() and int(text) >= 1 else None
 
 
+def _jobs_text(args: argparse.Namespace) -> tuple[str, bool]:
+    """``reproduce``'s number of workers as given: ``--jobs``, else a non-empty
+    ``$DEDEBATE_JOBS``, else ``auto``; and whether it came from the environment."""
+    if args.jobs is None and os.environ.get("DEDEBATE_JOBS", "").strip():
+        return os.environ["DEDEBATE_JOBS"].strip(), True
+    return ("auto" if args.jobs is None else args.jobs.strip()), False
+
+
 def _workers_likely(args: argparse.Namespace) -> bool:
     """Whether ``reproduce`` will run worker processes, judged before JAX is imported: ``--jobs``
     (else ``$DEDEBATE_JOBS``) asks for more than one, or it is ``auto`` on a machine with more
@@ -146,8 +154,7 @@ def _workers_likely(args: argparse.Namespace) -> bool:
     decides whether to start the fork server early; the number of workers is decided later."""
     from dedebate.lab.parallel import accelerator_plugins_installed, usable_cores
 
-    text = (args.jobs or os.environ.get("DEDEBATE_JOBS", "") or "auto").strip()
-    jobs = _jobs_value(text)
+    jobs = _jobs_value(_jobs_text(args)[0])
     if jobs == "auto":
         return len(usable_cores()) > 1 and not accelerator_plugins_installed()
     return jobs is not None and jobs > 1
@@ -432,13 +439,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     args.seed = 0 if args.seed is None else args.seed
     if args.seed < 0 or args.seed >= 2**32:
         return _die_usage(f"--seed {args.seed}: must be an integer in [0, 2^32)")
-    if args.jobs is None and os.environ.get("DEDEBATE_JOBS", "").strip():
-        text = os.environ["DEDEBATE_JOBS"].strip()
-        if _jobs_value(text) is None:
-            return _die_usage(f"DEDEBATE_JOBS={text!r}: must be an integer >= 1 or auto (the "
-                              "default of --jobs)")
-        args.jobs = text
-    jobs = _jobs_value("auto" if args.jobs is None else args.jobs.strip())
+    text, from_env = _jobs_text(args)
+    jobs = _jobs_value(text)
+    if jobs is None and from_env:
+        return _die_usage(f"DEDEBATE_JOBS={text!r}: must be an integer >= 1 or auto (the "
+                          "default of --jobs)")
     if jobs is None:
         return _die_usage(f"--jobs {args.jobs}: must be an integer >= 1 or auto")
     reg = _registry()
