@@ -56,6 +56,17 @@ def test_overlap_rules():
     assert overlap({"lo": 2, "hi": 2}, {"lo": 2, "hi": 2})
 
 
+def test_report_md_shows_the_wall_time_report_json_keeps(tmp_path, capsys):
+    """A wall time just above a rounding boundary (0.2504 s: 0.3 to one decimal, but 0.25 once
+    kept to the millisecond) renders the same from report.json as in report.md."""
+    from dedebate.lab.report import _write_report
+
+    _write_report(tmp_path, {"size": "quick", "seed": 0}, [], 0.2504, final=True)
+    assert json.loads((tmp_path / "report.json").read_text())["wall_time_s"] == 0.25
+    assert cli.main(["report", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == (tmp_path / "report.md").read_text()
+
+
 def test_report_renders_again_from_report_json_and_as_html(tmp_path, fake_env, capsys):
     rep = _reproduce(tmp_path, capsys, 1)
     assert cli.main(["report", str(rep)]) == 0
