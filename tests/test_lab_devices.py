@@ -119,3 +119,35 @@ def test_four_fake_cpu_devices_equal_one(tmp_path):
     assert four["devices"] == 4 and four["padded_rows"] == 6 and four["compiled_calls"] == 2
     assert four["compilations"] == 1
     assert (d / "sweep.csv").read_text() == table
+
+
+# A row whose loop runs a data-dependent number of times: vmapped, its condition is "any row
+# still looping", which XLA's SPMD partitioner would all-reduce over the devices every iteration.
+LOOP_ROWS = """
+import jax, jax.numpy as jnp, numpy as np
+from dedebate.lab import devices
+
+def row(x):
+    steps = jax.lax.while_loop(lambda c: c[0] < x, lambda c: (c[0] + 1, c[1] + c[0]), (0, 0))
+    return {"sum": steps[1]}
+
+x = np.arange(8, dtype=np.int32)
+out = devices.evaluate(row, (x,), 8, cache_key=("loop-rows",))
+assert out["sum"].tolist() == [k * (k - 1) // 2 for k in range(8)], out
+mesh = devices.run_mesh()
+sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(devices.AXIS))
+program = devices._program(row, sharding, devices.EvalInfo(), ("loop-rows",))
+placed = jax.device_put(x, sharding)
+hlo = program.lower(placed).compile().as_text()
+print(mesh.size, sorted({op for op in ("all-reduce", "all-gather", "all-to-all",
+                                      "collective-permute") if op in hlo}))
+"""
+
+
+def test_each_device_runs_its_rows_with_no_collective():
+    """On 2 devices a sweep program holds no cross-device collective, even around a vmapped
+    data-dependent loop (fails with plain ``jit`` partitioning: an all-reduce per iteration)."""
+    p = subprocess.run([sys.executable, "-c", LOOP_ROWS], env=sweep_env(2), cwd=REPO,
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["2", "[]"], p.stdout
