@@ -20,6 +20,12 @@ per-round ratios):
    candidates are rejected), decision mode 4 (Alice's candidate, 32 bits for Bob's decision, the
    coin), lazy mode 1. Each mode is compared with its own limit.
 
+Over the cores (``count_over_cores``, CPU only, two or more cores): the count mode again in a
+subprocess whose JAX has one CPU device per core (``--xla_force_host_platform_device_count``),
+``run_trials`` spreading the lanes over them, timed in interleaved rounds with the same mode on
+one of those devices and the numpy reference. numpy uses one core; the headline ratios above are
+JAX on one device (whose large fusions XLA already splits over the cores).
+
 For context (not a contender): ``numpy_one_word_path`` times the lazy mode's one-word path in
 numpy (its rare path not implemented, so an upper bound for a numpy port of that algorithm):
 the lazy mode's gain over the straightforward numpy is algorithmic, and says so.
@@ -32,9 +38,11 @@ uniform generation allows for the mode's uniforms per step at all.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
+import sys
 import time
 
 import jax
@@ -51,6 +59,7 @@ from dedebate.protocols.stochastic import (
 from dedebate.protocols.stochastic_batch import run_trials
 
 from ._timing import MIN_SECONDS, REPEATS, ratio, summary, time_contenders
+from ._worker import run_worker
 from .stochastic_numpy import one_word_path_f2_numpy, play_f2_numpy
 
 K, T, P1, SEED = 2, 256, 2 / 3, 0
@@ -162,13 +171,74 @@ def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_
         "z_dedebate_vs_P_M": h["z_vs_P_M"],
         "z_numpy_vs_P_M": (acc_np - p1) / se,
         "modes": modes,
+        "count_over_cores": over_cores(n, min_seconds, repeats),
         "cpu_count": os.cpu_count(),
         "backend": jax.default_backend(),
     }
 
 
-if __name__ == "__main__":  # pragma: no cover - manual use
-    import json
-    import sys
+def _over_cores_worker(n: int, min_seconds: float, repeats: int) -> dict:
+    """In a process with one CPU device per core: count mode over all devices vs one vs numpy."""
+    fx = f2_target(T, P1)
+    consts = lean_defaults(K, T).constants(K, T)
+    alice, bob, vera = honest_alice(consts), honest_bob(consts), make_vera(consts)
+    keys = trial_keys(jax.random.key(SEED), n)
+    spec = debate_static(T, bob_draw="count")
+    devices = jax.devices()
+    outs = {}
 
-    print(json.dumps(run(full="--full" in sys.argv), indent=2))
+    def play_on(devs, name):
+        def call():
+            outs[name] = jax.block_until_ready(run_trials(spec, fx.machine, alice, bob, vera,
+                                                          keys, devices=devs))
+        return call
+
+    pi = np.asarray(fx.machine.pi, np.float64)
+    rng = np.random.default_rng(SEED)
+    runners = {"all_devices": play_on(devices, "all_devices"),
+               "one_device": play_on(devices[:1], "one_device"),
+               "numpy": lambda: play_f2_numpy(pi, consts.n_alice, consts.n_bob, consts.n_vera,
+                                              consts.tau_bob, consts.tau_vera, n, rng)}
+    timing = time_contenders(runners, min_seconds=min_seconds, repeats=repeats)
+    same = all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in
+               zip(jax.tree.leaves(outs["all_devices"]), jax.tree.leaves(outs["one_device"])))
+    steps = n * T
+    over_np, over_one = ratio(timing["numpy"], timing["all_devices"]), ratio(
+        timing["one_device"], timing["all_devices"])
+    one_np = ratio(timing["numpy"], timing["one_device"])
+    return {"devices": len(devices), "trials": n, "identical_to_one_device": same,
+            "all_devices": summary(timing["all_devices"], steps, "trial_steps"),
+            "one_device": summary(timing["one_device"], steps, "trial_steps"),
+            "numpy": summary(timing["numpy"], steps, "trial_steps"),
+            "ratio_vs_numpy": over_np["median"],
+            "ratio_vs_numpy_range": [over_np["min"], over_np["max"]],
+            "one_device_ratio_vs_numpy": one_np["median"],
+            "one_device_ratio_vs_numpy_range": [one_np["min"], one_np["max"]],
+            "speedup_over_one_device": over_one["median"],
+            "speedup_over_one_device_range": [over_one["min"], over_one["max"]],
+            "meets_goal_numpy_1x": over_np["median"] >= 1.0}
+
+
+def over_cores(n: int, min_seconds: float = MIN_SECONDS, repeats: int = REPEATS) -> dict | None:
+    """Count mode with the lanes over one CPU device per core (a subprocess, since the device
+    count is fixed when JAX starts); None on an accelerator or a single core."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    if jax.default_backend() != "cpu" or cores < 2:
+        return None
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                        f" --xla_force_host_platform_device_count={cores}").strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    return run_worker(__spec__.name, ["--over-cores-worker", str(n), str(min_seconds),
+                                      str(repeats)], env)
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use
+    if sys.argv[1:2] == ["--over-cores-worker"]:
+        print(json.dumps(_over_cores_worker(int(sys.argv[2]), float(sys.argv[3]),
+                                            int(sys.argv[4]))))
+    else:
+        print(json.dumps(run(full="--full" in sys.argv), indent=2))

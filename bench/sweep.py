@@ -20,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
+
+from ._worker import run_worker
 
 SIZES = {
     "default": {"points": 64, "seeds": 4, "trials": 256, "n": 64, "repeats": 5},
@@ -106,11 +107,7 @@ def _subprocess(size: str, n_devices: int | None) -> dict:
         env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
                             f" --xla_force_host_platform_device_count={n_devices}").strip()
         env["JAX_PLATFORMS"] = "cpu"
-    p = subprocess.run([sys.executable, "-m", "bench.sweep", "--worker", size], env=env,
-                       capture_output=True, text=True, timeout=1800, check=False)
-    if p.returncode != 0:
-        raise RuntimeError(f"bench worker ({n_devices} devices) failed: {p.stderr[-2000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_worker(__spec__.name, ["--worker", size], env)
 
 
 def run(full: bool = False) -> dict:

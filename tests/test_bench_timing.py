@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,17 @@ def test_benchmarks_are_listed_with_the_first_line_of_their_docstring():
         if any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body):
             first = (ast.get_docstring(tree) or "").splitlines()[0]
             assert first.startswith("Benchmark: ") and first.endswith("."), (path.name, first)
+
+
+def test_a_worker_runs_in_a_fresh_process_from_any_folder(tmp_path, monkeypatch):
+    """``run_worker`` finds the package from outside the checkout (PYTHONPATH), passes the
+    environment and arguments, and returns the last line's JSON; a failing worker raises."""
+    from bench._worker import run_worker
+
+    monkeypatch.chdir(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["DEDEBATE_TEST_MARK"] = "seen"
+    out = run_worker("tests.echo_worker", ["8", "0.5"], env, timeout=60)
+    assert out == {"args": ["8", "0.5"], "mark": "seen"}
+    with pytest.raises(RuntimeError, match="failed on purpose"):
+        run_worker("tests.echo_worker", ["--fail"], env, timeout=60)

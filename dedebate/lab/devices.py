@@ -4,9 +4,9 @@ A sweep (``dedebate/lab/sweep.py``) flattens its runs (points x seeds) into one 
 :func:`evaluate` pads that axis to a multiple of the device count (repeating the last row; the
 padded results are dropped), places it with ``NamedSharding(Mesh(jax.devices(), ("runs",)),
 PartitionSpec("runs"))`` and runs ``jit(vmap(row_fn))`` on it, on several devices inside a
-``shard_map`` (:func:`local_rows`), so every device computes its slice and nothing is
-communicated. With several processes (``jax.distributed``) ``jax.devices()`` is
-global: each process feeds and computes only the rows of its own devices, and the results are
+``shard_map`` (:mod:`dedebate.core.local_rows`), so every device computes its slice and nothing
+is communicated. With several processes (``jax.distributed``) ``jax.devices()`` is global: each
+process feeds and computes only the rows of its own devices, and the results are
 gathered with ``multihost_utils.process_allgather``.
 
 A row's numbers depend only on its inputs (its dynamic parameters and key), never on the batch it
@@ -17,7 +17,6 @@ devices, ``XLA_FLAGS=--xla_force_host_platform_device_count=4``).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections import OrderedDict
 from collections.abc import Callable
@@ -56,38 +55,6 @@ def run_mesh(devices: list[Any] | None = None):
 
     devs = list(jax.devices() if devices is None else devices)
     return Mesh(np.asarray(devs, dtype=object), (AXIS,))
-
-
-def local_rows(batched_fn: Callable[..., Any], mesh: Any) -> Callable[..., Any]:
-    """``batched_fn`` (a function of arrays with a leading row axis) run by each device of
-    ``mesh`` on the rows it holds (``shard_map`` over the mesh's one axis).
-
-    Partitioned by XLA's SPMD partitioner instead, a vmapped data-dependent loop (e.g. the
-    binomial sampler's, whose batched condition is "any row still open") gets an all-reduce per
-    iteration: every device waits for the slowest at every step. Rows never depend on each
-    other, so each device can run its own rows alone; the results are the same rows.
-
-    Args:
-        batched_fn: a function whose every argument and output leaf has the row axis first.
-        mesh: a 1-D ``jax.sharding.Mesh``.
-
-    Returns:
-        The function over the whole (sharded) row axis.
-    """
-    import jax
-    from jax.sharding import PartitionSpec
-
-    (axis,) = mesh.axis_names
-    spec = PartitionSpec(axis)
-
-    @functools.wraps(batched_fn)
-    def over_rows(*args):
-        # check_vma=False: the sampler's custom batching rules do not track which values vary
-        # over the mesh axis; every value here varies with the rows, so nothing is lost.
-        return jax.shard_map(batched_fn, mesh=mesh, in_specs=(spec,) * len(args),
-                             out_specs=spec, check_vma=False)(*args)
-
-    return over_rows
 
 
 def padded_batch(n: int, n_devices: int, batch: int = 0) -> int:
@@ -131,6 +98,8 @@ def _program(row_fn, sharding, info: EvalInfo, cache_key: Any,
     repeated sweep in one process, e.g. in a notebook, does not compile again). The trace counter
     goes to the current ``info``."""
     import jax
+
+    from dedebate.core.local_rows import local_rows
 
     options = tuple(sorted((compiler_options or {}).items()))
     key = None if cache_key is None else (cache_key, sharding, options)

@@ -9,12 +9,15 @@ needed one with :func:`dedebate.protocols.stochastic.play` and merges: the resul
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from dedebate.core.local_rows import local_rows
 from dedebate.protocols.stochastic import DebateStatic, Outcome, play, play_fast
 from dedebate.protocols.stochastic_interface import AlicePlayer, BobPlayer, Vera
 
@@ -22,6 +25,7 @@ from dedebate.protocols.stochastic_interface import AlicePlayer, BobPlayer, Vera
 # briefly, so they are compiled with fewer LLVM optimisations (less compile time); the values are
 # the same.
 REPLAY_COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
+LANES = "lanes"  # the mesh axis that splits the lanes over several devices
 
 
 @functools.cache
@@ -29,6 +33,22 @@ def _batched(fast: bool, axes: tuple):
     fn = play_fast if fast else play
     return jax.jit(jax.vmap(fn, in_axes=(None,) + axes + (0,)), static_argnums=0,
                    compiler_options=None if fast else REPLAY_COMPILE_OPTIONS)
+
+
+@functools.cache
+def _fast_over(axes: tuple, devices: tuple):
+    """:func:`play_fast` over lanes split among ``devices`` (each device plays its own lanes:
+    :mod:`dedebate.core.local_rows`); the shared arguments go to every device whole."""
+    mesh = Mesh(np.asarray(devices, dtype=object), (LANES,))
+    in_axes = axes + (0,)
+    shardings = tuple(NamedSharding(mesh, PartitionSpec(LANES) if a == 0 else PartitionSpec())
+                      for a in in_axes)
+
+    def lanes(spec, *args):
+        batched = jax.vmap(functools.partial(play_fast, spec), in_axes=in_axes)
+        return local_rows(batched, mesh, in_axes)(*args)
+
+    return jax.jit(lanes, static_argnums=0, in_shardings=shardings)
 
 
 # One unbatched trial: the lazy mode's exact draws sit behind a lax.cond, which skips them only
@@ -55,16 +75,17 @@ def _take(tree, idx: np.ndarray):
 
 def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
                keys: jax.Array, axes: tuple = (None, None, None, None),
-               max_lanes: int = 16384) -> Outcome:
+               max_lanes: int = 16384, devices: Sequence[Any] | None = None) -> Outcome:
     """Host driver: all trials of a batch, exact, fast.
 
     ``keys`` has one key per lane; ``axes[i]`` is 0 if ``(machine, alice, bob, vera)[i]`` is
     batched along its leading axis like the keys (e.g. a stacked zoo), None if shared. Runs
-    :func:`play_fast` on every lane (in slices of at most ``max_lanes``, padded to a power of
-    two, so one compiled program serves many batch sizes), then replays the rare unresolved
-    lanes with the exact :func:`play` (compiled only when first needed; one lane at a time in
-    the lazy mode, whose exact draws an unbatched trial skips on one-word steps) and merges: the
-    result equals ``vmap(play)``.
+    :func:`play_fast` on every lane (in slices of at most ``max_lanes`` per device, padded to a
+    power of two, so one compiled program serves many batch sizes; on several devices each
+    device plays its share of a slice, :mod:`dedebate.core.local_rows`), then replays the rare
+    unresolved lanes with the exact :func:`play` on one device (compiled only when first needed;
+    one lane at a time in the lazy mode, whose exact draws an unbatched trial skips on one-word
+    steps) and merges: the result equals ``vmap(play)``, on any number of devices.
 
     Args:
         spec: the static half of the debate.
@@ -74,25 +95,32 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
         vera: Vera (likewise ``axes[3]``).
         keys: typed PRNG keys ``[n]``, one per lane.
         axes: per argument ``(machine, alice, bob, vera)``, 0 (batched) or None (shared).
-        max_lanes: the largest slice played by one call.
+        max_lanes: the most lanes one device plays in one call.
+        devices: the devices that share the lanes; None = every local device of JAX's default
+            backend (one CPU device unless ``--xla_force_host_platform_device_count`` says more).
 
     Returns:
         The :class:`~dedebate.protocols.stochastic.Outcome` of every lane, numpy leaves ``[n]``.
 
     Raises:
-        ValueError: ``axes`` not four entries of 0 or None.
+        ValueError: ``axes`` not four entries of 0 or None, or ``devices`` empty.
     """
     axes = tuple(axes)
     if len(axes) != 4 or any(a not in (0, None) for a in axes):
         raise ValueError(f"axes={axes!r}: need four entries, each 0 (batched) or None (shared)")
+    devices = tuple(jax.local_devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("devices=(): need at least one device to play the lanes on")
+    fast = _batched(True, axes) if len(devices) == 1 else _fast_over(axes, devices)
     args = (machine, alice, bob, vera)
     n = int(keys.shape[0])
-    width = min(_bucket(n), max_lanes)  # few distinct shapes: few compilations
+    per_device = min(_bucket(-(-n // len(devices))), max_lanes)  # few shapes: few compilations
+    width = per_device * len(devices)
     outs, flags = [], []
     for start in range(0, n, width):
         idx = np.arange(start, start + width) % n  # pad the last slice with repeats
         sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
-        out, un = _batched(True, axes)(spec, *sl, _take(keys, idx))
+        out, un = fast(spec, *sl, _take(keys, idx))
         stop = min(width, n - start)
         outs.append(jax.tree.map(lambda x, stop=stop: np.asarray(x)[:stop], out))
         flags.append(np.asarray(un)[:stop])
@@ -105,8 +133,8 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
             out = jax.tree.map(lambda o, e, i=i: _set_rows(o, np.array([i]), np.asarray(e)[None]),
                                out, exact)
         bad = bad[:0]
-    for start in range(0, bad.size, width):
-        chunk = bad[start:start + width]
+    for start in range(0, bad.size, per_device):
+        chunk = bad[start:start + per_device]
         idx = np.resize(chunk, _bucket(chunk.size))
         sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
         exact = _batched(False, axes)(spec, *sl, _take(keys, idx))

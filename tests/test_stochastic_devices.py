@@ -1,0 +1,53 @@
+"""run_trials on several devices: each device plays its share of the lanes, and every lane's
+outcome is the one a single device gives (which other tests check against ``vmap(play)``); 2
+fake CPU devices, in a subprocess: the device count is fixed when JAX starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO
+from tests.test_lab_devices import sweep_env
+
+# Alice batched per lane: odd lanes sample few times (their means are below the sampler's fast
+# range, so play_fast leaves them unresolved and run_trials replays them exactly), even lanes
+# many times; 300 lanes: padded to 2 x 256 lanes on two devices, 512 on one.
+TWO_DEVICES = """
+import jax, numpy as np
+from dedebate.agents.stochastic_players import honest_alice, honest_bob
+from dedebate.machines.fixtures import f2_target
+from dedebate.protocols import stochastic_batch as sb
+from dedebate.protocols.stochastic import debate_static, lean_defaults, make_vera, trial_keys
+
+T, n = 24, 300
+fx = f2_target(T, 2 / 3, spread=0.2)
+c = lean_defaults(2, T).constants(2, T)
+alice = honest_alice(c).replace(n_samples=np.where(np.arange(n) % 2 == 1, 40, c.n_alice)
+                                .astype(np.int32))
+bob, vera = honest_bob(c), make_vera(c)
+keys = trial_keys(jax.random.key(3), n)
+axes = (None, 0, None, None)
+spec = debate_static(T)
+_, un = sb._batched(True, axes)(spec, fx.machine, alice, bob, vera, keys)
+two = sb.run_trials(spec, fx.machine, alice, bob, vera, keys, axes=axes)
+one = sb.run_trials(spec, fx.machine, alice, bob, vera, keys, axes=axes, devices=jax.devices()[:1])
+same = all(np.array_equal(np.asarray(x), np.asarray(y))
+           for x, y in zip(jax.tree.leaves(two), jax.tree.leaves(one)))
+print(len(jax.devices()), int(np.sum(un)) > 0, same, float(np.mean(two.alice_wins)))
+print("programs over devices", sb._fast_over.cache_info().currsize)
+"""
+
+
+def test_two_devices_play_every_lane_as_one_does():
+    env = sweep_env(2)  # and the suite's compile options (conftest), which it drops
+    env["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {env['XLA_FLAGS']}".strip()
+    p = subprocess.run([sys.executable, "-c", TWO_DEVICES], env=env, cwd=REPO,
+                       capture_output=True, text=True, timeout=600, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stdout.strip().splitlines()
+    devices, replayed, same, acceptance = lines[0].split()
+    assert (devices, replayed, same) == ("2", "True", "True"), p.stdout
+    assert 0.3 < float(acceptance) < 1.0, p.stdout  # honest debates on a yes-instance
+    assert lines[1:] == ["programs over devices 1"], p.stdout
