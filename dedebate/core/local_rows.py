@@ -1,7 +1,8 @@
 """Rows computed where they are held: a batched function run by each device on its own rows.
 
-A batch of independent rows (a sweep's runs, a stochastic debate's lanes) spread over several
-devices needs no communication: each device can compute its rows alone. ``jit`` with a sharded
+A batch of independent rows (a stochastic debate's lanes; the lab's sweep programs do the same in
+``dedebate/lab/devices.py``) spread over several devices needs no communication: each device can
+compute its rows alone. ``jit`` with a sharded
 input leaves the split to XLA's SPMD partitioner, which keeps the program's global meaning, so a
 vmapped data-dependent loop (e.g. the binomial sampler's, whose batched condition is "any row
 still open") gets an all-reduce of its condition at every iteration and every device waits for

@@ -4,10 +4,10 @@ A sweep (``dedebate/lab/sweep.py``) flattens its runs (points x seeds) into one 
 :func:`evaluate` pads that axis to a multiple of the device count (repeating the last row; the
 padded results are dropped), places it with ``NamedSharding(Mesh(jax.devices(), ("runs",)),
 PartitionSpec("runs"))`` and runs ``jit(vmap(row_fn))`` on it, on several devices inside a
-``shard_map`` (:mod:`dedebate.core.local_rows`), so every device computes its slice and nothing
-is communicated. With several processes (``jax.distributed``) ``jax.devices()`` is global: each
-process feeds and computes only the rows of its own devices, and the results are
-gathered with ``multihost_utils.process_allgather``.
+``shard_map``, so every device computes its slice and nothing is communicated. With several
+processes (``jax.distributed``) ``jax.devices()`` is global: each process feeds and computes only
+the rows of its own devices, and the results are gathered with
+``multihost_utils.process_allgather``.
 
 A row's numbers depend only on its inputs (its dynamic parameters and key), never on the batch it
 ran in, so results are identical on 1 or many devices and processes (tested with 4 fake CPU
@@ -99,8 +99,6 @@ def _program(row_fn, sharding, info: EvalInfo, cache_key: Any,
     goes to the current ``info``."""
     import jax
 
-    from dedebate.core.local_rows import local_rows
-
     options = tuple(sorted((compiler_options or {}).items()))
     key = None if cache_key is None else (cache_key, sharding, options)
     if key is not None and key in _PROGRAMS:
@@ -115,8 +113,13 @@ def _program(row_fn, sharding, info: EvalInfo, cache_key: Any,
         return row_fn(*row)
 
     body = jax.vmap(counted)
-    if sharding.mesh.size > 1:  # each device runs the rows it holds, with no collective
-        body = local_rows(body, sharding.mesh)
+    if sharding.mesh.size > 1:
+        # Each device runs the rows it holds. Partitioned by XLA instead (plain jit), a vmapped
+        # data-dependent loop, e.g. the binomial sampler's, all-reduces its condition ("any row
+        # still open") over the devices at every iteration. check_vma=False: custom batching
+        # rules do not track which values vary over the mesh; every output has the rows first.
+        body = jax.shard_map(body, mesh=sharding.mesh, in_specs=sharding.spec,
+                             out_specs=sharding.spec, check_vma=False)
     program = jax.jit(body, in_shardings=sharding, out_shardings=sharding,
                       compiler_options=dict(options) or None)
     if key is not None:

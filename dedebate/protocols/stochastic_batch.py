@@ -83,9 +83,9 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
     :func:`play_fast` on every lane (in slices of at most ``max_lanes`` per device, padded to a
     power of two, so one compiled program serves many batch sizes; on several devices each
     device plays its share of a slice, :mod:`dedebate.core.local_rows`), then replays the rare
-    unresolved lanes with the exact :func:`play` on one device (compiled only when first needed;
-    one lane at a time in the lazy mode, whose exact draws an unbatched trial skips on one-word
-    steps) and merges: the result equals ``vmap(play)``, on any number of devices.
+    unresolved lanes with the exact :func:`play` on the first device (compiled only when first
+    needed; one lane at a time in the lazy mode, whose exact draws an unbatched trial skips on
+    one-word steps) and merges: the result equals ``vmap(play)``, on any number of devices.
 
     Args:
         spec: the static half of the debate.
@@ -116,30 +116,31 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
     n = int(keys.shape[0])
     per_device = min(_bucket(-(-n // len(devices))), max_lanes)  # few shapes: few compilations
     width = per_device * len(devices)
-    outs, flags = [], []
-    for start in range(0, n, width):
-        idx = np.arange(start, start + width) % n  # pad the last slice with repeats
-        sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
-        out, un = fast(spec, *sl, _take(keys, idx))
-        stop = min(width, n - start)
-        outs.append(jax.tree.map(lambda x, stop=stop: np.asarray(x)[:stop], out))
-        flags.append(np.asarray(un)[:stop])
-    out = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
-    bad = np.nonzero(np.concatenate(flags))[0]
-    if spec.bob_draw == "lazy":
-        for i in bad:
-            sl = [_take(a, i) if ax == 0 else a for a, ax in zip(args, axes)]
-            exact = _play_one(spec, *sl, _take(keys, i))
-            out = jax.tree.map(lambda o, e, i=i: _set_rows(o, np.array([i]), np.asarray(e)[None]),
-                               out, exact)
-        bad = bad[:0]
-    for start in range(0, bad.size, per_device):
-        chunk = bad[start:start + per_device]
-        idx = np.resize(chunk, _bucket(chunk.size))
-        sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
-        exact = _batched(False, axes)(spec, *sl, _take(keys, idx))
-        out = jax.tree.map(lambda o, e, rows=chunk: _set_rows(o, rows, np.asarray(e)[:rows.size]),
-                           out, exact)
+    with jax.default_device(devices[0]):  # one device's calls (and the replays) go there
+        outs, flags = [], []
+        for start in range(0, n, width):
+            idx = np.arange(start, start + width) % n  # pad the last slice with repeats
+            sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
+            out, un = fast(spec, *sl, _take(keys, idx))
+            stop = min(width, n - start)
+            outs.append(jax.tree.map(lambda x, stop=stop: np.asarray(x)[:stop], out))
+            flags.append(np.asarray(un)[:stop])
+        out = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
+        bad = np.nonzero(np.concatenate(flags))[0]
+        if spec.bob_draw == "lazy":
+            for i in bad:
+                sl = [_take(a, i) if ax == 0 else a for a, ax in zip(args, axes)]
+                exact = _play_one(spec, *sl, _take(keys, i))
+                out = jax.tree.map(
+                    lambda o, e, i=i: _set_rows(o, np.array([i]), np.asarray(e)[None]), out, exact)
+            bad = bad[:0]
+        for start in range(0, bad.size, per_device):
+            chunk = bad[start:start + per_device]
+            idx = np.resize(chunk, _bucket(chunk.size))
+            sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
+            exact = _batched(False, axes)(spec, *sl, _take(keys, idx))
+            out = jax.tree.map(
+                lambda o, e, rows=chunk: _set_rows(o, rows, np.asarray(e)[:rows.size]), out, exact)
     return jax.tree.map(jnp.asarray, out)
 
 
