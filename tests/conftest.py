@@ -41,7 +41,8 @@ HEAVY_FIRST = (
     "test_stackelberg.py", "test_notebooks.py", "test_stochastic_lazy.py",
     "test_stochastic_selfplay.py", "test_ogd_resume.py", "test_stochastic.py",
     "test_stochastic_decision.py", "test_stochastic_experiment.py",
-    "test_prover_estimator_experiment.py", "test_opt_level.py", "test_stackelberg_resume.py",
+    "test_prover_estimator_experiment.py", "test_opt_level.py", "test_stochastic_devices.py",
+    "test_stackelberg_resume.py",
     "test_estimator_soundness.py", "test_lab_sweep.py", "test_estimator_network.py",
     "test_deterministic_debate.py", "test_fixtures.py", "test_machines_experiment.py",
 )
