@@ -5,9 +5,8 @@ A sweep (``dedebate/lab/sweep.py``) flattens its runs (points x seeds) into one 
 padded results are dropped), places it with ``NamedSharding(Mesh(jax.devices(), ("runs",)),
 PartitionSpec("runs"))`` and runs ``jit(vmap(row_fn))`` on it, on several devices inside a
 ``shard_map``, so every device computes its slice and nothing is communicated. With several
-processes (``jax.distributed``) ``jax.devices()`` is global: each process feeds and computes only
-the rows of its own devices, and the results are gathered with
-``multihost_utils.process_allgather``.
+processes (``jax.distributed``) ``jax.devices()`` is global: each process computes the rows of its
+own devices, gathered with ``multihost_utils.process_allgather``.
 
 A row's numbers depend only on its inputs (its dynamic parameters and key) and the number of
 devices, never on the batch it ran in. Integer results are identical on 1 or many devices and
