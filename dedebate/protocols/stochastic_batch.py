@@ -8,6 +8,7 @@ needed one with :func:`dedebate.protocols.stochastic.play` and merges: the resul
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -116,7 +117,12 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
     n = int(keys.shape[0])
     per_device = min(_bucket(-(-n // len(devices))), max_lanes)  # few shapes: few compilations
     width = per_device * len(devices)
-    with jax.default_device(devices[0]):  # one device's calls (and the replays) go there
+    # One device's calls (and the replays) go to devices[0]: by default already the default
+    # device, where no context is entered (a default_device context is part of jit's cache key,
+    # so a program compiled inside it is not reused outside, and vice versa).
+    first = devices[0]
+    with (contextlib.nullcontext() if first == jax.local_devices()[0]
+          else jax.default_device(first)):
         outs, flags = [], []
         for start in range(0, n, width):
             idx = np.arange(start, start + width) % n  # pad the last slice with repeats
