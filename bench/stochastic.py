@@ -49,6 +49,7 @@ import jax
 import numpy as np
 
 from dedebate.agents.stochastic_players import honest_alice, honest_bob
+from dedebate.lab.parallel import usable_cores
 from dedebate.machines.fixtures import f2_target
 from dedebate.protocols.stochastic import (
     debate_static,
@@ -68,14 +69,27 @@ MODES = {"count": 5, "decision": 4, "lazy": 1}  # bob_draw mode -> uniforms one 
 GOAL_NUMPY, GOAL_RNG = 2.0, 0.25
 
 
+def _problem(n: int):
+    """The benchmark's debates: ``(fixture, constants, alice, bob, vera, keys of n trials, numpy
+    runner)``, the numpy runner playing the same n debates (its own generator, seeded SEED)."""
+    fx = f2_target(T, P1)
+    consts = lean_defaults(K, T).constants(K, T)
+    pi = np.asarray(fx.machine.pi, np.float64)
+    rng = np.random.default_rng(SEED)
+
+    def numpy_runner():
+        return play_f2_numpy(pi, consts.n_alice, consts.n_bob, consts.n_vera, consts.tau_bob,
+                             consts.tau_vera, n, rng)
+
+    return (fx, consts, honest_alice(consts), honest_bob(consts), make_vera(consts),
+            trial_keys(jax.random.key(SEED), n), numpy_runner)
+
+
 def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_SECONDS,
         repeats: int = REPEATS) -> dict:
     """Time the three figures and return them (with ratios and sanity checks) as a dict."""
     n = int(trials if trials is not None else TRIALS["full" if full else "default"])
-    fx = f2_target(T, P1)
-    consts = lean_defaults(K, T).constants(K, T)
-    alice, bob, vera = honest_alice(consts), honest_bob(consts), make_vera(consts)
-    keys = trial_keys(jax.random.key(SEED), n)
+    fx, consts, alice, bob, vera, keys, numpy_runner = _problem(n)
     steps = n * T
     p1 = fx.p1()
     se = math.sqrt(p1 * (1 - p1) / n)
@@ -96,9 +110,7 @@ def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_
         runners[mode] = dedebate
 
     pi = np.asarray(fx.machine.pi, np.float64)
-    rng = np.random.default_rng(SEED)
-    runners["numpy"] = lambda: play_f2_numpy(pi, consts.n_alice, consts.n_bob, consts.n_vera,
-                                             consts.tau_bob, consts.tau_vera, n, rng)
+    runners["numpy"] = numpy_runner
     rng_ow = np.random.default_rng(SEED + 1)
     runners["numpy_one_word_path"] = lambda: one_word_path_f2_numpy(pi, n, rng_ow)
     # The limit: one uniform per trial-step, n * T of them (a cache-sized block; larger blocks
@@ -179,10 +191,7 @@ def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_
 
 def _over_cores_worker(n: int, min_seconds: float, repeats: int) -> dict:
     """In a process with one CPU device per core: count mode over all devices vs one vs numpy."""
-    fx = f2_target(T, P1)
-    consts = lean_defaults(K, T).constants(K, T)
-    alice, bob, vera = honest_alice(consts), honest_bob(consts), make_vera(consts)
-    keys = trial_keys(jax.random.key(SEED), n)
+    fx, _, alice, bob, vera, keys, numpy_runner = _problem(n)
     spec = debate_static(T, bob_draw="count")
     devices = jax.devices()
     outs = {}
@@ -193,12 +202,8 @@ def _over_cores_worker(n: int, min_seconds: float, repeats: int) -> dict:
                                                           keys, devices=devs))
         return call
 
-    pi = np.asarray(fx.machine.pi, np.float64)
-    rng = np.random.default_rng(SEED)
     runners = {"all_devices": play_on(devices, "all_devices"),
-               "one_device": play_on(devices[:1], "one_device"),
-               "numpy": lambda: play_f2_numpy(pi, consts.n_alice, consts.n_bob, consts.n_vera,
-                                              consts.tau_bob, consts.tau_vera, n, rng)}
+               "one_device": play_on(devices[:1], "one_device"), "numpy": numpy_runner}
     timing = time_contenders(runners, min_seconds=min_seconds, repeats=repeats)
     same = all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in
                zip(jax.tree.leaves(outs["all_devices"]), jax.tree.leaves(outs["one_device"])))
@@ -222,10 +227,7 @@ def _over_cores_worker(n: int, min_seconds: float, repeats: int) -> dict:
 def over_cores(n: int, min_seconds: float = MIN_SECONDS, repeats: int = REPEATS) -> dict | None:
     """Count mode with the lanes over one CPU device per core (a subprocess, since the device
     count is fixed when JAX starts); None on an accelerator or a single core."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
+    cores = len(usable_cores())
     if jax.default_backend() != "cpu" or cores < 2:
         return None
     env = dict(os.environ)

@@ -18,7 +18,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from dedebate.core.local_rows import local_rows
 from dedebate.protocols.stochastic import DebateStatic, Outcome, play, play_fast
 from dedebate.protocols.stochastic_interface import AlicePlayer, BobPlayer, Vera
 
@@ -38,18 +37,23 @@ def _batched(fast: bool, axes: tuple):
 
 @functools.cache
 def _fast_over(axes: tuple, devices: tuple):
-    """:func:`play_fast` over lanes split among ``devices`` (each device plays its own lanes:
-    :mod:`dedebate.core.local_rows`); the shared arguments go to every device whole."""
+    """:func:`play_fast` over lanes split among ``devices``, each device playing its own lanes
+    inside a ``shard_map`` (the shared arguments go to every device whole). Partitioned by XLA
+    instead (plain ``jit`` on sharded lanes), the sampler's vmapped loops would all-reduce their
+    condition ("any lane still open") over the devices at every iteration. ``check_vma=False``:
+    the sampler's custom batching rules do not track which values vary over the mesh; every
+    output has the lanes first."""
     mesh = Mesh(np.asarray(devices, dtype=object), (LANES,))
     in_axes = axes + (0,)
-    shardings = tuple(NamedSharding(mesh, PartitionSpec(LANES) if a == 0 else PartitionSpec())
-                      for a in in_axes)
+    specs = tuple(PartitionSpec(LANES) if a == 0 else PartitionSpec() for a in in_axes)
 
     def lanes(spec, *args):
         batched = jax.vmap(functools.partial(play_fast, spec), in_axes=in_axes)
-        return local_rows(batched, mesh, in_axes)(*args)
+        return jax.shard_map(batched, mesh=mesh, in_specs=specs, out_specs=PartitionSpec(LANES),
+                             check_vma=False)(*args)
 
-    return jax.jit(lanes, static_argnums=0, in_shardings=shardings)
+    return jax.jit(lanes, static_argnums=0,
+                   in_shardings=tuple(NamedSharding(mesh, p) for p in specs))
 
 
 # One unbatched trial: the lazy mode's exact draws sit behind a lax.cond, which skips them only
@@ -83,7 +87,7 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
     batched along its leading axis like the keys (e.g. a stacked zoo), None if shared. Runs
     :func:`play_fast` on every lane (in slices of at most ``max_lanes`` per device, padded to a
     power of two, so one compiled program serves many batch sizes; on several devices each
-    device plays its share of a slice, :mod:`dedebate.core.local_rows`), then replays the rare
+    device plays its share of a slice, with no communication), then replays the rare
     unresolved lanes with the exact :func:`play` on the first device (compiled only when first
     needed; one lane at a time in the lazy mode, whose exact draws an unbatched trial skips on
     one-word steps) and merges: the result equals ``vmap(play)``, on any number of devices.
@@ -109,7 +113,8 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
     axes = tuple(axes)
     if len(axes) != 4 or any(a not in (0, None) for a in axes):
         raise ValueError(f"axes={axes!r}: need four entries, each 0 (batched) or None (shared)")
-    devices = tuple(jax.local_devices() if devices is None else devices)
+    local = jax.local_devices()
+    devices = tuple(local if devices is None else devices)
     if not devices:
         raise ValueError("devices=(): need at least one device to play the lanes on")
     fast = _batched(True, axes) if len(devices) == 1 else _fast_over(axes, devices)
@@ -121,7 +126,7 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
     # device, where no context is entered (a default_device context is part of jit's cache key,
     # so a program compiled inside it is not reused outside, and vice versa).
     first = devices[0]
-    with (contextlib.nullcontext() if first == jax.local_devices()[0]
+    with (contextlib.nullcontext() if first == local[0]
           else jax.default_device(first)):
         outs, flags = [], []
         for start in range(0, n, width):
