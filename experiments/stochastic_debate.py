@@ -26,6 +26,7 @@ import numpy as np
 
 from dedebate.agents.stochastic_zoo import (
     cell_metrics,
+    compile_options,
     lane_bytes,
     measure_cell,
     member_names,
@@ -51,6 +52,9 @@ from dedebate.protocols.stochastic_budget import frontier, lean_n_vera
 NAME = "stochastic_debate"
 TITLE = "Stochastic-oracle debate (Thm 6.2): completeness/soundness vs proven bounds, query costs"
 TYPICAL_SECONDS = 108  # a cold default-size run on two CPU cores (reproduce's order of work)
+COMPILE_OPTIONS = compile_options
+"""XLA options of the swept program (run and sweep alike): LLVM level 1 on a CPU, as for the scale
+search's program (:data:`dedebate.agents.stochastic_zoo.CPU_COMPILE_OPTIONS`)."""
 
 
 @config_dataclass
