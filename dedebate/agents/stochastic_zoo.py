@@ -218,8 +218,8 @@ def measure_cell(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0
     Returns:
         :func:`zoo_stats`'s dict with numpy values.
     """
-    out = _zoo_stats_jit(jax.default_backend())(spec, {k: d[k] for k in ("alice", "bob", "machine", "vera")}, key,
-                         trials, ma, hh, max_lanes)
+    cell = {k: d[k] for k in ("alice", "bob", "machine", "vera")}
+    out = _zoo_stats_jit(jax.default_backend())(spec, cell, key, trials, ma, hh, max_lanes)
     return jax.tree.map(np.asarray, out)
 
 
