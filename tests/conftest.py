@@ -38,17 +38,23 @@ FAKE_EXPERIMENTS = "tests.fake_experiments"
 FAKE_BENCH = "tests.fake_experiments.fakebench"
 
 HEAVY_FIRST = (
-    "test_stackelberg.py", "test_notebooks.py", "test_stochastic_lazy.py",
-    "test_stochastic_selfplay.py", "test_ogd_resume.py", "test_stochastic.py",
-    "test_stochastic_decision.py", "test_stochastic_experiment.py",
-    "test_prover_estimator_experiment.py", "test_opt_level.py", "test_stochastic_devices.py",
-    "test_stackelberg_resume.py",
-    "test_estimator_soundness.py", "test_lab_sweep.py", "test_estimator_network.py",
-    "test_deterministic_debate.py", "test_fixtures.py", "test_machines_experiment.py",
+    "test_stackelberg.py", "test_stochastic.py", "test_notebooks.py",
+    "test_stochastic_decision.py", "test_stochastic_lazy.py", "test_stochastic_experiment.py",
+    "test_stochastic_selfplay.py", "test_ogd_resume.py", "test_stackelberg_resume.py",
+    "test_lab_parallel.py", "test_stochastic_selfplay_resume.py", "test_opt_level.py",
+    "test_prover_estimator_experiment.py", "test_stochastic_binomial.py",
+    "test_estimator_soundness.py", "test_accelerator_script.py", "test_machines_experiment.py",
+    "test_lab_compile_cache.py", "test_stochastic_devices.py", "test_cli_readme.py",
+    "test_prover_estimator.py", "test_deterministic_debate.py", "test_cli.py",
+    "test_lab_resume.py", "test_lab_distributed.py", "test_estimator_network.py",
+    "test_fixtures.py", "test_ogd.py", "test_reliability.py", "test_witness_stochastic.py",
+    "test_estimator_families.py", "test_machines.py", "test_lab_devices.py",
+    "test_lab_metrics_resume.py",
 )
-"""The most expensive test files (CPU seconds of a full run), most expensive first. They are
-collected first, so ``--dist loadfile`` hands them out before the many short files and the two
-workers finish together instead of one waiting on a long file at the end."""
+"""The test files of at least ~8 CPU seconds, most expensive first (their tests' durations summed
+over a full two-worker run, fixtures included: 34 files, ~620 of ~700 CPU-s). They are collected
+first, so ``--dist loadfile`` hands them out before the many short files and the two workers
+finish together instead of one waiting on a long file at the end."""
 
 
 def pytest_configure(config):

@@ -1,4 +1,5 @@
-"""The tree is lint-clean under ruff (configured in pyproject.toml), so CI catches it."""
+"""The tree is lint-clean under ruff (configured in pyproject.toml), so CI catches it; the
+suite's file order (``conftest.HEAVY_FIRST``) names real files."""
 
 from __future__ import annotations
 
@@ -19,3 +20,13 @@ def test_ruff_check_is_clean():
     proc = subprocess.run([ruff, "check", "--no-cache", "."], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_heavy_first_names_existing_test_files():
+    """``conftest.HEAVY_FIRST`` orders the run by name: a renamed or removed file would silently
+    fall back to collection order, so every name must be a test file here."""
+    from tests.conftest import HEAVY_FIRST
+
+    tests = Path(__file__).resolve().parent
+    assert len(set(HEAVY_FIRST)) == len(HEAVY_FIRST)
+    assert [n for n in HEAVY_FIRST if not (tests / n).is_file()] == []
