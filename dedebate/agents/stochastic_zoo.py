@@ -185,10 +185,11 @@ def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -
 
 CPU_COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
 """XLA options of the zoo's programs on a CPU: LLVM's optimisation level 1 instead of 3. The quick
-experiment's programs compile in about a fifth less time (XLA compile 14.1 s and 14.9 s at level
-3, 11.5 s and 11.7 s at level 1, alternated runs) and run as fast (one T = 256 cell of 2000 debates
-per member: 3.25 s and 3.94 s against 3.45 s and 3.87 s, medians of three). Wins, aborts and
-every count are bit-identical; float32 means (the queries) may differ in the last digits."""
+experiment's XLA compile takes about a fifth less (three alternated cold runs each, load 0.6-1.6:
+median 14.9 s, 14.1-18.7, at level 3; 11.7 s, 11.5-13.9, at level 1), and the programs run as fast
+(one T = 256 cell of 2000 debates per member, three runs each, load 1.1-1.6: median 3.94 s,
+3.25-3.99, against 3.47 s, 3.45-3.87). Wins, aborts and every count are bit-identical; float32
+means (the queries) may differ in the last digits."""
 
 
 def compile_options(platform: str) -> dict | None:
