@@ -18,6 +18,7 @@ way, a full disk, a run in use by another process): one line on stderr, no trace
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import json
@@ -158,6 +159,23 @@ def _workers_likely(args: argparse.Namespace) -> bool:
     if jobs == "auto":
         return len(usable_cores()) > 1 and not accelerator_plugins_installed()
     return jobs is not None and jobs > 1
+
+
+def _fast_compile(args: argparse.Namespace) -> list[str]:
+    """Add the fast-compile XLA flags where :func:`dedebate.lab.fast_compile.wanted` says so:
+    ``reproduce --quick`` (or ``--resume`` of a quick one) on a CPU-only installation, or any
+    compiling command with ``DEDEBATE_FAST_COMPILE=1``. Returns the flags added; ValueError for
+    a bad ``DEDEBATE_FAST_COMPILE``."""
+    from dedebate.lab import fast_compile
+    from dedebate.lab.parallel import accelerator_plugins_installed
+
+    size = args.size if args.command == "reproduce" else None
+    if args.command == "reproduce" and args.resume and size is None:
+        with contextlib.suppress(ValueError):  # cmd_reproduce reports a bad directory
+            size = _reproduce_header(Path(args.resume))[0]
+    if not fast_compile.wanted(size, cpu_only=not accelerator_plugins_installed()):
+        return []
+    return fast_compile.apply()
 
 
 def _die_usage(msg: str) -> int:
@@ -691,6 +709,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (experiments do not choose one, so in a notebook their plots stay inline). An
         # MPLBACKEND the user set wins.
         os.environ.setdefault("MPLBACKEND", "Agg")
+    if argv is None and args.command in COMPILING:
+        # Before JAX starts (here and in reproduce's workers): the quick sizes compile for
+        # speed of compilation (dedebate/lab/fast_compile.py).
+        try:
+            _fast_compile(args)
+        except ValueError as err:
+            return _die_usage(str(err))
     if argv is None and args.command == "reproduce" and _workers_likely(args):
         # Its worker processes import JAX and the lab in a fork server that starts now, beside
         # this process's own imports and W&B start-up (dedebate/lab/parallel.py).

@@ -6,6 +6,7 @@ in its provenance (``dedebate.lab.provenance.package_versions`` and ``git_dirty`
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import dedebate
@@ -43,7 +44,8 @@ def report() -> dict[str, Any]:
     """Everything ``dedebate doctor`` prints.
 
     Returns:
-        A JSON-able dict: version, git state, :func:`device_report`, compile cache, packages.
+        A JSON-able dict: version, git state, :func:`device_report`, compile cache, packages,
+        ``XLA_FLAGS``.
     """
     from dedebate.lab.compile_cache import provenance as compile_cache_provenance
     from dedebate.lab.compile_cache import requested_dir
@@ -54,7 +56,7 @@ def report() -> dict[str, Any]:
         cache = {**cache, "cli_dir": str(where) if where else None}
     return {"dedebate": dedebate.__version__, "git_commit": git_commit(),
             "git_dirty": git_dirty(), **device_report(), "compile_cache": cache,
-            "packages": package_versions()}
+            "packages": package_versions(), "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
 def render(info: dict[str, Any]) -> str:
@@ -79,5 +81,7 @@ def render(info: dict[str, Any]) -> str:
     cache = info["compile_cache"]
     where = cache.get("dir") or cache.get("cli_dir")
     lines.append(f"compile cache (dedebate run/sweep/reproduce/bench): {where or 'off'}")
+    lines.append(f"XLA_FLAGS: {info.get('xla_flags') or '(none)'}  (reproduce --quick on a CPU "
+                 "adds the fast-compile flags, docs/lab.md)")
     lines.append("packages: " + ", ".join(f"{k} {v or '-'}" for k, v in info["packages"].items()))
     return "\n".join(lines)

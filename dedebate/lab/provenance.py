@@ -3,7 +3,7 @@
 :func:`environment_provenance` gathers the dedebate version and git commit (and whether the
 checkout has uncommitted changes), the versions of the distributions that decide a result
 (:data:`PACKAGES`), Python and the platform, JAX's backend and devices, the persistent compile
-cache and the result schema version. ``results.json``, ``report.json`` and ``dedebate doctor``
+cache, ``XLA_FLAGS`` and the result schema version. ``results.json``, ``report.json`` and ``dedebate doctor``
 show it. Nothing here ever stops a run: a piece that cannot be read is recorded as None.
 """
 
@@ -95,7 +95,9 @@ def environment_provenance() -> dict[str, Any]:
         "platform": platform.platform(),
         "result_schema_version": RESULT_SCHEMA_VERSION,
     }
-    prov.update(git_dirty=git_dirty(), packages=package_versions())
+    # XLA's flags can change float rounding (dedebate/lab/fast_compile.py)
+    prov.update(git_dirty=git_dirty(), packages=package_versions(),
+                xla_flags=os.environ.get("XLA_FLAGS", ""))
     try:
         import jax
 

@@ -1,0 +1,82 @@
+"""XLA options that trade run speed for compile speed, for the compile-bound quick runs on a CPU.
+
+At ``--quick`` sizes nearly all of a reproduce's time is XLA compiling (docs/lab.md, "Fast
+compilation"). There, on an installation where JAX can only use the CPU, the command line
+compiles every program with :data:`FLAGS`: LLVM's backend optimisation level 1 (XLA's default is
+3) and XLA:CPU's older fusion emitters. Debate counts stay bit-identical; float training may round
+differently. ``DEDEBATE_FAST_COMPILE=1`` asks for them in any compiling command (on any platform),
+``=0`` never. They go into ``XLA_FLAGS`` before JAX starts, so worker processes inherit them; a
+flag already in ``XLA_FLAGS`` keeps its value; ``DEDEBATE_KEEP_XLA_FLAGS=1`` leaves it alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+
+ENV = "DEDEBATE_FAST_COMPILE"
+FLAGS = {"xla_backend_optimization_level": "1", "xla_cpu_use_fusion_emitters": "false"}
+ON_VALUES = frozenset({"1", "true", "yes", "on"})
+OFF_VALUES = frozenset({"0", "false", "no", "off"})
+
+
+def requested(environ: MutableMapping[str, str] | None = None) -> bool | None:
+    """What ``$DEDEBATE_FAST_COMPILE`` asks for.
+
+    Args:
+        environ: the environment; None = ``os.environ``.
+
+    Returns:
+        True (on), False (off) or None (unset or empty: the default applies).
+
+    Raises:
+        ValueError: any other value, named with what is allowed.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get(ENV, "").strip().lower()
+    if not value:
+        return None
+    if value in ON_VALUES | OFF_VALUES:
+        return value in ON_VALUES
+    raise ValueError(f"{ENV}={env[ENV]!r}: must be 1 (on) or 0 (off), or unset (on for "
+                     "`reproduce --quick` where JAX has only its CPU)")
+
+
+def wanted(size: str | None, cpu_only: bool,
+           environ: MutableMapping[str, str] | None = None) -> bool:
+    """Whether a compiling command compiles for speed of compilation.
+
+    Args:
+        size: ``"quick"`` for ``reproduce --quick``; anything else for other runs.
+        cpu_only: JAX can only use the CPU (``lab.parallel.accelerator_plugins_installed`` is
+            False).
+        environ: the environment; None = ``os.environ``.
+
+    Returns:
+        ``$DEDEBATE_FAST_COMPILE`` if set, else ``size == "quick" and cpu_only``.
+
+    Raises:
+        ValueError: ``$DEDEBATE_FAST_COMPILE`` has a value other than those allowed.
+    """
+    asked = requested(environ)
+    return asked if asked is not None else (size == "quick" and cpu_only)
+
+
+def apply(environ: MutableMapping[str, str] | None = None) -> list[str]:
+    """Add :data:`FLAGS` to ``XLA_FLAGS``, each unless ``XLA_FLAGS`` already names it; nothing
+    with ``DEDEBATE_KEEP_XLA_FLAGS=1``. Call it before JAX starts a backend.
+
+    Args:
+        environ: the environment to change; None = ``os.environ``.
+
+    Returns:
+        The flags added, as written into ``XLA_FLAGS``.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("DEDEBATE_KEEP_XLA_FLAGS") == "1":
+        return []
+    flags = env.get("XLA_FLAGS", "")
+    added = [f"--{name}={value}" for name, value in FLAGS.items() if name not in flags]
+    if added:
+        env["XLA_FLAGS"] = " ".join([flags, *added]).strip()
+    return added

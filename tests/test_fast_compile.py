@@ -1,0 +1,98 @@
+"""``reproduce --quick`` compiles for speed of compilation on a CPU-only installation
+(dedebate/lab/fast_compile.py): when, what goes into ``XLA_FLAGS``, that its workers inherit it and
+that results record it. That these options leave the stochastic debate bit-identical and float
+training equal to rounding is ``tests/test_opt_level.py`` (the tests compile with the same)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dedebate import cli
+from dedebate.lab import fast_compile, parallel
+from tests.conftest import TEST_COMPILE_OPTIONS
+
+
+def test_the_tests_compile_as_quick_runs_do():
+    """So tests/test_opt_level.py's equalities cover the quick runs' options."""
+    assert {k: str(v).lower() for k, v in TEST_COMPILE_OPTIONS.items()} == fast_compile.FLAGS
+
+
+@pytest.mark.parametrize("size, cpu_only, env, expected", [
+    ("quick", True, None, True), ("quick", False, None, False), ("default", True, None, False),
+    (None, True, None, False), ("full", True, "1", True), ("default", False, "on", True),
+    ("quick", True, "0", False), ("quick", True, "", True), ("quick", True, " False ", False)])
+def test_when_it_applies(size, cpu_only, env, expected):
+    environ = {} if env is None else {fast_compile.ENV: env}
+    assert fast_compile.wanted(size, cpu_only, environ) is expected
+
+
+def test_a_bad_value_names_the_variable_and_what_is_allowed():
+    with pytest.raises(ValueError, match=r"DEDEBATE_FAST_COMPILE='maybe': must be 1 .* or 0"):
+        fast_compile.wanted("quick", True, {fast_compile.ENV: "maybe"})
+
+
+def test_flags_are_added_unless_named_or_kept():
+    env = {"XLA_FLAGS": "--xla_dump_to=/tmp/x"}
+    assert fast_compile.apply(env) == ["--xla_backend_optimization_level=1",
+                                       "--xla_cpu_use_fusion_emitters=false"]
+    assert env["XLA_FLAGS"] == ("--xla_dump_to=/tmp/x --xla_backend_optimization_level=1 "
+                                "--xla_cpu_use_fusion_emitters=false")
+    assert fast_compile.apply(env) == []  # twice is once
+    env = {"XLA_FLAGS": "--xla_backend_optimization_level=3"}  # the user's value stays
+    assert fast_compile.apply(env) == ["--xla_cpu_use_fusion_emitters=false"]
+    assert env["XLA_FLAGS"].startswith("--xla_backend_optimization_level=3 ")
+    env = {"DEDEBATE_KEEP_XLA_FLAGS": "1"}
+    assert fast_compile.apply(env) == [] and "XLA_FLAGS" not in env
+
+
+def test_a_resumed_quick_reproduce_compiles_as_it_started(tmp_path, monkeypatch):
+    (tmp_path / "report.json").write_text(json.dumps({"provenance": {"size": "quick",
+                                                                     "seed": 0}}))
+    monkeypatch.setattr(parallel, "accelerator_plugins_installed", lambda: False)
+    monkeypatch.delenv(fast_compile.ENV, raising=False)
+    monkeypatch.delenv("DEDEBATE_KEEP_XLA_FLAGS", raising=False)
+    for argv, added in ((["reproduce", "--resume", str(tmp_path)], 2),
+                        (["reproduce", "--resume", str(tmp_path / "nowhere")], 0),
+                        (["reproduce", "--quick"], 2), (["reproduce"], 0), (["run", "x"], 0)):
+        monkeypatch.setenv("XLA_FLAGS", "")
+        assert len(cli._fast_compile(cli._parser().parse_args(argv))) == added, argv
+
+
+def _without_fast_flags(env):
+    flags = [f for f in env.get("XLA_FLAGS", "").split()
+             if not any(name in f for name in fast_compile.FLAGS)]
+    return {**env, "XLA_FLAGS": " ".join(flags)}
+
+
+def test_quick_workers_inherit_the_flags_and_results_record_them(tmp_path, cli_env):
+    if parallel.accelerator_plugins_installed():
+        pytest.skip("the flags apply by default only where JAX has only its CPU")
+    env = {**_without_fast_flags(cli_env), "DEDEBATE_EXPERIMENTS": "tests.fake_experiments"}
+    env.pop(fast_compile.ENV, None)
+    proc = subprocess.run([sys.executable, "-m", "dedebate.cli", "reproduce", "--quick",
+                           "--jobs", "2", "--no-progress", "--tracking", "disabled",
+                           "--only", "fake_pass", "fake_fail", "--output-dir", str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr  # fake_fail fails a claim
+    (rep,) = tmp_path.glob("reproduce-*")
+    for where in (rep / "report.json", rep / "fake_pass" / "results.json",
+                  rep / "fake_fail" / "results.json"):
+        flags = json.loads(where.read_text())["provenance"]["xla_flags"].split()
+        assert {"--xla_backend_optimization_level=1",
+                "--xla_cpu_use_fusion_emitters=false"} <= set(flags), where
+
+
+def test_a_bad_value_is_a_usage_error(tmp_path, cli_env):
+    env = {**cli_env, fast_compile.ENV: "maybe"}
+    proc = subprocess.run([sys.executable, "-m", "dedebate.cli", "reproduce", "--quick",
+                           "--output-dir", str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "dedebate: error: DEDEBATE_FAST_COMPILE='maybe': must be 1 (on) or 0 (off), or unset "
+        "(on for `reproduce --quick` where JAX has only its CPU)"]
+    assert not list(tmp_path.iterdir())  # nothing written
