@@ -1,12 +1,13 @@
 """The tests compile with ``tests/conftest.TEST_COMPILE_OPTIONS`` (LLVM level 1, XLA:CPU's older
-fusion emitters), not XLA's defaults: the values they check must not depend on that. Three
-program families, each compiled both ways from one lowering: the stochastic debate in count mode
-(the exact binomial sampler, the checker, a lying zoo Alice) gives bit-identical outputs; the
-estimator network trained by OGD with a trained distinguisher (Flax, optax) agrees to float32
-rounding (every leaf within 1e-4 of its largest magnitude: the emitters sum in another order);
-self-play training (a differentiable DP under Adam, 40 steps) within a few ulps. No property the
-tests check can see such differences. The numbers users get (``dedebate reproduce``) are
-compiled with XLA's defaults."""
+fusion emitters), and ``reproduce --quick`` on a CPU with ``dedebate.lab.fast_compile.FLAGS``
+(level 0, the older emitters), not XLA's defaults: the values they check must not depend on that.
+Three program families, each compiled all three ways from one lowering: the stochastic debate in
+count mode (the exact binomial sampler, the checker, a lying zoo Alice) gives bit-identical
+outputs; the estimator network trained by OGD with a trained distinguisher (Flax, optax) agrees to
+float32 rounding (every leaf within 1e-4 of its largest magnitude: the emitters sum in another
+order); self-play training (a differentiable DP under Adam, 40 steps) within a few ulps. No
+property the tests check can see such differences. The numbers of ``dedebate reproduce`` at the
+default and full sizes are compiled with XLA's defaults."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from dedebate.estimators.advantage import random_oi_problem
 from dedebate.estimators.families import random_tanh_family
 from dedebate.estimators.train import NetTrainStatic, make_train, net_train_params
 from dedebate.exact import selfplay as xs
+from dedebate.lab.fast_compile import FLAGS as QUICK_COMPILE_OPTIONS
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import (
@@ -35,12 +37,14 @@ from dedebate.training import stochastic_selfplay as sp
 from tests.conftest import TEST_COMPILE_OPTIONS, XLA_DEFAULTS
 
 
-def _both_ways(fn, *args):
-    """``fn(*args)`` compiled from one lowering with the tests' options and with XLA's defaults
-    (named explicitly: ``XLA_FLAGS`` holds the tests' options in this process)."""
+def _all_ways(fn, *args):
+    """``fn(*args)`` compiled from one lowering with the tests' options, the quick runs' and XLA's
+    defaults (named explicitly: ``XLA_FLAGS`` holds the tests' options in this process): the two
+    light ones, then the default."""
     lowered = jax.jit(fn).lower(*args)
-    assert set(TEST_COMPILE_OPTIONS) == set(XLA_DEFAULTS)
-    return [lowered.compile(options)(*args) for options in (TEST_COMPILE_OPTIONS, XLA_DEFAULTS)]
+    assert set(TEST_COMPILE_OPTIONS) == set(QUICK_COMPILE_OPTIONS) == set(XLA_DEFAULTS)
+    light = [lowered.compile(o)(*args) for o in (TEST_COMPILE_OPTIONS, QUICK_COMPILE_OPTIONS)]
+    return light, lowered.compile(XLA_DEFAULTS)(*args)
 
 
 def _assert_within_rounding(x, y, rel=1e-4):
@@ -84,9 +88,10 @@ def test_stochastic_debate_count_mode_is_bit_identical():
         return jax.vmap(lambda k: play(debate_static(T), machine, alice, bob, make_vera(consts),
                                        k))(keys)
 
-    light, default = _both_ways(debates, trial_keys(jax.random.key(7), 64))
-    chex.assert_trees_all_equal(light, default, strict=True)
-    assert 0 < float(jnp.mean(light.alice_wins)) < 1  # a debate either side can win
+    lights, default = _all_ways(debates, trial_keys(jax.random.key(7), 64))
+    for light in lights:
+        chex.assert_trees_all_equal(light, default, strict=True)
+    assert 0 < float(jnp.mean(default.alice_wins)) < 1  # a debate either side can win
 
 
 def test_estimator_network_training_agrees_to_rounding():
@@ -94,10 +99,11 @@ def test_estimator_network_training_agrees_to_rounding():
     problem, feat = random_oi_problem(jax.random.fold_in(key, 0), 50, 4)
     family = random_tanh_family(jax.random.fold_in(key, 1), feat, 4, 40)
     static = NetTrainStatic(rounds=30, hidden=(16,), best_response="family+mlp", dist_steps=3)
-    light, default = _both_ways(make_train(static), net_train_params(0.05, 3.0),
+    lights, default = _all_ways(make_train(static), net_train_params(0.05, 3.0),
                                 jax.random.key(2), family, problem, feat)
-    _assert_within_rounding(light, default)
-    _, log, final_max_adv = light
+    for light in lights:
+        _assert_within_rounding(light, default)
+    _, log, final_max_adv = default
     assert float(final_max_adv) < float(log.max_adv[0])  # it trained
 
 
@@ -107,9 +113,10 @@ def test_selfplay_training_within_a_few_ulps():
     alice = pl.AliceParams(w1=jnp.zeros((pl.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
                            b2=jnp.float32(1.0 / constants.b))  # claims pi + 1
     bob = pl.init_bob(jax.random.key(5), fx.T)
-    light, default = _both_ways(sp.make_train_bob(40), xs.level_inputs(prefix_tree(fx.machine)),
+    lights, default = _all_ways(sp.make_train_bob(40), xs.level_inputs(prefix_tree(fx.machine)),
                                 sp.selfplay_params(constants), alice, bob)
-    for x, y in zip(_leaves(light), _leaves(default)):
-        np.testing.assert_array_max_ulp(x, y, maxulp=4)
+    for light in lights:
+        for x, y in zip(_leaves(light), _leaves(default)):
+            np.testing.assert_array_max_ulp(x, y, maxulp=4)
     with pytest.raises(AssertionError):  # it trained
-        chex.assert_trees_all_equal(light, bob)
+        chex.assert_trees_all_equal(default, bob)

@@ -2,11 +2,12 @@
 
 At ``--quick`` sizes nearly all of a reproduce's time is XLA compiling (docs/lab.md, "Fast
 compilation"). There, on an installation where JAX can only use the CPU, the command line
-compiles every program with :data:`FLAGS`: LLVM's backend optimisation level 1 (XLA's default is
-3) and XLA:CPU's older fusion emitters. Debate counts stay bit-identical; float training may round
-differently. ``DEDEBATE_FAST_COMPILE=1`` asks for them in any compiling command (on any platform),
-``=0`` never. They go into ``XLA_FLAGS`` before JAX starts, so worker processes inherit them; a
-flag already in ``XLA_FLAGS`` keeps its value; ``DEDEBATE_KEEP_XLA_FLAGS=1`` leaves it alone.
+compiles every program with :data:`FLAGS`: LLVM's backend optimisation level 0 (XLA's default is
+3) and XLA:CPU's older fusion emitters, except where a program sets its own options. Debate counts
+stay bit-identical; float training may round differently. ``DEDEBATE_FAST_COMPILE=1`` asks for
+them in any compiling command (on any platform), ``=0`` never. They go into ``XLA_FLAGS`` before
+JAX starts, so worker processes inherit them; a flag already in ``XLA_FLAGS`` keeps its value;
+``DEDEBATE_KEEP_XLA_FLAGS=1`` leaves it alone.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import os
 from collections.abc import MutableMapping
 
 ENV = "DEDEBATE_FAST_COMPILE"
-FLAGS = {"xla_backend_optimization_level": "1", "xla_cpu_use_fusion_emitters": "false"}
+FLAGS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+"""The XLA options, as ``Lowered.compile`` takes them; ``XLA_FLAGS`` gets ``--name=value`` with the
+value in lower case."""
 ON_VALUES = frozenset({"1", "true", "yes", "on"})
 OFF_VALUES = frozenset({"0", "false", "no", "off"})
 
@@ -76,7 +79,8 @@ def apply(environ: MutableMapping[str, str] | None = None) -> list[str]:
     if env.get("DEDEBATE_KEEP_XLA_FLAGS") == "1":
         return []
     flags = env.get("XLA_FLAGS", "")
-    added = [f"--{name}={value}" for name, value in FLAGS.items() if name not in flags]
+    added = [f"--{name}={str(value).lower()}" for name, value in FLAGS.items()
+             if name not in flags]
     if added:
         env["XLA_FLAGS"] = " ".join([flags, *added]).strip()
     return added
