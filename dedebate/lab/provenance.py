@@ -3,8 +3,9 @@
 :func:`environment_provenance` gathers the dedebate version and git commit (and whether the
 checkout has uncommitted changes), the versions of the distributions that decide a result
 (:data:`PACKAGES`), Python and the platform, JAX's backend and devices, the persistent compile
-cache, ``XLA_FLAGS`` and the result schema version. ``results.json``, ``report.json`` and ``dedebate doctor``
-show it. Nothing here ever stops a run: a piece that cannot be read is recorded as None.
+cache, ``XLA_FLAGS`` and the result schema version. ``results.json``, ``report.json`` and
+``dedebate doctor`` show it. Nothing here ever stops a run: a piece that cannot be read is
+recorded as None.
 """
 
 from __future__ import annotations
