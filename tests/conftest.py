@@ -26,12 +26,10 @@ XLA_DEFAULTS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitter
 """XLA's defaults for the same options: what users' programs compile with. A test of the users'
 compiled code passes them to ``Lowered.compile``."""
 
-for _name, _value in TEST_COMPILE_OPTIONS.items():
-    if _name not in os.environ.get("XLA_FLAGS", ""):
-        _flag = f"--{_name}={str(_value).lower()}"
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
+# Both before any test starts JAX: the tests' options, and (importing dedebate) its CPU work-around
+from dedebate.lab.fast_compile import add_flags  # noqa: E402
 
-import dedebate  # noqa: E402, F401  (sets the XLA CPU work-around before any test starts JAX)
+add_flags(TEST_COMPILE_OPTIONS)
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_EXPERIMENTS = "tests.fake_experiments"

@@ -13,7 +13,8 @@ JAX starts, so worker processes inherit them; a flag already in ``XLA_FLAGS`` ke
 from __future__ import annotations
 
 import os
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
+from typing import Any
 
 ENV = "DEDEBATE_FAST_COMPILE"
 FLAGS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
@@ -78,8 +79,24 @@ def apply(environ: MutableMapping[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
     if env.get("DEDEBATE_KEEP_XLA_FLAGS") == "1":
         return []
+    return add_flags(FLAGS, env)
+
+
+def add_flags(options: Mapping[str, Any], environ: MutableMapping[str, str] | None = None
+              ) -> list[str]:
+    """Append ``--name=value`` (the value in lower case) to ``XLA_FLAGS`` for each option whose
+    name ``XLA_FLAGS`` does not already mention (the tests' options use it too).
+
+    Args:
+        options: XLA option names and values.
+        environ: the environment to change; None = ``os.environ``.
+
+    Returns:
+        The flags added.
+    """
+    env = os.environ if environ is None else environ
     flags = env.get("XLA_FLAGS", "")
-    added = [f"--{name}={str(value).lower()}" for name, value in FLAGS.items()
+    added = [f"--{name}={str(value).lower()}" for name, value in options.items()
              if name not in flags]
     if added:
         env["XLA_FLAGS"] = " ".join([flags, *added]).strip()
