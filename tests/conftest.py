@@ -31,6 +31,10 @@ from dedebate.lab.fast_compile import add_flags  # noqa: E402
 
 add_flags(TEST_COMPILE_OPTIONS)
 
+# The command line's persistent compile cache stays out of the user's cache directory: every CLI
+# subprocess a test starts inherits this (tests/test_lab_compile_cache.py sets its own, in tmp).
+os.environ["DEDEBATE_COMPILE_CACHE"] = "off"
+
 REPO = Path(__file__).resolve().parents[1]
 FAKE_EXPERIMENTS = "tests.fake_experiments"
 FAKE_BENCH = "tests.fake_experiments.fakebench"

@@ -8,6 +8,7 @@ warning, not a failure.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -51,6 +52,12 @@ def test_requested_dir_from_environment(tmp_path):
                                         "XDG_CACHE_HOME": xdg}) == Path(mine)
     for off in ("off", "OFF", "", " ", "0", "false", "none"):
         assert compile_cache.requested_dir({"DEDEBATE_COMPILE_CACHE": off}) is None, off
+
+
+def test_the_tests_leave_the_users_cache_alone():
+    """Every command line a test starts (subprocesses inherit this environment) finds the cache
+    off, so no test writes into the user's cache directory (tests/conftest.py)."""
+    assert compile_cache.requested_dir(dict(os.environ)) is None
 
 
 def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
