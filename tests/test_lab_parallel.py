@@ -110,6 +110,35 @@ def test_the_command_line_forks_its_workers_from_a_fork_server(tmp_path, cli_env
     assert parent != proc.pid and parent > 1  # the fork server's pid
 
 
+PRELOAD_CHECK = """
+import json, sys
+from jax._src import xla_bridge
+import dedebate.lab.preload as preload
+after_preload = sorted(xla_bridge._backends)
+from dedebate.lab.registry import discover_experiments
+registry = discover_experiments()
+print(json.dumps({"failed": preload.FAILED, "modules": preload.package_modules(),
+                  "loaded": sorted(m for m in sys.modules if m.startswith("dedebate")),
+                  "backends": [after_preload, sorted(xla_bridge._backends)],
+                  "experiments": registry.names(), "errors": registry.errors}))
+"""
+
+
+def test_the_fork_server_preloads_everything_and_starts_no_jax_backend():
+    """The fork server's imports (dedebate/lab/preload.py: the libraries, every dedebate module
+    but the command line), then every experiment of the registry, in a fresh interpreter: all
+    import, and none starts a JAX backend (forked workers could not use it; nor could a user
+    configure JAX after importing dedebate)."""
+    proc = subprocess.run([sys.executable, "-c", PRELOAD_CHECK], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["failed"] == [] and got["backends"] == [[], []]
+    assert len(got["modules"]) > 90 and set(got["modules"]) <= set(got["loaded"])
+    assert not any(m.startswith("dedebate.cli") for m in got["modules"])
+    assert len(got["experiments"]) >= 7 and got["errors"] == {}
+
+
 def test_accelerator_plugins_decide_whether_the_fork_server_starts_early(monkeypatch):
     import importlib.metadata
     import importlib.util

@@ -32,7 +32,7 @@ from dedebate.estimators.ogd import algorithm1
 from dedebate.trees.tree import ClaimTree, truth_code
 
 Array = jax.Array
-DIRECTIONS = jnp.asarray([-1.0, 0.0, 1.0], jnp.float32)
+DIRECTIONS = np.asarray([-1.0, 0.0, 1.0], np.float32)  # numpy: importing starts no JAX backend
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,10 +7,11 @@ sizes its thread pools from them) and mirror the parent's persistent compile cac
 dies (killed, out of memory) fails only the experiment it was running; a new worker takes the
 experiments still waiting. A worker is a fresh Python process (``spawn``), except after
 :func:`prestart`, which the command line calls first thing: then a fork server imports JAX, Flax,
-Optax, Orbax, W&B and Matplotlib once (:data:`PRELOAD`) beside the parent's own start-up, and the
-workers are forked from it ready to run. No JAX backend has started in the server, so each worker
-starts its own. A worker takes the parent's environment as it starts; what the preloaded modules
-read while importing is from the command's start, which is why only the command line uses it.
+Optax, Orbax, W&B, Matplotlib and the dedebate package once (:data:`PRELOAD`) beside the parent's
+own start-up, and the workers are forked from it ready to run. No JAX backend has started in the
+server, so each worker starts its own. A worker takes the parent's environment as it starts; what
+the preloaded modules read while importing is from the command's start, which is why only the
+command line uses it.
 """
 
 from __future__ import annotations
@@ -48,10 +49,9 @@ class Outcome:
     error: str | None = None  # the lab failed, or the worker process died
 
 
-# What the fork server imports once for all its workers (the heavy imports of every experiment);
-# a module that fails to import here is imported, or fails, in the worker as before.
-PRELOAD = ("dedebate", "jax", "flax.linen", "optax", "orbax.checkpoint", "wandb",
-           "matplotlib.pyplot", "dedebate.lab.runner")
+# What the fork server imports once for all its workers: the libraries and dedebate modules
+# every experiment imports (dedebate/lab/preload.py, which never fails the server).
+PRELOAD = ("dedebate.lab.preload",)
 _FORK_SERVER = {"started": False}
 
 
