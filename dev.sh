@@ -50,6 +50,10 @@ ensure_env() {
     "$VENV/bin/python" -m pip install -e '.[test]' >&2
     printf '%s\n' "$want" > "$STAMP"
   fi
+  # The checkout's own modules as bytecode (pip compiles site-packages, not an editable install's
+  # sources), so that every process reads them compiled even where PYTHONDONTWRITEBYTECODE is
+  # set; up-to-date files are skipped, and a failure here only costs speed.
+  "$VENV/bin/python" -m compileall -q -j 0 dedebate experiments bench tests >/dev/null 2>&1 || true
 }
 
 cmd=${1:-}
