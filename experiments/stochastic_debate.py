@@ -210,7 +210,7 @@ def cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a, wins_b,
             f"{side}, {tag}: {what}", src_, rel, bound, wins[worst], n,
             f"P_M(1)={p1:.4f}; worst {who}: {names[worst]}; {n} debates per member; p-value "
             f"Bonferroni over the {len(names)} members; per member: " + ", ".join(
-                f"{nm}={w / n:.3f}" for nm, w in zip(names, wins)),
+                f"{nm}={w / n:.3f}" if n else f"{nm}={w}/0" for nm, w in zip(names, wins)),
             members=len(names), bound=f"{rel} {bound:.4f}"))
     return out
 
