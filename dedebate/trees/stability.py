@@ -13,10 +13,17 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from scipy.optimize import linprog
 
 from dedebate.core.bits import bit_table
 from dedebate.trees.tree import MAX_Q, ClaimTree, child_codes
+
+
+def _linprog(*args, **kwargs):
+    """``scipy.optimize.linprog``, imported on first use (scipy.optimize costs about half a
+    second of CPU to import, in every process that imports this module)."""
+    from scipy.optimize import linprog as solve
+
+    return solve(*args, **kwargs)
 
 
 def _check_function(table, z) -> tuple[np.ndarray, int, int]:
@@ -70,7 +77,7 @@ def fbs(table, z, return_packing: bool = False):
     if blocks.size == 0:
         return (0.0, u) if return_packing else 0.0
     a_ub = bit_table(q)[blocks].T.astype(np.float64)  # [q, |S|]
-    res = linprog(-np.ones(blocks.size), A_ub=a_ub, b_ub=np.ones(q), bounds=(0, None),
+    res = _linprog(-np.ones(blocks.size), A_ub=a_ub, b_ub=np.ones(q), bounds=(0, None),
                   method="highs")
     if res.status != 0:
         raise RuntimeError(f"fbs LP failed: {res.message}")
@@ -97,7 +104,7 @@ def fbs_dual(table, z, return_cover: bool = False):
     if blocks.size == 0:
         return (0.0, np.zeros(q)) if return_cover else 0.0
     a_ub = -bit_table(q)[blocks].astype(np.float64)  # [|S|, q]
-    res = linprog(np.ones(q), A_ub=a_ub, b_ub=-np.ones(blocks.size), bounds=(0, None),
+    res = _linprog(np.ones(q), A_ub=a_ub, b_ub=-np.ones(blocks.size), bounds=(0, None),
                   method="highs")
     if res.status != 0:
         raise RuntimeError(f"fbs dual LP failed: {res.message}")
@@ -125,7 +132,7 @@ def flip_probability(table, z, eps: float) -> float:
     sens = (f[z ^ blocks] != f[z]).astype(np.float64)
     a_ub = np.vstack([bit_table(q).T.astype(np.float64), np.ones((1, 2**q))])
     b_ub = np.concatenate([np.full(q, eps), [1.0]])
-    res = linprog(-sens, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    res = _linprog(-sens, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     if res.status != 0:
         raise RuntimeError(f"flip-probability LP failed: {res.message}")
     return float(-res.fun)
