@@ -78,7 +78,7 @@ def fbs(table, z, return_packing: bool = False):
         return (0.0, u) if return_packing else 0.0
     a_ub = bit_table(q)[blocks].T.astype(np.float64)  # [q, |S|]
     res = _linprog(-np.ones(blocks.size), A_ub=a_ub, b_ub=np.ones(q), bounds=(0, None),
-                  method="highs")
+                   method="highs")
     if res.status != 0:
         raise RuntimeError(f"fbs LP failed: {res.message}")
     u[blocks] = np.clip(res.x, 0.0, None)
@@ -105,7 +105,7 @@ def fbs_dual(table, z, return_cover: bool = False):
         return (0.0, np.zeros(q)) if return_cover else 0.0
     a_ub = -bit_table(q)[blocks].astype(np.float64)  # [|S|, q]
     res = _linprog(np.ones(q), A_ub=a_ub, b_ub=-np.ones(blocks.size), bounds=(0, None),
-                  method="highs")
+                   method="highs")
     if res.status != 0:
         raise RuntimeError(f"fbs dual LP failed: {res.message}")
     value = float(res.fun)
