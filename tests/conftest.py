@@ -107,7 +107,4 @@ def cli_env():
     env.pop("WANDB_MODE", None)
     env["DEDEBATE_JOBS"] = "1"  # reproduce in the CLI process, no worker processes
     env["PYTHON"] = sys.executable
-    # The CLI's persistent compilation cache stays out of the user's cache directory in tests
-    # (tests/test_lab_compile_cache.py turns it on explicitly, in a tmp directory).
-    env["DEDEBATE_COMPILE_CACHE"] = "off"
-    return env
+    return env  # DEDEBATE_COMPILE_CACHE=off comes from os.environ (set above, for every test)

@@ -1,8 +1,8 @@
 """What the fork server of ``dedebate reproduce`` imports once for all its workers.
 
 Importing this module imports :data:`LIBRARIES` (JAX, Flax, Optax, Orbax, SciPy's optimisers, W&B
-with the launch module its run start imports, Matplotlib, the lab's runner) and then every module of
-the dedebate package but the command line, so that each worker forked from the server
+with the launch module its run start imports, Matplotlib) and then every module of the dedebate
+package but the command line (the lab's runner included), so that each worker forked from the server
 (:mod:`dedebate.lab.parallel`) starts with what an experiment imports already loaded. None of them
 starts a JAX backend, which a forked process could not use (``tests/test_lab_parallel.py`` checks
 this for every module and experiment). A module that fails to import, whatever the exception, is
@@ -15,7 +15,7 @@ import importlib
 import pkgutil
 
 LIBRARIES = ("jax", "flax.linen", "optax", "orbax.checkpoint", "scipy.optimize", "wandb",
-             "wandb.sdk.launch", "matplotlib.pyplot", "dedebate.lab.runner")
+             "wandb.sdk.launch", "matplotlib.pyplot")
 SKIPPED = ("dedebate.cli", "dedebate.__main__")  # the command line, and running it
 
 
