@@ -1,17 +1,15 @@
-"""XLA CPU work-around applied when dedebate is imported (before JAX starts its backend).
+"""dedebate's XLA flags: a CPU work-around applied at import, and programs' options under XLA_FLAGS.
 
-jaxlib 0.10.2's CPU "YNN" reduce fusion miscomputes some fused reductions: a matrix product whose
-operand is a broadcast constant, summed inside a fused reduction, returns wrong values or NaN under
-``jit`` while the same expression is right eagerly (related upstream report: jax-ml/jax#39103;
-reproduced in ``tests/test_xla_workaround.py``). Correctness comes first, so dedebate turns that
-fusion off with ``--xla_cpu_experimental_ynn_fusion_type=-reduce`` unless the user already set the
-flag in ``XLA_FLAGS`` or opts out with ``DEDEBATE_KEEP_XLA_FLAGS=1``. The flag only affects the CPU
-backend, and only takes effect if no JAX computation ran before ``import dedebate``.
+jaxlib 0.10.2's CPU "YNN" reduce fusion miscomputes some fused reductions (a matrix product of a
+broadcast constant, summed in a fused reduction, gives wrong values or NaN under ``jit``; related
+upstream report: jax-ml/jax#39103; ``tests/test_xla_workaround.py``). So importing dedebate adds
+``--xla_cpu_experimental_ynn_fusion_type=-reduce`` to ``XLA_FLAGS`` (before JAX starts its
+backend), unless the user set that flag or opts out with ``DEDEBATE_KEEP_XLA_FLAGS=1``. Only
+jaxlib 0.8.1 and later get it (checked: 0.4.35, 0.5.3, 0.7.2 and 0.8.0 abort on an unknown flag);
+the test computes correctly without it on 0.8.2, 0.8.3 and 0.9.2, wrongly on 0.10.2.
 
-Only jaxlib 0.8.1 and later know the flag; older ones abort at their first computation on an
-unknown flag in ``XLA_FLAGS`` (checked: 0.4.35, 0.5.3, 0.7.2 and 0.8.0 abort; 0.8.1 to 0.10.2
-accept it), so it is added for those versions only. The same test computes correctly without the
-flag on 0.8.2, 0.8.3 and 0.9.2 and wrongly on 0.10.2.
+:func:`capped_options` keeps a program's own LLVM optimisation level at most the one ``XLA_FLAGS``
+asks for (docs/lab.md, "Fast compilation").
 """
 
 import importlib.metadata
@@ -55,3 +53,45 @@ def apply_cpu_workaround(version: tuple[int, ...] | None = None) -> None:
     if version is None or version < FIRST_JAXLIB_WITH_FLAG:
         return
     os.environ["XLA_FLAGS"] = (flags + " " + YNN_FLAG).strip()
+
+
+OPT_LEVEL = "xla_backend_optimization_level"
+"""LLVM's optimisation level of XLA's CPU backend (XLA's default 3): the option most programs'
+compile time depends on."""
+
+
+def requested_opt_level(environ: dict[str, str] | None = None) -> int | None:
+    """The optimisation level ``XLA_FLAGS`` asks for (``--xla_backend_optimization_level=N``; the
+    last one wins, as in XLA), None where it names none.
+
+    Args:
+        environ: the environment; None = ``os.environ``.
+
+    Returns:
+        int or None.
+    """
+    env = os.environ if environ is None else environ
+    found = re.findall(r"--xla_backend_optimization_level=(\d+)", env.get("XLA_FLAGS", ""))
+    return int(found[-1]) if found else None
+
+
+def capped_options(options: dict, environ: dict[str, str] | None = None) -> dict:
+    """A compile-bound program's own XLA options, at most the process's optimisation level.
+
+    Such a program asks for a level below XLA's default to compile faster at no cost in run time;
+    where ``XLA_FLAGS`` asks for a lower one still (the command line's fast compilation of quick
+    runs, docs/lab.md "Fast compilation"), the lower one applies, since options passed to ``jit``
+    override ``XLA_FLAGS``. Read when the program is defined, so set ``XLA_FLAGS`` before
+    importing dedebate's modules (the command line does).
+
+    Args:
+        options: the program's options (``OPT_LEVEL`` among them, or not).
+        environ: the environment; None = ``os.environ``.
+
+    Returns:
+        ``options``, with ``OPT_LEVEL`` lowered to the requested level where that is lower.
+    """
+    level = requested_opt_level(environ)
+    if level is None or OPT_LEVEL not in options or options[OPT_LEVEL] <= level:
+        return options
+    return {**options, OPT_LEVEL: level}

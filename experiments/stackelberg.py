@@ -27,7 +27,9 @@ from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
 from dedebate.lab.params import config_dataclass, param
 from dedebate.lab.sweep import ChunkedFn, ChunkedPrograms
-from dedebate.protocols.prover_estimator import COMPILE_OPTIONS  # noqa: F401 (point_row's)
+from dedebate.protocols.prover_estimator import (  # noqa: F401 (point_row's)
+    TRAINING_COMPILE_OPTIONS as COMPILE_OPTIONS,
+)
 from dedebate.training import stackelberg as sb
 from dedebate.training import stackelberg_runs as runs
 from dedebate.training.stackelberg import (

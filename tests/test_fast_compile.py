@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from dedebate import cli
+from dedebate import _xla_flags, cli
 from dedebate.lab import fast_compile, parallel
 
 
@@ -90,3 +90,58 @@ def test_a_bad_value_is_a_usage_error(tmp_path, cli_env):
         "dedebate: error: DEDEBATE_FAST_COMPILE='maybe': must be 1 (on) or 0 (off), or unset "
         "(on for `reproduce --quick` where JAX has only its CPU)"]
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("flags, level", [
+    ("", None), ("--xla_dump_to=/tmp/x", None), ("--xla_backend_optimization_level=0", 0),
+    ("--xla_backend_optimization_level=2 --xla_backend_optimization_level=0", 0),
+    ("--xla_backend_optimization_level=3", 3)])
+def test_a_programs_own_level_is_capped_by_the_process(flags, level):
+    env = {"XLA_FLAGS": flags}
+    assert _xla_flags.requested_opt_level(env) == level
+    own = {_xla_flags.OPT_LEVEL: 1, "xla_other": True}
+    want = own if level is None or level >= 1 else {**own, _xla_flags.OPT_LEVEL: level}
+    assert _xla_flags.capped_options(own, env) == want
+    assert _xla_flags.capped_options({"xla_other": True}, env) == {"xla_other": True}
+
+
+# The programs' options as each module defines them: the compile-bound ones capped, the
+# Stackelberg trainers' (they run long) at level 1 always.
+PROGRAM_OPTIONS = """
+import json
+from dedebate.agents import stochastic_zoo
+from dedebate.estimators import ogd
+from dedebate.protocols import prover_estimator, stochastic_batch
+from dedebate.training import stochastic_selfplay
+from experiments import prover_estimator as ped_exp, stackelberg as stackelberg_exp
+print(json.dumps([o["xla_backend_optimization_level"] for o in (
+    stochastic_zoo.CPU_COMPILE_OPTIONS, ogd.FAST_COMPILE_OPTIONS, prover_estimator.COMPILE_OPTIONS,
+    stochastic_batch.REPLAY_COMPILE_OPTIONS, stochastic_selfplay.COMPILE_OPTIONS,
+    ped_exp.COMPILE_OPTIONS, prover_estimator.TRAINING_COMPILE_OPTIONS,
+    stackelberg_exp.COMPILE_OPTIONS)]))
+"""
+
+
+@pytest.mark.parametrize("flags, levels", [
+    ("", [1, 1, 1, 1, 1, 1, 1, 1]),
+    ("--xla_backend_optimization_level=0", [0, 0, 0, 0, 0, 0, 1, 1])])
+def test_quick_runs_compile_the_programs_at_level_0_but_the_stackelberg_trainers(
+        flags, levels, cli_env):
+    env = {**cli_env, "XLA_FLAGS": flags}
+    proc = subprocess.run([sys.executable, "-c", PROGRAM_OPTIONS], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == levels
+
+
+def test_the_command_line_sets_the_flags_before_any_program_is_defined():
+    """The options are read when a module defines its programs, so the command line must add the
+    flags before it imports any such module: what ``cli.main`` imports up to then is the CLI and
+    the two lab modules of :func:`dedebate.cli._fast_compile`."""
+    code = ("import sys; import dedebate.cli; from dedebate.lab import fast_compile, parallel; "
+            "print(sorted(m for m in sys.modules if m.startswith(('dedebate', 'experiments'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert proc.stdout.split() == str(["dedebate", "dedebate._xla_flags", "dedebate.cli",
+                                       "dedebate.lab", "dedebate.lab.fast_compile",
+                                       "dedebate.lab.parallel"]).split()

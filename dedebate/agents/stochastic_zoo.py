@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.agents.stochastic_players import (
     A_HONEST,
     A_PER_STEP,
@@ -183,13 +184,14 @@ def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -
             "queries_vera_max": jnp.max(qv), "queries_vera_mean": jnp.mean(qv)}
 
 
-CPU_COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
+CPU_COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})
 """XLA options of the zoo's programs on a CPU: LLVM's optimisation level 1 instead of 3. The quick
 experiment's XLA compile takes about a fifth less (three alternated cold runs each, load 0.6-1.6:
 median 14.9 s, 14.1-18.7, at level 3; 11.7 s, 11.5-13.9, at level 1), and the programs run as fast
 (one T = 256 cell of 2000 debates per member, three runs each, load 1.1-1.6: median 3.94 s,
 3.25-3.99, against 3.47 s, 3.45-3.87). Wins, aborts and every count are bit-identical; float32
-means (the queries) may differ in the last digits."""
+means (the queries) may differ in the last digits. Capped by the process's level (level 0 in quick
+runs: :func:`dedebate._xla_flags.capped_options`)."""
 
 
 def compile_options(platform: str) -> dict | None:

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.core.simplex import PROJECTIONS, project_rows
 from dedebate.estimators.advantage import OIProblem, advantages
 
@@ -337,7 +338,7 @@ def _family_values(family, h):
 
 
 _solve_jit = jax.jit(ogd_solve, static_argnums=0)
-FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
+FAST_COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})  # capped by the process's level
 _solve_jit_fast = jax.jit(ogd_solve, static_argnums=0, compiler_options=FAST_COMPILE_OPTIONS)
 
 

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.core.bits import bit_table
 from dedebate.protocols.costs import Costs
 from dedebate.trees.tree import ClaimTree
@@ -27,8 +28,12 @@ MAX_ENUMERATED_PATHS = 1 << 21
 
 # XLA options for jit-compiling debates (``jax.jit(f, compiler_options=COMPILE_OPTIONS)``). The
 # programs are small scans whose compile time dominates; on CPU, backend optimisation level 1
-# compiles them much faster than the default and runs vmapped batches at least as fast.
-COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
+# compiles them much faster than the default and runs vmapped batches at least as fast. Capped by
+# the process's level (level 0 in quick runs: dedebate._xla_flags.capped_options).
+COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})
+# The Stackelberg training programs' options: level 1 whatever the process asks for. They run
+# long, and level 0 doubled a quick run's training time (26 s to 55 s on two cores).
+TRAINING_COMPILE_OPTIONS = {OPT_LEVEL: 1}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,13 +18,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.protocols.stochastic import DebateStatic, Outcome, play, play_fast
 from dedebate.protocols.stochastic_interface import AlicePlayer, BobPlayer, Vera
 
 # XLA options of the replay programs (the exact play of the few unresolved lanes): they run
-# briefly, so they are compiled with fewer LLVM optimisations (less compile time); the values are
-# the same.
-REPLAY_COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
+# briefly, so they are compiled with fewer LLVM optimisations (less compile time, capped by the
+# process's level); the values are the same.
+REPLAY_COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})
 LANES = "lanes"  # the mesh axis that splits the lanes over several devices
 
 

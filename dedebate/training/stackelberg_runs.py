@@ -23,7 +23,7 @@ import numpy as np
 
 from dedebate.agents.ped_strategies import honest_prover
 from dedebate.protocols.prover_estimator import (
-    COMPILE_OPTIONS,
+    TRAINING_COMPILE_OPTIONS,
     PEDStatic,
     expected_payoff,
     ped_params,
@@ -244,7 +244,7 @@ def proof_grid(static: StackelbergStatic, rho: float):
         chain = r ** (d + 1) * acc.mean() - adv[:, 0].sum() + adv[:, 1].sum()
         return u_h, u.mean(), chain
 
-    return jax.jit(jax.vmap(one), compiler_options=COMPILE_OPTIONS)
+    return jax.jit(jax.vmap(one), compiler_options=TRAINING_COMPILE_OPTIONS)
 
 
 def proof_terms(static: StackelbergStatic, rho: float, trees, carries):

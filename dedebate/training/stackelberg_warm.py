@@ -19,7 +19,7 @@ import numpy as np
 from flax import struct
 
 from dedebate.core.bits import bit_table
-from dedebate.protocols.prover_estimator import COMPILE_OPTIONS
+from dedebate.protocols.prover_estimator import TRAINING_COMPILE_OPTIONS
 from dedebate.training.stackelberg import (
     ADAM,
     Carry,
@@ -159,7 +159,7 @@ def fit_grid(static: StackelbergStatic, steps: int):
         The jitted function (built once per ``(static, steps)``).
     """
     return jax.jit(jax.vmap(lambda t, c, g: fit_estimator(static, t, c, g, steps)),
-                   compiler_options=COMPILE_OPTIONS)
+                   compiler_options=TRAINING_COMPILE_OPTIONS)
 
 
 @functools.cache
@@ -175,7 +175,7 @@ def advantage_grid(static: StackelbergStatic, rho: float):
         The jitted function ``(trees, carries) -> adv`` (built once per ``(static, rho)``).
     """
     return jax.jit(jax.vmap(lambda t, c: advantage_at(static, rho, t, c)[2]),
-                   compiler_options=COMPILE_OPTIONS)
+                   compiler_options=TRAINING_COMPILE_OPTIONS)
 
 
 def warm_info_template(seeds: int, depth: int) -> dict:

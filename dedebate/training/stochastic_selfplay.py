@@ -22,13 +22,14 @@ import optax
 from flax import struct
 from jax.scipy.special import ndtr
 
+from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.agents.selfplay_players import AliceParams, BobParams, init_alice, init_bob
 from dedebate.exact.selfplay import dp_value, policy_nodes, reach_levels, split_levels
 from dedebate.protocols.stochastic import DebateParams
 
 # Small scans whose compile time dominates: XLA CPU backend optimisation level 1 compiles faster
-# (as in dedebate.protocols.prover_estimator).
-COMPILE_OPTIONS = {"xla_backend_optimization_level": 1}
+# (as in dedebate.protocols.prover_estimator), capped by the process's level.
+COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.core.bits import bit_table
 from dedebate.trees.tree import ClaimTree, check_sizes, n_nodes
 
@@ -261,12 +262,12 @@ def _compiled(fn, n_static: int):
       of trees (stacked arrays);
     * called with a traced key (inside a caller's jit or vmap): traced inline.
 
-    Compiled calls use backend optimisation level 1, which compiles these small programs faster
-    (see ``dedebate.protocols.prover_estimator.COMPILE_OPTIONS``); JAX accepts compiler options
-    only on a top-level jit, hence the inline path.
+    Compiled calls use backend optimisation level 1 (capped by the process's level, as
+    ``dedebate.protocols.prover_estimator.COMPILE_OPTIONS``), which compiles these small programs
+    faster; JAX accepts compiler options only on a top-level jit, hence the inline path.
     """
     static = tuple(range(1, 1 + n_static))
-    options = {"xla_backend_optimization_level": 1}
+    options = capped_options({OPT_LEVEL: 1})
     single = jax.jit(fn, static_argnums=static, compiler_options=options)
     batch = jax.jit(lambda keys, *a: jax.vmap(lambda k: fn(k, *a))(keys), static_argnums=static,
                     compiler_options=options)
