@@ -2,9 +2,10 @@
 training} <- experiments (outside ``dedebate/``). Inside the top layer, training may use
 estimators and exact, never the reverse. The lab is the impure shell beside them: no debate
 package imports ``dedebate.lab``, and the lab imports no debate package (only ``dedebate`` itself,
-for ``__version__``); ``dedebate/cli.py`` may import the lab. Function-level imports count. No
-module of ``dedebate/`` takes part in an import cycle, at import time or through a function-level
-import."""
+for ``__version__``); ``dedebate/cli.py`` may import the lab. Any layer may import
+``dedebate._xla_flags`` (the one reader of ``XLA_FLAGS``; it imports nothing of dedebate), where
+programs cap their own XLA options. Function-level imports count. No module of ``dedebate/`` takes
+part in an import cycle, at import time or through a function-level import."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ LAYERS = (("core",), ("machines", "trees"), ("protocols",), ("agents",),
 RANK = {pkg: rank for rank, layer in enumerate(LAYERS) for pkg in layer}
 PEER_IMPORTS = {("training", "estimators"), ("training", "exact")}  # within a layer, one way
 SHELL = "lab"
+ANY_LAYER = {"_xla_flags"}  # what every debate package may import besides lower layers
 # Top-level modules of dedebate/ and the units they may import ("" = the package itself).
 TOP_LEVEL = {"__init__": {"", "_xla_flags"}, "_xla_flags": set(), "cli": None}  # None: any
 OUTSIDE = {"experiments", "dedebate_experiments", "bench", "dedebate_bench", "dedebate_configs",
@@ -85,7 +87,8 @@ def allowed(src: str, dst: str) -> bool:
     if dst == "outside":
         return False
     if src in RANK:
-        return dst in RANK and (RANK[dst] < RANK[src] or (src, dst) in PEER_IMPORTS)
+        return dst in ANY_LAYER or (dst in RANK and (RANK[dst] < RANK[src]
+                                                     or (src, dst) in PEER_IMPORTS))
     if src == SHELL:
         return dst == ""
     return TOP_LEVEL[src] is None or dst in TOP_LEVEL[src]
