@@ -32,7 +32,8 @@ MAX_ENUMERATED_PATHS = 1 << 21
 # the process's level (level 0 in quick runs: dedebate._xla_flags.capped_options).
 COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})
 # The Stackelberg training programs' options: level 1 whatever the process asks for. They run
-# long, and level 0 doubled a quick run's training time (26 s to 55 s on two cores).
+# long, so level 0 costs them more run time than it saves compile time (docs/lab.md, "Fast
+# compilation").
 TRAINING_COMPILE_OPTIONS = {OPT_LEVEL: 1}
 
 
