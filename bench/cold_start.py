@@ -19,6 +19,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -51,7 +52,8 @@ def one_run(only: list[str] | None = None, timeout_s: float = 1800.0) -> dict:
 
     Args:
         only: experiments to run (``--only``); None = every one.
-        timeout_s: the run is killed after this many seconds (``exit_code`` None).
+        timeout_s: the run and all it started are killed after this many seconds
+            (``exit_code`` None).
 
     Returns:
         ``{"wall_s", "exit_code", "busy_cpu_s", "load_before", "claims_passed", "claims_total",
@@ -64,10 +66,15 @@ def one_run(only: list[str] | None = None, timeout_s: float = 1800.0) -> dict:
                "--output-dir", str(tmp / "out")] + (["--only", *only] if only else [])
         load = os.getloadavg()[0]
         busy0, t0 = _busy_cpu_s(), time.perf_counter()
+        # its own process group, so that a run past the timeout goes with its fork server and
+        # workers
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
         try:
-            code = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, timeout=timeout_s).returncode
+            code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             code = None
         wall, busy1 = time.perf_counter() - t0, _busy_cpu_s()
         rec = {"wall_s": wall, "exit_code": code,

@@ -52,6 +52,13 @@ def test_runs_are_summarised_by_median_min_max_against_the_goal(monkeypatch):
     assert out["median_meets_goal"] is False and out["all_passed"] is False
 
 
+def test_a_run_past_its_timeout_is_killed_with_everything_it_started(fake_env):
+    before = _leftovers()
+    rec = cold_start.one_run(["fake_pass"], timeout_s=0.5)
+    assert rec["exit_code"] is None and rec["passed"] is None and rec["wall_s"] < 30
+    assert _leftovers() == before
+
+
 def test_a_bad_number_of_runs_is_refused():
     with pytest.raises(ValueError, match=r"runs=0: need an integer >= 1"):
         cold_start.run(runs=0)
