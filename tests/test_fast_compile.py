@@ -138,10 +138,11 @@ def test_the_command_line_sets_the_flags_before_any_program_is_defined():
     """The options are read when a module defines its programs, so the command line must add the
     flags before it imports any such module: what ``cli.main`` imports up to then is the CLI and
     the two lab modules of :func:`dedebate.cli._fast_compile`."""
-    code = ("import sys; import dedebate.cli; from dedebate.lab import fast_compile, parallel; "
-            "print(sorted(m for m in sys.modules if m.startswith(('dedebate', 'experiments'))))")
+    code = ("import json, sys; import dedebate.cli; from dedebate.lab import fast_compile, "
+            "parallel; print(json.dumps(sorted(m for m in sys.modules "
+            "if m.startswith(('dedebate', 'experiments')))))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
-    assert proc.stdout.split() == str(["dedebate", "dedebate._xla_flags", "dedebate.cli",
+    assert json.loads(proc.stdout) == ["dedebate", "dedebate._xla_flags", "dedebate.cli",
                                        "dedebate.lab", "dedebate.lab.fast_compile",
-                                       "dedebate.lab.parallel"]).split()
+                                       "dedebate.lab.parallel"]
