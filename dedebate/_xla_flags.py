@@ -71,7 +71,7 @@ def requested_opt_level(environ: dict[str, str] | None = None) -> int | None:
         int or None.
     """
     env = os.environ if environ is None else environ
-    found = re.findall(r"--xla_backend_optimization_level=(\d+)", env.get("XLA_FLAGS", ""))
+    found = re.findall(rf"--{OPT_LEVEL}=(\d+)", env.get("XLA_FLAGS", ""))
     return int(found[-1]) if found else None
 
 
