@@ -538,10 +538,10 @@ def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int, first: int = FI
     first = min(first, W)
 
     def stage(u, nf, pp, big, ptr0, state, lo, hi):
-        # the window as rows of uniforms over the lanes ([2 hi, lanes]), gathered once
+        # the window as rows of uniforms over the lanes ([2 hi, lanes]), gathered once as one
+        # contiguous slice per lane (XLA on CPU copies those faster than 2 hi scalar gathers)
         start = jnp.minimum(ptr0, L)
-        win = jnp.stack([jnp.take_along_axis(u, (start + c)[:, None], axis=1)[:, 0]
-                         for c in range(2 * hi)])
+        win = jax.vmap(lambda row, s: jax.lax.dynamic_slice(row, (s,), (2 * hi,)))(u, start).T
         btrs = _safe_btrs(nf, pp, big)
         btrs.fast_constants()
         return _first_range(win, btrs, ptr0, L, lo, hi, state)
