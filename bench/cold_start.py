@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from dedebate.lab.parallel import usable_cores
+
 GOAL_S = 60.0  # a cold quick reproduce on two CPU cores
 RUNS = {False: 3, True: 5}
 
@@ -112,15 +114,14 @@ def run(full: bool = False, runs: int | None = None, only: list[str] | None = No
     records = [one_run(only) for _ in range(n)]
     walls = [r["wall_s"] for r in records if r["exit_code"] is not None]
     busy = [r["busy_cpu_s"] for r in records if r["busy_cpu_s"] is not None]
-    median = _stats(walls)["median"]
+    wall = _stats(walls)
     return {
         "command": "dedebate reproduce --quick" + (f" --only {' '.join(only)}" if only else ""),
         "runs": records,
-        "wall_s": _stats(walls),
+        "wall_s": wall,
         "busy_cpu_s": _stats(busy),
         "goal_s": GOAL_S,
-        "median_meets_goal": len(walls) == n and median <= GOAL_S,
+        "median_meets_goal": len(walls) == n and wall["median"] <= GOAL_S,
         "all_passed": all(r["exit_code"] == 0 and r["passed"] is True for r in records),
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-        else os.cpu_count(),
+        "cores": len(usable_cores()),
     }

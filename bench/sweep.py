@@ -23,6 +23,8 @@ import os
 import sys
 import time
 
+from dedebate.lab.parallel import usable_cores
+
 from ._worker import run_worker
 
 SIZES = {
@@ -115,10 +117,7 @@ def run(full: bool = False) -> dict:
     size = "full" if full else "default"
     cpu = {d: _subprocess(size, d) for d in DEVICE_COUNTS}
     base = cpu[1]["runs_per_s"]
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count()
+    cores = len(usable_cores())
     result = {
         "name": "sweep",
         "size": size,
