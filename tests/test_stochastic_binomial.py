@@ -9,9 +9,12 @@ from scipy import stats
 from dedebate.core.binomial import (
     _UNDECIDED,
     FAST_MEAN,
+    FAST_MID,
+    OPEN_RATES,
     _Btrs,
     _window_first,
     _window_first_lanes,
+    block_uniforms,
     stream_binomial,
     stream_binomial_fast,
     uniform_stream,
@@ -144,11 +147,11 @@ def test_vmap_equals_per_lane_loop():
 
 
 def test_fast_batch_rule_equals_per_lane_classification():
-    """The fast draw's batch rule (first candidates for every lane, then the open lanes a block
-    at a time) gives every lane the state of the per-lane loop over its whole window: also with
-    one first candidate, when about a tenth of the lanes stay open and blocks of 64 lanes hold
-    several of them (so the rule needs several passes), for lanes that are not fast, and for
-    lanes whose every candidate is rejected."""
+    """The fast draw's batch rule (every lane's first candidate, then the open lanes gathered
+    into buffers for the rest of the window) gives every lane the state of the per-lane loop over
+    its whole window: for lanes that are not fast, for lanes whose every candidate is rejected,
+    for windows of 1 to 8 candidates, and with buffers that hold every lane. With buffers too
+    small for the open lanes, the lanes left out are unresolved, never given another count."""
     B, W, L = 512, 8, 40
     keys = jax.random.split(jax.random.key(11), B)
     u = jax.vmap(lambda k: uniform_stream(k, L, W).u)(keys)
@@ -157,20 +160,51 @@ def test_fast_batch_rule_equals_per_lane_classification():
     pp = jnp.linspace(0.05, 0.5, B).astype(jnp.float32)
     big = jnp.ones(B, bool)
     ptr0 = jax.random.randint(jax.random.key(12), (B,), 0, 2 * L // 3).astype(jnp.int32)
-
-    def per_lane(args):  # lax.map calls the unbatched rule, lane by lane
-        return _window_first(*args, L, W)
-
-    want = jax.jit(lambda *a: jax.lax.map(per_lane, a),
-                   compiler_options=LIGHT_COMPILE)(u, nf, pp, big, ptr0)
-    batch = jax.jit(_window_first_lanes.__wrapped__, static_argnames=("L", "W", "first", "blocks"),
+    rows = jnp.arange(8, 20)[:, None]  # (fast) lanes whose first FAST_MID candidates are rejected
+    u = u.at[rows, ptr0[rows] + 2 * jnp.arange(FAST_MID)].set(1e-7)
+    batch = jax.jit(_window_first_lanes.__wrapped__, static_argnames=("L", "W", "rates"),
                     compiler_options=LIGHT_COMPILE)
-    for first, blocks in ((1, 8), (3, 64)):
-        got = batch(u, nf, pp, big, ptr0, L=L, W=W, first=first, blocks=blocks)
+
+    def per_lane(w):  # lax.map calls the unbatched rule, lane by lane
+        return jax.jit(lambda *a: jax.lax.map(lambda x: _window_first(*x, L, w), a),
+                       compiler_options=LIGHT_COMPILE)(u[:, :L + 2 * w], nf, pp, big, ptr0)
+
+    want = per_lane(W)
+    for rates in (OPEN_RATES, (1.0, 1.0)):
+        got = batch(u, nf, pp, big, ptr0, L=L, W=W, rates=rates)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    for w in (1, 2, 3):
+        got = batch(u[:, :L + 2 * w], nf, pp, big, ptr0, L=L, W=w, rates=OPEN_RATES)
+        for g, ww in zip(got, per_lane(w)):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(ww))
     state = np.asarray(want[0])
     accepted = state > _UNDECIDED
     assert (state[:5] == _UNDECIDED).all() and accepted.mean() > 0.8
-    # lanes accepted after their first candidate (with first=1, the passes served them)
+    # lanes accepted after their first candidate (the buffers served them), some after FAST_MID
     assert (accepted & (state % 16 > 0)).mean() > 0.05
+    assert (accepted & (state % 16 >= FAST_MID)).sum() >= 8
+    # buffers of 32 slots for about 60 open lanes: the lanes left out are unresolved
+    small = np.asarray(batch(u, nf, pp, big, ptr0, L=L, W=W, rates=(0.0, 0.0))[0])
+    differ = small != state
+    assert differ.sum() > 10 and (small[differ] == _UNDECIDED).all()
+
+
+def test_block_uniforms_are_uniform_and_use_both_words():
+    """``block_uniforms``: 200,001 values (odd length) pass a Kolmogorov-Smirnov test against
+    U[0, 1) and have no lag-1 correlation or correlation between the two words of a block
+    (|r| < 5 / sqrt(n)); a prefix equals the shorter call's values, since a block's counters
+    depend on the length only through the pairing; another key implementation falls back to
+    ``jax.random.uniform`` exactly."""
+    n = 200_001
+    u = np.asarray(block_uniforms(jax.random.key(5), n), np.float64)
+    assert u.shape == (n,) and u.min() >= 0.0 and u.max() < 1.0
+    assert stats.kstest(u, "uniform").pvalue > 1e-4
+    lim = 5.0 / np.sqrt(n)
+    half = (n + 1) // 2
+    assert abs(np.corrcoef(u[:-1], u[1:])[0, 1]) < lim
+    assert abs(np.corrcoef(u[:half - 1], u[half:])[0, 1]) < lim  # the words of each block
+    assert not np.array_equal(u[:100], np.asarray(block_uniforms(jax.random.key(6), 100)))
+    rbg = jax.random.key(5, impl="rbg")
+    np.testing.assert_array_equal(np.asarray(block_uniforms(rbg, 64)),
+                                  np.asarray(jax.random.uniform(rbg, (64,))))

@@ -20,6 +20,7 @@ import functools
 import math
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
@@ -54,8 +55,9 @@ from flax import struct
 # (``dedebate.protocols.stochastic_batch.run_trials``): the loop's mere presence costs XLA on CPU
 # a large share of the draw's time. It classifies a lane's candidates only up to the first one
 # not rejected (that one decides: accepted, the draw; undecided, the lane is left open), keeping
-# one int32 of state per lane, and its batch rule carries the few lanes that the first FIRST
-# candidates leave open on through the window COMPACT at a time.
+# one int32 of state per lane. Its batch rule classifies every lane's first candidate, then
+# gathers the open lanes (about an eighth) into fixed-size buffers for the next candidates
+# (FAST_MID below), so the batch pays for later candidates only on the lanes that need them.
 #
 # Uniform consumption. A draw consumes the uniforms up to its first *accepted-status* candidate
 # (a stopping time of the i.i.d. sequence, so all later uniforms stay fresh by the strong Markov
@@ -63,13 +65,14 @@ from flax import struct
 # ``fold_in(fold_in(stream.key, ptr), j)``. Everything is lane-local: batched and per-lane calls
 # return identical results.
 #
-# Bit generator. The bulk uniforms come from threefry2x32, the debate's own key type. XLA's RBG
-# (key impl "rbg" / "unsafe_rbg") cannot replace it: under vmap it draws the whole batch from the
-# batch's first key, so a lane's uniforms would depend on its batch (vmap would differ from a
-# loop, and run_trials' replays would not see the lane's uniforms), and on CPU it is no faster.
-# "philox4x32" keeps the lane semantics and generates words faster, but the bulk uniforms are only
-# about a quarter of a count-mode step's CPU time (measured by drawing them twice), so no bit
-# generator closes the gap to numpy: the classification and the loops are the cost.
+# Bit generator. The bulk uniforms come from threefry2x32, the debate's own key type, hashed by
+# ``jax.extend.random.threefry_2x32`` on counters 0..L-1: each 64-bit block gives two uniforms.
+# ``jax.random.uniform`` under JAX's partitionable threefry hashes one block per uniform and XORs
+# its two words, twice the hashing; on CPU the hashing is a large share of a draw. XLA's RBG
+# (key impl "rbg" / "unsafe_rbg") cannot replace threefry: under vmap it draws the whole batch
+# from the batch's first key, so a lane's uniforms would depend on its batch (vmap would differ
+# from a loop, and run_trials' replays would not see the lane's uniforms). Keys of another
+# implementation fall back to ``jax.random.uniform``.
 #
 # Decision-only draws (decide_outside): when a caller only needs the event "count outside
 # [k_lo, k_hi]", one Bernoulli draw with that event's probability is exact in distribution and
@@ -289,6 +292,29 @@ class UniformStream:
         return self.u.shape[-1] - 2 * self.window
 
 
+def block_uniforms(key: jax.Array, length: int) -> jax.Array:
+    """``length`` float32 uniforms in [0, 1), two from each threefry2x32 block of ``key``.
+
+    Counters ``0 .. length-1`` (padded to even) are hashed as pairs ``(i, i + length/2)``; each
+    32-bit word gives one uniform from its top 23 bits, as ``jax.random.uniform`` does. Keys that
+    are not threefry2x32 use ``jax.random.uniform`` (same law, other values).
+
+    Args:
+        key: typed PRNG key (one lane).
+        length: how many (static).
+
+    Returns:
+        float32 ``[length]``.
+    """
+    if str(jax.random.key_impl(key)) != "threefry2x32":
+        return jax.random.uniform(key, (length,))
+    data = jax.random.key_data(key)
+    words = jax.extend.random.threefry_2x32(
+        (data[0], data[1]), jnp.arange(length + length % 2, dtype=jnp.uint32))[:length]
+    mantissa = jnp.right_shift(words, jnp.uint32(9)) | jnp.uint32(0x3F800000)
+    return jax.lax.bitcast_convert_type(mantissa, jnp.float32) - 1.0
+
+
 def uniform_stream(key: jax.Array, length: int, window: int = DEFAULT_WINDOW) -> UniformStream:
     """A stream of ``length`` bulk uniforms from ``fold_in(key, 0)``; slow-path key ``fold_in(key, 1)``.
 
@@ -300,7 +326,7 @@ def uniform_stream(key: jax.Array, length: int, window: int = DEFAULT_WINDOW) ->
     Returns:
         The :class:`UniformStream`, read from position 0.
     """
-    u = jax.random.uniform(jax.random.fold_in(key, 0), (length,))
+    u = block_uniforms(jax.random.fold_in(key, 0), length)
     u = jnp.concatenate([u, jnp.full((2 * window,), 0.5, jnp.float32)])
     return UniformStream(u=u, ptr=jnp.int32(0), key=jax.random.fold_in(key, 1), window=window)
 
@@ -454,12 +480,21 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
     return k.astype(jnp.int32), stream.replace(ptr=ptr), need
 
 
-# Candidates every lane classifies before the batched rules send the unsettled lanes (about
-# 0.12^FIRST of them) on to the rest of the window, COMPACT lanes at a time. Classifying one
-# candidate per lane and compacting the ~12% still open was slower on XLA:CPU whichever way the
-# open lanes were gathered (nonzero, which needs a cumulative sum; scalar gathers; selects within
-# small blocks of lanes, which XLA fused with the classification and recomputed).
+# The exact path's batch rule (``_window_status_lanes``): candidates every lane classifies before
+# the lanes they leave unsettled (about 0.12^FIRST of them) go on to the rest of the window,
+# COMPACT lanes at a time.
 FIRST, COMPACT = 3, 64
+
+# The fast path's batch rule (``_window_first_lanes``) classifies in three stages: every lane its
+# first candidate; the lanes still open, gathered into a buffer, candidates 1 .. FAST_MID-1; the
+# lanes open after those, into a smaller buffer, the rest of the window. OPEN_RATES bound the
+# share of all lanes open after the first candidate and after FAST_MID (measured at mean
+# FAST_MEAN, where they are largest: 0.148 and 0.0038; 0.115 and 0.0016 at large means). A
+# buffer holds the mean open count at that rate plus CAPACITY_SDS standard deviations; a lane
+# that does not fit stays unresolved, so the capacities change speed, never a draw.
+FAST_MID = 3
+OPEN_RATES = (0.15, 0.005)
+CAPACITY_SDS = 5.0
 
 
 def _draw_fast(stream: UniformStream, n, nf, pp, flip, trivial, big, fast):
@@ -491,12 +526,15 @@ _OPEN, _UNDECIDED = -(2 ** 31), -(2 ** 31) + 1
 _MAX_OFF = 2 ** 26
 
 
-def _first_range(win, btrs, ptr0, L: int, lo: int, hi: int, state):
+def _first_range(win, btrs, ptr0, L: int, lo: int, hi: int, state, until_settled: bool = False):
     """Classify candidates ``lo .. hi-1`` of the window ``win`` (``[2 window, ...]``: u and v of
     each candidate, any trailing lane shape) while a lane's ``state`` is OPEN (see above).
 
     A loop, not unrolled: its body is one vectorised fusion over the lanes. Unrolled, XLA on CPU
     fused the window's gather and every candidate into one fusion that ran twice as slow.
+    ``until_settled``: a ``while_loop`` that also stops when no lane is open. Its result is
+    materialised even for one candidate (XLA on CPU inlines a loop of one trip and then
+    recomputes the classification inside every consumer of the state).
     """
 
     def body(j, state):
@@ -509,14 +547,16 @@ def _first_range(win, btrs, ptr0, L: int, lo: int, hi: int, state):
                          jnp.where(rej, _OPEN, _UNDECIDED))
         return jnp.where(state == _OPEN, code, state)
 
-    return jax.lax.fori_loop(lo, hi, body, state)
+    if not until_settled:
+        return jax.lax.fori_loop(lo, hi, body, state)
+    return jax.lax.while_loop(lambda c: (c[0] < hi) & jnp.any(c[1] == _OPEN),
+                              lambda c: (c[0] + 1, body(c[0], c[1])), (jnp.int32(lo), state))[1]
 
 
 def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
     """``(state, count)``: the fast-path state (see above) of the window read from the stream
     block ``u`` at ``ptr0`` (never OPEN), and the unflipped count of its accepted candidate (0 if
-    none). Batched, every lane classifies its first FIRST candidates and the few lanes still open
-    continue COMPACT at a time (:func:`_window_first_lanes`)."""
+    none). Batched, the lanes are classified in stages (:func:`_window_first_lanes`)."""
 
     def per_lane(u, nf, pp, big, ptr0):
         btrs = _safe_btrs(nf, pp, big)
@@ -529,42 +569,80 @@ def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
     return _lane_batched(per_lane, _window_first_lanes, L, W)(u, nf, pp, big, ptr0)
 
 
-@functools.partial(jax.jit, static_argnames=("L", "W", "first", "blocks"))
-def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int, first: int = FIRST,
-                        blocks: int = COMPACT):
-    """The batch rule of :func:`_window_first` (every argument with a leading lane axis):
-    every lane classifies its first ``first`` candidates; the lanes still open then continue
-    ``blocks`` at a time (:func:`_open_lanes`), so the batch does not pay for the rare lane.
-    Jitted so that the loops' batching, which runs the rule again on each of its passes, traces
-    it once per shape."""
+@functools.partial(jax.jit, static_argnames=("L", "W", "rates"))
+def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int,
+                        rates: tuple[float, float] = OPEN_RATES):
+    """The batch rule of :func:`_window_first` (every argument with a leading lane axis), in the
+    stages described by ``FAST_MID``: every lane classifies its first candidate; the open lanes,
+    gathered into a buffer of :func:`_buffer_capacity` ``(lanes, rates[0])``, candidates 1 ..
+    FAST_MID-1; those still open, into a buffer for ``rates[1]``, the rest of the window. Fixed
+    shapes and no loop over passes: a lane that does not fit a buffer is left UNDECIDED. Jitted
+    so that the loops' batching, which runs the rule again on each of its passes, traces it once
+    per shape."""
     B = u.shape[0]
-    first = min(first, W)
-
-    def stage(u, nf, pp, big, ptr0, state, lo, hi):
-        # the window as rows of uniforms over the lanes ([2 hi, lanes]), gathered once as one
-        # contiguous slice per lane (XLA on CPU copies those faster than 2 hi scalar gathers)
-        start = jnp.minimum(ptr0, L)
-        win = jax.vmap(lambda row, s: jax.lax.dynamic_slice(row, (s,), (2 * hi,)))(u, start).T
-        btrs = _safe_btrs(nf, pp, big)
-        btrs.fast_constants()
-        return _first_range(win, btrs, ptr0, L, lo, hi, state)
-
-    state = jnp.full((B,), _OPEN, jnp.int32)
-    state = stage(u, nf, pp, big, ptr0, state, 0, first)
-    fast = _is_fast(nf, pp, big)
-    state = jnp.where(fast, state, _UNDECIDED)
-    if W > first:
-
-        def chunk(state):
-            idx, ok = _open_lanes(state == _OPEN, blocks)
-            g = jnp.where(ok, idx, 0)
-            part = stage(u[g], nf[g], pp[g], big[g], ptr0[g], state[g], first, W)
-            part = jnp.where(part == _OPEN, _UNDECIDED, part)  # every candidate rejected
-            return state.at[jnp.where(ok, idx, B)].set(part, mode="drop")
-
-        state = jax.lax.while_loop(lambda s: jnp.any(s == _OPEN), chunk, state)
-    state = jnp.where(state == _OPEN, _UNDECIDED, state)  # (W <= first)
+    mid = min(FAST_MID, W)
+    win = _lane_rows(u, ptr0, L, 2 * mid)  # [2 mid, lanes]: the first stages' window
+    btrs = _safe_btrs(nf, pp, big)
+    btrs.fast_constants()
+    state = _first_range(win, btrs, ptr0, L, 0, 1, jnp.full((B,), _OPEN, jnp.int32),
+                         until_settled=True)
+    state = jnp.where(_is_fast(nf, pp, big), state, _UNDECIDED)
+    # each later stage: (the buffer's lanes as indices into the previous stage, its states)
+    stages, lanes, prev = [], None, state
+    for rate, lo, hi, until_settled in ((rates[0], 1, mid, False), (rates[1], mid, W, True)):
+        if lo >= hi:
+            break
+        size = prev.shape[0]
+        is_open = prev == _OPEN
+        slots = _compact_lanes(is_open, min(size, _buffer_capacity(B, rate)))
+        local = jnp.minimum(slots, size - 1)
+        g = local if lanes is None else lanes[local]  # the buffer's lanes, as lane indices
+        w = win[:, local] if lanes is None else _lane_rows(u[g], ptr0[g], L, 2 * hi)
+        b = _safe_btrs(nf[g], pp[g], big[g])
+        b.fast_constants()
+        st = _first_range(w, b, ptr0[g], L, lo, hi,
+                          jnp.where(slots < size, _OPEN, _UNDECIDED), until_settled)
+        stages.append((prev, is_open, slots))
+        lanes, prev = g, st
+    state = jnp.where(prev == _OPEN, _UNDECIDED, prev)  # every candidate rejected
+    for before, is_open, slots in reversed(stages):  # back through the buffers
+        state = jnp.where(is_open, _UNDECIDED, before).at[slots].set(state, mode="drop")
     return state, _first_count(_safe_btrs(nf, pp, big), state)
+
+
+def _lane_rows(u, ptr0, L: int, size: int):
+    """``size`` entries of every lane's stream block ``u`` from its ``ptr0``, as rows over the
+    lanes (``[size, lanes]``), one contiguous slice per lane (XLA on CPU copies those faster
+    than ``size`` scalar gathers)."""
+    start = jnp.minimum(ptr0, L)
+    return jax.vmap(lambda row, s: jax.lax.dynamic_slice(row, (s,), (size,)))(u, start).T
+
+
+def _buffer_capacity(lanes: int, rate: float) -> int:
+    """Slots for the lanes still open among ``lanes`` when each is open with probability at
+    most ``rate``: the binomial mean plus CAPACITY_SDS standard deviations, plus 16, rounded up
+    to a multiple of 32 (at most ``lanes``)."""
+    mean = lanes * rate
+    cap = mean + CAPACITY_SDS * math.sqrt(max(mean * (1.0 - rate), 1.0)) + 16.0
+    return min(lanes, 32 * math.ceil(cap / 32))
+
+
+def _compact_lanes(mask, capacity: int):
+    """The indices of the first ``capacity`` lanes where ``mask``, in lane order; slots beyond
+    their number hold ``mask.size``. A lane's slot is the number of set lanes before it,
+    counted by 32-lane words (``population_count``) and a prefix sum over the words, then one
+    scatter: on CPU much cheaper than ``jnp.nonzero``'s prefix sum over every lane."""
+    B = mask.shape[0]
+    words = -(-B // 32)
+    grid = jnp.pad(mask, (0, 32 * words - B)).reshape(words, 32)
+    bit = jnp.left_shift(jnp.uint32(1), jnp.arange(32, dtype=jnp.uint32))
+    packed = jnp.sum(jnp.where(grid, bit, jnp.uint32(0)), axis=1, dtype=jnp.uint32)
+    count = jax.lax.population_count(packed).astype(jnp.int32)
+    before_word = jnp.cumsum(count) - count
+    within = jax.lax.population_count(packed[:, None] & (bit - 1)).astype(jnp.int32)
+    slot = (before_word[:, None] + within).reshape(-1)[:B]
+    return jnp.full((capacity,), B, jnp.int32).at[jnp.where(mask, slot, capacity)].set(
+        jnp.arange(B, dtype=jnp.int32), mode="drop")
 
 
 def _open_lanes(is_open, blocks: int):
