@@ -103,7 +103,11 @@ _UB_MARGIN = 1e-5  # slack on the rigorous upper bound against float rounding
 # -------------------------------------------------------------------------------------------------
 def _stirlerr_series(x: jax.Array) -> jax.Array:
     """stirlerr(x) for x >= 15 (asymptotic series, error < 1e-11)."""
-    r = 1.0 / x
+    return _stirlerr_series_inv(1.0 / x)
+
+
+def _stirlerr_series_inv(r: jax.Array) -> jax.Array:
+    """:func:`_stirlerr_series` of ``x = 1 / r``."""
     r2 = r * r
     return r * (1.0 / 12.0 - r2 * (1.0 / 360.0 - r2 / 1260.0))
 
@@ -172,6 +176,7 @@ class _Btrs:
         spq = jnp.sqrt(self.M * self.q)
         self.b = 1.15 + 2.53 * spq
         self.a = -0.0873 + 0.0248 * self.b + 0.01 * p
+        self.quarter_inv_a = 0.25 / self.a
         self.vr = 0.92 - 4.2 / self.b
         self.alpha = (2.83 + 5.1 / self.b) * spq
         self.m = jnp.floor(self.M + p)  # the mode floor((n + 1) p)
@@ -183,11 +188,12 @@ class _Btrs:
         """BTRS candidate from uniforms (u, v): (k_off = k - mode, in range, squeeze, lhs)."""
         uu = u - 0.5
         us = 0.5 - jnp.abs(uu)
-        k_off = jnp.floor((2.0 * self.a / us + self.b) * uu + self.c_off)
+        t = 2.0 * self.a / us  # so a / us^2 = t^2 / (4 a): one divide per candidate, not two
+        k_off = jnp.floor((t + self.b) * uu + self.c_off)
         inrange = (k_off >= -self.m) & (k_off <= self.n - self.m)
         k_off = jnp.where(inrange, k_off, 0.0)
         squeeze = (us >= 0.07) & (v <= self.vr)
-        lhs = jnp.log(v * self.alpha / (self.a / (us * us) + self.b))
+        lhs = jnp.log(v * self.alpha / (t * t * self.quarter_inv_a + self.b))
         return k_off, inrange, squeeze, lhs
 
     def count(self, k_off: jax.Array) -> jax.Array:
@@ -229,35 +235,41 @@ class _Btrs:
         self.inv_Q = 1.0 / self.Q
         self.inv_m = 1.0 / m
         self.inv_nm = 1.0 / (n - m)
+        self.inv_q = 1.0 / self.q
+        self.inv_p = 1.0 / self.p
         self.s_m = _stirlerr_series(jnp.maximum(m, 15.0)) + _stirlerr_series(
             jnp.maximum(n - m, 15.0))
         self.h_m = self.M * _h_poly(self.dm * self.inv_M) + self.Q * _h_poly(-self.dm * self.inv_Q)
 
-    def upper_bound(self, k_off: jax.Array) -> jax.Array:
+    def upper_bound(self, k_off: jax.Array, inv_k: jax.Array, inv_nk: jax.Array) -> jax.Array:
         """A rigorous upper bound of ``log f(m + k_off) - log f(m)`` without transcendentals.
 
         ``log(f(j+1)/f(j)) = log((n-j) p / ((j+1) q)) <= (M - j - q) / ((j+1) q)`` with every
         term <= 0 for j >= m; bounding the denominators by the last one gives, for k > m,
         ``(k-m) ((M - m) - q - (k-m-1)/2) / (k q)``; symmetrically, for k < m,
-        ``(m-k) ((m-M) + q - (m-k+1)/2) / ((n-k) p)``.
+        ``(m-k) ((m-M) + q - (m-k+1)/2) / ((n-k) p)``. ``inv_k``, ``inv_nk``: ``1 / k`` and
+        ``1 / (n - k)`` (each clamped below at 15, which a fast lane's k > m or n - k > n - m
+        always exceeds), shared with :meth:`poly_log_ratio`.
         """
         t = jnp.abs(k_off)
-        k = self.m + k_off
-        up = t * (-self.dm - self.q - (t - 1.0) * 0.5) / (k * self.q)
-        down = t * (self.dm + self.q - (t + 1.0) * 0.5) / ((self.n - k) * self.p)
+        up = t * (-self.dm - self.q - (t - 1.0) * 0.5) * (inv_k * self.inv_q)
+        down = t * (self.dm + self.q - (t + 1.0) * 0.5) * (inv_nk * self.inv_p)
         return jnp.where(k_off > 0, up, jnp.where(k_off < 0, down, 0.0))
 
-    def poly_log_ratio(self, k_off: jax.Array):
-        """(valid, log ratio) with polynomials only; valid when every relative offset < 0.1."""
+    def reciprocals(self, k_off: jax.Array):
+        """``(1 / max(k, 15), 1 / max(n - k, 15))`` of the candidate ``k = m + k_off``."""
         k = self.m + k_off
+        return 1.0 / jnp.maximum(k, 15.0), 1.0 / jnp.maximum(self.n - k, 15.0)
+
+    def poly_log_ratio(self, k_off: jax.Array, inv_k: jax.Array, inv_nk: jax.Array):
+        """(valid, log ratio) with polynomials only; valid when every relative offset < 0.25.
+        ``inv_k``, ``inv_nk`` from :meth:`reciprocals` (stirlerr's series in ``1 / k``)."""
         dk = k_off + self.dm
         x1, x2 = dk * self.inv_M, -dk * self.inv_Q
         y1, y2 = k_off * self.inv_m, -k_off * self.inv_nm
         valid = ((jnp.abs(x1) < _POLY_RANGE) & (jnp.abs(x2) < _POLY_RANGE)
                  & (jnp.abs(y1) < _POLY_RANGE) & (jnp.abs(y2) < _POLY_RANGE))
-        kk = jnp.maximum(k, 15.0)
-        nk = jnp.maximum(self.n - k, 15.0)
-        lr = (self.s_m - _stirlerr_series(kk) - _stirlerr_series(nk)
+        lr = (self.s_m - _stirlerr_series_inv(inv_k) - _stirlerr_series_inv(inv_nk)
               + self.h_m - self.M * _h_poly(x1) - self.Q * _h_poly(x2)
               - 0.5 * (_log1p_poly(y1) + _log1p_poly(y2)))
         return valid, lr
@@ -782,8 +794,9 @@ def _classify(btrs: _Btrs, u: jax.Array, v: jax.Array, valid_pos: jax.Array):
 def _accept_reject(btrs: _Btrs, k_off, inr, sq, lhs, valid_pos):
     """(accepted, rejected) of a candidate by the squeeze, the polynomial log ratio and the
     rigorous upper bound (neither: undecided)."""
-    pvalid, lr = btrs.poly_log_ratio(k_off)
-    ub = btrs.upper_bound(k_off)
+    inv_k, inv_nk = btrs.reciprocals(k_off)
+    pvalid, lr = btrs.poly_log_ratio(k_off, inv_k, inv_nk)
+    ub = btrs.upper_bound(k_off, inv_k, inv_nk)
     acc = valid_pos & inr & (sq | (pvalid & (lhs <= lr)))
     rej = valid_pos & (~inr | (~sq & ((lhs > ub + _UB_MARGIN * (1.0 + jnp.abs(ub)))
                                       | (pvalid & (lhs > lr)))))

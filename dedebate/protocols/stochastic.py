@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 from dedebate.core.binomial import (
     DEFAULT_WINDOW,
+    block_uniforms,
     decide_outside,
     decision_gate,
     stream_binomial,
@@ -270,15 +271,16 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
 
     def chunk_body(carry, ci):
         ck = [jax.random.fold_in(k, ci) for k in role]
-        coin = jax.random.uniform(ck[ROLE_COIN], (C,))
-        ua = jax.random.uniform(ck[ROLE_ALICE], (C, 2))  # [claim randomness, coin share]
-        ub = jax.random.uniform(ck[ROLE_BOB], (C, 2))
+        # uniforms from both words of each threefry block (half the hashing of random.uniform)
+        coin = block_uniforms(ck[ROLE_COIN], C)
+        ua = block_uniforms(ck[ROLE_ALICE], 2 * C).reshape(C, 2)  # [claim randomness, coin share]
+        ub = block_uniforms(ck[ROLE_BOB], 2 * C).reshape(C, 2)
         if spec.estimator == "binomial":
             streams = [uniform_stream(ck[r], L, W) for r in slot_roles]
             stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *streams)
         if decide:  # Bob's decision: 32 bits per step (+ a uniform on the rare exact path)
             bob_bits = jax.random.bits(jax.random.fold_in(ck[ROLE_BOB_EST], 2), (C,), jnp.uint32)
-            bob_u2 = jax.random.uniform(jax.random.fold_in(ck[ROLE_BOB_EST], 3), (C,))
+            bob_u2 = block_uniforms(jax.random.fold_in(ck[ROLE_BOB_EST], 3), C)
 
         def step(cp, j):
             c, ptrs = cp
