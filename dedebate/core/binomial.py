@@ -5,9 +5,9 @@ Honest debaters estimate a probability pi from N independent oracle answers (spe
 distribution and costs O(1) expected work and memory whatever N is (spec DED 5.5).
 
 * :func:`stream_binomial` / :func:`stream_binomial_fast` / :func:`sample_binomial`: one count,
-  from a lane-local :class:`UniformStream` (:func:`uniform_stream`) or a key; BTRS (Hoermann
-  1993) for means >= 10, inversion below, with a cheap classification of a window of candidates
-  first (the algorithm notes below the imports).
+  from a lane-local :class:`UniformStream` (:func:`uniform_stream`; :func:`block_uniforms`) or a
+  key; BTRS (Hoermann 1993) for means >= 10, inversion below, with a cheap classification of a
+  window of candidates first (the algorithm notes below the imports).
 * :func:`decide_outside`, :func:`decision_gate`, :func:`outside_probability`: the event "count
   outside [k_lo, k_hi]" drawn directly (one Bernoulli), exact in distribution.
 * :func:`log_pmf`, :func:`binom_lower_tail`, :func:`binom_lower_tail_sample`: the pmf in
