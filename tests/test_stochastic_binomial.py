@@ -193,9 +193,8 @@ def test_fast_batch_rule_equals_per_lane_classification():
 def test_block_uniforms_are_uniform_and_use_both_words():
     """``block_uniforms``: 200,001 values (odd length) pass a Kolmogorov-Smirnov test against
     U[0, 1) and have no lag-1 correlation or correlation between the two words of a block
-    (|r| < 5 / sqrt(n)); a prefix equals the shorter call's values, since a block's counters
-    depend on the length only through the pairing; another key implementation falls back to
-    ``jax.random.uniform`` exactly."""
+    (|r| < 5 / sqrt(n)); another key gives other values; another key implementation falls
+    back to ``jax.random.uniform`` exactly."""
     n = 200_001
     u = np.asarray(block_uniforms(jax.random.key(5), n), np.float64)
     assert u.shape == (n,) and u.min() >= 0.0 and u.max() < 1.0

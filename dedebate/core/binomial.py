@@ -625,9 +625,8 @@ def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int,
 def _lane_rows(u, ptr0, L: int, size: int):
     """``size`` entries of every lane's stream block ``u`` from its ``ptr0``, as rows over the
     lanes (``[size, lanes]``), one contiguous slice per lane (XLA on CPU copies those faster
-    than ``size`` scalar gathers)."""
-    start = jnp.minimum(ptr0, L)
-    return jax.vmap(lambda row, s: jax.lax.dynamic_slice(row, (s,), (size,)))(u, start).T
+    than ``size`` scalar gathers): :func:`_window` per lane."""
+    return jax.vmap(lambda row, p: _window(row, p, size, L))(u, ptr0).T
 
 
 def _buffer_capacity(lanes: int, rate: float) -> int:
