@@ -150,7 +150,7 @@ def test_fast_batch_rule_equals_per_lane_classification():
     """The fast draw's batch rule (every lane's first candidate, then the open lanes gathered
     into buffers for the rest of the window) gives every lane the state of the per-lane loop over
     its whole window: for lanes that are not fast, for lanes whose every candidate is rejected,
-    for windows of 1 to 8 candidates, and with buffers that hold every lane. With buffers too
+    for lanes whose window starts at or past the block's end, for windows of 1 to 8 candidates, and with buffers that hold every lane. With buffers too
     small for the open lanes, the lanes left out are unresolved, never given another count."""
     B, W, L = 512, 8, 40
     keys = jax.random.split(jax.random.key(11), B)
@@ -160,6 +160,7 @@ def test_fast_batch_rule_equals_per_lane_classification():
     pp = jnp.linspace(0.05, 0.5, B).astype(jnp.float32)
     big = jnp.ones(B, bool)
     ptr0 = jax.random.randint(jax.random.key(12), (B,), 0, 2 * L // 3).astype(jnp.int32)
+    ptr0 = ptr0.at[20:23].set(jnp.array([L - 1, L, L + 1]))  # at and past the block's end
     rows = jnp.arange(8, 20)[:, None]  # (fast) lanes whose first FAST_MID candidates are rejected
     u = u.at[rows, ptr0[rows] + 2 * jnp.arange(FAST_MID)].set(1e-7)
     batch = jax.jit(_window_first_lanes.__wrapped__, static_argnames=("L", "W", "rates"),
@@ -180,7 +181,8 @@ def test_fast_batch_rule_equals_per_lane_classification():
             np.testing.assert_array_equal(np.asarray(g), np.asarray(ww))
     state = np.asarray(want[0])
     accepted = state > _UNDECIDED
-    assert (state[:5] == _UNDECIDED).all() and accepted.mean() > 0.8
+    assert (state[:5] == _UNDECIDED).all() and (state[20:23] == _UNDECIDED).all()
+    assert accepted.mean() > 0.8
     # lanes accepted after their first candidate (the buffers served them), some after FAST_MID
     assert (accepted & (state % 16 > 0)).mean() > 0.05
     assert (accepted & (state % 16 >= FAST_MID)).sum() >= 8

@@ -168,7 +168,7 @@ class _Btrs:
     """Per-lane BTRS constants for ``p <= 1/2`` and ``n p >= 10`` (build with safe inputs for
     other lanes); see the module docstring."""
 
-    def __init__(self, n: jax.Array, p: jax.Array):
+    def __init__(self, n: jax.Array, p: jax.Array, mode: jax.Array | None = None):
         self.n, self.p = n, p
         self.q = 1.0 - p
         self.M = n * p  # mean
@@ -179,7 +179,10 @@ class _Btrs:
         self.quarter_inv_a = 0.25 / self.a
         self.vr = 0.92 - 4.2 / self.b
         self.alpha = (2.83 + 5.1 / self.b) * spq
-        self.m = jnp.floor(self.M + p)  # the mode floor((n + 1) p)
+        # the mode floor((n + 1) p), one rounding (n + 1 is exact): written n p + p, XLA may
+        # contract it into a fused multiply-add in one program and not in another. ``mode``:
+        # the same value computed once elsewhere, which a count and its candidate share.
+        self.m = jnp.floor((n + 1.0) * p) if mode is None else mode
         self.dm = self.m - self.M  # offset of the mode from the mean, in (p - 1, p]
         self.c_off = 0.5 - self.dm  # BTRS's c = n p + 1/2, relative to the mode
 
@@ -275,8 +278,8 @@ class _Btrs:
         return valid, lr
 
 
-def _safe_btrs(nf, pp, big):
-    return _Btrs(jnp.where(big, nf, 1000.0), jnp.where(big, pp, 0.5))
+def _safe_btrs(nf, pp, big, mode=None):
+    return _Btrs(jnp.where(big, nf, 1000.0), jnp.where(big, pp, 0.5), mode)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -538,31 +541,46 @@ _OPEN, _UNDECIDED = -(2 ** 31), -(2 ** 31) + 1
 _MAX_OFF = 2 ** 26
 
 
-def _first_range(win, btrs, ptr0, L: int, lo: int, hi: int, state, until_settled: bool = False):
-    """Classify candidates ``lo .. hi-1`` of the window ``win`` (``[2 window, ...]``: u and v of
-    each candidate, any trailing lane shape) while a lane's ``state`` is OPEN (see above).
+def _first_range(win, lane, ptr0, L: int, lo: int, hi: int, state, loop: str = "fori"):
+    """Classify candidates ``lo .. hi-1`` of the window ``win`` (``[2 (hi - lo), ...]``: u and v
+    of each candidate from ``lo`` on, any trailing lane shape) while a lane's ``state`` is OPEN
+    (see above). ``lane``: the lanes' ``(nf, pp, big, mode)`` (:func:`_mode`).
 
     A loop, not unrolled: its body is one vectorised fusion over the lanes. Unrolled, XLA on CPU
     fused the window's gather and every candidate into one fusion that ran twice as slow.
-    ``until_settled``: a ``while_loop`` that also stops when no lane is open. Its result is
-    materialised even for one candidate (XLA on CPU inlines a loop of one trip and then
-    recomputes the classification inside every consumer of the state).
+    ``loop``: ``"fori"``; ``"while"``, which also stops when no lane is open; ``"opaque"``, a
+    loop whose trip count XLA cannot read (a runtime value, always ``hi - lo``) and whose BTRS
+    constants depend on the trip (``nf + 0 * j``). XLA on CPU inlines a loop of known trip count
+    one and then recomputes the classification inside every consumer of the state; and it hoists
+    loop invariants out of a loop, each constant a kernel of its own (about twenty), where in the
+    body they fuse into the classification's one kernel.
     """
+    nf, pp, big, mode = lane
+    if loop != "opaque":
+        btrs = _safe_btrs(nf, pp, big, mode)
+        btrs.fast_constants()
 
     def body(j, state):
-        u = jax.lax.dynamic_index_in_dim(win, 2 * j, keepdims=False)
-        v = jax.lax.dynamic_index_in_dim(win, 2 * j + 1, keepdims=False)
-        k_off, inr, sq, lhs = btrs.candidate(u, v)
-        acc, rej = _accept_reject(btrs, k_off, inr, sq, lhs, ptr0 + 2 * j + 1 < L)
+        if loop == "opaque":
+            b = _safe_btrs(nf + 0.0 * j.astype(nf.dtype), pp, big, mode)
+            b.fast_constants()
+        else:
+            b = btrs
+        u = jax.lax.dynamic_index_in_dim(win, 2 * (j - lo), keepdims=False)
+        v = jax.lax.dynamic_index_in_dim(win, 2 * (j - lo) + 1, keepdims=False)
+        k_off, inr, sq, lhs = b.candidate(u, v)
+        acc, rej = _accept_reject(b, k_off, inr, sq, lhs, ptr0 + 2 * j + 1 < L)
         acc = acc & (jnp.abs(k_off) < _MAX_OFF)
         code = jnp.where(acc, k_off.astype(jnp.int32) * (1 << _J_BITS) + j,
                          jnp.where(rej, _OPEN, _UNDECIDED))
         return jnp.where(state == _OPEN, code, state)
 
-    if not until_settled:
-        return jax.lax.fori_loop(lo, hi, body, state)
-    return jax.lax.while_loop(lambda c: (c[0] < hi) & jnp.any(c[1] == _OPEN),
-                              lambda c: (c[0] + 1, body(c[0], c[1])), (jnp.int32(lo), state))[1]
+    if loop == "while":
+        return jax.lax.while_loop(lambda c: (c[0] < hi) & jnp.any(c[1] == _OPEN),
+                                  lambda c: (c[0] + 1, body(c[0], c[1])), (jnp.int32(lo), state))[1]
+    if loop == "opaque":  # a pointer is never negative: the bound is hi, at run time
+        return jax.lax.fori_loop(lo, hi + jnp.minimum(jnp.ravel(ptr0)[0], 0), body, state)
+    return jax.lax.fori_loop(lo, hi, body, state)
 
 
 def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
@@ -571,12 +589,11 @@ def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
     none). Batched, the lanes are classified in stages (:func:`_window_first_lanes`)."""
 
     def per_lane(u, nf, pp, big, ptr0):
-        btrs = _safe_btrs(nf, pp, big)
-        btrs.fast_constants()
-        state = _first_range(_window(u, ptr0, 2 * W, L)[:, None], btrs, ptr0, L, 0, W,
-                             jnp.full((1,), _OPEN, jnp.int32))
+        mode = _mode(nf, pp, big)
+        state = _first_range(_window(u, ptr0, 2 * W, L)[:, None], (nf, pp, big, mode), ptr0, L,
+                             0, W, jnp.full((1,), _OPEN, jnp.int32))
         state = jnp.where(_is_fast(nf, pp, big) & (state != _OPEN), state, _UNDECIDED)
-        return state[0], _first_count(btrs, state)[0]
+        return state[0], _first_count(mode, state)[0]
 
     return _lane_batched(per_lane, _window_first_lanes, L, W)(u, nf, pp, big, ptr0)
 
@@ -593,15 +610,13 @@ def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int,
     per shape."""
     B = u.shape[0]
     mid = min(FAST_MID, W)
-    win = _lane_rows(u, ptr0, L, 2 * mid)  # [2 mid, lanes]: the first stages' window
-    btrs = _safe_btrs(nf, pp, big)
-    btrs.fast_constants()
-    state = _first_range(win, btrs, ptr0, L, 0, 1, jnp.full((B,), _OPEN, jnp.int32),
-                         until_settled=True)
+    mode = _mode(nf, pp, big)
+    state = _first_range(_lane_rows(u, ptr0, L, 2), (nf, pp, big, mode), ptr0, L, 0, 1,
+                         jnp.full((B,), _OPEN, jnp.int32), loop="opaque")
     state = jnp.where(_is_fast(nf, pp, big), state, _UNDECIDED)
     # each later stage: (the buffer's lanes as indices into the previous stage, its states)
     stages, lanes, prev = [], None, state
-    for rate, lo, hi, until_settled in ((rates[0], 1, mid, False), (rates[1], mid, W, True)):
+    for rate, lo, hi, loop in ((rates[0], 1, mid, "fori"), (rates[1], mid, W, "while")):
         if lo >= hi:
             break
         size = prev.shape[0]
@@ -609,17 +624,16 @@ def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int,
         slots = _compact_lanes(is_open, min(size, _buffer_capacity(B, rate)))
         local = jnp.minimum(slots, size - 1)
         g = local if lanes is None else lanes[local]  # the buffer's lanes, as lane indices
-        w = win[:, local] if lanes is None else _lane_rows(u[g], ptr0[g], L, 2 * hi)
-        b = _safe_btrs(nf[g], pp[g], big[g])
-        b.fast_constants()
-        st = _first_range(w, b, ptr0[g], L, lo, hi,
-                          jnp.where(slots < size, _OPEN, _UNDECIDED), until_settled)
+        # the candidates lo .. hi-1 where _window puts them (the block has 2 W entries of padding)
+        w = _gathered_rows(u, g, jnp.minimum(ptr0[g], L) + 2 * lo, 2 * (hi - lo))
+        st = _first_range(w, (nf[g], pp[g], big[g], mode[g]), ptr0[g], L, lo, hi,
+                          jnp.where(slots < size, _OPEN, _UNDECIDED), loop)
         stages.append((prev, is_open, slots))
         lanes, prev = g, st
     state = jnp.where(prev == _OPEN, _UNDECIDED, prev)  # every candidate rejected
     for before, is_open, slots in reversed(stages):  # back through the buffers
         state = jnp.where(is_open, _UNDECIDED, before).at[slots].set(state, mode="drop")
-    return state, _first_count(_safe_btrs(nf, pp, big), state)
+    return state, _first_count(mode, state)
 
 
 def _lane_rows(u, ptr0, L: int, size: int):
@@ -627,6 +641,14 @@ def _lane_rows(u, ptr0, L: int, size: int):
     lanes (``[size, lanes]``), one contiguous slice per lane (XLA on CPU copies those faster
     than ``size`` scalar gathers): :func:`_window` per lane."""
     return jax.vmap(lambda row, p: _window(row, p, size, L))(u, ptr0).T
+
+
+def _gathered_rows(u, lanes, start, size: int):
+    """``size`` entries of the stream blocks ``u[lanes]`` from ``start`` (``start + size`` at
+    most the block's width), as rows over ``lanes``: one gather of ``size * len(lanes)`` scalars
+    (for a buffer of a few lanes, cheaper than copying their blocks)."""
+    flat = lanes.astype(jnp.int32) * u.shape[-1] + start
+    return u.reshape(-1)[flat[None, :] + jnp.arange(size, dtype=jnp.int32)[:, None]]
 
 
 def _buffer_capacity(lanes: int, rate: float) -> int:
@@ -673,9 +695,16 @@ def _is_fast(nf, pp, big):
     return big & (nf * pp >= FAST_MEAN)
 
 
-def _first_count(btrs: _Btrs, state):
-    """The accepted candidate's count (unflipped) of a fast-path state (0 if none)."""
-    return jnp.where(state > _UNDECIDED, btrs.count(jnp.right_shift(state, _J_BITS)), 0)
+def _mode(nf, pp, big):
+    """The BTRS mode ``floor((n + 1) p)`` of every lane (as :func:`_safe_btrs` builds it)."""
+    return _safe_btrs(nf, pp, big).m
+
+
+def _first_count(mode, state):
+    """The accepted candidate's count (unflipped) of a fast-path state (0 if none), ``mode``
+    from :func:`_mode`: the mode its classification used."""
+    return jnp.where(state > _UNDECIDED, mode.astype(jnp.int32) + jnp.right_shift(state, _J_BITS),
+                     0)
 
 
 def _status_range(win, nf, pp, big, ptr0, L: int, lo: int, hi: int, status, counts):
