@@ -20,7 +20,12 @@ from dedebate.lab.experiment import (
     wilson_interval,
     with_family_decisions,
 )
-from dedebate.lab.report import ExperimentEntry, apply_report_family, render_markdown
+from dedebate.lab.report import (
+    ExperimentEntry,
+    apply_report_family,
+    progress_line,
+    render_markdown,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -123,6 +128,33 @@ def test_report_decides_rows_over_the_whole_report():
     entries = [ExperimentEntry("a", claims=[miss]), ExperimentEntry("b", claims=[ok])]
     apply_report_family(entries)  # m = 2: level 0.025, p = 0.01 fails
     assert not entries[0].claims[0]["passed"] and not entries[0].passed
+
+
+def test_progress_line_waits_for_the_family_before_failing_a_sampled_row():
+    """A reproduce progress line decides rows over the experiments finished so far. A sampled
+    row below that family's level (p = 0.01 < 0.05/2) makes its experiment UNDECIDED while
+    others run (the whole family, m = 5 here, passes it); the last line, an exact miss, a
+    non-finite row or a zero p-value fail as before."""
+    miss = Claim("sampled miss", "s", "== 0", 0.1, 0.01, 0.19, False, p_value=0.01).to_dict()
+    ok = Claim("sampled ok", "s", "== 0", 0.0, -0.1, 0.1, True, p_value=0.9).to_dict()
+    exact_bad = Claim.exact("exact miss", "s", "== 1", 0.0, False).to_dict()
+
+    def line(claims, finished, total):
+        entries = [ExperimentEntry("a", claims=claims, wall_time_s=1.0),
+                   ExperimentEntry("b", claims=[ok])]
+        apply_report_family(entries)  # the family so far: a's rows and b's one
+        return progress_line(entries[0], finished, total)
+
+    assert ": UNDECIDED 0/1 in 1.0 s (1 Monte-Carlo row(s) below" in line([miss], 2, 3)
+    assert ": FAIL 0/1 in 1.0 s" in line([miss], 3, 3)  # every experiment finished: final
+    assert ": FAIL 0/2" in line([miss, exact_bad], 2, 3)  # an exact miss fails at once
+    zero = {**miss, "p_value": 0.0}
+    nan = {**miss, "value": math.nan}
+    assert ": FAIL" in line([zero], 2, 3) and ": FAIL" in line([nan], 2, 3)
+    assert ": PASS 1/1" in line([ok], 2, 3)
+    entries = [ExperimentEntry("a", claims=[miss]), ExperimentEntry("b", claims=[ok] * 4)]
+    apply_report_family(entries)
+    assert entries[0].passed  # the whole family passes the row the early line left open
 
 
 def test_findings_are_reported_but_do_not_gate():

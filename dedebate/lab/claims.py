@@ -375,6 +375,22 @@ def family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
     return out
 
 
+def awaits_family(row: Mapping[str, Any]) -> bool:
+    """Whether a decided row fails only by the family level ``alpha / m`` of a family that may
+    still grow: a finite Monte-Carlo row whose checks hold and whose p-value is positive. More
+    rows lower the level, so such a row can still pass; every other decision is final (a row
+    passing at m rows passes at more).
+
+    Args:
+        row: a claim dict decided by :func:`with_family_decisions`.
+
+    Returns:
+        True for a failing row that a larger family may pass.
+    """
+    return (_in_family(row) and not row["passed"] and _row_finite(row)
+            and bool(row.get("checks", True)) and row["p_value"] > 0)
+
+
 def with_family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
                           alpha: float = FAMILY_ALPHA) -> list[dict[str, Any]]:
     """Claim dicts with ``passed`` set by :func:`family_decisions`.

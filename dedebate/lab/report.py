@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dedebate.lab.claims import awaits_family, gating
 from dedebate.lab.config import ConfigError, default_config
 from dedebate.lab.registry import Registry
 from dedebate.lab.report_render import (  # noqa: F401  (re-exported)
@@ -234,9 +235,36 @@ def _run_parallel(pending, report_dir: Path, jobs: int, finish, show_progress: b
             _fill(entry, out.wall_time_s, out.run_error, out.claims, out.plots)
             finish(entry)
         finished += 1
-        n_ok, n_all = entry.counts()
-        say(f"reproduce: [{finished}/{len(tasks)}] {entry.name}: {entry.verdict} {n_ok}/{n_all}"
-            f" in {entry.wall_time_s:.1f} s" + (f" ({entry.error})" if entry.error else ""))
+        say(progress_line(entry, finished, len(tasks)))
+
+
+def progress_line(entry: ExperimentEntry, finished: int, total: int) -> str:
+    """The line printed when the ``finished``-th of ``total`` experiments ends.
+
+    Its Monte-Carlo rows are decided family-wise over the rows of the experiments finished so
+    far. While some are still running, an experiment whose only failing rows may pass in the
+    whole family (:func:`dedebate.lab.claims.awaits_family`) is ``UNDECIDED``, not ``FAIL``:
+    the report decides it when every experiment has finished.
+
+    Args:
+        entry: the experiment's entry, its rows decided over the family so far.
+        finished: how many experiments have finished, this one included.
+        total: how many run.
+
+    Returns:
+        The line (no newline).
+    """
+    n_ok, n_all = entry.counts()
+    rows = [c for c in entry.claims if gating(c) and not c["passed"]]
+    waiting = sum(awaits_family(c) for c in rows)
+    open_ = finished < total and entry.status == "ok" and bool(rows) and waiting == len(rows)
+    verdict = "UNDECIDED" if open_ else entry.verdict
+    line = (f"reproduce: [{finished}/{total}] {entry.name}: {verdict} {n_ok}/{n_all}"
+            f" in {entry.wall_time_s:.1f} s")
+    if open_:
+        line += (f" ({waiting} Monte-Carlo row(s) below the family level so far; decided when "
+                 "every experiment has finished)")
+    return line + (f" ({entry.error})" if entry.error else "")
 
 
 def _effective(mode: str) -> str:
