@@ -14,6 +14,7 @@ from dedebate.core.binomial import (
     _Btrs,
     _window_first,
     _window_first_lanes,
+    block_bits,
     block_uniforms,
     stream_binomial,
     stream_binomial_fast,
@@ -209,3 +210,23 @@ def test_block_uniforms_are_uniform_and_use_both_words():
     rbg = jax.random.key(5, impl="rbg")
     np.testing.assert_array_equal(np.asarray(block_uniforms(rbg, 64)),
                                   np.asarray(jax.random.uniform(rbg, (64,))))
+
+
+def test_block_bits_are_balanced_and_give_block_uniforms():
+    """``block_bits``: each of the 32 bit positions of 200,001 words is set about half the time
+    (|mean - 1/2| < 5 / (2 sqrt(n)); the lazy mode reads all 32 bits, the uniforms only the top
+    23), adjacent words are uncorrelated, ``block_uniforms`` is their top 23 bits, and another
+    key implementation falls back to ``jax.random.bits`` exactly."""
+    n = 200_001
+    words = np.asarray(block_bits(jax.random.key(7), n))
+    assert words.dtype == np.uint32 and words.shape == (n,)
+    bits = (words[:, None] >> np.arange(32, dtype=np.uint32)) & 1
+    assert np.abs(bits.mean(axis=0) - 0.5).max() < 5 * 0.5 / np.sqrt(n)
+    w = words.astype(np.float64)
+    assert abs(np.corrcoef(w[:-1], w[1:])[0, 1]) < 5.0 / np.sqrt(n)
+    key = jax.random.key(8)
+    top = (np.asarray(block_bits(key, 64)) >> 9).astype(np.float32) * np.float32(2.0 ** -23)
+    np.testing.assert_array_equal(np.asarray(block_uniforms(key, 64)), top)
+    rbg = jax.random.key(5, impl="rbg")
+    np.testing.assert_array_equal(np.asarray(block_bits(rbg, 64)),
+                                  np.asarray(jax.random.bits(rbg, (64,), jnp.uint32)))

@@ -5,9 +5,10 @@ Honest debaters estimate a probability pi from N independent oracle answers (spe
 distribution and costs O(1) expected work and memory whatever N is (spec DED 5.5).
 
 * :func:`stream_binomial` / :func:`stream_binomial_fast` / :func:`sample_binomial`: one count,
-  from a lane-local :class:`UniformStream` (:func:`uniform_stream`; :func:`block_uniforms`) or a
-  key; BTRS (Hoermann 1993) for means >= 10, inversion below, with a cheap classification of a
-  window of candidates first (the algorithm notes below the imports).
+  from a lane-local :class:`UniformStream` (:func:`uniform_stream`; :func:`block_uniforms` and
+  :func:`block_bits`, two values per threefry block) or a key; BTRS (Hoermann 1993) for means
+  >= 10, inversion below, with a cheap classification of a window of candidates first (the
+  algorithm notes below the imports).
 * :func:`decide_outside`, :func:`decision_gate`, :func:`outside_probability`: the event "count
   outside [k_lo, k_hi]" drawn directly (one Bernoulli), exact in distribution.
 * :func:`log_pmf`, :func:`binom_lower_tail`, :func:`binom_lower_tail_sample`: the pmf in
@@ -307,12 +308,34 @@ class UniformStream:
         return self.u.shape[-1] - 2 * self.window
 
 
+def block_bits(key: jax.Array, length: int) -> jax.Array:
+    """``length`` uint32 words, two from each threefry2x32 block of ``key``.
+
+    Counters ``0 .. length-1`` (padded to even) are hashed as pairs ``(i, i + length/2)``, and
+    both 32-bit words of each block are used: half the hashing of ``jax.random.bits`` (JAX's
+    partitionable threefry hashes one block per word). Keys that are not threefry2x32 use
+    ``jax.random.bits`` (same law, other values).
+
+    Args:
+        key: typed PRNG key (one lane).
+        length: how many (static).
+
+    Returns:
+        uint32 ``[length]``.
+    """
+    if str(jax.random.key_impl(key)) != "threefry2x32":
+        return jax.random.bits(key, (length,), jnp.uint32)
+    data = jax.random.key_data(key)
+    return jax.extend.random.threefry_2x32(
+        (data[0], data[1]), jnp.arange(length + length % 2, dtype=jnp.uint32))[:length]
+
+
 def block_uniforms(key: jax.Array, length: int) -> jax.Array:
     """``length`` float32 uniforms in [0, 1), two from each threefry2x32 block of ``key``.
 
-    Counters ``0 .. length-1`` (padded to even) are hashed as pairs ``(i, i + length/2)``; each
-    32-bit word gives one uniform from its top 23 bits, as ``jax.random.uniform`` does. Keys that
-    are not threefry2x32 use ``jax.random.uniform`` (same law, other values).
+    The words of :func:`block_bits`; each gives one uniform from its top 23 bits, as
+    ``jax.random.uniform`` does. Keys that are not threefry2x32 use ``jax.random.uniform`` (same
+    law, other values).
 
     Args:
         key: typed PRNG key (one lane).
@@ -323,10 +346,7 @@ def block_uniforms(key: jax.Array, length: int) -> jax.Array:
     """
     if str(jax.random.key_impl(key)) != "threefry2x32":
         return jax.random.uniform(key, (length,))
-    data = jax.random.key_data(key)
-    words = jax.extend.random.threefry_2x32(
-        (data[0], data[1]), jnp.arange(length + length % 2, dtype=jnp.uint32))[:length]
-    mantissa = jnp.right_shift(words, jnp.uint32(9)) | jnp.uint32(0x3F800000)
+    mantissa = jnp.right_shift(block_bits(key, length), jnp.uint32(9)) | jnp.uint32(0x3F800000)
     return jax.lax.bitcast_convert_type(mantissa, jnp.float32) - 1.0
 
 

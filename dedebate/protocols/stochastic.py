@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 from dedebate.core.binomial import (
     DEFAULT_WINDOW,
+    block_bits,
     block_uniforms,
     decide_outside,
     decision_gate,
@@ -279,7 +280,7 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
             streams = [uniform_stream(ck[r], L, W) for r in slot_roles]
             stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *streams)
         if decide:  # Bob's decision: 32 bits per step (+ a uniform on the rare exact path)
-            bob_bits = jax.random.bits(jax.random.fold_in(ck[ROLE_BOB_EST], 2), (C,), jnp.uint32)
+            bob_bits = block_bits(jax.random.fold_in(ck[ROLE_BOB_EST], 2), C)
             bob_u2 = block_uniforms(jax.random.fold_in(ck[ROLE_BOB_EST], 3), C)
 
         def step(cp, j):

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from dedebate.core.binomial import (
     binom_lower_tail,
     binom_lower_tail_sample,
+    block_bits,
     outside_probability,
     sample_binomial,
 )
@@ -387,7 +388,7 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
         return (machine.advance(state, ts, y), y, y, ones + y, unres | ~cheap), None
 
     def exact_chunk(carry, ci):
-        words = jax.random.bits(jax.random.fold_in(k_coin, ci), (C,), jnp.uint32)
+        words = block_bits(jax.random.fold_in(k_coin, ci), C)
         k_chunk = jax.random.fold_in(k_est, ci)
 
         def step_exact(c, j):
@@ -439,8 +440,8 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
     if resolve:
         return scan_debate(exact_chunk, machine, T, C, alice, bob, vera)
     # The same words as the exact path (chunk ci, slot j), flattened and cut to the T steps.
-    words = jax.vmap(lambda ci: jax.random.bits(jax.random.fold_in(k_coin, ci), (C,),
-                                                jnp.uint32))(jnp.arange(debate_chunks(T, C)))
+    words = jax.vmap(lambda ci: block_bits(jax.random.fold_in(k_coin, ci), C))(
+        jnp.arange(debate_chunks(T, C)))
     z = jnp.int32(0)
     f = jnp.bool_(False)
     init = (machine.init_state(), z, z, z, f)
