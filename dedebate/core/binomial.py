@@ -333,9 +333,9 @@ def block_bits(key: jax.Array, length: int) -> jax.Array:
 def block_uniforms(key: jax.Array, length: int) -> jax.Array:
     """``length`` float32 uniforms in [0, 1), two from each threefry2x32 block of ``key``.
 
-    The words of :func:`block_bits`; each gives one uniform from its top 23 bits, as
-    ``jax.random.uniform`` does. Keys that are not threefry2x32 use ``jax.random.uniform`` (same
-    law, other values).
+    The words of :func:`block_bits`, each giving one uniform from its top 23 bits as
+    ``jax.random.uniform`` does (for a key that is not threefry2x32, the very values of
+    ``jax.random.uniform``).
 
     Args:
         key: typed PRNG key (one lane).
@@ -344,8 +344,6 @@ def block_uniforms(key: jax.Array, length: int) -> jax.Array:
     Returns:
         float32 ``[length]``.
     """
-    if str(jax.random.key_impl(key)) != "threefry2x32":
-        return jax.random.uniform(key, (length,))
     mantissa = jnp.right_shift(block_bits(key, length), jnp.uint32(9)) | jnp.uint32(0x3F800000)
     return jax.lax.bitcast_convert_type(mantissa, jnp.float32) - 1.0
 
