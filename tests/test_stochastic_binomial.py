@@ -137,6 +137,20 @@ def test_fast_draw_equals_exact_draw_when_resolved():
     np.testing.assert_array_equal(np.asarray(pa)[ok], np.asarray(pb)[ok])
 
 
+def test_a_batch_of_zero_lanes_draws_nothing():
+    """vmap over no lanes: the fast draw's batch rule has no first lane to read."""
+    def draw(k):
+        count, _, unresolved = stream_binomial_fast(uniform_stream(k, 40), jnp.int32(100_000),
+                                                    jnp.float32(0.3))
+        return count, unresolved
+
+    for lanes in (0, 2):
+        count, unresolved = jax.jit(jax.vmap(draw), compiler_options=LIGHT_COMPILE)(
+            jax.random.split(jax.random.key(4), lanes))
+        assert count.shape == unresolved.shape == (lanes,)
+    assert not unresolved.any() and (np.abs(np.asarray(count) - 30_000) < 1_000).all()
+
+
 def test_vmap_equals_per_lane_loop():
     keys = jax.random.split(jax.random.key(5), S)
     single = jax.jit(_five, compiler_options=LIGHT_COMPILE)

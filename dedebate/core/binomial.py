@@ -596,8 +596,10 @@ def _first_range(win, lane, ptr0, L: int, lo: int, hi: int, state, loop: str = "
     if loop == "while":
         return jax.lax.while_loop(lambda c: (c[0] < hi) & jnp.any(c[1] == _OPEN),
                                   lambda c: (c[0] + 1, body(c[0], c[1])), (jnp.int32(lo), state))[1]
-    if loop == "opaque":  # a pointer is never negative: the bound is hi, at run time
-        return jax.lax.fori_loop(lo, hi + jnp.minimum(jnp.ravel(ptr0)[0], 0), body, state)
+    if loop == "opaque":  # a pointer is never negative: the bound is hi, at run time (the
+        # first lane's pointer, or none: a batch of zero lanes has no first lane)
+        return jax.lax.fori_loop(lo, hi + jnp.minimum(jnp.ravel(ptr0)[:1].sum(), 0), body,
+                                 state)
     return jax.lax.fori_loop(lo, hi, body, state)
 
 
