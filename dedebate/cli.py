@@ -130,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
     sy.add_argument("paths", nargs="+", metavar="PATH", help="run, sweep or reproduce directories")
     sy.add_argument("--dry-run", action="store_true", help="only list the offline runs")
     sy.add_argument("--jobs", type=int, default=4, metavar="N", help="runs synced at once (4)")
+    sy.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                    help="seconds one run's upload may take before it is stopped (300)")
     return p
 
 
@@ -635,13 +637,15 @@ def cmd_sync(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        0 if every run synced (or there was none); 1 if one failed; 2 for a bad path or
-        ``--jobs``.
+        0 if every run synced (or there was none); 1 if one failed or ran past ``--timeout``;
+        2 for a bad path, ``--jobs`` or ``--timeout``.
     """
     from dedebate.lab.sync import find_offline_runs, sync_all
 
     if args.jobs < 1:
         return _die_usage(f"--jobs={args.jobs}: must be at least 1")
+    if not 0 < args.timeout < float("inf"):
+        return _die_usage(f"--timeout={args.timeout}: must be a positive number of seconds")
     runs = []
     for path in args.paths:
         if not Path(path).expanduser().is_dir():
@@ -654,7 +658,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print("\n".join(str(r) for r in runs))
         print(f"{len(runs)} offline run(s); run without --dry-run to sync them", file=sys.stderr)
         return EXIT_OK
-    failed = sync_all(runs, jobs=args.jobs, report=lambda line: print(line, flush=True))
+    failed = sync_all(runs, jobs=args.jobs, timeout=args.timeout,
+                      report=lambda line: print(line, flush=True))
     print(f"{len(runs) - failed}/{len(runs)} run(s) synced", file=sys.stderr)
     return EXIT_FAIL if failed else EXIT_OK
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -44,44 +46,107 @@ def wandb_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "wandb"]
 
 
-def sync_one(run: Path, extra: list[str]) -> tuple[Path, int, str]:
-    """Run ``wandb sync RUN``.
+SYNC_TIMEOUT_S = 300.0
+"""Seconds one ``wandb sync`` may take before it is stopped (``dedebate sync --timeout``)."""
+
+
+class _Children:
+    """The ``wandb sync`` processes running now, each in its own process group."""
+
+    def __init__(self):
+        self._procs: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def start(self, argv: list[str]) -> subprocess.Popen:
+        with self._lock:
+            if self._stopped:
+                raise OSError("sync was stopped")
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+            self._procs.add(p)
+            return p
+
+    def finish(self, p: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(p)
+
+    def kill(self, p: subprocess.Popen | None = None) -> None:
+        """Kill ``p``'s process group, or every running one's (and start no more)."""
+        with self._lock:
+            self._stopped = self._stopped or p is None
+            targets = [p] if p is not None else list(self._procs)
+        for q in targets:
+            try:
+                os.killpg(q.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def sync_one(run: Path, extra: list[str], timeout: float = SYNC_TIMEOUT_S,
+             children: _Children | None = None) -> tuple[Path, int, str]:
+    """Run ``wandb sync RUN``, stopped (with its children) after ``timeout`` seconds.
 
     Args:
         run: an offline run directory.
         extra: further arguments of ``wandb sync``.
+        timeout: seconds before it is stopped.
+        children: where the running process is registered (so Ctrl-C can stop it).
 
     Returns:
-        ``(run, exit code, last line of its output)``; exit code 127 if ``wandb`` cannot start.
+        ``(run, exit code, last line of its output)``; exit code 127 if ``wandb`` cannot start,
+        124 if it ran past ``timeout``.
     """
+    children = children or _Children()
     try:
-        p = subprocess.run([*wandb_command(), "sync", *extra, str(run)], capture_output=True,
-                           text=True, check=False)
+        p = children.start([*wandb_command(), "sync", *extra, str(run)])
     except OSError as err:
         return run, 127, f"{type(err).__name__}: {err}"
-    lines = [line for line in (p.stderr + p.stdout).splitlines() if line.strip()]
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        children.kill(p)
+        p.communicate()
+        return run, 124, f"no answer within {timeout:g} s (stopped; is the W&B server reachable?)"
+    finally:
+        children.finish(p)
+    lines = [line for line in (out or "").splitlines() if line.strip()]
     return run, p.returncode, lines[-1].strip() if lines else ""
 
 
 def sync_all(runs: list[Path], *, jobs: int = 4, extra: list[str] | None = None,
-             report=print) -> int:
-    """Sync ``runs``, ``jobs`` at a time, reporting one line per run.
+             timeout: float = SYNC_TIMEOUT_S, report=print) -> int:
+    """Sync ``runs``, ``jobs`` at a time, one line per run as each starts and ends; Ctrl-C
+    (KeyboardInterrupt) kills every running ``wandb sync`` and re-raises.
 
     Args:
         runs: offline run directories.
         jobs: how many ``wandb sync`` processes run at once.
         extra: further arguments of ``wandb sync``.
-        report: called with each line (``synced RUN`` or ``FAILED RUN (exit N): ...``).
+        timeout: seconds one upload may take.
+        report: called with each line.
 
     Returns:
         The number of runs that failed.
     """
-    failed = 0
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for run, code, last in pool.map(lambda r: sync_one(r, list(extra or [])), runs):
+    children, failed, n = _Children(), 0, len(runs)
+
+    def one(i_run):
+        i, run = i_run
+        report(f"[{i + 1}/{n}] syncing {run}")
+        return sync_one(run, list(extra or []), timeout, children)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        for run, code, last in pool.map(one, enumerate(runs)):
             if code == 0:
                 report(f"synced {run}")
             else:
                 failed += 1
                 report(f"FAILED {run} (exit {code}): {last}")
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        children.kill()
+        raise
+    pool.shutdown()
     return failed

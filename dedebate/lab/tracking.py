@@ -48,9 +48,18 @@ def base_url() -> str:
     """The W&B server an online run talks to.
 
     Returns:
-        ``WANDB_BASE_URL``, else ``https://api.wandb.ai``, without a trailing slash.
+        ``WANDB_BASE_URL``, else the installed wandb's own default (it moved from
+        ``api.wandb.ai`` in recent releases), without a trailing slash.
     """
-    return (os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL).strip().rstrip("/")
+    url = os.environ.get("WANDB_BASE_URL")
+    if not url:
+        try:
+            import wandb
+
+            url = wandb.Settings().base_url
+        except Exception:  # noqa: BLE001 - no wandb, or one without this setting
+            url = DEFAULT_BASE_URL
+    return str(url).strip().rstrip("/")
 
 
 def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:

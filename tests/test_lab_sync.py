@@ -1,0 +1,101 @@
+"""``dedebate sync`` is bounded and stoppable: a ``wandb sync`` that never answers is stopped
+after ``--timeout`` with its children, and Ctrl-C ends the command and every upload at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dedebate.lab.sync import sync_all
+from tests.conftest import REPO
+
+
+def _hanging_wandb(tmp_path: Path) -> tuple[Path, Path]:
+    """A stand-in ``wandb`` that starts a child which never ends, recording the child's pid."""
+    pids = tmp_path / "pids"
+    fake = tmp_path / "wandb-hangs"
+    fake.write_text(f"#!/bin/sh\nsleep 600 &\necho $! >> {pids}\nwait\n")
+    fake.chmod(0o755)
+    return fake, pids
+
+
+def _offline_runs(tmp_path: Path, n: int) -> list[Path]:
+    runs = [tmp_path / "run" / "wandb" / f"offline-run-{i}" for i in range(n)]
+    for r in runs:
+        r.mkdir(parents=True)
+    return runs
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def _wait_for(pred, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+def test_an_upload_that_never_answers_is_stopped_with_its_children(tmp_path, monkeypatch):
+    fake, pids = _hanging_wandb(tmp_path)
+    monkeypatch.setenv("DEDEBATE_WANDB", str(fake))
+    lines: list[str] = []
+    t0 = time.monotonic()
+    failed = sync_all(_offline_runs(tmp_path, 3), jobs=2, timeout=1.0, report=lines.append)
+    assert failed == 3 and time.monotonic() - t0 < 30
+    assert sum("(exit 124): no answer within 1 s" in line for line in lines) == 3
+    assert [line.split(" syncing")[0] for line in lines if "syncing" in line] == [
+        "[1/3]", "[2/3]", "[3/3]"]
+    children = [int(p) for p in pids.read_text().split()]
+    assert len(children) == 3 and _wait_for(lambda: not any(map(_alive, children)), 10)
+
+
+def test_ctrl_c_ends_sync_and_every_upload_at_once(tmp_path):
+    fake, pids = _hanging_wandb(tmp_path)
+    _offline_runs(tmp_path, 2)
+    env = {**os.environ, "DEDEBATE_WANDB": str(fake), "PYTHONPATH": str(REPO)}
+    p = subprocess.Popen([sys.executable, "-m", "dedebate.cli", "sync", "--jobs", "2",
+                          str(tmp_path / "run")], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, 60)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 130 and time.monotonic() - t0 < 10, (out, err)
+    assert "[1/2] syncing" in out and "interrupted" in err
+    children = [int(x) for x in pids.read_text().split()]
+    assert _wait_for(lambda: not any(map(_alive, children)), 10)
+
+
+def test_sync_refuses_a_timeout_that_is_not_positive(tmp_path, capsys):
+    from dedebate import cli
+
+    _offline_runs(tmp_path, 1)
+    for bad in ("0", "-1", "inf", "nan"):
+        assert cli.main(["sync", "--timeout", bad, str(tmp_path)]) == 2
+        assert f"--timeout={float(bad)}: must be a positive" in capsys.readouterr().err
+
+
+def test_the_wandb_probe_asks_the_server_the_installed_wandb_uses(monkeypatch):
+    import wandb
+
+    from dedebate.lab import tracking
+
+    monkeypatch.delenv("WANDB_BASE_URL", raising=False)
+    assert tracking.base_url() == wandb.Settings().base_url.rstrip("/")
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9/")
+    assert tracking.base_url() == "http://127.0.0.1:9"
