@@ -23,6 +23,7 @@ import errno
 import importlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +36,14 @@ _PATH_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, 
 
 class UsageError(Exception):
     """A bad command line: exit 2 with one line."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command stands so that its clean-up runs as for Ctrl-C."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
 
 
 class _Parser(argparse.ArgumentParser):
@@ -705,6 +714,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     if argv is None:
+        # SIGTERM stops the command as Ctrl-C does: its clean-up runs (reproduce stops its
+        # workers) and it exits 143, instead of dying where it stands.
+        signal.signal(signal.SIGTERM, _raise_terminated)
         # A process killed by a fatal signal (SIGABRT from a native library, SIGSEGV) prints
         # the Python stack it died in as its last lines, instead of nothing.
         import faulthandler
@@ -748,7 +760,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         where = err.filename if not err.filename2 else f"{err.filename} -> {err.filename2}"
         return _die_usage(f"{where}: {err.strerror or err}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        if isinstance(err, Terminated):
+            print("dedebate: terminated", file=sys.stderr)
+            return 143
         print("dedebate: interrupted", file=sys.stderr)
         return 130
 

@@ -21,6 +21,7 @@ import importlib
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -167,8 +168,23 @@ def _jax_cache_settings() -> dict[str, Any]:
                 "jax_persistent_cache_min_compile_time_secs")}}
 
 
+def _exit_when_the_leader_goes(leader_alive) -> None:
+    """End this worker at once when the command that started it is gone (killed, or stopped
+    before it could stop its workers): its end of ``leader_alive`` then reads end-of-file, and
+    nothing more of a run whose report nobody will write reaches the disk."""
+
+    def watch():
+        try:
+            leader_alive.recv()
+        except (EOFError, OSError):
+            pass
+        os._exit(1)
+
+    threading.Thread(target=watch, name="dedebate-leader-watch", daemon=True).start()
+
+
 def _worker(conn, cores: list[int], jax_settings: dict[str, Any],
-            environ: dict[str, str]) -> None:
+            environ: dict[str, str], leader_alive=None) -> None:
     """A worker process: run the tasks the parent sends until it sends None, in the parent's
     environment as it was when the worker started (a forked worker inherits the fork server's,
     from the command's start; the parent may have set more since, e.g. W&B its service's
@@ -177,6 +193,8 @@ def _worker(conn, cores: list[int], jax_settings: dict[str, Any],
         os.environ.clear()
         os.environ.update(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    if leader_alive is not None:
+        _exit_when_the_leader_goes(leader_alive)
     if cores and hasattr(os, "sched_setaffinity"):
         try:  # before JAX starts: its CPU thread pools are sized from these cores
             os.sched_setaffinity(0, cores)
@@ -245,9 +263,13 @@ def run_tasks(tasks: Sequence[Task], jobs: int,
     waiting = list(tasks)
     workers: dict[int, tuple[Any, Any, Task | None]] = {}  # slot -> (process, conn, task)
 
+    # the workers' ends of this pipe read end-of-file when this process is gone, however it went
+    leader_alive, alive_here = ctx.Pipe(duplex=False)
+
     def start(slot: int) -> None:
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_worker, args=(child, sets[slot], settings, dict(os.environ)),
+        proc = ctx.Process(target=_worker, args=(child, sets[slot], settings, dict(os.environ),
+                                                 leader_alive),
                            name=f"dedebate-reproduce-{slot}")
         proc.start()
         child.close()
@@ -335,3 +357,5 @@ def run_tasks(tasks: Sequence[Task], jobs: int,
                 proc.kill()
                 proc.join()
             conn.close()
+        leader_alive.close()
+        alive_here.close()
