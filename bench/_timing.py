@@ -75,11 +75,12 @@ def summary(timing: Mapping[str, list], work: float, unit: str) -> dict:
     }
 
 
-def ratio(slow: Mapping[str, list], fast: Mapping[str, list]) -> dict:
+def ratio(slow: Mapping[str, list], fast: Mapping[str, list],
+          work: tuple[float, float] = (1.0, 1.0)) -> dict:
     """How many times faster ``fast`` is than ``slow`` (two entries of :func:`time_contenders`
-    doing the same work): the ratio of their median seconds per call, and the smallest and
-    largest ratio of a round (the rounds pair the two repeats)."""
-    s, f = slow["seconds_per_call"], fast["seconds_per_call"]
-    rounds = [a / b for a, b in zip(s, f)]
-    return {"median": statistics.median(s) / statistics.median(f),
+    doing ``work = (slow's, fast's)`` per call): the ratio of their median seconds per unit of
+    work, and the smallest and largest ratio of a round (the rounds pair the two repeats)."""
+    (s, f), (ws, wf) = (slow["seconds_per_call"], fast["seconds_per_call"]), work
+    rounds = [(a / ws) / (b / wf) for a, b in zip(s, f)]
+    return {"median": (statistics.median(s) / ws) / (statistics.median(f) / wf),
             "min": min(rounds), "max": max(rounds)}

@@ -87,6 +87,16 @@ def test_ratio_range_comes_from_the_paired_rounds():
     slow = {"seconds_per_call": [4.0, 8.0, 6.0], "calls_per_repeat": 1}
     fast = {"seconds_per_call": [1.0, 1.0, 3.0], "calls_per_repeat": 1}
     assert ratio(slow, fast) == {"median": 6.0, "min": 2.0, "max": 8.0}
+    # per unit of work where the two do different amounts (slow 2 units a call, fast 4)
+    assert ratio(slow, fast, work=(2, 4)) == {"median": 12.0, "min": 4.0, "max": 16.0}
+
+
+def test_the_ogd_bench_times_numpy_on_a_prefix_of_dedebates_updates():
+    from bench import ogd
+
+    out = ogd.run(n_x=2000, steps=6, numpy_steps=3, min_seconds=0.01, repeats=1)
+    assert (out["steps"], out["numpy_steps"]) == (6, 3) and out["same_test_sequence"]
+    assert out["ratio"] == pytest.approx(out["dedebate_steps_per_s"] / out["numpy_steps_per_s"])
 
 
 def test_benchmarks_are_listed_with_the_first_line_of_their_docstring():
