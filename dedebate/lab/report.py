@@ -36,6 +36,7 @@ from dedebate.lab.report_render import (  # noqa: F401  (re-exported)
 )
 from dedebate.lab.rundir import (
     RESULT_SCHEMA_VERSION,
+    check_run_dir,
     environment_provenance,
     eprint,
     new_run_dir,
@@ -106,6 +107,7 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
                          "module defining NAME and run)")
     report_dir = new_run_dir(output_dir, "reproduce") if resume_dir is None \
         else Path(resume_dir).resolve()
+    check_run_dir(report_dir)  # a resumed one from someone else: no link out of it
     group = report_dir.name
     started = utc_iso()
     t_start = time.monotonic()

@@ -151,13 +151,22 @@ def measured(c: Mapping[str, Any]) -> str:
 
 
 def _cell(text: Any) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return _line(text).replace("|", "\\|")
+
+
+def _line(text: Any) -> str:
+    """``text`` on one line (runs of whitespace, newlines too, become one space)."""
+    return " ".join(str(text).split())
+
+
+def _heading(e: ExperimentEntry) -> str:
+    """The text of the entry's ``## name — title`` heading, on one line."""
+    return _line(f"{e.name} — {e.title}" if e.title else e.name)
 
 
 def _anchor(e: ExperimentEntry) -> str:
-    """GitHub's anchor for the ``## name — title`` heading."""
-    text = f"{e.name} — {e.title}" if e.title else e.name
-    text = "".join(c for c in text.lower() if c.isalnum() or c in " -_")
+    """GitHub's anchor for the entry's heading."""
+    text = "".join(c for c in _heading(e).lower() if c.isalnum() or c in " -_")
     return text.replace(" ", "-")
 
 
@@ -226,11 +235,9 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
         lines.append(f"| [{_cell(e.name)}](#{_anchor(e)}) | {n_ok}/{n_all} | {e.verdict} |")
     lines.append("")
     for e in entries:
-        status = e.verdict
-        title = f" — {e.title}" if e.title else ""
-        lines += [f"## {e.name}{title}", ""]
-        where = f"run directory `{e.run_dir}/`, " if e.run_dir else ""
-        lines += [f"{status}; {where}{e.wall_time_s:.1f} s.", ""]
+        lines += [f"## {_heading(e)}", ""]
+        where = f"run directory `{_line(e.run_dir)}/`, " if e.run_dir else ""
+        lines += [f"{e.verdict}; {where}{e.wall_time_s:.1f} s.", ""]
         lines += ["| claim | source | bound | measured (95% interval) | result | note |",
                   "|---|---|---|---|---|---|"]
         for c in e.claims:
@@ -254,7 +261,7 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
             lines += [_row(c) for c in e.findings()]
             lines.append("")
         for p in e.plots:
-            lines += [f"![{Path(p).stem}]({p})", ""]
+            lines += [f"![{_line(Path(p).stem)}]({_line(p)})", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

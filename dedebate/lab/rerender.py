@@ -3,7 +3,10 @@
 
 Nothing is recomputed: the claims, verdicts and provenance are those ``dedebate reproduce``
 recorded, so a report can be re-rendered after a newer dedebate changes the layout, or shared as
-one file.
+one file. A report.json may come from someone else, so the page is inert whatever it holds:
+every text is escaped (quotes too) before any markup is built, a content security policy allows
+no script, and only PNG files inside the report directory are embedded (no absolute path, ``..``
+or link out of it).
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ _INLINE = [(re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
 
 
 def _inline(text: str) -> str:
-    out = html.escape(text, quote=False)
+    out = html.escape(text)  # quotes too: nothing in the text can close an attribute
     for pattern, repl in _INLINE:
         out = pattern.sub(repl, out)
     return re.sub(r"\[([^\]]+)\]\(#([^)]+)\)", r'<a href="#\2">\1</a>', out)
@@ -83,17 +86,39 @@ def _cells(line: str) -> list[str]:
     return [c.strip().replace("\\|", "|") for c in cells]
 
 
-def _image(src: Path, alt: str) -> str:
-    if not src.is_file():
-        return f"<p>(plot {html.escape(alt)} missing)</p>"
-    data = base64.b64encode(src.read_bytes()).decode()
-    return f'<p><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"></p>'
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _png(base: Path, rel: str) -> bytes | None:
+    """The bytes of the PNG file ``rel`` if it lies inside ``base`` once every link is followed,
+    else None."""
+    root = base.resolve()
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        return None
+    with open(path, "rb") as fh:
+        data = fh.read()
+    return data if data.startswith(PNG_SIGNATURE) else None
+
+
+def _image(base: Path, rel: str, alt: str) -> str:
+    data = _png(base, rel)
+    if data is None:
+        return (f"<p>(plot {html.escape(alt)} not shown: {html.escape(rel)} is not a PNG file "
+                "inside the report directory)</p>")
+    uri = "data:image/png;base64," + base64.b64encode(data).decode()
+    return f'<p><img alt="{html.escape(alt)}" src="{uri}"></p>'
+
+
+_POLICY = ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+           'img-src data:; style-src \'unsafe-inline\'">')
 
 
 def to_html(md: str, base: Path) -> str:
     """One self-contained HTML page from the report's markdown.
 
-    Headings, paragraphs and tables become HTML; plots are embedded as data URIs.
+    Headings, paragraphs and tables become HTML; plots are embedded as data URIs, only PNG
+    files inside ``base`` (the module docstring).
 
     Args:
         md: the report's markdown (:func:`markdown`).
@@ -124,13 +149,14 @@ def to_html(md: str, base: Path) -> str:
             anchor = "".join(c for c in text.lower() if c.isalnum() or c in " -_").replace(" ", "-")
             body.append(f'<h{level} id="{html.escape(anchor)}">{_inline(text)}</h{level}>')
         elif m := _IMAGE.match(line):
-            body.append(_image(base / m.group(2), m.group(1)))
+            body.append(_image(base, m.group(2), m.group(1)))
         elif line.strip():
             body.append(f"<p>{_inline(line)}</p>")
         i += 1
     style = ("body{font-family:sans-serif;max-width:80em;margin:2em auto;padding:0 1em}"
              "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
              "padding:.2em .5em;text-align:left;vertical-align:top}img{max-width:100%}")
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>dedebate reproduce "
-            f"report</title><style>{style}</style></head><body>\n" + "\n".join(body)
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">" + _POLICY
+            + f"<title>dedebate reproduce report</title><style>{style}</style></head><body>\n"
+            + "\n".join(body)
             + "\n</body></html>\n")

@@ -7,7 +7,9 @@ second never share a directory. ``~`` in ``output_dir`` is the user's home direc
 A directory that cannot be created or written (no permission, a path under a regular file, a
 full disk) raises :class:`RunDirError`, one line naming the path (the CLI exits 2); a writer that
 fails leaves no temporary file behind. A run directory in use by a process is locked
-(:func:`lock_run_dir`), so a second process resuming the same run stops at once. Files are
+(:func:`lock_run_dir`), so a second process resuming the same run stops at once. A run directory
+may come from someone else (a colleague, an archive), so one that reaches outside itself through
+a symbolic link is refused before anything is written (:func:`check_run_dir`). Files are
 written atomically as JSON (:func:`jsonable` converts numpy/jax values), text or CSV. What a
 result records about its environment: :mod:`dedebate.lab.provenance` (re-exported here).
 """
@@ -21,6 +23,7 @@ import errno
 import json
 import math
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -146,6 +149,35 @@ def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) ->
 
 
 LOCK_NAME = ".lock"
+RUN_FOLDERS = ("plots", "tables", "checkpoints", "groups")
+"""The folders the lab writes into, directly under a run directory: never symbolic links."""
+
+
+def check_run_dir(run_dir: str | os.PathLike) -> None:
+    """Refuse a run directory that reaches outside itself.
+
+    Every symbolic link under it must lead inside it, and none may stand for one of
+    :data:`RUN_FOLDERS`; links are not followed while looking. W&B's folders (``wandb/``, here
+    or in a sub-run) must not be links out, but are not looked into: W&B links its logs to its
+    cache in the user's home, and an attempt writes only a new run folder there.
+
+    Args:
+        run_dir: the run directory.
+
+    Raises:
+        RunDirError: one line naming the first offending link and where it leads.
+    """
+    root = Path(os.path.realpath(run_dir))
+    for where, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = Path(where, name)
+            if not path.is_symlink():
+                continue
+            target = Path(os.path.realpath(path))
+            if not target.is_relative_to(root) or (Path(where) == root and name in RUN_FOLDERS):
+                raise RunDirError(f"{path}: a symbolic link (to {target}); a run directory must "
+                                  "not reach outside itself: replace the link by the files")
+        dirs[:] = [d for d in dirs if d != "wandb"]
 
 
 class RunLock:
@@ -179,6 +211,9 @@ class RunLock:
 def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
     """Lock ``run_dir`` for this process.
 
+    The directory is checked first (:func:`check_run_dir`), and the lock file is opened without
+    following a link and without truncating it.
+
     Args:
         run_dir: the run directory.
 
@@ -186,17 +221,25 @@ def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
         The held :class:`RunLock`.
 
     Raises:
-        RunDirError: another process holds it ("run in use by PID N"), at once.
+        RunDirError: another process holds it ("run in use by PID N"), at once; the directory
+            reaches outside itself, or its lock file is a link or not a regular file.
     """
+    check_run_dir(run_dir)
     path = Path(run_dir) / LOCK_NAME
     try:
         import fcntl
     except ImportError:  # no flock on this platform: no lock
         return RunLock(None, path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as err:
-        raise RunDirError(f"{path}: cannot create the run's lock file: {_reason(err)}") from None
+        why = "a symbolic link" if err.errno == errno.ELOOP else _reason(err)
+        raise RunDirError(f"{path}: cannot create the run's lock file: {why}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise RunDirError(f"{path}: the run's lock file is not a regular file of its own (a "
+                          "device, pipe or hard link); remove it")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as err:

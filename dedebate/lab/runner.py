@@ -30,6 +30,7 @@ from dedebate.lab.experiment import (
 from dedebate.lab.rundir import (
     LOCK_NAME,
     RunDirError,
+    check_run_dir,
     environment_provenance,
     eprint,
     jsonable,
@@ -93,7 +94,8 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
     and plots). An exception from the experiment is recorded in results.json (``status:
     "error"``) and error.txt. Before config.yaml the run directory is locked (another process on
     it: :class:`RunDirError` "run in use by PID N"); after it, a results.json saying "running"
-    marks the run until it ends (unless a finished run is resumed, which is a no-op).
+    marks the run until it ends (unless a finished run is resumed, which is a no-op). A run
+    directory with a symbolic link out of it is refused first (:func:`check_run_dir`).
 
     Args:
         module: the experiment module.
@@ -121,6 +123,7 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
     except OSError as err:
         raise RunDirError(f"{run_dir}: cannot create the run directory: {err.strerror or err}"
                           ) from None
+    check_run_dir(run_dir)  # also for a finished run: nothing is read through a link out
     resume = resume or (cfg.resume and (run_dir / "checkpoints").is_dir())
     if cfg.resume:
         done = finished_record(module, cfg, run_dir)

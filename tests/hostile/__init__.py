@@ -1,0 +1,1 @@
+"""Hostile inputs: shared reports and run folders from someone else."""

@@ -1,0 +1,160 @@
+"""Hostile inputs and what ``dedebate`` answers to each, one row per case.
+
+Each row plants its input in a fresh folder beside ``outside/`` (files that must never change)
+and runs the command line in this process. It checks the exit code, that the answer is one
+line holding the row's fragment and naming the offending path, and that nothing under
+``outside/`` changed (names and bytes). Later cases (sync time-outs, signals, malformed JSON)
+add rows to :data:`CASES`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dedebate import cli
+from tests.hostile.test_html_report import assert_inert, plant_hostile_report
+
+EXPERIMENTS = "tests.fake_experiments,tests.fake_experiments.resumable," \
+              "tests.fake_experiments.sweepable"
+LINKED = "symbolic link"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One hostile input: how to plant it, and what the command must answer."""
+
+    name: str
+    plant: Callable[[Path, Path], tuple[list[str], Path | None]]  # (work, outside) -> argv, path
+    exit_code: int
+    message: str  # a fragment of the one line answered (stderr; stdout for exit 0)
+    check: Callable[[Path, Path], None] | None = None  # more to assert afterwards
+
+
+def fill_outside(outside: Path) -> None:
+    """What a user has outside the run folders: a secret, plots, tables, checkpoints."""
+    for rel, data in {"secret.txt": "precious\n", "plots/counts.png": "precious plot",
+                      "tables/chunks.csv": "precious,table\n", "ckpt/3/meta": "precious step",
+                      "ckpt/notes.txt": "precious notes", "groups/group-000.csv": "a,b\n1,2\n",
+                      "run/results.json": '{"precious": true}'}.items():
+        (outside / rel).parent.mkdir(parents=True, exist_ok=True)
+        (outside / rel).write_text(data)
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` with its bytes (None for a folder), links not followed."""
+    out: dict[str, bytes | None] = {}
+    for where, dirs, files in os.walk(root):
+        for name in dirs:
+            out[os.path.relpath(os.path.join(where, name), root)] = None
+        for name in files:
+            out[os.path.relpath(os.path.join(where, name), root)] = \
+                Path(where, name).read_bytes()
+    return out
+
+
+def run_folder(work: Path, experiment: str, sweep: dict | None) -> Path:
+    """A run folder holding only its config.yaml (a run that has not finished)."""
+    from dedebate.lab.config import dump_yaml, resolve
+    from dedebate.lab.registry import discover_experiments
+
+    raw = {"experiment": experiment, "size": "quick", "seed": 0, "output_dir": str(work),
+           "tracking": {"mode": "disabled"}, **({"sweep": sweep} if sweep else {})}
+    run = work / "run"
+    run.mkdir(parents=True)
+    reg = discover_experiments(EXPERIMENTS.split(","))
+    (run / "config.yaml").write_text(dump_yaml(resolve(raw, reg.experiments)))
+    return run
+
+
+def linked(experiment: str, entry: str, target: str, sweep: dict | None = None):
+    """A case's plant: ``run/ENTRY`` links to ``outside/TARGET``; resume the run."""
+    def plant(work: Path, outside: Path):
+        run = run_folder(work, experiment, sweep)
+        (run / entry).parent.mkdir(parents=True, exist_ok=True)
+        (run / entry).symlink_to(outside / target)
+        return ["run", "--no-progress", "--resume", str(run)], run / entry
+    return plant
+
+
+def plots_linked_inside(work: Path, outside: Path):
+    """The run's plots/ links to another folder of the run; resume the run."""
+    run = run_folder(work, "fake_pass", None)
+    (run / "figures").mkdir()
+    (run / "plots").symlink_to("figures")
+    return ["run", "--no-progress", "--resume", str(run)], run / "plots"
+
+
+def lock_hard_linked(work: Path, outside: Path):
+    """The run's lock file is a hard link to an outside file; resume the run."""
+    run = run_folder(work, "fake_pass", None)
+    os.link(outside / "secret.txt", run / ".lock")
+    return ["run", "--no-progress", "--resume", str(run)], run / ".lock"
+
+
+def reproduce_linked(work: Path, outside: Path):
+    """A reproduce folder whose experiment folder links out; resume it."""
+    rep = work / "rep"
+    rep.mkdir()
+    (rep / "report.json").write_text(json.dumps(
+        {"provenance": {"size": "quick", "seed": 0}, "experiments": []}))
+    (rep / "fake_pass").symlink_to(outside / "run")
+    return (["reproduce", "--resume", str(rep), "--only", "fake_pass", "--tracking", "disabled",
+             "--no-progress"], rep / "fake_pass")
+
+
+def hostile_html(work: Path, outside: Path):
+    """A shared report.json that attacks the HTML page (tests/hostile/test_html_report.py)."""
+    rep, _, _ = plant_hostile_report(work / "rep", outside)
+    return ["report", str(rep), "--html", str(work / "page.html")], None
+
+
+def html_is_inert(work: Path, outside: Path) -> None:
+    page = (work / "page.html").read_text()
+    assert_inert(page, [outside / "secret.png", outside / "hostname"],
+                 (work / "rep" / "exp" / "plots" / "counts.png").read_bytes())
+
+
+SWEEP = {"seeds": 1, "axes": {"p": [0.5]}}
+CASES = [
+    Case("lock file links out", linked("fake_pass", ".lock", "secret.txt"), 2, LINKED),
+    Case("lock file links inside", linked("fake_pass", ".lock", "../run/config.yaml"), 2,
+         LINKED),
+    Case("lock file is a hard link out", lock_hard_linked, 2, "not a regular file"),
+    Case("plots/ links out", linked("fake_pass", "plots", "plots"), 2, LINKED),
+    Case("plots/ links inside the run", plots_linked_inside, 2, LINKED),
+    Case("tables/ links out", linked("fake_pass", "tables", "tables"), 2, LINKED),
+    Case("a plot file links out", linked("fake_pass", "plots/counts.png", "secret.txt"), 2,
+         LINKED),
+    Case("checkpoints/ links out", linked("fake_ckpt", "checkpoints", "ckpt"), 2, LINKED),
+    Case("a sweep's groups/ links out", linked("fake_sweep", "groups", "groups", SWEEP), 2,
+         LINKED),
+    Case("a reproduce experiment folder links out", reproduce_linked, 2, LINKED),
+    Case("a shared report.json attacks its HTML page", hostile_html, 0, "wrote",
+         html_is_inert),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_hostile_input(case, tmp_path, fake_env, capsys):
+    fake_env.setenv("DEDEBATE_EXPERIMENTS", EXPERIMENTS)
+    work, outside = tmp_path / "work", tmp_path / "work" / "outside"
+    outside.mkdir(parents=True)
+    fill_outside(outside)
+    argv, path = case.plant(work, outside)
+    before = snapshot(outside)
+    capsys.readouterr()
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    answer = (out if case.exit_code == 0 else err).strip()
+    assert code == case.exit_code, (out, err)
+    assert len(answer.splitlines()) == 1 and case.message in answer, answer
+    if path is not None:
+        assert str(path) in answer
+    assert snapshot(outside) == before
+    if case.check is not None:
+        case.check(work, outside)

@@ -1,0 +1,107 @@
+"""``dedebate report DIR --html FILE`` of a hostile ``report.json`` is inert and embeds only the
+PNG files inside the report's own folder (dedebate/lab/rerender.py).
+
+The report.json is the one a colleague could share: claim text with a ``"`` that closes an
+``href`` and adds ``onmouseover=``, a ``<script>``, a title whose newline forms an image line,
+and plot paths that are absolute, climb out with ``../``, link out, or name a file that is not a
+PNG. Only the one genuine plot inside the folder is embedded."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import struct
+import zlib
+from html.parser import HTMLParser
+
+from dedebate import cli
+
+SECRET = b"TOP-SECRET-host-7f3a9c"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def tiny_png() -> bytes:
+    """A valid 1x1 grey PNG."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)
+    return (PNG_SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\x80"))
+            + chunk(b"IEND", b""))
+
+
+class Tags(HTMLParser):
+    """Every start tag of a page with its attributes."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def plant_hostile_report(rep, outside):
+    """A report folder ``rep`` whose report.json attacks the HTML page, secrets in the folder
+    ``outside`` beside it, and one genuine plot; returns (rep, the secret files, the plot)."""
+    (rep / "exp" / "plots").mkdir(parents=True)
+    outside.mkdir(exist_ok=True)
+    secret_png = outside / "secret.png"  # a real PNG signature: only the path may stop it
+    secret_png.write_bytes(PNG_SIGNATURE + SECRET)
+    secret_txt = outside / "hostname"
+    secret_txt.write_bytes(SECRET + b"\n")
+    good = tiny_png()
+    (rep / "exp" / "plots" / "counts.png").write_bytes(good)
+    (rep / "exp" / "plots" / "fake.png").write_bytes(b"<script>alert(1)</script>")
+    (rep / "exp" / "plots" / "link.png").symlink_to(secret_png)
+    hostile = 'see [this](#x" onmouseover="alert(document.cookie)) <script>alert(2)</script>'
+    claim = {"claim": hostile, "source": '"><img src=x onerror=alert(3)>', "bound": "== 1",
+             "value": 1, "lo": 1, "hi": 1, "passed": True, "note": hostile}
+    entry = {"name": 'exp"><svg onload=alert(4)>', "title": f"hostile\n![x]({secret_png})",
+             "status": "ok", "run_dir": "exp", "claims": [claim],
+             "plots": [str(secret_png), os.path.relpath(secret_png, rep), str(secret_txt),
+                       os.path.relpath(secret_txt, rep), "exp/plots/link.png", "exp/plots/fake.png",
+                       "exp/plots/counts.png"]}
+    (rep / "report.json").write_text(json.dumps(
+        {"provenance": {"size": "quick", "seed": 0}, "wall_time_s": 1.0, "complete": True,
+         "experiments": [entry]}))
+    return rep, [secret_png, secret_txt], good
+
+
+def assert_inert(page: str, secrets, good: bytes) -> None:
+    """No script, no handler attribute, links only within the page, and exactly the one
+    genuine plot embedded; no byte of an outside secret, plain or in base64."""
+    parser = Tags()
+    parser.feed(page)
+    names = [tag for tag, _ in parser.tags]
+    assert "script" not in names and "<script" not in page.lower()
+    handlers = [(tag, a) for tag, attrs in parser.tags for a in attrs if a.startswith("on")]
+    assert handlers == []
+    assert all(attrs["href"].startswith("#") for tag, attrs in parser.tags if "href" in attrs)
+    sources = [attrs["src"] for tag, attrs in parser.tags if "src" in attrs]
+    assert sources == ["data:image/png;base64," + base64.b64encode(good).decode()]
+    for secret in secrets:
+        data = secret.read_bytes()
+        assert SECRET.decode() not in page
+        assert base64.b64encode(data).decode() not in page
+        assert base64.b64encode(SECRET).decode()[:16] not in page
+
+
+def test_hostile_report_renders_an_inert_self_contained_page(tmp_path, capsys):
+    rep, secrets, good = plant_hostile_report(tmp_path / "rep", tmp_path / "outside")
+    out = tmp_path / "report.html"
+    assert cli.main(["report", str(rep), "--html", str(out)]) == 0
+    assert capsys.readouterr().out == f"wrote {out}\n"
+    assert_inert(out.read_text(), secrets, good)
+
+
+def test_a_title_cannot_start_a_markdown_line(tmp_path, capsys):
+    """``report.md`` keeps a hostile title on its heading line: no image line is formed."""
+    rep, (secret_png, _), _ = plant_hostile_report(tmp_path / "rep", tmp_path / "outside")
+    assert cli.main(["report", str(rep)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    heading = f'## exp"><svg onload=alert(4)> — hostile ![x]({secret_png})'
+    assert lines.count(heading) == 1
+    assert [line for line in lines if line.startswith("![x]")] == []

@@ -1,0 +1,21 @@
+"""``check_run_dir`` (dedebate/lab/rundir.py) lets W&B's own links out stand, as W&B makes them
+in every offline run, and refuses a ``wandb/`` that is itself a link out."""
+
+from __future__ import annotations
+
+import pytest
+
+from dedebate.lab.rundir import RunDirError, check_run_dir
+
+
+def test_w_and_b_links_its_logs_out_but_its_folder_may_not_link_out(tmp_path):
+    run, outside = tmp_path / "run", tmp_path / "outside"
+    logs = run / "sub" / "wandb" / "offline-run-1" / "logs"  # a sub-run's too (reproduce)
+    logs.mkdir(parents=True)
+    outside.mkdir()
+    (logs / "debug-core.log").symlink_to(outside / "core-debug.log")  # as W&B makes it
+    (run / "sub" / "wandb" / "latest-run").symlink_to("offline-run-1")
+    check_run_dir(run)
+    (run / "wandb").symlink_to(outside)
+    with pytest.raises(RunDirError, match=f"^{run / 'wandb'}: a symbolic link "):
+        check_run_dir(run)
