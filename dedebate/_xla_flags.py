@@ -1,12 +1,14 @@
 """dedebate's XLA flags: a CPU work-around applied at import, and programs' options under XLA_FLAGS.
 
 jaxlib 0.10.2's CPU "YNN" reduce fusion miscomputes some fused reductions (a matrix product of a
-broadcast constant, summed in a fused reduction, gives wrong values or NaN under ``jit``; related
-upstream report: jax-ml/jax#39103; ``tests/test_xla_workaround.py``). So importing dedebate adds
+broadcast constant, summed in a fused reduction, gives wrong values or NaN under ``jit``; upstream:
+jax-ml/jax#39103; ``tests/test_xla_workaround.py``). So importing dedebate adds
 ``--xla_cpu_experimental_ynn_fusion_type=-reduce`` to ``XLA_FLAGS`` (before JAX starts its
-backend), unless the user set that flag or opts out with ``DEDEBATE_KEEP_XLA_FLAGS=1``. Only
-jaxlib 0.8.1 and later get it (checked: 0.4.35, 0.5.3, 0.7.2 and 0.8.0 abort on an unknown flag);
-the test computes correctly without it on 0.8.2, 0.8.3 and 0.9.2, wrongly on 0.10.2.
+backend), unless the user set that flag or opts out with ``DEDEBATE_KEEP_XLA_FLAGS=1``, and only
+for jaxlib releases from the first that needs it to the last known to accept it: XLA aborts on an
+unknown flag, so a newer jaxlib gets none (where accepted, the flag only turns one fusion off).
+Checked (accepted / the test's sum wrong without it): 0.4.35-0.8.0 no (abort); 0.8.2-0.10.1 yes /
+no; 0.10.2 yes / yes; 0.11.2 yes (the H200 run of 2026-12-04 ran with it) / not checked.
 
 :func:`capped_options` keeps a program's own LLVM optimisation level at most the one ``XLA_FLAGS``
 asks for (docs/lab.md, "Fast compilation").
@@ -17,7 +19,10 @@ import os
 import re
 
 YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
-FIRST_JAXLIB_WITH_FLAG = (0, 8, 1)
+FIRST_JAXLIB_NEEDING_FLAG = (0, 10, 2)
+LAST_JAXLIB_NEEDING_FLAG = (0, 11, 2)
+"""The jaxlib releases (major, minor, patch) that get :data:`YNN_FLAG`, both ends included: check
+that a newer one accepts the flag (the module's docstring) before raising the last."""
 
 
 def jaxlib_version() -> tuple[int, ...] | None:
@@ -34,9 +39,22 @@ def jaxlib_version() -> tuple[int, ...] | None:
     return tuple(int(x) for x in re.findall(r"\d+", text.split("+")[0]))
 
 
+def needs_cpu_workaround(version: tuple[int, ...] | None) -> bool:
+    """Whether jaxlib ``version`` gets :data:`YNN_FLAG` (a release checked to need it).
+
+    Args:
+        version: jaxlib's version (:func:`jaxlib_version`); None: not installed.
+
+    Returns:
+        bool.
+    """
+    return version is not None and (
+        FIRST_JAXLIB_NEEDING_FLAG <= tuple(version[:3]) <= LAST_JAXLIB_NEEDING_FLAG)
+
+
 def apply_cpu_workaround(version: tuple[int, ...] | None = None) -> None:
-    """Add :data:`YNN_FLAG` to ``XLA_FLAGS`` unless the user set that flag or opted out, or
-    jaxlib is older than :data:`FIRST_JAXLIB_WITH_FLAG` (or missing).
+    """Add :data:`YNN_FLAG` to ``XLA_FLAGS`` where jaxlib needs it (:func:`needs_cpu_workaround`),
+    unless the user set that flag or opted out.
 
     Reads ``DEDEBATE_KEEP_XLA_FLAGS``, ``XLA_FLAGS`` and jaxlib's version and may set
     ``XLA_FLAGS``; nothing else.
@@ -49,8 +67,7 @@ def apply_cpu_workaround(version: tuple[int, ...] | None = None) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_cpu_experimental_ynn_fusion_type" in flags:
         return
-    version = version if version is not None else jaxlib_version()
-    if version is None or version < FIRST_JAXLIB_WITH_FLAG:
+    if not needs_cpu_workaround(version if version is not None else jaxlib_version()):
         return
     os.environ["XLA_FLAGS"] = (flags + " " + YNN_FLAG).strip()
 

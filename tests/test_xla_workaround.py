@@ -10,8 +10,11 @@ import dedebate  # noqa: F401  (applies the work-around)
 from tests.conftest import XLA_DEFAULTS
 
 
-def test_ynn_reduce_fusion_flag_is_set():
-    assert "xla_cpu_experimental_ynn_fusion_type" in os.environ.get("XLA_FLAGS", "")
+def test_ynn_reduce_fusion_flag_is_set_where_the_installed_jaxlib_needs_it():
+    from dedebate._xla_flags import jaxlib_version, needs_cpu_workaround
+
+    set_ = "xla_cpu_experimental_ynn_fusion_type" in os.environ.get("XLA_FLAGS", "")
+    assert set_ == needs_cpu_workaround(jaxlib_version())
 
 
 def test_fused_broadcast_matmul_reduction_is_correct_under_jit():
@@ -29,18 +32,22 @@ def test_fused_broadcast_matmul_reduction_is_correct_under_jit():
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
 
 
-def test_flag_is_added_only_for_jaxlib_versions_that_know_it(monkeypatch):
-    """Older jaxlib aborts at its first computation on an unknown flag in XLA_FLAGS (0.8.0 and
-    older do on this one), so the work-around leaves XLA_FLAGS alone there."""
-    from dedebate._xla_flags import YNN_FLAG, apply_cpu_workaround, jaxlib_version
+def test_flag_is_added_only_for_the_checked_jaxlib_versions_that_need_it(monkeypatch):
+    """XLA aborts at its first computation on an unknown flag in XLA_FLAGS (0.8.0 and older do on
+    this one, and a newer jaxlib may rename it), so only the checked range gets it."""
+    from dedebate import _xla_flags
+    from dedebate._xla_flags import YNN_FLAG, apply_cpu_workaround
 
+    checked = (_xla_flags.FIRST_JAXLIB_NEEDING_FLAG, _xla_flags.LAST_JAXLIB_NEEDING_FLAG)
+    assert checked == ((0, 10, 2), (0, 11, 2))  # the module's docstring's table
     monkeypatch.delenv("DEDEBATE_KEEP_XLA_FLAGS", raising=False)
-    for version, added in (((0, 10, 2), True), ((0, 8, 1), True), ((0, 12, 0, 20270101), True),
-                           ((0, 8, 0), False), ((0, 4, 35), False)):
+    for version, added in (((0, 10, 2), True), ((0, 10, 2, 1), True), ((0, 10, 1), False),
+                           ((0, 11, 2), True), ((0, 11, 3), False), ((99, 0, 0), False),
+                           ((0, 12, 0, 20270101), False), ((0, 8, 0), False), ((0, 4, 35), False)):
         monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
         apply_cpu_workaround(version)
-        assert (YNN_FLAG in os.environ["XLA_FLAGS"]) == added, version
-        assert os.environ["XLA_FLAGS"].startswith("--xla_dump_to=/tmp/x")
+        want = "--xla_dump_to=/tmp/x" + (" " + YNN_FLAG if added else "")
+        assert os.environ["XLA_FLAGS"] == want, version
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=")  # the user's
     apply_cpu_workaround((0, 10, 2))
     assert os.environ["XLA_FLAGS"] == "--xla_cpu_experimental_ynn_fusion_type="
@@ -48,4 +55,3 @@ def test_flag_is_added_only_for_jaxlib_versions_that_know_it(monkeypatch):
     monkeypatch.setenv("DEDEBATE_KEEP_XLA_FLAGS", "1")
     apply_cpu_workaround((0, 10, 2))
     assert os.environ["XLA_FLAGS"] == ""
-    assert jaxlib_version() >= (0, 8, 1)  # the installed one gets the flag (test above)
