@@ -189,6 +189,24 @@ def _fast_compile(args: argparse.Namespace) -> list[str]:
     return fast_compile.apply()
 
 
+def _unavailable_platforms() -> str | None:
+    """Why JAX cannot start the platforms ``JAX_PLATFORMS`` asks for, before any run directory
+    exists (JAX fails with a bare AssertionError at the first computation); None if it can or
+    none is asked for."""
+    asked = os.environ.get("JAX_PLATFORMS", "").strip()
+    if not asked:
+        return None
+    try:
+        import jax
+
+        jax.devices()
+    except Exception as err:  # noqa: BLE001 - whatever the plugin raises, one line
+        why = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+        return (f"JAX_PLATFORMS={asked!r}: JAX cannot start it here ({why}); unset "
+                "JAX_PLATFORMS, or install JAX's plugin for it (README: Running on a GPU)")
+    return None
+
+
 def _die_usage(msg: str) -> int:
     print(f"dedebate: error: {msg}", file=sys.stderr, flush=True)
     return EXIT_USAGE
@@ -733,6 +751,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _fast_compile(args)
         except ValueError as err:
             return _die_usage(str(err))
+    if argv is None and args.command in COMPILING | {"doctor"}:
+        problem = _unavailable_platforms()
+        if problem:
+            return _die_usage(problem)
     if argv is None and args.command == "reproduce" and _workers_likely(args):
         # Its worker processes import JAX and the lab in a fork server that starts now, beside
         # this process's own imports and W&B start-up (dedebate/lab/parallel.py).

@@ -80,8 +80,8 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
         value = parse_yaml(raw_value) if raw_value.strip() else None
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", None) or type(err).__name__
-        raise ConfigError(f"malformed override {text!r}: value is not valid YAML ({problem})"
-                          ) from None
+        raise ConfigError(f"malformed override {show_value(text)}: value is not valid YAML "
+                          f"({problem})") from None
     return parts, value
 
 

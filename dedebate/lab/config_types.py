@@ -10,7 +10,9 @@ the full key, the value and what is allowed (``params.n=0: must be >= 1``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -18,6 +20,9 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from dedebate.lab.params import check_field, field_range
+
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest float32: a config float beyond it overflows the computations to inf and NaN."""
 
 
 class ConfigError(ValueError):
@@ -79,6 +84,8 @@ def show_value(value: Any) -> str:
     Returns:
         ``repr(value)``, or its first 77 characters followed by ``...``.
     """
+    if isinstance(value, int) and value.bit_length() > 256:  # repr fails past 4,300 digits
+        return f"<an integer of about {value.bit_length() * 30103 // 100000 + 1} digits>"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -119,14 +126,18 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
             return value
         raise _fail(key, value, tp)
     if tp is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise _fail(key, value, tp)
+            number = float(value) if abs(value) <= FLOAT32_MAX else math.inf
+        elif isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                number = float(value.strip())
+        if number is None:
+            raise _fail(key, value, tp)
+        if not abs(number) <= FLOAT32_MAX:
+            raise ConfigError(f"{key}={show_value(value)}: expected a finite number of at most "
+                              f"{FLOAT32_MAX:.7g} in magnitude (computations are float32)")
+        return number
     if tp is str:
         if isinstance(value, str):
             return value

@@ -23,6 +23,7 @@ from dedebate.lab.config_types import ConfigError
 MAX_YAML_BYTES = 16 * 2**20
 MAX_YAML_DEPTH = 64
 MAX_YAML_NODES = 1_000_000  # after alias expansion (what a deep copy of the value would hold)
+MAX_INT_DIGITS = 100  # Python refuses to parse over 4,300; no config value needs 100
 
 
 class _LimitError(yaml.MarkedYAMLError):
@@ -73,7 +74,7 @@ def _check_expanded(root: yaml.Node) -> None:
 class _ConfigLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` with compose-level checks: nesting at most ``MAX_YAML_DEPTH`` levels,
     at most ``MAX_YAML_NODES`` nodes once aliases are expanded, no recursive alias, no duplicate
-    key in a mapping. Each failure is a ``yaml.MarkedYAMLError`` with the line of the problem."""
+    key in a mapping, integers of at most ``MAX_INT_DIGITS`` digits. Each failure is a ``yaml.MarkedYAMLError`` with the line of the problem."""
 
     def __init__(self, stream: Any):
         super().__init__(stream)
@@ -88,6 +89,13 @@ class _ConfigLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        digits = sum(c.isdigit() for c in node.value)
+        if digits > MAX_INT_DIGITS:
+            raise _LimitError(None, None, f"an integer of {digits} digits (at most "
+                              f"{MAX_INT_DIGITS})", node.start_mark)
+        return super().construct_yaml_int(node)
 
     def compose_mapping_node(self, anchor: Any) -> Any:
         node = super().compose_mapping_node(anchor)
@@ -189,3 +197,6 @@ def parse_yaml(text: str) -> Any:
         yaml.YAMLError: bad YAML or a limit, with the mark of the problem.
     """
     return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_yaml_int)

@@ -119,6 +119,15 @@ def html_is_inert(work: Path, outside: Path) -> None:
                  (work / "rep" / "exp" / "plots" / "counts.png").read_bytes())
 
 
+def override(key: str, value: str):
+    """A case's plant: run fake_sweep with ``params.KEY=VALUE`` on the command line."""
+    def plant(work: Path, outside: Path):
+        cfg = work / "fake_sweep.yaml"
+        cfg.write_text(f"experiment: fake_sweep\nsize: quick\noutput_dir: {work}\n")
+        return ["run", str(cfg), "tracking.mode=disabled", f"params.{key}={value}"], None
+    return plant
+
+
 SWEEP = {"seeds": 1, "axes": {"p": [0.5]}}
 CASES = [
     Case("lock file links out", linked("fake_pass", ".lock", "secret.txt"), 2, LINKED),
@@ -136,6 +145,12 @@ CASES = [
     Case("a reproduce experiment folder links out", reproduce_linked, 2, LINKED),
     Case("a shared report.json attacks its HTML page", hostile_html, 0, "wrote",
          html_is_inert),
+    Case("an integer of 5,000 digits", override("n", "9" * 5000), 2,
+         "an integer of 5000 digits (at most 100)"),
+    Case("a float beyond float32", override("threshold", "1e308"), 2,
+         "params.threshold='1e308': expected a finite number of at most 3.402823e+38"),
+    Case("a float that is not a number", override("threshold", ".nan"), 2,
+         "params.threshold=nan: expected a finite number"),
 ]
 
 
