@@ -194,7 +194,7 @@ def _unavailable_platforms() -> str | None:
     exists (JAX fails with a bare AssertionError at the first computation); None if it can or
     none is asked for."""
     asked = os.environ.get("JAX_PLATFORMS", "").strip()
-    if not asked:
+    if asked in ("", "cpu"):
         return None
     try:
         import jax
