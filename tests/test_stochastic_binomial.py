@@ -1,5 +1,11 @@
 """dedebate.core.binomial: exact binomial counts (spec DED 5.5) checked against the exact pmf."""
 
+import functools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +16,7 @@ from dedebate.core.binomial import (
     _UNDECIDED,
     FAST_MEAN,
     FAST_MID,
+    INVALID,
     OPEN_RATES,
     _Btrs,
     _window_first,
@@ -244,3 +251,68 @@ def test_block_bits_are_balanced_and_give_block_uniforms():
     rbg = jax.random.key(5, impl="rbg")
     np.testing.assert_array_equal(np.asarray(block_bits(rbg, 64)),
                                   np.asarray(jax.random.bits(rbg, (64,), jnp.uint32)))
+
+
+@functools.partial(jax.jit, static_argnames=("window", "rejected"),
+                   compiler_options=LIGHT_COMPILE)
+def _windowed(keys, n, p, window: int, rejected: bool):
+    """One draw per key with a ``window``; ``rejected``: window uniforms of 1e-7, which put every
+    window candidate out of range (so the exact loop draws the count from fresh keys)."""
+
+    def one(key):
+        s = uniform_stream(key, 2 * window, window)
+        return stream_binomial(s.replace(u=jnp.full_like(s.u, 1e-7)) if rejected else s, n, p)[0]
+
+    return jax.vmap(one)(keys)
+
+
+@pytest.mark.parametrize("window,rejected", [(1, False), (2, False), (8, True)])
+def test_a_window_without_an_accepted_candidate_draws_exactly(window, rejected):
+    """A lane whose window accepts no candidate (often with a window of 1 or 2; at the default
+    window when every candidate is out of range) tests every later candidate: 200,000 draws of
+    Binomial(100,000, 0.3) fit the pmf, and their variance is n p q = 21,000 within 5 standard
+    deviations of the sample variance (about 330). Taking the first candidate after the window
+    untested gave variances of 90,000 to 113,000 (window 1), ~29,000 (window 2) and ~880,000
+    (all rejected)."""
+    n, p, draws = 100_000, float(np.float32(0.3)), 200_000
+    x = np.asarray(_windowed(jax.random.split(jax.random.key(9), draws), jnp.int32(n),
+                             jnp.float32(p), window=window, rejected=rejected))
+    var = n * p * (1 - p)
+    mu4 = var * (1 + 3 * (n - 2) * p * (1 - p))  # the fourth central moment
+    assert abs(x.var(ddof=1) - var) < 5 * np.sqrt((mu4 - var ** 2) / draws)
+    assert _chi2_pvalue(x, n, p) > 1e-4
+
+
+# Draws with invalid arguments (p NaN, p outside [0, 1], n < 0) and a valid last lane, batched
+# (the lanes' batch rules) and unbatched, exact and fast; run in a subprocess, as a hang is the
+# failure to catch.
+_INVALID_DRAWS = """
+import json, math
+import jax, jax.numpy as jnp
+from dedebate.core.binomial import sample_binomial, stream_binomial_fast, uniform_stream
+n = jnp.array([100_000, 30, 5, 100_000, 100_000, 100_000, -3, 100_000], jnp.int32)
+p = jnp.array([math.nan, math.nan, math.nan, -0.1, 1.5, math.inf, 0.3, 0.3], jnp.float32)
+def fast(k, n, p):
+    count, s, unresolved = stream_binomial_fast(uniform_stream(k, 16), n, p)
+    return count, s.ptr, unresolved
+@jax.jit
+def draws(keys):
+    return (jax.vmap(sample_binomial)(keys, n, p), *jax.vmap(fast)(keys, n, p),
+            sample_binomial(keys[0], n[0], p[0]))
+out = draws(jax.random.split(jax.random.key(0), 8))
+print(json.dumps(dict(zip(["exact", "fast", "ptr", "unresolved", "one"], jax.tree.map(
+    lambda x: x.tolist(), out)))))
+"""
+
+
+def test_invalid_arguments_draw_the_invalid_count_without_a_loop():
+    """p NaN (fast, BTRS and inversion sizes of n), p < 0, p > 1, p infinite and n < 0 draw
+    INVALID at once on the exact and the fast path (resolved, nothing consumed); a valid lane
+    beside them draws as usual. Before, a NaN p looped for ever (the timeout) and the others
+    were clipped to a count of 0 or n."""
+    proc = subprocess.run([sys.executable, "-c", _INVALID_DRAWS], capture_output=True, text=True,
+                          timeout=60, check=True, cwd=Path(__file__).resolve().parents[1])
+    out = json.loads(proc.stdout)
+    assert out["exact"][:7] == out["fast"][:7] == [INVALID] * 7 and out["one"] == INVALID
+    assert out["ptr"][:7] == [0] * 7 and not any(out["unresolved"])
+    assert out["exact"][7] == out["fast"][7] and abs(out["exact"][7] - 30_000) < 700

@@ -32,7 +32,8 @@ from flax import struct
 # BTRS (Hoermann 1993, "The generation of binomial random variates", J. Stat. Comput. Simul. 46):
 # transformed rejection with a squeeze, valid for ``N p >= 10`` with ``p <= 1/2`` (the other half
 # by symmetry); two uniforms per candidate, ~88% of candidates accepted. Small means ``N p < 10``
-# use inversion by sequential search; ``p in {0, 1}`` and ``N = 0`` are exact by ``where``. The
+# use inversion by sequential search; ``p in {0, 1}`` and ``N = 0`` are exact by ``where``, and
+# ``N < 0`` or ``p`` outside [0, 1] (NaN included) draw INVALID at once (no loop can spin). The
 # acceptance test compares ``log(v alpha / (a / us^2 + b))`` with ``log f(k) - log f(mode)`` (f the
 # Binomial pmf), evaluated in Loader's saddle-point form (``stirlerr`` and the deviance ``bd0``,
 # Loader 2000, as in R's ``dbinom``) written as offsets from the mode, so float32 keeps ~1e-5
@@ -93,6 +94,7 @@ SMALL_MEAN = 10.0  # BTRS needs N min(p, 1-p) >= 10 (Hoermann 1993)
 FAST_MEAN = 600.0  # lanes with N min(p, 1-p) >= this use the polynomial fast path
 DEFAULT_WINDOW = 8  # candidates classified per draw
 BTRS_ACCEPTANCE = 0.88  # acceptance rate of a BTRS candidate for large means (measured)
+INVALID = -1  # the count drawn for n < 0 or p outside [0, 1] (NaN included): no draw, no loop
 _INVERSION_SLOT = 0x7FFFFFFF
 _EXTRA_SLOT = 0x7FFFFFFE
 _POLY_RANGE = 0.25  # polynomial forms are used for relative offsets below this
@@ -151,18 +153,21 @@ def _log1p_poly(x: jax.Array) -> jax.Array:
 
 
 def _flags(n, p):
-    """Symmetry p -> min(p, 1-p) and the regime flags."""
+    """Symmetry p -> min(p, 1-p), the regime flags and the count of a trivial lane (``edge``:
+    0 or n, and INVALID where n < 0 or p is not in [0, 1], NaN included)."""
     n = jnp.asarray(n, jnp.int32)
     p = jnp.asarray(p, jnp.float32)
     flip = p > 0.5
     pp = jnp.where(flip, 1.0 - p, p)
     nf = n.astype(jnp.float32)
-    trivial = (n <= 0) | (pp <= 0.0)
+    invalid = (n < 0) | ~((p >= 0.0) & (p <= 1.0))
+    trivial = invalid | (n == 0) | (pp == 0.0)
+    edge = jnp.where(invalid, INVALID, jnp.where(flip, n, 0))
     mean = nf * pp
     small = ~trivial & (mean < SMALL_MEAN)
     big = ~trivial & ~small
     fast = ~trivial & (mean >= FAST_MEAN)
-    return n, nf, pp, flip, trivial, small, big, fast
+    return n, nf, pp, flip, trivial, edge, small, big, fast
 
 
 class _Btrs:
@@ -414,7 +419,8 @@ def stream_binomial(stream: UniformStream, n, p) -> tuple[jax.Array, UniformStre
         p: float scalar in [0, 1].
 
     Returns:
-        ``(count, stream)``: the int32 count and the stream advanced past what the draw used.
+        ``(count, stream)``: the int32 count (INVALID where n < 0 or p is not in [0, 1], NaN
+        included) and the stream advanced past what the draw used.
     """
     k, stream, _ = _draw(stream, n, p, resolve=True)
     return k, stream
@@ -434,7 +440,8 @@ def stream_binomial_fast(stream: UniformStream, n, p
         p: float scalar in [0, 1].
 
     Returns:
-        ``(count, stream, unresolved)``: int32, the advanced stream, bool.
+        ``(count, stream, unresolved)``: int32 (INVALID, resolved, as in
+        :func:`stream_binomial`), the advanced stream, bool.
     """
     return _draw(stream, n, p, resolve=False)
 
@@ -442,10 +449,10 @@ def stream_binomial_fast(stream: UniformStream, n, p
 def _draw(stream: UniformStream, n, p, resolve: bool):
     W = stream.window
     L = stream.length
-    n, nf, pp, flip, trivial, small, big, fast = _flags(n, p)
+    n, nf, pp, flip, trivial, edge, small, big, fast = _flags(n, p)
     ptr0 = stream.ptr
     if not resolve:
-        return _draw_fast(stream, n, nf, pp, flip, trivial, big, fast)
+        return _draw_fast(stream, n, nf, pp, flip, trivial, edge, big, fast)
 
     # ---- fast classification of the window (large-mean lanes) ------------------------------
     status, counts = _window_status(stream.u, nf, pp, big, ptr0, L, W)
@@ -483,8 +490,9 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
         v = jnp.where(from_window, win[2 * jj + 1], fresh[1])
         k_off, inr, sq, lhs = b.candidate(u, v)
         ok = inr & (sq | (lhs <= b.log_ratio(k_off)))
-        # a fast lane's first accepted-status candidate ends it (its consumption is fixed to j1)
-        ok = ok | (fast & (j == j1))
+        # a fast lane's first accepted-status candidate ends it (its consumption is fixed to j1);
+        # with none in the window, every candidate takes the exact test
+        ok = ok | (fast & found & (j == j1))
         # inversion (small means): step from k to k + 1 while u0 > F(k); u0 is the first
         # iteration's third uniform
         u0 = jnp.where(j == 0, fresh[2], u0)
@@ -504,7 +512,7 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
         (start, jnp.where(need, jnp.int32(-1), 0), f0, f0, jnp.float32(0.0)))
     k = jnp.where(resolved, k_acc, k_slow)
     k = jnp.where(flip, n - k, k)
-    k = jnp.where(trivial, jnp.where(flip, n, 0), k)
+    k = jnp.where(trivial, edge, k)
     # Consumption: up to the first accepted-status candidate (fast lanes) or the whole window;
     # for other BTRS lanes, the window candidates their sequential loop read.
     used = jnp.where(fast, jnp.where(found, j1 + 1, W), jnp.where(big, jnp.minimum(j_end, W), 0))
@@ -530,7 +538,7 @@ OPEN_RATES = (0.15, 0.005)
 CAPACITY_SDS = 5.0
 
 
-def _draw_fast(stream: UniformStream, n, nf, pp, flip, trivial, big, fast):
+def _draw_fast(stream: UniformStream, n, nf, pp, flip, trivial, edge, big, fast):
     """The draw without the sequential loop (``stream_binomial_fast``): the window's first
     candidate that is not rejected decides it. Accepted: the draw is that candidate's count, as
     in :func:`stream_binomial` (whose first accepted-status candidate it is, with no undecided one
@@ -540,7 +548,7 @@ def _draw_fast(stream: UniformStream, n, nf, pp, flip, trivial, big, fast):
     resolved = state > _UNDECIDED  # (only fast lanes are resolved)
     j1 = jnp.bitwise_and(state, _J_MASK)
     k = jnp.where(flip, n - k_acc, k_acc)
-    k = jnp.where(trivial, jnp.where(flip, n, 0), k)
+    k = jnp.where(trivial, edge, k)
     used = jnp.where(resolved, j1 + 1, jnp.where(fast, W, 0))
     used = jnp.minimum(used, jnp.clip((L - ptr0) // 2, 0, W))
     return k.astype(jnp.int32), stream.replace(ptr=ptr0 + 2 * used), ~trivial & ~resolved
@@ -861,7 +869,7 @@ def sample_binomial(key: jax.Array, n, p, window: int = DEFAULT_WINDOW) -> jax.A
         window: candidates classified at once (static).
 
     Returns:
-        The int32 count.
+        The int32 count (INVALID where n < 0 or p is not in [0, 1], NaN included).
     """
     k, _ = stream_binomial(uniform_stream(key, 2 * window, window), n, p)
     return k
