@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -99,6 +100,10 @@ class SweepConfig:
     metrics: list[str] = dataclasses.field(
         default_factory=list,
         metadata=_doc("metrics to plot; [] = every metric, the first 24 if there are more"))
+    max_rows: int = dataclasses.field(
+        default=100_000,
+        metadata=_doc("most rows (points x seeds) a sweep may have; raise it for a larger grid "
+                      "(each row is a point's Config, a line of sweep.csv and a W&B row)"))
 
     def __post_init__(self):
         if isinstance(self.seeds, int):
@@ -118,6 +123,14 @@ class SweepConfig:
                 raise ValueError(f"axes={name!r}: an axis is the name of a params field")
         if self.batch < 0:
             raise ValueError(f"batch={self.batch}: must be >= 0 (0 = a whole static group)")
+        if self.max_rows < 1:
+            raise ValueError(f"max_rows={self.max_rows}: must be >= 1")
+        seeds = self.seeds if isinstance(self.seeds, int) else len(self.seeds)
+        rows = math.prod(len(v) if isinstance(v, list | tuple) else 1
+                         for v in self.axes.values()) * seeds
+        if rows > self.max_rows:
+            raise ValueError(f"axes x seeds = {rows} rows, over max_rows={self.max_rows}: "
+                             "shrink the grid, or raise sweep.max_rows to run it")
         if self.tracking not in SWEEP_TRACKING:
             raise ValueError(f"tracking={self.tracking!r}: must be one of "
                              f"{', '.join(SWEEP_TRACKING)}")

@@ -128,6 +128,14 @@ def override(key: str, value: str):
     return plant
 
 
+def million_rows(work: Path, outside: Path):
+    """A sweep of 1,000 points x 1,000 seeds (each value of its own within range)."""
+    cfg = work / "big_sweep.yaml"
+    cfg.write_text(f"experiment: fake_sweep\nsize: quick\noutput_dir: {work}\nsweep:\n"
+                   f"  seeds: 1000\n  axes:\n    p: [{', '.join(str(i / 1000) for i in range(1000))}]\n")
+    return ["sweep", str(cfg), "tracking.mode=disabled"], None
+
+
 SWEEP = {"seeds": 1, "axes": {"p": [0.5]}}
 CASES = [
     Case("lock file links out", linked("fake_pass", ".lock", "secret.txt"), 2, LINKED),
@@ -151,6 +159,9 @@ CASES = [
          "params.threshold='1e308': expected a finite number of at most 3.402823e+38"),
     Case("a float that is not a number", override("threshold", ".nan"), 2,
          "params.threshold=nan: expected a finite number"),
+    Case("a sweep of a million rows", million_rows, 2,
+         "axes x seeds = 1000000 rows, over max_rows=100000: shrink the grid, or raise "
+         "sweep.max_rows"),
 ]
 
 
