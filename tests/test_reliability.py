@@ -533,6 +533,17 @@ def test_failure_10_resumed_sweep_recomputes_a_damaged_group(tmp_path, capsys):
         _write(g0, lines[0] + lines[1] * 4), p, p.groups[0])
     assert "is not point 1's value" in check_group_file(
         _write(g0, good.replace(",0.6,", ",0.7,")), p, p.groups[0])
+    header = lines[0].rstrip("\n").split(",")
+    cells = lines[1].rstrip("\n").split(",")
+    cells[header.index("rate")] = "0.999"  # a measured value edited, the structure intact
+    edited = lines[0] + ",".join(cells) + "\n" + "".join(lines[2:])
+    assert "differ from those hashed in groups.sha256" in check_group_file(
+        _write(g0, edited), p, p.groups[0])
+    capsys.readouterr()
+    fixed = run_sweep(module, resolve({**raw, "resume": True}, reg.experiments),
+                      show_progress=False)
+    assert "recomputing group 0" in capsys.readouterr().err
+    assert fixed.results["groups_resumed"] == 0 and g0.read_text() == good
 
     _write(g0, lines[0])  # truncated to its header
     capsys.readouterr()

@@ -65,7 +65,7 @@ from dedebate.lab.sweep_programs import (  # noqa: F401  (re-exported)
     compile_options,
     train_point,
 )
-from dedebate.lab.sweep_rows import check_group_file, read_rows, sort_rows
+from dedebate.lab.sweep_rows import check_group_file, read_rows, sort_rows, write_group_file
 from dedebate.lab.tracking import Tracker
 
 SWEEP_SCHEMA_VERSION = 1
@@ -205,7 +205,7 @@ def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | No
                 compute_s += time.monotonic() - tg
                 computed_rows += len(grows)
                 if lead:
-                    write_csv(gfile, grows)  # this group is on disk before the next starts
+                    write_group_file(gfile, grows)  # on disk before the next group starts
             rows.extend(grows)
             if lead:
                 rows = sort_rows(rows, plan_.seeds)

@@ -1,16 +1,19 @@
 """The rows files of a sweep (``sweep.csv``, ``groups/group-NNN.csv``): read, order, check.
 
 Cells are read back as numbers, JSON lists and dicts, or text (an empty cell is None). A group
-file is checked against the plan before a resumed sweep reuses it (:func:`check_group_file`).
+file is checked against the plan and against the hash recorded when it was written
+(``groups.sha256`` in the sweep directory, ``sha256sum -c`` format) before a resumed sweep reuses
+it (:func:`check_group_file`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
-from dedebate.lab.rundir import _cell
+from dedebate.lab.rundir import _cell, write_csv, write_text
 from dedebate.lab.sweep_plan import RESERVED, Group, SweepPlan
 
 
@@ -59,10 +62,37 @@ def sort_rows(rows: list[dict[str, Any]], seeds: tuple[int, ...]) -> list[dict[s
     return sorted(rows, key=lambda r: (int(r["point"]), order.get(int(r["seed"]), 0)))
 
 
+HASHES = "groups.sha256"
+"""The sweep directory's record of each group file's sha256, written with the file."""
+
+
+def _recorded_hashes(sweep_dir: Path) -> dict[str, str]:
+    try:
+        lines = (sweep_dir / HASHES).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return {name: digest for digest, _, name in (line.partition("  ") for line in lines)}
+
+
+def write_group_file(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write a group file (``SWEEP_DIR/groups/group-NNN.csv``) and record its hash.
+
+    Args:
+        path: the group file.
+        rows: its rows.
+    """
+    write_csv(path, rows)
+    sweep_dir = path.parent.parent
+    hashes = {**_recorded_hashes(sweep_dir),
+              f"{path.parent.name}/{path.name}": hashlib.sha256(path.read_bytes()).hexdigest()}
+    write_text(sweep_dir / HASHES, "".join(f"{d}  {n}\n" for n, d in sorted(hashes.items())))
+
+
 def check_group_file(path: Path, plan_: SweepPlan, group: Group) -> str | None:
     """None if ``path`` holds exactly the rows of ``group``: the index and axis columns, one row
-    per (point, seed) of the group, each with its point's axis values as the sweep writes them;
-    else what is wrong, in words (a file cut short, edited, or from another plan).
+    per (point, seed) of the group, each with its point's axis values as the sweep writes them,
+    and the bytes whose hash was recorded when it was written; else what is wrong, in words (a
+    file cut short, edited, or from another plan).
 
     Args:
         path: the group file.
@@ -106,4 +136,9 @@ def check_group_file(path: Path, plan_: SweepPlan, group: Group) -> str | None:
             cell = _cell(points[key[0]].values[a])
             if r[a] != ("" if cell is None else str(cell)):
                 return f"line {i}: {a}={r[a]!r} is not point {key[0]}'s value {cell!r}"
+    recorded = _recorded_hashes(path.parent.parent).get(f"{path.parent.name}/{path.name}")
+    if recorded is None:
+        return f"no hash of it in {HASHES} (not written by this sweep)"
+    if recorded != hashlib.sha256(path.read_bytes()).hexdigest():
+        return f"its bytes differ from those hashed in {HASHES} when it was written (edited?)"
     return None
