@@ -38,10 +38,15 @@ def test_git_dirty_tracks_uncommitted_changes(tmp_path):
 
     git("init", "-q")
     (tmp_path / "a.py").write_text("x = 1\n")
-    git("add", "a.py")
+    (tmp_path / ".gitignore").write_text("runs/\n")
+    git("add", "a.py", ".gitignore")
     git("commit", "-qm", "a")
     assert git_dirty(tmp_path) is False
-    (tmp_path / "untracked.txt").write_text("run output\n")
-    assert git_dirty(tmp_path) is False  # untracked files (run outputs) do not count
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "out.txt").write_text("run output\n")
+    assert git_dirty(tmp_path) is False  # ignored files (run outputs) do not count
     (tmp_path / "a.py").write_text("x = 2\n")
     assert git_dirty(tmp_path) is True
+    git("checkout", "-q", "a.py")
+    (tmp_path / "b.py").write_text("y = 1\n")
+    assert git_dirty(tmp_path) is True  # an untracked file counts (it may be code that ran)

@@ -149,7 +149,10 @@ def test_run_artifact_holds_results_and_plots(reg, tmp_path, fake_wandb):
                   reg.experiments)
     rec = run_experiment(reg.experiments["fake_pass"], cfg, show_progress=False)
     (run,) = fake_wandb.runs
-    assert run.kwargs["job_type"] == "fake_pass" and run.kwargs["config"] == cfg.to_dict()
+    config = dict(run.kwargs["config"])
+    prov = config.pop("provenance")  # W&B gets the provenance results.json records
+    assert run.kwargs["job_type"] == "fake_pass" and config == cfg.to_dict()
+    assert prov == {k: rec.results["provenance"][k] for k in prov}
     (art,) = run.artifacts
     assert set(art.files) == {"results.json", "config.yaml", "chunks.csv", "counts.png"}
     assert run.summary["claims_passed"] == 2 and run.summary["heads"] == \

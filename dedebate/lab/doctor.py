@@ -1,7 +1,7 @@
 """What a run will use, before it starts: backend, devices, memory, x64, caches, versions.
 
 ``dedebate doctor`` prints this; every ``results.json`` records the same versions and git state
-in its provenance (``dedebate.lab.provenance.package_versions`` and ``git_dirty``).
+in its provenance (``dedebate.lab.provenance.package_versions`` and ``code_provenance``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 import dedebate
-from dedebate.lab.provenance import git_commit, git_dirty, package_versions
+from dedebate.lab.provenance import code_provenance, package_versions
 
 
 def _gib(n: Any) -> str:
@@ -54,9 +54,9 @@ def report() -> dict[str, Any]:
     if not cache.get("enabled"):
         where = requested_dir()
         cache = {**cache, "cli_dir": str(where) if where else None}
-    return {"dedebate": dedebate.__version__, "git_commit": git_commit(),
-            "git_dirty": git_dirty(), **device_report(), "compile_cache": cache,
-            "packages": package_versions(), "xla_flags": os.environ.get("XLA_FLAGS", "")}
+    return {"dedebate": dedebate.__version__, **code_provenance(), **device_report(),
+            "compile_cache": cache, "packages": package_versions(),
+            "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
 def render(info: dict[str, Any]) -> str:

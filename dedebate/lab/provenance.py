@@ -1,26 +1,48 @@
 """Provenance: what every result records about the code and machine that computed it.
 
-:func:`environment_provenance` gathers the dedebate version and git commit (and whether the
-checkout has uncommitted changes), the versions of the distributions that decide a result
-(:data:`PACKAGES`), Python and the platform, JAX's backend and devices, the persistent compile
-cache, ``XLA_FLAGS`` and the result schema version. ``results.json``, ``report.json`` and
-``dedebate doctor`` show it. Nothing here ever stops a run: a piece that cannot be read is
-recorded as None.
+:func:`environment_provenance` gathers which dedebate code ran (:func:`code_provenance`: its
+version, how it was installed, and the git commit only where that commit is the code's), the
+versions of the distributions that decide a result (:data:`PACKAGES`), Python, the platform and
+host, the command line and the batch scheduler's job id, JAX's backend, devices, x64 flag and
+requested platforms, the persistent compile cache, ``XLA_FLAGS`` and the result schema version.
+``results.json``, ``report.json``, the W&B config and ``dedebate doctor`` show it. Nothing here
+ever stops a run: a piece that cannot be read is recorded as None.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
 import os
 import platform
 import subprocess
+import sys
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import dedebate
 
 RESULT_SCHEMA_VERSION = 1
+
+SCHEDULER_JOB_VARS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
+"""The environment variables that name a batch job: Slurm, PBS/Torque, LSF, Grid Engine."""
+
+
+def _git(where: Path, *args: str) -> subprocess.CompletedProcess | None:
+    """``git ARGS`` in ``where``; None without git."""
+    try:
+        return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _package_dir() -> Path:
+    """The imported ``dedebate`` package's folder."""
+    return Path(dedebate.__file__).resolve().parent
 
 
 def git_commit(path: str | os.PathLike | None = None) -> str | None:
@@ -32,14 +54,102 @@ def git_commit(path: str | os.PathLike | None = None) -> str | None:
     Returns:
         The commit hash, or None outside a git checkout or without git.
     """
-    where = Path(path) if path else Path(dedebate.__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
-                             text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
+    out = _git(Path(path) if path else _package_dir(), "rev-parse", "HEAD")
+    commit = out.stdout.strip() if out else ""
+    return commit if out and out.returncode == 0 and len(commit) >= 40 else None
+
+
+def git_dirty(path: str | os.PathLike | None = None) -> bool | None:
+    """Whether the git checkout holding ``path`` differs from its commit: a tracked file changed,
+    or a file that is neither tracked nor ignored.
+
+    Args:
+        path: a file or folder; None = the dedebate sources.
+
+    Returns:
+        The flag, or None outside a git checkout or when git is missing.
+    """
+    out = _git(Path(path) if path else _package_dir(), "status", "--porcelain")
+    return bool(out.stdout.strip()) if out and out.returncode == 0 else None
+
+
+def _tracked(package_dir: Path) -> bool:
+    """Whether the package's ``__init__.py`` is a tracked file of the git checkout around it (a
+    wheel in a virtual environment inside some other repository is not)."""
+    out = _git(package_dir, "ls-files", "--error-unmatch", "__init__.py")
+    return out is not None and out.returncode == 0
+
+
+def _file_url_path(url: Any) -> Path | None:
+    """The local path of a ``file://`` URL, else None."""
+    parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme != "file":
         return None
-    commit = out.stdout.strip()
-    return commit if out.returncode == 0 and len(commit) >= 40 else None
+    return Path(urllib.request.url2pathname(parts.path)).resolve()
+
+
+def _direct_url(dist: importlib.metadata.Distribution | None,
+                package_dir: Path) -> dict[str, Any] | None:
+    """PEP 610 ``direct_url.json`` of ``dist`` ({} for an install from an index or a plain
+    wheel), or None when ``dist`` is not what runs (not installed; or it is shadowed, e.g. by a
+    checkout on ``PYTHONPATH``)."""
+    if dist is None:
+        return None
+    try:
+        direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    except (OSError, ValueError):
+        direct = {}
+    if not isinstance(direct, dict):
+        direct = {}
+    if (direct.get("dir_info") or {}).get("editable"):
+        root = _file_url_path(direct.get("url"))
+        return direct if root is not None and package_dir.is_relative_to(root) else None
+    init = Path(dist.locate_file("dedebate/__init__.py")).resolve()
+    return direct if init == package_dir / "__init__.py" else None
+
+
+def _dedebate_distribution() -> importlib.metadata.Distribution | None:
+    """The first ``dedebate`` distribution on the path, if any."""
+    try:
+        return importlib.metadata.distribution("dedebate")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def code_provenance(package_dir: str | os.PathLike | None = None,
+                    dist: importlib.metadata.Distribution | None = None) -> dict[str, Any]:
+    """Which dedebate code runs: ``git_commit``, ``git_dirty`` and ``install``.
+
+    The commit and dirty flag are a checkout's only when the package's own files are tracked in
+    it (a source tree, or ``pip install -e``), never those of a repository that merely holds the
+    virtual environment. Otherwise the version names the code, and ``install`` comes from the
+    distribution's PEP 610 ``direct_url.json``: ``vcs`` (with the commit pip installed),
+    ``directory``, ``archive`` or ``package`` (from an index, or a plain wheel).
+
+    Args:
+        package_dir: the imported ``dedebate`` package's folder; None = this one.
+        dist: its distribution; None = the installed ``dedebate`` one, if any.
+
+    Returns:
+        ``{"git_commit", "git_dirty", "install": {"kind", "url"}}``.
+    """
+    here = Path(package_dir).resolve() if package_dir else _package_dir()
+    direct = _direct_url(dist if dist is not None else _dedebate_distribution(), here)
+    info = direct or {}
+    vcs = info.get("vcs_info") or {}
+    if direct is None:
+        kind = "source tree"  # not an installed distribution's files
+    elif (info.get("dir_info") or {}).get("editable"):
+        kind = "editable"
+    else:
+        kind = ("vcs" if vcs else "archive" if "archive_info" in info
+                else "directory" if "dir_info" in info else "package")
+    if _tracked(here):  # a checkout's own files (an egg-info beside them is no install)
+        return {"git_commit": git_commit(here), "git_dirty": git_dirty(here),
+                "install": {"kind": "editable" if kind == "editable" else "source tree",
+                            "url": info.get("url")}}
+    return {"git_commit": vcs.get("commit_id") if vcs.get("vcs") == "git" else None,
+            "git_dirty": None, "install": {"kind": kind, "url": info.get("url")}}
 
 
 # The distributions whose versions decide a result (numbers, compiled programs, checkpoints).
@@ -65,22 +175,16 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
     return out
 
 
-def git_dirty(path: str | os.PathLike | None = None) -> bool | None:
-    """Whether the git checkout holding ``path`` has uncommitted changes to tracked files.
-
-    Args:
-        path: a file or folder; None = the dedebate sources.
+def process_provenance() -> dict[str, Any]:
+    """The command line, host and batch job of this process.
 
     Returns:
-        The flag, or None outside a git checkout or when git is missing.
+        ``{"argv", "host", "scheduler_job_ids"}``; the last maps each of
+        :data:`SCHEDULER_JOB_VARS` that is set to its value.
     """
-    where = Path(path) if path else Path(dedebate.__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
-                             capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
+    return {"argv": list(sys.argv), "host": platform.node(),
+            "scheduler_job_ids": {k: os.environ[k] for k in SCHEDULER_JOB_VARS
+                                  if os.environ.get(k)}}
 
 
 def environment_provenance() -> dict[str, Any]:
@@ -91,22 +195,25 @@ def environment_provenance() -> dict[str, Any]:
     """
     prov: dict[str, Any] = {
         "dedebate_version": dedebate.__version__,
-        "git_commit": git_commit(),
+        **code_provenance(),
         "python_version": platform.python_version(),
         "platform": platform.platform(),
         "result_schema_version": RESULT_SCHEMA_VERSION,
+        **process_provenance(),
     }
     # XLA's flags can change float rounding (dedebate/lab/fast_compile.py)
-    prov.update(git_dirty=git_dirty(), packages=package_versions(),
-                xla_flags=os.environ.get("XLA_FLAGS", ""))
+    prov.update(packages=package_versions(), xla_flags=os.environ.get("XLA_FLAGS", ""))
     try:
         import jax
 
         prov.update(jax_version=jax.__version__, backend=jax.default_backend(),
                     device_count=jax.device_count(),
-                    devices=sorted({d.device_kind for d in jax.devices()}))
+                    devices=sorted({d.device_kind for d in jax.devices()}),
+                    x64=bool(jax.config.jax_enable_x64),
+                    jax_platforms=jax.config.jax_platforms or None)
     except Exception as err:  # noqa: BLE001 - provenance must never stop a run
-        prov.update(jax_version=None, backend=None, device_count=None,
+        prov.update(jax_version=None, backend=None, device_count=None, x64=None,
+                    jax_platforms=os.environ.get("JAX_PLATFORMS") or None,
                     jax_error=f"{type(err).__name__}: {err}")
     with contextlib.suppress(Exception):  # the persistent compilation cache (lab/compile_cache)
         from dedebate.lab.compile_cache import provenance as compile_cache_provenance

@@ -238,9 +238,11 @@ def _run_in(module: Any, cfg: RunConfig, run_dir: Path, resume: bool, *, show_pr
 
     tcfg = cfg.tracking
     mode = tcfg.effective_mode()
+    env = environment_provenance()  # before the run: what W&B and results.json record
     tracker = Tracker.start(mode=mode, run_dir=run_dir, project=tcfg.project,
                             entity=tcfg.entity, group=tcfg.group, job_type=cfg.experiment,
-                            name=tracking_name or run_dir.name, config=cfg.to_dict())
+                            name=tracking_name or run_dir.name, config=cfg.to_dict(),
+                            resume=cfg.resume, provenance=env)
     mode = tracker.mode if tracker.active else mode  # online falls back to offline off-network
     ctx = LabContext(cfg, run_dir, tracker, show_progress=show_progress, nested=nested,
                      resume=resume, key=key)
@@ -266,13 +268,14 @@ def _run_in(module: Any, cfg: RunConfig, run_dir: Path, resume: bool, *, show_pr
         tb_text = traceback.format_exc()
         result = None
         if raise_errors:
-            _finish_failed(module, cfg, run_dir, ctx, tracker, mode, started, t0, error, tb_text)
+            _finish_failed(module, cfg, run_dir, ctx, tracker, mode, env, started, t0, error,
+                           tb_text)
             raise
     wall = time.monotonic() - t0
 
     if error is not None:
-        results = _finish_failed(module, cfg, run_dir, ctx, tracker, mode, started, t0, error,
-                                 tb_text)
+        results = _finish_failed(module, cfg, run_dir, ctx, tracker, mode, env, started, t0,
+                                 error, tb_text)
         return RunRecord(cfg, run_dir, None, error, wall, results)
 
     assert result is not None
@@ -294,7 +297,7 @@ def _run_in(module: Any, cfg: RunConfig, run_dir: Path, resume: bool, *, show_pr
                              **result.metrics}),
         "tables": tables,
         "plots": [f"plots/{p}" for p in plots],
-        "provenance": _provenance(cfg, ctx, tracker, mode, started, wall),
+        "provenance": _provenance(cfg, ctx, tracker, mode, env, started, wall),
     }
     write_json(run_dir / "results.json", results)
 
@@ -311,13 +314,13 @@ def _run_in(module: Any, cfg: RunConfig, run_dir: Path, resume: bool, *, show_pr
     return RunRecord(cfg, run_dir, result, None, wall, results)
 
 
-def _provenance(cfg: RunConfig, ctx: LabContext, tracker: Tracker, mode: str, started: str,
-                wall: float) -> dict[str, Any]:
+def _provenance(cfg: RunConfig, ctx: LabContext, tracker: Tracker, mode: str,
+                env: dict[str, Any], started: str, wall: float) -> dict[str, Any]:
     prov = {
         "config_hash": ctx.config_hash,
         "seed": cfg.seed,
         "size": cfg.size,
-        **environment_provenance(),
+        **env,
         "started_utc": started,
         "wall_time_s": round(wall, 3),
         "resumed": ctx.resume,
@@ -336,7 +339,7 @@ def _status(results_path: Path) -> str | None:
     return status if isinstance(status, str) else None
 
 
-def _finish_failed(module, cfg, run_dir, ctx, tracker, mode, started, t0, error, tb_text):
+def _finish_failed(module, cfg, run_dir, ctx, tracker, mode, env, started, t0, error, tb_text):
     wall = time.monotonic() - t0
     write_text(run_dir / "error.txt", tb_text or error)
     results = {
@@ -349,7 +352,7 @@ def _finish_failed(module, cfg, run_dir, ctx, tracker, mode, started, t0, error,
         "metrics": {},
         "tables": {},
         "plots": [f"plots/{p}" for p in ctx.saved_plots],
-        "provenance": _provenance(cfg, ctx, tracker, mode, started, wall),
+        "provenance": _provenance(cfg, ctx, tracker, mode, env, started, wall),
     }
     # a finished run's results are never replaced by a worse record: a failure after them (a
     # later resume that went wrong) is recorded beside them

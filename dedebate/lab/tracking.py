@@ -10,12 +10,16 @@ Online mode first checks, once per process and W&B server, that the server answe
 request within ``PROBE_TIMEOUT_S``; if not, or if an online start fails, every W&B run of this
 process (the rest of a run, sweep or reproduce) is offline instead, after one warning. So a
 machine without a network waits seconds, not a minute per W&B run.
+
+A run's W&B config holds its provenance (code, versions, backend: dedebate/lab/provenance.py), and
+a resumed run continues the W&B run it started (its id is kept in ``<run_dir>/wandb/``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import urllib.error
 import urllib.request
@@ -23,7 +27,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dedebate.lab.rundir import eprint, flatten_numbers
+from dedebate.lab.rundir import (
+    RunDirError,
+    environment_provenance,
+    eprint,
+    flatten_numbers,
+    write_text,
+)
 
 
 def _settings(wandb: Any) -> Any:
@@ -36,6 +46,9 @@ def _settings(wandb: Any) -> Any:
     except Exception:  # noqa: BLE001 - an older/newer wandb without some option
         return wandb.Settings(silent=True)
 
+
+RUN_ID_FILE = "dedebate-run-id"
+"""The file in ``<run_dir>/wandb/`` that keeps the id of the run directory's W&B run."""
 
 PROBE_TIMEOUT_S = 3.0
 DEFAULT_BASE_URL = "https://api.wandb.ai"
@@ -137,12 +150,15 @@ class Tracker:
     @classmethod
     def start(cls, *, mode: str, run_dir: str | os.PathLike, project: str, job_type: str,
               config: dict[str, Any], name: str | None = None, group: str | None = None,
-              entity: str | None = None) -> Tracker:
+              entity: str | None = None, resume: bool | None = None,
+              provenance: dict[str, Any] | None = None) -> Tracker:
         """Start a W&B run with ``dir=run_dir`` (so its files live inside the run directory).
 
-        An online start whose server does not answer, or that fails, is offline instead (for the
-        rest of the process, after one warning); any other failure gives a disabled tracker and
-        one warning.
+        The W&B config is ``config`` plus ``provenance``. Unless ``resume`` is None, the run's id
+        is kept in ``<run_dir>/wandb/`` (:data:`RUN_ID_FILE`), and ``resume=True`` continues the
+        W&B run kept there (same id, ``resume="allow"``). An online start whose server does not
+        answer, or that fails, is offline instead (for the rest of the process, after one
+        warning); any other failure gives a disabled tracker and one warning.
 
         Args:
             mode: ``"offline"``, ``"online"`` or ``"disabled"``.
@@ -153,6 +169,9 @@ class Tracker:
             name: the W&B run name.
             group: the W&B group.
             entity: the W&B entity; None = the account default.
+            resume: True: continue the run directory's W&B run, if it has one; False: a new
+                one; None: a new one whose id is not kept (one of many in the directory).
+            provenance: what computed the run; None = :func:`environment_provenance` now.
 
         Returns:
             The :class:`Tracker` (never raises, except for KeyboardInterrupt).
@@ -165,12 +184,18 @@ class Tracker:
             os.environ.setdefault("WANDB_SILENT", "true")
             import wandb
 
+            if provenance is None:
+                provenance = environment_provenance()
             kwargs: dict[str, Any] = {
-                "project": project, "dir": str(run_dir), "mode": mode, "config": config,
+                "project": project, "dir": str(run_dir), "mode": mode,
+                "config": {**config, "provenance": provenance},
                 "job_type": job_type, "name": name, "group": group, "reinit": "create_new",
                 "settings": _settings(wandb)}
             if entity:
                 kwargs["entity"] = entity
+            id_file = Path(run_dir) / "wandb" / RUN_ID_FILE
+            if resume and (run_id := _read_run_id(id_file)):
+                kwargs.update(id=run_id, resume="allow")
             try:
                 run = wandb.init(**kwargs)
             except Exception as err:
@@ -183,6 +208,9 @@ class Tracker:
                 _warn_offline(f"the online start failed: {why}")
                 mode = kwargs["mode"] = "offline"
                 run = wandb.init(**kwargs)
+            if resume is not None:  # a later resume continues this W&B run
+                with contextlib.suppress(OSError, RunDirError):  # a rename: never through a link
+                    write_text(id_file, f"{run.id}\n")
             tracker = cls(run, mode, wandb)
             tracker.data_dir = Path(run_dir) / "wandb" / "data"
             return tracker
@@ -356,6 +384,21 @@ class Tracker:
                 self.run.summary[k] = v
 
         self._guard("summary", _do)
+
+
+def _read_run_id(path: Path) -> str | None:
+    """The W&B run id kept in ``path``, or None: no such regular file (a link is not followed:
+    a run directory may come from someone else), or no id in it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        run_id = fh.read(129).decode("ascii", "replace").strip()
+    ok = 0 < len(run_id) <= 128 and all(c.isalnum() or c in "-_" for c in run_id)
+    return run_id if ok else None
 
 
 @contextlib.contextmanager
