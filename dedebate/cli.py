@@ -667,7 +667,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         0 if every run synced (or there was none); 1 if one failed or ran past ``--timeout``;
         2 for a bad path, ``--jobs`` or ``--timeout``.
     """
-    from dedebate.lab.sync import find_offline_runs, sync_all
+    from dedebate.lab.sync import by_run_id, find_offline_runs, sync_all
 
     if args.jobs < 1:
         return _die_usage(f"--jobs={args.jobs}: must be at least 1")
@@ -687,7 +687,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         return EXIT_OK
     failed = sync_all(runs, jobs=args.jobs, timeout=args.timeout,
                       report=lambda line: print(line, flush=True))
-    print(f"{len(runs) - failed}/{len(runs)} run(s) synced", file=sys.stderr)
+    n = len(by_run_id(runs))
+    print(f"{n - failed}/{n} W&B run(s) synced", file=sys.stderr)
     return EXIT_FAIL if failed else EXIT_OK
 
 

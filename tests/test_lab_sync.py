@@ -99,3 +99,21 @@ def test_the_wandb_probe_asks_the_server_the_installed_wandb_uses(monkeypatch):
     assert tracking.base_url() == wandb.Settings().base_url.rstrip("/")
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9/")
     assert tracking.base_url() == "http://127.0.0.1:9"
+
+
+def test_the_attempts_of_a_resumed_run_are_uploaded_together(tmp_path, monkeypatch):
+    log = tmp_path / "calls"
+    fake = tmp_path / "wandb-records"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("DEDEBATE_WANDB", str(fake))
+    w = tmp_path / "run" / "wandb"
+    runs = [w / "offline-run-20261204_100000-abc", w / "offline-run-20261204_110000-xyz",
+            w / "offline-run-20261204_120000-abc"]
+    for r in runs:
+        r.mkdir(parents=True)
+    lines: list[str] = []
+    assert sync_all(runs, jobs=1, report=lines.append) == 0
+    assert sorted(log.read_text().splitlines()) == [
+        f"sync {runs[0]} {runs[2]}", f"sync {runs[1]}"]
+    assert f"synced {runs[2]} (and 1 earlier attempt(s))" in lines

@@ -31,6 +31,22 @@ def find_offline_runs(path: str | os.PathLike) -> list[Path]:
     return sorted(p for p in root.rglob("offline-run-*") if p.is_dir() and p.parent.name == "wandb")
 
 
+def by_run_id(runs: list[Path]) -> list[list[Path]]:
+    """``runs`` grouped by W&B run (``offline-run-TIME-ID``: a resumed run leaves one folder per
+    attempt, which one ``wandb sync`` must upload together), in order of first appearance.
+
+    Args:
+        runs: offline run directories.
+
+    Returns:
+        One list of directories per W&B run.
+    """
+    groups: dict[tuple[Path, str], list[Path]] = {}
+    for r in runs:
+        groups.setdefault((r.parent, r.name.rsplit("-", 1)[-1]), []).append(r)
+    return list(groups.values())
+
+
 def wandb_command() -> list[str]:
     """How to call ``wandb``: ``$DEDEBATE_WANDB``, the one beside this Python, or ``python -m wandb``.
 
@@ -83,12 +99,13 @@ class _Children:
                 pass
 
 
-def sync_one(run: Path, extra: list[str], timeout: float = SYNC_TIMEOUT_S,
-             children: _Children | None = None) -> tuple[Path, int, str]:
-    """Run ``wandb sync RUN``, stopped (with its children) after ``timeout`` seconds.
+def sync_one(run: list[Path], extra: list[str], timeout: float = SYNC_TIMEOUT_S,
+             children: _Children | None = None) -> tuple[list[Path], int, str]:
+    """Run ``wandb sync RUN...`` on the folders of one W&B run, stopped (with its children)
+    after ``timeout`` seconds.
 
     Args:
-        run: an offline run directory.
+        run: the offline run directories of one W&B run (:func:`by_run_id`).
         extra: further arguments of ``wandb sync``.
         timeout: seconds before it is stopped.
         children: where the running process is registered (so Ctrl-C can stop it).
@@ -99,7 +116,7 @@ def sync_one(run: Path, extra: list[str], timeout: float = SYNC_TIMEOUT_S,
     """
     children = children or _Children()
     try:
-        p = children.start([*wandb_command(), "sync", *extra, str(run)])
+        p = children.start([*wandb_command(), "sync", *extra, *map(str, run)])
     except OSError as err:
         return run, 127, f"{type(err).__name__}: {err}"
     try:
@@ -116,8 +133,9 @@ def sync_one(run: Path, extra: list[str], timeout: float = SYNC_TIMEOUT_S,
 
 def sync_all(runs: list[Path], *, jobs: int = 4, extra: list[str] | None = None,
              timeout: float = SYNC_TIMEOUT_S, report=print) -> int:
-    """Sync ``runs``, ``jobs`` at a time, one line per run as each starts and ends; Ctrl-C
-    (KeyboardInterrupt) kills every running ``wandb sync`` and re-raises.
+    """Sync ``runs``, one ``wandb sync`` per W&B run (:func:`by_run_id`), ``jobs`` at a time,
+    one line per run as each starts and ends; Ctrl-C (KeyboardInterrupt) kills every running
+    ``wandb sync`` and re-raises.
 
     Args:
         runs: offline run directories.
@@ -127,23 +145,27 @@ def sync_all(runs: list[Path], *, jobs: int = 4, extra: list[str] | None = None,
         report: called with each line.
 
     Returns:
-        The number of runs that failed.
+        The number of W&B runs that failed.
     """
-    children, failed, n = _Children(), 0, len(runs)
+    groups = by_run_id(runs)
+    children, failed, n = _Children(), 0, len(groups)
+
+    def name(run: list[Path]) -> str:
+        return f"{run[-1]}" + (f" (and {len(run) - 1} earlier attempt(s))" if len(run) > 1 else "")
 
     def one(i_run):
         i, run = i_run
-        report(f"[{i + 1}/{n}] syncing {run}")
+        report(f"[{i + 1}/{n}] syncing {name(run)}")
         return sync_one(run, list(extra or []), timeout, children)
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        for run, code, last in pool.map(one, enumerate(runs)):
+        for run, code, last in pool.map(one, enumerate(groups)):
             if code == 0:
-                report(f"synced {run}")
+                report(f"synced {name(run)}")
             else:
                 failed += 1
-                report(f"FAILED {run} (exit {code}): {last}")
+                report(f"FAILED {name(run)} (exit {code}): {last}")
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         children.kill()
