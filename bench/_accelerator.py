@@ -170,12 +170,18 @@ def _last_json_line(stdout: str):
 
 def _reproduce_result(stdout: str) -> dict:
     line = next(x for x in stdout.splitlines() if x.startswith("report: "))
-    report = json.loads((Path(line[len("report: "):]).parent / "report.json").read_text())
+    report_dir = Path(line[len("report: "):]).parent
+    report = json.loads((report_dir / "report.json").read_text())
     (e,) = report["experiments"]
+    try:  # the experiment's own record: its peak device memory
+        run_dir = report_dir / (e.get("run_dir") or e["name"])
+        prov = json.loads((run_dir / "results.json").read_text())["provenance"]
+    except (OSError, ValueError, KeyError, TypeError):
+        prov = {}
     return {"verdict": e.get("verdict", "PASS" if e["passed"] else "FAIL"), "status": e["status"],
             "claims_passed": report["claims_passed"], "claims_total": report["claims_total"],
             "wall_s": e.get("wall_time_s"), "report_wall_s": report["wall_time_s"],
-            "error": e.get("error")}
+            "peak_device_bytes": prov.get("peak_device_bytes"), "error": e.get("error")}
 
 
 def throughput_worker(size: str, trials: int | None) -> dict:
@@ -184,7 +190,7 @@ def throughput_worker(size: str, trials: int | None) -> dict:
     import jax
 
     from dedebate.agents.stochastic_players import honest_alice, honest_bob
-    from dedebate.lab.devices import device_memory_bytes, lanes_for_memory
+    from dedebate.lab.devices import device_memory_bytes, lanes_for_memory, peak_device_bytes
     from dedebate.machines.fixtures import f2_target
     from dedebate.protocols.stochastic import (
         debate_static,
@@ -226,7 +232,8 @@ def throughput_worker(size: str, trials: int | None) -> dict:
                            seconds_per_call=sm["seconds_per_call"]["median"])
     dev = jax.devices()[0]
     return {"backend": jax.default_backend(), "device_kind": dev.device_kind,
-            "memory_bytes": device_memory_bytes(dev), "T": T, "trials": trials,
+            "memory_bytes": device_memory_bytes(dev), "peak_device_bytes": peak_device_bytes(),
+            "T": T, "trials": trials,
             "problem": "F2, K = 2, P_M(1) = 2/3, honest Alice and Bob, Lean constants",
             "modes": modes}
 
@@ -364,8 +371,8 @@ def main(argv: list[str] | None = None) -> int:
                               str(repro_dir), "--tracking", "disabled", "--no-progress"],
                        parse=_reproduce_result)
         if rec["status"] == "ok":
-            figures["reproduce"][name] = {k: rec["result"][k] for k in
-                                          ("verdict", "claims_passed", "claims_total", "wall_s")}
+            figures["reproduce"][name] = {k: rec["result"][k] for k in (
+                "verdict", "claims_passed", "claims_total", "wall_s", "peak_device_bytes")}
             run.write()
 
     run.data.update(finished=_now(), complete=True)

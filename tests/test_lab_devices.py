@@ -151,3 +151,24 @@ def test_each_device_runs_its_rows_with_no_collective():
                        capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["2", "[]"], p.stdout
+
+
+def test_peak_device_bytes_is_the_largest_peak_any_device_reports():
+    from dedebate.lab.devices import peak_device_bytes
+
+    class Dev:
+        def __init__(self, stats):
+            self.stats = stats
+
+        def memory_stats(self):
+            if isinstance(self.stats, Exception):
+                raise self.stats
+            return self.stats
+
+    gpus = [Dev({"peak_bytes_in_use": 7, "bytes_limit": 100}), Dev({"peak_bytes_in_use": 9})]
+    assert peak_device_bytes(gpus) == 9
+    assert peak_device_bytes([Dev(None), Dev({}), Dev(RuntimeError("no stats"))]) is None
+    import jax
+
+    if jax.default_backend() == "cpu":
+        assert peak_device_bytes() is None  # XLA:CPU reports no memory statistics

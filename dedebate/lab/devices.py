@@ -276,6 +276,30 @@ def device_memory_bytes(device: Any = None) -> int | None:
     return int(limit) if isinstance(limit, (int, float)) and limit > 0 else None
 
 
+def peak_device_bytes(devices: list[Any] | None = None) -> int | None:
+    """The most memory any of ``devices`` has held at once so far (``peak_bytes_in_use``).
+
+    Args:
+        devices: JAX devices; None = ``jax.local_devices()``.
+
+    Returns:
+        The largest peak in bytes, or None where no device reports one (a CPU).
+    """
+    if devices is None:
+        import jax
+
+        devices = jax.local_devices()
+    peaks = []
+    for d in devices:
+        try:
+            peak = (d.memory_stats() or {}).get("peak_bytes_in_use")
+        except Exception:  # noqa: BLE001 - backends without memory statistics
+            continue
+        if isinstance(peak, (int, float)) and peak >= 0:
+            peaks.append(int(peak))
+    return max(peaks) if peaks else None
+
+
 def lanes_for_memory(bytes_per_lane: float, *, default: int, lo: int, hi: int,
                      multiple: int = 256, fraction: float = MEMORY_FRACTION,
                      memory_bytes: int | None = None, device: Any = None) -> int:

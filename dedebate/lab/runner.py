@@ -21,6 +21,7 @@ from typing import Any
 
 from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
 from dedebate.lab.context import LabContext, experiment_key  # noqa: F401  (re-exported)
+from dedebate.lab.devices import peak_device_bytes
 from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
@@ -323,6 +324,7 @@ def _provenance(cfg: RunConfig, ctx: LabContext, tracker: Tracker, mode: str,
         **env,
         "started_utc": started,
         "wall_time_s": round(wall, 3),
+        "peak_device_bytes": peak_device_bytes(),
         "resumed": ctx.resume,
         "tracking": {"mode": mode, "wandb_run_id": tracker.run_id,
                      "wandb_dir": tracker.run_path, "failure": tracker.failed},
