@@ -7,6 +7,8 @@ the start of the run, the install included):
 1. ``install``: ``pip install -e '.[cuda12]'`` (or ``--cuda cuda13``) where an NVIDIA GPU is
    visible (``nvidia-smi`` on the PATH) and JAX does not already use it; ``--install no`` (or
    ``DEDEBATE_ACCEL_INSTALL=0``) skips it, and so does a machine without ``nvidia-smi``;
+   ``--install preinstalled`` installs dedebate alone beside the JAX already there, offline
+   (``pip install --no-deps --no-build-isolation -e .``: clusters, NVIDIA's JAX images);
 2. ``doctor``: ``dedebate doctor --json`` (backend, devices with their memory, x64, versions);
 3. ``throughput``: the stochastic debate's trial-steps per second in each ``bob_draw`` mode
    (:func:`dedebate.protocols.stochastic_batch.run_trials`, honest players, fixture F2 with K = 2 at
@@ -260,7 +262,7 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--timeout", nargs="*", default=(env("DEDEBATE_ACCEL_TIMEOUTS") or "").split(),
                    metavar="STEP=SECONDS", help="per-step timeouts (STEP: a step name such as "
                    "bench/sweep, or a kind: install, doctor, throughput, bench, reproduce)")
-    p.add_argument("--install", choices=("auto", "yes", "no"),
+    p.add_argument("--install", choices=("auto", "yes", "no", "preinstalled"),
                    default={"0": "no", "1": "yes"}.get(env("DEDEBATE_ACCEL_INSTALL", ""), "auto"))
     p.add_argument("--cuda", default=env("DEDEBATE_ACCEL_CUDA") or "cuda12",
                    choices=("cuda12", "cuda13"))
@@ -287,6 +289,10 @@ def _timeouts(items: list[str]) -> dict[str, float]:
 
 def _install(run: Run, args: argparse.Namespace, py: str) -> None:
     why = None
+    if args.install == "preinstalled":
+        run.step("install", [py, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+                             "-e", "."], parse=lambda _out: {"extra": "preinstalled JAX"})
+        return
     if args.install == "no":
         why = "install turned off (--install no / DEDEBATE_ACCEL_INSTALL=0)"
     elif args.install == "auto" and shutil.which("nvidia-smi") is None:

@@ -53,6 +53,7 @@ def test_accelerator_script_on_cpu(cli_env, tmp_path):
     rep = data["figures"]["reproduce"]["fake_pass"]
     assert rep["verdict"] == "PASS" and rep["claims_passed"] == rep["claims_total"] > 0
     assert math.isfinite(rep["wall_s"]) and rep["wall_s"] >= 0
+    assert rep["peak_device_bytes"] is None  # XLA:CPU reports no memory statistics
     assert "accelerator: device 0: cpu" in p.stderr
 
 
@@ -76,3 +77,17 @@ def test_steps_recorded_at_once_and_budget_spent(tmp_path):
     assert not saved["complete"]
     with pytest.raises(SystemExit, match="STEP=SECONDS"):
         accel._timeouts(["bench=-1"])
+
+
+def test_preinstalled_installs_dedebate_alone_beside_the_jax_there():
+    """``--install preinstalled``: the offline path of a machine whose JAX came with it."""
+    steps = []
+
+    class Recorder:
+        def step(self, name, cmd, parse=None):
+            steps.append((name, cmd))
+
+    args = accel._parse_args(["--install", "preinstalled"])
+    accel._install(Recorder(), args, "PY")
+    assert steps == [("install", ["PY", "-m", "pip", "install", "--no-deps",
+                                  "--no-build-isolation", "-e", "."])]
