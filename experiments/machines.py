@@ -5,7 +5,7 @@ majority, AND, OR, meta-analysis), with T steps:
 
 1. exact P_M(1) three ways -- enumeration of the whole prefix tree (float64), the fixture's small
    dynamic program, and the closed form where there is one -- and a Monte-Carlo estimate from
-   ``trials`` sampled transcripts; the exact value must lie in the Monte-Carlo Wilson interval
+   ``trials`` sampled transcripts; the exact value must lie in the Monte-Carlo exact interval
    (95%; the row's p-value enters the report-wide Bonferroni policy of the lab);
 2. the empirical Lipschitz constant (largest ``|dP_M| / dist`` over the perturbation families of
    :func:`dedebate.machines.lipschitz.estimate_lipschitz`), which must not exceed the proven K,
@@ -189,7 +189,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
 # ---- claim rows: measured numbers in, rows out (pure; tests feed them lying numbers) -------------
 def fixture_claims(fx, trials: int, p_enum: float, p_dp: float, ones: float, est) -> list[Claim]:
     """The rows of one fixture: the exact P_M(1) (enumeration ``p_enum``, cross-checked against
-    the DP ``p_dp`` and the closed form ``fx.exact_p1``) in the Wilson interval of ``ones``
+    the DP ``p_dp`` and the closed form ``fx.exact_p1``) in the exact interval of ``ones``
     ones among ``trials`` transcripts; the empirical Lipschitz constant ``est.best`` at most the
     proven ``fx.K``; and, for the fixtures of ``TIGHT``, at least that fraction of K.
 
@@ -203,7 +203,7 @@ def fixture_claims(fx, trials: int, p_enum: float, p_dp: float, ones: float, est
         f"{fx.name}: exact P_M(1) lies in the Monte-Carlo interval",
         "spec DED 9 (exact P_M by enumeration / DP)", "==", p_enum, ones, trials,
         note=(f"T={fx.T}; enumeration {p_enum:.6f}, DP {p_dp:.6f}, closed form {closed}; "
-              f"{trials} transcripts; Wilson interval, score test"),
+              f"{trials} transcripts; Clopper-Pearson interval, exact binomial test"),
         checks=agree, bound=f"contains {p_enum:.6f}")]
     claims.append(Claim.exact(
         f"{fx.name}: empirical Lipschitz constant <= proven K",

@@ -281,7 +281,7 @@ def obfuscation_claims(m, rho_o, qo, do, n_trees) -> list[Claim]:
 def sampled_claims(us, surv, qo, do, n_trees) -> list[Claim]:
     """Section 4, sampled: the obfuscating liar's mean U_A per direction policy (``us``:
     [policy, tree, episode]) contains 0, and the naive liar's survival (``surv``: 0/1 outcomes)
-    has a Wilson interval containing ``1 - q^-d``. One row per policy, then the naive row."""
+    has an exact interval containing ``1 - q^-d``. One row per policy, then the naive row."""
     claims = []
     for i, name in enumerate(DIRECTION_POLICIES):
         claims.append(Claim.mean(
@@ -293,7 +293,7 @@ def sampled_claims(us, surv, qo, do, n_trees) -> list[Claim]:
     claims.append(Claim.proportion(
         f"naive recursive debate: liar survival 1 - q^-d (q={qo}, d={do}, sampled)",
         "spec PED 9.3", "==", target, float(surv.sum()), surv.size,
-        f"{surv.size} sampled debates", bound=f"== {target:.6g} (Wilson interval contains it)"))
+        f"{surv.size} sampled debates", bound=f"== {target:.6g} (exact interval contains it)"))
     return claims
 
 

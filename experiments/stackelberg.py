@@ -511,7 +511,7 @@ def stable_claims(cfg: Config, t: Trained, labels: list[str], tables, metrics) -
         f"{thr:g}", "spec PED 7.4 (practical reading)",
         f"in [{thr * (1 - cfg.tol):.4f}, {thr * (1 + cfg.tol):.4f}]", m, ulo, uhi,
         passed=bool(ulo >= thr * (1 - cfg.tol) and uhi <= thr * (1 + cfg.tol)), finding=True,
-        note=f"per seed {_r(u_fin, 4)}; 95% normal interval over seeds"))
+        note=f"per seed {_r(u_fin, 4)}; 95% Student t interval over seeds"))
     # part 3: schedules
     fracs = {lab: float((conv[i] < cfg.steps).mean()) for i, lab in enumerate(labels)}
     med = {lab: float(np.median(conv[i])) for i, lab in enumerate(labels)}

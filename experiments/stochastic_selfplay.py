@@ -326,15 +326,15 @@ def proven_claims(m: Measured) -> list[Claim]:
 
 def mc_claims(mc: dict[str, tuple[float, float, float]]) -> list[Claim]:
     """Per instance, the gating Monte-Carlo row (pure): ``mc[case] = (exact mean over seeds,
-    Monte-Carlo wins pooled over seeds, debates)``; the score test of "the Monte-Carlo
+    Monte-Carlo wins pooled over seeds, debates)``; the exact binomial test of "the Monte-Carlo
     acceptance equals the exact mean" (a non-finite number or no debate fails the row)."""
     claims = []
     for case, (exact_mean, wins, n) in mc.items():
         claims.append(Claim.proportion(
             f"Monte-Carlo play of the trained pairs ({case}) agrees with the exact DP",
             "dedebate.protocols.stochastic_batch.run_trials vs exact DP", "==", exact_mean, wins, n,
-            note=(f"{wins}/{n} debates pooled over seeds (the score test at the seeds' mean "
-                  "exact value is conservative for a pool of binomials)"),
+            note=(f"{wins}/{n} debates pooled over seeds (the exact binomial test at the seeds' "
+                  "mean exact value is conservative for a pool of binomials)"),
             bound=f"contains the exact mean {exact_mean:.4f}"))
     return claims
 
@@ -413,7 +413,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     # ---- self-play outcome vs the Lean bounds ---------------------------------------------------
     for case, res, want_hi in (("yes", yes, True), ("no", no, False)):
         vals = _arr(res, "value")
-        m, lo, hi = mean_interval(vals)
+        m, lo, hi = mean_interval(vals, support=(0.0, 1.0))  # an acceptance probability
         worst = vals.min() if want_hi else vals.max()
         ok = worst >= sides[0] if want_hi else worst <= sides[1]
         claims.append(Claim(
@@ -431,7 +431,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     # ---- tracking -------------------------------------------------------------------------------
     for case, res, who in (("yes", yes, "winning"), ("no", no, "lying")):
         trk = _arr(res, "tracking")
-        m, lo, hi = mean_interval(trk)
+        m, lo, hi = mean_interval(trk, support=(0.0, 1.0))  # a mean |p - pi|
         claims.append(Claim(
             f"The {who} Alice's claims track the truth ({case}-instance): reach-weighted mean "
             "|p - pi| below b", "descriptive; criterion fixed in advance",
@@ -443,7 +443,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     for case, res in (("yes", yes), ("no", no)):
         hit, fa = _arr(res, "hit"), _arr(res, "false_alarm")
         j = hit - fa
-        m, lo, hi = mean_interval(j)
+        m, lo, hi = mean_interval(j, support=(-1.0, 1.0))  # a difference of two rates
         claims.append(Claim(
             f"The trained Bob's aborts target real deviations ({case}-instance): "
             "P[abort | |p - pi| in [b, 4b]] - P[abort | |p - pi| < s]",

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from dedebate import cli
 from dedebate.lab.compare import overlap
+from dedebate.lab.report_render import fmt
 
 
 def _reproduce(tmp_path, capsys, seed):
@@ -23,7 +26,7 @@ def test_compare_two_reports_then_a_flipped_verdict(tmp_path, fake_env, capsys):
     table = capsys.readouterr().out
     assert "| fake_pass | heads rate near p |" in table
     assert "| fake_fail | value at least one half | 0.25 (exact) | 0.25 (exact) | FAIL -> FAIL" \
-           " | yes |" in table
+           " | equal |" in table
     assert "0 verdict(s) changed." in table
 
     report = json.loads((b / "report.json").read_text())
@@ -33,7 +36,7 @@ def test_compare_two_reports_then_a_flipped_verdict(tmp_path, fake_env, capsys):
     (b / "report.json").write_text(json.dumps(report))
     assert cli.main(["compare", str(a), str(b / "report.json")]) == 1
     table = capsys.readouterr().out
-    assert "FAIL -> PASS **CHANGED** | no |" in table
+    assert "FAIL -> PASS **CHANGED** | differ |" in table
     assert "1 verdict(s) changed: fake_fail: value at least one half" in table
 
     # a run directory against a reproduce directory: rows of other experiments are one-sided
@@ -79,3 +82,47 @@ def test_report_renders_again_from_report_json_and_as_html(tmp_path, fake_env, c
     assert "<td>value at least one half</td>" in text
     assert cli.main(["report", str(tmp_path)]) == 2
     assert "no report.json there" in capsys.readouterr().err
+
+
+def test_compare_reports_an_exact_p_value_for_a_change(tmp_path, capsys):
+    """Proportion rows store k and n: compare's p-value is Fisher's exact test on the 2x2 table;
+    mean rows store n and sd: Welch's t-test."""
+    from scipy import stats
+
+    from dedebate.lab.compare import change_p_value
+    from dedebate.lab.experiment import Claim
+
+    def run(name, k, xs):
+        rows = [Claim.proportion("rate", "s", "<=", 0.4, k, 200),
+                Claim.mean("mean", "s", "<=", 1.0, xs)]
+        path = tmp_path / name / "results.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({"experiment": "e", "claims": [c.to_dict() for c in rows]}))
+        return path, [c.to_dict() for c in rows]
+
+    a, (pa, ma) = run("a", 62, [0.1, -0.2, 0.05, 0.3])
+    b, (pb, mb) = run("b", 81, [0.4, 0.2, 0.6, 0.35, 0.5])
+    fisher = stats.fisher_exact([[62, 138], [81, 119]]).pvalue
+    assert change_p_value(pa, pb) == pytest.approx(fisher, rel=1e-12) and 0.03 < fisher < 0.07
+    welch = stats.ttest_ind([0.1, -0.2, 0.05, 0.3], [0.4, 0.2, 0.6, 0.35, 0.5],
+                            equal_var=False).pvalue
+    assert change_p_value(ma, mb) == pytest.approx(welch, rel=1e-9)
+    assert change_p_value({"value": 1.0, "lo": 1.0, "hi": 1.0}, pb) is None  # an exact row
+    assert cli.main(["compare", str(a), str(b)]) == 0
+    table = capsys.readouterr().out
+    assert f"| PASS -> PASS | p={fmt(fisher)} |" in table and f"p={fmt(welch)} |" in table
+
+
+def test_change_evidence_without_counts():
+    from dedebate.lab.compare import change_evidence
+
+    exact = {"value": 2.0, "lo": 2.0, "hi": 2.0}
+    assert change_evidence(exact, dict(exact)) == "equal"
+    assert change_evidence(exact, {**exact, "value": 3.0, "lo": 3.0, "hi": 3.0}) == "differ"
+    # a row written before rows stored their counts, or a finding with an interval
+    old = {"value": 0.5, "lo": 0.4, "hi": 0.6, "p_value": 0.3}
+    assert change_evidence(old, {**old, "lo": 0.45}) == "intervals overlap"
+    assert change_evidence(old, {**old, "value": 0.8, "lo": 0.7, "hi": 0.9}) == \
+        "intervals disjoint"
+    assert change_evidence({**old, "p_value": None}, {**old, "p_value": None}) == \
+        "intervals overlap"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import binomtest
 
 from dedebate.lab.experiment import (
     FAMILY_ALPHA,
@@ -17,7 +18,6 @@ from dedebate.lab.experiment import (
     claim_p_value,
     family_decisions,
     mean_interval,
-    wilson_interval,
     with_family_decisions,
 )
 from dedebate.lab.report import (
@@ -31,27 +31,30 @@ from dedebate.lab.report import (
 @settings(max_examples=300, deadline=None)
 @given(n=st.integers(5, 5000), frac=st.floats(0, 1), target=st.floats(0.01, 0.99),
        relation=st.sampled_from([">=", "<=", "=="]))
-def test_proportion_row_passes_at_95_iff_wilson_interval_reaches_target(n, frac, target,
-                                                                        relation):
+def test_proportion_row_passes_at_95_iff_exact_interval_reaches_target(n, frac, target,
+                                                                      relation):
     k = round(frac * n)
     row = Claim.proportion("c", "s", relation, target, k, n)
-    p_hat, lo, hi = wilson_interval(k, n)
-    assert (row.value, row.lo, row.hi) == (p_hat, lo, hi)
-    reaches = {">=": hi >= target, "<=": lo <= target, "==": lo <= target <= hi}[relation]
-    # the Wilson interval inverts the score test, so the two decisions agree except within
-    # rounding of the boundary
+    ci = binomtest(k, n).proportion_ci(method="exact")
+    assert row.value == k / n and (row.k, row.n) == (k, n)
+    assert (row.lo, row.hi) == pytest.approx((ci.low, ci.high), abs=1e-11)
+    reaches = {">=": ci.high >= target, "<=": ci.low <= target,
+               "==": ci.low <= target <= ci.high}[relation]
+    # the Clopper-Pearson interval inverts the exact test, so the two decisions agree except
+    # within rounding of the boundary
     if abs(row.p_value - FAMILY_ALPHA) > 1e-9:
-        assert row.passed == reaches, (k, n, target, relation, row.p_value, lo, hi)
+        assert row.passed == reaches, (k, n, target, relation, row.p_value, ci)
 
 
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 400), target=st.floats(-1, 1),
        relation=st.sampled_from([">=", "<=", "=="]))
-def test_mean_row_passes_at_95_iff_normal_interval_reaches_target(seed, n, target, relation):
+def test_mean_row_passes_at_95_iff_student_t_interval_reaches_target(seed, n, target, relation):
     x = np.random.default_rng(seed).normal(0.1, 1.0, n)
     row = Claim.mean("c", "s", relation, target, x)
     m, lo, hi = mean_interval(x)
     assert (row.value, row.lo, row.hi) == pytest.approx((m, lo, hi), rel=1e-12)
+    assert (row.n, row.sd) == (n, pytest.approx(x.std(ddof=1), rel=1e-12))
     reaches = {">=": hi >= target, "<=": lo <= target, "==": lo <= target <= hi}[relation]
     if abs(row.p_value - FAMILY_ALPHA) > 1e-9:
         assert row.passed == reaches
@@ -105,8 +108,9 @@ def test_family_wise_false_failure_rate_is_at_most_alpha():
     m, n, reports, target = 30, 2000, 1500, 0.4
     k = rng.binomial(n, target, size=(reports, m))
     any_fail_fw = any_fail_95 = 0
+    rows = {x: Claim.proportion("c", "s", "==", target, x, n) for x in np.unique(k).tolist()}
     for row in k:
-        claims = [Claim.proportion("c", "s", "==", target, int(x), n) for x in row]
+        claims = [rows[x] for x in row.tolist()]
         any_fail_fw += not all(family_decisions(claims))
         any_fail_95 += not all(c.passed for c in claims)
     rate_fw, rate_95 = any_fail_fw / reports, any_fail_95 / reports
@@ -145,7 +149,10 @@ def test_progress_line_waits_for_the_family_before_failing_a_sampled_row():
         apply_report_family(entries)  # the family so far: a's rows and b's one
         return progress_line(entries[0], finished, total)
 
-    assert ": UNDECIDED 0/1 in 1.0 s (1 Monte-Carlo row(s) below" in line([miss], 2, 3)
+    assert line([miss], 2, 3) == (
+        "reproduce: [2/3] a: UNDECIDED 0/1 in 1.0 s (pending: 1 Monte-Carlo row(s) below "
+        "0.05/2, the level of the 2 rows finished so far: 'sampled miss' p=0.01; the report "
+        "decides them over every experiment's rows when all 3 have finished)")
     assert ": FAIL 0/1 in 1.0 s" in line([miss], 3, 3)  # every experiment finished: final
     assert ": FAIL 0/2" in line([miss, exact_bad], 2, 3)  # an exact miss fails at once
     zero = {**miss, "p_value": 0.0}

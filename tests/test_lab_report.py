@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from dedebate import cli
-from dedebate.lab.experiment import Claim
+from dedebate.lab.experiment import Claim, ExperimentResult
 from dedebate.lab.registry import discover_experiments
 from dedebate.lab.report import measured
 from tests.fake_experiments import fake_fail, fake_pass
@@ -116,3 +116,81 @@ def test_measured_formatting():
     assert measured(exact) == "0.5 (exact)"
     sampled = Claim("c", "s", ">= 0", 0.123456, 0.1, 0.15, True).to_dict()
     assert measured(sampled) == "0.1235 [0.1, 0.15]"
+
+
+def test_one_verdict_per_row_in_the_progress_line_report_and_results_json(tmp_path):
+    """A sampled row (p = 0.00284) fails its own run's family of 4 (level 0.0125) but passes the
+    report's family of 49 (level 0.00102). The progress line calls it pending and names it; the
+    final report decides it once, and that decision is written into the run's results.json."""
+    from dedebate.lab.claims import with_family_decisions
+    from dedebate.lab.report import (
+        ExperimentEntry,
+        _write_report,
+        apply_report_family,
+        progress_line,
+    )
+
+    def row(name, p):
+        return Claim(name, "s", "== 0", 0.0, -0.1, 0.1, p >= 0.05, p_value=p)
+
+    runs = {"a": [row("close call", 0.00284)] + [row(f"a{i}", 0.9) for i in range(3)],
+            "b": [row(f"b{i}", 0.9) for i in range(45)]}
+    entries = []
+    for name, claims in runs.items():
+        results = {"experiment": name, "title": "", "status": "ok",
+                   "passed": ExperimentResult(claims=claims).passed,
+                   "claims": with_family_decisions(claims), "metrics": {}, "tables": {},
+                   "plots": [], "provenance": {"config_hash": "x"}}
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(results))
+        entries.append(ExperimentEntry(name, run_dir=name, wall_time_s=1.0,
+                                       claims=results["claims"]))
+    alone = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert alone["passed"] is False and alone["claims"][0]["family"] == "run"
+
+    apply_report_family(entries[:1])  # a has finished, b still runs
+    assert progress_line(entries[0], 1, 2) == (
+        "reproduce: [1/2] a: UNDECIDED 3/4 in 1.0 s (pending: 1 Monte-Carlo row(s) below "
+        "0.05/4, the level of the 4 rows finished so far: 'close call' p=0.00284; the report "
+        "decides them over every experiment's rows when all 2 have finished)")
+
+    _write_report(tmp_path, {"size": "quick", "seed": 0}, entries, 1.0, final=True)
+    report = json.loads((tmp_path / "report.json").read_text())
+    for name, rep in zip(runs, report["experiments"]):
+        res = json.loads((tmp_path / name / "results.json").read_text())
+        assert res["claims"] == rep["claims"] and res["passed"] is rep["passed"] is True
+        assert res["decided_by"] == "../report.json"
+        assert {(c["family"], c["family_size"]) for c in res["claims"]} == {("report", 49)}
+        assert res["metrics"] == {} and res["provenance"] == {"config_hash": "x"}
+    close = report["experiments"][0]["claims"][0]
+    assert close["passed"] and not close["passed_95"]
+    assert progress_line(entries[0], 2, 2).startswith("reproduce: [2/2] a: PASS 4/4 in 1.0 s")
+
+
+def test_parallel_progress_names_the_pending_row_then_its_final_verdict(tmp_path, monkeypatch,
+                                                                        capsys):
+    """Experiment a finishes first with a row below its family-so-far level (p = 0.01 < 0.05/1):
+    its line is UNDECIDED and names the row; once b has finished (m = 5, level 0.01) a last line
+    gives a's verdict over the report's family."""
+    import types
+
+    import dedebate.lab.parallel as parallel
+    from dedebate.lab.report import ExperimentEntry, _run_parallel, apply_report_family
+
+    miss = Claim("sampled miss", "s", "== 0", 0.1, 0.01, 0.19, False, p_value=0.01).to_dict()
+    ok = Claim("sampled ok", "s", "== 0", 0.0, -0.1, 0.1, True, p_value=0.9).to_dict()
+    outs = [parallel.Outcome("a", 1.0, claims=[miss]), parallel.Outcome("b", 2.0, claims=[ok] * 4)]
+    monkeypatch.setattr(parallel, "run_tasks", lambda tasks, jobs, on_start: iter(outs))
+    entries = {n: ExperimentEntry(n) for n in "ab"}
+    pending = [(entries[n], types.SimpleNamespace(__name__=n), None) for n in "ab"]
+
+    def finish(entry):  # as reproduce does: decide the rows of the experiments finished so far
+        apply_report_family([e for e in entries.values() if e.claims])
+
+    _run_parallel(pending, tmp_path, 2, finish, True)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[1].startswith("reproduce: [1/2] a: UNDECIDED 0/1 in 1.0 s (pending: 1 ")
+    assert "'sampled miss' p=0.01" in lines[1]
+    assert lines[2].startswith("reproduce: [2/2] b: PASS 4/4 in 2.0 s")
+    assert lines[3:] == ["reproduce: a: PASS 1/1 (decided over the report's family of 5 "
+                         "Monte-Carlo rows; results.json records it)"]

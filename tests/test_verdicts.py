@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
 from dedebate.lab.experiment import (
+    FAMILY_ALPHA,
     Claim,
     ExperimentResult,
     claim_p_value,
     family_decisions,
+    mean_interval,
     strict_max,
     strict_min,
     wilson_interval,
@@ -174,3 +177,58 @@ def test_report_prints_integers_as_integers_and_tolerance_passes_as_such():
     assert measured(Claim.exact("c", "s", "== 0.25", 0.25, True).to_dict()) == "0.25 (exact)"
     # a failing row is not described as meeting its bound
     assert measured(Claim.exact("c", "s", "<= 0", 0.5, False).to_dict()) == "0.5 (exact)"
+
+
+def _real_size(n, target, relation, level):
+    """The chance, at the true proportion ``target`` (the claim holds at its boundary), that a
+    proportion row's p-value is below ``level``: the binomial pmf summed over the rejections."""
+    from scipy.stats import binom
+
+    return sum(binom.pmf(k, n, target) for k in range(n + 1)
+               if Claim.proportion("c", "s", relation, target, k, n).p_value < level)
+
+
+@pytest.mark.parametrize("n,target,relation", [(50, 0.02, "<="), (50, 0.02, "=="),
+                                               (1000, 0.1, "<="), (400, 0.64, ">="),
+                                               (2000, 0.4, "==")])
+@pytest.mark.parametrize("m", [1, 4, 49])
+def test_proportion_rows_hold_their_level_exactly(n, target, relation, m):
+    """A true claim fails a family of m rows (p < 0.05/m) with probability at most the nominal
+    level: 0.05/m for ``==``, half of it for a one-sided claim (the p-value doubles one tail).
+    The score test this replaced went over at every one of these rows (e.g. 6.3x at n = 50,
+    target 0.02, m = 49: 0.0032 against 0.00051)."""
+    level = FAMILY_ALPHA / m
+    nominal = level if relation == "==" else level / 2
+    assert _real_size(n, target, relation, level) <= nominal
+
+
+def test_mean_rows_use_student_t_at_four_seeds():
+    from scipy import stats
+
+    x = np.array([0.61, 0.7, 0.52, 0.66])
+    row = Claim.mean("c", "s", ">=", 0.5, x)
+    se = x.std(ddof=1) / 2
+    lo, hi = stats.t.interval(0.95, 3, loc=x.mean(), scale=se)
+    assert (row.lo, row.hi) == pytest.approx((lo, hi), rel=1e-12)
+    assert (row.n, row.sd) == (4, pytest.approx(x.std(ddof=1), rel=1e-12))
+    for relation, alt in ((">=", "less"), ("<=", "greater"), ("==", "two-sided")):
+        want = stats.ttest_1samp(x, 0.65, alternative=alt).pvalue
+        want = want if alt == "two-sided" else min(1.0, 2 * want)
+        assert Claim.mean("c", "s", relation, 0.65, x).p_value == pytest.approx(want, rel=1e-10)
+    # (1.96 in place of t(3) = 3.182 made this interval 38% narrower)
+
+
+def test_mean_interval_is_clipped_to_the_quantity_range():
+    x = [0.0, 0.0, 0.02, 0.3]  # a rate over four seeds: the t interval reaches below 0
+    m, lo, hi = mean_interval(x)
+    assert lo < 0 < hi < 1
+    row = Claim.mean("c", "s", "<=", 0.5, x, support=(0.0, 1.0))
+    assert (row.value, row.lo, row.hi) == (m, 0.0, hi)
+    assert mean_interval(x, support=(0.0, 1.0)) == (m, 0.0, hi)
+    assert mean_interval([0.9, 1.0, 1.0], support=(0.0, 1.0))[2] == 1.0
+
+
+@pytest.mark.parametrize("successes", [2.5, 99.75])
+def test_proportion_with_a_fractional_count_fails(successes):
+    row = Claim.proportion("c", "s", "<=", 0.5, successes, 100)
+    assert not row.passed and row.note.startswith(f"FAIL-CLOSED: successes={successes!r}")

@@ -4,7 +4,9 @@
 ``y ~ x^k`` on the host, the numbers a report prints; ``*_jnp`` are the same fits in closed form
 for jitted or vmapped code. :func:`finite_linfit` / :func:`finite_loglog_slope` return NaN on
 non-finite input so that a report row fails, not the fit. :func:`wilson_jnp` is the 95% Wilson
-score interval, equal (to float32 rounding) to :func:`dedebate.lab.experiment.wilson_interval`.
+score interval, equal (to float32 rounding) to :func:`dedebate.lab.experiment.wilson_interval`,
+for tables and plots; report rows take exact intervals from their counts on the host
+(:mod:`dedebate.lab.claims`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
 """Report rows (:class:`Claim`) and how they are decided: intervals, p-values, the family.
 
 A :class:`Claim` is one row of the reproduce report: a paper claim, its bound and the measured
-value with a 95% interval. Exact rows decide themselves; Monte-Carlo rows carry a p-value
-(:func:`claim_p_value`: the test their interval inverts) and are decided family-wise
+value with a 95% interval. Exact rows decide themselves; Monte-Carlo rows carry a p-value (the
+test their interval inverts: :func:`binomial_p_value` for proportions, exact;
+:func:`claim_p_value` with Student's t for means) and are decided family-wise
 (:func:`family_decisions`): with m Monte-Carlo rows a row passes iff its checks hold and
 ``p >= FAMILY_ALPHA / m`` (Bonferroni), so a report whose claims all hold fails with probability
 at most 5%. Every decision fails closed: a value, interval or p-value that is not a finite number
-never passes. Intervals: :func:`wilson_interval` (proportions), :func:`mean_interval` (means).
+never passes. Intervals: :func:`exact_interval` (Clopper-Pearson, proportion rows),
+:func:`mean_interval` (Student's t, means); :func:`wilson_interval` for tables and plots.
 """
 
 from __future__ import annotations
@@ -86,13 +88,15 @@ def strict_min(values: Iterable[float]) -> float:
     return min(xs)
 
 
-def claim_p_value(estimate: float, se: float, target: float, relation: str) -> float:
+def claim_p_value(estimate: float, se: float, target: float, relation: str,
+                  df: float | None = None) -> float:
     """Two-sided-equivalent p-value of the claim ``true value RELATION target``.
 
-    ``z = (estimate - target) / se``; for ``>=`` the evidence against the claim is a low
-    estimate, p = min(1, 2 Phi(z)); for ``<=`` p = min(1, 2 Phi(-z)); for ``==``
-    p = 2 Phi(-|z|). Scaled so that ``p >= 0.05`` exactly when the 95% interval
-    ``estimate +- 1.96 se`` reaches the target, and ``p >= a`` when the ``1 - a`` interval does.
+    ``z = (estimate - target) / se`` and ``F`` the normal CDF, or Student's t CDF with ``df``
+    degrees of freedom when ``df`` is given; for ``>=`` the evidence against the claim is a low
+    estimate, p = min(1, 2 F(z)); for ``<=`` p = min(1, 2 F(-z)); for ``==`` p = 2 F(-|z|).
+    Scaled so that ``p >= 0.05`` exactly when the 95% interval ``estimate +- q se`` (``q`` the
+    97.5% quantile of ``F``) reaches the target, and ``p >= a`` when the ``1 - a`` interval does.
     With ``se == 0`` the p-value is 1 if the estimate satisfies the relation, else 0.
     Fails closed: a non-finite estimate, target or standard error, or a negative standard
     error, gives p = 0.
@@ -102,6 +106,7 @@ def claim_p_value(estimate: float, se: float, target: float, relation: str) -> f
         se: its standard error.
         target: the claim's bound.
         relation: ``">="``, ``"<="`` or ``"=="``.
+        df: Student's t degrees of freedom (a mean of ``df + 1`` samples); None: normal.
 
     Returns:
         The p-value in [0, 1].
@@ -118,11 +123,48 @@ def claim_p_value(estimate: float, se: float, target: float, relation: str) -> f
                  "==": estimate == target}[relation]
         return 1.0 if holds else 0.0
     z = (estimate - target) / se
+    if df is None:
+        cdf = _normal_cdf
+    else:
+        from scipy.special import stdtr  # Student's t CDF (lighter to import than stats)
+
+        def cdf(x: float) -> float:
+            return float(stdtr(df, x))
     if relation == ">=":
-        return min(1.0, 2.0 * _normal_cdf(z))
+        return min(1.0, 2.0 * cdf(z))
     if relation == "<=":
-        return min(1.0, 2.0 * _normal_cdf(-z))
-    return 2.0 * _normal_cdf(-abs(z))
+        return min(1.0, 2.0 * cdf(-z))
+    return min(1.0, 2.0 * cdf(-abs(z)))
+
+
+def binomial_p_value(successes: int, trials: int, target: float, relation: str) -> float:
+    """Exact two-sided-equivalent p-value of the claim ``true proportion RELATION target``.
+
+    With ``X ~ Binomial(trials, target)``: for ``>=`` p = min(1, 2 P(X <= successes)); for
+    ``<=`` p = min(1, 2 P(X >= successes)); for ``==`` twice the smaller of the two tails (the
+    one-sided exact tests of ``scipy.stats.binomtest``). ``p >= a`` exactly when the ``1 - a``
+    Clopper-Pearson interval (:func:`exact_interval`) reaches the target, and the real chance of
+    ``p < a`` under a true claim is at most ``a``.
+
+    Args:
+        successes: the count of successes, an integer in ``[0, trials]``.
+        trials: the number of trials, an integer >= 1.
+        target: the claim's bound, in [0, 1].
+        relation: ``">="``, ``"<="`` or ``"=="``.
+
+    Returns:
+        The p-value in [0, 1].
+
+    Raises:
+        ValueError: an unknown relation.
+    """
+    if relation not in _RELATIONS:
+        raise ValueError(f"relation={relation!r}: must be one of {_RELATIONS}")
+    from scipy.stats import binomtest
+
+    less, greater = (float(binomtest(successes, trials, target, alternative=side).pvalue)
+                     for side in ("less", "greater"))  # P(X <= successes), P(X >= successes)
+    return min(1.0, 2.0 * {">=": less, "<=": greater, "==": min(less, greater)}[relation])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,8 +176,10 @@ class Claim:
     ``value`` when the number is exact). ``passed`` is decided by the experiment from the interval
     and the bound at the row's own 95% level, never loosened to make a row pass.
 
-    Monte-Carlo rows also carry ``p_value`` (see :func:`claim_p_value`; ``None`` for exact rows)
-    and ``checks`` (the row's non-statistical conditions, e.g. two exact computations agreeing).
+    Monte-Carlo rows also carry ``p_value`` (``None`` for exact rows), ``checks`` (the row's
+    non-statistical conditions, e.g. two exact computations agreeing) and what the statistics
+    were computed from: a proportion row its count ``k`` of ``n`` trials, a mean row its number
+    of samples ``n`` and their standard deviation ``sd`` (so two runs can be compared exactly).
     A report decides such rows family-wise (:func:`family_decisions`): with m Monte-Carlo rows,
     a row passes iff ``checks`` and ``p_value >= FAMILY_ALPHA / m`` (Bonferroni), so a report
     whose claims are all true fails with probability at most 5%, however many rows it has.
@@ -158,6 +202,9 @@ class Claim:
     p_value: float | None = None
     checks: bool = True
     finding: bool = False
+    k: int | None = None
+    n: int | None = None
+    sd: float | None = None
 
     def __post_init__(self):
         # fail closed: a row whose value, interval or p-value is not a finite number never passes
@@ -209,23 +256,25 @@ class Claim:
     def proportion(claim: str, source: str, relation: str, target: float, successes: float,
                    trials: float, note: str = "", *, members: int = 1, checks: bool = True,
                    bound: str | None = None) -> Claim:
-        """A Monte-Carlo row on a proportion: Wilson 95% interval and the score test.
+        """A Monte-Carlo row on a proportion: exact (Clopper-Pearson) 95% interval and test.
 
-        The score test of ``p RELATION target`` is the test the Wilson interval inverts, so the row
+        The p-value is :func:`binomial_p_value`, the exact test the interval inverts, so the row
         passes at 95% exactly when the interval reaches the target. ``members > 1`` marks a row
         that reports the worst of ``members`` estimates with the same number of trials (a max or
         min over a zoo): its p-value is Bonferroni-adjusted within the row, ``min(1, members * p)``.
+        The row stores ``k = successes`` and ``n = trials``.
 
-        Fails closed (the row FAILs with the reason in its note): a non-finite count, target or
-        number of trials, zero trials, a count outside ``[0, trials]``, a target outside [0, 1].
+        Fails closed (the row FAILs with the reason in its note): a non-finite or fractional
+        count, target or number of trials, zero trials, a count outside ``[0, trials]``, a target
+        outside [0, 1].
 
         Args:
             claim: what the paper claims, in words.
             source: where (theorem, section).
             relation: ``">="``, ``"<="`` or ``"=="``.
             target: the bound on the true proportion, in [0, 1].
-            successes: the count of successes.
-            trials: the number of trials.
+            successes: the count of successes (a whole number).
+            trials: the number of trials (a whole number).
             note: free text for the report.
             members: how many estimates the row is the worst of.
             checks: the row's non-statistical conditions (False fails it).
@@ -241,6 +290,9 @@ class Claim:
             raise ValueError(f"members={members!r}: must be >= 1")
         bound = bound or f"{relation} {target:.6g}"
         reason = nonfinite_reason(successes=successes, trials=trials, target=target)
+        for name, x in (("successes", successes), ("trials", trials)):
+            if not reason and float(x) != int(x):
+                reason = f"{name}={x!r}: a count must be a whole number"
         if not reason and trials <= 0:
             reason = f"trials={trials!r}: a Monte-Carlo row needs at least one trial"
         if not reason and not 0 <= successes <= trials:
@@ -252,19 +304,23 @@ class Claim:
                 else math.nan
             return Claim(claim, source, bound, v, math.nan, math.nan, False,
                          _fail_note(reason, note), 0.0, False)
-        v, lo, hi = wilson_interval(successes, trials)
-        se0 = math.sqrt(max(target * (1.0 - target), 0.0) / trials)
-        p = min(1.0, members * claim_p_value(v, se0, target, relation))
+        k, n = int(successes), int(trials)
+        v, lo, hi = exact_interval(k, n)
+        p = min(1.0, members * binomial_p_value(k, n, float(target), relation))
         return Claim(claim, source, bound, v, lo, hi,
-                     bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks))
+                     bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks), k=k, n=n)
 
     @staticmethod
     def mean(claim: str, source: str, relation: str, target: float, values: Iterable[float],
-             note: str = "", *, checks: bool = True, bound: str | None = None) -> Claim:
-        """A Monte-Carlo row on a mean of i.i.d. samples: normal 95% interval and the z-test.
+             note: str = "", *, checks: bool = True, bound: str | None = None,
+             support: tuple[float, float] | None = None) -> Claim:
+        """A Monte-Carlo row on a mean of i.i.d. samples: Student's t 95% interval and t-test.
 
-        The z-test of ``mean RELATION target`` uses the sample standard error. Fails closed (the row
-        FAILs with the reason in its note): fewer than two samples, a non-finite sample or target.
+        The t-test of ``mean RELATION target`` (``n - 1`` degrees of freedom) uses the sample
+        standard error; it is the test the interval inverts. ``support`` is the range of the
+        quantity (``(0, 1)`` for a rate): the interval is clipped to it. The row stores ``n`` and
+        the sample standard deviation ``sd``. Fails closed (the row FAILs with the reason in its
+        note): fewer than two samples, a non-finite sample or target.
 
         Args:
             claim: what the paper claims, in words.
@@ -275,6 +331,7 @@ class Claim:
             note: free text for the report.
             checks: the row's non-statistical conditions (False fails it).
             bound: how the claim reads; default ``"RELATION target"``.
+            support: ``(low, high)`` the quantity cannot leave; None: unbounded.
 
         Returns:
             The :class:`Claim` with its interval and p-value.
@@ -294,11 +351,12 @@ class Claim:
             m = float(x.mean()) if x.size else math.nan
             return Claim(claim, source, bound, m, math.nan, math.nan, False,
                          _fail_note(reason, note), 0.0, False)
-        m, lo, hi = mean_interval(x)
-        se = float(x.std(ddof=1)) / math.sqrt(x.size)
-        p = claim_p_value(m, se, target, relation)
+        m, lo, hi = mean_interval(x, support=support)
+        sd = float(x.std(ddof=1))
+        p = claim_p_value(m, sd / math.sqrt(x.size), target, relation, df=x.size - 1)
         return Claim(claim, source, bound, m, lo, hi,
-                     bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks))
+                     bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks), n=int(x.size),
+                     sd=sd)
 
 
 def _row_finite(row: Mapping[str, Any]) -> bool:
@@ -392,15 +450,19 @@ def awaits_family(row: Mapping[str, Any]) -> bool:
 
 
 def with_family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
-                          alpha: float = FAMILY_ALPHA) -> list[dict[str, Any]]:
+                          alpha: float = FAMILY_ALPHA, family: str = "run"
+                          ) -> list[dict[str, Any]]:
     """Claim dicts with ``passed`` set by :func:`family_decisions`.
 
     The row's own 95% decision is kept as ``passed_95``; Monte-Carlo rows also get the family
-    size ``family_size`` and their per-row level ``family_level = alpha / m``.
+    they were decided over (``family``: ``"run"``, the run's own rows, or ``"report"``, every
+    row of a reproduce report), its size ``family_size`` and their per-row level
+    ``family_level = alpha / m``.
 
     Args:
         claims: :class:`Claim` rows or their dicts.
         alpha: the family-wise error rate.
+        family: the name of the family the rows are.
 
     Returns:
         New dicts, one per row, in order.
@@ -411,15 +473,18 @@ def with_family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
     out = []
     for r, ok in zip(rows, decisions):
         own = bool(r.get("passed_95", r["passed"]))
-        extra = {"family_size": m, "family_level": alpha / m} if _in_family(r) else {}
+        extra = {"family": family, "family_size": m, "family_level": alpha / m} \
+            if _in_family(r) else {}
         out.append({**r, "passed_95": own, "passed": ok, **extra})
     return out
 
 
 
 def wilson_interval(successes: float, trials: float, z: float = 1.959963984540054):
-    """Wilson score interval for a binomial proportion (95% by default).
+    """Wilson score interval for a binomial proportion (95% by default), for tables and plots.
 
+    It equals the jitted :func:`dedebate.core.stats.wilson_jnp`; report rows use the exact
+    :func:`exact_interval`, whose coverage is at least its level (Wilson's can be below).
     With zero trials the interval is the whole of [0, 1]; a non-finite count or number of
     trials gives NaN throughout (fail closed). The interval always contains ``p_hat``.
 
@@ -443,25 +508,56 @@ def wilson_interval(successes: float, trials: float, z: float = 1.95996398454005
     return (p, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
 
 
-def mean_interval(values: Iterable[float], z: float = 1.959963984540054):
-    """Normal-theory interval for a mean of i.i.d. samples (for unbounded or real-valued data).
+def exact_interval(successes: int, trials: int, level: float = 0.95):
+    """Clopper-Pearson (exact) interval for a binomial proportion.
 
-    ``mean +- z * std(ddof=1) / sqrt(n)``; with fewer than two samples the interval is
-    ``(-inf, inf)``.
+    Its ends are Beta quantiles (``scipy.special.betaincinv``), equal to
+    ``scipy.stats.binomtest(successes, trials).proportion_ci(level, method="exact")`` and
+    hundreds of times faster. It covers the true proportion with probability at least ``level``
+    for every proportion and number of trials, and inverts :func:`binomial_p_value`.
+
+    Args:
+        successes: the count of successes, an integer in ``[0, trials]``.
+        trials: the number of trials, an integer >= 1.
+        level: the confidence level.
+
+    Returns:
+        ``(p_hat, lo, hi)``.
+    """
+    from scipy.special import betaincinv
+
+    k, n, tail = successes, trials, (1.0 - level) / 2
+    p = k / n
+    lo = float(betaincinv(k, n - k + 1, tail)) if k > 0 else 0.0
+    hi = float(betaincinv(k + 1, n - k, 1.0 - tail)) if k < n else 1.0
+    return (p, min(p, lo), max(p, hi))
+
+
+def mean_interval(values: Iterable[float], level: float = 0.95,
+                  support: tuple[float, float] | None = None):
+    """Student's t interval for a mean of i.i.d. samples, clipped to the quantity's range.
+
+    ``mean +- t(n - 1) * std(ddof=1) / sqrt(n)`` with ``t(n - 1)`` the ``(1 + level) / 2``
+    quantile of Student's t with ``n - 1`` degrees of freedom, then clipped to ``support``;
+    with fewer than two samples the interval is the whole support (``(-inf, inf)`` by default).
 
     Args:
         values: the samples.
-        z: the normal quantile of the level (1.96 for 95%).
+        level: the confidence level.
+        support: ``(low, high)`` the quantity cannot leave (``(0, 1)`` for a rate); None:
+            unbounded.
 
     Returns:
         ``(mean, lo, hi)``.
     """
     import numpy as np
+    from scipy.special import stdtrit  # Student's t quantile (lighter to import than stats)
 
+    low, high = support if support is not None else (-math.inf, math.inf)
     x = np.asarray(list(values) if not hasattr(values, "shape") else values, dtype=np.float64)
     n = x.size
     m = float(x.mean()) if n else math.nan
     if n < 2:
-        return (m, -math.inf, math.inf)
-    se = float(x.std(ddof=1)) / math.sqrt(n)
-    return (m, m - z * se, m + z * se)
+        return (m, low, high)
+    half = float(stdtrit(n - 1, 0.5 + level / 2)) * float(x.std(ddof=1)) / math.sqrt(n)
+    return (m, max(low, m - half), min(high, m + half))

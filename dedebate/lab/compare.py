@@ -3,7 +3,10 @@
 A and B are each a reproduce directory (its ``report.json``), a run directory (its
 ``results.json``) or one of those files. Claims are matched by experiment, claim text and
 occurrence. For each matched row the table shows both measurements with their intervals, both
-verdicts, and whether the two intervals overlap (for exact rows: whether the values are equal).
+verdicts, and the evidence of a change (:func:`change_evidence`): the p-value of "the two runs
+measure the same quantity" from the stored counts (Fisher's exact test for proportion rows,
+Welch's t-test for mean rows), whether exact values are equal, or for rows written before rows
+stored their counts, whether the intervals overlap.
 The comparison *changes* when a gating row present in both has a different verdict; rows found on
 one side only are listed but are not a change (quick and default sizes check different rows).
 """
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.experiment import gating
-from dedebate.lab.report_render import measured
+from dedebate.lab.report_render import fmt, measured
 
 
 class CompareError(ValueError):
@@ -90,6 +93,61 @@ def overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return max(alo, blo) <= min(ahi, bhi)
 
 
+def _count(c: dict[str, Any], name: str) -> int | None:
+    x = c.get(name)
+    return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else None
+
+
+def change_p_value(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    """Two-sided p-value that two Monte-Carlo rows measure the same quantity, from their counts.
+
+    Proportion rows (``k`` of ``n``): Fisher's exact test on the 2x2 table
+    ``[[k_a, n_a - k_a], [k_b, n_b - k_b]]``. Mean rows (``n`` samples, standard deviation
+    ``sd``): Welch's t-test. Otherwise (exact rows, rows without counts) None.
+
+    Args:
+        a: a claim row (dict).
+        b: the same claim in the other result.
+
+    Returns:
+        The p-value, or None when the rows do not store what the test needs.
+    """
+    from scipy import stats
+
+    (ka, na), (kb, nb) = ((_count(c, "k"), _count(c, "n")) for c in (a, b))
+    if None not in (ka, na, kb, nb) and na >= ka and nb >= kb and na and nb:
+        return float(stats.fisher_exact([[ka, na - ka], [kb, nb - kb]]).pvalue)
+    sds = [c.get("sd") for c in (a, b)]
+    if None in (na, nb) or min(na, nb) < 2 or not all(
+            isinstance(x, (int, float)) and math.isfinite(x) for x in sds):
+        return None
+    try:
+        p = stats.ttest_ind_from_stats(float(a["value"]), sds[0], na, float(b["value"]), sds[1],
+                                       nb, equal_var=False).pvalue
+    except (TypeError, ValueError, KeyError):
+        return None
+    return float(p) if math.isfinite(p) else None
+
+
+def change_evidence(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """The compare table's evidence of a change between two rows of the same claim.
+
+    Args:
+        a: a claim row (dict).
+        b: the same claim in the other result.
+
+    Returns:
+        ``"p=..."`` (:func:`change_p_value`), ``"equal"`` / ``"differ"`` for two exact values
+        (``lo == value == hi``), else ``"intervals overlap"`` / ``"intervals disjoint"``.
+    """
+    p = change_p_value(a, b)
+    if p is not None:
+        return f"p={fmt(p)}"
+    if all(c.get("lo") == c.get("value") == c.get("hi") for c in (a, b)):
+        return "equal" if overlap(a, b) else "differ"
+    return "intervals overlap" if overlap(a, b) else "intervals disjoint"
+
+
 def _verdict(c: dict[str, Any]) -> str:
     if not gating(c):
         return "met" if c.get("passed") else "not met"
@@ -113,7 +171,7 @@ def compare(a: str | Path, b: str | Path) -> tuple[str, bool]:
     label_a, rows_a = load_claims(a)
     label_b, rows_b = load_claims(b)
     lines = [f"A: {label_a}", f"B: {label_b}", "",
-             "| experiment | claim | A | B | verdict A -> B | intervals overlap |",
+             "| experiment | claim | A | B | verdict A -> B | change (p: same quantity) |",
              "|---|---|---|---|---|---|"]
     changed = []
     for key in [*rows_a, *(k for k in rows_b if k not in rows_a)]:
@@ -134,7 +192,7 @@ def compare(a: str | Path, b: str | Path) -> tuple[str, bool]:
             changed.append(f"{experiment}: {name}")
         lines.append(f"| {_cell(experiment)} | {_cell(name)} | {_cell(measured(ra))} | "
                      f"{_cell(measured(rb))} | {va} -> {vb}{' **CHANGED**' if flip else ''} | "
-                     f"{'yes' if overlap(ra, rb) else 'no'} |")
+                     f"{change_evidence(ra, rb)} |")
     both = sum(k in rows_b for k in rows_a)
     lines += ["", f"{both} claim(s) in both, {len(rows_a) - both} only in A, "
               f"{len(rows_b) - both} only in B; {len(changed)} verdict(s) changed"

@@ -6,7 +6,8 @@ header, one table row per Claim, the plots) and ``report.json``. The report is r
 each experiment, so results of finished experiments are on disk before later ones start. An
 experiment that raises (or fails to import, or returns no claims, or whose worker process dies)
 is a failing row; the others still run. The job passes iff every claim of every experiment
-passes. With ``jobs`` > 1 the experiments run side by side in worker processes
+passes. The Monte-Carlo rows are decided once, over the whole report, and that decision is
+written back into each experiment's ``results.json`` (:func:`write_back_decisions`). With ``jobs`` > 1 the experiments run side by side in worker processes
 (:mod:`dedebate.lab.parallel`); the rows keep the registry's order. The report's content and
 its markdown: :mod:`dedebate.lab.report_render` (re-exported here).
 """
@@ -14,6 +15,7 @@ its markdown: :mod:`dedebate.lab.report_render` (re-exported here).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import sys
@@ -22,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dedebate.lab.claims import awaits_family, gating
+from dedebate.lab.claims import FAMILY_ALPHA, awaits_family, gating
 from dedebate.lab.config import ConfigError, default_config
 from dedebate.lab.registry import Registry
 from dedebate.lab.report_render import (  # noqa: F401  (re-exported)
@@ -225,7 +227,7 @@ def _run_parallel(pending, report_dir: Path, jobs: int, finish, show_progress: b
              for entry, module, cfg in longest_first]
     say = eprint if show_progress else (lambda _text: None)
     say(f"reproduce: {len(tasks)} experiments in {min(jobs, len(tasks))} processes")
-    finished = 0
+    finished, undecided = 0, []
     for out in run_tasks(tasks, jobs, on_start=lambda t: say(f"reproduce: started {t.name}")):
         entry = entries[out.name]
         if out.error is not None:
@@ -237,7 +239,34 @@ def _run_parallel(pending, report_dir: Path, jobs: int, finish, show_progress: b
             _fill(entry, out.wall_time_s, out.run_error, out.claims, out.plots)
             finish(entry)
         finished += 1
+        if pending_rows(entry, finished, len(tasks)):
+            undecided.append(entry)
         say(progress_line(entry, finished, len(tasks)))
+    for entry in undecided:  # every experiment has finished: the report's family decided them
+        n_ok, n_all = entry.counts()
+        m = max((c.get("family_size", 0) for c in entry.claims), default=0)
+        say(f"reproduce: {entry.name}: {entry.verdict} {n_ok}/{n_all} (decided over the "
+            f"report's family of {m} Monte-Carlo rows; results.json records it)")
+
+
+def pending_rows(entry: ExperimentEntry, finished: int, total: int) -> list[dict[str, Any]]:
+    """The rows that leave an experiment ``UNDECIDED`` when the ``finished``-th of ``total``
+    ends: while some experiments still run, if every failing gating row of a finished
+    experiment may pass in the whole family (:func:`dedebate.lab.claims.awaits_family`), those
+    rows; else none (the verdict is final).
+
+    Args:
+        entry: the experiment's entry, its rows decided over the family so far.
+        finished: how many experiments have finished, this one included.
+        total: how many run.
+
+    Returns:
+        The pending rows (empty when the experiment's verdict is final).
+    """
+    rows = [c for c in entry.claims if gating(c) and not c["passed"]]
+    if finished < total and entry.status == "ok" and rows and all(map(awaits_family, rows)):
+        return rows
+    return []
 
 
 def progress_line(entry: ExperimentEntry, finished: int, total: int) -> str:
@@ -245,8 +274,9 @@ def progress_line(entry: ExperimentEntry, finished: int, total: int) -> str:
 
     Its Monte-Carlo rows are decided family-wise over the rows of the experiments finished so
     far. While some are still running, an experiment whose only failing rows may pass in the
-    whole family (:func:`dedebate.lab.claims.awaits_family`) is ``UNDECIDED``, not ``FAIL``:
-    the report decides it when every experiment has finished.
+    whole family (:func:`pending_rows`) is ``UNDECIDED``, not ``FAIL``, and the line names those
+    rows: the report decides them when every experiment has finished and writes that verdict
+    into the experiment's ``results.json``.
 
     Args:
         entry: the experiment's entry, its rows decided over the family so far.
@@ -257,16 +287,44 @@ def progress_line(entry: ExperimentEntry, finished: int, total: int) -> str:
         The line (no newline).
     """
     n_ok, n_all = entry.counts()
-    rows = [c for c in entry.claims if gating(c) and not c["passed"]]
-    waiting = sum(awaits_family(c) for c in rows)
-    open_ = finished < total and entry.status == "ok" and bool(rows) and waiting == len(rows)
-    verdict = "UNDECIDED" if open_ else entry.verdict
+    pending = pending_rows(entry, finished, total)
+    verdict = "UNDECIDED" if pending else entry.verdict
     line = (f"reproduce: [{finished}/{total}] {entry.name}: {verdict} {n_ok}/{n_all}"
             f" in {entry.wall_time_s:.1f} s")
-    if open_:
-        line += (f" ({waiting} Monte-Carlo row(s) below the family level so far; decided when "
-                 "every experiment has finished)")
+    if pending:
+        m = pending[0]["family_size"]
+        named = "; ".join(f"'{c['claim']}' p={fmt(c['p_value'])}" for c in pending[:3])
+        more = f"; {len(pending) - 3} more" if len(pending) > 3 else ""
+        line += (f" (pending: {len(pending)} Monte-Carlo row(s) below {FAMILY_ALPHA:g}/{m}, the "
+                 f"level of the {m} rows finished so far: {named}{more}; the report decides "
+                 f"them over every experiment's rows when all {total} have finished)")
     return line + (f" ({entry.error})" if entry.error else "")
+
+
+def write_back_decisions(report_dir: Path, entries: list[ExperimentEntry]) -> None:
+    """Write the report's decisions into every experiment's ``results.json``, so that a row has
+    one verdict everywhere: its claims become the report's rows (``family: "report"``, with the
+    report's family size), ``passed`` the report's verdict, and ``decided_by`` names the report.
+
+    Args:
+        report_dir: the reproduce directory.
+        entries: the report's entries, decided by :func:`apply_report_family`.
+    """
+    for e in entries:
+        if e.status != "ok" or not e.run_dir:
+            continue  # a failed run: nothing decided to write
+        path = report_dir / e.run_dir / "results.json"
+        try:
+            results = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not (isinstance(results, dict) and results.get("status") == "ok"
+                and len(results.get("claims") or []) == len(e.claims)):
+            continue  # not this entry's record
+        decided = {**results, "passed": e.passed, "claims": e.claims,
+                   "decided_by": "../report.json"}
+        if decided != results:  # a resumed report leaves a record it already decided alone
+            write_json(path, decided)
 
 
 def _effective(mode: str) -> str:
@@ -297,3 +355,5 @@ def _write_report(report_dir: Path, header: Mapping[str, Any], entries: list[Exp
         "experiments": [{**dataclasses.asdict(e), "passed": e.passed, "verdict": e.verdict}
                         for e in entries],
     })
+    if final:
+        write_back_decisions(report_dir, entries)

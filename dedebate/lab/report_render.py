@@ -276,7 +276,7 @@ def apply_report_family(entries: list[ExperimentEntry]) -> None:
         entries: the report's entries (their ``claims`` are replaced).
     """
     flat = [c for e in entries for c in e.claims]
-    decided = iter(with_family_decisions(flat))
+    decided = iter(with_family_decisions(flat, family="report"))
     for e in entries:
         e.claims = [next(decided) for _ in e.claims]
 
