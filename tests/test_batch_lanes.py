@@ -15,6 +15,7 @@ import experiments.stochastic_debate as exp
 from dedebate.lab.config import default_config
 from dedebate.lab.devices import device_memory_bytes, lanes_for_memory
 from dedebate.protocols.costs import Costs
+from dedebate.protocols.stochastic import debate_static
 
 
 class FakeDevice:
@@ -86,9 +87,10 @@ def test_zoo_stats_equal_for_every_batch_size(monkeypatch):
          "machine": Row(jnp.zeros(rows, jnp.int32), w), "vera": jnp.float32(1.0)}
     run = jax.jit(zoo.zoo_stats, static_argnums=(0, 3, 4, 5, 6))
     key = jax.random.key(3)
-    ref = jax.tree.map(np.asarray, run(None, d, key, trials, ma, hh, 0))
+    spec = debate_static(8)  # fake_play reads none; 185 x 8 steps: below FAST_WORK, exact play
+    ref = jax.tree.map(np.asarray, run(spec, d, key, trials, ma, hh, 0))
     assert ref["wins"].shape == (rows,) and 0 < ref["wins"].sum() < rows * trials
     for lanes in (64,):  # 3 batches of 64 (lax.map), the last padded, vs one vmap of 185
-        got = jax.tree.map(np.asarray, run(None, d, key, trials, ma, hh, lanes))
+        got = jax.tree.map(np.asarray, run(spec, d, key, trials, ma, hh, lanes))
         for k in ref:
             np.testing.assert_array_equal(got[k], ref[k], err_msg=f"{k} at max_lanes={lanes}")

@@ -37,7 +37,8 @@ from dedebate.protocols.stochastic import (
     trial_keys,
     two_party_coin,
 )
-from dedebate.protocols.stochastic_batch import _play_one, run_trials
+from dedebate.protocols.stochastic_batch import run_trials
+from tests.fakes import LIGHT_COMPILE
 
 T, K = 12, 2
 N_MC = 1500
@@ -151,7 +152,7 @@ def test_batched_equals_per_trial_loop(setup, soundness_run):
     s = setup
     _, members, batched, _ = soundness_run
     keys = trial_keys(jax.random.key(1), N_MC)
-    single = _play_one  # jax.jit(play) as the driver's replays compile it (LIGHT_COMPILE)
+    single = jax.jit(play, static_argnums=0, compiler_options=LIGHT_COMPILE)
     for m in (1, len(members) - 1):  # "+s" and the per-step liar
         for i in range(3):
             one = single(s["spec"], s["no"], members[m], zoo_bob(s["c"], B_HONEST), s["vera"],

@@ -18,6 +18,7 @@ from dedebate.core.binomial import binom_lower_tail, binom_lower_tail_sample
 from dedebate.exact import acceptance_exact, checker_prob
 from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
+from dedebate.protocols import stochastic_batch as sb
 from dedebate.protocols.stochastic import (
     DebateParams,
     StepView,
@@ -30,11 +31,7 @@ from dedebate.protocols.stochastic import (
     play_fast,
     trial_keys,
 )
-from dedebate.protocols.stochastic_batch import (
-    _batched,
-    _play_one,
-    run_trials,
-)
+from dedebate.protocols.stochastic_batch import run_trials
 from dedebate.protocols.stochastic_lazy import cheap_path, lazy_gate, lazy_level, rare_step
 from tests.fakes import LIGHT_COMPILE
 
@@ -223,10 +220,12 @@ def test_one_word_path_at_lean_counts():
     spec4 = debate_static(T, bob_draw="lazy", lazy_gate_log2=4)
     k64 = keys[:64]
     driver = run_trials(spec4, fx.machine, a, b, v, k64)
-    _, un4 = _batched(True, (None,) * 4)(spec4, fx.machine, a, b, v, k64)  # run_trials' program
+    fast = sb._program("fast", (None,) * 4, tuple(jax.local_devices()))  # run_trials' first
+    _, un4 = fast(spec4, sb.replay_chunk(64), fx.machine, a, b, v, k64)
     assert 0 < int(np.asarray(un4).sum()) < 64
-    # the reference: each trial played alone by the exact play (the replay's compiled program)
-    direct = [_play_one(spec4, fx.machine, a, b, v, k64[i]) for i in range(64)]
+    # the reference: each trial played alone by the exact play
+    play_one = jax.jit(play, static_argnums=0, compiler_options=LIGHT_COMPILE)
+    direct = [play_one(spec4, fx.machine, a, b, v, k64[i]) for i in range(64)]
     for f in ("alice_wins", "aborted", "abort_step", "last_bit", "costs.rounds",
               "costs.alice_queries"):
         np.testing.assert_array_equal(np.asarray(attrgetter(f)(driver)),

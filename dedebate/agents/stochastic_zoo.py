@@ -32,12 +32,17 @@ from dedebate.agents.stochastic_players import (
     zoo_bob,
 )
 from dedebate.core.stats import Z95, wilson_jnp
-from dedebate.protocols.stochastic import DebateParams, make_vera, play, trial_keys
+from dedebate.protocols.stochastic import DebateParams, make_vera, play, play_fast, trial_keys
+from dedebate.protocols.stochastic_batch import replay_chunk, replay_unresolved
 
 OPTIMISED = "optimised (ES on exact acceptance)"
 # Planned memory of one debate in a batch at T steps (its machine, players and play-loop carry
 # gathered per lane, and XLA's temporaries): LANE_BYTES_PER_STEP * T + LANE_BYTES_FIXED.
 LANE_BYTES_PER_STEP, LANE_BYTES_FIXED = 64, 4096
+FAST_WORK = 1 << 22
+"""Debate steps (lanes x T) of a zoo cell from which :func:`zoo_stats` plays fast and replays
+in-program; below, playing the exact :func:`play` alone (one program to compile, not two) costs
+less in all (measured on a CPU: docs/accelerators.md)."""
 
 
 def lane_bytes(T: int) -> int:
@@ -128,14 +133,19 @@ def zoo_cell(consts: DebateParams, m_no, m_yes, theta_a, theta_b):
     return dyn, a_names, b_names
 
 
-def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -> dict:
+def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0,
+              fast: bool | None = None) -> dict:
     """The Monte-Carlo measurement of one zoo cell (pure JAX).
 
     ``trials`` debates per row with common random numbers per side: every soundness row uses the
     keys ``trial_keys(fold_in(key, 0), trials)``, every completeness row
     ``trial_keys(fold_in(key, 1), trials)``. The rows x trials debates run as one lane axis,
     ``max_lanes`` at a time (the last batch padded with repeats); the numbers do not depend on
-    the batch size.
+    the batch size. With ``fast``, every lane plays :func:`play_fast` and the few it leaves
+    unresolved replay the exact :func:`play` inside the same program
+    (:func:`~dedebate.protocols.stochastic_batch.replay_unresolved`, buffers of
+    :func:`~dedebate.protocols.stochastic_batch.replay_chunk` lanes of a batch); without, every
+    lane plays :func:`play`. Both give every debate the same outcome, so the same numbers.
 
     Args:
         spec: the debate's static spec (``debate_static(T)``).
@@ -145,6 +155,8 @@ def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -
         ma: the number of Alice rows (the rest are Bob rows).
         hh: the index of honest Bob among the Bob rows.
         max_lanes: debates per batch; 0: all at once.
+        fast: play fast and replay in-program; None: where the debates' steps (rows x trials x
+            T) reach :data:`FAST_WORK` (below, the second program's compile outweighs its gain).
 
     Returns:
         ``wins`` and ``aborts`` (int32 per row), the honest-vs-honest row's mean queries of
@@ -157,31 +169,47 @@ def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -
     width = n if max_lanes <= 0 else min(n, max_lanes)
     batches = -(-n // width)
     keys = [trial_keys(jax.random.fold_in(key, s), trials) for s in (0, 1)]
+    if fast is None:
+        fast = n * spec.T >= FAST_WORK
 
-    def lane(i):
+    def lane(fn, i):
         r, t = i // trials, i % trials
         k = jax.random.wrap_key_data(jnp.where(r >= ma, jax.random.key_data(keys[1][t]),
                                                jax.random.key_data(keys[0][t])),
                                      impl=jax.random.key_impl(key))
         take = functools.partial(jax.tree.map, lambda x: x[r])
-        out = play(spec, take(d["machine"]), take(d["alice"]), take(d["bob"]), d["vera"], k)
-        c = out.costs
-        return (out.alice_wins, out.aborted, c.alice_queries, c.bob_queries, c.verifier_queries,
-                c.rounds)
+        return fn(spec, take(d["machine"]), take(d["alice"]), take(d["bob"]), d["vera"], k)
+
+    def exact(i):
+        return _fields(lane(play, i))
+
+    def first(i):
+        if not fast:
+            return exact(i)
+        out, unresolved = lane(play_fast, i)
+        return _fields(out), unresolved
 
     idx = jnp.arange(batches * width) % n
     if batches == 1:
-        outs = jax.vmap(lane)(idx)
+        outs = jax.vmap(first)(idx)
     else:
-        outs = jax.lax.map(jax.vmap(lane), idx.reshape(batches, width))
+        outs = jax.lax.map(jax.vmap(first), idx.reshape(batches, width))
         outs = jax.tree.map(lambda x: x.reshape(-1), outs)
-    verdict, aborted, qa, qb, qv, rounds = (x[:n].reshape(rows, trials) for x in outs)
+    outs = jax.tree.map(lambda x: x[:n], outs)
+    if fast:
+        outs = replay_unresolved(exact, *outs, replay_chunk(width), spec.bob_draw == "lazy")
+    verdict, aborted, qa, qb, qv, rounds = (x.reshape(rows, trials) for x in outs)
     h = ma + hh
     return {"wins": jnp.sum(verdict, axis=1, dtype=jnp.int32),
             "aborts": jnp.sum(aborted, axis=1, dtype=jnp.int32),
             "queries_alice": jnp.mean(qa[h]), "queries_alice_sd": jnp.std(qa[h], ddof=1),
             "queries_bob": jnp.mean(qb[h]), "rounds": jnp.mean(rounds[h].astype(jnp.float32)),
             "queries_vera_max": jnp.max(qv), "queries_vera_mean": jnp.mean(qv)}
+
+
+def _fields(out):
+    c = out.costs
+    return out.alice_wins, out.aborted, c.alice_queries, c.bob_queries, c.verifier_queries, c.rounds
 
 
 CPU_COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})

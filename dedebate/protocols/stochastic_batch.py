@@ -1,16 +1,17 @@
-"""The fast host driver of the stochastic-oracle debate: many trials, exact (spec DED 5.5).
+"""The stochastic-oracle debate over many trials, exact and on the device (spec DED 5.5).
 
 :func:`run_trials` plays every lane with :func:`dedebate.protocols.stochastic.play_fast` (the
-binomial sampler without its rare exact fall-back loops), then replays exactly the few lanes that
-needed one with :func:`dedebate.protocols.stochastic.play` and merges: the result equals
-``vmap(play)`` lane for lane.
+binomial sampler without its rare exact fall-back loops), then, inside the same compiled program,
+replays exactly the few lanes that needed one with :func:`dedebate.protocols.stochastic.play`
+(:func:`replay_unresolved`): the result equals ``vmap(play)`` lane for lane, and nothing goes
+through the host but the arguments, once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -22,76 +23,177 @@ from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.protocols.stochastic import DebateStatic, Outcome, play, play_fast
 from dedebate.protocols.stochastic_interface import AlicePlayer, BobPlayer, Vera
 
-# XLA options of the replay programs (the exact play of the few unresolved lanes): they run
-# briefly, so they are compiled with fewer LLVM optimisations (less compile time, capped by the
-# process's level); the values are the same.
+# XLA options of programs that play few lanes exactly (they run briefly, so they are compiled
+# with fewer LLVM optimisations: less compile time, capped by the process's level); the values
+# are the same.
 REPLAY_COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})
 LANES = "lanes"  # the mesh axis that splits the lanes over several devices
+RUN_WORK = 1 << 26
+"""Debate steps (lanes x T) of a :func:`run_trials` call from which each slice plays and replays
+as one program (no host read between them); below, the replays compile only when a slice has an
+unresolved lane, and a run does not pay that program's compile where it has none."""
+
+
+def replay_chunk(lanes: int) -> int:
+    """Lanes one exact replay pass plays: ``max(64, lanes // 64)``, at most ``lanes``.
+
+    A sixty-fourth of the batch keeps one pass a small share of the batch's work, and the usual
+    unresolved share (well under 1% of the lanes) fits one pass.
+
+    Args:
+        lanes: the lanes of the batch.
+
+    Returns:
+        The replay buffer's size, in ``[1, lanes]``.
+    """
+    return max(1, min(lanes, max(64, lanes // 64)))
+
+
+def replay_unresolved(exact: Callable, out, unresolved: jax.Array, chunk: int,
+                      one_by_one: bool = False):
+    """``out`` with every lane where ``unresolved`` replaced by ``exact(lane index)``, in-program.
+
+    The unresolved lanes' indices are compacted (``jnp.nonzero``) and replayed ``chunk`` at a
+    time (vmapped, or one by one unbatched where ``one_by_one``) in a ``while_loop`` of
+    ``ceil(unresolved / chunk)`` passes: none when every lane resolved, and every unresolved lane
+    replayed however many there are, so the result is always exact. Pure, jit- and vmappable.
+
+    Args:
+        exact: lane index (int32 scalar) -> the exact outputs (a pytree like one lane of ``out``).
+        out: the fast outputs, a pytree with leading axis ``[n]``.
+        unresolved: bool ``[n]``, the lanes whose fast output is invalid.
+        chunk: lanes per pass (:func:`replay_chunk`); 1 where ``one_by_one``.
+        one_by_one: replay each lane unbatched (``lax.map``), e.g. the lazy mode, whose exact
+            draws an unbatched trial skips behind a ``lax.cond``.
+
+    Returns:
+        ``out`` with the unresolved lanes replayed.
+    """
+    n = unresolved.shape[0]
+    chunk = 1 if one_by_one else max(1, min(chunk, n))
+    order = jnp.nonzero(unresolved, size=-(-n // chunk) * chunk, fill_value=n)[0]
+    todo = jnp.sum(unresolved, dtype=jnp.int32)
+    play_chunk = functools.partial(jax.lax.map, exact) if one_by_one else jax.vmap(exact)
+
+    def replay(c):
+        start, out = c
+        idx = jax.lax.dynamic_slice_in_dim(order, start, chunk)
+        got = play_chunk(jnp.minimum(idx, n - 1).astype(jnp.int32))
+        # the buffer's padding (index n) is dropped
+        return start + chunk, jax.tree.map(lambda o, g: o.at[idx].set(g, mode="drop"), out, got)
+
+    return jax.lax.while_loop(lambda c: c[0] < todo, replay, (jnp.int32(0), out))[1]
+
+
+def _fast(spec: DebateStatic, axes: tuple, chunk: int, machine, alice, bob, vera, keys):
+    """:func:`play_fast` on every lane: ``(outcomes, unresolved)``."""
+    return jax.vmap(functools.partial(play_fast, spec), in_axes=axes + (0,))(
+        machine, alice, bob, vera, keys)
+
+
+def _replay(spec: DebateStatic, axes: tuple, chunk: int, out, unresolved, machine, alice, bob,
+            vera, keys):
+    """``out`` with its unresolved lanes replayed by the exact :func:`play`."""
+    args = (machine, alice, bob, vera)
+
+    def exact(i):
+        row = [jax.tree.map(lambda x: x[i], a) if ax == 0 else a for a, ax in zip(args, axes)]
+        return play(spec, *row, keys[i])
+
+    return replay_unresolved(exact, out, unresolved, chunk, spec.bob_draw == "lazy")
+
+
+def _exact(spec: DebateStatic, axes: tuple, chunk: int, *args):
+    """Every lane's exact outcome in one program: :func:`_fast`, then :func:`_replay`."""
+    return _replay(spec, axes, chunk, *_fast(spec, axes, chunk, *args), *args)
+
+
+STAGES = {"fast": _fast, "replay": _replay, "exact": _exact}
 
 
 @functools.cache
-def _batched(fast: bool, axes: tuple):
-    fn = play_fast if fast else play
-    return jax.jit(jax.vmap(fn, in_axes=(None,) + axes + (0,)), static_argnums=0,
-                   compiler_options=None if fast else REPLAY_COMPILE_OPTIONS)
-
-
-@functools.cache
-def _fast_over(axes: tuple, devices: tuple):
-    """:func:`play_fast` over lanes split among ``devices``, each device playing its own lanes
-    inside a ``shard_map`` (the shared arguments go to every device whole). Partitioned by XLA
-    instead (plain ``jit`` on sharded lanes), the sampler's vmapped loops would all-reduce their
-    condition ("any lane still open") over the devices at every iteration. ``check_vma=False``:
-    the sampler's custom batching rules do not track which values vary over the mesh; every
-    output has the lanes first."""
+def _program(stage: str, axes: tuple, devices: tuple):
+    """One slice's :data:`STAGES` ``stage`` as one program; on several devices each device plays
+    (and replays) its own lanes inside a ``shard_map`` (the shared arguments go to every device
+    whole). Partitioned by XLA instead (plain ``jit`` on sharded lanes), the sampler's vmapped
+    loops would all-reduce their condition ("any lane still open") over the devices at every
+    iteration. ``check_vma=False``: the sampler's custom batching rules do not track which values
+    vary over the mesh; every output has the lanes first."""
+    fn = STAGES[stage]
+    if len(devices) == 1:
+        return jax.jit(lambda spec, chunk, *a: fn(spec, axes, chunk, *a), static_argnums=(0, 1),
+                       compiler_options=REPLAY_COMPILE_OPTIONS if stage == "replay" else None)
+    specs = (PartitionSpec(LANES),) * 2 * (stage == "replay") + _specs(axes)
     mesh = Mesh(np.asarray(devices, dtype=object), (LANES,))
-    in_axes = axes + (0,)
-    specs = tuple(PartitionSpec(LANES) if a == 0 else PartitionSpec() for a in in_axes)
 
-    def lanes(spec, *args):
-        batched = jax.vmap(functools.partial(play_fast, spec), in_axes=in_axes)
-        return jax.shard_map(batched, mesh=mesh, in_specs=specs, out_specs=PartitionSpec(LANES),
+    def lanes(spec, chunk, *args):
+        return jax.shard_map(functools.partial(fn, spec, axes, chunk), mesh=mesh,
+                             in_specs=specs, out_specs=PartitionSpec(LANES),
                              check_vma=False)(*args)
 
-    return jax.jit(lanes, static_argnums=0,
+    return jax.jit(lanes, static_argnums=(0, 1),
                    in_shardings=tuple(NamedSharding(mesh, p) for p in specs))
 
 
-# One unbatched trial: the lazy mode's exact draws sit behind a lax.cond, which skips them only
-# for an unbatched trial, so run_trials replays that mode's (rare) unresolved trials one by one.
-_play_one = jax.jit(play, static_argnums=0, compiler_options=REPLAY_COMPILE_OPTIONS)
+def _specs(axes: tuple) -> tuple:
+    return tuple(PartitionSpec(LANES) if a == 0 else PartitionSpec() for a in axes + (0,))
 
 
 def _bucket(n: int) -> int:
     return max(8, 1 << (n - 1).bit_length())
 
 
-def _take(tree, idx: np.ndarray):
-    """Rows ``idx`` of every leaf, gathered on the host (no per-shape compilation); typed keys
-    go through their raw key data."""
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _starts(count: int, width: int) -> jax.Array:
+    return jnp.arange(count, dtype=jnp.int32) * width
 
-    def take(x):
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            impl = jax.random.key_impl(x)
-            return jax.random.wrap_key_data(np.asarray(jax.random.key_data(x))[idx], impl=impl)
-        return np.asarray(x)[idx]
 
-    return jax.tree.map(take, tree)
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _slice(tree, start, n: int, width: int):
+    """Lanes ``start .. start + width - 1`` of every leaf (lanes ``n`` and up repeat the first)."""
+    idx = (start + jnp.arange(width)) % n
+    return jax.tree.map(lambda x: x[idx], tree)
+
+
+@jax.jit
+def _add_unresolved(total, unresolved):
+    return total + jnp.sum(unresolved, dtype=jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _buffer(part, lanes: int):
+    return jax.tree.map(lambda p: jnp.zeros((lanes,) + p.shape[1:], p.dtype), part)
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def _put(buffer, part, start):
+    return jax.tree.map(lambda b, p: jax.lax.dynamic_update_slice_in_dim(b, p, start, 0),
+                        buffer, part)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _trim(tree, n: int):
+    return jax.tree.map(lambda x: x[:n], tree)
 
 
 def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
                keys: jax.Array, axes: tuple = (None, None, None, None),
                max_lanes: int = 16384, devices: Sequence[Any] | None = None) -> Outcome:
-    """Host driver: all trials of a batch, exact, fast.
+    """All trials of a batch, exact, fast, on the device.
 
     ``keys`` has one key per lane; ``axes[i]`` is 0 if ``(machine, alice, bob, vera)[i]`` is
-    batched along its leading axis like the keys (e.g. a stacked zoo), None if shared. Runs
-    :func:`play_fast` on every lane (in slices of at most ``max_lanes`` per device, padded to a
-    power of two, so one compiled program serves many batch sizes; on several devices each
-    device plays its share of a slice, with no communication), then replays the rare
-    unresolved lanes with the exact :func:`play` on the first device (compiled only when first
-    needed; one lane at a time in the lazy mode, whose exact draws an unbatched trial skips on
-    one-word steps) and merges: the result equals ``vmap(play)``, on any number of devices.
+    batched along its leading axis like the keys (e.g. a stacked zoo), None if shared. The
+    arguments go to the device once; the lanes play in slices of at most ``max_lanes`` per
+    device (padded to a power of two, so one compiled program serves many batch sizes):
+    :func:`play_fast` on every lane, then the exact :func:`play` on the rare unresolved lanes,
+    compacted on the device (:func:`replay_unresolved`, buffers of :func:`replay_chunk` lanes;
+    one lane at a time in the lazy mode, whose exact draws an unbatched trial skips on one-word
+    steps). From :data:`RUN_WORK` debate steps (lanes x T) each slice is one program that does
+    both; below, the fast programs run, one host read fetches the number of unresolved lanes, and
+    only if there are some every slice runs the replay program (compiled only when first needed;
+    its loop makes no pass on a slice without). On several devices each device plays and
+    replays its own share of a slice, with no communication. The result equals ``vmap(play)``,
+    on any number of devices, and no lane's outcome passes through the host.
 
     Args:
         spec: the static half of the debate.
@@ -106,10 +208,11 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
             backend (one CPU device unless ``--xla_force_host_platform_device_count`` says more).
 
     Returns:
-        The :class:`~dedebate.protocols.stochastic.Outcome` of every lane, numpy leaves ``[n]``.
+        The :class:`~dedebate.protocols.stochastic.Outcome` of every lane, device arrays ``[n]``
+        on ``devices[0]`` (or over ``devices``).
 
     Raises:
-        ValueError: ``axes`` not four entries of 0 or None, or ``devices`` empty.
+        ValueError: ``axes`` not four entries of 0 or None, ``devices`` empty, or no key.
     """
     axes = tuple(axes)
     if len(axes) != 4 or any(a not in (0, None) for a in axes):
@@ -118,45 +221,42 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
     devices = tuple(local if devices is None else devices)
     if not devices:
         raise ValueError("devices=(): need at least one device to play the lanes on")
-    fast = _batched(True, axes) if len(devices) == 1 else _fast_over(axes, devices)
-    args = (machine, alice, bob, vera)
     n = int(keys.shape[0])
+    if n < 1:
+        raise ValueError("keys has no lane: need at least one trial key")
     per_device = min(_bucket(-(-n // len(devices))), max_lanes)  # few shapes: few compilations
     width = per_device * len(devices)
-    # One device's calls (and the replays) go to devices[0]: by default already the default
-    # device, where no context is entered (a default_device context is part of jit's cache key,
-    # so a program compiled inside it is not reused outside, and vice versa).
+    chunk = replay_chunk(per_device)
+    in_one = n * spec.T >= RUN_WORK
+    # One device's calls go to devices[0]: by default already the default device, where no
+    # context is entered (a default_device context is part of jit's cache key, so a program
+    # compiled inside it is not reused outside, and vice versa).
     first = devices[0]
     with (contextlib.nullcontext() if first == local[0]
           else jax.default_device(first)):
-        outs, flags = [], []
-        for start in range(0, n, width):
-            idx = np.arange(start, start + width) % n  # pad the last slice with repeats
-            sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
-            out, un = fast(spec, *sl, _take(keys, idx))
-            stop = min(width, n - start)
-            outs.append(jax.tree.map(lambda x, stop=stop: np.asarray(x)[:stop], out))
-            flags.append(np.asarray(un)[:stop])
-        out = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
-        bad = np.nonzero(np.concatenate(flags))[0]
-        if spec.bob_draw == "lazy":
-            for i in bad:
-                sl = [_take(a, i) if ax == 0 else a for a, ax in zip(args, axes)]
-                exact = _play_one(spec, *sl, _take(keys, i))
-                out = jax.tree.map(
-                    lambda o, e, i=i: _set_rows(o, np.array([i]), np.asarray(e)[None]), out, exact)
-            bad = bad[:0]
-        for start in range(0, bad.size, per_device):
-            chunk = bad[start:start + per_device]
-            idx = np.resize(chunk, _bucket(chunk.size))
-            sl = [_take(a, idx) if ax == 0 else a for a, ax in zip(args, axes)]
-            exact = _batched(False, axes)(spec, *sl, _take(keys, idx))
-            out = jax.tree.map(
-                lambda o, e, rows=chunk: _set_rows(o, rows, np.asarray(e)[:rows.size]), out, exact)
-    return jax.tree.map(jnp.asarray, out)
-
-
-def _set_rows(o: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
-    o = o.copy()
-    o[rows] = values
-    return o
+        args = jax.device_put((machine, alice, bob, vera, keys), first)  # the one host copy
+        batched = tuple(a for a, ax in zip(args, axes + (0,)) if ax == 0)
+        starts = jnp.unstack(_starts(-(-n // width), width))
+        sliced = []
+        for start in starts:
+            it = iter(_slice(batched, start, n, width))
+            sliced.append([next(it) if ax == 0 else a for a, ax in zip(args, axes + (0,))])
+        if len(devices) > 1:  # each device's share of every slice (no host copy)
+            mesh = Mesh(np.asarray(devices, dtype=object), (LANES,))
+            put = [NamedSharding(mesh, p) for p in _specs(axes)]
+            sliced = [jax.device_put(a, put) for a in sliced]
+        if in_one:
+            parts = [_program("exact", axes, devices)(spec, chunk, *a) for a in sliced]
+        else:
+            fast = [_program("fast", axes, devices)(spec, chunk, *a) for a in sliced]
+            total = functools.reduce(_add_unresolved, [un for _, un in fast],
+                                     _starts(1, 0))  # [0], on the device
+            replay = _program("replay", axes, devices)
+            parts = ([replay(spec, chunk, out, un, *a) for (out, un), a in zip(fast, sliced)]
+                     if jax.device_get(total).any() else [out for out, _ in fast])  # 1 read
+        if len(parts) == 1:
+            return _trim(parts[0], n)
+        out = _buffer(parts[0], len(parts) * width)
+        for part, start in zip(parts, starts):
+            out = _put(out, part, start)
+        return _trim(out, n)
