@@ -26,6 +26,10 @@ subprocess whose JAX has one CPU device per core (``--xla_force_host_platform_de
 one of those devices and the numpy reference. numpy uses one core; the headline ratios above are
 JAX on one device (whose large fusions XLA already splits over the cores).
 
+Batch scaling (``batch_scaling``): the count mode at n/4 and 4n trials (16x apart), timed in
+interleaved rounds; its trial-steps per second must not fall as the batch grows (a CPU proxy for
+host work that grows with the lanes, which an accelerator would feel first).
+
 For context (not a contender): ``numpy_one_word_path`` times the lazy mode's one-word path in
 numpy (its rare path not implemented, so an upper bound for a numpy port of that algorithm):
 the lazy mode's gain over the straightforward numpy is algorithmic, and says so.
@@ -183,10 +187,33 @@ def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_
         "z_dedebate_vs_P_M": h["z_vs_P_M"],
         "z_numpy_vs_P_M": (acc_np - p1) / se,
         "modes": modes,
+        "batch_scaling": batch_scaling(n, min_seconds, repeats),
         "count_over_cores": over_cores(n, min_seconds, repeats),
         "cpu_count": os.cpu_count(),
         "backend": jax.default_backend(),
     }
+
+
+SCALING_GOAL = 0.9  # the larger batch's rate over the smaller's, at least
+
+
+def batch_scaling(n: int, min_seconds: float, repeats: int) -> dict:
+    """Count-mode trial-steps per second at ``n // 4`` and ``4 n`` trials, and their ratio."""
+    fx, consts, alice, bob, vera, _, _ = _problem(n)
+    spec = debate_static(T, bob_draw="count")
+    sizes = {"small": max(1, n // 4), "large": 4 * n}
+    runners = {}
+    for name, m in sizes.items():
+        keys = trial_keys(jax.random.key(SEED + 2), m)
+        runners[name] = (lambda keys=keys: jax.block_until_ready(
+            run_trials(spec, fx.machine, alice, bob, vera, keys)))
+    timing = time_contenders(runners, min_seconds=min_seconds, repeats=repeats)
+    rates = {name: summary(timing[name], sizes[name] * T, "trial_steps")["trial_steps_per_s"]
+             for name in sizes}
+    rat = ratio(timing["small"], timing["large"], work=(sizes["small"], sizes["large"]))
+    return {"trials": sizes, "trial_steps_per_s": {k: r["median"] for k, r in rates.items()},
+            "large_over_small": rat["median"], "large_over_small_range": [rat["min"], rat["max"]],
+            "goal": SCALING_GOAL, "meets_goal": rat["median"] >= SCALING_GOAL}
 
 
 def _over_cores_worker(n: int, min_seconds: float, repeats: int) -> dict:

@@ -27,3 +27,14 @@ def test_numpy_references_accept_with_probability_p_m():
     fast = one_word_path_f2_numpy(pi, n, np.random.default_rng(1))
     assert abs(fast["verdict"].mean() - p1) < Z_MAX * se
     assert fast["rare_steps"] <= 2  # expected 20,000 * 64 * 2^-24 ~ 0.08
+
+
+def test_batch_scaling_compares_rates_per_trial_step_16x_apart():
+    import pytest
+
+    from bench.stochastic import batch_scaling
+
+    out = batch_scaling(64, min_seconds=0.01, repeats=1)
+    assert out["trials"] == {"small": 16, "large": 256}
+    rates = out["trial_steps_per_s"]
+    assert out["large_over_small"] == pytest.approx(rates["large"] / rates["small"])
