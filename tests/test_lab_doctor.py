@@ -27,6 +27,20 @@ def test_doctor_reports_this_process(capsys):
 def test_package_versions_names_missing_ones():
     got = package_versions(("numpy", "no-such-distribution-xyz"))
     assert got == {"numpy": importlib.metadata.version("numpy"), "no-such-distribution-xyz": None}
+    assert package_versions()["ml_dtypes"] == importlib.metadata.version("ml_dtypes")
+
+
+def test_package_versions_name_the_accelerator_plugins_installed(monkeypatch):
+    class Dist:
+        def __init__(self, name, version):
+            self.metadata, self.version = {"Name": name}, version
+
+    fakes = [Dist("jax-cuda13-plugin", "0.11.2"), Dist("jax-cuda13-pjrt", "0.11.2"),
+             Dist("numpy", "9"), Dist("requests", "2")]
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda: fakes)
+    got = package_versions(("numpy",))
+    assert list(got) == ["numpy", "jax-cuda13-plugin", "jax-cuda13-pjrt"]
+    assert got["jax-cuda13-plugin"] == "0.11.2"
 
 
 def test_git_dirty_tracks_uncommitted_changes(tmp_path):

@@ -153,18 +153,20 @@ def code_provenance(package_dir: str | os.PathLike | None = None,
 
 
 # The distributions whose versions decide a result (numbers, compiled programs, checkpoints).
-PACKAGES = ("jax", "jaxlib", "flax", "optax", "chex", "orbax-checkpoint", "wandb", "numpy",
-            "scipy", "matplotlib", "PyYAML")
+PACKAGES = ("jax", "jaxlib", "ml_dtypes", "flax", "optax", "chex", "orbax-checkpoint", "wandb",
+            "numpy", "scipy", "matplotlib", "PyYAML")
+# JAX's accelerator plugins (CUDA, ROCm, TPU): named where installed
+PLUGIN_PREFIXES = ("jax-cuda", "jax_cuda", "jax-rocm", "jax_rocm", "libtpu")
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
-    """Installed version of each distribution.
+    """Installed version of each distribution, then of every JAX accelerator plugin installed.
 
     Args:
         names: distribution names.
 
     Returns:
-        ``{name: version}``, None for one that is not installed.
+        ``{name: version}``, None for one of ``names`` that is not installed.
     """
     out: dict[str, str | None] = {}
     for name in names:
@@ -172,7 +174,11 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             out[name] = None
-    return out
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"] or ""
+        if name.lower().startswith(PLUGIN_PREFIXES) and name not in out:
+            out[name] = dist.version
+    return dict(sorted(out.items(), key=lambda kv: kv[0] not in names))
 
 
 def process_provenance() -> dict[str, Any]:
