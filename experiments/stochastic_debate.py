@@ -144,9 +144,10 @@ def point(cfg: Config):
     the paper's, with ``paper``), ``trials`` debates per zoo member with the key
     ``fold_in(fold_in(key, K's index), 1000 * T's index + set index)``; metrics: those of
     :func:`dedebate.agents.stochastic_zoo.cell_metrics`, the counts ``n_alice``, ``n_bob``,
-    ``n_vera`` and ``completeness_bound``, ``soundness_bound`` (proven for scale 1 only). The
-    sets of one (K, T) share one compiled body (``lax.map``). The adversaries are found on the
-    host per point (the point's scale; not the seed). ``scale_factors``, ``scale_T``: unused."""
+    ``n_vera``, ``trials`` and ``completeness_bound``, ``soundness_bound`` (proven for scale 1
+    only). The sets of one (K, T) share one compiled body (``lax.map``). The adversaries are
+    found on the host per point (the point's scale; not the seed). ``scale_factors``,
+    ``scale_T``: unused."""
     dynamic, groups = {}, []
     for ki, K in enumerate(cfg.Ks):
         opt_a, opt_b = _adversaries(cfg, ki, K)
@@ -180,6 +181,7 @@ def point(cfg: Config):
                 out.update(cell_metrics(st, trials, ma, hh, name))
                 for i, n in enumerate(("n_alice", "n_bob", "n_vera")):
                     out[f"{name}/{n}"] = d["counts"][i]
+                out[f"{name}/trials"] = jnp.int32(trials)  # the frontier's integer counts
                 out[f"{name}/completeness_bound"] = d["bounds"][0]
                 out[f"{name}/soundness_bound"] = d["bounds"][1]
         return out
@@ -432,8 +434,10 @@ def _plot_queries(qrows, fit):
 
 def sweep_figures(rows) -> dict:
     """``{"budget_frontier": figure}`` when the sweep went over ``scale`` (else ``{}``): per count
-    (N_A, N_B, N_V), Lean's proven count (solid) and the empirical frontier's (dashed, labelled
-    with its factor) against T, one colour per K; a cross marks a cell where factor 1 fails."""
+    (N_A, N_B, N_V), Lean's proven count (solid) and the empirical frontier's
+    (:func:`~dedebate.protocols.stochastic_budget.frontier`; dashed, labelled with its factor and
+    a ``?`` where the next factor is undecided) against T, one colour per K; where factor 1 is
+    not safe, a cross (unsafe) or a ``?`` (undecided) at Lean's count."""
     fr = [e for e in frontier(rows) if not e["others"]]
     if not rows or "scale" not in rows[0] or not fr:
         return {}
@@ -452,19 +456,21 @@ def sweep_figures(rows) -> dict:
             ax.plot([e["T"] for e in ok], [e["counts"][i] for e in ok], "s--", color=col,
                     label=f"K={K} frontier (empirical)")
             for e in ok:
-                ax.annotate(f"x{e['factor']:g}", (e["T"], e["counts"][i]), fontsize=6,
+                ax.annotate(f"x{e['factor']:g}" + "?" * (e["stop"] == "undecided"),
+                            (e["T"], e["counts"][i]), fontsize=6,
                             textcoords="offset points", xytext=(3, -9))
-            bad = [e for e in es if e["factor"] is None]
-            ax.plot([e["T"] for e in bad], [e["lean"][i] for e in bad], "x", color="k", ms=9)
+            for stop, mark in (("unsafe", "x"), ("undecided", "$?$")):
+                bad = [e for e in es if e["factor"] is None and e["stop"] == stop]
+                ax.plot([e["T"] for e in bad], [e["lean"][i] for e in bad], marker=mark,
+                        linestyle="none", color="k", ms=9)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("T (steps)")
         ax.set_title(label, fontsize=9)
     axes[0].set_ylabel("oracle samples per estimate")
     axes[0].legend(fontsize=6)
-    seeds = max(e["seeds"] for e in fr)
-    fig.suptitle("Smallest common factor on (N_A, N_B, N_V) keeping completeness >= 3/5 and "
-                 f"soundness <= 2/5 vs the zoo (mean of {seeds} seed(s)) against Lean's counts",
-                 fontsize=9)
+    fig.suptitle("Smallest common factor on (N_A, N_B, N_V) keeping completeness > 3/5 and "
+                 "soundness < 2/5 vs every zoo member (one-sided Clopper-Pearson, family-wise "
+                 "95%) against Lean's counts", fontsize=9)
     fig.tight_layout()
     return {"budget_frontier": fig}

@@ -56,7 +56,7 @@ def setup():
             "p_yes": float(yes.output_prob_dp()), "p_no": float(no.output_prob_dp())}
 
 
-# The slice width of every zoo run: 9 x 1500, 5 x 1500 and 3 x 400,000 lanes all play in slices
+# The slice width of every zoo run: 12 x 1500, 5 x 1500 and 3 x 400,000 lanes all play in slices
 # of 8192 (a lane's outcome depends on its key alone), so the three runs share one compilation.
 ZOO_LANES = 8192
 

@@ -363,6 +363,10 @@ def zoo_bob(constants: DebateParams, kind: int, w=None, w_dev: float = 0.0,
 def soundness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
     """The soundness zoo of spec DED 9 (without the optimised member).
 
+    Its last three members claim Alice's own estimate, as is and shifted by ``-+0.1 tau_B``:
+    at small sample counts the estimate's noise alone lifts the acceptance above 2/5 (K = 2,
+    T = 8, factor 1/16: 0.4022 by the exact DP), which no lie of the other members does.
+
     Args:
         constants: the debate's constants.
 
@@ -379,6 +383,9 @@ def soundness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
         ("+0.99 s (just under s)", A_SHIFT, 0.99 * s),
         ("honest, last claims 1", A_LIE_LAST, 1.0),
         ("honest, last +0.95 tau_B", A_LIE_LAST, 0.95 * tau_b),
+        ("honest estimate", A_HONEST, 0.0),
+        ("honest estimate -0.1 tau_B", A_HONEST_SHIFT, -0.1 * tau_b),
+        ("honest estimate +0.1 tau_B", A_HONEST_SHIFT, 0.1 * tau_b),
     ]
     return ([m[0] for m in members], [zoo_alice(constants, k, d) for _, k, d in members])
 

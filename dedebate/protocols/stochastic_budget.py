@@ -2,15 +2,17 @@
 empirical budget frontier of a sweep over a common factor on (N_A, N_B, N_V).
 
 The frontier is an empirical finding (no theorem settles it): per (K, T) cell of a sweep's rows,
-the smallest factor before the first at which the zoo's completeness falls below 3/5 or its
-soundness rises above 2/5 (spec DED 5.4), set against Lean's proven counts (spec DED 5.2).
+the smallest factor before the first that is not confidently safe, where safe means every zoo
+Bob's completeness is above 3/5 and every zoo Alice's soundness below 2/5 (spec DED 5.4), decided
+on one-sided Clopper-Pearson bounds of the integer win counts, set against Lean's proven counts
+(spec DED 5.2).
 """
 
 from __future__ import annotations
 
 import re
 
-import numpy as np
+from scipy import stats
 
 from dedebate.core.samples import hoeffding_samples
 from dedebate.protocols.stochastic import lean_defaults
@@ -33,24 +35,37 @@ def lean_n_vera(K: float, T: int) -> int:
     return hoeffding_samples((lp.s - lp.c) / 2, lp.v)
 
 
-def frontier(rows) -> list[dict]:
+def frontier(rows, alpha: float = 0.05) -> list[dict]:
     """The budget frontier of a sweep over ``scale``, from its rows.
 
     Per (K, T) cell ``K{K}_T{T}`` (and per value of any other swept axis than ``Ks`` / ``Ts``),
-    going down the factors from the largest, the smallest factor before the first at which the
-    mean over seeds of ``completeness_min`` falls below 3/5 or that of ``soundness_max`` rises
-    above 2/5. Cells of other names (e.g. the paper's constants) are skipped.
+    each member's wins are summed over the seeds (``k`` of ``n``) and bounded one-sidedly by
+    Clopper-Pearson. A factor is ``safe`` when every Alice's upper bound at level ``alpha`` is
+    below 2/5 and every Bob's lower bound above 3/5; ``unsafe`` when, at level ``alpha / m``
+    (``m`` = members x factors, Bonferroni), some Alice's lower bound is above 2/5 or some Bob's
+    upper bound below 3/5; else ``undecided``. Going down the factors from the largest, the
+    frontier is the smallest safe factor before the first that is not. Calling any unsafe factor
+    safe has probability at most ``alpha``: the walk must call the first unsafe one safe, which
+    takes its violating member's bound (a fixed-sequence test of intersection-union tests, so
+    neither the members nor the factors split ``alpha``). Cells of other names (e.g. the paper's
+    constants) are skipped.
 
     Args:
-        rows: ``sweep.csv`` rows (dicts), with a ``scale`` column and ``{cell}/completeness_min``,
-            ``{cell}/soundness_max``, ``{cell}/n_alice``, ``/n_bob``, ``/n_vera`` metrics
-            (``None`` where a row has no such cell).
+        rows: ``sweep.csv`` rows (dicts), with a ``scale`` column and ``{cell}/trials``,
+            ``{cell}/alice{i}_wins``, ``{cell}/bob{j}_wins``, ``{cell}/n_alice``, ``/n_bob``,
+            ``/n_vera`` metrics (``None`` where a row has no such cell).
+        alpha: the family-wise error level, in (0, 1).
 
     Returns:
         One dict per cell: ``K``, ``T``, ``others`` (the other axes), ``factor`` (``None``: the
-        largest factor already fails), ``tried`` (the factors' means), ``lean`` (Lean's proven
-        counts), ``seeds`` and, where a factor holds, the frontier's ``counts``.
+        largest factor is not safe), ``stop`` (the verdict that ended the walk, ``None`` when
+        every factor is safe), ``tried`` (per factor: its ``verdict``, the pooled ``trials``,
+        the point estimates ``completeness_min`` / ``soundness_max`` and the bounds
+        ``completeness_lo`` / ``soundness_hi``), ``lean`` (Lean's proven counts), ``seeds`` and,
+        where a factor is safe, the frontier's ``counts``.
     """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha}: the family-wise error level must be in (0, 1)")
     groups: dict[tuple, dict[float, list[dict]]] = {}
     for r in rows:
         others = tuple(sorted((k, str(v)) for k, v in r.items()
@@ -58,29 +73,58 @@ def frontier(rows) -> list[dict]:
                               and k not in ("point", "seed", "group", "scale", "Ks", "Ts")))
         for k in r:
             cell = k.split("/")[0]
-            if (k.endswith("/completeness_min") and r[k] is not None  # None: another K's row
-                    and CELL.fullmatch(cell)):
+            if k.endswith("/trials") and r[k] is not None and CELL.fullmatch(cell):  # else K's
                 groups.setdefault((cell, others), {}).setdefault(float(r["scale"]), []).append(r)
     out = []
     for (cell, others), by_f in groups.items():
         K, T = (int(x) for x in CELL.fullmatch(cell).groups())
         lean = lean_defaults(float(K), T).constants(float(K), T)
-
-        def mean(rs, m, cell=cell):
-            return float(np.mean([float(r[f"{cell}/{m}"]) for r in rs]))
-
-        best, tried = None, []
+        pooled = {f: _pooled_wins(rs, cell) for f, rs in by_f.items()}
+        split = alpha / sum(len(a) + len(b) for _, a, b in pooled.values())
+        best, stop, tried = None, None, []
         for f in sorted(by_f, reverse=True):
-            c, snd = mean(by_f[f], "completeness_min"), mean(by_f[f], "soundness_max")
-            tried.append({"factor": f, "completeness_min": c, "soundness_max": snd})
-            if not (c >= 3 / 5 and snd <= 2 / 5):
+            e = _verdict(*pooled[f], alpha, split)
+            tried.append({"factor": f, **e})
+            if e["verdict"] != "safe":
+                stop = e["verdict"]
                 break
             best = f
-        e = {"K": K, "T": T, "others": dict(others), "factor": best, "tried": tried,
-             "lean": (lean.n_alice, lean.n_bob, lean.n_vera),
+        e = {"K": K, "T": T, "others": dict(others), "factor": best, "stop": stop,
+             "tried": tried, "lean": (lean.n_alice, lean.n_bob, lean.n_vera),
              "seeds": len(by_f[max(by_f)])}
         if best is not None:
             rs = by_f[best]
             e["counts"] = tuple(int(rs[0][f"{cell}/{n}"]) for n in ("n_alice", "n_bob", "n_vera"))
         out.append(e)
     return sorted(out, key=lambda e: (sorted(e["others"].items()), e["K"], e["T"]))
+
+
+def _pooled_wins(rs, cell) -> tuple[int, list[int], list[int]]:
+    """``(n, Alice wins, Bob wins)``: the members' integer win counts summed over the rows."""
+    def wins(side):
+        m = sum(1 for k in rs[0] if re.fullmatch(rf"{cell}/{side}\d+_wins", k))
+        return [sum(round(float(r[f"{cell}/{side}{j}_wins"])) for r in rs) for j in range(m)]
+
+    return sum(round(float(r[f"{cell}/trials"])) for r in rs), wins("alice"), wins("bob")
+
+
+def _verdict(n: int, alice: list[int], bob: list[int], level: float, split: float) -> dict:
+    """One factor's verdict from its pooled counts: one-sided bounds at ``level`` for a safe
+    verdict, at ``split`` for an unsafe one."""
+    if n <= 0 or not alice or not bob:
+        raise ValueError(f"{n} trials, {len(alice)} Alice and {len(bob)} Bob members: a factor "
+                         "needs trials > 0 and members on both sides")
+    s_hi = max(_bound(k, n, level, upper=True) for k in alice)
+    c_lo = min(_bound(k, n, level, upper=False) for k in bob)
+    bad = (max(_bound(k, n, split, upper=False) for k in alice) > 2 / 5
+           or min(_bound(k, n, split, upper=True) for k in bob) < 3 / 5)
+    verdict = "safe" if s_hi < 2 / 5 and c_lo > 3 / 5 else "unsafe" if bad else "undecided"
+    return {"verdict": verdict, "trials": n, "completeness_min": min(bob) / n,
+            "soundness_max": max(alice) / n, "completeness_lo": c_lo, "soundness_hi": s_hi}
+
+
+def _bound(k: int, n: int, level: float, upper: bool) -> float:
+    """The one-sided Clopper-Pearson bound on a proportion from ``k`` of ``n`` at ``level``."""
+    if upper:
+        return 1.0 if k >= n else float(stats.beta.ppf(1 - level, k + 1, n - k))
+    return 0.0 if k <= 0 else float(stats.beta.ppf(level, k, n - k + 1))
