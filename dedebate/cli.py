@@ -135,6 +135,12 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--html", metavar="FILE", help="write one self-contained HTML page (plots "
                     "inline) instead of printing the markdown")
 
+    ls = sub.add_parser("ls", help="the run, sweep and reproduce directories under a folder, "
+                        "one line each")
+    ls.add_argument("dir", nargs="?", default="runs", metavar="DIR",
+                    help="the folder to look in (default: runs)")
+    ls.add_argument("--json", action="store_true", help="print them as a JSON list")
+
     sy = sub.add_parser("sync", help="upload every offline W&B run under a directory")
     sy.add_argument("paths", nargs="+", metavar="PATH", help="run, sweep or reproduce directories")
     sy.add_argument("--dry-run", action="store_true", help="only list the offline runs")
@@ -657,6 +663,30 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_ls(args: argparse.Namespace) -> int:
+    """``dedebate ls [DIR] [--json]``: the records under DIR, oldest first.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0, or 2 for a DIR that is not a directory.
+    """
+    from dedebate.lab.records import RecordError, listing, render
+
+    try:
+        entries = listing(args.dir)
+    except RecordError as err:
+        return _die_usage(str(err))
+    if args.json:
+        print(json.dumps(entries, indent=2))
+    elif entries:
+        print(render(entries), end="")
+    else:
+        print(f"no run, sweep or reproduce directories under {args.dir}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
     """``dedebate sync PATH ...``: upload every offline W&B run under the paths.
 
@@ -694,7 +724,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "reproduce": cmd_reproduce, "bench": cmd_bench,
             "config": cmd_config, "list": cmd_list, "doctor": cmd_doctor,
-            "compare": cmd_compare, "sync": cmd_sync, "report": cmd_report}
+            "compare": cmd_compare, "sync": cmd_sync, "report": cmd_report, "ls": cmd_ls}
 
 
 # Commands that compile JAX programs: the ones the persistent compilation cache speeds up.

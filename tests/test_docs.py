@@ -183,7 +183,7 @@ DOCUMENTED = (
     "dedebate/lab/experiment.py", "dedebate/lab/params.py", "dedebate/lab/provenance.py",
     "dedebate/lab/registry.py",
     "dedebate/lab/report.py", "dedebate/lab/report_render.py",
-    "dedebate/lab/rerender.py", "dedebate/lab/rundir.py",
+    "dedebate/lab/records.py", "dedebate/lab/rerender.py", "dedebate/lab/rundir.py",
     "dedebate/lab/runner.py", "dedebate/lab/schema.py", "dedebate/lab/sync.py",
     "dedebate/lab/tracking.py",
     "dedebate/__init__.py", "dedebate/_xla_flags.py",
