@@ -17,6 +17,7 @@ import dedebate
 from dedebate import cli
 from dedebate.lab.provenance import environment_provenance
 from dedebate.lab.schema import validation_errors
+from dedebate.lab.sync import by_run_id, run_id
 
 
 def git(where, *args):
@@ -155,8 +156,10 @@ def test_resumed_run_continues_its_wandb_run_whose_config_holds_the_provenance(
     assert "id" not in kw1 and (kw2["id"], kw2["resume"]) == (id1, "allow")
     assert id2 == id1 == first["provenance"]["tracking"]["wandb_run_id"] \
         == again["provenance"]["tracking"]["wandb_run_id"]
-    offline = sorted(p.name for p in (run_dir / "wandb").glob("offline-run-*"))
-    assert len(offline) == 2 and all(name.endswith(f"-{id1}") for name in offline)
+    offline = sorted((run_dir / "wandb").glob("offline-run-*"))
+    # both attempts' folders are this W&B run's (W&B adds "-1" to a name taken in the same second)
+    assert len(offline) == 2 and [len(g) for g in by_run_id(offline)] == [2]
+    assert all(run_id(p) == id1 for p in offline)
     # W&B's config: the run's config and the provenance results.json records, key for key
     for config, results in ((config1, first), (config2, again)):
         prov = config["provenance"]

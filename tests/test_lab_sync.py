@@ -109,11 +109,11 @@ def test_the_attempts_of_a_resumed_run_are_uploaded_together(tmp_path, monkeypat
     monkeypatch.setenv("DEDEBATE_WANDB", str(fake))
     w = tmp_path / "run" / "wandb"
     runs = [w / "offline-run-20261204_100000-abc", w / "offline-run-20261204_110000-xyz",
-            w / "offline-run-20261204_120000-abc"]
+            w / "offline-run-20261204_110000-xyz-1", w / "offline-run-20261204_120000-abc"]
     for r in runs:
         r.mkdir(parents=True)
     lines: list[str] = []
     assert sync_all(runs, jobs=1, report=lines.append) == 0
     assert sorted(log.read_text().splitlines()) == [
-        f"sync {runs[0]} {runs[2]}", f"sync {runs[1]}"]
-    assert f"synced {runs[2]} (and 1 earlier attempt(s))" in lines
+        f"sync {runs[0]} {runs[3]}", f"sync {runs[1]} {runs[2]}"]
+    assert f"synced {runs[3]} (and 1 earlier attempt(s))" in lines

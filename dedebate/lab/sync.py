@@ -9,6 +9,7 @@ executable (the tests use a stand-in).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,23 @@ def find_offline_runs(path: str | os.PathLike) -> list[Path]:
     return sorted(p for p in root.rglob("offline-run-*") if p.is_dir() and p.parent.name == "wandb")
 
 
+_OFFLINE_RUN = re.compile(r"offline-run-\d{8}_\d{6}-(.+?)(?:-\d+)?")
+
+
+def run_id(run: Path) -> str:
+    """The W&B run id of an offline run folder: ``offline-run-TIME-ID``, where W&B adds ``-N``
+    to a name already taken in the same second (a resume right after the first attempt).
+
+    Args:
+        run: an offline run directory.
+
+    Returns:
+        The id (the whole name where it does not have that form).
+    """
+    m = _OFFLINE_RUN.fullmatch(run.name)
+    return m.group(1) if m else run.name
+
+
 def by_run_id(runs: list[Path]) -> list[list[Path]]:
     """``runs`` grouped by W&B run (``offline-run-TIME-ID``: a resumed run leaves one folder per
     attempt, which one ``wandb sync`` must upload together), in order of first appearance.
@@ -43,7 +61,7 @@ def by_run_id(runs: list[Path]) -> list[list[Path]]:
     """
     groups: dict[tuple[Path, str], list[Path]] = {}
     for r in runs:
-        groups.setdefault((r.parent, r.name.rsplit("-", 1)[-1]), []).append(r)
+        groups.setdefault((r.parent, run_id(r)), []).append(r)
     return list(groups.values())
 
 
