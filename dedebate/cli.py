@@ -451,17 +451,24 @@ def _sweep(module, cfg, *, sweep_dir, show_progress: bool) -> int:
 
 def _reproduce_header(report_dir: Path) -> tuple[str, int]:
     """The size and seed a reproduce directory was made with (its report.json), or ValueError
-    with the reason in words."""
+    with the reason in words; read only, so a bad report is refused before it is rewritten."""
+    from dedebate.lab.config_schema import SIZES
+    from dedebate.lab.rundir import read_json
+
     path = report_dir / "report.json"
     try:
-        prov = json.loads(path.read_text()).get("provenance")
+        data = read_json(path)
     except FileNotFoundError:
         raise ValueError("no report.json there (not a reproduce directory)") from None
-    except (OSError, ValueError, AttributeError) as err:
+    except (OSError, ValueError) as err:
         raise ValueError(f"cannot read {path}: {err}") from None
-    size, seed = (prov or {}).get("size"), (prov or {}).get("seed")
-    if not isinstance(size, str) or not isinstance(seed, int):
+    prov = data.get("provenance") if isinstance(data, dict) else None
+    size, seed = (prov.get("size"), prov.get("seed")) if isinstance(prov, dict) else (None, None)
+    if size is None or isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"{path} names no size and seed (not a reproduce report)")
+    if size not in SIZES:
+        raise ValueError(f"{path}: its provenance.size {size!r} is not one of "
+                         f"{', '.join(SIZES)}; the report is left as it is")
     return size, seed
 
 
@@ -626,7 +633,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        0 if no gating verdict changed; 1 if one did; 2 for a path without a result.
+        0 if no gating verdict changed; 1 if one did; 2 for a path without a readable
+        result, or when the comparison itself fails (one line, never exit 1).
     """
     from dedebate.lab.compare import CompareError, compare
 
@@ -634,6 +642,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         table, changed = compare(args.a, args.b)
     except CompareError as err:
         return _die_usage(str(err))
+    except Exception as err:  # noqa: BLE001 - exit 1 means "a verdict changed", never a crash
+        return _die_usage(f"compare {args.a} {args.b} failed: {type(err).__name__}: "
+                          f"{' '.join(str(err).split())} (a bug in dedebate: please report it)")
     print(table)
     return EXIT_FAIL if changed else EXIT_OK
 

@@ -5,20 +5,75 @@ state pytree every ``every`` steps (asynchronously, keeping the newest ``keep``)
 run's config hash; :meth:`Checkpointer.restore` restores the newest readable checkpoint, refuses
 one written under another hash (:class:`CheckpointMismatch`) and falls back past a corrupt or
 truncated one, moving it aside (``corrupt-STEP/``), so recovery always converges. A save never
-collides with steps an earlier run left (moved aside to ``stale-STEP/``). Experiments that train
-use it through :func:`dedebate.lab.driver.run_chunks`; direct use: docs/lab.md, "Checkpoints".
+collides with steps an earlier run left (moved aside to ``stale-STEP/``). A full disk (or disk
+quota) during a save raises :class:`~dedebate.lab.rundir.RunDirError`, one line (the CLI exits
+2), and Orbax's logged tracebacks of it are silenced (:class:`QuietDiskFull`). Experiments that
+train use it through :func:`dedebate.lab.driver.run_chunks`; direct use: docs/lab.md,
+"Checkpoints".
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
 
-from dedebate.lab.rundir import eprint
+from dedebate.lab.rundir import RunDirError, eprint
+
+_DISK_FULL = {errno.ENOSPC: os.strerror(errno.ENOSPC), errno.EDQUOT: os.strerror(errno.EDQUOT)}
+
+
+def disk_full(err: BaseException | None) -> str | None:
+    """What ``err``, or an error it was raised from, says is full, in words (``"No space left
+    on device"``, ``"Disk quota exceeded"``); None when it is about something else. Orbax and
+    TensorStore report a full disk as a ValueError whose message holds the OSError's text.
+
+    Args:
+        err: an exception.
+
+    Returns:
+        The OSError's text, or None.
+    """
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in _DISK_FULL:
+            return _DISK_FULL[err.errno]
+        if text := _says_full(str(err)):
+            return text
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _says_full(text: str) -> str | None:
+    """The OSError text of a full disk found in ``text``, or None."""
+    return next((t for t in _DISK_FULL.values() if t in text), None)
+
+
+class QuietDiskFull(logging.Filter):
+    """Drops Orbax's logged tracebacks of a full disk (on the ``absl`` logger, from its save
+    threads): the save raises that error too, and the lab reports it in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether a log record is kept.
+
+        Args:
+            record: a record of the ``absl`` logger.
+
+        Returns:
+            False when its exception or message is about a full disk (or disk quota).
+        """
+        err = record.exc_info[1] if record.exc_info else None
+        return not (disk_full(err) or _says_full(record.getMessage()))
+
+
+_QUIET = QuietDiskFull()
 
 
 def uncommitted(x: Any, take: Callable[[np.ndarray], np.ndarray] | None = None) -> Any:
@@ -79,6 +134,20 @@ class Checkpointer:
         )
         self._mgr = ocp.CheckpointManager(self.directory, options=options,
                                           item_names=("state", "meta"))
+        logging.getLogger("absl").addFilter(_QUIET)  # once: the same filter object
+
+    @contextlib.contextmanager
+    def _disk_full_is_run_dir_error(self) -> Iterator[None]:
+        """Turn a full disk during a save (this step's, or an earlier one's finishing in the
+        background) into one RunDirError line naming the checkpoint directory."""
+        try:
+            yield
+        except Exception as err:
+            why = disk_full(err)
+            if why is None:
+                raise
+            raise RunDirError(f"{self.directory}: cannot save a checkpoint: {why} (free some "
+                              "space, or set output_dir to another disk)") from None
 
     # -- saving ----------------------------------------------------------------------------
 
@@ -96,29 +165,38 @@ class Checkpointer:
 
         Returns:
             Whether a save was started (it completes asynchronously).
+
+        Raises:
+            RunDirError: the disk (or disk quota) is full.
         """
         ocp = self._ocp
         if not (force or int(step) % self.every == 0):
             return False
-        later = [s for s in self._mgr.all_steps() if s >= int(step)]
-        if later:
-            self._mgr.wait_until_finished()
-            for s in sorted(later):
-                self._move_aside(s, "stale", f"a save of step {step} follows")
-        args = ocp.args.Composite(
-            state=ocp.args.StandardSave(state),
-            meta=ocp.args.JsonSave({"config_hash": self.config_hash, "step": int(step)}),
-        )
-        return bool(self._mgr.save(int(step), args=args, force=force))
+        with self._disk_full_is_run_dir_error():
+            later = [s for s in self._mgr.all_steps() if s >= int(step)]
+            if later:
+                self._mgr.wait_until_finished()
+                for s in sorted(later):
+                    self._move_aside(s, "stale", f"a save of step {step} follows")
+            args = ocp.args.Composite(
+                state=ocp.args.StandardSave(state),
+                meta=ocp.args.JsonSave({"config_hash": self.config_hash, "step": int(step)}),
+            )
+            return bool(self._mgr.save(int(step), args=args, force=force))
 
     def wait(self) -> None:
-        """Block until every asynchronous save has been written."""
-        self._mgr.wait_until_finished()
+        """Block until every asynchronous save has been written (RunDirError: a full disk)."""
+        with self._disk_full_is_run_dir_error():
+            self._mgr.wait_until_finished()
 
     def close(self) -> None:
-        """Wait for pending saves and close the manager (also on leaving the ``with`` block)."""
-        self._mgr.wait_until_finished()
-        self._mgr.close()
+        """Wait for pending saves and close the manager (also on leaving the ``with`` block);
+        RunDirError for a full disk."""
+        with self._disk_full_is_run_dir_error():
+            try:
+                self._mgr.wait_until_finished()
+            finally:
+                self._mgr.close()
 
     def __enter__(self) -> Self:
         return self

@@ -13,7 +13,6 @@ one side only are listed but are not a change (quick and default sizes check dif
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -21,6 +20,8 @@ from typing import Any
 
 from dedebate.lab.experiment import gating
 from dedebate.lab.report_render import fmt, measured
+from dedebate.lab.rerender import claims_problem, json_kind
+from dedebate.lab.rundir import read_json
 
 
 class CompareError(ValueError):
@@ -50,19 +51,25 @@ def load_claims(path: str | Path) -> tuple[str, dict[tuple[str, str, int], dict[
     if not p.is_file():
         raise CompareError(f"{path}: no such file or directory")
     try:
-        data = json.loads(p.read_text())
+        data = read_json(p)
     except (OSError, ValueError) as err:
         raise CompareError(f"{p}: not a readable JSON result ({err})") from None
     if isinstance(data, dict) and isinstance(data.get("experiments"), list):
-        groups = [(e.get("name", "?"), e.get("claims") or []) for e in data["experiments"]]
+        groups = [(e, f"experiments[{i}]") for i, e in enumerate(data["experiments"])]
     elif isinstance(data, dict) and isinstance(data.get("claims"), list):
-        groups = [(data.get("experiment", "?"), data["claims"])]
+        groups = [({"name": data.get("experiment", "?"), "claims": data["claims"]}, "")]
     else:
         raise CompareError(f"{p}: neither a report.json nor a results.json")
+    for e, where in groups:
+        problem = (f"{where} is {json_kind(e)}, not an experiment (an object)"
+                   if not isinstance(e, dict) else
+                   claims_problem(e.get("claims") or [], f"{where}.claims".lstrip(".")))
+        if problem:
+            raise CompareError(f"{p}: not a readable result ({problem})")
     rows: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for experiment, claims in groups:
-        seen: Counter[str] = Counter()
-        for c in claims:
+    for e, _ in groups:
+        experiment, seen = str(e.get("name", "?")), Counter[str]()
+        for c in e.get("claims") or []:
             text = str(c.get("claim", ""))
             rows[(experiment, text, seen[text])] = c
             seen[text] += 1

@@ -6,7 +6,8 @@ recorded, so a report can be re-rendered after a newer dedebate changes the layo
 one file. A report.json may come from someone else, so the page is inert whatever it holds:
 every text is escaped (quotes too) before any markup is built, a content security policy allows
 no script, and only PNG files inside the report directory are embedded (no absolute path, ``..``
-or link out of it).
+or link out of it). One whose fields have other types than reproduce writes is refused in one
+line (:func:`report_problem`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html
-import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 from dedebate.lab.report_render import ExperimentEntry, render_markdown
+from dedebate.lab.rundir import read_json
 
 
 class ReportError(ValueError):
@@ -36,7 +38,7 @@ def load_report(directory: str | Path) -> tuple[Path, dict[str, Any]]:
         ``(the report directory, the loaded report)``.
 
     Raises:
-        ReportError: no report.json, unreadable JSON, or no experiments list.
+        ReportError: no report.json, unreadable JSON, or not a report (:func:`report_problem`).
     """
     path = Path(directory).expanduser()
     if path.is_file() and path.name == "report.json":
@@ -45,12 +47,126 @@ def load_report(directory: str | Path) -> tuple[Path, dict[str, Any]]:
     if not file.is_file():
         raise ReportError(f"{directory}: no report.json there (not a reproduce directory)")
     try:
-        data = json.loads(file.read_text())
+        data = read_json(file)
     except (OSError, ValueError) as err:
         raise ReportError(f"{file}: not readable JSON ({err})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("experiments"), list):
-        raise ReportError(f"{file}: not a dedebate report (no experiments list)")
+    problem = report_problem(data)
+    if problem:
+        raise ReportError(f"{file}: not a dedebate report ({problem})")
     return path, data
+
+
+_JSON_KINDS = ((bool, "true/false"), ((int, float), "a number"), (str, "a string"),
+               (list, "an array"), (dict, "an object"), (type(None), "null"))
+
+
+def json_kind(x: Any) -> str:
+    """What a loaded JSON value is, in words.
+
+    Args:
+        x: a value as ``json.loads`` returns it.
+
+    Returns:
+        ``"an object"``, ``"an array"``, ``"a string"``, ``"a number"``, ``"true/false"`` or
+        ``"null"``.
+    """
+    return next(name for kind, name in _JSON_KINDS if isinstance(x, kind))
+
+
+def _wrong(x: Any, kind: type | tuple[type, ...]) -> bool:
+    """Whether ``x`` is not of ``kind`` (true/false is not a number here)."""
+    return not isinstance(x, kind) or (isinstance(x, bool) and bool not in
+                                       (kind if isinstance(kind, tuple) else (kind,)))
+
+
+def _expect(where: str, x: Any, kind: type | tuple[type, ...], what: str) -> str | None:
+    return f"{where} is {json_kind(x)}, not {what}" if _wrong(x, kind) else None
+
+
+def claims_problem(claims: Any, where: str, keys: tuple[str, ...] = ()) -> str | None:
+    """Why ``claims`` is not a list of claim rows, each an object holding ``keys``; None if it is.
+
+    Args:
+        claims: the loaded value.
+        where: its place in the file, for the message (``experiments[0].claims``).
+        keys: the fields every row must have.
+
+    Returns:
+        The first problem in words, or None.
+    """
+    if problem := _expect(where, claims, list, "an array of claim rows"):
+        return problem
+    for i, c in enumerate(claims):
+        if problem := _expect(f"{where}[{i}]", c, dict, "a claim row (an object)"):
+            return problem
+        if missing := [k for k in keys if k not in c]:
+            return f"{where}[{i}] has no {', '.join(missing)}"
+        for key in (k for k in (*_FLOATS, *_COUNTS) if c.get(k) is not None):
+            if problem := _field_problem(f"{where}[{i}].{key}", c[key], key in _COUNTS):
+                return problem
+    return None
+
+
+_FLOATS, _COUNTS = ("value", "lo", "hi", "sd", "p_value"), ("k", "n")
+
+
+def _field_problem(where: str, x: Any, count: bool) -> str | None:
+    """Why a row's number ``x`` is not what the report and compare compute with; None if it is."""
+    if count and (_wrong(x, int) or not 0 <= x < 2**63):
+        return f"{where} is {_shown(x)}, not a count (an integer in [0, 2^63)) or null"
+    if _wrong(x, (int, float)) or (isinstance(x, int) and abs(x) > sys.float_info.max):
+        return f"{where} is {_shown(x)}, not a number within float range or null"
+    return None
+
+
+def _shown(x: Any) -> str:
+    """A JSON value in a message: a number as itself (long ones by their digits), else its kind."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return repr(x) if abs(x) < 10**12 else f"an integer of {len(str(abs(x)))} digits"
+    return repr(x) if isinstance(x, float) else json_kind(x)
+
+
+_ENTRY = {"name": (str, "a string"), "title": (str, "a string"), "status": (str, "a string"),
+          "error": ((str, type(None)), "a string or null"),
+          "run_dir": ((str, type(None)), "a string or null"),
+          "plots": (list, "an array of paths"), "measurement_only": (bool, "true/false")}
+
+
+def report_problem(data: Any) -> str | None:
+    """Why a loaded ``report.json`` cannot be rendered (the first problem, in words); None when
+    it can: the fields the report reads have the types ``dedebate reproduce`` writes.
+
+    Args:
+        data: the loaded JSON value.
+
+    Returns:
+        The problem, or None.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("experiments"), list):
+        return "no experiments list"
+    prov = data.get("provenance", {})
+    if problem := (_expect("provenance", prov, dict, "an object")
+                   or _expect("provenance.packages", prov.get("packages") or {}, dict,
+                              "an object")
+                   or _field_problem("wall_time_s", data.get("wall_time_s", 0.0), False)):
+        return problem
+    for i, e in enumerate(data["experiments"]):
+        where = f"experiments[{i}]"
+        if problem := _expect(where, e, dict, "an experiment (an object)"):
+            return problem
+        if "name" not in e:
+            return f"{where} has no name"
+        for key in (k for k in _ENTRY if k in e):
+            if problem := _expect(f"{where}.{key}", e[key], *_ENTRY[key]):
+                return problem
+        if problem := _field_problem(f"{where}.wall_time_s", e.get("wall_time_s", 0.0), False):
+            return problem
+        if bad := [p for p in e.get("plots", []) if not isinstance(p, str)]:
+            return f"{where}.plots holds {json_kind(bad[0])}, not a path"
+        if problem := claims_problem(e.get("claims", []), f"{where}.claims",
+                                     ("claim", "source", "bound", "passed")):
+            return problem
+    return None
 
 
 def markdown(data: dict[str, Any]) -> str:

@@ -10,8 +10,9 @@ fails leaves no temporary file behind. A run directory in use by a process is lo
 (:func:`lock_run_dir`), so a second process resuming the same run stops at once. A run directory
 may come from someone else (a colleague, an archive), so one that reaches outside itself through
 a symbolic link is refused before anything is written (:func:`check_run_dir`). Files are
-written atomically as JSON (:func:`jsonable` converts numpy/jax values), text or CSV. What a
-result records about its environment: :mod:`dedebate.lab.provenance` (re-exported here).
+written atomically as JSON (:func:`jsonable` converts numpy/jax values), text or CSV, and read
+back with :func:`read_json` (bad JSON is a ValueError in words). What a result records about its
+environment: :mod:`dedebate.lab.provenance` (re-exported here).
 """
 
 from __future__ import annotations
@@ -316,6 +317,35 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
     text = json.dumps(jsonable(data), indent=2, sort_keys=False) + "\n"
     with _atomic(path) as tmp:
         tmp.write_text(text)
+
+
+def _json_int(digits: str) -> int:
+    """An integer of a JSON file; ValueError naming its length when Python will not read it."""
+    limit, n = sys.get_int_max_str_digits(), len(digits.lstrip("-"))
+    if limit and n > limit:
+        raise ValueError(f"an integer of {n} digits (at most {limit})")
+    return int(digits)
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON value in ``path`` (a file that may come from someone else).
+
+    Args:
+        path: the file.
+
+    Returns:
+        The loaded value.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: it is not JSON: not UTF-8, malformed, nested too deeply for Python's parser,
+            or an integer of more digits than Python converts; the message says which.
+    """
+    text = Path(path).read_text()
+    try:
+        return json.loads(text, parse_int=_json_int)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import time
 import traceback
@@ -38,6 +37,7 @@ from dedebate.lab.rundir import (
     lock_run_dir,
     new_run_dir,
     newest_matching_dir,
+    read_json,
     utc_iso,
     write_csv,
     write_json,
@@ -140,7 +140,7 @@ def _finished_results(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
     """results.json of ``run_dir`` if the run finished there with ``cfg``'s config hash and every
     table and plot it lists is on disk, else None."""
     try:
-        results = json.loads((run_dir / "results.json").read_text())
+        results = read_json(run_dir / "results.json")
     except (OSError, ValueError):
         return None
     if not isinstance(results, dict) or results.get("status") != "ok":
@@ -214,7 +214,7 @@ def _write_running_record(module: Any, cfg: RunConfig, run_dir: Path) -> None:
     (status "ok") is kept: a resume of it must never lose it."""
     path = run_dir / "results.json"
     with contextlib.suppress(OSError, ValueError, AttributeError):
-        if json.loads(path.read_text()).get("status") == "ok":
+        if read_json(path).get("status") == "ok":
             return
     write_json(path, {
         "experiment": cfg.experiment,
@@ -268,9 +268,10 @@ def _run_in(module: Any, cfg: RunConfig, run_dir: Path, resume: bool, *, show_pr
         error = f"{type(err).__name__}: {' '.join(str(err).split())}"
         tb_text = traceback.format_exc()
         result = None
-        if raise_errors:
-            _finish_failed(module, cfg, run_dir, ctx, tracker, mode, env, started, t0, error,
-                           tb_text)
+        if raise_errors or isinstance(err, RunDirError):  # a full disk: one line, exit 2
+            with contextlib.suppress(RunDirError):  # the disk may not hold the record either
+                _finish_failed(module, cfg, run_dir, ctx, tracker, mode, env, started, t0,
+                               error, tb_text)
             raise
     wall = time.monotonic() - t0
 
@@ -335,7 +336,7 @@ def _provenance(cfg: RunConfig, ctx: LabContext, tracker: Tracker, mode: str,
 def _status(results_path: Path) -> str | None:
     """``status`` of a results.json (None if absent or unreadable)."""
     try:
-        status = json.loads(results_path.read_text()).get("status")
+        status = read_json(results_path).get("status")
     except (OSError, ValueError, AttributeError):
         return None
     return status if isinstance(status, str) else None

@@ -3,12 +3,13 @@
 Each row plants its input in a fresh folder beside ``outside/`` (files that must never change)
 and runs the command line in this process. It checks the exit code, that the answer is one
 line holding the row's fragment and naming the offending path, and that nothing under
-``outside/`` changed (names and bytes). Later cases (sync time-outs, signals, malformed JSON)
-add rows to :data:`CASES`."""
+``outside/`` changed (names and bytes). A case that cannot be planted as files (a full disk, a
+bug) patches the code instead. Later cases (sync time-outs, signals) add rows to :data:`CASES`."""
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 from collections.abc import Callable
@@ -33,6 +34,7 @@ class Case:
     exit_code: int
     message: str  # a fragment of the one line answered (stderr; stdout for exit 0)
     check: Callable[[Path, Path], None] | None = None  # more to assert afterwards
+    patch: Callable[[pytest.MonkeyPatch], None] | None = None  # what cannot be planted as files
 
 
 def fill_outside(outside: Path) -> None:
@@ -136,6 +138,82 @@ def million_rows(work: Path, outside: Path):
     return ["sweep", str(cfg), "tracking.mode=disabled"], None
 
 
+ROW = {"claim": "c", "source": "s", "bound": "== 1", "value": 1, "lo": 1, "hi": 1,
+       "passed": True}
+GOOD_REPORT = json.dumps({"provenance": {"size": "quick", "seed": 0},
+                          "experiments": [{"name": "fake_pass", "claims": [ROW]}]})
+REPORT_MD = "# a report someone kept\n"
+
+
+def stored(report_json: str, command: str):
+    """A case's plant: ``rep/report.json`` holds REPORT_JSON (beside a report.md); run COMMAND
+    on it: ``compare`` (with a good report), ``report``, ``html`` (report --html) or
+    ``reproduce`` (--resume)."""
+    def plant(work: Path, outside: Path):
+        rep, good = work / "rep", work / "good"
+        for folder, text in ((rep, report_json), (good, GOOD_REPORT)):
+            folder.mkdir(parents=True)
+            (folder / "report.json").write_text(text)
+            (folder / "report.md").write_text(REPORT_MD)
+        argv = {"compare": ["compare", str(rep), str(good)], "report": ["report", str(rep)],
+                "html": ["report", str(rep), "--html", str(work / "page.html")],
+                "reproduce": ["reproduce", "--resume", str(rep), "--only", "fake_pass",
+                              "--tracking", "disabled", "--no-progress"]}[command]
+        return argv, rep / "report.json"
+    return plant
+
+
+def report_with(**row) -> str:
+    """report.json of one experiment whose one claim row is ROW with ``row``'s fields (a value
+    None drops the field)."""
+    claim = {k: v for k, v in {**ROW, **row}.items() if v is not None}
+    return json.dumps({"provenance": {"size": "quick", "seed": 0},
+                       "experiments": [{"name": "fake_pass", "claims": [claim]}]})
+
+
+def report_untouched(work: Path, outside: Path) -> None:
+    assert (work / "rep" / "report.json").read_text() == BAD_SIZE
+    assert (work / "rep" / "report.md").read_text() == REPORT_MD
+    assert sorted(p.name for p in (work / "rep").iterdir()) == ["report.json", "report.md"]
+
+
+def compare_crashes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug: building compare's table raises."""
+    def bug(a, b):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr("dedebate.lab.compare.change_evidence", bug)
+
+
+def two_good_reports(work: Path, outside: Path):
+    argv, _ = stored(GOOD_REPORT, "compare")(work, outside)
+    return argv, work / "rep"
+
+
+def disk_full(method: str, err: Exception):
+    """A case's patch: Orbax's ``CheckpointManager.METHOD`` raises ERR, as it does on a full
+    disk. Simulated: filling a real disk needs a small file system mounted (root), and Orbax
+    raises these errors as they are here (checked by hand on a 64 KiB tmpfs)."""
+    def patch(monkeypatch: pytest.MonkeyPatch) -> None:
+        import orbax.checkpoint as ocp
+
+        def full(*args, **kwargs):
+            raise err
+        monkeypatch.setattr(ocp.CheckpointManager, method, full)
+    return patch
+
+
+def checkpointed_run(work: Path, outside: Path):
+    """A fake_ckpt run folder, resumed (its chunks save a checkpoint each)."""
+    run = run_folder(work, "fake_ckpt", None)
+    return ["run", "--no-progress", "--resume", str(run)], run / "checkpoints"
+
+
+DEEP = "[" * 100_000
+HUGE = '{"experiments": [], "x": ' + "9" * 5000 + "}"
+BAD_SIZE = json.dumps({"provenance": {"size": "huge", "seed": 0}, "experiments": []})
+ORBAX_FULL = ValueError("RESOURCE_EXHAUSTED: Error writing local file \"ckpt/_sharding\": "
+                        "Failed to write 238 bytes to file 18: No space left on device "
+                        "[os_error_code='28']")
 SWEEP = {"seeds": 1, "axes": {"p": [0.5]}}
 CASES = [
     Case("lock file links out", linked("fake_pass", ".lock", "secret.txt"), 2, LINKED),
@@ -162,6 +240,50 @@ CASES = [
     Case("a sweep of a million rows", million_rows, 2,
          "axes x seeds = 1000000 rows, over max_rows=100000: shrink the grid, or raise "
          "sweep.max_rows"),
+    Case("compare: JSON nested 100,000 deep", stored(DEEP, "compare"), 2,
+         "not a readable JSON result (nested too deeply to read)"),
+    Case("report: JSON nested 100,000 deep", stored(DEEP, "report"), 2,
+         "not readable JSON (nested too deeply to read)"),
+    Case("report --html: JSON nested 100,000 deep", stored(DEEP, "html"), 2,
+         "not readable JSON (nested too deeply to read)"),
+    Case("reproduce --resume: JSON nested 100,000 deep", stored(DEEP, "reproduce"), 2,
+         "report.json: nested too deeply to read"),
+    Case("compare: a JSON integer of 5,000 digits", stored(HUGE, "compare"), 2,
+         "(an integer of 5000 digits (at most 4300))"),
+    Case("report: a JSON integer of 5,000 digits", stored(HUGE, "report"), 2,
+         "(an integer of 5000 digits (at most 4300))"),
+    Case("reproduce --resume: a JSON integer of 5,000 digits", stored(HUGE, "reproduce"), 2,
+         "report.json: an integer of 5000 digits (at most 4300)"),
+    Case("compare: an experiment that is a number", stored('{"experiments": [1]}', "compare"),
+         2, "not a readable result (experiments[0] is a number, not an experiment (an object))"),
+    Case("report: claims that are an object", stored(
+        '{"experiments": [{"name": "e", "claims": {"c": 1}}]}', "report"), 2,
+         "not a dedebate report (experiments[0].claims is an object, not an array of claim "
+         "rows)"),
+    Case("report --html: a claim row without its source", stored(report_with(source=None),
+                                                                   "html"), 2,
+         "not a dedebate report (experiments[0].claims[0] has no source)"),
+    Case("report: a p-value that is a string", stored(report_with(p_value="0.5"), "report"), 2,
+         "experiments[0].claims[0].p_value is a string, not a number within float range or "
+         "null"),
+    Case("compare: a count of 10^20 trials", stored(report_with(k=1, n=10**20), "compare"), 2,
+         "experiments[0].claims[0].n is an integer of 21 digits, not a count (an integer in "
+         "[0, 2^63)) or null"),
+    Case("reproduce --resume: a stored size that is no size", stored(BAD_SIZE, "reproduce"), 2,
+         "its provenance.size 'huge' is not one of quick, default, full; the report is left "
+         "as it is", report_untouched),
+    Case("compare: a bug is exit 2, never 1 (a verdict changed)", two_good_reports, 2,
+         "failed: RuntimeError: a bug (a bug in dedebate: please report it)",
+         patch=compare_crashes),
+    Case("a full disk during a checkpoint save", checkpointed_run, 2,
+         "cannot save a checkpoint: No space left on device",
+         patch=disk_full("save", OSError(errno.ENOSPC, "No space left on device", "ckpt"))),
+    Case("a full disk quota during a checkpoint save", checkpointed_run, 2,
+         "cannot save a checkpoint: Disk quota exceeded",
+         patch=disk_full("save", OSError(errno.EDQUOT, "Disk quota exceeded", "ckpt"))),
+    Case("a full disk as Orbax wraps it, when the saves finish", checkpointed_run, 2,
+         "cannot save a checkpoint: No space left on device",
+         patch=disk_full("wait_until_finished", ORBAX_FULL)),
 ]
 
 
@@ -172,6 +294,8 @@ def test_hostile_input(case, tmp_path, fake_env, capsys):
     outside.mkdir(parents=True)
     fill_outside(outside)
     argv, path = case.plant(work, outside)
+    if case.patch is not None:
+        case.patch(fake_env)
     before = snapshot(outside)
     capsys.readouterr()
     code = cli.main(argv)
