@@ -1,29 +1,12 @@
-"""A fake experiment that sleeps, marking its start and its end (its results) in a folder."""
+"""A second slow fake experiment, beside fake_slow_a (the same run under another name)."""
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import time
-from pathlib import Path
-
-from dedebate.lab.experiment import Claim, ExperimentResult
+from tests.fake_experiments.slow.fake_slow_a import SIZES, Config, sleep_and_mark  # noqa: F401
 
 NAME = "fake_slow_b"
 TITLE = "Fake experiment: slow (b)"
 
 
-@dataclasses.dataclass(frozen=True)
-class Config:
-    seconds: float = dataclasses.field(default=4.0, metadata={"doc": "how long it sleeps"})
-
-
-SIZES = {"quick": {}, "full": {}}
-
-
-def run(cfg: Config, ctx) -> ExperimentResult:
-    marks = Path(os.environ["DEDEBATE_TEST_MARK_DIR"])
-    (marks / f"started-{NAME}").write_text(str(os.getpid()))
-    time.sleep(cfg.seconds)
-    (marks / f"finished-{NAME}").write_text(str(os.getpid()))
-    return ExperimentResult(claims=[Claim.exact("slept", "fake lemma", "== 1", 1, passed=True)])
+def run(cfg: Config, ctx):
+    return sleep_and_mark(NAME, cfg)
