@@ -294,6 +294,8 @@ def _p_text(d) -> str:
     """`` p=..`` for a Monte-Carlo row (decided family-wise, see dedebate/lab/claims.py)."""
     if d.get("p_value") is None:
         return ""
+    if d.get("family_level") is None:  # a finding or unchecked row: decided outside the family
+        return f"; p={d['p_value']:.3g}"
     return f"; p={d['p_value']:.3g} vs level {d['family_level']:.3g} (family of {d['family_size']})"
 
 
