@@ -29,8 +29,8 @@ from tests.conftest import REPO
 EXPERIMENTS = discover_experiments().experiments
 
 
-def test_all_seven_experiments_are_registered():
-    assert len(EXPERIMENTS) == 7, sorted(EXPERIMENTS)
+def test_all_eight_experiments_are_registered():
+    assert len(EXPERIMENTS) == 8, sorted(EXPERIMENTS)
 
 
 @pytest.mark.parametrize("name", sorted(EXPERIMENTS))

@@ -150,13 +150,16 @@ def _optimizer(static: NetTrainStatic, lr) -> optax.GradientTransformation:
 class _Parts:
     """The pieces shared by the init, chunk and one-shot programs (closures over ``static``)."""
 
-    def __init__(self, static: NetTrainStatic):
+    def __init__(self, static: NetTrainStatic, net=None):
         self.static = static
+        self.custom_net = net
         self.dist = _MLP(static.dist_hidden)
         self.use_dist = static.best_response == "family+mlp"
         self.dist_opt = optax.adam(static.dist_lr)
 
-    def net(self, n_z: int) -> EstimatorNet:
+    def net(self, n_z: int):
+        if self.custom_net is not None:
+            return self.custom_net
         return EstimatorNet(n_z=n_z, hidden=self.static.hidden)
 
     def init(self, hp: NetTrainParams, key, problem: OIProblem, features: Array) -> NetTrainState:
@@ -274,19 +277,21 @@ class _Parts:
         return jax.lax.scan(round_fn, state, ts)
 
 
-def make_init(static: NetTrainStatic):
+def make_init(static: NetTrainStatic, net=None):
     """The pure function that starts a run (round 0).
 
     Args:
         static: the static settings.
+        net: h_theta, a Flax module mapping features ``[X, d]`` to joints ``[X, n_z]`` (default:
+            ``EstimatorNet(n_z, static.hidden)``).
 
     Returns:
         ``init(hp, key, problem, features) -> NetTrainState``.
     """
-    return _Parts(static).init
+    return _Parts(static, net).init
 
 
-def make_chunk(static: NetTrainStatic, n_rounds: int):
+def make_chunk(static: NetTrainStatic, n_rounds: int, net=None):
     """Return ``chunk(hp, state, family, problem, features) -> (state, log, max_adv)``: the next
     ``n_rounds`` rounds from ``state`` (pure; rounds past ``static.rounds`` are no-ops with
     ``chosen = -1``), their :class:`NetTrainLog` and ``max_f |Adv_f|`` after them.
@@ -297,6 +302,7 @@ def make_chunk(static: NetTrainStatic, n_rounds: int):
     Args:
         static: the static settings.
         n_rounds: rounds per chunk (>= 1).
+        net: h_theta (as in :func:`make_init`).
 
     Returns:
         ``chunk(hp, state, family, problem, features) -> (state, log, max_adv)``.
@@ -306,7 +312,7 @@ def make_chunk(static: NetTrainStatic, n_rounds: int):
     """
     if not isinstance(n_rounds, int) or n_rounds < 1:
         raise ValueError(f"n_rounds={n_rounds!r}: rounds per chunk must be an integer >= 1")
-    parts = _Parts(static)
+    parts = _Parts(static, net)
 
     def chunk(hp: NetTrainParams, state: NetTrainState, family, problem: OIProblem,
               features: Array):
@@ -316,7 +322,7 @@ def make_chunk(static: NetTrainStatic, n_rounds: int):
     return chunk
 
 
-def make_train(static: NetTrainStatic):
+def make_train(static: NetTrainStatic, net=None):
     """Return ``train(hp, key, family, problem, features) -> (state, log, final_max_adv)``.
 
     A pure function of its arguments (the problem data too, so one compiled program serves many
@@ -325,12 +331,13 @@ def make_train(static: NetTrainStatic):
 
     Args:
         static: the static settings.
+        net: h_theta (as in :func:`make_init`).
 
     Returns:
         ``train(hp, key, family, problem, features) -> (state, log, final_max_adv)``.
     """
-    parts = _Parts(static)
-    chunk = make_chunk(static, static.rounds)
+    parts = _Parts(static, net)
+    chunk = make_chunk(static, static.rounds, net)
 
     def train(hp: NetTrainParams, key, family, problem: OIProblem, features: Array):
         return chunk(hp, parts.init(hp, key, problem, features), family, problem, features)

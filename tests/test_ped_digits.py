@@ -1,0 +1,144 @@
+"""Digit-audit claim trees, the noisy judge, fbs of both families and the gating rows' failures."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import experiments.ped_digits as exp
+from dedebate.agents.ped_digits import BagEstimator, context_features, payoffs, tabulate
+from dedebate.estimators import train
+from dedebate.estimators.digits_train import max_advantage, oi_setup, train_estimator
+from dedebate.lab.claims import binomial_p_value
+from dedebate.trees.digits import digit_trees, judge, pool, split_pools
+from dedebate.trees.library import and_table, threshold_table
+from dedebate.trees.stability import fbs, fbs_dual, tree_rho
+from dedebate.trees.tree import check_decomposable
+
+IMAGES, LABELS = exp.load_data()
+Q, DEPTH, M = 3, 2, 2
+
+
+@pytest.fixture(scope="module")
+def batches():
+    pools = split_pools(LABELS, (0.5, 0.5), 0)
+    out = {}
+    for fam in ("exact", "slack"):
+        tr = digit_trees(jax.random.key(1), pool(pools[0], LABELS), fam, Q, M, DEPTH, 16)
+        ev = digit_trees(jax.random.key(2), pool(pools[1], LABELS), fam, Q, M, DEPTH, 16)
+        out[fam] = (tr, ev)
+    return pools, out
+
+
+def test_train_and_eval_trees_share_no_image_and_leaves_match_labels(batches):
+    pools, out = batches
+    assert np.intersect1d(pools[0], pools[1]).size == 0
+    for tr, ev in out.values():
+        assert np.intersect1d(np.asarray(tr.leaves), np.asarray(ev.leaves)).size == 0
+        for trees in (tr, ev):
+            leaf = np.asarray(trees.tree.truth)[:, trees.tree.level_offset(DEPTH):]
+            shows = LABELS[np.asarray(trees.leaves)] == np.asarray(trees.digit)[:, None]
+            assert np.array_equal(shows, leaf == 1)
+            for i in range(4):
+                check_decomposable(jax.tree_util.tree_map(lambda a, i=i: a[i], trees.tree))
+
+
+@pytest.mark.parametrize("eta", [0.0, 0.05, 0.1])
+def test_judge_noise_rate_matches_eta(eta):
+    truth = np.tile([0, 1], 50_000)
+    flips = int((np.asarray(judge(jax.random.key(3), truth, eta)) != truth).sum())
+    if eta == 0:
+        assert flips == 0
+    else:
+        assert binomial_p_value(flips, truth.size, eta, "==") > 1e-3
+
+
+def test_exact_family_fbs_is_q_by_lp_dual_and_closed_form(batches):
+    _, out = batches
+    all_true = (1 << Q) - 1
+    assert fbs(and_table(Q), all_true) == pytest.approx(Q)
+    assert fbs_dual(and_table(Q), all_true) == pytest.approx(Q)
+    # slack: Thr_2 of 3 at w = 2 true parts is w / (w - m + 1) = 2
+    assert fbs(threshold_table(Q, M), 0b011) == pytest.approx(2.0)
+    rho = {f: max(tree_rho(jax.tree_util.tree_map(lambda a, i=i: a[i], ev.tree))
+                  for i in range(16)) for f, (_, ev) in out.items()}
+    assert rho == {"exact": pytest.approx(exp.expected_fbs("exact", Q, M)),
+                   "slack": pytest.approx(exp.expected_fbs("slack", Q, M))}
+    assert exp.expected_fbs("exact", Q, M) == Q and exp.expected_fbs("slack", Q, M) == 2.0
+
+
+def test_untrained_estimator_is_uniform_and_its_root_estimate_is_pr_md(batches):
+    _, out = batches
+    ev = out["slack"][1]
+    feats = context_features(ev, IMAGES, "slack", Q, M)
+    net = BagEstimator(Q, DEPTH, 8)
+    h = net.apply(net.init(jax.random.key(0), feats[:1]), feats)
+    np.testing.assert_allclose(h, 1.0 / 2**Q, atol=1e-7)  # zero output layer
+    # p_d = Pr[Thr_2 of 3] under the uniform joint = 4/8
+    np.testing.assert_allclose(tabulate(h, 16, ev.tree).p0, 0.5, atol=1e-6)
+
+
+def test_completeness_row_passes_and_fails_with_a_noisier_judge(batches):
+    _, out = batches
+    ev = out["slack"][1]
+    est = tabulate(oi_setup(ev)[0].g, 16, ev.tree)  # B calibrated on the labels: a tight margin
+    for eta in (0.0, 0.1):
+        u, _ = payoffs("honest", est, ev, 2.0, eta)
+        assert exp.completeness_claim("slack", 2.0, DEPTH, eta, float(u.min()), 16).passed
+    # the judge flips more often (0.3) than the row's eta (0.05) claims: the row fails
+    u, _ = payoffs("honest", est, ev, 2.0, 0.3)
+    assert not exp.completeness_claim("slack", 2.0, DEPTH, 0.05, float(u.min()), 16).passed
+    # rho below the family's fbs: the honest margin is no longer guaranteed (a wrong rho row)
+    assert not exp.fbs_claim("exact", Q, M, 2.0).passed
+
+
+def test_soundness_row_fails_for_a_liar_above_the_bound():
+    ok = exp.soundness_claim("slack", np.full(32, -0.3) + np.linspace(0, 0.01, 32),
+                             np.zeros(32), 2.0, DEPTH, 0.0, 0.01, True)
+    bad = exp.soundness_claim("slack", np.full(32, 0.5) + np.linspace(0, 0.01, 32),
+                              np.zeros(32), 2.0, DEPTH, 0.0, 0.01, True)
+    assert ok.passed and not ok.finding
+    assert not bad.passed and not bad.finding
+    # without the premise the row is a finding
+    assert exp.soundness_claim("slack", np.zeros(4) + [0, 1, 2, 3], np.zeros(4), 2.0, DEPTH,
+                               0.0, 0.01, False).finding
+
+
+def _pattern_estimator(ev, code):
+    """B whose joint is the point mass on one truth pattern at every context."""
+    n_x, n_z = np.asarray(oi_setup(ev)[0].g).shape
+    return tabulate(np.eye(n_z, dtype=np.float32)[np.full(n_x, code)], 16, ev.tree)
+
+
+def test_liar_payoffs_against_broken_estimators_and_a_judge_noisier_than_the_row(batches):
+    _, out = batches
+    ev = out["slack"][1]
+    false_roots = np.asarray(ev.tree.truth[:, 0]) == 0
+    # B says every part holds: the liar's "too low" bets lose; U_A = -(1 - rho^-(d+1)) = -0.875
+    u, ac = payoffs("liar", _pattern_estimator(ev, (1 << Q) - 1), ev, 2.0, 0.0)
+    np.testing.assert_allclose(np.asarray(u)[false_roots], -0.875, atol=exp.EXACT_TOL)
+    # B says every part fails: the liar breaks even, plus what the judge's flips give: U_A = eta
+    est = _pattern_estimator(ev, 0)
+    for eta in (0.0, 0.1, 0.5):
+        u, ac = payoffs("liar", est, ev, 2.0, eta)
+        np.testing.assert_allclose(np.asarray(u)[false_roots], eta, atol=exp.EXACT_TOL)
+    u, ac = np.asarray(u)[false_roots], np.asarray(ac)[false_roots]
+    assert not ac.any()
+    # a judge flipping half the time against a row that claims eta = 0.1: the row fails
+    row = exp.soundness_claim("slack", u, ac, 2.0, DEPTH, 0.1, 1e-3, True)
+    assert not row.passed and not row.finding
+    assert exp.soundness_claim("slack", u, ac, 2.0, DEPTH, 0.5, 1e-3, True).passed
+
+
+def test_trainer_runs_the_bag_network_and_logs_its_advantage(batches):
+    _, out = batches
+    tr = out["exact"][0]
+    feats = context_features(tr, IMAGES, "exact", Q, M)
+    static = train.NetTrainStatic(rounds=2, hidden=(8,))
+    # delta = 2 > every advantage: the rounds take no step, so the log sees the warm start's B
+    params, log = train_estimator(static, 2.0, 0.3, jax.random.key(0), tr, IMAGES, feats, 20)
+    h = BagEstimator(Q, DEPTH, 8).apply(params, feats)
+    assert np.asarray(log.chosen).tolist() == [-1, -1]
+    np.testing.assert_allclose(np.asarray(log.max_adv), max_advantage(h, tr), rtol=1e-5)
+    assert max_advantage(h, tr) != pytest.approx(max_advantage(np.full_like(h, 1 / 2**Q), tr))
