@@ -80,6 +80,9 @@ def test_report_renders_again_from_report_json_and_as_html(tmp_path, fake_env, c
     assert text.startswith("<!DOCTYPE html>") and "<table>" in text
     assert "data:image/png;base64," in text  # fake_pass's plot, inline
     assert "<td>value at least one half</td>" in text
+    # verdicts coloured (fake_pass passes, fake_fail fails), other cells not
+    assert '<td class="pass">PASS</td>' in text and '<td class="fail">FAIL</td>' in text
+    assert ".pass{background:" in text and ".fail{background:" in text
     assert cli.main(["report", str(tmp_path)]) == 2
     assert "no report.json there" in capsys.readouterr().err
 

@@ -197,6 +197,17 @@ def _inline(text: str) -> str:
     return re.sub(r"\[([^\]]+)\]\(#([^)]+)\)", r'<a href="#\2">\1</a>', out)
 
 
+_VERDICTS = ((re.compile(r"(PASS|criterion met)\b"), "pass"),
+             (re.compile(r"(FAIL|criterion NOT met)\b"), "fail"),
+             (re.compile(r"UNDECIDED\b"), "open"))
+
+
+def _verdict_class(cell: str) -> str:
+    """`` class="pass"`` (or fail, open) for a cell that starts with a verdict, else ``""``."""
+    text = cell.strip().strip("*")
+    return next((f' class="{name}"' for pattern, name in _VERDICTS if pattern.match(text)), "")
+
+
 def _cells(line: str) -> list[str]:
     cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
     return [c.strip().replace("\\|", "|") for c in cells]
@@ -257,7 +268,8 @@ def to_html(md: str, base: Path) -> str:
                                                                  for c in r)]
             body.append("<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head)
                         + "</tr></thead><tbody>" + "".join(
-                            "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>"
+                            "<tr>" + "".join(f"<td{_verdict_class(c)}>{_inline(c)}</td>"
+                                             for c in r) + "</tr>"
                             for r in rest) + "</tbody></table>")
             continue
         if m := re.match(r"^(#{1,6}) (.*)$", line):
@@ -271,7 +283,8 @@ def to_html(md: str, base: Path) -> str:
         i += 1
     style = ("body{font-family:sans-serif;max-width:80em;margin:2em auto;padding:0 1em}"
              "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
-             "padding:.2em .5em;text-align:left;vertical-align:top}img{max-width:100%}")
+             "padding:.2em .5em;text-align:left;vertical-align:top}img{max-width:100%}"
+             ".pass{background:#e6f4ea}.fail{background:#fce8e6}.open{background:#fff4e0}")
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">" + _POLICY
             + f"<title>dedebate reproduce report</title><style>{style}</style></head><body>\n"
             + "\n".join(body)
