@@ -155,15 +155,7 @@ def test_each_device_runs_its_rows_with_no_collective():
 
 def test_peak_device_bytes_is_the_largest_peak_any_device_reports():
     from dedebate.lab.devices import peak_device_bytes
-
-    class Dev:
-        def __init__(self, stats):
-            self.stats = stats
-
-        def memory_stats(self):
-            if isinstance(self.stats, Exception):
-                raise self.stats
-            return self.stats
+    from tests.test_batch_lanes import FakeDevice as Dev
 
     gpus = [Dev({"peak_bytes_in_use": 7, "bytes_limit": 100}), Dev({"peak_bytes_in_use": 9})]
     assert peak_device_bytes(gpus) == 9

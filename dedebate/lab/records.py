@@ -20,6 +20,7 @@ from typing import Any
 
 from dedebate.lab.claims import Claim, gating
 from dedebate.lab.provenance import RESULT_SCHEMA_VERSION
+from dedebate.lab.rundir import read_json
 from dedebate.lab.schema import SCHEMA_DIR
 
 MAX_DEPTH = 4
@@ -155,11 +156,9 @@ def load(path: str | os.PathLike) -> Record:
     else:
         raise RecordError(f"{path}: no such directory, report.json or results.json")
     try:
-        data = json.loads(file.read_text())
+        data = read_json(file)
     except (OSError, ValueError) as err:
         raise RecordError(f"{file}: not readable JSON ({err})") from None
-    except RecursionError:
-        raise RecordError(f"{file}: not readable JSON (nested too deeply)") from None
     if file.name == "report.json" and isinstance(data, dict) and isinstance(
             data.get("experiments"), list):
         kind = "reproduce"
