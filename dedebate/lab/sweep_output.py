@@ -35,10 +35,9 @@ def t_interval(values: Any, level: float = 0.95) -> tuple[float, float, float]:
     m = float(x.mean())
     if x.size < 2:
         return (m, m, m)
-    from scipy.special import stdtrit  # Student-t quantile (lighter to import than stats)
+    from dedebate.lab.claims import mean_interval
 
-    half = float(stdtrit(x.size - 1, 0.5 + level / 2)) * float(x.std(ddof=1)) / math.sqrt(x.size)
-    return (m, m - half, m + half)
+    return mean_interval(x, level)
 
 
 def metric_names(rows: list[dict[str, Any]], axes: Mapping[str, Any]) -> list[str]:
