@@ -183,3 +183,24 @@ def test_resumed_run_continues_its_wandb_run_whose_config_holds_the_provenance(
     assert "id" not in kw3 and id3 not in (id1, "theirs")
     assert outside.read_text() == "theirs\n" and kept.read_text() == f"{id3}\n"
     assert not kept.is_symlink()
+
+
+def test_resumed_reproduce_continues_its_wandb_run(tmp_path, fake_env, capsys):
+    import wandb
+
+    real_init, started = wandb.init, []
+
+    def init(**kwargs):
+        run = real_init(**kwargs)
+        started.append((kwargs.get("job_type"), kwargs.get("id"), run.id))
+        return run
+
+    fake_env.setattr(wandb, "init", init)
+    args = ["reproduce", "--quick", "--tracking", "offline", "--no-progress", "--only",
+            "fake_pass", "--output-dir", str(tmp_path)]
+    assert cli.main(args) == 0, capsys.readouterr().err
+    (rep,) = tmp_path.glob("reproduce-*")
+    assert cli.main([*args[:-2], "--resume", str(rep)]) == 0, capsys.readouterr().err
+    jobs = [(given, got) for job, given, got in started if job == "reproduce"]
+    (given1, id1), (given2, id2) = jobs
+    assert given1 is None and given2 == id2 == id1

@@ -130,7 +130,8 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
 
     job = Tracker.start(mode=_effective(tracking_mode), run_dir=report_dir, project=project,
                         job_type="reproduce", name=group, group=group,
-                        config={"size": size, "seed": seed, "experiments": names})
+                        config={"size": size, "seed": seed, "experiments": names},
+                        resume=resume_dir is not None)  # a resume continues this W&B run
 
     def finish(entry: ExperimentEntry, ran: bool = True) -> None:
         done[entry.name] = entry
