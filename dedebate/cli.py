@@ -11,8 +11,8 @@
     dedebate list                                         registered experiments
 
 Exit codes: 0 success (every claim passed); 1 a claim failed or an experiment raised; 2 a bad
-command line or config, or an output directory that cannot be used (not writable, a file in the
-way, a full disk, a run in use by another process): one line on stderr, no traceback.
+command line or config, a run over its memory_limit, or an output directory that cannot be used
+(not writable, a file in the way, a full disk, a run in use): one line on stderr, no traceback.
 """
 
 from __future__ import annotations
@@ -812,6 +812,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dedebate.lab.compile_cache import enable
 
         enable()
+    from dedebate.lab.memory import MemoryBudgetError
     from dedebate.lab.rundir import RunDirError
 
     try:
@@ -819,7 +820,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         print(str(err), file=sys.stderr)
         return EXIT_USAGE
-    except RunDirError as err:
+    except (RunDirError, MemoryBudgetError) as err:
         return _die_usage(str(err))
     except OSError as err:
         if err.errno not in _PATH_ERRNOS or not err.filename:

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from dedebate.core.stats import nan_last
-from dedebate.estimators.algorithm1_grid import algorithm1_grid, algorithm1_table
+from dedebate.estimators.algorithm1_grid import FRESH_FACTOR, algorithm1_grid, algorithm1_table
 from dedebate.estimators.fixed_provers import (
     PROVERS,
     against_fixed_prover,
@@ -116,6 +116,37 @@ SIZES = {
              "net_rounds": 2000, "net_hidden": (64, 64), "net_checkpoint_every": 500,
              "sound_trees": 16, "sound_depth": 3},
 }
+
+
+def memory_bytes(cfg: Config) -> dict[str, int]:
+    """Peak bytes of a run, by part (float32 = 4 bytes; the lab refuses a run over its memory
+    limit, dedebate/lab/memory.py): part 1's problems ``[S, F, X]`` and ``[S, X, Z]`` per q and
+    its states ``[S, J, X, Z]`` and traces per (q, rule) (a while loop holds two), its float64
+    recheck ``[X, Z, FRESH_FACTOR F]`` (and its tanh), the networks' parameters, gradients,
+    optimizer moments and activations per (lr, seed) lane, and the tabular comparison."""
+    s, j, x, d, f, t = (cfg.seeds, len(cfg.deltas), cfg.n_x, cfg.n_features, cfg.n_tests,
+                        cfg.trace_len)
+
+    def problems(z):
+        return 4 * s * (x * (1 + z + d) + f * (d + 2 * z + 2 + x))
+
+    def states(z):
+        return 2 * 4 * s * j * (x * z + f + 2 * t)
+
+    zs = [2**q for q in cfg.q_values]
+    widths = [d, *cfg.net_hidden, 2**cfg.net_q]
+    params = sum((a + 1) * b for a, b in zip(widths, widths[1:]))
+    lanes, moments = len(cfg.net_lrs) * s, 2 if cfg.net_optimizer == "adam" else 0
+    rounds = -(-cfg.net_rounds // min(cfg.net_checkpoint_every, cfg.net_rounds)) * \
+        min(cfg.net_checkpoint_every, cfg.net_rounds)
+    return {
+        "Algorithm 1 problems": sum(problems(z) for z in zs),
+        "Algorithm 1 states and traces": len(cfg.step_rules) * sum(states(z) for z in zs),
+        "float64 recheck of the exit h": 2 * 8 * x * max(zs) * FRESH_FACTOR * f,
+        "estimator networks": 4 * lanes * ((2 + moments) * params + 3 * x * sum(widths)
+                                           + 2 * 3 * rounds),
+        "tabular comparison": problems(2**cfg.net_q) + states(2**cfg.net_q),
+    }
 
 
 # ---- part 1: Algorithm 1, the swept function ----------------------------------------------------

@@ -92,9 +92,85 @@ def test_pages_number_their_sections_in_order():
 
 
 def test_readme_and_index_link_the_pages():
-    assert "(docs/README.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert all(f"(docs/{name})" in readme for name in README_LINKS)
     index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
-    assert all(f"({path.name})" in index for path in DOCS.values())
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md") if p.name != "README.md")
+    assert {"architecture.md", "performance.md"} <= set(pages)
+    assert [name for name in pages if f"({name})" not in index] == []
+
+
+# -- the README: a five-minute read that names every experiment; links that resolve ----------------
+README_MAX_LINES = 200
+README_LINKS = ("README.md", "architecture.md", "performance.md", "lab.md", "accelerators.md")
+EXPERIMENTS_HEADING = "## The experiments"
+LINKED = ("README.md", "docs", "configs/README.md", "notebooks/README.md")  # markdown checked
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def experiment_names() -> set[str]:
+    """The ``NAME`` of every module (or package ``__init__``) of ``experiments/``, read from source."""
+    names = set()
+    for path in (ROOT / "experiments").rglob("*.py"):
+        for node in parse(path.read_text(encoding="utf-8"), str(path)).body:
+            if (isinstance(node, ast.Assign) and [getattr(x, "id", None) for x in node.targets]
+                    == ["NAME"] and isinstance(node.value, ast.Constant)):
+                names.add(node.value.value)
+    return names
+
+
+def listed_experiments(readme: str) -> list[str]:
+    """The names of the ``- `NAME`: ...`` items under the README's experiments heading."""
+    _, _, section = readme.partition(f"\n{EXPERIMENTS_HEADING}\n")
+    section = section.split("\n## ")[0]
+    return re.findall(r"^- `(\w+)`: \S", section, flags=re.M)
+
+
+def test_readme_is_short_and_lists_every_experiment_once():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    n = len(readme.splitlines())
+    assert n <= README_MAX_LINES, f"README.md has {n} lines (at most {README_MAX_LINES})"
+    assert "./dev.sh reproduce" in readme and "./dev.sh test" in readme
+    names = experiment_names()
+    assert {"machines", "ped_digits"} <= names  # the scan sees them
+    listed = listed_experiments(readme)
+    assert sorted(listed) == sorted(names), "one '- `NAME`: what it checks' line per experiment"
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it (lower case, punctuation dropped, spaces -> '-')."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def broken_links(texts: dict[str, str], root: Path) -> list[str]:
+    """``path:line: target`` for every relative link whose file, or heading anchor, is missing."""
+    out = []
+    for path, text in texts.items():
+        prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+        for m in LINK.finditer(prose):
+            target = m.group(1)
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            file, _, anchor = target.partition("#")
+            dest = (root / path).parent / file
+            ok = not file or dest.exists()
+            if ok and anchor:
+                body = text if not file else dest.read_text(encoding="utf-8")
+                ok = anchor in {_slug(h) for h in re.findall(r"^#+ (.+)$", body, flags=re.M)}
+            if not ok:
+                out.append(f"{path}:{prose.count(chr(10), 0, m.start()) + 1}: {target}")
+    return out
+
+
+def test_every_link_in_the_markdown_resolves():
+    texts = {p: t for p, t in _texts(LINKED).items() if p.endswith(".md")}
+    assert len(texts) >= 10 and sum(len(LINK.findall(t)) for t in texts.values()) > 30
+    assert broken_links(texts, ROOT) == []
+    bad = {"docs/a.md": "# Top\n## The two commands\n[ok](#the-two-commands) [x](#nope)\n"
+                        "[up](../README.md) [gone](missing.md) [web](https://example.org)\n"
+                        "```\n[code](not-checked.md)\n```\n[r](../README.md#no-such-heading)\n"}
+    assert broken_links(bad, ROOT) == [
+        "docs/a.md:3: #nope", "docs/a.md:4: missing.md", "docs/a.md:8: ../README.md#no-such-heading"]
 
 
 def test_every_spec_citation_resolves_to_a_heading():

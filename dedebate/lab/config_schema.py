@@ -156,6 +156,36 @@ class SweepConfig:
         return list(self.seeds)
 
 
+_BYTE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
+               "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20,
+               "gib": 2**30, "tib": 2**40}
+_BYTE_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_limit(value: int | str) -> int | None:
+    """A ``memory_limit`` in bytes: ``auto`` (None: the machine's memory), an integer of bytes
+    or a number with a unit (``64G``, ``512MiB``, ``1.5TB``).
+
+    Args:
+        value: the config's value.
+
+    Returns:
+        Bytes (>= 1), or None for ``auto``. ValueError naming the value otherwise.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if isinstance(value, str):
+        if value.strip().lower() == "auto":
+            return None
+        m = _BYTE_SIZE.match(value)
+        if m and m.group(2).lower() in _BYTE_UNITS:
+            n = math.floor(float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()])
+            if n >= 1:
+                return n
+    raise ValueError(f"memory_limit={value!r}: must be auto, a number of bytes >= 1, or a size "
+                     "with a unit (e.g. 512MiB, 64G, 1.5TB)")
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """One run of one experiment, fully resolved. ``params`` is the experiment's ``Config``."""
@@ -180,10 +210,16 @@ class RunConfig:
     sweep: SweepConfig | None = dataclasses.field(
         default=None,
         metadata=_doc("a grid of runs: seeds and values of params fields (dedebate sweep)"))
+    memory_limit: int | str = dataclasses.field(
+        default="auto",
+        metadata=_doc("most memory a run (or a sweep's compiled call) may be estimated to need "
+                      "before it starts; auto = the memory this machine has available; or bytes, "
+                      "or a size such as 64GiB (raise it to run a refused config anyway)"))
 
     def __post_init__(self):
         if not (0 <= self.seed < 2**32):
             raise ValueError(f"seed={self.seed}: must be an integer in [0, 2^32)")
+        parse_limit(self.memory_limit)
         if self.size not in SIZES:
             raise ValueError(f"size={self.size!r}: must be one of {', '.join(SIZES)}")
 
@@ -201,6 +237,7 @@ class RunConfig:
             "resume": self.resume,
             "tracking": plain(dataclasses.asdict(self.tracking)),
             "params": plain(dataclasses.asdict(self.params)) if self.params is not None else {},
+            "memory_limit": self.memory_limit,
             **({"sweep": plain(dataclasses.asdict(self.sweep))} if self.sweep is not None
                else {}),
         }

@@ -12,7 +12,7 @@ A row's numbers depend only on its inputs (its dynamic parameters and key) and t
 devices, never on the batch it ran in. Integer results are identical on 1 or many devices and
 processes (tested with 4 fake CPU devices, ``XLA_FLAGS=--xla_force_host_platform_device_count=4``);
 float32 results can differ in the last bits between device counts, because XLA compiles the
-program for several devices with its passes in another order (README, "Many devices").
+program for several devices with its passes in another order (docs/accelerators.md).
 """
 
 from __future__ import annotations

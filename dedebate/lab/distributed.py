@@ -7,8 +7,8 @@ launcher that sets those three variables (:func:`process_env` reads them); ``sru
 CONFIG --distributed`` on SLURM (JAX's own SLURM detection finds the coordinator and this
 process's id). On CPU the collectives are gloo, on GPU NCCL. Every process sees the global
 ``jax.devices()``; :mod:`dedebate.lab.devices` builds one ``Mesh`` over them, so a jitted sweep
-runs SPMD with each process computing the rows on its own devices (README, "Many devices and
-processes").
+runs SPMD with each process computing the rows on its own devices (docs/accelerators.md,
+"Many devices and processes").
 """
 
 from __future__ import annotations

@@ -120,8 +120,9 @@ def auto_jobs(backend: str | None = None, cores: int | None = None) -> int:
 
     On a CPU a cold reproduce is mostly tracing, lowering, compiling and host work; only XLA's
     compiler and the runs use a second core, so two experiments side by side use cores that one
-    leaves idle much of the time (README, "reproduce --jobs"). On an accelerator every process
-    would claim the device's memory, so the experiments run one after another in this process.
+    leaves idle much of the time (docs/lab.md, "Parallel reproduce"). On an accelerator every
+    process would claim the device's memory, so the experiments run one after another in this
+    process.
 
     Args:
         backend: JAX's default backend; None asks JAX (which starts it in this process).

@@ -27,6 +27,7 @@ from dedebate.lab.experiment import (
     gating,
     with_family_decisions,
 )
+from dedebate.lab.memory import check_run
 from dedebate.lab.rundir import (
     LOCK_NAME,
     RunDirError,
@@ -96,7 +97,9 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
     "error"``) and error.txt. Before config.yaml the run directory is locked (another process on
     it: :class:`RunDirError` "run in use by PID N"); after it, a results.json saying "running"
     marks the run until it ends (unless a finished run is resumed, which is a no-op). A run
-    directory with a symbolic link out of it is refused first (:func:`check_run_dir`).
+    directory with a symbolic link out of it is refused first (:func:`check_run_dir`), and
+    before that a run estimated to need more memory than ``cfg.memory_limit``
+    (:class:`~dedebate.lab.memory.MemoryBudgetError`).
 
     Args:
         module: the experiment module.
@@ -111,6 +114,7 @@ def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | 
     Returns:
         The :class:`RunRecord`.
     """
+    check_run(module, cfg)  # a run that cannot fit stops here, before its run directory
     resume = False
     if run_dir is None:
         existing = find_resumable(cfg) if cfg.resume else None

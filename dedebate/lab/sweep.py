@@ -19,6 +19,7 @@ from typing import Any
 
 from dedebate.lab.config import RunConfig, dump_yaml, read_yaml, sweep_hash_of
 from dedebate.lab.devices import EvalInfo
+from dedebate.lab.memory import check_sweep
 from dedebate.lab.rundir import (
     environment_provenance,
     eprint,
@@ -146,6 +147,7 @@ def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | No
 
     t0 = time.monotonic()
     started = utc_iso()
+    check_sweep(module, cfg)  # before planning: a group that cannot fit stops here
     plan_ = plan(module, cfg)
     pid, nproc = dist.process_index(), dist.process_count()
     lead = pid == 0

@@ -138,6 +138,32 @@ def million_rows(work: Path, outside: Path):
     return ["sweep", str(cfg), "tracking.mode=disabled"], None
 
 
+def ogd_run(*overrides: str):
+    """A case's plant: ``dedebate run ogd_estimator`` with ``overrides`` (a shipped config)."""
+    def plant(work: Path, outside: Path):
+        return ["run", "ogd_estimator", *overrides, f"output_dir={work}",
+                "tracking.mode=disabled", "--no-progress"], None
+    return plant
+
+
+def ogd_sweep(work: Path, outside: Path):
+    """An ogd_estimator sweep: 256 seeds x 16 deltas of 20,000 contexts in one static group."""
+    cfg = work / "ogd_sweep.yaml"
+    cfg.write_text(f"experiment: ogd_estimator\noutput_dir: {work}\nsweep:\n  seeds: 256\n"
+                   "  axes:\n    n_x: [20000]\n    deltas: [" + ", ".join(
+                       f"[{(i + 1) / 100}]" for i in range(16)) + "]\n")
+    return ["sweep", str(cfg), "tracking.mode=disabled", "--no-progress"], None
+
+
+def machine_of(gib: int):
+    """A case's patch: ogd_estimator registered, and a machine with ``gib`` GiB available (the
+    real one: the refusal comes before any work, whatever the machine)."""
+    def patch(monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("DEDEBATE_EXPERIMENTS", f"{EXPERIMENTS},experiments.ogd_estimator")
+        monkeypatch.setattr("dedebate.lab.memory.available_bytes", lambda: gib * 2**30)
+    return patch
+
+
 ROW = {"claim": "c", "source": "s", "bound": "== 1", "value": 1, "lo": 1, "hi": 1,
        "passed": True}
 GOOD_REPORT = json.dumps({"provenance": {"size": "quick", "seed": 0},
@@ -240,6 +266,20 @@ CASES = [
     Case("a sweep of a million rows", million_rows, 2,
          "axes x seeds = 1000000 rows, over max_rows=100000: shrink the grid, or raise "
          "sweep.max_rows"),
+    Case("a run whose counts (each within range) need 159 GiB", ogd_run(
+        "params.n_x=20000", "params.n_tests=4096", "params.q_values=[5]"), 2,
+         "ogd_estimator needs about 159 GiB of memory (estimated from its sizes; largest term: "
+         "float64 recheck of the exit h, 156 GiB), more than the 8 GiB available on this "
+         "machine; shrink its sizes, or set memory_limit=BYTES (e.g. memory_limit=159GiB) to run "
+         "it anyway", patch=machine_of(8)),
+    Case("a run over an explicit memory_limit", ogd_run("size=quick", "memory_limit=100KiB"), 2,
+         "more than the 100 KiB allowed by memory_limit=100KiB", patch=machine_of(8)),
+    Case("a sweep group of 4,096 rows at once that cannot fit", ogd_sweep, 2,
+         "ogd_estimator sweep (4096 row(s) at once, at n_x=20000) needs about",
+         patch=machine_of(8)),
+    Case("a memory_limit that is no size", ogd_run("memory_limit=lots"), 2,
+         "config error: memory_limit='lots': must be auto, a number of bytes >= 1, or a size "
+         "with a unit (e.g. 512MiB, 64G, 1.5TB)", patch=machine_of(8)),
     Case("compare: JSON nested 100,000 deep", stored(DEEP, "compare"), 2,
          "not a readable JSON result (nested too deeply to read)"),
     Case("report: JSON nested 100,000 deep", stored(DEEP, "report"), 2,

@@ -1,0 +1,144 @@
+"""A memory budget, checked before a run or a sweep starts its work.
+
+An experiment may declare ``memory_bytes(cfg)`` next to its ``Config``: the peak bytes one run of
+``cfg`` holds, from its sizes, as an int or as named terms (``{what: bytes}``, summed; the
+largest is named when a run is refused). :func:`check_run` and :func:`check_sweep` compare that
+estimate with the config's ``memory_limit`` (``auto``: the memory this machine has available)
+and refuse what does not fit in one line, before a run directory is written. A sweep's estimate
+is its largest static group's: the rows one compiled call evaluates (``sweep.batch``, else the
+whole group) times one run's estimate, an upper bound, as a run does more than its point. Impure
+(reads ``/proc/meminfo`` and the devices' memory): lab only. More: docs/lab.md, "Memory budget".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dedebate.lab.config_schema import parse_limit
+
+OPTION = "memory_limit"
+
+
+class MemoryBudgetError(ValueError):
+    """A run or sweep whose estimated memory is over the limit (one line; exit 2)."""
+
+
+def format_bytes(n: float) -> str:
+    """Bytes in binary units, three significant digits (``1.5 GiB``)."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def host_available_bytes() -> int | None:
+    """The host memory available to a new process: ``MemAvailable`` of /proc/meminfo, else the
+    free physical pages (``os.sysconf``); None where neither is known."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def available_bytes() -> int | None:
+    """The memory a run may use: the host's available memory, or the default device's
+    (``bytes_limit``) where it reports more (an accelerator); None where neither is known."""
+    from dedebate.lab.devices import device_memory_bytes
+
+    known = [b for b in (host_available_bytes(), device_memory_bytes()) if b]
+    return max(known) if known else None
+
+
+def run_terms(module: Any, params: Any) -> dict[str, int] | None:
+    """An experiment's memory estimate of one run as named terms (bytes), or None where it
+    declares no ``memory_bytes``."""
+    fn = getattr(module, "memory_bytes", None)
+    if not callable(fn):
+        return None
+    est = fn(params)
+    return {k: int(v) for k, v in est.items()} if isinstance(est, Mapping) else {"run": int(est)}
+
+
+def _check(what: str, terms: Mapping[str, int], limit_value: Any, times: int = 1) -> None:
+    """Raise :class:`MemoryBudgetError` where ``times`` x the sum of ``terms`` is over the limit."""
+    limit = parse_limit(limit_value)
+    source = f"allowed by {OPTION}={limit_value}"
+    if limit is None:
+        limit, source = available_bytes(), "available on this machine"
+        if limit is None:
+            return
+    need = times * sum(terms.values())
+    if need <= limit:
+        return
+    name, largest = max(terms.items(), key=lambda kv: kv[1])
+    biggest = f"; largest term: {name}, {format_bytes(times * largest)}" if len(terms) > 1 else ""
+    raise MemoryBudgetError(
+        f"{what} needs about {format_bytes(need)} of memory (estimated from its sizes"
+        f"{biggest}), more than the {format_bytes(limit)} {source}; shrink its sizes, or set "
+        f"{OPTION}=BYTES (e.g. {OPTION}={math.ceil(need / 2**30)}GiB) to run it anyway")
+
+
+def check_run(module: Any, cfg: Any) -> None:
+    """Refuse a run whose estimate is over ``cfg.memory_limit`` (:class:`MemoryBudgetError`).
+
+    Args:
+        module: the experiment module (its ``memory_bytes``, if any).
+        cfg: the resolved run config.
+    """
+    terms = run_terms(module, cfg.params)
+    if terms is not None:
+        _check(cfg.experiment, terms, cfg.memory_limit)
+
+
+def check_sweep(module: Any, cfg: Any) -> None:
+    """Refuse a sweep whose largest static group is over ``cfg.memory_limit``.
+
+    Every static group is visited once (one Config each, built lazily); a group of a vmapped
+    experiment evaluates ``sweep.batch`` rows at once (0: all its points x seeds), a group of a
+    full-run experiment one run at a time. Points whose Config is invalid are left to the plan.
+
+    Args:
+        module: the experiment module.
+        cfg: the resolved run config with a ``sweep`` block.
+    """
+    from dedebate.lab.config_types import ConfigError, build_dataclass
+    from dedebate.lab.sweep_plan import is_sweepable
+
+    if not callable(getattr(module, "memory_bytes", None)):
+        return
+    sweep = cfg.sweep
+    vmapped = is_sweepable(module)
+    dynamic = set(getattr(module, "DYNAMIC", ()) or ()) if vmapped else set()
+    static = [a for a in sweep.axes if a not in dynamic]
+    per_group = math.prod(len(v) for a, v in sweep.axes.items() if a in dynamic)
+    seeds = sweep.seeds if isinstance(sweep.seeds, int) else len(sweep.seeds)
+    rows = per_group * seeds if vmapped else 1
+    rows = min(rows, sweep.batch) if vmapped and sweep.batch else rows
+    first = {a: v[0] for a, v in sweep.axes.items() if a in dynamic and v}
+    base = dataclasses.asdict(cfg.params)
+    worst: tuple[int, dict[str, int], dict[str, Any]] | None = None
+    for combo in itertools.product(*(sweep.axes[a] for a in static)):
+        values = dict(zip(static, combo))
+        try:
+            params = build_dataclass(type(cfg.params), {**base, **first, **values}, "params")
+        except ConfigError:
+            continue
+        terms = run_terms(module, params)
+        if terms is not None and (worst is None or sum(terms.values()) > worst[0]):
+            worst = (sum(terms.values()), terms, values)
+    if worst is not None:
+        where = ", ".join(f"{k}={v!r}" for k, v in worst[2].items()) or "its one group"
+        _check(f"{cfg.experiment} sweep ({rows} row(s) at once, at {where})", worst[1],
+               cfg.memory_limit, times=rows)

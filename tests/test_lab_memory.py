@@ -1,0 +1,158 @@
+"""The memory budget (dedebate/lab/memory.py): sizes, the estimate against a measured peak, and
+refusals of runs and sweeps before any work."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from dedebate import cli
+from dedebate.lab import memory
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 2**30
+HUGE = ["params.n_x=20000", "params.n_tests=4096", "params.q_values=[5]"]  # each in its range
+
+
+@pytest.mark.parametrize("value, want", [("auto", None), ("AUTO", None), (1000, 1000),
+                                         ("512MiB", 512 * 2**20), ("64G", 64 * 10**9),
+                                         ("1.5TB", 1_500_000_000_000), ("3 gib", 3 * GIB)])
+def test_parse_limit(value, want):
+    assert memory.parse_limit(value) == want
+
+
+@pytest.mark.parametrize("value", [0, -5, True, "", "12 parsecs", "0.1B", "1e9"])
+def test_parse_limit_refuses(value):
+    with pytest.raises(ValueError, match=r"^memory_limit=.*: must be auto, a number of bytes"):
+        memory.parse_limit(value)
+
+
+def test_host_memory_is_at_most_physical():
+    avail = memory.host_available_bytes()
+    assert 0 < avail <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+MEASURE = textwrap.dedent("""
+    import json, resource, sys, tempfile
+    from dedebate.lab import fast_compile
+    fast_compile.apply()
+    import experiments.ogd_estimator as m
+    from dedebate.lab.config import resolve
+    from dedebate.lab.registry import discover_experiments
+    from dedebate.lab.runner import run_experiment
+
+    reg = discover_experiments(["experiments.ogd_estimator"])
+    out = tempfile.mkdtemp()
+    small = dict(n_x=30, n_tests=16, q_values=[3], seeds=1, deltas=[0.5], step_rules=["hazan"],
+                 trace_len=16, net_rounds=2, net_lrs=[3.0], net_hidden=[8],
+                 net_checkpoint_every=2, sound_provers=[])
+
+    def run(params):
+        cfg = resolve({"experiment": "ogd_estimator", "output_dir": out,
+                       "tracking": {"mode": "disabled"}, "params": params}, reg.experiments)
+        rec = run_experiment(m, cfg, show_progress=False)
+        assert rec.error is None, rec.error
+        return sum(m.memory_bytes(cfg.params).values())
+
+    run(small)  # JAX's start-up and the programs' first compilations
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    est = run({**small, "n_x": 1500, "n_tests": 1024})
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"estimate": est, "growth": after - before}))
+""")
+
+
+def test_ogd_estimate_matches_measured_peak():
+    """A run sized so the estimate is ~0.75 GiB (its float64 recheck), after a tiny run of the same
+    programs: the growth of the process's peak RSS is within [0.8, 1.5] x the estimate. Left out
+    of the estimate: compiling the bigger programs and XLA's buffers (~0.15 GiB measured on a
+    tiny run, so <= 0.2 x here) and small arrays; numpy elides some temporaries the estimate
+    counts (its measured slope was 0.88 x the estimate's)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", MEASURE], cwd=ROOT, env=env, text=True,
+                         capture_output=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert 0.7 * GIB < got["estimate"] < 0.8 * GIB
+    assert 0.8 * got["estimate"] <= got["growth"] <= 1.5 * got["estimate"], got
+
+
+def ogd_huge_terms():
+    import experiments.ogd_estimator as ogd
+
+    return ogd.memory_bytes(dataclasses.replace(ogd.Config(), n_x=20000, n_tests=4096,
+                                                q_values=(5,)))
+
+
+def test_huge_ogd_run_refused_before_work(tmp_path, monkeypatch, capsys):
+    """Counts each inside its own range that combine into ~159 GiB: exit 2 in one line naming the
+    estimate, its largest term, the memory and the option, and no run directory is made."""
+    monkeypatch.setattr(memory, "available_bytes", lambda: 8 * GIB)
+    terms = ogd_huge_terms()
+    t0 = time.monotonic()
+    code = cli.main(["run", "ogd_estimator", *HUGE, f"output_dir={tmp_path}",
+                     "tracking.mode=disabled", "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and time.monotonic() - t0 < 10
+    need = sum(terms.values())
+    assert err == (f"dedebate: error: ogd_estimator needs about {memory.format_bytes(need)} of "
+                   "memory (estimated from its sizes; largest term: float64 recheck of the exit "
+                   f"h, {memory.format_bytes(terms['float64 recheck of the exit h'])}), more "
+                   "than the 8 GiB available on this machine; shrink its sizes, or set "
+                   f"memory_limit=BYTES (e.g. memory_limit={-(-need // GIB)}GiB) to run it "
+                   "anyway")
+    assert memory.format_bytes(need) == "159 GiB"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ogd_recheck_term_is_its_arrays():
+    """The recheck term is two float64 [X, Z, 4F] arrays (pre-activations and their tanh)."""
+    assert ogd_huge_terms()["float64 recheck of the exit h"] == 2 * 8 * 20000 * 32 * 4 * 4096
+
+
+def test_memory_limit_raises_and_lowers_the_limit():
+    import experiments.ogd_estimator as ogd
+    from dedebate.lab.config import resolve
+    from dedebate.lab.registry import discover_experiments
+
+    reg = discover_experiments(["experiments.ogd_estimator"])
+    need = sum(ogd_huge_terms().values())
+    raised = resolve({"experiment": "ogd_estimator", "memory_limit": f"{-(-need // GIB)}GiB"},
+                     reg.experiments, HUGE)
+    memory.check_run(ogd, raised)  # fits: no error
+    low = resolve({"experiment": "ogd_estimator", "size": "quick", "memory_limit": 1000},
+                  reg.experiments)
+    with pytest.raises(memory.MemoryBudgetError, match=r"more than the 1000 B allowed by "
+                       r"memory_limit=1000; shrink"):
+        memory.check_run(ogd, low)
+
+
+def test_sweep_estimate_is_its_largest_group_times_its_rows():
+    """ogd_estimator sweeps deltas (DYNAMIC) inside a group and n_x (static) across groups: the
+    estimate is 3 deltas x 2 seeds = 6 rows at once times one run at the largest n_x; with
+    sweep.batch=4, 4 rows."""
+    import experiments.ogd_estimator as ogd
+    from dedebate.lab.config import resolve
+    from dedebate.lab.registry import discover_experiments
+
+    reg = discover_experiments(["experiments.ogd_estimator"])
+    raw = {"experiment": "ogd_estimator", "memory_limit": 10**6,
+           "sweep": {"seeds": 2, "axes": {"n_x": [100, 2000, 50],
+                                          "deltas": [[0.1], [0.2], [0.3]]}}}
+    one = sum(ogd.memory_bytes(dataclasses.replace(ogd.Config(), n_x=2000,
+                                                   deltas=(0.1,))).values())
+    for batch, rows in ((0, 6), (4, 4)):
+        cfg = resolve({**raw, "sweep": {**raw["sweep"], "batch": batch}}, reg.experiments)
+        with pytest.raises(memory.MemoryBudgetError) as err:
+            memory.check_sweep(ogd, cfg)
+        assert str(err.value).startswith(
+            f"ogd_estimator sweep ({rows} row(s) at once, at n_x=2000) needs about "
+            f"{memory.format_bytes(rows * one)} of memory")
