@@ -128,6 +128,8 @@ def _parser() -> argparse.ArgumentParser:
                           "changed)")
     cmp_.add_argument("a", metavar="A", help="a reproduce or run directory, or its JSON file")
     cmp_.add_argument("b", metavar="B", help="the same for the other result")
+    cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON (per "
+                      "claim both verdicts, values, intervals, the p-value, changed)")
 
     rp = sub.add_parser("report", help="render a reproduce directory's report again from its "
                         "report.json")
@@ -629,7 +631,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """``dedebate compare A B``: two results side by side, claim by claim.
+    """``dedebate compare A B [--json]``: two results side by side, claim by claim.
 
     Args:
         args: the parsed command line.
@@ -638,17 +640,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         0 if no gating verdict changed; 1 if one did; 2 for a path without a readable
         result, or when the comparison itself fails (one line, never exit 1).
     """
-    from dedebate.lab.compare import CompareError, compare
+    from dedebate.lab.compare import CompareError, comparison, render
 
     try:
-        table, changed = compare(args.a, args.b)
+        cmp = comparison(args.a, args.b)
+        text = json.dumps(cmp, indent=2, allow_nan=False) if args.json else render(cmp)
     except CompareError as err:
         return _die_usage(str(err))
     except Exception as err:  # noqa: BLE001 - exit 1 means "a verdict changed", never a crash
         return _die_usage(f"compare {args.a} {args.b} failed: {type(err).__name__}: "
                           f"{' '.join(str(err).split())} (a bug in dedebate: please report it)")
-    print(table)
-    return EXIT_FAIL if changed else EXIT_OK
+    print(text)
+    return EXIT_FAIL if cmp["changed"] else EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:

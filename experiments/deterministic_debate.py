@@ -155,30 +155,38 @@ def point(cfg: Config):
 
 # -- plots ----------------------------------------------------------------------------------------
 def _plot(rows, ls):
+    """Bits V reads (Fig 3 honest, Fig 4 worst over the zoo) within the claims' bands
+    [1, 2] x S log2 T and [1, 2] x (l+2) log2 T, and the honest provers' steps under 2T."""
     from matplotlib.figure import Figure  # no pyplot: nothing global to close
 
     fig = Figure(figsize=(11, 4.2))
     ax1, ax2 = fig.subplots(1, 2)
-    for proto, style, what in (("fig3_full", "s-", "full-tape"), ("fig3_window", "o-",
-                                                                   "register")):
-        r = [x for x in rows if x["protocol"] == proto and x["l"] == ls[0]]
-        ax1.plot([x["T"] for x in r], [x["bits_read"] for x in r], style,
-                 label=f"Fig 3, {what} configurations (S log T)")
-    for l in ls:
-        r = [x for x in rows if x["protocol"] == "fig4" and x["l"] == l]
-        ax1.plot([x["T"] for x in r], [x["bits_read"] for x in r], "^--",
-                 label=f"Fig 4, l = {l} ((l+2) log T)")
+    curves = [(f"Fig 3, {what}", "configurations", "bits_read", "S log2 T", style,
+               [x for x in rows if x["protocol"] == proto and x["l"] == ls[0]])
+              for proto, style, what in (("fig3_full", "s-", "full-tape"),
+                                         ("fig3_window", "o-", "register"))]
+    curves += [(f"Fig 4, l = {l}", "(worst over the zoo)", "bits_read_max_over_zoo",
+                "(l+2) log2 T", "^--", [x for x in rows if x["protocol"] == "fig4" and x["l"] == l])
+               for l in ls]
+    for name, what, key, unit, style, r in curves:
+        T = [x["T"] for x in r]
+        line, = ax1.plot(T, [x[key] for x in r], style, label=f"{name} {what}")
+        unit_bits = np.array([(x["S"] if unit == "S log2 T" else x["l"] + 2) * x["m"] for x in r])
+        ax1.fill_between(T, unit_bits, 2 * unit_bits, color=line.get_color(), alpha=0.12,
+                         label=f"{name}: the claim's band [1, 2] x {unit}")
     ax1.set_xscale("log", base=2)
     ax1.set_yscale("log")
     ax1.set_xlabel("T (steps)")
-    ax1.set_ylabel("bits V reads (honest debate)")
-    ax1.legend(fontsize=7)
+    ax1.set_ylabel("bits V reads")
+    ax1.legend(fontsize=6)
     ax1.set_title("Verifier cost")
     for proto, key, style in (("fig3_full", "b_steps", "s-"), ("fig3_full", "a_steps", "o-"),
                               ("fig4", "b_steps", "^--")):
         r = [x for x in rows if x["protocol"] == proto and x["l"] == max(ls)]
         ax2.plot([x["T"] for x in r], [x[key] for x in r], style,
                  label=f"{'Fig 3' if proto != 'fig4' else 'Fig 4'} {key[0].upper()} steps")
+    T_all = sorted({x["T"] for x in rows})
+    ax2.plot(T_all, [2 * T for T in T_all], "k:", lw=1, label="2T (the claim: steps / T <= 2)")
     ax2.set_xscale("log", base=2)
     ax2.set_yscale("log", base=2)
     ax2.set_xlabel("T (steps)")

@@ -452,6 +452,8 @@ def _plot(cfg, mon, labels, thr):
             ax.plot(x, m, label=lab)
             ax.fill_between(x, lo, hi, alpha=0.2)
     axes[0].axhline(thr, color="k", ls="--", label="rho^-(d+1)")
+    axes[0].axhspan(thr * (1 - cfg.tol), thr * (1 + cfg.tol), color="k", alpha=0.08,
+                    label=f"rho^-(d+1) (1 +- {cfg.tol:g}): the final payoff's band")
     axes[0].set_ylabel("mean E[U_A]")
     axes[1].set_ylabel("P[A correct]")
     axes[2].set_ylabel("B's realised max|Adv| (spec 6.3 tests)")

@@ -99,6 +99,10 @@ SIZES = {
              "scale_factors": tuple(2.0 ** -i for i in range(13))},
 }
 
+
+ALICE_C = 5000
+"""Honest Alice's charged queries are ALICE_C K^2 T ln(200T) with Lean's constants (T N_A)."""
+
 DYNAMIC = ("scale", "p_yes", "p_no")
 """Fields that enter :func:`point` only as numbers: the factor on the int32 counts N_A, N_B, N_V
 and the instances' P_M(1). Everything else (Ks, Ts, trials, paper, es_*) is static."""
@@ -243,8 +247,8 @@ def cost_checks(Ks, Ts, qrows):
     """Consistency checks on the costs (not paper claims: they hold by construction when the
     accounting is right). Returns ``({name: (holds, detail)}, fit)``: per K, the N_V the debates
     were given equals Lean's formula (:func:`lean_n_vera`); and the least-squares c of honest
-    Alice's charged queries ~ c K^2 T ln(200T) is 5000 within 1% (slope 1 within 1%). Vera's
-    measured queries are a gating row (:func:`vera_claims`)."""
+    Alice's charged queries ~ c K^2 T ln(200T) is :data:`ALICE_C` within 1% (slope 1 within
+    1%). Vera's measured queries are a gating row (:func:`vera_claims`)."""
     checks = {}
     for K in Ks:
         rs = [r for r in qrows if r["K"] == K and r["constants"] == "lean"]
@@ -259,8 +263,8 @@ def cost_checks(Ks, Ts, qrows):
     y = np.array([r["alice"] for r in lean_q])
     c = float(np.sum(x * y) / np.sum(x * x)) if lean_q else math.nan
     slope = loglog_slope(x, y) if len(lean_q) >= 2 and np.ptp(np.log(x)) > 0 else 1.0
-    checks["honest Alice's queries = c K^2 T ln(200T) with c ~= 5000"] = (
-        abs(c / 5000 - 1) < 0.01 and abs(slope - 1) < 0.01,
+    checks[f"honest Alice's queries = c K^2 T ln(200T) with c ~= {ALICE_C}"] = (
+        abs(c / ALICE_C - 1) < 0.01 and abs(slope - 1) < 0.01,
         f"least-squares c = {c:.1f} over {len(lean_q)} (K, T) points; log-log slope {slope:.4f}")
     return checks, {"c": c, "loglog_slope": slope}
 
@@ -420,13 +424,18 @@ def _plot_queries(qrows, fit):
         T = np.array([r["T"] for r in rs], np.float64)
         ax.plot(T, [r["alice"] for r in rs], "o-", label=f"K={K} Alice (prover)")
         ax.plot(T, [r["bob"] for r in rs], "^-", label=f"K={K} Bob (prover)")
-        ax.plot(T, [r["vera_max"] for r in rs], "s--", label=f"K={K} Vera (max over trials)")
-        ax.plot(T, fit["c"] * K * K * T * np.log(200 * T), "k:", lw=1)
+        vera, = ax.plot(T, [r["vera_max"] for r in rs], "s--",
+                        label=f"K={K} Vera (max over trials)")
+        # the bounds the rows compare with: N_V (vera_claims), c K^2 T ln(200T) (cost_checks)
+        ax.plot(T, [r["n_vera"] for r in rs], "-", color=vera.get_color(), lw=1, alpha=0.6,
+                label=f"K={K} N_V (Vera's bound)")
+        ax.plot(T, ALICE_C * K * K * T * np.log(200 * T), "k:", lw=1,
+                label=f"K={K} {ALICE_C} K^2 T ln(200T) (Alice)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("T (steps)")
     ax.set_ylabel("oracle queries per debate")
-    ax.set_title(f"Queries: prover ~ {fit['c']:.0f} K^2 T ln(200T) (dotted), verifier <= N_V")
+    ax.set_title(f"Queries: prover ~ {fit['c']:.0f} K^2 T ln(200T) (fit), verifier <= N_V")
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -257,7 +257,9 @@ def sweep_figures(rows) -> dict:
     return {"selfplay_rates": fig}
 
 
-def _plot(cfg, mons, labels):
+def _plot(cfg, mons, labels, b):
+    """Training curves: P[out = 1] against Lean's guaranteed sides, and the reach-weighted
+    |p - pi| against b, the tracking rows' criterion."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -270,6 +272,7 @@ def _plot(cfg, mons, labels):
     axes[0].axhline(comp, color="g", ls="--", label=f"completeness {comp:.4f}")
     axes[0].axhline(sound, color="r", ls="--", label=f"soundness {sound:.4f}")
     axes[0].set_ylabel("P[out = 1] (training objective)")
+    axes[1].axhline(b, color="k", ls="--", label=f"b = {b:g} (tracking criterion)")
     axes[1].set_yscale("log")
     axes[1].set_ylabel("reach-weighted mean |p - pi|")
     for ax in axes:
@@ -508,5 +511,6 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         metrics[case] = summary
     mons = [jax.tree.map(lambda x, i=i: x[i], trained.monitors["main"])
             for i in range(len(CASES))]
-    plots = [ctx.save_figure(_plot(cfg, mons, list(CASES)), "stochastic_selfplay")]
+    plots = [ctx.save_figure(_plot(cfg, mons, list(CASES), constants.b),
+                             "stochastic_selfplay")]
     return ExperimentResult(claims=claims, metrics=metrics, tables=tables, plots=plots)

@@ -4,7 +4,8 @@ Run from the repository root with the project's interpreter:
 ``.venv/bin/python notebooks/save_outputs.py [NAME.ipynb ...]``. Each notebook runs in a fresh
 kernel in a temporary working directory (nothing is written into the repository); W&B stays
 offline and quiet. ``tests/test_notebooks.py`` executes them again and checks that they carry
-outputs.
+outputs and that each cell's stored text is what it prints now (timings and other run-dependent
+text masked): store a notebook again whenever its code, or what it calls, changes its output.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ def main(names: list[str]) -> int:
     os.environ.setdefault("WANDB_SILENT", "true")
     os.environ.pop("WANDB_MODE", None)
     os.environ.pop("MPLBACKEND", None)  # the notebook's inline backend: plots become outputs
-    os.environ.pop("DEDEBATE_NOTEBOOK_QUICK", None)  # the stored outputs are the full sizes
     paths = [HERE / n for n in names] if names else sorted(HERE.glob("*.ipynb"))
     for path in paths:
         save(path)

@@ -129,3 +129,53 @@ def test_change_evidence_without_counts():
         "intervals disjoint"
     assert change_evidence({**old, "p_value": None}, {**old, "p_value": None}) == \
         "intervals overlap"
+
+
+def test_compare_json_gives_each_claims_verdicts_values_and_p_value(tmp_path, capsys):
+    """``compare --json``: per claim both sides' verdict, value and interval, Fisher's p-value
+    and the changed flag, with compare's exit codes (1: a gating verdict changed; 0: none; 2:
+    bad input); a non-finite value is null, a one-sided row has null on the other side."""
+    from scipy import stats
+
+    from dedebate.lab.experiment import Claim
+
+    def result(name, k, extra=()):
+        rows = [Claim.proportion("rate", "s", "<=", 0.4, k, 200),
+                Claim.exact("nan row", "s", "== 1", float("nan"), False), *extra]
+        path = tmp_path / name / "results.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({"experiment": "e", "claims": [c.to_dict() for c in rows]}))
+        return path, rows[0]
+
+    a, ra = result("a", 62)
+    b, rb = result("b", 110, [Claim.exact("new row", "s", "== 0", 0.0, True)])
+    assert ra.passed and not rb.passed
+    assert cli.main(["compare", "--json", str(a), str(b)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert (out["a"], out["b"]) == (str(a.parent), str(b.parent))
+    assert (out["both"], out["only_a"], out["only_b"]) == (2, 0, 1)
+    assert out["changed"] == ["e: rate"]
+    rate, nan_row, new = out["rows"]
+    assert (rate["experiment"], rate["claim"], rate["occurrence"]) == ("e", "rate", 0)
+    for side, row in (("a", ra), ("b", rb)):
+        assert rate[side]["verdict"] == ("PASS" if row.passed else "FAIL")
+        assert (rate[side]["value"], rate[side]["lo"], rate[side]["hi"]) == (row.value, row.lo,
+                                                                             row.hi)
+        assert rate[side]["gating"] and rate[side]["passed"] == row.passed
+    assert rate["b"]["value"] == 110 / 200
+    assert rate["p_value"] == pytest.approx(
+        stats.fisher_exact([[62, 138], [110, 90]]).pvalue, rel=1e-12)
+    assert rate["changed"] and rate["evidence"] == f"p={fmt(rate['p_value'])}"
+    assert nan_row["a"]["value"] is None and nan_row["a"]["verdict"] == "FAIL"
+    assert not nan_row["changed"] and nan_row["p_value"] is None
+    assert new["a"] is None and new["b"]["verdict"] == "PASS" and not new["changed"]
+    assert new["p_value"] is None and new["evidence"] is None
+
+    # no verdict changed: exit 0, the same rows; the markdown table is unchanged by --json
+    assert cli.main(["compare", "--json", str(a), str(a)]) == 0
+    same = json.loads(capsys.readouterr().out)
+    assert same["changed"] == [] and same["rows"][0]["p_value"] == 1.0
+    assert cli.main(["compare", str(a), str(b)]) == 1
+    assert "| e | rate |" in capsys.readouterr().out
+    assert cli.main(["compare", "--json", str(a), str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().out == ""

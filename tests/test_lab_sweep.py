@@ -249,3 +249,31 @@ def test_compile_options_are_a_dict_or_chosen_by_platform():
     assert compile_options(det, cpu) == {"xla_backend_optimization_level": 0}
     gpu = [types.SimpleNamespace(platform="gpu")]
     assert compile_options(det, gpu) is None
+
+
+def test_numeric_and_one_number_list_axes_are_plotted_as_numbers(tmp_path, monkeypatch):
+    """A list-valued axis of one number each (``cost_log2: [[4], [6]]``) and a plain numeric one
+    land on a numeric x axis at their values (sorted), log-scaled where they span a decade; a
+    list of several numbers and booleans stay categorical."""
+    import itertools
+
+    from matplotlib.figure import Figure
+
+    from dedebate.lab.sweep_output import plot_sweep
+    from dedebate.lab.sweep_plan import Point, SweepPlan
+
+    axes = {"cost_log2": [[8], [4], [6]], "eps": [0.1, 0.001], "high": [True, False],
+            "Ks": [[1, 2], [4]]}
+    points = tuple(Point(i, dict(zip(axes, v)), None, (0, 0))
+                   for i, v in enumerate(itertools.product(*axes.values())))
+    rows = [{"point": p.index, "seed": s, "x": float(p.index + s)} for p in points for s in (0, 1)]
+    sweep = SweepPlan("toy", axes, tuple(axes), (), (0, 1), points, (), True)
+    drawn = {}
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.setdefault(
+        path.name, (fig.axes[0].get_xscale(), fig.axes[0].get_lines()[0].get_xdata().tolist(),
+                    [t.get_text() for t in fig.axes[0].get_xticklabels()])))
+    assert plot_sweep(rows, sweep, tmp_path) == [f"x-vs-{a}.png" for a in axes]
+    assert drawn["x-vs-cost_log2.png"][:2] == ("linear", [4.0, 6.0, 8.0])
+    assert drawn["x-vs-eps.png"][:2] == ("log", [0.001, 0.1])
+    assert drawn["x-vs-high.png"] == ("linear", [0, 1], ["True", "False"])
+    assert drawn["x-vs-Ks.png"] == ("linear", [0, 1], ["[1, 2]", "[4]"])

@@ -9,6 +9,7 @@ Welch's t-test for mean rows), whether exact values are equal, or for rows writt
 stored their counts, whether the intervals overlap.
 The comparison *changes* when a gating row present in both has a different verdict; rows found on
 one side only are listed but are not a change (quick and default sizes check different rows).
+:func:`comparison` gives the same as data (``dedebate compare --json``), :func:`render` the table.
 """
 
 from __future__ import annotations
@@ -165,44 +166,79 @@ def _cell(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def compare(a: str | Path, b: str | Path) -> tuple[str, bool]:
-    """The markdown table comparing ``a`` with ``b``, claim by claim.
+def _side(c: dict[str, Any] | None) -> dict[str, Any] | None:
+    """One result's row as compare reports it (a non-finite number: None)."""
+    if c is None:
+        return None
+    out = {"verdict": _verdict(c), "gating": gating(c), "passed": bool(c.get("passed")),
+           **{k: c.get(k) for k in ("value", "lo", "hi", "bound")}, "measured": measured(c)}
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in out.items()}
+
+
+def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
+    """``a`` and ``b`` claim by claim, as data (``dedebate compare --json``).
 
     Args:
         a: a reproduce or run directory, or its result file.
         b: another.
 
     Returns:
-        ``(table text, whether a gating row present in both changed its verdict)``.
+        ``{"a": label, "b": label, "rows": [...], "both", "only_a", "only_b": counts,
+        "changed": ["experiment: claim", ...]}``; a row has ``experiment``, ``claim``,
+        ``occurrence`` (0 for the first row of that text), ``a`` and ``b`` (``verdict``,
+        ``gating``, ``passed``, ``value``, ``lo``, ``hi``, ``bound``, ``measured``; None on the
+        side that lacks the row), ``p_value`` (:func:`change_p_value`), ``evidence``
+        (:func:`change_evidence`; None for a one-sided row) and ``changed`` (a gating verdict
+        differs).
     """
     label_a, rows_a = load_claims(a)
     label_b, rows_b = load_claims(b)
-    lines = [f"A: {label_a}", f"B: {label_b}", "",
-             "| experiment | claim | A | B | verdict A -> B | change (p: same quantity) |",
-             "|---|---|---|---|---|---|"]
-    changed = []
+    rows, changed = [], []
     for key in [*rows_a, *(k for k in rows_b if k not in rows_a)]:
         experiment, claim, n = key
-        name = claim + (f" (#{n + 1})" if n else "")
         ra, rb = rows_a.get(key), rows_b.get(key)
-        if ra is None or rb is None:
-            side = "B" if ra is None else "A"
-            row = rb if ra is None else ra
-            lines.append(f"| {_cell(experiment)} | {_cell(name)} | "
-                         f"{_cell(measured(ra)) if ra else '—'} | "
-                         f"{_cell(measured(rb)) if rb else '—'} | only in {side} "
-                         f"({_verdict(row)}) | — |")
-            continue
-        va, vb = _verdict(ra), _verdict(rb)
-        flip = va != vb and (gating(ra) or gating(rb))
+        both = ra is not None and rb is not None
+        flip = both and _verdict(ra) != _verdict(rb) and (gating(ra) or gating(rb))
         if flip:
-            changed.append(f"{experiment}: {name}")
-        lines.append(f"| {_cell(experiment)} | {_cell(name)} | {_cell(measured(ra))} | "
-                     f"{_cell(measured(rb))} | {va} -> {vb}{' **CHANGED**' if flip else ''} | "
-                     f"{change_evidence(ra, rb)} |")
-    both = sum(k in rows_b for k in rows_a)
-    lines += ["", f"{both} claim(s) in both, {len(rows_a) - both} only in A, "
-              f"{len(rows_b) - both} only in B; {len(changed)} verdict(s) changed"
+            changed.append(f"{experiment}: {claim}" + (f" (#{n + 1})" if n else ""))
+        rows.append({"experiment": experiment, "claim": claim, "occurrence": n,
+                     "a": _side(ra), "b": _side(rb),
+                     "p_value": change_p_value(ra, rb) if both else None,
+                     "evidence": change_evidence(ra, rb) if both else None,
+                     "changed": flip})
+    n_both = sum(k in rows_b for k in rows_a)
+    return {"a": label_a, "b": label_b, "rows": rows, "both": n_both,
+            "only_a": len(rows_a) - n_both, "only_b": len(rows_b) - n_both, "changed": changed}
+
+
+def render(cmp: dict[str, Any]) -> str:
+    """The markdown table of a :func:`comparison`.
+
+    Args:
+        cmp: what :func:`comparison` returns.
+
+    Returns:
+        The table with a header naming A and B and a closing count of the changes.
+    """
+    lines = [f"A: {cmp['a']}", f"B: {cmp['b']}", "",
+             "| experiment | claim | A | B | verdict A -> B | change (p: same quantity) |",
+             "|---|---|---|---|---|---|"]
+    for r in cmp["rows"]:
+        name = r["claim"] + (f" (#{r['occurrence'] + 1})" if r["occurrence"] else "")
+        ra, rb = r["a"], r["b"]
+        cells = [r["experiment"], name, ra["measured"] if ra else "—",
+                 rb["measured"] if rb else "—"]
+        if ra is None or rb is None:
+            side, row = ("B", rb) if ra is None else ("A", ra)
+            cells += [f"only in {side} ({row['verdict']})", "—"]
+        else:
+            cells += [f"{ra['verdict']} -> {rb['verdict']}"
+                      + (" **CHANGED**" if r["changed"] else ""), r["evidence"]]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    changed = cmp["changed"]
+    lines += ["", f"{cmp['both']} claim(s) in both, {cmp['only_a']} only in A, "
+              f"{cmp['only_b']} only in B; {len(changed)} verdict(s) changed"
               + (": " + "; ".join(changed) if changed else ".")]
-    return "\n".join(lines), bool(changed)
+    return "\n".join(lines)
 

@@ -87,8 +87,24 @@ def per_point(rows: list[dict[str, Any]], plan_: SweepPlan) -> list[dict[str, An
     return out
 
 
+def _number(value: Any) -> float | None:
+    """An axis value as a number: a number, or a list of one number (``Ts: [[8], [64]]``)."""
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+            value, (bool, np.bool_)):
+        return float(value)
+    return None
+
+
 def _numeric_axis(values: list[Any]) -> bool:
-    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return all(_number(v) is not None for v in values)
+
+
+def _decades(values: list[Any]) -> bool:
+    """Whether a numeric axis is positive and spans a factor of 10 or more (a log axis)."""
+    x = [_number(v) for v in values]
+    return min(x) > 0 and max(x) >= 10 * min(x)
 
 
 MAX_LINES = 8
@@ -141,9 +157,9 @@ def plot_sweep(rows: list[dict[str, Any]], plan_: SweepPlan, plots_dir: Path,
             fig, ax = plt.subplots(figsize=(6, 4))
             for label, es in list(lines.items())[:MAX_LINES]:
                 if numeric:
-                    es = sorted(es, key=lambda e: e["values"][axis])
+                    es = sorted(es, key=lambda e: _number(e["values"][axis]))
                 xs = [e["values"][axis] for e in es]
-                xpos = xs if numeric else list(range(len(xs)))
+                xpos = [_number(x) for x in xs] if numeric else list(range(len(xs)))
                 mean = [e[m]["mean"] for e in es]
                 lo = [e[m]["lo"] for e in es]
                 hi = [e[m]["hi"] for e in es]
@@ -151,6 +167,8 @@ def plot_sweep(rows: list[dict[str, Any]], plan_: SweepPlan, plots_dir: Path,
                 ax.fill_between(xpos, lo, hi, alpha=0.2, color=line.get_color())
                 if not numeric:
                     ax.set_xticks(xpos, [str(x) for x in xs])
+            if numeric and _decades(plan_.axes[axis]):
+                ax.set_xscale("log")
             ax.set_xlabel(axis)
             ax.set_ylabel(m)
             note = f"{len(plan_.seeds)} seeds, 95% t-interval"
