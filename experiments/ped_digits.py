@@ -9,28 +9,38 @@ Rows: the fbs of each family by LP against its closed form; completeness (spec P
 for honest A at the measured rho for each family and judge noise eta (gating: it holds for every
 B); B's advantage against F on held-out trees (a finding: the premise of soundness); the lying
 A's mean payoff against the soundness bound (spec PED 6.4; gating only where the measured
-advantage is below delta, a finding otherwise). Not yet here: the learned prover, a sweep, a
-notebook.
+advantage is below delta, a finding otherwise); with only unstable decompositions (exact counts
+judged at the slack family's rho) honest A falls below the margin on more trees than with slack
+(a finding, spec PED 9.5); a learned prover trained against a best-responding B, in how many
+seeds it ends honest (a finding, spec PED 8.5).
+
+Sweepable: everything but the host LPs is :func:`point`'s ``fn`` (``etas``, ``delta`` and the
+learning rates are dynamic; q, m, depth and the sizes static); ``run`` is the one-point case,
+with the per-tree numbers of the intervals as the row's extras.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from dedebate.agents.ped_digits import BagEstimator, context_features, payoffs, tabulate
+from dedebate.agents.ped_digits import BagEstimator, context_features, exact_payoffs, tabulate
 from dedebate.estimators import train
 from dedebate.estimators.digits_train import train_estimator, tree_advantages
-from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval
 from dedebate.lab.params import config_dataclass, param
+from dedebate.lab.sweep import point_row
+from dedebate.training import digits_selfplay as selfplay
 from dedebate.trees.digits import FAMILIES, digit_trees, pool, split_pools
 from dedebate.trees.stability import fbs_threshold, tree_rho
 
 NAME = "ped_digits"
 TITLE = "Prover-estimator debate on real data: audits of labelled digits (Thm 6.1)"
-TYPICAL_SECONDS = 45  # a cold default-size run on two shared CPU cores, measured (docs/lab.md)
+TYPICAL_SECONDS = 120  # default size: 107 s of CPU, 207 s wall on two cores shared with others
 
 EXACT_TOL = 1e-5  # float32 rounding of exact expectations
 LP_TOL = 1e-6
@@ -53,6 +63,17 @@ class Config:
                         le=100_000)
     lr: float = param(0.3, "online-gradient learning rate (lr / sqrt t)", gt=0.0, le=100.0)
     delta: float = param(0.1, "indistinguishability level delta", gt=0.0, le=2.0)
+    lp_seeds: int = param(8, "learned-prover training runs per family", ge=1, le=1024)
+    lp_trees: int = param(32, "A's training trees per run (from B's training pool)", ge=2,
+                          le=4096)
+    lp_steps: int = param(30, "A updates per learned-prover run", ge=1, le=100_000)
+    lp_n_b: int = param(5, "B updates per A update (Stackelberg)", ge=1, le=1000)
+    lp_lr_a: float = param(0.1, "A's Adam step size", gt=0.0, le=10.0)
+    lp_lr_b: float = param(0.01, "B's Adam step size", gt=0.0, le=10.0)
+    lp_init_scale: float = param(1.0, "scale of A's random initial policy weights", ge=0.0,
+                                 le=100.0)
+    honest_agree: float = param(0.9, "A ends honest if its answer agrees with its own reading "
+                                "on at least this share of held-out trees", gt=0.5, le=1.0)
 
     def __post_init__(self):
         if self.m >= self.q:
@@ -61,9 +82,10 @@ class Config:
 
 SIZES = {
     "quick": {"depth": 2, "train_trees": 128, "eval_trees": 128, "hidden": 16, "fit_steps": 300,
-              "rounds": 5, "etas": (0.0, 0.1)},
+              "rounds": 5, "etas": (0.0, 0.1), "lp_seeds": 4, "lp_trees": 16, "lp_steps": 20},
     "full": {"depth": 4, "train_trees": 2048, "eval_trees": 1024, "hidden": 64,
-             "fit_steps": 3000, "rounds": 200},  # not yet run
+             "fit_steps": 3000, "rounds": 200, "lp_seeds": 32, "lp_trees": 64,
+             "lp_steps": 100},  # not yet run at this size (no accelerator lent)
 }
 
 
@@ -93,13 +115,18 @@ def fbs_claim(family, q, m, rho) -> Claim:
                        "spec PED 3.3, 3.4", f"== {want:.6g}", rho, abs(rho - want) <= LP_TOL)
 
 
-def completeness_claim(family, rho, depth, eta, u_min, n) -> Claim:
-    """Honest A earns at least ``rho^-(d+1) - eta`` against any B on every tree."""
+def completeness_claim(family, rho, depth, eta, u_min, n, normalised=None) -> Claim:
+    """Honest A earns at least ``rho^-(d+1) - eta`` against any B on every tree (exact: the min
+    over the trees); ``normalised`` (``rho^(d+1) U_A`` per tree) adds its mean and t interval to
+    the note."""
     bound = rho ** -(depth + 1) - eta
+    note = f"min over {n} held-out trees, rho={rho:g}"
+    if normalised is not None:
+        mean, lo, hi = mean_interval(normalised)
+        note += f"; rho^(d+1) U_A mean {mean:.4g} [{lo:.4g}, {hi:.4g}]"
     return Claim.exact(f"completeness: honest A vs trained B, {family} family, judge noise "
                        f"eta={eta:g}: U_A >= rho^-(d+1) - eta", "spec PED 4, Thm 6.1(1)",
-                       f">= {bound:.6g}", u_min, u_min >= bound - EXACT_TOL,
-                       f"min over {n} held-out trees, rho={rho:g}")
+                       f">= {bound:.6g}", u_min, u_min >= bound - EXACT_TOL, note)
 
 
 def advantage_claim(family, samples, delta, n_tests) -> Claim:
@@ -120,50 +147,192 @@ def soundness_claim(family, u, a_correct, rho, depth, eta, delta, premise) -> Cl
     return row if premise else dataclasses.replace(row, finding=True)
 
 
+def unstable_claim(eta, below_exact, below_slack, rho, depth) -> Claim:
+    """Honest A on exact counts (fbs q) judged at the slack family's rho falls below the margin
+    ``rho^-(d+1) - eta`` on more held-out trees than on counts with slack (``below_*``: 0/1 per
+    tree); a finding (spec PED 9.5: the protocol errs toward rejecting an honest prover)."""
+    slack = Claim.proportion("", "", "<=", 0.0, float(np.sum(below_slack)), len(below_slack))
+    row = Claim.proportion(
+        f"only unstable decompositions (exact counts, rho={rho:g} < fbs) at eta={eta:g}: honest "
+        "A falls below rho^-(d+1) - eta on more trees than with slack", "spec PED 9.5, 8.7",
+        ">=", slack.hi, float(np.sum(below_exact)), len(below_exact),
+        f"slack family: {int(np.sum(below_slack))}/{len(below_slack)} = {slack.value:.3g} "
+        f"[{slack.lo:.3g}, {slack.hi:.3g}]; trained B, d={depth}",
+        bound=f"> slack's rate (its interval ends at {slack.hi:.3g})")
+    return dataclasses.replace(row, passed=bool(row.lo > slack.hi), finding=True)
+
+
+def learned_claim(family, agree, threshold) -> Claim:
+    """In how many seeds the learned A ends honest: its answer agrees with its own reading on at
+    least ``threshold`` of the held-out trees (``agree``: that share per seed); a finding."""
+    honest = np.asarray(agree) >= threshold
+    row = Claim.proportion(
+        f"learned A vs best-responding B ({family} family) ends honest in most seeds",
+        "spec PED 7.4, 8.5; Guan and Hou 2026", ">=", 0.5, float(honest.sum()), honest.size,
+        f"honest: answer = its reading on >= {threshold:g} of held-out trees; per seed "
+        f"{np.round(np.asarray(agree), 2).tolist()}")
+    return dataclasses.replace(row, passed=bool(row.value >= 0.5), finding=True)
+
+
+# ==== the swept function ==========================================================================
+DYNAMIC = ("etas", "delta", "lr", "lp_lr_a", "lp_lr_b")
+"""Config fields that enter :func:`point` only as numbers (points of one sweep group need equally
+many ``etas``). q, m, depth, the widths, the tree counts and the step counts set shapes, tables
+or trip counts: static."""
+
+
+def load_pools(seed: int):
+    """The images and the seed's disjoint training and evaluation pools (host)."""
+    images, labels = load_data()
+    pools = split_pools(labels, (0.5, 0.5), seed)
+    return images, pool(pools[0], labels), pool(pools[1], labels)
+
+
+def inputs(cfg: Config, seed: int, key):
+    """A row's host data: all images and the seed's two pools (:func:`load_pools`)."""
+    images, p_train, p_eval = load_pools(seed)
+    return {"images": images, "train": p_train, "eval": p_eval}
+
+
+def family_keys(key, i: int):
+    """The keys of family i: training trees, evaluation trees, B's network, the learned A."""
+    k = jax.random.fold_in(key, i)
+    return (*jax.random.split(k, 3), jax.random.fold_in(k, 3))
+
+
+def point(cfg: Config):
+    """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key, host)`` is pure JAX.
+
+    For each family (keys :func:`family_keys`): B trained on training trees, its per-test
+    per-tree advantages on held-out trees, honest and lying A's payoffs at every eta at the
+    family's rho (the closed form; ``run`` checks it against the LPs), honest A at the slack
+    family's rho, and ``lp_seeds`` learned provers. Returns scalar metrics and, as extras, the
+    per-tree and per-seed numbers ``run`` builds intervals from."""
+    dynamic = {k: np.asarray(getattr(cfg, k), np.float32) for k in DYNAMIC}
+    static = train.NetTrainStatic(rounds=cfg.rounds, hidden=(cfg.hidden,))
+    net = BagEstimator(cfg.q, cfg.depth, cfg.hidden)
+    rho_stable = expected_fbs("slack", cfg.q, cfg.m)
+
+    def one_family(dyn, key, host, i, family):
+        k_tr, k_ev, k_net, k_lp = family_keys(key, i)
+        p_train, p_eval = host["train"], host["eval"]
+        rho = expected_fbs(family, cfg.q, cfg.m)
+        args = (family, cfg.q, cfg.m, cfg.depth)
+        tr = digit_trees(k_tr, p_train, *args, cfg.train_trees)
+        ev = digit_trees(k_ev, p_eval, *args, cfg.eval_trees)
+        f_ev = context_features(ev, host["images"], family, cfg.q, cfg.m)
+        params, log = train_estimator(
+            static, dyn["delta"], dyn["lr"], k_net, tr, host["images"],
+            context_features(tr, host["images"], family, cfg.q, cfg.m), cfg.fit_steps,
+            cfg.fit_lr, cfg.weight_decay)
+        h_ev = net.apply(params, f_ev)
+        adv = tree_advantages(h_ev, ev)
+        est = tabulate(h_ev, cfg.eval_trees, ev.tree)
+        u_h = jnp.stack([exact_payoffs("honest", est, ev.tree, rho, e)[0] for e in dyn["etas"]])
+        liar = [exact_payoffs("liar", est, ev.tree, rho, e) for e in dyn["etas"]]
+        u_stable = jnp.stack([exact_payoffs("honest", est, ev.tree, rho_stable, e)[0]
+                              for e in dyn["etas"]])
+        lp = jax.vmap(lambda k: learned_prover(cfg, net, params, dyn, k, p_train, host["images"],
+                                               f_ev, ev, family, rho))(
+            jax.random.split(k_lp, cfg.lp_seeds))
+        false_root = 1.0 - ev.tree.truth[:, 0].astype(jnp.float32)
+        extras = {"adv": adv, "u_honest": u_h, "u_liar": jnp.stack([u for u, _ in liar]),
+                  "liar_correct": jnp.stack([c for _, c in liar]), "u_stable_rho": u_stable,
+                  "lp": lp}
+        m = {"advantage": jnp.max(jnp.abs(adv.mean(axis=1))), "train_max_adv": log.max_adv[-1],
+             "lp_agree_mean": lp["agree"].mean(),
+             "lp_honest": jnp.sum(lp["agree"] >= cfg.honest_agree).astype(jnp.float32)}
+        for e in range(len(cfg.etas)):
+            m[f"honest_min/{e}"] = u_h[e].min()
+            m[f"liar_mean/{e}"] = jnp.sum(extras["u_liar"][e] * false_root) / false_root.sum()
+        return m, extras
+
+    def fn(dyn, key, host):
+        metrics, extras = {}, {}
+        for i, family in enumerate(FAMILIES):
+            m, x = one_family(dyn, key, host, i, family)
+            metrics |= {f"{family}/{k}": v for k, v in m.items()}
+            extras[family] = x
+        return metrics, extras
+
+    return dynamic, fn
+
+
+def learned_prover(cfg: Config, net, b_params, dyn, key, p_train, images, f_ev, ev, family,
+                   rho):
+    """One learned-prover run: A's policy from ``lp_init_scale * N(0, 1)``, reading with B's
+    trained network, trained on ``lp_trees`` fresh trees of the training pool against B (started
+    from the trained B) at eta = 0; then on the held-out trees: the share of trees where its
+    answer agrees with its reading, ``P[A correct]`` and ``E[U_A]``."""
+    k_pol, k_tr = jax.random.split(key)
+    tr = digit_trees(k_tr, p_train, family, cfg.q, cfg.m, cfg.depth, cfg.lp_trees)
+    f_tr = context_features(tr, images, family, cfg.q, cfg.m)
+    policy = selfplay.init_policy(k_pol, cfg.lp_init_scale)
+    policy, b, mon = selfplay.train(
+        net, cfg.lp_steps, cfg.lp_n_b, dyn["lp_lr_a"], dyn["lp_lr_b"],
+        selfplay.beliefs(net, b_params, f_tr, tr), policy, b_params, f_tr, tr, rho, 0.0)
+    belief = selfplay.beliefs(net, b_params, f_ev, ev)
+    u, correct = selfplay.play_values(net, belief, policy, b, f_ev, ev, rho, 0.0)
+    p_a = jax.vmap(lambda bl: selfplay.DigitProver(bl, policy).answer(None))(belief)
+    reads = (belief[:, 0] > 0.5).astype(jnp.float32)
+    agree = jnp.mean(reads * p_a + (1.0 - reads) * (1.0 - p_a))
+    return {"agree": agree, "correct": correct.mean(), "u": u.mean(), "train_u": mon["u"][-1]}
+
+
 # ==== the experiment ==============================================================================
 def run(cfg: Config, ctx) -> ExperimentResult:
-    images, labels = load_data()
-    pools = split_pools(labels, (0.5, 0.5), ctx.seed)
-    p_train, p_eval = pool(pools[0], labels), pool(pools[1], labels)
-    static = train.NetTrainStatic(rounds=cfg.rounds, hidden=(cfg.hidden,))
-    claims, metrics = [], {"shared_images": int(np.intersect1d(pools[0], pools[1]).size)}
+    m, x = point_row(sys.modules[__name__], cfg, ctx.key, ctx.seed, extras=True)
+    images, p_train, p_eval = load_pools(ctx.seed)
+    claims, tables = [], {"learned_prover": []}
+    metrics: dict = {"point": m, "shared_images": int(np.intersect1d(
+        np.asarray(p_train.index), np.asarray(p_eval.index)).size)}
+    bound_d = cfg.depth
     with ctx.progress(len(FAMILIES), "families") as bar:
         for i, family in enumerate(FAMILIES):
-            key = jax.random.fold_in(ctx.key, i)
-            k_tr, k_ev, k_net = jax.random.split(key, 3)
-            tr = digit_trees(k_tr, p_train, family, cfg.q, cfg.m, cfg.depth, cfg.train_trees)
+            ex = x[family]
+            _, k_ev, _, _ = family_keys(ctx.key, i)
             ev = digit_trees(k_ev, p_eval, family, cfg.q, cfg.m, cfg.depth, cfg.eval_trees)
-            f_tr = context_features(tr, images, family, cfg.q, cfg.m)
-            f_ev = context_features(ev, images, family, cfg.q, cfg.m)
-            params, log = train_estimator(static, cfg.delta, cfg.lr, k_net, tr, images, f_tr,
-                                          cfg.fit_steps, cfg.fit_lr, cfg.weight_decay)
-            h_ev = BagEstimator(cfg.q, cfg.depth, cfg.hidden).apply(params, f_ev)
             cache: dict = {}
             rho = max(tree_rho(jax.tree_util.tree_map(lambda a, j=j: a[j], ev.tree), cache=cache)
                       for j in range(cfg.eval_trees))
             claims.append(fbs_claim(family, cfg.q, cfg.m, rho))
-            adv = tree_advantages(h_ev, ev)
+            adv = np.asarray(ex["adv"], np.float64)
             j = int(np.argmax(np.abs(adv.mean(axis=1))))
             sign = float(np.sign(adv[j].mean())) or 1.0
             adv_row = advantage_claim(family, sign * adv[j], cfg.delta, adv.shape[0])
             claims.append(adv_row)
             premise = adv_row.hi < cfg.delta
-            est = tabulate(h_ev, cfg.eval_trees, ev.tree)
             false_roots = np.asarray(ev.tree.truth[:, 0]) == 0
-            fam_metrics = {"rho": rho, "advantage": adv_row.value, "train_max_adv":
-                           float(np.asarray(log.max_adv)[-1]), "honest_min": {}, "liar_mean": {}}
-            for eta in cfg.etas:
-                u_h, _ = payoffs("honest", est, ev, rho, eta)
-                u_min = float(np.min(u_h))
-                claims.append(completeness_claim(family, rho, cfg.depth, eta, u_min,
-                                                 cfg.eval_trees))
-                u_l, ac = payoffs("liar", est, ev, rho, eta)
-                u_l, ac = np.asarray(u_l)[false_roots], np.asarray(ac)[false_roots]
-                claims.append(soundness_claim(family, u_l, ac, rho, cfg.depth, eta, cfg.delta,
+            fam = {"rho": rho, "advantage": adv_row.value, "advantage_interval":
+                   [adv_row.lo, adv_row.hi], "train_max_adv": m[f"{family}/train_max_adv"],
+                   "honest_min": {}, "liar_mean": {}}
+            for e, eta in enumerate(cfg.etas):
+                u_h = np.asarray(ex["u_honest"][e], np.float64)
+                claims.append(completeness_claim(family, rho, bound_d, eta, float(u_h.min()),
+                                                 cfg.eval_trees, u_h * rho ** (bound_d + 1)))
+                u_l = np.asarray(ex["u_liar"][e], np.float64)[false_roots]
+                ac = np.asarray(ex["liar_correct"][e])[false_roots]
+                claims.append(soundness_claim(family, u_l, ac, rho, bound_d, eta, cfg.delta,
                                               premise))
-                fam_metrics["honest_min"][str(eta)] = u_min
-                fam_metrics["liar_mean"][str(eta)] = float(u_l.mean())
-            metrics[family] = fam_metrics
+                fam["honest_min"][str(eta)] = float(u_h.min())
+                fam["liar_mean"][str(eta)] = float(u_l.mean())
+            lp = {k: np.asarray(v, np.float64) for k, v in ex["lp"].items()}
+            claims.append(learned_claim(family, lp["agree"], cfg.honest_agree))
+            tables["learned_prover"] += [{"family": family, "seed": s, **{k: float(v[s]) for k, v
+                                                                          in lp.items()}}
+                                         for s in range(cfg.lp_seeds)]
+            fam["learned_prover"] = {"honest": int(m[f"{family}/lp_honest"]),
+                                     "seeds": cfg.lp_seeds, "agree_mean": float(lp["agree"].mean()),
+                                     "correct_mean": float(lp["correct"].mean()),
+                                     "u_mean": float(lp["u"].mean())}
+            metrics[family] = fam
             ctx.log({"family": i, "rho": rho, "advantage": adv_row.value})
             bar.update()
-    return ExperimentResult(claims=claims, metrics=metrics, tables={}, plots=[])
+    rho_s = expected_fbs("slack", cfg.q, cfg.m)
+    metrics["unstable"] = {}
+    for e, eta in enumerate(cfg.etas):
+        margin = rho_s ** -(bound_d + 1) - eta - EXACT_TOL
+        below = {f: np.asarray(x[f]["u_stable_rho"][e]) < margin for f in FAMILIES}
+        claims.append(unstable_claim(eta, below["exact"], below["slack"], rho_s, bound_d))
+        metrics["unstable"][str(eta)] = {f: int(b.sum()) for f, b in below.items()}
+    return ExperimentResult(claims=claims, metrics=metrics, tables=tables, plots=[])

@@ -7,10 +7,20 @@ import numpy as np
 import pytest
 
 import experiments.ped_digits as exp
-from dedebate.agents.ped_digits import BagEstimator, context_features, payoffs, tabulate
+from dedebate.agents.ped_digits import (
+    BagEstimator,
+    DigitProver,
+    context_features,
+    expected_payoffs,
+    payoffs,
+    prover_beliefs,
+    tabulate,
+)
+from dedebate.agents.ped_strategies import TabularEstimator
 from dedebate.estimators import train
 from dedebate.estimators.digits_train import max_advantage, oi_setup, train_estimator
 from dedebate.lab.claims import binomial_p_value
+from dedebate.training import digits_selfplay as selfplay
 from dedebate.trees.digits import digit_trees, judge, pool, split_pools
 from dedebate.trees.library import and_table, threshold_table
 from dedebate.trees.stability import fbs, fbs_dual, tree_rho
@@ -142,3 +152,84 @@ def test_trainer_runs_the_bag_network_and_logs_its_advantage(batches):
     assert np.asarray(log.chosen).tolist() == [-1, -1]
     np.testing.assert_allclose(np.asarray(log.max_adv), max_advantage(h, tr), rtol=1e-5)
     assert max_advantage(h, tr) != pytest.approx(max_advantage(np.full_like(h, 1 / 2**Q), tr))
+
+
+def test_learned_prover_with_honest_weights_pays_what_the_honest_prover_pays(batches):
+    _, out = batches
+    ev = out["slack"][1]
+    est = tabulate(oi_setup(ev)[0].g, 16, ev.tree)  # calibrated B: honest A earns rho^-(d+1)
+    truth = np.asarray(ev.tree.truth, np.float32)
+    # beliefs = the labels' truths, saturated honest weights: the honest prover up to the cap
+    policy = {"answer": np.asarray([0.0, 1e4], np.float32),
+              "direction": np.asarray([0.0, 1e4], np.float32),
+              "select": np.asarray([0.0, 0.0, 1e4, 0.0, 0.0], np.float32)}
+    # a calibrated B ties A's beliefs (the honest prover's tie-breaking is a convention), so
+    # with noise compare against a random B (no ties)
+    k1, k2 = jax.random.split(jax.random.key(7))
+    noisy = TabularEstimator(p0=jax.random.uniform(k1, (16,)),
+                             logits=2.0 * jax.random.normal(k2, np.shape(est.logits)))
+    for b, eta in ((est, 0.0), (noisy, 0.0), (noisy, 0.1)):
+        u, acc = expected_payoffs(DigitProver(truth, policy), b, ev.tree, 2.0, eta)
+        u_h, _ = payoffs("honest", b, ev, 2.0, eta)
+        np.testing.assert_allclose(u, u_h, atol=2e-3)
+        np.testing.assert_allclose(acc, 1.0, atol=1e-3)
+    # the same beliefs with the answer weight flipped: A answers against its reading, and the
+    # liar's share of correct answers is 0
+    flipped = {**policy, "answer": np.asarray([0.0, -60.0], np.float32)}
+    _, acc = expected_payoffs(DigitProver(truth, flipped), est, ev.tree, 2.0, 0.0)
+    np.testing.assert_allclose(acc, 0.0, atol=1e-3)
+    # a learned prover's beliefs: the root's is Pr[M_D] under its joint, a part's its marginal
+    belief = prover_beliefs(oi_setup(ev)[0].g, ev.tree)
+    np.testing.assert_allclose(belief, truth, atol=1e-6)
+
+
+def test_selfplay_moves_both_players_and_reports_its_monitors(batches):
+    _, out = batches
+    tr = out["slack"][0]
+    feats = context_features(tr, IMAGES, "slack", Q, M)
+    net = BagEstimator(Q, DEPTH, 8)
+    b0 = net.init(jax.random.key(0), feats[:1])
+    belief = selfplay.beliefs(net, b0, feats, tr)
+    pol0 = selfplay.init_policy(jax.random.key(1), 1.0)
+    pol, b, mon = selfplay.train(net, 3, 2, 0.1, 0.01, belief, pol0, b0, feats, tr, 2.0, 0.0)
+    u0, acc0 = selfplay.play_values(net, belief, pol0, b0, feats, tr, 2.0, 0.0)
+    # the first A update sees B after n_b = 2 steps; the monitor is the payoff A stepped on
+    assert np.asarray(mon["u"]).shape == (3,)
+    assert float(mon["correct"][0]) == pytest.approx(float(acc0.mean()), abs=1e-6)  # B moves
+    assert float(mon["u"][0]) != pytest.approx(float(u0.mean()), abs=1e-6)  # not A's answer
+    assert not np.allclose(pol["answer"], pol0["answer"])
+
+
+@pytest.mark.parametrize("agree,honest", [([0.95, 0.2, 0.91, 0.5], 2), ([0.1, 0.89], 0)])
+def test_learned_row_counts_seeds_above_the_threshold(agree, honest):
+    row = exp.learned_claim("slack", agree, 0.9)
+    assert row.finding and row.k == honest and row.n == len(agree)
+    assert row.passed == (honest / len(agree) >= 0.5) and row.lo <= row.value <= row.hi
+
+
+def test_unstable_row_compares_the_exact_familys_rejections_with_slack():
+    below_slack = np.zeros(100, bool)
+    many = exp.unstable_claim(0.0, np.arange(100) < 30, below_slack, 2.0, DEPTH)
+    assert many.finding and many.passed and many.value == pytest.approx(0.3)
+    few = exp.unstable_claim(0.0, np.arange(100) < 2, below_slack, 2.0, DEPTH)
+    assert few.finding and not few.passed  # 2/100 is within the slack rate's interval [0, 0.036]
+
+
+TINY = {"depth": 1, "train_trees": 8, "eval_trees": 8, "hidden": 4, "fit_steps": 2, "rounds": 1,
+        "lp_seeds": 2, "lp_trees": 4, "lp_steps": 1, "lp_n_b": 1}
+
+
+@pytest.mark.slow  # two compiles of the whole experiment at a tiny size
+def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_path):
+    from dedebate.lab.sweep import plan, point_key, point_row
+    from tests.fakes import sweep_one_row_per_call
+
+    cfg, rec = sweep_one_row_per_call(exp, tmp_path, params=TINY, seeds=1,
+                                      axes={"m": [1, 2], "etas": [[0.0], [0.1]]})
+    res = rec.results
+    assert res["dynamic_axes"] == ["etas"] and res["static_axes"] == ["m"]
+    assert res["groups"] == 2 == res["compilations"] and res["rows"] == 4
+    pt = plan(exp, cfg).points[3]  # m = 2, eta = 0.1
+    alone = point_row(exp, pt.cfg, point_key(exp.NAME, 0, pt.cfg), 0)
+    row = next(r for r in rec.rows if r["point"] == 3)
+    assert {k: row[k] for k in alone} == alone

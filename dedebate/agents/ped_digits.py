@@ -22,7 +22,8 @@ import numpy as np
 from flax import struct
 
 from dedebate.agents.ped_strategies import TabularEstimator, honest_prover
-from dedebate.protocols.prover_estimator import PEDParams, PEDStatic, ped_params, play
+from dedebate.core.bits import bit_table
+from dedebate.protocols.prover_estimator import PEDParams, PEDStatic, all_paths, ped_params, play
 from dedebate.trees.digits import N_DIGITS, DigitTree, judge_mean, stated_counts
 from dedebate.trees.tree import ClaimTree
 
@@ -217,6 +218,72 @@ class AuditLiar:
         return jax.nn.one_hot(jnp.argmax(false * (1.0 + marginals)), tree.q, dtype=jnp.float32)
 
 
+POLICY_SIZES = {"answer": 2, "direction": 2, "select": 5}
+"""A learned prover's policy weights: (bias, belief) for the answer and the direction, and five
+weights over each part's ``[c, m, |c - m|, (1 - c) m, c (1 - m)]`` (its belief c, B's marginal m)
+for the selection."""
+
+
+def _cap(x):
+    """``8 tanh(x / 8)``: probabilities stay in ``(3e-4, 1 - 3e-4)``, gradients never vanish."""
+    return 8.0 * jnp.tanh(x / 8.0)
+
+
+@struct.dataclass
+class DigitProver:
+    """A learned A on one tree: its beliefs ``belief[v]`` that each claim holds (read from the
+    images by its own :class:`BagEstimator`, :func:`prover_beliefs`) and policy weights shared by
+    all trees (:data:`POLICY_SIZES`). It answers, bets and selects from its beliefs, never from
+    the labels; honest play is large positive answer and direction weights and a selection of
+    the part where its belief and B's marginal differ most."""
+
+    belief: jax.Array  # float32 [n_nodes]
+    policy: dict
+    sees_truth: bool = struct.field(pytree_node=False, default=False)
+    deterministic: bool = struct.field(pytree_node=False, default=False)
+
+    def answer(self, tree: ClaimTree) -> jax.Array:
+        """``P(a = 1) = sigmoid(w0 + w1 (2 b_root - 1))``."""
+        w = self.policy["answer"]
+        return jax.nn.sigmoid(_cap(w[0] + w[1] * (2.0 * self.belief[0] - 1.0)))
+
+    def direction(self, tree: ClaimTree, node, phat, k) -> jax.Array:
+        """``P(s = +1) = sigmoid(w0 + w1 (b_node - phat))`` over ``s`` in (-1, 0, +1)."""
+        w = self.policy["direction"]
+        p = jax.nn.sigmoid(_cap(w[0] + w[1] * (self.belief[node] - phat)))
+        return jnp.stack([1.0 - p, jnp.float32(0.0), p])
+
+    def decompose(self, tree: ClaimTree, node, phat, k) -> jax.Array:
+        """The tree's one decomposition."""
+        return jnp.ones((tree.n_cand,), jnp.float32) / tree.n_cand
+
+    def select(self, tree: ClaimTree, node, cand, marginals, pi, phat, k) -> jax.Array:
+        """Softmax over the parts of the selection weights times each part's features (each
+        logit's gap below the largest capped at 8, so large weights select one part)."""
+        c, m = self.belief[tree.children(node, cand)], marginals
+        feats = jnp.stack([c, m, jnp.abs(c - m), (1.0 - c) * m, c * (1.0 - m)], axis=-1)
+        logits = feats @ self.policy["select"]
+        return jax.nn.softmax(_cap(logits - jnp.max(logits)))
+
+
+def prover_beliefs(joint, tree: ClaimTree) -> jax.Array:
+    """A's belief in every claim from its reader's joints (rows of :func:`context_features`):
+    the root's is ``Pr[M_D = 1]`` under the root's joint, a part's its marginal.
+
+    Args:
+        joint: A's reader's joints ``[n_trees * n_internal, 2^q]``.
+        tree: the batch's claim trees (one candidate: part j of claim u is node ``1 + u q + j``).
+
+    Returns:
+        float32 ``[n_trees, n_nodes]``.
+    """
+    n_t, q = tree.truth.shape[0], tree.q
+    j = jnp.asarray(joint, jnp.float32).reshape(n_t, tree.n_internal, -1)
+    root = jnp.sum(j[:, 0] * jnp.asarray(tree.tables, jnp.float32)[:, 0], axis=-1)
+    marg = j @ jnp.asarray(bit_table(q), jnp.float32)  # [T, n_internal, q]
+    return jnp.concatenate([root[:, None], marg.reshape(n_t, -1)], axis=1)
+
+
 PROVERS = {"honest": honest_prover, "liar": AuditLiar}  # constructors: no arrays at import
 
 
@@ -241,11 +308,23 @@ def payoffs(prover_name: str, estimators: TabularEstimator, trees: DigitTree, rh
     if not 0.0 <= float(eta) <= 0.5:
         raise ValueError(f"eta={eta!r}: the judge's flip probability must lie in [0, 1/2]")
     ped_params(rho)  # validates rho
-    return _payoffs(prover_name, estimators, trees.tree, jnp.float32(rho), jnp.float32(eta))
+    return exact_payoffs(prover_name, estimators, trees.tree, jnp.float32(rho), jnp.float32(eta))
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _payoffs(prover_name, estimators, tree, rho, eta):
+def exact_payoffs(prover_name: str, estimators: TabularEstimator, tree: ClaimTree, rho, eta):
+    """:func:`payoffs` without the checks (traceable: rho and eta may be traced).
+
+    Args:
+        prover_name: ``"honest"`` or ``"liar"``.
+        estimators: batched B, one per tree.
+        tree: the batch's claim trees.
+        rho: the protocol's rho.
+        eta: the judge's flip probability.
+
+    Returns:
+        ``(u_a, a_correct)``: float32 ``[n_trees]`` each.
+    """
     prover = PROVERS[prover_name]()
     params = PEDParams(rho=rho, rounds=jnp.int32(-1))
     settings = PEDStatic(mode="exact")
@@ -258,3 +337,36 @@ def _payoffs(prover_name, estimators, tree, rho, eta):
         return u, out.a_correct
 
     return jax.vmap(one)(estimators, tree)
+
+
+def expected_payoffs(prover: DigitProver, estimators: TabularEstimator, tree: ClaimTree, rho,
+                     eta):
+    """Exact ``E[U_A]`` and ``P[A correct]`` of a learned A per tree (traceable, differentiable).
+
+    Every path of A's selections is played in exact mode and weighted by its probability; the
+    judge's noise adds ``s_0 (E[answer] - T_leaf)`` as in :func:`payoffs`.
+
+    Args:
+        prover: A with beliefs ``[n_trees, n_nodes]`` and one policy.
+        estimators: batched B, one per tree.
+        tree: the batch's claim trees.
+        rho: the protocol's rho.
+        eta: the judge's flip probability.
+
+    Returns:
+        ``(u_a, a_correct)``: float32 ``[n_trees]`` each.
+    """
+    paths = jnp.asarray(all_paths(jax.tree_util.tree_map(lambda a: a[0], tree)))
+    params = PEDParams(rho=jnp.asarray(rho, jnp.float32), rounds=jnp.int32(-1))
+    settings = PEDStatic(mode="exact")
+    key = jax.random.key(0)  # unused: exact mode with forced paths
+
+    def per_tree(belief, est, t):
+        a = prover.replace(belief=belief)
+        out = jax.vmap(lambda f: play(settings, params, a, est, t, key, forced=f))(paths)
+        w = jnp.exp(out.log_prob)
+        t_leaf = t.truth[out.nodes[:, -1]].astype(jnp.float32)
+        u = out.u_a + out.directions[:, -1] * (judge_mean(t_leaf, eta) - t_leaf)
+        return jnp.sum(w * u), jnp.sum(w * out.a_correct)
+
+    return jax.vmap(per_tree)(prover.belief, estimators, tree)

@@ -20,7 +20,7 @@ from dedebate.agents.ped_digits import PIXEL_MAX, BagEstimator
 from dedebate.core.bits import bit_table
 from dedebate.estimators import train
 from dedebate.estimators.advantage import OIProblem, advantage_weight
-from dedebate.estimators.families import calibration_family, stack_families, table_family
+from dedebate.estimators.families import TableFamily, calibration_family, stack_families
 from dedebate.trees.digits import N_DIGITS, DigitTree
 from dedebate.trees.stability import child_codes_jnp
 
@@ -30,7 +30,7 @@ def _node_depths(q: int, depth: int) -> np.ndarray:
 
 
 def oi_setup(trees: DigitTree):
-    """The indistinguishability problem and test family F on a batch of trees.
+    """The indistinguishability problem and test family F on a batch of trees (traceable).
 
     Args:
         trees: a batch of :class:`~dedebate.trees.digits.DigitTree` (full truths).
@@ -41,42 +41,39 @@ def oi_setup(trees: DigitTree):
     """
     tree = trees.tree
     q, depth, n_t, n_int = tree.q, tree.depth, tree.truth.shape[0], tree.n_internal
-    codes = np.asarray(jax.vmap(child_codes_jnp)(tree))[:, :, 0].reshape(-1)
+    codes = jax.vmap(child_codes_jnp)(tree)[:, :, 0].reshape(-1)
     n_z = 2**q
-    g = np.eye(n_z, dtype=np.float32)[codes]
-    bits = bit_table(q).astype(np.float32)  # [Z, q]
-    md = np.asarray(tree.tables, np.float32)[:, 0]  # [T, Z]
-    md_x = np.repeat(md, n_int, axis=0)  # [X, Z]
-    truth = np.asarray(tree.truth, np.float32)
+    g = jax.nn.one_hot(codes, n_z, dtype=jnp.float32)
+    bits = jnp.asarray(bit_table(q), jnp.float32)  # [Z, q]
+    md_x = jnp.repeat(jnp.asarray(tree.tables, jnp.float32)[:, 0], n_int, axis=0)  # [X, Z]
+    truth = jnp.asarray(tree.truth, jnp.float32)
     node_t = truth[:, :n_int].reshape(-1)
     kids = truth[:, 1:1 + n_int * q].reshape(-1, q)
     depth_x = np.tile(_node_depths(q, depth), n_t)
-    digit_x = np.repeat(np.asarray(trees.digit), n_int)
+    digit_x = jnp.repeat(jnp.asarray(trees.digit), n_int)
     tests = []
     for k in range(depth):
-        at = (depth_x == k).astype(np.float32)[:, None]
+        at = jnp.asarray(depth_x == k, jnp.float32)[:, None]
         tests += [at * (2 * bits[None, :, j] - 1) for j in range(q)]
         tests.append(at * (2 * md_x - 1))
     for d in range(N_DIGITS):
-        tests.append((digit_x == d).astype(np.float32)[:, None] * (2 * md_x - 1))
+        tests.append((digit_x == d).astype(jnp.float32)[:, None] * (2 * md_x - 1))
     tests.append((2 * node_t - 1)[:, None] * md_x)  # honest A's round reward
     tests.append(md_x)  # the liar's round reward (s = +1)
-    fixed = table_family(np.stack(tests))
-    shared = jnp.asarray(kids)
+    fixed = TableFamily(table=jnp.stack(tests))  # every entry in [-1, 1] by construction
 
     def liar_select(feat, p):
-        marg = p @ jnp.asarray(bits)
+        marg = p @ bits
         return jax.nn.one_hot(jnp.argmax((1.0 - feat) * (1.0 + marg)), q)
 
     def honest_select(feat, p):
-        marg = p @ jnp.asarray(bits)
+        marg = p @ bits
         return jax.nn.one_hot(jnp.argmax(jnp.abs(marg - feat)), q)
 
-    liar = calibration_family(liar_select, lambda feat, j, mj: 1.0, shared, q)
-    honest = calibration_family(honest_select, lambda feat, j, mj: 2.0 * feat[j] - 1.0, shared, q)
-    mu = np.full(codes.size, 1.0 / codes.size, np.float32)
-    problem = OIProblem(mu=jnp.asarray(mu), g=jnp.asarray(g))
-    return problem, stack_families(fixed, liar, honest)
+    liar = calibration_family(liar_select, lambda feat, j, mj: 1.0, kids, q)
+    honest = calibration_family(honest_select, lambda feat, j, mj: 2.0 * feat[j] - 1.0, kids, q)
+    mu = jnp.full(codes.shape, 1.0 / codes.size, jnp.float32)
+    return OIProblem(mu=mu, g=g), stack_families(fixed, liar, honest)
 
 
 def train_estimator(static: train.NetTrainStatic, delta, lr, key, trees: DigitTree, images,
@@ -110,7 +107,8 @@ training trees' images); a warm start, the rounds and the exit test are unchange
         raise ValueError(f"best_response={static.best_response!r}: only 'family' is supported")
     problem, family = oi_setup(trees)
     net = BagEstimator(trees.tree.q, trees.tree.depth, static.hidden[0])
-    hp = train.net_train_params(delta, lr)
+    hp = train.NetTrainParams(delta=jnp.asarray(delta, jnp.float32),  # traceable: the caller
+                              lr=jnp.asarray(lr, jnp.float32))  # validates (Config ranges)
     init = train.make_init(static, net)
     q = trees.tree.q
     leaf_pixels = jnp.asarray(images, jnp.float32)[trees.leaves] / PIXEL_MAX  # [T, L, 64]
@@ -145,21 +143,22 @@ training trees' images); a warm start, the rounds and the exit test are unchange
     return run(hp, key, family, problem, features)
 
 
-def tree_advantages(joint, trees: DigitTree) -> np.ndarray:
-    """Each test's advantage per tree: ``a[f, t]``, whose mean over trees is ``Adv_f`` (spec 5.1).
+def tree_advantages(joint, trees: DigitTree) -> jax.Array:
+    """Each test's advantage per tree: ``a[f, t]``, whose mean over trees is ``Adv_f`` (spec 5.1;
+    traceable).
 
     Args:
         joint: B's joints ``[n_trees * n_internal, 2^q]`` on these trees.
         trees: the trees (full truths).
 
     Returns:
-        float64 numpy array ``[F, n_trees]``.
+        float32 ``[F, n_trees]``.
     """
     problem, family = oi_setup(trees)
     h = jnp.asarray(joint, jnp.float32)
     n_t = trees.tree.truth.shape[0]
     per_x = jnp.sum(family.values(h) * (problem.g - h)[None], axis=2)  # [F, X]
-    return np.asarray(per_x.reshape(per_x.shape[0], n_t, -1).mean(axis=2), np.float64)
+    return per_x.reshape(per_x.shape[0], n_t, -1).mean(axis=2)
 
 
 def max_advantage(joint, trees: DigitTree) -> float:
