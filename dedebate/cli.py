@@ -104,6 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--tracking", default="auto",
                      choices=("auto", "offline", "online", "disabled"),
                      help="W&B mode (auto: WANDB_MODE if set, else offline)")
+    rep.add_argument("--memory-limit", default="auto", metavar="BYTES",
+                     help="every experiment's memory_limit (auto: this machine's available "
+                          "memory; or e.g. 64GiB): one estimated over it is a failing row, not "
+                          "run (docs/lab.md, \"Memory budget\")")
     rep.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
     b = sub.add_parser("bench", help="run a benchmark from bench/ and print JSON")
@@ -503,6 +507,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     args.seed = 0 if args.seed is None else args.seed
     if args.seed < 0 or args.seed >= 2**32:
         return _die_usage(f"--seed {args.seed}: must be an integer in [0, 2^32)")
+    from dedebate.lab.config_schema import parse_limit
+
+    try:
+        parse_limit(args.memory_limit)
+    except ValueError as err:
+        return _die_usage(f"--memory-limit: {err}")
     text, from_env = _jobs_text(args)
     jobs = _jobs_value(text)
     if jobs is None and from_env:
@@ -526,7 +536,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         outcome = reproduce(reg, size=args.size, seed=args.seed, output_dir=args.output_dir,
                             only=args.only, tracking_mode=args.tracking,
                             show_progress=not args.no_progress, resume_dir=args.resume,
-                            jobs=jobs)
+                            jobs=jobs, memory_limit=args.memory_limit)
     except ValueError as err:
         print(f"dedebate: error: {err}", file=sys.stderr)
         return EXIT_FAIL

@@ -99,6 +99,14 @@ SIZES = {
 }
 
 
+def memory_bytes(cfg: Config) -> dict[str, int]:
+    """Peak bytes of a run (dedebate/lab/memory.py): the judged grids of every T, built on the
+    host and held by the program (~100 bytes per machine, step and zoo strategy, ``n_random + 2``
+    of them; XLA's buffers measured on a CPU), and Figure 3's exhaustive grid (~10 MiB)."""
+    return {"judged grids": 100 * cfg.n_machines * (cfg.n_random + 2) * sum(_Ts(cfg)[1]),
+            "Figure 3's exhaustive grid": 10 * 2**20 * cfg.exhaustive_fig3}
+
+
 def _Ts(cfg):
     """``(cost_T, all_T)``: the cost sweep's T = 2^e and every T of section 1 (with check_T)."""
     cost_T = [2**e for e in sorted(set(cfg.cost_log2))]

@@ -36,7 +36,7 @@ from dedebate.machines.lipschitz import (
     tree_output_prob,
     tree_transcripts,
 )
-from dedebate.machines.program import count_ones
+from dedebate.machines.program import MC_CHUNK, count_ones
 
 NAME = "machines"
 TITLE = "Oracle machines: exact P_M vs Monte Carlo, empirical vs proven Lipschitz constants"
@@ -69,6 +69,17 @@ SIZES = {
     "quick": {"T": 8, "trials": 2000, "eps": (1e-3, 5e-2), "n_random": 2, "ascent_iters": 3},
     "full": {"T": 18, "trials": 1_000_000, "n_random": 32, "ascent_iters": 20},
 }
+
+
+def memory_bytes(cfg: Config) -> dict[str, int]:
+    """Peak bytes of a run (dedebate/lab/memory.py): the Lipschitz estimate's arrays over the
+    prefix tree's ``2^(T-1) x T`` nodes (~176 bytes a node: probabilities, reach, influences and
+    the families' perturbed trees, and ~2 more per random sign pattern; XLA's buffers measured
+    on a CPU) and one Monte-Carlo chunk of ``min(trials, MC_CHUNK)`` transcripts (~64 bytes a
+    step)."""
+    return {"prefix tree and Lipschitz families": (176 + 2 * cfg.n_random) * 2 ** (cfg.T - 1)
+            * cfg.T,
+            "Monte-Carlo chunk": 64 * min(cfg.trials, MC_CHUNK) * cfg.T}
 
 DYNAMIC = ("eps", "high")
 """Config fields that enter :func:`point` only as numbers: the perturbation sizes (an array of

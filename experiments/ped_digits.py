@@ -89,6 +89,16 @@ SIZES = {
 }
 
 
+def memory_bytes(cfg: Config) -> dict[str, int]:
+    """Peak bytes of a run (float32; dedebate/lab/memory.py): every tree node's context features
+    (64 pixels a part) and B's two hidden layers, with their gradients (x3), for the training
+    and evaluation trees and for every learned-prover run's trees."""
+    nodes = (cfg.q ** (cfg.depth + 1) - 1) // (cfg.q - 1)
+    per_tree = 3 * 4 * nodes * (64 * cfg.q + 2 * cfg.hidden)
+    return {"trees' features and activations": (cfg.train_trees + cfg.eval_trees) * per_tree,
+            "learned provers": cfg.lp_seeds * cfg.lp_trees * per_tree}
+
+
 def load_data():
     """The digits (shipped with scikit-learn): images ``[1797, 64]`` and labels."""
     from sklearn.datasets import load_digits

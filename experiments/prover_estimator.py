@@ -93,6 +93,21 @@ SIZES = {
              "signal_depths": (1, 2, 3, 4, 5, 6)},
 }
 
+
+def memory_bytes(cfg: Config) -> dict[str, int]:
+    """Peak bytes of a run (dedebate/lab/memory.py): the completeness zoo's random-joint
+    estimators on every noisy tree (~14 bytes per node of each pair) and the hidden-flaw trees'
+    exact obfuscation payoffs (~1.2 KB per node), XLA's buffers measured on a CPU; and the
+    sampled debates' outcomes (4 bytes each, every direction policy and the naive debate)."""
+    def nodes(q, d):
+        return (q ** (d + 1) - 1) // (q - 1)
+
+    return {"completeness zoo": 14 * cfg.noisy_trees * cfg.random_joints
+            * nodes(9, cfg.noisy_depth),
+            "obfuscation trees": 1200 * cfg.obf_trees * nodes(cfg.obf_q, cfg.obf_depth),
+            "sampled debates": 4 * (len(DIRECTION_POLICIES) * cfg.obf_episodes
+                                    + cfg.naive_episodes)}
+
 COMPILE_OPTIONS = PED_COMPILE_OPTIONS
 """XLA options of the swept program, run and sweep alike (they can change float rounding)."""
 

@@ -22,6 +22,7 @@ import sys
 import jax
 import numpy as np
 
+from dedebate.agents.learned import N_CAND, N_CHILD, N_GLOBAL, N_NODE, N_ROOT, N_SEL
 from dedebate.core.pytrees import stack
 from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
@@ -106,6 +107,26 @@ SIZES = {
               "n_trees": 2, "unstable_part": False, "warm_seeds": 0},
     "full": {"seeds": 32, "steps": 400, "depth": 2, "n_trees": 8, "warm_seeds": 8},
 }
+
+
+def memory_bytes(cfg: Config) -> dict[str, int]:
+    """Peak bytes of a run, by part (float32; dedebate/lab/memory.py): one training run's seeds at
+    once (the largest part), each with both players' parameters P, gradients and Adam moments
+    (XLA's chunk program holds ~10 P, measured), the players' activations per tree node, and
+    every run's monitors (``6 + 2 (d + 1)`` numbers per A update)."""
+    def mlp(widths):
+        return sum((a + 1) * b for a, b in zip(widths, widths[1:]))
+
+    Q = 5  # noqa: N806 - the trees' width q (dedebate.training.stackelberg_runs)
+    a, b = list(cfg.hidden_a), list(cfg.hidden_b)
+    n_params = sum(mlp([n, *a, 1]) for n in (N_ROOT, N_NODE, N_CAND, N_SEL)) + sum(
+        mlp([n, *b, out]) for n, out in ((N_ROOT, 1), (N_CHILD, 1), (N_GLOBAL, 2**Q)))
+    seeds = max(cfg.seeds, cfg.warm_seeds)
+    nodes = (Q ** (cfg.depth + 1) - 1) // (Q - 1)
+    runs = (len(cfg.n_b_values) + 1 + cfg.unstable_part) * cfg.seeds + 2 * cfg.warm_seeds
+    return {"players, gradients and Adam states": 4 * 10 * seeds * n_params,
+            "activations": 4 * 4 * seeds * cfg.n_trees * nodes * (4 * sum(a) + 3 * sum(b)),
+            "monitors": 4 * (6 + 2 * (cfg.depth + 1)) * cfg.steps * runs}
 
 
 def parts(cfg: Config) -> list[Part]:

@@ -100,6 +100,14 @@ SIZES = {
 }
 
 
+def memory_bytes(cfg: Config) -> dict[str, int]:
+    """Peak bytes of a run (dedebate/lab/memory.py): one compiled batch of debates at the
+    largest T, ``batch_lanes`` lanes (at most every member's trials) of ~16 bytes per step and
+    ~2.4 KB per lane (XLA's buffers, measured on a CPU), and the trials' keys of both sides."""
+    T = max(cfg.Ts)  # noqa: N806 - the paper's symbol
+    return {"debate batch": (16 * T + 2400) * batch_lanes(cfg.max_lanes, T),
+            "trial keys": 2 * 8 * cfg.trials}
+
 ALICE_C = 5000
 """Honest Alice's charged queries are ALICE_C K^2 T ln(200T) with Lean's constants (T N_A)."""
 

@@ -24,6 +24,8 @@ import sys
 import jax
 import numpy as np
 
+from dedebate.agents.selfplay_players import N_FEATURES
+from dedebate.agents.stochastic_zoo import lane_bytes
 from dedebate.exact.selfplay import level_inputs, measure_pair, measure_pairs, take
 from dedebate.lab.experiment import (
     Claim,
@@ -120,6 +122,19 @@ SIZES = {
               "n_b_sweep": ()},
     "full": {"T": 10, "seeds": 32, "steps": 3000, "mc_trials": 20000, "checkpoint_every": 1},
 }
+
+
+def memory_bytes(cfg: Config) -> dict[str, int]:
+    """Peak bytes of a run (float32; dedebate/lab/memory.py): a training chunk's Alice
+    activations and their gradients over the 2^T prefix nodes, both instances and every seed
+    (XLA's chunk program holds ~3 such, measured), every training row's monitors, and the
+    Monte-Carlo check's lanes (every seed's pair copied per debate, and the play loop's
+    :func:`~dedebate.agents.stochastic_zoo.lane_bytes`)."""
+    rows = 1 + cfg.ablate_tail + len(cfg.n_b_sweep)
+    lane = 4 * (N_FEATURES + 2) * cfg.hidden + lane_bytes(cfg.T)
+    return {"Alice's activations and gradients": 3 * 4 * 2 * cfg.seeds * 2**cfg.T * cfg.hidden,
+            "monitors": 2 * 2 * 4 * cfg.seeds * -(-cfg.steps // cfg.log_every) * rows,
+            "Monte-Carlo lanes": cfg.seeds * cfg.mc_trials * lane}
 
 
 def _rows(cfg: Config, dynamic) -> dict:

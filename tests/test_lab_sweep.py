@@ -277,3 +277,44 @@ def test_numeric_and_one_number_list_axes_are_plotted_as_numbers(tmp_path, monke
     assert drawn["x-vs-eps.png"][:2] == ("log", [0.001, 0.1])
     assert drawn["x-vs-high.png"] == ("linear", [0, 1], ["True", "False"])
     assert drawn["x-vs-Ks.png"] == ("linear", [0, 1], ["[1, 2]", "[4]"])
+
+
+def test_a_million_row_plan_builds_no_config_until_a_group_is_read(reg, tmp_path, monkeypatch):
+    """1,000 static n x 1,000 dynamic p (max_rows raised): planning counts 10^6 points and 1,000
+    groups from the axes' lengths and builds no Config (the eager plan built all 10^6); reading
+    group 7 builds exactly its 1,000 points, indices 7000..7999 at n = 8. On a small grid with a
+    static axis between two dynamic ones, the lazy groups hold the points of the eager grouping
+    (every combination, the last axis fastest, grouped by its static value)."""
+    import itertools
+
+    from dedebate.lab import sweep_plan
+
+    module = reg.experiments["fake_sweep"]
+    ps = [i / 999 for i in range(1000)]
+    cfg = config(reg, tmp_path, {"seeds": 1, "max_rows": 10**6,
+                                 "axes": {"n": list(range(1, 1001)), "p": ps}})
+    built = [0]
+    real = sweep_plan.build_dataclass
+
+    def counted(*args, **kw):
+        built[0] += 1
+        assert built[0] <= 5000, "the plan builds a Config per point"
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sweep_plan, "build_dataclass", counted)
+    p = plan(module, cfg)
+    assert (built[0], len(p.points), p.rows, len(p.groups)) == (0, 10**6, 10**6, 1000)
+    g = p.groups[7]
+    assert built[0] == 1000 and g.static == {"n": 8}
+    assert [q.index for q in g.points] == list(range(7000, 8000))
+    assert g.points[123].values == {"n": 8, "p": ps[123]}
+    assert g.points[123].words == sweep_plan.point_words(g.points[123].cfg)
+
+    axes = {"p": [0.1, 0.2], "n": [3, 4, 5], "threshold": [0.25, 0.75]}
+    small = plan(module, config(reg, tmp_path, {"seeds": 2, "axes": axes}))
+    eager: dict = {}
+    for i, combo in enumerate(itertools.product(*axes.values())):
+        eager.setdefault(combo[1], []).append((i, dict(zip(axes, combo))))
+    assert [[(q.index, q.values) for q in gr.points] for gr in small.groups] == list(
+        eager.values())
+    assert [q.index for q in small.points] == list(range(12)) and small.rows == 24

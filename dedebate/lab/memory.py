@@ -12,7 +12,7 @@ whole group) times one run's estimate, an upper bound, as a run does more than i
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import itertools
 import math
 import os
@@ -30,7 +30,14 @@ class MemoryBudgetError(ValueError):
 
 
 def format_bytes(n: float) -> str:
-    """Bytes in binary units, three significant digits (``1.5 GiB``)."""
+    """Bytes in binary units, three significant digits.
+
+    Args:
+        n: bytes.
+
+    Returns:
+        Text such as ``1.5 GiB`` (below 1 KiB: ``512 B``).
+    """
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
             return f"{n / size:.3g} {unit}"
@@ -38,8 +45,12 @@ def format_bytes(n: float) -> str:
 
 
 def host_available_bytes() -> int | None:
-    """The host memory available to a new process: ``MemAvailable`` of /proc/meminfo, else the
-    free physical pages (``os.sysconf``); None where neither is known."""
+    """The host memory available to a new process.
+
+    Returns:
+        ``MemAvailable`` of /proc/meminfo, else the free physical pages (``os.sysconf``), in
+        bytes; None where neither is known.
+    """
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -53,8 +64,12 @@ def host_available_bytes() -> int | None:
 
 
 def available_bytes() -> int | None:
-    """The memory a run may use: the host's available memory, or the default device's
-    (``bytes_limit``) where it reports more (an accelerator); None where neither is known."""
+    """The memory a run may use.
+
+    Returns:
+        The host's available memory, or the default device's (``bytes_limit``) where it
+        reports more (an accelerator), in bytes; None where neither is known.
+    """
     from dedebate.lab.devices import device_memory_bytes
 
     known = [b for b in (host_available_bytes(), device_memory_bytes()) if b]
@@ -62,8 +77,16 @@ def available_bytes() -> int | None:
 
 
 def run_terms(module: Any, params: Any) -> dict[str, int] | None:
-    """An experiment's memory estimate of one run as named terms (bytes), or None where it
-    declares no ``memory_bytes``."""
+    """An experiment's memory estimate of one run.
+
+    Args:
+        module: the experiment module.
+        params: its Config.
+
+    Returns:
+        ``{term: bytes}`` (an int estimate is the one term ``run``), or None where the module
+        declares no ``memory_bytes``.
+    """
     fn = getattr(module, "memory_bytes", None)
     if not callable(fn):
         return None
@@ -102,10 +125,19 @@ def check_run(module: Any, cfg: Any) -> None:
         _check(cfg.experiment, terms, cfg.memory_limit)
 
 
+def _unchecked(params: Any, values: Mapping[str, Any]) -> Any:
+    """A copy of ``params`` with ``values`` set (lists as tuples), without building a Config."""
+    new = copy.copy(params)
+    for k, v in values.items():
+        object.__setattr__(new, k, tuple(v) if isinstance(v, list) else v)
+    return new
+
+
 def check_sweep(module: Any, cfg: Any) -> None:
     """Refuse a sweep whose largest static group is over ``cfg.memory_limit``.
 
-    Every static group is visited once (one Config each, built lazily); a group of a vmapped
+    Every static group is visited once (its sizes set on a copy of the params, unchecked: each
+    axis value was checked alone, and :func:`memory_bytes` reads sizes only); a group of a vmapped
     experiment evaluates ``sweep.batch`` rows at once (0: all its points x seeds), a group of a
     full-run experiment one run at a time. Points whose Config is invalid are left to the plan.
 
@@ -113,7 +145,6 @@ def check_sweep(module: Any, cfg: Any) -> None:
         module: the experiment module.
         cfg: the resolved run config with a ``sweep`` block.
     """
-    from dedebate.lab.config_types import ConfigError, build_dataclass
     from dedebate.lab.sweep_plan import is_sweepable
 
     if not callable(getattr(module, "memory_bytes", None)):
@@ -127,15 +158,13 @@ def check_sweep(module: Any, cfg: Any) -> None:
     rows = per_group * seeds if vmapped else 1
     rows = min(rows, sweep.batch) if vmapped and sweep.batch else rows
     first = {a: v[0] for a, v in sweep.axes.items() if a in dynamic and v}
-    base = dataclasses.asdict(cfg.params)
     worst: tuple[int, dict[str, int], dict[str, Any]] | None = None
     for combo in itertools.product(*(sweep.axes[a] for a in static)):
         values = dict(zip(static, combo))
         try:
-            params = build_dataclass(type(cfg.params), {**base, **first, **values}, "params")
-        except ConfigError:
-            continue
-        terms = run_terms(module, params)
+            terms = run_terms(module, _unchecked(cfg.params, {**first, **values}))
+        except (ValueError, TypeError, ArithmeticError):
+            continue  # an invalid combination: the plan refuses it when its group is built
         if terms is not None and (worst is None or sum(terms.values()) > worst[0]):
             worst = (sum(terms.values()), terms, values)
     if worst is not None:

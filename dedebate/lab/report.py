@@ -26,6 +26,7 @@ from typing import Any
 
 from dedebate.lab.claims import FAMILY_ALPHA, awaits_family, gating
 from dedebate.lab.config import ConfigError, default_config
+from dedebate.lab.memory import MemoryBudgetError, check_run
 from dedebate.lab.registry import Registry
 from dedebate.lab.report_render import (  # noqa: F401  (re-exported)
     ExperimentEntry,
@@ -71,7 +72,8 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
               output_dir: str = "runs", only: list[str] | None = None,
               tracking_mode: str = "auto", project: str = "dedebate",
               show_progress: bool = True,
-              resume_dir: str | os.PathLike | None = None, jobs: int = 1) -> ReproduceOutcome:
+              resume_dir: str | os.PathLike | None = None, jobs: int = 1,
+              memory_limit: int | str = "auto") -> ReproduceOutcome:
     """Run the selected experiments at ``size`` and write ``report.md`` / ``report.json``.
 
     The report is rewritten after each experiment. An experiment that raises, fails to import
@@ -92,6 +94,8 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
         jobs: worker processes that run the experiments side by side
             (:mod:`dedebate.lab.parallel`); 1 runs them one after another in this process. The
             report is the same either way (rows in the registry's order).
+        memory_limit: every run's ``memory_limit``; an experiment estimated over it is a
+            failing row of one line (:mod:`dedebate.lab.memory`), before it starts.
 
     Returns:
         The :class:`ReproduceOutcome`.
@@ -148,11 +152,17 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
                                 measurement_only=bool(getattr(module, "MEASUREMENT_ONLY", False)))
         try:
             cfg = default_config(module, size=size, seed=seed, output_dir=str(report_dir),
-                                 resume=resume_dir is not None,
+                                 resume=resume_dir is not None, memory_limit=memory_limit,
                                  tracking={"mode": tracking_mode, "project": project,
                                            "group": group})
         except ConfigError as err:
             entry.status, entry.error = "error", f"bad embedded config: {err}"
+            finish(entry, ran=False)
+            continue
+        try:
+            check_run(module, cfg)  # what cannot fit is a row of its own, before any work
+        except MemoryBudgetError as err:
+            entry.status, entry.error = "error", str(err)
             finish(entry, ran=False)
             continue
         pending.append((entry, module, cfg))

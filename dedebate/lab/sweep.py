@@ -174,8 +174,8 @@ def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | No
         groups_dir.mkdir(exist_ok=True)
 
     # -- which groups are already done (process 0 reads and checks, everyone agrees)
-    done = [bool(resume) and _group_done(groups_dir / f"group-{g.index:03d}.csv", plan_, g)
-            for g in plan_.groups] if lead else [False] * len(plan_.groups)
+    done = [_group_done(groups_dir / f"group-{g.index:03d}.csv", plan_, g)
+            for g in plan_.groups] if lead and resume else [False] * len(plan_.groups)
     done = dist.broadcast_flags(done)
 
     mode = cfg.tracking.effective_mode() if lead else "disabled"

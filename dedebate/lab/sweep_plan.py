@@ -5,7 +5,9 @@ axis values is a :class:`Point`, and every point runs once per seed. The points 
 static :class:`Group` s, one per combination of values of the axes not in the experiment's
 ``DYNAMIC``: each group is one compiled program. A point's id is two 31-bit words of the sha256
 of its resolved params, so a row's key (:func:`point_key`) depends only on the experiment, the
-seed and the point's own params. More: docs/lab.md, "Sweeps".
+seed and the point's own params. The plan is lazy: it counts its points and groups from the
+axes' lengths, and a point's Config is built when it is read (a group's, when the group runs), so
+a plan of 10^6 rows costs nothing up front. More: docs/lab.md, "Sweeps".
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import dataclasses
 import hashlib
 import itertools
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dedebate.lab.config import ConfigError, RunConfig, build_dataclass
@@ -49,16 +52,17 @@ class Group:
 
 @dataclasses.dataclass(frozen=True)
 class SweepPlan:
-    """A planned sweep: its axes (dynamic and static), seeds, points and static groups;
-    ``vmapped`` when the experiment is sweepable (defines ``point``)."""
+    """A planned sweep: its axes (dynamic and static), seeds, points and static groups (lazy
+    sequences from :func:`plan`); ``vmapped`` when the experiment is sweepable (defines
+    ``point``)."""
 
     experiment: str
     axes: dict[str, list[Any]]
     dynamic_axes: tuple[str, ...]
     static_axes: tuple[str, ...]
     seeds: tuple[int, ...]
-    points: tuple[Point, ...]
-    groups: tuple[Group, ...]
+    points: Sequence[Point]
+    groups: Sequence[Group]
     vmapped: bool
 
     @property
@@ -116,17 +120,95 @@ def is_sweepable(module: Any) -> bool:
     return callable(getattr(module, "point", None))
 
 
+class _Grid:
+    """The points of a sweep's axes, built on demand: point ``i`` is the ``i``-th combination of
+    the axis values (the last axis fastest), its Config built and validated when it is read."""
+
+    def __init__(self, cls: type, base: dict[str, Any], axes: dict[str, list[Any]]):
+        self.cls, self.base, self.axes = cls, base, axes
+        self.sizes = [len(v) for v in axes.values()]
+
+    def __len__(self) -> int:
+        return math.prod(self.sizes)
+
+    def point(self, i: int) -> Point:
+        """Point ``i`` with its Config (:class:`SweepError` where the combination is invalid)."""
+        values, rest = {}, i
+        for (a, vs), n, stride in zip(self.axes.items(), self.sizes, self._strides()):
+            values[a] = vs[(rest // stride) % n]
+        try:
+            pcfg = build_dataclass(self.cls, {**self.base, **values}, "params")
+        except ConfigError as err:
+            raise SweepError(f"sweep point {i} ({describe_values(values)}): {err}") from None
+        values = {a: getattr(pcfg, a) for a in values}  # coerced (lists -> tuples, ints -> floats)
+        return Point(i, values, pcfg, point_words(pcfg))
+
+    def _strides(self) -> list[int]:
+        return [math.prod(self.sizes[k + 1:]) for k in range(len(self.sizes))]
+
+    def index(self, picks: Mapping[str, int]) -> int:
+        """The index of the point with value number ``picks[a]`` of every axis ``a``."""
+        return sum(picks[a] * st for a, st in zip(self.axes, self._strides()))
+
+
+class LazyPoints(Sequence):
+    """Every point of a sweep, each built when read (a Sequence: ``len`` costs nothing)."""
+
+    def __init__(self, grid: _Grid):
+        self._grid = grid
+
+    def __len__(self) -> int:
+        return len(self._grid)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"point {i}: the sweep has {len(self)}")
+        return self._grid.point(i % len(self))
+
+
+class LazyGroups(Sequence):
+    """The static groups of a sweep, one per combination of the static axes' values (in the
+    order of their first point); a group's points are built when the group is read."""
+
+    def __init__(self, grid: _Grid, static_axes: tuple[str, ...]):
+        self._grid, self._static = grid, static_axes
+        self._dynamic = [a for a in grid.axes if a not in static_axes]
+        self._sizes = [len(grid.axes[a]) for a in static_axes]
+
+    def __len__(self) -> int:
+        return math.prod(self._sizes)
+
+    def __getitem__(self, g):
+        if isinstance(g, slice):
+            return [self[k] for k in range(*g.indices(len(self)))]
+        if not -len(self) <= g < len(self):
+            raise IndexError(f"group {g}: the sweep has {len(self)}")
+        g %= len(self)
+        picks, rest = {}, g
+        for a, n in zip(reversed(self._static), reversed(self._sizes)):
+            picks[a], rest = rest % n, rest // n
+        dyn = [range(len(self._grid.axes[a])) for a in self._dynamic]
+        points = tuple(self._grid.point(self._grid.index({**picks, **dict(zip(self._dynamic, c))}))
+                       for c in itertools.product(*dyn))
+        return Group(g, {a: points[0].values[a] for a in self._static}, points)
+
+
 def plan(module: Any, cfg: RunConfig) -> SweepPlan:
     """The grid of ``cfg.sweep`` (axes in the order written, the last varying fastest), its
-    static groups and seeds. Every point's Config is built and validated here.
+    static groups and seeds. Lazy: points and groups are counted from the axes' lengths and a
+    point's Config is built and validated when it is read (a group's points, when the group is;
+    each axis value alone was checked when the config was resolved).
 
     Args:
         module: the experiment module.
         cfg: the resolved run config with a ``sweep`` block.
 
     Returns:
-        The :class:`SweepPlan`. Raises :class:`SweepError` for an axis that clashes with an
-        index column, a ``DYNAMIC`` name that is no Config field, or an invalid point.
+        The :class:`SweepPlan` (its ``points`` and ``groups`` lazy sequences). Raises
+        :class:`SweepError` for an axis that clashes with an index column or a ``DYNAMIC`` name
+        that is no Config field; reading an invalid point raises it too.
     """
     if cfg.sweep is None:
         raise SweepError(f"{cfg.experiment}: the config has no sweep block")
@@ -146,26 +228,9 @@ def plan(module: Any, cfg: RunConfig) -> SweepPlan:
                          f"(fields: {', '.join(fields)})")
     dyn_axes = tuple(a for a in axes if a in dynamic)
     static_axes = tuple(a for a in axes if a not in dynamic)
-    base = dataclasses.asdict(cfg.params)
-    names = list(axes)
-    points = []
-    for i, combo in enumerate(itertools.product(*(axes[a] for a in names))):
-        values = dict(zip(names, combo))
-        try:
-            pcfg = build_dataclass(type(cfg.params), {**base, **values}, "params")
-        except ConfigError as err:
-            raise SweepError(f"sweep point {i} ({describe_values(values)}): {err}") from None
-        values = {a: getattr(pcfg, a) for a in names}  # coerced (lists -> tuples, ints -> floats)
-        points.append(Point(i, values, pcfg, point_words(pcfg)))
-    groups: dict[tuple, list[Point]] = {}
-    for p in points:
-        groups.setdefault(tuple(json.dumps(jsonable(p.values[a])) for a in static_axes),
-                          []).append(p)
-    group_list = tuple(
-        Group(g, {a: pts[0].values[a] for a in static_axes}, tuple(pts))
-        for g, pts in enumerate(groups.values()))
+    grid = _Grid(type(cfg.params), dataclasses.asdict(cfg.params), axes)
     return SweepPlan(name, axes, dyn_axes, static_axes, tuple(sweep.seed_list(cfg.seed)),
-                     tuple(points), group_list, vmapped)
+                     LazyPoints(grid), LazyGroups(grid, static_axes), vmapped)
 
 
 def describe_values(values: Mapping[str, Any]) -> str:
