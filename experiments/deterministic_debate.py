@@ -11,13 +11,13 @@ Spec DED 6, 7, 8; what each part checks and why is spec DED 8.3.
 4. A side-by-side table of Figure 3 and Figure 4.
 
 Sweepable: parts 1 and 3 are :func:`point`'s ``fn`` over the grids of :func:`inputs` (built on
-the host); ``oracle_frac`` is dynamic, T and every size static; ``run`` is the one-point case.
+the host); ``oracle_frac`` is dynamic, T and every size static; a run is the one-point case.
+Part 2 is :func:`host`; :func:`report` turns the numbers into the claims.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 import jax
 import numpy as np
@@ -37,7 +37,7 @@ from dedebate.agents.deterministic_population import (
 from dedebate.core.stats import finite_linfit, finite_loglog_slope
 from dedebate.lab.experiment import Claim, ExperimentResult, strict_max, strict_min
 from dedebate.lab.params import config_dataclass, param
-from dedebate.lab.sweep import point_row
+from dedebate.machines.configurations import clog2
 from dedebate.protocols.cross_exam import FAST_COMPILE
 from dedebate.protocols.det_witness import constraint_task, plan_task
 
@@ -100,11 +100,23 @@ SIZES = {
 
 
 def memory_bytes(cfg: Config) -> dict[str, int]:
-    """Peak bytes of a run (dedebate/lab/memory.py): the judged grids of every T, built on the
-    host and held by the program (~100 bytes per machine, step and zoo strategy, ``n_random + 2``
-    of them; XLA's buffers measured on a CPU), and Figure 3's exhaustive grid (~10 MiB)."""
-    return {"judged grids": 100 * cfg.n_machines * (cfg.n_random + 2) * sum(_Ts(cfg)[1]),
+    """Peak bytes of a run (dedebate/lab/memory.py): the judged grids of every T of section 1
+    (:func:`grid_bytes`; the program holds them all) and Figure 3's exhaustive grid (~10 MiB)."""
+    return {"judged grids": sum(grid_bytes(cfg, T) for T in _Ts(cfg)[1]),
             "Figure 3's exhaustive grid": 10 * 2**20 * cfg.exhaustive_fig3}
+
+
+def grid_bytes(cfg: Config, T: int) -> int:
+    """Bytes of one T's grids and their play: per machine, ``5.5 T + 52`` for each strategy pair
+    of each family (the zoos of :func:`~dedebate.agents.deterministic_players.zoo_pairs`) and
+    ``T (4 + 1.5 * 2^max(deps))`` for each family's machine tables (fitted to XLA's buffers on a
+    CPU, within 5% from T = 8 to 4096)."""
+    fixed = T <= cfg.fixed_bob_max_T
+    pairs = 18 + 3 * cfg.n_random + (2**T if T == cfg.check_T else 0)
+    fig3 = (1 + (cfg.window < T)) * (pairs + 16 + (2 ** clog2(T) if fixed else 0))
+    families = 2 + (cfg.window < T)
+    return int(cfg.n_machines * ((pairs + (T if fixed else 0) + fig3) * (5.5 * T + 52)
+                                 + families * T * (4 + 1.5 * 2 ** max(cfg.deps))))
 
 
 def _Ts(cfg):
@@ -139,7 +151,8 @@ def point(cfg: Config):
     of :func:`inputs` (``key`` is unused: the randomness is in the host-built grids). Metrics
     (int32): :func:`play_families`' ``T{T}/F/...`` judged counts for every T of section 1 and
     cost rows ``T{T}/F/l{l}/...`` for every T of the cost sweep, and with ``exhaustive_fig3``
-    the judged counts ``fig3_exhaustive/...``. ``run`` reports from exactly these numbers."""
+    the judged counts ``fig3_exhaustive/...``. :func:`report` reports from exactly these
+    numbers."""
     cost_T, all_T = _Ts(cfg)
     pop = Population.of(cfg)
     dynamic = {"oracle_frac": np.asarray(cfg.oracle_frac, np.float32)}
@@ -222,13 +235,13 @@ def sweep_figures(rows):
 # -- the claim rows: measured numbers -> report rows (pure; tests/test_claim_rows.py) -------------
 @dataclasses.dataclass
 class Measured:
-    """What :func:`run` measures, the only input of :func:`claim_rows`.
+    """What a run measures, the only input of :func:`claim_rows`.
 
-    ``stats`` maps a protocol family (``fig4``, ``fig3_window``, ``fig3_full``) to its
-    judged summaries (from :func:`point`'s swept function), one per T of ``all_T``; ``ex_T`` the same at ``check_T``
-    (every claimed transcript); ``ex3`` the exhaustive Figure 3 adversary's summary (or None);
-    ``wit`` the witness tasks' summaries (:func:`~dedebate.agents.deterministic_grids.witness_suite`); ``table`` the cost rows
-    (:func:`cost_table`) at every T of ``cost_T``."""
+    ``stats`` maps a protocol family (``fig4``, ``fig3_window``, ``fig3_full``) to its judged
+    summaries (from :func:`point`'s swept function), one per T of ``all_T``; ``ex_T`` the same
+    at ``check_T`` (every claimed transcript); ``ex3`` the exhaustive Figure 3 adversary's
+    summary (or None); ``wit`` the witness tasks' summaries (:func:`host`); ``table`` the cost
+    rows (:func:`cost_table`) at every T of ``cost_T``."""
 
     all_T: list[int]
     cost_T: list[int]
@@ -370,41 +383,34 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
 
 
 # -- the experiment ---------------------------------------------------------------------------------
-def run(cfg: Config, ctx) -> ExperimentResult:
-    cost_T, all_T = _Ts(cfg)
-    with ctx.progress(3, "deterministic debate") as bar:
-        # 1 + 3. the zoo at every T (every transcript at check_T), the cost sweep and the Fig 3
-        # exhaustive adversary: the one-point case of a sweep (its compiled program, one row)
-        swept = point_row(sys.modules[__name__], cfg, ctx.key, ctx.seed)
-        bar.update(1)
-        stats = {fam: [{k: swept[f"T{T}/{fam}/{k}"] for k in JUDGED + ("v_queries_max",)}
-                       for T in all_T] for fam in PROTOCOL_FAMILIES}
-        ex_T = {fam: dict(st[all_T.index(cfg.check_T)]) for fam, st in stats.items()}
-        table = cost_table(swept)
-        for j, T in enumerate(all_T):
-            if T in cost_T:
-                ctx.log({"T": T, **{f"{r['protocol']}_l{r['l']}_bits": r["bits_read"]
-                                    for r in table if r["T"] == T}}, step=j)
-        ex3 = None
-        if cfg.exhaustive_fig3:
-            ex3 = {k.split("/", 1)[1]: v for k, v in swept.items()
-                   if k.startswith("fig3_exhaustive/") and not k.endswith("_sound")}
-            ex3["S"], ex3["sequences"] = EXHAUSTIVE_S, EXHAUSTIVE_SEQUENCES
-        # 2. witness variant (host-built tasks, outside the swept function)
-        wit = {}
-        for i, (name, task) in enumerate((
-                ("plan", plan_task(ctx.seed + 2000, cfg.witness_instances)),
-                ("constraints", constraint_task(ctx.seed + 3000, cfg.witness_instances)))):
-            wit[name] = witness_suite(task, Population.of(cfg).pairs(
-                task.program.T, jax.random.fold_in(ctx.key, 10_000 + i), "cross_exam"))
-            bar.update(1)
+def host(cfg: Config, seed: int, key, measured) -> dict[str, dict]:
+    """Part 2 on the host: the witness tasks' summaries
+    (:func:`~dedebate.agents.deterministic_grids.witness_suite`), instances from ``seed + 2000``
+    (plans) and ``seed + 3000`` (constraints), the zoo from ``fold_in(key, 10_000 + i)``."""
+    del measured
+    tasks = (("plan", plan_task(seed + 2000, cfg.witness_instances)),
+             ("constraints", constraint_task(seed + 3000, cfg.witness_instances)))
+    return {name: witness_suite(task, Population.of(cfg).pairs(
+                task.program.T, jax.random.fold_in(key, 10_000 + i), "cross_exam"))
+            for i, (name, task) in enumerate(tasks)}
 
-    m = Measured(all_T=all_T, cost_T=cost_T, stats=stats, ex_T=ex_T, ex3=ex3, wit=wit,
-                 table=table)
+
+def report(cfg: Config, measured, host) -> ExperimentResult:
+    """The claims of the point's row (parts 1 and 3) and the witness summaries (part 2)."""
+    cost_T, all_T = _Ts(cfg)
+    stats = {fam: [{k: measured[f"T{T}/{fam}/{k}"] for k in JUDGED + ("v_queries_max",)}
+                   for T in all_T] for fam in PROTOCOL_FAMILIES}
+    ex3 = None
+    if cfg.exhaustive_fig3:
+        ex3 = {k.split("/", 1)[1]: v for k, v in measured.items()
+               if k.startswith("fig3_exhaustive/") and not k.endswith("_sound")}
+        ex3 |= {"S": EXHAUSTIVE_S, "sequences": EXHAUSTIVE_SEQUENCES}
+    table = cost_table(measured)
+    m = Measured(all_T=all_T, cost_T=cost_T, stats=stats,
+                 ex_T={fam: dict(st[all_T.index(cfg.check_T)]) for fam, st in stats.items()},
+                 ex3=ex3, wit=host, table=table)
     claims, metrics = claim_rows(cfg, m)
-    metrics = {"point": swept, **metrics}  # the sweep row of this run (fn of point() at ctx.key)
     ls_all = sorted({r["l"] for r in table if r["protocol"] == "fig4"})
-    plots = [ctx.save_figure(_plot(table, ls_all), "deterministic_costs")]
     return ExperimentResult(claims=claims, metrics=metrics,
                             tables={"costs": table, "fig3_vs_fig4": side_by_side(table)},
-                            plots=plots)
+                            figures={"deterministic_costs": _plot(table, ls_all)})

@@ -14,8 +14,6 @@ majority, AND, OR, meta-analysis), with T steps:
 
 from __future__ import annotations
 
-import sys
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,7 +21,6 @@ import numpy as np
 from dedebate.core.stats import wilson_jnp
 from dedebate.lab.experiment import Claim, ExperimentResult
 from dedebate.lab.params import config_dataclass, param
-from dedebate.lab.sweep import point_row
 from dedebate.machines.fixtures import standard_fixtures
 from dedebate.machines.lipschitz import (
     MAX_TREE_T,
@@ -99,7 +96,7 @@ def point(cfg: Config):
     ``K_empirical``, ``K_empirical_eps``, one ``K_<family>`` per family, ``K_hybrid`` (the exact
     hybrid bound), ``K_proven`` and ``K_ratio = K_empirical / K_proven``. All float32.
 
-    Not in ``fn`` (host, float64, run only): the report's enumeration and Lipschitz estimate
+    Not in ``fn``: :func:`host`'s float64 enumeration and Lipschitz estimate
     (:func:`estimate_lipschitz`), which the exact claim rows use; JAX runs without x64 here, and
     the float32 numbers of ``fn`` agree with them to ~1e-6 relative, not bit for bit."""
     fixtures = standard_fixtures(cfg.T, high=cfg.high)
@@ -142,12 +139,46 @@ def point(cfg: Config):
     return dynamic, fn
 
 
+def host(cfg: Config, seed: int, key, measured) -> list:
+    """Float64 on the host, per fixture ``i``: ``(fixture, P_M(1) by enumerating the prefix
+    tree, the Lipschitz estimate of :func:`estimate_lipschitz`)``, the signs from
+    ``fold_in(fold_in(key, i), 1)`` as in :func:`point`."""
+    del seed, measured
+    out = []
+    for i, fx in enumerate(standard_fixtures(cfg.T, high=cfg.high)):
+        levels = prefix_tree(fx.machine)
+        est = estimate_lipschitz(levels, jax.random.fold_in(jax.random.fold_in(key, i), 1),
+                                 eps=cfg.eps, n_random=cfg.n_random, ascent_iters=cfg.ascent_iters)
+        out.append((fx, tree_output_prob(levels), est))
+    return out
+
+
+def report(cfg: Config, measured, host) -> ExperimentResult:
+    """The claims of every fixture, its row of the ``fixtures`` table and the figure."""
+    claims, rows = [], []
+    for fx, p_enum, est in host:
+        ones, p_dp = int(measured[f"{fx.name}/ones"]), float(measured[f"{fx.name}/p1_dp"])
+        fx_claims = fixture_claims(fx, cfg.trials, p_enum, p_dp, ones, est)
+        claims.extend(fx_claims)
+        mc = fx_claims[0]
+        rows.append({"fixture": fx.name, "T": fx.T, "K_proven": fx.K, "K_hybrid": est.hybrid,
+                     "K_empirical": est.best, "best_family": est.family, "best_eps": est.eps,
+                     **{f"K_{k}": v for k, v in est.by_family.items()},
+                     "p1_enumeration": p_enum, "p1_dp": p_dp, "p1_closed": fx.exact_p1,
+                     "p1_mc": mc.value, "p1_mc_lo": mc.lo, "p1_mc_hi": mc.hi,
+                     "p_value": mc.p_value, "trials": cfg.trials})
+    metrics = {r["fixture"]: {k: v for k, v in r.items() if k != "fixture"} for r in rows}
+    return ExperimentResult(claims=claims, metrics=metrics, tables={"fixtures": rows},
+                            figures={"lipschitz_empirical_vs_proven": _plot(rows)})
+
+
 def _plot(rows):
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: nothing global to close
 
     names = [r["fixture"] for r in rows]
     x = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig = Figure(figsize=(8, 4))
+    ax = fig.subplots()
     w = 0.27
     ax.bar(x - w, [r["K_proven"] for r in rows], w, label="proven K")
     ax.bar(x, [r["K_hybrid"] for r in rows], w, label="hybrid bound (exact)")
@@ -159,42 +190,6 @@ def _plot(rows):
     ax.legend()
     fig.tight_layout()
     return fig
-
-
-def run(cfg: Config, ctx) -> ExperimentResult:
-    fixtures = standard_fixtures(cfg.T, high=cfg.high)
-    swept = point_row(sys.modules[__name__], cfg, ctx.key, ctx.seed)  # a sweep's one point
-    claims, rows = [], []
-    with ctx.progress(len(fixtures), "fixtures") as bar:
-        for i, fx in enumerate(fixtures):
-            key = jax.random.fold_in(ctx.key, i)
-            ones, p_dp = int(swept[f"{fx.name}/ones"]), float(swept[f"{fx.name}/p1_dp"])
-            levels = prefix_tree(fx.machine)  # float64 on the host, for the exact rows
-            p_enum = tree_output_prob(levels)
-            p_closed = fx.exact_p1
-            est = estimate_lipschitz(levels, jax.random.fold_in(key, 1), eps=cfg.eps,
-                                     n_random=cfg.n_random, ascent_iters=cfg.ascent_iters)
-            fx_claims = fixture_claims(fx, cfg.trials, p_enum, p_dp, ones, est)
-            mc_row = fx_claims[0]
-            mc = mc_row.value
-            claims.extend(fx_claims)
-            row = {"fixture": fx.name, "T": fx.T, "K_proven": fx.K, "K_hybrid": est.hybrid,
-                   "K_empirical": est.best, "best_family": est.family, "best_eps": est.eps,
-                   **{f"K_{k}": v for k, v in est.by_family.items()},
-                   "p1_enumeration": p_enum, "p1_dp": p_dp,
-                   "p1_closed": p_closed,
-                   "p1_mc": mc, "p1_mc_lo": mc_row.lo, "p1_mc_hi": mc_row.hi,
-                   "p_value": mc_row.p_value, "trials": cfg.trials}
-            rows.append(row)
-            ctx.log({k: v for k, v in row.items() if not isinstance(v, str)} |
-                    {"fixture_index": i}, step=i)
-            bar.update(1)
-            bar.set_postfix(fixture=fx.name)
-    plot = ctx.save_figure(_plot(rows), "lipschitz_empirical_vs_proven")
-    metrics = {r["fixture"]: {k: v for k, v in r.items() if k != "fixture"} for r in rows}
-    metrics["point"] = swept  # the sweep row of this run (fn of point() at ctx.key)
-    return ExperimentResult(claims=claims, metrics=metrics, tables={"fixtures": rows},
-                            plots=[plot])
 
 
 # ---- claim rows: measured numbers in, rows out (pure; tests feed them lying numbers) -------------

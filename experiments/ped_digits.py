@@ -28,7 +28,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate.agents.ped_digits import BagEstimator, context_features, exact_payoffs, tabulate
+from dedebate.agents.ped_digits import (
+    BagEstimator,
+    context_features,
+    exact_payoffs,
+    feature_width,
+    tabulate,
+)
 from dedebate.estimators import train
 from dedebate.estimators.digits_train import train_estimator, tree_advantages
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval
@@ -90,13 +96,20 @@ SIZES = {
 
 
 def memory_bytes(cfg: Config) -> dict[str, int]:
-    """Peak bytes of a run (float32; dedebate/lab/memory.py): every tree node's context features
-    (64 pixels a part) and B's two hidden layers, with their gradients (x3), for the training
-    and evaluation trees and for every learned-prover run's trees."""
-    nodes = (cfg.q ** (cfg.depth + 1) - 1) // (cfg.q - 1)
-    per_tree = 3 * 4 * nodes * (64 * cfg.q + 2 * cfg.hidden)
-    return {"trees' features and activations": (cfg.train_trees + cfg.eval_trees) * per_tree,
-            "learned provers": cfg.lp_seeds * cfg.lp_trees * per_tree}
+    """Peak bytes of a run (float32; dedebate/lab/memory.py): for each family, every tree's
+    context rows (``feature_width`` features and ``q^D x hidden`` encoder activations a row), per
+    feature and activation ~2.6 and ~1.9 floats for a training tree (with gradients), ~1.75 and
+    ~0.3 for an evaluation tree, ~2.8 and ~2 for a learned prover's tree (fitted to XLA's buffers
+    on a CPU; the program holds both families')."""
+    rows = len(FAMILIES) * (cfg.q ** cfg.depth - 1) // (cfg.q - 1)
+    width, acts = feature_width(cfg.q, cfg.depth), cfg.q ** cfg.depth * cfg.hidden
+
+    def trees(n, feature, activation):
+        return int(4 * n * rows * (feature * width + activation * acts))
+
+    return {"trees' features and activations": trees(cfg.train_trees, 2.6, 1.9)
+            + trees(cfg.eval_trees, 1.75, 0.3),
+            "learned provers": trees(cfg.lp_seeds * cfg.lp_trees, 2.8, 2)}
 
 
 def load_data():

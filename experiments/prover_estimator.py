@@ -11,13 +11,11 @@ What each section checks and why: spec PED 9.9.
 5. Training signal against depth: ``rho^-(d+1)`` against ``q^-d`` (plot).
 
 Sweepable: the exact numbers of sections 2-4 are :func:`point`'s ``fn``; ``shift_errors``,
-``control_rho`` and ``rho_scale`` are dynamic; ``run`` is the one-point case. Host only: the fbs
-LPs, the sampled debates and the training-signal sweep.
+``control_rho`` and ``rho_scale`` are dynamic; a run is the one-point case. Host only
+(:func:`host`): the fbs LPs, the sampled debates and the training-signal sweep.
 """
 
 from __future__ import annotations
-
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +36,6 @@ from dedebate.agents.ped_zoo import (
 )
 from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows, strict_max
 from dedebate.lab.params import config_dataclass, param
-from dedebate.lab.sweep import point_row
 from dedebate.protocols.prover_estimator import COMPILE_OPTIONS as PED_COMPILE_OPTIONS
 from dedebate.protocols.prover_estimator import ped_params
 from dedebate.trees import hidden_flaw_tree
@@ -120,18 +117,19 @@ negative control's rho and the protocol's rho relative to the trees' fbs. Tree w
 counts, the estimator counts and the episode counts are shapes: static."""
 
 KEY_NAMES = ("noisy", "shift", "unstable", "obf", "sampled", "signal", "rj", "unanimous")
-"""Section keys: ``fold_in(key, i)`` for the i-th name (shared by ``run`` and :func:`point`)."""
+"""Section keys: ``fold_in(key, i)`` for the i-th name (:func:`host` and :func:`point`)."""
 
 
 def point(cfg: Config):
     """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key)`` is pure JAX (sections 2-4, exact).
 
-    Trees come from ``fold_in(key, i)`` (:data:`KEY_NAMES`) exactly as in ``run``; the fbs LPs are
-    solved here on the host (:meth:`Families.lookups`) and ``fn`` indexes them. The protocol's rho
-    is ``rho_scale`` times the trees' fbs (clamped at 1). Metrics (float32): ``completeness/``
-    of :func:`completeness_metrics`, ``error_shift/`` of :func:`error_shift_metrics` (index
-    ``i = len(shift_errors)`` is e = 1) and ``obfuscation/`` of :func:`obfuscation_metrics`
-    (``liar_max_abs/i`` for policy i of :data:`DIRECTION_POLICIES`)."""
+    Trees come from ``fold_in(key, i)`` (:data:`KEY_NAMES`) exactly as in :func:`host`; the fbs
+    LPs are solved here on the host (:meth:`Families.lookups`) and ``fn`` indexes them. The
+    protocol's rho is ``rho_scale`` times the trees' fbs (clamped at 1). Metrics (float32):
+    ``completeness/`` of :func:`completeness_metrics`, ``error_shift/`` of
+    :func:`error_shift_metrics` (index ``i = len(shift_errors)`` is e = 1) and ``obfuscation/``
+    of :func:`obfuscation_metrics` (``liar_max_abs/i`` for policy i of
+    :data:`DIRECTION_POLICIES`)."""
     fam = Families(cfg.noisy_depth, cfg.obf_q, cfg.obf_depth)
     lookups, fbs32 = fam.lookups()  # host: the LPs of every child code of the three families
     dynamic = {"shift_errors": np.asarray(cfg.shift_errors, np.float32),
@@ -327,88 +325,70 @@ def signal_claims(sig, rho_o, qo) -> list[Claim]:
 
 
 # ==== the experiment ==============================================================================
-def run(cfg: Config, ctx) -> ExperimentResult:
-    claims: list[Claim] = []
-    keys = {name: jax.random.fold_in(ctx.key, i) for i, name in enumerate(KEY_NAMES)}
-    with ctx.progress(5, "prover-estimator sections") as bar:
-        # ---- 1. fbs table (host LPs)
-        rows = fbs_rows(cfg.fbs_qs)
-        flips = flip_rows(cfg.fbs_qs if any(q <= 5 for q in cfg.fbs_qs) else (3,))
-        tables = {"fbs": rows, "flip_probability": flips}
-        claims.extend(fbs_claims(cfg.fbs_qs, rows, flips))
-        bar.update()
-        # ---- 2-4 (exact): the one-point case of a sweep (its compiled program, one row)
-        m = point_row(sys.modules[__name__], cfg, ctx.key, ctx.seed)
-        metrics: dict = {"fbs_points": len(rows), "point": m}  # point: this run's sweep row
+def host(cfg: Config, seed: int, key, measured) -> dict:
+    """The host's part at the point's rho: the fbs LP rows (section 1), the trees' rho by LP
+    (section 2), the sampled debates (section 4: ``us`` [policy, tree, episode] and the naive
+    liar's ``surv``) and the training-signal rows (section 5)."""
+    del seed
+    keys = {name: jax.random.fold_in(key, i) for i, name in enumerate(KEY_NAMES)}
+    fam = Families(cfg.noisy_depth, cfg.obf_q, cfg.obf_depth)
+    params_o = ped_params(measured["obfuscation/rho"])
+    otrees = hidden_flaw_tree(jax.random.split(keys["obf"], cfg.obf_trees), depth=cfg.obf_depth,
+                              q=cfg.obf_q)
+    dps = jnp.asarray(list(DIRECTION_POLICIES.values()), jnp.float32)
+    us, surv = sampled_obfuscation_chunks(params_o, otrees, dps, cfg.obf_episodes,
+                                          cfg.naive_episodes, keys["sampled"], SAMPLED_CHUNK)
+    return {"fbs": fbs_rows(cfg.fbs_qs),
+            "flips": flip_rows(cfg.fbs_qs if any(q <= 5 for q in cfg.fbs_qs) else (3,)),
+            "rhos": fam.tree_rhos(jax.random.split(keys["noisy"], cfg.noisy_trees),
+                                  keys["unanimous"]),
+            "us": us, "surv": surv,
+            "signal": training_signal_rows(params_o, keys["signal"], cfg.signal_depths, cfg.obf_q)}
 
-        # ---- 2. tree rho (host LPs), honest vs honest, completeness zoo
-        d, fam = cfg.noisy_depth, Families(cfg.noisy_depth, cfg.obf_q, cfg.obf_depth)
-        claims.extend(rho_claims(*fam.tree_rhos(jax.random.split(keys["noisy"], cfg.noisy_trees),
-                                                keys["unanimous"])))
-        rho = m["completeness/rho"]  # the trees' fbs (the LPs above) times rho_scale
-        claims.extend(completeness_claims(m, rho, d, cfg.shift_errors, cfg.random_joints,
-                                          cfg.noisy_trees))
-        n_es = len(cfg.shift_errors) + 1
-        mins = {k: m[f"completeness/{k}_min"]
-                for k in ("honest", "root_liar", "constant_half", "random_joint")}
-        mins |= {"error_shifting": min(m[f"completeness/error_shifting_min/{i}"]
-                                       for i in range(n_es)),
-                 "unstable": m["completeness/unstable_min"]}
-        metrics["noisy"] = {"rho": rho, "depth": d, "honest_margin": (1.0 / rho) ** (d + 1),
-                            "min_u_by_estimator": mins}
-        ctx.log({"section": 2, "noisy_min_u": min(v for k, v in mins.items()
-                                                  if k != "unstable")})
-        bar.update()
 
-        # ---- 3. tight error shifting (q=5 Thr_3 d=4, fbs = 2 at every node)
-        u5 = np.asarray([m[f"error_shift/u/{i}"] for i in range(n_es)], np.float32)
-        u_ctrl = m["error_shift/control_u"]
-        claims.extend(error_shift_claims(m["error_shift/honest"], u5, m["error_shift/fbs"],
-                                         cfg.shift_errors, u_ctrl, cfg.control_rho))
-        metrics["error_shifting"] = {
+def report(cfg: Config, measured, host) -> ExperimentResult:
+    """The claims of sections 1-5, their tables and metrics, and the training-signal figure."""
+    m, d, n_es = measured, cfg.noisy_depth, len(cfg.shift_errors) + 1
+    rho, rho_o, qo, do = m["completeness/rho"], m["obfuscation/rho"], cfg.obf_q, cfg.obf_depth
+    u5 = np.asarray([m[f"error_shift/u/{i}"] for i in range(n_es)], np.float32)
+    rows_s = sampled_claims(host["us"], host["surv"], qo, do, cfg.obf_trees)
+    sampled = [{"policy": name, "mean": row.value, "lo": row.lo, "hi": row.hi,
+                "p_value": row.p_value, "n": int(host["us"][i].size)}
+               for i, (name, row) in enumerate(zip(DIRECTION_POLICIES, rows_s))]
+    claims = [*fbs_claims(cfg.fbs_qs, host["fbs"], host["flips"]), *rho_claims(*host["rhos"]),
+              *completeness_claims(m, rho, d, cfg.shift_errors, cfg.random_joints,
+                                   cfg.noisy_trees),
+              *error_shift_claims(m["error_shift/honest"], u5, m["error_shift/fbs"],
+                                  cfg.shift_errors, m["error_shift/control_u"], cfg.control_rho),
+              *obfuscation_claims(m, rho_o, qo, do, cfg.obf_trees), *rows_s,
+              *signal_claims(host["signal"], rho_o, qo)]
+    mins = {k: m[f"completeness/{k}_min"]
+            for k in ("honest", "root_liar", "constant_half", "random_joint")}
+    mins |= {"error_shifting": min(m[f"completeness/error_shifting_min/{i}"]
+                                   for i in range(n_es)),
+             "unstable": m["completeness/unstable_min"]}
+    metrics = {
+        "fbs_points": len(host["fbs"]),
+        "noisy": {"rho": rho, "depth": d, "honest_margin": (1.0 / rho) ** (d + 1),
+                  "min_u_by_estimator": mins},
+        "error_shifting": {
             "u": [float(x) for x in u5[:-1]], "errors": list(cfg.shift_errors),
-            "control_u": u_ctrl, "control_base": (1.0 / cfg.control_rho) ** (TIGHT_DEPTH + 1),
-            "unstable_u": m["completeness/unstable_max_e1"]}
-        ctx.log({"section": 3, "error_shift_u_max": float(u5.max()), "control_u": u_ctrl})
-        bar.update()
-
-        # ---- 4. obfuscation: soundness zoo vs the calibrated estimator; naive debate
-        qo, do = cfg.obf_q, cfg.obf_depth
-        otrees = hidden_flaw_tree(jax.random.split(keys["obf"], cfg.obf_trees), depth=do, q=qo)
-        rho_o = m["obfuscation/rho"]
-        params_o = ped_params(rho_o)
-        claims.extend(obfuscation_claims(m, rho_o, qo, do, cfg.obf_trees))
-        dps = jnp.asarray(list(DIRECTION_POLICIES.values()), jnp.float32)
-        us, surv = sampled_obfuscation_chunks(params_o, otrees, dps, cfg.obf_episodes,
-                                              cfg.naive_episodes, keys["sampled"], SAMPLED_CHUNK)
-        rows_s = sampled_claims(us, surv, qo, do, cfg.obf_trees)
-        claims.extend(rows_s)
-        tables["obfuscation_sampled"] = [
-            {"policy": name, "mean": row.value, "lo": row.lo, "hi": row.hi,
-             "p_value": row.p_value, "n": int(us[i].size)}
-            for i, (name, row) in enumerate(zip(DIRECTION_POLICIES, rows_s))]
-        p = rows_s[-1].value
-        metrics["obfuscation"] = {
+            "control_u": m["error_shift/control_u"],
+            "control_base": (1.0 / cfg.control_rho) ** (TIGHT_DEPTH + 1),
+            "unstable_u": m["completeness/unstable_max_e1"]},
+        "obfuscation": {
             "rho": rho_o, "honest_margin": rho_o ** -(do + 1),
             "liar_exact_max_abs": max(m[f"obfuscation/liar_max_abs/{i}"]
                                       for i in range(len(DIRECTION_POLICIES))),
-            "sampled": tables["obfuscation_sampled"]}
-        metrics["naive"] = {"liar_survival_exact": m["obfuscation/naive_liar_mean"],
-                            "liar_survival_sampled": p,
-                            "honest_survival": m["obfuscation/naive_honest_min"]}
-        ctx.log({"section": 4, "liar_sampled_mean": float(us.mean()), "naive_liar_survival": p})
-        bar.update()
-
-        # ---- 5. training signal vs depth
-        sig = training_signal_rows(params_o, keys["signal"], cfg.signal_depths, qo)
-        for s in sig:
-            ctx.log({"section": 5, "depth": s["depth"], "ped_delta": s["ped_delta"],
-                     "naive_delta": s["naive_delta"]})
-        tables["signal"] = metrics["signal"] = sig
-        claims.extend(signal_claims(sig, rho_o, qo))
-        plots = [ctx.save_figure(_signal_plot(sig, rho_o, qo), "training_signal_vs_depth")]
-        bar.update()
-    return ExperimentResult(claims=claims, metrics=metrics, tables=tables, plots=plots)
+            "sampled": sampled},
+        "naive": {"liar_survival_exact": m["obfuscation/naive_liar_mean"],
+                  "liar_survival_sampled": rows_s[-1].value,
+                  "honest_survival": m["obfuscation/naive_honest_min"]},
+        "signal": host["signal"]}
+    tables = {"fbs": host["fbs"], "flip_probability": host["flips"],
+              "obfuscation_sampled": sampled, "signal": host["signal"]}
+    return ExperimentResult(claims=claims, metrics=metrics, tables=tables, figures={
+        "training_signal_vs_depth": _signal_plot(host["signal"], rho_o, qo)})
 
 
 def _signal_plot(sig, rho, q):

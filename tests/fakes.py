@@ -182,11 +182,13 @@ def sweep_one_row_per_call(module, tmp: Path, *, params: dict, axes: dict[str, l
 def sweep_then_run_alone(module, tmp: Path, *, axes: dict[str, list], pick, seed: int = 0,
                          seeds: int = 1, run_seed: int | None = None):
     """Sweep ``axes`` x ``seeds`` at the quick size one row per call (``sweep.batch: 1``), then
-    run ``module.run`` alone on the first point whose values satisfy ``pick(values)``, at seed
-    ``run_seed`` (default: the sweep's first seed) and that row's key (``point_key``).
+    run ``module`` alone (``run_module``) on the first point whose values satisfy
+    ``pick(values)``, at seed ``run_seed`` (default: the sweep's first seed) and that row's key
+    (``point_key``).
 
     Returns ``(sweep record, point, run seed, run result, context, traces of point's fn after
     both)``: one trace means the run reused the sweep's compiled program."""
+    from dedebate.lab.evaluate import run_module
     from dedebate.lab.sweep import plan, point_key
 
     params = {k: list(v) if isinstance(v, tuple) else v
@@ -201,7 +203,7 @@ def sweep_then_run_alone(module, tmp: Path, *, axes: dict[str, list], pick, seed
         run_seed = rec.rows[0]["seed"] if run_seed is None else run_seed
         ctx = FakeContext(tmp / "alone", seed=run_seed, size="quick", name=module.NAME)
         ctx.key = point_key(module.NAME, run_seed, pt.cfg)
-        result = module.run(pt.cfg, ctx)
+        result = run_module(module, pt.cfg, ctx)
     return rec, pt, run_seed, result, ctx, traces[0]
 
 

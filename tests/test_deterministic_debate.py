@@ -1,6 +1,6 @@
 """The ``deterministic_debate`` experiment: a sweep over the fraction of ORACLE steps is one
-compiled program; the quick run is that sweep's point ``oracle_frac = 0.3`` run alone (``run``
-with the row's documented key ``point_key``), through the same program (one compile for both),
+compiled program; the quick run is that sweep's point ``oracle_frac = 0.3`` run alone (by the
+lab, with the row's documented key ``point_key``), through the same program (one compile for both),
 equal to its row bit for bit; every claim passes with exact cost tables; config validation."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``experiments/machines.py``: a sweep over the perturbation sizes and the fixtures' target
 P_M(1) x seeds is one compiled program; the quick run is that sweep's point (the quick config)
-run alone (``run`` with the row's documented key ``point_key``), through the same program (one
+run alone (by the lab, with the row's documented key ``point_key``), through the same program (one
 compile for both), equal to its row bit for bit; its claims pass; the float32 Lipschitz estimate
 of the swept function agrees with the host float64 one; bad configs are rejected."""
 
@@ -68,7 +68,10 @@ def test_quick_run_claims_pass_and_plot_is_saved(quick):
         assert r["p1_mc_lo"] <= r["p1_enumeration"] <= r["p1_mc_hi"]
     assert result.plots == ["lipschitz_empirical_vs_proven.png"]
     assert (ctx.plots_dir / result.plots[0]).stat().st_size > 0
-    assert len(ctx.logged) == 7 and ctx.bars[0].n == 7
+    # the lab logs each table row as a step and counts point, host and report on one bar
+    assert [(step, m["fixtures/K_empirical"]) for step, m in ctx.logged] == [
+        (i, r["K_empirical"]) for i, r in enumerate(result.tables["fixtures"])]
+    assert ctx.bars[0].n == ctx.bars[0].total == 3
 
 
 def test_config_file_loads_and_size_presets_apply():

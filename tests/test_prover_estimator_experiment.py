@@ -1,7 +1,7 @@
 """experiments/prover_estimator.py: a sweep over the protocol's rho (relative to the trees' fbs)
-is one compiled program; the quick run is that sweep's point rho_scale = 1 run alone (``run`` with
-the row's documented key ``point_key``), through the same program (one compile for both), equal to
-its row bit for bit; its claims pass and its plot is saved; bad configs are rejected."""
+is one compiled program; the quick run is that sweep's point rho_scale = 1 run alone (by the lab,
+with the row's documented key ``point_key``), through the same program (one compile for both),
+equal to its row bit for bit; its claims pass and its plot is saved; bad configs are rejected."""
 
 from pathlib import Path
 
@@ -66,7 +66,8 @@ def test_quick_run_claims_pass_and_plot_is_saved(quick):
         assert s["naive_delta"] == pytest.approx(4.0 ** -s["depth"], abs=1e-6)
     assert result.plots == ["training_signal_vs_depth.png"]
     assert (tmp_path / "plots" / result.plots[0]).stat().st_size > 0
-    assert ctx.bars[0].n == ctx.bars[0].total == 5
+    assert ctx.bars[0].n == ctx.bars[0].total == 3  # the lab's point, host and report
+    assert len(ctx.logged) == sum(map(len, result.tables.values()))  # a step per table row
 
 
 def test_config_file_loads_and_size_presets_apply():

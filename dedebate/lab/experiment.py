@@ -1,14 +1,14 @@
 """The contract between the lab shell and an experiment module (``experiments/NAME.py``).
 
-An experiment module is a thin recipe that knows both the pure debate code and this contract:
-``NAME``, ``TITLE``, a ``Config`` dataclass of its parameters (declared with
-:func:`dedebate.lab.params.param`), ``SIZES`` (presets of the ``quick`` and ``full`` sizes) and
-``run(cfg, ctx) -> ExperimentResult``, pure JAX inside with all I/O through ``ctx`` (a
-:class:`RunContext`). A sweepable experiment also defines ``DYNAMIC`` and ``point(cfg)``, and
-optionally ``inputs``, ``COMPILE_OPTIONS`` and ``sweep_figures``. docs/lab.md ("The experiment
-contract") states every name and its contract; the lab discovers the modules of the
-``experiments`` package that define ``NAME`` and ``run``. The report rows and their statistics
-live in :mod:`dedebate.lab.claims` (re-exported here).
+An experiment module is a recipe: ``NAME``, ``TITLE``, a ``Config`` dataclass of its parameters
+(declared with :func:`dedebate.lab.params.param`), ``SIZES`` (presets of the ``quick`` and
+``full`` sizes), usually ``DYNAMIC`` and ``point(cfg)`` (and ``inputs``), an optional ``host``
+step and a pure ``report(cfg, measured, host) -> ExperimentResult``: :class:`ExperimentModule`.
+The lab evaluates ``point``, runs ``host`` and writes what ``report`` returns
+(:mod:`dedebate.lab.evaluate`). A module with ``run(cfg, ctx)`` instead of ``report``
+(:class:`LegacyExperiment`) drives itself through a :class:`RunContext`, until every experiment
+is converted. docs/lab.md ("The experiment contract") states every name. The report rows and
+their statistics live in :mod:`dedebate.lab.claims` (re-exported here).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 import jax
@@ -56,17 +56,19 @@ def doc(text: str) -> dict[str, str]:
 
 @dataclasses.dataclass
 class ExperimentResult:
-    """What ``run`` returns: report rows, summary metrics and optional tidy tables.
+    """What ``report`` (or ``run``) returns: report rows, summary metrics and optional tidy tables.
 
     ``metrics`` values must be JSON-able (numbers, strings, lists, dicts). ``tables`` maps a
     table name to a list of rows (dicts with the same keys); the lab writes each as CSV.
-    ``plots`` lists the file names (under ``ctx.plots_dir``) the experiment saved.
+    ``figures`` maps a file name to a matplotlib ``Figure`` the lab saves as ``plots/NAME.png``;
+    ``plots`` lists the file names under ``plots/`` (the lab's, or a ``run`` that saved its own).
     """
 
     claims: list[Claim] = dataclasses.field(default_factory=list)
     metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
     tables: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
     plots: list[str] = dataclasses.field(default_factory=list)
+    figures: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -81,6 +83,61 @@ class ExperimentResult:
         """
         gate = [ok for c, ok in zip(self.claims, family_decisions(self.claims)) if gating(c)]
         return bool(gate) and all(gate)
+
+
+class ExperimentModule(Protocol):
+    """An experiment module: the names the lab requires, and ``report``.
+
+    Optional, read with ``getattr``: ``TYPICAL_SECONDS``, ``DYNAMIC``, ``point(cfg) -> (dynamic,
+    fn)``, ``inputs(cfg, seed, key)``, ``host(cfg, seed, key, measured) -> Any`` (work that must
+    run on the host: LPs, searches, float64 enumerations; ``measured`` is the point's row),
+    ``COMPILE_OPTIONS``, ``sweep_figures`` and ``memory_bytes``. ``report`` is pure: ``measured``
+    is the row of ``point`` at the run's key (``{}`` without ``point``), ``host`` what ``host``
+    returned (None without it).
+    """
+
+    NAME: str
+    TITLE: str
+    Config: type[Any]
+    SIZES: Mapping[str, Mapping[str, Any]]
+
+    def report(self, cfg: Any, measured: Mapping[str, Any], host: Any) -> ExperimentResult:
+        """Claims, tables, metrics and figures of the measured numbers (pure).
+
+        Args:
+            cfg: the experiment's ``Config``.
+            measured: the row of ``point`` at the run's key (``{}`` without ``point``).
+            host: what the module's ``host`` step returned (None without one).
+
+        Returns:
+            The :class:`ExperimentResult`.
+        """
+        ...
+
+
+class LegacyExperiment(Protocol):
+    """An experiment module of the old contract: ``run(cfg, ctx)`` drives the whole run."""
+
+    NAME: str
+    TITLE: str
+    Config: type[Any]
+    SIZES: Mapping[str, Mapping[str, Any]]
+
+    def run(self, cfg: Any, ctx: RunContext) -> ExperimentResult:
+        """The whole experiment, all I/O through ``ctx``.
+
+        Args:
+            cfg: the experiment's ``Config``.
+            ctx: the run's context (key, progress, logging, checkpoints, figures).
+
+        Returns:
+            The :class:`ExperimentResult`.
+        """
+        ...
+
+
+AnyExperiment = ExperimentModule | LegacyExperiment
+"""What the lab accepts while experiments move from ``run`` to ``report``."""
 
 
 class Progress(Protocol):

@@ -1,12 +1,13 @@
 """Experiment and benchmark discovery: no registering by hand.
 
-An experiment is any module of an experiment package that defines ``NAME`` and ``run`` (contract:
-``dedebate/lab/experiment.py``). The packages are dedebate's own (the checkout's ``experiments/``
-folder, installed as ``dedebate_experiments``) and those other installed distributions register
-in the ``dedebate.experiments`` entry-point group; ``DEDEBATE_EXPERIMENTS`` (comma-separated
-package or module names) replaces them all, which is how the tests point the CLI at fakes. A
-module that fails to import is not silently dropped: its error is kept in
-:attr:`Registry.errors`, so ``dedebate reproduce`` reports it as a failing row."""
+An experiment is any module of an experiment package that defines ``NAME`` and ``report`` (or,
+the old contract, ``run``; ``dedebate/lab/experiment.py``). The packages are dedebate's own
+(the checkout's ``experiments/`` folder, installed as ``dedebate_experiments``) and those other
+installed distributions register in the ``dedebate.experiments`` entry-point group;
+``DEDEBATE_EXPERIMENTS`` (comma-separated package or module names) replaces them all, which is
+how the tests point the CLI at fakes. A module that fails to import is not silently dropped: its
+error is kept in :attr:`Registry.errors`, so ``dedebate reproduce`` reports it as a failing
+row."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def _import(name_or_module: str | types.ModuleType) -> types.ModuleType:
 
 
 def _is_experiment(module: types.ModuleType) -> bool:
-    return isinstance(getattr(module, "NAME", None), str) and callable(getattr(module, "run", None))
+    return isinstance(getattr(module, "NAME", None), str) and (
+        callable(getattr(module, "report", None)) or callable(getattr(module, "run", None)))
 
 
 def _add(reg: Registry, module: types.ModuleType) -> None:
@@ -111,8 +113,8 @@ def discover_experiments(
 ) -> Registry:
     """Import every module of ``packages`` and every module in ``modules``.
 
-    Modules that define ``NAME`` and ``run`` are kept; a module that fails to import, or
-    repeats another's ``NAME``, is kept as an error instead (never dropped silently).
+    Modules that define ``NAME`` and ``report`` (or ``run``) are kept; a module that fails to
+    import, or repeats another's ``NAME``, is kept as an error instead (never dropped silently).
 
     Args:
         packages: package names or modules; None = :func:`experiment_packages`.

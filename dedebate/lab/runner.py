@@ -1,9 +1,10 @@
 """Run one experiment: run directory, context, local results first, then W&B.
 
-:func:`run_experiment` writes ``config.yaml``, runs ``module.run(cfg.params, ctx)`` with a
-:class:`~dedebate.lab.context.LabContext`, writes tables and ``results.json`` and only then the
-W&B summary and artifact. A run directory is locked while a process runs in it; a failure is
-recorded (``status: "error"``, ``error.txt``) without replacing a finished run's results.
+:func:`run_experiment` writes ``config.yaml``, runs the experiment
+(:func:`~dedebate.lab.evaluate.run_module`) with a :class:`~dedebate.lab.context.LabContext`,
+writes tables and ``results.json`` and only then the W&B summary and artifact. A run directory
+is locked while a process runs in it; a failure is recorded (``status: "error"``,
+``error.txt``) without replacing a finished run's results.
 Resuming a finished run (same config hash, every listed file on disk) is a no-op that returns
 the stored :class:`RunRecord`. The layout of a run directory: docs/lab.md, "Run directories".
 """
@@ -21,7 +22,9 @@ from typing import Any
 from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
 from dedebate.lab.context import LabContext, experiment_key  # noqa: F401  (re-exported)
 from dedebate.lab.devices import peak_device_bytes
+from dedebate.lab.evaluate import run_module
 from dedebate.lab.experiment import (
+    AnyExperiment,
     Claim,
     ExperimentResult,
     gating,
@@ -85,11 +88,11 @@ def find_resumable(cfg: RunConfig) -> Path | None:
         lambda old: not old.get("sweep") and config_hash_of(old) == want)
 
 
-def run_experiment(module: Any, cfg: RunConfig, *, run_dir: str | os.PathLike | None = None,
-                   show_progress: bool = True, nested: bool = False,
-                   raise_errors: bool = False, key: Any = None,
+def run_experiment(module: AnyExperiment, cfg: RunConfig, *,
+                   run_dir: str | os.PathLike | None = None, show_progress: bool = True,
+                   nested: bool = False, raise_errors: bool = False, key: Any = None,
                    tracking_name: str | None = None) -> RunRecord:
-    """Run ``module.run(cfg.params, ctx)`` and write the run directory.
+    """Run the experiment (:func:`~dedebate.lab.evaluate.run_module`), write the run directory.
 
     Order: config.yaml, then the experiment (metrics.jsonl and plots as it goes), then tables and
     results.json, and only then the W&B summary and artifact (results.json, config.yaml, tables
@@ -160,7 +163,8 @@ def _finished_results(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
     return results
 
 
-def finished_record(module: Any, cfg: RunConfig, run_dir: str | os.PathLike) -> RunRecord | None:
+def finished_record(module: AnyExperiment, cfg: RunConfig,
+                    run_dir: str | os.PathLike) -> RunRecord | None:
     """The stored record of a run that finished in ``run_dir`` with ``cfg``, or None (run it).
 
     Finished means: results.json says "ok", has ``cfg``'s config hash and every table and plot
@@ -212,7 +216,7 @@ def finished_record(module: Any, cfg: RunConfig, run_dir: str | os.PathLike) -> 
                      reused=True)
 
 
-def _write_running_record(module: Any, cfg: RunConfig, run_dir: Path) -> None:
+def _write_running_record(module: AnyExperiment, cfg: RunConfig, run_dir: Path) -> None:
     """``results.json`` saying "running" before the experiment starts, so a run whose process
     dies (killed, out of memory, aborted) is visible as such. A finished run's results.json
     (status "ok") is kept: a resume of it must never lose it."""
@@ -234,8 +238,8 @@ def _write_running_record(module: Any, cfg: RunConfig, run_dir: Path) -> None:
     })
 
 
-def _run_in(module: Any, cfg: RunConfig, run_dir: Path, resume: bool, *, show_progress: bool,
-            nested: bool, raise_errors: bool, key: Any,
+def _run_in(module: AnyExperiment, cfg: RunConfig, run_dir: Path, resume: bool, *,
+            show_progress: bool, nested: bool, raise_errors: bool, key: Any,
             tracking_name: str | None) -> RunRecord:
     """The body of :func:`run_experiment`, in a locked run directory."""
     write_text(run_dir / "config.yaml", dump_yaml(cfg))
@@ -259,15 +263,9 @@ def _run_in(module: Any, cfg: RunConfig, run_dir: Path, resume: bool, *, show_pr
     tb_text = None
     try:
         try:
-            result = module.run(cfg.params, ctx)
+            result = run_module(module, cfg.params, ctx)
         finally:
             ctx.flush_metrics()
-        if not isinstance(result, ExperimentResult):
-            raise TypeError(f"{cfg.experiment}.run returned {type(result).__name__}, "
-                            "expected ExperimentResult")
-        bad = [c for c in result.claims if not isinstance(c, Claim)]
-        if bad:
-            raise TypeError(f"{cfg.experiment}.run returned claims that are not Claim rows")
     except Exception as err:
         error = f"{type(err).__name__}: {' '.join(str(err).split())}"
         tb_text = traceback.format_exc()
@@ -346,7 +344,9 @@ def _status(results_path: Path) -> str | None:
     return status if isinstance(status, str) else None
 
 
-def _finish_failed(module, cfg, run_dir, ctx, tracker, mode, env, started, t0, error, tb_text):
+def _finish_failed(module: AnyExperiment, cfg: RunConfig, run_dir: Path, ctx: LabContext,
+                   tracker: Tracker, mode: str, env: dict[str, Any], started: str, t0: float,
+                   error: str, tb_text: str | None) -> dict[str, Any]:
     wall = time.monotonic() - t0
     write_text(run_dir / "error.txt", tb_text or error)
     results = {

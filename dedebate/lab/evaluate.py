@@ -1,0 +1,78 @@
+"""The lab evaluates, the experiment reports: what a run does with its experiment module.
+
+For a module that defines ``report`` (:class:`~dedebate.lab.experiment.ExperimentModule`),
+:func:`run_module` evaluates ``point`` at the run's key through
+:func:`~dedebate.lab.sweep_eval.point_row` (a sweep's one-point case, so a run's numbers are its
+sweep row's bit for bit), runs the optional ``host`` step, calls the pure ``report``, logs each
+table row, saves the figures and adds the point's row to the metrics as ``point``, timing
+``point`` and ``host`` (``wall_point_s``, ``wall_host_s``). A module with ``run`` instead (the
+old contract) drives itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from numbers import Number
+from typing import Any
+
+from dedebate.lab.experiment import AnyExperiment, Claim, ExperimentResult, RunContext
+from dedebate.lab.sweep_eval import point_row
+
+
+def run_module(module: AnyExperiment, cfg: Any, ctx: RunContext) -> ExperimentResult:
+    """The experiment's result for ``cfg`` (its ``Config``), its services from ``ctx``.
+
+    Args:
+        module: the experiment module.
+        cfg: its Config.
+        ctx: the run's context (key, seed, progress, log, figures, stopwatch).
+
+    Returns:
+        The result, its figures saved (listed in ``plots``).
+
+    Raises:
+        TypeError: ``report``/``run`` returned something else than an ExperimentResult of Claim
+            rows.
+    """
+    name = getattr(module, "NAME", type(module).__name__)
+    report = getattr(module, "report", None)
+    if not callable(report):
+        return _checked(f"{name}.run", module.run(cfg, ctx))
+    point, host_step = getattr(module, "point", None), getattr(module, "host", None)
+    measured: dict[str, Any] = {}
+    host = None
+    with ctx.progress(1 + callable(point) + callable(host_step), name) as bar:
+        if callable(point):
+            with ctx.stopwatch("point"):
+                measured = point_row(module, cfg, ctx.key, ctx.seed)
+            bar.update(1)
+        if callable(host_step):
+            with ctx.stopwatch("host"):
+                host = host_step(cfg, ctx.seed, ctx.key, measured)
+            bar.update(1)
+        result = _checked(f"{name}.report", report(cfg, measured, host))
+        bar.update(1)
+    if "point" in result.metrics and measured:
+        raise TypeError(f"{name}.report returned a metric named 'point': the lab's name for "
+                        "the point's row")
+    log_tables(ctx, result.tables)
+    plots = [*result.plots, *(ctx.save_figure(fig, fname) for fname, fig in result.figures.items())]
+    metrics = {"point": measured, **result.metrics} if measured else result.metrics
+    return dataclasses.replace(result, metrics=metrics, plots=plots, figures={})
+
+
+def log_tables(ctx: RunContext, tables: Mapping[str, list[dict[str, Any]]]) -> None:
+    """Log each table row's numbers as one step (``TABLE/COLUMN``), steps counting from 0."""
+    rows = ((t, row) for t, table in tables.items() for row in table)
+    for step, (t, row) in enumerate(rows):
+        ctx.log({f"{t}/{k}": v for k, v in row.items() if isinstance(v, Number)}, step=step)
+
+
+def _checked(what: str, result: Any) -> ExperimentResult:
+    """``result`` if it is an ExperimentResult of Claim rows, else a TypeError naming ``what``."""
+    if not isinstance(result, ExperimentResult):
+        raise TypeError(f"{what} returned {type(result).__name__}, expected ExperimentResult")
+    if any(not isinstance(c, Claim) for c in result.claims):
+        raise TypeError(f"{what} returned claims that are not Claim rows")
+    return result

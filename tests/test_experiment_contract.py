@@ -1,0 +1,109 @@
+"""The report contract: the lab evaluates ``point``, runs ``host`` and writes what the pure
+``report`` returns; an experiment module that reports never calls back into the lab with its own
+module (``point_row``, ``train_point``, ``ChunkedPrograms``, ``sys.modules[__name__]``), defines
+no ``run`` and imports nothing of the lab beyond its types, claims and params."""
+
+from __future__ import annotations
+
+import ast
+import json
+import types
+
+import jax
+import numpy as np
+import pytest
+
+from dedebate.lab.config import resolve
+from dedebate.lab.context import experiment_key
+from dedebate.lab.evaluate import run_module
+from dedebate.lab.experiment import ExperimentResult
+from dedebate.lab.registry import discover_experiments
+from dedebate.lab.runner import run_experiment
+from dedebate.lab.sweep_eval import point_row
+from tests.conftest import REPO
+from tests.fake_experiments.reporting import fake_report
+from tests.fakes import FakeContext
+
+REPORTING = "tests.fake_experiments.reporting"
+CALLBACKS = {"point_row", "train_point", "ChunkedPrograms"}
+LAB_TYPES = {"dedebate.lab.experiment", "dedebate.lab.claims", "dedebate.lab.params"}
+
+
+def contract_problems(source: str) -> list[str]:
+    """Why a module that defines ``report`` breaks the contract ([] for one without ``report``)."""
+    tree = ast.parse(source)
+    top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    if "report" not in top:
+        return []
+    problems = ["defines run (the lab drives a module that reports)"] if "run" in top else []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith("dedebate.lab") and node.module not in LAB_TYPES:
+                problems.append(f"imports {node.module} (only {sorted(LAB_TYPES)})")
+            problems += [f"imports {a.name}" for a in node.names if a.name in CALLBACKS]
+        elif isinstance(node, ast.Import):
+            problems += [f"imports {a.name} (only {sorted(LAB_TYPES)})" for a in node.names
+                         if a.name.startswith("dedebate.lab") and a.name not in LAB_TYPES]
+        elif isinstance(node, ast.Attribute) and node.attr in CALLBACKS:
+            problems.append(f"uses {node.attr}")
+        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+              and node.value.attr == "modules"):
+            problems.append("uses sys.modules[...] (its own module)")
+    return problems
+
+
+def test_experiments_that_report_do_not_call_back_into_the_lab():
+    found = {p.stem: contract_problems(p.read_text()) for p in (REPO / "experiments").glob("*.py")
+             if "\ndef report(" in p.read_text()}
+    assert {"machines", "deterministic_debate", "prover_estimator"} <= set(found)
+    assert {name: bad for name, bad in found.items() if bad} == {}
+
+
+REPORT = "def report(cfg, measured, host):\n    return None\n"
+
+
+@pytest.mark.parametrize("source,problem", [
+    ("def run(cfg, ctx):\n    pass\n", "defines run"),
+    ("from dedebate.lab.sweep import point_row\n", "imports point_row"),
+    ("from dedebate.lab.sweep_programs import train_point\n", "imports train_point"),
+    ("import dedebate.lab.sweep_programs as sp\nx = sp.ChunkedPrograms\n", "uses ChunkedPrograms"),
+    ("import sys\nme = sys.modules[__name__]\n", "uses sys.modules"),
+    ("from dedebate.lab.runner import run_experiment\n", "imports dedebate.lab.runner"),
+])
+def test_a_callback_into_the_lab_is_reported(source, problem):
+    problems = contract_problems(source + REPORT)
+    assert any(p.startswith(problem) for p in problems), problems
+    assert contract_problems(source) == []  # a module of the old contract is not held to it
+    assert contract_problems("from dedebate.lab.experiment import Claim\n" + REPORT) == []
+
+
+def test_the_lab_evaluates_point_runs_host_and_writes_the_report(tmp_path):
+    cfg = resolve({"experiment": "fake_report", "seed": 3, "size": "quick",
+                   "output_dir": str(tmp_path), "tracking": {"mode": "disabled"}},
+                  {"fake_report": fake_report})
+    assert discover_experiments([REPORTING]).names() == ["fake_report"]  # found without run
+    rec = run_experiment(fake_report, cfg, show_progress=False)
+    assert rec.error is None and rec.passed
+    res = json.loads((rec.run_dir / "results.json").read_text())
+    key = experiment_key(3, "fake_report")
+    row = point_row(fake_report, cfg.params, key, 3)
+    dyn, fn = fake_report.point(cfg.params)
+    direct = jax.jit(fn)(dyn, key)  # the same numbers, computed apart from the lab
+    assert row == {k: int(v) for k, v in direct.items()} == res["metrics"]["point"]
+    assert res["metrics"]["host"] == {"expected": 0.5 * 32 * 8, "seed": 3, "seen": row["heads"]}
+    assert res["metrics"]["wall_point_s"] > 0 and res["metrics"]["wall_host_s"] >= 0
+    assert res["claims"][0]["value"] == row["heads"] / (32 * 8)
+    assert res["plots"] == ["plots/heads.png"] and (rec.run_dir / "plots/heads.png").stat().st_size
+    assert res["tables"] == {"counts": "tables/counts.csv"}
+    logged = [json.loads(line) for line in (rec.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["counts/count"]) for r in logged] == [(0, row["heads"]),
+                                                                 (1, row["max_trial"])]
+
+
+def test_a_report_that_returns_no_result_is_a_type_error(tmp_path):
+    module = types.SimpleNamespace(NAME="bad", report=lambda cfg, measured, host: {"claims": []})
+    with pytest.raises(TypeError, match=r"bad\.report returned dict, expected ExperimentResult"):
+        run_module(module, None, FakeContext(tmp_path))
+    module.report = lambda cfg, measured, host: ExperimentResult(claims=[np.float32(1.0)])
+    with pytest.raises(TypeError, match=r"bad\.report returned claims that are not Claim rows"):
+        run_module(module, None, FakeContext(tmp_path))
