@@ -93,7 +93,7 @@ def test_console_script_installed(cli_env):
 def test_the_run_summary_prints_a_finding_row_with_a_p_value():
     """A finding (or any row outside the family) has a p-value but no family level: the run's
     summary prints it alone (it raised KeyError after the run had finished)."""
-    from dedebate.cli import _p_text
+    from dedebate.cli.run import _p_text
 
     assert _p_text({"p_value": 0.25, "finding": True}) == "; p=0.25"
     assert _p_text({"p_value": 0.25, "family_level": 0.01, "family_size": 5}) == \

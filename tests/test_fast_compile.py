@@ -11,7 +11,9 @@ import sys
 
 import pytest
 
-from dedebate import _xla_flags, cli
+from dedebate import _xla_flags
+from dedebate.cli.parser import build_parser
+from dedebate.cli.startup import _fast_compile
 from dedebate.lab import fast_compile, parallel
 
 
@@ -53,7 +55,7 @@ def test_a_resumed_quick_reproduce_compiles_as_it_started(tmp_path, monkeypatch)
                         (["reproduce", "--resume", str(tmp_path / "nowhere")], 0),
                         (["reproduce", "--quick"], 2), (["reproduce"], 0), (["run", "x"], 0)):
         monkeypatch.setenv("XLA_FLAGS", "")
-        assert len(cli._fast_compile(cli._parser().parse_args(argv))) == added, argv
+        assert len(_fast_compile(build_parser().parse_args(argv))) == added, argv
 
 
 def _without_fast_flags(env):
@@ -137,10 +139,11 @@ def test_quick_runs_compile_the_programs_at_level_0_but_the_stackelberg_trainers
 def test_the_command_line_sets_the_flags_before_any_program_is_defined():
     """The options are read when a module defines its programs, so the command line must add the
     flags before it imports any such module: what ``cli.main`` imports up to then is the CLI and
-    the two lab modules of :func:`dedebate.cli._fast_compile`."""
+    the two lab modules of :func:`dedebate.cli.startup._fast_compile` (the CLI's own modules are
+    left out of the list)."""
     code = ("import json, sys; import dedebate.cli; from dedebate.lab import fast_compile, "
-            "parallel; print(json.dumps(sorted(m for m in sys.modules "
-            "if m.startswith(('dedebate', 'experiments')))))")
+            "parallel; print(json.dumps(sorted(m for m in sys.modules if m.startswith(("
+            "'dedebate', 'experiments')) and not m.startswith('dedebate.cli.'))))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     assert json.loads(proc.stdout) == ["dedebate", "dedebate._xla_flags", "dedebate.cli",

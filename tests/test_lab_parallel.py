@@ -143,7 +143,8 @@ def test_accelerator_plugins_decide_whether_the_fork_server_starts_early(monkeyp
     import importlib.metadata
     import importlib.util
 
-    from dedebate.cli import _parser, _workers_likely
+    from dedebate.cli.parser import build_parser
+    from dedebate.cli.startup import _workers_likely
 
     monkeypatch.delenv("JAX_PLATFORMS", raising=False)
     if not parallel.accelerator_plugins_installed():  # then JAX has only its CPU backend
@@ -165,7 +166,7 @@ def test_accelerator_plugins_decide_whether_the_fork_server_starts_early(monkeyp
     monkeypatch.setattr(parallel, "accelerator_plugins_installed", lambda: False)
     monkeypatch.setattr(parallel, "usable_cores", lambda: [0, 1])
     monkeypatch.delenv("DEDEBATE_JOBS", raising=False)
-    args = lambda *a: _parser().parse_args(["reproduce", *a])  # noqa: E731
+    args = lambda *a: build_parser().parse_args(["reproduce", *a])  # noqa: E731
     assert _workers_likely(args()) and _workers_likely(args("--jobs", "auto"))
     assert _workers_likely(args("--jobs", "3")) and not _workers_likely(args("--jobs", "1"))
     assert not _workers_likely(args("--jobs", "two"))  # reported later as a usage error

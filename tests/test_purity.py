@@ -1,5 +1,5 @@
 """Pure core, impure shell: no I/O, clocks, printing, global RNG state or ``global`` statements in
-``dedebate/`` outside ``dedebate/lab/`` and ``dedebate/cli.py`` (the brief's convention)."""
+``dedebate/`` outside ``dedebate/lab/`` and ``dedebate/cli/`` (the brief's convention)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import dedebate
 from tests.source_tree import parse
 
 ROOT = Path(dedebate.__file__).resolve().parent
-SHELL = {"lab", "cli.py"}
+SHELL = {"lab", "cli"}
 # The one deliberate import-time side effect: the XLA flag work-around for a jaxlib CPU
 # miscompilation (dedebate/_xla_flags.py, tested in tests/test_xla_workaround.py).
 ALLOWED_FILES = {"_xla_flags.py"}
@@ -72,7 +72,7 @@ def violations(path: Path) -> list[str]:
 def test_core_files_are_found():
     names = {p.relative_to(ROOT).as_posix() for p in core_files()}
     assert "protocols/stochastic.py" in names and "core/binomial.py" in names
-    assert not any(n.startswith("lab/") or n == "cli.py" for n in names)
+    assert not any(n.startswith(("lab/", "cli/")) for n in names)
 
 
 @pytest.mark.parametrize("path", core_files(), ids=lambda p: p.relative_to(ROOT).as_posix())

@@ -9,7 +9,8 @@ import gc
 from tests.conftest import REPO
 from tests.source_tree import parse
 
-SOURCE = (REPO / "dedebate" / "cli.py").read_text()
+# a large module: the command line's files, one after another
+SOURCE = "\n".join(p.read_text() for p in sorted((REPO / "dedebate" / "cli").glob("*.py")))
 
 
 class _ParsesWhenCollected:

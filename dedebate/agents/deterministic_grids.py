@@ -23,20 +23,10 @@ from dedebate.protocols.det_witness import accepting_witnesses, all_witnesses, w
 
 
 def grid_cells(machines, pairs, y1):
-    """One judged debate grid: its machines, strategy pairs and judged cells.
+    """One judged grid: ``machines`` [M], ``A``, ``B`` (K pairs), bool [M, K] ``comp``, ``sound``.
 
-    Completeness cells are the honest-A pairs on output-1 machines; soundness cells the honest-B
-    pairs on output-0 machines.
-
-    Args:
-        machines: the grid's machines (a batch on axis 0 of size M).
-        pairs: ``(A, B, n_comp)`` of :func:`~dedebate.agents.deterministic_players.zoo_pairs`
-            (K zipped pairs; the first ``n_comp`` have honest A).
-        y1: bool ``[M]``, whether each machine outputs 1.
-
-    Returns:
-        Dict with ``machines``, ``A``, ``B`` and the bool ``[M, K]`` masks ``comp`` and
-        ``sound``.
+    Completeness cells are the honest-A pairs (the first ``n_comp`` of ``pairs``) on the machines
+    where ``y1``; soundness cells the honest-B pairs on the others.
     """
     A, B, n_comp = pairs
     k = np.arange(np.asarray(B.mode).shape[0]) < n_comp
@@ -45,14 +35,7 @@ def grid_cells(machines, pairs, y1):
 
 
 def play_grid(play):
-    """``play`` vmapped over machines (axis 0) x zipped strategy pairs (axis 0).
-
-    Args:
-        play: a debate ``play(machine, alice, bob) -> outcome`` of one pair on one machine.
-
-    Returns:
-        ``grid(machines, alices, bobs) -> outcome[M, K]`` (unjitted, pure).
-    """
+    """``grid(machines, alices, bobs) -> outcome[M, K]``: ``play`` over machines x pairs."""
     return jax.vmap(jax.vmap(play, in_axes=(None, 0, 0)), in_axes=(0, None, None))
 
 
@@ -61,16 +44,9 @@ GRID_PLAY = {"fig4": play_grid(play_cross_exam), "fig3": play_grid(play_binary_s
 
 
 def judged_counts(out, g):
-    """Completeness / soundness counts of a grid and V's largest query and bit counts.
-
-    Args:
-        out: the outcome grid ``[M, K]`` (``alice_wins`` and ``costs``).
-        g: the grid of :func:`grid_cells` (its ``comp`` and ``sound`` masks).
-
-    Returns:
-        Dict of int32 scalars: ``comp_debates``, ``comp_accepts``, ``sound_debates``,
-        ``sound_accepts``, ``v_queries_max``, ``bits_max`` and ``v_queries_sound`` (soundness
-        debates in which V queried the oracle).
+    """int32 ``comp_debates``, ``comp_accepts``, ``sound_debates``, ``sound_accepts``,
+    ``v_queries_max``, ``bits_max`` and ``v_queries_sound`` (soundness debates where V queried) of
+    an outcome grid.
     """
     i32 = jnp.int32
     return {"comp_debates": jnp.sum(g["comp"], dtype=i32),
@@ -88,14 +64,9 @@ def judged_counts(out, g):
 def honest_costs(out, rows):
     """Costs of the honest debate (pair 0) on the machines ``rows`` and the worst over the zoo.
 
-    Args:
-        out: the outcome grid ``[M, K]``.
-        rows: index (or mask) of the machines to summarise.
-
-    Returns:
-        Dict of scalars: the honest debate's largest ``rounds``, ``bits_read``,
-        ``a_message_bits``, ``a_steps``, ``b_steps`` and smallest ``bits_read_min``, and over every
-        pair ``bits_read_max_over_zoo`` and ``v_queries_max``.
+    The honest debate's largest ``rounds``, ``bits_read``, ``a_message_bits``, ``a_steps``,
+    ``b_steps`` and smallest ``bits_read_min``; over every pair ``bits_read_max_over_zoo`` and
+    ``v_queries_max``.
     """
     c = out.costs
     h = {"rounds": c.rounds[rows, 0], "bits_read": c.bits_read[rows, 0],
@@ -112,19 +83,10 @@ def witness_suite(task, pairs) -> dict:
     """The witness debate (Figure 2+4) over every instance and witness of a task (host side).
 
     Every (instance, witness) pair of ``task`` is one machine of a Figure 4 grid; completeness is
-    judged over every valid witness, soundness over every witness of every no-instance
-    (spec DED 8).
-
-    Args:
-        task: the witness task (its program, instances and witness length ``n_w``).
-        pairs: the strategy pairs of :func:`~dedebate.agents.deterministic_players.zoo_pairs`
-            with ``protocol="cross_exam"``.
-
-    Returns:
-        The :func:`~dedebate.agents.deterministic_players.judge_grid` counts plus ``yes``,
-        ``no``, ``witnesses``, ``T``, ``n``, ``l``, the Theorem 7.1 bound ``bits_bound`` on the
-        bits V reads, ``a_steps_max``, ``rounds`` and ``valid_min`` (fewest valid witnesses of a
-        yes-instance).
+    judged over every valid witness, soundness over every witness of every no-instance (spec DED 8).
+    Returns :func:`~dedebate.agents.deterministic_players.judge_grid`'s counts plus ``yes``, ``no``,
+    ``witnesses``, ``T``, ``n``, ``l``, ``bits_bound`` (Theorem 7.1), ``a_steps_max``, ``rounds``
+    and ``valid_min`` (fewest valid witnesses of a yes-instance).
     """
     T, n = task.program.T, task.program.n_inputs
     ws = all_witnesses(task.n_w)

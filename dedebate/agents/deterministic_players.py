@@ -2,17 +2,10 @@
 
 The strategy pytrees and their moves are the protocols' player interface
 (:mod:`dedebate.protocols.deterministic_players`); this module builds them on the host (numpy
-leaves):
-
-- one strategy: :func:`make_alice` / :func:`make_bob`, and :func:`det_honest_alice`;
-- batches: :func:`stack` / :func:`concat` / :func:`repeat`;
-- the named zoos: :func:`det_alice_zoo` (lying provers), :func:`configuration_lies` (Figure 3
-  liars that corrupt one configuration bit) and :func:`det_bob_zoo` (Bobs for completeness);
-- a debate grid's pairs (:func:`zoo_pairs`) and its host-side verdict (:func:`judge_grid`,
-  :func:`merge_judged`).
-
-``det_`` marks the deterministic family's builders (they take a step count ``T``); the
-stochastic debate's players are in :mod:`dedebate.agents.stochastic_players`.
+leaves): one strategy (:func:`make_alice`, :func:`make_bob`), batches, the named zoos
+(:func:`det_alice_zoo`, :func:`configuration_lies`, :func:`det_bob_zoo`), a debate grid's pairs
+(:func:`zoo_pairs`) and its host-side verdict (:func:`judge_grid`). ``det_`` marks builders that
+take a step count ``T``.
 """
 
 from __future__ import annotations
@@ -26,40 +19,17 @@ from dedebate.protocols.deterministic_players import BOB_MODES, Alice, Bob
 
 
 def det_honest_alice(T: int) -> Alice:
-    """The honest Alice of a ``T``-step machine: she reports the true transcript.
-
-    Args:
-        T: the machine's step count.
-
-    Returns:
-        An unbatched :class:`~dedebate.protocols.deterministic_players.Alice` with no lie.
-    """
+    """The honest Alice of a ``T``-step machine: she reports the true transcript."""
     return make_alice(T)
 
 
 def make_alice(T: int, flip_prop=(), flip_raw=(), prop_oracle_from: int = -1,
                force_last: bool = False, lie_round: int = -1, lie_shift: int = 0,
                lie_flip: int = -1) -> Alice:
-    """One Alice strategy (host side); with the defaults she is honest.
+    """One Alice strategy with numpy leaves (host side); with the defaults she is honest.
 
-    Args:
-        T: the machine's step count.
-        flip_prop: steps whose answers she flips during the simulation (later steps read the
-            flipped bit): step indices in ``0..T-1`` or a bool ``[T]`` mask.
-        flip_raw: steps whose bits she flips afterwards (indices or mask).
-        prop_oracle_from: she flips the answer of the first ORACLE step at or after this index
-            (-1: none).
-        force_last: claim acceptance (``a_{T-1} = 1``).
-        lie_round: Figure 3 message she corrupts (0: the final configuration, k >= 1: round k's
-            midpoint; -1: none).
-        lie_shift: the corrupted message is the configuration this many steps away ...
-        lie_flip: ... with this bit flipped (-1: none).
-
-    Returns:
-        An unbatched :class:`~dedebate.protocols.deterministic_players.Alice` with numpy leaves.
-
-    Raises:
-        ValueError: a step index outside ``0..T-1``.
+    Its fields are those of :class:`~dedebate.protocols.deterministic_players.Alice`; ``flip_prop``
+    and ``flip_raw`` take step indices in ``0..T-1`` or a bool ``[T]`` mask.
     """
 
     def as_mask(v, name):
@@ -85,19 +55,7 @@ def _host_rng(key: jax.Array) -> np.random.Generator:
 
 
 def make_bob(mode: str = "honest", arg: int = 0, key: jax.Array | None = None) -> Bob:
-    """One Bob strategy (host side).
-
-    Args:
-        mode: one of ``BOB_MODES`` (honest, last, first, random, fixed).
-        arg: the mode's argument (the fixed step or bit pattern).
-        key: a typed PRNG key; ``mode="random"`` needs it and draws ``arg`` from it.
-
-    Returns:
-        An unbatched :class:`~dedebate.protocols.deterministic_players.Bob`.
-
-    Raises:
-        ValueError: an unknown mode, or a random Bob without a key.
-    """
+    """One Bob strategy (host side); ``mode="random"`` draws ``arg`` from ``key`` (required)."""
     if mode not in BOB_MODES:
         raise ValueError(f"mode={mode!r}: allowed Bob modes are {sorted(BOB_MODES)}")
     if mode == "random":
@@ -108,49 +66,25 @@ def make_bob(mode: str = "honest", arg: int = 0, key: jax.Array | None = None) -
 
 
 def concat(*batches):
-    """Concatenate strategy batches along axis 0 (host side).
-
-    Args:
-        *batches: batched strategy pytrees of one class.
-
-    Returns:
-        One batch holding them in order.
-    """
+    """Concatenate strategy batches along axis 0 (host side)."""
     return jax.tree.map(lambda *v: np.concatenate([np.asarray(u) for u in v]), *batches)
 
 
 def repeat(strategy, k: int):
-    """An unbatched strategy repeated ``k`` times on a new axis 0 (to pair it with k opponents).
-
-    Args:
-        strategy: an unbatched strategy pytree.
-        k: the number of copies.
-
-    Returns:
-        The batch of ``k`` copies (read-only broadcast views).
-    """
+    """An unbatched strategy repeated ``k`` times on a new axis 0 (to pair it with k opponents)."""
     return jax.tree.map(lambda v: np.broadcast_to(np.asarray(v), (k,) + np.shape(v)), strategy)
 
 
 # -- the adversary zoo ------------------------------------------------------------------------------
 def det_alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[list[str], Alice]:
-    """Named lying provers for a T-step machine (Figure 3 rounds 0..m), stacked on axis 0.
+    """``(names, alices)``: named lying provers for a T-step machine, ``honest`` first, stacked.
 
     Every liar claims acceptance (``force_last``) except ``honest``: a liar that claims 0 is
     rejected by the final-bit check alone. Families: one flipped bit (early, middle, last), many
-    flipped bits (random masks, all bits), a wrong oracle answer propagated consistently (first,
-    middle, last ORACLE step), wrong answers at random steps propagated, and for Figure 3 a wrong
-    midpoint configuration at a chosen round (the configuration one step later or earlier); see
-    :func:`configuration_lies` for corrupted configuration bits.
-
-    Args:
-        T: the machine's step count.
-        m: the number of Figure 3 rounds (``clog2(T)``).
-        key: a typed PRNG key for the random masks.
-        n_random: how many random-mask liars of each random family.
-
-    Returns:
-        ``(names, alices)``: the labels and the stacked Alices, ``honest`` first.
+    flipped bits (``n_random`` random masks, all bits), a wrong oracle answer propagated
+    consistently (first, middle, last ORACLE step), wrong answers at random steps propagated, and
+    for Figure 3 (``m`` rounds) a wrong midpoint configuration at a chosen round (the configuration
+    one step later or earlier); see :func:`configuration_lies` for corrupted configuration bits.
     """
     names, items = [], []
 
@@ -179,18 +113,10 @@ def det_alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[li
 
 
 def configuration_lies(T: int, m: int, S: int, w_c: int, n: int) -> tuple[list[str], Alice]:
-    """Figure 3 liars that corrupt one bit of one message (buffer, counter, input region).
+    """``(names, alices)``: Figure 3 liars flipping a bit of a message, ``cfg_<region>_r<round>``.
 
-    Args:
-        T: the machine's step count.
-        m: the number of Figure 3 rounds.
-        S: the configuration's length in bits.
-        w_c: the width of its step counter.
-        n: the width of its input region.
-
-    Returns:
-        ``(names, alices)``: labels ``cfg_<region>_r<round>`` and the stacked Alices, all
-        claiming acceptance.
+    Regions: the buffer, the ``w_c``-bit counter and the ``n``-bit input of an S-bit configuration;
+    every liar claims acceptance.
     """
     names, items = [], []
     positions = {"counter": 0, "buffer_first": w_c + n, "buffer_last": S - 1}
@@ -207,20 +133,7 @@ def configuration_lies(T: int, m: int, S: int, w_c: int, n: int) -> tuple[list[s
 
 def det_bob_zoo(T: int, m: int, key: jax.Array, n_random: int = 4,
             all_fixed: bool = False, protocol: str = "cross_exam") -> tuple[list[str], Bob]:
-    """Bob strategies for the completeness checks, stacked on axis 0.
-
-    Args:
-        T: the machine's step count.
-        m: the number of Figure 3 rounds.
-        key: a typed PRNG key for the random Bobs.
-        n_random: how many random Bobs.
-        all_fixed: also every fixed step (Figure 4) or every bit pattern (Figure 3).
-        protocol: ``"cross_exam"`` (Figure 4) or ``"binary_search"`` (Figure 3).
-
-    Returns:
-        ``(names, bobs)``: honest, last, first (Figure 3: always "first half"), ``random_i``
-        and with ``all_fixed`` ``fixed_a``; the stacked Bobs.
-    """
+    """``(names, bobs)``: honest, last, first, ``random_i``, with ``all_fixed`` ``fixed_a``."""
     names, items = ["honest", "last", "first"], [make_bob("honest"), make_bob("last"),
                                                  make_bob("first")]
     for i in range(n_random):
@@ -237,25 +150,13 @@ def det_bob_zoo(T: int, m: int, key: jax.Array, n_random: int = 4,
 # -- strategy batches of a debate grid --------------------------------------------------------------
 def zoo_pairs(T: int, key: jax.Array, *, n_random: int, all_fixed: bool, protocol: str,
               cm: ConfigMachine | None = None, exhaustive: bool = False):
-    """The zipped strategy pairs of one debate grid (host side).
+    """``(alices[K], bobs[K], n_comp)``: the zipped strategy pairs of one debate grid (host side).
 
     Pairs ``0 .. n_comp-1``: honest A against the B zoo (:func:`det_bob_zoo` with
     ``fold_in(key, 0)``; completeness). Then the A zoo (:func:`det_alice_zoo` with
     ``fold_in(key, 1)``), with ``cm`` also the Figure 3 :func:`configuration_lies`, and with
     ``exhaustive`` every claimed transcript (``a = y XOR code`` for all 2^T codes), each against
     honest B (soundness).
-
-    Args:
-        T: the machines' step count.
-        key: a typed PRNG key.
-        n_random: random members of each zoo family.
-        all_fixed: include every fixed Bob (see :func:`det_bob_zoo`).
-        protocol: ``"cross_exam"`` or ``"binary_search"``.
-        cm: the configuration machine, for the Figure 3 configuration liars (None: none).
-        exhaustive: add every claimed transcript.
-
-    Returns:
-        ``(alices[K], bobs[K], n_comp)``.
     """
     from dedebate.core.bits import bit_table
 
@@ -280,19 +181,12 @@ JUDGED = ("comp_debates", "comp_accepts", "sound_debates", "sound_accepts")
 
 
 def judge_grid(out, n_comp: int, y_last, comp_mask=None, sound_mask=None) -> dict[str, int]:
-    """Completeness / soundness / cost summary of an outcome grid of :func:`zoo_pairs` (host).
+    """Completeness / soundness / cost summary of an outcome grid ``[M, K]`` of :func:`zoo_pairs`.
 
-    Args:
-        out: the outcome grid ``[M, K]``.
-        n_comp: the number of honest-A pairs (the first columns).
-        y_last: ``[M]``, each machine's output; completeness is judged where it is 1.
-        comp_mask: bool ``[M]`` replacing ``y_last == 1`` for completeness (None: use y_last).
-        sound_mask: bool ``[M]`` replacing ``y_last != 1`` for soundness (None: use y_last).
-
-    Returns:
-        Dict of ints: ``comp_debates`` / ``comp_accepts`` (honest-A pairs on the completeness
-        rows), ``sound_debates`` / ``sound_accepts`` (honest-B pairs on the soundness rows),
-        ``v_queries_max`` and ``bits_max`` (V's largest oracle-query and bit counts).
+    Completeness is judged on the honest-A pairs (the first ``n_comp``) where ``y_last == 1`` (or
+    ``comp_mask``), soundness on the honest-B pairs elsewhere (or ``sound_mask``). Returns ints
+    ``comp_debates`` / ``comp_accepts``, ``sound_debates`` / ``sound_accepts``, ``v_queries_max``
+    and ``bits_max``.
     """
     acc = np.asarray(out.alice_wins)
     y1 = np.asarray(y_last) == 1
@@ -307,15 +201,7 @@ def judge_grid(out, n_comp: int, y_last, comp_mask=None, sound_mask=None) -> dic
 
 
 def merge_judged(stats) -> dict[str, float]:
-    """The :func:`judge_grid` counts of several grids summed, with their largest V query count.
-
-    Args:
-        stats: a sequence of :func:`judge_grid` dicts.
-
-    Returns:
-        Dict with the summed counts of ``JUDGED`` and ``v_queries_max`` (NaN if there are no
-        grids or one is NaN: fails closed).
-    """
+    """:func:`judge_grid` counts summed, with the largest ``v_queries_max`` (NaN fails closed)."""
     import math
 
     tot = {k: sum(s[k] for s in stats) for k in JUDGED}

@@ -62,85 +62,34 @@ class Population:
 
     @classmethod
     def of(cls, cfg) -> Population:
-        """The population of a config.
-
-        Args:
-            cfg: any object with this class's fields as attributes (an experiment's Config).
-
-        Returns:
-            The :class:`Population` of those fields.
-        """
+        """The population of a config."""
         return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls)})
 
     def programs(self, T: int, seed: int):
-        """The random machines at ``T``.
-
-        Args:
-            T: steps of every machine.
-            seed: numpy seed of :func:`~dedebate.machines.configurations.random_programs`.
-
-        Returns:
-            The stacked step programs ``[n_machines]``.
-        """
+        """The random machines at ``T``."""
         return random_programs(seed, self.n_machines, T, n_inputs=self.n_inputs,
                                n_deps=self.deps, dep_window=self.dep_window,
                                oracle_frac=self.oracle_frac)
 
     def ls(self, T: int) -> np.ndarray:
-        """``l = max_t |I(t)|`` of every machine at ``T``, from the structure alone.
-
-        Args:
-            T: steps of every machine.
-
-        Returns:
-            int array ``[n_machines]``: member ``2i`` and its complement ``2i + 1`` read
-            ``deps[i % len(deps)]`` positions where a step has that many candidates.
-        """
+        """``l = max_t |I(t)|`` of every machine at ``T`` (int ``[n_machines]``), from structure."""
         ls = np.asarray(self.deps)[np.arange(self.n_machines // 2) % len(self.deps)]
         return np.repeat(np.minimum(ls, self.n_inputs + min(T - 1, self.dep_window)), 2)
 
     def fig3_S(self, T: int, family: str) -> int:
-        """The Figure 3 configuration size.
-
-        Args:
-            T: steps of the machines.
-            family: ``"fig3_window"`` (register, ``W = min(window, T)``) or ``"fig3_full"``.
-
-        Returns:
-            ``S = w_c + n + W`` (``W = T`` for the full tape).
-        """
+        """Figure 3's configuration size ``S = w_c + n + W`` (W: ``min(window, T)``, or T)."""
         W = min(self.window, T) if family == "fig3_window" else T
         return int(T).bit_length() + self.n_inputs + W
 
     def pairs(self, T: int, key, protocol: str, cm=None, exhaustive: bool = False):
-        """The strategy pairs of one grid (host side).
-
-        Args:
-            T: steps of the machines.
-            key: typed PRNG key of the zoos' random strategies.
-            protocol: ``"cross_exam"`` or ``"binary_search"``.
-            cm: the Figure 3 configuration machines (adds their configuration lies), or None.
-            exhaustive: add every claimed transcript (2^T of them).
-
-        Returns:
-            ``(alices, bobs, n_comp)`` of :func:`~dedebate.agents.deterministic_players.zoo_pairs`.
-        """
+        """The strategy pairs of one grid (host side)."""
         return zoo_pairs(T, key, n_random=self.n_random, all_fixed=T <= self.fixed_bob_max_T,
                          protocol=protocol, cm=cm, exhaustive=exhaustive)
 
     def grids(self, T: int, seed: int, key, exhaustive: bool) -> dict:
-        """The judged grids of every family at ``T``, built on the host.
+        """``{family: grid}`` at ``T`` of :func:`~dedebate.agents.deterministic_grids.grid_cells`.
 
-        Args:
-            T: steps of the machines.
-            seed: numpy seed of the machines (:meth:`programs`).
-            key: typed PRNG key of the zoos (shared by the families).
-            exhaustive: add every claimed transcript to the liars.
-
-        Returns:
-            ``{family: grid}`` of :func:`~dedebate.agents.deterministic_grids.grid_cells`; the
-            machines' outputs come from the numpy reference simulator. Without ``fig3_full``
-            when ``window >= T`` (the register grid is then the full-tape grid).
+        Without ``fig3_full`` when ``window >= T`` (the register grid is then the full-tape grid).
         """
         progs = self.programs(T, seed)
         y1 = simulate_numpy(progs)[:, -1] == 1
@@ -157,29 +106,13 @@ class Population:
         return out
 
     def cost_groups(self, T: int) -> dict[int, np.ndarray]:
-        """The machines of each l at ``T``.
-
-        Args:
-            T: steps of the machines.
-
-        Returns:
-            ``{l: indices of the machines with that l}``, l ascending.
-        """
+        """The machines of each l at ``T``."""
         ls = self.ls(T)
         return {int(l): np.flatnonzero(ls == l) for l in sorted(set(ls.tolist()))}
 
 
 def exhaustive_fig3_grid(seed: int, oracle_frac: float) -> dict:
-    """Every Figure 3 message sequence on four 3-step machines against honest B (host side).
-
-    Args:
-        seed: numpy seed of the machines (W = 2, n = 1).
-        oracle_frac: fraction of ORACLE steps.
-
-    Returns:
-        The grid of :func:`~dedebate.agents.deterministic_grids.grid_cells`
-        (:data:`EXHAUSTIVE_SEQUENCES` sequences of ``S =`` :data:`EXHAUSTIVE_S` bits).
-    """
+    """Every Figure 3 message sequence on four 3-step machines against honest B (host side)."""
     progs = random_programs(seed, 4, 3, n_inputs=1, n_deps=2, dep_window=2,
                             oracle_frac=oracle_frac)
     cm = config_machine(progs, window=2)
@@ -190,19 +123,10 @@ def exhaustive_fig3_grid(seed: int, oracle_frac: float) -> dict:
 
 def play_families(grids: dict, groups: dict[int, np.ndarray], S: dict[str, int], prefix: str
                   ) -> dict[str, jax.Array]:
-    """Play one T's grids and summarise them (pure JAX).
+    """Play one T's grids and summarise them (pure JAX) into int32 metrics under ``prefix``.
 
-    Args:
-        grids: :meth:`Population.grids` at this T (without ``fig3_full``: the register grid is
-            the full-tape grid).
-        groups: :meth:`Population.cost_groups` (``{}``: no cost rows at this T).
-        S: ``{family: S}`` of the Figure 3 families (:meth:`Population.fig3_S`).
-        prefix: the metrics' prefix, e.g. ``"T8"``.
-
-    Returns:
-        int32 scalars ``{prefix}/{family}/{name}`` of
-        :func:`~dedebate.agents.deterministic_grids.judged_counts` and, per l of ``groups``,
-        ``{prefix}/{family}/l{l}/{field}`` of :data:`COST_FIELDS` (and ``S`` for Figure 3).
+    ``{prefix}/{family}/{name}`` of :func:`~dedebate.agents.deterministic_grids.judged_counts` and,
+    per l of ``groups``, ``{prefix}/{family}/l{l}/{field}`` of :data:`COST_FIELDS` (and ``S``).
     """
     out = {}
     for fam in PROTOCOL_FAMILIES:
@@ -220,16 +144,7 @@ def play_families(grids: dict, groups: dict[int, np.ndarray], S: dict[str, int],
 
 
 def cost_table(metrics: dict) -> list[dict]:
-    """The cost rows of :func:`play_families`' metrics.
-
-    Args:
-        metrics: a run's or a sweep row's metrics (``T{T}/F/l{l}/...`` keys; others ignored).
-
-    Returns:
-        One row per T, family and l (T ascending, then :data:`PROTOCOL_FAMILIES` order, then l) with
-        ``T``, ``protocol``, ``l``, ``m = ceil(log2 T)``, ``S`` and :data:`COST_FIELDS`; ``[]``
-        when there are none.
-    """
+    """The cost rows of :func:`play_families`' metrics, one per T, family and l (``[]`` if none)."""
     cells: dict = {}
     for k, v in metrics.items():
         parts = k.split("/")
@@ -241,15 +156,7 @@ def cost_table(metrics: dict) -> list[dict]:
 
 
 def side_by_side(table: list[dict]) -> list[dict]:
-    """Figure 3 and Figure 4 on the same machines, one row per (T, l).
-
-    Args:
-        table: rows of :func:`cost_table` holding every family at each (T, l).
-
-    Returns:
-        Rows with both configurations' S, the bits V reads, rounds, A's message bits and the
-        honest provers' steps of both protocols.
-    """
+    """Figure 3 and Figure 4 on the same machines, one row per (T, l)."""
     by = {(r["T"], r["l"], r["protocol"]): r for r in table}
     out = []
     for T, l in sorted({(r["T"], r["l"]) for r in table}):

@@ -29,8 +29,7 @@ LOGIT_CAP = 8.0  # every logit is squashed to (-8, 8): probabilities stay in (3e
 
 
 def _cap(x):
-    """``LOGIT_CAP tanh(x / LOGIT_CAP)``: keeps gradients nonzero (no float32 saturation of a
-    sigmoid or softmax), so a player pushed to a corner can still move out of it."""
+    """``LOGIT_CAP tanh(x / LOGIT_CAP)``: gradients stay nonzero, so a cornered player can move."""
     return LOGIT_CAP * jnp.tanh(x / LOGIT_CAP)
 
 
@@ -79,84 +78,38 @@ def _cand_feat(tree: ClaimTree, node, cand) -> jax.Array:
 
 @struct.dataclass
 class LearnedProver:
-    """A learned prover (spec PED 10.2).
+    """A learned prover (spec PED 10.2)."""
 
-    Attributes:
-        params: head name -> Flax params (``answer``, ``direction``, ``decompose``, ``select``).
-        hidden: hidden widths of each head (static).
-        sees_truth: False: it sees the public view.
-        deterministic: False: its choices are drawn.
-    """
-
-    params: dict
+    params: dict  # head name -> Flax params (answer, direction, decompose, select)
+    # hidden widths of each head (static)
     hidden: tuple = struct.field(pytree_node=False, default=(16,))
+    # False: it sees the public view
     sees_truth: bool = struct.field(pytree_node=False, default=False)
+    # False: its choices are drawn
     deterministic: bool = struct.field(pytree_node=False, default=False)
 
     def _head(self, name, x, out=1):
         return _cap(MLP(self.hidden, out).apply({"params": self.params[name]}, x))
 
     def answer(self, tree: ClaimTree) -> jax.Array:
-        """A's root answer: the answer head on the root's ``[known, value]``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-
-        Returns:
-            float32 scalar ``P(a = 1)``.
-        """
+        """A's root answer: the answer head on the root's ``[known, value]``."""
         known, value = _public(tree.truth[0])
         return jax.nn.sigmoid(self._head("answer", jnp.stack([known, value]))[0])
 
     def direction(self, tree: ClaimTree, node, phat, k) -> jax.Array:
-        """A's direction at a claim, fixed before B speaks (spec 2.4.1): ``s = +1`` with the
-        direction head's probability, never 0.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            phat: float32 the estimate ``phat_k`` under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[3]``: probabilities of ``s`` in (-1, 0, +1).
-        """
+        """A's direction: ``s = +1`` with the direction head's probability, else -1 (never 0)."""
         p = jax.nn.sigmoid(self._head("direction", _node_feat(tree, node, phat, k))[0])
         return jnp.stack([1.0 - p, jnp.float32(0.0), p])
 
     def decompose(self, tree: ClaimTree, node, phat, k) -> jax.Array:
-        """A's choice of candidate decomposition: softmax of the shared head over the candidates.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[n_cand]`` probabilities.
-        """
+        """A's choice of candidate decomposition: softmax of the shared head over the candidates."""
         nf = _node_feat(tree, node, phat, k)
         feats = jax.vmap(lambda c: jnp.concatenate([nf, _cand_feat(tree, node, c)]))(
             jnp.arange(tree.n_cand))
         return jax.nn.softmax(jax.vmap(lambda f: self._head("decompose", f)[0])(feats))
 
     def select(self, tree: ClaimTree, node, cand, marginals, pi, phat, k) -> jax.Array:
-        """A's choice of the subclaim to recurse on; it sees ``P_k``, never ``z^k`` (spec 2.4.2):
-        softmax of the select head over the subclaims.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            cand: int32 the candidate decomposition.
-            marginals: float32 ``[q]``, B's marginals ``P_k[z_i = 1]``.
-            pi: float32 ``pi_k = E_{z ~ P_k} M_D(y^k, z)``.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[q]`` probabilities.
-        """
+        """A's selection: the select head's softmax over the subclaims."""
         known, value = _public(tree.child_truths(node, cand))
         q = tree.q
         feats = jnp.stack([marginals, known, value, jnp.full((q,), pi), jnp.full((q,), phat)],
@@ -166,47 +119,24 @@ class LearnedProver:
 
 @struct.dataclass
 class LearnedEstimator:
-    """A learned estimator (spec PED 10.2).
+    """A learned estimator (spec PED 10.2)."""
 
-    Attributes:
-        params: head name -> Flax params (``initial``, ``child``, ``global``).
-        hidden: hidden widths of each head (static).
-        sees_truth: False: it sees the public view.
-    """
-
-    params: dict
+    params: dict  # head name -> Flax params (initial, child, global)
+    # hidden widths of each head (static)
     hidden: tuple = struct.field(pytree_node=False, default=(32,))
+    # False: it sees the public view
     sees_truth: bool = struct.field(pytree_node=False, default=False)
 
     def _head(self, name, x, out=1):
         return _cap(MLP(self.hidden, out).apply({"params": self.params[name]}, x))
 
     def initial(self, tree: ClaimTree) -> jax.Array:
-        """B's initial estimate ``p_d``: the initial head on the root's features.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """B's initial estimate ``p_d``: the initial head on the root's features."""
         known, value = _public(tree.truth[0])
         return jax.nn.sigmoid(self._head("initial", jnp.stack([known, value]))[0])
 
     def joint(self, tree: ClaimTree, node, cand, phat, k) -> jax.Array:
-        """B's joint ``P_k`` over the ``2^q`` answer patterns of the subclaims: the product part
-        plus the global part, capped.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            cand: int32 A's candidate decomposition.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[2^q]`` logits (may hold ``-inf``).
-        """
+        """B's joint logits: the product part plus the global part, capped."""
         q = tree.q
         known, value = _public(tree.child_truths(node, cand))
         nknown, nvalue = _public(tree.truth[node])
@@ -222,15 +152,7 @@ class LearnedEstimator:
 
 
 def init_prover(key, hidden=(16,)) -> LearnedProver:
-    """Fresh learned prover: every head outputs a fair coin / uniform choice.
-
-    Args:
-        key: a typed PRNG key.
-        hidden: hidden widths of each head.
-
-    Returns:
-        A :class:`LearnedProver`.
-    """
+    """Fresh learned prover: every head outputs a fair coin / uniform choice."""
     hidden = _check_hidden(hidden)
     sizes = {"answer": N_ROOT, "direction": N_NODE, "decompose": N_CAND, "select": N_SEL}
     keys = jax.random.split(key, len(sizes))
@@ -240,16 +162,7 @@ def init_prover(key, hidden=(16,)) -> LearnedProver:
 
 
 def init_estimator(key, q: int, hidden=(32,)) -> LearnedEstimator:
-    """Fresh learned estimator for width-``q`` trees: ``p_d = 1/2`` and the uniform joint.
-
-    Args:
-        key: a typed PRNG key.
-        q: subclaims per decomposition (the joint has ``2^q`` logits).
-        hidden: hidden widths of each head.
-
-    Returns:
-        A :class:`LearnedEstimator`.
-    """
+    """Fresh learned estimator for width-``q`` trees: ``p_d = 1/2`` and the uniform joint."""
     hidden = _check_hidden(hidden)
     if not isinstance(q, (int, np.integer)) or not 1 <= q <= 12:
         raise ValueError(f"q={q!r}: the estimator's joint has 2^q logits; need 1 <= q <= 12")

@@ -43,49 +43,24 @@ class Families:
     obf_depth: int
 
     def noisy(self, key):
-        """A noisy-evidence tree (q = 9, Thr_5; candidate 1 is the unstable AND alternative).
-
-        Args:
-            key: typed PRNG key (vmappable).
-
-        Returns:
-            The tree of :func:`~dedebate.trees.noisy_evidence_tree`.
-        """
+        """A noisy-evidence tree (q = 9, Thr_5; candidate 1 is the unstable AND alternative)."""
         return noisy_evidence_tree(key, depth=self.noisy_depth, unstable_alternative=True)
 
     def tight(self, key):
-        """The tight error-shifting tree (q = 5, Thr_3 with 4 / 1 true children, depth 4).
-
-        Args:
-            key: typed PRNG key.
-
-        Returns:
-            The tree of :func:`~dedebate.trees.noisy_evidence_tree`.
-        """
+        """The tight error-shifting tree (q = 5, Thr_3 with 4 / 1 true children, depth 4)."""
         return noisy_evidence_tree(key, depth=TIGHT_DEPTH, q=5, t=3, true_counts=(4,),
                                    false_counts=(1,))
 
     def hidden_flaw(self, key):
-        """A hidden-flaw tree (an AND of ``obf_q`` children, one flawed).
-
-        Args:
-            key: typed PRNG key (vmappable).
-
-        Returns:
-            The tree of :func:`~dedebate.trees.hidden_flaw_tree`.
-        """
+        """A hidden-flaw tree (an AND of ``obf_q`` children, one flawed)."""
         return hidden_flaw_tree(key, depth=self.obf_depth, q=self.obf_q)
 
     def lookups(self) -> tuple[list[dict], list[np.ndarray]]:
-        """The LP results of every (aggregator table, true child code) of the three families.
+        """``(lookups, fbs32)``: the LP results of every (table, true child code) of the families.
 
-        Solved on the host (scipy HiGHS) for the child popcounts the families can produce:
-        Thr_5 of 9 with 0-1 / 8-9 true children and the AND alternative; Thr_3 of 5 with 1 / 4;
-        a hidden-flaw AND of ``obf_q``.
-
-        Returns:
-            ``(lookups, fbs32)``: :func:`~dedebate.trees.stability.lp_lookup` per family (noisy,
-            tight, hidden flaw) and its ``fbs`` rounded to 9 decimals as float32.
+        Solved on the host (scipy HiGHS) for the child popcounts the families can produce: Thr_5 of
+        9 with 0-1 / 8-9 true children and the AND alternative; Thr_3 of 5 with 1 / 4; a hidden-flaw
+        AND of ``obf_q``. ``fbs32``: the fbs rounded to 9 decimals as float32.
         """
         q = self.obf_q
         lookups = [lp_lookup(f(jax.random.key(0)).tables, pops) for f, pops in (
@@ -93,15 +68,8 @@ class Families:
         return lookups, [np.round(lk["fbs"], 9).astype(np.float32) for lk in lookups]
 
     def tree_rhos(self, noisy_keys, unanimous_key) -> tuple[float, float, float]:
-        """rho (max LP fbs over internal nodes, on the host) of the library trees.
-
-        Args:
-            noisy_keys: typed PRNG keys ``[n]`` of noisy-evidence trees (:meth:`noisy`).
-            unanimous_key: typed PRNG key of a unanimous Thr_5-of-9 tree of depth 2.
-
-        Returns:
-            ``(max over the noisy trees (NaN if any is NaN), the unanimous tree, the AND
-            alternative of the first noisy tree)``; the LPs of equal (table, child code) pairs are solved once.
+        """rho (max LP fbs over internal nodes) of the noisy trees (max; NaN if any), the unanimous
+        tree and the noisy tree's AND alternative; equal (table, child code) LPs are solved once.
         """
         cache: dict = {}
         trees = noisy_evidence_tree(noisy_keys, depth=self.noisy_depth,

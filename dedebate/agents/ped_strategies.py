@@ -1,17 +1,12 @@
-"""Strategies for prover-estimator debate (spec PED 2.3, 4, 9.3): interface and scripted players.
+"""Scripted strategies for prover-estimator debate (spec PED 2.3, 4, 9.3).
 
-A strategy is a ``flax.struct`` pytree: its dynamic numbers are leaves (the protocol vmaps over
-them) and its modes static fields. Each method (:class:`Prover`, :class:`Estimator`) is a pure
-function of what the player may see at that moment of the protocol (spec 2.1, 2.4) and returns a
-distribution, which the protocol samples or takes expectations of. The ``tree`` argument is the
-full tree only when the static field ``sees_truth`` is True (a player who can answer every
-subclaim); otherwise it is ``tree.public()``, where unobservable truths read -1. Here: the honest
-players, the soundness and completeness zoos, and tabular estimators.
+Each implements :class:`~dedebate.protocols.prover_estimator_interface.Prover` or ``Estimator``:
+a ``flax.struct`` pytree whose dynamic numbers are leaves (the protocol vmaps over them) and whose
+modes are static fields. Here: the honest players, the soundness and completeness zoos, and
+tabular estimators.
 """
 
 from __future__ import annotations
-
-from typing import Protocol
 
 import jax
 import jax.numpy as jnp
@@ -24,100 +19,6 @@ from dedebate.trees.stability import error_shifting_table
 from dedebate.trees.tree import ClaimTree, truth_code
 
 DIRECTION_VALUES = (-1.0, 0.0, 1.0)
-
-
-class Prover(Protocol):
-    """What the protocol asks of A (spec 2.1, 2.4).
-
-    An optional attribute ``deterministic`` (one-hot decompositions and selections) lets exact mode
-    skip random draws.
-    """
-
-    sees_truth: bool
-
-    def answer(self, tree: ClaimTree) -> jax.Array:
-        """A's root answer.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-
-        Returns:
-            float32 scalar ``P(a = 1)``.
-        """
-
-    def direction(self, tree: ClaimTree, node, phat, k) -> jax.Array:
-        """A's direction at a claim, fixed before B speaks (spec 2.4.1).
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            phat: float32 the estimate ``phat_k`` under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[3]``: probabilities of ``s`` in (-1, 0, +1).
-        """
-
-    def decompose(self, tree: ClaimTree, node, phat, k) -> jax.Array:
-        """A's choice of candidate decomposition.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[n_cand]`` probabilities.
-        """
-
-    def select(self, tree: ClaimTree, node, cand, marginals, pi, phat, k) -> jax.Array:
-        """A's choice of the subclaim to recurse on; it sees ``P_k``, never ``z^k`` (spec 2.4.2).
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            cand: int32 the candidate decomposition.
-            marginals: float32 ``[q]``, B's marginals ``P_k[z_i = 1]``.
-            pi: float32 ``pi_k = E_{z ~ P_k} M_D(y^k, z)``.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[q]`` probabilities.
-        """
-
-
-class Estimator(Protocol):
-    """What the protocol asks of B (spec 2.1, 10)."""
-
-    sees_truth: bool
-
-    def initial(self, tree: ClaimTree) -> jax.Array:
-        """B's initial estimate ``p_d``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
-
-    def joint(self, tree: ClaimTree, node, cand, phat, k) -> jax.Array:
-        """B's joint ``P_k`` over the ``2^q`` answer patterns of the subclaims.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            cand: int32 A's candidate decomposition.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[2^q]`` logits (may hold ``-inf``).
-        """
-
-
 ANSWER_MODES = ("truth", "lie", "one", "zero")
 DIRECTION_MODES = ("honest", "reversed", "fixed")
 SELECT_MODES = ("honest", "uniform", "first")
@@ -140,97 +41,48 @@ def _check_probability(name: str, p) -> None:
 # ==== provers (A) =================================================================================
 @struct.dataclass
 class ScriptedProver:
-    """A prover assembled from fixed components (the honest A and the soundness zoo).
+    """A prover assembled from fixed components (the honest A and the soundness zoo)."""
 
-    Attributes:
-        dir_probs: float32 ``[3]``, the distribution over (-1, 0, +1) of the 'fixed' direction mode.
-        cand: int32, the candidate decomposition it always uses (-1: the tree's honest candidate).
-        reverse: bool, whether honest directions are flipped.
-        answer_mode: static; 'truth' (a = T(root)), 'lie' (a = 1 - T(root)), 'one', 'zero'. A root
-            whose truth the prover cannot see reads as a coin flip.
-        direction_mode: static; 'honest' (s = +1 if T(yhat) = 1 else -1, spec 2.3; reversed where
-            ``reverse``) or 'fixed' (``dir_probs``).
-        select_mode: static; 'honest' (argmax_i |m_i - T(y_i)|, first on ties), 'uniform', 'first'.
-        sees_truth: static; whether it is handed the full tree.
-    """
-
+    # float32 [3], the distribution over (-1, 0, +1) of the 'fixed' direction mode
     dir_probs: jax.Array
+    # int32, the candidate decomposition it always uses (-1: the tree's honest candidate)
     cand: jax.Array
-    reverse: jax.Array
+    reverse: jax.Array  # bool, whether honest directions are flipped
+    # static; 'truth' (a = T(root)), 'lie' (a = 1 - T(root)), 'one', 'zero'. A root whose truth the
+    # prover cannot see reads as a coin flip
     answer_mode: str = struct.field(pytree_node=False, default="truth")
+    # static; 'honest' (s = +1 if T(yhat) = 1 else -1, spec 2.3; reversed where reverse) or 'fixed'
+    # (dir_probs)
     direction_mode: str = struct.field(pytree_node=False, default="honest")
+    # static; 'honest' (argmax_i |m_i - T(y_i)|, first on ties), 'uniform', 'first'
     select_mode: str = struct.field(pytree_node=False, default="honest")
+    # static; whether it is handed the full tree
     sees_truth: bool = struct.field(pytree_node=False, default=True)
 
     @property
     def deterministic(self) -> bool:
-        """Decompositions and selections are one-hot (lets exact mode skip random draws).
-
-        Returns:
-            bool.
-        """
+        """Decompositions and selections are one-hot (lets exact mode skip random draws)."""
         return self.select_mode != "uniform"
 
     def answer(self, tree: ClaimTree) -> jax.Array:
-        """A's root answer, by ``answer_mode``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-
-        Returns:
-            float32 scalar ``P(a = 1)``.
-        """
+        """A's root answer, by ``answer_mode``."""
         t = tree.truth[0].astype(jnp.float32)
         p = {"truth": t, "lie": 1.0 - t, "one": jnp.float32(1.0), "zero": jnp.float32(0.0)}
         return jnp.where(t < 0, 0.5, p[self.answer_mode]).astype(jnp.float32)
 
     def direction(self, tree: ClaimTree, node, phat, k) -> jax.Array:
-        """A's direction at a claim, fixed before B speaks (spec 2.4.1), by ``direction_mode``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            phat: float32 the estimate ``phat_k`` under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[3]``: probabilities of ``s`` in (-1, 0, +1).
-        """
+        """A's direction at a claim, fixed before B speaks (spec 2.4.1), by ``direction_mode``."""
         if self.direction_mode == "fixed":
             return self.dir_probs.astype(jnp.float32)
         up = (tree.truth[node] == 1) != self.reverse
         return jnp.where(up, _one_hot(2, 3), _one_hot(0, 3))
 
     def decompose(self, tree: ClaimTree, node, phat, k) -> jax.Array:
-        """A's choice of candidate decomposition: one-hot on ``cand``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[n_cand]`` probabilities.
-        """
+        """A's choice of candidate decomposition: one-hot on ``cand``."""
         return _one_hot(jnp.where(self.cand < 0, tree.honest_cand, self.cand), tree.n_cand)
 
     def select(self, tree: ClaimTree, node, cand, marginals, pi, phat, k) -> jax.Array:
-        """A's choice of the subclaim to recurse on; it sees ``P_k``, never ``z^k`` (spec 2.4.2),
-        by ``select_mode``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            cand: int32 the candidate decomposition.
-            marginals: float32 ``[q]``, B's marginals ``P_k[z_i = 1]``.
-            pi: float32 ``pi_k = E_{z ~ P_k} M_D(y^k, z)``.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[q]`` probabilities.
-        """
+        """A's selection, by ``select_mode``."""
         q = tree.q
         if self.select_mode == "uniform":
             return jnp.full((q,), 1.0 / q, jnp.float32)
@@ -242,19 +94,7 @@ class ScriptedProver:
 
 def scripted_prover(answer_mode="truth", direction_mode="honest", cand=None, select_mode="honest",
                     sees_truth=True, dir_probs=(0.0, 0.0, 1.0)) -> ScriptedProver:
-    """Validated constructor of :class:`ScriptedProver`.
-
-    Args:
-        answer_mode: 'truth', 'lie', 'one' or 'zero'.
-        direction_mode: 'honest', 'fixed' or 'reversed' (honest directions, flipped).
-        cand: the candidate it always uses; None means the tree's honest candidate.
-        select_mode: 'honest', 'uniform' or 'first'.
-        sees_truth: whether it is handed the full tree.
-        dir_probs: the 'fixed' distribution over (-1, 0, +1).
-
-    Returns:
-        The :class:`ScriptedProver`.
-    """
+    """Validated constructor of :class:`ScriptedProver`."""
     for name, value, allowed in (("answer_mode", answer_mode, ANSWER_MODES),
                                  ("direction_mode", direction_mode, DIRECTION_MODES),
                                  ("select_mode", select_mode, SELECT_MODES)):
@@ -282,38 +122,17 @@ def scripted_prover(answer_mode="truth", direction_mode="honest", cand=None, sel
 
 
 def honest_prover(cand=None) -> ScriptedProver:
-    """Honest A (spec 2.3): a = T(x), honest directions, the stable decomposition, argmax error.
-
-    Args:
-        cand: the candidate (None: the tree's honest candidate).
-
-    Returns:
-        A :class:`ScriptedProver`.
-    """
+    """Honest A (spec 2.3): a = T(x), honest directions, the stable decomposition, argmax error."""
     return scripted_prover("truth", "honest", cand, "honest", True)
 
 
 def wrong_direction_prover(cand=None) -> ScriptedProver:
-    """Honest A except that every direction is reversed (always bets the wrong way).
-
-    Args:
-        cand: the candidate (None: the tree's honest candidate).
-
-    Returns:
-        A :class:`ScriptedProver`.
-    """
+    """Honest A except that every direction is reversed (always bets the wrong way)."""
     return scripted_prover("truth", "reversed", cand, "honest", True)
 
 
 def unstable_prover(cand: int = 1) -> ScriptedProver:
-    """Honest answers and selections, but on an unstable candidate decomposition (spec 9.5).
-
-    Args:
-        cand: the unstable candidate.
-
-    Returns:
-        A :class:`ScriptedProver`.
-    """
+    """Honest answers and selections, but on an unstable candidate decomposition (spec 9.5)."""
     return scripted_prover("truth", "honest", cand, "honest", True)
 
 
@@ -322,14 +141,6 @@ def obfuscating_liar(dir_probs=(0.0, 0.0, 1.0), cand: int = 0, select_mode="unif
 
     It claims the opposite of the (public) root truth, defends it with the hidden-flaw AND
     decomposition and, unable to see where the flaw is, recurses on a uniformly random subclaim.
-
-    Args:
-        dir_probs: its distribution over directions (-1, 0, +1).
-        cand: the hidden-flaw candidate.
-        select_mode: its selection mode.
-
-    Returns:
-        A :class:`ScriptedProver` that does not see the truth.
     """
     return scripted_prover("lie", "fixed", cand, select_mode, False, dir_probs)
 
@@ -342,30 +153,11 @@ class HonestEstimator:
     sees_truth: bool = struct.field(pytree_node=False, default=True)
 
     def initial(self, tree: ClaimTree) -> jax.Array:
-        """B's initial estimate ``p_d``: ``T(x)``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """B's initial estimate ``p_d``: ``T(x)``."""
         return tree.truth[0].astype(jnp.float32)
 
     def joint(self, tree: ClaimTree, node, cand, phat, k) -> jax.Array:
-        """B's joint ``P_k`` over the ``2^q`` answer patterns of the subclaims: the point mass on
-        ``T(y^k)``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            cand: int32 A's candidate decomposition.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[2^q]`` logits (may hold ``-inf``).
-        """
+        """B's joint: the point mass on ``T(y^k)``."""
         return _point_logits(truth_code(tree.child_truths(node, cand)), 2**tree.q)
 
 
@@ -376,30 +168,11 @@ class RootLiarEstimator:
     sees_truth: bool = struct.field(pytree_node=False, default=True)
 
     def initial(self, tree: ClaimTree) -> jax.Array:
-        """B's initial estimate ``p_d``: ``1 - T(x)``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """B's initial estimate ``p_d``: ``1 - T(x)``."""
         return 1.0 - tree.truth[0].astype(jnp.float32)
 
     def joint(self, tree: ClaimTree, node, cand, phat, k) -> jax.Array:
-        """B's joint ``P_k`` over the ``2^q`` answer patterns of the subclaims: the point mass on
-        ``T(y^k)``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            cand: int32 A's candidate decomposition.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[2^q]`` logits (may hold ``-inf``).
-        """
+        """B's joint: the point mass on ``T(y^k)``."""
         return _point_logits(truth_code(tree.child_truths(node, cand)), 2**tree.q)
 
 
@@ -411,43 +184,17 @@ class ConstantEstimator:
     sees_truth: bool = struct.field(pytree_node=False, default=False)
 
     def initial(self, tree: ClaimTree) -> jax.Array:
-        """B's initial estimate ``p_d``: ``p``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """B's initial estimate ``p_d``: ``p``."""
         return self.p.astype(jnp.float32)
 
     def joint(self, tree: ClaimTree, node, cand, phat, k) -> jax.Array:
-        """B's joint ``P_k`` over the ``2^q`` answer patterns of the subclaims: the product of
-        Bernoulli(p) over the q subclaims.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            cand: int32 A's candidate decomposition.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[2^q]`` logits (may hold ``-inf``).
-        """
+        """B's joint: the product of Bernoulli(p) over the q subclaims."""
         ones = jnp.asarray(bit_table(tree.q).sum(axis=1), jnp.float32)
         return (xlogy(ones, self.p) + xlogy(tree.q - ones, 1.0 - self.p)).astype(jnp.float32)
 
 
 def constant_estimator(p: float = 0.5) -> ConstantEstimator:
-    """A :class:`ConstantEstimator`.
-
-    Args:
-        p: its probability for every claim, in ``[0, 1]``.
-
-    Returns:
-        The estimator.
-    """
+    """A :class:`ConstantEstimator`."""
     _check_probability("p", p)
     return ConstantEstimator(jnp.asarray(p, jnp.float32))
 
@@ -458,42 +205,19 @@ class TabularEstimator:
 
     A tabular B such as Algorithm 1 produces (spec 5.3), and the form of the random-joint zoo
     member.
-
-    Attributes:
-        p0: float32 ``p_d``.
-        logits: float32 ``[n_internal, n_cand, 2^q]``; the joint at (node, cand) is
-            ``softmax(logits[node, cand])``.
     """
 
-    p0: jax.Array
-    logits: jax.Array  # float32[n_internal, C, 2^q]
+    p0: jax.Array  # float32 p_d
+    # float32 [n_internal, n_cand, 2^q]; the joint at (node, cand) is softmax(logits[node, cand])
+    logits: jax.Array
     sees_truth: bool = struct.field(pytree_node=False, default=False)
 
     def initial(self, tree: ClaimTree) -> jax.Array:
-        """B's initial estimate ``p_d``: ``p0``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """B's initial estimate ``p_d``: ``p0``."""
         return self.p0.astype(jnp.float32)
 
     def joint(self, tree: ClaimTree, node, cand, phat, k) -> jax.Array:
-        """B's joint ``P_k`` over the ``2^q`` answer patterns of the subclaims: ``logits[node,
-        cand]``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            cand: int32 A's candidate decomposition.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[2^q]`` logits (may hold ``-inf``).
-        """
+        """B's joint: ``logits[node, cand]``."""
         return self.logits[node, cand].astype(jnp.float32)
 
 
@@ -503,13 +227,6 @@ def tabulate(estimator, tree: ClaimTree) -> TabularEstimator:
     For honest, root-liar, constant and random estimators: its ``p_d`` and its logits at every
     (internal claim, candidate). Pure JAX; lets one compiled debate vmap over a whole zoo of such
     estimators.
-
-    Args:
-        estimator: the estimator.
-        tree: the claim tree.
-
-    Returns:
-        A :class:`TabularEstimator`.
     """
     view = tree if estimator.sees_truth else tree.public()
     nodes = jnp.arange(tree.n_internal)
@@ -525,14 +242,6 @@ def random_joint_estimator(key, tree: ClaimTree, scale: float = 2.0) -> TabularE
     candidate).
 
     Pure JAX, so a batch is ``jax.vmap`` over keys (inside a jit).
-
-    Args:
-        key: a typed PRNG key.
-        tree: the claim tree (for the table's shape).
-        scale: standard deviation of the logits.
-
-    Returns:
-        A :class:`TabularEstimator`.
     """
     if not (np.isfinite(scale) and scale >= 0):
         raise ValueError(f"scale={scale!r}: the logit scale must be a finite number >= 0")
@@ -549,43 +258,19 @@ class ErrorShiftingEstimator:
     ``e_k = |phat_k - T(yhat^k)|``, puts mass ``1 - e_k`` on the true child vector ``z*`` and
     ``e_k u_B / fbs`` on each flip pattern ``z* XOR B`` of an optimal fbs packing ``u``. Every
     consistency reward is then 0 and the errors shrink by fbs per level.
-
-    Attributes:
-        e: float32 root error.
-        shift: float32 ``[n_internal, n_cand, 2^q]``, from
-            :func:`dedebate.trees.stability.error_shifting_table`.
     """
 
-    e: jax.Array
-    shift: jax.Array  # float32[n_internal, C, 2^q]
+    e: jax.Array  # float32 root error
+    shift: jax.Array  # float32 [n_internal, n_cand, 2^q], from error_shifting_table
     sees_truth: bool = struct.field(pytree_node=False, default=True)
 
     def initial(self, tree: ClaimTree) -> jax.Array:
-        """B's initial estimate ``p_d``: ``|T(x) - e|``, off by ``e``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """B's initial estimate ``p_d``: ``|T(x) - e|``, off by ``e``."""
         t = tree.truth[0].astype(jnp.float32)
         return jnp.abs(t - self.e)
 
     def joint(self, tree: ClaimTree, node, cand, phat, k) -> jax.Array:
-        """B's joint ``P_k`` over the ``2^q`` answer patterns of the subclaims: ``1 - e_k`` on
-        ``z*``, ``e_k u_B / fbs`` on ``z* XOR B``.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            cand: int32 A's candidate decomposition.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[2^q]`` logits (may hold ``-inf``).
-        """
+        """B's joint: ``1 - e_k`` on ``z*`` and ``e_k u_B / fbs`` on each ``z* XOR B``."""
         err = jnp.clip(jnp.abs(phat - tree.truth[node].astype(jnp.float32)), 0.0, 1.0)
         code = truth_code(tree.child_truths(node, cand))
         probs = (1.0 - err) * _one_hot(code, 2**tree.q) + err * self.shift[node, cand]
@@ -593,16 +278,7 @@ class ErrorShiftingEstimator:
 
 
 def error_shifting_estimator(tree: ClaimTree, e, cache: dict | None = None):
-    """Build the error-shifting B for one tree (host LPs for the packings) with root error e.
-
-    Args:
-        tree: an unbatched claim tree.
-        e: the root error.
-        cache: optional LP cache (:func:`dedebate.trees.stability.node_fbs`).
-
-    Returns:
-        An :class:`ErrorShiftingEstimator`.
-    """
+    """Build the error-shifting B for one tree (host LPs for the packings) with root error e."""
     _check_probability("e", e)
     shift = jnp.asarray(error_shifting_table(tree, cache))
     return ErrorShiftingEstimator(jnp.asarray(e, jnp.float32), shift)
@@ -622,31 +298,12 @@ class CalibratedEstimator:
     sees_truth: bool = struct.field(pytree_node=False, default=False)
 
     def initial(self, tree: ClaimTree) -> jax.Array:
-        """B's initial estimate ``p_d``: the public root truth, 1/2 if hidden.
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """B's initial estimate ``p_d``: the public root truth, 1/2 if hidden."""
         t = tree.truth[0].astype(jnp.float32)
         return jnp.where(t < 0, 0.5, t)
 
     def joint(self, tree: ClaimTree, node, cand, phat, k) -> jax.Array:
-        """B's joint ``P_k`` over the ``2^q`` answer patterns of the subclaims (see the class
-        docstring).
-
-        Args:
-            tree: the claim tree (its public view unless ``sees_truth``).
-            node: int32 the claim under debate.
-            cand: int32 A's candidate decomposition.
-            phat: float32 the estimate under debate.
-            k: int32 the round.
-
-        Returns:
-            float32 ``[2^q]`` logits (may hold ``-inf``).
-        """
+        """B's joint, as the class docstring says."""
         q = tree.q
         n = 2**q
         kids = tree.child_truths(node, cand)

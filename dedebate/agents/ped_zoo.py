@@ -1,18 +1,10 @@
-"""The prover-estimator zoos played against each other, exactly and by sampling (spec PED 2.2, 4,
-7.3, 9.2, 9.3).
+"""The prover-estimator zoos played against each other, exactly and by sampling (spec PED 9).
 
-Pure JAX over stacked trees, the computations a report on Theorem 6.1 is made of:
-:func:`completeness_payoffs` (honest A against the completeness zoo of estimators and
-error-shifting B; spec 4, 9.2, 9.5), :func:`error_shift_payoffs` (per root error, spec 4),
-:func:`obfuscation_payoffs` (the A zoo against the calibrated estimator, and survival in naive
-recursive debate; spec 9.3), :func:`sampled_obfuscation` (the same liars in sampled debates),
-:func:`training_signals` (U(honest) - U(liar) of both protocols by depth; spec 7.3) and
-:func:`max_node_fbs`. :func:`completeness_metrics`, :func:`error_shift_metrics` and
-:func:`obfuscation_metrics` summarise them per section of a report;
-:func:`sampled_obfuscation_chunks` runs the sampled debates in bounded-memory chunks and
-:func:`training_signal_rows` gives the training signals as table rows.
-
-Payoffs are exact expectations (spec 2.2) unless a name says "sampled".
+Pure JAX over stacked trees, the computations a report on Theorem 6.1 is made of: honest A against
+the completeness zoo and error-shifting B (spec 4, 9.2, 9.5), the A zoo against the calibrated
+estimator and in naive recursive debate (spec 9.3; exact and sampled), and the training signals of
+both protocols by depth (spec 7.3); the ``*_metrics`` functions summarise them per section of a
+report. Payoffs are exact expectations (spec 2.2) unless a name says "sampled".
 """
 
 from __future__ import annotations
@@ -66,39 +58,17 @@ def _liar():
 
 
 def exact_u(settings, params, prover, estimator, tree):
-    """Exact expected payoff of a prover with deterministic path choices (spec 2.2).
-
-    Args:
-        settings: the static half (:class:`~dedebate.protocols.prover_estimator.PEDStatic`).
-        params: the protocol's numbers (:class:`~dedebate.protocols.prover_estimator.PEDParams`).
-        prover: the prover A (its path choices deterministic, so one play is exact).
-        estimator: the estimator B.
-        tree: the claim tree.
-
-    Returns:
-        float32 scalar: A's payoff U_A.
-    """
+    """Exact expected payoff of a prover with deterministic path choices (spec 2.2)."""
     return play(settings, params, prover, estimator, tree, jax.random.key(0)).u_a
 
 
 def completeness_payoffs(params, trees, shifts, errors, rj_keys):
-    """Completeness payoffs on each tree (``lax.map``), exact.
+    """Exact completeness payoffs on each tree ``[N]`` (``lax.map``), a dict of float32 arrays.
 
-    Honest A (stable candidate) against the completeness zoo (the tabulated honest, root-liar,
-    constant-1/2 and random-joint estimators, vmapped as one batch) and against error-shifting B
-    for each root error; and an honest-answer prover on the unstable candidate (1) against
-    error-shifting B.
-
-    Args:
-        params: the protocol's numbers.
-        trees: stacked claim trees ``[N, ...]``.
-        shifts: per tree, error-shifting B's shift (stacked ``[N, ...]``).
-        errors: float32 ``[E]`` root errors of error-shifting B.
-        rj_keys: typed keys ``[R]`` of the random-joint estimators.
-
-    Returns:
-        Dict of float32 arrays over trees: ``honest``, ``root_liar``, ``constant_half`` ``[N]``,
-        ``random_joint`` ``[N, R]``, ``error_shifting`` and ``unstable`` ``[N, E]``.
+    Honest A (stable candidate) against the completeness zoo (``honest``, ``root_liar``,
+    ``constant_half`` ``[N]``, ``random_joint`` ``[N, R]``, vmapped as one batch) and against
+    error-shifting B for each root error (``error_shifting`` ``[N, E]``); and an honest-answer
+    prover on the unstable candidate (1) against error-shifting B (``unstable`` ``[N, E]``).
     """
     honest = honest_prover()
     unstable = unstable_prover(1)
@@ -123,38 +93,18 @@ def completeness_payoffs(params, trees, shifts, errors, rj_keys):
 
 
 def error_shift_payoffs(params, prover, tree, shift, errors):
-    """U_A of ``prover`` against error-shifting B for each root error (e = 0 is honest B).
-
-    Args:
-        params: the protocol's numbers.
-        prover: the prover A.
-        tree: the claim tree.
-        shift: error-shifting B's shift on this tree.
-        errors: float32 ``[E]`` root errors.
-
-    Returns:
-        float32 ``[E]``: the exact payoffs (spec 4).
-    """
+    """U_A of ``prover`` against error-shifting B for each root error (e = 0 is honest B)."""
     return jax.vmap(lambda e: exact_u(EXACT, params, prover, ErrorShiftingEstimator(e, shift),
                                  tree))(errors)
 
 
 def obfuscation_payoffs(params, trees, dir_probs):
-    """Exact E[U_A] (all of A's paths) of the A zoo against the calibrated estimator, and exact
-    survival probabilities in naive recursive debate against a uniform challenger.
+    """Exact E[U_A] of the A zoo against the calibrated estimator, and naive-debate survival.
 
-    Liars (vmapped): the obfuscating liar (hidden-flaw AND, candidate 0) with each direction
-    policy, and a liar on the stable candidate (-1: the tree's honest candidate). Honest provers
-    (vmapped): honest A and the wrong-direction A (spec 9.3).
-
-    Args:
-        params: the protocol's numbers.
-        trees: stacked hidden-flaw trees ``[N, ...]``.
-        dir_probs: float32 ``[P, 3]`` direction policies of the obfuscating liar.
-
-    Returns:
-        Dict of float32 arrays over trees: ``liars`` ``[N, P]``, ``stable_liar``, ``honest``,
-        ``wrong_direction``, ``naive_liar`` and ``naive_honest`` (survival probabilities) ``[N]``.
+    Liars (vmapped): the obfuscating liar (hidden-flaw AND, candidate 0) with each direction policy
+    (``liars`` [N, P]) and a liar on the stable candidate; honest provers: honest A and the
+    wrong-direction A (spec 9.3); ``naive_liar`` / ``naive_honest``: survival against a uniform
+    challenger. Float32 arrays over the N trees.
     """
     cal = CalibratedEstimator()
     ch = UniformChallenger()
@@ -182,21 +132,7 @@ def obfuscation_payoffs(params, trees, dir_probs):
 
 @functools.partial(_jit, static_argnums=(3, 4))
 def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key):
-    """Sampled debates of the obfuscating liar on each tree (jitted).
-
-    Args:
-        params: the protocol's numbers.
-        trees: stacked hidden-flaw trees ``[N, ...]``.
-        dir_probs: float32 ``[P, 3]`` direction policies.
-        per_tree: sampled prover-estimator debates per policy and tree (static).
-        per_tree_naive: sampled naive recursive debates per tree (static).
-        key: a typed PRNG key.
-
-    Returns:
-        ``(u, survived)``: U_A against the calibrated estimator, float32
-        ``[P, N, per_tree]``, and the liar's wins in naive recursive debate against a uniform
-        challenger, float32 ``[N, per_tree_naive]``.
-    """
+    """``(u [P, N, per_tree], survived [N, per_tree_naive])``: the liar's sampled debates."""
     cal = CalibratedEstimator()
     ch = UniformChallenger()
     k_ped, k_naive = jax.random.split(key)
@@ -222,20 +158,7 @@ def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key)
 
 @functools.partial(_jit, static_argnums=(3, 4))
 def training_signals(params, key, rounds, depth, q):
-    """Exact training signals on one hidden-flaw tree, by the number of rounds (spec 7.3).
-
-    Args:
-        params: the protocol's numbers (its ``rounds`` is replaced).
-        key: a typed PRNG key for the tree.
-        rounds: int32 ``[R]`` levels the debates descend (vmapped).
-        depth: the tree's depth (static).
-        q: the hidden-flaw tree's parameter q (static).
-
-    Returns:
-        Four float32 ``[R]`` arrays: PED's U_A of honest A and of the obfuscating liar against
-        the calibrated estimator, and the survival probabilities of the honest and lying
-        debaters of naive recursive debate against a uniform challenger.
-    """
+    """float32 ``[R]`` U_A of honest A / the liar, naive survival of honest / liar (spec 7.3)."""
     tree = hidden_flaw_tree(key, depth=depth, q=q)
     cal = CalibratedEstimator()
     ch = UniformChallenger()
@@ -251,16 +174,7 @@ def training_signals(params, key, rounds, depth, q):
 
 
 def max_node_fbs(tree, fbs32, cand):
-    """Max fbs over the internal nodes of ``tree`` for candidate ``cand``.
-
-    Args:
-        tree: a claim tree.
-        fbs32: its LP lookup's fbs, rounded to 9 decimals like ``run``'s rho (float32).
-        cand: the candidate.
-
-    Returns:
-        float32 scalar: the largest fractional block sensitivity (spec PED 3.2).
-    """
+    """Max fbs over the internal nodes of ``tree`` for candidate ``cand``."""
     return jnp.max(node_fbs_jnp(tree, fbs32)[:, cand])
 
 
@@ -272,19 +186,10 @@ def _params(rho):
 def completeness_metrics(trees, lookup, fbs32, scale, shift_errors, rj_keys, depth):
     """Completeness on noisy-evidence trees: the protocol's rho and honest A's worst payoffs.
 
-    Args:
-        trees: stacked noisy-evidence trees (candidate 1 the unstable alternative).
-        lookup: their :func:`~dedebate.trees.stability.lp_lookup`; ``fbs32`` its rounded fbs.
-        scale: the protocol's rho as a multiple of the trees' fbs (clamped at 1).
-        shift_errors: root errors of error-shifting B (float32 ``[E]``; e = 1 is appended).
-        rj_keys: keys of the random-joint estimators.
-        depth: the trees' depth d.
-
-    Returns:
-        float32 scalars: ``fbs``, ``rho``, ``margin = rho^-(d+1)``, the min over trees of honest
-        A's payoff against each estimator (``honest_min``, ``root_liar_min``,
-        ``constant_half_min``, ``random_joint_min``, ``error_shifting_min/i``), ``honest_dev``,
-        ``unstable_min``, ``unstable_max_e1`` and ``worst_minus_margin`` (>= 0: completeness).
+    float32 ``fbs``, ``rho``, ``margin = rho^-(d+1)``, the min over trees against each estimator
+    (``honest_min``, ``root_liar_min``, ``constant_half_min``, ``random_joint_min``,
+    ``error_shifting_min/i``), ``honest_dev``, ``unstable_min``, ``unstable_max_e1`` and
+    ``worst_minus_margin`` (>= 0: completeness).
     """
     f = jnp.max(jax.vmap(lambda t: max_node_fbs(t, fbs32, 0))(trees))
     rho = jnp.maximum(f * scale, 1.0)
@@ -308,18 +213,10 @@ def completeness_metrics(trees, lookup, fbs32, scale, shift_errors, rj_keys, dep
 
 
 def error_shift_metrics(tree, lookup, fbs32, scale, shift_errors, control_rho):
-    """Tight error shifting on one tree, and the negative control (rho below the true fbs).
+    """Tight error shifting on one tree, and the negative control: ``fbs``, ``rho``, ``u/i``.
 
-    Args:
-        tree: the tight error-shifting tree; ``lookup`` its LP lookup, ``fbs32`` its rounded fbs.
-        scale: the protocol's rho as a multiple of the tree's fbs (clamped at 1).
-        shift_errors: root errors of error-shifting B (float32 ``[E]``; e = 0 is prepended and
-            e = 1 appended).
-        control_rho: the negative control's rho.
-
-    Returns:
-        float32 scalars ``fbs``, ``rho``, ``honest`` (e = 0), ``u/i`` (U_A at root error i) and
-        ``control_u`` (e = 1 at ``control_rho``).
+    ``honest`` (e = 0) and ``u/i``, U_A at root error i (e = 0 prepended, 1 appended);
+    ``control_u``: e = 1 at ``control_rho``.
     """
     f = max_node_fbs(tree, fbs32, 0)
     shift = error_shifting_table_jnp(tree, lookup)
@@ -333,20 +230,12 @@ def error_shift_metrics(tree, lookup, fbs32, scale, shift_errors, control_rho):
 
 
 def obfuscation_metrics(trees, fbs32, scale, dir_probs, q, depth):
-    """Obfuscation on hidden-flaw trees: the A zoo against the calibrated estimator, exactly, and
-    survival in naive recursive debate.
+    """Obfuscation on hidden-flaw trees: the A zoo against the calibrated B; naive survival.
 
-    Args:
-        trees: stacked hidden-flaw trees; ``fbs32`` their rounded LP fbs.
-        scale: the protocol's rho as a multiple of the trees' fbs (clamped at 1).
-        dir_probs: float32 ``[P, 3]`` direction policies of the obfuscating liar.
-        q: the trees' width; depth: their depth d.
-
-    Returns:
-        float32 scalars ``fbs``, ``rho``, ``margin``, ``liar_max_abs/i`` (policy i),
-        ``liar_max``, ``stable_liar_max``, ``wrong_direction_max``, ``honest_min``,
-        ``honest_dev``, ``naive_liar_mean``, ``naive_liar_dev`` (max |survival - (1 - q^-d)|),
-        ``naive_honest_min``, ``ped_gap`` and ``naive_gap`` (min honest - max liar payoff).
+    float32 ``fbs``, ``rho``, ``margin``, ``liar_max_abs/i`` (policy i), ``liar_max``,
+    ``stable_liar_max``, ``wrong_direction_max``, ``honest_min``, ``honest_dev``,
+    ``naive_liar_mean``, ``naive_liar_dev`` (max |survival - (1 - q^-d)|), ``naive_honest_min``,
+    ``ped_gap`` and ``naive_gap`` (min honest - max liar payoff).
     """
     f = max_node_fbs(jax.tree.map(lambda x: x[0], trees), fbs32, 1)
     rho = jnp.maximum(f * scale, 1.0)
@@ -369,19 +258,10 @@ def obfuscation_metrics(trees, fbs32, scale, dir_probs, q, depth):
 
 def sampled_obfuscation_chunks(params, trees, dir_probs, episodes, naive_episodes, key,
                                chunk_debates):
-    """:func:`sampled_obfuscation` in chunks of at most ``chunk_debates`` debates per policy
-    (one compiled program for every chunk: bounded memory), collected on the host.
+    """:func:`sampled_obfuscation` in chunks of ``chunk_debates`` debates per policy (host).
 
-    Args:
-        params: the protocol's numbers; trees: stacked trees; dir_probs: ``[P, 3]`` policies.
-        episodes: sampled PED debates per policy; naive_episodes: sampled naive debates (both
-            spread over the trees and rounded up to whole chunks).
-        key: typed PRNG key (chunk 0 uses it, chunk c > 0 ``fold_in(key, c)``).
-        chunk_debates: the most debates per policy of one call.
-
-    Returns:
-        ``(us, surv)``: float64 U_A ``[policy, tree, episode]`` and 0/1 naive survival
-        ``[tree, episode]`` (numpy).
+    One compiled program serves every chunk (bounded memory); chunk c > 0 uses ``fold_in(key, c)``.
+    Returns numpy ``(us [policy, tree, episode], surv [tree, episode])``.
     """
     n_trees = trees.truth.shape[0]
     per_tree, per_tree_n = -(-episodes // n_trees), -(-naive_episodes // n_trees)
@@ -397,18 +277,7 @@ def sampled_obfuscation_chunks(params, trees, dir_probs, episodes, naive_episode
 
 
 def training_signal_rows(params, key, depths, q) -> list[dict]:
-    """:func:`training_signals` as table rows, one per depth, against the expected powers.
-
-    Args:
-        params: the protocol's numbers (``params.rho`` is read as a Python float for the powers).
-        key: typed PRNG key of the hidden-flaw tree (depth ``max(depths)``).
-        depths: the debates' depths d (ints).
-        q: the tree's width.
-
-    Returns:
-        Rows ``depth``, ``ped_honest``, ``ped_liar``, ``ped_delta``, ``naive_honest``,
-        ``naive_liar``, ``naive_delta``, ``rho_power = rho^-(d+1)``, ``q_power = q^-d`` (floats).
-    """
+    """:func:`training_signals` as rows per depth, with ``rho^-(d+1)`` and ``q^-d``."""
     d = np.asarray(depths, np.int32)
     u_h, u_l, s_h, s_l = (np.asarray(x, np.float64).tolist() for x in training_signals(
         params, key, jnp.asarray(d), int(d.max()), q))

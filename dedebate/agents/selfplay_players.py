@@ -25,16 +25,7 @@ N_FEATURES = 4
 
 
 def node_features(t, pi, prev, ones, T: int):
-    """Alice's features at a prefix: ``[t/(T-1), pi, prev_bit, ones/max(t, 1)]`` (float32).
-
-    Args:
-        t, pi, prev, ones: the step, the true step probability, the previous bit and the number
-            of ones so far (broadcastable arrays or scalars).
-        T: the number of steps (static).
-
-    Returns:
-        float32 array of shape ``broadcast(t, pi, prev, ones) + (N_FEATURES,)``.
-    """
+    """Alice's features float32 ``[..., 4]``: ``[t/(T-1), pi, prev, ones/max(t, 1)]``."""
     t = jnp.asarray(t, jnp.float32)
     return jnp.stack(jnp.broadcast_arrays(
         t / max(T - 1, 1), jnp.asarray(pi, jnp.float32), jnp.asarray(prev, jnp.float32),
@@ -42,15 +33,7 @@ def node_features(t, pi, prev, ones, T: int):
 
 
 def level_codes(T: int) -> list[dict]:
-    """The prefix features that do not depend on the machine, per level.
-
-    Args:
-        T: the number of steps.
-
-    Returns:
-        A list over t < T of ``{"prev": int32[2^t], "ones": int32[2^t]}``: the last bit (0 at
-        t = 0) and the number of ones of every little-endian prefix code of length t.
-    """
+    """Per t < T, int32 ``prev`` and ``ones`` ``[2^t]`` of every little-endian t-bit prefix."""
     out = []
     for t in range(T):
         codes = np.arange(2**t, dtype=np.int64)
@@ -80,16 +63,7 @@ class BobParams:
 
 
 def init_alice(key: jax.Array, hidden: int, init_scale: float = 1.0) -> AliceParams:
-    """Random Alice: Glorot-like first layer, output layer of scale ``init_scale``.
-
-    Args:
-        key: typed PRNG key.
-        hidden: the MLP's width.
-        init_scale: the typical initial lie, in units of the claim unit.
-
-    Returns:
-        :class:`AliceParams` (float32).
-    """
+    """Random Alice: Glorot-like first layer, output layer of scale ``init_scale``."""
     k1, k2, k3 = jax.random.split(key, 3)
     return AliceParams(
         w1=jax.random.normal(k1, (N_FEATURES, hidden)) / jnp.sqrt(N_FEATURES),
@@ -99,17 +73,7 @@ def init_alice(key: jax.Array, hidden: int, init_scale: float = 1.0) -> AlicePar
 
 
 def init_bob(key: jax.Array, T: int, init_logit: float = -2.0) -> BobParams:
-    """Bob starting almost deviation-blind.
-
-    Args:
-        key: typed PRNG key.
-        T: the number of steps (one abort logit per step).
-        init_logit: the mean initial abort logit.
-
-    Returns:
-        :class:`BobParams`: logits ``init_logit + N(0, 0.1^2)`` per step, ``w_dev, w_prev ~
-        N(0, 0.1^2)``.
-    """
+    """Bob almost deviation-blind: logits ``init_logit + N(0, 0.1^2)``, weights N(0, 0.1^2)."""
     k1, k2, k3 = jax.random.split(key, 3)
     return BobParams(w=init_logit + 0.1 * jax.random.normal(k1, (T,)),
                      w_dev=0.1 * jax.random.normal(k2, ()),
@@ -121,60 +85,24 @@ def alice_claim(params: AliceParams, feats: jax.Array, pi: jax.Array, unit) -> j
 
     The lie is measured in ``unit`` (the must-abort threshold b), so one optimiser step moves
     claims on the scale where the protocol's thresholds live while any lie stays reachable.
-
-    Args:
-        params: Alice's MLP.
-        feats: features ``[..., N_FEATURES]`` (:func:`node_features`).
-        pi: the true step probabilities ``[...]``.
-        unit: the claim unit.
-
-    Returns:
-        The claims ``[...]``.
     """
     h = jnp.tanh(feats @ params.w1 + params.b1)
     return pi + unit * (h @ params.w2 + params.b2)
 
 
 def bob_logit(params: BobParams, t, dev_abs, prev, scale) -> jax.Array:
-    """Bob's abort logit ``w[t] + w_dev * dev_abs / scale + w_prev * prev``.
-
-    Args:
-        params: Bob's weights.
-        t: the step (int, indexes ``w``).
-        dev_abs: ``|p - pi|``.
-        prev: the previous bit.
-        scale: the deviation scale (b).
-
-    Returns:
-        The logit, broadcast over the arguments.
-    """
+    """Bob's abort logit ``w[t] + w_dev * dev_abs / scale + w_prev * prev``."""
     return (params.w[t] + params.w_dev * dev_abs / scale
             + params.w_prev * jnp.asarray(prev, jnp.float32))
 
 
 def bob_abort(params: BobParams, t, dev_abs, prev, scale) -> jax.Array:
-    """Bob's abort probability ``sigmoid(bob_logit(...))`` (``ZooBob.abort_prob``, B_LEARNED).
-
-    Args:
-        params, t, dev_abs, prev, scale: as for :func:`bob_logit`.
-
-    Returns:
-        The abort probability, broadcast over the arguments.
-    """
+    """Bob's abort probability ``sigmoid(bob_logit(...))`` (``ZooBob.abort_prob``, B_LEARNED)."""
     return jax.nn.sigmoid(bob_logit(params, t, dev_abs, prev, scale))
 
 
 def bob_as_zoo(params: BobParams, scale: float) -> ZooBob:
-    """The trained Bob as a :class:`ZooBob` of kind ``B_LEARNED`` (no oracle samples).
-
-    Args:
-        params: Bob's weights (leaves may carry leading batch axes).
-        scale: the deviation scale (b), Bob's ``tau_vera`` field.
-
-    Returns:
-        A ZooBob for :func:`dedebate.exact.acceptance_exact` and
-        :func:`dedebate.protocols.stochastic.play`.
-    """
+    """The trained Bob (leaves may carry batch axes) as a :class:`ZooBob` of kind ``B_LEARNED``."""
     return ZooBob(kind=jnp.int32(B_LEARNED), w=jnp.asarray(params.w, jnp.float32),
                   w_dev=jnp.asarray(params.w_dev, jnp.float32),
                   w_prev=jnp.asarray(params.w_prev, jnp.float32),
@@ -193,42 +121,16 @@ class LearnedAlice:
     samples: bool = struct.field(pytree_node=False, default=False)
 
     def claim(self, view: StepView, count, u):
-        """Alice's claim at the view's prefix.
-
-        Args:
-            view: the step's view (prefix, true pi, previous bit, ones so far, T).
-            count: Alice's oracle sample count (ignored: she draws none).
-            u: her private uniform (ignored).
-
-        Returns:
-            The claimed probability, float32 scalar, a multiple of ``unit``.
-        """
+        """Alice's claim at the view's prefix."""
         f = node_features(view.t, view.pi, view.prev_bit, view.ones, view.T)
         return alice_claim(self.params, f, view.pi, self.unit).astype(jnp.float32)
 
     def coin_share(self, view: StepView, p, z):
-        """Alice's coin share: the fair share ``z`` unchanged.
-
-        Args:
-            view: the step's view (unused).
-            p: the claimed probability of the step (unused).
-            z: her fair uniform share in [0, 1).
-
-        Returns:
-            ``z``.
-        """
+        """Alice's coin share: the fair share ``z`` unchanged."""
         return z
 
 
 def learned_alice(params: AliceParams, unit: float) -> LearnedAlice:
-    """The trained Alice as a player of :func:`dedebate.protocols.stochastic.play`.
-
-    Args:
-        params: Alice's MLP.
-        unit: the claim unit (b).
-
-    Returns:
-        :class:`LearnedAlice` drawing no oracle samples.
-    """
+    """The trained Alice as a player of :func:`dedebate.protocols.stochastic.play`."""
     return LearnedAlice(params=params, unit=jnp.float32(unit), n_samples=jnp.int32(0))
 

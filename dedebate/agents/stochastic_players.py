@@ -1,13 +1,12 @@
 """Players of the stochastic-oracle debate (spec DED 5.1, 9): honest players and adversary zoos.
 
-Honest players are Lean's: Alice claims her estimate ``count / N_A`` (correctly rounded to float32)
-from ``N_A`` oracle answers;
-Bob continues iff ``|p - count / N_B| < tau_B`` (strict). Adversaries are unbounded in theory:
-they read the true step probability ``pi`` from the view and are not query-metered. Each zoo is
-one pytree class with a dynamic ``kind`` selector, so a whole zoo (stacked with :func:`stack`)
-vmaps through one compiled program. The zoos are those of spec DED 9; their optimised members
-come from an evolution-strategy search over small families of lies (:func:`optimise_alice`) and
-abort rules (:func:`optimise_bob`).
+Honest players are Lean's: Alice claims her estimate ``count / N_A`` (correctly rounded to
+float32) from ``N_A`` oracle answers; Bob continues iff ``|p - count / N_B| < tau_B`` (strict).
+Adversaries are unbounded in theory: they read the true step probability ``pi`` from the view and
+are not query-metered. Each zoo is one pytree class with a dynamic ``kind`` selector, so a whole
+zoo (stacked with :func:`stack`) vmaps through one compiled program. The zoos are those of spec
+DED 9; their optimised members come from an evolution-strategy search over small families of lies
+(:func:`optimise_alice`) and abort rules (:func:`optimise_bob`).
 """
 
 from __future__ import annotations
@@ -46,44 +45,21 @@ def _honest_estimate(count, n):
 # ---- honest players ------------------------------------------------------------------------------
 @struct.dataclass
 class HonestAlice:
-    """Lean's honest Alice(c, q): claims ``count / N_A``.
+    """Lean's honest Alice(c, q): claims ``count / N_A``."""
 
-    Attributes:
-        n_samples: int32 ``N_A``.
-        samples: the protocol draws counts for her (static).
-        honest_estimate: her claim is exactly the estimate, which the protocol's ``bob_draw="lazy"``
-            mode relies on (static).
-    """
-
-    n_samples: jax.Array  # int32
+    n_samples: jax.Array  # int32 N_A
+    # the protocol draws counts for her (static)
     samples: bool = struct.field(pytree_node=False, default=True)
+    # her claim is exactly the estimate, which the protocol's bob_draw="lazy" mode relies on
+    # (static)
     honest_estimate: bool = struct.field(pytree_node=False, default=True)
 
     def claim(self, view: StepView, count, u):
-        """Alice's claim at this step: the estimate ``count / N_A``.
-
-        Args:
-            view: the :class:`~dedebate.protocols.stochastic_scan.StepView` of this step.
-            count: int32 ones among her ``n_samples`` oracle samples (``~ Binomial(n_samples,
-                pi)``).
-            u: float32 fresh uniform of her own.
-
-        Returns:
-            float32 scalar claim p (any real).
-        """
+        """Alice's claim at this step: the estimate ``count / N_A``."""
         return _honest_estimate(count, self.n_samples)
 
     def coin_share(self, view: StepView, p, z):
-        """The player's share of the two-party coin (spec DED 5.4): the fresh uniform ``z``.
-
-        Args:
-            view: the :class:`~dedebate.protocols.stochastic_scan.StepView` of this step.
-            p: float32 Alice's claim.
-            z: float32 fresh uniform share.
-
-        Returns:
-            float32 scalar in ``[0, 1)``.
-        """
+        """The player's share of the two-party coin (spec DED 5.4): the fresh uniform ``z``."""
         return z
 
 
@@ -96,70 +72,29 @@ class HonestBob:
     samples: bool = struct.field(pytree_node=False, default=True)
 
     def cont(self, view: StepView, p, count, u):
-        """Whether Bob continues at this step: iff ``|p - count / N_B| < tau_B``.
-
-        Args:
-            view: the :class:`~dedebate.protocols.stochastic_scan.StepView` of this step.
-            p: float32 Alice's claim.
-            count: int32 ones among his ``n_samples`` oracle samples.
-            u: float32 fresh uniform of his own.
-
-        Returns:
-            bool scalar: True to continue, False to abort.
-        """
+        """Whether Bob continues at this step: iff ``|p - count / N_B| < tau_B``."""
         return checker_accepts(p, count, self.n_samples, self.tau)
 
     def continue_interval(self, p):
-        """The counts Bob continues on, for the protocol's ``bob_draw="decision"`` mode.
+        """``(k_lo, k_hi, certified)``: the counts Bob continues on (``bob_draw="decision"`` mode).
 
         That mode draws the decision, not the count (see
-        :func:`dedebate.protocols.stochastic.checker_interval`).
-
-        Args:
-            p: float32 Alice's claim.
-
-        Returns:
-            ``(k_lo, k_hi, certified)``: the interval ``[k_lo, k_hi]`` of counts (int32) and a bool
-            flag
-            that it was certified.
+        :func:`dedebate.protocols.stochastic_interface.checker_interval`).
         """
         return checker_interval(p, self.n_samples, self.tau)
 
     def coin_share(self, view: StepView, p, z):
-        """The player's share of the two-party coin (spec DED 5.4): the fresh uniform ``z``.
-
-        Args:
-            view: the :class:`~dedebate.protocols.stochastic_scan.StepView` of this step.
-            p: float32 Alice's claim.
-            z: float32 fresh uniform share.
-
-        Returns:
-            float32 scalar in ``[0, 1)``.
-        """
+        """The player's share of the two-party coin (spec DED 5.4): the fresh uniform ``z``."""
         return z
 
 
 def honest_alice(constants: DebateParams) -> HonestAlice:
-    """Honest Alice with ``N_A`` from the debate's constants.
-
-    Args:
-        constants: the debate's constants.
-
-    Returns:
-        A :class:`HonestAlice`.
-    """
+    """Honest Alice with ``N_A`` from the debate's constants."""
     return HonestAlice(n_samples=jnp.int32(constants.n_alice))
 
 
 def honest_bob(constants: DebateParams) -> HonestBob:
-    """Honest Bob with ``N_B`` and ``tau_B`` from the debate's constants.
-
-    Args:
-        constants: the debate's constants.
-
-    Returns:
-        A :class:`HonestBob`.
-    """
+    """Honest Bob with ``N_B`` and ``tau_B`` from the debate's constants."""
     return HonestBob(n_samples=jnp.int32(constants.n_bob), tau=jnp.float32(constants.tau_bob))
 
 
@@ -172,35 +107,19 @@ class ZooAlice:
     under s everywhere); A_LIE_LAST (honest except at the last step, where she claims 1 or
     ``pi + delta``); A_PER_STEP (``pi + lies[t]``, the optimised lie); A_HONEST_SHIFT (her estimate
     plus ``delta``).
-
-    Attributes:
-        kind: int32 selector.
-        delta: float32 shift of A_SHIFT / A_LIE_LAST / A_HONEST_SHIFT.
-        lies: float32 ``[T]``, A_PER_STEP's shift at each step.
-        n_samples: int32 honest-estimate samples (kinds that use the estimate), else 0.
-        coin: float32 share of the two-party coin, a fixed value in [0, 1), or negative for an
-            honest uniform share.
     """
 
-    kind: jax.Array  # int32
-    delta: jax.Array  # float32
-    lies: jax.Array  # float32[T]
-    n_samples: jax.Array  # int32
-    coin: jax.Array  # float32
+    kind: jax.Array  # int32 selector
+    delta: jax.Array  # float32 shift of A_SHIFT / A_LIE_LAST / A_HONEST_SHIFT
+    lies: jax.Array  # float32 [T], A_PER_STEP's shift at each step
+    n_samples: jax.Array  # int32 honest-estimate samples (kinds that use the estimate), else 0
+    # float32 share of the two-party coin, a fixed value in [0, 1), or negative for an honest
+    # uniform share
+    coin: jax.Array
     samples: bool = struct.field(pytree_node=False, default=True)
 
     def claim(self, view: StepView, count, u):
-        """Alice's claim at this step, by her kind.
-
-        Args:
-            view: the :class:`~dedebate.protocols.stochastic_scan.StepView` of this step.
-            count: int32 ones among her ``n_samples`` oracle samples (``~ Binomial(n_samples,
-                pi)``).
-            u: float32 fresh uniform of her own.
-
-        Returns:
-            float32 scalar claim p (any real).
-        """
+        """Alice's claim at this step, by her kind."""
         honest = _honest_estimate(count, self.n_samples)
         last = view.t == view.T - 1
         out = jnp.where(self.kind == A_ALWAYS_ONE, 1.0, honest)
@@ -213,17 +132,7 @@ class ZooAlice:
         return out.astype(jnp.float32)
 
     def coin_share(self, view: StepView, p, z):
-        """The player's share of the two-party coin (spec DED 5.4): ``coin`` if non-negative, else
-        ``z``.
-
-        Args:
-            view: the :class:`~dedebate.protocols.stochastic_scan.StepView` of this step.
-            p: float32 Alice's claim.
-            z: float32 fresh uniform share.
-
-        Returns:
-            float32 scalar in ``[0, 1)``.
-        """
+        """Her coin share: ``coin`` if non-negative, else the honest ``z`` (spec DED 5.4)."""
         return jnp.where(self.coin < 0, z, self.coin)
 
 
@@ -234,38 +143,20 @@ class ZooBob:
     Kinds: B_HONEST; B_ABORT_FIRST (aborts at step 0); B_RANDOM_STEP (at a uniformly random step,
     hazard ``1 / (T - t)``); B_NEVER; B_AFTER_ONE (whenever the previous bit was 1); B_LEARNED
     (aborts with probability ``sigmoid(w[t] + w_dev |p - pi| / tau_V + w_prev prev_bit)``).
-
-    Attributes:
-        kind: int32 selector.
-        w: float32 ``[T]`` abort logits of B_LEARNED.
-        w_dev: float32 weight of ``|p - pi| / tau_V``.
-        w_prev: float32 weight of the previous bit.
-        tau_vera: float32 ``tau_V``.
-        n_samples: int32 ``N_B`` for B_HONEST.
-        tau: float32 ``tau_B`` for B_HONEST.
-        coin: as for :class:`ZooAlice`.
     """
 
-    kind: jax.Array  # int32
-    w: jax.Array  # float32[T]
-    w_dev: jax.Array  # float32
-    w_prev: jax.Array  # float32
-    tau_vera: jax.Array  # float32 (scale of the deviation feature)
-    n_samples: jax.Array  # int32
-    tau: jax.Array  # float32
-    coin: jax.Array  # float32
+    kind: jax.Array  # int32 selector
+    w: jax.Array  # float32 [T] abort logits of B_LEARNED
+    w_dev: jax.Array  # float32 weight of |p - pi| / tau_V
+    w_prev: jax.Array  # float32 weight of the previous bit
+    tau_vera: jax.Array  # float32 tau_V
+    n_samples: jax.Array  # int32 N_B for B_HONEST
+    tau: jax.Array  # float32 tau_B for B_HONEST
+    coin: jax.Array  # float32: as for ZooAlice
     samples: bool = struct.field(pytree_node=False, default=True)
 
     def abort_prob(self, view: StepView, p):
-        """Probability of aborting at this step (the honest kind is not covered: it samples).
-
-        Args:
-            view: the :class:`~dedebate.protocols.stochastic_scan.StepView` of this step.
-            p: float32 Alice's claim.
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """Probability of aborting at this step (the honest kind is not covered: it samples)."""
         t = view.t
         first = (t == 0).astype(jnp.float32)
         rand = 1.0 / jnp.maximum(view.T - t, 1).astype(jnp.float32)
@@ -281,50 +172,19 @@ class ZooBob:
         return out
 
     def cont(self, view: StepView, p, count, u):
-        """Whether Bob continues at this step, by his kind.
-
-        Args:
-            view: the :class:`~dedebate.protocols.stochastic_scan.StepView` of this step.
-            p: float32 Alice's claim.
-            count: int32 ones among his ``n_samples`` oracle samples.
-            u: float32 fresh uniform of his own.
-
-        Returns:
-            bool scalar: True to continue, False to abort.
-        """
+        """Whether Bob continues at this step, by his kind."""
         honest = checker_accepts(p, count, self.n_samples, self.tau)
         adv = u >= self.abort_prob(view, p)
         return jnp.where(self.kind == B_HONEST, honest, adv)
 
     def coin_share(self, view: StepView, p, z):
-        """The player's share of the two-party coin (spec DED 5.4): ``coin`` if non-negative, else
-        ``z``.
-
-        Args:
-            view: the :class:`~dedebate.protocols.stochastic_scan.StepView` of this step.
-            p: float32 Alice's claim.
-            z: float32 fresh uniform share.
-
-        Returns:
-            float32 scalar in ``[0, 1)``.
-        """
+        """His coin share: ``coin`` if non-negative, else the honest ``z`` (spec DED 5.4)."""
         return jnp.where(self.coin < 0, z, self.coin)
 
 
 def zoo_alice(constants: DebateParams, kind: int, delta: float = 0.0, lies=None,
               coin: float = -1.0) -> ZooAlice:
-    """One zoo Alice.
-
-    Args:
-        constants: the debate's constants (``N_A``, T).
-        kind: one of the ``A_*`` kinds.
-        delta: her shift.
-        lies: length-T per-step shifts for A_PER_STEP (default zeros).
-        coin: fixed coin share in [0, 1), or negative for an honest share.
-
-    Returns:
-        A :class:`ZooAlice`.
-    """
+    """A zoo Alice of an ``A_*`` ``kind``; ``coin`` in [0, 1) fixes her share (< 0: honest)."""
     T = constants.T
     lies = np.zeros(T, np.float32) if lies is None else np.asarray(lies, np.float32)
     if lies.shape != (T,):
@@ -337,19 +197,7 @@ def zoo_alice(constants: DebateParams, kind: int, delta: float = 0.0, lies=None,
 
 def zoo_bob(constants: DebateParams, kind: int, w=None, w_dev: float = 0.0,
             w_prev: float = 0.0, coin: float = -1.0) -> ZooBob:
-    """One zoo Bob.
-
-    Args:
-        constants: the debate's constants (``N_B``, ``tau_B``, ``tau_V``, T).
-        kind: one of the ``B_*`` kinds.
-        w: length-T abort logits for B_LEARNED (default zeros).
-        w_dev: weight of ``|p - pi| / tau_V``.
-        w_prev: weight of the previous bit.
-        coin: fixed coin share in [0, 1), or negative for an honest share.
-
-    Returns:
-        A :class:`ZooBob`.
-    """
+    """One zoo Bob of a ``B_*`` ``kind``; ``coin`` in [0, 1) fixes his share (negative: honest)."""
     T = constants.T
     w = np.full(T, -30.0, np.float32) if w is None else np.asarray(w, np.float32)
     if w.shape != (T,):
@@ -366,12 +214,6 @@ def soundness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
     Its last three members claim Alice's own estimate, as is and shifted by ``-+0.1 tau_B``:
     at small sample counts the estimate's noise alone lifts the acceptance above 2/5 (K = 2,
     T = 8, factor 1/16: 0.4022 by the exact DP), which no lie of the other members does.
-
-    Args:
-        constants: the debate's constants.
-
-    Returns:
-        ``(names, alices)``: parallel lists of labels and :class:`ZooAlice`.
     """
     s, b, tau_b = constants.s, constants.b, constants.tau_bob
     members = [
@@ -391,14 +233,7 @@ def soundness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
 
 
 def completeness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooBob]]:
-    """The completeness zoo of spec DED 9 (without the optimised member).
-
-    Args:
-        constants: the debate's constants.
-
-    Returns:
-        ``(names, bobs)``: parallel lists of labels and :class:`ZooBob`.
-    """
+    """The completeness zoo of spec DED 9 (without the optimised member)."""
     members = [
         ("aborts at step 0", B_ABORT_FIRST),
         ("aborts at a random step", B_RANDOM_STEP),
@@ -411,38 +246,22 @@ def completeness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooBob]]:
 # ---- optimised adversaries (evolution strategy) ---------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class SearchResult:
-    """The strongest attack an evolution strategy found.
+    """The strongest attack an evolution strategy found."""
 
-    Attributes:
-        params: its parameters.
-        value: its value as measured during the search (Alice: acceptance; Bob: honest Alice's
-            lowest win rate).
-        history: the best value after each generation.
-    """
-
-    params: dict
+    params: dict  # its parameters
+    # its value as measured during the search (Alice: acceptance; Bob: honest Alice's lowest win
+    # rate)
     value: float
-    history: list
+    history: list  # the best value after each generation
 
 
 def evolution_strategy(objective: Callable[[np.ndarray], np.ndarray], x0: np.ndarray,
                        sigma: float, generations: int, population: int, lr: float,
                        seed: int = 0) -> tuple[np.ndarray, float, list]:
-    """Maximise ``objective`` by an antithetic evolution strategy with rank-normalised fitness.
+    """``(best point [D], best value, best per generation)``: antithetic ES maximising objective.
 
-    Also keeps the best point ever evaluated.
-
-    Args:
-        objective: batched ``[P, D] -> [P]``.
-        x0: float ``[D]`` starting point.
-        sigma: perturbation scale.
-        generations: number of generations.
-        population: points per generation (antithetic pairs).
-        lr: step size.
-        seed: seed of the host numpy generator.
-
-    Returns:
-        ``(best point [D], best value, best value after each generation)``.
+    ``objective`` maps ``[P, D] -> [P]``; rank-normalised fitness; the best point ever evaluated is
+    kept.
     """
     rng = np.random.default_rng(seed)
     x = np.asarray(x0, np.float64)
@@ -466,18 +285,11 @@ def evolution_strategy(objective: Callable[[np.ndarray], np.ndarray], x0: np.nda
 
 
 def alice_lies_from_params(theta: np.ndarray, constants: DebateParams) -> np.ndarray:
-    """The optimised Alice's lie family, three parameters for any T.
+    """The optimised Alice's lie family: float ``[..., T]`` lies from ``theta [..., 3]``, any T.
 
     ``lies[t] = tau_B tanh(theta_0 + theta_1 t / (T - 1))`` for t < T - 1 (lies up to Bob's
     threshold, growing or shrinking along the debate) and ``lies[T-1] = tau_B theta_2`` (any lie at
     the last step).
-
-    Args:
-        theta: float ``[..., 3]``.
-        constants: the debate's constants (``tau_B``, T).
-
-    Returns:
-        float array ``lies`` of shape ``[..., T]``.
     """
     T = constants.T
     theta = np.asarray(theta, np.float64)
@@ -488,17 +300,10 @@ def alice_lies_from_params(theta: np.ndarray, constants: DebateParams) -> np.nda
 
 
 def bob_logits_from_params(theta: np.ndarray, constants: DebateParams):
-    """The optimised Bob's family, four parameters.
+    """The optimised Bob's family: ``(w [..., T], w_dev, w_prev)`` from ``theta [..., 4]``.
 
     Abort logit ``theta_0 + theta_1 t / (T-1)`` plus ``theta_2 |p - pi| / tau_V`` plus
     ``theta_3 prev_bit``.
-
-    Args:
-        theta: float ``[..., 4]``.
-        constants: the debate's constants (T).
-
-    Returns:
-        ``(w [..., T], w_dev [...], w_prev [...])``.
     """
     T = constants.T
     theta = np.asarray(theta, np.float64)
@@ -513,20 +318,9 @@ def optimise_alice(acceptance: Callable[[np.ndarray], np.ndarray], constants: De
                    lr: float = 0.5, seed: int = 0) -> SearchResult:
     """Search the lie family (:func:`alice_lies_from_params`) for the largest acceptance.
 
-    Starts from "0.8 tau_B everywhere, honest last step".
-
-    Args:
-        acceptance: ``lies[P, T] -> [P]``, the acceptance probability of each lie vector against
-            honest Bob and Vera (exact for small T, or Monte Carlo with common random numbers).
-        constants: the debate's constants.
-        generations: ES generations.
-        population: ES population.
-        sigma: ES perturbation scale.
-        lr: ES step size.
-        seed: ES seed.
-
-    Returns:
-        A :class:`SearchResult` (``params["lies"]`` the best lie vector).
+    ``acceptance`` maps ``lies [P, T]`` to their acceptance against honest Bob and Vera (exact for
+    small T, or Monte Carlo with common random numbers). Starts from "0.8 tau_B everywhere, honest
+    last step"; ``params["lies"]`` of the :class:`SearchResult` is the best lie vector.
     """
     x0 = np.array([np.arctanh(0.8), 0.0, 0.0])
     best, value, hist = evolution_strategy(
@@ -539,23 +333,10 @@ def optimise_alice(acceptance: Callable[[np.ndarray], np.ndarray], constants: De
 def optimise_bob(alice_win: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
                  constants: DebateParams, generations: int = 20, population: int = 16,
                  sigma: float = 1.0, lr: float = 0.5, seed: int = 0) -> SearchResult:
-    """Search the abort family (:func:`bob_logits_from_params`) for the lowest win rate of honest
-    Alice.
+    """Search the abort family (:func:`bob_logits_from_params`) for honest Alice's lowest win rate.
 
+    ``alice_win`` maps ``(w [P, T], w_dev [P], w_prev [P])`` to her win rate against each Bob.
     Starts from "almost never abort".
-
-    Args:
-        alice_win: ``(w[P, T], w_dev[P], w_prev[P]) -> [P]``, honest Alice's win rate against each
-            Bob.
-        constants: the debate's constants.
-        generations: ES generations.
-        population: ES population.
-        sigma: ES perturbation scale.
-        lr: ES step size.
-        seed: ES seed.
-
-    Returns:
-        A :class:`SearchResult`; ``value`` is the lowest win rate found.
     """
     x0 = np.array([-4.0, 0.0, 0.0, 0.0])
 

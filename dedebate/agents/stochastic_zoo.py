@@ -46,27 +46,12 @@ less in all (measured on a CPU: docs/accelerators.md)."""
 
 
 def lane_bytes(T: int) -> int:
-    """Planned memory of one debate of a zoo batch.
-
-    Args:
-        T: the debate's number of steps.
-
-    Returns:
-        Bytes per lane, ``LANE_BYTES_PER_STEP * T + LANE_BYTES_FIXED``.
-    """
+    """Planned bytes per debate of a batch: ``LANE_BYTES_PER_STEP * T + LANE_BYTES_FIXED``."""
     return LANE_BYTES_PER_STEP * T + LANE_BYTES_FIXED
 
 
 def alice_members(consts: DebateParams, theta_alice) -> tuple[list[str], list]:
-    """The soundness zoo of spec DED 9 plus the optimised per-step liar.
-
-    Args:
-        consts: the debate's constants.
-        theta_alice: the optimised Alice's parameters (``alice_lies_from_params``).
-
-    Returns:
-        ``(names, players)``, the optimised member last.
-    """
+    """The soundness zoo of spec DED 9 plus the optimised per-step liar."""
     names, members = soundness_zoo(consts)
     names.append(OPTIMISED)
     members.append(zoo_alice(consts, A_PER_STEP,
@@ -75,15 +60,7 @@ def alice_members(consts: DebateParams, theta_alice) -> tuple[list[str], list]:
 
 
 def bob_members(consts: DebateParams, theta_bob) -> tuple[list[str], list]:
-    """The completeness zoo of spec DED 9 plus honest Bob and the optimised Bob.
-
-    Args:
-        consts: the debate's constants.
-        theta_bob: the optimised Bob's parameters (``bob_logits_from_params``).
-
-    Returns:
-        ``(names, players)``: the zoo, then ``"honest"``, then the optimised member.
-    """
+    """``(names, players)``: the completeness zoo (spec DED 9), honest and optimised Bob."""
     names, members = completeness_zoo(consts)
     names.append("honest")
     members.append(zoo_bob(consts, B_HONEST))
@@ -94,32 +71,16 @@ def bob_members(consts: DebateParams, theta_bob) -> tuple[list[str], list]:
 
 
 def member_names(consts: DebateParams) -> tuple[list[str], list[str]]:
-    """The names of :func:`alice_members` and :func:`bob_members`, without building players.
-
-    Args:
-        consts: the debate's constants.
-
-    Returns:
-        ``(alice names, bob names)``, in the rows' order.
-    """
+    """The names of :func:`alice_members` and :func:`bob_members`, without building players."""
     alices, bobs = soundness_zoo(consts)[0], completeness_zoo(consts)[0]
     return alices + [OPTIMISED], bobs + ["honest", OPTIMISED]
 
 
 def zoo_cell(consts: DebateParams, m_no, m_yes, theta_a, theta_b):
-    """Every debate of one (K, T, constants) cell, stacked on the host.
+    """``(dynamic, alice names, bob names)``: every debate of a (K, T, constants) cell.
 
-    Args:
-        consts: the debate's constants.
-        m_no: the soundness instance's machine (played by the Alice zoo vs honest Bob).
-        m_yes: the completeness instance's machine (honest Alice vs the Bob zoo).
-        theta_a: the optimised Alice's parameters.
-        theta_b: the optimised Bob's parameters.
-
-    Returns:
-        ``(dynamic, alice names, bob names)``; ``dynamic`` holds ``alice``, ``bob``, ``machine``
-        (one row per debate kind: the ``ma`` Alice members first, then the Bob members) and the
-        shared ``vera``.
+    ``dynamic`` holds ``alice``, ``bob``, ``machine`` (one row per debate kind: the Alice members on
+    ``m_no`` first, then the Bob members on ``m_yes``) and the shared ``vera``.
     """
     a_names, alices = alice_members(consts, theta_a)
     b_names, bobs = bob_members(consts, theta_b)
@@ -137,32 +98,15 @@ def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0,
               fast: bool | None = None) -> dict:
     """The Monte-Carlo measurement of one zoo cell (pure JAX).
 
-    ``trials`` debates per row with common random numbers per side: every soundness row uses the
-    keys ``trial_keys(fold_in(key, 0), trials)``, every completeness row
+    ``trials`` debates per row with common random numbers per side: every soundness row (the first
+    ``ma``) uses the keys ``trial_keys(fold_in(key, 0), trials)``, every completeness row
     ``trial_keys(fold_in(key, 1), trials)``. The rows x trials debates run as one lane axis,
-    ``max_lanes`` at a time (the last batch padded with repeats); the numbers do not depend on
-    the batch size. With ``fast``, every lane plays :func:`play_fast` and the few it leaves
-    unresolved replay the exact :func:`play` inside the same program
-    (:func:`~dedebate.protocols.stochastic_batch.replay_unresolved`, buffers of
-    :func:`~dedebate.protocols.stochastic_batch.replay_chunk` lanes of a batch); without, every
-    lane plays :func:`play`. Both give every debate the same outcome, so the same numbers.
-
-    Args:
-        spec: the debate's static spec (``debate_static(T)``).
-        d: a cell's dynamic part from :func:`zoo_cell` (extra entries ignored).
-        key: a typed PRNG key.
-        trials: debates per row.
-        ma: the number of Alice rows (the rest are Bob rows).
-        hh: the index of honest Bob among the Bob rows.
-        max_lanes: debates per batch; 0: all at once.
-        fast: play fast and replay in-program; None: where the debates' steps (rows x trials x
-            T) reach :data:`FAST_WORK` (below, the second program's compile outweighs its gain).
-
-    Returns:
-        ``wins`` and ``aborts`` (int32 per row), the honest-vs-honest row's mean queries of
-        Alice (``queries_alice``, with ``queries_alice_sd``) and Bob and mean ``rounds``, and
-        Vera's largest and mean queries over all debates (``queries_vera_max`` / ``_mean``: the
-        samples her draws used, as the play loop counts them).
+    ``max_lanes`` at a time (0: all; the last batch padded with repeats); the numbers do not depend
+    on the batch size. With ``fast`` (None: from :data:`FAST_WORK` debate steps), every lane plays
+    :func:`play_fast` and the few it leaves unresolved replay the exact :func:`play` in-program;
+    without, every lane plays :func:`play`: the same outcomes either way. Returns int32 ``wins`` and
+    ``aborts`` per row, the honest-vs-honest row (``hh``) mean queries of Alice (with
+    ``queries_alice_sd``) and Bob and mean ``rounds``, and ``queries_vera_max`` / ``_mean``.
     """
     rows = d["alice"].kind.shape[0]
     n = rows * trials
@@ -212,25 +156,15 @@ def _fields(out):
     return out.alice_wins, out.aborted, c.alice_queries, c.bob_queries, c.verifier_queries, c.rounds
 
 
+# XLA options of the zoo's programs on a CPU: LLVM's optimisation level 1 instead of 3 (a shorter
+# compile, programs as fast; wins, aborts and counts bit-identical, float32 query means may differ
+# in the last digits; figures in docs/performance.md, "Stochastic debate"). Capped by the
+# process's level (level 0 in quick runs: dedebate._xla_flags.capped_options).
 CPU_COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})
-"""XLA options of the zoo's programs on a CPU: LLVM's optimisation level 1 instead of 3. The quick
-experiment's XLA compile takes about a fifth less (three alternated cold runs each, load 0.6-1.6:
-median 14.9 s, 14.1-18.7, at level 3; 11.7 s, 11.5-13.9, at level 1), and the programs run as fast
-(one T = 256 cell of 2000 debates per member, three runs each, load 1.1-1.6: median 3.94 s,
-3.25-3.99, against 3.47 s, 3.45-3.87). Wins, aborts and every count are bit-identical; float32
-means (the queries) may differ in the last digits. Capped by the process's level (level 0 in quick
-runs: :func:`dedebate._xla_flags.capped_options`)."""
 
 
 def compile_options(platform: str) -> dict | None:
-    """The zoo programs' XLA options on ``platform`` (a JAX platform name).
-
-    Args:
-        platform: ``"cpu"``, ``"gpu"``, ...
-
-    Returns:
-        :data:`CPU_COMPILE_OPTIONS` on a CPU; None (XLA's defaults) elsewhere.
-    """
+    """XLA options on a JAX ``platform``: :data:`CPU_COMPILE_OPTIONS` on CPU, else None."""
     return CPU_COMPILE_OPTIONS if platform == "cpu" else None
 
 
@@ -241,36 +175,20 @@ def _zoo_stats_jit(platform: str):
 
 
 def measure_cell(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -> dict:
-    """:func:`zoo_stats` compiled (once per static arguments) and brought to the host.
-
-    Args:
-        spec, d, key, trials, ma, hh, max_lanes: as for :func:`zoo_stats`.
-
-    Returns:
-        :func:`zoo_stats`'s dict with numpy values.
-    """
+    """:func:`zoo_stats` compiled (once per static arguments) and brought to the host."""
     cell = {k: d[k] for k in ("alice", "bob", "machine", "vera")}
     out = _zoo_stats_jit(jax.default_backend())(spec, cell, key, trials, ma, hh, max_lanes)
     return jax.tree.map(np.asarray, out)
 
 
 def cell_metrics(st: dict, trials: int, ma: int, hh: int, name: str) -> dict:
-    """A cell's rates from :func:`zoo_stats` (pure jnp, for a sweep row).
+    """A cell's rates from :func:`zoo_stats` (pure jnp, for a sweep row), prefixed by ``name``.
 
-    Args:
-        st: :func:`zoo_stats`'s output.
-        trials: debates per row.
-        ma: the number of Alice rows.
-        hh: the index of honest Bob among the Bob rows.
-        name: the cell's name, the metrics' prefix.
-
-    Returns:
-        ``{name}/honest_completeness``, ``/completeness_min`` (min over the Bob rows) and
-        ``/soundness_max`` (max over the Alice rows), each with ``_lo`` / ``_hi`` (95% Wilson);
-        ``/holds`` (1 where completeness_min >= 3/5 and soundness_max <= 2/5, in integers);
-        ``/queries_alice`` (honest vs honest, with a normal 95% interval), ``/queries_bob``,
-        ``/rounds``, ``/queries_vera_max``, ``/queries_vera_mean``, ``/aborts`` (summed), and
-        every row's count: ``/alice{i}_wins``, ``/bob{j}_wins``.
+    ``honest_completeness``, ``completeness_min`` (over the Bob rows) and ``soundness_max`` (over
+    the Alice rows), each with 95% Wilson ``_lo`` / ``_hi``; ``holds`` (1 where completeness_min >=
+    3/5 and soundness_max <= 2/5); ``queries_alice`` (with a normal 95% interval), ``queries_bob``,
+    ``rounds``, ``queries_vera_max`` / ``_mean``, summed ``aborts`` and each row's ``alice{i}_wins``
+    / ``bob{j}_wins``.
     """
     wins = st["wins"]
     c_min, s_max = jnp.min(wins[ma:]), jnp.max(wins[:ma])

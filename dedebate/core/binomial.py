@@ -116,21 +116,17 @@ def _stirlerr_series_inv(r: jax.Array) -> jax.Array:
 
 
 def stirlerr(x: jax.Array) -> jax.Array:
-    """Stirling's error ``log x! - [(x + 1/2) log x - x + log sqrt(2 pi)]`` (float32).
+    """Stirling's error ``log x! - [(x + 1/2) log x - x + log sqrt(2 pi)]`` for integers x >= 1.
 
-    Args:
-        x: float32 array of integer values >= 1 (a table below 15, the asymptotic series above).
-
-    Returns:
-        float32 array of the shape of ``x``.
+    Float32, the shape of ``x``: a table below 15, the asymptotic series above.
     """
     table = jnp.asarray(_STIRLERR)[jnp.clip(x, 0, 15).astype(jnp.int32)]
     return jnp.where(x < 15.0, table, _stirlerr_series(jnp.maximum(x, 15.0)))
 
 
 def _h_poly(d: jax.Array) -> jax.Array:
-    """``h(d) = (1 + d) log(1 + d) - d = sum_{j>=2} (-d)^j / (j (j-1))`` for |d| < 0.25 (Taylor
-    to d^13, relative error < 1e-8)."""
+    """``h(d) = (1 + d) log(1 + d) - d`` for |d| < 0.25, by its Taylor series."""
+    # h(d) = sum_{j>=2} (-d)^j / (j (j-1)), to d^13: relative error < 1e-8.
     r = 1 / (13 * 12)
     for j in range(12, 1, -1):
         r = 1 / (j * (j - 1)) - d * r
@@ -153,8 +149,8 @@ def _log1p_poly(x: jax.Array) -> jax.Array:
 
 
 def _flags(n, p):
-    """Symmetry p -> min(p, 1-p), the regime flags and the count of a trivial lane (``edge``:
-    0 or n, and INVALID where n < 0 or p is not in [0, 1], NaN included)."""
+    """Symmetry p -> min(p, 1-p), the regime flags and the count of a trivial lane."""
+    # edge: 0 or n, and INVALID where n < 0 or p is not in [0, 1], NaN included.
     n = jnp.asarray(n, jnp.int32)
     p = jnp.asarray(p, jnp.float32)
     flip = p > 0.5
@@ -305,28 +301,17 @@ class UniformStream:
 
     @property
     def length(self) -> int:
-        """The number of random uniforms in the block (the padding excluded).
-
-        Returns:
-            int (static).
-        """
+        """The number of random uniforms in the block (the padding excluded)."""
         return self.u.shape[-1] - 2 * self.window
 
 
 def block_bits(key: jax.Array, length: int) -> jax.Array:
-    """``length`` uint32 words, two from each threefry2x32 block of ``key``.
+    """``length`` (static) uint32 words, two from each threefry2x32 block of ``key`` (one lane).
 
-    Counters ``0 .. length-1`` (padded to even) are hashed as pairs ``(i, i + length/2)``, and
-    both 32-bit words of each block are used: half the hashing of ``jax.random.bits`` (JAX's
+    Counters ``0 .. length-1`` (padded to even) are hashed as pairs ``(i, i + length/2)``, and both
+    32-bit words of each block are used: half the hashing of ``jax.random.bits`` (JAX's
     partitionable threefry hashes one block per word). Keys that are not threefry2x32 use
     ``jax.random.bits`` (same law, other values).
-
-    Args:
-        key: typed PRNG key (one lane).
-        length: how many (static).
-
-    Returns:
-        uint32 ``[length]``.
     """
     if str(jax.random.key_impl(key)) != "threefry2x32":
         return jax.random.bits(key, (length,), jnp.uint32)
@@ -341,28 +326,16 @@ def block_uniforms(key: jax.Array, length: int) -> jax.Array:
     The words of :func:`block_bits`, each giving one uniform from its top 23 bits as
     ``jax.random.uniform`` does (for a key that is not threefry2x32, the very values of
     ``jax.random.uniform``).
-
-    Args:
-        key: typed PRNG key (one lane).
-        length: how many (static).
-
-    Returns:
-        float32 ``[length]``.
     """
     mantissa = jnp.right_shift(block_bits(key, length), jnp.uint32(9)) | jnp.uint32(0x3F800000)
     return jax.lax.bitcast_convert_type(mantissa, jnp.float32) - 1.0
 
 
 def uniform_stream(key: jax.Array, length: int, window: int = DEFAULT_WINDOW) -> UniformStream:
-    """A stream of ``length`` bulk uniforms from ``fold_in(key, 0)``; slow-path key ``fold_in(key, 1)``.
+    """A stream of ``length`` bulk uniforms from ``fold_in(key, 0)``, read from position 0.
 
-    Args:
-        key: typed PRNG key.
-        length: uniforms in the block (static).
-        window: candidates classified per draw (static).
-
-    Returns:
-        The :class:`UniformStream`, read from position 0.
+    ``length`` and ``window`` (candidates classified per draw) are static; positions past the block
+    come from the slow-path key ``fold_in(key, 1)``.
     """
     u = block_uniforms(jax.random.fold_in(key, 0), length)
     u = jnp.concatenate([u, jnp.full((2 * window,), 0.5, jnp.float32)])
@@ -373,27 +346,12 @@ def stream_length(draws: int, window: int = DEFAULT_WINDOW) -> int:
     """A block length serving ``draws`` binomial draws with ample spare.
 
     The mean use is ~2.3 uniforms per draw; running short is still exact, only slower.
-
-    Args:
-        draws: binomial draws the block serves.
-        window: candidates classified per draw.
-
-    Returns:
-        The length (int).
     """
     return math.ceil(2.0 * draws / BTRS_ACCEPTANCE * 1.1) + 2 * window + 8
 
 
 def stream_uniforms(stream: UniformStream, k: int) -> tuple[jax.Array, UniformStream]:
-    """Consume ``k`` uniforms (positions past the block come from the slow-path key).
-
-    Args:
-        stream: the stream.
-        k: how many (static).
-
-    Returns:
-        ``(values, stream)``: float32 ``[k]`` and the stream advanced by ``k``.
-    """
+    """``(values, stream)``: ``k`` (static) float32 uniforms and the stream advanced by ``k``."""
     L = stream.length
     idx = stream.ptr + jnp.arange(k, dtype=jnp.int32)
     vals = stream.u[jnp.minimum(idx, L - 1)]
@@ -407,20 +365,12 @@ def stream_uniforms(stream: UniformStream, k: int) -> tuple[jax.Array, UniformSt
 # The draw
 # -------------------------------------------------------------------------------------------------
 def stream_binomial(stream: UniformStream, n, p) -> tuple[jax.Array, UniformStream]:
-    """An exact ``Binomial(n, p)`` count, read from a lane-local stream.
+    """``(count, stream)``: an exact int32 ``Binomial(n, p)`` count from a lane-local stream.
 
-    A classification of ``stream.window`` candidates, then an exact sequential ``while_loop``
-    (one candidate, or one inversion step, per iteration) for the lanes it leaves open (the
-    algorithm notes at the top of this module).
-
-    Args:
-        stream: the lane's :class:`UniformStream`, read from ``stream.ptr``.
-        n: int scalar >= 0, the number of samples.
-        p: float scalar in [0, 1].
-
-    Returns:
-        ``(count, stream)``: the int32 count (INVALID where n < 0 or p is not in [0, 1], NaN
-        included) and the stream advanced past what the draw used.
+    A classification of ``stream.window`` candidates, then an exact sequential ``while_loop`` (one
+    candidate, or one inversion step, per iteration) for the lanes it leaves open (the algorithm
+    notes at the top of this module). The count is INVALID where n < 0 or p is not in [0, 1] (NaN
+    included); the stream is advanced past what the draw used.
     """
     k, stream, _ = _draw(stream, n, p, resolve=True)
     return k, stream
@@ -428,20 +378,11 @@ def stream_binomial(stream: UniformStream, n, p) -> tuple[jax.Array, UniformStre
 
 def stream_binomial_fast(stream: UniformStream, n, p
                          ) -> tuple[jax.Array, UniformStream, jax.Array]:
-    """The window classification of :func:`stream_binomial` alone, without the sequential loop.
+    """``(count, stream, unresolved)``: the window classification of :func:`stream_binomial` alone.
 
-    Use when whole trials can be replayed: where ``unresolved`` is true the result is not the
-    exact draw and the caller must redo the computation with :func:`stream_binomial` (rare for
-    means >= FAST_MEAN); elsewhere it equals :func:`stream_binomial`'s.
-
-    Args:
-        stream: the lane's :class:`UniformStream`.
-        n: int scalar >= 0.
-        p: float scalar in [0, 1].
-
-    Returns:
-        ``(count, stream, unresolved)``: int32 (INVALID, resolved, as in
-        :func:`stream_binomial`), the advanced stream, bool.
+    Use when whole trials can be replayed: where ``unresolved`` is true the result is not the exact
+    draw and the caller must redo the computation with :func:`stream_binomial` (rare for means >=
+    FAST_MEAN); elsewhere it equals :func:`stream_binomial`'s.
     """
     return _draw(stream, n, p, resolve=False)
 
@@ -539,10 +480,10 @@ CAPACITY_SDS = 5.0
 
 
 def _draw_fast(stream: UniformStream, n, nf, pp, flip, trivial, edge, big, fast):
-    """The draw without the sequential loop (``stream_binomial_fast``): the window's first
-    candidate that is not rejected decides it. Accepted: the draw is that candidate's count, as
-    in :func:`stream_binomial` (whose first accepted-status candidate it is, with no undecided one
-    before it). Undecided, or none in the window, or a lane that is not fast: unresolved."""
+    """The draw without the sequential loop: the window's first unrejected candidate decides."""
+    # Accepted: the draw is that candidate's count, as in stream_binomial (whose first
+    # accepted-status candidate it is, with no undecided one before it). Undecided, or none in the
+    # window, or a lane that is not fast: unresolved.
     W, L, ptr0 = stream.window, stream.length, stream.ptr
     state, k_acc = _window_first(stream.u, nf, pp, big, ptr0, L, W)
     resolved = state > _UNDECIDED  # (only fast lanes are resolved)
@@ -568,19 +509,18 @@ _MAX_OFF = 2 ** 26
 
 
 def _first_range(win, lane, ptr0, L: int, lo: int, hi: int, state, loop: str = "fori"):
-    """Classify candidates ``lo .. hi-1`` of the window ``win`` (``[2 (hi - lo), ...]``: u and v
-    of each candidate from ``lo`` on, any trailing lane shape) while a lane's ``state`` is OPEN
-    (see above). ``lane``: the lanes' ``(nf, pp, big, mode)`` (:func:`_mode`).
-
-    A loop, not unrolled: its body is one vectorised fusion over the lanes. Unrolled, XLA on CPU
-    fused the window's gather and every candidate into one fusion that ran twice as slow.
-    ``loop``: ``"fori"``; ``"while"``, which also stops when no lane is open; ``"opaque"``, a
-    loop whose trip count XLA cannot read (a runtime value, always ``hi - lo``) and whose BTRS
-    constants depend on the trip (``nf + 0 * j``). XLA on CPU inlines a loop of known trip count
-    one and then recomputes the classification inside every consumer of the state; and it hoists
-    loop invariants out of a loop, each constant a kernel of its own (about twenty), where in the
-    body they fuse into the classification's one kernel.
-    """
+    """Classify candidates ``lo .. hi-1`` of the window ``win`` while a lane's ``state`` is OPEN."""
+    # win is [2 (hi - lo), ...]: u and v of each candidate from lo on, any trailing lane shape;
+    # lane: the lanes' (nf, pp, big, mode) (_mode).
+    #
+    # A loop, not unrolled: its body is one vectorised fusion over the lanes. Unrolled, XLA on CPU
+    # fused the window's gather and every candidate into one fusion that ran twice as slow. loop:
+    # "fori"; "while", which also stops when no lane is open; "opaque", a loop whose trip count XLA
+    # cannot read (a runtime value, always hi - lo) and whose BTRS constants depend on the trip (nf
+    # + 0 * j). XLA on CPU inlines a loop of known trip count one and then recomputes the
+    # classification inside every consumer of the state; and it hoists loop invariants out of a
+    # loop, each constant a kernel of its own (about twenty), where in the body they fuse into the
+    # classification's one kernel.
     nf, pp, big, mode = lane
     if loop != "opaque":
         btrs = _safe_btrs(nf, pp, big, mode)
@@ -612,9 +552,9 @@ def _first_range(win, lane, ptr0, L: int, lo: int, hi: int, state, loop: str = "
 
 
 def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
-    """``(state, count)``: the fast-path state (see above) of the window read from the stream
-    block ``u`` at ``ptr0`` (never OPEN), and the unflipped count of its accepted candidate (0 if
-    none). Batched, the lanes are classified in stages (:func:`_window_first_lanes`)."""
+    """``(state, count)``: the fast-path state of the window at ``ptr0`` and its accepted count."""
+    # The state is never OPEN; the count is unflipped (0 if none). Batched, the lanes are classified
+    # in stages (_window_first_lanes).
 
     def per_lane(u, nf, pp, big, ptr0):
         mode = _mode(nf, pp, big)
@@ -629,13 +569,13 @@ def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
 @functools.partial(jax.jit, static_argnames=("L", "W", "rates"))
 def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int,
                         rates: tuple[float, float] = OPEN_RATES):
-    """The batch rule of :func:`_window_first` (every argument with a leading lane axis), in the
-    stages described by ``FAST_MID``: every lane classifies its first candidate; the open lanes,
-    gathered into a buffer of :func:`_buffer_capacity` ``(lanes, rates[0])``, candidates 1 ..
-    FAST_MID-1; those still open, into a buffer for ``rates[1]``, the rest of the window. Fixed
-    shapes and no loop over passes: a lane that does not fit a buffer is left UNDECIDED. Jitted
-    so that the loops' batching, which runs the rule again on each of its passes, traces it once
-    per shape."""
+    """The batch rule of :func:`_window_first` (every argument with a leading lane axis)."""
+    # In the stages described by FAST_MID: every lane classifies its first candidate; the open
+    # lanes, gathered into a buffer of _buffer_capacity(lanes, rates[0]), candidates 1 ..
+    # FAST_MID-1; those still open, into a buffer for rates[1], the rest of the window. Fixed shapes
+    # and no loop over passes: a lane that does not fit a buffer is left UNDECIDED. Jitted so that
+    # the loops' batching, which runs the rule again on each of its passes, traces it once per
+    # shape.
     B = u.shape[0]
     mid = min(FAST_MID, W)
     mode = _mode(nf, pp, big)
@@ -665,34 +605,34 @@ def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int,
 
 
 def _lane_rows(u, ptr0, L: int, size: int):
-    """``size`` entries of every lane's stream block ``u`` from its ``ptr0``, as rows over the
-    lanes (``[size, lanes]``), one contiguous slice per lane (XLA on CPU copies those faster
-    than ``size`` scalar gathers): :func:`_window` per lane."""
+    """``size`` entries of every lane's block ``u`` from its ``ptr0``, as rows ``[size, lanes]``."""
+    # One contiguous slice per lane (XLA on CPU copies those faster than size scalar gathers):
+    # _window per lane.
     return jax.vmap(lambda row, p: _window(row, p, size, L))(u, ptr0).T
 
 
 def _gathered_rows(u, lanes, start, size: int):
-    """``size`` entries of the stream blocks ``u[lanes]`` from ``start`` (``start + size`` at
-    most the block's width), as rows over ``lanes``: one gather of ``size * len(lanes)`` scalars
-    (for a buffer of a few lanes, cheaper than copying their blocks)."""
+    """``size`` entries of the blocks ``u[lanes]`` from ``start``, as rows over ``lanes``."""
+    # One gather of size * len(lanes) scalars (for a buffer of a few lanes, cheaper than copying
+    # their blocks); start + size is at most the block's width.
     flat = lanes.astype(jnp.int32) * u.shape[-1] + start
     return u.reshape(-1)[flat[None, :] + jnp.arange(size, dtype=jnp.int32)[:, None]]
 
 
 def _buffer_capacity(lanes: int, rate: float) -> int:
-    """Slots for the lanes still open among ``lanes`` when each is open with probability at
-    most ``rate``: the binomial mean plus CAPACITY_SDS standard deviations, plus 16, rounded up
-    to a multiple of 32 (at most ``lanes``)."""
+    """Slots for the lanes still open among ``lanes``, each open w.p. at most ``rate``."""
+    # The binomial mean plus CAPACITY_SDS standard deviations, plus 16, rounded up to a multiple of
+    # 32 (at most lanes).
     mean = lanes * rate
     cap = mean + CAPACITY_SDS * math.sqrt(max(mean * (1.0 - rate), 1.0)) + 16.0
     return min(lanes, 32 * math.ceil(cap / 32))
 
 
 def _compact_lanes(mask, capacity: int):
-    """The indices of the first ``capacity`` lanes where ``mask``, in lane order; slots beyond
-    their number hold ``mask.size``. A lane's slot is the number of set lanes before it,
-    counted by 32-lane words (``population_count``) and a prefix sum over the words, then one
-    scatter: on CPU much cheaper than ``jnp.nonzero``'s prefix sum over every lane."""
+    """The first ``capacity`` lanes where ``mask``, in order (``mask.size`` in unused slots)."""
+    # A lane's slot is the number of set lanes before it, counted by 32-lane words
+    # (population_count) and a prefix sum over the words, then one scatter: on CPU much cheaper than
+    # jnp.nonzero's prefix sum over every lane.
     B = mask.shape[0]
     words = -(-B // 32)
     grid = jnp.pad(mask, (0, 32 * words - B)).reshape(words, 32)
@@ -707,10 +647,9 @@ def _compact_lanes(mask, capacity: int):
 
 
 def _open_lanes(is_open, blocks: int):
-    """Up to ``blocks`` lanes where ``is_open``: the first open lane of each of ``blocks``
-    blocks of lanes (two reductions; a block with several open lanes gives the next one on the
-    next pass, after the caller has closed this one). Returns ``(idx, ok)``, ``ok`` false where
-    a block has none."""
+    """``(idx, ok)``: the first open lane of each of ``blocks`` blocks (``ok``: it has one)."""
+    # Two reductions; a block with several open lanes gives the next one on the next pass, after the
+    # caller has closed this one.
     B = is_open.shape[0]
     blocks = min(blocks, B)
     size = -(-B // blocks)
@@ -729,22 +668,18 @@ def _mode(nf, pp, big):
 
 
 def _first_count(mode, state):
-    """The accepted candidate's count (unflipped) of a fast-path state (0 if none), ``mode``
-    from :func:`_mode`: the mode its classification used."""
+    """The accepted candidate's unflipped count of a fast-path state (0 if none) under ``mode``."""
     return jnp.where(state > _UNDECIDED, mode.astype(jnp.int32) + jnp.right_shift(state, _J_BITS),
                      0)
 
 
 def _status_range(win, nf, pp, big, ptr0, L: int, lo: int, hi: int, status, counts):
-    """Classify candidates ``lo .. hi-1`` of one lane's window into ``status`` (1 accepted,
-    2 rejected, 0 undecided) and ``counts``.
-
-    A loop over the candidates, not unrolled and not vectorised over the window: under vmap the
-    body is then batch-shaped scalar code, which XLA on CPU vectorises well (a [batch, window]
-    array runs much slower). Its body has one output fed by the heavy arithmetic (the status) and
-    one by the cheap candidate (the count): XLA on CPU fuses -- recomputes -- producers into
-    every consumer, so fewer consumers means less work.
-    """
+    """Classify candidates ``lo .. hi-1`` of one lane's window into ``status`` and ``counts``."""
+    # status: 1 accepted, 2 rejected, 0 undecided. A loop over the candidates, not unrolled and not
+    # vectorised over the window: under vmap the body is then batch-shaped scalar code, which XLA on
+    # CPU vectorises well (a [batch, window] array runs much slower). Its body has one output fed by
+    # the heavy arithmetic (the status) and one by the cheap candidate (the count): XLA on CPU fuses
+    # -- recomputes -- producers into every consumer, so fewer consumers means less work.
     btrs = _safe_btrs(nf, pp, big)
     btrs.fast_constants()
 
@@ -760,8 +695,7 @@ def _status_range(win, nf, pp, big, ptr0, L: int, lo: int, hi: int, status, coun
 
 
 def _settled(status, fast):
-    """The window's first ``FIRST`` statuses decide the draw: an accepted one with no
-    undecided one before it."""
+    """Whether the first ``FIRST`` statuses decide: an accepted one, no undecided before."""
     jw = jnp.arange(status.shape[-1])
     acc = (status == 1) & (jw < FIRST)
     j1 = jnp.min(jnp.where(acc, jw, status.shape[-1]))
@@ -774,10 +708,9 @@ def _window(u, ptr0, size: int, L: int):
 
 
 def _window_status(u, nf, pp, big, ptr0, L: int, W: int):
-    """Statuses and counts of the W window candidates read from the stream block ``u`` at
-    ``ptr0`` (see :func:`_status_range`). Slots a settled lane never needs may be left
-    undecided (0): only the first accepted candidate and the undecided ones before it matter
-    downstream, and both are always classified."""
+    """Statuses and counts of the W window candidates read from the block ``u`` at ``ptr0``."""
+    # Slots a settled lane never needs may be left undecided (0): only the first accepted candidate
+    # and the undecided ones before it matter downstream, and both are always classified.
 
     def per_lane(u, nf, pp, big, ptr0):
         z = jnp.zeros((W,), jnp.int32)
@@ -787,9 +720,9 @@ def _window_status(u, nf, pp, big, ptr0, L: int, W: int):
 
 
 def _lane_batched(per_lane, lanes, L: int, W: int):
-    """``per_lane(u, nf, pp, big, ptr0)`` (one lane, two outputs) with ``lanes`` as its batch
-    rule: under vmap, ``lanes(u, nf, pp, big, ptr0, L=L, W=W)`` gets every argument with a
-    leading lane axis (unbatched ones broadcast)."""
+    """``per_lane(u, nf, pp, big, ptr0)`` (one lane, 2 outputs) with ``lanes`` as batch rule."""
+    # Under vmap, lanes(u, nf, pp, big, ptr0, L=L, W=W) gets every argument with a leading lane axis
+    # (unbatched ones broadcast).
     f = jax.custom_batching.custom_vmap(per_lane)
 
     @f.def_vmap
@@ -803,11 +736,11 @@ def _lane_batched(per_lane, lanes, L: int, W: int):
 
 @functools.partial(jax.jit, static_argnames=("L", "W"))
 def _window_status_lanes(u, nf, pp, big, ptr0, *, L: int, W: int):
-    """The batch rule of :func:`_window_status` (every argument with a leading lane axis):
-    every lane classifies its first FIRST candidates; the few lanes that these do not settle
-    classify the rest COMPACT at a time (:func:`_open_lanes`), so the batch does not pay for the
-    rare lane. Jitted so that the loops' batching, which runs the rule again on each of its
-    passes, traces it once per shape."""
+    """The batch rule of :func:`_window_status` (every argument with a leading lane axis)."""
+    # Every lane classifies its first FIRST candidates; the few lanes that these do not settle
+    # classify the rest COMPACT at a time (_open_lanes), so the batch does not pay for the rare
+    # lane. Jitted so that the loops' batching, which runs the rule again on each of its passes,
+    # traces it once per shape.
     B = u.shape[0]
     fast = big & (nf * pp >= FAST_MEAN)  # as in _flags (pp = min(p, 1 - p))
     first = min(FIRST, W)
@@ -848,8 +781,7 @@ def _classify(btrs: _Btrs, u: jax.Array, v: jax.Array, valid_pos: jax.Array):
 
 
 def _accept_reject(btrs: _Btrs, k_off, inr, sq, lhs, valid_pos):
-    """(accepted, rejected) of a candidate by the squeeze, the polynomial log ratio and the
-    rigorous upper bound (neither: undecided)."""
+    """``(accepted, rejected)`` by the squeeze, the log-ratio polynomial and the upper bound."""
     inv_k, inv_nk = btrs.reciprocals(k_off)
     pvalid, lr = btrs.poly_log_ratio(k_off, inv_k, inv_nk)
     ub = btrs.upper_bound(k_off, inv_k, inv_nk)
@@ -860,17 +792,7 @@ def _accept_reject(btrs: _Btrs, k_off, inr, sq, lhs, valid_pos):
 
 
 def sample_binomial(key: jax.Array, n, p, window: int = DEFAULT_WINDOW) -> jax.Array:
-    """An exact ``Binomial(n, p)`` draw from a key (a one-off stream).
-
-    Args:
-        key: typed PRNG key.
-        n: int scalar >= 0.
-        p: float scalar in [0, 1].
-        window: candidates classified at once (static).
-
-    Returns:
-        The int32 count (INVALID where n < 0 or p is not in [0, 1], NaN included).
-    """
+    """An exact int32 ``Binomial(n, p)`` draw from a key; INVALID where n < 0 or p not in [0, 1]."""
     k, _ = stream_binomial(uniform_stream(key, 2 * window, window), n, p)
     return k
 
@@ -889,18 +811,10 @@ GATE_LOG2 = 24  # the cheap path decides all but 2^-24 of the gated draws (so a 
 
 
 def log_pmf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
-    """``log P[X = k]`` for X ~ Binomial(n, p), in Loader's saddle-point form.
+    """``log P[X = k]`` for X ~ Binomial(n, p), ``0 <= k <= n``, ``0 < p < 1``, in Loader's form.
 
-    ``stirlerr`` and the deviance, as R's ``dbinom``: float32 keeps ~1e-5 absolute accuracy
-    where the textbook ``lgamma`` form loses everything for large n.
-
-    Args:
-        k: int array, ``0 <= k <= n``.
-        n: int array.
-        p: float array, ``0 < p < 1``.
-
-    Returns:
-        float32 array of the broadcast shape.
+    ``stirlerr`` and the deviance, as R's ``dbinom``: float32 keeps ~1e-5 absolute accuracy where
+    the textbook ``lgamma`` form loses everything for large n.
     """
     kf = jnp.asarray(k, jnp.float32)
     nf = jnp.asarray(n, jnp.float32)
@@ -915,10 +829,10 @@ def log_pmf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
 
 
 def _lower_tail_walk(k, n, p, target, active):
-    """The pmf of Binomial(n, p) summed from ``k`` downwards by the ratio ``f(j-1)/f(j) = j q /
-    ((n-j+1) p)``, until the sum reaches ``target`` or a term falls below 2^-30 of the sum:
-    ``(j, sum)``, the last count added and ``P[j <= X <= k]``. No work where ``active`` is false
-    or ``k < 0`` (then ``(k, 0)``)."""
+    """``(j, P[j <= X <= k])``: the pmf summed from ``k`` down until it reaches ``target``."""
+    # By the ratio f(j-1)/f(j) = j q / ((n-j+1) p), until the sum reaches target or a term falls
+    # below 2^-30 of the sum; j is the last count added. No work where active is false or k < 0
+    # (then (k, 0)).
     k = jnp.asarray(k, jnp.int32)
     n = jnp.asarray(n, jnp.int32)
     p = jnp.asarray(p, jnp.float32)
@@ -941,41 +855,23 @@ def _lower_tail_walk(k, n, p, target, active):
 
 def binom_lower_tail(k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array = True
                      ) -> jax.Array:
-    """``P[X <= k]`` for X ~ Binomial(n, p) with ``k`` below the mean.
+    """``P[X <= k]`` for X ~ Binomial(n, p), ``0 < p < 1``, with ``k`` below the mean.
 
-    Sums the pmf from ``k`` downwards until a term falls below 2^-30 of the sum (the terms
-    decrease geometrically below the mean, so the rest is smaller still). Float32, relative
-    accuracy ~1e-4. Above the mean the sum is slow, not wrong.
-
-    Args:
-        k: int scalar (``k < n p``).
-        n: int scalar.
-        p: float scalar, ``0 < p < 1``.
-        active: bool; where false, no work.
-
-    Returns:
-        float32: the tail; 0 for ``k < 0`` and where ``active`` is false.
+    Sums the pmf from ``k`` downwards until a term falls below 2^-30 of the sum (the terms decrease
+    geometrically below the mean, so the rest is smaller still). Float32, relative accuracy ~1e-4.
+    Above the mean the sum is slow, not wrong. 0 for ``k < 0`` and where ``active`` is false (no
+    work there).
     """
     return _lower_tail_walk(k, n, p, jnp.inf, active)[1]
 
 
 def binom_lower_tail_sample(k: jax.Array, n: jax.Array, p: jax.Array, target: jax.Array,
                             active: jax.Array = True) -> jax.Array:
-    """Inversion inside the lower tail of Binomial(n, p).
+    """Inversion inside the lower tail: the largest ``j <= k`` with ``P[j <= X <= k] >= target``.
 
     The same walk, in the same order, as :func:`binom_lower_tail`, so with ``target = U *
     binom_lower_tail(k, n, p)`` (U uniform on [0, 1)) the result is distributed as ``X | X <= k``.
-
-    Args:
-        k: int scalar below the mean.
-        n: int scalar.
-        p: float scalar, ``0 < p < 1``.
-        target: float32, the probability mass to reach.
-        active: bool; where false, no work.
-
-    Returns:
-        int32: the largest ``j <= k`` with ``P[j <= X <= k] >= target`` (``k`` where ``active``
-        is false).
+    Returns ``k`` where ``active`` is false.
     """
     return _lower_tail_walk(k, n, p, target, active)[0]
 
@@ -987,16 +883,6 @@ def decision_gate(n: jax.Array, pi: jax.Array, k_lo: jax.Array, k_hi: jax.Array,
     Hoeffding's bound ``P[X < k_lo] <= exp(-2 n d^2)`` (``d = pi - (k_lo - 1)/n``) and its mirror
     image, each side at most half, with a margin for float32 rounding; where it holds,
     :func:`decide_outside` is cheap but for a 2^-log2_gate fraction.
-
-    Args:
-        n: int, samples.
-        pi: float, the probability.
-        k_lo: int, the interval's lower end.
-        k_hi: int, the interval's upper end.
-        log2_gate: the certified level G (static).
-
-    Returns:
-        bool array of the broadcast shape.
     """
     nf = jnp.asarray(n, jnp.float32)
     pi = jnp.asarray(pi, jnp.float32)
@@ -1009,18 +895,7 @@ def decision_gate(n: jax.Array, pi: jax.Array, k_lo: jax.Array, k_hi: jax.Array,
 
 
 def outside_probability(n, pi, k_lo, k_hi, active=True) -> jax.Array:
-    """``P[X < k_lo] + P[X > k_hi]`` for X ~ Binomial(n, pi), for gated arguments.
-
-    Args:
-        n: int scalar.
-        pi: float scalar in (0, 1).
-        k_lo: int scalar, below the mean.
-        k_hi: int scalar, above the mean.
-        active: bool; where false, no work.
-
-    Returns:
-        float32: the probability (0 where ``active`` is false).
-    """
+    """``P[X < k_lo] + P[X > k_hi]``, X ~ Binomial(n, pi), for gated arguments (0 if inactive)."""
     # both tails by one walk (vmapped over the two sides: one loop to compile, same values)
     pi = jnp.asarray(pi, jnp.float32)
     ks = jnp.stack([k_lo - 1, n - k_hi - 1])
@@ -1031,26 +906,12 @@ def outside_probability(n, pi, k_lo, k_hi, active=True) -> jax.Array:
 
 def decide_outside(bits: jax.Array, u2: jax.Array, n, pi, k_lo, k_hi, active=True,
                    log2_gate: int = GATE_LOG2, resolve: bool = True):
-    """The event ``X not in [k_lo, k_hi]`` for X ~ Binomial(n, pi), exact in distribution.
+    """``(outside, rare)``: the event ``X not in [k_lo, k_hi]``, X ~ Binomial(n, pi), exact in law.
 
-    For gated arguments (:func:`decision_gate`): the event is ``(B + U2) 2^-32 < P_out``; only
-    where ``B < 2^(32 - log2_gate)`` (rare) must ``P_out`` be computed, compared on a 2^-42 grid
-    or finer.
-
-    Args:
-        bits: uint32, the 32 random bits B.
-        u2: float32 uniform.
-        n: int, samples.
-        pi: float, the probability.
-        k_lo: int, the interval's lower end.
-        k_hi: int, the interval's upper end.
-        active: bool; where false: ``(False, False)``, no work.
-        log2_gate: the certified level G (static).
-        resolve: False skips the rare computation and leaves ``outside`` false there (the
-            caller must replay).
-
-    Returns:
-        ``(outside, rare)``: bools; ``rare`` marks ``B < 2^(32 - log2_gate)``.
+    For gated arguments (:func:`decision_gate`): the event is ``(B + U2) 2^-32 < P_out`` for 32
+    random ``bits`` B and a uniform ``u2``; only where ``B < 2^(32 - log2_gate)`` (``rare``) must
+    ``P_out`` be computed, compared on a 2^-42 grid or finer. ``resolve=False`` skips that and
+    leaves ``outside`` false there (the caller must replay); inactive lanes give (False, False).
     """
     cut = jnp.uint32(1 << (32 - log2_gate))
     rare = jnp.asarray(active) & (bits < cut)

@@ -6,16 +6,10 @@ MAX_TABLE_BITS = 20
 
 
 def bit_table(q: int) -> np.ndarray:
-    """Return the table of all answer patterns of ``q`` bits.
+    """The int8 numpy table ``[2^q, q]`` of all patterns of ``0 <= q <= MAX_TABLE_BITS`` bits.
 
     ``bits[z, i]`` is bit ``i`` of the integer ``z`` (little-endian), so row ``z`` is the pattern
     whose integer code is ``z = sum_i bits[z, i] 2^i``.
-
-    Args:
-        q: number of bits, an integer ``0 <= q <= MAX_TABLE_BITS``.
-
-    Returns:
-        ``bits``, an int8 numpy array of shape ``[2^q, q]``.
     """
     if not isinstance(q, (int, np.integer)) or q < 0 or q > MAX_TABLE_BITS:
         raise ValueError(f"q={q!r}: a bit table needs an integer 0 <= q <= {MAX_TABLE_BITS}")
@@ -24,13 +18,6 @@ def bit_table(q: int) -> np.ndarray:
 
 
 def bits_to_code(bits) -> np.ndarray:
-    """Inverse of :func:`bit_table` along the last axis: little-endian bits -> integer code.
-
-    Args:
-        bits: array-like of 0/1 of shape ``[..., q]``.
-
-    Returns:
-        int64 numpy array of shape ``[...]``: ``sum_i bits[..., i] 2^i``.
-    """
+    """Inverse of :func:`bit_table`: 0/1 bits ``[..., q]`` -> int64 codes ``[...]``."""
     bits = np.asarray(bits, dtype=np.int64)
     return (bits << np.arange(bits.shape[-1], dtype=np.int64)).sum(axis=-1)

@@ -26,8 +26,7 @@ def _u(x):
 
 
 def _split(bits):
-    """(mantissa uint32 < 2^24, exponent of its last bit int32 >= -149) of a float32's magnitude
-    bits."""
+    """(uint32 mantissa < 2^24, int32 exponent >= -149 of its last bit) of float32 bits."""
     ef = bits >> 23
     m = (bits & _U(0x7FFFFF)) | jnp.where(ef == 0, _U(0), _U(0x800000))
     return m, jnp.maximum(ef, _U(1)).astype(jnp.int32) - 150
@@ -43,40 +42,31 @@ def _mul(n, m):
 
 
 def _shr(h, lo, s):
-    """``(h, lo) >> s`` as (hi, lo) words and whether a one was shifted out, for uint32
-    ``0 <= s <= 64`` (XLA's shifts by 32 or more give 0; ``32 - s`` wraps to such a shift)."""
+    """``(h, lo) >> s`` as (hi, lo) words and whether a one was shifted out, ``0 <= s <= 64``."""
+    # XLA's shifts by 32 or more give 0; 32 - s wraps to such a shift.
     q = (lo >> s) | (h << (32 - s)) | (h >> (s - 32))
     out = jnp.where(s >= 32, lo != 0, (lo << (32 - s)) != 0) | ((h << (64 - s)) != 0)
     return h >> s, q, out
 
 
 def _floor_part(vh, vl, e, cap):
-    """``min(floor(V / 2^e), cap)`` and whether ``V / 2^e`` is an integer, for the 64-bit V and
-    ``0 <= e``."""
+    """``min(floor(V / 2^e), cap)`` and whether ``V / 2^e`` is an integer (64-bit V, ``e >= 0``)."""
     qh, q, frac = _shr(vh, vl, _u(jnp.minimum(e, 64)))
     return jnp.where(qh != 0, cap, jnp.minimum(q, cap)), ~frac
 
 
 def checker_bounds(p: jax.Array, n: jax.Array, tau: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """The counts k with ``|p - k/n| < tau`` in real numbers, as open bounds ``lo < k < hi``.
+    """The counts k with ``|p - k/n| < tau`` in real numbers, as open int32 bounds ``lo < k < hi``.
 
     ``|p - k/n| < tau`` iff ``floor(n (p - tau)) < k < ceil(n (p + tau))``, p and tau the exact
-    dyadic rationals their float32 values are. Both bounds come from ``n (a +- b)`` for
-    ``a = max(|p|, tau) = m_a 2^g_a >= b = min(|p|, tau) = m_b 2^g_b`` (``m < 2^24``), counted in
-    units of ``2^g_a``: ``A = n m_a`` exactly and ``B = floor(n m_b 2^(g_b - g_a))`` with a sticky
-    bit for the ones shifted out, both below 2^55, so ``A +- B`` fits 64 bits (two uint32 words)
-    and one shift by ``-g_a`` gives the floor and whether it is exact. ``a >= 2^24`` (``g_a > 0``)
+    dyadic rationals their float32 values are. Both bounds come from ``n (a +- b)`` for ``a =
+    max(|p|, tau) = m_a 2^g_a >= b = min(|p|, tau) = m_b 2^g_b`` (``m < 2^24``), counted in units of
+    ``2^g_a``: ``A = n m_a`` exactly and ``B = floor(n m_b 2^(g_b - g_a))`` with a sticky bit for
+    the ones shifted out, both below 2^55, so ``A +- B`` fits 64 bits (two uint32 words) and one
+    shift by ``-g_a`` gives the floor and whether it is exact. ``a >= 2^24`` (``g_a > 0``)
     saturates, except ``a - b``, which is then 0, 1 or at least 2. A claim that is not finite, or
     ``tau <= 0`` or NaN, accepts no count; ``tau = +inf`` accepts every count for a finite claim.
-
-    Args:
-        p: float32, the claim.
-        n: int, the number of samples, ``0 <= n < 2^30`` (0 is treated as 1).
-        tau: float32, the tolerance.
-
-    Returns:
-        ``(lo, hi)``, int32 in ``[-1, n + 1]``: the rule holds for a count ``0 <= k <= n`` iff
-        ``lo < k < hi``.
+    ``0 <= n < 2^30`` (0 is treated as 1); ``lo, hi`` lie in ``[-1, n + 1]``.
     """
     p = jnp.asarray(p, jnp.float32)
     tau = jnp.asarray(tau, jnp.float32)
@@ -129,21 +119,14 @@ def checker_bounds(p: jax.Array, n: jax.Array, tau: jax.Array) -> tuple[jax.Arra
 
 
 def ratio_f32(k: jax.Array, n: jax.Array) -> jax.Array:
-    """``k / n`` correctly rounded to float32 (to nearest, ties to even), exactly.
+    """``k / n`` correctly rounded to float32 (to nearest, ties to even), exactly; ``0 <= k <= n``.
 
     A float quotient ``c`` is within 5 ulp of ``x = k / n`` however it is compiled; ``y``, 16
     float32 steps below it, is below x. With ``y = M 2^E``: ``Q = floor(x 2^(1 - E)) = 2M + j``,
     ``j = floor(R / n)`` for the exact 64-bit ``R = k 2^(1 - E) - 2 n M`` (``0 <= j < 64``), j
-    estimated in float and fixed by the exact remainder; Q (with a sticky bit for the remainder)
-    is rounded. The result is assembled from its bits (no program can fuse it into a later
-    operation) and :func:`computed_once`.
-
-    Args:
-        k: int32, ``0 <= k <= n``.
-        n: int32, ``1 <= n < 2^31`` (0 is treated as 1, as the checker does).
-
-    Returns:
-        float32 of the broadcast shape.
+    estimated in float and fixed by the exact remainder; Q (with a sticky bit for the remainder) is
+    rounded. The result is assembled from its bits (no program can fuse it into a later operation)
+    and :func:`computed_once`. ``1 <= n < 2^31`` (0 is treated as 1, as the checker does).
     """
     k, n = jnp.broadcast_arrays(jnp.asarray(k, jnp.int32),
                                 jnp.maximum(jnp.asarray(n, jnp.int32), 1))
@@ -178,20 +161,14 @@ def ratio_f32(k: jax.Array, n: jax.Array) -> jax.Array:
 
 
 def computed_once(x: jax.Array) -> jax.Array:
-    """``x`` unchanged, computed once per program instead of once per fusion that reads it.
+    """``x`` (float32 in ``[0, 1]``, or bool) unchanged, computed once per program, not per fusion.
 
-    XLA copies cheap (e.g. integer) producers into every fusion that consumes them, so the
-    integer code of this module would be compiled once per field of a debate's carry that depends
-    on it. A float division is "expensive" to XLA and never copied: ``x / max(x, 1)`` is ``x``
-    exactly for ``0 <= x <= 1`` however it is compiled (a division by 1, or a product by
-    ``1 / 1``), and the code under it is then compiled once. (A subnormal x may be flushed to
-    0, as XLA does on CPU; the values here are 0 or at least 2^-32.)
-
-    Args:
-        x: float32 in ``[0, 1]`` (0 or normal), or bool.
-
-    Returns:
-        ``x``, same dtype.
+    XLA copies cheap (e.g. integer) producers into every fusion that consumes them, so the integer
+    code of this module would be compiled once per field of a debate's carry that depends on it. A
+    float division is "expensive" to XLA and never copied: ``x / max(x, 1)`` is ``x`` exactly for
+    ``0 <= x <= 1`` however it is compiled (a division by 1, or a product by ``1 / 1``), and the
+    code under it is then compiled once. (A subnormal x may be flushed to 0, as XLA does on CPU; the
+    values here are 0 or at least 2^-32.)
     """
     if x.dtype == jnp.bool_:
         return computed_once(x.astype(jnp.float32)) > 0.5

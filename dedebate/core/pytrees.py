@@ -15,12 +15,5 @@ import numpy as np
 
 
 def stack(items: Sequence[Any]) -> Any:
-    """Stack pytrees of one class and shape into a batch (numpy, on the host).
-
-    Args:
-        items: pytrees of one structure, equal static fields and equal leaf shapes.
-
-    Returns:
-        One pytree of that structure whose leaves have a leading axis of ``len(items)``.
-    """
+    """Stack pytrees of one structure and leaf shapes into one with a leading axis (numpy, host)."""
     return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *items)

@@ -4,16 +4,10 @@ import math
 
 
 def hoeffding_samples(e: float, delta: float) -> int:
-    """Lean's ``samples e delta = ceil(ln(2/delta) / (2 e^2))`` (spec DED 5.1).
+    """Lean's ``samples e delta = ceil(ln(2/delta) / (2 e^2))`` (spec DED 5.1), a Python int.
 
-    The smallest N with Hoeffding's two-sided bound ``2 exp(-2 N e^2) <= delta``.
-
-    Args:
-        e: accuracy, a positive finite float.
-        delta: failure probability in ``(0, 1]``.
-
-    Returns:
-        The sample count N (Python int).
+    The smallest N with Hoeffding's two-sided bound ``2 exp(-2 N e^2) <= delta``; ``e > 0`` finite,
+    ``delta`` in ``(0, 1]``.
     """
     if not (e > 0 and math.isfinite(e)):
         raise ValueError(f"e={e!r}: the accuracy must be a positive finite number")

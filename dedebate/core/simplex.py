@@ -21,12 +21,6 @@ def project_rows_to_simplex(v: jax.Array) -> jax.Array:
 
     ``optax.projections.projection_simplex`` projects one vector; it is vmapped over all leading
     axes here.
-
-    Args:
-        v: float array of shape ``[..., Z]``.
-
-    Returns:
-        Array of the shape and dtype of ``v``; each row lies on the simplex.
     """
     flat = v.reshape(-1, v.shape[-1])
     out = jax.vmap(optax.projections.projection_simplex)(flat)
@@ -39,12 +33,6 @@ def project_rows_pairwise(v: jax.Array) -> jax.Array:
     ``theta = max_j (sum_i v_i [v_i >= v_j] - 1) / #{i : v_i >= v_j}``: the running threshold rises
     up to the support size and not after it (ties are harmless). The ``Z^2`` comparisons are
     unrolled over the static width, so this is for small rows, where it avoids XLA's slow CPU sort.
-
-    Args:
-        v: float array of shape ``[..., Z]`` (``Z`` small).
-
-    Returns:
-        Array of the shape and dtype of ``v``; each row lies on the simplex.
     """
     n_z = v.shape[-1]
     rows = [v[..., j] for j in range(n_z)]
@@ -65,15 +53,9 @@ PROJECTIONS = ("auto", "pairwise", "sort")
 
 
 def project_rows(v: jax.Array, method: str = "auto") -> jax.Array:
-    """Row-wise simplex projection by the chosen method.
+    """Row-wise simplex projection of ``v[..., Z]``: ``method`` "sort", "pairwise" or "auto".
 
-    Args:
-        v: float array of shape ``[..., Z]``.
-        method: ``"sort"`` (any ``Z``), ``"pairwise"`` (small ``Z``) or ``"auto"`` (pairwise when
-            ``Z <= MAX_PAIRWISE_Z``, else sort).
-
-    Returns:
-        Array of the shape and dtype of ``v``; each row lies on the simplex.
+    "auto" is pairwise when ``Z <= MAX_PAIRWISE_Z``, else sort.
     """
     if method not in PROJECTIONS:
         raise ValueError(f"method={method!r}: allowed values are {PROJECTIONS}")

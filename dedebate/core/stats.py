@@ -21,15 +21,9 @@ Z95 = 1.959963984540054
 
 
 def linfit(x, y) -> tuple[float, float, float]:
-    """Least-squares line ``y = a x + b`` on the host (float64, ``numpy.polyfit``).
+    """``(a, b, r2)``: the least-squares line ``y = a x + b`` (host, float64, ``numpy.polyfit``).
 
-    Args:
-        x: 1-D array-like, length >= 2.
-        y: 1-D array-like of the same length.
-
-    Returns:
-        ``(a, b, r2)`` as floats; ``r2 = 1 - SS_res / SS_tot`` with ``SS_tot`` floored at 1e-12
-        (a constant ``y`` gives about 1).
+    ``r2 = 1 - SS_res / SS_tot`` with ``SS_tot`` floored at 1e-12 (a constant ``y`` gives about 1).
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
     if x.shape != y.shape or x.ndim != 1 or x.size < 2:
@@ -41,29 +35,13 @@ def linfit(x, y) -> tuple[float, float, float]:
 
 
 def loglog_slope(x, y) -> float:
-    """Slope of ``log y`` against ``log x``: the exponent ``k`` of a power law ``y ~ x^k``.
-
-    Args:
-        x: 1-D array-like of positive numbers, length >= 2.
-        y: 1-D array-like of positive numbers, same length.
-
-    Returns:
-        The slope (float), by :func:`linfit`.
-    """
+    """Slope of ``log y`` against ``log x``: the exponent ``k`` of a power law ``y ~ x^k``."""
     return linfit(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)))[0]
 
 
 
 def finite_linfit(x, y) -> tuple[float, float, float]:
-    """:func:`linfit`, or NaNs when a number is not finite.
-
-    Args:
-        x: 1-D array-like, length >= 2.
-        y: 1-D array-like of the same length.
-
-    Returns:
-        ``(a, b, r2)`` as floats, all NaN if any input is not finite.
-    """
+    """:func:`linfit`, or NaNs when a number is not finite."""
     if not np.all(np.isfinite(np.asarray(x, float))) or not np.all(
             np.isfinite(np.asarray(y, float))):
         return math.nan, math.nan, math.nan
@@ -71,15 +49,7 @@ def finite_linfit(x, y) -> tuple[float, float, float]:
 
 
 def finite_loglog_slope(x, y) -> float:
-    """:func:`loglog_slope`, or NaN when a number is not finite or not positive.
-
-    Args:
-        x: 1-D array-like, length >= 2.
-        y: 1-D array-like of the same length.
-
-    Returns:
-        The slope (float) or NaN.
-    """
+    """:func:`loglog_slope`, or NaN when a number is not finite or not positive."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(x > 0)
             and np.all(y > 0)):
@@ -88,26 +58,11 @@ def finite_loglog_slope(x, y) -> float:
 
 
 def nan_last(x: float) -> float:
-    """Sort key that puts NaN after every number (so a NaN run is never chosen as the best).
-
-    Args:
-        x: a float.
-
-    Returns:
-        ``x``, or ``inf`` when ``x`` is NaN.
-    """
+    """Sort key that puts NaN after every number (so a NaN run is never chosen as the best)."""
     return math.inf if math.isnan(x) else x
 
 def linfit_jnp(x, y):
-    """:func:`linfit` in closed form with ``jnp`` (jittable, vmappable).
-
-    Args:
-        x: 1-D array of static length >= 2 (cast to float32); a constant ``x`` gives NaN.
-        y: 1-D array of the same length.
-
-    Returns:
-        ``(a, b, r2)``, float32 scalar arrays.
-    """
+    """:func:`linfit` in closed form in ``jnp`` (float32, jittable); a constant ``x`` gives NaN."""
     x, y = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
     xm, ym = jnp.mean(x), jnp.mean(y)
     dx, dy = x - xm, y - ym
@@ -119,28 +74,12 @@ def linfit_jnp(x, y):
 
 
 def loglog_slope_jnp(x, y):
-    """:func:`loglog_slope` with ``jnp`` (jittable, vmappable).
-
-    Args:
-        x: 1-D positive array of static length >= 2.
-        y: 1-D positive array of the same length.
-
-    Returns:
-        The slope, a float32 scalar array.
-    """
+    """:func:`loglog_slope` with ``jnp`` (jittable, vmappable)."""
     return linfit_jnp(jnp.log(jnp.asarray(x, jnp.float32)), jnp.log(jnp.asarray(y, jnp.float32)))[0]
 
 
 def wilson_jnp(successes, trials: int):
-    """95% Wilson score interval of ``successes / trials`` in ``jnp`` float32 (jittable).
-
-    Args:
-        successes: array of success counts, any shape.
-        trials: number of trials, a static Python number.
-
-    Returns:
-        ``(p_hat, lo, hi)``, float32 arrays of the shape of ``successes``.
-    """
+    """``(p_hat, lo, hi)``: the 95% Wilson interval of ``successes / trials`` (static trials)."""
     n = float(trials)
     p = jnp.asarray(successes, jnp.float32) / n
     z2 = Z95 * Z95

@@ -8,3 +8,34 @@
   trained by OGD toward (delta, F)-indistinguishability;
 * :mod:`~dedebate.estimators.soundness` -- B built round by round against a fixed A (Lemma A.4).
 """
+
+from dedebate.core.lazy import lazy_exports
+
+# module -> the public names it defines (imported on first use: dedebate.core.lazy)
+__all__, __getattr__ = lazy_exports(__name__, {
+    "advantage": (
+        "OIProblem advantage_weight advantages max_abs_advantage oi_problem random_oi_problem"
+    ),
+    "families": (
+        "Family PointwiseFamily StackedFamily TableFamily TanhFamily calibration_family "
+        "mlp_test_input random_mlp_family random_tanh_family round_reward_family stack_families "
+        "table_family tanh_family"
+    ),
+    "network": "EstimatorNet",
+    "ogd": (
+        "OGDState OGDStatic OGDSummary algorithm1 iteration_bound ogd_init ogd_run_steps ogd_solve "
+        "ogd_update regret_bound solve_block solve_grid step_size summarize"
+    ),
+    "random_problems": (
+        "build_problems problem_arrays problem_draws tanh_input_dim traced_problems wrap_arrays"
+    ),
+    "soundness": (
+        "ProverCalibrationFamily SoundnessReport StageReport construct_estimator "
+        "prover_calibration_family"
+    ),
+    "tanh_recheck": "exit_advantages fresh_tanh_draw fresh_tanh_weights tanh_advantages",
+    "train": (
+        "NetTrainLog NetTrainParams NetTrainState NetTrainStatic grid_programs make_chunk "
+        "make_chunk_grid make_init make_init_grid make_train make_train_grid net_train_params"
+    ),
+})

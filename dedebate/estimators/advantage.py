@@ -28,37 +28,17 @@ class OIProblem:
 
     @property
     def n_x(self) -> int:
-        """The number of contexts.
-
-        Returns:
-            ``X``, the rows of ``g``.
-        """
+        """The number of contexts."""
         return self.g.shape[0]
 
     @property
     def n_z(self) -> int:
-        """The number of outcomes.
-
-        Returns:
-            ``Z``, the columns of ``g``.
-        """
+        """The number of outcomes."""
         return self.g.shape[1]
 
 
 def oi_problem(mu, g, atol: float = 1e-5) -> OIProblem:
-    """Validate and build an :class:`OIProblem`.
-
-    Args:
-        mu: ``[X]``, a distribution over the contexts.
-        g: ``[X, Z]``, the truth; every row a distribution over Z (Z >= 2).
-        atol: tolerance on the sums to 1.
-
-    Returns:
-        The problem, as float32 arrays.
-
-    Raises:
-        ValueError: a wrong shape, or mu or a row of g that is not a distribution.
-    """
+    """A validated float32 :class:`OIProblem`: ``mu [X]`` and each row of ``g [X, Z]`` sum to 1."""
     mu = np.asarray(mu, np.float64)
     g = np.asarray(g, np.float64)
     if g.ndim != 2 or g.shape[0] < 1 or g.shape[1] < 2:
@@ -83,20 +63,6 @@ def random_oi_problem(key, n_x: int, n_z: int, n_features: int = 4, truth: str =
     * ``"dirichlet"``: independent ``Dirichlet(concentration)`` rows;
     * ``"point"``: a point mass at ``argmax feat(x) @ W`` (as in spec PED 6.2, where g is the
       point mass on the correct answers).
-
-    Args:
-        key: a typed PRNG key.
-        n_x: the number of contexts (>= 1).
-        n_z: the number of outcomes (>= 2).
-        n_features: the features' width.
-        truth: ``"softmax"``, ``"dirichlet"`` or ``"point"``.
-        concentration: the softmax temperature's inverse or the Dirichlet parameter (> 0).
-
-    Returns:
-        ``(problem, features)``: an :class:`OIProblem` and float32 ``[X, n_features]``.
-
-    Raises:
-        ValueError: a size, truth or concentration outside the allowed values.
     """
     if not isinstance(n_x, (int, np.integer)) or n_x < 1:
         raise ValueError(f"n_x={n_x!r}: need an integer >= 1")
@@ -120,41 +86,15 @@ def random_oi_problem(key, n_x: int, n_z: int, n_features: int = 4, truth: str =
 
 
 def advantage_weight(problem: OIProblem, h: Array) -> Array:
-    """The weight whose inner product with a test f is ``Adv_f(h)``.
-
-    Args:
-        problem: the indistinguishability problem.
-        h: float32 ``[X, Z]``, the prediction.
-
-    Returns:
-        float32 ``[X, Z]``: ``mu(x) (g(x,z) - h(x,z))``.
-    """
+    """``mu(x) (g(x,z) - h(x,z))`` ``[X, Z]``: its inner product with a test f is ``Adv_f(h)``."""
     return problem.mu[:, None] * (problem.g - h)
 
 
 def advantages(family, problem: OIProblem, h: Array) -> Array:
-    """``Adv_f(h)`` for every test f of ``family`` (exact, vectorised; spec PED 5.1).
-
-    Args:
-        family: a test family (:mod:`dedebate.estimators.families`).
-        problem: the indistinguishability problem.
-        h: float32 ``[X, Z]``, the prediction.
-
-    Returns:
-        float32 ``[F]``: the advantages, each in ``[-2, 2]``.
-    """
+    """float32 ``[F]``: ``Adv_f(h)`` in [-2, 2] for every test f of ``family`` (spec PED 5.1)."""
     return family.advantages(h, advantage_weight(problem, h))
 
 
 def max_abs_advantage(family, problem: OIProblem, h: Array) -> Array:
-    """``max_f |Adv_f(h)|``: h is (delta, F)-indistinguishable iff this is <= delta.
-
-    Args:
-        family: a test family.
-        problem: the indistinguishability problem.
-        h: float32 ``[X, Z]``, the prediction.
-
-    Returns:
-        float32 scalar: the largest absolute advantage over the family.
-    """
+    """``max_f |Adv_f(h)|``: h is (delta, F)-indistinguishable iff this is <= delta."""
     return jnp.max(jnp.abs(advantages(family, problem, h)))

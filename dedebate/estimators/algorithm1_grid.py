@@ -34,19 +34,11 @@ FRESH_FACTOR = 4
 def algorithm1_grid(spec, deltas, test_scale, key):
     """Algorithm 1 on ``spec.seeds`` random problems per q, for every step rule and delta.
 
-    Args:
-      spec: the grid's static fields (see the module docstring).
-      deltas: float32 array ``[J]`` of indistinguishability levels (may be traced).
-      test_scale: float32 weight scale of the tanh tests (may be traced).
-      key: typed PRNG key; q's problems come from ``fold_in(fold_in(key, PROBLEM_KEY), q)``.
-
-    Returns:
-      ``(metrics, extras)``. ``metrics`` (scalars): ``Z{|Z|}/{rule}/d{j}/s{s}/{m}`` for m in
-      :data:`PER_RUN`; per (|Z|, rule, delta j) over the problems ``.../d{j}/steps_mean``,
-      ``steps_max``, ``bound`` (the rule's proven bound, float32) and ``steps_over_bound_max``;
-      ``d{j}/delta``. ``extras`` (arrays): per q ``{"problems", "families"}`` under ``str(q)``;
-      per (q, rule) under ``f"{q}/{rule}"`` the exit h ``[S, J, X, Z]`` and problem 0's
-      advantage trace ``[J, trace_len]``.
+    q's problems come from ``fold_in(fold_in(key, PROBLEM_KEY), q)``. Returns ``(metrics, extras)``:
+    scalars ``Z{|Z|}/{rule}/d{j}/s{s}/{m}`` for m in :data:`PER_RUN`, per (|Z|, rule, delta j)
+    ``steps_mean``, ``steps_max``, ``bound`` and ``steps_over_bound_max``, and ``d{j}/delta``;
+    arrays per q ``{"problems", "families"}`` and per ``f"{q}/{rule}"`` the exit h ``[S, J, X, Z]``
+    and problem 0's advantage trace ``[J, trace_len]``.
     """
     metrics, extras = {}, {}
     for j in range(len(spec.deltas)):
@@ -79,20 +71,12 @@ def algorithm1_grid(spec, deltas, test_scale, key):
 
 
 def algorithm1_table(spec, metrics, extras, key):
-    """One row per Algorithm 1 run from :func:`algorithm1_grid`'s output at ``key``.
+    """``(rows, traces)``: one row per Algorithm 1 run of :func:`algorithm1_grid` at ``key``.
 
-    Args:
-      spec: the grid's static fields, with ``test_scale`` and ``n_tests`` for the fresh tests.
-      metrics: the grid's metrics as Python scalars (one run, no leading axis).
-      extras: the grid's extras as numpy arrays (one run, no leading axis).
-      key: the typed key the grid ran at; fresh tests of q come from
-        ``fold_in(fold_in(key, FRESH_KEY), q)``.
-
-    Returns:
-      ``(rows, traces)``: rows (q, rule, problem, delta order) with :data:`PER_RUN`, the proven
-      bounds of both step rules, ``z_over_delta2`` and the columns of
-      :func:`~dedebate.estimators.tanh_recheck.exit_advantages`; ``traces[(rule, q, delta)]``
-      problem 0's advantage trace.
+    Rows (q, rule, problem, delta order) hold :data:`PER_RUN`, both rules' proven bounds,
+    ``z_over_delta2`` and :func:`~dedebate.estimators.tanh_recheck.exit_advantages`' columns on
+    fresh tests from ``fold_in(fold_in(key, FRESH_KEY), q)``; ``traces[(rule, q, delta)]`` is
+    problem 0's advantage trace.
     """
     rows, traces = [], {}
     for q in spec.q_values:

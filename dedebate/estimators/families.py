@@ -1,11 +1,10 @@
 """Test families F ("prover circuits") for outcome indistinguishability (spec PED 5.1, 6.3).
 
 A test is a function ``f(x, z, h(x)) -> [-1, 1]`` of a context x, an outcome z in Z and the
-*predicted distribution* h(x) in Delta_Z. A family of F tests is evaluated all at once on a
-prediction table ``h: [X, Z]``: ``values(h) -> [F, X, Z]``, ``value_of(i, h) -> [X, Z]``,
-``advantages(h, weight) -> [F]``, ``pointwise(i, x, z, h_x)`` (the literal definition) and the
-static ``n_tests``. Families are ``flax.struct`` pytrees (they pass through ``jit`` and ``vmap``);
-per-test parameters carry a leading axis F. Constructors validate their input on the host.
+*predicted distribution* h(x) in Delta_Z. A family of F tests (the :class:`Family` interface) is
+evaluated all at once on a prediction table ``h: [X, Z]``. Families are ``flax.struct`` pytrees
+(they pass through ``jit`` and ``vmap``); per-test parameters carry a leading axis F.
+Constructors validate their input on the host.
 
 :class:`TanhFamily`: random prediction-dependent tests ``tanh(w . [feat(x), onehot(z), h(x),
 h(x, z), 1])`` (spec PED 5.5, 9.6). :class:`PointwiseFamily`: any pointwise rule (random Flax MLP
@@ -16,7 +15,7 @@ prediction-independent tests (the round reward of spec 6.3). :class:`StackedFami
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import flax.linen as nn
 import jax
@@ -29,11 +28,25 @@ from dedebate.core.bits import bit_table
 Array = jax.Array
 
 
-class _FamilyBase:
-    """Default methods shared by all families."""
+class Family(Protocol):
+    """What every test family implements (spec PED 5.1)."""
+
+    @property
+    def n_tests(self) -> int:
+        """The number of tests F (static, read from array shapes)."""
+
+    def values(self, h: Array) -> Array:
+        """Every test on every (x, z).
+
+        Args:
+            h: float32 ``[X, Z]``, the prediction table.
+
+        Returns:
+            float32 ``[F, X, Z]``: ``values[f, x, z] = f(x, z, h(x))``.
+        """
 
     def value_of(self, i, h: Array) -> Array:
-        """One test ``f_i(x, z, h(x))`` on every (x, z) (default: a slice of all values).
+        """One test on every (x, z).
 
         Args:
             i: the test's index (may be traced).
@@ -42,22 +55,41 @@ class _FamilyBase:
         Returns:
             float32 ``[X, Z]``: ``f_i(x, z, h(x))``.
         """
-        return jnp.take(self.values(h), i, axis=0)
 
     def advantages(self, h: Array, weight: Array) -> Array:
-        """``sum_{x,z} weight[x, z] values[f, x, z]`` for every test f, shape ``[F]``.
-
-        With ``weight = mu[:, None] * (g - h)`` this is ``Adv_f(h)`` (spec PED 5.1). Written as an
-        elementwise product and a sum so XLA fuses it with the test evaluation (no [F, X, Z]
-        buffer).
+        """``sum_{x,z} weight[x, z] values[f, x, z]`` for every test f.
 
         Args:
             h: float32 ``[X, Z]``, the prediction table.
-            weight: float32 ``[X, Z]`` (e.g. ``advantage_weight(problem, h)``).
+            weight: float32 ``[X, Z]``; ``mu[:, None] * (g - h)`` gives ``Adv_f(h)``.
 
         Returns:
             float32 ``[F]``.
         """
+
+    def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
+        """The literal definition of one test at one (context, outcome).
+
+        Args:
+            i: the test's index.
+            x: the context's index.
+            z: the outcome's index.
+            h_x: float32 ``[Z]``, the prediction at x.
+
+        Returns:
+            float32 scalar ``f_i(x, z, h_x)``.
+        """
+
+
+class _FamilyBase:
+    """Default methods shared by all families."""
+
+    def value_of(self, i, h: Array) -> Array:
+        """One test on every (x, z): a slice of all values."""
+        return jnp.take(self.values(h), i, axis=0)
+
+    def advantages(self, h: Array, weight: Array) -> Array:
+        """A product and a sum, which XLA fuses with the tests (no [F, X, Z] buffer)."""
         return jnp.sum(self.values(h) * weight[None], axis=(1, 2))
 
 
@@ -101,11 +133,7 @@ class TanhFamily(_FamilyBase):
 
     @property
     def n_tests(self) -> int:
-        """The number of tests F.
-
-        Returns:
-            F (static, read from array shapes).
-        """
+        """The number of tests F."""
         return self.weights.shape[0]
 
     def _split(self, weights):
@@ -127,34 +155,18 @@ class TanhFamily(_FamilyBase):
         return jnp.tanh(pre)
 
     def values(self, h: Array) -> Array:
-        """Every test on every (x, z).
-
-        Args:
-            h: float32 ``[X, Z]``, the prediction table.
-
-        Returns:
-            float32 ``[F, X, Z]``: ``values[f, x, z] = f(x, z, h(x))``.
-        """
+        """Every test on every (x, z)."""
         return self._values(self.weights, self.base, h)
 
     def advantages(self, h: Array, weight: Array) -> Array:
-        """Same sum as the base method, over blocks of :data:`TANH_BLOCK` contexts.
-
-        With ``a[x, f] = base[f, x] + (h w_h_f)(x)`` (one ``[X, Z] x [Z, F]`` product), a block B
-        of contexts has pre-activations ``pre[x, z, f] = a[x, f] + w_z[f, z] + w_hz[f] h(x, z)``
-        (``[B, Z, F]``, cache sized) and adds ``weight_B @ tanh(pre)`` (a vector-matrix product
-        contracting the B*Z axis) to the advantages. The test axis F is innermost, so the
-        broadcasts in ``pre`` run along contiguous vectors (XLA's CPU loop emitter vectorises the
-        fused broadcast+tanh). No reduce fusion is needed (dedebate turns those off, see
-        ``dedebate/_xla_flags.py``) and no ``[F, X, Z]`` tensor is materialised.
-
-        Args:
-            h: float32 ``[X, Z]``, the prediction table.
-            weight: float32 ``[X, Z]`` (e.g. ``advantage_weight(problem, h)``).
-
-        Returns:
-            float32 ``[F]``.
-        """
+        """The base method's sum, over blocks of :data:`TANH_BLOCK` contexts."""
+        # With a[x, f] = base[f, x] + (h w_h_f)(x) (one [X, Z] x [Z, F] product), a block B of
+        # contexts has pre-activations pre[x, z, f] = a[x, f] + w_z[f, z] + w_hz[f] h(x, z) ([B, Z,
+        # F], cache sized) and adds weight_B @ tanh(pre) (a vector-matrix product contracting the
+        # B*Z axis) to the advantages. The test axis F is innermost, so the broadcasts in pre run
+        # along contiguous vectors (XLA's CPU loop emitter vectorises the fused broadcast+tanh). No
+        # reduce fusion is needed (dedebate turns those off, see dedebate/_xla_flags.py) and no [F,
+        # X, Z] tensor is materialised.
         w_z, w_h, w_hz = self._split(self.weights)
         n_x, n_z = h.shape
         n_f = self.n_tests
@@ -183,16 +195,7 @@ class TanhFamily(_FamilyBase):
         return jax.lax.fori_loop(0, n_full + (tail > 0), body, jnp.zeros((n_f,), h.dtype))
 
     def value_of(self, i, h: Array) -> Array:
-        """Test i on every (x, z); the outer sum ``a(x) + w_z(z)`` is a rank-2 product
-        ``[a, 1] @ [1; w_z]``.
-
-        Args:
-            i: the test's index (may be traced).
-            h: float32 ``[X, Z]``, the prediction table.
-
-        Returns:
-            float32 ``[X, Z]``: ``f_i(x, z, h(x))``.
-        """
+        """Test i: the outer sum ``a(x) + w_z(z)`` as a rank-2 product ``[a, 1] @ [1; w_z]``."""
         w_z, w_h, w_hz = self._split(jnp.take(self.weights, i, axis=0))
         a = jnp.take(self.base, i, axis=0) + jnp.matmul(h, w_h, precision=_EXACT)  # [X]
         lhs = jnp.stack([a, jnp.ones_like(a)], axis=1)  # [X, 2]
@@ -200,17 +203,7 @@ class TanhFamily(_FamilyBase):
         return jnp.tanh(jnp.matmul(lhs, rhs, precision=_EXACT) + w_hz * h)
 
     def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
-        """The literal definition ``tanh(w_i . phi(x, z, h_x))`` for one (test, context, outcome).
-
-        Args:
-            i: the test's index.
-            x: the context's index.
-            z: the outcome's index.
-            h_x: float32 ``[Z]``, the prediction at x.
-
-        Returns:
-            float32 scalar ``f_i(x, z, h_x)``.
-        """
+        """The literal ``tanh(w_i . phi(x, z, h_x))``."""
         phi = jnp.concatenate(
             [
                 self.features[x],
@@ -224,19 +217,7 @@ class TanhFamily(_FamilyBase):
 
 
 def tanh_family(features, weights, n_z: int) -> TanhFamily:
-    """Build a :class:`TanhFamily`, caching the h-independent part of the pre-activations.
-
-    Args:
-        features: ``[X, d]`` context features.
-        weights: ``[F, d + 2|Z| + 2]`` test weights.
-        n_z: the number of outcomes |Z| (>= 2).
-
-    Returns:
-        The family (float32 leaves; concrete inputs are cached on the host, traced ones in JAX).
-
-    Raises:
-        ValueError: a wrong shape or |Z| < 2.
-    """
+    """A float32 :class:`TanhFamily` of weights ``[F, d + 2|Z| + 2]``, h-free part cached."""
     _check_features(features)
     _check_n_z(n_z)
     d = np.shape(features)[1]
@@ -262,19 +243,6 @@ def random_tanh_family(key, features, n_z: int, n_tests: int, scale: float = 2.0
     """``n_tests`` random tanh tests with weights ``N(0, scale^2 / dim)`` (spec PED 5.5 [CHK]).
 
     The weight on ``h(x, z)`` and on ``h(x)`` makes every test prediction-dependent.
-
-    Args:
-        key: a typed PRNG key.
-        features: ``[X, d]`` context features.
-        n_z: the number of outcomes |Z|.
-        n_tests: F (>= 1).
-        scale: the weights' scale (> 0).
-
-    Returns:
-        A :class:`TanhFamily`.
-
-    Raises:
-        ValueError: bad features, ``n_tests < 1`` or ``scale <= 0``.
     """
     _check_features(features)
     if not isinstance(n_tests, (int, np.integer)) or n_tests < 1:
@@ -306,11 +274,7 @@ class PointwiseFamily(_FamilyBase):
 
     @property
     def n_tests(self) -> int:
-        """The number of tests F.
-
-        Returns:
-            F (static, read from array shapes).
-        """
+        """The number of tests F."""
         return jax.tree_util.tree_leaves(self.params)[0].shape[0]
 
     def _values(self, params, h):
@@ -321,41 +285,16 @@ class PointwiseFamily(_FamilyBase):
         return per_f(params, self.shared, zs, h)
 
     def values(self, h: Array) -> Array:
-        """Every test on every (x, z): ``fn`` vmapped over tests, contexts and outcomes.
-
-        Args:
-            h: float32 ``[X, Z]``, the prediction table.
-
-        Returns:
-            float32 ``[F, X, Z]``: ``values[f, x, z] = f(x, z, h(x))``.
-        """
+        """Every test on every (x, z): ``fn`` vmapped over tests, contexts and outcomes."""
         return self._values(self.params, h)
 
     def value_of(self, i, h: Array) -> Array:
-        """One test on every (x, z).
-
-        Args:
-            i: the test's index (may be traced).
-            h: float32 ``[X, Z]``, the prediction table.
-
-        Returns:
-            float32 ``[X, Z]``: ``f_i(x, z, h(x))``.
-        """
+        """One test on every (x, z)."""
         p = jax.tree_util.tree_map(lambda a: jnp.take(a, i, axis=0)[None], self.params)
         return self._values(p, h)[0]
 
     def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
-        """``fn(params_i, shared[x], z, h_x)``.
-
-        Args:
-            i: the test's index.
-            x: the context's index.
-            z: the outcome's index.
-            h_x: float32 ``[Z]``, the prediction at x.
-
-        Returns:
-            float32 scalar ``f_i(x, z, h_x)``.
-        """
+        """``fn(params_i, shared[x], z, h_x)``."""
         p = jax.tree_util.tree_map(lambda a: a[i], self.params)
         return self.fn(p, self.shared[x], z, h_x)
 
@@ -373,17 +312,7 @@ class _MLP(nn.Module):
 
 
 def mlp_test_input(feat_x, z, h_x, n_z):
-    """What an MLP distinguisher reads.
-
-    Args:
-        feat_x: the context's features (including A's outputs where a test reads them).
-        z: the outcome's index.
-        h_x: ``[Z]``, the prediction at x.
-        n_z: the number of outcomes |Z|.
-
-    Returns:
-        ``[feat(x), onehot(z), h(x), h(x, z)]`` as one vector.
-    """
+    """What an MLP distinguisher reads: ``[feat(x), onehot(z), h(x), h(x, z)]`` as one vector."""
     return jnp.concatenate(
         [feat_x, jax.nn.one_hot(z, n_z, dtype=feat_x.dtype), h_x, h_x[z][None]]
     )
@@ -396,20 +325,6 @@ def random_mlp_family(
 
     ``shared: [X, d]`` may include columns holding the fixed prover A's outputs on each context,
     so the distinguisher "evaluates A" (spec PED 6.1, 6.2: F may call A).
-
-    Args:
-        key: a typed PRNG key (one initialisation per test).
-        shared: ``[X, d]`` per-context inputs.
-        n_z: the number of outcomes |Z| (>= 2).
-        n_tests: F (>= 1).
-        hidden: the hidden layers' widths (non-empty, positive).
-        out_scale: the factor inside the output tanh.
-
-    Returns:
-        A :class:`PointwiseFamily`.
-
-    Raises:
-        ValueError: bad shared inputs, |Z| < 2, ``n_tests < 1`` or bad widths.
     """
     _check_features(shared, "shared")
     _check_n_z(n_z)
@@ -441,63 +356,24 @@ class TableFamily(_FamilyBase):
 
     @property
     def n_tests(self) -> int:
-        """The number of tests F.
-
-        Returns:
-            F (static, read from array shapes).
-        """
+        """The number of tests F."""
         return self.table.shape[0]
 
     def values(self, h: Array) -> Array:
-        """The table, in h's dtype.
-
-        Args:
-            h: float32 ``[X, Z]``, the prediction table.
-
-        Returns:
-            float32 ``[F, X, Z]``: ``values[f, x, z] = f(x, z, h(x))``.
-        """
+        """The table, in h's dtype."""
         return self.table.astype(h.dtype)
 
     def value_of(self, i, h: Array) -> Array:
-        """Row i of the table, in h's dtype.
-
-        Args:
-            i: the test's index (may be traced).
-            h: float32 ``[X, Z]``, the prediction table.
-
-        Returns:
-            float32 ``[X, Z]``: ``f_i(x, z, h(x))``.
-        """
+        """Row i of the table, in h's dtype."""
         return jnp.take(self.table, i, axis=0).astype(h.dtype)
 
     def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
-        """``table[i, x, z]``.
-
-        Args:
-            i: the test's index.
-            x: the context's index.
-            z: the outcome's index.
-            h_x: float32 ``[Z]``, the prediction at x.
-
-        Returns:
-            float32 scalar ``f_i(x, z, h_x)``.
-        """
+        """``table[i, x, z]``."""
         return self.table[i, x, z]
 
 
 def table_family(table) -> TableFamily:
-    """A validated :class:`TableFamily`.
-
-    Args:
-        table: ``[F, X, Z]`` test values in [-1, 1].
-
-    Returns:
-        The family (float32).
-
-    Raises:
-        ValueError: a wrong shape or a value outside [-1, 1].
-    """
+    """A validated float32 :class:`TableFamily` of ``[F, X, Z]`` test values in [-1, 1]."""
     table = np.asarray(table, np.float32)
     if table.ndim != 3 or min(table.shape) < 1:
         raise ValueError(f"table shape={table.shape}: expected [F, X, Z] with all sizes >= 1")
@@ -513,18 +389,6 @@ def round_reward_family(direction, md_table, phat, scale: float = 1.0) -> TableF
     prover's direction ``s = A^k(x, yhat, phat) in {-1, +1}`` per context, ``md_table[x, z] =
     M_D(x, y, z) in {0,1}`` and the previous estimate ``phat[x] in [0, 1]``. It does not read the
     prediction P.
-
-    Args:
-        direction: ``[X]`` A's directions in [-1, 1].
-        md_table: ``[X, |Z|]`` 0/1 values of ``M_D``.
-        phat: ``[X]`` previous estimates in [0, 1].
-        scale: the reward weight ``r^k`` in ``(0, 1]``.
-
-    Returns:
-        A one-test :class:`TableFamily`.
-
-    Raises:
-        ValueError: a wrong shape or a value out of range.
     """
     direction = np.asarray(direction, np.float32)
     md_table = np.asarray(md_table, np.float32)
@@ -558,19 +422,6 @@ def calibration_family(
     subclaim j given its estimate ``m_j``. Values lie in [-1, 1] for ``scale <= 1``. Under B's own
     prediction ``sum_z P(z) f(xx, z, P) = 0`` for every P (``E_P[z_j] = m_j``): the identity the
     soundness proof uses.
-
-    Args:
-        select_fn: ``(feat_x, P) -> [q]`` A's selection distribution.
-        direction_fn: ``(feat_x, j, m_j) -> [-1, 1]`` A's expected next-round direction.
-        shared: ``[X, d]`` per-context inputs.
-        q: the number of subclaims (1..12).
-        scale: the reward weight in ``(0, 1]``.
-
-    Returns:
-        A one-test :class:`PointwiseFamily` over ``Z = {0,1}^q``.
-
-    Raises:
-        ValueError: bad shared inputs, q outside 1..12 or scale outside ``(0, 1]``.
     """
     _check_features(shared, "shared")
     if not isinstance(q, (int, np.integer)) or not (1 <= q <= 12):
@@ -603,46 +454,19 @@ class StackedFamily(_FamilyBase):
 
     @property
     def n_tests(self) -> int:
-        """The number of tests F, summed over the members.
-
-        Returns:
-            F (static, read from array shapes).
-        """
+        """The number of tests F, summed over the members."""
         return sum(f.n_tests for f in self.families)
 
     def values(self, h: Array) -> Array:
-        """The members' values, concatenated along the test axis.
-
-        Args:
-            h: float32 ``[X, Z]``, the prediction table.
-
-        Returns:
-            float32 ``[F, X, Z]``: ``values[f, x, z] = f(x, z, h(x))``.
-        """
+        """The members' values, concatenated along the test axis."""
         return jnp.concatenate([f.values(h) for f in self.families], axis=0)
 
     def advantages(self, h: Array, weight: Array) -> Array:
-        """The members' advantages (each by its own method), concatenated.
-
-        Args:
-            h: float32 ``[X, Z]``, the prediction table.
-            weight: float32 ``[X, Z]`` (e.g. ``advantage_weight(problem, h)``).
-
-        Returns:
-            float32 ``[F]``.
-        """
+        """The members' advantages (each by its own method), concatenated."""
         return jnp.concatenate([f.advantages(h, weight) for f in self.families])
 
     def value_of(self, i, h: Array) -> Array:
-        """Test i, read from the member that holds it (``lax.switch``; ``i`` may be traced).
-
-        Args:
-            i: the test's index (may be traced).
-            h: float32 ``[X, Z]``, the prediction table.
-
-        Returns:
-            float32 ``[X, Z]``: ``f_i(x, z, h(x))``.
-        """
+        """Test i, read from the member that holds it (``lax.switch``; ``i`` may be traced)."""
         sizes = [f.n_tests for f in self.families]
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         which = jnp.clip(jnp.searchsorted(jnp.asarray(offsets[1:]), i, side="right"), 0,
@@ -654,17 +478,7 @@ class StackedFamily(_FamilyBase):
         return jax.lax.switch(which, branches)
 
     def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
-        """Test i's literal definition, from the member that holds it.
-
-        Args:
-            i: the test's index.
-            x: the context's index.
-            z: the outcome's index.
-            h_x: float32 ``[Z]``, the prediction at x.
-
-        Returns:
-            float32 scalar ``f_i(x, z, h_x)``.
-        """
+        """Test i's literal definition, from the member that holds it."""
         for f in self.families:
             if i < f.n_tests:
                 return f.pointwise(i, x, z, h_x)
@@ -673,17 +487,7 @@ class StackedFamily(_FamilyBase):
 
 
 def stack_families(*families) -> StackedFamily:
-    """Union of families over the same contexts and outcomes.
-
-    Args:
-        *families: the members, in test order.
-
-    Returns:
-        A :class:`StackedFamily`.
-
-    Raises:
-        ValueError: no family.
-    """
+    """Union of families over the same contexts and outcomes."""
     if not families:
         raise ValueError("families=(): need at least one family to stack")
     return StackedFamily(families=tuple(families))

@@ -23,35 +23,13 @@ TREE_KEY = 300
 
 
 def soundness_trees(key, n_trees: int, depth: int, q: int):
-    """Hidden-flaw claim trees for the soundness check.
-
-    Args:
-      key: typed PRNG key of the run.
-      n_trees: number of trees (inputs x, mu uniform).
-      depth: tree depth d.
-      q: tree width.
-
-    Returns:
-      A batch of :class:`~dedebate.trees.tree.ClaimTree` (leading axis ``n_trees``).
-    """
+    """Hidden-flaw claim trees for the soundness check."""
     return hidden_flaw_tree(jax.random.split(jax.random.fold_in(key, TREE_KEY), n_trees),
                             depth, q, 0)
 
 
 def against_fixed_prover(name: str, trees, rho: float, delta: float):
-    """B built against the fixed prover ``name`` and A's exact payoff against it.
-
-    Args:
-      name: a key of :data:`PROVERS`.
-      trees: the batch of claim trees.
-      rho: stability parameter.
-      delta: Algorithm 1's indistinguishability level at every stage.
-
-    Returns:
-      ``(report, payoff)``: the construction's
-      :class:`~dedebate.estimators.soundness.SoundnessReport` and the protocol's exact expected
-      payoff per tree (``u_a``, ``a_correct``), both computed.
-    """
+    """``(report, payoff)``: B built against the fixed prover ``name``; A's exact payoffs."""
     prover = PROVERS[name]()
     rep = construct_estimator(prover, trees, rho, delta)
     ep = jax.jit(jax.vmap(lambda est, tr: expected_payoff(
@@ -60,17 +38,7 @@ def against_fixed_prover(name: str, trees, rho: float, delta: float):
 
 
 def stage_rows(name: str, report: SoundnessReport, delta: float) -> list[dict]:
-    """One table row per stage of a construction.
-
-    Args:
-      name: the prover's name.
-      report: its construction.
-      delta: the indistinguishability level it was built at.
-
-    Returns:
-      Rows with the stage, its contexts, Algorithm 1's steps and exit advantage, the mean reward
-      and its bound.
-    """
+    """One table row per stage of a construction."""
     return [{"prover": name, "stage": s.stage, "contexts": s.contexts, "steps": s.steps,
              "max_adv": s.max_adv, "reward": s.reward, "bound": s.bound, "delta": delta}
             for s in report.stages]

@@ -29,15 +29,7 @@ INIT_KEY = 200
 
 
 def net_problems(spec, key):
-    """The comparison's ``spec.seeds`` random problems with |Z| = 2^net_q.
-
-    Args:
-      spec: the config (``net_q``, ``seeds`` and the problem fields).
-      key: typed PRNG key of the run.
-
-    Returns:
-      ``(problems, families, features)`` of :func:`~dedebate.estimators.random_problems.build_problems`.
-    """
+    """The comparison's ``spec.seeds`` random problems with |Z| = 2^net_q."""
     return build_problems(spec, jax.random.fold_in(key, PROBLEM_KEY), 2**spec.net_q)
 
 
@@ -57,17 +49,7 @@ class NetTraining:
 
 
 def net_training(spec, key) -> NetTraining:
-    """The Flax estimators' training grid (learning rates x seeds, one compiled chunk program).
-
-    Args:
-      spec: the config (``net_rounds``, ``net_hidden``, ``net_optimizer``,
-        ``net_best_response``, ``net_delta``, ``net_lrs``, ``net_checkpoint_every``, ``seeds``).
-      key: typed PRNG key of the run (problems: :func:`net_problems`; initialisations:
-        ``INIT_KEY``).
-
-    Returns:
-      A :class:`NetTraining` with chunks of ``min(net_checkpoint_every, net_rounds)`` rounds.
-    """
+    """The Flax estimators' training grid (learning rates x seeds, one compiled chunk program)."""
     problems, families, feats = net_problems(spec, key)
     static = NetTrainStatic(rounds=spec.net_rounds, hidden=tuple(spec.net_hidden),
                             optimizer=spec.net_optimizer, best_response=spec.net_best_response)
@@ -107,19 +89,7 @@ class NetRun:
 
 def net_run(spec, training: NetTraining, done, compile_s: float = 0.0,
             wait_s: float = 0.0) -> NetRun:
-    """A :class:`NetRun` from a chunked driver's result.
-
-    Args:
-      spec: the config (``net_rounds``).
-      training: the :class:`NetTraining` the driver ran.
-      done: the driver's result (``state``, ``monitors``, ``restored``, ``ran``, ``wall_s``,
-        ``next_step``), its state and monitors shaped as ``training``'s templates.
-      compile_s: seconds spent compiling the chunk program.
-      wait_s: seconds the first chunk waited for it (subtracted from the wall time).
-
-    Returns:
-      The run, its log cut to ``net_rounds`` rounds.
-    """
+    """A :class:`NetRun` from a chunked driver's result."""
     r = spec.net_rounds
     log = done.monitors["net"]
     return NetRun(state=done.state["train"], max_adv=log.max_adv[:, :, :r],
@@ -131,31 +101,13 @@ def net_run(spec, training: NetTraining, done, compile_s: float = 0.0,
 
 
 def tabular_inputs(spec, key) -> tuple:
-    """Inputs of the tabular comparison, ``solve_grid``'s ``(families, problems, deltas)``.
-
-    Args:
-      spec: the config; the delta axis has ``len(spec.deltas)`` entries, all ``net_delta``.
-      key: typed PRNG key of the run (the problems of :func:`net_problems`).
-
-    Returns:
-      The argument tuple of :func:`~dedebate.estimators.ogd.solve_grid`'s program.
-    """
+    """Inputs of the tabular comparison, ``solve_grid``'s ``(families, problems, deltas)``."""
     problems, families, _ = net_problems(spec, key)
     return families, problems, jnp.full((len(spec.deltas),), spec.net_delta, jnp.float32)
 
 
 def comparison_rows(spec, net: NetRun, tab_summary) -> list[dict]:
-    """One row per (seed, learning rate): the network's result beside the tabular run's.
-
-    Args:
-      spec: the config (``seeds``, ``net_lrs``, ``net_delta``, ``net_q``).
-      net: the trained grid.
-      tab_summary: the tabular runs' ``OGDSummary`` (axes ``[seeds, deltas]``; entry 0 used).
-
-    Returns:
-      Rows with the network's final max|Adv|, rounds to delta, updates, the tabular steps and
-      max|Adv| of the seed, and the network's advantage trace (``net_trace``).
-    """
+    """One row per (seed, learning rate): the network's result beside the tabular run's."""
     tab_max_adv = np.asarray(tab_summary.max_adv[:, 0])
     tab_steps = np.asarray(tab_summary.steps[:, 0])
     rows = []

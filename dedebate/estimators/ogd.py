@@ -35,46 +35,19 @@ STEP_RULES = {"hazan": (2.0, 2.0), "tight": (math.sqrt(2.0), 1.0)}
 
 
 def step_size(rule: str, n_z: int, t):
-    """``eta_t = D / (G sqrt t)`` for the named rule (spec PED 5.3).
-
-    Args:
-        rule: a key of :data:`STEP_RULES`.
-        n_z: the number of outcomes |Z|.
-        t: the update's number, counted from 1 (may be traced).
-
-    Returns:
-        The step size (a JAX scalar).
-    """
+    """``eta_t = D / (G sqrt t)`` for the named rule (spec PED 5.3)."""
     d, g_per = STEP_RULES[rule]
     return d / (g_per * math.sqrt(n_z) * jnp.sqrt(t))
 
 
 def regret_bound(rule: str, n_z: int, steps):
-    """Hazan's Theorem 3.1 bound ``(3/2) G D sqrt(T)`` on ``sum_t |Adv_{f_t}(h_t)|`` (spec 5.4).
-
-    Args:
-        rule: a key of :data:`STEP_RULES`.
-        n_z: the number of outcomes |Z|.
-        steps: T, the number of updates taken.
-
-    Returns:
-        The bound (a JAX scalar).
-    """
+    """Hazan's Theorem 3.1 bound ``(3/2) G D sqrt(T)`` on ``sum_t |Adv_{f_t}(h_t)|`` (spec 5.4)."""
     d, g_per = STEP_RULES[rule]
     return 1.5 * g_per * math.sqrt(n_z) * d * jnp.sqrt(steps)
 
 
 def iteration_bound(rule: str, n_z: int, delta):
-    """The iteration bound ``T <= ((3/2) G D)^2 / delta^2`` (spec PED 5.5).
-
-    Args:
-        rule: a key of :data:`STEP_RULES`.
-        n_z: the number of outcomes |Z|.
-        delta: the indistinguishability level.
-
-    Returns:
-        ``36 |Z| / delta^2`` (hazan) or ``4.5 |Z| / delta^2`` (tight), unrounded.
-    """
+    """``T <= ((3/2) G D)^2 / delta^2`` (spec PED 5.5): 36 or 4.5 ``|Z| / delta^2``, unrounded."""
     d, g_per = STEP_RULES[rule]
     return (1.5 * g_per * d) ** 2 * n_z / (delta * delta)
 
@@ -126,25 +99,12 @@ class OGDState:
 
     @property
     def max_adv(self) -> Array:
-        """``max_f |Adv_f(h)|`` of the current prediction.
-
-        Returns:
-            A scalar array.
-        """
+        """``max_f |Adv_f(h)|`` of the current prediction."""
         return jnp.max(jnp.abs(self.adv))
 
 
 def ogd_init(static: OGDStatic, family, problem: OIProblem) -> OGDState:
-    """Algorithm 1's first state: h_1 = uniform on Z for every x, and its advantages.
-
-    Args:
-        static: the static settings.
-        family: the test family.
-        problem: the indistinguishability problem.
-
-    Returns:
-        The :class:`OGDState` with no update taken.
-    """
+    """Algorithm 1's first state: h_1 = uniform on Z for every x, and its advantages."""
     h = jnp.full((problem.n_x, problem.n_z), 1.0 / problem.n_z, problem.g.dtype)
     # The barrier keeps XLA from folding the broadcast constant into the tests' fused
     # dot+reduce: jaxlib 0.10.2's CPU YNN reduce fusion returns wrong numbers (or NaN) for a dot
@@ -172,18 +132,7 @@ def _step_cap(static: OGDStatic, n_z: int, delta) -> Array:
 
 
 def ogd_update(static: OGDStatic, family, problem: OIProblem, state: OGDState, active) -> OGDState:
-    """One update of Algorithm 1 (spec PED 5.3), taken only where ``active`` (else a no-op).
-
-    Args:
-        static: the static settings.
-        family: the test family.
-        problem: the indistinguishability problem.
-        state: the current state.
-        active: bool (may be traced): whether to take the update.
-
-    Returns:
-        The next state (``state`` itself where not active).
-    """
+    """One update of Algorithm 1 (spec PED 5.3), taken only where ``active`` (else a no-op)."""
     i = jnp.argmax(jnp.abs(state.adv))
     a_i = state.adv[i]
     t = state.steps + 1
@@ -203,17 +152,9 @@ def ogd_update(static: OGDStatic, family, problem: OIProblem, state: OGDState, a
 
 
 def ogd_solve(static: OGDStatic, family, problem: OIProblem, delta) -> OGDState:
-    """Run Algorithm 1 to its exit (``max_f |Adv_f| < delta``) as a ``lax.while_loop``.
+    """Run Algorithm 1 to its exit (``max_f |Adv_f| < delta``), capped at the proven bound.
 
-    Args:
-        static: the static settings.
-        family: the test family.
-        problem: the indistinguishability problem.
-        delta: the indistinguishability level (dynamic: may be vmapped).
-
-    Returns:
-        The exit state; the loop is capped at the proven iteration bound (and
-        ``static.max_steps``).
+    A ``lax.while_loop``, also capped at ``static.max_steps``; ``delta`` is dynamic (vmappable).
     """
     cap = _step_cap(static, problem.n_z, delta)
 
@@ -228,19 +169,7 @@ def ogd_solve(static: OGDStatic, family, problem: OIProblem, delta) -> OGDState:
 
 def ogd_run_steps(static: OGDStatic, family, problem: OIProblem, state: OGDState, delta,
                   n_steps: int) -> OGDState:
-    """``n_steps`` iterations of Algorithm 1 from ``state``; converged iterations are no-ops.
-
-    Args:
-        static: the static settings.
-        family: the test family.
-        problem: the indistinguishability problem.
-        state: the state to continue from.
-        delta: the indistinguishability level.
-        n_steps: the number of iterations (static).
-
-    Returns:
-        The state after ``n_steps`` iterations (updates past the exit or the cap are no-ops).
-    """
+    """``n_steps`` iterations of Algorithm 1 from ``state``; converged iterations are no-ops."""
     cap = _step_cap(static, problem.n_z, delta)
 
     def body(_, state):
@@ -265,18 +194,7 @@ class OGDSummary:
 
 
 def summarize(static: OGDStatic, problem: OIProblem, state: OGDState, delta) -> OGDSummary:
-    """What Algorithm 1 reports about a state (spec PED 5.4-5.6).
-
-    Args:
-        static: the static settings (the step rule).
-        problem: the indistinguishability problem.
-        state: the exit state.
-        delta: the indistinguishability level.
-
-    Returns:
-        An :class:`OGDSummary`: steps, exit advantage, convergence, the iteration bounds of the
-        rule used and of the tight rule, the regret sum and bound, and the circuit size.
-    """
+    """What Algorithm 1 reports about a state (spec PED 5.4-5.6)."""
     n_z = problem.n_z
     steps_f = state.steps.astype(jnp.float32)
     return OGDSummary(
@@ -294,25 +212,11 @@ def summarize(static: OGDStatic, problem: OIProblem, state: OGDState, delta) -> 
 def algorithm1(family, problem: OIProblem, delta: float, step_rule: str = "hazan",
                trace_len: int = 512, max_steps: int | None = None, projection: str = "auto",
                fast_compile: bool = False):
-    """Validate, then run Algorithm 1 to its exit under ``jit``.
+    """``(state, summary)``: validate, then run Algorithm 1 to its exit under ``jit``.
 
-    Args:
-        family: the test family.
-        problem: the indistinguishability problem.
-        delta: the indistinguishability level, in ``(0, 2]``.
-        step_rule: ``"hazan"`` or ``"tight"``.
-        trace_len: the advantage-trace buffer's length.
-        max_steps: an extra cap on the updates (None: only the proven bound).
-        projection: the simplex projection (:class:`OGDStatic`).
-        fast_compile: compile with XLA backend optimisation level 1 (for small problems, where
-            compilation dominates).
-
-    Returns:
-        ``(state, summary)``: the exit :class:`OGDState` and its :class:`OGDSummary`.
-
-    Raises:
-        ValueError: ``delta`` out of range, a family that does not evaluate on ``[X, Z]``, or
-            bad static settings.
+    ``delta`` in ``(0, 2]``; ``max_steps`` an extra cap (None: the proven bound only);
+    ``fast_compile`` compiles at XLA backend level 1 (for small problems, where compiling
+    dominates).
     """
     if not (isinstance(delta, (int, float)) and 0 < delta <= 2):
         raise ValueError(f"delta={delta!r}: the indistinguishability level must lie in (0, 2]")
@@ -332,8 +236,7 @@ def algorithm1(family, problem: OIProblem, delta: float, step_rule: str = "hazan
 
 
 def _family_values(family, h):
-    """``family.values(h)``; a module-level function (not a fresh bound method), so
-    ``jax.eval_shape`` reuses its trace for families with the same structure."""
+    """``family.values(h)`` as a module-level function, so ``eval_shape`` reuses its trace."""
     return family.values(h)
 
 
@@ -343,17 +246,7 @@ _solve_jit_fast = jax.jit(ogd_solve, static_argnums=0, compiler_options=FAST_COM
 
 
 def solve_block(static: OGDStatic, families, problems: OIProblem, deltas):
-    """Algorithm 1 vmapped over problems and deltas.
-
-    Args:
-        static: the static settings.
-        families: test families stacked on axis 0 (one per problem, S).
-        problems: problems stacked on axis 0.
-        deltas: ``[J]`` indistinguishability levels.
-
-    Returns:
-        ``(states, summaries)`` with leading axes ``[S, J]``.
-    """
+    """``(states, summaries)`` ``[S, J]``: Algorithm 1 vmapped over S problems and J deltas."""
     over_delta = jax.vmap(ogd_solve, in_axes=(None, None, None, 0))
     states = jax.vmap(over_delta, in_axes=(None, 0, 0, None))(static, families, problems, deltas)
     summ = jax.vmap(jax.vmap(summarize, in_axes=(None, None, 0, 0)),
@@ -363,12 +256,5 @@ def solve_block(static: OGDStatic, families, problems: OIProblem, deltas):
 
 @functools.cache
 def solve_grid(static: OGDStatic):
-    """:func:`solve_block` for ``static``, jitted once per process.
-
-    Args:
-        static: the static settings.
-
-    Returns:
-        ``fn(families, problems, deltas) -> (states, summaries)``.
-    """
+    """``fn(families, problems, deltas)``: :func:`solve_block` for ``static``, jitted once."""
     return jax.jit(functools.partial(solve_block, static))

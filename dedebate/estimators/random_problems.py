@@ -28,29 +28,15 @@ TRUTHS = ("softmax", "dirichlet", "point")
 
 
 def tanh_input_dim(spec, n_z: int) -> int:
-    """Input width of a tanh test: features, one-hot z, h(x), h(x, z) and a bias.
-
-    Args:
-        spec: the problems' spec (its ``n_features``).
-        n_z: the number of outcomes |Z|.
-
-    Returns:
-        ``n_features + 2 |Z| + 2``.
-    """
+    """Input width of a tanh test: features, one-hot z, h(x), h(x, z) and a bias."""
     return spec.n_features + 2 * n_z + 2
 
 
 def problem_draws(spec, key, n_z: int):
-    """The randomness of ``spec.seeds`` problems with |Z| = n_z, drawn in JAX.
+    """``(draw, dirichlet)``: the randomness of ``spec.seeds`` problems with |Z| = n_z, in JAX.
 
-    Args:
-        spec: the problems' spec (see the module docstring).
-        key: a typed PRNG key.
-        n_z: the number of outcomes |Z|.
-
-    Returns:
-        ``(draw, dirichlet)``: float32 standard normals ``[seeds, X d + d |Z| + F dim]`` and, for
-        ``truth = dirichlet``, the Dirichlet(2) rows ``[seeds, X, |Z|]`` (else ``[seeds, 0, |Z|]``).
+    float32 standard normals ``[seeds, X d + d |Z| + F dim]`` and, for ``truth = dirichlet``, the
+    Dirichlet(2) rows ``[seeds, X, |Z|]`` (else ``[seeds, 0, |Z|]``).
     """
     total = spec.n_x * spec.n_features + spec.n_features * n_z + spec.n_tests * tanh_input_dim(spec, n_z)
     k_draw, k_dir = jax.random.split(key)
@@ -64,22 +50,12 @@ def problem_draws(spec, key, n_z: int):
 
 
 def problem_arrays(spec, n_z: int, draw, dirichlet, test_scale) -> tuple[np.ndarray, ...]:
-    """The problems of one draw, stacked over ``spec.seeds`` (pure numpy, float64 arithmetic).
+    """``(mu [S, X], g [S, X, Z], features [S, X, d], weights [S, F, dim], base [S, F, X])``.
 
-    Standard normal features; truth ``softmax(2 feat @ W)`` (or the Dirichlet(2) rows, or the
-    argmax point mass); tanh weights ``N(0, scale^2 / dim)`` with ``base = w_x . feat + bias`` as
+    The problems of one draw, stacked over ``spec.seeds`` (pure numpy, float64 arithmetic). Standard
+    normal features; truth ``softmax(2 feat @ W)`` (or the Dirichlet(2) rows, or the argmax point
+    mass); tanh weights ``N(0, scale^2 / dim)`` with ``base = w_x . feat + bias`` as
     :func:`~dedebate.estimators.families.tanh_family` caches it; mu uniform.
-
-    Args:
-        spec: the problems' spec.
-        n_z: the number of outcomes |Z|.
-        draw: :func:`problem_draws`' standard normals.
-        dirichlet: :func:`problem_draws`' Dirichlet rows.
-        test_scale: the tanh weights' scale.
-
-    Returns:
-        float32 ``(mu [S, X], g [S, X, Z], features [S, X, d], weights [S, F, dim],
-        base [S, F, X])``.
     """
     dim = tanh_input_dim(spec, n_z)
     sizes = (spec.n_x * spec.n_features, spec.n_features * n_z, spec.n_tests * dim)
@@ -106,32 +82,13 @@ def problem_arrays(spec, n_z: int, draw, dirichlet, test_scale) -> tuple[np.ndar
 
 
 def wrap_arrays(arrays, n_z: int) -> tuple[OIProblem, TanhFamily]:
-    """:func:`problem_arrays`' tuple as problems and test families.
-
-    Args:
-        arrays: ``(mu, g, features, weights, base)`` of :func:`problem_arrays`.
-        n_z: the number of outcomes |Z|.
-
-    Returns:
-        ``(problems, families)``: an :class:`OIProblem` and a :class:`TanhFamily`, each with a
-        leading seed axis.
-    """
+    """:func:`problem_arrays`' tuple as problems and test families."""
     mu, g, feat, weights, base = arrays
     return OIProblem(mu=mu, g=g), TanhFamily(features=feat, weights=weights, base=base, n_z=n_z)
 
 
 def build_problems(spec, key, n_z: int):
-    """``spec.seeds`` random problems with |Z| = n_z on the host, as :func:`traced_problems`.
-
-    Args:
-        spec: the problems' spec (with ``test_scale``).
-        key: a typed PRNG key.
-        n_z: the number of outcomes |Z|.
-
-    Returns:
-        ``(problems, families, features)``, stacked over seeds: :func:`problem_draws` then
-        :func:`problem_arrays` at ``spec.test_scale``.
-    """
+    """``spec.seeds`` random problems with |Z| = n_z on the host, as :func:`traced_problems`."""
     draw, dirichlet = problem_draws(spec, key, n_z)
     arrays = tuple(jnp.asarray(x) for x in problem_arrays(spec, n_z, draw, dirichlet,
                                                            spec.test_scale))
@@ -144,15 +101,6 @@ def traced_problems(spec, key, n_z: int, test_scale) -> tuple[OIProblem, TanhFam
 
     The draws are made in JAX; :func:`problem_arrays` (float64 numpy) runs through
     ``jax.pure_callback`` (one host call per run).
-
-    Args:
-        spec: the problems' spec.
-        key: a typed PRNG key.
-        n_z: the number of outcomes |Z|.
-        test_scale: the tanh weights' scale (may be traced).
-
-    Returns:
-        ``(problems, families)``, stacked over seeds.
     """
     draw, dirichlet = problem_draws(spec, key, n_z)
     d, f = spec.n_features, spec.n_tests

@@ -65,8 +65,7 @@ def _tree_at(trees: ClaimTree, i) -> ClaimTree:
 
 
 def _expected_direction(probs, allow_zero: bool) -> Array:
-    """E[s] from A's direction distribution over (-1, 0, +1); s = 0 removed unless allowed
-    (as the protocol does, spec 2.6)."""
+    """E[s] of A's directions; s = 0 removed unless allowed (as the protocol does, 2.6)."""
     probs = probs.astype(jnp.float32)
     if not allow_zero:
         probs = probs.at[1].set(0.0)
@@ -153,17 +152,7 @@ class ProverCalibrationFamily(PointwiseFamily):
         return _direction(self.prover, self.views, self.allow_zero, i, child, m, self.k - 1)
 
     def fn_ctx(self, p, feat_x, z, h_x):
-        """The test with weight ``p`` at context ``feat_x``, outcome z, prediction ``h_x``.
-
-        Args:
-            p: the test's weight (its parameter, ``scale``).
-            feat_x: the context's features (``(tree,)`` or ``(tree, node, cand)``).
-            z: the outcome index in ``[0, 2^q)``.
-            h_x: float32 ``[2^q]``, B's joint at that context.
-
-        Returns:
-            float32 scalar ``f(xx, z, h_x)``.
-        """
+        """The test with weight ``p`` at context ``feat_x``, outcome z, prediction ``h_x``."""
         q = self.n_z.bit_length() - 1
         bits = jnp.asarray(bit_table(q), jnp.float32)
         marg = h_x @ bits
@@ -179,41 +168,13 @@ class ProverCalibrationFamily(PointwiseFamily):
         return per_f(params, self.shared, zs, h)
 
     def pointwise(self, i: int, x: int, z: int, h_x: Array) -> Array:
-        """Test ``i`` at context ``x``, outcome ``z`` and prediction ``h_x``.
-
-        Args:
-            i: the test's index.
-            x: the context's index.
-            z: the outcome's index.
-            h_x: float32 ``[2^q]``, the prediction at x.
-
-        Returns:
-            float32 scalar ``f_i(x, z, h_x)``.
-        """
+        """Test ``i`` at context ``x``, outcome ``z`` and prediction ``h_x``."""
         return self.fn_ctx(self.params[i], self.shared[x], z, h_x)
 
 
 def prover_calibration_family(prover, views, trees, phat, shared, k: int, init: bool,
                               allow_zero: bool, scale: float) -> ProverCalibrationFamily:
-    """Validated :class:`ProverCalibrationFamily` (``q = 1`` for init, ``trees.q`` for rounds).
-
-    Args:
-        prover: the fixed A.
-        views: the trees as A sees them.
-        trees: the batch of claim trees.
-        phat: float32 ``[n_trees, n_nodes]``, this round's estimates (None for init).
-        shared: ``[X, d]`` context features (``(tree,)`` or ``(tree, node, cand)``).
-        k: the round whose next round's calibration test this is.
-        init: the initialisation's test (spec PED 6.1).
-        allow_zero: whether A's direction s = 0 is allowed (spec PED 2.6).
-        scale: the test's weight, a reward weight ``r^k`` in ``(0, 1]``.
-
-    Returns:
-        The one-test family.
-
-    Raises:
-        ValueError: ``shared`` not ``[X, d]`` with X >= 1, or ``scale`` outside ``(0, 1]``.
-    """
+    """Validated :class:`ProverCalibrationFamily` (``q = 1`` for init, ``trees.q`` for rounds)."""
     shape = np.shape(shared)
     if len(shape) != 2 or shape[0] < 1:
         raise ValueError(f"shared shape={shape}: expected a 2-d array [X, d] with X >= 1")
@@ -251,23 +212,10 @@ def construct_estimator(prover, trees: ClaimTree, rho: float, delta: float,
                         trace_len: int = 512, fast_compile: bool = False) -> SoundnessReport:
     """Build B against ``prover`` on a batch of trees, round by round (spec PED 6).
 
-    Args:
-        prover: the fixed A.
-        trees: a batch of claim trees (leading axis = the inputs x, mu uniform).
-        rho: the stability parameter (>= 1); rewards are weighted by powers of ``r = 1/rho``.
-        delta: each round's indistinguishability target, in ``(0, 1]``.
-        step_rule: Algorithm 1's step rule.
-        allow_zero_direction: keep A's direction s = 0 (spec PED 2.6).
-        trace_len: Algorithm 1's trace length.
-        fast_compile: Algorithm 1's cheaper-compile option.
-
-    Returns:
-        A :class:`SoundnessReport`: B as a :class:`TabularEstimator` batched over trees, one
-        :class:`StageReport` per stage, A's mean expected payoff ``u_a`` (the sum of the stages'
-        rewards), ``pr_correct`` and the bound ``r^{d+1} Pr[A correct] + (2d+3) delta``.
-
-    Raises:
-        ValueError: ``rho < 1``, ``delta`` outside ``(0, 1]``, or unbatched trees.
+    Rewards are weighted by powers of ``r = 1/rho``; every round targets ``delta``. Returns a
+    :class:`SoundnessReport`: B as a :class:`TabularEstimator` batched over trees, one
+    :class:`StageReport` per stage, A's mean expected payoff ``u_a``, ``pr_correct`` and the bound
+    ``r^{d+1} Pr[A correct] + (2d+3) delta``.
     """
     if not (rho >= 1):
         raise ValueError(f"rho={rho!r}: the stability parameter must be >= 1")

@@ -23,16 +23,6 @@ def tanh_advantages(features, weights, mu, g, h) -> np.ndarray:
 
     ``Adv_f(h) = sum_x mu(x) sum_z (g - h)(x, z) tanh(w_f . [feat(x), onehot(z), h(x),
     h(x, z), 1])`` for every row ``w_f`` of ``weights``.
-
-    Args:
-        features: ``[X, d]`` context features.
-        weights: ``[F, d + 2 |Z| + 2]`` tanh test weights.
-        mu: ``[X]`` context distribution.
-        g: ``[X, Z]`` truth.
-        h: ``[X, Z]`` prediction.
-
-    Returns:
-        float64 ``[F]``: the advantages.
     """
     feat, w, h = (np.asarray(a, np.float64) for a in (features, weights, h))
     d, n_z = feat.shape[1], h.shape[1]
@@ -44,51 +34,21 @@ def tanh_advantages(features, weights, mu, g, h) -> np.ndarray:
 
 
 def fresh_tanh_draw(spec, key, n_z: int, factor: int):
-    """Standard normals of ``factor * spec.n_tests`` fresh tests per problem (JAX).
-
-    Args:
-        spec: the problems' spec.
-        key: a typed PRNG key, independent of the problems' key.
-        n_z: the number of outcomes |Z|.
-        factor: fresh tests per training test.
-
-    Returns:
-        float32 ``[seeds, factor * n_tests, dim]``.
-    """
+    """Standard normals of ``factor * spec.n_tests`` fresh tests per problem (JAX)."""
     return jax.random.normal(key, (spec.seeds, factor * spec.n_tests, tanh_input_dim(spec, n_z)),
                              jnp.float32)
 
 
 def fresh_tanh_weights(spec, draw, n_z: int) -> np.ndarray:
-    """Tanh test weights ``N(0, scale^2 / dim)`` from :func:`fresh_tanh_draw`'s normals.
-
-    Args:
-        spec: the problems' spec (its ``test_scale``).
-        draw: :func:`fresh_tanh_draw`'s normals.
-        n_z: the number of outcomes |Z|.
-
-    Returns:
-        float64 weights, scaled as in
-        :func:`~dedebate.estimators.random_problems.problem_arrays`.
-    """
+    """Tanh test weights ``N(0, scale^2 / dim)`` from :func:`fresh_tanh_draw`'s normals."""
     return spec.test_scale * np.asarray(draw, np.float64) / np.sqrt(tanh_input_dim(spec, n_z))
 
 
 def exit_advantages(deltas, families, problems, h, fresh) -> dict[str, list[list[float]]]:
-    """The exit h's advantages on the training tests and on fresh tests, per seed and delta.
+    """The exit h's advantages on the training tests and on fresh tests, ``[seed][delta]`` lists.
 
-    Args:
-        deltas: the runs' target deltas ``[J]``.
-        families: the stacked training :class:`~dedebate.estimators.families.TanhFamily`.
-        problems: the stacked problems.
-        h: ``[S, J, X, Z]``, the exit predictions.
-        fresh: ``[S, F', dim]`` fresh test weights (:func:`fresh_tanh_weights`).
-
-    Returns:
-        Dict of ``[seed][delta]`` lists: ``max_adv_numpy`` (largest |Adv| over the training
-        tests by :func:`tanh_advantages`), ``fresh_max_adv`` (over the fresh tests),
-        ``fresh_share_below_delta`` (share of fresh tests with |Adv| < delta) and
-        ``fresh_tests`` (their number).
+    ``max_adv_numpy`` (by :func:`tanh_advantages`), ``fresh_max_adv``, ``fresh_share_below_delta``
+    (fresh tests with |Adv| < delta) and ``fresh_tests`` (their number).
     """
     out = {"max_adv_numpy": [], "fresh_max_adv": [], "fresh_share_below_delta": [],
            "fresh_tests": []}

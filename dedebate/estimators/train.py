@@ -85,18 +85,7 @@ class NetTrainParams:
 
 
 def net_train_params(delta, lr) -> NetTrainParams:
-    """Validated :class:`NetTrainParams`.
-
-    Args:
-        delta: the indistinguishability level(s), in ``(0, 2]``.
-        lr: the learning rate(s), positive; scalars or equal-length 1-d arrays for a grid.
-
-    Returns:
-        The float32 params.
-
-    Raises:
-        ValueError: a value out of range or mismatched shapes.
-    """
+    """Validated :class:`NetTrainParams`."""
     d = jnp.asarray(delta, jnp.float32)
     r = jnp.asarray(lr, jnp.float32)
     if not bool(jnp.all((d > 0) & (d <= 2))):
@@ -278,16 +267,7 @@ class _Parts:
 
 
 def make_init(static: NetTrainStatic, net=None):
-    """The pure function that starts a run (round 0).
-
-    Args:
-        static: the static settings.
-        net: h_theta, a Flax module mapping features ``[X, d]`` to joints ``[X, n_z]`` (default:
-            ``EstimatorNet(n_z, static.hidden)``).
-
-    Returns:
-        ``init(hp, key, problem, features) -> NetTrainState``.
-    """
+    """``init(hp, key, problem, features) -> NetTrainState`` (``net`` default: ``EstimatorNet``)."""
     return _Parts(static, net).init
 
 
@@ -298,17 +278,6 @@ def make_chunk(static: NetTrainStatic, n_rounds: int, net=None):
 
     Running chunks back to back from :func:`make_init`'s state is the same computation as
     :func:`make_train`; a state restored from a checkpoint continues exactly where it stopped.
-
-    Args:
-        static: the static settings.
-        n_rounds: rounds per chunk (>= 1).
-        net: h_theta (as in :func:`make_init`).
-
-    Returns:
-        ``chunk(hp, state, family, problem, features) -> (state, log, max_adv)``.
-
-    Raises:
-        ValueError: ``n_rounds`` not a positive integer.
     """
     if not isinstance(n_rounds, int) or n_rounds < 1:
         raise ValueError(f"n_rounds={n_rounds!r}: rounds per chunk must be an integer >= 1")
@@ -328,13 +297,6 @@ def make_train(static: NetTrainStatic, net=None):
     A pure function of its arguments (the problem data too, so one compiled program serves many
     problems of one shape). ``features: [X, d]`` is what the estimator (and a trained
     distinguisher) reads about each context; a family's own inputs are inside the family.
-
-    Args:
-        static: the static settings.
-        net: h_theta (as in :func:`make_init`).
-
-    Returns:
-        ``train(hp, key, family, problem, features) -> (state, log, final_max_adv)``.
     """
     parts = _Parts(static, net)
     chunk = make_chunk(static, static.rounds, net)
@@ -346,69 +308,32 @@ def make_train(static: NetTrainStatic, net=None):
 
 
 def _grid(fn, data_axes, state_axis):
-    """vmap ``fn(hp, seeded, *data)`` over seeds (``seeded`` and data on axis 0 as given), then
-    over the hp grid (hp axis 0; ``seeded`` on ``state_axis``), and jit it."""
+    """Jitted vmap of ``fn(hp, seeded, *data)`` over seeds, then over the hp grid (hp axis 0)."""
+    # seeded and data on axis 0 as given for the seeds; seeded on state_axis for the grid.
     over_seeds = jax.vmap(fn, in_axes=(None, 0, *data_axes))
     return jax.jit(jax.vmap(over_seeds, in_axes=(0, state_axis, *([None] * len(data_axes)))))
 
 
 def make_train_grid(static: NetTrainStatic, batched_data: bool = False):
-    """:func:`make_train` over a grid of (delta, lr) pairs and seeds, as one jitted program.
-
-    Args:
-        static: the static settings.
-        batched_data: the problem data has a leading seed axis S (one problem per seed).
-
-    Returns:
-        ``train_grid(hp, keys, family, problem, features)`` with hp's leading grid axis G and
-        keys ``[S]``; outputs have leading axes ``[G, S]``.
-    """
+    """:func:`make_train` over G (delta, lr) pairs and S seeds, one jitted program ``[G, S]``."""
     d = 0 if batched_data else None
     return _grid(make_train(static), (d, d, d), None)
 
 
 def make_init_grid(static: NetTrainStatic, batched_data: bool = False):
-    """:func:`make_init` over the grid, jit-compiled.
-
-    Args:
-        static: the static settings.
-        batched_data: the problem data has a leading seed axis.
-
-    Returns:
-        ``init_grid(hp, keys, problem, features) -> state [G, S]`` (axes as in
-        :func:`make_train_grid`).
-    """
+    """:func:`make_init` over the grid, jit-compiled."""
     d = 0 if batched_data else None
     return _grid(make_init(static), (d, d), None)
 
 
 def make_chunk_grid(static: NetTrainStatic, n_rounds: int, batched_data: bool = False):
-    """:func:`make_chunk` over the grid, jit-compiled.
-
-    Args:
-        static: the static settings.
-        n_rounds: rounds per chunk.
-        batched_data: the problem data has a leading seed axis.
-
-    Returns:
-        ``chunk_grid(hp, state [G, S], family, problem, features) -> (state, log, max_adv)``,
-        each with leading axes ``[G, S]``.
-    """
+    """:func:`make_chunk` over the grid, jit-compiled."""
     d = 0 if batched_data else None
     return _grid(make_chunk(static, n_rounds), (d, d, d), 0)
 
 
 @functools.cache
 def grid_programs(static: NetTrainStatic, chunk_len: int):
-    """The grid programs with one problem per seed, built once per process.
-
-    Args:
-        static: the static settings.
-        chunk_len: rounds per chunk.
-
-    Returns:
-        ``(init_grid, chunk_grid)`` of :func:`make_init_grid` and :func:`make_chunk_grid` with
-        ``batched_data=True`` (a resumed or repeated run reuses the jitted programs).
-    """
+    """``(init_grid, chunk_grid)`` with one problem per seed, built once per process."""
     return (make_init_grid(static, batched_data=True),
             make_chunk_grid(static, chunk_len, batched_data=True))

@@ -5,15 +5,19 @@ check the Monte Carlo play of the protocols and the trained players against.
   ``P[out = 1]`` for honest players and the zoos, by backward DP over the prefix tree.
 """
 
-from dedebate.exact.acceptance import (
-    SD_RANGE,
-    TIE_TOL,
-    acceptance_exact,
-    acceptance_exact_many,
-    binomial_law,
-    checker_prob,
-    real,
-)
+from dedebate.core.lazy import lazy_exports
 
-__all__ = ["SD_RANGE", "TIE_TOL", "acceptance_exact", "acceptance_exact_many", "binomial_law",
-           "checker_prob", "real"]
+# module -> the public names it defines (imported on first use: dedebate.core.lazy)
+__all__, __getattr__ = lazy_exports(__name__, {
+    "acceptance": (
+        "SD_RANGE TIE_TOL acceptance_exact acceptance_exact_many binomial_law checker_prob "
+        "ratio_f32 real"
+    ),
+    "selfplay": (
+        "dp_value level_inputs measure_pair measure_pairs policy_levels policy_nodes "
+        "probe_deviations reach_levels split_levels take"
+    ),
+    "zoo_search": (
+        "adversaries exact_scale_search exact_zoo optimise_alice_exact optimise_bob_exact"
+    ),
+})

@@ -51,12 +51,6 @@ def real(x):
 
     The simulator's checker decides on exactly these values (``real(float32(0.05))`` is
     ``0.0500000007450580596923828125``, not 0.05).
-
-    Args:
-        x: a float32 number or array.
-
-    Returns:
-        float64 (arrays elementwise).
     """
     a = np.asarray(x, np.float32).astype(np.float64)
     return a if a.ndim else float(a)
@@ -65,13 +59,8 @@ def real(x):
 def ratio_f32(count: np.ndarray, n: int) -> np.ndarray:
     """``count / n`` correctly rounded to float32, as float64: honest Alice's claim.
 
-    Args:
-        count: integer-valued array, ``0 <= count <= n``.
-        n: the number of samples (0 is treated as 1), below 2^24 (so that float32 division of
-            the two exact float32 numbers is the correctly rounded ratio).
-
-    Returns:
-        float64 numpy array of the shape of ``count``.
+    ``n`` (0 is treated as 1) is below 2^24, so that float32 division of the two exact float32
+    numbers is the correctly rounded ratio.
     """
     n = max(int(n), 1)
     if n >= 2**24:
@@ -101,17 +90,10 @@ def _bob_params(bob) -> dict:
 
 
 def binomial_law(n: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
-    """Support points ``count / n`` and probabilities of ``count ~ Binomial(n, pi)``.
+    """``(points, probs)``: support ``count / n`` and probabilities of ``count ~ Binomial(n, pi)``.
 
     Mass beyond ``SD_RANGE`` standard deviations is dropped (< 1e-22) and the rest renormalised to
     sum to 1.
-
-    Args:
-        n: number of samples.
-        pi: success probability.
-
-    Returns:
-        ``(points, probs)``, float64 numpy arrays of equal length.
     """
     if n <= 0:
         return np.zeros(1), np.ones(1)
@@ -135,17 +117,7 @@ def _cdf(k: np.ndarray, n: int, pi: float) -> np.ndarray:
 
 
 def checker_prob(p: np.ndarray, n: int, tau: float, pi: float) -> np.ndarray:
-    """``P[|p - X / n| < tau]`` for ``X ~ Binomial(n, pi)``, exactly (strict, real numbers).
-
-    Args:
-        p: float64 array of claims.
-        n: number of samples.
-        tau: the tolerance.
-        pi: success probability.
-
-    Returns:
-        float64 numpy array of the shape of ``p``.
-    """
+    """``P[|p - X / n| < tau]`` for ``X ~ Binomial(n, pi)``, exactly (strict, real numbers)."""
     p = np.asarray(p, np.float64)
     x_min = _floor_exact(n, p, -tau) + 1  # X > n (p - tau) and X < n (p + tau)
     x_max = -_floor_exact(n, -p, -tau) - 1
@@ -159,8 +131,7 @@ def _f32_sum(x: np.ndarray, shift) -> np.ndarray:
 
 
 def _floor_exact(n: int, a: np.ndarray, b: float) -> np.ndarray:
-    """``floor(n (a + b))`` in real numbers on the float64 values: in float64, except within
-    ``TIE_TOL`` of an integer, where fractions decide."""
+    """``floor(n (a + b))`` exactly: float64, but fractions within ``TIE_TOL`` of an integer."""
     a = np.asarray(a, np.float64)
     v = n * (a + b)
     out = np.floor(v)
@@ -206,18 +177,7 @@ def _cont(b: dict, t: int, T: int, pi: float, prev: int, p: np.ndarray) -> np.nd
 
 
 def acceptance_exact(machine: Any, alice, bob, vera: Vera, levels: list | None = None) -> float:
-    """Exact ``P[out = 1]`` of the debate on ``machine`` between ``alice`` and ``bob``.
-
-    Args:
-        machine: a machine with ``T <= 20``.
-        alice: Alice's player (honest or from the zoo).
-        bob: Bob's player (honest or from the zoo).
-        vera: the honest verifier.
-        levels: optionally the machine's precomputed prefix tree.
-
-    Returns:
-        float (float64 precision).
-    """
+    """Exact ``P[out = 1]`` of the debate on ``machine`` (T <= 20), ``alice`` vs ``bob``."""
     T = int(machine.T)
     if T > MAX_TREE_T:
         raise ValueError(f"T={T}: the exact DP enumerates prefixes, allowed T <= {MAX_TREE_T}")
@@ -252,16 +212,6 @@ def acceptance_exact(machine: Any, alice, bob, vera: Vera, levels: list | None =
 
 
 def acceptance_exact_many(machine: Any, alices: list, bob, vera: Vera) -> np.ndarray:
-    """:func:`acceptance_exact` for several Alices against one Bob (one prefix tree).
-
-    Args:
-        machine: a machine with ``T <= 20``.
-        alices: Alice's players.
-        bob: Bob's player.
-        vera: the honest verifier.
-
-    Returns:
-        float64 numpy array of shape ``[len(alices)]``.
-    """
+    """:func:`acceptance_exact` for several Alices against one Bob (one prefix tree)."""
     levels = prefix_tree(machine)
     return np.array([acceptance_exact(machine, a, bob, vera, levels) for a in alices])

@@ -35,14 +35,9 @@ from dedebate.protocols.stochastic import DebateParams, make_vera
 def dp_value(p_levels, abort_levels, vera_levels):
     """``P[out = 1]`` by backward DP over the prefix tree (spec DED 5.1), differentiable.
 
-    Args:
-        p_levels: per step t, Alice's claims ``[2^t]`` (little-endian prefix codes).
-        abort_levels: per step t, Bob's abort probabilities ``[2^t]`` (or scalars).
-        vera_levels: per step t, Vera's acceptance at the claims ``[2^t]``.
-
-    Returns:
-        The acceptance probability (a scalar; jnp if any first-level input is a jax array,
-        else numpy, dtype preserved).
+    Per step t, ``[2^t]`` levels (little-endian prefix codes) of Alice's claims, Bob's abort
+    probabilities (or scalars) and Vera's acceptance; jnp if any first-level input is a jax array,
+    else numpy, dtype preserved.
     """
     xp = jnp if any(isinstance(x, jax.Array) for x in (p_levels[0], abort_levels[0],
                                                         vera_levels[0])) else np
@@ -61,15 +56,7 @@ def dp_value(p_levels, abort_levels, vera_levels):
 
 
 def reach_levels(p_levels, abort_levels):
-    """Probability of reaching each prefix *and playing its step* (no abort before).
-
-    Args:
-        p_levels: per step, Alice's claims ``[2^t]``.
-        abort_levels: per step, Bob's abort probabilities ``[2^t]``.
-
-    Returns:
-        A list over steps t of reach probabilities ``[2^t]`` (jnp or numpy as ``p_levels``).
-    """
+    """Probability of reaching each prefix *and playing its step* (no abort before)."""
     xp = jnp if isinstance(p_levels[0], jax.Array) else np
     r = xp.ones((1,), dtype=p_levels[0].dtype)
     out = [r]
@@ -82,15 +69,7 @@ def reach_levels(p_levels, abort_levels):
 
 
 def level_inputs(levels: list[np.ndarray]) -> dict:
-    """Device inputs of one instance as flat node arrays.
-
-    Args:
-        levels: the prefix tree of the instance (per step t, the true pi ``[2^t]``).
-
-    Returns:
-        ``{"pi": float32, "t", "prev", "ones": int32}``, each ``[2^T - 1]``; the node of prefix
-        code c at step t has index ``2^t - 1 + c``.
-    """
+    """``{"pi", "t", "prev", "ones"}`` ``[2^T - 1]``, node ``2^t - 1 + c`` is prefix c."""
     T = len(levels)
     codes = level_codes(T)
     cat = np.concatenate
@@ -101,32 +80,14 @@ def level_inputs(levels: list[np.ndarray]) -> dict:
 
 
 def split_levels(x):
-    """Split a flat node array into its levels (static slices).
-
-    Args:
-        x: an array ``[2^T - 1, ...]`` in :func:`level_inputs`'s node order.
-
-    Returns:
-        A list over steps t of arrays ``[2^t, ...]``.
-    """
+    """Split a flat node array into its levels (static slices)."""
     n = x.shape[0] + 1
     T = n.bit_length() - 1
     return [x[2**t - 1: 2 ** (t + 1) - 1] for t in range(T)]
 
 
 def policy_nodes(alice: AliceParams, bob: BobParams, inputs: dict, unit, scale):
-    """Both policies at every prefix.
-
-    Args:
-        alice: Alice's MLP.
-        bob: Bob's weights.
-        inputs: :func:`level_inputs` of the instance.
-        unit: Alice's claim unit.
-        scale: Bob's deviation scale.
-
-    Returns:
-        ``(p, a)``: Alice's claims and Bob's abort probabilities at them, each ``[2^T - 1]``.
-    """
+    """``(p, a)``: Alice's claims, Bob's abort probabilities at every prefix ``[2^T - 1]``."""
     pi, t = inputs["pi"], inputs["t"]
     T = bob.w.shape[-1]
     p = alice_claim(alice, node_features(t, pi, inputs["prev"], inputs["ones"], T), pi, unit)
@@ -134,14 +95,7 @@ def policy_nodes(alice: AliceParams, bob: BobParams, inputs: dict, unit, scale):
 
 
 def policy_levels(alice: AliceParams, bob: BobParams, inputs: dict, unit, scale):
-    """:func:`policy_nodes` split per level.
-
-    Args:
-        alice, bob, inputs, unit, scale: as for :func:`policy_nodes`.
-
-    Returns:
-        ``(p_levels, abort_levels)``: lists over steps of arrays ``[2^t]``.
-    """
+    """:func:`policy_nodes` split per level."""
     p, a = policy_nodes(alice, bob, inputs, unit, scale)
     return split_levels(p), split_levels(a)
 
@@ -150,15 +104,7 @@ _policy_nodes = jax.jit(policy_nodes)
 
 
 def probe_deviations(constants: DebateParams, n: int = 8) -> tuple[np.ndarray, np.ndarray]:
-    """Probe deviations for Bob's abort targeting.
-
-    Args:
-        constants: the debate's constants (s, b).
-        n: probes per range.
-
-    Returns:
-        ``(must_abort, must_not)``: ``n`` deviations in ``[b, 4b]`` and ``n`` in ``[0, s)``.
-    """
+    """``(must_abort, must_not)``: ``n`` deviations in ``[b, 4b]`` and ``n`` in ``[0, s)``."""
     s, b = constants.s, constants.b
     return np.linspace(b, 4 * b, n), np.linspace(0.0, s, n, endpoint=False)
 
@@ -167,23 +113,12 @@ def measure_pair(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
              constants: DebateParams, n_grid: int = 801, full: bool = True) -> dict:
     """Exact measurements of one trained pair on one instance (float64, exact binomial Vera).
 
-    Args:
-        levels: the instance's prefix tree (per step, the true pi ``[2^t]``).
-        alice: the trained Alice (one seed).
-        bob: the trained Bob (one seed).
-        constants: the debate's constants (Vera's N_V and tau_V, honest Bob's N_B and tau_B, s,
-            b; Alice's unit and Bob's scale are b).
-        n_grid: claim-grid points per range for Alice's best response.
-        full: False for the cheap measurements only.
-
-    Returns:
-        Plain floats: ``value`` (the pair's acceptance), ``tracking`` (reach-weighted mean
-        ``|p - pi|``), ``max_dev_visited``, ``p_abort``, ``w_dev``; with ``full`` also ``hit`` and
-        ``false_alarm`` (Bob's reach-weighted abort probability at :func:`probe_deviations`),
-        ``false_alarm_c`` (at ``|p - pi| <= s/2``), ``value_vs_honest_bob``,
-        ``bob_best_response`` (Bob's exact best response to Alice), ``alice_best_response``
-        (Alice's best response to Bob over a claim grid, a lower bound) and ``gap`` (their
-        difference, the exploitability).
+    Plain floats: ``value`` (the pair's acceptance), ``tracking`` (reach-weighted mean
+    ``|p - pi|``), ``max_dev_visited``, ``p_abort``, ``w_dev``; unless ``full`` is False also
+    ``hit`` and ``false_alarm`` (Bob's reach-weighted abort probability at
+    :func:`probe_deviations`), ``false_alarm_c`` (at ``|p - pi| <= s/2``), ``value_vs_honest_bob``,
+    ``bob_best_response`` (exact), ``alice_best_response`` (over a claim grid of ``n_grid`` points
+    per range, a lower bound) and ``gap`` (their difference, the exploitability).
     """
     T = len(levels)
     inputs = level_inputs(levels)
@@ -255,33 +190,13 @@ def measure_pair(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
 
 
 def take(tree, *idx):
-    """Index every leaf of a stacked pytree (host helper).
-
-    Args:
-        tree: a pytree of arrays with common leading axes.
-        *idx: indices into those axes.
-
-    Returns:
-        The pytree of ``leaf[idx]``.
-    """
+    """Index every leaf of a stacked pytree (host helper)."""
     return jax.tree.map(lambda x: x[idx], tree)
 
 
 def measure_pairs(fx, levels, constants: DebateParams, alice: AliceParams,
                   bob: BobParams) -> tuple[list[dict], list[float]]:
-    """Exact measurements (host, float64) of a seed-batch of trained pairs on one instance.
-
-    Args:
-        fx: the fixture (its ``machine`` is the instance).
-        levels: the fixture's prefix tree.
-        constants: the debate's constants.
-        alice: the trained Alices, leaves stacked over seeds ``[S, ...]``.
-        bob: the trained Bobs, stacked over seeds.
-
-    Returns:
-        ``(ev, honest)``: per seed :func:`measure_pair`'s dict, and per seed honest Alice's exact
-        acceptance (:func:`~dedebate.exact.acceptance_exact`) against the trained Bob.
-    """
+    """``(ev, honest)``: per seed :func:`measure_pair` and honest Alice's exact acceptance."""
     seeds = int(np.shape(bob.w_dev)[0])
     vera = make_vera(constants)
     ev = [measure_pair(levels, take(alice, s), take(bob, s), constants) for s in range(seeds)]

@@ -32,18 +32,7 @@ from dedebate.protocols.stochastic import DebateParams, lean_defaults, make_vera
 
 def optimise_alice_exact(machine, consts: DebateParams, generations: int, population: int,
                          seed: int, levels=None) -> SearchResult:
-    """The per-step liar maximising the exact acceptance against honest Bob.
-
-    Args:
-        machine: the no-instance.
-        consts: the debate's constants.
-        generations, population: the evolution strategy's.
-        seed: its seed.
-        levels: ``prefix_tree(machine)`` if already built.
-
-    Returns:
-        The best parameters found and their exact acceptance.
-    """
+    """``(params, acceptance)``: the per-step liar maximising exact acceptance vs honest Bob."""
     bob, vera = honest_bob(consts), make_vera(consts)
     levels = prefix_tree(machine) if levels is None else levels
 
@@ -57,18 +46,7 @@ def optimise_alice_exact(machine, consts: DebateParams, generations: int, popula
 
 def optimise_bob_exact(machine, consts: DebateParams, generations: int, population: int,
                        seed: int, levels=None) -> SearchResult:
-    """The learned-abort Bob minimising honest Alice's exact win probability.
-
-    Args:
-        machine: the yes-instance.
-        consts: the debate's constants.
-        generations, population: the evolution strategy's.
-        seed: its seed.
-        levels: ``prefix_tree(machine)`` if already built.
-
-    Returns:
-        The best parameters found and honest Alice's exact win probability against them.
-    """
+    """``(params, win)``: the learned-abort Bob minimising honest Alice's exact win probability."""
     alice, vera = honest_alice(consts), make_vera(consts)
     levels = prefix_tree(machine) if levels is None else levels
 
@@ -84,20 +62,7 @@ def optimise_bob_exact(machine, consts: DebateParams, generations: int, populati
 
 def adversaries(K: int, t_opt: int, seed: int, scale: float, p_yes: float, p_no: float,
                 generations: int, population: int) -> tuple[SearchResult, SearchResult]:
-    """The zoos' optimised Alice and Bob (host, deterministic).
-
-    Args:
-        K: the fixture's Lipschitz constant (:func:`fixture_for_k`).
-        t_opt: the steps at which the exact acceptance is optimised.
-        seed: the evolution strategies' seed.
-        scale: the common factor on Lean's (N_A, N_B, N_V).
-        p_yes, p_no: P_M(1) of the yes- and no-instance.
-        generations: Alice's generations (Bob's: half, at least 1).
-        population: the population of both.
-
-    Returns:
-        ``(alice, bob)`` search results.
-    """
+    """The zoos' optimised Alice and Bob (host, deterministic)."""
     _, m_no, K_decl = fixture_for_k(K, t_opt, p_no)
     _, m_yes, _ = fixture_for_k(K, t_opt, p_yes)
     consts = lean_defaults(K_decl, t_opt).constants(K_decl, t_opt).scaled(scale)
@@ -106,16 +71,7 @@ def adversaries(K: int, t_opt: int, seed: int, scale: float, p_yes: float, p_no:
 
 
 def exact_zoo(consts: DebateParams, theta_alice, theta_bob, p_levels) -> tuple[float, float]:
-    """Exact soundness and completeness over the zoos on small-T machines.
-
-    Args:
-        consts: the debate's constants.
-        theta_alice, theta_bob: the optimised members' parameters.
-        p_levels: ``(machine_no, levels_no, machine_yes, levels_yes)``.
-
-    Returns:
-        ``(max acceptance over the Alice zoo, min honest-Alice win over the Bob zoo)``.
-    """
+    """Exact soundness and completeness over the zoos on small-T machines."""
     m_no, l_no, m_yes, l_yes = p_levels
     vera = make_vera(consts)
     _, alices = alice_members(consts, theta_alice)
@@ -132,20 +88,6 @@ def exact_scale_search(K: int, seed: int, theta_bob, *, scale_T: int, p_yes: flo
     At each factor on Lean's (N_A, N_B, N_V) at ``scale_T`` steps, the optimised Alice is
     re-optimised (:func:`optimise_alice_exact`); the zoo holds when its exact completeness is
     >= 3/5 and its soundness (including the re-optimised Alice's value) <= 2/5.
-
-    Args:
-        K: the fixture's Lipschitz constant.
-        seed: the evolution strategy's seed.
-        theta_bob: the optimised Bob's parameters (kept at every factor).
-        scale_T: the exact DP's steps.
-        p_yes, p_no: P_M(1) of the instances.
-        factors: the factors tried.
-        generations, population: the evolution strategy's.
-
-    Returns:
-        ``(rows, thetas, smallest factor that holds or None)``: one row per factor tried
-        (``K``, ``factor``, ``method``, ``completeness_min``, ``soundness_max``, ``holds`` and
-        the counts), and the re-optimised Alice's parameters per factor that held.
     """
     _, ms_no, K_decl = fixture_for_k(K, scale_T, p_no)
     _, ms_yes, _ = fixture_for_k(K, scale_T, p_yes)

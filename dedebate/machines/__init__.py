@@ -1,104 +1,31 @@
 """What is debated in doubly-efficient debate: oracle machines, oracles, fixtures (spec DED 3, 9)."""
 
-from dedebate.machines.fixtures import (
-    CascadeMachine,
-    Fixture,
-    MeanFinalMachine,
-    ThresholdSumMachine,
-    and_fixture,
-    f1,
-    f1_target,
-    f2,
-    f2_target,
-    f3_cascade,
-    f3_target,
-    majority,
-    meta_analysis,
-    or_fixture,
-    standard_fixtures,
-)
-from dedebate.machines.lean import LeanMachine, f2_lean, lean_machine, polya_urn
-from dedebate.machines.lipschitz import (
-    LipschitzEstimate,
-    estimate_lipschitz,
-    hybrid_bound,
-    prefix_tree,
-    tree_output_prob,
-)
-from dedebate.machines.oracles import (
-    AffineMeanOracle,
-    HashedOracle,
-    NeuralOracle,
-    PositionOracle,
-    PrefixMeanOracle,
-    TableOracle,
-    affine_mean_oracle,
-    hashed_oracle,
-    neural_oracle,
-    position_oracle,
-    table_oracle,
-)
-from dedebate.machines.program import (
-    COIN,
-    DET,
-    ORACLE,
-    Machine,
-    StepProgram,
-    exact_output_prob,
-    make_step_program,
-    sample_transcript,
-    sample_transcripts,
-    step_uniforms,
-    transcript_from_uniforms,
-    transcript_log_prob,
-)
+from dedebate.core.lazy import lazy_exports
 
-__all__ = [
-    "COIN",
-    "DET",
-    "ORACLE",
-    "AffineMeanOracle",
-    "CascadeMachine",
-    "Fixture",
-    "HashedOracle",
-    "LeanMachine",
-    "LipschitzEstimate",
-    "Machine",
-    "MeanFinalMachine",
-    "NeuralOracle",
-    "PositionOracle",
-    "PrefixMeanOracle",
-    "StepProgram",
-    "TableOracle",
-    "ThresholdSumMachine",
-    "affine_mean_oracle",
-    "and_fixture",
-    "estimate_lipschitz",
-    "exact_output_prob",
-    "f1",
-    "f1_target",
-    "f2",
-    "f2_lean",
-    "f2_target",
-    "f3_cascade",
-    "f3_target",
-    "hashed_oracle",
-    "hybrid_bound",
-    "lean_machine",
-    "majority",
-    "make_step_program",
-    "meta_analysis",
-    "neural_oracle",
-    "or_fixture",
-    "polya_urn",
-    "position_oracle",
-    "prefix_tree",
-    "sample_transcript",
-    "sample_transcripts",
-    "standard_fixtures",
-    "step_uniforms",
-    "table_oracle",
-    "transcript_from_uniforms",
-    "transcript_log_prob",
-    "tree_output_prob",
-]
+# module -> the public names it defines (imported on first use: dedebate.core.lazy)
+__all__, __getattr__ = lazy_exports(__name__, {
+    "configurations": (
+        "ConfigMachine check_deterministic clog2 config_machine consistency index_tree local_bit "
+        "local_bits_numpy max_dep_distance num_deps random_programs run_program simulate_numpy"
+    ),
+    "fixtures": (
+        "CascadeMachine Fixture MeanFinalMachine SumState ThresholdSumMachine and_fixture f1 "
+        "f1_target f2 f2_target f3_cascade f3_target fixture_for_k majority meta_analysis "
+        "or_fixture spread_probs standard_fixtures threshold_lipschitz"
+    ),
+    "lean": "LeanMachine f2_lean lean_machine polya_urn",
+    "lipschitz": (
+        "LipschitzEstimate estimate_lipschitz estimate_lipschitz_jnp hybrid_bound prefix_tree "
+        "step_probs tree_from_step_probs tree_gradient tree_influences tree_matrix_jnp "
+        "tree_output_prob tree_transcripts"
+    ),
+    "oracles": (
+        "AffineMeanOracle HashedOracle JudgeMLP NeuralOracle Oracle PositionOracle "
+        "PrefixMeanOracle TableOracle affine_mean_oracle check_probabilities hashed_oracle "
+        "neural_oracle position_oracle query_code table_oracle"
+    ),
+    "program": (
+        "Machine StepProgram count_ones exact_output_prob make_step_program sample_transcript "
+        "sample_transcripts step_uniforms transcript_from_uniforms transcript_log_prob"
+    ),
+})

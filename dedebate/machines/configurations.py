@@ -21,14 +21,7 @@ from dedebate.machines.program import COIN, DET, MAX_RULE_BITS, ORACLE, StepProg
 
 
 def clog2(k: int) -> int:
-    """``ceil(log2 k)``: the bits of an index in ``[0, k)``.
-
-    Args:
-        k: an integer ``>= 1``.
-
-    Returns:
-        int (0 for k = 1).
-    """
+    """``ceil(log2 k)`` for an integer ``k >= 1``: the bits of an index in ``[0, k)``."""
     return max(0, int(k - 1).bit_length())
 
 
@@ -39,9 +32,6 @@ def check_deterministic(program: StepProgram) -> None:
     Spec DED 6-7 need a deterministic oracle and no fair coins: COIN steps are rejected, and the
     oracle must be a :class:`TableOracle` / :class:`PositionOracle` with 0/1 entries or a
     :class:`HashedOracle` built with ``deterministic=True``. Works on batched programs too.
-
-    Args:
-        program: a step program, batched or not.
     """
     kind = np.asarray(program.kind)
     if (kind == COIN).any():
@@ -68,32 +58,16 @@ def check_deterministic(program: StepProgram) -> None:
 
 # -- the machine's local rule and its one honest run ------------------------------------------------
 def local_bit(program: StepProgram, tape: jax.Array, t: jax.Array) -> jax.Array:
-    """``g_t(tape_{I(t)})``: the bit step t's rule writes given the tape (spec DED 6).
-
-    Args:
-        program: a deterministic step program.
-        tape: int8 ``[n + T]``, the tape ``[x, a]``.
-        t: int32 step index.
-
-    Returns:
-        int8 scalar.
-    """
+    """``g_t(tape_{I(t)})``: the bit step t's rule writes given the tape (spec DED 6)."""
     return (program.local_prob(tape, t) >= 0.5).astype(jnp.int8)
 
 
 def run_program(program: StepProgram, flip: jax.Array | None = None) -> jax.Array:
-    """Simulate M once (``lax.scan`` over T steps).
+    """Simulate M once (``lax.scan`` over T steps): the int8 transcript ``[T]``.
 
-    With ``flip`` step t writes ``g_t(...) XOR flip[t]`` and later steps read the flipped bit: the
-    transcript of the machine whose answers at the flipped steps were wrong, which is locally
-    consistent everywhere except at those steps.
-
-    Args:
-        program: a deterministic step program.
-        flip: optional bool ``[T]``; None is the honest run y.
-
-    Returns:
-        int8 array of shape ``[T]``.
+    With ``flip`` (bool ``[T]``; None: the honest run y) step t writes ``g_t(...) XOR flip[t]`` and
+    later steps read the flipped bit: the transcript of the machine whose answers at the flipped
+    steps were wrong, which is locally consistent everywhere except at those steps.
     """
     n, T = program.n_inputs, program.T
     flip = jnp.zeros((T,), jnp.int8) if flip is None else flip.astype(jnp.int8)
@@ -107,15 +81,7 @@ def run_program(program: StepProgram, flip: jax.Array | None = None) -> jax.Arra
 
 
 def consistency(program: StepProgram, a: jax.Array) -> jax.Array:
-    """Local consistency of a claimed transcript: ``a_t == g_t(a_{I(t)})`` for every t.
-
-    Args:
-        program: a deterministic step program.
-        a: int8 ``[T]``, the claim (relevant bits are read from it).
-
-    Returns:
-        bool array of shape ``[T]``.
-    """
+    """Local consistency of a claimed transcript ``a [T]``: bool ``a_t == g_t(a_{I(t)})`` per t."""
     tape = jnp.concatenate([program.x.astype(jnp.int8), a.astype(jnp.int8)])
     ts = jnp.arange(program.T)
     return jax.vmap(lambda t: local_bit(program, tape, t))(ts) == a.astype(jnp.int8)
@@ -145,8 +111,7 @@ def _numpy_program(program: StepProgram):
 
 
 def _numpy_rule(program: StepProgram, arr, tape: np.ndarray, t: int) -> np.ndarray:
-    """``g_t(tape_{I(t)})`` for every batch row (numpy): DET ``rule[t, code(r[:R])]``, ORACLE
-    ``[pi(r) >= 1/2]`` with the masked relevant bits r."""
+    """``g_t(tape_{I(t)})`` per row (numpy): DET ``rule[t, code(r)]``, ORACLE ``pi(r) >= 1/2``."""
     rows = np.arange(arr["B"])
     R = program.R
     rel = np.where(arr["mask"][:, t], tape[rows[:, None], arr["deps"][:, t]], 0)
@@ -160,16 +125,10 @@ def _numpy_rule(program: StepProgram, arr, tape: np.ndarray, t: int) -> np.ndarr
 
 
 def simulate_numpy(program: StepProgram, flip=None) -> np.ndarray:
-    """Reference run of deterministic programs in numpy (independent of the JAX code path).
+    """Reference int8 run ``[..., T]`` of deterministic programs in numpy (no JAX code).
 
-    Args:
-        program: a single or batched program (leading axes) with a :class:`TableOracle` or
-            :class:`PositionOracle`.
-        flip: optional bool, broadcast to ``[..., T]``: flips answers during the run, as
-            :func:`run_program` does.
-
-    Returns:
-        int8 numpy array of shape ``[..., T]``.
+    The program may be batched (leading axes) with a :class:`TableOracle` or
+    :class:`PositionOracle`; ``flip`` flips answers during the run, as :func:`run_program` does.
     """
     arr = _numpy_program(program)
     T, n, B = program.T, program.n_inputs, arr["B"]
@@ -183,16 +142,7 @@ def simulate_numpy(program: StepProgram, flip=None) -> np.ndarray:
 
 
 def local_bits_numpy(program: StepProgram, a) -> np.ndarray:
-    """Reference ``g_t(a_{I(t)})`` for every step t of claimed transcripts ``a`` (numpy).
-
-    Args:
-        program: a single or batched program.
-        a: transcripts of shape ``[..., T]``: the program's batch shape, or any leading shape when
-            the program is unbatched.
-
-    Returns:
-        int8 numpy array of the shape of ``a``.
-    """
+    """Reference int8 ``g_t(a_{I(t)})`` for every step of transcripts ``a [..., T]`` (numpy)."""
     a = np.asarray(a)
     if np.ndim(program.kind) == 1 and a.ndim > 1:
         program = jax.tree.map(lambda v: np.broadcast_to(np.asarray(v), a.shape[:-1] +
@@ -206,14 +156,7 @@ def local_bits_numpy(program: StepProgram, a) -> np.ndarray:
 
 
 def num_deps(program: StepProgram) -> jax.Array:
-    """``|I(t)|``, the number of relevant positions of each step.
-
-    Args:
-        program: a step program.
-
-    Returns:
-        int32 array of shape ``[T]``.
-    """
+    """``|I(t)|``, the number of relevant positions of each step: int32 ``[T]``."""
     return jnp.sum(program.dep_mask, axis=-1).astype(jnp.int32)
 
 
@@ -235,18 +178,14 @@ class ConfigMachine:
     ``c >= T`` are halting fixed points, so T is padded to ``T_pad = 2^m``, ``m = ceil(log2 T)``.
     ``Acc(C) = [c == T and y_{T-1} == 1]``. A configuration is well-formed iff ``c <= T``, its input
     region equals x and buffer slots of steps before 0 are zero.
-
-    Attributes:
-        program: the deterministic step program.
-        cfg_deps: int32 ``[T, L]``: ``cfg_deps[t, j]`` is the configuration position holding tape
-            position ``deps[t, j]``, so the program's own local rule is evaluated on a
-            configuration.
-        T: steps; T_pad: ``2^m``; m: rounds of binary search; n: input bits; W: buffer width;
-            w_c: counter bits; S: configuration bits (all static).
     """
 
-    program: StepProgram
-    cfg_deps: jax.Array  # int32[T, L]
+    program: StepProgram  # the deterministic step program
+    # int32 [T, L]: cfg_deps[t, j] is the configuration position holding tape position
+    # deps[t, j], so the program's own local rule is evaluated on a configuration
+    cfg_deps: jax.Array
+    # T: steps; T_pad: 2^m; m: rounds of binary search; n: input bits; W: buffer width; w_c:
+    # counter bits; S: configuration bits (all static)
     T: int = struct.field(pytree_node=False)
     T_pad: int = struct.field(pytree_node=False)
     m: int = struct.field(pytree_node=False)
@@ -257,14 +196,7 @@ class ConfigMachine:
 
     # layout helpers
     def counter(self, cfg: jax.Array) -> jax.Array:
-        """The step counter c of a configuration.
-
-        Args:
-            cfg: int8 ``[S]``.
-
-        Returns:
-            int32 scalar.
-        """
+        """The step counter c of a configuration."""
         w = jnp.left_shift(jnp.int32(1), jnp.arange(self.w_c, dtype=jnp.int32))
         return jnp.sum(cfg[: self.w_c].astype(jnp.int32) * w)
 
@@ -275,23 +207,12 @@ class ConfigMachine:
         return cfg[self.w_c + self.n :]
 
     def init(self) -> jax.Array:
-        """``C_0 = Init(x)``: counter 0, the input, an all-zero buffer.
-
-        Returns:
-            int8 array of shape ``[S]``.
-        """
+        """``C_0 = Init(x)``: counter 0, the input, an all-zero buffer."""
         return jnp.concatenate([jnp.zeros((self.w_c,), jnp.int8),
                                 self.program.x.astype(jnp.int8), jnp.zeros((self.W,), jnp.int8)])
 
     def well_formed(self, cfg: jax.Array) -> jax.Array:
-        """``c <= T``, input region == x, buffer slots ``j >= c`` zero while ``c < W``.
-
-        Args:
-            cfg: int8 ``[S]``.
-
-        Returns:
-            bool scalar.
-        """
+        """``c <= T``, input region == x, buffer slots ``j >= c`` zero while ``c < W``."""
         c = self.counter(cfg)
         inp = cfg[self.w_c : self.w_c + self.n]
         ok_inp = jnp.all(inp == self.program.x.astype(jnp.int8))
@@ -300,26 +221,14 @@ class ConfigMachine:
         return (c <= self.T) & ok_inp & ok_buf
 
     def acc(self, cfg: jax.Array) -> jax.Array:
-        """``Acc(C) = [c == T and y_{T-1} == 1]``.
-
-        Args:
-            cfg: int8 ``[S]``.
-
-        Returns:
-            bool scalar.
-        """
+        """``Acc(C) = [c == T and y_{T-1} == 1]``."""
         return (self.counter(cfg) == self.T) & (self._buffer(cfg)[(self.T - 1) % self.W] == 1)
 
     def step(self, cfg: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """One transition ``Step^O(C)``: O(L + w_c) work, at most one oracle query.
+        """``(next configuration, queried)``: one transition ``Step^O(C)``, O(L + w_c) work.
 
-        Halting configurations (``c >= T``) are fixed points and make no query.
-
-        Args:
-            cfg: int8 ``[S]``.
-
-        Returns:
-            ``(next configuration int8 [S], queried bool scalar)``.
+        At most one oracle query; halting configurations (``c >= T``) are fixed points and make
+        none.
         """
         c = self.counter(cfg)
         halted = c >= self.T
@@ -333,15 +242,7 @@ class ConfigMachine:
         return cfg, queried
 
     def step_n(self, cfg: jax.Array, k: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``Step^k(C)`` for a traced count k (a ``fori_loop``).
-
-        Args:
-            cfg: int8 ``[S]``.
-            k: int32 number of steps.
-
-        Returns:
-            ``(configuration int8 [S], oracle queries made int32 scalar)``.
-        """
+        """``(configuration, oracle queries)``: ``Step^k(C)`` for a traced k (``fori_loop``)."""
 
         def body(_, carry):
             c, q = carry
@@ -351,15 +252,7 @@ class ConfigMachine:
         return jax.lax.fori_loop(0, k, body, (cfg, jnp.int32(0)))
 
     def from_transcript(self, a: jax.Array, i: jax.Array) -> jax.Array:
-        """The configuration after i steps of a run whose transcript is ``a``.
-
-        Args:
-            a: int8 ``[T]`` transcript.
-            i: int32 step count (the counter becomes ``min(i, T)``).
-
-        Returns:
-            int8 array of shape ``[S]``.
-        """
+        """The configuration after i steps of transcript ``a`` (counter ``min(i, T)``)."""
         c = jnp.minimum(i, self.T)
         j = jnp.arange(self.W)
         s = c - 1 - jnp.mod(c - 1 - j, self.W)  # the step whose bit lives in slot j
@@ -368,14 +261,7 @@ class ConfigMachine:
 
 
 def max_dep_distance(program: StepProgram) -> int:
-    """The largest ``t - s`` over steps t reading an earlier step s.
-
-    Args:
-        program: a step program (host).
-
-    Returns:
-        int (0 when no step reads an earlier one).
-    """
+    """The largest ``t - s`` over steps t reading an earlier step s."""
     deps = np.asarray(program.deps)
     mask = np.asarray(program.dep_mask)
     t = np.arange(program.T)[:, None]
@@ -385,15 +271,10 @@ def max_dep_distance(program: StepProgram) -> int:
 
 
 def config_machine(program: StepProgram, window: int | None = None) -> ConfigMachine:
-    """Build the configuration view of a deterministic program (batched programs allowed).
+    """The :class:`ConfigMachine` view of a deterministic program (batched programs allowed).
 
-    Args:
-        program: a deterministic step program.
-        window: buffer width W; None stores the whole transcript (``W = T``); otherwise W must
-            cover every dependency distance, so that ``Step`` can read ``y_{I(c)}`` from the buffer.
-
-    Returns:
-        The :class:`ConfigMachine`.
+    ``window`` is the buffer width W (None: ``W = T``, the whole transcript); it must cover every
+    dependency distance, so that ``Step`` can read ``y_{I(c)}`` from the buffer.
     """
     check_deterministic(program)
     T, n = program.T, program.n_inputs
@@ -416,30 +297,15 @@ def config_machine(program: StepProgram, window: int | None = None) -> ConfigMac
 def random_programs(seed: int, batch: int, T: int, n_inputs: int = 0, n_deps=3,
                     dep_window: int | None = 8, oracle_frac: float = 0.3,
                     complement_pairs: bool = True) -> StepProgram:
-    """A population of ``batch`` random deterministic step programs, stacked on axis 0.
+    """``batch`` random deterministic step programs, stacked on axis 0 (numpy leaves).
 
     Machine i's step t reads ``min(l_i, n + min(t, dep_window))`` distinct positions drawn uniformly
     from the inputs and the last ``dep_window`` steps, where ``l_i = n_deps`` (an int) or
     ``n_deps[i % len(n_deps)]`` (a sequence; slots beyond l_i are masked, ``L = max l_i``). Each
-    step
-    is ORACLE with probability ``oracle_frac``, else DET with a uniformly random truth table; the
-    oracle is a random 0/1 :class:`TableOracle` over the L slots and x is uniform. The last step is
-    DET.
-
-    Args:
-        seed: seed of the host numpy generator.
-        batch: population size (even with ``complement_pairs``).
-        T: steps.
-        n_inputs: input bits n.
-        n_deps: dependencies per step, an int or a sequence cycled over the population.
-        dep_window: how far back a step may read (None: all earlier steps).
-        oracle_frac: probability that a step is ORACLE.
-        complement_pairs: member ``2i + 1`` is member ``2i`` with the last truth table negated
-            (``l``
-            indexed by the pair), so exactly half the population outputs 1.
-
-    Returns:
-        A :class:`StepProgram` batched on axis 0 (numpy leaves).
+    step is ORACLE with probability ``oracle_frac``, else DET with a uniformly random truth table;
+    the oracle is a random 0/1 :class:`TableOracle` over the L slots and x is uniform. The last step
+    is DET. With ``complement_pairs`` member ``2i + 1`` is member ``2i`` with the last truth table
+    negated (``l`` indexed by the pair), so exactly half the population outputs 1.
     """
     if T < 1:
         raise ValueError(f"T={T}: a program needs at least one step")
@@ -503,13 +369,5 @@ def random_programs(seed: int, batch: int, T: int, n_inputs: int = 0, n_deps=3,
 
 
 def index_tree(tree, i):
-    """Member i of a pytree batched on axis 0 (host-side helper for tests and reports).
-
-    Args:
-        tree: a pytree with a leading batch axis.
-        i: the member's index.
-
-    Returns:
-        The pytree of ``leaf[i]``.
-    """
+    """Member i of a pytree batched on axis 0 (host-side helper for tests and reports)."""
     return jax.tree.map(lambda v: v[i], tree)

@@ -28,48 +28,29 @@ MAX_PROGRAM_RULE_BITS = 12
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Fixture:
-    """A machine with a proven Lipschitz constant and a known output probability.
+    """A machine with a proven Lipschitz constant and a known output probability."""
 
-    Attributes:
-        name: short label (``"F2"``, ``"majority"``...).
-        machine: an efficient Machine (has ``T``, ``output_prob_dp``, ``step_program``).
-        K: the proven Lipschitz constant (Lean's definition, spec DED 3.3), float.
-        exact_p1: P_M(1) in closed form (float64 from the stored float32 probabilities), or ``None``
-            where only the dynamic program / enumeration gives it.
-        why: the argument for K, one paragraph.
-    """
-
-    name: str
-    machine: Any
-    K: float
+    name: str  # short label ("F2", "majority"...)
+    machine: Any  # an efficient Machine (has T, output_prob_dp, step_program)
+    K: float  # the proven Lipschitz constant (Lean's definition, spec DED 3.3), float
+    # P_M(1) in closed form (float64 from the stored float32 probabilities), or None where only the
+    # dynamic program / enumeration gives it
     exact_p1: float | None
-    why: str
+    why: str  # the argument for K, one paragraph
 
     @property
     def T(self) -> int:
-        """Number of steps of the machine.
-
-        Returns:
-            int.
-        """
+        """Number of steps of the machine."""
         return int(self.machine.T)
 
     def p1(self) -> float:
-        """P_M(1): the closed form when there is one, else the exact dynamic program.
-
-        Returns:
-            float.
-        """
+        """P_M(1): the closed form when there is one, else the exact dynamic program."""
         if self.exact_p1 is not None:
             return float(self.exact_p1)
         return float(self.machine.output_prob_dp())
 
     def step_program(self) -> StepProgram:
-        """The equivalent paper-model step program (spec DED 3.1), for cross-checks.
-
-        Returns:
-            A :class:`~dedebate.machines.program.StepProgram`.
-        """
+        """The equivalent paper-model step program (spec DED 3.1), for cross-checks."""
         return self.machine.step_program()
 
 
@@ -99,51 +80,23 @@ class MeanFinalMachine:
     T: int = struct.field(pytree_node=False)
 
     def init_state(self) -> SumState:
-        """The state before step 0 (the empty prefix).
-
-        Returns:
-            The initial state pytree (of fixed shape).
-        """
+        """The state before step 0 (the empty prefix)."""
         return SumState(bits=jnp.zeros((self.T,), jnp.int8), total=jnp.int32(0))
 
     def prob(self, state: SumState, t):
-        """The step probability ``p_t = P[y_t = 1 | y_<t]``.
-
-        Args:
-            state: a :class:`SumState`.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """The step probability ``p_t = P[y_t = 1 | y_<t]``."""
         pos = self.pi[jnp.minimum(t, self.T - 2)]
         fin = jnp.clip(self.a + self.b * state.total.astype(jnp.float32) / (self.T - 1), 0.0, 1.0)
         return jnp.where(t < self.T - 1, pos, fin).astype(jnp.float32)
 
     def advance(self, state: SumState, t, bit) -> SumState:
-        """The state after writing ``y_t = bit``.
-
-        Args:
-            state: a :class:`SumState`.
-            t: int32 step index.
-            bit: the bit written, 0 or 1.
-
-        Returns:
-            The new state (same structure).
-        """
+        """The state after writing ``y_t = bit``."""
         bit = bit.astype(jnp.int8)
         inc = jnp.where(t < self.T - 1, bit, 0).astype(jnp.int32)
         return SumState(bits=state.bits.at[t].set(bit), total=state.total + inc)
 
     def bits(self, state: SumState):
-        """The transcript written so far.
-
-        Args:
-            state: the current state.
-
-        Returns:
-            int8 ``[T]``.
-        """
+        """The transcript written so far."""
         return state.bits
 
     def output_prob_dp(self):
@@ -151,9 +104,6 @@ class MeanFinalMachine:
 
         The distribution of the count of ones (Poisson binomial), then the final step's
         expectation.
-
-        Returns:
-            float32 scalar.
         """
         dist0 = jnp.zeros((self.T,), jnp.float32).at[0].set(1.0)
 
@@ -165,11 +115,7 @@ class MeanFinalMachine:
         return jnp.sum(dist * jnp.clip(self.a + self.b * k / (self.T - 1), 0.0, 1.0))
 
     def step_program(self) -> StepProgram:
-        """The equivalent paper-model step program (spec DED 3.1), for cross-checks.
-
-        Returns:
-            A :class:`~dedebate.machines.program.StepProgram`.
-        """
+        """The equivalent paper-model step program (spec DED 3.1), for cross-checks."""
         T = self.T
         base = np.concatenate([np.asarray(self.pi), [float(self.a)]])
         weight = np.concatenate([np.zeros(T - 1), [float(self.b)]])
@@ -210,13 +156,6 @@ def f1(pi, p_final: float) -> Fixture:
     """F1 (spec DED 9): bits 0..T-2 position-only ``pi``, final bit constant ``p_final``.
 
     P_M(1) = p_final, K = 1.
-
-    Args:
-        pi: ``[T - 1]`` probabilities.
-        p_final: the final bit's probability.
-
-    Returns:
-        The :class:`Fixture`.
     """
     return _mean_final("F1", pi, float(p_final), 0.0)
 
@@ -225,27 +164,12 @@ def f2(pi) -> Fixture:
     """F2 (spec DED 9): bits 0..T-2 position-only ``pi``, final bit ~ Bernoulli(mean of them).
 
     P_M(1) = mean(pi), K = 2.
-
-    Args:
-        pi: ``[T - 1]`` probabilities.
-
-    Returns:
-        The :class:`Fixture`.
     """
     return _mean_final("F2", pi, 0.0, 1.0)
 
 
 def spread_probs(n: int, p: float, spread: float = 0.0) -> np.ndarray:
-    """``n`` probabilities ``p + spread * linspace(-1, 1, n)`` (mean p), validated in [0, 1].
-
-    Args:
-        n: how many.
-        p: their mean.
-        spread: half the range.
-
-    Returns:
-        float64 numpy array of shape ``[n]``.
-    """
+    """float64 ``[n]``: ``p + spread * linspace(-1, 1, n)`` (mean p), validated in [0, 1]."""
     check_probabilities("p", p)
     if not (spread >= 0.0):
         raise ValueError(f"spread={spread!r}: the spread must be >= 0")
@@ -254,17 +178,7 @@ def spread_probs(n: int, p: float, spread: float = 0.0) -> np.ndarray:
 
 
 def f1_target(T: int, p1: float, pi: float = 0.5, spread: float = 0.0) -> Fixture:
-    """F1 with ``T`` steps and P_M(1) = ``p1``.
-
-    Args:
-        T: steps.
-        p1: the final bit's probability.
-        pi: mean probability of the earlier bits.
-        spread: their half range (``pi +- spread``).
-
-    Returns:
-        The :class:`Fixture`.
-    """
+    """F1 with ``T`` steps, P_M(1) = ``p1``, earlier bits' probabilities ``pi +- spread``."""
     T = _check_T(T)
     return f1(spread_probs(T - 1, pi, spread), p1)
 
@@ -273,14 +187,6 @@ def f2_target(T: int, p1: float, spread: float = 0.0) -> Fixture:
     """F2 with ``T`` steps and P_M(1) = mean(pi) = ``p1``.
 
     The stochastic protocol needs P_M(1) >= 2/3 or <= 1/3.
-
-    Args:
-        T: steps.
-        p1: the target output probability.
-        spread: ``pi_i = p1 + spread * linspace(-1, 1)`` (0: all pi_i equal p1).
-
-    Returns:
-        The :class:`Fixture`.
     """
     T = _check_T(T)
     return f2(spread_probs(T - 1, p1, spread))
@@ -303,57 +209,25 @@ class CascadeMachine:
     T: int = struct.field(pytree_node=False)
 
     def init_state(self) -> jax.Array:
-        """The state before step 0 (the empty prefix).
-
-        Returns:
-            The initial state pytree (of fixed shape).
-        """
+        """The state before step 0 (the empty prefix)."""
         return jnp.zeros((self.T,), jnp.int8)
 
     def prob(self, bits, t):
-        """The step probability ``p_t = P[y_t = 1 | y_<t]``.
-
-        Args:
-            bits: int8 ``[T]``, the transcript so far.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """The step probability ``p_t = P[y_t = 1 | y_<t]``."""
         prev = bits[jnp.maximum(t - 1, 0)].astype(jnp.float32)
         return jnp.where(t == 0, self.p0, (1.0 - self.r) * prev + self.r * self.q).astype(
             jnp.float32)
 
     def advance(self, bits, t, bit):
-        """The state after writing ``y_t = bit``.
-
-        Args:
-            bits: int8 ``[T]``, the transcript so far.
-            t: int32 step index.
-            bit: the bit written, 0 or 1.
-
-        Returns:
-            The new state (same structure).
-        """
+        """The state after writing ``y_t = bit``."""
         return bits.at[t].set(bit.astype(jnp.int8))
 
     def bits(self, bits):
-        """The transcript written so far.
-
-        Args:
-            bits: the current state.
-
-        Returns:
-            int8 ``[T]``, the state itself.
-        """
+        """The transcript written so far."""
         return bits
 
     def output_prob_dp(self):
-        """Exact ``P_M(1)`` by the two-state DP ``m_t = (1 - r) m_{t-1} + r q``.
-
-        Returns:
-            float32 scalar.
-        """
+        """Exact ``P_M(1)`` by the two-state DP ``m_t = (1 - r) m_{t-1} + r q``."""
 
         def step(m, _):
             return (1.0 - self.r) * m + self.r * self.q, None
@@ -362,20 +236,12 @@ class CascadeMachine:
         return m
 
     def tight_lipschitz(self) -> float:
-        """The exact hybrid sum ``sum_{j<T} (1 - r)^j`` (tends to T as r -> 0).
-
-        Returns:
-            float.
-        """
+        """The exact hybrid sum ``sum_{j<T} (1 - r)^j`` (tends to T as r -> 0)."""
         r = float(self.r)
         return float(self.T) if r == 0.0 else (1.0 - (1.0 - r) ** self.T) / r
 
     def step_program(self) -> StepProgram:
-        """The equivalent paper-model step program (spec DED 3.1), for cross-checks.
-
-        Returns:
-            A :class:`~dedebate.machines.program.StepProgram`.
-        """
+        """The equivalent paper-model step program (spec DED 3.1), for cross-checks."""
         T = self.T
         p0, q, r = float(self.p0), float(self.q), float(self.r)
         base = np.array([p0] + [r * q] * (T - 1))
@@ -394,17 +260,7 @@ WHY_CASCADE = (
 
 
 def f3_cascade(T: int, p0: float, q: float, noise: float) -> Fixture:
-    """F3 cascade (spec DED 9): ``pi_t(y) = (1 - noise) y_{t-1} + noise q``, ``pi_0 = p0``.
-
-    Args:
-        T: steps.
-        p0: probability of the first bit.
-        q: probability of a redrawn bit.
-        noise: probability r that a bit is redrawn rather than copied.
-
-    Returns:
-        The :class:`Fixture` (K the tight hybrid sum).
-    """
+    """F3 cascade (spec DED 9): ``pi_t(y) = (1 - noise) y_{t-1} + noise q``, ``pi_0 = p0``."""
     T = _check_T(T)
     p0_, q_, r_ = (np.float32(check_probabilities(n, v)) for n, v in
                    (("p0", p0), ("q", q), ("noise", noise)))
@@ -415,16 +271,7 @@ def f3_cascade(T: int, p0: float, q: float, noise: float) -> Fixture:
 
 
 def f3_target(T: int, p1: float, noise: float | None = None) -> Fixture:
-    """F3 with P_M(1) = ``p1`` (``p0 = q = p1``).
-
-    Args:
-        T: steps.
-        p1: the target output probability.
-        noise: redraw probability; default ``1/(2T)``, which keeps the tight constant above 0.78 T.
-
-    Returns:
-        The :class:`Fixture`.
-    """
+    """F3 with P_M(1) = ``p1`` (``p0 = q = p1``); default noise ``1/(2T)`` keeps K above 0.78 T."""
     T = _check_T(T)
     return f3_cascade(T, p1, p1, 1.0 / (2 * T) if noise is None else noise)
 
@@ -450,76 +297,36 @@ class ThresholdSumMachine:
 
     @property
     def n(self) -> int:
-        """Number of votes (``T - 1``).
-
-        Returns:
-            int.
-        """
+        """Number of votes (``T - 1``)."""
         return self.T - 1
 
     def weights(self):
-        """The vote weights ``w_i = 2 x_i - 1``.
-
-        Returns:
-            int32 array of shape ``[n]``, entries in {-1, +1}.
-        """
+        """The vote weights ``w_i = 2 x_i - 1``."""
         return 2 * self.x.astype(jnp.int32) - 1
 
     def init_state(self) -> SumState:
-        """The state before step 0 (the empty prefix).
-
-        Returns:
-            The initial state pytree (of fixed shape).
-        """
+        """The state before step 0 (the empty prefix)."""
         return SumState(bits=jnp.zeros((self.T,), jnp.int8), total=jnp.int32(0))
 
     def prob(self, state: SumState, t):
-        """The step probability ``p_t = P[y_t = 1 | y_<t]``.
-
-        Args:
-            state: a :class:`SumState`.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """The step probability ``p_t = P[y_t = 1 | y_<t]``."""
         vote = self.pi[jnp.minimum(t, self.n - 1)]
         fin = (state.total >= self.theta).astype(jnp.float32)
         return jnp.where(t < self.n, vote, fin).astype(jnp.float32)
 
     def advance(self, state: SumState, t, bit) -> SumState:
-        """The state after writing ``y_t = bit``.
-
-        Args:
-            state: a :class:`SumState`.
-            t: int32 step index.
-            bit: the bit written, 0 or 1.
-
-        Returns:
-            The new state (same structure).
-        """
+        """The state after writing ``y_t = bit``."""
         bit = bit.astype(jnp.int8)
         w = self.weights()[jnp.minimum(t, self.n - 1)]
         inc = jnp.where(t < self.n, w * bit.astype(jnp.int32), 0)
         return SumState(bits=state.bits.at[t].set(bit), total=state.total + inc)
 
     def bits(self, state: SumState):
-        """The transcript written so far.
-
-        Args:
-            state: the current state.
-
-        Returns:
-            int8 ``[T]``.
-        """
+        """The transcript written so far."""
         return state.bits
 
     def output_prob_dp(self):
-        """Exact ``P_M(1)`` by a DP over the running sum (offset n, 2n+1 states), O(n^2).
-
-        Returns:
-            float32 scalar.
-        """
+        """Exact ``P_M(1)`` by a DP over the running sum (offset n, 2n+1 states), O(n^2)."""
         n = self.n
         dist0 = jnp.zeros((2 * n + 1,), jnp.float32).at[n].set(1.0)
 
@@ -535,11 +342,7 @@ class ThresholdSumMachine:
         """The equivalent paper-model step program (spec DED 3.1), for cross-checks.
 
         Votes are ORACLE steps (the meta-analysis screens query the study's report x_i); the final
-        step
-        is DET with the threshold truth table over (inputs,) votes.
-
-        Returns:
-            A :class:`~dedebate.machines.program.StepProgram`.
+        step is DET with the threshold truth table over (inputs,) votes.
         """
         n = self.n
         x = np.asarray(self.x, np.int64)
@@ -573,16 +376,7 @@ WHY_THRESHOLD = (
 
 
 def threshold_lipschitz(pi, x, theta: int) -> float:
-    """The proven K of a threshold-sum machine (see :data:`WHY_THRESHOLD`), exact in float64.
-
-    Args:
-        pi: ``[n]`` vote probabilities.
-        x: ``[n]`` bits; weights ``2 x_i - 1``.
-        theta: the integer threshold.
-
-    Returns:
-        float.
-    """
+    """The proven K of a threshold-sum machine (see :data:`WHY_THRESHOLD`), exact in float64."""
     pi = np.asarray(pi, np.float64)
     w = 2 * np.asarray(x, np.int64) - 1
     n = pi.size
@@ -619,12 +413,6 @@ def majority(pi) -> Fixture:
     """Majority of n (odd) oracle votes, vote i ~ Bernoulli(pi[i]).
 
     P_M(1) by the sum DP (closed binomial tail when all pi are equal).
-
-    Args:
-        pi: ``[n]`` vote probabilities.
-
-    Returns:
-        The :class:`Fixture`.
     """
     pi = np.atleast_1d(np.asarray(pi, np.float64))
     n = pi.size
@@ -644,28 +432,14 @@ def majority(pi) -> Fixture:
 
 
 def and_fixture(pi) -> Fixture:
-    """AND of n oracle verdicts. P_M(1) = prod(pi).
-
-    Args:
-        pi: ``[n]`` verdict probabilities.
-
-    Returns:
-        The :class:`Fixture`.
-    """
+    """AND of n oracle verdicts. P_M(1) = prod(pi)."""
     n = np.atleast_1d(pi).size
     return _threshold("AND", np.atleast_1d(pi), np.ones(n, np.int8), n, False,
                       lambda p: float(np.prod(p)))
 
 
 def or_fixture(pi) -> Fixture:
-    """OR of n oracle verdicts. P_M(1) = 1 - prod(1 - pi).
-
-    Args:
-        pi: ``[n]`` verdict probabilities.
-
-    Returns:
-        The :class:`Fixture`.
-    """
+    """OR of n oracle verdicts. P_M(1) = 1 - prod(1 - pi)."""
     n = np.atleast_1d(pi).size
     return _threshold("OR", np.atleast_1d(pi), np.ones(n, np.int8), 1, False,
                       lambda p: float(1.0 - np.prod(1.0 - p)))
@@ -675,18 +449,9 @@ def meta_analysis(reports, quality, theta: int) -> Fixture:
     """The meta-analysis toy: study i asks the oracle whether study i is sound.
 
     Study i reports a positive (``reports[i] = 1``) or negative effect (an input bit the verifier
-    can
-    read); step i's oracle probability is ``quality[i]`` and its query is the study's report. The
-    conclusion "the effect is real" is ``#sound positive - #sound negative >= theta``. P_M(1) by the
-    sum DP.
-
-    Args:
-        reports: ``[n]`` bits.
-        quality: ``[n]`` probabilities.
-        theta: the integer threshold.
-
-    Returns:
-        The :class:`Fixture`.
+    can read); step i's oracle probability is ``quality[i]`` and its query is the study's report.
+    The conclusion "the effect is real" is ``#sound positive - #sound negative >= theta``. P_M(1) by
+    the sum DP.
     """
     x = np.atleast_1d(np.asarray(reports))
     if x.ndim != 1 or not np.isin(x, [0, 1]).all():
@@ -701,16 +466,7 @@ def meta_analysis(reports, quality, theta: int) -> Fixture:
 
 
 def standard_fixtures(T: int = 16, high: bool = True) -> list[Fixture]:
-    """One of each fixture with T steps.
-
-    Args:
-        T: steps.
-        high: P_M(1) >= 2/3 (True) or <= 1/3 (False) for F1, F2, F3 (the stochastic protocol's
-            regimes); the others use fixed, varied probabilities.
-
-    Returns:
-        List of :class:`Fixture`.
-    """
+    """One of each fixture with T steps: F1-F3 with P_M(1) >= 2/3 if ``high`` else <= 1/3."""
     T = _check_T(T, 4)
     n = T - 1
     p = 0.75 if high else 0.25
@@ -734,16 +490,10 @@ CASCADE_NOISE = 0.25  # F3 with r = 1/4: exact hybrid sum (1 - (3/4)^T) * 4 < 4
 
 
 def fixture_for_k(K: int, T: int, p1: float) -> tuple[str, Any, float]:
-    """The stochastic debate's instance with Lipschitz constant ``K`` and P_M(1) = ``p1``.
+    """``(name, machine, K)``: the stochastic debate's instance of Lipschitz constant K.
 
-    Args:
-        K: 1 (F1), 2 (F2) or 4 (the F3 cascade with noise r = 1/4, whose exact hybrid sum
-            ``(1 - (3/4)^T) / (1/4)`` stays below 4).
-        T: the number of steps.
-        p1: the target P_M(1).
-
-    Returns:
-        ``(name, machine, declared K)``.
+    K is 1 (F1), 2 (F2) or 4 (the F3 cascade with noise r = 1/4, whose exact hybrid sum
+    ``(1 - (3/4)^T) / (1/4)`` stays below 4).
     """
     if K == 1:
         return "F1", f1_target(T, p1, pi=0.5, spread=0.3).machine, 1.0

@@ -33,61 +33,25 @@ class LeanMachine:
     T: int = struct.field(pytree_node=False)
 
     def init_state(self) -> jax.Array:
-        """The state before step 0 (the empty prefix).
-
-        Returns:
-            The initial state pytree (of fixed shape).
-        """
+        """The state before step 0 (the empty prefix)."""
         return jnp.zeros((self.T,), jnp.int8)
 
     def raw_prob(self, bits: jax.Array, t) -> jax.Array:
-        """``prob_fn`` on the prefix ``bits[:t]`` (later entries masked to 0), unclamped.
-
-        Args:
-            bits: int8 ``[T]``.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar.
-        """
+        """``prob_fn`` on the prefix ``bits[:t]`` (later entries masked to 0), unclamped."""
         masked = jnp.where(jnp.arange(self.T) < t, bits, 0).astype(jnp.int8)
         return jnp.asarray(self.prob_fn(self.params, masked, jnp.asarray(t, jnp.int32)),
                            jnp.float32)
 
     def prob(self, bits: jax.Array, t) -> jax.Array:
-        """The step probability ``p_t = P[y_t = 1 | y_<t]``.
-
-        Args:
-            bits: int8 ``[T]``, the transcript so far.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """The step probability ``p_t = P[y_t = 1 | y_<t]``."""
         return jnp.clip(self.raw_prob(bits, t), 0.0, 1.0)
 
     def advance(self, bits: jax.Array, t, bit) -> jax.Array:
-        """The state after writing ``y_t = bit``.
-
-        Args:
-            bits: int8 ``[T]``, the transcript so far.
-            t: int32 step index.
-            bit: the bit written, 0 or 1.
-
-        Returns:
-            The new state (same structure).
-        """
+        """The state after writing ``y_t = bit``."""
         return bits.at[t].set(bit.astype(jnp.int8))
 
     def bits(self, bits: jax.Array) -> jax.Array:
-        """The transcript written so far.
-
-        Args:
-            bits: the current state.
-
-        Returns:
-            int8 ``[T]``, the state itself.
-        """
+        """The transcript written so far."""
         return bits
 
 
@@ -114,20 +78,10 @@ def _check_prefixes(m: LeanMachine, seed: int) -> None:
 
 def lean_machine(prob_fn: Callable, params: Any, T: int, check: bool = True,
                  seed: int = 0) -> LeanMachine:
-    """Validate and build a :class:`LeanMachine`.
+    """A validated :class:`LeanMachine` of ``prob_fn(params, masked_bits, n) -> P[y_n = 1]``.
 
     With ``check`` (default) ``prob_fn`` is evaluated at every step on every prefix when ``T <= 14``
-    (on 2048 random transcripts otherwise) and must return probabilities in [0, 1].
-
-    Args:
-        prob_fn: ``prob_fn(params, masked_bits, n) -> P[y_n = 1]``, jittable.
-        params: its parameters (a pytree).
-        T: number of steps.
-        check: validate ``prob_fn`` on the host.
-        seed: seed of the random transcripts of the check.
-
-    Returns:
-        The :class:`LeanMachine`.
+    (on 2048 random transcripts from ``seed`` otherwise) and must return probabilities in [0, 1].
     """
     if not isinstance(T, (int, np.integer)) or T < 1:
         raise ValueError(f"T={T!r}: a Lean machine needs an integer number of steps T >= 1")
@@ -151,12 +105,6 @@ def f2_lean(pi) -> LeanMachine:
 
     ``pi[n]`` for n < T-1, then the mean of the whole prefix; independent of
     :class:`~dedebate.machines.fixtures.MeanFinalMachine`.
-
-    Args:
-        pi: ``[T - 1]`` probabilities.
-
-    Returns:
-        A :class:`LeanMachine` with ``T = len(pi) + 1``.
     """
     from dedebate.machines.oracles import check_probabilities
 
@@ -174,14 +122,6 @@ def polya_urn(T: int, a: float = 1.0, b: float = 1.0) -> LeanMachine:
     prefix.
 
     By exchangeability every bit, the last one included, has P = a / (a + b).
-
-    Args:
-        T: number of steps.
-        a: initial weight of ones (> 0).
-        b: initial weight of zeros (> 0).
-
-    Returns:
-        A :class:`LeanMachine`.
     """
     if not (a > 0 and b > 0):
         raise ValueError(f"a={a!r}, b={b!r}: Polya's urn needs positive pseudo-counts")

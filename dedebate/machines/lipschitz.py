@@ -23,15 +23,7 @@ DEFAULT_EPS = (1e-3, 1e-2, 5e-2)
 
 
 def step_probs(machine: Machine, y: jax.Array) -> jax.Array:
-    """The conditional probability of every step along transcript ``y``.
-
-    Args:
-        machine: any machine.
-        y: int8 ``[T]`` transcript.
-
-    Returns:
-        float32 array of shape ``[T]``.
-    """
+    """The conditional probability of every step along transcript ``y``."""
 
     def step(state, t):
         p = machine.prob(state, t)
@@ -45,15 +37,7 @@ _all_step_probs = jax.jit(jax.vmap(step_probs, in_axes=(None, 0)))
 
 
 def tree_transcripts(T: int) -> np.ndarray:
-    """The transcripts whose step probabilities give every node of the prefix tree.
-
-    Args:
-        T: steps.
-
-    Returns:
-        int8 array of shape ``[2^(T-1), T]``: row c is the little-endian code c with last bit 0
-        (see :func:`tree_from_step_probs`).
-    """
+    """int8 ``[2^(T-1), T]``: row c, the little-endian code c, last bit 0: every node."""
     if not isinstance(T, (int, np.integer)) or not (1 <= T <= MAX_TREE_T):
         raise ValueError(f"T={T}: exact prefix trees are limited to 1 <= T <= {MAX_TREE_T}")
     codes = np.arange(2 ** (T - 1), dtype=np.int64)
@@ -61,29 +45,16 @@ def tree_transcripts(T: int) -> np.ndarray:
 
 
 def tree_from_step_probs(probs) -> list[np.ndarray]:
-    """Levels of the prefix tree from the step probabilities of :func:`tree_transcripts`.
+    """Levels of the prefix tree (T float64 arrays ``[2^n]``) from :func:`tree_transcripts`' probs.
 
     Transcript c's step-n probability is node ``c mod 2^n``, and codes ``c < 2^n`` cover level n.
-
-    Args:
-        probs: ``[2^(T-1), T]`` step probabilities.
-
-    Returns:
-        ``levels``: list of T float64 arrays, ``levels[n]`` of shape ``[2^n]``.
     """
     probs = np.asarray(probs, np.float64)
     return [probs[: 2**n, n].copy() for n in range(probs.shape[1])]
 
 
 def prefix_tree(machine: Machine) -> list[np.ndarray]:
-    """``levels[n][c] = P[y_n = 1 | prefix c]`` for every prefix of length n.
-
-    Args:
-        machine: any machine with ``T <= 20``.
-
-    Returns:
-        List of T float64 arrays, ``levels[n]`` of shape ``[2^n]``.
-    """
+    """``levels[n][c] = P[y_n = 1 | prefix c]`` (float64 ``[2^n]``) for every prefix (T <= 20)."""
     ys = jnp.asarray(tree_transcripts(machine.T))
     return tree_from_step_probs(_all_step_probs(machine, ys))
 
@@ -97,14 +68,7 @@ def _reach(levels: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def tree_output_prob(levels: list[np.ndarray]) -> float:
-    """Exact ``P_M(1) = sum over final-step prefixes c of reach(c) * p_{T-1}(c)``.
-
-    Args:
-        levels: the prefix tree.
-
-    Returns:
-        float.
-    """
+    """Exact ``P_M(1) = sum over final-step prefixes c of reach(c) * p_{T-1}(c)``."""
     return float(np.sum(_reach(levels)[-1] * levels[-1]))
 
 
@@ -123,12 +87,6 @@ def tree_influences(levels: list[np.ndarray]) -> list[np.ndarray]:
     """``Delta[n][c] = W[n+1][c + 2^n] - W[n+1][c]``, W the probability of output 1 from a node.
 
     The last step's influence is 1.
-
-    Args:
-        levels: the prefix tree.
-
-    Returns:
-        List of T float64 arrays, shaped like ``levels``.
     """
     W = _values(levels)
     out = []
@@ -140,26 +98,12 @@ def tree_influences(levels: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def tree_gradient(levels: list[np.ndarray]) -> list[np.ndarray]:
-    """``dP_M / dp_n(c) = reach_n(c) * Delta_n(c)``.
-
-    Args:
-        levels: the prefix tree.
-
-    Returns:
-        List of T float64 arrays, shaped like ``levels``.
-    """
+    """``dP_M / dp_n(c) = reach_n(c) * Delta_n(c)``."""
     return [r * d for r, d in zip(_reach(levels), tree_influences(levels))]
 
 
 def hybrid_bound(levels: list[np.ndarray]) -> float:
-    """``sum_n max_c |Delta_n(c)|``: P_M moves by at most this times dist(o, o') (exact, at o).
-
-    Args:
-        levels: the prefix tree.
-
-    Returns:
-        float.
-    """
+    """``sum_n max_c |Delta_n(c)|``: P_M moves by at most this times dist(o, o') (exact, at o)."""
     return float(sum(np.max(np.abs(d)) for d in tree_influences(levels)))
 
 
@@ -173,23 +117,14 @@ def _dist(a, b) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class LipschitzEstimate:
-    """The largest ``|P_M(o') - P_M(o)| / dist(o, o')`` found, overall and per family.
+    """The largest ``|P_M(o') - P_M(o)| / dist(o, o')`` found, overall and per family."""
 
-    Attributes:
-        best: the largest ratio.
-        family: the family that found it.
-        eps: the perturbation size at which it was found.
-        by_family: the largest ratio per family.
-        hybrid: :func:`hybrid_bound` (an upper bound).
-        p1: ``P_M(1)`` at o.
-    """
-
-    best: float
-    family: str
-    eps: float
-    by_family: dict[str, float]
-    hybrid: float
-    p1: float
+    best: float  # the largest ratio
+    family: str  # the family that found it
+    eps: float  # the perturbation size at which it was found
+    by_family: dict[str, float]  # the largest ratio per family
+    hybrid: float  # hybrid_bound (an upper bound)
+    p1: float  # P_M(1) at o
 
 
 def _sign(x: np.ndarray) -> np.ndarray:
@@ -210,16 +145,6 @@ def estimate_lipschitz(machine_or_levels, key: jax.Array, eps=DEFAULT_EPS, n_ran
     * ``random`` -- ``n_random`` i.i.d. Rademacher sign patterns over all prefixes.
 
     The ratio uses the realised distance ``dist(o, o')`` (<= eps after clamping).
-
-    Args:
-        machine_or_levels: a machine (``T <= 20``) or its prefix tree.
-        key: a typed PRNG key for the random family.
-        eps: perturbation sizes.
-        n_random: random sign patterns per eps and direction.
-        ascent_iters: most re-signing steps of the adversarial family.
-
-    Returns:
-        A :class:`LipschitzEstimate`.
     """
     levels = (machine_or_levels if isinstance(machine_or_levels, list)
               else prefix_tree(machine_or_levels))
@@ -280,14 +205,7 @@ def _level_mask(T: int) -> np.ndarray:
 
 
 def tree_matrix_jnp(probs: jax.Array) -> jax.Array:
-    """The padded level matrix from the step probabilities of :func:`tree_transcripts`.
-
-    Args:
-        probs: float32 ``[2^(T-1), T]``; node c of level n is ``probs[c, n]``.
-
-    Returns:
-        float32 array of shape ``[T, 2^(T-1)]``.
-    """
+    """The padded level matrix from the step probabilities of :func:`tree_transcripts`."""
     probs = jnp.asarray(probs, jnp.float32)
     return jnp.where(_level_mask(probs.shape[1]), probs.T, 0.0)
 
@@ -339,22 +257,11 @@ def estimate_lipschitz_jnp(P: jax.Array, key: jax.Array, eps: jax.Array, n_rando
     The same families, eps and random sign patterns (from ``key``). The ascent runs all
     ``ascent_iters`` steps (a converged sign pattern repeats its ratio, so the maximum equals the
     host loop's early exit). To stay accurate in float32 at small eps, the change of P_M is formed
-    without cancellation by the hybrid identity:
-    ``dP = sum_n sum_c reach'_n(c) dp_n(c) Delta_n(c)`` (reach under the perturbed tree, influences
-    under the base tree), with ``dp = min(eps, 1 - p)`` or ``-min(eps, p)``.
-
-    Args:
-        P: float32 ``[T, 2^(T-1)]`` level matrix (:func:`tree_matrix_jnp`).
-        key: a typed PRNG key.
-        eps: float32 ``[E]`` perturbation sizes.
-        n_random: random sign patterns.
-        ascent_iters: re-signing steps of the adversarial family.
-
-    Returns:
-        Dict of float32 scalars: ``best``, ``best_eps`` (as the host: the first family in
-        :data:`PERTURBATION_FAMILIES` with the largest ratio, and the first eps where it got
-        it), one entry per family, ``hybrid`` (:func:`hybrid_bound`) and ``p1`` (P_M(1) by
-        enumeration).
+    without cancellation by the hybrid identity: ``dP = sum_n sum_c reach'_n(c) dp_n(c) Delta_n(c)``
+    (reach under the perturbed tree, influences under the base tree), with ``dp = min(eps, 1 - p)``
+    or ``-min(eps, p)``. Returns float32 ``best``, ``best_eps`` (as the host: the first family in
+    :data:`PERTURBATION_FAMILIES` with the largest ratio, and the first eps where it got it), one
+    entry per family, ``hybrid`` and ``p1``.
     """
     P = jnp.asarray(P, jnp.float32)
     T, N = P.shape

@@ -34,15 +34,7 @@ class Oracle(Protocol):
 
 
 def check_probabilities(name: str, values) -> np.ndarray:
-    """Check that every entry of ``values`` is a probability in ``[0, 1]`` (host).
-
-    Args:
-        name: the argument's name, for the error message.
-        values: array-like of probabilities.
-
-    Returns:
-        float32 numpy array of the same shape.
-    """
+    """``values`` as float32 numpy, each checked to be a probability in ``[0, 1]`` (host)."""
     arr = np.asarray(values, dtype=np.float64)
     bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1)
     if bad.any():
@@ -58,13 +50,6 @@ def query_code(query: jax.Array, n_bits: int) -> jax.Array:
 
     A query shorter than ``n_bits`` (a program with fewer dependency slots than the table's query
     length) is an error rather than a silent broadcast.
-
-    Args:
-        query: int8 ``[L]`` query bits.
-        n_bits: number of bits to encode (static, ``<= L``).
-
-    Returns:
-        int32 scalar.
     """
     if query.shape[-1] < n_bits:
         raise ValueError(
@@ -83,28 +68,12 @@ class TableOracle:
     l: int = struct.field(pytree_node=False)
 
     def prob(self, query, mask, t):
-        """``pi(z) = P[O(z) = 1]`` for the query z at step t: ``table[code(z)]``.
-
-        Args:
-            query: int8 ``[L]``, the query bits.
-            mask: bool ``[L]``, the slots that belong to the query.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """``pi(z) = table[code(z)]``."""
         return self.table[query_code(query, self.l)]
 
 
 def table_oracle(table) -> TableOracle:
-    """Validated :class:`TableOracle`.
-
-    Args:
-        table: ``2^l`` probabilities, indexed by the little-endian code of the first l query bits.
-
-    Returns:
-        The oracle.
-    """
+    """A validated :class:`TableOracle`: ``2^l`` probabilities by the first l query bits."""
     arr = check_probabilities("table", table)
     l = int(np.log2(arr.size)) if arr.size else -1
     if arr.ndim != 1 or arr.size != 2**l:
@@ -119,28 +88,12 @@ class PositionOracle:
     probs: jax.Array  # float32[T]
 
     def prob(self, query, mask, t):
-        """``pi(z) = P[O(z) = 1]`` for the query z at step t: ``probs[t]``.
-
-        Args:
-            query: int8 ``[L]``, the query bits.
-            mask: bool ``[L]``, the slots that belong to the query.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """``pi(z) = probs[t]``."""
         return self.probs[t]
 
 
 def position_oracle(probs) -> PositionOracle:
-    """Validated :class:`PositionOracle`.
-
-    Args:
-        probs: ``[T]`` probabilities, one per step.
-
-    Returns:
-        The oracle.
-    """
+    """Validated :class:`PositionOracle`."""
     return PositionOracle(probs=jnp.asarray(check_probabilities("probs", probs)))
 
 
@@ -149,16 +102,7 @@ class PrefixMeanOracle:
     """``pi(z) = mean of the unmasked query bits`` (0 for an empty query); spec DED 9, F2."""
 
     def prob(self, query, mask, t):
-        """``pi(z) = P[O(z) = 1]`` for the query z at step t: the mean of the unmasked query bits.
-
-        Args:
-            query: int8 ``[L]``, the query bits.
-            mask: bool ``[L]``, the slots that belong to the query.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """``pi(z)``: the mean of the unmasked query bits."""
         n = jnp.sum(mask)
         s = jnp.sum(jnp.where(mask, query, 0).astype(jnp.float32))
         return jnp.where(n > 0, s / jnp.maximum(n, 1), 0.0).astype(jnp.float32)
@@ -178,17 +122,7 @@ class AffineMeanOracle:
     weight: jax.Array  # float32[T]
 
     def prob(self, query, mask, t):
-        """``pi(z) = P[O(z) = 1]`` for the query z at step t: ``base[t] + weight[t] * mean(unmasked
-        z)``.
-
-        Args:
-            query: int8 ``[L]``, the query bits.
-            mask: bool ``[L]``, the slots that belong to the query.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """``pi(z) = base[t] + weight[t] * mean(unmasked z)``."""
         n = jnp.sum(mask)
         s = jnp.sum(jnp.where(mask, query, 0).astype(jnp.float32))
         mean = jnp.where(n > 0, s / jnp.maximum(n, 1), 0.0)
@@ -196,15 +130,7 @@ class AffineMeanOracle:
 
 
 def affine_mean_oracle(base, weight) -> AffineMeanOracle:
-    """Validated :class:`AffineMeanOracle`.
-
-    Args:
-        base: ``[T]`` floats; ``base[t]`` must be a probability.
-        weight: ``[T]`` floats; ``base[t] + weight[t]`` must be a probability.
-
-    Returns:
-        The oracle.
-    """
+    """A validated :class:`AffineMeanOracle`: ``base[t]``, ``base[t] + weight[t]`` in [0, 1]."""
     b = check_probabilities("base", base)
     w = np.asarray(weight, dtype=np.float64)
     if b.ndim != 1 or w.shape != b.shape:
@@ -241,17 +167,7 @@ class HashedOracle:
         return acc
 
     def prob(self, query, mask, t):
-        """``pi(z) = P[O(z) = 1]`` for the query z at step t: ``lo + (hi - lo) * hash(seed, z) /
-        2^32``.
-
-        Args:
-            query: int8 ``[L]``, the query bits.
-            mask: bool ``[L]``, the slots that belong to the query.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]`` (the bit ``1[pi >= 1/2]`` when deterministic).
-        """
+        """``pi(z) = lo + (hi - lo) * hash(seed, z) / 2^32``."""
         u = self._hash(query, mask).astype(jnp.float32) / jnp.float32(2.0**32)
         p = self.lo + (self.hi - self.lo) * u
         return (p >= 0.5).astype(jnp.float32) if self.deterministic else p
@@ -259,17 +175,7 @@ class HashedOracle:
 
 def hashed_oracle(seed: int, lo: float = 0.0, hi: float = 1.0,
                   deterministic: bool = False) -> HashedOracle:
-    """Validated :class:`HashedOracle`.
-
-    Args:
-        seed: the hash seed.
-        lo: smallest probability.
-        hi: largest probability (``0 <= lo <= hi <= 1``).
-        deterministic: answer the bit ``1[pi(z) >= 1/2]`` instead of ``pi(z)``.
-
-    Returns:
-        The oracle.
-    """
+    """A validated :class:`HashedOracle` (``0 <= lo <= hi <= 1``; or ``1[pi >= 1/2]``)."""
     check_probabilities("lo", lo)
     check_probabilities("hi", hi)
     if lo > hi:
@@ -297,31 +203,13 @@ class NeuralOracle:
     hidden: int = struct.field(pytree_node=False, default=16)
 
     def prob(self, query, mask, t):
-        """``pi(z) = P[O(z) = 1]`` for the query z at step t: ``sigmoid(MLP(z))``.
-
-        Args:
-            query: int8 ``[L]``, the query bits.
-            mask: bool ``[L]``, the slots that belong to the query.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """``pi(z) = sigmoid(MLP(z))``."""
         q = jnp.where(mask, query, 0)
         return JudgeMLP(self.hidden).apply(self.params, q).astype(jnp.float32)
 
 
 def neural_oracle(key: jax.Array, query_len: int, hidden: int = 16) -> NeuralOracle:
-    """A :class:`NeuralOracle` with freshly initialised parameters.
-
-    Args:
-        key: a typed PRNG key for the initialisation.
-        query_len: query length L.
-        hidden: hidden width of the MLP.
-
-    Returns:
-        The oracle.
-    """
+    """A :class:`NeuralOracle` with freshly initialised parameters."""
     if query_len < 1:
         raise ValueError(f"query_len={query_len}: a neural oracle needs queries of length >= 1")
     params = JudgeMLP(hidden).init(key, jnp.zeros((query_len,), jnp.int8))

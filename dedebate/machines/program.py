@@ -108,36 +108,17 @@ class StepProgram:
 
     # -- sequential-sampler interface -------------------------------------------------------------
     def init_state(self) -> jax.Array:
-        """The tape before step 0: the input x followed by T zeros.
-
-        Returns:
-            int8 array of shape ``[n + T]``.
-        """
+        """The tape before step 0: the input x followed by T zeros."""
         return jnp.concatenate([self.x.astype(jnp.int8), jnp.zeros((self.T,), jnp.int8)])
 
     def relevant_bits(self, tape: jax.Array, t: jax.Array) -> jax.Array:
-        """The bits ``a_{I(t)}`` read from ``tape`` (masked slots read as 0).
-
-        Args:
-            tape: int8 ``[n + T]``.
-            t: int32 step index.
-
-        Returns:
-            int8 array of shape ``[L]``.
-        """
+        """The bits ``a_{I(t)}`` read from ``tape`` (masked slots read as 0)."""
         return jnp.where(self.dep_mask[t], tape[self.deps[t]], 0).astype(jnp.int8)
 
     def local_prob(self, tape: jax.Array, t: jax.Array) -> jax.Array:
-        """``P[y_t = 1 | y_{I(t)} = tape_{I(t)}]``, evaluated on any tape (honest or claimed).
+        """``P[y_t = 1 | y_{I(t)} = tape_{I(t)}]`` on any tape (honest or claimed).
 
-        Args:
-            tape: int8 ``[n + T]``.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]``: the rule's bit for DET, 1/2 for COIN, the oracle's ``pi``
-            for
-            ORACLE.
+        float32: the rule's bit for DET, 1/2 for COIN, the oracle's ``pi`` for ORACLE.
         """
         rel = self.relevant_bits(tape, t)
         weights = jnp.left_shift(jnp.int32(1), jnp.arange(self.R, dtype=jnp.int32))
@@ -148,39 +129,15 @@ class StepProgram:
         return jnp.where(kind == DET, det, jnp.where(kind == ORACLE, orc, 0.5)).astype(jnp.float32)
 
     def prob(self, tape: jax.Array, t: jax.Array) -> jax.Array:
-        """The step probability ``p_t = P[y_t = 1 | y_<t]``.
-
-        Args:
-            tape: int8 ``[n + T]``, the tape ``[x, y]`` before step t.
-            t: int32 step index.
-
-        Returns:
-            float32 scalar in ``[0, 1]``.
-        """
+        """The step probability ``p_t = P[y_t = 1 | y_<t]``."""
         return self.local_prob(tape, t)
 
     def advance(self, tape: jax.Array, t: jax.Array, bit: jax.Array) -> jax.Array:
-        """The state after writing ``y_t = bit``.
-
-        Args:
-            tape: int8 ``[n + T]``, the tape ``[x, y]`` before step t.
-            t: int32 step index.
-            bit: the bit written, 0 or 1.
-
-        Returns:
-            The new state (same structure).
-        """
+        """The state after writing ``y_t = bit``."""
         return tape.at[self.n_inputs + t].set(bit.astype(jnp.int8))
 
     def bits(self, tape: jax.Array) -> jax.Array:
-        """The transcript written so far.
-
-        Args:
-            tape: the current state.
-
-        Returns:
-            int8 ``[T]``, the step part of the tape.
-        """
+        """The transcript written so far."""
         return tape[self.n_inputs :]
 
 
@@ -192,20 +149,12 @@ def make_step_program(
     x=None,
     rule_bits: int | None = None,
 ) -> StepProgram:
-    """Validate and build a :class:`StepProgram` on the host.
+    """Validate and build a :class:`StepProgram` on the host (padded to ``L`` dependency slots).
 
-    Args:
-        kind: T ints in {DET, ORACLE, COIN}.
-        deps: a list of T index lists (ragged) into the tape ``[x, y]``; step t may only read inputs
-            (``< n``) or earlier steps (``n .. n + t - 1``).
-        oracle: the :class:`~dedebate.machines.oracles.Oracle` ORACLE steps query.
-        rule: for DET steps, a list of T truth tables (length ``2^len(deps[t])``, entries 0/1;
-            ``None`` for non-DET steps).
-        x: the input bits (default: no input).
-        rule_bits: width R of the stored truth tables (default: the widest DET step's).
-
-    Returns:
-        The :class:`StepProgram` (padded to ``L`` dependency slots).
+    ``deps``: T ragged index lists into the tape ``[x, y]``; step t may only read inputs (``< n``)
+    or earlier steps (``n .. n + t - 1``). ``rule``: for DET steps, T truth tables of length
+    ``2^len(deps[t])`` (None for other steps); ``rule_bits``: their stored width R (default: the
+    widest).
     """
     kind = np.asarray(kind, dtype=np.int64)
     if kind.ndim != 1 or kind.size == 0:
@@ -274,13 +223,6 @@ def step_uniforms(key: jax.Array, T: int) -> jax.Array:
     """The uniforms ``u_t = uniform(fold_in(key, t))`` a transcript drawn with ``key`` uses.
 
     Step t's randomness does not depend on T.
-
-    Args:
-        key: a typed PRNG key.
-        T: number of steps.
-
-    Returns:
-        float32 array of shape ``[T]``.
     """
     return jax.vmap(lambda t: jax.random.uniform(jax.random.fold_in(key, t)))(jnp.arange(T))
 
@@ -290,13 +232,6 @@ def transcript_from_uniforms(machine: Machine, u: jax.Array) -> jax.Array:
 
     With ``u_t`` i.i.d. uniform on [0, 1) this is exactly a draw from M (``u < p`` is
     Bernoulli(clamp01(p)), Lean's clamp).
-
-    Args:
-        machine: any :class:`Machine`.
-        u: float32 ``[T]`` uniforms.
-
-    Returns:
-        int8 array of shape ``[T]``.
     """
 
     def step(state, tu):
@@ -309,20 +244,12 @@ def transcript_from_uniforms(machine: Machine, u: jax.Array) -> jax.Array:
 
 
 def sample_transcript(machine: Machine, key: jax.Array) -> jax.Array:
-    """Draw one transcript ``y ~ M`` by a ``lax.scan`` over steps.
+    """Draw one transcript ``y ~ M`` (int8 ``[T]``) by a ``lax.scan`` over steps.
 
     Step t uses ``u_t`` from ``jax.random.fold_in(key, t)`` (:func:`step_uniforms`) and sets
     ``y_t = u_t < p_t``, so the same key gives the same transcript under vmap and in a loop. Equal
-    to
-    ``transcript_from_uniforms(machine, step_uniforms(key, T))``, which compiles faster when many
+    to ``transcript_from_uniforms(machine, step_uniforms(key, T))``, which compiles faster when many
     machine classes share one batch of uniforms.
-
-    Args:
-        machine: any :class:`Machine`.
-        key: a typed PRNG key.
-
-    Returns:
-        int8 array of shape ``[T]``.
     """
 
     def step(state, t):
@@ -340,19 +267,11 @@ MC_CHUNK = 50_000
 
 
 def count_ones(machine: Machine, key: jax.Array, trials: int) -> jax.Array:
-    """Monte-Carlo count of ``y_T = 1`` among ``trials`` transcripts drawn from ``machine``.
+    """int32: the transcripts whose last bit is 1 among ``trials`` (static) drawn from ``machine``.
 
-    Chunk i of :data:`MC_CHUNK` transcripts uses the uniforms of ``split(fold_in(key, i),
-    chunk)`` (:func:`step_uniforms`, :func:`transcript_from_uniforms`); the full chunks run in
-    a ``fori_loop``, so memory is one chunk's whatever ``trials`` is. Pure and vmappable.
-
-    Args:
-        machine: any :class:`Machine`.
-        key: a typed PRNG key.
-        trials: number of transcripts (static).
-
-    Returns:
-        int32 scalar: the transcripts whose last bit is 1.
+    Chunk i of :data:`MC_CHUNK` transcripts uses the uniforms of ``split(fold_in(key, i), chunk)``
+    (:func:`step_uniforms`, :func:`transcript_from_uniforms`); the full chunks run in a
+    ``fori_loop``, so memory is one chunk's whatever ``trials`` is. Pure and vmappable.
     """
 
     def ones(k, n):
@@ -371,28 +290,12 @@ def count_ones(machine: Machine, key: jax.Array, trials: int) -> jax.Array:
 
 
 def sample_transcripts(machine: Machine, keys: jax.Array) -> jax.Array:
-    """Vmapped :func:`sample_transcript`.
-
-    Args:
-        machine: any :class:`Machine`.
-        keys: typed PRNG keys of shape ``[B]``.
-
-    Returns:
-        int8 array of shape ``[B, T]``.
-    """
+    """Vmapped :func:`sample_transcript`."""
     return jax.vmap(sample_transcript, in_axes=(None, 0))(machine, keys)
 
 
 def transcript_log_prob(machine: Machine, y: jax.Array) -> jax.Array:
-    """``log P_M[y]`` of a complete transcript.
-
-    Args:
-        machine: any :class:`Machine`.
-        y: int8 ``[T]`` transcript.
-
-    Returns:
-        float32 scalar (``-inf`` for an impossible transcript).
-    """
+    """``log P_M[y]`` of a complete transcript."""
 
     def step(carry, t):
         state, logp = carry
@@ -414,12 +317,6 @@ def exact_output_prob(machine: Machine) -> jax.Array:
 
     The sum runs over transcripts whose last bit is 1, each weighted by the product of its step
     probabilities; exact up to float32 rounding; allowed for ``T <= 20``.
-
-    Args:
-        machine: any :class:`Machine`.
-
-    Returns:
-        float32 scalar.
     """
     if machine.T > MAX_ENUM_T:
         raise ValueError(f"T={machine.T}: exact enumeration is limited to T <= {MAX_ENUM_T}")

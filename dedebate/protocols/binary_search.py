@@ -30,14 +30,9 @@ from dedebate.protocols.deterministic_players import (
 def play_binary_search(cm: ConfigMachine, alice, bob: Bob) -> DetOutcome:
     """Play one Figure 3 debate (pure; ``lax.scan`` over the m rounds with masks).
 
-    Args:
-        cm: the configuration machine (vmap over a batch of them).
-        alice: A's strategy: an ``Alice`` or a ``MessageAlice`` (her configurations given outright).
-        bob: B's strategy.
-
-    Returns:
-        A :class:`~dedebate.protocols.cross_exam.DetOutcome`; ``pointer`` is the index of ``lo`` at
-        the final check.
+    ``alice`` is an ``Alice`` or a ``MessageAlice`` (configurations given outright); vmap over a
+    batch of configuration machines ``cm``. The outcome's ``pointer`` is ``lo``'s index at the final
+    check.
     """
     S = cm.S
     a = None if isinstance(alice, MessageAlice) else alice_transcript(cm.program, alice)

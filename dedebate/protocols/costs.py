@@ -16,18 +16,10 @@ from flax import struct
 
 @struct.dataclass
 class Costs:
-    """Measured costs of one debate (a pytree: vmapped outcomes carry arrays of them).
+    """Measured costs of one debate (a pytree: vmapped outcomes carry arrays of them)."""
 
-    Attributes:
-        alice_queries: oracle queries charged to Alice (the first prover, A).
-        bob_queries: oracle queries charged to Bob (the second prover, B).
-        verifier_queries: oracle queries of the verifier (Vera, V, the judge).
-        bits_read: bits the verifier read; 0 in protocols without that notion.
-        rounds: rounds played, as each protocol counts them (``docs/outcomes.md``).
-    """
-
-    alice_queries: jax.Array
-    bob_queries: jax.Array
-    verifier_queries: jax.Array
-    bits_read: jax.Array
-    rounds: jax.Array
+    alice_queries: jax.Array  # oracle queries charged to Alice (the first prover, A)
+    bob_queries: jax.Array  # oracle queries charged to Bob (the second prover, B)
+    verifier_queries: jax.Array  # oracle queries of the verifier (Vera, V, the judge)
+    bits_read: jax.Array  # bits the verifier read; 0 in protocols without that notion
+    rounds: jax.Array  # rounds played, as each protocol counts them (docs/outcomes.md)

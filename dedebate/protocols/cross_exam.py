@@ -28,47 +28,27 @@ from dedebate.protocols.deterministic_players import (
 
 @struct.dataclass
 class DetOutcome:
-    """One deterministic debate (Figures 2-4): verdict and measured costs per role.
+    """One deterministic debate (Figures 2-4): verdict and measured costs per role."""
 
-    Attributes:
-        alice_wins: V accepts (bool).
-        costs: the shared :class:`~dedebate.protocols.costs.Costs`: ``rounds`` = A-messages V
-            processed (each answered by at most one B message); ``bits_read`` = bits V read
-            (``docs/outcomes.md``); ``verifier_queries`` = V's oracle queries; ``alice_queries`` /
-            ``bob_queries`` = the honest provers' oracle queries (0 for a prover that does not
-            simulate).
-        a_steps: machine steps honest A simulated (0 for a prover that does not simulate).
-        b_steps: machine steps honest B simulated (0 likewise).
-        a_message_bits: total length of A's messages.
-        pointer: the step V checked (Figure 4) or the index of lo at the final check (Figure 3).
-    """
-
-    alice_wins: jax.Array
-    costs: Costs
-    a_steps: jax.Array
-    b_steps: jax.Array
-    a_message_bits: jax.Array
+    alice_wins: jax.Array  # V accepts (bool)
+    costs: Costs  # the shared Costs (docs/outcomes.md)
+    a_steps: jax.Array  # machine steps honest A simulated (0 for a prover that does not simulate)
+    b_steps: jax.Array  # machine steps honest B simulated (0 likewise)
+    a_message_bits: jax.Array  # total length of A's messages
+    # the step V checked (Figure 4) or the index of lo at the final check (Figure 3)
     pointer: jax.Array
 
 
 def verify(program: StepProgram, a: jax.Array, t: jax.Array):
-    """V's decision on transcript ``a`` at B's step t.
+    """``(accept, bits_read, v_queries)``: V's decision on A's transcript ``a [T]`` at B's step t.
 
     V reads B's index (``ceil(log2 T)`` bits) and each tape position it looks at -- ``a_t``, the
     ``|I(t)|`` relevant positions and ``a_{T-1}`` (once when ``t = T-1``) -- as one value bit plus
-    an
-    address of ``w = ceil(log2(n + T))`` bits::
+    an address of ``w = ceil(log2(n + T))`` bits::
 
         bits_read = ceil(log2 T) + (1 + |I(t)| + [t != T-1]) * (1 + w)
 
-    Args:
-        program: the step program (T steps, n inputs).
-        a: A's claimed transcript, shape ``[T]``, 0/1.
-        t: B's step, int32 scalar.
-
-    Returns:
-        ``(accept, bits_read, v_queries)``: bool scalar, int32 scalar, int32 scalar (1 iff step t is
-        an oracle step).
+    ``v_queries`` is 1 iff step t is an oracle step.
     """
     T, n = program.T, program.n_inputs
     a = a.astype(jnp.int8)
@@ -82,16 +62,7 @@ def verify(program: StepProgram, a: jax.Array, t: jax.Array):
 
 
 def play_cross_exam(program: StepProgram, alice: Alice, bob: Bob) -> DetOutcome:
-    """Play one Figure 4 debate on a deterministic program (pure; vmap over any argument).
-
-    Args:
-        program: the step program with its input ``x``.
-        alice: A's strategy.
-        bob: B's strategy.
-
-    Returns:
-        A :class:`DetOutcome`; ``pointer`` is the step V checked, ``costs.rounds`` is 1.
-    """
+    """Play one Figure 4 debate (pure; vmap over any argument); ``pointer``: the step V checked."""
     a = alice_transcript(program, alice)
     t, b_steps, b_queries = bob_pointer(program, a, bob)
     accept, bits, vq = verify(program, a, t)
@@ -108,17 +79,10 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 def grid(play):
-    """Batch a deterministic play function over machines x zipped strategy pairs.
+    """``run(machines, alices, bobs)``: ``play`` over M machines x K zipped strategy pairs.
 
-    Jitted with :data:`FAST_COMPILE` on the CPU backend and XLA's defaults elsewhere.
-
-    Args:
-        play: ``play(machine, alice, bob) -> DetOutcome``.
-
-    Returns:
-        ``run(machines, alices, bobs)``: machines batched on axis 0 (M of them), alices and bobs
-        zipped on axis 0 (K pairs); it returns a :class:`DetOutcome` with leaves of shape ``[M,
-        K]``.
+    Jitted with :data:`FAST_COMPILE` on the CPU backend and XLA's defaults elsewhere; the
+    :class:`DetOutcome`'s leaves have shape ``[M, K]``.
     """
     fn = jax.vmap(jax.vmap(play, in_axes=(None, 0, 0)), in_axes=(0, None, None))
     on_cpu, elsewhere = jax.jit(fn, compiler_options=FAST_COMPILE), jax.jit(fn)

@@ -32,81 +32,39 @@ ATTEMPTS = 20  # judges drawn before giving up on a balanced set of instances
 
 @struct.dataclass
 class WitnessTask:
-    """An NP^O instance (or a batch of them on axis 0).
+    """An NP^O instance (or a batch of them on axis 0)."""
 
-    Attributes:
-        program: the step program reading the tape ``[x, w]``; its stored w part is ignored.
-        n_w: witness length in bits (static).
-    """
-
-    program: StepProgram
-    n_w: int = struct.field(pytree_node=False)
+    program: StepProgram  # the step program reading the tape [x, w]; its stored w part is ignored
+    n_w: int = struct.field(pytree_node=False)  # witness length in bits (static)
 
     @property
     def n_x(self) -> int:
-        """Length of the instance part x of the input tape.
-
-        Returns:
-            ``n_inputs - n_w`` (int).
-        """
+        """Length of the instance part x of the input tape."""
         return self.program.n_inputs - self.n_w
 
 
 def with_witness(task: WitnessTask, w: jax.Array) -> StepProgram:
-    """The machine ``M(x, w)``: the task's program with the witness written on its input tape.
-
-    Args:
-        task: one (unbatched) task.
-        w: the witness, shape ``[n_w]``, 0/1.
-
-    Returns:
-        The :class:`StepProgram` with input ``[x, w]`` (int8).
-    """
+    """``M(x, w)``: one task's program with the 0/1 witness ``w [n_w]`` written on its input."""
     x = task.program.x[: task.n_x].astype(jnp.int8)
     return task.program.replace(x=jnp.concatenate([x, w.astype(jnp.int8)]))
 
 
 def play_witness(task: WitnessTask, w: jax.Array, alice: Alice, bob: Bob) -> DetOutcome:
-    """Play one witness debate: A's witness w, then Figure 4 on ``M(x, w)``.
-
-    Args:
-        task: one task.
-        w: A's witness, shape ``[n_w]``.
-        alice: A's strategy in the Figure 4 debate.
-        bob: B's strategy.
-
-    Returns:
-        A :class:`DetOutcome` with one more round and ``n_w`` more message bits than Figure 4's.
-    """
+    """One witness debate: A's witness w, then Figure 4 on ``M(x, w)`` (+1 round, +n_w bits)."""
     out = play_cross_exam(with_witness(task, w), alice, bob)
     return out.replace(costs=out.costs.replace(rounds=out.costs.rounds + 1),
                        a_message_bits=out.a_message_bits + task.n_w)
 
 
 def all_witnesses(n_w: int) -> np.ndarray:
-    """Every witness of ``n_w`` bits.
-
-    Args:
-        n_w: witness length, ``0 <= n_w <= MAX_WITNESS_BITS``.
-
-    Returns:
-        int8 array of shape ``[2^n_w, n_w]``, row z = little-endian bits of z.
-    """
+    """Every witness of ``n_w <= MAX_WITNESS_BITS`` bits: int8 ``[2^n_w, n_w]``, little-endian."""
     if not 0 <= n_w <= MAX_WITNESS_BITS:
         raise ValueError(f"n_w={n_w}: exhaustive witnesses need 0 <= n_w <= {MAX_WITNESS_BITS}")
     return bit_table(n_w)
 
 
 def witness_programs(task: WitnessTask, ws) -> StepProgram:
-    """``M(x_i, w_j)`` for every instance i of a batched task and witness row j (host).
-
-    Args:
-        task: a task batched over I instances on axis 0.
-        ws: witnesses, array-like of shape ``[J, n_w]``.
-
-    Returns:
-        A :class:`StepProgram` batched over ``I * J`` programs (instance-major), numpy leaves.
-    """
+    """``M(x_i, w_j)`` for I instances and witnesses ``ws [J, n_w]``: I * J programs (host)."""
     ws = np.asarray(ws, np.int8)
     J = ws.shape[0]
     prog = task.program
@@ -120,16 +78,7 @@ def witness_programs(task: WitnessTask, ws) -> StepProgram:
 
 
 def accepting_witnesses(task: WitnessTask) -> np.ndarray:
-    """Exact membership: which witnesses make ``M(x_i, w) = 1``.
-
-    Runs every witness through the numpy reference simulator.
-
-    Args:
-        task: a task batched over I instances on axis 0.
-
-    Returns:
-        bool array of shape ``[I, 2^n_w]``.
-    """
+    """Exact membership, bool ``[I, 2^n_w]``: which witnesses make ``M(x_i, w) = 1``."""
     ws = all_witnesses(task.n_w)
     out = simulate_numpy(witness_programs(task, ws))[:, -1]
     return out.reshape(-1, ws.shape[0]) == 1
@@ -192,12 +141,9 @@ def _constraint_structure(v: int, clauses: np.ndarray, c: int) -> _Structure:
 
 def _build(st: _Structure, table: np.ndarray, xs: np.ndarray,
            n_instances: int) -> WitnessTask | None:
-    """One task per instance, half yes and half no, chosen from the candidate rows of ``xs``
-    (None when the candidates do not hold enough of both).
-
-    Every instance shares the structure and the oracle, so the program is built once and only x
-    varies along axis 0. Membership is exact (every witness is tried).
-    """
+    """Tasks from the rows of ``xs``, half yes and half no (None if too few of either)."""
+    # Every instance shares the structure and the oracle, so the program is built once and only x
+    # varies along axis 0. Membership is exact (every witness is tried).
     if st.n_w > MAX_WITNESS_BITS:
         raise ValueError(f"witness length {st.n_w}: at most {MAX_WITNESS_BITS} bits "
                          "(membership is decided by enumerating every witness)")
@@ -228,17 +174,6 @@ def plan_task(seed: int, n_instances: int, k: int = 4, c: int = 2, b: int = 2,
     approved. The judge approves each query with probability ``density`` and is redrawn until the
     candidates hold both yes and no instances; context bits are uniform. Query length
     ``l = c + b + 1``.
-
-    Args:
-        seed: seed of the host numpy generator.
-        n_instances: instances to return (half yes, half no).
-        k: plan steps (>= 1).
-        c: context bits per step (>= 0).
-        b: action bits per step (>= 1).
-        density: approval probability in ``[0, 1]``.
-
-    Returns:
-        A :class:`WitnessTask` batched over ``n_instances`` on axis 0 (``n_w = k b``).
     """
     if k < 1 or c < 0 or b < 1:
         raise ValueError(f"k={k}, c={c}, b={b}: need k >= 1 plan steps, c >= 0, b >= 1")
@@ -264,17 +199,6 @@ def constraint_task(seed: int, n_instances: int, v: int = 8, n_clauses: int = 8,
     judge accepts each (type, values) query with probability ``density``; x is in L iff some
     assignment satisfies every clause. Scopes and judge are redrawn until the candidates hold both
     yes and no instances. Query length ``l = c + 3``.
-
-    Args:
-        seed: seed of the host numpy generator.
-        n_instances: instances to return (half yes, half no).
-        v: variables (>= 3); the witness length.
-        n_clauses: clauses (>= 1).
-        c: type bits per clause (>= 0).
-        density: acceptance probability in ``[0, 1]``.
-
-    Returns:
-        A :class:`WitnessTask` batched over ``n_instances`` on axis 0.
     """
     if v < 3 or n_clauses < 1 or c < 0:
         raise ValueError(f"v={v}, n_clauses={n_clauses}, c={c}: need v >= 3, n_clauses >= 1, "

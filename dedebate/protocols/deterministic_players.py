@@ -23,71 +23,51 @@ BOB_MODES = {"honest": HONEST, "random": RANDOM, "last": LAST, "first": FIRST, "
 
 @struct.dataclass
 class Alice:
-    """A transcript-based prover: she simulates M once and may lie. All zeros / -1 is honest.
+    """A transcript-based prover: she simulates M once and may lie. All zeros / -1 is honest."""
 
-    Attributes:
-        flip_prop: bool ``[T]``: flip these answers *during* the simulation (later steps read the
-            flipped bit: a locally consistent transcript built from wrong answers).
-        flip_raw: bool ``[T]``: flip these bits afterwards (inconsistent bits).
-        prop_oracle_from: int32: flip the answer of the first ORACLE step at or after this index (a
-            wrong oracle answer); -1: none.
-        force_last: bool: set ``a_{T-1} = 1`` (claim acceptance).
-        lie_round: int32: in Figure 3 (where she sends the configurations of her claimed
-            transcript), corrupt the message of this round (0 = the final configuration Z', k >= 1 =
-            the midpoint of round k); -1: honest configurations.
-        lie_shift: int32: the corrupted message is the configuration this many steps away from the
-            right index ...
-        lie_flip: int32: ... with this bit flipped (-1: none).
-    """
+    # flip these answers *during* the simulation (later steps read the flipped bit: a locally
+    # consistent transcript built from wrong answers)
     flip_prop: jax.Array  # bool[T]
-    flip_raw: jax.Array  # bool[T]
-    prop_oracle_from: jax.Array  # int32 (-1: no wrong oracle answer)
-    force_last: jax.Array  # bool
-    lie_round: jax.Array  # int32 (-1: honest configurations)
+    flip_raw: jax.Array  # bool[T]: flip these bits afterwards (inconsistent bits)
+    # flip the answer of the first ORACLE step at or after this index (-1: no wrong oracle answer)
+    prop_oracle_from: jax.Array  # int32
+    force_last: jax.Array  # bool: set a_{T-1} = 1 (claim acceptance)
+    # in Figure 3 (her claimed transcript's configurations), corrupt the message of this round
+    # (0 = the final configuration Z', k >= 1 = the midpoint of round k; -1: honest) into the
+    # configuration ``lie_shift`` steps from the right index with bit ``lie_flip`` flipped (-1:
+    # none)
+    lie_round: jax.Array  # int32
     lie_shift: jax.Array  # int32
-    lie_flip: jax.Array  # int32 (-1: no bit flipped)
+    lie_flip: jax.Array  # int32
 
 
 @struct.dataclass
 class MessageAlice:
-    """Figure 3 messages given explicitly.
+    """Figure 3 messages given explicitly."""
 
-    Attributes:
-        messages: int8 ``[m + 1, S]``: ``messages[0] = Z'``, ``messages[k]`` = round k's midpoint.
-    """
-    messages: jax.Array  # int8[m + 1, S]
+    messages: jax.Array  # int8[m + 1, S]: messages[0] = Z', messages[k] = round k's midpoint
 
 
 @struct.dataclass
 class Bob:
     """B's strategy.
 
-    ``mode`` HONEST (Figure 4: the first locally inconsistent step of A's transcript, else the last
-    step; Figure 3: keep the invariant "the current claim is false"), LAST (the last step / always
-    "second half"), FIRST (step 0 / always "first half"), FIXED (step ``arg mod T``; bits
-    ``(arg >> k) & 1``) or RANDOM, which plays like FIXED with a uniformly random 30-bit ``arg``
-    drawn from an explicit key when the strategy is built (a randomised strategy is a distribution
-    over fixed ones; drawing it up front keeps the PRNG out of the compiled debate).
-
-    Attributes:
-        mode: int32, one of the values of :data:`BOB_MODES`.
-        arg: int32, the FIXED / RANDOM argument.
+    ``mode`` (a value of :data:`BOB_MODES`) HONEST (Figure 4: the first locally inconsistent step
+    of A's transcript, else the last step; Figure 3: keep the invariant "the current claim is
+    false"), LAST (the last step / always "second half"), FIRST (step 0 / always "first half"),
+    FIXED (step ``arg mod T``; bits ``(arg >> k) & 1``) or RANDOM, which plays like FIXED with a
+    uniformly random 30-bit ``arg`` drawn from an explicit key when the strategy is built (a
+    randomised strategy is a distribution over fixed ones; drawing it up front keeps the PRNG out
+    of the compiled debate).
     """
+
     mode: jax.Array  # int32
     arg: jax.Array  # int32
 
 
 # -- Alice ------------------------------------------------------------------------------------------
 def alice_transcript(program: StepProgram, alice: Alice) -> jax.Array:
-    """A's claimed transcript (the honest run y when she is honest).
-
-    Args:
-        program: the step program (T steps).
-        alice: her strategy.
-
-    Returns:
-        int8 array of shape ``[T]``.
-    """
+    """A's claimed transcript (the honest run y when she is honest)."""
     T = program.T
     ts = jnp.arange(T)
     is_orc = (program.kind == ORACLE) & (ts >= alice.prop_oracle_from)
@@ -99,18 +79,7 @@ def alice_transcript(program: StepProgram, alice: Alice) -> jax.Array:
 
 
 def alice_config(cm: ConfigMachine, alice, a: jax.Array | None, rnd, index) -> jax.Array:
-    """A's Figure 3 message in round ``rnd``, whose honest value is configuration ``index``.
-
-    Args:
-        cm: the configuration machine (S-bit configurations).
-        alice: an :class:`Alice` or a :class:`MessageAlice`.
-        a: her transcript from :func:`alice_transcript` (None for a :class:`MessageAlice`).
-        rnd: the round (0: the final configuration Z').
-        index: int32, the step whose configuration an honest A would send.
-
-    Returns:
-        int8 array of shape ``[S]``.
-    """
+    """A's Figure 3 message in round ``rnd``, whose honest value is configuration ``index``."""
     if isinstance(alice, MessageAlice):
         return alice.messages[rnd]
     lie = alice.lie_round == rnd
@@ -121,15 +90,7 @@ def alice_config(cm: ConfigMachine, alice, a: jax.Array | None, rnd, index) -> j
 
 
 def alice_cost(program: StepProgram, alice) -> tuple[jax.Array, jax.Array]:
-    """Costs of a transcript-based A: one run of M (zero for a :class:`MessageAlice`).
-
-    Args:
-        program: the step program.
-        alice: her strategy.
-
-    Returns:
-        ``(steps simulated, oracle queries)``, int32 scalars.
-    """
+    """Costs of a transcript-based A: one run of M (zero for a :class:`MessageAlice`)."""
     if isinstance(alice, MessageAlice):
         return jnp.int32(0), jnp.int32(0)
     return jnp.int32(program.T), jnp.sum(program.kind == ORACLE).astype(jnp.int32)
@@ -137,16 +98,7 @@ def alice_cost(program: StepProgram, alice) -> tuple[jax.Array, jax.Array]:
 
 # -- Bob --------------------------------------------------------------------------------------------
 def bob_pointer(program: StepProgram, a: jax.Array, bob: Bob):
-    """Figure 4: B's step t, with the costs of the honest scan.
-
-    Args:
-        program: the step program (T steps).
-        a: A's claimed transcript, shape ``[T]``.
-        bob: B's strategy.
-
-    Returns:
-        ``(t, steps checked, oracle queries)``, int32 scalars; the costs are 0 unless B is honest.
-    """
+    """Figure 4: B's step t, with the costs of the honest scan."""
     T = program.T
     bad = ~consistency(program, a)
     any_bad = jnp.any(bad)
@@ -166,17 +118,6 @@ def bob_bit(cm: ConfigMachine, bob: Bob, lo: jax.Array, mid: jax.Array, half, k)
 
     Honest B runs ``Step^half`` from lo and answers 1 iff the result differs from A's midpoint:
     then the first half is false, otherwise the second half must be (spec DED 7).
-
-    Args:
-        cm: the configuration machine.
-        bob: B's strategy.
-        lo: the configuration at the start of the disputed run, shape ``[S]``.
-        mid: A's midpoint, shape ``[S]``.
-        half: int32, the steps from lo to mid.
-        k: int32, the round (0-based), selecting the FIXED bit.
-
-    Returns:
-        ``(b, steps, queries)``, int32 scalars; the costs are 0 unless B is honest.
     """
     sim, q = cm.step_n(lo, half)
     honest_b = jnp.any(sim != mid).astype(jnp.int32)

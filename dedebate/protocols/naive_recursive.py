@@ -40,59 +40,23 @@ class NaiveDebater:
     sees_truth: bool = struct.field(pytree_node=False, default=True)
 
     def answer(self, tree: ClaimTree):
-        """The claimed root answer.
-
-        Args:
-            tree: the claim tree (its public part if the debater does not see the truth).
-
-        Returns:
-            int32 scalar, 0 or 1.
-        """
+        """The claimed root answer."""
         t = tree.truth[0].astype(jnp.int32)
         return t if self.mode == "honest" else 1 - jnp.clip(t, 0, 1)
 
     def decompose(self, tree: ClaimTree, node, claimed, k):
-        """The candidate decomposition of the current claim.
-
-        Args:
-            tree: the claim tree.
-            node: int32, the current node.
-            claimed: int32, the claimed answer at ``node``.
-            k: int32, the round.
-
-        Returns:
-            int32 candidate index.
-        """
+        """The candidate decomposition of the current claim."""
         return jnp.int32(tree.honest_cand if self.cand is None else self.cand)
 
     def claim(self, tree: ClaimTree, node, cand, claimed, k):
-        """The claimed answers of the q subclaims.
-
-        Args:
-            tree: the claim tree.
-            node: int32, the current node.
-            cand: int32, the candidate decomposition.
-            claimed: int32, the claimed answer at ``node``.
-            k: int32, the round.
-
-        Returns:
-            int32 code of the q claimed child answers (bit j = child j).
-        """
+        """The claimed answers of the q subclaims."""
         if self.mode == "honest":
             return truth_code(tree.child_truths(node, cand))
         return jnp.where(claimed == 1, 2**tree.q - 1, 0).astype(jnp.int32)
 
 
 def naive_debater(mode: str = "honest", cand=None) -> NaiveDebater:
-    """Build a :class:`NaiveDebater`, checking its arguments.
-
-    Args:
-        mode: ``"honest"`` or ``"obfuscating_liar"``.
-        cand: candidate index >= 0, or None for the tree's honest candidate.
-
-    Returns:
-        The debater (``sees_truth`` iff honest).
-    """
+    """Build a :class:`NaiveDebater`, checking its arguments."""
     if mode not in ("honest", "obfuscating_liar"):
         raise ValueError(f"mode={mode!r}: allowed values are 'honest' and 'obfuscating_liar'")
     if cand is not None and (not isinstance(cand, (int, np.integer)) or cand < 0):
@@ -107,18 +71,7 @@ class UniformChallenger:
     sees_truth: bool = struct.field(pytree_node=False, default=False)
 
     def challenge(self, tree: ClaimTree, node, cand, claim_code, k):
-        """Uniform probabilities over the q subclaims.
-
-        Args:
-            tree: the claim tree.
-            node: int32, the current node.
-            cand: int32, the candidate decomposition.
-            claim_code: int32 code of A's claimed child answers.
-            k: int32, the round.
-
-        Returns:
-            float32 array of shape ``[q]``.
-        """
+        """Uniform probabilities over the q subclaims."""
         return jnp.full((tree.q,), 1.0 / tree.q, jnp.float32)
 
 
@@ -129,18 +82,7 @@ class InformedChallenger:
     sees_truth: bool = struct.field(pytree_node=False, default=True)
 
     def challenge(self, tree: ClaimTree, node, cand, claim_code, k):
-        """Uniform probabilities over the subclaims A claimed wrongly (all q if none).
-
-        Args:
-            tree: the claim tree (with the truth).
-            node: int32, the current node.
-            cand: int32, the candidate decomposition.
-            claim_code: int32 code of A's claimed child answers.
-            k: int32, the round.
-
-        Returns:
-            float32 array of shape ``[q]``.
-        """
+        """Uniform probabilities over the subclaims A claimed wrongly (all q if none)."""
         claimed = (claim_code >> jnp.arange(tree.q)) & 1
         wrong = (claimed != tree.child_truths(node, cand)).astype(jnp.float32)
         w = jnp.where(wrong.sum() > 0, wrong, jnp.ones_like(wrong))
@@ -150,36 +92,23 @@ class InformedChallenger:
 # ==== the protocol ================================================================================
 @struct.dataclass
 class NaiveOutcome:
-    """One naive recursive debate.
+    """One naive recursive debate; ``costs`` as in docs/outcomes.md."""
 
-    Attributes:
-        alice_wins: A was never caught (bool).
-        a_correct: float32, 1 iff A's root answer is the truth.
-        answer: int32, A's root answer.
-        caught_round: the round (0-based) where an inconsistent claim was found, ``costs.rounds`` if
-            the judge caught a false bottom claim, -1 if A survived.
-        nodes: int32 ``[depth + 1]``, the nodes visited (root first, the leaf reached last).
-        sels: int32 ``[depth]``, B's picks.
-        log_prob: float32, log-probability of B's picks.
-        costs: ``rounds`` = levels descended, ``verifier_queries`` = 1 (the judge's check of the
-            last
-            claim), the rest 0 (the players' oracle use is not modelled; the judge reads claims, not
-            bits).
-    """
-
-    alice_wins: jax.Array
-    a_correct: jax.Array
-    answer: jax.Array
+    alice_wins: jax.Array  # A was never caught (bool)
+    a_correct: jax.Array  # float32, 1 iff A's root answer is the truth
+    answer: jax.Array  # int32, A's root answer
+    # the round (0-based) where an inconsistent claim was found, costs.rounds if the judge caught a
+    # false bottom claim, -1 if A survived
     caught_round: jax.Array
-    nodes: jax.Array
-    sels: jax.Array
-    log_prob: jax.Array
+    nodes: jax.Array  # int32 [depth + 1], the nodes visited (root first, the leaf reached last)
+    sels: jax.Array  # int32 [depth], B's picks
+    log_prob: jax.Array  # float32, log-probability of B's picks
     costs: Costs
 
 
 def play_naive(debater, challenger, tree: ClaimTree, key, forced=None, rounds=None
                ) -> NaiveOutcome:
-    """Play one naive recursive debate (pure, vmappable).
+    """Play one naive recursive debate (pure, vmappable); returns a :class:`NaiveOutcome`.
 
     The strategies' interface (``sees_truth`` static; a player that does not see the truth gets
     ``tree.public()``)::
@@ -189,18 +118,9 @@ def play_naive(debater, challenger, tree: ClaimTree, key, forced=None, rounds=No
         debater.claim(tree, node, cand, claimed, k) -> code of the claimed child answers (int)
         challenger.challenge(tree, node, cand, claim_code, k) -> probs over the q subclaims
 
-    Args:
-        debater: A's strategy.
-        challenger: B's strategy.
-        tree: the claim tree.
-        key: a typed PRNG key for B's picks (unused when ``forced`` is given).
-        forced: optional int32 ``[depth]`` fixing B's picks (entries past ``rounds`` must be 0, else
-            the path gets probability 0).
-        rounds: levels to descend (int, may be traced; default the tree depth); later rounds are
-            masked no-ops and the judge checks the claim reached.
-
-    Returns:
-        A :class:`NaiveOutcome`.
+    ``forced`` (int32 ``[depth]``) fixes B's picks instead of ``key`` (entries past ``rounds`` must
+    be 0, else the path gets probability 0); ``rounds`` (may be traced; default the depth) masks
+    later rounds, and the judge checks the claim reached.
     """
     depth = tree.depth
     n = depth if rounds is None else jnp.clip(jnp.asarray(rounds, jnp.int32), 1, depth)
@@ -242,18 +162,7 @@ def play_naive(debater, challenger, tree: ClaimTree, key, forced=None, rounds=No
 
 def survival_probability(debater, challenger, tree: ClaimTree, rounds=None,
                          batch_size: int = 4096):
-    """Exact ``Pr[A survives]``: sum over all ``q^depth`` challenge paths of B's path probability.
-
-    Args:
-        debater: A's strategy.
-        challenger: B's strategy.
-        tree: the claim tree (``q^depth <= MAX_ENUMERATED_PATHS``).
-        rounds: levels to descend, as in :func:`play_naive`.
-        batch_size: paths per ``lax.map`` batch.
-
-    Returns:
-        ``(probability, total path probability)``, float32 scalars (the second is 1 up to rounding).
-    """
+    """``(Pr[A survives], total path probability)``: exact, over all ``q^depth`` challenge paths."""
     q, depth = tree.q, tree.depth
     n = q**depth
     if n > MAX_ENUMERATED_PATHS:

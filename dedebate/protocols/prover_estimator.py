@@ -22,6 +22,7 @@ from flax import struct
 from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.core.bits import bit_table
 from dedebate.protocols.costs import Costs
+from dedebate.protocols.prover_estimator_interface import Estimator, Prover
 from dedebate.trees.tree import ClaimTree
 
 MAX_ENUMERATED_PATHS = 1 << 21
@@ -39,22 +40,18 @@ TRAINING_COMPILE_OPTIONS = {OPT_LEVEL: 1}
 
 @dataclasses.dataclass(frozen=True)
 class PEDStatic:
-    """Static protocol options (hashable; pass as a static argument to ``jit``).
+    """Static protocol options (hashable; pass as a static argument to ``jit``)."""
 
-    Attributes:
-        mode: ``"exact"`` (judge samples, A's direction and root answer replaced by expectations;
-            A's decompositions and selections still drawn or forced) or ``"sampled"``.
-        final_round: ``"a"`` (the human checks the claim reached) or ``"b"`` (B also estimates the
-            pieces of the last claim and the human checks the selected piece) (spec 2.6).
-        final_weight: in variant (b), the weight of the human check: ``"one"`` (the paper's "lose
-            eps_0") or ``"rho"`` (which closes the completeness telescoping).
-        allow_zero_direction: allow the direction ``s = 0``; otherwise its mass goes to a fair coin
-            between -1 and +1.
-    """
-
+    # "exact" (judge samples, A's direction and root answer replaced by expectations; A's
+    # decompositions and selections still drawn or forced) or "sampled"
     mode: str = "exact"
+    # "a" (the human checks the claim reached) or "b" (B also estimates the pieces of the last claim
+    # and the human checks the selected piece) (spec 2.6)
     final_round: str = "a"
+    # in variant (b), the weight of the human check: "one" (the paper's "lose eps_0") or "rho"
+    # (which closes the completeness telescoping)
     final_weight: str = "one"
+    # allow the direction s = 0; otherwise its mass goes to a fair coin between -1 and +1
     allow_zero_direction: bool = False
 
     def __post_init__(self):
@@ -70,30 +67,17 @@ class PEDStatic:
 
 @struct.dataclass
 class PEDParams:
-    """Dynamic protocol numbers (vmappable).
+    """Dynamic protocol numbers (vmappable)."""
 
-    Attributes:
-        rho: float32 ``>= 1``, the stability parameter; rewards grow by ``rho`` per round
-            (``r = 1/rho``).
-        rounds: int32, how many levels of the tree the debate descends (``-1``: all of them). A
-            debate shorter than the tree keeps scanning as a masked no-op and the human judges the
-            claim it stopped at.
-    """
-
+    # float32 >= 1, the stability parameter; rewards grow by rho per round (r = 1/rho)
     rho: jax.Array
+    # int32, how many levels of the tree the debate descends (-1: all of them). A debate shorter
+    # than the tree keeps scanning as a masked no-op and the human judges the claim it stopped at
     rounds: jax.Array
 
 
 def ped_params(rho, rounds=None) -> PEDParams:
-    """Validated :class:`PEDParams`.
-
-    Args:
-        rho: stability parameter(s), finite and ``>= 1`` (scalar or array for a batch).
-        rounds: levels to descend, integer(s) ``>= 1``; None descends the whole tree.
-
-    Returns:
-        The :class:`PEDParams` (float32 ``rho``, int32 ``rounds``).
-    """
+    """Validated :class:`PEDParams`: finite ``rho >= 1``, ``rounds >= 1`` (None: the whole tree)."""
     a = np.asarray(rho, dtype=np.float64)
     if not np.all(np.isfinite(a)) or np.any(a < 1):
         raise ValueError(f"rho={rho!r}: the stability parameter must be a finite number >= 1")
@@ -108,47 +92,26 @@ def ped_params(rho, rounds=None) -> PEDParams:
 
 @struct.dataclass
 class PEDOutcome:
-    """One prover-estimator debate. Rewards are A's (zero-sum: ``U_B = -u_a``).
+    """One prover-estimator debate; rewards are A's (zero-sum: ``U_B = -u_a``), no verdict field.
 
     Arrays over rounds have ``tree.depth`` entries in protocol order (k = d, d-1, ...); entries past
-    ``costs.rounds`` (the levels descended) are masked (reward 0). There is no verdict field: the
-    debate ends in the payoff ``u_a``, not in a decision for one side (``docs/outcomes.md``).
-
-    Attributes:
-        u_a: float32, ``r_init + sum(r_rounds) + r_final``.
-        r_init: float32, the initialisation reward.
-        r_rounds: float32 ``[depth]``, the consistency rewards.
-        r_final: float32, the human check's reward.
-        answer: float32, A's answer (its probability of 1 in exact mode).
-        a_correct: float32, (expected) 1 iff A's answer is the truth.
-        p_d: float32, B's initial estimate.
-        nodes: int32 ``[depth + 1]``, the claims visited; the last is the one the human judged.
-        cands: int32 ``[depth]``, A's decompositions.
-        sels: int32 ``[depth]``, A's selections.
-        directions: float32 ``[depth + 1]``, E[s] (exact) or the sampled s; the last entry is for
-            the final check.
-        phats: float32 ``[depth + 1]``, the estimates ``phat_k`` under debate.
-        pis: float32 ``[depth]``, ``pi_k = E_{z ~ P_k} M_D(y^k, z)``.
-        log_prob: float32, log-probability of A's drawn or forced choices (decompositions,
-            selections; in sampled mode also its answer and directions).
-        costs: ``verifier_queries`` = 1 (the human's final check), ``rounds`` = levels descended,
-            the provers' queries and ``bits_read`` 0 (not modelled).
+    ``costs.rounds`` (the levels descended) are masked (reward 0); ``costs``: docs/outcomes.md.
     """
 
-    u_a: jax.Array
-    r_init: jax.Array
-    r_rounds: jax.Array
-    r_final: jax.Array
-    answer: jax.Array
-    a_correct: jax.Array
-    p_d: jax.Array
-    nodes: jax.Array
-    cands: jax.Array
-    sels: jax.Array
-    directions: jax.Array
-    phats: jax.Array
-    pis: jax.Array
-    log_prob: jax.Array
+    u_a: jax.Array  # float32: r_init + sum(r_rounds) + r_final
+    r_init: jax.Array  # float32: the initialisation reward
+    r_rounds: jax.Array  # float32 [depth]: the consistency rewards
+    r_final: jax.Array  # float32: the human check's reward
+    answer: jax.Array  # float32: A's answer (its probability of 1 in exact mode)
+    a_correct: jax.Array  # float32: (expected) 1 iff A's answer is the truth
+    p_d: jax.Array  # float32: B's initial estimate
+    nodes: jax.Array  # int32 [depth + 1]: the claims visited; the last is the one the human judged
+    cands: jax.Array  # int32 [depth]: A's decompositions
+    sels: jax.Array  # int32 [depth]: A's selections
+    directions: jax.Array  # float32 [depth + 1]: E[s] (exact) or the sampled s; last: final check
+    phats: jax.Array  # float32 [depth + 1]: the estimates phat_k under debate
+    pis: jax.Array  # float32 [depth]: pi_k = E_{z ~ P_k} M_D(y^k, z)
+    log_prob: jax.Array  # float32: of A's drawn or forced choices (sampled: answer, directions too)
     costs: Costs
 
 
@@ -157,23 +120,14 @@ def _safe_log(p):
 
 
 def sample_index(u, probs) -> jax.Array:
-    """Inverse-CDF draw from unnormalised ``probs`` with one uniform ``u``.
-
-    Args:
-        u: float32 in ``[0, 1)``.
-        probs: non-negative float array of shape ``[n]``.
-
-    Returns:
-        int32: the first i with ``cumsum(probs)[i] > u * sum(probs)`` (never an index of
-        probability 0).
-    """
+    """The first int32 i with ``cumsum(probs)[i] > u * sum(probs)`` (never one of probability 0)."""
     c = jnp.cumsum(probs)
     return jnp.sum(c <= u * c[-1]).astype(jnp.int32)
 
 
 def _directions(probs, settings: PEDStatic):
-    """Direction distribution over (-1, 0, +1) (spec 2.6). Unless ``s = 0`` is allowed, its mass
-    goes to a fair coin between -1 and +1; E[s], hence every exact reward, is unchanged."""
+    """Directions over (-1, 0, +1); without ``s = 0`` its mass goes to a fair coin (2.6)."""
+    # E[s], hence every exact reward, is unchanged.
     probs = probs.astype(jnp.float32)
     if not settings.allow_zero_direction:
         half = 0.5 * probs[1]
@@ -181,34 +135,19 @@ def _directions(probs, settings: PEDStatic):
     return probs
 
 
-def play(settings: PEDStatic, params: PEDParams, prover, estimator, tree: ClaimTree, key,
-         forced=None) -> PEDOutcome:
+def play(settings: PEDStatic, params: PEDParams, prover: Prover, estimator: Estimator,
+         tree: ClaimTree, key, forced=None) -> PEDOutcome:
     """Play one prover-estimator debate on ``tree`` (spec 2.1); pure and vmappable.
 
     The debate descends ``n = params.rounds`` levels (all by default). Variant (a): ``d = n``,
     consistency rounds ``k = d..1``, the human judges the claim reached. Variant (b): ``d = n - 1``,
     consistency rounds ``k = d..0`` (B also estimates the pieces of the last claim), the human
-    checks
-    the selected piece with weight 1 or rho (``settings.final_weight``). A's direction is fixed
-    before B speaks and its selection never sees the sample ``z^k`` (spec 2.4.1, 2.4.2).
-
-    Args:
-        settings: static options.
-        params: dynamic numbers (``rho``, ``rounds``).
-        prover: A's strategy (``answer``, ``direction``, ``decompose``, ``select``; static
-            ``sees_truth``, optional ``deterministic`` for argmax choices in exact mode), see
-            :mod:`dedebate.agents.ped_strategies`.
-        estimator: B's strategy (``initial``, ``joint`` logits over ``{0,1}^q``; static
-            ``sees_truth``).
-        tree: the claim tree.
-        key: a typed PRNG key (unused in exact mode with forced paths or a deterministic prover).
-        forced: optional int32 ``[tree.depth, 2]`` fixing A's (candidate, selection) in each round;
-            its probability under A's strategy is in ``log_prob``. Entries past ``n`` must be 0
-            (other
-            entries there get probability 0, so that enumerating all paths counts each debate once).
-
-    Returns:
-        A :class:`PEDOutcome`.
+    checks the selected piece with weight 1 or rho (``settings.final_weight``). A's direction is
+    fixed before B speaks and its selection never sees the sample ``z^k`` (spec 2.4.1, 2.4.2).
+    ``key`` is unused in exact mode with forced paths or a deterministic prover. ``forced`` (int32
+    ``[tree.depth, 2]``) fixes A's (candidate, selection) per round, its probability under A's
+    strategy in ``log_prob``; entries past ``n`` must be 0 (other entries there get probability 0,
+    so that enumerating all paths counts each debate once).
     """
     depth = tree.depth
     exact = settings.mode == "exact"
@@ -332,28 +271,15 @@ def play(settings: PEDStatic, params: PEDParams, prover, estimator, tree: ClaimT
 
 @struct.dataclass
 class ExpectedPayoff:
-    """Exact expectation over the judge's samples and all of A's randomness.
+    """Exact expectation over the judge's samples and all of A's randomness."""
 
-    Attributes:
-        u_a: float32, ``E[U_A]``.
-        a_correct: float32, the probability that A's answer is the truth.
-        total_prob: float32, the sum of A's path probabilities (1 up to rounding).
-    """
-
-    u_a: jax.Array
-    a_correct: jax.Array
-    total_prob: jax.Array  # sum of A's path probabilities (1 up to rounding)
+    u_a: jax.Array  # float32, E[U_A]
+    a_correct: jax.Array  # float32, the probability that A's answer is the truth
+    total_prob: jax.Array  # float32, the sum of A's path probabilities (1 up to rounding)
 
 
 def all_paths(tree: ClaimTree) -> np.ndarray:
-    """Every sequence of (candidate, selection) choices (host side).
-
-    Args:
-        tree: the claim tree (``(C q)^D <= MAX_ENUMERATED_PATHS`` for C candidates, depth D).
-
-    Returns:
-        int32 numpy array of shape ``[(C q)^D, D, 2]``.
-    """
+    """Every (candidate, selection) sequence: int32 ``[(C q)^D, D, 2]`` (C candidates, depth D)."""
     b, depth = tree.branching, tree.depth
     n = b**depth
     if n > MAX_ENUMERATED_PATHS:
@@ -366,22 +292,12 @@ def all_paths(tree: ClaimTree) -> np.ndarray:
     return np.stack([digits // tree.q, digits % tree.q], axis=-1).astype(np.int32)
 
 
-def expected_payoff(settings: PEDStatic, params: PEDParams, prover, estimator, tree: ClaimTree,
+def expected_payoff(settings: PEDStatic, params: PEDParams, prover: Prover,
+                    estimator: Estimator, tree: ClaimTree,
                     batch_size: int = 4096) -> ExpectedPayoff:
     """``E[U_A]`` exactly: the exact-mode payoff of every path weighted by A's probability of it.
 
     Independent of :func:`play`'s sampling, so it checks the sampled mode and the path draws.
-
-    Args:
-        settings: static options (the mode is forced to ``"exact"``).
-        params: dynamic numbers.
-        prover: A's strategy.
-        estimator: B's strategy.
-        tree: the claim tree.
-        batch_size: paths per ``lax.map`` batch.
-
-    Returns:
-        An :class:`ExpectedPayoff`.
     """
     exact = dataclasses.replace(settings, mode="exact")
     paths = jnp.asarray(all_paths(tree))

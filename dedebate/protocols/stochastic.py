@@ -118,26 +118,13 @@ class DebateStatic:
 
     @property
     def steps_per_chunk(self) -> int:
-        """Steps per chunk: at most ``chunk``, balanced so that the T + 1 iterations need little
-        padding.
-
-        Returns:
-            int (the T steps and Vera's iteration run in ``ceil((T + 1) / chunk)`` chunks).
-        """
+        """Steps per chunk: at most ``chunk``, balanced so the T + 1 iterations pad little."""
         n = -(-(self.T + 1) // self.chunk)
         return -(-(self.T + 1) // n)
 
 
 def debate_static(T: int, **kw) -> DebateStatic:
-    """The static half of a debate, validated.
-
-    Args:
-        T: steps.
-        **kw: the other fields of :class:`DebateStatic`.
-
-    Returns:
-        The :class:`DebateStatic`.
-    """
+    """The static half of a debate, validated."""
     return DebateStatic(T=int(T), **kw)
 
 
@@ -154,9 +141,9 @@ def _calls_count(key: jax.Array, n: jax.Array, p: jax.Array, block: int) -> jax.
 
 
 def _slots(resolve: bool):
-    """Exact counts for the estimate slots (leading axis of every argument): returns
-    ``(counts, new pointers, unresolved)`` (``resolve=False``: the window classification only,
-    see :func:`dedebate.core.binomial.stream_binomial_fast`)."""
+    """``(counts, new pointers, unresolved)``: exact counts of the estimate slots."""
+    # resolve=False: the window classification only, see
+    # dedebate.core.binomial.stream_binomial_fast.
 
     def draw(streams, ns, ps):
         if resolve:
@@ -200,56 +187,28 @@ def play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, v
          key: jax.Array) -> Outcome:
     """Play one debate on ``machine`` (spec DED 5.1), exact in distribution.
 
-    Every argument except ``spec`` is a pytree, so ``vmap`` works over trials (keys), machines,
-    players (e.g. adversary parameters, sample counts) and Vera.
-
-    Args:
-        spec: the static half (:class:`DebateStatic`).
-        machine: the machine (``prob``, ``advance``, ``init_state``; ``machine.T == spec.T``).
-        alice: an :class:`AlicePlayer`.
-        bob: a :class:`BobPlayer`.
-        vera: the verifier (N_V, tau_V).
-        key: typed PRNG key of the trial.
-
-    Returns:
-        The :class:`Outcome`.
+    ``machine.T == spec.T``. Every argument except ``spec`` is a pytree, so ``vmap`` works over
+    trials (keys), machines, players (e.g. adversary parameters, sample counts) and Vera.
     """
     return _play(spec, machine, alice, bob, vera, key, True)[0]
 
 
 def play_fast(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
               key: jax.Array) -> tuple[Outcome, jax.Array]:
-    """:func:`play` without the rare exact fall-back loops of the binomial draws.
+    """``(outcome, unresolved)``: :func:`play` without the rare exact fall-back loops of its draws.
 
     Where ``unresolved`` is true the outcome is invalid and the trial must be replayed with
     :func:`play` (same key: the replay is the exact result); everywhere else the outcome equals
     :func:`play`'s. :func:`dedebate.protocols.stochastic_batch.run_trials` does this bookkeeping.
-
-    Args:
-        spec: the static half.
-        machine: the machine.
-        alice: an :class:`AlicePlayer`.
-        bob: a :class:`BobPlayer`.
-        vera: the verifier.
-        key: typed PRNG key of the trial.
-
-    Returns:
-        ``(outcome, unresolved)``: the :class:`Outcome` and a bool scalar.
     """
     return _play(spec, machine, alice, bob, vera, key, False)
 
 
 def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
           key: jax.Array, resolve: bool) -> tuple[Outcome, jax.Array]:
-    """The debate (see :func:`play`).
-
-    ``alice`` and ``bob`` implement :class:`AlicePlayer` / :class:`BobPlayer`; ``vera`` carries
-    N_V and tau_V. Every argument except ``spec`` is a pytree, so ``vmap`` works over trials
-    (keys), machines, players (e.g. adversary parameters, sample counts) and Vera.
-
-    Vera judges in the iteration after the abort (so the scan runs T + 1 iterations), drawing her
-    count in the estimate slot Alice no longer uses: one binomial draw site serves everyone.
-    """
+    """The debate (see :func:`play`): ``(outcome, unresolved)``."""
+    # Vera judges in the iteration after the abort (so the scan runs T + 1 iterations), drawing her
+    # count in the estimate slot Alice no longer uses: one binomial draw site serves everyone.
     if spec.bob_draw == "lazy":
         return play_lazy(spec, machine, alice, bob, vera, key, resolve)
     if machine.T != spec.T:
@@ -340,14 +299,14 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
 
 
 def _bob_decision(view, p, bob, n_bob, active, bits, u2, count, u, unres, resolve):
-    """A checker Bob's decision drawn directly (``bob_draw="decision"``): he aborts iff his count
-    X ~ Binomial(N_B, pi) falls outside the interval he accepts, an event of probability
-    ``P_out``. Where Hoeffding certifies ``P_out <= 2^-24`` (the gate), one draw of 32 bits
-    decides it (:func:`dedebate.core.binomial.decide_outside`), computing ``P_out`` only on the
-    rare bits below 2^8; elsewhere (a lie near his threshold) his ``count``, drawn from his
-    own stream as in "count" mode, decides. Both branches are exact in distribution, and the
-    branch is a function of the state, so the decision is. Without ``resolve`` the rare and
-    ungated steps only mark ``unres`` (``count`` is then not drawn)."""
+    """A checker Bob's decision drawn directly (``bob_draw="decision"``), exact in distribution."""
+    # He aborts iff his count X ~ Binomial(N_B, pi) falls outside the interval he accepts, an event
+    # of probability P_out. Where Hoeffding certifies P_out <= 2^-24 (the gate), one draw of 32 bits
+    # decides it (dedebate.core.binomial.decide_outside), computing P_out only on the rare bits
+    # below 2^8; elsewhere (a lie near his threshold) his count, drawn from his own stream as in
+    # "count" mode, decides. Both branches are exact in distribution, and the branch is a function
+    # of the state, so the decision is. Without resolve the rare and ungated steps only mark unres
+    # (count is then not drawn).
     k_lo, k_hi, cert = bob.continue_interval(p)
     gate = cert & decision_gate(n_bob, view.pi, k_lo, k_hi)
     outside, rare = decide_outside(bits, u2, n_bob, view.pi, k_lo, k_hi, active & gate,
@@ -360,19 +319,7 @@ def _bob_decision(view, p, bob, n_bob, active, bits, u2, count, u, unres, resolv
 
 def play_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
                 keys: jax.Array) -> Outcome:
-    """``vmap(play)`` over a batch of trial keys (the other arguments shared).
-
-    Args:
-        spec: the static half.
-        machine: the machine.
-        alice: an :class:`AlicePlayer`.
-        bob: a :class:`BobPlayer`.
-        vera: the verifier.
-        keys: typed PRNG keys ``[n]``.
-
-    Returns:
-        The :class:`Outcome` with a leading axis ``[n]``.
-    """
+    """``vmap(play)`` over typed trial keys ``[n]`` (the rest shared): outcomes ``[n]``."""
     return jax.vmap(play, in_axes=(None, None, None, None, None, 0))(
         spec, machine, alice, bob, vera, keys)
 
@@ -381,16 +328,8 @@ play_trials_jit = jax.jit(play_trials, static_argnums=0)
 
 
 def trial_keys(key: jax.Array, n: int, offset: int = 0) -> jax.Array:
-    """Keys of trials ``offset .. offset + n - 1``: ``fold_in(key, i)``.
+    """Typed keys of trials ``offset .. offset + n - 1`` (``n`` static): ``fold_in(key, i)``.
 
     A trial's key does not depend on how many trials ran beside it.
-
-    Args:
-        key: typed PRNG key of the run.
-        n: how many trials (static).
-        offset: the first trial's index.
-
-    Returns:
-        Typed keys ``[n]``.
     """
     return jax.vmap(lambda i: jax.random.fold_in(key, i))(offset + jnp.arange(n))

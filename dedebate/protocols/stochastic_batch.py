@@ -39,12 +39,6 @@ def replay_chunk(lanes: int) -> int:
 
     A sixty-fourth of the batch keeps one pass a small share of the batch's work, and the usual
     unresolved share (well under 1% of the lanes) fits one pass.
-
-    Args:
-        lanes: the lanes of the batch.
-
-    Returns:
-        The replay buffer's size, in ``[1, lanes]``.
     """
     return max(1, min(lanes, max(64, lanes // 64)))
 
@@ -53,21 +47,11 @@ def replay_unresolved(exact: Callable, out, unresolved: jax.Array, chunk: int,
                       one_by_one: bool = False):
     """``out`` with every lane where ``unresolved`` replaced by ``exact(lane index)``, in-program.
 
-    The unresolved lanes' indices are compacted (``jnp.nonzero``) and replayed ``chunk`` at a
-    time (vmapped, or one by one unbatched where ``one_by_one``) in a ``while_loop`` of
-    ``ceil(unresolved / chunk)`` passes: none when every lane resolved, and every unresolved lane
-    replayed however many there are, so the result is always exact. Pure, jit- and vmappable.
-
-    Args:
-        exact: lane index (int32 scalar) -> the exact outputs (a pytree like one lane of ``out``).
-        out: the fast outputs, a pytree with leading axis ``[n]``.
-        unresolved: bool ``[n]``, the lanes whose fast output is invalid.
-        chunk: lanes per pass (:func:`replay_chunk`); 1 where ``one_by_one``.
-        one_by_one: replay each lane unbatched (``lax.map``), e.g. the lazy mode, whose exact
-            draws an unbatched trial skips behind a ``lax.cond``.
-
-    Returns:
-        ``out`` with the unresolved lanes replayed.
+    The unresolved lanes' indices are compacted (``jnp.nonzero``) and replayed ``chunk`` at a time
+    (vmapped, or one by one unbatched where ``one_by_one``, e.g. the lazy mode, whose exact draws an
+    unbatched trial skips behind a ``lax.cond``) in a ``while_loop`` of ``ceil(unresolved / chunk)``
+    passes: none when every lane resolved, and every unresolved lane replayed however many there
+    are, so the result is always exact. Pure, jit- and vmappable.
     """
     n = unresolved.shape[0]
     chunk = 1 if one_by_one else max(1, min(chunk, n))
@@ -113,12 +97,12 @@ STAGES = {"fast": _fast, "replay": _replay, "exact": _exact}
 
 @functools.cache
 def _program(stage: str, axes: tuple, devices: tuple):
-    """One slice's :data:`STAGES` ``stage`` as one program; on several devices each device plays
-    (and replays) its own lanes inside a ``shard_map`` (the shared arguments go to every device
-    whole). Partitioned by XLA instead (plain ``jit`` on sharded lanes), the sampler's vmapped
-    loops would all-reduce their condition ("any lane still open") over the devices at every
-    iteration. ``check_vma=False``: the sampler's custom batching rules do not track which values
-    vary over the mesh; every output has the lanes first."""
+    """One slice's :data:`STAGES` ``stage`` as one program, sharded by lanes over the devices."""
+    # On several devices each device plays (and replays) its own lanes inside a shard_map (the
+    # shared arguments go to every device whole). Partitioned by XLA instead (plain jit on sharded
+    # lanes), the sampler's vmapped loops would all-reduce their condition ("any lane still open")
+    # over the devices at every iteration. check_vma=False: the sampler's custom batching rules do
+    # not track which values vary over the mesh; every output has the lanes first.
     fn = STAGES[stage]
     if len(devices) == 1:
         return jax.jit(lambda spec, chunk, *a: fn(spec, axes, chunk, *a), static_argnums=(0, 1),
@@ -179,40 +163,15 @@ def _trim(tree, n: int):
 def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
                keys: jax.Array, axes: tuple = (None, None, None, None),
                max_lanes: int = 16384, devices: Sequence[Any] | None = None) -> Outcome:
-    """All trials of a batch, exact, fast, on the device.
+    """The :class:`~dedebate.protocols.stochastic.Outcome` of every lane ``[n]``, exact, on device.
 
-    ``keys`` has one key per lane; ``axes[i]`` is 0 if ``(machine, alice, bob, vera)[i]`` is
-    batched along its leading axis like the keys (e.g. a stacked zoo), None if shared. The
-    arguments go to the device once; the lanes play in slices of at most ``max_lanes`` per
-    device (padded to a power of two, so one compiled program serves many batch sizes):
-    :func:`play_fast` on every lane, then the exact :func:`play` on the rare unresolved lanes,
-    compacted on the device (:func:`replay_unresolved`, buffers of :func:`replay_chunk` lanes;
-    one lane at a time in the lazy mode, whose exact draws an unbatched trial skips on one-word
-    steps). From :data:`RUN_WORK` debate steps (lanes x T) each slice is one program that does
-    both; below, the fast programs run, one host read fetches the number of unresolved lanes, and
-    only if there are some every slice runs the replay program (compiled only when first needed;
-    its loop makes no pass on a slice without). On several devices each device plays and
-    replays its own share of a slice, with no communication. The result equals ``vmap(play)``,
-    on any number of devices, and no lane's outcome passes through the host.
-
-    Args:
-        spec: the static half of the debate.
-        machine: the stochastic oracle machine.
-        alice: Alice (batched on axis 0 where ``axes[1] == 0``).
-        bob: Bob (likewise ``axes[2]``).
-        vera: Vera (likewise ``axes[3]``).
-        keys: typed PRNG keys ``[n]``, one per lane.
-        axes: per argument ``(machine, alice, bob, vera)``, 0 (batched) or None (shared).
-        max_lanes: the most lanes one device plays in one call.
-        devices: the devices that share the lanes; None = every local device of JAX's default
-            backend (one CPU device unless ``--xla_force_host_platform_device_count`` says more).
-
-    Returns:
-        The :class:`~dedebate.protocols.stochastic.Outcome` of every lane, device arrays ``[n]``
-        on ``devices[0]`` (or over ``devices``).
-
-    Raises:
-        ValueError: ``axes`` not four entries of 0 or None, ``devices`` empty, or no key.
+    ``keys`` has one key per lane; ``axes[i]`` is 0 if ``(machine, alice, bob, vera)[i]`` is batched
+    along its leading axis like the keys (e.g. a stacked zoo), None if shared. The lanes play in
+    slices of at most ``max_lanes`` per device of ``devices`` (None: every local device), padded to
+    a power of two: :func:`play_fast` on every lane, then the exact :func:`play` on the rare
+    unresolved lanes, in-program (:func:`replay_unresolved`). The result equals ``vmap(play)`` on
+    any number of devices; the scheme is in docs/accelerators.md ("Hot paths that may be slow on a
+    GPU").
     """
     axes = tuple(axes)
     if len(axes) != 4 or any(a not in (0, None) for a in axes):

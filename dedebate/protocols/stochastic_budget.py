@@ -21,48 +21,23 @@ CELL = re.compile(r"K(\d+)_T(\d+)")
 
 
 def lean_n_vera(K: float, T: int) -> int:
-    """Vera's sample count from Lean's formula, apart from the debate's constants.
-
-    Args:
-        K: the Lipschitz constant.
-        T: the number of steps.
-
-    Returns:
-        ``samples((s - c) / 2, v)`` (:func:`dedebate.core.samples.hoeffding_samples`) at Lean's
-        defaults for (K, T).
-    """
+    """Lean's ``samples((s - c) / 2, v)`` at its defaults for (K, T), without debate constants."""
     lp = lean_defaults(K, T)
     return hoeffding_samples((lp.s - lp.c) / 2, lp.v)
 
 
 def frontier(rows, alpha: float = 0.05) -> list[dict]:
-    """The budget frontier of a sweep over ``scale``, from its rows.
+    """The budget frontier of a sweep over ``scale`` from its ``sweep.csv`` rows, one dict per cell.
 
-    Per (K, T) cell ``K{K}_T{T}`` (and per value of any other swept axis than ``Ks`` / ``Ts``),
-    each member's wins are summed over the seeds (``k`` of ``n``) and bounded one-sidedly by
-    Clopper-Pearson. A factor is ``safe`` when every Alice's upper bound at level ``alpha`` is
-    below 2/5 and every Bob's lower bound above 3/5; ``unsafe`` when, at level ``alpha / m``
-    (``m`` = members x factors, Bonferroni), some Alice's lower bound is above 2/5 or some Bob's
-    upper bound below 3/5; else ``undecided``. Going down the factors from the largest, the
-    frontier is the smallest safe factor before the first that is not. Calling any unsafe factor
-    safe has probability at most ``alpha``: the walk must call the first unsafe one safe, which
-    takes its violating member's bound (a fixed-sequence test of intersection-union tests, so
-    neither the members nor the factors split ``alpha``). Cells of other names (e.g. the paper's
-    constants) are skipped.
-
-    Args:
-        rows: ``sweep.csv`` rows (dicts), with a ``scale`` column and ``{cell}/trials``,
-            ``{cell}/alice{i}_wins``, ``{cell}/bob{j}_wins``, ``{cell}/n_alice``, ``/n_bob``,
-            ``/n_vera`` metrics (``None`` where a row has no such cell).
-        alpha: the family-wise error level, in (0, 1).
-
-    Returns:
-        One dict per cell: ``K``, ``T``, ``others`` (the other axes), ``factor`` (``None``: the
-        largest factor is not safe), ``stop`` (the verdict that ended the walk, ``None`` when
-        every factor is safe), ``tried`` (per factor: its ``verdict``, the pooled ``trials``,
-        the point estimates ``completeness_min`` / ``soundness_max`` and the bounds
-        ``completeness_lo`` / ``soundness_hi``), ``lean`` (Lean's proven counts), ``seeds`` and,
-        where a factor is safe, the frontier's ``counts``.
+    Per (K, T) cell ``K{K}_T{T}`` (and per value of any other swept axis), a factor is ``safe``,
+    ``unsafe`` or ``undecided`` by one-sided Clopper-Pearson bounds on every member's pooled wins
+    against 2/5 and 3/5 (Bonferroni ``alpha / m`` for unsafe, ``m`` = members x factors), and the
+    frontier is the smallest safe factor before the first that is not (spec DED 5.8). Calling any
+    unsafe factor safe has probability at most ``alpha`` (a fixed-sequence test of
+    intersection-union tests: neither members nor factors split ``alpha``). Cells of other names are
+    skipped. A cell's dict: ``K``, ``T``, ``others``, ``factor`` (None: the largest is not safe),
+    ``stop``, ``tried`` (per factor: ``verdict``, ``trials``, point estimates and bounds), ``lean``,
+    ``seeds`` and, where a factor is safe, ``counts``.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha}: the family-wise error level must be in (0, 1)")
@@ -109,8 +84,7 @@ def _pooled_wins(rs, cell) -> tuple[int, list[int], list[int]]:
 
 
 def _verdict(n: int, alice: list[int], bob: list[int], level: float, split: float) -> dict:
-    """One factor's verdict from its pooled counts: one-sided bounds at ``level`` for a safe
-    verdict, at ``split`` for an unsafe one."""
+    """A factor's verdict from pooled counts: bounds at ``level`` (safe), ``split`` (unsafe)."""
     if n <= 0 or not alice or not bob:
         raise ValueError(f"{n} trials, {len(alice)} Alice and {len(bob)} Bob members: a factor "
                          "needs trials > 0 and members on both sides")

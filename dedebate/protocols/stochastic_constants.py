@@ -40,17 +40,7 @@ class DebateParams:
     b: float  # must-abort threshold (Lean's b; paper: 3/(4d))
 
     def scaled(self, factor: float) -> DebateParams:
-        """The same thresholds with every sample count multiplied by ``factor`` (rounded up).
-
-        Args:
-            factor: a positive finite scale.
-
-        Returns:
-            The scaled params, named ``"<name> x<factor>"``; each count is at least 1.
-
-        Raises:
-            ValueError: a factor that is not positive and finite.
-        """
+        """Same thresholds, counts x ``factor`` (rounded up, >= 1), named ``<name> x<factor>``."""
         if not (factor > 0 and math.isfinite(factor)):
             raise ValueError(f"factor={factor!r}: the scale factor must be a positive number")
         n = [max(1, math.ceil(factor * x)) for x in (self.n_alice, self.n_bob, self.n_vera)]
@@ -88,91 +78,47 @@ class LeanParams:
     # -- sample counts (spec DED 5.2 "Derived quantities") ---------------------------------------
     @property
     def n_alice(self) -> int:
-        """Alice's samples: Hoeffding's count for accuracy c with failure q.
-
-        Returns:
-            ``hoeffding_samples(c, q)``.
-        """
+        """Alice's samples: ``hoeffding_samples(c, q)``."""
         return hoeffding_samples(self.c, self.q)
 
     @property
     def n_bob(self) -> int:
-        """Bob's samples: Hoeffding's count for accuracy (b - s) / 2 with failure q.
-
-        Returns:
-            ``hoeffding_samples((b - s) / 2, q)``.
-        """
+        """Bob's samples: ``hoeffding_samples((b - s) / 2, q)``."""
         return hoeffding_samples((self.b - self.s) / 2, self.q)
 
     @property
     def n_vera(self) -> int:
-        """Vera's samples: Hoeffding's count for accuracy (s - c) / 2 with failure v.
-
-        Returns:
-            ``hoeffding_samples((s - c) / 2, v)``.
-        """
+        """Vera's samples: ``hoeffding_samples((s - c) / 2, v)``."""
         return hoeffding_samples((self.s - self.c) / 2, self.v)
 
     @property
     def tau_bob(self) -> float:
-        """Honest Bob's threshold: he continues iff ``|p - est| < tau_B``.
-
-        Returns:
-            ``(s + b) / 2``.
-        """
+        """Honest Bob's ``tau_B = (s + b) / 2``: he continues iff ``|p - est| < tau_B``."""
         return (self.s + self.b) / 2
 
     @property
     def tau_vera(self) -> float:
-        """Vera's threshold: she accepts iff ``|p - est| < tau_V``.
-
-        Returns:
-            ``(c + s) / 2``.
-        """
+        """Vera's threshold ``tau_V = (c + s) / 2``: she accepts iff ``|p - est| < tau_V``."""
         return (self.c + self.s) / 2
 
     # -- guarantees (spec DED 5.3) --------------------------------------------------------------
     def completeness(self, K: float, T: int, p1: float) -> float:
-        """Lean ``completeness'``: the probability honest Alice and Vera win against any Bob.
-
-        Args:
-            K: the machine's Lipschitz constant.
-            T: the number of steps.
-            p1: ``P_M(1)``.
-
-        Returns:
-            The lower bound ``(1 - v) (P_M(1) - K c - (1 - (1-q)^T))``.
+        """Lean ``completeness'``: honest Alice and Vera win w.p. >=
+        ``(1 - v) (p1 - K c - (1 - (1-q)^T))``.
         """
         return (1 - self.v) * (p1 - K * self.c - (1 - (1 - self.q) ** T))
 
     def soundness(self, K: float, T: int, p0: float) -> float:
-        """Lean ``soundness'``: the probability honest Bob and Vera output 0 against any Alice.
-
-        Args:
-            K: the machine's Lipschitz constant.
-            T: the number of steps.
-            p0: ``P_M(0)``.
-
-        Returns:
-            The lower bound ``(1 - v) (1-q)^T (P_M(0) - K b)``.
+        """Lean ``soundness'``: honest Bob and Vera output 0 w.p. >=
+        ``(1 - v) (1-q)^T (p0 - K b)``.
         """
         return (1 - self.v) * (1 - self.q) ** T * (p0 - K * self.b)
 
     def check(self, K: float, T: int, w: float = 2 / 3, d: float = 3 / 5) -> tuple[float, float]:
-        """Validate Lean's ``Params`` inequalities for (K, T, w, d) (spec DED 5.3).
+        """``(completeness, soundness)`` once Lean's ``Params`` inequalities hold (spec DED 5.3).
 
-        Args:
-            K: the machine's Lipschitz constant (> 0).
-            T: the number of steps (>= 1).
-            w: the majority, in (0, 1].
-            d: the win probability the inequalities must guarantee.
-
-        Returns:
-            ``(completeness, soundness)``: the guaranteed P[out=1] when P_M(1) >= w and
-            P[out=0] when P_M(0) >= w.
-
-        Raises:
-            ValueError: naming the inequality that fails.
+        The guaranteed P[out=1] when P_M(1) >= w and P[out=0] when P_M(0) >= w, for win probability
+        d; a failing inequality raises a ValueError naming it.
         """
         if not (K > 0 and math.isfinite(K)):
             raise ValueError(f"K={K!r}: the Lipschitz constant must be a positive number")
@@ -191,19 +137,7 @@ class LeanParams:
         return self.completeness(K, T, w), self.soundness(K, T, w)
 
     def constants(self, K: float, T: int, name: str = "lean") -> DebateParams:
-        """The sample counts and thresholds these parameters give.
-
-        Args:
-            K: the Lipschitz constant (for provenance).
-            T: the number of steps (for provenance).
-            name: the params' label.
-
-        Returns:
-            The :class:`DebateParams`.
-
-        Raises:
-            ValueError: a sample count beyond int32.
-        """
+        """The sample counts and thresholds these parameters give."""
         counts = (self.n_alice, self.n_bob, self.n_vera)
         if max(counts) > INT32_MAX:
             raise ValueError(f"sample counts {counts}: exceed int32 (2^31 - 1); use smaller K")
@@ -222,16 +156,7 @@ def _check_KT(K, T):
 def lean_defaults(K: float, T: int) -> LeanParams:
     """Lean's ``Params.defaults k t`` (spec DED 5.2).
 
-    Args:
-        K: the Lipschitz constant (> 0).
-        T: the number of steps (>= 1).
-
-    Returns:
-        :class:`LeanParams` with c = 1/(100K), s = 2/(100K), b = 5/(100K), q = 1/(100T),
-        v = 1/100.
-
-    Raises:
-        ValueError: K or T out of range.
+    c, s, b = 1, 2, 5 / (100K); q = 1/(100T); v = 1/100.
     """
     _check_KT(K, T)
     return LeanParams(c=1 / (100 * K), s=2 / (100 * K), b=5 / (100 * K), q=1 / (100 * T),
@@ -239,20 +164,11 @@ def lean_defaults(K: float, T: int) -> LeanParams:
 
 
 def paper_constants(K: float, T: int) -> DebateParams:
-    """The paper's Figure 1 constants (spec DED 5.4, [SECONDARY], natural log): d = ceil(150K),
-    R = ceil(192 d^2 ln(100T)) samples for Alice and Bob, r = ceil(192 d^2 ln 100) for Vera,
-    Bob aborts iff |p - est| >= 1/(2d), Vera rejects iff |p - est| >= 1/(4d). The paper claims
-    completeness 3/5 and soundness 2/5 (no Lean proof).
+    """The paper's Figure 1 constants (spec DED 5.4, [SECONDARY], natural log), named ``"paper"``.
 
-    Args:
-        K: the Lipschitz constant (> 0).
-        T: the number of steps (>= 1).
-
-    Returns:
-        The :class:`DebateParams` named ``"paper"``.
-
-    Raises:
-        ValueError: K or T out of range, or R beyond int32.
+    d = ceil(150K), R = ceil(192 d^2 ln(100T)) samples for Alice and Bob, r = ceil(192 d^2 ln 100)
+    for Vera, Bob aborts iff |p - est| >= 1/(2d), Vera rejects iff |p - est| >= 1/(4d). The paper
+    claims completeness 3/5 and soundness 2/5 (no Lean proof).
     """
     _check_KT(K, T)
     d = math.ceil(150 * K)

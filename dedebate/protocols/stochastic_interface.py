@@ -95,34 +95,18 @@ class BobPlayer(Protocol):
 def two_party_coin(z_a: jax.Array, z_b: jax.Array) -> jax.Array:
     """The paper's coin by cross-examination (spec DED 5.4, steps 2b-2d): ``frac(z_A + z_B)``.
 
-    Uniform on [0, 1) whenever one share is uniform and independent of the other.
-
-    Args:
-        z_a: Alice's share.
-        z_b: Bob's share.
-
-    Returns:
-        float32 coin in [0, 1).
+    In [0, 1) and uniform whenever one share is uniform and independent of the other.
     """
     return jnp.mod(jnp.asarray(z_a, jnp.float32) + jnp.asarray(z_b, jnp.float32), 1.0)
 
 
 def checker_interval(p: jax.Array, n: jax.Array, tau: jax.Array):
-    """The counts the checker accepts, as an interval.
+    """``(k_lo, k_hi, certified)``: the counts the checker accepts, as an interval.
 
-    The checker's exact rule (:func:`dedebate.core.dyadic.checker_bounds`):
-    ``k_lo`` is the smallest count with ``k > n (p - tau)``, ``k_hi`` the largest with
-    ``k < n (p + tau)``, in real numbers on the float32 values, clipped to the counts ``[0, n]``.
-
-    Args:
-        p: float32, the claim.
-        n: int32, the checker's sample count.
-        tau: float32, its tolerance.
-
-    Returns:
-        ``(k_lo, k_hi, certified)``: ``checker_accepts(p, k, n, tau)`` iff
-        ``k_lo <= k <= k_hi`` for every count ``0 <= k <= n`` (empty when ``k_lo > k_hi``);
-        ``certified`` is always true (the rule is exact; callers keep a fall-back for false).
+    The checker's exact rule (:func:`dedebate.core.dyadic.checker_bounds`): ``k_lo`` is the smallest
+    count with ``k > n (p - tau)``, ``k_hi`` the largest with ``k < n (p + tau)``, in real numbers
+    on the float32 values, clipped to ``[0, n]`` (empty when ``k_lo > k_hi``). ``certified`` is
+    always true (the rule is exact; callers keep a fall-back for false).
     """
     n = jnp.asarray(n, jnp.int32)
     lo, hi = checker_bounds(p, n, tau)
@@ -140,12 +124,5 @@ class Vera:
 
 
 def make_vera(constants: DebateParams) -> Vera:
-    """Vera with ``N_V`` and ``tau_V`` from the debate's constants.
-
-    Args:
-        constants: the debate's constants.
-
-    Returns:
-        A :class:`Vera`.
-    """
+    """Vera with ``N_V`` and ``tau_V`` from the debate's constants."""
     return Vera(n_samples=jnp.int32(constants.n_vera), tau=jnp.float32(constants.tau_vera))

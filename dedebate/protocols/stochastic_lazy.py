@@ -1,18 +1,11 @@
-"""Lazy exact draws for honest-vs-checker debates (``DebateStatic(bob_draw="lazy")``, spec DED 5.5).
+"""Lazy exact draws for honest-vs-checker debates (``DebateStatic(bob_draw="lazy")``, spec DED 5.9).
 
-With honest Alice (claim ``X / N_A``), a checker Bob and the trusted coin, this mode draws the
-same joint law of ``(y, abort, X on an abort)`` as the default mode in another order: the coin
-first, then Alice's count and Bob's decision only where Hoeffding cannot certify that Bob
-continues (spec DED 5.9). All but a ``2^-G`` share of the certified steps cost one 32-bit word
-(:func:`cheap_path`); the level G comes from :func:`lazy_level`, once per debate, and
-:func:`lazy_gate` / :func:`typical_set` give a step's certificate. The other steps are drawn
-exactly by :func:`rare_step` (and, on the lanes off a rare step, the same players' draws
-with fresh uniforms) in :func:`play_lazy` with ``resolve=True``;
-without it they only mark the trial unresolved, for
-:func:`dedebate.protocols.stochastic_batch.run_trials` to replay.
-
-Exact in distribution; other uniforms than the default mode, so other per-key outcomes. Queries
-are charged as in the default mode (the protocol specifies N_A and N_B samples per step).
+The coin first, then Alice's count and Bob's decision only where Hoeffding cannot certify that Bob
+continues: the same joint law of ``(y, abort, X on an abort)`` as the default mode, other per-key
+outcomes. :func:`lazy_level` certifies a level G once per debate, :func:`lazy_gate` /
+:func:`typical_set` a step, :func:`cheap_path` decides all but a ``2^-G`` share of the certified
+steps from one word, and :func:`rare_step` draws the rest exactly in :func:`play_lazy` (with
+``resolve``; without, they mark the trial unresolved for ``run_trials`` to replay).
 """
 
 from __future__ import annotations
@@ -65,15 +58,6 @@ def lazy_level(n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array,
 
     Depends on N_A, N_B and tau only, so a debate computes it once; only ``0 < pi < 1`` is
     checked per step.
-
-    Args:
-        n_alice: int32 ``N_A``.
-        n_bob: int32 ``N_B``.
-        tau_bob: float32, Bob's threshold ``tau_B``.
-        max_log2: the largest level tried.
-
-    Returns:
-        ``(G, delta, ok)``: int32 level, float32 half-width and the bool certificate.
     """
     na = jnp.asarray(n_alice, jnp.int32)
     nb = jnp.asarray(n_bob, jnp.int32)
@@ -98,16 +82,9 @@ def lazy_level(n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array,
 
 
 def typical_set(pi: jax.Array, n_alice: jax.Array, delta: jax.Array):
-    """Alice's typical counts ``S = [lo, hi]`` at one step.
+    """Alice's typical counts int32 ``(lo, hi)`` at a step, clipped to [-1, N_A + 1].
 
-    Args:
-        pi: the step's probability.
-        n_alice: int32 ``N_A``.
-        delta: the half-width of :func:`lazy_level`.
-
-    Returns:
-        int32 ``(lo, hi)``: ``lo = ceil(N_A (pi - delta))``, ``hi = floor(N_A (pi + delta))``
-        (computed in float32, clipped to [-1, N_A + 1]).
+    ``lo = ceil(N_A (pi - delta))``, ``hi = floor(N_A (pi + delta))``, computed in float32.
     """
     naf = jnp.maximum(jnp.asarray(n_alice, jnp.int32), 2).astype(jnp.float32)
     pi = jnp.asarray(pi, jnp.float32)
@@ -118,19 +95,7 @@ def typical_set(pi: jax.Array, n_alice: jax.Array, delta: jax.Array):
 
 def lazy_gate(pi: jax.Array, n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array,
               level=None, max_log2: int = LAZY_GATE_LOG2):
-    """The certificate at one step.
-
-    Args:
-        pi: the step's probability.
-        n_alice: int32 ``N_A``.
-        n_bob: int32 ``N_B``.
-        tau_bob: float32 ``tau_B``.
-        level: ``(G, delta, ok)`` of :func:`lazy_level` (computed if None).
-        max_log2: the largest level tried when ``level`` is None.
-
-    Returns:
-        ``(gate, lo, hi, G)``: ``gate = ok and 0 < pi < 1`` and the typical set ``[lo, hi]``.
-    """
+    """``(gate, lo, hi, G)``: ``gate = ok and 0 < pi < 1`` at a step, typical set ``[lo, hi]``."""
     g, delta, ok = lazy_level(n_alice, n_bob, tau_bob, max_log2) if level is None else level
     pi = jnp.asarray(pi, jnp.float32)
     lo, hi = typical_set(pi, n_alice, delta)
@@ -138,19 +103,12 @@ def lazy_gate(pi: jax.Array, n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.
 
 
 def cheap_path(word: jax.Array, pi: jax.Array, g: jax.Array):
-    """The one-word case of a certified step (spec DED 5.9, step 3).
+    """``(cheap, y)``: the one-word case of a certified step (spec DED 5.9, step 3).
 
-    ``2^32 - cut`` and its product with pi's float32 value are exact in float32 for G <= 24; the
-    floor rounds the threshold down by less than one.
-
-    Args:
-        word: uint32, the step's random word.
-        pi: the step's probability.
-        g: int32, the level G.
-
-    Returns:
-        ``(cheap, y)``: ``cheap`` iff ``G >= 1`` and ``word >= cut = 2^(32-G)`` (Bob continues),
-        and then the coin ``y = 1[word - cut < pi (2^32 - cut)]`` (int32, compared in integers).
+    ``cheap`` iff ``G >= 1`` and ``word >= cut = 2^(32-G)`` (Bob continues), and then the coin
+    ``y = 1[word - cut < pi (2^32 - cut)]`` (int32, compared in integers). ``2^32 - cut`` and its
+    product with pi's float32 value are exact in float32 for G <= 24; the floor rounds the threshold
+    down by less than one.
     """
     g = jnp.asarray(g, jnp.int32)
     shift = jnp.clip(32 - g, 8, 31).astype(jnp.uint32)
@@ -164,34 +122,15 @@ def cheap_path(word: jax.Array, pi: jax.Array, g: jax.Array):
 def rare_step(key: jax.Array, word: jax.Array, pi: jax.Array, lo: jax.Array, hi: jax.Array,
               g: jax.Array, alice: Any, bob: Any, view: Any, active: jax.Array,
               z_bob: jax.Array | None = None, z_key: jax.Array | None = None):
-    """Steps 1-3 for a certified step (level ``g``) whose word is below ``2^(32-G)``: returns
-    ``(y, cont, p)``, Alice's claim ``p = X / N_A`` drawn only here. ``z_bob`` is a fresh
-    ``Binomial(N_B, pi)`` count, used where Bob's decision is drawn from his count (residual
-    component); or give ``z_key`` instead: then ``z_bob = sample_binomial(z_key, N_B, pi)`` is
-    drawn in the same loop as Alice's count (one binomial draw site to compile, same values).
-    ``active`` false: no work (values unused). The composition of :func:`_rare_begin`,
-    :func:`_draw_loop` and :func:`_rare_end`, which :func:`play_lazy` runs with its other counts
-    drawn in the same loop (one binomial draw site per step).
+    """``(y, cont, p)``: steps 1-3 for a certified step whose word is below ``2^(32-G)``.
 
-    Args:
-        key: a typed PRNG key for the step's exact draws.
-        word: uint32, the step's word (below ``2^(32-G)``).
-        pi: the step's probability.
-        lo: the typical set's lower end.
-        hi: its upper end.
-        g: int32, the level G.
-        alice: honest Alice.
-        bob: a checker Bob.
-        view: the players' view of the step.
-        active: bool, whether the step is played.
-        z_bob: a fresh ``Binomial(N_B, pi)`` count, or None to draw it from ``z_key``.
-        z_key: a typed key for Bob's count, or None when ``z_bob`` is given.
-
-    Returns:
-        ``(y, cont, p)``: the coin (int32), Bob's decision (bool) and Alice's claim (float32).
-
-    Raises:
-        ValueError: both or neither of ``z_bob`` and ``z_key``.
+    Alice's claim ``p = X / N_A`` is drawn only here. ``z_bob`` is a fresh ``Binomial(N_B, pi)``
+    count, used where Bob's decision is drawn from his count (residual component); or give ``z_key``
+    instead (exactly one of them): then ``z_bob = sample_binomial(z_key, N_B, pi)`` is drawn in the
+    same loop as Alice's count (one binomial draw site to compile, same values). ``active`` false:
+    no work (values unused). The composition of :func:`_rare_begin`, :func:`_draw_loop` and
+    :func:`_rare_end`, which :func:`play_lazy` runs with its other counts drawn in the same loop
+    (one binomial draw site per step).
     """
     if (z_bob is None) == (z_key is None):
         raise ValueError("rare_step needs exactly one of z_bob (Bob's count) and z_key (its key)")
@@ -205,8 +144,8 @@ def rare_step(key: jax.Array, word: jax.Array, pi: jax.Array, lo: jax.Array, hi:
 
 
 def _rare_begin(key, word, pi, lo, hi, g, alice, active) -> dict:
-    """The part of :func:`rare_step` before Alice's count: the coin, the component and, off the
-    typical set, the count's tail draw; the rest needs ``X | X in S`` (:func:`_draw_loop`)."""
+    """:func:`rare_step` before Alice's count: the coin, the component and, off S, the tail draw."""
+    # The rest needs X | X in S (_draw_loop).
     k_y, k_w, k_side, k_tail, k_bulk, k_bu = jax.random.split(key, 6)
     na = jnp.asarray(alice.n_samples, jnp.int32)
     n1 = na - 1
@@ -239,12 +178,12 @@ def _rare_begin(key, word, pi, lo, hi, g, alice, active) -> dict:
 
 
 def _draw_loop(r: dict, pi, lo, hi, keys=None, ns=None, ps=None):
-    """Alice's count on the typical part, ``Y | lo <= Y + y <= hi``, by rejection from the
-    binomial draws ``sample_binomial(fold_in(k_bulk, i), N_A - 1, pi)``, i = 0, 1, ...
-    (acceptance >= 1 - 2^-(G+1)), and, first, the counts ``sample_binomial(keys[s], ns[s],
-    ps[s])`` for the slots s of ``keys`` (if given): one ``while_loop`` around one draw site
-    (each draw is lane-local, so its value does not depend on where it is drawn). Returns
-    ``(Y, counts)``; ``Y = lo - y - 1`` (outside S) where no typical draw is needed."""
+    """``(Y, counts)``: Alice's typical count and the slots' counts, from one draw site."""
+    # Y | lo <= Y + y <= hi by rejection from the binomial draws sample_binomial(fold_in(k_bulk, i),
+    # N_A - 1, pi), i = 0, 1, ... (acceptance >= 1 - 2^-(G+1)), and, first, the counts
+    # sample_binomial(keys[s], ns[s], ps[s]) for the slots s of keys (if given): one while_loop
+    # around one draw site (each draw is lane-local, so its value does not depend on where it is
+    # drawn). Y = lo - y - 1 (outside S) where no typical draw is needed.
     y, need = r["y"], r["need_bulk"]
     m = 0 if keys is None else len(ns)
     impl = jax.random.key_impl(r["k_bulk"])
@@ -273,12 +212,11 @@ def _draw_loop(r: dict, pi, lo, hi, keys=None, ns=None, ps=None):
 
 
 def _rare_end(r: dict, y_bulk, pi, g, alice, bob, view, z_bob, ungated=None):
-    """The part of :func:`rare_step` after Alice's count: her claim and Bob's decision.
-
-    With ``ungated = (key, x)``, the lanes off the rare step (``~r["active"]``) draw the step as
-    the default mode does instead: Alice's claim on her count x and Bob's decision with fresh
-    uniforms from that key, then the coin on her claim. The inputs are selected per lane before
-    one call of each player (one copy of their code in the program)."""
+    """:func:`rare_step` after Alice's count: her claim and Bob's decision."""
+    # With ungated = (key, x), the lanes off the rare step (~r["active"]) draw the step as the
+    # default mode does instead: Alice's claim on her count x and Bob's decision with fresh uniforms
+    # from that key, then the coin on her claim. The inputs are selected per lane before one call of
+    # each player (one copy of their code in the program).
     gf = jnp.asarray(g, jnp.float32)
     e_scaled = 0.5
     x = r["y"] + jnp.where(r["off"], jnp.where(r["low_side"], r["y_low"], r["y_up"]), y_bulk)
@@ -304,15 +242,7 @@ def _rare_end(r: dict, y_bulk, pi, g, alice, bob, view, z_bob, ungated=None):
 
 
 def check_players(alice: Any, bob: Any) -> None:
-    """Check that this mode is exact for the players.
-
-    Args:
-        alice: must claim ``count / N_A`` (``honest_estimate``).
-        bob: must be a checker Bob (``continue_interval``, ``tau``, ``samples``).
-
-    Raises:
-        ValueError: naming the player that does not fit.
-    """
+    """Check the mode is exact for the players: Alice claims ``count / N_A``, Bob is a checker."""
     if not getattr(alice, "honest_estimate", False):
         raise ValueError(f"bob_draw='lazy' needs an honest Alice who claims count / N_A "
                          f"(honest_estimate = True, e.g. HonestAlice), not {type(alice).__name__}")
@@ -331,21 +261,6 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
     other step marks the trial unresolved. With ``resolve`` the exact draws sit behind a
     ``lax.cond``, which skips them for an unbatched trial (``run_trials`` replays trials one by
     one with ``lax.map``); under ``vmap`` both branches run.
-
-    Args:
-        spec: the static half of the debate (``bob_draw="lazy"``).
-        machine: the stochastic oracle machine.
-        alice: honest Alice.
-        bob: a checker Bob.
-        vera: Vera.
-        key: the debate's typed PRNG key.
-        resolve: draw the uncertified steps exactly (else mark the trial unresolved).
-
-    Returns:
-        ``(outcome, unresolved)``.
-
-    Raises:
-        ValueError: players this mode is not exact for, or ``machine.T != spec.T``.
     """
     check_players(alice, bob)
     if machine.T != spec.T:

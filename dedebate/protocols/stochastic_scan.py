@@ -28,24 +28,16 @@ ROLE_ALICE_EST, ROLE_BOB_EST, ROLE_VERA, ROLE_COIN, ROLE_ALICE, ROLE_BOB = range
 
 @struct.dataclass
 class StepView:
-    """What a player sees at step t.
+    """What a player sees at step t."""
 
-    Attributes:
-        t: int32, the step.
-        pi: float32, the true step probability (honest players ignore it; adversaries, unbounded in
-            theory, may read it).
-        prev_bit: int32, the previous bit (0 at t = 0).
-        ones: int32, the number of ones so far.
-        state: the machine state (the prefix).
-        T: the number of steps (static).
-    """
-
-    t: jax.Array  # int32
-    pi: jax.Array  # float32
-    prev_bit: jax.Array  # int32 (0 at t = 0)
-    ones: jax.Array  # int32
-    state: Any
-    T: int = struct.field(pytree_node=False)
+    t: jax.Array  # int32, the step
+    # float32, the true step probability (honest players ignore it; adversaries, unbounded in
+    # theory, may read it)
+    pi: jax.Array
+    prev_bit: jax.Array  # int32, the previous bit (0 at t = 0)
+    ones: jax.Array  # int32, the number of ones so far
+    state: Any  # the machine state (the prefix)
+    T: int = struct.field(pytree_node=False)  # the number of steps (static)
 
 
 def checker_accepts(p: jax.Array, count: jax.Array, n: jax.Array, tau: jax.Array) -> jax.Array:
@@ -53,15 +45,6 @@ def checker_accepts(p: jax.Array, count: jax.Array, n: jax.Array, tau: jax.Array
 
     Decided exactly in real numbers on the float32 values of p and tau, by integer arithmetic
     (:func:`dedebate.core.dyadic.checker_bounds`), so every program agrees at ties.
-
-    Args:
-        p: float32, the claimed probability.
-        count: int, ones among the samples, in ``[0, n]``.
-        n: int, the number of samples (0 is treated as 1), below 2^30.
-        tau: float32, the tolerance.
-
-    Returns:
-        bool array of the broadcast shape.
     """
     lo, hi = checker_bounds(p, n, tau)
     count = jnp.asarray(count, jnp.int32)
@@ -72,14 +55,8 @@ def checker_accepts(p: jax.Array, count: jax.Array, n: jax.Array, tau: jax.Array
 class Outcome:
     """One stochastic debate's result (spec DED 5.5; a trial is one pure function of its key).
 
-    Attributes:
-        alice_wins: bool, the debate's output is 1.
-        aborted: bool, Bob aborted and Vera judged.
-        abort_step: int32, the step Bob aborted at, -1 if none.
-        last_bit: int32, ``y_{T-1}`` when there was no abort (else the last bit drawn).
-        costs: oracle samples charged to Alice and Bob (float32), the samples Vera's draws used
-            (counted at the draw site), ``bits_read = 0`` (not measured) and ``rounds`` = steps
-            played (Alice's claims).
+    ``costs``: oracle samples charged to Alice and Bob (float32), the samples Vera's draws used
+    (counted at the draw site), ``bits_read = 0`` (not measured), ``rounds`` = steps played.
     """
 
     alice_wins: jax.Array  # bool: output 1
@@ -91,49 +68,26 @@ class Outcome:
 
 @struct.dataclass
 class DebateCarry:
-    """The scan carry of one debate: what the play loop keeps from step to step.
+    """The scan carry of one debate: what the play loop keeps from step to step."""
 
-    Attributes:
-        state: the machine state (the prefix so far).
-        stopped: bool, Bob aborted.
-        last: int32, the last bit drawn.
-        rounds: int32, steps played (Alice's claims).
-        prev: int32, the previous bit (0 before the first step).
-        ones: int32, ones so far.
-        p_ab: float32, Alice's claim at the abort.
-        pi_ab: float32, the true probability at the abort.
-        t_ab: int32, the abort step (-1 if none).
-        vera_due: bool, Vera judges in this iteration (the one after the abort).
-        vera_count: int32, the count of Vera's draw (judged by :func:`checker_accepts` once, after
-            the scan).
-        vera_n: int32, the oracle samples Vera's draws used (counted at the draw site).
-        unresolved: bool, a fast-path draw left the trial open (it must be replayed).
-    """
-
-    state: Any
-    stopped: jax.Array
-    last: jax.Array
-    rounds: jax.Array
-    prev: jax.Array
-    ones: jax.Array
-    p_ab: jax.Array
-    pi_ab: jax.Array
-    t_ab: jax.Array
-    vera_due: jax.Array
+    state: Any  # the machine state (the prefix so far)
+    stopped: jax.Array  # bool, Bob aborted
+    last: jax.Array  # int32, the last bit drawn
+    rounds: jax.Array  # int32, steps played (Alice's claims)
+    prev: jax.Array  # int32, the previous bit (0 before the first step)
+    ones: jax.Array  # int32, ones so far
+    p_ab: jax.Array  # float32, Alice's claim at the abort
+    pi_ab: jax.Array  # float32, the true probability at the abort
+    t_ab: jax.Array  # int32, the abort step (-1 if none)
+    vera_due: jax.Array  # bool, Vera judges in this iteration (the one after the abort)
+    # int32, the count of Vera's draw (judged by checker_accepts once, after the scan)
     vera_count: jax.Array
-    vera_n: jax.Array
-    unresolved: jax.Array
+    vera_n: jax.Array  # int32, the oracle samples Vera's draws used (counted at the draw site)
+    unresolved: jax.Array  # bool, a fast-path draw left the trial open (it must be replayed)
 
 
 def initial_carry(machine: Any) -> DebateCarry:
-    """The carry before the first step: the empty prefix, nothing played.
-
-    Args:
-        machine: the machine (``init_state()`` gives the empty prefix).
-
-    Returns:
-        The :class:`DebateCarry`.
-    """
+    """The carry before the first step: the empty prefix, nothing played."""
     z = jnp.int32(0)
     f = jnp.bool_(False)
     return DebateCarry(state=machine.init_state(), stopped=f, last=z, rounds=z, prev=z, ones=z,
@@ -143,20 +97,10 @@ def initial_carry(machine: Any) -> DebateCarry:
 
 def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
                 ) -> tuple[Outcome, jax.Array]:
-    """Run ``chunk_body`` over the T steps and Vera's iteration, from the empty prefix.
+    """``(outcome, unresolved)``: ``chunk_body`` over the T steps and Vera's iteration.
 
-    Args:
-        chunk_body: a ``lax.scan`` body ``(DebateCarry, chunk index) -> (DebateCarry, None)``.
-        machine: the machine (``init_state()`` gives the empty prefix).
-        T: steps (static).
-        C: steps per chunk (static).
-        alice: Alice's player (for her cost).
-        bob: Bob's player (for his cost).
-        vera: the verifier: she judges the claim at the abort on the count of her draw, here,
-            once per debate rather than in every step of the scan.
-
-    Returns:
-        ``(outcome, unresolved)``: the :class:`Outcome` and a bool scalar.
+    ``T`` and ``C`` (steps per chunk) are static. Vera judges the claim at the abort on the count of
+    her draw, here, once per debate rather than in every step of the scan.
     """
     final, _ = jax.lax.scan(chunk_body, initial_carry(machine),
                             jnp.arange(debate_chunks(T, C)))
@@ -167,15 +111,7 @@ def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
 
 
 def debate_chunks(T: int, C: int) -> int:
-    """Chunks of C steps that hold the T steps and Vera's iteration.
-
-    Args:
-        T: steps.
-        C: steps per chunk.
-
-    Returns:
-        ``ceil((T + 1) / C)`` (int).
-    """
+    """Chunks of C steps that hold the T steps and Vera's iteration: ``ceil((T + 1) / C)``."""
     return -(-(T + 1) // C)
 
 
@@ -186,19 +122,6 @@ def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera_samples) -
     played (players that sample); Vera's queries are ``vera_samples``, the samples her draws used as
     counted by the play loop at the draw site (N_V once on an abort when the protocol is right: a
     measurement, not a charge).
-
-    Args:
-        aborted: bool, Bob aborted.
-        vera_ok: bool, Vera's verdict.
-        last: int32, the last bit.
-        rounds: int32, steps played.
-        t_ab: int32, the abort step (-1 if none).
-        alice: Alice's player (``samples``, ``n_samples``).
-        bob: Bob's player (``samples``, ``n_samples``).
-        vera_samples: int, samples Vera's draws used.
-
-    Returns:
-        The :class:`Outcome`.
     """
     alice_wins = jnp.where(aborted, vera_ok, last == 1)
     rf = rounds.astype(jnp.float32)

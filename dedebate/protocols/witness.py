@@ -27,80 +27,44 @@ MAX_STUDIES = 12
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MetaAnalysisTask:
-    """An MA^O instance. Build with :func:`meta_analysis_task`.
+    """An MA^O instance. Build with :func:`meta_analysis_task`."""
 
-    Attributes:
-        reports: int8 ``[n]``: study i reports a positive (1) or negative (0) effect (the input x).
-        quality: float64 ``[n]``: probability that study i is sound (its oracle probability).
-        theta: the conclusion "the effect is real" is
-            ``#sound selected positive - #sound selected negative >= theta``.
-    """
-
+    # int8 [n]: study i reports a positive (1) or negative (0) effect (the input x)
     reports: np.ndarray  # int8[n]
+    # float64 [n]: probability that study i is sound (its oracle probability)
     quality: np.ndarray  # float64[n]
+    # the conclusion "the effect is real" is #sound selected positive - #sound selected negative >=
+    # theta
     theta: int
 
     @property
     def n(self) -> int:
-        """Number of studies.
-
-        Returns:
-            ``n`` (int).
-        """
+        """Number of studies."""
         return int(self.reports.size)
 
     @property
     def T(self) -> int:
-        """Steps of the machine: one per study plus the conclusion.
-
-        Returns:
-            ``n + 1`` (int).
-        """
+        """Steps of the machine: one per study plus the conclusion."""
         return self.n + 1
 
     def witnesses(self) -> np.ndarray:
-        """All witnesses.
-
-        Returns:
-            int8 array of shape ``[2^n, n]`` (row i = little-endian bits of i).
-        """
+        """All witnesses, int8 ``[2^n, n]`` (row i = little-endian bits of i)."""
         return np.array(list(itertools.product([0, 1], repeat=self.n)), np.int8)[:, ::-1]
 
     def fixture(self, w) -> Fixture:
-        """The fixture ``M(x, w)``: unselected studies are read as unsound (probability 0).
-
-        Args:
-            w: the witness, ``n`` bits (0 or 1).
-
-        Returns:
-            A :class:`~dedebate.machines.fixtures.Fixture` (threshold-sum machine).
-        """
+        """The fixture ``M(x, w)``: unselected studies are read as unsound (probability 0)."""
         w = np.asarray(w)
         if w.shape != (self.n,) or not np.isin(w, [0, 1]).all():
             raise ValueError(f"w={w!r}: a witness selects studies, {self.n} bits (0 or 1)")
         return meta_analysis(self.reports, self.quality * w, self.theta)
 
     def machines(self, ws) -> object:
-        """The machines ``M(x, w)`` for the rows of ``ws``, stacked for vmap.
-
-        Args:
-            ws: witnesses, array-like of shape ``[J, n]``.
-
-        Returns:
-            A machine pytree whose leaves have a leading axis of size J.
-        """
+        """The machines ``M(x, w)`` of the rows of ``ws [J, n]``, stacked on a leading axis."""
         ms = [self.fixture(w).machine for w in np.asarray(ws)]
         return jax.tree.map(lambda *xs: jnp.stack(xs), *ms)
 
     def output_prob(self, w) -> float:
-        """Exact ``P[M(x, w) = 1]`` by a dynamic program over the signed sum (host, float64).
-
-        Args:
-            w: the witness, ``n`` bits.
-
-        Returns:
-            The probability (float).
-        """
+        """Exact ``P[M(x, w) = 1]`` by a dynamic program over the signed sum (host, float64)."""
         w = np.asarray(w)
         n = self.n
         dist = np.zeros(2 * n + 1)
@@ -117,11 +81,7 @@ class MetaAnalysisTask:
         return np.array([self.output_prob(w) for w in self.witnesses()], np.float64)
 
     def output_probs(self) -> np.ndarray:
-        """Exact ``P[M(x, w) = 1]`` for every witness.
-
-        Returns:
-            float64 array of shape ``[2^n]``, in the order of :meth:`witnesses`.
-        """
+        """Exact float64 ``P[M(x, w) = 1]`` ``[2^n]`` for every witness, as :meth:`witnesses`."""
         return self._probs.copy()
 
     @functools.cached_property
@@ -130,42 +90,21 @@ class MetaAnalysisTask:
                                              self.theta) for w in self.witnesses()))
 
     def lipschitz(self) -> float:
-        """``K* = max_w K(M(x, w))``: one constant valid for every witness (spec DED 8).
-
-        Returns:
-            ``K*`` (float).
-        """
+        """``K* = max_w K(M(x, w))``: one constant valid for every witness (spec DED 8)."""
         return self._lipschitz
 
     def membership(self) -> str:
-        """Classify the instance by its best witness.
-
-        Returns:
-            ``"yes"`` (some w has P >= 2/3), ``"no"`` (every w has P <= 1/3) or ``"gap"``.
-        """
+        """``"yes"`` (some w has P >= 2/3), ``"no"`` (every w has P <= 1/3) or ``"gap"``."""
         best = float(self.output_probs().max())
         return "yes" if best >= 2 / 3 else ("no" if best <= 1 / 3 else "gap")
 
     def honest_witness(self) -> np.ndarray:
-        """Honest Alice's advice: the witness with the largest ``P[M(x, w) = 1]``.
-
-        Returns:
-            int8 array of shape ``[n]``.
-        """
+        """Honest Alice's advice, int8 ``[n]``: the witness with the largest ``P[M(x, w) = 1]``."""
         return self.witnesses()[int(np.argmax(self.output_probs()))]
 
 
 def meta_analysis_task(reports, quality, theta: int) -> MetaAnalysisTask:
-    """Validate and build a :class:`MetaAnalysisTask`.
-
-    Args:
-        reports: 1 to ``MAX_STUDIES`` (12) study reports, bits 0 or 1.
-        quality: one probability in ``[0, 1]`` per study.
-        theta: the integer threshold on the signed count of sound selected studies.
-
-    Returns:
-        The task.
-    """
+    """A validated task: 1 to ``MAX_STUDIES`` 0/1 reports, qualities in [0, 1], an int ``theta``."""
     x = np.asarray(reports)
     if x.ndim != 1 or not (1 <= x.size <= MAX_STUDIES) or not np.isin(x, [0, 1]).all():
         raise ValueError(f"reports={reports!r}: 1 to {MAX_STUDIES} study reports (bits 0 or 1)")
@@ -177,20 +116,12 @@ def meta_analysis_task(reports, quality, theta: int) -> MetaAnalysisTask:
 
 
 def yes_task() -> MetaAnalysisTask:
-    """A YES instance: four strong positive studies; selecting them gives P ~ 0.95 >= 2/3.
-
-    Returns:
-        The :class:`MetaAnalysisTask`.
-    """
+    """A YES instance: four strong positive studies; selecting them gives P ~ 0.95 >= 2/3."""
     return meta_analysis_task([1, 1, 1, 1, 0, 0], [0.95, 0.9, 0.9, 0.85, 0.6, 0.5], theta=3)
 
 
 def no_task() -> MetaAnalysisTask:
-    """A NO instance: the positive studies are weak; every selection gives P <= 0.15 <= 1/3.
-
-    Returns:
-        The :class:`MetaAnalysisTask`.
-    """
+    """A NO instance: the positive studies are weak; every selection gives P <= 0.15 <= 1/3."""
     return meta_analysis_task([1, 1, 1, 1, 0, 0], [0.45, 0.4, 0.35, 0.3, 0.9, 0.9], theta=3)
 
 
@@ -199,19 +130,6 @@ def witness_debate(spec, machines, w_index: jax.Array, alice, bob, vera: Vera,
     """Figure 2: Alice sends the witness, then the stochastic debate runs on ``M(x, w)``.
 
     Vmappable over keys, witness choices and players.
-
-    Args:
-        spec: the stochastic debate's static spec.
-        machines: one machine per witness, stacked on a leading axis
-            (:meth:`MetaAnalysisTask.machines`).
-        w_index: Alice's witness, an int32 index into ``machines``.
-        alice: Alice's player in the stochastic debate.
-        bob: Bob's player.
-        vera: the verifier.
-        key: a typed PRNG key.
-
-    Returns:
-        ``(w_index, outcome)``: the witness index and the stochastic debate's ``Outcome``.
     """
     machine = jax.tree.map(lambda a: a[w_index], machines)
     return w_index, play(spec, machine, alice, bob, vera, key)

@@ -45,17 +45,10 @@ MEASURED = ("value", "honest_alice_vs_bob", "value_vs_honest_bob", "gap", "track
 
 
 def setup(cfg):
-    """The instances, the protocol's constants, static sizes and main-run hyperparameters.
+    """``(instances, params, constants, static, hp)`` of the main run, from the config's fields.
 
-    Args:
-        cfg: any object with the fields ``T``, ``p_yes``, ``p_no``, ``spread`` (the F2
-            fixtures), ``hidden``, ``steps``, ``log_every`` (static sizes) and ``lr_a``,
-            ``lr_b``, ``n_b``, ``alice_init``, ``bob_init``, ``vera_grad_mix`` (hyperparameters).
-
-    Returns:
-        ``(instances, params, constants, static, hp)``: ``[("yes", fixture), ("no", fixture)]``
-        (host, float64), the Lean defaults at (K, T) and their constants, the
-        :class:`SelfPlayStatic` and the validated :class:`SelfPlayParams` of the main run.
+    ``instances = [("yes", fixture), ("no", fixture)]`` (host, float64); the Lean defaults at (K, T)
+    and their constants; the :class:`SelfPlayStatic` and the validated :class:`SelfPlayParams`.
     """
     instances = [("yes", f2_target(cfg.T, cfg.p_yes, spread=cfg.spread)),
                  ("no", f2_target(cfg.T, cfg.p_no, spread=cfg.spread))]
@@ -70,34 +63,14 @@ def setup(cfg):
 
 
 def seed_keys(key: jax.Array, instance: int, seeds: int) -> jax.Array:
-    """The seed keys of one instance: seed s from ``fold_in(fold_in(key, instance), s)``.
-
-    Args:
-        key: the study's typed PRNG key.
-        instance: the instance's index in :data:`CASES`.
-        seeds: the number of seeds.
-
-    Returns:
-        Typed keys ``[seeds]``.
-    """
+    """The seed keys of one instance: seed s from ``fold_in(fold_in(key, instance), s)``."""
     k = jax.random.fold_in(key, instance)
     return jnp.stack([jax.random.fold_in(k, s) for s in range(seeds)])
 
 
 def chunk_rows(case: str, mon: SelfPlayMonitors, first: int,
                log_every: int) -> list[tuple[int, dict]]:
-    """Log rows of one chunk's monitors, one per monitor period.
-
-    Args:
-        case: the instance (its label tells the instances' rows apart).
-        mon: the chunk's monitors ``[seeds, periods]``.
-        first: the step before the chunk's first update.
-        log_every: Alice updates per period.
-
-    Returns:
-        ``(step, row)`` at steps ``first + (j + 1) * log_every``; a row holds the seeds' mean,
-        min and max surrogate value and their mean tracking error.
-    """
+    """``(step, row)`` per period: the seeds' mean, min, max value and mean tracking error."""
     val, trk = np.asarray(mon.value), np.asarray(mon.tracking)
     return [(first + (j + 1) * log_every,
              {"instance": case, "value_mean": float(val[:, j].mean()),
@@ -107,20 +80,7 @@ def chunk_rows(case: str, mon: SelfPlayMonitors, first: int,
 
 def monte_carlo_wins(T: int, fx, constants: DebateParams, alice: AliceParams, bob: BobParams,
                      key: jax.Array, trials: int) -> np.ndarray:
-    """Play every seed's trained pair ``trials`` times (Monte Carlo, the protocol's ``play``).
-
-    Args:
-        T: the number of steps.
-        fx: the fixture (its ``machine`` is the instance).
-        constants: the debate's constants.
-        alice: trained Alices stacked over seeds ``[S, ...]``.
-        bob: trained Bobs stacked over seeds.
-        key: typed PRNG key of the debates.
-        trials: debates per seed.
-
-    Returns:
-        Alice's wins per seed, int ``[S]``.
-    """
+    """Alice's wins per seed (int ``[S]``) in ``trials`` debates of every seed's trained pair."""
     S = int(np.shape(bob.w_dev)[0])
     idx = np.repeat(np.arange(S), trials)
     alices = learned_alice(jax.tree.map(lambda x: np.asarray(x)[idx], alice), constants.b)
@@ -135,42 +95,21 @@ def monte_carlo_wins(T: int, fx, constants: DebateParams, alice: AliceParams, bo
 
 
 def f64_words(x: float) -> np.ndarray:
-    """A float64 as two uint32 words (travels through a float32 trace unrounded).
-
-    Args:
-        x: the number.
-
-    Returns:
-        uint32 ``[2]``.
-    """
+    """A float64 as uint32 ``[2]`` (travels through a float32 trace unrounded)."""
     return np.array([x], np.float64).view(np.uint32)
 
 
 def words_f64(w) -> float:
-    """The float64 of :func:`f64_words`.
-
-    Args:
-        w: two uint32 words.
-
-    Returns:
-        The number, bit for bit.
-    """
+    """The float64 of :func:`f64_words`."""
     return float(np.ascontiguousarray(np.asarray(w, np.uint32)).view(np.float64)[0])
 
 
 def point_metrics(measured: dict, gap_tol: float) -> dict[str, float]:
-    """The metrics of a study's main runs, as a sweep row holds them.
+    """The float64 metrics of a study's main runs, as a sweep row holds them.
 
-    Args:
-        measured: per instance of :data:`CASES`, :func:`~dedebate.exact.selfplay.measure_pairs`
-            of its main run's pairs.
-        gap_tol: the exploitability gap counted as converged.
-
-    Returns:
-        float64 numbers: per seed :data:`MEASURED` (``{instance}/s{seed}/{name}``); per instance
-        ``value_mean/min/max``, ``gap_mean/max`` and ``converged_frac`` (gap <= ``gap_tol``); the
-        proven rows' ``honest_alice_vs_bob_min`` (yes-instance) and ``alice_vs_honest_bob_max``
-        (no-instance; both not finite when a seed is not).
+    Per seed :data:`MEASURED` (``{instance}/s{seed}/{name}``); per instance ``value_mean/min/max``,
+    ``gap_mean/max`` and ``converged_frac`` (gap <= ``gap_tol``); ``honest_alice_vs_bob_min`` (yes)
+    and ``alice_vs_honest_bob_max`` (no), not finite when a seed is not.
     """
     out = {}
     for case in CASES:
@@ -191,16 +130,7 @@ def point_metrics(measured: dict, gap_tol: float) -> dict[str, float]:
 
 
 def measure_host(cfg, words, players) -> dict[str, np.ndarray]:
-    """The host measurement of a swept point (a ``jax.pure_callback`` target).
-
-    Args:
-        cfg: a dataclass config as for :func:`setup`, with ``gap_tol``.
-        words: :func:`f64_words` of (p_yes, p_no, spread, gap_tol) ``[4, 2]`` (the row's values).
-        players: per instance, the main run's ``(alice, bob)`` stacked over seeds.
-
-    Returns:
-        :func:`point_metrics` as scalars of JAX's default float (float32 without x64).
-    """
+    """The host measurement of a swept point (a ``jax.pure_callback`` target)."""
     p_yes, p_no, spread, gap_tol = (words_f64(w) for w in np.asarray(words))
     row = dataclasses.replace(cfg, p_yes=p_yes, p_no=p_no, spread=spread, gap_tol=gap_tol)
     instances, _, constants, _, _ = setup(row)

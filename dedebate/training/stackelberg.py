@@ -70,22 +70,7 @@ class StackelbergParams:
 
 
 def stackelberg_params(lr_a=0.05, lr_b=0.05, n_b=5, simultaneous=False, rho=2.0, eta=0.0):
-    """Validated :class:`StackelbergParams` (scalars or equal-shape arrays for a vmapped grid).
-
-    Args:
-        lr_a: A's Adam step size (> 0).
-        lr_b: B's Adam step size (> 0).
-        n_b: B updates per A update (integer >= 1).
-        simultaneous: simultaneous gradient play instead of Stackelberg.
-        rho: the stability parameter (>= 1).
-        eta: the soundness slack in ``certified`` (>= 0).
-
-    Returns:
-        The :class:`StackelbergParams` (float32, int32 and bool arrays).
-
-    Raises:
-        ValueError: a value outside its range, named with what is allowed.
-    """
+    """Validated :class:`StackelbergParams` (scalars or equal-shape arrays for a vmapped grid)."""
     for name, v in (("lr_a", lr_a), ("lr_b", lr_b)):
         a = np.asarray(v, np.float64)
         if not np.all(np.isfinite(a)) or np.any(a <= 0):
@@ -134,16 +119,15 @@ ADAM = optax.scale_by_adam(b1=0.9, b2=0.99)
 
 
 def payoff_terms(static: StackelbergStatic, rho, prover, estimator, trees: ClaimTree):
-    """``(mean_x E[U_A], mean_x P[A correct], adv)`` over a batch of trees (exact, spec 2.2, 6.3).
+    """``(mean_x E[U_A], mean_x P[A correct], adv [d + 1, 2])`` over trees (spec 2.2, 6.3).
 
     ``E[U_A]`` is the same sum as :func:`dedebate.protocols.prover_estimator.expected_payoff`
     (exact-mode payoff of every forced path weighted by A's probability of it), with one ``vmap``
     over the paths instead of its ``lax.map`` (the test suite checks the two agree).
 
-    ``adv[stage, test]`` (shape ``[d + 1, 2]``) are B's realised advantages (spec 5.1, truth
-    minus prediction, ``mu`` uniform on the trees) against the two spec 6.3 tests of each stage,
-    built from the current A, in protocol order (stage 0 = initialisation, stage t = round
-    ``k = d - t + 1``)::
+    ``adv[stage, test]`` are B's realised advantages (spec 5.1, truth minus prediction, ``mu``
+    uniform on the trees) against the two spec 6.3 tests of each stage, built from the current A, in
+    protocol order (stage 0 = initialisation, stage t = round ``k = d - t + 1``)::
 
         stage 0, test 0:  r_init = r^(d+1) P_A[a = z]      Adv = r^(d+1) P[A correct] - E[R_init]
         stage t, test 0:  r^k E[s_k] (M_D(y^k, z) - phat_k) Adv = E[r^k s_k (M_D(T(y^k)) - pi_k)]
@@ -151,20 +135,9 @@ def payoff_terms(static: StackelbergStatic, rho, prover, estimator, trees: Claim
                           expected direction), Adv = E[r^(k-1) s_(k-1) (T(yhat^(k-1)) - phat_(k-1))]
                           (for stage 0: r^d E[s_d] (T(x) - p_d))
 
-    each an expectation over A's paths (the context distribution mu_k that A and B's earlier
-    rounds induce). With decomposable trees (``M_D(T(y^k)) = T(yhat^k)``) they add up to
-    ``E[U_A] = r^(d+1) P[A correct] - sum(adv[:, 0]) + sum(adv[:, 1])`` (spec 6.4's chaining).
-
-    Args:
-        static: the training run's static sizes.
-        rho: the stability parameter.
-        prover: the learned A.
-        estimator: the learned B.
-        trees: a batch of claim trees (leading axis).
-
-    Returns:
-        ``(u, acc, adv)``: scalars ``mean_x E[U_A]`` and ``mean_x P[A correct]``, and ``adv`` of
-        shape ``[d + 1, 2]`` averaged over the trees.
+    each an expectation over A's paths (the context distribution mu_k that A and B's earlier rounds
+    induce), averaged over the trees. With decomposable trees (``M_D(T(y^k)) = T(yhat^k)``) they add
+    up to ``E[U_A] = r^(d+1) P[A correct] - sum(adv[:, 0]) + sum(adv[:, 1])`` (spec 6.4).
     """
     params = PEDParams(jnp.asarray(rho, jnp.float32), jnp.int32(-1))
     one = jax.tree_util.tree_map(lambda x: x[0], trees)
@@ -196,18 +169,7 @@ def payoff_terms(static: StackelbergStatic, rho, prover, estimator, trees: Claim
 
 
 def payoff(static: StackelbergStatic, rho, prover, estimator, trees: ClaimTree):
-    """``(mean_x E[U_A], mean_x P[A correct])`` over a batch of trees (exact, spec 2.2).
-
-    Args:
-        static: the training run's static sizes.
-        rho: the stability parameter.
-        prover: the learned A.
-        estimator: the learned B.
-        trees: a batch of claim trees (leading axis).
-
-    Returns:
-        ``(u, acc)`` as in :func:`payoff_terms`, without the advantages.
-    """
+    """``(mean_x E[U_A], mean_x P[A correct])`` over a batch of trees (exact, spec 2.2)."""
     u, acc, _ = payoff_terms(static, rho, prover, estimator, trees)
     return u, acc
 
@@ -238,16 +200,7 @@ def _monitors(static, hp, prover, estimator, trees, u, acc, adv) -> StackelbergM
 
 
 def init_state(static: StackelbergStatic, q: int, key) -> TrainState:
-    """A fresh :class:`TrainState`: Flax-initialised players and their Adam states.
-
-    Args:
-        static: the training run's static sizes.
-        q: subclaims per internal claim.
-        key: typed PRNG key (split between A and B).
-
-    Returns:
-        The state at step 0.
-    """
+    """A fresh :class:`TrainState`: Flax-initialised players and their Adam states."""
     ka, kb = jax.random.split(key)
     prover = init_prover(ka, static.hidden_a)
     estimator = init_estimator(kb, q, static.hidden_b)
@@ -256,18 +209,7 @@ def init_state(static: StackelbergStatic, q: int, key) -> TrainState:
 
 
 def adam_step(params, opt, grads, lr, sign):
-    """One Adam step: ``params + sign * lr * adam(grads)`` (sign +1 ascends, -1 descends).
-
-    Args:
-        params: parameters (a pytree or a flat vector).
-        opt: their :data:`ADAM` state.
-        grads: gradients of the objective.
-        lr: step size.
-        sign: +1.0 to ascend, -1.0 to descend.
-
-    Returns:
-        ``(params, opt)`` after the step.
-    """
+    """One Adam step: ``params + sign * lr * adam(grads)`` (sign +1 ascends, -1 descends)."""
     upd, opt = ADAM.update(grads, opt, params)
     params = jax.tree_util.tree_map(lambda p, u: p + sign * lr * u, params, upd)
     return params, opt
@@ -288,10 +230,11 @@ class Carry:
 
 @functools.lru_cache(maxsize=64)
 def _layout(static: StackelbergStatic, q: int):
-    """Host side, cached: template players (zero parameters), the unravel functions of their
-    flat parameter vectors, per-entry init scales (LeCun uniform ``sqrt(3 / fan_in)`` for hidden
-    kernels, 0 for biases and output kernels, as in :mod:`dedebate.agents.learned`), the same
-    LeCun scale on output kernels only (for a non-uniform initial A) and sizes."""
+    """Host side, cached: template players, unravel functions, init scales and sizes."""
+    # Template players have zero parameters; the unravel functions are those of their flat parameter
+    # vectors; per-entry init scales are LeCun uniform sqrt(3 / fan_in) for hidden kernels, 0 for
+    # biases and output kernels (as in dedebate.agents.learned), plus the same LeCun scale on output
+    # kernels only (for a non-uniform initial A).
     shapes_a = jax.eval_shape(lambda: init_prover(jax.random.key(0), static.hidden_a))
     shapes_b = jax.eval_shape(lambda: init_estimator(jax.random.key(0), q, static.hidden_b))
     out = []
@@ -318,15 +261,7 @@ def _layout(static: StackelbergStatic, q: int):
 
 
 def templates(static: StackelbergStatic, q: int):
-    """Template players (zero parameters) and the unravel functions of their flat vectors.
-
-    Args:
-        static: the training run's static sizes.
-        q: subclaims per internal claim.
-
-    Returns:
-        ``(prover0, estimator0, unravel_a, unravel_b)``.
-    """
+    """``(prover0, estimator0, unravel_a, unravel_b)``: zero-parameter players, unravels."""
     (a0, unravel_a, *_), (b0, unravel_b, *_) = _layout(static, q)
     return a0, b0, unravel_a, unravel_b
 
@@ -343,15 +278,6 @@ def init_carry(static: StackelbergStatic, trees: ClaimTree, key, a_out_scale=0.0
 
     ``a_out_scale > 0`` also draws A's output kernels, LeCun uniform times ``a_out_scale``: a
     random non-uniform initial prover (an extra draw, so ``a_out_scale = 0`` is unchanged).
-
-    Args:
-        static: the training run's static sizes.
-        trees: the batch of claim trees (sets ``q``).
-        key: typed PRNG key.
-        a_out_scale: scale of A's random output kernels (0: fair coins).
-
-    Returns:
-        The :class:`Carry` at step 0.
     """
     (_, _, scale_a, n_a, out_a), (_, _, scale_b, n_b, _) = _layout(static, _q(trees))
     ka, kb = jax.random.split(key)
@@ -364,16 +290,7 @@ def init_carry(static: StackelbergStatic, trees: ClaimTree, key, a_out_scale=0.0
 
 
 def players(static: StackelbergStatic, trees: ClaimTree, carry: Carry):
-    """The players a carry holds.
-
-    Args:
-        static: the training run's static sizes.
-        trees: the batch of claim trees (sets ``q``).
-        carry: a training :class:`Carry`.
-
-    Returns:
-        ``(LearnedProver, LearnedEstimator)`` with the carry's parameters.
-    """
+    """The players a carry holds."""
     a0, b0, unravel_a, unravel_b = templates(static, _q(trees))
     return a0.replace(params=unravel_a(carry.a_flat)), b0.replace(params=unravel_b(carry.b_flat))
 
@@ -386,16 +303,6 @@ def make_chunk(static: StackelbergStatic, length: int):
     (every iteration under simultaneous play), A ascends on the last. A single gradient site and
     flat parameter vectors keep the compiled program small. Chunks compose:
     ``chunk_k(chunk_m(c))`` equals ``chunk_{m+k}(c)`` (resume equals uninterrupted).
-
-    Args:
-        static: the training run's static sizes.
-        length: A updates per chunk (>= 1).
-
-    Returns:
-        The pure function ``chunk(hp, trees, carry)``.
-
-    Raises:
-        ValueError: ``length`` is not a positive integer.
     """
     if not isinstance(length, (int, np.integer)) or length < 1:
         raise ValueError(f"length={length!r}: a chunk needs >= 1 A updates")
@@ -447,12 +354,6 @@ def make_train(static: StackelbergStatic):
     """The whole training run as one pure function: :func:`init_carry`, then one
     :func:`make_chunk` of all ``static.steps`` A updates; jit it and vmap it over seeds (``key``,
     ``trees``) and over grid points (``hp``).
-
-    Args:
-        static: the training run's static sizes.
-
-    Returns:
-        ``train(hp, trees, key) -> (TrainState, StackelbergMonitors over static.steps)``.
     """
     chunk = make_chunk(static, static.steps)
 
@@ -465,15 +366,7 @@ def make_train(static: StackelbergStatic):
 
 
 def first_converged(flags: np.ndarray) -> np.ndarray:
-    """Host side: the first step from which every later step is True.
-
-    Args:
-        flags: bool array ``[..., steps]``.
-
-    Returns:
-        Integer array ``[...]``: that step, or ``steps`` where the last step is False (not
-        converged).
-    """
+    """Host side: per run, the first step from which every later flag is True (``steps``: never)."""
     f = np.asarray(flags, bool)
     steps = f.shape[-1]
     # trailing run of True: index of the last False + 1
@@ -485,19 +378,11 @@ def first_converged(flags: np.ndarray) -> np.ndarray:
 def summary(mon: StackelbergMonitors, thr, band) -> dict:
     """The monitors that matter of training runs (pure JAX, any leading axes).
 
-    A run converges at the first A update from which, to the end, P[A correct] >= 0.95,
-    P[stable] >= 0.95 and |E U_A - thr| <= band.
-
-    Args:
-        mon: monitors with the A updates on the last axis.
-        thr: the payoff threshold rho^-(d+1).
-        band: the convergence band around ``thr``.
-
-    Returns:
-        ``{"converged_at"`` (first converged A update; ``steps``: never), ``"converged"`` (0/1),
-        ``"final_u_a"``, ``"final_u_a_rel"`` (over ``thr``), ``"final_a_correct"``,
-        ``"final_p_stable"``, ``"final_max_adv"`` (B's realised max|Adv| against A's spec 6.3
-        tests), ``"final_calib"``, ``"final_certified"}``.
+    A run converges at the first A update from which, to the end, P[A correct] >= 0.95, P[stable] >=
+    0.95 and ``|E U_A - thr| <= band``. Keys: ``converged_at`` (``steps``: never), ``converged``
+    (0/1), ``final_u_a``, ``final_u_a_rel`` (over ``thr``), ``final_a_correct``, ``final_p_stable``,
+    ``final_max_adv`` (B's realised max|Adv| against A's spec 6.3 tests), ``final_calib``,
+    ``final_certified``.
     """
     ok = ((mon.a_correct >= 0.95) & (mon.p_stable >= 0.95)
           & (jnp.abs(mon.u_a - thr) <= band))
@@ -513,16 +398,6 @@ def summary(mon: StackelbergMonitors, thr, band) -> dict:
 
 
 def advantage_at(static: StackelbergStatic, rho, trees: ClaimTree, carry: Carry):
-    """The exact payoff terms of the players in ``carry``.
-
-    Args:
-        static: the training run's static sizes.
-        rho: the stability parameter.
-        trees: the batch of claim trees.
-        carry: a training :class:`Carry`.
-
-    Returns:
-        ``(E[U_A], P[A correct], adv)`` as in :func:`payoff_terms`.
-    """
+    """The exact payoff terms of the players in ``carry``."""
     a, b = players(static, trees, carry)
     return payoff_terms(static, rho, a, b, trees)

@@ -41,20 +41,12 @@ from dedebate.trees.tree import ClaimTree
 
 
 def stack(xs):
-    """Stack a sequence of equal-structure pytrees along a new leading axis.
-
-    Args:
-        xs: the pytrees.
-
-    Returns:
-        One pytree whose leaves are ``jnp.stack`` of the inputs' leaves.
-    """
+    """Stack a sequence of equal-structure pytrees along a new leading axis."""
     return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *xs)
 
 
 def _batch(build, keys, *args):
-    """``build(keys, *args)``: the library's compiled batch of trees for concrete keys; inside a
-    trace (a swept function) the same builder vmapped over the traced keys."""
+    """``build(keys, *args)``: the compiled batch of trees, or vmapped inside a trace."""
     if isinstance(keys, jax.core.Tracer):
         return jax.vmap(lambda k: build(k, *args))(keys)
     return build(keys, *args)
@@ -70,30 +62,13 @@ def _halves(build, key, n_trees: int):
 def stable_trees(key, n_trees: int, depth: int) -> ClaimTree:
     """Noisy-evidence trees with a stable candidate (q = 5, M_D = Thr_3; true claims 4-5 true
     children, false 0-1: fbs <= 2) and an unstable hidden-flaw AND alternative (fbs = 5).
-
-    Args:
-        key: PRNG key (concrete or traced).
-        n_trees: trees (even); the first half have true roots, the second false.
-        depth: tree depth d.
-
-    Returns:
-        The batch of trees ``[n_trees]``.
     """
     return _halves(lambda ks, root: _batch(noisy_evidence_tree, ks, depth, 5, 3, (4, 5), (0, 1),
                                            root, True), key, n_trees)
 
 
 def unstable_trees(key, n_trees: int, depth: int) -> ClaimTree:
-    """Hidden-flaw AND trees (q = 5): only the unstable decomposition (fbs 5 at true claims).
-
-    Args:
-        key: PRNG key.
-        n_trees: trees (even); the first half have true roots, the second false.
-        depth: tree depth d.
-
-    Returns:
-        The batch of trees ``[n_trees]``.
-    """
+    """Hidden-flaw AND trees (q = 5): only the unstable decomposition (fbs 5 at true claims)."""
     return _halves(lambda ks, root: and_tree(ks, depth, 5, root, hidden=True), key, n_trees)
 
 
@@ -124,31 +99,15 @@ class Part:
 
 @functools.cache
 def init_grid(static: StackelbergStatic, a_scale: float):
-    """``jit(vmap over seeds (init_carry))``: ``(trees [seeds], keys [seeds]) -> carries``.
-
-    Args:
-        static: the training run's static sizes.
-        a_scale: A's output-layer init scale.
-
-    Returns:
-        The jitted function (built once per ``(static, a_scale)``).
-    """
+    """``jit(vmap over seeds (init_carry))``: ``(trees [seeds], keys [seeds]) -> carries``."""
     return jax.jit(jax.vmap(lambda t, k: init_carry(static, t, k, a_scale)))
 
 
 def part_start(static: StackelbergStatic, part: Part, key, n_trees: int, depth: int):
-    """A part's trees and initial (cold) players, every seed's (the same for every run).
+    """``(trees [seeds, n_trees], carries [seeds])``: a part's trees and cold players, every seed's.
 
-    Args:
-        static: the training run's static sizes.
-        part: the part.
-        key: the part's key (seed ``s`` uses ``fold_in(key, s)``: trees from ``fold_in(., 0)``,
-            players from ``fold_in(., 1)``).
-        n_trees: trees per seed.
-        depth: tree depth d.
-
-    Returns:
-        ``(trees [seeds, n_trees], carries [seeds])``.
+    Seed ``s`` uses ``fold_in(key, s)``: trees from ``fold_in(., 0)``, players from
+    ``fold_in(., 1)``.
     """
     build = stable_trees if part.stable else unstable_trees
     seed_keys = [jax.random.fold_in(key, s) for s in range(part.seeds)]
@@ -170,32 +129,14 @@ class Trained(NamedTuple):
 
 
 def empty_monitors(part: Part, steps: int, depth: int) -> StackelbergMonitors:
-    """Zeros of a part's monitors ``[runs, seeds, steps]`` (a chunked driver's buffers).
-
-    Args:
-        part: the part.
-        steps: A updates per run.
-        depth: tree depth d.
-
-    Returns:
-        :class:`StackelbergMonitors` of numpy zeros (``adv``: ``[runs, seeds, steps, d + 1, 2]``).
-    """
+    """Zeros of a part's monitors ``[runs, seeds, steps]`` (a chunked driver's buffers)."""
     shape = (len(part.runs), part.seeds, steps)
     z = np.zeros(shape, np.float32)
     return StackelbergMonitors(z, z, z, z, z, z, np.zeros(shape + (depth + 1, 2), np.float32))
 
 
 def monitor_rows(part: Part, mon: StackelbergMonitors, start: int) -> list[tuple[int, dict]]:
-    """Per-seed monitor curves of one chunk, one row per A update, keys ``PART/RUN/seedS/NAME``.
-
-    Args:
-        part: the part.
-        mon: the chunk's monitors ``[runs, seeds, length]``.
-        start: the step of the chunk's first A update.
-
-    Returns:
-        ``[(start + t, row)]`` for the chunk's A updates ``t``.
-    """
+    """Per-seed monitor curves of one chunk, one row per A update, keys ``PART/RUN/seedS/NAME``."""
     names = {"u_a": "payoff", "a_correct": "a_correct", "p_stable": "p_stable",
              "certified": "certified", "max_adv": "max_adv", "calib": "calib"}
     rows = []
@@ -212,22 +153,14 @@ def monitor_rows(part: Part, mon: StackelbergMonitors, start: int) -> list[tuple
 
 @functools.cache
 def proof_grid(static: StackelbergStatic, rho: float):
-    """``jit(vmap(one))`` over trained pairs, ``one(prover, estimator, trees)`` exact (path
-    enumeration, spec PED 2.2).
+    """``jit(vmap)`` over trained pairs: ``(u_honest [pairs, trees], u [pairs], chain [pairs])``.
 
-    Args:
-        static: the training run's static sizes.
-        rho: the stability parameter.
-
-    Returns:
-        The jitted function returning ``(u_honest [pairs, trees], u [pairs], chain [pairs])``:
-        ``u_honest`` is E[U_A] of the honest A (spec 2.3; it sees the truth) against the trained
-        B by the protocol's :func:`expected_payoff` (>= rho^-(d+1) on a rho-stable tree, spec
-        PED 4, Thm 6.1(1)); ``u`` the trained A's mean E[U_A] against the trained B, also by
-        :func:`expected_payoff`; ``chain`` the same payoff rebuilt from B's realised advantages
-        against the spec 6.3 tests (:func:`payoff_terms`, not from the rewards), ``r^(d+1)
-        P[A correct] - sum adv[:, 0] + sum adv[:, 1]``, equal to ``u`` on decomposable trees
-        (spec 6.4 chaining).
+    All exact (path enumeration, spec PED 2.2): ``u_honest`` is E[U_A] of the honest A (spec 2.3)
+    against the trained B by :func:`expected_payoff` (>= rho^-(d+1) on a rho-stable tree,
+    spec PED 4, Thm 6.1(1)); ``u`` the trained A's mean E[U_A] against the trained B; ``chain`` the
+    same payoff rebuilt from B's realised advantages against the spec 6.3 tests
+    (:func:`payoff_terms`), ``r^(d+1) P[A correct] - sum adv[:, 0] + sum adv[:, 1]``, equal to ``u``
+    on decomposable trees (spec 6.4 chaining).
     """
     settings, params, honest = PEDStatic(), ped_params(rho), honest_prover()
 
@@ -248,17 +181,7 @@ def proof_grid(static: StackelbergStatic, rho: float):
 
 
 def proof_terms(static: StackelbergStatic, rho: float, trees, carries):
-    """:func:`proof_grid` for every trained pair of one part (host side).
-
-    Args:
-        static: the training run's static sizes.
-        rho: the stability parameter.
-        trees: the part's trees ``[seeds, n_trees]``.
-        carries: its final carries ``[runs, seeds]``.
-
-    Returns:
-        numpy ``(u_honest [runs, seeds, n_trees], u [runs, seeds], chain [runs, seeds])``.
-    """
+    """``(u_honest [runs, seeds, n_trees], u [runs, seeds], chain [runs, seeds])`` (numpy)."""
     runs = jax.tree_util.tree_leaves(carries)[0].shape[0]
     flat = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:]), carries)
     tr = jax.tree_util.tree_map(lambda x: jnp.concatenate([x] * runs), trees)
@@ -297,21 +220,12 @@ def _strict(fn, values) -> float:
 
 
 def measure_proven(static: StackelbergStatic, rho: float, thr: float, trained):
-    """Measure, exactly on the trained players, what the proven rows read.
+    """``(ProvenMeasured, rows)``: what the proven rows read, exact on the trained players.
 
     * completeness (spec PED 4, Thm 6.1(1)): on the rho-stable trees of the stable parts the
       honest A's E[U_A] against every trained B (min over runs, seeds and trees);
     * chaining (spec 6.4): every trained pair's E[U_A] against r^(d+1) P[A correct] minus B's
       advantages on the round-reward tests plus those on the calibration tests (spec 6.3).
-
-    Args:
-        static: the training run's static sizes.
-        rho: the stability parameter.
-        thr: the threshold rho^-(d+1).
-        trained: ``[(part, trees [seeds, n_trees], final carries [runs, seeds])]``.
-
-    Returns:
-        ``(ProvenMeasured, rows)``: the numbers (``wall`` 0) and one row per trained pair.
     """
     rows, cache, n_stable = [], {}, 0
     rho_max, honest_min, excess_max = 0.0, np.inf, 0.0

@@ -50,16 +50,6 @@ def ogd_target(static: StackelbergStatic, trees: ClaimTree, carry: Carry, rho: f
     Runs :func:`dedebate.estimators.soundness.construct_estimator` (B built round by round with
     Algorithm 1 against the spec 6.3 tests of the fixed A, every stage exiting with
     ``max|Adv| < delta``).
-
-    Args:
-        static: the training run's static sizes.
-        trees: one seed's trees ``[n_trees]``.
-        carry: the training state holding the fixed prover.
-        rho: the stability parameter (reward weights ``rho^-k``).
-        delta: Algorithm 1's exit advantage.
-
-    Returns:
-        ``(EstimatorTarget, SoundnessReport)``.
     """
     from dedebate.estimators.soundness import construct_estimator
 
@@ -85,24 +75,13 @@ def ogd_target(static: StackelbergStatic, trees: ClaimTree, carry: Carry, rho: f
 
 def fit_estimator(static: StackelbergStatic, trees: ClaimTree, carry: Carry,
                   target: EstimatorTarget, steps: int = 300, lr: float = 0.03):
-    """Fit B's parameters in ``carry`` to ``target`` (pure, vmappable): ``steps`` Adam steps on
+    """``(carry, loss)``: B's parameters fitted to ``target`` by ``steps`` Adam steps (pure) on
 
         mean_x KL(Bern(target p_d) || Bern(B p_d)) + mean_{x, node, cand} KL(h || softmax(B joint))
 
-    with B's joint asked at the target's ``phat`` and ``k = d - level``.
-
-    Args:
-        static: the training run's static sizes.
-        trees: the trees ``[n_trees]`` the target was built on.
-        carry: the training state whose B is fitted (A is kept).
-        target: the tabular estimator (:func:`ogd_target`).
-        steps: Adam steps.
-        lr: Adam's step size.
-
-    Returns:
-        ``(carry, loss)``: the carry with B's fitted parameters and a fresh Adam state for B, and
-        the final loss (0 = exact fit; B sees only public views, so distinct tabular contexts
-        with equal views cannot all be fitted).
+    with B's joint asked at the target's ``phat`` and ``k = d - level``; B gets a fresh Adam state,
+    A is kept. A loss of 0 is an exact fit (B sees only public views, so distinct tabular contexts
+    with equal views cannot all be fitted).
     """
     one = jax.tree_util.tree_map(lambda x: x[0], trees)
     d, n_int, n_cand = one.depth, one.n_internal, one.n_cand
@@ -149,15 +128,7 @@ def fit_estimator(static: StackelbergStatic, trees: ClaimTree, carry: Carry,
 
 @functools.cache
 def fit_grid(static: StackelbergStatic, steps: int):
-    """``jit(vmap over seeds (fit_estimator))``: ``(trees, carries, targets) -> (carries, kl)``.
-
-    Args:
-        static: the training run's static sizes.
-        steps: Adam steps of the fit.
-
-    Returns:
-        The jitted function (built once per ``(static, steps)``).
-    """
+    """``jit(vmap over seeds (fit_estimator))``: ``(trees, carries, targets) -> (carries, kl)``."""
     return jax.jit(jax.vmap(lambda t, c, g: fit_estimator(static, t, c, g, steps)),
                    compiler_options=TRAINING_COMPILE_OPTIONS)
 
@@ -166,29 +137,13 @@ def fit_grid(static: StackelbergStatic, steps: int):
 def advantage_grid(static: StackelbergStatic, rho: float):
     """``jit(vmap over seeds)`` of B's realised advantages ``adv [seeds, d + 1, 2]``
     (:func:`dedebate.training.stackelberg.advantage_at`).
-
-    Args:
-        static: the training run's static sizes.
-        rho: the stability parameter.
-
-    Returns:
-        The jitted function ``(trees, carries) -> adv`` (built once per ``(static, rho)``).
     """
     return jax.jit(jax.vmap(lambda t, c: advantage_at(static, rho, t, c)[2]),
                    compiler_options=TRAINING_COMPILE_OPTIONS)
 
 
 def warm_info_template(seeds: int, depth: int) -> dict:
-    """Zeros of the numbers :func:`warm_start` reports, for ``seeds`` seeds of depth ``depth``.
-
-    Args:
-        seeds: seeds of the batch.
-        depth: tree depth d.
-
-    Returns:
-        ``{"adv_cold", "adv_warm", "fit_kl", "ogd_max_adv": [seeds], "ogd_steps": [seeds,
-        d + 1], "ogd_wall_s": scalar}`` (numpy zeros; also a checkpoint's template).
-    """
+    """Zeros of the numbers :func:`warm_start` reports, for ``seeds`` seeds of depth ``depth``."""
     n = seeds
     return {"adv_cold": np.zeros(n, np.float32), "adv_warm": np.zeros(n, np.float32),
             "fit_kl": np.zeros(n, np.float32), "ogd_steps": np.zeros((n, depth + 1), np.int32),
@@ -197,19 +152,7 @@ def warm_info_template(seeds: int, depth: int) -> dict:
 
 def ogd_targets(static: StackelbergStatic, trees: ClaimTree, carries: Carry, rho: float,
                 delta: float):
-    """:func:`ogd_target` for every seed (host loop over the seeds).
-
-    Args:
-        static: the training run's static sizes.
-        trees: trees ``[seeds, n_trees]``.
-        carries: carries ``[seeds]`` holding the fixed provers.
-        rho: the stability parameter.
-        delta: Algorithm 1's exit advantage.
-
-    Returns:
-        ``(targets [seeds], ogd_steps [seeds, d + 1], ogd_max_adv [seeds])``: the stacked
-        targets, Algorithm 1's steps per stage and its largest exit advantage per seed.
-    """
+    """:func:`ogd_target` per seed: ``(targets, ogd_steps [seeds, d + 1], ogd_max_adv)``."""
     targets, steps, max_adv = [], [], []
     for s in range(jax.tree_util.tree_leaves(carries)[0].shape[0]):
         tree_s = jax.tree_util.tree_map(lambda x, s=s: x[s], trees)
@@ -225,19 +168,9 @@ def ogd_targets(static: StackelbergStatic, trees: ClaimTree, carries: Carry, rho
 
 def warm_start(static: StackelbergStatic, trees: ClaimTree, carries: Carry, targets,
                rho: float, fit_steps: int):
-    """Fit each seed's B to its Algorithm 1 target (:func:`fit_grid`) and measure B's realised
-    max|Adv| before and after (:func:`advantage_grid`).
+    """``(carries, {"adv_cold", "adv_warm", "fit_kl"})``: each seed's B fitted to its target.
 
-    Args:
-        static: the training run's static sizes.
-        trees: trees ``[seeds, n_trees]``.
-        carries: the cold carries ``[seeds]``.
-        targets: the stacked targets ``[seeds]`` of :func:`ogd_targets`.
-        rho: the stability parameter.
-        fit_steps: Adam steps of the fit.
-
-    Returns:
-        ``(fitted carries [seeds], {"adv_cold", "adv_warm", "fit_kl": [seeds]})``.
+    Fitted by :func:`fit_grid`; B's realised max|Adv| before and after by :func:`advantage_grid`.
     """
     fitted, kl = fit_grid(static, fit_steps)(trees, carries, targets)
     adv = advantage_grid(static, float(rho))

@@ -75,22 +75,10 @@ class SelfPlayParams:
 
 def selfplay_params(constants: DebateParams, lr_a=0.01, lr_b=0.05, n_b=5, alice_init=1.0,
             bob_init=-2.0, vera_grad_mix=1.0) -> SelfPlayParams:
-    """Validated hyperparameters of one training run.
+    """Validated :class:`SelfPlayParams` (float32, ``n_b`` int32); b is Alice's claim unit.
 
-    Args:
-        constants: the debate's constants (Vera's N_V and tau_V; b is Alice's claim unit and
-            Bob's deviation scale).
-        lr_a, lr_b: Alice's and Bob's Adam step sizes (finite, > 0).
-        n_b: Bob updates per Alice update (integer >= 1).
-        alice_init: typical initial lie, in units of b (finite, > 0).
-        bob_init: Bob's initial abort logit (finite).
-        vera_grad_mix: weight of :func:`vera_surrogate`'s heavy-tailed gradient (finite, >= 0).
-
-    Returns:
-        :class:`SelfPlayParams` (float32 scalars, ``n_b`` int32).
-
-    Raises:
-        ValueError: one line naming the bad value and what is allowed.
+    Step sizes and ``alice_init`` (in units of b) finite and > 0, ``n_b`` an integer >= 1,
+    ``vera_grad_mix`` (the weight of :func:`vera_surrogate`'s heavy-tailed gradient) >= 0.
     """
     if not (isinstance(n_b, (int, np.integer)) and n_b >= 1):
         raise ValueError(f"n_b={n_b!r}: Bob updates per Alice update must be an integer >= 1")
@@ -118,15 +106,6 @@ def vera_surrogate(p, pi, n_vera, tau_vera, grad_mix=0.0):
     gradient of the heavy-tailed window ``1 / (1 + (d / tau)^2)`` (a straight-through term: it
     changes no value). Without it Vera's window (width ~tau, edges ~sd) gives Alice no gradient
     once her lies exceed tau, and self-play can stall at "Alice lies, Bob always aborts".
-
-    Args:
-        p: Alice's claims.
-        pi: the true step probabilities.
-        n_vera, tau_vera: Vera's sample count and window.
-        grad_mix: weight of the heavy-tailed gradient term.
-
-    Returns:
-        The surrogate acceptance, broadcast over ``p`` and ``pi``.
     """
     sd = jnp.sqrt((pi * (1.0 - pi) + 1.0 / n_vera) / n_vera)
     d = p - pi
@@ -136,30 +115,14 @@ def vera_surrogate(p, pi, n_vera, tau_vera, grad_mix=0.0):
 
 
 def surrogate_value(alice: AliceParams, bob: BobParams, inputs: dict, hp: SelfPlayParams):
-    """The training objective: ``P[out = 1]`` by :func:`dp_value` with :func:`vera_surrogate`.
-
-    Args:
-        alice, bob: the players.
-        inputs: :func:`~dedebate.exact.selfplay.level_inputs` of the instance.
-        hp: the hyperparameters (unit, scale, Vera, ``vera_grad_mix``).
-
-    Returns:
-        The scalar surrogate acceptance (differentiable in both players).
-    """
+    """The training objective: ``P[out = 1]`` by :func:`dp_value` with :func:`vera_surrogate`."""
     p, a = policy_nodes(alice, bob, inputs, hp.unit, hp.scale)
     vera = vera_surrogate(p, inputs["pi"], hp.n_vera, hp.tau_vera, hp.vera_grad_mix)
     return dp_value(split_levels(p), split_levels(a), split_levels(vera))
 
 
 def tracking_error(alice: AliceParams, bob: BobParams, inputs: dict, hp: SelfPlayParams):
-    """Alice's reach-weighted mean ``|p - pi|`` over the steps played (jnp, for monitors).
-
-    Args:
-        alice, bob, inputs, hp: as for :func:`surrogate_value`.
-
-    Returns:
-        A scalar.
-    """
+    """Alice's reach-weighted mean ``|p - pi|`` over the steps played (jnp, for monitors)."""
     p, a = policy_nodes(alice, bob, inputs, hp.unit, hp.scale)
     reach = jnp.concatenate(reach_levels(split_levels(p), split_levels(a)))
     return jnp.sum(reach * jnp.abs(p - inputs["pi"])) / jnp.sum(reach)
@@ -174,31 +137,12 @@ class SelfPlayMonitors:
 
 
 def n_periods(static: SelfPlayStatic) -> int:
-    """Monitor periods of a run (one monitor after each period of ``log_every`` updates).
-
-    Args:
-        static: the static sizes.
-
-    Returns:
-        ``ceil(steps / log_every)``; a run makes ``n_periods * log_every`` Alice updates.
-    """
+    """Monitor periods of a run, ``ceil(steps / log_every)`` (``n_periods * log_every`` updates)."""
     return -(-static.steps // static.log_every)
 
 
 def chunk_lengths(periods: int, chunks: int) -> tuple[int, ...]:
-    """Split monitor periods into consecutive chunks as evenly as possible.
-
-    Args:
-        periods: the run's monitor periods (:func:`n_periods`).
-        chunks: the number of chunks, an integer in ``[1, periods]``.
-
-    Returns:
-        The chunks' lengths, the longer ones first (at most two distinct lengths, so at most two
-        compiled chunks).
-
-    Raises:
-        ValueError: ``chunks`` out of range.
-    """
+    """``periods`` split into ``chunks`` consecutive chunks, longer first (two lengths at most)."""
     if not (isinstance(chunks, int) and 1 <= chunks <= periods):
         raise ValueError(f"chunks={chunks!r}: must be an integer in [1, {periods}] (the number of "
                          "monitor periods)")
@@ -230,14 +174,6 @@ def _optimisers(static: SelfPlayStatic, hp: SelfPlayParams):
 def init_carry(static: SelfPlayStatic, hp: SelfPlayParams, key) -> SelfPlayCarry:
     """Initial :class:`SelfPlayCarry` (pure, vmappable over ``key``): Alice from ``split(key)[0]``
     (:func:`init_alice`), Bob from ``split(key)[1]`` (:func:`init_bob`), fresh Adam states.
-
-    Args:
-        static: the static sizes.
-        hp: the hyperparameters (step sizes, initialisation scales).
-        key: typed PRNG key of the run.
-
-    Returns:
-        :class:`SelfPlayCarry` at step 0.
     """
     ka, kb = jax.random.split(key)
     alice = init_alice(ka, static.hidden, hp.alice_init)
@@ -252,13 +188,6 @@ def make_chunk(static: SelfPlayStatic, periods: int):
     steps, then Alice (maximising) one Adam step, on the surrogate exact DP value -- with the
     monitors measured after each period. Chunks compose: ``chunk_k(chunk_m(c))`` makes the same
     updates as ``chunk_{m+k}(c)`` (a resumed run repeats the uninterrupted one).
-
-    Args:
-        static: the static sizes.
-        periods: monitor periods per chunk (integer >= 1).
-
-    Returns:
-        The pure function ``chunk``.
     """
     if not (isinstance(periods, int) and periods >= 1):
         raise ValueError(f"periods={periods!r}: a chunk needs an integer >= 1 monitor periods")
@@ -304,12 +233,6 @@ def make_train(static: SelfPlayStatic):
     """``train(inputs, hp, key) -> (alice, bob, SelfPlayMonitors[n_periods])``: the whole run as one pure
     function (:func:`init_carry`, then one :func:`make_chunk` of every monitor period); jit and
     vmap it over seeds and instances.
-
-    Args:
-        static: the static sizes.
-
-    Returns:
-        The pure function ``train``.
     """
     chunk = make_chunk(static, n_periods(static))
 
@@ -323,12 +246,6 @@ def make_train(static: SelfPlayStatic):
 def make_train_bob(steps: int):
     """``train_bob(inputs, hp, alice, bob) -> bob``: Bob alone, ``steps`` Adam steps minimising
     the surrogate DP value against a fixed Alice (an approximate best response in Bob's family).
-
-    Args:
-        steps: Bob's Adam steps.
-
-    Returns:
-        The pure function ``train_bob``.
     """
 
     def train_bob(inputs, hp: SelfPlayParams, alice: AliceParams, bob: BobParams):
@@ -350,12 +267,6 @@ def make_train_bob(steps: int):
 def train_grid(static: SelfPlayStatic):
     """``jit(vmap over seeds (train))``: ``(inputs, hp, keys[S])`` (one compiled program serves
     every instance of the same T).
-
-    Args:
-        static: the static sizes.
-
-    Returns:
-        The jitted function (cached per ``static``).
     """
     train = make_train(static)
     over_seeds = jax.vmap(train, in_axes=(None, None, 0))
@@ -372,12 +283,6 @@ def carry_axes(static: SelfPlayStatic) -> SelfPlayCarry:
     rest. :func:`train_grid`'s vmap keeps the shared leaves unbatched; so must the chunks, to
     compute exactly what it computes (a per-seed Adam count makes XLA evaluate the bias
     correction ``b^count`` with a vectorised power, different in the last bits).
-
-    Args:
-        static: the static sizes.
-
-    Returns:
-        A :class:`SelfPlayCarry`-shaped pytree of ``None`` / 0 (cached per ``static``).
     """
     f32 = jax.ShapeDtypeStruct((), jnp.float32)
     hp = SelfPlayParams(**{f.name: jax.ShapeDtypeStruct((), jnp.int32) if f.name == "n_b"
@@ -396,12 +301,6 @@ def carry_axes(static: SelfPlayStatic) -> SelfPlayCarry:
 def init_grid(static: SelfPlayStatic):
     """``jit(vmap over seeds (init_carry))``: ``(hp, keys[S]) -> SelfPlayCarry[S]`` (batched
     as :func:`carry_axes` says).
-
-    Args:
-        static: the static sizes.
-
-    Returns:
-        The jitted function (cached per ``static``).
     """
     return jax.jit(jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0),
                             out_axes=carry_axes(static)), compiler_options=COMPILE_OPTIONS)
@@ -412,13 +311,6 @@ def chunk_grid(static: SelfPlayStatic, periods: int):
     """``jit(vmap over seeds (chunk))``: ``(inputs, hp, carry[S]) -> (carry[S], SelfPlayMonitors[S,
     periods])``: the chunked form of :func:`train_grid` (chunks after :func:`init_grid` give
     the same numbers, bit for bit).
-
-    Args:
-        static: the static sizes.
-        periods: monitor periods per chunk.
-
-    Returns:
-        The jitted function (cached per ``(static, periods)``).
     """
     axes = carry_axes(static)
     return jax.jit(jax.vmap(make_chunk(static, periods), in_axes=(None, None, axes),

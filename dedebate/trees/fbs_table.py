@@ -29,15 +29,10 @@ from dedebate.trees.stability import (
 
 
 def fbs_rows(qs) -> list[dict]:
-    """The fbs closed forms beside the packing LP and its dual.
+    """Rows ``(family, q, t, w, lp, dual, closed)``: fbs by the LP, its dual, closed form.
 
-    Args:
-        qs: widths q.
-
-    Returns:
-        List of dict rows ``(family, q, t, w, lp, dual, closed)``: for every width q, the fbs of
-        each family at the point with the first w bits set, by the packing LP, by its dual and in
-        closed form (thresholds Thr_t for every t, AND, OR, parity, dictator, majority for odd q).
+    For every width q, each family at the point with the first w bits set: thresholds Thr_t for
+    every t, AND, OR, parity, dictator, majority for odd q.
     """
     rows = []
 
@@ -62,14 +57,7 @@ def fbs_rows(qs) -> list[dict]:
 
 
 def flip_rows(qs) -> list[dict]:
-    """``F(eps)`` by LP against ``eps * fbs`` for thresholds at eps in {0.01, 1/q} (spec 3.3).
-
-    Args:
-        qs: widths q; those ``<= 5`` are used.
-
-    Returns:
-        List of dict rows, one per (q, t, w, eps).
-    """
+    """``F(eps)`` by LP against ``eps * fbs`` for thresholds at eps in {0.01, 1/q} (spec 3.3)."""
     rows = []
     for q in qs:
         if q > 5:

@@ -30,80 +30,36 @@ def _weights(q: int) -> np.ndarray:
 
 
 def threshold_table(q: int, t: int) -> np.ndarray:
-    """``Thr_t(z) = 1[|z| >= t]`` as a truth table.
-
-    Args:
-        q: number of bits.
-        t: the threshold.
-
-    Returns:
-        int8 numpy array of shape ``[2^q]`` (little-endian codes).
-    """
+    """``Thr_t(z) = 1[|z| >= t]`` as an int8 truth table ``[2^q]`` (little-endian codes)."""
     if not isinstance(t, (int, np.integer)) or not 1 <= t <= q:
         raise ValueError(f"t={t!r}: a threshold of q={q} bits needs an integer 1 <= t <= {q}")
     return (_weights(q) >= t).astype(np.int8)
 
 
 def and_table(q: int) -> np.ndarray:
-    """AND of q bits as a truth table.
-
-    Args:
-        q: number of bits.
-
-    Returns:
-        int8 numpy array of shape ``[2^q]`` (little-endian codes).
-    """
+    """AND of q bits as a truth table."""
     return threshold_table(q, q)
 
 
 def or_table(q: int) -> np.ndarray:
-    """OR of q bits as a truth table.
-
-    Args:
-        q: number of bits.
-
-    Returns:
-        int8 numpy array of shape ``[2^q]`` (little-endian codes).
-    """
+    """OR of q bits as a truth table."""
     return threshold_table(q, 1)
 
 
 def majority_table(q: int) -> np.ndarray:
-    """Majority of q (odd) bits as a truth table.
-
-    Args:
-        q: number of bits.
-
-    Returns:
-        int8 numpy array of shape ``[2^q]`` (little-endian codes).
-    """
+    """Majority of q (odd) bits as a truth table."""
     if q % 2 != 1:
         raise ValueError(f"q={q!r}: majority needs an odd number of bits")
     return threshold_table(q, (q + 1) // 2)
 
 
 def parity_table(q: int) -> np.ndarray:
-    """Parity of q bits as a truth table.
-
-    Args:
-        q: number of bits.
-
-    Returns:
-        int8 numpy array of shape ``[2^q]`` (little-endian codes).
-    """
+    """Parity of q bits as a truth table."""
     return (_weights(q) % 2).astype(np.int8)
 
 
 def dictator_table(q: int, i: int = 0) -> np.ndarray:
-    """The dictator ``z_i`` as a truth table.
-
-    Args:
-        q: number of bits.
-        i: the dictating bit.
-
-    Returns:
-        int8 numpy array of shape ``[2^q]`` (little-endian codes).
-    """
+    """The dictator ``z_i`` as a truth table."""
     return bit_table(q)[:, i].astype(np.int8)
 
 
@@ -130,34 +86,17 @@ class CandidateRule:
 
     @property
     def name(self) -> str:
-        """A short name for reports (``thr5``, ``and``, ``and_hidden``...).
-
-        Returns:
-            str.
-        """
+        """A short name for reports (``thr5``, ``and``, ``and_hidden``...)."""
         if self.kind == "threshold":
             return f"thr{self.t}"
         return "and" if self.public else "and_hidden"
 
     def table(self) -> np.ndarray:
-        """The rule's ``M_D`` truth table.
-
-        Returns:
-            int8 numpy array of shape ``[2^q]``.
-        """
+        """The rule's ``M_D`` truth table."""
         return threshold_table(self.q, self.t if self.kind == "threshold" else self.q)
 
     def sample(self, u, truth) -> jax.Array:
-        """True child patterns given the parents' truths.
-
-        Args:
-            u: float32 ``[n, q + 1]`` uniforms (one for the count or flaw position, q for
-                positions).
-            truth: int8 ``[n]`` parents' truths.
-
-        Returns:
-            int8 array of shape ``[n, q]``.
-        """
+        """int8 ``[n, q]`` child patterns for parents' truths ``[n]``, uniforms ``u [n, q + 1]``."""
         q = self.q
         if self.kind == "and":
             pos = jnp.minimum((u[:, 0] * q).astype(jnp.int32), q - 1)
@@ -178,18 +117,7 @@ class CandidateRule:
 
 
 def threshold_rule(q: int, t: int, true_counts, false_counts, public: bool = True) -> CandidateRule:
-    """``M_D = Thr_t`` with the given true-children counts (validated: ``M_D(T(y)) = T(yhat)``).
-
-    Args:
-        q: subclaims.
-        t: threshold.
-        true_counts: possible numbers of true children of a true claim (each ``>= t``).
-        false_counts: possible numbers of true children of a false claim (each ``< t``).
-        public: whether the children's truths are observable.
-
-    Returns:
-        The :class:`CandidateRule`.
-    """
+    """``M_D = Thr_t`` with the given true-children counts (validated: ``M_D(T(y)) = T(yhat)``)."""
     threshold_table(q, t)
     tc = tuple(int(w) for w in true_counts)
     fc = tuple(int(w) for w in false_counts)
@@ -205,13 +133,6 @@ def and_rule(q: int, public: bool) -> CandidateRule:
 
     The false child sits at a uniformly random position (hidden when ``public`` is False: the
     obfuscated argument).
-
-    Args:
-        q: subclaims.
-        public: whether the children's truths are observable.
-
-    Returns:
-        The :class:`CandidateRule`.
     """
     return CandidateRule("and", int(q), public=bool(public))
 
@@ -228,17 +149,6 @@ def build_tree(key, rules, depth: int, root_truth=1, root_oracle: bool = True,
 
     Level ``k + 1`` is the concatenation over level-k nodes v (in order) and candidates c of the
     sampled child patterns, which is exactly the breadth-first layout of :class:`ClaimTree`.
-
-    Args:
-        key: a typed PRNG key (or a batch of keys for a batch of trees).
-        rules: one :class:`CandidateRule` per candidate.
-        depth: depth of the leaves.
-        root_truth: the root's truth (0 or 1).
-        root_oracle: whether the root's truth is public.
-        honest_cand: the candidate an honest prover uses.
-
-    Returns:
-        A :class:`ClaimTree`.
     """
     rules = tuple(rules)
     if not rules:
@@ -255,17 +165,13 @@ def build_tree(key, rules, depth: int, root_truth=1, root_oracle: bool = True,
 
 
 def _compiled(fn, n_static: int):
-    """Wrap a tree builder ``fn(key, *static)``.
-
-    * called with one concrete key: one compiled program;
-    * called with a batch of keys (shape ``[n]``): one compiled, vmapped program returning a batch
-      of trees (stacked arrays);
-    * called with a traced key (inside a caller's jit or vmap): traced inline.
-
-    Compiled calls use backend optimisation level 1 (capped by the process's level, as
-    ``dedebate.protocols.prover_estimator.COMPILE_OPTIONS``), which compiles these small programs
-    faster; JAX accepts compiler options only on a top-level jit, hence the inline path.
-    """
+    """Wrap a tree builder ``fn(key, *static)``: compiled for concrete keys, inline when traced."""
+    # Called with one concrete key: one compiled program; with a batch of keys (shape [n]): one
+    # compiled, vmapped program returning a batch of trees (stacked arrays); with a traced key
+    # (inside a caller's jit or vmap): traced inline. Compiled calls use backend optimisation level
+    # 1 (capped by the process's level, as dedebate.protocols.prover_estimator.COMPILE_OPTIONS),
+    # which compiles these small programs faster; JAX accepts compiler options only on a top-level
+    # jit, hence the inline path.
     static = tuple(range(1, 1 + n_static))
     options = capped_options({OPT_LEVEL: 1})
     single = jax.jit(fn, static_argnums=static, compiler_options=options)
@@ -319,19 +225,8 @@ def noisy_evidence_tree(key, depth: int = 3, q: int = 9, t: int = 5, true_counts
                         ) -> ClaimTree:
     """Noisy-evidence threshold tree (spec 9.4): Thr_5 of 9, rho = 2 with the default counts.
 
-    Args:
-        key: a typed PRNG key (or a batch of keys).
-        depth: depth of the leaves.
-        q: subclaims.
-        t: threshold.
-        true_counts: true children of a true claim.
-        false_counts: true children of a false claim.
-        root_truth: the root's truth.
-        unstable_alternative: also give each claim candidate 1, an AND decomposition with a hidden
-            flaw (fbs = q at true claims); the honest prover uses candidate 0.
-
-    Returns:
-        A :class:`ClaimTree`.
+    ``unstable_alternative`` also gives each claim candidate 1, an AND decomposition with a hidden
+    flaw (fbs = q at true claims); the honest prover uses candidate 0.
     """
     rules = [threshold_rule(q, t, true_counts, false_counts, public=True)]
     if unstable_alternative:
@@ -340,41 +235,19 @@ def noisy_evidence_tree(key, depth: int = 3, q: int = 9, t: int = 5, true_counts
 
 
 def unanimous_tree(key, depth: int = 3, q: int = 9, t: int = 5, root_truth=1) -> ClaimTree:
-    """Unanimous-children variant (spec 9.4): q or 0 true children, fbs = q / (q - t + 1) = 9/5.
-
-    Args:
-        key: a typed PRNG key (or a batch of keys).
-        depth: depth of the leaves.
-        q: subclaims.
-        t: threshold.
-        root_truth: the root's truth.
-
-    Returns:
-        A :class:`ClaimTree`.
-    """
+    """Unanimous-children variant (spec 9.4): q or 0 true children, fbs = q / (q - t + 1) = 9/5."""
     return noisy_evidence_tree(key, depth, q, t, (q,), (0,), root_truth)
 
 
 def hidden_flaw_tree(key, depth: int = 3, q: int = 4, root_truth=0, stable_t: int | None = None,
                      stable_true_counts=None, stable_false_counts=None) -> ClaimTree:
-    """Obfuscated argument (spec 9.3), the primality analogue.
+    """Obfuscated argument (spec 9.3), the primality analogue; ``honest_cand = 1``.
 
     * candidate 0 (``and_hidden``): AND of q subclaims; a false claim has exactly one false child
       at a uniformly random position that no player can observe;
-    * candidate 1 (``thr``): a stable threshold decomposition into checkable witness claims;
+    * candidate 1 (``thr``): a stable threshold decomposition into checkable witness claims
+      (threshold ``stable_t``, default ``ceil((q + 1) / 2)``; unanimous counts by default);
     * the root's truth is public (the Miller-Rabin "root oracle").
-
-    Args:
-        key: a typed PRNG key (or a batch of keys).
-        depth: depth of the leaves.
-        q: subclaims.
-        root_truth: the root's truth.
-        stable_t: threshold of candidate 1 (default ``ceil((q + 1) / 2)``).
-        stable_true_counts: true children of a true claim under candidate 1 (default unanimous).
-        stable_false_counts: true children of a false claim under candidate 1 (default unanimous).
-
-    Returns:
-        A :class:`ClaimTree` with ``honest_cand = 1``.
     """
     t = (q + 2) // 2 if stable_t is None else stable_t
     tc = (q,) if stable_true_counts is None else stable_true_counts
@@ -384,18 +257,7 @@ def hidden_flaw_tree(key, depth: int = 3, q: int = 4, root_truth=0, stable_t: in
 
 
 def and_tree(key, depth: int = 3, q: int = 4, root_truth=1, hidden: bool = False) -> ClaimTree:
-    """AND proof tree (spec 9.5): rho = q at true claims (a proof needing every step).
-
-    Args:
-        key: a typed PRNG key (or a batch of keys).
-        depth: depth of the leaves.
-        q: subclaims.
-        root_truth: the root's truth.
-        hidden: hide the children's truths.
-
-    Returns:
-        A :class:`ClaimTree`.
-    """
+    """AND proof tree (spec 9.5): rho = q at true claims (a proof needing every step)."""
     return build_tree(key, [and_rule(q, public=not hidden)], depth, root_truth,
                       root_oracle=True, honest_cand=0)
 
@@ -405,16 +267,6 @@ def random_tree(key, depth: int = 2, q: int = 3, n_cand: int = 1, root_truth=Non
 
     Child truths are i.i.d. uniform, and each ``M_D`` table is uniformly random conditioned on
     ``M_D(T(y)) = T(yhat)``. All truths are public.
-
-    Args:
-        key: a typed PRNG key (or a batch of keys).
-        depth: depth of the leaves.
-        q: subclaims.
-        n_cand: candidates per claim.
-        root_truth: the root's truth; None draws it too.
-
-    Returns:
-        A :class:`ClaimTree`.
     """
     check_sizes(q, depth, n_cand)
     n_int = n_nodes(q, depth - 1, n_cand)

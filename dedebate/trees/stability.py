@@ -19,8 +19,7 @@ from dedebate.trees.tree import MAX_Q, ClaimTree, child_codes
 
 
 def _linprog(*args, **kwargs):
-    """``scipy.optimize.linprog``, imported on first use (scipy.optimize costs about half a
-    second of CPU to import, in every process that imports this module)."""
+    """``scipy.optimize.linprog``, imported on first use (its import costs ~0.5 s of CPU)."""
     from scipy.optimize import linprog as solve
 
     return solve(*args, **kwargs)
@@ -43,15 +42,7 @@ def _check_function(table, z) -> tuple[np.ndarray, int, int]:
 
 
 def sensitive_blocks(table, z) -> np.ndarray:
-    """Codes of the nonempty blocks ``B`` with ``f(z XOR 1_B) != f(z)`` (spec 3.2).
-
-    Args:
-        table: int ``[2^q]`` truth table of f.
-        z: the point, a code in ``[0, 2^q)``.
-
-    Returns:
-        int numpy array of block codes.
-    """
+    """Codes of the nonempty blocks ``B`` with ``f(z XOR 1_B) != f(z)`` (spec 3.2)."""
     f, q, z = _check_function(table, z)
     blocks = np.arange(1, 2**q)
     return blocks[f[z ^ blocks] != f[z]]
@@ -62,14 +53,7 @@ def fbs(table, z, return_packing: bool = False):
 
         max sum_{B in S_z} u_B   s.t.  sum_{B ∋ i} u_B <= 1 (all i),  u >= 0.
 
-    Args:
-        table: int ``[2^q]`` truth table of f.
-        z: the point, a code in ``[0, 2^q)``.
-        return_packing: also return an optimal packing.
-
-    Returns:
-        The fbs (float), or ``(fbs, u)`` with ``u`` float64 ``[2^q]`` indexed by block code (zero
-        off ``S_z``).
+    With ``return_packing`` also ``u``, float64 ``[2^q]`` by block code (zero off ``S_z``).
     """
     f, q, z = _check_function(table, z)
     blocks = sensitive_blocks(f, z)
@@ -91,13 +75,7 @@ def fbs_dual(table, z, return_cover: bool = False):
 
         min sum_i t_i   s.t.  sum_{i in B} t_i >= 1 (all B in S_z),  t >= 0.
 
-    Args:
-        table: int ``[2^q]`` truth table of f.
-        z: the point, a code in ``[0, 2^q)``.
-        return_cover: also return an optimal cover.
-
-    Returns:
-        The value (float), or ``(value, t)`` with ``t`` float64 ``[q]``.
+    With ``return_cover`` also ``t``, float64 ``[q]``.
     """
     f, q, z = _check_function(table, z)
     blocks = sensitive_blocks(f, z)
@@ -116,14 +94,6 @@ def flip_probability(table, z, eps: float) -> float:
     """Worst-case ``Pr[f(z') != f(z)]`` with marginal error ``<= eps`` per coordinate (spec 3.3)::
 
         F(eps) = max { sum_{B in S_z} w_B : sum_{B ∋ i} w_B <= eps,  sum_B w_B <= 1,  w >= 0 }.
-
-    Args:
-        table: int ``[2^q]`` truth table of f.
-        z: the point, a code in ``[0, 2^q)``.
-        eps: the marginal error bound.
-
-    Returns:
-        float.
     """
     f, q, z = _check_function(table, z)
     if not 0.0 <= eps <= 1.0:
@@ -140,80 +110,36 @@ def flip_probability(table, z, eps: float) -> float:
 
 # ---- closed forms (spec 3.4) -----------------------------------------------------------------
 def fbs_threshold(q: int, t: int, w: int) -> float:
-    """fbs of ``Thr_t`` at a point with w ones: ``w/(w-t+1)`` if ``w >= t`` else ``(q-w)/(t-w)``.
-
-    Args:
-        q: bits.
-        t: threshold.
-        w: ones at the point.
-
-    Returns:
-        float.
-    """
+    """fbs of ``Thr_t`` at a point with w ones: ``w/(w-t+1)`` if ``w >= t`` else ``(q-w)/(t-w)``."""
     if not 1 <= t <= q or not 0 <= w <= q:
         raise ValueError(f"(q, t, w)=({q}, {t}, {w}): need 1 <= t <= q and 0 <= w <= q")
     return w / (w - t + 1) if w >= t else (q - w) / (t - w)
 
 
 def fbs_and(q: int, w: int) -> float:
-    """fbs of AND: q at all ones, 1 elsewhere.
-
-    Args:
-        q: bits.
-        w: ones at the point.
-
-    Returns:
-        float.
-    """
+    """fbs of AND: q at all ones, 1 elsewhere."""
     return fbs_threshold(q, q, w)
 
 
 def fbs_or(q: int, w: int) -> float:
-    """fbs of OR: q at all zeros, 1 elsewhere.
-
-    Args:
-        q: bits.
-        w: ones at the point.
-
-    Returns:
-        float.
-    """
+    """fbs of OR: q at all zeros, 1 elsewhere."""
     return fbs_threshold(q, 1, w)
 
 
 def fbs_majority(q: int, w: int) -> float:
-    """fbs of MAJ of q = 2m + 1 bits: ``w/(w-m)`` for ``w >= m+1``, ``(q-w)/(m+1-w)`` otherwise.
-
-    Args:
-        q: bits (odd).
-        w: ones at the point.
-
-    Returns:
-        float.
-    """
+    """fbs of MAJ of q = 2m + 1 bits: ``w/(w-m)`` for ``w >= m+1``, ``(q-w)/(m+1-w)`` otherwise."""
     if q % 2 != 1:
         raise ValueError(f"q={q!r}: majority needs an odd number of bits")
     return fbs_threshold(q, (q + 1) // 2, w)
 
 
 def fbs_parity(q: int) -> float:
-    """fbs of parity: every singleton is sensitive, so q at every point.
-
-    Args:
-        q: bits.
-
-    Returns:
-        float.
-    """
+    """fbs of parity: every singleton is sensitive, so q at every point."""
     return float(q)
 
 
 def fbs_dictator() -> float:
-    """fbs of a dictator: 1 at every point.
-
-    Returns:
-        float.
-    """
+    """fbs of a dictator: 1 at every point."""
     return 1.0
 
 
@@ -236,14 +162,9 @@ def _unique_lp(tree: ClaimTree, solve, cache: dict | None):
 
 
 def node_fbs(tree: ClaimTree, cache: dict | None = None) -> np.ndarray:
-    """``fbs[v, c]`` of ``M_D`` at internal node v, candidate c, at the true child vector.
+    """float64 ``fbs[v, c]`` of ``M_D`` at internal node v, candidate c, at the true children.
 
-    Args:
-        tree: an unbatched claim tree.
-        cache: optional dict of LP results keyed by (table, code), shared between calls.
-
-    Returns:
-        float64 numpy array of shape ``[n_internal, n_cand]``.
+    ``cache``: an optional dict of LP results keyed by (table, code), shared between calls.
     """
     cache = {} if cache is None else cache
     results, inverse = _unique_lp(tree, lambda f, z: fbs(f, z, return_packing=True), cache)
@@ -254,14 +175,6 @@ def node_fbs(tree: ClaimTree, cache: dict | None = None) -> np.ndarray:
 def tree_rho(tree: ClaimTree, cand: int | None = None, cache: dict | None = None) -> float:
     """Smallest admissible rho: the max fbs over internal nodes at their true child vectors (spec
     3.3).
-
-    Args:
-        tree: an unbatched claim tree.
-        cand: the candidate (default: the honest candidate).
-        cache: optional LP cache, as for :func:`node_fbs`.
-
-    Returns:
-        float.
     """
     c = tree.honest_cand if cand is None else cand
     if not 0 <= c < tree.n_cand:
@@ -274,13 +187,6 @@ def error_shifting_table(tree: ClaimTree, cache: dict | None = None) -> np.ndarr
 
     Mass ``u_B / fbs`` on pattern ``z* XOR B`` for an optimal packing ``u``, ``z*`` the true child
     vector. Where fbs = 0 (no sensitive block) the row is the point mass on ``z*``.
-
-    Args:
-        tree: an unbatched claim tree.
-        cache: optional LP cache, as for :func:`node_fbs`.
-
-    Returns:
-        float32 numpy array of shape ``[n_internal, n_cand, 2^q]``.
     """
     cache = {} if cache is None else cache
     results, inverse = _unique_lp(tree, lambda f, z: fbs(f, z, return_packing=True), cache)
@@ -305,17 +211,6 @@ def lp_lookup(tables, popcounts) -> dict[str, np.ndarray]:
     rules fix its tables and reachable codes (e.g. a threshold rule: the popcounts ``true_counts +
     false_counts``; an AND rule: ``q`` and ``q - 1``), so one lookup serves every tree the family's
     generator draws, whatever the key.
-
-    Args:
-        tables: int ``[K, 2^q]`` aggregator tables.
-        popcounts: the numbers of true children to solve for.
-
-    Returns:
-        Dict of arrays that jitted code indexes (:func:`node_fbs_jnp`,
-        :func:`error_shifting_table_jnp`): ``fbs`` float64 ``[K, 2^q]`` (NaN where not solved);
-        ``row`` int32 ``[K, 2^q]``, the row of ``rel`` for (table, code) (the NaN row where not
-        solved); ``rel`` float32 ``[R + 1, 2^q]``, mass ``u_B / fbs`` on block B (B = 0 where
-        fbs = 0), the float32 cast of the numbers :func:`error_shifting_table` uses, last row NaN.
     """
     tables = np.asarray(tables)
     n_tab, size = tables.shape
@@ -340,14 +235,7 @@ def lp_lookup(tables, popcounts) -> dict[str, np.ndarray]:
 
 
 def child_codes_jnp(tree: ClaimTree):
-    """:func:`child_codes` for jitted code: codes of the true child patterns.
-
-    Args:
-        tree: a claim tree.
-
-    Returns:
-        int32 array of shape ``[n_internal, n_cand]``.
-    """
+    """:func:`child_codes` for jitted code: codes of the true child patterns."""
     b, q = tree.branching, tree.q
     v = np.arange(tree.n_internal)[:, None, None]
     idx = v * b + 1 + np.arange(tree.n_cand)[None, :, None] * q + np.arange(q)[None, None, :]
@@ -356,30 +244,13 @@ def child_codes_jnp(tree: ClaimTree):
 
 
 def node_fbs_jnp(tree: ClaimTree, fbs_table):
-    """:func:`node_fbs` for jitted code: fbs[v, c] at the true child vector.
-
-    Args:
-        tree: a claim tree.
-        fbs_table: ``[K, 2^q]``, :func:`lp_lookup`'s ``fbs`` in the dtype the caller wants.
-
-    Returns:
-        Array of shape ``[n_internal, n_cand]`` in the dtype of ``fbs_table``.
-    """
+    """:func:`node_fbs` for jitted code: fbs[v, c] at the true child vector."""
     agg = jnp.asarray(tree.agg)[: tree.n_internal]
     return jnp.asarray(fbs_table)[agg, child_codes_jnp(tree)]
 
 
 def error_shifting_table_jnp(tree: ClaimTree, lookup: dict):
-    """:func:`error_shifting_table` for jitted code, from an :func:`lp_lookup` of the tree's tables.
-
-    Args:
-        tree: a claim tree.
-        lookup: the dict of :func:`lp_lookup`.
-
-    Returns:
-        float32 array of shape ``[n_internal, n_cand, 2^q]``, equal to the host table (NaN at a
-        code the lookup lacks).
-    """
+    """:func:`error_shifting_table` for jitted code, from the tree's :func:`lp_lookup`."""
     codes = child_codes_jnp(tree)
     agg = jnp.asarray(tree.agg)[: tree.n_internal]
     rel = jnp.asarray(lookup["rel"])[jnp.asarray(lookup["row"])[agg, codes]]  # [v, c, B]

@@ -23,43 +23,19 @@ MAX_NODES = 1 << 23
 
 
 def n_nodes(q: int, depth: int, n_cand: int = 1) -> int:
-    """Number of nodes ``sum_{k=0}^{depth} (n_cand q)^k`` of the complete claim tree.
-
-    Args:
-        q: subclaims per decomposition.
-        depth: depth of the leaves.
-        n_cand: candidates per claim.
-
-    Returns:
-        int.
-    """
+    """Number of nodes ``sum_{k=0}^{depth} (n_cand q)^k`` of the complete claim tree."""
     b = q * n_cand
     return sum(b**k for k in range(depth + 1))
 
 
 def level_offset(q: int, n_cand: int, k: int) -> int:
-    """Index of the first node at depth ``k``: ``sum_{j<k} (n_cand q)^j``.
-
-    Args:
-        q: subclaims per decomposition.
-        n_cand: candidates per claim.
-        k: the depth.
-
-    Returns:
-        int.
-    """
+    """Index of the first node at depth ``k``: ``sum_{j<k} (n_cand q)^j``."""
     b = q * n_cand
     return sum(b**j for j in range(k))
 
 
 def check_sizes(q, depth, n_cand=1) -> None:
-    """Validate the static sizes of a claim tree (host side, clear ValueError).
-
-    Args:
-        q: subclaims per decomposition (>= 1).
-        depth: depth of the leaves (>= 1).
-        n_cand: candidates per claim (>= 1).
-    """
+    """Validate the static sizes of a claim tree (host side, clear ValueError)."""
     if not isinstance(q, (int, np.integer)) or isinstance(q, bool) or not 2 <= q <= MAX_Q:
         raise ValueError(
             f"q={q!r}: claim trees need an integer width 2 <= q <= {MAX_Q} "
@@ -84,161 +60,80 @@ class ClaimTree:
     Array fields are pytree leaves, so a batch of trees vmaps. ``M_D(x, yhat, y_c, z) =
     tables[agg[v, c], code(z)]``; a materialised ``md_table[node, cand, 2^q]`` is
     :attr:`md_table`.
-
-    Attributes:
-        truth: int8 ``[N]``: ``T(claim)`` in {0, 1}; ``-1`` where hidden in a public view.
-        known: bool ``[N]``: whether every player can observe the claim's truth (a root oracle such
-            as Miller-Rabin, or checkable evidence). Strategies that do not see the truth get
-            :meth:`public`, in which the other truths read ``-1``.
-        agg: int32 ``[N, C]``: which aggregator table is ``M_D`` at (node, candidate) (leaves: 0).
-        tables: int8 ``[K, 2^q]``: ``M_D`` value for every answer pattern of each aggregator.
-        q: subclaims per decomposition (static).
-        depth: leaves are at depth ``depth`` (static).
-        n_cand: candidate decompositions per claim (static).
-        honest_cand: the candidate an honest prover uses: the stable one where there is a choice.
-        cand_names: one word per candidate, for reports.
     """
 
-    truth: jax.Array
+    truth: jax.Array  # int8 [N]: T(claim) in {0, 1}; -1 where hidden in a public view
+    # bool [N]: whether every player can observe the claim's truth (a root oracle such as Miller-
+    # Rabin, or checkable evidence). Strategies that do not see the truth get public, in which the
+    # other truths read -1
     known: jax.Array
-    agg: jax.Array
-    tables: jax.Array
-    q: int = struct.field(pytree_node=False)
-    depth: int = struct.field(pytree_node=False)
+    agg: jax.Array  # int32 [N, C]: which aggregator table is M_D at (node, candidate) (leaves: 0)
+    tables: jax.Array  # int8 [K, 2^q]: M_D value for every answer pattern of each aggregator
+    q: int = struct.field(pytree_node=False)  # subclaims per decomposition (static)
+    depth: int = struct.field(pytree_node=False)  # leaves are at depth depth (static)
+    # candidate decompositions per claim (static)
     n_cand: int = struct.field(pytree_node=False, default=1)
+    # the candidate an honest prover uses: the stable one where there is a choice
     honest_cand: int = struct.field(pytree_node=False, default=0)
+    # one word per candidate, for reports
     cand_names: tuple = struct.field(pytree_node=False, default=())
 
     # ---- static shape helpers -------------------------------------------------------------
     @property
     def branching(self) -> int:
-        """Children per internal node over all candidates.
-
-        Returns:
-            ``b = n_cand q`` (int).
-        """
+        """Children per internal node over all candidates."""
         return self.q * self.n_cand
 
     @property
     def n_nodes(self) -> int:
-        """Number of nodes.
-
-        Returns:
-            int.
-        """
+        """Number of nodes."""
         return n_nodes(self.q, self.depth, self.n_cand)
 
     @property
     def n_internal(self) -> int:
-        """Number of internal nodes (depth < ``depth``); they are the indices ``[0, n_internal)``.
-
-        Returns:
-            int.
-        """
+        """Number of internal nodes (depth < ``depth``), the indices ``[0, n_internal)``."""
         return level_offset(self.q, self.n_cand, self.depth)
 
     def level_offset(self, k: int) -> int:
-        """Index of the first node at depth ``k``.
-
-        Args:
-            k: the depth.
-
-        Returns:
-            int.
-        """
+        """Index of the first node at depth ``k``."""
         return level_offset(self.q, self.n_cand, k)
 
     # ---- traced accessors -----------------------------------------------------------------
     def children(self, node, cand) -> jax.Array:
-        """Indices of the q subclaims of candidate decomposition ``cand`` of ``node``.
-
-        Args:
-            node: int32 internal node index.
-            cand: int32 candidate.
-
-        Returns:
-            int32 array of shape ``[q]``.
-        """
+        """Indices of the q subclaims of candidate decomposition ``cand`` of ``node``."""
         return node * self.branching + 1 + cand * self.q + jnp.arange(self.q, dtype=jnp.int32)
 
     def child(self, node, cand, j) -> jax.Array:
-        """Index of subclaim ``j`` of candidate ``cand`` of ``node``.
-
-        Args:
-            node: int32 internal node index.
-            cand: int32 candidate.
-            j: int32 subclaim position.
-
-        Returns:
-            int32 scalar.
-        """
+        """Index of subclaim ``j`` of candidate ``cand`` of ``node``."""
         return node * self.branching + 1 + cand * self.q + j
 
     def md(self, node, cand) -> jax.Array:
-        """``M_D`` of (node, cand) for all answer patterns.
-
-        Args:
-            node: int32 internal node index.
-            cand: int32 candidate.
-
-        Returns:
-            int8 array of shape ``[2^q]``.
-        """
+        """``M_D`` of (node, cand) for all answer patterns."""
         return self.tables[self.agg[node, cand]]
 
     @property
     def md_table(self) -> jax.Array:
-        """Materialised ``md_table[node, cand, 2^q]`` (spec PED 10).
-
-        Returns:
-            int8 array of shape ``[n_internal, n_cand, 2^q]``.
-        """
+        """Materialised ``md_table[node, cand, 2^q]`` (spec PED 10)."""
         return self.tables[self.agg]
 
     def child_truths(self, node, cand) -> jax.Array:
-        """Truths of the q subclaims of (node, cand).
-
-        Args:
-            node: int32 internal node index.
-            cand: int32 candidate.
-
-        Returns:
-            int8 array of shape ``[q]`` (``-1`` where hidden in a public view).
-        """
+        """Truths of the q subclaims of (node, cand)."""
         return self.truth[self.children(node, cand)]
 
     def public(self) -> ClaimTree:
-        """The view of a player who sees only public truths: hidden truths read ``-1``.
-
-        Returns:
-            A :class:`ClaimTree`.
-        """
+        """The view of a player who sees only public truths: hidden truths read ``-1``."""
         return self.replace(truth=jnp.where(self.known, self.truth, -1).astype(jnp.int8))
 
 
 def truth_code(truths) -> jax.Array:
-    """Little-endian code of a {0,1} pattern (traced).
-
-    Args:
-        truths: int array of shape ``[..., q]``.
-
-    Returns:
-        int32 array of shape ``[...]``.
-    """
+    """Little-endian code of a {0,1} pattern (traced)."""
     q = truths.shape[-1]
     weights = (1 << jnp.arange(q, dtype=jnp.int32)).astype(jnp.int32)
     return jnp.sum(truths.astype(jnp.int32) * weights, axis=-1)
 
 
 def child_codes(tree: ClaimTree) -> np.ndarray:
-    """Host side: the code of the true answer pattern of every (internal node, candidate).
-
-    Args:
-        tree: an unbatched claim tree.
-
-    Returns:
-        int numpy array ``codes`` of shape ``[n_internal, n_cand]``.
-    """
+    """Host side: the code of the true answer pattern of every (internal node, candidate)."""
     truth = np.asarray(tree.truth)
     if truth.ndim != 1:
         raise ValueError(f"tree.truth.ndim={truth.ndim}: pass one tree, not a batch")
@@ -249,11 +144,7 @@ def child_codes(tree: ClaimTree) -> np.ndarray:
 
 
 def check_decomposable(tree: ClaimTree) -> None:
-    """Host side: raise ValueError unless ``M_D(T(y)) = T(yhat)`` everywhere (spec PED 7.1).
-
-    Args:
-        tree: an unbatched claim tree.
-    """
+    """Host side: raise ValueError unless ``M_D(T(y)) = T(yhat)`` everywhere (spec PED 7.1)."""
     truth = np.asarray(tree.truth)
     if truth.min() < 0:
         raise ValueError("tree.truth has hidden entries (-1): check the full tree, not a view")

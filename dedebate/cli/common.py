@@ -1,0 +1,30 @@
+"""What the commands share: the exit codes, the one-line usage error and the experiment registry."""
+
+from __future__ import annotations
+
+import sys
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A bad command line: exit 2 with one line."""
+
+
+def die_usage(msg: str) -> int:
+    """Print ``dedebate: error: MSG`` on stderr; returns the usage exit code."""
+    print(f"dedebate: error: {msg}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def load_registry():
+    """The registered experiments (:func:`dedebate.lab.registry.discover_experiments`)."""
+    from dedebate.lab.registry import discover_experiments
+
+    return discover_experiments()
+
+
+def warn_import_errors(reg) -> None:
+    """One warning line on stderr per experiment module that failed to import."""
+    for mod, err in sorted(reg.errors.items()):
+        print(f"dedebate: warning: could not import {mod}: {err}", file=sys.stderr)

@@ -1,0 +1,82 @@
+"""The commands that read results back: ``dedebate report``, ``compare`` and ``ls``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from dedebate.cli.common import EXIT_FAIL, EXIT_OK, die_usage
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``dedebate compare A B [--json]``: two results side by side, claim by claim.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 if no gating verdict changed; 1 if one did; 2 for a path without a readable
+        result, or when the comparison itself fails (one line, never exit 1).
+    """
+    from dedebate.lab.compare import CompareError, comparison, render
+
+    try:
+        cmp = comparison(args.a, args.b)
+        text = json.dumps(cmp, indent=2, allow_nan=False) if args.json else render(cmp)
+    except CompareError as err:
+        return die_usage(str(err))
+    except Exception as err:  # noqa: BLE001 - exit 1 means "a verdict changed", never a crash
+        return die_usage(f"compare {args.a} {args.b} failed: {type(err).__name__}: "
+                          f"{' '.join(str(err).split())} (a bug in dedebate: please report it)")
+    print(text)
+    return EXIT_FAIL if cmp["changed"] else EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``dedebate report DIR [--html FILE]``: a reproduce report rendered again.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0, or 2 for a directory without a readable report.json.
+    """
+    from dedebate.lab.rerender import ReportError, load_report, markdown, to_html
+    from dedebate.lab.rundir import write_text
+
+    try:
+        where, data = load_report(args.dir)
+    except ReportError as err:
+        return die_usage(str(err))
+    md = markdown(data)
+    if not args.html:
+        print(md, end="")
+        return EXIT_OK
+    write_text(args.html, to_html(md, where))
+    print(f"wrote {args.html}")
+    return EXIT_OK
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    """``dedebate ls [DIR] [--json]``: the records under DIR, oldest first.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0, or 2 for a DIR that is not a directory.
+    """
+    from dedebate.lab.records import RecordError, listing, render
+
+    try:
+        entries = listing(args.dir)
+    except RecordError as err:
+        return die_usage(str(err))
+    if args.json:
+        print(json.dumps(entries, indent=2))
+    elif entries:
+        print(render(entries), end="")
+    else:
+        print(f"no run, sweep or reproduce directories under {args.dir}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,230 @@
+"""``dedebate run`` and ``dedebate sweep``: one experiment, or a grid of runs, and their summaries
+(``--resume`` continues either from its directory)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from dedebate.cli.common import EXIT_FAIL, EXIT_OK, die_usage, load_registry, warn_import_errors
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``dedebate run CONFIG [key.sub=value ...]``: one experiment (or ``--resume RUN_DIR``).
+
+    A config with a ``sweep`` block runs as a sweep in this process. On resume, overrides
+    that change the config hash are refused.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 if every claim passed; 1 if a claim failed or the experiment raised; 2 for a bad
+        command line or config.
+    """
+    from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
+    from dedebate.lab.registry import config_path
+    from dedebate.lab.runner import run_experiment
+
+    overrides = list(args.overrides)
+    if args.resume:
+        if args.config is not None:  # with --resume every positional is an override
+            overrides.insert(0, args.config)
+        run_dir = Path(args.resume)
+        if not (run_dir / "config.yaml").is_file():
+            return die_usage(f"--resume {args.resume}: no config.yaml there (not a run "
+                              "directory)")
+    elif args.config is None:
+        return die_usage("run needs a config file: dedebate run configs/NAME.yaml "
+                          "[key.sub=value ...]")
+    reg = load_registry()
+    try:
+        if args.resume:
+            raw = read_yaml(run_dir / "config.yaml")
+            old = resolve(raw, reg.experiments)
+            cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
+            if cfg.config_hash() != old.config_hash():
+                raise ConfigError(f"these overrides change the results of {args.resume} "
+                                  "(config hash differs); start a new run instead")
+        else:
+            cfg = load_config(config_path(args.config), reg.experiments, overrides)
+    except ConfigError as err:
+        if reg.errors and "unknown experiment" in str(err):
+            warn_import_errors(reg)
+        return die_usage(f"config error: {err}")
+    module = reg.experiments[cfg.experiment]
+    if cfg.sweep is not None:  # a sweep block makes the run a sweep (one process)
+        return _sweep(module, cfg, sweep_dir=Path(args.resume).resolve() if args.resume
+                      else None, show_progress=not args.no_progress)
+    rec = run_experiment(module, cfg, run_dir=Path(args.resume).resolve() if args.resume
+                         else None, show_progress=not args.no_progress,
+                         raise_errors=args.traceback)
+    _print_run_summary(rec)
+    if rec.error is not None:
+        print(f"dedebate: {cfg.experiment} failed: {rec.error} (traceback in "
+              f"{rec.run_dir / 'error.txt'})", file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK if rec.passed else EXIT_FAIL
+
+
+def _p_text(d) -> str:
+    """`` p=..`` for a Monte-Carlo row (decided family-wise, see dedebate/lab/claims.py)."""
+    if d.get("p_value") is None:
+        return ""
+    if d.get("family_level") is None:  # a finding or unchecked row: decided outside the family
+        return f"; p={d['p_value']:.3g}"
+    return f"; p={d['p_value']:.3g} vs level {d['family_level']:.3g} (family of {d['family_size']})"
+
+
+def _print_run_summary(rec) -> None:
+    from dedebate.lab.experiment import gating
+    from dedebate.lab.report_render import measured
+
+    print(f"run directory: {rec.run_dir}")
+    if rec.result is not None:
+        for d in rec.results.get("claims", []):
+            verdict = ("PASS" if d["passed"] else "FAIL") if gating(d) else \
+                ("FINDING, criterion met" if d["passed"] else "FINDING, criterion not met")
+            print(f"  {verdict}  {d['claim']} ({d['source']}): bound "
+                  f"{d['bound']}; measured {measured(d)}{_p_text(d)}")
+        if not rec.result.claims:
+            print("  (no claims)")
+    wb = rec.results.get("provenance", {}).get("tracking", {})
+    if wb.get("mode") == "offline" and wb.get("wandb_dir"):
+        print(f"W&B offline run: {wb['wandb_dir']} (upload with: dedebate sync {rec.run_dir})")
+
+
+def _sweep_config(args: argparse.Namespace, reg):
+    """The sweep's RunConfig from CONFIG or from ``--resume SWEEP_DIR``'s config.yaml."""
+    from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
+    from dedebate.lab.registry import config_path
+
+    overrides = list(args.overrides)
+    if args.resume:
+        if args.config is not None:
+            overrides.insert(0, args.config)
+        raw = read_yaml(Path(args.resume) / "config.yaml")
+        old = resolve(raw, reg.experiments)
+        cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
+        if old.sweep is None:
+            raise ConfigError(f"--resume {args.resume}: not a sweep directory (its config.yaml "
+                              "has no sweep block)")
+        if cfg.sweep_hash() != old.sweep_hash():
+            raise ConfigError(f"these overrides change the results of {args.resume} "
+                              "(sweep hash differs); start a new sweep instead")
+    else:
+        cfg = load_config(config_path(args.config), reg.experiments, overrides)
+    if cfg.sweep is None:
+        raise ConfigError("the config has no sweep block; add one (sweep: {seeds: 4, axes: "
+                          "{FIELD: [v1, v2]}}) or override it (sweep.seeds=4 "
+                          "'sweep.axes.FIELD=[v1,v2]')")
+    return cfg
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``dedebate sweep CONFIG``: a grid of runs, on one or several processes.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 if the sweep finished; 1 if a point failed; 2 for a bad command line, config or
+        multi-process environment.
+    """
+    from dedebate.lab import distributed as dist
+    from dedebate.lab.config import ConfigError
+
+    if args.config is None and not args.resume:
+        return die_usage("sweep needs a config file: dedebate sweep configs/NAME.yaml "
+                          "[key.sub=value ...]")
+    if args.resume and not (Path(args.resume) / "config.yaml").is_file():
+        return die_usage(f"--resume {args.resume}: no config.yaml there (not a sweep "
+                          "directory)")
+    if args.processes is not None and args.processes < 1:
+        return die_usage(f"--processes {args.processes}: must be >= 1")
+    try:
+        penv = dist.process_env(args.distributed)
+    except dist.DistributedError as err:
+        return die_usage(str(err))
+    if args.processes and args.processes > 1:
+        if penv.multi:
+            return die_usage("--processes starts its own processes; it cannot be used inside "
+                              "a multi-process launch (JAX_NUM_PROCESSES / srun)")
+        return _launch_sweep(args)
+    if not penv.multi and int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1:
+        print("dedebate: warning: SLURM_NTASKS > 1 but --distributed is not given: this process "
+              "runs the whole sweep on its own", file=sys.stderr)
+    dist.initialize(penv)  # before any experiment module can touch a JAX backend
+    try:
+        reg = load_registry()
+        try:
+            cfg = _sweep_config(args, reg)
+        except ConfigError as err:
+            if reg.errors and "unknown experiment" in str(err):
+                warn_import_errors(reg)
+            return die_usage(f"config error: {err}")
+        sweep_dir = args.sweep_dir or args.resume
+        return _sweep(reg.experiments[cfg.experiment], cfg,
+                      sweep_dir=Path(sweep_dir).resolve() if sweep_dir else None,
+                      show_progress=not args.no_progress)
+    finally:
+        dist.shutdown(penv)
+
+
+def _launch_sweep(args: argparse.Namespace) -> int:
+    """``--processes N``: validate the config, create the sweep directory, start N processes."""
+    from dedebate.lab import distributed as dist
+    from dedebate.lab.config import ConfigError
+    from dedebate.lab.rundir import new_run_dir
+
+    reg = load_registry()
+    try:
+        cfg = _sweep_config(args, reg)
+    except ConfigError as err:
+        return die_usage(f"config error: {err}")
+    if args.resume:
+        sweep_dir = Path(args.resume).resolve()
+        argv = ["sweep", "--resume", str(sweep_dir),
+                *([args.config] if args.config is not None else []), *args.overrides]
+    else:
+        sweep_dir = Path(args.sweep_dir).resolve() if args.sweep_dir else \
+            new_run_dir(cfg.output_dir, f"{cfg.experiment}-sweep")
+        argv = ["sweep", args.config, *args.overrides, "--sweep-dir", str(sweep_dir)]
+    if args.no_progress:
+        argv.append("--no-progress")
+    print(f"dedebate: {args.processes} processes on 127.0.0.1 (jax.distributed)",
+          file=sys.stderr, flush=True)
+    return dist.launch_local(argv, args.processes)
+
+
+def _sweep(module, cfg, *, sweep_dir, show_progress: bool) -> int:
+    from dedebate.lab.sweep import SweepError, run_sweep
+
+    try:
+        rec = run_sweep(module, cfg, sweep_dir=sweep_dir, show_progress=show_progress)
+    except SweepError as err:
+        return die_usage(f"sweep error: {err}")
+    res = rec.results
+    if not res:  # not process 0: it prints
+        return EXIT_OK
+    p = rec.plan
+    print(f"sweep directory: {rec.sweep_dir}")
+    rate = f"; {res['rows_per_s']:.4g} runs/s" if res.get("rows_per_s") else ""
+    how = (f"{res['compilations']} compilation(s), {res['devices']} device(s), "
+           f"{res['processes']} process(es)" if p.vmapped else "each point a full run")
+    print(f"  {len(p.points)} points x {len(p.seeds)} seeds = {res['rows']} runs in "
+          f"{len(p.groups)} static group(s) ({res['groups_resumed']} resumed); {how}{rate}")
+    print(f"  table: {rec.sweep_dir / 'sweep.csv'}; plots: {len(res['plots'])} in "
+          f"{rec.sweep_dir / 'plots'}")
+    wb = res["provenance"]["tracking"]
+    if wb.get("mode") == "offline" and wb.get("wandb_dir"):
+        print(f"W&B offline runs: {rec.sweep_dir / 'wandb'} (upload with: dedebate sync "
+              f"{rec.sweep_dir})")
+    failed = [r for r in rec.rows if r.get("status") == "error"]
+    if failed:
+        print(f"dedebate: {len(failed)} sweep run(s) raised; see their run directories under "
+              f"{rec.sweep_dir / 'points'}", file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK

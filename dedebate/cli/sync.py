@@ -1,0 +1,44 @@
+"""``dedebate sync``: upload the offline W&B runs under some directories."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dedebate.cli.common import EXIT_FAIL, EXIT_OK, die_usage
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """``dedebate sync PATH ...``: upload every offline W&B run under the paths.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 if every run synced (or there was none); 1 if one failed or ran past ``--timeout``;
+        2 for a bad path, ``--jobs`` or ``--timeout``.
+    """
+    from dedebate.lab.sync import by_run_id, find_offline_runs, sync_all
+
+    if args.jobs < 1:
+        return die_usage(f"--jobs={args.jobs}: must be at least 1")
+    if not 0 < args.timeout < float("inf"):
+        return die_usage(f"--timeout={args.timeout}: must be a positive number of seconds")
+    runs = []
+    for path in args.paths:
+        if not Path(path).expanduser().is_dir():
+            return die_usage(f"{path}: not a directory")
+        runs += find_offline_runs(path)
+    if not runs:
+        print(f"no offline W&B runs under {', '.join(args.paths)}", file=sys.stderr)
+        return EXIT_OK
+    if args.dry_run:
+        print("\n".join(str(r) for r in runs))
+        print(f"{len(runs)} offline run(s); run without --dry-run to sync them", file=sys.stderr)
+        return EXIT_OK
+    failed = sync_all(runs, jobs=args.jobs, timeout=args.timeout,
+                      report=lambda line: print(line, flush=True))
+    n = len(by_run_id(runs))
+    print(f"{n - failed}/{n} W&B run(s) synced", file=sys.stderr)
+    return EXIT_FAIL if failed else EXIT_OK
