@@ -1,18 +1,19 @@
 """dedebate's XLA flags: a CPU work-around applied at import, and programs' options under XLA_FLAGS.
 
-jaxlib 0.10.2's CPU "YNN" reduce fusion miscomputes some fused reductions (a matrix product of a
-broadcast constant, summed in a fused reduction, gives wrong values or NaN under ``jit``; upstream:
-jax-ml/jax#39103; ``tests/test_xla_workaround.py``). So importing dedebate adds
-``--xla_cpu_experimental_ynn_fusion_type=-reduce`` to ``XLA_FLAGS`` (before JAX starts its
-backend), unless the user set that flag or opts out with ``DEDEBATE_KEEP_XLA_FLAGS=1``, and only
-for jaxlib releases from the first that needs it to the last known to accept it: XLA aborts on an
-unknown flag, so a newer jaxlib gets none (where accepted, the flag only turns one fusion off).
-Checked (accepted / the test's sum wrong without it): 0.4.35-0.8.0 no (abort); 0.8.2-0.10.1 yes /
-no; 0.10.2 yes / yes; 0.11.2 yes (the H200 run of 2026-12-04 ran with it) / not checked.
-
-:func:`capped_options` keeps a program's own LLVM optimisation level at most the one ``XLA_FLAGS``
-asks for (docs/lab.md, "Fast compilation").
+Importing dedebate adds :data:`YNN_FLAG` to ``XLA_FLAGS`` for the jaxlib releases whose CPU "YNN"
+reduce fusion miscomputes fused reductions (docs/lab.md, "Fast compilation";
+``tests/test_xla_workaround.py``); :func:`capped_options` keeps a program's own LLVM optimisation
+level at most the one ``XLA_FLAGS`` asks for.
 """
+
+# jaxlib 0.10.2's CPU "YNN" reduce fusion miscomputes some fused reductions (a matrix product of a
+# broadcast constant, summed in a fused reduction, gives wrong values or NaN under ``jit``;
+# upstream: jax-ml/jax#39103). The flag is added before JAX starts its backend, unless the user
+# set it or opts out with DEDEBATE_KEEP_XLA_FLAGS=1, and only for jaxlib releases from the first
+# that needs it to the last known to accept it: XLA aborts on an unknown flag, so a newer jaxlib
+# gets none (where accepted, the flag only turns one fusion off). Checked (accepted / the test's
+# sum wrong without it): 0.4.35-0.8.0 no (abort); 0.8.2-0.10.1 yes / no; 0.10.2 yes / yes;
+# 0.11.2 yes (the H200 run of 2026-12-04 ran with it) / not checked.
 
 import importlib.metadata
 import os
@@ -22,16 +23,11 @@ YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
 FIRST_JAXLIB_NEEDING_FLAG = (0, 10, 2)
 LAST_JAXLIB_NEEDING_FLAG = (0, 11, 2)
 """The jaxlib releases (major, minor, patch) that get :data:`YNN_FLAG`, both ends included: check
-that a newer one accepts the flag (the module's docstring) before raising the last."""
+that a newer one accepts the flag (the comment above) before raising the last."""
 
 
 def jaxlib_version() -> tuple[int, ...] | None:
-    """The installed jaxlib's version as integers (``"0.10.2"`` -> ``(0, 10, 2)``), read from
-    the package metadata without importing it; None if jaxlib is not installed.
-
-    Returns:
-        tuple of ints, or None.
-    """
+    """The installed jaxlib's version as integers (``(0, 10, 2)``), None if not installed."""
     try:
         text = importlib.metadata.version("jaxlib")
     except importlib.metadata.PackageNotFoundError:
@@ -40,28 +36,13 @@ def jaxlib_version() -> tuple[int, ...] | None:
 
 
 def needs_cpu_workaround(version: tuple[int, ...] | None) -> bool:
-    """Whether jaxlib ``version`` gets :data:`YNN_FLAG` (a release checked to need it).
-
-    Args:
-        version: jaxlib's version (:func:`jaxlib_version`); None: not installed.
-
-    Returns:
-        bool.
-    """
+    """Whether jaxlib ``version`` (None: not installed) gets :data:`YNN_FLAG`."""
     return version is not None and (
         FIRST_JAXLIB_NEEDING_FLAG <= tuple(version[:3]) <= LAST_JAXLIB_NEEDING_FLAG)
 
 
 def apply_cpu_workaround(version: tuple[int, ...] | None = None) -> None:
-    """Add :data:`YNN_FLAG` to ``XLA_FLAGS`` where jaxlib needs it (:func:`needs_cpu_workaround`),
-    unless the user set that flag or opted out.
-
-    Reads ``DEDEBATE_KEEP_XLA_FLAGS``, ``XLA_FLAGS`` and jaxlib's version and may set
-    ``XLA_FLAGS``; nothing else.
-
-    Args:
-        version: jaxlib's version; None reads it (:func:`jaxlib_version`).
-    """
+    """Add :data:`YNN_FLAG` to ``XLA_FLAGS`` where jaxlib needs it, unless set or opted out."""
     if os.environ.get("DEDEBATE_KEEP_XLA_FLAGS") == "1":
         return
     flags = os.environ.get("XLA_FLAGS", "")
@@ -78,36 +59,19 @@ compile time depends on."""
 
 
 def requested_opt_level(environ: dict[str, str] | None = None) -> int | None:
-    """The optimisation level ``XLA_FLAGS`` asks for (``--xla_backend_optimization_level=N``; the
-    last one wins, as in XLA), None where it names none.
-
-    Args:
-        environ: the environment; None = ``os.environ``.
-
-    Returns:
-        int or None.
-    """
+    """The last ``--xla_backend_optimization_level=N`` of ``XLA_FLAGS``, None if none."""
     env = os.environ if environ is None else environ
     found = re.findall(rf"--{OPT_LEVEL}=(\d+)", env.get("XLA_FLAGS", ""))
     return int(found[-1]) if found else None
 
 
 def capped_options(options: dict, environ: dict[str, str] | None = None) -> dict:
-    """A compile-bound program's own XLA options, at most the process's optimisation level.
-
-    Such a program asks for a level below XLA's default to compile faster at no cost in run time;
-    where ``XLA_FLAGS`` asks for a lower one still (the command line's fast compilation of quick
-    runs, docs/lab.md "Fast compilation"), the lower one applies, since options passed to ``jit``
-    override ``XLA_FLAGS``. Read when the program is defined, so set ``XLA_FLAGS`` before
-    importing dedebate's modules (the command line does).
-
-    Args:
-        options: the program's options (``OPT_LEVEL`` among them, or not).
-        environ: the environment; None = ``os.environ``.
-
-    Returns:
-        ``options``, with ``OPT_LEVEL`` lowered to the requested level where that is lower.
-    """
+    """A compile-bound program's XLA options, at most the process's optimisation level."""
+    # Such a program asks for a level below XLA's default to compile faster at no cost in run
+    # time; where XLA_FLAGS asks for a lower one still (the command line's fast compilation of
+    # quick runs, docs/lab.md "Fast compilation"), the lower one applies, since options passed to
+    # jit override XLA_FLAGS. Read when the program is defined, so set XLA_FLAGS before importing
+    # dedebate's modules (the command line does). environ: None = os.environ.
     level = requested_opt_level(environ)
     if level is None or OPT_LEVEL not in options or options[OPT_LEVEL] <= level:
         return options

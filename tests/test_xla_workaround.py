@@ -39,7 +39,7 @@ def test_flag_is_added_only_for_the_checked_jaxlib_versions_that_need_it(monkeyp
     from dedebate._xla_flags import YNN_FLAG, apply_cpu_workaround
 
     checked = (_xla_flags.FIRST_JAXLIB_NEEDING_FLAG, _xla_flags.LAST_JAXLIB_NEEDING_FLAG)
-    assert checked == ((0, 10, 2), (0, 11, 2))  # the module's docstring's table
+    assert checked == ((0, 10, 2), (0, 11, 2))  # the version table in the module's comments
     monkeypatch.delenv("DEDEBATE_KEEP_XLA_FLAGS", raising=False)
     for version, added in (((0, 10, 2), True), ((0, 10, 2, 1), True), ((0, 10, 1), False),
                            ((0, 11, 2), True), ((0, 11, 3), False), ((99, 0, 0), False),

@@ -31,8 +31,7 @@ def compiled(fn, *args, pool=None) -> concurrent.futures.Future:
         *args: example arguments (only their structure, shapes and dtypes matter).
         pool: a thread pool to compile on; None = compile now.
 
-    Returns:
-        A future of ``(executable, seconds compiling)``.
+    Returns a future of ``(executable, seconds compiling)``.
     """
     import jax
 

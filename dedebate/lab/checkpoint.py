@@ -33,12 +33,6 @@ def disk_full(err: BaseException | None) -> str | None:
     """What ``err``, or an error it was raised from, says is full, in words (``"No space left
     on device"``, ``"Disk quota exceeded"``); None when it is about something else. Orbax and
     TensorStore report a full disk as a ValueError whose message holds the OSError's text.
-
-    Args:
-        err: an exception.
-
-    Returns:
-        The OSError's text, or None.
     """
     seen = set()
     while err is not None and id(err) not in seen:
@@ -63,11 +57,7 @@ class QuietDiskFull(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         """Whether a log record is kept.
 
-        Args:
-            record: a record of the ``absl`` logger.
-
-        Returns:
-            False when its exception or message is about a full disk (or disk quota).
+        Returns False when its exception or message is about a full disk (or disk quota).
         """
         err = record.exc_info[1] if record.exc_info else None
         return not (disk_full(err) or _says_full(record.getMessage()))
@@ -89,8 +79,7 @@ def uncommitted(x: Any, take: Callable[[np.ndarray], np.ndarray] | None = None) 
         x: a pytree leaf.
         take: a function of the leaf's host copy (its key data for a key); None = all of it.
 
-    Returns:
-        ``x`` if it is not an array, else ``take`` of its values in a fresh uncommitted array.
+    Returns ``x`` if it is not an array, else ``take`` of its values in a fresh uncommitted array.
     """
     import jax
     import jax.numpy as jnp
@@ -138,8 +127,9 @@ class Checkpointer:
 
     @contextlib.contextmanager
     def _disk_full_is_run_dir_error(self) -> Iterator[None]:
-        """Turn a full disk during a save (this step's, or an earlier one's finishing in the
-        background) into one RunDirError line naming the checkpoint directory."""
+        """Turn a full disk during a save into one RunDirError line naming the directory."""
+        # Turn a full disk during a save (this step's, or an earlier one's finishing in the
+        # background) into one RunDirError line naming the checkpoint directory.
         try:
             yield
         except Exception as err:
@@ -163,8 +153,7 @@ class Checkpointer:
             state: the pytree to save (arrays, typed PRNG keys, numbers).
             force: save even when ``step`` is not a multiple of ``every``.
 
-        Returns:
-            Whether a save was started (it completes asynchronously).
+        Returns whether a save was started (it completes asynchronously).
 
         Raises:
             RunDirError: the disk (or disk quota) is full.
@@ -207,20 +196,12 @@ class Checkpointer:
     # -- restoring -------------------------------------------------------------------------
 
     def steps(self) -> list[int]:
-        """Steps with a finished checkpoint on disk, oldest first.
-
-        Returns:
-            The steps.
-        """
+        """Steps with a finished checkpoint on disk, oldest first."""
         self._mgr.reload()
         return sorted(int(s) for s in self._mgr.all_steps())
 
     def latest_step(self) -> int | None:
-        """The newest step with a finished checkpoint on disk.
-
-        Returns:
-            The step, or None when there is none.
-        """
+        """The newest step with a finished checkpoint on disk."""
         steps = self.steps()
         return steps[-1] if steps else None
 
@@ -253,8 +234,7 @@ class Checkpointer:
         Args:
             template: a state of the right structure, shapes and dtypes (values unused).
 
-        Returns:
-            ``(step, state)``, or None.
+        Returns ``(step, state)``, or None.
 
         Raises:
             CheckpointMismatch: the newest readable checkpoint was written under another config

@@ -42,9 +42,8 @@ def nonfinite_reason(**named: Any) -> str:
     Args:
         **named: name -> number (NaN, +-inf and None are not finite).
 
-    Returns:
-        ``""`` when every number is finite, else ``"name=value is not finite"`` for the first
-        that is not (the note of a row that fails closed).
+    Returns ``""`` when every number is finite, else ``"name=value is not finite"`` for the first
+    that is not (the note of a row that fails closed).
     """
     for name, x in named.items():
         if not _finite(x):
@@ -60,12 +59,6 @@ def strict_max(values: Iterable[float]) -> float:
     """``max`` that fails closed: NaN if ``values`` is empty or holds a NaN anywhere.
 
     The builtin ``max`` keeps or drops a NaN depending on its position.
-
-    Args:
-        values: numbers.
-
-    Returns:
-        The largest value as a float, or NaN.
     """
     xs = [float(v) for v in values]
     if not xs or any(math.isnan(v) for v in xs):
@@ -74,14 +67,7 @@ def strict_max(values: Iterable[float]) -> float:
 
 
 def strict_min(values: Iterable[float]) -> float:
-    """``min`` that fails closed: NaN if ``values`` is empty or holds a NaN anywhere.
-
-    Args:
-        values: numbers.
-
-    Returns:
-        The smallest value as a float, or NaN.
-    """
+    """``min`` that fails closed: NaN if ``values`` is empty or holds a NaN anywhere."""
     xs = [float(v) for v in values]
     if not xs or any(math.isnan(v) for v in xs):
         return math.nan
@@ -107,9 +93,6 @@ def claim_p_value(estimate: float, se: float, target: float, relation: str,
         target: the claim's bound.
         relation: ``">="``, ``"<="`` or ``"=="``.
         df: Student's t degrees of freedom (a mean of ``df + 1`` samples); None: normal.
-
-    Returns:
-        The p-value in [0, 1].
 
     Raises:
         ValueError: an unknown relation.
@@ -151,9 +134,6 @@ def binomial_p_value(successes: int, trials: int, target: float, relation: str) 
         trials: the number of trials, an integer >= 1.
         target: the claim's bound, in [0, 1].
         relation: ``">="``, ``"<="`` or ``"=="``.
-
-    Returns:
-        The p-value in [0, 1].
 
     Raises:
         ValueError: an unknown relation.
@@ -220,11 +200,7 @@ class Claim:
             object.__setattr__(self, "checks", False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The row as a plain dict (the form ``results.json`` holds).
-
-        Returns:
-            Field name -> value.
-        """
+        """The row as a plain dict (the form ``results.json`` holds)."""
         return dataclasses.asdict(self)
 
     @staticmethod
@@ -243,8 +219,7 @@ class Claim:
             note: free text for the report.
             finding: a measured finding that does not gate (see :class:`Claim`).
 
-        Returns:
-            The :class:`Claim` with ``lo == hi == value`` and no p-value.
+        Returns the :class:`Claim` with ``lo == hi == value`` and no p-value.
         """
         try:
             v = float(value)
@@ -280,8 +255,7 @@ class Claim:
             checks: the row's non-statistical conditions (False fails it).
             bound: how the claim reads; default ``"RELATION target"``.
 
-        Returns:
-            The :class:`Claim` with its interval and p-value.
+        Returns the :class:`Claim` with its interval and p-value.
 
         Raises:
             ValueError: ``members < 1``.
@@ -333,8 +307,7 @@ class Claim:
             bound: how the claim reads; default ``"RELATION target"``.
             support: ``(low, high)`` the quantity cannot leave; None: unbounded.
 
-        Returns:
-            The :class:`Claim` with its interval and p-value.
+        Returns the :class:`Claim` with its interval and p-value.
         """
         import numpy as np
 
@@ -376,11 +349,7 @@ def consistency_rows(checks: Mapping[str, tuple[bool, str]]) -> list[Claim]:
     in ``metrics``); one that fails becomes a failing gating row named after it, so a broken
     invariant still fails the run.
 
-    Args:
-        checks: name -> ``(holds, detail)``.
-
-    Returns:
-        One failing exact :class:`Claim` per check that does not hold.
+    Returns one failing exact :class:`Claim` per check that does not hold.
     """
     return [Claim.exact(f"consistency check failed: {name}", "implementation invariant",
                         "holds", 0.0, False, detail)
@@ -392,14 +361,7 @@ def _in_family(row: Mapping[str, Any]) -> bool:
 
 
 def gating(row: Mapping[str, Any] | Claim) -> bool:
-    """Whether a row gates pass/fail (every claim does; a finding does not).
-
-    Args:
-        row: a :class:`Claim` or its dict.
-
-    Returns:
-        False for a finding, True otherwise.
-    """
+    """Whether a row gates pass/fail (every claim does; a finding does not)."""
     return not (row.finding if isinstance(row, Claim) else row.get("finding", False))
 
 
@@ -411,13 +373,6 @@ def family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
     (``p_value`` None) keep their own decision. With m Monte-Carlo rows, such a row passes iff
     its checks hold and ``p_value >= alpha / m``. A dict's own decision is read from
     ``passed_95`` when present, else ``passed``.
-
-    Args:
-        claims: :class:`Claim` rows or their dicts.
-        alpha: the family-wise error rate.
-
-    Returns:
-        One decision per row, in order.
     """
     rows = [c.to_dict() if isinstance(c, Claim) else c for c in claims]
     m = sum(_in_family(r) for r in rows)
@@ -442,8 +397,7 @@ def awaits_family(row: Mapping[str, Any]) -> bool:
     Args:
         row: a claim dict decided by :func:`with_family_decisions`.
 
-    Returns:
-        True for a failing row that a larger family may pass.
+    Returns True for a failing row that a larger family may pass.
     """
     return (_in_family(row) and not row["passed"] and _row_finite(row)
             and bool(row.get("checks", True)) and row["p_value"] > 0)
@@ -458,14 +412,6 @@ def with_family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
     they were decided over (``family``: ``"run"``, the run's own rows, or ``"report"``, every
     row of a reproduce report), its size ``family_size`` and their per-row level
     ``family_level = alpha / m``.
-
-    Args:
-        claims: :class:`Claim` rows or their dicts.
-        alpha: the family-wise error rate.
-        family: the name of the family the rows are.
-
-    Returns:
-        New dicts, one per row, in order.
     """
     rows = [c.to_dict() if isinstance(c, Claim) else dict(c) for c in claims]
     decisions = family_decisions(rows, alpha)
@@ -493,8 +439,7 @@ def wilson_interval(successes: float, trials: float, z: float = 1.95996398454005
         trials: the number of trials.
         z: the normal quantile of the level (1.96 for 95%).
 
-    Returns:
-        ``(p_hat, lo, hi)``.
+    Returns ``(p_hat, lo, hi)``.
     """
     if not (_finite(successes) and _finite(trials)):
         return (math.nan, math.nan, math.nan)
@@ -521,8 +466,7 @@ def exact_interval(successes: int, trials: int, level: float = 0.95):
         trials: the number of trials, an integer >= 1.
         level: the confidence level.
 
-    Returns:
-        ``(p_hat, lo, hi)``.
+    Returns ``(p_hat, lo, hi)``.
     """
     from scipy.special import betaincinv
 
@@ -547,8 +491,7 @@ def mean_interval(values: Iterable[float], level: float = 0.95,
         support: ``(low, high)`` the quantity cannot leave (``(0, 1)`` for a rate); None:
             unbounded.
 
-    Returns:
-        ``(mean, lo, hi)``.
+    Returns ``(mean, lo, hi)``.
     """
     import numpy as np
     from scipy.special import stdtrit  # Student's t quantile (lighter to import than stats)

@@ -35,8 +35,7 @@ def load_claims(path: str | Path) -> tuple[str, dict[tuple[str, str, int], dict[
     Args:
         path: a reproduce or run directory, or its ``report.json`` / ``results.json``.
 
-    Returns:
-        ``(label, {(experiment, claim, occurrence): row})``; the label is the file's directory.
+    Returns ``(label, {(experiment, claim, occurrence): row})``; the label is the file's directory.
 
     Raises:
         CompareError: no such path, no result file, unreadable JSON or not a result.
@@ -88,12 +87,7 @@ def _interval(c: dict[str, Any]) -> tuple[float, float]:
 def overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether the two rows' intervals share a point (exact rows: equal values).
 
-    Args:
-        a: a claim row (dict with ``lo`` and ``hi``).
-        b: another claim row.
-
-    Returns:
-        True when ``max(lo) <= min(hi)``; non-finite bounds never overlap.
+    Returns True when ``max(lo) <= min(hi)``; non-finite bounds never overlap.
     """
     (alo, ahi), (blo, bhi) = _interval(a), _interval(b)
     if not all(math.isfinite(x) for x in (alo, ahi, blo, bhi)):
@@ -113,12 +107,7 @@ def change_p_value(a: dict[str, Any], b: dict[str, Any]) -> float | None:
     ``[[k_a, n_a - k_a], [k_b, n_b - k_b]]``. Mean rows (``n`` samples, standard deviation
     ``sd``): Welch's t-test. Otherwise (exact rows, rows without counts) None.
 
-    Args:
-        a: a claim row (dict).
-        b: the same claim in the other result.
-
-    Returns:
-        The p-value, or None when the rows do not store what the test needs.
+    Returns the p-value, or None when the rows do not store what the test needs.
     """
     from scipy import stats
 
@@ -140,13 +129,8 @@ def change_p_value(a: dict[str, Any], b: dict[str, Any]) -> float | None:
 def change_evidence(a: dict[str, Any], b: dict[str, Any]) -> str:
     """The compare table's evidence of a change between two rows of the same claim.
 
-    Args:
-        a: a claim row (dict).
-        b: the same claim in the other result.
-
-    Returns:
-        ``"p=..."`` (:func:`change_p_value`), ``"equal"`` / ``"differ"`` for two exact values
-        (``lo == value == hi``), else ``"intervals overlap"`` / ``"intervals disjoint"``.
+    Returns ``"p=..."`` (:func:`change_p_value`), ``"equal"`` / ``"differ"`` for two exact values
+    (``lo == value == hi``), else ``"intervals overlap"`` / ``"intervals disjoint"``.
     """
     p = change_p_value(a, b)
     if p is not None:
@@ -183,14 +167,12 @@ def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
         a: a reproduce or run directory, or its result file.
         b: another.
 
-    Returns:
-        ``{"a": label, "b": label, "rows": [...], "both", "only_a", "only_b": counts,
-        "changed": ["experiment: claim", ...]}``; a row has ``experiment``, ``claim``,
-        ``occurrence`` (0 for the first row of that text), ``a`` and ``b`` (``verdict``,
-        ``gating``, ``passed``, ``value``, ``lo``, ``hi``, ``bound``, ``measured``; None on the
-        side that lacks the row), ``p_value`` (:func:`change_p_value`), ``evidence``
-        (:func:`change_evidence`; None for a one-sided row) and ``changed`` (a gating verdict
-        differs).
+    Returns ``{"a": label, "b": label, "rows": [...], "both", "only_a", "only_b": counts, "changed":
+    ["experiment: claim", ...]}``; a row has ``experiment``, ``claim``, ``occurrence`` (0 for the
+    first row of that text), ``a`` and ``b`` (``verdict``, ``gating``, ``passed``, ``value``,
+    ``lo``, ``hi``, ``bound``, ``measured``; None on the side that lacks the row), ``p_value``
+    (:func:`change_p_value`), ``evidence`` (:func:`change_evidence`; None for a one-sided row) and
+    ``changed`` (a gating verdict differs).
     """
     label_a, rows_a = load_claims(a)
     label_b, rows_b = load_claims(b)
@@ -215,11 +197,7 @@ def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
 def render(cmp: dict[str, Any]) -> str:
     """The markdown table of a :func:`comparison`.
 
-    Args:
-        cmp: what :func:`comparison` returns.
-
-    Returns:
-        The table with a header naming A and B and a closing count of the changes.
+    Returns the table with a header naming A and B and a closing count of the changes.
     """
     lines = [f"A: {cmp['a']}", f"B: {cmp['b']}", "",
              "| experiment | claim | A | B | verdict A -> B | change (p: same quantity) |",

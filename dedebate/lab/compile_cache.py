@@ -32,12 +32,8 @@ _state: dict[str, Any] = {"enabled": False, "dir": None, "source": "not requeste
 def default_dir(environ: Mapping[str, str] | None = None) -> Path:
     """The default cache directory.
 
-    Args:
-        environ: the environment; None = ``os.environ``.
-
-    Returns:
-        ``$XDG_CACHE_HOME/dedebate/jax``, or ``~/.cache/dedebate/jax`` when XDG_CACHE_HOME is
-        unset or empty.
+    Returns ``$XDG_CACHE_HOME/dedebate/jax``, or ``~/.cache/dedebate/jax`` when XDG_CACHE_HOME is
+    unset or empty.
     """
     env = os.environ if environ is None else environ
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -45,14 +41,7 @@ def default_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def requested_dir(environ: Mapping[str, str] | None = None) -> Path | None:
-    """The directory ``$DEDEBATE_COMPILE_CACHE`` asks for (:func:`default_dir` when it is unset).
-
-    Args:
-        environ: the environment; None = ``os.environ``.
-
-    Returns:
-        The directory, or None when the variable says off.
-    """
+    """The directory ``$DEDEBATE_COMPILE_CACHE`` asks for (:func:`default_dir` when it is unset)."""
     env = os.environ if environ is None else environ
     if ENV not in env:
         return default_dir(env)
@@ -81,11 +70,7 @@ def enable(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     in this process). Never raises for a bad directory: it warns once on stderr and leaves the
     cache off. A cache configured through JAX itself is left as it is.
 
-    Args:
-        environ: the environment; None = ``os.environ``.
-
-    Returns:
-        ``{"enabled", "dir", "source"}`` (also remembered for :func:`provenance`).
+    Returns ``{"enabled", "dir", "source"}`` (also remembered for :func:`provenance`).
     """
     import jax
 
@@ -118,8 +103,7 @@ def provenance() -> dict[str, Any]:
 
     Read from JAX's configuration, so a cache set up by other means shows too.
 
-    Returns:
-        ``{"enabled", "dir", "source"}``: whether it is on, where, and who turned it on.
+    Returns ``{"enabled", "dir", "source"}``: whether it is on, where, and who turned it on.
     """
     import jax
 

@@ -58,11 +58,7 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     The value is parsed as YAML (``params.n=10`` -> 10, ``params.xs=[1,2]`` -> a list; an empty
     value is None). ``"params.n=10"`` -> ``(("params", "n"), 10)``.
 
-    Args:
-        text: the override as typed.
-
-    Returns:
-        ``(key parts, value)``.
+    Returns ``(key parts, value)``.
 
     Raises:
         ConfigError: no ``=``, a key that is not dotted names, or a value that is not YAML.
@@ -87,11 +83,6 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
 
 def apply_override(raw: dict[str, Any], parts: tuple[str, ...], value: Any) -> None:
     """Set ``raw[p0][p1]...[pn] = value`` in place, creating missing sections.
-
-    Args:
-        raw: the raw config mapping (changed in place).
-        parts: the key path from :func:`parse_override`.
-        value: the value to set.
 
     Raises:
         ConfigError: a key that descends into a value that is not a section.
@@ -123,8 +114,7 @@ def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
         experiments: registry name -> experiment module.
         overrides: ``key.sub=value`` strings from the command line.
 
-    Returns:
-        The frozen, validated :class:`RunConfig` with ``params`` the experiment's ``Config``.
+    Returns the frozen, validated :class:`RunConfig` with ``params`` the experiment's ``Config``.
 
     Raises:
         ConfigError: the first bad key or value, in one line.
@@ -175,9 +165,10 @@ def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
 
 def _check_sweep_axes(sweep: SweepConfig, cfg_cls: type, merged: Mapping[str, Any],
                       name: str) -> None:
-    """Each axis names a params field, and each of its values makes a valid Config on its own
-    (errors name the value as ``sweep.axes.FIELD[i]``). Combinations are checked when the sweep
-    is planned (``dedebate.lab.sweep.plan``)."""
+    """Check that each sweep axis names a params field and each value makes a valid Config."""
+    # Each axis names a params field, and each of its values makes a valid Config on its own (errors
+    # name the value as ``sweep.axes.FIELD[i]``). Combinations are checked when the sweep is planned
+    # (``dedebate.lab.sweep.plan``).
     fields = [f.name for f in init_fields(cfg_cls)]
     for axis, values in sweep.axes.items():
         if axis not in fields:
@@ -207,8 +198,7 @@ def load_config(path: str | os.PathLike, experiments: Mapping[str, Any],
         experiments: registry name -> experiment module.
         overrides: ``key.sub=value`` strings from the command line.
 
-    Returns:
-        The resolved config (:func:`resolve`).
+    Returns the resolved config (:func:`resolve`).
     """
     return resolve(read_yaml(path), experiments, overrides)
 
@@ -222,8 +212,7 @@ def default_config(module: Any, size: str = "default", seed: int = 0, **top: Any
         seed: the root seed.
         **top: further top-level keys (``output_dir``, ``tracking``, ...).
 
-    Returns:
-        The resolved config with the ``Config`` defaults and the size preset.
+    Returns the resolved config with the ``Config`` defaults and the size preset.
     """
     raw = {"experiment": module.NAME, "seed": seed, "size": size, **top}
     return resolve(raw, {module.NAME: module})
@@ -238,12 +227,5 @@ def _deepcopy_dict(x: Any) -> Any:
 
 
 def dump_yaml(cfg: RunConfig) -> str:
-    """The resolved config as YAML (``load_config`` of this text gives back ``cfg``).
-
-    Args:
-        cfg: a resolved config.
-
-    Returns:
-        The YAML text of :meth:`RunConfig.to_dict`.
-    """
+    """The resolved config as YAML (``load_config`` of this text gives back ``cfg``)."""
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=False)

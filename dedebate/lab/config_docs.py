@@ -26,8 +26,7 @@ def render_config_docs(module: Any) -> str:
         module: an experiment module (``NAME``, ``Config``; optionally ``TITLE``, ``SIZES``,
             ``DYNAMIC``, ``point``).
 
-    Returns:
-        The text ``dedebate config NAME`` prints, one key per line.
+    Returns the text ``dedebate config NAME`` prints, one key per line.
     """
     lines = [f"{module.NAME}: {getattr(module, 'TITLE', '')}".rstrip(": "), ""]
     lines.append("Top-level keys:")
@@ -98,9 +97,6 @@ def render_config_file(module: Any) -> str:
 
     Args:
         module: an experiment module (``NAME``, ``Config``, optionally ``SIZES``).
-
-    Returns:
-        The YAML text, ending in a newline.
     """
     import textwrap
 

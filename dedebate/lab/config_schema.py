@@ -60,8 +60,7 @@ class TrackingConfig:
         Args:
             environ: the environment to read ``WANDB_MODE`` from; None = ``os.environ``.
 
-        Returns:
-            ``"offline"``, ``"online"`` or ``"disabled"``.
+        Returns ``"offline"``, ``"online"`` or ``"disabled"``.
         """
         if self.mode != "auto":
             return self.mode
@@ -138,12 +137,6 @@ class SweepConfig:
     def seed_list(self, base_seed: int) -> list[int]:
         """The seeds of the sweep: ``seeds`` if a list, else ``base_seed + i`` for i < seeds.
 
-        Args:
-            base_seed: the run config's ``seed``.
-
-        Returns:
-            The list of seeds, each in [0, 2^32).
-
         Raises:
             ConfigError: a count of seeds that runs past 2^32 - 1.
         """
@@ -166,11 +159,7 @@ def parse_limit(value: int | str) -> int | None:
     """A ``memory_limit`` in bytes: ``auto`` (None: the machine's memory), an integer of bytes
     or a number with a unit (``64G``, ``512MiB``, ``1.5TB``).
 
-    Args:
-        value: the config's value.
-
-    Returns:
-        Bytes (>= 1), or None for ``auto``. ValueError naming the value otherwise.
+    Returns bytes (>= 1), or None for ``auto``. ValueError naming the value otherwise.
     """
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
@@ -226,8 +215,7 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (tuples as lists), the form written to ``config.yaml``.
 
-        Returns:
-            The top-level keys, ``tracking`` and ``params`` as dicts, and ``sweep`` if set.
+        Returns the top-level keys, ``tracking`` and ``params`` as dicts, and ``sweep`` if set.
         """
         return {
             "experiment": self.experiment,
@@ -248,9 +236,6 @@ class RunConfig:
         Covers ``experiment``, ``seed``, ``size`` and ``params``; not ``output_dir``, ``resume``
         or ``tracking``, which change where results go, never what they are (so a resumed run
         keeps its hash).
-
-        Returns:
-            The hex digest (64 characters).
         """
         return config_hash_of(self.to_dict())
 
@@ -258,9 +243,6 @@ class RunConfig:
         """:meth:`config_hash` extended by the ``sweep`` block's ``seeds`` and ``axes``.
 
         That is what a sweep directory's results depend on (checked when a sweep is resumed).
-
-        Returns:
-            The hex digest (64 characters).
         """
         return sweep_hash_of(self.to_dict())
 
@@ -270,9 +252,6 @@ def sweep_hash_of(d: Mapping[str, Any]) -> str:
 
     Args:
         d: a config as :meth:`RunConfig.to_dict` writes it.
-
-    Returns:
-        The hex digest.
     """
     sweep = plain(d.get("sweep")) or {}
     sweep = {k: v for k, v in sweep.items() if k in ("seeds", "axes")}  # what sets the numbers
@@ -286,9 +265,6 @@ def config_hash_of(d: Mapping[str, Any]) -> str:
 
     Args:
         d: a config as :meth:`RunConfig.to_dict` writes it.
-
-    Returns:
-        The hex digest.
     """
     core = {k: plain(d.get(k)) for k in ("experiment", "seed", "size", "params")}
     text = json.dumps(core, sort_keys=True, separators=(",", ":"), allow_nan=True)
@@ -300,9 +276,6 @@ def plain(x: Any) -> Any:
 
     Args:
         x: a value built from dicts, lists, tuples and scalars.
-
-    Returns:
-        The same value, nested dicts and lists only.
     """
     if isinstance(x, dict):
         return {str(k): plain(v) for k, v in x.items()}

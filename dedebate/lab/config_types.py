@@ -35,8 +35,7 @@ def describe_type(tp: Any) -> str:
     Args:
         tp: a type annotation (``int``, ``float | None``, ``Literal["a", "b"]``, a dataclass, ...).
 
-    Returns:
-        A phrase such as ``"an integer"``, ``"a number or null"``, ``"one of 'a', 'b'"``.
+    Returns a phrase such as ``"an integer"``, ``"a number or null"``, ``"one of 'a', 'b'"``.
     """
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -78,11 +77,7 @@ def _fail(key: str, value: Any, tp: Any) -> ConfigError:
 def show_value(value: Any) -> str:
     """A value as an error message shows it: its ``repr``, cut to 80 characters.
 
-    Args:
-        value: any value read from a config.
-
-    Returns:
-        ``repr(value)``, or its first 77 characters followed by ``...``.
+    Returns ``repr(value)``, or its first 77 characters followed by ``...``.
     """
     if isinstance(value, int) and value.bit_length() > 256:  # repr fails past 4,300 digits
         return f"<an integer of about {value.bit_length() * 30103 // 100000 + 1} digits>"
@@ -103,8 +98,7 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         tp: the field's annotation.
         key: the full dotted key, for the error message (``params.xs[2]``).
 
-    Returns:
-        The value converted to the annotation's type (floats, tuples, dataclasses).
+    Returns the value converted to the annotation's type (floats, tuples, dataclasses).
 
     Raises:
         ConfigError: ``key=value: expected <describe_type(tp)>`` when the value does not fit.
@@ -189,14 +183,7 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
 
 
 def field_types(cls: type) -> dict[str, Any]:
-    """The resolved annotations of a dataclass's fields (``Any`` for all if they cannot resolve).
-
-    Args:
-        cls: a dataclass type.
-
-    Returns:
-        Field name -> annotation.
-    """
+    """The resolved annotations of a dataclass's fields (``Any`` for all if they cannot resolve)."""
     try:
         return typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001 - unresolvable forward references: no checking
@@ -206,11 +193,7 @@ def field_types(cls: type) -> dict[str, Any]:
 def init_fields(cls: type) -> list[dataclasses.Field]:
     """The fields of a dataclass that its ``__init__`` takes (the keys a config may set).
 
-    Args:
-        cls: a dataclass type.
-
-    Returns:
-        Its ``init=True`` fields, in declaration order.
+    Returns its ``init=True`` fields, in declaration order.
     """
     return [f for f in dataclasses.fields(cls) if f.init]
 
@@ -226,8 +209,7 @@ def build_dataclass(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
         raw: field name -> value (None means no fields given).
         prefix: the dotted key of this section (``""`` at the top level, ``"params"``).
 
-    Returns:
-        An instance of ``cls``.
+    Returns an instance of ``cls``.
 
     Raises:
         ConfigError: an unknown or missing key, a bad type, a value outside its range, or a

@@ -39,8 +39,9 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def _check_expanded(root: yaml.Node) -> None:
-    """Nodes and depth of the document with every alias expanded, counted on the node graph
-    (each shared node once, iteratively): an alias bomb or a recursive alias never expands."""
+    """Bound the nodes and depth of the document with every alias expanded."""
+    # Nodes and depth of the document with every alias expanded, counted on the node graph (each
+    # shared node once, iteratively): an alias bomb or a recursive alias never expands.
     sizes: dict[int, tuple[int, int]] = {}
     open_: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -124,9 +125,6 @@ def load_yaml_text(text: str, source: str) -> Any:
         text: the YAML text.
         source: what the text is (a path), named first in every error.
 
-    Returns:
-        The parsed value.
-
     Raises:
         ConfigError: ``SOURCE: invalid YAML at line L, column C: PROBLEM``.
     """
@@ -144,11 +142,7 @@ def load_yaml_text(text: str, source: str) -> Any:
 def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
     """Read a config file with the checked safe loader.
 
-    Args:
-        path: the YAML file.
-
-    Returns:
-        Its top-level mapping (``{}`` for an empty file).
+    Returns its top-level mapping (``{}`` for an empty file).
 
     Raises:
         ConfigError: one line for a directory, a missing, unreadable, non-UTF-8 or oversized
@@ -189,9 +183,6 @@ def parse_yaml(text: str) -> Any:
 
     Args:
         text: a YAML document, or one value (``"[1, 2]"``, ``"true"``).
-
-    Returns:
-        The parsed value (None for an empty document).
 
     Raises:
         yaml.YAMLError: bad YAML or a limit, with the mark of the problem.

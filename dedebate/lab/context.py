@@ -29,15 +29,7 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 def experiment_key(seed: int, name: str):
-    """The root key of a run: ``fold_in(key(seed), crc32(name) & 0x7FFFFFFF)``.
-
-    Args:
-        seed: the run's seed.
-        name: the experiment's registry name.
-
-    Returns:
-        A typed PRNG key, one per (seed, experiment).
-    """
+    """The root key of a run: ``fold_in(key(seed), crc32(name) & 0x7FFFFFFF)``."""
     import jax
 
     return jax.random.fold_in(jax.random.key(seed), zlib.crc32(name.encode()) & 0x7FFFFFFF)
@@ -77,8 +69,9 @@ class LabContext:
             self._load_metrics()
 
     def _read_rows(self) -> tuple[list[dict[str, Any]], int, bool]:
-        """The rows of metrics.jsonl, the count of unreadable lines, whether the file ends
-        without a newline."""
+        """metrics.jsonl rows, the unreadable line count, whether it lacks a final newline."""
+        # The rows of metrics.jsonl, the count of unreadable lines, whether the file ends without a
+        # newline.
         if not self.metrics_path.is_file():
             return [], 0, False
         text = self.metrics_path.read_text()
@@ -109,13 +102,9 @@ class LabContext:
             self._write_rows(rows)
 
     def truncate_metrics(self, step: int) -> None:
-        """Drop the rows of metrics.jsonl from ``step`` on (what a resumed attempt logs again).
-
-        One atomic rewrite, only if a row goes.
-
-        Args:
-            step: the first step to drop.
-        """
+        """Drop metrics.jsonl rows from ``step`` on, in one atomic rewrite if any row goes."""
+        # Drop the rows of metrics.jsonl from ``step`` on (what a resumed attempt logs again). One
+        # atomic rewrite, only if a row goes.
         rows, _, _ = self._read_rows()
         kept = [r for r in rows if r["step"] < step]
         if len(kept) < len(rows):
@@ -126,15 +115,9 @@ class LabContext:
 
     @contextlib.contextmanager
     def progress(self, total: int, desc: str) -> Iterator[Any]:
-        """A tqdm bar on stderr; call ``update`` between jitted chunks (host side).
-
-        Args:
-            total: the units of work in all.
-            desc: the bar's label.
-
-        Returns:
-            A context manager yielding the bar (closed when the block ends).
-        """
+        """A tqdm bar on stderr, as a context manager; call ``update`` between jitted chunks."""
+        # A tqdm bar on stderr; call ``update`` between jitted chunks (host side). Returns a context
+        # manager yielding the bar (closed when the block ends).
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, desc=desc, file=sys.stderr, disable=not self._show_progress,
@@ -145,15 +128,10 @@ class LabContext:
             bar.close()
 
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        """Append ``{"step", "wall_s", **metrics}`` to metrics.jsonl, then send it to W&B.
-
-        On resume the row is not written if an earlier attempt logged that step (docs/lab.md,
-        "Run directories").
-
-        Args:
-            metrics: name -> JSON-able value.
-            step: the row's step; None = one more than the previous row's.
-        """
+        """Append ``{"step", "wall_s", **metrics}`` to metrics.jsonl and W&B (once per step)."""
+        # Append ``{"step", "wall_s", **metrics}`` to metrics.jsonl, then send it to W&B. On resume
+        # the row is not written if an earlier attempt logged that step (docs/lab.md, "Run
+        # directories").
         if step is None:
             step = self._auto_step
         self._auto_step = int(step) + 1
@@ -165,45 +143,22 @@ class LabContext:
         self.tracker.log(jsonable(metrics), step=int(step))
 
     def checkpointer(self, every: int = 1, keep: int = 3):
-        """An Orbax checkpointer on ``checkpoint_dir``, guarded by this run's config hash.
-
-        Use it as a context manager so saves finish before exit.
-
-        Args:
-            every: save every this many steps.
-            keep: how many checkpoints to keep.
-
-        Returns:
-            A :class:`~dedebate.lab.checkpoint.Checkpointer`.
-        """
+        """An Orbax checkpointer on ``checkpoint_dir``, guarded by this run's config hash."""
+        # Use it as a context manager so saves finish before exit. Returns a
+        # :class:`~dedebate.lab.checkpoint.Checkpointer`.
         from dedebate.lab.checkpoint import Checkpointer
 
         return Checkpointer(self.checkpoint_dir, self.config_hash, every=every, keep=keep)
 
     def stopwatch(self, name: str):
-        """Time a block into ``timings["wall_<name>_s"]`` (results.json ``metrics``).
-
-        Args:
-            name: letters, digits and ``_``.
-
-        Returns:
-            :func:`dedebate.lab.experiment.stopwatch` with this run's timings.
-        """
+        """Time a block into ``timings["wall_<name>_s"]`` (results.json ``metrics``)."""
+        # Returns :func:`dedebate.lab.experiment.stopwatch` with this run's timings.
         return stopwatch(name, self.timings)
 
     def save_figure(self, fig: Any, name: str) -> str:
-        """Save ``fig`` as ``plots/NAME.png``, close it and log it to W&B.
-
-        Args:
-            fig: a matplotlib figure.
-            name: the file name, with or without ``.png`` (letters, digits, ``_``, ``-``, ``.``).
-
-        Returns:
-            The file name (``NAME.png``).
-
-        Raises:
-            ValueError: a name with other characters.
-        """
+        """Save ``fig`` as ``plots/NAME.png`` (returned), close it and log it to W&B."""
+        # Save ``fig`` as ``plots/NAME.png``, close it and log it to W&B. Returns the file name
+        # (``NAME.png``).
         stem = name.removesuffix(".png")
         if not _SAFE_NAME.match(stem):
             raise ValueError(f"figure name={name!r}: use letters, digits, '_', '-', '.' only")

@@ -48,8 +48,7 @@ def run_mesh(devices: list[Any] | None = None):
     Args:
         devices: the devices; None = every device of every process.
 
-    Returns:
-        The ``jax.sharding.Mesh``.
+    Returns the ``jax.sharding.Mesh``.
     """
     import jax
     from jax.sharding import Mesh
@@ -59,15 +58,9 @@ def run_mesh(devices: list[Any] | None = None):
 
 
 def padded_batch(n: int, n_devices: int, batch: int = 0) -> int:
-    """Rows per compiled call: ``batch`` (or all ``n``) rounded up to a multiple of the devices.
+    """Rows per compiled call: ``batch`` (0: all ``n``) rounded up to a multiple of the devices.
 
-    Args:
-        n: the number of rows.
-        n_devices: the number of devices.
-        batch: the most rows per call; 0 = all ``n``.
-
-    Returns:
-        ``max(n_devices, ceil(min(batch, n) / n_devices) * n_devices)``.
+    Returns ``max(n_devices, ceil(min(batch, n) / n_devices) * n_devices)``.
     """
     size = n if batch <= 0 else min(batch, n)
     return max(n_devices, math.ceil(size / n_devices) * n_devices)
@@ -94,10 +87,11 @@ MAX_PROGRAMS = 32
 
 def _program(row_fn, sharding, info: EvalInfo, cache_key: Any,
              compiler_options: dict[str, Any] | None = None):
-    """``jit(vmap(row_fn))`` with the run axis sharded (and XLA ``compiler_options``); with a
-    ``cache_key``, the same jitted program is reused by later calls with an equal key (so a
-    repeated sweep in one process, e.g. in a notebook, does not compile again). The trace counter
-    goes to the current ``info``."""
+    """``jit(vmap(row_fn))`` with the run axis sharded, reused per ``cache_key``."""
+    # ``jit(vmap(row_fn))`` with the run axis sharded (and XLA ``compiler_options``); with a
+    # ``cache_key``, the same jitted program is reused by later calls with an equal key (so a
+    # repeated sweep in one process, e.g. in a notebook, does not compile again). The trace counter
+    # goes to the current ``info``.
     import jax
 
     options = tuple(sorted((compiler_options or {}).items()))
@@ -141,13 +135,6 @@ def cached_program(key: Any, build: Callable[[], Any]) -> Any:
     does not trace and compile them again). Equal keys promise the same value; at most
     ``MAX_PROGRAMS`` are kept, least recently used first out. Only the time spent depends on
     it, never a result.
-
-    Args:
-        key: a hashable key naming what ``build`` makes.
-        build: makes the value (called only on a miss).
-
-    Returns:
-        The cached or newly built value.
     """
     if key in _BUILT:
         _BUILT.move_to_end(key)
@@ -188,9 +175,8 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
             change the rounding).
         extras: also return the extras.
 
-    Returns:
-        A dict of ``[n]`` numpy arrays; with ``extras=True``, ``(that dict, the extras as numpy
-        with a leading [n] axis)``.
+    Returns a dict of ``[n]`` numpy arrays; with ``extras=True``, ``(that dict, the extras as numpy
+    with a leading [n] axis)``.
 
     Raises:
         TypeError: ``row_fn`` returns something other than a dict of scalars.
@@ -261,8 +247,7 @@ def device_memory_bytes(device: Any = None) -> int | None:
     Args:
         device: a JAX device; None = the first of ``jax.devices()``.
 
-    Returns:
-        ``bytes_limit``, or None where the backend reports none (a CPU).
+    Returns ``bytes_limit``, or None where the backend reports none (a CPU).
     """
     if device is None:
         import jax
@@ -279,11 +264,7 @@ def device_memory_bytes(device: Any = None) -> int | None:
 def peak_device_bytes(devices: list[Any] | None = None) -> int | None:
     """The most memory any of ``devices`` has held at once so far (``peak_bytes_in_use``).
 
-    Args:
-        devices: JAX devices; None = ``jax.local_devices()``.
-
-    Returns:
-        The largest peak in bytes, or None where no device reports one (a CPU).
+    Returns the largest peak in bytes, or None where no device reports one (a CPU).
     """
     if devices is None:
         import jax
@@ -320,9 +301,6 @@ def lanes_for_memory(bytes_per_lane: float, *, default: int, lo: int, hi: int,
         fraction: the share of the memory one batch may plan for, in (0, 1].
         memory_bytes: the memory; None = :func:`device_memory_bytes` of ``device``.
         device: the device to ask.
-
-    Returns:
-        The number of lanes.
 
     Raises:
         ValueError: a bad ``bytes_per_lane``, ``fraction``, ``lo``, ``hi`` or ``multiple``.

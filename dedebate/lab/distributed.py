@@ -49,8 +49,7 @@ class ProcessEnv:
     def multi(self) -> bool:
         """Whether this process is one of a multi-process job.
 
-        Returns:
-            False for ``source == "single"``.
+        Returns False for ``source == "single"``.
         """
         return self.source != "single"
 
@@ -67,8 +66,7 @@ def process_env(distributed: bool = False, environ: Mapping[str, str] | None = N
         distributed: the command line asked for ``--distributed``.
         environ: the environment; None = ``os.environ``.
 
-    Returns:
-        The :class:`ProcessEnv`.
+    Returns the :class:`ProcessEnv`.
 
     Raises:
         DistributedError: inconsistent variables, or ``--distributed`` without a launcher.
@@ -102,9 +100,6 @@ def initialize(penv: ProcessEnv) -> None:
     """``jax.distributed.initialize`` for ``penv`` (a no-op for one process).
 
     Must run before anything touches a JAX backend; gloo collectives on CPU.
-
-    Args:
-        penv: from :func:`process_env`.
     """
     if not penv.multi:
         return
@@ -123,11 +118,7 @@ def initialize(penv: ProcessEnv) -> None:
 
 
 def shutdown(penv: ProcessEnv) -> None:
-    """``jax.distributed.shutdown`` for a multi-process ``penv`` (errors suppressed).
-
-    Args:
-        penv: from :func:`process_env`.
-    """
+    """``jax.distributed.shutdown`` for a multi-process ``penv`` (errors suppressed)."""
     if penv.multi:
         import jax
 
@@ -141,8 +132,7 @@ def shutdown(penv: ProcessEnv) -> None:
 def process_index() -> int:
     """This process's index in the JAX job.
 
-    Returns:
-        ``jax.process_index()`` (0 for one process).
+    Returns ``jax.process_index()`` (0 for one process).
     """
     import jax
 
@@ -152,8 +142,7 @@ def process_index() -> int:
 def process_count() -> int:
     """The number of processes in the JAX job.
 
-    Returns:
-        ``jax.process_count()``.
+    Returns ``jax.process_count()``.
     """
     import jax
 
@@ -173,15 +162,7 @@ def barrier(name: str) -> None:
 
 
 def broadcast_text(text: str, size: int = 4096) -> str:
-    """Process 0's ``text`` on every process (UTF-8, at most ``size`` bytes).
-
-    Args:
-        text: the text (only process 0's is used).
-        size: the most bytes sent.
-
-    Returns:
-        Process 0's text.
-    """
+    """Process 0's ``text`` on every process (UTF-8, at most ``size`` bytes)."""
     if process_count() == 1:
         return text
     import numpy as np
@@ -203,9 +184,6 @@ def broadcast_flags(flags: Sequence[bool]) -> list[bool]:
 
     Args:
         flags: the booleans (only process 0's are used; the same length everywhere).
-
-    Returns:
-        Process 0's flags.
     """
     if process_count() == 1 or not flags:
         return list(flags)
@@ -220,11 +198,7 @@ def broadcast_flags(flags: Sequence[bool]) -> list[bool]:
 
 
 def free_loopback_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now (the OS picks it).
-
-    Returns:
-        The port number.
-    """
+    """A TCP port that is free on 127.0.0.1 right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -237,11 +211,7 @@ def child_pythonpath(current: str = "") -> str:
     benchmarks, then ``current``. With ``python -P`` (no current folder on ``sys.path``) a child
     imports exactly these, never a package of the same name in the folder it was started from.
 
-    Args:
-        current: the ``PYTHONPATH`` this process has.
-
-    Returns:
-        The path list, ``os.pathsep``-joined.
+    Returns the path list, ``os.pathsep``-joined.
     """
     import site
 
@@ -281,9 +251,6 @@ def launch_local(argv: Sequence[str], n: int, *, environ: Mapping[str, str] | No
         n: the number of processes, >= 1.
         environ: the children's base environment; None = ``os.environ``.
         quiet_others: drop the stdout of processes 1..n-1.
-
-    Returns:
-        The first non-zero exit code, else 0.
 
     Raises:
         DistributedError: ``n < 1``.

@@ -20,8 +20,8 @@ def _gib(n: Any) -> str:
 def device_report() -> dict[str, Any]:
     """Backend, devices (kind, memory where the backend reports it) and the x64 flag.
 
-    Returns:
-        A JSON-able dict: ``backend``, ``process_count``, ``device_count``, ``devices``, ``x64``.
+    Returns a JSON-able dict: ``backend``, ``process_count``, ``device_count``, ``devices``,
+    ``x64``.
     """
     import jax
 
@@ -43,9 +43,8 @@ def device_report() -> dict[str, Any]:
 def report() -> dict[str, Any]:
     """Everything ``dedebate doctor`` prints.
 
-    Returns:
-        A JSON-able dict: version, git state, :func:`device_report`, compile cache, packages,
-        ``XLA_FLAGS``.
+    Returns a JSON-able dict: version, git state, :func:`device_report`, compile cache, packages,
+    ``XLA_FLAGS``.
     """
     from dedebate.lab.compile_cache import provenance as compile_cache_provenance
     from dedebate.lab.compile_cache import requested_dir
@@ -60,14 +59,7 @@ def report() -> dict[str, Any]:
 
 
 def render(info: dict[str, Any]) -> str:
-    """The human-readable form of :func:`report`.
-
-    Args:
-        info: what :func:`report` returned.
-
-    Returns:
-        Lines of text, joined by newlines.
-    """
+    """The human-readable form of :func:`report`."""
     lines = [f"dedebate {info['dedebate']}  (git {info['git_commit'] or 'unknown'}"
              + (", uncommitted changes" if info["git_dirty"] else "") + ")",
              f"backend: {info['backend']}   processes: {info['process_count']}   "

@@ -43,8 +43,9 @@ class Chunked:
 
 
 def _place(buf: Any, new: Any, pos: int, axis: int) -> Any:
-    """``buf`` with ``new`` written at ``pos`` along ``axis`` (fresh arrays: a pending
-    asynchronous save may still hold the old ones)."""
+    """``buf`` with ``new`` written at ``pos`` along ``axis``, in fresh arrays."""
+    # ``buf`` with ``new`` written at ``pos`` along ``axis`` (fresh arrays: a pending asynchronous
+    # save may still hold the old ones).
     import jax
 
     def one(b, n):
@@ -61,8 +62,9 @@ def _place(buf: Any, new: Any, pos: int, axis: int) -> Any:
 
 
 def _like(template: Any, x: Any) -> Any:
-    """A restored leaf as the template's kind: numpy for numpy, else as restored (an uncommitted
-    JAX array, :func:`dedebate.lab.checkpoint.uncommitted`)."""
+    """A restored leaf as the template's kind: numpy for numpy, else as restored."""
+    # A restored leaf as the template's kind: numpy for numpy, else as restored (an uncommitted JAX
+    # array, :func:`dedebate.lab.checkpoint.uncommitted`).
     if isinstance(template, (np.ndarray, np.generic)):
         return np.array(x)
     return x
@@ -87,8 +89,7 @@ def checkpoint_template(init_state: Any, monitors: Mapping[str, Any] | None = No
         monitors: the template ``{track: pytree}`` of full-length monitor buffers.
         first_step: the first log step.
 
-    Returns:
-        ``{"done", "next_step", "state"[, "pos", "monitors"]}`` at zero chunks done.
+    Returns ``{"done", "next_step", "state"[, "pos", "monitors"]}`` at zero chunks done.
     """
     mons = dict(monitors or {})
     return _pack(0, first_step, {k: 0 for k in mons}, init_state, mons)
@@ -122,10 +123,9 @@ def run_chunks(ctx: Any, desc: str, init_state: Any,
             ``(step, row)`` with steps >= ``first_step`` that never decrease.
         first_step: the first log step.
 
-    Returns:
-        The :class:`Chunked` result (state, monitors, chunks restored and run, wall seconds,
-        next log step). Raises ValueError for a bad ``n_chunks``/``every``, a chunk writing past
-        its template or an unknown track, and log steps that go back.
+    Returns the :class:`Chunked` result (state, monitors, chunks restored and run, wall seconds,
+    next log step). Raises ValueError for a bad ``n_chunks``/``every``, a chunk writing past its
+    template or an unknown track, and log steps that go back.
     """
     import jax
 

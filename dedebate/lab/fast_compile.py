@@ -27,11 +27,7 @@ OFF_VALUES = frozenset({"0", "false", "no", "off"})
 def requested(environ: MutableMapping[str, str] | None = None) -> bool | None:
     """What ``$DEDEBATE_FAST_COMPILE`` asks for.
 
-    Args:
-        environ: the environment; None = ``os.environ``.
-
-    Returns:
-        True (on), False (off) or None (unset or empty: the default applies).
+    Returns True (on), False (off) or None (unset or empty: the default applies).
 
     Raises:
         ValueError: any other value, named with what is allowed.
@@ -56,8 +52,7 @@ def wanted(size: str | None, cpu_only: bool,
             False).
         environ: the environment; None = ``os.environ``.
 
-    Returns:
-        ``$DEDEBATE_FAST_COMPILE`` if set, else ``size == "quick" and cpu_only``.
+    Returns ``$DEDEBATE_FAST_COMPILE`` if set, else ``size == "quick" and cpu_only``.
 
     Raises:
         ValueError: ``$DEDEBATE_FAST_COMPILE`` has a value other than those allowed.
@@ -73,8 +68,7 @@ def apply(environ: MutableMapping[str, str] | None = None) -> list[str]:
     Args:
         environ: the environment to change; None = ``os.environ``.
 
-    Returns:
-        The flags added, as written into ``XLA_FLAGS``.
+    Returns the flags added, as written into ``XLA_FLAGS``.
     """
     env = os.environ if environ is None else environ
     if env.get("DEDEBATE_KEEP_XLA_FLAGS") == "1":
@@ -90,9 +84,6 @@ def add_flags(options: Mapping[str, Any], environ: MutableMapping[str, str] | No
     Args:
         options: XLA option names and values.
         environ: the environment to change; None = ``os.environ``.
-
-    Returns:
-        The flags added.
     """
     env = os.environ if environ is None else environ
     flags = env.get("XLA_FLAGS", "")

@@ -32,11 +32,7 @@ class MemoryBudgetError(ValueError):
 def format_bytes(n: float) -> str:
     """Bytes in binary units, three significant digits.
 
-    Args:
-        n: bytes.
-
-    Returns:
-        Text such as ``1.5 GiB`` (below 1 KiB: ``512 B``).
+    Returns text such as ``1.5 GiB`` (below 1 KiB: ``512 B``).
     """
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
@@ -47,9 +43,8 @@ def format_bytes(n: float) -> str:
 def host_available_bytes() -> int | None:
     """The host memory available to a new process.
 
-    Returns:
-        ``MemAvailable`` of /proc/meminfo, else the free physical pages (``os.sysconf``), in
-        bytes; None where neither is known.
+    Returns ``MemAvailable`` of /proc/meminfo, else the free physical pages (``os.sysconf``), in
+    bytes; None where neither is known.
     """
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -66,9 +61,8 @@ def host_available_bytes() -> int | None:
 def available_bytes() -> int | None:
     """The memory a run may use.
 
-    Returns:
-        The host's available memory, or the default device's (``bytes_limit``) where it
-        reports more (an accelerator), in bytes; None where neither is known.
+    Returns the host's available memory, or the default device's (``bytes_limit``) where it reports
+    more (an accelerator), in bytes; None where neither is known.
     """
     from dedebate.lab.devices import device_memory_bytes
 
@@ -79,13 +73,8 @@ def available_bytes() -> int | None:
 def run_terms(module: Any, params: Any) -> dict[str, int] | None:
     """An experiment's memory estimate of one run.
 
-    Args:
-        module: the experiment module.
-        params: its Config.
-
-    Returns:
-        ``{term: bytes}`` (an int estimate is the one term ``run``), or None where the module
-        declares no ``memory_bytes``.
+    Returns ``{term: bytes}`` (an int estimate is the one term ``run``), or None where the module
+    declares no ``memory_bytes``.
     """
     fn = getattr(module, "memory_bytes", None)
     if not callable(fn):

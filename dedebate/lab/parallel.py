@@ -62,9 +62,8 @@ def accelerator_plugins_installed() -> bool:
     package or entry points, which is where JAX looks for CUDA, ROCm and others) or ``libtpu`` is
     installed.
 
-    Returns:
-        True when an accelerator may be there (then only JAX can tell), False when JAX can only
-        compute on the CPU.
+    Returns True when an accelerator may be there (then only JAX can tell), False when JAX can only
+    compute on the CPU.
     """
     import importlib.metadata
     import importlib.util
@@ -82,9 +81,8 @@ def prestart() -> bool:
     that their imports overlap the parent's start-up. Call it before JAX starts a backend in this
     process, from a process whose environment stays as it is.
 
-    Returns:
-        Whether workers will be forked from it (False where the platform has no fork server: they
-        are spawned).
+    Returns whether workers will be forked from it (False where the platform has no fork server:
+    they are spawned).
     """
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return False
@@ -97,17 +95,15 @@ def prestart() -> bool:
 
 
 def _context():
-    """The multiprocessing context workers start from: the fork server after :func:`prestart`,
-    else ``spawn``."""
+    """The multiprocessing context: the fork server after :func:`prestart`, else ``spawn``."""
+    # The multiprocessing context workers start from: the fork server after :func:`prestart`, else
+    # ``spawn``.
     return multiprocessing.get_context("forkserver" if _FORK_SERVER["started"] else "spawn")
 
 
 def usable_cores() -> list[int]:
     """The CPU cores this process may run on (all of ``os.cpu_count()`` where affinity is not
     available).
-
-    Returns:
-        The core ids, sorted.
     """
     try:
         return sorted(os.sched_getaffinity(0))
@@ -128,8 +124,7 @@ def auto_jobs(backend: str | None = None, cores: int | None = None) -> int:
         backend: JAX's default backend; None asks JAX (which starts it in this process).
         cores: the number of usable cores; None = ``len(usable_cores())``.
 
-    Returns:
-        The number of worker processes (1: none, the experiments run in this process).
+    Returns the number of worker processes (1: none, the experiments run in this process).
     """
     if backend is None:
         import jax
@@ -143,13 +138,6 @@ def auto_jobs(backend: str | None = None, cores: int | None = None) -> int:
 def core_sets(jobs: int, cores: Sequence[int]) -> list[list[int]]:
     """Split ``cores`` among ``jobs`` workers: disjoint round-robin sets when there are enough
     cores, one core each (shared) when there are more workers than cores.
-
-    Args:
-        jobs: the number of workers.
-        cores: the usable core ids.
-
-    Returns:
-        One list of core ids per worker.
     """
     if jobs >= len(cores):
         return [[cores[i % len(cores)]] for i in range(jobs)]
@@ -157,8 +145,9 @@ def core_sets(jobs: int, cores: Sequence[int]) -> list[list[int]]:
 
 
 def _jax_cache_settings() -> dict[str, Any]:
-    """The parent's persistent compile cache settings (mirrored in each worker), and whether the
-    lab turned it on (``compile_cache.enable``, then called again in the worker)."""
+    """The parent's compile cache settings, and whether the lab turned the cache on."""
+    # The parent's persistent compile cache settings (mirrored in each worker), and whether the lab
+    # turned it on (``compile_cache.enable``, then called again in the worker).
     import jax
 
     from dedebate.lab import compile_cache
@@ -170,9 +159,10 @@ def _jax_cache_settings() -> dict[str, Any]:
 
 
 def _exit_when_the_leader_goes(leader_alive) -> None:
-    """End this worker at once when the command that started it is gone (killed, or stopped
-    before it could stop its workers): its end of ``leader_alive`` then reads end-of-file, and
-    nothing more of a run whose report nobody will write reaches the disk."""
+    """End this worker at once when the command that started it is gone."""
+    # End this worker at once when the command that started it is gone (killed, or stopped before it
+    # could stop its workers): its end of ``leader_alive`` then reads end-of-file, and nothing more
+    # of a run whose report nobody will write reaches the disk.
 
     def watch():
         try:
@@ -186,10 +176,11 @@ def _exit_when_the_leader_goes(leader_alive) -> None:
 
 def _worker(conn, cores: list[int], jax_settings: dict[str, Any],
             environ: dict[str, str], leader_alive=None) -> None:
-    """A worker process: run the tasks the parent sends until it sends None, in the parent's
-    environment as it was when the worker started (a forked worker inherits the fork server's,
-    from the command's start; the parent may have set more since, e.g. W&B its service's
-    address, which the workers' runs then use, as spawned workers do)."""
+    """A worker process: run the tasks the parent sends until it sends None."""
+    # A worker process: run the tasks the parent sends until it sends None, in the parent's
+    # environment as it was when the worker started (a forked worker inherits the fork server's,
+    # from the command's start; the parent may have set more since, e.g. W&B its service's address,
+    # which the workers' runs then use, as spawned workers do).
     if os.environ != environ:
         os.environ.clear()
         os.environ.update(environ)
@@ -252,9 +243,8 @@ def run_tasks(tasks: Sequence[Task], jobs: int,
         jobs: the number of worker processes (at least 1).
         on_start: called with each task when it is handed to a worker (progress lines).
 
-    Returns:
-        An iterator of :class:`Outcome`, one per task, in order of completion. A task whose
-        worker died has ``error`` set (the process's exit code or signal).
+    Returns an iterator of :class:`Outcome`, one per task, in order of completion. A task whose
+    worker died has ``error`` set (the process's exit code or signal).
     """
     jobs = max(1, min(jobs, len(tasks)))
     ctx = _context()

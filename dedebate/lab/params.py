@@ -39,8 +39,7 @@ class Range:
     def upper(self) -> float:
         """The largest allowed value (``inf`` when unbounded above).
 
-        Returns:
-            The smallest of ``le``, ``lt`` and the largest numeric choice.
+        Returns the smallest of ``le``, ``lt`` and the largest numeric choice.
         """
         bounds = [b for b in (self.le, self.lt) if b is not None]
         if self.choices is not None:
@@ -54,9 +53,6 @@ class Range:
 
         Args:
             kind: ``"int"``, ``"float"`` or another kind (``"str"``, ``"bool"``, ``"other"``).
-
-        Returns:
-            The phrase.
         """
         if self.choices is not None:
             return "one of " + ", ".join(_fmt(c) for c in self.choices)
@@ -82,8 +78,7 @@ class Range:
     def describe_len(self) -> str:
         """A tuple's allowed length in words (``"1 to 16 items"``).
 
-        Returns:
-            The phrase, or ``""`` when the length is free.
+        Returns the phrase, or ``""`` when the length is free.
         """
         lo, hi = self.min_len or 0, self.max_len
         if hi is None:
@@ -99,8 +94,7 @@ class Range:
             value: the value.
             kind: ``"int"``, ``"float"`` or another kind (only ``choices`` is checked then).
 
-        Returns:
-            True when the value has the kind, is a listed choice and lies within the bounds.
+        Returns True when the value has the kind, is a listed choice and lies within the bounds.
         """
         if kind == "int" and not (isinstance(value, int) and not isinstance(value, bool)):
             return False
@@ -158,8 +152,7 @@ def param(default: Any, doc: str, *, ge: float | None = None, gt: float | None =
         min_len: a tuple's fewest items.
         max_len: a tuple's most items.
 
-    Returns:
-        The ``dataclasses.field`` with the doc and the :class:`Range` in its metadata.
+    Returns the ``dataclasses.field`` with the doc and the :class:`Range` in its metadata.
     """
     rng = Range(ge, gt, le, lt, tuple(choices) if choices is not None else None, multiple_of,
                 min_len, max_len)
@@ -167,14 +160,7 @@ def param(default: Any, doc: str, *, ge: float | None = None, gt: float | None =
 
 
 def field_range(f: dataclasses.Field) -> Range | None:
-    """The :class:`Range` a field was declared with.
-
-    Args:
-        f: a dataclass field.
-
-    Returns:
-        The range, or None for a plain field.
-    """
+    """The :class:`Range` a field was declared with."""
     return f.metadata.get(RANGE_KEY) if f.metadata else None
 
 
@@ -188,8 +174,7 @@ def item_type(tp: Any) -> tuple[bool, Any]:
     Args:
         tp: a field annotation such as ``tuple[int, ...]``.
 
-    Returns:
-        ``(is_sequence, item annotation)``.
+    Returns ``(is_sequence, item annotation)``.
     """
     import typing
 
@@ -203,12 +188,7 @@ def item_type(tp: Any) -> tuple[bool, Any]:
 def describe_range(rng: Range, tp: Any) -> str:
     """The allowed values in words, as ``dedebate config`` prints them.
 
-    Args:
-        rng: the field's range.
-        tp: the field's annotation.
-
-    Returns:
-        ``"an integer in [4, 18]"``, or ``"each ...; LENGTH"`` for a tuple.
+    Returns ``"an integer in [4, 18]"``, or ``"each ...; LENGTH"`` for a tuple.
     """
     seq, inner = item_type(tp)
     value = rng.describe_value(_kind(inner))
@@ -260,8 +240,7 @@ def _show(value: Any) -> str:
 def ranged_fields(cls: type) -> tuple[tuple[str, Range, Any], ...]:
     """Every :func:`param` field of a dataclass (cached per class).
 
-    Returns:
-        ``(name, range, annotation)`` per ranged field, in declaration order.
+    Returns ``(name, range, annotation)`` per ranged field, in declaration order.
     """
     import typing
 
@@ -272,9 +251,6 @@ def ranged_fields(cls: type) -> tuple[tuple[str, Range, Any], ...]:
 
 def check_ranges(obj: Any) -> None:
     """Check every :func:`param` field of a dataclass instance.
-
-    Args:
-        obj: the instance.
 
     Raises:
         ValueError: the first field outside its range.
@@ -288,12 +264,6 @@ def config_dataclass(cls: type) -> type:
 
     The :func:`param` ranges are checked before the class's own ``__post_init__``
     (relational checks) runs.
-
-    Args:
-        cls: the ``Config`` class.
-
-    Returns:
-        The frozen dataclass.
     """
     own = cls.__dict__.get("__post_init__")
 

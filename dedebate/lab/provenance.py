@@ -51,8 +51,7 @@ def git_commit(path: str | os.PathLike | None = None) -> str | None:
     Args:
         path: a file or folder; None = the dedebate sources.
 
-    Returns:
-        The commit hash, or None outside a git checkout or without git.
+    Returns the commit hash, or None outside a git checkout or without git.
     """
     out = _git(Path(path) if path else _package_dir(), "rev-parse", "HEAD")
     commit = out.stdout.strip() if out else ""
@@ -66,16 +65,16 @@ def git_dirty(path: str | os.PathLike | None = None) -> bool | None:
     Args:
         path: a file or folder; None = the dedebate sources.
 
-    Returns:
-        The flag, or None outside a git checkout or when git is missing.
+    Returns the flag, or None outside a git checkout or when git is missing.
     """
     out = _git(Path(path) if path else _package_dir(), "status", "--porcelain")
     return bool(out.stdout.strip()) if out and out.returncode == 0 else None
 
 
 def _tracked(package_dir: Path) -> bool:
-    """Whether the package's ``__init__.py`` is a tracked file of the git checkout around it (a
-    wheel in a virtual environment inside some other repository is not)."""
+    """Whether the package's ``__init__.py`` is a tracked file of the git checkout around it."""
+    # Whether the package's ``__init__.py`` is a tracked file of the git checkout around it (a wheel
+    # in a virtual environment inside some other repository is not).
     out = _git(package_dir, "ls-files", "--error-unmatch", "__init__.py")
     return out is not None and out.returncode == 0
 
@@ -90,9 +89,10 @@ def _file_url_path(url: Any) -> Path | None:
 
 def _direct_url(dist: importlib.metadata.Distribution | None,
                 package_dir: Path) -> dict[str, Any] | None:
-    """PEP 610 ``direct_url.json`` of ``dist`` ({} for an install from an index or a plain
-    wheel), or None when ``dist`` is not what runs (not installed; or it is shadowed, e.g. by a
-    checkout on ``PYTHONPATH``)."""
+    """PEP 610 ``direct_url.json`` of ``dist`` ({} from an index); None if it is not what runs."""
+    # PEP 610 ``direct_url.json`` of ``dist`` ({} for an install from an index or a plain wheel), or
+    # None when ``dist`` is not what runs (not installed; or it is shadowed, e.g. by a checkout on
+    # ``PYTHONPATH``).
     if dist is None:
         return None
     try:
@@ -130,8 +130,7 @@ def code_provenance(package_dir: str | os.PathLike | None = None,
         package_dir: the imported ``dedebate`` package's folder; None = this one.
         dist: its distribution; None = the installed ``dedebate`` one, if any.
 
-    Returns:
-        ``{"git_commit", "git_dirty", "install": {"kind", "url"}}``.
+    Returns ``{"git_commit", "git_dirty", "install": {"kind", "url"}}``.
     """
     here = Path(package_dir).resolve() if package_dir else _package_dir()
     direct = _direct_url(dist if dist is not None else _dedebate_distribution(), here)
@@ -162,11 +161,7 @@ PLUGIN_PREFIXES = ("jax-cuda", "jax_cuda", "jax-rocm", "jax_rocm", "libtpu")
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
     """Installed version of each distribution, then of every JAX accelerator plugin installed.
 
-    Args:
-        names: distribution names.
-
-    Returns:
-        ``{name: version}``, None for one of ``names`` that is not installed.
+    Returns ``{name: version}``, None for one of ``names`` that is not installed.
     """
     out: dict[str, str | None] = {}
     for name in names:
@@ -184,9 +179,8 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
 def process_provenance() -> dict[str, Any]:
     """The command line, host and batch job of this process.
 
-    Returns:
-        ``{"argv", "host", "scheduler_job_ids"}``; the last maps each of
-        :data:`SCHEDULER_JOB_VARS` that is set to its value.
+    Returns ``{"argv", "host", "scheduler_job_ids"}``; the last maps each of
+    :data:`SCHEDULER_JOB_VARS` that is set to its value.
     """
     return {"argv": list(sys.argv), "host": platform.node(),
             "scheduler_job_ids": {k: os.environ[k] for k in SCHEDULER_JOB_VARS
@@ -194,11 +188,7 @@ def process_provenance() -> dict[str, Any]:
 
 
 def environment_provenance() -> dict[str, Any]:
-    """Versions and devices: what every result records besides its config hash and seed.
-
-    Returns:
-        A JSON-able dict.
-    """
+    """Versions and devices: what every result records besides its config hash and seed."""
     prov: dict[str, Any] = {
         "dedebate_version": dedebate.__version__,
         **code_provenance(),

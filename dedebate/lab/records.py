@@ -78,9 +78,6 @@ def upgrade(data: dict[str, Any], kind: str) -> dict[str, Any]:
             (``"reproduce"``); not modified.
         kind: one of :data:`KINDS`.
 
-    Returns:
-        The upgraded record (a new dict).
-
     Raises:
         RecordError: a schema version that is not an integer >= 1, or one newer than this
             dedebate reads.
@@ -138,8 +135,7 @@ def load(path: str | os.PathLike) -> Record:
     Args:
         path: a run, sweep or reproduce directory, or its ``results.json`` / ``report.json``.
 
-    Returns:
-        The :class:`Record`.
+    Returns the :class:`Record`.
 
     Raises:
         RecordError: no such path, no record file there, unreadable JSON, not a dedebate record,
@@ -185,9 +181,8 @@ def claims(what: Record | str | os.PathLike) -> list[dict[str, Any]]:
     Args:
         what: a :class:`Record`, or a path :func:`load` reads.
 
-    Returns:
-        The rows in the record's order (a reproduce's experiments in turn; a sweep has none);
-        a field the row does not hold is None.
+    Returns the rows in the record's order (a reproduce's experiments in turn; a sweep has none); a
+    field the row does not hold is None.
 
     Raises:
         RecordError: as :func:`load`.
@@ -225,8 +220,9 @@ _BOOLS = {"True": True, "False": False}
 
 
 def _cell(text: str) -> Any:
-    """A ``sweep.csv`` cell as the value it was written from (a number, a boolean, a JSON list
-    or dict), else its text."""
+    """A ``sweep.csv`` cell as the value it was written from, else its text."""
+    # A ``sweep.csv`` cell as the value it was written from (a number, a boolean, a JSON list or
+    # dict), else its text.
     if text in _BOOLS:
         return _BOOLS[text]
     try:
@@ -243,9 +239,6 @@ def metrics(what: Record | str | os.PathLike) -> list[dict[str, Any]]:
 
     Args:
         what: a :class:`Record`, or a path :func:`load` reads.
-
-    Returns:
-        The rows (an absent file gives none).
 
     Raises:
         RecordError: as :func:`load`.
@@ -277,13 +270,6 @@ def find(root: str | os.PathLike, max_depth: int = MAX_DEPTH) -> list[Path]:
     No symbolic link is followed, hidden folders and ``wandb/`` are skipped, and a record's
     sub-directories are not searched (a reproduce's runs and a sweep's points belong to it).
 
-    Args:
-        root: the folder to search.
-        max_depth: how many levels below ``root`` to look.
-
-    Returns:
-        The directories, in the order of their paths.
-
     Raises:
         RecordError: ``root`` is not a directory.
     """
@@ -312,14 +298,7 @@ def find(root: str | os.PathLike, max_depth: int = MAX_DEPTH) -> list[Path]:
 
 
 def disk_bytes(directory: str | os.PathLike) -> int:
-    """The bytes of the files under a directory, links neither followed nor counted.
-
-    Args:
-        directory: the directory.
-
-    Returns:
-        The sum of the regular files' sizes.
-    """
+    """The bytes of the files under a directory, links neither followed nor counted."""
     total = 0
     for where, _dirs, files in os.walk(directory):
         for name in files:
@@ -335,16 +314,12 @@ def disk_bytes(directory: str | os.PathLike) -> int:
 def summary(directory: str | os.PathLike) -> dict[str, Any]:
     """One record's ``dedebate ls`` entry, with the keys :data:`LS_KEYS`.
 
-    Args:
-        directory: a record directory (from :func:`find`).
-
-    Returns:
-        ``kind``, ``name`` (the experiment; a reproduce's experiments joined by commas),
-        ``status`` (a run's or sweep's; a reproduce's ``complete`` / ``incomplete``;
-        ``unreadable``), ``verdict`` (``PASS`` / ``FAIL`` for a finished run or reproduce, else
-        None), gating ``claims_passed`` / ``claims_total`` (None for a sweep), ``started_utc``,
-        ``size`` (quick, default, full), ``bytes`` on disk, ``path``, and ``error`` (a run's
-        error or why the record is unreadable, else None).
+    Returns ``kind``, ``name`` (the experiment; a reproduce's experiments joined by commas),
+    ``status`` (a run's or sweep's; a reproduce's ``complete`` / ``incomplete``; ``unreadable``),
+    ``verdict`` (``PASS`` / ``FAIL`` for a finished run or reproduce, else None), gating
+    ``claims_passed`` / ``claims_total`` (None for a sweep), ``started_utc``, ``size`` (quick,
+    default, full), ``bytes`` on disk, ``path``, and ``error`` (a run's error or why the record is
+    unreadable, else None).
     """
     path = Path(directory)
     out: dict[str, Any] = dict.fromkeys(LS_KEYS)
@@ -379,11 +354,7 @@ def summary(directory: str | os.PathLike) -> dict[str, Any]:
 def listing(root: str | os.PathLike) -> list[dict[str, Any]]:
     """The :func:`summary` of every record under ``root`` (:func:`find`), oldest first.
 
-    Args:
-        root: the folder to search.
-
-    Returns:
-        The summaries, by start time (a record without one first), then path.
+    Returns the summaries, by start time (a record without one first), then path.
 
     Raises:
         RecordError: ``root`` is not a directory.
@@ -403,14 +374,7 @@ def _human(n: int) -> str:
 
 
 def render(entries: list[dict[str, Any]]) -> str:
-    """``dedebate ls``'s text: a header, then one aligned line per :func:`summary`.
-
-    Args:
-        entries: the summaries.
-
-    Returns:
-        The lines, each ended by a newline.
-    """
+    """``dedebate ls``'s text: a header, then one aligned line per :func:`summary`."""
     rows = [("KIND", "STATUS", "CLAIMS", "STARTED", "SIZE", "DISK", "NAME", "PATH")]
     for e in entries:
         claims_text = ("-" if e["claims_total"] is None

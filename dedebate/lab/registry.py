@@ -33,11 +33,7 @@ class Registry:
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def names(self) -> list[str]:
-        """The registered experiment names.
-
-        Returns:
-            The names, sorted.
-        """
+        """The registered experiment names."""
         return sorted(self.experiments)
 
 
@@ -81,9 +77,6 @@ def entry_point_packages() -> tuple[str, ...]:
 
     They are the values of the ``dedebate.experiments`` entry-point group (the entry point's
     value is the module name).
-
-    Returns:
-        The module names, in entry-point order.
     """
     return tuple(ep.value.split(":")[0].strip()
                  for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
@@ -95,9 +88,6 @@ def experiment_packages() -> tuple[str, ...]:
     ``$DEDEBATE_EXPERIMENTS`` (comma-separated) if set; else dedebate's own experiments
     (``dedebate_experiments`` as installed, or the checkout's ``experiments`` folder) and every
     package registered in the ``dedebate.experiments`` entry-point group.
-
-    Returns:
-        Package or module names, without duplicates.
     """
     env = os.environ.get("DEDEBATE_EXPERIMENTS", "").strip()
     named = tuple(p.strip() for p in env.split(",") if p.strip())
@@ -120,8 +110,7 @@ def discover_experiments(
         packages: package names or modules; None = :func:`experiment_packages`.
         modules: further module names or modules.
 
-    Returns:
-        The :class:`Registry`.
+    Returns the :class:`Registry`.
     """
     if packages is None:
         packages = experiment_packages()
@@ -158,9 +147,8 @@ def discover_experiments(
 def bench_package() -> str:
     """The benchmark package's name.
 
-    Returns:
-        ``$DEDEBATE_BENCH`` (used by the tests), else ``dedebate_bench`` as installed, else
-        ``bench`` (the checkout's folder).
+    Returns ``$DEDEBATE_BENCH`` (used by the tests), else ``dedebate_bench`` as installed, else
+    ``bench`` (the checkout's folder).
     """
     named = os.environ.get("DEDEBATE_BENCH", "").strip()
     if named:
@@ -169,8 +157,9 @@ def bench_package() -> str:
 
 
 def _benchmarks(package: str | None) -> list[tuple[str, types.ModuleType | None, str]]:
-    """``(name, module, error)`` for each module of the benchmark package that defines ``run``
-    (``module`` None and ``error`` its one-line import error for one that fails to import)."""
+    """``(name, module, error)`` for each module of the benchmark package that defines ``run``."""
+    # ``(name, module, error)`` for each module of the benchmark package that defines ``run``
+    # (``module`` None and ``error`` its one-line import error for one that fails to import).
     package = package or bench_package()
     try:
         pkg = importlib.import_module(package)
@@ -196,8 +185,7 @@ def list_benchmarks(package: str | None = None) -> list[str]:
     Args:
         package: the benchmark package; None = :func:`bench_package`.
 
-    Returns:
-        The module names, sorted (a module that fails to import is listed too).
+    Returns the module names, sorted (a module that fails to import is listed too).
     """
     return [name for name, _, _ in _benchmarks(package)]
 
@@ -208,9 +196,8 @@ def describe_benchmarks(package: str | None = None) -> dict[str, str]:
     Args:
         package: the benchmark package; None = :func:`bench_package`.
 
-    Returns:
-        ``{name: the first line of the module's docstring}``; ``"(no description)"`` without
-        one, ``"cannot import: ERROR"`` for a module that fails to import.
+    Returns ``{name: the first line of the module's docstring}``; ``"(no description)"`` without
+    one, ``"cannot import: ERROR"`` for a module that fails to import.
     """
     out = {}
     for name, module, error in _benchmarks(package):
@@ -225,8 +212,7 @@ def describe_benchmarks(package: str | None = None) -> dict[str, str]:
 def shipped_configs_dir() -> Path | None:
     """The folder of dedebate's shipped configs.
 
-    Returns:
-        ``dedebate_configs`` as installed (or the checkout's ``configs/``), or None.
+    Returns ``dedebate_configs`` as installed (or the checkout's ``configs/``), or None.
     """
     try:
         spec = importlib.util.find_spec("dedebate_configs")
@@ -243,12 +229,6 @@ def config_path(arg: str) -> Path:
     A path if one exists there, else a shipped config by name (``NAME`` or ``NAME.yaml`` ->
     ``configs/NAME.yaml``, ``sweeps/NAME`` -> a sweep file), else ``arg`` unchanged (reading
     it then reports it missing).
-
-    Args:
-        arg: what the command line was given.
-
-    Returns:
-        The path.
     """
     given = Path(arg).expanduser()
     if given.exists():

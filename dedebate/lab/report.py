@@ -62,8 +62,7 @@ class ReproduceOutcome:
     def passed(self) -> bool:
         """Whether the reproduce job passes: some experiment passes and none fails.
 
-        Returns:
-            The verdict (measurement-only experiments neither pass nor fail it).
+        Returns the verdict (measurement-only experiments neither pass nor fail it).
         """
         return job_passed(self.entries)
 
@@ -97,8 +96,7 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
         memory_limit: every run's ``memory_limit``; an experiment estimated over it is a
             failing row of one line (:mod:`dedebate.lab.memory`), before it starts.
 
-    Returns:
-        The :class:`ReproduceOutcome`.
+    Returns the :class:`ReproduceOutcome`.
 
     Raises:
         ValueError: nothing is selected (no experiment and no import error to report).
@@ -220,16 +218,18 @@ def _run_sequential(pending, report_dir: Path, finish, show_progress: bool) -> N
 
 
 def _typical_seconds(module) -> float:
-    """An experiment's ``TYPICAL_SECONDS`` (a scheduling hint, docs/lab.md), 0 when it has none
-    or it is not a finite number >= 0."""
+    """An experiment's ``TYPICAL_SECONDS`` (a scheduling hint), 0 when absent or invalid."""
+    # An experiment's ``TYPICAL_SECONDS`` (a scheduling hint, docs/lab.md), 0 when it has none or it
+    # is not a finite number >= 0.
     value = getattr(module, "TYPICAL_SECONDS", 0.0)
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     return float(value) if number and math.isfinite(value) and value >= 0 else 0.0
 
 
 def _run_parallel(pending, report_dir: Path, jobs: int, finish, show_progress: bool) -> None:
-    """The experiments in ``jobs`` worker processes, the longest (``TYPICAL_SECONDS``) first;
-    one progress line per start and end."""
+    """Run the experiments in ``jobs`` worker processes, the longest first."""
+    # The experiments in ``jobs`` worker processes, the longest (``TYPICAL_SECONDS``) first; one
+    # progress line per start and end.
     from dedebate.lab.parallel import Task, run_tasks
 
     entries = {entry.name: entry for entry, _, _ in pending}
@@ -271,8 +271,7 @@ def pending_rows(entry: ExperimentEntry, finished: int, total: int) -> list[dict
         finished: how many experiments have finished, this one included.
         total: how many run.
 
-    Returns:
-        The pending rows (empty when the experiment's verdict is final).
+    Returns the pending rows (empty when the experiment's verdict is final).
     """
     rows = [c for c in entry.claims if gating(c) and not c["passed"]]
     if finished < total and entry.status == "ok" and rows and all(map(awaits_family, rows)):
@@ -293,9 +292,6 @@ def progress_line(entry: ExperimentEntry, finished: int, total: int) -> str:
         entry: the experiment's entry, its rows decided over the family so far.
         finished: how many experiments have finished, this one included.
         total: how many run.
-
-    Returns:
-        The line (no newline).
     """
     n_ok, n_all = entry.counts()
     pending = pending_rows(entry, finished, total)

@@ -40,9 +40,6 @@ class ExperimentEntry:
         """Whether the experiment ran and every one of its (at least one) gating claims passes.
 
         An experiment whose rows are all findings has shown nothing, so it does not pass.
-
-        Returns:
-            The verdict.
         """
         gate = [c for c in self.claims if gating(c)]
         return self.status == "ok" and bool(gate) and all(c["passed"] for c in gate)
@@ -51,9 +48,8 @@ class ExperimentEntry:
     def verdict(self) -> str:
         """The experiment's verdict in the report.
 
-        Returns:
-            ``PASS``, ``FAIL``, or ``MEASURED`` for an experiment declared measurement-only that
-            ran and has no gating claim (it neither passes nor fails the report).
+        Returns ``PASS``, ``FAIL``, or ``MEASURED`` for an experiment declared measurement-only that
+        ran and has no gating claim (it neither passes nor fails the report).
         """
         if self.passed:
             return "PASS"
@@ -65,18 +61,13 @@ class ExperimentEntry:
     def counts(self) -> tuple[int, int]:
         """Claims passing and claims, over the gating rows (findings excluded).
 
-        Returns:
-            ``(passing, total)``.
+        Returns ``(passing, total)``.
         """
         rows = [c for c in self.claims if gating(c)]
         return sum(bool(c["passed"]) for c in rows), len(rows)
 
     def findings(self) -> list[dict[str, Any]]:
-        """The experiment's findings (rows that do not gate).
-
-        Returns:
-            Their claim dicts, in order.
-        """
+        """The experiment's findings (rows that do not gate)."""
         return [c for c in self.claims if not gating(c)]
 
 
@@ -85,9 +76,6 @@ def job_passed(entries: list[ExperimentEntry]) -> bool:
 
     Args:
         entries: the report's entries (measurement-only experiments neither pass nor fail).
-
-    Returns:
-        The verdict.
     """
     verdicts = [e.verdict for e in entries]
     return "PASS" in verdicts and "FAIL" not in verdicts
@@ -100,9 +88,8 @@ def fmt(x: Any) -> str:
     Args:
         x: a number (or anything else, printed with ``str``).
 
-    Returns:
-        An integral value as an integer (105967, not 1.06e+05), another float with 4
-        significant digits, ``nan`` / ``inf`` / ``-inf``.
+    Returns an integral value as an integer (105967, not 1.06e+05), another float with 4 significant
+    digits, ``nan`` / ``inf`` / ``-inf``.
     """
     if isinstance(x, bool):
         return str(x)
@@ -131,12 +118,6 @@ def measured(c: Mapping[str, Any]) -> str:
     value == hi). An exact row that passes although its value does not meet the number in its
     bound strictly (``== 1`` for 1.000000000000111) shows the full value and says that it
     passes only within the stated tolerance.
-
-    Args:
-        c: a claim dict.
-
-    Returns:
-        The text.
     """
     v, lo, hi = c.get("value"), c.get("lo"), c.get("hi")
     if not (lo == v and hi == v):
@@ -173,11 +154,7 @@ def _anchor(e: ExperimentEntry) -> str:
 def claim_totals(entries: list[ExperimentEntry]) -> tuple[int, int]:
     """Claims passing and claims over every experiment's gating rows.
 
-    Args:
-        entries: the report's entries.
-
-    Returns:
-        ``(passing, total)``.
+    Returns ``(passing, total)``.
     """
     counts = [e.counts() for e in entries]
     return sum(c[0] for c in counts), sum(c[1] for c in counts)
@@ -201,9 +178,6 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
         entries: one entry per experiment.
         wall_time_s: the job's wall time so far.
         final: the job has ended (else the verdict reads ``IN PROGRESS``).
-
-    Returns:
-        The markdown text, ending in a newline.
     """
     n_pass, n_claims = claim_totals(entries)
     n_err = sum(e.status == "error" for e in entries)

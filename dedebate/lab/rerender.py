@@ -34,8 +34,7 @@ def load_report(directory: str | Path) -> tuple[Path, dict[str, Any]]:
     Args:
         directory: the reproduce directory, or its ``report.json``.
 
-    Returns:
-        ``(the report directory, the loaded report)``.
+    Returns ``(the report directory, the loaded report)``.
 
     Raises:
         ReportError: no report.json, unreadable JSON, or not a report (:func:`report_problem`).
@@ -63,12 +62,8 @@ _JSON_KINDS = ((bool, "true/false"), ((int, float), "a number"), (str, "a string
 def json_kind(x: Any) -> str:
     """What a loaded JSON value is, in words.
 
-    Args:
-        x: a value as ``json.loads`` returns it.
-
-    Returns:
-        ``"an object"``, ``"an array"``, ``"a string"``, ``"a number"``, ``"true/false"`` or
-        ``"null"``.
+    Returns ``"an object"``, ``"an array"``, ``"a string"``, ``"a number"``, ``"true/false"`` or
+    ``"null"``.
     """
     return next(name for kind, name in _JSON_KINDS if isinstance(x, kind))
 
@@ -90,9 +85,6 @@ def claims_problem(claims: Any, where: str, keys: tuple[str, ...] = ()) -> str |
         claims: the loaded value.
         where: its place in the file, for the message (``experiments[0].claims``).
         keys: the fields every row must have.
-
-    Returns:
-        The first problem in words, or None.
     """
     if problem := _expect(where, claims, list, "an array of claim rows"):
         return problem
@@ -135,12 +127,6 @@ _ENTRY = {"name": (str, "a string"), "title": (str, "a string"), "status": (str,
 def report_problem(data: Any) -> str | None:
     """Why a loaded ``report.json`` cannot be rendered (the first problem, in words); None when
     it can: the fields the report reads have the types ``dedebate reproduce`` writes.
-
-    Args:
-        data: the loaded JSON value.
-
-    Returns:
-        The problem, or None.
     """
     if not isinstance(data, dict) or not isinstance(data.get("experiments"), list):
         return "no experiments list"
@@ -170,14 +156,7 @@ def report_problem(data: Any) -> str | None:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    """``report.md`` of a loaded report.json, rendered by the current dedebate.
-
-    Args:
-        data: the loaded ``report.json``.
-
-    Returns:
-        The markdown text.
-    """
+    """``report.md`` of a loaded report.json, rendered by the current dedebate."""
     fields = {f.name for f in dataclasses.fields(ExperimentEntry)}
     entries = [ExperimentEntry(**{k: v for k, v in e.items() if k in fields})
                for e in data["experiments"]]
@@ -217,8 +196,9 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _png(base: Path, rel: str) -> bytes | None:
-    """The bytes of the PNG file ``rel`` if it lies inside ``base`` once every link is followed,
-    else None."""
+    """The bytes of the PNG file ``rel`` if it lies inside ``base`` (links followed), else None."""
+    # The bytes of the PNG file ``rel`` if it lies inside ``base`` once every link is followed, else
+    # None.
     root = base.resolve()
     path = (root / rel).resolve()
     if not path.is_relative_to(root) or not path.is_file():
@@ -250,9 +230,6 @@ def to_html(md: str, base: Path) -> str:
     Args:
         md: the report's markdown (:func:`markdown`).
         base: the report directory the plot paths are relative to.
-
-    Returns:
-        The HTML page.
     """
     body: list[str] = []
     lines = md.splitlines()

@@ -40,27 +40,13 @@ from dedebate.lab.provenance import (  # noqa: F401  (re-exported)
 
 
 def utc_stamp(now: _dt.datetime | None = None) -> str:
-    """A sortable, filesystem-safe UTC time: ``20250101T120000Z``.
-
-    Args:
-        now: the time; None = now.
-
-    Returns:
-        The stamp.
-    """
+    """A sortable, filesystem-safe UTC time: ``20250101T120000Z``."""
     now = now or _dt.datetime.now(_dt.UTC)
     return now.strftime("%Y%m%dT%H%M%SZ")
 
 
 def utc_iso(now: _dt.datetime | None = None) -> str:
-    """An ISO 8601 UTC time to the second: ``2025-01-01T12:00:00Z``.
-
-    Args:
-        now: the time; None = now.
-
-    Returns:
-        The text.
-    """
+    """An ISO 8601 UTC time to the second: ``2025-01-01T12:00:00Z``."""
     now = now or _dt.datetime.now(_dt.UTC)
     return now.isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -79,14 +65,7 @@ def _reason(err: OSError) -> str:
 
 
 def output_root(output_dir: str | os.PathLike) -> Path:
-    """``output_dir`` with ``~`` expanded (the user's home directory).
-
-    Args:
-        output_dir: the configured output directory.
-
-    Returns:
-        The path.
-    """
+    """``output_dir`` with ``~`` expanded (the user's home directory)."""
     return Path(os.path.expanduser(os.fspath(output_dir)))
 
 
@@ -96,9 +75,6 @@ def new_run_dir(output_dir: str | os.PathLike, prefix: str) -> Path:
     Args:
         output_dir: where run directories are created (made if missing).
         prefix: the experiment name, or ``reproduce`` / ``sweep-NAME``.
-
-    Returns:
-        The new directory, resolved.
 
     Raises:
         RunDirError: the directory cannot be created.
@@ -132,9 +108,6 @@ def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) ->
         output_dir: where run directories are.
         pattern: a glob such as ``machines-*``.
         matches: called with the loaded config dict; True accepts the directory.
-
-    Returns:
-        The directory, resolved, or None.
     """
     from dedebate.lab.config_yaml import read_yaml
 
@@ -161,9 +134,6 @@ def check_run_dir(run_dir: str | os.PathLike) -> None:
     :data:`RUN_FOLDERS`; links are not followed while looking. W&B's folders (``wandb/``, here
     or in a sub-run) must not be links out, but are not looked into: W&B links its logs to its
     cache in the user's home, and an attempt writes only a new run folder there.
-
-    Args:
-        run_dir: the run directory.
 
     Raises:
         RunDirError: one line naming the first offending link and where it leads.
@@ -215,11 +185,7 @@ def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
     The directory is checked first (:func:`check_run_dir`), and the lock file is opened without
     following a link and without truncating it.
 
-    Args:
-        run_dir: the run directory.
-
-    Returns:
-        The held :class:`RunLock`.
+    Returns the held :class:`RunLock`.
 
     Raises:
         RunDirError: another process holds it ("run in use by PID N"), at once; the directory
@@ -264,9 +230,6 @@ def jsonable(x: Any) -> Any:
 
     Args:
         x: a value; numpy/jax scalars and arrays, tuples and dataclasses are converted.
-
-    Returns:
-        The JSON-able value.
     """
     if x is None or isinstance(x, (bool, int, str)):
         return x
@@ -289,8 +252,9 @@ def jsonable(x: Any) -> Any:
 
 @contextlib.contextmanager
 def _atomic(path: str | os.PathLike):
-    """Yield ``PATH.tmp`` to write, then rename it to ``path``; on any failure the temporary file
-    is removed, and an OSError (a full disk, no permission) becomes one RunDirError line."""
+    """Yield ``PATH.tmp`` to write, then rename it to ``path`` (RunDirError on an OSError)."""
+    # Yield ``PATH.tmp`` to write, then rename it to ``path``; on any failure the temporary file is
+    # removed, and an OSError (a full disk, no permission) becomes one RunDirError line.
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -330,12 +294,6 @@ def _json_int(digits: str) -> int:
 def read_json(path: str | os.PathLike) -> Any:
     """The JSON value in ``path`` (a file that may come from someone else).
 
-    Args:
-        path: the file.
-
-    Returns:
-        The loaded value.
-
     Raises:
         OSError: the file cannot be read.
         ValueError: it is not JSON: not UTF-8, malformed, nested too deeply for Python's parser,
@@ -351,10 +309,6 @@ def read_json(path: str | os.PathLike) -> Any:
 def write_text(path: str | os.PathLike, text: str) -> None:
     """Write text atomically (temp file + rename).
 
-    Args:
-        path: the file.
-        text: the text.
-
     Raises:
         RunDirError: the file cannot be written.
     """
@@ -367,10 +321,6 @@ def write_csv(path: str | os.PathLike, rows: list[dict[str, Any]]) -> None:
 
     The header is the union of keys in order of first appearance; lists and dicts are written
     as JSON.
-
-    Args:
-        path: the file.
-        rows: the rows.
 
     Raises:
         RunDirError: the file cannot be written.
@@ -399,12 +349,7 @@ def _cell(v: Any) -> Any:
 def flatten_numbers(d: dict[str, Any], prefix: str = "") -> dict[str, float | int | bool | str]:
     """Nested dict -> ``a/b`` keys holding only scalars (for W&B summaries and logs).
 
-    Args:
-        d: the nested dict.
-        prefix: put before every key.
-
-    Returns:
-        The flat dict; non-finite floats become strings, other values are dropped.
+    Returns the flat dict; non-finite floats become strings, other values are dropped.
     """
     out: dict[str, Any] = {}
     for k, v in d.items():
@@ -420,9 +365,5 @@ def flatten_numbers(d: dict[str, Any], prefix: str = "") -> dict[str, float | in
 
 
 def eprint(*args: Any) -> None:
-    """Print to stderr and flush.
-
-    Args:
-        *args: what to print.
-    """
+    """Print to stderr and flush."""
     print(*args, file=sys.stderr, flush=True)

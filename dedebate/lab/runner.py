@@ -66,8 +66,7 @@ class RunRecord:
     def passed(self) -> bool:
         """Whether the run finished without error and its claims pass.
 
-        Returns:
-            False for an error, no result or no claims, else ``ExperimentResult.passed``.
+        Returns False for an error, no result or no claims, else ``ExperimentResult.passed``.
         """
         return self.error is None and self.result is not None and bool(self.result.claims) \
             and self.result.passed
@@ -78,9 +77,6 @@ def find_resumable(cfg: RunConfig) -> Path | None:
 
     Args:
         cfg: the resolved config (sweep directories never match).
-
-    Returns:
-        The run directory, or None.
     """
     want = cfg.config_hash()
     return newest_matching_dir(
@@ -114,8 +110,7 @@ def run_experiment(module: AnyExperiment, cfg: RunConfig, *,
         key: replaces the context's key (a sweep point's key, see ``dedebate/lab/sweep.py``).
         tracking_name: the W&B run name; None = the run directory's name.
 
-    Returns:
-        The :class:`RunRecord`.
+    Returns the :class:`RunRecord`.
     """
     check_run(module, cfg)  # a run that cannot fit stops here, before its run directory
     resume = False
@@ -144,8 +139,9 @@ def run_experiment(module: AnyExperiment, cfg: RunConfig, *,
 
 
 def _finished_results(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
-    """results.json of ``run_dir`` if the run finished there with ``cfg``'s config hash and every
-    table and plot it lists is on disk, else None."""
+    """results.json of ``run_dir`` if the run finished there with ``cfg``, else None."""
+    # results.json of ``run_dir`` if the run finished there with ``cfg``'s config hash and every
+    # table and plot it lists is on disk, else None.
     try:
         results = read_json(run_dir / "results.json")
     except (OSError, ValueError):
@@ -171,13 +167,7 @@ def finished_record(module: AnyExperiment, cfg: RunConfig,
     it lists is on disk. Reads only: no file is written, not even the lock file. A run another
     process holds (it is computing again) is not finished.
 
-    Args:
-        module: the experiment module.
-        cfg: the resolved config.
-        run_dir: the run directory.
-
-    Returns:
-        The record with ``reused=True``, or None.
+    Returns the record with ``reused=True``, or None.
     """
     run_dir = Path(run_dir)
     fd = None
@@ -217,9 +207,10 @@ def finished_record(module: AnyExperiment, cfg: RunConfig,
 
 
 def _write_running_record(module: AnyExperiment, cfg: RunConfig, run_dir: Path) -> None:
-    """``results.json`` saying "running" before the experiment starts, so a run whose process
-    dies (killed, out of memory, aborted) is visible as such. A finished run's results.json
-    (status "ok") is kept: a resume of it must never lose it."""
+    """Write a "running" ``results.json`` before the experiment starts."""
+    # ``results.json`` saying "running" before the experiment starts, so a run whose process dies
+    # (killed, out of memory, aborted) is visible as such. A finished run's results.json (status
+    # "ok") is kept: a resume of it must never lose it.
     path = run_dir / "results.json"
     with contextlib.suppress(OSError, ValueError, AttributeError):
         if read_json(path).get("status") == "ok":

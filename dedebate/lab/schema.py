@@ -32,9 +32,6 @@ def load_schema(kind: str) -> dict[str, Any]:
     Args:
         kind: one of :data:`KINDS` (``"results"``, ``"report"``, ``"sweep"``).
 
-    Returns:
-        The schema as a dict.
-
     Raises:
         ValueError: an unknown kind.
     """
@@ -46,12 +43,7 @@ def load_schema(kind: str) -> dict[str, Any]:
 def validation_errors(data: Any, kind: str) -> list[str]:
     """Every way ``data`` breaks the ``kind`` schema (needs the ``jsonschema`` test dependency).
 
-    Args:
-        data: a loaded ``results.json`` / ``report.json``.
-        kind: one of :data:`KINDS`.
-
-    Returns:
-        ``path: message`` lines, sorted by path; empty when ``data`` is valid.
+    Returns ``path: message`` lines, sorted by path; empty when ``data`` is valid.
     """
     from jsonschema import Draft202012Validator
 

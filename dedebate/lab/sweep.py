@@ -91,14 +91,7 @@ class SweepRecord:
 
 
 def find_sweep_dir(cfg: RunConfig) -> Path | None:
-    """The newest ``<output_dir>/<experiment>-sweep-*`` whose config.yaml has this sweep hash.
-
-    Args:
-        cfg: the resolved config with a ``sweep`` block.
-
-    Returns:
-        The sweep directory, or None.
-    """
+    """The newest ``<output_dir>/<experiment>-sweep-*`` whose config.yaml has this sweep hash."""
     from dedebate.lab.rundir import newest_matching_dir
 
     want = cfg.sweep_hash()
@@ -128,8 +121,7 @@ def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | Non
         show_progress: show a progress bar (process 0).
         devices: the devices of the run axis (default: all).
 
-    Returns:
-        The :class:`SweepRecord`.
+    Returns the :class:`SweepRecord`.
     """
     held: list[Any] = []
     try:
@@ -320,8 +312,9 @@ def _vmapped_group(module, plan_, g, cfg, out, info, devices, pid, nproc):
 
 
 def _full_run_group(module, plan_, g, cfg, out, group_name, pid, nproc):
-    """Experiments without ``point``: each (point, seed) is a full run in ``points/``; process
-    ``i`` of ``n`` runs every n-th row, process 0 merges the shard files."""
+    """Run a group of an experiment without ``point``: each (point, seed) is a full run."""
+    # Experiments without ``point``: each (point, seed) is a full run in ``points/``; process ``i``
+    # of ``n`` runs every n-th row, process 0 merges the shard files.
     from dedebate.lab import distributed as dist
 
     shard_dir = out / "shards"
@@ -366,8 +359,9 @@ def _full_run_group(module, plan_, g, cfg, out, group_name, pid, nproc):
 
 
 def _track_points(cfg, plan_, g, grows, out, group_name, mode):
-    """One W&B run per point of a finished group: its resolved config, and per-seed values
-    under their own keys (``seed/S/METRIC``) beside the mean and interval over seeds."""
+    """One W&B run per point of a finished group, with per-seed values and the mean."""
+    # One W&B run per point of a finished group: its resolved config, and per-seed values under
+    # their own keys (``seed/S/METRIC``) beside the mean and interval over seeds.
     if mode == "disabled":
         return
     by_point: dict[int, list[dict[str, Any]]] = {}

@@ -27,9 +27,9 @@ from dedebate.lab.sweep_programs import (
 
 
 def _stack_trees(trees: list[Any], differs: Callable[[int], str]) -> Any:
-    """Stack pytrees of one structure, shapes and dtypes (leaves canonicalised) along a new
-    leading axis; ``differs(i)`` is the message of the SweepError when tree ``i`` differs from
-    the first."""
+    """Stack pytrees of one structure, shapes and dtypes along a new leading axis."""
+    # Stack pytrees of one structure, shapes and dtypes (leaves canonicalised) along a new leading
+    # axis; ``differs(i)`` is the message of the SweepError when tree ``i`` differs from the first.
     import jax
 
     first, per_tree = None, []
@@ -49,14 +49,8 @@ def _stack_trees(trees: list[Any], differs: Callable[[int], str]) -> Any:
 def group_inputs(module: Any, plan_: SweepPlan, group: Group):
     """The inputs of one static group's rows, stacked along the run axis.
 
-    Args:
-        module: the experiment module (sweepable).
-        plan_: the sweep's plan.
-        group: one of its static groups.
-
-    Returns:
-        ``(fn, key impl, (stacked dynamic params, row key data[, host inputs]), rows)`` for the
-        rows ``[(point, seed), ...]`` of ``group`` (point-major, seed-minor).
+    Returns ``(fn, key impl, (stacked dynamic params, row key data[, host inputs]), rows)`` for the
+    rows ``[(point, seed), ...]`` of ``group`` (point-major, seed-minor).
     """
     import jax
 
@@ -103,14 +97,6 @@ def _row_keys(root_data: np.ndarray, words: np.ndarray, impl: Any) -> np.ndarray
 def row_inputs(module: Any, plan_: SweepPlan, rows: list[tuple[Point, int]]):
     """``module.inputs(cfg, seed, key)`` of every row (host-built data: populations, strategy
     batches), at the row's key (:func:`point_key`), stacked along the run axis.
-
-    Args:
-        module: the experiment module (defines ``inputs``).
-        plan_: the sweep's plan.
-        rows: ``[(point, seed), ...]``.
-
-    Returns:
-        The stacked pytree (leading axis: the rows).
     """
     return _stack_trees(
         [module.inputs(p.cfg, s, point_key(plan_.experiment, s, p.cfg)) for p, s in rows],
@@ -121,8 +107,9 @@ def row_inputs(module: Any, plan_: SweepPlan, rows: list[tuple[Point, int]]):
 
 
 def _keyed(fn: Callable[..., Any], impl: Any) -> Callable[..., Any]:
-    """The row function of a sweep and of :func:`point_row`: ``fn(dynamic, key, *host)`` with
-    the row's key passed as key data (so that both share one compiled program)."""
+    """The row function ``fn(dynamic, key, *host)`` of a sweep and of :func:`point_row`."""
+    # The row function of a sweep and of :func:`point_row`: ``fn(dynamic, key, *host)`` with the
+    # row's key passed as key data (so that both share one compiled program).
     import jax
 
     def row_fn(dyn, key_data, *host):
@@ -136,16 +123,7 @@ def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 
     """The metrics of one group's rows, in one compiled program over every device (a
     :class:`ChunkedFn`: its init, chunk and finish programs, each compiled once).
 
-    Args:
-        module: the experiment module (sweepable).
-        plan_: the sweep's plan.
-        group: one of its static groups.
-        batch: rows per compiled call (0: all).
-        devices: the devices of the run axis (default: all).
-        info: counts traces, calls and rows.
-
-    Returns:
-        ``(rows, metrics)``: ``[(point, seed)]`` and ``{metric: numpy array [rows]}``.
+    Returns ``(rows, metrics)``: ``[(point, seed)]`` and ``{metric: numpy array [rows]}``.
     """
     fn, impl, inputs, rows = group_inputs(module, plan_, group)
     if isinstance(fn, ChunkedFn):
@@ -174,9 +152,8 @@ def point_row(module: Any, cfg: Any, key: Any, seed: int, *, devices: list[Any] 
         info: counts traces and calls.
         extras: for a fn that returns ``(metrics, extras)``: return the extras too.
 
-    Returns:
-        ``{metric: Python scalar}``; with ``extras=True``, ``(those scalars, the row's extras as
-        numpy)``.
+    Returns ``{metric: Python scalar}``; with ``extras=True``, ``(those scalars, the row's extras as
+    numpy)``.
     """
     import jax
 

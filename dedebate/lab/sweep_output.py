@@ -21,12 +21,7 @@ from dedebate.lab.sweep_plan import RESERVED, SweepPlan
 def t_interval(values: Any, level: float = 0.95) -> tuple[float, float, float]:
     """Mean and Student-t interval over seeds (non-finite values dropped).
 
-    Args:
-        values: the values, one per seed.
-        level: the interval's confidence level.
-
-    Returns:
-        ``(mean, lo, hi)``; ``lo = hi = mean`` for one value, all NaN for none.
+    Returns ``(mean, lo, hi)``; ``lo = hi = mean`` for one value, all NaN for none.
     """
     x = np.asarray(values, dtype=np.float64)
     x = x[np.isfinite(x)]
@@ -41,15 +36,7 @@ def t_interval(values: Any, level: float = 0.95) -> tuple[float, float, float]:
 
 
 def metric_names(rows: list[dict[str, Any]], axes: Mapping[str, Any]) -> list[str]:
-    """The metric columns of rows: those holding numbers that are not index columns or axes.
-
-    Args:
-        rows: sweep rows (dicts).
-        axes: the sweep's axes (their names are left out).
-
-    Returns:
-        The names, in order of first appearance.
-    """
+    """The metric columns of rows: those holding numbers that are not index columns or axes."""
     out: list[str] = []
     for r in rows:
         for k, v in r.items():
@@ -63,12 +50,8 @@ def metric_names(rows: list[dict[str, Any]], axes: Mapping[str, Any]) -> list[st
 def per_point(rows: list[dict[str, Any]], plan_: SweepPlan) -> list[dict[str, Any]]:
     """For each point: its axis values and, per metric, mean and t-interval over seeds.
 
-    Args:
-        rows: the sweep's rows.
-        plan_: its plan.
-
-    Returns:
-        One dict per point: ``point``, ``values``, ``seeds`` and ``{metric: {mean, lo, hi, n}}``.
+    Returns one dict per point: ``point``, ``values``, ``seeds`` and ``{metric: {mean, lo, hi,
+    n}}``.
     """
     metrics = metric_names(rows, plan_.axes)
     by_point: dict[int, list[dict[str, Any]]] = {}
@@ -123,8 +106,7 @@ def plot_sweep(rows: list[dict[str, Any]], plan_: SweepPlan, plots_dir: Path,
         plots_dir: where the PNGs go (created).
         only: the metrics to plot (unknown names: a warning).
 
-    Returns:
-        The file names written (``METRIC-vs-AXIS.png``).
+    Returns the file names written (``METRIC-vs-AXIS.png``).
     """
     import matplotlib
 
@@ -189,14 +171,6 @@ def experiment_figures(module: Any, rows: list[dict[str, Any]], plots_dir: Path)
     """The experiment's own figures of a sweep: ``module.sweep_figures(rows)`` (optional; rows
     as in ``sweep.csv``) -> ``{name: matplotlib Figure}``, saved as ``plots/NAME.png``. A hook
     that fails costs its figures and a warning, not the sweep.
-
-    Args:
-        module: the experiment module.
-        rows: the sweep's rows.
-        plots_dir: where the PNGs go.
-
-    Returns:
-        The file names written (none without the hook).
     """
     hook = getattr(module, "sweep_figures", None)
     if not callable(hook):

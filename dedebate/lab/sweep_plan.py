@@ -67,22 +67,14 @@ class SweepPlan:
 
     @property
     def rows(self) -> int:
-        """The number of rows of the sweep.
-
-        Returns:
-            Points times seeds.
-        """
+        """The number of rows of the sweep."""
         return len(self.points) * len(self.seeds)
 
 
 def point_words(params: Any) -> tuple[int, int]:
     """The point id: two 31-bit words of sha256(canonical JSON of the resolved params).
 
-    Args:
-        params: a point's resolved Config (a dataclass).
-
-    Returns:
-        ``(w0, w1)``, each in ``[0, 2**31)``.
+    Returns ``(w0, w1)``, each in ``[0, 2**31)``.
     """
     text = json.dumps(jsonable(dataclasses.asdict(params)), sort_keys=True,
                       separators=(",", ":"), allow_nan=True)
@@ -94,13 +86,7 @@ def point_words(params: Any) -> tuple[int, int]:
 def point_key(experiment: str, seed: int, params: Any):
     """The key of a (point, seed) row, computed alone (equal to the key inside any sweep).
 
-    Args:
-        experiment: the experiment's name.
-        seed: the row's seed.
-        params: the point's resolved Config.
-
-    Returns:
-        ``fold_in(fold_in(root(seed), w0), w1)``, a typed PRNG key.
+    Returns ``fold_in(fold_in(root(seed), w0), w1)``, a typed PRNG key.
     """
     import jax
 
@@ -111,11 +97,7 @@ def point_key(experiment: str, seed: int, params: Any):
 def is_sweepable(module: Any) -> bool:
     """Whether an experiment's rows are vmapped (it defines ``point``).
 
-    Args:
-        module: the experiment module.
-
-    Returns:
-        True if ``module.point`` is callable.
+    Returns True if ``module.point`` is callable.
     """
     return callable(getattr(module, "point", None))
 
@@ -205,10 +187,9 @@ def plan(module: Any, cfg: RunConfig) -> SweepPlan:
         module: the experiment module.
         cfg: the resolved run config with a ``sweep`` block.
 
-    Returns:
-        The :class:`SweepPlan` (its ``points`` and ``groups`` lazy sequences). Raises
-        :class:`SweepError` for an axis that clashes with an index column or a ``DYNAMIC`` name
-        that is no Config field; reading an invalid point raises it too.
+    Returns the :class:`SweepPlan` (its ``points`` and ``groups`` lazy sequences). Raises
+    :class:`SweepError` for an axis that clashes with an index column or a ``DYNAMIC`` name that is
+    no Config field; reading an invalid point raises it too.
     """
     if cfg.sweep is None:
         raise SweepError(f"{cfg.experiment}: the config has no sweep block")
@@ -236,10 +217,6 @@ def plan(module: Any, cfg: RunConfig) -> SweepPlan:
 def describe_values(values: Mapping[str, Any]) -> str:
     """A point's axis values in words, for error messages.
 
-    Args:
-        values: ``{axis: value}``.
-
-    Returns:
-        ``"a=1, b='x'"``, or ``"no axes"``.
+    Returns ``"a=1, b='x'"``, or ``"no axes"``.
     """
     return ", ".join(f"{k}={v!r}" for k, v in values.items()) or "no axes"

@@ -66,9 +66,10 @@ class ChunkedPrograms:
         self.options = compile_options(module, devices)
 
     def _program(self, part: Any, row_fn: Callable[..., Any], size: int) -> Any:
-        """The compiled program of ``row_fn`` over ``size`` rows: ``jit(vmap(row_fn))``, or
-        at one row ``row_fn`` on that row unbatched (what a run computes on its own, with
-        scalar hyperparameters: batching them can round float32 training differently)."""
+        """The compiled program of ``row_fn`` over ``size`` rows."""
+        # The compiled program of ``row_fn`` over ``size`` rows: ``jit(vmap(row_fn))``, or at one
+        # row ``row_fn`` on that row unbatched (what a run computes on its own, with scalar
+        # hyperparameters: batching them can round float32 training differently).
         import jax
 
         from dedebate.lab import devices
@@ -102,8 +103,7 @@ class ChunkedPrograms:
             tree: a pytree of host arrays with the rows on the leading axis.
             size: rows per call (the last row is repeated up to it).
 
-        Returns:
-            The pytree of device arrays ``[size, ...]``.
+        Returns the pytree of device arrays ``[size, ...]``.
         """
         import jax
 
@@ -120,12 +120,7 @@ class ChunkedPrograms:
     def size(self, n: int, batch: int = 0) -> int:
         """Rows per compiled call.
 
-        Args:
-            n: the rows to evaluate.
-            batch: rows per call asked for (0: all).
-
-        Returns:
-            ``batch`` (or ``n``) rounded up to a multiple of the devices.
+        Returns ``batch`` (0: all ``n``) rounded up to a multiple of the devices.
         """
         from dedebate.lab.devices import padded_batch
 
@@ -134,13 +129,7 @@ class ChunkedPrograms:
     def init(self, dynamic: Any, key_data: Any, size: int) -> Any:
         """The initial states of rows, through the init program.
 
-        Args:
-            dynamic: host rows of the dynamic pytree.
-            key_data: host rows of key data (the rows' keys).
-            size: rows per call.
-
-        Returns:
-            The states ``[size, ...]`` (device arrays).
+        Returns the states ``[size, ...]`` (device arrays).
         """
         import jax
 
@@ -159,8 +148,7 @@ class ChunkedPrograms:
             state: the rows' states.
             spec: the chunk's static spec (one of ``fn.chunks``).
 
-        Returns:
-            ``(state, monitors)`` after the chunk (device arrays with the run axis first).
+        Returns ``(state, monitors)`` after the chunk (device arrays with the run axis first).
         """
         return self._chunk_program(dynamic, spec)(dynamic, state)
 
@@ -172,13 +160,7 @@ class ChunkedPrograms:
         """The shapes of a chunk's monitors, from the chunk program's own trace (no second
         trace once the program has run).
 
-        Args:
-            dynamic: the rows' dynamic pytree, placed.
-            state: the rows' states.
-            spec: the chunk's static spec.
-
-        Returns:
-            A pytree of ``jax.ShapeDtypeStruct`` (the run axis first).
+        Returns a pytree of ``jax.ShapeDtypeStruct`` (the run axis first).
         """
         return self._chunk_program(dynamic, spec).eval_shape(dynamic, state)[1]
 
@@ -190,8 +172,7 @@ class ChunkedPrograms:
             state: the rows' final states.
             monitors: the rows' monitors, every chunk's along the time axis.
 
-        Returns:
-            ``{metric: device array [size]}``.
+        Returns ``{metric: device array [size]}``.
         """
         return self._program("finish", self.fn.finish, _n_rows(dynamic))(dynamic, state,
                                                                          monitors)
@@ -205,8 +186,7 @@ class ChunkedPrograms:
             key_data: host rows of key data.
             batch: rows per call (0: all).
 
-        Returns:
-            ``{metric: numpy array [n]}``.
+        Returns ``{metric: numpy array [n]}``.
         """
         import jax
 
@@ -270,10 +250,9 @@ def train_point(module: Any, cfg: Any, ctx: Any, rows: Mapping[str, Any] | None 
         devices: the devices of the run axis (default: all).
         info: counts the programs' traces and calls.
 
-    Returns:
-        ``(chunked, metrics)``: the driver's :class:`~dedebate.lab.driver.Chunked` with
-        ``state`` and ``monitors`` by row name, one row's each (no leading axis), and ``{name:
-        {metric: float}}`` when ``finish`` (else ``{}``).
+    Returns ``(chunked, metrics)``: the driver's :class:`~dedebate.lab.driver.Chunked` with
+    ``state`` and ``monitors`` by row name, one row's each (no leading axis), and ``{name: {metric:
+    float}}`` when ``finish`` (else ``{}``).
     """
     import jax
 
@@ -333,9 +312,6 @@ def compile_options(module: Any, devices: list[Any] | None = None) -> dict[str, 
     Args:
         module: the experiment module.
         devices: the devices the program runs on (default: JAX's default backend).
-
-    Returns:
-        The XLA compiler options, or None.
     """
     import jax
 
@@ -355,9 +331,6 @@ def program_key(module: Any, cfg: Any, impl: Any) -> tuple:
         module: the experiment module.
         cfg: a point's Config.
         impl: the PRNG key implementation of the rows' keys.
-
-    Returns:
-        The cache key of the program (a hashable tuple).
     """
     dynamic = set(getattr(module, "DYNAMIC", ()) or ())
     static = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in dynamic}
@@ -368,11 +341,7 @@ def program_key(module: Any, cfg: Any, impl: Any) -> tuple:
 def canonical(x: Any) -> np.ndarray:
     """An array with JAX's canonical dtype (float64 -> float32 unless x64 is enabled).
 
-    Args:
-        x: an array-like.
-
-    Returns:
-        The numpy array, converted to the dtype a JAX program would see.
+    Returns the numpy array, converted to the dtype a JAX program would see.
     """
     import jax
 

@@ -34,14 +34,7 @@ def _parse_cell(text: str) -> Any:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a CSV file, cells parsed back (numbers, JSON lists and dicts, text, None).
-
-    Args:
-        path: a ``sweep.csv`` or group file.
-
-    Returns:
-        One dict per row.
-    """
+    """The rows of a CSV file, cells parsed back (numbers, JSON lists and dicts, text, None)."""
     import csv
 
     with open(path, newline="") as fh:
@@ -49,15 +42,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def sort_rows(rows: list[dict[str, Any]], seeds: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Rows in the order of ``sweep.csv``: by point, then by the seed's place in ``seeds``.
-
-    Args:
-        rows: sweep rows (with ``point`` and ``seed``).
-        seeds: the sweep's seeds, in order.
-
-    Returns:
-        The rows, sorted (a new list).
-    """
+    """Rows in the order of ``sweep.csv``: by point, then by the seed's place in ``seeds``."""
     order = {s: i for i, s in enumerate(seeds)}
     return sorted(rows, key=lambda r: (int(r["point"]), order.get(int(r["seed"]), 0)))
 
@@ -75,12 +60,7 @@ def _recorded_hashes(sweep_dir: Path) -> dict[str, str]:
 
 
 def write_group_file(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Write a group file (``SWEEP_DIR/groups/group-NNN.csv``) and record its hash.
-
-    Args:
-        path: the group file.
-        rows: its rows.
-    """
+    """Write a group file (``SWEEP_DIR/groups/group-NNN.csv``) and record its hash."""
     write_csv(path, rows)
     sweep_dir = path.parent.parent
     hashes = {**_recorded_hashes(sweep_dir),
@@ -93,14 +73,6 @@ def check_group_file(path: Path, plan_: SweepPlan, group: Group) -> str | None:
     per (point, seed) of the group, each with its point's axis values as the sweep writes them,
     and the bytes whose hash was recorded when it was written; else what is wrong, in words (a
     file cut short, edited, or from another plan).
-
-    Args:
-        path: the group file.
-        plan_: the sweep's plan.
-        group: the group it should hold.
-
-    Returns:
-        None, or the problem in words.
     """
     import csv
 

@@ -20,14 +20,7 @@ from pathlib import Path
 
 
 def find_offline_runs(path: str | os.PathLike) -> list[Path]:
-    """Every ``.../wandb/offline-run-*`` directory under ``path``.
-
-    Args:
-        path: a run, sweep or reproduce directory.
-
-    Returns:
-        The run directories, sorted.
-    """
+    """Every ``.../wandb/offline-run-*`` directory under ``path``."""
     root = Path(path).expanduser()
     return sorted(p for p in root.rglob("offline-run-*") if p.is_dir() and p.parent.name == "wandb")
 
@@ -39,11 +32,7 @@ def run_id(run: Path) -> str:
     """The W&B run id of an offline run folder: ``offline-run-TIME-ID``, where W&B adds ``-N``
     to a name already taken in the same second (a resume right after the first attempt).
 
-    Args:
-        run: an offline run directory.
-
-    Returns:
-        The id (the whole name where it does not have that form).
+    Returns the id (the whole name where it does not have that form).
     """
     m = _OFFLINE_RUN.fullmatch(run.name)
     return m.group(1) if m else run.name
@@ -52,12 +41,6 @@ def run_id(run: Path) -> str:
 def by_run_id(runs: list[Path]) -> list[list[Path]]:
     """``runs`` grouped by W&B run (``offline-run-TIME-ID``: a resumed run leaves one folder per
     attempt, which one ``wandb sync`` must upload together), in order of first appearance.
-
-    Args:
-        runs: offline run directories.
-
-    Returns:
-        One list of directories per W&B run.
     """
     groups: dict[tuple[Path, str], list[Path]] = {}
     for r in runs:
@@ -67,9 +50,6 @@ def by_run_id(runs: list[Path]) -> list[list[Path]]:
 
 def wandb_command() -> list[str]:
     """How to call ``wandb``: ``$DEDEBATE_WANDB``, the one beside this Python, or ``python -m wandb``.
-
-    Returns:
-        The command's argv prefix.
     """
     if os.environ.get("DEDEBATE_WANDB"):
         return [os.environ["DEDEBATE_WANDB"]]
@@ -128,9 +108,8 @@ def sync_one(run: list[Path], extra: list[str], timeout: float = SYNC_TIMEOUT_S,
         timeout: seconds before it is stopped.
         children: where the running process is registered (so Ctrl-C can stop it).
 
-    Returns:
-        ``(run, exit code, last line of its output)``; exit code 127 if ``wandb`` cannot start,
-        124 if it ran past ``timeout``.
+    Returns ``(run, exit code, last line of its output)``; exit code 127 if ``wandb`` cannot start,
+    124 if it ran past ``timeout``.
     """
     children = children or _Children()
     try:
@@ -161,9 +140,6 @@ def sync_all(runs: list[Path], *, jobs: int = 4, extra: list[str] | None = None,
         extra: further arguments of ``wandb sync``.
         timeout: seconds one upload may take.
         report: called with each line.
-
-    Returns:
-        The number of W&B runs that failed.
     """
     groups = by_run_id(runs)
     children, failed, n = _Children(), 0, len(groups)

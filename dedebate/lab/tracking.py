@@ -60,9 +60,8 @@ _ONLINE_LOCK = threading.Lock()
 def base_url() -> str:
     """The W&B server an online run talks to.
 
-    Returns:
-        ``WANDB_BASE_URL``, else the installed wandb's own default (it moved from
-        ``api.wandb.ai`` in recent releases), without a trailing slash.
+    Returns ``WANDB_BASE_URL``, else the installed wandb's own default (it moved from
+    ``api.wandb.ai`` in recent releases), without a trailing slash.
     """
     url = os.environ.get("WANDB_BASE_URL")
     if not url:
@@ -76,16 +75,9 @@ def base_url() -> str:
 
 
 def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    """Whether the server at ``url`` answers an HTTP request (any status) within ``timeout``.
+    """Whether the server at ``url`` answers an HTTP request (any status) within ``timeout`` seconds.
 
     Name lookup, proxy, connection and TLS count towards the timeout.
-
-    Args:
-        url: the server's URL.
-        timeout: seconds.
-
-    Returns:
-        None if it answered, else the reason in words.
     """
     out: list[str | None] = []
 
@@ -115,9 +107,8 @@ def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
 def online_mode() -> str:
     """The mode an online run gets in this process, asked once per process and W&B server.
 
-    Returns:
-        ``"online"`` if the server answers, else ``"offline"`` (with one warning the first
-        time).
+    Returns ``"online"`` if the server answers, else ``"offline"`` (with one warning the first
+    time).
     """
     url = base_url()
     with _ONLINE_LOCK:
@@ -173,8 +164,7 @@ class Tracker:
                 one; None: a new one whose id is not kept (one of many in the directory).
             provenance: what computed the run; None = :func:`environment_provenance` now.
 
-        Returns:
-            The :class:`Tracker` (never raises, except for KeyboardInterrupt).
+        Returns the :class:`Tracker` (never raises, except for KeyboardInterrupt).
         """
         if mode == "disabled":
             return cls(None, "disabled")
@@ -246,20 +236,12 @@ class Tracker:
 
     @property
     def active(self) -> bool:
-        """Whether a W&B run is open.
-
-        Returns:
-            False when disabled, failed or finished.
-        """
+        """Whether a W&B run is open."""
         return self.run is not None
 
     @property
     def run_id(self) -> str | None:
-        """The W&B run's id.
-
-        Returns:
-            The id, or None without a run.
-        """
+        """The W&B run's id."""
         try:
             return self.run.id if self.run is not None else None
         except Exception:  # noqa: BLE001
@@ -267,11 +249,7 @@ class Tracker:
 
     @property
     def run_path(self) -> str | None:
-        """The local W&B run folder (``.../wandb/offline-run-...``) if there is one.
-
-        Returns:
-            The folder, or None.
-        """
+        """The local W&B run folder (``.../wandb/offline-run-...``) if there is one."""
         try:
             if self.run is None:
                 return None
@@ -280,26 +258,16 @@ class Tracker:
             return None
 
     def finish(self, exit_code: int = 0) -> None:
-        """Finish the W&B run (a failure is a warning).
-
-        Args:
-            exit_code: 0 for a run that succeeded.
-        """
+        """Finish the W&B run (a failure is a warning)."""
         self._guard("finish", lambda: self.run.finish(exit_code=exit_code))
         self.run = None
 
     # -- logging --------------------------------------------------------------------------
 
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        """Log a row of scalars (nested dicts flattened to ``a/b`` keys).
-
-        The lab's own ``step`` goes in as a metric, so W&B never drops rows whose step is not
-        increasing.
-
-        Args:
-            metrics: name -> value; non-scalars are dropped.
-            step: the lab's step, logged as ``step``.
-        """
+        """Log a row of scalars (nested dicts as ``a/b`` keys), the lab's ``step`` as a metric."""
+        # Log a row of scalars (nested dicts flattened to ``a/b`` keys). The lab's own ``step`` goes
+        # in as a metric, so W&B never drops rows whose step is not increasing.
         if self.run is None:
             return
         data = flatten_numbers(metrics)
@@ -309,12 +277,7 @@ class Tracker:
             self._guard("log", self.run.log, data)
 
     def log_image(self, name: str, path: str | os.PathLike) -> None:
-        """Log an image file as ``plots/NAME``.
-
-        Args:
-            name: the plot's name.
-            path: the PNG file.
-        """
+        """Log an image file as ``plots/NAME``."""
         if self.run is None:
             return
         self._guard("log image",
@@ -371,11 +334,7 @@ class Tracker:
         self._guard("table", _do)
 
     def set_summary(self, values: dict[str, Any]) -> None:
-        """Set summary values of the W&B run (nested dicts flattened to ``a/b`` keys).
-
-        Args:
-            values: name -> value.
-        """
+        """Set summary values of the W&B run (nested dicts flattened to ``a/b`` keys)."""
         if self.run is None:
             return
 
@@ -387,8 +346,9 @@ class Tracker:
 
 
 def _read_run_id(path: Path) -> str | None:
-    """The W&B run id kept in ``path``, or None: no such regular file (a link is not followed:
-    a run directory may come from someone else), or no id in it."""
+    """The W&B run id kept in the regular file ``path``, or None."""
+    # The W&B run id kept in ``path``, or None: no such regular file (a link is not followed: a run
+    # directory may come from someone else), or no id in it.
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
     except OSError:
