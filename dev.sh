@@ -10,8 +10,9 @@
 #                                                           run --help` shows a command's options
 #
 # Each creates .venv (python3 -m venv, or virtualenv where venv is unavailable) and runs
-# `pip install -e '.[test]'` when the environment is missing or pyproject.toml changed since the
-# last install (a stamp file inside .venv holds the hash of pyproject.toml).
+# `pip install -c constraints.txt -e '.[test]'` when the environment is missing or pyproject.toml
+# or constraints.txt changed since the last install (a stamp file inside .venv holds their hash).
+# constraints.txt holds versions chosen for speed; pyproject.toml the ranges that work.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -42,12 +43,12 @@ ensure_env() {
     make_venv
   fi
   local want have=""
-  want=$("$VENV/bin/python" -c 'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read()).hexdigest())')
+  want=$("$VENV/bin/python" -c 'import hashlib; print(hashlib.sha256(b"".join(open(f, "rb").read() for f in ("pyproject.toml", "constraints.txt"))).hexdigest())')
   [ -f "$STAMP" ] && have=$(cat "$STAMP")
   if [ "$want" != "$have" ] || ! "$VENV/bin/python" -c 'import dedebate' >/dev/null 2>&1 \
      || [ ! -x "$VENV/bin/dedebate" ]; then
-    say "installing dedebate and its dependencies into $VENV (pip install -e '.[test]')"
-    "$VENV/bin/python" -m pip install -e '.[test]' >&2
+    say "installing dedebate and its dependencies into $VENV (pip install -c constraints.txt -e '.[test]')"
+    "$VENV/bin/python" -m pip install -c constraints.txt -e '.[test]' >&2
     printf '%s\n' "$want" > "$STAMP"
   fi
   # The checkout's own modules as bytecode (pip compiles site-packages, not an editable install's

@@ -8,4 +8,4 @@ from dedebate._xla_flags import apply_cpu_workaround
 
 apply_cpu_workaround()
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

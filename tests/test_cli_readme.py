@@ -37,7 +37,8 @@ def test_readme_sequence_puts_dedebate_at_hand():
     and `./dev.sh COMMAND` forwards any dedebate command (here `list`)."""
     venv = Path(sys.prefix)
     stamp = venv / ".dedebate-pyproject.sha256"
-    want = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+    want = hashlib.sha256(b"".join((REPO / f).read_bytes()
+                                   for f in ("pyproject.toml", "constraints.txt"))).hexdigest()
     if not stamp.exists() or stamp.read_text().strip() != want:
         pytest.skip("this environment was not made by ./dev.sh setup (it would reinstall)")
     script = 'source "$V/bin/activate" && command -v dedebate && ./dev.sh list'
