@@ -14,15 +14,14 @@ judged at the slack family's rho) honest A falls below the margin on more trees 
 (a finding, spec PED 9.5); a learned prover trained against a best-responding B, in how many
 seeds it ends honest (a finding, spec PED 8.5).
 
-Sweepable: everything but the host LPs is :func:`point`'s ``fn`` (``etas``, ``delta`` and the
-learning rates are dynamic; q, m, depth and the sizes static); ``run`` is the one-point case,
-with the per-tree numbers of the intervals as the row's extras.
+Sweepable: everything but the host LPs (:func:`host`) is :func:`point`'s ``fn`` (``etas``,
+``delta`` and the learning rates are dynamic; q, m, depth and the sizes static); a run is the
+one-point case, with the per-tree numbers of the intervals as the row's extras.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -39,7 +38,6 @@ from dedebate.estimators import train
 from dedebate.estimators.digits_train import train_estimator, tree_advantages
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval
 from dedebate.lab.params import config_dataclass, param
-from dedebate.lab.sweep import point_row
 from dedebate.training import digits_selfplay as selfplay
 from dedebate.trees.digits import FAMILIES, digit_trees, pool, split_pools
 from dedebate.trees.stability import fbs_threshold, tree_rho
@@ -228,9 +226,9 @@ def point(cfg: Config):
 
     For each family (keys :func:`family_keys`): B trained on training trees, its per-test
     per-tree advantages on held-out trees, honest and lying A's payoffs at every eta at the
-    family's rho (the closed form; ``run`` checks it against the LPs), honest A at the slack
+    family's rho (the closed form; :func:`report` checks it against the LPs), honest A at the slack
     family's rho, and ``lp_seeds`` learned provers. Returns scalar metrics and, as extras, the
-    per-tree and per-seed numbers ``run`` builds intervals from."""
+    per-tree and per-seed numbers :func:`report` builds intervals from."""
     dynamic = {k: np.asarray(getattr(cfg, k), np.float32) for k in DYNAMIC}
     static = train.NetTrainStatic(rounds=cfg.rounds, hidden=(cfg.hidden,))
     net = BagEstimator(cfg.q, cfg.depth, cfg.hidden)
@@ -303,59 +301,72 @@ def learned_prover(cfg: Config, net, b_params, dyn, key, p_train, images, f_ev, 
 
 
 # ==== the experiment ==============================================================================
-def run(cfg: Config, ctx) -> ExperimentResult:
-    m, x = point_row(sys.modules[__name__], cfg, ctx.key, ctx.seed, extras=True)
-    images, p_train, p_eval = load_pools(ctx.seed)
+def host(cfg: Config, seed: int, key, measured) -> dict:
+    """The host's part: per family, the evaluation trees' rho by LP (max fbs over every tree) and
+    their false roots; how many images the seed's two pools share."""
+    del measured
+    _, p_train, p_eval = load_pools(seed)
+    families = {}
+    for i, family in enumerate(FAMILIES):
+        _, k_ev, _, _ = family_keys(key, i)
+        ev = digit_trees(k_ev, p_eval, family, cfg.q, cfg.m, cfg.depth, cfg.eval_trees)
+        cache: dict = {}
+        rho = max(tree_rho(jax.tree_util.tree_map(lambda a, j=j: a[j], ev.tree), cache=cache)
+                  for j in range(cfg.eval_trees))
+        families[family] = {"rho": rho, "false_roots": np.asarray(ev.tree.truth[:, 0]) == 0}
+    shared = np.intersect1d(np.asarray(p_train.index), np.asarray(p_eval.index))
+    return {"families": families, "shared_images": int(shared.size)}
+
+
+def family_report(cfg: Config, family: str, m, ex, rho, false_roots):
+    """A family's claims, its metrics and its learned-prover table rows, from the point's row
+    ``m``, the family's extras ``ex`` and the host's rho and false roots."""
+    claims = [fbs_claim(family, cfg.q, cfg.m, rho)]
+    adv = np.asarray(ex["adv"], np.float64)
+    j = int(np.argmax(np.abs(adv.mean(axis=1))))
+    sign = float(np.sign(adv[j].mean())) or 1.0
+    adv_row = advantage_claim(family, sign * adv[j], cfg.delta, adv.shape[0])
+    claims.append(adv_row)
+    premise = adv_row.hi < cfg.delta
+    fam = {"rho": rho, "advantage": adv_row.value, "advantage_interval":
+           [adv_row.lo, adv_row.hi], "train_max_adv": m[f"{family}/train_max_adv"],
+           "honest_min": {}, "liar_mean": {}}
+    for e, eta in enumerate(cfg.etas):
+        u_h = np.asarray(ex["u_honest"][e], np.float64)
+        claims.append(completeness_claim(family, rho, cfg.depth, eta, float(u_h.min()),
+                                         cfg.eval_trees, u_h * rho ** (cfg.depth + 1)))
+        u_l = np.asarray(ex["u_liar"][e], np.float64)[false_roots]
+        ac = np.asarray(ex["liar_correct"][e])[false_roots]
+        claims.append(soundness_claim(family, u_l, ac, rho, cfg.depth, eta, cfg.delta, premise))
+        fam["honest_min"][str(eta)] = float(u_h.min())
+        fam["liar_mean"][str(eta)] = float(u_l.mean())
+    lp = {k: np.asarray(v, np.float64) for k, v in ex["lp"].items()}
+    claims.append(learned_claim(family, lp["agree"], cfg.honest_agree))
+    table = [{"family": family, "seed": s, **{k: float(v[s]) for k, v in lp.items()}}
+             for s in range(cfg.lp_seeds)]
+    fam["learned_prover"] = {"honest": int(m[f"{family}/lp_honest"]), "seeds": cfg.lp_seeds,
+                             "agree_mean": float(lp["agree"].mean()),
+                             "correct_mean": float(lp["correct"].mean()),
+                             "u_mean": float(lp["u"].mean())}
+    return claims, fam, table
+
+
+def report(cfg: Config, measured, host) -> ExperimentResult:
+    """Each family's rows (:func:`family_report`), then the unstable-decomposition rows."""
+    x = measured["extras"]
     claims, tables = [], {"learned_prover": []}
-    metrics: dict = {"point": m, "shared_images": int(np.intersect1d(
-        np.asarray(p_train.index), np.asarray(p_eval.index)).size)}
-    bound_d = cfg.depth
-    with ctx.progress(len(FAMILIES), "families") as bar:
-        for i, family in enumerate(FAMILIES):
-            ex = x[family]
-            _, k_ev, _, _ = family_keys(ctx.key, i)
-            ev = digit_trees(k_ev, p_eval, family, cfg.q, cfg.m, cfg.depth, cfg.eval_trees)
-            cache: dict = {}
-            rho = max(tree_rho(jax.tree_util.tree_map(lambda a, j=j: a[j], ev.tree), cache=cache)
-                      for j in range(cfg.eval_trees))
-            claims.append(fbs_claim(family, cfg.q, cfg.m, rho))
-            adv = np.asarray(ex["adv"], np.float64)
-            j = int(np.argmax(np.abs(adv.mean(axis=1))))
-            sign = float(np.sign(adv[j].mean())) or 1.0
-            adv_row = advantage_claim(family, sign * adv[j], cfg.delta, adv.shape[0])
-            claims.append(adv_row)
-            premise = adv_row.hi < cfg.delta
-            false_roots = np.asarray(ev.tree.truth[:, 0]) == 0
-            fam = {"rho": rho, "advantage": adv_row.value, "advantage_interval":
-                   [adv_row.lo, adv_row.hi], "train_max_adv": m[f"{family}/train_max_adv"],
-                   "honest_min": {}, "liar_mean": {}}
-            for e, eta in enumerate(cfg.etas):
-                u_h = np.asarray(ex["u_honest"][e], np.float64)
-                claims.append(completeness_claim(family, rho, bound_d, eta, float(u_h.min()),
-                                                 cfg.eval_trees, u_h * rho ** (bound_d + 1)))
-                u_l = np.asarray(ex["u_liar"][e], np.float64)[false_roots]
-                ac = np.asarray(ex["liar_correct"][e])[false_roots]
-                claims.append(soundness_claim(family, u_l, ac, rho, bound_d, eta, cfg.delta,
-                                              premise))
-                fam["honest_min"][str(eta)] = float(u_h.min())
-                fam["liar_mean"][str(eta)] = float(u_l.mean())
-            lp = {k: np.asarray(v, np.float64) for k, v in ex["lp"].items()}
-            claims.append(learned_claim(family, lp["agree"], cfg.honest_agree))
-            tables["learned_prover"] += [{"family": family, "seed": s, **{k: float(v[s]) for k, v
-                                                                          in lp.items()}}
-                                         for s in range(cfg.lp_seeds)]
-            fam["learned_prover"] = {"honest": int(m[f"{family}/lp_honest"]),
-                                     "seeds": cfg.lp_seeds, "agree_mean": float(lp["agree"].mean()),
-                                     "correct_mean": float(lp["correct"].mean()),
-                                     "u_mean": float(lp["u"].mean())}
-            metrics[family] = fam
-            ctx.log({"family": i, "rho": rho, "advantage": adv_row.value})
-            bar.update()
+    metrics: dict = {"shared_images": host["shared_images"]}
+    for family in FAMILIES:
+        h = host["families"][family]
+        rows, metrics[family], table = family_report(cfg, family, measured, x[family], h["rho"],
+                                                     h["false_roots"])
+        claims += rows
+        tables["learned_prover"] += table
     rho_s = expected_fbs("slack", cfg.q, cfg.m)
     metrics["unstable"] = {}
     for e, eta in enumerate(cfg.etas):
-        margin = rho_s ** -(bound_d + 1) - eta - EXACT_TOL
+        margin = rho_s ** -(cfg.depth + 1) - eta - EXACT_TOL
         below = {f: np.asarray(x[f]["u_stable_rho"][e]) < margin for f in FAMILIES}
-        claims.append(unstable_claim(eta, below["exact"], below["slack"], rho_s, bound_d))
+        claims.append(unstable_claim(eta, below["exact"], below["slack"], rho_s, cfg.depth))
         metrics["unstable"][str(eta)] = {f: int(b.sum()) for f, b in below.items()}
-    return ExperimentResult(claims=claims, metrics=metrics, tables=tables, plots=[])
+    return ExperimentResult(claims=claims, metrics=metrics, tables=tables)

@@ -10,6 +10,7 @@ import json
 import types
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -55,7 +56,7 @@ def contract_problems(source: str) -> list[str]:
 def test_experiments_that_report_do_not_call_back_into_the_lab():
     found = {p.stem: contract_problems(p.read_text()) for p in (REPO / "experiments").glob("*.py")
              if "\ndef report(" in p.read_text()}
-    assert {"machines", "deterministic_debate", "prover_estimator"} <= set(found)
+    assert {"machines", "deterministic_debate", "prover_estimator", "ped_digits"} <= set(found)
     assert {name: bad for name, bad in found.items() if bad} == {}
 
 
@@ -107,3 +108,22 @@ def test_a_report_that_returns_no_result_is_a_type_error(tmp_path):
     module.report = lambda cfg, measured, host: ExperimentResult(claims=[np.float32(1.0)])
     with pytest.raises(TypeError, match=r"bad\.report returned claims that are not Claim rows"):
         run_module(module, None, FakeContext(tmp_path))
+
+
+def test_a_points_extras_reach_host_and_report_but_not_the_metrics(tmp_path):
+    module = types.ModuleType("fake_extras")
+
+    def point(cfg):
+        def fn(dyn, key):
+            heads = jax.random.bernoulli(key, dyn["p"], (16,)).astype(jnp.int32)
+            return {"heads": jnp.sum(heads)}, {"per_coin": heads}
+        return {"p": jnp.float32(cfg.p)}, fn
+
+    module.NAME, module.point = "fake_extras", point
+    module.host = lambda cfg, seed, key, measured: int(measured["extras"]["per_coin"].sum())
+    module.report = lambda cfg, measured, host: ExperimentResult(
+        metrics={"coins": measured["extras"]["per_coin"].tolist(), "host": host})
+    res = run_module(module, fake_report.Config(), FakeContext(tmp_path))
+    coins = res.metrics["coins"]
+    assert len(coins) == 16 and set(coins) == {0, 1}
+    assert res.metrics["point"] == {"heads": sum(coins)} and res.metrics["host"] == sum(coins)

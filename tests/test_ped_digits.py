@@ -21,7 +21,7 @@ from dedebate.estimators import train
 from dedebate.estimators.digits_train import max_advantage, oi_setup, train_estimator
 from dedebate.lab.claims import binomial_p_value
 from dedebate.training import digits_selfplay as selfplay
-from dedebate.trees.digits import digit_trees, judge, pool, split_pools
+from dedebate.trees.digits import FAMILIES, digit_trees, judge, pool, split_pools
 from dedebate.trees.library import and_table, threshold_table
 from dedebate.trees.stability import fbs, fbs_dual, tree_rho
 from dedebate.trees.tree import check_decomposable
@@ -221,8 +221,9 @@ TINY = {"depth": 1, "train_trees": 8, "eval_trees": 8, "hidden": 4, "fit_steps":
 
 @pytest.mark.slow  # two compiles of the whole experiment at a tiny size
 def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_path):
+    from dedebate.lab.evaluate import run_module
     from dedebate.lab.sweep import plan, point_key, point_row
-    from tests.fakes import sweep_one_row_per_call
+    from tests.fakes import FakeContext, sweep_one_row_per_call
 
     cfg, rec = sweep_one_row_per_call(exp, tmp_path, params=TINY, seeds=1,
                                       axes={"m": [1, 2], "etas": [[0.0], [0.1]]})
@@ -233,3 +234,12 @@ def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_p
     alone = point_row(exp, pt.cfg, point_key(exp.NAME, 0, pt.cfg), 0)
     row = next(r for r in rec.rows if r["point"] == 3)
     assert {k: row[k] for k in alone} == alone
+    ctx = FakeContext(tmp_path / "run", name=exp.NAME)
+    ctx.key = point_key(exp.NAME, 0, pt.cfg)
+    result = run_module(exp, pt.cfg, ctx)  # the report of that row, its extras and host LPs
+    assert result.metrics["point"] == alone and len(result.claims) == 2 * (3 + 2) + 1
+    lp = result.tables["learned_prover"]
+    assert [(r["family"], r["seed"]) for r in lp] == [(f, s) for f in FAMILIES for s in (0, 1)]
+    for f in FAMILIES:
+        assert result.metrics[f]["learned_prover"]["honest"] == alone[f"{f}/lp_honest"]
+        assert result.metrics[f]["honest_min"]["0.1"] == alone[f"{f}/honest_min/0"]

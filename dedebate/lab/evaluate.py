@@ -3,7 +3,8 @@
 For a module that defines ``report`` (:class:`~dedebate.lab.experiment.ExperimentModule`),
 :func:`run_module` evaluates ``point`` at the run's key through
 :func:`~dedebate.lab.sweep_eval.point_row` (a sweep's one-point case, so a run's numbers are its
-sweep row's bit for bit), runs the optional ``host`` step, calls the pure ``report``, logs each
+sweep row's bit for bit; a ``fn`` returning ``(metrics, extras)`` adds the extras' arrays to
+the row as ``extras``), runs the optional ``host`` step, calls the pure ``report``, logs each
 table row, saves the figures and adds the point's row to the metrics as ``point``, timing
 ``point`` and ``host`` (``wall_point_s``, ``wall_host_s``). A module with ``run`` instead (the
 old contract) drives itself.
@@ -45,7 +46,7 @@ def run_module(module: AnyExperiment, cfg: Any, ctx: RunContext) -> ExperimentRe
     with ctx.progress(1 + callable(point) + callable(host_step), name) as bar:
         if callable(point):
             with ctx.stopwatch("point"):
-                measured = point_row(module, cfg, ctx.key, ctx.seed)
+                measured = _measured(point_row(module, cfg, ctx.key, ctx.seed, extras=True))
             bar.update(1)
         if callable(host_step):
             with ctx.stopwatch("host"):
@@ -58,8 +59,20 @@ def run_module(module: AnyExperiment, cfg: Any, ctx: RunContext) -> ExperimentRe
                         "the point's row")
     log_tables(ctx, result.tables)
     plots = [*result.plots, *(ctx.save_figure(fig, fname) for fname, fig in result.figures.items())]
-    metrics = {"point": measured, **result.metrics} if measured else result.metrics
+    row = {k: v for k, v in measured.items() if k != "extras"}
+    metrics = {"point": row, **result.metrics} if measured else result.metrics
     return dataclasses.replace(result, metrics=metrics, plots=plots, figures={})
+
+
+def _measured(out: Any) -> dict[str, Any]:
+    """The point's row, with the arrays of a ``fn`` returning ``(metrics, extras)`` as ``extras``."""
+    row, extras = out if isinstance(out, tuple) else (out, None)
+    if extras is None:
+        return row
+    if "extras" in row:
+        raise TypeError("a point with extras returned a metric named 'extras': the lab's name "
+                        "for its arrays")
+    return {**row, "extras": extras}
 
 
 def log_tables(ctx: RunContext, tables: Mapping[str, list[dict[str, Any]]]) -> None:
