@@ -8,17 +8,16 @@ and honest Alice's ~ c K^2 T ln(200T); beyond the paper, the smallest common fac
 (N_A, N_B, N_V) that still holds (exact DP, then Monte Carlo). The full description is the
 section "5.8 The experiment against the bounds" (spec DED 5.8) of ``docs/doubly-efficient-debate.md``.
 
-Every Monte-Carlo number of the report comes from :func:`point` (``run`` evaluates it through
-:func:`dedebate.lab.sweep.point_row`, a sweep's one-point case), a pure function of
-``DYNAMIC = (scale, p_yes, p_no)`` and the key. The optimised adversaries and the scale search
-run on the host (float64 exact DP and an evolution strategy) and stay outside it.
+Every Monte-Carlo number of the report's cells comes from :func:`point` (a run is a sweep's
+one-point case), a pure function of ``DYNAMIC = (scale, p_yes, p_no)`` and the key. The optimised
+adversaries and the scale search run on the host (:func:`host`: float64 exact DP and an evolution
+strategy) and stay outside it.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +34,7 @@ from dedebate.agents.stochastic_zoo import (
 )
 from dedebate.core.stats import loglog_slope
 from dedebate.exact.zoo_search import adversaries, exact_scale_search
-from dedebate.lab.devices import cached_program, lanes_for_memory
+from dedebate.lab.devices import lanes_for_memory
 from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
@@ -44,7 +43,6 @@ from dedebate.lab.experiment import (
     wilson_interval,
 )
 from dedebate.lab.params import config_dataclass, param
-from dedebate.lab.sweep import point_row
 from dedebate.machines.fixtures import fixture_for_k
 from dedebate.protocols.stochastic import debate_static, lean_defaults, paper_constants
 from dedebate.protocols.stochastic_budget import frontier, lean_n_vera
@@ -141,12 +139,17 @@ def cells(cfg: Config, K: int, T: int):
 
 
 def _adversaries(cfg: Config, ki: int, K: int):
-    """The optimised Alice and Bob of K (seed ``ki``; exact DP at the smallest T, at most 12).
-    A deterministic host search, kept per argument tuple, so that ``run`` reuses what its
-    :func:`point` found instead of searching again."""
-    args = (K, min(min(cfg.Ts), 12), ki, float(cfg.scale), float(cfg.p_yes), float(cfg.p_no),
-            cfg.es_generations, cfg.es_population)
-    return cached_program((NAME, "adversaries", args), lambda: adversaries(*args))
+    """The optimised Alice and Bob of K (seed ``ki``; exact DP at the smallest T, at most 12)."""
+    return _search(K, min(min(cfg.Ts), 12), ki, float(cfg.scale), float(cfg.p_yes),
+                   float(cfg.p_no), cfg.es_generations, cfg.es_population)
+
+
+@functools.lru_cache(maxsize=16)
+def _search(*args):
+    """:func:`~dedebate.exact.zoo_search.adversaries`, a deterministic host search kept per
+    argument tuple, so that :func:`host` reuses what :func:`point` found instead of searching
+    again (only the time depends on it)."""
+    return adversaries(*args)
 
 
 def point(cfg: Config):
@@ -277,29 +280,25 @@ def cost_checks(Ks, Ts, qrows):
     return checks, {"c": c, "loglog_slope": slope}
 
 
-def scale_factor_claim(cfg: Config, K: int, ki: int, key_k, theta_b, scale_rows) -> Claim:
-    """The smallest common factor on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness
-    <= 2/5 against the zoo: the exact DP at ``scale_T`` (host; the optimised Alice re-optimised
-    per factor, so these cells are no point's), then Monte Carlo at the largest T
+def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b) -> dict:
+    """The host's scale search of K: the exact DP at ``scale_T`` (the optimised Alice
+    re-optimised per factor, so these cells are no point's), then Monte Carlo at the largest T
     (:func:`~dedebate.agents.stochastic_zoo.zoo_stats`, key ``fold_in(key_k, 99)``) up the
-    factors until the point estimates hold there too. A finding: it does not gate."""
+    factors from the exact one until the point estimates keep completeness >= 3/5 and soundness
+    <= 2/5. Returns the ``rows`` of the ``scale`` table, the exact factor ``f_exact`` (None: 1
+    already fails) and the factor that held by Monte Carlo (``factor``, None if none did) with
+    its Wilson ``intervals`` (completeness min, soundness max)."""
     rows, thetas, f_exact = exact_scale_search(
         K, 100 + ki, theta_b, scale_T=cfg.scale_T, p_yes=cfg.p_yes, p_no=cfg.p_no,
         factors=cfg.scale_factors, generations=max(1, cfg.es_generations // 2),
         population=cfg.es_population)
-    scale_rows.extend(rows)
-    sT, Tmax = cfg.scale_T, max(cfg.Ts)
+    out = {"rows": list(rows), "f_exact": f_exact, "factor": None}
+    if f_exact is None:
+        return out
+    Tmax = max(cfg.Ts)  # noqa: N806 - the paper's symbol
     _, m_no, K_decl = fixture_for_k(K, Tmax, cfg.p_no)
     _, m_yes, _ = fixture_for_k(K, Tmax, cfg.p_yes)
     lean_full = lean_defaults(K_decl, Tmax).constants(K_decl, Tmax)
-    paper = paper_constants(K_decl, Tmax)
-    title = (f"beyond the paper (EMPIRICAL, not a guarantee), K={K}: smallest common scale factor "
-             "on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness <= 2/5 vs the zoo")
-    crit = "exact at scale_T and MC at T_max"
-    if f_exact is None:
-        return Claim.exact(title, "empirical finding", "some factor <= 1", math.nan,
-                           passed=False, finding=True,
-                           note=f"factor 1 already fails the exact check at T={sT}")
     key = jax.random.fold_in(key_k, 99)
     for f in sorted(x for x in cfg.scale_factors if x >= f_exact):
         consts = lean_full.scaled(f)
@@ -308,96 +307,129 @@ def scale_factor_claim(cfg: Config, K: int, ki: int, key_k, theta_b, scale_rows)
         ma = len(a_names)
         st = measure_cell(debate_static(Tmax), d, key, cfg.trials, ma, b_names.index("honest"),
                           batch_lanes(cfg.max_lanes, Tmax))
-        c_v, c_lo, c_hi = wilson_interval(int(st["wins"][ma:].min()), cfg.trials)
-        s_v, s_lo, s_hi = wilson_interval(int(st["wins"][:ma].max()), cfg.trials)
-        ok = c_v >= 3 / 5 and s_v <= 2 / 5
-        scale_rows.append({"K": K, "factor": f, "method": f"Monte Carlo, T={Tmax}",
-                           "completeness_min": c_v, "soundness_max": s_v, "holds": ok,
-                           "n_alice": consts.n_alice, "n_bob": consts.n_bob,
-                           "n_vera": consts.n_vera})
+        c = wilson_interval(int(st["wins"][ma:].min()), cfg.trials)
+        s = wilson_interval(int(st["wins"][:ma].max()), cfg.trials)
+        ok = c[0] >= 3 / 5 and s[0] <= 2 / 5
+        out["rows"].append({"K": K, "factor": f, "method": f"Monte Carlo, T={Tmax}",
+                            "completeness_min": c[0], "soundness_max": s[0], "holds": ok,
+                            "n_alice": consts.n_alice, "n_bob": consts.n_bob,
+                            "n_vera": consts.n_vera})
         if ok:
-            return Claim.exact(
-                title, "empirical finding", crit, f, passed=True, finding=True,
-                note=(f"exact DP at T={sT}: smallest factor {f_exact:g}; Monte Carlo at "
-                      f"T={Tmax} ({cfg.trials} debates/member): completeness min {c_v:.3f} "
-                      f"[{c_lo:.3f}, {c_hi:.3f}], soundness max {s_v:.3f} [{s_lo:.3f}, "
-                      f"{s_hi:.3f}]; N_A {consts.n_alice} vs Lean {lean_full.n_alice} "
-                      f"(x{lean_full.n_alice / consts.n_alice:.1f} fewer) vs paper "
-                      f"{paper.n_alice} (x{paper.n_alice / consts.n_alice:.0f} fewer); N_V "
-                      f"{consts.n_vera} vs Lean {lean_full.n_vera} vs paper {paper.n_vera}"))
-    return Claim.exact(title, "empirical finding", crit, 1.0, passed=False, finding=True,
-                       note=f"exact DP at T={sT} allowed {f_exact:g}, but no factor held by "
-                            f"Monte Carlo at T={Tmax}")
+            return out | {"factor": f, "intervals": (c, s)}
+    return out
 
 
-def run(cfg: Config, ctx) -> ExperimentResult:
-    swept = point_row(sys.modules[__name__], cfg, ctx.key, ctx.seed)  # a sweep's one point
+def scale_factor_claim(cfg: Config, K: int, search: dict) -> Claim:
+    """The smallest common factor on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness
+    <= 2/5 against the zoo, from the host's :func:`scale_search` of K. A finding: it does not
+    gate."""
+    sT, Tmax, f_exact = cfg.scale_T, max(cfg.Ts), search["f_exact"]
+    title = (f"beyond the paper (EMPIRICAL, not a guarantee), K={K}: smallest common scale factor "
+             "on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness <= 2/5 vs the zoo")
+    crit = "exact at scale_T and MC at T_max"
+    if f_exact is None:
+        return Claim.exact(title, "empirical finding", "some factor <= 1", math.nan,
+                           passed=False, finding=True,
+                           note=f"factor 1 already fails the exact check at T={sT}")
+    f = search["factor"]
+    if f is None:
+        return Claim.exact(title, "empirical finding", crit, 1.0, passed=False, finding=True,
+                           note=f"exact DP at T={sT} allowed {f_exact:g}, but no factor held by "
+                                f"Monte Carlo at T={Tmax}")
+    _, _, K_decl = fixture_for_k(K, Tmax, cfg.p_no)
+    lean_full = lean_defaults(K_decl, Tmax).constants(K_decl, Tmax)
+    consts, paper = lean_full.scaled(f), paper_constants(K_decl, Tmax)
+    (c_v, c_lo, c_hi), (s_v, s_lo, s_hi) = search["intervals"]
+    return Claim.exact(
+        title, "empirical finding", crit, f, passed=True, finding=True,
+        note=(f"exact DP at T={sT}: smallest factor {f_exact:g}; Monte Carlo at "
+              f"T={Tmax} ({cfg.trials} debates/member): completeness min {c_v:.3f} "
+              f"[{c_lo:.3f}, {c_hi:.3f}], soundness max {s_v:.3f} [{s_lo:.3f}, "
+              f"{s_hi:.3f}]; N_A {consts.n_alice} vs Lean {lean_full.n_alice} "
+              f"(x{lean_full.n_alice / consts.n_alice:.1f} fewer) vs paper "
+              f"{paper.n_alice} (x{paper.n_alice / consts.n_alice:.0f} fewer); N_V "
+              f"{consts.n_vera} vs Lean {lean_full.n_vera} vs paper {paper.n_vera}"))
+
+
+def host(cfg: Config, seed: int, key, measured) -> dict:
+    """The host's part: per K, the optimised adversaries' exact values (the ``adversaries``
+    table) and, with ``scale_factors``, the :func:`scale_search` (key ``fold_in(key, K's
+    index)``)."""
+    del seed, measured
+    adv, searches = [], {}
+    for ki, K in enumerate(cfg.Ks):
+        opt_a, opt_b = _adversaries(cfg, ki, K)
+        adv.append({"K": K, "es_alice_best_exact_acceptance": opt_a.value,
+                    "es_bob_best_exact_alice_win": opt_b.value, "es_T": min(min(cfg.Ts), 12)})
+        if cfg.scale_factors:  # beyond the paper: exact DP on the host, then Monte Carlo
+            searches[K] = scale_search(cfg, K, ki, jax.random.fold_in(key, ki),
+                                       opt_b.params["theta"])
+    return {"adversaries": adv, "scale": searches}
+
+
+def cell_rows(cfg: Config, K: int, T: int, swept) -> tuple[list[Claim], list, list]:
+    """The claims, ``acceptance`` rows and ``queries`` rows of the (K, T) cells, from the point's
+    row ``swept``."""
+    fname, _, _, p, sets = cells(cfg, K, T)
+    claims, rows, qrows, n = [], [], [], cfg.trials
+    for name, cname, consts, bounds in sets:
+        a_names, b_names = member_names(consts)
+        wins_a, wins_b = (np.array([swept[f"{name}/{who}{i}_wins"] for i in range(len(nm))],
+                                   np.int32)
+                          for who, nm in (("alice", a_names), ("bob", b_names)))
+        claims.extend(cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a,
+                                  wins_b, n))
+        for side, w, nm, bound in (
+                ("completeness", wins_b.min(), b_names[int(np.argmin(wins_b))], bounds[0]),
+                ("soundness", wins_a.max(), a_names[int(np.argmax(wins_a))], bounds[1])):
+            v, lo, hi = wilson_interval(w, n)
+            rows.append({"K": K, "T": T, "fixture": fname, "constants": cname, "side": side,
+                         "value": v, "lo": lo, "hi": hi, "bound": bound, "worst": nm,
+                         "trials": n})
+        qrows.append({"K": K, "T": T, "constants": cname, "n_alice": consts.n_alice,
+                      "n_bob": consts.n_bob, "n_vera": consts.n_vera,
+                      **{k: float(swept[f"{name}/{m}"]) for k, m in (
+                          ("alice", "queries_alice"), ("bob", "queries_bob"),
+                          ("vera_max", "queries_vera_max"), ("vera_mean", "queries_vera_mean"))},
+                      "aborts": int(swept[f"{name}/aborts"]),
+                      "rounds": float(swept[f"{name}/rounds"])})
+    return claims, rows, qrows
+
+
+def report(cfg: Config, measured, host) -> ExperimentResult:
+    """The cells' rows per K (then K's scale-factor finding), Vera's cost rows, the cost
+    consistency checks, the tables and the two figures."""
     claims, rows, qrows, scale_rows = [], [], [], []
-    n_units = len(cfg.Ks) * (len(cfg.Ts) * (2 if cfg.paper else 1) + 1)
-    with ctx.progress(n_units, "K x T x constants") as bar:
-        for ki, K in enumerate(cfg.Ks):
-            opt_a, opt_b = _adversaries(cfg, ki, K)  # host ES (also inside point): logs, search
-            ctx.log({"K": K, "es_alice_best_exact_acceptance": opt_a.value,
-                     "es_bob_best_exact_alice_win": opt_b.value, "es_T": min(min(cfg.Ts), 12)})
-            for T in cfg.Ts:
-                fname, _, _, p, sets = cells(cfg, K, T)
-                for name, cname, consts, bounds in sets:
-                    a_names, b_names = member_names(consts)
-                    wins_a, wins_b = (np.array([swept[f"{name}/{who}{i}_wins"]
-                                                for i in range(len(nm))], np.int32)
-                                      for who, nm in (("alice", a_names), ("bob", b_names)))
-                    n = cfg.trials
-                    claims.extend(cell_claims(K, T, fname, cname, p, bounds, a_names, b_names,
-                                              wins_a, wins_b, n))
-                    for side, w, nm, bound in (
-                            ("completeness", wins_b.min(), b_names[int(np.argmin(wins_b))],
-                             bounds[0]),
-                            ("soundness", wins_a.max(), a_names[int(np.argmax(wins_a))],
-                             bounds[1])):
-                        v, lo, hi = wilson_interval(w, n)
-                        rows.append({"K": K, "T": T, "fixture": fname, "constants": cname,
-                                     "side": side, "value": v, "lo": lo, "hi": hi,
-                                     "bound": bound, "worst": nm, "trials": n})
-                    qrow = {"K": K, "T": T, "constants": cname, "n_alice": consts.n_alice,
-                            "n_bob": consts.n_bob, "n_vera": consts.n_vera,
-                            **{k: float(swept[f"{name}/{m}"]) for k, m in (
-                                ("alice", "queries_alice"), ("bob", "queries_bob"),
-                                ("vera_max", "queries_vera_max"),
-                                ("vera_mean", "queries_vera_mean"))},
-                            "aborts": int(swept[f"{name}/aborts"]),
-                            "rounds": float(swept[f"{name}/rounds"])}
-                    qrows.append(qrow)
-                    ctx.log({k: v for k, v in qrow.items() if k != "constants"}
-                            | {"lean": cname == "lean"})
-                    bar.update(1)
-                    bar.set_postfix(K=K, T=T, constants=cname)
-            if cfg.scale_factors:  # beyond the paper: exact DP on the host, then Monte Carlo
-                claims.append(scale_factor_claim(cfg, K, ki, jax.random.fold_in(ctx.key, ki),
-                                                 opt_b.params["theta"], scale_rows))
-            bar.update(1)
-
+    for K in cfg.Ks:
+        for T in cfg.Ts:
+            c, r, q = cell_rows(cfg, K, T, measured)
+            claims, rows, qrows = claims + c, rows + r, qrows + q
+        if K in host["scale"]:
+            claims.append(scale_factor_claim(cfg, K, host["scale"][K]))
+            scale_rows += host["scale"][K]["rows"]
     claims.extend(vera_claims(cfg.Ks, cfg.Ts, qrows))
     checks, fit = cost_checks(cfg.Ks, cfg.Ts, qrows)
     claims.extend(consistency_rows(checks))
-    lean_q = [r for r in qrows if r["constants"] == "lean"]
-    plots = [ctx.save_figure(_plot_acceptance(rows, cfg), "acceptance_vs_T")]
+    figures = {"acceptance_vs_T": _plot_acceptance(rows, cfg)}
     if qrows:
-        plots.append(ctx.save_figure(_plot_queries(lean_q, fit), "queries_vs_T"))
-    metrics = {"fit": fit, "n_claims": len(claims), "point": swept,
+        figures["queries_vs_T"] = _plot_queries([r for r in qrows if r["constants"] == "lean"],
+                                                fit)
+    metrics = {"fit": fit, "n_claims": len(claims),
                "consistency_checks": {k: {"holds": bool(ok), "detail": d}
                                       for k, (ok, d) in checks.items()},
                "worst": {f"K{r['K']}_T{r['T']}_{r['constants']}_{r['side']}": r["value"]
                          for r in rows}}
-    return ExperimentResult(claims=claims, metrics=metrics,
-                            tables={"acceptance": rows, "queries": qrows, "scale": scale_rows},
-                            plots=plots)
+    return ExperimentResult(claims=claims, metrics=metrics, figures=figures, tables={
+        "acceptance": rows, "queries": qrows, "scale": scale_rows,
+        "adversaries": host["adversaries"]})
 
 
 # ---- figures ------------------------------------------------------------------------------------
 def _plot_acceptance(rows, cfg):
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: nothing global to close
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.subplots()
     for K in cfg.Ks:
         for side, marker in (("completeness", "o"), ("soundness", "s")):
             rs = [r for r in rows if r["K"] == K and r["side"] == side and r["constants"] == "lean"]
@@ -424,9 +456,10 @@ def _plot_acceptance(rows, cfg):
 
 
 def _plot_queries(qrows, fit):
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     for K in sorted({r["K"] for r in qrows}):
         rs = sorted([r for r in qrows if r["K"] == K], key=lambda r: r["T"])
         T = np.array([r["T"] for r in rs], np.float64)

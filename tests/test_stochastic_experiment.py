@@ -17,6 +17,7 @@ import pytest
 import experiments.stochastic_debate as exp
 from dedebate.lab.config import resolve
 from dedebate.lab.devices import clear_program_cache
+from dedebate.lab.evaluate import run_module
 from dedebate.lab.sweep import plan, point_key, run_sweep
 from dedebate.protocols.stochastic import lean_defaults
 from dedebate.protocols.stochastic_budget import frontier
@@ -66,7 +67,7 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
     seed = 4
     ctx = FakeContext(tmp_path / "run", seed=seed, size="quick", name=exp.NAME)
     ctx.key = point_key(exp.NAME, seed, pt.cfg)
-    result = exp.run(pt.cfg, ctx)
+    result = run_module(exp, pt.cfg, ctx)
     assert traces[0] == 1
     alone = result.metrics["point"]
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
