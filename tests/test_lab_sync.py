@@ -65,9 +65,12 @@ def test_ctrl_c_ends_sync_and_every_upload_at_once(tmp_path):
     fake, pids = _hanging_wandb(tmp_path)
     _offline_runs(tmp_path, 2)
     env = {**os.environ, "DEDEBATE_WANDB": str(fake), "PYTHONPATH": str(REPO)}
+    # as from a terminal: Ctrl-C's default action, even where this suite was started in the
+    # background (a shell's background jobs ignore SIGINT, and a child inherits that)
     p = subprocess.Popen([sys.executable, "-m", "dedebate.cli", "sync", "--jobs", "2",
                           str(tmp_path / "run")], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert _wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, 60)
         t0 = time.monotonic()
