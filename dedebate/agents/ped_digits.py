@@ -313,18 +313,9 @@ def payoffs(prover_name: str, estimators: TabularEstimator, trees: DigitTree, rh
 
 @functools.partial(jax.jit, static_argnums=0)
 def exact_payoffs(prover_name: str, estimators: TabularEstimator, tree: ClaimTree, rho, eta):
-    """:func:`payoffs` without the checks (traceable: rho and eta may be traced).
-
-    Args:
-        prover_name: ``"honest"`` or ``"liar"``.
-        estimators: batched B, one per tree.
-        tree: the batch's claim trees.
-        rho: the protocol's rho.
-        eta: the judge's flip probability.
-
-    Returns:
-        ``(u_a, a_correct)``: float32 ``[n_trees]`` each.
-    """
+    """:func:`payoffs` without the checks (traceable: rho and eta may be traced): the
+    ``"honest"`` or ``"liar"`` prover against batched B (one per tree), judge flip probability
+    ``eta``; returns ``(u_a, a_correct)``, float32 ``[n_trees]`` each."""
     prover = PROVERS[prover_name]()
     params = PEDParams(rho=rho, rounds=jnp.int32(-1))
     settings = PEDStatic(mode="exact")
@@ -343,18 +334,10 @@ def expected_payoffs(prover: DigitProver, estimators: TabularEstimator, tree: Cl
                      eta):
     """Exact ``E[U_A]`` and ``P[A correct]`` of a learned A per tree (traceable, differentiable).
 
-    Every path of A's selections is played in exact mode and weighted by its probability; the
-    judge's noise adds ``s_0 (E[answer] - T_leaf)`` as in :func:`payoffs`.
-
-    Args:
-        prover: A with beliefs ``[n_trees, n_nodes]`` and one policy.
-        estimators: batched B, one per tree.
-        tree: the batch's claim trees.
-        rho: the protocol's rho.
-        eta: the judge's flip probability.
-
-    Returns:
-        ``(u_a, a_correct)``: float32 ``[n_trees]`` each.
+    Every path of A's selections (``prover``: beliefs ``[n_trees, n_nodes]`` and one policy) is
+    played in exact mode against batched B and weighted by its probability; the judge's noise
+    adds ``s_0 (E[answer] - T_leaf)`` as in :func:`payoffs`. Returns ``(u_a, a_correct)``,
+    float32 ``[n_trees]`` each.
     """
     paths = jnp.asarray(all_paths(jax.tree_util.tree_map(lambda a: a[0], tree)))
     params = PEDParams(rho=jnp.asarray(rho, jnp.float32), rounds=jnp.int32(-1))
