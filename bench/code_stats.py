@@ -19,7 +19,7 @@ from pathlib import Path
 
 PACKAGES = ("core", "protocols", "agents", "estimators", "training", "exact", "machines",
             "trees", "lab", "cli")
-TOP_LEVEL = "dedebate (top level)"  # dedebate/__init__.py, dedebate/_xla_flags.py
+TOP_LEVEL = "dedebate (top level)"  # dedebate/__init__.py, _xla_flags.py, programs.py
 SCANNED = ("dedebate", "experiments", "bench")  # where a long file is looked for
 MAX_FILE_LINES = 500
 NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,

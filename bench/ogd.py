@@ -31,6 +31,7 @@ import numpy as np
 from dedebate.estimators.advantage import random_oi_problem
 from dedebate.estimators.families import random_tanh_family
 from dedebate.estimators.ogd import OGDStatic, ogd_init, ogd_run_steps
+from dedebate.programs import jit
 
 from ._timing import MIN_SECONDS, REPEATS, ratio, summary, time_contenders
 from .ogd_numpy import NumpyTanhOGD
@@ -71,13 +72,13 @@ def run(full: bool = False, n_x: int = N_X, steps: int | None = None,
 
     # Ahead-of-time compilation (timed on its own); the timing's calibration warms up.
     t0 = time.perf_counter()
-    init = jax.jit(ogd_init, static_argnums=0).lower(static, family, problem).compile()
+    init = jit(ogd_init, static_argnums=0).lower(static, family, problem).compile()
     state_shape = jax.eval_shape(lambda f, p: ogd_init(static, f, p), family, problem)
-    solve = (jax.jit(ogd_run_steps, static_argnums=(0, 5))
+    solve = (jit(ogd_run_steps, static_argnums=(0, 5))
              .lower(static, family, problem, state_shape, delta, n_steps).compile())
     compile_s = time.perf_counter() - t0
     solve_ref = solve if n_ref == n_steps else (
-        jax.jit(ogd_run_steps, static_argnums=(0, 5))
+        jit(ogd_run_steps, static_argnums=(0, 5))
         .lower(static, family, problem, state_shape, delta, n_ref).compile())
 
     def dedebate():

@@ -55,6 +55,7 @@ import numpy as np
 from dedebate.agents.stochastic_players import honest_alice, honest_bob
 from dedebate.lab.parallel import usable_cores
 from dedebate.machines.fixtures import f2_target
+from dedebate.programs import jit
 from dedebate.protocols.stochastic import (
     debate_static,
     lean_defaults,
@@ -120,8 +121,8 @@ def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_
     # The limit: one uniform per trial-step, n * T of them (a cache-sized block; larger blocks
     # run slower on CPU, so this is the fastest raw generation, the strictest limit).
     m = n * T
-    uni = jax.jit(lambda k: jax.random.uniform(k, (m,)))
-    uni_lanes = jax.jit(jax.vmap(lambda k: jax.random.uniform(k, (T,))))
+    uni = jit(lambda k: jax.random.uniform(k, (m,)))
+    uni_lanes = jit(jax.vmap(lambda k: jax.random.uniform(k, (T,))))
     jax.block_until_ready(uni(jax.random.key(1)))
     jax.block_until_ready(uni_lanes(keys))
     runners["rng"] = lambda: jax.block_until_ready(uni(jax.random.key(1)))

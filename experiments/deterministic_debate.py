@@ -38,7 +38,7 @@ from dedebate.core.stats import finite_linfit, finite_loglog_slope
 from dedebate.lab.experiment import Claim, ExperimentResult, strict_max, strict_min
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.configurations import clog2
-from dedebate.protocols.cross_exam import FAST_COMPILE
+from dedebate.programs import FASTEST_COMPILE, cpu_only
 from dedebate.protocols.det_witness import constraint_task, plan_task
 
 NAME = "deterministic_debate"
@@ -50,11 +50,10 @@ SRC_53 = "spec DED 6 (Fig 4 / Thm 5.3)"
 SRC_51 = "spec DED 7 (Fig 3 / Thm 5.1)"
 SRC_71 = "spec DED 8 (Fig 2+4 / Thm 7.1)"
 
-def COMPILE_OPTIONS(platform: str) -> dict | None:  # noqa: N802 (the lab contract's name)
-    """XLA options of the swept program (run and sweep alike): on a CPU, optimisation level 0,
-    since compile time dominates these grids there; XLA's defaults on accelerators. The debates
-    are integer counts, so the options change compile time only, never a number."""
-    return FAST_COMPILE if platform == "cpu" else None
+COMPILE_OPTIONS = cpu_only(FASTEST_COMPILE)
+"""XLA options of the swept program (run and sweep alike): on a CPU, optimisation level 0,
+since compile time dominates these grids there; XLA's defaults on accelerators. The debates
+are integer counts, so the options change compile time only, never a number."""
 
 
 @config_dataclass

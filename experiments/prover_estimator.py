@@ -36,7 +36,7 @@ from dedebate.agents.ped_zoo import (
 )
 from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows, strict_max
 from dedebate.lab.params import config_dataclass, param
-from dedebate.protocols.prover_estimator import COMPILE_OPTIONS as PED_COMPILE_OPTIONS
+from dedebate.programs import FAST_COMPILE
 from dedebate.protocols.prover_estimator import ped_params
 from dedebate.trees import hidden_flaw_tree
 from dedebate.trees.fbs_table import fbs_rows, flip_rows
@@ -105,7 +105,7 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
             "sampled debates": 4 * (len(DIRECTION_POLICIES) * cfg.obf_episodes
                                     + cfg.naive_episodes)}
 
-COMPILE_OPTIONS = PED_COMPILE_OPTIONS
+COMPILE_OPTIONS = FAST_COMPILE
 """XLA options of the swept program, run and sweep alike (they can change float rounding)."""
 
 

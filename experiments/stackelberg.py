@@ -17,20 +17,21 @@ the run's seed-0 pair of part 1, bit for bit. The design and the monitors:
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 import jax
 import numpy as np
 
 from dedebate.agents.learned import N_CAND, N_CHILD, N_GLOBAL, N_NODE, N_ROOT, N_SEL
-from dedebate.core.pytrees import stack
-from dedebate.lab.driver import run_chunks
-from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, wilson_interval
-from dedebate.lab.params import config_dataclass, param
-from dedebate.lab.sweep import ChunkedFn, ChunkedPrograms
-from dedebate.protocols.prover_estimator import (  # noqa: F401 (point_row's)
-    TRAINING_COMPILE_OPTIONS as COMPILE_OPTIONS,
+from dedebate.lab.experiment import (
+    ChunkedFn,
+    Claim,
+    ExperimentResult,
+    Training,
+    mean_interval,
+    wilson_interval,
 )
+from dedebate.lab.params import config_dataclass, param
+from dedebate.programs import TRAINING, jit
 from dedebate.training import stackelberg as sb
 from dedebate.training import stackelberg_runs as runs
 from dedebate.training.stackelberg import (
@@ -49,6 +50,7 @@ TYPICAL_SECONDS = 27  # a cold default-size run on two CPU cores (reproduce's or
 EXACT_TOL = 1e-6  # the exact rows' tolerance: float32 rounding of sums of payoffs ~1/4
 LP_TOL = 1e-6  # rounding of the fbs linear programs when checking that the trees are rho-stable
 
+COMPILE_OPTIONS = TRAINING  # the swept programs' XLA options (long training chunks)
 
 def _r(x, n: int) -> list[float]:
     return [round(float(v), n) for v in np.ravel(np.asarray(x, np.float64))]
@@ -208,9 +210,9 @@ def _chunked(cfg: Config) -> ChunkedFn:
 def point(cfg: Config):
     """One sweep point ``(dynamic, ChunkedFn)``: part 1's ``seeds`` pairs at schedule
     ``main_n_b``, trained chunk by chunk (:func:`_chunked`); the row is :func:`summary` of seed
-    0's monitors (:func:`point_metrics`). :func:`run` trains every run of every part through
-    these compiled programs (``ChunkedPrograms``, one row per call), so a row swept one per call
-    is the run's seed-0 pair, bit for bit (a sweep wants ``params.seeds=1``: the other seeds
+    0's monitors (:func:`point_metrics`). A run trains every run of every part through these
+    compiled programs (:func:`training`, one row per call), so a row swept one per call is the
+    run's seed-0 pair, bit for bit (a sweep wants ``params.seeds=1``: the other seeds
     train for nothing). Algorithm 1's warm start runs on the host: not sweepable.
 
     Args:
@@ -226,106 +228,72 @@ def point(cfg: Config):
     return _dynamic(cfg, cfg.main_n_b), _chunked(cfg)
 
 
-@dataclasses.dataclass
-class _Setup:
-    """How one part trains: its ``trees`` ``[seeds, n_trees]``, each run as one row of
-    :func:`point`'s compiled programs with its placed dynamic numbers ``dyn``, and ``init``, the
-    part's driver state at step 0 (``rows``: one state per run; ``warm``: the warm-start info,
-    zeros until :func:`_warm_start`)."""
-
-    part: Part
-    trees: object
-    dyn: list
-    init: dict
+def _row(p: Part, r: Run) -> str:
+    return f"{p.name}/{r.label}"
 
 
-def _setup(cfg: Config, ctx, p: Part, progs: ChunkedPrograms) -> _Setup:
-    """A part's trees and initial rows: part 1's from :func:`point`'s init program at the run's
-    key (so its pairs are the sweep row's), the others' from :func:`runs.part_start` at
-    ``fold_in(key, p.key_index)``; every run of a part starts from the same players."""
-    size = progs.size(1)
-    if p.name == "stable":
-        kd = np.asarray(jax.random.key_data(ctx.key))[None]
-        one = progs.init(stack([_dynamic(cfg, p.runs[0].n_b, p.runs[0].simultaneous)]), kd, size)
-        trees = jax.tree.map(lambda x: jax.numpy.asarray(np.asarray(x)[0]), one["trees"])
-    else:
-        trees, carry = runs.part_start(_static(cfg), p, jax.random.fold_in(ctx.key, p.key_index),
-                                       cfg.n_trees, cfg.depth)
-        one = progs.place(stack([{"trees": trees, "carry": carry}]), size)
-    dyn = [progs.place(stack([_dynamic(cfg, r.n_b, r.simultaneous)]), size) for r in p.runs]
-    return _Setup(p, trees, dyn, {"rows": [one] * len(p.runs),
-                                  "warm": warm_info_template(p.seeds, cfg.depth)})
+def training(cfg: Config, key) -> Training:
+    """Every run of every part (:func:`parts`) as a row of :func:`point`'s compiled programs (no
+    run pays for another's n_B): part 1's rows start from the init program at the run's key (the
+    sweep row's pairs), the others' from :func:`runs.part_start` at ``fold_in(key, key_index)``;
+    a warm run's B is first fitted to Algorithm 1's estimator for the initial A (``setup``: the
+    fits' numbers by part)."""
+    static, rows, starts, setup = _static(cfg), {}, {}, {}
+    for p in parts(cfg):
+        rows |= {_row(p, r): _dynamic(cfg, r.n_b, r.simultaneous) for r in p.runs}
+        setup[p.name] = warm_info_template(p.seeds, cfg.depth)
+        if p.name == "stable" and not cfg.b_warm_start:
+            continue
+        if p.name == "stable":
+            first = jit(_chunked(cfg).init)(None, key)
+            trees, carry = first["trees"], first["carry"]
+        else:
+            trees, carry = runs.part_start(static, p, jax.random.fold_in(key, p.key_index),
+                                           cfg.n_trees, cfg.depth)
+        fitted = carry
+        if any(r.warm for r in p.runs):
+            targets, steps, max_adv = ogd_targets(static, trees, carry, cfg.rho, cfg.warm_delta)
+            fitted, info = warm_start(static, trees, carry, targets, cfg.rho, cfg.warm_fit_steps)
+            setup[p.name] = {**info, "ogd_steps": steps, "ogd_max_adv": max_adv}
+        starts |= {_row(p, r): {"trees": trees, "carry": fitted if r.warm else carry}
+                   for r in p.runs}
+    order = list(rows)
+    length = cfg.steps // cfg.chunks
+
+    def log_rows(name, c, mon):
+        part = next(p for p in parts(cfg) if name.startswith(p.name + "/"))
+        run = next(r for r in part.runs if _row(part, r) == name)
+        one = jax.tree.map(lambda x: np.asarray(x)[None], mon)
+        start = (order.index(name) * cfg.chunks + c) * length
+        return [(step, {**row, f"{name}/a_update": step - start + c * length})
+                for step, row in runs.monitor_rows(dataclasses.replace(part, runs=(run,)), one,
+                                                   start)]
+
+    return Training(rows=rows, starts=starts, log_rows=log_rows, setup=setup,
+                    cfg=dataclasses.replace(cfg, b_warm_start=False))
 
 
-def _warm_start(cfg: Config, ctx, s: _Setup, st: dict, progs: ChunkedPrograms) -> dict:
-    """The part's state with B fitted to Algorithm 1's estimator for the initial A in its warm
-    runs (before their first chunk); the fit's numbers and Algorithm 1's wall seconds go to
-    ``warm``."""
-    static, warm = _static(cfg), [i for i, r in enumerate(s.part.runs) if r.warm]
-    cold = jax.tree.map(lambda x: x[warm[0]], _row_carries(st["rows"]))
-    with ctx.stopwatch("algorithm1") as lap:
-        targets, steps, max_adv = ogd_targets(static, s.trees, cold, cfg.rho, cfg.warm_delta)
-    fitted, info = warm_start(static, s.trees, cold, targets, cfg.rho, cfg.warm_fit_steps)
-    return {"rows": [progs.place(stack([{"trees": s.trees, "carry": fitted}]), progs.size(1))
-                     if i in warm else r for i, r in enumerate(st["rows"])],
-            "warm": {**info, "ogd_steps": steps, "ogd_max_adv": max_adv,
-                     "ogd_wall_s": np.float32(lap.seconds)}}
+def trained_parts(cfg: Config, measured) -> dict[str, Trained]:
+    """Each part's :class:`Trained` from the lab's trained rows: monitors and final carries
+    stacked over its runs, its trees, warm-start numbers and wall seconds."""
+    state, mons, out = measured["state"], measured["monitors"], {}
+    for p in parts(cfg):
+        names = [_row(p, r) for r in p.runs]
+        out[p.name] = Trained(
+            mon=jax.tree.map(lambda *m: np.stack([np.asarray(x) for x in m]),
+                             *[mons[n] for n in names]),
+            warm=jax.tree.map(np.asarray, measured["setup"][p.name]),
+            trees=state[names[0]]["trees"],
+            carry=jax.tree.map(lambda *x: jax.numpy.asarray(np.stack([np.asarray(a) for a in x])),
+                               *[state[n]["carry"] for n in names]),
+            part=p, wall=sum(measured["wall_s"][n] for n in names))
+    return out
 
 
-def _train_chunk(cfg: Config, s: _Setup, st: dict, progs: ChunkedPrograms):
-    """One chunk of every run of a part, each run one call of :func:`point`'s chunk program (no
-    run pays for another's n_B). Returns the part's state and its monitors ``[runs, seeds,
-    length]`` (row 0 of each call's, stacked over runs)."""
-    out = [progs.chunk(d, r, cfg.steps // cfg.chunks) for d, r in zip(s.dyn, st["rows"])]
-    mon = jax.tree.map(lambda *m: np.stack([np.asarray(x)[0] for x in m]), *[m for _, m in out])
-    return {**st, "rows": [r for r, _ in out]}, mon
-
-
-def _row_carries(rows: list) -> sb.Carry:
-    """The carries ``[runs, seeds]`` of a part's rows (row 0 of each, through the host)."""
-    return jax.tree.map(lambda *x: jax.numpy.asarray(np.stack([np.asarray(a)[0] for a in x])),
-                        *[r["carry"] for r in rows])
-
-
-def train_parts(cfg: Config, ctx) -> tuple[dict[str, Trained], int]:
-    """Every part, chunk by chunk through :func:`run_chunks` (a checkpoint after each chunk,
-    resume from the newest): :func:`_setup` each part, then chunk ``g`` is chunk ``g % chunks``
-    of part ``g // chunks`` (:func:`_warm_start` before a part's first chunk when it has warm
-    runs, then :func:`_train_chunk`); its rows go at steps ``g * length + t``.
-
-    Args:
-        cfg: the Config.
-        ctx: the run's context (key, checkpoints, logging).
-
-    Returns:
-        ``(trained, next_step)``: :class:`Trained` by part name and the first free log step.
-    """
-    ps, length = parts(cfg), cfg.steps // cfg.chunks
-    progs = ChunkedPrograms(sys.modules[__name__], cfg, _chunked(cfg),
-                            jax.random.key_impl(ctx.key))
-    setups = [_setup(cfg, ctx, p, progs) for p in ps]
-
-    def chunk(state, g):
-        s, c = setups[g // cfg.chunks], g % cfg.chunks
-        st = state[s.part.name]
-        if c == 0 and any(r.warm for r in s.part.runs):
-            st = _warm_start(cfg, ctx, s, st, progs)
-        st, mon = _train_chunk(cfg, s, st, progs)
-        return {**state, s.part.name: st}, {s.part.name: mon}
-
-    done = run_chunks(ctx, "Stackelberg training", {s.part.name: s.init for s in setups}, chunk,
-                      cfg.chunks * len(ps),
-                      monitors={p.name: runs.empty_monitors(p, cfg.steps, cfg.depth) for p in ps},
-                      axis=2, keep=2, log_rows=lambda g, _s, mon: runs.monitor_rows(
-                          ps[g // cfg.chunks], mon[ps[g // cfg.chunks].name], g * length))
-    trained = {}
-    for k, s in enumerate(setups):
-        st = done.state[s.part.name]
-        trained[s.part.name] = Trained(
-            mon=done.monitors[s.part.name], warm=jax.tree.map(np.asarray, st["warm"]),
-            trees=s.trees, carry=_row_carries(st["rows"]),
-            part=s.part, wall=sum(done.wall_s[k * cfg.chunks:(k + 1) * cfg.chunks]))
-    return trained, done.next_step
+def host(cfg: Config, _seed, _key, measured) -> tuple[ProvenMeasured, list[dict]]:
+    """The proven rows' numbers, measured exactly on every trained pair, and their table."""
+    return runs.measure_proven(_static(cfg), float(cfg.rho), cfg.rho ** -(cfg.depth + 1), [
+        (t.part, t.trees, t.carry) for t in trained_parts(cfg, measured).values()])
 
 
 def unstable_claim(cfg: Config, mon2: StackelbergMonitors, wall2: float, thr, tables,
@@ -353,7 +321,7 @@ def unstable_claim(cfg: Config, mon2: StackelbergMonitors, wall2: float, thr, ta
 
 
 def warm_claim(cfg: Config, mon: StackelbergMonitors, info: dict, wall: float, thr, tables,
-               metrics) -> Claim:
+               metrics, setup_wall: float) -> Claim:
     """Part 4 (a finding): cold vs Algorithm-1 warm-started B against the same random initial
     A; adds its table and metrics."""
     n = cfg.warm_seeds
@@ -369,7 +337,7 @@ def warm_claim(cfg: Config, mon: StackelbergMonitors, info: dict, wall: float, t
                        "final_u_a_cold": float(mon.u_a[0, s, -1]),
                        "final_u_a_warm": float(mon.u_a[1, s, -1])} for s in range(n)]
     metrics["warm"] = {"converged_cold": k_c, "converged_warm": k_w, "wall_s": wall,
-                       "ogd_wall_s": float(info["ogd_wall_s"]),
+                       "setup_wall_s": setup_wall,
                        "adv_cold_mean": float(cold.mean()), "adv_warm_mean": float(warm.mean())}
     return Claim.exact(
         f"Warm start (n_B = {cfg.main_n_b}): B fitted to Algorithm 1's estimator for a random "
@@ -383,8 +351,8 @@ def warm_claim(cfg: Config, mon: StackelbergMonitors, info: dict, wall: float, t
               f"{cfg.warm_a_init_scale:g}): cold {k_c}/{n} at {conv[0].tolist()}, warm {k_w}/{n} "
               f"at {conv[1].tolist()} (steps = never, of {cfg.steps}); final E[U_A] cold "
               f"{_r(mon.u_a[0, :, -1], 4)}, warm "
-              f"{_r(mon.u_a[1, :, -1], 4)}; Algorithm 1 wall "
-              f"{float(info['ogd_wall_s']):.1f} s (host loop, compiles per seed)"), finding=True)
+              f"{_r(mon.u_a[1, :, -1], 4)}; set-up wall {setup_wall:.1f} s (Algorithm 1: a "
+              "host loop, compiles per seed)"), finding=True)
 
 
 def proven_claims(cfg: Config, m: ProvenMeasured) -> list[Claim]:
@@ -421,7 +389,7 @@ def proven_claims(cfg: Config, m: ProvenMeasured) -> list[Claim]:
               "side sums the protocol's rewards (expected_payoff), the right rebuilds them from "
               "A's directions, B's phat and pi and the truth tables M_D(T(y^k)) (payoff_terms), "
               "so it checks the reward weights r^k, the signs and decomposability (both sides "
-              f"share play()'s pi and phat); proof rows wall {m.wall:.1f} s incl. compile")))
+              "share play()'s pi and phat)")))
     return claims
 
 
@@ -556,33 +524,29 @@ def stable_claims(cfg: Config, t: Trained, labels: list[str], tables, metrics) -
     return claims
 
 
-def run(cfg: Config, ctx) -> ExperimentResult:
-    """Train every part (:func:`train_parts`); then each part's rows, the proven rows measured
-    exactly on every trained pair (:func:`proven_claims`) and the schedules' figure."""
+def report(cfg: Config, measured, host) -> ExperimentResult:
+    """Each part's rows from the trained runs, the proven rows measured exactly on every
+    trained pair (``host``: :func:`host`'s; :func:`proven_claims`) and the schedules' figure."""
     thr = cfg.rho ** -(cfg.depth + 1)
     labels = [f"n_B = {n}" for n in cfg.n_b_values] + ["simultaneous"]
     tables, metrics = {}, {}
-    res, step = train_parts(cfg, ctx)
+    res = trained_parts(cfg, measured)
     mon = res["stable"].mon
     claims = stable_claims(cfg, res["stable"], labels, tables, metrics)
-    for i, lab in enumerate(labels):  # one row per schedule, after the training's rows
-        ctx.log({"part": "stable", "schedule": lab,
-                 "converged": sum(r["converged_at"] < cfg.steps for r in
-                                  tables["stable"][i * cfg.seeds:(i + 1) * cfg.seeds]),
-                 "final_u_a_mean": float(mon.u_a[i, :, -1].mean())}, step=step + i)
-    plots = [ctx.save_figure(_plot(cfg, mon, labels, thr), "schedules")]
+    tables["schedules"] = [
+        {"part": "stable", "schedule": lab,
+         "converged": sum(r["converged_at"] < cfg.steps
+                          for r in tables["stable"][i * cfg.seeds:(i + 1) * cfg.seeds]),
+         "final_u_a_mean": float(mon.u_a[i, :, -1].mean())} for i, lab in enumerate(labels)]
     if "unstable" in res:
         claims.append(unstable_claim(cfg, res["unstable"].mon, res["unstable"].wall, thr, tables,
                                      metrics))
     if "warm" in res:
         claims.append(warm_claim(cfg, res["warm"].mon, res["warm"].warm, res["warm"].wall, thr,
-                                 tables, metrics))
-    with ctx.stopwatch("proof_rows") as lap:
-        m, tables["proven"] = runs.measure_proven(_static(cfg), float(cfg.rho), thr, [
-            (t.part, t.trees, t.carry) for t in res.values()])
-    m = dataclasses.replace(m, wall=lap.seconds)
+                                 tables, metrics, measured["wall_s"]["setup"]))
+    m, tables["proven"] = host
     metrics["proven"] = {"honest_u_a_min": m.honest_min, "honest_min_per_run": m.per_run,
-                         "tree_rho_max": m.rho_max, "chain_abs_err_max": m.chain_max,
-                         "wall_s": m.wall}
+                         "tree_rho_max": m.rho_max, "chain_abs_err_max": m.chain_max}
     claims.extend(proven_claims(cfg, m))
-    return ExperimentResult(claims=claims, metrics=metrics, tables=tables, plots=plots)
+    return ExperimentResult(claims=claims, metrics=metrics, tables=tables,
+                            figures={"schedules": _plot(cfg, mon, labels, thr)})

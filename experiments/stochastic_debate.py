@@ -51,8 +51,8 @@ NAME = "stochastic_debate"
 TITLE = "Stochastic-oracle debate (Thm 6.2): completeness/soundness vs proven bounds, query costs"
 TYPICAL_SECONDS = 108  # a cold default-size run on two CPU cores (reproduce's order of work)
 COMPILE_OPTIONS = compile_options
-"""XLA options of the swept program (run and sweep alike): LLVM level 1 on a CPU, as for the scale
-search's program (:data:`dedebate.agents.stochastic_zoo.CPU_COMPILE_OPTIONS`)."""
+"""XLA options of the swept program (run and sweep alike): those of the scale search's program,
+:data:`dedebate.programs.FAST_COMPILE` on a CPU, XLA's defaults elsewhere."""
 
 
 @config_dataclass

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 
 import jax
 import numpy as np
@@ -28,16 +27,18 @@ from dedebate.agents.selfplay_players import N_FEATURES
 from dedebate.agents.stochastic_zoo import lane_bytes
 from dedebate.exact.selfplay import level_inputs, measure_pair, measure_pairs, take
 from dedebate.lab.experiment import (
+    ChunkedFn,
     Claim,
     ExperimentResult,
+    Training,
     mean_interval,
     strict_max,
     strict_min,
     wilson_interval,
 )
 from dedebate.lab.params import config_dataclass, param
-from dedebate.lab.sweep import ChunkedFn, train_point
 from dedebate.machines.lipschitz import prefix_tree
+from dedebate.programs import FAST_COMPILE
 from dedebate.protocols.stochastic import lean_defaults
 from dedebate.training.selfplay_runs import (
     CASES,
@@ -51,7 +52,6 @@ from dedebate.training.selfplay_runs import (
     setup,
 )
 from dedebate.training.stochastic_selfplay import (
-    COMPILE_OPTIONS,  # noqa: F401  (the swept program's XLA options: lab contract)
     carry_axes,
     chunk_lengths,
     init_carry,
@@ -63,6 +63,7 @@ NAME = "stochastic_selfplay"
 TITLE = "Stochastic debate self-play: learned Alice and Bob vs the Lean bounds"
 TYPICAL_SECONDS = 17  # a cold default-size run on two CPU cores (reproduce's order of work)
 
+COMPILE_OPTIONS = FAST_COMPILE  # the swept programs' XLA options (small scans, compile-bound)
 K_F2 = 2.0  # the F2 fixtures' Lipschitz constant
 
 
@@ -149,12 +150,11 @@ def _rows(cfg: Config, dynamic) -> dict:
     return out
 
 
-def _train_all(cfg: Config, ctx, static):
-    """Every training row through :func:`point`'s compiled programs, chunk by chunk
-    (``train_point``): chunk ``g`` is chunk ``g % chunks`` of row ``g // chunks``, both
-    instances at once; the main row's monitors are logged at step = Alice updates, one row per
-    instance and period. Returns the driver's result and wall seconds per row."""
-    lengths = chunk_lengths(n_periods(static), cfg.chunks)
+def training(cfg: Config, _key) -> Training:
+    """Every training row through :func:`point`'s compiled programs (:func:`_rows`), a checkpoint
+    every ``checkpoint_every`` chunks; the main row's monitors are logged at step = Alice
+    updates, one row per instance and period."""
+    lengths = chunk_lengths(n_periods(setup(cfg)[3]), cfg.chunks)
     starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
 
     def rows(name, c, mon):
@@ -165,15 +165,7 @@ def _train_all(cfg: Config, ctx, static):
                     for i, case in enumerate(CASES)]
         return [r for pair in zip(*per_case) for r in pair]  # by step, yes then no
 
-    names = _rows(cfg, point(cfg)[0])
-    done, _ = train_point(sys.modules[__name__], cfg, ctx, names,
-                          desc="stochastic self-play training", every=cfg.checkpoint_every,
-                          log_rows=rows)
-    walls = {}
-    for r, name in enumerate(names):
-        walls["train" if name == "main" else name] = sum(
-            done.wall_s[r * cfg.chunks:(r + 1) * cfg.chunks])
-    return done, walls
+    return Training(rows=_rows(cfg, point(cfg)[0]), every=cfg.checkpoint_every, log_rows=rows)
 
 
 # ---- the swept function: one self-play point, exact measurements ---------------------------------
@@ -190,8 +182,8 @@ def point(cfg: Config):
     (seed keys :func:`seed_keys`), trained in ``chunks`` chunks of :func:`make_chunk` (seeds
     vmapped with :func:`carry_axes`, the two instances vmapped too); ``finish`` is
     :func:`point_metrics` of their :func:`measure_pairs` (host, ``jax.pure_callback``, float32
-    in the row). :func:`run` trains these rows through the same compiled programs
-    (``train_point``, one row per call, checkpointed) and measures the same players in float64
+    in the row). A run trains these rows through the same compiled programs (:func:`training`,
+    one row per call, checkpointed) and measures the same players in float64
     (``metrics["point"]``: the row before its float32 rounding). The tail ablation, n_B
     schedule, Monte-Carlo check and monitors are run only.
 
@@ -365,34 +357,27 @@ def _case(carry, i):
                  for p in (carry.alice, carry.bob))
 
 
-def _evaluate_all(cfg: Config, ctx, instances, constants, levels, trained, walls):
+def host(cfg: Config, _seed, key, measured) -> dict:
     """Per instance: the main pairs' exact measurements and honest Alice against them, the
-    other runs' cheap measurements and (``mc_trials``) the Monte-Carlo wins (host)."""
-    results = {}
-    with ctx.progress(2 * (1 + int(cfg.mc_trials > 0)), "stochastic self-play: evaluation") as bar:
-        for i, (case, fx) in enumerate(instances):
-            lv, (alice, bob) = levels[case], _case(trained.state["main"], i)
-            with ctx.stopwatch(f"evaluate_{case}") as lap:
-                ev, honest = measure_pairs(fx, lv, constants, alice, bob)
-                res = {"p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
-                for name in [n for n in trained.state if n != "main"]:
-                    a1, b1 = _case(trained.state[name], i)
-                    evs = [measure_pair(lv, take(a1, s), take(b1, s), constants, full=False)
-                           for s in range(cfg.seeds)]
-                    if name == "ablation":
-                        res["ablation"] = evs
-                    else:
-                        res["sweep"][int(name.removeprefix("n_b_"))] = evs
-            walls[f"evaluate_{case}"] = lap.seconds
-            bar.update(1)
-            if cfg.mc_trials > 0:
-                with ctx.stopwatch(f"monte_carlo_{case}") as lap:
-                    res["mc_wins"] = monte_carlo_wins(
-                        cfg.T, fx, constants, alice, bob,
-                        jax.random.fold_in(jax.random.fold_in(ctx.key, i), 7), cfg.mc_trials)
-                walls[f"monte_carlo_{case}"] = lap.seconds
-                bar.update(1)
-            results[case] = res
+    other rows' cheap measurements and (``mc_trials``) the Monte-Carlo wins (host, float64)."""
+    instances, _, constants, _, _ = setup(cfg)
+    state, results = measured["state"], {}
+    for i, (case, fx) in enumerate(instances):
+        lv, (alice, bob) = prefix_tree(fx.machine), _case(state["main"], i)
+        ev, honest = measure_pairs(fx, lv, constants, alice, bob)
+        res = {"p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
+        for name in [n for n in state if n != "main"]:
+            a1, b1 = _case(state[name], i)
+            evs = [measure_pair(lv, take(a1, s), take(b1, s), constants, full=False)
+                   for s in range(cfg.seeds)]
+            if name == "ablation":
+                res["ablation"] = evs
+            else:
+                res["sweep"][int(name.removeprefix("n_b_"))] = evs
+        if cfg.mc_trials > 0:
+            res["mc_wins"] = monte_carlo_wins(cfg.T, fx, constants, alice, bob, jax.random.fold_in(
+                jax.random.fold_in(key, i), 7), cfg.mc_trials)
+        results[case] = res
     return results
 
 
@@ -404,14 +389,13 @@ def _wrong(evs, case):
     return int(sum((e["value"] > 0.5) != (case == "yes") for e in evs))
 
 
-def run(cfg: Config, ctx) -> ExperimentResult:
+def report(cfg: Config, measured, results) -> ExperimentResult:
+    """The gating, self-play, tracking, targeting, schedule and convergence rows of the
+    measured pairs (``results``: :func:`host`'s), the training curves' figure."""
     claims, tables, metrics = [], {}, {}
-    instances, params, constants, static, _ = setup(cfg)
+    instances, params, constants, _, _ = setup(cfg)
     K = instances[0][1].K
     sides = guaranteed_sides(cfg.T, K)
-    levels = {case: prefix_tree(fx.machine) for case, fx in instances}
-    trained, walls = _train_all(cfg, ctx, static)
-    results = _evaluate_all(cfg, ctx, instances, constants, levels, trained, walls)
     tables["seeds"] = [{"instance": case, "seed": s, "honest_alice_vs_bob": res["honest_alice"][s],
                         **{k: float(v) for k, v in e.items()}}
                        for case, res in results.items() for s, e in enumerate(res["ev"])]
@@ -506,7 +490,8 @@ def run(cfg: Config, ctx) -> ExperimentResult:
 
     metrics |= {"K": K, "T": cfg.T, "constants": dataclasses.asdict(constants),
                "completeness_bound_instance": comp, "soundness_acceptance_bound_instance":
-               sound_acc, "wall_s": walls}
+               sound_acc, "wall_s": {"train" if k == "main" else k: v
+                                     for k, v in measured["wall_s"].items()}}
     # the swept function's metrics of this run (point(), float64 here; a sweep row holds them
     # rounded to float32)
     metrics["point"] = point_metrics(
@@ -524,8 +509,7 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         if "mc_wins" in res:
             summary["mc_wins_per_seed"] = res["mc_wins"].tolist()
         metrics[case] = summary
-    mons = [jax.tree.map(lambda x, i=i: x[i], trained.monitors["main"])
+    mons = [jax.tree.map(lambda x, i=i: x[i], measured["monitors"]["main"])
             for i in range(len(CASES))]
-    plots = [ctx.save_figure(_plot(cfg, mons, list(CASES), constants.b),
-                             "stochastic_selfplay")]
-    return ExperimentResult(claims=claims, metrics=metrics, tables=tables, plots=plots)
+    return ExperimentResult(claims=claims, metrics=metrics, tables=tables, figures={
+        "stochastic_selfplay": _plot(cfg, mons, list(CASES), constants.b)})

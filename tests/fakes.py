@@ -16,7 +16,12 @@ from typing import Any
 
 import jax
 
-from dedebate.protocols.stochastic_batch import REPLAY_COMPILE_OPTIONS
+from dedebate.programs import FAST_COMPILE
+
+
+def training_bar(ctx) -> FakeBar:
+    """The progress bar of a run's chunked training (the lab's ``NAME training``)."""
+    return next(b for b in ctx.bars if b.desc.endswith(" training"))
 
 
 class FakeBar:
@@ -239,4 +244,4 @@ def truncate_checkpoint(step_dir: Path) -> None:
 # XLA options for the tests' own large programs (the binomial samplers' loops): the stochastic
 # driver's replay options, so a test's program compiles as the replays it is compared with do
 # (also when XLA_FLAGS sets other options than tests/conftest.TEST_COMPILE_OPTIONS).
-LIGHT_COMPILE = REPLAY_COMPILE_OPTIONS
+LIGHT_COMPILE = FAST_COMPILE

@@ -240,9 +240,14 @@ DOCUMENTED = (
     "dedebate/training/stochastic_selfplay.py", "dedebate/training/selfplay_runs.py",
     "dedebate/core/bits.py", "dedebate/core/samples.py", "dedebate/core/simplex.py",
     "dedebate/core/stats.py", "dedebate/core/binomial.py", "dedebate/core/dyadic.py",
+    "dedebate/core/binomial_btrs.py", "dedebate/core/binomial_decision.py",
+    "dedebate/core/binomial_fast.py", "dedebate/core/binomial_pmf.py",
+    "dedebate/core/binomial_stream.py", "dedebate/core/binomial_window.py",
     "dedebate/protocols/stochastic.py",
     "dedebate/machines/__init__.py", "dedebate/machines/configurations.py",
-    "dedebate/machines/fixtures.py",
+    "dedebate/machines/fixtures.py", "dedebate/machines/fixture_base.py",
+    "dedebate/machines/fixtures_cascade.py", "dedebate/machines/fixtures_mean.py",
+    "dedebate/machines/fixtures_threshold.py",
     "dedebate/machines/lean.py", "dedebate/machines/lipschitz.py", "dedebate/machines/oracles.py",
     "dedebate/machines/program.py",
     "dedebate/trees/__init__.py", "dedebate/trees/fbs_table.py", "dedebate/trees/library.py",
@@ -262,7 +267,8 @@ DOCUMENTED = (
     "dedebate/cli/reproduce.py", "dedebate/cli/results.py", "dedebate/cli/run.py",
     "dedebate/cli/startup.py", "dedebate/cli/sync.py", "dedebate/lab/__init__.py",
     "dedebate/lab/aot.py",
-    "dedebate/lab/checkpoint.py", "dedebate/lab/claims.py", "dedebate/lab/compare.py",
+    "dedebate/lab/checkpoint.py", "dedebate/lab/claims.py", "dedebate/lab/claim_stats.py",
+    "dedebate/lab/compare.py",
     "dedebate/lab/compile_cache.py", "dedebate/lab/config.py", "dedebate/lab/config_docs.py",
     "dedebate/lab/config_schema.py", "dedebate/lab/config_types.py",
     "dedebate/lab/config_yaml.py", "dedebate/lab/context.py",
@@ -427,7 +433,7 @@ def over_half(units: dict) -> dict[str, float]:
 def test_library_packages_keep_docstrings_at_most_half_their_code():
     units = code_stats.stats(ROOT)["units"]
     assert all(units[name].code > 100 for name in LIBRARY + ("lab",))  # the counts see them
-    assert units[code_stats.TOP_LEVEL].files == 2 and units[code_stats.TOP_LEVEL].code > 30
+    assert units[code_stats.TOP_LEVEL].files == 3 and units[code_stats.TOP_LEVEL].code > 30
     assert over_half(units) == {}
     bad = {name: code_stats.Counts(files=1, lines=30, code=10, doc=5) for name in HELD}
     bad["agents"] = code_stats.Counts(files=1, lines=30, code=10, doc=6)

@@ -107,26 +107,22 @@ def test_a_programs_own_level_is_capped_by_the_process(flags, level):
     assert _xla_flags.capped_options({"xla_other": True}, env) == {"xla_other": True}
 
 
-# The programs' options as each module defines them: the compile-bound ones capped, the
-# Stackelberg trainers' (they run long) at level 1 always.
+# The programs' option sets (dedebate/programs.py) and the experiments' choices of them: the
+# compile-bound ones capped, the Stackelberg trainers' (they run long) at level 1 always.
 PROGRAM_OPTIONS = """
 import json
+from dedebate import programs
 from dedebate.agents import stochastic_zoo
-from dedebate.estimators import ogd
-from dedebate.protocols import prover_estimator, stochastic_batch
-from dedebate.training import stochastic_selfplay
 from experiments import prover_estimator as ped_exp, stackelberg as stackelberg_exp
 print(json.dumps([o["xla_backend_optimization_level"] for o in (
-    stochastic_zoo.CPU_COMPILE_OPTIONS, ogd.FAST_COMPILE_OPTIONS, prover_estimator.COMPILE_OPTIONS,
-    stochastic_batch.REPLAY_COMPILE_OPTIONS, stochastic_selfplay.COMPILE_OPTIONS,
-    ped_exp.COMPILE_OPTIONS, prover_estimator.TRAINING_COMPILE_OPTIONS,
-    stackelberg_exp.COMPILE_OPTIONS)]))
+    programs.FAST_COMPILE, stochastic_zoo.compile_options("cpu"), ped_exp.COMPILE_OPTIONS,
+    programs.TRAINING, stackelberg_exp.COMPILE_OPTIONS)]))
 """
 
 
 @pytest.mark.parametrize("flags, levels", [
-    ("", [1, 1, 1, 1, 1, 1, 1, 1]),
-    ("--xla_backend_optimization_level=0", [0, 0, 0, 0, 0, 0, 1, 1])])
+    ("", [1, 1, 1, 1, 1]),
+    ("--xla_backend_optimization_level=0", [0, 0, 0, 1, 1])])
 def test_quick_runs_compile_the_programs_at_level_0_but_the_stackelberg_trainers(
         flags, levels, cli_env):
     env = {**cli_env, "XLA_FLAGS": flags}

@@ -3,10 +3,12 @@ training} <- experiments (outside ``dedebate/``). Inside the top layer, training
 estimators and exact, never the reverse. The lab is the impure shell beside them: no debate
 package imports ``dedebate.lab``, and the lab imports no debate package (only ``dedebate`` itself,
 for ``__version__``); the command line (``dedebate/cli/``) may import anything, and nothing of
-dedebate imports it. Any layer may import ``dedebate._xla_flags`` (the one reader of
-``XLA_FLAGS``; it imports nothing of dedebate), where programs cap their own XLA options.
-Function-level imports count. No module of ``dedebate/`` takes part in an import cycle, at import
-time or through a function-level import."""
+dedebate imports it. Any layer and the lab may import ``dedebate.programs``, the one home of
+execution policy (``jit``, XLA option sets, compiled-program caches); it imports only
+``dedebate._xla_flags`` (the one reader of ``XLA_FLAGS``, imported by it and ``dedebate/__init__``
+only). No other module of ``dedebate/`` or ``experiments/`` uses ``jax.jit``, passes
+``compiler_options=`` or caches with ``functools``. Function-level imports count. No module of
+``dedebate/`` takes part in an import cycle, at import time or through a function-level import."""
 
 from __future__ import annotations
 
@@ -26,9 +28,9 @@ RANK = {pkg: rank for rank, layer in enumerate(LAYERS) for pkg in layer}
 PEER_IMPORTS = {("training", "estimators"), ("training", "exact")}  # within a layer, one way
 SHELL = "lab"
 CLI = "cli"  # the command line: may import any unit; nothing of dedebate imports it
-ANY_LAYER = {"_xla_flags"}  # what every debate package may import besides lower layers
+ANY_LAYER = {"programs"}  # what every debate package and the lab may import besides lower layers
 # Top-level modules of dedebate/ and the units they may import ("" = the package itself).
-TOP_LEVEL = {"__init__": {"", "_xla_flags"}, "_xla_flags": set()}
+TOP_LEVEL = {"__init__": {"", "_xla_flags"}, "_xla_flags": set(), "programs": {"_xla_flags"}}
 OUTSIDE = {"experiments", "dedebate_experiments", "bench", "dedebate_bench", "dedebate_configs",
            "tests", "notebooks"}
 
@@ -92,7 +94,7 @@ def allowed(src: str, dst: str) -> bool:
         return dst in ANY_LAYER or (dst in RANK and (RANK[dst] < RANK[src]
                                                      or (src, dst) in PEER_IMPORTS))
     if src == SHELL:
-        return dst == ""
+        return dst == "" or dst in ANY_LAYER
     return src == CLI or dst in TOP_LEVEL[src]
 
 
@@ -194,6 +196,9 @@ def test_top_level_imports_skip_function_bodies():
     ("lab/fake.py", "def f():\n    from dedebate import protocols\n"),
     ("lab/fake.py", "from ..exact import acceptance_exact\n"),
     ("_xla_flags.py", "import dedebate.lab\n"),
+    ("programs.py", "from dedebate.core.bits import bit_table\n"),
+    ("agents/fake.py", "from dedebate._xla_flags import OPT_LEVEL\n"),
+    ("lab/fake.py", "def f():\n    from dedebate._xla_flags import capped_options\n"),
 ])
 def test_a_forbidden_import_is_reported(rel, source):
     found = violations(source, Path(rel))
@@ -207,6 +212,9 @@ def test_a_forbidden_import_is_reported(rel, source):
     ("lab/fake.py", "import dedebate\nfrom dedebate import __version__\nfrom . import rundir\n"),
     ("cli/run.py", "def f():\n    from dedebate.lab.runner import run_experiment\n"
                    "from dedebate.protocols import stochastic\nfrom . import common\n"),
+    ("core/fake.py", "from dedebate.programs import FAST_COMPILE, jit\n"),
+    ("lab/fake.py", "def f():\n    from dedebate.programs import jit\n"),
+    ("programs.py", "from dedebate._xla_flags import OPT_LEVEL, capped_options\n"),
 ])
 def test_an_allowed_import_passes(rel, source):
     assert violations(source, Path(rel)) == []
@@ -215,3 +223,101 @@ def test_an_allowed_import_passes(rel, source):
 def test_a_cycle_is_found():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+# ---- execution policy: how dedebate compiles is decided in dedebate/programs.py alone ----------
+REPO = ROOT.parent
+POLICY_HOME = "dedebate/programs.py"
+XLA_FLAGS_IMPORTERS = {POLICY_HOME, "dedebate/__init__.py"}  # __init__: apply_cpu_workaround
+# Caches of something other than a compiled program, kept on purpose (their functools cache is
+# allowed; nothing else is).
+OTHER_CACHES = {
+    "dedebate/lab/params.py",  # a Config class's ranged fields, read by reflection
+    "dedebate/lab/schema.py",  # the JSON Schema registry, read from disk once
+    "experiments/stochastic_debate.py",  # the adversary search, shared by point() and host()
+}
+
+
+def policy_violations(source: str, path: str) -> list[str]:
+    """Where a module decides how dedebate compiles, which only dedebate/programs.py may: it uses
+    ``jax.jit`` (or imports ``jit`` from jax), passes ``compiler_options=``, imports
+    ``dedebate._xla_flags`` or caches with ``functools.cache`` / ``lru_cache``."""
+    found = set()
+    for node in ast.walk(parse(source, path)):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) == ("jax", "jit"):
+                found.add((line, "uses jax.jit"))
+            elif node.value.id == "functools" and node.attr in {"cache", "lru_cache"}:
+                found.add((line, f"uses functools.{node.attr}"))
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = {a.name for a in node.names}
+            if node.module.split(".")[0] == "jax" and "jit" in names:
+                found.add((line, "imports jit from jax"))
+            elif node.module == "functools" and names & {"cache", "lru_cache"}:
+                found.add((line, "uses functools.cache"))
+        elif isinstance(node, ast.keyword) and node.arg == "compiler_options":
+            found.add((line, "passes compiler_options="))
+    rel = Path(path).relative_to("dedebate") if path.startswith("dedebate/") else Path(path)
+    if path not in XLA_FLAGS_IMPORTERS:
+        found |= {(line, "imports dedebate._xla_flags") for line, name in imports(source, rel)
+                  if name == "dedebate._xla_flags" or name.startswith("dedebate._xla_flags.")}
+    return [f"{path}:{line}: {what}" for line, what in sorted(found)]
+
+
+def _allowed_policy(path: str, found: list[str]) -> list[str]:
+    if path in OTHER_CACHES:
+        return [f for f in found if not f.endswith(("functools.cache", "functools.lru_cache"))]
+    return found
+
+
+POLICY_FILES = sorted(p for p in [*ROOT.rglob("*.py"), *(REPO / "experiments").rglob("*.py")]
+                      if p != REPO / POLICY_HOME)
+
+
+@pytest.mark.parametrize("path", POLICY_FILES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_only_programs_decides_how_dedebate_compiles(path):
+    rel = path.relative_to(REPO).as_posix()
+    assert _allowed_policy(rel, policy_violations(path.read_text(), rel)) == []
+
+
+def test_every_other_cache_is_still_there():
+    for rel in sorted(OTHER_CACHES):
+        assert policy_violations((REPO / rel).read_text(), rel), f"{rel}: clean, drop its entry"
+
+
+@pytest.mark.parametrize("path, source, problem", [
+    ("dedebate/agents/fake.py", "import jax\nf = jax.jit(g, static_argnums=0)\n", "uses jax.jit"),
+    ("experiments/fake.py", "import functools\nimport jax\n"
+                            "@functools.partial(jax.jit, static_argnums=0)\ndef f(n): ...\n",
+     "uses jax.jit"),
+    ("dedebate/lab/fake.py", "from jax import jit\n", "imports jit from jax"),
+    ("dedebate/trees/fake.py", "from dedebate.programs import jit\nf = jit(g, compiler_options={})\n",
+     "passes compiler_options="),
+    ("dedebate/protocols/fake.py", "from dedebate._xla_flags import OPT_LEVEL, capped_options\n",
+     "imports dedebate._xla_flags"),
+    ("dedebate/estimators/fake.py", "def f():\n    from .._xla_flags import OPT_LEVEL\n",
+     "imports dedebate._xla_flags"),
+    ("experiments/fake.py", "from dedebate import _xla_flags\n", "imports dedebate._xla_flags"),
+    ("dedebate/training/fake.py", "import functools\n@functools.cache\ndef grid(s): ...\n",
+     "uses functools.cache"),
+    ("experiments/fake.py", "import functools\n@functools.lru_cache(maxsize=8)\ndef f(s): ...\n",
+     "uses functools.lru_cache"),
+    ("dedebate/lab/fake.py", "from functools import cache\n", "uses functools.cache"),
+    ("dedebate/lab/params.py", "import jax\nf = jax.jit(g)\n", "uses jax.jit"),  # not a cache
+])
+def test_execution_policy_outside_programs_is_reported(path, source, problem):
+    found = _allowed_policy(path, policy_violations(source, path))
+    assert len(found) == 1 and found[0].startswith(f"{path}:") and found[0].endswith(problem), found
+
+
+def test_compiling_through_programs_passes():
+    source = ("import functools\nimport jax\nfrom dedebate._xla_flags import OPT_LEVEL\n"
+              "from dedebate.programs import FAST_COMPILE, jit, program_cache\n"
+              "@program_cache\ndef grid(s):\n    return jit(f, options=FAST_COMPILE)\n"
+              "g = functools.partial(jax.vmap, in_axes=0)\n")
+    assert policy_violations(source, "dedebate/agents/fake.py") == [
+        "dedebate/agents/fake.py:3: imports dedebate._xla_flags"]
+    assert policy_violations(source, POLICY_HOME) == []
+    assert _allowed_policy("dedebate/lab/schema.py", policy_violations(
+        "from functools import cache\n", "dedebate/lab/schema.py")) == []

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dedebate.lab.experiment import wilson_interval
+from dedebate.programs import FAST_COMPILE
 from dedebate.protocols.naive_recursive import (
     InformedChallenger,
     UniformChallenger,
@@ -15,10 +16,9 @@ from dedebate.protocols.naive_recursive import (
     play_naive,
     survival_probability,
 )
-from dedebate.protocols.prover_estimator import COMPILE_OPTIONS
 from dedebate.trees import and_tree, hidden_flaw_tree
 
-_jit = functools.partial(jax.jit, compiler_options=COMPILE_OPTIONS)
+_jit = functools.partial(jax.jit, compiler_options=FAST_COMPILE)
 LIAR = naive_debater("obfuscating_liar", cand=0)
 HONEST = naive_debater("honest")
 

@@ -20,8 +20,8 @@ from dedebate.agents.ped_strategies import (
     random_joint_estimator,
     scripted_prover,
 )
+from dedebate.programs import FAST_COMPILE
 from dedebate.protocols.prover_estimator import (
-    COMPILE_OPTIONS,
     PEDStatic,
     _directions,
     all_paths,
@@ -38,7 +38,7 @@ SAMPLED = PEDStatic(mode="sampled")
 B_ONE = PEDStatic(final_round="b", final_weight="one")
 B_RHO = PEDStatic(final_round="b", final_weight="rho")
 TOL = 1e-6
-_jit = functools.partial(jax.jit, compiler_options=COMPILE_OPTIONS)
+_jit = functools.partial(jax.jit, compiler_options=FAST_COMPILE)
 
 
 @functools.partial(_jit, static_argnums=0)

@@ -16,8 +16,8 @@ import pytest
 
 import experiments.stackelberg as E
 from dedebate.agents.learned import init_estimator
+from dedebate.programs import FAST_COMPILE
 from dedebate.protocols.prover_estimator import (
-    COMPILE_OPTIONS,
     PEDStatic,
     expected_payoff,
     ped_params,
@@ -60,7 +60,7 @@ def trained():
         traces.append(1)
         return jax.vmap(train, in_axes=(None, 0, 0))(hp, trees, keys)
 
-    fn = jax.jit(counted, compiler_options=COMPILE_OPTIONS)
+    fn = jax.jit(counted, compiler_options=FAST_COMPILE)
     hp = stackelberg_params(lr_a=0.03, lr_b=0.01, n_b=20)
     trees, keys = _batch([0, 1])
     state, mon = jax.block_until_ready(fn(hp, trees, keys))
@@ -103,7 +103,7 @@ def test_compiles_once_for_all_seeds(trained):
 def half_chunk():
     """One unbatched chunk of STEPS/2 A updates (compiled once for the module)."""
     return jax.jit(make_chunk(StackelbergStatic(steps=STEPS), STEPS // 2),
-                   compiler_options=COMPILE_OPTIONS)
+                   compiler_options=FAST_COMPILE)
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def exact_terms():
     trees, _ = _batch([0])
     trees = jax.tree_util.tree_map(lambda x: x[0], trees)  # the seed's 2 trees (true, false root)
     return static, trees, jax.jit(lambda c: advantage_at(static, 2.0, trees, c),
-                                  compiler_options=COMPILE_OPTIONS)
+                                  compiler_options=FAST_COMPILE)
 
 
 def test_payoff_equals_protocol_expected_payoff(exact_terms):
@@ -157,7 +157,7 @@ def test_payoff_equals_protocol_expected_payoff(exact_terms):
     u, acc, _ = terms(carry)
     a, b = players(static, trees, carry)
     ref = jax.jit(jax.vmap(lambda t: expected_payoff(PEDStatic(), ped_params(2.0), a, b, t)),
-                  compiler_options=COMPILE_OPTIONS)(trees)
+                  compiler_options=FAST_COMPILE)(trees)
     np.testing.assert_allclose(float(u), float(np.mean(ref.u_a)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(float(acc), float(np.mean(ref.a_correct)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(ref.total_prob), 1.0, atol=1e-5)
@@ -237,13 +237,13 @@ def test_advantage_monitor_and_warm_start_from_algorithm1(exact_terms):
     prover, _ = players(static, trees, carry)
     per_tree = jax.jit(jax.vmap(lambda est, t: payoff_terms(
         static, 2.0, prover, est, jax.tree_util.tree_map(lambda x: x[None], t))[2]),
-        compiler_options=COMPILE_OPTIONS)
+        compiler_options=FAST_COMPILE)
     tab = np.asarray(per_tree(rep.estimator, trees)).mean(axis=0)  # mu uniform over the trees
     ogd_exit = [s.max_adv for s in rep.stages if s.stage != "final"]
     np.testing.assert_allclose(np.abs(tab).max(axis=1), ogd_exit, rtol=1e-3, atol=1e-6)
     assert max(ogd_exit) < delta
 
-    fit = jax.jit(lambda c, g: fit_estimator(static, trees, c, g), compiler_options=COMPILE_OPTIONS)
+    fit = jax.jit(lambda c, g: fit_estimator(static, trees, c, g), compiler_options=FAST_COMPILE)
     fitted, kl = fit(carry, target)
     _, _, adv_w = adv_fn(fitted)
     assert float(kl) < 0.01
@@ -308,10 +308,10 @@ def test_unstable_and_warm_rows_are_findings_with_their_criteria():
 
     info = {"adv_cold": np.array([0.2, 0.3, 0.4]), "adv_warm": np.array([0.01, 0.02, 0.5]),
             "fit_kl": np.zeros(3), "ogd_max_adv": np.zeros(3),
-            "ogd_steps": np.zeros((3, 2), np.int32), "ogd_wall_s": np.float32(0)}
+            "ogd_steps": np.zeros((3, 2), np.int32)}
     mon = _mon(np.full((2, 3, 10), 0.25))
-    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {})
+    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {}, 0.0)
     assert c.finding and not c.passed and c.value == pytest.approx(0.5)  # seed 2: warm > cold
     info["adv_warm"] = np.array([0.01, 0.02, 0.03])
-    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {})
+    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {}, 0.0)
     assert c.finding and c.passed and c.value == pytest.approx(0.03)

@@ -26,6 +26,7 @@ import shutil
 import pytest
 
 import experiments.stackelberg as E
+from dedebate.lab.evaluate import run_module, train_rows
 from dedebate.lab.experiment import gating
 from dedebate.lab.sweep import plan, point_key
 from tests.fakes import (
@@ -34,6 +35,7 @@ from tests.fakes import (
     FakeContext,
     count_chunked_traces,
     sweep_one_row_per_call,
+    training_bar,
     truncate_checkpoint,
 )
 
@@ -43,6 +45,7 @@ TINY = {"seeds": 2, "steps": 8, "chunks": 4, "n_b_values": [1, 2], "main_n_b": 2
         "hidden_a": [4], "hidden_b": [4], "unstable_part": False, "warm_seeds": 0}
 CFG = E.Config(**{**TINY, "n_b_values": (1, 2), "hidden_a": (4,), "hidden_b": (4,)})
 RUNS = ("nB1", "nB2", "simultaneous")
+N_CHUNKS = len(RUNS) * CFG.chunks  # every run a row of point's programs, trained in turn
 
 
 def test_point_refuses_the_host_warm_start():
@@ -68,7 +71,7 @@ def test_rates_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypa
     seed = 1
     ctx = FakeContext(tmp_path / "alone", seed=seed, name=E.NAME)
     ctx.key = point_key(E.NAME, seed, pt.cfg)
-    trained, _ = E.train_parts(pt.cfg, ctx)
+    trained = E.trained_parts(pt.cfg, train_rows(E, pt.cfg, ctx))
     assert traces == {"init": 1, ("chunk", 2): 1, "finish": 1}  # nothing traced again
     alone = E.point_metrics(pt.cfg, trained["stable"].mon)
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
@@ -90,7 +93,7 @@ def reference(tmp_path_factory):
     """The uninterrupted run: its directory, context and result."""
     root = tmp_path_factory.mktemp("ref")
     ctx = FakeContext(root, seed=0, name="stackelberg")
-    return root, ctx, E.run(CFG, ctx)
+    return root, ctx, run_module(E, CFG, ctx)
 
 
 @pytest.mark.slow
@@ -119,31 +122,33 @@ def test_resumed_run_equals_uninterrupted(tmp_path, reference):
 
     root = tmp_path / "crashed"
     with pytest.raises(Crash):
-        E.run(CFG, CrashingContext(root, seed=0, name="stackelberg", after=2))
+        run_module(E, CFG, CrashingContext(root, seed=0, name="stackelberg", after=2))
     resumed_ctx = FakeContext(root, seed=0, name="stackelberg", resume=True)
-    resumed = E.run(CFG, resumed_ctx)
-    assert resumed_ctx.bars[0].n == CFG.chunks  # 2 chunks restored + 2 trained
+    resumed = run_module(E, CFG, resumed_ctx)
+    assert training_bar(resumed_ctx).n == N_CHUNKS  # 2 chunks restored + the rest trained
     assert _numbers(resumed) == _numbers(ref)
 
-    # per-seed curves: one row per A update, keys PART/RUN/seedS/NAME; the resumed run logs only
-    # the A updates it trained, with the uninterrupted run's values
-    curves = {step: row for step, row in ref_ctx.logged if "part" not in row}
-    assert sorted(curves) == list(range(CFG.steps))
-    for s in range(CFG.seeds):
-        for run in RUNS:
-            assert f"stable/{run}/seed{s}/max_adv" in curves[0]
+    # per-seed curves: each run (a row of point's programs, trained in turn) logs one row per A
+    # update at steps (run, A update), keys PART/RUN/seedS/NAME and PART/RUN/a_update; the
+    # resumed run logs only the A updates it trained, with the uninterrupted run's values
+    curves = _curves(ref_ctx)
+    assert sorted(curves) == list(range(len(RUNS) * CFG.steps))
+    for i, run in enumerate(RUNS):
+        for t in range(CFG.steps):
+            assert curves[i * CFG.steps + t][f"stable/{run}/a_update"] == t
+            assert {f"stable/{run}/seed{s}/max_adv" for s in range(CFG.seeds)} <= set(
+                curves[i * CFG.steps + t])
     final = {(r["schedule"], r["seed"]): r["final_u_a"] for r in ref.tables["stable"]}
+    last_nb2 = (RUNS.index("nB2") + 1) * CFG.steps - 1
     for s in range(CFG.seeds):
-        assert curves[CFG.steps - 1][f"stable/nB2/seed{s}/payoff"] == final[("n_B = 2", s)]
-    half = CFG.steps // 2
-    again = {step: row for step, row in resumed_ctx.logged if "part" not in row}
-    assert sorted(again) == list(range(half, CFG.steps))
+        assert curves[last_nb2][f"stable/nB2/seed{s}/payoff"] == final[("n_B = 2", s)]
+    again = _curves(resumed_ctx)
+    assert sorted(again) == list(range(2 * (CFG.steps // CFG.chunks), len(RUNS) * CFG.steps))
     assert all(again[t] == curves[t] for t in again)
-    # the summary rows after training go at explicit steps after the curves', in both runs
-    summary = [(step, row["schedule"]) for step, row in resumed_ctx.logged if "part" in row]
-    assert summary == [(CFG.steps + i, s)
-                       for i, s in enumerate(("n_B = 1", "n_B = 2", "simultaneous"))]
-    assert summary == [(step, row["schedule"]) for step, row in ref_ctx.logged if "part" in row]
+    # the tables' rows go after the curves, at the same steps in both runs
+    tables = [(step, row) for step, row in resumed_ctx.logged if step not in again]
+    assert tables and min(s for s, _ in tables) >= len(RUNS) * CFG.steps
+    assert tables == [(step, row) for step, row in ref_ctx.logged if step not in curves]
 
 
 def _checkpoint_files(root):
@@ -152,7 +157,7 @@ def _checkpoint_files(root):
 
 
 def _curves(ctx):
-    return {step: row for step, row in ctx.logged if "part" not in row}
+    return {step: row for step, row in ctx.logged if any(k.endswith("/payoff") for k in row)}
 
 
 @pytest.mark.slow
@@ -162,26 +167,26 @@ def test_damaged_newest_checkpoint_resumes_bit_equal_then_resume_is_a_no_op(tmp_
     ref_root, ref_ctx, ref = reference
     root = tmp_path / "run"
     shutil.copytree(ref_root / "checkpoints", root / "checkpoints")
-    newest = root / "checkpoints" / str(CFG.chunks)  # checkpoint step = chunks done
+    newest = root / "checkpoints" / str(N_CHUNKS)  # checkpoint step = chunks done
     assert newest.is_dir()
     if damage == "delete":
         shutil.rmtree(newest)
     else:
         truncate_checkpoint(newest)
     ctx = FakeContext(root, seed=0, name="stackelberg", resume=True)
-    again = E.run(CFG, ctx)
-    assert ctx.bars[0].n == CFG.chunks
+    again = run_module(E, CFG, ctx)
+    assert training_bar(ctx).n == N_CHUNKS
     assert _numbers(again) == _numbers(ref)
     # the last chunk was trained again, to the uninterrupted run's curves
-    last = CFG.steps // CFG.chunks
-    assert sorted(_curves(ctx)) == list(range(CFG.steps - last, CFG.steps))
+    last, end = CFG.steps // CFG.chunks, len(RUNS) * CFG.steps
+    assert sorted(_curves(ctx)) == list(range(end - last, end))
     assert all(row == _curves(ref_ctx)[t] for t, row in _curves(ctx).items())
-    assert newest.is_dir() and (root / "checkpoints" / f"corrupt-{CFG.chunks}").is_dir() == (
+    assert newest.is_dir() and (root / "checkpoints" / f"corrupt-{N_CHUNKS}").is_dir() == (
         damage == "corrupt")
 
     before = _checkpoint_files(root)  # every chunk done: nothing trained, logged or saved
     ctx = FakeContext(root, seed=0, name="stackelberg", resume=True)
-    third = E.run(CFG, ctx)
+    third = run_module(E, CFG, ctx)
     assert _numbers(third) == _numbers(ref)
-    assert ctx.bars[0].n == CFG.chunks and _curves(ctx) == {}
+    assert training_bar(ctx).n == N_CHUNKS and _curves(ctx) == {}
     assert _checkpoint_files(root) == before

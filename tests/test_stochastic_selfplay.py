@@ -26,6 +26,7 @@ from dedebate.agents.stochastic_players import (
 )
 from dedebate.exact import acceptance_exact, checker_prob
 from dedebate.exact import selfplay as xs
+from dedebate.lab.evaluate import run_module
 from dedebate.machines.fixtures import f1_target, f2_target
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import (
@@ -277,17 +278,17 @@ def test_experiment_quick(tmp_path):
     """The experiment at quick size: rows, plot, logs; the proven rows pass (spec DED 5.3)."""
     ctx = FakeContext(tmp_path, size="quick", name=E.NAME)
     cfg = E.Config(**E.SIZES["quick"])
-    res = E.run(cfg, ctx)
+    res = run_module(E, cfg, ctx)
     names = [c.claim for c in res.claims]
     assert len(res.claims) == 10 + (2 if cfg.mc_trials else 0) + (1 if cfg.n_b_sweep else 0)
     assert res.claims[0].passed and res.claims[1].passed  # proven bounds vs learned adversaries
     assert "Honest Alice" in names[0] and "honest Bob" in names[1]
     assert ctx.figures == ["stochastic_selfplay.png"]
     assert (tmp_path / "plots" / "stochastic_selfplay.png").exists()
-    steps = [s for s, m in ctx.logged if m["instance"] == "yes"]
+    steps = [s for s, m in ctx.logged if m.get("instance") == "yes"]
     assert steps == list(range(cfg.log_every, cfg.steps + 1, cfg.log_every))
     assert len(res.tables["seeds"]) == 2 * cfg.seeds
-    assert ctx.bars[0].n == ctx.bars[0].total
+    assert all(b.n == b.total for b in ctx.bars)
     for c in res.claims:
         assert c.lo <= c.value + 1e-12 and c.value <= c.hi + 1e-12 or math.isnan(c.value)
     assert dataclasses.is_dataclass(cfg)

@@ -13,8 +13,6 @@ leaf. Context features are one flat row per internal node, so the network trains
 
 from __future__ import annotations
 
-import functools
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -23,6 +21,7 @@ from flax import struct
 
 from dedebate.agents.ped_strategies import TabularEstimator, honest_prover
 from dedebate.core.bits import bit_table
+from dedebate.programs import jit
 from dedebate.protocols.prover_estimator import PEDParams, PEDStatic, all_paths, ped_params, play
 from dedebate.trees.digits import N_DIGITS, DigitTree, judge_mean, stated_counts
 from dedebate.trees.tree import ClaimTree
@@ -311,7 +310,7 @@ def payoffs(prover_name: str, estimators: TabularEstimator, trees: DigitTree, rh
     return exact_payoffs(prover_name, estimators, trees.tree, jnp.float32(rho), jnp.float32(eta))
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@jit(static_argnums=0)
 def exact_payoffs(prover_name: str, estimators: TabularEstimator, tree: ClaimTree, rho, eta):
     """:func:`payoffs` without the checks (traceable: rho and eta may be traced): the
     ``"honest"`` or ``"liar"`` prover against batched B (one per tree), judge flip probability

@@ -9,8 +9,6 @@ report. Payoffs are exact expectations (spec 2.2) unless a name says "sampled".
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,6 +25,7 @@ from dedebate.agents.ped_strategies import (
     tabulate,
     unstable_prover,
 )
+from dedebate.programs import FAST_COMPILE, jit
 from dedebate.protocols.naive_recursive import (
     UniformChallenger,
     naive_debater,
@@ -34,7 +33,6 @@ from dedebate.protocols.naive_recursive import (
     survival_probability,
 )
 from dedebate.protocols.prover_estimator import (
-    COMPILE_OPTIONS,
     PEDParams,
     PEDStatic,
     expected_payoff,
@@ -47,9 +45,6 @@ EXACT = PEDStatic(mode="exact")
 SAMPLED = PEDStatic(mode="sampled")
 NAIVE_LIAR = naive_debater("obfuscating_liar", cand=0)
 """The obfuscating liar of naive recursive debate (hidden-flaw AND, candidate 0)."""
-
-
-_jit = functools.partial(jax.jit, compiler_options=COMPILE_OPTIONS)
 
 
 def _liar():
@@ -130,7 +125,7 @@ def obfuscation_payoffs(params, trees, dir_probs):
     return jax.vmap(per_tree)(trees)
 
 
-@functools.partial(_jit, static_argnums=(3, 4))
+@jit(static_argnums=(3, 4), options=FAST_COMPILE)
 def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key):
     """``(u [P, N, per_tree], survived [N, per_tree_naive])``: the liar's sampled debates."""
     cal = CalibratedEstimator()
@@ -156,7 +151,7 @@ def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key)
     return u, jax.vmap(naive_tree)(trees, jax.random.split(k_naive, n_trees))
 
 
-@functools.partial(_jit, static_argnums=(3, 4))
+@jit(static_argnums=(3, 4), options=FAST_COMPILE)
 def training_signals(params, key, rounds, depth, q):
     """float32 ``[R]`` U_A of honest A / the liar, naive survival of honest / liar (spec 7.3)."""
     tree = hidden_flaw_tree(key, depth=depth, q=q)

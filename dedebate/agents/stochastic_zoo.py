@@ -17,7 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.agents.stochastic_players import (
     A_HONEST,
     A_PER_STEP,
@@ -32,6 +31,7 @@ from dedebate.agents.stochastic_players import (
     zoo_bob,
 )
 from dedebate.core.stats import Z95, wilson_jnp
+from dedebate.programs import FAST_COMPILE, cpu_only, jit, program_cache
 from dedebate.protocols.stochastic import DebateParams, make_vera, play, play_fast, trial_keys
 from dedebate.protocols.stochastic_batch import replay_chunk, replay_unresolved
 
@@ -156,22 +156,15 @@ def _fields(out):
     return out.alice_wins, out.aborted, c.alice_queries, c.bob_queries, c.verifier_queries, c.rounds
 
 
-# XLA options of the zoo's programs on a CPU: LLVM's optimisation level 1 instead of 3 (a shorter
-# compile, programs as fast; wins, aborts and counts bit-identical, float32 query means may differ
-# in the last digits; figures in docs/performance.md, "Stochastic debate"). Capped by the
-# process's level (level 0 in quick runs: dedebate._xla_flags.capped_options).
-CPU_COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})
+# XLA options of the zoo's programs on a JAX platform: FAST_COMPILE on a CPU (a shorter compile,
+# programs as fast; wins, aborts and counts bit-identical, float32 query means may differ in the
+# last digits; figures in docs/performance.md, "Stochastic debate"), XLA's defaults elsewhere.
+compile_options = cpu_only(FAST_COMPILE)
 
 
-def compile_options(platform: str) -> dict | None:
-    """XLA options on a JAX ``platform``: :data:`CPU_COMPILE_OPTIONS` on CPU, else None."""
-    return CPU_COMPILE_OPTIONS if platform == "cpu" else None
-
-
-@functools.cache
+@program_cache
 def _zoo_stats_jit(platform: str):
-    return jax.jit(zoo_stats, static_argnums=(0, 3, 4, 5, 6),
-                   compiler_options=compile_options(platform))
+    return jit(zoo_stats, static_argnums=(0, 3, 4, 5, 6), options=compile_options(platform))
 
 
 def measure_cell(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -> dict:

@@ -9,7 +9,7 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "binomial": (
         "UniformStream binom_lower_tail binom_lower_tail_sample block_bits block_uniforms "
         "decide_outside decision_gate log_pmf outside_probability sample_binomial stirlerr "
-        "stream_binomial stream_binomial_fast stream_length stream_uniforms uniform_stream"
+        "stream_binomial stream_binomial_fast stream_length uniform_stream"
     ),
     "bits": "bit_table bits_to_code",
     "dyadic": "checker_bounds computed_once ratio_f32",

@@ -21,6 +21,7 @@ from dedebate.core.bits import bit_table
 from dedebate.estimators import train
 from dedebate.estimators.advantage import OIProblem, advantage_weight
 from dedebate.estimators.families import TableFamily, calibration_family, stack_families
+from dedebate.programs import jit
 from dedebate.trees.digits import N_DIGITS, DigitTree
 from dedebate.trees.stability import child_codes_jnp
 
@@ -117,7 +118,7 @@ training trees' images); a warm start, the rounds and the exit test are unchange
         jnp.float32)
     chunk = train.make_chunk(static, static.rounds, net)
 
-    @jax.jit
+    @jit
     def run(hp, key, family, problem, features):
         state = init(hp, key, problem, features)
         opt = optax.adamw(fit_lr, weight_decay=weight_decay)

@@ -12,6 +12,7 @@ import jax
 
 from dedebate.agents.ped_strategies import honest_prover, obfuscating_liar, wrong_direction_prover
 from dedebate.estimators.soundness import SoundnessReport, construct_estimator
+from dedebate.programs import jit
 from dedebate.protocols.prover_estimator import PEDStatic, expected_payoff, ped_params
 from dedebate.trees.library import hidden_flaw_tree
 
@@ -32,7 +33,7 @@ def against_fixed_prover(name: str, trees, rho: float, delta: float):
     """``(report, payoff)``: B built against the fixed prover ``name``; A's exact payoffs."""
     prover = PROVERS[name]()
     rep = construct_estimator(prover, trees, rho, delta)
-    ep = jax.jit(jax.vmap(lambda est, tr: expected_payoff(
+    ep = jit(jax.vmap(lambda est, tr: expected_payoff(
         PEDStatic(), ped_params(rho), prover, est, tr)))(rep.estimator, trees)
     return rep, jax.block_until_ready(ep)
 

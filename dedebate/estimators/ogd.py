@@ -24,9 +24,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.core.simplex import PROJECTIONS, project_rows
 from dedebate.estimators.advantage import OIProblem, advantages
+from dedebate.programs import FAST_COMPILE, jit, program_cache
 
 Array = jax.Array
 
@@ -240,9 +240,8 @@ def _family_values(family, h):
     return family.values(h)
 
 
-_solve_jit = jax.jit(ogd_solve, static_argnums=0)
-FAST_COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})  # capped by the process's level
-_solve_jit_fast = jax.jit(ogd_solve, static_argnums=0, compiler_options=FAST_COMPILE_OPTIONS)
+_solve_jit = jit(ogd_solve, static_argnums=0)
+_solve_jit_fast = jit(ogd_solve, static_argnums=0, options=FAST_COMPILE)
 
 
 def solve_block(static: OGDStatic, families, problems: OIProblem, deltas):
@@ -254,7 +253,7 @@ def solve_block(static: OGDStatic, families, problems: OIProblem, deltas):
     return states, summ
 
 
-@functools.cache
+@program_cache
 def solve_grid(static: OGDStatic):
     """``fn(families, problems, deltas)``: :func:`solve_block` for ``static``, jitted once."""
-    return jax.jit(functools.partial(solve_block, static))
+    return jit(functools.partial(solve_block, static))

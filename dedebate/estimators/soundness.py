@@ -16,7 +16,6 @@ compiled program.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import jax
@@ -29,6 +28,7 @@ from dedebate.core.bits import bit_table
 from dedebate.estimators.advantage import OIProblem
 from dedebate.estimators.families import PointwiseFamily, stack_families, table_family
 from dedebate.estimators.ogd import algorithm1
+from dedebate.programs import jit
 from dedebate.trees.tree import ClaimTree, truth_code
 
 Array = jax.Array
@@ -77,7 +77,7 @@ def _direction(prover, views, allow_zero, i, node, phat, k):
     return _expected_direction(prover.direction(_tree_at(views, i), node, phat, k), allow_zero)
 
 
-@functools.partial(jax.jit, static_argnums=(3,))
+@jit(static_argnums=(3,))
 def _init_prep(prover, views, trees, allow_zero):
     """A's answer probabilities and correctness per tree (exact, spec 2.2)."""
     del allow_zero
@@ -86,7 +86,7 @@ def _init_prep(prover, views, trees, allow_zero):
     return pa, root, root * pa + (1 - root) * (1 - pa)
 
 
-@functools.partial(jax.jit, static_argnums=(8, 9))
+@jit(static_argnums=(8, 9))
 def _round_prep(prover, views, trees, reach, phat, ti, vi, ci, k, allow_zero):
     """Round k's contexts: A's candidate probabilities, mu_k, truth g, M_D tables, directions."""
     ph = phat[ti, vi]
@@ -187,7 +187,7 @@ def prover_calibration_family(prover, views, trees, phat, shared, k: int, init: 
         init=bool(init), allow_zero=bool(allow_zero))
 
 
-@functools.partial(jax.jit, static_argnums=(8,))
+@jit(static_argnums=(8,))
 def _propagate(prover, views, trees, reach, phat, shared, h, cw, k):
     """A's path probabilities and B's selected marginals, to the next level."""
     ti, vi, ci = (shared[:, a].astype(jnp.int32) for a in range(3))
@@ -199,7 +199,7 @@ def _propagate(prover, views, trees, reach, phat, shared, h, cw, k):
     return reach, phat
 
 
-@functools.partial(jax.jit, static_argnums=(7,))
+@jit(static_argnums=(7,))
 def _final_reward(prover, views, trees, reach, phat, ti, vi, allow_zero):
     """Sum over leaves of reach * E[s_0] * (T(yhat^0) - phat_0), per context."""
     ph = phat[ti, vi]

@@ -17,7 +17,6 @@ no-ops, so one compiled chunk serves a run), :func:`make_train` is init + one ch
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import jax
@@ -28,6 +27,7 @@ from flax import struct
 from dedebate.estimators.advantage import OIProblem, advantage_weight, advantages
 from dedebate.estimators.families import _MLP, mlp_test_input
 from dedebate.estimators.network import EstimatorNet
+from dedebate.programs import jit, program_cache
 
 Array = jax.Array
 OPTIMIZERS = ("sgd", "adam")
@@ -311,7 +311,7 @@ def _grid(fn, data_axes, state_axis):
     """Jitted vmap of ``fn(hp, seeded, *data)`` over seeds, then over the hp grid (hp axis 0)."""
     # seeded and data on axis 0 as given for the seeds; seeded on state_axis for the grid.
     over_seeds = jax.vmap(fn, in_axes=(None, 0, *data_axes))
-    return jax.jit(jax.vmap(over_seeds, in_axes=(0, state_axis, *([None] * len(data_axes)))))
+    return jit(jax.vmap(over_seeds, in_axes=(0, state_axis, *([None] * len(data_axes)))))
 
 
 def make_train_grid(static: NetTrainStatic, batched_data: bool = False):
@@ -332,7 +332,7 @@ def make_chunk_grid(static: NetTrainStatic, n_rounds: int, batched_data: bool = 
     return _grid(make_chunk(static, n_rounds), (d, d, d), 0)
 
 
-@functools.cache
+@program_cache
 def grid_programs(static: NetTrainStatic, chunk_len: int):
     """``(init_grid, chunk_grid)`` with one problem per seed, built once per process."""
     return (make_init_grid(static, batched_data=True),

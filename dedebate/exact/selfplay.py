@@ -29,6 +29,7 @@ from dedebate.agents.selfplay_players import (
 )
 from dedebate.agents.stochastic_players import honest_alice
 from dedebate.exact.acceptance import acceptance_exact, checker_prob, real
+from dedebate.programs import jit
 from dedebate.protocols.stochastic import DebateParams, make_vera
 
 
@@ -100,7 +101,7 @@ def policy_levels(alice: AliceParams, bob: BobParams, inputs: dict, unit, scale)
     return split_levels(p), split_levels(a)
 
 
-_policy_nodes = jax.jit(policy_nodes)
+_policy_nodes = jit(policy_nodes)
 
 
 def probe_deviations(constants: DebateParams, n: int = 8) -> tuple[np.ndarray, np.ndarray]:

@@ -86,16 +86,18 @@ MAX_PROGRAMS = 32
 
 
 def _program(row_fn, sharding, info: EvalInfo, cache_key: Any,
-             compiler_options: dict[str, Any] | None = None):
+             options: dict[str, Any] | None = None):
     """``jit(vmap(row_fn))`` with the run axis sharded, reused per ``cache_key``."""
-    # ``jit(vmap(row_fn))`` with the run axis sharded (and XLA ``compiler_options``); with a
-    # ``cache_key``, the same jitted program is reused by later calls with an equal key (so a
-    # repeated sweep in one process, e.g. in a notebook, does not compile again). The trace counter
-    # goes to the current ``info``.
+    # ``jit(vmap(row_fn))`` with the run axis sharded (and XLA ``options``); with a ``cache_key``,
+    # the same jitted program is reused by later calls with an equal key (so a repeated sweep in
+    # one process, e.g. in a notebook, does not compile again). The trace counter goes to the
+    # current ``info``.
     import jax
 
-    options = tuple(sorted((compiler_options or {}).items()))
-    key = None if cache_key is None else (cache_key, sharding, options)
+    from dedebate.programs import jit
+
+    key = None if cache_key is None else (cache_key, sharding,
+                                          tuple(sorted((options or {}).items())))
     if key is not None and key in _PROGRAMS:
         program, holder = _PROGRAMS[key]
         _PROGRAMS.move_to_end(key)
@@ -115,8 +117,7 @@ def _program(row_fn, sharding, info: EvalInfo, cache_key: Any,
         # rules do not track which values vary over the mesh; every output has the rows first.
         body = jax.shard_map(body, mesh=sharding.mesh, in_specs=sharding.spec,
                              out_specs=sharding.spec, check_vma=False)
-    program = jax.jit(body, in_shardings=sharding, out_shardings=sharding,
-                      compiler_options=dict(options) or None)
+    program = jit(body, in_shardings=sharding, out_shardings=sharding, options=options)
     if key is not None:
         _PROGRAMS[key] = (program, holder)
         while len(_PROGRAMS) > MAX_PROGRAMS:
@@ -153,7 +154,7 @@ def clear_program_cache() -> None:
 def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
              devices: list[Any] | None = None, batch: int = 0,
              info: EvalInfo | None = None, cache_key: Any = None,
-             compiler_options: dict[str, Any] | None = None, extras: bool = False) -> Any:
+             options: dict[str, Any] | None = None, extras: bool = False) -> Any:
     """``vmap(row_fn)`` over the leading axis of every leaf of ``inputs`` (``n`` rows), sharded.
 
     ``row_fn(*inputs_row)`` must return a dict of scalars, or ``(that dict, extras)`` with
@@ -170,7 +171,7 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
         batch: the most rows per compiled call; 0 = all.
         info: an :class:`EvalInfo` to fill in; None = a fresh one.
         cache_key: hashable; equal keys promise the same ``row_fn``.
-        compiler_options: XLA options of the compiled program (an experiment's
+        options: XLA options of the compiled program (an experiment's
             ``COMPILE_OPTIONS``, so that its sweep compiles as its run does: the options can
             change the rounding).
         extras: also return the extras.
@@ -192,7 +193,7 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
     chunks = math.ceil(n / size)
     total = size * chunks
     host = jax.tree.map(lambda a: _pad_rows(np.asarray(a), total), inputs)
-    program = _program(row_fn, sharding, info, cache_key, compiler_options)
+    program = _program(row_fn, sharding, info, cache_key, options)
     pieces: list[dict[str, np.ndarray]] = []
     extra_pieces: list[Any] = []
     local: list[int] = []

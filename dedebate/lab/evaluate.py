@@ -4,10 +4,11 @@ For a module that defines ``report`` (:class:`~dedebate.lab.experiment.Experimen
 :func:`run_module` evaluates ``point`` at the run's key through
 :func:`~dedebate.lab.sweep_eval.point_row` (a sweep's one-point case, so a run's numbers are its
 sweep row's bit for bit; a ``fn`` returning ``(metrics, extras)`` adds the extras' arrays to
-the row as ``extras``), runs the optional ``host`` step, calls the pure ``report``, logs each
-table row, saves the figures and adds the point's row to the metrics as ``point``, timing
-``point`` and ``host`` (``wall_point_s``, ``wall_host_s``). A module with ``run`` instead (the
-old contract) drives itself.
+the row as ``extras``), or trains a chunked point's rows (:func:`train_rows`, a module with
+``training``), runs the optional ``host`` step, calls the pure ``report``, logs each table row,
+saves the figures and adds the point's row to the metrics as ``point``, timing each step
+(``wall_point_s``, ``wall_setup_s``, ``wall_training_s``, ``wall_host_s``). A module with
+``run`` instead (the old contract) drives itself.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from collections.abc import Mapping
 from numbers import Number
 from typing import Any
 
-from dedebate.lab.experiment import AnyExperiment, Claim, ExperimentResult, RunContext
+from dedebate.lab.experiment import AnyExperiment, Claim, ExperimentResult, RunContext, Training
 from dedebate.lab.sweep_eval import point_row
+from dedebate.lab.sweep_programs import train_point
 
 
 def run_module(module: AnyExperiment, cfg: Any, ctx: RunContext) -> ExperimentResult:
@@ -41,27 +43,52 @@ def run_module(module: AnyExperiment, cfg: Any, ctx: RunContext) -> ExperimentRe
     if not callable(report):
         return _checked(f"{name}.run", module.run(cfg, ctx))
     point, host_step = getattr(module, "point", None), getattr(module, "host", None)
+    training = getattr(module, "training", None)
     measured: dict[str, Any] = {}
-    host = None
+    host, first_step = None, 0
     with ctx.progress(1 + callable(point) + callable(host_step), name) as bar:
-        if callable(point):
+        if callable(training):
+            measured = train_rows(module, cfg, ctx)
+            first_step = measured.pop("next_step")
+        elif callable(point):
             with ctx.stopwatch("point"):
                 measured = _measured(point_row(module, cfg, ctx.key, ctx.seed, extras=True))
-            bar.update(1)
+        bar.update(callable(point))
         if callable(host_step):
             with ctx.stopwatch("host"):
                 host = host_step(cfg, ctx.seed, ctx.key, measured)
             bar.update(1)
         result = _checked(f"{name}.report", report(cfg, measured, host))
         bar.update(1)
-    if "point" in result.metrics and measured:
+    has_row = bool(measured) and not callable(training)
+    if "point" in result.metrics and has_row:
         raise TypeError(f"{name}.report returned a metric named 'point': the lab's name for "
                         "the point's row")
-    log_tables(ctx, result.tables)
+    log_tables(ctx, result.tables, first_step)
     plots = [*result.plots, *(ctx.save_figure(fig, fname) for fname, fig in result.figures.items())]
     row = {k: v for k, v in measured.items() if k != "extras"}
-    metrics = {"point": row, **result.metrics} if measured else result.metrics
+    metrics = {"point": row, **result.metrics} if has_row else result.metrics
     return dataclasses.replace(result, metrics=metrics, plots=plots, figures={})
+
+
+def train_rows(module: Any, cfg: Any, ctx: RunContext) -> dict[str, Any]:
+    """A chunked point's rows trained for the run (``module.training``'s :class:`Training`):
+    final ``state`` and ``monitors`` by row name, the ``setup``, ``wall_s`` by row name (and
+    ``setup``) and ``next_step``, the next free log step."""
+    with ctx.stopwatch("setup") as lap:
+        plan = module.training(cfg, ctx.key)
+    if not isinstance(plan, Training):
+        raise TypeError(f"{module.NAME}.training returned {type(plan).__name__}, expected "
+                        "Training")
+    names = list(plan.rows or {"main": None})
+    with ctx.stopwatch("training"):
+        done, _ = train_point(module, plan.cfg or cfg, ctx, plan.rows, starts=plan.starts,
+                              desc=f"{module.NAME} training", every=plan.every,
+                              log_rows=plan.log_rows)
+    per = len(done.wall_s) // len(names)
+    walls = {k: sum(done.wall_s[i * per:(i + 1) * per]) for i, k in enumerate(names)}
+    return {"state": done.state, "monitors": done.monitors, "setup": plan.setup,
+            "wall_s": {**walls, "setup": lap.seconds}, "next_step": done.next_step}
 
 
 def _measured(out: Any) -> dict[str, Any]:
@@ -75,10 +102,11 @@ def _measured(out: Any) -> dict[str, Any]:
     return {**row, "extras": extras}
 
 
-def log_tables(ctx: RunContext, tables: Mapping[str, list[dict[str, Any]]]) -> None:
-    """Log each table row's numbers as one step (``TABLE/COLUMN``), steps counting from 0."""
+def log_tables(ctx: RunContext, tables: Mapping[str, list[dict[str, Any]]],
+               first_step: int = 0) -> None:
+    """Log each table row's numbers as one step (``TABLE/COLUMN``), from ``first_step`` on."""
     rows = ((t, row) for t, table in tables.items() for row in table)
-    for step, (t, row) in enumerate(rows):
+    for step, (t, row) in enumerate(rows, start=first_step):
         ctx.log({f"{t}/{k}": v for k, v in row.items() if isinstance(v, Number)}, step=step)
 
 

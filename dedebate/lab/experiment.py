@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import jax
@@ -85,15 +85,57 @@ class ExperimentResult:
         return bool(gate) and all(gate)
 
 
+@dataclasses.dataclass(frozen=True)
+class ChunkedFn:
+    """A point's ``fn`` that trains chunk by chunk: ``point(cfg) -> (dynamic, ChunkedFn)``, for
+    an experiment whose run must stop between chunks (to log and to checkpoint).
+
+    ``init(dynamic, key) -> state``; ``chunk(dynamic, state, spec) -> (state, monitors)`` for each
+    static ``spec`` of ``chunks``, in order (equal specs share one compiled program);
+    ``finish(dynamic, state, monitors) -> dict of scalar metrics``, ``monitors`` being the
+    chunks' monitors concatenated along ``axis`` (the time axis of one row's monitors). All pure
+    JAX, reading ``cfg`` only for its static fields. A sweep group and :func:`point_row` run them
+    as compiled programs over the run axis (:class:`ChunkedPrograms`); :func:`train_point` is a
+    run's training of the same rows through the same programs, chunk by chunk through the lab's
+    chunked driver (checkpoints, resume, logging)."""
+
+    init: Callable[[Any, Any], Any]
+    chunk: Callable[[Any, Any, Any], tuple[Any, Any]]
+    chunks: tuple
+    finish: Callable[[Any, Any, Any], dict[str, Any]]
+    axis: int = 0
+
+
+@dataclasses.dataclass
+class Training:
+    """How the lab trains a chunked point's rows for a run (``training(cfg, key)``).
+
+    ``rows`` (``{name: dynamic}``, default the point's own as ``"main"``) train one after the
+    other through the point's compiled programs; ``starts`` gives a row's initial state (one
+    row's, no run axis) instead of the init program's at the run's key; ``every`` is the
+    checkpoint cadence in chunks; ``log_rows(name, c, monitors) -> [(step, row)]`` the log rows
+    of a chunk; ``setup`` what the report reads of the set-up (warm-start fits, say); ``cfg``
+    the Config whose point's programs train the rows (default the run's).
+    """
+
+    rows: Mapping[str, Any] | None = None
+    starts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    every: int = 1
+    log_rows: Any = None
+    setup: Any = None
+    cfg: Any = None
+
+
 class ExperimentModule(Protocol):
     """An experiment module: the names the lab requires, and ``report``.
 
     Optional, read with ``getattr``: ``TYPICAL_SECONDS``, ``DYNAMIC``, ``point(cfg) -> (dynamic,
     fn)``, ``inputs(cfg, seed, key)``, ``host(cfg, seed, key, measured) -> Any`` (work that must
     run on the host: LPs, searches, float64 enumerations; ``measured`` is the point's row),
-    ``COMPILE_OPTIONS``, ``sweep_figures`` and ``memory_bytes``. ``report`` is pure: ``measured``
-    is the row of ``point`` at the run's key (``{}`` without ``point``), ``host`` what ``host``
-    returned (None without it).
+    ``COMPILE_OPTIONS``, ``sweep_figures``, ``memory_bytes`` and, for a chunked point,
+    ``training(cfg, key) -> Training``. ``report`` is pure: ``measured`` is the row of ``point``
+    at the run's key (``{}`` without ``point``; for a chunked point ``state`` and ``monitors`` by
+    row name, ``setup`` and ``wall_s``), ``host`` what ``host`` returned (None without it).
     """
 
     NAME: str

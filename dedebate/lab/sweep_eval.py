@@ -8,7 +8,6 @@ one-point case, a run's numbers through the same cached program. More: docs/lab.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +23,7 @@ from dedebate.lab.sweep_programs import (
     compile_options,
     program_key,
 )
+from dedebate.programs import jit, program_cache
 
 
 def _stack_trees(trees: list[Any], differs: Callable[[int], str]) -> Any:
@@ -75,7 +75,7 @@ def group_inputs(module: Any, plan_: SweepPlan, group: Group):
     return fn, impl, (dynamic, keys), rows
 
 
-@functools.cache
+@program_cache
 def _fold_words():
     """``jit(vmap(fold_in(fold_in(key, w0), w1)))`` over rows, built once per process."""
     import jax
@@ -83,7 +83,7 @@ def _fold_words():
     def one(key, w):
         return jax.random.fold_in(jax.random.fold_in(key, w[0]), w[1])
 
-    return jax.jit(jax.vmap(one))
+    return jit(jax.vmap(one))
 
 
 def _row_keys(root_data: np.ndarray, words: np.ndarray, impl: Any) -> np.ndarray:
@@ -131,7 +131,7 @@ def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 
         return rows, progs.evaluate(*inputs, batch=batch)
     metrics = evaluate(_keyed(fn, impl), inputs, len(rows), devices=devices, batch=batch,
                        info=info, cache_key=program_key(module, group.points[0].cfg, impl),
-                       compiler_options=compile_options(module, devices))
+                       options=compile_options(module, devices))
     return rows, metrics
 
 
@@ -171,7 +171,7 @@ def point_row(module: Any, cfg: Any, key: Any, seed: int, *, devices: list[Any] 
         inputs += (jax.tree.map(lambda a: canonical(a)[None], host),)
     out = evaluate(_keyed(fn, impl), inputs, 1, devices=devices, info=info,
                    cache_key=program_key(module, cfg, impl),
-                   compiler_options=compile_options(module, devices), extras=extras)
+                   options=compile_options(module, devices), extras=extras)
     metrics, more = out if extras else (out, None)
     row = {k: v[0].item() for k, v in metrics.items()}
     return (row, jax.tree.map(lambda a: a[0], more)) if extras else row

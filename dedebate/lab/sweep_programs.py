@@ -19,29 +19,9 @@ import numpy as np
 
 from dedebate.lab.checkpoint import uncommitted
 from dedebate.lab.devices import EvalInfo
+from dedebate.lab.experiment import ChunkedFn
 from dedebate.lab.rundir import jsonable
 from dedebate.lab.sweep_plan import SweepError
-
-
-@dataclasses.dataclass(frozen=True)
-class ChunkedFn:
-    """A point's ``fn`` that trains chunk by chunk: ``point(cfg) -> (dynamic, ChunkedFn)``, for
-    an experiment whose run must stop between chunks (to log and to checkpoint).
-
-    ``init(dynamic, key) -> state``; ``chunk(dynamic, state, spec) -> (state, monitors)`` for each
-    static ``spec`` of ``chunks``, in order (equal specs share one compiled program);
-    ``finish(dynamic, state, monitors) -> dict of scalar metrics``, ``monitors`` being the
-    chunks' monitors concatenated along ``axis`` (the time axis of one row's monitors). All pure
-    JAX, reading ``cfg`` only for its static fields. A sweep group and :func:`point_row` run them
-    as compiled programs over the run axis (:class:`ChunkedPrograms`); :func:`train_point` is a
-    run's training of the same rows through the same programs, chunk by chunk through the lab's
-    chunked driver (checkpoints, resume, logging)."""
-
-    init: Callable[[Any, Any], Any]
-    chunk: Callable[[Any, Any, Any], tuple[Any, Any]]
-    chunks: tuple
-    finish: Callable[[Any, Any, Any], dict[str, Any]]
-    axis: int = 0
 
 
 class ChunkedPrograms:
@@ -73,6 +53,7 @@ class ChunkedPrograms:
         import jax
 
         from dedebate.lab import devices
+        from dedebate.programs import jit
 
         if size > 1:
             return devices._program(row_fn, self.sharding, self.info, (self.key, part),
@@ -90,7 +71,7 @@ class ChunkedPrograms:
             out = row_fn(*jax.tree.map(lambda a: a[0], rows))
             return jax.tree.map(lambda a: a[None], out)
 
-        program = jax.jit(one, compiler_options=self.options or None)
+        program = jit(one, options=self.options)
         devices._PROGRAMS[key] = (program, holder)
         while len(devices._PROGRAMS) > devices.MAX_PROGRAMS:
             devices._PROGRAMS.popitem(last=False)
@@ -226,6 +207,7 @@ def _n_rows(tree: Any) -> int:
 
 
 def train_point(module: Any, cfg: Any, ctx: Any, rows: Mapping[str, Any] | None = None, *,
+                starts: Mapping[str, Any] | None = None,
                 desc: str = "training", every: int = 1, keep: int = 2,
                 log_rows: Callable[[str, int, Any], Any] | None = None,
                 finish: bool = False, devices: list[Any] | None = None,
@@ -241,6 +223,8 @@ def train_point(module: Any, cfg: Any, ctx: Any, rows: Mapping[str, Any] | None 
         rows: ``{name: dynamic}``, the rows to train one after the other, each as a batch of
             one (default ``{"main": point(cfg)[0]}``: the sweep's row); other rows train other
             dynamic numbers (ablations, schedules) through the same programs.
+        starts: ``{name: state}``, one row's state (no leading axis) a row starts from instead
+            of the init program's at ``ctx.key`` (other initial players, trees, warm starts).
         desc: the progress bar's name.
         every: checkpoint after every ``every``-th chunk (counted over all rows) and the last.
         keep: checkpoints kept.
@@ -270,15 +254,22 @@ def train_point(module: Any, cfg: Any, ctx: Any, rows: Mapping[str, Any] | None 
     kd = np.asarray(jax.random.key_data(ctx.key))[None]
     host = {k: jax.tree.map(lambda a: canonical(a)[None], d) for k, d in rows.items()}
     placed = {k: progs.place(d, size) for k, d in host.items()}
-    init = {k: progs.init(host[k], kd, size) for k in names}
-    first = names[0]
-    by_spec = {spec: progs.chunk_shapes(placed[first], init[first], spec)
-               for spec in dict.fromkeys(fn.chunks)}
-    shapes = [by_spec[spec] for spec in fn.chunks]
+    starts = dict(starts or {})
+    if set(starts) - set(names):
+        raise ValueError(f"starts of rows {sorted(set(starts) - set(names))}: not among the "
+                         f"rows {names}")
+    init = {k: progs.place(jax.tree.map(lambda a: np.asarray(a)[None], starts[k]), size)
+            if k in starts else progs.init(host[k], kd, size) for k in names}
     ax = fn.axis
-    template = jax.tree.map(  # one row's monitors, every chunk's along the time axis
-        lambda *s: np.zeros(s[0].shape[1:ax + 1] + (sum(x.shape[ax + 1] for x in s),)
-                            + s[0].shape[ax + 2:], s[0].dtype), *shapes)
+
+    def template(name):  # one row's monitors, every chunk's along the time axis
+        by_spec = {spec: progs.chunk_shapes(placed[name], init[name], spec)
+                   for spec in dict.fromkeys(fn.chunks)}
+        return jax.tree.map(
+            lambda *s: np.zeros(s[0].shape[1:ax + 1] + (sum(x.shape[ax + 1] for x in s),)
+                                + s[0].shape[ax + 2:], s[0].dtype),
+            *[by_spec[spec] for spec in fn.chunks])
+
     n_c = len(fn.chunks)
 
     def chunk(state, g):
@@ -291,7 +282,7 @@ def train_point(module: Any, cfg: Any, ctx: Any, rows: Mapping[str, Any] | None 
         return log_rows(name, g % n_c, mons[name]) if log_rows is not None else ()
 
     done = run_chunks(ctx, desc, init, chunk, n_c * len(names),
-                      monitors={k: template for k in names}, axis=ax, every=every, keep=keep,
+                      monitors={k: template(k) for k in names}, axis=ax, every=every, keep=keep,
                       log_rows=rows_of)
     metrics = {}
     if finish:

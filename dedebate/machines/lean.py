@@ -19,6 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dedebate.programs import jit
+
 # Prefix checks evaluate prob_fn on all 2^(T-1) transcripts up to this T, on a sample above it.
 FULL_CHECK_T = 14
 SAMPLED_CHECK_PREFIXES = 2048
@@ -67,7 +69,7 @@ def _check_prefixes(m: LeanMachine, seed: int) -> None:
     def all_steps(y):
         return jax.vmap(lambda t: m.raw_prob(y, t))(jnp.arange(T))
 
-    p = np.asarray(jax.jit(jax.vmap(all_steps))(ys))
+    p = np.asarray(jit(jax.vmap(all_steps))(ys))
     bad = ~np.isfinite(p) | (p < 0) | (p > 1)
     if bad.any():
         row, n = (int(i) for i in np.argwhere(bad)[0])

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.machines.program import Machine
+from dedebate.programs import jit
 
 MAX_TREE_T = 20
 DEFAULT_EPS = (1e-3, 1e-2, 5e-2)
@@ -33,7 +34,7 @@ def step_probs(machine: Machine, y: jax.Array) -> jax.Array:
     return ps
 
 
-_all_step_probs = jax.jit(jax.vmap(step_probs, in_axes=(None, 0)))
+_all_step_probs = jit(jax.vmap(step_probs, in_axes=(None, 0)))
 
 
 def tree_transcripts(T: int) -> np.ndarray:

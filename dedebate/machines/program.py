@@ -19,6 +19,7 @@ import numpy as np
 from flax import struct
 
 from dedebate.machines.oracles import Oracle
+from dedebate.programs import jit
 
 DET, ORACLE, COIN = 0, 1, 2
 KIND_NAMES = {DET: "DET", ORACLE: "ORACLE", COIN: "COIN"}
@@ -323,7 +324,7 @@ def exact_output_prob(machine: Machine) -> jax.Array:
     return _exact_output_prob(machine)
 
 
-@jax.jit
+@jit
 def _exact_output_prob(machine: Machine) -> jax.Array:
     T = machine.T
     codes = jnp.arange(2 ** (T - 1), dtype=jnp.int32)

@@ -16,6 +16,7 @@ from flax import struct
 
 from dedebate.machines.configurations import clog2, local_bit, num_deps
 from dedebate.machines.program import ORACLE, StepProgram
+from dedebate.programs import FASTEST_COMPILE, jit
 from dedebate.protocols.costs import Costs
 from dedebate.protocols.deterministic_players import (
     Alice,
@@ -73,19 +74,15 @@ def play_cross_exam(program: StepProgram, alice: Alice, bob: Bob) -> DetOutcome:
                       a_message_bits=jnp.int32(program.T), pointer=t)
 
 
-# On CPU the debates are tiny and every machine shape needs its own compilation, so compile time
-# dominates: XLA's backend optimisation level 0 cuts it for a slower (still millisecond) run.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
-
-
 def grid(play):
     """``run(machines, alices, bobs)``: ``play`` over M machines x K zipped strategy pairs.
 
-    Jitted with :data:`FAST_COMPILE` on the CPU backend and XLA's defaults elsewhere; the
-    :class:`DetOutcome`'s leaves have shape ``[M, K]``.
+    Jitted with :data:`dedebate.programs.FASTEST_COMPILE` on the CPU backend (the debates are tiny
+    and every machine shape compiles anew, so compile time dominates) and XLA's defaults
+    elsewhere; the :class:`DetOutcome`'s leaves have shape ``[M, K]``.
     """
     fn = jax.vmap(jax.vmap(play, in_axes=(None, 0, 0)), in_axes=(0, None, None))
-    on_cpu, elsewhere = jax.jit(fn, compiler_options=FAST_COMPILE), jax.jit(fn)
+    on_cpu, elsewhere = jit(fn, options=FASTEST_COMPILE), jit(fn)
 
     def run(machines, alices, bobs):
         return (on_cpu if jax.default_backend() == "cpu" else elsewhere)(machines, alices, bobs)

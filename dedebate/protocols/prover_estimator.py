@@ -19,23 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.core.bits import bit_table
 from dedebate.protocols.costs import Costs
 from dedebate.protocols.prover_estimator_interface import Estimator, Prover
 from dedebate.trees.tree import ClaimTree
 
 MAX_ENUMERATED_PATHS = 1 << 21
-
-# XLA options for jit-compiling debates (``jax.jit(f, compiler_options=COMPILE_OPTIONS)``). The
-# programs are small scans whose compile time dominates; on CPU, backend optimisation level 1
-# compiles them much faster than the default and runs vmapped batches at least as fast. Capped by
-# the process's level (level 0 in quick runs: dedebate._xla_flags.capped_options).
-COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})
-# The Stackelberg training programs' options: level 1 whatever the process asks for. They run
-# long, so level 0 costs them more run time than it saves compile time (docs/lab.md, "Fast
-# compilation").
-TRAINING_COMPILE_OPTIONS = {OPT_LEVEL: 1}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,7 @@ from dedebate.core.binomial import (
     stream_length,
     uniform_stream,
 )
+from dedebate.programs import jit
 from dedebate.protocols.stochastic_constants import (  # noqa: F401  (re-exported)
     INT32_MAX,
     DebateParams,
@@ -154,7 +155,7 @@ def _slots(resolve: bool):
 
     # One jitted function of the lanes: the batch rule below runs again on every pass of the
     # scans' batching (their carries settle in a few passes), and jit traces it once per shape.
-    draw_lanes = jax.jit(jax.vmap(draw))
+    draw_lanes = jit(jax.vmap(draw))
 
     @jax.custom_batching.custom_vmap
     def draw_slots(streams, ns, ps):
@@ -324,7 +325,7 @@ def play_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPl
         spec, machine, alice, bob, vera, keys)
 
 
-play_trials_jit = jax.jit(play_trials, static_argnums=0)
+play_trials_jit = jit(play_trials, static_argnums=0)
 
 
 def trial_keys(key: jax.Array, n: int, offset: int = 0) -> jax.Array:

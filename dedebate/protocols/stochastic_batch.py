@@ -19,14 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from dedebate._xla_flags import OPT_LEVEL, capped_options
+from dedebate.programs import FAST_COMPILE, jit, program_cache
 from dedebate.protocols.stochastic import DebateStatic, Outcome, play, play_fast
 from dedebate.protocols.stochastic_interface import AlicePlayer, BobPlayer, Vera
 
-# XLA options of programs that play few lanes exactly (they run briefly, so they are compiled
-# with fewer LLVM optimisations: less compile time, capped by the process's level); the values
-# are the same.
-REPLAY_COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})
 LANES = "lanes"  # the mesh axis that splits the lanes over several devices
 RUN_WORK = 1 << 26
 """Debate steps (lanes x T) of a :func:`run_trials` call from which each slice plays and replays
@@ -95,18 +91,19 @@ def _exact(spec: DebateStatic, axes: tuple, chunk: int, *args):
 STAGES = {"fast": _fast, "replay": _replay, "exact": _exact}
 
 
-@functools.cache
+@program_cache
 def _program(stage: str, axes: tuple, devices: tuple):
     """One slice's :data:`STAGES` ``stage`` as one program, sharded by lanes over the devices."""
     # On several devices each device plays (and replays) its own lanes inside a shard_map (the
     # shared arguments go to every device whole). Partitioned by XLA instead (plain jit on sharded
     # lanes), the sampler's vmapped loops would all-reduce their condition ("any lane still open")
     # over the devices at every iteration. check_vma=False: the sampler's custom batching rules do
-    # not track which values vary over the mesh; every output has the lanes first.
+    # not track which values vary over the mesh; every output has the lanes first. On one device
+    # the replays, which play few lanes and run briefly, compile with FAST_COMPILE (same values).
     fn = STAGES[stage]
     if len(devices) == 1:
-        return jax.jit(lambda spec, chunk, *a: fn(spec, axes, chunk, *a), static_argnums=(0, 1),
-                       compiler_options=REPLAY_COMPILE_OPTIONS if stage == "replay" else None)
+        return jit(lambda spec, chunk, *a: fn(spec, axes, chunk, *a), static_argnums=(0, 1),
+                   options=FAST_COMPILE if stage == "replay" else None)
     specs = (PartitionSpec(LANES),) * 2 * (stage == "replay") + _specs(axes)
     mesh = Mesh(np.asarray(devices, dtype=object), (LANES,))
 
@@ -115,8 +112,8 @@ def _program(stage: str, axes: tuple, devices: tuple):
                              in_specs=specs, out_specs=PartitionSpec(LANES),
                              check_vma=False)(*args)
 
-    return jax.jit(lanes, static_argnums=(0, 1),
-                   in_shardings=tuple(NamedSharding(mesh, p) for p in specs))
+    return jit(lanes, static_argnums=(0, 1),
+               in_shardings=tuple(NamedSharding(mesh, p) for p in specs))
 
 
 def _specs(axes: tuple) -> tuple:
@@ -127,35 +124,35 @@ def _bucket(n: int) -> int:
     return max(8, 1 << (n - 1).bit_length())
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@jit(static_argnums=(0, 1))
 def _starts(count: int, width: int) -> jax.Array:
     return jnp.arange(count, dtype=jnp.int32) * width
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3))
+@jit(static_argnums=(2, 3))
 def _slice(tree, start, n: int, width: int):
     """Lanes ``start .. start + width - 1`` of every leaf (lanes ``n`` and up repeat the first)."""
     idx = (start + jnp.arange(width)) % n
     return jax.tree.map(lambda x: x[idx], tree)
 
 
-@jax.jit
+@jit
 def _add_unresolved(total, unresolved):
     return total + jnp.sum(unresolved, dtype=jnp.int32)
 
 
-@functools.partial(jax.jit, static_argnums=1)
+@jit(static_argnums=1)
 def _buffer(part, lanes: int):
     return jax.tree.map(lambda p: jnp.zeros((lanes,) + p.shape[1:], p.dtype), part)
 
 
-@functools.partial(jax.jit, donate_argnums=0)
+@jit(donate_argnums=0)
 def _put(buffer, part, start):
     return jax.tree.map(lambda b, p: jax.lax.dynamic_update_slice_in_dim(b, p, start, 0),
                         buffer, part)
 
 
-@functools.partial(jax.jit, static_argnums=1)
+@jit(static_argnums=1)
 def _trim(tree, n: int):
     return jax.tree.map(lambda x: x[:n], tree)
 

@@ -31,6 +31,7 @@ from dedebate.agents.learned import (
     init_prover,
 )
 from dedebate.core.bits import bit_table
+from dedebate.programs import program_cache
 from dedebate.protocols.prover_estimator import PEDParams, PEDStatic, all_paths, play
 from dedebate.trees.tree import ClaimTree, truth_code
 
@@ -228,7 +229,7 @@ class Carry:
     step: jax.Array
 
 
-@functools.lru_cache(maxsize=64)
+@program_cache
 def _layout(static: StackelbergStatic, q: int):
     """Host side, cached: template players, unravel functions, init scales and sizes."""
     # Template players have zero parameters; the unravel functions are those of their flat parameter

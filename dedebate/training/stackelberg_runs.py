@@ -13,7 +13,6 @@ paired). :func:`measure_proven` measures on the trained players what the theorem
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import NamedTuple
 
@@ -22,8 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents.ped_strategies import honest_prover
+from dedebate.programs import TRAINING, jit, program_cache
 from dedebate.protocols.prover_estimator import (
-    TRAINING_COMPILE_OPTIONS,
     PEDStatic,
     expected_payoff,
     ped_params,
@@ -97,10 +96,10 @@ class Part:
     a_scale: float
 
 
-@functools.cache
+@program_cache
 def init_grid(static: StackelbergStatic, a_scale: float):
     """``jit(vmap over seeds (init_carry))``: ``(trees [seeds], keys [seeds]) -> carries``."""
-    return jax.jit(jax.vmap(lambda t, k: init_carry(static, t, k, a_scale)))
+    return jit(jax.vmap(lambda t, k: init_carry(static, t, k, a_scale)))
 
 
 def part_start(static: StackelbergStatic, part: Part, key, n_trees: int, depth: int):
@@ -151,7 +150,7 @@ def monitor_rows(part: Part, mon: StackelbergMonitors, start: int) -> list[tuple
     return rows
 
 
-@functools.cache
+@program_cache
 def proof_grid(static: StackelbergStatic, rho: float):
     """``jit(vmap)`` over trained pairs: ``(u_honest [pairs, trees], u [pairs], chain [pairs])``.
 
@@ -177,7 +176,7 @@ def proof_grid(static: StackelbergStatic, rho: float):
         chain = r ** (d + 1) * acc.mean() - adv[:, 0].sum() + adv[:, 1].sum()
         return u_h, u.mean(), chain
 
-    return jax.jit(jax.vmap(one), compiler_options=TRAINING_COMPILE_OPTIONS)
+    return jit(jax.vmap(one), options=TRAINING)
 
 
 def proof_terms(static: StackelbergStatic, rho: float, trees, carries):

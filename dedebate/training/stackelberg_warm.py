@@ -11,15 +11,13 @@ warm start matters only for a non-uniform initial A (``init_carry(..., a_out_sca
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
 from dedebate.core.bits import bit_table
-from dedebate.protocols.prover_estimator import TRAINING_COMPILE_OPTIONS
+from dedebate.programs import TRAINING, jit, program_cache
 from dedebate.training.stackelberg import (
     ADAM,
     Carry,
@@ -126,20 +124,20 @@ def fit_estimator(static: StackelbergStatic, trees: ClaimTree, carry: Carry,
     return carry.replace(b_flat=bf, opt_b=ADAM.init(bf)), loss(bf)
 
 
-@functools.cache
+@program_cache
 def fit_grid(static: StackelbergStatic, steps: int):
     """``jit(vmap over seeds (fit_estimator))``: ``(trees, carries, targets) -> (carries, kl)``."""
-    return jax.jit(jax.vmap(lambda t, c, g: fit_estimator(static, t, c, g, steps)),
-                   compiler_options=TRAINING_COMPILE_OPTIONS)
+    return jit(jax.vmap(lambda t, c, g: fit_estimator(static, t, c, g, steps)),
+               options=TRAINING)
 
 
-@functools.cache
+@program_cache
 def advantage_grid(static: StackelbergStatic, rho: float):
     """``jit(vmap over seeds)`` of B's realised advantages ``adv [seeds, d + 1, 2]``
     (:func:`dedebate.training.stackelberg.advantage_at`).
     """
-    return jax.jit(jax.vmap(lambda t, c: advantage_at(static, rho, t, c)[2]),
-                   compiler_options=TRAINING_COMPILE_OPTIONS)
+    return jit(jax.vmap(lambda t, c: advantage_at(static, rho, t, c)[2]),
+               options=TRAINING)
 
 
 def warm_info_template(seeds: int, depth: int) -> dict:

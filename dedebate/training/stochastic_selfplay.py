@@ -22,14 +22,10 @@ import optax
 from flax import struct
 from jax.scipy.special import ndtr
 
-from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.agents.selfplay_players import AliceParams, BobParams, init_alice, init_bob
 from dedebate.exact.selfplay import dp_value, policy_nodes, reach_levels, split_levels
+from dedebate.programs import FAST_COMPILE, jit, program_cache
 from dedebate.protocols.stochastic import DebateParams
-
-# Small scans whose compile time dominates: XLA CPU backend optimisation level 1 compiles faster
-# (as in dedebate.protocols.prover_estimator), capped by the process's level.
-COMPILE_OPTIONS = capped_options({OPT_LEVEL: 1})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,20 +259,20 @@ def make_train_bob(steps: int):
     return train_bob
 
 
-@functools.cache
+@program_cache
 def train_grid(static: SelfPlayStatic):
     """``jit(vmap over seeds (train))``: ``(inputs, hp, keys[S])`` (one compiled program serves
     every instance of the same T).
     """
     train = make_train(static)
     over_seeds = jax.vmap(train, in_axes=(None, None, 0))
-    return jax.jit(over_seeds, compiler_options=COMPILE_OPTIONS)
+    return jit(over_seeds, options=FAST_COMPILE)
 
 
 _SHARED = ("count", "hyperparams", "step")
 
 
-@functools.cache
+@program_cache
 def carry_axes(static: SelfPlayStatic) -> SelfPlayCarry:
     """The vmap axes of a seed-batched :class:`SelfPlayCarry`: ``None`` for the leaves every seed
     shares (Adam's update counts and stored hyperparameters, the update counter), 0 for the
@@ -297,22 +293,22 @@ def carry_axes(static: SelfPlayStatic) -> SelfPlayCarry:
     return jax.tree_util.tree_map_with_path(axis, shapes)
 
 
-@functools.cache
+@program_cache
 def init_grid(static: SelfPlayStatic):
     """``jit(vmap over seeds (init_carry))``: ``(hp, keys[S]) -> SelfPlayCarry[S]`` (batched
     as :func:`carry_axes` says).
     """
-    return jax.jit(jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0),
-                            out_axes=carry_axes(static)), compiler_options=COMPILE_OPTIONS)
+    return jit(jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0),
+                        out_axes=carry_axes(static)), options=FAST_COMPILE)
 
 
-@functools.cache
+@program_cache
 def chunk_grid(static: SelfPlayStatic, periods: int):
     """``jit(vmap over seeds (chunk))``: ``(inputs, hp, carry[S]) -> (carry[S], SelfPlayMonitors[S,
     periods])``: the chunked form of :func:`train_grid` (chunks after :func:`init_grid` give
     the same numbers, bit for bit).
     """
     axes = carry_axes(static)
-    return jax.jit(jax.vmap(make_chunk(static, periods), in_axes=(None, None, axes),
-                            out_axes=(axes, 0)), compiler_options=COMPILE_OPTIONS)
+    return jit(jax.vmap(make_chunk(static, periods), in_axes=(None, None, axes),
+                        out_axes=(axes, 0)), options=FAST_COMPILE)
 

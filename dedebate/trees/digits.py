@@ -20,13 +20,12 @@ labels are arrays the caller loads.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dedebate.programs import jit
 from dedebate.trees.library import and_rule, build_tree, threshold_rule
 from dedebate.trees.tree import ClaimTree
 
@@ -190,7 +189,7 @@ def digit_trees(key, images_pool: Pool, family: str, q: int, m: int, depth: int,
     return _digit_trees(key, images_pool, family, q, m, depth, n_trees)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
+@jit(static_argnums=(2, 3, 4, 5, 6))
 def _digit_trees(key, images_pool, family, q, m, depth, n_trees):
     truths = jnp.asarray(np.arange(n_trees) < (n_trees + 1) // 2, jnp.int32)
     keys = jax.random.split(key, n_trees)

@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate._xla_flags import OPT_LEVEL, capped_options
 from dedebate.core.bits import bit_table
+from dedebate.programs import FAST_COMPILE, jit
 from dedebate.trees.tree import ClaimTree, check_sizes, n_nodes
 
 MAX_RANDOM_TABLE_ENTRIES = 1 << 24
@@ -168,15 +168,13 @@ def _compiled(fn, n_static: int):
     """Wrap a tree builder ``fn(key, *static)``: compiled for concrete keys, inline when traced."""
     # Called with one concrete key: one compiled program; with a batch of keys (shape [n]): one
     # compiled, vmapped program returning a batch of trees (stacked arrays); with a traced key
-    # (inside a caller's jit or vmap): traced inline. Compiled calls use backend optimisation level
-    # 1 (capped by the process's level, as dedebate.protocols.prover_estimator.COMPILE_OPTIONS),
-    # which compiles these small programs faster; JAX accepts compiler options only on a top-level
-    # jit, hence the inline path.
+    # (inside a caller's jit or vmap): traced inline. Compiled calls use FAST_COMPILE, which
+    # compiles these small programs faster; JAX accepts compiler options only on a top-level jit,
+    # hence the inline path.
     static = tuple(range(1, 1 + n_static))
-    options = capped_options({OPT_LEVEL: 1})
-    single = jax.jit(fn, static_argnums=static, compiler_options=options)
-    batch = jax.jit(lambda keys, *a: jax.vmap(lambda k: fn(k, *a))(keys), static_argnums=static,
-                    compiler_options=options)
+    single = jit(fn, static_argnums=static, options=FAST_COMPILE)
+    batch = jit(lambda keys, *a: jax.vmap(lambda k: fn(k, *a))(keys), static_argnums=static,
+                options=FAST_COMPILE)
 
     @functools.wraps(fn)
     def call(key, *args):

@@ -1,0 +1,48 @@
+"""Execution policy: the one home of ``jit``, XLA option sets and compiled-program caches.
+
+Library modules export pure functions and their ``XStatic``/``XParams``; where one needs a
+compiled program (a host loop calling a step, a cached program builder), it takes ``jit``,
+an option set and ``program_cache`` from here, so how dedebate compiles is decided in this file
+(docs/architecture.md, "Who owns jit"). Any layer and the lab may import it; it imports nothing
+of dedebate but :mod:`dedebate._xla_flags`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from dedebate._xla_flags import OPT_LEVEL, capped_options
+
+FAST_COMPILE = capped_options({OPT_LEVEL: 1})
+"""Compile-bound programs (small scans, debates): LLVM level 1 compiles them much faster than
+XLA's default 3 and runs them as fast; capped by the process's level (level 0 in quick runs)."""
+
+TRAINING = {OPT_LEVEL: 1}
+"""Long training chunks: level 1 whatever the process asks for (level 0 costs them more run time
+than it saves compile time; docs/lab.md, "Fast compilation")."""
+
+FASTEST_COMPILE = {OPT_LEVEL: 0}
+"""Tiny integer programs compiled once per shape (cross-examination grids on CPU): level 0, the
+shortest compile for a slower (still millisecond) run; integer counts never depend on it."""
+
+
+def cpu_only(options: dict[str, Any]) -> Callable[[str], dict[str, Any] | None]:
+    """``options`` on the ``"cpu"`` platform, None elsewhere (options that pay off on CPU only)."""
+    return lambda platform: options if platform == "cpu" else None
+
+
+def jit(fn: Callable | None = None, /, *, options: dict[str, Any] | None = None,
+        **kwargs: Any) -> Any:
+    """``jax.jit(fn, compiler_options=options, **kwargs)``; without ``fn``, a decorator."""
+    if fn is None:
+        return functools.partial(jit, options=options, **kwargs)
+    return jax.jit(fn, compiler_options=options or None, **kwargs)
+
+
+program_cache = functools.cache
+"""The cache of a compiled-program builder, keyed by its (hashable, static) arguments; also of
+what such builders share from tracing alone (``eval_shape`` layouts, vmap axes)."""
