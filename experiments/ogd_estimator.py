@@ -3,7 +3,7 @@
 1. **Algorithm 1** (spec PED 5.3) on random problems for every |Z|, step rule and delta, over
    seeds: the iteration bounds (spec PED 5.5), exit below delta, the regret bound (spec PED 5.4)
    and a finding, whether the exit h generalises to fresh tests. :func:`point` is the swept
-   function (``DYNAMIC``: deltas, the tests' scale); ``run`` evaluates it as a sweep's one point.
+   function (``DYNAMIC``: deltas, the tests' scale); a run evaluates it as a sweep's one point.
 2. **Flax estimator** (spec PED 10) trained by OGD against the worst test per round, against the
    tabular algorithm on the same problems; trained in checkpointed chunks by the lab's driver.
 3. **Soundness** (spec PED 6, 9.6): B built by Algorithm 1 against fixed provers A; A's exact
@@ -16,10 +16,6 @@ Parts, keys and run order: docs/prover-estimator-debate.md, spec PED 9.8. Librar
 
 from __future__ import annotations
 
-import concurrent.futures
-import sys
-
-import jax
 import numpy as np
 
 from dedebate.core.stats import nan_last
@@ -40,10 +36,8 @@ from dedebate.estimators.net_vs_tabular import (
 from dedebate.estimators.ogd import STEP_RULES, OGDStatic, iteration_bound, solve_grid
 from dedebate.estimators.random_problems import TRUTHS
 from dedebate.estimators.train import BEST_RESPONSES
-from dedebate.lab.aot import compiled
-from dedebate.lab.devices import EvalInfo
-from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import (
+    Chunks,
     Claim,
     ExperimentResult,
     consistency_rows,
@@ -51,7 +45,6 @@ from dedebate.lab.experiment import (
     strict_min,
 )
 from dedebate.lab.params import config_dataclass, param
-from dedebate.lab.sweep import point_row
 
 NAME = "ogd_estimator"
 TITLE = "OI estimator construction: Algorithm 1 bound, Flax estimator, soundness against fixed A"
@@ -164,32 +157,6 @@ def point(cfg: Config):
     return dynamic, lambda dyn, key: algorithm1_grid(cfg, dyn["deltas"], dyn["test_scale"], key)
 
 
-def algorithm1_rows(cfg: Config, ctx, swept=None):
-    """Part 1's rows and traces at ``ctx.key``: :func:`point` through the sweep's program
-    (``point_row``; ``swept``: its result if already computed), then the float64 rechecks; logged
-    at steps ``len(sound_provers)`` on (after part 3's)."""
-    swept = algorithm1_point(cfg, ctx) if swept is None else swept
-    (metrics, extras), wall_s, info = swept
-    rows, traces = algorithm1_table(cfg, metrics, extras, ctx.key)
-    step, per = len(cfg.sound_provers), cfg.seeds * len(cfg.deltas)
-    with ctx.progress(len(cfg.q_values) * len(cfg.step_rules), "Algorithm 1 sweep") as bar:
-        for i in range(len(rows) // per):
-            timing = {"algorithm1_s": wall_s, "compiles": info.traces} if i == 0 else {}
-            block = rows[i * per:(i + 1) * per]
-            ctx.log({"q": block[0]["q"], "step_rule": block[0]["step_rule"], **timing,
-                     "max_steps": max(r["steps"] for r in block)}, step=step + i)
-            bar.update(1)
-    return rows, traces
-
-
-def algorithm1_point(cfg: Config, ctx):
-    """``(point_row's (metrics, extras), wall seconds, EvalInfo)`` of :func:`point` at ctx.key."""
-    info = EvalInfo()
-    with ctx.stopwatch("algorithm1") as lap:
-        out = point_row(sys.modules[__name__], cfg, ctx.key, ctx.seed, info=info, extras=True)
-    return out, lap.seconds, info
-
-
 # ---- claims ------------------------------------------------------------------------------------
 def algorithm1_claims(cfg: Config, rows) -> list[Claim]:
     claims = []
@@ -266,11 +233,10 @@ def network_claim(cfg: Config, rows, net: NetRun, timing) -> Claim:
         worst, passed=worst < cfg.net_delta,
         note=(f"{cfg.seeds} seeds; best response: {cfg.net_best_response}, "
               f"{cfg.net_optimizer}; rounds to delta {reached} (of {cfg.net_rounds}; -1 = not "
-              f"reached); tabular steps {[r['tab_steps'] for r in best]}; wall s after "
-              f"compilation: network {net.wall_s:.3f} for {timing['net_runs']} runs "
-              f"({net.chunks_run} chunks of {min(cfg.net_checkpoint_every, cfg.net_rounds)} "
-              f"rounds{resumed}), tabular {timing['tab_wall_s']:.3f} for {timing['tab_runs']} "
-              "runs"),
+              f"reached); tabular steps {[r['tab_steps'] for r in best]} ({timing['tab_runs']} "
+              f"runs); network wall {net.wall_s:.3f} s incl. compilation for "
+              f"{timing['net_runs']} runs ({net.chunks_run} chunks of "
+              f"{min(cfg.net_checkpoint_every, cfg.net_rounds)} rounds{resumed})"),
         finding=True)  # no theorem bounds the network's training: a measured finding
 
 
@@ -279,8 +245,7 @@ def soundness_claims(cfg: Config, name: str, u_proto: float, pr: float, u_constr
     """Part 3's two gating rows for the prover ``name``: U_A <= rho^-(d+1) Pr[A correct] + eta
     (``u_proto`` by path enumeration, agreeing with the construction's ``u_construct`` to 1e-4,
     Algorithm 1 below delta at every stage) and the worst per-round mean reward <= 2 delta."""
-    d, rho = cfg.sound_depth, cfg.sound_rho
-    delta = cfg.sound_eta / (2 * d + 3)
+    d, rho, delta = cfg.sound_depth, cfg.sound_rho, sound_delta(cfg)
     bound = rho ** -(d + 1) * pr + cfg.sound_eta
     agree = abs(u_proto - u_construct) <= 1e-4
     rounds = [s for s in stages if s.stage.startswith("k=")]
@@ -303,80 +268,51 @@ def soundness_claims(cfg: Config, name: str, u_proto: float, pr: float, u_constr
             f"{s.stage}: {s.reward:.4f}" for s in stages))]
 
 
-# ---- the host parts: training (the lab's chunked driver), the tabular comparison, soundness --
-def train_network(cfg: Config, ctx, pool=None, first_step: int = 0) -> NetRun | None:
-    """Train the Flax estimators (:func:`~dedebate.estimators.net_vs_tabular.net_training`) in
-    chunks through the lab's chunked driver (Orbax checkpoint after each chunk, a row at step
-    ``first_step + rounds done``, ``ctx.resume`` restores the newest). With ``pool``, only start
-    compiling the chunk program there (returns None)."""
-    tr = net_training(cfg, ctx.key)
-    if pool is not None:
-        compiled(tr.chunk_fn, tr.hp, tr.init_state["train"], *tr.data, pool=pool)
-        return None
-    program = {}  # the compiled chunk, fetched when there is a chunk left to run
+# ---- the host parts: soundness (beside part 1), the network (the lab's chunked driver), tabular --
+def sound_delta(cfg: Config) -> float:
+    """Algorithm 1's delta in the soundness construction: eta / (2d + 3) (spec PED 6.4)."""
+    return cfg.sound_eta / (2 * cfg.sound_depth + 3)
 
-    def chunk(state, c):
-        if not program:
-            with ctx.stopwatch("network_compile_wait") as lap:
-                program["exe"], program["compile_s"] = compiled(
-                    tr.chunk_fn, tr.hp, state["train"], *tr.data).result()
-            program["wait_s"] = lap.seconds
-        train, log, final = program["exe"](tr.hp, state["train"], *tr.data)
+
+def side(cfg: Config, _seed, key) -> list:
+    """Part 3, run by the lab beside part 1: per fixed prover, B built by Algorithm 1 against it
+    and A's exact payoffs (``(report, payoff)``)."""
+    trees = soundness_trees(key, cfg.sound_trees, cfg.sound_depth, cfg.sound_q)
+    return [against_fixed_prover(name, trees, cfg.sound_rho, sound_delta(cfg))
+            for name in cfg.sound_provers]
+
+
+def chunks(cfg: Config, key) -> Chunks:
+    """Part 2: the Flax estimators' training grid (:func:`net_training`) in chunks of
+    ``net_checkpoint_every`` rounds, a log row after each (step = rounds done)."""
+    tr = net_training(cfg, key)
+
+    def chunk(state, _c):
+        train, log, final = tr.chunk_fn(tr.hp, state["train"], *tr.data)
         return {"train": train, "final_max_adv": final}, {"net": log}
 
     def rows(c, state, _mon):
         done, final = min((c + 1) * tr.chunk_len, cfg.net_rounds), state["final_max_adv"]
-        return [(first_step + done, {"net_round": done, "net_max_adv_worst": float(np.max(final)),
-                                     "net_max_adv_best": float(np.min(final))})]
+        return [(done, {"net_round": done, "net_max_adv_worst": float(np.max(final)),
+                        "net_max_adv_best": float(np.min(final))})]
 
-    done = run_chunks(ctx, "Flax estimator training (chunks)", tr.init_state, chunk, tr.n_chunks,
-                      monitors=tr.monitors, axis=2, keep=2, log_rows=rows, first_step=first_step)
-    return net_run(cfg, tr, done, program.get("compile_s", 0.0), program.get("wait_s", 0.0))
-
-
-def _tabular(cfg: Config, ctx, pool=None):
-    """The tabular runs on the network's problems: ``(future of the compiled program, inputs)``."""
-    args = tabular_inputs(cfg, ctx.key)
-    return compiled(solve_grid(OGDStatic(trace_len=cfg.trace_len)), *args, pool=pool), args
+    return Chunks(init_state=tr.init_state, chunk=chunk, n_chunks=tr.n_chunks,
+                  monitors=tr.monitors, axis=2, keep=2, log_rows=rows, setup=tr,
+                  desc="Flax estimator training (chunks)")
 
 
-def _network(cfg: Config, ctx, first_step: int, tabular):
-    net = train_network(cfg, ctx, first_step=first_step)
-    future, args = tabular
-    tab_exe, tab_compile = future.result()
-    with ctx.stopwatch("tabular_first_call"):
-        jax.block_until_ready(tab_exe(*args))
-    with ctx.stopwatch("tabular") as lap:
-        _, tab_summ = jax.block_until_ready(tab_exe(*args))
-    rows = comparison_rows(cfg, net, tab_summ)
-    timing = {"net_wall_s": net.wall_s, "net_compile_s": net.compile_s,
-              "net_chunks_run": net.chunks_run, "net_resumed_from_round": net.resumed_from,
-              "net_runs": cfg.seeds * len(cfg.net_lrs), "tab_wall_s": lap.seconds,
-              "tab_compile_s": tab_compile, "tab_runs": cfg.seeds * len(cfg.deltas)}
-    ctx.log(timing, step=net.next_step)
-    return rows, network_claim(cfg, rows, net, timing), timing
-
-
-def _soundness(cfg: Config, ctx):
-    """Part 3: one thread per prover (independent constructions, mostly compilation, which runs
-    without the GIL); results reported in order on this thread."""
-    trees = soundness_trees(ctx.key, cfg.sound_trees, cfg.sound_depth, cfg.sound_q)
-    d, rho, delta = cfg.sound_depth, cfg.sound_rho, cfg.sound_eta / (2 * cfg.sound_depth + 3)
-    claims, rows = [], []
-    with (ctx.progress(len(cfg.sound_provers), "soundness: B vs fixed A") as bar,
-          concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(cfg.sound_provers)),
-                                                thread_name_prefix="ogd-sound") as pool):
-        built = [pool.submit(against_fixed_prover, name, trees, rho, delta)
-                 for name in cfg.sound_provers]
-        for step, (name, fut) in enumerate(zip(cfg.sound_provers, built)):
-            rep, ep = fut.result()
-            u_proto, pr = float(ep.u_a.mean()), float(ep.a_correct.mean())
-            claims.extend(soundness_claims(cfg, name, u_proto, pr, rep.u_a, rep.stages))
-            rows.extend(stage_rows(name, rep, delta))
-            ctx.log({"prover": name, "u_a": u_proto, "bound": rho ** -(d + 1) * pr + cfg.sound_eta,
-                     "pr_correct": pr}, step=step)
-            bar.update(1)
-    return rows, claims
+def host(cfg: Config, _seed, key, measured) -> dict:
+    """Part 1's rows and traces with their float64 rechecks (:func:`algorithm1_table`), the
+    trained network against the tabular runs on its problems, and part 3's numbers."""
+    row = {k: v for k, v in measured.items()
+           if k not in ("extras", "trained", "chunks_setup", "side")}
+    rows, traces = algorithm1_table(cfg, row, measured["extras"], key)
+    net = net_run(cfg, measured["chunks_setup"], measured["trained"])
+    _, tab_summary = solve_grid(OGDStatic(trace_len=cfg.trace_len))(*tabular_inputs(cfg, key))
+    sound = [(name, rep, float(ep.u_a.mean()), float(ep.a_correct.mean()))
+             for name, (rep, ep) in zip(cfg.sound_provers, measured["side"])]
+    return {"rows": rows, "traces": traces, "net": net,
+            "net_rows": comparison_rows(cfg, net, tab_summary), "sound": sound}
 
 
 # ---- figures -----------------------------------------------------------------------------------
@@ -458,31 +394,19 @@ def _plot_steps(cfg: Config, rows):
     return fig
 
 
-def run(cfg: Config, ctx) -> ExperimentResult:
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3,
-                                               thread_name_prefix="ogd-compile") as pool:
-        # part 1 (compiled and run through the sweep's program) and part 2's compilations go on
-        # the workers while part 3 runs here; the numbers do not depend on the order (own keys)
-        swept = pool.submit(algorithm1_point, cfg, ctx)
-        net_ready = pool.submit(train_network, cfg, ctx, pool)
-        tab_ready = pool.submit(_tabular, cfg, ctx, pool)
-        sound_rows, sound_claims = [], []
-        with ctx.stopwatch("soundness"):
-            if cfg.sound_provers:
-                sound_rows, sound_claims = _soundness(cfg, ctx)
-        with ctx.stopwatch("wait_for_compilation"):
-            swept, tabular, _ = swept.result(), tab_ready.result(), net_ready.result()
-        with ctx.stopwatch("algorithm1_rows"):
-            rows, traces = algorithm1_rows(cfg, ctx, swept)
-        with ctx.stopwatch("network"):
-            net_rows, net_claim, net_timing = _network(
-                cfg, ctx, len(cfg.sound_provers) + len(cfg.q_values) * len(cfg.step_rules),
-                tabular)
-    claims = [*algorithm1_claims(cfg, rows), net_claim, *sound_claims]
-    fig_trace, fig_net = _plot_trace(cfg, traces, net_rows)
-    plots = [ctx.save_figure(fig_trace, "advantage_trace"),
-             ctx.save_figure(fig_net, "network_advantage_trace"),
-             ctx.save_figure(_plot_steps(cfg, rows), "steps_vs_bound")]
+def report(cfg: Config, _measured, host) -> ExperimentResult:
+    """Part 1's, 2's and 3's rows from :func:`host`'s numbers, the traces and steps figures."""
+    rows, net, net_rows = host["rows"], host["net"], host["net_rows"]
+    timing = {"net_wall_s": net.wall_s, "net_chunks_run": net.chunks_run,
+              "net_resumed_from_round": net.resumed_from,
+              "net_runs": cfg.seeds * len(cfg.net_lrs), "tab_runs": cfg.seeds * len(cfg.deltas)}
+    sound_claims, sound_rows = [], []
+    for name, rep, u_proto, pr in host["sound"]:
+        sound_claims += soundness_claims(cfg, name, u_proto, pr, rep.u_a, rep.stages)
+        sound_rows += stage_rows(name, rep, sound_delta(cfg))
+    claims = [*algorithm1_claims(cfg, rows), network_claim(cfg, net_rows, net, timing),
+              *sound_claims]
+    fig_trace, fig_net = _plot_trace(cfg, host["traces"], net_rows)
     net_table = [{k: v for k, v in r.items() if k != "net_trace"} for r in net_rows]
     metrics = {
         "max_steps": max(r["steps"] for r in rows),
@@ -490,9 +414,11 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         "max_steps_over_tight_bound": max(r["steps"] / r["bound_tight"] for r in rows),
         "max_exit_adv_over_delta": max(r["max_adv"] / r["delta"] for r in rows),
         "network": net_table,
-        "network_timing": net_timing,
+        "network_timing": timing,
     }
     return ExperimentResult(claims=claims, metrics=metrics,
                             tables={"algorithm1": rows, "network": net_table,
                                     "soundness": sound_rows},
-                            plots=plots)
+                            figures={"advantage_trace": fig_trace,
+                                     "network_advantage_trace": fig_net,
+                                     "steps_vs_bound": _plot_steps(cfg, rows)})

@@ -10,7 +10,7 @@ W&B files, and ``resume=true`` must continue that run.
 
 As a sweep (``point`` / ``DYNAMIC``): Algorithm 1 over deltas x seeds at the quick size is one
 compiled program; the report's Algorithm 1 rows for the same point run alone
-(``algorithm1_rows``, the part of ``run`` that builds them) at the row's documented key
+(``point_row`` and ``algorithm1_table``, what a run does with them) at the row's documented key
 (``point_key``) go through that same program (no second compile) and hold exactly the row's
 numbers. The sweep test runs before the CLI's quick run, whose Algorithm 1 rows are a point of
 that sweep: the run reuses its program.
@@ -30,12 +30,13 @@ import numpy as np
 import pytest
 
 import experiments.ogd_estimator as exp
-from dedebate.estimators.algorithm1_grid import PER_RUN
-from dedebate.estimators.net_vs_tabular import net_problems
+from dedebate.estimators.algorithm1_grid import PER_RUN, algorithm1_table
+from dedebate.estimators.net_vs_tabular import net_problems, net_run
 from dedebate.estimators.train import NetTrainStatic, make_train_grid, net_train_params
 from dedebate.lab.config import resolve
 from dedebate.lab.devices import clear_program_cache
-from dedebate.lab.sweep import plan, point_key, run_sweep
+from dedebate.lab.evaluate import drive_chunks
+from dedebate.lab.sweep import plan, point_key, point_row, run_sweep
 from tests.conftest import REPO
 from tests.fakes import FakeContext, count_point_traces, truncate_checkpoint
 
@@ -60,7 +61,7 @@ class StopAfterChunks(FakeContext):
     @contextlib.contextmanager
     def progress(self, total, desc):
         with super().progress(total, desc) as bar:
-            if desc.startswith("Flax estimator"):
+            if "Flax estimator" in desc:
                 update = bar.update
 
                 def stop(n=1):
@@ -70,6 +71,12 @@ class StopAfterChunks(FakeContext):
 
                 bar.update = stop
             yield bar
+
+
+def train_network(cfg, ctx):
+    """The run's network training (the lab's chunked driver on ``chunks``) as a ``NetRun``."""
+    out = drive_chunks(exp, cfg, ctx)
+    return net_run(cfg, out["chunks_setup"], out["trained"])
 
 
 def _leaves(state):
@@ -94,16 +101,16 @@ def _steps(root):
 @pytest.mark.parametrize("cfg", [CFG, pytest.param(CFG_MLP, marks=pytest.mark.slow)],
                          ids=["family", "family+mlp"])
 def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, cfg):
-    full = exp.train_network(cfg, FakeContext(tmp_path / "full", name=exp.NAME))
+    full = train_network(cfg, FakeContext(tmp_path / "full", name=exp.NAME))
     assert full.chunks_run == 5 and full.resumed_from == 0
     assert _steps(tmp_path / "full") == [4, 5]  # chunks done; keep=2
 
     with pytest.raises(Interrupted):
-        exp.train_network(cfg, StopAfterChunks(tmp_path / "cut", chunks=2))
+        train_network(cfg, StopAfterChunks(tmp_path / "cut", chunks=2))
     assert _steps(tmp_path / "cut") == [1, 2]
 
     ctx = FakeContext(tmp_path / "cut", name=exp.NAME, resume=True)
-    resumed = exp.train_network(cfg, ctx)
+    resumed = train_network(cfg, ctx)
     assert resumed.resumed_from == 20 and resumed.chunks_run == 3
     assert ctx.bars[-1].n == 5  # the bar starts at the restored chunk
     assert _steps(tmp_path / "cut") == [4, 5]
@@ -165,13 +172,13 @@ def _corrupt_finished_run_recovers_then_resume_is_a_no_op(root, cfg, full):
     same numbers; a second resume runs nothing and changes nothing on disk."""
     step_dir = root / "checkpoints" / "5"
     truncate_checkpoint(step_dir / "state")
-    again = exp.train_network(cfg, FakeContext(root, name=exp.NAME, resume=True))
+    again = train_network(cfg, FakeContext(root, name=exp.NAME, resume=True))
     assert again.resumed_from == 40 and again.chunks_run == 1
     _assert_same_run(full, again)
     assert _steps(root) == [4, 5] and (root / "checkpoints" / "corrupt-5").is_dir()
     before = _tree(root)
     ctx = FakeContext(root, name=exp.NAME, resume=True)
-    third = exp.train_network(cfg, ctx)
+    third = train_network(cfg, ctx)
     assert third.resumed_from == 45 and third.chunks_run == 0 and ctx.logged == []
     _assert_same_run(full, third)
     assert _tree(root) == before
@@ -200,7 +207,8 @@ def test_delta_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monke
     assert pt.cfg == QUICK
     ctx = FakeContext(tmp_path / "alone", seed=2, name=exp.NAME)
     ctx.key = point_key(exp.NAME, 2, pt.cfg)
-    report, traces_by_run = exp.algorithm1_rows(pt.cfg, ctx)
+    metrics, extras = point_row(exp, pt.cfg, ctx.key, ctx.seed, extras=True)
+    report, traces_by_run = algorithm1_table(pt.cfg, metrics, extras, ctx.key)
     assert traces[0] == 1
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == 2)
     other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != 2)
@@ -277,11 +285,11 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path
     stages = _csv(run_dir / "tables" / "soundness.csv")
     assert {s["stage"] for s in stages} == {"init", "k=1", "final"}
     assert all(float(s["reward"]) <= float(s["bound"]) for s in stages)
-    # every row at an explicit step, in order: soundness, the sweep, training, timing
+    # every row at an explicit step, in order: training (step = rounds done), then each table row
     logged = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    n_table_rows = len(rows) + len(_csv(run_dir / "tables" / "network.csv")) + len(stages)
     assert logged == sorted(set(logged)) and len(logged) == (
-        len(quick.sound_provers) + len(quick.q_values) * len(quick.step_rules)
-        + quick.net_rounds // quick.net_checkpoint_every + 1)
+        quick.net_rounds // quick.net_checkpoint_every + n_table_rows)
     assert first["provenance"]["resumed"] is False
     assert first["provenance"]["tracking"]["mode"] == "offline"
 
@@ -310,4 +318,4 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path
     # metrics.jsonl: every row once, at increasing explicit steps (the resumed attempt's driver
     # cut the file at its restored chunk; the rows before it were not written twice)
     steps = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert steps == sorted(set(steps)) and len(steps) == 1 + 2 + n_chunks + 1
+    assert steps == sorted(set(steps)) and len(steps) == n_chunks + n_table_rows

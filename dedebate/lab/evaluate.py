@@ -13,12 +13,21 @@ saves the figures and adds the point's row to the metrics as ``point``, timing e
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 from collections.abc import Mapping
 from numbers import Number
 from typing import Any
 
-from dedebate.lab.experiment import AnyExperiment, Claim, ExperimentResult, RunContext, Training
+from dedebate.lab.driver import run_chunks
+from dedebate.lab.experiment import (
+    AnyExperiment,
+    Chunks,
+    Claim,
+    ExperimentResult,
+    RunContext,
+    Training,
+)
 from dedebate.lab.sweep_eval import point_row
 from dedebate.lab.sweep_programs import train_point
 
@@ -43,10 +52,14 @@ def run_module(module: AnyExperiment, cfg: Any, ctx: RunContext) -> ExperimentRe
     if not callable(report):
         return _checked(f"{name}.run", module.run(cfg, ctx))
     point, host_step = getattr(module, "point", None), getattr(module, "host", None)
-    training = getattr(module, "training", None)
+    training, side = getattr(module, "training", None), getattr(module, "side", None)
+    chunks = getattr(module, "chunks", None)
     measured: dict[str, Any] = {}
     host, first_step = None, 0
-    with ctx.progress(1 + callable(point) + callable(host_step), name) as bar:
+    steps = 1 + callable(point) + callable(chunks) + callable(host_step)
+    with ctx.progress(steps, name) as bar, concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"{name}-side") as pool:
+        beside = pool.submit(side, cfg, ctx.seed, ctx.key) if callable(side) else None
         if callable(training):
             measured = train_rows(module, cfg, ctx)
             first_step = measured.pop("next_step")
@@ -54,6 +67,16 @@ def run_module(module: AnyExperiment, cfg: Any, ctx: RunContext) -> ExperimentRe
             with ctx.stopwatch("point"):
                 measured = _measured(point_row(module, cfg, ctx.key, ctx.seed, extras=True))
         bar.update(callable(point))
+        extra = {}
+        if callable(chunks):
+            extra = drive_chunks(module, cfg, ctx)
+            first_step = extra["trained"].next_step
+            bar.update(1)
+        if beside is not None:
+            with ctx.stopwatch("side_wait"):
+                extra["side"] = beside.result()
+        if extra:
+            measured = {**measured, **extra}
         if callable(host_step):
             with ctx.stopwatch("host"):
                 host = host_step(cfg, ctx.seed, ctx.key, measured)
@@ -66,7 +89,7 @@ def run_module(module: AnyExperiment, cfg: Any, ctx: RunContext) -> ExperimentRe
                         "the point's row")
     log_tables(ctx, result.tables, first_step)
     plots = [*result.plots, *(ctx.save_figure(fig, fname) for fname, fig in result.figures.items())]
-    row = {k: v for k, v in measured.items() if k != "extras"}
+    row = {k: v for k, v in measured.items() if k not in ("extras", *extra)}
     metrics = {"point": row, **result.metrics} if has_row else result.metrics
     return dataclasses.replace(result, metrics=metrics, plots=plots, figures={})
 
@@ -89,6 +112,20 @@ def train_rows(module: Any, cfg: Any, ctx: RunContext) -> dict[str, Any]:
     walls = {k: sum(done.wall_s[i * per:(i + 1) * per]) for i, k in enumerate(names)}
     return {"state": done.state, "monitors": done.monitors, "setup": plan.setup,
             "wall_s": {**walls, "setup": lap.seconds}, "next_step": done.next_step}
+
+
+def drive_chunks(module: Any, cfg: Any, ctx: RunContext) -> dict[str, Any]:
+    """``module.chunks``' training (:class:`Chunks`) through the chunked driver: ``trained``
+    (the driver's :class:`~dedebate.lab.driver.Chunked`) and ``chunks_setup``."""
+    with ctx.stopwatch("chunks_setup"):
+        plan = module.chunks(cfg, ctx.key)
+    if not isinstance(plan, Chunks):
+        raise TypeError(f"{module.NAME}.chunks returned {type(plan).__name__}, expected Chunks")
+    with ctx.stopwatch("chunks"):
+        done = run_chunks(ctx, f"{module.NAME} {plan.desc}", plan.init_state, plan.chunk,
+                          plan.n_chunks, monitors=plan.monitors, axis=plan.axis,
+                          every=plan.every, keep=plan.keep, log_rows=plan.log_rows)
+    return {"trained": done, "chunks_setup": plan.setup}
 
 
 def _measured(out: Any) -> dict[str, Any]:

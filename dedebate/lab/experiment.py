@@ -126,16 +126,41 @@ class Training:
     cfg: Any = None
 
 
+@dataclasses.dataclass
+class Chunks:
+    """A chunked training the lab drives that is not a point's rows (``chunks(cfg, key)``).
+
+    The arguments of :func:`dedebate.lab.driver.run_chunks`: ``chunk(state, c) -> (state,
+    {track: monitors})`` runs chunk ``c`` from ``init_state``; ``monitors`` is the template of
+    every track's full-length buffers along ``axis``; ``log_rows(c, state, monitors)`` the log
+    rows of a chunk; ``setup`` what the host step and the report read of the set-up.
+    """
+
+    init_state: Any
+    chunk: Callable[[Any, int], tuple[Any, Mapping[str, Any] | None]]
+    n_chunks: int
+    monitors: Mapping[str, Any] | None = None
+    axis: int = 0
+    every: int = 1
+    keep: int = 2
+    log_rows: Any = None
+    setup: Any = None
+    desc: str = "training"
+
+
 class ExperimentModule(Protocol):
     """An experiment module: the names the lab requires, and ``report``.
 
     Optional, read with ``getattr``: ``TYPICAL_SECONDS``, ``DYNAMIC``, ``point(cfg) -> (dynamic,
     fn)``, ``inputs(cfg, seed, key)``, ``host(cfg, seed, key, measured) -> Any`` (work that must
     run on the host: LPs, searches, float64 enumerations; ``measured`` is the point's row),
-    ``COMPILE_OPTIONS``, ``sweep_figures``, ``memory_bytes`` and, for a chunked point,
-    ``training(cfg, key) -> Training``. ``report`` is pure: ``measured`` is the row of ``point``
-    at the run's key (``{}`` without ``point``; for a chunked point ``state`` and ``monitors`` by
-    row name, ``setup`` and ``wall_s``), ``host`` what ``host`` returned (None without it).
+    ``COMPILE_OPTIONS``, ``sweep_figures``, ``memory_bytes``, for a chunked point
+    ``training(cfg, key) -> Training``, ``chunks(cfg, key) -> Chunks`` (a chunked training that
+    is not the point's rows) and ``side(cfg, seed, key)`` (host work independent of the point,
+    run alongside it). ``report`` is pure: ``measured`` is the row of ``point`` at the run's key
+    (``{}`` without ``point``; for a chunked point ``state`` and ``monitors`` by row name,
+    ``setup`` and ``wall_s``), with ``trained`` and ``chunks_setup`` (``chunks``) and ``side``
+    added; ``host`` is what ``host`` returned (None without it).
     """
 
     NAME: str
