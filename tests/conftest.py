@@ -40,9 +40,10 @@ FAKE_EXPERIMENTS = "tests.fake_experiments"
 FAKE_BENCH = "tests.fake_experiments.fakebench"
 
 HEAVY_FIRST = (
-    "test_stackelberg.py", "test_stochastic.py", "test_notebooks.py",
-    "test_stochastic_decision.py", "test_stochastic_lazy.py", "test_stochastic_experiment.py",
-    "test_stochastic_selfplay.py", "test_ogd_resume.py", "test_stackelberg_resume.py",
+    "test_stackelberg.py", "test_stochastic.py", "test_notebooks.py", "test_lab_memory.py",
+    "test_ped_digits.py", "test_stochastic_decision.py", "test_stochastic_lazy.py",
+    "test_stochastic_experiment.py", "test_stochastic_selfplay.py", "test_ogd_resume.py",
+    "test_stackelberg_resume.py",
     "test_lab_parallel.py", "test_lab_signals.py", "test_stochastic_selfplay_resume.py",
     "test_opt_level.py",
     "test_prover_estimator_experiment.py", "test_stochastic_binomial.py",
@@ -55,9 +56,10 @@ HEAVY_FIRST = (
     "test_lab_metrics_resume.py",
 )
 """The test files of at least ~8 CPU seconds, most expensive first (their tests' durations summed
-over a full two-worker run, fixtures included: 34 files, ~620 of ~700 CPU-s). They are collected
-first, so ``--dist loadfile`` hands them out before the many short files and the two workers
-finish together instead of one waiting on a long file at the end."""
+over a full two-worker run, fixtures included: 34 files, ~620 of ~700 CPU-s; test_lab_memory.py
+and test_ped_digits.py, ~40 s each alone, added later). They are collected first, so ``--dist
+loadfile`` hands them out before the many short files and the two workers finish together
+instead of one waiting on a long file at the end."""
 
 
 def pytest_configure(config):

@@ -18,7 +18,7 @@ import experiments.stochastic_selfplay as ssp
 from dedebate.estimators.ogd import iteration_bound
 from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows
 from dedebate.machines.configurations import clog2
-from dedebate.protocols.stochastic_budget import lean_n_vera
+from experiments.stochastic_debate.budget import lean_n_vera
 
 
 def _ogd_rows(rule="tight", steps_factor=0.5, adv_ratio=0.5, regret_ratio=0.5, numpy_gap=0.0,
@@ -379,7 +379,7 @@ def _sb_rows(**bad):
     good = {"honest_min": thr + 0.01, "per_run": {"stable/n_B = 20": thr + 0.01},
             "excess_max": 0.2, "rho_max": cfg.rho - 0.5, "n_stable": 32, "chain_max": 2e-7,
             "n_pairs": 32, "trained_u_min": 0.1, "trained_u_max": 0.3, "wall": 1.0}
-    return sb.proven_claims(cfg, sb.ProvenMeasured(**{**good, **bad}))
+    return sb.proven_claims(cfg, sb.runs.ProvenMeasured(**{**good, **bad}))
 
 
 def test_stackelberg_proven_rows_fail_when_a_measurement_breaks_its_bound():

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import experiments.deterministic_debate as E
-from dedebate.agents.deterministic_population import cost_table
 from dedebate.machines.configurations import clog2
+from experiments.deterministic_debate.population import cost_table
 from tests.fakes import sweep_then_run_alone
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,13 +1,14 @@
 """The report contract: the lab evaluates ``point``, runs ``host`` and writes what the pure
-``report`` returns; an experiment module that reports never calls back into the lab with its own
-module (``point_row``, ``train_point``, ``ChunkedPrograms``, ``sys.modules[__name__]``), defines
-no ``run`` and imports nothing of the lab beyond its types, claims and params."""
+``report`` returns; no experiment module defines ``run``, calls back into the lab with its own
+module (``point_row``, ``train_point``, ``ChunkedPrograms``, ``sys.modules[__name__]``) or imports
+anything of the lab beyond its types, claims and params."""
 
 from __future__ import annotations
 
 import ast
 import json
 import types
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -31,13 +32,26 @@ LAB_TYPES = {"dedebate.lab.experiment", "dedebate.lab.claims", "dedebate.lab.par
 DEVICE_FACTS = {"lanes_for_memory"}  # dedebate.lab.devices: a full-size batch from the device
 
 
+def _top_names(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top level (functions, classes, assignments, imports)."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
 def contract_problems(source: str) -> list[str]:
-    """Why a module that defines ``report`` breaks the contract ([] for one without ``report``)."""
+    """Why a source file of an experiment (its module, or a module of its package) breaks the
+    contract ([] if it keeps it)."""
     tree = ast.parse(source)
-    top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    if "report" not in top:
-        return []
-    problems = ["defines run (the lab drives a module that reports)"] if "run" in top else []
+    problems = ["defines run (the old contract: the lab drives every experiment)"] \
+        if "run" in _top_names(tree) else []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
             facts = node.module == "dedebate.lab.devices" and {a.name for a in node.names} \
@@ -57,19 +71,29 @@ def contract_problems(source: str) -> list[str]:
     return problems
 
 
-def test_experiments_that_report_do_not_call_back_into_the_lab():
-    found = {p.stem: contract_problems(p.read_text()) for p in (REPO / "experiments").glob("*.py")
-             if "\ndef report(" in p.read_text()}
+def experiment_sources(module: types.ModuleType) -> list[Path]:
+    """The source files of a registered experiment: its module, or every module of its package."""
+    path = Path(module.__file__)
+    return sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
+
+
+def test_no_experiment_defines_run_or_calls_back_into_the_lab():
+    reg = discover_experiments(["experiments"])
+    assert reg.errors == {}
     assert {"machines", "deterministic_debate", "prover_estimator", "ped_digits",
-            "stochastic_debate"} <= set(found)
-    assert {name: bad for name, bad in found.items() if bad} == {}
-
-
-REPORT = "def report(cfg, measured, host):\n    return None\n"
+            "stochastic_debate", "stochastic_selfplay", "stackelberg",
+            "ogd_estimator"} <= set(reg.names())
+    found = {p.relative_to(REPO).as_posix(): contract_problems(p.read_text())
+             for m in reg.experiments.values() for p in experiment_sources(m)}
+    assert "experiments/machines.py" in found and "experiments/stackelberg/__init__.py" in found
+    assert {path: bad for path, bad in found.items() if bad} == {}
+    assert [name for name, m in reg.experiments.items() if hasattr(m, "run")] == []
 
 
 @pytest.mark.parametrize("source,problem", [
     ("def run(cfg, ctx):\n    pass\n", "defines run"),
+    ("from experiments.machines import report as run\n", "defines run"),
+    ("run = print\n", "defines run"),
     ("from dedebate.lab.sweep import point_row\n", "imports point_row"),
     ("from dedebate.lab.sweep_programs import train_point\n", "imports train_point"),
     ("import dedebate.lab.sweep_programs as sp\nx = sp.ChunkedPrograms\n", "uses ChunkedPrograms"),
@@ -77,18 +101,27 @@ REPORT = "def report(cfg, measured, host):\n    return None\n"
     ("from dedebate.lab.runner import run_experiment\n", "imports dedebate.lab.runner"),
     ("from dedebate.lab.devices import cached_program\n", "imports dedebate.lab.devices"),
 ])
-def test_a_callback_into_the_lab_is_reported(source, problem):
-    problems = contract_problems(source + REPORT)
+def test_a_run_or_a_callback_into_the_lab_is_reported(source, problem):
+    problems = contract_problems(source)
     assert any(p.startswith(problem) for p in problems), problems
-    assert contract_problems(source) == []  # a module of the old contract is not held to it
-    assert contract_problems("from dedebate.lab.experiment import Claim\n" + REPORT) == []
+    assert contract_problems("from dedebate.lab.experiment import Claim\n"
+                             "from dedebate.lab.devices import lanes_for_memory\n"
+                             "def report(cfg, measured, host):\n"
+                             "    def run(x):\n        return x\n    return run\n") == []
+
+
+def test_a_module_without_report_is_a_type_error_naming_it(tmp_path):
+    module = types.SimpleNamespace(NAME="old", run=lambda cfg, ctx: ExperimentResult())
+    with pytest.raises(TypeError, match=r"^experiment module 'old' defines no report: it must "
+                                        r"define report\(cfg, measured, host\)$"):
+        run_module(module, None, FakeContext(tmp_path))
 
 
 def test_the_lab_evaluates_point_runs_host_and_writes_the_report(tmp_path):
     cfg = resolve({"experiment": "fake_report", "seed": 3, "size": "quick",
                    "output_dir": str(tmp_path), "tracking": {"mode": "disabled"}},
                   {"fake_report": fake_report})
-    assert discover_experiments([REPORTING]).names() == ["fake_report"]  # found without run
+    assert discover_experiments([REPORTING]).names() == ["fake_report"]
     rec = run_experiment(fake_report, cfg, show_progress=False)
     assert rec.error is None and rec.passed
     res = json.loads((rec.run_dir / "results.json").read_text())

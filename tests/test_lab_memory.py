@@ -181,12 +181,15 @@ XLA_CASES = {  # experiment: (params where the sized term dominates, that term)
 
 def xla_total(module, fn, *args) -> int:
     """XLA's own count of ``jit(fn)(*args)``'s memory (arguments + outputs + temporaries),
-    compiled with the experiment's options as a run compiles it."""
+    compiled with the experiment's options as a quick run compiles it (``fast_compile.FLAGS``:
+    LLVM's level 0 leaves XLA's buffers as at levels 1 and 3, measured, and compiles faster)."""
     import jax
 
+    from dedebate.lab import fast_compile
     from dedebate.lab.sweep_programs import compile_options
 
-    m = jax.jit(fn).lower(*args).compile(compile_options(module)).memory_analysis()
+    options = {**(compile_options(module) or {}), **fast_compile.FLAGS}
+    m = jax.jit(fn).lower(*args).compile(options).memory_analysis()
     return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
             - m.alias_size_in_bytes)
 
@@ -244,7 +247,7 @@ def test_deterministic_debate_estimate_matches_one_T(case):
     import jax
 
     import experiments.deterministic_debate as det
-    from dedebate.agents.deterministic_population import (
+    from experiments.deterministic_debate.population import (
         PROTOCOL_FAMILIES,
         Population,
         play_families,
@@ -273,8 +276,8 @@ def test_ped_digits_estimate_matches_b_training():
     import experiments.ped_digits as ped
     from dedebate.agents.ped_digits import BagEstimator, context_features
     from dedebate.estimators import train
-    from dedebate.estimators.digits_train import train_estimator
     from dedebate.trees.digits import FAMILIES, digit_trees
+    from experiments.ped_digits.estimator import train_estimator
 
     cfg = dataclasses.replace(ped.Config(), **{**ped.SIZES["quick"], "depth": 3,
                                                "train_trees": 1024, "eval_trees": 1024})

@@ -20,8 +20,7 @@ import jax.numpy as jnp
 import pytest
 
 from dedebate.lab.config import resolve
-from dedebate.lab.driver import run_chunks
-from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.experiment import Chunks, Claim, ExperimentResult
 from dedebate.lab.registry import discover_experiments
 from dedebate.lab.runner import run_experiment
 
@@ -138,7 +137,7 @@ class Crash(RuntimeError):
     pass
 
 
-def _parts_run(cfg: PartsConfig, ctx) -> ExperimentResult:
+def _parts_chunks(cfg: PartsConfig, key) -> Chunks:
     """Parts "a" then "b", ``steps`` chunks each, a checkpoint after every chunk; chunk ``g`` logs
     one row of part-named metrics and two rows ``{"instance", "value"}`` at step ``g``."""
 
@@ -154,8 +153,12 @@ def _parts_run(cfg: PartsConfig, ctx) -> ExperimentResult:
                 *((g, {"instance": f"{part}{inst}", "value": x + (inst == "q")})
                   for inst in ("p", "q"))]
 
-    done = run_chunks(ctx, "parts", {"x": jnp.float32(0.0), "key": ctx.key}, chunk,
-                      2 * cfg.steps, log_rows=log_rows)
+    return Chunks(init_state={"x": jnp.float32(0.0), "key": key}, chunk=chunk,
+                  n_chunks=2 * cfg.steps, log_rows=log_rows, desc="parts")
+
+
+def _parts_report(cfg: PartsConfig, measured, host) -> ExperimentResult:
+    done = measured["trained"]
     ran = Claim.exact("ran", "fake", "== 2 parts", done.ran + done.restored,
                       done.ran + done.restored == 2 * cfg.steps)
     return ExperimentResult(claims=[ran], metrics={"x": float(done.state["x"]),
@@ -164,7 +167,7 @@ def _parts_run(cfg: PartsConfig, ctx) -> ExperimentResult:
 
 PARTS = types.SimpleNamespace(NAME="fake_parts", TITLE="Fake: two parts reusing steps",
                               Config=PartsConfig, SIZES={"quick": {}, "full": {}},
-                              run=_parts_run, crash_at=-2)
+                              chunks=_parts_chunks, report=_parts_report, crash_at=-2)
 
 
 @pytest.mark.parametrize("crash_at", [2, 6], ids=["in-part-a", "in-part-b"])

@@ -98,7 +98,7 @@ def test_loader_rows_are_the_records_own(reproduced):
     assert records.metrics(rep) == (
         [{"experiment": "fake_fail", **r} for r in _jsonl(rep / "fake_fail" / "metrics.jsonl")]
         + [{"experiment": "fake_pass", **r} for r in _jsonl(rep / "fake_pass" / "metrics.jsonl")])
-    heads = [r["heads"] for r in records.metrics(run)]
+    heads = [r["chunks/heads"] for r in records.metrics(run)]
     assert len(heads) == 2 and sum(heads) == run.data["metrics"]["heads"]
 
 

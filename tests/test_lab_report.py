@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 
 from dedebate import cli
 from dedebate.lab.experiment import Claim, ExperimentResult
@@ -109,6 +110,12 @@ def test_discovery(fake_registry):
                                modules=[fake_fail])
     assert reg.names() == ["fake_fail", "fake_pass", "fake_raise"]
     assert "ModuleNotFoundError" in reg.errors["no_such_package_xyz"]
+    # a module with NAME but no report (the old contract's run) is an error, never dropped
+    old = types.ModuleType("old_contract")
+    old.NAME, old.run = "old", lambda cfg, ctx: None
+    reg = discover_experiments([], modules=[old, fake_pass])
+    assert reg.names() == ["fake_pass"]
+    assert reg.errors == {"old_contract": "experiment 'old' defines no report(cfg, measured, host)"}
 
 
 def test_measured_formatting():

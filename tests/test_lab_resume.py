@@ -188,10 +188,10 @@ def test_a_failed_resume_keeps_the_finished_results(tmp_path, fake_ckpt, monkeyp
     (done.run_dir / "results.json").write_text(json.dumps({**record, "plots": ["plots/x.png"]}))
     good = (done.run_dir / "results.json").read_bytes()
 
-    def broken(cfg, ctx):
+    def broken(cfg, key):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(fake_ckpt, "run", broken)
+    monkeypatch.setattr(fake_ckpt, "chunks", broken)
     failed = _run(fake_ckpt, tmp_path, done.run_dir, resume=True)
     assert failed.error == "RuntimeError: disk on fire"
     assert (done.run_dir / "results.json").read_bytes() == good

@@ -38,6 +38,11 @@ def read_results(run_dir):
     return json.loads((run_dir / "results.json").read_text())
 
 
+def without_timings(metrics):
+    """The measured metrics, without the lab's stopwatch times (``wall_<step>_s``)."""
+    return {k: v for k, v in metrics.items() if not re.fullmatch(r"wall_\w+_s", k)}
+
+
 def test_run_directory_contents(tmp_path, fake_env, fake_registry, capsys):
     code, out, err, dirs = start(tmp_path, capsys, "tracking.mode=disabled")
     assert code == 0, err
@@ -81,11 +86,12 @@ def test_run_directory_contents(tmp_path, fake_env, fake_registry, capsys):
     assert prov["wall_time_s"] > 0
     assert prov["tracking"]["mode"] == "disabled"
 
-    # one metrics line per ctx.log call, with the step the experiment gave
+    # one metrics line per table row, logged by the lab at steps 0, 1, ...
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [0, 1]
-    assert sum(r["heads"] for r in lines) == heads
-    assert all(isinstance(r["rate"], float) for r in lines)
+    assert sum(r["chunks/heads"] for r in lines) == heads
+    assert all(isinstance(r["chunks/rate"], float) for r in lines)  # a float32 written as float
+    assert [r["chunks/rate"] for r in lines] == [r["chunks/heads"] / 16 for r in lines]
 
     # plots and tables
     assert res["plots"] == ["plots/counts.png"]
@@ -93,7 +99,8 @@ def test_run_directory_contents(tmp_path, fake_env, fake_registry, capsys):
     assert res["tables"] == {"chunks": "tables/chunks.csv"}
     with open(run_dir / "tables" / "chunks.csv") as fh:
         rows = list(csv.DictReader(fh))
-    assert rows == [{"chunk": "0", "n": "16"}, {"chunk": "1", "n": "16"}]
+    assert [(r["chunk"], r["n"], int(r["heads"])) for r in rows] == [
+        ("0", "16", lines[0]["chunks/heads"]), ("1", "16", lines[1]["chunks/heads"])]
     assert (run_dir / "checkpoints").is_dir()
     assert not (run_dir / "wandb").exists()  # tracking disabled: no W&B files at all
 
@@ -103,7 +110,8 @@ def test_same_config_and_seed_same_numbers(tmp_path, fake_env, capsys):
     _, _, _, dirs = start(tmp_path, capsys, "tracking.mode=disabled")
     assert len(dirs) == 2 and dirs[0] != dirs[1]  # a second run never reuses a directory
     a, b = (read_results(d) for d in dirs)
-    assert a["metrics"] == b["metrics"]
+    assert without_timings(a["metrics"]) == without_timings(b["metrics"])
+    assert set(a["metrics"]) - set(without_timings(a["metrics"])) == {"wall_host_s"}
     _, _, _, dirs = start(tmp_path, capsys, "tracking.mode=disabled", "seed=6")
     c = read_results(max(dirs, key=lambda d: d.stat().st_mtime))
     assert c["provenance"]["seed"] == 6

@@ -30,13 +30,13 @@ import numpy as np
 import pytest
 
 import experiments.ogd_estimator as exp
-from dedebate.estimators.algorithm1_grid import PER_RUN, algorithm1_table
-from dedebate.estimators.net_vs_tabular import net_problems, net_run
 from dedebate.estimators.train import NetTrainStatic, make_train_grid, net_train_params
 from dedebate.lab.config import resolve
 from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.evaluate import drive_chunks
 from dedebate.lab.sweep import plan, point_key, point_row, run_sweep
+from experiments.ogd_estimator.algorithm1 import PER_RUN, algorithm1_table
+from experiments.ogd_estimator.network import net_problems, net_run
 from tests.conftest import REPO
 from tests.fakes import FakeContext, count_point_traces, truncate_checkpoint
 

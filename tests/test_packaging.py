@@ -58,6 +58,9 @@ def test_every_package_is_listed_and_installed_under_dedebate_names():
     listed = set(setuptools["packages"])
     on_disk = {".".join(p.parent.relative_to(REPO).parts)
                for p in (REPO / "dedebate").rglob("__init__.py")}
+    exp = REPO / "experiments"
+    on_disk |= {".".join(("dedebate_experiments", *p.parent.relative_to(exp).parts))
+                for p in exp.rglob("__init__.py")}
     assert on_disk <= listed, f"packages missing from pyproject.toml: {on_disk - listed}"
     assert all(n == "dedebate" or n.startswith(("dedebate.", "dedebate_")) for n in listed)
     assert setuptools["package-dir"] == {"dedebate_experiments": "experiments",

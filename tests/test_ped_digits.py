@@ -18,13 +18,13 @@ from dedebate.agents.ped_digits import (
 )
 from dedebate.agents.ped_strategies import TabularEstimator
 from dedebate.estimators import train
-from dedebate.estimators.digits_train import max_advantage, oi_setup, train_estimator
 from dedebate.lab.claims import binomial_p_value
-from dedebate.training import digits_selfplay as selfplay
 from dedebate.trees.digits import FAMILIES, digit_trees, judge, pool, split_pools
 from dedebate.trees.library import and_table, threshold_table
 from dedebate.trees.stability import fbs, fbs_dual, tree_rho
 from dedebate.trees.tree import check_decomposable
+from experiments.ped_digits import selfplay
+from experiments.ped_digits.estimator import max_advantage, oi_setup, train_estimator
 
 IMAGES, LABELS = exp.load_data()
 Q, DEPTH, M = 3, 2, 2
@@ -220,11 +220,15 @@ TINY = {"depth": 1, "train_trees": 8, "eval_trees": 8, "hidden": 4, "fit_steps":
 
 
 @pytest.mark.slow  # two compiles of the whole experiment at a tiny size
-def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_path):
+def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_path,
+                                                                          monkeypatch):
+    from dedebate.lab import fast_compile
     from dedebate.lab.evaluate import run_module
     from dedebate.lab.sweep import plan, point_key, point_row
     from tests.fakes import FakeContext, sweep_one_row_per_call
 
+    # compiled as a quick run compiles (LLVM level 0: the same programs, compiled faster)
+    monkeypatch.setattr(exp, "COMPILE_OPTIONS", fast_compile.FLAGS, raising=False)
     cfg, rec = sweep_one_row_per_call(exp, tmp_path, params=TINY, seeds=1,
                                       axes={"m": [1, 2], "etas": [[0.0], [0.1]]})
     res = rec.results

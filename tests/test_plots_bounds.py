@@ -54,7 +54,7 @@ def test_stochastic_queries_plot_draws_n_vera_and_alices_bound():
               "bob": 100.0 * K * T, "vera_max": 900.0 * K,
               "n_vera": stochastic_debate.lean_n_vera(float(K), int(T))}
              for K in (1, 2) for T in Ts]
-    fig = stochastic_debate._plot_queries(qrows, {"c": 4990.0})
+    fig = stochastic_debate.plot_queries(qrows, {"c": 4990.0})
     (ax,) = fig.axes
     for K in (1, 2):
         n_v = [stochastic_debate.lean_n_vera(float(K), int(T)) for T in Ts]
@@ -102,7 +102,7 @@ def test_selfplay_plot_draws_b_on_the_tracking_panel():
     rng = np.random.default_rng(0)
     mons = [SimpleNamespace(value=rng.uniform(0, 1, (2, 5)), tracking=rng.uniform(1e-3, 1, (2, 5)))
             for _ in range(2)]
-    fig = stochastic_selfplay._plot(cfg, mons, ["yes", "no"], 0.025)
+    fig = stochastic_selfplay.claims.plot_training(cfg, mons, ["yes", "no"], 0.025)
     acc, track = fig.axes[:2]
     assert _has(track, [0, 1], [0.025, 0.025]), list(_drawn(track))
     comp, sound = stochastic_selfplay.guaranteed_sides(cfg.T)
@@ -116,7 +116,7 @@ def test_stackelberg_plot_draws_the_payoff_band():
     mon = SimpleNamespace(**{k: rng.uniform(0.01, 1, (2, 2, 6))
                              for k in ("u_a", "a_correct", "max_adv")})
     thr = 2.0 ** -5
-    fig = stackelberg._plot(cfg, mon, ["n_B = 5", "simultaneous"], thr)
+    fig = stackelberg.claims.plot_schedules(cfg, mon, ["n_B = 5", "simultaneous"], thr)
     assert _has(fig.axes[0], [math.nan], [thr * 0.9], [thr * 1.1]), list(_drawn(fig.axes[0]))
     assert _has(fig.axes[0], [0, 1], [thr, thr])
 

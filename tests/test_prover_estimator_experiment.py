@@ -1,4 +1,4 @@
-"""experiments/prover_estimator.py: a sweep over the protocol's rho (relative to the trees' fbs)
+"""experiments/prover_estimator/: a sweep over the protocol's rho (relative to the trees' fbs)
 is one compiled program; the quick run is that sweep's point rho_scale = 1 run alone (by the lab,
 with the row's documented key ``point_key``), through the same program (one compile for both),
 equal to its row bit for bit; its claims pass and its plot is saved; bad configs are rejected."""

@@ -428,7 +428,8 @@ def test_failure_05_resuming_a_finished_run_changes_nothing_on_disk(tmp_path, fa
     failed = json.loads((rep / "fake_raise" / "results.json").read_text())
     assert failed["status"] == "error"
     fake_raise = sys.modules["tests.fake_experiments.fake_raise"]
-    monkeypatch.setattr(fake_raise, "run", lambda cfg, ctx: ExperimentResult(
+    monkeypatch.delattr(fake_raise, "chunks")  # fixed: no chunk raises any more
+    monkeypatch.setattr(fake_raise, "report", lambda cfg, measured, host: ExperimentResult(
         claims=[Claim.exact("fixed", "s", "== 1", 1, True)]))
     capsys.readouterr()
     assert cli.main(["reproduce", "--resume", str(rep), "--no-progress", "--tracking",
@@ -454,12 +455,16 @@ def test_failure_05_resuming_a_finished_run_changes_nothing_on_disk(tmp_path, fa
 def test_failure_03_a_run_records_running_before_the_work_starts(tmp_path):
     seen = []
 
-    def run(cfg, ctx):
-        seen.append(json.loads((ctx.run_dir / "results.json").read_text()))
+    def host(cfg, seed, key, measured):  # the work: it sees the run's results.json on disk
+        (results,) = tmp_path.glob("tiny-*/results.json")
+        seen.append(json.loads(results.read_text()))
+
+    def report(cfg, measured, host):
         return ExperimentResult(claims=[Claim.exact("c", "s", "== 1", 1, True)],
                                 tables={"t": [{"a": 1}]})
 
-    module = types.SimpleNamespace(NAME="tiny", TITLE="tiny", Config=_TinyConfig, run=run)
+    module = types.SimpleNamespace(NAME="tiny", TITLE="tiny", Config=_TinyConfig, host=host,
+                                   report=report)
     cfg = resolve({"experiment": "tiny", "output_dir": str(tmp_path), "resume": True,
                    "tracking": {"mode": "disabled"}}, {"tiny": module})
     rec = run_experiment(module, cfg, show_progress=False)
@@ -492,7 +497,8 @@ def test_failure_07_sweep_children_never_import_the_current_folders_packages(
     real.mkdir(parents=True)
     (real / "__init__.py").write_text("")
     (real / "tiny.py").write_text("NAME = 'tiny'\nTITLE = 'the real one'\n\n\n"
-                                  "def run(cfg, ctx):\n    raise NotImplementedError\n")
+                                  "def report(cfg, measured, host):\n"
+                                  "    raise NotImplementedError\n")
     monkeypatch.syspath_prepend(str(tmp_path / "real"))
     monkeypatch.setenv("DEDEBATE_EXPERIMENTS", "relexps")
     assert discover_experiments().names() == ["tiny"]

@@ -1,4 +1,4 @@
-"""Stackelberg self-play (dedebate/training/stackelberg.py, experiments/stackelberg.py).
+"""Stackelberg self-play (dedebate/training/stackelberg.py, experiments/stackelberg/).
 
 Sizes are tiny: 1-level noisy-evidence trees (q = 5, Thr_3, a hidden-flaw AND alternative),
 one true and one false root per seed, rho = 2, so honest play earns rho^-(d+1) = 1/4 exactly.
@@ -34,9 +34,9 @@ from dedebate.training.stackelberg import (
     players,
     stackelberg_params,
 )
-from dedebate.training.stackelberg_runs import proof_grid, stable_trees, stack
-from dedebate.training.stackelberg_warm import fit_estimator, ogd_target
 from dedebate.trees.stability import tree_rho
+from experiments.stackelberg.runs import proof_grid, stable_trees, stack
+from experiments.stackelberg.warm import fit_estimator, ogd_target
 
 STEPS = 100
 THRESHOLD = 0.25  # rho^-(d+1) with rho = 2, d = 1
@@ -273,7 +273,7 @@ def test_honest_prover_complete_against_trained_estimators(trained):
     for s in range(2):  # the premise: the stable candidate is rho-stable at every node
         for i in range(2):
             t = jax.tree_util.tree_map(lambda x, s=s, i=i: x[s, i], trees)
-            assert tree_rho(t, cache=cache) <= 2.0 + E.LP_TOL
+            assert tree_rho(t, cache=cache) <= 2.0 + E.claims.LP_TOL
     static = StackelbergStatic(steps=STEPS)
     u_h, u, chain = (np.asarray(x, np.float64)
                      for x in proof_grid(static, 2.0)(state.prover, state.estimator, trees))
@@ -282,8 +282,8 @@ def test_honest_prover_complete_against_trained_estimators(trained):
         state.estimator, trees)
     root_err = np.abs(np.asarray(p_d, np.float64) - np.asarray(trees.truth[:, :, 0]))
     r = 0.5
-    assert np.all(u_h >= THRESHOLD + root_err * r * (1 - r) - E.EXACT_TOL)
-    np.testing.assert_allclose(chain, u, atol=E.EXACT_TOL)
+    assert np.all(u_h >= THRESHOLD + root_err * r * (1 - r) - E.claims.EXACT_TOL)
+    np.testing.assert_allclose(chain, u, atol=E.claims.EXACT_TOL)
 
 
 def _mon(u_a, a_correct=None):

@@ -1,4 +1,4 @@
-"""Resume, per-seed curves and sweep of the Stackelberg experiment (experiments/stackelberg.py).
+"""Resume, per-seed curves and sweep of the Stackelberg experiment (experiments/stackelberg/).
 
 One tiny configuration (2 seeds, 8 A updates in 4 chunks, n_B in {1, 2} and simultaneous play,
 players with 4 hidden units) serves every test, so its compiled programs are shared: the sweep
@@ -73,7 +73,7 @@ def test_rates_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypa
     ctx.key = point_key(E.NAME, seed, pt.cfg)
     trained = E.trained_parts(pt.cfg, train_rows(E, pt.cfg, ctx))
     assert traces == {"init": 1, ("chunk", 2): 1, "finish": 1}  # nothing traced again
-    alone = E.point_metrics(pt.cfg, trained["stable"].mon)
+    alone = E.runs.point_metrics(pt.cfg, trained["stable"].mon)
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
     assert len(alone) == 9 and {m: row[m] for m in alone} == alone
     # the dynamic numbers reach the training: every point of seed 1 ends at another payoff
@@ -108,7 +108,7 @@ def test_experiment_rows_claims_and_findings(reference):
     for c in proven:
         assert c.passed, (c.claim, c.value, c.note)
         assert c.p_value is None and c.lo == c.value == c.hi  # exact rows
-    assert proven[0].value >= 0.25 - E.EXACT_TOL and proven[1].value <= E.EXACT_TOL
+    assert proven[0].value >= 0.25 - E.claims.EXACT_TOL and proven[1].value <= E.claims.EXACT_TOL
     assert res.passed
     rows = res.tables["proven"]
     assert len(rows) == len(RUNS) * 2  # (nB1, nB2, simultaneous) x seeds

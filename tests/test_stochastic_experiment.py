@@ -1,4 +1,4 @@
-"""``experiments/stochastic_debate.py``: bad configs are rejected; the experiment as a sweep
+"""``experiments/stochastic_debate/``: bad configs are rejected; the experiment as a sweep
 (``point`` / ``DYNAMIC``): a grid of sample-count scale factors x seeds is one compiled program,
 and the quick run, at a row's documented key, goes through that program (no second compile), reads
 its report from that row bit for bit and passes every claim row with its plots; the scaled counts
@@ -20,7 +20,7 @@ from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.evaluate import run_module
 from dedebate.lab.sweep import plan, point_key, run_sweep
 from dedebate.protocols.stochastic import lean_defaults
-from dedebate.protocols.stochastic_budget import frontier
+from experiments.stochastic_debate.budget import frontier
 from tests.fakes import FakeContext, count_point_traces
 
 REPO = Path(__file__).resolve().parents[1]

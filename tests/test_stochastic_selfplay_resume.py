@@ -1,4 +1,4 @@
-"""Resume of the stochastic self-play experiment (experiments/stochastic_selfplay.py).
+"""Resume of the stochastic self-play experiment (experiments/stochastic_selfplay/).
 
 A tiny run (T = 3, 2 seeds, 2 training rows -- the main pairs and n_B = 1, both instances per
 chunk -- of 4 chunks each, a checkpoint every 2 chunks) is interrupted after its third chunk --

@@ -21,11 +21,6 @@ __all__, __getattr__ = lazy_exports(__name__, {
         "error_shifting_estimator honest_prover obfuscating_liar random_joint_estimator "
         "scripted_prover tabulate unstable_prover wrong_direction_prover"
     ),
-    "ped_zoo": (
-        "completeness_metrics completeness_payoffs error_shift_metrics error_shift_payoffs exact_u "
-        "max_node_fbs obfuscation_metrics obfuscation_payoffs sampled_obfuscation "
-        "sampled_obfuscation_chunks training_signal_rows training_signals"
-    ),
     "selfplay_players": (
         "AliceParams BobParams LearnedAlice alice_claim bob_abort bob_as_zoo bob_logit init_alice "
         "init_bob learned_alice level_codes node_features"

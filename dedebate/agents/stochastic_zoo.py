@@ -32,7 +32,14 @@ from dedebate.agents.stochastic_players import (
 )
 from dedebate.core.stats import Z95, wilson_jnp
 from dedebate.programs import FAST_COMPILE, cpu_only, jit, program_cache
-from dedebate.protocols.stochastic import DebateParams, make_vera, play, play_fast, trial_keys
+from dedebate.protocols.stochastic import (
+    DebateParams,
+    DebateStatic,
+    make_vera,
+    play,
+    play_fast,
+    trial_keys,
+)
 from dedebate.protocols.stochastic_batch import replay_chunk, replay_unresolved
 
 OPTIMISED = "optimised (ES on exact acceptance)"
@@ -94,7 +101,7 @@ def zoo_cell(consts: DebateParams, m_no, m_yes, theta_a, theta_b):
     return dyn, a_names, b_names
 
 
-def zoo_stats(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0,
+def zoo_stats(spec: DebateStatic, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0,
               fast: bool | None = None) -> dict:
     """The Monte-Carlo measurement of one zoo cell (pure JAX).
 
@@ -167,7 +174,7 @@ def _zoo_stats_jit(platform: str):
     return jit(zoo_stats, static_argnums=(0, 3, 4, 5, 6), options=compile_options(platform))
 
 
-def measure_cell(spec, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -> dict:
+def measure_cell(spec: DebateStatic, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -> dict:
     """:func:`zoo_stats` compiled (once per static arguments) and brought to the host."""
     cell = {k: d[k] for k in ("alice", "bob", "machine", "vera")}
     out = _zoo_stats_jit(jax.default_backend())(spec, cell, key, trials, ma, hh, max_lanes)

@@ -26,14 +26,10 @@ __all__, __getattr__ = lazy_exports(__name__, {
         "OGDState OGDStatic OGDSummary algorithm1 iteration_bound ogd_init ogd_run_steps ogd_solve "
         "ogd_update regret_bound solve_block solve_grid step_size summarize"
     ),
-    "random_problems": (
-        "build_problems problem_arrays problem_draws tanh_input_dim traced_problems wrap_arrays"
-    ),
     "soundness": (
         "ProverCalibrationFamily SoundnessReport StageReport construct_estimator "
         "prover_calibration_family"
     ),
-    "tanh_recheck": "exit_advantages fresh_tanh_draw fresh_tanh_weights tanh_advantages",
     "train": (
         "NetTrainLog NetTrainParams NetTrainState NetTrainStatic grid_programs make_chunk "
         "make_chunk_grid make_init make_init_grid make_train make_train_grid net_train_params"

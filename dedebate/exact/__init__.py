@@ -17,7 +17,4 @@ __all__, __getattr__ = lazy_exports(__name__, {
         "dp_value level_inputs measure_pair measure_pairs policy_levels policy_nodes "
         "probe_deviations reach_levels split_levels take"
     ),
-    "zoo_search": (
-        "adversaries exact_scale_search exact_zoo optimise_alice_exact optimise_bob_exact"
-    ),
 })

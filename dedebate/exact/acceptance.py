@@ -141,7 +141,7 @@ def _floor_exact(n: int, a: np.ndarray, b: float) -> np.ndarray:
     return out
 
 
-def _claims(a: dict, t: int, T: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
+def _claim_law(a: dict, t: int, T: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
     kind = a["kind"]
     if kind in (A_HONEST, A_HONEST_SHIFT) or (kind == A_LIE_LAST and t < T - 1):
         c, w = binomial_law(a["n"], pi)
@@ -199,7 +199,7 @@ def acceptance_exact(machine: Any, alice, bob, vera: Vera, levels: list | None =
         B = np.empty(len(uniq))
         D = np.empty(len(uniq))
         for i, (pi, pv) in enumerate(uniq):
-            p, w = _claims(a, t, T, float(pi))
+            p, w = _claim_law(a, t, T, float(pi))
             cont = _cont(b, t, T, float(pi), int(pv), p)
             coin = np.clip(p, 0.0, 1.0)
             vera_ok = checker_prob(p, n_v, tau_v, float(pi))

@@ -1,14 +1,13 @@
 """The lab evaluates, the experiment reports: what a run does with its experiment module.
 
-For a module that defines ``report`` (:class:`~dedebate.lab.experiment.ExperimentModule`),
-:func:`run_module` evaluates ``point`` at the run's key through
+For an experiment module (:class:`~dedebate.lab.experiment.ExperimentModule`, which must define
+``report``), :func:`run_module` evaluates ``point`` at the run's key through
 :func:`~dedebate.lab.sweep_eval.point_row` (a sweep's one-point case, so a run's numbers are its
 sweep row's bit for bit; a ``fn`` returning ``(metrics, extras)`` adds the extras' arrays to
 the row as ``extras``), or trains a chunked point's rows (:func:`train_rows`, a module with
 ``training``), runs the optional ``host`` step, calls the pure ``report``, logs each table row,
 saves the figures and adds the point's row to the metrics as ``point``, timing each step
-(``wall_point_s``, ``wall_setup_s``, ``wall_training_s``, ``wall_host_s``). A module with
-``run`` instead (the old contract) drives itself.
+(``wall_point_s``, ``wall_setup_s``, ``wall_training_s``, ``wall_host_s``).
 """
 
 from __future__ import annotations
@@ -21,9 +20,9 @@ from typing import Any
 
 from dedebate.lab.driver import run_chunks
 from dedebate.lab.experiment import (
-    AnyExperiment,
     Chunks,
     Claim,
+    ExperimentModule,
     ExperimentResult,
     RunContext,
     Training,
@@ -32,7 +31,7 @@ from dedebate.lab.sweep_eval import point_row
 from dedebate.lab.sweep_programs import train_point
 
 
-def run_module(module: AnyExperiment, cfg: Any, ctx: RunContext) -> ExperimentResult:
+def run_module(module: ExperimentModule, cfg: Any, ctx: RunContext) -> ExperimentResult:
     """The experiment's result for ``cfg`` (its ``Config``), its services from ``ctx``.
 
     Args:
@@ -44,13 +43,14 @@ def run_module(module: AnyExperiment, cfg: Any, ctx: RunContext) -> ExperimentRe
         The result, its figures saved (listed in ``plots``).
 
     Raises:
-        TypeError: ``report``/``run`` returned something else than an ExperimentResult of Claim
-            rows.
+        TypeError: a module without ``report``, or ``report`` returned something else than an
+            ExperimentResult of Claim rows.
     """
     name = getattr(module, "NAME", type(module).__name__)
     report = getattr(module, "report", None)
     if not callable(report):
-        return _checked(f"{name}.run", module.run(cfg, ctx))
+        raise TypeError(f"experiment module {name!r} defines no report: it must define "
+                        "report(cfg, measured, host)")
     point, host_step = getattr(module, "point", None), getattr(module, "host", None)
     training, side = getattr(module, "training", None), getattr(module, "side", None)
     chunks = getattr(module, "chunks", None)
@@ -83,7 +83,7 @@ def run_module(module: AnyExperiment, cfg: Any, ctx: RunContext) -> ExperimentRe
             bar.update(1)
         result = _checked(f"{name}.report", report(cfg, measured, host))
         bar.update(1)
-    has_row = bool(measured) and not callable(training)
+    has_row = callable(point) and not callable(training)
     if "point" in result.metrics and has_row:
         raise TypeError(f"{name}.report returned a metric named 'point': the lab's name for "
                         "the point's row")

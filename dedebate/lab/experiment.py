@@ -5,9 +5,8 @@ An experiment module is a recipe: ``NAME``, ``TITLE``, a ``Config`` dataclass of
 ``full`` sizes), usually ``DYNAMIC`` and ``point(cfg)`` (and ``inputs``), an optional ``host``
 step and a pure ``report(cfg, measured, host) -> ExperimentResult``: :class:`ExperimentModule`.
 The lab evaluates ``point``, runs ``host`` and writes what ``report`` returns
-(:mod:`dedebate.lab.evaluate`). A module with ``run(cfg, ctx)`` instead of ``report``
-(:class:`LegacyExperiment`) drives itself through a :class:`RunContext`, until every experiment
-is converted. docs/lab.md ("The experiment contract") states every name. The report rows and
+(:mod:`dedebate.lab.evaluate`) through the services of a :class:`RunContext`; an experiment
+never sees them. docs/lab.md ("The experiment contract") states every name. The report rows and
 their statistics live in :mod:`dedebate.lab.claims` (re-exported here).
 """
 
@@ -56,12 +55,12 @@ def doc(text: str) -> dict[str, str]:
 
 @dataclasses.dataclass
 class ExperimentResult:
-    """What ``report`` (or ``run``) returns: report rows, summary metrics and optional tidy tables.
+    """What ``report`` returns: report rows, summary metrics and optional tidy tables.
 
     ``metrics`` values must be JSON-able (numbers, strings, lists, dicts). ``tables`` maps a
     table name to a list of rows (dicts with the same keys); the lab writes each as CSV.
     ``figures`` maps a file name to a matplotlib ``Figure`` the lab saves as ``plots/NAME.png``;
-    ``plots`` lists the file names under ``plots/`` (the lab's, or a ``run`` that saved its own).
+    ``plots`` lists the file names under ``plots/`` (the lab fills it in from ``figures``).
     """
 
     claims: list[Claim] = dataclasses.field(default_factory=list)
@@ -182,31 +181,6 @@ class ExperimentModule(Protocol):
         ...
 
 
-class LegacyExperiment(Protocol):
-    """An experiment module of the old contract: ``run(cfg, ctx)`` drives the whole run."""
-
-    NAME: str
-    TITLE: str
-    Config: type[Any]
-    SIZES: Mapping[str, Mapping[str, Any]]
-
-    def run(self, cfg: Any, ctx: RunContext) -> ExperimentResult:
-        """The whole experiment, all I/O through ``ctx``.
-
-        Args:
-            cfg: the experiment's ``Config``.
-            ctx: the run's context (key, progress, logging, checkpoints, figures).
-
-        Returns:
-            The :class:`ExperimentResult`.
-        """
-        ...
-
-
-AnyExperiment = ExperimentModule | LegacyExperiment
-"""What the lab accepts while experiments move from ``run`` to ``report``."""
-
-
 class Progress(Protocol):
     """A progress bar (``RunContext.progress`` yields one; a tqdm bar in the lab)."""
 
@@ -217,33 +191,20 @@ class Progress(Protocol):
             n: how many units of work were done.
         """
 
-    def set_postfix(self, **kwargs: Any) -> None:
-        """Show values beside the bar.
-
-        Args:
-            **kwargs: name -> value to show (a loss, a step).
-        """
-
 
 class RunContext(Protocol):
-    """What the lab hands an experiment. All impure services live behind it.
+    """The impure services of a run, used by the lab's own steps (:mod:`dedebate.lab.evaluate`,
+    :func:`dedebate.lab.driver.run_chunks`), never by an experiment; the lab's is
+    :class:`dedebate.lab.context.LabContext`.
 
     * ``key`` -- a typed PRNG key (``jax.random.key``) derived from the run's seed and the
-      experiment name; derive sub-keys with ``jax.random.fold_in(key, index)``.
+      experiment name (what ``point``, ``host``, ``side``, ``training`` and ``chunks`` get).
     * ``seed`` -- the integer seed the key came from.
-    * ``size`` -- ``"quick"``, ``"default"`` or ``"full"``.
-    * ``checkpoint_dir`` -- a directory for Orbax checkpoints of this run (resume support).
-    * ``resume`` -- whether the run was asked to resume from ``checkpoint_dir``.
-
-    Experiments read no clock and write no file themselves. Chunked training goes through
-    :func:`dedebate.lab.driver.run_chunks`, which uses only these services (checkpoints, restore
-    and skip, monitors, progress, logging with explicit steps).
+    * ``resume`` -- whether the run was asked to resume from its checkpoints.
     """
 
     key: jax.Array
     seed: int
-    size: str
-    checkpoint_dir: Any
     resume: bool
 
     def progress(self, total: int, desc: str):
@@ -289,7 +250,7 @@ class RunContext(Protocol):
         """
 
     def checkpointer(self, every: int = 1, keep: int = 3) -> Any:
-        """An Orbax checkpointer on ``checkpoint_dir``, guarded by the run's config hash.
+        """An Orbax checkpointer on the run's ``checkpoints/``, guarded by its config hash.
 
         A :class:`dedebate.lab.checkpoint.Checkpointer`; use it as a context manager so saves
         finish before the run ends.

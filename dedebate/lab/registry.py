@@ -1,13 +1,13 @@
 """Experiment and benchmark discovery: no registering by hand.
 
-An experiment is any module of an experiment package that defines ``NAME`` and ``report`` (or,
-the old contract, ``run``; ``dedebate/lab/experiment.py``). The packages are dedebate's own
-(the checkout's ``experiments/`` folder, installed as ``dedebate_experiments``) and those other
-installed distributions register in the ``dedebate.experiments`` entry-point group;
+An experiment is any module of an experiment package that defines ``NAME`` and ``report``
+(``dedebate/lab/experiment.py``). The packages are dedebate's own (the checkout's
+``experiments/`` folder, installed as ``dedebate_experiments``) and those other installed
+distributions register in the ``dedebate.experiments`` entry-point group;
 ``DEDEBATE_EXPERIMENTS`` (comma-separated package or module names) replaces them all, which is
-how the tests point the CLI at fakes. A module that fails to import is not silently dropped: its
-error is kept in :attr:`Registry.errors`, so ``dedebate reproduce`` reports it as a failing
-row."""
+how the tests point the CLI at fakes. A module that fails to import, or defines ``NAME`` but no
+``report``, is not silently dropped: its error is kept in :attr:`Registry.errors`, so ``dedebate
+reproduce`` reports it as a failing row."""
 
 from __future__ import annotations
 
@@ -48,15 +48,15 @@ def _import(name_or_module: str | types.ModuleType) -> types.ModuleType:
     return importlib.import_module(name_or_module)
 
 
-def _is_experiment(module: types.ModuleType) -> bool:
-    return isinstance(getattr(module, "NAME", None), str) and (
-        callable(getattr(module, "report", None)) or callable(getattr(module, "run", None)))
-
-
 def _add(reg: Registry, module: types.ModuleType) -> None:
-    if not _is_experiment(module):
+    """Register ``module`` if it defines ``NAME``; one without ``report`` is an error."""
+    name = getattr(module, "NAME", None)
+    if not isinstance(name, str):  # a helper module, not an experiment
         return
-    name = module.NAME
+    if not callable(getattr(module, "report", None)):
+        reg.errors[module.__name__] = (f"experiment {name!r} defines no report(cfg, measured, "
+                                       "host)")
+        return
     other = reg.experiments.get(name)
     if other is not None and other is not module:
         reg.errors[module.__name__] = (f"duplicate experiment NAME {name!r} "
@@ -103,8 +103,11 @@ def discover_experiments(
 ) -> Registry:
     """Import every module of ``packages`` and every module in ``modules``.
 
-    Modules that define ``NAME`` and ``report`` (or ``run``) are kept; a module that fails to
-    import, or repeats another's ``NAME``, is kept as an error instead (never dropped silently).
+    A package that defines ``NAME`` is one experiment (its modules are its own helpers).
+
+    Modules that define ``NAME`` and ``report`` are kept; a module that fails to import, defines
+    ``NAME`` but no ``report``, or repeats another's ``NAME``, is kept as an error instead (never
+    dropped silently).
 
     Args:
         packages: package names or modules; None = :func:`experiment_packages`.
@@ -122,7 +125,7 @@ def discover_experiments(
         except Exception as err:  # noqa: BLE001 - reported, never swallowed
             reg.errors[label] = _one_line(err)
             continue
-        if not hasattr(package, "__path__"):  # a plain module named directly
+        if not hasattr(package, "__path__") or hasattr(package, "NAME"):  # one experiment
             _add(reg, package)
             continue
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):

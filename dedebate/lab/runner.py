@@ -24,8 +24,8 @@ from dedebate.lab.context import LabContext, experiment_key  # noqa: F401  (re-e
 from dedebate.lab.devices import peak_device_bytes
 from dedebate.lab.evaluate import run_module
 from dedebate.lab.experiment import (
-    AnyExperiment,
     Claim,
+    ExperimentModule,
     ExperimentResult,
     gating,
     with_family_decisions,
@@ -84,7 +84,7 @@ def find_resumable(cfg: RunConfig) -> Path | None:
         lambda old: not old.get("sweep") and config_hash_of(old) == want)
 
 
-def run_experiment(module: AnyExperiment, cfg: RunConfig, *,
+def run_experiment(module: ExperimentModule, cfg: RunConfig, *,
                    run_dir: str | os.PathLike | None = None, show_progress: bool = True,
                    nested: bool = False, raise_errors: bool = False, key: Any = None,
                    tracking_name: str | None = None) -> RunRecord:
@@ -159,7 +159,7 @@ def _finished_results(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
     return results
 
 
-def finished_record(module: AnyExperiment, cfg: RunConfig,
+def finished_record(module: ExperimentModule, cfg: RunConfig,
                     run_dir: str | os.PathLike) -> RunRecord | None:
     """The stored record of a run that finished in ``run_dir`` with ``cfg``, or None (run it).
 
@@ -206,7 +206,7 @@ def finished_record(module: AnyExperiment, cfg: RunConfig,
                      reused=True)
 
 
-def _write_running_record(module: AnyExperiment, cfg: RunConfig, run_dir: Path) -> None:
+def _write_running_record(module: ExperimentModule, cfg: RunConfig, run_dir: Path) -> None:
     """Write a "running" ``results.json`` before the experiment starts."""
     # ``results.json`` saying "running" before the experiment starts, so a run whose process dies
     # (killed, out of memory, aborted) is visible as such. A finished run's results.json (status
@@ -229,7 +229,7 @@ def _write_running_record(module: AnyExperiment, cfg: RunConfig, run_dir: Path) 
     })
 
 
-def _run_in(module: AnyExperiment, cfg: RunConfig, run_dir: Path, resume: bool, *,
+def _run_in(module: ExperimentModule, cfg: RunConfig, run_dir: Path, resume: bool, *,
             show_progress: bool, nested: bool, raise_errors: bool, key: Any,
             tracking_name: str | None) -> RunRecord:
     """The body of :func:`run_experiment`, in a locked run directory."""
@@ -335,7 +335,7 @@ def _status(results_path: Path) -> str | None:
     return status if isinstance(status, str) else None
 
 
-def _finish_failed(module: AnyExperiment, cfg: RunConfig, run_dir: Path, ctx: LabContext,
+def _finish_failed(module: ExperimentModule, cfg: RunConfig, run_dir: Path, ctx: LabContext,
                    tracker: Tracker, mode: str, env: dict[str, Any], started: str, t0: float,
                    error: str, tb_text: str | None) -> dict[str, Any]:
     wall = time.monotonic() - t0

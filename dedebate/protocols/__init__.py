@@ -31,7 +31,6 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "prover_estimator_interface": "Estimator Prover",
     "stochastic": "DebateStatic debate_static play_fast play_trials trial_keys",
     "stochastic_batch": "replay_chunk replay_unresolved run_trials",
-    "stochastic_budget": "frontier lean_n_vera",
     "stochastic_constants": "DebateParams LeanParams lean_defaults paper_constants",
     "stochastic_interface": "AlicePlayer BobPlayer Vera checker_interval make_vera two_party_coin",
     "stochastic_lazy": (

@@ -3,7 +3,7 @@
 A strategy is a pytree; each method is a pure function of what the player may see at that moment
 of the protocol and returns a distribution, which :func:`dedebate.protocols.prover_estimator.play`
 samples or takes expectations of. ``dedebate.agents`` implements them (``ped_strategies``,
-``ped_zoo``, ``learned``). Arguments shared by the methods: ``tree``, the full claim tree when the
+``learned``). Arguments shared by the methods: ``tree``, the full claim tree when the
 static ``sees_truth`` is True, else ``tree.public()`` (unobservable truths read -1); ``node``,
 int32, the claim under debate; ``phat``, float32, the estimate ``phat_k`` under debate; ``k``,
 int32, the round; ``cand``, int32, A's candidate decomposition.

@@ -107,7 +107,7 @@ def _program(stage: str, axes: tuple, devices: tuple):
     specs = (PartitionSpec(LANES),) * 2 * (stage == "replay") + _specs(axes)
     mesh = Mesh(np.asarray(devices, dtype=object), (LANES,))
 
-    def lanes(spec, chunk, *args):
+    def lanes(spec: DebateStatic, chunk, *args):
         return jax.shard_map(functools.partial(fn, spec, axes, chunk), mesh=mesh,
                              in_specs=specs, out_specs=PartitionSpec(LANES),
                              check_vma=False)(*args)

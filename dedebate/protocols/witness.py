@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.machines.fixtures import Fixture, meta_analysis, threshold_lipschitz
-from dedebate.protocols.stochastic import Outcome, Vera, play
+from dedebate.protocols.stochastic import DebateStatic, Outcome, Vera, play
 
 MAX_STUDIES = 12
 
@@ -125,7 +125,7 @@ def no_task() -> MetaAnalysisTask:
     return meta_analysis_task([1, 1, 1, 1, 0, 0], [0.45, 0.4, 0.35, 0.3, 0.9, 0.9], theta=3)
 
 
-def witness_debate(spec, machines, w_index: jax.Array, alice, bob, vera: Vera,
+def witness_debate(spec: DebateStatic, machines, w_index: jax.Array, alice, bob, vera: Vera,
                    key: jax.Array) -> tuple[jax.Array, Outcome]:
     """Figure 2: Alice sends the witness, then the stochastic debate runs on ``M(x, w)``.
 

@@ -10,10 +10,6 @@ __all__, __getattr__ = lazy_exports(__name__, {
         "advantage_at first_converged init_state payoff payoff_terms players stackelberg_params "
         "summary templates"
     ),
-    "stackelberg_warm": (
-        "EstimatorTarget advantage_grid fit_estimator fit_grid ogd_target ogd_targets "
-        "warm_info_template warm_start"
-    ),
     "stochastic_selfplay": (
         "SelfPlayCarry SelfPlayMonitors SelfPlayParams SelfPlayStatic carry_axes chunk_grid "
         "chunk_lengths init_grid make_train_bob n_periods selfplay_params surrogate_value "

@@ -7,9 +7,8 @@ A's discrete choices included. Under the Stackelberg schedule B takes ``n_b`` Ad
 the schedule are dynamic, so one compiled program runs every ``n_b`` and both schedules, vmapped
 over seeds. :func:`make_chunk` trains a chunk of A updates (chunks compose: resume equals
 uninterrupted); :class:`StackelbergMonitors` are what spec PED 10.3 lists; :func:`summary` reads
-convergence off them. The warm start of B from Algorithm 1 is
-:mod:`dedebate.training.stackelberg_warm`; the experiment's grid of training runs is
-:mod:`dedebate.training.stackelberg_runs`.
+convergence off them. The Stackelberg experiment (``experiments/stackelberg/``) adds B's warm
+start from Algorithm 1 and its grid of training runs.
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ from dedebate.core.lazy import lazy_exports
 
 # module -> the public names it defines (imported on first use: dedebate.core.lazy)
 __all__, __getattr__ = lazy_exports(__name__, {
-    "fbs_table": "fbs_rows flip_rows",
     "library": (
         "CandidateRule and_rule and_table and_tree build_tree dictator_table hidden_flaw_tree "
         "majority_table noisy_evidence_tree or_table parity_table random_tree threshold_rule "

@@ -18,10 +18,10 @@ class Config:
 SIZES = {"quick": {}, "full": {}}
 
 
-def run(cfg: Config, ctx) -> ExperimentResult:
-    ctx.log({"value": cfg.value})
+def report(cfg: Config, measured, host) -> ExperimentResult:
+    """The value against two bounds, and a one-row table (the lab logs it)."""
     return ExperimentResult(claims=[
         Claim.exact("value at least one half", "fake theorem 9", ">= 0.5", cfg.value,
                     passed=cfg.value >= 0.5, note="fails | by design"),
         Claim.exact("value positive", "fake theorem 10", "> 0", cfg.value, passed=cfg.value > 0),
-    ])
+    ], tables={"value": [{"value": cfg.value}]})

@@ -1,4 +1,5 @@
-"""A fake experiment whose claims pass: exercises every RunContext service and field type."""
+"""A fake experiment whose claims pass: a host step, a pure report with a table the lab logs and a
+figure the lab saves, and every field type of a Config."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Literal, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dedebate.lab.experiment import Claim, ExperimentResult, wilson_interval
 
@@ -17,7 +19,7 @@ TITLE = "Fake experiment: a fair coin's heads rate is in its Wilson interval"
 @dataclasses.dataclass(frozen=True)
 class Config:
     n: int = dataclasses.field(default=64, metadata={"doc": "coin flips per chunk"})
-    chunks: int = dataclasses.field(default=3, metadata={"doc": "chunks (progress steps)"})
+    chunks: int = dataclasses.field(default=3, metadata={"doc": "chunks (table rows)"})
     p: float = dataclasses.field(default=0.5, metadata={"doc": "heads probability, in [0, 1]"})
     flag: bool = dataclasses.field(default=False, metadata={"doc": "a boolean switch"})
     label: str = dataclasses.field(default="coin", metadata={"doc": "a string"})
@@ -37,25 +39,19 @@ class Config:
 SIZES = {"quick": {"n": 16, "chunks": 2}, "full": {"n": 4096, "chunks": 8}}
 
 
-def run(cfg: Config, ctx) -> ExperimentResult:
-    heads = 0
-    total = 0
-    with ctx.progress(cfg.chunks, "flips") as bar:
-        for i in range(cfg.chunks):
-            key = jax.random.fold_in(ctx.key, i)
-            h = int(jnp.sum(jax.random.bernoulli(key, cfg.p, (cfg.n,))))
-            heads += h
-            total += cfg.n
-            ctx.log({"heads": h, "rate": jnp.float32(h / cfg.n)}, step=i)
-            bar.update(1)
-    import matplotlib
+def host(cfg: Config, seed: int, key, measured) -> list[int]:
+    """Heads of each chunk's ``n`` flips (chunk ``i`` at ``fold_in(key, i)``)."""
+    return [int(jnp.sum(jax.random.bernoulli(jax.random.fold_in(key, i), cfg.p, (cfg.n,))))
+            for i in range(cfg.chunks)]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots()
-    ax.bar(["heads", "tails"], [heads, total - heads])
-    plot = ctx.save_figure(fig, "counts")
+def report(cfg: Config, measured, host: list[int]) -> ExperimentResult:
+    """The heads rate's Wilson interval, the flip count, a row per chunk and a bar figure."""
+    from matplotlib.figure import Figure
+
+    heads, total = sum(host), cfg.n * len(host)
+    fig = Figure()
+    fig.subplots().bar(["heads", "tails"], [heads, total - heads])
     rate, lo, hi = wilson_interval(heads, total)
     claim = Claim("heads rate near p", "fake lemma 1", f"contains {cfg.p}", rate, lo, hi,
                   passed=lo <= cfg.p <= hi, note=f"{total} flips")
@@ -64,6 +60,6 @@ def run(cfg: Config, ctx) -> ExperimentResult:
     return ExperimentResult(
         claims=[claim, exact],
         metrics={"heads": heads, "total": total, "rate": rate, "nested": {"a": 1.5}},
-        tables={"chunks": [{"chunk": i, "n": cfg.n} for i in range(cfg.chunks)]},
-        plots=[plot],
-    )
+        tables={"chunks": [{"chunk": i, "n": cfg.n, "heads": h, "rate": np.float32(h / cfg.n)}
+                           for i, h in enumerate(host)]},
+        figures={"counts": fig})

@@ -1,3 +1,3 @@
-"""A helper module without NAME/run: discovery must skip it."""
+"""A helper module without NAME: discovery must skip it (NAME without report is an error)."""
 
 VALUE = 1

@@ -1,10 +1,13 @@
-"""A fake experiment whose process is killed (SIGKILL) in the middle of its run."""
+"""A fake experiment whose process is killed (SIGKILL) in the middle of its run: the lab's chunked
+driver logs a row per chunk, and the chunk after step ``at`` kills the process."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 import signal
+
+from dedebate.lab.experiment import Chunks
 
 NAME = "fake_dies"
 TITLE = "Fake experiment: its process is killed"
@@ -18,7 +21,18 @@ class Config:
 SIZES = {"quick": {}, "full": {}}
 
 
-def run(cfg: Config, ctx):
-    for i in range(cfg.at + 1):
-        ctx.log({"i": i}, step=i)
-    os.kill(os.getpid(), signal.SIGKILL)
+def chunks(cfg: Config, key) -> Chunks:
+    """Chunks ``0 .. at`` log ``{"i": c}``; the next one kills the process."""
+
+    def chunk(state, c):
+        if c > cfg.at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return state, None
+
+    return Chunks(init_state={}, chunk=chunk, n_chunks=cfg.at + 2, every=cfg.at + 3,
+                  log_rows=lambda c, state, _: [(c, {"i": c})])
+
+
+def report(cfg: Config, measured, host):
+    """Never reached: the process died."""
+    raise AssertionError("fake_dies' process dies before its report")

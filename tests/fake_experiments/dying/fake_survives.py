@@ -19,10 +19,13 @@ class Config:
 SIZES = {"quick": {}, "full": {}}
 
 
-def run(cfg: Config, ctx) -> ExperimentResult:
-    ctx.log({"value": cfg.value})
+def host(cfg: Config, seed: int, key, measured) -> dict:
+    """Who started this process (spawned or forked), and a variable the tests set."""
+    return {"parent_pid": os.getppid(), "mark": os.environ.get("DEDEBATE_TEST_MARK", "")}
+
+
+def report(cfg: Config, measured, host: dict) -> ExperimentResult:
+    """The value is three; the host's facts as metrics; the value as a logged table row."""
     return ExperimentResult(claims=[
         Claim.exact("value is three", "fake lemma 3", "== 3", cfg.value,
-                    passed=cfg.value == 3)],
-        # who started its process (spawned or forked), and an environment variable the tests set
-        metrics={"parent_pid": os.getppid(), "mark": os.environ.get("DEDEBATE_TEST_MARK", "")})
+                    passed=cfg.value == 3)], metrics=host, tables={"value": [{"value": cfg.value}]})

@@ -1,7 +1,7 @@
 """A fake experiment of the report contract: coin flips at a dynamic rate ``p``.
 
 ``point`` counts heads (pure JAX), ``host`` gives the expected count on the host, ``report``
-turns both into a claim, a table and a figure. No ``run``: the lab evaluates and writes.
+turns both into a claim, a table and a figure; the lab evaluates and writes.
 """
 
 from __future__ import annotations

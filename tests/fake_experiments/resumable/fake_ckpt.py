@@ -1,5 +1,5 @@
-"""A fake experiment that trains through the lab's chunked driver (``run_chunks``): one step a
-chunk, a checkpoint and a logged row after each.
+"""A fake experiment that trains through the lab's chunked driver (``chunks`` -> ``Chunks``): one
+step a chunk, a checkpoint and a logged row after each.
 
 The environment variable ``FAKE_CRASH_AT=i`` makes the run raise right after step ``i`` (its row
 logged and its checkpoint saved; a crash that the config, and so the config hash, does not see).
@@ -13,8 +13,7 @@ import os
 import jax
 import jax.numpy as jnp
 
-from dedebate.lab.driver import run_chunks
-from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.experiment import Chunks, Claim, ExperimentResult
 
 NAME = "fake_ckpt"
 TITLE = "Fake experiment: a checkpointed random walk"
@@ -32,7 +31,8 @@ class Config:
 SIZES = {"quick": {"steps": 4}, "full": {}}
 
 
-def run(cfg: Config, ctx) -> ExperimentResult:
+def chunks(cfg: Config, key) -> Chunks:
+    """The walk: chunk ``i`` adds a uniform draw to ``total`` and logs it at step ``i``."""
     crash_at = int(os.environ.get("FAKE_CRASH_AT", "-1"))
 
     def chunk(state, i):
@@ -42,12 +42,16 @@ def run(cfg: Config, ctx) -> ExperimentResult:
         return {"step": jnp.int32(i), "total": state["total"] + jax.random.uniform(sub),
                 "key": key}, None
 
-    done = run_chunks(ctx, "walk", {"step": jnp.int32(-1), "total": jnp.float32(0.0),
-                                    "key": ctx.key}, chunk, cfg.steps,
-                      log_rows=lambda i, state, _: [(i, {"total": state["total"]})])
-    state = done.state
-    total = float(state["total"])
+    return Chunks(init_state={"step": jnp.int32(-1), "total": jnp.float32(0.0), "key": key},
+                  chunk=chunk, n_chunks=cfg.steps, desc="walk",
+                  log_rows=lambda i, state, _: [(i, {"total": state["total"]})])
+
+
+def report(cfg: Config, measured, host) -> ExperimentResult:
+    """The walk finished every step; its total and the chunks restored from a checkpoint."""
+    done = measured["trained"]
+    steps = int(done.state["step"]) + 1
     return ExperimentResult(
-        claims=[Claim.exact("walk finished", "fake", f"== {cfg.steps} steps",
-                            int(state["step"]) + 1, passed=int(state["step"]) + 1 == cfg.steps)],
-        metrics={"total": total, "resumed_from": done.restored})
+        claims=[Claim.exact("walk finished", "fake", f"== {cfg.steps} steps", steps,
+                            passed=steps == cfg.steps)],
+        metrics={"total": float(done.state["total"]), "resumed_from": done.restored})

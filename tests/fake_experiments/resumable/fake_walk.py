@@ -1,7 +1,7 @@
 """A fake long run for the fault tests: a random walk through the lab's chunked driver
-(``run_chunks``) that checkpoints its whole state (step, key, partial results) every step, and
-sleeps ``FAKE_STEP_SLEEP`` seconds per step (an environment
-variable, so the config and its hash do not see it) to leave time for a SIGKILL mid-run.
+(``chunks`` -> ``Chunks``) that checkpoints its whole state (step, key, partial results) every
+step, and sleeps ``FAKE_STEP_SLEEP`` seconds per step (an environment variable, so the config and
+its hash do not see it) to leave time for a SIGKILL mid-run.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from dedebate.lab.driver import run_chunks
-from dedebate.lab.experiment import Claim, ExperimentResult
+from dedebate.lab.experiment import Chunks, Claim, ExperimentResult
 
 NAME = "fake_walk"
 TITLE = "Fake experiment: a slow checkpointed random walk"
@@ -40,17 +39,23 @@ def _step(state, i):
             "path": state["path"].at[i].set(x)}
 
 
-def run(cfg: Config, ctx) -> ExperimentResult:
+def chunks(cfg: Config, key) -> Chunks:
+    """The walk, one step a chunk, its total logged at each step."""
     pause = float(os.environ.get("FAKE_STEP_SLEEP", "0"))
-    state = {"step": jnp.int32(-1), "key": ctx.key, "total": jnp.float32(0.0),
-             "path": jnp.zeros(cfg.steps, jnp.float32)}
 
     def chunk(state, i):
         time.sleep(pause)
         return _step(state, jnp.int32(i)), None
 
-    done = run_chunks(ctx, "walk", state, chunk, cfg.steps, keep=3,
-                      log_rows=lambda i, state, _: [(i, {"total": state["total"]})])
+    state = {"step": jnp.int32(-1), "key": key, "total": jnp.float32(0.0),
+             "path": jnp.zeros(cfg.steps, jnp.float32)}
+    return Chunks(init_state=state, chunk=chunk, n_chunks=cfg.steps, keep=3, desc="walk",
+                  log_rows=lambda i, state, _: [(i, {"total": state["total"]})])
+
+
+def report(cfg: Config, measured, host) -> ExperimentResult:
+    """The walk finished every step; its total, its path and the chunks restored."""
+    done = measured["trained"]
     state = done.state
     return ExperimentResult(
         claims=[Claim.exact("walk finished", "fake", f"== {cfg.steps} steps",

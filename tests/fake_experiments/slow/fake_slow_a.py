@@ -1,4 +1,5 @@
-"""A fake experiment that sleeps, marking its start and its end (its results) in a folder."""
+"""A fake experiment that sleeps in its host step, marking its start and its end (its results) in
+a folder."""
 
 from __future__ import annotations
 
@@ -21,14 +22,19 @@ class Config:
 SIZES = {"quick": {}, "full": {}}
 
 
-def run(cfg: Config, ctx) -> ExperimentResult:
-    return sleep_and_mark(NAME, cfg)
+def host(cfg: Config, seed: int, key, measured) -> None:
+    """Sleep, marking the start and the end under this experiment's name."""
+    sleep_and_mark(NAME, cfg)
 
 
-def sleep_and_mark(name: str, cfg: Config) -> ExperimentResult:
-    """Mark the start, sleep, mark the end (these experiments' results), pass."""
+def sleep_and_mark(name: str, cfg: Config) -> None:
+    """Mark the start, sleep, mark the end (these experiments' results)."""
     marks = Path(os.environ["DEDEBATE_TEST_MARK_DIR"])
     (marks / f"started-{name}").write_text(str(os.getpid()))
     time.sleep(cfg.seconds)
     (marks / f"finished-{name}").write_text(str(os.getpid()))
+
+
+def report(cfg: Config, measured, host) -> ExperimentResult:
+    """One passing row: it slept."""
     return ExperimentResult(claims=[Claim.exact("slept", "fake lemma", "== 1", 1, passed=True)])

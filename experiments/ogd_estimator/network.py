@@ -6,7 +6,7 @@ rates x seeds) up as an initial state and a compiled-once chunk program for a ch
 driver's result into a :class:`NetRun`; :func:`comparison_rows` pairs every network run with the
 tabular run on its problem. ``spec`` is any object with the ``net_*`` fields of the OGD
 experiment's config, ``seeds``, ``deltas`` and the fields
-:mod:`~dedebate.estimators.random_problems` reads.
+:mod:`.problems` reads.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate.estimators.random_problems import build_problems
 from dedebate.estimators.train import NetTrainLog, NetTrainStatic, grid_programs, net_train_params
+
+from .problems import build_problems
 
 PROBLEM_KEY = 201
 """The problems come from ``fold_in(key, PROBLEM_KEY)``."""

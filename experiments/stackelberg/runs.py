@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,10 +33,15 @@ from dedebate.training.stackelberg import (
     init_carry,
     payoff_terms,
     players,
+    stackelberg_params,
+    summary,
 )
 from dedebate.trees.library import and_tree, noisy_evidence_tree
 from dedebate.trees.stability import tree_rho
 from dedebate.trees.tree import ClaimTree
+
+if TYPE_CHECKING:
+    from . import Config
 
 
 def stack(xs):
@@ -125,13 +130,6 @@ class Trained(NamedTuple):
     carry: object
     part: Part
     wall: float
-
-
-def empty_monitors(part: Part, steps: int, depth: int) -> StackelbergMonitors:
-    """Zeros of a part's monitors ``[runs, seeds, steps]`` (a chunked driver's buffers)."""
-    shape = (len(part.runs), part.seeds, steps)
-    z = np.zeros(shape, np.float32)
-    return StackelbergMonitors(z, z, z, z, z, z, np.zeros(shape + (depth + 1, 2), np.float32))
 
 
 def monitor_rows(part: Part, mon: StackelbergMonitors, start: int) -> list[tuple[int, dict]]:
@@ -256,3 +254,20 @@ def measure_proven(static: StackelbergStatic, rho: float, thr: float, trained):
                           rho_max=rho_max, n_stable=n_stable, chain_max=chain_max,
                           n_pairs=len(rows), trained_u_min=_strict(min, tu),
                           trained_u_max=_strict(max, tu)), rows
+
+
+def dynamic(cfg: Config, n_b: int, simultaneous: bool = False) -> dict:
+    """The dynamic numbers of a training run at ``n_b`` B updates per A update (or
+    simultaneous play): its hparams, the threshold rho^-(d+1) and the convergence band."""
+    thr = cfg.rho ** -(cfg.depth + 1)
+    return {"hp": stackelberg_params(cfg.lr_a, cfg.lr_b, n_b, simultaneous, cfg.rho, cfg.eta),
+            "thr": np.float32(thr), "band": np.float32(cfg.tol * thr)}
+
+
+def point_metrics(cfg: Config, mon: StackelbergMonitors) -> dict:
+    """:func:`summary` of part 1's monitors ``[schedule, seed, steps]`` at schedule ``main_n_b``,
+    seed 0: the sweep row of a run (what :func:`point`'s ``fn`` computes at the run's key)."""
+    main = dynamic(cfg, cfg.main_n_b)
+    im = cfg.n_b_values.index(cfg.main_n_b)
+    return {k: np.asarray(v)[im, 0].item()
+            for k, v in summary(mon, main["thr"], main["band"]).items()}

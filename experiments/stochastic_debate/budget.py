@@ -1,5 +1,6 @@
-"""Sample budgets of the stochastic-oracle debate: Lean's N_V recomputed on the host, and the
-empirical budget frontier of a sweep over a common factor on (N_A, N_B, N_V).
+"""Sample budgets of the stochastic-oracle debate: Lean's N_V recomputed on the host, honest
+Alice's query constant and the empirical budget frontier of a sweep over a common factor on (N_A,
+N_B, N_V).
 
 The frontier is an empirical finding (no theorem settles it): per (K, T) cell of a sweep's rows,
 the smallest factor before the first that is not confidently safe, where safe means every zoo
@@ -18,6 +19,8 @@ from dedebate.core.samples import hoeffding_samples
 from dedebate.protocols.stochastic import lean_defaults
 
 CELL = re.compile(r"K(\d+)_T(\d+)")
+ALICE_C = 5000
+"""Honest Alice's charged queries are ALICE_C K^2 T ln(200T) with Lean's constants (T N_A)."""
 
 
 def lean_n_vera(K: float, T: int) -> int:

@@ -9,7 +9,7 @@ trained Bob/Alice and the Monte-Carlo check; findings (not gating): the self-pla
 tracking, abort targeting, the n_B schedule and convergence. Players, game, training, rows and
 their criteria: docs/doubly-efficient-debate.md, section 5.7 (spec DED 5.7). Library:
 :mod:`dedebate.agents.selfplay_players`, :mod:`dedebate.exact.selfplay`,
-:mod:`dedebate.training.stochastic_selfplay`, :mod:`dedebate.training.selfplay_runs`. Every
+:mod:`dedebate.training.stochastic_selfplay`; this package's ``runs`` and ``claims``. Every
 training run (both instances at once) is a row of the swept function's compiled programs
 (``point``, a chunked point), trained in ``chunks`` chunks through the lab's chunked driver (log
 after each chunk, an Orbax checkpoint every ``checkpoint_every``): a sweep row is the run's.
@@ -32,15 +32,29 @@ from dedebate.lab.experiment import (
     ExperimentResult,
     Training,
     mean_interval,
-    strict_max,
-    strict_min,
     wilson_interval,
 )
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.programs import FAST_COMPILE
-from dedebate.protocols.stochastic import lean_defaults
-from dedebate.training.selfplay_runs import (
+from dedebate.training.stochastic_selfplay import (
+    carry_axes,
+    chunk_lengths,
+    init_carry,
+    make_chunk,
+    n_periods,
+)
+
+from .claims import (
+    Measured,
+    guaranteed_sides,
+    mc_claims,
+    plot_training,
+    proven_claims,
+    seed_values,
+    wrong_side,
+)
+from .runs import (
     CASES,
     MEASURED,
     chunk_rows,
@@ -51,30 +65,12 @@ from dedebate.training.selfplay_runs import (
     seed_keys,
     setup,
 )
-from dedebate.training.stochastic_selfplay import (
-    carry_axes,
-    chunk_lengths,
-    init_carry,
-    make_chunk,
-    n_periods,
-)
 
 NAME = "stochastic_selfplay"
 TITLE = "Stochastic debate self-play: learned Alice and Bob vs the Lean bounds"
 TYPICAL_SECONDS = 17  # a cold default-size run on two CPU cores (reproduce's order of work)
 
 COMPILE_OPTIONS = FAST_COMPILE  # the swept programs' XLA options (small scans, compile-bound)
-K_F2 = 2.0  # the F2 fixtures' Lipschitz constant
-
-
-def guaranteed_sides(T: int, K: float = K_F2) -> tuple[float, float]:
-    """Lean's guarantee with its default constants of (K, T) at a 2/3 majority (spec DED 5.3):
-    P[out = 1] is at least the first on a yes-instance with P_M(1) >= 2/3 and at most the second
-    on a no-instance with P_M(0) >= 2/3 (1 - the soundness bound)."""
-    comp, sound = lean_defaults(K, T).check(K, T)
-    return comp, 1.0 - sound
-
-
 @config_dataclass
 class Config:
     T: int = param(6, "steps of the F2 fixture (K = 2)", ge=3, le=10)
@@ -264,91 +260,6 @@ def sweep_figures(rows) -> dict:
     return {"selfplay_rates": fig}
 
 
-def _plot(cfg, mons, labels, b):
-    """Training curves: P[out = 1] against Lean's guaranteed sides, and the reach-weighted
-    |p - pi| against b, the tracking rows' criterion."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for lab, mon in zip(labels, mons):
-        x = (np.arange(mon.value.shape[1]) + 1) * cfg.log_every
-        for ax, arr in ((axes[0], np.asarray(mon.value)), (axes[1], np.asarray(mon.tracking))):
-            line, = ax.plot(x, arr.mean(axis=0), label=f"{lab} (mean)")
-            ax.plot(x, arr.T, color=line.get_color(), alpha=0.25, lw=0.8)
-    comp, sound = guaranteed_sides(cfg.T)
-    axes[0].axhline(comp, color="g", ls="--", label=f"completeness {comp:.4f}")
-    axes[0].axhline(sound, color="r", ls="--", label=f"soundness {sound:.4f}")
-    axes[0].set_ylabel("P[out = 1] (training objective)")
-    axes[1].axhline(b, color="k", ls="--", label=f"b = {b:g} (tracking criterion)")
-    axes[1].set_yscale("log")
-    axes[1].set_ylabel("reach-weighted mean |p - pi|")
-    for ax in axes:
-        ax.set_xlabel("Alice update")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"Stochastic debate self-play, F2 T={cfg.T} (thin lines: seeds)")
-    fig.tight_layout()
-    return fig
-
-
-@dataclasses.dataclass
-class Measured:
-    """What the gating rows read (:func:`proven_claims`), measured by :func:`run` on the
-    trained players.
-
-    ``comp``: the completeness bound at the yes-instance; ``sound_acc``: 1 - the soundness
-    bound at the no-instance; ``setting``: the instance, for the notes; ``honest_vs_bob``: per
-    seed, honest Alice's exact acceptance against the trained Bob (yes-instance);
-    ``alice_vs_honest``: per seed, the trained Alice's exact acceptance against honest Bob
-    (no-instance); ``sides``: :func:`guaranteed_sides` of the fixture, for the notes."""
-
-    comp: float
-    sound_acc: float
-    setting: str
-    honest_vs_bob: np.ndarray
-    alice_vs_honest: np.ndarray
-    sides: tuple[float, float]
-
-
-def proven_claims(m: Measured) -> list[Claim]:
-    """The proven gating rows from the measured numbers ``m`` (pure): honest Alice vs every
-    trained Bob >= the completeness bound, every trained Alice vs honest Bob <= 1 - the
-    soundness bound (spec DED 5.3; worst seed, exact). A value that is not finite (or no seed)
-    fails its row."""
-    claims, comp, sound_acc, setting = [], m.comp, m.sound_acc, m.setting
-    h = np.asarray(m.honest_vs_bob)
-    h_min = strict_min(h)
-    claims.append(Claim.exact(
-        "Honest Alice vs every self-play-trained Bob wins at least the completeness bound",
-        "spec DED 5.3 (Lean completeness'), exact DP", f">= {comp:.4f}", h_min,
-        bool(h_min >= comp),
-        note=(f"worst seed; per seed {np.round(h, 4).tolist()}; bound at a 2/3 majority: "
-              f"{m.sides[0]:.4f}; {setting}")))
-    v = np.asarray(m.alice_vs_honest)
-    v_max = strict_max(v)
-    claims.append(Claim.exact(
-        "Every self-play-trained Alice vs honest Bob is accepted at most 1 - the soundness bound",
-        "spec DED 5.3 (Lean soundness'), exact DP", f"<= {sound_acc:.4f}", v_max,
-        bool(v_max <= sound_acc),
-        note=(f"worst seed; per seed {np.round(v, 4).tolist()}; bound at a 2/3 majority: "
-              f"{m.sides[1]:.4f}")))
-    return claims
-
-
-def mc_claims(mc: dict[str, tuple[float, float, float]]) -> list[Claim]:
-    """Per instance, the gating Monte-Carlo row (pure): ``mc[case] = (exact mean over seeds,
-    Monte-Carlo wins pooled over seeds, debates)``; the exact binomial test of "the Monte-Carlo
-    acceptance equals the exact mean" (a non-finite number or no debate fails the row)."""
-    claims = []
-    for case, (exact_mean, wins, n) in mc.items():
-        claims.append(Claim.proportion(
-            f"Monte-Carlo play of the trained pairs ({case}) agrees with the exact DP",
-            "dedebate.protocols.stochastic_batch.run_trials vs exact DP", "==", exact_mean, wins, n,
-            note=(f"{wins}/{n} debates pooled over seeds (the exact binomial test at the seeds' "
-                  "mean exact value is conservative for a pool of binomials)"),
-            bound=f"contains the exact mean {exact_mean:.4f}"))
-    return claims
-
-
 def _case(carry, i):
     """Instance ``i``'s players ``(alice, bob)`` (stacked over seeds) of a trained row, as
     device arrays like those the swept measurement gets (so it reuses their programs)."""
@@ -381,14 +292,6 @@ def host(cfg: Config, _seed, key, measured) -> dict:
     return results
 
 
-def _arr(res, k):
-    return np.array([e[k] for e in res["ev"]])
-
-
-def _wrong(evs, case):
-    return int(sum((e["value"] > 0.5) != (case == "yes") for e in evs))
-
-
 def report(cfg: Config, measured, results) -> ExperimentResult:
     """The gating, self-play, tracking, targeting, schedule and convergence rows of the
     measured pairs (``results``: :func:`host`'s), the training curves' figure."""
@@ -411,10 +314,10 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
     claims.extend(proven_claims(Measured(
         comp=comp, sound_acc=sound_acc, setting=setting,
         honest_vs_bob=np.array(yes["honest_alice"]),
-        alice_vs_honest=_arr(no, "value_vs_honest_bob"), sides=sides)))
+        alice_vs_honest=seed_values(no, "value_vs_honest_bob"), sides=sides)))
     # ---- self-play outcome vs the Lean bounds ---------------------------------------------------
     for case, res, want_hi in (("yes", yes, True), ("no", no, False)):
-        vals = _arr(res, "value")
+        vals = seed_values(res, "value")
         m, lo, hi = mean_interval(vals, support=(0.0, 1.0))  # an acceptance probability
         worst = vals.min() if want_hi else vals.max()
         ok = worst >= sides[0] if want_hi else worst <= sides[1]
@@ -428,11 +331,11 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
     # ---- Monte Carlo check (gating) -------------------------------------------------------------
     if cfg.mc_trials > 0:
         claims.extend(mc_claims({
-            case: (float(_arr(res, "value").mean()), int(res["mc_wins"].sum()), S * cfg.mc_trials)
+            case: (float(seed_values(res, "value").mean()), int(res["mc_wins"].sum()), S * cfg.mc_trials)
             for case, res in (("yes", yes), ("no", no))}))
     # ---- tracking -------------------------------------------------------------------------------
     for case, res, who in (("yes", yes, "winning"), ("no", no, "lying")):
-        trk = _arr(res, "tracking")
+        trk = seed_values(res, "tracking")
         m, lo, hi = mean_interval(trk, support=(0.0, 1.0))  # a mean |p - pi|
         claims.append(Claim(
             f"The {who} Alice's claims track the truth ({case}-instance): reach-weighted mean "
@@ -440,10 +343,10 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
             f"95% upper < b = {constants.b:g}", m, lo, hi, passed=bool(hi < constants.b), finding=True,
             note=(f"per seed {np.round(trk, 5).tolist()}; tau_V = {constants.tau_vera:g}, "
                   f"s = {constants.s:g}; largest |p - pi| at a visited prefix per seed "
-                  f"{np.round(_arr(res, 'max_dev_visited'), 4).tolist()}")))
+                  f"{np.round(seed_values(res, 'max_dev_visited'), 4).tolist()}")))
     # ---- Bob's abort targeting ------------------------------------------------------------------
     for case, res in (("yes", yes), ("no", no)):
-        hit, fa = _arr(res, "hit"), _arr(res, "false_alarm")
+        hit, fa = seed_values(res, "hit"), seed_values(res, "false_alarm")
         j = hit - fa
         m, lo, hi = mean_interval(j, support=(-1.0, 1.0))  # a difference of two rates
         claims.append(Claim(
@@ -453,13 +356,13 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
             m, lo, hi, passed=bool(lo >= 0.5), finding=True,
             note=(f"hit rate mean {hit.mean():.4f} (per seed {np.round(hit, 3).tolist()}), "
                   f"false alarm mean {fa.mean():.4f} (per seed {np.round(fa, 4).tolist()}); "
-                  f"false alarm at |p - pi| <= c: {_arr(res, 'false_alarm_c').mean():.4f}; "
+                  f"false alarm at |p - pi| <= c: {seed_values(res, 'false_alarm_c').mean():.4f}; "
                   "reach-weighted over visited prefixes")))
     # ---- schedules: n_B ----------------------------------------------------------------------------
     if cfg.n_b_sweep:
-        sched = {cfg.n_b: {c: _wrong(results[c]["ev"], c) for c in results}}
+        sched = {cfg.n_b: {c: wrong_side(results[c]["ev"], c) for c in results}}
         for n_b in cfg.n_b_sweep:
-            sched[n_b] = {c: _wrong(results[c]["sweep"][n_b], c) for c in results}
+            sched[n_b] = {c: wrong_side(results[c]["sweep"][n_b], c) for c in results}
         lo_nb, hi_nb = min(sched), max(sched)
         k_hi, k_lo = sched[hi_nb]["no"], sched[lo_nb]["no"]
         f, lo, hi = wilson_interval(k_hi, S)
@@ -477,7 +380,7 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
             for c in results for n in cfg.n_b_sweep for s, e in enumerate(results[c]["sweep"][n])]
     # ---- convergence ----------------------------------------------------------------------------
     for case, res in (("yes", yes), ("no", no)):
-        gap = _arr(res, "gap")
+        gap = seed_values(res, "gap")
         k = int((gap <= cfg.gap_tol).sum())
         f, lo, hi = wilson_interval(k, S)
         claims.append(Claim(
@@ -486,7 +389,7 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
             "fraction of seeds, Wilson lower > 1/2", f, lo, hi, passed=bool(lo > 0.5), finding=True,
             note=(f"{k}/{S} seeds; gap per seed {np.round(gap, 4).tolist()} (Alice's grid best "
                   "response, a lower bound, minus Bob's exact best response); Bob's best "
-                  f"response value per seed {np.round(_arr(res, 'bob_best_response'), 4).tolist()}")))
+                  f"response value per seed {np.round(seed_values(res, 'bob_best_response'), 4).tolist()}")))
 
     metrics |= {"K": K, "T": cfg.T, "constants": dataclasses.asdict(constants),
                "completeness_bound_instance": comp, "soundness_acceptance_bound_instance":
@@ -497,19 +400,19 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
     metrics["point"] = point_metrics(
         {case: (res["ev"], res["honest_alice"]) for case, res in results.items()}, cfg.gap_tol)
     for case, res in results.items():
-        summary = {k: float(_arr(res, k).mean()) for k in res["ev"][0]}
+        summary = {k: float(seed_values(res, k).mean()) for k in res["ev"][0]}
         summary["p1"] = res["p1"]
-        summary["wrong_side_seeds"] = _wrong(res["ev"], case)
+        summary["wrong_side_seeds"] = wrong_side(res["ev"], case)
         if "ablation" in res:
             ab = res["ablation"]
             summary["ablation_no_tail"] = {
                 "value_per_seed": [round(e["value"], 4) for e in ab],
                 "tracking_per_seed": [round(e["tracking"], 4) for e in ab],
-                "wrong_side_seeds": _wrong(ab, case)}
+                "wrong_side_seeds": wrong_side(ab, case)}
         if "mc_wins" in res:
             summary["mc_wins_per_seed"] = res["mc_wins"].tolist()
         metrics[case] = summary
     mons = [jax.tree.map(lambda x, i=i: x[i], measured["monitors"]["main"])
             for i in range(len(CASES))]
     return ExperimentResult(claims=claims, metrics=metrics, tables=tables, figures={
-        "stochastic_selfplay": _plot(cfg, mons, list(CASES), constants.b)})
+        "stochastic_selfplay": plot_training(cfg, mons, list(CASES), constants.b)})

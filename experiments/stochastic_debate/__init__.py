@@ -33,7 +33,6 @@ from dedebate.agents.stochastic_zoo import (
     zoo_stats,
 )
 from dedebate.core.stats import loglog_slope
-from dedebate.exact.zoo_search import adversaries, exact_scale_search
 from dedebate.lab.devices import lanes_for_memory
 from dedebate.lab.experiment import (
     Claim,
@@ -45,7 +44,11 @@ from dedebate.lab.experiment import (
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.fixtures import fixture_for_k
 from dedebate.protocols.stochastic import debate_static, lean_defaults, paper_constants
-from dedebate.protocols.stochastic_budget import frontier, lean_n_vera
+
+from .budget import ALICE_C, lean_n_vera
+from .figures import plot_acceptance, plot_queries
+from .figures import sweep_figures as sweep_figures  # the lab's sweep hook
+from .zoo_search import adversaries, exact_scale_search
 
 NAME = "stochastic_debate"
 TITLE = "Stochastic-oracle debate (Thm 6.2): completeness/soundness vs proven bounds, query costs"
@@ -106,9 +109,6 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
     return {"debate batch": (16 * T + 2400) * batch_lanes(cfg.max_lanes, T),
             "trial keys": 2 * 8 * cfg.trials}
 
-ALICE_C = 5000
-"""Honest Alice's charged queries are ALICE_C K^2 T ln(200T) with Lean's constants (T N_A)."""
-
 DYNAMIC = ("scale", "p_yes", "p_no")
 """Fields that enter :func:`point` only as numbers: the factor on the int32 counts N_A, N_B, N_V
 and the instances' P_M(1). Everything else (Ks, Ts, trials, paper, es_*) is static."""
@@ -146,7 +146,7 @@ def _adversaries(cfg: Config, ki: int, K: int):
 
 @functools.lru_cache(maxsize=16)
 def _search(*args):
-    """:func:`~dedebate.exact.zoo_search.adversaries`, a deterministic host search kept per
+    """:func:`.zoo_search.adversaries`, a deterministic host search kept per
     argument tuple, so that :func:`host` reuses what :func:`point` found instead of searching
     again (only the time depends on it)."""
     return adversaries(*args)
@@ -410,9 +410,9 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     claims.extend(vera_claims(cfg.Ks, cfg.Ts, qrows))
     checks, fit = cost_checks(cfg.Ks, cfg.Ts, qrows)
     claims.extend(consistency_rows(checks))
-    figures = {"acceptance_vs_T": _plot_acceptance(rows, cfg)}
+    figures = {"acceptance_vs_T": plot_acceptance(rows, cfg)}
     if qrows:
-        figures["queries_vs_T"] = _plot_queries([r for r in qrows if r["constants"] == "lean"],
+        figures["queries_vs_T"] = plot_queries([r for r in qrows if r["constants"] == "lean"],
                                                 fit)
     metrics = {"fit": fit, "n_claims": len(claims),
                "consistency_checks": {k: {"holds": bool(ok), "detail": d}
@@ -422,105 +422,3 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     return ExperimentResult(claims=claims, metrics=metrics, figures=figures, tables={
         "acceptance": rows, "queries": qrows, "scale": scale_rows,
         "adversaries": host["adversaries"]})
-
-
-# ---- figures ------------------------------------------------------------------------------------
-def _plot_acceptance(rows, cfg):
-    from matplotlib.figure import Figure  # no pyplot: nothing global to close
-
-    fig = Figure(figsize=(8, 4.5))
-    ax = fig.subplots()
-    for K in cfg.Ks:
-        for side, marker in (("completeness", "o"), ("soundness", "s")):
-            rs = [r for r in rows if r["K"] == K and r["side"] == side and r["constants"] == "lean"]
-            if not rs:
-                continue
-            T = [r["T"] for r in rs]
-            v = np.array([r["value"] for r in rs])
-            err = np.array([[r["value"] - r["lo"] for r in rs], [r["hi"] - r["value"] for r in rs]])
-            ax.errorbar(T, v, yerr=err, marker=marker, capsize=3,
-                        label=f"K={K} {side} ({'min over Bob zoo' if side == 'completeness' else 'max over Alice zoo'})")
-            # each row's own proven bound (it depends on K, T and the fixture's exact P_M(1))
-            ax.plot(T, [r["bound"] for r in rs], ls="--", lw=1,
-                    color="g" if side == "completeness" else "r",
-                    label=f"proven {side} bound (Lean)" if K == cfg.Ks[0] else None)
-    ax.axhline(0.6, color="g", ls=":", lw=1, label="3/5")
-    ax.axhline(0.4, color="r", ls=":", lw=1, label="2/5")
-    ax.set_xscale("log")
-    ax.set_xlabel("T (steps)")
-    ax.set_ylabel("P[output 1]")
-    ax.set_title("Stochastic debate, Lean constants: worst zoo member vs proven bounds (95% CI)")
-    ax.legend(fontsize=7, loc="center right")
-    fig.tight_layout()
-    return fig
-
-
-def _plot_queries(qrows, fit):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4.5))
-    ax = fig.subplots()
-    for K in sorted({r["K"] for r in qrows}):
-        rs = sorted([r for r in qrows if r["K"] == K], key=lambda r: r["T"])
-        T = np.array([r["T"] for r in rs], np.float64)
-        ax.plot(T, [r["alice"] for r in rs], "o-", label=f"K={K} Alice (prover)")
-        ax.plot(T, [r["bob"] for r in rs], "^-", label=f"K={K} Bob (prover)")
-        vera, = ax.plot(T, [r["vera_max"] for r in rs], "s--",
-                        label=f"K={K} Vera (max over trials)")
-        # the bounds the rows compare with: N_V (vera_claims), c K^2 T ln(200T) (cost_checks)
-        ax.plot(T, [r["n_vera"] for r in rs], "-", color=vera.get_color(), lw=1, alpha=0.6,
-                label=f"K={K} N_V (Vera's bound)")
-        ax.plot(T, ALICE_C * K * K * T * np.log(200 * T), "k:", lw=1,
-                label=f"K={K} {ALICE_C} K^2 T ln(200T) (Alice)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("T (steps)")
-    ax.set_ylabel("oracle queries per debate")
-    ax.set_title(f"Queries: prover ~ {fit['c']:.0f} K^2 T ln(200T) (fit), verifier <= N_V")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
-def sweep_figures(rows) -> dict:
-    """``{"budget_frontier": figure}`` when the sweep went over ``scale`` (else ``{}``): per count
-    (N_A, N_B, N_V), Lean's proven count (solid) and the empirical frontier's
-    (:func:`~dedebate.protocols.stochastic_budget.frontier`; dashed, labelled with its factor and
-    a ``?`` where the next factor is undecided) against T, one colour per K; where factor 1 is
-    not safe, a cross (unsafe) or a ``?`` (undecided) at Lean's count."""
-    fr = [e for e in frontier(rows) if not e["others"]]
-    if not rows or "scale" not in rows[0] or not fr:
-        return {}
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
-    colors = {1: "tab:blue", 2: "tab:orange", 4: "tab:green"}
-    for i, (ax, label) in enumerate(zip(axes, ("N_A (Alice)", "N_B (Bob)", "N_V (Vera)"))):
-        for K in sorted({e["K"] for e in fr}):
-            es = sorted((e for e in fr if e["K"] == K), key=lambda e: e["T"])
-            col = colors.get(K)
-            T = [e["T"] for e in es]
-            ax.plot(T, [e["lean"][i] for e in es], "o-", color=col,
-                    label=f"K={K} Lean (proven)")
-            ok = [e for e in es if e["factor"] is not None]
-            ax.plot([e["T"] for e in ok], [e["counts"][i] for e in ok], "s--", color=col,
-                    label=f"K={K} frontier (empirical)")
-            for e in ok:
-                ax.annotate(f"x{e['factor']:g}" + "?" * (e["stop"] == "undecided"),
-                            (e["T"], e["counts"][i]), fontsize=6,
-                            textcoords="offset points", xytext=(3, -9))
-            for stop, mark in (("unsafe", "x"), ("undecided", "$?$")):
-                bad = [e for e in es if e["factor"] is None and e["stop"] == stop]
-                ax.plot([e["T"] for e in bad], [e["lean"][i] for e in bad], marker=mark,
-                        linestyle="none", color="k", ms=9)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("T (steps)")
-        ax.set_title(label, fontsize=9)
-    axes[0].set_ylabel("oracle samples per estimate")
-    axes[0].legend(fontsize=6)
-    fig.suptitle("Smallest common factor on (N_A, N_B, N_V) keeping completeness > 3/5 and "
-                 "soundness < 2/5 vs every zoo member (one-sided Clopper-Pearson, family-wise "
-                 "95%) against Lean's counts", fontsize=9)
-    fig.tight_layout()
-    return {"budget_frontier": fig}

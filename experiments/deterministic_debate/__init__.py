@@ -24,7 +24,14 @@ import numpy as np
 
 from dedebate.agents.deterministic_grids import GRID_PLAY, judged_counts, witness_suite
 from dedebate.agents.deterministic_players import JUDGED, merge_judged
-from dedebate.agents.deterministic_population import (
+from dedebate.core.stats import finite_linfit, finite_loglog_slope
+from dedebate.lab.experiment import Claim, ExperimentResult, strict_max, strict_min
+from dedebate.lab.params import config_dataclass, param
+from dedebate.machines.configurations import clog2
+from dedebate.programs import FASTEST_COMPILE, cpu_only
+from dedebate.protocols.det_witness import constraint_task, plan_task
+
+from .population import (
     EXHAUSTIVE_S,
     EXHAUSTIVE_SEQUENCES,
     PROTOCOL_FAMILIES,
@@ -34,12 +41,6 @@ from dedebate.agents.deterministic_population import (
     play_families,
     side_by_side,
 )
-from dedebate.core.stats import finite_linfit, finite_loglog_slope
-from dedebate.lab.experiment import Claim, ExperimentResult, strict_max, strict_min
-from dedebate.lab.params import config_dataclass, param
-from dedebate.machines.configurations import clog2
-from dedebate.programs import FASTEST_COMPILE, cpu_only
-from dedebate.protocols.det_witness import constraint_task, plan_task
 
 NAME = "deterministic_debate"
 TITLE = ("Deterministic debate: binary search (Thm 5.1), cross-examination (Thm 5.3), "

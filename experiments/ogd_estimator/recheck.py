@@ -4,7 +4,7 @@
 An independent check of Algorithm 1's exit h: :func:`tanh_advantages` is the literal definition of
 ``Adv_f(h)`` for a tanh test, not :class:`~dedebate.estimators.families.TanhFamily`'s blocked
 float32 evaluation; :func:`fresh_tanh_weights` draws ``factor`` times as many new tests of the same
-distribution (:mod:`dedebate.estimators.random_problems`) from another key, and
+distribution (:mod:`.problems`) from another key, and
 :func:`exit_advantages` measures the exit h on both (no theorem bounds a fresh test's advantage:
 a finding, not a guarantee).
 """
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate.estimators.random_problems import tanh_input_dim
+from .problems import tanh_input_dim
 
 
 def tanh_advantages(features, weights, mu, g, h) -> np.ndarray:

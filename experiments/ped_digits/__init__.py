@@ -35,12 +35,13 @@ from dedebate.agents.ped_digits import (
     tabulate,
 )
 from dedebate.estimators import train
-from dedebate.estimators.digits_train import train_estimator, tree_advantages
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval
 from dedebate.lab.params import config_dataclass, param
-from dedebate.training import digits_selfplay as selfplay
 from dedebate.trees.digits import FAMILIES, digit_trees, pool, split_pools
 from dedebate.trees.stability import fbs_threshold, tree_rho
+
+from . import selfplay
+from .estimator import train_estimator, tree_advantages
 
 NAME = "ped_digits"
 TITLE = "Prover-estimator debate on real data: audits of labelled digits (Thm 6.1)"

@@ -10,8 +10,8 @@
    payoff must satisfy U_A <= rho^-(d+1) Pr[A correct] + eta and each round's reward <= 2 delta.
 
 Parts, keys and run order: docs/prover-estimator-debate.md, spec PED 9.8. Library code:
-:mod:`dedebate.estimators.algorithm1_grid`, :mod:`~dedebate.estimators.net_vs_tabular`,
-:mod:`~dedebate.estimators.fixed_provers`.
+:mod:`.algorithm1`, :mod:`.network`,
+:mod:`.provers`.
 """
 
 from __future__ import annotations
@@ -19,22 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from dedebate.core.stats import nan_last
-from dedebate.estimators.algorithm1_grid import FRESH_FACTOR, algorithm1_grid, algorithm1_table
-from dedebate.estimators.fixed_provers import (
-    PROVERS,
-    against_fixed_prover,
-    soundness_trees,
-    stage_rows,
-)
-from dedebate.estimators.net_vs_tabular import (
-    NetRun,
-    comparison_rows,
-    net_run,
-    net_training,
-    tabular_inputs,
-)
 from dedebate.estimators.ogd import STEP_RULES, OGDStatic, iteration_bound, solve_grid
-from dedebate.estimators.random_problems import TRUTHS
 from dedebate.estimators.train import BEST_RESPONSES
 from dedebate.lab.experiment import (
     Chunks,
@@ -45,6 +30,22 @@ from dedebate.lab.experiment import (
     strict_min,
 )
 from dedebate.lab.params import config_dataclass, param
+
+from .algorithm1 import FRESH_FACTOR, algorithm1_grid, algorithm1_table
+from .network import (
+    NetRun,
+    comparison_rows,
+    net_run,
+    net_training,
+    tabular_inputs,
+)
+from .problems import TRUTHS
+from .provers import (
+    PROVERS,
+    against_fixed_prover,
+    soundness_trees,
+    stage_rows,
+)
 
 NAME = "ogd_estimator"
 TITLE = "OI estimator construction: Algorithm 1 bound, Flax estimator, soundness against fixed A"
@@ -150,7 +151,7 @@ deltas); every other field of part 1 is a shape or a choice: static, one compile
 
 def point(cfg: Config):
     """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key)`` is
-    :func:`~dedebate.estimators.algorithm1_grid.algorithm1_grid`'s ``(metrics, extras)`` (a sweep
+    :func:`.algorithm1.algorithm1_grid`'s ``(metrics, extras)`` (a sweep
     keeps the metrics; the report also reads the extras: problems, exit h, traces)."""
     dynamic = {"deltas": np.asarray(cfg.deltas, np.float32),
                "test_scale": np.asarray(cfg.test_scale, np.float32)}

@@ -21,25 +21,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate.agents.ped_families import (
+from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows, strict_max
+from dedebate.lab.params import config_dataclass, param
+from dedebate.programs import FAST_COMPILE
+from dedebate.protocols.prover_estimator import ped_params
+from dedebate.trees import hidden_flaw_tree
+
+from .families import (
     DIRECTION_POLICIES,
     SYMMETRIC_POLICIES,
     TIGHT_DEPTH,
     Families,
 )
-from dedebate.agents.ped_zoo import (
+from .fbs_table import fbs_rows, flip_rows
+from .zoo import (
     completeness_metrics,
     error_shift_metrics,
     obfuscation_metrics,
     sampled_obfuscation_chunks,
     training_signal_rows,
 )
-from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows, strict_max
-from dedebate.lab.params import config_dataclass, param
-from dedebate.programs import FAST_COMPILE
-from dedebate.protocols.prover_estimator import ped_params
-from dedebate.trees import hidden_flaw_tree
-from dedebate.trees.fbs_table import fbs_rows, flip_rows
 
 NAME = "prover_estimator"
 TITLE = "Prover-estimator debate (Thm 6.1): completeness, tight error shifting, obfuscation"
@@ -161,8 +162,8 @@ def _exact(claim, source, bound, value, passed, note="") -> Claim:
 
 def fbs_claims(qs, rows, flips) -> list[Claim]:
     """Section 1: the fbs closed forms, primal = dual, and ``F(eps) = eps fbs`` from the LP rows of
-    :func:`~dedebate.trees.fbs_table.fbs_rows` and
-    :func:`~dedebate.trees.fbs_table.flip_rows`."""
+    :func:`.fbs_table.fbs_rows` and
+    :func:`.fbs_table.flip_rows`."""
     claims = []
     for family in ("threshold", "AND", "OR", "majority", "parity", "dictator"):
         fam = [r for r in rows if r["family"] == family]

@@ -4,10 +4,10 @@
 vmapped while loop per (|Z|, step rule)); its scalar metrics are what a sweep row and a report
 share. :func:`algorithm1_table` turns those metrics and the arrays beside them (problems, exit h,
 advantage traces) into one row per run, with the exit advantages recomputed in float64 numpy on
-the training tests and on fresh ones (:mod:`~dedebate.estimators.tanh_recheck`).
+the training tests and on fresh ones (:mod:`.recheck`).
 
 ``spec`` is any object with the fields ``q_values``, ``deltas``, ``step_rules``, ``seeds``,
-``trace_len`` and those :mod:`~dedebate.estimators.random_problems` reads.
+``trace_len`` and those :mod:`.problems` reads.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.estimators.ogd import OGDStatic, iteration_bound, solve_block
-from dedebate.estimators.random_problems import traced_problems
-from dedebate.estimators.tanh_recheck import exit_advantages, fresh_tanh_draw, fresh_tanh_weights
+
+from .problems import traced_problems
+from .recheck import exit_advantages, fresh_tanh_draw, fresh_tanh_weights
 
 PER_RUN = ("steps", "max_adv", "converged", "regret_sum", "regret_bound", "circuit_size")
 """Metrics per Algorithm 1 run, named ``Z{|Z|}/{rule}/d{j}/s{s}/{metric}`` for ``deltas[j]`` and
@@ -74,7 +75,7 @@ def algorithm1_table(spec, metrics, extras, key):
     """``(rows, traces)``: one row per Algorithm 1 run of :func:`algorithm1_grid` at ``key``.
 
     Rows (q, rule, problem, delta order) hold :data:`PER_RUN`, both rules' proven bounds,
-    ``z_over_delta2`` and :func:`~dedebate.estimators.tanh_recheck.exit_advantages`' columns on
+    ``z_over_delta2`` and :func:`.recheck.exit_advantages`' columns on
     fresh tests from ``fold_in(fold_in(key, FRESH_KEY), q)``; ``traces[(rule, q, delta)]`` is
     problem 0's advantage trace.
     """
