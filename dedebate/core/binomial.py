@@ -17,6 +17,8 @@ distribution and costs O(1) expected work and memory whatever N is (spec DED 5.5
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
@@ -205,7 +207,7 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
     used = jnp.where(fast, jnp.where(found, j1 + 1, W), jnp.where(big, jnp.minimum(j_end, W), 0))
     used = jnp.minimum(used, jnp.clip((L - ptr0) // 2, 0, W))
     ptr = ptr0 + 2 * used + need.astype(jnp.int32)  # +1 keeps slow-path keys unique
-    return k.astype(jnp.int32), stream.replace(ptr=ptr), need
+    return k.astype(jnp.int32), dataclasses.replace(stream, ptr=ptr), need
 
 
 def sample_binomial(key: jax.Array, n, p, window: int = DEFAULT_WINDOW) -> jax.Array:

@@ -8,6 +8,7 @@ still open into fixed-size buffers, so the batch pays for later candidates only 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -56,7 +57,8 @@ def _draw_fast(stream: UniformStream, n, nf, pp, flip, trivial, edge, big, fast)
     k = jnp.where(trivial, edge, k)
     used = jnp.where(resolved, j1 + 1, jnp.where(fast, W, 0))
     used = jnp.minimum(used, jnp.clip((L - ptr0) // 2, 0, W))
-    return k.astype(jnp.int32), stream.replace(ptr=ptr0 + 2 * used), ~trivial & ~resolved
+    stream = dataclasses.replace(stream, ptr=ptr0 + 2 * used)
+    return k.astype(jnp.int32), stream, ~trivial & ~resolved
 
 
 def _window_first(u, nf, pp, big, ptr0, L: int, W: int):

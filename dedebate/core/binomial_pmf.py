@@ -45,7 +45,7 @@ def stirlerr(x: jax.Array) -> jax.Array:
 def _h_poly(d: jax.Array) -> jax.Array:
     """``h(d) = (1 + d) log(1 + d) - d`` for |d| < 0.25, by its Taylor series."""
     # h(d) = sum_{j>=2} (-d)^j / (j (j-1)), to d^13: relative error < 1e-8.
-    r = 1 / (13 * 12)
+    r: float | jax.Array = 1 / (13 * 12)
     for j in range(12, 1, -1):
         r = 1 / (j * (j - 1)) - d * r
     return d * d * r
@@ -60,7 +60,7 @@ def _h(d: jax.Array) -> jax.Array:
 
 def _log1p_poly(x: jax.Array) -> jax.Array:
     """``log(1 + x)`` for |x| < 0.25 (Taylor to x^14, error < 1e-9)."""
-    r = 1 / 14
+    r: float | jax.Array = 1 / 14
     for j in range(13, 0, -1):
         r = 1 / j - x * r
     return x * r
@@ -109,7 +109,7 @@ def _lower_tail_walk(k, n, p, target, active):
     return j, acc
 
 
-def binom_lower_tail(k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array = True
+def binom_lower_tail(k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array | bool = True
                      ) -> jax.Array:
     """``P[X <= k]`` for X ~ Binomial(n, p), ``0 < p < 1``, with ``k`` below the mean.
 
@@ -122,7 +122,7 @@ def binom_lower_tail(k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array
 
 
 def binom_lower_tail_sample(k: jax.Array, n: jax.Array, p: jax.Array, target: jax.Array,
-                            active: jax.Array = True) -> jax.Array:
+                            active: jax.Array | bool = True) -> jax.Array:
     """Inversion inside the lower tail: the largest ``j <= k`` with ``P[j <= X <= k] >= target``.
 
     The same walk, in the same order, as :func:`binom_lower_tail`, so with ``target = U *

@@ -36,7 +36,7 @@ def project_rows_pairwise(v: jax.Array) -> jax.Array:
     """
     n_z = v.shape[-1]
     rows = [v[..., j] for j in range(n_z)]
-    theta = None
+    theta: jax.Array | None = None
     for j in range(n_z):
         s = jnp.zeros_like(rows[j])
         c = jnp.zeros_like(rows[j])
@@ -46,6 +46,7 @@ def project_rows_pairwise(v: jax.Array) -> jax.Array:
             c = c + ge.astype(v.dtype)
         th = (s - 1.0) / c
         theta = th if theta is None else jnp.maximum(theta, th)
+    assert theta is not None  # n_z >= 1
     return jnp.maximum(v - theta[..., None], 0.0)
 
 

@@ -11,6 +11,8 @@ program seen as S-bit configurations with a one-step transition making at most o
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -233,7 +235,7 @@ class ConfigMachine:
         c = self.counter(cfg)
         halted = c >= self.T
         tc = jnp.minimum(c, self.T - 1)
-        bit = local_bit(self.program.replace(deps=self.cfg_deps), cfg, tc)
+        bit = local_bit(dataclasses.replace(self.program, deps=self.cfg_deps), cfg, tc)
         pos = self.w_c + self.n + tc % self.W
         cfg = cfg.at[pos].set(jnp.where(halted, cfg[pos], bit))
         cnt = self._counter_bits(jnp.where(halted, c, c + 1))

@@ -64,7 +64,7 @@ class CascadeMachine:
         p0, q, r = float(self.p0), float(self.q), float(self.r)
         base = np.array([p0] + [r * q] * (T - 1))
         weight = np.array([0.0] + [1.0 - r] * (T - 1))
-        deps = [[]] + [[t - 1] for t in range(1, T)]
+        deps: list[list[int]] = [[]] + [[t - 1] for t in range(1, T)]
         return make_step_program([ORACLE] * T, deps, affine_mean_oracle(base, weight))
 
 

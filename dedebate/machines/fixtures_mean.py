@@ -71,7 +71,7 @@ class MeanFinalMachine:
         T = self.T
         base = np.concatenate([np.asarray(self.pi), [float(self.a)]])
         weight = np.concatenate([np.zeros(T - 1), [float(self.b)]])
-        deps = [[] for _ in range(T - 1)] + [list(range(T - 1))]
+        deps: list[list[int]] = [[] for _ in range(T - 1)] + [list(range(T - 1))]
         return make_step_program([ORACLE] * T, deps, affine_mean_oracle(base, weight))
 
 

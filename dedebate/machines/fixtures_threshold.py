@@ -122,7 +122,7 @@ def threshold_lipschitz(pi, x, theta: int) -> float:
     w = 2 * np.asarray(x, np.int64) - 1
     n = pi.size
     # later[i]: distribution of R_i = sum_{j > i} w_j y_j, indexed by value + n.
-    later = [None] * n
+    later: list[np.ndarray] = [np.empty(0)] * n  # each set below
     dist = np.zeros(2 * n + 1)
     dist[n] = 1.0
     for i in range(n - 1, -1, -1):

@@ -9,7 +9,8 @@ probabilities on the host, naming the offending entry.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import flax.linen as nn
 import jax
@@ -199,7 +200,7 @@ class JudgeMLP(nn.Module):
 class NeuralOracle:
     """``pi(z) = sigmoid(MLP(z))`` with Flax parameters (a black-box simulated judge)."""
 
-    params: dict
+    params: Mapping[str, Any]  # Flax variables (a dict or FrozenDict)
     hidden: int = struct.field(pytree_node=False, default=16)
 
     def prob(self, query, mask, t):

@@ -46,14 +46,14 @@ class WitnessTask:
 def with_witness(task: WitnessTask, w: jax.Array) -> StepProgram:
     """``M(x, w)``: one task's program with the 0/1 witness ``w [n_w]`` written on its input."""
     x = task.program.x[: task.n_x].astype(jnp.int8)
-    return task.program.replace(x=jnp.concatenate([x, w.astype(jnp.int8)]))
+    return dataclasses.replace(task.program, x=jnp.concatenate([x, w.astype(jnp.int8)]))
 
 
 def play_witness(task: WitnessTask, w: jax.Array, alice: Alice, bob: Bob) -> DetOutcome:
     """One witness debate: A's witness w, then Figure 4 on ``M(x, w)`` (+1 round, +n_w bits)."""
     out = play_cross_exam(with_witness(task, w), alice, bob)
-    return out.replace(costs=out.costs.replace(rounds=out.costs.rounds + 1),
-                       a_message_bits=out.a_message_bits + task.n_w)
+    costs = dataclasses.replace(out.costs, rounds=out.costs.rounds + 1)
+    return dataclasses.replace(out, costs=costs, a_message_bits=out.a_message_bits + task.n_w)
 
 
 def all_witnesses(n_w: int) -> np.ndarray:
@@ -103,7 +103,9 @@ def _parity_rule(width: int) -> np.ndarray:
 
 def _plan_structure(k: int, c: int, b: int) -> _Structure:
     n_x, n_w = k * c, k * b
-    kind, deps, rule = [], [], []
+    kind: list[int] = []
+    deps: list[list[int]] = []
+    rule: list[np.ndarray | None] = []
     n = n_x + n_w
     for i in range(k):
         base = 3 * i
@@ -127,7 +129,9 @@ def _constraint_structure(v: int, clauses: np.ndarray, c: int) -> _Structure:
     C = clauses.shape[0]
     n_x, n_w = C * c, v
     n = n_x + n_w
-    kind, deps, rule = [], [], []
+    kind: list[int] = []
+    deps: list[list[int]] = []
+    rule: list[np.ndarray | None] = []
     for j in range(C):
         kind.append(ORACLE)  # sat_j = O(type_j, w_{clause j})
         deps.append([j * c + i for i in range(c)] + [n_x + int(u) for u in clauses[j]])

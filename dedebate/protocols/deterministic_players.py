@@ -82,6 +82,7 @@ def alice_config(cm: ConfigMachine, alice, a: jax.Array | None, rnd, index) -> j
     """A's Figure 3 message in round ``rnd``, whose honest value is configuration ``index``."""
     if isinstance(alice, MessageAlice):
         return alice.messages[rnd]
+    assert a is not None  # only a MessageAlice plays without the transcript
     lie = alice.lie_round == rnd
     i = jnp.clip(index + jnp.where(lie, alice.lie_shift, 0), 0, cm.T_pad)
     cfg = cm.from_transcript(a, i)

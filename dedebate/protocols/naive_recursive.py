@@ -36,7 +36,7 @@ class NaiveDebater:
     """
 
     mode: str = struct.field(pytree_node=False, default="honest")
-    cand: int | None = struct.field(pytree_node=False, default=None)
+    cand: int | np.integer | None = struct.field(pytree_node=False, default=None)
     sees_truth: bool = struct.field(pytree_node=False, default=True)
 
     def answer(self, tree: ClaimTree):

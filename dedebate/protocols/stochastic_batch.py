@@ -88,7 +88,7 @@ def _exact(spec: DebateStatic, axes: tuple, chunk: int, *args):
     return _replay(spec, axes, chunk, *_fast(spec, axes, chunk, *args), *args)
 
 
-STAGES = {"fast": _fast, "replay": _replay, "exact": _exact}
+STAGES: dict[str, Callable[..., Any]] = {"fast": _fast, "replay": _replay, "exact": _exact}
 
 
 @program_cache

@@ -11,6 +11,8 @@ The layout is described in spec PED 10.1.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -122,7 +124,8 @@ class ClaimTree:
 
     def public(self) -> ClaimTree:
         """The view of a player who sees only public truths: hidden truths read ``-1``."""
-        return self.replace(truth=jnp.where(self.known, self.truth, -1).astype(jnp.int8))
+        truth = jnp.where(self.known, self.truth, -1).astype(jnp.int8)
+        return dataclasses.replace(self, truth=truth)
 
 
 def truth_code(truths) -> jax.Array:
