@@ -27,8 +27,10 @@ def requirements(project: dict, extras: list[str]) -> list[Requirement]:
         if extra in seen:
             continue
         if extra not in optional:
-            raise SystemExit(f"floors.py: no extra {extra!r} in pyproject.toml "
-                             f"(there are: {', '.join(sorted(optional))})")
+            raise SystemExit(
+                f"floors.py: no extra {extra!r} in pyproject.toml "
+                f"(there are: {', '.join(sorted(optional))})"
+            )
         seen.add(extra)
         for text in optional[extra]:
             req = Requirement(text)

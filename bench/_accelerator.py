@@ -20,9 +20,9 @@ the start of the run, the install included):
 
 A step that would start with less than ``MIN_STEP_S`` of the budget left is recorded as
 ``skipped`` (``budget spent``). The JSON is rewritten (atomically) after every step, so a run
-killed at any point keeps every finished step. ``--quick`` runs the same steps at small sizes
-(benchmarks at their default size, ``reproduce --quick``, a small throughput problem): the
-tests use it on a CPU.
+killed at any point keeps every finished step (the record: :class:`bench._steps.Run`).
+``--quick`` runs the same steps at small sizes (benchmarks at their default size, ``reproduce
+--quick``, a small throughput problem): the tests use it on a CPU.
 
 Every step's record: ``name``, ``status`` (``ok``, ``failed``, ``timed_out``, ``skipped``),
 ``wall_s``, ``timeout_s``, ``returncode``, ``reason`` (skipped / failed), ``stderr_tail``
@@ -40,34 +40,42 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SCHEMA = "dedebate-accelerator/1"
+from ._steps import REPO, Run, utc_now
+from ._steps import SCHEMA as SCHEMA  # the JSON's schema, re-exported
+
 BUDGET_S = 480.0
-MIN_STEP_S = 10.0
 # Benchmarks left out of the default list: cold_start times three cold `reproduce --quick` runs
 # (minutes of device time for a CPU figure; this script's reproduce steps time reproduce here).
 NOT_ON_DEVICE = ("cold_start",)
 # The experiments whose --full size is expected to fit in a few minutes on one accelerator,
 # cheapest first; the budget decides how many of them run.
-FULL_FIT = ("machines", "ogd_estimator", "deterministic_debate", "stackelberg",
-            "stochastic_selfplay", "prover_estimator", "stochastic_debate")
-TIMEOUTS = {"install": 240.0, "doctor": 90.0, "bench-list": 90.0, "throughput": 150.0,
-            "bench": 150.0, "reproduce": 240.0}
-THROUGHPUT = {"full": {"T": 256, "modes": ("count", "decision", "lazy"), "min_seconds": 0.5,
-                       "repeats": 3},
-              "quick": {"T": 16, "trials": 256, "modes": ("lazy",), "min_seconds": 0.05,
-                        "repeats": 1}}
+FULL_FIT = (
+    "machines",
+    "ogd_estimator",
+    "deterministic_debate",
+    "stackelberg",
+    "stochastic_selfplay",
+    "prover_estimator",
+    "stochastic_debate",
+)
+TIMEOUTS = {
+    "install": 240.0,
+    "doctor": 90.0,
+    "bench-list": 90.0,
+    "throughput": 150.0,
+    "bench": 150.0,
+    "reproduce": 240.0,
+}
+THROUGHPUT = {
+    "full": {"T": 256, "modes": ("count", "decision", "lazy"), "min_seconds": 0.5, "repeats": 3},
+    "quick": {"T": 16, "trials": 256, "modes": ("lazy",), "min_seconds": 0.05, "repeats": 1},
+}
 TRIAL_BYTES_PER_STEP, TRIAL_BYTES_FIXED = 16, 2048  # planned memory of one trial (throughput)
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def _finite_numbers(d: dict) -> dict:
@@ -78,88 +86,14 @@ def _finite_numbers(d: dict) -> dict:
             out[k] = v
         elif isinstance(v, (int, float)) and math.isfinite(v):
             out[k] = v
-        elif (isinstance(v, list) and len(v) == 2
-              and all(isinstance(x, (int, float)) for x in v) and k.endswith("_range")):
+        elif (
+            isinstance(v, list)
+            and len(v) == 2
+            and all(isinstance(x, (int, float)) for x in v)
+            and k.endswith("_range")
+        ):
             out[k] = v
     return out
-
-
-class Run:
-    """The JSON record of one accelerator run, rewritten after every step."""
-
-    def __init__(self, out: Path, budget_s: float, size: str, timeouts: dict[str, float],
-                 env: dict[str, str]):
-        self.out, self.budget_s, self.size, self.env = out, budget_s, size, env
-        self.timeouts = timeouts
-        self.t0 = time.monotonic()
-        self.data: dict = {"schema": SCHEMA, "started": _now(), "finished": None,
-                           "complete": False, "size": size, "budget_s": budget_s,
-                           "spent_s": 0.0, "device": None, "versions": None, "steps": [],
-                           "figures": {"trial_steps_per_s": {}, "bench": {},
-                                       "sweep_runs_per_s_vs_one_cpu": None, "reproduce": {}}}
-        self.write()
-
-    def left(self) -> float:
-        return self.budget_s - (time.monotonic() - self.t0)
-
-    def write(self) -> None:
-        self.data["spent_s"] = round(time.monotonic() - self.t0, 3)
-        self.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.out.with_name(self.out.name + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, allow_nan=False) + "\n")
-        os.replace(tmp, self.out)
-
-    def timeout_for(self, name: str) -> float:
-        return self.timeouts.get(name, self.timeouts[name.split("/")[0]])
-
-    def step(self, name: str, cmd: list[str], parse=None) -> dict:
-        """Run one step (``cmd`` in its own process group) within its timeout and the budget;
-        record it and rewrite the JSON. ``parse(stdout)`` gives the step's ``result``."""
-        rec: dict = {"name": name, "status": None, "wall_s": 0.0, "timeout_s": None,
-                     "returncode": None}
-        left = self.left()
-        if left < min(MIN_STEP_S, self.timeout_for(name)):
-            rec.update(status="skipped", reason=f"budget spent ({max(left, 0):.0f} s left of "
-                                                f"{self.budget_s:.0f} s)")
-            return self._record(rec)
-        timeout = min(self.timeout_for(name), left)
-        rec["timeout_s"] = round(timeout, 3)
-        t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # the step and every process it started
-            except ProcessLookupError:
-                pass
-            stdout, stderr = proc.communicate()
-            rec.update(status="timed_out", wall_s=round(time.monotonic() - t0, 3),
-                       reason=f"ran past its timeout of {timeout:g} s",
-                       stderr_tail=(stderr or "")[-2000:])
-            return self._record(rec)
-        rec.update(wall_s=round(time.monotonic() - t0, 3), returncode=proc.returncode)
-        try:
-            rec["result"] = parse(stdout) if parse else None
-        except Exception as err:  # noqa: BLE001 - recorded: a step's output that does not parse
-            rec.update(status="failed", reason=f"output not understood: {err}",
-                       stderr_tail=(stderr or "")[-2000:], stdout_tail=(stdout or "")[-2000:])
-            return self._record(rec)
-        if proc.returncode != 0 and not name.startswith("reproduce/"):
-            rec.update(status="failed", reason=f"exit status {proc.returncode}",
-                       stderr_tail=(stderr or "")[-2000:])
-        else:  # reproduce exits 1 when a claim fails: the verdict is the result, not a failure
-            rec["status"] = "ok"
-        return self._record(rec)
-
-    def _record(self, rec: dict) -> dict:
-        self.data["steps"].append(rec)
-        self.write()
-        extra = f" ({rec['reason']})" if rec.get("reason") else ""
-        print(f"accelerator: {rec['name']}: {rec['status']} in {rec['wall_s']:.1f} s{extra}",
-              file=sys.stderr, flush=True)
-        return rec
 
 
 def _json_stdout(stdout: str):
@@ -172,7 +106,7 @@ def _last_json_line(stdout: str):
 
 def _reproduce_result(stdout: str) -> dict:
     line = next(x for x in stdout.splitlines() if x.startswith("report: "))
-    report_dir = Path(line[len("report: "):]).parent
+    report_dir = Path(line[len("report: ") :]).parent
     report = json.loads((report_dir / "report.json").read_text())
     (e,) = report["experiments"]
     try:  # the experiment's own record: its peak device memory
@@ -180,10 +114,16 @@ def _reproduce_result(stdout: str) -> dict:
         prov = json.loads((run_dir / "results.json").read_text())["provenance"]
     except (OSError, ValueError, KeyError, TypeError):
         prov = {}
-    return {"verdict": e.get("verdict", "PASS" if e["passed"] else "FAIL"), "status": e["status"],
-            "claims_passed": report["claims_passed"], "claims_total": report["claims_total"],
-            "wall_s": e.get("wall_time_s"), "report_wall_s": report["wall_time_s"],
-            "peak_device_bytes": prov.get("peak_device_bytes"), "error": e.get("error")}
+    return {
+        "verdict": e.get("verdict", "PASS" if e["passed"] else "FAIL"),
+        "status": e["status"],
+        "claims_passed": report["claims_passed"],
+        "claims_total": report["claims_total"],
+        "wall_s": e.get("wall_time_s"),
+        "report_wall_s": report["wall_time_s"],
+        "peak_device_bytes": prov.get("peak_device_bytes"),
+        "error": e.get("error"),
+    }
 
 
 def throughput_worker(size: str, trials: int | None) -> dict:
@@ -208,7 +148,8 @@ def throughput_worker(size: str, trials: int | None) -> dict:
     T = s["T"]
     if trials is None:
         trials = s.get("trials") or lanes_for_memory(
-            TRIAL_BYTES_PER_STEP * T + TRIAL_BYTES_FIXED, default=16384, lo=1024, hi=1 << 21)
+            TRIAL_BYTES_PER_STEP * T + TRIAL_BYTES_FIXED, default=16384, lo=1024, hi=1 << 21
+        )
     fx = f2_target(T, 2 / 3)
     consts = lean_defaults(2, T).constants(2, T)
     alice, bob, vera = honest_alice(consts), honest_bob(consts), make_vera(consts)
@@ -222,52 +163,94 @@ def throughput_worker(size: str, trials: int | None) -> dict:
 
         t0 = time.perf_counter()
         out = call()
-        modes[mode] = {"compile_s": round(time.perf_counter() - t0, 3),
-                       "acceptance": float(out.alice_wins.mean())}
+        modes[mode] = {
+            "compile_s": round(time.perf_counter() - t0, 3),
+            "acceptance": float(out.alice_wins.mean()),
+        }
         runners[mode] = call
     timing = time_contenders(runners, min_seconds=s["min_seconds"], repeats=s["repeats"])
     for mode, t in timing.items():
         sm = summary(t, trials * T, "trial_steps")
-        modes[mode].update(trial_steps_per_s=sm["trial_steps_per_s"]["median"],
-                           trial_steps_per_s_range=[sm["trial_steps_per_s"]["min"],
-                                                    sm["trial_steps_per_s"]["max"]],
-                           seconds_per_call=sm["seconds_per_call"]["median"])
+        modes[mode].update(
+            trial_steps_per_s=sm["trial_steps_per_s"]["median"],
+            trial_steps_per_s_range=[
+                sm["trial_steps_per_s"]["min"],
+                sm["trial_steps_per_s"]["max"],
+            ],
+            seconds_per_call=sm["seconds_per_call"]["median"],
+        )
     dev = jax.devices()[0]
-    return {"backend": jax.default_backend(), "device_kind": dev.device_kind,
-            "memory_bytes": device_memory_bytes(dev), "peak_device_bytes": peak_device_bytes(),
-            "T": T, "trials": trials,
-            "problem": "F2, K = 2, P_M(1) = 2/3, honest Alice and Bob, Lean constants",
-            "modes": modes}
+    return {
+        "backend": jax.default_backend(),
+        "device_kind": dev.device_kind,
+        "memory_bytes": device_memory_bytes(dev),
+        "peak_device_bytes": peak_device_bytes(),
+        "T": T,
+        "trials": trials,
+        "problem": "F2, K = 2, P_M(1) = 2/3, honest Alice and Bob, Lean constants",
+        "modes": modes,
+    }
 
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     env = os.environ.get
-    p = argparse.ArgumentParser(prog="bench/accelerator.sh",
-                                description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=env("DEDEBATE_ACCEL_OUT") or None,
-                   help="the JSON file (default runs/accelerator-<UTC time>.json)")
-    p.add_argument("--quick", action="store_true",
-                   default=env("DEDEBATE_ACCEL_QUICK", "") not in ("", "0"),
-                   help="small sizes (benchmarks at their default size, reproduce --quick)")
-    p.add_argument("--only", nargs="*", default=(env("DEDEBATE_ACCEL_ONLY") or "").split()
-                   or list(FULL_FIT), metavar="NAME", help="experiments to reproduce, in order")
-    p.add_argument("--benches", nargs="*", default=(env("DEDEBATE_ACCEL_BENCHES") or "").split()
-                   or None, metavar="NAME",
-                   help="benchmarks (default: every one listed but cold_start)")
-    p.add_argument("--no-throughput", action="store_true",
-                   default=env("DEDEBATE_ACCEL_THROUGHPUT", "1") == "0",
-                   help="skip the stochastic debate's throughput step")
-    p.add_argument("--budget-s", type=float, default=float(env("DEDEBATE_ACCEL_BUDGET_S")
-                                                           or BUDGET_S))
-    p.add_argument("--timeout", nargs="*", default=(env("DEDEBATE_ACCEL_TIMEOUTS") or "").split(),
-                   metavar="STEP=SECONDS", help="per-step timeouts (STEP: a step name such as "
-                   "bench/sweep, or a kind: install, doctor, throughput, bench, reproduce)")
-    p.add_argument("--install", choices=("auto", "yes", "no", "preinstalled"),
-                   default={"0": "no", "1": "yes"}.get(env("DEDEBATE_ACCEL_INSTALL", ""), "auto"))
-    p.add_argument("--cuda", default=env("DEDEBATE_ACCEL_CUDA") or "cuda12",
-                   choices=("cuda12", "cuda13"))
-    p.add_argument("--trials", type=int, default=None,
-                   help="throughput trials (default: from the device's memory)")
+    p = argparse.ArgumentParser(prog="bench/accelerator.sh", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--out",
+        default=env("DEDEBATE_ACCEL_OUT") or None,
+        help="the JSON file (default runs/accelerator-<UTC time>.json)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        default=env("DEDEBATE_ACCEL_QUICK", "") not in ("", "0"),
+        help="small sizes (benchmarks at their default size, reproduce --quick)",
+    )
+    p.add_argument(
+        "--only",
+        nargs="*",
+        default=(env("DEDEBATE_ACCEL_ONLY") or "").split() or list(FULL_FIT),
+        metavar="NAME",
+        help="experiments to reproduce, in order",
+    )
+    p.add_argument(
+        "--benches",
+        nargs="*",
+        default=(env("DEDEBATE_ACCEL_BENCHES") or "").split() or None,
+        metavar="NAME",
+        help="benchmarks (default: every one listed but cold_start)",
+    )
+    p.add_argument(
+        "--no-throughput",
+        action="store_true",
+        default=env("DEDEBATE_ACCEL_THROUGHPUT", "1") == "0",
+        help="skip the stochastic debate's throughput step",
+    )
+    p.add_argument(
+        "--budget-s", type=float, default=float(env("DEDEBATE_ACCEL_BUDGET_S") or BUDGET_S)
+    )
+    p.add_argument(
+        "--timeout",
+        nargs="*",
+        default=(env("DEDEBATE_ACCEL_TIMEOUTS") or "").split(),
+        metavar="STEP=SECONDS",
+        help="per-step timeouts (STEP: a step name such as "
+        "bench/sweep, or a kind: install, doctor, throughput, bench, reproduce)",
+    )
+    p.add_argument(
+        "--install",
+        choices=("auto", "yes", "no", "preinstalled"),
+        default={"0": "no", "1": "yes"}.get(env("DEDEBATE_ACCEL_INSTALL", ""), "auto"),
+    )
+    p.add_argument(
+        "--cuda", default=env("DEDEBATE_ACCEL_CUDA") or "cuda12", choices=("cuda12", "cuda13")
+    )
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="throughput trials (default: from the device's memory)",
+    )
     p.add_argument("--throughput-worker", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -281,8 +264,10 @@ def _timeouts(items: list[str]) -> dict[str, float]:
         except ValueError:
             secs = -1.0
         if not sep or not name or not secs > 0:
-            raise SystemExit(f"bench/accelerator.sh: error: --timeout {item!r}: expected "
-                             "STEP=SECONDS with SECONDS > 0")
+            raise SystemExit(
+                f"bench/accelerator.sh: error: --timeout {item!r}: expected "
+                "STEP=SECONDS with SECONDS > 0"
+            )
         out[name] = secs
     return out
 
@@ -290,25 +275,45 @@ def _timeouts(items: list[str]) -> dict[str, float]:
 def _install(run: Run, args: argparse.Namespace, py: str) -> None:
     why = None
     if args.install == "preinstalled":
-        run.step("install", [py, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-                             "-e", "."], parse=lambda _out: {"extra": "preinstalled JAX"})
+        run.step(
+            "install",
+            [py, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", "."],
+            parse=lambda _out: {"extra": "preinstalled JAX"},
+        )
         return
     if args.install == "no":
         why = "install turned off (--install no / DEDEBATE_ACCEL_INSTALL=0)"
     elif args.install == "auto" and shutil.which("nvidia-smi") is None:
         why = "no NVIDIA GPU visible (nvidia-smi not found)"
     elif args.install == "auto":
-        probe = subprocess.run([py, "-c", "import jax; print(jax.default_backend())"], cwd=REPO,
-                               env=run.env, capture_output=True, text=True, timeout=120,
-                               check=False)
+        probe = subprocess.run(
+            [py, "-c", "import jax; print(jax.default_backend())"],
+            cwd=REPO,
+            env=run.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         if probe.stdout.strip() == "gpu":
             why = "JAX already uses the GPU"
     if why is not None:
-        run._record({"name": "install", "status": "skipped", "reason": why, "wall_s": 0.0,
-                     "timeout_s": None, "returncode": None})
+        run._record(
+            {
+                "name": "install",
+                "status": "skipped",
+                "reason": why,
+                "wall_s": 0.0,
+                "timeout_s": None,
+                "returncode": None,
+            }
+        )
         return
-    run.step("install", [py, "-m", "pip", "install", "-e", f".[{args.cuda}]"],
-             parse=lambda _out: {"extra": args.cuda})
+    run.step(
+        "install",
+        [py, "-m", "pip", "install", "-e", f".[{args.cuda}]"],
+        parse=lambda _out: {"extra": args.cuda},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -333,17 +338,25 @@ def main(argv: list[str] | None = None) -> int:
     _install(run, args, py)
     rec = run.step("doctor", cli + ["doctor", "--json"], parse=_json_stdout)
     if rec["status"] == "ok":
-        run.data["device"] = {k: rec["result"][k] for k in
-                              ("backend", "device_count", "devices", "process_count", "x64")}
-        run.data["versions"] = {"dedebate": rec["result"]["dedebate"],
-                                "git_commit": rec["result"]["git_commit"],
-                                "git_dirty": rec["result"]["git_dirty"],
-                                **rec["result"]["packages"]}
+        run.data["device"] = {
+            k: rec["result"][k]
+            for k in ("backend", "device_count", "devices", "process_count", "x64")
+        }
+        run.data["versions"] = {
+            "dedebate": rec["result"]["dedebate"],
+            "git_commit": rec["result"]["git_commit"],
+            "git_dirty": rec["result"]["git_dirty"],
+            **rec["result"]["packages"],
+        }
         run.write()
         for d in run.data["device"]["devices"]:  # the devices, on the terminal
             mem = d.get("memory_bytes")
-            print(f"accelerator: device {d['id']}: {d['kind']} ({d['platform']}"
-                  + (f", {mem / 2**30:.1f} GiB" if mem else "") + ")", file=sys.stderr)
+            print(
+                f"accelerator: device {d['id']}: {d['kind']} ({d['platform']}"
+                + (f", {mem / 2**30:.1f} GiB" if mem else "")
+                + ")",
+                file=sys.stderr,
+            )
 
     if not args.no_throughput:
         worker = [py, "-m", "bench._accelerator", "--throughput-worker"]
@@ -351,18 +364,25 @@ def main(argv: list[str] | None = None) -> int:
         worker += ["--trials", str(args.trials)] if args.trials else []
         rec = run.step("throughput", worker, parse=_last_json_line)
         if rec["status"] == "ok":
-            figures["trial_steps_per_s"] = {m: r["trial_steps_per_s"]
-                                            for m, r in rec["result"]["modes"].items()}
+            figures["trial_steps_per_s"] = {
+                m: r["trial_steps_per_s"] for m, r in rec["result"]["modes"].items()
+            }
             run.write()
 
     benches = args.benches
     if benches is None:
-        rec = run.step("bench-list", cli + ["bench", "--list"],
-                       parse=lambda o: [ln.split("\t")[0] for ln in o.splitlines() if ln.strip()])
+        rec = run.step(
+            "bench-list",
+            cli + ["bench", "--list"],
+            parse=lambda o: [ln.split("\t")[0] for ln in o.splitlines() if ln.strip()],
+        )
         benches = [b for b in rec.get("result") or [] if b not in NOT_ON_DEVICE]
     for name in benches:
-        rec = run.step(f"bench/{name}", cli + ["bench", name] + ([] if args.quick else ["--full"]),
-                       parse=_json_stdout)
+        rec = run.step(
+            f"bench/{name}",
+            cli + ["bench", name] + ([] if args.quick else ["--full"]),
+            parse=_json_stdout,
+        )
         if rec["status"] == "ok":
             figures["bench"][name] = _finite_numbers(rec["result"])
             real = rec["result"].get("real") if name == "sweep" else None
@@ -372,16 +392,30 @@ def main(argv: list[str] | None = None) -> int:
 
     repro_dir = out.with_suffix("")  # runs/accelerator-<time>/ beside the JSON
     for name in args.only:
-        rec = run.step(f"reproduce/{name}",
-                       cli + ["reproduce", f"--{size}", "--only", name, "--output-dir",
-                              str(repro_dir), "--tracking", "disabled", "--no-progress"],
-                       parse=_reproduce_result)
+        rec = run.step(
+            f"reproduce/{name}",
+            cli
+            + [
+                "reproduce",
+                f"--{size}",
+                "--only",
+                name,
+                "--output-dir",
+                str(repro_dir),
+                "--tracking",
+                "disabled",
+                "--no-progress",
+            ],
+            parse=_reproduce_result,
+        )
         if rec["status"] == "ok":
-            figures["reproduce"][name] = {k: rec["result"][k] for k in (
-                "verdict", "claims_passed", "claims_total", "wall_s", "peak_device_bytes")}
+            figures["reproduce"][name] = {
+                k: rec["result"][k]
+                for k in ("verdict", "claims_passed", "claims_total", "wall_s", "peak_device_bytes")
+            }
             run.write()
 
-    run.data.update(finished=_now(), complete=True)
+    run.data.update(finished=utc_now(), complete=True)
     run.write()
     print(f"wrote {out}")
     return 0

@@ -36,8 +36,12 @@ def time_repeat(fn: Callable[[], object], min_seconds: float) -> tuple[int, floa
             return calls, wall, time.process_time() - c0
 
 
-def time_contenders(contenders: Mapping[str, Callable[[], object]], *,
-                    min_seconds: float = MIN_SECONDS, repeats: int = REPEATS) -> dict[str, dict]:
+def time_contenders(
+    contenders: Mapping[str, Callable[[], object]],
+    *,
+    min_seconds: float = MIN_SECONDS,
+    repeats: int = REPEATS,
+) -> dict[str, dict]:
     """``{name: {"calls": [...], "repeat_s": [...], "seconds_per_call": [...],
     "cpu_seconds_per_call": [...]}}`` (one entry per repeat) for every contender, timed in
     ``repeats`` interleaved rounds of repeats lasting ``>= min_seconds`` each."""
@@ -47,8 +51,10 @@ def time_contenders(contenders: Mapping[str, Callable[[], object]], *,
         raise ValueError(f"min_seconds={min_seconds!r}: must be > 0")
     for fn in contenders.values():
         fn()  # warm-up
-    out = {name: {"calls": [], "repeat_s": [], "seconds_per_call": [], "cpu_seconds_per_call": []}
-           for name in contenders}
+    out = {
+        name: {"calls": [], "repeat_s": [], "seconds_per_call": [], "cpu_seconds_per_call": []}
+        for name in contenders
+    }
     for _ in range(repeats):
         for name, fn in contenders.items():
             calls, wall, cpu = time_repeat(fn, min_seconds)
@@ -75,12 +81,16 @@ def summary(timing: Mapping[str, list], work: float, unit: str) -> dict:
     }
 
 
-def ratio(slow: Mapping[str, list], fast: Mapping[str, list],
-          work: tuple[float, float] = (1.0, 1.0)) -> dict:
+def ratio(
+    slow: Mapping[str, list], fast: Mapping[str, list], work: tuple[float, float] = (1.0, 1.0)
+) -> dict:
     """How many times faster ``fast`` is than ``slow`` (two entries of :func:`time_contenders`
     doing ``work = (slow's, fast's)`` per call): the ratio of their median seconds per unit of
     work, and the smallest and largest ratio of a round (the rounds pair the two repeats)."""
     (s, f), (ws, wf) = (slow["seconds_per_call"], fast["seconds_per_call"]), work
     rounds = [(a / ws) / (b / wf) for a, b in zip(s, f)]
-    return {"median": (statistics.median(s) / ws) / (statistics.median(f) / wf),
-            "min": min(rounds), "max": max(rounds)}
+    return {
+        "median": (statistics.median(s) / ws) / (statistics.median(f) / wf),
+        "min": min(rounds),
+        "max": max(rounds),
+    }

@@ -32,9 +32,14 @@ def run_worker(module: str, args: list[str], env: dict[str, str], timeout: float
     env = dict(env)
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    p = subprocess.run([sys.executable, "-m", module, *args], env=env, capture_output=True,
-                       text=True, timeout=timeout, check=False)
+    p = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if p.returncode != 0:
-        raise RuntimeError(f"benchmark worker {module} {' '.join(args)} failed: "
-                           f"{p.stderr[-2000:]}")
+        raise RuntimeError(f"benchmark worker {module} {' '.join(args)} failed: {p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])

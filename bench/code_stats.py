@@ -17,13 +17,29 @@ import sys
 import tokenize
 from pathlib import Path
 
-PACKAGES = ("core", "protocols", "agents", "estimators", "training", "exact", "machines",
-            "trees", "lab", "cli")
+PACKAGES = (
+    "core",
+    "protocols",
+    "agents",
+    "estimators",
+    "training",
+    "exact",
+    "machines",
+    "trees",
+    "lab",
+    "cli",
+)
 TOP_LEVEL = "dedebate (top level)"  # dedebate/__init__.py, _xla_flags.py, programs.py
 SCANNED = ("dedebate", "experiments", "bench")  # where a long file is looked for
 MAX_FILE_LINES = 500
-NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-            tokenize.ENDMARKER}
+NOT_CODE = {
+    tokenize.COMMENT,
+    tokenize.NL,
+    tokenize.NEWLINE,
+    tokenize.INDENT,
+    tokenize.DEDENT,
+    tokenize.ENDMARKER,
+}
 
 
 @dataclasses.dataclass
@@ -52,8 +68,11 @@ def docstring_lines(tree: ast.Module) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             first = node.body[0] if node.body else None
-            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-                    and isinstance(first.value.value, str)):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 out.update(range(first.lineno, first.end_lineno + 1))
     return out
 
@@ -97,8 +116,12 @@ def stats(root: Path) -> dict:
     library = Counts()
     for name in (*PACKAGES, TOP_LEVEL):
         library.add(units[name])
-    return {"units": units, "dedebate": library, "long_files": long_files,
-            "experiments_lines": units["experiments"].lines}
+    return {
+        "units": units,
+        "dedebate": library,
+        "long_files": long_files,
+        "experiments_lines": units["experiments"].lines,
+    }
 
 
 def render(s: dict) -> str:
@@ -107,10 +130,12 @@ def render(s: dict) -> str:
     rows = [head, "-" * len(head)]
     for name, c in [*s["units"].items(), ("dedebate (all)", s["dedebate"])]:
         mark = "" if c.doc <= c.code / 2 else "  over half"
-        rows.append(f"{name:<22}{c.files:>6}{c.lines:>8}{c.code:>8}{c.doc:>8}{c.ratio:>10.2f}"
-                    + mark)
-    rows.append(f"\nfiles over {MAX_FILE_LINES} lines ({', '.join(SCANNED)}): "
-                f"{len(s['long_files'])}")
+        rows.append(
+            f"{name:<22}{c.files:>6}{c.lines:>8}{c.code:>8}{c.doc:>8}{c.ratio:>10.2f}" + mark
+        )
+    rows.append(
+        f"\nfiles over {MAX_FILE_LINES} lines ({', '.join(SCANNED)}): {len(s['long_files'])}"
+    )
     rows += [f"  {n:>5}  {p}" for p, n in sorted(s["long_files"].items(), key=lambda x: -x[1])]
     rows.append(f"\nexperiments/: {s['experiments_lines']} lines (docstrings included)")
     return "\n".join(rows)
@@ -127,8 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"root={args.root}: not a checkout (want a folder holding dedebate/)")
     s = stats(root)
     if args.json:
-        s = {**s, "units": {k: dataclasses.asdict(v) for k, v in s["units"].items()},
-             "dedebate": dataclasses.asdict(s["dedebate"])}
+        s = {
+            **s,
+            "units": {k: dataclasses.asdict(v) for k, v in s["units"].items()},
+            "dedebate": dataclasses.asdict(s["dedebate"]),
+        }
         print(json.dumps(s, indent=1))
     else:
         print(render(s))

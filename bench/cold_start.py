@@ -64,14 +64,27 @@ def one_run(only: list[str] | None = None, timeout_s: float = 1800.0) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="dedebate-cold-start-"))
     try:
         env = {**os.environ, "DEDEBATE_COMPILE_CACHE": str(tmp / "cache")}
-        cmd = [sys.executable, "-m", "dedebate.cli", "reproduce", "--quick", "--no-progress",
-               "--output-dir", str(tmp / "out")] + (["--only", *only] if only else [])
+        cmd = [
+            sys.executable,
+            "-m",
+            "dedebate.cli",
+            "reproduce",
+            "--quick",
+            "--no-progress",
+            "--output-dir",
+            str(tmp / "out"),
+        ] + (["--only", *only] if only else [])
         load = os.getloadavg()[0]
         busy0, t0 = _busy_cpu_s(), time.perf_counter()
         # its own process group, so that a run past the timeout goes with its fork server and
         # workers
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -79,15 +92,23 @@ def one_run(only: list[str] | None = None, timeout_s: float = 1800.0) -> dict:
             proc.wait()
             code = None
         wall, busy1 = time.perf_counter() - t0, _busy_cpu_s()
-        rec = {"wall_s": wall, "exit_code": code,
-               "busy_cpu_s": None if busy0 is None or busy1 is None else busy1 - busy0,
-               "load_before": load, "claims_passed": None, "claims_total": None,
-               "passed": None}
+        rec = {
+            "wall_s": wall,
+            "exit_code": code,
+            "busy_cpu_s": None if busy0 is None or busy1 is None else busy1 - busy0,
+            "load_before": load,
+            "claims_passed": None,
+            "claims_total": None,
+            "passed": None,
+        }
         reports = sorted((tmp / "out").glob("reproduce-*/report.json"))
         if reports:
             report = json.loads(reports[-1].read_text())
-            rec.update(claims_passed=report.get("claims_passed"),
-                       claims_total=report.get("claims_total"), passed=report.get("passed"))
+            rec.update(
+                claims_passed=report.get("claims_passed"),
+                claims_total=report.get("claims_total"),
+                passed=report.get("passed"),
+            )
         return rec
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -50,16 +50,23 @@ GOAL_RATIO = 5.0
 def build(n_x: int = N_X, n_z: int = N_Z, n_tests: int = N_TESTS, seed: int = SEED):
     """The benchmark problem and test family (deterministic in ``seed``)."""
     key = jax.random.key(seed)
-    problem, features = random_oi_problem(jax.random.fold_in(key, 0), n_x, n_z,
-                                          n_features=N_FEATURES, truth="point")
-    family = random_tanh_family(jax.random.fold_in(key, 1), features, n_z, n_tests,
-                                scale=TEST_SCALE)
+    problem, features = random_oi_problem(
+        jax.random.fold_in(key, 0), n_x, n_z, n_features=N_FEATURES, truth="point"
+    )
+    family = random_tanh_family(
+        jax.random.fold_in(key, 1), features, n_z, n_tests, scale=TEST_SCALE
+    )
     return problem, family
 
 
-def run(full: bool = False, n_x: int = N_X, steps: int | None = None,
-        min_seconds: float = MIN_SECONDS, repeats: int = REPEATS,
-        numpy_steps: int | None = None) -> dict:
+def run(
+    full: bool = False,
+    n_x: int = N_X,
+    steps: int | None = None,
+    min_seconds: float = MIN_SECONDS,
+    repeats: int = REPEATS,
+    numpy_steps: int | None = None,
+) -> dict:
     """Time both implementations' updates (numpy's the first ``numpy_steps`` of dedebate's);
     return figures as a dict."""
     size = "full" if full else "default"
@@ -74,18 +81,31 @@ def run(full: bool = False, n_x: int = N_X, steps: int | None = None,
     t0 = time.perf_counter()
     init = jit(ogd_init, static_argnums=0).lower(static, family, problem).compile()
     state_shape = jax.eval_shape(lambda f, p: ogd_init(static, f, p), family, problem)
-    solve = (jit(ogd_run_steps, static_argnums=(0, 5))
-             .lower(static, family, problem, state_shape, delta, n_steps).compile())
-    compile_s = time.perf_counter() - t0
-    solve_ref = solve if n_ref == n_steps else (
+    solve = (
         jit(ogd_run_steps, static_argnums=(0, 5))
-        .lower(static, family, problem, state_shape, delta, n_ref).compile())
+        .lower(static, family, problem, state_shape, delta, n_steps)
+        .compile()
+    )
+    compile_s = time.perf_counter() - t0
+    solve_ref = (
+        solve
+        if n_ref == n_steps
+        else (
+            jit(ogd_run_steps, static_argnums=(0, 5))
+            .lower(static, family, problem, state_shape, delta, n_ref)
+            .compile()
+        )
+    )
 
     def dedebate():
         return jax.block_until_ready(solve(family, problem, init(family, problem), delta))
 
-    ref = NumpyTanhOGD(np.asarray(family.features), np.asarray(family.weights),
-                       np.asarray(problem.mu), np.asarray(problem.g))
+    ref = NumpyTanhOGD(
+        np.asarray(family.features),
+        np.asarray(family.weights),
+        np.asarray(problem.mu),
+        np.asarray(problem.g),
+    )
     state = dedebate()
     state_ref = solve_ref(family, problem, init(family, problem), delta)
     h_np, steps_np, chosen_np, trace_np = ref.run(n_ref, DELTA)
@@ -107,8 +127,11 @@ def run(full: bool = False, n_x: int = N_X, steps: int | None = None,
     if not np.allclose(h_np, h_jax, atol=1e-4):
         raise AssertionError(f"final h differs: max |h_numpy - h_dedebate| = {max_h_diff:.3g}")
 
-    timing = time_contenders({"dedebate": dedebate, "numpy": lambda: ref.run(n_ref, DELTA)},
-                             min_seconds=min_seconds, repeats=repeats)
+    timing = time_contenders(
+        {"dedebate": dedebate, "numpy": lambda: ref.run(n_ref, DELTA)},
+        min_seconds=min_seconds,
+        repeats=repeats,
+    )
     jax_sum = summary(timing["dedebate"], n_steps, "steps")
     numpy_sum = summary(timing["numpy"], n_ref, "steps")
     jax_s = jax_sum["seconds_per_call"]["median"]
@@ -120,8 +143,15 @@ def run(full: bool = False, n_x: int = N_X, steps: int | None = None,
     rat = ratio(timing["numpy"], timing["dedebate"], work=(n_ref, n_steps))
     return {
         "benchmark": "ogd",
-        "problem": {"n_x": n_x, "n_z": N_Z, "n_tests": N_TESTS, "delta": DELTA,
-                    "test_scale": TEST_SCALE, "truth": "point", "seed": SEED},
+        "problem": {
+            "n_x": n_x,
+            "n_z": N_Z,
+            "n_tests": N_TESTS,
+            "delta": DELTA,
+            "test_scale": TEST_SCALE,
+            "truth": "point",
+            "seed": SEED,
+        },
         "steps": n_steps,
         "numpy_steps": n_ref,
         "dedebate_steps_per_s": jax_rate,
@@ -130,8 +160,11 @@ def run(full: bool = False, n_x: int = N_X, steps: int | None = None,
         "ratio_range": [rat["min"], rat["max"]],
         "goal_ratio": GOAL_RATIO,
         "meets_goal": rat["median"] >= GOAL_RATIO,
-        "timing": {"min_seconds_per_repeat": min_seconds, "repeats": repeats,
-                   "figures": "medians over the repeats; ratio_range over the rounds"},
+        "timing": {
+            "min_seconds_per_repeat": min_seconds,
+            "repeats": repeats,
+            "figures": "medians over the repeats; ratio_range over the rounds",
+        },
         "dedebate": jax_sum,
         "numpy": numpy_sum,
         "dedebate_compile_s": compile_s,

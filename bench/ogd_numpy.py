@@ -75,8 +75,12 @@ class NumpyTanhOGD:
         return adv
 
     def value_of(self, i: int, h: np.ndarray) -> np.ndarray:
-        pre = (self.base[i][:, None] + self.w_z[i][None, :] + (h @ self.w_h[i])[:, None]
-               + self.w_hz[i] * h)
+        pre = (
+            self.base[i][:, None]
+            + self.w_z[i][None, :]
+            + (h @ self.w_h[i])[:, None]
+            + self.w_hz[i] * h
+        )
         return np.tanh(pre)
 
     def run(self, n_steps: int, delta: float):

@@ -38,7 +38,7 @@ All are exact in distribution; the run checks that the acceptance rates agree wi
 (binomial z-scores). ``run(full=True)`` uses more trials. The numpy goal is judged against the
 RNG limit too: ``numpy_goal_within_rng_limit`` says whether 2x numpy is below what raw JAX
 uniform generation allows for the mode's uniforms per step at all.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -83,15 +83,27 @@ def _problem(n: int):
     rng = np.random.default_rng(SEED)
 
     def numpy_runner():
-        return play_f2_numpy(pi, consts.n_alice, consts.n_bob, consts.n_vera, consts.tau_bob,
-                             consts.tau_vera, n, rng)
+        return play_f2_numpy(
+            pi, consts.n_alice, consts.n_bob, consts.n_vera, consts.tau_bob, consts.tau_vera, n, rng
+        )
 
-    return (fx, consts, honest_alice(consts), honest_bob(consts), make_vera(consts),
-            trial_keys(jax.random.key(SEED), n), numpy_runner)
+    return (
+        fx,
+        consts,
+        honest_alice(consts),
+        honest_bob(consts),
+        make_vera(consts),
+        trial_keys(jax.random.key(SEED), n),
+        numpy_runner,
+    )
 
 
-def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_SECONDS,
-        repeats: int = REPEATS) -> dict:
+def run(
+    full: bool = False,
+    trials: int | None = None,
+    min_seconds: float = MIN_SECONDS,
+    repeats: int = REPEATS,
+) -> dict:
     """Time the three figures and return them (with ratios and sanity checks) as a dict."""
     n = int(trials if trials is not None else TRIALS["full" if full else "default"])
     fx, consts, alice, bob, vera, keys, numpy_runner = _problem(n)
@@ -133,9 +145,15 @@ def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_
     best = {name: statistics.median(t["seconds_per_call"]) for name, t in timing.items()}
     for mode in MODES:
         acc = float(np.mean(np.asarray(outs[mode].alice_wins)))
-        modes[mode].update({"trial_steps_per_s": steps / best[mode], "seconds": best[mode],
-                            "acceptance": acc, "z_vs_P_M": (acc - p1) / se,
-                            "timing": summary(timing[mode], steps, "trial_steps")})
+        modes[mode].update(
+            {
+                "trial_steps_per_s": steps / best[mode],
+                "seconds": best[mode],
+                "acceptance": acc,
+                "z_vs_P_M": (acc - p1) / se,
+                "timing": summary(timing[mode], steps, "trial_steps"),
+            }
+        )
     numpy_s, ref = best["numpy"], outs["numpy"]
     numpy_rate = steps / numpy_s
     uniforms_per_s = m / min(best["rng"], best["rng_per_trial"])
@@ -150,15 +168,24 @@ def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_
         r["fraction_of_rng_limit"] = r["trial_steps_per_s"] / r["rng_limit_trial_steps_per_s"]
         r["meets_goal_numpy"] = r["ratio_vs_numpy"] >= GOAL_NUMPY
         r["meets_goal_rng"] = r["fraction_of_rng_limit"] >= GOAL_RNG
-        r["numpy_goal_within_rng_limit"] = GOAL_NUMPY * numpy_rate <= r[
-            "rng_limit_trial_steps_per_s"]
+        r["numpy_goal_within_rng_limit"] = (
+            GOAL_NUMPY * numpy_rate <= r["rng_limit_trial_steps_per_s"]
+        )
     head = max(modes, key=lambda k: modes[k]["trial_steps_per_s"])
     h = modes[head]
     acc_np = float(np.mean(ref["verdict"]))
     return {
         "benchmark": "stochastic",
-        "problem": {"fixture": "F2", "K": K, "T": T, "trials": n, "P_M(1)": p1,
-                    "n_alice": consts.n_alice, "n_bob": consts.n_bob, "n_vera": consts.n_vera},
+        "problem": {
+            "fixture": "F2",
+            "K": K,
+            "T": T,
+            "trials": n,
+            "P_M(1)": p1,
+            "n_alice": consts.n_alice,
+            "n_bob": consts.n_bob,
+            "n_vera": consts.n_vera,
+        },
         "dedebate_mode": f"bob_draw={head}",
         "dedebate_trial_steps_per_s": h["trial_steps_per_s"],
         "numpy_trial_steps_per_s": numpy_rate,
@@ -171,8 +198,11 @@ def run(full: bool = False, trials: int | None = None, min_seconds: float = MIN_
         "uniforms_per_step_counted": h["uniforms_per_step_counted"],
         "ratio_vs_numpy": h["ratio_vs_numpy"],
         "ratio_vs_numpy_range": h["ratio_vs_numpy_range"],
-        "timing": {"min_seconds_per_repeat": min_seconds, "repeats": repeats,
-                   "figures": "medians over the repeats; *_range over the rounds"},
+        "timing": {
+            "min_seconds_per_repeat": min_seconds,
+            "repeats": repeats,
+            "figures": "medians over the repeats; *_range over the rounds",
+        },
         "numpy": summary(timing["numpy"], steps, "trial_steps"),
         "fraction_of_rng_limit": h["fraction_of_rng_limit"],
         "goal_ratio_vs_numpy": GOAL_NUMPY,
@@ -206,15 +236,23 @@ def batch_scaling(n: int, min_seconds: float, repeats: int) -> dict:
     runners = {}
     for name, m in sizes.items():
         keys = trial_keys(jax.random.key(SEED + 2), m)
-        runners[name] = (lambda keys=keys: jax.block_until_ready(
-            run_trials(spec, fx.machine, alice, bob, vera, keys)))
+        runners[name] = lambda keys=keys: jax.block_until_ready(
+            run_trials(spec, fx.machine, alice, bob, vera, keys)
+        )
     timing = time_contenders(runners, min_seconds=min_seconds, repeats=repeats)
-    rates = {name: summary(timing[name], sizes[name] * T, "trial_steps")["trial_steps_per_s"]
-             for name in sizes}
+    rates = {
+        name: summary(timing[name], sizes[name] * T, "trial_steps")["trial_steps_per_s"]
+        for name in sizes
+    }
     rat = ratio(timing["small"], timing["large"], work=(sizes["small"], sizes["large"]))
-    return {"trials": sizes, "trial_steps_per_s": {k: r["median"] for k, r in rates.items()},
-            "large_over_small": rat["median"], "large_over_small_range": [rat["min"], rat["max"]],
-            "goal": SCALING_GOAL, "meets_goal": rat["median"] >= SCALING_GOAL}
+    return {
+        "trials": sizes,
+        "trial_steps_per_s": {k: r["median"] for k, r in rates.items()},
+        "large_over_small": rat["median"],
+        "large_over_small_range": [rat["min"], rat["max"]],
+        "goal": SCALING_GOAL,
+        "meets_goal": rat["median"] >= SCALING_GOAL,
+    }
 
 
 def _over_cores_worker(n: int, min_seconds: float, repeats: int) -> dict:
@@ -226,30 +264,43 @@ def _over_cores_worker(n: int, min_seconds: float, repeats: int) -> dict:
 
     def play_on(devs, name):
         def call():
-            outs[name] = jax.block_until_ready(run_trials(spec, fx.machine, alice, bob, vera,
-                                                          keys, devices=devs))
+            outs[name] = jax.block_until_ready(
+                run_trials(spec, fx.machine, alice, bob, vera, keys, devices=devs)
+            )
+
         return call
 
-    runners = {"all_devices": play_on(devices, "all_devices"),
-               "one_device": play_on(devices[:1], "one_device"), "numpy": numpy_runner}
+    runners = {
+        "all_devices": play_on(devices, "all_devices"),
+        "one_device": play_on(devices[:1], "one_device"),
+        "numpy": numpy_runner,
+    }
     timing = time_contenders(runners, min_seconds=min_seconds, repeats=repeats)
-    same = all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in
-               zip(jax.tree.leaves(outs["all_devices"]), jax.tree.leaves(outs["one_device"])))
+    same = all(
+        np.array_equal(np.asarray(a), np.asarray(b))
+        for a, b in zip(jax.tree.leaves(outs["all_devices"]), jax.tree.leaves(outs["one_device"]))
+    )
     steps = n * T
-    over_np, over_one = ratio(timing["numpy"], timing["all_devices"]), ratio(
-        timing["one_device"], timing["all_devices"])
+    over_np, over_one = (
+        ratio(timing["numpy"], timing["all_devices"]),
+        ratio(timing["one_device"], timing["all_devices"]),
+    )
     one_np = ratio(timing["numpy"], timing["one_device"])
-    return {"devices": len(devices), "trials": n, "identical_to_one_device": same,
-            "all_devices": summary(timing["all_devices"], steps, "trial_steps"),
-            "one_device": summary(timing["one_device"], steps, "trial_steps"),
-            "numpy": summary(timing["numpy"], steps, "trial_steps"),
-            "ratio_vs_numpy": over_np["median"],
-            "ratio_vs_numpy_range": [over_np["min"], over_np["max"]],
-            "one_device_ratio_vs_numpy": one_np["median"],
-            "one_device_ratio_vs_numpy_range": [one_np["min"], one_np["max"]],
-            "speedup_over_one_device": over_one["median"],
-            "speedup_over_one_device_range": [over_one["min"], over_one["max"]],
-            "meets_goal_numpy_1x": over_np["median"] >= 1.0}
+    return {
+        "devices": len(devices),
+        "trials": n,
+        "identical_to_one_device": same,
+        "all_devices": summary(timing["all_devices"], steps, "trial_steps"),
+        "one_device": summary(timing["one_device"], steps, "trial_steps"),
+        "numpy": summary(timing["numpy"], steps, "trial_steps"),
+        "ratio_vs_numpy": over_np["median"],
+        "ratio_vs_numpy_range": [over_np["min"], over_np["max"]],
+        "one_device_ratio_vs_numpy": one_np["median"],
+        "one_device_ratio_vs_numpy_range": [one_np["min"], one_np["max"]],
+        "speedup_over_one_device": over_one["median"],
+        "speedup_over_one_device_range": [over_one["min"], over_one["max"]],
+        "meets_goal_numpy_1x": over_np["median"] >= 1.0,
+    }
 
 
 def over_cores(n: int, min_seconds: float = MIN_SECONDS, repeats: int = REPEATS) -> dict | None:
@@ -259,16 +310,19 @@ def over_cores(n: int, min_seconds: float = MIN_SECONDS, repeats: int = REPEATS)
     if jax.default_backend() != "cpu" or cores < 2:
         return None
     env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                        f" --xla_force_host_platform_device_count={cores}").strip()
+    env["XLA_FLAGS"] = (
+        env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={cores}"
+    ).strip()
     env["JAX_PLATFORMS"] = "cpu"
-    return run_worker(__spec__.name, ["--over-cores-worker", str(n), str(min_seconds),
-                                      str(repeats)], env)
+    return run_worker(
+        __spec__.name, ["--over-cores-worker", str(n), str(min_seconds), str(repeats)], env
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use
     if sys.argv[1:2] == ["--over-cores-worker"]:
-        print(json.dumps(_over_cores_worker(int(sys.argv[2]), float(sys.argv[3]),
-                                            int(sys.argv[4]))))
+        print(
+            json.dumps(_over_cores_worker(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])))
+        )
     else:
         print(json.dumps(run(full="--full" in sys.argv), indent=2))

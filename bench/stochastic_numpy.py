@@ -12,8 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 
-def play_f2_numpy(pi: np.ndarray, n_alice: int, n_bob: int, n_vera: int, tau_bob: float,
-                  tau_vera: float, trials: int, rng: np.random.Generator) -> dict:
+def play_f2_numpy(
+    pi: np.ndarray,
+    n_alice: int,
+    n_bob: int,
+    n_vera: int,
+    tau_bob: float,
+    tau_vera: float,
+    trials: int,
+    rng: np.random.Generator,
+) -> dict:
     """``trials`` honest-vs-honest debates on F2 with position probabilities ``pi`` (length
     T-1). Returns the verdicts and abort flags (numpy arrays)."""
     T = pi.size + 1
@@ -45,8 +53,9 @@ def play_f2_numpy(pi: np.ndarray, n_alice: int, n_bob: int, n_vera: int, tau_bob
     return {"verdict": verdict, "aborted": stopped}
 
 
-def one_word_path_f2_numpy(pi: np.ndarray, trials: int, rng: np.random.Generator,
-                           log2_gate: int = 24) -> dict:
+def one_word_path_f2_numpy(
+    pi: np.ndarray, trials: int, rng: np.random.Generator, log2_gate: int = 24
+) -> dict:
     """Timing reference only: the one-word path of ``bob_draw="lazy"``
     (:mod:`dedebate.protocols.stochastic_lazy`) in numpy, for honest-vs-honest debates on F2 at
     counts whose certificate holds at level ``log2_gate``. The rare path (a 2^-log2_gate share of

@@ -13,7 +13,7 @@ real devices (``real``). Reported per device count: compile seconds (first call)
 and coin flips per second after compilation (medians over ``repeats`` repeats, each calling the
 sweep until it lasts at least 0.5 s, ``bench/_timing.py``; ``runs_per_s_range`` gives the slowest
 and fastest repeat), and the ratio of median runs per second to one device. Every device count must give bit-identical metrics (``identical``).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -41,8 +41,7 @@ def _row_fn(trials: int, n: int):
     def fn(dyn, root, words):
         key = jax.random.wrap_key_data(root)
         key = jax.random.fold_in(jax.random.fold_in(key, words[0]), words[1])
-        heads = jnp.sum(jax.random.bernoulli(key, dyn["p"], (trials, n)), axis=1,
-                        dtype=jnp.int32)
+        heads = jnp.sum(jax.random.bernoulli(key, dyn["p"], (trials, n)), axis=1, dtype=jnp.int32)
         accept = heads.astype(jnp.float32) >= dyn["threshold"] * n
         return {"heads": jnp.sum(heads), "accept": jnp.mean(accept.astype(jnp.float32))}
 
@@ -61,27 +60,40 @@ def worker(size: str, use_all: bool = False) -> dict:
     s = SIZES[size]
     rows = s["points"] * s["seeds"]
     grid = np.linspace(0.05, 0.95, s["points"], dtype=np.float32)
-    dyn = {"p": np.repeat(grid, s["seeds"]),
-           "threshold": np.repeat(grid[::-1].copy(), s["seeds"])}
-    roots = np.stack([np.asarray(jax.random.key_data(jax.random.key(i % s["seeds"])))
-                      for i in range(rows)])
-    words = np.stack([np.arange(rows, dtype=np.uint32) // s["seeds"],
-                      np.zeros(rows, np.uint32)], axis=1)
+    dyn = {"p": np.repeat(grid, s["seeds"]), "threshold": np.repeat(grid[::-1].copy(), s["seeds"])}
+    roots = np.stack(
+        [np.asarray(jax.random.key_data(jax.random.key(i % s["seeds"]))) for i in range(rows)]
+    )
+    words = np.stack(
+        [np.arange(rows, dtype=np.uint32) // s["seeds"], np.zeros(rows, np.uint32)], axis=1
+    )
     fn = _row_fn(s["trials"], s["n"])
     devices = jax.devices()
     info = EvalInfo()
     t0 = time.perf_counter()
-    out = evaluate(fn, (dyn, roots, words), rows, devices=devices, info=info,
-                   cache_key=("bench-sweep", size))
+    out = evaluate(
+        fn, (dyn, roots, words), rows, devices=devices, info=info, cache_key=("bench-sweep", size)
+    )
     compile_s = time.perf_counter() - t0
-    timing = time_contenders({"sweep": lambda: evaluate(
-        fn, (dyn, roots, words), rows, devices=devices, info=info,
-        cache_key=("bench-sweep", size))}, repeats=s["repeats"])["sweep"]
+    timing = time_contenders(
+        {
+            "sweep": lambda: evaluate(
+                fn,
+                (dyn, roots, words),
+                rows,
+                devices=devices,
+                info=info,
+                cache_key=("bench-sweep", size),
+            )
+        },
+        repeats=s["repeats"],
+    )["sweep"]
     stats = summary(timing, rows, "runs")
     best = min(timing["seconds_per_call"])
     med = stats["seconds_per_call"]["median"]
-    digest = hashlib.sha256(b"".join(np.ascontiguousarray(out[k]).tobytes()
-                                     for k in sorted(out))).hexdigest()[:16]
+    digest = hashlib.sha256(
+        b"".join(np.ascontiguousarray(out[k]).tobytes() for k in sorted(out))
+    ).hexdigest()[:16]
     return {
         "backend": jax.default_backend(),
         "devices": len(devices),
@@ -94,8 +106,10 @@ def worker(size: str, use_all: bool = False) -> dict:
         "repeats": stats["repeats"],
         "calls_per_repeat": stats["calls_per_repeat"],
         "runs_per_s": round(rows / med, 1),
-        "runs_per_s_range": [round(stats["runs_per_s"]["min"], 1),
-                             round(stats["runs_per_s"]["max"], 1)],
+        "runs_per_s_range": [
+            round(stats["runs_per_s"]["min"], 1),
+            round(stats["runs_per_s"]["max"], 1),
+        ],
         "flips_per_s": float(f"{rows * s['trials'] * s['n'] / med:.4g}"),
         "metrics_sha256": digest,
     }
@@ -106,8 +120,9 @@ def _subprocess(size: str, n_devices: int | None) -> dict:
     for k in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"):
         env.pop(k, None)
     if n_devices is not None:  # fake CPU devices, CPU backend only
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                            f" --xla_force_host_platform_device_count={n_devices}").strip()
+        env["XLA_FLAGS"] = (
+            env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={n_devices}"
+        ).strip()
         env["JAX_PLATFORMS"] = "cpu"
     return run_worker(__spec__.name, ["--worker", size], env)
 
@@ -123,12 +138,15 @@ def run(full: bool = False) -> dict:
         "size": size,
         "workload": SIZES[size],
         "cpu_cores": cores,
-        "cpu_fake_devices": {str(d): {**r, "ratio_vs_1": round(r["runs_per_s"] / base, 3)}
-                             for d, r in cpu.items()},
+        "cpu_fake_devices": {
+            str(d): {**r, "ratio_vs_1": round(r["runs_per_s"] / base, 3)} for d, r in cpu.items()
+        },
         "identical": len({r["metrics_sha256"] for r in cpu.values()}) == 1,
-        "note": ("CPU devices are fake (--xla_force_host_platform_device_count): they share "
-                 f"{cores} cores, so the ratios show XLA's use of those cores, not a multi-chip "
-                 "speed-up"),
+        "note": (
+            "CPU devices are fake (--xla_force_host_platform_device_count): they share "
+            f"{cores} cores, so the ratios show XLA's use of those cores, not a multi-chip "
+            "speed-up"
+        ),
     }
     real = _subprocess(size, None)
     if real["backend"] != "cpu":

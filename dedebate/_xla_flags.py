@@ -38,7 +38,8 @@ def jaxlib_version() -> tuple[int, ...] | None:
 def needs_cpu_workaround(version: tuple[int, ...] | None) -> bool:
     """Whether jaxlib ``version`` (None: not installed) gets :data:`YNN_FLAG`."""
     return version is not None and (
-        FIRST_JAXLIB_NEEDING_FLAG <= tuple(version[:3]) <= LAST_JAXLIB_NEEDING_FLAG)
+        FIRST_JAXLIB_NEEDING_FLAG <= tuple(version[:3]) <= LAST_JAXLIB_NEEDING_FLAG
+    )
 
 
 def apply_cpu_workaround(version: tuple[int, ...] | None = None) -> None:

@@ -35,8 +35,9 @@ def cpu_only(options: dict[str, Any]) -> Callable[[str], dict[str, Any] | None]:
     return lambda platform: options if platform == "cpu" else None
 
 
-def jit(fn: Callable | None = None, /, *, options: dict[str, Any] | None = None,
-        **kwargs: Any) -> Any:
+def jit(
+    fn: Callable | None = None, /, *, options: dict[str, Any] | None = None, **kwargs: Any
+) -> Any:
     """``jax.jit(fn, compiler_options=options, **kwargs)``; without ``fn``, a decorator."""
     if fn is None:
         return functools.partial(jit, options=options, **kwargs)

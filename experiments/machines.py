@@ -48,18 +48,32 @@ TIGHT = {"F2": 0.5, "F3": 0.5}  # fixtures whose empirical K must reach this fra
 
 @config_dataclass
 class Config:
-    T: int = param(16, "steps of every fixture (exact prefix trees, 2^T - 1 prefixes)",
-                   ge=4, le=min(18, MAX_TREE_T))
+    T: int = param(
+        16,
+        "steps of every fixture (exact prefix trees, 2^T - 1 prefixes)",
+        ge=4,
+        le=min(18, MAX_TREE_T),
+    )
     trials: int = param(
-        20000, "Monte-Carlo transcripts per fixture (all held at once: trials x T uniforms, "
-        "720 MB at the cap with T = 18)", ge=100, le=10_000_000)
+        20000,
+        "Monte-Carlo transcripts per fixture (all held at once: trials x T uniforms, "
+        "720 MB at the cap with T = 18)",
+        ge=100,
+        le=10_000_000,
+    )
     high: bool = param(True, "F1-F3 with P_M(1) = 3/4 (true) or 1/4 (false)")
-    eps: tuple[float, ...] = param((1e-3, 1e-2, 5e-2),
-                                   "oracle perturbation sizes for the Lipschitz estimate",
-                                   gt=0.0, le=1.0, min_len=1, max_len=64)
+    eps: tuple[float, ...] = param(
+        (1e-3, 1e-2, 5e-2),
+        "oracle perturbation sizes for the Lipschitz estimate",
+        gt=0.0,
+        le=1.0,
+        min_len=1,
+        max_len=64,
+    )
     n_random: int = param(8, "random sign patterns per eps", ge=0, le=1024)
-    ascent_iters: int = param(10, "sign-ascent iterations of the adversarial family",
-                              ge=1, le=10_000)
+    ascent_iters: int = param(
+        10, "sign-ascent iterations of the adversarial family", ge=1, le=10_000
+    )
 
 
 SIZES = {
@@ -74,9 +88,11 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
     the families' perturbed trees, and ~2 more per random sign pattern; XLA's buffers measured
     on a CPU) and one Monte-Carlo chunk of ``min(trials, MC_CHUNK)`` transcripts (~64 bytes a
     step)."""
-    return {"prefix tree and Lipschitz families": (176 + 2 * cfg.n_random) * 2 ** (cfg.T - 1)
-            * cfg.T,
-            "Monte-Carlo chunk": 64 * min(cfg.trials, MC_CHUNK) * cfg.T}
+    return {
+        "prefix tree and Lipschitz families": (176 + 2 * cfg.n_random) * 2 ** (cfg.T - 1) * cfg.T,
+        "Monte-Carlo chunk": 64 * min(cfg.trials, MC_CHUNK) * cfg.T,
+    }
+
 
 DYNAMIC = ("eps", "high")
 """Config fields that enter :func:`point` only as numbers: the perturbation sizes (an array of
@@ -105,11 +121,16 @@ def point(cfg: Config):
         leaves, treedef = jax.tree.flatten(fx.machine)
         classes.setdefault((treedef, tuple(np.shape(x) for x in leaves)), []).append(i)
     groups = list(classes.values())
-    dynamic = {"eps": np.asarray(cfg.eps, np.float32),
-               "classes": [{"machine": jax.tree.map(lambda *v: np.stack(v),
-                                                        *(fixtures[i].machine for i in g)),
-                            "K": np.asarray([fixtures[i].K for i in g], np.float32)}
-                           for g in groups]}
+    dynamic = {
+        "eps": np.asarray(cfg.eps, np.float32),
+        "classes": [
+            {
+                "machine": jax.tree.map(lambda *v: np.stack(v), *(fixtures[i].machine for i in g)),
+                "K": np.asarray([fixtures[i].K for i in g], np.float32),
+            }
+            for g in groups
+        ],
+    }
     names = [fx.name for fx in fixtures]
     tree_ys = tree_transcripts(cfg.T)
     trials, n_random, iters = cfg.trials, cfg.n_random, cfg.ascent_iters
@@ -117,13 +138,26 @@ def point(cfg: Config):
     def one(machine, k, eps):
         ones = count_ones(machine, jax.random.fold_in(k, 0), trials)
         probs = jax.vmap(step_probs, in_axes=(None, 0))(machine, jnp.asarray(tree_ys))
-        est = estimate_lipschitz_jnp(tree_matrix_jnp(probs), jax.random.fold_in(k, 1),
-                                     eps, n_random=n_random, ascent_iters=iters)
+        est = estimate_lipschitz_jnp(
+            tree_matrix_jnp(probs),
+            jax.random.fold_in(k, 1),
+            eps,
+            n_random=n_random,
+            ascent_iters=iters,
+        )
         p, lo, hi = wilson_jnp(ones, trials)
-        return {"ones": ones, "p1_mc": p, "p1_mc_lo": lo, "p1_mc_hi": hi,
-                "p1_dp": machine.output_prob_dp(), "p1_tree": est["p1"],
-                "K_empirical": est["best"], "K_empirical_eps": est["best_eps"],
-                **{f"K_{f}": est[f] for f in PERTURBATION_FAMILIES}, "K_hybrid": est["hybrid"]}
+        return {
+            "ones": ones,
+            "p1_mc": p,
+            "p1_mc_lo": lo,
+            "p1_mc_hi": hi,
+            "p1_dp": machine.output_prob_dp(),
+            "p1_tree": est["p1"],
+            "K_empirical": est["best"],
+            "K_empirical_eps": est["best_eps"],
+            **{f"K_{f}": est[f] for f in PERTURBATION_FAMILIES},
+            "K_hybrid": est["hybrid"],
+        }
 
     def fn(dyn, key):
         out = {}
@@ -147,8 +181,13 @@ def host(cfg: Config, seed: int, key, measured) -> list:
     out = []
     for i, fx in enumerate(standard_fixtures(cfg.T, high=cfg.high)):
         levels = prefix_tree(fx.machine)
-        est = estimate_lipschitz(levels, jax.random.fold_in(jax.random.fold_in(key, i), 1),
-                                 eps=cfg.eps, n_random=cfg.n_random, ascent_iters=cfg.ascent_iters)
+        est = estimate_lipschitz(
+            levels,
+            jax.random.fold_in(jax.random.fold_in(key, i), 1),
+            eps=cfg.eps,
+            n_random=cfg.n_random,
+            ascent_iters=cfg.ascent_iters,
+        )
         out.append((fx, tree_output_prob(levels), est))
     return out
 
@@ -161,15 +200,33 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
         fx_claims = fixture_claims(fx, cfg.trials, p_enum, p_dp, ones, est)
         claims.extend(fx_claims)
         mc = fx_claims[0]
-        rows.append({"fixture": fx.name, "T": fx.T, "K_proven": fx.K, "K_hybrid": est.hybrid,
-                     "K_empirical": est.best, "best_family": est.family, "best_eps": est.eps,
-                     **{f"K_{k}": v for k, v in est.by_family.items()},
-                     "p1_enumeration": p_enum, "p1_dp": p_dp, "p1_closed": fx.exact_p1,
-                     "p1_mc": mc.value, "p1_mc_lo": mc.lo, "p1_mc_hi": mc.hi,
-                     "p_value": mc.p_value, "trials": cfg.trials})
+        rows.append(
+            {
+                "fixture": fx.name,
+                "T": fx.T,
+                "K_proven": fx.K,
+                "K_hybrid": est.hybrid,
+                "K_empirical": est.best,
+                "best_family": est.family,
+                "best_eps": est.eps,
+                **{f"K_{k}": v for k, v in est.by_family.items()},
+                "p1_enumeration": p_enum,
+                "p1_dp": p_dp,
+                "p1_closed": fx.exact_p1,
+                "p1_mc": mc.value,
+                "p1_mc_lo": mc.lo,
+                "p1_mc_hi": mc.hi,
+                "p_value": mc.p_value,
+                "trials": cfg.trials,
+            }
+        )
     metrics = {r["fixture"]: {k: v for k, v in r.items() if k != "fixture"} for r in rows}
-    return ExperimentResult(claims=claims, metrics=metrics, tables={"fixtures": rows},
-                            figures={"lipschitz_empirical_vs_proven": _plot(rows)})
+    return ExperimentResult(
+        claims=claims,
+        metrics=metrics,
+        tables={"fixtures": rows},
+        figures={"lipschitz_empirical_vs_proven": _plot(rows)},
+    )
 
 
 def _plot(rows):
@@ -203,25 +260,48 @@ def fixture_claims(fx, trials: int, p_enum: float, p_dp: float, ones: float, est
     ``best``, ``family``, ``eps`` and ``hybrid`` (a :func:`estimate_lipschitz` result)."""
     p_closed = fx.exact_p1
     agree = abs(p_enum - p_dp) <= DP_ABS_TOL and (
-        p_closed is None or abs(p_enum - p_closed) <= DP_ABS_TOL)
+        p_closed is None or abs(p_enum - p_closed) <= DP_ABS_TOL
+    )
     closed = "none" if p_closed is None else f"{p_closed:.6f}"
-    claims = [Claim.proportion(
-        f"{fx.name}: exact P_M(1) lies in the Monte-Carlo interval",
-        "spec DED 9 (exact P_M by enumeration / DP)", "==", p_enum, ones, trials,
-        note=(f"T={fx.T}; enumeration {p_enum:.6f}, DP {p_dp:.6f}, closed form {closed}; "
-              f"{trials} transcripts; Clopper-Pearson interval, exact binomial test"),
-        checks=agree, bound=f"contains {p_enum:.6f}")]
-    claims.append(Claim.exact(
-        f"{fx.name}: empirical Lipschitz constant <= proven K",
-        "spec DED 3.3 (Lean Oracle.lipschitz), fixture proof", f"<= {fx.K:.4g}",
-        est.best, passed=est.best <= fx.K * (1 + K_REL_TOL),
-        note=(f"largest |dP_M|/dist via {est.family} at eps={est.eps:g}; exact hybrid "
-              f"bound {est.hybrid:.4g}; tolerance {K_REL_TOL:g} relative (float32)")))
+    claims = [
+        Claim.proportion(
+            f"{fx.name}: exact P_M(1) lies in the Monte-Carlo interval",
+            "spec DED 9 (exact P_M by enumeration / DP)",
+            "==",
+            p_enum,
+            ones,
+            trials,
+            note=(
+                f"T={fx.T}; enumeration {p_enum:.6f}, DP {p_dp:.6f}, closed form {closed}; "
+                f"{trials} transcripts; Clopper-Pearson interval, exact binomial test"
+            ),
+            checks=agree,
+            bound=f"contains {p_enum:.6f}",
+        )
+    ]
+    claims.append(
+        Claim.exact(
+            f"{fx.name}: empirical Lipschitz constant <= proven K",
+            "spec DED 3.3 (Lean Oracle.lipschitz), fixture proof",
+            f"<= {fx.K:.4g}",
+            est.best,
+            passed=est.best <= fx.K * (1 + K_REL_TOL),
+            note=(
+                f"largest |dP_M|/dist via {est.family} at eps={est.eps:g}; exact hybrid "
+                f"bound {est.hybrid:.4g}; tolerance {K_REL_TOL:g} relative (float32)"
+            ),
+        )
+    )
     if fx.name in TIGHT:
         frac = TIGHT[fx.name]
-        claims.append(Claim.exact(
-            f"{fx.name}: empirical Lipschitz constant within a factor 2 of proven K",
-            "spec DED 3.3, 9 (tightness of F2 / F3)", f">= {frac * fx.K:.4g}", est.best,
-            passed=est.best >= frac * fx.K,
-            note=f"ratio empirical/proven = {est.best / fx.K:.3f}"))
+        claims.append(
+            Claim.exact(
+                f"{fx.name}: empirical Lipschitz constant within a factor 2 of proven K",
+                "spec DED 3.3, 9 (tightness of F2 / F3)",
+                f">= {frac * fx.K:.4g}",
+                est.best,
+                passed=est.best >= frac * fx.K,
+                note=f"ratio empirical/proven = {est.best / fx.K:.3f}",
+            )
+        )
     return claims

@@ -24,8 +24,9 @@ HERE = Path(__file__).resolve().parent
 def save(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory() as tmp:
-        client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
-                                         resources={"metadata": {"path": tmp}})
+        client = nbclient.NotebookClient(
+            nb, kernel_name="python3", timeout=600, resources={"metadata": {"path": tmp}}
+        )
         client.execute()
     nb.metadata.pop("widgets", None)
     nbformat.write(nb, path)

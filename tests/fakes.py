@@ -40,8 +40,14 @@ class FakeBar:
 class FakeContext:
     """Implements every RunContext service with plain Python, keyed like the real lab."""
 
-    def __init__(self, root: str | Path, seed: int = 0, size: str = "quick",
-                 name: str = "fake", resume: bool = False):
+    def __init__(
+        self,
+        root: str | Path,
+        seed: int = 0,
+        size: str = "quick",
+        name: str = "fake",
+        resume: bool = False,
+    ):
         self.root = Path(root)
         self.seed = seed
         self.size = size
@@ -159,16 +165,20 @@ def count_chunked_traces(monkeypatch, module) -> dict[str, int]:
 
     def counting(cfg):
         dyn, fn = real_point(cfg)
-        return dyn, dataclasses.replace(fn, init=counted("init", fn.init),
-                                        chunk=counted("chunk", fn.chunk),
-                                        finish=counted("finish", fn.finish))
+        return dyn, dataclasses.replace(
+            fn,
+            init=counted("init", fn.init),
+            chunk=counted("chunk", fn.chunk),
+            finish=counted("finish", fn.finish),
+        )
 
     monkeypatch.setattr(module, "point", counting)
     return traces
 
 
-def sweep_one_row_per_call(module, tmp: Path, *, params: dict, axes: dict[str, list],
-                           seed: int = 0, seeds: int = 1):
+def sweep_one_row_per_call(
+    module, tmp: Path, *, params: dict, axes: dict[str, list], seed: int = 0, seeds: int = 1
+):
     """Resolve and run a sweep of ``module`` over ``axes`` x ``seeds`` at ``params``, one row per
     call (``sweep.batch: 1``), no tracking or plots, output under ``tmp / "out"``, with the
     program cache cleared first. Returns ``(resolved config, sweep record)``."""
@@ -176,16 +186,29 @@ def sweep_one_row_per_call(module, tmp: Path, *, params: dict, axes: dict[str, l
     from dedebate.lab.devices import clear_program_cache
     from dedebate.lab.sweep import run_sweep
 
-    raw = {"experiment": module.NAME, "seed": seed, "output_dir": str(tmp / "out"),
-           "tracking": {"mode": "disabled"}, "params": params,
-           "sweep": {"seeds": seeds, "axes": axes, "plots": False, "batch": 1}}
+    raw = {
+        "experiment": module.NAME,
+        "seed": seed,
+        "output_dir": str(tmp / "out"),
+        "tracking": {"mode": "disabled"},
+        "params": params,
+        "sweep": {"seeds": seeds, "axes": axes, "plots": False, "batch": 1},
+    }
     cfg = resolve(raw, {module.NAME: module})
     clear_program_cache()
     return cfg, run_sweep(module, cfg, show_progress=False)
 
 
-def sweep_then_run_alone(module, tmp: Path, *, axes: dict[str, list], pick, seed: int = 0,
-                         seeds: int = 1, run_seed: int | None = None):
+def sweep_then_run_alone(
+    module,
+    tmp: Path,
+    *,
+    axes: dict[str, list],
+    pick,
+    seed: int = 0,
+    seeds: int = 1,
+    run_seed: int | None = None,
+):
     """Sweep ``axes`` x ``seeds`` at the quick size one row per call (``sweep.batch: 1``), then
     run ``module`` alone (``run_module``) on the first point whose values satisfy
     ``pick(values)``, at seed ``run_seed`` (default: the sweep's first seed) and that row's key
@@ -196,14 +219,14 @@ def sweep_then_run_alone(module, tmp: Path, *, axes: dict[str, list], pick, seed
     from dedebate.lab.evaluate import run_module
     from dedebate.lab.sweep import plan, point_key
 
-    params = {k: list(v) if isinstance(v, tuple) else v
-              for k, v in module.SIZES["quick"].items()}
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in module.SIZES["quick"].items()}
     import pytest
 
     with pytest.MonkeyPatch.context() as mp:
         traces = count_point_traces(mp, module)  # traces of the sweep's fn (once per compile)
-        cfg, rec = sweep_one_row_per_call(module, tmp, params=params, axes=axes, seed=seed,
-                                          seeds=seeds)
+        cfg, rec = sweep_one_row_per_call(
+            module, tmp, params=params, axes=axes, seed=seed, seeds=seeds
+        )
         pt = next(p for p in plan(module, cfg).points if pick(p.values))
         run_seed = rec.rows[0]["seed"] if run_seed is None else run_seed
         ctx = FakeContext(tmp / "alone", seed=run_seed, size="quick", name=module.NAME)

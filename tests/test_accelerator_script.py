@@ -16,17 +16,35 @@ from tests.conftest import REPO
 
 def test_accelerator_script_on_cpu(cli_env, tmp_path):
     out = tmp_path / "acc.json"
-    env = {**cli_env, "DEDEBATE_BENCH": "tests.fake_experiments.accelbench",
-           "DEDEBATE_ACCEL_QUICK": "1", "DEDEBATE_ACCEL_INSTALL": "0",
-           "DEDEBATE_ACCEL_ONLY": "fake_pass", "DEDEBATE_ACCEL_OUT": str(out),
-           "DEDEBATE_ACCEL_TIMEOUTS": "bench/sleepy=1.5"}
-    p = subprocess.run(["bash", "bench/accelerator.sh", "--benches", "fast", "sleepy"], env=env,
-                       cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    env = {
+        **cli_env,
+        "DEDEBATE_BENCH": "tests.fake_experiments.accelbench",
+        "DEDEBATE_ACCEL_QUICK": "1",
+        "DEDEBATE_ACCEL_INSTALL": "0",
+        "DEDEBATE_ACCEL_ONLY": "fake_pass",
+        "DEDEBATE_ACCEL_OUT": str(out),
+        "DEDEBATE_ACCEL_TIMEOUTS": "bench/sleepy=1.5",
+    }
+    p = subprocess.run(
+        ["bash", "bench/accelerator.sh", "--benches", "fast", "sleepy"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr
     data = json.loads(out.read_text())
     steps = {s["name"]: s for s in data["steps"]}
-    assert list(steps) == ["install", "doctor", "throughput", "bench/fast", "bench/sleepy",
-                           "reproduce/fake_pass"]
+    assert list(steps) == [
+        "install",
+        "doctor",
+        "throughput",
+        "bench/fast",
+        "bench/sleepy",
+        "reproduce/fake_pass",
+    ]
     assert data["schema"] == accel.SCHEMA and data["complete"] and data["size"] == "quick"
     assert 0 < data["spent_s"] <= data["budget_s"] == accel.BUDGET_S
     # no install on a CPU test run; the devices and versions from dedebate doctor
@@ -59,8 +77,9 @@ def test_accelerator_script_on_cpu(cli_env, tmp_path):
 
 def test_steps_recorded_at_once_and_budget_spent(tmp_path):
     out = tmp_path / "r.json"
-    run = accel.Run(out, budget_s=60.0, size="quick", timeouts=accel._timeouts(["x=0.3", "y=60"]),
-                    env={})
+    run = accel.Run(
+        out, budget_s=60.0, size="quick", timeouts=accel._timeouts(["x=0.3", "y=60"]), env={}
+    )
     assert json.loads(out.read_text())["steps"] == []  # on disk before the first step
     ok = run.step("y", [sys.executable, "-c", "print('[1, 2]')"], parse=json.loads)
     assert ok["status"] == "ok" and ok["result"] == [1, 2]
@@ -89,5 +108,6 @@ def test_preinstalled_installs_dedebate_alone_beside_the_jax_there():
 
     args = accel._parse_args(["--install", "preinstalled"])
     accel._install(Recorder(), args, "PY")
-    assert steps == [("install", ["PY", "-m", "pip", "install", "--no-deps",
-                                  "--no-build-isolation", "-e", "."])]
+    assert steps == [
+        ("install", ["PY", "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", "."])
+    ]

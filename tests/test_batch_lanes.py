@@ -52,8 +52,9 @@ def test_full_size_takes_its_lanes_from_the_device(monkeypatch):
     assert exp.batch_lanes(4096, 1024) == 4096  # a set value is kept
     monkeypatch.setattr("dedebate.lab.devices.device_memory_bytes", lambda device=None: None)
     assert exp.batch_lanes(0, 1024) == 16384  # a CPU: the default
-    monkeypatch.setattr("dedebate.lab.devices.device_memory_bytes",
-                        lambda device=None: 16 * 2**30)  # 64 * 1024 + 4096 bytes per debate
+    monkeypatch.setattr(
+        "dedebate.lab.devices.device_memory_bytes", lambda device=None: 16 * 2**30
+    )  # 64 * 1024 + 4096 bytes per debate
     assert exp.batch_lanes(0, 1024) == (4 * 2**30 // (64 * 1024 + 4096)) // 256 * 256 == 61440
     assert exp.batch_lanes(0, 8) == 262_144  # capped
     with pytest.raises(ValueError, match="max_lanes=100: must be 0"):
@@ -70,21 +71,29 @@ def fake_play(spec, machine, alice, bob, vera, key):
     bits = jax.random.key_data(key).astype(jnp.float32)
     u = jnp.stack([bits[-1] % 997 / 997, bits[0] % 991 / 991, (bits[-1] + bits[0]) % 983 / 983])
     wins = (u[0] < machine.w).astype(jnp.int32)
-    costs = Costs(alice_queries=u[2] * alice.w, bob_queries=u[1] + bob.w,
-                  verifier_queries=u[0] * 7 + vera, bits_read=jnp.int32(0),
-                  rounds=(u[2] * 5).astype(jnp.int32))
+    costs = Costs(
+        alice_queries=u[2] * alice.w,
+        bob_queries=u[1] + bob.w,
+        verifier_queries=u[0] * 7 + vera,
+        bits_read=jnp.int32(0),
+        rounds=(u[2] * 5).astype(jnp.int32),
+    )
     return Out(wins, (u[1] < 0.1).astype(jnp.int32), costs)
 
 
 def test_zoo_stats_equal_for_every_batch_size(monkeypatch):
     """The lanes of :func:`dedebate.agents.stochastic_zoo.zoo_stats` are indexed and keyed globally: all at once and in batches
     that do not divide the lanes (the last padded), the counts and means are the same bit for
-    bit."""
+    bit."""  # noqa: E501
     monkeypatch.setattr(zoo, "play", fake_play)
     rows, trials, ma, hh = 5, 37, 2, 1
     w = jnp.linspace(0.2, 0.8, rows)
-    d = {"alice": Row(jnp.zeros(rows, jnp.int32), w), "bob": Row(jnp.zeros(rows, jnp.int32), w),
-         "machine": Row(jnp.zeros(rows, jnp.int32), w), "vera": jnp.float32(1.0)}
+    d = {
+        "alice": Row(jnp.zeros(rows, jnp.int32), w),
+        "bob": Row(jnp.zeros(rows, jnp.int32), w),
+        "machine": Row(jnp.zeros(rows, jnp.int32), w),
+        "vera": jnp.float32(1.0),
+    }
     run = jax.jit(zoo.zoo_stats, static_argnums=(0, 3, 4, 5, 6))
     key = jax.random.key(3)
     spec = debate_static(8)  # fake_play reads none; 185 x 8 steps: below FAST_WORK, exact play

@@ -38,8 +38,7 @@ def test_runs_are_summarised_by_median_min_max_against_the_goal(monkeypatch):
 
     def fake_run(only):
         code = next(codes)
-        return {"wall_s": next(walls), "exit_code": code, "busy_cpu_s": 100.0,
-                "passed": code == 0}
+        return {"wall_s": next(walls), "exit_code": code, "busy_cpu_s": 100.0, "passed": code == 0}
 
     monkeypatch.setattr(cold_start, "one_run", fake_run)
     out = cold_start.run()  # three runs

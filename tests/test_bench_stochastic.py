@@ -20,8 +20,9 @@ def test_numpy_references_accept_with_probability_p_m():
     c = lean_defaults(2, T).constants(2, T)
     p1 = fx.p1()
     se = math.sqrt(p1 * (1 - p1) / n)
-    full = play_f2_numpy(pi, c.n_alice, c.n_bob, c.n_vera, c.tau_bob, c.tau_vera, n,
-                         np.random.default_rng(0))
+    full = play_f2_numpy(
+        pi, c.n_alice, c.n_bob, c.n_vera, c.tau_bob, c.tau_vera, n, np.random.default_rng(0)
+    )
     assert abs(full["verdict"].mean() - p1) < Z_MAX * se
     assert full["aborted"].mean() < 1e-3
     fast = one_word_path_f2_numpy(pi, n, np.random.default_rng(1))

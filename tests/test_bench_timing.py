@@ -35,6 +35,7 @@ class FakeClock:
         def fn():
             self.order.append(name)
             self.now += secs
+
         return fn
 
 
@@ -57,8 +58,11 @@ def test_a_repeat_lasts_at_least_the_minimum_duration(clock):
 
 
 def test_time_contenders_interleaves_repeats_and_summarises_them(clock):
-    timing = time_contenders({"slow": clock.work("slow", 4 * MS), "fast": clock.work("fast", MS)},
-                             min_seconds=20 * MS, repeats=5)
+    timing = time_contenders(
+        {"slow": clock.work("slow", 4 * MS), "fast": clock.work("fast", MS)},
+        min_seconds=20 * MS,
+        repeats=5,
+    )
     for name, secs, calls in (("slow", 4 * MS, 5), ("fast", MS, 20)):
         t = timing[name]
         assert t["calls"] == [calls] * 5 and t["repeat_s"] == [20 * MS] * 5
@@ -67,9 +71,13 @@ def test_time_contenders_interleaves_repeats_and_summarises_them(clock):
     # one warm-up call each, then the rounds alternate: a repeat of slow, then one of fast
     assert clock.order == ["slow", "fast"] + (["slow"] * 5 + ["fast"] * 20) * 5
     s = summary(timing["fast"], 100.0, "steps")
-    assert s == {"repeats": 5, "calls_per_repeat": [20] * 5, "repeat_s_min": 20 * MS,
-                 "seconds_per_call": {"min": MS, "median": MS, "max": MS},
-                 "steps_per_s": {"min": 100 / MS, "median": 100 / MS, "max": 100 / MS}}
+    assert s == {
+        "repeats": 5,
+        "calls_per_repeat": [20] * 5,
+        "repeat_s_min": 20 * MS,
+        "seconds_per_call": {"min": MS, "median": MS, "max": MS},
+        "steps_per_s": {"min": 100 / MS, "median": 100 / MS, "max": 100 / MS},
+    }
     assert ratio(timing["slow"], timing["fast"]) == {"median": 4.0, "min": 4.0, "max": 4.0}
     with pytest.raises(ValueError, match="repeats=0"):
         time_contenders({"fast": clock.work("fast", MS)}, min_seconds=0.01, repeats=0)
@@ -102,8 +110,10 @@ def test_the_ogd_bench_times_numpy_on_a_prefix_of_dedebates_updates():
 def test_benchmarks_are_listed_with_the_first_line_of_their_docstring():
     fake = describe_benchmarks("tests.fake_experiments.fakebench")
     # helper.py defines no run(), so it is not a benchmark
-    assert fake == {"tiny": "A fake benchmark: returns numbers that depend on ``full`` so the "
-                            "test can tell them apart."}
+    assert fake == {
+        "tiny": "A fake benchmark: returns numbers that depend on ``full`` so the "
+        "test can tell them apart."
+    }
     # the real benchmarks (read without importing them: a cheap test): each module that defines
     # run() opens its docstring with a one-line description
     for path in sorted((REPO / "bench").glob("[!_]*.py")):

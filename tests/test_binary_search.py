@@ -44,8 +44,7 @@ M, T_PAD = 4, 16
 
 @functools.cache
 def population():
-    return random_programs(11, 8, T, n_inputs=N_IN, n_deps=(1, 3), dep_window=W,
-                           oracle_frac=0.4)
+    return random_programs(11, 8, T, n_inputs=N_IN, n_deps=(1, 3), dep_window=W, oracle_frac=0.4)
 
 
 @functools.cache
@@ -61,9 +60,12 @@ def suite(window):
     liars = concat(zoo, lies, every)
     A = concat(repeat(det_honest_alice(T), n_comp), liars)
     B = concat(bobs, repeat(make_bob("honest"), liars.flip_raw.shape[0]))
-    blocks = {"comp": slice(0, n_comp), "zoo": slice(n_comp, n_comp + n_zoo),
-              "lies": slice(n_comp + n_zoo, n_comp + n_zoo + len(lie_names)),
-              "every": slice(n_comp + n_zoo + len(lie_names), None)}
+    blocks = {
+        "comp": slice(0, n_comp),
+        "zoo": slice(n_comp, n_comp + n_zoo),
+        "lies": slice(n_comp + n_zoo, n_comp + n_zoo + len(lie_names)),
+        "every": slice(n_comp + n_zoo + len(lie_names), None),
+    }
     return cm, A, B, blocks, lie_names, play_binary_search_grid(cm, A, B)
 
 
@@ -79,7 +81,7 @@ def test_completeness_and_soundness_are_exact(window):
     y = outputs()
     comp = acc[y == 1, blocks["comp"]]
     assert comp.shape[1] >= 2**M and comp.all()  # every B bit pattern was tried
-    sound = acc[y == 0, blocks["comp"].stop:]
+    sound = acc[y == 0, blocks["comp"].stop :]
     assert sound.shape[1] > 2**T and not sound.any()
     assert int(np.asarray(out.costs.verifier_queries).max()) <= 1
 
@@ -97,21 +99,30 @@ def test_costs_with_honest_alice_against_every_bob(window):
     def col(name):
         return np.asarray(attrgetter(name)(out))[:, sl]
 
-    want = {"costs.bits_read": ((M + 1) * cm.S + M, cm.S), "costs.rounds": (M + 1, 1),
-            "a_message_bits": ((M + 1) * cm.S, cm.S)}
+    want = {
+        "costs.bits_read": ((M + 1) * cm.S + M, cm.S),
+        "costs.rounds": (M + 1, 1),
+        "a_message_bits": ((M + 1) * cm.S, cm.S),
+    }
     for name, (full, stopped) in want.items():
         np.testing.assert_array_equal(col(name)[y1], full, err_msg=name)
         np.testing.assert_array_equal(col(name)[~y1], stopped, err_msg=name)
     np.testing.assert_array_equal(col("a_steps"), T)
-    np.testing.assert_array_equal(col("b_steps")[y1], np.broadcast_to(
-        np.where(mode == HONEST, T_PAD - 1, 0), (int(y1.sum()), mode.size)))
+    np.testing.assert_array_equal(
+        col("b_steps")[y1],
+        np.broadcast_to(np.where(mode == HONEST, T_PAD - 1, 0), (int(y1.sum()), mode.size)),
+    )
     np.testing.assert_array_equal(col("b_steps")[~y1], 0)
     # bit pattern of each B: honest and LAST always say "second half" to a truthful A.
-    bits = np.stack([np.select([mode == HONEST, mode == LAST, mode == FIRST], [0, 0, 1],
-                               (arg >> k) & 1) for k in range(M)], axis=1)
+    bits = np.stack(
+        [
+            np.select([mode == HONEST, mode == LAST, mode == FIRST], [0, 0, 1], (arg >> k) & 1)
+            for k in range(M)
+        ],
+        axis=1,
+    )
     lo = ((1 - bits) * (T_PAD >> (np.arange(M) + 1))).sum(1)
-    np.testing.assert_array_equal(col("pointer")[y1], np.broadcast_to(lo, (int(y1.sum()),
-                                                                           lo.size)))
+    np.testing.assert_array_equal(col("pointer")[y1], np.broadcast_to(lo, (int(y1.sum()), lo.size)))
     q = (lo[None, :] < T) & (kind[:, np.minimum(lo, T - 1)] == ORACLE)
     np.testing.assert_array_equal(col("costs.verifier_queries")[y1], q[y1].astype(int))
     np.testing.assert_array_equal(col("costs.verifier_queries")[~y1], 0)
@@ -134,12 +145,20 @@ def test_every_transcript_binary_search_finds_the_first_inconsistent_step(window
         claims_one = a[i][:, -1] == 1
         first = np.where(bad.any(1), bad.argmax(1), T_PAD - 1)
         rounds = np.where(claims_one, M + 1, 1)
-        got = {f.rpartition(".")[2]: np.asarray(attrgetter(f)(out))[i, sl] for f in
-               ("alice_wins", "costs.rounds", "costs.bits_read", "pointer",
-                "costs.verifier_queries")}
+        got = {
+            f.rpartition(".")[2]: np.asarray(attrgetter(f)(out))[i, sl]
+            for f in (
+                "alice_wins",
+                "costs.rounds",
+                "costs.bits_read",
+                "pointer",
+                "costs.verifier_queries",
+            )
+        }
         np.testing.assert_array_equal(got["rounds"], rounds)
-        np.testing.assert_array_equal(got["bits_read"],
-                                      np.where(claims_one, (M + 1) * cm.S + M, cm.S))
+        np.testing.assert_array_equal(
+            got["bits_read"], np.where(claims_one, (M + 1) * cm.S + M, cm.S)
+        )
         assert not got["alice_wins"][bad.any(1) & (y_true[i] == 0)].any()
         if window is not None:
             continue
@@ -157,8 +176,9 @@ def test_malformed_message_stops_the_debate_with_exact_cost():
         r = int(name.rsplit("r", 1)[1])  # round of the corrupted input bit (0 = Z')
         k = blocks["lies"].start + j
         np.testing.assert_array_equal(np.asarray(out.costs.rounds)[:, k], r + 1)
-        np.testing.assert_array_equal(np.asarray(out.costs.bits_read)[:, k],
-                                      (r + 1) * cm.S + max(r - 1, 0))
+        np.testing.assert_array_equal(
+            np.asarray(out.costs.bits_read)[:, k], (r + 1) * cm.S + max(r - 1, 0)
+        )
         assert not np.asarray(out.alice_wins)[:, k].any()
         assert not np.asarray(out.costs.verifier_queries)[:, k].any()
 
@@ -169,14 +189,16 @@ def test_every_message_sequence_of_a_three_step_machine():
     cm = config_machine(progs, window=2)
     assert (cm.S, cm.m, cm.T_pad) == (5, 2, 4)
     seqs = bit_table(15).reshape(-1, 3, 5)
-    out = play_binary_search_grid(cm, MessageAlice(messages=seqs),
-                                  repeat(make_bob("honest"), seqs.shape[0]))
+    out = play_binary_search_grid(
+        cm, MessageAlice(messages=seqs), repeat(make_bob("honest"), seqs.shape[0])
+    )
     acc = np.asarray(out.alice_wins)
     y = simulate_numpy(progs)
     assert not acc[y[:, -1] == 0].any()
     # the honest sequence (configurations of y at 4, 2, 3) is among the accepted ones
     honest = jax.vmap(lambda c, yy: jnp.stack([c.from_transcript(yy, i) for i in (4, 2, 3)]))(
-        cm, jnp.asarray(y))
+        cm, jnp.asarray(y)
+    )
     codes = (np.asarray(honest).reshape(4, 15) << np.arange(15)).sum(1)
     for i in np.flatnonzero(y[:, -1] == 1):
         assert acc[i, codes[i]]
@@ -202,8 +224,9 @@ def test_configurations_follow_the_machine_and_halt():
     oks, acc, queries, same = trajectory(cm, jnp.asarray(y))
     assert np.asarray(oks).all() and np.asarray(same).all()
     np.testing.assert_array_equal(np.asarray(acc), y[:, -1] == 1)
-    np.testing.assert_array_equal(np.asarray(queries),
-                                  (np.asarray(population().kind) == ORACLE).sum(1))
+    np.testing.assert_array_equal(
+        np.asarray(queries), (np.asarray(population().kind) == ORACLE).sum(1)
+    )
     one = index_tree(cm, 0)
     bad = np.asarray(one.init()).copy()
     bad[: cm.w_c] = [0, 1, 0, 1]  # counter 10 > T
@@ -215,11 +238,22 @@ def test_vmap_grid_equals_per_debate_loop():
     cm, A, B, blocks, _, out = suite(None)
     single = jax.jit(play_binary_search)
     for i in (1, 4):
-        for k in (0, 3, blocks["zoo"].start + 6, blocks["lies"].start + 2,
-                  blocks["every"].start + 300):
+        for k in (
+            0,
+            3,
+            blocks["zoo"].start + 6,
+            blocks["lies"].start + 2,
+            blocks["every"].start + 300,
+        ):
             one = single(index_tree(cm, i), index_tree(A, k), index_tree(B, k))
-            for f in ("alice_wins", "costs.rounds", "costs.bits_read", "costs.verifier_queries",
-                      "b_steps", "pointer"):
+            for f in (
+                "alice_wins",
+                "costs.rounds",
+                "costs.bits_read",
+                "costs.verifier_queries",
+                "b_steps",
+                "pointer",
+            ):
                 get = attrgetter(f)
                 assert int(get(one)) == int(np.asarray(get(out))[i, k]), f
 

@@ -11,9 +11,9 @@ import numpy as np
 import experiments.deterministic_debate as dd
 import experiments.machines as machines
 import experiments.ogd_estimator as ogd
-import experiments.prover_estimator as pe
+import experiments.prover_estimator.claims as pe
 import experiments.stackelberg as sb
-import experiments.stochastic_debate as sd
+import experiments.stochastic_debate.claims as sd
 import experiments.stochastic_selfplay as ssp
 from dedebate.estimators.ogd import iteration_bound
 from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows
@@ -21,20 +21,36 @@ from dedebate.machines.configurations import clog2
 from experiments.stochastic_debate.budget import lean_n_vera
 
 
-def _ogd_rows(rule="tight", steps_factor=0.5, adv_ratio=0.5, regret_ratio=0.5, numpy_gap=0.0,
-              fresh_ratio=0.9):
+def _ogd_rows(
+    rule="tight", steps_factor=0.5, adv_ratio=0.5, regret_ratio=0.5, numpy_gap=0.0, fresh_ratio=0.9
+):
     rows = []
     for delta in (0.1, 0.2):
         n_z = 8
         bound = iteration_bound(rule, n_z, delta)
-        rows.append({"q": 3, "n_z": n_z, "delta": delta, "seed": 0, "step_rule": rule,
-                     "steps": int(steps_factor * bound), "max_adv": adv_ratio * delta,
-                     "converged": True, "bound": bound, "bound_hazan": bound,
-                     "bound_tight": bound, "regret_sum": regret_ratio,
-                     "regret_bound": 1.0, "circuit_size": 1, "z_over_delta2": n_z / delta**2,
-                     "max_adv_numpy": adv_ratio * delta + numpy_gap,
-                     "fresh_max_adv": fresh_ratio * delta, "fresh_share_below_delta": 1.0,
-                     "fresh_tests": 32})
+        rows.append(
+            {
+                "q": 3,
+                "n_z": n_z,
+                "delta": delta,
+                "seed": 0,
+                "step_rule": rule,
+                "steps": int(steps_factor * bound),
+                "max_adv": adv_ratio * delta,
+                "converged": True,
+                "bound": bound,
+                "bound_hazan": bound,
+                "bound_tight": bound,
+                "regret_sum": regret_ratio,
+                "regret_bound": 1.0,
+                "circuit_size": 1,
+                "z_over_delta2": n_z / delta**2,
+                "max_adv_numpy": adv_ratio * delta + numpy_gap,
+                "fresh_max_adv": fresh_ratio * delta,
+                "fresh_share_below_delta": 1.0,
+                "fresh_tests": 32,
+            }
+        )
     return rows
 
 
@@ -44,12 +60,15 @@ def test_ogd_sweep_rows_fail_when_a_bound_is_broken():
     # T bound, regret, the generalisation finding; no consistency row
     assert len(ok) == 3 and all(c.passed for c in ok)
     assert [c.finding for c in ok] == [False, False, True]
-    for bad, which in (({"steps_factor": 1.5}, "T <= 4.5"), ({"regret_ratio": 1.5}, "regret"),
-                       ({"adv_ratio": 1.2}, "consistency check failed"),
-                       ({"adv_ratio": math.nan}, "consistency check failed"),
-                       ({"regret_ratio": math.nan}, "regret"),
-                       ({"numpy_gap": 1e-3}, "recomputed in float64 numpy"),
-                       ({"numpy_gap": math.nan}, "recomputed in float64 numpy")):
+    for bad, which in (
+        ({"steps_factor": 1.5}, "T <= 4.5"),
+        ({"regret_ratio": 1.5}, "regret"),
+        ({"adv_ratio": 1.2}, "consistency check failed"),
+        ({"adv_ratio": math.nan}, "consistency check failed"),
+        ({"regret_ratio": math.nan}, "regret"),
+        ({"numpy_gap": 1e-3}, "recomputed in float64 numpy"),
+        ({"numpy_gap": math.nan}, "recomputed in float64 numpy"),
+    ):
         claims = ogd.algorithm1_claims(cfg, _ogd_rows(**bad))
         failed = [c.claim for c in claims if not c.passed]
         assert failed and all(which in f for f in failed), (bad, failed)
@@ -73,9 +92,17 @@ def _qrows(vera_max=None, alice_c=5000.0, n_vera=None):
     nv = lean_n_vera(2.0, 8)
     rows = []
     for T, n in zip((8, 16), n_vera or (nv, nv)):
-        rows.append({"K": 2, "T": T, "constants": "lean", "n_vera": n, "aborts": 10,
-                     "vera_max": float(nv) if vera_max is None else vera_max,
-                     "alice": alice_c * 4 * T * math.log(200 * T)})
+        rows.append(
+            {
+                "K": 2,
+                "T": T,
+                "constants": "lean",
+                "n_vera": n,
+                "aborts": 10,
+                "vera_max": float(nv) if vera_max is None else vera_max,
+                "alice": alice_c * 4 * T * math.log(200 * T),
+            }
+        )
     return rows
 
 
@@ -110,8 +137,9 @@ def _assert_fails(make, good: dict, bad: dict, which: str):
 
 
 # ---- machines --------------------------------------------------------------------------------
-def _fixture_rows(name="F2", p_enum=0.75, p_dp=0.75, closed=0.75, ones=750.0, trials=1000,
-                  best=1.5, K=2.0):
+def _fixture_rows(
+    name="F2", p_enum=0.75, p_dp=0.75, closed=0.75, ones=750.0, trials=1000, best=1.5, K=2.0
+):
     fx = types.SimpleNamespace(name=name, T=8, K=K, exact_p1=closed)
     est = types.SimpleNamespace(best=best, family="sign ascent", eps=1e-3, hybrid=K)
     return machines.fixture_claims(fx, trials, p_enum, p_dp, ones, est)
@@ -122,23 +150,30 @@ def test_machines_rows_fail_when_a_measurement_breaks_its_bound():
     assert len(_fixture_rows()) == 3  # MC interval, Lipschitz <= K, tightness (F2)
     assert len(_fixture_rows(name="AND", closed=None)) == 2
     for bad, which in (
-            ({"ones": 650.0}, "Monte-Carlo interval"),  # the interval misses the exact P_M
-            ({"p_dp": 0.76}, "Monte-Carlo interval"),  # the DP disagrees with enumeration
-            ({"closed": 0.7}, "Monte-Carlo interval"),  # the closed form disagrees
-            ({"ones": math.nan}, "Monte-Carlo interval"),
-            ({"p_enum": math.nan}, "Monte-Carlo interval"),
-            ({"best": 2.01}, "<= proven K"),  # empirical Lipschitz above the proven K
-            ({"best": 0.9}, "factor 2"),  # not tight: below K/2
-            ({"best": math.nan}, "Lipschitz")):
+        ({"ones": 650.0}, "Monte-Carlo interval"),  # the interval misses the exact P_M
+        ({"p_dp": 0.76}, "Monte-Carlo interval"),  # the DP disagrees with enumeration
+        ({"closed": 0.7}, "Monte-Carlo interval"),  # the closed form disagrees
+        ({"ones": math.nan}, "Monte-Carlo interval"),
+        ({"p_enum": math.nan}, "Monte-Carlo interval"),
+        ({"best": 2.01}, "<= proven K"),  # empirical Lipschitz above the proven K
+        ({"best": 0.9}, "factor 2"),  # not tight: below K/2
+        ({"best": math.nan}, "Lipschitz"),
+    ):
         _assert_fails(_fixture_rows, good, bad, which)
 
 
 # ---- prover_estimator ------------------------------------------------------------------------
 def _fbs(err_lp=0.0, err_dual=0.0, flip=0.0):
-    rows = [{"family": f, "q": 3, "t": 1, "w": w, "lp": 1.0 + w, "dual": 1.0 + w,
-             "closed": 1.0 + w} for f in ("threshold", "AND") for w in range(3)]
-    rows[-1] = {**rows[-1], "lp": rows[-1]["lp"] + err_lp, "dual": rows[-1]["dual"] + err_lp
-                + err_dual}
+    rows = [
+        {"family": f, "q": 3, "t": 1, "w": w, "lp": 1.0 + w, "dual": 1.0 + w, "closed": 1.0 + w}
+        for f in ("threshold", "AND")
+        for w in range(3)
+    ]
+    rows[-1] = {
+        **rows[-1],
+        "lp": rows[-1]["lp"] + err_lp,
+        "dual": rows[-1]["dual"] + err_lp + err_dual,
+    }
     flips = [{"F": 0.01 * k, "eps_fbs": 0.01 * k} for k in range(4)]
     flips[2] = {**flips[2], "F": flips[2]["F"] + flip}
     return pe.fbs_claims((3,), rows, flips)
@@ -148,13 +183,16 @@ def _completeness(rho=2.0, d=2, honest=0.0, liar=0.0, shift=0.0, unstable=0.0, n
     base = rho ** -(d + 1)
     errors = (0.2, 1.0)
     bounds = [base + e * rho**-d * (1 - 1 / rho) for e in errors]
-    m = {"completeness/honest_min": base + honest, "completeness/honest_dev": abs(honest),
-         "completeness/root_liar_min": min(0.3, base + liar),
-         "completeness/constant_half_min": 0.2,
-         "completeness/random_joint_min": math.nan if nan_joint else 0.2,
-         "completeness/error_shifting_min/0": bounds[0] + shift,
-         "completeness/error_shifting_min/1": bounds[1],
-         "completeness/unstable_max_e1": 9.0**-d + unstable}
+    m = {
+        "completeness/honest_min": base + honest,
+        "completeness/honest_dev": abs(honest),
+        "completeness/root_liar_min": min(0.3, base + liar),
+        "completeness/constant_half_min": 0.2,
+        "completeness/random_joint_min": math.nan if nan_joint else 0.2,
+        "completeness/error_shifting_min/0": bounds[0] + shift,
+        "completeness/error_shifting_min/1": bounds[1],
+        "completeness/unstable_max_e1": 9.0**-d + unstable,
+    }
     return pe.completeness_claims(m, rho, d, errors, 3, 2)
 
 
@@ -165,11 +203,18 @@ def _error_shift(u0=0.0, rho5=2.0, u_ctrl=0.0625):
 
 def _obfuscation(always=0.0, random=0.0, stable=0.0, wrong=0.01, naive=0.0):
     q, d = 4, 3
-    m = {"obfuscation/liar_max_abs/0": abs(always), "obfuscation/liar_max_abs/1": 0.0,
-         "obfuscation/liar_max_abs/2": abs(random), "obfuscation/stable_liar_max": stable,
-         "obfuscation/wrong_direction_max": wrong, "obfuscation/honest_min": 2.0 ** -(d + 1),
-         "obfuscation/honest_dev": 0.0, "obfuscation/naive_liar_mean": 1 - q**-d + naive,
-         "obfuscation/naive_liar_dev": abs(naive), "obfuscation/naive_honest_min": 1.0}
+    m = {
+        "obfuscation/liar_max_abs/0": abs(always),
+        "obfuscation/liar_max_abs/1": 0.0,
+        "obfuscation/liar_max_abs/2": abs(random),
+        "obfuscation/stable_liar_max": stable,
+        "obfuscation/wrong_direction_max": wrong,
+        "obfuscation/honest_min": 2.0 ** -(d + 1),
+        "obfuscation/honest_dev": 0.0,
+        "obfuscation/naive_liar_mean": 1 - q**-d + naive,
+        "obfuscation/naive_liar_dev": abs(naive),
+        "obfuscation/naive_honest_min": 1.0,
+    }
     return pe.obfuscation_claims(m, 2.0, q, d, 3)
 
 
@@ -184,10 +229,21 @@ def _sampled(shift=0.0, ones=6300, nan=False):
 
 
 def _signal(ped=0.0, naive=0.0):
-    sig = [{"depth": d, "ped_delta": 2.0 ** -(d + 1), "rho_power": 2.0 ** -(d + 1),
-            "naive_delta": 4.0**-d, "q_power": 4.0**-d} for d in (1, 2, 3)]
-    sig[1] = {**sig[1], "ped_delta": sig[1]["ped_delta"] + ped,
-              "naive_delta": sig[1]["naive_delta"] + naive}
+    sig = [
+        {
+            "depth": d,
+            "ped_delta": 2.0 ** -(d + 1),
+            "rho_power": 2.0 ** -(d + 1),
+            "naive_delta": 4.0**-d,
+            "q_power": 4.0**-d,
+        }
+        for d in (1, 2, 3)
+    ]
+    sig[1] = {
+        **sig[1],
+        "ped_delta": sig[1]["ped_delta"] + ped,
+        "naive_delta": sig[1]["naive_delta"] + naive,
+    }
     return pe.signal_claims(sig, 2.0, 4)
 
 
@@ -221,8 +277,10 @@ def test_prover_estimator_rows_fail_when_a_measurement_breaks_its_bound():
     ]
     for make, bad, which in cases:
         _assert_fails(make, {}, bad, which)
-    for rhos, which in (((2.0, 1.8, math.nan), "AND decomposition"),
-                        ((1.9, 1.8, 9.0), "noisy-evidence")):
+    for rhos, which in (
+        ((2.0, 1.8, math.nan), "AND decomposition"),
+        ((1.9, 1.8, 9.0), "noisy-evidence"),
+    ):
         failed = _failing(pe.rho_claims(*rhos))
         assert failed and all(which in f for f in failed), (rhos, failed)
 
@@ -252,13 +310,22 @@ def _assert_each_fails(make, cases):
 
 
 # ---- deterministic_debate --------------------------------------------------------------------
-_DD_FAMS = {"fig4": "Fig 4 cross-examination", "fig3_window": "register configurations",
-            "fig3_full": "full-tape configurations"}
+_DD_FAMS = {
+    "fig4": "Fig 4 cross-examination",
+    "fig3_window": "register configurations",
+    "fig3_full": "full-tape configurations",
+}
 
 
 def _judged(comp=10, sound=10, v_queries=1, bits=20):
-    return {"comp_debates": comp, "comp_accepts": comp, "sound_debates": sound,
-            "sound_accepts": 0, "v_queries_max": v_queries, "bits_max": bits}
+    return {
+        "comp_debates": comp,
+        "comp_accepts": comp,
+        "sound_debates": sound,
+        "sound_accepts": 0,
+        "v_queries_max": v_queries,
+        "bits_max": bits,
+    }
 
 
 def _dd_measured() -> dd.Measured:
@@ -270,22 +337,56 @@ def _dd_measured() -> dd.Measured:
         m = clog2(T)
         for fam in _DD_FAMS:
             for l in (2, 4):
-                S = None if fam == "fig4" else (T.bit_length() + 4 + (T if fam == "fig3_full"
-                                                                     else 8))
-                bits = m + (l + 2) * (1 + clog2(4 + T)) if fam == "fig4" \
-                    else (m + 1) * S + m
-                table.append({"T": T, "protocol": fam, "l": l, "m": m, "S": S, "rounds": m,
-                              "bits_read": bits, "bits_read_min": bits,
-                              "bits_read_max_over_zoo": bits, "v_queries_max": 1,
-                              "a_message_bits": bits, "a_steps": T,
-                              "b_steps": T if fam == "fig4" else T - 1, "machines": 2})
-    wit = {name: {**_judged(), "yes": 2, "no": 2, "witnesses": 16, "T": 8, "n": 4, "l": 2,
-                  "bits_bound": 19, "bits_max": 19, "a_steps_max": 8, "rounds": 4,
-                  "valid_min": 1} for name in ("plan", "constraints")}
-    return dd.Measured(all_T=Ts, cost_T=Ts, stats={f: [_judged(), _judged()] for f in _DD_FAMS},
-                       ex_T={f: _judged(comp=256, sound=2048) for f in _DD_FAMS},
-                       ex3={**_judged(comp=0, sound=2 * 2**15), "S": 5, "sequences": 2**15},
-                       wit=wit, table=table)
+                S = (
+                    None
+                    if fam == "fig4"
+                    else (T.bit_length() + 4 + (T if fam == "fig3_full" else 8))
+                )
+                bits = m + (l + 2) * (1 + clog2(4 + T)) if fam == "fig4" else (m + 1) * S + m
+                table.append(
+                    {
+                        "T": T,
+                        "protocol": fam,
+                        "l": l,
+                        "m": m,
+                        "S": S,
+                        "rounds": m,
+                        "bits_read": bits,
+                        "bits_read_min": bits,
+                        "bits_read_max_over_zoo": bits,
+                        "v_queries_max": 1,
+                        "a_message_bits": bits,
+                        "a_steps": T,
+                        "b_steps": T if fam == "fig4" else T - 1,
+                        "machines": 2,
+                    }
+                )
+    wit = {
+        name: {
+            **_judged(),
+            "yes": 2,
+            "no": 2,
+            "witnesses": 16,
+            "T": 8,
+            "n": 4,
+            "l": 2,
+            "bits_bound": 19,
+            "bits_max": 19,
+            "a_steps_max": 8,
+            "rounds": 4,
+            "valid_min": 1,
+        }
+        for name in ("plan", "constraints")
+    }
+    return dd.Measured(
+        all_T=Ts,
+        cost_T=Ts,
+        stats={f: [_judged(), _judged()] for f in _DD_FAMS},
+        ex_T={f: _judged(comp=256, sound=2048) for f in _DD_FAMS},
+        ex3={**_judged(comp=0, sound=2 * 2**15), "S": 5, "sequences": 2**15},
+        wit=wit,
+        table=table,
+    )
 
 
 def _dd_rows(edit=None):
@@ -298,11 +399,13 @@ def _dd_rows(edit=None):
 
 def _set(path, value):
     """An edit of the measurement: ``path`` = (attribute, key, ...), the last item set."""
+
     def edit(m):
         obj = getattr(m, path[0])
         for k in path[1:-1]:
             obj = obj[k]
         obj[path[-1]] = value
+
     return edit
 
 
@@ -311,6 +414,7 @@ def _dd_table(protocol, column, factor):
         for r in m.table:
             if r["protocol"] == protocol and r["T"] == 16 and r["l"] == 4:
                 r[column] = r[column] * factor
+
     return edit
 
 
@@ -324,46 +428,71 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
     nan = math.nan
     cases = []
     for fam, label in _DD_FAMS.items():
-        cases += [({"edit": _set(("stats", fam, 1, "comp_accepts"), 9)},
-                   f"{label}: completeness"),  # an honest A rejected once
-                  ({"edit": _set(("stats", fam, 0, "sound_accepts"), 1)},
-                   f"{label}: soundness"),  # a lying A accepted once
-                  ({"edit": _set(("stats", fam, 1, "comp_accepts"), nan)},
-                   f"{label}: completeness"),
-                  ({"edit": _set(("stats", fam, 0, "sound_accepts"), nan)}, f"{label}: soundness")]
+        cases += [
+            (
+                {"edit": _set(("stats", fam, 1, "comp_accepts"), 9)},
+                f"{label}: completeness",
+            ),  # an honest A rejected once
+            (
+                {"edit": _set(("stats", fam, 0, "sound_accepts"), 1)},
+                f"{label}: soundness",
+            ),  # a lying A accepted once
+            ({"edit": _set(("stats", fam, 1, "comp_accepts"), nan)}, f"{label}: completeness"),
+            ({"edit": _set(("stats", fam, 0, "sound_accepts"), nan)}, f"{label}: soundness"),
+        ]
     for fam in ("fig4", "fig3_full"):
         for v in (1, nan):
-            cases.append(({"edit": _set(("ex_T", fam, "sound_accepts"), v)},
-                          f"{_DD_FAMS[fam]}: no claimed transcript wins"))
+            cases.append(
+                (
+                    {"edit": _set(("ex_T", fam, "sound_accepts"), v)},
+                    f"{_DD_FAMS[fam]}: no claimed transcript wins",
+                )
+            )
     for v in (1, nan):
         cases.append(({"edit": _set(("ex3", "sound_accepts"), v)}, "no message sequence wins"))
     for name in ("plan", "constraints"):
-        for key, v, which in (("comp_accepts", 9, "completeness"),
-                              ("comp_accepts", nan, "completeness"),
-                              ("sound_accepts", 1, "soundness"),
-                              ("sound_accepts", nan, "soundness")):
-            cases.append(({"edit": _set(("wit", name, key), v)},
-                          f"Witness debate ({name}): {which}"))
+        for key, v, which in (
+            ("comp_accepts", 9, "completeness"),
+            ("comp_accepts", nan, "completeness"),
+            ("sound_accepts", 1, "soundness"),
+            ("sound_accepts", nan, "soundness"),
+        ):
+            cases.append(
+                ({"edit": _set(("wit", name, key), v)}, f"Witness debate ({name}): {which}")
+            )
     for proto, col, factor, which in (
-            ("fig4", "bits_read_max_over_zoo", 2.5, "grow as l log T"),  # reads ~ S log T
-            ("fig4", "bits_read_max_over_zoo", 0.5, "grow as l log T"),
-            ("fig4", "bits_read_max_over_zoo", nan, "grow as l log T"),
-            ("fig3_full", "bits_read", 2.0, "grow as S log T"),  # reads the whole transcript
-            ("fig3_window", "bits_read", nan, "grow as S log T")):
+        ("fig4", "bits_read_max_over_zoo", 2.5, "grow as l log T"),  # reads ~ S log T
+        ("fig4", "bits_read_max_over_zoo", 0.5, "grow as l log T"),
+        ("fig4", "bits_read_max_over_zoo", nan, "grow as l log T"),
+        ("fig3_full", "bits_read", 2.0, "grow as S log T"),  # reads the whole transcript
+        ("fig3_window", "bits_read", nan, "grow as S log T"),
+    ):
         cases.append(({"edit": _dd_table(proto, col, factor)}, which))
     _assert_each_fails(_dd_rows, cases)
     # no debate at all fails closed (not 0/0 = "completeness 1")
     none = _dd_rows(_set(("stats", "fig4"), [_judged(comp=0), _judged(comp=0)]))
-    assert _failing(none) == ["Fig 4 cross-examination: completeness = 1 (honest A vs every B "
-                              "of the zoo)"]
+    assert _failing(none) == [
+        "Fig 4 cross-examination: completeness = 1 (honest A vs every B of the zoo)"
+    ]
     # the findings still show a broken count (FAIL), without gating the run
-    findings = [(_set(("stats", fam, 1, "v_queries_max"), v), f"{label}: V makes at most one")
-                for fam, label in _DD_FAMS.items() for v in (2, nan)]
-    findings += [(_set(("wit", "plan", key), v), "Witness debate (plan): V queries")
-                 for key, v in (("bits_max", 20), ("bits_max", nan), ("v_queries_max", 2),
-                                ("a_steps_max", 9))]
-    findings += [(_dd_table("fig3_full", "b_steps", 3.0), "Honest prover work"),
-                 (_dd_table("fig4", "a_steps", nan), "Honest prover work")]
+    findings = [
+        (_set(("stats", fam, 1, "v_queries_max"), v), f"{label}: V makes at most one")
+        for fam, label in _DD_FAMS.items()
+        for v in (2, nan)
+    ]
+    findings += [
+        (_set(("wit", "plan", key), v), "Witness debate (plan): V queries")
+        for key, v in (
+            ("bits_max", 20),
+            ("bits_max", nan),
+            ("v_queries_max", 2),
+            ("a_steps_max", 9),
+        )
+    ]
+    findings += [
+        (_dd_table("fig3_full", "b_steps", 3.0), "Honest prover work"),
+        (_dd_table("fig4", "a_steps", nan), "Honest prover work"),
+    ]
     for edit, which in findings:
         rows = _dd_rows(edit)
         failed = [c for c in rows if not c.passed]
@@ -376,67 +505,106 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
 def _sb_rows(**bad):
     cfg = sb.Config(**sb.SIZES["quick"])
     thr = cfg.rho ** -(cfg.depth + 1)
-    good = {"honest_min": thr + 0.01, "per_run": {"stable/n_B = 20": thr + 0.01},
-            "excess_max": 0.2, "rho_max": cfg.rho - 0.5, "n_stable": 32, "chain_max": 2e-7,
-            "n_pairs": 32, "trained_u_min": 0.1, "trained_u_max": 0.3, "wall": 1.0}
+    good = {
+        "honest_min": thr + 0.01,
+        "per_run": {"stable/n_B = 20": thr + 0.01},
+        "excess_max": 0.2,
+        "rho_max": cfg.rho - 0.5,
+        "n_stable": 32,
+        "chain_max": 2e-7,
+        "n_pairs": 32,
+        "trained_u_min": 0.1,
+        "trained_u_max": 0.3,
+        "wall": 1.0,
+    }
     return sb.proven_claims(cfg, sb.runs.ProvenMeasured(**{**good, **bad}))
 
 
 def test_stackelberg_proven_rows_fail_when_a_measurement_breaks_its_bound():
     assert [c.claim.split(":")[0] for c in _sb_rows()] == [
-        "Completeness against the trained estimators", "Chaining at the end of training"]
+        "Completeness against the trained estimators",
+        "Chaining at the end of training",
+    ]
     thr = sb.Config().rho ** -(sb.Config().depth + 1)
-    _assert_each_fails(_sb_rows, [
-        ({"honest_min": thr - 1e-4}, "Completeness"),  # a trained B beats the honest A
-        ({"honest_min": math.nan}, "Completeness"),
-        ({"honest_min": math.inf}, "Completeness"),  # no rho-stable tree measured
-        ({"rho_max": 2.1}, "Completeness"),  # the trees are not rho-stable: no premise
-        ({"rho_max": math.nan}, "Completeness"),
-        ({"chain_max": 1e-5}, "Chaining"),  # the rewards do not decompose
-        ({"chain_max": math.nan}, "Chaining")])
+    _assert_each_fails(
+        _sb_rows,
+        [
+            ({"honest_min": thr - 1e-4}, "Completeness"),  # a trained B beats the honest A
+            ({"honest_min": math.nan}, "Completeness"),
+            ({"honest_min": math.inf}, "Completeness"),  # no rho-stable tree measured
+            ({"rho_max": 2.1}, "Completeness"),  # the trees are not rho-stable: no premise
+            ({"rho_max": math.nan}, "Completeness"),
+            ({"chain_max": 1e-5}, "Chaining"),  # the rewards do not decompose
+            ({"chain_max": math.nan}, "Chaining"),
+        ],
+    )
 
 
 # ---- stochastic_selfplay ---------------------------------------------------------------------
 def _ssp_rows(honest=(0.7, 0.8, 0.75), alice=(0.2, 0.3, 0.25), mc=None):
-    m = ssp.Measured(comp=0.6402, sound_acc=0.3956, setting="F2 (K = 2), T = 4",
-                     honest_vs_bob=np.array(honest), alice_vs_honest=np.array(alice),
-                     sides=(0.6402, 0.3956))
+    m = ssp.Measured(
+        comp=0.6402,
+        sound_acc=0.3956,
+        setting="F2 (K = 2), T = 4",
+        honest_vs_bob=np.array(honest),
+        alice_vs_honest=np.array(alice),
+        sides=(0.6402, 0.3956),
+    )
     return ssp.proven_claims(m) + ssp.mc_claims(
-        mc or {"yes": (0.75, 3000, 4000), "no": (0.25, 1000, 4000)})
+        mc or {"yes": (0.75, 3000, 4000), "no": (0.25, 1000, 4000)}
+    )
 
 
 def test_stochastic_selfplay_gating_rows_fail_when_a_measurement_breaks_its_bound():
     assert len(_ssp_rows()) == 4 and not any(c.finding for c in _ssp_rows())
     nan = math.nan
-    _assert_each_fails(_ssp_rows, [
-        ({"honest": (0.7, 0.63, 0.75)}, "Honest Alice vs every"),  # a Bob beats honest Alice
-        ({"honest": (0.7, nan, 0.75)}, "Honest Alice vs every"),  # a NaN that is not first
-        ({"honest": ()}, "Honest Alice vs every"),  # no seed
-        ({"alice": (0.2, 0.3, 0.4)}, "Every self-play-trained Alice"),  # a lying Alice above
-        ({"alice": (0.2, nan, 0.25)}, "Every self-play-trained Alice"),
-        ({"mc": {"yes": (0.75, 3100, 4000), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),
-        ({"mc": {"yes": (0.75, 3000, 4000), "no": (0.25, nan, 4000)}}, "(no) agrees"),
-        ({"mc": {"yes": (nan, 3000, 4000), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),
-        ({"mc": {"yes": (0.75, 0, 0), "no": (0.25, 1000, 4000)}}, "(yes) agrees")])
+    _assert_each_fails(
+        _ssp_rows,
+        [
+            ({"honest": (0.7, 0.63, 0.75)}, "Honest Alice vs every"),  # a Bob beats honest Alice
+            ({"honest": (0.7, nan, 0.75)}, "Honest Alice vs every"),  # a NaN that is not first
+            ({"honest": ()}, "Honest Alice vs every"),  # no seed
+            ({"alice": (0.2, 0.3, 0.4)}, "Every self-play-trained Alice"),  # a lying Alice above
+            ({"alice": (0.2, nan, 0.25)}, "Every self-play-trained Alice"),
+            ({"mc": {"yes": (0.75, 3100, 4000), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),
+            ({"mc": {"yes": (0.75, 3000, 4000), "no": (0.25, nan, 4000)}}, "(no) agrees"),
+            ({"mc": {"yes": (nan, 3000, 4000), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),
+            ({"mc": {"yes": (0.75, 0, 0), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),
+        ],
+    )
 
 
 # ---- stochastic_debate: the zoo cells ----------------------------------------------------------
 def _cell_rows(wins_a=(100, 250, 300), wins_b=(900, 800, 700), trials=1000, constants="lean"):
-    return sd.cell_claims(2, 8, "F2", constants, (0.75, 0.25), (0.64, 0.3956),
-                          ["honest", "flip", "es"], ["honest", "random", "es"],
-                          np.array(wins_a, float), np.array(wins_b, float), trials)
+    return sd.cell_claims(
+        2,
+        8,
+        "F2",
+        constants,
+        (0.75, 0.25),
+        (0.64, 0.3956),
+        ["honest", "flip", "es"],
+        ["honest", "random", "es"],
+        np.array(wins_a, float),
+        np.array(wins_b, float),
+        trials,
+    )
 
 
 def test_stochastic_cell_rows_fail_on_a_lying_alice_or_a_winning_bob():
     assert [c.claim.split(",")[0] for c in _cell_rows()] == ["completeness", "soundness"]
     assert all(c.p_value is not None for c in _cell_rows())  # Monte-Carlo rows of the family
     nan = math.nan
-    _assert_each_fails(_cell_rows, [
-        ({"wins_a": (100, 450, 300)}, "soundness"),  # a lying Alice accepted above the bound
-        ({"wins_a": (100, nan, 300)}, "soundness"),
-        ({"wins_b": (900, 800, 560)}, "completeness"),  # a Bob that beats honest Alice
-        ({"wins_b": (900, nan, 700)}, "completeness"),
-        ({"wins_a": (100, 450, 300), "constants": "paper"}, "soundness")])
+    _assert_each_fails(
+        _cell_rows,
+        [
+            ({"wins_a": (100, 450, 300)}, "soundness"),  # a lying Alice accepted above the bound
+            ({"wins_a": (100, nan, 300)}, "soundness"),
+            ({"wins_b": (900, 800, 560)}, "completeness"),  # a Bob that beats honest Alice
+            ({"wins_b": (900, nan, 700)}, "completeness"),
+            ({"wins_a": (100, 450, 300), "constants": "paper"}, "soundness"),
+        ],
+    )
     assert len(_failing(_cell_rows(trials=0))) == 2  # no debate: both rows fail closed
 
 
@@ -444,20 +612,27 @@ def test_stochastic_cell_rows_fail_on_a_lying_alice_or_a_winning_bob():
 def _ogd_sound(u=0.2, pr=0.5, u_construct=None, reward=0.01, max_adv=0.02, nan_reward=False):
     cfg = ogd.Config()  # d = 2, rho = 2, eta = 0.2: delta = 0.2 / 7, bound 0.5 / 8 + 0.2
     st = types.SimpleNamespace
-    stages = [st(stage="k=2", steps=5, max_adv=max_adv, reward=reward),
-              st(stage="k=1", steps=3, max_adv=0.01, reward=math.nan if nan_reward else 0.0),
-              st(stage="final", steps=0, max_adv=1.0, reward=0.0)]
-    return ogd.soundness_claims(cfg, "obfuscating", u, pr, u if u_construct is None
-                                else u_construct, stages)
+    stages = [
+        st(stage="k=2", steps=5, max_adv=max_adv, reward=reward),
+        st(stage="k=1", steps=3, max_adv=0.01, reward=math.nan if nan_reward else 0.0),
+        st(stage="final", steps=0, max_adv=1.0, reward=0.0),
+    ]
+    return ogd.soundness_claims(
+        cfg, "obfuscating", u, pr, u if u_construct is None else u_construct, stages
+    )
 
 
 def test_ogd_soundness_rows_fail_on_a_paying_liar():
     assert len(_ogd_sound()) == 2
-    _assert_each_fails(_ogd_sound, [
-        ({"u": 0.27}, "U_A <= rho^-(d+1)"),  # the liar earns above 2^-3 Pr + eta = 0.2625
-        ({"u": math.nan}, "U_A <= rho^-(d+1)"),
-        ({"pr": math.nan}, "U_A <= rho^-(d+1)"),
-        ({"u_construct": 0.25}, "U_A <= rho^-(d+1)"),  # enumeration and construction disagree
-        ({"max_adv": 0.03}, "U_A <= rho^-(d+1)"),  # a stage that did not get below delta
-        ({"reward": 0.06}, "per-round mean reward"),  # E[R_k] above 2 delta = 0.0571
-        ({"nan_reward": True}, "per-round mean reward")])
+    _assert_each_fails(
+        _ogd_sound,
+        [
+            ({"u": 0.27}, "U_A <= rho^-(d+1)"),  # the liar earns above 2^-3 Pr + eta = 0.2625
+            ({"u": math.nan}, "U_A <= rho^-(d+1)"),
+            ({"pr": math.nan}, "U_A <= rho^-(d+1)"),
+            ({"u_construct": 0.25}, "U_A <= rho^-(d+1)"),  # enumeration and construction disagree
+            ({"max_adv": 0.03}, "U_A <= rho^-(d+1)"),  # a stage that did not get below delta
+            ({"reward": 0.06}, "per-round mean reward"),  # E[R_k] above 2 delta = 0.0571
+            ({"nan_reward": True}, "per-round mean reward"),
+        ],
+    )

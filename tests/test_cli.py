@@ -19,8 +19,15 @@ from tests.conftest import REPO
 
 
 def dedebate(env, *args, cwd=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "dedebate.cli", *args], env=env, cwd=cwd or REPO,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "dedebate.cli", *args],
+        env=env,
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _in_process(env, monkeypatch, capsys, *args):
@@ -47,8 +54,15 @@ def test_bad_override_exit_2_one_line(cli_env, tmp_path, monkeypatch, capsys):
 
 
 def test_reproduce_subprocess_exit_codes(cli_env, tmp_path):
-    p = dedebate(cli_env, "reproduce", "--quick", "--tracking", "offline", "--output-dir",
-                 str(tmp_path / "a"))
+    p = dedebate(
+        cli_env,
+        "reproduce",
+        "--quick",
+        "--tracking",
+        "offline",
+        "--output-dir",
+        str(tmp_path / "a"),
+    )
     assert p.returncode == 1, p.stderr
     (rep,) = (tmp_path / "a").glob("reproduce-*")
     assert "| FAIL |" in (rep / "report.md").read_text()
@@ -63,7 +77,8 @@ def test_bench(cli_env, tmp_path, monkeypatch, capsys):
     code, out, _ = _in_process(cli_env, monkeypatch, capsys, "bench", "--list")
     assert code == 0 and out.splitlines() == [
         "tiny\tA fake benchmark: returns numbers that depend on ``full`` so the test can tell "
-        "them apart."]
+        "them apart."
+    ]
     code, _, err = _in_process(cli_env, monkeypatch, capsys, "bench", "nope")
     assert code == 2
     assert err.strip() == "dedebate: error: unknown benchmark 'nope'; available: tiny"
@@ -78,15 +93,32 @@ def test_console_script_installed(cli_env):
     exe = Path(sys.executable).parent / "dedebate"
     exe = str(exe) if exe.exists() else shutil.which("dedebate")
     assert exe, "the dedebate console script is not installed (pip install -e .)"
-    p = subprocess.run([exe, "list"], env=cli_env, cwd=REPO, capture_output=True, text=True,
-                       timeout=120, check=False)
+    p = subprocess.run(
+        [exe, "list"],
+        env=cli_env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr
     assert [line.split("\t")[0] for line in p.stdout.splitlines()] == [
-        "fake_fail", "fake_pass", "fake_raise"]
+        "fake_fail",
+        "fake_pass",
+        "fake_raise",
+    ]
     env = {k: v for k, v in cli_env.items() if k != "DEDEBATE_EXPERIMENTS"}
     env["DEDEBATE_BENCH"] = "bench"
-    p = subprocess.run([exe, "--version"], env=env, capture_output=True, text=True, timeout=60,
-                       cwd=os.path.expanduser("~"), check=False)
+    p = subprocess.run(
+        [exe, "--version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=os.path.expanduser("~"),
+        check=False,
+    )
     assert p.returncode == 0 and p.stdout.strip() == __import__("dedebate").__version__
 
 
@@ -96,6 +128,8 @@ def test_the_run_summary_prints_a_finding_row_with_a_p_value():
     from dedebate.cli.run import _p_text
 
     assert _p_text({"p_value": 0.25, "finding": True}) == "; p=0.25"
-    assert _p_text({"p_value": 0.25, "family_level": 0.01, "family_size": 5}) == \
-        "; p=0.25 vs level 0.01 (family of 5)"
+    assert (
+        _p_text({"p_value": 0.25, "family_level": 0.01, "family_size": 5})
+        == "; p=0.25 vs level 0.01 (family of 5)"
+    )
     assert _p_text({"p_value": None}) == ""

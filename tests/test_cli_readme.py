@@ -19,11 +19,20 @@ def test_readme_python_example_runs():
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
     example = next(b for b in blocks if "hoeffding_samples" in b)
     assert len(example.strip().splitlines()) <= 12
-    p = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True,
-                       timeout=300, cwd=REPO, check=False)
+    p = subprocess.run(
+        [sys.executable, "-c", example],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr
-    m = re.fullmatch(r"F2: K=2\.0, exact P_M\(1\)=([\d.]+), Monte Carlo ([\d.]+) "
-                     r"\[([\d.]+), ([\d.]+)\]\n", p.stdout)
+    m = re.fullmatch(
+        r"F2: K=2\.0, exact P_M\(1\)=([\d.]+), Monte Carlo ([\d.]+) "
+        r"\[([\d.]+), ([\d.]+)\]\n",
+        p.stdout,
+    )
     assert m, p.stdout
     exact, p_hat, lo, hi = map(float, m.groups())
     assert exact == 0.75  # F2's closed form: the mean of its oracle probabilities
@@ -37,14 +46,22 @@ def test_readme_sequence_puts_dedebate_at_hand():
     and `./dev.sh COMMAND` forwards any dedebate command (here `list`)."""
     venv = Path(sys.prefix)
     stamp = venv / ".dedebate-pyproject.sha256"
-    want = hashlib.sha256(b"".join((REPO / f).read_bytes()
-                                   for f in ("pyproject.toml", "constraints.txt"))).hexdigest()
+    want = hashlib.sha256(
+        b"".join((REPO / f).read_bytes() for f in ("pyproject.toml", "constraints.txt"))
+    ).hexdigest()
     if not stamp.exists() or stamp.read_text().strip() != want:
         pytest.skip("this environment was not made by ./dev.sh setup (it would reinstall)")
     script = 'source "$V/bin/activate" && command -v dedebate && ./dev.sh list'
     env = {**os.environ, "V": str(venv), "DEDEBATE_VENV": str(venv)}
-    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300,
-                       cwd=REPO, env=env, check=False)
+    p = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=env,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert Path(lines[0]) == venv / "bin" / "dedebate"

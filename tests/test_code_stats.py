@@ -1,4 +1,4 @@
-"""``bench/code_stats.py`` counts code and docstring lines exactly, on a tiny tree of known counts."""
+"""``bench/code_stats.py`` counts code and docstring lines exactly, on a tiny tree of known counts."""  # noqa: E501
 
 from __future__ import annotations
 
@@ -9,21 +9,23 @@ from bench.code_stats import Counts, file_counts, main, stats
 Q = '"' * 3
 # 15 lines: 5 docstring (module 1-3, f's 7, the nested g's 10), 8 code (5, 6, 8, 9, 11, 12-14:
 # a string that is not a first statement is code), 1 comment (4), 1 blank (15 is the last)
-SOURCE = (f"{Q}Module.\n"                      # 1 doc
-          "\n"                                 # 2 doc (inside the module docstring)
-          f"More.{Q}\n"                        # 3 doc
-          "# a comment\n"                      # 4 comment
-          "import os\n"                        # 5 code
-          "def f(x):\n"                        # 6 code
-          f"    {Q}One line.{Q}\n"             # 7 doc
-          "    y = x  # trailing comment\n"    # 8 code
-          "    def g():\n"                     # 9 code
-          f"        {Q}Nested.{Q}\n"           # 10 doc
-          f"    {Q}not a docstring{Q}\n"       # 11 code: not the first statement
-          "    return (os.sep,\n"              # 12 code
-          f"            {Q}a\n"                # 13 code: a string in code
-          f"            b{Q})\n"               # 14 code
-          "\n")                                # 15 blank
+SOURCE = (
+    f"{Q}Module.\n"  # 1 doc
+    "\n"  # 2 doc (inside the module docstring)
+    f"More.{Q}\n"  # 3 doc
+    "# a comment\n"  # 4 comment
+    "import os\n"  # 5 code
+    "def f(x):\n"  # 6 code
+    f"    {Q}One line.{Q}\n"  # 7 doc
+    "    y = x  # trailing comment\n"  # 8 code
+    "    def g():\n"  # 9 code
+    f"        {Q}Nested.{Q}\n"  # 10 doc
+    f"    {Q}not a docstring{Q}\n"  # 11 code: not the first statement
+    "    return (os.sep,\n"  # 12 code
+    f"            {Q}a\n"  # 13 code: a string in code
+    f"            b{Q})\n"  # 14 code
+    "\n"
+)  # 15 blank
 
 
 def test_file_counts_split_code_docstring_comment_and_blank():
@@ -65,5 +67,6 @@ def test_stats_per_package_long_files_and_experiment_lines(tmp_path, capsys):
     assert "core                       2      17      10       5      0.50\n" in table
     assert "cli                        1     502     501       1      0.00\n" in table
     assert "dedebate (top level)       1       1       0       1      0.00  over half" in table
-    assert "files over 500 lines (dedebate, experiments, bench): 2\n    600  bench/long.py\n" \
-        in table
+    assert (
+        "files over 500 lines (dedebate, experiments, bench): 2\n    600  bench/long.py\n" in table
+    )

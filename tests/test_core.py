@@ -46,5 +46,6 @@ def test_hoeffding_samples_rejects_bad_input(e, delta):
 def test_simplex_projection_rows():
     v = jnp.array([[0.5, 0.9, -1.0], [0.2, 0.2, 0.2], [3.0, 0.0, 0.0]])
     p = np.asarray(project_rows_to_simplex(v))
-    np.testing.assert_allclose(p, [[0.3, 0.7, 0.0], [1 / 3, 1 / 3, 1 / 3], [1.0, 0.0, 0.0]],
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        p, [[0.3, 0.7, 0.0], [1 / 3, 1 / 3, 1 / 3], [1.0, 0.0, 0.0]], atol=1e-6
+    )

@@ -83,9 +83,13 @@ def reference(prog, alices, bobs):
     ndeps = np.asarray(prog.dep_mask).sum(-1)
     bits = clog2(T) + (1 + ndeps[t] + (t != T - 1)) * (1 + clog2(N_IN + T))
     checked = np.where(bad.any(1), first + 1, T)
-    return {"alice_wins": accept, "pointer": t, "costs.bits_read": bits,
-            "costs.verifier_queries": (kind[t] == ORACLE).astype(int),
-            "b_steps": np.where(mode == HONEST, checked, 0)}
+    return {
+        "alice_wins": accept,
+        "pointer": t,
+        "costs.bits_read": bits,
+        "costs.verifier_queries": (kind[t] == ORACLE).astype(int),
+        "b_steps": np.where(mode == HONEST, checked, 0),
+    }
 
 
 def test_population_has_both_outputs_and_numpy_matches_jax():
@@ -154,8 +158,14 @@ def test_vmap_grid_equals_per_debate_loop():
     for i in (0, 3, 6):
         for k in (0, 1, n_comp - 1, n_comp, n_comp + 7, n_comp + 20):
             one = single(index_tree(progs, i), index_tree(A, k), index_tree(B, k))
-            for f in ("alice_wins", "pointer", "costs.bits_read", "costs.verifier_queries",
-                      "b_steps", "costs.bob_queries"):
+            for f in (
+                "alice_wins",
+                "pointer",
+                "costs.bits_read",
+                "costs.verifier_queries",
+                "b_steps",
+                "costs.bob_queries",
+            ):
                 get = attrgetter(f)
                 assert int(get(one)) == int(np.asarray(get(out))[i, k]), f
 
@@ -166,10 +176,10 @@ def test_random_program_equals_make_step_program_build():
     kind = np.asarray(prog.kind)
     mask = np.asarray(prog.dep_mask)
     deps = [np.asarray(prog.deps)[t][mask[t]].tolist() for t in range(T)]
-    rule = [np.asarray(prog.rule)[t][: 2 ** len(deps[t])] if kind[t] == DET else None
-            for t in range(T)]
-    built = make_step_program(kind, deps, prog.oracle, rule, x=np.asarray(prog.x),
-                              rule_bits=prog.R)
+    rule = [
+        np.asarray(prog.rule)[t][: 2 ** len(deps[t])] if kind[t] == DET else None for t in range(T)
+    ]
+    built = make_step_program(kind, deps, prog.oracle, rule, x=np.asarray(prog.x), rule_bits=prog.R)
     assert built.L == prog.L == 3
     np.testing.assert_array_equal(np.asarray(run_program(built)), simulate_numpy(prog))
 
@@ -177,8 +187,13 @@ def test_random_program_equals_make_step_program_build():
 def test_hand_machine_transcript_and_verdicts():
     # x = (1, 0); y0 = x0 xor x1; y1 = O(x0, y0) with O(1,1) = 0; y2 = not y1; y3 = y0 and y2.
     oracle = table_oracle([1.0, 1.0, 1.0, 0.0])
-    prog = make_step_program([DET, ORACLE, DET, DET], [[0, 1], [0, 2], [3], [2, 4]], oracle,
-                             [[0, 1, 1, 0], None, [1, 0], [0, 0, 0, 1]], x=[1, 0])
+    prog = make_step_program(
+        [DET, ORACLE, DET, DET],
+        [[0, 1], [0, 2], [3], [2, 4]],
+        oracle,
+        [[0, 1, 1, 0], None, [1, 0], [0, 0, 0, 1]],
+        x=[1, 0],
+    )
     np.testing.assert_array_equal(simulate_numpy(prog), [1, 0, 1, 1])
     play = jax.jit(play_cross_exam)
     honest = play(prog, det_honest_alice(4), make_bob("honest"))
@@ -190,22 +205,20 @@ def test_hand_machine_transcript_and_verdicts():
     # unless A also lies at the end, and then B points at step 3.
     liar = play(prog, make_alice(4, prop_oracle_from=0), make_bob("honest"))
     assert not bool(liar.alice_wins)
-    liar = play(prog, make_alice(4, prop_oracle_from=0, force_last=True),
-                           make_bob("honest"))
+    liar = play(prog, make_alice(4, prop_oracle_from=0, force_last=True), make_bob("honest"))
     assert int(liar.pointer) == 1 and not bool(liar.alice_wins)
     assert int(liar.costs.verifier_queries) == 1
-    wrong_b = play(prog, make_alice(4, prop_oracle_from=0, force_last=True),
-                              make_bob("last"))
+    wrong_b = play(prog, make_alice(4, prop_oracle_from=0, force_last=True), make_bob("last"))
     assert int(wrong_b.pointer) == 3 and not bool(wrong_b.alice_wins)  # y3 = y0 and y2 = 0 != 1
-    lucky = play(prog, make_alice(4, prop_oracle_from=0, force_last=True),
-                            make_bob("first"))
+    lucky = play(prog, make_alice(4, prop_oracle_from=0, force_last=True), make_bob("first"))
     assert bool(lucky.alice_wins)  # a misbehaving B loses soundness: the honest B is needed
 
 
 def test_nondeterministic_machines_are_rejected():
     with pytest.raises(ValueError, match="COIN"):
-        check_deterministic(make_step_program([COIN, DET], [[], [0]], table_oracle([1.0]),
-                                              [None, [0, 1]]))
+        check_deterministic(
+            make_step_program([COIN, DET], [[], [0]], table_oracle([1.0]), [None, [0, 1]])
+        )
     with pytest.raises(ValueError, match="0 or 1"):
         check_deterministic(make_step_program([ORACLE], [[]], table_oracle([0.5])))
     with pytest.raises(ValueError, match="deterministic=True"):

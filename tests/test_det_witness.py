@@ -64,8 +64,14 @@ def plan_valid_by_definition(task) -> np.ndarray:
     for i in range(K):
         state = ws[:, : i * B].sum(1) % 2
         for r, x in enumerate(xs):
-            bits = np.concatenate([np.broadcast_to(x[i * C:(i + 1) * C], (ws.shape[0], C)),
-                                   ws[:, i * B:(i + 1) * B], state[:, None]], axis=1)
+            bits = np.concatenate(
+                [
+                    np.broadcast_to(x[i * C : (i + 1) * C], (ws.shape[0], C)),
+                    ws[:, i * B : (i + 1) * B],
+                    state[:, None],
+                ],
+                axis=1,
+            )
             valid[r] &= table[(bits << np.arange(bits.shape[1])).sum(1)] == 1
     return valid
 
@@ -78,8 +84,9 @@ def test_instances_are_balanced_and_membership_is_exact():
         progs = witness_programs(task, ws)
         y = np.asarray(jax.jit(jax.vmap(run_program))(progs))[:, -1]
         np.testing.assert_array_equal(y.reshape(valid.shape), valid.astype(np.int8))
-    np.testing.assert_array_equal(accepting_witnesses(tasks()["plan"]),
-                                  plan_valid_by_definition(tasks()["plan"]))
+    np.testing.assert_array_equal(
+        accepting_witnesses(tasks()["plan"]), plan_valid_by_definition(tasks()["plan"])
+    )
 
 
 @pytest.mark.parametrize("name", ["plan", "constraints"])
@@ -106,11 +113,13 @@ def test_costs_follow_the_cross_examination_formula(name):
     ndeps = np.asarray(prog.dep_mask).sum(1)
     t = np.asarray(out.pointer)
     w = clog2(n + T)
-    np.testing.assert_array_equal(np.asarray(out.costs.bits_read),
-                                  clog2(T) + (1 + ndeps[t] + (t != T - 1)) * (1 + w))
+    np.testing.assert_array_equal(
+        np.asarray(out.costs.bits_read), clog2(T) + (1 + ndeps[t] + (t != T - 1)) * (1 + w)
+    )
     kind = np.asarray(prog.kind)
-    np.testing.assert_array_equal(np.asarray(out.costs.verifier_queries),
-                                  (kind[t] == ORACLE).astype(int))
+    np.testing.assert_array_equal(
+        np.asarray(out.costs.verifier_queries), (kind[t] == ORACLE).astype(int)
+    )
     np.testing.assert_array_equal(np.asarray(out.a_steps), T)  # Ptime O(T): one simulation
     assert int(np.asarray(out.costs.verifier_queries).max()) == 1
 

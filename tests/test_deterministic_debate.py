@@ -24,8 +24,11 @@ def quick(tmp_path_factory):
     point oracle_frac = 0.3 (the quick config) run alone with the row's key: ``(sweep record,
     point, run result, context, traces of point's fn after both)``."""
     rec, pt, _, res, ctx, traces = sweep_then_run_alone(
-        E, tmp_path_factory.mktemp("deterministic"), axes={"oracle_frac": [0.0, 0.3, 1.0]},
-        pick=lambda v: v["oracle_frac"] == 0.3)
+        E,
+        tmp_path_factory.mktemp("deterministic"),
+        axes={"oracle_frac": [0.0, 0.3, 1.0]},
+        pick=lambda v: v["oracle_frac"] == 0.3,
+    )
     return rec, pt, res, ctx, traces
 
 
@@ -65,8 +68,13 @@ def test_quick_run_passes_every_claim_with_exact_cost_tables(quick):
     assert not failed, failed
     assert len(res.claims) >= 20
     text = " ".join(c.claim for c in res.claims)
-    for needle in ("Fig 4 cross-examination: completeness", "Fig 3: no message sequence wins",
-                   "Witness debate (plan): soundness", "grow as S log T", "grow as l log T"):
+    for needle in (
+        "Fig 4 cross-examination: completeness",
+        "Fig 3: no message sequence wins",
+        "Witness debate (plan): soundness",
+        "grow as S log T",
+        "grow as l log T",
+    ):
         assert needle in text
     side = res.tables["fig3_vs_fig4"]
     assert {r["T"] for r in side} == {8, 16} and {r["l"] for r in side} == set(cfg.deps)
@@ -82,10 +90,18 @@ def test_quick_run_passes_every_claim_with_exact_cost_tables(quick):
     assert ctx.bars and ctx.bars[0].n == ctx.bars[0].total
 
 
-@pytest.mark.parametrize("field,value", [
-    ("n_machines", 3), ("deps", (0,)), ("window", 2), ("check_T", 15),
-    ("cost_log2", (2,)), ("oracle_frac", 1.5), ("witness_instances", 0),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("n_machines", 3),
+        ("deps", (0,)),
+        ("window", 2),
+        ("check_T", 15),
+        ("cost_log2", (2,)),
+        ("oracle_frac", 1.5),
+        ("witness_instances", 0),
+    ],
+)
 def test_config_rejects_bad_values_naming_the_field(field, value):
     with pytest.raises(ValueError, match=f"^{field}="):
         E.Config(**{field: value})

@@ -14,8 +14,10 @@ from bench import code_stats
 from tests.source_tree import parse
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = {"DED": ROOT / "docs" / "doubly-efficient-debate.md",
-        "PED": ROOT / "docs" / "prover-estimator-debate.md"}
+DOCS = {
+    "DED": ROOT / "docs" / "doubly-efficient-debate.md",
+    "PED": ROOT / "docs" / "prover-estimator-debate.md",
+}
 # where citations live, and where nothing may point outside the repository
 CITING = ("dedebate", "experiments", "bench", "notebooks", "configs", "tests", "README.md")
 SELF_CONTAINED = CITING + ("docs",)
@@ -55,30 +57,43 @@ def citations(text: str) -> list[tuple[str, str, int]]:
 
 def unresolved(texts: dict[str, str], sections: dict[str, set[str]]) -> list[str]:
     """``path:line: spec PAGE x.y`` for every citation whose number is not a heading of PAGE."""
-    return [f"{path}:{line}: spec {page} {num}"
-            for path, text in texts.items()
-            for page, num, line in citations(text) if num not in sections[page]]
+    return [
+        f"{path}:{line}: spec {page} {num}"
+        for path, text in texts.items()
+        for page, num, line in citations(text)
+        if num not in sections[page]
+    ]
 
 
 def outside_pointers(texts: dict[str, str]) -> list[str]:
     """``path:line: match`` for every pointer outside the repository (issue numbers, spec files)."""
-    return [f"{path}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
-            for path, text in texts.items() if any(h in text for h in OUTSIDE_HINTS)
-            for m in OUTSIDE.finditer(text)]
+    return [
+        f"{path}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+        for path, text in texts.items()
+        if any(h in text for h in OUTSIDE_HINTS)
+        for m in OUTSIDE.finditer(text)
+    ]
 
 
 def _texts(roots) -> dict[str, str]:
     files = []
     for name in roots:
         p = ROOT / name
-        files += [p] if p.is_file() else sorted(
-            f for f in p.rglob("*") if f.suffix in SUFFIXES and "__pycache__" not in f.parts)
+        files += (
+            [p]
+            if p.is_file()
+            else sorted(
+                f for f in p.rglob("*") if f.suffix in SUFFIXES and "__pycache__" not in f.parts
+            )
+        )
     return {str(f.relative_to(ROOT)): f.read_text(encoding="utf-8") for f in files}
 
 
 def _sections() -> dict[str, set[str]]:
-    return {page: set(numbered_headings(path.read_text(encoding="utf-8")))
-            for page, path in DOCS.items()}
+    return {
+        page: set(numbered_headings(path.read_text(encoding="utf-8")))
+        for page, path in DOCS.items()
+    }
 
 
 def test_pages_number_their_sections_in_order():
@@ -110,12 +125,15 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def experiment_names() -> set[str]:
-    """The ``NAME`` of every module (or package ``__init__``) of ``experiments/``, read from source."""
+    """The ``NAME`` of every module (or package ``__init__``) of ``experiments/``, read from source."""  # noqa: E501
     names = set()
     for path in (ROOT / "experiments").rglob("*.py"):
         for node in parse(path.read_text(encoding="utf-8"), str(path)).body:
-            if (isinstance(node, ast.Assign) and [getattr(x, "id", None) for x in node.targets]
-                    == ["NAME"] and isinstance(node.value, ast.Constant)):
+            if (
+                isinstance(node, ast.Assign)
+                and [getattr(x, "id", None) for x in node.targets] == ["NAME"]
+                and isinstance(node.value, ast.Constant)
+            ):
                 names.add(node.value.value)
     return names
 
@@ -167,11 +185,16 @@ def test_every_link_in_the_markdown_resolves():
     texts = {p: t for p, t in _texts(LINKED).items() if p.endswith(".md")}
     assert len(texts) >= 10 and sum(len(LINK.findall(t)) for t in texts.values()) > 30
     assert broken_links(texts, ROOT) == []
-    bad = {"docs/a.md": "# Top\n## The two commands\n[ok](#the-two-commands) [x](#nope)\n"
-                        "[up](../README.md) [gone](missing.md) [web](https://example.org)\n"
-                        "```\n[code](not-checked.md)\n```\n[r](../README.md#no-such-heading)\n"}
+    bad = {
+        "docs/a.md": "# Top\n## The two commands\n[ok](#the-two-commands) [x](#nope)\n"
+        "[up](../README.md) [gone](missing.md) [web](https://example.org)\n"
+        "```\n[code](not-checked.md)\n```\n[r](../README.md#no-such-heading)\n"
+    }
     assert broken_links(bad, ROOT) == [
-        "docs/a.md:3: #nope", "docs/a.md:4: missing.md", "docs/a.md:8: ../README.md#no-such-heading"]
+        "docs/a.md:3: #nope",
+        "docs/a.md:4: missing.md",
+        "docs/a.md:8: ../README.md#no-such-heading",
+    ]
 
 
 def test_every_spec_citation_resolves_to_a_heading():
@@ -184,34 +207,57 @@ def test_every_spec_citation_resolves_to_a_heading():
 def test_a_bad_citation_is_reported():
     ded, ped = "spec " + "DED", "spec " + "PED"  # not citations in this file's own source
     bare = "spec"
-    texts = {"good.py": f"ok ({ded} 5.3; {ped} 2.4.1, 9.3-9.5, 8.5 / 10; {bare} 6.3)\n",
-             "bad.py": f"x\n({ded} 5.3, 5.99)\n{ped} 6.3 and 11\n{ped} 7.1-7.8\n# {ded} 12\n"
-                       f"{bare} 6.9, {bare.title()} 2.4.7; in{bare} 99\n"}
+    texts = {
+        "good.py": f"ok ({ded} 5.3; {ped} 2.4.1, 9.3-9.5, 8.5 / 10; {bare} 6.3)\n",
+        "bad.py": f"x\n({ded} 5.3, 5.99)\n{ped} 6.3 and 11\n{ped} 7.1-7.8\n# {ded} 12\n"
+        f"{bare} 6.9, {bare.title()} 2.4.7; in{bare} 99\n",
+    }
     assert unresolved(texts, _sections()) == [
-        f"bad.py:2: {ded} 5.99", f"bad.py:3: {ped} 11", f"bad.py:4: {ped} 7.8",
-        f"bad.py:5: {ded} 12", f"bad.py:6: {ped} 6.9", f"bad.py:6: {ped} 2.4.7"]
+        f"bad.py:2: {ded} 5.99",
+        f"bad.py:3: {ped} 11",
+        f"bad.py:4: {ped} 7.8",
+        f"bad.py:5: {ded} 12",
+        f"bad.py:6: {ped} 6.9",
+        f"bad.py:6: {ped} 2.4.7",
+    ]
 
 
 def test_nothing_points_outside_the_repository():
     assert outside_pointers(_texts(SELF_CONTAINED)) == []
-    bad = {"a.py": "see " + "issue" + " 8, " + "Issue" + " #3\nread ../" + "shared/x.md, shared"
-                   + "/spec/y.md\n"}
+    bad = {
+        "a.py": "see "
+        + "issue"
+        + " 8, "
+        + "Issue"
+        + " #3\nread ../"
+        + "shared/x.md, shared"
+        + "/spec/y.md\n"
+    }
     assert outside_pointers(bad) == [
-        "a.py:1: " + "issue" + " 8", "a.py:1: " + "Issue" + " #3", "a.py:2: ../" + "shared",
-        "a.py:2: shared" + "/spec"]
+        "a.py:1: " + "issue" + " 8",
+        "a.py:1: " + "Issue" + " #3",
+        "a.py:2: ../" + "shared",
+        "a.py:2: shared" + "/spec",
+    ]
 
 
 # a measured speed-up in code ("2.3x faster", "~20x slower", "about 24x"): figures go stale the
 # day they are written; they belong in bench/ output
-SPEEDUP = re.compile(r"(?<![\w.])~?\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?x (?:faster|slower|the)\b"
-                     r"|[Aa]bout \d+(?:\.\d+)?x\b")
+SPEEDUP = re.compile(
+    r"(?<![\w.])~?\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?x (?:faster|slower|the)\b"
+    r"|[Aa]bout \d+(?:\.\d+)?x\b"
+)
 SPEEDUP_HINTS = ("x faster", "x slower", "x the", "bout ")  # lines without these cannot match
 
 
 def speedups(text: str) -> list[str]:
     """Every measured speed-up figure in ``text``."""
-    return [m.group(0) for line in text.splitlines() if any(h in line for h in SPEEDUP_HINTS)
-            for m in SPEEDUP.finditer(line)]
+    return [
+        m.group(0)
+        for line in text.splitlines()
+        if any(h in line for h in SPEEDUP_HINTS)
+        for m in SPEEDUP.finditer(line)
+    ]
 
 
 def test_no_measured_speedups_in_code():
@@ -230,72 +276,142 @@ def test_no_measured_speedups_in_code():
 # lines at most half their code lines, as bench/code_stats.py counts them.
 # The modules held to the docstring standard (paths relative to the repository root).
 DOCUMENTED = (
-    "experiments/stackelberg/runs.py", "experiments/stackelberg/warm.py",
-    "experiments/deterministic_debate/population.py", "experiments/prover_estimator/families.py",
-    "experiments/ogd_estimator/algorithm1.py", "experiments/ogd_estimator/provers.py",
+    "experiments/stackelberg/runs.py",
+    "experiments/stackelberg/warm.py",
+    "experiments/deterministic_debate/population.py",
+    "experiments/deterministic_debate/claims.py",
+    "experiments/prover_estimator/families.py",
+    "experiments/prover_estimator/claims.py",
+    "experiments/ogd_estimator/algorithm1.py",
+    "experiments/ogd_estimator/provers.py",
     "experiments/ogd_estimator/network.py",
-    "dedebate/agents/stochastic_zoo.py", "experiments/stochastic_debate/zoo_search.py",
+    "experiments/ogd_estimator/claims.py",
+    "experiments/ogd_estimator/figures.py",
+    "dedebate/agents/stochastic_zoo.py",
+    "experiments/stochastic_debate/zoo_search.py",
     "experiments/stochastic_debate/budget.py",
-    "dedebate/agents/selfplay_players.py", "dedebate/exact/selfplay.py",
-    "dedebate/training/stochastic_selfplay.py", "experiments/stochastic_selfplay/runs.py",
-    "dedebate/core/bits.py", "dedebate/core/samples.py", "dedebate/core/simplex.py",
-    "dedebate/core/stats.py", "dedebate/core/binomial.py", "dedebate/core/dyadic.py",
-    "dedebate/core/binomial_btrs.py", "dedebate/core/binomial_decision.py",
-    "dedebate/core/binomial_fast.py", "dedebate/core/binomial_pmf.py",
-    "dedebate/core/binomial_stream.py", "dedebate/core/binomial_window.py",
+    "experiments/stochastic_debate/claims.py",
+    "dedebate/agents/selfplay_players.py",
+    "dedebate/exact/selfplay.py",
+    "dedebate/training/stochastic_selfplay.py",
+    "experiments/stochastic_selfplay/runs.py",
+    "dedebate/core/bits.py",
+    "dedebate/core/samples.py",
+    "dedebate/core/simplex.py",
+    "dedebate/core/stats.py",
+    "dedebate/core/binomial.py",
+    "dedebate/core/dyadic.py",
+    "dedebate/core/binomial_btrs.py",
+    "dedebate/core/binomial_decision.py",
+    "dedebate/core/binomial_fast.py",
+    "dedebate/core/binomial_pmf.py",
+    "dedebate/core/binomial_stream.py",
+    "dedebate/core/binomial_window.py",
     "dedebate/protocols/stochastic.py",
-    "dedebate/machines/__init__.py", "dedebate/machines/configurations.py",
-    "dedebate/machines/fixtures.py", "dedebate/machines/fixture_base.py",
-    "dedebate/machines/fixtures_cascade.py", "dedebate/machines/fixtures_mean.py",
+    "dedebate/machines/__init__.py",
+    "dedebate/machines/configurations.py",
+    "dedebate/machines/fixtures.py",
+    "dedebate/machines/fixture_base.py",
+    "dedebate/machines/fixtures_cascade.py",
+    "dedebate/machines/fixtures_mean.py",
     "dedebate/machines/fixtures_threshold.py",
-    "dedebate/machines/lean.py", "dedebate/machines/lipschitz.py", "dedebate/machines/oracles.py",
+    "dedebate/machines/lean.py",
+    "dedebate/machines/lipschitz.py",
+    "dedebate/machines/oracles.py",
     "dedebate/machines/program.py",
-    "dedebate/trees/__init__.py", "experiments/prover_estimator/fbs_table.py",
+    "dedebate/trees/__init__.py",
+    "experiments/prover_estimator/fbs_table.py",
     "dedebate/trees/library.py",
-    "dedebate/trees/stability.py", "dedebate/trees/tree.py",
-    "dedebate/exact/__init__.py", "dedebate/exact/acceptance.py",
-    "dedebate/protocols/binary_search.py", "dedebate/protocols/costs.py",
-    "dedebate/protocols/cross_exam.py", "dedebate/protocols/det_witness.py",
-    "dedebate/protocols/deterministic_players.py", "dedebate/protocols/naive_recursive.py",
-    "dedebate/protocols/prover_estimator.py", "dedebate/protocols/prover_estimator_interface.py",
+    "dedebate/trees/stability.py",
+    "dedebate/trees/tree.py",
+    "dedebate/exact/__init__.py",
+    "dedebate/exact/acceptance.py",
+    "dedebate/protocols/binary_search.py",
+    "dedebate/protocols/costs.py",
+    "dedebate/protocols/cross_exam.py",
+    "dedebate/protocols/det_witness.py",
+    "dedebate/protocols/deterministic_players.py",
+    "dedebate/protocols/naive_recursive.py",
+    "dedebate/protocols/prover_estimator.py",
+    "dedebate/protocols/prover_estimator_interface.py",
     "dedebate/protocols/stochastic_scan.py",
     "dedebate/protocols/witness.py",
-    "dedebate/agents/learned.py", "dedebate/agents/ped_strategies.py",
-    "dedebate/agents/stochastic_players.py", "dedebate/training/__init__.py",
+    "dedebate/agents/learned.py",
+    "dedebate/agents/ped_strategies.py",
+    "dedebate/agents/stochastic_players.py",
+    "dedebate/training/__init__.py",
     "dedebate/training/stackelberg.py",
-    "dedebate/cli/__init__.py", "dedebate/cli/__main__.py", "dedebate/cli/bench.py",
-    "dedebate/cli/common.py", "dedebate/cli/info.py", "dedebate/cli/parser.py",
-    "dedebate/cli/reproduce.py", "dedebate/cli/results.py", "dedebate/cli/run.py",
-    "dedebate/cli/startup.py", "dedebate/cli/sync.py", "dedebate/lab/__init__.py",
+    "dedebate/cli/__init__.py",
+    "dedebate/cli/__main__.py",
+    "dedebate/cli/bench.py",
+    "dedebate/cli/common.py",
+    "dedebate/cli/info.py",
+    "dedebate/cli/parser.py",
+    "dedebate/cli/reproduce.py",
+    "dedebate/cli/results.py",
+    "dedebate/cli/run.py",
+    "dedebate/cli/startup.py",
+    "dedebate/cli/sync.py",
+    "dedebate/lab/__init__.py",
     "dedebate/lab/aot.py",
-    "dedebate/lab/checkpoint.py", "dedebate/lab/claims.py", "dedebate/lab/claim_stats.py",
+    "dedebate/lab/checkpoint.py",
+    "dedebate/lab/claims.py",
+    "dedebate/lab/claim_stats.py",
     "dedebate/lab/compare.py",
-    "dedebate/lab/compile_cache.py", "dedebate/lab/config.py", "dedebate/lab/config_docs.py",
-    "dedebate/lab/config_schema.py", "dedebate/lab/config_types.py",
-    "dedebate/lab/config_yaml.py", "dedebate/lab/context.py",
-    "dedebate/lab/devices.py", "dedebate/lab/distributed.py", "dedebate/lab/doctor.py",
-    "dedebate/lab/experiment.py", "dedebate/lab/params.py", "dedebate/lab/provenance.py",
+    "dedebate/lab/compile_cache.py",
+    "dedebate/lab/config.py",
+    "dedebate/lab/config_docs.py",
+    "dedebate/lab/config_schema.py",
+    "dedebate/lab/config_types.py",
+    "dedebate/lab/config_yaml.py",
+    "dedebate/lab/context.py",
+    "dedebate/lab/devices.py",
+    "dedebate/lab/distributed.py",
+    "dedebate/lab/doctor.py",
+    "dedebate/lab/experiment.py",
+    "dedebate/lab/params.py",
+    "dedebate/lab/provenance.py",
     "dedebate/lab/registry.py",
-    "dedebate/lab/report.py", "dedebate/lab/report_render.py",
-    "dedebate/lab/records.py", "dedebate/lab/rerender.py", "dedebate/lab/rundir.py",
-    "dedebate/lab/runner.py", "dedebate/lab/schema.py", "dedebate/lab/sync.py",
+    "dedebate/lab/report.py",
+    "dedebate/lab/report_render.py",
+    "dedebate/lab/records.py",
+    "dedebate/lab/rerender.py",
+    "dedebate/lab/rundir.py",
+    "dedebate/lab/runner.py",
+    "dedebate/lab/schema.py",
+    "dedebate/lab/sync.py",
     "dedebate/lab/tracking.py",
-    "dedebate/__init__.py", "dedebate/_xla_flags.py",
-    "dedebate/agents/__init__.py", "dedebate/agents/deterministic_grids.py",
-    "dedebate/agents/deterministic_players.py", "experiments/prover_estimator/zoo.py",
-    "dedebate/core/__init__.py", "dedebate/core/pytrees.py", "dedebate/core/lazy.py",
-    "dedebate/estimators/__init__.py", "dedebate/estimators/advantage.py",
-    "dedebate/estimators/families.py", "dedebate/estimators/network.py",
-    "dedebate/estimators/ogd.py", "experiments/ogd_estimator/problems.py",
-    "dedebate/estimators/soundness.py", "experiments/ogd_estimator/recheck.py",
+    "dedebate/__init__.py",
+    "dedebate/_xla_flags.py",
+    "dedebate/agents/__init__.py",
+    "dedebate/agents/deterministic_grids.py",
+    "dedebate/agents/deterministic_players.py",
+    "experiments/prover_estimator/zoo.py",
+    "dedebate/core/__init__.py",
+    "dedebate/core/pytrees.py",
+    "dedebate/core/lazy.py",
+    "dedebate/estimators/__init__.py",
+    "dedebate/estimators/advantage.py",
+    "dedebate/estimators/families.py",
+    "dedebate/estimators/network.py",
+    "dedebate/estimators/ogd.py",
+    "experiments/ogd_estimator/problems.py",
+    "dedebate/estimators/soundness.py",
+    "experiments/ogd_estimator/recheck.py",
     "dedebate/estimators/train.py",
-    "dedebate/protocols/__init__.py", "dedebate/protocols/stochastic_batch.py",
-    "dedebate/protocols/stochastic_constants.py", "dedebate/protocols/stochastic_interface.py",
+    "dedebate/protocols/__init__.py",
+    "dedebate/protocols/stochastic_batch.py",
+    "dedebate/protocols/stochastic_constants.py",
+    "dedebate/protocols/stochastic_interface.py",
     "dedebate/protocols/stochastic_lazy.py",
     "dedebate/lab/parallel.py",
-    "dedebate/lab/driver.py", "dedebate/lab/sweep.py", "dedebate/lab/sweep_eval.py",
-    "dedebate/lab/sweep_output.py", "dedebate/lab/sweep_plan.py",
-    "dedebate/lab/sweep_programs.py", "dedebate/lab/sweep_rows.py",
+    "dedebate/lab/driver.py",
+    "dedebate/lab/sweep.py",
+    "dedebate/lab/sweep_eval.py",
+    "dedebate/lab/sweep_output.py",
+    "dedebate/lab/sweep_plan.py",
+    "dedebate/lab/sweep_programs.py",
+    "dedebate/lab/sweep_rows.py",
 )
 MAX_MODULE_DOCSTRING_LINES = 15
 LIBRARY = ("core", "protocols", "agents", "estimators", "training", "exact", "machines", "trees")
@@ -313,9 +429,14 @@ def _methods(cls: ast.ClassDef):
 
 def interface_methods(sources: dict[str, str]) -> set[str]:
     """The names of the methods that the ``typing.Protocol`` classes of ``sources`` document."""
-    return {f.name for path, src in sources.items() for node in ast.walk(parse(src, path))
-            if isinstance(node, ast.ClassDef) and _is_protocol(node)
-            for f in _methods(node) if ast.get_docstring(f)}
+    return {
+        f.name
+        for path, src in sources.items()
+        for node in ast.walk(parse(src, path))
+        if isinstance(node, ast.ClassDef) and _is_protocol(node)
+        for f in _methods(node)
+        if ast.get_docstring(f)
+    }
 
 
 def _public_functions(tree: ast.Module):
@@ -364,8 +485,11 @@ def docstring_problems(source: str, path: str, interface: set[str] | None = None
 
 
 def _sources(packages) -> dict[str, str]:
-    return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for pkg in packages
-            for p in sorted((ROOT / "dedebate" / pkg).glob("*.py"))}
+    return {
+        str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
+        for pkg in packages
+        for p in sorted((ROOT / "dedebate" / pkg).glob("*.py"))
+    }
 
 
 def _unit(path: str) -> str:
@@ -380,12 +504,17 @@ def test_documented_modules_have_short_docstrings_and_one_line_implementations()
     lab = interface_methods(_sources(("lab",)))
     assert {"report", "log", "save_figure", "stopwatch"} <= lab
     interfaces = {unit: interface for unit in LIBRARY} | {"lab": lab, code_stats.TOP_LEVEL: set()}
-    problems = [p for path in DOCUMENTED
-                for p in docstring_problems((ROOT / path).read_text(encoding="utf-8"), path,
-                                            interfaces.get(_unit(path)))]
+    problems = [
+        p
+        for path in DOCUMENTED
+        for p in docstring_problems(
+            (ROOT / path).read_text(encoding="utf-8"), path, interfaces.get(_unit(path))
+        )
+    ]
     assert problems == []
-    assert all(p.startswith(("dedebate/", "experiments/")) and (ROOT / p).is_file()
-               for p in DOCUMENTED)
+    assert all(
+        p.startswith(("dedebate/", "experiments/")) and (ROOT / p).is_file() for p in DOCUMENTED
+    )
 
 
 def test_docstring_check_reports_a_bad_module():
@@ -406,7 +535,8 @@ def test_docstring_check_reports_a_bad_module():
         "def g():\n"
         "    pass\n"
         f"def _h(y):\n    {q}Summary.\n\n    More.\n    {q}\n"
-        f"def _k(y):\n    {q}One line.{q}\n")
+        f"def _k(y):\n    {q}One line.{q}\n"
+    )
     interface = interface_methods({"bad.py": bad})
     assert interface == {"m"}
     assert docstring_problems(bad, "bad.py", interface) == [
@@ -418,18 +548,20 @@ def test_docstring_check_reports_a_bad_module():
     ]
     # without the library's interface (the lab, the command line) only the first two rules apply
     assert docstring_problems(bad, "bad.py") == [
-        "bad.py: module docstring of 16 lines (want 1..15)", "bad.py:44: g has no docstring"]
-    good = (q + "Summary.\n" + q + "\n"
-            "def f(x):\n"
-            f"    {q}Summary.{q}\n"
-            "    return x\n")
+        "bad.py: module docstring of 16 lines (want 1..15)",
+        "bad.py:44: g has no docstring",
+    ]
+    good = q + "Summary.\n" + q + f"\ndef f(x):\n    {q}Summary.{q}\n    return x\n"
     assert docstring_problems(good, "good.py", interface) == []
 
 
 def over_half(units: dict) -> dict[str, float]:
     """``{unit: docstring lines per code line}`` of the units of :data:`HELD` over the limit."""
-    return {name: round(units[name].ratio, 2) for name in HELD
-            if units[name].doc > MAX_DOC_PER_CODE * units[name].code}
+    return {
+        name: round(units[name].ratio, 2)
+        for name in HELD
+        if units[name].doc > MAX_DOC_PER_CODE * units[name].code
+    }
 
 
 def test_library_packages_keep_docstrings_at_most_half_their_code():

@@ -109,8 +109,9 @@ def _mlp_and_tanh(key, feat):
     """A stacked family of one tanh test and two Flax MLP tests (built under jit: the vmapped
     Flax init op by op costs seconds of dispatch)."""
     a_out = jnp.sign(feat[:, :1])  # a column standing for the fixed prover's outputs
-    mlp = random_mlp_family(jax.random.fold_in(key, 3), jnp.concatenate([feat, a_out], 1), N_Z,
-                            2, hidden=(8,))
+    mlp = random_mlp_family(
+        jax.random.fold_in(key, 3), jnp.concatenate([feat, a_out], 1), N_Z, 2, hidden=(8,)
+    )
     tanh = random_tanh_family(jax.random.fold_in(key, 4), feat, N_Z, 1)
     return stack_families(tanh, mlp)
 
@@ -164,8 +165,9 @@ def test_calibration_test_has_zero_mean_under_the_prediction_and_matches_loop():
         s = 1.0 if claimed[x, j] > marg[j] else -1.0
         for z in range(N_Z):
             assert vals[x, z] == pytest.approx(0.5 * s * (bits[z, j] - marg[j]), abs=1e-6)
-    np.testing.assert_allclose(np.asarray(advantages(fam, problem, h)),
-                               _adv_loop(fam, problem, h), atol=2e-6)
+    np.testing.assert_allclose(
+        np.asarray(advantages(fam, problem, h)), _adv_loop(fam, problem, h), atol=2e-6
+    )
 
 
 def test_round_reward_test_is_the_round_reward():

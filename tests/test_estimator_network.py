@@ -35,13 +35,16 @@ def _adv_numpy(family, problem, h):
     w = np.asarray(family.weights, np.float64)
     h = np.asarray(h, np.float64)
     n_x, n_z = h.shape
-    phi = np.concatenate([
-        np.repeat(feat[:, None, :], n_z, 1),
-        np.broadcast_to(np.eye(n_z), (n_x, n_z, n_z)),
-        np.repeat(h[:, None, :], n_z, 1),
-        h[:, :, None],
-        np.ones((n_x, n_z, 1)),
-    ], axis=2)
+    phi = np.concatenate(
+        [
+            np.repeat(feat[:, None, :], n_z, 1),
+            np.broadcast_to(np.eye(n_z), (n_x, n_z, n_z)),
+            np.repeat(h[:, None, :], n_z, 1),
+            h[:, :, None],
+            np.ones((n_x, n_z, 1)),
+        ],
+        axis=2,
+    )
     vals = np.tanh(np.einsum("fd,xzd->fxz", w, phi))
     weight = np.asarray(problem.mu, np.float64)[:, None] * (np.asarray(problem.g) - h)
     return float(np.max(np.abs(np.einsum("fxz,xz->f", vals, weight))))
@@ -78,7 +81,8 @@ def test_adam_alternative_reaches_delta():
     problem, family, feat = _build(jax.random.key(0))
     static = NetTrainStatic(rounds=40, hidden=(16,), optimizer="adam")
     state, _, final = jax.jit(make_train(static))(
-        net_train_params(DELTA, 0.01), jax.random.key(3), family, problem, feat)
+        net_train_params(DELTA, 0.01), jax.random.key(3), family, problem, feat
+    )
     assert int(state.rounds_to_delta) >= 1  # it had to train (uniform start is not enough)
     assert float(final) < DELTA
 
@@ -87,7 +91,8 @@ def test_trained_mlp_distinguisher_best_response():
     problem, family, feat = _build(jax.random.key(0))
     static = NetTrainStatic(rounds=60, hidden=(16,), best_response="family+mlp", dist_steps=3)
     state, log, final = jax.jit(make_train(static))(
-        net_train_params(DELTA, 3.0), jax.random.key(2), family, problem, feat)
+        net_train_params(DELTA, 3.0), jax.random.key(2), family, problem, feat
+    )
     chosen = np.asarray(log.chosen)
     assert int(state.rounds_to_delta) >= 0
     assert float(final) < DELTA
@@ -121,8 +126,9 @@ def test_chunks_back_to_back_are_the_one_shot_training():
     np.testing.assert_allclose(max_adv[:12], np.asarray(log1.max_adv), rtol=0, atol=1e-6)
     assert float(final) == pytest.approx(float(final1), abs=1e-6)
     np.testing.assert_array_equal(jax.random.key_data(state.key), jax.random.key_data(key))
-    for a, b in zip(jax.tree_util.tree_leaves(state.params),
-                    jax.tree_util.tree_leaves(state1.params)):
+    for a, b in zip(
+        jax.tree_util.tree_leaves(state.params), jax.tree_util.tree_leaves(state1.params)
+    ):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-6)
     after, log, _ = chunk(hp, state, family, problem, feat)  # past the end: a no-op
     assert np.all(np.asarray(log.chosen) == -1) and int(after.round) == 12

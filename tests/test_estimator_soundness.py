@@ -37,8 +37,9 @@ def test_constructed_estimator_is_sound_against_fixed_prover():
     for s in rep.stages:
         assert s.reward <= s.bound + 1e-6, s
     # the protocol's own exact path enumeration gives the same expected payoff
-    ep = jax.vmap(lambda est, tr: expected_payoff(PEDStatic(), ped_params(RHO), prover, est,
-                                                  tr))(rep.estimator, trees)
+    ep = jax.vmap(lambda est, tr: expected_payoff(PEDStatic(), ped_params(RHO), prover, est, tr))(
+        rep.estimator, trees
+    )
     np.testing.assert_allclose(np.asarray(ep.u_a).mean(), rep.u_a, atol=1e-5)
     np.testing.assert_allclose(np.asarray(ep.total_prob), 1.0, atol=1e-5)
     pr = float(np.asarray(ep.a_correct).mean())
@@ -80,10 +81,13 @@ def _random_learned_prover(key, trees) -> _CountingProver:
 
 
 def _outputs(rep):
-    stages = np.asarray([(s.contexts, s.steps, s.max_adv, s.reward, s.bound)
-                         for s in rep.stages])
-    return (np.asarray(rep.estimator.p0), np.asarray(rep.estimator.logits), stages,
-            np.asarray([rep.u_a, rep.pr_correct, rep.bound]))
+    stages = np.asarray([(s.contexts, s.steps, s.max_adv, s.reward, s.bound) for s in rep.stages])
+    return (
+        np.asarray(rep.estimator.p0),
+        np.asarray(rep.estimator.logits),
+        stages,
+        np.asarray([rep.u_a, rep.pr_correct, rep.bound]),
+    )
 
 
 @pytest.mark.slow
@@ -111,7 +115,8 @@ def test_second_call_reuses_compiled_programs():
     assert not np.array_equal(_outputs(first)[1], _outputs(second)[1])  # another A
     # The reused programs computed for the second A: its payoff under the constructed estimator
     # equals the protocol's own exact path enumeration for that A (an independent program).
-    ep = jax.vmap(lambda est, tr: expected_payoff(PEDStatic(), ped_params(RHO), provers[1],
-                                                  est, tr))(second.estimator, trees[1])
+    ep = jax.vmap(
+        lambda est, tr: expected_payoff(PEDStatic(), ped_params(RHO), provers[1], est, tr)
+    )(second.estimator, trees[1])
     np.testing.assert_allclose(np.asarray(ep.u_a).mean(), second.u_a, atol=1e-5)
     assert float(np.asarray(ep.a_correct).mean()) == pytest.approx(second.pr_correct)

@@ -50,23 +50,37 @@ def contract_problems(source: str) -> list[str]:
     """Why a source file of an experiment (its module, or a module of its package) breaks the
     contract ([] if it keeps it)."""
     tree = ast.parse(source)
-    problems = ["defines run (the old contract: the lab drives every experiment)"] \
-        if "run" in _top_names(tree) else []
+    problems = (
+        ["defines run (the old contract: the lab drives every experiment)"]
+        if "run" in _top_names(tree)
+        else []
+    )
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
-            facts = node.module == "dedebate.lab.devices" and {a.name for a in node.names} \
-                <= DEVICE_FACTS
-            if node.module.startswith("dedebate.lab") and node.module not in LAB_TYPES \
-                    and not facts:
+            facts = (
+                node.module == "dedebate.lab.devices"
+                and {a.name for a in node.names} <= DEVICE_FACTS
+            )
+            if (
+                node.module.startswith("dedebate.lab")
+                and node.module not in LAB_TYPES
+                and not facts
+            ):
                 problems.append(f"imports {node.module} (only {sorted(LAB_TYPES)})")
             problems += [f"imports {a.name}" for a in node.names if a.name in CALLBACKS]
         elif isinstance(node, ast.Import):
-            problems += [f"imports {a.name} (only {sorted(LAB_TYPES)})" for a in node.names
-                         if a.name.startswith("dedebate.lab") and a.name not in LAB_TYPES]
+            problems += [
+                f"imports {a.name} (only {sorted(LAB_TYPES)})"
+                for a in node.names
+                if a.name.startswith("dedebate.lab") and a.name not in LAB_TYPES
+            ]
         elif isinstance(node, ast.Attribute) and node.attr in CALLBACKS:
             problems.append(f"uses {node.attr}")
-        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
-              and node.value.attr == "modules"):
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "modules"
+        ):
             problems.append("uses sys.modules[...] (its own module)")
     return problems
 
@@ -80,47 +94,78 @@ def experiment_sources(module: types.ModuleType) -> list[Path]:
 def test_no_experiment_defines_run_or_calls_back_into_the_lab():
     reg = discover_experiments(["experiments"])
     assert reg.errors == {}
-    assert {"machines", "deterministic_debate", "prover_estimator", "ped_digits",
-            "stochastic_debate", "stochastic_selfplay", "stackelberg",
-            "ogd_estimator"} <= set(reg.names())
-    found = {p.relative_to(REPO).as_posix(): contract_problems(p.read_text())
-             for m in reg.experiments.values() for p in experiment_sources(m)}
+    assert {
+        "machines",
+        "deterministic_debate",
+        "prover_estimator",
+        "ped_digits",
+        "stochastic_debate",
+        "stochastic_selfplay",
+        "stackelberg",
+        "ogd_estimator",
+    } <= set(reg.names())
+    found = {
+        p.relative_to(REPO).as_posix(): contract_problems(p.read_text())
+        for m in reg.experiments.values()
+        for p in experiment_sources(m)
+    }
     assert "experiments/machines.py" in found and "experiments/stackelberg/__init__.py" in found
     assert {path: bad for path, bad in found.items() if bad} == {}
     assert [name for name, m in reg.experiments.items() if hasattr(m, "run")] == []
 
 
-@pytest.mark.parametrize("source,problem", [
-    ("def run(cfg, ctx):\n    pass\n", "defines run"),
-    ("from experiments.machines import report as run\n", "defines run"),
-    ("run = print\n", "defines run"),
-    ("from dedebate.lab.sweep import point_row\n", "imports point_row"),
-    ("from dedebate.lab.sweep_programs import train_point\n", "imports train_point"),
-    ("import dedebate.lab.sweep_programs as sp\nx = sp.ChunkedPrograms\n", "uses ChunkedPrograms"),
-    ("import sys\nme = sys.modules[__name__]\n", "uses sys.modules"),
-    ("from dedebate.lab.runner import run_experiment\n", "imports dedebate.lab.runner"),
-    ("from dedebate.lab.devices import cached_program\n", "imports dedebate.lab.devices"),
-])
+@pytest.mark.parametrize(
+    "source,problem",
+    [
+        ("def run(cfg, ctx):\n    pass\n", "defines run"),
+        ("from experiments.machines import report as run\n", "defines run"),
+        ("run = print\n", "defines run"),
+        ("from dedebate.lab.sweep import point_row\n", "imports point_row"),
+        ("from dedebate.lab.sweep_programs import train_point\n", "imports train_point"),
+        (
+            "import dedebate.lab.sweep_programs as sp\nx = sp.ChunkedPrograms\n",
+            "uses ChunkedPrograms",
+        ),
+        ("import sys\nme = sys.modules[__name__]\n", "uses sys.modules"),
+        ("from dedebate.lab.runner import run_experiment\n", "imports dedebate.lab.runner"),
+        ("from dedebate.lab.devices import cached_program\n", "imports dedebate.lab.devices"),
+    ],
+)
 def test_a_run_or_a_callback_into_the_lab_is_reported(source, problem):
     problems = contract_problems(source)
     assert any(p.startswith(problem) for p in problems), problems
-    assert contract_problems("from dedebate.lab.experiment import Claim\n"
-                             "from dedebate.lab.devices import lanes_for_memory\n"
-                             "def report(cfg, measured, host):\n"
-                             "    def run(x):\n        return x\n    return run\n") == []
+    assert (
+        contract_problems(
+            "from dedebate.lab.experiment import Claim\n"
+            "from dedebate.lab.devices import lanes_for_memory\n"
+            "def report(cfg, measured, host):\n"
+            "    def run(x):\n        return x\n    return run\n"
+        )
+        == []
+    )
 
 
 def test_a_module_without_report_is_a_type_error_naming_it(tmp_path):
     module = types.SimpleNamespace(NAME="old", run=lambda cfg, ctx: ExperimentResult())
-    with pytest.raises(TypeError, match=r"^experiment module 'old' defines no report: it must "
-                                        r"define report\(cfg, measured, host\)$"):
+    with pytest.raises(
+        TypeError,
+        match=r"^experiment module 'old' defines no report: it must "
+        r"define report\(cfg, measured, host\)$",
+    ):
         run_module(module, None, FakeContext(tmp_path))
 
 
 def test_the_lab_evaluates_point_runs_host_and_writes_the_report(tmp_path):
-    cfg = resolve({"experiment": "fake_report", "seed": 3, "size": "quick",
-                   "output_dir": str(tmp_path), "tracking": {"mode": "disabled"}},
-                  {"fake_report": fake_report})
+    cfg = resolve(
+        {
+            "experiment": "fake_report",
+            "seed": 3,
+            "size": "quick",
+            "output_dir": str(tmp_path),
+            "tracking": {"mode": "disabled"},
+        },
+        {"fake_report": fake_report},
+    )
     assert discover_experiments([REPORTING]).names() == ["fake_report"]
     rec = run_experiment(fake_report, cfg, show_progress=False)
     assert rec.error is None and rec.passed
@@ -136,8 +181,10 @@ def test_the_lab_evaluates_point_runs_host_and_writes_the_report(tmp_path):
     assert res["plots"] == ["plots/heads.png"] and (rec.run_dir / "plots/heads.png").stat().st_size
     assert res["tables"] == {"counts": "tables/counts.csv"}
     logged = [json.loads(line) for line in (rec.run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [(r["step"], r["counts/count"]) for r in logged] == [(0, row["heads"]),
-                                                                 (1, row["max_trial"])]
+    assert [(r["step"], r["counts/count"]) for r in logged] == [
+        (0, row["heads"]),
+        (1, row["max_trial"]),
+    ]
 
 
 def test_a_report_that_returns_no_result_is_a_type_error(tmp_path):
@@ -156,12 +203,14 @@ def test_a_points_extras_reach_host_and_report_but_not_the_metrics(tmp_path):
         def fn(dyn, key):
             heads = jax.random.bernoulli(key, dyn["p"], (16,)).astype(jnp.int32)
             return {"heads": jnp.sum(heads)}, {"per_coin": heads}
+
         return {"p": jnp.float32(cfg.p)}, fn
 
     module.NAME, module.point = "fake_extras", point
     module.host = lambda cfg, seed, key, measured: int(measured["extras"]["per_coin"].sum())
     module.report = lambda cfg, measured, host: ExperimentResult(
-        metrics={"coins": measured["extras"]["per_coin"].tolist(), "host": host})
+        metrics={"coins": measured["extras"]["per_coin"].tolist(), "host": host}
+    )
     res = run_module(module, fake_report.Config(), FakeContext(tmp_path))
     coins = res.metrics["coins"]
     assert len(coins) == 16 and set(coins) == {0, 1}

@@ -18,8 +18,15 @@ def standard10():
 
 
 def test_standard_fixtures_cover_the_library(standard10):
-    assert [f.name for f in standard10] == ["F1", "F2", "F3", "majority", "AND", "OR",
-                                            "meta-analysis"]
+    assert [f.name for f in standard10] == [
+        "F1",
+        "F2",
+        "F3",
+        "majority",
+        "AND",
+        "OR",
+        "meta-analysis",
+    ]
     assert [f.K for f in standard10[:3]] == [1.0, 2.0, 10.0]
     for f in standard10:
         assert f.why and 1.0 <= f.K <= f.T
@@ -38,10 +45,14 @@ def test_exact_p1_closed_form_dp_and_enumeration_agree(standard10):
 def test_step_programs_have_the_same_prefix_tree():
     """The paper-model StepProgram of each fixture (ORACLE / DET steps, padded deps) assigns every
     prefix the same conditional probability as the efficient machine."""
-    small = [fxs.f1_target(7, 0.3, spread=0.2), fxs.f2_target(7, 0.7, spread=0.2),
-             fxs.majority([0.6, 0.3, 0.8, 0.5, 0.7]), fxs.and_fixture([0.9, 0.8, 0.95]),
-             fxs.or_fixture([0.1, 0.2, 0.05]),
-             fxs.meta_analysis([1, 0, 1, 1, 0], [0.9, 0.5, 0.6, 0.7, 0.8], 1)]
+    small = [
+        fxs.f1_target(7, 0.3, spread=0.2),
+        fxs.f2_target(7, 0.7, spread=0.2),
+        fxs.majority([0.6, 0.3, 0.8, 0.5, 0.7]),
+        fxs.and_fixture([0.9, 0.8, 0.95]),
+        fxs.or_fixture([0.1, 0.2, 0.05]),
+        fxs.meta_analysis([1, 0, 1, 1, 0], [0.9, 0.5, 0.6, 0.7, 0.8], 1),
+    ]
     for f in small:
         for la, lb in zip(prefix_tree(f.machine), prefix_tree(f.step_program())):
             np.testing.assert_allclose(la, lb, atol=1e-6, err_msg=f.name)
@@ -56,16 +67,21 @@ def test_enumeration_at_T16_equals_closed_forms():
 
 def test_long_machines_dp_equals_closed_form():
     """T = 1024 (the stochastic protocol's scale): the DPs agree with the closed forms."""
-    for f in [fxs.f2_target(1024, 0.7, spread=0.25), fxs.f3_cascade(1024, 0.9, 0.3, 0.001),
-              fxs.and_fixture(np.full(40, 0.99)), fxs.or_fixture(np.full(40, 0.02)),
-              fxs.majority(np.full(301, 0.52))]:
+    for f in [
+        fxs.f2_target(1024, 0.7, spread=0.25),
+        fxs.f3_cascade(1024, 0.9, 0.3, 0.001),
+        fxs.and_fixture(np.full(40, 0.99)),
+        fxs.or_fixture(np.full(40, 0.02)),
+        fxs.majority(np.full(301, 0.52)),
+    ]:
         assert float(f.machine.output_prob_dp()) == pytest.approx(f.exact_p1, abs=2e-5), f.name
 
 
 def test_monte_carlo_matches_exact_within_binomial_margin(standard10):
     n = 4096
     u = jax.jit(jax.vmap(step_uniforms, in_axes=(0, None)), static_argnums=1)(
-        jax.random.split(jax.random.key(11), n), 10)  # the uniforms sample_transcripts would use
+        jax.random.split(jax.random.key(11), n), 10
+    )  # the uniforms sample_transcripts would use
     last = jax.jit(lambda m, u: jax.vmap(transcript_from_uniforms, in_axes=(None, 0))(m, u)[:, -1])
     for f in standard10:
         p = f.p1()
@@ -84,8 +100,8 @@ def test_targets_reach_the_protocol_regimes():
 
 def test_threshold_K_matches_independent_formulas():
     pi = np.array([0.9, 0.8, 0.95, 0.7, 0.85])
-    and_K = 1 + sum(np.prod(pi[i + 1:]) for i in range(5))
-    or_K = 1 + sum(np.prod(1 - pi[i + 1:]) for i in range(5))
+    and_K = 1 + sum(np.prod(pi[i + 1 :]) for i in range(5))
+    or_K = 1 + sum(np.prod(1 - pi[i + 1 :]) for i in range(5))
     assert fxs.and_fixture(pi).K == pytest.approx(and_K, rel=1e-6)
     assert fxs.or_fixture(pi).K == pytest.approx(or_K, rel=1e-6)
     # Majority with equal p: vote i (m = n-1-i later votes ~ Binomial(m, p)) is pivotal at a
@@ -96,8 +112,10 @@ def test_threshold_K_matches_independent_formulas():
     def pmf(m, k):
         return math.comb(m, k) * p**k * (1 - p) ** (m - k)
 
-    maj_K = 1 + sum(max(pmf(n - 1 - i, k) for k in range(max(0, h - 1 - i), min(n - 1 - i, h - 1) + 1))
-                    for i in range(n))
+    maj_K = 1 + sum(
+        max(pmf(n - 1 - i, k) for k in range(max(0, h - 1 - i), min(n - 1 - i, h - 1) + 1))
+        for i in range(n)
+    )
     assert fxs.majority(np.full(n, p)).K == pytest.approx(maj_K, rel=1e-6)
 
 
@@ -117,21 +135,24 @@ def T_over_2_le(h, T):
     return T / 2 <= h <= T
 
 
-@pytest.mark.parametrize("build,match", [
-    (lambda: fxs.f2([0.2, 1.2, 0.3]), r"pi\[1\]=1.2"),
-    (lambda: fxs.f2([0.2, math.nan]), r"pi\[1\]=nan"),
-    (lambda: fxs.f1([0.5, 0.5], -0.2), "a=-0.2"),
-    (lambda: fxs.f2([]), "T-1 >= 1"),
-    (lambda: fxs.f2_target(1, 0.7), "T=1"),
-    (lambda: fxs.f2_target(10, 0.9, spread=0.2), r"p \+- spread\[7\]=1.05"),
-    (lambda: fxs.f3_cascade(8, 0.5, 0.5, -0.1), "noise=-0.1"),
-    (lambda: fxs.f3_cascade(8, 1.5, 0.5, 0.1), "p0=1.5"),
-    (lambda: fxs.majority([0.5, 0.5]), "n=2: majority needs an odd"),
-    (lambda: fxs.and_fixture([0.5, math.nan]), r"pi\[1\]=nan"),
-    (lambda: fxs.meta_analysis([1, 2], [0.5, 0.5], 1), "reports"),
-    (lambda: fxs.meta_analysis([1, 0], [0.5], 1), "quality has shape"),
-    (lambda: fxs.meta_analysis([1, 0], [0.5, 0.5], 7), "theta=7"),
-])
+@pytest.mark.parametrize(
+    "build,match",
+    [
+        (lambda: fxs.f2([0.2, 1.2, 0.3]), r"pi\[1\]=1.2"),
+        (lambda: fxs.f2([0.2, math.nan]), r"pi\[1\]=nan"),
+        (lambda: fxs.f1([0.5, 0.5], -0.2), "a=-0.2"),
+        (lambda: fxs.f2([]), "T-1 >= 1"),
+        (lambda: fxs.f2_target(1, 0.7), "T=1"),
+        (lambda: fxs.f2_target(10, 0.9, spread=0.2), r"p \+- spread\[7\]=1.05"),
+        (lambda: fxs.f3_cascade(8, 0.5, 0.5, -0.1), "noise=-0.1"),
+        (lambda: fxs.f3_cascade(8, 1.5, 0.5, 0.1), "p0=1.5"),
+        (lambda: fxs.majority([0.5, 0.5]), "n=2: majority needs an odd"),
+        (lambda: fxs.and_fixture([0.5, math.nan]), r"pi\[1\]=nan"),
+        (lambda: fxs.meta_analysis([1, 2], [0.5, 0.5], 1), "reports"),
+        (lambda: fxs.meta_analysis([1, 0], [0.5], 1), "quality has shape"),
+        (lambda: fxs.meta_analysis([1, 0], [0.5, 0.5], 7), "theta=7"),
+    ],
+)
 def test_fixture_constructors_reject_bad_input(build, match):
     with pytest.raises(ValueError, match=match):
         build()

@@ -16,8 +16,10 @@ HASH = "a" * 64
 def make_state(i: int):
     key = jax.random.fold_in(jax.random.key(7), i)
     return {
-        "params": {"w": jnp.arange(12.0).reshape(3, 4) * (i + 1),
-                   "b": jnp.full((4,), i, jnp.int32)},
+        "params": {
+            "w": jnp.arange(12.0).reshape(3, 4) * (i + 1),
+            "b": jnp.full((4,), i, jnp.int32),
+        },
         "step": jnp.int32(i),
         "key": key,  # a typed PRNG key travels through the checkpoint as a key
         "counts": jnp.arange(5, dtype=jnp.float32) + i,
@@ -113,8 +115,10 @@ def test_checkpoint_from_another_config_is_refused(tmp_path):
     d = tmp_path / "ck"
     with Checkpointer(d, HASH) as ck:
         ck.save(0, make_state(0))
-    with Checkpointer(d, "b" * 64) as ck, \
-            pytest.raises(CheckpointMismatch, match="different config"):
+    with (
+        Checkpointer(d, "b" * 64) as ck,
+        pytest.raises(CheckpointMismatch, match="different config"),
+    ):
         ck.restore(make_state(0))
 
 
@@ -127,8 +131,11 @@ def test_bad_arguments(tmp_path):
 
 def _lowered(state) -> str:
     """The program ``jit`` builds for ``state`` (a committed argument adds its sharding)."""
-    return jax.jit(lambda s: s["params"]["w"] * s["step"] + jax.random.uniform(s["key"])).lower(
-        state).as_text()
+    return (
+        jax.jit(lambda s: s["params"]["w"] * s["step"] + jax.random.uniform(s["key"]))
+        .lower(state)
+        .as_text()
+    )
 
 
 def test_a_restored_state_enters_a_jitted_program_without_compiling_it_again(tmp_path):

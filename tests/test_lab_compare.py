@@ -13,8 +13,22 @@ from dedebate.lab.report_render import fmt
 
 def _reproduce(tmp_path, capsys, seed):
     out = tmp_path / f"seed{seed}"
-    cli.main(["reproduce", "--quick", "--tracking", "disabled", "--no-progress", "--seed",
-              str(seed), "--output-dir", str(out), "--only", "fake_pass", "fake_fail"])
+    cli.main(
+        [
+            "reproduce",
+            "--quick",
+            "--tracking",
+            "disabled",
+            "--no-progress",
+            "--seed",
+            str(seed),
+            "--output-dir",
+            str(out),
+            "--only",
+            "fake_pass",
+            "fake_fail",
+        ]
+    )
     capsys.readouterr()
     (rep,) = out.glob("reproduce-*")
     return rep
@@ -25,13 +39,20 @@ def test_compare_two_reports_then_a_flipped_verdict(tmp_path, fake_env, capsys):
     assert cli.main(["compare", str(a), str(b)]) == 0
     table = capsys.readouterr().out
     assert "| fake_pass | heads rate near p |" in table
-    assert "| fake_fail | value at least one half | 0.25 (exact) | 0.25 (exact) | FAIL -> FAIL" \
-           " | equal |" in table
+    assert (
+        "| fake_fail | value at least one half | 0.25 (exact) | 0.25 (exact) | FAIL -> FAIL"
+        " | equal |" in table
+    )
     assert "0 verdict(s) changed." in table
 
     report = json.loads((b / "report.json").read_text())
-    row = next(c for e in report["experiments"] if e["name"] == "fake_fail" for c in e["claims"]
-               if c["claim"] == "value at least one half")
+    row = next(
+        c
+        for e in report["experiments"]
+        if e["name"] == "fake_fail"
+        for c in e["claims"]
+        if c["claim"] == "value at least one half"
+    )
     row.update(passed=True, value=0.75, lo=0.75, hi=0.75)
     (b / "report.json").write_text(json.dumps(report))
     assert cli.main(["compare", str(a), str(b / "report.json")]) == 1
@@ -96,8 +117,10 @@ def test_compare_reports_an_exact_p_value_for_a_change(tmp_path, capsys):
     from dedebate.lab.experiment import Claim
 
     def run(name, k, xs):
-        rows = [Claim.proportion("rate", "s", "<=", 0.4, k, 200),
-                Claim.mean("mean", "s", "<=", 1.0, xs)]
+        rows = [
+            Claim.proportion("rate", "s", "<=", 0.4, k, 200),
+            Claim.mean("mean", "s", "<=", 1.0, xs),
+        ]
         path = tmp_path / name / "results.json"
         path.parent.mkdir()
         path.write_text(json.dumps({"experiment": "e", "claims": [c.to_dict() for c in rows]}))
@@ -107,8 +130,9 @@ def test_compare_reports_an_exact_p_value_for_a_change(tmp_path, capsys):
     b, (pb, mb) = run("b", 81, [0.4, 0.2, 0.6, 0.35, 0.5])
     fisher = stats.fisher_exact([[62, 138], [81, 119]]).pvalue
     assert change_p_value(pa, pb) == pytest.approx(fisher, rel=1e-12) and 0.03 < fisher < 0.07
-    welch = stats.ttest_ind([0.1, -0.2, 0.05, 0.3], [0.4, 0.2, 0.6, 0.35, 0.5],
-                            equal_var=False).pvalue
+    welch = stats.ttest_ind(
+        [0.1, -0.2, 0.05, 0.3], [0.4, 0.2, 0.6, 0.35, 0.5], equal_var=False
+    ).pvalue
     assert change_p_value(ma, mb) == pytest.approx(welch, rel=1e-9)
     assert change_p_value({"value": 1.0, "lo": 1.0, "hi": 1.0}, pb) is None  # an exact row
     assert cli.main(["compare", str(a), str(b)]) == 0
@@ -125,10 +149,10 @@ def test_change_evidence_without_counts():
     # a row written before rows stored their counts, or a finding with an interval
     old = {"value": 0.5, "lo": 0.4, "hi": 0.6, "p_value": 0.3}
     assert change_evidence(old, {**old, "lo": 0.45}) == "intervals overlap"
-    assert change_evidence(old, {**old, "value": 0.8, "lo": 0.7, "hi": 0.9}) == \
-        "intervals disjoint"
-    assert change_evidence({**old, "p_value": None}, {**old, "p_value": None}) == \
-        "intervals overlap"
+    assert change_evidence(old, {**old, "value": 0.8, "lo": 0.7, "hi": 0.9}) == "intervals disjoint"
+    assert (
+        change_evidence({**old, "p_value": None}, {**old, "p_value": None}) == "intervals overlap"
+    )
 
 
 def test_compare_json_gives_each_claims_verdicts_values_and_p_value(tmp_path, capsys):
@@ -140,8 +164,11 @@ def test_compare_json_gives_each_claims_verdicts_values_and_p_value(tmp_path, ca
     from dedebate.lab.experiment import Claim
 
     def result(name, k, extra=()):
-        rows = [Claim.proportion("rate", "s", "<=", 0.4, k, 200),
-                Claim.exact("nan row", "s", "== 1", float("nan"), False), *extra]
+        rows = [
+            Claim.proportion("rate", "s", "<=", 0.4, k, 200),
+            Claim.exact("nan row", "s", "== 1", float("nan"), False),
+            *extra,
+        ]
         path = tmp_path / name / "results.json"
         path.parent.mkdir()
         path.write_text(json.dumps({"experiment": "e", "claims": [c.to_dict() for c in rows]}))
@@ -159,12 +186,16 @@ def test_compare_json_gives_each_claims_verdicts_values_and_p_value(tmp_path, ca
     assert (rate["experiment"], rate["claim"], rate["occurrence"]) == ("e", "rate", 0)
     for side, row in (("a", ra), ("b", rb)):
         assert rate[side]["verdict"] == ("PASS" if row.passed else "FAIL")
-        assert (rate[side]["value"], rate[side]["lo"], rate[side]["hi"]) == (row.value, row.lo,
-                                                                             row.hi)
+        assert (rate[side]["value"], rate[side]["lo"], rate[side]["hi"]) == (
+            row.value,
+            row.lo,
+            row.hi,
+        )
         assert rate[side]["gating"] and rate[side]["passed"] == row.passed
     assert rate["b"]["value"] == 110 / 200
     assert rate["p_value"] == pytest.approx(
-        stats.fisher_exact([[62, 138], [110, 90]]).pvalue, rel=1e-12)
+        stats.fisher_exact([[62, 138], [110, 90]]).pvalue, rel=1e-12
+    )
     assert rate["changed"] and rate["evidence"] == f"p={fmt(rate['p_value'])}"
     assert nan_row["a"]["value"] is None and nan_row["a"]["verdict"] == "FAIL"
     assert not nan_row["changed"] and nan_row["p_value"] is None

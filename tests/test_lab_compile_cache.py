@@ -3,7 +3,7 @@
 Cold and warm runs of an experiment's jitted program give the same claims and metrics, the warm
 run compiles nothing new, ``DEDEBATE_COMPILE_CACHE=off`` writes nothing, and an unusable directory is one
 warning, not a failure.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -22,9 +22,15 @@ SWEEPABLE = f"{FAKE_EXPERIMENTS}.sweepable"
 
 
 def _run(env, *args, timeout=180):
-    return subprocess.run([sys.executable, "-m", "dedebate.cli", "run", "--no-progress", *args],
-                          env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "dedebate.cli", "run", "--no-progress", *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _results(out_dir: Path) -> dict:
@@ -37,8 +43,9 @@ def _entries(cache: Path) -> set[str]:
 
 
 def _hits(stderr: str) -> set[str]:
-    return set(re.findall(r"Persistent compilation cache hit for '[^']*' with key '([^']+)'",
-                          stderr))
+    return set(
+        re.findall(r"Persistent compilation cache hit for '[^']*' with key '([^']+)'", stderr)
+    )
 
 
 def test_requested_dir_from_environment(tmp_path):
@@ -48,8 +55,9 @@ def test_requested_dir_from_environment(tmp_path):
     xdg = str(tmp_path / "xdg")
     assert compile_cache.requested_dir({"XDG_CACHE_HOME": xdg}) == Path(xdg) / "dedebate" / "jax"
     mine = str(tmp_path / "mine")
-    assert compile_cache.requested_dir({"DEDEBATE_COMPILE_CACHE": mine,
-                                        "XDG_CACHE_HOME": xdg}) == Path(mine)
+    assert compile_cache.requested_dir(
+        {"DEDEBATE_COMPILE_CACHE": mine, "XDG_CACHE_HOME": xdg}
+    ) == Path(mine)
     for off in ("off", "OFF", "", " ", "0", "false", "none"):
         assert compile_cache.requested_dir({"DEDEBATE_COMPILE_CACHE": off}) is None, off
 
@@ -69,8 +77,12 @@ def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
     xdg = tmp_path / "xdg"
     cache = (xdg / "dedebate" / "jax").resolve()
     # JAX_LOG_COMPILES makes JAX log each persistent-cache hit with its key (a WARNING line).
-    env = {**cli_env, "XDG_CACHE_HOME": str(xdg), "JAX_LOG_COMPILES": "1",
-           "DEDEBATE_EXPERIMENTS": SWEEPABLE}
+    env = {
+        **cli_env,
+        "XDG_CACHE_HOME": str(xdg),
+        "JAX_LOG_COMPILES": "1",
+        "DEDEBATE_EXPERIMENTS": SWEEPABLE,
+    }
     env.pop("DEDEBATE_COMPILE_CACHE")  # unset: the default directory under XDG_CACHE_HOME
     cfg = tmp_path / "c.yaml"
     cfg.write_text("experiment: fake_sweep\ntracking: {mode: disabled}\n")
@@ -79,8 +91,9 @@ def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
     assert cold.returncode == 0, cold.stderr
     written = _entries(cache)
     assert written, "the cold run wrote no compiled programs"
-    warm = _run({**env, "DEDEBATE_COMPILE_CACHE": str(cache)}, *args,
-                f"output_dir={tmp_path / 'warm'}")
+    warm = _run(
+        {**env, "DEDEBATE_COMPILE_CACHE": str(cache)}, *args, f"output_dir={tmp_path / 'warm'}"
+    )
     assert warm.returncode == 0, warm.stderr
     # Every program the warm run needed was in the cache: a miss would have written a new entry.
     assert _entries(cache) == written
@@ -93,10 +106,16 @@ def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
     measured = [{k: v for k, v in r["metrics"].items() if k != "wall_point_s"} for r in (a, b)]
     assert a["claims"] == b["claims"] and measured[0] == measured[1]
     assert measured[0]["point"]["heads"] == a["metrics"]["heads"]  # the lab's row, reported
-    assert a["provenance"]["compile_cache"] == {"enabled": True, "dir": str(cache),
-                                                "source": "default"}
-    assert b["provenance"]["compile_cache"] == {"enabled": True, "dir": str(cache),
-                                                "source": "DEDEBATE_COMPILE_CACHE"}
+    assert a["provenance"]["compile_cache"] == {
+        "enabled": True,
+        "dir": str(cache),
+        "source": "default",
+    }
+    assert b["provenance"]["compile_cache"] == {
+        "enabled": True,
+        "dir": str(cache),
+        "source": "DEDEBATE_COMPILE_CACHE",
+    }
 
 
 def test_off_switch_writes_nothing(cli_env, tmp_path):
@@ -104,8 +123,12 @@ def test_off_switch_writes_nothing(cli_env, tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("experiment: fake_sweep\ntracking: {mode: disabled}\n")
     xdg = tmp_path / "xdg"
-    env = {**cli_env, "XDG_CACHE_HOME": str(xdg), "DEDEBATE_COMPILE_CACHE": "off",
-           "DEDEBATE_EXPERIMENTS": SWEEPABLE}
+    env = {
+        **cli_env,
+        "XDG_CACHE_HOME": str(xdg),
+        "DEDEBATE_COMPILE_CACHE": "off",
+        "DEDEBATE_EXPERIMENTS": SWEEPABLE,
+    }
     p = _run(env, str(cfg), f"output_dir={tmp_path / 'off'}")
     assert p.returncode == 0, p.stderr
     assert _results(tmp_path / "off")["provenance"]["compile_cache"]["enabled"] is False
@@ -117,8 +140,11 @@ def test_unusable_directory_warns_once_and_runs(cli_env, tmp_path):
     blocker.write_text("not a directory")
     cfg = tmp_path / "c.yaml"
     cfg.write_text("experiment: fake_sweep\ntracking: {mode: disabled}\n")
-    env = {**cli_env, "DEDEBATE_COMPILE_CACHE": str(blocker / "cache"),
-           "DEDEBATE_EXPERIMENTS": SWEEPABLE}
+    env = {
+        **cli_env,
+        "DEDEBATE_COMPILE_CACHE": str(blocker / "cache"),
+        "DEDEBATE_EXPERIMENTS": SWEEPABLE,
+    }
     p = _run(env, str(cfg), f"output_dir={tmp_path / 'runs'}")
     assert p.returncode == 0, p.stderr
     warnings = [ln for ln in p.stderr.splitlines() if "compilation cache off" in ln]

@@ -63,8 +63,19 @@ def test_sizes_then_yaml_then_overrides(cfg_file, fake_registry):
     cfg = load_config(cfg_file(), exps)
     # SIZES["quick"] sets n=16, chunks=2; YAML sets p; Config default for the rest.
     assert (cfg.params.n, cfg.params.chunks, cfg.params.p, cfg.params.flag) == (16, 2, 0.25, False)
-    cfg = load_config(cfg_file(), exps, ["params.n=10", "params.flag=true", "params.xs=[5,6,7]",
-                                         "params.k=4", "params.lr=1e-3", "params.p=1", "seed=9"])
+    cfg = load_config(
+        cfg_file(),
+        exps,
+        [
+            "params.n=10",
+            "params.flag=true",
+            "params.xs=[5,6,7]",
+            "params.k=4",
+            "params.lr=1e-3",
+            "params.p=1",
+            "seed=9",
+        ],
+    )
     assert cfg.params.n == 10 and cfg.params.chunks == 2 and cfg.params.flag is True
     assert cfg.params.xs == (5, 6, 7) and cfg.params.k == 4 and cfg.seed == 9
     # ints are accepted for floats; "1e-3" (a string to YAML 1.1) is accepted for a float
@@ -113,8 +124,11 @@ def test_parse_override_values():
     ("text", "overrides", "fragments"),
     [
         # unknown top-level key
-        (GOOD + "colour: red\n", [], ["unknown key 'colour'", "allowed top-level keys",
-                                      "experiment"]),
+        (
+            GOOD + "colour: red\n",
+            [],
+            ["unknown key 'colour'", "allowed top-level keys", "experiment"],
+        ),
         # unknown params key (YAML and override)
         (GOOD + "  nn: 3\n", [], ["unknown key 'params.nn'", "allowed keys here", "chunks"]),
         (GOOD, ["params.nn=3"], ["unknown key 'params.nn'"]),
@@ -139,12 +153,18 @@ def test_parse_override_values():
         (GOOD, ["params.p=1.5"], ["params.p=1.5", "probability in [0, 1]"]),
         (GOOD, ["seed=-1"], ["seed=-1", "[0, 2^32)"]),
         # bad literals for size and tracking mode
-        (GOOD.replace("size: quick", "size: huge"), [],
-         ["size='huge'", "one of 'quick', 'default', 'full'"]),
+        (
+            GOOD.replace("size: quick", "size: huge"),
+            [],
+            ["size='huge'", "one of 'quick', 'default', 'full'"],
+        ),
         (GOOD, ["tracking.mode=cloud"], ["tracking.mode='cloud'", "'offline'", "'disabled'"]),
         # experiment name
-        (GOOD.replace("fake_pass", "nope"), [], ["experiment='nope'", "unknown experiment",
-                                                 "fake_pass"]),
+        (
+            GOOD.replace("fake_pass", "nope"),
+            [],
+            ["experiment='nope'", "unknown experiment", "fake_pass"],
+        ),
         (GOOD.replace("experiment: fake_pass\n", ""), [], ["missing key 'experiment'"]),
         # malformed overrides
         (GOOD, ["paramsn10"], ["malformed override 'paramsn10'", "key.sub=value"]),
@@ -157,8 +177,7 @@ def test_parse_override_values():
         ("- just\n- a list\n", [], ["must be a mapping"]),
     ],
 )
-def test_bad_config_exits_2_with_one_line(text, overrides, fragments, cfg_file, fake_env,
-                                          capsys):
+def test_bad_config_exits_2_with_one_line(text, overrides, fragments, cfg_file, fake_env, capsys):
     path = cfg_file(text)
     code, _, err = run_cli(["run", str(path), *overrides], capsys)
     assert_one_line_error(code, err, "config error", *fragments)
@@ -193,11 +212,14 @@ def test_config_error_class_is_value_error(fake_registry):
 
 def test_render_config_docs_lists_every_field(fake_registry, fake_env, capsys):
     text = render_config_docs(fake_registry.experiments["fake_pass"])
-    for f in ("params.n: an integer = 64  -- coin flips per chunk",
-              "params.k: an integer or null = None",
-              "params.kind: one of 'a', 'b' = 'a'",
-              "tracking.mode: one of 'auto', 'offline', 'online', 'disabled' = 'auto'",
-              "seed: an integer = 0", "size quick: n=16, chunks=2"):
+    for f in (
+        "params.n: an integer = 64  -- coin flips per chunk",
+        "params.k: an integer or null = None",
+        "params.kind: one of 'a', 'b' = 'a'",
+        "tracking.mode: one of 'auto', 'offline', 'online', 'disabled' = 'auto'",
+        "seed: an integer = 0",
+        "size quick: n=16, chunks=2",
+    ):
         assert f in text, f
     code, out, _ = run_cli(["config", "fake_pass"], capsys)
     assert code == 0 and out.strip() == text.strip()

@@ -64,8 +64,9 @@ def baseline(root: str) -> tuple[str, dict]:
     reg = discover_experiments([SWEEPABLE])
     Path(root).mkdir(parents=True, exist_ok=True)
     cfg = load_config(write_config(Path(root), "base.yaml"), reg.experiments)
-    rec = run_sweep(reg.experiments["fake_sweep"], cfg, show_progress=False,
-                    devices=jax.devices()[:1])
+    rec = run_sweep(
+        reg.experiments["fake_sweep"], cfg, show_progress=False, devices=jax.devices()[:1]
+    )
     return (rec.sweep_dir / "sweep.csv").read_text(), rec.results
 
 
@@ -78,8 +79,13 @@ def test_padded_batch():
 def test_evaluate_pads_chunks_and_counts_one_trace():
     info = EvalInfo()
     x = np.arange(7, dtype=np.float32)
-    out = evaluate(lambda a, b: {"s": a * 2 + b, "i": (a > 3).astype(np.int32)},
-                   (x, x[::-1].copy()), 7, batch=3, info=info)
+    out = evaluate(
+        lambda a, b: {"s": a * 2 + b, "i": (a > 3).astype(np.int32)},
+        (x, x[::-1].copy()),
+        7,
+        batch=3,
+        info=info,
+    )
     np.testing.assert_array_equal(out["s"], 2 * x + x[::-1])
     np.testing.assert_array_equal(out["i"], (x > 3).astype(np.int32))
     assert (info.traces, info.calls, info.batch) == (1, 3, 3)
@@ -98,8 +104,7 @@ def test_evaluate_returns_a_row_fns_extras_when_asked_and_drops_them_otherwise()
     def row(a):
         return {"s": a + 1}, {"v": a * np.arange(3, dtype=np.float32)}
 
-    out, more = evaluate(row, (x,), 5, batch=2, info=info, cache_key=("extras-test",),
-                         extras=True)
+    out, more = evaluate(row, (x,), 5, batch=2, info=info, cache_key=("extras-test",), extras=True)
     np.testing.assert_array_equal(out["s"], x + 1)
     np.testing.assert_array_equal(more["v"], x[:, None] * np.arange(3))
     only = evaluate(row, (x,), 5, batch=2, info=info, cache_key=("extras-test",))
@@ -109,9 +114,22 @@ def test_evaluate_returns_a_row_fns_extras_when_asked_and_drops_them_otherwise()
 def test_four_fake_cpu_devices_equal_one(tmp_path):
     table, res = baseline(str(tmp_path.parent / "device-baseline"))
     assert res["devices"] == 1 and res["padded_rows"] == 2 and res["compiled_calls"] == 2
-    p = subprocess.run([sys.executable, "-m", "dedebate.cli", "sweep", "--no-progress",
-                        str(write_config(tmp_path))], env=sweep_env(4), cwd=REPO,
-                       capture_output=True, text=True, timeout=300, check=False)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dedebate.cli",
+            "sweep",
+            "--no-progress",
+            str(write_config(tmp_path)),
+        ],
+        env=sweep_env(4),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr
     assert "1 compilation(s), 4 device(s), 1 process(es)" in p.stdout
     (d,) = (tmp_path / "runs").glob("fake_sweep-sweep-*")
@@ -147,8 +165,15 @@ print(mesh.size, sorted({op for op in ("all-reduce", "all-gather", "all-to-all",
 def test_each_device_runs_its_rows_with_no_collective():
     """On 2 devices a sweep program holds no cross-device collective, even around a vmapped
     data-dependent loop (fails with plain ``jit`` partitioning: an all-reduce per iteration)."""
-    p = subprocess.run([sys.executable, "-c", LOOP_ROWS], env=sweep_env(2), cwd=REPO,
-                       capture_output=True, text=True, timeout=300, check=False)
+    p = subprocess.run(
+        [sys.executable, "-c", LOOP_ROWS],
+        env=sweep_env(2),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["2", "[]"], p.stdout
 

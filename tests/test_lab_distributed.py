@@ -18,11 +18,16 @@ from tests.test_lab_devices import baseline, sweep_env, write_config
 
 def test_process_env_from_launcher_variables():
     assert process_env(environ={}) == ProcessEnv()
-    env = {"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "3",
-           "JAX_PROCESS_ID": "2"}
+    env = {
+        "JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234",
+        "JAX_NUM_PROCESSES": "3",
+        "JAX_PROCESS_ID": "2",
+    }
     assert process_env(environ=env) == ProcessEnv("env", 3, 2, "127.0.0.1:1234")
-    assert process_env(environ={**env, "JAX_NUM_PROCESSES": "1", "JAX_PROCESS_ID": "0"}) \
+    assert (
+        process_env(environ={**env, "JAX_NUM_PROCESSES": "1", "JAX_PROCESS_ID": "0"})
         == ProcessEnv()
+    )
     slurm = {"SLURM_NTASKS": "4", "SLURM_PROCID": "1", "SLURM_JOB_ID": "7"}
     assert process_env(environ=slurm) == ProcessEnv()  # only with --distributed
     assert process_env(True, environ=slurm) == ProcessEnv("slurm", 4, 1, None)
@@ -37,9 +42,24 @@ def test_process_env_from_launcher_variables():
 @pytest.mark.slow
 def test_two_processes_equal_one(tmp_path):
     table, _ = baseline(str(tmp_path.parent / "device-baseline"))
-    p = subprocess.run([sys.executable, "-m", "dedebate.cli", "sweep", "--no-progress",
-                        str(write_config(tmp_path)), "--processes", "2"], env=sweep_env(2),
-                       cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dedebate.cli",
+            "sweep",
+            "--no-progress",
+            str(write_config(tmp_path)),
+            "--processes",
+            "2",
+        ],
+        env=sweep_env(2),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr
     assert "1 compilation(s), 4 device(s), 2 process(es)" in p.stdout
     (d,) = (tmp_path / "runs").glob("fake_sweep-sweep-*")

@@ -35,8 +35,12 @@ def test_package_versions_name_the_accelerator_plugins_installed(monkeypatch):
         def __init__(self, name, version):
             self.metadata, self.version = {"Name": name}, version
 
-    fakes = [Dist("jax-cuda13-plugin", "0.11.2"), Dist("jax-cuda13-pjrt", "0.11.2"),
-             Dist("numpy", "9"), Dist("requests", "2")]
+    fakes = [
+        Dist("jax-cuda13-plugin", "0.11.2"),
+        Dist("jax-cuda13-pjrt", "0.11.2"),
+        Dist("numpy", "9"),
+        Dist("requests", "2"),
+    ]
     monkeypatch.setattr(importlib.metadata, "distributions", lambda: fakes)
     got = package_versions(("numpy",))
     assert list(got) == ["numpy", "jax-cuda13-plugin", "jax-cuda13-pjrt"]
@@ -47,8 +51,12 @@ def test_git_dirty_tracks_uncommitted_changes(tmp_path):
     assert git_dirty(tmp_path) is None  # not a checkout
 
     def git(*args):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+        )
 
     git("init", "-q")
     (tmp_path / "a.py").write_text("x = 1\n")

@@ -29,17 +29,21 @@ from dedebate.lab.report import (
 
 
 @settings(max_examples=300, deadline=None)
-@given(n=st.integers(5, 5000), frac=st.floats(0, 1), target=st.floats(0.01, 0.99),
-       relation=st.sampled_from([">=", "<=", "=="]))
-def test_proportion_row_passes_at_95_iff_exact_interval_reaches_target(n, frac, target,
-                                                                      relation):
+@given(
+    n=st.integers(5, 5000),
+    frac=st.floats(0, 1),
+    target=st.floats(0.01, 0.99),
+    relation=st.sampled_from([">=", "<=", "=="]),
+)
+def test_proportion_row_passes_at_95_iff_exact_interval_reaches_target(n, frac, target, relation):
     k = round(frac * n)
     row = Claim.proportion("c", "s", relation, target, k, n)
     ci = binomtest(k, n).proportion_ci(method="exact")
     assert row.value == k / n and (row.k, row.n) == (k, n)
     assert (row.lo, row.hi) == pytest.approx((ci.low, ci.high), abs=1e-11)
-    reaches = {">=": ci.high >= target, "<=": ci.low <= target,
-               "==": ci.low <= target <= ci.high}[relation]
+    reaches = {">=": ci.high >= target, "<=": ci.low <= target, "==": ci.low <= target <= ci.high}[
+        relation
+    ]
     # the Clopper-Pearson interval inverts the exact test, so the two decisions agree except
     # within rounding of the boundary
     if abs(row.p_value - FAMILY_ALPHA) > 1e-9:
@@ -47,8 +51,12 @@ def test_proportion_row_passes_at_95_iff_exact_interval_reaches_target(n, frac, 
 
 
 @settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 400), target=st.floats(-1, 1),
-       relation=st.sampled_from([">=", "<=", "=="]))
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n=st.integers(2, 400),
+    target=st.floats(-1, 1),
+    relation=st.sampled_from([">=", "<=", "=="]),
+)
 def test_mean_row_passes_at_95_iff_student_t_interval_reaches_target(seed, n, target, relation):
     x = np.random.default_rng(seed).normal(0.1, 1.0, n)
     row = Claim.mean("c", "s", relation, target, x)
@@ -144,15 +152,18 @@ def test_progress_line_waits_for_the_family_before_failing_a_sampled_row():
     exact_bad = Claim.exact("exact miss", "s", "== 1", 0.0, False).to_dict()
 
     def line(claims, finished, total):
-        entries = [ExperimentEntry("a", claims=claims, wall_time_s=1.0),
-                   ExperimentEntry("b", claims=[ok])]
+        entries = [
+            ExperimentEntry("a", claims=claims, wall_time_s=1.0),
+            ExperimentEntry("b", claims=[ok]),
+        ]
         apply_report_family(entries)  # the family so far: a's rows and b's one
         return progress_line(entries[0], finished, total)
 
     assert line([miss], 2, 3) == (
         "reproduce: [2/3] a: UNDECIDED 0/1 in 1.0 s (pending: 1 Monte-Carlo row(s) below "
         "0.05/2, the level of the 2 rows finished so far: 'sampled miss' p=0.01; the report "
-        "decides them over every experiment's rows when all 3 have finished)")
+        "decides them over every experiment's rows when all 3 have finished)"
+    )
     assert ": FAIL 0/1 in 1.0 s" in line([miss], 3, 3)  # every experiment finished: final
     assert ": FAIL 0/2" in line([miss, exact_bad], 2, 3)  # an exact miss fails at once
     zero = {**miss, "p_value": 0.0}
@@ -166,10 +177,12 @@ def test_progress_line_waits_for_the_family_before_failing_a_sampled_row():
 
 def test_findings_are_reported_but_do_not_gate():
     claim = Claim.exact("proven", "thm", ">= 0.5", 0.7, True)
-    finding = Claim("self-play finds honesty", "issue", "8/8 seeds", 0.375, 0.1, 0.7, False,
-                    finding=True)
-    mc_finding = Claim("mc finding", "issue", "== 0", 0.1, 0.05, 0.15, False, p_value=1e-9,
-                       finding=True)
+    finding = Claim(
+        "self-play finds honesty", "issue", "8/8 seeds", 0.375, 0.1, 0.7, False, finding=True
+    )
+    mc_finding = Claim(
+        "mc finding", "issue", "== 0", 0.1, 0.05, 0.15, False, p_value=1e-9, finding=True
+    )
     mc = Claim("mc claim", "s", "== 0", 0.0, -0.1, 0.1, True, p_value=0.03)
     assert ExperimentResult(claims=[claim, finding, mc_finding]).passed
     assert not ExperimentResult(claims=[claim, Claim.exact("x", "y", "z", 0, False)]).passed

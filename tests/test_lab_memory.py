@@ -22,9 +22,18 @@ GIB = 2**30
 HUGE = ["params.n_x=20000", "params.n_tests=4096", "params.q_values=[5]"]  # each in its range
 
 
-@pytest.mark.parametrize("value, want", [("auto", None), ("AUTO", None), (1000, 1000),
-                                         ("512MiB", 512 * 2**20), ("64G", 64 * 10**9),
-                                         ("1.5TB", 1_500_000_000_000), ("3 gib", 3 * GIB)])
+@pytest.mark.parametrize(
+    "value, want",
+    [
+        ("auto", None),
+        ("AUTO", None),
+        (1000, 1000),
+        ("512MiB", 512 * 2**20),
+        ("64G", 64 * 10**9),
+        ("1.5TB", 1_500_000_000_000),
+        ("3 gib", 3 * GIB),
+    ],
+)
 def test_parse_limit(value, want):
     assert memory.parse_limit(value) == want
 
@@ -75,8 +84,10 @@ MEASURE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(),
-                    reason="needs Linux's peak-RSS reset (/proc/self/clear_refs)")
+@pytest.mark.skipif(
+    not Path("/proc/self/clear_refs").exists(),
+    reason="needs Linux's peak-RSS reset (/proc/self/clear_refs)",
+)
 def test_ogd_estimate_matches_measured_peak():
     """A run sized so the estimate is ~0.75 GiB (its float64 recheck), after a tiny run of the same
     programs: the growth of the process's peak RSS over its RSS before the run (the peak reset
@@ -85,8 +96,14 @@ def test_ogd_estimate_matches_measured_peak():
     on a tiny run, so <= 0.2 x here) and small arrays; numpy elides some temporaries the estimate
     counts (its measured slope was 0.88 x the estimate's)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run([sys.executable, "-c", MEASURE], cwd=ROOT, env=env, text=True,
-                         capture_output=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert 0.7 * GIB < got["estimate"] < 0.8 * GIB
@@ -96,8 +113,9 @@ def test_ogd_estimate_matches_measured_peak():
 def ogd_huge_terms():
     import experiments.ogd_estimator as ogd
 
-    return ogd.memory_bytes(dataclasses.replace(ogd.Config(), n_x=20000, n_tests=4096,
-                                                q_values=(5,)))
+    return ogd.memory_bytes(
+        dataclasses.replace(ogd.Config(), n_x=20000, n_tests=4096, q_values=(5,))
+    )
 
 
 def test_huge_ogd_run_refused_before_work(tmp_path, monkeypatch, capsys):
@@ -106,17 +124,27 @@ def test_huge_ogd_run_refused_before_work(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(memory, "available_bytes", lambda: 8 * GIB)
     terms = ogd_huge_terms()
     t0 = time.monotonic()
-    code = cli.main(["run", "ogd_estimator", *HUGE, f"output_dir={tmp_path}",
-                     "tracking.mode=disabled", "--no-progress"])
+    code = cli.main(
+        [
+            "run",
+            "ogd_estimator",
+            *HUGE,
+            f"output_dir={tmp_path}",
+            "tracking.mode=disabled",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and time.monotonic() - t0 < 10
     need = sum(terms.values())
-    assert err == (f"dedebate: error: ogd_estimator needs about {memory.format_bytes(need)} of "
-                   "memory (estimated from its sizes; largest term: float64 recheck of the exit "
-                   f"h, {memory.format_bytes(terms['float64 recheck of the exit h'])}), more "
-                   "than the 8 GiB available on this machine; shrink its sizes, or set "
-                   f"memory_limit=BYTES (e.g. memory_limit={-(-need // GIB)}GiB) to run it "
-                   "anyway")
+    assert err == (
+        f"dedebate: error: ogd_estimator needs about {memory.format_bytes(need)} of "
+        "memory (estimated from its sizes; largest term: float64 recheck of the exit "
+        f"h, {memory.format_bytes(terms['float64 recheck of the exit h'])}), more "
+        "than the 8 GiB available on this machine; shrink its sizes, or set "
+        f"memory_limit=BYTES (e.g. memory_limit={-(-need // GIB)}GiB) to run it "
+        "anyway"
+    )
     assert memory.format_bytes(need) == "159 GiB"
     assert list(tmp_path.iterdir()) == []
 
@@ -133,13 +161,20 @@ def test_memory_limit_raises_and_lowers_the_limit():
 
     reg = discover_experiments(["experiments.ogd_estimator"])
     need = sum(ogd_huge_terms().values())
-    raised = resolve({"experiment": "ogd_estimator", "memory_limit": f"{-(-need // GIB)}GiB"},
-                     reg.experiments, HUGE)
+    raised = resolve(
+        {"experiment": "ogd_estimator", "memory_limit": f"{-(-need // GIB)}GiB"},
+        reg.experiments,
+        HUGE,
+    )
     memory.check_run(ogd, raised)  # fits: no error
-    low = resolve({"experiment": "ogd_estimator", "size": "quick", "memory_limit": 1000},
-                  reg.experiments)
-    with pytest.raises(memory.MemoryBudgetError, match=r"more than the 1000 B allowed by "
-                       r"memory_limit=1000; shrink"):
+    low = resolve(
+        {"experiment": "ogd_estimator", "size": "quick", "memory_limit": 1000}, reg.experiments
+    )
+    with pytest.raises(
+        memory.MemoryBudgetError,
+        match=r"more than the 1000 B allowed by "
+        r"memory_limit=1000; shrink",
+    ):
         memory.check_run(ogd, low)
 
 
@@ -152,30 +187,47 @@ def test_sweep_estimate_is_its_largest_group_times_its_rows():
     from dedebate.lab.registry import discover_experiments
 
     reg = discover_experiments(["experiments.ogd_estimator"])
-    raw = {"experiment": "ogd_estimator", "memory_limit": 10**6,
-           "sweep": {"seeds": 2, "axes": {"n_x": [100, 2000, 50],
-                                          "deltas": [[0.1], [0.2], [0.3]]}}}
-    one = sum(ogd.memory_bytes(dataclasses.replace(ogd.Config(), n_x=2000,
-                                                   deltas=(0.1,))).values())
+    raw = {
+        "experiment": "ogd_estimator",
+        "memory_limit": 10**6,
+        "sweep": {"seeds": 2, "axes": {"n_x": [100, 2000, 50], "deltas": [[0.1], [0.2], [0.3]]}},
+    }
+    one = sum(ogd.memory_bytes(dataclasses.replace(ogd.Config(), n_x=2000, deltas=(0.1,))).values())
     for batch, rows in ((0, 6), (4, 4)):
         cfg = resolve({**raw, "sweep": {**raw["sweep"], "batch": batch}}, reg.experiments)
         with pytest.raises(memory.MemoryBudgetError) as err:
             memory.check_sweep(ogd, cfg)
         assert str(err.value).startswith(
             f"ogd_estimator sweep ({rows} row(s) at once, at n_x=2000) needs about "
-            f"{memory.format_bytes(rows * one)} of memory")
+            f"{memory.format_bytes(rows * one)} of memory"
+        )
 
 
 XLA_CASES = {  # experiment: (params where the sized term dominates, that term)
-    "machines": ({"T": 14, "trials": 2000, "n_random": 2, "ascent_iters": 3, "eps": (1e-3,)},
-                 "prefix tree and Lipschitz families"),
-    "stackelberg": ({"seeds": 4, "steps": 10, "chunks": 1, "n_trees": 2, "hidden_a": (512, 512),
-                     "hidden_b": (512, 512)}, "players, gradients and Adam states"),
-    "stochastic_selfplay": ({"T": 8, "hidden": 1024, "seeds": 4},
-                            "Alice's activations and gradients"),
+    "machines": (
+        {"T": 14, "trials": 2000, "n_random": 2, "ascent_iters": 3, "eps": (1e-3,)},
+        "prefix tree and Lipschitz families",
+    ),
+    "stackelberg": (
+        {
+            "seeds": 4,
+            "steps": 10,
+            "chunks": 1,
+            "n_trees": 2,
+            "hidden_a": (512, 512),
+            "hidden_b": (512, 512),
+        },
+        "players, gradients and Adam states",
+    ),
+    "stochastic_selfplay": (
+        {"T": 8, "hidden": 1024, "seeds": 4},
+        "Alice's activations and gradients",
+    ),
     "prover_estimator": ({"obf_trees": 1024}, "obfuscation trees"),
-    "stochastic_debate": ({"Ts": (64,), "trials": 2000, "max_lanes": 16384, "paper": False},
-                          "debate batch"),
+    "stochastic_debate": (
+        {"Ts": (64,), "trials": 2000, "max_lanes": 16384, "paper": False},
+        "debate batch",
+    ),
 }
 
 
@@ -190,8 +242,12 @@ def xla_total(module, fn, *args) -> int:
 
     options = {**(compile_options(module) or {}), **fast_compile.FLAGS}
     m = jax.jit(fn).lower(*args).compile(options).memory_analysis()
-    return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
-            - m.alias_size_in_bytes)
+    return (
+        m.argument_size_in_bytes
+        + m.output_size_in_bytes
+        + m.temp_size_in_bytes
+        - m.alias_size_in_bytes
+    )
 
 
 def xla_bytes(module, cfg) -> int:
@@ -204,13 +260,16 @@ def xla_bytes(module, cfg) -> int:
     dynamic, fn = module.point(cfg)
     key = jax.random.key(0)
     if not isinstance(fn, ChunkedFn):
-        args = (dynamic, key) + ((module.inputs(cfg, 0, key),) if hasattr(module, "inputs")
-                                 else ())
+        args = (dynamic, key) + ((module.inputs(cfg, 0, key),) if hasattr(module, "inputs") else ())
         return xla_total(module, fn, *args)
     state = jax.eval_shape(fn.init, dynamic, key)
-    return max([xla_total(module, fn.init, dynamic, key)] + [
-        xla_total(module, lambda d, s, spec=spec: fn.chunk(d, s, spec), dynamic, state)
-        for spec in dict.fromkeys(fn.chunks)])
+    return max(
+        [xla_total(module, fn.init, dynamic, key)]
+        + [
+            xla_total(module, lambda d, s, spec=spec: fn.chunk(d, s, spec), dynamic, state)
+            for spec in dict.fromkeys(fn.chunks)
+        ]
+    )
 
 
 @pytest.mark.slow
@@ -254,8 +313,9 @@ def test_deterministic_debate_estimate_matches_one_T(case):
     )
 
     params, T = DET_CASES[case]
-    cfg = dataclasses.replace(det.Config(), **{**det.SIZES["quick"], "exhaustive_fig3": False,
-                                               **params})
+    cfg = dataclasses.replace(
+        det.Config(), **{**det.SIZES["quick"], "exhaustive_fig3": False, **params}
+    )
     est = sum(det.memory_bytes(cfg).values())
     assert det.grid_bytes(cfg, T) > 0.9 * est
     pop = Population.of(cfg)
@@ -279,8 +339,9 @@ def test_ped_digits_estimate_matches_b_training():
     from dedebate.trees.digits import FAMILIES, digit_trees
     from experiments.ped_digits.estimator import train_estimator
 
-    cfg = dataclasses.replace(ped.Config(), **{**ped.SIZES["quick"], "depth": 3,
-                                               "train_trees": 1024, "eval_trees": 1024})
+    cfg = dataclasses.replace(
+        ped.Config(), **{**ped.SIZES["quick"], "depth": 3, "train_trees": 1024, "eval_trees": 1024}
+    )
     est = ped.memory_bytes(cfg)
     assert est["trees' features and activations"] > 0.9 * sum(est.values()), est
     static = train.NetTrainStatic(rounds=cfg.rounds, hidden=(cfg.hidden,))
@@ -290,14 +351,25 @@ def test_ped_digits_estimate_matches_b_training():
         out = []
         for i, family in enumerate(FAMILIES):
             k_tr, k_ev, k_net, _ = ped.family_keys(key, i)
-            tr, ev = (digit_trees(k, host[p], family, cfg.q, cfg.m, cfg.depth, n) for k, p, n in
-                      ((k_tr, "train", cfg.train_trees), (k_ev, "eval", cfg.eval_trees)))
+            tr, ev = (
+                digit_trees(k, host[p], family, cfg.q, cfg.m, cfg.depth, n)
+                for k, p, n in ((k_tr, "train", cfg.train_trees), (k_ev, "eval", cfg.eval_trees))
+            )
             params, _ = train_estimator(
-                static, dyn["delta"], dyn["lr"], k_net, tr, host["images"],
-                context_features(tr, host["images"], family, cfg.q, cfg.m), cfg.fit_steps,
-                cfg.fit_lr, cfg.weight_decay)
-            out.append(net.apply(params, context_features(ev, host["images"], family, cfg.q,
-                                                          cfg.m)))
+                static,
+                dyn["delta"],
+                dyn["lr"],
+                k_net,
+                tr,
+                host["images"],
+                context_features(tr, host["images"], family, cfg.q, cfg.m),
+                cfg.fit_steps,
+                cfg.fit_lr,
+                cfg.weight_decay,
+            )
+            out.append(
+                net.apply(params, context_features(ev, host["images"], family, cfg.q, cfg.m))
+            )
         return out
 
     key = ped.jax.random.key(0)
@@ -331,9 +403,22 @@ def test_reproduce_memory_limit_refuses_an_experiment_as_its_row(tmp_path, fake_
     from tests.conftest import FAKE_EXPERIMENTS
 
     fake_env.setenv("DEDEBATE_EXPERIMENTS", f"{FAKE_EXPERIMENTS},experiments.ogd_estimator")
-    code = cli.main(["reproduce", "--quick", "--tracking", "disabled", "--no-progress",
-                     "--output-dir", str(tmp_path), "--only", "fake_pass", "ogd_estimator",
-                     "--memory-limit", "100KiB"])
+    code = cli.main(
+        [
+            "reproduce",
+            "--quick",
+            "--tracking",
+            "disabled",
+            "--no-progress",
+            "--output-dir",
+            str(tmp_path),
+            "--only",
+            "fake_pass",
+            "ogd_estimator",
+            "--memory-limit",
+            "100KiB",
+        ]
+    )
     (rep,) = tmp_path.glob("reproduce-*")
     rows = {e["name"]: e for e in json.loads((rep / "report.json").read_text())["experiments"]}
     terms = ogd.memory_bytes(dataclasses.replace(ogd.Config(), **ogd.SIZES["quick"]))
@@ -344,13 +429,15 @@ def test_reproduce_memory_limit_refuses_an_experiment_as_its_row(tmp_path, fake_
         f"ogd_estimator needs about {memory.format_bytes(sum(terms.values()))} of memory "
         f"(estimated from its sizes; largest term: {name}, {memory.format_bytes(largest)}), "
         "more than the 100 KiB allowed by memory_limit=100KiB; shrink its sizes, or set "
-        "memory_limit=BYTES (e.g. memory_limit=1GiB) to run it anyway")
+        "memory_limit=BYTES (e.g. memory_limit=1GiB) to run it anyway"
+    )
     assert not (rep / "ogd_estimator").exists() and (rep / "fake_pass").is_dir()
     capsys.readouterr()
     assert cli.main(["reproduce", "--quick", "--memory-limit", "lots"]) == 2
     assert capsys.readouterr().err.strip() == (
         "dedebate: error: --memory-limit: memory_limit='lots': must be auto, a number of bytes "
-        ">= 1, or a size with a unit (e.g. 512MiB, 64G, 1.5TB)")
+        ">= 1, or a size with a unit (e.g. 512MiB, 64G, 1.5TB)"
+    )
 
 
 @pytest.mark.slow
@@ -376,9 +463,16 @@ def test_sweep_estimate_bounds_xla_count_of_its_batched_program():
     reg = discover_experiments(["experiments.machines"])
 
     def sweep_cfg(limit):
-        return resolve({"experiment": "machines", "size": "quick", "memory_limit": limit,
-                        "params": params, "sweep": {"seeds": 1, "axes": {"eps": eps}}},
-                       reg.experiments)
+        return resolve(
+            {
+                "experiment": "machines",
+                "size": "quick",
+                "memory_limit": limit,
+                "params": params,
+                "sweep": {"seeds": 1, "axes": {"eps": eps}},
+            },
+            reg.experiments,
+        )
 
     with pytest.raises(memory.MemoryBudgetError, match=r"machines sweep \(4 row\(s\) at once"):
         memory.check_sweep(module, sweep_cfg(int(0.8 * got)))

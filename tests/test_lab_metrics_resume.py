@@ -44,8 +44,15 @@ def checkpoint_steps(run_dir):
 
 
 def config(module, tmp_path, out, **top):
-    return resolve({"experiment": module.NAME, "output_dir": str(tmp_path / out),
-                    "tracking": {"mode": "disabled"}, **top}, {module.NAME: module})
+    return resolve(
+        {
+            "experiment": module.NAME,
+            "output_dir": str(tmp_path / out),
+            "tracking": {"mode": "disabled"},
+            **top,
+        },
+        {module.NAME: module},
+    )
 
 
 def run(module, tmp_path, out, **kwargs):
@@ -53,8 +60,9 @@ def run(module, tmp_path, out, **kwargs):
 
 
 def resume(module, tmp_path, out, run_dir):
-    return run_experiment(module, config(module, tmp_path, out, resume=True), run_dir=run_dir,
-                          show_progress=False)
+    return run_experiment(
+        module, config(module, tmp_path, out, resume=True), run_dir=run_dir, show_progress=False
+    )
 
 
 # -- fake_ckpt: one walk through the driver, a row and a checkpoint after every step -----------
@@ -65,8 +73,7 @@ def fake_ckpt():
     return discover_experiments(["tests.fake_experiments.resumable"]).experiments["fake_ckpt"]
 
 
-def test_relogged_steps_appear_once_with_uninterrupted_values(tmp_path, fake_ckpt,
-                                                              monkeypatch):
+def test_relogged_steps_appear_once_with_uninterrupted_values(tmp_path, fake_ckpt, monkeypatch):
     fresh = run(fake_ckpt, tmp_path, "fresh")
     assert fresh.error is None
     want = without_wall(rows(fresh.run_dir))
@@ -149,25 +156,46 @@ def _parts_chunks(cfg: PartsConfig, key) -> Chunks:
 
     def log_rows(g, state, _):
         part, x = "ab"[g // cfg.steps], state["x"]
-        return [(g, {f"{part}/x": x, f"{part}/g": g}),
-                *((g, {"instance": f"{part}{inst}", "value": x + (inst == "q")})
-                  for inst in ("p", "q"))]
+        return [
+            (g, {f"{part}/x": x, f"{part}/g": g}),
+            *(
+                (g, {"instance": f"{part}{inst}", "value": x + (inst == "q")})
+                for inst in ("p", "q")
+            ),
+        ]
 
-    return Chunks(init_state={"x": jnp.float32(0.0), "key": key}, chunk=chunk,
-                  n_chunks=2 * cfg.steps, log_rows=log_rows, desc="parts")
+    return Chunks(
+        init_state={"x": jnp.float32(0.0), "key": key},
+        chunk=chunk,
+        n_chunks=2 * cfg.steps,
+        log_rows=log_rows,
+        desc="parts",
+    )
 
 
 def _parts_report(cfg: PartsConfig, measured, host) -> ExperimentResult:
     done = measured["trained"]
-    ran = Claim.exact("ran", "fake", "== 2 parts", done.ran + done.restored,
-                      done.ran + done.restored == 2 * cfg.steps)
-    return ExperimentResult(claims=[ran], metrics={"x": float(done.state["x"]),
-                                                   "resumed_from": done.restored})
+    ran = Claim.exact(
+        "ran",
+        "fake",
+        "== 2 parts",
+        done.ran + done.restored,
+        done.ran + done.restored == 2 * cfg.steps,
+    )
+    return ExperimentResult(
+        claims=[ran], metrics={"x": float(done.state["x"]), "resumed_from": done.restored}
+    )
 
 
-PARTS = types.SimpleNamespace(NAME="fake_parts", TITLE="Fake: two parts reusing steps",
-                              Config=PartsConfig, SIZES={"quick": {}, "full": {}},
-                              chunks=_parts_chunks, report=_parts_report, crash_at=-2)
+PARTS = types.SimpleNamespace(
+    NAME="fake_parts",
+    TITLE="Fake: two parts reusing steps",
+    Config=PartsConfig,
+    SIZES={"quick": {}, "full": {}},
+    chunks=_parts_chunks,
+    report=_parts_report,
+    crash_at=-2,
+)
 
 
 @pytest.mark.parametrize("crash_at", [2, 6], ids=["in-part-a", "in-part-b"])

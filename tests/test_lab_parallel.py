@@ -19,8 +19,9 @@ from dedebate.lab.parallel import auto_jobs, core_sets
 
 
 def _reproduce(out_dir, capsys, *args):
-    code = cli.main(["reproduce", "--quick", "--tracking", "disabled", "--output-dir",
-                     str(out_dir), *args])
+    code = cli.main(
+        ["reproduce", "--quick", "--tracking", "disabled", "--output-dir", str(out_dir), *args]
+    )
     out, err = capsys.readouterr()
     (rep,) = out_dir.glob("reproduce-*")
     return code, out, err, rep
@@ -49,8 +50,11 @@ def test_parallel_report_equals_sequential(tmp_path, fake_env, capsys):
     assert names == ["fake_fail", "fake_pass", "fake_raise"]
     # one progress line per start and per end, from the parent process; fake_raise, the one
     # with TYPICAL_SECONDS, starts first, the others in the report's order
-    assert re.findall(r"reproduce: started (\w+)", two[2]) == ["fake_raise", "fake_fail",
-                                                              "fake_pass"]
+    assert re.findall(r"reproduce: started (\w+)", two[2]) == [
+        "fake_raise",
+        "fake_fail",
+        "fake_pass",
+    ]
     assert "] fake_raise: FAIL 0/0 in " in two[2] and "] fake_pass: PASS 2/2 in " in two[2]
     # every run directory is complete, written by the workers
     for name in names:
@@ -68,8 +72,10 @@ def _only_the_killed_experiment_failed(out, rep) -> dict:
     assert dead["run_dir"] == "fake_dies"  # what it wrote before it died is there
     assert json.loads((rep / "fake_dies" / "results.json").read_text())["status"] == "running"
     assert by_name["fake_survives"]["verdict"] == "PASS"
-    assert "| value is three | fake lemma 3 | == 3 | 3 (exact) | PASS |" in \
-        (rep / "report.md").read_text()
+    assert (
+        "| value is three | fake lemma 3 | == 3 | 3 (exact) | PASS |"
+        in (rep / "report.md").read_text()
+    )
     return json.loads((rep / "fake_survives" / "results.json").read_text())["metrics"]
 
 
@@ -99,10 +105,26 @@ def test_the_command_line_forks_its_workers_from_a_fork_server(tmp_path, cli_env
     command started first (their parent is not the command's process), and the report is as
     with spawned workers, a killed worker included."""
     env = {**cli_env, "DEDEBATE_EXPERIMENTS": "tests.fake_experiments.dying"}
-    proc = subprocess.Popen([sys.executable, "-m", "dedebate.cli", "reproduce", "--quick",
-                             "--jobs", "2", "--no-progress", "--tracking", "disabled",
-                             "--output-dir", str(tmp_path)], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dedebate.cli",
+            "reproduce",
+            "--quick",
+            "--jobs",
+            "2",
+            "--no-progress",
+            "--tracking",
+            "disabled",
+            "--output-dir",
+            str(tmp_path),
+        ],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     (rep,) = tmp_path.glob("reproduce-*")
@@ -129,8 +151,13 @@ def test_the_fork_server_preloads_everything_and_starts_no_jax_backend():
     but the command line), then every experiment of the registry, in a fresh interpreter: all
     import, and none starts a JAX backend (forked workers could not use it; nor could a user
     configure JAX after importing dedebate)."""
-    proc = subprocess.run([sys.executable, "-c", PRELOAD_CHECK], capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", PRELOAD_CHECK],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert got["failed"] == [] and got["backends"] == [[], []]
@@ -156,8 +183,9 @@ def test_accelerator_plugins_decide_whether_the_fork_server_starts_early(monkeyp
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [])
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert parallel.accelerator_plugins_installed() is False
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name: object() if name == "jax_plugins" else None)
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: object() if name == "jax_plugins" else None
+    )
     assert parallel.accelerator_plugins_installed() is True
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: ["cuda"])
@@ -180,8 +208,10 @@ def test_accelerator_plugins_decide_whether_the_fork_server_starts_early(monkeyp
     assert not _workers_likely(args()) and _workers_likely(args("--jobs", "2"))
 
 
-@pytest.mark.parametrize(("value", "env"), [("0", None), ("-2", None), ("two", None),
-                                            ("1.5", None), (None, "0"), (None, "two")])
+@pytest.mark.parametrize(
+    ("value", "env"),
+    [("0", None), ("-2", None), ("two", None), ("1.5", None), (None, "0"), (None, "two")],
+)
 def test_bad_jobs_is_a_usage_error(tmp_path, fake_env, capsys, value, env):
     if env is not None:  # the default of --jobs from the environment
         fake_env.setenv("DEDEBATE_JOBS", env)
@@ -189,8 +219,11 @@ def test_bad_jobs_is_a_usage_error(tmp_path, fake_env, capsys, value, env):
     assert cli.main(["reproduce", "--quick", "--output-dir", str(tmp_path), *args]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
-    assert (f"--jobs {value}: must be an integer >= 1 or auto" if env is None else
-            f"DEDEBATE_JOBS='{env}': must be an integer >= 1 or auto") in err
+    assert (
+        f"--jobs {value}: must be an integer >= 1 or auto"
+        if env is None
+        else f"DEDEBATE_JOBS='{env}': must be an integer >= 1 or auto"
+    ) in err
     assert not list(tmp_path.iterdir())  # nothing was started
 
 
@@ -224,9 +257,19 @@ def test_an_explicit_jobs_does_not_ask_auto(tmp_path, fake_env, capsys, monkeypa
     assert _reproduce(tmp_path, capsys, "--no-progress", "--jobs", "1")[0] == 1
 
 
-@pytest.mark.parametrize(("value", "expected"), [(108, 108.0), (2.5, 2.5), (0, 0.0),
-                                                 ("long", 0.0), (float("nan"), 0.0),
-                                                 (float("inf"), 0.0), (-3, 0.0), (True, 0.0)])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (108, 108.0),
+        (2.5, 2.5),
+        (0, 0.0),
+        ("long", 0.0),
+        (float("nan"), 0.0),
+        (float("inf"), 0.0),
+        (-3, 0.0),
+        (True, 0.0),
+    ],
+)
 def test_typical_seconds_is_a_hint_that_a_bad_value_cannot_break(value, expected):
     from types import SimpleNamespace
 

@@ -59,12 +59,12 @@ def test_config_file_is_the_rendered_docs_and_sets_nothing(name):
     header, sep, rest = text.partition("\nexperiment:")
     assert sep and "experiment:" + rest == body, (
         f"configs/{name}.yaml is out of date: keep its comment header and replace everything "
-        f"from 'experiment:' on with the output of `dedebate config {name} --yaml`")
+        f"from 'experiment:' on with the output of `dedebate config {name} --yaml`"
+    )
     assert all(not ln.strip() or ln.startswith("#") for ln in header.splitlines())
     path = REPO / "configs" / f"{name}.yaml"
     for size in SIZES:  # the file sets no params: each size is exactly its preset
-        assert load_config(path, {name: module}, [f"size={size}"]) == \
-            default_config(module, size)
+        assert load_config(path, {name: module}, [f"size={size}"]) == default_config(module, size)
     # Every documented value, uncommented, is the field's default.
     fields = [f.name for f in dataclasses.fields(module.Config)]
     pattern = re.compile(rf"^  # ((?:{'|'.join(fields)}): .*)$", re.M)
@@ -81,8 +81,9 @@ def load_config_text(text, module):
 def test_config_shows_each_range_and_yaml_prints_the_file_body(capsys):
     text = render_config_docs(EXPERIMENTS["machines"])
     assert "params.T: an integer in [4, 18] = 16  -- steps of every fixture" in text
-    assert "params.eps: a list (each a number in (0, 1]; 1 to 64 items) = (0.001, 0.01, 0.05)" \
-        in text
+    assert (
+        "params.eps: a list (each a number in (0, 1]; 1 to 64 items) = (0.001, 0.01, 0.05)" in text
+    )
     assert cli.main(["config", "machines", "--yaml"]) == 0
     assert capsys.readouterr().out == render_config_file(EXPERIMENTS["machines"])
 
@@ -111,17 +112,29 @@ def test_file_beats_preset_and_command_line_beats_file():
 def test_over_limit_count_fails_fast_naming_the_max(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("DEDEBATE_EXPERIMENTS", "experiments")
     out = tmp_path / "runs"
-    code = cli.main(["run", str(REPO / "configs" / "machines.yaml"), f"output_dir={out}",
-                     "params.trials=1000000000000"])
+    code = cli.main(
+        [
+            "run",
+            str(REPO / "configs" / "machines.yaml"),
+            f"output_dir={out}",
+            "params.trials=1000000000000",
+        ]
+    )
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err == ("dedebate: error: config error: params.trials=1000000000000: "
-                                 "must be an integer in [100, 10000000]")
+    assert code == 2 and err == (
+        "dedebate: error: config error: params.trials=1000000000000: "
+        "must be an integer in [100, 10000000]"
+    )
     assert not out.exists()  # nothing was started, so nothing was allocated
-    with pytest.raises(ConfigError, match=r"^params\.obf_trees=1000000000: must be an integer "
-                       r"in \[1, 4096\]$"):
-        resolve({"experiment": "prover_estimator", "size": "quick",
-                 "params": {"obf_trees": 10**9}},
-                {"prover_estimator": EXPERIMENTS["prover_estimator"]})
+    with pytest.raises(
+        ConfigError,
+        match=r"^params\.obf_trees=1000000000: must be an integer "
+        r"in \[1, 4096\]$",
+    ):
+        resolve(
+            {"experiment": "prover_estimator", "size": "quick", "params": {"obf_trees": 10**9}},
+            {"prover_estimator": EXPERIMENTS["prover_estimator"]},
+        )
 
 
 # ----------------------------------------------------------------------------- the helper
@@ -139,16 +152,19 @@ class _Demo:
             raise ValueError(f"kind={self.kind!r}: needs n=2")
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"n": 3}, "n=3: must be an even integer in [1, 8]"),
-    ({"n": 10}, "n=10: must be an even integer in [1, 8]"),
-    ({"n": True}, "n=True: must be an even integer in [1, 8]"),
-    ({"xs": ()}, "xs=[]: must list 1 to 2 items"),
-    ({"xs": (0.5, 1.0)}, "xs=[0.5, 1.0]: each item must be a number in (0, 1) (item 1 is 1.0)"),
-    ({"kind": "c"}, "kind='c': must be one of 'a', 'b'"),
-    ({"x": math.inf}, "x=inf: must be a finite number"),
-    ({"kind": "b"}, "kind='b': needs n=2"),  # the class's own relational check still runs
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n": 3}, "n=3: must be an even integer in [1, 8]"),
+        ({"n": 10}, "n=10: must be an even integer in [1, 8]"),
+        ({"n": True}, "n=True: must be an even integer in [1, 8]"),
+        ({"xs": ()}, "xs=[]: must list 1 to 2 items"),
+        ({"xs": (0.5, 1.0)}, "xs=[0.5, 1.0]: each item must be a number in (0, 1) (item 1 is 1.0)"),
+        ({"kind": "c"}, "kind='c': must be one of 'a', 'b'"),
+        ({"x": math.inf}, "x=inf: must be a finite number"),
+        ({"kind": "b"}, "kind='b': needs n=2"),  # the class's own relational check still runs
+    ],
+)
 def test_direct_construction_checks_ranges_then_relations(kwargs, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         _Demo(**kwargs)

@@ -21,8 +21,13 @@ from dedebate.lab.sync import by_run_id, run_id
 
 
 def git(where, *args):
-    out = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=where,
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=where,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.strip()
 
 
@@ -62,15 +67,25 @@ WHEEL = "file:///tmp/dedebate-0.1.0-py3-none-any.whl"
 PINNED = "0123456789abcdef0123456789abcdef01234567"
 
 
-@pytest.mark.parametrize("direct_url, kind, commit", [
-    (None, "package", None),  # from an index, or a plain wheel: the version names the code
-    ({"url": WHEEL, "archive_info": {}}, "archive", None),
-    ({"url": "file:///src/dedebate", "dir_info": {}}, "directory", None),
-    ({"url": "https://example.org/dedebate.git",
-      "vcs_info": {"vcs": "git", "commit_id": PINNED}}, "vcs", PINNED),
-])
+@pytest.mark.parametrize(
+    "direct_url, kind, commit",
+    [
+        (None, "package", None),  # from an index, or a plain wheel: the version names the code
+        ({"url": WHEEL, "archive_info": {}}, "archive", None),
+        ({"url": "file:///src/dedebate", "dir_info": {}}, "directory", None),
+        (
+            {
+                "url": "https://example.org/dedebate.git",
+                "vcs_info": {"vcs": "git", "commit_id": PINNED},
+            },
+            "vcs",
+            PINNED,
+        ),
+    ],
+)
 def test_installed_copy_inside_another_repository_is_not_that_commit(
-        tmp_path, monkeypatch, direct_url, kind, commit):
+    tmp_path, monkeypatch, direct_url, kind, commit
+):
     project = tmp_path / "project"
     outer = checkout(project, {".gitignore": ".venv/\n", "train.py": "x = 1\n"})
     site = venv_install(project, direct_url)
@@ -83,7 +98,8 @@ def test_installed_copy_inside_another_repository_is_not_that_commit(
 
 
 def test_editable_install_records_its_checkout_and_untracked_files_make_it_dirty(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     project = tmp_path / "project"
     checkout(project, {".gitignore": ".venv/\n", "train.py": "x = 1\n"})
     src = tmp_path / "dedebate-src"
@@ -115,12 +131,28 @@ def test_a_checkout_that_shadows_an_installed_wheel_is_what_runs(tmp_path, monke
 
 
 def test_argv_host_batch_job_x64_and_platforms_recorded(tmp_path, cli_env):
-    env = {**cli_env, "JAX_PLATFORMS": "cpu", "JAX_ENABLE_X64": "1", "SLURM_JOB_ID": "4242",
-           "PBS_JOBID": "17.server", "LSB_JOBID": "", "JOB_ID": ""}
-    code = ("import json, sys; from dedebate.lab.provenance import environment_provenance; "
-            "print(json.dumps(environment_provenance()))")
-    out = subprocess.run([sys.executable, "-c", code, "alpha", "--beta"], env=env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120, check=True)
+    env = {
+        **cli_env,
+        "JAX_PLATFORMS": "cpu",
+        "JAX_ENABLE_X64": "1",
+        "SLURM_JOB_ID": "4242",
+        "PBS_JOBID": "17.server",
+        "LSB_JOBID": "",
+        "JOB_ID": "",
+    }
+    code = (
+        "import json, sys; from dedebate.lab.provenance import environment_provenance; "
+        "print(json.dumps(environment_provenance()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, "alpha", "--beta"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     prov = json.loads(out.stdout.splitlines()[-1])
     assert prov["argv"] == ["-c", "alpha", "--beta"]
     assert prov["host"] == platform.node()
@@ -129,7 +161,8 @@ def test_argv_host_batch_job_x64_and_platforms_recorded(tmp_path, cli_env):
 
 
 def test_resumed_run_continues_its_wandb_run_whose_config_holds_the_provenance(
-        tmp_path, fake_env, capsys):
+    tmp_path, fake_env, capsys
+):
     import wandb
 
     real_init, started = wandb.init, []
@@ -142,20 +175,35 @@ def test_resumed_run_continues_its_wandb_run_whose_config_holds_the_provenance(
     fake_env.setattr(wandb, "init", init)
     path = tmp_path / "c.yaml"
     path.write_text("experiment: fake_pass\nseed: 5\nsize: quick\n")
-    assert cli.main(["run", "--no-progress", str(path), f"output_dir={tmp_path / 'runs'}",
-                     "tracking.mode=offline"]) == 0, capsys.readouterr().err
+    assert (
+        cli.main(
+            [
+                "run",
+                "--no-progress",
+                str(path),
+                f"output_dir={tmp_path / 'runs'}",
+                "tracking.mode=offline",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     (run_dir,) = (tmp_path / "runs").glob("fake_pass-*")
     first = json.loads((run_dir / "results.json").read_text())
     (run_dir / "results.json").unlink()  # as if it had died before the end
-    assert cli.main(["run", "--no-progress", "--resume", str(run_dir)]) == 0, \
+    assert cli.main(["run", "--no-progress", "--resume", str(run_dir)]) == 0, (
         capsys.readouterr().err
+    )
     again = json.loads((run_dir / "results.json").read_text())
     assert again["provenance"]["resumed"] is True
 
     (kw1, id1, config1), (kw2, id2, config2) = started
     assert "id" not in kw1 and (kw2["id"], kw2["resume"]) == (id1, "allow")
-    assert id2 == id1 == first["provenance"]["tracking"]["wandb_run_id"] \
+    assert (
+        id2
+        == id1
+        == first["provenance"]["tracking"]["wandb_run_id"]
         == again["provenance"]["tracking"]["wandb_run_id"]
+    )
     offline = sorted((run_dir / "wandb").glob("offline-run-*"))
     # both attempts' folders are this W&B run's (W&B adds "-1" to a name taken in the same second)
     assert len(offline) == 2 and [len(g) for g in by_run_id(offline)] == [2]
@@ -164,8 +212,17 @@ def test_resumed_run_continues_its_wandb_run_whose_config_holds_the_provenance(
     for config, results in ((config1, first), (config2, again)):
         prov = config["provenance"]
         assert prov == {k: results["provenance"][k] for k in prov}
-        assert {"git_commit", "git_dirty", "install", "argv", "host", "jax_version", "backend",
-                "x64", "packages"} <= set(prov)
+        assert {
+            "git_commit",
+            "git_dirty",
+            "install",
+            "argv",
+            "host",
+            "jax_version",
+            "backend",
+            "x64",
+            "packages",
+        } <= set(prov)
         assert (prov["backend"], prov["jax_version"]) == (jax.default_backend(), jax.__version__)
         assert config["experiment"] == "fake_pass" and config["seed"] == 5
         assert validation_errors(results, "results") == []
@@ -196,8 +253,17 @@ def test_resumed_reproduce_continues_its_wandb_run(tmp_path, fake_env, capsys):
         return run
 
     fake_env.setattr(wandb, "init", init)
-    args = ["reproduce", "--quick", "--tracking", "offline", "--no-progress", "--only",
-            "fake_pass", "--output-dir", str(tmp_path)]
+    args = [
+        "reproduce",
+        "--quick",
+        "--tracking",
+        "offline",
+        "--no-progress",
+        "--only",
+        "fake_pass",
+        "--output-dir",
+        str(tmp_path),
+    ]
     assert cli.main(args) == 0, capsys.readouterr().err
     (rep,) = tmp_path.glob("reproduce-*")
     assert cli.main([*args[:-2], "--resume", str(rep)]) == 0, capsys.readouterr().err

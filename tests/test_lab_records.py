@@ -39,8 +39,22 @@ def _ls(capsys, *args):
 def reproduced(tmp_path, fake_env, capsys):
     """A runs folder holding one reproduce of fake_pass and fake_fail."""
     runs = tmp_path / "runs"
-    code = cli.main(["reproduce", "--quick", "--only", "fake_pass", "fake_fail", "--jobs", "1",
-                     "--tracking", "disabled", "--no-progress", "--output-dir", str(runs)])
+    code = cli.main(
+        [
+            "reproduce",
+            "--quick",
+            "--only",
+            "fake_pass",
+            "fake_fail",
+            "--jobs",
+            "1",
+            "--tracking",
+            "disabled",
+            "--no-progress",
+            "--output-dir",
+            str(runs),
+        ]
+    )
     capsys.readouterr()
     assert code == 1  # fake_fail fails one claim by design
     (rep,) = runs.glob("reproduce-*")
@@ -55,25 +69,45 @@ def test_ls_json_lists_a_reproduce_folder(reproduced, capsys):
     report = _read(rep / "report.json")
     assert tuple(entry) == records.LS_KEYS
     assert entry == {
-        "kind": "reproduce", "name": "fake_fail,fake_pass", "status": "complete",
-        "verdict": "FAIL", "claims_passed": 3, "claims_total": 4,  # fake_pass 2/2, fake_fail 1/2
-        "started_utc": report["provenance"]["started_utc"], "size": "quick",
+        "kind": "reproduce",
+        "name": "fake_fail,fake_pass",
+        "status": "complete",
+        "verdict": "FAIL",
+        "claims_passed": 3,
+        "claims_total": 4,  # fake_pass 2/2, fake_fail 1/2
+        "started_utc": report["provenance"]["started_utc"],
+        "size": "quick",
         "bytes": sum(f.stat().st_size for f in rep.rglob("*") if f.is_file()),
-        "path": str(rep), "error": None}
+        "path": str(rep),
+        "error": None,
+    }
     assert (report["claims_passed"], report["claims_total"]) == (3, 4)
 
     code, out, _ = _ls(capsys, runs)
     header, line = out.splitlines()
-    assert code == 0 and header.split() == ["KIND", "STATUS", "CLAIMS", "STARTED", "SIZE",
-                                            "DISK", "NAME", "PATH"]
+    assert code == 0 and header.split() == [
+        "KIND",
+        "STATUS",
+        "CLAIMS",
+        "STARTED",
+        "SIZE",
+        "DISK",
+        "NAME",
+        "PATH",
+    ]
     assert line.split()[:5] == ["reproduce", "FAIL", "3/4", entry["started_utc"], "quick"]
     assert line.endswith(f"fake_fail,fake_pass  {rep}")
 
     for name, verdict, passed in (("fake_pass", "PASS", 2), ("fake_fail", "FAIL", 1)):
         code, out, _ = _ls(capsys, rep / name, "--json")  # a run directory itself
         (run,) = json.loads(out)
-        assert (run["kind"], run["name"], run["verdict"], run["claims_passed"],
-                run["claims_total"]) == ("run", name, verdict, passed, 2)
+        assert (
+            run["kind"],
+            run["name"],
+            run["verdict"],
+            run["claims_passed"],
+            run["claims_total"],
+        ) == ("run", name, verdict, passed, 2)
 
 
 def test_loader_rows_are_the_records_own(reproduced):
@@ -97,7 +131,8 @@ def test_loader_rows_are_the_records_own(reproduced):
 
     assert records.metrics(rep) == (
         [{"experiment": "fake_fail", **r} for r in _jsonl(rep / "fake_fail" / "metrics.jsonl")]
-        + [{"experiment": "fake_pass", **r} for r in _jsonl(rep / "fake_pass" / "metrics.jsonl")])
+        + [{"experiment": "fake_pass", **r} for r in _jsonl(rep / "fake_pass" / "metrics.jsonl")]
+    )
     heads = [r["chunks/heads"] for r in records.metrics(run)]
     assert len(heads) == 2 and sum(heads) == run.data["metrics"]["heads"]
 
@@ -114,23 +149,29 @@ def test_a_0_1_0_report_loads_in_the_current_layout(capsys):
     rows = records.claims(OLD)
     old_rows = raw["experiments"][0]["claims"]
     assert [(r["claim"], r["value"], r["lo"], r["hi"], r["passed"]) for r in rows] == [
-        (c["claim"], c["value"], c["lo"], c["hi"], c["passed"]) for c in old_rows]
+        (c["claim"], c["value"], c["lo"], c["hi"], c["passed"]) for c in old_rows
+    ]
     assert rows[0]["experiment"] == "machines" and rows[0]["value"] == 0.74  # 1480 of 2000
     assert all(r["finding"] is False and r["p_value"] is None and r["k"] is None for r in rows)
 
     assert [(m["experiment"], m["step"], m["K_proven"]) for m in records.metrics(OLD)] == [
-        ("machines", 0, 1.0), ("machines", 1, 2.0)]
+        ("machines", 0, 1.0),
+        ("machines", 1, 2.0),
+    ]
 
     code, out, _ = _ls(capsys, OLD.parent, "--json")
     (entry,) = [e for e in json.loads(out) if e["path"] == str(OLD)]
-    assert code == 0 and (entry["verdict"], entry["claims_passed"], entry["claims_total"],
-                          entry["started_utc"]) == ("PASS", 4, 4, "2026-12-04T19:40:24Z")
+    assert code == 0 and (
+        entry["verdict"],
+        entry["claims_passed"],
+        entry["claims_total"],
+        entry["started_utc"],
+    ) == ("PASS", 4, 4, "2026-12-04T19:40:24Z")
 
 
 def test_upgrade_refuses_what_it_cannot_read():
     report = _read(OLD / "report.json")
-    with pytest.raises(records.RecordError, match="schema version 2: written by a newer "
-                                                 "dedebate"):
+    with pytest.raises(records.RecordError, match="schema version 2: written by a newer dedebate"):
         records.upgrade({**report, "schema_version": 2}, "reproduce")
     with pytest.raises(records.RecordError, match="schema version '1': not a dedebate"):
         records.upgrade({**report, "schema_version": "1"}, "reproduce")
@@ -140,9 +181,17 @@ def test_upgrade_refuses_what_it_cannot_read():
 
 def _run_record(directory, name="x"):
     directory.mkdir(parents=True)
-    (directory / "results.json").write_text(json.dumps({
-        "experiment": name, "status": "ok", "passed": True, "claims": [],
-        "provenance": {"result_schema_version": 1}}))
+    (directory / "results.json").write_text(
+        json.dumps(
+            {
+                "experiment": name,
+                "status": "ok",
+                "passed": True,
+                "claims": [],
+                "provenance": {"result_schema_version": 1},
+            }
+        )
+    )
 
 
 def test_ls_follows_no_link_and_looks_a_bounded_depth(tmp_path, capsys):
@@ -157,24 +206,41 @@ def test_ls_follows_no_link_and_looks_a_bounded_depth(tmp_path, capsys):
     (root / "bad").mkdir()
     (root / "bad" / "report.json").write_text("{not json")
     (root / "live").mkdir()  # what the runner writes while a run goes on
-    (root / "live" / "results.json").write_text(json.dumps({
-        "experiment": "x", "title": "", "status": "running", "passed": False, "claims": [],
-        "started_utc": "2026-01-02T03:04:05Z", "pid": 1, "note": ""}))
+    (root / "live" / "results.json").write_text(
+        json.dumps(
+            {
+                "experiment": "x",
+                "title": "",
+                "status": "running",
+                "passed": False,
+                "claims": [],
+                "started_utc": "2026-01-02T03:04:05Z",
+                "pid": 1,
+                "note": "",
+            }
+        )
+    )
     assert records.MAX_DEPTH == 4
     code, out, err = _ls(capsys, root, "--json")
     got = {e["path"]: e for e in json.loads(out)}
-    assert code == 0 and sorted(got) == sorted(map(str, [root / "a", root / "bad", deep,
-                                                         root / "live"]))
+    assert code == 0 and sorted(got) == sorted(
+        map(str, [root / "a", root / "bad", deep, root / "live"])
+    )
     assert got[str(root / "bad")]["status"] == "unreadable"
     assert "not readable JSON" in got[str(root / "bad")]["error"]
     live = got[str(root / "live")]
     assert (live["status"], live["verdict"], live["started_utc"]) == (
-        "running", None, "2026-01-02T03:04:05Z")
+        "running",
+        None,
+        "2026-01-02T03:04:05Z",
+    )
     assert os.path.islink(root / "link")
 
     code, out, err = _ls(capsys, tmp_path / "nowhere")
-    assert (code, out) == (2, "") and err == f"dedebate: error: {tmp_path / 'nowhere'}: no such " \
-                                             "directory\n"
+    assert (code, out) == (
+        2,
+        "",
+    ) and err == f"dedebate: error: {tmp_path / 'nowhere'}: no such directory\n"
     code, _, err = _ls(capsys, root / "a" / "results.json")
     assert code == 2 and err.endswith("results.json: not a directory\n")
     empty = tmp_path / "empty"
@@ -188,12 +254,21 @@ def test_a_sweep_is_one_record_and_its_table_the_metrics(tmp_path, capsys):
     sweep_dir = run_sweep(reg.experiments["fake_sweep"], cfg, show_progress=False).sweep_dir
     code, out, _ = _ls(capsys, tmp_path / "runs", "--json")
     (entry,) = json.loads(out)
-    assert code == 0 and (entry["kind"], entry["name"], entry["status"], entry["verdict"],
-                          entry["claims_total"]) == ("sweep", "fake_sweep", "ok", None, None)
+    assert code == 0 and (
+        entry["kind"],
+        entry["name"],
+        entry["status"],
+        entry["verdict"],
+        entry["claims_total"],
+    ) == ("sweep", "fake_sweep", "ok", None, None)
     rows = records.metrics(sweep_dir)
     assert records.claims(sweep_dir) == []
-    assert [(r["point"], r["seed"], r["p"]) for r in rows] == [(0, 3, 0.2), (0, 4, 0.2),
-                                                               (1, 3, 0.9), (1, 4, 0.9)]
+    assert [(r["point"], r["seed"], r["p"]) for r in rows] == [
+        (0, 3, 0.2),
+        (0, 4, 0.2),
+        (1, 3, 0.9),
+        (1, 4, 0.9),
+    ]
     per_point = _read(sweep_dir / "results.json")["per_point"]
     for pt in per_point:  # the table's rows average to the sweep's own per-point means
         rates = [r["rate"] for r in rows if r["point"] == pt["point"]]

@@ -13,8 +13,18 @@ from tests.fake_experiments import fake_fail, fake_pass
 
 
 def reproduce(tmp_path, capsys, *args):
-    code = cli.main(["reproduce", "--quick", "--tracking", "disabled", "--no-progress",
-                     "--output-dir", str(tmp_path), *args])
+    code = cli.main(
+        [
+            "reproduce",
+            "--quick",
+            "--tracking",
+            "disabled",
+            "--no-progress",
+            "--output-dir",
+            str(tmp_path),
+            *args,
+        ]
+    )
     out, err = capsys.readouterr()
     dirs = sorted(tmp_path.glob("reproduce-*"))
     assert len(dirs) == 1, dirs
@@ -30,12 +40,16 @@ def test_reproduce_records_pass_fail_and_raise(tmp_path, fake_env, capsys):
     assert "**FAIL**: 3/4 claims pass; 1 experiment(s) failed to run." in md
     for key in ("git_commit", "jax_version", "backend", "device_count", "| size | quick |"):
         assert key in md
-    assert ("| value at least one half | fake theorem 9 | >= 0.5 | 0.25 (exact) | FAIL | "
-            "fails \\| by design |") in md
+    assert (
+        "| value at least one half | fake theorem 9 | >= 0.5 | 0.25 (exact) | FAIL | "
+        "fails \\| by design |"
+    ) in md
     assert "| value positive | fake theorem 10 | > 0 | 0.25 (exact) | PASS |" in md
     assert "| flips counted | fake lemma 2 | == 32 | 32 (exact) | PASS |" in md
-    assert "| experiment did not complete | fake_raise | — | — | FAIL | RuntimeError: boom at " \
-           "step 1 |" in md
+    assert (
+        "| experiment did not complete | fake_raise | — | — | FAIL | RuntimeError: boom at "
+        "step 1 |" in md
+    )
     # the sampled claim shows its 95% interval
     res = json.loads((rep / "fake_pass" / "results.json").read_text())
     row = res["claims"][0]
@@ -73,8 +87,16 @@ def test_reproduce_all_passing_exits_0(tmp_path, fake_env, capsys):
 def test_reproduce_runs_each_size(tmp_path, fake_env, capsys):
     for flag, n in (("--full", 4096), (None, 64)):
         out_dir = tmp_path / (flag or "default")
-        args = ["reproduce", "--tracking", "disabled", "--no-progress", "--output-dir",
-                str(out_dir), "--only", "fake_pass"]
+        args = [
+            "reproduce",
+            "--tracking",
+            "disabled",
+            "--no-progress",
+            "--output-dir",
+            str(out_dir),
+            "--only",
+            "fake_pass",
+        ]
         assert cli.main(args + ([flag] if flag else [])) == 0
         (rep,) = out_dir.glob("reproduce-*")
         cfg = (rep / "fake_pass" / "config.yaml").read_text()
@@ -106,8 +128,9 @@ def test_discovery(fake_registry):
     assert fake_registry.errors == {}
     reg = discover_experiments([], modules=[fake_pass, "tests.fake_experiments.fake_fail"])
     assert reg.names() == ["fake_fail", "fake_pass"]
-    reg = discover_experiments(["tests.fake_experiments", "no_such_package_xyz"],
-                               modules=[fake_fail])
+    reg = discover_experiments(
+        ["tests.fake_experiments", "no_such_package_xyz"], modules=[fake_fail]
+    )
     assert reg.names() == ["fake_fail", "fake_pass", "fake_raise"]
     assert "ModuleNotFoundError" in reg.errors["no_such_package_xyz"]
     # a module with NAME but no report (the old contract's run) is an error, never dropped
@@ -140,18 +163,28 @@ def test_one_verdict_per_row_in_the_progress_line_report_and_results_json(tmp_pa
     def row(name, p):
         return Claim(name, "s", "== 0", 0.0, -0.1, 0.1, p >= 0.05, p_value=p)
 
-    runs = {"a": [row("close call", 0.00284)] + [row(f"a{i}", 0.9) for i in range(3)],
-            "b": [row(f"b{i}", 0.9) for i in range(45)]}
+    runs = {
+        "a": [row("close call", 0.00284)] + [row(f"a{i}", 0.9) for i in range(3)],
+        "b": [row(f"b{i}", 0.9) for i in range(45)],
+    }
     entries = []
     for name, claims in runs.items():
-        results = {"experiment": name, "title": "", "status": "ok",
-                   "passed": ExperimentResult(claims=claims).passed,
-                   "claims": with_family_decisions(claims), "metrics": {}, "tables": {},
-                   "plots": [], "provenance": {"config_hash": "x"}}
+        results = {
+            "experiment": name,
+            "title": "",
+            "status": "ok",
+            "passed": ExperimentResult(claims=claims).passed,
+            "claims": with_family_decisions(claims),
+            "metrics": {},
+            "tables": {},
+            "plots": [],
+            "provenance": {"config_hash": "x"},
+        }
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps(results))
-        entries.append(ExperimentEntry(name, run_dir=name, wall_time_s=1.0,
-                                       claims=results["claims"]))
+        entries.append(
+            ExperimentEntry(name, run_dir=name, wall_time_s=1.0, claims=results["claims"])
+        )
     alone = json.loads((tmp_path / "a" / "results.json").read_text())
     assert alone["passed"] is False and alone["claims"][0]["family"] == "run"
 
@@ -159,7 +192,8 @@ def test_one_verdict_per_row_in_the_progress_line_report_and_results_json(tmp_pa
     assert progress_line(entries[0], 1, 2) == (
         "reproduce: [1/2] a: UNDECIDED 3/4 in 1.0 s (pending: 1 Monte-Carlo row(s) below "
         "0.05/4, the level of the 4 rows finished so far: 'close call' p=0.00284; the report "
-        "decides them over every experiment's rows when all 2 have finished)")
+        "decides them over every experiment's rows when all 2 have finished)"
+    )
 
     _write_report(tmp_path, {"size": "quick", "seed": 0}, entries, 1.0, final=True)
     report = json.loads((tmp_path / "report.json").read_text())
@@ -174,8 +208,9 @@ def test_one_verdict_per_row_in_the_progress_line_report_and_results_json(tmp_pa
     assert progress_line(entries[0], 2, 2).startswith("reproduce: [2/2] a: PASS 4/4 in 1.0 s")
 
 
-def test_parallel_progress_names_the_pending_row_then_its_final_verdict(tmp_path, monkeypatch,
-                                                                        capsys):
+def test_parallel_progress_names_the_pending_row_then_its_final_verdict(
+    tmp_path, monkeypatch, capsys
+):
     """Experiment a finishes first with a row below its family-so-far level (p = 0.01 < 0.05/1):
     its line is UNDECIDED and names the row; once b has finished (m = 5, level 0.01) a last line
     gives a's verdict over the report's family."""
@@ -199,5 +234,7 @@ def test_parallel_progress_names_the_pending_row_then_its_final_verdict(tmp_path
     assert lines[1].startswith("reproduce: [1/2] a: UNDECIDED 0/1 in 1.0 s (pending: 1 ")
     assert "'sampled miss' p=0.01" in lines[1]
     assert lines[2].startswith("reproduce: [2/2] b: PASS 4/4 in 2.0 s")
-    assert lines[3:] == ["reproduce: a: PASS 1/1 (decided over the report's family of 5 "
-                         "Monte-Carlo rows; results.json records it)"]
+    assert lines[3:] == [
+        "reproduce: a: PASS 1/1 (decided over the report's family of 5 "
+        "Monte-Carlo rows; results.json records it)"
+    ]

@@ -41,15 +41,21 @@ def truncate_arrays(step_dir):
 
 
 @pytest.mark.slow
-def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(tmp_path, fake_env,
-                                                                      cli_env, capsys):
+def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(
+    tmp_path, fake_env, cli_env, capsys
+):
     cfg = tmp_path / "walk.yaml"
-    cfg.write_text(f"experiment: fake_walk\noutput_dir: {tmp_path / 'runs'}\n"
-                   "tracking: {mode: disabled}\n")
+    cfg.write_text(
+        f"experiment: fake_walk\noutput_dir: {tmp_path / 'runs'}\ntracking: {{mode: disabled}}\n"
+    )
     env = {**cli_env, "DEDEBATE_EXPERIMENTS": RESUMABLE, "FAKE_STEP_SLEEP": "0.5"}
-    proc = subprocess.Popen([sys.executable, "-m", "dedebate.cli", "run", "--no-progress",
-                             str(cfg)], env=env, cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dedebate.cli", "run", "--no-progress", str(cfg)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 240
     run_dir = None
     try:
@@ -68,8 +74,11 @@ def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(tmp_path, 
     record = json.loads((run_dir / "results.json").read_text())
     assert record["status"] == "running" and record["pid"] == proc.pid
     steps = finished_steps(run_dir)
-    logged_before = [json.loads(x)["step"] for x in
-                     (run_dir / "metrics.jsonl").read_text().splitlines() if x.endswith("}")]
+    logged_before = [
+        json.loads(x)["step"]
+        for x in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if x.endswith("}")
+    ]
     assert 3 <= len(steps) <= 3 + 1 and steps[-1] < 16  # keep=3 (+1 being finalised)
     truncate_arrays(run_dir / "checkpoints" / str(steps[-1]))
 
@@ -97,8 +106,10 @@ def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(tmp_path, 
     assert (run_dir / "checkpoints" / f"corrupt-{steps[-1]}").is_dir()
 
     def rows(d):
-        return [{k: v for k, v in json.loads(x).items() if k != "wall_s"}
-                for x in (d / "metrics.jsonl").read_text().splitlines()]
+        return [
+            {k: v for k, v in json.loads(x).items() if k != "wall_s"}
+            for x in (d / "metrics.jsonl").read_text().splitlines()
+        ]
 
     assert [r["step"] for r in rows(run_dir)] == list(range(16))
     assert rows(run_dir) == rows(fresh_dir)
@@ -128,8 +139,10 @@ def _on_disk(run_dir):
 
 
 def _rows(run_dir):
-    return [{k: v for k, v in json.loads(x).items() if k != "wall_s"}
-            for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(x).items() if k != "wall_s"}
+        for x in (run_dir / "metrics.jsonl").read_text().splitlines()
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -148,14 +161,22 @@ def _run(module, out, run_dir=None, resume=False):
     from dedebate.lab.config import resolve
     from dedebate.lab.runner import run_experiment
 
-    cfg = resolve({"experiment": module.NAME, "output_dir": str(out), "resume": resume,
-                   "tracking": {"mode": "disabled"}}, {module.NAME: module})
+    cfg = resolve(
+        {
+            "experiment": module.NAME,
+            "output_dir": str(out),
+            "resume": resume,
+            "tracking": {"mode": "disabled"},
+        },
+        {module.NAME: module},
+    )
     return run_experiment(module, cfg, run_dir=run_dir, show_progress=False)
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
-def test_damaged_newest_checkpoint_recovers_and_converges(tmp_path, monkeypatch, capsys,
-                                                          fake_ckpt, uninterrupted, damage):
+def test_damaged_newest_checkpoint_recovers_and_converges(
+    tmp_path, monkeypatch, capsys, fake_ckpt, uninterrupted, damage
+):
     monkeypatch.setenv("FAKE_CRASH_AT", "3")
     crashed = _run(fake_ckpt, tmp_path)
     monkeypatch.delenv("FAKE_CRASH_AT")

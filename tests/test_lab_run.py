@@ -27,8 +27,9 @@ params:
 def start(tmp_path, capsys, *overrides):
     path = tmp_path / "c.yaml"
     path.write_text(CONFIG)
-    code = cli.main(["run", "--no-progress", str(path), f"output_dir={tmp_path / 'runs'}",
-                     *overrides])
+    code = cli.main(
+        ["run", "--no-progress", str(path), f"output_dir={tmp_path / 'runs'}", *overrides]
+    )
     out, err = capsys.readouterr()
     dirs = sorted((tmp_path / "runs").glob("fake_pass-*"))
     return code, out, err, dirs
@@ -53,15 +54,32 @@ def test_run_directory_contents(tmp_path, fake_env, fake_registry, capsys):
 
     # config.yaml is the resolved config and loads back to the same RunConfig
     cfg = load_config(run_dir / "config.yaml", fake_registry.experiments)
-    expect = resolve({"experiment": "fake_pass", "seed": 5, "size": "quick",
-                      "output_dir": str(tmp_path / "runs"), "tracking": {"mode": "disabled"},
-                      "params": {"p": 0.5}}, fake_registry.experiments)
+    expect = resolve(
+        {
+            "experiment": "fake_pass",
+            "seed": 5,
+            "size": "quick",
+            "output_dir": str(tmp_path / "runs"),
+            "tracking": {"mode": "disabled"},
+            "params": {"p": 0.5},
+        },
+        fake_registry.experiments,
+    )
     assert cfg == expect
     assert cfg.params.n == 16 and cfg.params.chunks == 2
 
     res = read_results(run_dir)
-    assert set(res) >= {"experiment", "title", "status", "passed", "claims", "metrics",
-                        "tables", "plots", "provenance"}
+    assert set(res) >= {
+        "experiment",
+        "title",
+        "status",
+        "passed",
+        "claims",
+        "metrics",
+        "tables",
+        "plots",
+        "provenance",
+    }
     assert res["status"] == "ok" and res["passed"] is True
     assert [c["claim"] for c in res["claims"]] == ["heads rate near p", "flips counted"]
     heads = res["metrics"]["heads"]
@@ -100,7 +118,9 @@ def test_run_directory_contents(tmp_path, fake_env, fake_registry, capsys):
     with open(run_dir / "tables" / "chunks.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["chunk"], r["n"], int(r["heads"])) for r in rows] == [
-        ("0", "16", lines[0]["chunks/heads"]), ("1", "16", lines[1]["chunks/heads"])]
+        ("0", "16", lines[0]["chunks/heads"]),
+        ("1", "16", lines[1]["chunks/heads"]),
+    ]
     assert (run_dir / "checkpoints").is_dir()
     assert not (run_dir / "wandb").exists()  # tracking disabled: no W&B files at all
 
@@ -202,8 +222,10 @@ def test_wandb_failing_mid_run_keeps_local_results(tmp_path, fake_env, capsys):
 
 
 def test_experiment_exception_is_recorded(tmp_path, fake_env, fake_registry, capsys):
-    cfg = resolve({"experiment": "fake_raise", "output_dir": str(tmp_path),
-                   "tracking": {"mode": "disabled"}}, fake_registry.experiments)
+    cfg = resolve(
+        {"experiment": "fake_raise", "output_dir": str(tmp_path), "tracking": {"mode": "disabled"}},
+        fake_registry.experiments,
+    )
     rec = run_experiment(fake_registry.experiments["fake_raise"], cfg, show_progress=False)
     assert rec.error == "RuntimeError: boom at step 1" and not rec.passed
     res = read_results(rec.run_dir)
@@ -211,12 +233,14 @@ def test_experiment_exception_is_recorded(tmp_path, fake_env, fake_registry, cap
     assert "RuntimeError: boom at step 1" in (rec.run_dir / "error.txt").read_text()
     assert len((rec.run_dir / "metrics.jsonl").read_text().splitlines()) == 2
     with pytest.raises(RuntimeError, match="boom"):
-        run_experiment(fake_registry.experiments["fake_raise"], cfg, show_progress=False,
-                       raise_errors=True)
+        run_experiment(
+            fake_registry.experiments["fake_raise"], cfg, show_progress=False, raise_errors=True
+        )
     # and on the command line: exit 1, one line pointing at error.txt
     path = tmp_path / "r.yaml"
-    path.write_text(f"experiment: fake_raise\noutput_dir: {tmp_path}\n"
-                    "tracking: {mode: disabled}\n")
+    path.write_text(
+        f"experiment: fake_raise\noutput_dir: {tmp_path}\ntracking: {{mode: disabled}}\n"
+    )
     assert cli.main(["run", str(path)]) == 1
     assert "boom at step 1" in capsys.readouterr().err
 
@@ -231,23 +255,30 @@ def test_failing_claim_exits_1(tmp_path, fake_env, capsys):
 
 def test_resume_reuses_the_matching_run_dir(tmp_path, fake_env, fake_registry, capsys):
     exps = fake_registry.experiments
-    base = {"experiment": "fake_pass", "size": "quick", "output_dir": str(tmp_path),
-            "tracking": {"mode": "disabled"}}
+    base = {
+        "experiment": "fake_pass",
+        "size": "quick",
+        "output_dir": str(tmp_path),
+        "tracking": {"mode": "disabled"},
+    }
     first = run_experiment(exps["fake_pass"], resolve(base, exps), show_progress=False)
-    again = run_experiment(exps["fake_pass"], resolve({**base, "resume": True}, exps),
-                           show_progress=False)
+    again = run_experiment(
+        exps["fake_pass"], resolve({**base, "resume": True}, exps), show_progress=False
+    )
     assert again.run_dir == first.run_dir
     assert again.reused  # it had finished: nothing to do
     (first.run_dir / "results.json").unlink()  # as if killed before the end: run again
-    again = run_experiment(exps["fake_pass"], resolve({**base, "resume": True}, exps),
-                           show_progress=False)
+    again = run_experiment(
+        exps["fake_pass"], resolve({**base, "resume": True}, exps), show_progress=False
+    )
     assert again.run_dir == first.run_dir and not again.reused
     assert read_results(again.run_dir)["provenance"]["resumed"] is True
     # a resumed run that re-logs the same steps replaces those rows: each step appears once
     rows = (first.run_dir / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in rows] == [0, 1]
-    other = run_experiment(exps["fake_pass"], resolve({**base, "resume": True, "seed": 1}, exps),
-                           show_progress=False)
+    other = run_experiment(
+        exps["fake_pass"], resolve({**base, "resume": True, "seed": 1}, exps), show_progress=False
+    )
     assert other.run_dir != first.run_dir  # a different config hash is never resumed into
     # dedebate run --resume RUN_DIR: same config only
     assert cli.main(["run", "--no-progress", "--resume", str(first.run_dir)]) == 0
@@ -258,8 +289,9 @@ def test_resume_reuses_the_matching_run_dir(tmp_path, fake_env, fake_registry, c
 def test_resume_after_crash_equals_uninterrupted(tmp_path, fake_env, capsys):
     fake_env.setenv("DEDEBATE_EXPERIMENTS", "tests.fake_experiments.resumable")
     path = tmp_path / "k.yaml"
-    path.write_text(f"experiment: fake_ckpt\noutput_dir: {tmp_path / 'runs'}\n"
-                    "tracking: {mode: disabled}\n")
+    path.write_text(
+        f"experiment: fake_ckpt\noutput_dir: {tmp_path / 'runs'}\ntracking: {{mode: disabled}}\n"
+    )
     fake_env.setenv("FAKE_CRASH_AT", "2")
     assert cli.main(["run", "--no-progress", str(path)]) == 1
     (crashed,) = (tmp_path / "runs").glob("fake_ckpt-*")
@@ -282,8 +314,23 @@ def test_resume_after_crash_equals_uninterrupted(tmp_path, fake_env, capsys):
 def test_sync_dry_run_lists_every_offline_run_of_a_reproduce(tmp_path, fake_env, capsys):
     """A reproduce directory holds the job's offline W&B run and one per experiment; `dedebate
     sync --dry-run` lists each of them once."""
-    assert cli.main(["reproduce", "--quick", "--tracking", "offline", "--no-progress",
-                     "--output-dir", str(tmp_path), "--only", "fake_pass", "fake_fail"]) == 1
+    assert (
+        cli.main(
+            [
+                "reproduce",
+                "--quick",
+                "--tracking",
+                "offline",
+                "--no-progress",
+                "--output-dir",
+                str(tmp_path),
+                "--only",
+                "fake_pass",
+                "fake_fail",
+            ]
+        )
+        == 1
+    )
     capsys.readouterr()
     (rep,) = tmp_path.glob("reproduce-*")
     runs = sorted(p for p in rep.rglob("offline-run-*") if p.is_dir())

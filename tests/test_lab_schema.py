@@ -21,35 +21,73 @@ def _read(path):
 def test_schemas_reject_broken_records():
     """Each schema can fail: a claim without its interval, a verdict that is not a boolean, a
     value that is a string (a real run's record is validated in tests/test_ogd_resume.py)."""
-    claim = {"claim": "c", "source": "s", "bound": ">= 0.5", "value": 0.7, "lo": 0.6, "hi": 0.8,
-             "passed": True}
-    results = {"experiment": "x", "title": "", "status": "ok", "passed": True,
-               "claims": [dict(claim)], "metrics": {}, "tables": {}, "plots": [],
-               "provenance": _PROVENANCE}
+    claim = {
+        "claim": "c",
+        "source": "s",
+        "bound": ">= 0.5",
+        "value": 0.7,
+        "lo": 0.6,
+        "hi": 0.8,
+        "passed": True,
+    }
+    results = {
+        "experiment": "x",
+        "title": "",
+        "status": "ok",
+        "passed": True,
+        "claims": [dict(claim)],
+        "metrics": {},
+        "tables": {},
+        "plots": [],
+        "provenance": _PROVENANCE,
+    }
     assert validation_errors(results, "results") == []
     del results["claims"][0]["lo"]
     results["passed"] = "yes"
     errors = validation_errors(results, "results")
     assert any("'lo' is a required property" in e for e in errors)
     assert any(e.startswith("passed:") for e in errors)
-    report = {"schema_version": 1, "complete": True, "passed": True, "claims_total": 1,
-              "claims_passed": 1, "findings_total": 0, "findings_met": 0, "wall_time_s": 1.0,
-              "provenance": _PROVENANCE,
-              "experiments": [{"name": "x", "status": "ok", "passed": True,
-                               "claims": [dict(claim)]}]}
+    report = {
+        "schema_version": 1,
+        "complete": True,
+        "passed": True,
+        "claims_total": 1,
+        "claims_passed": 1,
+        "findings_total": 0,
+        "findings_met": 0,
+        "wall_time_s": 1.0,
+        "provenance": _PROVENANCE,
+        "experiments": [{"name": "x", "status": "ok", "passed": True, "claims": [dict(claim)]}],
+    }
     assert validation_errors(report, "report") == []
     report["experiments"][0]["claims"][0]["value"] = "0.7"
     assert validation_errors(report, "report")
 
 
-_PROVENANCE = {"dedebate_version": "0", "git_commit": None, "python_version": "3.11",
-               "platform": "p", "result_schema_version": 1, "jax_version": "0",
-               "backend": "cpu", "device_count": 1}
+_PROVENANCE = {
+    "dedebate_version": "0",
+    "git_commit": None,
+    "python_version": "3.11",
+    "platform": "p",
+    "result_schema_version": 1,
+    "jax_version": "0",
+    "backend": "cpu",
+    "device_count": 1,
+}
 
 
 def test_fake_run_error_record_and_sweep_match_the_schemas(tmp_path, fake_env, capsys):
-    cli.main(["reproduce", "--quick", "--tracking", "disabled", "--no-progress",
-              "--output-dir", str(tmp_path / "rep")])
+    cli.main(
+        [
+            "reproduce",
+            "--quick",
+            "--tracking",
+            "disabled",
+            "--no-progress",
+            "--output-dir",
+            str(tmp_path / "rep"),
+        ]
+    )
     capsys.readouterr()
     (rep,) = (tmp_path / "rep").glob("reproduce-*")
     assert validation_errors(_read(rep / "report.json"), "report") == []  # reproduce --quick

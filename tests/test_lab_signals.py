@@ -54,12 +54,28 @@ def _wait_for(pred, seconds: float) -> bool:
 def test_a_signal_ends_reproduce_its_fork_server_and_workers(tmp_path, cli_env, sig, code):
     marks = tmp_path / "marks"
     marks.mkdir()
-    env = {**cli_env, "DEDEBATE_EXPERIMENTS": "tests.fake_experiments.slow",
-           "DEDEBATE_TEST_MARK_DIR": str(marks)}
-    cmd = [sys.executable, "-m", "dedebate.cli", "reproduce", "--quick", "--no-progress",
-           "--tracking", "disabled"]
-    leader = subprocess.Popen([*cmd, "--jobs", "2", "--output-dir", str(tmp_path / "out")],
-                              env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = {
+        **cli_env,
+        "DEDEBATE_EXPERIMENTS": "tests.fake_experiments.slow",
+        "DEDEBATE_TEST_MARK_DIR": str(marks),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "dedebate.cli",
+        "reproduce",
+        "--quick",
+        "--no-progress",
+        "--tracking",
+        "disabled",
+    ]
+    leader = subprocess.Popen(
+        [*cmd, "--jobs", "2", "--output-dir", str(tmp_path / "out")],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert _wait_for(lambda: len(list(marks.glob("started-*"))) == 2, 240)
         started = time.monotonic()
@@ -77,8 +93,13 @@ def test_a_signal_ends_reproduce_its_fork_server_and_workers(tmp_path, cli_env, 
     if sig != signal.SIGTERM:
         return
     (rep,) = (tmp_path / "out").glob("reproduce-*")
-    again = subprocess.run([*cmd, "--jobs", "2", "--resume", str(rep)], env=env, text=True,
-                           capture_output=True, timeout=240)
+    again = subprocess.run(
+        [*cmd, "--jobs", "2", "--resume", str(rep)],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=240,
+    )
     assert again.returncode == 0, again.stderr
     report = json.loads((rep / "report.json").read_text())
     assert sorted(e["name"] for e in report["experiments"]) == ["fake_slow_a", "fake_slow_b"]

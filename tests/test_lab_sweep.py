@@ -31,9 +31,15 @@ def fake_sweep(reg):
 
 
 def config(reg, tmp_path, sweep, **top):
-    raw = {"experiment": "fake_sweep", "size": "quick", "seed": 3,
-           "output_dir": str(tmp_path / "runs"), "tracking": {"mode": "disabled"},
-           "sweep": sweep, **top}
+    raw = {
+        "experiment": "fake_sweep",
+        "size": "quick",
+        "seed": 3,
+        "output_dir": str(tmp_path / "runs"),
+        "tracking": {"mode": "disabled"},
+        "sweep": sweep,
+        **top,
+    }
     return resolve(raw, reg.experiments)
 
 
@@ -45,10 +51,10 @@ def read_csv(path):
 METRICS = ("rate", "accept", "heads")
 
 
-def test_seeds_by_two_dynamic_axes_compile_once_and_points_stand_alone(reg, fake_sweep,
-                                                                       tmp_path):
-    cfg = config(reg, tmp_path, {"seeds": 3, "axes": {"p": [0.2, 0.5, 0.9],
-                                                      "threshold": [0.25, 0.75]}})
+def test_seeds_by_two_dynamic_axes_compile_once_and_points_stand_alone(reg, fake_sweep, tmp_path):
+    cfg = config(
+        reg, tmp_path, {"seeds": 3, "axes": {"p": [0.2, 0.5, 0.9], "threshold": [0.25, 0.75]}}
+    )
     clear_program_cache()
     before = fake_sweep.TRACES[0]
     rec = run_sweep(fake_sweep, cfg, show_progress=False)
@@ -58,10 +64,12 @@ def test_seeds_by_two_dynamic_axes_compile_once_and_points_stand_alone(reg, fake
     assert res["dynamic_axes"] == ["p", "threshold"] and res["static_axes"] == []
     rows = read_csv(rec.sweep_dir / "sweep.csv")
     assert len(rows) == 18 == res["rows"]
-    assert [(int(r["point"]), int(r["seed"])) for r in rows] == \
-        [(i, s) for i in range(6) for s in (3, 4, 5)]
-    assert {(float(r["p"]), float(r["threshold"])) for r in rows} == \
-        {(p, t) for p in (0.2, 0.5, 0.9) for t in (0.25, 0.75)}
+    assert [(int(r["point"]), int(r["seed"])) for r in rows] == [
+        (i, s) for i in range(6) for s in (3, 4, 5)
+    ]
+    assert {(float(r["p"]), float(r["threshold"])) for r in rows} == {
+        (p, t) for p in (0.2, 0.5, 0.9) for t in (0.25, 0.75)
+    }
 
     # (a) a point computed alone, outside any sweep, from its documented key
     pt = plan(fake_sweep, cfg).points[3]  # p = 0.5, threshold = 0.75
@@ -71,8 +79,13 @@ def test_seeds_by_two_dynamic_axes_compile_once_and_points_stand_alone(reg, fake
     for m in METRICS:
         assert float(row[m]) == float(alone[m]), m
     # (b) the same point as a one-point sweep: same numbers, whatever ran beside it
-    one = run_sweep(fake_sweep, config(reg, tmp_path, {"seeds": [5], "plots": False, "axes": {
-        "threshold": [0.75], "p": [0.5]}}), show_progress=False)
+    one = run_sweep(
+        fake_sweep,
+        config(
+            reg, tmp_path, {"seeds": [5], "plots": False, "axes": {"threshold": [0.75], "p": [0.5]}}
+        ),
+        show_progress=False,
+    )
     (only,) = read_csv(one.sweep_dir / "sweep.csv")
     row = next(r for r in rows if r["point"] == "3" and r["seed"] == "5")
     assert only["point"] == "0"
@@ -98,15 +111,18 @@ def test_seeds_by_two_dynamic_axes_compile_once_and_points_stand_alone(reg, fake
     assert pp["values"] == {"p": 0.5, "threshold": 0.75}
     assert pp["rate"]["mean"] == pytest.approx(np.mean(rates))
     assert pp["rate"]["lo"] < pp["rate"]["mean"] < pp["rate"]["hi"]
-    assert sorted(res["plots"]) == sorted(f"plots/{m}-vs-{a}.png" for m in METRICS
-                                          for a in ("p", "threshold"))
+    assert sorted(res["plots"]) == sorted(
+        f"plots/{m}-vs-{a}.png" for m in METRICS for a in ("p", "threshold")
+    )
     assert (rec.sweep_dir / res["plots"][0]).read_bytes()[:4] == b"\x89PNG"
 
 
-def test_static_axis_compiles_per_value_groups_on_disk_and_resume(reg, fake_sweep, tmp_path,
-                                                                 monkeypatch):
-    cfg = config(reg, tmp_path, {"seeds": 2, "axes": {"n": [4, 8], "p": [0.3, 0.6]},
-                                 "plots": False})
+def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
+    reg, fake_sweep, tmp_path, monkeypatch
+):
+    cfg = config(
+        reg, tmp_path, {"seeds": 2, "axes": {"n": [4, 8], "p": [0.3, 0.6]}, "plots": False}
+    )
     seen = []
     real_point = fake_sweep.point
 
@@ -131,8 +147,9 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(reg, fake_swee
     (rec.sweep_dir / "groups" / "group-001.csv").unlink()
     (rec.sweep_dir / "sweep.csv").write_text("point\n")
     before = fake_sweep.TRACES[0]
-    again = run_sweep(fake_sweep, config(reg, tmp_path, cfg.sweep.__dict__, resume=True),
-                      show_progress=False)
+    again = run_sweep(
+        fake_sweep, config(reg, tmp_path, cfg.sweep.__dict__, resume=True), show_progress=False
+    )
     assert again.sweep_dir == rec.sweep_dir
     assert fake_sweep.TRACES[0] - before == 0 == again.results["compilations"]
     assert again.results["groups_resumed"] == 1 and again.results["rows_computed"] == 4
@@ -144,18 +161,20 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(reg, fake_swee
         run_sweep(fake_sweep, config(reg, tmp_path, {"seeds": 3}), sweep_dir=rec.sweep_dir)
 
 
-@pytest.mark.parametrize("sweep, top, expect", [
-    ({"axes": {"nope": [1]}}, {}, "unknown key 'sweep.axes.nope': not a params field"),
-    ({"axes": {"p": [0.5, 1.5]}}, {},
-     "sweep.axes.p[1]=1.5: must be a probability in [0, 1]"),
-    ({"axes": {"p": 0.5}}, {}, "sweep.axes.p=0.5: expected a list"),
-    ({"axes": {"p": []}}, {}, "sweep.axes.p=[]: must list at least one value"),
-    ({"seeds": 0}, {}, "sweep.seeds=0: must be a count in [1, 100000]"),
-    ({"seeds": [1, 1]}, {}, "sweep.seeds=[1, 1]: seeds must be distinct"),
-    ({"seeds": 2}, {"seed": 2**32 - 1}, "sweep.seeds=2: seed 4294967295 + 1 is beyond"),
-    ({"axes": {}, "batch": -1}, {}, "sweep.batch=-1: must be >= 0"),
-    ({"axez": {}}, {}, "unknown key 'sweep.axez'"),
-])
+@pytest.mark.parametrize(
+    "sweep, top, expect",
+    [
+        ({"axes": {"nope": [1]}}, {}, "unknown key 'sweep.axes.nope': not a params field"),
+        ({"axes": {"p": [0.5, 1.5]}}, {}, "sweep.axes.p[1]=1.5: must be a probability in [0, 1]"),
+        ({"axes": {"p": 0.5}}, {}, "sweep.axes.p=0.5: expected a list"),
+        ({"axes": {"p": []}}, {}, "sweep.axes.p=[]: must list at least one value"),
+        ({"seeds": 0}, {}, "sweep.seeds=0: must be a count in [1, 100000]"),
+        ({"seeds": [1, 1]}, {}, "sweep.seeds=[1, 1]: seeds must be distinct"),
+        ({"seeds": 2}, {"seed": 2**32 - 1}, "sweep.seeds=2: seed 4294967295 + 1 is beyond"),
+        ({"axes": {}, "batch": -1}, {}, "sweep.batch=-1: must be >= 0"),
+        ({"axez": {}}, {}, "unknown key 'sweep.axez'"),
+    ],
+)
 def test_sweep_config_errors(reg, tmp_path, sweep, top, expect):
     with pytest.raises(ConfigError) as err:
         config(reg, tmp_path, sweep, **top)
@@ -167,16 +186,24 @@ def test_config_without_sweep_is_unchanged(reg, tmp_path):
     assert cfg.sweep is None and "sweep" not in cfg.to_dict()
     with_sweep = config(reg, tmp_path, {"seeds": 2, "axes": {"p": [0.1]}}, seed=0)
     # the sweep block is not part of the run's config hash, but is part of the sweep hash
-    assert with_sweep.config_hash() == resolve(
-        {"experiment": "fake_sweep", "size": "quick"}, reg.experiments).config_hash()
-    assert with_sweep.sweep_hash() != config(reg, tmp_path, {"seeds": 3, "axes": {
-        "p": [0.1]}}, seed=0).sweep_hash()
+    assert (
+        with_sweep.config_hash()
+        == resolve({"experiment": "fake_sweep", "size": "quick"}, reg.experiments).config_hash()
+    )
+    assert (
+        with_sweep.sweep_hash()
+        != config(reg, tmp_path, {"seeds": 3, "axes": {"p": [0.1]}}, seed=0).sweep_hash()
+    )
 
 
 def test_experiment_without_point_runs_each_point_in_full(reg, tmp_path):
-    raw = {"experiment": "fake_pass", "size": "quick", "output_dir": str(tmp_path),
-           "tracking": {"mode": "disabled"},
-           "sweep": {"seeds": 2, "axes": {"p": [0.25, 0.75], "chunks": [1]}, "plots": False}}
+    raw = {
+        "experiment": "fake_pass",
+        "size": "quick",
+        "output_dir": str(tmp_path),
+        "tracking": {"mode": "disabled"},
+        "sweep": {"seeds": 2, "axes": {"p": [0.25, 0.75], "chunks": [1]}, "plots": False},
+    }
     cfg = resolve(raw, reg.experiments)
     rec = run_sweep(reg.experiments["fake_pass"], cfg, show_progress=False)
     rows = read_csv(rec.sweep_dir / "sweep.csv")
@@ -187,10 +214,13 @@ def test_experiment_without_point_runs_each_point_in_full(reg, tmp_path):
         assert run["provenance"]["seed"] == int(r["seed"])
         assert r["status"] == "ok" and r["passed"] in ("0", "1")
     # the same point in a smaller sweep: same numbers (keys from the point id, not the index)
-    cfg2 = resolve({**raw, "sweep": {"seeds": [1], "axes": {"p": [0.75], "chunks": [1]},
-                                     "plots": False}}, reg.experiments)
-    (alone,) = read_csv(run_sweep(reg.experiments["fake_pass"], cfg2,
-                                  show_progress=False).sweep_dir / "sweep.csv")
+    cfg2 = resolve(
+        {**raw, "sweep": {"seeds": [1], "axes": {"p": [0.75], "chunks": [1]}, "plots": False}},
+        reg.experiments,
+    )
+    (alone,) = read_csv(
+        run_sweep(reg.experiments["fake_pass"], cfg2, show_progress=False).sweep_dir / "sweep.csv"
+    )
     inside = next(r for r in rows if r["p"] == "0.75" and r["seed"] == "1")
     assert alone["heads"] == inside["heads"]
 
@@ -200,8 +230,10 @@ def test_cli_sweep_and_run_with_a_sweep_block(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setenv("DEDEBATE_EXPERIMENTS", SWEEPABLE)
     path = tmp_path / "s.yaml"
-    path.write_text(f"experiment: fake_sweep\nsize: quick\noutput_dir: {tmp_path}\n"
-                    "tracking: {mode: disabled}\n")
+    path.write_text(
+        f"experiment: fake_sweep\nsize: quick\noutput_dir: {tmp_path}\n"
+        "tracking: {mode: disabled}\n"
+    )
     assert cli.main(["sweep", str(path)]) == 2
     assert "the config has no sweep block" in capsys.readouterr().err
     assert cli.main(["sweep", str(path), "sweep.axes.p=[0.5, 2]"]) == 2
@@ -210,8 +242,19 @@ def test_cli_sweep_and_run_with_a_sweep_block(tmp_path, monkeypatch, capsys):
     assert cli.main(["sweep", "--resume", str(tmp_path)]) == 2
     assert "no config.yaml there" in capsys.readouterr().err
     # `dedebate run` on a config with a sweep block runs the sweep
-    assert cli.main(["run", "--no-progress", str(path), "sweep.seeds=[4]", "sweep.plots=false",
-                     "sweep.axes.p=[0.5]"]) == 0
+    assert (
+        cli.main(
+            [
+                "run",
+                "--no-progress",
+                str(path),
+                "sweep.seeds=[4]",
+                "sweep.plots=false",
+                "sweep.axes.p=[0.5]",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "1 points x 1 seeds = 1 runs in 1 static group(s)" in out
     (d,) = tmp_path.glob("fake_sweep-sweep-*")
@@ -262,16 +305,31 @@ def test_numeric_and_one_number_list_axes_are_plotted_as_numbers(tmp_path, monke
     from dedebate.lab.sweep_output import plot_sweep
     from dedebate.lab.sweep_plan import Point, SweepPlan
 
-    axes = {"cost_log2": [[8], [4], [6]], "eps": [0.1, 0.001], "high": [True, False],
-            "Ks": [[1, 2], [4]]}
-    points = tuple(Point(i, dict(zip(axes, v)), None, (0, 0))
-                   for i, v in enumerate(itertools.product(*axes.values())))
+    axes = {
+        "cost_log2": [[8], [4], [6]],
+        "eps": [0.1, 0.001],
+        "high": [True, False],
+        "Ks": [[1, 2], [4]],
+    }
+    points = tuple(
+        Point(i, dict(zip(axes, v)), None, (0, 0))
+        for i, v in enumerate(itertools.product(*axes.values()))
+    )
     rows = [{"point": p.index, "seed": s, "x": float(p.index + s)} for p in points for s in (0, 1)]
     sweep = SweepPlan("toy", axes, tuple(axes), (), (0, 1), points, (), True)
     drawn = {}
-    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.setdefault(
-        path.name, (fig.axes[0].get_xscale(), fig.axes[0].get_lines()[0].get_xdata().tolist(),
-                    [t.get_text() for t in fig.axes[0].get_xticklabels()])))
+    monkeypatch.setattr(
+        Figure,
+        "savefig",
+        lambda fig, path, **kw: drawn.setdefault(
+            path.name,
+            (
+                fig.axes[0].get_xscale(),
+                fig.axes[0].get_lines()[0].get_xdata().tolist(),
+                [t.get_text() for t in fig.axes[0].get_xticklabels()],
+            ),
+        ),
+    )
     assert plot_sweep(rows, sweep, tmp_path) == [f"x-vs-{a}.png" for a in axes]
     assert drawn["x-vs-cost_log2.png"][:2] == ("linear", [4.0, 6.0, 8.0])
     assert drawn["x-vs-eps.png"][:2] == ("log", [0.001, 0.1])
@@ -291,8 +349,9 @@ def test_a_million_row_plan_builds_no_config_until_a_group_is_read(reg, tmp_path
 
     module = reg.experiments["fake_sweep"]
     ps = [i / 999 for i in range(1000)]
-    cfg = config(reg, tmp_path, {"seeds": 1, "max_rows": 10**6,
-                                 "axes": {"n": list(range(1, 1001)), "p": ps}})
+    cfg = config(
+        reg, tmp_path, {"seeds": 1, "max_rows": 10**6, "axes": {"n": list(range(1, 1001)), "p": ps}}
+    )
     built = [0]
     real = sweep_plan.build_dataclass
 
@@ -315,6 +374,5 @@ def test_a_million_row_plan_builds_no_config_until_a_group_is_read(reg, tmp_path
     eager: dict = {}
     for i, combo in enumerate(itertools.product(*axes.values())):
         eager.setdefault(combo[1], []).append((i, dict(zip(axes, combo))))
-    assert [[(q.index, q.values) for q in gr.points] for gr in small.groups] == list(
-        eager.values())
+    assert [[(q.index, q.values) for q in gr.points] for gr in small.groups] == list(eager.values())
     assert [q.index for q in small.points] == list(range(12)) and small.rows == 24

@@ -81,15 +81,20 @@ def reg():
 
 
 def sweep_config(reg, tmp_path, **tracking):
-    return resolve({"experiment": "fake_sweep", "size": "quick", "output_dir": str(tmp_path),
-                    "tracking": {"mode": "auto", **tracking},
-                    "sweep": {"seeds": 2, "plots": False,
-                              "axes": {"p": [0.2, 0.6], "threshold": [0.5]}}}, reg.experiments)
+    return resolve(
+        {
+            "experiment": "fake_sweep",
+            "size": "quick",
+            "output_dir": str(tmp_path),
+            "tracking": {"mode": "auto", **tracking},
+            "sweep": {"seeds": 2, "plots": False, "axes": {"p": [0.2, 0.6], "threshold": [0.5]}},
+        },
+        reg.experiments,
+    )
 
 
 def test_one_wandb_run_per_point_grouped_per_sweep(reg, tmp_path, fake_wandb):
-    rec = run_sweep(reg.experiments["fake_sweep"], sweep_config(reg, tmp_path),
-                    show_progress=False)
+    rec = run_sweep(reg.experiments["fake_sweep"], sweep_config(reg, tmp_path), show_progress=False)
     runs = fake_wandb.runs
     assert [r.kwargs["job_type"] for r in runs] == ["sweep", "fake_sweep", "fake_sweep"]
     assert {r.kwargs["group"] for r in runs} == {rec.sweep_dir.name}
@@ -145,8 +150,9 @@ def test_sweep_tracking_modes_and_failures(reg, tmp_path, fake_wandb, monkeypatc
 
 
 def test_run_artifact_holds_results_and_plots(reg, tmp_path, fake_wandb):
-    cfg = resolve({"experiment": "fake_pass", "size": "quick", "output_dir": str(tmp_path)},
-                  reg.experiments)
+    cfg = resolve(
+        {"experiment": "fake_pass", "size": "quick", "output_dir": str(tmp_path)}, reg.experiments
+    )
     rec = run_experiment(reg.experiments["fake_pass"], cfg, show_progress=False)
     (run,) = fake_wandb.runs
     config = dict(run.kwargs["config"])
@@ -155,13 +161,18 @@ def test_run_artifact_holds_results_and_plots(reg, tmp_path, fake_wandb):
     assert prov == {k: rec.results["provenance"][k] for k in prov}
     (art,) = run.artifacts
     assert set(art.files) == {"results.json", "config.yaml", "chunks.csv", "counts.png"}
-    assert run.summary["claims_passed"] == 2 and run.summary["heads"] == \
-        rec.results["metrics"]["heads"]
+    assert (
+        run.summary["claims_passed"] == 2
+        and run.summary["heads"] == rec.results["metrics"]["heads"]
+    )
 
 
 def test_real_offline_wandb_files(reg, tmp_path):
-    rec = run_sweep(reg.experiments["fake_sweep"], sweep_config(reg, tmp_path, mode="offline"),
-                    show_progress=False)
+    rec = run_sweep(
+        reg.experiments["fake_sweep"],
+        sweep_config(reg, tmp_path, mode="offline"),
+        show_progress=False,
+    )
     offline = sorted((rec.sweep_dir / "wandb").glob("offline-run-*"))
     assert len(offline) == 3  # the sweep and its two points
     assert all(list(d.glob("run-*.wandb")) for d in offline)

@@ -56,7 +56,10 @@ def test_an_upload_that_never_answers_is_stopped_with_its_children(tmp_path, mon
     assert failed == 3 and time.monotonic() - t0 < 30
     assert sum("(exit 124): no answer within 1 s" in line for line in lines) == 3
     assert [line.split(" syncing")[0] for line in lines if "syncing" in line] == [
-        "[1/3]", "[2/3]", "[3/3]"]
+        "[1/3]",
+        "[2/3]",
+        "[3/3]",
+    ]
     children = [int(p) for p in pids.read_text().split()]
     assert len(children) == 3 and _wait_for(lambda: not any(map(_alive, children)), 10)
 
@@ -67,10 +70,14 @@ def test_ctrl_c_ends_sync_and_every_upload_at_once(tmp_path):
     env = {**os.environ, "DEDEBATE_WANDB": str(fake), "PYTHONPATH": str(REPO)}
     # as from a terminal: Ctrl-C's default action, even where this suite was started in the
     # background (a shell's background jobs ignore SIGINT, and a child inherits that)
-    p = subprocess.Popen([sys.executable, "-m", "dedebate.cli", "sync", "--jobs", "2",
-                          str(tmp_path / "run")], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dedebate.cli", "sync", "--jobs", "2", str(tmp_path / "run")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         assert _wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, 60)
         t0 = time.monotonic()
@@ -111,12 +118,18 @@ def test_the_attempts_of_a_resumed_run_are_uploaded_together(tmp_path, monkeypat
     fake.chmod(0o755)
     monkeypatch.setenv("DEDEBATE_WANDB", str(fake))
     w = tmp_path / "run" / "wandb"
-    runs = [w / "offline-run-20261204_100000-abc", w / "offline-run-20261204_110000-xyz",
-            w / "offline-run-20261204_110000-xyz-1", w / "offline-run-20261204_120000-abc"]
+    runs = [
+        w / "offline-run-20261204_100000-abc",
+        w / "offline-run-20261204_110000-xyz",
+        w / "offline-run-20261204_110000-xyz-1",
+        w / "offline-run-20261204_120000-abc",
+    ]
     for r in runs:
         r.mkdir(parents=True)
     lines: list[str] = []
     assert sync_all(runs, jobs=1, report=lines.append) == 0
     assert sorted(log.read_text().splitlines()) == [
-        f"sync {runs[0]} {runs[3]}", f"sync {runs[1]} {runs[2]}"]
+        f"sync {runs[0]} {runs[3]}",
+        f"sync {runs[1]} {runs[2]}",
+    ]
     assert f"synced {runs[3]} (and 1 earlier attempt(s))" in lines

@@ -22,8 +22,13 @@ import dedebate
 from tests.source_tree import parse
 
 ROOT = Path(dedebate.__file__).resolve().parent
-LAYERS = (("core",), ("machines", "trees"), ("protocols",), ("agents",),
-          ("estimators", "exact", "training"))
+LAYERS = (
+    ("core",),
+    ("machines", "trees"),
+    ("protocols",),
+    ("agents",),
+    ("estimators", "exact", "training"),
+)
 RANK = {pkg: rank for rank, layer in enumerate(LAYERS) for pkg in layer}
 PEER_IMPORTS = {("training", "estimators"), ("training", "exact")}  # within a layer, one way
 SHELL = "lab"
@@ -31,8 +36,15 @@ CLI = "cli"  # the command line: may import any unit; nothing of dedebate import
 ANY_LAYER = {"programs"}  # what every debate package and the lab may import besides lower layers
 # Top-level modules of dedebate/ and the units they may import ("" = the package itself).
 TOP_LEVEL = {"__init__": {"", "_xla_flags"}, "_xla_flags": set(), "programs": {"_xla_flags"}}
-OUTSIDE = {"experiments", "dedebate_experiments", "bench", "dedebate_bench", "dedebate_configs",
-           "tests", "notebooks"}
+OUTSIDE = {
+    "experiments",
+    "dedebate_experiments",
+    "bench",
+    "dedebate_bench",
+    "dedebate_configs",
+    "tests",
+    "notebooks",
+}
 
 
 def module_name(rel: Path) -> str:
@@ -77,7 +89,7 @@ def imports(source: str, rel: Path, top_level: bool = False) -> list[tuple[int, 
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
+            base = package[: len(package) - node.level + 1] if node.level else []
             mod = ".".join(base + ([node.module] if node.module else []))
             if node.module:
                 found.append((node.lineno, mod))
@@ -91,8 +103,9 @@ def allowed(src: str, dst: str) -> bool:
     if dst == "outside":
         return False
     if src in RANK:
-        return dst in ANY_LAYER or (dst in RANK and (RANK[dst] < RANK[src]
-                                                     or (src, dst) in PEER_IMPORTS))
+        return dst in ANY_LAYER or (
+            dst in RANK and (RANK[dst] < RANK[src] or (src, dst) in PEER_IMPORTS)
+        )
     if src == SHELL:
         return dst == "" or dst in ANY_LAYER
     return src == CLI or dst in TOP_LEVEL[src]
@@ -123,7 +136,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
         path.append(u)
         for v in sorted(graph.get(u, ())):
             if state.get(v) == 1:
-                return path[path.index(v):] + [v]
+                return path[path.index(v) :] + [v]
             if v not in state and (cycle := visit(v)):
                 return cycle
         state[u] = 2
@@ -139,8 +152,10 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
 def import_graph(top_level: bool) -> dict[str, set[str]]:
     """Module -> the modules of dedebate/ it imports (at import time only, if ``top_level``)."""
     mods = modules()
-    return {m: {n for _, n in _file_imports(p, top_level) if n in mods and n != m}
-            for m, p in mods.items()}
+    return {
+        m: {n for _, n in _file_imports(p, top_level) if n in mods and n != m}
+        for m, p in mods.items()
+    }
 
 
 @functools.cache
@@ -154,8 +169,9 @@ def test_every_package_has_a_layer():
     assert {p.stem for p in ROOT.glob("*.py")} == set(TOP_LEVEL)
 
 
-@pytest.mark.parametrize("path", sorted(ROOT.rglob("*.py")),
-                         ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize(
+    "path", sorted(ROOT.rglob("*.py")), ids=lambda p: p.relative_to(ROOT).as_posix()
+)
 def test_module_imports_follow_the_layers(path):
     assert violations(path.read_text(), path.relative_to(ROOT)) == []
 
@@ -169,8 +185,11 @@ def test_no_module_level_import_cycle():
 def test_no_import_cycle_in_the_debate_packages():
     """Function-level imports included, so no circle hides inside a function."""
     graph = import_graph(top_level=False)
-    debate = {m: {n for n in deps if unit_of(n) in RANK}
-              for m, deps in graph.items() if unit_of(m) in RANK}
+    debate = {
+        m: {n for n in deps if unit_of(n) in RANK}
+        for m, deps in graph.items()
+        if unit_of(m) in RANK
+    }
     assert "dedebate.exact.selfplay" in debate["dedebate.training.stochastic_selfplay"]
     assert find_cycle(debate) == []
     assert find_cycle(graph) == []  # the lab and the command line too
@@ -182,40 +201,55 @@ def test_top_level_imports_skip_function_bodies():
     assert [n for _, n in imports(source, Path("core/fake.py"))] == ["a", "b", "c"]
 
 
-@pytest.mark.parametrize("rel, source", [
-    ("protocols/fake.py", "def f():\n    from dedebate.lab.experiment import Claim\n"),
-    ("protocols/fake.py", "from dedebate.agents.stochastic_players import HonestBob\n"),
-    ("protocols/fake.py", "from ..agents import stochastic_players\n"),
-    ("core/fake.py", "import dedebate.machines.program\n"),
-    ("machines/fake.py", "from dedebate.trees import tree\n"),
-    ("estimators/fake.py", "from dedebate.training.stackelberg import solve\n"),
-    ("exact/fake.py", "import dedebate.cli\n"),
-    ("lab/fake.py", "def f():\n    from dedebate.cli.common import UsageError\n"),
-    ("agents/fake.py", "import dedebate_experiments.machines\n"),
-    ("lab/fake.py", "from dedebate.protocols.stochastic import play\n"),
-    ("lab/fake.py", "def f():\n    from dedebate import protocols\n"),
-    ("lab/fake.py", "from ..exact import acceptance_exact\n"),
-    ("_xla_flags.py", "import dedebate.lab\n"),
-    ("programs.py", "from dedebate.core.bits import bit_table\n"),
-    ("agents/fake.py", "from dedebate._xla_flags import OPT_LEVEL\n"),
-    ("lab/fake.py", "def f():\n    from dedebate._xla_flags import capped_options\n"),
-])
+@pytest.mark.parametrize(
+    "rel, source",
+    [
+        ("protocols/fake.py", "def f():\n    from dedebate.lab.experiment import Claim\n"),
+        ("protocols/fake.py", "from dedebate.agents.stochastic_players import HonestBob\n"),
+        ("protocols/fake.py", "from ..agents import stochastic_players\n"),
+        ("core/fake.py", "import dedebate.machines.program\n"),
+        ("machines/fake.py", "from dedebate.trees import tree\n"),
+        ("estimators/fake.py", "from dedebate.training.stackelberg import solve\n"),
+        ("exact/fake.py", "import dedebate.cli\n"),
+        ("lab/fake.py", "def f():\n    from dedebate.cli.common import UsageError\n"),
+        ("agents/fake.py", "import dedebate_experiments.machines\n"),
+        ("lab/fake.py", "from dedebate.protocols.stochastic import play\n"),
+        ("lab/fake.py", "def f():\n    from dedebate import protocols\n"),
+        ("lab/fake.py", "from ..exact import acceptance_exact\n"),
+        ("_xla_flags.py", "import dedebate.lab\n"),
+        ("programs.py", "from dedebate.core.bits import bit_table\n"),
+        ("agents/fake.py", "from dedebate._xla_flags import OPT_LEVEL\n"),
+        ("lab/fake.py", "def f():\n    from dedebate._xla_flags import capped_options\n"),
+    ],
+)
 def test_a_forbidden_import_is_reported(rel, source):
     found = violations(source, Path(rel))
     assert len(found) == 1 and found[0].startswith(f"dedebate/{rel}:"), found
 
 
-@pytest.mark.parametrize("rel, source", [
-    ("agents/fake.py", "from dedebate.protocols.stochastic import StepView\n"
-                       "from .stochastic_players import HonestBob\nimport jax\n"),
-    ("training/fake.py", "def f():\n    from dedebate.exact import checker_prob\n"),
-    ("lab/fake.py", "import dedebate\nfrom dedebate import __version__\nfrom . import rundir\n"),
-    ("cli/run.py", "def f():\n    from dedebate.lab.runner import run_experiment\n"
-                   "from dedebate.protocols import stochastic\nfrom . import common\n"),
-    ("core/fake.py", "from dedebate.programs import FAST_COMPILE, jit\n"),
-    ("lab/fake.py", "def f():\n    from dedebate.programs import jit\n"),
-    ("programs.py", "from dedebate._xla_flags import OPT_LEVEL, capped_options\n"),
-])
+@pytest.mark.parametrize(
+    "rel, source",
+    [
+        (
+            "agents/fake.py",
+            "from dedebate.protocols.stochastic import StepView\n"
+            "from .stochastic_players import HonestBob\nimport jax\n",
+        ),
+        ("training/fake.py", "def f():\n    from dedebate.exact import checker_prob\n"),
+        (
+            "lab/fake.py",
+            "import dedebate\nfrom dedebate import __version__\nfrom . import rundir\n",
+        ),
+        (
+            "cli/run.py",
+            "def f():\n    from dedebate.lab.runner import run_experiment\n"
+            "from dedebate.protocols import stochastic\nfrom . import common\n",
+        ),
+        ("core/fake.py", "from dedebate.programs import FAST_COMPILE, jit\n"),
+        ("lab/fake.py", "def f():\n    from dedebate.programs import jit\n"),
+        ("programs.py", "from dedebate._xla_flags import OPT_LEVEL, capped_options\n"),
+    ],
+)
 def test_an_allowed_import_passes(rel, source):
     assert violations(source, Path(rel)) == []
 
@@ -234,7 +268,7 @@ XLA_FLAGS_IMPORTERS = {POLICY_HOME, "dedebate/__init__.py"}  # __init__: apply_c
 OTHER_CACHES = {
     "dedebate/lab/params.py",  # a Config class's ranged fields, read by reflection
     "dedebate/lab/schema.py",  # the JSON Schema registry, read from disk once
-    "experiments/stochastic_debate/__init__.py",  # the adversary search, shared by point() and host()
+    "experiments/stochastic_debate/__init__.py",  # the adversary search, shared by point() and host()  # noqa: E501
 }
 
 
@@ -260,8 +294,11 @@ def policy_violations(source: str, path: str) -> list[str]:
             found.add((line, "passes compiler_options="))
     rel = Path(path).relative_to("dedebate") if path.startswith("dedebate/") else Path(path)
     if path not in XLA_FLAGS_IMPORTERS:
-        found |= {(line, "imports dedebate._xla_flags") for line, name in imports(source, rel)
-                  if name == "dedebate._xla_flags" or name.startswith("dedebate._xla_flags.")}
+        found |= {
+            (line, "imports dedebate._xla_flags")
+            for line, name in imports(source, rel)
+            if name == "dedebate._xla_flags" or name.startswith("dedebate._xla_flags.")
+        }
     return [f"{path}:{line}: {what}" for line, what in sorted(found)]
 
 
@@ -271,8 +308,11 @@ def _allowed_policy(path: str, found: list[str]) -> list[str]:
     return found
 
 
-POLICY_FILES = sorted(p for p in [*ROOT.rglob("*.py"), *(REPO / "experiments").rglob("*.py")]
-                      if p != REPO / POLICY_HOME)
+POLICY_FILES = sorted(
+    p
+    for p in [*ROOT.rglob("*.py"), *(REPO / "experiments").rglob("*.py")]
+    if p != REPO / POLICY_HOME
+)
 
 
 @pytest.mark.parametrize("path", POLICY_FILES, ids=lambda p: p.relative_to(REPO).as_posix())
@@ -286,38 +326,71 @@ def test_every_other_cache_is_still_there():
         assert policy_violations((REPO / rel).read_text(), rel), f"{rel}: clean, drop its entry"
 
 
-@pytest.mark.parametrize("path, source, problem", [
-    ("dedebate/agents/fake.py", "import jax\nf = jax.jit(g, static_argnums=0)\n", "uses jax.jit"),
-    ("experiments/fake.py", "import functools\nimport jax\n"
-                            "@functools.partial(jax.jit, static_argnums=0)\ndef f(n): ...\n",
-     "uses jax.jit"),
-    ("dedebate/lab/fake.py", "from jax import jit\n", "imports jit from jax"),
-    ("dedebate/trees/fake.py", "from dedebate.programs import jit\nf = jit(g, compiler_options={})\n",
-     "passes compiler_options="),
-    ("dedebate/protocols/fake.py", "from dedebate._xla_flags import OPT_LEVEL, capped_options\n",
-     "imports dedebate._xla_flags"),
-    ("dedebate/estimators/fake.py", "def f():\n    from .._xla_flags import OPT_LEVEL\n",
-     "imports dedebate._xla_flags"),
-    ("experiments/fake.py", "from dedebate import _xla_flags\n", "imports dedebate._xla_flags"),
-    ("dedebate/training/fake.py", "import functools\n@functools.cache\ndef grid(s): ...\n",
-     "uses functools.cache"),
-    ("experiments/fake.py", "import functools\n@functools.lru_cache(maxsize=8)\ndef f(s): ...\n",
-     "uses functools.lru_cache"),
-    ("dedebate/lab/fake.py", "from functools import cache\n", "uses functools.cache"),
-    ("dedebate/lab/params.py", "import jax\nf = jax.jit(g)\n", "uses jax.jit"),  # not a cache
-])
+@pytest.mark.parametrize(
+    "path, source, problem",
+    [
+        (
+            "dedebate/agents/fake.py",
+            "import jax\nf = jax.jit(g, static_argnums=0)\n",
+            "uses jax.jit",
+        ),
+        (
+            "experiments/fake.py",
+            "import functools\nimport jax\n"
+            "@functools.partial(jax.jit, static_argnums=0)\ndef f(n): ...\n",
+            "uses jax.jit",
+        ),
+        ("dedebate/lab/fake.py", "from jax import jit\n", "imports jit from jax"),
+        (
+            "dedebate/trees/fake.py",
+            "from dedebate.programs import jit\nf = jit(g, compiler_options={})\n",
+            "passes compiler_options=",
+        ),
+        (
+            "dedebate/protocols/fake.py",
+            "from dedebate._xla_flags import OPT_LEVEL, capped_options\n",
+            "imports dedebate._xla_flags",
+        ),
+        (
+            "dedebate/estimators/fake.py",
+            "def f():\n    from .._xla_flags import OPT_LEVEL\n",
+            "imports dedebate._xla_flags",
+        ),
+        ("experiments/fake.py", "from dedebate import _xla_flags\n", "imports dedebate._xla_flags"),
+        (
+            "dedebate/training/fake.py",
+            "import functools\n@functools.cache\ndef grid(s): ...\n",
+            "uses functools.cache",
+        ),
+        (
+            "experiments/fake.py",
+            "import functools\n@functools.lru_cache(maxsize=8)\ndef f(s): ...\n",
+            "uses functools.lru_cache",
+        ),
+        ("dedebate/lab/fake.py", "from functools import cache\n", "uses functools.cache"),
+        ("dedebate/lab/params.py", "import jax\nf = jax.jit(g)\n", "uses jax.jit"),  # not a cache
+    ],
+)
 def test_execution_policy_outside_programs_is_reported(path, source, problem):
     found = _allowed_policy(path, policy_violations(source, path))
     assert len(found) == 1 and found[0].startswith(f"{path}:") and found[0].endswith(problem), found
 
 
 def test_compiling_through_programs_passes():
-    source = ("import functools\nimport jax\nfrom dedebate._xla_flags import OPT_LEVEL\n"
-              "from dedebate.programs import FAST_COMPILE, jit, program_cache\n"
-              "@program_cache\ndef grid(s):\n    return jit(f, options=FAST_COMPILE)\n"
-              "g = functools.partial(jax.vmap, in_axes=0)\n")
+    source = (
+        "import functools\nimport jax\nfrom dedebate._xla_flags import OPT_LEVEL\n"
+        "from dedebate.programs import FAST_COMPILE, jit, program_cache\n"
+        "@program_cache\ndef grid(s):\n    return jit(f, options=FAST_COMPILE)\n"
+        "g = functools.partial(jax.vmap, in_axes=0)\n"
+    )
     assert policy_violations(source, "dedebate/agents/fake.py") == [
-        "dedebate/agents/fake.py:3: imports dedebate._xla_flags"]
+        "dedebate/agents/fake.py:3: imports dedebate._xla_flags"
+    ]
     assert policy_violations(source, POLICY_HOME) == []
-    assert _allowed_policy("dedebate/lab/schema.py", policy_violations(
-        "from functools import cache\n", "dedebate/lab/schema.py")) == []
+    assert (
+        _allowed_policy(
+            "dedebate/lab/schema.py",
+            policy_violations("from functools import cache\n", "dedebate/lab/schema.py"),
+        )
+        == []
+    )

@@ -1,7 +1,7 @@
 """The library is general: what serves one experiment lives in it (``experiments/NAME/``). A module of ``dedebate/`` outside the lab and the command line takes explicit typed arguments,
 never an experiment's ``Config`` (no parameter ``spec``, ``cfg`` or ``config`` that is unannotated
 or annotated with a ``...Config``), and builds no report: no function named ``*_rows``,
-``*_table`` or ``*_claims`` and no ``Claim`` (imported or constructed)."""
+``*_table`` or ``*_claims`` and no ``Claim`` (imported or constructed)."""  # noqa: E501
 
 from __future__ import annotations
 
@@ -40,9 +40,11 @@ def _config_typed(annotation: ast.expr | None) -> bool:
         return True
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
         annotation = ast.parse(annotation.value, mode="eval").body
-    return any((isinstance(n, ast.Name) and n.id.endswith("Config"))
-               or (isinstance(n, ast.Attribute) and n.attr.endswith("Config"))
-               for n in ast.walk(annotation))
+    return any(
+        (isinstance(n, ast.Name) and n.id.endswith("Config"))
+        or (isinstance(n, ast.Attribute) and n.attr.endswith("Config"))
+        for n in ast.walk(annotation)
+    )
 
 
 def problems(source: str, rel: Path) -> list[str]:
@@ -55,21 +57,31 @@ def problems(source: str, rel: Path) -> list[str]:
             a = node.args
             for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
                 if arg.arg in CONFIG_PARAMS and _config_typed(arg.annotation):
-                    found.add((node.lineno, f"{name} takes {arg.arg} (an experiment's Config?): "
-                                            "take explicit typed arguments"))
-            if (name.endswith(REPORT_SUFFIXES)
-                    and f"{rel.as_posix()}:{name}" not in GENERAL):
+                    found.add(
+                        (
+                            node.lineno,
+                            f"{name} takes {arg.arg} (an experiment's Config?): "
+                            "take explicit typed arguments",
+                        )
+                    )
+            if name.endswith(REPORT_SUFFIXES) and f"{rel.as_posix()}:{name}" not in GENERAL:
                 found.add((node.lineno, f"{name} builds report rows: move it to its experiment"))
-        elif (isinstance(node, ast.Name) and node.id == "Claim"
-              or isinstance(node, ast.Attribute) and node.attr == "Claim"):
+        elif (
+            isinstance(node, ast.Name)
+            and node.id == "Claim"
+            or isinstance(node, ast.Attribute)
+            and node.attr == "Claim"
+        ):
             found.add((node.lineno, "uses Claim: report rows belong to an experiment"))
-    found |= {(line, "imports Claim: report rows belong to an experiment")
-              for line, name in imports(source, rel) if name.rsplit(".", 1)[-1] == "Claim"}
+    found |= {
+        (line, "imports Claim: report rows belong to an experiment")
+        for line, name in imports(source, rel)
+        if name.rsplit(".", 1)[-1] == "Claim"
+    }
     return [f"{where}:{line}: {what}" for line, what in sorted(found)]
 
 
-LIBRARY_FILES = sorted(p for p in ROOT.rglob("*.py")
-                       if p.relative_to(ROOT).parts[0] not in SHELLS)
+LIBRARY_FILES = sorted(p for p in ROOT.rglob("*.py") if p.relative_to(ROOT).parts[0] not in SHELLS)
 
 
 @pytest.mark.parametrize("path", LIBRARY_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -82,25 +94,42 @@ def test_every_general_name_is_still_there():
         rel, name = key.split(":")
         tree = parse((ROOT / rel).read_text(), rel)
         assert name in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}, (
-            f"{key}: gone, drop its entry")
+            f"{key}: gone, drop its entry"
+        )
 
 
-@pytest.mark.parametrize("rel, source, problem", [
-    ("training/fake.py", "def setup(cfg):\n    return cfg.seeds\n", "setup takes cfg"),
-    ("agents/fake.py", "def zoo(spec, d):\n    return spec.T\n", "zoo takes spec"),
-    ("exact/fake.py", "def f(config: Config) -> int: ...\n", "f takes config"),
-    ("exact/fake.py", "def f(*, cfg: 'exp.Config'): ...\n", "f takes cfg"),
-    ("core/fake.py", "class C:\n    def of(self, cfg):\n        return cfg.n\n", "of takes cfg"),
-    ("trees/fake.py", "def fbs_rows(qs):\n    return [{'q': q} for q in qs]\n",
-     "fbs_rows builds report rows"),
-    ("agents/fake.py", "def cost_table(m): ...\n", "cost_table builds report rows"),
-    ("protocols/fake.py", "def _claims(a): ...\n", "_claims builds report rows"),
-    ("estimators/fake.py", "def f():\n    from dedebate.lab.claims import Claim\n",
-     "imports Claim"),
-    ("training/fake.py", "import lab\nc = lab.Claim.exact('x', 's', '>= 0', 1.0, True)\n",
-     "uses Claim"),
-    ("machines/fake.py", "def f(rows):\n    return [Claim(r) for r in rows]\n", "uses Claim"),
-])
+@pytest.mark.parametrize(
+    "rel, source, problem",
+    [
+        ("training/fake.py", "def setup(cfg):\n    return cfg.seeds\n", "setup takes cfg"),
+        ("agents/fake.py", "def zoo(spec, d):\n    return spec.T\n", "zoo takes spec"),
+        ("exact/fake.py", "def f(config: Config) -> int: ...\n", "f takes config"),
+        ("exact/fake.py", "def f(*, cfg: 'exp.Config'): ...\n", "f takes cfg"),
+        (
+            "core/fake.py",
+            "class C:\n    def of(self, cfg):\n        return cfg.n\n",
+            "of takes cfg",
+        ),
+        (
+            "trees/fake.py",
+            "def fbs_rows(qs):\n    return [{'q': q} for q in qs]\n",
+            "fbs_rows builds report rows",
+        ),
+        ("agents/fake.py", "def cost_table(m): ...\n", "cost_table builds report rows"),
+        ("protocols/fake.py", "def _claims(a): ...\n", "_claims builds report rows"),
+        (
+            "estimators/fake.py",
+            "def f():\n    from dedebate.lab.claims import Claim\n",
+            "imports Claim",
+        ),
+        (
+            "training/fake.py",
+            "import lab\nc = lab.Claim.exact('x', 's', '>= 0', 1.0, True)\n",
+            "uses Claim",
+        ),
+        ("machines/fake.py", "def f(rows):\n    return [Claim(r) for r in rows]\n", "uses Claim"),
+    ],
+)
 def test_a_module_that_serves_an_experiment_is_reported(rel, source, problem):
     found = problems(source, Path(rel))
     assert len(found) == 1 and found[0].startswith(f"dedebate/{rel}:"), found
@@ -108,8 +137,10 @@ def test_a_module_that_serves_an_experiment_is_reported(rel, source, problem):
 
 
 def test_a_general_module_passes():
-    source = ("from dedebate.protocols.stochastic import DebateStatic\n"
-              "def play(spec: DebateStatic, cfg: jax.Array, config: 'Settings'): ...\n"
-              "def table(rows): ...\n")
+    source = (
+        "from dedebate.protocols.stochastic import DebateStatic\n"
+        "def play(spec: DebateStatic, cfg: jax.Array, config: 'Settings'): ...\n"
+        "def table(rows): ...\n"
+    )
     assert problems(source, Path("protocols/fake.py")) == []
     assert problems("def and_table(q): ...\n", Path("trees/library.py")) == []

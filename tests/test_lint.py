@@ -16,9 +16,12 @@ REPO = Path(__file__).resolve().parents[1]
 def test_ruff_check_is_clean():
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     if not Path(ruff).exists():
-        pytest.fail("ruff is not installed: it is part of the test extras (pip install -e '.[test]')")
-    proc = subprocess.run([ruff, "check", "--no-cache", "."], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+        pytest.fail(
+            "ruff is not installed: it is part of the test extras (pip install -e '.[test]')"
+        )
+    proc = subprocess.run(
+        [ruff, "check", "--no-cache", "."], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 

@@ -27,8 +27,9 @@ def trees():
 
 def test_tree_output_prob_equals_enumeration(trees):
     for f, levels in trees[:3]:
-        assert tree_output_prob(levels) == pytest.approx(float(exact_output_prob(f.machine)),
-                                                         abs=1e-6)
+        assert tree_output_prob(levels) == pytest.approx(
+            float(exact_output_prob(f.machine)), abs=1e-6
+        )
 
 
 def test_tree_gradient_is_exact_for_the_multilinear_P_M():
@@ -73,8 +74,12 @@ def test_empirical_K_never_exceeds_proven_K(trees):
 
 
 def test_empirical_K_within_factor_two_for_F2_and_F3():
-    for f in [fxs.f2_target(10, 0.7, spread=0.2), fxs.f2_target(10, 0.25),
-              fxs.f3_target(10, 0.7), fxs.f3_cascade(10, 0.1, 0.3, 1 / 10)]:
+    for f in [
+        fxs.f2_target(10, 0.7, spread=0.2),
+        fxs.f2_target(10, 0.25),
+        fxs.f3_target(10, 0.7),
+        fxs.f3_cascade(10, 0.1, 0.3, 1 / 10),
+    ]:
         est = estimate_lipschitz(f.machine, jax.random.key(0), eps=(1e-3, 1e-2), n_random=2)
         assert f.K / 2 <= est.best <= f.K * (1 + K_REL_TOL), (f.name, est.best, f.K)
 
@@ -82,8 +87,9 @@ def test_empirical_K_within_factor_two_for_F2_and_F3():
 def test_adversarial_family_beats_uniform_when_signs_matter():
     """Meta-analysis: negative reports push P_M down when their studies are sound, so the best
     perturbation needs per-step signs; uniform shifts partly cancel."""
-    f = fxs.meta_analysis([1, 0, 1, 0, 1, 1, 0, 0, 1], [0.7, 0.8, 0.6, 0.9, 0.5, 0.7, 0.6, 0.8, 0.6],
-                          1)
+    f = fxs.meta_analysis(
+        [1, 0, 1, 0, 1, 1, 0, 0, 1], [0.7, 0.8, 0.6, 0.9, 0.5, 0.7, 0.6, 0.8, 0.6], 1
+    )
     est = estimate_lipschitz(f.machine, jax.random.key(0), eps=(1e-3,), n_random=2)
     assert est.by_family["adversarial"] > 1.5 * est.by_family["uniform"]
     assert est.by_family["adversarial"] >= est.by_family["random"]

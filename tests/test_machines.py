@@ -28,7 +28,7 @@ from dedebate.machines.program import (
 ORC = position_oracle([0.5, 0.5, 0.5])
 
 
-# -- make_step_program validation -------------------------------------------------------------------
+# -- make_step_program validation -------------------------------------------------------------------  # noqa: E501
 def test_step_program_rejects_non_causal_deps():
     with pytest.raises(ValueError, match=r"deps\[1\]\[0\]=1: step 1 may read only.*causal"):
         make_step_program([COIN, DET], [[], [1]], ORC, rule=[None, [1, 0]])
@@ -59,20 +59,30 @@ def test_step_program_rejects_missing_or_malformed_rules():
     with pytest.raises(ValueError, match=r"rule\[1\].*0/1 table"):
         make_step_program([COIN, DET], [[], [0]], ORC, rule=[None, [0, 2]])
     with pytest.raises(ValueError, match="at most 12 dependencies"):
-        make_step_program([COIN] * 13 + [DET], [[]] * 13 + [list(range(13))], ORC,
-                          rule=[None] * 13 + [[0] * 2**13])
+        make_step_program(
+            [COIN] * 13 + [DET],
+            [[]] * 13 + [list(range(13))],
+            ORC,
+            rule=[None] * 13 + [[0] * 2**13],
+        )
 
 
-# -- exact enumeration ------------------------------------------------------------------------------
+# -- exact enumeration ------------------------------------------------------------------------------  # noqa: E501
 def test_step_program_enumeration_matches_hand_formulas():
     """y0 ~ pi(x0), y1 ~ coin, y2 = y0 XOR y1 (P = 1/2), y3 = x1 AND y0 (P = x1 * pi)."""
     o = table_oracle([0.3, 0.8])  # query = x0
     for x, want in [([1, 1], 0.8), ([0, 1], 0.3), ([1, 0], 0.0)]:
-        prog = make_step_program([ORACLE, COIN, DET, DET], [[0], [], [2, 3], [1, 2]], o,
-                                 rule=[None, None, [0, 1, 1, 0], [0, 0, 0, 1]], x=x)
+        prog = make_step_program(
+            [ORACLE, COIN, DET, DET],
+            [[0], [], [2, 3], [1, 2]],
+            o,
+            rule=[None, None, [0, 1, 1, 0], [0, 0, 0, 1]],
+            x=x,
+        )
         assert float(exact_output_prob(prog)) == pytest.approx(want, abs=1e-6)
-        xor = make_step_program([ORACLE, COIN, DET], [[0], [], [2, 3]], o,
-                                rule=[None, None, [0, 1, 1, 0]], x=x)
+        xor = make_step_program(
+            [ORACLE, COIN, DET], [[0], [], [2, 3]], o, rule=[None, None, [0, 1, 1, 0]], x=x
+        )
         assert float(exact_output_prob(xor)) == pytest.approx(0.5, abs=1e-6)
 
 
@@ -93,7 +103,7 @@ def test_exact_enumeration_rejects_long_programs():
         exact_output_prob(fxs.f2_target(21, 0.7).machine)
 
 
-# -- the Lean model ---------------------------------------------------------------------------------
+# -- the Lean model ---------------------------------------------------------------------------------  # noqa: E501
 def test_lean_f2_equals_the_efficient_f2_on_every_prefix():
     pi = fxs.spread_probs(9, 0.6, 0.3)
     a, b = prefix_tree(f2_lean(pi)), prefix_tree(fxs.f2(pi).machine)
@@ -126,7 +136,7 @@ def test_lean_machine_rejects_bad_probabilities():
         polya_urn(4, 0.0, 1.0)
 
 
-# -- sampling: vmap over trials and inputs == per-trial loop -----------------------------------------
+# -- sampling: vmap over trials and inputs == per-trial loop -----------------------------------------  # noqa: E501
 def _stack(machines):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *machines)
 
@@ -136,8 +146,10 @@ def test_vmapped_sampling_equals_per_trial_loop(kind):
     if kind == "fixture":  # inputs = different F2 probability vectors
         machines = [fxs.f2_target(8, p, spread=0.2).machine for p in (0.3, 0.5, 0.7)]
     else:  # inputs = different study reports x of the meta-analysis step program
-        machines = [fxs.meta_analysis(x, [0.9, 0.4, 0.7, 0.6], 1).step_program()
-                    for x in ([1, 1, 0, 1], [0, 1, 0, 0], [1, 1, 1, 1])]
+        machines = [
+            fxs.meta_analysis(x, [0.9, 0.4, 0.7, 0.6], 1).step_program()
+            for x in ([1, 1, 0, 1], [0, 1, 0, 0], [1, 1, 1, 1])
+        ]
     keys = jax.random.split(jax.random.key(3), 6)
     batched = jax.jit(jax.vmap(sample_transcripts, in_axes=(0, None)))(_stack(machines), keys)
     one = jax.jit(sample_transcript)
@@ -145,8 +157,9 @@ def test_vmapped_sampling_equals_per_trial_loop(kind):
     np.testing.assert_array_equal(np.asarray(batched), looped)
     if kind == "fixture":  # the shared-uniforms path draws the same transcripts
         u = jax.vmap(step_uniforms, in_axes=(0, None))(keys, machines[0].T)
-        via_u = jax.jit(jax.vmap(jax.vmap(transcript_from_uniforms, in_axes=(None, 0)),
-                                 in_axes=(0, None)))(_stack(machines), u)
+        via_u = jax.jit(
+            jax.vmap(jax.vmap(transcript_from_uniforms, in_axes=(None, 0)), in_axes=(0, None))
+        )(_stack(machines), u)
         np.testing.assert_array_equal(np.asarray(via_u), looped)
     assert len({tuple(r) for r in looped.reshape(-1, looped.shape[-1])}) > 3  # not constant
 

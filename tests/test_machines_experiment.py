@@ -25,9 +25,14 @@ def quick(tmp_path_factory):
     (quick eps, high=True: the quick config) at seed 2 run alone with the row's key:
     ``(sweep record, point, seed, run result, context, traces of point's fn after both)``."""
     return sweep_then_run_alone(
-        exp, tmp_path_factory.mktemp("machines"), axes={"eps": EPS, "high": [True, False]},
-        pick=lambda v: v["eps"] == QUICK["eps"] and v["high"] is True, seed=1, seeds=2,
-        run_seed=2)
+        exp,
+        tmp_path_factory.mktemp("machines"),
+        axes={"eps": EPS, "high": [True, False]},
+        pick=lambda v: v["eps"] == QUICK["eps"] and v["high"] is True,
+        seed=1,
+        seeds=2,
+        run_seed=2,
+    )
 
 
 @pytest.mark.slow  # one compile of the quick program, shared by the sweep and the run
@@ -70,7 +75,8 @@ def test_quick_run_claims_pass_and_plot_is_saved(quick):
     assert (ctx.plots_dir / result.plots[0]).stat().st_size > 0
     # the lab logs each table row as a step and counts point, host and report on one bar
     assert [(step, m["fixtures/K_empirical"]) for step, m in ctx.logged] == [
-        (i, r["K_empirical"]) for i, r in enumerate(result.tables["fixtures"])]
+        (i, r["K_empirical"]) for i, r in enumerate(result.tables["fixtures"])
+    ]
     assert ctx.bars[0].n == ctx.bars[0].total == 3
 
 
@@ -80,19 +86,23 @@ def test_config_file_loads_and_size_presets_apply():
     quick = load_config(REPO / "configs" / "machines.yaml", {exp.NAME: exp}, ["size=quick"])
     assert quick.params == exp.Config(**exp.SIZES["quick"])
     # The command line wins over the size preset and the file.
-    pinned = load_config(REPO / "configs" / "machines.yaml", {exp.NAME: exp},
-                         ["size=quick", "params.T=6"])
+    pinned = load_config(
+        REPO / "configs" / "machines.yaml", {exp.NAME: exp}, ["size=quick", "params.T=6"]
+    )
     assert pinned.params == exp.Config(**{**exp.SIZES["quick"], "T": 6})
 
 
-@pytest.mark.parametrize("override,match", [
-    ("params.T=3", "params.T=3"),
-    ("params.T=19", "params.T=19"),
-    ("params.trials=10", "params.trials=10"),
-    ("params.eps=[0.0]", "params.eps"),
-    ("params.n_random=-1", "params.n_random=-1"),
-    ("params.ascent_iters=0", "params.ascent_iters=0"),
-])
+@pytest.mark.parametrize(
+    "override,match",
+    [
+        ("params.T=3", "params.T=3"),
+        ("params.T=19", "params.T=19"),
+        ("params.trials=10", "params.trials=10"),
+        ("params.eps=[0.0]", "params.eps"),
+        ("params.n_random=-1", "params.n_random=-1"),
+        ("params.ascent_iters=0", "params.ascent_iters=0"),
+    ],
+)
 def test_bad_config_values_are_rejected(override, match):
     with pytest.raises(ConfigError, match=match):
         load_config(REPO / "configs" / "machines.yaml", {exp.NAME: exp}, [override])

@@ -1,4 +1,4 @@
-"""Naive recursive debate (spec PED 9.3): the obfuscating liar survives with probability 1 - q^-d."""
+"""Naive recursive debate (spec PED 9.3): the obfuscating liar survives with probability 1 - q^-d."""  # noqa: E501
 
 import functools
 
@@ -44,13 +44,12 @@ def test_exact_survival(tree):
     surv, total = (np.asarray(x) for x in out["liar_uniform"])
     np.testing.assert_allclose(surv, [1 - 4.0**-1, 1 - 4.0**-2, 63 / 64], atol=1e-6)
     np.testing.assert_allclose(total, 1.0, atol=1e-6)
-    assert float(out["liar_informed"]) == 0.0          # a challenger who sees the flaw
+    assert float(out["liar_informed"]) == 0.0  # a challenger who sees the flaw
     assert float(out["honest_uniform"]) == pytest.approx(1.0, abs=1e-6)
     assert float(out["honest_informed"]) == pytest.approx(1.0, abs=1e-6)
 
 
-_batch = _jit(jax.vmap(lambda t, k: play_naive(LIAR, UniformChallenger(), t, k),
-                       in_axes=(None, 0)))
+_batch = _jit(jax.vmap(lambda t, k: play_naive(LIAR, UniformChallenger(), t, k), in_axes=(None, 0)))
 _one = _jit(lambda t, k: play_naive(LIAR, UniformChallenger(), t, k))
 
 

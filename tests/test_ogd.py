@@ -52,13 +52,13 @@ def _check_run(static, problem, family, state, delta):
     assert bool(sm.converged)
     # iteration bound (spec 5.5): T <= 36|Z|/delta^2, or 4.5|Z|/delta^2 for the tight rule
     assert steps <= iteration_bound(static.step_rule, n_z, delta)
-    # every update had |Adv| >= delta, and Hazan's regret bound holds: T delta <= sum <= 1.5 G D sqrt T
+    # every update had |Adv| >= delta, and Hazan's regret bound holds: T delta <= sum <= 1.5 G D sqrt T  # noqa: E501
     assert steps * delta <= float(sm.regret_sum) * (1 + 1e-6)
     assert float(sm.regret_sum) <= float(sm.regret_bound) + 1e-6
     trace = np.asarray(state.trace)
     if steps + 1 <= trace.size:
         assert np.all(trace[:steps] >= delta) and trace[steps] < delta
-        assert np.all(np.isnan(trace[steps + 1:]))
+        assert np.all(np.isnan(trace[steps + 1 :]))
         assert np.all(np.asarray(state.chosen)[steps:] == -1)
     # h stays in the simplex
     h = np.asarray(state.h)
@@ -85,6 +85,7 @@ def test_vmap_over_seeds_and_delta_matches_single_runs():
     static = OGDStatic(trace_len=128)
     seeds, deltas = [1, 2, 3], jnp.asarray([0.1, 0.05, 0.03], jnp.float32)
     problems, families = zip(*[_spec_problem(s) for s in seeds])
+
     def stack(*xs):
         return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *xs)
 
@@ -92,13 +93,13 @@ def test_vmap_over_seeds_and_delta_matches_single_runs():
     solve = jax.jit(ogd_solve, static_argnums=0)
     over_delta = jax.vmap(solve, in_axes=(None, None, None, 0))
     batched = jax.jit(jax.vmap(over_delta, in_axes=(None, 0, 0, None)), static_argnums=0)(
-        static, fam_b, prob_b, deltas)
+        static, fam_b, prob_b, deltas
+    )
     for a in range(len(seeds)):
         for b in range(len(deltas)):
             single = solve(static, families[a], problems[a], deltas[b])
             assert int(batched.steps[a, b]) == int(single.steps)
-            np.testing.assert_allclose(np.asarray(batched.h[a, b]), np.asarray(single.h),
-                                       atol=1e-6)
+            np.testing.assert_allclose(np.asarray(batched.h[a, b]), np.asarray(single.h), atol=1e-6)
             _check_run(static, problems[a], families[a], single, float(deltas[b]))
     # smaller delta never needs fewer steps on the same problem here
     assert np.all(np.diff(np.asarray(batched.steps), axis=1) >= 0)

@@ -41,8 +41,13 @@ from tests.conftest import REPO
 from tests.fakes import FakeContext, count_point_traces, truncate_checkpoint
 
 # 45 rounds in chunks of 10: five chunks, the last one partly past the end (no-op rounds).
-CFG = dataclasses.replace(exp.Config(**exp.SIZES["quick"]), net_rounds=45,
-                          net_checkpoint_every=10, net_lrs=(1.0, 3.0), net_delta=0.03)
+CFG = dataclasses.replace(
+    exp.Config(**exp.SIZES["quick"]),
+    net_rounds=45,
+    net_checkpoint_every=10,
+    net_lrs=(1.0, 3.0),
+    net_delta=0.03,
+)
 # ... with a trained MLP distinguisher, whose parameters and Adam state are checkpointed too
 CFG_MLP = dataclasses.replace(CFG, net_best_response="family+mlp")
 
@@ -98,8 +103,9 @@ def _steps(root):
     return sorted(int(p.name) for p in (root / "checkpoints").iterdir() if p.name.isdigit())
 
 
-@pytest.mark.parametrize("cfg", [CFG, pytest.param(CFG_MLP, marks=pytest.mark.slow)],
-                         ids=["family", "family+mlp"])
+@pytest.mark.parametrize(
+    "cfg", [CFG, pytest.param(CFG_MLP, marks=pytest.mark.slow)], ids=["family", "family+mlp"]
+)
 def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, cfg):
     full = train_network(cfg, FakeContext(tmp_path / "full", name=exp.NAME))
     assert full.chunks_run == 5 and full.resumed_from == 0
@@ -139,16 +145,20 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, cfg):
 def _chunked_training_matches_the_one_shot_program(tmp_path, cfg, run):
     """The chunked run ``run`` of ``cfg`` agrees with the one-shot training program."""
     problems, families, feats = net_problems(cfg, FakeContext(tmp_path, name=exp.NAME).key)
-    static = NetTrainStatic(rounds=cfg.net_rounds, hidden=tuple(cfg.net_hidden),
-                            optimizer=cfg.net_optimizer)
+    static = NetTrainStatic(
+        rounds=cfg.net_rounds, hidden=tuple(cfg.net_hidden), optimizer=cfg.net_optimizer
+    )
     hp = net_train_params([cfg.net_delta] * len(cfg.net_lrs), list(cfg.net_lrs))
-    keys = jax.random.split(jax.random.fold_in(FakeContext(tmp_path, name=exp.NAME).key, 200),
-                            cfg.seeds)
-    state, log, final = make_train_grid(static, batched_data=True)(hp, keys, families, problems,
-                                                                   feats)
+    keys = jax.random.split(
+        jax.random.fold_in(FakeContext(tmp_path, name=exp.NAME).key, 200), cfg.seeds
+    )
+    state, log, final = make_train_grid(static, batched_data=True)(
+        hp, keys, families, problems, feats
+    )
     np.testing.assert_array_equal(np.asarray(state.updates), np.asarray(run.state.updates))
-    np.testing.assert_array_equal(np.asarray(state.rounds_to_delta),
-                                  np.asarray(run.state.rounds_to_delta))
+    np.testing.assert_array_equal(
+        np.asarray(state.rounds_to_delta), np.asarray(run.state.rounds_to_delta)
+    )
     np.testing.assert_array_equal(np.asarray(log.chosen), run.chosen)
     np.testing.assert_allclose(np.asarray(log.max_adv), run.max_adv, rtol=0, atol=1e-5)
     np.testing.assert_allclose(np.asarray(final), run.final_max_adv, rtol=0, atol=1e-5)
@@ -190,10 +200,19 @@ QUICK = exp.Config(**exp.SIZES["quick"])
 @pytest.mark.slow  # before the CLI test: its quick run's Algorithm 1 is a point of this sweep
 def test_delta_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monkeypatch):
     traces = count_point_traces(monkeypatch, exp)  # traces of the sweep's fn (once per compile)
-    raw = {"experiment": exp.NAME, "seed": 2, "size": "quick", "output_dir": str(tmp_path / "out"),
-           "tracking": {"mode": "disabled"},
-           "sweep": {"seeds": 2, "axes": {"deltas": [[0.2, 0.1], [0.1, 0.05]]}, "plots": False,
-                     "batch": 1}}
+    raw = {
+        "experiment": exp.NAME,
+        "seed": 2,
+        "size": "quick",
+        "output_dir": str(tmp_path / "out"),
+        "tracking": {"mode": "disabled"},
+        "sweep": {
+            "seeds": 2,
+            "axes": {"deltas": [[0.2, 0.1], [0.1, 0.05]]},
+            "plots": False,
+            "batch": 1,
+        },
+    }
     cfg = resolve(raw, {exp.NAME: exp})
     clear_program_cache()
     rec = run_sweep(exp, cfg, show_progress=False)
@@ -223,17 +242,29 @@ def test_delta_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monke
         assert r["max_adv_numpy"] == pytest.approx(r["max_adv"], abs=exp.RECOMPUTE_TOL)
         assert r["fresh_tests"] == 4 * QUICK.n_tests
     # the other seed's problems are other problems
-    assert sum(other[f"{p}/max_adv"] != row[f"{p}/max_adv"] for p in (
-        f"Z4/{rule}/d{d}/s{s}" for rule in ("hazan", "tight") for d in (0, 1)
-        for s in (0, 1))) >= 6
+    assert (
+        sum(
+            other[f"{p}/max_adv"] != row[f"{p}/max_adv"]
+            for p in (
+                f"Z4/{rule}/d{d}/s{s}"
+                for rule in ("hazan", "tight")
+                for d in (0, 1)
+                for s in (0, 1)
+            )
+        )
+        >= 6
+    )
     for rule in ("hazan", "tight"):  # problem 0's advantage traces, for the report's figure
         for delta in QUICK.deltas:
             tr = traces_by_run[(rule, 2, delta)]
             assert tr.shape == (QUICK.trace_len,) and np.isfinite(tr[0])
     assert row["d0/delta"] == pytest.approx(0.1) and row["d1/delta"] == pytest.approx(0.05)
     for rule in ("hazan", "tight"):  # the aggregates over the problems, from the same runs
-        steps = [r["steps"] for r in report
-                 if r["step_rule"] == rule and r["n_z"] == 4 and r["delta"] == 0.1]
+        steps = [
+            r["steps"]
+            for r in report
+            if r["step_rule"] == rule and r["n_z"] == 4 and r["delta"] == 0.1
+        ]
         assert row[f"Z4/{rule}/d0/steps_max"] == max(steps)
         assert row[f"Z4/{rule}/d0/steps_over_bound_max"] <= 1.0
 
@@ -245,8 +276,9 @@ def test_delta_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monke
 
 
 @pytest.mark.slow
-def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path, monkeypatch,
-                                                                        capsys):
+def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(
+    tmp_path, monkeypatch, capsys
+):
     """``dedebate run configs/ogd_estimator.yaml size=quick``: every claim passes, Orbax
     checkpoints and offline W&B files are written; then ``resume=true`` continues that run from
     its latest checkpoint to the same numbers."""
@@ -257,13 +289,21 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_dir"))
     monkeypatch.setenv("WANDB_SILENT", "true")
-    args = ["run", "--no-progress", str(REPO / "configs" / "ogd_estimator.yaml"), "size=quick",
-            f"output_dir={tmp_path / 'runs'}"]
+    args = [
+        "run",
+        "--no-progress",
+        str(REPO / "configs" / "ogd_estimator.yaml"),
+        "size=quick",
+        f"output_dir={tmp_path / 'runs'}",
+    ]
     assert cli.main(args) == 0, capsys.readouterr().err
     (run_dir,) = (tmp_path / "runs").glob("ogd_estimator-*")
     first = json.loads((run_dir / "results.json").read_text())
-    failed = [(c["claim"], c["value"], c["note"]) for c in first["claims"]
-              if not c["passed"] and not c["finding"]]
+    failed = [
+        (c["claim"], c["value"], c["note"])
+        for c in first["claims"]
+        if not c["passed"] and not c["finding"]
+    ]
     assert not failed and first["passed"] is True, failed
     assert validation_errors(first, "results") == []  # a real run's record fits its schema
     quick = exp.Config(**exp.SIZES["quick"])
@@ -274,14 +314,25 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path
     fresh = [c for c in first["claims"] if "fresh tests" in c["claim"]]
     assert len(fresh) == len(quick.step_rules) and all(c["finding"] for c in fresh)
     names = " ".join(c["claim"] for c in first["claims"])
-    for part in ("T <= 36 |Z|", "T <= 4.5 |Z|", "regret", "Flax estimator",
-                 "U_A <= rho^-(d+1)", "per-round mean reward"):
+    for part in (
+        "T <= 36 |Z|",
+        "T <= 4.5 |Z|",
+        "regret",
+        "Flax estimator",
+        "U_A <= rho^-(d+1)",
+        "per-round mean reward",
+    ):
         assert part in names
     rows = _csv(run_dir / "tables" / "algorithm1.csv")
-    assert len(rows) == (len(quick.q_values) * len(quick.deltas) * quick.seeds
-                         * len(quick.step_rules))
-    assert all(int(r["steps"]) <= float(r["bound"]) and float(r["max_adv"]) < float(r["delta"])
-               and r["converged"] == "True" for r in rows)
+    assert len(rows) == (
+        len(quick.q_values) * len(quick.deltas) * quick.seeds * len(quick.step_rules)
+    )
+    assert all(
+        int(r["steps"]) <= float(r["bound"])
+        and float(r["max_adv"]) < float(r["delta"])
+        and r["converged"] == "True"
+        for r in rows
+    )
     stages = _csv(run_dir / "tables" / "soundness.csv")
     assert {s["stage"] for s in stages} == {"init", "k=1", "final"}
     assert all(float(s["reward"]) <= float(s["bound"]) for s in stages)
@@ -289,7 +340,8 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(tmp_path
     logged = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     n_table_rows = len(rows) + len(_csv(run_dir / "tables" / "network.csv")) + len(stages)
     assert logged == sorted(set(logged)) and len(logged) == (
-        quick.net_rounds // quick.net_checkpoint_every + n_table_rows)
+        quick.net_rounds // quick.net_checkpoint_every + n_table_rows
+    )
     assert first["provenance"]["resumed"] is False
     assert first["provenance"]["tracking"]["mode"] == "offline"
 

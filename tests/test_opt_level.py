@@ -71,16 +71,20 @@ def _rounding_scales(tree) -> list[float]:
 
     def scales(t):
         if moments(t):
-            return t._replace(mu=jax.tree.map(lambda nu: np.sqrt(np.abs(nu).max()), t.nu),
-                              nu=jax.tree.map(lambda nu: np.abs(nu).max(), t.nu))
+            return t._replace(
+                mu=jax.tree.map(lambda nu: np.sqrt(np.abs(nu).max()), t.nu),
+                nu=jax.tree.map(lambda nu: np.abs(nu).max(), t.nu),
+            )
         return np.abs(_leaves(t)[0]).max()
 
     return jax.tree.leaves(jax.tree.map(scales, tree, is_leaf=moments))
 
 
 def _leaves(tree):
-    return [np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
-                       else x) for x in jax.tree.leaves(tree)]
+    return [
+        np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+        for x in jax.tree.leaves(tree)
+    ]
 
 
 def test_comparisons_can_fail():
@@ -89,8 +93,11 @@ def test_comparisons_can_fail():
     with pytest.raises(AssertionError):
         chex.assert_trees_all_equal(x, {**x, "a": jnp.nextafter(x["a"], 1.0)}, strict=True)
     _assert_within_rounding(x, {**x, "a": x["a"] * (1 + 1e-6)})
-    for bad in ({**x, "a": x["a"] * 1.001}, {**x, "a": x["a"].at[0].set(jnp.nan)},
-                {**x, "k": jax.random.key(1)}):
+    for bad in (
+        {**x, "a": x["a"] * 1.001},
+        {**x, "a": x["a"].at[0].set(jnp.nan)},
+        {**x, "k": jax.random.key(1)},
+    ):
         with pytest.raises(AssertionError):
             _assert_within_rounding(x, bad)
     adam = optax.adam(1e-3).init(jnp.zeros(2))[0]
@@ -108,8 +115,9 @@ def test_stochastic_debate_count_mode_is_bit_identical():
     alice, bob = zoo_alice(consts, A_PER_STEP), zoo_bob(consts, B_HONEST)
 
     def debates(keys):
-        return jax.vmap(lambda k: play(debate_static(T), machine, alice, bob, make_vera(consts),
-                                       k))(keys)
+        return jax.vmap(
+            lambda k: play(debate_static(T), machine, alice, bob, make_vera(consts), k)
+        )(keys)
 
     lights, default = _all_ways(debates, trial_keys(jax.random.key(7), 64))
     for light in lights:
@@ -122,8 +130,9 @@ def test_estimator_network_training_agrees_to_rounding():
     problem, feat = random_oi_problem(jax.random.fold_in(key, 0), 50, 4)
     family = random_tanh_family(jax.random.fold_in(key, 1), feat, 4, 40)
     static = NetTrainStatic(rounds=30, hidden=(16,), best_response="family+mlp", dist_steps=3)
-    lights, default = _all_ways(make_train(static), net_train_params(0.05, 3.0),
-                                jax.random.key(2), family, problem, feat)
+    lights, default = _all_ways(
+        make_train(static), net_train_params(0.05, 3.0), jax.random.key(2), family, problem, feat
+    )
     for light in lights:
         _assert_within_rounding(light, default)
     _, log, final_max_adv = default
@@ -133,11 +142,20 @@ def test_estimator_network_training_agrees_to_rounding():
 def test_selfplay_training_within_a_few_ulps():
     fx = f2_target(4, 0.25, spread=0.2)
     constants = lean_defaults(fx.K, fx.T).constants(fx.K, fx.T)
-    alice = pl.AliceParams(w1=jnp.zeros((pl.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
-                           b2=jnp.float32(1.0 / constants.b))  # claims pi + 1
+    alice = pl.AliceParams(
+        w1=jnp.zeros((pl.N_FEATURES, 4)),
+        b1=jnp.zeros(4),
+        w2=jnp.zeros(4),
+        b2=jnp.float32(1.0 / constants.b),
+    )  # claims pi + 1
     bob = pl.init_bob(jax.random.key(5), fx.T)
-    lights, default = _all_ways(sp.make_train_bob(40), xs.level_inputs(prefix_tree(fx.machine)),
-                                sp.selfplay_params(constants), alice, bob)
+    lights, default = _all_ways(
+        sp.make_train_bob(40),
+        xs.level_inputs(prefix_tree(fx.machine)),
+        sp.selfplay_params(constants),
+        alice,
+        bob,
+    )
     for light in lights:
         for x, y in zip(_leaves(light), _leaves(default)):
             np.testing.assert_array_max_ulp(x, y, maxulp=4)

@@ -33,9 +33,21 @@ from dedebate.trees import hidden_flaw_tree
 T = 5
 KEY = jax.random.key(0)
 COST_FIELDS = ("alice_queries", "bob_queries", "verifier_queries", "bits_read", "rounds")
-OLD_NAMES = {"verdict", "accept", "survived", "rounds", "n_rounds", "bits_read", "v_queries",
-             "a_queries", "b_queries", "judge_queries", "queries_alice", "queries_bob",
-             "queries_vera"}
+OLD_NAMES = {
+    "verdict",
+    "accept",
+    "survived",
+    "rounds",
+    "n_rounds",
+    "bits_read",
+    "v_queries",
+    "a_queries",
+    "b_queries",
+    "judge_queries",
+    "queries_alice",
+    "queries_bob",
+    "queries_vera",
+}
 
 
 @functools.cache
@@ -43,9 +55,12 @@ def _stochastic(bob_draw):
     fx = f2_target(T, 0.8)
     c = stochastic.lean_defaults(1.0, T).constants(1.0, T)
     spec = stochastic.debate_static(T, bob_draw=bob_draw)
-    return jax.eval_shape(lambda k: stochastic.play(spec, fx.machine, honest_alice(c),
-                                                    honest_bob(c), stochastic.make_vera(c),
-                                                    k), KEY)
+    return jax.eval_shape(
+        lambda k: stochastic.play(
+            spec, fx.machine, honest_alice(c), honest_bob(c), stochastic.make_vera(c), k
+        ),
+        KEY,
+    )
 
 
 def _deterministic(which):
@@ -54,12 +69,12 @@ def _deterministic(which):
     if which == "cross_exam":
         return jax.eval_shape(play_cross_exam, prog, alice, bob)
     if which == "binary_search":
-        return jax.eval_shape(play_binary_search, index_tree(config_machine(progs), 0), alice,
-                              bob)
+        return jax.eval_shape(play_binary_search, index_tree(config_machine(progs), 0), alice, bob)
     task = plan_task(0, 2)
     task = task.replace(program=index_tree(task.program, 0))
-    return jax.eval_shape(play_witness, task, jnp.zeros(task.n_w, jnp.int8),
-                          det_honest_alice(task.program.T), bob)
+    return jax.eval_shape(
+        play_witness, task, jnp.zeros(task.n_w, jnp.int8), det_honest_alice(task.program.T), bob
+    )
 
 
 def _tree():
@@ -67,22 +82,30 @@ def _tree():
 
 
 def _naive():
-    return jax.eval_shape(lambda k: play_naive(naive_debater("honest"), UniformChallenger(),
-                                               _tree(), k), KEY)
+    return jax.eval_shape(
+        lambda k: play_naive(naive_debater("honest"), UniformChallenger(), _tree(), k), KEY
+    )
 
 
 def _ped():
     params = prover_estimator.ped_params(2.0)
-    return jax.eval_shape(lambda k: prover_estimator.play(
-        prover_estimator.PEDStatic(), params, honest_prover(), constant_estimator(), _tree(),
-        k), KEY)
+    return jax.eval_shape(
+        lambda k: prover_estimator.play(
+            prover_estimator.PEDStatic(), params, honest_prover(), constant_estimator(), _tree(), k
+        ),
+        KEY,
+    )
 
 
-PLAYS = {"stochastic": lambda: _stochastic("count"), "stochastic_lazy": lambda: _stochastic("lazy"),
-         "cross_exam": lambda: _deterministic("cross_exam"),
-         "binary_search": lambda: _deterministic("binary_search"),
-         "det_witness": lambda: _deterministic("witness"), "naive_recursive": _naive,
-         "prover_estimator": _ped}
+PLAYS = {
+    "stochastic": lambda: _stochastic("count"),
+    "stochastic_lazy": lambda: _stochastic("lazy"),
+    "cross_exam": lambda: _deterministic("cross_exam"),
+    "binary_search": lambda: _deterministic("binary_search"),
+    "det_witness": lambda: _deterministic("witness"),
+    "naive_recursive": _naive,
+    "prover_estimator": _ped,
+}
 
 
 @pytest.mark.parametrize("name", sorted(PLAYS))
@@ -105,14 +128,15 @@ def test_every_outcome_carries_costs_and_the_verdict(name):
 def test_stochastic_costs_keep_their_dtypes():
     """Sample counts times steps can pass 2^31: the stochastic query counts stay float32."""
     c = _stochastic("count").costs
-    chex.assert_type([getattr(c, f) for f in COST_FIELDS],
-                     [jnp.float32, jnp.float32, jnp.float32, jnp.int32, jnp.int32])
+    chex.assert_type(
+        [getattr(c, f) for f in COST_FIELDS],
+        [jnp.float32, jnp.float32, jnp.float32, jnp.int32, jnp.int32],
+    )
 
 
 def test_the_docs_describe_every_cost_field():
     page = (Path(__file__).resolve().parents[1] / "docs" / "outcomes.md").read_text("utf-8")
     assert "## Costs" in page and "## Verdict" in page
-    rows = {line.split("|")[1].strip(" `") for line in page.splitlines()
-            if line.startswith("| `")}
+    rows = {line.split("|")[1].strip(" `") for line in page.splitlines() if line.startswith("| `")}
     assert set(COST_FIELDS) <= rows, set(COST_FIELDS) - rows
     assert np.all([f"`{f}`" in page for f in ("alice_wins", "u_a")])

@@ -26,8 +26,11 @@ def test_every_exported_name_is_its_modules_object(pkg):
 
 
 def test_importing_the_packages_imports_none_of_their_modules():
-    code = ("import sys\n" + "".join(f"import dedebate.{pkg}\n" for pkg in LIBRARY)
-            + "print(*sorted(sys.modules))")
+    code = (
+        "import sys\n"
+        + "".join(f"import dedebate.{pkg}\n" for pkg in LIBRARY)
+        + "print(*sorted(sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     loaded = [m for m in out.stdout.split() if m.startswith("dedebate.") and m.count(".") > 1]
@@ -35,10 +38,12 @@ def test_importing_the_packages_imports_none_of_their_modules():
 
 
 def test_lazy_exports_resolve_names_and_modules_and_reject_others():
-    all_, getattr_ = lazy_exports("dedebate.trees",
-                                  {"tree": "MAX_Q n_nodes", "library": "and_table"})
+    all_, getattr_ = lazy_exports(
+        "dedebate.trees", {"tree": "MAX_Q n_nodes", "library": "and_table"}
+    )
     assert all_ == ["MAX_Q", "and_table", "n_nodes"]
     from dedebate.trees import library, tree
+
     assert getattr_("n_nodes") is tree.n_nodes and getattr_("library") is library
     with pytest.raises(AttributeError, match="module 'dedebate.trees' has no attribute 'x'"):
         getattr_("x")

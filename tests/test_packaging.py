@@ -56,23 +56,33 @@ def _imported_distributions(*folders: str) -> set[str]:
 def test_every_package_is_listed_and_installed_under_dedebate_names():
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(setuptools["packages"])
-    on_disk = {".".join(p.parent.relative_to(REPO).parts)
-               for p in (REPO / "dedebate").rglob("__init__.py")}
+    on_disk = {
+        ".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "dedebate").rglob("__init__.py")
+    }
     exp = REPO / "experiments"
-    on_disk |= {".".join(("dedebate_experiments", *p.parent.relative_to(exp).parts))
-                for p in exp.rglob("__init__.py")}
+    on_disk |= {
+        ".".join(("dedebate_experiments", *p.parent.relative_to(exp).parts))
+        for p in exp.rglob("__init__.py")
+    }
     assert on_disk <= listed, f"packages missing from pyproject.toml: {on_disk - listed}"
     assert all(n == "dedebate" or n.startswith(("dedebate.", "dedebate_")) for n in listed)
-    assert setuptools["package-dir"] == {"dedebate_experiments": "experiments",
-                                         "dedebate_bench": "bench", "dedebate_configs": "configs"}
+    assert setuptools["package-dir"] == {
+        "dedebate_experiments": "experiments",
+        "dedebate_bench": "bench",
+        "dedebate_configs": "configs",
+    }
 
 
 def test_entry_point_group_adds_experiments(monkeypatch):
     monkeypatch.delenv("DEDEBATE_EXPERIMENTS", raising=False)
-    ep = importlib.metadata.EntryPoint(name="fakes", value="tests.fake_experiments.fake_pass",
-                                       group=registry.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(importlib.metadata, "entry_points",
-                        lambda group=None: [ep] if group == registry.ENTRY_POINT_GROUP else [])
+    ep = importlib.metadata.EntryPoint(
+        name="fakes", value="tests.fake_experiments.fake_pass", group=registry.ENTRY_POINT_GROUP
+    )
+    monkeypatch.setattr(
+        importlib.metadata,
+        "entry_points",
+        lambda group=None: [ep] if group == registry.ENTRY_POINT_GROUP else [],
+    )
     packages = experiment_packages()
     assert packages[-1] == "tests.fake_experiments.fake_pass"
     reg = discover_experiments(packages)
@@ -114,17 +124,22 @@ def test_requirements_have_floors_and_no_caps():
         ops = {s.operator for s in Requirement(text).specifier}
         assert ops == {">="}, f"{text}: one floor, no cap"
     assert extras["test"] == ["dedebate[tests,notebooks,lint]"]
-    caps = [line for line in (REPO / "constraints.txt").read_text().splitlines()
-            if line and not line.startswith("#")]
+    caps = [
+        line
+        for line in (REPO / "constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     assert caps == ["ml_dtypes<0.7"]
     assert "-c constraints.txt -e '.[test]'" in (REPO / "dev.sh").read_text()
 
 
 def test_floors_pin_each_requirement_at_its_floor():
     floors = _floors_module()
-    project = {"name": "pkg",
-               "dependencies": ["A_b>=1.2", "c", "d>=2,<3", "e>=1; python_version<'3'"],
-               "optional-dependencies": {"t": ["f>=0.5"], "u": ["g>=4"], "all": ["pkg[t]"]}}
+    project = {
+        "name": "pkg",
+        "dependencies": ["A_b>=1.2", "c", "d>=2,<3", "e>=1; python_version<'3'"],
+        "optional-dependencies": {"t": ["f>=0.5"], "u": ["g>=4"], "all": ["pkg[t]"]},
+    }
     assert floors.floors(floors.requirements(project, ["all"])) == ["a-b==1.2", "d==2", "f==0.5"]
     both = [str(r) for r in floors.requirements(project, ["all", "u", "t"])]
     assert len(both) == 6 and {"f>=0.5", "g>=4"} <= set(both)  # each extra once
@@ -134,10 +149,13 @@ def test_floors_pin_each_requirement_at_its_floor():
         floors.requirements(project, ["x"])
     lines = floors.floors(floors.requirements(PROJECT, ["test"]))
     everything = [Requirement(r) for r in PROJECT["dependencies"]] + [
-        Requirement(r) for e in ("tests", "notebooks", "lint")
-        for r in PROJECT["optional-dependencies"][e]]
-    assert sorted(lines) == sorted(f"{canonicalize_name(r.name)}=={next(iter(r.specifier)).version}"
-                                   for r in everything)
+        Requirement(r)
+        for e in ("tests", "notebooks", "lint")
+        for r in PROJECT["optional-dependencies"][e]
+    ]
+    assert sorted(lines) == sorted(
+        f"{canonicalize_name(r.name)}=={next(iter(r.specifier)).version}" for r in everything
+    )
 
 
 def test_version_is_single_sourced():

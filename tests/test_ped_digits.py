@@ -47,7 +47,7 @@ def test_train_and_eval_trees_share_no_image_and_leaves_match_labels(batches):
     for tr, ev in out.values():
         assert np.intersect1d(np.asarray(tr.leaves), np.asarray(ev.leaves)).size == 0
         for trees in (tr, ev):
-            leaf = np.asarray(trees.tree.truth)[:, trees.tree.level_offset(DEPTH):]
+            leaf = np.asarray(trees.tree.truth)[:, trees.tree.level_offset(DEPTH) :]
             shows = LABELS[np.asarray(trees.leaves)] == np.asarray(trees.digit)[:, None]
             assert np.array_equal(shows, leaf == 1)
             for i in range(4):
@@ -71,10 +71,14 @@ def test_exact_family_fbs_is_q_by_lp_dual_and_closed_form(batches):
     assert fbs_dual(and_table(Q), all_true) == pytest.approx(Q)
     # slack: Thr_2 of 3 at w = 2 true parts is w / (w - m + 1) = 2
     assert fbs(threshold_table(Q, M), 0b011) == pytest.approx(2.0)
-    rho = {f: max(tree_rho(jax.tree_util.tree_map(lambda a, i=i: a[i], ev.tree))
-                  for i in range(16)) for f, (_, ev) in out.items()}
-    assert rho == {"exact": pytest.approx(exp.expected_fbs("exact", Q, M)),
-                   "slack": pytest.approx(exp.expected_fbs("slack", Q, M))}
+    rho = {
+        f: max(tree_rho(jax.tree_util.tree_map(lambda a, i=i: a[i], ev.tree)) for i in range(16))
+        for f, (_, ev) in out.items()
+    }
+    assert rho == {
+        "exact": pytest.approx(exp.expected_fbs("exact", Q, M)),
+        "slack": pytest.approx(exp.expected_fbs("slack", Q, M)),
+    }
     assert exp.expected_fbs("exact", Q, M) == Q and exp.expected_fbs("slack", Q, M) == 2.0
 
 
@@ -104,15 +108,32 @@ def test_completeness_row_passes_and_fails_with_a_noisier_judge(batches):
 
 
 def test_soundness_row_fails_for_a_liar_above_the_bound():
-    ok = exp.soundness_claim("slack", np.full(32, -0.3) + np.linspace(0, 0.01, 32),
-                             np.zeros(32), 2.0, DEPTH, 0.0, 0.01, True)
-    bad = exp.soundness_claim("slack", np.full(32, 0.5) + np.linspace(0, 0.01, 32),
-                              np.zeros(32), 2.0, DEPTH, 0.0, 0.01, True)
+    ok = exp.soundness_claim(
+        "slack",
+        np.full(32, -0.3) + np.linspace(0, 0.01, 32),
+        np.zeros(32),
+        2.0,
+        DEPTH,
+        0.0,
+        0.01,
+        True,
+    )
+    bad = exp.soundness_claim(
+        "slack",
+        np.full(32, 0.5) + np.linspace(0, 0.01, 32),
+        np.zeros(32),
+        2.0,
+        DEPTH,
+        0.0,
+        0.01,
+        True,
+    )
     assert ok.passed and not ok.finding
     assert not bad.passed and not bad.finding
     # without the premise the row is a finding
-    assert exp.soundness_claim("slack", np.zeros(4) + [0, 1, 2, 3], np.zeros(4), 2.0, DEPTH,
-                               0.0, 0.01, False).finding
+    assert exp.soundness_claim(
+        "slack", np.zeros(4) + [0, 1, 2, 3], np.zeros(4), 2.0, DEPTH, 0.0, 0.01, False
+    ).finding
 
 
 def _pattern_estimator(ev, code):
@@ -160,14 +181,17 @@ def test_learned_prover_with_honest_weights_pays_what_the_honest_prover_pays(bat
     est = tabulate(oi_setup(ev)[0].g, 16, ev.tree)  # calibrated B: honest A earns rho^-(d+1)
     truth = np.asarray(ev.tree.truth, np.float32)
     # beliefs = the labels' truths, saturated honest weights: the honest prover up to the cap
-    policy = {"answer": np.asarray([0.0, 1e4], np.float32),
-              "direction": np.asarray([0.0, 1e4], np.float32),
-              "select": np.asarray([0.0, 0.0, 1e4, 0.0, 0.0], np.float32)}
+    policy = {
+        "answer": np.asarray([0.0, 1e4], np.float32),
+        "direction": np.asarray([0.0, 1e4], np.float32),
+        "select": np.asarray([0.0, 0.0, 1e4, 0.0, 0.0], np.float32),
+    }
     # a calibrated B ties A's beliefs (the honest prover's tie-breaking is a convention), so
     # with noise compare against a random B (no ties)
     k1, k2 = jax.random.split(jax.random.key(7))
-    noisy = TabularEstimator(p0=jax.random.uniform(k1, (16,)),
-                             logits=2.0 * jax.random.normal(k2, np.shape(est.logits)))
+    noisy = TabularEstimator(
+        p0=jax.random.uniform(k1, (16,)), logits=2.0 * jax.random.normal(k2, np.shape(est.logits))
+    )
     for b, eta in ((est, 0.0), (noisy, 0.0), (noisy, 0.1)):
         u, acc = expected_payoffs(DigitProver(truth, policy), b, ev.tree, 2.0, eta)
         u_h, _ = payoffs("honest", b, ev, 2.0, eta)
@@ -215,13 +239,22 @@ def test_unstable_row_compares_the_exact_familys_rejections_with_slack():
     assert few.finding and not few.passed  # 2/100 is within the slack rate's interval [0, 0.036]
 
 
-TINY = {"depth": 1, "train_trees": 8, "eval_trees": 8, "hidden": 4, "fit_steps": 2, "rounds": 1,
-        "lp_seeds": 2, "lp_trees": 4, "lp_steps": 1, "lp_n_b": 1}
+TINY = {
+    "depth": 1,
+    "train_trees": 8,
+    "eval_trees": 8,
+    "hidden": 4,
+    "fit_steps": 2,
+    "rounds": 1,
+    "lp_seeds": 2,
+    "lp_trees": 4,
+    "lp_steps": 1,
+    "lp_n_b": 1,
+}
 
 
 @pytest.mark.slow  # two compiles of the whole experiment at a tiny size
-def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_path,
-                                                                          monkeypatch):
+def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_path, monkeypatch):
     from dedebate.lab import fast_compile
     from dedebate.lab.evaluate import run_module
     from dedebate.lab.sweep import plan, point_key, point_row
@@ -229,8 +262,9 @@ def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_p
 
     # compiled as a quick run compiles (LLVM level 0: the same programs, compiled faster)
     monkeypatch.setattr(exp, "COMPILE_OPTIONS", fast_compile.FLAGS, raising=False)
-    cfg, rec = sweep_one_row_per_call(exp, tmp_path, params=TINY, seeds=1,
-                                      axes={"m": [1, 2], "etas": [[0.0], [0.1]]})
+    cfg, rec = sweep_one_row_per_call(
+        exp, tmp_path, params=TINY, seeds=1, axes={"m": [1, 2], "etas": [[0.0], [0.1]]}
+    )
     res = rec.results
     assert res["dynamic_axes"] == ["etas"] and res["static_axes"] == ["m"]
     assert res["groups"] == 2 == res["compilations"] and res["rows"] == 4

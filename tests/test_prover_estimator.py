@@ -46,17 +46,24 @@ def shifting_values(settings, params, tree, shift, errors):
     """Honest A vs the error-shifting B for each root error e (exact mode)."""
 
     def one(e):
-        return play(settings, params, honest_prover(), ErrorShiftingEstimator(e, shift), tree,
-                    jax.random.key(0))
+        return play(
+            settings,
+            params,
+            honest_prover(),
+            ErrorShiftingEstimator(e, shift),
+            tree,
+            jax.random.key(0),
+        )
 
     return jax.vmap(one)(errors)
 
 
 @pytest.fixture(scope="module")
 def tree5():
-    """q=5, Thr_3, d=4, true claims with exactly 4 true children, false with 1: fbs = 2 everywhere."""
-    tree = noisy_evidence_tree(jax.random.key(11), depth=4, q=5, t=3, true_counts=(4,),
-                               false_counts=(1,))
+    """q=5, Thr_3, d=4, true claims with exactly 4 true children, false with 1: fbs = 2 everywhere."""  # noqa: E501
+    tree = noisy_evidence_tree(
+        jax.random.key(11), depth=4, q=5, t=3, true_counts=(4,), false_counts=(1,)
+    )
     return tree, jnp.asarray(error_shifting_table(tree))
 
 
@@ -112,11 +119,15 @@ def test_variant_b_closes_only_with_weight_rho(tree5):
 @_jit
 def _zoo(params, tree, ps, keys):
     """Honest A vs honest, constant-p and random-joint B (exact)."""
+
     def u(est):
         return play(EXACT, params, honest_prover(), est, tree, jax.random.key(0))
 
-    return (u(HonestEstimator()), jax.vmap(lambda p: u(ConstantEstimator(p)))(ps),
-            jax.vmap(lambda k: u(random_joint_estimator(k, tree)))(keys))
+    return (
+        u(HonestEstimator()),
+        jax.vmap(lambda p: u(ConstantEstimator(p)))(ps),
+        jax.vmap(lambda k: u(random_joint_estimator(k, tree)))(keys),
+    )
 
 
 def test_honest_margin_and_completeness_on_random_trees():
@@ -157,10 +168,16 @@ def _obf_exact(params, trees, dps):
     liar = obfuscating_liar()
 
     def per_tree(tree):
-        liars = jax.vmap(lambda dp: expected_payoff(
-            EXACT, params, liar.replace(dir_probs=dp), cal, tree))(dps)
-        const = expected_payoff(EXACT, params, liar.replace(dir_probs=jnp.asarray(DP_SKEW)),
-                                ConstantEstimator(jnp.float32(P_CONST)), tree)
+        liars = jax.vmap(
+            lambda dp: expected_payoff(EXACT, params, liar.replace(dir_probs=dp), cal, tree)
+        )(dps)
+        const = expected_payoff(
+            EXACT,
+            params,
+            liar.replace(dir_probs=jnp.asarray(DP_SKEW)),
+            ConstantEstimator(jnp.float32(P_CONST)),
+            tree,
+        )
         honest = play(EXACT, params, honest_prover(), cal, tree, jax.random.key(0)).u_a
         return liars, const, honest
 
@@ -168,8 +185,9 @@ def _obf_exact(params, trees, dps):
 
 
 def _liar_vs_constant(tree, key):
-    return play(SAMPLED, ped_params(2.0), obfuscating_liar(DP_SKEW), constant_estimator(P_CONST),
-                tree, key)
+    return play(
+        SAMPLED, ped_params(2.0), obfuscating_liar(DP_SKEW), constant_estimator(P_CONST), tree, key
+    )
 
 
 _sampled_batch = _jit(jax.vmap(_liar_vs_constant, in_axes=(None, 0)))
@@ -231,8 +249,9 @@ class HiddenFractionProbe:
 
 def test_players_who_do_not_see_the_truth_get_the_public_view(hidden):
     tree0 = jax.tree.map(lambda x: x[0], hidden)
-    f = _jit(lambda est: play(EXACT, ped_params(2.0), honest_prover(), est, tree0,
-                              jax.random.key(0)).p_d)
+    f = _jit(
+        lambda est: play(EXACT, ped_params(2.0), honest_prover(), est, tree0, jax.random.key(0)).p_d
+    )
     hidden_fraction = 1.0 - float(np.mean(np.asarray(tree0.known)))
     assert hidden_fraction > 0.3
     assert float(f(HiddenFractionProbe())) == pytest.approx(hidden_fraction, abs=1e-6)
@@ -275,8 +294,9 @@ def test_bad_inputs():
         PEDStatic(final_round="c")
     with pytest.raises(ValueError, match="p=1.5"):
         constant_estimator(1.5)
-    tree = noisy_evidence_tree(jax.random.key(0), depth=1, q=3, t=2, true_counts=(3,),
-                               false_counts=(0,))
+    tree = noisy_evidence_tree(
+        jax.random.key(0), depth=1, q=3, t=2, true_counts=(3,), false_counts=(0,)
+    )
     with pytest.raises(ValueError, match="e=-0.1"):
         error_shifting_estimator(tree, -0.1)
     with pytest.raises(ValueError, match="dir_probs"):

@@ -21,8 +21,12 @@ def quick(tmp_path_factory):
     rho_scale = 1 (the quick config) run alone with the row's key: ``(sweep record, point, run
     result, context, traces of point's fn after both)``."""
     rec, pt, _, result, ctx, traces = sweep_then_run_alone(
-        exp, tmp_path_factory.mktemp("prover_estimator"), axes={"rho_scale": [1.0, 0.75]},
-        pick=lambda v: v["rho_scale"] == 1.0, seed=SEED)
+        exp,
+        tmp_path_factory.mktemp("prover_estimator"),
+        axes={"rho_scale": [1.0, 0.75]},
+        pick=lambda v: v["rho_scale"] == 1.0,
+        seed=SEED,
+    )
     return rec, pt, result, ctx, traces
 
 
@@ -73,23 +77,24 @@ def test_quick_run_claims_pass_and_plot_is_saved(quick):
 def test_config_file_loads_and_size_presets_apply():
     cfg = load_config(REPO / "configs" / "prover_estimator.yaml", {exp.NAME: exp})
     assert cfg.params == exp.Config()
-    quick = load_config(REPO / "configs" / "prover_estimator.yaml", {exp.NAME: exp},
-                        ["size=quick"])
+    quick = load_config(REPO / "configs" / "prover_estimator.yaml", {exp.NAME: exp}, ["size=quick"])
     assert quick.params == exp.Config(**exp.SIZES["quick"])
-    full = load_config(REPO / "configs" / "prover_estimator.yaml", {exp.NAME: exp},
-                       ["size=full"])
+    full = load_config(REPO / "configs" / "prover_estimator.yaml", {exp.NAME: exp}, ["size=full"])
     assert full.params == exp.Config(**exp.SIZES["full"])
 
 
-@pytest.mark.parametrize("override,match", [
-    ("params.fbs_qs=[10]", "params.fbs_qs"),
-    ("params.noisy_depth=4", "params.noisy_depth=4"),
-    ("params.shift_errors=[0.0]", "params.shift_errors"),
-    ("params.control_rho=2.5", "params.control_rho=2.5"),
-    ("params.obf_q=13", "params.obf_q=13"),
-    ("params.obf_episodes=10", "params.obf_episodes=10"),
-    ("params.signal_depths=[7]", "params.signal_depths"),
-])
+@pytest.mark.parametrize(
+    "override,match",
+    [
+        ("params.fbs_qs=[10]", "params.fbs_qs"),
+        ("params.noisy_depth=4", "params.noisy_depth=4"),
+        ("params.shift_errors=[0.0]", "params.shift_errors"),
+        ("params.control_rho=2.5", "params.control_rho=2.5"),
+        ("params.obf_q=13", "params.obf_q=13"),
+        ("params.obf_episodes=10", "params.obf_episodes=10"),
+        ("params.signal_depths=[7]", "params.signal_depths"),
+    ],
+)
 def test_bad_config_values_are_rejected(override, match):
     with pytest.raises(ConfigError, match=match):
         load_config(REPO / "configs" / "prover_estimator.yaml", {exp.NAME: exp}, [override])

@@ -18,12 +18,35 @@ SHELL = {"lab", "cli"}
 ALLOWED_FILES = {"_xla_flags.py"}
 
 FORBIDDEN_CALLS = {"open", "print", "input", "breakpoint"}
-FORBIDDEN_MODULES = {"time", "datetime", "subprocess", "socket", "shutil", "tempfile", "wandb",
-                     "orbax", "tqdm", "logging", "requests", "urllib"}
+FORBIDDEN_MODULES = {
+    "time",
+    "datetime",
+    "subprocess",
+    "socket",
+    "shutil",
+    "tempfile",
+    "wandb",
+    "orbax",
+    "tqdm",
+    "logging",
+    "requests",
+    "urllib",
+}
 # numpy's global RNG (np.random.seed / rand / ...) is hidden state; np.random.default_rng(seed)
 # with an explicit seed is allowed.
-NUMPY_GLOBAL_RNG = {"seed", "rand", "randn", "randint", "random", "choice", "shuffle",
-                    "permutation", "normal", "uniform", "binomial"}
+NUMPY_GLOBAL_RNG = {
+    "seed",
+    "rand",
+    "randn",
+    "randint",
+    "random",
+    "choice",
+    "shuffle",
+    "permutation",
+    "normal",
+    "uniform",
+    "binomial",
+}
 
 
 def core_files() -> list[Path]:
@@ -54,17 +77,30 @@ def violations(path: Path) -> list[str]:
             f = node.func
             if isinstance(f, ast.Name) and f.id in FORBIDDEN_CALLS:
                 found.append(f"{where}: calls {f.id}()")
-            elif (isinstance(f, ast.Attribute) and f.attr in NUMPY_GLOBAL_RNG
-                  and isinstance(f.value, ast.Attribute) and f.value.attr == "random"
-                  and isinstance(f.value.value, ast.Name) and f.value.value.id in {"np", "numpy"}):
+            elif (
+                isinstance(f, ast.Attribute)
+                and f.attr in NUMPY_GLOBAL_RNG
+                and isinstance(f.value, ast.Attribute)
+                and f.value.attr == "random"
+                and isinstance(f.value.value, ast.Name)
+                and f.value.value.id in {"np", "numpy"}
+            ):
                 found.append(f"{where}: numpy global RNG np.random.{f.attr}()")
-            elif (isinstance(f, ast.Attribute) and f.attr in {"putenv", "system", "remove"}
-                  and isinstance(f.value, ast.Name) and f.value.id == "os"):
+            elif (
+                isinstance(f, ast.Attribute)
+                and f.attr in {"putenv", "system", "remove"}
+                and isinstance(f.value, ast.Name)
+                and f.value.id == "os"
+            ):
                 found.append(f"{where}: calls os.{f.attr}()")
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
             v = node.value
-            if (isinstance(v, ast.Attribute) and v.attr == "environ"
-                    and isinstance(v.value, ast.Name) and v.value.id == "os"):
+            if (
+                isinstance(v, ast.Attribute)
+                and v.attr == "environ"
+                and isinstance(v.value, ast.Name)
+                and v.value.id == "os"
+            ):
                 found.append(f"{where}: writes os.environ")
     return found
 
@@ -81,13 +117,21 @@ def test_core_module_is_pure(path):
 
 
 def test_the_checker_catches_impurity(tmp_path, monkeypatch):
-    src = ("import time\nimport numpy as np\nglobal_x = 0\n"
-           "def f():\n    global global_x\n    print(time.time())\n    np.random.seed(0)\n"
-           "    open('x')\n    import os\n    os.environ['A'] = '1'\n")
+    src = (
+        "import time\nimport numpy as np\nglobal_x = 0\n"
+        "def f():\n    global global_x\n    print(time.time())\n    np.random.seed(0)\n"
+        "    open('x')\n    import os\n    os.environ['A'] = '1'\n"
+    )
     monkeypatch.setattr("tests.test_purity.ROOT", tmp_path)
     bad = tmp_path / "probe.py"
     bad.write_text(src)
     kinds = " ".join(violations(bad))
-    for what in ("imports time", "global statement", "calls print()", "np.random.seed",
-                 "calls open()", "writes os.environ"):
+    for what in (
+        "imports time",
+        "global statement",
+        "calls print()",
+        "np.random.seed",
+        "calls open()",
+        "writes os.environ",
+    ):
         assert what in kinds, (what, kinds)

@@ -67,9 +67,14 @@ from tests.conftest import REPO
 from tests.fakes import truncate_checkpoint
 
 # "billion laughs": 9 levels of 9 aliases, about 4e8 strings once expanded (params.xs holds it)
-BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
-    f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]\n"
-    for i in range(8)) + "experiment: fake_pass\nparams:\n  xs: *i\n"
+BOMB = (
+    'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]\n"
+        for i in range(8)
+    )
+    + "experiment: fake_pass\nparams:\n  xs: *i\n"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,16 +107,19 @@ def test_failure_02_yaml_alias_bomb_is_refused_before_expansion(tmp_path, fake_e
     bomb.write_text(BOMB)
     t0 = time.monotonic()
     code = cli.main(["run", str(bomb)])
-    one_line_error(capsys, code, "bomb.yaml: invalid YAML at line ",
-                   f"more than {MAX_YAML_NODES} nodes")
+    one_line_error(
+        capsys, code, "bomb.yaml: invalid YAML at line ", f"more than {MAX_YAML_NODES} nodes"
+    )
     # resume=true reads the run directories' config.yaml files with the same limits: a run
     # directory holding a bomb is skipped (not resumable), and `--resume` of it is one line
     runs = tmp_path / "runs"
     planted = runs / "fake_pass-20990101T000000Z"
     planted.mkdir(parents=True)
     (planted / "config.yaml").write_text(BOMB)
-    cfg = resolve({"experiment": "fake_pass", "output_dir": str(runs), "resume": True},
-                  {"fake_pass": types.SimpleNamespace(Config=_TinyConfig, NAME="fake_pass")})
+    cfg = resolve(
+        {"experiment": "fake_pass", "output_dir": str(runs), "resume": True},
+        {"fake_pass": types.SimpleNamespace(Config=_TinyConfig, NAME="fake_pass")},
+    )
     assert find_resumable(cfg) is None
     code = cli.main(["run", "--resume", str(planted)])
     one_line_error(capsys, code, "config.yaml: invalid YAML", "nodes")
@@ -121,21 +129,23 @@ def test_failure_02_yaml_alias_bomb_is_refused_before_expansion(tmp_path, fake_e
 def test_failure_09_deep_nesting_duplicate_keys_and_bad_paths(tmp_path, fake_env, capsys):
     deep = tmp_path / "deep.yaml"
     deep.write_text("experiment: fake_pass\nparams:\n  xs: " + "[" * 5000 + "]" * 5000 + "\n")
-    err = one_line_error(capsys, cli.main(["run", str(deep)]),
-                         f"nested deeper than {MAX_YAML_DEPTH} levels")
+    err = one_line_error(
+        capsys, cli.main(["run", str(deep)]), f"nested deeper than {MAX_YAML_DEPTH} levels"
+    )
     assert "Recursion" not in err
     # the same limit on a command-line value
     code = cli.main(["run", str(deep.with_name("none.yaml")), "params.xs=" + "[" * 5000])
     one_line_error(capsys, code)  # the missing file or the value: one line either way
     dup = tmp_path / "dup.yaml"
     dup.write_text("experiment: fake_pass\nparams:\n  n: 4\n  p: 0.5\n  n: 8\n")
-    one_line_error(capsys, cli.main(["run", str(dup)]),
-                   "dup.yaml: invalid YAML at line 5, column 3: duplicate key 'n' "
-                   "(first at line 3)")
+    one_line_error(
+        capsys,
+        cli.main(["run", str(dup)]),
+        "dup.yaml: invalid YAML at line 5, column 3: duplicate key 'n' (first at line 3)",
+    )
     one_line_error(capsys, cli.main(["run", str(tmp_path)]), f"{tmp_path}: is a directory")
     one_line_error(capsys, cli.main(["sweep", str(tmp_path)]), "is a directory")
-    one_line_error(capsys, cli.main(["run", str(tmp_path / "nope.yaml")]),
-                   "config file not found")
+    one_line_error(capsys, cli.main(["run", str(tmp_path / "nope.yaml")]), "config file not found")
     bad = tmp_path / "latin1.yaml"
     bad.write_bytes(b"experiment: fake_pass\n# caf\xe9\n")
     one_line_error(capsys, cli.main(["run", str(bad)]), "not UTF-8 text")
@@ -145,9 +155,9 @@ def test_failure_09_deep_nesting_duplicate_keys_and_bad_paths(tmp_path, fake_env
 
 
 def test_failure_04_wandb_online_without_network_falls_back_to_offline_once(
-        tmp_path, fake_env, capsys, monkeypatch):
-    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
-                "all_proxy"):
+    tmp_path, fake_env, capsys, monkeypatch
+):
+    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
     # what waits on the network: the probe (timed here) and online W&B starts (none may happen)
@@ -181,8 +191,19 @@ def test_failure_04_wandb_online_without_network_falls_back_to_offline_once(
         # process, so the difference below is the online run's wait on the network alone
         for mode in ("offline", "online"):
             t0 = time.monotonic()
-            code = cli.main(["reproduce", "--quick", "--tracking", mode, "--no-progress",
-                             "--only", "fake_pass", "--output-dir", str(tmp_path / mode)])
+            code = cli.main(
+                [
+                    "reproduce",
+                    "--quick",
+                    "--tracking",
+                    mode,
+                    "--no-progress",
+                    "--only",
+                    "fake_pass",
+                    "--output-dir",
+                    str(tmp_path / mode),
+                ]
+            )
             times[mode] = time.monotonic() - t0
             out, err = capsys.readouterr()
             assert code == 0, err
@@ -260,29 +281,49 @@ def test_failure_04_wandb_probe_and_a_failed_online_start(tmp_path, monkeypatch,
     assert tracking.Tracker.start(**start).mode == "offline"
     assert modes == ["online", "offline", "offline"]
     err = capsys.readouterr().err
-    assert err.count("W&B online mode is off (the online start failed: RuntimeError: api key "
-                     "rejected)") == 1, err
+    assert (
+        err.count(
+            "W&B online mode is off (the online start failed: RuntimeError: api key rejected)"
+        )
+        == 1
+    ), err
 
 
 # ----------------------------------------------------------------------------- run directories
 
 
 def test_failure_06_output_directory_errors_are_one_line_for_run_sweep_and_reproduce(
-        tmp_path, fake_env, capsys, monkeypatch):
+    tmp_path, fake_env, capsys, monkeypatch
+):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("experiment: fake_pass\nsize: quick\ntracking: {mode: disabled}\n")
     afile = tmp_path / "afile"
     afile.write_text("x")
-    for out_dir, reason in ((afile / "sub", "a part of the path is a file"),
-                            (afile, "a file is in the way")):
-        one_line_error(capsys, cli.main(["run", str(cfg), f"output_dir={out_dir}"]),
-                       f"output_dir '{out_dir}': cannot create a run directory there", reason)
-        one_line_error(capsys, cli.main(["sweep", str(cfg), f"output_dir={out_dir}",
-                                         "sweep.seeds=2"]), reason)
-        one_line_error(capsys, cli.main(["sweep", str(cfg), f"output_dir={out_dir}",
-                                         "sweep.seeds=2", "--processes", "2"]), reason)
-        one_line_error(capsys, cli.main(["reproduce", "--quick", "--only", "fake_pass",
-                                         "--output-dir", str(out_dir)]), reason)
+    for out_dir, reason in (
+        (afile / "sub", "a part of the path is a file"),
+        (afile, "a file is in the way"),
+    ):
+        one_line_error(
+            capsys,
+            cli.main(["run", str(cfg), f"output_dir={out_dir}"]),
+            f"output_dir '{out_dir}': cannot create a run directory there",
+            reason,
+        )
+        one_line_error(
+            capsys, cli.main(["sweep", str(cfg), f"output_dir={out_dir}", "sweep.seeds=2"]), reason
+        )
+        one_line_error(
+            capsys,
+            cli.main(
+                ["sweep", str(cfg), f"output_dir={out_dir}", "sweep.seeds=2", "--processes", "2"]
+            ),
+            reason,
+        )
+        one_line_error(
+            capsys,
+            cli.main(["reproduce", "--quick", "--only", "fake_pass", "--output-dir", str(out_dir)]),
+            reason,
+        )
     # an unwritable folder (simulated: the tests may run as root, who may write anywhere)
     real_mkdir = Path.mkdir
 
@@ -292,8 +333,11 @@ def test_failure_06_output_directory_errors_are_one_line_for_run_sweep_and_repro
         return real_mkdir(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "mkdir", no_permission)
-    one_line_error(capsys, cli.main(["run", str(cfg), f"output_dir={tmp_path / 'locked'}"]),
-                   "cannot create a run directory there: Permission denied")
+    one_line_error(
+        capsys,
+        cli.main(["run", str(cfg), f"output_dir={tmp_path / 'locked'}"]),
+        "cannot create a run directory there: Permission denied",
+    )
     monkeypatch.undo()
     # `~` is the home directory, not a folder named "~"
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -303,7 +347,8 @@ def test_failure_06_output_directory_errors_are_one_line_for_run_sweep_and_repro
 
 
 def test_failure_11_full_disk_is_one_line_naming_the_file_and_leaves_no_temporary_file(
-        tmp_path, fake_env, capsys, monkeypatch):
+    tmp_path, fake_env, capsys, monkeypatch
+):
     real_write_text = Path.write_text
 
     def full_disk(self, data, *args, **kwargs):
@@ -334,13 +379,26 @@ def test_failure_12_second_resume_of_a_run_in_use_exits_2_at_once(tmp_path, fake
     reg = {"fake_pass": types.SimpleNamespace(Config=_TinyConfig, NAME="fake_pass")}
     run_dir = tmp_path / "fake_pass-20250101T000000Z"
     run_dir.mkdir()
-    (run_dir / "config.yaml").write_text(dump_yaml(resolve(
-        {"experiment": "fake_pass", "size": "quick", "tracking": {"mode": "disabled"}}, reg)))
+    (run_dir / "config.yaml").write_text(
+        dump_yaml(
+            resolve(
+                {"experiment": "fake_pass", "size": "quick", "tracking": {"mode": "disabled"}}, reg
+            )
+        )
+    )
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from dedebate.lab.rundir import lock_run_dir; "
-         f"lock = lock_run_dir({str(run_dir)!r}); print('locked', flush=True); "
-         "sys.stdin.read()"],
-        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys; from dedebate.lab.rundir import lock_run_dir; "
+            f"lock = lock_run_dir({str(run_dir)!r}); print('locked', flush=True); "
+            "sys.stdin.read()",
+        ],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         t0 = time.monotonic()
@@ -365,17 +423,26 @@ def test_failure_12_second_resume_of_a_run_in_use_exits_2_at_once(tmp_path, fake
 
 def _snapshot(run_dir: Path) -> dict[str, tuple[bytes, int]]:
     """Every file under ``run_dir``: its bytes and modification time."""
-    return {str(f.relative_to(run_dir)): (f.read_bytes(), f.stat().st_mtime_ns)
-            for f in sorted(run_dir.rglob("*")) if f.is_file()}
+    return {
+        str(f.relative_to(run_dir)): (f.read_bytes(), f.stat().st_mtime_ns)
+        for f in sorted(run_dir.rglob("*"))
+        if f.is_file()
+    }
 
 
-def test_failure_01_corrupt_newest_checkpoint_recovers_then_resume_is_a_no_op(tmp_path,
-                                                                             capsys):
+def test_failure_01_corrupt_newest_checkpoint_recovers_then_resume_is_a_no_op(tmp_path, capsys):
     from dedebate.lab.registry import discover_experiments
 
     module = discover_experiments(["tests.fake_experiments.resumable"]).experiments["fake_ckpt"]
-    cfg = resolve({"experiment": "fake_ckpt", "output_dir": str(tmp_path), "resume": True,
-                   "tracking": {"mode": "disabled"}}, {"fake_ckpt": module})
+    cfg = resolve(
+        {
+            "experiment": "fake_ckpt",
+            "output_dir": str(tmp_path),
+            "resume": True,
+            "tracking": {"mode": "disabled"},
+        },
+        {"fake_ckpt": module},
+    )
     done = run_experiment(module, cfg, show_progress=False)
     run_dir, good = done.run_dir, (done.run_dir / "results.json").read_bytes()
     assert json.loads(good)["status"] == "ok" and len(json.loads(good)["claims"]) == 1
@@ -401,16 +468,24 @@ def test_failure_01_corrupt_newest_checkpoint_recovers_then_resume_is_a_no_op(tm
     assert _snapshot(run_dir) == before
 
 
-def test_failure_05_resuming_a_finished_run_changes_nothing_on_disk(tmp_path, fake_env, capsys,
-                                                                    monkeypatch):
+def test_failure_05_resuming_a_finished_run_changes_nothing_on_disk(
+    tmp_path, fake_env, capsys, monkeypatch
+):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"experiment: fake_pass\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n"
-                   "tracking: {mode: disabled}\n")
+    cfg.write_text(
+        f"experiment: fake_pass\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n"
+        "tracking: {mode: disabled}\n"
+    )
     assert cli.main(["run", "--no-progress", str(cfg)]) == 0
     (run_dir,) = (tmp_path / "runs").glob("fake_pass-*")
     before = _snapshot(run_dir)
-    assert {"results.json", "metrics.jsonl", "config.yaml", "plots/counts.png",
-            "tables/chunks.csv"} <= set(before)
+    assert {
+        "results.json",
+        "metrics.jsonl",
+        "config.yaml",
+        "plots/counts.png",
+        "tables/chunks.csv",
+    } <= set(before)
     capsys.readouterr()
     for argv in (["--resume", str(run_dir)], [str(cfg), "resume=true"]):
         assert cli.main(["run", "--no-progress", *argv]) == 0
@@ -420,8 +495,18 @@ def test_failure_05_resuming_a_finished_run_changes_nothing_on_disk(tmp_path, fa
         assert _snapshot(run_dir) == before  # no byte, no mtime, not even the lock file
 
     # reproduce --resume: the finished experiment is skipped, the failed one is run again
-    rep_args = ["reproduce", "--quick", "--no-progress", "--tracking", "disabled", "--only",
-                "fake_pass", "fake_raise", "--output-dir", str(tmp_path / "rep")]
+    rep_args = [
+        "reproduce",
+        "--quick",
+        "--no-progress",
+        "--tracking",
+        "disabled",
+        "--only",
+        "fake_pass",
+        "fake_raise",
+        "--output-dir",
+        str(tmp_path / "rep"),
+    ]
     assert cli.main(rep_args) == 1
     (rep,) = (tmp_path / "rep").glob("reproduce-*")
     passed = _snapshot(rep / "fake_pass")
@@ -429,11 +514,30 @@ def test_failure_05_resuming_a_finished_run_changes_nothing_on_disk(tmp_path, fa
     assert failed["status"] == "error"
     fake_raise = sys.modules["tests.fake_experiments.fake_raise"]
     monkeypatch.delattr(fake_raise, "chunks")  # fixed: no chunk raises any more
-    monkeypatch.setattr(fake_raise, "report", lambda cfg, measured, host: ExperimentResult(
-        claims=[Claim.exact("fixed", "s", "== 1", 1, True)]))
+    monkeypatch.setattr(
+        fake_raise,
+        "report",
+        lambda cfg, measured, host: ExperimentResult(
+            claims=[Claim.exact("fixed", "s", "== 1", 1, True)]
+        ),
+    )
     capsys.readouterr()
-    assert cli.main(["reproduce", "--resume", str(rep), "--no-progress", "--tracking",
-                     "disabled", "--only", "fake_pass", "fake_raise"]) == 0
+    assert (
+        cli.main(
+            [
+                "reproduce",
+                "--resume",
+                str(rep),
+                "--no-progress",
+                "--tracking",
+                "disabled",
+                "--only",
+                "fake_pass",
+                "fake_raise",
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert f"run already finished: {rep / 'fake_pass'}; nothing to do" in err
     assert "PASS: 3/3 claims pass" in out, out
@@ -443,10 +547,16 @@ def test_failure_05_resuming_a_finished_run_changes_nothing_on_disk(tmp_path, fa
     assert report["complete"] and report["passed"] and report["provenance"]["resumed"] is True
     assert list((tmp_path / "rep").iterdir()) == [rep]  # no new reproduce directory
     # what the resume needs from the command line is checked first, in one line
-    one_line_error(capsys, cli.main(["reproduce", "--resume", str(rep), "--full"]),
-                   "it was reproduced with size 'quick', not 'full'")
-    one_line_error(capsys, cli.main(["reproduce", "--resume", str(tmp_path)]),
-                   "no report.json there (not a reproduce directory)")
+    one_line_error(
+        capsys,
+        cli.main(["reproduce", "--resume", str(rep), "--full"]),
+        "it was reproduced with size 'quick', not 'full'",
+    )
+    one_line_error(
+        capsys,
+        cli.main(["reproduce", "--resume", str(tmp_path)]),
+        "no report.json there (not a reproduce directory)",
+    )
 
 
 # ----------------------------------------------------------------------------- run record
@@ -460,13 +570,22 @@ def test_failure_03_a_run_records_running_before_the_work_starts(tmp_path):
         seen.append(json.loads(results.read_text()))
 
     def report(cfg, measured, host):
-        return ExperimentResult(claims=[Claim.exact("c", "s", "== 1", 1, True)],
-                                tables={"t": [{"a": 1}]})
+        return ExperimentResult(
+            claims=[Claim.exact("c", "s", "== 1", 1, True)], tables={"t": [{"a": 1}]}
+        )
 
-    module = types.SimpleNamespace(NAME="tiny", TITLE="tiny", Config=_TinyConfig, host=host,
-                                   report=report)
-    cfg = resolve({"experiment": "tiny", "output_dir": str(tmp_path), "resume": True,
-                   "tracking": {"mode": "disabled"}}, {"tiny": module})
+    module = types.SimpleNamespace(
+        NAME="tiny", TITLE="tiny", Config=_TinyConfig, host=host, report=report
+    )
+    cfg = resolve(
+        {
+            "experiment": "tiny",
+            "output_dir": str(tmp_path),
+            "resume": True,
+            "tracking": {"mode": "disabled"},
+        },
+        {"tiny": module},
+    )
     rec = run_experiment(module, cfg, show_progress=False)
     assert seen[0]["status"] == "running" and seen[0]["pid"] == os.getpid()
     assert "died" in seen[0]["note"] and seen[0]["started_utc"]
@@ -488,7 +607,8 @@ def test_failure_03_a_run_records_running_before_the_work_starts(tmp_path):
 
 
 def test_failure_07_sweep_children_never_import_the_current_folders_packages(
-        tmp_path, cli_env, capfd, monkeypatch):
+    tmp_path, cli_env, capfd, monkeypatch
+):
     from dedebate.lab.distributed import launch_local
     from dedebate.lab.registry import discover_experiments
 
@@ -496,9 +616,11 @@ def test_failure_07_sweep_children_never_import_the_current_folders_packages(
     real = tmp_path / "real" / "relexps"
     real.mkdir(parents=True)
     (real / "__init__.py").write_text("")
-    (real / "tiny.py").write_text("NAME = 'tiny'\nTITLE = 'the real one'\n\n\n"
-                                  "def report(cfg, measured, host):\n"
-                                  "    raise NotImplementedError\n")
+    (real / "tiny.py").write_text(
+        "NAME = 'tiny'\nTITLE = 'the real one'\n\n\n"
+        "def report(cfg, measured, host):\n"
+        "    raise NotImplementedError\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path / "real"))
     monkeypatch.setenv("DEDEBATE_EXPERIMENTS", "relexps")
     assert discover_experiments().names() == ["tiny"]
@@ -520,9 +642,14 @@ def test_failure_10_resumed_sweep_recomputes_a_damaged_group(tmp_path, capsys):
 
     reg = discover_experiments(["tests.fake_experiments.sweepable"])
     module = reg.experiments["fake_sweep"]
-    raw = {"experiment": "fake_sweep", "size": "quick", "seed": 1,
-           "output_dir": str(tmp_path), "tracking": {"mode": "disabled"},
-           "sweep": {"seeds": 2, "axes": {"p": [0.3, 0.6]}, "plots": False}}
+    raw = {
+        "experiment": "fake_sweep",
+        "size": "quick",
+        "seed": 1,
+        "output_dir": str(tmp_path),
+        "tracking": {"mode": "disabled"},
+        "sweep": {"seeds": 2, "axes": {"p": [0.3, 0.6]}, "plots": False},
+    }
     cfg = resolve(raw, reg.experiments)
     rec = run_sweep(module, cfg, show_progress=False)
     table = (rec.sweep_dir / "sweep.csv").read_text()
@@ -531,30 +658,35 @@ def test_failure_10_resumed_sweep_recomputes_a_damaged_group(tmp_path, capsys):
     lines = good.splitlines(keepends=True)
     p = plan(module, cfg)
     assert check_group_file(g0, p, p.groups[0]) is None
-    assert "0 rows, expected 4" in check_group_file(
-        _write(g0, lines[0]), p, p.groups[0])
+    assert "0 rows, expected 4" in check_group_file(_write(g0, lines[0]), p, p.groups[0])
     assert "fewer cells" in check_group_file(
-        _write(g0, "".join(lines[:-1]) + lines[-1][:6] + "\n"), p, p.groups[0])
+        _write(g0, "".join(lines[:-1]) + lines[-1][:6] + "\n"), p, p.groups[0]
+    )
     assert "is not a (new) row" in check_group_file(
-        _write(g0, lines[0] + lines[1] * 4), p, p.groups[0])
+        _write(g0, lines[0] + lines[1] * 4), p, p.groups[0]
+    )
     assert "is not point 1's value" in check_group_file(
-        _write(g0, good.replace(",0.6,", ",0.7,")), p, p.groups[0])
+        _write(g0, good.replace(",0.6,", ",0.7,")), p, p.groups[0]
+    )
     header = lines[0].rstrip("\n").split(",")
     cells = lines[1].rstrip("\n").split(",")
     cells[header.index("rate")] = "0.999"  # a measured value edited, the structure intact
     edited = lines[0] + ",".join(cells) + "\n" + "".join(lines[2:])
     assert "differ from those hashed in groups.sha256" in check_group_file(
-        _write(g0, edited), p, p.groups[0])
+        _write(g0, edited), p, p.groups[0]
+    )
     capsys.readouterr()
-    fixed = run_sweep(module, resolve({**raw, "resume": True}, reg.experiments),
-                      show_progress=False)
+    fixed = run_sweep(
+        module, resolve({**raw, "resume": True}, reg.experiments), show_progress=False
+    )
     assert "recomputing group 0" in capsys.readouterr().err
     assert fixed.results["groups_resumed"] == 0 and g0.read_text() == good
 
     _write(g0, lines[0])  # truncated to its header
     capsys.readouterr()
-    again = run_sweep(module, resolve({**raw, "resume": True}, reg.experiments),
-                      show_progress=False)
+    again = run_sweep(
+        module, resolve({**raw, "resume": True}, reg.experiments), show_progress=False
+    )
     err = capsys.readouterr().err
     assert again.sweep_dir == rec.sweep_dir
     assert f"{g0}: 0 rows, expected 4" in err and "recomputing group 0" in err
@@ -562,15 +694,15 @@ def test_failure_10_resumed_sweep_recomputes_a_damaged_group(tmp_path, capsys):
     assert (rec.sweep_dir / "sweep.csv").read_text() == table  # the same numbers
     assert g0.read_text() == good
     # an intact group file is trusted: resumed, nothing computed, no warning
-    third = run_sweep(module, resolve({**raw, "resume": True}, reg.experiments),
-                      show_progress=False)
+    third = run_sweep(
+        module, resolve({**raw, "resume": True}, reg.experiments), show_progress=False
+    )
     assert third.results["groups_resumed"] == 1 and third.results["rows_computed"] == 0
     assert "warning" not in capsys.readouterr().err
     assert (rec.sweep_dir / "sweep.csv").read_text() == table
     # a sweep in use by another process is not resumed beside it
     with lock_run_dir(rec.sweep_dir), pytest.raises(RunDirError, match="run in use by PID"):
-        run_sweep(module, resolve({**raw, "resume": True}, reg.experiments),
-                  show_progress=False)
+        run_sweep(module, resolve({**raw, "resume": True}, reg.experiments), show_progress=False)
 
 
 def _write(path: Path, text: str) -> Path:
@@ -578,18 +710,24 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ('"eight"', "params.T='eight': expected an integer"),
-    ("-3", "params.T=-3: must be an integer in [4, 18]"),
-    ("64", "params.T=64: must be an integer in [4, 18]"),
-])
-def test_failure_08_bad_value_in_file_under_quick_is_a_one_line_error(value, message, tmp_path,
-                                                                      capsys, monkeypatch):
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('"eight"', "params.T='eight': expected an integer"),
+        ("-3", "params.T=-3: must be an integer in [4, 18]"),
+        ("64", "params.T=64: must be an integer in [4, 18]"),
+    ],
+)
+def test_failure_08_bad_value_in_file_under_quick_is_a_one_line_error(
+    value, message, tmp_path, capsys, monkeypatch
+):
     """A value in the file is validated whatever the size preset: one line, exit 2, no run."""
     monkeypatch.setenv("DEDEBATE_EXPERIMENTS", "experiments")
     path = tmp_path / "c.yaml"
-    path.write_text(f"experiment: machines\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n"
-                    f"params:\n  T: {value}\n")
+    path.write_text(
+        f"experiment: machines\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n"
+        f"params:\n  T: {value}\n"
+    )
     assert cli.main(["run", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"dedebate: error: config error: {message}"

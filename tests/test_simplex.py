@@ -95,8 +95,9 @@ def test_nearest_point_against_a_qp_solver():
             x0=np.full(5, 0.2),
             jac=lambda q, vr=vr: q - vr,
             bounds=[(0.0, None)] * 5,
-            constraints=[{"type": "eq", "fun": lambda q: q.sum() - 1.0,
-                          "jac": lambda q: np.ones_like(q)}],
+            constraints=[
+                {"type": "eq", "fun": lambda q: q.sum() - 1.0, "jac": lambda q: np.ones_like(q)}
+            ],
             method="SLSQP",
             options={"ftol": 1e-12, "maxiter": 200},
         )
@@ -109,7 +110,6 @@ def test_nearest_point_against_a_qp_solver():
 def test_project_rows_dispatch_and_validation():
     v = jnp.asarray(np.random.default_rng(1).normal(size=(3, 40)), jnp.float32)
     rows = jax.jit(project_rows, static_argnums=1)  # one program per method, not op by op
-    np.testing.assert_allclose(np.asarray(rows(v, "auto")), np.asarray(rows(v, "sort")),
-                               atol=1e-6)
+    np.testing.assert_allclose(np.asarray(rows(v, "auto")), np.asarray(rows(v, "sort")), atol=1e-6)
     with pytest.raises(ValueError, match="method='bogus'"):
         project_rows(v, "bogus")

@@ -1,4 +1,4 @@
-"""rho-stability as fractional block sensitivity: LPs vs closed forms, F(eps) = eps fbs, tree rho."""
+"""rho-stability as fractional block sensitivity: LPs vs closed forms, F(eps) = eps fbs, tree rho."""  # noqa: E501
 
 import jax
 import numpy as np
@@ -68,8 +68,11 @@ def test_closed_forms_of_the_spec_table():
 
 
 def test_packing_is_feasible_and_optimal():
-    for tab, z in ((threshold_table(5, 3), 0b01111), (majority_table(7), 0b1111000),
-                   (parity_table(4), 0b0101)):
+    for tab, z in (
+        (threshold_table(5, 3), 0b01111),
+        (majority_table(7), 0b1111000),
+        (parity_table(4), 0b0101),
+    ):
         value, u = fbs(tab, z, return_packing=True)
         blocks = sensitive_blocks(tab, z)
         assert np.all(u >= 0) and np.all(u[np.setdiff1d(np.arange(u.size), blocks)] == 0)
@@ -108,8 +111,10 @@ def test_flip_probability_spec_check_points():
             tab = threshold_table(q, t)
             for w in range(q + 1):
                 for eps in (0.01, 1 / q):
-                    assert abs(flip_probability(tab, _point(w), eps) - eps * fbs_threshold(q, t, w)
-                               ) < 1e-7
+                    assert (
+                        abs(flip_probability(tab, _point(w), eps) - eps * fbs_threshold(q, t, w))
+                        < 1e-7
+                    )
 
 
 def test_tree_rho():
@@ -118,8 +123,8 @@ def test_tree_rho():
     assert tree_rho(unanimous_tree(k, depth=2)) == pytest.approx(1.8, abs=TOL)
     assert tree_rho(and_tree(k, depth=2, q=4)) == pytest.approx(4.0, abs=TOL)
     h = hidden_flaw_tree(k, depth=3, q=4)
-    assert tree_rho(h) == pytest.approx(2.0, abs=TOL)           # stable witnesses, Thr_3 of 4
-    assert tree_rho(h, cand=0) == pytest.approx(4.0, abs=TOL)   # the obfuscated AND
+    assert tree_rho(h) == pytest.approx(2.0, abs=TOL)  # stable witnesses, Thr_3 of 4
+    assert tree_rho(h, cand=0) == pytest.approx(4.0, abs=TOL)  # the obfuscated AND
     nf = node_fbs(h)
     truth = np.asarray(h.truth)[: h.n_internal]
     assert np.allclose(nf[truth == 1, 0], 4.0) and np.allclose(nf[truth == 0, 0], 1.0)
@@ -138,8 +143,8 @@ def test_error_shifting_table_shifts_error_by_one_over_fbs():
             kids = truth[np.asarray(tree.children(v, c))]
             md = np.asarray(tree.md(v, c))
             code = int((kids << np.arange(9)).sum())
-            assert abs(row @ (md != md[code]) - 1) < 1e-6      # all mass flips M_D
-            err = row @ np.abs(bits - kids[None, :])             # per-child marginal error
+            assert abs(row @ (md != md[code]) - 1) < 1e-6  # all mass flips M_D
+            err = row @ np.abs(bits - kids[None, :])  # per-child marginal error
             assert abs(err.max() - 1 / nf[v, c]) < 1e-6
 
 

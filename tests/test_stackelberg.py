@@ -44,8 +44,12 @@ CFG = E.Config(n_trees=2)
 
 
 def _batch(seeds):
-    trees = stack([stable_trees(jax.random.fold_in(jax.random.key(s), 0), CFG.n_trees, CFG.depth)
-                   for s in seeds])
+    trees = stack(
+        [
+            stable_trees(jax.random.fold_in(jax.random.key(s), 0), CFG.n_trees, CFG.depth)
+            for s in seeds
+        ]
+    )
     keys = jnp.stack([jax.random.fold_in(jax.random.key(s), 1) for s in seeds])
     return trees, keys
 
@@ -77,7 +81,8 @@ def test_training_reaches_honest_equilibrium_on_one_level_tree(trained):
     assert np.all(np.abs(mon.u_a[:, -1] - THRESHOLD) <= 0.05 * THRESHOLD)
     # the root answer itself, per seed and tree, from the trained prover's answer head
     p_one = jax.vmap(jax.vmap(lambda a, t: a.answer(t.public()), in_axes=(None, 0)))(
-        state.prover, trees)
+        state.prover, trees
+    )
     truth = np.asarray(trees.truth[:, :, 0])
     assert np.all(np.where(truth == 1, np.asarray(p_one), 1 - np.asarray(p_one)) >= 0.95)
     # B near best response: calibrated on the stable candidate, certified bound close to 1,
@@ -87,8 +92,11 @@ def test_training_reaches_honest_equilibrium_on_one_level_tree(trained):
     assert np.all(mon.max_adv[:, -1] <= 0.02)
     # and it was not there at the start (uniform players: E U_A = r^2/2 = 0.125)
     np.testing.assert_allclose(mon.u_a[:, 0], 0.125, atol=1e-5)
-    ok = (mon.a_correct >= 0.95) & (mon.p_stable >= 0.95) & (
-        np.abs(mon.u_a - THRESHOLD) <= 0.1 * THRESHOLD)
+    ok = (
+        (mon.a_correct >= 0.95)
+        & (mon.p_stable >= 0.95)
+        & (np.abs(mon.u_a - THRESHOLD) <= 0.1 * THRESHOLD)
+    )
     assert np.all(first_converged(ok) < STEPS)
 
 
@@ -102,8 +110,9 @@ def test_compiles_once_for_all_seeds(trained):
 @pytest.fixture(scope="module")
 def half_chunk():
     """One unbatched chunk of STEPS/2 A updates (compiled once for the module)."""
-    return jax.jit(make_chunk(StackelbergStatic(steps=STEPS), STEPS // 2),
-                   compiler_options=FAST_COMPILE)
+    return jax.jit(
+        make_chunk(StackelbergStatic(steps=STEPS), STEPS // 2), compiler_options=FAST_COMPILE
+    )
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +139,9 @@ def test_vmap_over_seeds_equals_per_seed_runs(trained, per_seed):
         assert int(end.step) == STEPS
         for name in ("u_a", "a_correct", "p_stable", "calib", "max_adv", "adv"):
             got = np.concatenate([getattr(mon_a, name), getattr(mon_b, name)])
-            np.testing.assert_allclose(getattr(batched, name)[s], got, rtol=1e-4, atol=1e-5,
-                                       err_msg=name)
+            np.testing.assert_allclose(
+                getattr(batched, name)[s], got, rtol=1e-4, atol=1e-5, err_msg=name
+            )
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +151,11 @@ def exact_terms():
     static = StackelbergStatic(steps=1)
     trees, _ = _batch([0])
     trees = jax.tree_util.tree_map(lambda x: x[0], trees)  # the seed's 2 trees (true, false root)
-    return static, trees, jax.jit(lambda c: advantage_at(static, 2.0, trees, c),
-                                  compiler_options=FAST_COMPILE)
+    return (
+        static,
+        trees,
+        jax.jit(lambda c: advantage_at(static, 2.0, trees, c), compiler_options=FAST_COMPILE),
+    )
 
 
 def test_payoff_equals_protocol_expected_payoff(exact_terms):
@@ -152,12 +165,18 @@ def test_payoff_equals_protocol_expected_payoff(exact_terms):
     carry = init_carry(static, trees, jax.random.key(5))
     # perturb every parameter (the zero-initialised output layers too)
     rng = np.random.default_rng(7)
-    carry = carry.replace(**{f: getattr(carry, f) + 0.5 * rng.normal(
-        size=getattr(carry, f).shape).astype(np.float32) for f in ("a_flat", "b_flat")})
+    carry = carry.replace(
+        **{
+            f: getattr(carry, f) + 0.5 * rng.normal(size=getattr(carry, f).shape).astype(np.float32)
+            for f in ("a_flat", "b_flat")
+        }
+    )
     u, acc, _ = terms(carry)
     a, b = players(static, trees, carry)
-    ref = jax.jit(jax.vmap(lambda t: expected_payoff(PEDStatic(), ped_params(2.0), a, b, t)),
-                  compiler_options=FAST_COMPILE)(trees)
+    ref = jax.jit(
+        jax.vmap(lambda t: expected_payoff(PEDStatic(), ped_params(2.0), a, b, t)),
+        compiler_options=FAST_COMPILE,
+    )(trees)
     np.testing.assert_allclose(float(u), float(np.mean(ref.u_a)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(float(acc), float(np.mean(ref.a_correct)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(ref.total_prob), 1.0, atol=1e-5)
@@ -169,18 +188,35 @@ def test_first_converged():
     np.testing.assert_array_equal(first_converged(flags), [1, 3, 0, 4])
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"lr_a": 0.0}, {"lr_b": -1.0}, {"n_b": 0}, {"n_b": 1.5}, {"rho": 0.5}, {"eta": -0.1}])
+@pytest.mark.parametrize(
+    "kwargs", [{"lr_a": 0.0}, {"lr_b": -1.0}, {"n_b": 0}, {"n_b": 1.5}, {"rho": 0.5}, {"eta": -0.1}]
+)
 def test_hparams_reject_bad_values(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         stackelberg_params(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"depth": 3}, {"n_trees": 3}, {"seeds": 0}, {"steps": 1}, {"n_b_values": (0,)},
-    {"main_n_b": 7}, {"lr_a": 0.0}, {"rho": 0.9}, {"tol": 1.0}, {"hidden_a": (0,)},
-    {"chunks": 7}, {"a_init_scale": -1.0}, {"warm_seeds": -1}, {"warm_a_init_scale": 0.0},
-    {"warm_delta": 0.0}, {"warm_fit_steps": 0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"depth": 3},
+        {"n_trees": 3},
+        {"seeds": 0},
+        {"steps": 1},
+        {"n_b_values": (0,)},
+        {"main_n_b": 7},
+        {"lr_a": 0.0},
+        {"rho": 0.9},
+        {"tol": 1.0},
+        {"hidden_a": (0,)},
+        {"chunks": 7},
+        {"a_init_scale": -1.0},
+        {"warm_seeds": -1},
+        {"warm_a_init_scale": 0.0},
+        {"warm_delta": 0.0},
+        {"warm_fit_steps": 0},
+    ],
+)
 def test_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         E.Config(**kwargs)
@@ -195,8 +231,7 @@ def test_static_rejects_bad_sizes():
         init_estimator(jax.random.key(0), 13)
 
 
-def test_resume_from_orbax_checkpoint_equals_uninterrupted(tmp_path, trained, half_chunk,
-                                                           per_seed):
+def test_resume_from_orbax_checkpoint_equals_uninterrupted(tmp_path, trained, half_chunk, per_seed):
     """The carry after STEPS/2 A updates, saved and restored through the lab's Orbax wrapper,
     continues exactly as the run that was never interrupted (seed 0's second chunk)."""
     from dedebate.lab.checkpoint import Checkpointer
@@ -209,8 +244,9 @@ def test_resume_from_orbax_checkpoint_equals_uninterrupted(tmp_path, trained, ha
         step, restored = ckpt.restore(carry0)
     assert step == STEPS // 2 and int(restored.step) == STEPS // 2
     end, mon = half_chunk(hp, tree, restored)
-    for got, want in zip(jax.tree_util.tree_leaves((end, mon)),
-                         jax.tree_util.tree_leaves((ref, mon_ref))):
+    for got, want in zip(
+        jax.tree_util.tree_leaves((end, mon)), jax.tree_util.tree_leaves((ref, mon_ref))
+    ):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
@@ -235,9 +271,14 @@ def test_advantage_monitor_and_warm_start_from_algorithm1(exact_terms):
 
     target, rep = ogd_target(static, trees, carry, 2.0, delta)
     prover, _ = players(static, trees, carry)
-    per_tree = jax.jit(jax.vmap(lambda est, t: payoff_terms(
-        static, 2.0, prover, est, jax.tree_util.tree_map(lambda x: x[None], t))[2]),
-        compiler_options=FAST_COMPILE)
+    per_tree = jax.jit(
+        jax.vmap(
+            lambda est, t: payoff_terms(
+                static, 2.0, prover, est, jax.tree_util.tree_map(lambda x: x[None], t)
+            )[2]
+        ),
+        compiler_options=FAST_COMPILE,
+    )
     tab = np.asarray(per_tree(rep.estimator, trees)).mean(axis=0)  # mu uniform over the trees
     ogd_exit = [s.max_adv for s in rep.stages if s.stage != "final"]
     np.testing.assert_allclose(np.abs(tab).max(axis=1), ogd_exit, rtol=1e-3, atol=1e-6)
@@ -256,8 +297,11 @@ def test_advantage_monitor_and_warm_start_from_algorithm1(exact_terms):
     fair = init_carry(static, trees, jax.random.key(1))
     np.testing.assert_array_equal(np.asarray(adv_fn(fair)[2]), 0.0)
     n = trees.truth.shape[0]
-    uniform = target.replace(p_d=jnp.full((n,), 0.5), joint=jnp.full_like(target.joint, 1 / 32),
-                             phat=jnp.full_like(target.phat, 0.5))
+    uniform = target.replace(
+        p_d=jnp.full((n,), 0.5),
+        joint=jnp.full_like(target.joint, 1 / 32),
+        phat=jnp.full_like(target.phat, 0.5),
+    )
     fitted0, _ = fit(fair, uniform)
     np.testing.assert_array_equal(np.asarray(fitted0.b_flat), np.asarray(fair.b_flat))
 
@@ -275,11 +319,14 @@ def test_honest_prover_complete_against_trained_estimators(trained):
             t = jax.tree_util.tree_map(lambda x, s=s, i=i: x[s, i], trees)
             assert tree_rho(t, cache=cache) <= 2.0 + E.claims.LP_TOL
     static = StackelbergStatic(steps=STEPS)
-    u_h, u, chain = (np.asarray(x, np.float64)
-                     for x in proof_grid(static, 2.0)(state.prover, state.estimator, trees))
+    u_h, u, chain = (
+        np.asarray(x, np.float64)
+        for x in proof_grid(static, 2.0)(state.prover, state.estimator, trees)
+    )
     assert u_h.shape == (2, 2) and u.shape == (2,) and chain.shape == (2,)
     p_d = jax.vmap(jax.vmap(lambda b, t: b.initial(t.public()), in_axes=(None, 0)))(
-        state.estimator, trees)
+        state.estimator, trees
+    )
     root_err = np.abs(np.asarray(p_d, np.float64) - np.asarray(trees.truth[:, :, 0]))
     r = 0.5
     assert np.all(u_h >= THRESHOLD + root_err * r * (1 - r) - E.claims.EXACT_TOL)
@@ -306,9 +353,13 @@ def test_unstable_and_warm_rows_are_findings_with_their_criteria():
     c = E.unstable_claim(cfg, _mon(above), 1.0, 0.25, {}, {})
     assert c.finding and not c.passed and c.value == pytest.approx(0.76 / 3)
 
-    info = {"adv_cold": np.array([0.2, 0.3, 0.4]), "adv_warm": np.array([0.01, 0.02, 0.5]),
-            "fit_kl": np.zeros(3), "ogd_max_adv": np.zeros(3),
-            "ogd_steps": np.zeros((3, 2), np.int32)}
+    info = {
+        "adv_cold": np.array([0.2, 0.3, 0.4]),
+        "adv_warm": np.array([0.01, 0.02, 0.5]),
+        "fit_kl": np.zeros(3),
+        "ogd_max_adv": np.zeros(3),
+        "ogd_steps": np.zeros((3, 2), np.int32),
+    }
     mon = _mon(np.full((2, 3, 10), 0.25))
     c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {}, 0.0)
     assert c.finding and not c.passed and c.value == pytest.approx(0.5)  # seed 2: warm > cold

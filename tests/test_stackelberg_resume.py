@@ -41,8 +41,18 @@ from tests.fakes import (
 
 # 8 A updates in 4 chunks on 2 trees of depth 1, tiny players: the sweep's params and the
 # resumed run's Config (equal static fields: one set of compiled programs)
-TINY = {"seeds": 2, "steps": 8, "chunks": 4, "n_b_values": [1, 2], "main_n_b": 2, "n_trees": 2,
-        "hidden_a": [4], "hidden_b": [4], "unstable_part": False, "warm_seeds": 0}
+TINY = {
+    "seeds": 2,
+    "steps": 8,
+    "chunks": 4,
+    "n_b_values": [1, 2],
+    "main_n_b": 2,
+    "n_trees": 2,
+    "hidden_a": [4],
+    "hidden_b": [4],
+    "unstable_part": False,
+    "warm_seeds": 0,
+}
 CFG = E.Config(**{**TINY, "n_b_values": (1, 2), "hidden_a": (4,), "hidden_b": (4,)})
 RUNS = ("nB1", "nB2", "simultaneous")
 N_CHUNKS = len(RUNS) * CFG.chunks  # every run a row of point's programs, trained in turn
@@ -56,8 +66,9 @@ def test_point_refuses_the_host_warm_start():
 @pytest.mark.slow  # first in the module: it compiles the programs the run below shares
 def test_rates_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypatch):
     traces = count_chunked_traces(monkeypatch, E)  # traces of point's programs (per compile)
-    cfg, rec = sweep_one_row_per_call(E, tmp_path, params=TINY, seed=0, seeds=2,
-                                      axes={"main_n_b": [1, 2], "lr_a": [0.03, 0.3]})
+    cfg, rec = sweep_one_row_per_call(
+        E, tmp_path, params=TINY, seed=0, seeds=2, axes={"main_n_b": [1, 2], "lr_a": [0.03, 0.3]}
+    )
     res = rec.results
     assert res["vmapped"] and res["dynamic_axes"] == ["main_n_b", "lr_a"] and res["groups"] == 1
     # batch 1: every row in its own call, as the run trains each of its schedules
@@ -66,8 +77,7 @@ def test_rates_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypa
 
     # the point n_B = 1, seed 1, trained alone by run()'s training path (the chunked driver,
     # every schedule a row of the point's programs, at the row's key)
-    pt = next(p for p in plan(E, cfg).points
-              if p.values == {"main_n_b": 1, "lr_a": 0.3})
+    pt = next(p for p in plan(E, cfg).points if p.values == {"main_n_b": 1, "lr_a": 0.3})
     seed = 1
     ctx = FakeContext(tmp_path / "alone", seed=seed, name=E.NAME)
     ctx.key = point_key(E.NAME, seed, pt.cfg)
@@ -137,7 +147,8 @@ def test_resumed_run_equals_uninterrupted(tmp_path, reference):
         for t in range(CFG.steps):
             assert curves[i * CFG.steps + t][f"stable/{run}/a_update"] == t
             assert {f"stable/{run}/seed{s}/max_adv" for s in range(CFG.seeds)} <= set(
-                curves[i * CFG.steps + t])
+                curves[i * CFG.steps + t]
+            )
     final = {(r["schedule"], r["seed"]): r["final_u_a"] for r in ref.tables["stable"]}
     last_nb2 = (RUNS.index("nB2") + 1) * CFG.steps - 1
     for s in range(CFG.seeds):
@@ -162,8 +173,9 @@ def _curves(ctx):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("damage", ["delete", "corrupt"])
-def test_damaged_newest_checkpoint_resumes_bit_equal_then_resume_is_a_no_op(tmp_path, reference,
-                                                                            damage):
+def test_damaged_newest_checkpoint_resumes_bit_equal_then_resume_is_a_no_op(
+    tmp_path, reference, damage
+):
     ref_root, ref_ctx, ref = reference
     root = tmp_path / "run"
     shutil.copytree(ref_root / "checkpoints", root / "checkpoints")
@@ -182,7 +194,8 @@ def test_damaged_newest_checkpoint_resumes_bit_equal_then_resume_is_a_no_op(tmp_
     assert sorted(_curves(ctx)) == list(range(end - last, end))
     assert all(row == _curves(ref_ctx)[t] for t, row in _curves(ctx).items())
     assert newest.is_dir() and (root / "checkpoints" / f"corrupt-{N_CHUNKS}").is_dir() == (
-        damage == "corrupt")
+        damage == "corrupt"
+    )
 
     before = _checkpoint_files(root)  # every chunk done: nothing trained, logged or saved
     ctx = FakeContext(root, seed=0, name="stackelberg", resume=True)

@@ -51,9 +51,18 @@ def setup():
     consts = lp.constants(K, T)
     yes = f2_target(T, P_YES, spread=0.2).machine
     no = f2_target(T, P_NO, spread=0.2).machine
-    return {"lp": lp, "c": consts, "yes": yes, "no": no, "spec": debate_static(T),
-            "vera": make_vera(consts), "lv_yes": prefix_tree(yes), "lv_no": prefix_tree(no),
-            "p_yes": float(yes.output_prob_dp()), "p_no": float(no.output_prob_dp())}
+    return {
+        "lp": lp,
+        "c": consts,
+        "yes": yes,
+        "no": no,
+        "spec": debate_static(T),
+        "vera": make_vera(consts),
+        "lv_yes": prefix_tree(yes),
+        "lv_no": prefix_tree(no),
+        "p_yes": float(yes.output_prob_dp()),
+        "p_no": float(no.output_prob_dp()),
+    }
 
 
 # The slice width of every zoo run: 12 x 1500, 5 x 1500 and 3 x 400,000 lanes all play in slices
@@ -71,8 +80,16 @@ def _run_zoo(s, machine, members, side, key, n=N_MC):
     kd = np.asarray(jax.random.key_data(trial_keys(jax.random.key(key), n)))
     keys = jax.random.wrap_key_data(np.tile(kd, (m, 1)))
     alice, bob = (rep, other) if side == "alice" else (other, rep)
-    out = run_trials(s["spec"], machine, alice, bob, s["vera"], keys, axes=(None, 0, 0, None),
-                     max_lanes=ZOO_LANES)
+    out = run_trials(
+        s["spec"],
+        machine,
+        alice,
+        bob,
+        s["vera"],
+        keys,
+        axes=(None, 0, 0, None),
+        max_lanes=ZOO_LANES,
+    )
     return out, np.asarray(out.alice_wins).reshape(m, n).mean(axis=1)
 
 
@@ -99,8 +116,9 @@ def test_alice_zoo_respects_soundness_exactly_and_by_monte_carlo(setup, soundnes
     bound = 1 - s["lp"].soundness(K, T, 1 - s["p_no"])  # max acceptance allowed
     assert bound == pytest.approx(0.3956, abs=5e-4)
     names, members, out, mc = soundness_run
-    exact = np.array([acceptance_exact(s["no"], a, honest_bob(s["c"]), s["vera"], s["lv_no"])
-                      for a in members])
+    exact = np.array(
+        [acceptance_exact(s["no"], a, honest_bob(s["c"]), s["vera"], s["lv_no"]) for a in members]
+    )
     for nm, e, m in zip(names, exact, mc):
         assert e <= bound, nm  # the theorem, exactly
         assert m <= bound + 3 * math.sqrt(bound * (1 - bound) / N_MC), nm
@@ -116,8 +134,12 @@ def test_bob_zoo_respects_completeness_exactly_and_by_monte_carlo(setup):
     assert bound == pytest.approx(0.6402, abs=5e-4)
     names, members = completeness_zoo(s["c"])
     names, members = names + ["honest"], members + [zoo_bob(s["c"], B_HONEST)]
-    exact = np.array([acceptance_exact(s["yes"], honest_alice(s["c"]), b, s["vera"],
-                                       s["lv_yes"]) for b in members])
+    exact = np.array(
+        [
+            acceptance_exact(s["yes"], honest_alice(s["c"]), b, s["vera"], s["lv_yes"])
+            for b in members
+        ]
+    )
     out, mc = _run_zoo(s, s["yes"], members, "bob", key=2)
     for nm, e, m in zip(names, exact, mc):
         assert e >= bound, nm
@@ -133,8 +155,9 @@ def test_bob_zoo_respects_completeness_exactly_and_by_monte_carlo(setup):
     rounds = np.asarray(out.costs.rounds).reshape(len(members), N_MC)
     aborted = np.asarray(out.aborted).reshape(len(members), N_MC)
     abort_step = np.asarray(out.abort_step).reshape(len(members), N_MC)
-    np.testing.assert_array_equal(np.asarray(out.costs.alice_queries).reshape(rounds.shape),
-                                  rounds * np.float32(c.n_alice))
+    np.testing.assert_array_equal(
+        np.asarray(out.costs.alice_queries).reshape(rounds.shape), rounds * np.float32(c.n_alice)
+    )
     qv = np.asarray(out.costs.verifier_queries).reshape(rounds.shape)
     np.testing.assert_array_equal(qv, np.where(aborted, c.n_vera, 0))
     first = names.index("aborts at step 0")
@@ -155,8 +178,9 @@ def test_batched_equals_per_trial_loop(setup, soundness_run):
     single = jax.jit(play, static_argnums=0, compiler_options=LIGHT_COMPILE)
     for m in (1, len(members) - 1):  # "+s" and the per-step liar
         for i in range(3):
-            one = single(s["spec"], s["no"], members[m], zoo_bob(s["c"], B_HONEST), s["vera"],
-                         keys[i])
+            one = single(
+                s["spec"], s["no"], members[m], zoo_bob(s["c"], B_HONEST), s["vera"], keys[i]
+            )
             for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(batched)):
                 assert np.asarray(a) == np.asarray(b)[m * N_MC + i]
 
@@ -184,11 +208,11 @@ def test_two_party_coin_protocol(setup):
     fixed_alice = zoo_alice(s["c"], 0, coin=0.3)  # honest claims, fixed coin share
     bobs = stack([zoo_bob(s["c"], B_HONEST), zoo_bob(s["c"], B_HONEST, coin=0.2)])
     bobs = jax.tree.map(lambda x: np.repeat(x, N_MC, axis=0), bobs)
-    out = run_trials(spec, s["yes"], fixed_alice, bobs, s["vera"], keys,
-                     axes=(None, None, 0, None))
+    out = run_trials(spec, s["yes"], fixed_alice, bobs, s["vera"], keys, axes=(None, None, 0, None))
     acc = np.asarray(out.alice_wins).reshape(2, N_MC).mean(axis=1)
-    exact = acceptance_exact(s["yes"], honest_alice(s["c"]), honest_bob(s["c"]), s["vera"],
-                             s["lv_yes"])
+    exact = acceptance_exact(
+        s["yes"], honest_alice(s["c"]), honest_bob(s["c"]), s["vera"], s["lv_yes"]
+    )
     assert abs(_z(acc[0], exact, N_MC)) < 4.0
     assert acc[1] > 0.99  # u = 0.5 < p ~ 2/3 every step: all bits are 1
 
@@ -199,13 +223,19 @@ def test_black_box_calls_estimator_matches_exact(setup):
     c = s["c"].scaled(1 / 64)
     spec = debate_static(T, estimator="calls", call_block=512)
     n = 600
-    out = run_trials(spec, s["yes"], honest_alice(c), honest_bob(c), make_vera(c),
-                     trial_keys(jax.random.key(9), n))
-    exact = acceptance_exact(s["yes"], honest_alice(c), honest_bob(c), make_vera(c),
-                             s["lv_yes"])
+    out = run_trials(
+        spec,
+        s["yes"],
+        honest_alice(c),
+        honest_bob(c),
+        make_vera(c),
+        trial_keys(jax.random.key(9), n),
+    )
+    exact = acceptance_exact(s["yes"], honest_alice(c), honest_bob(c), make_vera(c), s["lv_yes"])
     assert abs(_z(float(np.mean(np.asarray(out.alice_wins))), exact, n)) < 4.0
-    np.testing.assert_array_equal(np.asarray(out.costs.alice_queries),
-                                  np.asarray(out.costs.rounds) * np.float32(c.n_alice))
+    np.testing.assert_array_equal(
+        np.asarray(out.costs.alice_queries), np.asarray(out.costs.rounds) * np.float32(c.n_alice)
+    )
 
 
 def test_optimised_alice_stays_below_the_bound(setup):
@@ -214,8 +244,12 @@ def test_optimised_alice_stays_below_the_bound(setup):
     bob = honest_bob(c)
 
     def acceptance(lies):
-        return np.array([acceptance_exact(s["no"], zoo_alice(c, A_PER_STEP, lies=li), bob,
-                                          s["vera"], lv) for li in lies])
+        return np.array(
+            [
+                acceptance_exact(s["no"], zoo_alice(c, A_PER_STEP, lies=li), bob, s["vera"], lv)
+                for li in lies
+            ]
+        )
 
     res = optimise_alice(acceptance, c, generations=3, population=6, seed=0)
     again = acceptance(res.params["lies"][None])[0]
@@ -235,13 +269,15 @@ def test_exact_dp_and_monte_carlo_agree_at_bobs_threshold(setup):
     accepted more often than at tau_B, where the tie is disputed as one ulp above (a ``<=``
     check would make the first two equal up to rounding). The Monte Carlo (the integer checker, 400k debates
     each, one batched program) agrees with the DP at all three to 3 standard errors; the tie
-    itself moves the acceptance by ~6e-8, far below that resolution."""
+    itself moves the acceptance by ~6e-8, far below that resolution."""  # noqa: E501
     s = setup
     tau = np.float32(s["c"].tau_bob)
     deltas = (np.nextafter(tau, np.float32(0)), tau, np.nextafter(tau, np.float32(1)))
     members = [zoo_alice(s["c"], A_HONEST_SHIFT, delta=float(d)) for d in deltas]
-    exact = [acceptance_exact(s["no"], a, zoo_bob(s["c"], B_HONEST), s["vera"], s["lv_no"])
-             for a in members]
+    exact = [
+        acceptance_exact(s["no"], a, zoo_bob(s["c"], B_HONEST), s["vera"], s["lv_no"])
+        for a in members
+    ]
     # the tied count's mass (~6e-8) against what one more ulp of the claim moves otherwise
     # (float rounding, ~4e-17): two scales apart, so the bounds need no tuning
     jump, step = exact[0] - exact[1], abs(exact[2] - exact[1])
@@ -267,11 +303,24 @@ def test_binomial_law_sums_to_one():
 def test_bad_input_is_rejected(setup):
     s = setup
     with pytest.raises(ValueError, match="machine.T=12 but spec.T=8"):
-        play(debate_static(8), s["yes"], honest_alice(s["c"]), honest_bob(s["c"]), s["vera"],
-             jax.random.key(0))
+        play(
+            debate_static(8),
+            s["yes"],
+            honest_alice(s["c"]),
+            honest_bob(s["c"]),
+            s["vera"],
+            jax.random.key(0),
+        )
     with pytest.raises(ValueError, match="axes"):
-        run_trials(s["spec"], s["yes"], honest_alice(s["c"]), honest_bob(s["c"]), s["vera"],
-                   trial_keys(jax.random.key(0), 2), axes=(0, 1))
+        run_trials(
+            s["spec"],
+            s["yes"],
+            honest_alice(s["c"]),
+            honest_bob(s["c"]),
+            s["vera"],
+            trial_keys(jax.random.key(0), 2),
+            axes=(0, 1),
+        )
     with pytest.raises(ValueError, match="lies has shape"):
         zoo_alice(s["c"], A_PER_STEP, lies=np.zeros(3))
     assert B_ABORT_FIRST != B_NEVER

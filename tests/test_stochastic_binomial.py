@@ -67,13 +67,16 @@ def _chi2_pvalue(x: np.ndarray, n: int, p: float) -> float:
     return float(stats.chi2.sf(((obs - exp) ** 2 / exp).sum(), obs.size - 1))
 
 
-@pytest.mark.parametrize("n,p", [
-    (12, 0.05),  # inversion (mean < 10)
-    (30, 0.4),  # BTRS, general log-ratio (slow path)
-    (3000, 0.25),  # BTRS, fast path (mean >= FAST_MEAN)
-    (49518, 0.999),  # p > 1/2 by symmetry, small mean of the complement
-    (200_000, 0.63),  # large N, fast path, flipped
-])
+@pytest.mark.parametrize(
+    "n,p",
+    [
+        (12, 0.05),  # inversion (mean < 10)
+        (30, 0.4),  # BTRS, general log-ratio (slow path)
+        (3000, 0.25),  # BTRS, fast path (mean >= FAST_MEAN)
+        (49518, 0.999),  # p > 1/2 by symmetry, small mean of the complement
+        (200_000, 0.63),  # large N, fast path, flipped
+    ],
+)
 def test_counts_follow_the_binomial_law(n, p):
     keys = jax.random.split(jax.random.key(7), S)
     pf = float(np.float32(p))
@@ -116,8 +119,7 @@ def test_log_ratio_matches_float64(n, p):
     offs = np.clip(offs, -m, n - m)
     got = np.asarray(_log_ratio(jnp.float32(n), jnp.float32(p), jnp.asarray(offs))[1])
     p64 = float(np.float32(p))
-    want = (stats.binom.logpmf(m + offs.astype(np.float64), n, p64)
-            - stats.binom.logpmf(m, n, p64))
+    want = stats.binom.logpmf(m + offs.astype(np.float64), n, p64) - stats.binom.logpmf(m, n, p64)
     np.testing.assert_allclose(got, want, atol=1e-4)
 
 
@@ -146,14 +148,17 @@ def test_fast_draw_equals_exact_draw_when_resolved():
 
 def test_a_batch_of_zero_lanes_draws_nothing():
     """vmap over no lanes: the fast draw's batch rule has no first lane to read."""
+
     def draw(k):
-        count, _, unresolved = stream_binomial_fast(uniform_stream(k, 40), jnp.int32(100_000),
-                                                    jnp.float32(0.3))
+        count, _, unresolved = stream_binomial_fast(
+            uniform_stream(k, 40), jnp.int32(100_000), jnp.float32(0.3)
+        )
         return count, unresolved
 
     for lanes in (0, 2):
         count, unresolved = jax.jit(jax.vmap(draw), compiler_options=LIGHT_COMPILE)(
-            jax.random.split(jax.random.key(4), lanes))
+            jax.random.split(jax.random.key(4), lanes)
+        )
         assert count.shape == unresolved.shape == (lanes,)
     assert not unresolved.any() and (np.abs(np.asarray(count) - 30_000) < 1_000).all()
 
@@ -164,8 +169,9 @@ def test_vmap_equals_per_lane_loop():
     for n, p in ((5000, 0.3), (200_000, 0.63), (12, 0.05)):  # fast, fast flipped, inversion
         batched = np.asarray(_draws(keys, jnp.int32(n), jnp.float32(p)))
         for i in range(4):
-            np.testing.assert_array_equal(batched[i], np.asarray(single(
-                keys[i], jnp.int32(n), jnp.float32(p))))
+            np.testing.assert_array_equal(
+                batched[i], np.asarray(single(keys[i], jnp.int32(n), jnp.float32(p)))
+            )
 
 
 def test_fast_batch_rule_equals_per_lane_classification():
@@ -173,7 +179,7 @@ def test_fast_batch_rule_equals_per_lane_classification():
     into buffers for the rest of the window) gives every lane the state of the per-lane loop over
     its whole window: for lanes that are not fast, for lanes whose every candidate is rejected,
     for lanes whose window starts at or past the block's end, for windows of 1 to 8 candidates, and with buffers that hold every lane. With buffers too
-    small for the open lanes, the lanes left out are unresolved, never given another count."""
+    small for the open lanes, the lanes left out are unresolved, never given another count."""  # noqa: E501
     B, W, L = 512, 8, 40
     keys = jax.random.split(jax.random.key(11), B)
     u = jax.vmap(lambda k: uniform_stream(k, L, W).u)(keys)
@@ -185,12 +191,17 @@ def test_fast_batch_rule_equals_per_lane_classification():
     ptr0 = ptr0.at[20:23].set(jnp.array([L - 1, L, L + 1]))  # at and past the block's end
     rows = jnp.arange(8, 20)[:, None]  # (fast) lanes whose first FAST_MID candidates are rejected
     u = u.at[rows, ptr0[rows] + 2 * jnp.arange(FAST_MID)].set(1e-7)
-    batch = jax.jit(_window_first_lanes.__wrapped__, static_argnames=("L", "W", "rates"),
-                    compiler_options=LIGHT_COMPILE)
+    batch = jax.jit(
+        _window_first_lanes.__wrapped__,
+        static_argnames=("L", "W", "rates"),
+        compiler_options=LIGHT_COMPILE,
+    )
 
     def per_lane(w):  # lax.map calls the unbatched rule, lane by lane
-        return jax.jit(lambda *a: jax.lax.map(lambda x: _window_first(*x, L, w), a),
-                       compiler_options=LIGHT_COMPILE)(u[:, :L + 2 * w], nf, pp, big, ptr0)
+        return jax.jit(
+            lambda *a: jax.lax.map(lambda x: _window_first(*x, L, w), a),
+            compiler_options=LIGHT_COMPILE,
+        )(u[:, : L + 2 * w], nf, pp, big, ptr0)
 
     want = per_lane(W)
     for rates in (OPEN_RATES, (1.0, 1.0)):
@@ -198,7 +209,7 @@ def test_fast_batch_rule_equals_per_lane_classification():
         for g, w in zip(got, want):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
     for w in (1, 2, 3):
-        got = batch(u[:, :L + 2 * w], nf, pp, big, ptr0, L=L, W=w, rates=OPEN_RATES)
+        got = batch(u[:, : L + 2 * w], nf, pp, big, ptr0, L=L, W=w, rates=OPEN_RATES)
         for g, ww in zip(got, per_lane(w)):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(ww))
     state = np.asarray(want[0])
@@ -226,11 +237,12 @@ def test_block_uniforms_are_uniform_and_use_both_words():
     lim = 5.0 / np.sqrt(n)
     half = (n + 1) // 2
     assert abs(np.corrcoef(u[:-1], u[1:])[0, 1]) < lim
-    assert abs(np.corrcoef(u[:half - 1], u[half:])[0, 1]) < lim  # the words of each block
+    assert abs(np.corrcoef(u[: half - 1], u[half:])[0, 1]) < lim  # the words of each block
     assert not np.array_equal(u[:100], np.asarray(block_uniforms(jax.random.key(6), 100)))
     rbg = jax.random.key(5, impl="rbg")
-    np.testing.assert_array_equal(np.asarray(block_uniforms(rbg, 64)),
-                                  np.asarray(jax.random.uniform(rbg, (64,))))
+    np.testing.assert_array_equal(
+        np.asarray(block_uniforms(rbg, 64)), np.asarray(jax.random.uniform(rbg, (64,)))
+    )
 
 
 def test_block_bits_are_balanced_and_give_block_uniforms():
@@ -246,15 +258,15 @@ def test_block_bits_are_balanced_and_give_block_uniforms():
     w = words.astype(np.float64)
     assert abs(np.corrcoef(w[:-1], w[1:])[0, 1]) < 5.0 / np.sqrt(n)
     key = jax.random.key(8)
-    top = (np.asarray(block_bits(key, 64)) >> 9).astype(np.float32) * np.float32(2.0 ** -23)
+    top = (np.asarray(block_bits(key, 64)) >> 9).astype(np.float32) * np.float32(2.0**-23)
     np.testing.assert_array_equal(np.asarray(block_uniforms(key, 64)), top)
     rbg = jax.random.key(5, impl="rbg")
-    np.testing.assert_array_equal(np.asarray(block_bits(rbg, 64)),
-                                  np.asarray(jax.random.bits(rbg, (64,), jnp.uint32)))
+    np.testing.assert_array_equal(
+        np.asarray(block_bits(rbg, 64)), np.asarray(jax.random.bits(rbg, (64,), jnp.uint32))
+    )
 
 
-@functools.partial(jax.jit, static_argnames=("window", "rejected"),
-                   compiler_options=LIGHT_COMPILE)
+@functools.partial(jax.jit, static_argnames=("window", "rejected"), compiler_options=LIGHT_COMPILE)
 def _windowed(keys, n, p, window: int, rejected: bool):
     """One draw per key with a ``window``; ``rejected``: window uniforms of 1e-7, which put every
     window candidate out of range (so the exact loop draws the count from fresh keys)."""
@@ -275,11 +287,18 @@ def test_a_window_without_an_accepted_candidate_draws_exactly(window, rejected):
     untested gave variances of 90,000 to 113,000 (window 1), ~29,000 (window 2) and ~880,000
     (all rejected)."""
     n, p, draws = 100_000, float(np.float32(0.3)), 200_000
-    x = np.asarray(_windowed(jax.random.split(jax.random.key(9), draws), jnp.int32(n),
-                             jnp.float32(p), window=window, rejected=rejected))
+    x = np.asarray(
+        _windowed(
+            jax.random.split(jax.random.key(9), draws),
+            jnp.int32(n),
+            jnp.float32(p),
+            window=window,
+            rejected=rejected,
+        )
+    )
     var = n * p * (1 - p)
     mu4 = var * (1 + 3 * (n - 2) * p * (1 - p))  # the fourth central moment
-    assert abs(x.var(ddof=1) - var) < 5 * np.sqrt((mu4 - var ** 2) / draws)
+    assert abs(x.var(ddof=1) - var) < 5 * np.sqrt((mu4 - var**2) / draws)
     assert _chi2_pvalue(x, n, p) > 1e-4
 
 
@@ -310,8 +329,14 @@ def test_invalid_arguments_draw_the_invalid_count_without_a_loop():
     INVALID at once on the exact and the fast path (resolved, nothing consumed); a valid lane
     beside them draws as usual. Before, a NaN p looped for ever (the timeout) and the others
     were clipped to a count of 0 or n."""
-    proc = subprocess.run([sys.executable, "-c", _INVALID_DRAWS], capture_output=True, text=True,
-                          timeout=60, check=True, cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-c", _INVALID_DRAWS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     out = json.loads(proc.stdout)
     assert out["exact"][:7] == out["fast"][:7] == [INVALID] * 7 and out["one"] == INVALID
     assert out["ptr"][:7] == [0] * 7 and not any(out["unresolved"])

@@ -20,15 +20,15 @@ def test_lean_default_guarantees_match_spec_5_3():
     params = lean_defaults(K, T)
     completeness, soundness = params.check(K, T)
     # spec DED 5.3: 0.99 (2/3 - 0.01 - 0.01) >= 0.6402 ; 0.99^2 (2/3 - 0.05) ~ 0.6044
-    assert completeness == pytest.approx(0.99 * (2 / 3 - 0.01 - (1 - (1 - 1 / (100 * T)) ** T)),
-                                         abs=1e-12)
+    assert completeness == pytest.approx(
+        0.99 * (2 / 3 - 0.01 - (1 - (1 - 1 / (100 * T)) ** T)), abs=1e-12
+    )
     assert completeness >= 0.6402 - 1e-4
     assert soundness == pytest.approx(0.99 * (1 - 1 / (100 * T)) ** T * (2 / 3 - 0.05), abs=1e-12)
 
 
 # One compiled program for every (n, p) below: they are traced arguments, not constants.
-_draw = jax.jit(jax.vmap(sample_binomial, in_axes=(0, None, None)),
-               compiler_options=LIGHT_COMPILE)
+_draw = jax.jit(jax.vmap(sample_binomial, in_axes=(0, None, None)), compiler_options=LIGHT_COMPILE)
 DRAWS = 50_000
 
 
@@ -40,8 +40,9 @@ def test_binomial_counts_are_exact_in_distribution(n, p):
     law = stats.binom(n, p)
     lo, hi = int(law.ppf(0.001)), int(law.ppf(0.999))
     support = np.arange(lo, hi + 1)
-    observed = np.array([(counts < lo).sum()] + [(counts == k).sum() for k in support]
-                        + [(counts > hi).sum()])
+    observed = np.array(
+        [(counts < lo).sum()] + [(counts == k).sum() for k in support] + [(counts > hi).sum()]
+    )
     expected = np.array([law.cdf(lo - 1)] + list(law.pmf(support)) + [law.sf(hi)]) * counts.size
     keep = expected > 5
     chi2 = float(((observed[keep] - expected[keep]) ** 2 / expected[keep]).sum())

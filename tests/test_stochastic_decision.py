@@ -72,17 +72,22 @@ def test_checker_interval_is_the_accepted_set(n, tau):
     n, the checker being monotone on each side)."""
     claims = np.float32([-0.3, -tau, 0.0, 0.01, 0.3333, 0.5, 0.987, 1.0, 1.0 + tau / 2, 2.0])
     k_lo, k_hi, cert = jax.vmap(checker_interval, (0, None, None))(
-        jnp.asarray(claims), jnp.int32(n), jnp.float32(tau))
+        jnp.asarray(claims), jnp.int32(n), jnp.float32(tau)
+    )
     assert np.all(np.asarray(cert))
     lo, hi = np.asarray(k_lo)[:, None], np.asarray(k_hi)[:, None]
     if n <= 5000:  # every count
         kk = np.broadcast_to(np.arange(n + 1), (claims.size, n + 1))
     else:  # the ends and their neighbours
-        kk = np.clip(np.concatenate([lo - 2, lo - 1, lo, hi, hi + 1, hi + 2, (lo + hi) // 2], 1),
-                     0, n)
+        kk = np.clip(
+            np.concatenate([lo - 2, lo - 1, lo, hi, hi + 1, hi + 2, (lo + hi) // 2], 1), 0, n
+        )
     # one call for all claims (the checker broadcasts)
-    acc = np.asarray(checker_accepts(jnp.asarray(claims)[:, None], jnp.asarray(kk, jnp.int32),
-                                     jnp.int32(n), jnp.float32(tau)))
+    acc = np.asarray(
+        checker_accepts(
+            jnp.asarray(claims)[:, None], jnp.asarray(kk, jnp.int32), jnp.int32(n), jnp.float32(tau)
+        )
+    )
     np.testing.assert_array_equal(acc, (kk >= lo) & (kk <= hi))
 
 
@@ -92,7 +97,7 @@ def test_gate_is_a_valid_hoeffding_certificate():
     lo, hi = int(n * (pi - 0.012)) + 1, int(n * (pi + 0.012)) - 1
     assert bool(decision_gate(n, pi, jnp.int32(lo), jnp.int32(hi)))
     p_out = stats.binom.cdf(lo - 1, n, pi) + stats.binom.sf(hi, n, pi)
-    assert p_out <= 2.0 ** -GATE_LOG2
+    assert p_out <= 2.0**-GATE_LOG2
     # edges 0.002 from pi (about 1.3 sd): not certified
     lo2, hi2 = int(n * (pi - 0.002)), int(n * (pi + 0.002))
     assert not bool(decision_gate(n, pi, jnp.int32(lo2), jnp.int32(hi2)))
@@ -108,9 +113,9 @@ def test_decision_follows_the_binomial_tail_probability():
     kb, ku = jax.random.split(jax.random.key(11))
     bits = jax.random.bits(kb, (S,), jnp.uint32)
     u2 = jax.random.uniform(ku, (S,))
-    out, rare = jax.jit(jax.vmap(
-        lambda b, u: decide_outside(b, u, n, pi, jnp.int32(lo), jnp.int32(hi), True, gate)))(
-        bits, u2)
+    out, rare = jax.jit(
+        jax.vmap(lambda b, u: decide_outside(b, u, n, pi, jnp.int32(lo), jnp.int32(hi), True, gate))
+    )(bits, u2)
     out, rare = np.asarray(out), np.asarray(rare)
     want = stats.binom.cdf(lo - 1, n, float(pi)) + stats.binom.sf(hi, n, float(pi))
     z = (out.mean() - want) / math.sqrt(want * (1 - want) / S)
@@ -162,19 +167,22 @@ def test_decision_mode_honest_debates_at_scale():
     spec = debate_static(T64, bob_draw="decision")
     a, b, v = honest_alice(c), honest_bob(c), make_vera(c)
     keys = trial_keys(jax.random.key(5), n)
-    out, un = jax.jit(jax.vmap(lambda k: play_fast(spec, fx.machine, a, b, v, k)),
-                      compiler_options=LIGHT_COMPILE)(keys)
+    out, un = jax.jit(
+        jax.vmap(lambda k: play_fast(spec, fx.machine, a, b, v, k)), compiler_options=LIGHT_COMPILE
+    )(keys)
     un = np.asarray(un)
     assert un.sum() <= 2  # expected 2048 * 64 * (2^-24 + BTRS windows) ~ 0.01
     acc = float(np.mean(np.asarray(out.alice_wins)))
     assert abs(acc - fx.p1()) < Z_MAX * math.sqrt(fx.p1() * (1 - fx.p1()) / n)
     assert not np.asarray(out.aborted).any()
-    ref = jax.jit(jax.vmap(lambda k: play(spec, fx.machine, a, b, v, k)),
-                  compiler_options=LIGHT_COMPILE)(keys[:128])
+    ref = jax.jit(
+        jax.vmap(lambda k: play(spec, fx.machine, a, b, v, k)), compiler_options=LIGHT_COMPILE
+    )(keys[:128])
     ok = ~un[:128]
     for f in ("alice_wins", "aborted", "last_bit", "costs.rounds"):
-        np.testing.assert_array_equal(np.asarray(attrgetter(f)(ref))[ok],
-                                      np.asarray(attrgetter(f)(out))[:128][ok])
+        np.testing.assert_array_equal(
+            np.asarray(attrgetter(f)(ref))[ok], np.asarray(attrgetter(f)(out))[:128][ok]
+        )
 
 
 def test_decision_mode_rejects_bad_input(small):

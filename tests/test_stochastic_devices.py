@@ -51,8 +51,15 @@ print("programs over devices", sb._program.cache_info().currsize)
 def test_two_devices_play_every_lane_as_vmap_play_does():
     env = sweep_env(2)  # and the suite's compile options (conftest), which it drops
     env["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {env['XLA_FLAGS']}".strip()
-    p = subprocess.run([sys.executable, "-c", TWO_DEVICES], env=env, cwd=REPO,
-                       capture_output=True, text=True, timeout=600, check=False)
+    p = subprocess.run(
+        [sys.executable, "-c", TWO_DEVICES],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     lines = p.stdout.strip().splitlines()
     devices, replayed, same, acceptance = lines[0].split()

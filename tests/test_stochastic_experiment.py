@@ -31,20 +31,33 @@ CELL = f"K{K}_T{T}"
 SCALES = [1.0, 0.25]
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("Ks", (3,), "Ks="), ("Ts", (2,), "Ts="), ("trials", 10, "trials="),
-    ("p_yes", 0.5, "p_yes="), ("p_no", 0.4, "p_no="), ("es_population", 3, "es_population="),
-    ("scale_factors", (2.0,), "scale_factors="), ("scale_T", 20, "scale_T="),
-])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("Ks", (3,), "Ks="),
+        ("Ts", (2,), "Ts="),
+        ("trials", 10, "trials="),
+        ("p_yes", 0.5, "p_yes="),
+        ("p_no", 0.4, "p_no="),
+        ("es_population", 3, "es_population="),
+        ("scale_factors", (2.0,), "scale_factors="),
+        ("scale_T", 20, "scale_T="),
+    ],
+)
 def test_config_rejects_bad_values(field, value, match):
     with pytest.raises(ValueError, match=match):
         exp.Config(**{field: value})
 
 
 def sweep_config(tmp_path, seeds=2):
-    raw = {"experiment": exp.NAME, "seed": 3, "output_dir": str(tmp_path),
-           "tracking": {"mode": "disabled"}, "params": QUICK,
-           "sweep": {"seeds": seeds, "axes": {"scale": SCALES}, "plots": False, "batch": 1}}
+    raw = {
+        "experiment": exp.NAME,
+        "seed": 3,
+        "output_dir": str(tmp_path),
+        "tracking": {"mode": "disabled"},
+        "params": QUICK,
+        "sweep": {"seeds": seeds, "axes": {"scale": SCALES}, "plots": False, "batch": 1},
+    }
     return resolve(raw, {exp.NAME: exp})
 
 
@@ -101,10 +114,13 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
     for r in rec.rows:
         f = r["scale"]
         assert (r[f"{CELL}/n_alice"], r[f"{CELL}/n_bob"], r[f"{CELL}/n_vera"]) == tuple(
-            max(1, math.ceil(f * n)) for n in (lean.n_alice, lean.n_bob, lean.n_vera))
+            max(1, math.ceil(f * n)) for n in (lean.n_alice, lean.n_bob, lean.n_vera)
+        )
         assert r[f"{CELL}/queries_vera_max"] <= r[f"{CELL}/n_vera"]  # spec DED 5.3 (Cost.lean)
-        holds = (5 * round(r[f"{CELL}/completeness_min"] * TRIALS) >= 3 * TRIALS
-                 and 5 * round(r[f"{CELL}/soundness_max"] * TRIALS) <= 2 * TRIALS)
+        holds = (
+            5 * round(r[f"{CELL}/completeness_min"] * TRIALS) >= 3 * TRIALS
+            and 5 * round(r[f"{CELL}/soundness_max"] * TRIALS) <= 2 * TRIALS
+        )
         assert r[f"{CELL}/holds"] == float(holds)
         for m in ("honest_completeness", "completeness_min", "soundness_max"):
             v = r[f"{CELL}/{m}"]
@@ -115,7 +131,9 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
         assert r[f"{CELL}/completeness_min"] * TRIALS == pytest.approx(min(wins), abs=1e-3)
         assert r[f"{CELL}_paper/n_alice"] > r[f"{CELL}/n_alice"]  # the paper's: not scaled
         assert (r[f"{CELL}_paper/completeness_bound"], r[f"{CELL}_paper/soundness_bound"]) == (
-            pytest.approx(0.6), pytest.approx(0.4))
+            pytest.approx(0.6),
+            pytest.approx(0.4),
+        )
 
     # (d) honest completeness at scale 1, pooled over the seeds, is at least the Lean bound
     # (spec DED 5.3, at the fixture's exact P_M(1)) minus 3 binomial standard errors (spec DED 9)
@@ -161,13 +179,25 @@ def _frontier_rows(comp, cell="K2_T8", seeds=(0, 1), snd=(300, 450), n=1000):
     for f in (1.0, 0.5, 0.25, 0.125):
         for s in seeds:
             c = [max(1, math.ceil(f * x)) for x in (1000, 500, 2000)]
-            rows.append({"point": 0, "seed": s, "group": 0, "scale": f, "Ks": "[2]",
-                         f"{cell}/trials": n, f"{cell}/alice0_wins": snd[s],
-                         f"{cell}/alice1_wins": 250, f"{cell}/bob0_wins": comp(f),
-                         f"{cell}/bob1_wins": comp(f) + 50,
-                         f"{cell}/completeness_min": comp(f) / n,
-                         f"{cell}/soundness_max": max(snd[s], 250) / n,
-                         f"{cell}/n_alice": c[0], f"{cell}/n_bob": c[1], f"{cell}/n_vera": c[2]})
+            rows.append(
+                {
+                    "point": 0,
+                    "seed": s,
+                    "group": 0,
+                    "scale": f,
+                    "Ks": "[2]",
+                    f"{cell}/trials": n,
+                    f"{cell}/alice0_wins": snd[s],
+                    f"{cell}/alice1_wins": 250,
+                    f"{cell}/bob0_wins": comp(f),
+                    f"{cell}/bob1_wins": comp(f) + 50,
+                    f"{cell}/completeness_min": comp(f) / n,
+                    f"{cell}/soundness_max": max(snd[s], 250) / n,
+                    f"{cell}/n_alice": c[0],
+                    f"{cell}/n_bob": c[1],
+                    f"{cell}/n_vera": c[2],
+                }
+            )
     return rows
 
 
@@ -185,7 +215,12 @@ def test_frontier_decides_on_family_wise_bounds_of_pooled_counts(tmp_path):
 
     (e,) = frontier(_frontier_rows(fails_below(0.5), snd=(300, 300)))
     assert (e["K"], e["T"], e["factor"], e["counts"], e["stop"]) == (
-        2, 8, 0.5, (500, 250, 1000), "unsafe")
+        2,
+        8,
+        0.5,
+        (500, 250, 1000),
+        "unsafe",
+    )
     assert [t["factor"] for t in e["tried"]] == [1.0, 0.5, 0.25]
     assert [t["verdict"] for t in e["tried"]] == ["safe", "safe", "unsafe"]  # 1100 of 2000
     lean = lean_defaults(2.0, 8).constants(2.0, 8)
@@ -198,31 +233,38 @@ def test_frontier_decides_on_family_wise_bounds_of_pooled_counts(tmp_path):
     assert (t["trials"], t["soundness_max"], t["completeness_min"]) == (2000, 0.39, 0.7)
     assert t["soundness_hi"] == pytest.approx(_upper(780, 2000, 0.05), abs=1e-9)
     assert t["soundness_hi"] > 0.4 and (e["factor"], e["stop"], "counts" in e) == (
-        None, "undecided", False)
-    assert frontier(_frontier_rows(fails_below(0.5), snd=(380, 400)), alpha=0.5)[0][
-        "factor"] == 0.5  # at 0.5 / 16 factor 1 would not be safe
+        None,
+        "undecided",
+        False,
+    )
+    assert (
+        frontier(_frontier_rows(fails_below(0.5), snd=(380, 400)), alpha=0.5)[0]["factor"] == 0.5
+    )  # at 0.5 / 16 factor 1 would not be safe
     assert _upper(780, 2000, 0.5) < 0.4 < _upper(780, 2000, 0.5 / 16)
     (e,) = frontier(_frontier_rows(lambda f: 700 if f >= 0.5 else 575, snd=(300, 300)))
     assert (e["factor"], e["stop"]) == (0.5, "undecided")  # 1150 of 2000: not unsafe
     assert _upper(1150, 2000, 0.05) < 0.6 < _upper(1150, 2000, 0.05 / 16)
     # exactly 3/5 (1200 of 2000) is undecided, not safe
     (e,) = frontier(_frontier_rows(lambda f: 700 if f >= 0.5 else 600, snd=(300, 300)))
-    assert (e["factor"], e["stop"], e["tried"][-1]["completeness_min"]) == (0.5, "undecided",
-                                                                             0.6)
+    assert (e["factor"], e["stop"], e["tried"][-1]["completeness_min"]) == (0.5, "undecided", 0.6)
     (e,) = frontier(_frontier_rows(fails_below(2.0), snd=(300, 300)))  # factor 1 fails
     assert e["factor"] is None and "counts" not in e and e["stop"] == "unsafe"
-    rows = (_frontier_rows(fails_below(0.25), snd=(300, 300))
-            + _frontier_rows(fails_below(0.25), cell="K2_T64", snd=(300, 300)))
+    rows = _frontier_rows(fails_below(0.25), snd=(300, 300)) + _frontier_rows(
+        fails_below(0.25), cell="K2_T64", snd=(300, 300)
+    )
     assert [(x["factor"], x["stop"]) for x in frontier(rows)] == [(0.125, None)] * 2  # all safe
-    other_k = [{**r, "K2_T8/trials": None}
-               for r in _frontier_rows(fails_below(0.5), "K4_T8", snd=(300, 300))]
+    other_k = [
+        {**r, "K2_T8/trials": None}
+        for r in _frontier_rows(fails_below(0.5), "K4_T8", snd=(300, 300))
+    ]
     assert [x["factor"] for x in frontier(rows + other_k)] == [0.125, 0.125, 0.5]
     with pytest.raises(ValueError, match="alpha=1.5"):
         frontier(rows, alpha=1.5)
     # the lab saves the experiment's figure (cells safe, unsafe and undecided at factor 1); a
     # failing hook costs only its figures
-    rows += (_frontier_rows(fails_below(2.0), "K1_T8", snd=(300, 300))
-             + _frontier_rows(fails_below(0.5), "K1_T64", snd=(380, 400)))
+    rows += _frontier_rows(fails_below(2.0), "K1_T8", snd=(300, 300)) + _frontier_rows(
+        fails_below(0.5), "K1_T64", snd=(380, 400)
+    )
     assert [e["stop"] for e in frontier(rows)][:2] == ["unsafe", "undecided"]
     assert experiment_figures(exp, rows, tmp_path) == ["budget_frontier.png"]
     assert (tmp_path / "budget_frontier.png").stat().st_size > 0
@@ -258,9 +300,14 @@ def exact_k2_t8():
     for f in (1 / 8, 1 / 16):
         c = lean_defaults(k_decl, T).constants(k_decl, T).scaled(f)
         bob, vera = honest_bob(c), make_vera(c)
-        out[f] = (c, acceptance_exact_many(m_no, soundness_zoo(c)[1], bob, vera),
-                  [acceptance_exact(m_yes, honest_alice(c), b, vera)
-                   for b in completeness_zoo(c)[1] + [bob]])
+        out[f] = (
+            c,
+            acceptance_exact_many(m_no, soundness_zoo(c)[1], bob, vera),
+            [
+                acceptance_exact(m_yes, honest_alice(c), b, vera)
+                for b in completeness_zoo(c)[1] + [bob]
+            ],
+        )
     return out
 
 
@@ -280,12 +327,23 @@ def test_budget_frontier_never_calls_factor_one_sixteenth_safe_at_k2_t8(exact_k2
     for f, (c, snd, comp) in exact_k2_t8.items():
         a = [int(binom.ppf(luck, n, p)) for p in snd]
         b = [int(binom.isf(luck, n, p)) for p in comp]
-        rows.append({"point": 0, "seed": 0, "group": 0, "scale": f, "Ks": "[2]",
-                     f"{CELL}/trials": n, f"{CELL}/completeness_min": min(b) / n,
-                     f"{CELL}/soundness_max": max(a) / n, f"{CELL}/n_alice": c.n_alice,
-                     f"{CELL}/n_bob": c.n_bob, f"{CELL}/n_vera": c.n_vera,
-                     **{f"{CELL}/alice{i}_wins": k for i, k in enumerate(a)},
-                     **{f"{CELL}/bob{j}_wins": k for j, k in enumerate(b)}})
+        rows.append(
+            {
+                "point": 0,
+                "seed": 0,
+                "group": 0,
+                "scale": f,
+                "Ks": "[2]",
+                f"{CELL}/trials": n,
+                f"{CELL}/completeness_min": min(b) / n,
+                f"{CELL}/soundness_max": max(a) / n,
+                f"{CELL}/n_alice": c.n_alice,
+                f"{CELL}/n_bob": c.n_bob,
+                f"{CELL}/n_vera": c.n_vera,
+                **{f"{CELL}/alice{i}_wins": k for i, k in enumerate(a)},
+                **{f"{CELL}/bob{j}_wins": k for j, k in enumerate(b)},
+            }
+        )
     assert max(exact_k2_t8[1 / 16][1]) == pytest.approx(0.4022, abs=1e-4)
     (e,) = frontier(rows)
     assert (e["factor"], e["stop"]) == (1 / 8, "undecided"), e["tried"]

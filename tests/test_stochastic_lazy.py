@@ -2,7 +2,7 @@
 the Hoeffding certificate checked against exact binomial tails, the law of one step against the
 exact sum over Alice's counts, the tail sampler against scipy, whole debates against the exact DP
 (every step on the rare path), and the one-word path against the exact path and P_M at Lean's
-counts."""
+counts."""  # noqa: E501
 
 import math
 from operator import attrgetter
@@ -38,8 +38,18 @@ from tests.fakes import LIGHT_COMPILE
 Z_MAX = 3.89  # two-sided normal quantile at significance 1e-4
 
 # Small counts certified at G = 0 (every step on the exact rare path), with aborts that happen.
-SMALL = DebateParams(name="small", K=2.0, T=12, n_alice=400, n_bob=400, n_vera=800,
-                        tau_bob=0.1, tau_vera=0.06, s=0.05, b=0.1)
+SMALL = DebateParams(
+    name="small",
+    K=2.0,
+    T=12,
+    n_alice=400,
+    n_bob=400,
+    n_vera=800,
+    tau_bob=0.1,
+    tau_vera=0.06,
+    s=0.05,
+    b=0.1,
+)
 
 
 def _exact_tail_probs(pi, lo, hi, na, nb, tau):
@@ -70,8 +80,7 @@ def test_certificate_bounds_hold_exactly(which):
     pis = np.concatenate([[0.5, 2 / 3, 0.05, 0.95], rng.uniform(0.01, 0.99, 12)]).astype(np.float32)
     gated = 0
     for pi in pis:
-        gate, lo, hi, g = lazy_gate(jnp.float32(pi), c.n_alice, c.n_bob, c.tau_bob,
-                                    max_log2=max_g)
+        gate, lo, hi, g = lazy_gate(jnp.float32(pi), c.n_alice, c.n_bob, c.tau_bob, max_log2=max_g)
         if not bool(gate):
             continue
         gated += 1
@@ -103,8 +112,11 @@ def test_tail_sampler_is_the_conditional_quantile():
     assert tail == pytest.approx(stats.binom.cdf(k, n, p), rel=1e-4)
     us = (np.arange(2000) + 0.5) / 2000
     # jitted, as in the protocol's programs: one compilation instead of one per operation
-    got = np.asarray(jax.jit(jax.vmap(lambda u: binom_lower_tail_sample(k, n, p, u * tail)))(
-        jnp.asarray(us, jnp.float32)))
+    got = np.asarray(
+        jax.jit(jax.vmap(lambda u: binom_lower_tail_sample(k, n, p, u * tail)))(
+            jnp.asarray(us, jnp.float32)
+        )
+    )
     # P[j <= X <= k] >= U * tail: the largest such j
     upper = stats.binom.cdf(k, n, p) - stats.binom.cdf(np.arange(k + 1) - 1, n, p)
     want = np.array([np.nonzero(upper >= u * upper[0] * (1 - 1e-12))[0].max() for u in us])
@@ -117,8 +129,14 @@ def _one_step(c, pi, g_max, n, seed):
     """n independent lazy steps at probability ``pi`` (the composition play_lazy uses)."""
     a, b = honest_alice(c), honest_bob(c)
     level = lazy_level(a.n_samples, b.n_samples, b.tau, g_max)
-    view = StepView(t=jnp.int32(0), pi=jnp.float32(pi), prev_bit=jnp.int32(0),
-                    ones=jnp.int32(0), state=None, T=2)
+    view = StepView(
+        t=jnp.int32(0),
+        pi=jnp.float32(pi),
+        prev_bit=jnp.int32(0),
+        ones=jnp.int32(0),
+        state=None,
+        T=2,
+    )
 
     def step(key):
         word = jax.random.bits(jax.random.fold_in(key, 0), (), jnp.uint32)
@@ -126,8 +144,19 @@ def _one_step(c, pi, g_max, n, seed):
         cheap, y_c = cheap_path(word, jnp.float32(pi), g)
         cheap = gate & cheap
         # Bob's count sample_binomial(fold_in(key, 2), N_B, pi), drawn in Alice's loop
-        y_r, cont_r, p_r = rare_step(jax.random.fold_in(key, 1), word, jnp.float32(pi), lo, hi,
-                                     g, a, b, view, gate & ~cheap, z_key=jax.random.fold_in(key, 2))
+        y_r, cont_r, p_r = rare_step(
+            jax.random.fold_in(key, 1),
+            word,
+            jnp.float32(pi),
+            lo,
+            hi,
+            g,
+            a,
+            b,
+            view,
+            gate & ~cheap,
+            z_key=jax.random.fold_in(key, 2),
+        )
         return gate, jnp.where(cheap, y_c, y_r), cheap | cont_r, p_r
 
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(seed), i))(jnp.arange(n))
@@ -147,11 +176,16 @@ def test_one_step_has_the_exact_joint_law(g_max):
     pk = stats.binom.pmf(k, c.n_alice, pi)
     claim = (k.astype(np.float32) / np.float32(c.n_alice)).astype(np.float64)
     a_k = 1.0 - checker_prob(claim, c.n_bob, float(np.float32(c.tau_bob)), pi)
-    want = {"y1_cont": np.sum(pk * k / c.n_alice * (1 - a_k)),
-            "y0_cont": np.sum(pk * (1 - k / c.n_alice) * (1 - a_k)),
-            "abort": np.sum(pk * a_k)}
-    got = {"y1_cont": np.mean((y == 1) & cont), "y0_cont": np.mean((y == 0) & cont),
-           "abort": np.mean(~cont)}
+    want = {
+        "y1_cont": np.sum(pk * k / c.n_alice * (1 - a_k)),
+        "y0_cont": np.sum(pk * (1 - k / c.n_alice) * (1 - a_k)),
+        "abort": np.sum(pk * a_k),
+    }
+    got = {
+        "y1_cont": np.mean((y == 1) & cont),
+        "y0_cont": np.mean((y == 0) & cont),
+        "abort": np.mean(~cont),
+    }
     for name, w in want.items():
         z = (got[name] - w) / math.sqrt(w * (1 - w) / n)
         assert abs(z) < Z_MAX, (name, got[name], w)
@@ -170,8 +204,10 @@ def small_debates():
     m = f2_target(T, 1 / 3, spread=0.2).machine
     a, b = honest_alice(SMALL), honest_bob(SMALL)
     spec = debate_static(T, bob_draw="lazy", lazy_gate_log2=0)
-    f = jax.jit(jax.vmap(lambda v, k: play(spec, m, a, b, v, k), in_axes=(None, 0)),
-                compiler_options=LIGHT_COMPILE)
+    f = jax.jit(
+        jax.vmap(lambda v, k: play(spec, m, a, b, v, k), in_axes=(None, 0)),
+        compiler_options=LIGHT_COMPILE,
+    )
     keys = trial_keys(jax.random.key(3), n)
     lv = prefix_tree(m)
     out = {}
@@ -226,10 +262,18 @@ def test_one_word_path_at_lean_counts():
     # the reference: each trial played alone by the exact play
     play_one = jax.jit(play, static_argnums=0, compiler_options=LIGHT_COMPILE)
     direct = [play_one(spec4, fx.machine, a, b, v, k64[i]) for i in range(64)]
-    for f in ("alice_wins", "aborted", "abort_step", "last_bit", "costs.rounds",
-              "costs.alice_queries"):
-        np.testing.assert_array_equal(np.asarray(attrgetter(f)(driver)),
-                                      np.array([np.asarray(attrgetter(f)(o)) for o in direct]))
+    for f in (
+        "alice_wins",
+        "aborted",
+        "abort_step",
+        "last_bit",
+        "costs.rounds",
+        "costs.alice_queries",
+    ):
+        np.testing.assert_array_equal(
+            np.asarray(attrgetter(f)(driver)),
+            np.array([np.asarray(attrgetter(f)(o)) for o in direct]),
+        )
 
 
 def test_lazy_mode_rejects_bad_input():

@@ -21,15 +21,29 @@ Lane = collections.namedtuple("Lane", "wins steps")
 SPEC = debate_static(8)  # the fakes read no spec; zoo_stats reads its T and bob_draw
 
 
-@pytest.mark.parametrize("flags, chunk, one_by_one", [
-    ("none", 4, False), ("one", 4, False), ("four", 4, False), ("five", 4, False),
-    ("all", 4, False), ("all", 64, False), ("five", 1, True)])
+@pytest.mark.parametrize(
+    "flags, chunk, one_by_one",
+    [
+        ("none", 4, False),
+        ("one", 4, False),
+        ("four", 4, False),
+        ("five", 4, False),
+        ("all", 4, False),
+        ("all", 64, False),
+        ("five", 1, True),
+    ],
+)
 def test_replay_unresolved_replaces_exactly_the_unresolved_lanes(flags, chunk, one_by_one):
     """Every unresolved lane gets ``exact(lane)``, every other keeps its fast value, however many
     (0, 1, a buffer, a buffer and one, all 11) and in any number of passes."""
     n = 11
-    pick = {"none": [], "one": [7], "four": [0, 3, 4, 10], "five": [1, 2, 5, 6, 9],
-            "all": list(range(n))}[flags]
+    pick = {
+        "none": [],
+        "one": [7],
+        "four": [0, 3, 4, 10],
+        "five": [1, 2, 5, 6, 9],
+        "all": list(range(n)),
+    }[flags]
     un = np.zeros(n, bool)
     un[pick] = True
     fast = Lane(-jnp.ones(n, jnp.int32), jnp.zeros(n, jnp.float32))
@@ -38,14 +52,22 @@ def test_replay_unresolved_replaces_exactly_the_unresolved_lanes(flags, chunk, o
         return Lane(100 + i, i * 0.5)
 
     got = jax.jit(sb.replay_unresolved, static_argnums=(0, 3, 4))(
-        exact, fast, jnp.asarray(un), chunk, one_by_one)
+        exact, fast, jnp.asarray(un), chunk, one_by_one
+    )
     np.testing.assert_array_equal(got.wins, np.where(un, 100 + np.arange(n), -1))
     np.testing.assert_array_equal(got.steps, np.where(un, np.arange(n) * 0.5, 0.0))
 
 
 def test_replay_chunk_is_a_64th_of_the_lanes_at_least_64():
     assert [sb.replay_chunk(n) for n in (1, 8, 64, 100, 4096, 16384, 30000)] == [
-        1, 8, 64, 64, 64, 256, 468]
+        1,
+        8,
+        64,
+        64,
+        64,
+        256,
+        468,
+    ]
 
 
 def fake_play_fast(spec, machine, alice, bob, vera, key):
@@ -68,8 +90,12 @@ def test_zoo_stats_fast_with_replay_equals_the_exact_play(monkeypatch):
     monkeypatch.setattr(zoo, "play_fast", fake_play_fast)
     rows, trials, ma, hh = 5, 37, 2, 1
     w = jnp.linspace(0.2, 0.8, rows)
-    d = {"alice": Row(jnp.zeros(rows, jnp.int32), w), "bob": Row(jnp.zeros(rows, jnp.int32), w),
-         "machine": Row(jnp.zeros(rows, jnp.int32), w), "vera": jnp.float32(1.0)}
+    d = {
+        "alice": Row(jnp.zeros(rows, jnp.int32), w),
+        "bob": Row(jnp.zeros(rows, jnp.int32), w),
+        "machine": Row(jnp.zeros(rows, jnp.int32), w),
+        "vera": jnp.float32(1.0),
+    }
     run = jax.jit(zoo.zoo_stats, static_argnums=(0, 3, 4, 5, 6, 7))
     key = jax.random.key(3)
     keys = [trial_keys(jax.random.fold_in(key, s), trials) for s in (0, 1)]
@@ -91,8 +117,9 @@ def test_zoo_stats_picks_the_fast_program_by_work(monkeypatch):
     monkeypatch.setattr(zoo, "play", lambda *a: played.append("exact") or fake_play(*a))
     monkeypatch.setattr(zoo, "play_fast", lambda *a: played.append("fast") or fake_play_fast(*a))
     rows, trials = 3, 10
-    d = {k: Row(jnp.zeros(rows, jnp.int32), jnp.full(rows, 0.5)) for k in ("alice", "bob",
-                                                                             "machine")}
+    d = {
+        k: Row(jnp.zeros(rows, jnp.int32), jnp.full(rows, 0.5)) for k in ("alice", "bob", "machine")
+    }
     d["vera"] = jnp.float32(1.0)
     spec = debate_static(8)
     monkeypatch.setattr(zoo, "FAST_WORK", rows * trials * 8 + 1)
@@ -115,7 +142,7 @@ def test_zoo_stats_real_debates_fast_equals_exact():
     d, a_names, b_names = zoo.zoo_cell(c, m_no, m_yes, np.zeros(3), np.zeros(4))
     ma, hh = len(a_names), b_names.index("honest")
     ns = np.array(d["alice"].n_samples)
-    ns[ma:ma + 3] = 40
+    ns[ma : ma + 3] = 40
     d["alice"] = d["alice"].replace(n_samples=ns)
     run = jax.jit(zoo.zoo_stats, static_argnums=(0, 3, 4, 5, 6, 7))
     spec, key = debate_static(T), jax.random.key(5)
@@ -162,14 +189,16 @@ def test_run_trials_host_transfers_do_not_grow_with_the_lanes(monkeypatch, in_on
         keys = trial_keys(jax.random.key(1), n)
         alice = np.arange(n, dtype=np.int32)
         with jax.transfer_guard("disallow"):
-            out = sb.run_trials(spec, None, alice, None, None, keys, axes=(None, 0, None, None),
-                                max_lanes=64)
+            out = sb.run_trials(
+                spec, None, alice, None, None, keys, axes=(None, 0, None, None), max_lanes=64
+            )
         monkeypatch.undo()
         monkeypatch.setattr(sb, "play", fake_outcome)
         monkeypatch.setattr(sb, "play_fast", fake_outcome_fast)
         monkeypatch.setattr(sb, "RUN_WORK", 0 if in_one else 1 << 40)
         ref = jax.vmap(fake_outcome, in_axes=(None, None, 0, None, None, 0))(
-            spec, None, alice, None, None, keys)
+            spec, None, alice, None, None, keys
+        )
         np.testing.assert_array_equal(np.asarray(out.wins), np.asarray(ref.wins))
         np.testing.assert_array_equal(np.asarray(out.steps), np.asarray(ref.steps))
         assert 0.4 * n < np.sum(np.asarray(jax.vmap(_unresolved)(keys))) < 0.6 * n

@@ -12,13 +12,16 @@ from dedebate.protocols.stochastic import (
 )
 
 
-@pytest.mark.parametrize("K,T,n_a,n_b,n_v", [  # the table of spec DED 5.2
-    (1, 10, 38_005, 16_891, 105_967),
-    (1, 100, 49_518, 22_008, 105_967),
-    (1, 10**6, 95_570, 42_476, 105_967),
-    (2, 100, 198_070, 88_032, 423_866),
-    (10, 100, 4_951_744, 2_200_776, 10_596_635),
-])
+@pytest.mark.parametrize(
+    "K,T,n_a,n_b,n_v",
+    [  # the table of spec DED 5.2
+        (1, 10, 38_005, 16_891, 105_967),
+        (1, 100, 49_518, 22_008, 105_967),
+        (1, 10**6, 95_570, 42_476, 105_967),
+        (2, 100, 198_070, 88_032, 423_866),
+        (10, 100, 4_951_744, 2_200_776, 10_596_635),
+    ],
+)
 def test_sample_counts_equal_the_spec_table(K, T, n_a, n_b, n_v):
     c = lean_defaults(K, T).constants(K, T)
     assert (c.n_alice, c.n_bob, c.n_vera) == (n_a, n_b, n_v)

@@ -52,22 +52,29 @@ def _zoo_levels(levels, lies, w, w_dev, w_prev, constants):
     and a ZooBob B_LEARNED with deviation scale b."""
     T = len(levels)
     codes = pl.level_codes(T)
-    bob = pl.BobParams(w=jnp.asarray(w, jnp.float32), w_dev=jnp.float32(w_dev),
-                       w_prev=jnp.float32(w_prev))
+    bob = pl.BobParams(
+        w=jnp.asarray(w, jnp.float32), w_dev=jnp.float32(w_dev), w_prev=jnp.float32(w_prev)
+    )
     ps, aborts, veras = [], [], []
     for t in range(T):
         pi = np.asarray(levels[t], np.float64)
         p = pi + lies[t]
-        a = pl.bob_abort(bob, t, jnp.abs(jnp.asarray(p - pi, jnp.float32)),
-                         jnp.asarray(codes[t]["prev"]), jnp.float32(constants.b))
+        a = pl.bob_abort(
+            bob,
+            t,
+            jnp.abs(jnp.asarray(p - pi, jnp.float32)),
+            jnp.asarray(codes[t]["prev"]),
+            jnp.float32(constants.b),
+        )
         ps.append(p)
         aborts.append(np.asarray(a, np.float64))
         veras.append(checker_prob(p, constants.n_vera, constants.tau_vera, pi))
     return ps, aborts, veras, bob
 
 
-@pytest.mark.parametrize("make", [lambda: f2_target(5, 0.3, spread=0.2),
-                                  lambda: f1_target(4, 0.7, pi=0.5, spread=0.3)])
+@pytest.mark.parametrize(
+    "make", [lambda: f2_target(5, 0.3, spread=0.2), lambda: f1_target(4, 0.7, pi=0.5, spread=0.3)]
+)
 def test_dp_equals_exact_acceptance_for_fixed_policies(make):
     """dp_value (numpy float64 and jnp float32) == acceptance_exact for a per-step-lie Alice and a
     learned-family Bob (independent implementations of spec DED 5.1)."""
@@ -79,13 +86,19 @@ def test_dp_equals_exact_acceptance_for_fixed_policies(make):
     w, w_dev, w_prev = rng.normal(-1.0, 1.0, T), 1.3, -0.7
     ps, aborts, veras, bob = _zoo_levels(levels, lies, w, w_dev, w_prev, constants)
     ref = acceptance_exact(
-        fx.machine, zoo_alice(constants, A_PER_STEP, lies=lies),
-        pl.bob_as_zoo(bob, constants.b), make_vera(constants), levels)
+        fx.machine,
+        zoo_alice(constants, A_PER_STEP, lies=lies),
+        pl.bob_as_zoo(bob, constants.b),
+        make_vera(constants),
+        levels,
+    )
     assert 0.02 < ref < 0.98
     assert float(xs.dp_value(ps, aborts, veras)) == pytest.approx(ref, abs=1e-6)
-    got32 = xs.dp_value([jnp.asarray(x, jnp.float32) for x in ps],
-                        [jnp.asarray(x, jnp.float32) for x in aborts],
-                        [jnp.asarray(x, jnp.float32) for x in veras])
+    got32 = xs.dp_value(
+        [jnp.asarray(x, jnp.float32) for x in ps],
+        [jnp.asarray(x, jnp.float32) for x in aborts],
+        [jnp.asarray(x, jnp.float32) for x in veras],
+    )
     assert float(got32) == pytest.approx(ref, abs=2e-5)
     # reach probabilities sum to the expected number of steps played
     reach = xs.reach_levels(ps, aborts)
@@ -99,10 +112,15 @@ def test_measure_pair_matches_exact_acceptance_for_a_constant_shift_alice():
     fx = f2_target(5, 0.3, spread=0.2)
     _, constants, levels = _setup(fx)
     delta = 0.6 * constants.tau_vera
-    alice = pl.AliceParams(w1=jnp.zeros((pl.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
-                           b2=jnp.float32(delta / constants.b))
-    bob = pl.BobParams(w=jnp.linspace(-3.0, 0.5, fx.T), w_dev=jnp.float32(2.0),
-                       w_prev=jnp.float32(0.4))
+    alice = pl.AliceParams(
+        w1=jnp.zeros((pl.N_FEATURES, 4)),
+        b1=jnp.zeros(4),
+        w2=jnp.zeros(4),
+        b2=jnp.float32(delta / constants.b),
+    )
+    bob = pl.BobParams(
+        w=jnp.linspace(-3.0, 0.5, fx.T), w_dev=jnp.float32(2.0), w_prev=jnp.float32(0.4)
+    )
     ev = xs.measure_pair(levels, alice, bob, constants)
     za = zoo_alice(constants, A_SHIFT, delta)
     vera = make_vera(constants)
@@ -151,13 +169,17 @@ def test_monte_carlo_play_of_learned_players_matches_the_dp():
     fx = f2_target(4, 0.75, spread=0.2)
     _, constants, levels = _setup(fx)
     alice = pl.init_alice(jax.random.key(4), 8, 0.5)  # lies ~ b/2, straddling Vera's window
-    bob = pl.BobParams(w=jnp.full((fx.T,), -1.5), w_dev=jnp.float32(1.0),
-                       w_prev=jnp.float32(0.5))
+    bob = pl.BobParams(w=jnp.full((fx.T,), -1.5), w_dev=jnp.float32(1.0), w_prev=jnp.float32(0.5))
     exact = xs.measure_pair(levels, alice, bob, constants)["value"]
     n = 6000
-    out = run_trials(debate_static(fx.T), fx.machine, pl.learned_alice(alice, constants.b),
-                     pl.bob_as_zoo(bob, constants.b), make_vera(constants),
-                     trial_keys(jax.random.key(9), n))
+    out = run_trials(
+        debate_static(fx.T),
+        fx.machine,
+        pl.learned_alice(alice, constants.b),
+        pl.bob_as_zoo(bob, constants.b),
+        make_vera(constants),
+        trial_keys(jax.random.key(9), n),
+    )
     mc = float(np.mean(np.asarray(out.alice_wins)))
     se = math.sqrt(exact * (1 - exact) / n)
     assert 0.05 < exact < 0.95
@@ -170,8 +192,12 @@ def test_trained_bob_catches_a_lying_alice():
     untrained Bob (aborting ~12% per step, deviation-blind) is above it."""
     fx = f2_target(4, 0.25, spread=0.2)
     params, constants, levels = _setup(fx)
-    alice = pl.AliceParams(w1=jnp.zeros((pl.N_FEATURES, 4)), b1=jnp.zeros(4), w2=jnp.zeros(4),
-                           b2=jnp.float32(1.0 / constants.b))  # claim pi + 1
+    alice = pl.AliceParams(
+        w1=jnp.zeros((pl.N_FEATURES, 4)),
+        b1=jnp.zeros(4),
+        w2=jnp.zeros(4),
+        b2=jnp.float32(1.0 / constants.b),
+    )  # claim pi + 1
     bob0 = pl.init_bob(jax.random.key(5), fx.T)
     hp = sp.selfplay_params(constants)
     bob = jax.jit(sp.make_train_bob(300))(xs.level_inputs(levels), hp, alice, bob0)
@@ -190,11 +216,16 @@ def _quick_setup():
     cfg = QUICK
     fx = f2_target(cfg.T, cfg.p_yes, spread=cfg.spread)
     params, constants, levels = _setup(fx)
-    static = sp.SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps,
-                               log_every=cfg.log_every)
-    hp = sp.selfplay_params(constants, lr_a=cfg.lr_a, lr_b=cfg.lr_b, n_b=cfg.n_b,
-                    alice_init=cfg.alice_init,
-                    bob_init=cfg.bob_init, vera_grad_mix=cfg.vera_grad_mix)
+    static = sp.SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps, log_every=cfg.log_every)
+    hp = sp.selfplay_params(
+        constants,
+        lr_a=cfg.lr_a,
+        lr_b=cfg.lr_b,
+        n_b=cfg.n_b,
+        alice_init=cfg.alice_init,
+        bob_init=cfg.bob_init,
+        vera_grad_mix=cfg.vera_grad_mix,
+    )
     keys = jnp.stack([jax.random.fold_in(jax.random.key(11), s) for s in range(cfg.seeds)])
     return fx, params, constants, levels, static, hp, keys
 
@@ -210,7 +241,7 @@ def quick_trained():
 def test_self_play_yes_instance_reaches_completeness_and_honest_claims(quick_trained):
     """Self-play (quick size: T = 4, 4 seeds, 300 Alice updates, n_B = 5) on a yes-instance:
     every trained pair's exact acceptance >= Lean's guarantee at a 2/3 majority and Alice's reach-weighted |p - pi| < b;
-    honest Alice vs every trained Bob >= the completeness bound (proven, spec DED 5.3)."""
+    honest Alice vs every trained Bob >= the completeness bound (proven, spec DED 5.3)."""  # noqa: E501
     cfg = QUICK
     fx, params, constants, levels, static, hp, keys = _quick_setup()
     alice, bob, mon = quick_trained
@@ -220,9 +251,13 @@ def test_self_play_yes_instance_reaches_completeness_and_honest_claims(quick_tra
         ev = xs.measure_pair(levels, xs.take(alice, s), xs.take(bob, s), constants)
         assert ev["value"] >= E.guaranteed_sides(fx.T, fx.K)[0]
         assert ev["tracking"] < constants.b
-        h = acceptance_exact(fx.machine, honest_alice(constants),
-                             pl.bob_as_zoo(xs.take(bob, s), constants.b), make_vera(constants),
-                             levels)
+        h = acceptance_exact(
+            fx.machine,
+            honest_alice(constants),
+            pl.bob_as_zoo(xs.take(bob, s), constants.b),
+            make_vera(constants),
+            levels,
+        )
         assert h >= comp
 
 
@@ -237,8 +272,9 @@ def test_chunked_training_is_bit_equal_to_one_program(quick_trained):
     inputs = xs.level_inputs(levels)
     alice, bob, mon = quick_trained
     lengths = sp.chunk_lengths(sp.n_periods(static), 4)
-    assert lengths == (4, 4, 4, 3) and sp.chunk_lengths(sp.n_periods(static),
-                                                        QUICK.chunks) == (3,) * 5
+    assert (
+        lengths == (4, 4, 4, 3) and sp.chunk_lengths(sp.n_periods(static), QUICK.chunks) == (3,) * 5
+    )
     carry, mons = sp.init_grid(static)(hp, keys), []
     for length in lengths:
         carry, m = sp.chunk_grid(static, length)(inputs, hp, carry)
@@ -248,7 +284,8 @@ def test_chunked_training_is_bit_equal_to_one_program(quick_trained):
     for name in ("value", "tracking"):
         np.testing.assert_array_equal(
             np.asarray(getattr(mon, name)),
-            np.concatenate([np.asarray(getattr(m, name)) for m in mons], axis=1))
+            np.concatenate([np.asarray(getattr(m, name)) for m in mons], axis=1),
+        )
     assert int(carry.step) == 300  # one update counter shared by the seeds
     # a run makes whole monitor periods: 45 updates at 10 per period are 5 periods (50 updates)
     assert sp.n_periods(sp.SelfPlayStatic(T=3, hidden=8, steps=45, log_every=10)) == 5

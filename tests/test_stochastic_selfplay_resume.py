@@ -17,7 +17,7 @@ row's documented key (``point_key``) trains through those same programs (chunked
 compiling nothing more: its ``metrics["point"]`` (float64) is the sweep row before the row's
 float32 rounding, bit for bit. The sweep's params are the resumed run's Config (equal static
 fields), and the sweep test runs first: the uninterrupted run trains through its programs.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -44,8 +44,19 @@ from tests.fakes import (
 )
 
 # the sweep's params and the resumed run's Config (equal static fields: one set of programs)
-TINY = {"T": 3, "seeds": 2, "steps": 40, "log_every": 10, "chunks": 4, "checkpoint_every": 2,
-        "hidden": 4, "n_b": 2, "mc_trials": 0, "ablate_tail": False, "n_b_sweep": [1]}
+TINY = {
+    "T": 3,
+    "seeds": 2,
+    "steps": 40,
+    "log_every": 10,
+    "chunks": 4,
+    "checkpoint_every": 2,
+    "hidden": 4,
+    "n_b": 2,
+    "mc_trials": 0,
+    "ablate_tail": False,
+    "n_b_sweep": [1],
+}
 CFG = E.Config(**{**TINY, "n_b_sweep": (1,)})
 N_CHUNKS = 2 * CFG.chunks  # rows (n_b = 2: the main pairs, n_b = 1), both instances per chunk
 TEMPLATE = []  # the driver's (initial state, monitors) of the reference run
@@ -58,22 +69,29 @@ def _final_state(root):
 
 
 def _leaves(state):
-    return [np.asarray(jax.random.key_data(x)) if jax.dtypes.issubdtype(x.dtype,
-                                                                         jax.dtypes.prng_key)
-            else np.asarray(x) for x in jax.tree.leaves(state)]
+    return [
+        np.asarray(jax.random.key_data(x))
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+        else np.asarray(x)
+        for x in jax.tree.leaves(state)
+    ]
 
 
 def _numbers(result):
     metrics = {k: v for k, v in result.metrics.items() if k != "wall_s"}
-    return [(c.claim, c.value, c.lo, c.hi, c.passed, c.note) for c in result.claims], \
-        result.tables, metrics
+    return (
+        [(c.claim, c.value, c.lo, c.hi, c.passed, c.note) for c in result.claims],
+        result.tables,
+        metrics,
+    )
 
 
 @pytest.mark.slow  # first in the module: it compiles the programs every run below shares
 def test_rate_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monkeypatch):
     traces = count_chunked_traces(monkeypatch, E)  # traces of point's programs (per compile)
-    cfg, rec = sweep_one_row_per_call(E, tmp_path, params=TINY, seed=1, seeds=2,
-                                      axes={"lr_a": [0.01, 0.05], "n_b": [2, 3]})
+    cfg, rec = sweep_one_row_per_call(
+        E, tmp_path, params=TINY, seed=1, seeds=2, axes={"lr_a": [0.01, 0.05], "n_b": [2, 3]}
+    )
     res = rec.results
     assert res["vmapped"] and res["dynamic_axes"] == ["lr_a", "n_b"] and res["groups"] == 1
     # init, the one chunk length (4 chunks of 1 period) and finish: each compiled once
@@ -96,11 +114,13 @@ def test_rate_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monkey
     assert report.claims[0].value == alone["honest_alice_vs_bob_min"]
     assert report.claims[1].value == alone["alice_vs_honest_bob_max"]
     assert [t["value"] for t in report.tables["seeds"]] == [
-        alone[f"{c}/s{s}/value"] for c in ("yes", "no") for s in range(2)]
+        alone[f"{c}/s{s}/value"] for c in ("yes", "no") for s in range(2)
+    ]
     # the rows differ in the swept rates (a sweep that ignored them would repeat one row)
     assert len({r["yes/s0/value"] for r in rec.rows}) == 8
-    assert all(0.0 <= r["no/value_min"] <= r["no/value_mean"] <= r["no/value_max"] <= 1.0
-               for r in rec.rows)
+    assert all(
+        0.0 <= r["no/value_min"] <= r["no/value_mean"] <= r["no/value_max"] <= 1.0 for r in rec.rows
+    )
 
     # the sweep's figure: acceptance and gap vs lr_a (two instances x one line per lr_b)
     fig = E.sweep_figures(rec.rows)["selfplay_rates"]
@@ -170,8 +190,9 @@ def _checkpoint_files(root):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("damage", ["delete", "corrupt"])
-def test_damaged_newest_checkpoint_resumes_bit_equal_then_resume_is_a_no_op(tmp_path, reference,
-                                                                            damage):
+def test_damaged_newest_checkpoint_resumes_bit_equal_then_resume_is_a_no_op(
+    tmp_path, reference, damage
+):
     ref_root, ref_ctx, ref = reference
     root = tmp_path / "run"
     shutil.copytree(ref_root / "checkpoints", root / "checkpoints")

@@ -51,8 +51,9 @@ def test_layout_is_a_complete_breadth_first_tree(rand_tree):
     assert tree.n_internal == level_offset(3, 2, 3) == 43
     assert tree.truth.shape == (259,) and tree.agg.shape == (259, 2)
     # every non-root node is the child of exactly one (node, candidate, position)
-    seen = np.concatenate([_children_np(tree, v, c) for v in range(tree.n_internal)
-                           for c in range(2)])
+    seen = np.concatenate(
+        [_children_np(tree, v, c) for v in range(tree.n_internal) for c in range(2)]
+    )
     assert np.array_equal(np.sort(seen), np.arange(1, tree.n_nodes))
     # children of level k are exactly level k + 1, in order
     for k in range(3):
@@ -103,11 +104,11 @@ def test_hidden_flaw_structure(hidden):
     tree0 = jax.tree.map(lambda x: x[0], hidden)
     q, b, n_int = 4, 8, tree0.n_internal
     v = np.arange(n_int)
-    and_kids = v[:, None] * b + 1 + np.arange(q)[None, :]          # candidate 0
-    thr_kids = v[:, None] * b + 1 + q + np.arange(q)[None, :]      # candidate 1
-    assert np.all(truth[:, 0] == 0) and np.all(known[:, 0])      # root oracle
+    and_kids = v[:, None] * b + 1 + np.arange(q)[None, :]  # candidate 0
+    thr_kids = v[:, None] * b + 1 + q + np.arange(q)[None, :]  # candidate 1
+    assert np.all(truth[:, 0] == 0) and np.all(known[:, 0])  # root oracle
     assert not known[:, and_kids].any() and known[:, thr_kids].all()
-    false_and = truth[:, and_kids].sum(axis=-1)                   # [tree, node]
+    false_and = truth[:, and_kids].sum(axis=-1)  # [tree, node]
     parent = truth[:, :n_int]
     assert np.all(false_and[parent == 1] == q) and np.all(false_and[parent == 0] == q - 1)
     # the flaw position is uniform: each position's count within a 99.9% binomial band
@@ -136,11 +137,14 @@ def test_builders_trace_inside_jit():
     assert np.array_equal(np.asarray(f(jax.random.key(3))), np.asarray(eager))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"q": MAX_Q + 1}, r"q=13: .*2 <= q <= 12"),
-    ({"q": 1}, r"q=1:"),
-    ({"depth": 0}, r"depth=0:"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"q": MAX_Q + 1}, r"q=13: .*2 <= q <= 12"),
+        ({"q": 1}, r"q=1:"),
+        ({"depth": 0}, r"depth=0:"),
+    ],
+)
 def test_bad_sizes(kwargs, match):
     args = {"q": 3, "depth": 2} | kwargs
     with pytest.raises(ValueError, match=match):
@@ -151,10 +155,11 @@ def test_bad_sizes(kwargs, match):
 
 def test_q_above_twelve_is_refused_by_every_builder():
     k = jax.random.key(0)
-    for build in (lambda: noisy_evidence_tree(k, depth=1, q=13, t=7, true_counts=(13,),
-                                              false_counts=(0,)),
-                  lambda: hidden_flaw_tree(k, depth=1, q=13),
-                  lambda: and_tree(k, depth=1, q=13)):
+    for build in (
+        lambda: noisy_evidence_tree(k, depth=1, q=13, t=7, true_counts=(13,), false_counts=(0,)),
+        lambda: hidden_flaw_tree(k, depth=1, q=13),
+        lambda: and_tree(k, depth=1, q=13),
+    ):
         with pytest.raises(ValueError, match="q=13"):
             build()
 
@@ -179,7 +184,10 @@ def test_traced_truth_code_matches_host_codes(rand_tree):
 
     @jax.jit
     def codes(tree):
-        return jax.vmap(lambda v: jax.vmap(lambda c: truth_code(tree.child_truths(v, c)))(
-            jnp.arange(tree.n_cand)))(jnp.arange(tree.n_internal))
+        return jax.vmap(
+            lambda v: jax.vmap(lambda c: truth_code(tree.child_truths(v, c)))(
+                jnp.arange(tree.n_cand)
+            )
+        )(jnp.arange(tree.n_internal))
 
     assert np.array_equal(np.asarray(codes(tree)), child_codes(tree))

@@ -49,8 +49,13 @@ def test_p_value_at_equality_with_the_bound(x, relation):
 
 
 @settings(max_examples=80, deadline=None)
-@given(bad=bad_numbers, n=st.integers(1, 1000), target=st.floats(0.0, 1.0),
-       relation=RELATIONS, which=st.sampled_from(["successes", "trials", "target"]))
+@given(
+    bad=bad_numbers,
+    n=st.integers(1, 1000),
+    target=st.floats(0.0, 1.0),
+    relation=RELATIONS,
+    which=st.sampled_from(["successes", "trials", "target"]),
+)
 def test_proportion_with_a_non_finite_input_fails_with_the_reason(bad, n, target, relation, which):
     args = {"successes": n // 2, "trials": n, "target": target} | {which: bad}
     row = Claim.proportion("c", "s", relation, args["target"], args["successes"], args["trials"])
@@ -170,8 +175,9 @@ def test_family_decisions_keep_a_nan_p_value_out_of_the_pass():
 
 
 def test_report_prints_integers_as_integers_and_tolerance_passes_as_such():
-    assert measured(Claim.exact("q", "s", "<= 105967", 105967.0, True).to_dict()) == \
-        "105967 (exact)"
+    assert (
+        measured(Claim.exact("q", "s", "<= 105967", 105967.0, True).to_dict()) == "105967 (exact)"
+    )
     row = Claim.exact("c", "s", "== 1", 1.000000000000111, True).to_dict()
     assert measured(row) == "1.000000000000111 (exact; meets == 1 only within tolerance)"
     assert measured(Claim.exact("c", "s", "== 0.25", 0.25, True).to_dict()) == "0.25 (exact)"
@@ -184,13 +190,17 @@ def _real_size(n, target, relation, level):
     proportion row's p-value is below ``level``: the binomial pmf summed over the rejections."""
     from scipy.stats import binom
 
-    return sum(binom.pmf(k, n, target) for k in range(n + 1)
-               if Claim.proportion("c", "s", relation, target, k, n).p_value < level)
+    return sum(
+        binom.pmf(k, n, target)
+        for k in range(n + 1)
+        if Claim.proportion("c", "s", relation, target, k, n).p_value < level
+    )
 
 
-@pytest.mark.parametrize("n,target,relation", [(50, 0.02, "<="), (50, 0.02, "=="),
-                                               (1000, 0.1, "<="), (400, 0.64, ">="),
-                                               (2000, 0.4, "==")])
+@pytest.mark.parametrize(
+    "n,target,relation",
+    [(50, 0.02, "<="), (50, 0.02, "=="), (1000, 0.1, "<="), (400, 0.64, ">="), (2000, 0.4, "==")],
+)
 @pytest.mark.parametrize("m", [1, 4, 49])
 def test_proportion_rows_hold_their_level_exactly(n, target, relation, m):
     """A true claim fails a family of m rows (p < 0.05/m) with probability at most the nominal

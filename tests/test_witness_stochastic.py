@@ -85,8 +85,11 @@ def test_soundness_whatever_witness_a_lying_alice_picks():
     n = 1500
     machines = task.machines(ws)
     keys = trial_keys(jax.random.key(0), n)
-    play_w = jax.jit(jax.vmap(witness_debate, in_axes=(None, None, 0, None, None, None, 0)),
-                     static_argnums=0, compiler_options=LIGHT_COMPILE)
+    play_w = jax.jit(
+        jax.vmap(witness_debate, in_axes=(None, None, 0, None, None, None, 0)),
+        static_argnums=0,
+        compiler_options=LIGHT_COMPILE,
+    )
     idx, out = play_w(debate_static(T), machines, np.full(n, wi), alices[aj], bob, vera, keys)
     assert np.all(np.asarray(idx) == wi)
     mc = float(np.mean(np.asarray(out.alice_wins)))

@@ -41,9 +41,17 @@ def test_flag_is_added_only_for_the_checked_jaxlib_versions_that_need_it(monkeyp
     checked = (_xla_flags.FIRST_JAXLIB_NEEDING_FLAG, _xla_flags.LAST_JAXLIB_NEEDING_FLAG)
     assert checked == ((0, 10, 2), (0, 11, 2))  # the version table in the module's comments
     monkeypatch.delenv("DEDEBATE_KEEP_XLA_FLAGS", raising=False)
-    for version, added in (((0, 10, 2), True), ((0, 10, 2, 1), True), ((0, 10, 1), False),
-                           ((0, 11, 2), True), ((0, 11, 3), False), ((99, 0, 0), False),
-                           ((0, 12, 0, 20270101), False), ((0, 8, 0), False), ((0, 4, 35), False)):
+    for version, added in (
+        ((0, 10, 2), True),
+        ((0, 10, 2, 1), True),
+        ((0, 10, 1), False),
+        ((0, 11, 2), True),
+        ((0, 11, 3), False),
+        ((99, 0, 0), False),
+        ((0, 12, 0, 20270101), False),
+        ((0, 8, 0), False),
+        ((0, 4, 35), False),
+    ):
         monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
         apply_cpu_workaround(version)
         want = "--xla_dump_to=/tmp/x" + (" " + YNN_FLAG if added else "")

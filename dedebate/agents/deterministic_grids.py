@@ -30,8 +30,13 @@ def grid_cells(machines, pairs, y1):
     """
     A, B, n_comp = pairs
     k = np.arange(np.asarray(B.mode).shape[0]) < n_comp
-    return {"machines": machines, "A": A, "B": B,
-            "comp": y1[:, None] & k[None, :], "sound": ~y1[:, None] & ~k[None, :]}
+    return {
+        "machines": machines,
+        "A": A,
+        "B": B,
+        "comp": y1[:, None] & k[None, :],
+        "sound": ~y1[:, None] & ~k[None, :],
+    }
 
 
 def play_grid(play):
@@ -49,16 +54,17 @@ def judged_counts(out, g):
     an outcome grid.
     """
     i32 = jnp.int32
-    return {"comp_debates": jnp.sum(g["comp"], dtype=i32),
-            "comp_accepts": jnp.sum(out.alice_wins & g["comp"], dtype=i32),
-            "sound_debates": jnp.sum(g["sound"], dtype=i32),
-            "sound_accepts": jnp.sum(out.alice_wins & g["sound"], dtype=i32),
-            "v_queries_max": jnp.max(out.costs.verifier_queries),
-            "bits_max": jnp.max(out.costs.bits_read),
-            # soundness debates in which V queried the oracle (honest B pointed at an ORACLE
-            # step); the honest debates check the last step, which is DET
-            "v_queries_sound": jnp.sum(jnp.where(g["sound"], out.costs.verifier_queries, 0),
-                                       dtype=i32)}
+    return {
+        "comp_debates": jnp.sum(g["comp"], dtype=i32),
+        "comp_accepts": jnp.sum(out.alice_wins & g["comp"], dtype=i32),
+        "sound_debates": jnp.sum(g["sound"], dtype=i32),
+        "sound_accepts": jnp.sum(out.alice_wins & g["sound"], dtype=i32),
+        "v_queries_max": jnp.max(out.costs.verifier_queries),
+        "bits_max": jnp.max(out.costs.bits_read),
+        # soundness debates in which V queried the oracle (honest B pointed at an ORACLE
+        # step); the honest debates check the last step, which is DET
+        "v_queries_sound": jnp.sum(jnp.where(g["sound"], out.costs.verifier_queries, 0), dtype=i32),
+    }
 
 
 def honest_costs(out, rows):
@@ -69,14 +75,21 @@ def honest_costs(out, rows):
     ``v_queries_max``.
     """
     c = out.costs
-    h = {"rounds": c.rounds[rows, 0], "bits_read": c.bits_read[rows, 0],
-         **{k: getattr(out, k)[rows, 0] for k in ("a_message_bits", "a_steps", "b_steps")}}
-    return {"rounds": jnp.max(h["rounds"]), "bits_read": jnp.max(h["bits_read"]),
-            "bits_read_min": jnp.min(h["bits_read"]),
-            "bits_read_max_over_zoo": jnp.max(c.bits_read[rows]),
-            "v_queries_max": jnp.max(c.verifier_queries[rows]),
-            "a_message_bits": jnp.max(h["a_message_bits"]), "a_steps": jnp.max(h["a_steps"]),
-            "b_steps": jnp.max(h["b_steps"])}
+    h = {
+        "rounds": c.rounds[rows, 0],
+        "bits_read": c.bits_read[rows, 0],
+        **{k: getattr(out, k)[rows, 0] for k in ("a_message_bits", "a_steps", "b_steps")},
+    }
+    return {
+        "rounds": jnp.max(h["rounds"]),
+        "bits_read": jnp.max(h["bits_read"]),
+        "bits_read_min": jnp.min(h["bits_read"]),
+        "bits_read_max_over_zoo": jnp.max(c.bits_read[rows]),
+        "v_queries_max": jnp.max(c.verifier_queries[rows]),
+        "a_message_bits": jnp.max(h["a_message_bits"]),
+        "a_steps": jnp.max(h["a_steps"]),
+        "b_steps": jnp.max(h["b_steps"]),
+    }
 
 
 def witness_suite(task, pairs) -> dict:
@@ -99,9 +112,16 @@ def witness_suite(task, pairs) -> dict:
     st = judge_grid(out, nc, valid.reshape(-1).astype(np.int8), comp_mask, sound_mask)
     # Theorem 7.1 costs: honest A simulates T steps; V reads <= ceil(log2 T) + (l + 2)(1 + w).
     l_max = int(np.asarray(task.program.dep_mask).sum(-1).max())
-    st.update(yes=int(yes.sum()), no=int((~yes).sum()), witnesses=int(ws.shape[0]), T=T, n=n,
-              l=l_max, bits_bound=clog2(T) + (l_max + 2) * (1 + clog2(n + T)),
-              a_steps_max=int(np.asarray(out.a_steps).max()),
-              rounds=int(np.asarray(out.costs.rounds).max()) + 1,
-              valid_min=int(valid[yes].sum(axis=1).min()) if yes.any() else 0)
+    st.update(
+        yes=int(yes.sum()),
+        no=int((~yes).sum()),
+        witnesses=int(ws.shape[0]),
+        T=T,
+        n=n,
+        l=l_max,
+        bits_bound=clog2(T) + (l_max + 2) * (1 + clog2(n + T)),
+        a_steps_max=int(np.asarray(out.a_steps).max()),
+        rounds=int(np.asarray(out.costs.rounds).max()) + 1,
+        valid_min=int(valid[yes].sum(axis=1).min()) if yes.any() else 0,
+    )
     return st

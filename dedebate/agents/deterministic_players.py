@@ -23,9 +23,16 @@ def det_honest_alice(T: int) -> Alice:
     return make_alice(T)
 
 
-def make_alice(T: int, flip_prop=(), flip_raw=(), prop_oracle_from: int = -1,
-               force_last: bool = False, lie_round: int = -1, lie_shift: int = 0,
-               lie_flip: int = -1) -> Alice:
+def make_alice(
+    T: int,
+    flip_prop=(),
+    flip_raw=(),
+    prop_oracle_from: int = -1,
+    force_last: bool = False,
+    lie_round: int = -1,
+    lie_shift: int = 0,
+    lie_flip: int = -1,
+) -> Alice:
     """One Alice strategy with numpy leaves (host side); with the defaults she is honest.
 
     Its fields are those of :class:`~dedebate.protocols.deterministic_players.Alice`; ``flip_prop``
@@ -43,10 +50,15 @@ def make_alice(T: int, flip_prop=(), flip_raw=(), prop_oracle_from: int = -1,
         mask[idx] = True
         return mask
 
-    return Alice(flip_prop=as_mask(flip_prop, "flip_prop"), flip_raw=as_mask(flip_raw, "flip_raw"),
-                 prop_oracle_from=np.int32(prop_oracle_from), force_last=np.bool_(force_last),
-                 lie_round=np.int32(lie_round), lie_shift=np.int32(lie_shift),
-                 lie_flip=np.int32(lie_flip))
+    return Alice(
+        flip_prop=as_mask(flip_prop, "flip_prop"),
+        flip_raw=as_mask(flip_raw, "flip_raw"),
+        prop_oracle_from=np.int32(prop_oracle_from),
+        force_last=np.bool_(force_last),
+        lie_round=np.int32(lie_round),
+        lie_shift=np.int32(lie_shift),
+        lie_flip=np.int32(lie_flip),
+    )
 
 
 def _host_rng(key: jax.Array) -> np.random.Generator:
@@ -75,7 +87,7 @@ def repeat(strategy, k: int):
     return jax.tree.map(lambda v: np.broadcast_to(np.asarray(v), (k,) + np.shape(v)), strategy)
 
 
-# -- the adversary zoo ------------------------------------------------------------------------------
+# -- the adversary zoo ------------------------------------------------------------------------------  # noqa: E501
 def det_alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[list[str], Alice]:
     """``(names, alices)``: named lying provers for a T-step machine, ``honest`` first, stacked.
 
@@ -131,11 +143,19 @@ def configuration_lies(T: int, m: int, S: int, w_c: int, n: int) -> tuple[list[s
     return names, stack(items)
 
 
-def det_bob_zoo(T: int, m: int, key: jax.Array, n_random: int = 4,
-            all_fixed: bool = False, protocol: str = "cross_exam") -> tuple[list[str], Bob]:
+def det_bob_zoo(
+    T: int,
+    m: int,
+    key: jax.Array,
+    n_random: int = 4,
+    all_fixed: bool = False,
+    protocol: str = "cross_exam",
+) -> tuple[list[str], Bob]:
     """``(names, bobs)``: honest, last, first, ``random_i``, with ``all_fixed`` ``fixed_a``."""
-    names, items = ["honest", "last", "first"], [make_bob("honest"), make_bob("last"),
-                                                 make_bob("first")]
+    names, items = (
+        ["honest", "last", "first"],
+        [make_bob("honest"), make_bob("last"), make_bob("first")],
+    )
     for i in range(n_random):
         names.append(f"random_{i}")
         items.append(make_bob("random", key=jax.random.fold_in(key, i)))
@@ -147,9 +167,17 @@ def det_bob_zoo(T: int, m: int, key: jax.Array, n_random: int = 4,
     return names, stack(items)
 
 
-# -- strategy batches of a debate grid --------------------------------------------------------------
-def zoo_pairs(T: int, key: jax.Array, *, n_random: int, all_fixed: bool, protocol: str,
-              cm: ConfigMachine | None = None, exhaustive: bool = False):
+# -- strategy batches of a debate grid --------------------------------------------------------------  # noqa: E501
+def zoo_pairs(
+    T: int,
+    key: jax.Array,
+    *,
+    n_random: int,
+    all_fixed: bool,
+    protocol: str,
+    cm: ConfigMachine | None = None,
+    exhaustive: bool = False,
+):
     """``(alices[K], bobs[K], n_comp)``: the zipped strategy pairs of one debate grid (host side).
 
     Pairs ``0 .. n_comp-1``: honest A against the B zoo (:func:`det_bob_zoo` with
@@ -193,8 +221,10 @@ def judge_grid(out, n_comp: int, y_last, comp_mask=None, sound_mask=None) -> dic
     comp = acc[y1 if comp_mask is None else comp_mask, :n_comp]
     sound = acc[~y1 if sound_mask is None else sound_mask, n_comp:]
     return {
-        "comp_debates": int(comp.size), "comp_accepts": int(comp.sum()),
-        "sound_debates": int(sound.size), "sound_accepts": int(sound.sum()),
+        "comp_debates": int(comp.size),
+        "comp_accepts": int(comp.sum()),
+        "sound_debates": int(sound.size),
+        "sound_accepts": int(sound.sum()),
         "v_queries_max": int(np.asarray(out.costs.verifier_queries).max()),
         "bits_max": int(np.asarray(out.costs.bits_read).max()),
     }

@@ -105,15 +105,17 @@ class LearnedProver:
         """A's choice of candidate decomposition: softmax of the shared head over the candidates."""
         nf = _node_feat(tree, node, phat, k)
         feats = jax.vmap(lambda c: jnp.concatenate([nf, _cand_feat(tree, node, c)]))(
-            jnp.arange(tree.n_cand))
+            jnp.arange(tree.n_cand)
+        )
         return jax.nn.softmax(jax.vmap(lambda f: self._head("decompose", f)[0])(feats))
 
     def select(self, tree: ClaimTree, node, cand, marginals, pi, phat, k) -> jax.Array:
         """A's selection: the select head's softmax over the subclaims."""
         known, value = _public(tree.child_truths(node, cand))
         q = tree.q
-        feats = jnp.stack([marginals, known, value, jnp.full((q,), pi), jnp.full((q,), phat)],
-                          axis=-1).astype(jnp.float32)
+        feats = jnp.stack(
+            [marginals, known, value, jnp.full((q,), pi), jnp.full((q,), phat)], axis=-1
+        ).astype(jnp.float32)
         return jax.nn.softmax(jax.vmap(lambda f: self._head("select", f)[0])(feats))
 
 
@@ -141,13 +143,16 @@ class LearnedEstimator:
         known, value = _public(tree.child_truths(node, cand))
         nknown, nvalue = _public(tree.truth[node])
         phat = jnp.asarray(phat, jnp.float32)
-        per_child = jnp.stack([known, value, jnp.full((q,), phat), jnp.full((q,), nknown),
-                               jnp.full((q,), nvalue)], axis=-1)
+        per_child = jnp.stack(
+            [known, value, jnp.full((q,), phat), jnp.full((q,), nknown), jnp.full((q,), nvalue)],
+            axis=-1,
+        )
         child_logit = jax.vmap(lambda f: self._head("child", f)[0])(per_child)
         bits = jnp.asarray(bit_table(q), jnp.float32)
         cf = _cand_feat(tree, node, cand)
-        glob = jnp.stack([phat, nknown, nvalue, cf[0], cf[2],
-                          jnp.asarray(k, jnp.float32) / tree.depth])
+        glob = jnp.stack(
+            [phat, nknown, nvalue, cf[0], cf[2], jnp.asarray(k, jnp.float32) / tree.depth]
+        )
         return _cap(bits @ child_logit + self._head("global", glob, 2**q))
 
 
@@ -156,8 +161,10 @@ def init_prover(key, hidden=(16,)) -> LearnedProver:
     hidden = _check_hidden(hidden)
     sizes = {"answer": N_ROOT, "direction": N_NODE, "decompose": N_CAND, "select": N_SEL}
     keys = jax.random.split(key, len(sizes))
-    params = {name: MLP(hidden, 1).init(kk, jnp.zeros((n,), jnp.float32))["params"]
-              for kk, (name, n) in zip(keys, sizes.items())}
+    params = {
+        name: MLP(hidden, 1).init(kk, jnp.zeros((n,), jnp.float32))["params"]
+        for kk, (name, n) in zip(keys, sizes.items())
+    }
     return LearnedProver(params, hidden)
 
 
@@ -170,6 +177,6 @@ def init_estimator(key, q: int, hidden=(32,)) -> LearnedEstimator:
     params = {
         "initial": MLP(hidden, 1).init(k0, jnp.zeros((N_ROOT,)))["params"],
         "child": MLP(hidden, 1).init(k1, jnp.zeros((N_CHILD,)))["params"],
-        "global": MLP(hidden, 2**int(q)).init(k2, jnp.zeros((N_GLOBAL,)))["params"],
+        "global": MLP(hidden, 2 ** int(q)).init(k2, jnp.zeros((N_GLOBAL,)))["params"],
     }
     return LearnedEstimator(params, hidden)

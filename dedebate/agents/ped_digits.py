@@ -73,8 +73,8 @@ class BagEstimator(nn.Module):
         q, bag = self.q, self.q ** (self.depth - 1)
         n_img = q * bag * PIXELS
         images = feat[:, :n_img].reshape(-1, q, bag, PIXELS)
-        mask = feat[:, n_img:n_img + q * bag].reshape(-1, q, bag)
-        return images, mask, feat[:, n_img + q * bag:]
+        mask = feat[:, n_img : n_img + q * bag].reshape(-1, q, bag)
+        return images, mask, feat[:, n_img + q * bag :]
 
     def shows(self, pixels, digit):
         """``Pr[shows d]`` from pixels ``[..., 64]`` (in [0, 1]) and one-hots ``[..., 10]``."""
@@ -122,11 +122,13 @@ def context_features(trees: DigitTree, images, family: str, q: int, m: int) -> j
         parts = pix.reshape(n_t, q**k, q, size, PIXELS)
         pad = jnp.zeros((n_t, q**k, q, bag - size, PIXELS), jnp.float32)
         imgs = jnp.concatenate([parts, pad], axis=3).reshape(n_t, q**k, -1)
-        mask = jnp.broadcast_to((np.arange(bag) < size).astype(np.float32),
-                                (n_t, q**k, q, bag)).reshape(n_t, q**k, -1)
+        mask = jnp.broadcast_to(
+            (np.arange(bag) < size).astype(np.float32), (n_t, q**k, q, bag)
+        ).reshape(n_t, q**k, -1)
         digit = jax.nn.one_hot(trees.digit, N_DIGITS)[:, None, :] * jnp.ones((1, q**k, 1))
-        frac = jnp.broadcast_to(jnp.asarray([(k + 1) / depth, counts[k + 1] / size], jnp.float32),
-                                (n_t, q**k, 2))
+        frac = jnp.broadcast_to(
+            jnp.asarray([(k + 1) / depth, counts[k + 1] / size], jnp.float32), (n_t, q**k, 2)
+        )
         rows.append(jnp.concatenate([imgs, mask, digit, frac], axis=-1))
     return jnp.concatenate(rows, axis=1).reshape(-1, feature_width(q, depth))
 
@@ -329,8 +331,7 @@ def exact_payoffs(prover_name: str, estimators: TabularEstimator, tree: ClaimTre
     return jax.vmap(one)(estimators, tree)
 
 
-def expected_payoffs(prover: DigitProver, estimators: TabularEstimator, tree: ClaimTree, rho,
-                     eta):
+def expected_payoffs(prover: DigitProver, estimators: TabularEstimator, tree: ClaimTree, rho, eta):
     """Exact ``E[U_A]`` and ``P[A correct]`` of a learned A per tree (traceable, differentiable).
 
     Every path of A's selections (``prover``: beliefs ``[n_trees, n_nodes]`` and one policy) is

@@ -92,12 +92,20 @@ class ScriptedProver:
         return _one_hot(jnp.argmax(err), q)
 
 
-def scripted_prover(answer_mode="truth", direction_mode="honest", cand=None, select_mode="honest",
-                    sees_truth=True, dir_probs=(0.0, 0.0, 1.0)) -> ScriptedProver:
+def scripted_prover(
+    answer_mode="truth",
+    direction_mode="honest",
+    cand=None,
+    select_mode="honest",
+    sees_truth=True,
+    dir_probs=(0.0, 0.0, 1.0),
+) -> ScriptedProver:
     """Validated constructor of :class:`ScriptedProver`."""
-    for name, value, allowed in (("answer_mode", answer_mode, ANSWER_MODES),
-                                 ("direction_mode", direction_mode, DIRECTION_MODES),
-                                 ("select_mode", select_mode, SELECT_MODES)):
+    for name, value, allowed in (
+        ("answer_mode", answer_mode, ANSWER_MODES),
+        ("direction_mode", direction_mode, DIRECTION_MODES),
+        ("select_mode", select_mode, SELECT_MODES),
+    ):
         if value not in allowed:
             raise ValueError(f"{name}={value!r}: allowed values are {allowed}")
     if not sees_truth and (direction_mode != "fixed" or select_mode == "honest"):
@@ -115,10 +123,15 @@ def scripted_prover(answer_mode="truth", direction_mode="honest", cand=None, sel
     if abs(d.sum() - 1.0) > 1e-6:
         raise ValueError(f"dir_probs={dir_probs!r}: the probabilities must sum to 1")
     mode = "honest" if direction_mode == "reversed" else direction_mode
-    return ScriptedProver(jnp.asarray(d, jnp.float32), jnp.asarray(-1 if cand is None else cand,
-                                                                   jnp.int32),
-                          jnp.asarray(direction_mode == "reversed"), answer_mode, mode,
-                          select_mode, bool(sees_truth))
+    return ScriptedProver(
+        jnp.asarray(d, jnp.float32),
+        jnp.asarray(-1 if cand is None else cand, jnp.int32),
+        jnp.asarray(direction_mode == "reversed"),
+        answer_mode,
+        mode,
+        select_mode,
+        bool(sees_truth),
+    )
 
 
 def honest_prover(cand=None) -> ScriptedProver:
@@ -231,9 +244,11 @@ def tabulate(estimator, tree: ClaimTree) -> TabularEstimator:
     view = tree if estimator.sees_truth else tree.public()
     nodes = jnp.arange(tree.n_internal)
     cands = jnp.arange(tree.n_cand)
-    logits = jax.vmap(lambda v: jax.vmap(
-        lambda c: estimator.joint(view, v, c, jnp.float32(0.5), 0).astype(jnp.float32))(cands))(
-        nodes)
+    logits = jax.vmap(
+        lambda v: jax.vmap(
+            lambda c: estimator.joint(view, v, c, jnp.float32(0.5), 0).astype(jnp.float32)
+        )(cands)
+    )(nodes)
     return TabularEstimator(jnp.asarray(estimator.initial(view), jnp.float32), logits)
 
 
@@ -311,7 +326,8 @@ class CalibratedEstimator:
         all_true = n - 1
         one_false = all_true - (1 << jnp.arange(q))
         probs = phat * _one_hot(all_true, n) + (1.0 - phat) / q * jnp.sum(
-            jax.nn.one_hot(one_false, n), axis=0)
+            jax.nn.one_hot(one_false, n), axis=0
+        )
         mixture = jnp.log(probs)
         point = _point_logits(truth_code(jnp.clip(kids, 0, 1)), n)
         return jnp.where(public, point, mixture).astype(jnp.float32)

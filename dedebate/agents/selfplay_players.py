@@ -27,9 +27,15 @@ N_FEATURES = 4
 def node_features(t, pi, prev, ones, T: int):
     """Alice's features float32 ``[..., 4]``: ``[t/(T-1), pi, prev, ones/max(t, 1)]``."""
     t = jnp.asarray(t, jnp.float32)
-    return jnp.stack(jnp.broadcast_arrays(
-        t / max(T - 1, 1), jnp.asarray(pi, jnp.float32), jnp.asarray(prev, jnp.float32),
-        jnp.asarray(ones, jnp.float32) / jnp.maximum(t, 1.0)), axis=-1)
+    return jnp.stack(
+        jnp.broadcast_arrays(
+            t / max(T - 1, 1),
+            jnp.asarray(pi, jnp.float32),
+            jnp.asarray(prev, jnp.float32),
+            jnp.asarray(ones, jnp.float32) / jnp.maximum(t, 1.0),
+        ),
+        axis=-1,
+    )
 
 
 def level_codes(T: int) -> list[dict]:
@@ -69,15 +75,18 @@ def init_alice(key: jax.Array, hidden: int, init_scale: float = 1.0) -> AlicePar
         w1=jax.random.normal(k1, (N_FEATURES, hidden)) / jnp.sqrt(N_FEATURES),
         b1=jnp.zeros((hidden,)),
         w2=jax.random.normal(k2, (hidden,)) * init_scale / jnp.sqrt(hidden),
-        b2=jax.random.normal(k3, ()) * init_scale)
+        b2=jax.random.normal(k3, ()) * init_scale,
+    )
 
 
 def init_bob(key: jax.Array, T: int, init_logit: float = -2.0) -> BobParams:
     """Bob almost deviation-blind: logits ``init_logit + N(0, 0.1^2)``, weights N(0, 0.1^2)."""
     k1, k2, k3 = jax.random.split(key, 3)
-    return BobParams(w=init_logit + 0.1 * jax.random.normal(k1, (T,)),
-                     w_dev=0.1 * jax.random.normal(k2, ()),
-                     w_prev=0.1 * jax.random.normal(k3, ()))
+    return BobParams(
+        w=init_logit + 0.1 * jax.random.normal(k1, (T,)),
+        w_dev=0.1 * jax.random.normal(k2, ()),
+        w_prev=0.1 * jax.random.normal(k3, ()),
+    )
 
 
 def alice_claim(params: AliceParams, feats: jax.Array, pi: jax.Array, unit) -> jax.Array:
@@ -92,8 +101,11 @@ def alice_claim(params: AliceParams, feats: jax.Array, pi: jax.Array, unit) -> j
 
 def bob_logit(params: BobParams, t, dev_abs, prev, scale) -> jax.Array:
     """Bob's abort logit ``w[t] + w_dev * dev_abs / scale + w_prev * prev``."""
-    return (params.w[t] + params.w_dev * dev_abs / scale
-            + params.w_prev * jnp.asarray(prev, jnp.float32))
+    return (
+        params.w[t]
+        + params.w_dev * dev_abs / scale
+        + params.w_prev * jnp.asarray(prev, jnp.float32)
+    )
 
 
 def bob_abort(params: BobParams, t, dev_abs, prev, scale) -> jax.Array:
@@ -103,11 +115,16 @@ def bob_abort(params: BobParams, t, dev_abs, prev, scale) -> jax.Array:
 
 def bob_as_zoo(params: BobParams, scale: float) -> ZooBob:
     """The trained Bob (leaves may carry batch axes) as a :class:`ZooBob` of kind ``B_LEARNED``."""
-    return ZooBob(kind=jnp.int32(B_LEARNED), w=jnp.asarray(params.w, jnp.float32),
-                  w_dev=jnp.asarray(params.w_dev, jnp.float32),
-                  w_prev=jnp.asarray(params.w_prev, jnp.float32),
-                  tau_vera=jnp.float32(scale), n_samples=jnp.int32(0), tau=jnp.float32(0.0),
-                  coin=jnp.float32(-1.0))
+    return ZooBob(
+        kind=jnp.int32(B_LEARNED),
+        w=jnp.asarray(params.w, jnp.float32),
+        w_dev=jnp.asarray(params.w_dev, jnp.float32),
+        w_prev=jnp.asarray(params.w_prev, jnp.float32),
+        tau_vera=jnp.float32(scale),
+        n_samples=jnp.int32(0),
+        tau=jnp.float32(0.0),
+        coin=jnp.float32(-1.0),
+    )
 
 
 @struct.dataclass
@@ -133,4 +150,3 @@ class LearnedAlice:
 def learned_alice(params: AliceParams, unit: float) -> LearnedAlice:
     """The trained Alice as a player of :func:`dedebate.protocols.stochastic.play`."""
     return LearnedAlice(params=params, unit=jnp.float32(unit), n_samples=jnp.int32(0))
-

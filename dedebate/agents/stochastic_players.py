@@ -28,7 +28,7 @@ from dedebate.protocols.stochastic import (
     checker_interval,
 )
 
-# ---- kinds ----------------------------------------------------------------------------------------
+# ---- kinds ----------------------------------------------------------------------------------------  # noqa: E501
 A_HONEST, A_ALWAYS_ONE, A_SHIFT, A_LIE_LAST, A_PER_STEP, A_HONEST_SHIFT = range(6)
 """A_HONEST_SHIFT claims ``count / N_A + delta`` (her honest estimate shifted): at
 ``delta = tau_B`` Bob's strict comparison meets exact ties, which the exact DP and the Monte
@@ -98,7 +98,7 @@ def honest_bob(constants: DebateParams) -> HonestBob:
     return HonestBob(n_samples=jnp.int32(constants.n_bob), tau=jnp.float32(constants.tau_bob))
 
 
-# ---- zoos ------------------------------------------------------------------------------------------
+# ---- zoos ------------------------------------------------------------------------------------------  # noqa: E501
 @struct.dataclass
 class ZooAlice:
     """One Alice from the soundness zoo (spec DED 9), selected by ``kind``.
@@ -124,8 +124,7 @@ class ZooAlice:
         last = view.t == view.T - 1
         out = jnp.where(self.kind == A_ALWAYS_ONE, 1.0, honest)
         out = jnp.where(self.kind == A_SHIFT, view.pi + self.delta, out)
-        out = jnp.where(self.kind == A_LIE_LAST, jnp.where(last, view.pi + self.delta, honest),
-                        out)
+        out = jnp.where(self.kind == A_LIE_LAST, jnp.where(last, view.pi + self.delta, honest), out)
         lie = self.lies[jnp.clip(view.t, 0, self.lies.shape[0] - 1)]
         out = jnp.where(self.kind == A_PER_STEP, view.pi + lie, out)
         out = jnp.where(self.kind == A_HONEST_SHIFT, honest + self.delta, out)
@@ -161,9 +160,11 @@ class ZooBob:
         first = (t == 0).astype(jnp.float32)
         rand = 1.0 / jnp.maximum(view.T - t, 1).astype(jnp.float32)
         after_one = ((view.prev_bit == 1) & (t > 0)).astype(jnp.float32)
-        z = (self.w[jnp.clip(t, 0, self.w.shape[0] - 1)]
-             + self.w_dev * jnp.abs(p - view.pi) / self.tau_vera
-             + self.w_prev * view.prev_bit.astype(jnp.float32))
+        z = (
+            self.w[jnp.clip(t, 0, self.w.shape[0] - 1)]
+            + self.w_dev * jnp.abs(p - view.pi) / self.tau_vera
+            + self.w_prev * view.prev_bit.astype(jnp.float32)
+        )
         learned = jax.nn.sigmoid(z)
         out = jnp.where(self.kind == B_ABORT_FIRST, first, 0.0)
         out = jnp.where(self.kind == B_RANDOM_STEP, rand, out)
@@ -182,30 +183,47 @@ class ZooBob:
         return jnp.where(self.coin < 0, z, self.coin)
 
 
-def zoo_alice(constants: DebateParams, kind: int, delta: float = 0.0, lies=None,
-              coin: float = -1.0) -> ZooAlice:
+def zoo_alice(
+    constants: DebateParams, kind: int, delta: float = 0.0, lies=None, coin: float = -1.0
+) -> ZooAlice:
     """A zoo Alice of an ``A_*`` ``kind``; ``coin`` in [0, 1) fixes her share (< 0: honest)."""
     T = constants.T
     lies = np.zeros(T, np.float32) if lies is None else np.asarray(lies, np.float32)
     if lies.shape != (T,):
         raise ValueError(f"lies has shape {lies.shape}: it needs one shift per step (T={T})")
     uses = kind in (A_HONEST, A_LIE_LAST, A_HONEST_SHIFT)
-    return ZooAlice(kind=jnp.int32(kind), delta=jnp.float32(delta), lies=jnp.asarray(lies),
-                    n_samples=jnp.int32(constants.n_alice if uses else 0),
-                    coin=jnp.float32(coin))
+    return ZooAlice(
+        kind=jnp.int32(kind),
+        delta=jnp.float32(delta),
+        lies=jnp.asarray(lies),
+        n_samples=jnp.int32(constants.n_alice if uses else 0),
+        coin=jnp.float32(coin),
+    )
 
 
-def zoo_bob(constants: DebateParams, kind: int, w=None, w_dev: float = 0.0,
-            w_prev: float = 0.0, coin: float = -1.0) -> ZooBob:
+def zoo_bob(
+    constants: DebateParams,
+    kind: int,
+    w=None,
+    w_dev: float = 0.0,
+    w_prev: float = 0.0,
+    coin: float = -1.0,
+) -> ZooBob:
     """One zoo Bob of a ``B_*`` ``kind``; ``coin`` in [0, 1) fixes his share (negative: honest)."""
     T = constants.T
     w = np.full(T, -30.0, np.float32) if w is None else np.asarray(w, np.float32)
     if w.shape != (T,):
         raise ValueError(f"w has shape {w.shape}: it needs one logit per step (T={T})")
-    return ZooBob(kind=jnp.int32(kind), w=jnp.asarray(w), w_dev=jnp.float32(w_dev),
-                  w_prev=jnp.float32(w_prev), tau_vera=jnp.float32(constants.tau_vera),
-                  n_samples=jnp.int32(constants.n_bob if kind == B_HONEST else 0),
-                  tau=jnp.float32(constants.tau_bob), coin=jnp.float32(coin))
+    return ZooBob(
+        kind=jnp.int32(kind),
+        w=jnp.asarray(w),
+        w_dev=jnp.float32(w_dev),
+        w_prev=jnp.float32(w_prev),
+        tau_vera=jnp.float32(constants.tau_vera),
+        n_samples=jnp.int32(constants.n_bob if kind == B_HONEST else 0),
+        tau=jnp.float32(constants.tau_bob),
+        coin=jnp.float32(coin),
+    )
 
 
 def soundness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
@@ -243,7 +261,7 @@ def completeness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooBob]]:
     return [m[0] for m in members], [zoo_bob(constants, k) for _, k in members]
 
 
-# ---- optimised adversaries (evolution strategy) ---------------------------------------------------
+# ---- optimised adversaries (evolution strategy) ---------------------------------------------------  # noqa: E501
 @dataclasses.dataclass(frozen=True)
 class SearchResult:
     """The strongest attack an evolution strategy found."""
@@ -255,9 +273,15 @@ class SearchResult:
     history: list  # the best value after each generation
 
 
-def evolution_strategy(objective: Callable[[np.ndarray], np.ndarray], x0: np.ndarray,
-                       sigma: float, generations: int, population: int, lr: float,
-                       seed: int = 0) -> tuple[np.ndarray, float, list]:
+def evolution_strategy(
+    objective: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    sigma: float,
+    generations: int,
+    population: int,
+    lr: float,
+    seed: int = 0,
+) -> tuple[np.ndarray, float, list]:
     """``(best point [D], best value, best per generation)``: antithetic ES maximising objective.
 
     ``objective`` maps ``[P, D] -> [P]``; rank-normalised fitness; the best point ever evaluated is
@@ -309,13 +333,18 @@ def bob_logits_from_params(theta: np.ndarray, constants: DebateParams):
     theta = np.asarray(theta, np.float64)
     ramp = np.arange(T) / max(T - 1, 1)
     w = theta[..., :1] + theta[..., 1:2] * ramp
-    return w.astype(np.float32), theta[..., 2].astype(np.float32), theta[..., 3].astype(
-        np.float32)
+    return w.astype(np.float32), theta[..., 2].astype(np.float32), theta[..., 3].astype(np.float32)
 
 
-def optimise_alice(acceptance: Callable[[np.ndarray], np.ndarray], constants: DebateParams,
-                   generations: int = 20, population: int = 16, sigma: float = 0.4,
-                   lr: float = 0.5, seed: int = 0) -> SearchResult:
+def optimise_alice(
+    acceptance: Callable[[np.ndarray], np.ndarray],
+    constants: DebateParams,
+    generations: int = 20,
+    population: int = 16,
+    sigma: float = 0.4,
+    lr: float = 0.5,
+    seed: int = 0,
+) -> SearchResult:
     """Search the lie family (:func:`alice_lies_from_params`) for the largest acceptance.
 
     ``acceptance`` maps ``lies [P, T]`` to their acceptance against honest Bob and Vera (exact for
@@ -324,15 +353,30 @@ def optimise_alice(acceptance: Callable[[np.ndarray], np.ndarray], constants: De
     """
     x0 = np.array([np.arctanh(0.8), 0.0, 0.0])
     best, value, hist = evolution_strategy(
-        lambda th: acceptance(alice_lies_from_params(th, constants)), x0, sigma, generations,
-        population, lr, seed)
-    return SearchResult(params={"theta": best, "lies": alice_lies_from_params(best, constants)},
-                        value=value, history=hist)
+        lambda th: acceptance(alice_lies_from_params(th, constants)),
+        x0,
+        sigma,
+        generations,
+        population,
+        lr,
+        seed,
+    )
+    return SearchResult(
+        params={"theta": best, "lies": alice_lies_from_params(best, constants)},
+        value=value,
+        history=hist,
+    )
 
 
-def optimise_bob(alice_win: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
-                 constants: DebateParams, generations: int = 20, population: int = 16,
-                 sigma: float = 1.0, lr: float = 0.5, seed: int = 0) -> SearchResult:
+def optimise_bob(
+    alice_win: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+    constants: DebateParams,
+    generations: int = 20,
+    population: int = 16,
+    sigma: float = 1.0,
+    lr: float = 0.5,
+    seed: int = 0,
+) -> SearchResult:
     """Search the abort family (:func:`bob_logits_from_params`) for honest Alice's lowest win rate.
 
     ``alice_win`` maps ``(w [P, T], w_dev [P], w_prev [P])`` to her win rate against each Bob.
@@ -343,9 +387,10 @@ def optimise_bob(alice_win: Callable[[np.ndarray, np.ndarray, np.ndarray], np.nd
     def objective(x):
         return -np.asarray(alice_win(*bob_logits_from_params(x, constants)))
 
-    best, value, hist = evolution_strategy(objective, x0, sigma, generations, population, lr,
-                                           seed)
+    best, value, hist = evolution_strategy(objective, x0, sigma, generations, population, lr, seed)
     w, w_dev, w_prev = bob_logits_from_params(best, constants)
-    return SearchResult(params={"theta": best, "w": w, "w_dev": float(w_dev),
-                                "w_prev": float(w_prev)},
-                        value=-value, history=[-h for h in hist])
+    return SearchResult(
+        params={"theta": best, "w": w, "w_dev": float(w_dev), "w_prev": float(w_prev)},
+        value=-value,
+        history=[-h for h in hist],
+    )

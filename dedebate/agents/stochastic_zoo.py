@@ -61,8 +61,7 @@ def alice_members(consts: DebateParams, theta_alice) -> tuple[list[str], list]:
     """The soundness zoo of spec DED 9 plus the optimised per-step liar."""
     names, members = soundness_zoo(consts)
     names.append(OPTIMISED)
-    members.append(zoo_alice(consts, A_PER_STEP,
-                             lies=alice_lies_from_params(theta_alice, consts)))
+    members.append(zoo_alice(consts, A_PER_STEP, lies=alice_lies_from_params(theta_alice, consts)))
     return names, members
 
 
@@ -101,8 +100,16 @@ def zoo_cell(consts: DebateParams, m_no, m_yes, theta_a, theta_b):
     return dyn, a_names, b_names
 
 
-def zoo_stats(spec: DebateStatic, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0,
-              fast: bool | None = None) -> dict:
+def zoo_stats(
+    spec: DebateStatic,
+    d,
+    key,
+    trials: int,
+    ma: int,
+    hh: int,
+    max_lanes: int = 0,
+    fast: bool | None = None,
+) -> dict:
     """The Monte-Carlo measurement of one zoo cell (pure JAX).
 
     ``trials`` debates per row with common random numbers per side: every soundness row (the first
@@ -125,9 +132,10 @@ def zoo_stats(spec: DebateStatic, d, key, trials: int, ma: int, hh: int, max_lan
 
     def lane(fn, i):
         r, t = i // trials, i % trials
-        k = jax.random.wrap_key_data(jnp.where(r >= ma, jax.random.key_data(keys[1][t]),
-                                               jax.random.key_data(keys[0][t])),
-                                     impl=jax.random.key_impl(key))
+        k = jax.random.wrap_key_data(
+            jnp.where(r >= ma, jax.random.key_data(keys[1][t]), jax.random.key_data(keys[0][t])),
+            impl=jax.random.key_impl(key),
+        )
         take = functools.partial(jax.tree.map, lambda x: x[r])
         return fn(spec, take(d["machine"]), take(d["alice"]), take(d["bob"]), d["vera"], k)
 
@@ -151,11 +159,16 @@ def zoo_stats(spec: DebateStatic, d, key, trials: int, ma: int, hh: int, max_lan
         outs = replay_unresolved(exact, *outs, replay_chunk(width), spec.bob_draw == "lazy")
     verdict, aborted, qa, qb, qv, rounds = (x.reshape(rows, trials) for x in outs)
     h = ma + hh
-    return {"wins": jnp.sum(verdict, axis=1, dtype=jnp.int32),
-            "aborts": jnp.sum(aborted, axis=1, dtype=jnp.int32),
-            "queries_alice": jnp.mean(qa[h]), "queries_alice_sd": jnp.std(qa[h], ddof=1),
-            "queries_bob": jnp.mean(qb[h]), "rounds": jnp.mean(rounds[h].astype(jnp.float32)),
-            "queries_vera_max": jnp.max(qv), "queries_vera_mean": jnp.mean(qv)}
+    return {
+        "wins": jnp.sum(verdict, axis=1, dtype=jnp.int32),
+        "aborts": jnp.sum(aborted, axis=1, dtype=jnp.int32),
+        "queries_alice": jnp.mean(qa[h]),
+        "queries_alice_sd": jnp.std(qa[h], ddof=1),
+        "queries_bob": jnp.mean(qb[h]),
+        "rounds": jnp.mean(rounds[h].astype(jnp.float32)),
+        "queries_vera_max": jnp.max(qv),
+        "queries_vera_mean": jnp.mean(qv),
+    }
 
 
 def _fields(out):
@@ -174,7 +187,9 @@ def _zoo_stats_jit(platform: str):
     return jit(zoo_stats, static_argnums=(0, 3, 4, 5, 6), options=compile_options(platform))
 
 
-def measure_cell(spec: DebateStatic, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0) -> dict:
+def measure_cell(
+    spec: DebateStatic, d, key, trials: int, ma: int, hh: int, max_lanes: int = 0
+) -> dict:
     """:func:`zoo_stats` compiled (once per static arguments) and brought to the host."""
     cell = {k: d[k] for k in ("alice", "bob", "machine", "vera")}
     out = _zoo_stats_jit(jax.default_backend())(spec, cell, key, trials, ma, hh, max_lanes)
@@ -193,12 +208,14 @@ def cell_metrics(st: dict, trials: int, ma: int, hh: int, name: str) -> dict:
     wins = st["wins"]
     c_min, s_max = jnp.min(wins[ma:]), jnp.max(wins[:ma])
     m = {}
-    for metric, count in (("honest_completeness", wins[ma + hh]),
-                          ("completeness_min", c_min), ("soundness_max", s_max)):
+    for metric, count in (
+        ("honest_completeness", wins[ma + hh]),
+        ("completeness_min", c_min),
+        ("soundness_max", s_max),
+    ):
         v, lo, hi = wilson_jnp(count, trials)
         m[f"{name}/{metric}"], m[f"{name}/{metric}_lo"], m[f"{name}/{metric}_hi"] = v, lo, hi
-    m[f"{name}/holds"] = ((5 * c_min >= 3 * trials) & (5 * s_max <= 2 * trials)).astype(
-        jnp.float32)
+    m[f"{name}/holds"] = ((5 * c_min >= 3 * trials) & (5 * s_max <= 2 * trials)).astype(jnp.float32)
     mean = st["queries_alice"]
     half = Z95 * st["queries_alice_sd"] / math.sqrt(trials)
     m[f"{name}/queries_alice"] = mean

@@ -34,12 +34,31 @@ from dedebate.cli.sync import cmd_sync
 __all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "UsageError", "main"]
 
 # OSErrors that mean "this path cannot be used" (the user's to fix), reported in one line
-_PATH_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
-                          errno.ENOTDIR, errno.EISDIR})
+_PATH_ERRNOS = frozenset(
+    {
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+    }
+)
 
-COMMANDS = {"run": cmd_run, "sweep": cmd_sweep, "reproduce": cmd_reproduce, "bench": cmd_bench,
-            "config": cmd_config, "list": cmd_list, "doctor": cmd_doctor,
-            "compare": cmd_compare, "sync": cmd_sync, "report": cmd_report, "ls": cmd_ls}
+COMMANDS = {
+    "run": cmd_run,
+    "sweep": cmd_sweep,
+    "reproduce": cmd_reproduce,
+    "bench": cmd_bench,
+    "config": cmd_config,
+    "list": cmd_list,
+    "doctor": cmd_doctor,
+    "compare": cmd_compare,
+    "sync": cmd_sync,
+    "report": cmd_report,
+    "ls": cmd_ls,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

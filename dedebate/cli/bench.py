@@ -25,8 +25,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     described = describe_benchmarks()
     names = list(described)
     if args.list:  # one line per benchmark: its name, a tab, the first line of its docstring
-        print("\n".join(f"{n}\t{d}" for n, d in described.items()) if names
-              else "(no benchmarks)")
+        print("\n".join(f"{n}\t{d}" for n, d in described.items()) if names else "(no benchmarks)")
         return EXIT_OK
     available = ", ".join(names) if names else "(none)"
     if not args.name:

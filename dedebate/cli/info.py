@@ -23,11 +23,11 @@ def cmd_config(args: argparse.Namespace) -> int:
     reg = load_registry()
     if args.name not in reg.experiments:
         warn_import_errors(reg)
-        return die_usage(f"unknown experiment {args.name!r}; registered: "
-                          f"{', '.join(reg.names()) or '(none)'}")
+        return die_usage(
+            f"unknown experiment {args.name!r}; registered: {', '.join(reg.names()) or '(none)'}"
+        )
     module = reg.experiments[args.name]
-    sys.stdout.write(render_config_file(module) if args.yaml
-                     else render_config_docs(module) + "\n")
+    sys.stdout.write(render_config_file(module) if args.yaml else render_config_docs(module) + "\n")
     return EXIT_OK
 
 

@@ -44,8 +44,10 @@ def reproduce_header(report_dir: Path) -> tuple[str, int]:
     if size is None or isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"{path} names no size and seed (not a reproduce report)")
     if size not in SIZES:
-        raise ValueError(f"{path}: its provenance.size {size!r} is not one of "
-                         f"{', '.join(SIZES)}; the report is left as it is")
+        raise ValueError(
+            f"{path}: its provenance.size {size!r} is not one of "
+            f"{', '.join(SIZES)}; the report is left as it is"
+        )
     return size, seed
 
 
@@ -68,9 +70,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             return die_usage(f"--resume {args.resume}: {err}")
         for flag, given, stored in (("size", args.size, size), ("--seed", args.seed, seed)):
             if given is not None and given != stored:
-                return die_usage(f"--resume {args.resume}: it was reproduced with {flag} "
-                                  f"{stored!r}, not {given!r}; leave the option out or start a "
-                                  "new reproduce")
+                return die_usage(
+                    f"--resume {args.resume}: it was reproduced with {flag} "
+                    f"{stored!r}, not {given!r}; leave the option out or start a "
+                    "new reproduce"
+                )
         args.size, args.seed = size, seed
     args.size = "default" if args.size is None else args.size
     args.seed = 0 if args.seed is None else args.seed
@@ -85,8 +89,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     text, from_env = jobs_text(args)
     jobs = jobs_value(text)
     if jobs is None and from_env:
-        return die_usage(f"DEDEBATE_JOBS={text!r}: must be an integer >= 1 or auto (the "
-                          "default of --jobs)")
+        return die_usage(
+            f"DEDEBATE_JOBS={text!r}: must be an integer >= 1 or auto (the default of --jobs)"
+        )
     if jobs is None:
         return die_usage(f"--jobs {args.jobs}: must be an integer >= 1 or auto")
     reg = load_registry()
@@ -94,18 +99,28 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         unknown = [n for n in args.only if n not in reg.experiments]
         if unknown:
             warn_import_errors(reg)
-            return die_usage(f"--only: unknown experiment(s) {', '.join(unknown)}; registered: "
-                              f"{', '.join(reg.names()) or '(none)'}")
+            return die_usage(
+                f"--only: unknown experiment(s) {', '.join(unknown)}; registered: "
+                f"{', '.join(reg.names()) or '(none)'}"
+            )
     warn_import_errors(reg)
     if jobs == "auto":
         from dedebate.lab.parallel import auto_jobs
 
         jobs = auto_jobs()
     try:
-        outcome = reproduce(reg, size=args.size, seed=args.seed, output_dir=args.output_dir,
-                            only=args.only, tracking_mode=args.tracking,
-                            show_progress=not args.no_progress, resume_dir=args.resume,
-                            jobs=jobs, memory_limit=args.memory_limit)
+        outcome = reproduce(
+            reg,
+            size=args.size,
+            seed=args.seed,
+            output_dir=args.output_dir,
+            only=args.only,
+            tracking_mode=args.tracking,
+            show_progress=not args.no_progress,
+            resume_dir=args.resume,
+            jobs=jobs,
+            memory_limit=args.memory_limit,
+        )
     except ValueError as err:
         print(f"dedebate: error: {err}", file=sys.stderr)
         return EXIT_FAIL
@@ -113,6 +128,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     n_claims = sum(e.counts()[1] for e in outcome.entries)
     failed = [e.name for e in outcome.entries if e.verdict == "FAIL"]
     print(f"report: {outcome.report_dir / 'report.md'}")
-    print(f"{'PASS' if outcome.passed else 'FAIL'}: {n_pass}/{n_claims} claims pass"
-          + (f"; failing experiments: {', '.join(failed)}" if failed else ""))
+    print(
+        f"{'PASS' if outcome.passed else 'FAIL'}: {n_pass}/{n_claims} claims pass"
+        + (f"; failing experiments: {', '.join(failed)}" if failed else "")
+    )
     return EXIT_OK if outcome.passed else EXIT_FAIL

@@ -27,8 +27,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except CompareError as err:
         return die_usage(str(err))
     except Exception as err:  # noqa: BLE001 - exit 1 means "a verdict changed", never a crash
-        return die_usage(f"compare {args.a} {args.b} failed: {type(err).__name__}: "
-                          f"{' '.join(str(err).split())} (a bug in dedebate: please report it)")
+        return die_usage(
+            f"compare {args.a} {args.b} failed: {type(err).__name__}: "
+            f"{' '.join(str(err).split())} (a bug in dedebate: please report it)"
+        )
     print(text)
     return EXIT_FAIL if cmp["changed"] else EXIT_OK
 

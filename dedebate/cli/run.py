@@ -34,11 +34,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             overrides.insert(0, args.config)
         run_dir = Path(args.resume)
         if not (run_dir / "config.yaml").is_file():
-            return die_usage(f"--resume {args.resume}: no config.yaml there (not a run "
-                              "directory)")
+            return die_usage(f"--resume {args.resume}: no config.yaml there (not a run directory)")
     elif args.config is None:
-        return die_usage("run needs a config file: dedebate run configs/NAME.yaml "
-                          "[key.sub=value ...]")
+        return die_usage(
+            "run needs a config file: dedebate run configs/NAME.yaml [key.sub=value ...]"
+        )
     reg = load_registry()
     try:
         if args.resume:
@@ -46,8 +46,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             old = resolve(raw, reg.experiments)
             cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
             if cfg.config_hash() != old.config_hash():
-                raise ConfigError(f"these overrides change the results of {args.resume} "
-                                  "(config hash differs); start a new run instead")
+                raise ConfigError(
+                    f"these overrides change the results of {args.resume} "
+                    "(config hash differs); start a new run instead"
+                )
         else:
             cfg = load_config(config_path(args.config), reg.experiments, overrides)
     except ConfigError as err:
@@ -56,15 +58,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         return die_usage(f"config error: {err}")
     module = reg.experiments[cfg.experiment]
     if cfg.sweep is not None:  # a sweep block makes the run a sweep (one process)
-        return _sweep(module, cfg, sweep_dir=Path(args.resume).resolve() if args.resume
-                      else None, show_progress=not args.no_progress)
-    rec = run_experiment(module, cfg, run_dir=Path(args.resume).resolve() if args.resume
-                         else None, show_progress=not args.no_progress,
-                         raise_errors=args.traceback)
+        return _sweep(
+            module,
+            cfg,
+            sweep_dir=Path(args.resume).resolve() if args.resume else None,
+            show_progress=not args.no_progress,
+        )
+    rec = run_experiment(
+        module,
+        cfg,
+        run_dir=Path(args.resume).resolve() if args.resume else None,
+        show_progress=not args.no_progress,
+        raise_errors=args.traceback,
+    )
     _print_run_summary(rec)
     if rec.error is not None:
-        print(f"dedebate: {cfg.experiment} failed: {rec.error} (traceback in "
-              f"{rec.run_dir / 'error.txt'})", file=sys.stderr)
+        print(
+            f"dedebate: {cfg.experiment} failed: {rec.error} (traceback in "
+            f"{rec.run_dir / 'error.txt'})",
+            file=sys.stderr,
+        )
         return EXIT_FAIL
     return EXIT_OK if rec.passed else EXIT_FAIL
 
@@ -85,10 +98,15 @@ def _print_run_summary(rec) -> None:
     print(f"run directory: {rec.run_dir}")
     if rec.result is not None:
         for d in rec.results.get("claims", []):
-            verdict = ("PASS" if d["passed"] else "FAIL") if gating(d) else \
-                ("FINDING, criterion met" if d["passed"] else "FINDING, criterion not met")
-            print(f"  {verdict}  {d['claim']} ({d['source']}): bound "
-                  f"{d['bound']}; measured {measured(d)}{_p_text(d)}")
+            verdict = (
+                ("PASS" if d["passed"] else "FAIL")
+                if gating(d)
+                else ("FINDING, criterion met" if d["passed"] else "FINDING, criterion not met")
+            )
+            print(
+                f"  {verdict}  {d['claim']} ({d['source']}): bound "
+                f"{d['bound']}; measured {measured(d)}{_p_text(d)}"
+            )
         if not rec.result.claims:
             print("  (no claims)")
     wb = rec.results.get("provenance", {}).get("tracking", {})
@@ -109,17 +127,23 @@ def _sweep_config(args: argparse.Namespace, reg):
         old = resolve(raw, reg.experiments)
         cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
         if old.sweep is None:
-            raise ConfigError(f"--resume {args.resume}: not a sweep directory (its config.yaml "
-                              "has no sweep block)")
+            raise ConfigError(
+                f"--resume {args.resume}: not a sweep directory (its config.yaml "
+                "has no sweep block)"
+            )
         if cfg.sweep_hash() != old.sweep_hash():
-            raise ConfigError(f"these overrides change the results of {args.resume} "
-                              "(sweep hash differs); start a new sweep instead")
+            raise ConfigError(
+                f"these overrides change the results of {args.resume} "
+                "(sweep hash differs); start a new sweep instead"
+            )
     else:
         cfg = load_config(config_path(args.config), reg.experiments, overrides)
     if cfg.sweep is None:
-        raise ConfigError("the config has no sweep block; add one (sweep: {seeds: 4, axes: "
-                          "{FIELD: [v1, v2]}}) or override it (sweep.seeds=4 "
-                          "'sweep.axes.FIELD=[v1,v2]')")
+        raise ConfigError(
+            "the config has no sweep block; add one (sweep: {seeds: 4, axes: "
+            "{FIELD: [v1, v2]}}) or override it (sweep.seeds=4 "
+            "'sweep.axes.FIELD=[v1,v2]')"
+        )
     return cfg
 
 
@@ -137,11 +161,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from dedebate.lab.config import ConfigError
 
     if args.config is None and not args.resume:
-        return die_usage("sweep needs a config file: dedebate sweep configs/NAME.yaml "
-                          "[key.sub=value ...]")
+        return die_usage(
+            "sweep needs a config file: dedebate sweep configs/NAME.yaml [key.sub=value ...]"
+        )
     if args.resume and not (Path(args.resume) / "config.yaml").is_file():
-        return die_usage(f"--resume {args.resume}: no config.yaml there (not a sweep "
-                          "directory)")
+        return die_usage(f"--resume {args.resume}: no config.yaml there (not a sweep directory)")
     if args.processes is not None and args.processes < 1:
         return die_usage(f"--processes {args.processes}: must be >= 1")
     try:
@@ -150,12 +174,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return die_usage(str(err))
     if args.processes and args.processes > 1:
         if penv.multi:
-            return die_usage("--processes starts its own processes; it cannot be used inside "
-                              "a multi-process launch (JAX_NUM_PROCESSES / srun)")
+            return die_usage(
+                "--processes starts its own processes; it cannot be used inside "
+                "a multi-process launch (JAX_NUM_PROCESSES / srun)"
+            )
         return _launch_sweep(args)
     if not penv.multi and int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1:
-        print("dedebate: warning: SLURM_NTASKS > 1 but --distributed is not given: this process "
-              "runs the whole sweep on its own", file=sys.stderr)
+        print(
+            "dedebate: warning: SLURM_NTASKS > 1 but --distributed is not given: this process "
+            "runs the whole sweep on its own",
+            file=sys.stderr,
+        )
     dist.initialize(penv)  # before any experiment module can touch a JAX backend
     try:
         reg = load_registry()
@@ -166,9 +195,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 warn_import_errors(reg)
             return die_usage(f"config error: {err}")
         sweep_dir = args.sweep_dir or args.resume
-        return _sweep(reg.experiments[cfg.experiment], cfg,
-                      sweep_dir=Path(sweep_dir).resolve() if sweep_dir else None,
-                      show_progress=not args.no_progress)
+        return _sweep(
+            reg.experiments[cfg.experiment],
+            cfg,
+            sweep_dir=Path(sweep_dir).resolve() if sweep_dir else None,
+            show_progress=not args.no_progress,
+        )
     finally:
         dist.shutdown(penv)
 
@@ -186,16 +218,27 @@ def _launch_sweep(args: argparse.Namespace) -> int:
         return die_usage(f"config error: {err}")
     if args.resume:
         sweep_dir = Path(args.resume).resolve()
-        argv = ["sweep", "--resume", str(sweep_dir),
-                *([args.config] if args.config is not None else []), *args.overrides]
+        argv = [
+            "sweep",
+            "--resume",
+            str(sweep_dir),
+            *([args.config] if args.config is not None else []),
+            *args.overrides,
+        ]
     else:
-        sweep_dir = Path(args.sweep_dir).resolve() if args.sweep_dir else \
-            new_run_dir(cfg.output_dir, f"{cfg.experiment}-sweep")
+        sweep_dir = (
+            Path(args.sweep_dir).resolve()
+            if args.sweep_dir
+            else new_run_dir(cfg.output_dir, f"{cfg.experiment}-sweep")
+        )
         argv = ["sweep", args.config, *args.overrides, "--sweep-dir", str(sweep_dir)]
     if args.no_progress:
         argv.append("--no-progress")
-    print(f"dedebate: {args.processes} processes on 127.0.0.1 (jax.distributed)",
-          file=sys.stderr, flush=True)
+    print(
+        f"dedebate: {args.processes} processes on 127.0.0.1 (jax.distributed)",
+        file=sys.stderr,
+        flush=True,
+    )
     return dist.launch_local(argv, args.processes)
 
 
@@ -212,19 +255,32 @@ def _sweep(module, cfg, *, sweep_dir, show_progress: bool) -> int:
     p = rec.plan
     print(f"sweep directory: {rec.sweep_dir}")
     rate = f"; {res['rows_per_s']:.4g} runs/s" if res.get("rows_per_s") else ""
-    how = (f"{res['compilations']} compilation(s), {res['devices']} device(s), "
-           f"{res['processes']} process(es)" if p.vmapped else "each point a full run")
-    print(f"  {len(p.points)} points x {len(p.seeds)} seeds = {res['rows']} runs in "
-          f"{len(p.groups)} static group(s) ({res['groups_resumed']} resumed); {how}{rate}")
-    print(f"  table: {rec.sweep_dir / 'sweep.csv'}; plots: {len(res['plots'])} in "
-          f"{rec.sweep_dir / 'plots'}")
+    how = (
+        f"{res['compilations']} compilation(s), {res['devices']} device(s), "
+        f"{res['processes']} process(es)"
+        if p.vmapped
+        else "each point a full run"
+    )
+    print(
+        f"  {len(p.points)} points x {len(p.seeds)} seeds = {res['rows']} runs in "
+        f"{len(p.groups)} static group(s) ({res['groups_resumed']} resumed); {how}{rate}"
+    )
+    print(
+        f"  table: {rec.sweep_dir / 'sweep.csv'}; plots: {len(res['plots'])} in "
+        f"{rec.sweep_dir / 'plots'}"
+    )
     wb = res["provenance"]["tracking"]
     if wb.get("mode") == "offline" and wb.get("wandb_dir"):
-        print(f"W&B offline runs: {rec.sweep_dir / 'wandb'} (upload with: dedebate sync "
-              f"{rec.sweep_dir})")
+        print(
+            f"W&B offline runs: {rec.sweep_dir / 'wandb'} (upload with: dedebate sync "
+            f"{rec.sweep_dir})"
+        )
     failed = [r for r in rec.rows if r.get("status") == "error"]
     if failed:
-        print(f"dedebate: {len(failed)} sweep run(s) raised; see their run directories under "
-              f"{rec.sweep_dir / 'points'}", file=sys.stderr)
+        print(
+            f"dedebate: {len(failed)} sweep run(s) raised; see their run directories under "
+            f"{rec.sweep_dir / 'points'}",
+            file=sys.stderr,
+        )
         return EXIT_FAIL
     return EXIT_OK

@@ -70,8 +70,10 @@ def _unavailable_platforms() -> str | None:
         jax.devices()
     except Exception as err:  # noqa: BLE001 - whatever the plugin raises, one line
         why = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-        return (f"JAX_PLATFORMS={asked!r}: JAX cannot start it here ({why}); unset "
-                "JAX_PLATFORMS, or install JAX's plugin for it (README: Running on a GPU)")
+        return (
+            f"JAX_PLATFORMS={asked!r}: JAX cannot start it here ({why}); unset "
+            "JAX_PLATFORMS, or install JAX's plugin for it (README: Running on a GPU)"
+        )
     return None
 
 

@@ -37,8 +37,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print("\n".join(str(r) for r in runs))
         print(f"{len(runs)} offline run(s); run without --dry-run to sync them", file=sys.stderr)
         return EXIT_OK
-    failed = sync_all(runs, jobs=args.jobs, timeout=args.timeout,
-                      report=lambda line: print(line, flush=True))
+    failed = sync_all(
+        runs, jobs=args.jobs, timeout=args.timeout, report=lambda line: print(line, flush=True)
+    )
     n = len(by_run_id(runs))
     print(f"{n - failed}/{n} W&B run(s) synced", file=sys.stderr)
     return EXIT_FAIL if failed else EXIT_OK

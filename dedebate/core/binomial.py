@@ -63,11 +63,32 @@ from dedebate.core.binomial_stream import (
 from dedebate.core.binomial_window import COMPACT, FIRST, _window, _window_status
 
 __all__ = [
-    "BTRS_ACCEPTANCE", "CAPACITY_SDS", "COMPACT", "DEFAULT_WINDOW", "FAST_MEAN", "FAST_MID",
-    "FIRST", "GATE_LOG2", "INVALID", "OPEN_RATES", "SMALL_MEAN", "UniformStream",
-    "binom_lower_tail", "binom_lower_tail_sample", "block_bits", "block_uniforms",
-    "decide_outside", "decision_gate", "log_pmf", "outside_probability", "sample_binomial",
-    "stirlerr", "stream_binomial", "stream_binomial_fast", "stream_length", "uniform_stream",
+    "BTRS_ACCEPTANCE",
+    "CAPACITY_SDS",
+    "COMPACT",
+    "DEFAULT_WINDOW",
+    "FAST_MEAN",
+    "FAST_MID",
+    "FIRST",
+    "GATE_LOG2",
+    "INVALID",
+    "OPEN_RATES",
+    "SMALL_MEAN",
+    "UniformStream",
+    "binom_lower_tail",
+    "binom_lower_tail_sample",
+    "block_bits",
+    "block_uniforms",
+    "decide_outside",
+    "decision_gate",
+    "log_pmf",
+    "outside_probability",
+    "sample_binomial",
+    "stirlerr",
+    "stream_binomial",
+    "stream_binomial_fast",
+    "stream_length",
+    "uniform_stream",
 ]
 
 # -------------------------------------------------------------------------------------------------
@@ -103,7 +124,7 @@ __all__ = [
 # not rejected (that one decides: accepted, the draw; undecided, the lane is left open), keeping
 # one int32 of state per lane. Its batch rule classifies every lane's first candidate, then
 # gathers the open lanes (about an eighth) into fixed-size buffers for the next candidates
-# (FAST_MID, binomial_fast), so the batch pays for later candidates only on the lanes that need them.
+# (FAST_MID, binomial_fast), so the batch pays for later candidates only on the lanes that need them.  # noqa: E501
 #
 # Uniform consumption. A draw consumes the uniforms up to its first *accepted-status* candidate
 # (a stopping time of the i.i.d. sequence, so all later uniforms stay fresh by the strong Markov
@@ -124,8 +145,7 @@ def stream_binomial(stream: UniformStream, n, p) -> tuple[jax.Array, UniformStre
     return k, stream
 
 
-def stream_binomial_fast(stream: UniformStream, n, p
-                         ) -> tuple[jax.Array, UniformStream, jax.Array]:
+def stream_binomial_fast(stream: UniformStream, n, p) -> tuple[jax.Array, UniformStream, jax.Array]:
     """``(count, stream, unresolved)``: the window classification of :func:`stream_binomial` alone.
 
     Use when whole trials can be replayed: where ``unresolved`` is true the result is not the exact
@@ -197,8 +217,10 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
 
     f0 = jnp.where(small, jnp.exp(nf * jnp.log1p(-pp)), 1.0)
     j_end, k_slow, _, _, _ = jax.lax.while_loop(
-        lambda c: c[1] < 0, body,
-        (start, jnp.where(need, jnp.int32(-1), 0), f0, f0, jnp.float32(0.0)))
+        lambda c: c[1] < 0,
+        body,
+        (start, jnp.where(need, jnp.int32(-1), 0), f0, f0, jnp.float32(0.0)),
+    )
     k = jnp.where(resolved, k_acc, k_slow)
     k = jnp.where(flip, n - k, k)
     k = jnp.where(trivial, edge, k)

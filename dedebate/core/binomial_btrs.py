@@ -94,12 +94,15 @@ class _Btrs:
         ko = jnp.clip(k_off, 1.0 - m, n - 1.0 - m)  # k clamped to [1, n-1]
         k = m + ko
         dk = ko + self.dm  # k - mean
-        inner = (self.s_mode - stirlerr(k) - stirlerr(n - k)
-                 - self.M * (_h(dk / self.M) - self.h_mode_M)
-                 - self.Q * (_h(-dk / self.Q) - self.h_mode_Q)
-                 - 0.5 * (jnp.log1p(ko / m) + jnp.log1p(-ko / (n - m))))
-        edge = jnp.where(k_off < ko, self.log_edge_lo,
-                         jnp.where(k_off > ko, self.log_edge_hi, 0.0))
+        inner = (
+            self.s_mode
+            - stirlerr(k)
+            - stirlerr(n - k)
+            - self.M * (_h(dk / self.M) - self.h_mode_M)
+            - self.Q * (_h(-dk / self.Q) - self.h_mode_Q)
+            - 0.5 * (jnp.log1p(ko / m) + jnp.log1p(-ko / (n - m)))
+        )
+        edge = jnp.where(k_off < ko, self.log_edge_lo, jnp.where(k_off > ko, self.log_edge_hi, 0.0))
         return inner + edge
 
     def mode_constants(self):
@@ -123,7 +126,8 @@ class _Btrs:
         self.inv_q = 1.0 / self.q
         self.inv_p = 1.0 / self.p
         self.s_m = _stirlerr_series(jnp.maximum(m, 15.0)) + _stirlerr_series(
-            jnp.maximum(n - m, 15.0))
+            jnp.maximum(n - m, 15.0)
+        )
         self.h_m = self.M * _h_poly(self.dm * self.inv_M) + self.Q * _h_poly(-self.dm * self.inv_Q)
 
     def upper_bound(self, k_off: jax.Array, inv_k: jax.Array, inv_nk: jax.Array) -> jax.Array:
@@ -152,11 +156,21 @@ class _Btrs:
         dk = k_off + self.dm
         x1, x2 = dk * self.inv_M, -dk * self.inv_Q
         y1, y2 = k_off * self.inv_m, -k_off * self.inv_nm
-        valid = ((jnp.abs(x1) < _POLY_RANGE) & (jnp.abs(x2) < _POLY_RANGE)
-                 & (jnp.abs(y1) < _POLY_RANGE) & (jnp.abs(y2) < _POLY_RANGE))
-        lr = (self.s_m - _stirlerr_series_inv(inv_k) - _stirlerr_series_inv(inv_nk)
-              + self.h_m - self.M * _h_poly(x1) - self.Q * _h_poly(x2)
-              - 0.5 * (_log1p_poly(y1) + _log1p_poly(y2)))
+        valid = (
+            (jnp.abs(x1) < _POLY_RANGE)
+            & (jnp.abs(x2) < _POLY_RANGE)
+            & (jnp.abs(y1) < _POLY_RANGE)
+            & (jnp.abs(y2) < _POLY_RANGE)
+        )
+        lr = (
+            self.s_m
+            - _stirlerr_series_inv(inv_k)
+            - _stirlerr_series_inv(inv_nk)
+            + self.h_m
+            - self.M * _h_poly(x1)
+            - self.Q * _h_poly(x2)
+            - 0.5 * (_log1p_poly(y1) + _log1p_poly(y2))
+        )
         return valid, lr
 
 
@@ -187,6 +201,7 @@ def _accept_reject(btrs: _Btrs, k_off, inr, sq, lhs, valid_pos):
     pvalid, lr = btrs.poly_log_ratio(k_off, inv_k, inv_nk)
     ub = btrs.upper_bound(k_off, inv_k, inv_nk)
     acc = valid_pos & inr & (sq | (pvalid & (lhs <= lr)))
-    rej = valid_pos & (~inr | (~sq & ((lhs > ub + _UB_MARGIN * (1.0 + jnp.abs(ub)))
-                                      | (pvalid & (lhs > lr)))))
+    rej = valid_pos & (
+        ~inr | (~sq & ((lhs > ub + _UB_MARGIN * (1.0 + jnp.abs(ub))) | (pvalid & (lhs > lr))))
+    )
     return acc, rej

@@ -21,8 +21,9 @@ GATE_LOG2 = 24  # the cheap path decides all but 2^-24 of the gated draws (so a 
 # honest run rarely needs a replay at all)
 
 
-def decision_gate(n: jax.Array, pi: jax.Array, k_lo: jax.Array, k_hi: jax.Array,
-                  log2_gate: int = GATE_LOG2) -> jax.Array:
+def decision_gate(
+    n: jax.Array, pi: jax.Array, k_lo: jax.Array, k_hi: jax.Array, log2_gate: int = GATE_LOG2
+) -> jax.Array:
     """Whether Hoeffding certifies ``P[X outside [k_lo, k_hi]] <= 2^-log2_gate``.
 
     Hoeffding's bound ``P[X < k_lo] <= exp(-2 n d^2)`` (``d = pi - (k_lo - 1)/n``) and its mirror
@@ -44,13 +45,21 @@ def outside_probability(n, pi, k_lo, k_hi, active=True) -> jax.Array:
     # both tails by one walk (vmapped over the two sides: one loop to compile, same values)
     pi = jnp.asarray(pi, jnp.float32)
     ks = jnp.stack([k_lo - 1, n - k_hi - 1])
-    tails = jax.vmap(binom_lower_tail, (0, None, 0, None))(ks, n, jnp.stack([pi, 1.0 - pi]),
-                                                           active)
+    tails = jax.vmap(binom_lower_tail, (0, None, 0, None))(ks, n, jnp.stack([pi, 1.0 - pi]), active)
     return tails[0] + tails[1]
 
 
-def decide_outside(bits: jax.Array, u2: jax.Array, n, pi, k_lo, k_hi, active=True,
-                   log2_gate: int = GATE_LOG2, resolve: bool = True):
+def decide_outside(
+    bits: jax.Array,
+    u2: jax.Array,
+    n,
+    pi,
+    k_lo,
+    k_hi,
+    active=True,
+    log2_gate: int = GATE_LOG2,
+    resolve: bool = True,
+):
     """``(outside, rare)``: the event ``X not in [k_lo, k_hi]``, X ~ Binomial(n, pi), exact in law.
 
     For gated arguments (:func:`decision_gate`): the event is ``(B + U2) 2^-32 < P_out`` for 32
@@ -63,6 +72,6 @@ def decide_outside(bits: jax.Array, u2: jax.Array, n, pi, k_lo, k_hi, active=Tru
     if not resolve:
         return jnp.zeros_like(rare), rare
     p_out = outside_probability(n, pi, k_lo, k_hi, rare)
-    scaled = p_out * 2.0 ** 32  # <= 2^(32 - log2_gate): exact enough in float32
+    scaled = p_out * 2.0**32  # <= 2^(32 - log2_gate): exact enough in float32
     outside = rare & (bits.astype(jnp.float32) + u2 < scaled)
     return outside, rare

@@ -40,8 +40,8 @@ CAPACITY_SDS = 5.0
 # possible for n > 2^28) counts as undecided, so the packing cannot overflow: the exact path
 # draws those lanes.
 _J_BITS, _J_MASK = 4, 15  # window <= 16
-_OPEN, _UNDECIDED = -(2 ** 31), -(2 ** 31) + 1
-_MAX_OFF = 2 ** 26
+_OPEN, _UNDECIDED = -(2**31), -(2**31) + 1
+_MAX_OFF = 2**26
 
 
 def _draw_fast(stream: UniformStream, n, nf, pp, flip, trivial, edge, big, fast):
@@ -68,8 +68,15 @@ def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
 
     def per_lane(u, nf, pp, big, ptr0):
         mode = _mode(nf, pp, big)
-        state = _first_range(_window(u, ptr0, 2 * W, L)[:, None], (nf, pp, big, mode), ptr0, L,
-                             0, W, jnp.full((1,), _OPEN, jnp.int32))
+        state = _first_range(
+            _window(u, ptr0, 2 * W, L)[:, None],
+            (nf, pp, big, mode),
+            ptr0,
+            L,
+            0,
+            W,
+            jnp.full((1,), _OPEN, jnp.int32),
+        )
         state = jnp.where(_is_fast(nf, pp, big) & (state != _OPEN), state, _UNDECIDED)
         return state[0], _first_count(mode, state)[0]
 
@@ -77,8 +84,9 @@ def _window_first(u, nf, pp, big, ptr0, L: int, W: int):
 
 
 @jit(static_argnames=("L", "W", "rates"))
-def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int,
-                        rates: tuple[float, float] = OPEN_RATES):
+def _window_first_lanes(
+    u, nf, pp, big, ptr0, *, L: int, W: int, rates: tuple[float, float] = OPEN_RATES
+):
     """The batch rule of :func:`_window_first` (every argument with a leading lane axis)."""
     # In the stages described by FAST_MID: every lane classifies its first candidate; the open
     # lanes, gathered into a buffer of _buffer_capacity(lanes, rates[0]), candidates 1 ..
@@ -89,8 +97,16 @@ def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int,
     B = u.shape[0]
     mid = min(FAST_MID, W)
     mode = _mode(nf, pp, big)
-    state = _first_range(_lane_rows(u, ptr0, L, 2), (nf, pp, big, mode), ptr0, L, 0, 1,
-                         jnp.full((B,), _OPEN, jnp.int32), loop="opaque")
+    state = _first_range(
+        _lane_rows(u, ptr0, L, 2),
+        (nf, pp, big, mode),
+        ptr0,
+        L,
+        0,
+        1,
+        jnp.full((B,), _OPEN, jnp.int32),
+        loop="opaque",
+    )
     state = jnp.where(_is_fast(nf, pp, big), state, _UNDECIDED)
     # each later stage: (the buffer's lanes as indices into the previous stage, its states)
     stages, lanes, prev = [], None, state
@@ -104,8 +120,16 @@ def _window_first_lanes(u, nf, pp, big, ptr0, *, L: int, W: int,
         g = local if lanes is None else lanes[local]  # the buffer's lanes, as lane indices
         # the candidates lo .. hi-1 where _window puts them (the block has 2 W entries of padding)
         w = _gathered_rows(u, g, jnp.minimum(ptr0[g], L) + 2 * lo, 2 * (hi - lo))
-        st = _first_range(w, (nf[g], pp[g], big[g], mode[g]), ptr0[g], L, lo, hi,
-                          jnp.where(slots < size, _OPEN, _UNDECIDED), loop)
+        st = _first_range(
+            w,
+            (nf[g], pp[g], big[g], mode[g]),
+            ptr0[g],
+            L,
+            lo,
+            hi,
+            jnp.where(slots < size, _OPEN, _UNDECIDED),
+            loop,
+        )
         stages.append((prev, is_open, slots))
         lanes, prev = g, st
     state = jnp.where(prev == _OPEN, _UNDECIDED, prev)  # every candidate rejected
@@ -143,24 +167,28 @@ def _first_range(win, lane, ptr0, L: int, lo: int, hi: int, state, loop: str = "
         k_off, inr, sq, lhs = b.candidate(u, v)
         acc, rej = _accept_reject(b, k_off, inr, sq, lhs, ptr0 + 2 * j + 1 < L)
         acc = acc & (jnp.abs(k_off) < _MAX_OFF)
-        code = jnp.where(acc, k_off.astype(jnp.int32) * (1 << _J_BITS) + j,
-                         jnp.where(rej, _OPEN, _UNDECIDED))
+        code = jnp.where(
+            acc, k_off.astype(jnp.int32) * (1 << _J_BITS) + j, jnp.where(rej, _OPEN, _UNDECIDED)
+        )
         return jnp.where(state == _OPEN, code, state)
 
     if loop == "while":
-        return jax.lax.while_loop(lambda c: (c[0] < hi) & jnp.any(c[1] == _OPEN),
-                                  lambda c: (c[0] + 1, body(c[0], c[1])), (jnp.int32(lo), state))[1]
+        return jax.lax.while_loop(
+            lambda c: (c[0] < hi) & jnp.any(c[1] == _OPEN),
+            lambda c: (c[0] + 1, body(c[0], c[1])),
+            (jnp.int32(lo), state),
+        )[1]
     if loop == "opaque":  # a pointer is never negative: the bound is hi, at run time (the
         # first lane's pointer, or none: a batch of zero lanes has no first lane)
-        return jax.lax.fori_loop(lo, hi + jnp.minimum(jnp.ravel(ptr0)[:1].sum(), 0), body,
-                                 state)
+        return jax.lax.fori_loop(lo, hi + jnp.minimum(jnp.ravel(ptr0)[:1].sum(), 0), body, state)
     return jax.lax.fori_loop(lo, hi, body, state)
 
 
 def _first_count(mode, state):
     """The accepted candidate's unflipped count of a fast-path state (0 if none) under ``mode``."""
-    return jnp.where(state > _UNDECIDED, mode.astype(jnp.int32) + jnp.right_shift(state, _J_BITS),
-                     0)
+    return jnp.where(
+        state > _UNDECIDED, mode.astype(jnp.int32) + jnp.right_shift(state, _J_BITS), 0
+    )
 
 
 def _lane_rows(u, ptr0, L: int, size: int):
@@ -201,5 +229,8 @@ def _compact_lanes(mask, capacity: int):
     before_word = jnp.cumsum(count) - count
     within = jax.lax.population_count(packed[:, None] & (bit - 1)).astype(jnp.int32)
     slot = (before_word[:, None] + within).reshape(-1)[:B]
-    return jnp.full((capacity,), B, jnp.int32).at[jnp.where(mask, slot, capacity)].set(
-        jnp.arange(B, dtype=jnp.int32), mode="drop")
+    return (
+        jnp.full((capacity,), B, jnp.int32)
+        .at[jnp.where(mask, slot, capacity)]
+        .set(jnp.arange(B, dtype=jnp.int32), mode="drop")
+    )

@@ -15,11 +15,27 @@ import numpy as np
 
 # stirlerr(k) = log k! - [(k + 1/2) log k - k + log sqrt(2 pi)], k = 0..15 (float64 values; k = 0
 # is unused).
-_STIRLERR = np.array([
-    0.0, 0.08106146679532733, 0.041340695955409235, 0.02767792568499816, 0.020790672103765395,
-    0.016644691189821703, 0.013876128823070655, 0.011896709945891981, 0.010411265261975,
-    0.009255462182710783, 0.008330563433360805, 0.00757367548795207, 0.006942840107208692,
-    0.00640899418800478, 0.005951370112766252, 0.005554733551965452], np.float32)
+_STIRLERR = np.array(
+    [
+        0.0,
+        0.08106146679532733,
+        0.041340695955409235,
+        0.02767792568499816,
+        0.020790672103765395,
+        0.016644691189821703,
+        0.013876128823070655,
+        0.011896709945891981,
+        0.010411265261975,
+        0.009255462182710783,
+        0.008330563433360805,
+        0.00757367548795207,
+        0.006942840107208692,
+        0.00640899418800478,
+        0.005951370112766252,
+        0.005554733551965452,
+    ],
+    np.float32,
+)
 
 
 def _stirlerr_series(x: jax.Array) -> jax.Array:
@@ -78,9 +94,14 @@ def log_pmf(k: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
     q = 1.0 - p
     kk = jnp.clip(kf, 1.0, jnp.maximum(nf - 1.0, 1.0))
     M, Q = nf * p, nf * q
-    inner = (stirlerr(nf) - stirlerr(kk) - stirlerr(nf - kk)
-             - M * _h((kk - M) / M) - Q * _h((nf - kk - Q) / Q)
-             + 0.5 * jnp.log(nf / (2.0 * math.pi * kk * (nf - kk))))
+    inner = (
+        stirlerr(nf)
+        - stirlerr(kk)
+        - stirlerr(nf - kk)
+        - M * _h((kk - M) / M)
+        - Q * _h((nf - kk - Q) / Q)
+        + 0.5 * jnp.log(nf / (2.0 * math.pi * kk * (nf - kk)))
+    )
     return jnp.where(kf <= 0, nf * jnp.log1p(-p), jnp.where(kf >= nf, nf * jnp.log(p), inner))
 
 
@@ -98,7 +119,7 @@ def _lower_tail_walk(k, n, p, target, active):
 
     def cond(c):
         j, term, acc = c
-        return go & (j > 0) & (acc < target) & (term > acc * 2.0 ** -30)
+        return go & (j > 0) & (acc < target) & (term > acc * 2.0**-30)
 
     def body(c):
         j, term, acc = c
@@ -109,8 +130,9 @@ def _lower_tail_walk(k, n, p, target, active):
     return j, acc
 
 
-def binom_lower_tail(k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array | bool = True
-                     ) -> jax.Array:
+def binom_lower_tail(
+    k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array | bool = True
+) -> jax.Array:
     """``P[X <= k]`` for X ~ Binomial(n, p), ``0 < p < 1``, with ``k`` below the mean.
 
     Sums the pmf from ``k`` downwards until a term falls below 2^-30 of the sum (the terms decrease
@@ -121,8 +143,9 @@ def binom_lower_tail(k: jax.Array, n: jax.Array, p: jax.Array, active: jax.Array
     return _lower_tail_walk(k, n, p, jnp.inf, active)[1]
 
 
-def binom_lower_tail_sample(k: jax.Array, n: jax.Array, p: jax.Array, target: jax.Array,
-                            active: jax.Array | bool = True) -> jax.Array:
+def binom_lower_tail_sample(
+    k: jax.Array, n: jax.Array, p: jax.Array, target: jax.Array, active: jax.Array | bool = True
+) -> jax.Array:
     """Inversion inside the lower tail: the largest ``j <= k`` with ``P[j <= X <= k] >= target``.
 
     The same walk, in the same order, as :func:`binom_lower_tail`, so with ``target = U *
@@ -130,4 +153,3 @@ def binom_lower_tail_sample(k: jax.Array, n: jax.Array, p: jax.Array, target: ja
     Returns ``k`` where ``active`` is false.
     """
     return _lower_tail_walk(k, n, p, target, active)[0]
-

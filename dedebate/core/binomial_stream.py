@@ -56,7 +56,8 @@ def block_bits(key: jax.Array, length: int) -> jax.Array:
         return jax.random.bits(key, (length,), jnp.uint32)
     data = jax.random.key_data(key)
     return jax.extend.random.threefry_2x32(
-        (data[0], data[1]), jnp.arange(length + length % 2, dtype=jnp.uint32))[:length]
+        (data[0], data[1]), jnp.arange(length + length % 2, dtype=jnp.uint32)
+    )[:length]
 
 
 def block_uniforms(key: jax.Array, length: int) -> jax.Array:

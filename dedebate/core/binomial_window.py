@@ -34,8 +34,10 @@ def _lane_batched(per_lane, lanes, L: int, W: int):
 
     @f.def_vmap
     def f_vmap(axis_size, in_batched, *args):
-        args = [x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
-                for x, b in zip(args, in_batched)]
+        args = [
+            x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+            for x, b in zip(args, in_batched)
+        ]
         return lanes(*args, L=L, W=W), (True, True)
 
     return f
@@ -100,8 +102,7 @@ def _window_status_lanes(u, nf, pp, big, ptr0, *, L: int, W: int):
         win = jnp.concatenate([win, jnp.zeros((2 * (W - hi),), win.dtype)])
         return _status_range(win, nf, pp, big, ptr0, L, lo, hi, s0, c0)
 
-    status, counts = jax.vmap(functools.partial(stage, lo=0, hi=first))(
-        u, nf, pp, big, ptr0, z, z)
+    status, counts = jax.vmap(functools.partial(stage, lo=0, hi=first))(u, nf, pp, big, ptr0, z, z)
     if W <= FIRST:
         return status, counts
     need = ~jax.vmap(_settled)(status, fast)
@@ -111,13 +112,16 @@ def _window_status_lanes(u, nf, pp, big, ptr0, *, L: int, W: int):
         idx, ok = _open_lanes(need, COMPACT)
         g = jnp.where(ok, idx, 0)
         st, ct = jax.vmap(functools.partial(stage, lo=first, hi=W))(
-            u[g], nf[g], pp[g], big[g], ptr0[g], status[g], counts[g])
+            u[g], nf[g], pp[g], big[g], ptr0[g], status[g], counts[g]
+        )
         dst = jnp.where(ok, idx, B)
-        return (status.at[dst].set(st, mode="drop"), counts.at[dst].set(ct, mode="drop"),
-                need.at[dst].set(False, mode="drop"))
+        return (
+            status.at[dst].set(st, mode="drop"),
+            counts.at[dst].set(ct, mode="drop"),
+            need.at[dst].set(False, mode="drop"),
+        )
 
-    status, counts, _ = jax.lax.while_loop(lambda c: jnp.any(c[2]), chunk,
-                                           (status, counts, need))
+    status, counts, _ = jax.lax.while_loop(lambda c: jnp.any(c[2]), chunk, (status, counts, need))
     return status, counts
 
 

@@ -98,8 +98,9 @@ def checker_bounds(p: jax.Array, n: jax.Array, tau: jax.Array) -> tuple[jax.Arra
     # a >= 2^24 (e < 0): n (a + b) > n + 1; a - b = w 2^gb, w = ma 2^(ga - gb) - mb: 0, 1, or >= 2
     w = jnp.where(ga - gb <= 1, (ma << _u(ga - gb)) - mb, _U(2))
     huge = e < 0
-    f_sub = jnp.where(huge, jnp.where(w == 0, _U(0), jnp.where((w == 1) & (gb == 0), nn, n1)),
-                      f_sub)
+    f_sub = jnp.where(
+        huge, jnp.where(w == 0, _U(0), jnp.where((w == 1) & (gb == 0), nn, n1)), f_sub
+    )
     i_sub = jnp.where(huge, w <= 1, i_sub)
     f_add = jnp.where(huge, n1, f_add)
     i_add = i_add & ~huge
@@ -128,8 +129,9 @@ def ratio_f32(k: jax.Array, n: jax.Array) -> jax.Array:
     rounded. The result is assembled from its bits (no program can fuse it into a later operation)
     and :func:`computed_once`. ``1 <= n < 2^31`` (0 is treated as 1, as the checker does).
     """
-    k, n = jnp.broadcast_arrays(jnp.asarray(k, jnp.int32),
-                                jnp.maximum(jnp.asarray(n, jnp.int32), 1))
+    k, n = jnp.broadcast_arrays(
+        jnp.asarray(k, jnp.int32), jnp.maximum(jnp.asarray(n, jnp.int32), 1)
+    )
     ku = jnp.clip(k, 1, n).astype(_U)
     nu = n.astype(_U)
     nf = n.astype(jnp.float32)
@@ -141,7 +143,7 @@ def ratio_f32(k: jax.Array, n: jax.Array) -> jax.Array:
     mh, ml = _mul(nu, m << 1)
     rl = kl - ml
     rh = kh - mh - (kl < ml).astype(_U)  # R = k 2^s - 2 n m, 0 <= R < 64 n
-    rf = rh.astype(jnp.float32) * jnp.float32(2.0 ** 32) + rl.astype(jnp.float32)
+    rf = rh.astype(jnp.float32) * jnp.float32(2.0**32) + rl.astype(jnp.float32)
     j = jnp.clip(jnp.floor(rf / nf), 0, 63).astype(_U)  # within 1 of floor(R / n)
     jh, jl = _mul(nu, j)
     r = rl - jl  # R - j n, in [-n, 2n): its low word and whether it is negative

@@ -27,8 +27,9 @@ def linfit(x, y) -> tuple[float, float, float]:
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
     if x.shape != y.shape or x.ndim != 1 or x.size < 2:
-        raise ValueError(f"x, y of shapes {x.shape}, {y.shape}: need two 1-D arrays of equal "
-                         "length >= 2")
+        raise ValueError(
+            f"x, y of shapes {x.shape}, {y.shape}: need two 1-D arrays of equal length >= 2"
+        )
     a, b = np.polyfit(x, y, 1)
     r2 = 1.0 - np.sum((y - (a * x + b)) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-12)
     return float(a), float(b), float(r2)
@@ -39,11 +40,11 @@ def loglog_slope(x, y) -> float:
     return linfit(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)))[0]
 
 
-
 def finite_linfit(x, y) -> tuple[float, float, float]:
     """:func:`linfit`, or NaNs when a number is not finite."""
     if not np.all(np.isfinite(np.asarray(x, float))) or not np.all(
-            np.isfinite(np.asarray(y, float))):
+        np.isfinite(np.asarray(y, float))
+    ):
         return math.nan, math.nan, math.nan
     return linfit(x, y)
 
@@ -51,8 +52,7 @@ def finite_linfit(x, y) -> tuple[float, float, float]:
 def finite_loglog_slope(x, y) -> float:
     """:func:`loglog_slope`, or NaN when a number is not finite or not positive."""
     x, y = np.asarray(x, float), np.asarray(y, float)
-    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(x > 0)
-            and np.all(y > 0)):
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(x > 0) and np.all(y > 0)):
         return math.nan
     return loglog_slope(x, y)
 
@@ -60,6 +60,7 @@ def finite_loglog_slope(x, y) -> float:
 def nan_last(x: float) -> float:
     """Sort key that puts NaN after every number (so a NaN run is never chosen as the best)."""
     return math.inf if math.isnan(x) else x
+
 
 def linfit_jnp(x, y):
     """:func:`linfit` in closed form in ``jnp`` (float32, jittable); a constant ``x`` gives NaN."""

@@ -52,8 +52,9 @@ def oi_problem(mu, g, atol: float = 1e-5) -> OIProblem:
     return OIProblem(mu=jnp.asarray(mu, jnp.float32), g=jnp.asarray(g, jnp.float32))
 
 
-def random_oi_problem(key, n_x: int, n_z: int, n_features: int = 4, truth: str = "softmax",
-                      concentration: float = 2.0):
+def random_oi_problem(
+    key, n_x: int, n_z: int, n_features: int = 4, truth: str = "softmax", concentration: float = 2.0
+):
     """A random problem for tests and benchmarks: ``(problem, features [X, n_features])``.
 
     Features are standard normal and mu is uniform. The truth g(x):

@@ -235,8 +235,12 @@ def tanh_family(features, weights, n_z: int) -> TanhFamily:
         features = np.asarray(features, np.float32)
         weights = np.asarray(weights, np.float32)
         base = weights[:, :d] @ features.T + weights[:, -1:]
-    return TanhFamily(features=jnp.asarray(features), weights=jnp.asarray(weights),
-                      base=jnp.asarray(base, jnp.float32), n_z=int(n_z))
+    return TanhFamily(
+        features=jnp.asarray(features),
+        weights=jnp.asarray(weights),
+        base=jnp.asarray(base, jnp.float32),
+        n_z=int(n_z),
+    )
 
 
 def random_tanh_family(key, features, n_z: int, n_tests: int, scale: float = 2.0) -> TanhFamily:
@@ -313,9 +317,7 @@ class _MLP(nn.Module):
 
 def mlp_test_input(feat_x, z, h_x, n_z):
     """What an MLP distinguisher reads: ``[feat(x), onehot(z), h(x), h(x, z)]`` as one vector."""
-    return jnp.concatenate(
-        [feat_x, jax.nn.one_hot(z, n_z, dtype=feat_x.dtype), h_x, h_x[z][None]]
-    )
+    return jnp.concatenate([feat_x, jax.nn.one_hot(z, n_z, dtype=feat_x.dtype), h_x, h_x[z][None]])
 
 
 def random_mlp_family(
@@ -469,8 +471,10 @@ class StackedFamily(_FamilyBase):
         """Test i, read from the member that holds it (``lax.switch``; ``i`` may be traced)."""
         sizes = [f.n_tests for f in self.families]
         offsets = np.concatenate([[0], np.cumsum(sizes)])
-        which = jnp.clip(jnp.searchsorted(jnp.asarray(offsets[1:]), i, side="right"), 0,
-                         len(sizes) - 1)
+        which = jnp.clip(
+            jnp.searchsorted(jnp.asarray(offsets[1:]), i, side="right"), 0, len(sizes) - 1
+        )
+
         def branch(fam, offset, size):
             return lambda: fam.value_of(jnp.clip(i - offset, 0, size - 1), h)
 

@@ -71,10 +71,14 @@ class OGDStatic:
 
     def __post_init__(self):
         if self.step_rule not in STEP_RULES:
-            raise ValueError(f"step_rule={self.step_rule!r}: allowed values are {sorted(STEP_RULES)}")
+            raise ValueError(
+                f"step_rule={self.step_rule!r}: allowed values are {sorted(STEP_RULES)}"
+            )
         if not isinstance(self.trace_len, int) or self.trace_len < 1:
             raise ValueError(f"trace_len={self.trace_len!r}: need an integer >= 1")
-        if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 0):
+        if self.max_steps is not None and (
+            not isinstance(self.max_steps, int) or self.max_steps < 0
+        ):
             raise ValueError(f"max_steps={self.max_steps!r}: need None or an integer >= 0")
         if self.projection not in PROJECTIONS:
             raise ValueError(f"projection={self.projection!r}: allowed values are {PROJECTIONS}")
@@ -167,8 +171,9 @@ def ogd_solve(static: OGDStatic, family, problem: OIProblem, delta) -> OGDState:
     return jax.lax.while_loop(cond, body, ogd_init(static, family, problem))
 
 
-def ogd_run_steps(static: OGDStatic, family, problem: OIProblem, state: OGDState, delta,
-                  n_steps: int) -> OGDState:
+def ogd_run_steps(
+    static: OGDStatic, family, problem: OIProblem, state: OGDState, delta, n_steps: int
+) -> OGDState:
     """``n_steps`` iterations of Algorithm 1 from ``state``; converged iterations are no-ops."""
     cap = _step_cap(static, problem.n_z, delta)
 
@@ -209,9 +214,16 @@ def summarize(static: OGDStatic, problem: OIProblem, state: OGDState, delta) -> 
     )
 
 
-def algorithm1(family, problem: OIProblem, delta: float, step_rule: str = "hazan",
-               trace_len: int = 512, max_steps: int | None = None, projection: str = "auto",
-               fast_compile: bool = False):
+def algorithm1(
+    family,
+    problem: OIProblem,
+    delta: float,
+    step_rule: str = "hazan",
+    trace_len: int = 512,
+    max_steps: int | None = None,
+    projection: str = "auto",
+    fast_compile: bool = False,
+):
     """``(state, summary)``: validate, then run Algorithm 1 to its exit under ``jit``.
 
     ``delta`` in ``(0, 2]``; ``max_steps`` an extra cap (None: the proven bound only);
@@ -223,13 +235,16 @@ def algorithm1(family, problem: OIProblem, delta: float, step_rule: str = "hazan
     try:
         shape = jax.eval_shape(_family_values, family, problem.g).shape
     except TypeError as err:  # a family built for another |Z| fails inside its own arithmetic
-        raise ValueError(f"family: cannot evaluate on h of shape {problem.g.shape}: {err}") from None
+        raise ValueError(
+            f"family: cannot evaluate on h of shape {problem.g.shape}: {err}"
+        ) from None
     if shape[1:] != (problem.n_x, problem.n_z):
         raise ValueError(
             f"family values shape={shape}: expected [F, X={problem.n_x}, Z={problem.n_z}]"
         )
-    static = OGDStatic(step_rule=step_rule, trace_len=trace_len, max_steps=max_steps,
-                       projection=projection)
+    static = OGDStatic(
+        step_rule=step_rule, trace_len=trace_len, max_steps=max_steps, projection=projection
+    )
     solve = _solve_jit_fast if fast_compile else _solve_jit
     state = solve(static, family, problem, jnp.float32(delta))
     return state, summarize(static, problem, state, delta)
@@ -248,8 +263,9 @@ def solve_block(static: OGDStatic, families, problems: OIProblem, deltas):
     """``(states, summaries)`` ``[S, J]``: Algorithm 1 vmapped over S problems and J deltas."""
     over_delta = jax.vmap(ogd_solve, in_axes=(None, None, None, 0))
     states = jax.vmap(over_delta, in_axes=(None, 0, 0, None))(static, families, problems, deltas)
-    summ = jax.vmap(jax.vmap(summarize, in_axes=(None, None, 0, 0)),
-                    in_axes=(None, 0, 0, None))(static, problems, states, deltas)
+    summ = jax.vmap(jax.vmap(summarize, in_axes=(None, None, 0, 0)), in_axes=(None, 0, 0, None))(
+        static, problems, states, deltas
+    )
     return states, summ
 
 

@@ -104,8 +104,9 @@ def _round_select(prover, views, trees, phat, k, feat, h_x):
     i, v, c = (feat[a].astype(jnp.int32) for a in range(3))
     bits = jnp.asarray(bit_table(trees.q), jnp.float32)
     md_x = _tree_at(trees, i).md(v, c).astype(jnp.float32)
-    return prover.select(_tree_at(views, i), v, c, h_x @ bits, h_x @ md_x, phat[i, v],
-                         k).astype(jnp.float32)
+    return prover.select(_tree_at(views, i), v, c, h_x @ bits, h_x @ md_x, phat[i, v], k).astype(
+        jnp.float32
+    )
 
 
 @struct.dataclass
@@ -145,8 +146,9 @@ class ProverCalibrationFamily(PointwiseFamily):
 
     def _next_direction(self, feat, j, m):
         if self.init:
-            return _direction(self.prover, self.views, self.allow_zero,
-                              feat[0].astype(jnp.int32), 0, m, self.k)
+            return _direction(
+                self.prover, self.views, self.allow_zero, feat[0].astype(jnp.int32), 0, m, self.k
+            )
         i, v, c = (feat[a].astype(jnp.int32) for a in range(3))
         child = _tree_at(self.trees, i).child(v, c, j)
         return _direction(self.prover, self.views, self.allow_zero, i, child, m, self.k - 1)
@@ -172,8 +174,9 @@ class ProverCalibrationFamily(PointwiseFamily):
         return self.fn_ctx(self.params[i], self.shared[x], z, h_x)
 
 
-def prover_calibration_family(prover, views, trees, phat, shared, k: int, init: bool,
-                              allow_zero: bool, scale: float) -> ProverCalibrationFamily:
+def prover_calibration_family(
+    prover, views, trees, phat, shared, k: int, init: bool, allow_zero: bool, scale: float
+) -> ProverCalibrationFamily:
     """Validated :class:`ProverCalibrationFamily` (``q = 1`` for init, ``trees.q`` for rounds)."""
     shape = np.shape(shared)
     if len(shape) != 2 or shape[0] < 1:
@@ -182,9 +185,18 @@ def prover_calibration_family(prover, views, trees, phat, shared, k: int, init: 
         raise ValueError(f"scale={scale!r}: the reward weight r^k must lie in (0, 1]")
     q = 1 if init else int(trees.q)
     return ProverCalibrationFamily(
-        params=jnp.asarray([scale], jnp.float32), shared=jnp.asarray(shared, jnp.float32),
-        fn=None, n_z=2**q, prover=prover, views=views, trees=trees, phat=phat, k=int(k),
-        init=bool(init), allow_zero=bool(allow_zero))
+        params=jnp.asarray([scale], jnp.float32),
+        shared=jnp.asarray(shared, jnp.float32),
+        fn=None,
+        n_z=2**q,
+        prover=prover,
+        views=views,
+        trees=trees,
+        phat=phat,
+        k=int(k),
+        init=bool(init),
+        allow_zero=bool(allow_zero),
+    )
 
 
 @jit(static_argnums=(8,))
@@ -207,9 +219,16 @@ def _final_reward(prover, views, trees, reach, phat, ti, vi, allow_zero):
     return reach[ti, vi] * s_0 * (trees.truth[ti, vi].astype(jnp.float32) - ph)
 
 
-def construct_estimator(prover, trees: ClaimTree, rho: float, delta: float,
-                        step_rule: str = "hazan", allow_zero_direction: bool = False,
-                        trace_len: int = 512, fast_compile: bool = False) -> SoundnessReport:
+def construct_estimator(
+    prover,
+    trees: ClaimTree,
+    rho: float,
+    delta: float,
+    step_rule: str = "hazan",
+    allow_zero_direction: bool = False,
+    trace_len: int = 512,
+    fast_compile: bool = False,
+) -> SoundnessReport:
     """Build B against ``prover`` on a batch of trees, round by round (spec PED 6).
 
     Rewards are weighted by powers of ``r = 1/rho``; every round targets ``delta``. Returns a
@@ -239,17 +258,27 @@ def construct_estimator(prover, trees: ClaimTree, rho: float, delta: float,
     r_init = table_family(np.asarray(w_init * jnp.stack([1.0 - pa, pa], axis=1))[None])
 
     tree_ids = jnp.arange(n_trees, dtype=jnp.float32)[:, None]
-    calib = prover_calibration_family(prover, views, trees, None, tree_ids, d, True, allow_zero,
-                                      scale=r**d)
-    problem = OIProblem(mu=jnp.full((n_trees,), 1.0 / n_trees, jnp.float32),
-                        g=jax.nn.one_hot(root_truth, 2, dtype=jnp.float32))
+    calib = prover_calibration_family(
+        prover, views, trees, None, tree_ids, d, True, allow_zero, scale=r**d
+    )
+    problem = OIProblem(
+        mu=jnp.full((n_trees,), 1.0 / n_trees, jnp.float32),
+        g=jax.nn.one_hot(root_truth, 2, dtype=jnp.float32),
+    )
     state, summ = algorithm1(stack_families(r_init, calib), problem, delta, **run)
     p_d = np.clip(np.asarray(state.h[:, 1]), 0.0, 1.0)
     pa_np = np.asarray(pa)
     e_init = w_init * (pa_np * p_d + (1 - pa_np) * (1 - p_d))
-    stages.append(StageReport("init", n_trees, int(summ.steps), float(summ.max_adv),
-                              float(e_init.mean()),
-                              float(w_init * np.mean(pr_correct) + delta)))
+    stages.append(
+        StageReport(
+            "init",
+            n_trees,
+            int(summ.steps),
+            float(summ.max_adv),
+            float(e_init.mean()),
+            float(w_init * np.mean(pr_correct) + delta),
+        )
+    )
 
     # ---- consistency rounds k = d..1 (spec 6.2, 6.3) -----------------------------------------
     reach = jnp.zeros((n_trees, n_nodes), jnp.float32).at[:, 0].set(1.0)
@@ -258,41 +287,79 @@ def construct_estimator(prover, trees: ClaimTree, rho: float, delta: float,
     for k in range(d, 0, -1):
         level = d - k
         lo, hi = trees.level_offset(level), trees.level_offset(level + 1)
-        grid = np.meshgrid(np.arange(n_trees), np.arange(lo, hi), np.arange(n_cand),
-                           indexing="ij")
+        grid = np.meshgrid(np.arange(n_trees), np.arange(lo, hi), np.arange(n_cand), indexing="ij")
         ti, vi, ci = (a.reshape(-1).astype(np.int32) for a in grid)
-        ph, cw, g, md, s_k = _round_prep(prover, views, trees, reach, phat, jnp.asarray(ti),
-                                         jnp.asarray(vi), jnp.asarray(ci), k, allow_zero)
+        ph, cw, g, md, s_k = _round_prep(
+            prover,
+            views,
+            trees,
+            reach,
+            phat,
+            jnp.asarray(ti),
+            jnp.asarray(vi),
+            jnp.asarray(ci),
+            k,
+            allow_zero,
+        )
         mu = cw / n_trees
         shared = jnp.asarray(np.stack([ti, vi, ci], axis=1), jnp.float32)
         table = np.asarray(r**k * s_k[:, None] * (md - ph[:, None]))
         family = stack_families(
             table_family(table[None]),
-            prover_calibration_family(prover, views, trees, phat, shared, k, False, allow_zero,
-                                      scale=r ** (k - 1)),
+            prover_calibration_family(
+                prover, views, trees, phat, shared, k, False, allow_zero, scale=r ** (k - 1)
+            ),
         )
         state, summ = algorithm1(family, OIProblem(mu=mu, g=g), delta, **run)
         h = np.clip(np.asarray(state.h), 0.0, 1.0)
         pi = np.sum(h * np.asarray(md), axis=1)
         e_k = float(np.sum(np.asarray(mu) * r**k * np.asarray(s_k) * (pi - np.asarray(ph))))
-        stages.append(StageReport(f"k={k}", int(ti.shape[0]), int(summ.steps),
-                                  float(summ.max_adv), e_k, 2.0 * delta))
+        stages.append(
+            StageReport(
+                f"k={k}", int(ti.shape[0]), int(summ.steps), float(summ.max_adv), e_k, 2.0 * delta
+            )
+        )
         with np.errstate(divide="ignore"):
             logits[ti, vi, ci] = np.log(h)
         reach, phat = _propagate(prover, views, trees, reach, phat, shared, jnp.asarray(h), cw, k)
 
     # ---- final human check, variant (a): R_0 = s_0 (T(yhat^0) - phat_0) -----------------------
     lo, hi = trees.level_offset(d), trees.level_offset(d + 1)
-    ti, vi = (a.reshape(-1).astype(np.int32) for a in np.meshgrid(
-        np.arange(n_trees), np.arange(lo, hi), indexing="ij"))
-    e_0 = float(np.sum(np.asarray(_final_reward(prover, views, trees, reach, phat,
-                                                jnp.asarray(ti), jnp.asarray(vi),
-                                                allow_zero)))) / n_trees
+    ti, vi = (
+        a.reshape(-1).astype(np.int32)
+        for a in np.meshgrid(np.arange(n_trees), np.arange(lo, hi), indexing="ij")
+    )
+    e_0 = (
+        float(
+            np.sum(
+                np.asarray(
+                    _final_reward(
+                        prover,
+                        views,
+                        trees,
+                        reach,
+                        phat,
+                        jnp.asarray(ti),
+                        jnp.asarray(vi),
+                        allow_zero,
+                    )
+                )
+            )
+        )
+        / n_trees
+    )
     stages.append(StageReport("final", int(ti.shape[0]), 0, float("nan"), e_0, delta))
 
     u_a = float(sum(s.reward for s in stages))
     estimator = TabularEstimator(p0=jnp.asarray(p_d), logits=jnp.asarray(logits))
     bound = float(w_init * np.mean(pr_correct) + (2 * d + 3) * delta)
-    return SoundnessReport(estimator=estimator, stages=tuple(stages), u_a=u_a,
-                           pr_correct=float(np.mean(pr_correct)), bound=bound, delta=float(delta),
-                           rho=float(rho), depth=d)
+    return SoundnessReport(
+        estimator=estimator,
+        stages=tuple(stages),
+        u_a=u_a,
+        pr_correct=float(np.mean(pr_correct)),
+        bound=bound,
+        delta=float(delta),
+        rho=float(rho),
+        depth=d,
+    )

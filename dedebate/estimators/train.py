@@ -35,8 +35,11 @@ BEST_RESPONSES = ("family", "family+mlp")
 
 
 def _widths_ok(widths) -> bool:
-    return isinstance(widths, tuple) and len(widths) > 0 and all(
-        isinstance(w, int) and w >= 1 for w in widths)
+    return (
+        isinstance(widths, tuple)
+        and len(widths) > 0
+        and all(isinstance(w, int) and w >= 1 for w in widths)
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,10 +69,12 @@ class NetTrainStatic:
             raise ValueError(f"optimizer={self.optimizer!r}: allowed values are {OPTIMIZERS}")
         if self.best_response not in BEST_RESPONSES:
             raise ValueError(
-                f"best_response={self.best_response!r}: allowed values are {BEST_RESPONSES}")
+                f"best_response={self.best_response!r}: allowed values are {BEST_RESPONSES}"
+            )
         if not _widths_ok(self.dist_hidden):
             raise ValueError(
-                f"dist_hidden={self.dist_hidden!r}: need a non-empty tuple of positive ints")
+                f"dist_hidden={self.dist_hidden!r}: need a non-empty tuple of positive ints"
+            )
         if not isinstance(self.dist_steps, int) or self.dist_steps < 1:
             raise ValueError(f"dist_steps={self.dist_steps!r}: need an integer >= 1")
         if not (self.dist_lr > 0):
@@ -163,7 +168,8 @@ class _Parts:
         if self.use_dist:
             k_net, k_dist = jax.random.split(key)
             dparams = self.dist.init(
-                k_dist, mlp_test_input(features[0], 0, jnp.full((n_z,), 1.0 / n_z), n_z))
+                k_dist, mlp_test_input(features[0], 0, jnp.full((n_z,), 1.0 / n_z), n_z)
+            )
             dstate = self.dist_opt.init(dparams)
         params = self.net(n_z).init(k_net, features[:1])
         return NetTrainState(
@@ -183,8 +189,15 @@ class _Parts:
         h = self.net(problem.n_z).apply(state.params, features)
         return jnp.max(jnp.abs(advantages(family, problem, h)))
 
-    def run_rounds(self, hp: NetTrainParams, state: NetTrainState, family, problem: OIProblem,
-                   features: Array, n_rounds: int):
+    def run_rounds(
+        self,
+        hp: NetTrainParams,
+        state: NetTrainState,
+        family,
+        problem: OIProblem,
+        features: Array,
+        n_rounds: int,
+    ):
         """Rounds ``state.round, ..., state.round + n_rounds - 1`` (those >= static.rounds are
         no-ops): ``(state, log)``."""
         static, dist, dist_opt, use_dist = self.static, self.dist, self.dist_opt, self.use_dist
@@ -222,8 +235,9 @@ class _Parts:
             i = jnp.argmax(jnp.abs(adv))
             m_fam = jnp.abs(adv[i])
             if use_dist:
-                dparams, dstate = train_dist(state.dist_params, state.dist_opt_state,
-                                             jax.lax.stop_gradient(h))
+                dparams, dstate = train_dist(
+                    state.dist_params, state.dist_opt_state, jax.lax.stop_gradient(h)
+                )
                 a_d = dist_adv(dparams, h)
             else:
                 dparams, dstate, a_d = state.dist_params, state.dist_opt_state, jnp.float32(0)
@@ -256,8 +270,9 @@ class _Parts:
                 round=jnp.where(in_run, t + 1, state.round),
                 updates=state.updates + active.astype(jnp.int32),
                 done=state.done | (in_run & below),
-                rounds_to_delta=jnp.where((state.rounds_to_delta < 0) & in_run & below, t,
-                                          state.rounds_to_delta),
+                rounds_to_delta=jnp.where(
+                    (state.rounds_to_delta < 0) & in_run & below, t, state.rounds_to_delta
+                ),
             )
             chosen = jnp.where(active, jnp.where(pick_d, family.n_tests, i), -1)
             return new_state, NetTrainLog(max_adv=m_fam, dist_adv=jnp.abs(a_d), chosen=chosen)
@@ -283,8 +298,9 @@ def make_chunk(static: NetTrainStatic, n_rounds: int, net=None):
         raise ValueError(f"n_rounds={n_rounds!r}: rounds per chunk must be an integer >= 1")
     parts = _Parts(static, net)
 
-    def chunk(hp: NetTrainParams, state: NetTrainState, family, problem: OIProblem,
-              features: Array):
+    def chunk(
+        hp: NetTrainParams, state: NetTrainState, family, problem: OIProblem, features: Array
+    ):
         state, log = parts.run_rounds(hp, state, family, problem, features, n_rounds)
         return state, log, parts.final_max_adv(state, family, problem, features)
 
@@ -335,5 +351,7 @@ def make_chunk_grid(static: NetTrainStatic, n_rounds: int, batched_data: bool = 
 @program_cache
 def grid_programs(static: NetTrainStatic, chunk_len: int):
     """``(init_grid, chunk_grid)`` with one problem per seed, built once per process."""
-    return (make_init_grid(static, batched_data=True),
-            make_chunk_grid(static, chunk_len, batched_data=True))
+    return (
+        make_init_grid(static, batched_data=True),
+        make_chunk_grid(static, chunk_len, batched_data=True),
+    )

@@ -8,13 +8,16 @@ check the Monte Carlo play of the protocols and the trained players against.
 from dedebate.core.lazy import lazy_exports
 
 # module -> the public names it defines (imported on first use: dedebate.core.lazy)
-__all__, __getattr__ = lazy_exports(__name__, {
-    "acceptance": (
-        "SD_RANGE TIE_TOL acceptance_exact acceptance_exact_many binomial_law checker_prob "
-        "ratio_f32 real"
-    ),
-    "selfplay": (
-        "dp_value level_inputs measure_pair measure_pairs policy_levels policy_nodes "
-        "probe_deviations reach_levels split_levels take"
-    ),
-})
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        "acceptance": (
+            "SD_RANGE TIE_TOL acceptance_exact acceptance_exact_many binomial_law checker_prob "
+            "ratio_f32 real"
+        ),
+        "selfplay": (
+            "dp_value level_inputs measure_pair measure_pairs policy_levels policy_nodes "
+            "probe_deviations reach_levels split_levels take"
+        ),
+    },
+)

@@ -73,19 +73,30 @@ def _alice_params(alice) -> dict:
     if isinstance(alice, HonestAlice):
         return {"kind": A_HONEST, "n": int(alice.n_samples)}
     if isinstance(alice, ZooAlice):
-        return {"kind": int(alice.kind), "n": int(alice.n_samples),
-                "delta": np.float32(alice.delta), "lies": np.asarray(alice.lies, np.float32)}
-    raise TypeError(f"alice of type {type(alice).__name__}: the exact DP knows HonestAlice and "
-                    "ZooAlice")
+        return {
+            "kind": int(alice.kind),
+            "n": int(alice.n_samples),
+            "delta": np.float32(alice.delta),
+            "lies": np.asarray(alice.lies, np.float32),
+        }
+    raise TypeError(
+        f"alice of type {type(alice).__name__}: the exact DP knows HonestAlice and ZooAlice"
+    )
 
 
 def _bob_params(bob) -> dict:
     if isinstance(bob, HonestBob):
         return {"kind": B_HONEST, "n": int(bob.n_samples), "tau": real(bob.tau)}
     if isinstance(bob, ZooBob):
-        return {"kind": int(bob.kind), "n": int(bob.n_samples), "tau": real(bob.tau),
-                "w": np.asarray(bob.w, np.float64), "w_dev": float(bob.w_dev),
-                "w_prev": float(bob.w_prev), "tau_vera": float(bob.tau_vera)}
+        return {
+            "kind": int(bob.kind),
+            "n": int(bob.n_samples),
+            "tau": real(bob.tau),
+            "w": np.asarray(bob.w, np.float64),
+            "w_dev": float(bob.w_dev),
+            "w_prev": float(bob.w_prev),
+            "tau_vera": float(bob.tau_vera),
+        }
     raise TypeError(f"bob of type {type(bob).__name__}: the exact DP knows HonestBob and ZooBob")
 
 
@@ -103,8 +114,13 @@ def binomial_law(n: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
     lo = max(0, math.floor(mu - SD_RANGE * sd - 2))
     hi = min(n, math.ceil(mu + SD_RANGE * sd + 2))
     c = np.arange(lo, hi + 1, dtype=np.float64)
-    logpmf = (special.gammaln(n + 1.0) - special.gammaln(c + 1.0) - special.gammaln(n - c + 1.0)
-              + c * math.log(pi) + (n - c) * math.log1p(-pi))
+    logpmf = (
+        special.gammaln(n + 1.0)
+        - special.gammaln(c + 1.0)
+        - special.gammaln(n - c + 1.0)
+        + c * math.log(pi)
+        + (n - c) * math.log1p(-pi)
+    )
     w = np.exp(logpmf)
     return c / n, w / w.sum()
 
@@ -170,8 +186,11 @@ def _cont(b: dict, t: int, T: int, pi: float, prev: int, p: np.ndarray) -> np.nd
     if kind == B_AFTER_ONE:
         return np.full_like(p, 0.0 if (prev == 1 and t > 0) else 1.0)
     if kind == B_LEARNED:
-        z = (b["w"][min(t, b["w"].size - 1)] + b["w_dev"] * np.abs(p - pi) / b["tau_vera"]
-             + b["w_prev"] * prev)
+        z = (
+            b["w"][min(t, b["w"].size - 1)]
+            + b["w_dev"] * np.abs(p - pi) / b["tau_vera"]
+            + b["w_prev"] * prev
+        )
         return 1.0 - 1.0 / (1.0 + np.exp(-z))
     raise ValueError(f"bob kind={kind}: unknown")
 
@@ -192,7 +211,7 @@ def acceptance_exact(machine: Any, alice, bob, vera: Vera, levels: list | None =
         if V is None:
             v0, v1 = np.zeros(pi_t.size), np.ones(pi_t.size)
         else:
-            v0, v1 = V[: pi_t.size], V[pi_t.size:]
+            v0, v1 = V[: pi_t.size], V[pi_t.size :]
         keys = np.stack([pi_t, prev.astype(np.float64)], axis=1)
         uniq, inv = np.unique(keys, axis=0, return_inverse=True)
         A = np.empty(len(uniq))

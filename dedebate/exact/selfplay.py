@@ -40,8 +40,11 @@ def dp_value(p_levels, abort_levels, vera_levels):
     probabilities (or scalars) and Vera's acceptance; jnp if any first-level input is a jax array,
     else numpy, dtype preserved.
     """
-    xp = jnp if any(isinstance(x, jax.Array) for x in (p_levels[0], abort_levels[0],
-                                                        vera_levels[0])) else np
+    xp = (
+        jnp
+        if any(isinstance(x, jax.Array) for x in (p_levels[0], abort_levels[0], vera_levels[0]))
+        else np
+    )
     T = len(p_levels)
     V = None
     for t in range(T - 1, -1, -1):
@@ -74,17 +77,19 @@ def level_inputs(levels: list[np.ndarray]) -> dict:
     T = len(levels)
     codes = level_codes(T)
     cat = np.concatenate
-    return {"pi": jnp.asarray(cat([np.asarray(lv) for lv in levels]), jnp.float32),
-            "t": jnp.asarray(cat([np.full(2**t, t) for t in range(T)]), jnp.int32),
-            "prev": jnp.asarray(cat([c["prev"] for c in codes]), jnp.int32),
-            "ones": jnp.asarray(cat([c["ones"] for c in codes]), jnp.int32)}
+    return {
+        "pi": jnp.asarray(cat([np.asarray(lv) for lv in levels]), jnp.float32),
+        "t": jnp.asarray(cat([np.full(2**t, t) for t in range(T)]), jnp.int32),
+        "prev": jnp.asarray(cat([c["prev"] for c in codes]), jnp.int32),
+        "ones": jnp.asarray(cat([c["ones"] for c in codes]), jnp.int32),
+    }
 
 
 def split_levels(x):
     """Split a flat node array into its levels (static slices)."""
     n = x.shape[0] + 1
     T = n.bit_length() - 1
-    return [x[2**t - 1: 2 ** (t + 1) - 1] for t in range(T)]
+    return [x[2**t - 1 : 2 ** (t + 1) - 1] for t in range(T)]
 
 
 def policy_nodes(alice: AliceParams, bob: BobParams, inputs: dict, unit, scale):
@@ -110,8 +115,14 @@ def probe_deviations(constants: DebateParams, n: int = 8) -> tuple[np.ndarray, n
     return np.linspace(b, 4 * b, n), np.linspace(0.0, s, n, endpoint=False)
 
 
-def measure_pair(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
-             constants: DebateParams, n_grid: int = 801, full: bool = True) -> dict:
+def measure_pair(
+    levels: list[np.ndarray],
+    alice: AliceParams,
+    bob: BobParams,
+    constants: DebateParams,
+    n_grid: int = 801,
+    full: bool = True,
+) -> dict:
     """Exact measurements of one trained pair on one instance (float64, exact binomial Vera).
 
     Plain floats: ``value`` (the pair's acceptance), ``tracking`` (reach-weighted mean
@@ -137,8 +148,13 @@ def measure_pair(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
     tracking = sum(float((r * d).sum()) for r, d in zip(reach, dev)) / mass
     max_dev = max(float(np.max(np.where(r > 1e-9, d, 0.0))) for r, d in zip(reach, dev))
     abort_path = sum(float((r * a).sum()) for r, a in zip(reach, aborts))  # P[abort]
-    light = {"value": value, "tracking": tracking, "max_dev_visited": max_dev,
-             "p_abort": abort_path, "w_dev": float(bob.w_dev)}
+    light = {
+        "value": value,
+        "tracking": tracking,
+        "max_dev_visited": max_dev,
+        "p_abort": abort_path,
+        "w_dev": float(bob.w_dev),
+    }
     if not full:
         return light
     # Bob at probe deviations, reach-weighted over the visited prefixes.
@@ -160,34 +176,47 @@ def measure_pair(levels: list[np.ndarray], alice: AliceParams, bob: BobParams,
     hit, false_alarm = probe(hi_dev), probe(lo_dev)
     false_c = probe(np.linspace(0.0, constants.s / 2, 8))  # |dev| <= c (Lean c = s/2)
     # Against honest Bob (exact binomial checker with N_B, tau_B).
-    cont_h = [checker_prob(p, int(constants.n_bob), real(np.float32(constants.tau_bob)), pi)
-              for p, pi in zip(ps, pis)]
+    cont_h = [
+        checker_prob(p, int(constants.n_bob), real(np.float32(constants.tau_bob)), pi)
+        for p, pi in zip(ps, pis)
+    ]
     value_vs_honest_bob = float(dp_value(ps, [1.0 - c for c in cont_h], veras))
     # Bob's exact best response to this Alice (per prefix: abort iff Vera < continuation).
     V = None
     for t in range(T - 1, -1, -1):
         coin = np.clip(ps[t], 0.0, 1.0)
-        v0, v1 = (0.0, 1.0) if V is None else (V[: V.size // 2], V[V.size // 2:])
+        v0, v1 = (0.0, 1.0) if V is None else (V[: V.size // 2], V[V.size // 2 :])
         V = np.minimum(coin * v1 + (1.0 - coin) * v0, veras[t])
     bob_br = float(V[0])
     # Alice's best response to this Bob over a claim grid (lower bound on her best response).
-    grid = np.unique(np.concatenate([np.linspace(-1.0, 1.0, n_grid),
-                                     np.linspace(-2 * constants.tau_vera, 2 * constants.tau_vera,
-                                                 n_grid)]))
+    grid = np.unique(
+        np.concatenate(
+            [
+                np.linspace(-1.0, 1.0, n_grid),
+                np.linspace(-2 * constants.tau_vera, 2 * constants.tau_vera, n_grid),
+            ]
+        )
+    )
     V = None
     for t in range(T - 1, -1, -1):
         pi = pis[t][:, None]
         p = pi + grid[None, :]
         a = abort_at(t, np.abs(grid)[None, :], codes[t]["prev"][:, None])
         coin = np.clip(p, 0.0, 1.0)
-        v0, v1 = (0.0, 1.0) if V is None else (V[: V.size // 2, None], V[V.size // 2:, None])
+        v0, v1 = (0.0, 1.0) if V is None else (V[: V.size // 2, None], V[V.size // 2 :, None])
         vera = checker_prob(p, n_v, tau_v, pi)
         V = ((1.0 - a) * (coin * v1 + (1.0 - coin) * v0) + a * vera).max(axis=1)
     alice_br = float(V[0])
-    return {**light, "hit": hit, "false_alarm": false_alarm,
-            "false_alarm_c": false_c, "value_vs_honest_bob": value_vs_honest_bob,
-            "bob_best_response": bob_br, "alice_best_response": alice_br,
-            "gap": alice_br - bob_br}
+    return {
+        **light,
+        "hit": hit,
+        "false_alarm": false_alarm,
+        "false_alarm_c": false_c,
+        "value_vs_honest_bob": value_vs_honest_bob,
+        "bob_best_response": bob_br,
+        "alice_best_response": alice_br,
+        "gap": alice_br - bob_br,
+    }
 
 
 def take(tree, *idx):
@@ -195,13 +224,17 @@ def take(tree, *idx):
     return jax.tree.map(lambda x: x[idx], tree)
 
 
-def measure_pairs(fx, levels, constants: DebateParams, alice: AliceParams,
-                  bob: BobParams) -> tuple[list[dict], list[float]]:
+def measure_pairs(
+    fx, levels, constants: DebateParams, alice: AliceParams, bob: BobParams
+) -> tuple[list[dict], list[float]]:
     """``(ev, honest)``: per seed :func:`measure_pair` and honest Alice's exact acceptance."""
     seeds = int(np.shape(bob.w_dev)[0])
     vera = make_vera(constants)
     ev = [measure_pair(levels, take(alice, s), take(bob, s), constants) for s in range(seeds)]
-    honest = [acceptance_exact(fx.machine, honest_alice(constants),
-                               bob_as_zoo(take(bob, s), constants.b), vera, levels)
-              for s in range(seeds)]
+    honest = [
+        acceptance_exact(
+            fx.machine, honest_alice(constants), bob_as_zoo(take(bob, s), constants.b), vera, levels
+        )
+        for s in range(seeds)
+    ]
     return ev, honest

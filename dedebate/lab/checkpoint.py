@@ -88,8 +88,9 @@ def uncommitted(x: Any, take: Callable[[np.ndarray], np.ndarray] | None = None) 
         return x
     take = take or (lambda h: h)
     if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-        return jax.random.wrap_key_data(jnp.asarray(take(np.asarray(jax.random.key_data(x)))),
-                                        impl=jax.random.key_impl(x))
+        return jax.random.wrap_key_data(
+            jnp.asarray(take(np.asarray(jax.random.key_data(x)))), impl=jax.random.key_impl(x)
+        )
     return jnp.asarray(take(np.asarray(x)))
 
 
@@ -100,8 +101,15 @@ class CheckpointMismatch(ValueError):
 class Checkpointer:
     """Save every ``every`` steps, keep the newest ``keep``, restore with fallback."""
 
-    def __init__(self, directory: str | os.PathLike, config_hash: str, *, every: int = 1,
-                 keep: int = 3, async_save: bool = True):
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        config_hash: str,
+        *,
+        every: int = 1,
+        keep: int = 3,
+        async_save: bool = True,
+    ):
         if every < 1:
             raise ValueError(f"every={every}: must be an integer >= 1")
         if keep < 1:
@@ -121,8 +129,9 @@ class Checkpointer:
             create=True,
             cleanup_tmp_directories=True,  # saves cut short by a kill
         )
-        self._mgr = ocp.CheckpointManager(self.directory, options=options,
-                                          item_names=("state", "meta"))
+        self._mgr = ocp.CheckpointManager(
+            self.directory, options=options, item_names=("state", "meta")
+        )
         logging.getLogger("absl").addFilter(_QUIET)  # once: the same filter object
 
     @contextlib.contextmanager
@@ -136,8 +145,10 @@ class Checkpointer:
             why = disk_full(err)
             if why is None:
                 raise
-            raise RunDirError(f"{self.directory}: cannot save a checkpoint: {why} (free some "
-                              "space, or set output_dir to another disk)") from None
+            raise RunDirError(
+                f"{self.directory}: cannot save a checkpoint: {why} (free some "
+                "space, or set output_dir to another disk)"
+            ) from None
 
     # -- saving ----------------------------------------------------------------------------
 
@@ -259,10 +270,12 @@ class Checkpointer:
                 raise CheckpointMismatch(
                     f"checkpoint {self.directory / str(step)} was written under config hash "
                     f"{str(meta['config_hash'])[:12]}..., this run's is {self.config_hash[:12]}...:"
-                    " it belongs to a different config; start a new run directory instead")
+                    " it belongs to a different config; start a new run directory instead"
+                )
             try:
                 out = self._mgr.restore(
-                    step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract)))
+                    step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
+                )
             except Exception as err:  # noqa: BLE001 - corrupt or truncated arrays
                 failures.append((step, err))
                 self._warn_fallback(step, err, steps)
@@ -271,8 +284,10 @@ class Checkpointer:
             return step, jax.tree_util.tree_map(uncommitted, out["state"])
         self._set_aside(failures)
         detail = "; ".join(f"step {s}: {type(e).__name__}" for s, e in failures)
-        eprint(f"dedebate: warning: no readable checkpoint in {self.directory} ({detail}); "
-               "starting from the beginning")
+        eprint(
+            f"dedebate: warning: no readable checkpoint in {self.directory} ({detail}); "
+            "starting from the beginning"
+        )
         return None
 
     def _set_aside(self, failures: list[tuple[int, BaseException]]) -> None:
@@ -296,5 +311,7 @@ class Checkpointer:
         older = [s for s in steps if s < step]
         then = f"falling back to step {older[-1]}" if older else "no older checkpoint left"
         msg = " ".join(str(err).split())[:200]
-        eprint(f"dedebate: warning: checkpoint step {step} in {self.directory} is unreadable "
-               f"({type(err).__name__}: {msg}); {then}")
+        eprint(
+            f"dedebate: warning: checkpoint step {step} in {self.directory} is unreadable "
+            f"({type(err).__name__}: {msg}); {then}"
+        )

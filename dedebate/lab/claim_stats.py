@@ -61,8 +61,9 @@ def strict_min(values: Iterable[float]) -> float:
     return min(xs)
 
 
-def claim_p_value(estimate: float, se: float, target: float, relation: str,
-                  df: float | None = None) -> float:
+def claim_p_value(
+    estimate: float, se: float, target: float, relation: str, df: float | None = None
+) -> float:
     """Two-sided-equivalent p-value of the claim ``true value RELATION target``.
 
     ``z = (estimate - target) / se`` and ``F`` the normal CDF, or Student's t CDF with ``df``
@@ -89,8 +90,9 @@ def claim_p_value(estimate: float, se: float, target: float, relation: str,
     if not (_finite(estimate) and _finite(target) and _finite(se)) or se < 0:
         return 0.0
     if se == 0:
-        holds = {">=": estimate >= target, "<=": estimate <= target,
-                 "==": estimate == target}[relation]
+        holds = {">=": estimate >= target, "<=": estimate <= target, "==": estimate == target}[
+            relation
+        ]
         return 1.0 if holds else 0.0
     z = (estimate - target) / se
     if df is None:
@@ -100,6 +102,7 @@ def claim_p_value(estimate: float, se: float, target: float, relation: str,
 
         def cdf(x: float) -> float:
             return float(stdtr(df, x))
+
     if relation == ">=":
         return min(1.0, 2.0 * cdf(z))
     if relation == "<=":
@@ -129,8 +132,10 @@ def binomial_p_value(successes: int, trials: int, target: float, relation: str) 
         raise ValueError(f"relation={relation!r}: must be one of {_RELATIONS}")
     from scipy.stats import binomtest
 
-    less, greater = (float(binomtest(successes, trials, target, alternative=side).pvalue)
-                     for side in ("less", "greater"))  # P(X <= successes), P(X >= successes)
+    less, greater = (
+        float(binomtest(successes, trials, target, alternative=side).pvalue)
+        for side in ("less", "greater")
+    )  # P(X <= successes), P(X >= successes)
     return min(1.0, 2.0 * {">=": less, "<=": greater, "==": min(less, greater)}[relation])
 
 
@@ -185,8 +190,9 @@ def exact_interval(successes: int, trials: int, level: float = 0.95):
     return (p, min(p, lo), max(p, hi))
 
 
-def mean_interval(values: Iterable[float], level: float = 0.95,
-                  support: tuple[float, float] | None = None):
+def mean_interval(
+    values: Iterable[float], level: float = 0.95, support: tuple[float, float] | None = None
+):
     """Student's t interval for a mean of i.i.d. samples, clipped to the quantity's range.
 
     ``mean +- t(n - 1) * std(ddof=1) / sqrt(n)`` with ``t(n - 1)`` the ``(1 + level) / 2``

@@ -31,9 +31,21 @@ from dedebate.lab.claim_stats import (
 )
 
 __all__ = [
-    "FAMILY_ALPHA", "Claim", "awaits_family", "binomial_p_value", "claim_p_value",
-    "consistency_rows", "exact_interval", "family_decisions", "gating", "mean_interval",
-    "nonfinite_reason", "strict_max", "strict_min", "wilson_interval", "with_family_decisions",
+    "FAMILY_ALPHA",
+    "Claim",
+    "awaits_family",
+    "binomial_p_value",
+    "claim_p_value",
+    "consistency_rows",
+    "exact_interval",
+    "family_decisions",
+    "gating",
+    "mean_interval",
+    "nonfinite_reason",
+    "strict_max",
+    "strict_min",
+    "wilson_interval",
+    "with_family_decisions",
 ]
 
 FAMILY_ALPHA = 0.05
@@ -101,8 +113,16 @@ class Claim:
         return dataclasses.asdict(self)
 
     @staticmethod
-    def exact(claim: str, source: str, bound: str, value: float, passed: bool, note: str = "",
-              *, finding: bool = False):
+    def exact(
+        claim: str,
+        source: str,
+        bound: str,
+        value: float,
+        passed: bool,
+        note: str = "",
+        *,
+        finding: bool = False,
+    ):
         """A claim measured exactly (no sampling): the interval is the point itself.
 
         A value that is not a finite number fails the row (the reason goes in the note).
@@ -125,9 +145,19 @@ class Claim:
         return Claim(claim, source, bound, v, v, v, bool(passed), note, finding=finding)
 
     @staticmethod
-    def proportion(claim: str, source: str, relation: str, target: float, successes: float,
-                   trials: float, note: str = "", *, members: int = 1, checks: bool = True,
-                   bound: str | None = None) -> Claim:
+    def proportion(
+        claim: str,
+        source: str,
+        relation: str,
+        target: float,
+        successes: float,
+        trials: float,
+        note: str = "",
+        *,
+        members: int = 1,
+        checks: bool = True,
+        bound: str | None = None,
+    ) -> Claim:
         """A Monte-Carlo row on a proportion: exact (Clopper-Pearson) 95% interval and test.
 
         The p-value is :func:`binomial_p_value`, the exact test the interval inverts, so the row
@@ -171,20 +201,54 @@ class Claim:
         if not reason and not 0.0 <= target <= 1.0:
             reason = f"target={target!r}: a proportion's target must lie in [0, 1]"
         if reason:
-            v = successes / trials if _finite(successes) and _finite(trials) and trials > 0 \
+            v = (
+                successes / trials
+                if _finite(successes) and _finite(trials) and trials > 0
                 else math.nan
-            return Claim(claim, source, bound, v, math.nan, math.nan, False,
-                         _fail_note(reason, note), 0.0, False)
+            )
+            return Claim(
+                claim,
+                source,
+                bound,
+                v,
+                math.nan,
+                math.nan,
+                False,
+                _fail_note(reason, note),
+                0.0,
+                False,
+            )
         k, n = int(successes), int(trials)
         v, lo, hi = exact_interval(k, n)
         p = min(1.0, members * binomial_p_value(k, n, float(target), relation))
-        return Claim(claim, source, bound, v, lo, hi,
-                     bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks), k=k, n=n)
+        return Claim(
+            claim,
+            source,
+            bound,
+            v,
+            lo,
+            hi,
+            bool(checks and p >= FAMILY_ALPHA),
+            note,
+            p,
+            bool(checks),
+            k=k,
+            n=n,
+        )
 
     @staticmethod
-    def mean(claim: str, source: str, relation: str, target: float, values: Iterable[float],
-             note: str = "", *, checks: bool = True, bound: str | None = None,
-             support: tuple[float, float] | None = None) -> Claim:
+    def mean(
+        claim: str,
+        source: str,
+        relation: str,
+        target: float,
+        values: Iterable[float],
+        note: str = "",
+        *,
+        checks: bool = True,
+        bound: str | None = None,
+        support: tuple[float, float] | None = None,
+    ) -> Claim:
         """A Monte-Carlo row on a mean of i.i.d. samples: Student's t 95% interval and t-test.
 
         The t-test of ``mean RELATION target`` (``n - 1`` degrees of freedom) uses the sample
@@ -215,18 +279,38 @@ class Claim:
             reason = f"values has {x.size} sample(s): a Monte-Carlo mean needs >= 2"
         if not reason and not np.all(np.isfinite(x)):
             bad = x[~np.isfinite(x)]
-            reason = (f"{bad.size} of {x.size} samples are not finite (first: "
-                      f"{float(bad[0])!r})")
+            reason = f"{bad.size} of {x.size} samples are not finite (first: {float(bad[0])!r})"
         if reason:
             m = float(x.mean()) if x.size else math.nan
-            return Claim(claim, source, bound, m, math.nan, math.nan, False,
-                         _fail_note(reason, note), 0.0, False)
+            return Claim(
+                claim,
+                source,
+                bound,
+                m,
+                math.nan,
+                math.nan,
+                False,
+                _fail_note(reason, note),
+                0.0,
+                False,
+            )
         m, lo, hi = mean_interval(x, support=support)
         sd = float(x.std(ddof=1))
         p = claim_p_value(m, sd / math.sqrt(x.size), target, relation, df=x.size - 1)
-        return Claim(claim, source, bound, m, lo, hi,
-                     bool(checks and p >= FAMILY_ALPHA), note, p, bool(checks), n=int(x.size),
-                     sd=sd)
+        return Claim(
+            claim,
+            source,
+            bound,
+            m,
+            lo,
+            hi,
+            bool(checks and p >= FAMILY_ALPHA),
+            note,
+            p,
+            bool(checks),
+            n=int(x.size),
+            sd=sd,
+        )
 
 
 def _row_finite(row: Mapping[str, Any]) -> bool:
@@ -248,9 +332,18 @@ def consistency_rows(checks: Mapping[str, tuple[bool, str]]) -> list[Claim]:
 
     Returns one failing exact :class:`Claim` per check that does not hold.
     """
-    return [Claim.exact(f"consistency check failed: {name}", "implementation invariant",
-                        "holds", 0.0, False, detail)
-            for name, (ok, detail) in checks.items() if not bool(ok)]
+    return [
+        Claim.exact(
+            f"consistency check failed: {name}",
+            "implementation invariant",
+            "holds",
+            0.0,
+            False,
+            detail,
+        )
+        for name, (ok, detail) in checks.items()
+        if not bool(ok)
+    ]
 
 
 def _in_family(row: Mapping[str, Any]) -> bool:
@@ -262,8 +355,9 @@ def gating(row: Mapping[str, Any] | Claim) -> bool:
     return not (row.finding if isinstance(row, Claim) else row.get("finding", False))
 
 
-def family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
-                     alpha: float = FAMILY_ALPHA) -> list[bool]:
+def family_decisions(
+    claims: Sequence[Mapping[str, Any] | Claim], alpha: float = FAMILY_ALPHA
+) -> list[bool]:
     """Pass/fail of every row under the family-wise policy (Bonferroni over Monte-Carlo rows).
 
     A row whose value, interval or p-value is not finite fails (fail closed). Exact rows
@@ -296,13 +390,18 @@ def awaits_family(row: Mapping[str, Any]) -> bool:
 
     Returns True for a failing row that a larger family may pass.
     """
-    return (_in_family(row) and not row["passed"] and _row_finite(row)
-            and bool(row.get("checks", True)) and row["p_value"] > 0)
+    return (
+        _in_family(row)
+        and not row["passed"]
+        and _row_finite(row)
+        and bool(row.get("checks", True))
+        and row["p_value"] > 0
+    )
 
 
-def with_family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
-                          alpha: float = FAMILY_ALPHA, family: str = "run"
-                          ) -> list[dict[str, Any]]:
+def with_family_decisions(
+    claims: Sequence[Mapping[str, Any] | Claim], alpha: float = FAMILY_ALPHA, family: str = "run"
+) -> list[dict[str, Any]]:
     """Claim dicts with ``passed`` set by :func:`family_decisions`.
 
     The row's own 95% decision is kept as ``passed_95``; Monte-Carlo rows also get the family
@@ -316,7 +415,8 @@ def with_family_decisions(claims: Sequence[Mapping[str, Any] | Claim],
     out = []
     for r, ok in zip(rows, decisions):
         own = bool(r.get("passed_95", r["passed"]))
-        extra = {"family": family, "family_size": m, "family_level": alpha / m} \
-            if _in_family(r) else {}
+        extra = (
+            {"family": family, "family_size": m, "family_level": alpha / m} if _in_family(r) else {}
+        )
         out.append({**r, "passed_95": own, "passed": ok, **extra})
     return out

@@ -61,9 +61,11 @@ def load_claims(path: str | Path) -> tuple[str, dict[tuple[str, str, int], dict[
     else:
         raise CompareError(f"{p}: neither a report.json nor a results.json")
     for e, where in groups:
-        problem = (f"{where} is {json_kind(e)}, not an experiment (an object)"
-                   if not isinstance(e, dict) else
-                   claims_problem(e.get("claims") or [], f"{where}.claims".lstrip(".")))
+        problem = (
+            f"{where} is {json_kind(e)}, not an experiment (an object)"
+            if not isinstance(e, dict)
+            else claims_problem(e.get("claims") or [], f"{where}.claims".lstrip("."))
+        )
         if problem:
             raise CompareError(f"{p}: not a readable result ({problem})")
     rows: dict[tuple[str, str, int], dict[str, Any]] = {}
@@ -115,12 +117,16 @@ def change_p_value(a: dict[str, Any], b: dict[str, Any]) -> float | None:
     if None not in (ka, na, kb, nb) and na >= ka and nb >= kb and na and nb:
         return float(stats.fisher_exact([[ka, na - ka], [kb, nb - kb]]).pvalue)
     sds = [c.get("sd") for c in (a, b)]
-    if None in (na, nb) or min(na, nb) < 2 or not all(
-            isinstance(x, (int, float)) and math.isfinite(x) for x in sds):
+    if (
+        None in (na, nb)
+        or min(na, nb) < 2
+        or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in sds)
+    ):
         return None
     try:
-        p = stats.ttest_ind_from_stats(float(a["value"]), sds[0], na, float(b["value"]), sds[1],
-                                       nb, equal_var=False).pvalue
+        p = stats.ttest_ind_from_stats(
+            float(a["value"]), sds[0], na, float(b["value"]), sds[1], nb, equal_var=False
+        ).pvalue
     except (TypeError, ValueError, KeyError):
         return None
     return float(p) if math.isfinite(p) else None
@@ -154,10 +160,14 @@ def _side(c: dict[str, Any] | None) -> dict[str, Any] | None:
     """One result's row as compare reports it (a non-finite number: None)."""
     if c is None:
         return None
-    out = {"verdict": _verdict(c), "gating": gating(c), "passed": bool(c.get("passed")),
-           **{k: c.get(k) for k in ("value", "lo", "hi", "bound")}, "measured": measured(c)}
-    return {k: None if isinstance(v, float) and not math.isfinite(v) else v
-            for k, v in out.items()}
+    out = {
+        "verdict": _verdict(c),
+        "gating": gating(c),
+        "passed": bool(c.get("passed")),
+        **{k: c.get(k) for k in ("value", "lo", "hi", "bound")},
+        "measured": measured(c),
+    }
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
 
 
 def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
@@ -184,14 +194,28 @@ def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
         flip = both and _verdict(ra) != _verdict(rb) and (gating(ra) or gating(rb))
         if flip:
             changed.append(f"{experiment}: {claim}" + (f" (#{n + 1})" if n else ""))
-        rows.append({"experiment": experiment, "claim": claim, "occurrence": n,
-                     "a": _side(ra), "b": _side(rb),
-                     "p_value": change_p_value(ra, rb) if both else None,
-                     "evidence": change_evidence(ra, rb) if both else None,
-                     "changed": flip})
+        rows.append(
+            {
+                "experiment": experiment,
+                "claim": claim,
+                "occurrence": n,
+                "a": _side(ra),
+                "b": _side(rb),
+                "p_value": change_p_value(ra, rb) if both else None,
+                "evidence": change_evidence(ra, rb) if both else None,
+                "changed": flip,
+            }
+        )
     n_both = sum(k in rows_b for k in rows_a)
-    return {"a": label_a, "b": label_b, "rows": rows, "both": n_both,
-            "only_a": len(rows_a) - n_both, "only_b": len(rows_b) - n_both, "changed": changed}
+    return {
+        "a": label_a,
+        "b": label_b,
+        "rows": rows,
+        "both": n_both,
+        "only_a": len(rows_a) - n_both,
+        "only_b": len(rows_b) - n_both,
+        "changed": changed,
+    }
 
 
 def render(cmp: dict[str, Any]) -> str:
@@ -199,24 +223,36 @@ def render(cmp: dict[str, Any]) -> str:
 
     Returns the table with a header naming A and B and a closing count of the changes.
     """
-    lines = [f"A: {cmp['a']}", f"B: {cmp['b']}", "",
-             "| experiment | claim | A | B | verdict A -> B | change (p: same quantity) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"A: {cmp['a']}",
+        f"B: {cmp['b']}",
+        "",
+        "| experiment | claim | A | B | verdict A -> B | change (p: same quantity) |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in cmp["rows"]:
         name = r["claim"] + (f" (#{r['occurrence'] + 1})" if r["occurrence"] else "")
         ra, rb = r["a"], r["b"]
-        cells = [r["experiment"], name, ra["measured"] if ra else "—",
-                 rb["measured"] if rb else "—"]
+        cells = [
+            r["experiment"],
+            name,
+            ra["measured"] if ra else "—",
+            rb["measured"] if rb else "—",
+        ]
         if ra is None or rb is None:
             side, row = ("B", rb) if ra is None else ("A", ra)
             cells += [f"only in {side} ({row['verdict']})", "—"]
         else:
-            cells += [f"{ra['verdict']} -> {rb['verdict']}"
-                      + (" **CHANGED**" if r["changed"] else ""), r["evidence"]]
+            cells += [
+                f"{ra['verdict']} -> {rb['verdict']}" + (" **CHANGED**" if r["changed"] else ""),
+                r["evidence"],
+            ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     changed = cmp["changed"]
-    lines += ["", f"{cmp['both']} claim(s) in both, {cmp['only_a']} only in A, "
-              f"{cmp['only_b']} only in B; {len(changed)} verdict(s) changed"
-              + (": " + "; ".join(changed) if changed else ".")]
+    lines += [
+        "",
+        f"{cmp['both']} claim(s) in both, {cmp['only_a']} only in A, "
+        f"{cmp['only_b']} only in B; {len(changed)} verdict(s) changed"
+        + (": " + "; ".join(changed) if changed else "."),
+    ]
     return "\n".join(lines)
-

@@ -76,9 +76,11 @@ def enable(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
     env = os.environ if environ is None else environ
     if ENV not in env and jax.config.jax_compilation_cache_dir:
-        _state.update(enabled=bool(jax.config.jax_enable_compilation_cache),
-                      dir=str(jax.config.jax_compilation_cache_dir),
-                      source="JAX configuration (JAX_COMPILATION_CACHE_DIR)")
+        _state.update(
+            enabled=bool(jax.config.jax_enable_compilation_cache),
+            dir=str(jax.config.jax_compilation_cache_dir),
+            source="JAX configuration (JAX_COMPILATION_CACHE_DIR)",
+        )
         return dict(_state)
     path = requested_dir(env)
     if path is None:
@@ -87,14 +89,21 @@ def enable(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     path = path.resolve()
     problem = _writable_dir(path)
     if problem is not None:
-        print(f"dedebate: warning: compilation cache off: cannot use {path} ({problem}); set "
-              f"{ENV} to a writable directory, or to 'off'", file=sys.stderr, flush=True)
+        print(
+            f"dedebate: warning: compilation cache off: cannot use {path} ({problem}); set "
+            f"{ENV} to a writable directory, or to 'off'",
+            file=sys.stderr,
+            flush=True,
+        )
         _state.update(enabled=False, dir=None, source=f"unusable directory {path}")
         return dict(_state)
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECS)
-    _state.update(enabled=bool(jax.config.jax_enable_compilation_cache), dir=str(path),
-                  source=ENV if ENV in env else "default")
+    _state.update(
+        enabled=bool(jax.config.jax_enable_compilation_cache),
+        dir=str(path),
+        source=ENV if ENV in env else "default",
+    )
     return dict(_state)
 
 
@@ -110,5 +119,8 @@ def provenance() -> dict[str, Any]:
     where = jax.config.jax_compilation_cache_dir
     on = bool(where) and bool(jax.config.jax_enable_compilation_cache)
     source = _state["source"] if _state["dir"] == where else "JAX configuration"
-    return {"enabled": on, "dir": str(where) if on else None,
-            "source": source if on or not where else "disabled in JAX configuration"}
+    return {
+        "enabled": on,
+        "dir": str(where) if on else None,
+        "source": source if on or not where else "disabled in JAX configuration",
+    }

@@ -64,20 +64,23 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
         ConfigError: no ``=``, a key that is not dotted names, or a value that is not YAML.
     """
     if "=" not in text:
-        raise ConfigError(f"malformed override {text!r}: expected key.sub=value "
-                          "(for example params.n=10)")
+        raise ConfigError(
+            f"malformed override {text!r}: expected key.sub=value (for example params.n=10)"
+        )
     key, _, raw_value = text.partition("=")
     key = key.strip()
     parts = tuple(key.split("."))
     if not key or not all(KEY_SEGMENT.match(p) for p in parts):
-        raise ConfigError(f"malformed override {text!r}: the key must be dotted names such as "
-                          "params.n")
+        raise ConfigError(
+            f"malformed override {text!r}: the key must be dotted names such as params.n"
+        )
     try:
         value = parse_yaml(raw_value) if raw_value.strip() else None
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", None) or type(err).__name__
-        raise ConfigError(f"malformed override {show_value(text)}: value is not valid YAML "
-                          f"({problem})") from None
+        raise ConfigError(
+            f"malformed override {show_value(text)}: value is not valid YAML ({problem})"
+        ) from None
     return parts, value
 
 
@@ -94,15 +97,18 @@ def apply_override(raw: dict[str, Any], parts: tuple[str, ...], value: Any) -> N
             child = node[p] = {}
         elif not isinstance(child, dict):
             where = ".".join(parts[: i + 1])
-            raise ConfigError(f"unknown key '{'.'.join(parts)}': '{where}' is a value, "
-                              "not a section")
+            raise ConfigError(
+                f"unknown key '{'.'.join(parts)}': '{where}' is a value, not a section"
+            )
         node = child
     node[parts[-1]] = value
 
 
-
-def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
-            overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+def resolve(
+    raw: Mapping[str, Any],
+    experiments: Mapping[str, Any],
+    overrides: list[str] | tuple[str, ...] = (),
+) -> RunConfig:
     """Validate a raw config mapping (plus overrides) against the registered experiments.
 
     The overrides are applied first; ``params`` is then built from the ``Config`` defaults, the
@@ -135,7 +141,9 @@ def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
         raise ConfigError(f"missing key 'experiment': expected one of {available}")
     name = raw["experiment"]
     if not isinstance(name, str) or name not in experiments:
-        raise ConfigError(f"experiment={show_value(name)}: unknown experiment; registered: {available}")
+        raise ConfigError(
+            f"experiment={show_value(name)}: unknown experiment; registered: {available}"
+        )
     module = experiments[name]
 
     top = {k: v for k, v in raw.items() if k != "params"}
@@ -146,16 +154,18 @@ def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
     if params_raw is None:
         params_raw = {}
     if not isinstance(params_raw, dict):
-        raise ConfigError(f"params={show_value(params_raw)}: expected a mapping of "
-                          f"{name} Config fields")
+        raise ConfigError(
+            f"params={show_value(params_raw)}: expected a mapping of {name} Config fields"
+        )
     sizes = getattr(module, "SIZES", {}) or {}
     size_over = sizes.get(base.size, {}) or {}
     # Config defaults < the size preset < the file < the command line (already applied to raw).
     merged = {**size_over, **params_raw}
     cfg_cls = getattr(module, "Config", None)
     if cfg_cls is None or not dataclasses.is_dataclass(cfg_cls):
-        raise ConfigError(f"experiment {name!r} has no Config dataclass (see "
-                          "dedebate/lab/experiment.py)")
+        raise ConfigError(
+            f"experiment {name!r} has no Config dataclass (see dedebate/lab/experiment.py)"
+        )
     params = build_dataclass(cfg_cls, merged, "params")
     if base.sweep is not None:
         _check_sweep_axes(base.sweep, cfg_cls, merged, name)
@@ -163,8 +173,9 @@ def resolve(raw: Mapping[str, Any], experiments: Mapping[str, Any],
     return dataclasses.replace(base, params=params)
 
 
-def _check_sweep_axes(sweep: SweepConfig, cfg_cls: type, merged: Mapping[str, Any],
-                      name: str) -> None:
+def _check_sweep_axes(
+    sweep: SweepConfig, cfg_cls: type, merged: Mapping[str, Any], name: str
+) -> None:
     """Check that each sweep axis names a params field and each value makes a valid Config."""
     # Each axis names a params field, and each of its values makes a valid Config on its own (errors
     # name the value as ``sweep.axes.FIELD[i]``). Combinations are checked when the sweep is planned
@@ -172,8 +183,10 @@ def _check_sweep_axes(sweep: SweepConfig, cfg_cls: type, merged: Mapping[str, An
     fields = [f.name for f in init_fields(cfg_cls)]
     for axis, values in sweep.axes.items():
         if axis not in fields:
-            raise ConfigError(f"unknown key 'sweep.axes.{axis}': not a params field of {name}; "
-                              f"allowed: {', '.join(fields) or '(none)'}")
+            raise ConfigError(
+                f"unknown key 'sweep.axes.{axis}': not a params field of {name}; "
+                f"allowed: {', '.join(fields) or '(none)'}"
+            )
         if not values:
             raise ConfigError(f"sweep.axes.{axis}=[]: must list at least one value")
         for i, value in enumerate(values):
@@ -183,14 +196,17 @@ def _check_sweep_axes(sweep: SweepConfig, cfg_cls: type, merged: Mapping[str, An
                 msg = str(err)
                 where = f"params.{axis}"
                 if msg.startswith(where):
-                    msg = f"sweep.axes.{axis}[{i}]" + msg[len(where):]
+                    msg = f"sweep.axes.{axis}[{i}]" + msg[len(where) :]
                 else:
                     msg = f"sweep.axes.{axis}[{i}]={show_value(value)}: {msg}"
                 raise ConfigError(msg) from None
 
 
-def load_config(path: str | os.PathLike, experiments: Mapping[str, Any],
-                overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+def load_config(
+    path: str | os.PathLike,
+    experiments: Mapping[str, Any],
+    overrides: list[str] | tuple[str, ...] = (),
+) -> RunConfig:
     """``configs/NAME.yaml`` + ``key.sub=value`` overrides -> a validated :class:`RunConfig`.
 
     Args:

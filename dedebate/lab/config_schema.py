@@ -26,8 +26,13 @@ from dedebate.lab.experiment import doc as _doc
 SIZES = ("quick", "default", "full")
 TRACKING_MODES = ("auto", "offline", "online", "disabled")
 # Values of the WANDB_MODE environment variable and the tracking mode each one means.
-_WANDB_ENV_MODES = {"online": "online", "run": "online", "offline": "offline",
-                    "dryrun": "offline", "disabled": "disabled"}
+_WANDB_ENV_MODES = {
+    "online": "online",
+    "run": "online",
+    "offline": "offline",
+    "dryrun": "offline",
+    "disabled": "disabled",
+}
 KEY_SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -37,13 +42,18 @@ class TrackingConfig:
 
     mode: Literal["auto", "offline", "online", "disabled"] = dataclasses.field(
         default="auto",
-        metadata=_doc("auto = the WANDB_MODE environment variable if set, else offline; "
-                      "offline | online | disabled force that mode"))
+        metadata=_doc(
+            "auto = the WANDB_MODE environment variable if set, else offline; "
+            "offline | online | disabled force that mode"
+        ),
+    )
     project: str = dataclasses.field(default="dedebate", metadata=_doc("W&B project name"))
     entity: str | None = dataclasses.field(
-        default=None, metadata=_doc("W&B entity (user or team); null = the account default"))
+        default=None, metadata=_doc("W&B entity (user or team); null = the account default")
+    )
     group: str | None = dataclasses.field(
-        default=None, metadata=_doc("W&B group (e.g. one sweep or one reproduce job)"))
+        default=None, metadata=_doc("W&B group (e.g. one sweep or one reproduce job)")
+    )
 
     def __post_init__(self):
         if self.mode not in TRACKING_MODES:
@@ -83,32 +93,44 @@ class SweepConfig:
 
     seeds: int | list[int] = dataclasses.field(
         default=1,
-        metadata=_doc("N (the N seeds seed, seed+1, ..., seed+N-1) or an explicit list of seeds"))
+        metadata=_doc("N (the N seeds seed, seed+1, ..., seed+N-1) or an explicit list of seeds"),
+    )
     axes: dict[str, list[Any]] = dataclasses.field(
         default_factory=dict,
-        metadata=_doc("params field -> list of values; the grid is their Cartesian product"))
+        metadata=_doc("params field -> list of values; the grid is their Cartesian product"),
+    )
     batch: int = dataclasses.field(
         default=0,
-        metadata=_doc("most rows (point x seed) per compiled call; 0 = a whole static group"))
+        metadata=_doc("most rows (point x seed) per compiled call; 0 = a whole static group"),
+    )
     tracking: Literal["points", "sweep"] = dataclasses.field(
         default="points",
-        metadata=_doc("points = one W&B run per point (plus one for the sweep); "
-                      "sweep = only the sweep's W&B run"))
+        metadata=_doc(
+            "points = one W&B run per point (plus one for the sweep); "
+            "sweep = only the sweep's W&B run"
+        ),
+    )
     plots: bool = dataclasses.field(
-        default=True, metadata=_doc("plot metrics against every axis (bands over seeds)"))
+        default=True, metadata=_doc("plot metrics against every axis (bands over seeds)")
+    )
     metrics: list[str] = dataclasses.field(
         default_factory=list,
-        metadata=_doc("metrics to plot; [] = every metric, the first 24 if there are more"))
+        metadata=_doc("metrics to plot; [] = every metric, the first 24 if there are more"),
+    )
     max_rows: int = dataclasses.field(
         default=100_000,
-        metadata=_doc("most rows (points x seeds) a sweep may have; raise it for a larger grid "
-                      "(each row is a point's Config, a line of sweep.csv and a W&B row)"))
+        metadata=_doc(
+            "most rows (points x seeds) a sweep may have; raise it for a larger grid "
+            "(each row is a point's Config, a line of sweep.csv and a W&B row)"
+        ),
+    )
 
     def __post_init__(self):
         if isinstance(self.seeds, int):
             if not 1 <= self.seeds <= 100_000:
-                raise ValueError(f"seeds={self.seeds}: must be a count in [1, 100000] "
-                                 "or a list of seeds")
+                raise ValueError(
+                    f"seeds={self.seeds}: must be a count in [1, 100000] or a list of seeds"
+                )
         else:
             if not self.seeds:
                 raise ValueError("seeds=[]: must list at least one seed")
@@ -125,14 +147,19 @@ class SweepConfig:
         if self.max_rows < 1:
             raise ValueError(f"max_rows={self.max_rows}: must be >= 1")
         seeds = self.seeds if isinstance(self.seeds, int) else len(self.seeds)
-        rows = math.prod(len(v) if isinstance(v, list | tuple) else 1
-                         for v in self.axes.values()) * seeds
+        rows = (
+            math.prod(len(v) if isinstance(v, list | tuple) else 1 for v in self.axes.values())
+            * seeds
+        )
         if rows > self.max_rows:
-            raise ValueError(f"axes x seeds = {rows} rows, over max_rows={self.max_rows}: "
-                             "shrink the grid, or raise sweep.max_rows to run it")
+            raise ValueError(
+                f"axes x seeds = {rows} rows, over max_rows={self.max_rows}: "
+                "shrink the grid, or raise sweep.max_rows to run it"
+            )
         if self.tracking not in SWEEP_TRACKING:
-            raise ValueError(f"tracking={self.tracking!r}: must be one of "
-                             f"{', '.join(SWEEP_TRACKING)}")
+            raise ValueError(
+                f"tracking={self.tracking!r}: must be one of {', '.join(SWEEP_TRACKING)}"
+            )
 
     def seed_list(self, base_seed: int) -> list[int]:
         """The seeds of the sweep: ``seeds`` if a list, else ``base_seed + i`` for i < seeds.
@@ -143,15 +170,30 @@ class SweepConfig:
         if isinstance(self.seeds, int):
             out = [base_seed + i for i in range(self.seeds)]
             if out[-1] >= 2**32:
-                raise ConfigError(f"sweep.seeds={self.seeds}: seed {base_seed} + {self.seeds - 1} "
-                                  "is beyond 2^32 - 1")
+                raise ConfigError(
+                    f"sweep.seeds={self.seeds}: seed {base_seed} + {self.seeds - 1} "
+                    "is beyond 2^32 - 1"
+                )
             return out
         return list(self.seeds)
 
 
-_BYTE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
-               "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20,
-               "gib": 2**30, "tib": 2**40}
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 _BYTE_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 
 
@@ -171,8 +213,10 @@ def parse_limit(value: int | str) -> int | None:
             n = math.floor(float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()])
             if n >= 1:
                 return n
-    raise ValueError(f"memory_limit={value!r}: must be auto, a number of bytes >= 1, or a size "
-                     "with a unit (e.g. 512MiB, 64G, 1.5TB)")
+    raise ValueError(
+        f"memory_limit={value!r}: must be auto, a number of bytes >= 1, or a size "
+        "with a unit (e.g. 512MiB, 64G, 1.5TB)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,30 +224,40 @@ class RunConfig:
     """One run of one experiment, fully resolved. ``params`` is the experiment's ``Config``."""
 
     experiment: str = dataclasses.field(
-        default="",
-        metadata=_doc("required: registry name of the experiment (experiments/NAME.py)"))
+        default="", metadata=_doc("required: registry name of the experiment (experiments/NAME.py)")
+    )
     seed: int = dataclasses.field(
-        default=0, metadata=_doc("root PRNG seed, an integer in [0, 2^32)"))
+        default=0, metadata=_doc("root PRNG seed, an integer in [0, 2^32)")
+    )
     size: Literal["quick", "default", "full"] = dataclasses.field(
         default="default",
-        metadata=_doc("quick (tiny, for tests) | default | full (paper scale, accelerator)"))
+        metadata=_doc("quick (tiny, for tests) | default | full (paper scale, accelerator)"),
+    )
     output_dir: str = dataclasses.field(
-        default="runs", metadata=_doc("where run directories are created"))
+        default="runs", metadata=_doc("where run directories are created")
+    )
     resume: bool = dataclasses.field(
         default=False,
-        metadata=_doc("continue the latest run of this exact config from its checkpoints"))
+        metadata=_doc("continue the latest run of this exact config from its checkpoints"),
+    )
     tracking: TrackingConfig = dataclasses.field(
-        default_factory=TrackingConfig, metadata=_doc("W&B tracking"))
+        default_factory=TrackingConfig, metadata=_doc("W&B tracking")
+    )
     params: Any = dataclasses.field(
-        default=None, metadata=_doc("the experiment's own Config fields"))
+        default=None, metadata=_doc("the experiment's own Config fields")
+    )
     sweep: SweepConfig | None = dataclasses.field(
         default=None,
-        metadata=_doc("a grid of runs: seeds and values of params fields (dedebate sweep)"))
+        metadata=_doc("a grid of runs: seeds and values of params fields (dedebate sweep)"),
+    )
     memory_limit: int | str = dataclasses.field(
         default="auto",
-        metadata=_doc("most memory a run (or a sweep's compiled call) may be estimated to need "
-                      "before it starts; auto = the memory this machine has available; or bytes, "
-                      "or a size such as 64GiB (raise it to run a refused config anyway)"))
+        metadata=_doc(
+            "most memory a run (or a sweep's compiled call) may be estimated to need "
+            "before it starts; auto = the memory this machine has available; or bytes, "
+            "or a size such as 64GiB (raise it to run a refused config anyway)"
+        ),
+    )
 
     def __post_init__(self):
         if not (0 <= self.seed < 2**32):
@@ -226,8 +280,7 @@ class RunConfig:
             "tracking": plain(dataclasses.asdict(self.tracking)),
             "params": plain(dataclasses.asdict(self.params)) if self.params is not None else {},
             "memory_limit": self.memory_limit,
-            **({"sweep": plain(dataclasses.asdict(self.sweep))} if self.sweep is not None
-               else {}),
+            **({"sweep": plain(dataclasses.asdict(self.sweep))} if self.sweep is not None else {}),
         }
 
     def config_hash(self) -> str:

@@ -59,8 +59,9 @@ def describe_type(tp: Any) -> str:
         return text + " or null" if type(None) in args else text
     if origin in (tuple, list):
         if origin is tuple and args and (len(args) != 2 or args[1] is not Ellipsis):
-            return (f"a list of {len(args)} items ["
-                    + ", ".join(describe_type(a) for a in args) + "]")
+            return (
+                f"a list of {len(args)} items [" + ", ".join(describe_type(a) for a in args) + "]"
+            )
         inner = describe_type(args[0]) if args else "any value"
         return f"a list (each {inner})"
     if origin is dict:
@@ -129,8 +130,10 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         if number is None:
             raise _fail(key, value, tp)
         if not abs(number) <= FLOAT32_MAX:
-            raise ConfigError(f"{key}={show_value(value)}: expected a finite number of at most "
-                              f"{FLOAT32_MAX:.7g} in magnitude (computations are float32)")
+            raise ConfigError(
+                f"{key}={show_value(value)}: expected a finite number of at most "
+                f"{FLOAT32_MAX:.7g} in magnitude (computations are float32)"
+            )
         return number
     if tp is str:
         if isinstance(value, str):
@@ -218,7 +221,9 @@ def build_dataclass(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"{prefix}={show_value(raw)}: expected a mapping of {cls.__name__} fields")
+        raise ConfigError(
+            f"{prefix}={show_value(raw)}: expected a mapping of {cls.__name__} fields"
+        )
     fields = {f.name: f for f in init_fields(cls)}
     hints = field_types(cls)
     values = {}
@@ -234,9 +239,13 @@ def build_dataclass(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
                 check_field(name, rng, hints.get(name, Any), values[name], key)
             except ValueError as err:
                 raise ConfigError(str(err)) from None
-    missing = [n for n, f in fields.items()
-               if n not in values and f.default is dataclasses.MISSING
-               and f.default_factory is dataclasses.MISSING]
+    missing = [
+        n
+        for n, f in fields.items()
+        if n not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
     if missing:
         key = f"{prefix}.{missing[0]}" if prefix else missing[0]
         raise ConfigError(f"missing key '{key}': expected {describe_type(hints.get(missing[0]))}")
@@ -254,4 +263,3 @@ def _range_error(err: ValueError, prefix: str, fields: Mapping[str, Any]) -> Con
     if m and m.group(1) in fields:
         return ConfigError(f"{prefix}.{msg}" if prefix else msg)
     return ConfigError(f"{prefix}: {msg}" if prefix else msg)
-

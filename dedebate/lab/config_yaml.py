@@ -55,18 +55,30 @@ def _check_expanded(root: yaml.Node) -> None:
             open_.discard(nid)
             sizes[nid] = (n, d)
             if n > MAX_YAML_NODES:
-                raise _LimitError(None, None, f"this value holds more than {MAX_YAML_NODES} "
-                                  "nodes once its aliases are expanded (the limit)",
-                                  node.start_mark)
+                raise _LimitError(
+                    None,
+                    None,
+                    f"this value holds more than {MAX_YAML_NODES} "
+                    "nodes once its aliases are expanded (the limit)",
+                    node.start_mark,
+                )
             if d > MAX_YAML_DEPTH:
-                raise _LimitError(None, None, f"aliases nest this value deeper than "
-                                  f"{MAX_YAML_DEPTH} levels (the limit)", node.start_mark)
+                raise _LimitError(
+                    None,
+                    None,
+                    f"aliases nest this value deeper than {MAX_YAML_DEPTH} levels (the limit)",
+                    node.start_mark,
+                )
             continue
         if nid in sizes:
             continue
         if nid in open_:
-            raise _LimitError(None, None, "an alias refers to the value that contains it "
-                              "(a recursive alias)", node.start_mark)
+            raise _LimitError(
+                None,
+                None,
+                "an alias refers to the value that contains it (a recursive alias)",
+                node.start_mark,
+            )
         open_.add(nid)
         stack.append((node, True))
         stack.extend((k, False) for k in _children(node) if id(k) not in sizes)
@@ -75,7 +87,7 @@ def _check_expanded(root: yaml.Node) -> None:
 class _ConfigLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` with compose-level checks: nesting at most ``MAX_YAML_DEPTH`` levels,
     at most ``MAX_YAML_NODES`` nodes once aliases are expanded, no recursive alias, no duplicate
-    key in a mapping, integers of at most ``MAX_INT_DIGITS`` digits. Each failure is a ``yaml.MarkedYAMLError`` with the line of the problem."""
+    key in a mapping, integers of at most ``MAX_INT_DIGITS`` digits. Each failure is a ``yaml.MarkedYAMLError`` with the line of the problem."""  # noqa: E501
 
     def __init__(self, stream: Any):
         super().__init__(stream)
@@ -83,8 +95,12 @@ class _ConfigLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self._depth >= MAX_YAML_DEPTH:
-            raise _LimitError(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels "
-                              "(the limit)", self.peek_event().start_mark)
+            raise _LimitError(
+                None,
+                None,
+                f"nested deeper than {MAX_YAML_DEPTH} levels (the limit)",
+                self.peek_event().start_mark,
+            )
         self._depth += 1
         try:
             return super().compose_node(parent, index)
@@ -94,8 +110,12 @@ class _ConfigLoader(yaml.SafeLoader):
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         digits = sum(c.isdigit() for c in node.value)
         if digits > MAX_INT_DIGITS:
-            raise _LimitError(None, None, f"an integer of {digits} digits (at most "
-                              f"{MAX_INT_DIGITS})", node.start_mark)
+            raise _LimitError(
+                None,
+                None,
+                f"an integer of {digits} digits (at most {MAX_INT_DIGITS})",
+                node.start_mark,
+            )
         return super().construct_yaml_int(node)
 
     def compose_mapping_node(self, anchor: Any) -> Any:
@@ -106,8 +126,12 @@ class _ConfigLoader(yaml.SafeLoader):
                 continue
             ident = (key.tag, key.value)
             if ident in first:
-                raise _LimitError(None, None, f"duplicate key {key.value!r} (first at line "
-                                  f"{first[ident]})", key.start_mark)
+                raise _LimitError(
+                    None,
+                    None,
+                    f"duplicate key {key.value!r} (first at line {first[ident]})",
+                    key.start_mark,
+                )
             first[ident] = key.start_mark.line + 1
         return node
 
@@ -160,8 +184,9 @@ def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"{path}: not a regular file (a config is a YAML file)")
     if st.st_size > MAX_YAML_BYTES:
-        raise ConfigError(f"{path}: {st.st_size} bytes; a config file is at most "
-                          f"{MAX_YAML_BYTES} bytes")
+        raise ConfigError(
+            f"{path}: {st.st_size} bytes; a config file is at most {MAX_YAML_BYTES} bytes"
+        )
     try:
         text = p.read_text()
     except UnicodeDecodeError:
@@ -172,10 +197,10 @@ def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a config file must be a mapping of keys, "
-                          f"got {type(data).__name__}")
+        raise ConfigError(
+            f"{path}: a config file must be a mapping of keys, got {type(data).__name__}"
+        )
     return data
-
 
 
 def parse_yaml(text: str) -> Any:

@@ -38,9 +38,17 @@ def experiment_key(seed: int, name: str):
 class LabContext:
     """The lab's implementation of ``RunContext`` (see ``dedebate/lab/experiment.py``)."""
 
-    def __init__(self, cfg: RunConfig, run_dir: Path, tracker: Tracker, *,
-                 show_progress: bool = True, nested: bool = False, resume: bool = False,
-                 key: Any = None):
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: Path,
+        tracker: Tracker,
+        *,
+        show_progress: bool = True,
+        nested: bool = False,
+        resume: bool = False,
+        key: Any = None,
+    ):
         self.cfg = cfg
         self.seed = cfg.seed
         self.size = cfg.size
@@ -96,8 +104,10 @@ class LabContext:
         rows, bad, torn = self._read_rows()
         self._old_steps = {r["step"] for r in rows}
         if bad:
-            eprint(f"dedebate: warning: {self.metrics_path}: dropped {bad} unreadable line(s) "
-                   "(a write cut short by the interrupted attempt)")
+            eprint(
+                f"dedebate: warning: {self.metrics_path}: dropped {bad} unreadable line(s) "
+                "(a write cut short by the interrupted attempt)"
+            )
         if bad or torn:  # clean before the next append
             self._write_rows(rows)
 
@@ -120,8 +130,15 @@ class LabContext:
         # manager yielding the bar (closed when the block ends).
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total, desc=desc, file=sys.stderr, disable=not self._show_progress,
-                   leave=not self._nested, dynamic_ncols=True, mininterval=0.5)
+        bar = tqdm(
+            total=total,
+            desc=desc,
+            file=sys.stderr,
+            disable=not self._show_progress,
+            leave=not self._nested,
+            dynamic_ncols=True,
+            mininterval=0.5,
+        )
         try:
             yield bar
         finally:

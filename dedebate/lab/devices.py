@@ -30,7 +30,7 @@ AXIS = "runs"
 
 @dataclasses.dataclass
 class EvalInfo:
-    """What :func:`evaluate` did: compiled traces, calls, padding, devices and this process's rows."""
+    """What :func:`evaluate` did: compiled traces, calls, padding, devices and this process's rows."""  # noqa: E501
 
     traces: int = 0
     calls: int = 0
@@ -85,8 +85,9 @@ _PROGRAMS: OrderedDict[Any, tuple[Any, dict[str, EvalInfo]]] = OrderedDict()
 MAX_PROGRAMS = 32
 
 
-def _program(row_fn, sharding, info: EvalInfo, cache_key: Any,
-             options: dict[str, Any] | None = None):
+def _program(
+    row_fn, sharding, info: EvalInfo, cache_key: Any, options: dict[str, Any] | None = None
+):
     """``jit(vmap(row_fn))`` with the run axis sharded, reused per ``cache_key``."""
     # ``jit(vmap(row_fn))`` with the run axis sharded (and XLA ``options``); with a ``cache_key``,
     # the same jitted program is reused by later calls with an equal key (so a repeated sweep in
@@ -96,8 +97,9 @@ def _program(row_fn, sharding, info: EvalInfo, cache_key: Any,
 
     from dedebate.programs import jit
 
-    key = None if cache_key is None else (cache_key, sharding,
-                                          tuple(sorted((options or {}).items())))
+    key = (
+        None if cache_key is None else (cache_key, sharding, tuple(sorted((options or {}).items())))
+    )
     if key is not None and key in _PROGRAMS:
         program, holder = _PROGRAMS[key]
         _PROGRAMS.move_to_end(key)
@@ -115,8 +117,13 @@ def _program(row_fn, sharding, info: EvalInfo, cache_key: Any,
         # data-dependent loop, e.g. the binomial sampler's, all-reduces its condition ("any row
         # still open") over the devices at every iteration. check_vma=False: custom batching
         # rules do not track which values vary over the mesh; every output has the rows first.
-        body = jax.shard_map(body, mesh=sharding.mesh, in_specs=sharding.spec,
-                             out_specs=sharding.spec, check_vma=False)
+        body = jax.shard_map(
+            body,
+            mesh=sharding.mesh,
+            in_specs=sharding.spec,
+            out_specs=sharding.spec,
+            check_vma=False,
+        )
     program = jit(body, in_shardings=sharding, out_shardings=sharding, options=options)
     if key is not None:
         _PROGRAMS[key] = (program, holder)
@@ -151,10 +158,18 @@ def clear_program_cache() -> None:
     _PROGRAMS.clear()
 
 
-def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
-             devices: list[Any] | None = None, batch: int = 0,
-             info: EvalInfo | None = None, cache_key: Any = None,
-             options: dict[str, Any] | None = None, extras: bool = False) -> Any:
+def evaluate(
+    row_fn: Callable[..., dict[str, Any]],
+    inputs: Any,
+    n: int,
+    *,
+    devices: list[Any] | None = None,
+    batch: int = 0,
+    info: EvalInfo | None = None,
+    cache_key: Any = None,
+    options: dict[str, Any] | None = None,
+    extras: bool = False,
+) -> Any:
     """``vmap(row_fn)`` over the leading axis of every leaf of ``inputs`` (``n`` rows), sharded.
 
     ``row_fn(*inputs_row)`` must return a dict of scalars, or ``(that dict, extras)`` with
@@ -201,7 +216,7 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
         lo = c * size
 
         def place(a, lo=lo):
-            part = a[lo:lo + size]
+            part = a[lo : lo + size]
             return jax.make_array_from_callback(part.shape, sharding, lambda idx: part[idx])
 
         args = jax.tree.map(place, host)
@@ -211,8 +226,9 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
             if extras:
                 extra_pieces.append(jax.tree.map(_to_host, more))
         if not isinstance(out, dict):
-            raise TypeError(f"a sweep's fn must return a dict of scalar metrics, got "
-                            f"{type(out).__name__}")
+            raise TypeError(
+                f"a sweep's fn must return a dict of scalar metrics, got {type(out).__name__}"
+            )
         bad = {k: tuple(v.shape[1:]) for k, v in out.items() if v.ndim != 1}
         if bad:
             k, shape = next(iter(bad.items()))
@@ -232,8 +248,9 @@ def evaluate(row_fn: Callable[..., dict[str, Any]], inputs: Any, n: int, *,
     info.processes = jax.process_count()
     info.local_rows = sorted({r for r in local if r < n})
     if extras:
-        more = (jax.tree.map(lambda *p: np.concatenate(p)[:n], *extra_pieces)
-                if extra_pieces else None)
+        more = (
+            jax.tree.map(lambda *p: np.concatenate(p)[:n], *extra_pieces) if extra_pieces else None
+        )
         return result, more
     return result
 
@@ -282,9 +299,17 @@ def peak_device_bytes(devices: list[Any] | None = None) -> int | None:
     return max(peaks) if peaks else None
 
 
-def lanes_for_memory(bytes_per_lane: float, *, default: int, lo: int, hi: int,
-                     multiple: int = 256, fraction: float = MEMORY_FRACTION,
-                     memory_bytes: int | None = None, device: Any = None) -> int:
+def lanes_for_memory(
+    bytes_per_lane: float,
+    *,
+    default: int,
+    lo: int,
+    hi: int,
+    multiple: int = 256,
+    fraction: float = MEMORY_FRACTION,
+    memory_bytes: int | None = None,
+    device: Any = None,
+) -> int:
     """The lanes (debates, trials, rows) of one full-size compiled batch, from the device's memory.
 
     ``fraction * memory_bytes / bytes_per_lane``, rounded down to a multiple of ``multiple``
@@ -311,8 +336,9 @@ def lanes_for_memory(bytes_per_lane: float, *, default: int, lo: int, hi: int,
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction={fraction!r}: must be in (0, 1]")
     if not (1 <= lo <= hi and multiple >= 1):
-        raise ValueError(f"lo={lo}, hi={hi}, multiple={multiple}: need 1 <= lo <= hi, "
-                         "multiple >= 1")
+        raise ValueError(
+            f"lo={lo}, hi={hi}, multiple={multiple}: need 1 <= lo <= hi, multiple >= 1"
+        )
     mem = memory_bytes if memory_bytes is not None else device_memory_bytes(device)
     if mem is None:
         return int(min(max(default, lo), hi))

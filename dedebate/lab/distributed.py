@@ -78,21 +78,26 @@ def process_env(distributed: bool = False, environ: Mapping[str, str] | None = N
             n = int(count)
             pid = int(env.get(ENV_ID, ""))
         except ValueError:
-            raise DistributedError(f"{ENV_COUNT}={count!r}, {ENV_ID}={env.get(ENV_ID)!r}: both "
-                                   "must be integers (0 <= id < count)") from None
+            raise DistributedError(
+                f"{ENV_COUNT}={count!r}, {ENV_ID}={env.get(ENV_ID)!r}: both "
+                "must be integers (0 <= id < count)"
+            ) from None
         if not 0 <= pid < n:
             raise DistributedError(f"{ENV_ID}={pid}: must be in [0, {ENV_COUNT}={n})")
         address = env.get(ENV_ADDRESS, "").strip()
         if n > 1 and not address:
-            raise DistributedError(f"{ENV_COUNT}={n} but {ENV_ADDRESS} is not set "
-                                   "(host:port of process 0)")
+            raise DistributedError(
+                f"{ENV_COUNT}={n} but {ENV_ADDRESS} is not set (host:port of process 0)"
+            )
         if n > 1:
             return ProcessEnv("env", n, pid, address)
     if distributed:
         if "SLURM_NTASKS" in env and "SLURM_PROCID" in env:
             return ProcessEnv("slurm", int(env["SLURM_NTASKS"]), int(env["SLURM_PROCID"]), None)
-        raise DistributedError(f"--distributed needs a launcher's environment: {ENV_ADDRESS}, "
-                               f"{ENV_COUNT} and {ENV_ID}, or a SLURM step (srun)")
+        raise DistributedError(
+            f"--distributed needs a launcher's environment: {ENV_ADDRESS}, "
+            f"{ENV_COUNT} and {ENV_ID}, or a SLURM step (srun)"
+        )
     return ProcessEnv()
 
 
@@ -108,13 +113,16 @@ def initialize(penv: ProcessEnv) -> None:
     with contextlib.suppress(Exception):  # older/newer jax without the option: its default
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     if penv.source == "slurm":
-        jax.distributed.initialize(cluster_detection_method="slurm",
-                                   initialization_timeout=INIT_TIMEOUT_S)
+        jax.distributed.initialize(
+            cluster_detection_method="slurm", initialization_timeout=INIT_TIMEOUT_S
+        )
     else:
-        jax.distributed.initialize(coordinator_address=penv.coordinator,
-                                   num_processes=penv.num_processes,
-                                   process_id=penv.process_id,
-                                   initialization_timeout=INIT_TIMEOUT_S)
+        jax.distributed.initialize(
+            coordinator_address=penv.coordinator,
+            num_processes=penv.num_processes,
+            process_id=penv.process_id,
+            initialization_timeout=INIT_TIMEOUT_S,
+        )
 
 
 def shutdown(penv: ProcessEnv) -> None:
@@ -173,10 +181,10 @@ def broadcast_text(text: str, size: int = 4096) -> str:
         raise DistributedError(f"cannot broadcast {len(data)} bytes (limit {size})")
     buf = np.zeros(size + 4, np.uint8)
     buf[:4] = np.frombuffer(np.uint32(len(data)).tobytes(), np.uint8)
-    buf[4:4 + len(data)] = np.frombuffer(data, np.uint8)
+    buf[4 : 4 + len(data)] = np.frombuffer(data, np.uint8)
     out = np.asarray(multihost_utils.broadcast_one_to_all(buf))
     n = int(np.frombuffer(out[:4].tobytes(), np.uint32)[0])
-    return out[4:4 + n].tobytes().decode()
+    return out[4 : 4 + n].tobytes().decode()
 
 
 def broadcast_flags(flags: Sequence[bool]) -> list[bool]:
@@ -217,8 +225,9 @@ def child_pythonpath(current: str = "") -> str:
 
     from dedebate.lab.registry import bench_package, experiment_packages
 
-    implicit = {str(Path(p).resolve()) for p in
-                [*site.getsitepackages(), site.getusersitepackages()]}
+    implicit = {
+        str(Path(p).resolve()) for p in [*site.getsitepackages(), site.getusersitepackages()]
+    }
     roots: list[str] = []
     for name in ("dedebate", *experiment_packages(), bench_package()):
         mod = sys.modules.get(name.split(".")[0])
@@ -237,8 +246,13 @@ def child_pythonpath(current: str = "") -> str:
     return os.pathsep.join([*roots, *rest])
 
 
-def launch_local(argv: Sequence[str], n: int, *, environ: Mapping[str, str] | None = None,
-                 quiet_others: bool = True) -> int:
+def launch_local(
+    argv: Sequence[str],
+    n: int,
+    *,
+    environ: Mapping[str, str] | None = None,
+    quiet_others: bool = True,
+) -> int:
     """Run ``python -P -m dedebate.cli ARGV`` as ``n`` processes of one JAX job on 127.0.0.1.
 
     The children import dedebate and the experiments from where this process did
@@ -262,11 +276,19 @@ def launch_local(argv: Sequence[str], n: int, *, environ: Mapping[str, str] | No
     base["PYTHONPATH"] = child_pythonpath(base.get("PYTHONPATH", ""))
     procs: list[subprocess.Popen] = []
     for i in range(n):
-        env = {**base, ENV_ADDRESS: f"127.0.0.1:{port}", ENV_BIND: f"127.0.0.1:{port}",
-               ENV_COUNT: str(n), ENV_ID: str(i)}
+        env = {
+            **base,
+            ENV_ADDRESS: f"127.0.0.1:{port}",
+            ENV_BIND: f"127.0.0.1:{port}",
+            ENV_COUNT: str(n),
+            ENV_ID: str(i),
+        }
         out = subprocess.DEVNULL if (quiet_others and i > 0) else None
-        procs.append(subprocess.Popen([sys.executable, "-P", "-m", "dedebate.cli", *argv],
-                                      env=env, stdout=out))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-P", "-m", "dedebate.cli", *argv], env=env, stdout=out
+            )
+        )
     codes: list[int | None] = [None] * n
     try:
         while any(c is None for c in codes):
@@ -277,8 +299,10 @@ def launch_local(argv: Sequence[str], n: int, *, environ: Mapping[str, str] | No
             if failed:
                 for i, p in enumerate(procs):
                     if codes[i] is None:
-                        eprint(f"dedebate: process {i} stopped: another process exited with "
-                               f"code {failed[0]}")
+                        eprint(
+                            f"dedebate: process {i} stopped: another process exited with "
+                            f"code {failed[0]}"
+                        )
                         p.terminate()
                 for i, p in enumerate(procs):
                     try:

@@ -35,9 +35,13 @@ def device_report() -> dict[str, Any]:
         if "bytes_limit" in stats:
             entry["memory_bytes"] = int(stats["bytes_limit"])
         devices.append(entry)
-    return {"backend": jax.default_backend(), "process_count": jax.process_count(),
-            "device_count": jax.device_count(), "devices": devices,
-            "x64": bool(jax.config.jax_enable_x64)}
+    return {
+        "backend": jax.default_backend(),
+        "process_count": jax.process_count(),
+        "device_count": jax.device_count(),
+        "devices": devices,
+        "x64": bool(jax.config.jax_enable_x64),
+    }
 
 
 def report() -> dict[str, Any]:
@@ -53,27 +57,38 @@ def report() -> dict[str, Any]:
     if not cache.get("enabled"):
         where = requested_dir()
         cache = {**cache, "cli_dir": str(where) if where else None}
-    return {"dedebate": dedebate.__version__, **code_provenance(), **device_report(),
-            "compile_cache": cache, "packages": package_versions(),
-            "xla_flags": os.environ.get("XLA_FLAGS", "")}
+    return {
+        "dedebate": dedebate.__version__,
+        **code_provenance(),
+        **device_report(),
+        "compile_cache": cache,
+        "packages": package_versions(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }
 
 
 def render(info: dict[str, Any]) -> str:
     """The human-readable form of :func:`report`."""
-    lines = [f"dedebate {info['dedebate']}  (git {info['git_commit'] or 'unknown'}"
-             + (", uncommitted changes" if info["git_dirty"] else "") + ")",
-             f"backend: {info['backend']}   processes: {info['process_count']}   "
-             f"devices: {info['device_count']}   x64: {info['x64']}"]
+    lines = [
+        f"dedebate {info['dedebate']}  (git {info['git_commit'] or 'unknown'}"
+        + (", uncommitted changes" if info["git_dirty"] else "")
+        + ")",
+        f"backend: {info['backend']}   processes: {info['process_count']}   "
+        f"devices: {info['device_count']}   x64: {info['x64']}",
+    ]
     for d in info["devices"]:
         mem = f", memory {_gib(d['memory_bytes'])}" if "memory_bytes" in d else ""
         lines.append(f"  device {d['id']}: {d['kind']} ({d['platform']}{mem})")
     if info["backend"] == "cpu":
-        lines.append("  no accelerator visible: --full sizes are meant for a GPU (README: "
-                     "Running on a GPU)")
+        lines.append(
+            "  no accelerator visible: --full sizes are meant for a GPU (README: Running on a GPU)"
+        )
     cache = info["compile_cache"]
     where = cache.get("dir") or cache.get("cli_dir")
     lines.append(f"compile cache (dedebate run/sweep/reproduce/bench): {where or 'off'}")
-    lines.append(f"XLA_FLAGS: {info.get('xla_flags') or '(none)'}  (reproduce --quick on a CPU "
-                 "adds the fast-compile flags, docs/lab.md)")
+    lines.append(
+        f"XLA_FLAGS: {info.get('xla_flags') or '(none)'}  (reproduce --quick on a CPU "
+        "adds the fast-compile flags, docs/lab.md)"
+    )
     lines.append("packages: " + ", ".join(f"{k} {v or '-'}" for k, v in info["packages"].items()))
     return "\n".join(lines)

@@ -52,8 +52,10 @@ def _place(buf: Any, new: Any, pos: int, axis: int) -> Any:
         b, n = np.asarray(b), np.asarray(n)
         stop = pos + n.shape[axis]
         if stop > b.shape[axis]:
-            raise ValueError(f"monitors: a chunk writes [{pos}, {stop}) along axis {axis}, but "
-                             f"the template has length {b.shape[axis]} there")
+            raise ValueError(
+                f"monitors: a chunk writes [{pos}, {stop}) along axis {axis}, but "
+                f"the template has length {b.shape[axis]} there"
+            )
         out = np.array(b, copy=True)
         out[(slice(None),) * axis + (slice(pos, stop),)] = n
         return out
@@ -70,8 +72,9 @@ def _like(template: Any, x: Any) -> Any:
     return x
 
 
-def _pack(done: int, next_step: int, pos: dict[str, int], state: Any,
-          mons: dict[str, Any]) -> dict[str, Any]:
+def _pack(
+    done: int, next_step: int, pos: dict[str, int], state: Any, mons: dict[str, Any]
+) -> dict[str, Any]:
     """The checkpointed tree (no empty ``pos``/``monitors`` entries without monitors)."""
     out = {"done": np.int32(done), "next_step": np.int32(next_step), "state": state}
     if mons:
@@ -79,8 +82,9 @@ def _pack(done: int, next_step: int, pos: dict[str, int], state: Any,
     return out
 
 
-def checkpoint_template(init_state: Any, monitors: Mapping[str, Any] | None = None,
-                        first_step: int = 0) -> dict[str, Any]:
+def checkpoint_template(
+    init_state: Any, monitors: Mapping[str, Any] | None = None, first_step: int = 0
+) -> dict[str, Any]:
     """The tree :func:`run_chunks` checkpoints, for ``init_state`` and ``monitors`` (a
     template to read one of its checkpoints with :meth:`Checkpointer.restore`).
 
@@ -95,13 +99,20 @@ def checkpoint_template(init_state: Any, monitors: Mapping[str, Any] | None = No
     return _pack(0, first_step, {k: 0 for k in mons}, init_state, mons)
 
 
-def run_chunks(ctx: Any, desc: str, init_state: Any,
-               chunk_fn: Callable[[Any, int], tuple[Any, Mapping[str, Any] | None]],
-               n_chunks: int, *, monitors: Mapping[str, Any] | None = None, axis: int = 0,
-               every: int = 1, keep: int = 2,
-               log_rows: Callable[[int, Any, dict[str, Any]], Iterable[tuple[int, dict]]]
-               | None = None,
-               first_step: int = 0) -> Chunked:
+def run_chunks(
+    ctx: Any,
+    desc: str,
+    init_state: Any,
+    chunk_fn: Callable[[Any, int], tuple[Any, Mapping[str, Any] | None]],
+    n_chunks: int,
+    *,
+    monitors: Mapping[str, Any] | None = None,
+    axis: int = 0,
+    every: int = 1,
+    keep: int = 2,
+    log_rows: Callable[[int, Any, dict[str, Any]], Iterable[tuple[int, dict]]] | None = None,
+    first_step: int = 0,
+) -> Chunked:
     """Run ``chunk_fn`` for chunks ``0 .. n_chunks - 1`` with checkpoints, resume and logging.
 
     Args:
@@ -144,8 +155,9 @@ def run_chunks(ctx: Any, desc: str, init_state: Any,
                 full = jax.tree_util.tree_map(_like, full, found[1])
                 restored = int(full["done"])
                 if restored > n_chunks:
-                    raise ValueError(f"checkpoint holds {restored} chunks done, but the run has "
-                                     f"{n_chunks}")
+                    raise ValueError(
+                        f"checkpoint holds {restored} chunks done, but the run has {n_chunks}"
+                    )
             if restored < n_chunks:  # rows logged after the restored chunks are logged again
                 ctx.truncate_metrics(int(full["next_step"]))
             if restored:
@@ -161,19 +173,29 @@ def run_chunks(ctx: Any, desc: str, init_state: Any,
             mons = dict(mons)
             for track, m in new.items():
                 if track not in mons:
-                    raise ValueError(f"chunk {c} returned monitors of track {track!r}; the "
-                                     f"template has {sorted(mons)}")
+                    raise ValueError(
+                        f"chunk {c} returned monitors of track {track!r}; the "
+                        f"template has {sorted(mons)}"
+                    )
                 mons[track] = _place(mons[track], m, pos[track], axis)
                 pos[track] += jax.tree_util.tree_leaves(m)[0].shape[axis]
             floor = next_step  # a chunk's rows come after the earlier chunks' rows
-            for step, row in (log_rows(c, state, new) if log_rows is not None else ()):
+            for step, row in log_rows(c, state, new) if log_rows is not None else ():
                 if step < floor:
-                    raise ValueError(f"chunk {c} logs step {step} after step {floor}: steps "
-                                     "must not go back (nor repeat an earlier chunk's)")
+                    raise ValueError(
+                        f"chunk {c} logs step {step} after step {floor}: steps "
+                        "must not go back (nor repeat an earlier chunk's)"
+                    )
                 ctx.log(row, step=step)
                 floor, next_step = step, step + 1
             if (c + 1) % every == 0 or c + 1 == n_chunks:
                 ckpt.save(c + 1, _pack(c + 1, next_step, pos, state, mons))
             bar.update(1)
-    return Chunked(state=state, monitors=mons, restored=restored, ran=n_chunks - restored,
-                   wall_s=wall, next_step=next_step)
+    return Chunked(
+        state=state,
+        monitors=mons,
+        restored=restored,
+        ran=n_chunks - restored,
+        wall_s=wall,
+        next_step=next_step,
+    )

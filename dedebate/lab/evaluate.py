@@ -49,16 +49,22 @@ def run_module(module: ExperimentModule, cfg: Any, ctx: RunContext) -> Experimen
     name = getattr(module, "NAME", type(module).__name__)
     report = getattr(module, "report", None)
     if not callable(report):
-        raise TypeError(f"experiment module {name!r} defines no report: it must define "
-                        "report(cfg, measured, host)")
+        raise TypeError(
+            f"experiment module {name!r} defines no report: it must define "
+            "report(cfg, measured, host)"
+        )
     point, host_step = getattr(module, "point", None), getattr(module, "host", None)
     training, side = getattr(module, "training", None), getattr(module, "side", None)
     chunks = getattr(module, "chunks", None)
     measured: dict[str, Any] = {}
     host, first_step = None, 0
     steps = 1 + callable(point) + callable(chunks) + callable(host_step)
-    with ctx.progress(steps, name) as bar, concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"{name}-side") as pool:
+    with (
+        ctx.progress(steps, name) as bar,
+        concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"{name}-side"
+        ) as pool,
+    ):
         beside = pool.submit(side, cfg, ctx.seed, ctx.key) if callable(side) else None
         if callable(training):
             measured = train_rows(module, cfg, ctx)
@@ -85,8 +91,9 @@ def run_module(module: ExperimentModule, cfg: Any, ctx: RunContext) -> Experimen
         bar.update(1)
     has_row = callable(point) and not callable(training)
     if "point" in result.metrics and has_row:
-        raise TypeError(f"{name}.report returned a metric named 'point': the lab's name for "
-                        "the point's row")
+        raise TypeError(
+            f"{name}.report returned a metric named 'point': the lab's name for the point's row"
+        )
     log_tables(ctx, result.tables, first_step)
     plots = [*result.plots, *(ctx.save_figure(fig, fname) for fname, fig in result.figures.items())]
     row = {k: v for k, v in measured.items() if k not in ("extras", *extra)}
@@ -101,17 +108,28 @@ def train_rows(module: Any, cfg: Any, ctx: RunContext) -> dict[str, Any]:
     with ctx.stopwatch("setup") as lap:
         plan = module.training(cfg, ctx.key)
     if not isinstance(plan, Training):
-        raise TypeError(f"{module.NAME}.training returned {type(plan).__name__}, expected "
-                        "Training")
+        raise TypeError(f"{module.NAME}.training returned {type(plan).__name__}, expected Training")
     names = list(plan.rows or {"main": None})
     with ctx.stopwatch("training"):
-        done, _ = train_point(module, plan.cfg or cfg, ctx, plan.rows, starts=plan.starts,
-                              desc=f"{module.NAME} training", every=plan.every,
-                              log_rows=plan.log_rows)
+        done, _ = train_point(
+            module,
+            plan.cfg or cfg,
+            ctx,
+            plan.rows,
+            starts=plan.starts,
+            desc=f"{module.NAME} training",
+            every=plan.every,
+            log_rows=plan.log_rows,
+        )
     per = len(done.wall_s) // len(names)
-    walls = {k: sum(done.wall_s[i * per:(i + 1) * per]) for i, k in enumerate(names)}
-    return {"state": done.state, "monitors": done.monitors, "setup": plan.setup,
-            "wall_s": {**walls, "setup": lap.seconds}, "next_step": done.next_step}
+    walls = {k: sum(done.wall_s[i * per : (i + 1) * per]) for i, k in enumerate(names)}
+    return {
+        "state": done.state,
+        "monitors": done.monitors,
+        "setup": plan.setup,
+        "wall_s": {**walls, "setup": lap.seconds},
+        "next_step": done.next_step,
+    }
 
 
 def drive_chunks(module: Any, cfg: Any, ctx: RunContext) -> dict[str, Any]:
@@ -122,25 +140,36 @@ def drive_chunks(module: Any, cfg: Any, ctx: RunContext) -> dict[str, Any]:
     if not isinstance(plan, Chunks):
         raise TypeError(f"{module.NAME}.chunks returned {type(plan).__name__}, expected Chunks")
     with ctx.stopwatch("chunks"):
-        done = run_chunks(ctx, f"{module.NAME} {plan.desc}", plan.init_state, plan.chunk,
-                          plan.n_chunks, monitors=plan.monitors, axis=plan.axis,
-                          every=plan.every, keep=plan.keep, log_rows=plan.log_rows)
+        done = run_chunks(
+            ctx,
+            f"{module.NAME} {plan.desc}",
+            plan.init_state,
+            plan.chunk,
+            plan.n_chunks,
+            monitors=plan.monitors,
+            axis=plan.axis,
+            every=plan.every,
+            keep=plan.keep,
+            log_rows=plan.log_rows,
+        )
     return {"trained": done, "chunks_setup": plan.setup}
 
 
 def _measured(out: Any) -> dict[str, Any]:
-    """The point's row, with the arrays of a ``fn`` returning ``(metrics, extras)`` as ``extras``."""
+    """The point's row, with the arrays of a ``fn`` returning ``(metrics, extras)`` as ``extras``."""  # noqa: E501
     row, extras = out if isinstance(out, tuple) else (out, None)
     if extras is None:
         return row
     if "extras" in row:
-        raise TypeError("a point with extras returned a metric named 'extras': the lab's name "
-                        "for its arrays")
+        raise TypeError(
+            "a point with extras returned a metric named 'extras': the lab's name for its arrays"
+        )
     return {**row, "extras": extras}
 
 
-def log_tables(ctx: RunContext, tables: Mapping[str, list[dict[str, Any]]],
-               first_step: int = 0) -> None:
+def log_tables(
+    ctx: RunContext, tables: Mapping[str, list[dict[str, Any]]], first_step: int = 0
+) -> None:
     """Log each table row's numbers as one step (``TABLE/COLUMN``), from ``first_step`` on."""
     rows = ((t, row) for t, table in tables.items() for row in table)
     for step, (t, row) in enumerate(rows, start=first_step):

@@ -38,12 +38,15 @@ def requested(environ: MutableMapping[str, str] | None = None) -> bool | None:
         return None
     if value in ON_VALUES | OFF_VALUES:
         return value in ON_VALUES
-    raise ValueError(f"{ENV}={env[ENV]!r}: must be 1 (on) or 0 (off), or unset (on for "
-                     "`reproduce --quick` where JAX has only its CPU)")
+    raise ValueError(
+        f"{ENV}={env[ENV]!r}: must be 1 (on) or 0 (off), or unset (on for "
+        "`reproduce --quick` where JAX has only its CPU)"
+    )
 
 
-def wanted(size: str | None, cpu_only: bool,
-           environ: MutableMapping[str, str] | None = None) -> bool:
+def wanted(
+    size: str | None, cpu_only: bool, environ: MutableMapping[str, str] | None = None
+) -> bool:
     """Whether a compiling command compiles for speed of compilation.
 
     Args:
@@ -76,8 +79,9 @@ def apply(environ: MutableMapping[str, str] | None = None) -> list[str]:
     return add_flags(FLAGS, env)
 
 
-def add_flags(options: Mapping[str, Any], environ: MutableMapping[str, str] | None = None
-              ) -> list[str]:
+def add_flags(
+    options: Mapping[str, Any], environ: MutableMapping[str, str] | None = None
+) -> list[str]:
     """Append ``--name=value`` (the value in lower case) to ``XLA_FLAGS`` for each option whose
     name ``XLA_FLAGS`` does not already mention (the tests' options use it too).
 
@@ -87,8 +91,9 @@ def add_flags(options: Mapping[str, Any], environ: MutableMapping[str, str] | No
     """
     env = os.environ if environ is None else environ
     flags = env.get("XLA_FLAGS", "")
-    added = [f"--{name}={str(value).lower()}" for name, value in options.items()
-             if name not in flags]
+    added = [
+        f"--{name}={str(value).lower()}" for name, value in options.items() if name not in flags
+    ]
     if added:
         env["XLA_FLAGS"] = " ".join([flags, *added]).strip()
     return added

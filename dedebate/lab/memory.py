@@ -99,7 +99,8 @@ def _check(what: str, terms: Mapping[str, int], limit_value: Any, times: int = 1
     raise MemoryBudgetError(
         f"{what} needs about {format_bytes(need)} of memory (estimated from its sizes"
         f"{biggest}), more than the {format_bytes(limit)} {source}; shrink its sizes, or set "
-        f"{OPTION}=BYTES (e.g. {OPTION}={math.ceil(need / 2**30)}GiB) to run it anyway")
+        f"{OPTION}=BYTES (e.g. {OPTION}={math.ceil(need / 2**30)}GiB) to run it anyway"
+    )
 
 
 def check_run(module: Any, cfg: Any) -> None:
@@ -158,5 +159,9 @@ def check_sweep(module: Any, cfg: Any) -> None:
             worst = (sum(terms.values()), terms, values)
     if worst is not None:
         where = ", ".join(f"{k}={v!r}" for k, v in worst[2].items()) or "its one group"
-        _check(f"{cfg.experiment} sweep ({rows} row(s) at once, at {where})", worst[1],
-               cfg.memory_limit, times=rows)
+        _check(
+            f"{cfg.experiment} sweep ({rows} row(s) at once, at {where})",
+            worst[1],
+            cfg.memory_limit,
+            times=rows,
+        )

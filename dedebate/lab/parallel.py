@@ -152,10 +152,17 @@ def _jax_cache_settings() -> dict[str, Any]:
 
     from dedebate.lab import compile_cache
 
-    return {"by_lab": compile_cache.provenance()["source"] in (compile_cache.ENV, "default"),
-            "jax": {k: getattr(jax.config, k) for k in (
-                "jax_compilation_cache_dir", "jax_enable_compilation_cache",
-                "jax_persistent_cache_min_compile_time_secs")}}
+    return {
+        "by_lab": compile_cache.provenance()["source"] in (compile_cache.ENV, "default"),
+        "jax": {
+            k: getattr(jax.config, k)
+            for k in (
+                "jax_compilation_cache_dir",
+                "jax_enable_compilation_cache",
+                "jax_persistent_cache_min_compile_time_secs",
+            )
+        },
+    }
 
 
 def _exit_when_the_leader_goes(leader_alive) -> None:
@@ -174,8 +181,9 @@ def _exit_when_the_leader_goes(leader_alive) -> None:
     threading.Thread(target=watch, name="dedebate-leader-watch", daemon=True).start()
 
 
-def _worker(conn, cores: list[int], jax_settings: dict[str, Any],
-            environ: dict[str, str], leader_alive=None) -> None:
+def _worker(
+    conn, cores: list[int], jax_settings: dict[str, Any], environ: dict[str, str], leader_alive=None
+) -> None:
     """A worker process: run the tasks the parent sends until it sends None."""
     # A worker process: run the tasks the parent sends until it sends None, in the parent's
     # environment as it was when the worker started (a forked worker inherits the fork server's,
@@ -213,8 +221,9 @@ def _worker(conn, cores: list[int], jax_settings: dict[str, Any],
         out = Outcome(task.name)
         try:
             module = importlib.import_module(task.module)
-            rec = run_experiment(module, task.cfg, run_dir=task.run_dir, show_progress=False,
-                                 nested=True)
+            rec = run_experiment(
+                module, task.cfg, run_dir=task.run_dir, show_progress=False, nested=True
+            )
             out.wall_time_s = rec.wall_time_s
             out.run_error = rec.error
             out.claims = rec.results.get("claims", []) if rec.error is None else []
@@ -233,8 +242,9 @@ def _death(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def run_tasks(tasks: Sequence[Task], jobs: int,
-              on_start: Callable[[Task], None] | None = None) -> Iterator[Outcome]:
+def run_tasks(
+    tasks: Sequence[Task], jobs: int, on_start: Callable[[Task], None] | None = None
+) -> Iterator[Outcome]:
     """Run ``tasks`` in ``jobs`` worker processes, in order of submission, yielding each
     outcome as its experiment finishes.
 
@@ -259,9 +269,11 @@ def run_tasks(tasks: Sequence[Task], jobs: int,
 
     def start(slot: int) -> None:
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_worker, args=(child, sets[slot], settings, dict(os.environ),
-                                                 leader_alive),
-                           name=f"dedebate-reproduce-{slot}")
+        proc = ctx.Process(
+            target=_worker,
+            args=(child, sets[slot], settings, dict(os.environ), leader_alive),
+            name=f"dedebate-reproduce-{slot}",
+        )
         proc.start()
         child.close()
         workers[slot] = (proc, parent, None)
@@ -313,8 +325,9 @@ def run_tasks(tasks: Sequence[Task], jobs: int,
             busy = {slot: w for slot, w in workers.items() if w[2] is not None}
             if not busy:
                 continue
-            ready = wait([c for _, c, _ in busy.values()] + [p.sentinel for p, _, _ in
-                                                              busy.values()])
+            ready = wait(
+                [c for _, c, _ in busy.values()] + [p.sentinel for p, _, _ in busy.values()]
+            )
             for slot, (proc, conn, task) in busy.items():
                 out = None
                 if conn in ready:
@@ -327,8 +340,10 @@ def run_tasks(tasks: Sequence[Task], jobs: int,
                 if out is None:  # the process died while running the task
                     proc.join()
                     conn.close()
-                    out = Outcome(task.name, error=f"the worker process died "
-                                  f"({_death(proc.exitcode)}) while running it")
+                    out = Outcome(
+                        task.name,
+                        error=f"the worker process died ({_death(proc.exitcode)}) while running it",
+                    )
                     if waiting:
                         start(slot)
                         feed(slot)

@@ -53,7 +53,7 @@ class Range:
 
         Args:
             kind: ``"int"``, ``"float"`` or another kind (``"str"``, ``"bool"``, ``"other"``).
-        """
+        """  # noqa: E501
         if self.choices is not None:
             return "one of " + ", ".join(_fmt(c) for c in self.choices)
         what = {"int": "an integer", "float": "a number"}.get(kind, "a value")
@@ -61,10 +61,20 @@ class Range:
             what = "an even integer"
         elif self.multiple_of and kind == "int":
             what = f"an integer multiple of {self.multiple_of}"
-        lo = (self.ge, "[") if self.ge is not None else (self.gt, "(") if self.gt is not None \
+        lo = (
+            (self.ge, "[")
+            if self.ge is not None
+            else (self.gt, "(")
+            if self.gt is not None
             else None
-        hi = (self.le, "]") if self.le is not None else (self.lt, ")") if self.lt is not None \
+        )
+        hi = (
+            (self.le, "]")
+            if self.le is not None
+            else (self.lt, ")")
+            if self.lt is not None
             else None
+        )
         if lo and hi:
             return f"{what} in {lo[1]}{_fmt(lo[0])}, {_fmt(hi[0])}{hi[1]}"
         if kind == "float":
@@ -103,7 +113,8 @@ class Range:
                 return False
         if self.choices is not None:
             return any(type(c) is type(value) and c == value for c in self.choices) or (
-                kind == "float" and value in self.choices)
+                kind == "float" and value in self.choices
+            )
         if kind not in ("int", "float"):
             return True
         if self.ge is not None and not value >= self.ge:
@@ -131,10 +142,19 @@ def _fmt(x: Any) -> str:
     return repr(x)
 
 
-def param(default: Any, doc: str, *, ge: float | None = None, gt: float | None = None,
-          le: float | None = None, lt: float | None = None,
-          choices: Sequence[Any] | None = None, multiple_of: int | None = None,
-          min_len: int | None = None, max_len: int | None = None) -> Any:
+def param(
+    default: Any,
+    doc: str,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    choices: Sequence[Any] | None = None,
+    multiple_of: int | None = None,
+    min_len: int | None = None,
+    max_len: int | None = None,
+) -> Any:
     """A documented, range-checked ``Config`` field (a ``dataclasses.field``).
 
     On a tuple field the bounds, ``choices`` and ``multiple_of`` apply to every item, and
@@ -154,8 +174,16 @@ def param(default: Any, doc: str, *, ge: float | None = None, gt: float | None =
 
     Returns the ``dataclasses.field`` with the doc and the :class:`Range` in its metadata.
     """
-    rng = Range(ge, gt, le, lt, tuple(choices) if choices is not None else None, multiple_of,
-                min_len, max_len)
+    rng = Range(
+        ge,
+        gt,
+        le,
+        lt,
+        tuple(choices) if choices is not None else None,
+        multiple_of,
+        min_len,
+        max_len,
+    )
     return dataclasses.field(default=default, metadata={"doc": doc, RANGE_KEY: rng})
 
 
@@ -223,12 +251,15 @@ def check_field(name: str, rng: Range, tp: Any, value: Any, key: str | None = No
         raise ValueError(f"{key}={_show(value)}: must be a list")
     n = len(value)
     if (rng.min_len is not None and n < rng.min_len) or (
-            rng.max_len is not None and n > rng.max_len):
+        rng.max_len is not None and n > rng.max_len
+    ):
         raise ValueError(f"{key}={_show(list(value))}: must list {rng.describe_len()}")
     for i, v in enumerate(value):
         if not rng.value_ok(v, kind):
-            raise ValueError(f"{key}={_show(list(value))}: each item must be "
-                             f"{rng.describe_value(kind)} (item {i} is {_show(v)})")
+            raise ValueError(
+                f"{key}={_show(list(value))}: each item must be "
+                f"{rng.describe_value(kind)} (item {i} is {_show(v)})"
+            )
 
 
 def _show(value: Any) -> str:
@@ -245,8 +276,11 @@ def ranged_fields(cls: type) -> tuple[tuple[str, Range, Any], ...]:
     import typing
 
     hints = typing.get_type_hints(cls)
-    return tuple((f.name, field_range(f), hints.get(f.name, Any))
-                 for f in dataclasses.fields(cls) if field_range(f) is not None)
+    return tuple(
+        (f.name, field_range(f), hints.get(f.name, Any))
+        for f in dataclasses.fields(cls)
+        if field_range(f) is not None
+    )
 
 
 def check_ranges(obj: Any) -> None:

@@ -14,8 +14,16 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-LIBRARIES = ("jax", "flax.linen", "optax", "orbax.checkpoint", "scipy.optimize", "wandb",
-             "wandb.sdk.launch", "matplotlib.pyplot")
+LIBRARIES = (
+    "jax",
+    "flax.linen",
+    "optax",
+    "orbax.checkpoint",
+    "scipy.optimize",
+    "wandb",
+    "wandb.sdk.launch",
+    "matplotlib.pyplot",
+)
 SKIPPED = ("dedebate.cli", "dedebate.__main__")  # the command line, and running it
 
 
@@ -35,9 +43,13 @@ def package_modules() -> list[str]:
     be walked)."""
     import dedebate
 
-    return [info.name for info in pkgutil.walk_packages(dedebate.__path__, "dedebate.",
-                                                        onerror=lambda _name: None)
-            if not info.name.startswith(SKIPPED)]
+    return [
+        info.name
+        for info in pkgutil.walk_packages(
+            dedebate.__path__, "dedebate.", onerror=lambda _name: None
+        )
+        if not info.name.startswith(SKIPPED)
+    ]
 
 
 FAILED = _import_all(LIBRARIES)

@@ -34,8 +34,9 @@ SCHEDULER_JOB_VARS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
 def _git(where: Path, *args: str) -> subprocess.CompletedProcess | None:
     """``git ARGS`` in ``where``; None without git."""
     try:
-        return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
-                              timeout=10, check=False)
+        return subprocess.run(
+            ["git", *args], cwd=where, capture_output=True, text=True, timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -87,8 +88,9 @@ def _file_url_path(url: Any) -> Path | None:
     return Path(urllib.request.url2pathname(parts.path)).resolve()
 
 
-def _direct_url(dist: importlib.metadata.Distribution | None,
-                package_dir: Path) -> dict[str, Any] | None:
+def _direct_url(
+    dist: importlib.metadata.Distribution | None, package_dir: Path
+) -> dict[str, Any] | None:
     """PEP 610 ``direct_url.json`` of ``dist`` ({} from an index); None if it is not what runs."""
     # PEP 610 ``direct_url.json`` of ``dist`` ({} for an install from an index or a plain wheel), or
     # None when ``dist`` is not what runs (not installed; or it is shadowed, e.g. by a checkout on
@@ -116,8 +118,10 @@ def _dedebate_distribution() -> importlib.metadata.Distribution | None:
         return None
 
 
-def code_provenance(package_dir: str | os.PathLike | None = None,
-                    dist: importlib.metadata.Distribution | None = None) -> dict[str, Any]:
+def code_provenance(
+    package_dir: str | os.PathLike | None = None,
+    dist: importlib.metadata.Distribution | None = None,
+) -> dict[str, Any]:
     """Which dedebate code runs: ``git_commit``, ``git_dirty`` and ``install``.
 
     The commit and dirty flag are a checkout's only when the package's own files are tracked in
@@ -141,19 +145,46 @@ def code_provenance(package_dir: str | os.PathLike | None = None,
     elif (info.get("dir_info") or {}).get("editable"):
         kind = "editable"
     else:
-        kind = ("vcs" if vcs else "archive" if "archive_info" in info
-                else "directory" if "dir_info" in info else "package")
+        kind = (
+            "vcs"
+            if vcs
+            else "archive"
+            if "archive_info" in info
+            else "directory"
+            if "dir_info" in info
+            else "package"
+        )
     if _tracked(here):  # a checkout's own files (an egg-info beside them is no install)
-        return {"git_commit": git_commit(here), "git_dirty": git_dirty(here),
-                "install": {"kind": "editable" if kind == "editable" else "source tree",
-                            "url": info.get("url")}}
-    return {"git_commit": vcs.get("commit_id") if vcs.get("vcs") == "git" else None,
-            "git_dirty": None, "install": {"kind": kind, "url": info.get("url")}}
+        return {
+            "git_commit": git_commit(here),
+            "git_dirty": git_dirty(here),
+            "install": {
+                "kind": "editable" if kind == "editable" else "source tree",
+                "url": info.get("url"),
+            },
+        }
+    return {
+        "git_commit": vcs.get("commit_id") if vcs.get("vcs") == "git" else None,
+        "git_dirty": None,
+        "install": {"kind": kind, "url": info.get("url")},
+    }
 
 
 # The distributions whose versions decide a result (numbers, compiled programs, checkpoints).
-PACKAGES = ("jax", "jaxlib", "ml_dtypes", "flax", "optax", "chex", "orbax-checkpoint", "wandb",
-            "numpy", "scipy", "matplotlib", "PyYAML")
+PACKAGES = (
+    "jax",
+    "jaxlib",
+    "ml_dtypes",
+    "flax",
+    "optax",
+    "chex",
+    "orbax-checkpoint",
+    "wandb",
+    "numpy",
+    "scipy",
+    "matplotlib",
+    "PyYAML",
+)
 # JAX's accelerator plugins (CUDA, ROCm, TPU): named where installed
 PLUGIN_PREFIXES = ("jax-cuda", "jax_cuda", "jax-rocm", "jax_rocm", "libtpu")
 
@@ -182,9 +213,11 @@ def process_provenance() -> dict[str, Any]:
     Returns ``{"argv", "host", "scheduler_job_ids"}``; the last maps each of
     :data:`SCHEDULER_JOB_VARS` that is set to its value.
     """
-    return {"argv": list(sys.argv), "host": platform.node(),
-            "scheduler_job_ids": {k: os.environ[k] for k in SCHEDULER_JOB_VARS
-                                  if os.environ.get(k)}}
+    return {
+        "argv": list(sys.argv),
+        "host": platform.node(),
+        "scheduler_job_ids": {k: os.environ[k] for k in SCHEDULER_JOB_VARS if os.environ.get(k)},
+    }
 
 
 def environment_provenance() -> dict[str, Any]:
@@ -202,15 +235,23 @@ def environment_provenance() -> dict[str, Any]:
     try:
         import jax
 
-        prov.update(jax_version=jax.__version__, backend=jax.default_backend(),
-                    device_count=jax.device_count(),
-                    devices=sorted({d.device_kind for d in jax.devices()}),
-                    x64=bool(jax.config.jax_enable_x64),
-                    jax_platforms=jax.config.jax_platforms or None)
+        prov.update(
+            jax_version=jax.__version__,
+            backend=jax.default_backend(),
+            device_count=jax.device_count(),
+            devices=sorted({d.device_kind for d in jax.devices()}),
+            x64=bool(jax.config.jax_enable_x64),
+            jax_platforms=jax.config.jax_platforms or None,
+        )
     except Exception as err:  # noqa: BLE001 - provenance must never stop a run
-        prov.update(jax_version=None, backend=None, device_count=None, x64=None,
-                    jax_platforms=os.environ.get("JAX_PLATFORMS") or None,
-                    jax_error=f"{type(err).__name__}: {err}")
+        prov.update(
+            jax_version=None,
+            backend=None,
+            device_count=None,
+            x64=None,
+            jax_platforms=os.environ.get("JAX_PLATFORMS") or None,
+            jax_error=f"{type(err).__name__}: {err}",
+        )
     with contextlib.suppress(Exception):  # the persistent compilation cache (lab/compile_cache)
         from dedebate.lab.compile_cache import provenance as compile_cache_provenance
 

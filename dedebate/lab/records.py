@@ -26,11 +26,24 @@ from dedebate.lab.schema import SCHEMA_DIR
 MAX_DEPTH = 4
 """How many folders below the given one :func:`find` looks for records."""
 KINDS = ("run", "sweep", "reproduce")
-CLAIM_COLUMNS = ("experiment", *json.loads(
-    (SCHEMA_DIR / "claim.schema.json").read_text())["properties"])
+CLAIM_COLUMNS = (
+    "experiment",
+    *json.loads((SCHEMA_DIR / "claim.schema.json").read_text())["properties"],
+)
 """The keys of every row :func:`claims` returns: the experiment, then claim.schema.json's fields."""
-LS_KEYS = ("kind", "name", "status", "verdict", "claims_passed", "claims_total", "started_utc",
-           "size", "bytes", "path", "error")
+LS_KEYS = (
+    "kind",
+    "name",
+    "status",
+    "verdict",
+    "claims_passed",
+    "claims_total",
+    "started_utc",
+    "size",
+    "bytes",
+    "path",
+    "error",
+)
 """The keys of every :func:`summary` (``dedebate ls --json``)."""
 
 
@@ -90,11 +103,14 @@ def upgrade(data: dict[str, Any], kind: str) -> dict[str, Any]:
         newest = RESULT_SCHEMA_VERSION
     version = _version(data, kind)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise RecordError(f"schema version {version!r}: not a dedebate {kind} record (want an "
-                          "integer >= 1)")
+        raise RecordError(
+            f"schema version {version!r}: not a dedebate {kind} record (want an integer >= 1)"
+        )
     if version > newest:
-        raise RecordError(f"schema version {version}: written by a newer dedebate (this one "
-                          f"reads up to {newest}); upgrade dedebate to read it")
+        raise RecordError(
+            f"schema version {version}: written by a newer dedebate (this one "
+            f"reads up to {newest}); upgrade dedebate to read it"
+        )
     if kind == "sweep":
         return dict(data)
     if kind == "run":
@@ -107,8 +123,9 @@ def upgrade(data: dict[str, Any], kind: str) -> dict[str, Any]:
     return out
 
 
-_CLAIM_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Claim)
-                   if f.default is not dataclasses.MISSING}
+_CLAIM_DEFAULTS = {
+    f.name: f.default for f in dataclasses.fields(Claim) if f.default is not dataclasses.MISSING
+}
 
 
 def _object(x: Any, what: str) -> dict[str, Any]:
@@ -147,21 +164,29 @@ def load(path: str | os.PathLike) -> Record:
     elif p.is_dir():
         file = _record_file(p)
         if file is None:
-            raise RecordError(f"{path}: no report.json or results.json here (not a run, sweep "
-                              "or reproduce directory)")
+            raise RecordError(
+                f"{path}: no report.json or results.json here (not a run, sweep "
+                "or reproduce directory)"
+            )
     else:
         raise RecordError(f"{path}: no such directory, report.json or results.json")
     try:
         data = read_json(file)
     except (OSError, ValueError) as err:
         raise RecordError(f"{file}: not readable JSON ({err})") from None
-    if file.name == "report.json" and isinstance(data, dict) and isinstance(
-            data.get("experiments"), list):
+    if (
+        file.name == "report.json"
+        and isinstance(data, dict)
+        and isinstance(data.get("experiments"), list)
+    ):
         kind = "reproduce"
     elif file.name == "results.json" and isinstance(data, dict) and data.get("kind") == "sweep":
         kind = "sweep"
-    elif file.name == "results.json" and isinstance(data, dict) and isinstance(
-            data.get("claims"), list):
+    elif (
+        file.name == "results.json"
+        and isinstance(data, dict)
+        and isinstance(data.get("claims"), list)
+    ):
         kind = "run"
     else:
         raise RecordError(f"{file}: not a dedebate record (no experiments, claims or sweep)")
@@ -194,8 +219,11 @@ def claims(what: Record | str | os.PathLike) -> list[dict[str, Any]]:
         groups = [(e.get("name"), e["claims"]) for e in rec.data["experiments"]]
     else:
         groups = []
-    return [{k: c.get(k) for k in CLAIM_COLUMNS} | {"experiment": name}
-            for name, rows in groups for c in rows]
+    return [
+        {k: c.get(k) for k in CLAIM_COLUMNS} | {"experiment": name}
+        for name, rows in groups
+        for c in rows
+    ]
 
 
 def _inside(base: Path, path: Path) -> bool:
@@ -249,13 +277,18 @@ def metrics(what: Record | str | os.PathLike) -> list[dict[str, Any]]:
         if not (table.is_file() and _inside(rec.path, table)):
             return []
         with open(table, newline="") as fh:
-            return [{"experiment": rec.data.get("experiment"),
-                     **{k: _cell(v) for k, v in row.items()}} for row in csv.DictReader(fh)]
+            return [
+                {"experiment": rec.data.get("experiment"), **{k: _cell(v) for k, v in row.items()}}
+                for row in csv.DictReader(fh)
+            ]
     if rec.kind == "run":
         runs = [(rec.data.get("experiment"), rec.path)]
     else:
-        runs = [(e.get("name"), rec.path / e["run_dir"]) for e in rec.data["experiments"]
-                if isinstance(e.get("run_dir"), str)]
+        runs = [
+            (e.get("name"), rec.path / e["run_dir"])
+            for e in rec.data["experiments"]
+            if isinstance(e.get("run_dir"), str)
+        ]
     out = []
     for name, run_dir in runs:
         file = run_dir / "metrics.jsonl"
@@ -289,8 +322,7 @@ def find(root: str | os.PathLike, max_depth: int = MAX_DEPTH) -> list[Path]:
         except OSError:
             return
         for e in entries:
-            if e.is_dir(follow_symlinks=False) and not e.name.startswith(".") \
-                    and e.name != "wandb":
+            if e.is_dir(follow_symlinks=False) and not e.name.startswith(".") and e.name != "wandb":
                 walk(Path(e.path), depth + 1)
 
     walk(top, 0)
@@ -328,26 +360,36 @@ def summary(directory: str | os.PathLike) -> dict[str, Any]:
         rec = load(path)
     except RecordError as err:
         f = _record_file(path)
-        out.update(kind="reproduce" if f and f.name == "report.json" else "run",
-                   status="unreadable", error=str(err))
+        out.update(
+            kind="reproduce" if f and f.name == "report.json" else "run",
+            status="unreadable",
+            error=str(err),
+        )
         return out
     d, prov = rec.data, rec.data.get("provenance") or {}
-    out.update(kind=rec.kind, started_utc=prov.get("started_utc") or d.get("started_utc"),
-               size=prov.get("size"))
+    out.update(
+        kind=rec.kind,
+        started_utc=prov.get("started_utc") or d.get("started_utc"),
+        size=prov.get("size"),
+    )
     if rec.kind == "reproduce":
         done = bool(d.get("complete"))
-        out.update(name=",".join(str(e.get("name")) for e in d["experiments"]),
-                   status="complete" if done else "incomplete",
-                   verdict=("PASS" if d.get("passed") else "FAIL") if done else None,
-                   claims_passed=d.get("claims_passed"), claims_total=d.get("claims_total"))
+        out.update(
+            name=",".join(str(e.get("name")) for e in d["experiments"]),
+            status="complete" if done else "incomplete",
+            verdict=("PASS" if d.get("passed") else "FAIL") if done else None,
+            claims_passed=d.get("claims_passed"),
+            claims_total=d.get("claims_total"),
+        )
     else:
         out.update(name=d.get("experiment"), status=d.get("status"), error=d.get("error"))
     if rec.kind == "run":
         gate = [c for c in d["claims"] if gating(c)]
-        out.update(verdict=("PASS" if d.get("passed") else "FAIL")
-                   if d.get("status") == "ok" else None,
-                   claims_passed=sum(bool(c.get("passed")) for c in gate),
-                   claims_total=len(gate))
+        out.update(
+            verdict=("PASS" if d.get("passed") else "FAIL") if d.get("status") == "ok" else None,
+            claims_passed=sum(bool(c.get("passed")) for c in gate),
+            claims_total=len(gate),
+        )
     return out
 
 
@@ -377,11 +419,23 @@ def render(entries: list[dict[str, Any]]) -> str:
     """``dedebate ls``'s text: a header, then one aligned line per :func:`summary`."""
     rows = [("KIND", "STATUS", "CLAIMS", "STARTED", "SIZE", "DISK", "NAME", "PATH")]
     for e in entries:
-        claims_text = ("-" if e["claims_total"] is None
-                       else f"{e['claims_passed']}/{e['claims_total']}")
-        rows.append((e["kind"], e["verdict"] or e["status"] or "-", claims_text,
-                     e["started_utc"] or "-", e["size"] or "-", _human(e["bytes"]),
-                     e["name"] or "-", e["path"]))
+        claims_text = (
+            "-" if e["claims_total"] is None else f"{e['claims_passed']}/{e['claims_total']}"
+        )
+        rows.append(
+            (
+                e["kind"],
+                e["verdict"] or e["status"] or "-",
+                claims_text,
+                e["started_utc"] or "-",
+                e["size"] or "-",
+                _human(e["bytes"]),
+                e["name"] or "-",
+                e["path"],
+            )
+        )
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]) - 1)]
-    return "".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False))
-                   + f"  {r[-1]}\n" for r in rows)
+    return "".join(
+        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)) + f"  {r[-1]}\n"
+        for r in rows
+    )

@@ -54,13 +54,13 @@ def _add(reg: Registry, module: types.ModuleType) -> None:
     if not isinstance(name, str):  # a helper module, not an experiment
         return
     if not callable(getattr(module, "report", None)):
-        reg.errors[module.__name__] = (f"experiment {name!r} defines no report(cfg, measured, "
-                                       "host)")
+        reg.errors[module.__name__] = f"experiment {name!r} defines no report(cfg, measured, host)"
         return
     other = reg.experiments.get(name)
     if other is not None and other is not module:
-        reg.errors[module.__name__] = (f"duplicate experiment NAME {name!r} "
-                                       f"(also defined by {other.__name__})")
+        reg.errors[module.__name__] = (
+            f"duplicate experiment NAME {name!r} (also defined by {other.__name__})"
+        )
         return
     reg.experiments[name] = module
 
@@ -78,8 +78,10 @@ def entry_point_packages() -> tuple[str, ...]:
     They are the values of the ``dedebate.experiments`` entry-point group (the entry point's
     value is the module name).
     """
-    return tuple(ep.value.split(":")[0].strip()
-                 for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    return tuple(
+        ep.value.split(":")[0].strip()
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    )
 
 
 def experiment_packages() -> tuple[str, ...]:

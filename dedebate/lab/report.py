@@ -10,7 +10,7 @@ passes. The Monte-Carlo rows are decided once, over the whole report, and that d
 written back into each experiment's ``results.json`` (:func:`write_back_decisions`). With ``jobs`` > 1 the experiments run side by side in worker processes
 (:mod:`dedebate.lab.parallel`); the rows keep the registry's order. The report's content and
 its markdown: :mod:`dedebate.lab.report_render` (re-exported here).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -67,12 +67,20 @@ class ReproduceOutcome:
         return job_passed(self.entries)
 
 
-def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
-              output_dir: str = "runs", only: list[str] | None = None,
-              tracking_mode: str = "auto", project: str = "dedebate",
-              show_progress: bool = True,
-              resume_dir: str | os.PathLike | None = None, jobs: int = 1,
-              memory_limit: int | str = "auto") -> ReproduceOutcome:
+def reproduce(
+    registry: Registry,
+    *,
+    size: str = "default",
+    seed: int = 0,
+    output_dir: str = "runs",
+    only: list[str] | None = None,
+    tracking_mode: str = "auto",
+    project: str = "dedebate",
+    show_progress: bool = True,
+    resume_dir: str | os.PathLike | None = None,
+    jobs: int = 1,
+    memory_limit: int | str = "auto",
+) -> ReproduceOutcome:
     """Run the selected experiments at ``size`` and write ``report.md`` / ``report.json``.
 
     The report is rewritten after each experiment. An experiment that raises, fails to import
@@ -107,10 +115,13 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
         names = [n for n in names if n in only]
         import_errors = {}
     if not names and not import_errors:
-        raise ValueError("no experiments found to reproduce (the experiments package has no "
-                         "module defining NAME and run)")
-    report_dir = new_run_dir(output_dir, "reproduce") if resume_dir is None \
-        else Path(resume_dir).resolve()
+        raise ValueError(
+            "no experiments found to reproduce (the experiments package has no "
+            "module defining NAME and run)"
+        )
+    report_dir = (
+        new_run_dir(output_dir, "reproduce") if resume_dir is None else Path(resume_dir).resolve()
+    )
     check_run_dir(report_dir)  # a resumed one from someone else: no link out of it
     group = report_dir.name
     started = utc_iso()
@@ -123,36 +134,53 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
     }
     if resume_dir is not None:
         header["resumed"] = True
-    first = [ExperimentEntry(name=mod_name, status="error", error=f"import failed: {err}")
-             for mod_name, err in sorted(import_errors.items())]
+    first = [
+        ExperimentEntry(name=mod_name, status="error", error=f"import failed: {err}")
+        for mod_name, err in sorted(import_errors.items())
+    ]
     done: dict[str, ExperimentEntry] = {}
 
     def ordered() -> list[ExperimentEntry]:  # the registry's order, whatever finished first
         return [*first, *(done[n] for n in names if n in done)]
 
-    job = Tracker.start(mode=_effective(tracking_mode), run_dir=report_dir, project=project,
-                        job_type="reproduce", name=group, group=group,
-                        config={"size": size, "seed": seed, "experiments": names},
-                        resume=resume_dir is not None)  # a resume continues this W&B run
+    job = Tracker.start(
+        mode=_effective(tracking_mode),
+        run_dir=report_dir,
+        project=project,
+        job_type="reproduce",
+        name=group,
+        group=group,
+        config={"size": size, "seed": seed, "experiments": names},
+        resume=resume_dir is not None,
+    )  # a resume continues this W&B run
 
     def finish(entry: ExperimentEntry, ran: bool = True) -> None:
         done[entry.name] = entry
         if ran:
-            job.log({"experiment_passed": int(entry.passed),
-                     "experiments_done": len(first) + len(done)})
+            job.log(
+                {"experiment_passed": int(entry.passed), "experiments_done": len(first) + len(done)}
+            )
         _write_report(report_dir, header, ordered(), time.monotonic() - t_start, final=False)
 
     _write_report(report_dir, header, ordered(), time.monotonic() - t_start, final=False)
     pending = []
     for name in names:
         module = registry.experiments[name]
-        entry = ExperimentEntry(name=name, title=getattr(module, "TITLE", ""),
-                                measurement_only=bool(getattr(module, "MEASUREMENT_ONLY", False)))
+        entry = ExperimentEntry(
+            name=name,
+            title=getattr(module, "TITLE", ""),
+            measurement_only=bool(getattr(module, "MEASUREMENT_ONLY", False)),
+        )
         try:
-            cfg = default_config(module, size=size, seed=seed, output_dir=str(report_dir),
-                                 resume=resume_dir is not None, memory_limit=memory_limit,
-                                 tracking={"mode": tracking_mode, "project": project,
-                                           "group": group})
+            cfg = default_config(
+                module,
+                size=size,
+                seed=seed,
+                output_dir=str(report_dir),
+                resume=resume_dir is not None,
+                memory_limit=memory_limit,
+                tracking={"mode": tracking_mode, "project": project, "group": group},
+            )
         except ConfigError as err:
             entry.status, entry.error = "error", f"bad embedded config: {err}"
             finish(entry, ran=False)
@@ -173,17 +201,29 @@ def reproduce(registry: Registry, *, size: str = "default", seed: int = 0,
     outcome = ReproduceOutcome(report_dir, entries)
     _write_report(report_dir, header, entries, time.monotonic() - t_start, final=True)
     n_pass, n_claims = claim_totals(entries)
-    job.set_summary({"passed": outcome.passed, "claims_total": n_claims,
-                     "claims_passed": n_pass, "experiments": len(entries),
-                     "experiments_failed": sum(e.verdict == "FAIL" for e in entries)})
-    job.log_artifact(f"report-{group}", "report",
-                     [report_dir / "report.md", report_dir / "report.json"])
+    job.set_summary(
+        {
+            "passed": outcome.passed,
+            "claims_total": n_claims,
+            "claims_passed": n_pass,
+            "experiments": len(entries),
+            "experiments_failed": sum(e.verdict == "FAIL" for e in entries),
+        }
+    )
+    job.log_artifact(
+        f"report-{group}", "report", [report_dir / "report.md", report_dir / "report.json"]
+    )
     job.finish(0 if outcome.passed else 1)
     return outcome
 
 
-def _fill(entry: ExperimentEntry, wall: float, run_error: str | None,
-          claims: list[dict[str, Any]], plots: list[str]) -> None:
+def _fill(
+    entry: ExperimentEntry,
+    wall: float,
+    run_error: str | None,
+    claims: list[dict[str, Any]],
+    plots: list[str],
+) -> None:
     """An experiment's row from its run record (in this process or a worker's)."""
     entry.run_dir = entry.name
     entry.wall_time_s = wall
@@ -200,19 +240,35 @@ def _run_sequential(pending, report_dir: Path, finish, show_progress: bool) -> N
     """One experiment after another, in this process, under one tqdm bar."""
     from tqdm.auto import tqdm
 
-    outer = tqdm(pending, desc="reproduce", unit="exp", file=sys.stderr,
-                 disable=not show_progress, dynamic_ncols=True)
+    outer = tqdm(
+        pending,
+        desc="reproduce",
+        unit="exp",
+        file=sys.stderr,
+        disable=not show_progress,
+        dynamic_ncols=True,
+    )
     for entry, module, cfg in outer:
         outer.set_postfix_str(entry.name)
         try:
-            rec = run_experiment(module, cfg, run_dir=report_dir / entry.name,
-                                 show_progress=show_progress, nested=True)
+            rec = run_experiment(
+                module,
+                cfg,
+                run_dir=report_dir / entry.name,
+                show_progress=show_progress,
+                nested=True,
+            )
         except Exception as err:  # noqa: BLE001 - the lab itself failed; still a row
             entry.status, entry.error = "error", f"{type(err).__name__}: {err}"
             finish(entry, ran=False)
             continue
-        _fill(entry, rec.wall_time_s, rec.error, rec.results.get("claims", []),
-              rec.results.get("plots", []))
+        _fill(
+            entry,
+            rec.wall_time_s,
+            rec.error,
+            rec.results.get("claims", []),
+            rec.results.get("plots", []),
+        )
         finish(entry)
     outer.close()
 
@@ -234,8 +290,10 @@ def _run_parallel(pending, report_dir: Path, jobs: int, finish, show_progress: b
 
     entries = {entry.name: entry for entry, _, _ in pending}
     longest_first = sorted(pending, key=lambda p: -_typical_seconds(p[1]))  # stable: else in order
-    tasks = [Task(entry.name, module.__name__, cfg, report_dir / entry.name)
-             for entry, module, cfg in longest_first]
+    tasks = [
+        Task(entry.name, module.__name__, cfg, report_dir / entry.name)
+        for entry, module, cfg in longest_first
+    ]
     say = eprint if show_progress else (lambda _text: None)
     say(f"reproduce: {len(tasks)} experiments in {min(jobs, len(tasks))} processes")
     finished, undecided = 0, []
@@ -256,8 +314,10 @@ def _run_parallel(pending, report_dir: Path, jobs: int, finish, show_progress: b
     for entry in undecided:  # every experiment has finished: the report's family decided them
         n_ok, n_all = entry.counts()
         m = max((c.get("family_size", 0) for c in entry.claims), default=0)
-        say(f"reproduce: {entry.name}: {entry.verdict} {n_ok}/{n_all} (decided over the "
-            f"report's family of {m} Monte-Carlo rows; results.json records it)")
+        say(
+            f"reproduce: {entry.name}: {entry.verdict} {n_ok}/{n_all} (decided over the "
+            f"report's family of {m} Monte-Carlo rows; results.json records it)"
+        )
 
 
 def pending_rows(entry: ExperimentEntry, finished: int, total: int) -> list[dict[str, Any]]:
@@ -296,15 +356,19 @@ def progress_line(entry: ExperimentEntry, finished: int, total: int) -> str:
     n_ok, n_all = entry.counts()
     pending = pending_rows(entry, finished, total)
     verdict = "UNDECIDED" if pending else entry.verdict
-    line = (f"reproduce: [{finished}/{total}] {entry.name}: {verdict} {n_ok}/{n_all}"
-            f" in {entry.wall_time_s:.1f} s")
+    line = (
+        f"reproduce: [{finished}/{total}] {entry.name}: {verdict} {n_ok}/{n_all}"
+        f" in {entry.wall_time_s:.1f} s"
+    )
     if pending:
         m = pending[0]["family_size"]
         named = "; ".join(f"'{c['claim']}' p={fmt(c['p_value'])}" for c in pending[:3])
         more = f"; {len(pending) - 3} more" if len(pending) > 3 else ""
-        line += (f" (pending: {len(pending)} Monte-Carlo row(s) below {FAMILY_ALPHA:g}/{m}, the "
-                 f"level of the {m} rows finished so far: {named}{more}; the report decides "
-                 f"them over every experiment's rows when all {total} have finished)")
+        line += (
+            f" (pending: {len(pending)} Monte-Carlo row(s) below {FAMILY_ALPHA:g}/{m}, the "
+            f"level of the {m} rows finished so far: {named}{more}; the report decides "
+            f"them over every experiment's rows when all {total} have finished)"
+        )
     return line + (f" ({entry.error})" if entry.error else "")
 
 
@@ -325,11 +389,18 @@ def write_back_decisions(report_dir: Path, entries: list[ExperimentEntry]) -> No
             results = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if not (isinstance(results, dict) and results.get("status") == "ok"
-                and len(results.get("claims") or []) == len(e.claims)):
+        if not (
+            isinstance(results, dict)
+            and results.get("status") == "ok"
+            and len(results.get("claims") or []) == len(e.claims)
+        ):
             continue  # not this entry's record
-        decided = {**results, "passed": e.passed, "claims": e.claims,
-                   "decided_by": "../report.json"}
+        decided = {
+            **results,
+            "passed": e.passed,
+            "claims": e.claims,
+            "decided_by": "../report.json",
+        }
         if decided != results:  # a resumed report leaves a record it already decided alone
             write_json(path, decided)
 
@@ -340,8 +411,13 @@ def _effective(mode: str) -> str:
     return TrackingConfig(mode=mode).effective_mode()
 
 
-def _write_report(report_dir: Path, header: Mapping[str, Any], entries: list[ExperimentEntry],
-                  wall_time_s: float, final: bool) -> None:
+def _write_report(
+    report_dir: Path,
+    header: Mapping[str, Any],
+    entries: list[ExperimentEntry],
+    wall_time_s: float,
+    final: bool,
+) -> None:
     # report.json keeps the job's wall time to the millisecond; report.md shows that same value,
     # so rendering report.json again (dedebate report) gives report.md byte for byte
     wall_time_s = round(wall_time_s, 3)
@@ -349,18 +425,22 @@ def _write_report(report_dir: Path, header: Mapping[str, Any], entries: list[Exp
     write_text(report_dir / "report.md", render_markdown(header, entries, wall_time_s, final))
     n_pass, n_claims = claim_totals(entries)
     findings = [c for e in entries for c in e.findings()]
-    write_json(report_dir / "report.json", {
-        "schema_version": RESULT_SCHEMA_VERSION,
-        "complete": final,
-        "passed": job_passed(entries),
-        "claims_total": n_claims,
-        "claims_passed": n_pass,
-        "findings_total": len(findings),
-        "findings_met": sum(bool(c["passed"]) for c in findings),
-        "wall_time_s": wall_time_s,
-        "provenance": dict(header),
-        "experiments": [{**dataclasses.asdict(e), "passed": e.passed, "verdict": e.verdict}
-                        for e in entries],
-    })
+    write_json(
+        report_dir / "report.json",
+        {
+            "schema_version": RESULT_SCHEMA_VERSION,
+            "complete": final,
+            "passed": job_passed(entries),
+            "claims_total": n_claims,
+            "claims_passed": n_pass,
+            "findings_total": len(findings),
+            "findings_met": sum(bool(c["passed"]) for c in findings),
+            "wall_time_s": wall_time_s,
+            "provenance": dict(header),
+            "experiments": [
+                {**dataclasses.asdict(e), "passed": e.passed, "verdict": e.verdict} for e in entries
+            ],
+        },
+    )
     if final:
         write_back_decisions(report_dir, entries)

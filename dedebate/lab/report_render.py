@@ -53,8 +53,12 @@ class ExperimentEntry:
         """
         if self.passed:
             return "PASS"
-        if self.measurement_only and self.status == "ok" and self.claims and not any(
-                gating(c) for c in self.claims):
+        if (
+            self.measurement_only
+            and self.status == "ok"
+            and self.claims
+            and not any(gating(c) for c in self.claims)
+        ):
             return "MEASURED"
         return "FAIL"
 
@@ -79,7 +83,6 @@ def job_passed(entries: list[ExperimentEntry]) -> bool:
     """
     verdicts = [e.verdict for e in entries]
     return "PASS" in verdicts and "FAIL" not in verdicts
-
 
 
 def fmt(x: Any) -> str:
@@ -107,8 +110,13 @@ def fmt(x: Any) -> str:
 
 
 _BOUND = re.compile(r"\s*(==|<=|>=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
-_HOLDS = {"==": lambda v, t: v == t, "<=": lambda v, t: v <= t, ">=": lambda v, t: v >= t,
-          "<": lambda v, t: v < t, ">": lambda v, t: v > t}
+_HOLDS = {
+    "==": lambda v, t: v == t,
+    "<=": lambda v, t: v <= t,
+    ">=": lambda v, t: v >= t,
+    "<": lambda v, t: v < t,
+    ">": lambda v, t: v > t,
+}
 
 
 def measured(c: Mapping[str, Any]) -> str:
@@ -165,12 +173,18 @@ def _findings_text(entries: list[ExperimentEntry]) -> str:
     if not rows:
         return ""
     held = sum(bool(c["passed"]) for c in rows)
-    return (f" {len(rows)} measured finding(s), which are not paper claims and do not gate the "
-            f"verdict: {held} meet their stated criterion, {len(rows) - held} do not.")
+    return (
+        f" {len(rows)} measured finding(s), which are not paper claims and do not gate the "
+        f"verdict: {held} meet their stated criterion, {len(rows) - held} do not."
+    )
 
 
-def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
-                    wall_time_s: float, final: bool = True) -> str:
+def render_markdown(
+    header: Mapping[str, Any],
+    entries: list[ExperimentEntry],
+    wall_time_s: float,
+    final: bool = True,
+) -> str:
     """``report.md``: provenance header, verdict, one table row per claim, findings and plots.
 
     Args:
@@ -187,20 +201,35 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
         "# dedebate reproduce report",
         "",
         f"**{verdict}**: {n_pass}/{n_claims} claims pass"
-        + (f"; {n_err} experiment(s) failed to run" if n_err else "") + "."
+        + (f"; {n_err} experiment(s) failed to run" if n_err else "")
+        + "."
         + _findings_text(entries),
         "",
         "| provenance | |",
         "|---|---|",
     ]
-    for k in ("size", "seed", "started_utc", "dedebate_version", "git_commit", "git_dirty",
-              "jax_version", "backend", "device_count", "python_version", "platform",
-              "result_schema_version"):
+    for k in (
+        "size",
+        "seed",
+        "started_utc",
+        "dedebate_version",
+        "git_commit",
+        "git_dirty",
+        "jax_version",
+        "backend",
+        "device_count",
+        "python_version",
+        "platform",
+        "result_schema_version",
+    ):
         lines.append(f"| {k} | {_cell(header.get(k))} |")
     packages = header.get("packages") or {}
     if packages:
-        lines.append("| packages | " + _cell(", ".join(f"{k} {v or '-'}"
-                                                    for k, v in packages.items())) + " |")
+        lines.append(
+            "| packages | "
+            + _cell(", ".join(f"{k} {v or '-'}" for k, v in packages.items()))
+            + " |"
+        )
     lines.append(f"| wall_time_s | {wall_time_s:.1f} |")
     lines += ["", _policy_line(entries)]
     lines += ["", "| experiment | claims passed | result |", "|---|---|---|"]
@@ -212,26 +241,37 @@ def render_markdown(header: Mapping[str, Any], entries: list[ExperimentEntry],
         lines += [f"## {_heading(e)}", ""]
         where = f"run directory `{_line(e.run_dir)}/`, " if e.run_dir else ""
         lines += [f"{e.verdict}; {where}{e.wall_time_s:.1f} s.", ""]
-        lines += ["| claim | source | bound | measured (95% interval) | result | note |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "| claim | source | bound | measured (95% interval) | result | note |",
+            "|---|---|---|---|---|---|",
+        ]
         for c in e.claims:
             if gating(c):
                 lines.append(_row(c))
         if e.status == "error":
-            lines.append(f"| experiment did not complete | {_cell(e.name)} | — | — | FAIL | "
-                         f"{_cell(e.error)} |")
+            lines.append(
+                f"| experiment did not complete | {_cell(e.name)} | — | — | FAIL | "
+                f"{_cell(e.error)} |"
+            )
         elif e.verdict == "FAIL" and not any(gating(c) for c in e.claims):
-            lines.append(f"| experiment has no gating claim | {_cell(e.name)} | — | — | FAIL | "
-                         "only findings, and the experiment is not declared measurement-only |")
+            lines.append(
+                f"| experiment has no gating claim | {_cell(e.name)} | — | — | FAIL | "
+                "only findings, and the experiment is not declared measurement-only |"
+            )
         elif e.verdict == "MEASURED":
-            lines.append(f"| measurement-only experiment | {_cell(e.name)} | — | — | no verdict "
-                         "| declared MEASUREMENT_ONLY: its findings below neither pass nor fail "
-                         "the report |")
+            lines.append(
+                f"| measurement-only experiment | {_cell(e.name)} | — | — | no verdict "
+                "| declared MEASUREMENT_ONLY: its findings below neither pass nor fail "
+                "the report |"
+            )
         lines.append("")
         if e.findings():
-            lines += ["Measured findings (not paper claims; they do not gate the verdict):", "",
-                      "| finding | source | criterion | measured (95% interval) | outcome | note |",
-                      "|---|---|---|---|---|---|"]
+            lines += [
+                "Measured findings (not paper claims; they do not gate the verdict):",
+                "",
+                "| finding | source | criterion | measured (95% interval) | outcome | note |",
+                "|---|---|---|---|---|---|",
+            ]
             lines += [_row(c) for c in e.findings()]
             lines.append("")
         for p in e.plots:
@@ -261,17 +301,21 @@ def _policy_line(entries: list[ExperimentEntry]) -> str:
         return "Every row is exact (no Monte-Carlo rows)."
     m = len(rows)
     misses = sum(not c.get("passed_95", c["passed"]) for c in rows)
-    return (f"Multiple comparisons: the {m} Monte-Carlo rows are decided family-wise "
-            f"(Bonferroni): a row passes iff its p-value >= {FAMILY_ALPHA:g}/{m} = "
-            f"{FAMILY_ALPHA / m:.3g}, so a report whose claims all hold fails with probability "
-            f"at most {FAMILY_ALPHA:g}. Intervals shown are each row's own 95% interval; "
-            f"{misses} row(s) miss their bound at 95% alone (marked '95%: miss'). Exact rows "
-            "compare exactly.")
+    return (
+        f"Multiple comparisons: the {m} Monte-Carlo rows are decided family-wise "
+        f"(Bonferroni): a row passes iff its p-value >= {FAMILY_ALPHA:g}/{m} = "
+        f"{FAMILY_ALPHA / m:.3g}, so a report whose claims all hold fails with probability "
+        f"at most {FAMILY_ALPHA:g}. Intervals shown are each row's own 95% interval; "
+        f"{misses} row(s) miss their bound at 95% alone (marked '95%: miss'). Exact rows "
+        "compare exactly."
+    )
 
 
 def _row(c: Mapping[str, Any]) -> str:
-    return (f"| {_cell(c['claim'])} | {_cell(c['source'])} | {_cell(c['bound'])} | "
-            f"{_cell(measured(c))} | {_result_cell(c)} | {_cell(c.get('note', ''))} |")
+    return (
+        f"| {_cell(c['claim'])} | {_cell(c['source'])} | {_cell(c['bound'])} | "
+        f"{_cell(measured(c))} | {_result_cell(c)} | {_cell(c.get('note', ''))} |"
+    )
 
 
 def _result_cell(c: Mapping[str, Any]) -> str:

@@ -55,8 +55,14 @@ def load_report(directory: str | Path) -> tuple[Path, dict[str, Any]]:
     return path, data
 
 
-_JSON_KINDS = ((bool, "true/false"), ((int, float), "a number"), (str, "a string"),
-               (list, "an array"), (dict, "an object"), (type(None), "null"))
+_JSON_KINDS = (
+    (bool, "true/false"),
+    ((int, float), "a number"),
+    (str, "a string"),
+    (list, "an array"),
+    (dict, "an object"),
+    (type(None), "null"),
+)
 
 
 def json_kind(x: Any) -> str:
@@ -70,8 +76,9 @@ def json_kind(x: Any) -> str:
 
 def _wrong(x: Any, kind: type | tuple[type, ...]) -> bool:
     """Whether ``x`` is not of ``kind`` (true/false is not a number here)."""
-    return not isinstance(x, kind) or (isinstance(x, bool) and bool not in
-                                       (kind if isinstance(kind, tuple) else (kind,)))
+    return not isinstance(x, kind) or (
+        isinstance(x, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
+    )
 
 
 def _expect(where: str, x: Any, kind: type | tuple[type, ...], what: str) -> str | None:
@@ -118,10 +125,15 @@ def _shown(x: Any) -> str:
     return repr(x) if isinstance(x, float) else json_kind(x)
 
 
-_ENTRY = {"name": (str, "a string"), "title": (str, "a string"), "status": (str, "a string"),
-          "error": ((str, type(None)), "a string or null"),
-          "run_dir": ((str, type(None)), "a string or null"),
-          "plots": (list, "an array of paths"), "measurement_only": (bool, "true/false")}
+_ENTRY = {
+    "name": (str, "a string"),
+    "title": (str, "a string"),
+    "status": (str, "a string"),
+    "error": ((str, type(None)), "a string or null"),
+    "run_dir": ((str, type(None)), "a string or null"),
+    "plots": (list, "an array of paths"),
+    "measurement_only": (bool, "true/false"),
+}
 
 
 def report_problem(data: Any) -> str | None:
@@ -131,10 +143,11 @@ def report_problem(data: Any) -> str | None:
     if not isinstance(data, dict) or not isinstance(data.get("experiments"), list):
         return "no experiments list"
     prov = data.get("provenance", {})
-    if problem := (_expect("provenance", prov, dict, "an object")
-                   or _expect("provenance.packages", prov.get("packages") or {}, dict,
-                              "an object")
-                   or _field_problem("wall_time_s", data.get("wall_time_s", 0.0), False)):
+    if problem := (
+        _expect("provenance", prov, dict, "an object")
+        or _expect("provenance.packages", prov.get("packages") or {}, dict, "an object")
+        or _field_problem("wall_time_s", data.get("wall_time_s", 0.0), False)
+    ):
         return problem
     for i, e in enumerate(data["experiments"]):
         where = f"experiments[{i}]"
@@ -149,8 +162,9 @@ def report_problem(data: Any) -> str | None:
             return problem
         if bad := [p for p in e.get("plots", []) if not isinstance(p, str)]:
             return f"{where}.plots holds {json_kind(bad[0])}, not a path"
-        if problem := claims_problem(e.get("claims", []), f"{where}.claims",
-                                     ("claim", "source", "bound", "passed")):
+        if problem := claims_problem(
+            e.get("claims", []), f"{where}.claims", ("claim", "source", "bound", "passed")
+        ):
             return problem
     return None
 
@@ -158,15 +172,22 @@ def report_problem(data: Any) -> str | None:
 def markdown(data: dict[str, Any]) -> str:
     """``report.md`` of a loaded report.json, rendered by the current dedebate."""
     fields = {f.name for f in dataclasses.fields(ExperimentEntry)}
-    entries = [ExperimentEntry(**{k: v for k, v in e.items() if k in fields})
-               for e in data["experiments"]]
-    return render_markdown(data.get("provenance", {}), entries,
-                           float(data.get("wall_time_s", 0.0)), bool(data.get("complete", True)))
+    entries = [
+        ExperimentEntry(**{k: v for k, v in e.items() if k in fields}) for e in data["experiments"]
+    ]
+    return render_markdown(
+        data.get("provenance", {}),
+        entries,
+        float(data.get("wall_time_s", 0.0)),
+        bool(data.get("complete", True)),
+    )
 
 
 _IMAGE = re.compile(r"^!\[([^\]]*)\]\(([^)]+)\)$")
-_INLINE = [(re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
-           (re.compile(r"`([^`]+)`"), r"<code>\1</code>")]
+_INLINE = [
+    (re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
+    (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
+]
 
 
 def _inline(text: str) -> str:
@@ -176,9 +197,11 @@ def _inline(text: str) -> str:
     return re.sub(r"\[([^\]]+)\]\(#([^)]+)\)", r'<a href="#\2">\1</a>', out)
 
 
-_VERDICTS = ((re.compile(r"(PASS|criterion met)\b"), "pass"),
-             (re.compile(r"(FAIL|criterion NOT met)\b"), "fail"),
-             (re.compile(r"UNDECIDED\b"), "open"))
+_VERDICTS = (
+    (re.compile(r"(PASS|criterion met)\b"), "pass"),
+    (re.compile(r"(FAIL|criterion NOT met)\b"), "fail"),
+    (re.compile(r"UNDECIDED\b"), "open"),
+)
 
 
 def _verdict_class(cell: str) -> str:
@@ -211,14 +234,18 @@ def _png(base: Path, rel: str) -> bytes | None:
 def _image(base: Path, rel: str, alt: str) -> str:
     data = _png(base, rel)
     if data is None:
-        return (f"<p>(plot {html.escape(alt)} not shown: {html.escape(rel)} is not a PNG file "
-                "inside the report directory)</p>")
+        return (
+            f"<p>(plot {html.escape(alt)} not shown: {html.escape(rel)} is not a PNG file "
+            "inside the report directory)</p>"
+        )
     uri = "data:image/png;base64," + base64.b64encode(data).decode()
     return f'<p><img alt="{html.escape(alt)}" src="{uri}"></p>'
 
 
-_POLICY = ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-           'img-src data:; style-src \'unsafe-inline\'">')
+_POLICY = (
+    '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+    "img-src data:; style-src 'unsafe-inline'\">"
+)
 
 
 def to_html(md: str, base: Path) -> str:
@@ -241,13 +268,19 @@ def to_html(md: str, base: Path) -> str:
             while i < len(lines) and lines[i].startswith("|"):
                 rows.append(_cells(lines[i]))
                 i += 1
-            head, rest = rows[0], [r for r in rows[1:] if not all(set(c) <= {"-", ":"}
-                                                                 for c in r)]
-            body.append("<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head)
-                        + "</tr></thead><tbody>" + "".join(
-                            "<tr>" + "".join(f"<td{_verdict_class(c)}>{_inline(c)}</td>"
-                                             for c in r) + "</tr>"
-                            for r in rest) + "</tbody></table>")
+            head, rest = rows[0], [r for r in rows[1:] if not all(set(c) <= {"-", ":"} for c in r)]
+            body.append(
+                "<table><thead><tr>"
+                + "".join(f"<th>{_inline(c)}</th>" for c in head)
+                + "</tr></thead><tbody>"
+                + "".join(
+                    "<tr>"
+                    + "".join(f"<td{_verdict_class(c)}>{_inline(c)}</td>" for c in r)
+                    + "</tr>"
+                    for r in rest
+                )
+                + "</tbody></table>"
+            )
             continue
         if m := re.match(r"^(#{1,6}) (.*)$", line):
             level, text = len(m.group(1)), m.group(2)
@@ -258,11 +291,16 @@ def to_html(md: str, base: Path) -> str:
         elif line.strip():
             body.append(f"<p>{_inline(line)}</p>")
         i += 1
-    style = ("body{font-family:sans-serif;max-width:80em;margin:2em auto;padding:0 1em}"
-             "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
-             "padding:.2em .5em;text-align:left;vertical-align:top}img{max-width:100%}"
-             ".pass{background:#e6f4ea}.fail{background:#fce8e6}.open{background:#fff4e0}")
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">" + _POLICY
-            + f"<title>dedebate reproduce report</title><style>{style}</style></head><body>\n"
-            + "\n".join(body)
-            + "\n</body></html>\n")
+    style = (
+        "body{font-family:sans-serif;max-width:80em;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
+        "padding:.2em .5em;text-align:left;vertical-align:top}img{max-width:100%}"
+        ".pass{background:#e6f4ea}.fail{background:#fce8e6}.open{background:#fff4e0}"
+    )
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+        + _POLICY
+        + f"<title>dedebate reproduce report</title><style>{style}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

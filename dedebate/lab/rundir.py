@@ -91,10 +91,12 @@ def new_run_dir(output_dir: str | os.PathLike, prefix: str) -> Path:
                 continue
             return path.resolve()
     except OSError as err:
-        raise RunDirError(f"output_dir {str(output_dir)!r}: cannot create a run directory "
-                          f"there: {_reason(err)}") from None
-    raise RunDirError(f"output_dir {str(output_dir)!r}: could not create a run directory "
-                      f"{base}[-n] there")
+        raise RunDirError(
+            f"output_dir {str(output_dir)!r}: cannot create a run directory there: {_reason(err)}"
+        ) from None
+    raise RunDirError(
+        f"output_dir {str(output_dir)!r}: could not create a run directory {base}[-n] there"
+    )
 
 
 def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) -> Path | None:
@@ -146,8 +148,10 @@ def check_run_dir(run_dir: str | os.PathLike) -> None:
                 continue
             target = Path(os.path.realpath(path))
             if not target.is_relative_to(root) or (Path(where) == root and name in RUN_FOLDERS):
-                raise RunDirError(f"{path}: a symbolic link (to {target}); a run directory must "
-                                  "not reach outside itself: replace the link by the files")
+                raise RunDirError(
+                    f"{path}: a symbolic link (to {target}); a run directory must "
+                    "not reach outside itself: replace the link by the files"
+                )
         dirs[:] = [d for d in dirs if d != "wandb"]
 
 
@@ -205,8 +209,10 @@ def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
         os.close(fd)
-        raise RunDirError(f"{path}: the run's lock file is not a regular file of its own (a "
-                          "device, pipe or hard link); remove it")
+        raise RunDirError(
+            f"{path}: the run's lock file is not a regular file of its own (a "
+            "device, pipe or hard link); remove it"
+        )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as err:
@@ -217,8 +223,10 @@ def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
             owner = os.pread(fd, 32, 0).decode(errors="replace").strip()
         os.close(fd)
         who = f"PID {owner}" if owner.isdigit() else "another process"
-        raise RunDirError(f"run in use by {who}: {Path(run_dir)} is locked ({path}); wait for "
-                          "that process to finish or stop it") from None
+        raise RunDirError(
+            f"run in use by {who}: {Path(run_dir)} is locked ({path}); wait for "
+            "that process to finish or stop it"
+        ) from None
     with contextlib.suppress(OSError):
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

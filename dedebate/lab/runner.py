@@ -68,8 +68,12 @@ class RunRecord:
 
         Returns False for an error, no result or no claims, else ``ExperimentResult.passed``.
         """
-        return self.error is None and self.result is not None and bool(self.result.claims) \
+        return (
+            self.error is None
+            and self.result is not None
+            and bool(self.result.claims)
             and self.result.passed
+        )
 
 
 def find_resumable(cfg: RunConfig) -> Path | None:
@@ -80,14 +84,23 @@ def find_resumable(cfg: RunConfig) -> Path | None:
     """
     want = cfg.config_hash()
     return newest_matching_dir(
-        cfg.output_dir, f"{cfg.experiment}-*",
-        lambda old: not old.get("sweep") and config_hash_of(old) == want)
+        cfg.output_dir,
+        f"{cfg.experiment}-*",
+        lambda old: not old.get("sweep") and config_hash_of(old) == want,
+    )
 
 
-def run_experiment(module: ExperimentModule, cfg: RunConfig, *,
-                   run_dir: str | os.PathLike | None = None, show_progress: bool = True,
-                   nested: bool = False, raise_errors: bool = False, key: Any = None,
-                   tracking_name: str | None = None) -> RunRecord:
+def run_experiment(
+    module: ExperimentModule,
+    cfg: RunConfig,
+    *,
+    run_dir: str | os.PathLike | None = None,
+    show_progress: bool = True,
+    nested: bool = False,
+    raise_errors: bool = False,
+    key: Any = None,
+    tracking_name: str | None = None,
+) -> RunRecord:
     """Run the experiment (:func:`~dedebate.lab.evaluate.run_module`), write the run directory.
 
     Order: config.yaml, then the experiment (metrics.jsonl and plots as it goes), then tables and
@@ -124,8 +137,9 @@ def run_experiment(module: ExperimentModule, cfg: RunConfig, *,
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise RunDirError(f"{run_dir}: cannot create the run directory: {err.strerror or err}"
-                          ) from None
+        raise RunDirError(
+            f"{run_dir}: cannot create the run directory: {err.strerror or err}"
+        ) from None
     check_run_dir(run_dir)  # also for a finished run: nothing is read through a link out
     resume = resume or (cfg.resume and (run_dir / "checkpoints").is_dir())
     if cfg.resume:
@@ -134,8 +148,17 @@ def run_experiment(module: ExperimentModule, cfg: RunConfig, *,
             eprint(f"dedebate: run already finished: {run_dir}; nothing to do")
             return done
     with lock_run_dir(run_dir):  # a second process on this run stops here ("run in use")
-        return _run_in(module, cfg, run_dir, resume, show_progress=show_progress, nested=nested,
-                       raise_errors=raise_errors, key=key, tracking_name=tracking_name)
+        return _run_in(
+            module,
+            cfg,
+            run_dir,
+            resume,
+            show_progress=show_progress,
+            nested=nested,
+            raise_errors=raise_errors,
+            key=key,
+            tracking_name=tracking_name,
+        )
 
 
 def _finished_results(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
@@ -159,8 +182,9 @@ def _finished_results(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
     return results
 
 
-def finished_record(module: ExperimentModule, cfg: RunConfig,
-                    run_dir: str | os.PathLike) -> RunRecord | None:
+def finished_record(
+    module: ExperimentModule, cfg: RunConfig, run_dir: str | os.PathLike
+) -> RunRecord | None:
     """The stored record of a run that finished in ``run_dir`` with ``cfg``, or None (run it).
 
     Finished means: results.json says "ok", has ``cfg``'s config hash and every table and plot
@@ -193,17 +217,32 @@ def finished_record(module: ExperimentModule, cfg: RunConfig,
         return None
     try:
         names = {f.name for f in dataclasses.fields(Claim)}
-        claims = [Claim(**{**{k: v for k, v in c.items() if k in names},
-                           "passed": bool(c.get("passed_95", c["passed"]))})
-                  for c in results["claims"]]
+        claims = [
+            Claim(
+                **{
+                    **{k: v for k, v in c.items() if k in names},
+                    "passed": bool(c.get("passed_95", c["passed"])),
+                }
+            )
+            for c in results["claims"]
+        ]
     except (TypeError, KeyError, AttributeError):
         return None
-    result = ExperimentResult(claims=claims, metrics=dict(results.get("metrics") or {}),
-                              plots=[p.removeprefix("plots/") for p in results.get("plots", [])])
+    result = ExperimentResult(
+        claims=claims,
+        metrics=dict(results.get("metrics") or {}),
+        plots=[p.removeprefix("plots/") for p in results.get("plots", [])],
+    )
     wall = results["provenance"].get("wall_time_s")
-    return RunRecord(cfg, run_dir.resolve(), result, None,
-                     float(wall) if isinstance(wall, (int, float)) else 0.0, results,
-                     reused=True)
+    return RunRecord(
+        cfg,
+        run_dir.resolve(),
+        result,
+        None,
+        float(wall) if isinstance(wall, (int, float)) else 0.0,
+        results,
+        reused=True,
+    )
 
 
 def _write_running_record(module: ExperimentModule, cfg: RunConfig, run_dir: Path) -> None:
@@ -215,23 +254,35 @@ def _write_running_record(module: ExperimentModule, cfg: RunConfig, run_dir: Pat
     with contextlib.suppress(OSError, ValueError, AttributeError):
         if read_json(path).get("status") == "ok":
             return
-    write_json(path, {
-        "experiment": cfg.experiment,
-        "title": getattr(module, "TITLE", ""),
-        "status": "running",
-        "passed": False,
-        "claims": [],
-        "started_utc": utc_iso(),
-        "pid": os.getpid(),
-        "note": "written when the run started and replaced when it ends; if process pid is "
-                "gone and this is still here, the run died before finishing (killed, out of "
-                "memory or aborted): resume it with dedebate run --resume RUN_DIR",
-    })
+    write_json(
+        path,
+        {
+            "experiment": cfg.experiment,
+            "title": getattr(module, "TITLE", ""),
+            "status": "running",
+            "passed": False,
+            "claims": [],
+            "started_utc": utc_iso(),
+            "pid": os.getpid(),
+            "note": "written when the run started and replaced when it ends; if process pid is "
+            "gone and this is still here, the run died before finishing (killed, out of "
+            "memory or aborted): resume it with dedebate run --resume RUN_DIR",
+        },
+    )
 
 
-def _run_in(module: ExperimentModule, cfg: RunConfig, run_dir: Path, resume: bool, *,
-            show_progress: bool, nested: bool, raise_errors: bool, key: Any,
-            tracking_name: str | None) -> RunRecord:
+def _run_in(
+    module: ExperimentModule,
+    cfg: RunConfig,
+    run_dir: Path,
+    resume: bool,
+    *,
+    show_progress: bool,
+    nested: bool,
+    raise_errors: bool,
+    key: Any,
+    tracking_name: str | None,
+) -> RunRecord:
     """The body of :func:`run_experiment`, in a locked run directory."""
     write_text(run_dir / "config.yaml", dump_yaml(cfg))
     _write_running_record(module, cfg, run_dir)
@@ -239,13 +290,22 @@ def _run_in(module: ExperimentModule, cfg: RunConfig, run_dir: Path, resume: boo
     tcfg = cfg.tracking
     mode = tcfg.effective_mode()
     env = environment_provenance()  # before the run: what W&B and results.json record
-    tracker = Tracker.start(mode=mode, run_dir=run_dir, project=tcfg.project,
-                            entity=tcfg.entity, group=tcfg.group, job_type=cfg.experiment,
-                            name=tracking_name or run_dir.name, config=cfg.to_dict(),
-                            resume=cfg.resume, provenance=env)
+    tracker = Tracker.start(
+        mode=mode,
+        run_dir=run_dir,
+        project=tcfg.project,
+        entity=tcfg.entity,
+        group=tcfg.group,
+        job_type=cfg.experiment,
+        name=tracking_name or run_dir.name,
+        config=cfg.to_dict(),
+        resume=cfg.resume,
+        provenance=env,
+    )
     mode = tracker.mode if tracker.active else mode  # online falls back to offline off-network
-    ctx = LabContext(cfg, run_dir, tracker, show_progress=show_progress, nested=nested,
-                     resume=resume, key=key)
+    ctx = LabContext(
+        cfg, run_dir, tracker, show_progress=show_progress, nested=nested, resume=resume, key=key
+    )
 
     started = utc_iso()
     t0 = time.monotonic()
@@ -263,14 +323,16 @@ def _run_in(module: ExperimentModule, cfg: RunConfig, run_dir: Path, resume: boo
         result = None
         if raise_errors or isinstance(err, RunDirError):  # a full disk: one line, exit 2
             with contextlib.suppress(RunDirError):  # the disk may not hold the record either
-                _finish_failed(module, cfg, run_dir, ctx, tracker, mode, env, started, t0,
-                               error, tb_text)
+                _finish_failed(
+                    module, cfg, run_dir, ctx, tracker, mode, env, started, t0, error, tb_text
+                )
             raise
     wall = time.monotonic() - t0
 
     if error is not None:
-        results = _finish_failed(module, cfg, run_dir, ctx, tracker, mode, env, started, t0,
-                                 error, tb_text)
+        results = _finish_failed(
+            module, cfg, run_dir, ctx, tracker, mode, env, started, t0, error, tb_text
+        )
         return RunRecord(cfg, run_dir, None, error, wall, results)
 
     assert result is not None
@@ -288,8 +350,7 @@ def _run_in(module: ExperimentModule, cfg: RunConfig, run_dir: Path, resume: boo
         "status": "ok",
         "passed": bool(result.claims) and result.passed,
         "claims": with_family_decisions(result.claims),
-        "metrics": jsonable({**{k: round(v, 4) for k, v in ctx.timings.items()},
-                             **result.metrics}),
+        "metrics": jsonable({**{k: round(v, 4) for k, v in ctx.timings.items()}, **result.metrics}),
         "tables": tables,
         "plots": [f"plots/{p}" for p in plots],
         "provenance": _provenance(cfg, ctx, tracker, mode, env, started, wall),
@@ -298,19 +359,38 @@ def _run_in(module: ExperimentModule, cfg: RunConfig, run_dir: Path, resume: boo
 
     # Local results are complete; now W&B.
     gate = [c for c in results["claims"] if gating(c)]
-    tracker.set_summary({**results["metrics"], "claims_passed": sum(c["passed"] for c in gate),
-                         "claims_total": len(gate), "passed": results["passed"],
-                         "wall_time_s": wall})
-    tracker.log_artifact(f"results-{run_dir.name}", "results",
-                         [run_dir / "results.json", run_dir / "config.yaml",
-                          *(run_dir / p for p in tables.values()),
-                          *(run_dir / p for p in results["plots"])])
+    tracker.set_summary(
+        {
+            **results["metrics"],
+            "claims_passed": sum(c["passed"] for c in gate),
+            "claims_total": len(gate),
+            "passed": results["passed"],
+            "wall_time_s": wall,
+        }
+    )
+    tracker.log_artifact(
+        f"results-{run_dir.name}",
+        "results",
+        [
+            run_dir / "results.json",
+            run_dir / "config.yaml",
+            *(run_dir / p for p in tables.values()),
+            *(run_dir / p for p in results["plots"]),
+        ],
+    )
     tracker.finish(0)
     return RunRecord(cfg, run_dir, result, None, wall, results)
 
 
-def _provenance(cfg: RunConfig, ctx: LabContext, tracker: Tracker, mode: str,
-                env: dict[str, Any], started: str, wall: float) -> dict[str, Any]:
+def _provenance(
+    cfg: RunConfig,
+    ctx: LabContext,
+    tracker: Tracker,
+    mode: str,
+    env: dict[str, Any],
+    started: str,
+    wall: float,
+) -> dict[str, Any]:
     prov = {
         "config_hash": ctx.config_hash,
         "seed": cfg.seed,
@@ -320,8 +400,12 @@ def _provenance(cfg: RunConfig, ctx: LabContext, tracker: Tracker, mode: str,
         "wall_time_s": round(wall, 3),
         "peak_device_bytes": peak_device_bytes(),
         "resumed": ctx.resume,
-        "tracking": {"mode": mode, "wandb_run_id": tracker.run_id,
-                     "wandb_dir": tracker.run_path, "failure": tracker.failed},
+        "tracking": {
+            "mode": mode,
+            "wandb_run_id": tracker.run_id,
+            "wandb_dir": tracker.run_path,
+            "failure": tracker.failed,
+        },
     }
     return prov
 
@@ -335,9 +419,19 @@ def _status(results_path: Path) -> str | None:
     return status if isinstance(status, str) else None
 
 
-def _finish_failed(module: ExperimentModule, cfg: RunConfig, run_dir: Path, ctx: LabContext,
-                   tracker: Tracker, mode: str, env: dict[str, Any], started: str, t0: float,
-                   error: str, tb_text: str | None) -> dict[str, Any]:
+def _finish_failed(
+    module: ExperimentModule,
+    cfg: RunConfig,
+    run_dir: Path,
+    ctx: LabContext,
+    tracker: Tracker,
+    mode: str,
+    env: dict[str, Any],
+    started: str,
+    t0: float,
+    error: str,
+    tb_text: str | None,
+) -> dict[str, Any]:
     wall = time.monotonic() - t0
     write_text(run_dir / "error.txt", tb_text or error)
     results = {
@@ -357,8 +451,10 @@ def _finish_failed(module: ExperimentModule, cfg: RunConfig, run_dir: Path, ctx:
     target = run_dir / "results.json"
     if _status(target) == "ok":
         target = run_dir / "results.failed.json"
-        eprint(f"dedebate: warning: {run_dir}: the run had finished before; results.json is "
-               f"kept, this attempt's error record is {target.name} (and error.txt)")
+        eprint(
+            f"dedebate: warning: {run_dir}: the run had finished before; results.json is "
+            f"kept, this attempt's error record is {target.name} (and error.txt)"
+        )
     write_json(target, results)
     tracker.set_summary({"passed": False, "error": error})
     tracker.finish(1)

@@ -48,5 +48,7 @@ def validation_errors(data: Any, kind: str) -> list[str]:
     from jsonschema import Draft202012Validator
 
     validator = Draft202012Validator(load_schema(kind), registry=_registry())
-    return [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
-            for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))]
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+        for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    ]

@@ -95,13 +95,20 @@ def find_sweep_dir(cfg: RunConfig) -> Path | None:
     from dedebate.lab.rundir import newest_matching_dir
 
     want = cfg.sweep_hash()
-    return newest_matching_dir(cfg.output_dir, f"{cfg.experiment}-sweep-*",
-                               lambda old: sweep_hash_of(old) == want)
+    return newest_matching_dir(
+        cfg.output_dir, f"{cfg.experiment}-sweep-*", lambda old: sweep_hash_of(old) == want
+    )
 
 
-def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | None = None,
-              resume: bool | None = None, show_progress: bool = True,
-              devices: list[Any] | None = None) -> SweepRecord:
+def run_sweep(
+    module: Any,
+    cfg: RunConfig,
+    *,
+    sweep_dir: str | os.PathLike | None = None,
+    resume: bool | None = None,
+    show_progress: bool = True,
+    devices: list[Any] | None = None,
+) -> SweepRecord:
     """Run the sweep of ``cfg`` (its ``sweep`` block) and write the sweep directory.
 
     With several JAX processes (``dedebate/lab/distributed.py``) every process calls this with
@@ -125,16 +132,30 @@ def run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | Non
     """
     held: list[Any] = []
     try:
-        return _run_sweep(module, cfg, sweep_dir=sweep_dir, resume=resume,
-                          show_progress=show_progress, devices=devices, held=held)
+        return _run_sweep(
+            module,
+            cfg,
+            sweep_dir=sweep_dir,
+            resume=resume,
+            show_progress=show_progress,
+            devices=devices,
+            held=held,
+        )
     finally:
         for lock in held:
             lock.release()
 
 
-def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | None,
-               resume: bool | None, show_progress: bool, devices: list[Any] | None,
-               held: list[Any]) -> SweepRecord:
+def _run_sweep(
+    module: Any,
+    cfg: RunConfig,
+    *,
+    sweep_dir: str | os.PathLike | None,
+    resume: bool | None,
+    show_progress: bool,
+    devices: list[Any] | None,
+    held: list[Any],
+) -> SweepRecord:
     from dedebate.lab import distributed as dist
 
     t0 = time.monotonic()
@@ -166,15 +187,25 @@ def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | No
         groups_dir.mkdir(exist_ok=True)
 
     # -- which groups are already done (process 0 reads and checks, everyone agrees)
-    done = [_group_done(groups_dir / f"group-{g.index:03d}.csv", plan_, g)
-            for g in plan_.groups] if lead and resume else [False] * len(plan_.groups)
+    done = (
+        [_group_done(groups_dir / f"group-{g.index:03d}.csv", plan_, g) for g in plan_.groups]
+        if lead and resume
+        else [False] * len(plan_.groups)
+    )
     done = dist.broadcast_flags(done)
 
     mode = cfg.tracking.effective_mode() if lead else "disabled"
     group_name = cfg.tracking.group or out.name
-    tracker = Tracker.start(mode=mode, run_dir=out, project=cfg.tracking.project,
-                            entity=cfg.tracking.entity, group=group_name, job_type="sweep",
-                            name=out.name, config={**cfg.to_dict(), "sweep_dir": str(out)})
+    tracker = Tracker.start(
+        mode=mode,
+        run_dir=out,
+        project=cfg.tracking.project,
+        entity=cfg.tracking.entity,
+        group=group_name,
+        job_type="sweep",
+        name=out.name,
+        config={**cfg.to_dict(), "sweep_dir": str(out)},
+    )
     mode = tracker.mode if tracker.active else mode  # online falls back to offline off-network
 
     info = EvalInfo()
@@ -183,8 +214,14 @@ def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | No
     compute_s = 0.0
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=plan_.rows, desc=f"sweep {cfg.experiment}", unit="run",
-               disable=not (show_progress and lead), dynamic_ncols=True, mininterval=0.5)
+    bar = tqdm(
+        total=plan_.rows,
+        desc=f"sweep {cfg.experiment}",
+        unit="run",
+        disable=not (show_progress and lead),
+        dynamic_ncols=True,
+        mininterval=0.5,
+    )
     try:
         for g, is_done in zip(plan_.groups, done):
             gfile = groups_dir / f"group-{g.index:03d}.csv"
@@ -204,8 +241,9 @@ def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | No
             if lead:
                 rows = sort_rows(rows, plan_.seeds)
                 write_csv(out / "sweep.csv", rows)
-                tracker.log({"group": g.index, "rows_done": len(rows),
-                             "wall_s": time.monotonic() - t0})
+                tracker.log(
+                    {"group": g.index, "rows_done": len(rows), "wall_s": time.monotonic() - t0}
+                )
                 if plan_.vmapped and not is_done and cfg.sweep.tracking == "points":
                     _track_points(cfg, plan_, g, grows, out, group_name, mode)
             bar.update(len(plan_.seeds) * len(g.points))
@@ -216,8 +254,11 @@ def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | No
     wall = time.monotonic() - t0
     results: dict[str, Any] = {}
     if lead:
-        plots = (plot_sweep(rows, plan_, plots_dir, list(cfg.sweep.metrics))
-                 if cfg.sweep.plots and rows else [])
+        plots = (
+            plot_sweep(rows, plan_, plots_dir, list(cfg.sweep.metrics))
+            if cfg.sweep.plots and rows
+            else []
+        )
         if cfg.sweep.plots and rows:
             plots += experiment_figures(module, rows, plots_dir)
         points = per_point(rows, plan_)
@@ -248,22 +289,44 @@ def _run_sweep(module: Any, cfg: RunConfig, *, sweep_dir: str | os.PathLike | No
             "plots": [f"plots/{p}" for p in plots],
             "per_point": points,
             "provenance": {
-                "config_hash": cfg.config_hash(), "sweep_hash": cfg.sweep_hash(),
-                "seed": cfg.seed, "size": cfg.size, **environment_provenance(),
-                "started_utc": started, "wall_time_s": round(wall, 3), "resumed": bool(resume),
-                "tracking": {"mode": mode, "wandb_run_id": tracker.run_id,
-                             "wandb_dir": tracker.run_path, "failure": tracker.failed},
+                "config_hash": cfg.config_hash(),
+                "sweep_hash": cfg.sweep_hash(),
+                "seed": cfg.seed,
+                "size": cfg.size,
+                **environment_provenance(),
+                "started_utc": started,
+                "wall_time_s": round(wall, 3),
+                "resumed": bool(resume),
+                "tracking": {
+                    "mode": mode,
+                    "wandb_run_id": tracker.run_id,
+                    "wandb_dir": tracker.run_path,
+                    "failure": tracker.failed,
+                },
             },
         }
         write_json(out / "results.json", results)
         tracker.log_table("sweep", rows)
         for p in plots:
             tracker.log_image(Path(p).stem, plots_dir / p)
-        tracker.set_summary({"points": len(plan_.points), "rows": len(rows),
-                             "compilations": info.traces, "wall_time_s": wall})
-        tracker.log_artifact(f"sweep-{out.name}", "sweep",
-                             [out / "sweep.csv", out / "results.json", out / "config.yaml",
-                              *(plots_dir / p for p in plots)])
+        tracker.set_summary(
+            {
+                "points": len(plan_.points),
+                "rows": len(rows),
+                "compilations": info.traces,
+                "wall_time_s": wall,
+            }
+        )
+        tracker.log_artifact(
+            f"sweep-{out.name}",
+            "sweep",
+            [
+                out / "sweep.csv",
+                out / "results.json",
+                out / "config.yaml",
+                *(plots_dir / p for p in plots),
+            ],
+        )
         tracker.finish(0)
     return SweepRecord(cfg, out, plan_, rows, results, wall)
 
@@ -287,8 +350,10 @@ def _check_same_sweep(path: Path, cfg: RunConfig) -> None:
     except Exception:  # noqa: BLE001 - an unreadable config is replaced
         return
     if isinstance(old, dict) and old.get("sweep") and sweep_hash_of(old) != cfg.sweep_hash():
-        raise SweepError(f"{path} holds a different sweep (its config.yaml has another sweep "
-                         "hash); start a new sweep directory instead")
+        raise SweepError(
+            f"{path} holds a different sweep (its config.yaml has another sweep "
+            "hash); start a new sweep directory instead"
+        )
 
 
 def _vmapped_group(module, plan_, g, cfg, out, info, devices, pid, nproc):
@@ -299,8 +364,10 @@ def _vmapped_group(module, plan_, g, cfg, out, info, devices, pid, nproc):
         r = _row(p, s, g.index)
         for k, v in metrics.items():
             if k in r:
-                raise SweepError(f"{plan_.experiment}: metric {k!r} has the name of a "
-                                 "sweep.csv column (point, seed, group or an axis)")
+                raise SweepError(
+                    f"{plan_.experiment}: metric {k!r} has the name of a "
+                    "sweep.csv column (point, seed, group or an axis)"
+                )
             r[k] = v[i].item()
         grows.append(r)
     if nproc > 1:  # each process writes the rows its devices computed
@@ -321,18 +388,34 @@ def _full_run_group(module, plan_, g, cfg, out, group_name, pid, nproc):
     shard_dir.mkdir(exist_ok=True)
     todo = [(p, s) for p in g.points for s in plan_.seeds]
     mine = []
-    tracking = cfg.tracking if cfg.sweep.tracking == "points" else dataclasses.replace(
-        cfg.tracking, mode="disabled")
+    tracking = (
+        cfg.tracking
+        if cfg.sweep.tracking == "points"
+        else dataclasses.replace(cfg.tracking, mode="disabled")
+    )
     tracking = dataclasses.replace(tracking, group=group_name)
     for i, (p, s) in enumerate(todo):
         if i % nproc != pid:
             continue
-        pcfg = dataclasses.replace(cfg, seed=s, params=p.cfg, sweep=None, resume=False,
-                                   output_dir=str(out / "points"), tracking=tracking)
+        pcfg = dataclasses.replace(
+            cfg,
+            seed=s,
+            params=p.cfg,
+            sweep=None,
+            resume=False,
+            output_dir=str(out / "points"),
+            tracking=tracking,
+        )
         run_dir = out / "points" / f"p{p.index:04d}-s{s}"
-        rec = run_experiment(module, pcfg, run_dir=run_dir, show_progress=False, nested=True,
-                             key=point_key(cfg.experiment, s, p.cfg),
-                             tracking_name=f"{out.name}-p{p.index}-s{s}")
+        rec = run_experiment(
+            module,
+            pcfg,
+            run_dir=run_dir,
+            show_progress=False,
+            nested=True,
+            key=point_key(cfg.experiment, s, p.cfg),
+            tracking_name=f"{out.name}-p{p.index}-s{s}",
+        )
         r = _row(p, s, g.index)
         r["status"] = "ok" if rec.error is None else "error"
         r["passed"] = int(rec.passed)
@@ -353,8 +436,10 @@ def _full_run_group(module, plan_, g, cfg, out, group_name, pid, nproc):
                 grows.extend(read_rows(f))
         missing = len(todo) - len(grows)
         if missing:
-            eprint(f"dedebate: warning: {missing} rows of group {g.index} are missing from "
-                   f"{shard_dir} (the processes do not share a file system?)")
+            eprint(
+                f"dedebate: warning: {missing} rows of group {g.index} are missing from "
+                f"{shard_dir} (the processes do not share a file system?)"
+            )
     return sort_rows(grows, plan_.seeds) if pid == 0 else grows
 
 
@@ -371,11 +456,21 @@ def _track_points(cfg, plan_, g, grows, out, group_name, mode):
     for p in g.points:
         rs = by_point.get(p.index, [])
         pcfg = dataclasses.replace(cfg, params=p.cfg, sweep=None)
-        t = Tracker.start(mode=mode, run_dir=out, project=cfg.tracking.project,
-                          entity=cfg.tracking.entity, group=group_name,
-                          job_type=cfg.experiment, name=f"{out.name}-p{p.index}",
-                          config={**pcfg.to_dict(), "point": p.index,
-                                  "values": jsonable(p.values), "seeds": list(plan_.seeds)})
+        t = Tracker.start(
+            mode=mode,
+            run_dir=out,
+            project=cfg.tracking.project,
+            entity=cfg.tracking.entity,
+            group=group_name,
+            job_type=cfg.experiment,
+            name=f"{out.name}-p{p.index}",
+            config={
+                **pcfg.to_dict(),
+                "point": p.index,
+                "values": jsonable(p.values),
+                "seeds": list(plan_.seeds),
+            },
+        )
         summary: dict[str, Any] = {}
         for r in rs:
             for m in metrics:

@@ -42,8 +42,9 @@ def _stack_trees(trees: list[Any], differs: Callable[[int], str]) -> Any:
         elif sig != first:
             raise SweepError(differs(i))
         per_tree.append(leaves)
-    return jax.tree.unflatten(first[0], [np.stack([r[j] for r in per_tree])
-                                         for j in range(len(first[1]))])
+    return jax.tree.unflatten(
+        first[0], [np.stack([r[j] for r in per_tree]) for j in range(len(first[1]))]
+    )
 
 
 def group_inputs(module: Any, plan_: SweepPlan, group: Group):
@@ -59,9 +60,12 @@ def group_inputs(module: Any, plan_: SweepPlan, group: Group):
     fn = pairs[0][1]
     by_point = _stack_trees(
         [dyn for dyn, _ in pairs],
-        lambda i: f"{plan_.experiment}.point() returned dynamic params of another structure at "
-                  f"point {points[i].index} ({describe_values(points[i].values)}) than at point "
-                  f"{points[0].index}; a field that changes shapes must not be listed in DYNAMIC")
+        lambda i: (
+            f"{plan_.experiment}.point() returned dynamic params of another structure at "
+            f"point {points[i].index} ({describe_values(points[i].values)}) than at point "
+            f"{points[0].index}; a field that changes shapes must not be listed in DYNAMIC"
+        ),
+    )
     rows = [(p, s) for p in points for s in plan_.seeds]
     n_seeds = len(plan_.seeds)
     dynamic = jax.tree.map(lambda a: np.repeat(a, n_seeds, axis=0), by_point)
@@ -100,10 +104,13 @@ def row_inputs(module: Any, plan_: SweepPlan, rows: list[tuple[Point, int]]):
     """
     return _stack_trees(
         [module.inputs(p.cfg, s, point_key(plan_.experiment, s, p.cfg)) for p, s in rows],
-        lambda i: f"{plan_.experiment}.inputs() returned data of another structure at point "
-                  f"{rows[i][0].index} ({describe_values(rows[i][0].values)}), seed {rows[i][1]}, than "
-                  f"at point {rows[0][0].index}; a field that changes shapes must not be listed "
-                  "in DYNAMIC")
+        lambda i: (
+            f"{plan_.experiment}.inputs() returned data of another structure at point "
+            f"{rows[i][0].index} ({describe_values(rows[i][0].values)}), seed {rows[i][1]}, than "
+            f"at point {rows[0][0].index}; a field that changes shapes must not be listed "
+            "in DYNAMIC"
+        ),
+    )
 
 
 def _keyed(fn: Callable[..., Any], impl: Any) -> Callable[..., Any]:
@@ -118,8 +125,15 @@ def _keyed(fn: Callable[..., Any], impl: Any) -> Callable[..., Any]:
     return row_fn
 
 
-def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 0,
-                   devices: list[Any] | None = None, info: EvalInfo | None = None):
+def evaluate_group(
+    module: Any,
+    plan_: SweepPlan,
+    group: Group,
+    *,
+    batch: int = 0,
+    devices: list[Any] | None = None,
+    info: EvalInfo | None = None,
+):
     """The metrics of one group's rows, in one compiled program over every device (a
     :class:`ChunkedFn`: its init, chunk and finish programs, each compiled once).
 
@@ -129,14 +143,29 @@ def evaluate_group(module: Any, plan_: SweepPlan, group: Group, *, batch: int = 
     if isinstance(fn, ChunkedFn):
         progs = ChunkedPrograms(module, group.points[0].cfg, fn, impl, devices=devices, info=info)
         return rows, progs.evaluate(*inputs, batch=batch)
-    metrics = evaluate(_keyed(fn, impl), inputs, len(rows), devices=devices, batch=batch,
-                       info=info, cache_key=program_key(module, group.points[0].cfg, impl),
-                       options=compile_options(module, devices))
+    metrics = evaluate(
+        _keyed(fn, impl),
+        inputs,
+        len(rows),
+        devices=devices,
+        batch=batch,
+        info=info,
+        cache_key=program_key(module, group.points[0].cfg, impl),
+        options=compile_options(module, devices),
+    )
     return rows, metrics
 
 
-def point_row(module: Any, cfg: Any, key: Any, seed: int, *, devices: list[Any] | None = None,
-              info: EvalInfo | None = None, extras: bool = False) -> Any:
+def point_row(
+    module: Any,
+    cfg: Any,
+    key: Any,
+    seed: int,
+    *,
+    devices: list[Any] | None = None,
+    info: EvalInfo | None = None,
+    extras: bool = False,
+) -> Any:
     """The metrics of ``module.point(cfg)`` at ``key`` (a run's ``ctx.key``; ``seed`` for the
     experiment's ``inputs``): the one-point case of a sweep, through the same compiled program
     as a sweep group of ``cfg``'s static fields evaluated one row per call (``sweep.batch: 1``).
@@ -161,17 +190,26 @@ def point_row(module: Any, cfg: Any, key: Any, seed: int, *, devices: list[Any] 
     impl = jax.random.key_impl(key)
     if isinstance(fn, ChunkedFn):
         progs = ChunkedPrograms(module, cfg, fn, impl, devices=devices, info=info)
-        metrics = progs.evaluate(jax.tree.map(lambda a: canonical(a)[None], dynamic),
-                                 np.asarray(jax.random.key_data(key))[None])
+        metrics = progs.evaluate(
+            jax.tree.map(lambda a: canonical(a)[None], dynamic),
+            np.asarray(jax.random.key_data(key))[None],
+        )
         return {k: v[0].item() for k, v in metrics.items()}
     one = jax.tree.map(lambda a: canonical(a)[None], dynamic)
     inputs = (one, np.asarray(jax.random.key_data(key))[None])
     if callable(getattr(module, "inputs", None)):
         host = module.inputs(cfg, seed, key)
         inputs += (jax.tree.map(lambda a: canonical(a)[None], host),)
-    out = evaluate(_keyed(fn, impl), inputs, 1, devices=devices, info=info,
-                   cache_key=program_key(module, cfg, impl),
-                   options=compile_options(module, devices), extras=extras)
+    out = evaluate(
+        _keyed(fn, impl),
+        inputs,
+        1,
+        devices=devices,
+        info=info,
+        cache_key=program_key(module, cfg, impl),
+        options=compile_options(module, devices),
+        extras=extras,
+    )
     metrics, more = out if extras else (out, None)
     row = {k: v[0].item() for k, v in metrics.items()}
     return (row, jax.tree.map(lambda a: a[0], more)) if extras else row

@@ -60,8 +60,7 @@ def per_point(rows: list[dict[str, Any]], plan_: SweepPlan) -> list[dict[str, An
     out = []
     for p in plan_.points:
         rs = by_point.get(p.index, [])
-        entry: dict[str, Any] = {"point": p.index, "values": jsonable(p.values),
-                                 "seeds": len(rs)}
+        entry: dict[str, Any] = {"point": p.index, "values": jsonable(p.values), "seeds": len(rs)}
         for m in metrics:
             vals = [r[m] for r in rs if isinstance(r.get(m), (int, float))]
             mean, lo, hi = t_interval(vals)
@@ -75,7 +74,8 @@ def _number(value: Any) -> float | None:
     if isinstance(value, (list, tuple)) and len(value) == 1:
         value = value[0]
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-            value, (bool, np.bool_)):
+        value, (bool, np.bool_)
+    ):
         return float(value)
     return None
 
@@ -94,8 +94,9 @@ MAX_LINES = 8
 MAX_METRICS = 24
 
 
-def plot_sweep(rows: list[dict[str, Any]], plan_: SweepPlan, plots_dir: Path,
-               only: list[str] | None = None) -> list[str]:
+def plot_sweep(
+    rows: list[dict[str, Any]], plan_: SweepPlan, plots_dir: Path, only: list[str] | None = None
+) -> list[str]:
     """One PNG per (metric, axis): the metric's mean over seeds against the axis, one line per
     combination of the other axes (at most ``MAX_LINES``), with a 95% t-interval band. Metrics:
     ``only`` if given, else every metric (the first ``MAX_METRICS``).
@@ -119,12 +120,16 @@ def plot_sweep(rows: list[dict[str, Any]], plan_: SweepPlan, plots_dir: Path,
     if only:
         unknown = [m for m in only if m not in metrics]
         if unknown:
-            eprint(f"dedebate: warning: sweep.metrics names {', '.join(unknown)}, which the "
-                   f"sweep did not produce (metrics: {', '.join(metrics)})")
+            eprint(
+                f"dedebate: warning: sweep.metrics names {', '.join(unknown)}, which the "
+                f"sweep did not produce (metrics: {', '.join(metrics)})"
+            )
         metrics = [m for m in only if m in metrics]
     elif len(metrics) > MAX_METRICS:
-        eprint(f"dedebate: warning: plotting the first {MAX_METRICS} of {len(metrics)} metrics; "
-               "choose others with sweep.metrics")
+        eprint(
+            f"dedebate: warning: plotting the first {MAX_METRICS} of {len(metrics)} metrics; "
+            "choose others with sweep.metrics"
+        )
         metrics = metrics[:MAX_METRICS]
     saved = []
     axes = [a for a in plan_.axes if len(plan_.axes[a]) > 1] or list(plan_.axes)
@@ -183,8 +188,10 @@ def experiment_figures(module: Any, rows: list[dict[str, Any]], plots_dir: Path)
     try:
         figs = hook(rows)
     except Exception as err:  # noqa: BLE001 - the sweep's rows are on disk already
-        eprint(f"dedebate: warning: {getattr(module, 'NAME', module.__name__)}.sweep_figures "
-               f"failed ({type(err).__name__}: {err}); no experiment figures")
+        eprint(
+            f"dedebate: warning: {getattr(module, 'NAME', module.__name__)}.sweep_figures "
+            f"failed ({type(err).__name__}: {err}); no experiment figures"
+        )
         return []
     plots_dir.mkdir(parents=True, exist_ok=True)
     saved = []

@@ -76,11 +76,14 @@ def point_words(params: Any) -> tuple[int, int]:
 
     Returns ``(w0, w1)``, each in ``[0, 2**31)``.
     """
-    text = json.dumps(jsonable(dataclasses.asdict(params)), sort_keys=True,
-                      separators=(",", ":"), allow_nan=True)
+    text = json.dumps(
+        jsonable(dataclasses.asdict(params)), sort_keys=True, separators=(",", ":"), allow_nan=True
+    )
     h = hashlib.sha256(text.encode()).digest()
-    return (int.from_bytes(h[:4], "little") & 0x7FFFFFFF,
-            int.from_bytes(h[4:8], "little") & 0x7FFFFFFF)
+    return (
+        int.from_bytes(h[:4], "little") & 0x7FFFFFFF,
+        int.from_bytes(h[4:8], "little") & 0x7FFFFFFF,
+    )
 
 
 def point_key(experiment: str, seed: int, params: Any):
@@ -126,7 +129,7 @@ class _Grid:
         return Point(i, values, pcfg, point_words(pcfg))
 
     def _strides(self) -> list[int]:
-        return [math.prod(self.sizes[k + 1:]) for k in range(len(self.sizes))]
+        return [math.prod(self.sizes[k + 1 :]) for k in range(len(self.sizes))]
 
     def index(self, picks: Mapping[str, int]) -> int:
         """The index of the point with value number ``picks[a]`` of every axis ``a``."""
@@ -172,8 +175,10 @@ class LazyGroups(Sequence):
         for a, n in zip(reversed(self._static), reversed(self._sizes)):
             picks[a], rest = rest % n, rest // n
         dyn = [range(len(self._grid.axes[a])) for a in self._dynamic]
-        points = tuple(self._grid.point(self._grid.index({**picks, **dict(zip(self._dynamic, c))}))
-                       for c in itertools.product(*dyn))
+        points = tuple(
+            self._grid.point(self._grid.index({**picks, **dict(zip(self._dynamic, c))}))
+            for c in itertools.product(*dyn)
+        )
         return Group(g, {a: points[0].values[a] for a in self._static}, points)
 
 
@@ -199,19 +204,31 @@ def plan(module: Any, cfg: RunConfig) -> SweepPlan:
     fields = [f.name for f in dataclasses.fields(type(cfg.params))]
     clash = [a for a in axes if a in RESERVED]
     if clash:
-        raise SweepError(f"sweep.axes.{clash[0]}: the name is a sweep.csv column "
-                         f"({', '.join(RESERVED)}); rename the params field")
+        raise SweepError(
+            f"sweep.axes.{clash[0]}: the name is a sweep.csv column "
+            f"({', '.join(RESERVED)}); rename the params field"
+        )
     vmapped = is_sweepable(module)
     dynamic = tuple(getattr(module, "DYNAMIC", ()) or ()) if vmapped else ()
     unknown = [d for d in dynamic if d not in fields]
     if unknown:
-        raise SweepError(f"{name}.DYNAMIC names {unknown[0]!r}, which is not a Config field "
-                         f"(fields: {', '.join(fields)})")
+        raise SweepError(
+            f"{name}.DYNAMIC names {unknown[0]!r}, which is not a Config field "
+            f"(fields: {', '.join(fields)})"
+        )
     dyn_axes = tuple(a for a in axes if a in dynamic)
     static_axes = tuple(a for a in axes if a not in dynamic)
     grid = _Grid(type(cfg.params), dataclasses.asdict(cfg.params), axes)
-    return SweepPlan(name, axes, dyn_axes, static_axes, tuple(sweep.seed_list(cfg.seed)),
-                     LazyPoints(grid), LazyGroups(grid, static_axes), vmapped)
+    return SweepPlan(
+        name,
+        axes,
+        dyn_axes,
+        static_axes,
+        tuple(sweep.seed_list(cfg.seed)),
+        LazyPoints(grid),
+        LazyGroups(grid, static_axes),
+        vmapped,
+    )
 
 
 def describe_values(values: Mapping[str, Any]) -> str:

@@ -29,15 +29,25 @@ class ChunkedPrograms:
     chunk per distinct spec and finish, each ``jit(vmap(...))`` over the run axis sharded over
     ``devices``, cached like a sweep group's program (a sweep and a run share them)."""
 
-    def __init__(self, module: Any, cfg: Any, fn: ChunkedFn, impl: Any, *,
-                 devices: list[Any] | None = None, info: EvalInfo | None = None):
+    def __init__(
+        self,
+        module: Any,
+        cfg: Any,
+        fn: ChunkedFn,
+        impl: Any,
+        *,
+        devices: list[Any] | None = None,
+        info: EvalInfo | None = None,
+    ):
         from jax.sharding import NamedSharding, PartitionSpec
 
         from dedebate.lab.devices import AXIS, run_mesh
 
         if callable(getattr(module, "inputs", None)):
-            raise SweepError(f"{getattr(module, 'NAME', module.__name__)}: a chunked point "
-                             "takes no host inputs (inputs())")
+            raise SweepError(
+                f"{getattr(module, 'NAME', module.__name__)}: a chunked point "
+                "takes no host inputs (inputs())"
+            )
         self.fn, self.impl, self.info = fn, impl, info if info is not None else EvalInfo()
         mesh = run_mesh(devices)
         self.sharding = NamedSharding(mesh, PartitionSpec(AXIS))
@@ -56,8 +66,9 @@ class ChunkedPrograms:
         from dedebate.programs import jit
 
         if size > 1:
-            return devices._program(row_fn, self.sharding, self.info, (self.key, part),
-                                    self.options)
+            return devices._program(
+                row_fn, self.sharding, self.info, (self.key, part), self.options
+            )
         key = ("one row", self.key, part, tuple(sorted((self.options or {}).items())))
         if key in devices._PROGRAMS:  # the sweep programs' cache (clear_program_cache)
             program, holder = devices._PROGRAMS[key]
@@ -155,8 +166,7 @@ class ChunkedPrograms:
 
         Returns ``{metric: device array [size]}``.
         """
-        return self._program("finish", self.fn.finish, _n_rows(dynamic))(dynamic, state,
-                                                                         monitors)
+        return self._program("finish", self.fn.finish, _n_rows(dynamic))(dynamic, state, monitors)
 
     def evaluate(self, dynamic: Any, key_data: Any, *, batch: int = 0) -> dict[str, np.ndarray]:
         """The metrics of rows: per batch of rows, init, every chunk in order and finish (the
@@ -177,15 +187,14 @@ class ChunkedPrograms:
         size = self.size(n, batch)
         pieces, local = [], []
         for lo in range(0, n, size):
-            dyn = jax.tree.map(lambda a, lo=lo: np.asarray(a)[lo:lo + size], dynamic)
-            state = self.init(dyn, np.asarray(key_data)[lo:lo + size], size)
+            dyn = jax.tree.map(lambda a, lo=lo: np.asarray(a)[lo : lo + size], dynamic)
+            state = self.init(dyn, np.asarray(key_data)[lo : lo + size], size)
             dyn = self.place(dyn, size)
             mons = []
             for spec in self.fn.chunks:
                 state, mon = self.chunk(dyn, state, spec)
                 mons.append(mon)
-            mon = jax.tree.map(lambda *m: jax.numpy.concatenate(m, axis=self.fn.axis + 1),
-                               *mons)
+            mon = jax.tree.map(lambda *m: jax.numpy.concatenate(m, axis=self.fn.axis + 1), *mons)
             out = self.finish(dyn, state, mon)
             for shard in getattr(next(iter(out.values())), "addressable_shards", ()):
                 s = shard.index[0] if shard.index else slice(None)
@@ -206,12 +215,21 @@ def _n_rows(tree: Any) -> int:
     return int(jax.tree.leaves(tree)[0].shape[0])
 
 
-def train_point(module: Any, cfg: Any, ctx: Any, rows: Mapping[str, Any] | None = None, *,
-                starts: Mapping[str, Any] | None = None,
-                desc: str = "training", every: int = 1, keep: int = 2,
-                log_rows: Callable[[str, int, Any], Any] | None = None,
-                finish: bool = False, devices: list[Any] | None = None,
-                info: EvalInfo | None = None) -> tuple[Any, dict[str, Any]]:
+def train_point(
+    module: Any,
+    cfg: Any,
+    ctx: Any,
+    rows: Mapping[str, Any] | None = None,
+    *,
+    starts: Mapping[str, Any] | None = None,
+    desc: str = "training",
+    every: int = 1,
+    keep: int = 2,
+    log_rows: Callable[[str, int, Any], Any] | None = None,
+    finish: bool = False,
+    devices: list[Any] | None = None,
+    info: EvalInfo | None = None,
+) -> tuple[Any, dict[str, Any]]:
     """A run's training of ``module.point(cfg)`` (a :class:`ChunkedFn`) at ``ctx.key`` through
     the compiled programs of a sweep group of ``cfg``'s static fields run one row per call
     (``sweep.batch: 1``), chunk by chunk through :func:`~dedebate.lab.driver.run_chunks`.
@@ -244,31 +262,43 @@ def train_point(module: Any, cfg: Any, ctx: Any, rows: Mapping[str, Any] | None 
 
     dynamic, fn = module.point(cfg)
     if not isinstance(fn, ChunkedFn):
-        raise TypeError(f"{module.__name__}.point() returns a plain fn; train_point needs a "
-                        "ChunkedFn")
+        raise TypeError(
+            f"{module.__name__}.point() returns a plain fn; train_point needs a ChunkedFn"
+        )
     rows = {"main": dynamic} if rows is None else dict(rows)
     names = list(rows)
-    progs = ChunkedPrograms(module, cfg, fn, jax.random.key_impl(ctx.key), devices=devices,
-                            info=info)
+    progs = ChunkedPrograms(
+        module, cfg, fn, jax.random.key_impl(ctx.key), devices=devices, info=info
+    )
     size = progs.size(1)
     kd = np.asarray(jax.random.key_data(ctx.key))[None]
     host = {k: jax.tree.map(lambda a: canonical(a)[None], d) for k, d in rows.items()}
     placed = {k: progs.place(d, size) for k, d in host.items()}
     starts = dict(starts or {})
     if set(starts) - set(names):
-        raise ValueError(f"starts of rows {sorted(set(starts) - set(names))}: not among the "
-                         f"rows {names}")
-    init = {k: progs.place(jax.tree.map(lambda a: np.asarray(a)[None], starts[k]), size)
-            if k in starts else progs.init(host[k], kd, size) for k in names}
+        raise ValueError(
+            f"starts of rows {sorted(set(starts) - set(names))}: not among the rows {names}"
+        )
+    init = {
+        k: progs.place(jax.tree.map(lambda a: np.asarray(a)[None], starts[k]), size)
+        if k in starts
+        else progs.init(host[k], kd, size)
+        for k in names
+    }
     ax = fn.axis
 
     def template(name):  # one row's monitors, every chunk's along the time axis
-        by_spec = {spec: progs.chunk_shapes(placed[name], init[name], spec)
-                   for spec in dict.fromkeys(fn.chunks)}
+        by_spec = {
+            spec: progs.chunk_shapes(placed[name], init[name], spec)
+            for spec in dict.fromkeys(fn.chunks)
+        }
         return jax.tree.map(
-            lambda *s: np.zeros(s[0].shape[1:ax + 1] + (sum(x.shape[ax + 1] for x in s),)
-                                + s[0].shape[ax + 2:], s[0].dtype),
-            *[by_spec[spec] for spec in fn.chunks])
+            lambda *s: np.zeros(
+                s[0].shape[1 : ax + 1] + (sum(x.shape[ax + 1] for x in s),) + s[0].shape[ax + 2 :],
+                s[0].dtype,
+            ),
+            *[by_spec[spec] for spec in fn.chunks],
+        )
 
     n_c = len(fn.chunks)
 
@@ -281,17 +311,28 @@ def train_point(module: Any, cfg: Any, ctx: Any, rows: Mapping[str, Any] | None 
         name = names[g // n_c]
         return log_rows(name, g % n_c, mons[name]) if log_rows is not None else ()
 
-    done = run_chunks(ctx, desc, init, chunk, n_c * len(names),
-                      monitors={k: template(k) for k in names}, axis=ax, every=every, keep=keep,
-                      log_rows=rows_of)
+    done = run_chunks(
+        ctx,
+        desc,
+        init,
+        chunk,
+        n_c * len(names),
+        monitors={k: template(k) for k in names},
+        axis=ax,
+        every=every,
+        keep=keep,
+        log_rows=rows_of,
+    )
     metrics = {}
     if finish:
         for k in names:
             mon = jax.tree.map(lambda a: np.asarray(a)[None], done.monitors[k])
             out = progs.finish(placed[k], done.state[k], progs.place(mon, size))
             metrics[k] = {m: np.asarray(v)[0].item() for m, v in out.items()}
-    done.state = {k: jax.tree.map(lambda a: uncommitted(a, lambda h: h[0]), v)  # row 0
-                  for k, v in done.state.items()}
+    done.state = {
+        k: jax.tree.map(lambda a: uncommitted(a, lambda h: h[0]), v)  # row 0
+        for k, v in done.state.items()
+    }
     return done, metrics
 
 
@@ -325,8 +366,7 @@ def program_key(module: Any, cfg: Any, impl: Any) -> tuple:
     """
     dynamic = set(getattr(module, "DYNAMIC", ()) or ())
     static = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in dynamic}
-    return (module.__name__, id(module), json.dumps(jsonable(static), sort_keys=True),
-            str(impl))
+    return (module.__name__, id(module), json.dumps(jsonable(static), sort_keys=True), str(impl))
 
 
 def canonical(x: Any) -> np.ndarray:

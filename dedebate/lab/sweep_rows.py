@@ -63,8 +63,10 @@ def write_group_file(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write a group file (``SWEEP_DIR/groups/group-NNN.csv``) and record its hash."""
     write_csv(path, rows)
     sweep_dir = path.parent.parent
-    hashes = {**_recorded_hashes(sweep_dir),
-              f"{path.parent.name}/{path.name}": hashlib.sha256(path.read_bytes()).hexdigest()}
+    hashes = {
+        **_recorded_hashes(sweep_dir),
+        f"{path.parent.name}/{path.name}": hashlib.sha256(path.read_bytes()).hexdigest(),
+    }
     write_text(sweep_dir / HASHES, "".join(f"{d}  {n}\n" for n, d in sorted(hashes.items())))
 
 
@@ -88,8 +90,10 @@ def check_group_file(path: Path, plan_: SweepPlan, group: Group) -> str | None:
         return f"no {missing[0]!r} column"
     want = len(group.points) * len(plan_.seeds)
     if len(rows) != want:
-        return f"{len(rows)} rows, expected {want} ({len(group.points)} points x " \
-               f"{len(plan_.seeds)} seeds)"
+        return (
+            f"{len(rows)} rows, expected {want} ({len(group.points)} points x "
+            f"{len(plan_.seeds)} seeds)"
+        )
     points = {p.index: p for p in group.points}
     expected = {(p.index, s) for p in group.points for s in plan_.seeds}
     seen: set[tuple[int, int]] = set()
@@ -101,8 +105,10 @@ def check_group_file(path: Path, plan_: SweepPlan, group: Group) -> str | None:
         except ValueError:
             return f"line {i}: point, seed and group must be integers"
         if key not in expected or key in seen or g != group.index:
-            return f"line {i}: point {key[0]}, seed {key[1]}, group {g} is not a (new) row " \
-                   f"of group {group.index}"
+            return (
+                f"line {i}: point {key[0]}, seed {key[1]}, group {g} is not a (new) row "
+                f"of group {group.index}"
+            )
         seen.add(key)
         for a in plan_.axes:
             cell = _cell(points[key[0]].values[a])

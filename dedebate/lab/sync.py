@@ -49,8 +49,7 @@ def by_run_id(runs: list[Path]) -> list[list[Path]]:
 
 
 def wandb_command() -> list[str]:
-    """How to call ``wandb``: ``$DEDEBATE_WANDB``, the one beside this Python, or ``python -m wandb``.
-    """
+    """How to call ``wandb``: ``$DEDEBATE_WANDB``, the one beside this Python, or ``python -m wandb``."""  # noqa: E501
     if os.environ.get("DEDEBATE_WANDB"):
         return [os.environ["DEDEBATE_WANDB"]]
     beside = Path(sys.executable).parent / "wandb"
@@ -76,8 +75,14 @@ class _Children:
         with self._lock:
             if self._stopped:
                 raise OSError("sync was stopped")
-            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+            p = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                start_new_session=True,
+            )
             self._procs.add(p)
             return p
 
@@ -97,8 +102,12 @@ class _Children:
                 pass
 
 
-def sync_one(run: list[Path], extra: list[str], timeout: float = SYNC_TIMEOUT_S,
-             children: _Children | None = None) -> tuple[list[Path], int, str]:
+def sync_one(
+    run: list[Path],
+    extra: list[str],
+    timeout: float = SYNC_TIMEOUT_S,
+    children: _Children | None = None,
+) -> tuple[list[Path], int, str]:
     """Run ``wandb sync RUN...`` on the folders of one W&B run, stopped (with its children)
     after ``timeout`` seconds.
 
@@ -128,8 +137,14 @@ def sync_one(run: list[Path], extra: list[str], timeout: float = SYNC_TIMEOUT_S,
     return run, p.returncode, lines[-1].strip() if lines else ""
 
 
-def sync_all(runs: list[Path], *, jobs: int = 4, extra: list[str] | None = None,
-             timeout: float = SYNC_TIMEOUT_S, report=print) -> int:
+def sync_all(
+    runs: list[Path],
+    *,
+    jobs: int = 4,
+    extra: list[str] | None = None,
+    timeout: float = SYNC_TIMEOUT_S,
+    report=print,
+) -> int:
     """Sync ``runs``, one ``wandb sync`` per W&B run (:func:`by_run_id`), ``jobs`` at a time,
     one line per run as each starts and ends; Ctrl-C (KeyboardInterrupt) kills every running
     ``wandb sync`` and re-raises.

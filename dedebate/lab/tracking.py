@@ -38,9 +38,17 @@ from dedebate.lab.rundir import (
 
 def _settings(wandb: Any) -> Any:
     """Fast, quiet start-up: no system stats, no git/code capture, no console capture."""
-    opts = {"silent": True, "console": "off", "x_disable_stats": True, "x_disable_meta": True,
-            "x_disable_machine_info": True, "disable_git": True, "save_code": False,
-            "disable_job_creation": True, "init_timeout": 60.0}
+    opts = {
+        "silent": True,
+        "console": "off",
+        "x_disable_stats": True,
+        "x_disable_meta": True,
+        "x_disable_machine_info": True,
+        "disable_git": True,
+        "save_code": False,
+        "disable_job_creation": True,
+        "init_timeout": 60.0,
+    }
     try:
         return wandb.Settings(**opts)
     except Exception:  # noqa: BLE001 - an older/newer wandb without some option
@@ -78,13 +86,14 @@ def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     """Whether the server at ``url`` answers an HTTP request (any status) within ``timeout`` seconds.
 
     Name lookup, proxy, connection and TLS count towards the timeout.
-    """
+    """  # noqa: E501
     out: list[str | None] = []
 
     def attempt() -> None:
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"),
-                                        timeout=timeout):
+            with urllib.request.urlopen(
+                urllib.request.Request(url, method="HEAD"), timeout=timeout
+            ):
                 out.append(None)
         except urllib.error.HTTPError:  # an HTTP status: the server is there
             out.append(None)
@@ -93,8 +102,9 @@ def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
             if isinstance(why, TimeoutError):  # the socket's own timeout won the race
                 out.append(f"no answer within {timeout:g} s")
                 return
-            out.append(" ".join(str(getattr(why, "strerror", None) or why).split())
-                       or type(err).__name__)
+            out.append(
+                " ".join(str(getattr(why, "strerror", None) or why).split()) or type(err).__name__
+            )
 
     t = threading.Thread(target=attempt, name="dedebate-wandb-probe", daemon=True)
     t.start()
@@ -120,8 +130,10 @@ def online_mode() -> str:
 
 
 def _warn_offline(why: str) -> None:
-    eprint(f"dedebate: warning: W&B online mode is off ({why}); every W&B run of this process "
-           "is offline instead (upload later with: wandb sync); local results are complete")
+    eprint(
+        f"dedebate: warning: W&B online mode is off ({why}); every W&B run of this process "
+        "is offline instead (upload later with: wandb sync); local results are complete"
+    )
 
 
 class Tracker:
@@ -139,10 +151,20 @@ class Tracker:
     # -- life cycle -----------------------------------------------------------------------
 
     @classmethod
-    def start(cls, *, mode: str, run_dir: str | os.PathLike, project: str, job_type: str,
-              config: dict[str, Any], name: str | None = None, group: str | None = None,
-              entity: str | None = None, resume: bool | None = None,
-              provenance: dict[str, Any] | None = None) -> Tracker:
+    def start(
+        cls,
+        *,
+        mode: str,
+        run_dir: str | os.PathLike,
+        project: str,
+        job_type: str,
+        config: dict[str, Any],
+        name: str | None = None,
+        group: str | None = None,
+        entity: str | None = None,
+        resume: bool | None = None,
+        provenance: dict[str, Any] | None = None,
+    ) -> Tracker:
         """Start a W&B run with ``dir=run_dir`` (so its files live inside the run directory).
 
         The W&B config is ``config`` plus ``provenance``. Unless ``resume`` is None, the run's id
@@ -177,10 +199,16 @@ class Tracker:
             if provenance is None:
                 provenance = environment_provenance()
             kwargs: dict[str, Any] = {
-                "project": project, "dir": str(run_dir), "mode": mode,
+                "project": project,
+                "dir": str(run_dir),
+                "mode": mode,
                 "config": {**config, "provenance": provenance},
-                "job_type": job_type, "name": name, "group": group, "reinit": "create_new",
-                "settings": _settings(wandb)}
+                "job_type": job_type,
+                "name": name,
+                "group": group,
+                "reinit": "create_new",
+                "settings": _settings(wandb),
+            }
             if entity:
                 kwargs["entity"] = entity
             id_file = Path(run_dir) / "wandb" / RUN_ID_FILE
@@ -214,8 +242,10 @@ class Tracker:
     def _warn(self, what: str, err: BaseException) -> None:
         msg = " ".join(str(err).split())[:300]
         self.failed = f"{type(err).__name__}: {msg}"
-        eprint(f"dedebate: warning: W&B tracking failed ({what}: {self.failed}); "
-               "tracking is off for this run, local results are complete")
+        eprint(
+            f"dedebate: warning: W&B tracking failed ({what}: {self.failed}); "
+            "tracking is off for this run, local results are complete"
+        )
         run, self.run = self.run, None
         if run is not None and what != "finish":
             try:  # close the broken run so W&B does not keep it open until exit
@@ -280,8 +310,9 @@ class Tracker:
         """Log an image file as ``plots/NAME``."""
         if self.run is None:
             return
-        self._guard("log image",
-                    lambda: self.run.log({f"plots/{name}": self._wandb.Image(str(path))}))
+        self._guard(
+            "log image", lambda: self.run.log({f"plots/{name}": self._wandb.Image(str(path))})
+        )
 
     def log_artifact(self, name: str, kind: str, paths: Iterable[str | os.PathLike]) -> None:
         """Log the files that exist among ``paths`` as one artifact.
@@ -325,8 +356,7 @@ class Tracker:
                 columns += [k for k in r if k not in columns]
 
             def cell(v):
-                return v if v is None or isinstance(v, (bool, int, float, str)) \
-                    else json.dumps(v)
+                return v if v is None or isinstance(v, (bool, int, float, str)) else json.dumps(v)
 
             data = [[cell(r.get(c)) for c in columns] for r in rows]
             self.run.log({name: self._wandb.Table(columns=columns, data=data)})

@@ -27,7 +27,7 @@ def clog2(k: int) -> int:
     return max(0, int(k - 1).bit_length())
 
 
-# -- host-side validation ---------------------------------------------------------------------------
+# -- host-side validation ---------------------------------------------------------------------------  # noqa: E501
 def check_deterministic(program: StepProgram) -> None:
     """Raise ``ValueError`` unless every step of ``program`` is a function of its relevant bits.
 
@@ -38,27 +38,33 @@ def check_deterministic(program: StepProgram) -> None:
     kind = np.asarray(program.kind)
     if (kind == COIN).any():
         t = int(np.argwhere(kind == COIN)[0][-1])
-        raise ValueError(f"kind[{t}]=COIN: deterministic debate (spec DED 6-7) allows only DET "
-                         "and ORACLE steps")
+        raise ValueError(
+            f"kind[{t}]=COIN: deterministic debate (spec DED 6-7) allows only DET and ORACLE steps"
+        )
     oracle = program.oracle
     if isinstance(oracle, (TableOracle, PositionOracle)):
         vals = np.asarray(oracle.table if isinstance(oracle, TableOracle) else oracle.probs)
         bad = ~np.isin(vals, [0.0, 1.0])
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(f"oracle entry {idx}={float(vals[idx])!r}: a deterministic oracle "
-                             "answers 0 or 1")
+            raise ValueError(
+                f"oracle entry {idx}={float(vals[idx])!r}: a deterministic oracle answers 0 or 1"
+            )
     elif isinstance(oracle, HashedOracle):
         if not oracle.deterministic:
-            raise ValueError("oracle=HashedOracle(deterministic=False): deterministic debate "
-                             "needs hashed_oracle(..., deterministic=True)")
+            raise ValueError(
+                "oracle=HashedOracle(deterministic=False): deterministic debate "
+                "needs hashed_oracle(..., deterministic=True)"
+            )
     else:
-        raise TypeError(f"oracle={type(oracle).__name__}: deterministic debate supports "
-                         "TableOracle/PositionOracle with 0/1 entries or a deterministic "
-                         "HashedOracle")
+        raise TypeError(
+            f"oracle={type(oracle).__name__}: deterministic debate supports "
+            "TableOracle/PositionOracle with 0/1 entries or a deterministic "
+            "HashedOracle"
+        )
 
 
-# -- the machine's local rule and its one honest run ------------------------------------------------
+# -- the machine's local rule and its one honest run ------------------------------------------------  # noqa: E501
 def local_bit(program: StepProgram, tape: jax.Array, t: jax.Array) -> jax.Array:
     """``g_t(tape_{I(t)})``: the bit step t's rule writes given the tape (spec DED 6)."""
     return (program.local_prob(tape, t) >= 0.5).astype(jnp.int8)
@@ -96,19 +102,25 @@ def _numpy_program(program: StepProgram):
     batch = kind.shape[:-1]
     B = int(np.prod(batch)) if batch else 1
     T, L = program.T, program.L
-    arr = {"batch": batch, "B": B, "kind": kind.reshape(B, T),
-           "deps": np.asarray(program.deps).reshape(B, T, L),
-           "mask": np.asarray(program.dep_mask).reshape(B, T, L),
-           "rule": np.asarray(program.rule).reshape(B, T, -1),
-           "x": np.asarray(program.x).reshape(B, program.n_inputs)}
+    arr = {
+        "batch": batch,
+        "B": B,
+        "kind": kind.reshape(B, T),
+        "deps": np.asarray(program.deps).reshape(B, T, L),
+        "mask": np.asarray(program.dep_mask).reshape(B, T, L),
+        "rule": np.asarray(program.rule).reshape(B, T, -1),
+        "x": np.asarray(program.x).reshape(B, program.n_inputs),
+    }
     oracle = program.oracle
     if isinstance(oracle, TableOracle):
         arr["table"], arr["l"] = np.asarray(oracle.table).reshape(B, -1), oracle.l
     elif isinstance(oracle, PositionOracle):
         arr["probs"] = np.asarray(oracle.probs).reshape(B, T)
     else:
-        raise TypeError(f"oracle={type(oracle).__name__}: the numpy reference supports "
-                        "TableOracle and PositionOracle")
+        raise TypeError(
+            f"oracle={type(oracle).__name__}: the numpy reference supports "
+            "TableOracle and PositionOracle"
+        )
     return arr
 
 
@@ -134,8 +146,11 @@ def simulate_numpy(program: StepProgram, flip=None) -> np.ndarray:
     """
     arr = _numpy_program(program)
     T, n, B = program.T, program.n_inputs, arr["B"]
-    flip = np.zeros((B, T), np.int64) if flip is None else \
-        np.broadcast_to(np.asarray(flip, np.int64), arr["batch"] + (T,)).reshape(B, T)
+    flip = (
+        np.zeros((B, T), np.int64)
+        if flip is None
+        else np.broadcast_to(np.asarray(flip, np.int64), arr["batch"] + (T,)).reshape(B, T)
+    )
     tape = np.zeros((B, n + T), np.int64)
     tape[:, :n] = arr["x"]
     for t in range(T):
@@ -147,8 +162,9 @@ def local_bits_numpy(program: StepProgram, a) -> np.ndarray:
     """Reference int8 ``g_t(a_{I(t)})`` for every step of transcripts ``a [..., T]`` (numpy)."""
     a = np.asarray(a)
     if np.ndim(program.kind) == 1 and a.ndim > 1:
-        program = jax.tree.map(lambda v: np.broadcast_to(np.asarray(v), a.shape[:-1] +
-                                                         np.shape(v)), program)
+        program = jax.tree.map(
+            lambda v: np.broadcast_to(np.asarray(v), a.shape[:-1] + np.shape(v)), program
+        )
     arr = _numpy_program(program)
     T, B = program.T, arr["B"]
     a = np.broadcast_to(np.asarray(a, np.int64), arr["batch"] + (T,)).reshape(B, T)
@@ -162,7 +178,7 @@ def num_deps(program: StepProgram) -> jax.Array:
     return jnp.sum(program.dep_mask, axis=-1).astype(jnp.int32)
 
 
-# -- configurations (spec DED 7) --------------------------------------------------------------------
+# -- configurations (spec DED 7) --------------------------------------------------------------------  # noqa: E501
 @struct.dataclass
 class ConfigMachine:
     """A step program seen as S-bit configurations with a one-step transition (spec DED 7).
@@ -210,8 +226,13 @@ class ConfigMachine:
 
     def init(self) -> jax.Array:
         """``C_0 = Init(x)``: counter 0, the input, an all-zero buffer."""
-        return jnp.concatenate([jnp.zeros((self.w_c,), jnp.int8),
-                                self.program.x.astype(jnp.int8), jnp.zeros((self.W,), jnp.int8)])
+        return jnp.concatenate(
+            [
+                jnp.zeros((self.w_c,), jnp.int8),
+                self.program.x.astype(jnp.int8),
+                jnp.zeros((self.W,), jnp.int8),
+            ]
+        )
 
     def well_formed(self, cfg: jax.Array) -> jax.Array:
         """``c <= T``, input region == x, buffer slots ``j >= c`` zero while ``c < W``."""
@@ -283,22 +304,40 @@ def config_machine(program: StepProgram, window: int | None = None) -> ConfigMac
     need = max_dep_distance(program)
     W = T if window is None else int(window)
     if W < max(1, need):
-        raise ValueError(f"window={window}: a step reads the bit {need} steps back, so the "
-                         f"configuration buffer needs window >= {max(1, need)}")
+        raise ValueError(
+            f"window={window}: a step reads the bit {need} steps back, so the "
+            f"configuration buffer needs window >= {max(1, need)}"
+        )
     if W > T:
         raise ValueError(f"window={window}: at most T={T} (W = T stores the whole transcript)")
     w_c = int(T).bit_length()
     deps = np.asarray(program.deps).astype(np.int64)
     pos = np.where(deps < n, w_c + deps, w_c + n + np.mod(deps - n, W))
     m = clog2(T)
-    return ConfigMachine(program=program, cfg_deps=jnp.asarray(pos, jnp.int32), T=T,
-                         T_pad=2**m, m=m, n=n, W=W, w_c=w_c, S=w_c + n + W)
+    return ConfigMachine(
+        program=program,
+        cfg_deps=jnp.asarray(pos, jnp.int32),
+        T=T,
+        T_pad=2**m,
+        m=m,
+        n=n,
+        W=W,
+        w_c=w_c,
+        S=w_c + n + W,
+    )
 
 
-# -- populations of random deterministic machines ---------------------------------------------------
-def random_programs(seed: int, batch: int, T: int, n_inputs: int = 0, n_deps=3,
-                    dep_window: int | None = 8, oracle_frac: float = 0.3,
-                    complement_pairs: bool = True) -> StepProgram:
+# -- populations of random deterministic machines ---------------------------------------------------  # noqa: E501
+def random_programs(
+    seed: int,
+    batch: int,
+    T: int,
+    n_inputs: int = 0,
+    n_deps=3,
+    dep_window: int | None = 8,
+    oracle_frac: float = 0.3,
+    complement_pairs: bool = True,
+) -> StepProgram:
     """``batch`` random deterministic step programs, stacked on axis 0 (numpy leaves).
 
     Machine i's step t reads ``min(l_i, n + min(t, dep_window))`` distinct positions drawn uniformly
@@ -312,8 +351,9 @@ def random_programs(seed: int, batch: int, T: int, n_inputs: int = 0, n_deps=3,
     if T < 1:
         raise ValueError(f"T={T}: a program needs at least one step")
     if batch < 1 or (complement_pairs and batch % 2):
-        raise ValueError(f"batch={batch}: need a positive (and, with complement_pairs, even) "
-                         "number of machines")
+        raise ValueError(
+            f"batch={batch}: need a positive (and, with complement_pairs, even) number of machines"
+        )
     ls = np.atleast_1d(np.asarray(n_deps, dtype=np.int64))
     if ls.ndim != 1 or ls.size == 0 or (ls < 1).any() or (ls > MAX_RULE_BITS).any():
         raise ValueError(f"n_deps={n_deps}: each count must lie in 1..{MAX_RULE_BITS}")
@@ -338,8 +378,9 @@ def random_programs(seed: int, batch: int, T: int, n_inputs: int = 0, n_deps=3,
         dup = (srt[..., 1:] == srt[..., :-1]).any(-1) & ~small[None, :]
         if not dup.any():
             break
-        redraw = np.floor(rng.random((int(dup.sum()), L)) *
-                          np.broadcast_to(k_t, dup.shape)[dup][:, None]).astype(np.int64)
+        redraw = np.floor(
+            rng.random((int(dup.sum()), L)) * np.broadcast_to(k_t, dup.shape)[dup][:, None]
+        ).astype(np.int64)
         cand[dup] = redraw
     else:  # pragma: no cover - astronomically unlikely
         raise RuntimeError("could not draw distinct dependencies")
@@ -364,10 +405,18 @@ def random_programs(seed: int, batch: int, T: int, n_inputs: int = 0, n_deps=3,
         rule = pair(rule, neg)
     # Causality (the StepProgram invariant): every unmasked dep points at an input or earlier step.
     assert (~mask | (deps < n + t[None, :, None])).all()
-    return StepProgram(kind=jnp.asarray(kind), deps=jnp.asarray(deps), dep_mask=jnp.asarray(mask),
-                       rule=jnp.asarray(rule), x=jnp.asarray(x),
-                       oracle=TableOracle(table=jnp.asarray(table), l=L),
-                       n_inputs=n, T=T, L=L, R=L)
+    return StepProgram(
+        kind=jnp.asarray(kind),
+        deps=jnp.asarray(deps),
+        dep_mask=jnp.asarray(mask),
+        rule=jnp.asarray(rule),
+        x=jnp.asarray(x),
+        oracle=TableOracle(table=jnp.asarray(table), l=L),
+        n_inputs=n,
+        T=T,
+        L=L,
+        R=L,
+    )
 
 
 def index_tree(tree, i):

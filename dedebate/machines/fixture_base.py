@@ -56,4 +56,3 @@ def _check_T(T: int, lo: int = 2) -> int:
     if not isinstance(T, (int, np.integer)) or T < lo:
         raise ValueError(f"T={T!r}: a fixture needs an integer number of steps T >= {lo}")
     return int(T)
-

@@ -37,10 +37,26 @@ from dedebate.machines.fixtures_threshold import (
 )
 
 __all__ = [
-    "CASCADE_NOISE", "CascadeMachine", "Fixture", "MeanFinalMachine", "SumState",
-    "ThresholdSumMachine", "and_fixture", "f1", "f1_target", "f2", "f2_target", "f3_cascade",
-    "f3_target", "fixture_for_k", "majority", "meta_analysis", "or_fixture", "spread_probs",
-    "standard_fixtures", "threshold_lipschitz",
+    "CASCADE_NOISE",
+    "CascadeMachine",
+    "Fixture",
+    "MeanFinalMachine",
+    "SumState",
+    "ThresholdSumMachine",
+    "and_fixture",
+    "f1",
+    "f1_target",
+    "f2",
+    "f2_target",
+    "f3_cascade",
+    "f3_target",
+    "fixture_for_k",
+    "majority",
+    "meta_analysis",
+    "or_fixture",
+    "spread_probs",
+    "standard_fixtures",
+    "threshold_lipschitz",
 ]
 
 

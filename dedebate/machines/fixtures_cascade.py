@@ -34,7 +34,8 @@ class CascadeMachine:
         """The step probability ``p_t = P[y_t = 1 | y_<t]``."""
         prev = bits[jnp.maximum(t - 1, 0)].astype(jnp.float32)
         return jnp.where(t == 0, self.p0, (1.0 - self.r) * prev + self.r * self.q).astype(
-            jnp.float32)
+            jnp.float32
+        )
 
     def advance(self, bits, t, bit):
         """The state after writing ``y_t = bit``."""
@@ -80,8 +81,9 @@ WHY_CASCADE = (
 def f3_cascade(T: int, p0: float, q: float, noise: float) -> Fixture:
     """F3 cascade (spec DED 9): ``pi_t(y) = (1 - noise) y_{t-1} + noise q``, ``pi_0 = p0``."""
     T = _check_T(T)
-    p0_, q_, r_ = (np.float32(check_probabilities(n, v)) for n, v in
-                   (("p0", p0), ("q", q), ("noise", noise)))
+    p0_, q_, r_ = (
+        np.float32(check_probabilities(n, v)) for n, v in (("p0", p0), ("q", q), ("noise", noise))
+    )
     m = CascadeMachine(p0=jnp.float32(p0_), q=jnp.float32(q_), r=jnp.float32(r_), T=T)
     p0d, qd, rd = float(p0_), float(q_), float(r_)
     p1 = qd + (1.0 - rd) ** (T - 1) * (p0d - qd)

@@ -91,11 +91,13 @@ def _mean_final(name: str, pi, a: float, b: float) -> Fixture:
     a32 = np.float32(check_probabilities("a", a))
     b32 = np.float32(b)
     check_probabilities("a + b", np.float64(a32) + np.float64(b32))
-    machine = MeanFinalMachine(pi=jnp.asarray(pi32), a=jnp.float32(a32), b=jnp.float32(b32),
-                               T=int(pi32.size) + 1)
+    machine = MeanFinalMachine(
+        pi=jnp.asarray(pi32), a=jnp.float32(a32), b=jnp.float32(b32), T=int(pi32.size) + 1
+    )
     p1 = float(np.float64(a32) + np.float64(b32) * pi32.astype(np.float64).mean())
-    return Fixture(name=name, machine=machine, K=1.0 + abs(float(b32)), exact_p1=p1,
-                   why=WHY_MEAN_FINAL)
+    return Fixture(
+        name=name, machine=machine, K=1.0 + abs(float(b32)), exact_p1=p1, why=WHY_MEAN_FINAL
+    )
 
 
 def f1(pi, p_final: float) -> Fixture:

@@ -91,8 +91,10 @@ class ThresholdSumMachine:
         n_in = n if self.x_is_input else 0
         width = n_in + n
         if width > MAX_PROGRAM_RULE_BITS:
-            raise ValueError(f"n={n}: the threshold step program's truth table reads {width} bits;"
-                             f" at most {MAX_PROGRAM_RULE_BITS} are allowed")
+            raise ValueError(
+                f"n={n}: the threshold step program's truth table reads {width} bits;"
+                f" at most {MAX_PROGRAM_RULE_BITS} are allowed"
+            )
         codes = np.arange(2**width)[:, None] >> np.arange(width)[None, :] & 1
         xs = codes[:, :n_in] if n_in else np.broadcast_to(x, (codes.shape[0], n))
         votes = codes[:, n_in:]
@@ -101,8 +103,9 @@ class ThresholdSumMachine:
         deps.append(list(range(n_in)) + [n_in + i for i in range(n)])
         base = np.concatenate([np.asarray(self.pi), [0.0]])
         oracle = affine_mean_oracle(base, np.zeros(n + 1))
-        return make_step_program([ORACLE] * n + [DET], deps, oracle,
-                                 rule=[None] * n + [rule], x=x if n_in else None)
+        return make_step_program(
+            [ORACLE] * n + [DET], deps, oracle, rule=[None] * n + [rule], x=x if n_in else None
+        )
 
 
 WHY_THRESHOLD = (
@@ -143,8 +146,13 @@ def _threshold(name: str, pi, x, theta: int, x_is_input: bool, exact_p1) -> Fixt
     if pi32.ndim != 1 or pi32.size < 1:
         raise ValueError(f"pi has shape {pi32.shape}: a threshold fixture needs n >= 1 verdicts")
     n = int(pi32.size)
-    machine = ThresholdSumMachine(pi=jnp.asarray(pi32), x=jnp.asarray(x, jnp.int8),
-                                  theta=jnp.int32(theta), T=n + 1, x_is_input=x_is_input)
+    machine = ThresholdSumMachine(
+        pi=jnp.asarray(pi32),
+        x=jnp.asarray(x, jnp.int8),
+        theta=jnp.int32(theta),
+        T=n + 1,
+        x_is_input=x_is_input,
+    )
     p1 = exact_p1(pi32.astype(np.float64)) if exact_p1 is not None else None
     K = threshold_lipschitz(pi32, x, theta)
     return Fixture(name=name, machine=machine, K=K, exact_p1=p1, why=WHY_THRESHOLD)
@@ -168,22 +176,30 @@ def majority(pi) -> Fixture:
         return None
 
     pi32 = check_probabilities("pi", pi)
-    return _threshold("majority", pi32, np.ones(n, np.int8), h, False,
-                      tail if np.all(pi32 == pi32[0]) else None)
+    return _threshold(
+        "majority", pi32, np.ones(n, np.int8), h, False, tail if np.all(pi32 == pi32[0]) else None
+    )
 
 
 def and_fixture(pi) -> Fixture:
     """AND of n oracle verdicts. P_M(1) = prod(pi)."""
     n = np.atleast_1d(pi).size
-    return _threshold("AND", np.atleast_1d(pi), np.ones(n, np.int8), n, False,
-                      lambda p: float(np.prod(p)))
+    return _threshold(
+        "AND", np.atleast_1d(pi), np.ones(n, np.int8), n, False, lambda p: float(np.prod(p))
+    )
 
 
 def or_fixture(pi) -> Fixture:
     """OR of n oracle verdicts. P_M(1) = 1 - prod(1 - pi)."""
     n = np.atleast_1d(pi).size
-    return _threshold("OR", np.atleast_1d(pi), np.ones(n, np.int8), 1, False,
-                      lambda p: float(1.0 - np.prod(1.0 - p)))
+    return _threshold(
+        "OR",
+        np.atleast_1d(pi),
+        np.ones(n, np.int8),
+        1,
+        False,
+        lambda p: float(1.0 - np.prod(1.0 - p)),
+    )
 
 
 def meta_analysis(reports, quality, theta: int) -> Fixture:

@@ -41,8 +41,9 @@ class LeanMachine:
     def raw_prob(self, bits: jax.Array, t) -> jax.Array:
         """``prob_fn`` on the prefix ``bits[:t]`` (later entries masked to 0), unclamped."""
         masked = jnp.where(jnp.arange(self.T) < t, bits, 0).astype(jnp.int8)
-        return jnp.asarray(self.prob_fn(self.params, masked, jnp.asarray(t, jnp.int32)),
-                           jnp.float32)
+        return jnp.asarray(
+            self.prob_fn(self.params, masked, jnp.asarray(t, jnp.int32)), jnp.float32
+        )
 
     def prob(self, bits: jax.Array, t) -> jax.Array:
         """The step probability ``p_t = P[y_t = 1 | y_<t]``."""
@@ -74,12 +75,15 @@ def _check_prefixes(m: LeanMachine, seed: int) -> None:
     if bad.any():
         row, n = (int(i) for i in np.argwhere(bad)[0])
         prefix = "".join(str(int(b)) for b in np.asarray(ys[row, :n]))
-        raise ValueError(f"prob_fn(prefix={prefix!r}, n={n})={float(p[row, n])!r}: a step "
-                         "probability must lie in [0, 1] (NaN is not allowed)")
+        raise ValueError(
+            f"prob_fn(prefix={prefix!r}, n={n})={float(p[row, n])!r}: a step "
+            "probability must lie in [0, 1] (NaN is not allowed)"
+        )
 
 
-def lean_machine(prob_fn: Callable, params: Any, T: int, check: bool = True,
-                 seed: int = 0) -> LeanMachine:
+def lean_machine(
+    prob_fn: Callable, params: Any, T: int, check: bool = True, seed: int = 0
+) -> LeanMachine:
     """A validated :class:`LeanMachine` of ``prob_fn(params, masked_bits, n) -> P[y_n = 1]``.
 
     With ``check`` (default) ``prob_fn`` is evaluated at every step on every prefix when ``T <= 14``
@@ -95,7 +99,7 @@ def lean_machine(prob_fn: Callable, params: Any, T: int, check: bool = True,
     return m
 
 
-# -- examples ---------------------------------------------------------------------------------------
+# -- examples ---------------------------------------------------------------------------------------  # noqa: E501
 def _f2_prob(params, bits, n):
     T = bits.shape[0]
     mean = jnp.sum(bits.astype(jnp.float32)) / (T - 1)  # entries >= n are masked to 0

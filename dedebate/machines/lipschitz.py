@@ -132,8 +132,9 @@ def _sign(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0, -1.0)
 
 
-def estimate_lipschitz(machine_or_levels, key: jax.Array, eps=DEFAULT_EPS, n_random: int = 8,
-                       ascent_iters: int = 10) -> LipschitzEstimate:
+def estimate_lipschitz(
+    machine_or_levels, key: jax.Array, eps=DEFAULT_EPS, n_random: int = 8, ascent_iters: int = 10
+) -> LipschitzEstimate:
     """Empirical Lipschitz constant at o (spec DED 3.3, Lean's definition).
 
     Families (each in both directions +/-, each for every eps, probabilities clamped to [0, 1]):
@@ -147,14 +148,17 @@ def estimate_lipschitz(machine_or_levels, key: jax.Array, eps=DEFAULT_EPS, n_ran
 
     The ratio uses the realised distance ``dist(o, o')`` (<= eps after clamping).
     """
-    levels = (machine_or_levels if isinstance(machine_or_levels, list)
-              else prefix_tree(machine_or_levels))
+    levels = (
+        machine_or_levels if isinstance(machine_or_levels, list) else prefix_tree(machine_or_levels)
+    )
     for e in eps:
         if not (0.0 < float(e) <= 1.0):
             raise ValueError(f"eps={e!r}: perturbation sizes must lie in (0, 1]")
     if n_random < 0 or ascent_iters < 1:
-        raise ValueError(f"n_random={n_random}, ascent_iters={ascent_iters}: need n_random >= 0 "
-                         "and ascent_iters >= 1")
+        raise ValueError(
+            f"n_random={n_random}, ascent_iters={ascent_iters}: need n_random >= 0 "
+            "and ascent_iters >= 1"
+        )
     p_base = tree_output_prob(levels)
     grad = tree_gradient(levels)
     best = {"uniform": 0.0, "per-step": 0.0, "adversarial": 0.0, "random": 0.0}
@@ -178,8 +182,11 @@ def estimate_lipschitz(machine_or_levels, key: jax.Array, eps=DEFAULT_EPS, n_ran
         e = float(e)
         for direction in (1.0, -1.0):
             consider("uniform", [np.full_like(p, direction) for p in levels], e)
-            consider("per-step", [np.full_like(p, direction * _sign(np.sum(g)))
-                                  for p, g in zip(levels, grad)], e)
+            consider(
+                "per-step",
+                [np.full_like(p, direction * _sign(np.sum(g))) for p, g in zip(levels, grad)],
+                e,
+            )
             signs = [direction * _sign(g) for g in grad]
             for _ in range(ascent_iters):
                 pert, _ = consider("adversarial", signs, e)
@@ -188,16 +195,23 @@ def estimate_lipschitz(machine_or_levels, key: jax.Array, eps=DEFAULT_EPS, n_ran
                     break
                 signs = new
         for i in range(n_random):
-            consider("random", [rand[i, offsets[n]:offsets[n + 1]] for n in range(len(levels))],
-                     e)
+            consider(
+                "random", [rand[i, offsets[n] : offsets[n + 1]] for n in range(len(levels))], e
+            )
     fam = max(best, key=best.get)
-    return LipschitzEstimate(best=best[fam], family=fam, eps=where.get(fam, float("nan")),
-                             by_family=dict(best), hybrid=hybrid_bound(levels), p1=p_base)
+    return LipschitzEstimate(
+        best=best[fam],
+        family=fam,
+        eps=where.get(fam, float("nan")),
+        by_family=dict(best),
+        hybrid=hybrid_bound(levels),
+        p1=p_base,
+    )
 
 
-# ---------------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------------  # noqa: E501
 # The same estimate in jnp (float32), for jitted / vmapped code
-# ---------------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------------  # noqa: E501
 # A tree is a padded matrix P float32[T, N], N = 2^(T-1): row n holds level n in its first 2^n
 # entries (prefix codes c < 2^n), zeros after. Every pass over the levels is one lax.scan, so the
 # compiled program does not grow with T.
@@ -236,8 +250,7 @@ def _influence_mat(P: jax.Array) -> jax.Array:
         half = jnp.left_shift(1, n)
         hi = W[jnp.minimum(idx + half, N - 1)]
         valid = idx < half
-        return (jnp.where(valid, (1.0 - p) * W + p * hi, 0.0),
-                jnp.where(valid, hi - W, 0.0))
+        return (jnp.where(valid, (1.0 - p) * W + p * hi, 0.0), jnp.where(valid, hi - W, 0.0))
 
     _, D = jax.lax.scan(step, P[T - 1], (P[:-1], jnp.arange(T - 1)), reverse=True)
     return jnp.concatenate([D, jnp.ones((1, N), P.dtype)])
@@ -251,8 +264,9 @@ PERTURBATION_FAMILIES = ("uniform", "per-step", "adversarial", "random")
 """The sign-pattern families of perturbations over which the Lipschitz ratio is maximised."""
 
 
-def estimate_lipschitz_jnp(P: jax.Array, key: jax.Array, eps: jax.Array, n_random: int = 8,
-                           ascent_iters: int = 10) -> dict[str, jax.Array]:
+def estimate_lipschitz_jnp(
+    P: jax.Array, key: jax.Array, eps: jax.Array, n_random: int = 8, ascent_iters: int = 10
+) -> dict[str, jax.Array]:
     """:func:`estimate_lipschitz` in jnp float32 (jittable, vmappable) on a padded level matrix.
 
     The same families, eps and random sign patterns (from ``key``). The ascent runs all
@@ -283,9 +297,12 @@ def estimate_lipschitz_jnp(P: jax.Array, key: jax.Array, eps: jax.Array, n_rando
         return jnp.where(dist > 0.0, jnp.abs(change) / safe, 0.0), Pp
 
     directions = jnp.asarray([1.0, -1.0], jnp.float32)[:, None, None]
-    fixed = jnp.concatenate([  # uniform +-, per-step +-
-        jnp.broadcast_to(directions, (2, T, N)),
-        jnp.broadcast_to(directions * _sign_jnp(jnp.sum(G0, axis=1))[None, :, None], (2, T, N))])
+    fixed = jnp.concatenate(
+        [  # uniform +-, per-step +-
+            jnp.broadcast_to(directions, (2, T, N)),
+            jnp.broadcast_to(directions * _sign_jnp(jnp.sum(G0, axis=1))[None, :, None], (2, T, N)),
+        ]
+    )
 
     def one_eps(e):
         r = jax.vmap(lambda S: ratio(S, e)[0])(fixed)
@@ -296,11 +313,15 @@ def estimate_lipschitz_jnp(P: jax.Array, key: jax.Array, eps: jax.Array, n_rando
             G = jax.vmap(lambda q: _reach_mat(q) * _influence_mat(q))(Pp)
             return directions * _sign_jnp(G), jnp.maximum(b, r)
 
-        _, adv = jax.lax.fori_loop(0, ascent_iters, ascent,
-                                   (directions * _sign_jnp(G0)[None], jnp.zeros((2,))))
+        _, adv = jax.lax.fori_loop(
+            0, ascent_iters, ascent, (directions * _sign_jnp(G0)[None], jnp.zeros((2,)))
+        )
         rnd = jax.lax.fori_loop(
-            0, n_random, lambda i, b: jnp.maximum(
-                b, ratio(rand[i][node].astype(jnp.float32), e)[0]), jnp.float32(0.0))
+            0,
+            n_random,
+            lambda i, b: jnp.maximum(b, ratio(rand[i][node].astype(jnp.float32), e)[0]),
+            jnp.float32(0.0),
+        )
         return jnp.stack([jnp.maximum(r[0], r[1]), jnp.maximum(r[2], r[3]), jnp.max(adv), rnd])
 
     table = jax.lax.map(one_eps, eps).T  # [families, eps]

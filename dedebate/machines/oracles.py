@@ -21,6 +21,7 @@ from flax import struct
 
 class Oracle(Protocol):
     """The oracle interface: ``prob(query, mask, t) -> pi(z)``."""
+
     def prob(self, query: jax.Array, mask: jax.Array, t: jax.Array) -> jax.Array:
         """``pi(z) = P[O(z) = 1]`` for the query z at step t.
 
@@ -41,8 +42,9 @@ def check_probabilities(name: str, values) -> np.ndarray:
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         where = f"{name}[{', '.join(map(str, idx))}]" if arr.ndim else name
-        raise ValueError(f"{where}={float(arr[idx])!r}: a probability must lie in "
-                         "[0, 1] (NaN is not allowed)")
+        raise ValueError(
+            f"{where}={float(arr[idx])!r}: a probability must lie in [0, 1] (NaN is not allowed)"
+        )
     return arr.astype(np.float32)
 
 
@@ -174,15 +176,20 @@ class HashedOracle:
         return (p >= 0.5).astype(jnp.float32) if self.deterministic else p
 
 
-def hashed_oracle(seed: int, lo: float = 0.0, hi: float = 1.0,
-                  deterministic: bool = False) -> HashedOracle:
+def hashed_oracle(
+    seed: int, lo: float = 0.0, hi: float = 1.0, deterministic: bool = False
+) -> HashedOracle:
     """A validated :class:`HashedOracle` (``0 <= lo <= hi <= 1``; or ``1[pi >= 1/2]``)."""
     check_probabilities("lo", lo)
     check_probabilities("hi", hi)
     if lo > hi:
         raise ValueError(f"lo={lo} > hi={hi}: the probability range must satisfy lo <= hi")
-    return HashedOracle(seed=jnp.uint32(seed % 2**32), lo=jnp.float32(lo), hi=jnp.float32(hi),
-                        deterministic=deterministic)
+    return HashedOracle(
+        seed=jnp.uint32(seed % 2**32),
+        lo=jnp.float32(lo),
+        hi=jnp.float32(hi),
+        deterministic=deterministic,
+    )
 
 
 class JudgeMLP(nn.Module):

@@ -219,7 +219,7 @@ def make_step_program(
     )
 
 
-# -- sampling ---------------------------------------------------------------------------------------
+# -- sampling ---------------------------------------------------------------------------------------  # noqa: E501
 def step_uniforms(key: jax.Array, T: int) -> jax.Array:
     """The uniforms ``u_t = uniform(fold_in(key, t))`` a transcript drawn with ``key`` uses.
 
@@ -284,7 +284,8 @@ def count_ones(machine: Machine, key: jax.Array, trials: int) -> jax.Array:
     total = jnp.int32(0)
     if full:
         total = jax.lax.fori_loop(
-            0, full, lambda i, acc: acc + ones(jax.random.fold_in(key, i), MC_CHUNK), total)
+            0, full, lambda i, acc: acc + ones(jax.random.fold_in(key, i), MC_CHUNK), total
+        )
     if rest:
         total = total + ones(jax.random.fold_in(key, full), rest)
     return total
@@ -305,8 +306,9 @@ def transcript_log_prob(machine: Machine, y: jax.Array) -> jax.Array:
         q = jnp.where(bit == 1, p, 1.0 - p)
         return (machine.advance(state, t, bit), logp + jnp.log(q)), None
 
-    (_, logp), _ = jax.lax.scan(step, (machine.init_state(), jnp.float32(0.0)),
-                                jnp.arange(machine.T))
+    (_, logp), _ = jax.lax.scan(
+        step, (machine.init_state(), jnp.float32(0.0)), jnp.arange(machine.T)
+    )
     return logp
 
 

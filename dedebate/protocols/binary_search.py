@@ -38,9 +38,16 @@ def play_binary_search(cm: ConfigMachine, alice, bob: Bob) -> DetOutcome:
     a = None if isinstance(alice, MessageAlice) else alice_transcript(cm.program, alice)
     z = alice_config(cm, alice, a, 0, jnp.int32(cm.T_pad))
     alive0 = cm.well_formed(z) & cm.acc(z)
-    carry0 = {"lo": cm.init(), "hi": z, "lo_idx": jnp.int32(0), "alive": alive0,
-              "rounds": jnp.int32(1), "bits": jnp.int32(S), "b_steps": jnp.int32(0),
-              "b_queries": jnp.int32(0)}
+    carry0 = {
+        "lo": cm.init(),
+        "hi": z,
+        "lo_idx": jnp.int32(0),
+        "alive": alive0,
+        "rounds": jnp.int32(1),
+        "bits": jnp.int32(S),
+        "b_steps": jnp.int32(0),
+        "b_queries": jnp.int32(0),
+    }
 
     def round_fn(c, k):
         half = jnp.right_shift(jnp.int32(cm.T_pad), k + 1)
@@ -66,12 +73,21 @@ def play_binary_search(cm: ConfigMachine, alice, bob: Bob) -> DetOutcome:
     accept = c["alive"] & jnp.all(nxt == c["hi"])
     a_steps, a_queries = alice_cost(cm.program, alice)
     honest_b = bob.mode == HONEST
-    costs = Costs(alice_queries=a_queries, bob_queries=jnp.where(honest_b, c["b_queries"], 0),
-                  verifier_queries=(c["alive"] & queried).astype(jnp.int32),
-                  bits_read=c["bits"], rounds=c["rounds"])
-    return DetOutcome(alice_wins=accept, costs=costs, a_steps=a_steps,
-                      b_steps=jnp.where(honest_b, c["b_steps"], 0),
-                      a_message_bits=c["rounds"] * S, pointer=c["lo_idx"])
+    costs = Costs(
+        alice_queries=a_queries,
+        bob_queries=jnp.where(honest_b, c["b_queries"], 0),
+        verifier_queries=(c["alive"] & queried).astype(jnp.int32),
+        bits_read=c["bits"],
+        rounds=c["rounds"],
+    )
+    return DetOutcome(
+        alice_wins=accept,
+        costs=costs,
+        a_steps=a_steps,
+        b_steps=jnp.where(honest_b, c["b_steps"], 0),
+        a_message_bits=c["rounds"] * S,
+        pointer=c["lo_idx"],
+    )
 
 
 play_binary_search_grid = grid(play_binary_search)

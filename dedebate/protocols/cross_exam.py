@@ -68,10 +68,21 @@ def play_cross_exam(program: StepProgram, alice: Alice, bob: Bob) -> DetOutcome:
     t, b_steps, b_queries = bob_pointer(program, a, bob)
     accept, bits, vq = verify(program, a, t)
     a_steps, a_queries = alice_cost(program, alice)
-    costs = Costs(alice_queries=a_queries, bob_queries=b_queries, verifier_queries=vq,
-                  bits_read=bits, rounds=jnp.int32(1))
-    return DetOutcome(alice_wins=accept, costs=costs, a_steps=a_steps, b_steps=b_steps,
-                      a_message_bits=jnp.int32(program.T), pointer=t)
+    costs = Costs(
+        alice_queries=a_queries,
+        bob_queries=b_queries,
+        verifier_queries=vq,
+        bits_read=bits,
+        rounds=jnp.int32(1),
+    )
+    return DetOutcome(
+        alice_wins=accept,
+        costs=costs,
+        a_steps=a_steps,
+        b_steps=b_steps,
+        a_message_bits=jnp.int32(program.T),
+        pointer=t,
+    )
 
 
 def grid(play):

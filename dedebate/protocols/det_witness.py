@@ -143,25 +143,32 @@ def _constraint_structure(v: int, clauses: np.ndarray, c: int) -> _Structure:
     return _Structure(kind, deps, rule, n_x, n_w)
 
 
-def _build(st: _Structure, table: np.ndarray, xs: np.ndarray,
-           n_instances: int) -> WitnessTask | None:
+def _build(
+    st: _Structure, table: np.ndarray, xs: np.ndarray, n_instances: int
+) -> WitnessTask | None:
     """Tasks from the rows of ``xs``, half yes and half no (None if too few of either)."""
     # Every instance shares the structure and the oracle, so the program is built once and only x
     # varies along axis 0. Membership is exact (every witness is tried).
     if st.n_w > MAX_WITNESS_BITS:
-        raise ValueError(f"witness length {st.n_w}: at most {MAX_WITNESS_BITS} bits "
-                         "(membership is decided by enumerating every witness)")
-    one = make_step_program(st.kind, st.deps, table_oracle(table), st.rule,
-                            x=np.zeros(st.n_x + st.n_w, np.int8))
+        raise ValueError(
+            f"witness length {st.n_w}: at most {MAX_WITNESS_BITS} bits "
+            "(membership is decided by enumerating every witness)"
+        )
+    one = make_step_program(
+        st.kind, st.deps, table_oracle(table), st.rule, x=np.zeros(st.n_x + st.n_w, np.int8)
+    )
     check_deterministic(one)
     xs = np.asarray(xs, np.int8)
-    pool = jax.tree.map(lambda v: np.broadcast_to(np.asarray(v), (xs.shape[0],) + np.shape(v)),
-                        one)
-    pool = WitnessTask(program=pool.replace(
-        x=np.concatenate([xs, np.zeros((xs.shape[0], st.n_w), np.int8)], axis=1)), n_w=st.n_w)
+    pool = jax.tree.map(lambda v: np.broadcast_to(np.asarray(v), (xs.shape[0],) + np.shape(v)), one)
+    pool = WitnessTask(
+        program=pool.replace(
+            x=np.concatenate([xs, np.zeros((xs.shape[0], st.n_w), np.int8)], axis=1)
+        ),
+        n_w=st.n_w,
+    )
     yes = accepting_witnesses(pool).any(axis=1)
     n_yes = (n_instances + 1) // 2
-    pick_yes, pick_no = np.flatnonzero(yes)[:n_yes], np.flatnonzero(~yes)[:n_instances - n_yes]
+    pick_yes, pick_no = np.flatnonzero(yes)[:n_yes], np.flatnonzero(~yes)[: n_instances - n_yes]
     if pick_yes.size < n_yes or pick_no.size < n_instances - n_yes:
         return None
     rows = np.sort(np.concatenate([pick_yes, pick_no]))
@@ -169,8 +176,9 @@ def _build(st: _Structure, table: np.ndarray, xs: np.ndarray,
     return WitnessTask(program=prog, n_w=st.n_w)
 
 
-def plan_task(seed: int, n_instances: int, k: int = 4, c: int = 2, b: int = 2,
-              density: float = 0.3) -> WitnessTask:
+def plan_task(
+    seed: int, n_instances: int, k: int = 4, c: int = 2, b: int = 2, density: float = 0.3
+) -> WitnessTask:
     """Plan instances: a plan of k actions of b bits, each approved by a random 0/1 judge.
 
     Step i's action is judged by the oracle on (the instance's c context bits for step i, the
@@ -191,12 +199,15 @@ def plan_task(seed: int, n_instances: int, k: int = 4, c: int = 2, b: int = 2,
         task = _build(st, table, xs, n_instances)
         if task is not None:
             return task
-    raise ValueError(f"density={density}: no judge among {ATTEMPTS} draws gave both yes and no "
-                     "instances; choose a density nearer 1/2")
+    raise ValueError(
+        f"density={density}: no judge among {ATTEMPTS} draws gave both yes and no "
+        "instances; choose a density nearer 1/2"
+    )
 
 
-def constraint_task(seed: int, n_instances: int, v: int = 8, n_clauses: int = 8, c: int = 2,
-                    density: float = 0.6) -> WitnessTask:
+def constraint_task(
+    seed: int, n_instances: int, v: int = 8, n_clauses: int = 8, c: int = 2, density: float = 0.6
+) -> WitnessTask:
     """Constraint instances: v boolean variables, clauses on 3 variables judged by a 0/1 oracle.
 
     Clause j reads 3 distinct variables (random, fixed); its ``c`` type bits come from x, and the
@@ -205,8 +216,9 @@ def constraint_task(seed: int, n_instances: int, v: int = 8, n_clauses: int = 8,
     yes and no instances. Query length ``l = c + 3``.
     """
     if v < 3 or n_clauses < 1 or c < 0:
-        raise ValueError(f"v={v}, n_clauses={n_clauses}, c={c}: need v >= 3, n_clauses >= 1, "
-                         "c >= 0")
+        raise ValueError(
+            f"v={v}, n_clauses={n_clauses}, c={c}: need v >= 3, n_clauses >= 1, c >= 0"
+        )
     if not 0.0 <= density <= 1.0:
         raise ValueError(f"density={density}: a probability in [0, 1]")
     rng = np.random.default_rng(seed)
@@ -217,5 +229,7 @@ def constraint_task(seed: int, n_instances: int, v: int = 8, n_clauses: int = 8,
         task = _build(_constraint_structure(v, clauses, c), table, xs, n_instances)
         if task is not None:
             return task
-    raise ValueError(f"density={density}: no judge among {ATTEMPTS} draws gave both yes and no "
-                     "instances; choose a density nearer the satisfiability threshold")
+    raise ValueError(
+        f"density={density}: no judge among {ATTEMPTS} draws gave both yes and no "
+        "instances; choose a density nearer the satisfiability threshold"
+    )

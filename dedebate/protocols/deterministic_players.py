@@ -65,7 +65,7 @@ class Bob:
     arg: jax.Array  # int32
 
 
-# -- Alice ------------------------------------------------------------------------------------------
+# -- Alice ------------------------------------------------------------------------------------------  # noqa: E501
 def alice_transcript(program: StepProgram, alice: Alice) -> jax.Array:
     """A's claimed transcript (the honest run y when she is honest)."""
     T = program.T
@@ -97,7 +97,7 @@ def alice_cost(program: StepProgram, alice) -> tuple[jax.Array, jax.Array]:
     return jnp.int32(program.T), jnp.sum(program.kind == ORACLE).astype(jnp.int32)
 
 
-# -- Bob --------------------------------------------------------------------------------------------
+# -- Bob --------------------------------------------------------------------------------------------  # noqa: E501
 def bob_pointer(program: StepProgram, a: jax.Array, bob: Bob):
     """Figure 4: B's step t, with the costs of the honest scan."""
     T = program.T
@@ -107,9 +107,11 @@ def bob_pointer(program: StepProgram, a: jax.Array, bob: Bob):
     honest_t = jnp.where(any_bad, first, T - 1)
     checked = jnp.where(any_bad, first + 1, T)
     queries = jnp.sum((program.kind == ORACLE) & (jnp.arange(T) < checked)).astype(jnp.int32)
-    t = jnp.select([bob.mode == HONEST, bob.mode == LAST, bob.mode == FIRST],
-                   [honest_t, jnp.int32(T - 1), jnp.int32(0)],
-                   jnp.mod(bob.arg, T)).astype(jnp.int32)
+    t = jnp.select(
+        [bob.mode == HONEST, bob.mode == LAST, bob.mode == FIRST],
+        [honest_t, jnp.int32(T - 1), jnp.int32(0)],
+        jnp.mod(bob.arg, T),
+    ).astype(jnp.int32)
     honest = bob.mode == HONEST
     return t, jnp.where(honest, checked, 0), jnp.where(honest, queries, 0)
 
@@ -122,8 +124,10 @@ def bob_bit(cm: ConfigMachine, bob: Bob, lo: jax.Array, mid: jax.Array, half, k)
     """
     sim, q = cm.step_n(lo, half)
     honest_b = jnp.any(sim != mid).astype(jnp.int32)
-    b = jnp.select([bob.mode == HONEST, bob.mode == LAST, bob.mode == FIRST],
-                   [honest_b, jnp.int32(0), jnp.int32(1)],
-                   (bob.arg >> k) & 1).astype(jnp.int32)
+    b = jnp.select(
+        [bob.mode == HONEST, bob.mode == LAST, bob.mode == FIRST],
+        [honest_b, jnp.int32(0), jnp.int32(1)],
+        (bob.arg >> k) & 1,
+    ).astype(jnp.int32)
     honest = bob.mode == HONEST
     return b, jnp.where(honest, half, 0).astype(jnp.int32), jnp.where(honest, q, 0)

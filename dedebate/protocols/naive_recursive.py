@@ -106,8 +106,7 @@ class NaiveOutcome:
     costs: Costs
 
 
-def play_naive(debater, challenger, tree: ClaimTree, key, forced=None, rounds=None
-               ) -> NaiveOutcome:
+def play_naive(debater, challenger, tree: ClaimTree, key, forced=None, rounds=None) -> NaiveOutcome:
     """Play one naive recursive debate (pure, vmappable); returns a :class:`NaiveOutcome`.
 
     The strategies' interface (``sees_truth`` static; a player that does not see the truth gets
@@ -128,7 +127,9 @@ def play_naive(debater, challenger, tree: ClaimTree, key, forced=None, rounds=No
     view_b = tree if challenger.sees_truth else tree.public()
     a = jnp.asarray(debater.answer(view_a), jnp.int32)
     uni = jax.random.uniform(key, (depth,)) if forced is None else jnp.zeros((depth,))
-    forced_arr = jnp.zeros((depth,), jnp.int32) if forced is None else jnp.asarray(forced, jnp.int32)
+    forced_arr = (
+        jnp.zeros((depth,), jnp.int32) if forced is None else jnp.asarray(forced, jnp.int32)
+    )
 
     def step(carry, xs):
         node, claimed, caught, logp = carry
@@ -147,27 +148,39 @@ def play_naive(debater, challenger, tree: ClaimTree, key, forced=None, rounds=No
         return (node_next, claimed_next, caught, logp), (node, j)
 
     (leaf, claimed, caught, logp), (nodes, sels) = jax.lax.scan(
-        step, (jnp.int32(0), a, jnp.int32(-1), jnp.float32(0.0)),
-        (jnp.arange(depth), uni, forced_arr))
+        step,
+        (jnp.int32(0), a, jnp.int32(-1), jnp.float32(0.0)),
+        (jnp.arange(depth), uni, forced_arr),
+    )
     caught = jnp.where((caught < 0) & (tree.truth[leaf] != claimed), n, caught)
     zero = jnp.int32(0)
     return NaiveOutcome(
         alice_wins=caught < 0,
-        a_correct=(a == tree.truth[0]).astype(jnp.float32), answer=a, caught_round=caught,
-        nodes=jnp.concatenate([nodes, leaf[None]]), sels=sels, log_prob=logp,
-        costs=Costs(alice_queries=zero, bob_queries=zero, verifier_queries=jnp.int32(1),
-                    bits_read=zero, rounds=jnp.asarray(n, jnp.int32)),
+        a_correct=(a == tree.truth[0]).astype(jnp.float32),
+        answer=a,
+        caught_round=caught,
+        nodes=jnp.concatenate([nodes, leaf[None]]),
+        sels=sels,
+        log_prob=logp,
+        costs=Costs(
+            alice_queries=zero,
+            bob_queries=zero,
+            verifier_queries=jnp.int32(1),
+            bits_read=zero,
+            rounds=jnp.asarray(n, jnp.int32),
+        ),
     )
 
 
-def survival_probability(debater, challenger, tree: ClaimTree, rounds=None,
-                         batch_size: int = 4096):
+def survival_probability(debater, challenger, tree: ClaimTree, rounds=None, batch_size: int = 4096):
     """``(Pr[A survives], total path probability)``: exact, over all ``q^depth`` challenge paths."""
     q, depth = tree.q, tree.depth
     n = q**depth
     if n > MAX_ENUMERATED_PATHS:
-        raise ValueError(f"tree.depth={depth}: enumerating {n} challenge paths exceeds "
-                         f"{MAX_ENUMERATED_PATHS}; use sampled episodes instead")
+        raise ValueError(
+            f"tree.depth={depth}: enumerating {n} challenge paths exceeds "
+            f"{MAX_ENUMERATED_PATHS}; use sampled episodes instead"
+        )
     codes = np.arange(n, dtype=np.int64)[:, None]
     paths = jnp.asarray((codes // (q ** np.arange(depth - 1, -1, -1))[None, :]) % q, jnp.int32)
     key = jax.random.key(0)  # unused: forced paths draw nothing

@@ -124,8 +124,15 @@ def _directions(probs, settings: PEDStatic):
     return probs
 
 
-def play(settings: PEDStatic, params: PEDParams, prover: Prover, estimator: Estimator,
-         tree: ClaimTree, key, forced=None) -> PEDOutcome:
+def play(
+    settings: PEDStatic,
+    params: PEDParams,
+    prover: Prover,
+    estimator: Estimator,
+    tree: ClaimTree,
+    key,
+    forced=None,
+) -> PEDOutcome:
     """Play one prover-estimator debate on ``tree`` (spec 2.1); pure and vmappable.
 
     The debate descends ``n = params.rounds`` levels (all by default). Variant (a): ``d = n``,
@@ -230,13 +237,16 @@ def play(settings: PEDStatic, params: PEDParams, prover: Prover, estimator: Esti
         return (nxt, phat_next, logp), out
 
     (node_f, phat_f, logp), (nodes, cands, sels, ss, phats, pis, rewards) = jax.lax.scan(
-        step, (jnp.int32(0), p_d, logp0), (ts, uni[:depth], forced_arr))
+        step, (jnp.int32(0), p_d, logp0), (ts, uni[:depth], forced_arr)
+    )
 
     # ---- final human check ----------------------------------------------------------------
     k_last = d - n
     dprob = _directions(prover.direction(view_a, node_f, phat_f, k_last), settings)
     truth_f = tree.truth[node_f].astype(jnp.float32)  # the judge's oracle, not a player's view
-    w_final = params.rho if (settings.final_round == "b" and settings.final_weight == "rho") else 1.0
+    w_final = (
+        params.rho if (settings.final_round == "b" and settings.final_weight == "rho") else 1.0
+    )
     if exact:
         s_f = dprob @ dirs
     else:
@@ -248,13 +258,27 @@ def play(settings: PEDStatic, params: PEDParams, prover: Prover, estimator: Esti
     u_a = r_init + rewards.sum() + r_final
     zero = jnp.int32(0)
     return PEDOutcome(
-        u_a=u_a, r_init=r_init, r_rounds=rewards, r_final=r_final, answer=answer,
-        a_correct=a_correct, p_d=p_d,
-        nodes=jnp.concatenate([nodes, node_f[None]]), cands=cands, sels=sels,
+        u_a=u_a,
+        r_init=r_init,
+        r_rounds=rewards,
+        r_final=r_final,
+        answer=answer,
+        a_correct=a_correct,
+        p_d=p_d,
+        nodes=jnp.concatenate([nodes, node_f[None]]),
+        cands=cands,
+        sels=sels,
         directions=jnp.concatenate([ss, s_f[None]]),
-        phats=jnp.concatenate([phats, phat_f[None]]), pis=pis, log_prob=logp,
-        costs=Costs(alice_queries=zero, bob_queries=zero, verifier_queries=jnp.int32(1),
-                    bits_read=zero, rounds=n),
+        phats=jnp.concatenate([phats, phat_f[None]]),
+        pis=pis,
+        log_prob=logp,
+        costs=Costs(
+            alice_queries=zero,
+            bob_queries=zero,
+            verifier_queries=jnp.int32(1),
+            bits_read=zero,
+            rounds=n,
+        ),
     )
 
 
@@ -281,9 +305,14 @@ def all_paths(tree: ClaimTree) -> np.ndarray:
     return np.stack([digits // tree.q, digits % tree.q], axis=-1).astype(np.int32)
 
 
-def expected_payoff(settings: PEDStatic, params: PEDParams, prover: Prover,
-                    estimator: Estimator, tree: ClaimTree,
-                    batch_size: int = 4096) -> ExpectedPayoff:
+def expected_payoff(
+    settings: PEDStatic,
+    params: PEDParams,
+    prover: Prover,
+    estimator: Estimator,
+    tree: ClaimTree,
+    batch_size: int = 4096,
+) -> ExpectedPayoff:
     """``E[U_A]`` exactly: the exact-mode payoff of every path weighted by A's probability of it.
 
     Independent of :func:`play`'s sampling, so it checks the sampled mode and the path draws.

@@ -101,19 +101,24 @@ class DebateStatic:
         if not (isinstance(self.window, int) and 1 <= self.window <= 16):
             raise ValueError(f"window={self.window!r}: must be an integer in [1, 16]")
         if self.estimator not in ("binomial", "calls"):
-            raise ValueError(f"estimator={self.estimator!r}: allowed are 'binomial' (exact "
-                             "count draws) and 'calls' (N real Bernoulli calls)")
+            raise ValueError(
+                f"estimator={self.estimator!r}: allowed are 'binomial' (exact "
+                "count draws) and 'calls' (N real Bernoulli calls)"
+            )
         if self.bob_draw not in ("count", "decision", "lazy"):
-            raise ValueError(f"bob_draw={self.bob_draw!r}: allowed are 'count' (draw Bob's "
-                             "count), 'decision' (draw a checker Bob's decision) and 'lazy' "
-                             "(honest Alice vs a checker Bob: draw only what can matter)")
+            raise ValueError(
+                f"bob_draw={self.bob_draw!r}: allowed are 'count' (draw Bob's "
+                "count), 'decision' (draw a checker Bob's decision) and 'lazy' "
+                "(honest Alice vs a checker Bob: draw only what can matter)"
+            )
         if self.bob_draw in ("decision", "lazy") and self.estimator != "binomial":
             raise ValueError(f"bob_draw={self.bob_draw!r} needs estimator='binomial'")
         if self.bob_draw == "lazy" and self.two_party_coin:
             raise ValueError("bob_draw='lazy' needs the trusted coin (two_party_coin=False)")
         if not (isinstance(self.lazy_gate_log2, int) and 0 <= self.lazy_gate_log2 <= 24):
-            raise ValueError(f"lazy_gate_log2={self.lazy_gate_log2!r}: must be an integer in "
-                             "[0, 24]")
+            raise ValueError(
+                f"lazy_gate_log2={self.lazy_gate_log2!r}: must be an integer in [0, 24]"
+            )
         if not (isinstance(self.call_block, int) and self.call_block >= 1):
             raise ValueError(f"call_block={self.call_block!r}: must be an integer >= 1")
 
@@ -184,8 +189,9 @@ def _where_tree(c, a, b):
     return jax.tree.map(lambda x, y: jnp.where(c, x, y), a, b)
 
 
-def play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
-         key: jax.Array) -> Outcome:
+def play(
+    spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera, key: jax.Array
+) -> Outcome:
     """Play one debate on ``machine`` (spec DED 5.1), exact in distribution.
 
     ``machine.T == spec.T``. Every argument except ``spec`` is a pytree, so ``vmap`` works over
@@ -194,8 +200,9 @@ def play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, v
     return _play(spec, machine, alice, bob, vera, key, True)[0]
 
 
-def play_fast(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
-              key: jax.Array) -> tuple[Outcome, jax.Array]:
+def play_fast(
+    spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera, key: jax.Array
+) -> tuple[Outcome, jax.Array]:
     """``(outcome, unresolved)``: :func:`play` without the rare exact fall-back loops of its draws.
 
     Where ``unresolved`` is true the outcome is invalid and the trial must be replayed with
@@ -205,8 +212,15 @@ def play_fast(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlay
     return _play(spec, machine, alice, bob, vera, key, False)
 
 
-def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
-          key: jax.Array, resolve: bool) -> tuple[Outcome, jax.Array]:
+def _play(
+    spec: DebateStatic,
+    machine: Any,
+    alice: AlicePlayer,
+    bob: BobPlayer,
+    vera: Vera,
+    key: jax.Array,
+    resolve: bool,
+) -> tuple[Outcome, jax.Array]:
     """The debate (see :func:`play`): ``(outcome, unresolved)``."""
     # Vera judges in the iteration after the abort (so the scan runs T + 1 iterations), drawing her
     # count in the estimate slot Alice no longer uses: one binomial draw site serves everyone.
@@ -219,13 +233,16 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
     role = [jax.random.fold_in(key, r) for r in range(6)]
     decide = spec.bob_draw == "decision" and bob.samples
     if decide and not hasattr(bob, "continue_interval"):
-        raise ValueError(f"bob_draw='decision' needs a checker Bob with continue_interval "
-                         f"(e.g. HonestBob), not {type(bob).__name__}")
+        raise ValueError(
+            f"bob_draw='decision' needs a checker Bob with continue_interval "
+            f"(e.g. HonestBob), not {type(bob).__name__}"
+        )
     # Estimate slots: slot 0 = Alice's estimate (if she samples), then Vera's after an abort;
     # slot 1 = Bob's estimate (if he samples). In "decision" mode the fast path draws no count
     # for Bob, and the exact path uses his count only where the decision is not drawn directly.
-    slot_roles = [ROLE_ALICE_EST] + ([ROLE_BOB_EST] if bob.samples and (resolve or not decide)
-                                     else [])
+    slot_roles = [ROLE_ALICE_EST] + (
+        [ROLE_BOB_EST] if bob.samples and (resolve or not decide) else []
+    )
     n_alice = jnp.asarray(alice.n_samples, jnp.int32) if alice.samples else jnp.int32(0)
     n_bob = jnp.asarray(bob.n_samples, jnp.int32) if bob.samples else jnp.int32(0)
     n_vera = jnp.asarray(vera.n_samples, jnp.int32)
@@ -261,8 +278,12 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
                 ks, ptrs, un = _DRAW_SLOTS[resolve](stacked.replace(ptr=ptrs), ns, ps)
                 unres = unres | jnp.any(un)
             else:
-                ks = jnp.stack([_calls_count(jax.random.fold_in(ck[r], j), ns[i], ps[i],
-                                             spec.call_block) for i, r in enumerate(slot_roles)])
+                ks = jnp.stack(
+                    [
+                        _calls_count(jax.random.fold_in(ck[r], j), ns[i], ps[i], spec.call_block)
+                        for i, r in enumerate(slot_roles)
+                    ]
+                )
             count_a = ks[0]
             count_b = ks[1] if len(slot_roles) == 2 else jnp.int32(0)
             vera_n = c.vera_n + jnp.where(vera_due, ns[0], 0)  # the samples her draw used
@@ -270,8 +291,19 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
             # ---- Alice claims, Bob continues or aborts, the coin ----
             p = jnp.asarray(alice.claim(view, count_a, ua[j, 0]), jnp.float32)
             if decide:
-                cont, unres = _bob_decision(view, p, bob, n_bob, active, bob_bits[j], bob_u2[j],
-                                            count_b, ub[j, 0], unres, resolve)
+                cont, unres = _bob_decision(
+                    view,
+                    p,
+                    bob,
+                    n_bob,
+                    active,
+                    bob_bits[j],
+                    bob_u2[j],
+                    count_b,
+                    ub[j, 0],
+                    unres,
+                    resolve,
+                )
             else:
                 cont = jnp.asarray(bob.cont(view, p, count_b, ub[j, 0]), bool)
             if spec.two_party_coin:
@@ -285,11 +317,19 @@ def _play(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, 
             abort = active & ~cont
             c = DebateCarry(
                 state=_where_tree(go, machine.advance(state, ts, bit), state),
-                stopped=c.stopped | abort, last=jnp.where(go, bit, c.last),
-                rounds=c.rounds + active.astype(jnp.int32), prev=jnp.where(go, bit, c.prev),
-                ones=c.ones + jnp.where(go, bit, 0), p_ab=jnp.where(abort, p, p_ab),
-                pi_ab=jnp.where(abort, pi, c.pi_ab), t_ab=jnp.where(abort, t, c.t_ab),
-                vera_due=abort, vera_count=vera_count, vera_n=vera_n, unresolved=unres)
+                stopped=c.stopped | abort,
+                last=jnp.where(go, bit, c.last),
+                rounds=c.rounds + active.astype(jnp.int32),
+                prev=jnp.where(go, bit, c.prev),
+                ones=c.ones + jnp.where(go, bit, 0),
+                p_ab=jnp.where(abort, p, p_ab),
+                pi_ab=jnp.where(abort, pi, c.pi_ab),
+                t_ab=jnp.where(abort, t, c.t_ab),
+                vera_due=abort,
+                vera_count=vera_count,
+                vera_n=vera_n,
+                unresolved=unres,
+            )
             return (c, ptrs), None
 
         ptr0 = jnp.zeros((len(slot_roles),), jnp.int32)
@@ -310,19 +350,27 @@ def _bob_decision(view, p, bob, n_bob, active, bits, u2, count, u, unres, resolv
     # (count is then not drawn).
     k_lo, k_hi, cert = bob.continue_interval(p)
     gate = cert & decision_gate(n_bob, view.pi, k_lo, k_hi)
-    outside, rare = decide_outside(bits, u2, n_bob, view.pi, k_lo, k_hi, active & gate,
-                                   resolve=resolve)
+    outside, rare = decide_outside(
+        bits, u2, n_bob, view.pi, k_lo, k_hi, active & gate, resolve=resolve
+    )
     if not resolve:
         return jnp.bool_(True), unres | (active & (~gate | rare))
     by_count = jnp.asarray(bob.cont(view, p, count, u), bool)
     return jnp.where(gate, ~outside, by_count), unres
 
 
-def play_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
-                keys: jax.Array) -> Outcome:
+def play_trials(
+    spec: DebateStatic,
+    machine: Any,
+    alice: AlicePlayer,
+    bob: BobPlayer,
+    vera: Vera,
+    keys: jax.Array,
+) -> Outcome:
     """``vmap(play)`` over typed trial keys ``[n]`` (the rest shared): outcomes ``[n]``."""
     return jax.vmap(play, in_axes=(None, None, None, None, None, 0))(
-        spec, machine, alice, bob, vera, keys)
+        spec, machine, alice, bob, vera, keys
+    )
 
 
 play_trials_jit = jit(play_trials, static_argnums=0)

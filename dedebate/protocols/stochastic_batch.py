@@ -39,8 +39,9 @@ def replay_chunk(lanes: int) -> int:
     return max(1, min(lanes, max(64, lanes // 64)))
 
 
-def replay_unresolved(exact: Callable, out, unresolved: jax.Array, chunk: int,
-                      one_by_one: bool = False):
+def replay_unresolved(
+    exact: Callable, out, unresolved: jax.Array, chunk: int, one_by_one: bool = False
+):
     """``out`` with every lane where ``unresolved`` replaced by ``exact(lane index)``, in-program.
 
     The unresolved lanes' indices are compacted (``jnp.nonzero``) and replayed ``chunk`` at a time
@@ -68,11 +69,13 @@ def replay_unresolved(exact: Callable, out, unresolved: jax.Array, chunk: int,
 def _fast(spec: DebateStatic, axes: tuple, chunk: int, machine, alice, bob, vera, keys):
     """:func:`play_fast` on every lane: ``(outcomes, unresolved)``."""
     return jax.vmap(functools.partial(play_fast, spec), in_axes=axes + (0,))(
-        machine, alice, bob, vera, keys)
+        machine, alice, bob, vera, keys
+    )
 
 
-def _replay(spec: DebateStatic, axes: tuple, chunk: int, out, unresolved, machine, alice, bob,
-            vera, keys):
+def _replay(
+    spec: DebateStatic, axes: tuple, chunk: int, out, unresolved, machine, alice, bob, vera, keys
+):
     """``out`` with its unresolved lanes replayed by the exact :func:`play`."""
     args = (machine, alice, bob, vera)
 
@@ -102,18 +105,26 @@ def _program(stage: str, axes: tuple, devices: tuple):
     # the replays, which play few lanes and run briefly, compile with FAST_COMPILE (same values).
     fn = STAGES[stage]
     if len(devices) == 1:
-        return jit(lambda spec, chunk, *a: fn(spec, axes, chunk, *a), static_argnums=(0, 1),
-                   options=FAST_COMPILE if stage == "replay" else None)
+        return jit(
+            lambda spec, chunk, *a: fn(spec, axes, chunk, *a),
+            static_argnums=(0, 1),
+            options=FAST_COMPILE if stage == "replay" else None,
+        )
     specs = (PartitionSpec(LANES),) * 2 * (stage == "replay") + _specs(axes)
     mesh = Mesh(np.asarray(devices, dtype=object), (LANES,))
 
     def lanes(spec: DebateStatic, chunk, *args):
-        return jax.shard_map(functools.partial(fn, spec, axes, chunk), mesh=mesh,
-                             in_specs=specs, out_specs=PartitionSpec(LANES),
-                             check_vma=False)(*args)
+        return jax.shard_map(
+            functools.partial(fn, spec, axes, chunk),
+            mesh=mesh,
+            in_specs=specs,
+            out_specs=PartitionSpec(LANES),
+            check_vma=False,
+        )(*args)
 
-    return jit(lanes, static_argnums=(0, 1),
-               in_shardings=tuple(NamedSharding(mesh, p) for p in specs))
+    return jit(
+        lanes, static_argnums=(0, 1), in_shardings=tuple(NamedSharding(mesh, p) for p in specs)
+    )
 
 
 def _specs(axes: tuple) -> tuple:
@@ -148,8 +159,9 @@ def _buffer(part, lanes: int):
 
 @jit(donate_argnums=0)
 def _put(buffer, part, start):
-    return jax.tree.map(lambda b, p: jax.lax.dynamic_update_slice_in_dim(b, p, start, 0),
-                        buffer, part)
+    return jax.tree.map(
+        lambda b, p: jax.lax.dynamic_update_slice_in_dim(b, p, start, 0), buffer, part
+    )
 
 
 @jit(static_argnums=1)
@@ -157,9 +169,17 @@ def _trim(tree, n: int):
     return jax.tree.map(lambda x: x[:n], tree)
 
 
-def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPlayer, vera: Vera,
-               keys: jax.Array, axes: tuple = (None, None, None, None),
-               max_lanes: int = 16384, devices: Sequence[Any] | None = None) -> Outcome:
+def run_trials(
+    spec: DebateStatic,
+    machine: Any,
+    alice: AlicePlayer,
+    bob: BobPlayer,
+    vera: Vera,
+    keys: jax.Array,
+    axes: tuple = (None, None, None, None),
+    max_lanes: int = 16384,
+    devices: Sequence[Any] | None = None,
+) -> Outcome:
     """The :class:`~dedebate.protocols.stochastic.Outcome` of every lane ``[n]``, exact, on device.
 
     ``keys`` has one key per lane; ``axes[i]`` is 0 if ``(machine, alice, bob, vera)[i]`` is batched
@@ -188,8 +208,7 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
     # context is entered (a default_device context is part of jit's cache key, so a program
     # compiled inside it is not reused outside, and vice versa).
     first = devices[0]
-    with (contextlib.nullcontext() if first == local[0]
-          else jax.default_device(first)):
+    with contextlib.nullcontext() if first == local[0] else jax.default_device(first):
         args = jax.device_put((machine, alice, bob, vera, keys), first)  # the one host copy
         batched = tuple(a for a, ax in zip(args, axes + (0,)) if ax == 0)
         starts = jnp.unstack(_starts(-(-n // width), width))
@@ -205,11 +224,15 @@ def run_trials(spec: DebateStatic, machine: Any, alice: AlicePlayer, bob: BobPla
             parts = [_program("exact", axes, devices)(spec, chunk, *a) for a in sliced]
         else:
             fast = [_program("fast", axes, devices)(spec, chunk, *a) for a in sliced]
-            total = functools.reduce(_add_unresolved, [un for _, un in fast],
-                                     _starts(1, 0))  # [0], on the device
+            total = functools.reduce(
+                _add_unresolved, [un for _, un in fast], _starts(1, 0)
+            )  # [0], on the device
             replay = _program("replay", axes, devices)
-            parts = ([replay(spec, chunk, out, un, *a) for (out, un), a in zip(fast, sliced)]
-                     if jax.device_get(total).any() else [out for out, _ in fast])  # 1 read
+            parts = (
+                [replay(spec, chunk, out, un, *a) for (out, un), a in zip(fast, sliced)]
+                if jax.device_get(total).any()
+                else [out for out, _ in fast]
+            )  # 1 read
         if len(parts) == 1:
             return _trim(parts[0], n)
         out = _buffer(parts[0], len(parts) * width)

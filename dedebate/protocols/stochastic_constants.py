@@ -44,8 +44,9 @@ class DebateParams:
         if not (factor > 0 and math.isfinite(factor)):
             raise ValueError(f"factor={factor!r}: the scale factor must be a positive number")
         n = [max(1, math.ceil(factor * x)) for x in (self.n_alice, self.n_bob, self.n_vera)]
-        return dataclasses.replace(self, name=f"{self.name} x{factor:g}", n_alice=n[0],
-                                   n_bob=n[1], n_vera=n[2])
+        return dataclasses.replace(
+            self, name=f"{self.name} x{factor:g}", n_alice=n[0], n_bob=n[1], n_vera=n[2]
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,8 +71,9 @@ class LeanParams:
             if not isinstance(x, (int, float)) or not math.isfinite(x):
                 raise ValueError(f"{name}={x!r}: must be a finite number")
         if not (0 < self.c < self.s < self.b):
-            raise ValueError(f"(c, s, b)=({self.c}, {self.s}, {self.b}): Lean's Params need "
-                             "0 < c < s < b")
+            raise ValueError(
+                f"(c, s, b)=({self.c}, {self.s}, {self.b}): Lean's Params need 0 < c < s < b"
+            )
         if not (0 < self.q <= self.v <= 1):
             raise ValueError(f"(q, v)=({self.q}, {self.v}): Lean's Params need 0 < q <= v <= 1")
 
@@ -141,9 +143,18 @@ class LeanParams:
         counts = (self.n_alice, self.n_bob, self.n_vera)
         if max(counts) > INT32_MAX:
             raise ValueError(f"sample counts {counts}: exceed int32 (2^31 - 1); use smaller K")
-        return DebateParams(name=name, K=float(K), T=int(T), n_alice=counts[0],
-                               n_bob=counts[1], n_vera=counts[2], tau_bob=self.tau_bob,
-                               tau_vera=self.tau_vera, s=self.s, b=self.b)
+        return DebateParams(
+            name=name,
+            K=float(K),
+            T=int(T),
+            n_alice=counts[0],
+            n_bob=counts[1],
+            n_vera=counts[2],
+            tau_bob=self.tau_bob,
+            tau_vera=self.tau_vera,
+            s=self.s,
+            b=self.b,
+        )
 
 
 def _check_KT(K, T):
@@ -159,8 +170,7 @@ def lean_defaults(K: float, T: int) -> LeanParams:
     c, s, b = 1, 2, 5 / (100K); q = 1/(100T); v = 1/100.
     """
     _check_KT(K, T)
-    return LeanParams(c=1 / (100 * K), s=2 / (100 * K), b=5 / (100 * K), q=1 / (100 * T),
-                      v=1 / 100)
+    return LeanParams(c=1 / (100 * K), s=2 / (100 * K), b=5 / (100 * K), q=1 / (100 * T), v=1 / 100)
 
 
 def paper_constants(K: float, T: int) -> DebateParams:
@@ -176,6 +186,15 @@ def paper_constants(K: float, T: int) -> DebateParams:
     r = math.ceil(192 * d * d * math.log(100))
     if R > INT32_MAX:
         raise ValueError(f"R={R} (K={K}, T={T}): the paper's sample count exceeds int32")
-    return DebateParams(name="paper", K=float(K), T=int(T), n_alice=R, n_bob=R, n_vera=r,
-                           tau_bob=1 / (2 * d), tau_vera=1 / (4 * d), s=3 / (8 * d),
-                           b=3 / (4 * d))
+    return DebateParams(
+        name="paper",
+        K=float(K),
+        T=int(T),
+        n_alice=R,
+        n_bob=R,
+        n_vera=r,
+        tau_bob=1 / (2 * d),
+        tau_vera=1 / (4 * d),
+        s=3 / (8 * d),
+        b=3 / (4 * d),
+    )

@@ -38,8 +38,9 @@ FLOAT_SLACK = 2e-6  # covers float32 rounding of Bob's checker |p - Z/N_B| < tau
 HOEFFDING_MARGIN = 1.01  # relative margin on the float32 Hoeffding exponents
 
 
-def lazy_level(n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array,
-               max_log2: int = LAZY_GATE_LOG2):
+def lazy_level(
+    n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array, max_log2: int = LAZY_GATE_LOG2
+):
     """The certificate of step 2, for every pi at once: ``(G, delta, ok)``.
 
     ``G`` is the largest level in ``[0, max_log2]`` that the sample counts can certify (-1 if
@@ -74,10 +75,17 @@ def lazy_level(n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array,
     g = jnp.clip(jnp.floor((need_max - 1e-3) / unit) - 2.0, -1.0, float(max_log2))
     need = (g + 2.0) * unit + 1e-3
     delta = (4.0 + 1.005 * jnp.sqrt(need * n1 / 2.0)) / naf
-    d = naf * delta - 1.0 - naf * 2.0 ** -23
-    e = tau - FLOAT_SLACK - delta - 2.0 ** -22
-    ok = ((g >= 0) & (na >= 2) & (nb >= 1) & (d > 0) & (2.0 * d * d >= need * n1 * (1 + 1e-5))
-          & (e > 0) & (2.0 * nbf * e * e >= need * (1 + 1e-5)))
+    d = naf * delta - 1.0 - naf * 2.0**-23
+    e = tau - FLOAT_SLACK - delta - 2.0**-22
+    ok = (
+        (g >= 0)
+        & (na >= 2)
+        & (nb >= 1)
+        & (d > 0)
+        & (2.0 * d * d >= need * n1 * (1 + 1e-5))
+        & (e > 0)
+        & (2.0 * nbf * e * e >= need * (1 + 1e-5))
+    )
     return g.astype(jnp.int32), delta, ok
 
 
@@ -93,8 +101,14 @@ def typical_set(pi: jax.Array, n_alice: jax.Array, delta: jax.Array):
     return lo, hi
 
 
-def lazy_gate(pi: jax.Array, n_alice: jax.Array, n_bob: jax.Array, tau_bob: jax.Array,
-              level=None, max_log2: int = LAZY_GATE_LOG2):
+def lazy_gate(
+    pi: jax.Array,
+    n_alice: jax.Array,
+    n_bob: jax.Array,
+    tau_bob: jax.Array,
+    level=None,
+    max_log2: int = LAZY_GATE_LOG2,
+):
     """``(gate, lo, hi, G)``: ``gate = ok and 0 < pi < 1`` at a step, typical set ``[lo, hi]``."""
     g, delta, ok = lazy_level(n_alice, n_bob, tau_bob, max_log2) if level is None else level
     pi = jnp.asarray(pi, jnp.float32)
@@ -113,15 +127,26 @@ def cheap_path(word: jax.Array, pi: jax.Array, g: jax.Array):
     g = jnp.asarray(g, jnp.int32)
     shift = jnp.clip(32 - g, 8, 31).astype(jnp.uint32)
     cut = jnp.left_shift(jnp.uint32(1), shift)
-    span = jnp.float32(2.0 ** 32) - cut.astype(jnp.float32)
+    span = jnp.float32(2.0**32) - cut.astype(jnp.float32)
     thr = jnp.floor(jnp.clip(jnp.asarray(pi, jnp.float32), 0.0, 1.0) * span)
     y = (word - cut) < thr.astype(jnp.uint32)
     return (g >= 1) & (word >= cut), y.astype(jnp.int32)
 
 
-def rare_step(key: jax.Array, word: jax.Array, pi: jax.Array, lo: jax.Array, hi: jax.Array,
-              g: jax.Array, alice: Any, bob: Any, view: Any, active: jax.Array,
-              z_bob: jax.Array | None = None, z_key: jax.Array | None = None):
+def rare_step(
+    key: jax.Array,
+    word: jax.Array,
+    pi: jax.Array,
+    lo: jax.Array,
+    hi: jax.Array,
+    g: jax.Array,
+    alice: Any,
+    bob: Any,
+    view: Any,
+    active: jax.Array,
+    z_bob: jax.Array | None = None,
+    z_key: jax.Array | None = None,
+):
     """``(y, cont, p)``: steps 1-3 for a certified step whose word is below ``2^(32-G)``.
 
     Alice's claim ``p = X / N_A`` is drawn only here. ``z_bob`` is a fresh ``Binomial(N_B, pi)``
@@ -161,20 +186,38 @@ def _rare_begin(key, word, pi, lo, hi, g, alice, active) -> dict:
     # each pair of tail walks below runs as one walk vmapped over the two sides (one loop to
     # compile; the values are those of the two walks)
     q_lo, q_hi = jax.vmap(binom_lower_tail, (0, None, 0, 0))(
-        jnp.stack([y_lo, n1 - y_hi]), n1, jnp.stack([pi, 1.0 - pi]),
-        jnp.stack([resid, resid & (y_hi <= n1)]))
+        jnp.stack([y_lo, n1 - y_hi]),
+        n1,
+        jnp.stack([pi, 1.0 - pi]),
+        jnp.stack([resid, resid & (y_hi <= n1)]),
+    )
     scale = jnp.exp2(gf + 1.0)  # 1 / e
     u_side = jax.random.uniform(k_side)
     off = resid & (u_side < (q_lo + q_hi) * scale)
     low_side = u_side < q_lo * scale
     u_tail = jax.random.uniform(k_tail)
     y_low, y_hi_tail = jax.vmap(binom_lower_tail_sample, (0, None, 0, 0, 0))(
-        jnp.stack([y_lo, n1 - y_hi]), n1, jnp.stack([pi, 1.0 - pi]),
-        jnp.stack([u_tail * q_lo, u_tail * q_hi]), jnp.stack([off & low_side, off & ~low_side]))
+        jnp.stack([y_lo, n1 - y_hi]),
+        n1,
+        jnp.stack([pi, 1.0 - pi]),
+        jnp.stack([u_tail * q_lo, u_tail * q_hi]),
+        jnp.stack([off & low_side, off & ~low_side]),
+    )
     y_up = n1 - y_hi_tail
-    return {"y": y, "v": v, "resid": resid, "off": off, "low_side": low_side, "y_low": y_low,
-            "y_up": y_up, "need_bulk": active & ~off, "k_bulk": k_bulk, "k_bu": k_bu, "n1": n1,
-            "active": active}
+    return {
+        "y": y,
+        "v": v,
+        "resid": resid,
+        "off": off,
+        "low_side": low_side,
+        "y_low": y_low,
+        "y_up": y_up,
+        "need_bulk": active & ~off,
+        "k_bulk": k_bulk,
+        "k_bu": k_bu,
+        "n1": n1,
+        "active": active,
+    }
 
 
 def _draw_loop(r: dict, pi, lo, hi, keys=None, ns=None, ps=None):
@@ -244,15 +287,20 @@ def _rare_end(r: dict, y_bulk, pi, g, alice, bob, view, z_bob, ungated=None):
 def check_players(alice: Any, bob: Any) -> None:
     """Check the mode is exact for the players: Alice claims ``count / N_A``, Bob is a checker."""
     if not getattr(alice, "honest_estimate", False):
-        raise ValueError(f"bob_draw='lazy' needs an honest Alice who claims count / N_A "
-                         f"(honest_estimate = True, e.g. HonestAlice), not {type(alice).__name__}")
+        raise ValueError(
+            f"bob_draw='lazy' needs an honest Alice who claims count / N_A "
+            f"(honest_estimate = True, e.g. HonestAlice), not {type(alice).__name__}"
+        )
     if not (hasattr(bob, "continue_interval") and hasattr(bob, "tau") and bob.samples):
-        raise ValueError(f"bob_draw='lazy' needs a checker Bob with continue_interval and tau "
-                         f"(e.g. HonestBob), not {type(bob).__name__}")
+        raise ValueError(
+            f"bob_draw='lazy' needs a checker Bob with continue_interval and tau "
+            f"(e.g. HonestBob), not {type(bob).__name__}"
+        )
 
 
-def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax.Array,
-              resolve: bool):
+def play_lazy(
+    spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax.Array, resolve: bool
+):
     """One debate in this mode: ``(outcome, unresolved)`` like the default mode's ``_play``.
 
     Randomness: the words come from the coin role's stream (``fold_in(role, chunk)``, one word
@@ -273,8 +321,15 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
     g, delta, certified = lazy_level(n_alice, n_bob, bob.tau, spec.lazy_gate_log2)
     # At pi in {0, 1} the counts are 0 or N and the checker Bob's decision on honest Alice's
     # estimate depends on nothing else: both decisions once per trial, not per step.
-    view0 = StepView(t=jnp.int32(0), pi=jnp.float32(0.0), prev_bit=jnp.int32(0),
-                     ones=jnp.int32(0), state=machine.init_state(), T=T)
+    view0 = StepView(
+        t=jnp.int32(0),
+        pi=jnp.float32(0.0),
+        prev_bit=jnp.int32(0),
+        ones=jnp.int32(0),
+        state=machine.init_state(),
+        T=T,
+    )
+
     # (vmapped over e in {0, 1}: one copy of the players' code in the program, not two)
     def end_cont(e):
         p_e = jnp.asarray(alice.claim(view0, e * n_alice, jnp.float32(0.0)), jnp.float32)
@@ -327,8 +382,17 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
                 r = _rare_begin(jax.random.fold_in(kj, 0), words[j], pi, lo, hi, g, alice, rare)
                 y_bulk, (x_u, z_b, z_v) = _draw_loop(r, pi, lo, hi, ks, ns, [pi, pi, c.pi_ab])
                 # the rare step's end; the other lanes draw the coin and Bob's uniform fresh
-                y_x, cont_x, p_x = _rare_end(r, y_bulk, pi, g, alice, bob, view, z_b,
-                                             ungated=(jax.random.fold_in(kj, 1), x_u))
+                y_x, cont_x, p_x = _rare_end(
+                    r,
+                    y_bulk,
+                    pi,
+                    g,
+                    alice,
+                    bob,
+                    view,
+                    z_b,
+                    ungated=(jax.random.fold_in(kj, 1), x_u),
+                )
                 return y_x, cont_x, p_x, z_v
 
             def skip(_):
@@ -340,15 +404,24 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
             cont = cheap | cont_x
             go = active & cont
             abort = active & ~cont
-            state = jax.tree.map(lambda a, b: jnp.where(go, a, b), machine.advance(state, ts, y),
-                                 state)
+            state = jax.tree.map(
+                lambda a, b: jnp.where(go, a, b), machine.advance(state, ts, y), state
+            )
             return DebateCarry(
-                state=state, stopped=c.stopped | abort, last=jnp.where(go, y, c.last),
-                rounds=c.rounds + active.astype(jnp.int32), prev=jnp.where(go, y, c.prev),
-                ones=c.ones + jnp.where(go, y, 0), p_ab=jnp.where(abort, p, p_ab),
-                pi_ab=jnp.where(abort, pi, c.pi_ab), t_ab=jnp.where(abort, t, c.t_ab),
-                vera_due=abort, vera_count=vera_count, vera_n=c.vera_n + n_v,
-                unresolved=c.unresolved), None
+                state=state,
+                stopped=c.stopped | abort,
+                last=jnp.where(go, y, c.last),
+                rounds=c.rounds + active.astype(jnp.int32),
+                prev=jnp.where(go, y, c.prev),
+                ones=c.ones + jnp.where(go, y, 0),
+                p_ab=jnp.where(abort, p, p_ab),
+                pi_ab=jnp.where(abort, pi, c.pi_ab),
+                t_ab=jnp.where(abort, t, c.t_ab),
+                vera_due=abort,
+                vera_count=vera_count,
+                vera_n=c.vera_n + n_v,
+                unresolved=c.unresolved,
+            ), None
 
         return jax.lax.scan(step_exact, carry, jnp.arange(C))
 
@@ -356,7 +429,8 @@ def play_lazy(spec: Any, machine: Any, alice: Any, bob: Any, vera: Any, key: jax
         return scan_debate(exact_chunk, machine, T, C, alice, bob, vera)
     # The same words as the exact path (chunk ci, slot j), flattened and cut to the T steps.
     words = jax.vmap(lambda ci: block_bits(jax.random.fold_in(k_coin, ci), C))(
-        jnp.arange(debate_chunks(T, C)))
+        jnp.arange(debate_chunks(T, C))
+    )
     z = jnp.int32(0)
     f = jnp.bool_(False)
     init = (machine.init_state(), z, z, z, f)

@@ -90,23 +90,36 @@ def initial_carry(machine: Any) -> DebateCarry:
     """The carry before the first step: the empty prefix, nothing played."""
     z = jnp.int32(0)
     f = jnp.bool_(False)
-    return DebateCarry(state=machine.init_state(), stopped=f, last=z, rounds=z, prev=z, ones=z,
-                       p_ab=jnp.float32(0.0), pi_ab=jnp.float32(0.0), t_ab=jnp.int32(-1),
-                       vera_due=f, vera_count=z, vera_n=z, unresolved=f)
+    return DebateCarry(
+        state=machine.init_state(),
+        stopped=f,
+        last=z,
+        rounds=z,
+        prev=z,
+        ones=z,
+        p_ab=jnp.float32(0.0),
+        pi_ab=jnp.float32(0.0),
+        t_ab=jnp.int32(-1),
+        vera_due=f,
+        vera_count=z,
+        vera_n=z,
+        unresolved=f,
+    )
 
 
-def scan_debate(chunk_body, machine: Any, T: int, C: int, alice, bob, vera
-                ) -> tuple[Outcome, jax.Array]:
+def scan_debate(
+    chunk_body, machine: Any, T: int, C: int, alice, bob, vera
+) -> tuple[Outcome, jax.Array]:
     """``(outcome, unresolved)``: ``chunk_body`` over the T steps and Vera's iteration.
 
     ``T`` and ``C`` (steps per chunk) are static. Vera judges the claim at the abort on the count of
     her draw, here, once per debate rather than in every step of the scan.
     """
-    final, _ = jax.lax.scan(chunk_body, initial_carry(machine),
-                            jnp.arange(debate_chunks(T, C)))
+    final, _ = jax.lax.scan(chunk_body, initial_carry(machine), jnp.arange(debate_chunks(T, C)))
     vera_ok = checker_accepts(final.p_ab, final.vera_count, vera.n_samples, vera.tau)
-    out = outcome_of(final.stopped, vera_ok, final.last, final.rounds, final.t_ab, alice,
-                     bob, final.vera_n)
+    out = outcome_of(
+        final.stopped, vera_ok, final.last, final.rounds, final.t_ab, alice, bob, final.vera_n
+    )
     return out, final.unresolved
 
 
@@ -128,7 +141,13 @@ def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera_samples) -
     qa = rf * jnp.asarray(alice.n_samples, jnp.float32) if alice.samples else jnp.float32(0.0)
     qb = rf * jnp.asarray(bob.n_samples, jnp.float32) if bob.samples else jnp.float32(0.0)
     qv = jnp.asarray(vera_samples, jnp.int32).astype(jnp.float32)
-    costs = Costs(alice_queries=qa, bob_queries=qb, verifier_queries=qv, bits_read=jnp.int32(0),
-                  rounds=rounds)
-    return Outcome(alice_wins=alice_wins, aborted=jnp.asarray(aborted),
-                   abort_step=jnp.asarray(t_ab), last_bit=last, costs=costs)
+    costs = Costs(
+        alice_queries=qa, bob_queries=qb, verifier_queries=qv, bits_read=jnp.int32(0), rounds=rounds
+    )
+    return Outcome(
+        alice_wins=alice_wins,
+        aborted=jnp.asarray(aborted),
+        abort_step=jnp.asarray(t_ab),
+        last_bit=last,
+        costs=costs,
+    )

@@ -86,8 +86,12 @@ class MetaAnalysisTask:
 
     @functools.cached_property
     def _lipschitz(self) -> float:
-        return float(max(threshold_lipschitz(np.float32(self.quality * w), self.reports,
-                                             self.theta) for w in self.witnesses()))
+        return float(
+            max(
+                threshold_lipschitz(np.float32(self.quality * w), self.reports, self.theta)
+                for w in self.witnesses()
+            )
+        )
 
     def lipschitz(self) -> float:
         """``K* = max_w K(M(x, w))``: one constant valid for every witness (spec DED 8)."""
@@ -125,8 +129,9 @@ def no_task() -> MetaAnalysisTask:
     return meta_analysis_task([1, 1, 1, 1, 0, 0], [0.45, 0.4, 0.35, 0.3, 0.9, 0.9], theta=3)
 
 
-def witness_debate(spec: DebateStatic, machines, w_index: jax.Array, alice, bob, vera: Vera,
-                   key: jax.Array) -> tuple[jax.Array, Outcome]:
+def witness_debate(
+    spec: DebateStatic, machines, w_index: jax.Array, alice, bob, vera: Vera, key: jax.Array
+) -> tuple[jax.Array, Outcome]:
     """Figure 2: Alice sends the witness, then the stochastic debate runs on ``M(x, w)``.
 
     Vmappable over keys, witness choices and players.

@@ -84,9 +84,14 @@ def stackelberg_params(lr_a=0.05, lr_b=0.05, n_b=5, simultaneous=False, rho=2.0,
     e = np.asarray(eta, np.float64)
     if not np.all(np.isfinite(e)) or np.any(e < 0):
         raise ValueError(f"eta={eta!r}: the soundness slack must be a finite number >= 0")
-    return StackelbergParams(jnp.asarray(lr_a, jnp.float32), jnp.asarray(lr_b, jnp.float32),
-                              jnp.asarray(n_b, jnp.int32), jnp.asarray(simultaneous, bool),
-                              jnp.asarray(rho, jnp.float32), jnp.asarray(eta, jnp.float32))
+    return StackelbergParams(
+        jnp.asarray(lr_a, jnp.float32),
+        jnp.asarray(lr_b, jnp.float32),
+        jnp.asarray(n_b, jnp.int32),
+        jnp.asarray(simultaneous, bool),
+        jnp.asarray(rho, jnp.float32),
+        jnp.asarray(eta, jnp.float32),
+    )
 
 
 @struct.dataclass
@@ -148,8 +153,9 @@ def payoff_terms(static: StackelbergStatic, rho, prover, estimator, trees: Claim
     wk = r ** jnp.arange(d, -1, -1, dtype=jnp.float32)  # r^k at positions t = 0..d (k = d - t)
 
     def per_tree(t):
-        out = jax.vmap(lambda f: play(static.settings, params, prover, estimator, t, key,
-                                      forced=f))(paths)
+        out = jax.vmap(
+            lambda f: play(static.settings, params, prover, estimator, t, key, forced=f)
+        )(paths)
         w = jnp.exp(out.log_prob)
         truth = t.truth[out.nodes].astype(jnp.float32)  # [paths, d + 1]
         cal = wk * out.directions * (truth - out.phats)
@@ -195,8 +201,9 @@ def _monitors(static, hp, prover, estimator, trees, u, acc, adv) -> StackelbergM
 
     stable, calib = jax.vmap(per_tree)(trees)
     certified = hp.rho ** (depth + 1) * (u - hp.eta)
-    return StackelbergMonitors(u, acc, stable.mean(), certified, calib.max(),
-                               jnp.max(jnp.abs(adv)), adv)
+    return StackelbergMonitors(
+        u, acc, stable.mean(), certified, calib.max(), jnp.max(jnp.abs(adv)), adv
+    )
 
 
 def init_state(static: StackelbergStatic, q: int, key) -> TrainState:
@@ -204,8 +211,9 @@ def init_state(static: StackelbergStatic, q: int, key) -> TrainState:
     ka, kb = jax.random.split(key)
     prover = init_prover(ka, static.hidden_a)
     estimator = init_estimator(kb, q, static.hidden_b)
-    return TrainState(prover, estimator, ADAM.init(prover.params), ADAM.init(estimator.params),
-                      jnp.int32(0))
+    return TrainState(
+        prover, estimator, ADAM.init(prover.params), ADAM.init(estimator.params), jnp.int32(0)
+    )
 
 
 def adam_step(params, opt, grads, lr, sign):
@@ -254,8 +262,9 @@ def _layout(static: StackelbergStatic, q: int):
             return np.concatenate([x.ravel() for x in jax.tree_util.tree_leaves(tree)])
 
         scale_flat = flat_of(jax.tree_util.tree_map_with_path(scale, zeros))
-        out_flat = flat_of(jax.tree_util.tree_map_with_path(
-            functools.partial(scale, output=True), zeros))
+        out_flat = flat_of(
+            jax.tree_util.tree_map_with_path(functools.partial(scale, output=True), zeros)
+        )
         out.append((shapes.replace(params=zeros), unravel, scale_flat, int(flat.size), out_flat))
     return tuple(out)
 
@@ -284,8 +293,9 @@ def init_carry(static: StackelbergStatic, trees: ClaimTree, key, a_out_scale=0.0
     af = jnp.asarray(scale_a) * jax.random.uniform(ka, (n_a,), minval=-1.0, maxval=1.0)
     bf = jnp.asarray(scale_b) * jax.random.uniform(kb, (n_b,), minval=-1.0, maxval=1.0)
     ko = jax.random.fold_in(ka, 1)
-    af = af + a_out_scale * jnp.asarray(out_a) * jax.random.uniform(ko, (n_a,), minval=-1.0,
-                                                                     maxval=1.0)
+    af = af + a_out_scale * jnp.asarray(out_a) * jax.random.uniform(
+        ko, (n_a,), minval=-1.0, maxval=1.0
+    )
     return Carry(af, bf, ADAM.init(af), ADAM.init(bf), jnp.int32(0))
 
 
@@ -314,8 +324,13 @@ def make_chunk(static: StackelbergStatic, length: int):
         a0, b0, unravel_a, unravel_b = templates(static, _q(trees))
 
         def objective(af, bf):
-            u, acc, adv = payoff_terms(static, hp.rho, a0.replace(params=unravel_a(af)),
-                                       b0.replace(params=unravel_b(bf)), trees)
+            u, acc, adv = payoff_terms(
+                static,
+                hp.rho,
+                a0.replace(params=unravel_a(af)),
+                b0.replace(params=unravel_b(bf)),
+                trees,
+            )
             return u, (acc, adv)
 
         grad_both = jax.value_and_grad(objective, argnums=(0, 1), has_aux=True)
@@ -332,17 +347,43 @@ def make_chunk(static: StackelbergStatic, length: int):
                 af2, oa2 = adam_step(af, oa, ga, hp.lr_a, 1.0)
                 bf, ob = select(b_moves, (bf2, ob2), (bf, ob))
                 af, oa = select(last, (af2, oa2), (af, oa))
-                return (af, bf, oa, ob, jnp.where(last, u_i, u), jnp.where(last, acc_i, acc),
-                        jnp.where(last, adv_i, adv))
+                return (
+                    af,
+                    bf,
+                    oa,
+                    ob,
+                    jnp.where(last, u_i, u),
+                    jnp.where(last, acc_i, acc),
+                    jnp.where(last, adv_i, adv),
+                )
 
             d = jax.tree_util.tree_map(lambda x: x[0], trees).depth
             af, bf, oa, ob, u, acc, adv = jax.lax.fori_loop(
-                0, n_iter, inner, (c.a_flat, c.b_flat, c.opt_a, c.opt_b, jnp.float32(0),
-                                   jnp.float32(0), jnp.zeros((d + 1, 2), jnp.float32)))
+                0,
+                n_iter,
+                inner,
+                (
+                    c.a_flat,
+                    c.b_flat,
+                    c.opt_a,
+                    c.opt_b,
+                    jnp.float32(0),
+                    jnp.float32(0),
+                    jnp.zeros((d + 1, 2), jnp.float32),
+                ),
+            )
             # monitors at the (A, B) the A update saw (B before its simultaneous step)
             b_seen = jnp.where(hp.simultaneous, c.b_flat, bf)
-            mon = _monitors(static, hp, a0.replace(params=unravel_a(c.a_flat)),
-                            b0.replace(params=unravel_b(b_seen)), trees, u, acc, adv)
+            mon = _monitors(
+                static,
+                hp,
+                a0.replace(params=unravel_a(c.a_flat)),
+                b0.replace(params=unravel_b(b_seen)),
+                trees,
+                u,
+                acc,
+                adv,
+            )
             return Carry(af, bf, oa, ob, c.step + 1), mon
 
         return jax.lax.scan(outer, carry, None, length=length)
@@ -384,17 +425,22 @@ def summary(mon: StackelbergMonitors, thr, band) -> dict:
     ``final_max_adv`` (B's realised max|Adv| against A's spec 6.3 tests), ``final_calib``,
     ``final_certified``.
     """
-    ok = ((mon.a_correct >= 0.95) & (mon.p_stable >= 0.95)
-          & (jnp.abs(mon.u_a - thr) <= band))
+    ok = (mon.a_correct >= 0.95) & (mon.p_stable >= 0.95) & (jnp.abs(mon.u_a - thr) <= band)
     steps = ok.shape[-1]
     rev = jnp.flip(ok, axis=-1).astype(jnp.int32)  # trailing run of 1s: index of the last 0
     at = steps - jnp.where(rev.all(axis=-1), steps, jnp.argmin(rev, axis=-1)).astype(jnp.int32)
     u = mon.u_a[..., -1]
-    return {"converged_at": at, "converged": (at < steps).astype(jnp.int32),
-            "final_u_a": u, "final_u_a_rel": u / thr,
-            "final_a_correct": mon.a_correct[..., -1], "final_p_stable": mon.p_stable[..., -1],
-            "final_max_adv": mon.max_adv[..., -1], "final_calib": mon.calib[..., -1],
-            "final_certified": mon.certified[..., -1]}
+    return {
+        "converged_at": at,
+        "converged": (at < steps).astype(jnp.int32),
+        "final_u_a": u,
+        "final_u_a_rel": u / thr,
+        "final_a_correct": mon.a_correct[..., -1],
+        "final_p_stable": mon.p_stable[..., -1],
+        "final_max_adv": mon.max_adv[..., -1],
+        "final_calib": mon.calib[..., -1],
+        "final_certified": mon.certified[..., -1],
+    }
 
 
 def advantage_at(static: StackelbergStatic, rho, trees: ClaimTree, carry: Carry):

@@ -47,8 +47,9 @@ class SelfPlayStatic:
             if not (isinstance(v, int) and v >= lo):
                 raise ValueError(f"{name}={v!r}: must be an integer >= {lo}")
         if not (isinstance(self.adam_b2, float) and 0.0 <= self.adam_b2 < 1.0):
-            raise ValueError(f"adam_b2={self.adam_b2!r}: Adam's second-moment decay must be a "
-                             "float in [0, 1)")
+            raise ValueError(
+                f"adam_b2={self.adam_b2!r}: Adam's second-moment decay must be a float in [0, 1)"
+            )
 
 
 @struct.dataclass
@@ -69,8 +70,15 @@ class SelfPlayParams:
     vera_grad_mix: jax.Array  # weight of the heavy-tailed gradient term of vera_surrogate
 
 
-def selfplay_params(constants: DebateParams, lr_a=0.01, lr_b=0.05, n_b=5, alice_init=1.0,
-            bob_init=-2.0, vera_grad_mix=1.0) -> SelfPlayParams:
+def selfplay_params(
+    constants: DebateParams,
+    lr_a=0.01,
+    lr_b=0.05,
+    n_b=5,
+    alice_init=1.0,
+    bob_init=-2.0,
+    vera_grad_mix=1.0,
+) -> SelfPlayParams:
     """Validated :class:`SelfPlayParams` (float32, ``n_b`` int32); b is Alice's claim unit.
 
     Step sizes and ``alice_init`` (in units of b) finite and > 0, ``n_b`` an integer >= 1,
@@ -78,8 +86,7 @@ def selfplay_params(constants: DebateParams, lr_a=0.01, lr_b=0.05, n_b=5, alice_
     """
     if not (isinstance(n_b, (int, np.integer)) and n_b >= 1):
         raise ValueError(f"n_b={n_b!r}: Bob updates per Alice update must be an integer >= 1")
-    for name, v in (("lr_a", lr_a), ("lr_b", lr_b),
-                    ("alice_init", alice_init)):
+    for name, v in (("lr_a", lr_a), ("lr_b", lr_b), ("alice_init", alice_init)):
         if not (np.isfinite(v) and v > 0):
             raise ValueError(f"{name}={v!r}: must be a finite number > 0")
     if not np.isfinite(bob_init):
@@ -87,10 +94,18 @@ def selfplay_params(constants: DebateParams, lr_a=0.01, lr_b=0.05, n_b=5, alice_
     if not (np.isfinite(vera_grad_mix) and vera_grad_mix >= 0):
         raise ValueError(f"vera_grad_mix={vera_grad_mix!r}: must be a finite number >= 0")
     f = jnp.float32
-    return SelfPlayParams(lr_a=f(lr_a), lr_b=f(lr_b), n_b=jnp.int32(n_b), unit=f(constants.b),
-                           scale=f(constants.b), n_vera=f(constants.n_vera), tau_vera=f(constants.tau_vera),
-                           alice_init=f(alice_init), bob_init=f(bob_init),
-                           vera_grad_mix=f(vera_grad_mix))
+    return SelfPlayParams(
+        lr_a=f(lr_a),
+        lr_b=f(lr_b),
+        n_b=jnp.int32(n_b),
+        unit=f(constants.b),
+        scale=f(constants.b),
+        n_vera=f(constants.n_vera),
+        tau_vera=f(constants.tau_vera),
+        alice_init=f(alice_init),
+        bob_init=f(bob_init),
+        vera_grad_mix=f(vera_grad_mix),
+    )
 
 
 def vera_surrogate(p, pi, n_vera, tau_vera, grad_mix=0.0):
@@ -140,8 +155,10 @@ def n_periods(static: SelfPlayStatic) -> int:
 def chunk_lengths(periods: int, chunks: int) -> tuple[int, ...]:
     """``periods`` split into ``chunks`` consecutive chunks, longer first (two lengths at most)."""
     if not (isinstance(chunks, int) and 1 <= chunks <= periods):
-        raise ValueError(f"chunks={chunks!r}: must be an integer in [1, {periods}] (the number of "
-                         "monitor periods)")
+        raise ValueError(
+            f"chunks={chunks!r}: must be an integer in [1, {periods}] (the number of "
+            "monitor periods)"
+        )
     q, r = divmod(periods, chunks)
     return tuple(q + 1 if i < r else q for i in range(chunks))
 
@@ -184,7 +201,7 @@ def make_chunk(static: SelfPlayStatic, periods: int):
     steps, then Alice (maximising) one Adam step, on the surrogate exact DP value -- with the
     monitors measured after each period. Chunks compose: ``chunk_k(chunk_m(c))`` makes the same
     updates as ``chunk_{m+k}(c)`` (a resumed run repeats the uninterrupted one).
-    """
+    """  # noqa: E501
     if not (isinstance(periods, int) and periods >= 1):
         raise ValueError(f"periods={periods!r}: a chunk needs an integer >= 1 monitor periods")
 
@@ -208,8 +225,9 @@ def make_chunk(static: SelfPlayStatic, periods: int):
         def period(c, _):
             c, _ = jax.lax.scan(outer, c, None, length=static.log_every)
             a, b = c[0], c[1]
-            mon = SelfPlayMonitors(value=surrogate_value(a, b, inputs, hp),
-                           tracking=tracking_error(a, b, inputs, hp))
+            mon = SelfPlayMonitors(
+                value=surrogate_value(a, b, inputs, hp), tracking=tracking_error(a, b, inputs, hp)
+            )
             return c, mon
 
         # The Adam states' stored hyperparameters are rebuilt here (same values): XLA then sees
@@ -219,8 +237,7 @@ def make_chunk(static: SelfPlayStatic, periods: int):
         sb = carry.opt_b._replace(hyperparams=opt_b.init(carry.bob).hyperparams)
         c0 = (carry.alice, carry.bob, sa, sb)
         (a, b, sa, sb), mons = jax.lax.scan(period, c0, None, length=periods)
-        return SelfPlayCarry(a, b, sa, sb, carry.step + periods * static.log_every,
-                             carry.key), mons
+        return SelfPlayCarry(a, b, sa, sb, carry.step + periods * static.log_every, carry.key), mons
 
     return chunk
 
@@ -229,7 +246,7 @@ def make_train(static: SelfPlayStatic):
     """``train(inputs, hp, key) -> (alice, bob, SelfPlayMonitors[n_periods])``: the whole run as one pure
     function (:func:`init_carry`, then one :func:`make_chunk` of every monitor period); jit and
     vmap it over seeds and instances.
-    """
+    """  # noqa: E501
     chunk = make_chunk(static, n_periods(static))
 
     def train(inputs, hp: SelfPlayParams, key):
@@ -281,10 +298,15 @@ def carry_axes(static: SelfPlayStatic) -> SelfPlayCarry:
     correction ``b^count`` with a vectorised power, different in the last bits).
     """
     f32 = jax.ShapeDtypeStruct((), jnp.float32)
-    hp = SelfPlayParams(**{f.name: jax.ShapeDtypeStruct((), jnp.int32) if f.name == "n_b"
-                            else f32 for f in dataclasses.fields(SelfPlayParams)})
-    shapes = jax.eval_shape(lambda h, k: init_carry(static, h, k), hp,
-                            jax.ShapeDtypeStruct((), jax.random.key(0).dtype))
+    hp = SelfPlayParams(
+        **{
+            f.name: jax.ShapeDtypeStruct((), jnp.int32) if f.name == "n_b" else f32
+            for f in dataclasses.fields(SelfPlayParams)
+        }
+    )
+    shapes = jax.eval_shape(
+        lambda h, k: init_carry(static, h, k), hp, jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+    )
 
     def axis(path, _):
         names = {getattr(k, "name", getattr(k, "key", None)) for k in path}
@@ -298,8 +320,12 @@ def init_grid(static: SelfPlayStatic):
     """``jit(vmap over seeds (init_carry))``: ``(hp, keys[S]) -> SelfPlayCarry[S]`` (batched
     as :func:`carry_axes` says).
     """
-    return jit(jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0),
-                        out_axes=carry_axes(static)), options=FAST_COMPILE)
+    return jit(
+        jax.vmap(
+            functools.partial(init_carry, static), in_axes=(None, 0), out_axes=carry_axes(static)
+        ),
+        options=FAST_COMPILE,
+    )
 
 
 @program_cache
@@ -309,6 +335,7 @@ def chunk_grid(static: SelfPlayStatic, periods: int):
     the same numbers, bit for bit).
     """
     axes = carry_axes(static)
-    return jit(jax.vmap(make_chunk(static, periods), in_axes=(None, None, axes),
-                        out_axes=(axes, 0)), options=FAST_COMPILE)
-
+    return jit(
+        jax.vmap(make_chunk(static, periods), in_axes=(None, None, axes), out_axes=(axes, 0)),
+        options=FAST_COMPILE,
+    )

@@ -120,8 +120,11 @@ def pool(indices, labels) -> Pool:
         raise ValueError("indices: a pool must be sorted by label")
     count = np.bincount(lab, minlength=N_DIGITS)
     start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    return Pool(jnp.asarray(indices, jnp.int32), jnp.asarray(start, jnp.int32),
-                jnp.asarray(count, jnp.int32))
+    return Pool(
+        jnp.asarray(indices, jnp.int32),
+        jnp.asarray(start, jnp.int32),
+        jnp.asarray(count, jnp.int32),
+    )
 
 
 @struct.dataclass
@@ -133,8 +136,9 @@ class DigitTree:
     leaves: jax.Array  # int32 [q^D], left to right
 
 
-def digit_tree(key, images_pool: Pool, family: str, q: int, m: int, depth: int,
-               root_truth) -> DigitTree:
+def digit_tree(
+    key, images_pool: Pool, family: str, q: int, m: int, depth: int, root_truth
+) -> DigitTree:
     """One audit tree (traceable; vmap over keys and root truths for a batch).
 
     Args:
@@ -151,24 +155,28 @@ def digit_tree(key, images_pool: Pool, family: str, q: int, m: int, depth: int,
     """
     rule = family_rule(family, q, m)
     k_true, k_false, k_d, k_img = jax.random.split(key, 4)
-    trees = [build_tree(k, (rule,), depth, root_truth=t, root_oracle=False)
-             for k, t in ((k_true, 1), (k_false, 0))]
+    trees = [
+        build_tree(k, (rule,), depth, root_truth=t, root_oracle=False)
+        for k, t in ((k_true, 1), (k_false, 0))
+    ]
     tree = jax.tree_util.tree_map(lambda a, b: jnp.where(root_truth == 1, a, b), *trees)
     digit = jax.random.randint(k_d, (), 0, N_DIGITS)
-    leaf_truth = tree.truth[tree.level_offset(depth):]
+    leaf_truth = tree.truth[tree.level_offset(depth) :]
     n = leaf_truth.shape[0]
     u = jax.random.uniform(k_img, (n,))
     c, s = images_pool.count[digit], images_pool.start[digit]
     pos = s + jnp.minimum((u * c).astype(jnp.int32), c - 1)
-    other = jnp.minimum((u * (images_pool.index.shape[0] - c)).astype(jnp.int32),
-                        images_pool.index.shape[0] - c - 1)
+    other = jnp.minimum(
+        (u * (images_pool.index.shape[0] - c)).astype(jnp.int32), images_pool.index.shape[0] - c - 1
+    )
     neg = jnp.where(other < s, other, other + c)
     leaves = images_pool.index[jnp.where(leaf_truth == 1, pos, neg)]
     return DigitTree(tree=tree, digit=digit, leaves=leaves)
 
 
-def digit_trees(key, images_pool: Pool, family: str, q: int, m: int, depth: int,
-                n_trees: int) -> DigitTree:
+def digit_trees(
+    key, images_pool: Pool, family: str, q: int, m: int, depth: int, n_trees: int
+) -> DigitTree:
     """A batch of trees, half with true roots (first half) and half with false ones.
 
     Args:

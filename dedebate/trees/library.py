@@ -111,7 +111,8 @@ class CandidateRule:
         v = u[:, 1:]
         idx = jnp.arange(q)
         before = (v[:, None, :] < v[:, :, None]) | (
-            (v[:, None, :] == v[:, :, None]) & (idx[None, :] < idx[:, None])[None])
+            (v[:, None, :] == v[:, :, None]) & (idx[None, :] < idx[:, None])[None]
+        )
         ranks = before.sum(axis=-1)
         return (ranks < w[:, None]).astype(jnp.int8)
 
@@ -143,8 +144,9 @@ def _check_root_truth(root_truth) -> int:
     return int(root_truth)
 
 
-def build_tree(key, rules, depth: int, root_truth=1, root_oracle: bool = True,
-               honest_cand: int = 0) -> ClaimTree:
+def build_tree(
+    key, rules, depth: int, root_truth=1, root_oracle: bool = True, honest_cand: int = 0
+) -> ClaimTree:
     """Grow a complete claim tree level by level from candidate rules (jit-compiled, vmappable).
 
     Level ``k + 1`` is the concatenation over level-k nodes v (in order) and candidates c of the
@@ -160,8 +162,9 @@ def build_tree(key, rules, depth: int, root_truth=1, root_oracle: bool = True,
     check_sizes(q, depth, n_cand)
     if not isinstance(honest_cand, (int, np.integer)) or not 0 <= honest_cand < n_cand:
         raise ValueError(f"honest_cand={honest_cand!r}: need 0 <= honest_cand < {n_cand}")
-    return _grow(key, rules, int(depth), _check_root_truth(root_truth), bool(root_oracle),
-                 int(honest_cand))
+    return _grow(
+        key, rules, int(depth), _check_root_truth(root_truth), bool(root_oracle), int(honest_cand)
+    )
 
 
 def _compiled(fn, n_static: int):
@@ -173,8 +176,11 @@ def _compiled(fn, n_static: int):
     # hence the inline path.
     static = tuple(range(1, 1 + n_static))
     single = jit(fn, static_argnums=static, options=FAST_COMPILE)
-    batch = jit(lambda keys, *a: jax.vmap(lambda k: fn(k, *a))(keys), static_argnums=static,
-                options=FAST_COMPILE)
+    batch = jit(
+        lambda keys, *a: jax.vmap(lambda k: fn(k, *a))(keys),
+        static_argnums=static,
+        options=FAST_COMPILE,
+    )
 
     @functools.wraps(fn)
     def call(key, *args):
@@ -195,7 +201,7 @@ def _grow_impl(key, rules, depth, root_truth, root_oracle, honest_cand) -> Claim
     u_all = jax.random.uniform(key, (sum(sizes), n_cand, q + 1))
     start = 0
     for k in range(depth):
-        u = u_all[start:start + sizes[k]]
+        u = u_all[start : start + sizes[k]]
         start += sizes[k]
         pats = jnp.stack([r.sample(u[:, c], level) for c, r in enumerate(rules)], axis=1)
         level = pats.reshape(-1)
@@ -218,9 +224,16 @@ def _grow_impl(key, rules, depth, root_truth, root_oracle, honest_cand) -> Claim
 
 
 # ---- the library -----------------------------------------------------------------------------
-def noisy_evidence_tree(key, depth: int = 3, q: int = 9, t: int = 5, true_counts=(8, 9),
-                        false_counts=(0, 1), root_truth=1, unstable_alternative: bool = False,
-                        ) -> ClaimTree:
+def noisy_evidence_tree(
+    key,
+    depth: int = 3,
+    q: int = 9,
+    t: int = 5,
+    true_counts=(8, 9),
+    false_counts=(0, 1),
+    root_truth=1,
+    unstable_alternative: bool = False,
+) -> ClaimTree:
     """Noisy-evidence threshold tree (spec 9.4): Thr_5 of 9, rho = 2 with the default counts.
 
     ``unstable_alternative`` also gives each claim candidate 1, an AND decomposition with a hidden
@@ -237,8 +250,15 @@ def unanimous_tree(key, depth: int = 3, q: int = 9, t: int = 5, root_truth=1) ->
     return noisy_evidence_tree(key, depth, q, t, (q,), (0,), root_truth)
 
 
-def hidden_flaw_tree(key, depth: int = 3, q: int = 4, root_truth=0, stable_t: int | None = None,
-                     stable_true_counts=None, stable_false_counts=None) -> ClaimTree:
+def hidden_flaw_tree(
+    key,
+    depth: int = 3,
+    q: int = 4,
+    root_truth=0,
+    stable_t: int | None = None,
+    stable_true_counts=None,
+    stable_false_counts=None,
+) -> ClaimTree:
     """Obfuscated argument (spec 9.3), the primality analogue; ``honest_cand = 1``.
 
     * candidate 0 (``and_hidden``): AND of q subclaims; a false claim has exactly one false child
@@ -256,8 +276,9 @@ def hidden_flaw_tree(key, depth: int = 3, q: int = 4, root_truth=0, stable_t: in
 
 def and_tree(key, depth: int = 3, q: int = 4, root_truth=1, hidden: bool = False) -> ClaimTree:
     """AND proof tree (spec 9.5): rho = q at true claims (a proof needing every step)."""
-    return build_tree(key, [and_rule(q, public=not hidden)], depth, root_truth,
-                      root_oracle=True, honest_cand=0)
+    return build_tree(
+        key, [and_rule(q, public=not hidden)], depth, root_truth, root_oracle=True, honest_cand=0
+    )
 
 
 def random_tree(key, depth: int = 2, q: int = 3, n_cand: int = 1, root_truth=None) -> ClaimTree:
@@ -297,9 +318,17 @@ def _random_tree_impl(key, depth, q, n_cand, root_truth) -> ClaimTree:
     tables = jnp.where(hit, truth[:n_int, None, None], tables).reshape(n_int * n_cand, 2**q)
     agg = jnp.arange(n_int * n_cand, dtype=jnp.int32).reshape(n_int, n_cand)
     agg = jnp.concatenate([agg, jnp.zeros((n - n_int, n_cand), jnp.int32)])
-    return ClaimTree(truth=truth, known=jnp.ones((n,), bool), agg=agg, tables=tables, q=q,
-                     depth=depth, n_cand=n_cand, honest_cand=0,
-                     cand_names=tuple(f"random{c}" for c in range(n_cand)))
+    return ClaimTree(
+        truth=truth,
+        known=jnp.ones((n,), bool),
+        agg=agg,
+        tables=tables,
+        q=q,
+        depth=depth,
+        n_cand=n_cand,
+        honest_cand=0,
+        cand_names=tuple(f"random{c}" for c in range(n_cand)),
+    )
 
 
 _grow = _compiled(_grow_impl, 5)

@@ -61,8 +61,9 @@ def fbs(table, z, return_packing: bool = False):
     if blocks.size == 0:
         return (0.0, u) if return_packing else 0.0
     a_ub = bit_table(q)[blocks].T.astype(np.float64)  # [q, |S|]
-    res = _linprog(-np.ones(blocks.size), A_ub=a_ub, b_ub=np.ones(q), bounds=(0, None),
-                   method="highs")
+    res = _linprog(
+        -np.ones(blocks.size), A_ub=a_ub, b_ub=np.ones(q), bounds=(0, None), method="highs"
+    )
     if res.status != 0:
         raise RuntimeError(f"fbs LP failed: {res.message}")
     u[blocks] = np.clip(res.x, 0.0, None)
@@ -82,8 +83,9 @@ def fbs_dual(table, z, return_cover: bool = False):
     if blocks.size == 0:
         return (0.0, np.zeros(q)) if return_cover else 0.0
     a_ub = -bit_table(q)[blocks].astype(np.float64)  # [|S|, q]
-    res = _linprog(np.ones(q), A_ub=a_ub, b_ub=-np.ones(blocks.size), bounds=(0, None),
-                   method="highs")
+    res = _linprog(
+        np.ones(q), A_ub=a_ub, b_ub=-np.ones(blocks.size), bounds=(0, None), method="highs"
+    )
     if res.status != 0:
         raise RuntimeError(f"fbs dual LP failed: {res.message}")
     value = float(res.fun)
@@ -93,7 +95,7 @@ def fbs_dual(table, z, return_cover: bool = False):
 def flip_probability(table, z, eps: float) -> float:
     """Worst-case ``Pr[f(z') != f(z)]`` with marginal error ``<= eps`` per coordinate (spec 3.3)::
 
-        F(eps) = max { sum_{B in S_z} w_B : sum_{B ∋ i} w_B <= eps,  sum_B w_B <= 1,  w >= 0 }.
+    F(eps) = max { sum_{B in S_z} w_B : sum_{B ∋ i} w_B <= eps,  sum_B w_B <= 1,  w >= 0 }.
     """
     f, q, z = _check_function(table, z)
     if not 0.0 <= eps <= 1.0:

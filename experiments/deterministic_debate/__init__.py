@@ -17,20 +17,18 @@ Part 2 is :func:`host`; :func:`report` turns the numbers into the claims.
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import numpy as np
 
 from dedebate.agents.deterministic_grids import GRID_PLAY, judged_counts, witness_suite
-from dedebate.agents.deterministic_players import JUDGED, merge_judged
-from dedebate.core.stats import finite_linfit, finite_loglog_slope
-from dedebate.lab.experiment import Claim, ExperimentResult, strict_max, strict_min
+from dedebate.agents.deterministic_players import JUDGED
+from dedebate.lab.experiment import ExperimentResult
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.configurations import clog2
 from dedebate.programs import FASTEST_COMPILE, cpu_only
 from dedebate.protocols.det_witness import constraint_task, plan_task
 
+from .claims import Measured, claim_rows
 from .population import (
     EXHAUSTIVE_S,
     EXHAUSTIVE_SEQUENCES,
@@ -43,13 +41,10 @@ from .population import (
 )
 
 NAME = "deterministic_debate"
-TITLE = ("Deterministic debate: binary search (Thm 5.1), cross-examination (Thm 5.3), "
-         "witness (Thm 7.1)")
+TITLE = (
+    "Deterministic debate: binary search (Thm 5.1), cross-examination (Thm 5.3), witness (Thm 7.1)"
+)
 TYPICAL_SECONDS = 32  # a cold default-size run on two CPU cores (reproduce's order of work)
-
-SRC_53 = "spec DED 6 (Fig 4 / Thm 5.3)"
-SRC_51 = "spec DED 7 (Fig 3 / Thm 5.1)"
-SRC_71 = "spec DED 8 (Fig 2+4 / Thm 7.1)"
 
 COMPILE_OPTIONS = cpu_only(FASTEST_COMPILE)
 """XLA options of the swept program (run and sweep alike): on a CPU, optimisation level 0,
@@ -59,51 +54,92 @@ are integer counts, so the options change compile time only, never a number."""
 
 @config_dataclass
 class Config:
-    n_machines: int = param(16, "random machines per T (complement pairs: half output 1)",
-                            ge=2, le=512, multiple_of=2)
+    n_machines: int = param(
+        16, "random machines per T (complement pairs: half output 1)", ge=2, le=512, multiple_of=2
+    )
     n_inputs: int = param(4, "input bits n of every random machine", ge=0, le=16)
-    deps: tuple[int, ...] = param((2, 4, 6), "|I(t)| = l of the population's machines (cycled)",
-                                  ge=1, le=8, min_len=1, max_len=16)
-    dep_window: int = param(8, "a step reads only inputs and the last dep_window steps",
-                            ge=1, le=2**16)
-    window: int = param(8, "register configuration buffer W for Fig 3 (>= dep_window; the "
-                        "smallest cost-sweep T = 2^e must be >= W)", ge=1, le=2**16)
+    deps: tuple[int, ...] = param(
+        (2, 4, 6),
+        "|I(t)| = l of the population's machines (cycled)",
+        ge=1,
+        le=8,
+        min_len=1,
+        max_len=16,
+    )
+    dep_window: int = param(
+        8, "a step reads only inputs and the last dep_window steps", ge=1, le=2**16
+    )
+    window: int = param(
+        8,
+        "register configuration buffer W for Fig 3 (>= dep_window; the "
+        "smallest cost-sweep T = 2^e must be >= W)",
+        ge=1,
+        le=2**16,
+    )
     oracle_frac: float = param(0.3, "fraction of ORACLE steps (the rest are DET)", ge=0.0, le=1.0)
     check_T: int = param(11, "T of the exhaustive checks (every claimed transcript)", ge=2, le=14)
     fixed_bob_max_T: int = param(
-        64, "try every fixed B (each step / each bit pattern) when T <= this (2^16, the largest "
-        "cost-sweep T, means always)", ge=0, le=2**16)
+        64,
+        "try every fixed B (each step / each bit pattern) when T <= this (2^16, the largest "
+        "cost-sweep T, means always)",
+        ge=0,
+        le=2**16,
+    )
     n_random: int = param(4, "random B strategies and random liars per family", ge=0, le=64)
     cost_log2: tuple[int, ...] = param(
-        (4, 6, 8, 10, 12), "cost sweep over T = 2^e for these e (2^e >= window and >= n_inputs)",
-        ge=3, le=16, min_len=1, max_len=16)
-    exhaustive_fig3: bool = param(True, "every Fig 3 message sequence of a 3-step machine "
-                                  "(T=3, W=2, n=1: 2^15 of them)")
-    witness_instances: int = param(8, "instances per NP^O task family (plans, constraints), "
-                                   "half yes", ge=1, le=64)
+        (4, 6, 8, 10, 12),
+        "cost sweep over T = 2^e for these e (2^e >= window and >= n_inputs)",
+        ge=3,
+        le=16,
+        min_len=1,
+        max_len=16,
+    )
+    exhaustive_fig3: bool = param(
+        True, "every Fig 3 message sequence of a 3-step machine (T=3, W=2, n=1: 2^15 of them)"
+    )
+    witness_instances: int = param(
+        8, "instances per NP^O task family (plans, constraints), half yes", ge=1, le=64
+    )
 
     def __post_init__(self):
         if self.window < self.dep_window:
             raise ValueError(f"window={self.window}: must be >= dep_window={self.dep_window}")
         if 2 ** min(self.cost_log2) < max(self.window, self.n_inputs):
-            raise ValueError(f"cost_log2={self.cost_log2!r}: the smallest T = 2^e must be >= "
-                             f"window={self.window} and >= n_inputs={self.n_inputs}")
+            raise ValueError(
+                f"cost_log2={self.cost_log2!r}: the smallest T = 2^e must be >= "
+                f"window={self.window} and >= n_inputs={self.n_inputs}"
+            )
 
 
 SIZES = {
     # quick: T = 8 (exhaustive, and W = T so both Fig 3 variants share one compilation) and 16
-    "quick": {"n_machines": 4, "deps": (2, 4), "dep_window": 4, "check_T": 8,
-              "cost_log2": (3, 4), "n_random": 2, "witness_instances": 4, "fixed_bob_max_T": 16},
-    "full": {"n_machines": 32, "check_T": 14, "cost_log2": tuple(range(4, 17)), "n_random": 8,
-             "witness_instances": 32},
+    "quick": {
+        "n_machines": 4,
+        "deps": (2, 4),
+        "dep_window": 4,
+        "check_T": 8,
+        "cost_log2": (3, 4),
+        "n_random": 2,
+        "witness_instances": 4,
+        "fixed_bob_max_T": 16,
+    },
+    "full": {
+        "n_machines": 32,
+        "check_T": 14,
+        "cost_log2": tuple(range(4, 17)),
+        "n_random": 8,
+        "witness_instances": 32,
+    },
 }
 
 
 def memory_bytes(cfg: Config) -> dict[str, int]:
     """Peak bytes of a run (dedebate/lab/memory.py): the judged grids of every T of section 1
     (:func:`grid_bytes`; the program holds them all) and Figure 3's exhaustive grid (~10 MiB)."""
-    return {"judged grids": sum(grid_bytes(cfg, T) for T in _Ts(cfg)[1]),
-            "Figure 3's exhaustive grid": 10 * 2**20 * cfg.exhaustive_fig3}
+    return {
+        "judged grids": sum(grid_bytes(cfg, T) for T in _Ts(cfg)[1]),
+        "Figure 3's exhaustive grid": 10 * 2**20 * cfg.exhaustive_fig3,
+    }
 
 
 def grid_bytes(cfg: Config, T: int) -> int:
@@ -115,8 +151,13 @@ def grid_bytes(cfg: Config, T: int) -> int:
     pairs = 18 + 3 * cfg.n_random + (2**T if T == cfg.check_T else 0)
     fig3 = (1 + (cfg.window < T)) * (pairs + 16 + (2 ** clog2(T) if fixed else 0))
     families = 2 + (cfg.window < T)
-    return int(cfg.n_machines * ((pairs + (T if fixed else 0) + fig3) * (5.5 * T + 52)
-                                 + families * T * (4 + 1.5 * 2 ** max(cfg.deps))))
+    return int(
+        cfg.n_machines
+        * (
+            (pairs + (T if fixed else 0) + fig3) * (5.5 * T + 52)
+            + families * T * (4 + 1.5 * 2 ** max(cfg.deps))
+        )
+    )
 
 
 def _Ts(cfg):
@@ -131,8 +172,10 @@ def inputs(cfg: Config, seed: int, key):
     ``fold_in(key, j)``; every claimed transcript at ``check_T``); with ``exhaustive_fig3``, every
     Figure 3 message sequence of four 3-step machines (seed ``seed + 1000``)."""
     pop = Population.of(cfg)
-    out = {f"T{T}": pop.grids(T, seed + j, jax.random.fold_in(key, j), T == cfg.check_T)
-           for j, T in enumerate(_Ts(cfg)[1])}
+    out = {
+        f"T{T}": pop.grids(T, seed + j, jax.random.fold_in(key, j), T == cfg.check_T)
+        for j, T in enumerate(_Ts(cfg)[1])
+    }
     if cfg.exhaustive_fig3:
         out["fig3_exhaustive"] = exhaustive_fig3_grid(seed + 1000, cfg.oracle_frac)
     return out
@@ -182,30 +225,61 @@ def _plot(rows, ls):
 
     fig = Figure(figsize=(11, 4.2))
     ax1, ax2 = fig.subplots(1, 2)
-    curves = [(f"Fig 3, {what}", "configurations", "bits_read", "S log2 T", style,
-               [x for x in rows if x["protocol"] == proto and x["l"] == ls[0]])
-              for proto, style, what in (("fig3_full", "s-", "full-tape"),
-                                         ("fig3_window", "o-", "register"))]
-    curves += [(f"Fig 4, l = {l}", "(worst over the zoo)", "bits_read_max_over_zoo",
-                "(l+2) log2 T", "^--", [x for x in rows if x["protocol"] == "fig4" and x["l"] == l])
-               for l in ls]
+    curves = [
+        (
+            f"Fig 3, {what}",
+            "configurations",
+            "bits_read",
+            "S log2 T",
+            style,
+            [x for x in rows if x["protocol"] == proto and x["l"] == ls[0]],
+        )
+        for proto, style, what in (
+            ("fig3_full", "s-", "full-tape"),
+            ("fig3_window", "o-", "register"),
+        )
+    ]
+    curves += [
+        (
+            f"Fig 4, l = {l}",
+            "(worst over the zoo)",
+            "bits_read_max_over_zoo",
+            "(l+2) log2 T",
+            "^--",
+            [x for x in rows if x["protocol"] == "fig4" and x["l"] == l],
+        )
+        for l in ls
+    ]
     for name, what, key, unit, style, r in curves:
         T = [x["T"] for x in r]
-        line, = ax1.plot(T, [x[key] for x in r], style, label=f"{name} {what}")
+        (line,) = ax1.plot(T, [x[key] for x in r], style, label=f"{name} {what}")
         unit_bits = np.array([(x["S"] if unit == "S log2 T" else x["l"] + 2) * x["m"] for x in r])
-        ax1.fill_between(T, unit_bits, 2 * unit_bits, color=line.get_color(), alpha=0.12,
-                         label=f"{name}: the claim's band [1, 2] x {unit}")
+        ax1.fill_between(
+            T,
+            unit_bits,
+            2 * unit_bits,
+            color=line.get_color(),
+            alpha=0.12,
+            label=f"{name}: the claim's band [1, 2] x {unit}",
+        )
     ax1.set_xscale("log", base=2)
     ax1.set_yscale("log")
     ax1.set_xlabel("T (steps)")
     ax1.set_ylabel("bits V reads")
     ax1.legend(fontsize=6)
     ax1.set_title("Verifier cost")
-    for proto, key, style in (("fig3_full", "b_steps", "s-"), ("fig3_full", "a_steps", "o-"),
-                              ("fig4", "b_steps", "^--")):
+    for proto, key, style in (
+        ("fig3_full", "b_steps", "s-"),
+        ("fig3_full", "a_steps", "o-"),
+        ("fig4", "b_steps", "^--"),
+    ):
         r = [x for x in rows if x["protocol"] == proto and x["l"] == max(ls)]
-        ax2.plot([x["T"] for x in r], [x[key] for x in r], style,
-                 label=f"{'Fig 3' if proto != 'fig4' else 'Fig 4'} {key[0].upper()} steps")
+        ax2.plot(
+            [x["T"] for x in r],
+            [x[key] for x in r],
+            style,
+            label=f"{'Fig 3' if proto != 'fig4' else 'Fig 4'} {key[0].upper()} steps",
+        )
     T_all = sorted({x["T"] for x in rows})
     ax2.plot(T_all, [2 * T for T in T_all], "k:", lw=1, label="2T (the claim: steps / T <= 2)")
     ax2.set_xscale("log", base=2)
@@ -232,185 +306,57 @@ def sweep_figures(rows):
     return {"deterministic_costs": _plot(table, sorted({c["l"] for c in table}))} if table else {}
 
 
-# -- the claim rows: measured numbers -> report rows (pure; tests/test_claim_rows.py) -------------
-@dataclasses.dataclass
-class Measured:
-    """What a run measures, the only input of :func:`claim_rows`.
-
-    ``stats`` maps a protocol family (``fig4``, ``fig3_window``, ``fig3_full``) to its judged
-    summaries (from :func:`point`'s swept function), one per T of ``all_T``; ``ex_T`` the same
-    at ``check_T`` (every claimed transcript); ``ex3`` the exhaustive Figure 3 adversary's
-    summary (or None); ``wit`` the witness tasks' summaries (:func:`host`); ``table`` the cost
-    rows (:func:`cost_table`) at every T of ``cost_T``."""
-
-    all_T: list[int]
-    cost_T: list[int]
-    stats: dict[str, list[dict]]
-    ex_T: dict[str, dict]
-    ex3: dict | None
-    wit: dict[str, dict]
-    table: list[dict]
-
-
-def _by_construction(row: Claim, why: str) -> Claim:
-    """A row whose condition the code implies whatever it measures (``why``): reported as a
-    finding (its pass/fail shown, a failure still visible) but not gating the run."""
-    return dataclasses.replace(row, finding=True, note=(row.note + "; " if row.note else "")
-                               + f"a finding, not gating: holds by construction ({why})")
-
-
-def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
-    """The report rows of the measured numbers ``m`` and the metrics they summarise (pure).
-    The gating rows can fail: an accepted lie, a rejected honest debate, no debate at all, a bit
-    count outside its band, or a number that is not finite. The rows the code implies whatever
-    it measures (V's single oracle query, the witness costs, the honest prover's work) are
-    findings (:func:`_by_construction`)."""
-    claims, metrics, table = [], {}, m.table
-    stats, ex_T, ex3, wit, cost_T = m.stats, m.ex_T, m.ex3, m.wit, m.cost_T
-    # -- claims: completeness 1 and soundness 0 ---------------------------------------------------
-    labels = {"fig4": ("Fig 4 cross-examination", SRC_53),
-              "fig3_window": ("Fig 3 binary search, register configurations", SRC_51),
-              "fig3_full": ("Fig 3 binary search, full-tape configurations", SRC_51)}
-    Ts = m.all_T
-    for fam, (label, src) in labels.items():
-        tot = merge_judged(stats[fam])
-        c = tot["comp_accepts"] / max(tot["comp_debates"], 1)
-        s = tot["sound_accepts"] / max(tot["sound_debates"], 1)
-        note = (f"{cfg.n_machines} random machines at each T in {Ts} (half output 1); "
-                f"{tot['comp_debates']} honest-A debates, {tot['sound_debates']} honest-B debates")
-        claims.append(Claim.exact(f"{label}: completeness = 1 (honest A vs every B of the zoo)",
-                                  src, "== 1", c, tot["comp_debates"] > 0 and c == 1.0, note))
-        claims.append(Claim.exact(f"{label}: soundness = 0 (every A of the zoo vs honest B)",
-                                  src, "== 0", s, tot["sound_debates"] > 0 and s == 0.0, note))
-        claims.append(_by_construction(Claim.exact(
-            f"{label}: V makes at most one oracle query", src, "<= 1", tot["v_queries_max"],
-            tot["v_queries_max"] <= 1), "V's query count is a 0/1 flag of the judged step"))
-        metrics[fam] = tot
-    for fam in ("fig4", "fig3_full"):
-        st = ex_T[fam]
-        claims.append(Claim.exact(
-            f"{labels[fam][0]}: no claimed transcript wins at T={cfg.check_T} (exhaustive)",
-            labels[fam][1], "== 0", st["sound_accepts"] / max(st["sound_debates"], 1),
-            st["sound_debates"] > 0 and st["sound_accepts"] == 0,
-            f"all 2^{cfg.check_T} transcripts + the zoo vs honest B: {st['sound_debates']} "
-            f"debates on output-0 machines; completeness over every fixed B: "
-            f"{st['comp_accepts']}/{st['comp_debates']} accepted"))
-    if ex3 is not None:
-        s = ex3["sound_accepts"] / max(ex3["sound_debates"], 1)
-        claims.append(Claim.exact(
-            "Fig 3: no message sequence wins (exhaustive adversary, T=3 padded to 4, W=2)",
-            SRC_51, "== 0", s, ex3["sound_debates"] > 0 and ex3["sound_accepts"] == 0,
-            f"all {ex3['sequences']} sequences (Z', a_1, a_2) of S={ex3['S']}-bit configurations "
-            f"x output-0 machines = {ex3['sound_debates']} debates"))
-        metrics["fig3_exhaustive"] = ex3
-    for name, st in wit.items():
-        c = st["comp_accepts"] / max(st["comp_debates"], 1)
-        s = st["sound_accepts"] / max(st["sound_debates"], 1)
-        note = (f"{st['yes']} yes / {st['no']} no instances, 2^{int(np.log2(st['witnesses']))} "
-                f"witnesses each, T={st['T']}, n={st['n']}, l={st['l']}")
-        claims.append(Claim.exact(f"Witness debate ({name}): completeness = 1 over every valid "
-                                  "witness and every B of the zoo", SRC_71, "== 1", c,
-                                  st["comp_debates"] > 0 and c == 1.0,
-                                  note + f"; {st['comp_debates']} debates"))
-        claims.append(Claim.exact(f"Witness debate ({name}): soundness = 0 over every witness of "
-                                  "every no-instance", SRC_71, "== 0", s,
-                                  st["sound_debates"] > 0 and s == 0.0,
-                                  note + f"; {st['sound_debates']} debates"))
-        claims.append(_by_construction(Claim.exact(
-            f"Witness debate ({name}): V queries <= 1, bits <= ceil(log2 T) + (l+2)(1+w), "
-            "honest A simulates T steps", SRC_71, f"<= {st['bits_bound']} bits",
-            st["bits_max"], st["v_queries_max"] <= 1 and st["bits_max"] <= st["bits_bound"]
-            and st["a_steps_max"] == st["T"], note),
-            "V reads 1 + |I(t)| + 1 <= l + 2 cells of 1 + w bits each, its query count is a 0/1 "
-            "flag and A's cost is T by definition"))
-        metrics[f"witness_{name}"] = st
-
-    # -- claims: costs against T --------------------------------------------------------------------
-    f4 = [r for r in table if r["protocol"] == "fig4"]
-    f3 = [r for r in table if r["protocol"] != "fig4"]
-    r4 = [r["bits_read_max_over_zoo"] / ((r["l"] + 2) * r["m"]) for r in f4]
-    ls_all = sorted({r["l"] for r in f4})
-    per_l = {l: finite_linfit([r["m"] for r in f4 if r["l"] == l],
-                     [r["bits_read"] for r in f4 if r["l"] == l])[0]
-             for l in ls_all} if len(cost_T) >= 2 else {}  # fits need two T
-    note4 = "per-doubling slopes d bits / d log2 T: " + ", ".join(
-        f"l={l}: {v:.2f}" for l, v in per_l.items())
-    if len(cost_T) >= 2 and len(ls_all) >= 2:
-        a, b, r2 = finite_linfit(list(per_l), list(per_l.values()))
-        note4 += f"; slope = {a:.3f} l + {b:.3f} (R^2 {r2:.4f}); expected l + 2"
-        metrics["fig4_slope_fit"] = {"a": a, "b": b, "r2": r2}
-    claims.append(Claim.exact(
-        "Fig 4: bits V reads grow as l log T: bits / ((l+2) log2 T) in [1, 2] at every T",
-        SRC_53, "in [1, 2]", strict_max(r4), strict_min(r4) >= 1.0 and strict_max(r4) <= 2.0,
-        f"ratio range [{strict_min(r4):.3f}, {strict_max(r4):.3f}] over T={cost_T}, worst case over the zoo; "
-        + note4))
-    r3 = [r["bits_read"] / (r["S"] * r["m"]) for r in f3]
-    a3, b3, r23 = finite_linfit([r["S"] * r["m"] for r in f3], [r["bits_read"] for r in f3]) \
-        if len(cost_T) >= 2 else (float("nan"),) * 3
-    slopes3 = {fam: finite_loglog_slope([r["T"] for r in f3 if r["protocol"] == fam],
-                                  [r["bits_read"] for r in f3 if r["protocol"] == fam])
-               for fam in ("fig3_window", "fig3_full")} if len(cost_T) >= 2 else {}
-    slope4 = finite_loglog_slope([r["T"] for r in f4 if r["l"] == max(ls_all)],
-                           [r["bits_read"] for r in f4 if r["l"] == max(ls_all)]) \
-        if len(cost_T) >= 2 else float("nan")
-    claims.append(Claim.exact(
-        "Fig 3: bits V reads grow as S log T: bits / (S log2 T) in [1, 2] at every T",
-        SRC_51, "in [1, 2]", strict_max(r3), strict_min(r3) >= 1.0 and strict_max(r3) <= 2.0,
-        f"ratio range [{strict_min(r3):.3f}, {strict_max(r3):.3f}]; linear fit bits = {a3:.4f} S log2 T "
-        f"+ {b3:.1f} (R^2 {r23:.5f}); log-log slopes vs T: "
-        + ", ".join(f"{k} {v:.3f}" for k, v in slopes3.items())
-        + f", Fig 4 (l={max(ls_all)}) {slope4:.3f}"))
-    metrics["fig3_fit"] = {"a": a3, "b": b3, "r2": r23, "loglog_vs_T": slopes3,
-                           "fig4_loglog_vs_T": slope4}
-    work = {}
-    for fam in ("fig3_full", "fig3_window", "fig4"):
-        r = [x for x in table if x["protocol"] == fam and x["l"] == max(ls_all)]
-        per_T = [strict_max((x["a_steps"], x["b_steps"])) / x["T"] for x in r]
-        sl = finite_loglog_slope([x["T"] for x in r], [x["a_steps"] + x["b_steps"] for x in r]) \
-            if len(r) >= 2 else float("nan")
-        work[fam] = {"max_steps_per_T": strict_max(per_T), "loglog_slope": sl}
-    ok_work = all(w["max_steps_per_T"] <= 2.0 for w in work.values())
-    claims.append(_by_construction(Claim.exact(
-        "Honest prover work: O(T) steps simulated (within the O(T log T) bound)",
-        "spec DED 6-7 (Ptime)", "steps / T <= 2",
-        strict_max(w["max_steps_per_T"] for w in work.values()),
-        ok_work, "log-log slopes of A+B steps vs T: " + ", ".join(
-            f"{k} {v['loglog_slope']:.3f}" for k, v in work.items())
-        + "; Fig 3: A simulates T steps, B T_pad - 1; Fig 4: A T, B T"),
-        "A's count is T and B's at most T_pad - 1 < 2T by the protocols' definitions"))
-    metrics["prover_work"] = work
-    return claims, metrics
-
-
-# -- the experiment ---------------------------------------------------------------------------------
+# -- the experiment ---------------------------------------------------------------------------------  # noqa: E501
 def host(cfg: Config, seed: int, key, measured) -> dict[str, dict]:
     """Part 2 on the host: the witness tasks' summaries
     (:func:`~dedebate.agents.deterministic_grids.witness_suite`), instances from ``seed + 2000``
     (plans) and ``seed + 3000`` (constraints), the zoo from ``fold_in(key, 10_000 + i)``."""
     del measured
-    tasks = (("plan", plan_task(seed + 2000, cfg.witness_instances)),
-             ("constraints", constraint_task(seed + 3000, cfg.witness_instances)))
-    return {name: witness_suite(task, Population.of(cfg).pairs(
-                task.program.T, jax.random.fold_in(key, 10_000 + i), "cross_exam"))
-            for i, (name, task) in enumerate(tasks)}
+    tasks = (
+        ("plan", plan_task(seed + 2000, cfg.witness_instances)),
+        ("constraints", constraint_task(seed + 3000, cfg.witness_instances)),
+    )
+    return {
+        name: witness_suite(
+            task,
+            Population.of(cfg).pairs(
+                task.program.T, jax.random.fold_in(key, 10_000 + i), "cross_exam"
+            ),
+        )
+        for i, (name, task) in enumerate(tasks)
+    }
 
 
 def report(cfg: Config, measured, host) -> ExperimentResult:
     """The claims of the point's row (parts 1 and 3) and the witness summaries (part 2)."""
     cost_T, all_T = _Ts(cfg)
-    stats = {fam: [{k: measured[f"T{T}/{fam}/{k}"] for k in JUDGED + ("v_queries_max",)}
-                   for T in all_T] for fam in PROTOCOL_FAMILIES}
+    stats = {
+        fam: [{k: measured[f"T{T}/{fam}/{k}"] for k in JUDGED + ("v_queries_max",)} for T in all_T]
+        for fam in PROTOCOL_FAMILIES
+    }
     ex3 = None
     if cfg.exhaustive_fig3:
-        ex3 = {k.split("/", 1)[1]: v for k, v in measured.items()
-               if k.startswith("fig3_exhaustive/") and not k.endswith("_sound")}
+        ex3 = {
+            k.split("/", 1)[1]: v
+            for k, v in measured.items()
+            if k.startswith("fig3_exhaustive/") and not k.endswith("_sound")
+        }
         ex3 |= {"S": EXHAUSTIVE_S, "sequences": EXHAUSTIVE_SEQUENCES}
     table = cost_table(measured)
-    m = Measured(all_T=all_T, cost_T=cost_T, stats=stats,
-                 ex_T={fam: dict(st[all_T.index(cfg.check_T)]) for fam, st in stats.items()},
-                 ex3=ex3, wit=host, table=table)
+    m = Measured(
+        all_T=all_T,
+        cost_T=cost_T,
+        stats=stats,
+        ex_T={fam: dict(st[all_T.index(cfg.check_T)]) for fam, st in stats.items()},
+        ex3=ex3,
+        wit=host,
+        table=table,
+    )
     claims, metrics = claim_rows(cfg, m)
     ls_all = sorted({r["l"] for r in table if r["protocol"] == "fig4"})
-    return ExperimentResult(claims=claims, metrics=metrics,
-                            tables={"costs": table, "fig3_vs_fig4": side_by_side(table)},
-                            figures={"deterministic_costs": _plot(table, ls_all)})
+    return ExperimentResult(
+        claims=claims,
+        metrics=metrics,
+        tables={"costs": table, "fig3_vs_fig4": side_by_side(table)},
+        figures={"deterministic_costs": _plot(table, ls_all)},
+    )

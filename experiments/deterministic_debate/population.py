@@ -33,11 +33,20 @@ PROTOCOL_FAMILIES = ("fig4", "fig3_window", "fig3_full")
 """The protocol families of a population: Figure 4, Figure 3 with a register configuration
 (``S = w_c + n + W``) and with the full tape (``S = w_c + n + T``)."""
 
-COST_FIELDS = ("rounds", "bits_read", "bits_read_min", "bits_read_max_over_zoo", "v_queries_max",
-               "a_message_bits", "a_steps", "b_steps", "machines")
+COST_FIELDS = (
+    "rounds",
+    "bits_read",
+    "bits_read_min",
+    "bits_read_max_over_zoo",
+    "v_queries_max",
+    "a_message_bits",
+    "a_steps",
+    "b_steps",
+    "machines",
+)
 """The per-(T, family, l) cost numbers :func:`play_families` measures on the honest debates."""
 
-EXHAUSTIVE_S, EXHAUSTIVE_SEQUENCES = 5, 2 ** 15
+EXHAUSTIVE_S, EXHAUSTIVE_SEQUENCES = 5, 2**15
 """The exhaustive Figure 3 adversary's configuration size ``S = w_c + n + W = 2 + 1 + 2`` and its
 number of message sequences ``2^(3 S)`` (:func:`exhaustive_fig3_grid`)."""
 
@@ -67,9 +76,15 @@ class Population:
 
     def programs(self, T: int, seed: int):
         """The random machines at ``T``."""
-        return random_programs(seed, self.n_machines, T, n_inputs=self.n_inputs,
-                               n_deps=self.deps, dep_window=self.dep_window,
-                               oracle_frac=self.oracle_frac)
+        return random_programs(
+            seed,
+            self.n_machines,
+            T,
+            n_inputs=self.n_inputs,
+            n_deps=self.deps,
+            dep_window=self.dep_window,
+            oracle_frac=self.oracle_frac,
+        )
 
     def ls(self, T: int) -> np.ndarray:
         """``l = max_t |I(t)|`` of every machine at ``T`` (int ``[n_machines]``), from structure."""
@@ -83,8 +98,15 @@ class Population:
 
     def pairs(self, T: int, key, protocol: str, cm=None, exhaustive: bool = False):
         """The strategy pairs of one grid (host side)."""
-        return zoo_pairs(T, key, n_random=self.n_random, all_fixed=T <= self.fixed_bob_max_T,
-                         protocol=protocol, cm=cm, exhaustive=exhaustive)
+        return zoo_pairs(
+            T,
+            key,
+            n_random=self.n_random,
+            all_fixed=T <= self.fixed_bob_max_T,
+            protocol=protocol,
+            cm=cm,
+            exhaustive=exhaustive,
+        )
 
     def grids(self, T: int, seed: int, key, exhaustive: bool) -> dict:
         """``{family: grid}`` at ``T`` of :func:`~dedebate.agents.deterministic_grids.grid_cells`.
@@ -95,14 +117,16 @@ class Population:
         y1 = simulate_numpy(progs)[:, -1] == 1
         if not (np.asarray(progs.dep_mask).sum(-1).max(-1) == self.ls(T)).all():
             raise AssertionError(f"T={T}: the population's l differs from Population.ls")
-        out = {"fig4": grid_cells(progs, self.pairs(T, key, "cross_exam",
-                                                    exhaustive=exhaustive), y1)}
+        out = {
+            "fig4": grid_cells(progs, self.pairs(T, key, "cross_exam", exhaustive=exhaustive), y1)
+        }
         for fam, W in (("fig3_window", min(self.window, T)), ("fig3_full", None)):
             if W is None and self.window >= T:
                 break
             cm = config_machine(progs, window=W)
-            out[fam] = grid_cells(cm, self.pairs(T, key, "binary_search", cm=cm,
-                                                 exhaustive=exhaustive), y1)
+            out[fam] = grid_cells(
+                cm, self.pairs(T, key, "binary_search", cm=cm, exhaustive=exhaustive), y1
+            )
         return out
 
     def cost_groups(self, T: int) -> dict[int, np.ndarray]:
@@ -113,16 +137,19 @@ class Population:
 
 def exhaustive_fig3_grid(seed: int, oracle_frac: float) -> dict:
     """Every Figure 3 message sequence on four 3-step machines against honest B (host side)."""
-    progs = random_programs(seed, 4, 3, n_inputs=1, n_deps=2, dep_window=2,
-                            oracle_frac=oracle_frac)
+    progs = random_programs(seed, 4, 3, n_inputs=1, n_deps=2, dep_window=2, oracle_frac=oracle_frac)
     cm = config_machine(progs, window=2)
     seqs = bit_table((cm.m + 1) * cm.S).reshape(-1, cm.m + 1, cm.S)
-    return grid_cells(cm, (MessageAlice(messages=seqs), repeat(make_bob("honest"), seqs.shape[0]),
-                           0), simulate_numpy(progs)[:, -1] == 1)
+    return grid_cells(
+        cm,
+        (MessageAlice(messages=seqs), repeat(make_bob("honest"), seqs.shape[0]), 0),
+        simulate_numpy(progs)[:, -1] == 1,
+    )
 
 
-def play_families(grids: dict, groups: dict[int, np.ndarray], S: dict[str, int], prefix: str
-                  ) -> dict[str, jax.Array]:
+def play_families(
+    grids: dict, groups: dict[int, np.ndarray], S: dict[str, int], prefix: str
+) -> dict[str, jax.Array]:
     """Play one T's grids and summarise them (pure JAX) into int32 metrics under ``prefix``.
 
     ``{prefix}/{family}/{name}`` of :func:`~dedebate.agents.deterministic_grids.judged_counts` and,
@@ -151,8 +178,17 @@ def cost_table(metrics: dict) -> list[dict]:
         if len(parts) == 4 and parts[0][:1] == "T" and parts[2][:1] == "l" and v is not None:
             cell = (int(parts[0][1:]), PROTOCOL_FAMILIES.index(parts[1]), int(parts[2][1:]))
             cells.setdefault(cell, {})[parts[3]] = v
-    return [{"T": T, "protocol": PROTOCOL_FAMILIES[f], "l": l, "m": clog2(T), "S": c.get("S"),
-             **{k: c[k] for k in COST_FIELDS}} for (T, f, l), c in sorted(cells.items())]
+    return [
+        {
+            "T": T,
+            "protocol": PROTOCOL_FAMILIES[f],
+            "l": l,
+            "m": clog2(T),
+            "S": c.get("S"),
+            **{k: c[k] for k in COST_FIELDS},
+        }
+        for (T, f, l), c in sorted(cells.items())
+    ]
 
 
 def side_by_side(table: list[dict]) -> list[dict]:
@@ -161,12 +197,25 @@ def side_by_side(table: list[dict]) -> list[dict]:
     out = []
     for T, l in sorted({(r["T"], r["l"]) for r in table}):
         w, f, c = (by[(T, l, fam)] for fam in ("fig3_window", "fig3_full", "fig4"))
-        out.append({"T": T, "l": l, "m": clog2(T), "S_register": w["S"], "S_full": f["S"],
-                    "fig3_register_bits": w["bits_read"], "fig3_full_bits": f["bits_read"],
-                    "fig4_bits": c["bits_read"], "fig4_bits_worst": c["bits_read_max_over_zoo"],
-                    "fig3_rounds": f["rounds"], "fig4_rounds": c["rounds"],
-                    "fig3_register_A_message_bits": w["a_message_bits"],
-                    "fig3_full_A_message_bits": f["a_message_bits"],
-                    "fig4_A_message_bits": c["a_message_bits"], "fig3_B_steps": f["b_steps"],
-                    "fig4_B_steps": c["b_steps"], "A_steps": c["a_steps"]})
+        out.append(
+            {
+                "T": T,
+                "l": l,
+                "m": clog2(T),
+                "S_register": w["S"],
+                "S_full": f["S"],
+                "fig3_register_bits": w["bits_read"],
+                "fig3_full_bits": f["bits_read"],
+                "fig4_bits": c["bits_read"],
+                "fig4_bits_worst": c["bits_read_max_over_zoo"],
+                "fig3_rounds": f["rounds"],
+                "fig4_rounds": c["rounds"],
+                "fig3_register_A_message_bits": w["a_message_bits"],
+                "fig3_full_A_message_bits": f["a_message_bits"],
+                "fig4_A_message_bits": c["a_message_bits"],
+                "fig3_B_steps": f["b_steps"],
+                "fig4_B_steps": c["b_steps"],
+                "A_steps": c["a_steps"],
+            }
+        )
     return out

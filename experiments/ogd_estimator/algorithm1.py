@@ -47,16 +47,22 @@ def algorithm1_grid(spec, deltas, test_scale, key):
     for q in spec.q_values:
         n_z = 2**q
         problems, families = traced_problems(
-            spec, jax.random.fold_in(jax.random.fold_in(key, PROBLEM_KEY), q), n_z, test_scale)
+            spec, jax.random.fold_in(jax.random.fold_in(key, PROBLEM_KEY), q), n_z, test_scale
+        )
         extras[str(q)] = {"problems": problems, "families": families}
         for rule in spec.step_rules:
-            states, summ = solve_block(OGDStatic(step_rule=rule, trace_len=spec.trace_len),
-                                       families, problems, deltas)
+            states, summ = solve_block(
+                OGDStatic(step_rule=rule, trace_len=spec.trace_len), families, problems, deltas
+            )
             extras[f"{q}/{rule}"] = {"h": states.h, "trace": states.trace[0]}
-            per_run = {"steps": summ.steps, "max_adv": summ.max_adv,
-                       "converged": summ.converged.astype(jnp.int32),
-                       "regret_sum": summ.regret_sum, "regret_bound": summ.regret_bound,
-                       "circuit_size": summ.circuit_size}
+            per_run = {
+                "steps": summ.steps,
+                "max_adv": summ.max_adv,
+                "converged": summ.converged.astype(jnp.int32),
+                "regret_sum": summ.regret_sum,
+                "regret_bound": summ.regret_bound,
+                "circuit_size": summ.circuit_size,
+            }
             bound = iteration_bound(rule, n_z, deltas)
             for j in range(len(spec.deltas)):
                 pre = f"Z{n_z}/{rule}/d{j}"
@@ -83,28 +89,39 @@ def algorithm1_table(spec, metrics, extras, key):
     for q in spec.q_values:
         n_z = 2**q
         problems, families = extras[str(q)]["problems"], extras[str(q)]["families"]
-        fresh = fresh_tanh_weights(spec, fresh_tanh_draw(
-            spec, jax.random.fold_in(jax.random.fold_in(key, FRESH_KEY), q), n_z, FRESH_FACTOR),
-            n_z)
+        fresh = fresh_tanh_weights(
+            spec,
+            fresh_tanh_draw(
+                spec, jax.random.fold_in(jax.random.fold_in(key, FRESH_KEY), q), n_z, FRESH_FACTOR
+            ),
+            n_z,
+        )
         for rule in spec.step_rules:
             ex = extras[f"{q}/{rule}"]
             gen = exit_advantages(spec.deltas, families, problems, ex["h"], fresh)
             for s in range(spec.seeds):
                 for j, delta in enumerate(spec.deltas):
                     run = {k: metrics[f"Z{n_z}/{rule}/d{j}/s{s}/{k}"] for k in PER_RUN}
-                    rows.append({
-                        "q": q, "n_z": n_z, "delta": delta, "seed": s, "step_rule": rule,
-                        "steps": int(run["steps"]), "max_adv": float(run["max_adv"]),
-                        "converged": bool(run["converged"]),
-                        "bound": float(iteration_bound(rule, n_z, delta)),
-                        "bound_hazan": float(iteration_bound("hazan", n_z, delta)),
-                        "bound_tight": float(iteration_bound("tight", n_z, delta)),
-                        "regret_sum": float(run["regret_sum"]),
-                        "regret_bound": float(run["regret_bound"]),
-                        "circuit_size": int(run["circuit_size"]),
-                        "z_over_delta2": n_z / delta**2,
-                        **{k: v[s][j] for k, v in gen.items()},
-                    })
+                    rows.append(
+                        {
+                            "q": q,
+                            "n_z": n_z,
+                            "delta": delta,
+                            "seed": s,
+                            "step_rule": rule,
+                            "steps": int(run["steps"]),
+                            "max_adv": float(run["max_adv"]),
+                            "converged": bool(run["converged"]),
+                            "bound": float(iteration_bound(rule, n_z, delta)),
+                            "bound_hazan": float(iteration_bound("hazan", n_z, delta)),
+                            "bound_tight": float(iteration_bound("tight", n_z, delta)),
+                            "regret_sum": float(run["regret_sum"]),
+                            "regret_bound": float(run["regret_bound"]),
+                            "circuit_size": int(run["circuit_size"]),
+                            "z_over_delta2": n_z / delta**2,
+                            **{k: v[s][j] for k, v in gen.items()},
+                        }
+                    )
                     if s == 0:
                         traces[(rule, q, delta)] = np.asarray(ex["trace"])[j]
     return rows, traces

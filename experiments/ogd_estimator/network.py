@@ -52,8 +52,12 @@ class NetTraining:
 def net_training(spec, key) -> NetTraining:
     """The Flax estimators' training grid (learning rates x seeds, one compiled chunk program)."""
     problems, families, feats = net_problems(spec, key)
-    static = NetTrainStatic(rounds=spec.net_rounds, hidden=tuple(spec.net_hidden),
-                            optimizer=spec.net_optimizer, best_response=spec.net_best_response)
+    static = NetTrainStatic(
+        rounds=spec.net_rounds,
+        hidden=tuple(spec.net_hidden),
+        optimizer=spec.net_optimizer,
+        best_response=spec.net_best_response,
+    )
     hp = net_train_params([spec.net_delta] * len(spec.net_lrs), list(spec.net_lrs))
     keys = jax.random.split(jax.random.fold_in(key, INIT_KEY), spec.seeds)
     chunk_len = min(spec.net_checkpoint_every, spec.net_rounds)
@@ -62,10 +66,13 @@ def net_training(spec, key) -> NetTraining:
     init, chunk_fn = grid_programs(static, chunk_len)
     data = (families, problems, feats)
     nan = np.full((g, s, padded), np.nan, np.float32)
-    monitors = {"net": NetTrainLog(max_adv=nan, dist_adv=nan,
-                                   chosen=np.full((g, s, padded), -1, np.int32))}
-    init_state = {"train": init(hp, keys, problems, feats),
-                  "final_max_adv": np.full((g, s), np.nan, np.float32)}
+    monitors = {
+        "net": NetTrainLog(max_adv=nan, dist_adv=nan, chosen=np.full((g, s, padded), -1, np.int32))
+    }
+    init_state = {
+        "train": init(hp, keys, problems, feats),
+        "final_max_adv": np.full((g, s), np.nan, np.float32),
+    }
     return NetTraining(chunk_fn, hp, data, chunk_len, n_chunks, init_state, monitors)
 
 
@@ -88,17 +95,24 @@ class NetRun:
     next_step: int
 
 
-def net_run(spec, training: NetTraining, done, compile_s: float = 0.0,
-            wait_s: float = 0.0) -> NetRun:
+def net_run(
+    spec, training: NetTraining, done, compile_s: float = 0.0, wait_s: float = 0.0
+) -> NetRun:
     """A :class:`NetRun` from a chunked driver's result."""
     r = spec.net_rounds
     log = done.monitors["net"]
-    return NetRun(state=done.state["train"], max_adv=log.max_adv[:, :, :r],
-                  dist_adv=log.dist_adv[:, :, :r], chosen=log.chosen[:, :, :r],
-                  final_max_adv=np.asarray(done.state["final_max_adv"]),
-                  resumed_from=min(done.restored * training.chunk_len, r), compile_s=compile_s,
-                  wall_s=sum(done.wall_s) - wait_s, chunks_run=done.ran,
-                  next_step=done.next_step)
+    return NetRun(
+        state=done.state["train"],
+        max_adv=log.max_adv[:, :, :r],
+        dist_adv=log.dist_adv[:, :, :r],
+        chosen=log.chosen[:, :, :r],
+        final_max_adv=np.asarray(done.state["final_max_adv"]),
+        resumed_from=min(done.restored * training.chunk_len, r),
+        compile_s=compile_s,
+        wall_s=sum(done.wall_s) - wait_s,
+        chunks_run=done.ran,
+        next_step=done.next_step,
+    )
 
 
 def tabular_inputs(spec, key) -> tuple:
@@ -114,12 +128,18 @@ def comparison_rows(spec, net: NetRun, tab_summary) -> list[dict]:
     rows = []
     for s in range(spec.seeds):
         for g, lr in enumerate(spec.net_lrs):
-            rows.append({
-                "seed": s, "lr": lr, "delta": spec.net_delta, "n_z": 2**spec.net_q,
-                "net_final_max_adv": float(net.final_max_adv[g, s]),
-                "net_rounds_to_delta": int(net.state.rounds_to_delta[g, s]),
-                "net_updates": int(net.state.updates[g, s]),
-                "tab_steps": int(tab_steps[s]), "tab_max_adv": float(tab_max_adv[s]),
-                "net_trace": net.max_adv[g, s],
-            })
+            rows.append(
+                {
+                    "seed": s,
+                    "lr": lr,
+                    "delta": spec.net_delta,
+                    "n_z": 2**spec.net_q,
+                    "net_final_max_adv": float(net.final_max_adv[g, s]),
+                    "net_rounds_to_delta": int(net.state.rounds_to_delta[g, s]),
+                    "net_updates": int(net.state.updates[g, s]),
+                    "tab_steps": int(tab_steps[s]),
+                    "tab_max_adv": float(tab_max_adv[s]),
+                    "net_trace": net.max_adv[g, s],
+                }
+            )
     return rows

@@ -38,12 +38,17 @@ def problem_draws(spec, key, n_z: int):
     float32 standard normals ``[seeds, X d + d |Z| + F dim]`` and, for ``truth = dirichlet``, the
     Dirichlet(2) rows ``[seeds, X, |Z|]`` (else ``[seeds, 0, |Z|]``).
     """
-    total = spec.n_x * spec.n_features + spec.n_features * n_z + spec.n_tests * tanh_input_dim(spec, n_z)
+    total = (
+        spec.n_x * spec.n_features
+        + spec.n_features * n_z
+        + spec.n_tests * tanh_input_dim(spec, n_z)
+    )
     k_draw, k_dir = jax.random.split(key)
     draw = jax.random.normal(k_draw, (spec.seeds, total), jnp.float32)
     if spec.truth == "dirichlet":
-        dirichlet = jax.random.dirichlet(k_dir, jnp.full((n_z,), 2.0, jnp.float32),
-                                         (spec.seeds, spec.n_x))
+        dirichlet = jax.random.dirichlet(
+            k_dir, jnp.full((n_z,), 2.0, jnp.float32), (spec.seeds, spec.n_x)
+        )
     else:
         dirichlet = jnp.zeros((spec.seeds, 0, n_z), jnp.float32)
     return draw, dirichlet
@@ -75,7 +80,7 @@ def problem_arrays(spec, n_z: int, draw, dirichlet, test_scale) -> tuple[np.ndar
         else:
             g = np.eye(n_z)[np.argmax(logits, axis=1)]
         weights = (scale * c.reshape(spec.n_tests, dim) / np.sqrt(dim)).astype(np.float32)
-        base = weights[:, :spec.n_features] @ feat.T + weights[:, -1:]
+        base = weights[:, : spec.n_features] @ feat.T + weights[:, -1:]
         for acc, x in zip(out, (np.full(spec.n_x, 1.0 / spec.n_x), g, feat, weights, base)):
             acc.append(np.asarray(x, np.float32))
     return tuple(np.stack(x) for x in out)
@@ -90,8 +95,9 @@ def wrap_arrays(arrays, n_z: int) -> tuple[OIProblem, TanhFamily]:
 def build_problems(spec, key, n_z: int):
     """``spec.seeds`` random problems with |Z| = n_z on the host, as :func:`traced_problems`."""
     draw, dirichlet = problem_draws(spec, key, n_z)
-    arrays = tuple(jnp.asarray(x) for x in problem_arrays(spec, n_z, draw, dirichlet,
-                                                           spec.test_scale))
+    arrays = tuple(
+        jnp.asarray(x) for x in problem_arrays(spec, n_z, draw, dirichlet, spec.test_scale)
+    )
     problems, families = wrap_arrays(arrays, n_z)
     return problems, families, families.features
 
@@ -104,8 +110,22 @@ def traced_problems(spec, key, n_z: int, test_scale) -> tuple[OIProblem, TanhFam
     """
     draw, dirichlet = problem_draws(spec, key, n_z)
     d, f = spec.n_features, spec.n_tests
-    shapes = tuple(jax.ShapeDtypeStruct((spec.seeds, *s), jnp.float32) for s in (
-        (spec.n_x,), (spec.n_x, n_z), (spec.n_x, d), (f, tanh_input_dim(spec, n_z)), (f, spec.n_x)))
-    arrays = jax.pure_callback(functools.partial(problem_arrays, spec, n_z), shapes, draw,
-                               dirichlet, test_scale, vmap_method="sequential")
+    shapes = tuple(
+        jax.ShapeDtypeStruct((spec.seeds, *s), jnp.float32)
+        for s in (
+            (spec.n_x,),
+            (spec.n_x, n_z),
+            (spec.n_x, d),
+            (f, tanh_input_dim(spec, n_z)),
+            (f, spec.n_x),
+        )
+    )
+    arrays = jax.pure_callback(
+        functools.partial(problem_arrays, spec, n_z),
+        shapes,
+        draw,
+        dirichlet,
+        test_scale,
+        vmap_method="sequential",
+    )
     return wrap_arrays(arrays, n_z)

@@ -26,7 +26,7 @@ def tanh_advantages(features, weights, mu, g, h) -> np.ndarray:
     """
     feat, w, h = (np.asarray(a, np.float64) for a in (features, weights, h))
     d, n_z = feat.shape[1], h.shape[1]
-    w_x, w_z, w_h = w[:, :d], w[:, d:d + n_z], w[:, d + n_z:d + 2 * n_z]
+    w_x, w_z, w_h = w[:, :d], w[:, d : d + n_z], w[:, d + n_z : d + 2 * n_z]
     w_hz, w_b = w[:, d + 2 * n_z], w[:, -1]
     pre = (feat @ w_x.T + h @ w_h.T + w_b)[:, None, :] + w_z.T[None] + h[:, :, None] * w_hz
     weight = np.asarray(mu, np.float64)[:, None] * (np.asarray(g, np.float64) - h)
@@ -35,8 +35,9 @@ def tanh_advantages(features, weights, mu, g, h) -> np.ndarray:
 
 def fresh_tanh_draw(spec, key, n_z: int, factor: int):
     """Standard normals of ``factor * spec.n_tests`` fresh tests per problem (JAX)."""
-    return jax.random.normal(key, (spec.seeds, factor * spec.n_tests, tanh_input_dim(spec, n_z)),
-                             jnp.float32)
+    return jax.random.normal(
+        key, (spec.seeds, factor * spec.n_tests, tanh_input_dim(spec, n_z)), jnp.float32
+    )
 
 
 def fresh_tanh_weights(spec, draw, n_z: int) -> np.ndarray:
@@ -50,8 +51,12 @@ def exit_advantages(deltas, families, problems, h, fresh) -> dict[str, list[list
     ``max_adv_numpy`` (by :func:`tanh_advantages`), ``fresh_max_adv``, ``fresh_share_below_delta``
     (fresh tests with |Adv| < delta) and ``fresh_tests`` (their number).
     """
-    out = {"max_adv_numpy": [], "fresh_max_adv": [], "fresh_share_below_delta": [],
-           "fresh_tests": []}
+    out = {
+        "max_adv_numpy": [],
+        "fresh_max_adv": [],
+        "fresh_share_below_delta": [],
+        "fresh_tests": [],
+    }
     feats, weights = np.asarray(families.features), np.asarray(families.weights)
     mu, g = np.asarray(problems.mu), np.asarray(problems.g)
     for s in range(feats.shape[0]):

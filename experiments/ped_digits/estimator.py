@@ -49,7 +49,7 @@ def oi_setup(trees: DigitTree):
     md_x = jnp.repeat(jnp.asarray(tree.tables, jnp.float32)[:, 0], n_int, axis=0)  # [X, Z]
     truth = jnp.asarray(tree.truth, jnp.float32)
     node_t = truth[:, :n_int].reshape(-1)
-    kids = truth[:, 1:1 + n_int * q].reshape(-1, q)
+    kids = truth[:, 1 : 1 + n_int * q].reshape(-1, q)
     depth_x = np.tile(_node_depths(q, depth), n_t)
     digit_x = jnp.repeat(jnp.asarray(trees.digit), n_int)
     tests = []
@@ -77,45 +77,57 @@ def oi_setup(trees: DigitTree):
     return OIProblem(mu=mu, g=g), stack_families(fixed, liar, honest)
 
 
-def train_estimator(static: train.NetTrainStatic, delta, lr, key, trees: DigitTree, images,
-                    features,
-                    fit_steps: int = 200, fit_lr: float = 0.01, weight_decay: float = 1e-3):
+def train_estimator(
+    static: train.NetTrainStatic,
+    delta,
+    lr,
+    key,
+    trees: DigitTree,
+    images,
+    features,
+    fit_steps: int = 200,
+    fit_lr: float = 0.01,
+    weight_decay: float = 1e-3,
+):
     """B on the training trees: a log-loss fit, then online-gradient rounds (spec 5.7); jitted.
 
-    The linearised indistinguishability loss has little gradient where the network's softmax
-    saturates, so the rounds start from ``fit_steps`` AdamW steps on the log-loss of the parts'
-    truth pattern plus the log-loss of "this image shows d" at the leaves (the labels of the
-training trees' images); a warm start, the rounds and the exit test are unchanged.
+        The linearised indistinguishability loss has little gradient where the network's softmax
+        saturates, so the rounds start from ``fit_steps`` AdamW steps on the log-loss of the parts'
+        truth pattern plus the log-loss of "this image shows d" at the leaves (the labels of the
+    training trees' images); a warm start, the rounds and the exit test are unchanged.
 
-    Args:
-        static: the trainer's static settings (``hidden[0]`` is the network's width;
-            ``best_response`` must be ``"family"``).
-        delta: the exit level.
-        lr: the learning rate.
-        key: a typed PRNG key (the network's initialisation).
-        trees: the training trees.
-        images: float ``[N, 64]`` all images of the data set (the leaves' pixels for the fit).
-        features: their :func:`~dedebate.agents.ped_digits.context_features`.
-        fit_steps: AdamW steps of the warm start (0: none).
-        fit_lr: its learning rate.
-        weight_decay: its decoupled weight decay.
+        Args:
+            static: the trainer's static settings (``hidden[0]`` is the network's width;
+                ``best_response`` must be ``"family"``).
+            delta: the exit level.
+            lr: the learning rate.
+            key: a typed PRNG key (the network's initialisation).
+            trees: the training trees.
+            images: float ``[N, 64]`` all images of the data set (the leaves' pixels for the fit).
+            features: their :func:`~dedebate.agents.ped_digits.context_features`.
+            fit_steps: AdamW steps of the warm start (0: none).
+            fit_lr: its learning rate.
+            weight_decay: its decoupled weight decay.
 
-    Returns:
-        ``(params, log)``: the network's parameters and the per-round
-        :class:`~dedebate.estimators.train.NetTrainLog`.
+        Returns:
+            ``(params, log)``: the network's parameters and the per-round
+            :class:`~dedebate.estimators.train.NetTrainLog`.
     """
     if static.best_response != "family":
         raise ValueError(f"best_response={static.best_response!r}: only 'family' is supported")
     problem, family = oi_setup(trees)
     net = BagEstimator(trees.tree.q, trees.tree.depth, static.hidden[0])
-    hp = train.NetTrainParams(delta=jnp.asarray(delta, jnp.float32),  # traceable: the caller
-                              lr=jnp.asarray(lr, jnp.float32))  # validates (Config ranges)
+    hp = train.NetTrainParams(
+        delta=jnp.asarray(delta, jnp.float32),  # traceable: the caller
+        lr=jnp.asarray(lr, jnp.float32),
+    )  # validates (Config ranges)
     init = train.make_init(static, net)
     q = trees.tree.q
     leaf_pixels = jnp.asarray(images, jnp.float32)[trees.leaves] / PIXEL_MAX  # [T, L, 64]
     leaf_digit = jax.nn.one_hot(trees.digit, N_DIGITS)[:, None, :]
-    leaf_truths = trees.tree.truth[:, trees.tree.level_offset(trees.tree.depth):].astype(
-        jnp.float32)
+    leaf_truths = trees.tree.truth[:, trees.tree.level_offset(trees.tree.depth) :].astype(
+        jnp.float32
+    )
     chunk = train.make_chunk(static, static.rounds, net)
 
     @jit
@@ -126,8 +138,10 @@ training trees' images); a warm start, the rounds and the exit test are unchange
         def loss(p):
             joint = -jnp.sum(problem.g * jnp.log(jnp.maximum(net.apply(p, features), 1e-12)), 1)
             shows = net.apply(p, leaf_pixels, leaf_digit, method=BagEstimator.shows)
-            leaf = -(leaf_truths * jnp.log(jnp.maximum(shows, 1e-12)) + (1 - leaf_truths)
-                     * jnp.log(jnp.maximum(1 - shows, 1e-12)))
+            leaf = -(
+                leaf_truths * jnp.log(jnp.maximum(shows, 1e-12))
+                + (1 - leaf_truths) * jnp.log(jnp.maximum(1 - shows, 1e-12))
+            )
             return jnp.mean(joint) + q * jnp.mean(leaf)  # q leaves per context on average
 
         def fit(carry, _):
@@ -136,8 +150,7 @@ training trees' images); a warm start, the rounds and the exit test are unchange
             upd, opt_state = opt.update(grads, opt_state, params)
             return (optax.apply_updates(params, upd), opt_state), None
 
-        (params, _), _ = jax.lax.scan(fit, (state.params, opt.init(state.params)), None,
-                                      fit_steps)
+        (params, _), _ = jax.lax.scan(fit, (state.params, opt.init(state.params)), None, fit_steps)
         state, log, _ = chunk(hp, state.replace(params=params), family, problem, features)
         return state.params, log
 

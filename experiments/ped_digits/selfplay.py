@@ -40,8 +40,9 @@ def init_policy(key, scale):
         ``{name: float32 [size]}``.
     """
     keys = jax.random.split(key, len(POLICY_SIZES))
-    return {name: scale * jax.random.normal(k, (n,)) for k, (name, n) in
-            zip(keys, POLICY_SIZES.items())}
+    return {
+        name: scale * jax.random.normal(k, (n,)) for k, (name, n) in zip(keys, POLICY_SIZES.items())
+    }
 
 
 def beliefs(net: BagEstimator, reader, features, trees: DigitTree) -> jax.Array:
@@ -59,8 +60,7 @@ def beliefs(net: BagEstimator, reader, features, trees: DigitTree) -> jax.Array:
     return prover_beliefs(net.apply(reader, features), trees.tree)
 
 
-def play_values(net: BagEstimator, belief, policy, b_params, features, trees: DigitTree, rho,
-                eta):
+def play_values(net: BagEstimator, belief, policy, b_params, features, trees: DigitTree, rho, eta):
     """``(E[U_A], P[A correct])`` per tree of A (beliefs and policy) against B (``b_params``).
 
     Args:
@@ -80,8 +80,20 @@ def play_values(net: BagEstimator, belief, policy, b_params, features, trees: Di
     return expected_payoffs(DigitProver(belief, policy), est, trees.tree, rho, eta)
 
 
-def train(net: BagEstimator, steps: int, n_b: int, lr_a, lr_b, belief, policy, b_params,
-          features, trees: DigitTree, rho, eta):
+def train(
+    net: BagEstimator,
+    steps: int,
+    n_b: int,
+    lr_a,
+    lr_b,
+    belief,
+    policy,
+    b_params,
+    features,
+    trees: DigitTree,
+    rho,
+    eta,
+):
     """``steps`` A updates, each after ``n_b`` B updates (Stackelberg, A leading).
 
     Args:
@@ -102,6 +114,7 @@ def train(net: BagEstimator, steps: int, n_b: int, lr_a, lr_b, belief, policy, b
         ``(policy, b_params, monitors)``: the players after training and ``{"u", "correct"}``,
         ``mean_x E[U_A]`` and ``P[A correct]`` at each A update (``[steps]``).
     """
+
     def objective(a, b):
         u, acc = play_values(net, belief, a, b, features, trees, rho, eta)
         return u.mean(), acc.mean()
@@ -119,8 +132,9 @@ def train(net: BagEstimator, steps: int, n_b: int, lr_a, lr_b, belief, policy, b
             a, oa = _select(last, (a2, oa2), (a, oa))
             return a, b, oa, ob, u, acc
 
-        a, b, oa, ob, u, acc = jax.lax.fori_loop(0, n_b + 1, inner,
-                                                 (*carry, jnp.float32(0), jnp.float32(0)))
+        a, b, oa, ob, u, acc = jax.lax.fori_loop(
+            0, n_b + 1, inner, (*carry, jnp.float32(0), jnp.float32(0))
+        )
         return (a, b, oa, ob), {"u": u, "correct": acc}
 
     init = (policy, b_params, ADAM.init(policy), ADAM.init(b_params))

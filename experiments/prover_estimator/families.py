@@ -21,8 +21,11 @@ import numpy as np
 from dedebate.trees import hidden_flaw_tree, noisy_evidence_tree, unanimous_tree
 from dedebate.trees.stability import lp_lookup, tree_rho
 
-DIRECTION_POLICIES = {"always +1": (0.0, 0.0, 1.0), "always -1": (1.0, 0.0, 0.0),
-                      "random +-1": (0.5, 0.0, 0.5)}
+DIRECTION_POLICIES = {
+    "always +1": (0.0, 0.0, 1.0),
+    "always -1": (1.0, 0.0, 0.0),
+    "random +-1": (0.5, 0.0, 0.5),
+}
 """The obfuscating liar's direction policies: probabilities of the directions (-1, 0, +1)."""
 
 SYMMETRIC_POLICIES = ("random +-1",)
@@ -48,8 +51,9 @@ class Families:
 
     def tight(self, key):
         """The tight error-shifting tree (q = 5, Thr_3 with 4 / 1 true children, depth 4)."""
-        return noisy_evidence_tree(key, depth=TIGHT_DEPTH, q=5, t=3, true_counts=(4,),
-                                   false_counts=(1,))
+        return noisy_evidence_tree(
+            key, depth=TIGHT_DEPTH, q=5, t=3, true_counts=(4,), false_counts=(1,)
+        )
 
     def hidden_flaw(self, key):
         """A hidden-flaw tree (an AND of ``obf_q`` children, one flawed)."""
@@ -63,8 +67,14 @@ class Families:
         AND of ``obf_q``. ``fbs32``: the fbs rounded to 9 decimals as float32.
         """
         q = self.obf_q
-        lookups = [lp_lookup(f(jax.random.key(0)).tables, pops) for f, pops in (
-            (self.noisy, (0, 1, 8, 9)), (self.tight, (1, 4)), (self.hidden_flaw, (0, q - 1, q)))]
+        lookups = [
+            lp_lookup(f(jax.random.key(0)).tables, pops)
+            for f, pops in (
+                (self.noisy, (0, 1, 8, 9)),
+                (self.tight, (1, 4)),
+                (self.hidden_flaw, (0, q - 1, q)),
+            )
+        ]
         return lookups, [np.round(lk["fbs"], 9).astype(np.float32) for lk in lookups]
 
     def tree_rhos(self, noisy_keys, unanimous_key) -> tuple[float, float, float]:
@@ -72,8 +82,7 @@ class Families:
         tree and the noisy tree's AND alternative; equal (table, child code) LPs are solved once.
         """
         cache: dict = {}
-        trees = noisy_evidence_tree(noisy_keys, depth=self.noisy_depth,
-                                    unstable_alternative=True)
+        trees = noisy_evidence_tree(noisy_keys, depth=self.noisy_depth, unstable_alternative=True)
         n = jax.tree.leaves(trees)[0].shape[0]
         tree_list = [jax.tree.map(lambda x, i=i: x[i], trees) for i in range(n)]
         rhos = [float(tree_rho(t, cache=cache)) for t in tree_list]

@@ -38,8 +38,17 @@ def fbs_rows(qs) -> list[dict]:
 
     def add(family, q, t, w, table, closed):
         z = (1 << w) - 1
-        rows.append({"family": family, "q": q, "t": t, "w": w, "lp": fbs(table, z),
-                     "dual": fbs_dual(table, z), "closed": float(closed)})
+        rows.append(
+            {
+                "family": family,
+                "q": q,
+                "t": t,
+                "w": w,
+                "lp": fbs(table, z),
+                "dual": fbs_dual(table, z),
+                "closed": float(closed),
+            }
+        )
 
     for q in qs:
         for t in range(1, q + 1):
@@ -68,6 +77,14 @@ def flip_rows(qs) -> list[dict]:
                 z = (1 << w) - 1
                 f = fbs(tab, z)
                 for eps in (0.01, 1.0 / q):
-                    rows.append({"q": q, "t": t, "w": w, "eps": eps,
-                                 "F": flip_probability(tab, z, eps), "eps_fbs": eps * f})
+                    rows.append(
+                        {
+                            "q": q,
+                            "t": t,
+                            "w": w,
+                            "eps": eps,
+                            "F": flip_probability(tab, z, eps),
+                            "eps_fbs": eps * f,
+                        }
+                    )
     return rows

@@ -70,27 +70,38 @@ def completeness_payoffs(params, trees, shifts, errors, rj_keys):
 
     def per_tree(args):
         tree, shift = args
-        fixed = [tabulate(est, tree) for est in (HonestEstimator(), RootLiarEstimator(),
-                                                  ConstantEstimator(jnp.float32(0.5)))]
+        fixed = [
+            tabulate(est, tree)
+            for est in (HonestEstimator(), RootLiarEstimator(), ConstantEstimator(jnp.float32(0.5)))
+        ]
         fixed = jax.tree.map(lambda *x: jnp.stack(x), *fixed)
         rand = jax.vmap(lambda k: random_joint_estimator(k, tree))(rj_keys)
         zoo = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), fixed, rand)
         u_zoo = jax.vmap(lambda est: exact_u(EXACT, params, honest, est, tree))(zoo)
 
         provers = jax.tree.map(lambda a, b: jnp.stack([a, b]), honest, unstable)
-        shifting = jax.vmap(lambda pr: jax.vmap(lambda e: exact_u(
-            EXACT, params, pr, ErrorShiftingEstimator(e, shift), tree))(errors))(provers)
-        return {"honest": u_zoo[0], "root_liar": u_zoo[1], "constant_half": u_zoo[2],
-                "random_joint": u_zoo[3:], "error_shifting": shifting[0],
-                "unstable": shifting[1]}
+        shifting = jax.vmap(
+            lambda pr: jax.vmap(
+                lambda e: exact_u(EXACT, params, pr, ErrorShiftingEstimator(e, shift), tree)
+            )(errors)
+        )(provers)
+        return {
+            "honest": u_zoo[0],
+            "root_liar": u_zoo[1],
+            "constant_half": u_zoo[2],
+            "random_joint": u_zoo[3:],
+            "error_shifting": shifting[0],
+            "unstable": shifting[1],
+        }
 
     return jax.lax.map(per_tree, (trees, shifts))
 
 
 def error_shift_payoffs(params, prover, tree, shift, errors):
     """U_A of ``prover`` against error-shifting B for each root error (e = 0 is honest B)."""
-    return jax.vmap(lambda e: exact_u(EXACT, params, prover, ErrorShiftingEstimator(e, shift),
-                                 tree))(errors)
+    return jax.vmap(
+        lambda e: exact_u(EXACT, params, prover, ErrorShiftingEstimator(e, shift), tree)
+    )(errors)
 
 
 def obfuscation_payoffs(params, trees, dir_probs):
@@ -109,10 +120,14 @@ def obfuscation_payoffs(params, trees, dir_probs):
     honest = honest_prover()
 
     def per_tree(tree):
-        liars = jax.vmap(lambda dp, c: expected_payoff(
-            EXACT, params, _liar().replace(dir_probs=dp, cand=c), cal, tree).u_a)(dps, cands)
-        honests = jax.vmap(lambda rv: exact_u(EXACT, params, honest.replace(reverse=rv), cal,
-                                              tree))(jnp.asarray([False, True]))
+        liars = jax.vmap(
+            lambda dp, c: (
+                expected_payoff(EXACT, params, _liar().replace(dir_probs=dp, cand=c), cal, tree).u_a
+            )
+        )(dps, cands)
+        honests = jax.vmap(
+            lambda rv: exact_u(EXACT, params, honest.replace(reverse=rv), cal, tree)
+        )(jnp.asarray([False, True]))
         return {
             "liars": liars[:n],
             "stable_liar": liars[n],
@@ -144,8 +159,9 @@ def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key)
 
     def naive_tree(tree, kt):
         keys = jax.random.split(kt, per_tree_naive)
-        return jax.vmap(lambda k: play_naive(NAIVE_LIAR, ch, tree, k).alice_wins
-                        .astype(jnp.float32))(keys)
+        return jax.vmap(
+            lambda k: play_naive(NAIVE_LIAR, ch, tree, k).alice_wins.astype(jnp.float32)
+        )(keys)
 
     u = jax.vmap(one_policy)(dir_probs, jax.random.split(k_ped, dir_probs.shape[0]))
     return u, jax.vmap(naive_tree)(trees, jax.random.split(k_naive, n_trees))
@@ -160,10 +176,12 @@ def training_signals(params, key, rounds, depth, q):
 
     def one(n):
         p = params.replace(rounds=n)
-        return (exact_u(EXACT, p, honest_prover(), cal, tree),
-                expected_payoff(EXACT, p, _liar(), cal, tree).u_a,
-                survival_probability(naive_debater("honest"), ch, tree, rounds=n)[0],
-                survival_probability(NAIVE_LIAR, ch, tree, rounds=n)[0])
+        return (
+            exact_u(EXACT, p, honest_prover(), cal, tree),
+            expected_payoff(EXACT, p, _liar(), cal, tree).u_a,
+            survival_probability(naive_debater("honest"), ch, tree, rounds=n)[0],
+            survival_probability(NAIVE_LIAR, ch, tree, rounds=n)[0],
+        )
 
     return jax.vmap(one)(rounds)
 
@@ -193,17 +211,33 @@ def completeness_metrics(trees, lookup, fbs32, scale, shift_errors, rj_keys, dep
     errors = jnp.concatenate([shift_errors, jnp.ones((1,), jnp.float32)])
     comp = completeness_payoffs(_params(rho), trees, shifts, errors, rj_keys)
     es = comp["error_shifting"]
-    c = {"fbs": f, "rho": rho, "margin": margin, "honest_min": jnp.min(comp["honest"]),
-         "honest_dev": jnp.max(jnp.abs(comp["honest"] - margin)),
-         "root_liar_min": jnp.min(comp["root_liar"]),
-         "constant_half_min": jnp.min(comp["constant_half"]),
-         "random_joint_min": jnp.min(comp["random_joint"]),
-         **{f"error_shifting_min/{i}": jnp.min(es[:, i]) for i in range(es.shape[1])},
-         "unstable_min": jnp.min(comp["unstable"]),
-         "unstable_max_e1": jnp.max(comp["unstable"][:, -1])}
-    c["worst_minus_margin"] = jnp.min(jnp.stack(
-        [c["honest_min"], c["root_liar_min"], c["constant_half_min"],
-         c["random_joint_min"], jnp.min(es)])) - margin
+    c = {
+        "fbs": f,
+        "rho": rho,
+        "margin": margin,
+        "honest_min": jnp.min(comp["honest"]),
+        "honest_dev": jnp.max(jnp.abs(comp["honest"] - margin)),
+        "root_liar_min": jnp.min(comp["root_liar"]),
+        "constant_half_min": jnp.min(comp["constant_half"]),
+        "random_joint_min": jnp.min(comp["random_joint"]),
+        **{f"error_shifting_min/{i}": jnp.min(es[:, i]) for i in range(es.shape[1])},
+        "unstable_min": jnp.min(comp["unstable"]),
+        "unstable_max_e1": jnp.max(comp["unstable"][:, -1]),
+    }
+    c["worst_minus_margin"] = (
+        jnp.min(
+            jnp.stack(
+                [
+                    c["honest_min"],
+                    c["root_liar_min"],
+                    c["constant_half_min"],
+                    c["random_joint_min"],
+                    jnp.min(es),
+                ]
+            )
+        )
+        - margin
+    )
     return c
 
 
@@ -218,10 +252,16 @@ def error_shift_metrics(tree, lookup, fbs32, scale, shift_errors, control_rho):
     errors = jnp.concatenate([shift_errors, jnp.ones((1,), jnp.float32)])
     errors0 = jnp.concatenate([jnp.zeros((1,), jnp.float32), errors])
     rho = jnp.maximum(f * scale, 1.0)
-    u, u_ctrl = jax.vmap(lambda r: error_shift_payoffs(_params(r), honest_prover(), tree, shift,
-                                                       errors0))(jnp.stack([rho, control_rho]))
-    return {"fbs": f, "rho": rho, "honest": u[0],
-            **{f"u/{i}": u[i + 1] for i in range(errors.shape[0])}, "control_u": u_ctrl[-1]}
+    u, u_ctrl = jax.vmap(
+        lambda r: error_shift_payoffs(_params(r), honest_prover(), tree, shift, errors0)
+    )(jnp.stack([rho, control_rho]))
+    return {
+        "fbs": f,
+        "rho": rho,
+        "honest": u[0],
+        **{f"u/{i}": u[i + 1] for i in range(errors.shape[0])},
+        "control_u": u_ctrl[-1],
+    }
 
 
 def obfuscation_metrics(trees, fbs32, scale, dir_probs, q, depth):
@@ -237,22 +277,28 @@ def obfuscation_metrics(trees, fbs32, scale, dir_probs, q, depth):
     margin = rho ** -(depth + 1)
     ex = obfuscation_payoffs(_params(rho), trees, jnp.asarray(dir_probs))
     liar_abs = jnp.max(jnp.abs(ex["liars"]), axis=0)
-    o = {"fbs": f, "rho": rho, "margin": margin,
-         **{f"liar_max_abs/{i}": liar_abs[i] for i in range(dir_probs.shape[0])},
-         "liar_max": jnp.max(ex["liars"]), "stable_liar_max": jnp.max(ex["stable_liar"]),
-         "wrong_direction_max": jnp.max(ex["wrong_direction"]),
-         "honest_min": jnp.min(ex["honest"]),
-         "honest_dev": jnp.max(jnp.abs(ex["honest"] - margin)),
-         "naive_liar_mean": jnp.mean(ex["naive_liar"]),
-         "naive_liar_dev": jnp.max(jnp.abs(ex["naive_liar"] - (1.0 - q ** -depth))),
-         "naive_honest_min": jnp.min(ex["naive_honest"])}
+    o = {
+        "fbs": f,
+        "rho": rho,
+        "margin": margin,
+        **{f"liar_max_abs/{i}": liar_abs[i] for i in range(dir_probs.shape[0])},
+        "liar_max": jnp.max(ex["liars"]),
+        "stable_liar_max": jnp.max(ex["stable_liar"]),
+        "wrong_direction_max": jnp.max(ex["wrong_direction"]),
+        "honest_min": jnp.min(ex["honest"]),
+        "honest_dev": jnp.max(jnp.abs(ex["honest"] - margin)),
+        "naive_liar_mean": jnp.mean(ex["naive_liar"]),
+        "naive_liar_dev": jnp.max(jnp.abs(ex["naive_liar"] - (1.0 - q**-depth))),
+        "naive_honest_min": jnp.min(ex["naive_honest"]),
+    }
     o["ped_gap"] = o["honest_min"] - o["liar_max"]
     o["naive_gap"] = o["naive_honest_min"] - jnp.max(ex["naive_liar"])
     return o
 
 
-def sampled_obfuscation_chunks(params, trees, dir_probs, episodes, naive_episodes, key,
-                               chunk_debates):
+def sampled_obfuscation_chunks(
+    params, trees, dir_probs, episodes, naive_episodes, key, chunk_debates
+):
     """:func:`sampled_obfuscation` in chunks of ``chunk_debates`` debates per policy (host).
 
     One compiled program serves every chunk (bounded memory); chunk c > 0 uses ``fold_in(key, c)``.
@@ -265,19 +311,43 @@ def sampled_obfuscation_chunks(params, trees, dir_probs, episodes, naive_episode
     parts = []
     for c in range(n_chunks):
         ck = key if c == 0 else jax.random.fold_in(key, c)
-        parts.append(jax.device_get(sampled_obfuscation(
-            params, trees, dir_probs, -(-per_tree // n_chunks), -(-per_tree_n // n_chunks), ck)))
-    return (np.concatenate([np.asarray(p[0], np.float64) for p in parts], axis=-1),
-            np.concatenate([np.asarray(p[1]) for p in parts], axis=-1))
+        parts.append(
+            jax.device_get(
+                sampled_obfuscation(
+                    params,
+                    trees,
+                    dir_probs,
+                    -(-per_tree // n_chunks),
+                    -(-per_tree_n // n_chunks),
+                    ck,
+                )
+            )
+        )
+    return (
+        np.concatenate([np.asarray(p[0], np.float64) for p in parts], axis=-1),
+        np.concatenate([np.asarray(p[1]) for p in parts], axis=-1),
+    )
 
 
 def training_signal_rows(params, key, depths, q) -> list[dict]:
     """:func:`training_signals` as rows per depth, with ``rho^-(d+1)`` and ``q^-d``."""
     d = np.asarray(depths, np.int32)
-    u_h, u_l, s_h, s_l = (np.asarray(x, np.float64).tolist() for x in training_signals(
-        params, key, jnp.asarray(d), int(d.max()), q))
+    u_h, u_l, s_h, s_l = (
+        np.asarray(x, np.float64).tolist()
+        for x in training_signals(params, key, jnp.asarray(d), int(d.max()), q)
+    )
     rho = float(params.rho)
-    return [{"depth": dd, "ped_honest": u_h[i], "ped_liar": u_l[i], "ped_delta": u_h[i] - u_l[i],
-             "naive_honest": s_h[i], "naive_liar": s_l[i], "naive_delta": s_h[i] - s_l[i],
-             "rho_power": rho ** -(dd + 1), "q_power": float(q) ** -dd}
-            for i, dd in enumerate(d.tolist())]
+    return [
+        {
+            "depth": dd,
+            "ped_honest": u_h[i],
+            "ped_liar": u_l[i],
+            "ped_delta": u_h[i] - u_l[i],
+            "naive_honest": s_h[i],
+            "naive_liar": s_l[i],
+            "naive_delta": s_h[i] - s_l[i],
+            "rho_power": rho ** -(dd + 1),
+            "q_power": float(q) ** -dd,
+        }
+        for i, dd in enumerate(d.tolist())
+    ]

@@ -67,8 +67,11 @@ def stable_trees(key, n_trees: int, depth: int) -> ClaimTree:
     """Noisy-evidence trees with a stable candidate (q = 5, M_D = Thr_3; true claims 4-5 true
     children, false 0-1: fbs <= 2) and an unstable hidden-flaw AND alternative (fbs = 5).
     """
-    return _halves(lambda ks, root: _batch(noisy_evidence_tree, ks, depth, 5, 3, (4, 5), (0, 1),
-                                           root, True), key, n_trees)
+    return _halves(
+        lambda ks, root: _batch(noisy_evidence_tree, ks, depth, 5, 3, (4, 5), (0, 1), root, True),
+        key,
+        n_trees,
+    )
 
 
 def unstable_trees(key, n_trees: int, depth: int) -> ClaimTree:
@@ -134,8 +137,14 @@ class Trained(NamedTuple):
 
 def monitor_rows(part: Part, mon: StackelbergMonitors, start: int) -> list[tuple[int, dict]]:
     """Per-seed monitor curves of one chunk, one row per A update, keys ``PART/RUN/seedS/NAME``."""
-    names = {"u_a": "payoff", "a_correct": "a_correct", "p_stable": "p_stable",
-             "certified": "certified", "max_adv": "max_adv", "calib": "calib"}
+    names = {
+        "u_a": "payoff",
+        "a_correct": "a_correct",
+        "p_stable": "p_stable",
+        "certified": "certified",
+        "max_adv": "max_adv",
+        "calib": "calib",
+    }
     rows = []
     for t in range(mon.u_a.shape[-1]):
         row = {}
@@ -143,7 +152,8 @@ def monitor_rows(part: Part, mon: StackelbergMonitors, start: int) -> list[tuple
             for s in range(part.seeds):
                 for field, label in names.items():
                     row[f"{part.name}/{run.label}/seed{s}/{label}"] = float(
-                        getattr(mon, field)[i, s, t])
+                        getattr(mon, field)[i, s, t]
+                    )
         rows.append((start + t, row))
     return rows
 
@@ -244,24 +254,40 @@ def measure_proven(static: StackelbergStatic, rho: float, thr: float, trained):
             if part.stable:
                 per_run[f"{part.name}/{run.label}"] = float(u_h[i].min())
             for s in range(part.seeds):
-                rows.append({"part": part.name, "run": run.label, "seed": s,
-                             "honest_u_a_min": float(u_h[i, s].min()) if part.stable
-                             else float("nan"),
-                             "trained_u_a": float(u[i, s]), "chain_u_a": float(chain[i, s]),
-                             "chain_abs_err": float(err[i, s])})
+                rows.append(
+                    {
+                        "part": part.name,
+                        "run": run.label,
+                        "seed": s,
+                        "honest_u_a_min": float(u_h[i, s].min()) if part.stable else float("nan"),
+                        "trained_u_a": float(u[i, s]),
+                        "chain_u_a": float(chain[i, s]),
+                        "chain_abs_err": float(err[i, s]),
+                    }
+                )
     tu = [float(x) for x in np.concatenate(trained_u)] if trained_u else []
-    return ProvenMeasured(honest_min=honest_min, per_run=per_run, excess_max=excess_max,
-                          rho_max=rho_max, n_stable=n_stable, chain_max=chain_max,
-                          n_pairs=len(rows), trained_u_min=_strict(min, tu),
-                          trained_u_max=_strict(max, tu)), rows
+    return ProvenMeasured(
+        honest_min=honest_min,
+        per_run=per_run,
+        excess_max=excess_max,
+        rho_max=rho_max,
+        n_stable=n_stable,
+        chain_max=chain_max,
+        n_pairs=len(rows),
+        trained_u_min=_strict(min, tu),
+        trained_u_max=_strict(max, tu),
+    ), rows
 
 
 def dynamic(cfg: Config, n_b: int, simultaneous: bool = False) -> dict:
     """The dynamic numbers of a training run at ``n_b`` B updates per A update (or
     simultaneous play): its hparams, the threshold rho^-(d+1) and the convergence band."""
     thr = cfg.rho ** -(cfg.depth + 1)
-    return {"hp": stackelberg_params(cfg.lr_a, cfg.lr_b, n_b, simultaneous, cfg.rho, cfg.eta),
-            "thr": np.float32(thr), "band": np.float32(cfg.tol * thr)}
+    return {
+        "hp": stackelberg_params(cfg.lr_a, cfg.lr_b, n_b, simultaneous, cfg.rho, cfg.eta),
+        "thr": np.float32(thr),
+        "band": np.float32(cfg.tol * thr),
+    }
 
 
 def point_metrics(cfg: Config, mon: StackelbergMonitors) -> dict:
@@ -269,5 +295,6 @@ def point_metrics(cfg: Config, mon: StackelbergMonitors) -> dict:
     seed 0: the sweep row of a run (what :func:`point`'s ``fn`` computes at the run's key)."""
     main = dynamic(cfg, cfg.main_n_b)
     im = cfg.n_b_values.index(cfg.main_n_b)
-    return {k: np.asarray(v)[im, 0].item()
-            for k, v in summary(mon, main["thr"], main["band"]).items()}
+    return {
+        k: np.asarray(v)[im, 0].item() for k, v in summary(mon, main["thr"], main["band"]).items()
+    }

@@ -41,8 +41,7 @@ class EstimatorTarget:
     phat: jax.Array
 
 
-def ogd_target(static: StackelbergStatic, trees: ClaimTree, carry: Carry, rho: float,
-               delta: float):
+def ogd_target(static: StackelbergStatic, trees: ClaimTree, carry: Carry, rho: float, delta: float):
     """Algorithm 1's estimator against the prover in ``carry`` (host side, one seed's trees).
 
     Runs :func:`dedebate.estimators.soundness.construct_estimator` (B built round by round with
@@ -66,13 +65,20 @@ def ogd_target(static: StackelbergStatic, trees: ClaimTree, carry: Carry, rho: f
     for v in range(n_int):
         for c in range(one.n_cand):
             phat[:, np.asarray(one.children(v, c))] = marg[:, v, c]
-    target = EstimatorTarget(jnp.asarray(p_d), jnp.asarray(h, jnp.float32),
-                             jnp.asarray(phat[:, :n_int]))
+    target = EstimatorTarget(
+        jnp.asarray(p_d), jnp.asarray(h, jnp.float32), jnp.asarray(phat[:, :n_int])
+    )
     return target, rep
 
 
-def fit_estimator(static: StackelbergStatic, trees: ClaimTree, carry: Carry,
-                  target: EstimatorTarget, steps: int = 300, lr: float = 0.03):
+def fit_estimator(
+    static: StackelbergStatic,
+    trees: ClaimTree,
+    carry: Carry,
+    target: EstimatorTarget,
+    steps: int = 300,
+    lr: float = 0.03,
+):
     """``(carry, loss)``: B's parameters fitted to ``target`` by ``steps`` Adam steps (pure) on
 
         mean_x KL(Bern(target p_d) || Bern(B p_d)) + mean_{x, node, cand} KL(h || softmax(B joint))
@@ -85,7 +91,7 @@ def fit_estimator(static: StackelbergStatic, trees: ClaimTree, carry: Carry,
     d, n_int, n_cand = one.depth, one.n_internal, one.n_cand
     level = np.zeros(n_int, np.int32)
     for lev in range(d):
-        level[one.level_offset(lev):one.level_offset(lev + 1)] = lev
+        level[one.level_offset(lev) : one.level_offset(lev + 1)] = lev
     ks = jnp.asarray(d - level)
     _, b0, _, unravel_b = templates(static, one.q)
     views = jax.vmap(lambda t: t.public())(trees)
@@ -96,8 +102,9 @@ def fit_estimator(static: StackelbergStatic, trees: ClaimTree, carry: Carry,
 
         def per_tree(view, p_t, h_t, ph_t):
             p = jnp.clip(est.initial(view), 1e-6, 1 - 1e-6)
-            kl0 = (p_t * (jnp.log(p_t + eps) - jnp.log(p))
-                   + (1 - p_t) * (jnp.log(1 - p_t + eps) - jnp.log(1 - p)))
+            kl0 = p_t * (jnp.log(p_t + eps) - jnp.log(p)) + (1 - p_t) * (
+                jnp.log(1 - p_t + eps) - jnp.log(1 - p)
+            )
 
             def ctx_kl(v, c):
                 logq = jax.nn.log_softmax(est.joint(view, v, c, ph_t[v], ks[v]))
@@ -119,16 +126,16 @@ def fit_estimator(static: StackelbergStatic, trees: ClaimTree, carry: Carry,
         bf, opt = adam_step(bf, opt, g, lr, -1.0)
         return bf, opt, val
 
-    bf, _, _ = jax.lax.fori_loop(0, steps, body,
-                                 (carry.b_flat, ADAM.init(carry.b_flat), jnp.float32(0)))
+    bf, _, _ = jax.lax.fori_loop(
+        0, steps, body, (carry.b_flat, ADAM.init(carry.b_flat), jnp.float32(0))
+    )
     return carry.replace(b_flat=bf, opt_b=ADAM.init(bf)), loss(bf)
 
 
 @program_cache
 def fit_grid(static: StackelbergStatic, steps: int):
     """``jit(vmap over seeds (fit_estimator))``: ``(trees, carries, targets) -> (carries, kl)``."""
-    return jit(jax.vmap(lambda t, c, g: fit_estimator(static, t, c, g, steps)),
-               options=TRAINING)
+    return jit(jax.vmap(lambda t, c, g: fit_estimator(static, t, c, g, steps)), options=TRAINING)
 
 
 @program_cache
@@ -136,20 +143,25 @@ def advantage_grid(static: StackelbergStatic, rho: float):
     """``jit(vmap over seeds)`` of B's realised advantages ``adv [seeds, d + 1, 2]``
     (:func:`dedebate.training.stackelberg.advantage_at`).
     """
-    return jit(jax.vmap(lambda t, c: advantage_at(static, rho, t, c)[2]),
-               options=TRAINING)
+    return jit(jax.vmap(lambda t, c: advantage_at(static, rho, t, c)[2]), options=TRAINING)
 
 
 def warm_info_template(seeds: int, depth: int) -> dict:
     """Zeros of the numbers :func:`warm_start` reports, for ``seeds`` seeds of depth ``depth``."""
     n = seeds
-    return {"adv_cold": np.zeros(n, np.float32), "adv_warm": np.zeros(n, np.float32),
-            "fit_kl": np.zeros(n, np.float32), "ogd_steps": np.zeros((n, depth + 1), np.int32),
-            "ogd_max_adv": np.zeros(n, np.float32), "ogd_wall_s": np.zeros((), np.float32)}
+    return {
+        "adv_cold": np.zeros(n, np.float32),
+        "adv_warm": np.zeros(n, np.float32),
+        "fit_kl": np.zeros(n, np.float32),
+        "ogd_steps": np.zeros((n, depth + 1), np.int32),
+        "ogd_max_adv": np.zeros(n, np.float32),
+        "ogd_wall_s": np.zeros((), np.float32),
+    }
 
 
-def ogd_targets(static: StackelbergStatic, trees: ClaimTree, carries: Carry, rho: float,
-                delta: float):
+def ogd_targets(
+    static: StackelbergStatic, trees: ClaimTree, carries: Carry, rho: float, delta: float
+):
     """:func:`ogd_target` per seed: ``(targets, ogd_steps [seeds, d + 1], ogd_max_adv)``."""
     targets, steps, max_adv = [], [], []
     for s in range(jax.tree_util.tree_leaves(carries)[0].shape[0]):
@@ -164,14 +176,17 @@ def ogd_targets(static: StackelbergStatic, trees: ClaimTree, carries: Carry, rho
     return stacked, np.asarray(steps, np.int32), np.asarray(max_adv, np.float32)
 
 
-def warm_start(static: StackelbergStatic, trees: ClaimTree, carries: Carry, targets,
-               rho: float, fit_steps: int):
+def warm_start(
+    static: StackelbergStatic, trees: ClaimTree, carries: Carry, targets, rho: float, fit_steps: int
+):
     """``(carries, {"adv_cold", "adv_warm", "fit_kl"})``: each seed's B fitted to its target.
 
     Fitted by :func:`fit_grid`; B's realised max|Adv| before and after by :func:`advantage_grid`.
     """
     fitted, kl = fit_grid(static, fit_steps)(trees, carries, targets)
     adv = advantage_grid(static, float(rho))
-    return fitted, {"adv_cold": np.abs(np.asarray(adv(trees, carries))).max(axis=(-2, -1)),
-                    "adv_warm": np.abs(np.asarray(adv(trees, fitted))).max(axis=(-2, -1)),
-                    "fit_kl": np.asarray(kl)}
+    return fitted, {
+        "adv_cold": np.abs(np.asarray(adv(trees, carries))).max(axis=(-2, -1)),
+        "adv_warm": np.abs(np.asarray(adv(trees, fitted))).max(axis=(-2, -1)),
+        "fit_kl": np.asarray(kl),
+    }

@@ -12,12 +12,11 @@ Every Monte-Carlo number of the report's cells comes from :func:`point` (a run i
 one-point case), a pure function of ``DYNAMIC = (scale, p_yes, p_no)`` and the key. The optimised
 adversaries and the scale search run on the host (:func:`host`: float64 exact DP and an evolution
 strategy) and stay outside it.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -28,24 +27,18 @@ from dedebate.agents.stochastic_zoo import (
     compile_options,
     lane_bytes,
     measure_cell,
-    member_names,
     zoo_cell,
     zoo_stats,
 )
-from dedebate.core.stats import loglog_slope
 from dedebate.lab.devices import lanes_for_memory
-from dedebate.lab.experiment import (
-    Claim,
-    ExperimentResult,
-    consistency_rows,
-    strict_max,
-    wilson_interval,
-)
+from dedebate.lab.experiment import ExperimentResult, consistency_rows, wilson_interval
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.fixtures import fixture_for_k
-from dedebate.protocols.stochastic import debate_static, lean_defaults, paper_constants
+from dedebate.protocols.stochastic import debate_static, lean_defaults
 
-from .budget import ALICE_C, lean_n_vera
+from .budget import cells
+from .budget import lean_n_vera as lean_n_vera  # read by the tests
+from .claims import cell_rows, cost_checks, scale_factor_claim, vera_claims
 from .figures import plot_acceptance, plot_queries
 from .figures import sweep_figures as sweep_figures  # the lab's sweep hook
 from .zoo_search import adversaries, exact_scale_search
@@ -60,44 +53,85 @@ COMPILE_OPTIONS = compile_options
 
 @config_dataclass
 class Config:
-    Ks: tuple[int, ...] = param((1, 2, 4), "Lipschitz constants: F1 (K=1), F2 (K=2), F3 cascade "
-                                "with r = 1/4 (K=4)", choices=(1, 2, 4), min_len=1, max_len=8)
-    Ts: tuple[int, ...] = param((8, 64, 256), "numbers of steps T",
-                                ge=4, le=4096, min_len=1, max_len=16)
-    trials: int = param(2000, "Monte-Carlo debates per (K, T, constants, zoo member), run in "
-                        "batches of max_lanes", ge=100, le=2_000_000)
-    p_yes: float = param(2 / 3, "P_M(1) of the completeness instances (2/3: the boundary)",
-                         ge=2 / 3, le=1.0)
-    p_no: float = param(0.33333, "P_M(1) of the soundness instances (just below 1/3)",
-                        ge=0.0, le=1 / 3)
+    Ks: tuple[int, ...] = param(
+        (1, 2, 4),
+        "Lipschitz constants: F1 (K=1), F2 (K=2), F3 cascade with r = 1/4 (K=4)",
+        choices=(1, 2, 4),
+        min_len=1,
+        max_len=8,
+    )
+    Ts: tuple[int, ...] = param(
+        (8, 64, 256), "numbers of steps T", ge=4, le=4096, min_len=1, max_len=16
+    )
+    trials: int = param(
+        2000,
+        "Monte-Carlo debates per (K, T, constants, zoo member), run in batches of max_lanes",
+        ge=100,
+        le=2_000_000,
+    )
+    p_yes: float = param(
+        2 / 3, "P_M(1) of the completeness instances (2/3: the boundary)", ge=2 / 3, le=1.0
+    )
+    p_no: float = param(
+        0.33333, "P_M(1) of the soundness instances (just below 1/3)", ge=0.0, le=1 / 3
+    )
     paper: bool = param(True, "also run the paper's own constants (spec DED 5.4) side by side")
-    es_generations: int = param(6, "evolution-strategy generations of the optimised adversaries",
-                                ge=0, le=1000)
+    es_generations: int = param(
+        6, "evolution-strategy generations of the optimised adversaries", ge=0, le=1000
+    )
     es_population: int = param(8, "evolution-strategy population", ge=2, le=1024, multiple_of=2)
     scale_factors: tuple[float, ...] = param(
         (1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 32, 1 / 64, 1 / 128, 1 / 256),
         "common factors on (N_A, N_B, N_V) tried by the scale search; empty: skip the search",
-        gt=0.0, le=1.0, max_len=64)
+        gt=0.0,
+        le=1.0,
+        max_len=64,
+    )
     scale_T: int = param(8, "steps of the exact-DP scale-factor search", ge=4, le=12)
-    max_lanes: int = param(16384, "debates per compiled batch (bounds memory; the numbers do "
-                           "not depend on it); 0: as many as fit in the device's memory "
-                           "(batch_lanes; 16384 on a CPU)", ge=0, le=262_144)
-    scale: float = param(1.0, "common factor on the Lean (N_A, N_B, N_V) of the measured cells "
-                         "(a dynamic sweep axis; the paper's constants are not scaled, the "
-                         "scale search uses scale_factors)", gt=0.0, le=1.0)
+    max_lanes: int = param(
+        16384,
+        "debates per compiled batch (bounds memory; the numbers do "
+        "not depend on it); 0: as many as fit in the device's memory "
+        "(batch_lanes; 16384 on a CPU)",
+        ge=0,
+        le=262_144,
+    )
+    scale: float = param(
+        1.0,
+        "common factor on the Lean (N_A, N_B, N_V) of the measured cells "
+        "(a dynamic sweep axis; the paper's constants are not scaled, the "
+        "scale search uses scale_factors)",
+        gt=0.0,
+        le=1.0,
+    )
 
     def __post_init__(self):
         if 0 < self.max_lanes < 256:
-            raise ValueError(f"max_lanes={self.max_lanes}: must be 0 (from the device's memory) "
-                             "or in [256, 262144]")
+            raise ValueError(
+                f"max_lanes={self.max_lanes}: must be 0 (from the device's memory) "
+                "or in [256, 262144]"
+            )
 
 
 SIZES = {
-    "quick": {"Ks": (2,), "Ts": (8,), "trials": 400, "paper": True, "es_generations": 2,
-              "es_population": 4, "scale_factors": (1.0, 0.25), "max_lanes": 4096},
-    "full": {"Ts": (8, 16, 64, 256, 1024), "trials": 20000, "es_generations": 20,
-             "es_population": 16, "max_lanes": 0,
-             "scale_factors": tuple(2.0 ** -i for i in range(13))},
+    "quick": {
+        "Ks": (2,),
+        "Ts": (8,),
+        "trials": 400,
+        "paper": True,
+        "es_generations": 2,
+        "es_population": 4,
+        "scale_factors": (1.0, 0.25),
+        "max_lanes": 4096,
+    },
+    "full": {
+        "Ts": (8, 16, 64, 256, 1024),
+        "trials": 20000,
+        "es_generations": 20,
+        "es_population": 16,
+        "max_lanes": 0,
+        "scale_factors": tuple(2.0**-i for i in range(13)),
+    },
 }
 
 
@@ -106,8 +140,11 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
     largest T, ``batch_lanes`` lanes (at most every member's trials) of ~16 bytes per step and
     ~2.4 KB per lane (XLA's buffers, measured on a CPU), and the trials' keys of both sides."""
     T = max(cfg.Ts)  # noqa: N806 - the paper's symbol
-    return {"debate batch": (16 * T + 2400) * batch_lanes(cfg.max_lanes, T),
-            "trial keys": 2 * 8 * cfg.trials}
+    return {
+        "debate batch": (16 * T + 2400) * batch_lanes(cfg.max_lanes, T),
+        "trial keys": 2 * 8 * cfg.trials,
+    }
+
 
 DYNAMIC = ("scale", "p_yes", "p_no")
 """Fields that enter :func:`point` only as numbers: the factor on the int32 counts N_A, N_B, N_V
@@ -122,26 +159,18 @@ def batch_lanes(max_lanes: int, T: int) -> int:
     return lanes_for_memory(lane_bytes(T), default=16384, lo=256, hi=262_144)
 
 
-def cells(cfg: Config, K: int, T: int):
-    """The host side of the (K, T) cells: ``(fixture name, m_no, m_yes, (p_yes, p_no) exact,
-    [(cell name, constants set, constants, (completeness bound, soundness bound))])``: Lean's
-    constants x ``scale`` (bounds of spec DED 5.3 at the exact P_M(1)) and, with ``paper``, the
-    paper's (3/5, 2/5)."""
-    fname, m_no, K_decl = fixture_for_k(K, T, cfg.p_no)
-    _, m_yes, _ = fixture_for_k(K, T, cfg.p_yes)
-    lp = lean_defaults(K_decl, T)
-    p_yes, p_no = float(m_yes.output_prob_dp()), float(m_no.output_prob_dp())
-    sets = [(f"K{K}_T{T}", "lean", lp.constants(K_decl, T).scaled(cfg.scale),
-             (lp.completeness(K_decl, T, p_yes), 1 - lp.soundness(K_decl, T, 1 - p_no)))]
-    if cfg.paper:
-        sets.append((f"K{K}_T{T}_paper", "paper", paper_constants(K_decl, T), (3 / 5, 2 / 5)))
-    return fname, m_no, m_yes, (p_yes, p_no), sets
-
-
 def _adversaries(cfg: Config, ki: int, K: int):
     """The optimised Alice and Bob of K (seed ``ki``; exact DP at the smallest T, at most 12)."""
-    return _search(K, min(min(cfg.Ts), 12), ki, float(cfg.scale), float(cfg.p_yes),
-                   float(cfg.p_no), cfg.es_generations, cfg.es_population)
+    return _search(
+        K,
+        min(min(cfg.Ts), 12),
+        ki,
+        float(cfg.scale),
+        float(cfg.p_yes),
+        float(cfg.p_no),
+        cfg.es_generations,
+        cfg.es_population,
+    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -169,13 +198,23 @@ def point(cfg: Config):
         for ti, T in enumerate(cfg.Ts):
             _, m_no, m_yes, _, sets = cells(cfg, K, T)
             for name, _, consts, bounds in sets:
-                d, a_names, b_names = zoo_cell(consts, m_no, m_yes, opt_a.params["theta"],
-                                               opt_b.params["theta"])
+                d, a_names, b_names = zoo_cell(
+                    consts, m_no, m_yes, opt_a.params["theta"], opt_b.params["theta"]
+                )
                 d["counts"] = np.array([consts.n_alice, consts.n_bob, consts.n_vera], np.int32)
                 d["bounds"] = np.array(bounds, np.float32)
                 dynamic[name] = d
-            groups.append((ki, ti, [s[0] for s in sets], debate_static(T), len(a_names),
-                           b_names.index("honest"), batch_lanes(cfg.max_lanes, T)))
+            groups.append(
+                (
+                    ki,
+                    ti,
+                    [s[0] for s in sets],
+                    debate_static(T),
+                    len(a_names),
+                    b_names.index("honest"),
+                    batch_lanes(cfg.max_lanes, T),
+                )
+            )
     trials = cfg.trials
 
     def fn(dyn, key):
@@ -187,8 +226,9 @@ def point(cfg: Config):
                 sts = [zoo_stats(spec, dyn[names[0]], keys[0], trials, ma, hh, lanes)]
             else:  # one body for the constants sets of this (K, T)
                 both = jax.tree.map(lambda *x: jnp.stack(x), *[dyn[n] for n in names])
-                one = functools.partial(zoo_stats, spec, trials=trials, ma=ma, hh=hh,
-                                        max_lanes=lanes)
+                one = functools.partial(
+                    zoo_stats, spec, trials=trials, ma=ma, hh=hh, max_lanes=lanes
+                )
                 st = jax.lax.map(lambda a, one=one: one(a[0], a[1]), (both, jnp.stack(keys)))
                 sts = [jax.tree.map(lambda x, i=i: x[i], st) for i in range(len(names))]
             for name, st in zip(names, sts):
@@ -204,82 +244,6 @@ def point(cfg: Config):
     return dynamic, fn
 
 
-def cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a, wins_b,
-                n) -> list[Claim]:
-    """A cell's two gating Monte-Carlo rows: completeness, the worst Bob member's honest-Alice win
-    rate >= ``bounds[0]``, and soundness, the worst Alice member's acceptance <= ``bounds[1]``
-    (Lean's at the instance, or the paper's 3/5 and 2/5), each Bonferroni over its zoo's members.
-    A lying Alice above the bound, a Bob that beats honest Alice, a NaN count (``argmax`` /
-    ``argmin`` pick it) or no trials fail the row."""
-    tag = f"K={K} ({fname}), T={T}, {cname} constants"
-    src = {"lean": ("spec DED 5.3, Lean completeness'", "spec DED 5.3, Lean soundness'")}.get(
-        cname, ("spec DED 5.4 (paper's Figure 1 constants) [SECONDARY]",) * 2)
-    out = []
-    for side, names, wins, worst, rel, bound, p1, src_ in (
-            ("completeness", b_names, wins_b, int(np.argmin(wins_b)), ">=", bounds[0], p[0],
-             src[0]),
-            ("soundness", a_names, wins_a, int(np.argmax(wins_a)), "<=", bounds[1], p[1],
-             src[1])):
-        who, what = (("Bob", "min over the Bob zoo of honest Alice's win rate")
-                     if side == "completeness"
-                     else ("Alice", "max over the Alice zoo of the acceptance rate"))
-        out.append(Claim.proportion(
-            f"{side}, {tag}: {what}", src_, rel, bound, wins[worst], n,
-            f"P_M(1)={p1:.4f}; worst {who}: {names[worst]}; {n} debates per member; p-value "
-            f"Bonferroni over the {len(names)} members; per member: " + ", ".join(
-                f"{nm}={w / n:.3f}" if n else f"{nm}={w}/0" for nm, w in zip(names, wins)),
-            members=len(names), bound=f"{rel} {bound:.4f}"))
-    return out
-
-
-def vera_claims(Ks, Ts, qrows) -> list[Claim]:
-    """Per K, the gating row of spec DED 5.3's verifier cost: the largest number of oracle
-    samples Vera's draws used in one debate, as the play loop counted them at the draw site
-    (``vera_max`` of the Lean rows of ``qrows``, over every debate and T), is at most N_V from
-    Lean's formula on the host (:func:`lean_n_vera`), and N_V does not depend on T. A count
-    above N_V, a missing or non-finite count, or an N_V that moves with T fails the row."""
-    out = []
-    for K in Ks:
-        rs = [r for r in qrows if r["K"] == K and r["constants"] == "lean"]
-        n_vs = sorted({lean_n_vera(float(K), int(r["T"])) for r in rs})
-        vmax = strict_max(r["vera_max"] for r in rs)
-        ok = bool(rs) and len(n_vs) == 1 and math.isfinite(vmax) and vmax <= n_vs[0]
-        aborts = sum(int(r.get("aborts", 0)) for r in rs)
-        out.append(Claim.exact(
-            f"K={K}: verifier queries per debate, counted by the play loop, <= N_V, "
-            "independent of T", "spec DED 5.3 (query complexity), Lean samples((s-c)/2, v)",
-            f"<= {n_vs[0] if len(n_vs) == 1 else n_vs}", vmax, ok,
-            f"largest count over every debate of the zoos at T in {list(Ts)} ({aborts} "
-            f"aborts judged); N_V = {n_vs} from Lean's formula on the host"))
-    return out
-
-
-def cost_checks(Ks, Ts, qrows):
-    """Consistency checks on the costs (not paper claims: they hold by construction when the
-    accounting is right). Returns ``({name: (holds, detail)}, fit)``: per K, the N_V the debates
-    were given equals Lean's formula (:func:`lean_n_vera`); and the least-squares c of honest
-    Alice's charged queries ~ c K^2 T ln(200T) is :data:`ALICE_C` within 1% (slope 1 within
-    1%). Vera's measured queries are a gating row (:func:`vera_claims`)."""
-    checks = {}
-    for K in Ks:
-        rs = [r for r in qrows if r["K"] == K and r["constants"] == "lean"]
-        bad = [(r["T"], r["n_vera"]) for r in rs
-               if r["n_vera"] != lean_n_vera(float(K), int(r["T"]))]
-        checks[f"K={K}: the N_V given to Vera is Lean's samples((s-c)/2, v)"] = (
-            bool(rs) and not bad,
-            f"(T, N_V) differing from the formula: {bad}" if bad else
-            f"N_V = {sorted({r['n_vera'] for r in rs})} for T in {list(Ts)}")
-    lean_q = [r for r in qrows if r["constants"] == "lean"]
-    x = np.array([r["K"] ** 2 * r["T"] * math.log(200 * r["T"]) for r in lean_q])
-    y = np.array([r["alice"] for r in lean_q])
-    c = float(np.sum(x * y) / np.sum(x * x)) if lean_q else math.nan
-    slope = loglog_slope(x, y) if len(lean_q) >= 2 and np.ptp(np.log(x)) > 0 else 1.0
-    checks[f"honest Alice's queries = c K^2 T ln(200T) with c ~= {ALICE_C}"] = (
-        abs(c / ALICE_C - 1) < 0.01 and abs(slope - 1) < 0.01,
-        f"least-squares c = {c:.1f} over {len(lean_q)} (K, T) points; log-log slope {slope:.4f}")
-    return checks, {"c": c, "loglog_slope": slope}
-
-
 def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b) -> dict:
     """The host's scale search of K: the exact DP at ``scale_T`` (the optimised Alice
     re-optimised per factor, so these cells are no point's), then Monte Carlo at the largest T
@@ -289,9 +253,16 @@ def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b) -> dict:
     already fails) and the factor that held by Monte Carlo (``factor``, None if none did) with
     its Wilson ``intervals`` (completeness min, soundness max)."""
     rows, thetas, f_exact = exact_scale_search(
-        K, 100 + ki, theta_b, scale_T=cfg.scale_T, p_yes=cfg.p_yes, p_no=cfg.p_no,
-        factors=cfg.scale_factors, generations=max(1, cfg.es_generations // 2),
-        population=cfg.es_population)
+        K,
+        100 + ki,
+        theta_b,
+        scale_T=cfg.scale_T,
+        p_yes=cfg.p_yes,
+        p_no=cfg.p_no,
+        factors=cfg.scale_factors,
+        generations=max(1, cfg.es_generations // 2),
+        population=cfg.es_population,
+    )
     out = {"rows": list(rows), "f_exact": f_exact, "factor": None}
     if f_exact is None:
         return out
@@ -302,53 +273,36 @@ def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b) -> dict:
     key = jax.random.fold_in(key_k, 99)
     for f in sorted(x for x in cfg.scale_factors if x >= f_exact):
         consts = lean_full.scaled(f)
-        d, a_names, b_names = zoo_cell(consts, m_no, m_yes, thetas.get(f, thetas[f_exact]),
-                                       theta_b)
+        d, a_names, b_names = zoo_cell(consts, m_no, m_yes, thetas.get(f, thetas[f_exact]), theta_b)
         ma = len(a_names)
-        st = measure_cell(debate_static(Tmax), d, key, cfg.trials, ma, b_names.index("honest"),
-                          batch_lanes(cfg.max_lanes, Tmax))
+        st = measure_cell(
+            debate_static(Tmax),
+            d,
+            key,
+            cfg.trials,
+            ma,
+            b_names.index("honest"),
+            batch_lanes(cfg.max_lanes, Tmax),
+        )
         c = wilson_interval(int(st["wins"][ma:].min()), cfg.trials)
         s = wilson_interval(int(st["wins"][:ma].max()), cfg.trials)
         ok = c[0] >= 3 / 5 and s[0] <= 2 / 5
-        out["rows"].append({"K": K, "factor": f, "method": f"Monte Carlo, T={Tmax}",
-                            "completeness_min": c[0], "soundness_max": s[0], "holds": ok,
-                            "n_alice": consts.n_alice, "n_bob": consts.n_bob,
-                            "n_vera": consts.n_vera})
+        out["rows"].append(
+            {
+                "K": K,
+                "factor": f,
+                "method": f"Monte Carlo, T={Tmax}",
+                "completeness_min": c[0],
+                "soundness_max": s[0],
+                "holds": ok,
+                "n_alice": consts.n_alice,
+                "n_bob": consts.n_bob,
+                "n_vera": consts.n_vera,
+            }
+        )
         if ok:
             return out | {"factor": f, "intervals": (c, s)}
     return out
-
-
-def scale_factor_claim(cfg: Config, K: int, search: dict) -> Claim:
-    """The smallest common factor on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness
-    <= 2/5 against the zoo, from the host's :func:`scale_search` of K. A finding: it does not
-    gate."""
-    sT, Tmax, f_exact = cfg.scale_T, max(cfg.Ts), search["f_exact"]
-    title = (f"beyond the paper (EMPIRICAL, not a guarantee), K={K}: smallest common scale factor "
-             "on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness <= 2/5 vs the zoo")
-    crit = "exact at scale_T and MC at T_max"
-    if f_exact is None:
-        return Claim.exact(title, "empirical finding", "some factor <= 1", math.nan,
-                           passed=False, finding=True,
-                           note=f"factor 1 already fails the exact check at T={sT}")
-    f = search["factor"]
-    if f is None:
-        return Claim.exact(title, "empirical finding", crit, 1.0, passed=False, finding=True,
-                           note=f"exact DP at T={sT} allowed {f_exact:g}, but no factor held by "
-                                f"Monte Carlo at T={Tmax}")
-    _, _, K_decl = fixture_for_k(K, Tmax, cfg.p_no)
-    lean_full = lean_defaults(K_decl, Tmax).constants(K_decl, Tmax)
-    consts, paper = lean_full.scaled(f), paper_constants(K_decl, Tmax)
-    (c_v, c_lo, c_hi), (s_v, s_lo, s_hi) = search["intervals"]
-    return Claim.exact(
-        title, "empirical finding", crit, f, passed=True, finding=True,
-        note=(f"exact DP at T={sT}: smallest factor {f_exact:g}; Monte Carlo at "
-              f"T={Tmax} ({cfg.trials} debates/member): completeness min {c_v:.3f} "
-              f"[{c_lo:.3f}, {c_hi:.3f}], soundness max {s_v:.3f} [{s_lo:.3f}, "
-              f"{s_hi:.3f}]; N_A {consts.n_alice} vs Lean {lean_full.n_alice} "
-              f"(x{lean_full.n_alice / consts.n_alice:.1f} fewer) vs paper "
-              f"{paper.n_alice} (x{paper.n_alice / consts.n_alice:.0f} fewer); N_V "
-              f"{consts.n_vera} vs Lean {lean_full.n_vera} vs paper {paper.n_vera}"))
 
 
 def host(cfg: Config, seed: int, key, measured) -> dict:
@@ -359,41 +313,19 @@ def host(cfg: Config, seed: int, key, measured) -> dict:
     adv, searches = [], {}
     for ki, K in enumerate(cfg.Ks):
         opt_a, opt_b = _adversaries(cfg, ki, K)
-        adv.append({"K": K, "es_alice_best_exact_acceptance": opt_a.value,
-                    "es_bob_best_exact_alice_win": opt_b.value, "es_T": min(min(cfg.Ts), 12)})
+        adv.append(
+            {
+                "K": K,
+                "es_alice_best_exact_acceptance": opt_a.value,
+                "es_bob_best_exact_alice_win": opt_b.value,
+                "es_T": min(min(cfg.Ts), 12),
+            }
+        )
         if cfg.scale_factors:  # beyond the paper: exact DP on the host, then Monte Carlo
-            searches[K] = scale_search(cfg, K, ki, jax.random.fold_in(key, ki),
-                                       opt_b.params["theta"])
+            searches[K] = scale_search(
+                cfg, K, ki, jax.random.fold_in(key, ki), opt_b.params["theta"]
+            )
     return {"adversaries": adv, "scale": searches}
-
-
-def cell_rows(cfg: Config, K: int, T: int, swept) -> tuple[list[Claim], list, list]:
-    """The claims, ``acceptance`` rows and ``queries`` rows of the (K, T) cells, from the point's
-    row ``swept``."""
-    fname, _, _, p, sets = cells(cfg, K, T)
-    claims, rows, qrows, n = [], [], [], cfg.trials
-    for name, cname, consts, bounds in sets:
-        a_names, b_names = member_names(consts)
-        wins_a, wins_b = (np.array([swept[f"{name}/{who}{i}_wins"] for i in range(len(nm))],
-                                   np.int32)
-                          for who, nm in (("alice", a_names), ("bob", b_names)))
-        claims.extend(cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a,
-                                  wins_b, n))
-        for side, w, nm, bound in (
-                ("completeness", wins_b.min(), b_names[int(np.argmin(wins_b))], bounds[0]),
-                ("soundness", wins_a.max(), a_names[int(np.argmax(wins_a))], bounds[1])):
-            v, lo, hi = wilson_interval(w, n)
-            rows.append({"K": K, "T": T, "fixture": fname, "constants": cname, "side": side,
-                         "value": v, "lo": lo, "hi": hi, "bound": bound, "worst": nm,
-                         "trials": n})
-        qrows.append({"K": K, "T": T, "constants": cname, "n_alice": consts.n_alice,
-                      "n_bob": consts.n_bob, "n_vera": consts.n_vera,
-                      **{k: float(swept[f"{name}/{m}"]) for k, m in (
-                          ("alice", "queries_alice"), ("bob", "queries_bob"),
-                          ("vera_max", "queries_vera_max"), ("vera_mean", "queries_vera_mean"))},
-                      "aborts": int(swept[f"{name}/aborts"]),
-                      "rounds": float(swept[f"{name}/rounds"])})
-    return claims, rows, qrows
 
 
 def report(cfg: Config, measured, host) -> ExperimentResult:
@@ -412,13 +344,23 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     claims.extend(consistency_rows(checks))
     figures = {"acceptance_vs_T": plot_acceptance(rows, cfg)}
     if qrows:
-        figures["queries_vs_T"] = plot_queries([r for r in qrows if r["constants"] == "lean"],
-                                                fit)
-    metrics = {"fit": fit, "n_claims": len(claims),
-               "consistency_checks": {k: {"holds": bool(ok), "detail": d}
-                                      for k, (ok, d) in checks.items()},
-               "worst": {f"K{r['K']}_T{r['T']}_{r['constants']}_{r['side']}": r["value"]
-                         for r in rows}}
-    return ExperimentResult(claims=claims, metrics=metrics, figures=figures, tables={
-        "acceptance": rows, "queries": qrows, "scale": scale_rows,
-        "adversaries": host["adversaries"]})
+        figures["queries_vs_T"] = plot_queries([r for r in qrows if r["constants"] == "lean"], fit)
+    metrics = {
+        "fit": fit,
+        "n_claims": len(claims),
+        "consistency_checks": {
+            k: {"holds": bool(ok), "detail": d} for k, (ok, d) in checks.items()
+        },
+        "worst": {f"K{r['K']}_T{r['T']}_{r['constants']}_{r['side']}": r["value"] for r in rows},
+    }
+    return ExperimentResult(
+        claims=claims,
+        metrics=metrics,
+        figures=figures,
+        tables={
+            "acceptance": rows,
+            "queries": qrows,
+            "scale": scale_rows,
+            "adversaries": host["adversaries"],
+        },
+    )

@@ -30,44 +30,72 @@ from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import DebateParams, lean_defaults, make_vera
 
 
-def optimise_alice_exact(machine, consts: DebateParams, generations: int, population: int,
-                         seed: int, levels=None) -> SearchResult:
+def optimise_alice_exact(
+    machine, consts: DebateParams, generations: int, population: int, seed: int, levels=None
+) -> SearchResult:
     """``(params, acceptance)``: the per-step liar maximising exact acceptance vs honest Bob."""
     bob, vera = honest_bob(consts), make_vera(consts)
     levels = prefix_tree(machine) if levels is None else levels
 
     def acceptance(lies):
-        return np.array([acceptance_exact(machine, zoo_alice(consts, A_PER_STEP, lies=li), bob,
-                                          vera, levels) for li in lies])
+        return np.array(
+            [
+                acceptance_exact(machine, zoo_alice(consts, A_PER_STEP, lies=li), bob, vera, levels)
+                for li in lies
+            ]
+        )
 
-    return optimise_alice(acceptance, consts, generations=generations, population=population,
-                          seed=seed)
+    return optimise_alice(
+        acceptance, consts, generations=generations, population=population, seed=seed
+    )
 
 
-def optimise_bob_exact(machine, consts: DebateParams, generations: int, population: int,
-                       seed: int, levels=None) -> SearchResult:
+def optimise_bob_exact(
+    machine, consts: DebateParams, generations: int, population: int, seed: int, levels=None
+) -> SearchResult:
     """``(params, win)``: the learned-abort Bob minimising honest Alice's exact win probability."""
     alice, vera = honest_alice(consts), make_vera(consts)
     levels = prefix_tree(machine) if levels is None else levels
 
     def alice_win(w, w_dev, w_prev):
-        return np.array([acceptance_exact(
-            machine, alice, zoo_bob(consts, B_LEARNED, w=w[i], w_dev=float(w_dev[i]),
-                                    w_prev=float(w_prev[i])), vera, levels)
-            for i in range(w.shape[0])])
+        return np.array(
+            [
+                acceptance_exact(
+                    machine,
+                    alice,
+                    zoo_bob(
+                        consts, B_LEARNED, w=w[i], w_dev=float(w_dev[i]), w_prev=float(w_prev[i])
+                    ),
+                    vera,
+                    levels,
+                )
+                for i in range(w.shape[0])
+            ]
+        )
 
-    return optimise_bob(alice_win, consts, generations=generations, population=population,
-                        seed=seed)
+    return optimise_bob(
+        alice_win, consts, generations=generations, population=population, seed=seed
+    )
 
 
-def adversaries(K: int, t_opt: int, seed: int, scale: float, p_yes: float, p_no: float,
-                generations: int, population: int) -> tuple[SearchResult, SearchResult]:
+def adversaries(
+    K: int,
+    t_opt: int,
+    seed: int,
+    scale: float,
+    p_yes: float,
+    p_no: float,
+    generations: int,
+    population: int,
+) -> tuple[SearchResult, SearchResult]:
     """The zoos' optimised Alice and Bob (host, deterministic)."""
     _, m_no, K_decl = fixture_for_k(K, t_opt, p_no)
     _, m_yes, _ = fixture_for_k(K, t_opt, p_yes)
     consts = lean_defaults(K_decl, t_opt).constants(K_decl, t_opt).scaled(scale)
-    return (optimise_alice_exact(m_no, consts, generations, population, seed),
-            optimise_bob_exact(m_yes, consts, max(1, generations // 2), population, seed))
+    return (
+        optimise_alice_exact(m_no, consts, generations, population, seed),
+        optimise_bob_exact(m_yes, consts, max(1, generations // 2), population, seed),
+    )
 
 
 def exact_zoo(consts: DebateParams, theta_alice, theta_bob, p_levels) -> tuple[float, float]:
@@ -81,8 +109,18 @@ def exact_zoo(consts: DebateParams, theta_alice, theta_bob, p_levels) -> tuple[f
     return max(acc), min(win)
 
 
-def exact_scale_search(K: int, seed: int, theta_bob, *, scale_T: int, p_yes: float, p_no: float,
-                       factors, generations: int, population: int):
+def exact_scale_search(
+    K: int,
+    seed: int,
+    theta_bob,
+    *,
+    scale_T: int,
+    p_yes: float,
+    p_no: float,
+    factors,
+    generations: int,
+    population: int,
+):
     """Down the factors from the largest, until the exact zoo fails the paper's criteria.
 
     At each factor on Lean's (N_A, N_B, N_V) at ``scale_T`` steps, the optimised Alice is
@@ -96,14 +134,23 @@ def exact_scale_search(K: int, seed: int, theta_bob, *, scale_T: int, p_yes: flo
     rows, thetas, f_exact = [], {}, None
     for f in sorted(factors, reverse=True):
         consts = base.scaled(f)
-        opt = optimise_alice_exact(ms_no, consts, generations, population, seed,
-                                   levels=levels[1])
+        opt = optimise_alice_exact(ms_no, consts, generations, population, seed, levels=levels[1])
         sound, comp = exact_zoo(consts, opt.params["theta"], theta_bob, levels)
         sound = max(sound, opt.value)
         ok = comp >= 3 / 5 and sound <= 2 / 5
-        rows.append({"K": K, "factor": f, "method": f"exact DP, T={scale_T}",
-                     "completeness_min": comp, "soundness_max": sound, "holds": ok,
-                     "n_alice": consts.n_alice, "n_bob": consts.n_bob, "n_vera": consts.n_vera})
+        rows.append(
+            {
+                "K": K,
+                "factor": f,
+                "method": f"exact DP, T={scale_T}",
+                "completeness_min": comp,
+                "soundness_max": sound,
+                "holds": ok,
+                "n_alice": consts.n_alice,
+                "n_bob": consts.n_bob,
+                "n_vera": consts.n_vera,
+            }
+        )
         if not ok:
             break
         thetas[f], f_exact = opt.params["theta"], f

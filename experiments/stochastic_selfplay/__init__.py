@@ -25,15 +25,8 @@ import numpy as np
 
 from dedebate.agents.selfplay_players import N_FEATURES
 from dedebate.agents.stochastic_zoo import lane_bytes
-from dedebate.exact.selfplay import level_inputs, measure_pair, measure_pairs, take
-from dedebate.lab.experiment import (
-    ChunkedFn,
-    Claim,
-    ExperimentResult,
-    Training,
-    mean_interval,
-    wilson_interval,
-)
+from dedebate.exact.selfplay import level_inputs
+from dedebate.lab.experiment import ChunkedFn, ExperimentResult, Training
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.programs import FAST_COMPILE
@@ -47,11 +40,16 @@ from dedebate.training.stochastic_selfplay import (
 
 from .claims import (
     Measured,
+    convergence_claims,
     guaranteed_sides,
     mc_claims,
+    outcome_claims,
     plot_training,
     proven_claims,
+    schedule_claim,
     seed_values,
+    targeting_claims,
+    tracking_claims,
     wrong_side,
 )
 from .runs import (
@@ -60,17 +58,19 @@ from .runs import (
     chunk_rows,
     f64_words,
     measure_host,
-    monte_carlo_wins,
     point_metrics,
     seed_keys,
     setup,
 )
+from .runs import host as host  # the lab's host hook, re-exported
 
 NAME = "stochastic_selfplay"
 TITLE = "Stochastic debate self-play: learned Alice and Bob vs the Lean bounds"
 TYPICAL_SECONDS = 17  # a cold default-size run on two CPU cores (reproduce's order of work)
 
 COMPILE_OPTIONS = FAST_COMPILE  # the swept programs' XLA options (small scans, compile-bound)
+
+
 @config_dataclass
 class Config:
     T: int = param(6, "steps of the F2 fixture (K = 2)", ge=3, le=10)
@@ -81,42 +81,69 @@ class Config:
     steps: int = param(1000, "Alice updates per run", ge=10, le=100_000)
     n_b: int = param(5, "Bob updates per Alice update", ge=1, le=1000)
     n_b_sweep: tuple[int, ...] = param(
-        (1, 20), "further n_B values trained for the schedule row (distinct, != n_b; empty: "
-        "skip the row)", ge=1, le=1000, max_len=8)
+        (1, 20),
+        "further n_B values trained for the schedule row (distinct, != n_b; empty: skip the row)",
+        ge=1,
+        le=1000,
+        max_len=8,
+    )
     hidden: int = param(16, "Alice's MLP width", ge=1, le=4096)
     lr_a: float = param(0.01, "Alice's Adam step size", gt=0.0)
     lr_b: float = param(0.05, "Bob's Adam step size", gt=0.0)
     alice_init: float = param(1.0, "typical initial lie |p - pi| in units of b", gt=0.0)
     bob_init: float = param(-2.0, "Bob's initial abort logit")
-    vera_grad_mix: float = param(1.0, "weight of the heavy-tailed gradient term of Vera's "
-                                 "training surrogate", ge=0.0)
+    vera_grad_mix: float = param(
+        1.0, "weight of the heavy-tailed gradient term of Vera's training surrogate", ge=0.0
+    )
     ablate_tail: bool = param(True, "also train with vera_grad_mix = 0 (reported in metrics)")
     gap_tol: float = param(0.05, "exploitability gap counted as converged", gt=0.0, lt=1.0)
-    mc_trials: int = param(2000, "Monte-Carlo debates per seed and instance (0: skip)",
-                           ge=0, le=1_000_000)
+    mc_trials: int = param(
+        2000, "Monte-Carlo debates per seed and instance (0: skip)", ge=0, le=1_000_000
+    )
     log_every: int = param(20, "Alice updates between logged monitors", ge=1, le=100_000)
-    chunks: int = param(5, "jitted chunks per training run (log + checkpoint chance after each), "
-                        "at most ceil(steps / log_every)", ge=1, le=100_000)
+    chunks: int = param(
+        5,
+        "jitted chunks per training run (log + checkpoint chance after each), "
+        "at most ceil(steps / log_every)",
+        ge=1,
+        le=100_000,
+    )
     checkpoint_every: int = param(
-        5, "save the training state every this many chunks (counted over all training runs; the "
-        "last chunk is always saved; an Orbax save costs ~0.2-1 s)", ge=1, le=100_000)
+        5,
+        "save the training state every this many chunks (counted over all training runs; the "
+        "last chunk is always saved; an Orbax save costs ~0.2-1 s)",
+        ge=1,
+        le=100_000,
+    )
 
     def __post_init__(self):
         if not (self.p_yes + self.spread <= 1 and self.p_no - self.spread >= 0):
-            raise ValueError(f"spread={self.spread}: need 0 <= spread, p_yes + spread <= 1 and "
-                             "p_no - spread >= 0")
+            raise ValueError(
+                f"spread={self.spread}: need 0 <= spread, p_yes + spread <= 1 and "
+                "p_no - spread >= 0"
+            )
         if self.n_b in self.n_b_sweep or len(set(self.n_b_sweep)) != len(self.n_b_sweep):
-            raise ValueError(f"n_b_sweep={list(self.n_b_sweep)}: need distinct integers >= 1, "
-                             f"none equal to n_b={self.n_b}")
+            raise ValueError(
+                f"n_b_sweep={list(self.n_b_sweep)}: need distinct integers >= 1, "
+                f"none equal to n_b={self.n_b}"
+            )
         periods = -(-self.steps // self.log_every)
         if self.chunks > periods:
-            raise ValueError(f"chunks={self.chunks}: must be <= ceil(steps / log_every) = "
-                             f"{periods} (each chunk runs >= 1 monitor period)")
+            raise ValueError(
+                f"chunks={self.chunks}: must be <= ceil(steps / log_every) = "
+                f"{periods} (each chunk runs >= 1 monitor period)"
+            )
 
 
 SIZES = {
-    "quick": {"T": 4, "seeds": 4, "steps": 300, "mc_trials": 0, "ablate_tail": False,
-              "n_b_sweep": ()},
+    "quick": {
+        "T": 4,
+        "seeds": 4,
+        "steps": 300,
+        "mc_trials": 0,
+        "ablate_tail": False,
+        "n_b_sweep": (),
+    },
     "full": {"T": 10, "seeds": 32, "steps": 3000, "mc_trials": 20000, "checkpoint_every": 1},
 }
 
@@ -129,9 +156,11 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
     :func:`~dedebate.agents.stochastic_zoo.lane_bytes`)."""
     rows = 1 + cfg.ablate_tail + len(cfg.n_b_sweep)
     lane = 4 * (N_FEATURES + 2) * cfg.hidden + lane_bytes(cfg.T)
-    return {"Alice's activations and gradients": 3 * 4 * 2 * cfg.seeds * 2**cfg.T * cfg.hidden,
-            "monitors": 2 * 2 * 4 * cfg.seeds * -(-cfg.steps // cfg.log_every) * rows,
-            "Monte-Carlo lanes": cfg.seeds * cfg.mc_trials * lane}
+    return {
+        "Alice's activations and gradients": 3 * 4 * 2 * cfg.seeds * 2**cfg.T * cfg.hidden,
+        "monitors": 2 * 2 * 4 * cfg.seeds * -(-cfg.steps // cfg.log_every) * rows,
+        "Monte-Carlo lanes": cfg.seeds * cfg.mc_trials * lane,
+    }
 
 
 def _rows(cfg: Config, dynamic) -> dict:
@@ -141,8 +170,7 @@ def _rows(cfg: Config, dynamic) -> dict:
     out = {"main": dynamic}
     if cfg.ablate_tail:
         out["ablation"] = {**dynamic, "hp": hp.replace(vera_grad_mix=np.float32(0))}
-    out.update({f"n_b_{n}": {**dynamic, "hp": hp.replace(n_b=np.int32(n))}
-                for n in cfg.n_b_sweep})
+    out.update({f"n_b_{n}": {**dynamic, "hp": hp.replace(n_b=np.int32(n))} for n in cfg.n_b_sweep})
     return out
 
 
@@ -156,17 +184,33 @@ def training(cfg: Config, _key) -> Training:
     def rows(name, c, mon):
         if name != "main":
             return []
-        per_case = [chunk_rows(case, jax.tree.map(lambda x, i=i: x[i], mon),
-                               starts[c] * cfg.log_every, cfg.log_every)
-                    for i, case in enumerate(CASES)]
+        per_case = [
+            chunk_rows(
+                case,
+                jax.tree.map(lambda x, i=i: x[i], mon),
+                starts[c] * cfg.log_every,
+                cfg.log_every,
+            )
+            for i, case in enumerate(CASES)
+        ]
         return [r for pair in zip(*per_case) for r in pair]  # by step, yes then no
 
     return Training(rows=_rows(cfg, point(cfg)[0]), every=cfg.checkpoint_every, log_rows=rows)
 
 
 # ---- the swept function: one self-play point, exact measurements ---------------------------------
-DYNAMIC = ("p_yes", "p_no", "spread", "lr_a", "lr_b", "n_b", "alice_init", "bob_init",
-           "vera_grad_mix", "gap_tol")
+DYNAMIC = (
+    "p_yes",
+    "p_no",
+    "spread",
+    "lr_a",
+    "lr_b",
+    "n_b",
+    "alice_init",
+    "bob_init",
+    "vera_grad_mix",
+    "gap_tol",
+)
 """Fields entering :func:`point` only as numbers (``n_b`` is a traced loop bound; under ``vmap``
 a row waits for its group's largest n_B). Static: ``T``, ``hidden``, ``steps``, ``log_every``,
 ``seeds``, ``chunks``. Run only (not in :func:`point`): ``n_b_sweep``, ``ablate_tail``,
@@ -192,36 +236,58 @@ def point(cfg: Config):
         training (monitor time axis 2: ``[instance, seed, period]``).
     """
     instances, _, _, static, hp = setup(cfg)
-    levels = [jax.tree.map(np.asarray, level_inputs(prefix_tree(fx.machine)))
-              for _, fx in instances]
-    dynamic = {"inputs": jax.tree.map(lambda *x: np.stack(x), *levels),
-               "hp": jax.tree.map(np.asarray, hp),
-               "words": np.stack([f64_words(x) for x in (cfg.p_yes, cfg.p_no, cfg.spread,
-                                                         cfg.gap_tol)])}
+    levels = [
+        jax.tree.map(np.asarray, level_inputs(prefix_tree(fx.machine))) for _, fx in instances
+    ]
+    dynamic = {
+        "inputs": jax.tree.map(lambda *x: np.stack(x), *levels),
+        "hp": jax.tree.map(np.asarray, hp),
+        "words": np.stack([f64_words(x) for x in (cfg.p_yes, cfg.p_no, cfg.spread, cfg.gap_tol)]),
+    }
     axes = carry_axes(static)
-    init = jax.vmap(jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0),
-                             out_axes=axes), in_axes=(None, 0), out_axes=axes)
-    names = list(point_metrics({c: ([dict.fromkeys(MEASURED + ("value",), 0.0)] * cfg.seeds,
-                                    [0.0] * cfg.seeds) for c in CASES}, 0.0))
-    shapes = {k: jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(np.float64))
-              for k in names}
+    init = jax.vmap(
+        jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0), out_axes=axes),
+        in_axes=(None, 0),
+        out_axes=axes,
+    )
+    names = list(
+        point_metrics(
+            {
+                c: ([dict.fromkeys(MEASURED + ("value",), 0.0)] * cfg.seeds, [0.0] * cfg.seeds)
+                for c in CASES
+            },
+            0.0,
+        )
+    )
+    shapes = {k: jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(np.float64)) for k in names}
 
     def start(dyn, key):
         keys = jax.numpy.stack([seed_keys(key, i, cfg.seeds) for i in range(len(CASES))])
         return init(dyn["hp"], keys)
 
     def chunk(dyn, carry, periods):
-        train = jax.vmap(jax.vmap(make_chunk(static, periods), in_axes=(None, None, axes),
-                                  out_axes=(axes, 0)), in_axes=(0, None, axes),
-                         out_axes=(axes, 0))
+        train = jax.vmap(
+            jax.vmap(make_chunk(static, periods), in_axes=(None, None, axes), out_axes=(axes, 0)),
+            in_axes=(0, None, axes),
+            out_axes=(axes, 0),
+        )
         return train(dyn["inputs"], dyn["hp"], carry)
 
     def finish(dyn, carry, _mon):
-        players = {case: (jax.tree.map(lambda x, i=i: x[i], carry.alice),
-                          jax.tree.map(lambda x, i=i: x[i], carry.bob))
-                   for i, case in enumerate(CASES)}
-        return jax.pure_callback(functools.partial(measure_host, cfg), shapes, dyn["words"],
-                                 players, vmap_method="sequential")
+        players = {
+            case: (
+                jax.tree.map(lambda x, i=i: x[i], carry.alice),
+                jax.tree.map(lambda x, i=i: x[i], carry.bob),
+            )
+            for i, case in enumerate(CASES)
+        }
+        return jax.pure_callback(
+            functools.partial(measure_host, cfg),
+            shapes,
+            dyn["words"],
+            players,
+            vmap_method="sequential",
+        )
 
     chunks = chunk_lengths(n_periods(static), cfg.chunks)
     return dynamic, ChunkedFn(init=start, chunk=chunk, chunks=chunks, finish=finish, axis=2)
@@ -243,8 +309,10 @@ def sweep_figures(rows) -> dict:
         lab = "lr_b fixed" if b is None else f"lr_b = {b:g}"
         for ax, metric in ((axes[0], "value_mean"), (axes[1], "gap_mean")):
             for case, ls in (("yes", "-"), ("no", "--")):
-                ys = [np.mean([float(r[f"{case}/{metric}"]) for r in sel
-                               if float(r["lr_a"]) == x]) for x in xs]
+                ys = [
+                    np.mean([float(r[f"{case}/{metric}"]) for r in sel if float(r["lr_a"]) == x])
+                    for x in xs
+                ]
                 ax.plot(xs, ys, "o" + ls, label=f"{case}, {lab}")
     comp, sound = guaranteed_sides(int(rows[0].get("T", Config().T)))
     axes[0].axhline(comp, color="g", ls=":", label=f"completeness {comp:.4f}")
@@ -260,38 +328,6 @@ def sweep_figures(rows) -> dict:
     return {"selfplay_rates": fig}
 
 
-def _case(carry, i):
-    """Instance ``i``'s players ``(alice, bob)`` (stacked over seeds) of a trained row, as
-    device arrays like those the swept measurement gets (so it reuses their programs)."""
-    dev = jax.devices()[0]
-    return tuple(jax.tree.map(lambda x: jax.device_put(np.asarray(x)[i], dev), p)
-                 for p in (carry.alice, carry.bob))
-
-
-def host(cfg: Config, _seed, key, measured) -> dict:
-    """Per instance: the main pairs' exact measurements and honest Alice against them, the
-    other rows' cheap measurements and (``mc_trials``) the Monte-Carlo wins (host, float64)."""
-    instances, _, constants, _, _ = setup(cfg)
-    state, results = measured["state"], {}
-    for i, (case, fx) in enumerate(instances):
-        lv, (alice, bob) = prefix_tree(fx.machine), _case(state["main"], i)
-        ev, honest = measure_pairs(fx, lv, constants, alice, bob)
-        res = {"p1": fx.p1(), "ev": ev, "honest_alice": honest, "sweep": {}}
-        for name in [n for n in state if n != "main"]:
-            a1, b1 = _case(state[name], i)
-            evs = [measure_pair(lv, take(a1, s), take(b1, s), constants, full=False)
-                   for s in range(cfg.seeds)]
-            if name == "ablation":
-                res["ablation"] = evs
-            else:
-                res["sweep"][int(name.removeprefix("n_b_"))] = evs
-        if cfg.mc_trials > 0:
-            res["mc_wins"] = monte_carlo_wins(cfg.T, fx, constants, alice, bob, jax.random.fold_in(
-                jax.random.fold_in(key, i), 7), cfg.mc_trials)
-        results[case] = res
-    return results
-
-
 def report(cfg: Config, measured, results) -> ExperimentResult:
     """The gating, self-play, tracking, targeting, schedule and convergence rows of the
     measured pairs (``results``: :func:`host`'s), the training curves' figure."""
@@ -299,106 +335,80 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
     instances, params, constants, _, _ = setup(cfg)
     K = instances[0][1].K
     sides = guaranteed_sides(cfg.T, K)
-    tables["seeds"] = [{"instance": case, "seed": s, "honest_alice_vs_bob": res["honest_alice"][s],
-                        **{k: float(v) for k, v in e.items()}}
-                       for case, res in results.items() for s, e in enumerate(res["ev"])]
+    tables["seeds"] = [
+        {
+            "instance": case,
+            "seed": s,
+            "honest_alice_vs_bob": res["honest_alice"][s],
+            **{k: float(v) for k, v in e.items()},
+        }
+        for case, res in results.items()
+        for s, e in enumerate(res["ev"])
+    ]
 
     S = cfg.seeds
     yes, no = results["yes"], results["no"]
     comp = params.completeness(K, cfg.T, yes["p1"])
     sound_acc = 1.0 - params.soundness(K, cfg.T, 1.0 - no["p1"])
-    setting = (f"F2 (K = {K:g}), T = {cfg.T}, P_M(1) = {yes['p1']:.4f} / {no['p1']:.4f}, "
-               f"{S} seeds x {cfg.steps} Alice updates, n_B = {cfg.n_b}")
+    setting = (
+        f"F2 (K = {K:g}), T = {cfg.T}, P_M(1) = {yes['p1']:.4f} / {no['p1']:.4f}, "
+        f"{S} seeds x {cfg.steps} Alice updates, n_B = {cfg.n_b}"
+    )
 
     # ---- proven bounds against the learned adversaries (gating) -------------------------------
-    claims.extend(proven_claims(Measured(
-        comp=comp, sound_acc=sound_acc, setting=setting,
-        honest_vs_bob=np.array(yes["honest_alice"]),
-        alice_vs_honest=seed_values(no, "value_vs_honest_bob"), sides=sides)))
-    # ---- self-play outcome vs the Lean bounds ---------------------------------------------------
-    for case, res, want_hi in (("yes", yes, True), ("no", no, False)):
-        vals = seed_values(res, "value")
-        m, lo, hi = mean_interval(vals, support=(0.0, 1.0))  # an acceptance probability
-        worst = vals.min() if want_hi else vals.max()
-        ok = worst >= sides[0] if want_hi else worst <= sides[1]
-        claims.append(Claim(
-            f"Self-play on the {case}-instance: the trained pair's acceptance is on the protocol's "
-            "guaranteed side (worst seed)", "spec DED 5.3 bounds (not a theorem "
-            "for learned pairs)", f">= {sides[0]:.4f}" if want_hi else f"<= {sides[1]:.4f}",
-            worst, worst, worst, bool(ok), finding=True,
-            note=(f"worst seed; mean {m:.4f} [{lo:.4f}, {hi:.4f}] over seeds; per seed "
-                  f"{np.round(vals, 4).tolist()}; P_M(1) = {res['p1']:.4f}")))
-    # ---- Monte Carlo check (gating) -------------------------------------------------------------
+    claims.extend(
+        proven_claims(
+            Measured(
+                comp=comp,
+                sound_acc=sound_acc,
+                setting=setting,
+                honest_vs_bob=np.array(yes["honest_alice"]),
+                alice_vs_honest=seed_values(no, "value_vs_honest_bob"),
+                sides=sides,
+            )
+        )
+    )
+    # ---- findings: self-play outcome, Monte-Carlo check (gating), tracking, targeting ----------
+    claims.extend(outcome_claims(results, sides))
     if cfg.mc_trials > 0:
-        claims.extend(mc_claims({
-            case: (float(seed_values(res, "value").mean()), int(res["mc_wins"].sum()), S * cfg.mc_trials)
-            for case, res in (("yes", yes), ("no", no))}))
-    # ---- tracking -------------------------------------------------------------------------------
-    for case, res, who in (("yes", yes, "winning"), ("no", no, "lying")):
-        trk = seed_values(res, "tracking")
-        m, lo, hi = mean_interval(trk, support=(0.0, 1.0))  # a mean |p - pi|
-        claims.append(Claim(
-            f"The {who} Alice's claims track the truth ({case}-instance): reach-weighted mean "
-            "|p - pi| below b", "descriptive; criterion fixed in advance",
-            f"95% upper < b = {constants.b:g}", m, lo, hi, passed=bool(hi < constants.b), finding=True,
-            note=(f"per seed {np.round(trk, 5).tolist()}; tau_V = {constants.tau_vera:g}, "
-                  f"s = {constants.s:g}; largest |p - pi| at a visited prefix per seed "
-                  f"{np.round(seed_values(res, 'max_dev_visited'), 4).tolist()}")))
-    # ---- Bob's abort targeting ------------------------------------------------------------------
-    for case, res in (("yes", yes), ("no", no)):
-        hit, fa = seed_values(res, "hit"), seed_values(res, "false_alarm")
-        j = hit - fa
-        m, lo, hi = mean_interval(j, support=(-1.0, 1.0))  # a difference of two rates
-        claims.append(Claim(
-            f"The trained Bob's aborts target real deviations ({case}-instance): "
-            "P[abort | |p - pi| in [b, 4b]] - P[abort | |p - pi| < s]",
-            "descriptive; criterion fixed in advance", "95% lower >= 0.5",
-            m, lo, hi, passed=bool(lo >= 0.5), finding=True,
-            note=(f"hit rate mean {hit.mean():.4f} (per seed {np.round(hit, 3).tolist()}), "
-                  f"false alarm mean {fa.mean():.4f} (per seed {np.round(fa, 4).tolist()}); "
-                  f"false alarm at |p - pi| <= c: {seed_values(res, 'false_alarm_c').mean():.4f}; "
-                  "reach-weighted over visited prefixes")))
-    # ---- schedules: n_B ----------------------------------------------------------------------------
+        claims.extend(
+            mc_claims(
+                {
+                    case: (
+                        float(seed_values(res, "value").mean()),
+                        int(res["mc_wins"].sum()),
+                        S * cfg.mc_trials,
+                    )
+                    for case, res in (("yes", yes), ("no", no))
+                }
+            )
+        )
+    claims.extend(tracking_claims(results, constants) + targeting_claims(results))
+    # ---- schedules: n_B, then convergence -------------------------------------------------------
     if cfg.n_b_sweep:
-        sched = {cfg.n_b: {c: wrong_side(results[c]["ev"], c) for c in results}}
-        for n_b in cfg.n_b_sweep:
-            sched[n_b] = {c: wrong_side(results[c]["sweep"][n_b], c) for c in results}
-        lo_nb, hi_nb = min(sched), max(sched)
-        k_hi, k_lo = sched[hi_nb]["no"], sched[lo_nb]["no"]
-        f, lo, hi = wilson_interval(k_hi, S)
-        claims.append(Claim(
-            f"More Bob updates per Alice update (n_B = {hi_nb} vs {lo_nb}) do not leave more "
-            "no-instance seeds on the wrong side (acceptance > 1/2)",
-            "spec PED 8.5 recommendation, transferred (criterion: the recommendation itself)",
-            f"<= n_B = {lo_nb} fraction ({k_lo}/{S})", f, lo, hi, passed=k_hi <= k_lo, finding=True,
-            note=("wrong-side seeds (yes / no) per n_B: " + "; ".join(
-                f"n_B = {n}: {sched[n]['yes']} / {sched[n]['no']}" for n in sorted(sched))
-                + f" of {S}; same seeds and initialisations for every n_B")))
-        metrics["wrong_side_by_n_b"] = {str(n): sched[n] for n in sorted(sched)}
+        claim, metrics["wrong_side_by_n_b"] = schedule_claim(cfg.n_b, cfg.n_b_sweep, results)
+        claims.append(claim)
         tables["n_b_sweep"] = [
             {"instance": c, "n_b": n, "seed": s, **{k: float(v) for k, v in e.items()}}
-            for c in results for n in cfg.n_b_sweep for s, e in enumerate(results[c]["sweep"][n])]
-    # ---- convergence ----------------------------------------------------------------------------
-    for case, res in (("yes", yes), ("no", no)):
-        gap = seed_values(res, "gap")
-        k = int((gap <= cfg.gap_tol).sum())
-        f, lo, hi = wilson_interval(k, S)
-        claims.append(Claim(
-            f"Self-play converges ({case}-instance): exploitability gap <= {cfg.gap_tol:g}",
-            "descriptive; criterion fixed in advance",
-            "fraction of seeds, Wilson lower > 1/2", f, lo, hi, passed=bool(lo > 0.5), finding=True,
-            note=(f"{k}/{S} seeds; gap per seed {np.round(gap, 4).tolist()} (Alice's grid best "
-                  "response, a lower bound, minus Bob's exact best response); Bob's best "
-                  f"response value per seed {np.round(seed_values(res, 'bob_best_response'), 4).tolist()}")))
+            for c in results
+            for n in cfg.n_b_sweep
+            for s, e in enumerate(results[c]["sweep"][n])
+        ]
+    claims.extend(convergence_claims(results, cfg.gap_tol))
 
-    metrics |= {"K": K, "T": cfg.T, "constants": dataclasses.asdict(constants),
-               "completeness_bound_instance": comp, "soundness_acceptance_bound_instance":
-               sound_acc, "wall_s": {"train" if k == "main" else k: v
-                                     for k, v in measured["wall_s"].items()}}
+    metrics |= {
+        "K": K,
+        "T": cfg.T,
+        "constants": dataclasses.asdict(constants),
+        "completeness_bound_instance": comp,
+        "soundness_acceptance_bound_instance": sound_acc,
+        "wall_s": {"train" if k == "main" else k: v for k, v in measured["wall_s"].items()},
+    }
     # the swept function's metrics of this run (point(), float64 here; a sweep row holds them
     # rounded to float32)
     metrics["point"] = point_metrics(
-        {case: (res["ev"], res["honest_alice"]) for case, res in results.items()}, cfg.gap_tol)
+        {case: (res["ev"], res["honest_alice"]) for case, res in results.items()}, cfg.gap_tol
+    )
     for case, res in results.items():
         summary = {k: float(seed_values(res, k).mean()) for k in res["ev"][0]}
         summary["p1"] = res["p1"]
@@ -408,11 +418,17 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
             summary["ablation_no_tail"] = {
                 "value_per_seed": [round(e["value"], 4) for e in ab],
                 "tracking_per_seed": [round(e["tracking"], 4) for e in ab],
-                "wrong_side_seeds": wrong_side(ab, case)}
+                "wrong_side_seeds": wrong_side(ab, case),
+            }
         if "mc_wins" in res:
             summary["mc_wins_per_seed"] = res["mc_wins"].tolist()
         metrics[case] = summary
-    mons = [jax.tree.map(lambda x, i=i: x[i], measured["monitors"]["main"])
-            for i in range(len(CASES))]
-    return ExperimentResult(claims=claims, metrics=metrics, tables=tables, figures={
-        "stochastic_selfplay": plot_training(cfg, mons, list(CASES), constants.b)})
+    mons = [
+        jax.tree.map(lambda x, i=i: x[i], measured["monitors"]["main"]) for i in range(len(CASES))
+    ]
+    return ExperimentResult(
+        claims=claims,
+        metrics=metrics,
+        tables=tables,
+        figures={"stochastic_selfplay": plot_training(cfg, mons, list(CASES), constants.b)},
+    )

@@ -20,8 +20,19 @@ SIZES = {"quick": {}, "full": {}}
 
 def report(cfg: Config, measured, host) -> ExperimentResult:
     """The value against two bounds, and a one-row table (the lab logs it)."""
-    return ExperimentResult(claims=[
-        Claim.exact("value at least one half", "fake theorem 9", ">= 0.5", cfg.value,
-                    passed=cfg.value >= 0.5, note="fails | by design"),
-        Claim.exact("value positive", "fake theorem 10", "> 0", cfg.value, passed=cfg.value > 0),
-    ], tables={"value": [{"value": cfg.value}]})
+    return ExperimentResult(
+        claims=[
+            Claim.exact(
+                "value at least one half",
+                "fake theorem 9",
+                ">= 0.5",
+                cfg.value,
+                passed=cfg.value >= 0.5,
+                note="fails | by design",
+            ),
+            Claim.exact(
+                "value positive", "fake theorem 10", "> 0", cfg.value, passed=cfg.value > 0
+            ),
+        ],
+        tables={"value": [{"value": cfg.value}]},
+    )

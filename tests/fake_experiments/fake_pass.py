@@ -25,7 +25,8 @@ class Config:
     label: str = dataclasses.field(default="coin", metadata={"doc": "a string"})
     xs: tuple[int, ...] = dataclasses.field(default=(1, 2), metadata={"doc": "a tuple of ints"})
     k: Optional[int] = dataclasses.field(  # noqa: UP045 - tests typing.Optional on purpose
-        default=None, metadata={"doc": "an optional int"})
+        default=None, metadata={"doc": "an optional int"}
+    )
     kind: Literal["a", "b"] = dataclasses.field(default="a", metadata={"doc": "a literal"})
     lr: float | None = dataclasses.field(default=None, metadata={"doc": "an optional float"})
 
@@ -41,8 +42,10 @@ SIZES = {"quick": {"n": 16, "chunks": 2}, "full": {"n": 4096, "chunks": 8}}
 
 def host(cfg: Config, seed: int, key, measured) -> list[int]:
     """Heads of each chunk's ``n`` flips (chunk ``i`` at ``fold_in(key, i)``)."""
-    return [int(jnp.sum(jax.random.bernoulli(jax.random.fold_in(key, i), cfg.p, (cfg.n,))))
-            for i in range(cfg.chunks)]
+    return [
+        int(jnp.sum(jax.random.bernoulli(jax.random.fold_in(key, i), cfg.p, (cfg.n,))))
+        for i in range(cfg.chunks)
+    ]
 
 
 def report(cfg: Config, measured, host: list[int]) -> ExperimentResult:
@@ -53,13 +56,31 @@ def report(cfg: Config, measured, host: list[int]) -> ExperimentResult:
     fig = Figure()
     fig.subplots().bar(["heads", "tails"], [heads, total - heads])
     rate, lo, hi = wilson_interval(heads, total)
-    claim = Claim("heads rate near p", "fake lemma 1", f"contains {cfg.p}", rate, lo, hi,
-                  passed=lo <= cfg.p <= hi, note=f"{total} flips")
-    exact = Claim.exact("flips counted", "fake lemma 2", f"== {cfg.n * cfg.chunks}", total,
-                        passed=total == cfg.n * cfg.chunks)
+    claim = Claim(
+        "heads rate near p",
+        "fake lemma 1",
+        f"contains {cfg.p}",
+        rate,
+        lo,
+        hi,
+        passed=lo <= cfg.p <= hi,
+        note=f"{total} flips",
+    )
+    exact = Claim.exact(
+        "flips counted",
+        "fake lemma 2",
+        f"== {cfg.n * cfg.chunks}",
+        total,
+        passed=total == cfg.n * cfg.chunks,
+    )
     return ExperimentResult(
         claims=[claim, exact],
         metrics={"heads": heads, "total": total, "rate": rate, "nested": {"a": 1.5}},
-        tables={"chunks": [{"chunk": i, "n": cfg.n, "heads": h, "rate": np.float32(h / cfg.n)}
-                           for i, h in enumerate(host)]},
-        figures={"counts": fig})
+        tables={
+            "chunks": [
+                {"chunk": i, "n": cfg.n, "heads": h, "rate": np.float32(h / cfg.n)}
+                for i, h in enumerate(host)
+            ]
+        },
+        figures={"counts": fig},
+    )

@@ -28,8 +28,13 @@ def chunks(cfg: Config, key) -> Chunks:
             raise RuntimeError(f"boom at step {cfg.at}")
         return state, None
 
-    return Chunks(init_state={}, chunk=chunk, n_chunks=cfg.at + 2, every=cfg.at + 3,
-                  log_rows=lambda c, state, _: [(c, {"i": c})])
+    return Chunks(
+        init_state={},
+        chunk=chunk,
+        n_chunks=cfg.at + 2,
+        every=cfg.at + 3,
+        log_rows=lambda c, state, _: [(c, {"i": c})],
+    )
 
 
 def report(cfg: Config, measured, host) -> ExperimentResult:

@@ -28,7 +28,11 @@ def test_orbax_logs_of_a_full_disk_are_dropped_and_other_errors_kept(tmp_path, c
         absl.error("quota", exc_info=OSError(errno.EDQUOT, "Disk quota exceeded"))
         absl.error("chained", exc_info=_raised_from(OSError(errno.ENOSPC, "full")))
         absl.error("not the disk", exc_info=_raised_from(OSError(errno.EIO, "I/O error")))
-        absl.error("Save Finalize thread failed.",
-                   exc_info=ValueError("RESOURCE_EXHAUSTED: too many open files"))
-    assert [r.getMessage() for r in caplog.records] == ["not the disk",
-                                                        "Save Finalize thread failed."]
+        absl.error(
+            "Save Finalize thread failed.",
+            exc_info=ValueError("RESOURCE_EXHAUSTED: too many open files"),
+        )
+    assert [r.getMessage() for r in caplog.records] == [
+        "not the disk",
+        "Save Finalize thread failed.",
+    ]

@@ -23,13 +23,22 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 def tiny_png() -> bytes:
     """A valid 1x1 grey PNG."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
 
     header = struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)
-    return (PNG_SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\x80"))
-            + chunk(b"IEND", b""))
+    return (
+        PNG_SIGNATURE
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00\x80"))
+        + chunk(b"IEND", b"")
+    )
 
 
 class Tags(HTMLParser):
@@ -57,16 +66,42 @@ def plant_hostile_report(rep, outside):
     (rep / "exp" / "plots" / "fake.png").write_bytes(b"<script>alert(1)</script>")
     (rep / "exp" / "plots" / "link.png").symlink_to(secret_png)
     hostile = 'see [this](#x" onmouseover="alert(document.cookie)) <script>alert(2)</script>'
-    claim = {"claim": hostile, "source": '"><img src=x onerror=alert(3)>', "bound": "== 1",
-             "value": 1, "lo": 1, "hi": 1, "passed": True, "note": hostile}
-    entry = {"name": 'exp"><svg onload=alert(4)>', "title": f"hostile\n![x]({secret_png})",
-             "status": "ok", "run_dir": "exp", "claims": [claim],
-             "plots": [str(secret_png), os.path.relpath(secret_png, rep), str(secret_txt),
-                       os.path.relpath(secret_txt, rep), "exp/plots/link.png", "exp/plots/fake.png",
-                       "exp/plots/counts.png"]}
-    (rep / "report.json").write_text(json.dumps(
-        {"provenance": {"size": "quick", "seed": 0}, "wall_time_s": 1.0, "complete": True,
-         "experiments": [entry]}))
+    claim = {
+        "claim": hostile,
+        "source": '"><img src=x onerror=alert(3)>',
+        "bound": "== 1",
+        "value": 1,
+        "lo": 1,
+        "hi": 1,
+        "passed": True,
+        "note": hostile,
+    }
+    entry = {
+        "name": 'exp"><svg onload=alert(4)>',
+        "title": f"hostile\n![x]({secret_png})",
+        "status": "ok",
+        "run_dir": "exp",
+        "claims": [claim],
+        "plots": [
+            str(secret_png),
+            os.path.relpath(secret_png, rep),
+            str(secret_txt),
+            os.path.relpath(secret_txt, rep),
+            "exp/plots/link.png",
+            "exp/plots/fake.png",
+            "exp/plots/counts.png",
+        ],
+    }
+    (rep / "report.json").write_text(
+        json.dumps(
+            {
+                "provenance": {"size": "quick", "seed": 0},
+                "wall_time_s": 1.0,
+                "complete": True,
+                "experiments": [entry],
+            }
+        )
+    )
     return rep, [secret_png, secret_txt], good
 
 

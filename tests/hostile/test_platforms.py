@@ -14,10 +14,25 @@ from tests.conftest import REPO
 @pytest.mark.parametrize("argv", [["doctor"], ["run", "fake_pass", "size=quick"]])
 def test_a_platform_jax_cannot_start_is_one_line(tmp_path, cli_env, argv):
     env = {**cli_env, "JAX_PLATFORMS": "nosuchplatform"}
-    p = subprocess.run([sys.executable, "-m", "dedebate.cli", *argv, *(
-        [f"output_dir={tmp_path}", "tracking.mode=disabled"] if argv[0] == "run" else [])],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dedebate.cli",
+            *argv,
+            *([f"output_dir={tmp_path}", "tracking.mode=disabled"] if argv[0] == "run" else []),
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2, p.stderr
-    assert p.stderr.startswith("dedebate: error: JAX_PLATFORMS='nosuchplatform': JAX cannot "
-                               "start it here (") and len(p.stderr.splitlines()) == 1, p.stderr
+    assert (
+        p.stderr.startswith(
+            "dedebate: error: JAX_PLATFORMS='nosuchplatform': JAX cannot start it here ("
+        )
+        and len(p.stderr.splitlines()) == 1
+    ), p.stderr
     assert list(tmp_path.iterdir()) == []

@@ -23,7 +23,6 @@ def test_w_and_b_links_its_logs_out_but_its_folder_may_not_link_out(tmp_path):
         check_run_dir(run)
 
 
-
 def test_a_results_json_nested_too_deeply_is_run_again_as_a_truncated_one_is(tmp_path, fake_env):
     """``run --resume`` of a run whose results.json is nested 100,000 deep (it raised
     RecursionError): no readable record, so the run runs and writes one."""

@@ -15,6 +15,13 @@ def run(full: bool = False) -> dict:
     for v in x.tolist():
         b += v
     t2 = time.perf_counter()
-    return {"name": "fast", "full": full, "n": n, "equal": a == b,
-            "numpy_per_s": n / max(t1 - t0, 1e-9), "ratio": (t2 - t1) / max(t1 - t0, 1e-9),
-            "ratio_range": [1.0, 2.0], "nested": {"ignored": 1}}
+    return {
+        "name": "fast",
+        "full": full,
+        "n": n,
+        "equal": a == b,
+        "numpy_per_s": n / max(t1 - t0, 1e-9),
+        "ratio": (t2 - t1) / max(t1 - t0, 1e-9),
+        "ratio_range": [1.0, 2.0],
+        "nested": {"ignored": 1},
+    }

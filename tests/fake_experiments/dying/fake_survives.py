@@ -26,6 +26,10 @@ def host(cfg: Config, seed: int, key, measured) -> dict:
 
 def report(cfg: Config, measured, host: dict) -> ExperimentResult:
     """The value is three; the host's facts as metrics; the value as a logged table row."""
-    return ExperimentResult(claims=[
-        Claim.exact("value is three", "fake lemma 3", "== 3", cfg.value,
-                    passed=cfg.value == 3)], metrics=host, tables={"value": [{"value": cfg.value}]})
+    return ExperimentResult(
+        claims=[
+            Claim.exact("value is three", "fake lemma 3", "== 3", cfg.value, passed=cfg.value == 3)
+        ],
+        metrics=host,
+        tables={"value": [{"value": cfg.value}]},
+    )

@@ -52,9 +52,17 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     fig = Figure()
     fig.subplots().bar(["heads", "expected"], [measured["heads"], host["expected"]])
     return ExperimentResult(
-        claims=[Claim.proportion("heads rate is p", "fake lemma 4", "==", cfg.p,
-                                 measured["heads"], total)],
+        claims=[
+            Claim.proportion(
+                "heads rate is p", "fake lemma 4", "==", cfg.p, measured["heads"], total
+            )
+        ],
         metrics={"host": host},
-        tables={"counts": [{"what": "heads", "count": measured["heads"]},
-                           {"what": "max_trial", "count": measured["max_trial"]}]},
-        figures={"heads": fig})
+        tables={
+            "counts": [
+                {"what": "heads", "count": measured["heads"]},
+                {"what": "max_trial", "count": measured["max_trial"]},
+            ]
+        },
+        figures={"heads": fig},
+    )

@@ -39,12 +39,19 @@ def chunks(cfg: Config, key) -> Chunks:
         if crash_at >= 0 and i == crash_at + 1:
             raise RuntimeError(f"crash after step {crash_at}")
         key, sub = jax.random.split(state["key"])
-        return {"step": jnp.int32(i), "total": state["total"] + jax.random.uniform(sub),
-                "key": key}, None
+        return {
+            "step": jnp.int32(i),
+            "total": state["total"] + jax.random.uniform(sub),
+            "key": key,
+        }, None
 
-    return Chunks(init_state={"step": jnp.int32(-1), "total": jnp.float32(0.0), "key": key},
-                  chunk=chunk, n_chunks=cfg.steps, desc="walk",
-                  log_rows=lambda i, state, _: [(i, {"total": state["total"]})])
+    return Chunks(
+        init_state={"step": jnp.int32(-1), "total": jnp.float32(0.0), "key": key},
+        chunk=chunk,
+        n_chunks=cfg.steps,
+        desc="walk",
+        log_rows=lambda i, state, _: [(i, {"total": state["total"]})],
+    )
 
 
 def report(cfg: Config, measured, host) -> ExperimentResult:
@@ -52,6 +59,10 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     done = measured["trained"]
     steps = int(done.state["step"]) + 1
     return ExperimentResult(
-        claims=[Claim.exact("walk finished", "fake", f"== {cfg.steps} steps", steps,
-                            passed=steps == cfg.steps)],
-        metrics={"total": float(done.state["total"]), "resumed_from": done.restored})
+        claims=[
+            Claim.exact(
+                "walk finished", "fake", f"== {cfg.steps} steps", steps, passed=steps == cfg.steps
+            )
+        ],
+        metrics={"total": float(done.state["total"]), "resumed_from": done.restored},
+    )

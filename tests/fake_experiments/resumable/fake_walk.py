@@ -35,8 +35,7 @@ SIZES = {"quick": {}, "full": {}}
 def _step(state, i):
     key, sub = jax.random.split(state["key"])
     x = jax.random.normal(sub)
-    return {"step": i, "key": key, "total": state["total"] + x,
-            "path": state["path"].at[i].set(x)}
+    return {"step": i, "key": key, "total": state["total"] + x, "path": state["path"].at[i].set(x)}
 
 
 def chunks(cfg: Config, key) -> Chunks:
@@ -47,10 +46,20 @@ def chunks(cfg: Config, key) -> Chunks:
         time.sleep(pause)
         return _step(state, jnp.int32(i)), None
 
-    state = {"step": jnp.int32(-1), "key": key, "total": jnp.float32(0.0),
-             "path": jnp.zeros(cfg.steps, jnp.float32)}
-    return Chunks(init_state=state, chunk=chunk, n_chunks=cfg.steps, keep=3, desc="walk",
-                  log_rows=lambda i, state, _: [(i, {"total": state["total"]})])
+    state = {
+        "step": jnp.int32(-1),
+        "key": key,
+        "total": jnp.float32(0.0),
+        "path": jnp.zeros(cfg.steps, jnp.float32),
+    }
+    return Chunks(
+        init_state=state,
+        chunk=chunk,
+        n_chunks=cfg.steps,
+        keep=3,
+        desc="walk",
+        log_rows=lambda i, state, _: [(i, {"total": state["total"]})],
+    )
 
 
 def report(cfg: Config, measured, host) -> ExperimentResult:
@@ -58,7 +67,18 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     done = measured["trained"]
     state = done.state
     return ExperimentResult(
-        claims=[Claim.exact("walk finished", "fake", f"== {cfg.steps} steps",
-                            int(state["step"]) + 1, passed=int(state["step"]) + 1 == cfg.steps)],
-        metrics={"total": float(state["total"]), "path": [float(x) for x in state["path"]],
-                 "resumed_from": done.restored})
+        claims=[
+            Claim.exact(
+                "walk finished",
+                "fake",
+                f"== {cfg.steps} steps",
+                int(state["step"]) + 1,
+                passed=int(state["step"]) + 1 == cfg.steps,
+            )
+        ],
+        metrics={
+            "total": float(state["total"]),
+            "path": [float(x) for x in state["path"]],
+            "resumed_from": done.restored,
+        },
+    )

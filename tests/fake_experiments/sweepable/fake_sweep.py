@@ -30,7 +30,8 @@ class Config:
     trials: int = dataclasses.field(default=32, metadata={"doc": "trials per point (static)"})
     p: float = dataclasses.field(default=0.5, metadata={"doc": "heads probability, in [0, 1]"})
     threshold: float = dataclasses.field(
-        default=0.5, metadata={"doc": "accept when the heads rate is >= this, in [0, 1]"})
+        default=0.5, metadata={"doc": "accept when the heads rate is >= this, in [0, 1]"}
+    )
 
     def __post_init__(self):
         if self.n < 1:
@@ -55,9 +56,11 @@ def point(cfg: Config):
         flips = jax.random.bernoulli(key, dyn["p"], (trials, n))
         heads = jnp.sum(flips, axis=1, dtype=jnp.int32)
         rate = heads.astype(jnp.float32) / n
-        return {"rate": jnp.mean(rate),
-                "accept": jnp.mean((rate >= dyn["threshold"]).astype(jnp.float32)),
-                "heads": jnp.sum(heads)}
+        return {
+            "rate": jnp.mean(rate),
+            "accept": jnp.mean((rate >= dyn["threshold"]).astype(jnp.float32)),
+            "heads": jnp.sum(heads),
+        }
 
     return {"p": jnp.float32(cfg.p), "threshold": jnp.float32(cfg.threshold)}, fn
 
@@ -67,7 +70,20 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     heads = int(measured["heads"])
     rate, lo, hi = wilson_interval(heads, cfg.n * cfg.trials)
     return ExperimentResult(
-        claims=[Claim("heads rate near p", "fake lemma 3", f"contains {cfg.p}", rate, lo, hi,
-                      passed=lo <= cfg.p <= hi)],
-        metrics={"rate": float(measured["rate"]), "accept": float(measured["accept"]),
-                 "heads": heads})
+        claims=[
+            Claim(
+                "heads rate near p",
+                "fake lemma 3",
+                f"contains {cfg.p}",
+                rate,
+                lo,
+                hi,
+                passed=lo <= cfg.p <= hi,
+            )
+        ],
+        metrics={
+            "rate": float(measured["rate"]),
+            "accept": float(measured["accept"]),
+            "heads": heads,
+        },
+    )
