@@ -56,6 +56,13 @@ def _fail_note(reason: str, note: str) -> str:
     return f"FAIL-CLOSED: {reason}" + (f"; {note}" if note else "")
 
 
+def _failed(claim: str, source: str, bound: str, value: float, reason: str, note: str) -> Claim:
+    """A failing row without an interval: a sample that cannot be decided (``reason``)."""
+    return Claim(
+        claim, source, bound, value, math.nan, math.nan, False, _fail_note(reason, note), 0.0, False
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Claim:
     """One row of the reproduce report: a paper claim checked against a measured number.
@@ -206,18 +213,7 @@ class Claim:
                 if _finite(successes) and _finite(trials) and trials > 0
                 else math.nan
             )
-            return Claim(
-                claim,
-                source,
-                bound,
-                v,
-                math.nan,
-                math.nan,
-                False,
-                _fail_note(reason, note),
-                0.0,
-                False,
-            )
+            return _failed(claim, source, bound, v, reason, note)
         k, n = int(successes), int(trials)
         v, lo, hi = exact_interval(k, n)
         p = min(1.0, members * binomial_p_value(k, n, float(target), relation))
@@ -282,18 +278,7 @@ class Claim:
             reason = f"{bad.size} of {x.size} samples are not finite (first: {float(bad[0])!r})"
         if reason:
             m = float(x.mean()) if x.size else math.nan
-            return Claim(
-                claim,
-                source,
-                bound,
-                m,
-                math.nan,
-                math.nan,
-                False,
-                _fail_note(reason, note),
-                0.0,
-                False,
-            )
+            return _failed(claim, source, bound, m, reason, note)
         m, lo, hi = mean_interval(x, support=support)
         sd = float(x.std(ddof=1))
         p = claim_p_value(m, sd / math.sqrt(x.size), target, relation, df=x.size - 1)
