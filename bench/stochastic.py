@@ -7,18 +7,18 @@ T = 256 steps, 4096 trials, P_M(1) = 2/3. Reported, in trial-steps per second af
 each mode also gives min/median/max, and ratios are ratios of medians with the range of the
 per-round ratios):
 
-1. dedebate: :func:`dedebate.protocols.stochastic_batch.run_trials` (exact in distribution), in three
-   modes: the default ``bob_draw="count"`` (Alice's and Bob's counts drawn, BTRS),
-   ``bob_draw="decision"`` (Alice's count drawn, honest Bob's continue/abort decision drawn
-   directly from its exact probability) and ``bob_draw="lazy"`` (the coin first, from one 32-bit
-   word per step; Alice's count and Bob's decision only on a certified 2^-24 share of steps,
+1. dedebate: :func:`dedebate.protocols.stochastic_batch.run_trials` (exact in distribution), in
+   three modes: the default ``bob_draw="count"`` (Alice's and Bob's counts drawn, BTRS),
+   ``bob_draw="decision"`` (Alice's count drawn, honest Bob's continue/abort decision drawn directly
+   from its exact probability) and ``bob_draw="lazy"`` (the coin first, from one 32-bit word per
+   step; Alice's count and Bob's decision only on a certified 2^-24 share of steps,
    :mod:`dedebate.protocols.stochastic_lazy`). The headline figure is the fastest mode;
 2. numpy: ``bench/stochastic_numpy.py`` (``rng.binomial`` counts, vectorised over trials);
-3. the RNG limit: raw ``jax.random.uniform`` throughput (the faster of one flat draw and one
-   draw per trial, vmapped, of one uniform per trial-step) divided by the uniforms (32-bit words) one step needs: count mode 5
-   (two per BTRS candidate for Alice and Bob, one for the coin; ~5.6 on average as ~12% of
-   candidates are rejected), decision mode 4 (Alice's candidate, 32 bits for Bob's decision, the
-   coin), lazy mode 1. Each mode is compared with its own limit.
+3. the RNG limit: raw ``jax.random.uniform`` throughput (the faster of one flat draw and one draw
+   per trial, vmapped, of one uniform per trial-step) divided by the uniforms (32-bit words) one
+   step needs: count mode 5 (two per BTRS candidate for Alice and Bob, one for the coin; ~5.6 on
+   average as ~12% of candidates are rejected), decision mode 4 (Alice's candidate, 32 bits for
+   Bob's decision, the coin), lazy mode 1. Each mode is compared with its own limit.
 
 Over the cores (``count_over_cores``, CPU only, two or more cores): the count mode again in a
 subprocess whose JAX has one CPU device per core (``--xla_force_host_platform_device_count``),
@@ -38,7 +38,7 @@ All are exact in distribution; the run checks that the acceptance rates agree wi
 (binomial z-scores). ``run(full=True)`` uses more trials. The numpy goal is judged against the
 RNG limit too: ``numpy_goal_within_rng_limit`` says whether 2x numpy is below what raw JAX
 uniform generation allows for the mode's uniforms per step at all.
-"""  # noqa: E501
+"""
 
 from __future__ import annotations
 

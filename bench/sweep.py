@@ -6,14 +6,15 @@ run keyed by ``fold_in``, evaluated by ``dedebate.lab.devices.evaluate`` with th
 over a ``Mesh`` of the devices. Each device count runs in its own subprocess, because the number
 of CPU devices is fixed when JAX starts (``XLA_FLAGS=--xla_force_host_platform_device_count=D``).
 
-On CPU these devices are *fake*: D devices share the machine's cores, so the ratios measure how
-well XLA's per-device threads use those cores, not a real multi-chip speed-up; the core count is
-reported next to them. When JAX's default backend is an accelerator, the run is also timed on the
-real devices (``real``). Reported per device count: compile seconds (first call), runs per second
-and coin flips per second after compilation (medians over ``repeats`` repeats, each calling the
-sweep until it lasts at least 0.5 s, ``bench/_timing.py``; ``runs_per_s_range`` gives the slowest
-and fastest repeat), and the ratio of median runs per second to one device. Every device count must give bit-identical metrics (``identical``).
-"""  # noqa: E501
+On CPU these devices are *fake*: D devices share the machine's cores, so the ratios measure how well
+XLA's per-device threads use those cores, not a real multi-chip speed-up; the core count is reported
+next to them. When JAX's default backend is an accelerator, the run is also timed on the real
+devices (``real``). Reported per device count: compile seconds (first call), runs per second and
+coin flips per second after compilation (medians over ``repeats`` repeats, each calling the sweep
+until it lasts at least 0.5 s, ``bench/_timing.py``; ``runs_per_s_range`` gives the slowest and
+fastest repeat), and the ratio of median runs per second to one device. Every device count must give
+bit-identical metrics (``identical``).
+"""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Importing dedebate adds :data:`YNN_FLAG` to ``XLA_FLAGS`` for the jaxlib releases whose CPU "YNN"
 reduce fusion miscomputes fused reductions (docs/lab.md, "Fast compilation";
-``tests/test_xla_workaround.py``); :func:`capped_options` keeps a program's own LLVM optimisation
-level at most the one ``XLA_FLAGS`` asks for.
+``tests/lab/test_xla_workaround.py``); :func:`capped_options` keeps a program's own LLVM
+optimisation level at most the one ``XLA_FLAGS`` asks for.
 """
 
 # jaxlib 0.10.2's CPU "YNN" reduce fusion miscomputes some fused reductions (a matrix product of a

@@ -3,9 +3,10 @@
 Run from the repository root with the project's interpreter:
 ``.venv/bin/python notebooks/save_outputs.py [NAME.ipynb ...]``. Each notebook runs in a fresh
 kernel in a temporary working directory (nothing is written into the repository); W&B stays
-offline and quiet. ``tests/test_notebooks.py`` executes them again and checks that they carry
-outputs and that each cell's stored text is what it prints now (timings and other run-dependent
-text masked): store a notebook again whenever its code, or what it calls, changes its output.
+offline and quiet. ``tests/conventions/test_notebooks.py`` executes them again and checks that
+they carry outputs and that each cell's stored text is what it prints now (timings and other
+run-dependent text masked): store a notebook again whenever its code, or what it calls, changes
+its output.
 """
 
 from __future__ import annotations

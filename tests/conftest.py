@@ -17,7 +17,7 @@ backend optimisation level 1 (default 3) cuts that by about a third, and XLA:CPU
 elemental fusion emitters compile a further quarter faster than its new ones. XLA's own (HLO)
 passes are the same either way. Only for the tests: the older emitters run the binomial
 sampler about three times slower, which the compile-bound tests barely feel and users would.
-``tests/test_opt_level.py`` checks that the values the tests check do not depend on these
+``tests/lab/test_opt_level.py`` checks that the values the tests check do not depend on these
 options: the stochastic debate is bit-identical, float training agrees to float32 rounding.
 Set in ``XLA_FLAGS`` before JAX starts, so subprocesses (CLI runs, notebooks) inherit them; an
 option already named in ``XLA_FLAGS`` keeps its value there.
@@ -32,7 +32,7 @@ from dedebate.lab.fast_compile import add_flags  # noqa: E402
 add_flags(TEST_COMPILE_OPTIONS)
 
 # The command line's persistent compile cache stays out of the user's cache directory: every CLI
-# subprocess a test starts inherits this (tests/test_lab_compile_cache.py sets its own, in tmp).
+# subprocess a test starts inherits this (tests/lab/test_lab_compile_cache.py sets its own, in tmp).
 os.environ["DEDEBATE_COMPILE_CACHE"] = "off"
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,49 +40,49 @@ FAKE_EXPERIMENTS = "tests.fake_experiments"
 FAKE_BENCH = "tests.fake_experiments.fakebench"
 
 HEAVY_FIRST = (
-    "test_stackelberg.py",
-    "test_stochastic.py",
-    "test_notebooks.py",
-    "test_lab_memory.py",
-    "test_ped_digits.py",
-    "test_stochastic_decision.py",
-    "test_stochastic_lazy.py",
-    "test_stochastic_experiment.py",
-    "test_stochastic_selfplay.py",
-    "test_ogd_resume.py",
-    "test_stackelberg_resume.py",
-    "test_lab_parallel.py",
-    "test_lab_signals.py",
-    "test_stochastic_selfplay_resume.py",
-    "test_opt_level.py",
-    "test_prover_estimator_experiment.py",
-    "test_stochastic_binomial.py",
-    "test_estimator_soundness.py",
-    "test_accelerator_script.py",
-    "test_machines_experiment.py",
-    "test_lab_compile_cache.py",
-    "test_stochastic_devices.py",
-    "test_cli_readme.py",
-    "test_prover_estimator.py",
-    "test_deterministic_debate.py",
-    "test_cli.py",
-    "test_lab_resume.py",
-    "test_lab_distributed.py",
-    "test_estimator_network.py",
-    "test_fixtures.py",
-    "test_ogd.py",
-    "test_reliability.py",
-    "test_witness_stochastic.py",
-    "test_estimator_families.py",
-    "test_machines.py",
-    "test_lab_devices.py",
-    "test_lab_metrics_resume.py",
+    "training/test_stackelberg.py",
+    "protocols/test_stochastic.py",
+    "conventions/test_notebooks.py",
+    "lab/test_lab_memory.py",
+    "experiments/test_ped_digits.py",
+    "protocols/test_stochastic_decision.py",
+    "protocols/test_stochastic_lazy.py",
+    "experiments/test_stochastic_experiment.py",
+    "training/test_stochastic_selfplay.py",
+    "experiments/test_ogd_resume.py",
+    "experiments/test_stackelberg_resume.py",
+    "lab/test_lab_parallel.py",
+    "lab/test_lab_signals.py",
+    "experiments/test_stochastic_selfplay_resume.py",
+    "lab/test_opt_level.py",
+    "experiments/test_prover_estimator_experiment.py",
+    "core/test_stochastic_binomial.py",
+    "estimators/test_estimator_soundness.py",
+    "bench/test_accelerator_script.py",
+    "experiments/test_machines_experiment.py",
+    "lab/test_lab_compile_cache.py",
+    "protocols/test_stochastic_devices.py",
+    "conventions/test_cli_readme.py",
+    "protocols/test_prover_estimator.py",
+    "experiments/test_deterministic_debate.py",
+    "cli/test_cli.py",
+    "lab/test_lab_resume.py",
+    "lab/test_lab_distributed.py",
+    "estimators/test_estimator_network.py",
+    "machines/test_fixtures.py",
+    "estimators/test_ogd.py",
+    "lab/test_reliability.py",
+    "protocols/test_witness_stochastic.py",
+    "estimators/test_estimator_families.py",
+    "machines/test_machines.py",
+    "lab/test_lab_devices.py",
+    "lab/test_lab_metrics_resume.py",
 )
 """The test files of at least ~8 CPU seconds, most expensive first (their tests' durations summed
 over a full two-worker run, fixtures included: 34 files, ~620 of ~700 CPU-s; test_lab_memory.py
-and test_ped_digits.py, ~40 s each alone, added later). They are collected first, so ``--dist
-loadfile`` hands them out before the many short files and the two workers finish together
-instead of one waiting on a long file at the end."""
+and test_ped_digits.py, ~40 s each alone, added later), named by their folder in ``tests/``. They
+are collected first, so ``--dist loadfile`` hands them out before the many short files and the
+two workers finish together instead of one waiting on a long file at the end."""
 
 
 def pytest_configure(config):
@@ -101,7 +101,7 @@ def pytest_collection_modifyitems(session, config, items):
     """Order the files: :data:`HEAVY_FIRST` in its order, then the rest as collected (a stable
     sort, so tests inside a file keep their order)."""
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(HEAVY_FIRST)))
+    items.sort(key=lambda i: rank.get(f"{i.path.parent.name}/{i.path.name}", len(HEAVY_FIRST)))
 
 
 @pytest.fixture

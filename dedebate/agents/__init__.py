@@ -24,8 +24,8 @@ __all__, __getattr__ = lazy_exports(
             "scripted_prover tabulate unstable_prover wrong_direction_prover"
         ),
         "selfplay_players": (
-            "AliceParams BobParams LearnedAlice alice_claim bob_abort bob_as_zoo bob_logit init_alice "  # noqa: E501
-            "init_bob learned_alice level_codes node_features"
+            "AliceParams BobParams LearnedAlice alice_claim bob_abort bob_as_zoo bob_logit "
+            "init_alice init_bob learned_alice level_codes node_features"
         ),
         "stochastic_players": (
             "HonestAlice HonestBob SearchResult ZooAlice ZooBob alice_lies_from_params "

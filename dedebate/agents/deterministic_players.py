@@ -87,7 +87,7 @@ def repeat(strategy, k: int):
     return jax.tree.map(lambda v: np.broadcast_to(np.asarray(v), (k,) + np.shape(v)), strategy)
 
 
-# -- the adversary zoo ------------------------------------------------------------------------------  # noqa: E501
+# -- the adversary zoo -----------------------------------------------------------------------------
 def det_alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[list[str], Alice]:
     """``(names, alices)``: named lying provers for a T-step machine, ``honest`` first, stacked.
 
@@ -167,7 +167,7 @@ def det_bob_zoo(
     return names, stack(items)
 
 
-# -- strategy batches of a debate grid --------------------------------------------------------------  # noqa: E501
+# -- strategy batches of a debate grid -------------------------------------------------------------
 def zoo_pairs(
     T: int,
     key: jax.Array,

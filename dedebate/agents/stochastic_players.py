@@ -28,7 +28,7 @@ from dedebate.protocols.stochastic import (
     checker_interval,
 )
 
-# ---- kinds ----------------------------------------------------------------------------------------  # noqa: E501
+# ---- kinds ---------------------------------------------------------------------------------------
 A_HONEST, A_ALWAYS_ONE, A_SHIFT, A_LIE_LAST, A_PER_STEP, A_HONEST_SHIFT = range(6)
 """A_HONEST_SHIFT claims ``count / N_A + delta`` (her honest estimate shifted): at
 ``delta = tau_B`` Bob's strict comparison meets exact ties, which the exact DP and the Monte
@@ -98,7 +98,7 @@ def honest_bob(constants: DebateParams) -> HonestBob:
     return HonestBob(n_samples=jnp.int32(constants.n_bob), tau=jnp.float32(constants.tau_bob))
 
 
-# ---- zoos ------------------------------------------------------------------------------------------  # noqa: E501
+# ---- zoos ----------------------------------------------------------------------------------------
 @struct.dataclass
 class ZooAlice:
     """One Alice from the soundness zoo (spec DED 9), selected by ``kind``.
@@ -261,7 +261,7 @@ def completeness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooBob]]:
     return [m[0] for m in members], [zoo_bob(constants, k) for _, k in members]
 
 
-# ---- optimised adversaries (evolution strategy) ---------------------------------------------------  # noqa: E501
+# ---- optimised adversaries (evolution strategy) --------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class SearchResult:
     """The strongest attack an evolution strategy found."""

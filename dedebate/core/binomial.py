@@ -124,7 +124,8 @@ __all__ = [
 # not rejected (that one decides: accepted, the draw; undecided, the lane is left open), keeping
 # one int32 of state per lane. Its batch rule classifies every lane's first candidate, then
 # gathers the open lanes (about an eighth) into fixed-size buffers for the next candidates
-# (FAST_MID, binomial_fast), so the batch pays for later candidates only on the lanes that need them.  # noqa: E501
+# (FAST_MID, binomial_fast), so the batch pays for later candidates only on the lanes that need
+# them.
 #
 # Uniform consumption. A draw consumes the uniforms up to its first *accepted-status* candidate
 # (a stopping time of the i.i.d. sequence, so all later uniforms stay fresh by the strong Markov

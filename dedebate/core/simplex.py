@@ -2,7 +2,7 @@
 
 The projection is ``p = max(v - theta, 0)`` with the threshold ``theta`` chosen so that
 ``sum p = 1`` (Duchi et al. 2008). Two implementations, checked equal in
-``tests/test_simplex.py``: :func:`project_rows_to_simplex` sorts (any row width) and
+``tests/core/test_simplex.py``: :func:`project_rows_to_simplex` sorts (any row width) and
 :func:`project_rows_pairwise` compares all pairs (small rows, no sort). :func:`project_rows`
 picks one (``"auto"``: pairwise up to :data:`MAX_PAIRWISE_Z` columns).
 """

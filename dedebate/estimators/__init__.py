@@ -20,13 +20,13 @@ __all__, __getattr__ = lazy_exports(
         ),
         "families": (
             "Family PointwiseFamily StackedFamily TableFamily TanhFamily calibration_family "
-            "mlp_test_input random_mlp_family random_tanh_family round_reward_family stack_families "  # noqa: E501
-            "table_family tanh_family"
+            "mlp_test_input random_mlp_family random_tanh_family round_reward_family "
+            "stack_families table_family tanh_family"
         ),
         "network": "EstimatorNet",
         "ogd": (
-            "OGDState OGDStatic OGDSummary algorithm1 iteration_bound ogd_init ogd_run_steps ogd_solve "  # noqa: E501
-            "ogd_update regret_bound solve_block solve_grid step_size summarize"
+            "OGDState OGDStatic OGDSummary algorithm1 iteration_bound ogd_init ogd_run_steps "
+            "ogd_solve ogd_update regret_bound solve_block solve_grid step_size summarize"
         ),
         "soundness": (
             "ProverCalibrationFamily SoundnessReport StageReport construct_estimator "

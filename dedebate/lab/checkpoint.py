@@ -258,7 +258,7 @@ class Checkpointer:
         steps = self.steps()
         if not steps:
             return None
-        failures = []
+        failures: list[tuple[int, BaseException]] = []
         for step in reversed(steps):
             try:
                 meta = self._meta(step)

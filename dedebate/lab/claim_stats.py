@@ -9,7 +9,7 @@ it inverts; means: :func:`mean_interval` (Student's t) and :func:`claim_p_value`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 _RELATIONS = (">=", "<=", "==")
@@ -96,12 +96,14 @@ def claim_p_value(
         return 1.0 if holds else 0.0
     z = (estimate - target) / se
     if df is None:
-        cdf = _normal_cdf
+        cdf: Callable[[float], float] = _normal_cdf
     else:
         from scipy.special import stdtr  # Student's t CDF (lighter to import than stats)
 
-        def cdf(x: float) -> float:
+        def t_cdf(x: float) -> float:
             return float(stdtr(df, x))
+
+        cdf = t_cdf
 
     if relation == ">=":
         return min(1.0, 2.0 * cdf(z))

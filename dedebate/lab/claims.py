@@ -354,13 +354,12 @@ def family_decisions(
     m = sum(_in_family(r) for r in rows)
     out = []
     for r in rows:
-        p = r.get("p_value")
         if not _row_finite(r):
             out.append(False)  # fail closed
         elif not _in_family(r):
             out.append(bool(r.get("passed_95", r["passed"])))
         else:
-            out.append(bool(r.get("checks", True)) and p >= alpha / m)
+            out.append(bool(r.get("checks", True)) and r["p_value"] >= alpha / m)
     return out
 
 

@@ -79,7 +79,8 @@ def load_claims(path: str | Path) -> tuple[str, dict[tuple[str, str, int], dict[
 
 
 def _interval(c: dict[str, Any]) -> tuple[float, float]:
-    lo, hi = c.get("lo"), c.get("hi")
+    lo: Any = c.get("lo")  # any JSON value: float() refuses what is not a number
+    hi: Any = c.get("hi")
     try:
         return float(lo), float(hi)
     except (TypeError, ValueError):
@@ -113,12 +114,13 @@ def change_p_value(a: dict[str, Any], b: dict[str, Any]) -> float | None:
     """
     from scipy import stats
 
-    (ka, na), (kb, nb) = ((_count(c, "k"), _count(c, "n")) for c in (a, b))
-    if None not in (ka, na, kb, nb) and na >= ka and nb >= kb and na and nb:
+    ka, na, kb, nb = _count(a, "k"), _count(a, "n"), _count(b, "k"), _count(b, "n")
+    if ka is not None and kb is not None and na and nb and na >= ka and nb >= kb:
         return float(stats.fisher_exact([[ka, na - ka], [kb, nb - kb]]).pvalue)
     sds = [c.get("sd") for c in (a, b)]
     if (
-        None in (na, nb)
+        na is None
+        or nb is None
         or min(na, nb) < 2
         or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in sds)
     ):
@@ -190,8 +192,10 @@ def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
     for key in [*rows_a, *(k for k in rows_b if k not in rows_a)]:
         experiment, claim, n = key
         ra, rb = rows_a.get(key), rows_b.get(key)
-        both = ra is not None and rb is not None
-        flip = both and _verdict(ra) != _verdict(rb) and (gating(ra) or gating(rb))
+        flip, p_value, evidence = False, None, None
+        if ra is not None and rb is not None:
+            flip = _verdict(ra) != _verdict(rb) and (gating(ra) or gating(rb))
+            p_value, evidence = change_p_value(ra, rb), change_evidence(ra, rb)
         if flip:
             changed.append(f"{experiment}: {claim}" + (f" (#{n + 1})" if n else ""))
         rows.append(
@@ -201,8 +205,8 @@ def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
                 "occurrence": n,
                 "a": _side(ra),
                 "b": _side(rb),
-                "p_value": change_p_value(ra, rb) if both else None,
-                "evidence": change_evidence(ra, rb) if both else None,
+                "p_value": p_value,
+                "evidence": evidence,
                 "changed": flip,
             }
         )

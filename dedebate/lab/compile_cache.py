@@ -75,10 +75,10 @@ def enable(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     import jax
 
     env = os.environ if environ is None else environ
-    if ENV not in env and jax.config.jax_compilation_cache_dir:
+    if ENV not in env and jax.config.jax_compilation_cache_dir:  # type: ignore[attr-defined]
         _state.update(
-            enabled=bool(jax.config.jax_enable_compilation_cache),
-            dir=str(jax.config.jax_compilation_cache_dir),
+            enabled=bool(jax.config.jax_enable_compilation_cache),  # type: ignore[attr-defined]
+            dir=str(jax.config.jax_compilation_cache_dir),  # type: ignore[attr-defined]
             source="JAX configuration (JAX_COMPILATION_CACHE_DIR)",
         )
         return dict(_state)
@@ -100,7 +100,7 @@ def enable(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECS)
     _state.update(
-        enabled=bool(jax.config.jax_enable_compilation_cache),
+        enabled=bool(jax.config.jax_enable_compilation_cache),  # type: ignore[attr-defined]
         dir=str(path),
         source=ENV if ENV in env else "default",
     )
@@ -116,8 +116,8 @@ def provenance() -> dict[str, Any]:
     """
     import jax
 
-    where = jax.config.jax_compilation_cache_dir
-    on = bool(where) and bool(jax.config.jax_enable_compilation_cache)
+    where = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]
+    on = bool(where) and bool(jax.config.jax_enable_compilation_cache)  # type: ignore[attr-defined]
     source = _state["source"] if _state["dir"] == where else "JAX configuration"
     return {
         "enabled": on,

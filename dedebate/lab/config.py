@@ -28,6 +28,7 @@ from dedebate.lab.config_schema import (  # noqa: F401  (re-exported)
     RunConfig,
     SweepConfig,
     TrackingConfig,
+    TrackingMode,
     config_hash_of,
     plain,
     sweep_hash_of,
@@ -125,32 +126,32 @@ def resolve(
     Raises:
         ConfigError: the first bad key or value, in one line.
     """
-    raw = _deepcopy_dict(raw)
+    data: dict[str, Any] = _deepcopy_dict(raw)
     for text in overrides:
         parts, value = parse_override(text)
-        apply_override(raw, parts, value)
+        apply_override(data, parts, value)
 
     allowed = [f.name for f in init_fields(RunConfig)]
-    for k in raw:
+    for k in data:
         if k not in allowed:
             raise ConfigError(f"unknown key '{k}'; allowed top-level keys: {', '.join(allowed)}")
 
     names = sorted(experiments)
     available = ", ".join(names) if names else "(none registered)"
-    if "experiment" not in raw or raw["experiment"] in (None, ""):
+    if "experiment" not in data or data["experiment"] in (None, ""):
         raise ConfigError(f"missing key 'experiment': expected one of {available}")
-    name = raw["experiment"]
+    name = data["experiment"]
     if not isinstance(name, str) or name not in experiments:
         raise ConfigError(
             f"experiment={show_value(name)}: unknown experiment; registered: {available}"
         )
     module = experiments[name]
 
-    top = {k: v for k, v in raw.items() if k != "params"}
+    top = {k: v for k, v in data.items() if k != "params"}
     top.setdefault("tracking", {})
     base = build_dataclass(RunConfig, top, "")
 
-    params_raw = raw.get("params")
+    params_raw = data.get("params")
     if params_raw is None:
         params_raw = {}
     if not isinstance(params_raw, dict):
@@ -159,10 +160,10 @@ def resolve(
         )
     sizes = getattr(module, "SIZES", {}) or {}
     size_over = sizes.get(base.size, {}) or {}
-    # Config defaults < the size preset < the file < the command line (already applied to raw).
+    # Config defaults < the size preset < the file < the command line (already applied to data).
     merged = {**size_over, **params_raw}
     cfg_cls = getattr(module, "Config", None)
-    if cfg_cls is None or not dataclasses.is_dataclass(cfg_cls):
+    if not (isinstance(cfg_cls, type) and dataclasses.is_dataclass(cfg_cls)):
         raise ConfigError(
             f"experiment {name!r} has no Config dataclass (see dedebate/lab/experiment.py)"
         )

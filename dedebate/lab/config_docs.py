@@ -47,7 +47,7 @@ def render_config_docs(module: Any) -> str:
     lines.append("")
     lines.append("params (experiment Config):")
     cfg_cls = getattr(module, "Config", None)
-    if cfg_cls is not None and dataclasses.is_dataclass(cfg_cls):
+    if isinstance(cfg_cls, type) and dataclasses.is_dataclass(cfg_cls):
         lines += _field_lines(cfg_cls, "params.")
     sizes = getattr(module, "SIZES", {}) or {}
     for size in SIZES:
@@ -122,7 +122,11 @@ def render_config_file(module: Any) -> str:
     hints = field_types(cfg_cls)
     sizes = getattr(module, "SIZES", {}) or {}
     for f in init_fields(cfg_cls):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        else:  # every Config field has a default or a default factory
+            assert f.default_factory is not dataclasses.MISSING, f.name
+            default = f.default_factory()
         doc = f.metadata.get("doc", "") if f.metadata else ""
         lines.append("  #")
         lines += textwrap.wrap(

@@ -18,13 +18,14 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from dedebate.lab.config_types import ConfigError
 from dedebate.lab.experiment import doc as _doc
 
 SIZES = ("quick", "default", "full")
-TRACKING_MODES = ("auto", "offline", "online", "disabled")
+TrackingMode = Literal["auto", "offline", "online", "disabled"]
+TRACKING_MODES: tuple[str, ...] = get_args(TrackingMode)
 # Values of the WANDB_MODE environment variable and the tracking mode each one means.
 _WANDB_ENV_MODES = {
     "online": "online",
@@ -40,7 +41,7 @@ KEY_SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class TrackingConfig:
     """W&B tracking. Offline by default: nothing needs an account or a network."""
 
-    mode: Literal["auto", "offline", "online", "disabled"] = dataclasses.field(
+    mode: TrackingMode = dataclasses.field(
         default="auto",
         metadata=_doc(
             "auto = the WANDB_MODE environment variable if set, else offline; "

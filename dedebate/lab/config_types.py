@@ -66,7 +66,7 @@ def describe_type(tp: Any) -> str:
         return f"a list (each {inner})"
     if origin is dict:
         return "a mapping"
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return f"a mapping of {tp.__name__} fields"
     return getattr(tp, "__name__", str(tp))
 

@@ -87,7 +87,8 @@ def _check_expanded(root: yaml.Node) -> None:
 class _ConfigLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` with compose-level checks: nesting at most ``MAX_YAML_DEPTH`` levels,
     at most ``MAX_YAML_NODES`` nodes once aliases are expanded, no recursive alias, no duplicate
-    key in a mapping, integers of at most ``MAX_INT_DIGITS`` digits. Each failure is a ``yaml.MarkedYAMLError`` with the line of the problem."""  # noqa: E501
+    key in a mapping, integers of at most ``MAX_INT_DIGITS`` digits. Each failure is a
+    ``yaml.MarkedYAMLError`` with the line of the problem."""
 
     def __init__(self, stream: Any):
         super().__init__(stream)

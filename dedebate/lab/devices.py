@@ -30,7 +30,7 @@ AXIS = "runs"
 
 @dataclasses.dataclass
 class EvalInfo:
-    """What :func:`evaluate` did: compiled traces, calls, padding, devices and this process's rows."""  # noqa: E501
+    """What :func:`evaluate` did: traces, calls, padding, devices and this process's rows."""
 
     traces: int = 0
     calls: int = 0

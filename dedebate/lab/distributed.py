@@ -236,8 +236,8 @@ def child_pythonpath(current: str = "") -> str:
         where = list(getattr(mod, "__path__", None) or [])
         if where:  # a package: the folder that holds it
             root = Path(where[0]).resolve().parent
-        elif getattr(mod, "__file__", None):
-            root = Path(mod.__file__).resolve().parent
+        elif file := getattr(mod, "__file__", None):
+            root = Path(file).resolve().parent
         else:
             continue
         if str(root) not in implicit and str(root) not in roots:

@@ -40,7 +40,7 @@ def device_report() -> dict[str, Any]:
         "process_count": jax.process_count(),
         "device_count": jax.device_count(),
         "devices": devices,
-        "x64": bool(jax.config.jax_enable_x64),
+        "x64": bool(jax.config.jax_enable_x64),  # type: ignore[attr-defined]
     }
 
 

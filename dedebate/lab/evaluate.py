@@ -156,7 +156,7 @@ def drive_chunks(module: Any, cfg: Any, ctx: RunContext) -> dict[str, Any]:
 
 
 def _measured(out: Any) -> dict[str, Any]:
-    """The point's row, with the arrays of a ``fn`` returning ``(metrics, extras)`` as ``extras``."""  # noqa: E501
+    """The point's row; a ``fn`` returning ``(metrics, extras)`` adds the arrays as ``extras``."""
     row, extras = out if isinstance(out, tuple) else (out, None)
     if extras is None:
         return row

@@ -338,6 +338,7 @@ def run_tasks(
                 if out is None and proc.sentinel not in ready and conn not in ready:
                     continue
                 if out is None:  # the process died while running the task
+                    assert task is not None  # busy holds the slots with a task
                     proc.join()
                     conn.close()
                     out = Outcome(

@@ -49,11 +49,11 @@ class Range:
         return min(bounds) if bounds else math.inf
 
     def describe_value(self, kind: str) -> str:
-        """One allowed value in words: ``"an integer in [4, 18]"``, ``"a number > 0"``, ``"one of 'a'"``.
+        """One allowed value in words: ``"an integer in [4, 18]"``, ``"one of 'a'"``, ...
 
         Args:
             kind: ``"int"``, ``"float"`` or another kind (``"str"``, ``"bool"``, ``"other"``).
-        """  # noqa: E501
+        """
         if self.choices is not None:
             return "one of " + ", ".join(_fmt(c) for c in self.choices)
         what = {"int": "an integer", "float": "a number"}.get(kind, "a value")
@@ -277,9 +277,9 @@ def ranged_fields(cls: type) -> tuple[tuple[str, Range, Any], ...]:
 
     hints = typing.get_type_hints(cls)
     return tuple(
-        (f.name, field_range(f), hints.get(f.name, Any))
+        (f.name, rng, hints.get(f.name, Any))
         for f in dataclasses.fields(cls)
-        if field_range(f) is not None
+        if (rng := field_range(f)) is not None
     )
 
 
@@ -289,7 +289,8 @@ def check_ranges(obj: Any) -> None:
     Raises:
         ValueError: the first field outside its range.
     """
-    for name, rng, tp in ranged_fields(type(obj)):
+    cls: type = type(obj)  # mypy: a type[Any] is not Hashable for the cache
+    for name, rng, tp in ranged_fields(cls):
         check_field(name, rng, tp, getattr(obj, name))
 
 
@@ -307,5 +308,5 @@ def config_dataclass(cls: type) -> type:
             own(self)
 
     __post_init__.__doc__ = own.__doc__ if own is not None else None
-    cls.__post_init__ = __post_init__
+    setattr(cls, "__post_init__", __post_init__)  # noqa: B010 - a class mypy sees as ``type``
     return dataclasses.dataclass(frozen=True)(cls)

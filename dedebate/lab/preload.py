@@ -4,9 +4,9 @@ Importing this module imports :data:`LIBRARIES` (JAX, Flax, Optax, Orbax, SciPy'
 with the launch module its run start imports, Matplotlib) and then every module of the dedebate
 package but the command line (the lab's runner included), so that each worker forked from the server
 (:mod:`dedebate.lab.parallel`) starts with what an experiment imports already loaded. None of them
-starts a JAX backend, which a forked process could not use (``tests/test_lab_parallel.py`` checks
-this for every module and experiment). A module that fails to import, whatever the exception, is
-left out: the worker imports it, or fails on it, as without the server.
+starts a JAX backend, which a forked process could not use (``tests/lab/test_lab_parallel.py``
+checks this for every module and experiment). A module that fails to import, whatever the
+exception, is left out: the worker imports it, or fails on it, as without the server.
 """
 
 from __future__ import annotations

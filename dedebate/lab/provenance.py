@@ -106,7 +106,7 @@ def _direct_url(
     if (direct.get("dir_info") or {}).get("editable"):
         root = _file_url_path(direct.get("url"))
         return direct if root is not None and package_dir.is_relative_to(root) else None
-    init = Path(dist.locate_file("dedebate/__init__.py")).resolve()
+    init = Path(str(dist.locate_file("dedebate/__init__.py"))).resolve()
     return direct if init == package_dir / "__init__.py" else None
 
 
@@ -240,8 +240,8 @@ def environment_provenance() -> dict[str, Any]:
             backend=jax.default_backend(),
             device_count=jax.device_count(),
             devices=sorted({d.device_kind for d in jax.devices()}),
-            x64=bool(jax.config.jax_enable_x64),
-            jax_platforms=jax.config.jax_platforms or None,
+            x64=bool(jax.config.jax_enable_x64),  # type: ignore[attr-defined]
+            jax_platforms=jax.config.jax_platforms or None,  # type: ignore[attr-defined]
         )
     except Exception as err:  # noqa: BLE001 - provenance must never stop a run
         prov.update(

@@ -162,12 +162,13 @@ def load(path: str | os.PathLike) -> Record:
     if p.is_file() and p.name in ("report.json", "results.json"):
         file = p
     elif p.is_dir():
-        file = _record_file(p)
-        if file is None:
+        found = _record_file(p)
+        if found is None:
             raise RecordError(
                 f"{path}: no report.json or results.json here (not a run, sweep "
                 "or reproduce directory)"
             )
+        file = found
     else:
         raise RecordError(f"{path}: no such directory, report.json or results.json")
     try:
@@ -329,7 +330,7 @@ def find(root: str | os.PathLike, max_depth: int = MAX_DEPTH) -> list[Path]:
     return found
 
 
-def disk_bytes(directory: str | os.PathLike) -> int:
+def disk_bytes(directory: str | os.PathLike[str]) -> int:
     """The bytes of the files under a directory, links neither followed nor counted."""
     total = 0
     for where, _dirs, files in os.walk(directory):

@@ -170,7 +170,7 @@ def _benchmarks(package: str | None) -> list[tuple[str, types.ModuleType | None,
         pkg = importlib.import_module(package)
     except ImportError:
         return []
-    out = []
+    out: list[tuple[str, types.ModuleType | None, str]] = []
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue

@@ -7,10 +7,11 @@ each experiment, so results of finished experiments are on disk before later one
 experiment that raises (or fails to import, or returns no claims, or whose worker process dies)
 is a failing row; the others still run. The job passes iff every claim of every experiment
 passes. The Monte-Carlo rows are decided once, over the whole report, and that decision is
-written back into each experiment's ``results.json`` (:func:`write_back_decisions`). With ``jobs`` > 1 the experiments run side by side in worker processes
-(:mod:`dedebate.lab.parallel`); the rows keep the registry's order. The report's content and
-its markdown: :mod:`dedebate.lab.report_render` (re-exported here).
-"""  # noqa: E501
+written back into each experiment's ``results.json`` (:func:`write_back_decisions`). With
+``jobs`` > 1 the experiments run side by side in worker processes (:mod:`dedebate.lab.parallel`);
+the rows keep the registry's order. The report's content and its markdown:
+:mod:`dedebate.lab.report_render` (re-exported here).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.claims import FAMILY_ALPHA, awaits_family, gating
-from dedebate.lab.config import ConfigError, default_config
+from dedebate.lab.config import ConfigError, TrackingMode, default_config
 from dedebate.lab.memory import MemoryBudgetError, check_run
 from dedebate.lab.registry import Registry
 from dedebate.lab.report_render import (  # noqa: F401  (re-exported)
@@ -74,7 +75,7 @@ def reproduce(
     seed: int = 0,
     output_dir: str = "runs",
     only: list[str] | None = None,
-    tracking_mode: str = "auto",
+    tracking_mode: TrackingMode = "auto",
     project: str = "dedebate",
     show_progress: bool = True,
     resume_dir: str | os.PathLike | None = None,
@@ -405,7 +406,7 @@ def write_back_decisions(report_dir: Path, entries: list[ExperimentEntry]) -> No
             write_json(path, decided)
 
 
-def _effective(mode: str) -> str:
+def _effective(mode: TrackingMode) -> str:
     from dedebate.lab.config import TrackingConfig
 
     return TrackingConfig(mode=mode).effective_mode()

@@ -125,7 +125,7 @@ def _shown(x: Any) -> str:
     return repr(x) if isinstance(x, float) else json_kind(x)
 
 
-_ENTRY = {
+_ENTRY: dict[str, tuple[type | tuple[type, ...], str]] = {
     "name": (str, "a string"),
     "title": (str, "a string"),
     "status": (str, "a string"),

@@ -162,6 +162,7 @@ def _run_sweep(
     started = utc_iso()
     check_sweep(module, cfg)  # before planning: a group that cannot fit stops here
     plan_ = plan(module, cfg)
+    assert cfg.sweep is not None  # plan() refuses a config without a sweep block
     pid, nproc = dist.process_index(), dist.process_count()
     lead = pid == 0
     resume = cfg.resume if resume is None else resume

@@ -42,6 +42,7 @@ def _stack_trees(trees: list[Any], differs: Callable[[int], str]) -> Any:
         elif sig != first:
             raise SweepError(differs(i))
         per_tree.append(leaves)
+    assert first is not None, "no trees to stack"
     return jax.tree.unflatten(
         first[0], [np.stack([r[j] for r in per_tree]) for j in range(len(first[1]))]
     )
@@ -94,7 +95,7 @@ def _row_keys(root_data: np.ndarray, words: np.ndarray, impl: Any) -> np.ndarray
     """Key data of every row: :func:`point_key`, computed for all rows in one vmapped call."""
     import jax
 
-    keys = _fold_words()(jax.random.wrap_key_data(root_data, impl=impl), words)
+    keys = _fold_words()(jax.random.wrap_key_data(jax.numpy.asarray(root_data), impl=impl), words)
     return np.asarray(jax.random.key_data(keys))
 
 
@@ -196,7 +197,7 @@ def point_row(
         )
         return {k: v[0].item() for k, v in metrics.items()}
     one = jax.tree.map(lambda a: canonical(a)[None], dynamic)
-    inputs = (one, np.asarray(jax.random.key_data(key))[None])
+    inputs: tuple[Any, ...] = (one, np.asarray(jax.random.key_data(key))[None])
     if callable(getattr(module, "inputs", None)):
         host = module.inputs(cfg, seed, key)
         inputs += (jax.tree.map(lambda a: canonical(a)[None], host),)

@@ -84,9 +84,16 @@ def _numeric_axis(values: list[Any]) -> bool:
     return all(_number(v) is not None for v in values)
 
 
+def _axis_number(value: Any) -> float:
+    """A value of a numeric axis (:func:`_numeric_axis`) as a number."""
+    x = _number(value)
+    assert x is not None, f"{value!r} is not a number"
+    return x
+
+
 def _decades(values: list[Any]) -> bool:
     """Whether a numeric axis is positive and spans a factor of 10 or more (a log axis)."""
-    x = [_number(v) for v in values]
+    x = [_axis_number(v) for v in values]
     return min(x) > 0 and max(x) >= 10 * min(x)
 
 
@@ -144,9 +151,9 @@ def plot_sweep(
             fig, ax = plt.subplots(figsize=(6, 4))
             for label, es in list(lines.items())[:MAX_LINES]:
                 if numeric:
-                    es = sorted(es, key=lambda e: _number(e["values"][axis]))
+                    es = sorted(es, key=lambda e: _axis_number(e["values"][axis]))
                 xs = [e["values"][axis] for e in es]
-                xpos = [_number(x) for x in xs] if numeric else list(range(len(xs)))
+                xpos = [_axis_number(x) for x in xs] if numeric else list(range(len(xs)))
                 mean = [e[m]["mean"] for e in es]
                 lo = [e[m]["lo"] for e in es]
                 hi = [e[m]["hi"] for e in es]

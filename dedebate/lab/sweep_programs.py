@@ -185,7 +185,8 @@ class ChunkedPrograms:
 
         n = int(np.shape(key_data)[0])
         size = self.size(n, batch)
-        pieces, local = [], []
+        pieces: list[dict[str, np.ndarray]] = []
+        local: list[int] = []
         for lo in range(0, n, size):
             dyn = jax.tree.map(lambda a, lo=lo: np.asarray(a)[lo : lo + size], dynamic)
             state = self.init(dyn, np.asarray(key_data)[lo : lo + size], size)

@@ -49,7 +49,7 @@ def by_run_id(runs: list[Path]) -> list[list[Path]]:
 
 
 def wandb_command() -> list[str]:
-    """How to call ``wandb``: ``$DEDEBATE_WANDB``, the one beside this Python, or ``python -m wandb``."""  # noqa: E501
+    """How to run wandb: ``$DEDEBATE_WANDB``, the one beside this Python, or ``python -m wandb``."""
     if os.environ.get("DEDEBATE_WANDB"):
         return [os.environ["DEDEBATE_WANDB"]]
     beside = Path(sys.executable).parent / "wandb"

@@ -83,10 +83,10 @@ def base_url() -> str:
 
 
 def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    """Whether the server at ``url`` answers an HTTP request (any status) within ``timeout`` seconds.
+    """Whether the server at ``url`` answers an HTTP request (any status) within ``timeout`` s.
 
     Name lookup, proxy, connection and TLS count towards the timeout.
-    """  # noqa: E501
+    """
     out: list[str | None] = []
 
     def attempt() -> None:

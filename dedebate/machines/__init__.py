@@ -1,4 +1,4 @@
-"""What is debated in doubly-efficient debate: oracle machines, oracles, fixtures (spec DED 3, 9)."""  # noqa: E501
+"""What doubly-efficient debate debates: oracle machines, oracles, fixtures (spec DED 3, 9)."""
 
 from dedebate.core.lazy import lazy_exports
 
@@ -7,8 +7,9 @@ __all__, __getattr__ = lazy_exports(
     __name__,
     {
         "configurations": (
-            "ConfigMachine check_deterministic clog2 config_machine consistency index_tree local_bit "  # noqa: E501
-            "local_bits_numpy max_dep_distance num_deps random_programs run_program simulate_numpy"
+            "ConfigMachine check_deterministic clog2 config_machine consistency index_tree "
+            "local_bit local_bits_numpy max_dep_distance num_deps random_programs run_program "
+            "simulate_numpy"
         ),
         "fixtures": (
             "CascadeMachine Fixture MeanFinalMachine SumState ThresholdSumMachine and_fixture f1 "

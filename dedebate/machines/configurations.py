@@ -27,7 +27,7 @@ def clog2(k: int) -> int:
     return max(0, int(k - 1).bit_length())
 
 
-# -- host-side validation ---------------------------------------------------------------------------  # noqa: E501
+# -- host-side validation --------------------------------------------------------------------------
 def check_deterministic(program: StepProgram) -> None:
     """Raise ``ValueError`` unless every step of ``program`` is a function of its relevant bits.
 
@@ -64,7 +64,7 @@ def check_deterministic(program: StepProgram) -> None:
         )
 
 
-# -- the machine's local rule and its one honest run ------------------------------------------------  # noqa: E501
+# -- the machine's local rule and its one honest run -----------------------------------------------
 def local_bit(program: StepProgram, tape: jax.Array, t: jax.Array) -> jax.Array:
     """``g_t(tape_{I(t)})``: the bit step t's rule writes given the tape (spec DED 6)."""
     return (program.local_prob(tape, t) >= 0.5).astype(jnp.int8)
@@ -178,7 +178,7 @@ def num_deps(program: StepProgram) -> jax.Array:
     return jnp.sum(program.dep_mask, axis=-1).astype(jnp.int32)
 
 
-# -- configurations (spec DED 7) --------------------------------------------------------------------  # noqa: E501
+# -- configurations (spec DED 7) -------------------------------------------------------------------
 @struct.dataclass
 class ConfigMachine:
     """A step program seen as S-bit configurations with a one-step transition (spec DED 7).
@@ -327,7 +327,7 @@ def config_machine(program: StepProgram, window: int | None = None) -> ConfigMac
     )
 
 
-# -- populations of random deterministic machines ---------------------------------------------------  # noqa: E501
+# -- populations of random deterministic machines --------------------------------------------------
 def random_programs(
     seed: int,
     batch: int,

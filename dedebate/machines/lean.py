@@ -99,7 +99,7 @@ def lean_machine(
     return m
 
 
-# -- examples ---------------------------------------------------------------------------------------  # noqa: E501
+# -- examples --------------------------------------------------------------------------------------
 def _f2_prob(params, bits, n):
     T = bits.shape[0]
     mean = jnp.sum(bits.astype(jnp.float32)) / (T - 1)  # entries >= n are masked to 0

@@ -209,9 +209,9 @@ def estimate_lipschitz(
     )
 
 
-# ---------------------------------------------------------------------------------------------------  # noqa: E501
+# --------------------------------------------------------------------------------------------------
 # The same estimate in jnp (float32), for jitted / vmapped code
-# ---------------------------------------------------------------------------------------------------  # noqa: E501
+# --------------------------------------------------------------------------------------------------
 # A tree is a padded matrix P float32[T, N], N = 2^(T-1): row n holds level n in its first 2^n
 # entries (prefix codes c < 2^n), zeros after. Every pass over the levels is one lax.scan, so the
 # compiled program does not grow with T.

@@ -219,7 +219,7 @@ def make_step_program(
     )
 
 
-# -- sampling ---------------------------------------------------------------------------------------  # noqa: E501
+# -- sampling --------------------------------------------------------------------------------------
 def step_uniforms(key: jax.Array, T: int) -> jax.Array:
     """The uniforms ``u_t = uniform(fold_in(key, t))`` a transcript drawn with ``key`` uses.
 

@@ -23,8 +23,8 @@ __all__, __getattr__ = lazy_exports(
             "Alice Bob MessageAlice alice_config alice_cost alice_transcript bob_bit bob_pointer"
         ),
         "naive_recursive": (
-            "InformedChallenger NaiveDebater NaiveOutcome UniformChallenger naive_debater play_naive "  # noqa: E501
-            "survival_probability"
+            "InformedChallenger NaiveDebater NaiveOutcome UniformChallenger naive_debater "
+            "play_naive survival_probability"
         ),
         "prover_estimator": (
             "ExpectedPayoff PEDOutcome PEDParams PEDStatic all_paths expected_payoff ped_params "
@@ -34,7 +34,9 @@ __all__, __getattr__ = lazy_exports(
         "stochastic": "DebateStatic debate_static play_fast play_trials trial_keys",
         "stochastic_batch": "replay_chunk replay_unresolved run_trials",
         "stochastic_constants": "DebateParams LeanParams lean_defaults paper_constants",
-        "stochastic_interface": "AlicePlayer BobPlayer Vera checker_interval make_vera two_party_coin",  # noqa: E501
+        "stochastic_interface": (
+            "AlicePlayer BobPlayer Vera checker_interval make_vera two_party_coin"
+        ),
         "stochastic_lazy": (
             "cheap_path check_players lazy_gate lazy_level play_lazy rare_step typical_set"
         ),

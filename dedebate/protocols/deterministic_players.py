@@ -65,7 +65,7 @@ class Bob:
     arg: jax.Array  # int32
 
 
-# -- Alice ------------------------------------------------------------------------------------------  # noqa: E501
+# -- Alice -----------------------------------------------------------------------------------------
 def alice_transcript(program: StepProgram, alice: Alice) -> jax.Array:
     """A's claimed transcript (the honest run y when she is honest)."""
     T = program.T
@@ -97,7 +97,7 @@ def alice_cost(program: StepProgram, alice) -> tuple[jax.Array, jax.Array]:
     return jnp.int32(program.T), jnp.sum(program.kind == ORACLE).astype(jnp.int32)
 
 
-# -- Bob --------------------------------------------------------------------------------------------  # noqa: E501
+# -- Bob -------------------------------------------------------------------------------------------
 def bob_pointer(program: StepProgram, a: jax.Array, bob: Bob):
     """Figure 4: B's step t, with the costs of the honest scan."""
     T = program.T

@@ -9,8 +9,8 @@ __all__, __getattr__ = lazy_exports(
     {
         "stackelberg": (
             "Carry StackelbergMonitors StackelbergParams StackelbergStatic TrainState adam_step "
-            "advantage_at first_converged init_state payoff payoff_terms players stackelberg_params "  # noqa: E501
-            "summary templates"
+            "advantage_at first_converged init_state payoff payoff_terms players "
+            "stackelberg_params summary templates"
         ),
         "stochastic_selfplay": (
             "SelfPlayCarry SelfPlayMonitors SelfPlayParams SelfPlayStatic carry_axes chunk_grid "

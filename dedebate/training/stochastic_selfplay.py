@@ -196,12 +196,12 @@ def init_carry(static: SelfPlayStatic, hp: SelfPlayParams, key) -> SelfPlayCarry
 
 
 def make_chunk(static: SelfPlayStatic, periods: int):
-    """``chunk(inputs, hp, carry) -> (carry, SelfPlayMonitors[periods])`` (pure): ``periods`` monitor
-    periods of ``static.log_every`` alternating updates each -- Bob (minimising) ``n_b`` Adam
-    steps, then Alice (maximising) one Adam step, on the surrogate exact DP value -- with the
+    """``chunk(inputs, hp, carry) -> (carry, SelfPlayMonitors[periods])`` (pure): ``periods``
+    monitor periods of ``static.log_every`` alternating updates each -- Bob (minimising) ``n_b``
+    Adam steps, then Alice (maximising) one Adam step, on the surrogate exact DP value -- with the
     monitors measured after each period. Chunks compose: ``chunk_k(chunk_m(c))`` makes the same
     updates as ``chunk_{m+k}(c)`` (a resumed run repeats the uninterrupted one).
-    """  # noqa: E501
+    """
     if not (isinstance(periods, int) and periods >= 1):
         raise ValueError(f"periods={periods!r}: a chunk needs an integer >= 1 monitor periods")
 
@@ -243,10 +243,10 @@ def make_chunk(static: SelfPlayStatic, periods: int):
 
 
 def make_train(static: SelfPlayStatic):
-    """``train(inputs, hp, key) -> (alice, bob, SelfPlayMonitors[n_periods])``: the whole run as one pure
-    function (:func:`init_carry`, then one :func:`make_chunk` of every monitor period); jit and
-    vmap it over seeds and instances.
-    """  # noqa: E501
+    """``train(inputs, hp, key) -> (alice, bob, SelfPlayMonitors[n_periods])``: the whole run as
+    one pure function (:func:`init_carry`, then one :func:`make_chunk` of every monitor period);
+    jit and vmap it over seeds and instances.
+    """
     chunk = make_chunk(static, n_periods(static))
 
     def train(inputs, hp: SelfPlayParams, key):

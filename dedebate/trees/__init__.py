@@ -12,9 +12,9 @@ __all__, __getattr__ = lazy_exports(
             "threshold_table unanimous_tree"
         ),
         "stability": (
-            "child_codes_jnp error_shifting_table error_shifting_table_jnp fbs fbs_and fbs_dictator "  # noqa: E501
-            "fbs_dual fbs_majority fbs_or fbs_parity fbs_threshold flip_probability lp_lookup node_fbs "  # noqa: E501
-            "node_fbs_jnp sensitive_blocks tree_rho"
+            "child_codes_jnp error_shifting_table error_shifting_table_jnp fbs fbs_and "
+            "fbs_dictator fbs_dual fbs_majority fbs_or fbs_parity fbs_threshold flip_probability "
+            "lp_lookup node_fbs node_fbs_jnp sensitive_blocks tree_rho"
         ),
         "tree": (
             "MAX_Q ClaimTree check_decomposable check_sizes child_codes level_offset n_nodes "

@@ -306,7 +306,7 @@ def sweep_figures(rows):
     return {"deterministic_costs": _plot(table, sorted({c["l"] for c in table}))} if table else {}
 
 
-# -- the experiment ---------------------------------------------------------------------------------  # noqa: E501
+# -- the experiment --------------------------------------------------------------------------------
 def host(cfg: Config, seed: int, key, measured) -> dict[str, dict]:
     """Part 2 on the host: the witness tasks' summaries
     (:func:`~dedebate.agents.deterministic_grids.witness_suite`), instances from ``seed + 2000``

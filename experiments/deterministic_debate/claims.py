@@ -127,8 +127,8 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
                 "== 0",
                 s,
                 ex3["sound_debates"] > 0 and ex3["sound_accepts"] == 0,
-                f"all {ex3['sequences']} sequences (Z', a_1, a_2) of S={ex3['S']}-bit configurations "  # noqa: E501
-                f"x output-0 machines = {ex3['sound_debates']} debates",
+                f"all {ex3['sequences']} sequences (Z', a_1, a_2) of S={ex3['S']}-bit "
+                f"configurations x output-0 machines = {ex3['sound_debates']} debates",
             )
         )
         metrics["fig3_exhaustive"] = ex3
@@ -173,13 +173,13 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
                     and st["a_steps_max"] == st["T"],
                     note,
                 ),
-                "V reads 1 + |I(t)| + 1 <= l + 2 cells of 1 + w bits each, its query count is a 0/1 "  # noqa: E501
-                "flag and A's cost is T by definition",
+                "V reads 1 + |I(t)| + 1 <= l + 2 cells of 1 + w bits each, its query count is a "
+                "0/1 flag and A's cost is T by definition",
             )
         )
         metrics[f"witness_{name}"] = st
 
-    # -- claims: costs against T --------------------------------------------------------------------  # noqa: E501
+    # -- claims: costs against T -------------------------------------------------------------------
     f4 = [r for r in table if r["protocol"] == "fig4"]
     f3 = [r for r in table if r["protocol"] != "fig4"]
     r4 = [r["bits_read_max_over_zoo"] / ((r["l"] + 2) * r["m"]) for r in f4]
@@ -208,8 +208,8 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
             "in [1, 2]",
             strict_max(r4),
             strict_min(r4) >= 1.0 and strict_max(r4) <= 2.0,
-            f"ratio range [{strict_min(r4):.3f}, {strict_max(r4):.3f}] over T={cost_T}, worst case over the zoo; "  # noqa: E501
-            + note4,
+            f"ratio range [{strict_min(r4):.3f}, {strict_max(r4):.3f}] over T={cost_T}, "
+            "worst case over the zoo; " + note4,
         )
     )
     r3 = [r["bits_read"] / (r["S"] * r["m"]) for r in f3]
@@ -244,8 +244,8 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
             "in [1, 2]",
             strict_max(r3),
             strict_min(r3) >= 1.0 and strict_max(r3) <= 2.0,
-            f"ratio range [{strict_min(r3):.3f}, {strict_max(r3):.3f}]; linear fit bits = {a3:.4f} S log2 T "  # noqa: E501
-            f"+ {b3:.1f} (R^2 {r23:.5f}); log-log slopes vs T: "
+            f"ratio range [{strict_min(r3):.3f}, {strict_max(r3):.3f}]; linear fit bits = "
+            f"{a3:.4f} S log2 T + {b3:.1f} (R^2 {r23:.5f}); log-log slopes vs T: "
             + ", ".join(f"{k} {v:.3f}" for k, v in slopes3.items())
             + f", Fig 4 (l={max(ls_all)}) {slope4:.3f}",
         )

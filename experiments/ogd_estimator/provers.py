@@ -1,10 +1,10 @@
-"""B built against each fixed prover A of the soundness check, and A's exact payoff (spec PED 6, 9.6).
+"""Soundness check: B built against each fixed prover A, and A's exact payoff (spec PED 6, 9.6).
 
 :func:`soundness_trees` draws the hidden-flaw trees; :func:`against_fixed_prover` builds B round
 by round with Algorithm 1 (:func:`~dedebate.estimators.soundness.construct_estimator`) against
 one of :data:`PROVERS` and measures A's expected payoff by the protocol's own path enumeration
 (an independent check of the construction's number); :func:`stage_rows` tabulates the stages.
-"""  # noqa: E501
+"""
 
 from __future__ import annotations
 

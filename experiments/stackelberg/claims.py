@@ -161,8 +161,8 @@ def proven_claims(cfg: Config, m: ProvenMeasured) -> list[Claim]:
     claims.append(
         Claim.exact(
             "Chaining at the end of training: each trained pair's E[U_A] (protocol rewards) equals "
-            "r^(d+1) P[A correct] - sum Adv(round-reward tests) + sum Adv(calibration tests) of the "  # noqa: E501
-            "trained B against the trained A's spec 6.3 tests",
+            "r^(d+1) P[A correct] - sum Adv(round-reward tests) + sum Adv(calibration tests) of "
+            "the trained B against the trained A's spec 6.3 tests",
             "spec PED 6.3, 6.4",
             f"max |difference| <= {EXACT_TOL:g}",
             chain_max,

@@ -1,18 +1,18 @@
 """Stochastic-oracle debate (Theorem 6.2, Figure 1) measured against its proven bounds.
 
-Per K in ``Ks`` (fixtures F1, F2, F3 cascade) and T in ``Ts``: completeness (min over the Bob zoo
-of honest Alice's win rate at P_M(1) = ``p_yes``) and soundness (max over the Alice zoo of the
+Per K in ``Ks`` (fixtures F1, F2, F3 cascade) and T in ``Ts``: completeness (min over the Bob zoo of
+honest Alice's win rate at P_M(1) = ``p_yes``) and soundness (max over the Alice zoo of the
 acceptance at ``p_no``), each with a 95% Wilson interval, against Lean's bounds (spec DED 5.3) and,
-with the paper's constants, against 3/5 and 2/5 (spec DED 5.4); Vera's measured queries <= N_V
-and honest Alice's ~ c K^2 T ln(200T); beyond the paper, the smallest common factor on
-(N_A, N_B, N_V) that still holds (exact DP, then Monte Carlo). The full description is the
-section "5.8 The experiment against the bounds" (spec DED 5.8) of ``docs/doubly-efficient-debate.md``.
+with the paper's constants, against 3/5 and 2/5 (spec DED 5.4); Vera's measured queries <= N_V and
+honest Alice's ~ c K^2 T ln(200T); beyond the paper, the smallest common factor on (N_A, N_B, N_V)
+that still holds (exact DP, then Monte Carlo). The full description is the section
+"5.8 The experiment against the bounds" (spec DED 5.8) of ``docs/doubly-efficient-debate.md``.
 
 Every Monte-Carlo number of the report's cells comes from :func:`point` (a run is a sweep's
 one-point case), a pure function of ``DYNAMIC = (scale, p_yes, p_no)`` and the key. The optimised
 adversaries and the scale search run on the host (:func:`host`: float64 exact DP and an evolution
 strategy) and stay outside it.
-"""  # noqa: E501
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The stochastic debate's figures: acceptance and queries against T, the sweep's budget frontier."""  # noqa: E501
+"""The stochastic debate's figures: acceptance, queries against T, the sweep's budget frontier."""
 
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ def plot_acceptance(rows: list[dict], cfg: Config):
     fig = Figure(figsize=(8, 4.5))
     ax = fig.subplots()
     for K in cfg.Ks:
-        for side, marker in (("completeness", "o"), ("soundness", "s")):
+        for side, marker, zoo in (
+            ("completeness", "o", "min over Bob zoo"),
+            ("soundness", "s", "max over Alice zoo"),
+        ):
             rs = [r for r in rows if r["K"] == K and r["side"] == side and r["constants"] == "lean"]
             if not rs:
                 continue
@@ -32,7 +35,7 @@ def plot_acceptance(rows: list[dict], cfg: Config):
                 yerr=err,
                 marker=marker,
                 capsize=3,
-                label=f"K={K} {side} ({'min over Bob zoo' if side == 'completeness' else 'max over Alice zoo'})",  # noqa: E501
+                label=f"K={K} {side} ({zoo})",
             )
             # each row's own proven bound (it depends on K, T and the fixture's exact P_M(1))
             ax.plot(

@@ -95,7 +95,8 @@ def proven_claims(m: Measured) -> list[Claim]:
     v_max = strict_max(v)
     claims.append(
         Claim.exact(
-            "Every self-play-trained Alice vs honest Bob is accepted at most 1 - the soundness bound",  # noqa: E501
+            "Every self-play-trained Alice vs honest Bob is accepted at most 1 - the soundness "
+            "bound",
             "spec DED 5.3 (Lean soundness'), exact DP",
             f"<= {sound_acc:.4f}",
             v_max,

@@ -1,1 +1,1 @@
-"""Fake benchmarks for the accelerator script's test (``tests/test_accelerator_script.py``)."""
+"""Fake benchmarks for the accelerator script's test, ``tests/bench/test_accelerator_script.py``."""

@@ -1,0 +1,1 @@
+"""Tests of dedebate/cli/: the command line in subprocesses."""

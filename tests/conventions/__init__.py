@@ -1,0 +1,1 @@
+"""Repository conventions: lint, layers, purity, docs, packaging, notebooks, README."""

@@ -1,0 +1,1 @@
+"""Tests of dedebate/core/: bits, binomial counts, simplex projection, statistics."""

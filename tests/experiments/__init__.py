@@ -1,0 +1,1 @@
+"""Tests of experiments/: each experiment's config, quick run, sweep, resume and rows."""

@@ -1,0 +1,98 @@
+"""experiments/prover_estimator/: a sweep over the protocol's rho (relative to the trees' fbs)
+is one compiled program; the quick run is that sweep's point rho_scale = 1 run alone (by the lab,
+with the row's documented key ``point_key``), through the same program (one compile for both),
+equal to its row bit for bit; its claims pass and its plot is saved; bad configs are rejected."""
+
+import pytest
+
+import experiments.prover_estimator as exp
+from dedebate.lab.config import ConfigError, load_config
+from tests.conftest import REPO
+from tests.fakes import sweep_then_run_alone
+
+SEED = 3
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """The sweep ``rho_scale in {1, 0.75}`` at the quick size (one row per call), then its point
+    rho_scale = 1 (the quick config) run alone with the row's key: ``(sweep record, point, run
+    result, context, traces of point's fn after both)``."""
+    rec, pt, _, result, ctx, traces = sweep_then_run_alone(
+        exp,
+        tmp_path_factory.mktemp("prover_estimator"),
+        axes={"rho_scale": [1.0, 0.75]},
+        pick=lambda v: v["rho_scale"] == 1.0,
+        seed=SEED,
+    )
+    return rec, pt, result, ctx, traces
+
+
+@pytest.mark.slow  # one compile of the exact sections, shared with the quick run
+def test_rho_sweep_compiles_once_and_a_row_is_the_run_alone(quick):
+    rec, pt, result, _, traces = quick
+    res = rec.results
+    assert res["vmapped"] and res["dynamic_axes"] == ["rho_scale"] and res["groups"] == 1
+    assert res["compilations"] == 1 == traces and res["rows"] == 2 == len(rec.rows)
+    assert pt.cfg == exp.Config(**exp.SIZES["quick"])  # the quick run is this point
+    alone = result.metrics["point"]
+    row = next(r for r in rec.rows if r["point"] == pt.index)
+    assert len(alone) > 30 and {m: row[m] for m in alone} == alone
+    assert row["completeness/worst_minus_margin"] >= -1e-6  # rho = fbs: completeness holds
+    # rho = 0.75 x fbs = 1.5 on the q=5 Thr_3 tree (fbs 2): the negative control's rho, where
+    # error-shifting B (e = 1) pushes honest A below rho^-(d+1) = 1.5^-5 (completeness fails)
+    other = next(r for r in rec.rows if r["point"] != pt.index)
+    assert other["error_shift/fbs"] == 2.0 and other["error_shift/rho"] == 1.5
+    assert other["error_shift/control_u"] == other["error_shift/u/3"] < 1.5**-5 - 1e-3  # e = 1
+
+
+@pytest.mark.slow
+def test_quick_run_claims_pass_and_plot_is_saved(quick):
+    _, _, result, ctx, _ = quick
+    tmp_path = ctx.root
+    failed = [(c.claim, c.value, c.bound) for c in result.claims if not c.passed]
+    assert not failed
+    by_name = {c.claim: c for c in result.claims}
+    spec = [c for n, c in by_name.items() if "meets the bound exactly" in n]
+    assert [round(c.value, 6) for c in spec] == [0.0375, 0.046875, 0.0625]
+    control = next(c for n, c in by_name.items() if n.startswith("negative control"))
+    assert control.value == pytest.approx(0.0625, abs=1e-6)
+    naive = next(c for n, c in by_name.items() if "survives a uniform challenger" in n)
+    assert naive.value == pytest.approx(63 / 64, abs=1e-6)
+    sampled = [c for n, c in by_name.items() if n.endswith("(sampled debates)")]
+    assert len(sampled) == 3 and all(c.lo <= 0 <= c.hi for c in sampled)
+    sig = result.tables["signal"]
+    assert [s["depth"] for s in sig] == [1, 2, 3]
+    for s in sig:
+        assert s["ped_delta"] == pytest.approx(2.0 ** -(s["depth"] + 1), abs=1e-6)
+        assert s["naive_delta"] == pytest.approx(4.0 ** -s["depth"], abs=1e-6)
+    assert result.plots == ["training_signal_vs_depth.png"]
+    assert (tmp_path / "plots" / result.plots[0]).stat().st_size > 0
+    assert ctx.bars[0].n == ctx.bars[0].total == 3  # the lab's point, host and report
+    assert len(ctx.logged) == sum(map(len, result.tables.values()))  # a step per table row
+
+
+def test_config_file_loads_and_size_presets_apply():
+    cfg = load_config(REPO / "configs" / "prover_estimator.yaml", {exp.NAME: exp})
+    assert cfg.params == exp.Config()
+    quick = load_config(REPO / "configs" / "prover_estimator.yaml", {exp.NAME: exp}, ["size=quick"])
+    assert quick.params == exp.Config(**exp.SIZES["quick"])
+    full = load_config(REPO / "configs" / "prover_estimator.yaml", {exp.NAME: exp}, ["size=full"])
+    assert full.params == exp.Config(**exp.SIZES["full"])
+
+
+@pytest.mark.parametrize(
+    "override,match",
+    [
+        ("params.fbs_qs=[10]", "params.fbs_qs"),
+        ("params.noisy_depth=4", "params.noisy_depth=4"),
+        ("params.shift_errors=[0.0]", "params.shift_errors"),
+        ("params.control_rho=2.5", "params.control_rho=2.5"),
+        ("params.obf_q=13", "params.obf_q=13"),
+        ("params.obf_episodes=10", "params.obf_episodes=10"),
+        ("params.signal_depths=[7]", "params.signal_depths"),
+    ],
+)
+def test_bad_config_values_are_rejected(override, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(REPO / "configs" / "prover_estimator.yaml", {exp.NAME: exp}, [override])

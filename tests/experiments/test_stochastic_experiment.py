@@ -1,0 +1,348 @@
+"""``experiments/stochastic_debate/``: bad configs are rejected; the experiment as a sweep
+(``point`` / ``DYNAMIC``): a grid of sample-count scale factors x seeds is one compiled program,
+and the quick run, at a row's documented key, goes through that program (no second compile), reads
+its report from that row bit for bit and passes every claim row with its plots; the scaled counts
+follow spec DED 5.2, and honest completeness at scale 1 meets the Lean bound of spec DED 5.3
+(minus 3 binomial standard errors, spec DED 9). The budget-frontier sweep plans one program per K,
+and its frontier (one-sided Clopper-Pearson bounds of pooled counts) and figure follow from the
+rows; at K = 2, T = 8 it never calls factor 1/16 safe (exact DP: 0.4022 > 2/5)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import experiments.stochastic_debate as exp
+from dedebate.lab.config import resolve
+from dedebate.lab.devices import clear_program_cache
+from dedebate.lab.evaluate import run_module
+from dedebate.lab.sweep import plan, point_key, run_sweep
+from dedebate.protocols.stochastic import lean_defaults
+from experiments.stochastic_debate.budget import frontier
+from tests.conftest import REPO
+from tests.fakes import FakeContext, count_point_traces
+
+QUICK = exp.SIZES["quick"]
+K, T, TRIALS = 2, 8, QUICK["trials"]  # the quick run's one (K, T) cell
+assert (QUICK["Ks"], QUICK["Ts"]) == ((K,), (T,))
+CELL = f"K{K}_T{T}"
+SCALES = [1.0, 0.25]
+
+
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("Ks", (3,), "Ks="),
+        ("Ts", (2,), "Ts="),
+        ("trials", 10, "trials="),
+        ("p_yes", 0.5, "p_yes="),
+        ("p_no", 0.4, "p_no="),
+        ("es_population", 3, "es_population="),
+        ("scale_factors", (2.0,), "scale_factors="),
+        ("scale_T", 20, "scale_T="),
+    ],
+)
+def test_config_rejects_bad_values(field, value, match):
+    with pytest.raises(ValueError, match=match):
+        exp.Config(**{field: value})
+
+
+def sweep_config(tmp_path, seeds=2):
+    raw = {
+        "experiment": exp.NAME,
+        "seed": 3,
+        "output_dir": str(tmp_path),
+        "tracking": {"mode": "disabled"},
+        "params": QUICK,
+        "sweep": {"seeds": seeds, "axes": {"scale": SCALES}, "plots": False, "batch": 1},
+    }
+    return resolve(raw, {exp.NAME: exp})
+
+
+@pytest.mark.slow
+def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monkeypatch):
+    traces = count_point_traces(monkeypatch, exp)  # traces of the sweep's fn (once per compile)
+    cfg = sweep_config(tmp_path / "sweep")
+    clear_program_cache()
+    rec = run_sweep(exp, cfg, show_progress=False)
+    res = rec.results
+    assert res["vmapped"] and res["dynamic_axes"] == ["scale"] and res["static_axes"] == []
+    assert res["groups"] == 1 and res["compilations"] == 1 == traces[0]
+    assert res["rows"] == len(SCALES) * 2 == len(rec.rows)
+    assert (rec.sweep_dir / "sweep.csv").is_file()
+
+    # (a) one code path: the quick run at the point scale = 1 with a row's key (point_key) goes
+    # through the sweep's program (no second trace) and reads its numbers from that row
+    pt = next(p for p in plan(exp, cfg).points if p.values["scale"] == 1.0)
+    assert pt.cfg == exp.Config(**QUICK)
+    seed = 4
+    ctx = FakeContext(tmp_path / "run", seed=seed, size="quick", name=exp.NAME)
+    ctx.key = point_key(exp.NAME, seed, pt.cfg)
+    result = run_module(exp, pt.cfg, ctx)
+    assert traces[0] == 1
+    alone = result.metrics["point"]
+    row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
+    assert {m: row[m] for m in alone} == alone and len(alone) == 2 * 42
+    other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != seed)
+    assert sum(other[m] != alone[m] for m in alone if m.endswith("_wins")) >= 3  # seed counts
+    # the report's rows are that row's counts: the worst members' rates and the costs
+    for r in result.tables["acceptance"]:
+        cell = CELL + ("" if r["constants"] == "lean" else "_paper")
+        m = "completeness_min" if r["side"] == "completeness" else "soundness_max"
+        assert round(r["value"] * TRIALS) == round(alone[f"{cell}/{m}"] * TRIALS)
+    q = {r["constants"]: r for r in result.tables["queries"]}
+    assert q["lean"]["vera_max"] == alone[f"{CELL}/queries_vera_max"] <= q["lean"]["n_vera"]
+    assert q["paper"]["alice"] == alone[f"{CELL}_paper/queries_alice"]
+
+    # (b) the quick run passes every row and saves its plots
+    failed = [(c.claim, c.value, c.lo, c.hi, c.bound) for c in result.claims if not c.passed]
+    assert not failed, failed
+    kinds = " ".join(c.claim for c in result.claims)
+    for word in ("completeness", "soundness", "beyond the paper", "paper constants"):
+        assert word in kinds
+    checks = result.metrics["consistency_checks"]  # the cost rows hold by construction
+    assert checks and all(c["holds"] for c in checks.values()), checks
+    assert all(c.finding for c in result.claims if "beyond the paper" in c.claim)
+    assert sorted(result.plots) == ["acceptance_vs_T.png", "queries_vs_T.png"]
+    assert all((tmp_path / "run" / "plots" / p).exists() for p in result.plots)
+    assert result.tables["scale"]
+
+    # (c) the scaled sample counts are Lean's (spec DED 5.2) times the factor, rounded up
+    lean = lean_defaults(float(K), T).constants(float(K), T)
+    for r in rec.rows:
+        f = r["scale"]
+        assert (r[f"{CELL}/n_alice"], r[f"{CELL}/n_bob"], r[f"{CELL}/n_vera"]) == tuple(
+            max(1, math.ceil(f * n)) for n in (lean.n_alice, lean.n_bob, lean.n_vera)
+        )
+        assert r[f"{CELL}/queries_vera_max"] <= r[f"{CELL}/n_vera"]  # spec DED 5.3 (Cost.lean)
+        holds = (
+            5 * round(r[f"{CELL}/completeness_min"] * TRIALS) >= 3 * TRIALS
+            and 5 * round(r[f"{CELL}/soundness_max"] * TRIALS) <= 2 * TRIALS
+        )
+        assert r[f"{CELL}/holds"] == float(holds)
+        for m in ("honest_completeness", "completeness_min", "soundness_max"):
+            v = r[f"{CELL}/{m}"]
+            assert r[f"{CELL}/{m}_lo"] <= v <= r[f"{CELL}/{m}_hi"]
+            assert round(v * TRIALS) == pytest.approx(v * TRIALS, abs=1e-3)  # a count / trials
+        assert r[f"{CELL}/completeness_min"] <= r[f"{CELL}/honest_completeness"]
+        wins = [r[f"{CELL}/bob{j}_wins"] for j in range(6)]
+        assert r[f"{CELL}/completeness_min"] * TRIALS == pytest.approx(min(wins), abs=1e-3)
+        assert r[f"{CELL}_paper/n_alice"] > r[f"{CELL}/n_alice"]  # the paper's: not scaled
+        assert (r[f"{CELL}_paper/completeness_bound"], r[f"{CELL}_paper/soundness_bound"]) == (
+            pytest.approx(0.6),
+            pytest.approx(0.4),
+        )
+
+    # (d) honest completeness at scale 1, pooled over the seeds, is at least the Lean bound
+    # (spec DED 5.3, at the fixture's exact P_M(1)) minus 3 binomial standard errors (spec DED 9)
+    ones = [r for r in rec.rows if r["scale"] == 1.0]
+    n = TRIALS * len(ones)
+    wins = sum(round(r[f"{CELL}/honest_completeness"] * TRIALS) for r in ones)
+    bound = ones[0][f"{CELL}/completeness_bound"]
+    assert bound == pytest.approx(0.6402, abs=1e-3)
+    assert wins / n >= bound - 3 * math.sqrt(bound * (1 - bound) / n), (wins, n, bound)
+
+
+def test_scale_is_validated():
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="scale="):
+            exp.Config(scale=bad)
+    assert exp.Config().scale == 1.0 and set(exp.DYNAMIC) == {"scale", "p_yes", "p_no"}
+
+
+def test_jitted_wilson_matches_the_lab_interval():
+    from dedebate.core.stats import wilson_jnp
+    from dedebate.lab.experiment import wilson_interval
+
+    for k, n in ((0, 100), (1, 100), (37, 200), (133, 200), (400, 400)):
+        got = [float(x) for x in wilson_jnp(k, n)]
+        assert got == pytest.approx(list(wilson_interval(k, n)), abs=1e-6), (k, n)
+
+
+def test_budget_frontier_config_plans_one_program_per_K():
+    from dedebate.lab.config import load_config
+
+    cfg = load_config(REPO / "configs" / "sweeps" / "budget_frontier.yaml", {exp.NAME: exp})
+    p = plan(exp, cfg)
+    assert p.vmapped and p.dynamic_axes == ("scale",) and p.static_axes == ("Ks",)
+    assert [g.static["Ks"] for g in p.groups] == [(1,), (2,), (4,)]
+    assert all(len(g.points) == len(p.axes["scale"]) >= 6 for g in p.groups)
+    assert cfg.params.Ts == (8, 64, 256) and max(p.axes["scale"]) == 1.0
+
+
+def _frontier_rows(comp, cell="K2_T8", seeds=(0, 1), snd=(300, 450), n=1000):
+    """Synthetic sweep rows at factors 1, 1/2, 1/4, 1/8: ``comp(f)`` is every Bob's wins per
+    seed at factor f, the two Alices win ``snd[s]`` and 250 of ``n`` in seed s."""
+    rows = []
+    for f in (1.0, 0.5, 0.25, 0.125):
+        for s in seeds:
+            c = [max(1, math.ceil(f * x)) for x in (1000, 500, 2000)]
+            rows.append(
+                {
+                    "point": 0,
+                    "seed": s,
+                    "group": 0,
+                    "scale": f,
+                    "Ks": "[2]",
+                    f"{cell}/trials": n,
+                    f"{cell}/alice0_wins": snd[s],
+                    f"{cell}/alice1_wins": 250,
+                    f"{cell}/bob0_wins": comp(f),
+                    f"{cell}/bob1_wins": comp(f) + 50,
+                    f"{cell}/completeness_min": comp(f) / n,
+                    f"{cell}/soundness_max": max(snd[s], 250) / n,
+                    f"{cell}/n_alice": c[0],
+                    f"{cell}/n_bob": c[1],
+                    f"{cell}/n_vera": c[2],
+                }
+            )
+    return rows
+
+
+def _upper(k, n, level):  # the one-sided bound, from scipy's two-sided exact interval
+    from scipy.stats import binomtest
+
+    return binomtest(k, n).proportion_ci(1 - 2 * level, method="exact").high
+
+
+def test_frontier_decides_on_family_wise_bounds_of_pooled_counts(tmp_path):
+    from dedebate.lab.sweep import experiment_figures
+
+    def fails_below(x):
+        return lambda f: 700 if f >= x or f == 0.125 else 550  # 1/8 holds again: ignored
+
+    (e,) = frontier(_frontier_rows(fails_below(0.5), snd=(300, 300)))
+    assert (e["K"], e["T"], e["factor"], e["counts"], e["stop"]) == (
+        2,
+        8,
+        0.5,
+        (500, 250, 1000),
+        "unsafe",
+    )
+    assert [t["factor"] for t in e["tried"]] == [1.0, 0.5, 0.25]
+    assert [t["verdict"] for t in e["tried"]] == ["safe", "safe", "unsafe"]  # 1100 of 2000
+    lean = lean_defaults(2.0, 8).constants(2.0, 8)
+    assert e["lean"] == (lean.n_alice, lean.n_bob, lean.n_vera)
+    # seeds pooled: 780 of 2000, whose mean over seeds (0.39) the old rule passed; a safe
+    # verdict takes every member's bound at alpha (no split), an unsafe one at alpha / 16
+    # (4 members x 4 factors)
+    (e,) = frontier(_frontier_rows(fails_below(0.5), snd=(380, 400)))
+    t = e["tried"][0]
+    assert (t["trials"], t["soundness_max"], t["completeness_min"]) == (2000, 0.39, 0.7)
+    assert t["soundness_hi"] == pytest.approx(_upper(780, 2000, 0.05), abs=1e-9)
+    assert t["soundness_hi"] > 0.4 and (e["factor"], e["stop"], "counts" in e) == (
+        None,
+        "undecided",
+        False,
+    )
+    assert (
+        frontier(_frontier_rows(fails_below(0.5), snd=(380, 400)), alpha=0.5)[0]["factor"] == 0.5
+    )  # at 0.5 / 16 factor 1 would not be safe
+    assert _upper(780, 2000, 0.5) < 0.4 < _upper(780, 2000, 0.5 / 16)
+    (e,) = frontier(_frontier_rows(lambda f: 700 if f >= 0.5 else 575, snd=(300, 300)))
+    assert (e["factor"], e["stop"]) == (0.5, "undecided")  # 1150 of 2000: not unsafe
+    assert _upper(1150, 2000, 0.05) < 0.6 < _upper(1150, 2000, 0.05 / 16)
+    # exactly 3/5 (1200 of 2000) is undecided, not safe
+    (e,) = frontier(_frontier_rows(lambda f: 700 if f >= 0.5 else 600, snd=(300, 300)))
+    assert (e["factor"], e["stop"], e["tried"][-1]["completeness_min"]) == (0.5, "undecided", 0.6)
+    (e,) = frontier(_frontier_rows(fails_below(2.0), snd=(300, 300)))  # factor 1 fails
+    assert e["factor"] is None and "counts" not in e and e["stop"] == "unsafe"
+    rows = _frontier_rows(fails_below(0.25), snd=(300, 300)) + _frontier_rows(
+        fails_below(0.25), cell="K2_T64", snd=(300, 300)
+    )
+    assert [(x["factor"], x["stop"]) for x in frontier(rows)] == [(0.125, None)] * 2  # all safe
+    other_k = [
+        {**r, "K2_T8/trials": None}
+        for r in _frontier_rows(fails_below(0.5), "K4_T8", snd=(300, 300))
+    ]
+    assert [x["factor"] for x in frontier(rows + other_k)] == [0.125, 0.125, 0.5]
+    with pytest.raises(ValueError, match="alpha=1.5"):
+        frontier(rows, alpha=1.5)
+    # the lab saves the experiment's figure (cells safe, unsafe and undecided at factor 1); a
+    # failing hook costs only its figures
+    rows += _frontier_rows(fails_below(2.0), "K1_T8", snd=(300, 300)) + _frontier_rows(
+        fails_below(0.5), "K1_T64", snd=(380, 400)
+    )
+    assert [e["stop"] for e in frontier(rows)][:2] == ["unsafe", "undecided"]
+    assert experiment_figures(exp, rows, tmp_path) == ["budget_frontier.png"]
+    assert (tmp_path / "budget_frontier.png").stat().st_size > 0
+
+    class Broken:
+        NAME = "broken"
+
+        @staticmethod
+        def sweep_figures(rows):
+            raise RuntimeError("no")
+
+    assert experiment_figures(Broken, rows, tmp_path) == []
+
+
+@pytest.fixture(scope="module")
+def exact_k2_t8():
+    """Per factor 1/8 and 1/16 of Lean's counts at K = 2, T = 8: the exact DP's acceptance of
+    every soundness-zoo Alice (vs honest Bob, no-instance) and honest Alice's win against every
+    completeness-zoo Bob and honest Bob (yes-instance)."""
+    from dedebate.agents.stochastic_players import (
+        completeness_zoo,
+        honest_alice,
+        honest_bob,
+        soundness_zoo,
+    )
+    from dedebate.exact.acceptance import acceptance_exact, acceptance_exact_many
+    from dedebate.machines.fixtures import fixture_for_k
+    from dedebate.protocols.stochastic import make_vera
+
+    _, m_no, k_decl = fixture_for_k(K, T, exp.Config().p_no)
+    _, m_yes, _ = fixture_for_k(K, T, exp.Config().p_yes)
+    out = {}
+    for f in (1 / 8, 1 / 16):
+        c = lean_defaults(k_decl, T).constants(k_decl, T).scaled(f)
+        bob, vera = honest_bob(c), make_vera(c)
+        out[f] = (
+            c,
+            acceptance_exact_many(m_no, soundness_zoo(c)[1], bob, vera),
+            [
+                acceptance_exact(m_yes, honest_alice(c), b, vera)
+                for b in completeness_zoo(c)[1] + [bob]
+            ],
+        )
+    return out
+
+
+@pytest.mark.parametrize("luck", [0.5, 0.05])
+def test_budget_frontier_never_calls_factor_one_sixteenth_safe_at_k2_t8(exact_k2_t8, luck):
+    """Rows of the shipped sweep's size whose win counts are quantiles of the exact DP's laws
+    (``luck`` 0.5: the medians; 0.05: every member as lucky as the frontier's 95% allows, Alices
+    low and Bobs high): 1/8 is safe and 1/16 (honest-estimate Alice: 0.4022 > 2/5, exactly) is
+    not."""
+    from scipy.stats import binom
+
+    from dedebate.lab.config import load_config
+
+    cfg = load_config(REPO / "configs" / "sweeps" / "budget_frontier.yaml", {exp.NAME: exp})
+    n = cfg.params.trials
+    rows = []
+    for f, (c, snd, comp) in exact_k2_t8.items():
+        a = [int(binom.ppf(luck, n, p)) for p in snd]
+        b = [int(binom.isf(luck, n, p)) for p in comp]
+        rows.append(
+            {
+                "point": 0,
+                "seed": 0,
+                "group": 0,
+                "scale": f,
+                "Ks": "[2]",
+                f"{CELL}/trials": n,
+                f"{CELL}/completeness_min": min(b) / n,
+                f"{CELL}/soundness_max": max(a) / n,
+                f"{CELL}/n_alice": c.n_alice,
+                f"{CELL}/n_bob": c.n_bob,
+                f"{CELL}/n_vera": c.n_vera,
+                **{f"{CELL}/alice{i}_wins": k for i, k in enumerate(a)},
+                **{f"{CELL}/bob{j}_wins": k for j, k in enumerate(b)},
+            }
+        )
+    assert max(exact_k2_t8[1 / 16][1]) == pytest.approx(0.4022, abs=1e-4)
+    (e,) = frontier(rows)
+    assert (e["factor"], e["stop"]) == (1 / 8, "undecided"), e["tried"]

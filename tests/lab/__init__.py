@@ -1,0 +1,1 @@
+"""Tests of dedebate/lab/: runs, sweeps, reports, checkpoints, devices and compile options."""

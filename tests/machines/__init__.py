@@ -1,0 +1,1 @@
+"""Tests of dedebate/machines/: step programs, fixtures, oracles, Lipschitz constants."""

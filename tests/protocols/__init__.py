@@ -1,0 +1,1 @@
+"""Tests of dedebate/protocols/: every debate protocol, exact and sampled."""

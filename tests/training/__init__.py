@@ -1,0 +1,1 @@
+"""Tests of dedebate/training/: Stackelberg and stochastic self-play."""

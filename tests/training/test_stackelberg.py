@@ -1,0 +1,368 @@
+"""Stackelberg self-play (dedebate/training/stackelberg.py, experiments/stackelberg/).
+
+Sizes are tiny: 1-level noisy-evidence trees (q = 5, Thr_3, a hidden-flaw AND alternative),
+one true and one false root per seed, rho = 2, so honest play earns rho^-(d+1) = 1/4 exactly.
+The experiment's proven rows (completeness of the honest A against the trained Bs, chaining) are
+checked on the module's trained players; which rows of a tiny run gate (claims) and which are
+findings is checked on the run that tests/experiments/test_stackelberg_resume.py shares.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import experiments.stackelberg as E
+from dedebate.agents.learned import init_estimator
+from dedebate.programs import FAST_COMPILE
+from dedebate.protocols.prover_estimator import (
+    PEDStatic,
+    expected_payoff,
+    ped_params,
+)
+from dedebate.training.stackelberg import (
+    StackelbergMonitors,
+    StackelbergStatic,
+    advantage_at,
+    first_converged,
+    init_carry,
+    make_chunk,
+    make_train,
+    payoff_terms,
+    players,
+    stackelberg_params,
+)
+from dedebate.trees.stability import tree_rho
+from experiments.stackelberg.runs import proof_grid, stable_trees, stack
+from experiments.stackelberg.warm import fit_estimator, ogd_target
+
+STEPS = 100
+THRESHOLD = 0.25  # rho^-(d+1) with rho = 2, d = 1
+CFG = E.Config(n_trees=2)
+
+
+def _batch(seeds):
+    trees = stack(
+        [
+            stable_trees(jax.random.fold_in(jax.random.key(s), 0), CFG.n_trees, CFG.depth)
+            for s in seeds
+        ]
+    )
+    keys = jnp.stack([jax.random.fold_in(jax.random.key(s), 1) for s in seeds])
+    return trees, keys
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """Two seeds trained together (Stackelberg, n_B = 20), with a trace counter."""
+    traces = []
+    train = make_train(StackelbergStatic(steps=STEPS))
+
+    def counted(hp, trees, keys):
+        traces.append(1)
+        return jax.vmap(train, in_axes=(None, 0, 0))(hp, trees, keys)
+
+    fn = jax.jit(counted, compiler_options=FAST_COMPILE)
+    hp = stackelberg_params(lr_a=0.03, lr_b=0.01, n_b=20)
+    trees, keys = _batch([0, 1])
+    state, mon = jax.block_until_ready(fn(hp, trees, keys))
+    return fn, hp, traces, jax.tree_util.tree_map(np.asarray, mon), state, trees
+
+
+def test_training_reaches_honest_equilibrium_on_one_level_tree(trained):
+    """STEPS = 100 A updates (n_B = 20) on 1-level trees, two seeds: A gives the correct root
+    answer on each tree (P >= 0.95), picks the stable candidate, and its payoff is within 5% of
+    the known value rho^-(d+1) = 1/4."""
+    _, _, _, mon, state, trees = trained
+    assert np.all(mon.a_correct[:, -1] >= 0.95)
+    assert np.all(mon.p_stable[:, -1] >= 0.95)
+    assert np.all(np.abs(mon.u_a[:, -1] - THRESHOLD) <= 0.05 * THRESHOLD)
+    # the root answer itself, per seed and tree, from the trained prover's answer head
+    p_one = jax.vmap(jax.vmap(lambda a, t: a.answer(t.public()), in_axes=(None, 0)))(
+        state.prover, trees
+    )
+    truth = np.asarray(trees.truth[:, :, 0])
+    assert np.all(np.where(truth == 1, np.asarray(p_one), 1 - np.asarray(p_one)) >= 0.95)
+    # B near best response: calibrated on the stable candidate, certified bound close to 1,
+    # and its realised max|Adv| against the spec 6.3 tests of the trained A small
+    assert np.all(mon.calib[:, -1] <= 0.1)
+    assert np.all(mon.certified[:, -1] >= 0.95)
+    assert np.all(mon.max_adv[:, -1] <= 0.02)
+    # and it was not there at the start (uniform players: E U_A = r^2/2 = 0.125)
+    np.testing.assert_allclose(mon.u_a[:, 0], 0.125, atol=1e-5)
+    ok = (
+        (mon.a_correct >= 0.95)
+        & (mon.p_stable >= 0.95)
+        & (np.abs(mon.u_a - THRESHOLD) <= 0.1 * THRESHOLD)
+    )
+    assert np.all(first_converged(ok) < STEPS)
+
+
+def test_compiles_once_for_all_seeds(trained):
+    fn, hp, traces, *_ = trained
+    trees, keys = _batch([2, 3])
+    jax.block_until_ready(fn(hp, trees, keys))
+    assert len(traces) == 1
+
+
+@pytest.fixture(scope="module")
+def half_chunk():
+    """One unbatched chunk of STEPS/2 A updates (compiled once for the module)."""
+    return jax.jit(
+        make_chunk(StackelbergStatic(steps=STEPS), STEPS // 2), compiler_options=FAST_COMPILE
+    )
+
+
+@pytest.fixture(scope="module")
+def per_seed(trained, half_chunk):
+    """Each seed trained alone, unbatched, in two chunks of STEPS/2 (same key and trees as in
+    ``trained``): ``[(tree, carry0, half, end, mon_a, mon_b)]`` per seed."""
+    hp = trained[1]
+    out = []
+    for s in range(2):
+        trees, keys = _batch([s])
+        tree = jax.tree_util.tree_map(lambda x: x[0], trees)
+        carry0 = init_carry(StackelbergStatic(steps=STEPS), tree, keys[0])
+        half, mon_a = half_chunk(hp, tree, carry0)
+        end, mon_b = half_chunk(hp, tree, half)
+        out.append((tree, carry0, half, end, mon_a, mon_b))
+    return out
+
+
+def test_vmap_over_seeds_equals_per_seed_runs(trained, per_seed):
+    """Each seed of the vmapped whole-run program equals that seed trained alone, unbatched, in
+    two chunks (same key, same trees): vmap over seeds and chunking change nothing."""
+    batched = trained[3]
+    for s, (_, _, _, end, mon_a, mon_b) in enumerate(per_seed):
+        assert int(end.step) == STEPS
+        for name in ("u_a", "a_correct", "p_stable", "calib", "max_adv", "adv"):
+            got = np.concatenate([getattr(mon_a, name), getattr(mon_b, name)])
+            np.testing.assert_allclose(
+                getattr(batched, name)[s], got, rtol=1e-4, atol=1e-5, err_msg=name
+            )
+
+
+@pytest.fixture(scope="module")
+def exact_terms():
+    """Seed 0's two trees and ``jit(advantage_at)`` on them: ``carry -> (E[U_A], P[A correct],
+    adv)`` (compiled once, for the objective's and the advantage monitor's tests)."""
+    static = StackelbergStatic(steps=1)
+    trees, _ = _batch([0])
+    trees = jax.tree_util.tree_map(lambda x: x[0], trees)  # the seed's 2 trees (true, false root)
+    return (
+        static,
+        trees,
+        jax.jit(lambda c: advantage_at(static, 2.0, trees, c), compiler_options=FAST_COMPILE),
+    )
+
+
+def test_payoff_equals_protocol_expected_payoff(exact_terms):
+    """The training objective (mean over the trees) equals the protocol's own path enumeration
+    (spec 2.2) on each tree, for players whose every head is non-trivial."""
+    static, trees, terms = exact_terms
+    carry = init_carry(static, trees, jax.random.key(5))
+    # perturb every parameter (the zero-initialised output layers too)
+    rng = np.random.default_rng(7)
+    carry = carry.replace(
+        **{
+            f: getattr(carry, f) + 0.5 * rng.normal(size=getattr(carry, f).shape).astype(np.float32)
+            for f in ("a_flat", "b_flat")
+        }
+    )
+    u, acc, _ = terms(carry)
+    a, b = players(static, trees, carry)
+    ref = jax.jit(
+        jax.vmap(lambda t: expected_payoff(PEDStatic(), ped_params(2.0), a, b, t)),
+        compiler_options=FAST_COMPILE,
+    )(trees)
+    np.testing.assert_allclose(float(u), float(np.mean(ref.u_a)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float(acc), float(np.mean(ref.a_correct)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(ref.total_prob), 1.0, atol=1e-5)
+    assert np.all(np.abs(np.asarray(ref.u_a) - 0.125) > 1e-3)  # not the uniform start, per tree
+
+
+def test_first_converged():
+    flags = np.array([[0, 1, 1, 1], [1, 1, 0, 1], [1, 1, 1, 1], [1, 1, 1, 0]], bool)
+    np.testing.assert_array_equal(first_converged(flags), [1, 3, 0, 4])
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"lr_a": 0.0}, {"lr_b": -1.0}, {"n_b": 0}, {"n_b": 1.5}, {"rho": 0.5}, {"eta": -0.1}]
+)
+def test_hparams_reject_bad_values(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        stackelberg_params(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"depth": 3},
+        {"n_trees": 3},
+        {"seeds": 0},
+        {"steps": 1},
+        {"n_b_values": (0,)},
+        {"main_n_b": 7},
+        {"lr_a": 0.0},
+        {"rho": 0.9},
+        {"tol": 1.0},
+        {"hidden_a": (0,)},
+        {"chunks": 7},
+        {"a_init_scale": -1.0},
+        {"warm_seeds": -1},
+        {"warm_a_init_scale": 0.0},
+        {"warm_delta": 0.0},
+        {"warm_fit_steps": 0},
+    ],
+)
+def test_config_rejects_bad_values(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        E.Config(**kwargs)
+
+
+def test_static_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="steps"):
+        StackelbergStatic(steps=0)
+    with pytest.raises(ValueError, match="hidden_b"):
+        StackelbergStatic(hidden_b=())
+    with pytest.raises(ValueError, match="q="):
+        init_estimator(jax.random.key(0), 13)
+
+
+def test_resume_from_orbax_checkpoint_equals_uninterrupted(tmp_path, trained, half_chunk, per_seed):
+    """The carry after STEPS/2 A updates, saved and restored through the lab's Orbax wrapper,
+    continues exactly as the run that was never interrupted (seed 0's second chunk)."""
+    from dedebate.lab.checkpoint import Checkpointer
+
+    hp = trained[1]
+    tree, carry0, half, ref, _, mon_ref = per_seed[0]
+    with Checkpointer(tmp_path / "ckpt", "h") as ckpt:
+        ckpt.save(STEPS // 2, half, force=True)
+    with Checkpointer(tmp_path / "ckpt", "h") as ckpt:
+        step, restored = ckpt.restore(carry0)
+    assert step == STEPS // 2 and int(restored.step) == STEPS // 2
+    end, mon = half_chunk(hp, tree, restored)
+    for got, want in zip(
+        jax.tree_util.tree_leaves((end, mon)), jax.tree_util.tree_leaves((ref, mon_ref))
+    ):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.slow
+def test_advantage_monitor_and_warm_start_from_algorithm1(exact_terms):
+    """B's realised advantages (payoff_terms) against a random initial A, checked three ways:
+
+    * with Algorithm 1's tabular estimator (built stage by stage by construct_estimator), the
+      per-stage max|Adv| equals the exit advantage Algorithm 1 itself reports (< delta);
+    * for the learned players they satisfy E[U_A] = r^(d+1) P[correct] - sum Adv_0 + sum Adv_1;
+    * the warm start (B fitted to that estimator) reproduces its advantages within 2e-3, so its
+      max|Adv| drops below the cold B's; against the fair-coin A every advantage is exactly 0
+      (Algorithm 1 takes no step) and the warm start leaves B bit-equal.
+    """
+    static, trees, adv_fn = exact_terms
+    delta = 0.02
+    carry = init_carry(static, trees, jax.random.key(1), a_out_scale=2.0)
+    u, acc, adv = (np.asarray(x, np.float64) for x in adv_fn(carry))
+    np.testing.assert_allclose(u, 0.25 * acc - adv[:, 0].sum() + adv[:, 1].sum(), atol=1e-6)
+    cold = np.abs(adv).max()
+    assert cold > delta  # the uniform B is distinguishable from the truth by this A's tests
+
+    target, rep = ogd_target(static, trees, carry, 2.0, delta)
+    prover, _ = players(static, trees, carry)
+    per_tree = jax.jit(
+        jax.vmap(
+            lambda est, t: payoff_terms(
+                static, 2.0, prover, est, jax.tree_util.tree_map(lambda x: x[None], t)
+            )[2]
+        ),
+        compiler_options=FAST_COMPILE,
+    )
+    tab = np.asarray(per_tree(rep.estimator, trees)).mean(axis=0)  # mu uniform over the trees
+    ogd_exit = [s.max_adv for s in rep.stages if s.stage != "final"]
+    np.testing.assert_allclose(np.abs(tab).max(axis=1), ogd_exit, rtol=1e-3, atol=1e-6)
+    assert max(ogd_exit) < delta
+
+    fit = jax.jit(lambda c, g: fit_estimator(static, trees, c, g), compiler_options=FAST_COMPILE)
+    fitted, kl = fit(carry, target)
+    _, _, adv_w = adv_fn(fitted)
+    assert float(kl) < 0.01
+    np.testing.assert_allclose(np.asarray(adv_w), tab, atol=2e-3)
+    assert np.abs(np.asarray(adv_w)).max() < cold
+    np.testing.assert_array_equal(np.asarray(fitted.a_flat), np.asarray(carry.a_flat))
+
+    # fair-coin A: every test has advantage exactly 0 against the uniform B, so Algorithm 1
+    # returns h_1 = uniform (spec 5.3 line 7) and fitting B to it changes nothing
+    fair = init_carry(static, trees, jax.random.key(1))
+    np.testing.assert_array_equal(np.asarray(adv_fn(fair)[2]), 0.0)
+    n = trees.truth.shape[0]
+    uniform = target.replace(
+        p_d=jnp.full((n,), 0.5),
+        joint=jnp.full_like(target.joint, 1 / 32),
+        phat=jnp.full_like(target.phat, 0.5),
+    )
+    fitted0, _ = fit(fair, uniform)
+    np.testing.assert_array_equal(np.asarray(fitted0.b_flat), np.asarray(fair.b_flat))
+
+
+def test_honest_prover_complete_against_trained_estimators(trained):
+    """The experiment's proof terms on the module's trained players (n_B = 20, 100 A updates,
+    two seeds, rho-stable trees): the honest A earns at least rho^-(d+1) + |p_d - T(x)| r^d (1 - r)
+    against each trained B on each tree (spec PED 4, the completeness sum with the root error;
+    Thm 6.1(1) is the case p_d = T(x)), and each trained pair satisfies the chaining identity of
+    spec 6.4 within float32 rounding."""
+    _, _, _, _, state, trees = trained
+    cache = {}
+    for s in range(2):  # the premise: the stable candidate is rho-stable at every node
+        for i in range(2):
+            t = jax.tree_util.tree_map(lambda x, s=s, i=i: x[s, i], trees)
+            assert tree_rho(t, cache=cache) <= 2.0 + E.claims.LP_TOL
+    static = StackelbergStatic(steps=STEPS)
+    u_h, u, chain = (
+        np.asarray(x, np.float64)
+        for x in proof_grid(static, 2.0)(state.prover, state.estimator, trees)
+    )
+    assert u_h.shape == (2, 2) and u.shape == (2,) and chain.shape == (2,)
+    p_d = jax.vmap(jax.vmap(lambda b, t: b.initial(t.public()), in_axes=(None, 0)))(
+        state.estimator, trees
+    )
+    root_err = np.abs(np.asarray(p_d, np.float64) - np.asarray(trees.truth[:, :, 0]))
+    r = 0.5
+    assert np.all(u_h >= THRESHOLD + root_err * r * (1 - r) - E.claims.EXACT_TOL)
+    np.testing.assert_allclose(chain, u, atol=E.claims.EXACT_TOL)
+
+
+def _mon(u_a, a_correct=None):
+    u = np.asarray(u_a, np.float32)
+    one = np.ones_like(u) if a_correct is None else np.asarray(a_correct, np.float32)
+    return StackelbergMonitors(u, one, one, u, u, u, np.zeros(u.shape + (2, 2), np.float32))
+
+
+def test_unstable_and_warm_rows_are_findings_with_their_criteria():
+    """Exp. 2 and the warm-start row on given monitors (no training): both are findings, and
+    their pre-stated criteria decide ``passed`` (tail mean's 95% upper end < rho^-(d+1); warm
+    max|Adv| < cold on every seed)."""
+    cfg = E.Config(seeds=3, steps=10, chunks=1, warm_seeds=3)
+    below = np.full((1, 3, 10), 0.5, np.float32)
+    below[0, :, -1] = [0.10, 0.12, 0.08]  # the last tenth (one A update) is what counts
+    c = E.unstable_claim(cfg, _mon(below), 1.0, 0.25, {}, {})
+    assert c.finding and c.passed and c.value == pytest.approx(0.10)
+    above = below.copy()
+    above[0, :, -1] = [0.30, 0.20, 0.26]
+    c = E.unstable_claim(cfg, _mon(above), 1.0, 0.25, {}, {})
+    assert c.finding and not c.passed and c.value == pytest.approx(0.76 / 3)
+
+    info = {
+        "adv_cold": np.array([0.2, 0.3, 0.4]),
+        "adv_warm": np.array([0.01, 0.02, 0.5]),
+        "fit_kl": np.zeros(3),
+        "ogd_max_adv": np.zeros(3),
+        "ogd_steps": np.zeros((3, 2), np.int32),
+    }
+    mon = _mon(np.full((2, 3, 10), 0.25))
+    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {}, 0.0)
+    assert c.finding and not c.passed and c.value == pytest.approx(0.5)  # seed 2: warm > cold
+    info["adv_warm"] = np.array([0.01, 0.02, 0.03])
+    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {}, 0.0)
+    assert c.finding and c.passed and c.value == pytest.approx(0.03)

@@ -1,0 +1,1 @@
+"""Tests of dedebate/trees/: claim trees and rho-stability."""
