@@ -132,27 +132,6 @@ def _program(
     return program
 
 
-_BUILT: OrderedDict[Any, Any] = OrderedDict()
-
-
-def cached_program(key: Any, build: Callable[[], Any]) -> Any:
-    """What ``build()`` returns, built once per hashable ``key`` and reused by later equal keys.
-
-    The value is a jitted function or a deterministic host result such as an adversary search
-    (an experiment's compiled grids: a second run in one process, e.g. a test or a notebook,
-    does not trace and compile them again). Equal keys promise the same value; at most
-    ``MAX_PROGRAMS`` are kept, least recently used first out. Only the time spent depends on
-    it, never a result.
-    """
-    if key in _BUILT:
-        _BUILT.move_to_end(key)
-        return _BUILT[key]
-    program = _BUILT[key] = build()
-    while len(_BUILT) > MAX_PROGRAMS:
-        _BUILT.popitem(last=False)
-    return program
-
-
 def clear_program_cache() -> None:
     """Forget the cached sweep programs (the next sweep compiles afresh)."""
     _PROGRAMS.clear()

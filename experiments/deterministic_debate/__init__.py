@@ -1,39 +1,32 @@
 """Deterministic debate: Figure 3 / Theorem 5.1, Figure 4 / Theorem 5.3, Figure 2+4 / Theorem 7.1.
 
-Spec DED 6, 7, 8; what each part checks and why is spec DED 8.3.
-
-1. Exact completeness and soundness on random machines (complement pairs) against the strategy
-   zoos, every claimed transcript at ``check_T`` and, for Figure 3, every message sequence of a
-   3-step machine.
-2. The witness variant on two NP^O task families (every witness enumerated; host only).
-3. Bits V reads, V's oracle queries and the honest provers' steps against ``T = 2^e``, checked as
-   a T-independent band ``bits / (S log T)``, ``bits / ((l + 2) log T)`` in [1, 2].
-4. A side-by-side table of Figure 3 and Figure 4.
-
-Sweepable: parts 1 and 3 are :func:`point`'s ``fn`` over the grids of :func:`inputs` (built on
-the host); ``oracle_frac`` is dynamic, T and every size static; a run is the one-point case.
-Part 2 is :func:`host`; :func:`report` turns the numbers into the claims.
+Spec DED 6, 7, 8 (what each part checks: DED 8.3). :func:`point` plays the random machines'
+grids against the zoos (completeness, soundness, costs against T); :func:`host` the witness tasks.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import math
 
 import jax
 import numpy as np
 
 from dedebate.agents.deterministic_grids import GRID_PLAY, judged_counts, witness_suite
-from dedebate.agents.deterministic_players import JUDGED
-from dedebate.lab.experiment import ExperimentResult
+from dedebate.agents.deterministic_players import JUDGED, merge_judged
+from dedebate.core.stats import finite_linfit, finite_loglog_slope
+from dedebate.lab.experiment import Claim, ExperimentResult, strict_max, strict_min
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.configurations import clog2
 from dedebate.programs import FASTEST_COMPILE, cpu_only
 from dedebate.protocols.det_witness import constraint_task, plan_task
 
-from .claims import Measured, claim_rows
 from .population import (
     EXHAUSTIVE_S,
     EXHAUSTIVE_SEQUENCES,
     PROTOCOL_FAMILIES,
     Population,
+    col,
     cost_table,
     exhaustive_fig3_grid,
     play_families,
@@ -46,10 +39,8 @@ TITLE = (
 )
 TYPICAL_SECONDS = 32  # a cold default-size run on two CPU cores (reproduce's order of work)
 
+# integer counts: the options change compile time only (level 0 on a CPU, where it dominates)
 COMPILE_OPTIONS = cpu_only(FASTEST_COMPILE)
-"""XLA options of the swept program (run and sweep alike): on a CPU, optimisation level 0,
-since compile time dominates these grids there; XLA's defaults on accelerators. The debates
-are integer counts, so the options change compile time only, never a number."""
 
 
 @config_dataclass
@@ -59,40 +50,16 @@ class Config:
     )
     n_inputs: int = param(4, "input bits n of every random machine", ge=0, le=16)
     deps: tuple[int, ...] = param(
-        (2, 4, 6),
-        "|I(t)| = l of the population's machines (cycled)",
-        ge=1,
-        le=8,
-        min_len=1,
-        max_len=16,
+        (2, 4, 6), "|I(t)| = l of the machines (cycled)", ge=1, le=8, min_len=1, max_len=16
     )
-    dep_window: int = param(
-        8, "a step reads only inputs and the last dep_window steps", ge=1, le=2**16
-    )
-    window: int = param(
-        8,
-        "register configuration buffer W for Fig 3 (>= dep_window; the "
-        "smallest cost-sweep T = 2^e must be >= W)",
-        ge=1,
-        le=2**16,
-    )
+    dep_window: int = param(8, "a step reads inputs and the last dep_window steps", ge=1, le=2**16)
+    window: int = param(8, "Fig 3's register buffer W (>= dep_window)", ge=1, le=2**16)
     oracle_frac: float = param(0.3, "fraction of ORACLE steps (the rest are DET)", ge=0.0, le=1.0)
     check_T: int = param(11, "T of the exhaustive checks (every claimed transcript)", ge=2, le=14)
-    fixed_bob_max_T: int = param(
-        64,
-        "try every fixed B (each step / each bit pattern) when T <= this (2^16, the largest "
-        "cost-sweep T, means always)",
-        ge=0,
-        le=2**16,
-    )
+    fixed_bob_max_T: int = param(64, "try every fixed B when T <= this", ge=0, le=2**16)
     n_random: int = param(4, "random B strategies and random liars per family", ge=0, le=64)
     cost_log2: tuple[int, ...] = param(
-        (4, 6, 8, 10, 12),
-        "cost sweep over T = 2^e for these e (2^e >= window and >= n_inputs)",
-        ge=3,
-        le=16,
-        min_len=1,
-        max_len=16,
+        (4, 6, 8, 10, 12), "cost sweep T = 2^e (>= window)", ge=3, le=16, min_len=1, max_len=16
     )
     exhaustive_fig3: bool = param(
         True, "every Fig 3 message sequence of a 3-step machine (T=3, W=2, n=1: 2^15 of them)"
@@ -105,10 +72,7 @@ class Config:
         if self.window < self.dep_window:
             raise ValueError(f"window={self.window}: must be >= dep_window={self.dep_window}")
         if 2 ** min(self.cost_log2) < max(self.window, self.n_inputs):
-            raise ValueError(
-                f"cost_log2={self.cost_log2!r}: the smallest T = 2^e must be >= "
-                f"window={self.window} and >= n_inputs={self.n_inputs}"
-            )
+            raise ValueError(f"cost_log2={self.cost_log2!r}: 2^e must be >= window and n_inputs")
 
 
 SIZES = {
@@ -134,8 +98,7 @@ SIZES = {
 
 
 def memory_bytes(cfg: Config) -> dict[str, int]:
-    """Peak bytes of a run (dedebate/lab/memory.py): the judged grids of every T of section 1
-    (:func:`grid_bytes`; the program holds them all) and Figure 3's exhaustive grid (~10 MiB)."""
+    """Peak bytes of a run: the judged grids of every T (held together) and Fig 3's exhaustive."""
     return {
         "judged grids": sum(grid_bytes(cfg, T) for T in _Ts(cfg)[1]),
         "Figure 3's exhaustive grid": 10 * 2**20 * cfg.exhaustive_fig3,
@@ -143,34 +106,22 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
 
 
 def grid_bytes(cfg: Config, T: int) -> int:
-    """Bytes of one T's grids and their play: per machine, ``5.5 T + 52`` for each strategy pair
-    of each family (the zoos of :func:`~dedebate.agents.deterministic_players.zoo_pairs`) and
-    ``T (4 + 1.5 * 2^max(deps))`` for each family's machine tables (fitted to XLA's buffers on a
-    CPU, within 5% from T = 8 to 4096)."""
+    """Bytes of one T's grids and their play (fitted to XLA's buffers on a CPU, T = 8..4096)."""
     fixed = T <= cfg.fixed_bob_max_T
     pairs = 18 + 3 * cfg.n_random + (2**T if T == cfg.check_T else 0)
     fig3 = (1 + (cfg.window < T)) * (pairs + 16 + (2 ** clog2(T) if fixed else 0))
-    families = 2 + (cfg.window < T)
-    return int(
-        cfg.n_machines
-        * (
-            (pairs + (T if fixed else 0) + fig3) * (5.5 * T + 52)
-            + families * T * (4 + 1.5 * 2 ** max(cfg.deps))
-        )
-    )
+    tables = (2 + (cfg.window < T)) * T * (4 + 1.5 * 2 ** max(cfg.deps))  # per family
+    return int(cfg.n_machines * ((pairs + (T if fixed else 0) + fig3) * (5.5 * T + 52) + tables))
 
 
 def _Ts(cfg):
-    """``(cost_T, all_T)``: the cost sweep's T = 2^e and every T of section 1 (with check_T)."""
+    """``(cost_T, all_T)``: the cost sweep's T = 2^e, and those with check_T."""
     cost_T = [2**e for e in sorted(set(cfg.cost_log2))]
     return cost_T, sorted(set(cost_T) | {cfg.check_T})
 
 
 def inputs(cfg: Config, seed: int, key):
-    """The debate grids of one run, built on the host: at the j-th T of section 1, the
-    population's grids (:meth:`Population.grids` with seed ``seed + j`` and key
-    ``fold_in(key, j)``; every claimed transcript at ``check_T``); with ``exhaustive_fig3``, every
-    Figure 3 message sequence of four 3-step machines (seed ``seed + 1000``)."""
+    """The debate grids of a run (host): the j-th T's from ``seed + j``, ``fold_in(key, j)``."""
     pop = Population.of(cfg)
     out = {
         f"T{T}": pop.grids(T, seed + j, jax.random.fold_in(key, j), T == cfg.check_T)
@@ -181,182 +132,289 @@ def inputs(cfg: Config, seed: int, key):
     return out
 
 
-DYNAMIC = ("oracle_frac",)
-"""Config fields a sweep may vary within one compiled program: ``oracle_frac``, which enters only
-through :func:`inputs` (which steps of the host-drawn machines are ORACLE) and changes no shape.
-T (``cost_log2``, ``check_T``), the population and zoo sizes, ``deps``, ``dep_window``,
-``window``, ``fixed_bob_max_T`` and ``exhaustive_fig3`` set shapes or the cost table's l groups:
-static."""
+DYNAMIC = ("oracle_frac",)  # enters only through the host-drawn machines; the rest sets shapes
 
 
 def point(cfg: Config):
-    """One sweep point: ``(dynamic, fn)``; ``fn(dynamic, key, inputs)`` is pure JAX over the grids
-    of :func:`inputs` (``key`` is unused: the randomness is in the host-built grids). Metrics
-    (int32): :func:`play_families`' ``T{T}/F/...`` judged counts for every T of section 1 and
-    cost rows ``T{T}/F/l{l}/...`` for every T of the cost sweep, and with ``exhaustive_fig3``
-    the judged counts ``fig3_exhaustive/...``. :func:`report` reports from exactly these
-    numbers."""
+    """``(dynamic, fn)``: judged counts per T and family, costs per l at the cost sweep's T."""
     cost_T, all_T = _Ts(cfg)
     pop = Population.of(cfg)
-    dynamic = {"oracle_frac": np.asarray(cfg.oracle_frac, np.float32)}
     groups = {T: pop.cost_groups(T) for T in cost_T}
     S = {T: {fam: pop.fig3_S(T, fam) for fam in PROTOCOL_FAMILIES[1:]} for T in all_T}
-    exhaustive = cfg.exhaustive_fig3
 
     def fn(dyn, key, host):
         del dyn, key  # oracle_frac and the randomness enter through the host-built grids
         out = {}
         for T in all_T:
             out.update(play_families(host[f"T{T}"], groups.get(T, {}), S[T], f"T{T}"))
-        if exhaustive:
+        if cfg.exhaustive_fig3:
             g = host["fig3_exhaustive"]
             res = GRID_PLAY["fig3"](g["machines"], g["A"], g["B"])
             out.update({f"fig3_exhaustive/{k}": v for k, v in judged_counts(res, g).items()})
         return out
 
-    return dynamic, fn
+    return {"oracle_frac": np.asarray(cfg.oracle_frac, np.float32)}, fn
+
+
+# -- claims ----------------------------------------------------------------------------------------
+SRC_53 = "spec DED 6 (Fig 4 / Thm 5.3)"
+SRC_51 = "spec DED 7 (Fig 3 / Thm 5.1)"
+SRC_71 = "spec DED 8 (Fig 2+4 / Thm 7.1)"
+LABELS = {
+    "fig4": ("Fig 4 cross-examination", SRC_53),
+    "fig3_window": ("Fig 3 binary search, register configurations", SRC_51),
+    "fig3_full": ("Fig 3 binary search, full-tape configurations", SRC_51),
+}
+ZOO_RATES = (
+    ("comp", "completeness = 1 (honest A vs every B of the zoo)"),
+    ("sound", "soundness = 0 (every A of the zoo vs honest B)"),
+)
+WITNESS_RATES = (
+    ("comp", "completeness = 1 over every valid witness and every B of the zoo"),
+    ("sound", "soundness = 0 over every witness of every no-instance"),
+)
+
+
+@dataclasses.dataclass
+class Measured:
+    """Judged counts per family and T, at check_T, of Fig 3's exhaustive adversary, witnesses."""
+
+    all_T: list[int]
+    cost_T: list[int]
+    stats: dict[str, list[dict]]
+    ex_T: dict[str, dict]
+    ex3: dict | None
+    wit: dict[str, dict]
+    table: list[dict]
+
+
+def _rate(st, side, claim, src, note):
+    """Completeness (``side="comp"``) == 1 or soundness == 0 of judged counts, some debate."""
+    r = st[f"{side}_accepts"] / max(st[f"{side}_debates"], 1)
+    want = 1.0 if side == "comp" else 0.0
+    return Claim.exact(claim, src, f"== {want:g}", r, st[f"{side}_debates"] > 0 and r == want, note)
+
+
+def _finding(claim, src, bound, value, passed, note, why):
+    """A row the code implies whatever it measures: shown, not gating."""
+    note = (f"{note}; " if note else "") + f"a finding, not gating: holds by construction ({why})"
+    return Claim.exact(claim, src, bound, value, passed, note, finding=True)
+
+
+def _band(claim, src, ratios, note):
+    """``ratios`` in [1, 2] (a T-independent band)."""
+    lo, hi = strict_min(ratios), strict_max(ratios)
+    note = f"ratio range [{lo:.3f}, {hi:.3f}]{note}"
+    return Claim.exact(claim, src, "in [1, 2]", hi, lo >= 1.0 and hi <= 2.0, note)
+
+
+def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
+    """The report rows of ``m`` and the metrics they summarise (pure)."""
+    claims, metrics = [], {}
+    for fam, (label, src) in LABELS.items():
+        tot = metrics[fam] = merge_judged(m.stats[fam])
+        note = (
+            f"{cfg.n_machines} random machines at each T in {m.all_T} (half output 1); "
+            f"{tot['comp_debates']} honest-A debates, {tot['sound_debates']} honest-B debates"
+        )
+        claims += [_rate(tot, side, f"{label}: {t}", src, note) for side, t in ZOO_RATES]
+        q, why = tot["v_queries_max"], "V's query count is a 0/1 flag of the judged step"
+        claims.append(
+            _finding(f"{label}: V makes at most one oracle query", src, "<= 1", q, q <= 1, "", why)
+        )
+    for fam in ("fig4", "fig3_full"):
+        st, (label, src) = m.ex_T[fam], LABELS[fam]
+        note = (
+            f"all 2^{cfg.check_T} transcripts + the zoo vs honest B: {st['sound_debates']} debates "
+            f"on output-0 machines; completeness over every fixed B: "
+            f"{st['comp_accepts']}/{st['comp_debates']} accepted"
+        )
+        name = f"{label}: no claimed transcript wins at T={cfg.check_T} (exhaustive)"
+        claims.append(_rate(st, "sound", name, src, note))
+    if m.ex3 is not None:
+        ex3 = metrics["fig3_exhaustive"] = m.ex3
+        note = (
+            f"all {ex3['sequences']} sequences (Z', a_1, a_2) of S={ex3['S']}-bit "
+            f"configurations x output-0 machines = {ex3['sound_debates']} debates"
+        )
+        name = "Fig 3: no message sequence wins (exhaustive adversary, T=3 padded to 4, W=2)"
+        claims.append(_rate(ex3, "sound", name, SRC_51, note))
+    for name, st in m.wit.items():
+        metrics[f"witness_{name}"] = st
+        w = f"Witness debate ({name})"
+        note = (
+            f"{st['yes']} yes / {st['no']} no instances, 2^{int(math.log2(st['witnesses']))} "
+            f"witnesses each, T={st['T']}, n={st['n']}, l={st['l']}"
+        )
+        for side, t in WITNESS_RATES:
+            claims.append(
+                _rate(st, side, f"{w}: {t}", SRC_71, f"{note}; {st[side + '_debates']} debates")
+            )
+        ok = st["v_queries_max"] <= 1 and st["bits_max"] <= st["bits_bound"]
+        claims.append(
+            _finding(
+                f"{w}: V queries <= 1, bits <= ceil(log2 T) + (l+2)(1+w), honest A simulates "
+                "T steps",
+                SRC_71,
+                f"<= {st['bits_bound']} bits",
+                st["bits_max"],
+                ok and st["a_steps_max"] == st["T"],
+                note,
+                "V reads 1 + |I(t)| + 1 <= l + 2 cells of 1 + w bits each, its query count is a "
+                "0/1 flag and A's cost is T by definition",
+            )
+        )
+
+    # -- costs against T: a fit needs two T ------------------------------------------------------
+    two, nan = len(m.cost_T) >= 2, math.nan
+    f4 = [r for r in m.table if r["protocol"] == "fig4"]
+    f3 = [r for r in m.table if r["protocol"] != "fig4"]
+    ls = sorted({r["l"] for r in f4})
+    per_l = {l: finite_linfit(col(f4, "m", l=l), col(f4, "bits_read", l=l))[0] for l in ls if two}
+    note = ", worst case over the zoo; per-doubling slopes d bits / d log2 T: " + ", ".join(
+        f"l={l}: {v:.2f}" for l, v in per_l.items()
+    )
+    if two and len(ls) >= 2:
+        a, b, r2 = finite_linfit(list(per_l), list(per_l.values()))
+        note += f"; slope = {a:.3f} l + {b:.3f} (R^2 {r2:.4f}); expected l + 2"
+        metrics["fig4_slope_fit"] = {"a": a, "b": b, "r2": r2}
+    claims.append(
+        _band(
+            "Fig 4: bits V reads grow as l log T: bits / ((l+2) log2 T) in [1, 2] at every T",
+            SRC_53,
+            [r["bits_read_max_over_zoo"] / ((r["l"] + 2) * r["m"]) for r in f4],
+            f" over T={m.cost_T}" + note,
+        )
+    )
+    Sm = [r["S"] * r["m"] for r in f3]
+    a3, b3, r23 = finite_linfit(Sm, col(f3, "bits_read")) if two else (nan,) * 3
+    slopes3 = {
+        fam: finite_loglog_slope(col(f3, "T", protocol=fam), col(f3, "bits_read", protocol=fam))
+        for fam in ("fig3_window", "fig3_full")
+        if two
+    }
+    lmax = max(ls)
+    slope4 = finite_loglog_slope(col(f4, "T", l=lmax), col(f4, "bits_read", l=lmax)) if two else nan
+    claims.append(
+        _band(
+            "Fig 3: bits V reads grow as S log T: bits / (S log2 T) in [1, 2] at every T",
+            SRC_51,
+            [r["bits_read"] / x for r, x in zip(f3, Sm)],
+            f"; linear fit bits = {a3:.4f} S log2 T + {b3:.1f} (R^2 {r23:.5f}); log-log slopes "
+            "vs T: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in slopes3.items())
+            + f", Fig 4 (l={lmax}) {slope4:.3f}",
+        )
+    )
+    fit3 = {"a": a3, "b": b3, "r2": r23, "loglog_vs_T": slopes3, "fig4_loglog_vs_T": slope4}
+    metrics["fig3_fit"] = fit3
+    work = {}
+    for fam in ("fig3_full", "fig3_window", "fig4"):
+        r = [x for x in m.table if x["protocol"] == fam and x["l"] == lmax]
+        steps = [x["a_steps"] + x["b_steps"] for x in r]
+        per_T = [strict_max((x["a_steps"], x["b_steps"])) / x["T"] for x in r]
+        work[fam] = {
+            "max_steps_per_T": strict_max(per_T),
+            "loglog_slope": finite_loglog_slope(col(r, "T"), steps) if len(r) >= 2 else nan,
+        }
+    metrics["prover_work"] = work
+    claims.append(
+        _finding(
+            "Honest prover work: O(T) steps simulated (within the O(T log T) bound)",
+            "spec DED 6-7 (Ptime)",
+            "steps / T <= 2",
+            strict_max(w["max_steps_per_T"] for w in work.values()),
+            all(w["max_steps_per_T"] <= 2.0 for w in work.values()),
+            "log-log slopes of A+B steps vs T: "
+            + ", ".join(f"{k} {v['loglog_slope']:.3f}" for k, v in work.items())
+            + "; Fig 3: A simulates T steps, B T_pad - 1; Fig 4: A T, B T",
+            "A's count is T and B's at most T_pad - 1 < 2T by the protocols' definitions",
+        )
+    )
+    return claims, metrics
 
 
 # -- plots ----------------------------------------------------------------------------------------
 def _plot(rows, ls):
-    """Bits V reads (Fig 3 honest, Fig 4 worst over the zoo) within the claims' bands
-    [1, 2] x S log2 T and [1, 2] x (l+2) log2 T, and the honest provers' steps under 2T."""
+    """Bits V reads within the claims' bands [1, 2] x S or (l+2) log2 T; the provers' steps."""
     from matplotlib.figure import Figure  # no pyplot: nothing global to close
 
     fig = Figure(figsize=(11, 4.2))
     ax1, ax2 = fig.subplots(1, 2)
     curves = [
-        (
-            f"Fig 3, {what}",
-            "configurations",
-            "bits_read",
-            "S log2 T",
-            style,
-            [x for x in rows if x["protocol"] == proto and x["l"] == ls[0]],
-        )
-        for proto, style, what in (
-            ("fig3_full", "s-", "full-tape"),
-            ("fig3_window", "o-", "register"),
-        )
+        ("fig3_full", ls[0], "s-", "Fig 3, full-tape"),
+        ("fig3_window", ls[0], "o-", "Fig 3, register"),
     ]
-    curves += [
-        (
-            f"Fig 4, l = {l}",
-            "(worst over the zoo)",
-            "bits_read_max_over_zoo",
-            "(l+2) log2 T",
-            "^--",
-            [x for x in rows if x["protocol"] == "fig4" and x["l"] == l],
-        )
-        for l in ls
-    ]
-    for name, what, key, unit, style, r in curves:
-        T = [x["T"] for x in r]
-        (line,) = ax1.plot(T, [x[key] for x in r], style, label=f"{name} {what}")
-        unit_bits = np.array([(x["S"] if unit == "S log2 T" else x["l"] + 2) * x["m"] for x in r])
-        ax1.fill_between(
-            T,
-            unit_bits,
-            2 * unit_bits,
-            color=line.get_color(),
-            alpha=0.12,
-            label=f"{name}: the claim's band [1, 2] x {unit}",
-        )
+    for proto, l, style, name in curves + [("fig4", l, "^--", f"Fig 4, l = {l}") for l in ls]:
+        fig4, where = proto == "fig4", {"protocol": proto, "l": l}
+        T, m = col(rows, "T", **where), np.array(col(rows, "m", **where))
+        y = col(rows, "bits_read_max_over_zoo" if fig4 else "bits_read", **where)
+        what, unit = ("(worst over the zoo)", "(l+2)") if fig4 else ("configurations", "S")
+        (line,) = ax1.plot(T, y, style, label=f"{name} {what}")
+        band = (l + 2 if fig4 else np.array(col(rows, "S", **where))) * m
+        label = f"{name}: the claim's band [1, 2] x {unit} log2 T"
+        ax1.fill_between(T, band, 2 * band, color=line.get_color(), alpha=0.12, label=label)
     ax1.set_xscale("log", base=2)
-    ax1.set_yscale("log")
-    ax1.set_xlabel("T (steps)")
-    ax1.set_ylabel("bits V reads")
+    ax1.set(yscale="log", xlabel="T (steps)", ylabel="bits V reads", title="Verifier cost")
     ax1.legend(fontsize=6)
-    ax1.set_title("Verifier cost")
     for proto, key, style in (
         ("fig3_full", "b_steps", "s-"),
         ("fig3_full", "a_steps", "o-"),
         ("fig4", "b_steps", "^--"),
     ):
-        r = [x for x in rows if x["protocol"] == proto and x["l"] == max(ls)]
-        ax2.plot(
-            [x["T"] for x in r],
-            [x[key] for x in r],
-            style,
-            label=f"{'Fig 3' if proto != 'fig4' else 'Fig 4'} {key[0].upper()} steps",
-        )
+        where = {"protocol": proto, "l": max(ls)}
+        label = f"Fig {proto[3]} {key[0].upper()} steps"
+        ax2.plot(col(rows, "T", **where), col(rows, key, **where), style, label=label)
     T_all = sorted({x["T"] for x in rows})
     ax2.plot(T_all, [2 * T for T in T_all], "k:", lw=1, label="2T (the claim: steps / T <= 2)")
     ax2.set_xscale("log", base=2)
     ax2.set_yscale("log", base=2)
-    ax2.set_xlabel("T (steps)")
-    ax2.set_ylabel("steps simulated by the honest prover")
-    ax2.legend(fontsize=7)
+    ax2.set(xlabel="T (steps)", ylabel="steps simulated by the honest prover")
     ax2.set_title("Honest prover work")
+    ax2.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
 
 def sweep_figures(rows):
-    """``deterministic_costs``: the figure of a run (bits V reads and honest prover steps against
-    T) from the first sweep row of each static group, i.e. of each ``cost_log2`` value (the costs
-    of the honest debates do not depend on the seed or ``oracle_frac``)."""
-    table, seen = [], set()
+    """``deterministic_costs`` from the first row of each T (honest costs depend on T alone)."""
+    first = {}
     for r in rows:
         for c in cost_table(r):
-            if (c["T"], c["protocol"], c["l"]) not in seen:
-                seen.add((c["T"], c["protocol"], c["l"]))
-                table.append(c)
-    table.sort(key=lambda c: (c["T"], PROTOCOL_FAMILIES.index(c["protocol"]), c["l"]))
+            first.setdefault((c["T"], PROTOCOL_FAMILIES.index(c["protocol"]), c["l"]), c)
+    table = [first[k] for k in sorted(first)]
     return {"deterministic_costs": _plot(table, sorted({c["l"] for c in table}))} if table else {}
 
 
 # -- the experiment --------------------------------------------------------------------------------
 def host(cfg: Config, seed: int, key, measured) -> dict[str, dict]:
-    """Part 2 on the host: the witness tasks' summaries
-    (:func:`~dedebate.agents.deterministic_grids.witness_suite`), instances from ``seed + 2000``
-    (plans) and ``seed + 3000`` (constraints), the zoo from ``fold_in(key, 10_000 + i)``."""
-    del measured
-    tasks = (
-        ("plan", plan_task(seed + 2000, cfg.witness_instances)),
-        ("constraints", constraint_task(seed + 3000, cfg.witness_instances)),
-    )
-    return {
-        name: witness_suite(
-            task,
-            Population.of(cfg).pairs(
-                task.program.T, jax.random.fold_in(key, 10_000 + i), "cross_exam"
-            ),
-        )
-        for i, (name, task) in enumerate(tasks)
-    }
+    """The witness tasks' summaries (instances from ``seed + 2000`` and ``seed + 3000``)."""
+    tasks, pop, out = {"plan": plan_task, "constraints": constraint_task}, Population.of(cfg), {}
+    for i, (name, task) in enumerate(tasks.items()):
+        task = task(seed + 2000 + 1000 * i, cfg.witness_instances)
+        zoo = pop.pairs(task.program.T, jax.random.fold_in(key, 10_000 + i), "cross_exam")
+        out[name] = witness_suite(task, zoo)
+    return out
 
 
 def report(cfg: Config, measured, host) -> ExperimentResult:
-    """The claims of the point's row (parts 1 and 3) and the witness summaries (part 2)."""
+    """The claims of the point's row and the witness summaries."""
     cost_T, all_T = _Ts(cfg)
+    keys, table = JUDGED + ("v_queries_max",), cost_table(measured)
     stats = {
-        fam: [{k: measured[f"T{T}/{fam}/{k}"] for k in JUDGED + ("v_queries_max",)} for T in all_T]
-        for fam in PROTOCOL_FAMILIES
+        f: [{k: measured[f"T{T}/{f}/{k}"] for k in keys} for T in all_T] for f in PROTOCOL_FAMILIES
     }
-    ex3 = None
+    ex3, pre = None, "fig3_exhaustive/"
     if cfg.exhaustive_fig3:
-        ex3 = {
-            k.split("/", 1)[1]: v
-            for k, v in measured.items()
-            if k.startswith("fig3_exhaustive/") and not k.endswith("_sound")
-        }
+        ex3 = {k[len(pre) :]: v for k, v in measured.items() if k.startswith(pre)}
+        ex3 = {k: v for k, v in ex3.items() if not k.endswith("_sound")}
         ex3 |= {"S": EXHAUSTIVE_S, "sequences": EXHAUSTIVE_SEQUENCES}
-    table = cost_table(measured)
-    m = Measured(
-        all_T=all_T,
-        cost_T=cost_T,
-        stats=stats,
-        ex_T={fam: dict(st[all_T.index(cfg.check_T)]) for fam, st in stats.items()},
-        ex3=ex3,
-        wit=host,
-        table=table,
-    )
-    claims, metrics = claim_rows(cfg, m)
-    ls_all = sorted({r["l"] for r in table if r["protocol"] == "fig4"})
+    ex_T = {fam: dict(st[all_T.index(cfg.check_T)]) for fam, st in stats.items()}
+    claims, metrics = claim_rows(cfg, Measured(all_T, cost_T, stats, ex_T, ex3, host, table))
+    ls = sorted({r["l"] for r in table if r["protocol"] == "fig4"})
     return ExperimentResult(
         claims=claims,
         metrics=metrics,
         tables={"costs": table, "fig3_vs_fig4": side_by_side(table)},
-        figures={"deterministic_costs": _plot(table, ls_all)},
+        figures={"deterministic_costs": _plot(table, ls)},
     )

@@ -1,38 +1,20 @@
-"""Random-machine populations judged by the deterministic debates, and their cost table (spec DED
-6, 7).
-
-A :class:`Population` states the static shape of a report on Figure 4 (cross-examination) and
-Figure 3 (binary search, register and full-tape configurations): random machines in complement
-pairs (half output 1) against the strategy zoos of
-:func:`~dedebate.agents.deterministic_players.zoo_pairs`. :meth:`Population.grids` builds one T's
-grids on the host; :func:`play_families` plays them (pure JAX, inside a swept function) into
-judged counts and honest-debate costs per l group; :func:`cost_table` and :func:`side_by_side`
-read those metrics back as table rows.
-"""
+"""Random machines against the strategy zoos of Figures 3 and 4: grids, counts, cost rows."""
 
 from __future__ import annotations
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents.deterministic_grids import GRID_PLAY, grid_cells, honest_costs, judged_counts
 from dedebate.agents.deterministic_players import make_bob, repeat, zoo_pairs
 from dedebate.core.bits import bit_table
-from dedebate.machines.configurations import (
-    clog2,
-    config_machine,
-    random_programs,
-    simulate_numpy,
-)
+from dedebate.machines.configurations import clog2, config_machine, random_programs, simulate_numpy
 from dedebate.protocols.deterministic_players import MessageAlice
 
+# Figure 4, Figure 3 with a register configuration (S = w_c + n + W) and with the full tape
 PROTOCOL_FAMILIES = ("fig4", "fig3_window", "fig3_full")
-"""The protocol families of a population: Figure 4, Figure 3 with a register configuration
-(``S = w_c + n + W``) and with the full tape (``S = w_c + n + T``)."""
-
 COST_FIELDS = (
     "rounds",
     "bits_read",
@@ -44,21 +26,13 @@ COST_FIELDS = (
     "b_steps",
     "machines",
 )
-"""The per-(T, family, l) cost numbers :func:`play_families` measures on the honest debates."""
-
+# the exhaustive Figure 3 adversary: S = w_c + n + W = 2 + 1 + 2, 2^(3 S) message sequences
 EXHAUSTIVE_S, EXHAUSTIVE_SEQUENCES = 5, 2**15
-"""The exhaustive Figure 3 adversary's configuration size ``S = w_c + n + W = 2 + 1 + 2`` and its
-number of message sequences ``2^(3 S)`` (:func:`exhaustive_fig3_grid`)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Population:
-    """The static description of a population of random machines and its strategy zoos.
-
-    ``n_machines`` machines (complement pairs) with ``n_inputs`` input bits, ``|I(t)| = l`` cycled
-    over ``deps``, steps reading only inputs and the last ``dep_window`` steps, a fraction
-    ``oracle_frac`` of ORACLE steps; Figure 3's register buffer ``window``; ``n_random`` random B
-    strategies and liars; every fixed B when ``T <= fixed_bob_max_T``."""
+    """Random machines (complement pairs, l cycled over ``deps``) and their strategy zoos."""
 
     n_machines: int
     n_inputs: int
@@ -74,20 +48,8 @@ class Population:
         """The population of a config."""
         return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls)})
 
-    def programs(self, T: int, seed: int):
-        """The random machines at ``T``."""
-        return random_programs(
-            seed,
-            self.n_machines,
-            T,
-            n_inputs=self.n_inputs,
-            n_deps=self.deps,
-            dep_window=self.dep_window,
-            oracle_frac=self.oracle_frac,
-        )
-
     def ls(self, T: int) -> np.ndarray:
-        """``l = max_t |I(t)|`` of every machine at ``T`` (int ``[n_machines]``), from structure."""
+        """``l = max_t |I(t)|`` of every machine at ``T``, from structure."""
         ls = np.asarray(self.deps)[np.arange(self.n_machines // 2) % len(self.deps)]
         return np.repeat(np.minimum(ls, self.n_inputs + min(T - 1, self.dep_window)), 2)
 
@@ -96,24 +58,22 @@ class Population:
         W = min(self.window, T) if family == "fig3_window" else T
         return int(T).bit_length() + self.n_inputs + W
 
-    def pairs(self, T: int, key, protocol: str, cm=None, exhaustive: bool = False):
+    def pairs(self, T: int, key, protocol: str, **kw):
         """The strategy pairs of one grid (host side)."""
-        return zoo_pairs(
-            T,
-            key,
-            n_random=self.n_random,
-            all_fixed=T <= self.fixed_bob_max_T,
-            protocol=protocol,
-            cm=cm,
-            exhaustive=exhaustive,
-        )
+        fixed = T <= self.fixed_bob_max_T
+        return zoo_pairs(T, key, n_random=self.n_random, all_fixed=fixed, protocol=protocol, **kw)
 
     def grids(self, T: int, seed: int, key, exhaustive: bool) -> dict:
-        """``{family: grid}`` at ``T`` of :func:`~dedebate.agents.deterministic_grids.grid_cells`.
-
-        Without ``fig3_full`` when ``window >= T`` (the register grid is then the full-tape grid).
-        """
-        progs = self.programs(T, seed)
+        """``{family: grid}`` at ``T``, without ``fig3_full`` when ``window >= T`` (the same)."""
+        progs = random_programs(
+            seed,
+            self.n_machines,
+            T,
+            n_inputs=self.n_inputs,
+            n_deps=self.deps,
+            dep_window=self.dep_window,
+            oracle_frac=self.oracle_frac,
+        )
         y1 = simulate_numpy(progs)[:, -1] == 1
         if not (np.asarray(progs.dep_mask).sum(-1).max(-1) == self.ls(T)).all():
             raise AssertionError(f"T={T}: the population's l differs from Population.ls")
@@ -147,18 +107,12 @@ def exhaustive_fig3_grid(seed: int, oracle_frac: float) -> dict:
     )
 
 
-def play_families(
-    grids: dict, groups: dict[int, np.ndarray], S: dict[str, int], prefix: str
-) -> dict[str, jax.Array]:
-    """Play one T's grids and summarise them (pure JAX) into int32 metrics under ``prefix``.
-
-    ``{prefix}/{family}/{name}`` of :func:`~dedebate.agents.deterministic_grids.judged_counts` and,
-    per l of ``groups``, ``{prefix}/{family}/l{l}/{field}`` of :data:`COST_FIELDS` (and ``S``).
-    """
+def play_families(grids: dict, groups: dict, S: dict[str, int], prefix: str) -> dict:
+    """One T's judged counts ``{prefix}/{family}/...`` and honest costs per l (pure JAX)."""
     out = {}
     for fam in PROTOCOL_FAMILIES:
         g = grids.get(fam, grids["fig3_window"])
-        if fam in grids:
+        if fam in grids:  # else fig3_full is fig3_window's play
             res = GRID_PLAY[fam[:4]](g["machines"], g["A"], g["B"])
         out.update({f"{prefix}/{fam}/{k}": v for k, v in judged_counts(res, g).items()})
         for l, rows in groups.items():
@@ -171,7 +125,7 @@ def play_families(
 
 
 def cost_table(metrics: dict) -> list[dict]:
-    """The cost rows of :func:`play_families`' metrics, one per T, family and l (``[]`` if none)."""
+    """The cost rows of :func:`play_families`' metrics, one per T, family and l."""
     cells: dict = {}
     for k, v in metrics.items():
         parts = k.split("/")
@@ -179,43 +133,39 @@ def cost_table(metrics: dict) -> list[dict]:
             cell = (int(parts[0][1:]), PROTOCOL_FAMILIES.index(parts[1]), int(parts[2][1:]))
             cells.setdefault(cell, {})[parts[3]] = v
     return [
-        {
-            "T": T,
-            "protocol": PROTOCOL_FAMILIES[f],
-            "l": l,
-            "m": clog2(T),
-            "S": c.get("S"),
-            **{k: c[k] for k in COST_FIELDS},
-        }
+        {"T": T, "protocol": PROTOCOL_FAMILIES[f], "l": l, "m": clog2(T), "S": c.get("S")}
+        | {k: c[k] for k in COST_FIELDS}
         for (T, f, l), c in sorted(cells.items())
     ]
+
+
+def col(rows: list[dict], key: str, **where) -> list:
+    """``key`` of the rows whose fields equal ``where``."""
+    return [r[key] for r in rows if all(r[k] == v for k, v in where.items())]
+
+
+SIDE_BY_SIDE = {  # column: (family, cost field)
+    "S_register": ("fig3_window", "S"),
+    "S_full": ("fig3_full", "S"),
+    "fig3_register_bits": ("fig3_window", "bits_read"),
+    "fig3_full_bits": ("fig3_full", "bits_read"),
+    "fig4_bits": ("fig4", "bits_read"),
+    "fig4_bits_worst": ("fig4", "bits_read_max_over_zoo"),
+    "fig3_rounds": ("fig3_full", "rounds"),
+    "fig4_rounds": ("fig4", "rounds"),
+    "fig3_register_A_message_bits": ("fig3_window", "a_message_bits"),
+    "fig3_full_A_message_bits": ("fig3_full", "a_message_bits"),
+    "fig4_A_message_bits": ("fig4", "a_message_bits"),
+    "fig3_B_steps": ("fig3_full", "b_steps"),
+    "fig4_B_steps": ("fig4", "b_steps"),
+    "A_steps": ("fig4", "a_steps"),
+}
 
 
 def side_by_side(table: list[dict]) -> list[dict]:
     """Figure 3 and Figure 4 on the same machines, one row per (T, l)."""
     by = {(r["T"], r["l"], r["protocol"]): r for r in table}
-    out = []
-    for T, l in sorted({(r["T"], r["l"]) for r in table}):
-        w, f, c = (by[(T, l, fam)] for fam in ("fig3_window", "fig3_full", "fig4"))
-        out.append(
-            {
-                "T": T,
-                "l": l,
-                "m": clog2(T),
-                "S_register": w["S"],
-                "S_full": f["S"],
-                "fig3_register_bits": w["bits_read"],
-                "fig3_full_bits": f["bits_read"],
-                "fig4_bits": c["bits_read"],
-                "fig4_bits_worst": c["bits_read_max_over_zoo"],
-                "fig3_rounds": f["rounds"],
-                "fig4_rounds": c["rounds"],
-                "fig3_register_A_message_bits": w["a_message_bits"],
-                "fig3_full_A_message_bits": f["a_message_bits"],
-                "fig4_A_message_bits": c["a_message_bits"],
-                "fig3_B_steps": f["b_steps"],
-                "fig4_B_steps": c["b_steps"],
-                "A_steps": c["a_steps"],
-            }
-        )
-    return out
+    return [
+        {"T": T, "l": l, "m": clog2(T)} | {k: by[T, l, f][c] for k, (f, c) in SIDE_BY_SIDE.items()}
+        for T, l in sorted({(r["T"], r["l"]) for r in table})
+    ]

@@ -1,72 +1,118 @@
-"""Algorithm 1 over a grid of random problems: |Z| x step rule x delta x problems (spec PED 5.3).
-
-:func:`algorithm1_grid` is one pure function of the deltas, the tests' scale and a typed key (one
-vmapped while loop per (|Z|, step rule)); its scalar metrics are what a sweep row and a report
-share. :func:`algorithm1_table` turns those metrics and the arrays beside them (problems, exit h,
-advantage traces) into one row per run, with the exit advantages recomputed in float64 numpy on
-the training tests and on fresh ones (:mod:`.recheck`).
-
-``spec`` is any object with the fields ``q_values``, ``deltas``, ``step_rules``, ``seeds``,
-``trace_len`` and those :mod:`.problems` reads.
-"""
+"""Part 1: Algorithm 1 on random OI problems with tanh tests over |Z| x step rule x delta x
+problems (spec PED 5.1-5.5), its exit h rechecked in float64 numpy, its claims and figures."""
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dedebate.core.stats import nan_last
+from dedebate.estimators.advantage import OIProblem
+from dedebate.estimators.families import TanhFamily
 from dedebate.estimators.ogd import OGDStatic, iteration_bound, solve_block
-
-from .problems import traced_problems
-from .recheck import exit_advantages, fresh_tanh_draw, fresh_tanh_weights
+from dedebate.lab.experiment import Claim, consistency_rows, strict_max, strict_min
 
 PER_RUN = ("steps", "max_adv", "converged", "regret_sum", "regret_bound", "circuit_size")
-"""Metrics per Algorithm 1 run, named ``Z{|Z|}/{rule}/d{j}/s{s}/{metric}`` for ``deltas[j]`` and
-problem ``s`` of ``spec.seeds``."""
-PROBLEM_KEY = 100
-"""The problems of q come from ``fold_in(fold_in(key, PROBLEM_KEY), q)``."""
-FRESH_KEY = 110
-"""Fresh tests come from ``fold_in(fold_in(key, FRESH_KEY), q)``: independent of the problems."""
-FRESH_FACTOR = 4
-"""The generalisation check draws ``FRESH_FACTOR * n_tests`` fresh tanh tests per problem."""
+PROBLEM_KEY, FRESH_KEY = 100, 110  # q's problems and fresh tests: fold_in(fold_in(key, K), q)
+FRESH_FACTOR = 4  # the generalisation check draws FRESH_FACTOR * n_tests fresh tests per problem
+RECOMPUTE_TOL = 1e-4  # float64 numpy recomputation of an exit advantage vs Algorithm 1's float32
+RULES = {"hazan": (36.0, "1/sqrt(|Z| t)"), "tight": (4.5, "sqrt(2/(|Z| t))")}  # T bound, step
+
+
+def _dim(spec, n_z: int) -> int:  # a tanh test's input: features, one-hot z, h(x), h(x, z), 1
+    return spec.n_features + 2 * n_z + 2
+
+
+def problem_arrays(spec, n_z: int, draw, dirichlet, test_scale) -> tuple[np.ndarray, ...]:
+    """``(mu, g, features, weights, base)`` stacked over ``spec.seeds`` (float64 numpy arithmetic):
+    normal features, truth ``softmax(2 feat @ W)`` (or Dirichlet(2), or the argmax point mass),
+    tanh weights ``N(0, scale^2 / dim)``, ``base = w_x . feat + bias``, mu uniform."""
+    dim = _dim(spec, n_z)
+    sizes = (spec.n_x * spec.n_features, spec.n_features * n_z, spec.n_tests * dim)
+    draw, dirichlet = np.asarray(draw, np.float64), np.asarray(dirichlet, np.float64)
+    scale = float(test_scale)
+    out = [], [], [], [], []
+    for s in range(spec.seeds):
+        a, b, c = np.split(draw[s], np.cumsum(sizes)[:-1])
+        feat = a.reshape(spec.n_x, spec.n_features).astype(np.float32)
+        logits = feat @ b.reshape(spec.n_features, n_z)
+        if spec.truth == "softmax":
+            e = np.exp(2.0 * (logits - logits.max(axis=1, keepdims=True)))
+            g = e / e.sum(axis=1, keepdims=True)
+        elif spec.truth == "dirichlet":
+            g = dirichlet[s] / dirichlet[s].sum(axis=1, keepdims=True)
+        else:
+            g = np.eye(n_z)[np.argmax(logits, axis=1)]
+        weights = (scale * c.reshape(spec.n_tests, dim) / np.sqrt(dim)).astype(np.float32)
+        base = weights[:, : spec.n_features] @ feat.T + weights[:, -1:]
+        for acc, x in zip(out, (np.full(spec.n_x, 1.0 / spec.n_x), g, feat, weights, base)):
+            acc.append(np.asarray(x, np.float32))
+    return tuple(np.stack(x) for x in out)
+
+
+def make_problems(spec, key, n_z: int, test_scale=None) -> tuple[OIProblem, TanhFamily]:
+    """``spec.seeds`` problems and test families: drawn in JAX, shaped by :func:`problem_arrays`
+    on the host (at ``spec.test_scale``) or, given a traced ``test_scale``, by a pure_callback."""
+    total = spec.n_x * spec.n_features + spec.n_features * n_z + spec.n_tests * _dim(spec, n_z)
+    k_draw, k_dir = jax.random.split(key)
+    draw = jax.random.normal(k_draw, (spec.seeds, total), jnp.float32)
+    if spec.truth == "dirichlet":
+        alpha = jnp.full((n_z,), 2.0, jnp.float32)
+        dirichlet = jax.random.dirichlet(k_dir, alpha, (spec.seeds, spec.n_x))
+    else:
+        dirichlet = jnp.zeros((spec.seeds, 0, n_z), jnp.float32)
+    if test_scale is None:
+        arrays = map(jnp.asarray, problem_arrays(spec, n_z, draw, dirichlet, spec.test_scale))
+    else:
+        x, f = spec.n_x, spec.n_tests
+        shapes = ((x,), (x, n_z), (x, spec.n_features), (f, _dim(spec, n_z)), (f, x))
+        arrays = jax.pure_callback(
+            functools.partial(problem_arrays, spec, n_z),
+            tuple(jax.ShapeDtypeStruct((spec.seeds, *s), jnp.float32) for s in shapes),
+            draw,
+            dirichlet,
+            test_scale,
+            vmap_method="sequential",
+        )
+    mu, g, feat, weights, base = arrays
+    return OIProblem(mu=mu, g=g), TanhFamily(features=feat, weights=weights, base=base, n_z=n_z)
+
+
+def tanh_advantages(features, weights, mu, g, h) -> np.ndarray:
+    """The literal ``Adv_f(h) = sum_x mu sum_z (g - h) tanh(w_f . [feat, onehot(z), h(x),
+    h(x, z), 1])`` per row of ``weights``, in float64 numpy (spec PED 5.1)."""
+    feat, w, h = (np.asarray(a, np.float64) for a in (features, weights, h))
+    d, n_z = feat.shape[1], h.shape[1]
+    w_x, w_z, w_h = w[:, :d], w[:, d : d + n_z], w[:, d + n_z : d + 2 * n_z]
+    w_hz, w_b = w[:, d + 2 * n_z], w[:, -1]
+    pre = (feat @ w_x.T + h @ w_h.T + w_b)[:, None, :] + w_z.T[None] + h[:, :, None] * w_hz
+    weight = np.asarray(mu, np.float64)[:, None] * (np.asarray(g, np.float64) - h)
+    return np.einsum("xz,xzf->f", weight, np.tanh(pre))
 
 
 def algorithm1_grid(spec, deltas, test_scale, key):
-    """Algorithm 1 on ``spec.seeds`` random problems per q, for every step rule and delta.
-
-    q's problems come from ``fold_in(fold_in(key, PROBLEM_KEY), q)``. Returns ``(metrics, extras)``:
-    scalars ``Z{|Z|}/{rule}/d{j}/s{s}/{m}`` for m in :data:`PER_RUN`, per (|Z|, rule, delta j)
-    ``steps_mean``, ``steps_max``, ``bound`` and ``steps_over_bound_max``, and ``d{j}/delta``;
-    arrays per q ``{"problems", "families"}`` and per ``f"{q}/{rule}"`` the exit h ``[S, J, X, Z]``
-    and problem 0's advantage trace ``[J, trace_len]``.
-    """
-    metrics, extras = {}, {}
-    for j in range(len(spec.deltas)):
-        metrics[f"d{j}/delta"] = deltas[j]
+    """``(metrics, extras)``: scalars per run (``Z{|Z|}/{rule}/d{j}/s{s}/{m}``) and per (|Z|, rule,
+    delta j); arrays per q (problems) and per ``q/rule`` (exit h, problem 0's trace)."""
+    metrics = {f"d{j}/delta": deltas[j] for j in range(len(spec.deltas))}
+    extras = {}
     for q in spec.q_values:
         n_z = 2**q
-        problems, families = traced_problems(
-            spec, jax.random.fold_in(jax.random.fold_in(key, PROBLEM_KEY), q), n_z, test_scale
-        )
+        key_q = jax.random.fold_in(jax.random.fold_in(key, PROBLEM_KEY), q)
+        problems, families = make_problems(spec, key_q, n_z, test_scale)
         extras[str(q)] = {"problems": problems, "families": families}
         for rule in spec.step_rules:
             states, summ = solve_block(
                 OGDStatic(step_rule=rule, trace_len=spec.trace_len), families, problems, deltas
             )
             extras[f"{q}/{rule}"] = {"h": states.h, "trace": states.trace[0]}
-            per_run = {
-                "steps": summ.steps,
-                "max_adv": summ.max_adv,
-                "converged": summ.converged.astype(jnp.int32),
-                "regret_sum": summ.regret_sum,
-                "regret_bound": summ.regret_bound,
-                "circuit_size": summ.circuit_size,
-            }
+            per_run = {m: getattr(summ, m) for m in PER_RUN}
+            per_run["converged"] = summ.converged.astype(jnp.int32)
             bound = iteration_bound(rule, n_z, deltas)
             for j in range(len(spec.deltas)):
-                pre = f"Z{n_z}/{rule}/d{j}"
-                steps = summ.steps[:, j]
+                pre, steps = f"Z{n_z}/{rule}/d{j}", summ.steps[:, j]
                 metrics[f"{pre}/steps_mean"] = jnp.mean(steps.astype(jnp.float32))
                 metrics[f"{pre}/steps_max"] = jnp.max(steps)
                 metrics[f"{pre}/bound"] = bound[j]
@@ -78,30 +124,25 @@ def algorithm1_grid(spec, deltas, test_scale, key):
 
 
 def algorithm1_table(spec, metrics, extras, key):
-    """``(rows, traces)``: one row per Algorithm 1 run of :func:`algorithm1_grid` at ``key``.
-
-    Rows (q, rule, problem, delta order) hold :data:`PER_RUN`, both rules' proven bounds,
-    ``z_over_delta2`` and :func:`.recheck.exit_advantages`' columns on
-    fresh tests from ``fold_in(fold_in(key, FRESH_KEY), q)``; ``traces[(rule, q, delta)]`` is
-    problem 0's advantage trace.
-    """
+    """``(rows, traces)``: a row per run of :func:`algorithm1_grid` with both rules' bounds and
+    the exit h's float64 advantages on its tests and on fresh ones; problem 0's traces."""
     rows, traces = [], {}
     for q in spec.q_values:
         n_z = 2**q
+        dim = _dim(spec, n_z)
         problems, families = extras[str(q)]["problems"], extras[str(q)]["families"]
-        fresh = fresh_tanh_weights(
-            spec,
-            fresh_tanh_draw(
-                spec, jax.random.fold_in(jax.random.fold_in(key, FRESH_KEY), q), n_z, FRESH_FACTOR
-            ),
-            n_z,
-        )
+        key_q = jax.random.fold_in(jax.random.fold_in(key, FRESH_KEY), q)
+        draw = jax.random.normal(key_q, (spec.seeds, FRESH_FACTOR * spec.n_tests, dim), jnp.float32)
+        fresh = spec.test_scale * np.asarray(draw, np.float64) / np.sqrt(dim)
+        feats, weights = np.asarray(families.features), np.asarray(families.weights)
+        mu, g = np.asarray(problems.mu), np.asarray(problems.g)
         for rule in spec.step_rules:
-            ex = extras[f"{q}/{rule}"]
-            gen = exit_advantages(spec.deltas, families, problems, ex["h"], fresh)
+            h = np.asarray(extras[f"{q}/{rule}"]["h"])
             for s in range(spec.seeds):
                 for j, delta in enumerate(spec.deltas):
                     run = {k: metrics[f"Z{n_z}/{rule}/d{j}/s{s}/{k}"] for k in PER_RUN}
+                    train = tanh_advantages(feats[s], weights[s], mu[s], g[s], h[s, j])
+                    new = np.abs(tanh_advantages(feats[s], fresh[s], mu[s], g[s], h[s, j]))
                     rows.append(
                         {
                             "q": q,
@@ -119,9 +160,131 @@ def algorithm1_table(spec, metrics, extras, key):
                             "regret_bound": float(run["regret_bound"]),
                             "circuit_size": int(run["circuit_size"]),
                             "z_over_delta2": n_z / delta**2,
-                            **{k: v[s][j] for k, v in gen.items()},
+                            "max_adv_numpy": float(np.max(np.abs(train))),
+                            "fresh_max_adv": float(np.max(new)),
+                            "fresh_share_below_delta": float(np.mean(new < delta)),
+                            "fresh_tests": int(new.size),
                         }
                     )
-                    if s == 0:
-                        traces[(rule, q, delta)] = np.asarray(ex["trace"])[j]
+            trace = np.asarray(extras[f"{q}/{rule}"]["trace"])
+            traces.update({(rule, q, d): trace[j] for j, d in enumerate(spec.deltas)})
     return rows, traces
+
+
+def algorithm1_claims(cfg, rows) -> list[Claim]:
+    """Per step rule: T <= c |Z|/delta^2 per |Z|, the regret bound, the generalisation finding;
+    rows only if they fail for the exit below delta and the float64 recomputation."""
+    claims = []
+    for rule in cfg.step_rules:
+        const, eta = RULES[rule]
+        for q in cfg.q_values:
+            sel = [r for r in rows if r["step_rule"] == rule and r["q"] == q]
+            norm = strict_max(r["steps"] * r["delta"] ** 2 / r["n_z"] for r in sel)
+            worst = max(sel, key=lambda r: r["steps"] / r["bound"])
+            claims.append(
+                Claim.exact(
+                    f"Algorithm 1 ({rule} step {eta}), |Z| = {2**q}: T <= {const:g} |Z| / delta^2",
+                    "spec PED 5.5 (paper eq. (4))",
+                    f"T delta^2/|Z| <= {const:g}",
+                    norm,
+                    passed=all(r["steps"] <= r["bound"] and r["converged"] for r in sel),
+                    note=f"{len(sel)} runs; largest T = {worst['steps']} at delta = "
+                    f"{worst['delta']:g} vs bound {worst['bound']:.0f}",
+                )
+            )
+        sel = [r for r in rows if r["step_rule"] == rule]
+        ratio = strict_max(r["max_adv"] / r["delta"] for r in sel)
+        gap = strict_max(abs(r["max_adv_numpy"] - r["max_adv"]) for r in sel)
+        claims += consistency_rows(
+            {
+                f"Algorithm 1 ({rule}) exits with max_f |Adv_f| < delta": (
+                    ratio < 1.0,
+                    f"largest exit advantage / delta {ratio:.4g} over {len(sel)} runs",
+                ),
+                f"Algorithm 1 ({rule}) exit advantage recomputed in float64 numpy agrees": (
+                    gap <= RECOMPUTE_TOL,
+                    f"largest |numpy - Algorithm 1| = {gap:.3g} (tolerance {RECOMPUTE_TOL:g})",
+                ),
+            }
+        )
+        reg = strict_max(r["regret_sum"] / r["regret_bound"] for r in sel if r["steps"] > 0)
+        claims.append(
+            Claim.exact(
+                f"Algorithm 1 ({rule}): OGD regret sum_t |Adv_t| <= (3/2) G D sqrt(T)",
+                "spec PED 5.4 (Hazan Thm 3.1)",
+                "ratio <= 1",
+                reg,
+                passed=reg <= 1.0,
+                note="largest ratio over runs that took a step",
+            )
+        )
+        # the exit h on fresh tests drawn with another key: no theorem bounds them, a finding
+        ratio = strict_max(r["fresh_max_adv"] / r["delta"] for r in sel)
+        share = strict_min(r["fresh_share_below_delta"] for r in sel)
+        n_fresh = "/".join(map(str, sorted({r["fresh_tests"] for r in sel})))
+        worst = max(sel, key=lambda r: nan_last(r["fresh_max_adv"] / r["delta"]))
+        claims.append(
+            Claim.exact(
+                f"Algorithm 1 ({rule}) generalises: its exit h is (delta, F')-indistinguishable "
+                f"for {n_fresh} fresh tests F' drawn with another key",
+                "finding (no theorem bounds an unseen test's advantage; spec PED 5.1, 5.5)",
+                "criterion: fresh max|Adv| / delta < 1",
+                ratio,
+                passed=ratio < 1.0,
+                note=f"{len(sel)} runs; largest at |Z| = {worst['n_z']}, delta = "
+                f"{worst['delta']:g}: fresh {worst['fresh_max_adv']:.4g} vs training "
+                f"{worst['max_adv']:.4g}; smallest share of fresh |Adv| < delta {share:.4g}",
+                finding=True,
+            )
+        )
+    return claims
+
+
+def sweep_figures(rows):
+    """The sweep's mean steps and proven bound against 1/delta^2 (configs/sweeps/ogd_steps.yaml)."""
+    import matplotlib.pyplot as plt
+
+    series: dict[tuple[str, int], dict[float, list[float]]] = {}
+    for r in rows:
+        for k, v in r.items():
+            parts = k.split("/")
+            if len(parts) == 4 and parts[3] == "steps_mean" and isinstance(v, (int, float)):
+                delta = float(r[f"{parts[2]}/delta"])
+                by_delta = series.setdefault((parts[1], int(parts[0][1:])), {})
+                by_delta.setdefault(delta, []).append(float(v))
+    rules = sorted({rule for rule, _ in series})
+    if not rules:
+        return {}
+    fig, axes = plt.subplots(1, len(rules), figsize=(6 * len(rules), 4.5), squeeze=False)
+    for ax, rule in zip(axes[0], rules):
+        for n_z in sorted(z for r_, z in series if r_ == rule):
+            pts = sorted(series[(rule, n_z)].items(), reverse=True)
+            x = [1.0 / d**2 for d, _ in pts]
+            mean = [max(float(np.mean(v)), 0.8) for _, v in pts]
+            (line,) = ax.plot(x, mean, "o-", label=f"|Z| = {n_z}: measured T")
+            bound = [iteration_bound(rule, n_z, d) for d, _ in pts]
+            ax.plot(x, bound, "--", color=line.get_color(), label=f"|Z| = {n_z}: proven bound")
+        ax.set(xscale="log", yscale="log", xlabel="1 / delta^2", ylabel="mean T (0 drawn at 0.8)")
+        ax.set_title(f"Algorithm 1, {rule} step: measured vs proven")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return {"algorithm1_steps_vs_bound": fig}
+
+
+def steps_figure(cfg, rows):
+    """Every run's steps T against |Z|/delta^2 beside both proven bounds."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for rule, marker in zip(cfg.step_rules, ("o", "s")):
+        sel = [r for r in rows if r["step_rule"] == rule]
+        x, y = [r["z_over_delta2"] for r in sel], [max(r["steps"], 0.8) for r in sel]
+        ax.scatter(x, y, marker=marker, alpha=0.6, label=f"T, {rule} step")
+    xs = np.asarray(sorted({r["z_over_delta2"] for r in rows}))
+    ax.plot(xs, 36 * xs, "k-", label="36 |Z|/delta^2 (hazan bound)")
+    ax.plot(xs, 4.5 * xs, "k--", label="4.5 |Z|/delta^2 (tight bound)")
+    ax.set(xscale="log", yscale="log", xlabel="|Z| / delta^2", ylabel="steps T (0 drawn at 0.8)")
+    ax.set_title("Algorithm 1 steps vs the proven bound")
+    ax.legend()
+    fig.tight_layout()
+    return fig

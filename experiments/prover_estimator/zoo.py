@@ -1,155 +1,243 @@
-"""The prover-estimator zoos played against each other, exactly and by sampling (spec PED 9).
-
-Pure JAX over stacked trees, the computations a report on Theorem 6.1 is made of: honest A against
-the completeness zoo and error-shifting B (spec 4, 9.2, 9.5), the A zoo against the calibrated
-estimator and in naive recursive debate (spec 9.3; exact and sampled), and the training signals of
-both protocols by depth (spec 7.3); the ``*_metrics`` functions summarise them per section of a
-report. Payoffs are exact expectations (spec 2.2) unless a name says "sampled".
-"""
+"""The trees, fbs LPs and exact or sampled payoffs of a Theorem 6.1 report (spec PED 3, 9)."""
 
 from __future__ import annotations
+
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate.agents.ped_strategies import (
-    CalibratedEstimator,
-    ConstantEstimator,
-    ErrorShiftingEstimator,
-    HonestEstimator,
-    RootLiarEstimator,
-    honest_prover,
-    obfuscating_liar,
-    random_joint_estimator,
-    tabulate,
-    unstable_prover,
-)
+from dedebate.agents import ped_strategies as ps
 from dedebate.programs import FAST_COMPILE, jit
-from dedebate.protocols.naive_recursive import (
-    UniformChallenger,
-    naive_debater,
-    play_naive,
-    survival_probability,
-)
-from dedebate.protocols.prover_estimator import (
-    PEDParams,
-    PEDStatic,
-    expected_payoff,
-    play,
-)
-from dedebate.trees import hidden_flaw_tree
-from dedebate.trees.stability import error_shifting_table_jnp, node_fbs_jnp
+from dedebate.protocols import naive_recursive as nr
+from dedebate.protocols.prover_estimator import PEDParams, PEDStatic, expected_payoff, play
+from dedebate.trees import hidden_flaw_tree, library, noisy_evidence_tree, unanimous_tree
+from dedebate.trees import stability as st
 
 EXACT = PEDStatic(mode="exact")
 SAMPLED = PEDStatic(mode="sampled")
-NAIVE_LIAR = naive_debater("obfuscating_liar", cand=0)
-"""The obfuscating liar of naive recursive debate (hidden-flaw AND, candidate 0)."""
+NAIVE_LIAR = nr.naive_debater("obfuscating_liar", cand=0)
+# the obfuscating liar's direction policies: probabilities of the directions (-1, 0, +1)
+DIRECTION_POLICIES = {
+    "always +1": (0.0, 0.0, 1.0),
+    "always -1": (1.0, 0.0, 0.0),
+    "random +-1": (0.5, 0.0, 0.5),
+}
+SYMMETRIC_POLICIES = ("random +-1",)  # E[U_A] = 0 against any B: a consistency check
+noisy = partial(noisy_evidence_tree, unstable_alternative=True)  # candidate 1: an AND
+tight = partial(noisy_evidence_tree, depth=4, q=5, t=3, true_counts=(4,), false_counts=(1,))
 
 
-def _liar():
-    """The obfuscating liar (its direction policy ``dir_probs`` is vmapped over)."""
-    return obfuscating_liar()
+def lookups(noisy_depth, q, depth):
+    """The LPs of every child code of the noisy, tight and hidden-flaw trees (host), fbs float32."""
+    k = jax.random.key(0)
+    lks = [
+        st.lp_lookup(tree.tables, pops)
+        for tree, pops in (
+            (noisy(k, depth=noisy_depth), (0, 1, 8, 9)),
+            (tight(k), (1, 4)),
+            (hidden_flaw_tree(k, depth=depth, q=q), (0, q - 1, q)),
+        )
+    ]
+    return lks, [np.round(lk["fbs"], 9).astype(np.float32) for lk in lks]
 
 
-def exact_u(settings, params, prover, estimator, tree):
-    """Exact expected payoff of a prover with deterministic path choices (spec 2.2)."""
-    return play(settings, params, prover, estimator, tree, jax.random.key(0)).u_a
+def tree_rhos(noisy_keys, unanimous_key, depth):
+    """rho by LP of the noisy trees (max; NaN if any), the unanimous tree, the AND alternative."""
+    cache: dict = {}
+    trees = noisy(noisy_keys, depth=depth)
+    tree_list = [jax.tree.map(lambda x, i=i: x[i], trees) for i in range(len(noisy_keys))]
+    rho_noisy = float(np.max([st.tree_rho(t, cache=cache) for t in tree_list]))  # NaN if any
+    rho_uni = st.tree_rho(unanimous_tree(unanimous_key, depth=2), cache=cache)
+    return rho_noisy, rho_uni, st.tree_rho(tree_list[0], cand=1, cache=cache)
 
 
-def completeness_payoffs(params, trees, shifts, errors, rj_keys):
-    """Exact completeness payoffs on each tree ``[N]`` (``lax.map``), a dict of float32 arrays.
+def fbs_rows(qs) -> list[dict]:
+    """fbs by the LP, its dual and the closed form at the first w bits set (spec 3.2, 3.4)."""
+    cases = []
+    for q in qs:
+        for t in range(1, q + 1):
+            tab = library.threshold_table(q, t)
+            cases += [("threshold", q, t, w, tab, st.fbs_threshold(q, t, w)) for w in range(q + 1)]
+        for w in range(q + 1):
+            cases += [
+                ("AND", q, q, w, library.and_table(q), st.fbs_and(q, w)),
+                ("OR", q, 1, w, library.or_table(q), st.fbs_or(q, w)),
+                ("parity", q, 0, w, library.parity_table(q), st.fbs_parity(q)),
+                ("dictator", q, 0, w, library.dictator_table(q), 1.0),
+            ]
+            if q % 2:
+                m = (q + 1) // 2
+                cases += [("majority", q, m, w, library.majority_table(q), st.fbs_majority(q, w))]
+    cols = ("family", "q", "t", "w", "lp", "dual", "closed")
+    return [
+        dict(zip(cols, (f, q, t, w, st.fbs(tab, 2**w - 1), st.fbs_dual(tab, 2**w - 1), float(c))))
+        for f, q, t, w, tab, c in cases
+    ]
 
-    Honest A (stable candidate) against the completeness zoo (``honest``, ``root_liar``,
-    ``constant_half`` ``[N]``, ``random_joint`` ``[N, R]``, vmapped as one batch) and against
-    error-shifting B for each root error (``error_shifting`` ``[N, E]``); and an honest-answer
-    prover on the unstable candidate (1) against error-shifting B (``unstable`` ``[N, E]``).
-    """
-    honest = honest_prover()
-    unstable = unstable_prover(1)
+
+def flip_rows(qs) -> list[dict]:
+    """``F(eps)`` by LP against ``eps * fbs`` for thresholds, eps in {0.01, 1/q}, q <= 5."""
+    rows = []
+    for q in [k for k in qs if k <= 5]:
+        for t, w in [(t, w) for t in range(1, q + 1) for w in range(q + 1)]:
+            tab, z = library.threshold_table(q, t), 2**w - 1
+            f = st.fbs(tab, z)
+            for eps in (0.01, 1.0 / q):
+                F = st.flip_probability(tab, z, eps)
+                rows.append({"q": q, "t": t, "w": w, "eps": eps, "F": F, "eps_fbs": eps * f})
+    return rows
+
+
+# ---- exact payoffs (pure JAX, inside the swept function) -----------------------------------------
+def _exact_u(params, prover, estimator, tree):
+    return play(EXACT, params, prover, estimator, tree, jax.random.key(0)).u_a
+
+
+def _params(rho):
+    return PEDParams(rho, jnp.asarray(-1, jnp.int32))
+
+
+def _with_e1(dyn):
+    return jnp.concatenate([dyn["shift_errors"], jnp.ones((1,), jnp.float32)])
+
+
+def completeness_metrics(cfg, keys, lookup, fbs32, dyn):
+    """Honest A against the completeness zoo and error-shifting B; the unstable prover."""
+    n_keys = jax.random.split(keys["noisy"], cfg.noisy_trees)
+    trees = jax.vmap(lambda k: noisy(k, depth=cfg.noisy_depth))(n_keys)
+    rj_keys = jax.random.split(keys["rj"], cfg.random_joints)
+    f = jnp.max(jax.vmap(lambda t: jnp.max(st.node_fbs_jnp(t, fbs32)[:, 0]))(trees))
+    rho = jnp.maximum(f * dyn["rho_scale"], 1.0)
+    margin = (1.0 / rho) ** (cfg.noisy_depth + 1)
+    shifts = jax.vmap(lambda t: st.error_shifting_table_jnp(t, lookup))(trees)
+    errors = _with_e1(dyn)
+    params, honest = _params(rho), ps.honest_prover()
+    provers = jax.tree.map(lambda a, b: jnp.stack([a, b]), honest, ps.unstable_prover(1))
+    ests = (ps.HonestEstimator(), ps.RootLiarEstimator(), ps.ConstantEstimator(jnp.float32(0.5)))
 
     def per_tree(args):
         tree, shift = args
-        fixed = [
-            tabulate(est, tree)
-            for est in (HonestEstimator(), RootLiarEstimator(), ConstantEstimator(jnp.float32(0.5)))
-        ]
-        fixed = jax.tree.map(lambda *x: jnp.stack(x), *fixed)
-        rand = jax.vmap(lambda k: random_joint_estimator(k, tree))(rj_keys)
+        fixed = jax.tree.map(lambda *x: jnp.stack(x), *[ps.tabulate(e, tree) for e in ests])
+        rand = jax.vmap(lambda k: ps.random_joint_estimator(k, tree))(rj_keys)
         zoo = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), fixed, rand)
-        u_zoo = jax.vmap(lambda est: exact_u(EXACT, params, honest, est, tree))(zoo)
-
-        provers = jax.tree.map(lambda a, b: jnp.stack([a, b]), honest, unstable)
+        u_zoo = jax.vmap(lambda est: _exact_u(params, honest, est, tree))(zoo)
         shifting = jax.vmap(
             lambda pr: jax.vmap(
-                lambda e: exact_u(EXACT, params, pr, ErrorShiftingEstimator(e, shift), tree)
+                lambda e: _exact_u(params, pr, ps.ErrorShiftingEstimator(e, shift), tree)
             )(errors)
         )(provers)
-        return {
-            "honest": u_zoo[0],
-            "root_liar": u_zoo[1],
-            "constant_half": u_zoo[2],
-            "random_joint": u_zoo[3:],
-            "error_shifting": shifting[0],
-            "unstable": shifting[1],
-        }
+        return u_zoo, shifting[0], shifting[1]
 
-    return jax.lax.map(per_tree, (trees, shifts))
+    u_zoo, es, unstable = jax.lax.map(per_tree, (trees, shifts))
+    c = {
+        "fbs": f,
+        "rho": rho,
+        "margin": margin,
+        "honest_min": jnp.min(u_zoo[:, 0]),
+        "honest_dev": jnp.max(jnp.abs(u_zoo[:, 0] - margin)),
+        "root_liar_min": jnp.min(u_zoo[:, 1]),
+        "constant_half_min": jnp.min(u_zoo[:, 2]),
+        "random_joint_min": jnp.min(u_zoo[:, 3:]),
+        **{f"error_shifting_min/{i}": jnp.min(es[:, i]) for i in range(es.shape[1])},
+        "unstable_min": jnp.min(unstable),
+        "unstable_max_e1": jnp.max(unstable[:, -1]),
+    }
+    mins = [c[f"{k}_min"] for k in ("honest", "root_liar", "constant_half", "random_joint")]
+    c["worst_minus_margin"] = jnp.min(jnp.stack([*mins, jnp.min(es)])) - margin
+    return c
 
 
-def error_shift_payoffs(params, prover, tree, shift, errors):
-    """U_A of ``prover`` against error-shifting B for each root error (e = 0 is honest B)."""
-    return jax.vmap(
-        lambda e: exact_u(EXACT, params, prover, ErrorShiftingEstimator(e, shift), tree)
-    )(errors)
+def error_shift_metrics(key, lookup, fbs32, dyn):
+    """U_A against error-shifting B on the tight tree (e = 0, the errors, 1); the control."""
+    tree = tight(key)
+    f = jnp.max(st.node_fbs_jnp(tree, fbs32)[:, 0])
+    shift = st.error_shifting_table_jnp(tree, lookup)
+    errors = _with_e1(dyn)
+    errors0 = jnp.concatenate([jnp.zeros((1,), jnp.float32), errors])
+    rho = jnp.maximum(f * dyn["rho_scale"], 1.0)
+    u, u_ctrl = jax.vmap(
+        lambda r: jax.vmap(
+            lambda e: _exact_u(
+                _params(r), ps.honest_prover(), ps.ErrorShiftingEstimator(e, shift), tree
+            )
+        )(errors0)
+    )(jnp.stack([rho, dyn["control_rho"]]))
+    return {
+        "fbs": f,
+        "rho": rho,
+        "honest": u[0],
+        **{f"u/{i}": u[i + 1] for i in range(errors.shape[0])},
+        "control_u": u_ctrl[-1],
+    }
 
 
-def obfuscation_payoffs(params, trees, dir_probs):
-    """Exact E[U_A] of the A zoo against the calibrated estimator, and naive-debate survival.
-
-    Liars (vmapped): the obfuscating liar (hidden-flaw AND, candidate 0) with each direction policy
-    (``liars`` [N, P]) and a liar on the stable candidate; honest provers: honest A and the
-    wrong-direction A (spec 9.3); ``naive_liar`` / ``naive_honest``: survival against a uniform
-    challenger. Float32 arrays over the N trees.
-    """
-    cal = CalibratedEstimator()
-    ch = UniformChallenger()
+def obfuscation_metrics(cfg, key, fbs32, scale):
+    """The A zoo against the calibrated B on hidden-flaw trees; naive-debate survival."""
+    q, depth = cfg.obf_q, cfg.obf_depth
+    hidden = jax.vmap(lambda k: hidden_flaw_tree(k, depth=depth, q=q))
+    trees = hidden(jax.random.split(key, cfg.obf_trees))
+    dir_probs = np.asarray(list(DIRECTION_POLICIES.values()), np.float32)
+    f = jnp.max(st.node_fbs_jnp(jax.tree.map(lambda x: x[0], trees), fbs32)[:, 1])
+    rho = jnp.maximum(f * scale, 1.0)
+    margin = rho ** -(depth + 1)
+    params, honest = _params(rho), ps.honest_prover()
+    cal, ch = ps.CalibratedEstimator(), nr.UniformChallenger()
     n = dir_probs.shape[0]
-    dps = jnp.concatenate([dir_probs, jnp.asarray([[0.0, 0.0, 1.0]])])
+    # the liar with each direction policy (hidden-flaw AND), then a liar on the stable candidate
+    dps = jnp.concatenate([jnp.asarray(dir_probs), jnp.asarray([[0.0, 0.0, 1.0]])])
     cands = jnp.asarray([0] * n + [-1], jnp.int32)
-    honest = honest_prover()
 
     def per_tree(tree):
         liars = jax.vmap(
             lambda dp, c: (
-                expected_payoff(EXACT, params, _liar().replace(dir_probs=dp, cand=c), cal, tree).u_a
+                expected_payoff(
+                    EXACT, params, ps.obfuscating_liar().replace(dir_probs=dp, cand=c), cal, tree
+                ).u_a
             )
         )(dps, cands)
-        honests = jax.vmap(
-            lambda rv: exact_u(EXACT, params, honest.replace(reverse=rv), cal, tree)
-        )(jnp.asarray([False, True]))
-        return {
-            "liars": liars[:n],
-            "stable_liar": liars[n],
-            "honest": honests[0],
-            "wrong_direction": honests[1],
-            "naive_liar": survival_probability(NAIVE_LIAR, ch, tree)[0],
-            "naive_honest": survival_probability(naive_debater("honest"), ch, tree)[0],
-        }
+        honests = jax.vmap(lambda rv: _exact_u(params, honest.replace(reverse=rv), cal, tree))(
+            jnp.asarray([False, True])
+        )
+        return (
+            liars,
+            honests,
+            nr.survival_probability(NAIVE_LIAR, ch, tree)[0],
+            nr.survival_probability(nr.naive_debater("honest"), ch, tree)[0],
+        )
 
-    return jax.vmap(per_tree)(trees)
+    liars, honests, naive_liar, naive_honest = jax.vmap(per_tree)(trees)
+    liar_abs = jnp.max(jnp.abs(liars[:, :n]), axis=0)
+    o = {
+        "fbs": f,
+        "rho": rho,
+        "margin": margin,
+        **{f"liar_max_abs/{i}": liar_abs[i] for i in range(n)},
+        "liar_max": jnp.max(liars[:, :n]),
+        "stable_liar_max": jnp.max(liars[:, n]),
+        "wrong_direction_max": jnp.max(honests[:, 1]),
+        "honest_min": jnp.min(honests[:, 0]),
+        "honest_dev": jnp.max(jnp.abs(honests[:, 0] - margin)),
+        "naive_liar_mean": jnp.mean(naive_liar),
+        "naive_liar_dev": jnp.max(jnp.abs(naive_liar - (1.0 - q**-depth))),
+        "naive_honest_min": jnp.min(naive_honest),
+    }
+    o["ped_gap"] = o["honest_min"] - o["liar_max"]
+    o["naive_gap"] = o["naive_honest_min"] - jnp.max(naive_liar)
+    return o
 
 
+# ---- host: sampled debates and the training signal -----------------------------------------------
 @jit(static_argnums=(3, 4), options=FAST_COMPILE)
 def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key):
     """``(u [P, N, per_tree], survived [N, per_tree_naive])``: the liar's sampled debates."""
-    cal = CalibratedEstimator()
-    ch = UniformChallenger()
+    cal, ch = ps.CalibratedEstimator(), nr.UniformChallenger()
     k_ped, k_naive = jax.random.split(key)
     n_trees = trees.truth.shape[0]
 
     def one_policy(dp, kp):
-        liar = _liar().replace(dir_probs=dp)
+        liar = ps.obfuscating_liar().replace(dir_probs=dp)
 
         def one_tree(tree, kt):
             keys = jax.random.split(kt, per_tree)
@@ -160,173 +248,45 @@ def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key)
     def naive_tree(tree, kt):
         keys = jax.random.split(kt, per_tree_naive)
         return jax.vmap(
-            lambda k: play_naive(NAIVE_LIAR, ch, tree, k).alice_wins.astype(jnp.float32)
+            lambda k: nr.play_naive(NAIVE_LIAR, ch, tree, k).alice_wins.astype(jnp.float32)
         )(keys)
 
     u = jax.vmap(one_policy)(dir_probs, jax.random.split(k_ped, dir_probs.shape[0]))
     return u, jax.vmap(naive_tree)(trees, jax.random.split(k_naive, n_trees))
 
 
+def sampled_debates(cfg, params, tree_key, key, chunk):
+    """:func:`sampled_obfuscation` on the hidden-flaw trees in chunks of ``chunk`` debates per
+    policy (chunk c > 0: ``fold_in(key, c)``): numpy ``us [policy, tree, episode]``, ``surv``."""
+    n = cfg.obf_trees
+    trees = hidden_flaw_tree(jax.random.split(tree_key, n), depth=cfg.obf_depth, q=cfg.obf_q)
+    dps = jnp.asarray(list(DIRECTION_POLICIES.values()), jnp.float32)
+    per_tree, per_tree_n = -(-cfg.obf_episodes // n), -(-cfg.naive_episodes // n)
+    per_chunk = max(1, chunk // n)
+    n_chunks = max(-(-per_tree // per_chunk), -(-per_tree_n // per_chunk))
+    sizes = (-(-per_tree // n_chunks), -(-per_tree_n // n_chunks))
+    keys = [key] + [jax.random.fold_in(key, c) for c in range(1, n_chunks)]
+    parts = [jax.device_get(sampled_obfuscation(params, trees, dps, *sizes, k)) for k in keys]
+    us, surv = zip(*parts)
+    return np.concatenate(us, axis=-1).astype(np.float64), np.concatenate(surv, axis=-1)
+
+
 @jit(static_argnums=(3, 4), options=FAST_COMPILE)
 def training_signals(params, key, rounds, depth, q):
     """float32 ``[R]`` U_A of honest A / the liar, naive survival of honest / liar (spec 7.3)."""
     tree = hidden_flaw_tree(key, depth=depth, q=q)
-    cal = CalibratedEstimator()
-    ch = UniformChallenger()
+    cal, ch = ps.CalibratedEstimator(), nr.UniformChallenger()
 
     def one(n):
         p = params.replace(rounds=n)
         return (
-            exact_u(EXACT, p, honest_prover(), cal, tree),
-            expected_payoff(EXACT, p, _liar(), cal, tree).u_a,
-            survival_probability(naive_debater("honest"), ch, tree, rounds=n)[0],
-            survival_probability(NAIVE_LIAR, ch, tree, rounds=n)[0],
+            _exact_u(p, ps.honest_prover(), cal, tree),
+            expected_payoff(EXACT, p, ps.obfuscating_liar(), cal, tree).u_a,
+            nr.survival_probability(nr.naive_debater("honest"), ch, tree, rounds=n)[0],
+            nr.survival_probability(NAIVE_LIAR, ch, tree, rounds=n)[0],
         )
 
     return jax.vmap(one)(rounds)
-
-
-def max_node_fbs(tree, fbs32, cand):
-    """Max fbs over the internal nodes of ``tree`` for candidate ``cand``."""
-    return jnp.max(node_fbs_jnp(tree, fbs32)[:, cand])
-
-
-# ---- per-section summaries of a Theorem 6.1 report (pure JAX, inside a swept function) -----------
-def _params(rho):
-    return PEDParams(rho, jnp.asarray(-1, jnp.int32))
-
-
-def completeness_metrics(trees, lookup, fbs32, scale, shift_errors, rj_keys, depth):
-    """Completeness on noisy-evidence trees: the protocol's rho and honest A's worst payoffs.
-
-    float32 ``fbs``, ``rho``, ``margin = rho^-(d+1)``, the min over trees against each estimator
-    (``honest_min``, ``root_liar_min``, ``constant_half_min``, ``random_joint_min``,
-    ``error_shifting_min/i``), ``honest_dev``, ``unstable_min``, ``unstable_max_e1`` and
-    ``worst_minus_margin`` (>= 0: completeness).
-    """
-    f = jnp.max(jax.vmap(lambda t: max_node_fbs(t, fbs32, 0))(trees))
-    rho = jnp.maximum(f * scale, 1.0)
-    margin = (1.0 / rho) ** (depth + 1)
-    shifts = jax.vmap(lambda t: error_shifting_table_jnp(t, lookup))(trees)
-    errors = jnp.concatenate([shift_errors, jnp.ones((1,), jnp.float32)])
-    comp = completeness_payoffs(_params(rho), trees, shifts, errors, rj_keys)
-    es = comp["error_shifting"]
-    c = {
-        "fbs": f,
-        "rho": rho,
-        "margin": margin,
-        "honest_min": jnp.min(comp["honest"]),
-        "honest_dev": jnp.max(jnp.abs(comp["honest"] - margin)),
-        "root_liar_min": jnp.min(comp["root_liar"]),
-        "constant_half_min": jnp.min(comp["constant_half"]),
-        "random_joint_min": jnp.min(comp["random_joint"]),
-        **{f"error_shifting_min/{i}": jnp.min(es[:, i]) for i in range(es.shape[1])},
-        "unstable_min": jnp.min(comp["unstable"]),
-        "unstable_max_e1": jnp.max(comp["unstable"][:, -1]),
-    }
-    c["worst_minus_margin"] = (
-        jnp.min(
-            jnp.stack(
-                [
-                    c["honest_min"],
-                    c["root_liar_min"],
-                    c["constant_half_min"],
-                    c["random_joint_min"],
-                    jnp.min(es),
-                ]
-            )
-        )
-        - margin
-    )
-    return c
-
-
-def error_shift_metrics(tree, lookup, fbs32, scale, shift_errors, control_rho):
-    """Tight error shifting on one tree, and the negative control: ``fbs``, ``rho``, ``u/i``.
-
-    ``honest`` (e = 0) and ``u/i``, U_A at root error i (e = 0 prepended, 1 appended);
-    ``control_u``: e = 1 at ``control_rho``.
-    """
-    f = max_node_fbs(tree, fbs32, 0)
-    shift = error_shifting_table_jnp(tree, lookup)
-    errors = jnp.concatenate([shift_errors, jnp.ones((1,), jnp.float32)])
-    errors0 = jnp.concatenate([jnp.zeros((1,), jnp.float32), errors])
-    rho = jnp.maximum(f * scale, 1.0)
-    u, u_ctrl = jax.vmap(
-        lambda r: error_shift_payoffs(_params(r), honest_prover(), tree, shift, errors0)
-    )(jnp.stack([rho, control_rho]))
-    return {
-        "fbs": f,
-        "rho": rho,
-        "honest": u[0],
-        **{f"u/{i}": u[i + 1] for i in range(errors.shape[0])},
-        "control_u": u_ctrl[-1],
-    }
-
-
-def obfuscation_metrics(trees, fbs32, scale, dir_probs, q, depth):
-    """Obfuscation on hidden-flaw trees: the A zoo against the calibrated B; naive survival.
-
-    float32 ``fbs``, ``rho``, ``margin``, ``liar_max_abs/i`` (policy i), ``liar_max``,
-    ``stable_liar_max``, ``wrong_direction_max``, ``honest_min``, ``honest_dev``,
-    ``naive_liar_mean``, ``naive_liar_dev`` (max |survival - (1 - q^-d)|), ``naive_honest_min``,
-    ``ped_gap`` and ``naive_gap`` (min honest - max liar payoff).
-    """
-    f = max_node_fbs(jax.tree.map(lambda x: x[0], trees), fbs32, 1)
-    rho = jnp.maximum(f * scale, 1.0)
-    margin = rho ** -(depth + 1)
-    ex = obfuscation_payoffs(_params(rho), trees, jnp.asarray(dir_probs))
-    liar_abs = jnp.max(jnp.abs(ex["liars"]), axis=0)
-    o = {
-        "fbs": f,
-        "rho": rho,
-        "margin": margin,
-        **{f"liar_max_abs/{i}": liar_abs[i] for i in range(dir_probs.shape[0])},
-        "liar_max": jnp.max(ex["liars"]),
-        "stable_liar_max": jnp.max(ex["stable_liar"]),
-        "wrong_direction_max": jnp.max(ex["wrong_direction"]),
-        "honest_min": jnp.min(ex["honest"]),
-        "honest_dev": jnp.max(jnp.abs(ex["honest"] - margin)),
-        "naive_liar_mean": jnp.mean(ex["naive_liar"]),
-        "naive_liar_dev": jnp.max(jnp.abs(ex["naive_liar"] - (1.0 - q**-depth))),
-        "naive_honest_min": jnp.min(ex["naive_honest"]),
-    }
-    o["ped_gap"] = o["honest_min"] - o["liar_max"]
-    o["naive_gap"] = o["naive_honest_min"] - jnp.max(ex["naive_liar"])
-    return o
-
-
-def sampled_obfuscation_chunks(
-    params, trees, dir_probs, episodes, naive_episodes, key, chunk_debates
-):
-    """:func:`sampled_obfuscation` in chunks of ``chunk_debates`` debates per policy (host).
-
-    One compiled program serves every chunk (bounded memory); chunk c > 0 uses ``fold_in(key, c)``.
-    Returns numpy ``(us [policy, tree, episode], surv [tree, episode])``.
-    """
-    n_trees = trees.truth.shape[0]
-    per_tree, per_tree_n = -(-episodes // n_trees), -(-naive_episodes // n_trees)
-    chunk = max(1, chunk_debates // n_trees)
-    n_chunks = max(-(-per_tree // chunk), -(-per_tree_n // chunk))
-    parts = []
-    for c in range(n_chunks):
-        ck = key if c == 0 else jax.random.fold_in(key, c)
-        parts.append(
-            jax.device_get(
-                sampled_obfuscation(
-                    params,
-                    trees,
-                    dir_probs,
-                    -(-per_tree // n_chunks),
-                    -(-per_tree_n // n_chunks),
-                    ck,
-                )
-            )
-        )
-    return (
-        np.concatenate([np.asarray(p[0], np.float64) for p in parts], axis=-1),
-        np.concatenate([np.asarray(p[1]) for p in parts], axis=-1),
-    )
 
 
 def training_signal_rows(params, key, depths, q) -> list[dict]:

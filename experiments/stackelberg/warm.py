@@ -1,15 +1,8 @@
-"""Warm start of the Stackelberg estimator B from Algorithm 1 (spec PED 5.3, 6).
-
-:func:`ogd_target` builds B against a fixed prover A with Algorithm 1, round by round as in spec 6
-(:func:`dedebate.estimators.soundness.construct_estimator`), and :func:`fit_estimator` fits the
-network B's ``p_d`` and joint logits to that tabular estimator (KL, Adam) before training.
-:func:`warm_start` does both for every seed of a batch of training runs. Against a fair-coin A
-(the default initial prover) every spec 6.3 test has zero advantage (``E[s] = 0`` and
-``P[a = z] = 1/2``), so Algorithm 1 returns the uniform estimator, which is B's cold start: the
-warm start matters only for a non-uniform initial A (``init_carry(..., a_out_scale > 0)``).
-"""
+"""Warm start of the Stackelberg estimator B from Algorithm 1's estimator (spec PED 5.3, 6)."""
 
 from __future__ import annotations
+
+from operator import itemgetter
 
 import jax
 import jax.numpy as jnp
@@ -18,41 +11,28 @@ from flax import struct
 
 from dedebate.core.bits import bit_table
 from dedebate.programs import TRAINING, jit, program_cache
-from dedebate.training.stackelberg import (
-    ADAM,
-    Carry,
-    StackelbergStatic,
-    adam_step,
-    advantage_at,
-    players,
-    templates,
-)
+from dedebate.training import stackelberg as sb
 from dedebate.trees.tree import ClaimTree
+
+from .runs import stack
 
 
 @struct.dataclass
 class EstimatorTarget:
-    """A tabular estimator to fit B to: ``p_d[tree]``, the joint ``h[tree, internal node, cand,
-    2^q]`` and, per internal node, the ``phat`` B's joint is asked at (``p_d`` at the root, the
-    parent joint's marginal elsewhere)."""
+    """A tabular estimator: ``p_d``, the joint ``[tree, node, cand, 2^q]``, its ``phat``."""
 
     p_d: jax.Array
     joint: jax.Array
     phat: jax.Array
 
 
-def ogd_target(static: StackelbergStatic, trees: ClaimTree, carry: Carry, rho: float, delta: float):
-    """Algorithm 1's estimator against the prover in ``carry`` (host side, one seed's trees).
-
-    Runs :func:`dedebate.estimators.soundness.construct_estimator` (B built round by round with
-    Algorithm 1 against the spec 6.3 tests of the fixed A, every stage exiting with
-    ``max|Adv| < delta``).
-    """
+def ogd_target(static, trees: ClaimTree, carry, rho: float, delta: float):
+    """``(EstimatorTarget, report)``: Algorithm 1's estimator against ``carry``'s A (one seed)."""
     from dedebate.estimators.soundness import construct_estimator
 
-    prover, _ = players(static, trees, carry)
+    prover, _ = sb.players(static, trees, carry)
     rep = construct_estimator(prover, trees, rho, delta, fast_compile=True)
-    one = jax.tree_util.tree_map(lambda x: x[0], trees)
+    one = jax.tree.map(lambda x: x[0], trees)
     n_int, q = one.n_internal, one.q
     logits = np.asarray(rep.estimator.logits)[:, :n_int]  # [trees, n_int, cand, 2^q]
     with np.errstate(invalid="ignore"):
@@ -71,29 +51,15 @@ def ogd_target(static: StackelbergStatic, trees: ClaimTree, carry: Carry, rho: f
     return target, rep
 
 
-def fit_estimator(
-    static: StackelbergStatic,
-    trees: ClaimTree,
-    carry: Carry,
-    target: EstimatorTarget,
-    steps: int = 300,
-    lr: float = 0.03,
-):
-    """``(carry, loss)``: B's parameters fitted to ``target`` by ``steps`` Adam steps (pure) on
-
-        mean_x KL(Bern(target p_d) || Bern(B p_d)) + mean_{x, node, cand} KL(h || softmax(B joint))
-
-    with B's joint asked at the target's ``phat`` and ``k = d - level``; B gets a fresh Adam state,
-    A is kept. A loss of 0 is an exact fit (B sees only public views, so distinct tabular contexts
-    with equal views cannot all be fitted).
-    """
-    one = jax.tree_util.tree_map(lambda x: x[0], trees)
+def fit_estimator(static, trees, carry, target, steps: int = 300, lr: float = 0.03):
+    """``(carry, loss)``: B fitted to ``target`` by Adam on KL(p_d) + mean KL(joint) (A kept)."""
+    one = jax.tree.map(lambda x: x[0], trees)
     d, n_int, n_cand = one.depth, one.n_internal, one.n_cand
     level = np.zeros(n_int, np.int32)
     for lev in range(d):
         level[one.level_offset(lev) : one.level_offset(lev + 1)] = lev
     ks = jnp.asarray(d - level)
-    _, b0, _, unravel_b = templates(static, one.q)
+    _, b0, _, unravel_b = sb.templates(static, one.q)
     views = jax.vmap(lambda t: t.public())(trees)
     eps = 1e-12
 
@@ -123,70 +89,41 @@ def fit_estimator(
     def body(_, x):
         bf, opt, _ = x
         val, g = grad(bf)
-        bf, opt = adam_step(bf, opt, g, lr, -1.0)
+        bf, opt = sb.adam_step(bf, opt, g, lr, -1.0)
         return bf, opt, val
 
     bf, _, _ = jax.lax.fori_loop(
-        0, steps, body, (carry.b_flat, ADAM.init(carry.b_flat), jnp.float32(0))
+        0, steps, body, (carry.b_flat, sb.ADAM.init(carry.b_flat), jnp.float32(0))
     )
-    return carry.replace(b_flat=bf, opt_b=ADAM.init(bf)), loss(bf)
+    return carry.replace(b_flat=bf, opt_b=sb.ADAM.init(bf)), loss(bf)
 
 
 @program_cache
-def fit_grid(static: StackelbergStatic, steps: int):
+def fit_grid(static: sb.StackelbergStatic, steps: int):
     """``jit(vmap over seeds (fit_estimator))``: ``(trees, carries, targets) -> (carries, kl)``."""
     return jit(jax.vmap(lambda t, c, g: fit_estimator(static, t, c, g, steps)), options=TRAINING)
 
 
 @program_cache
-def advantage_grid(static: StackelbergStatic, rho: float):
-    """``jit(vmap over seeds)`` of B's realised advantages ``adv [seeds, d + 1, 2]``
-    (:func:`dedebate.training.stackelberg.advantage_at`).
-    """
-    return jit(jax.vmap(lambda t, c: advantage_at(static, rho, t, c)[2]), options=TRAINING)
+def advantage_grid(static: sb.StackelbergStatic, rho: float):
+    """``jit(vmap over seeds)`` of B's realised advantages ``[seeds, d + 1, 2]``."""
+    return jit(jax.vmap(lambda t, c: sb.advantage_at(static, rho, t, c)[2]), options=TRAINING)
 
 
-def warm_info_template(seeds: int, depth: int) -> dict:
-    """Zeros of the numbers :func:`warm_start` reports, for ``seeds`` seeds of depth ``depth``."""
-    n = seeds
-    return {
-        "adv_cold": np.zeros(n, np.float32),
-        "adv_warm": np.zeros(n, np.float32),
-        "fit_kl": np.zeros(n, np.float32),
-        "ogd_steps": np.zeros((n, depth + 1), np.int32),
-        "ogd_max_adv": np.zeros(n, np.float32),
-        "ogd_wall_s": np.zeros((), np.float32),
-    }
-
-
-def ogd_targets(
-    static: StackelbergStatic, trees: ClaimTree, carries: Carry, rho: float, delta: float
-):
-    """:func:`ogd_target` per seed: ``(targets, ogd_steps [seeds, d + 1], ogd_max_adv)``."""
-    targets, steps, max_adv = [], [], []
-    for s in range(jax.tree_util.tree_leaves(carries)[0].shape[0]):
-        tree_s = jax.tree_util.tree_map(lambda x, s=s: x[s], trees)
-        carry_s = jax.tree_util.tree_map(lambda x, s=s: x[s], carries)
-        target, rep = ogd_target(static, tree_s, carry_s, rho, delta)
-        targets.append(target)
-        stages = [st for st in rep.stages if st.stage != "final"]
-        steps.append([st.steps for st in stages])
-        max_adv.append(max(st.max_adv for st in stages))
-    stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *targets)
-    return stacked, np.asarray(steps, np.int32), np.asarray(max_adv, np.float32)
-
-
-def warm_start(
-    static: StackelbergStatic, trees: ClaimTree, carries: Carry, targets, rho: float, fit_steps: int
-):
-    """``(carries, {"adv_cold", "adv_warm", "fit_kl"})``: each seed's B fitted to its target.
-
-    Fitted by :func:`fit_grid`; B's realised max|Adv| before and after by :func:`advantage_grid`.
-    """
-    fitted, kl = fit_grid(static, fit_steps)(trees, carries, targets)
+def warm_start(static, trees, carries, rho: float, delta: float, steps: int):
+    """``(carries, info)``: each seed's B fitted to Algorithm 1's estimator for its initial A."""
+    seeds = range(jax.tree.leaves(carries)[0].shape[0])
+    fits = [
+        ogd_target(static, *jax.tree.map(itemgetter(s), (trees, carries)), rho, delta)
+        for s in seeds
+    ]
+    stages = [[st for st in rep.stages if st.stage != "final"] for _, rep in fits]
+    fitted, kl = fit_grid(static, steps)(trees, carries, stack([target for target, _ in fits]))
     adv = advantage_grid(static, float(rho))
     return fitted, {
         "adv_cold": np.abs(np.asarray(adv(trees, carries))).max(axis=(-2, -1)),
         "adv_warm": np.abs(np.asarray(adv(trees, fitted))).max(axis=(-2, -1)),
         "fit_kl": np.asarray(kl),
+        "ogd_steps": np.asarray([[st.steps for st in ss] for ss in stages], np.int32),
+        "ogd_max_adv": np.asarray([max(st.max_adv for st in ss) for ss in stages], np.float32),
     }

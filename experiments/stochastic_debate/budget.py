@@ -1,85 +1,146 @@
-"""Sample budgets of the stochastic-oracle debate: the constants sets of a (K, T) cell with their
-proven bounds, Lean's N_V recomputed on the host, honest Alice's query constant and the empirical
-budget frontier of a sweep over a common factor on (N_A, N_B, N_V).
-
-The frontier is an empirical finding (no theorem settles it): per (K, T) cell of a sweep's rows,
-the smallest factor before the first that is not confidently safe, where safe means every zoo
-Bob's completeness is above 3/5 and every zoo Alice's soundness below 2/5 (spec DED 5.4), decided
-on one-sided Clopper-Pearson bounds of the integer win counts, set against Lean's proven counts
-(spec DED 5.2).
-"""
+"""Sample budgets of the stochastic debate: a (K, T) cell's constants and proven bounds, the
+host's optimised adversaries (evolution strategies on the exact DP at a small T) and scale-factor
+search, and the empirical budget frontier of a sweep over ``scale`` (spec DED 5.8)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING
 
+import jax
+import numpy as np
 from scipy import stats
 
+from dedebate.agents import stochastic_players as sp
+from dedebate.agents.stochastic_zoo import alice_members, bob_members, measure_cell, zoo_cell
 from dedebate.core.samples import hoeffding_samples
+from dedebate.exact.acceptance import acceptance_exact
+from dedebate.lab.experiment import wilson_interval
 from dedebate.machines.fixtures import fixture_for_k
-from dedebate.protocols.stochastic import lean_defaults, paper_constants
+from dedebate.machines.lipschitz import prefix_tree
+from dedebate.protocols.stochastic import debate_static, lean_defaults, make_vera, paper_constants
 
 if TYPE_CHECKING:
     from . import Config
 
+COUNTS = ("n_alice", "n_bob", "n_vera")
 CELL = re.compile(r"K(\d+)_T(\d+)")
-ALICE_C = 5000
-"""Honest Alice's charged queries are ALICE_C K^2 T ln(200T) with Lean's constants (T N_A)."""
+ALICE_C = 5000  # honest Alice's charged queries are ALICE_C K^2 T ln(200T) (Lean's T N_A)
 
 
 def lean_n_vera(K: float, T: int) -> int:
-    """Lean's ``samples((s - c) / 2, v)`` at its defaults for (K, T), without debate constants."""
+    """Lean's ``samples((s - c) / 2, v)`` at its defaults for (K, T)."""
     lp = lean_defaults(K, T)
     return hoeffding_samples((lp.s - lp.c) / 2, lp.v)
 
 
+def instances(K: int, T: int, p_yes: float, p_no: float):
+    """``(fixture name, m_no, m_yes)``: K's fixture at T steps, no- and yes-instance."""
+    fname, m_no, _ = fixture_for_k(K, T, p_no)
+    return fname, m_no, fixture_for_k(K, T, p_yes)[1]
+
+
 def cells(cfg: Config, K: int, T: int):
-    """The host side of the (K, T) cells: ``(fixture name, m_no, m_yes, (p_yes, p_no) exact,
-    [(cell name, constants set, constants, (completeness bound, soundness bound))])``: Lean's
-    constants x ``scale`` (bounds of spec DED 5.3 at the exact P_M(1)) and, with ``paper``, the
-    paper's (3/5, 2/5)."""
-    fname, m_no, K_decl = fixture_for_k(K, T, cfg.p_no)
-    _, m_yes, _ = fixture_for_k(K, T, cfg.p_yes)
-    lp = lean_defaults(K_decl, T)
+    """``(fixture, m_no, m_yes, exact (p_yes, p_no), sets)``; sets ``(name, "lean" | "paper",
+    constants, bounds)``: Lean's x ``scale`` (spec DED 5.3) and the paper's (3/5, 2/5)."""
+    fname, m_no, m_yes = instances(K, T, cfg.p_yes, cfg.p_no)
+    lp = lean_defaults(float(K), T)
     p_yes, p_no = float(m_yes.output_prob_dp()), float(m_no.output_prob_dp())
-    sets = [
-        (
-            f"K{K}_T{T}",
-            "lean",
-            lp.constants(K_decl, T).scaled(cfg.scale),
-            (lp.completeness(K_decl, T, p_yes), 1 - lp.soundness(K_decl, T, 1 - p_no)),
-        )
-    ]
+    bounds = (lp.completeness(float(K), T, p_yes), 1 - lp.soundness(float(K), T, 1 - p_no))
+    sets = [(f"K{K}_T{T}", "lean", lp.constants(float(K), T).scaled(cfg.scale), bounds)]
     if cfg.paper:
-        sets.append((f"K{K}_T{T}_paper", "paper", paper_constants(K_decl, T), (3 / 5, 2 / 5)))
+        sets.append((f"K{K}_T{T}_paper", "paper", paper_constants(float(K), T), (3 / 5, 2 / 5)))
     return fname, m_no, m_yes, (p_yes, p_no), sets
 
 
-def frontier(rows, alpha: float = 0.05) -> list[dict]:
-    """The budget frontier of a sweep over ``scale`` from its ``sweep.csv`` rows, one dict per cell.
+def _optimise_alice(m_no, levels, consts, gens, pop, seed):
+    """``(params, acceptance)``: the per-step liar maximising exact acceptance vs honest Bob."""
+    bob, vera = sp.honest_bob(consts), make_vera(consts)
 
-    Per (K, T) cell ``K{K}_T{T}`` (and per value of any other swept axis), a factor is ``safe``,
-    ``unsafe`` or ``undecided`` by one-sided Clopper-Pearson bounds on every member's pooled wins
-    against 2/5 and 3/5 (Bonferroni ``alpha / m`` for unsafe, ``m`` = members x factors), and the
-    frontier is the smallest safe factor before the first that is not (spec DED 5.8). Calling any
-    unsafe factor safe has probability at most ``alpha`` (a fixed-sequence test of
-    intersection-union tests: neither members nor factors split ``alpha``). Cells of other names are
-    skipped. A cell's dict: ``K``, ``T``, ``others``, ``factor`` (None: the largest is not safe),
-    ``stop``, ``tried`` (per factor: ``verdict``, ``trials``, point estimates and bounds), ``lean``,
-    ``seeds`` and, where a factor is safe, ``counts``.
-    """
+    def acceptance(lies):
+        alices = [sp.zoo_alice(consts, sp.A_PER_STEP, lies=li) for li in lies]
+        return np.array([acceptance_exact(m_no, a, bob, vera, levels) for a in alices])
+
+    return sp.optimise_alice(acceptance, consts, generations=gens, population=pop, seed=seed)
+
+
+@functools.lru_cache(maxsize=16)  # host() reuses what point() found
+def adversaries(K: int, t: int, ki: int, scale: float, p_yes: float, p_no: float, gens, pop):
+    """The zoos' optimised Alice and Bob of K by exact DP at ``t`` (seed ``ki``)."""
+    _, m_no, m_yes = instances(K, t, p_yes, p_no)
+    consts = lean_defaults(float(K), t).constants(float(K), t).scaled(scale)
+    alice, vera, levels = sp.honest_alice(consts), make_vera(consts), prefix_tree(m_yes)
+
+    def alice_win(w, w_dev, w_prev):
+        bobs = [
+            sp.zoo_bob(consts, sp.B_LEARNED, w=w[i], w_dev=float(w_dev[i]), w_prev=float(w_prev[i]))
+            for i in range(w.shape[0])
+        ]
+        return np.array([acceptance_exact(m_yes, alice, b, vera, levels) for b in bobs])
+
+    opt_a = _optimise_alice(m_no, prefix_tree(m_no), consts, gens, pop, ki)
+    return opt_a, sp.optimise_bob(
+        alice_win, consts, generations=max(1, gens // 2), population=pop, seed=ki
+    )
+
+
+def _row(K, f, method, comp, sound, c) -> dict:
+    row = {"K": K, "factor": f, "method": method, "completeness_min": comp, "soundness_max": sound}
+    ok = comp >= 3 / 5 and sound <= 2 / 5
+    return row | {"holds": ok, "n_alice": c.n_alice, "n_bob": c.n_bob, "n_vera": c.n_vera}
+
+
+def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> dict:
+    """K's smallest common factor on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness
+    <= 2/5: down ``scale_factors`` by exact DP at ``scale_T`` (Alice re-optimised per factor)
+    while the zoo holds, then up by Monte Carlo at the largest T until the estimates hold."""
+    sT = cfg.scale_T  # noqa: N806 - the paper's symbol
+    _, m_no, m_yes = instances(K, sT, cfg.p_yes, cfg.p_no)
+    l_no, l_yes = prefix_tree(m_no), prefix_tree(m_yes)
+    base = lean_defaults(float(K), sT).constants(float(K), sT)
+    rows, thetas, f_exact, gens = [], {}, None, max(1, cfg.es_generations // 2)
+    for f in sorted(cfg.scale_factors, reverse=True):
+        c = base.scaled(f)
+        opt = _optimise_alice(m_no, l_no, c, gens, cfg.es_population, 100 + ki)
+        vera, alices = make_vera(c), alice_members(c, opt.params["theta"])[1]
+        acc = [acceptance_exact(m_no, a, sp.honest_bob(c), vera, l_no) for a in alices]
+        bobs = bob_members(c, theta_b)[1]
+        win = [acceptance_exact(m_yes, sp.honest_alice(c), b, vera, l_yes) for b in bobs]
+        rows.append(_row(K, f, f"exact DP, T={sT}", min(win), max(max(acc), opt.value), c))
+        if not rows[-1]["holds"]:
+            break
+        thetas[f], f_exact = opt.params["theta"], f
+    out = {"rows": rows, "f_exact": f_exact, "factor": None}
+    if f_exact is None:
+        return out
+    Tmax, n = max(cfg.Ts), cfg.trials  # noqa: N806 - the paper's symbol
+    _, m_no, m_yes = instances(K, Tmax, cfg.p_yes, cfg.p_no)
+    lean = lean_defaults(float(K), Tmax).constants(float(K), Tmax)
+    key = jax.random.fold_in(key_k, 99)
+    for f in sorted(x for x in cfg.scale_factors if x >= f_exact):
+        d, a_names, b_names = zoo_cell(lean.scaled(f), m_no, m_yes, thetas[f], theta_b)
+        ma = len(a_names)
+        st = measure_cell(debate_static(Tmax), d, key, n, ma, b_names.index("honest"), lanes)
+        c = wilson_interval(int(st["wins"][ma:].min()), n)
+        s = wilson_interval(int(st["wins"][:ma].max()), n)
+        rows.append(_row(K, f, f"Monte Carlo, T={Tmax}", c[0], s[0], lean.scaled(f)))
+        if rows[-1]["holds"]:
+            return out | {"factor": f, "intervals": (c, s)}
+    return out
+
+
+def frontier(rows, alpha: float = 0.05) -> list[dict]:
+    """Per cell ``K{K}_T{T}`` of a sweep over ``scale`` (and value of other axes), the smallest
+    safe factor before the first that is not: ``safe``, ``unsafe`` or ``undecided`` by one-sided
+    Clopper-Pearson bounds of each member's pooled wins against 2/5 and 3/5, at ``alpha`` (safe)
+    or ``alpha / (members x factors)`` (unsafe)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha}: the family-wise error level must be in (0, 1)")
+    skip = ("point", "seed", "group", "scale", "Ks", "Ts")
     groups: dict[tuple, dict[float, list[dict]]] = {}
     for r in rows:
-        others = tuple(
-            sorted(
-                (k, str(v))
-                for k, v in r.items()
-                if "/" not in k and k not in ("point", "seed", "group", "scale", "Ks", "Ts")
-            )
-        )
+        others = tuple(sorted((k, str(v)) for k, v in r.items() if "/" not in k and k not in skip))
         for k in r:
             cell = k.split("/")[0]
             if k.endswith("/trials") and r[k] is not None and CELL.fullmatch(cell):  # else K's
@@ -92,25 +153,15 @@ def frontier(rows, alpha: float = 0.05) -> list[dict]:
         split = alpha / sum(len(a) + len(b) for _, a, b in pooled.values())
         best, stop, tried = None, None, []
         for f in sorted(by_f, reverse=True):
-            e = _verdict(*pooled[f], alpha, split)
-            tried.append({"factor": f, **e})
-            if e["verdict"] != "safe":
-                stop = e["verdict"]
+            tried.append({"factor": f, **_verdict(*pooled[f], alpha, split)})
+            if tried[-1]["verdict"] != "safe":
+                stop = tried[-1]["verdict"]
                 break
             best = f
-        e = {
-            "K": K,
-            "T": T,
-            "others": dict(others),
-            "factor": best,
-            "stop": stop,
-            "tried": tried,
-            "lean": (lean.n_alice, lean.n_bob, lean.n_vera),
-            "seeds": len(by_f[max(by_f)]),
-        }
+        e = {"K": K, "T": T, "others": dict(others), "factor": best, "stop": stop, "tried": tried}
+        e |= {"lean": tuple(getattr(lean, n) for n in COUNTS), "seeds": len(by_f[max(by_f)])}
         if best is not None:
-            rs = by_f[best]
-            e["counts"] = tuple(int(rs[0][f"{cell}/{n}"]) for n in ("n_alice", "n_bob", "n_vera"))
+            e["counts"] = tuple(int(by_f[best][0][f"{cell}/{n}"]) for n in COUNTS)
         out.append(e)
     return sorted(out, key=lambda e: (sorted(e["others"].items()), e["K"], e["T"]))
 
@@ -127,30 +178,50 @@ def _pooled_wins(rs, cell) -> tuple[int, list[int], list[int]]:
 
 def _verdict(n: int, alice: list[int], bob: list[int], level: float, split: float) -> dict:
     """A factor's verdict from pooled counts: bounds at ``level`` (safe), ``split`` (unsafe)."""
-    if n <= 0 or not alice or not bob:
-        raise ValueError(
-            f"{n} trials, {len(alice)} Alice and {len(bob)} Bob members: a factor "
-            "needs trials > 0 and members on both sides"
-        )
-    s_hi = max(_bound(k, n, level, upper=True) for k in alice)
-    c_lo = min(_bound(k, n, level, upper=False) for k in bob)
-    bad = (
-        max(_bound(k, n, split, upper=False) for k in alice) > 2 / 5
-        or min(_bound(k, n, split, upper=True) for k in bob) < 3 / 5
-    )
+
+    def upper(k, a):
+        return 1.0 if k >= n else float(stats.beta.ppf(1 - a, k + 1, n - k))
+
+    def lower(k, a):
+        return 0.0 if k <= 0 else float(stats.beta.ppf(a, k, n - k + 1))
+
+    s_hi, c_lo = max(upper(k, level) for k in alice), min(lower(k, level) for k in bob)
+    bad = max(lower(k, split) for k in alice) > 2 / 5 or min(upper(k, split) for k in bob) < 3 / 5
     verdict = "safe" if s_hi < 2 / 5 and c_lo > 3 / 5 else "unsafe" if bad else "undecided"
-    return {
-        "verdict": verdict,
-        "trials": n,
-        "completeness_min": min(bob) / n,
-        "soundness_max": max(alice) / n,
-        "completeness_lo": c_lo,
-        "soundness_hi": s_hi,
-    }
+    out = {"verdict": verdict, "trials": n, "completeness_min": min(bob) / n}
+    return out | {"soundness_max": max(alice) / n, "completeness_lo": c_lo, "soundness_hi": s_hi}
 
 
-def _bound(k: int, n: int, level: float, upper: bool) -> float:
-    """The one-sided Clopper-Pearson bound on a proportion from ``k`` of ``n`` at ``level``."""
-    if upper:
-        return 1.0 if k >= n else float(stats.beta.ppf(1 - level, k + 1, n - k))
-    return 0.0 if k <= 0 else float(stats.beta.ppf(level, k, n - k + 1))
+def sweep_figures(rows) -> dict:
+    """``{"budget_frontier": figure}`` of a sweep over ``scale``: per count, Lean's and the
+    frontier's against T (``?``: undecided; a cross at Lean's count: factor 1 unsafe)."""
+    fr = [e for e in frontier(rows) if not e["others"]]
+    if not rows or "scale" not in rows[0] or not fr:
+        return {}
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
+    for i, (ax, label) in enumerate(zip(axes, ("N_A (Alice)", "N_B (Bob)", "N_V (Vera)"))):
+        for K in sorted({e["K"] for e in fr}):
+            es = sorted((e for e in fr if e["K"] == K), key=lambda e: e["T"])
+            col = {1: "tab:blue", 2: "tab:orange", 4: "tab:green"}.get(K)
+            T = [e["T"] for e in es]
+            ax.plot(T, [e["lean"][i] for e in es], "o-", color=col, label=f"K={K} Lean (proven)")
+            ok = [e for e in es if e["factor"] is not None]
+            y = [e["counts"][i] for e in ok]
+            ax.plot([e["T"] for e in ok], y, "s--", color=col, label=f"K={K} frontier")
+            for e, yi in zip(ok, y):
+                text = f"x{e['factor']:g}" + "?" * (e["stop"] == "undecided")
+                ax.annotate(text, (e["T"], yi), size=6, textcoords="offset points", xytext=(3, -9))
+            for stop, mark in (("unsafe", "x"), ("undecided", "$?$")):
+                bad = [e for e in es if e["factor"] is None and e["stop"] == stop]
+                x, y = [e["T"] for e in bad], [e["lean"][i] for e in bad]
+                ax.plot(x, y, marker=mark, linestyle="none", color="k", ms=9)
+        ax.set(xscale="log", yscale="log", xlabel="T (steps)")
+        ax.set_title(label, fontsize=9)
+    axes[0].set_ylabel("oracle samples per estimate")
+    axes[0].legend(fontsize=6)
+    title = "Smallest common factor keeping completeness > 3/5, soundness < 2/5 (family-wise 95%)"
+    fig.suptitle(title + " vs every zoo member, against Lean's counts", fontsize=9)
+    fig.tight_layout()
+    return {"budget_frontier": fig}

@@ -1,5 +1,5 @@
 """The stochastic debate's rows: a cell's completeness and soundness, Vera's queries, the cost
-checks and the scale-factor finding, from the point's counts and the host's search (pure)."""
+checks, the scale-factor finding and the figures."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import numpy as np
 from dedebate.agents.stochastic_zoo import member_names
 from dedebate.core.stats import loglog_slope
 from dedebate.lab.experiment import Claim, strict_max, wilson_interval
-from dedebate.machines.fixtures import fixture_for_k
 from dedebate.protocols.stochastic import lean_defaults, paper_constants
 
 from .budget import ALICE_C, cells, lean_n_vera
@@ -20,52 +19,44 @@ if TYPE_CHECKING:
     from . import Config
 
 
-def cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a, wins_b, n) -> list[Claim]:
-    """A cell's two gating Monte-Carlo rows: completeness, the worst Bob member's honest-Alice win
-    rate >= ``bounds[0]``, and soundness, the worst Alice member's acceptance <= ``bounds[1]``
-    (Lean's at the instance, or the paper's 3/5 and 2/5), each Bonferroni over its zoo's members.
-    A lying Alice above the bound, a Bob that beats honest Alice, a NaN count (``argmax`` /
-    ``argmin`` pick it) or no trials fail the row."""
-    tag = f"K={K} ({fname}), T={T}, {cname} constants"
-    src = {"lean": ("spec DED 5.3, Lean completeness'", "spec DED 5.3, Lean soundness'")}.get(
-        cname, ("spec DED 5.4 (paper's Figure 1 constants) [SECONDARY]",) * 2
-    )
-    out = []
-    for side, names, wins, worst, rel, bound, p1, src_ in (
-        ("completeness", b_names, wins_b, int(np.argmin(wins_b)), ">=", bounds[0], p[0], src[0]),
-        ("soundness", a_names, wins_a, int(np.argmax(wins_a)), "<=", bounds[1], p[1], src[1]),
-    ):
-        who, what = (
-            ("Bob", "min over the Bob zoo of honest Alice's win rate")
-            if side == "completeness"
-            else ("Alice", "max over the Alice zoo of the acceptance rate")
+SIDES = {
+    "completeness": ("Bob", "min over the Bob zoo of honest Alice's win rate", ">="),
+    "soundness": ("Alice", "max over the Alice zoo of the acceptance rate", "<="),
+}
+
+
+def cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a, wins_b, n):
+    """A cell's gating rows and ``acceptance`` rows: the worst Bob's honest-Alice win rate >=
+    ``bounds[0]`` (completeness), the worst Alice's acceptance <= ``bounds[1]`` (soundness), each
+    Bonferroni over its zoo; a NaN count (``argmax`` / ``argmin`` pick it) or no trials fail."""
+    claims, rows = [], []
+    for j, (side, (who, what, rel)) in enumerate(SIDES.items()):
+        names, wins = (b_names, wins_b) if j == 0 else (a_names, wins_a)
+        worst = int(np.argmin(wins) if j == 0 else np.argmax(wins))
+        title = f"{side}, K={K} ({fname}), T={T}, {cname} constants: {what}"
+        src = f"spec DED 5.3, Lean {side}'"
+        if cname != "lean":
+            src = "spec DED 5.4 (paper's Figure 1 constants) [SECONDARY]"
+        rates = ", ".join(f"{nm}={w / n:.3f}" if n else f"{nm}={w}/0" for nm, w in zip(names, wins))
+        note = (
+            f"P_M(1)={p[j]:.4f}; worst {who}: {names[worst]}; {n} debates per member, "
+            f"Bonferroni over {len(names)}; per member: {rates}"
         )
-        out.append(
-            Claim.proportion(
-                f"{side}, {tag}: {what}",
-                src_,
-                rel,
-                bound,
-                wins[worst],
-                n,
-                f"P_M(1)={p1:.4f}; worst {who}: {names[worst]}; {n} debates per member; p-value "
-                f"Bonferroni over the {len(names)} members; per member: "
-                + ", ".join(
-                    f"{nm}={w / n:.3f}" if n else f"{nm}={w}/0" for nm, w in zip(names, wins)
-                ),
-                members=len(names),
-                bound=f"{rel} {bound:.4f}",
-            )
+        bound = f"{rel} {bounds[j]:.4f}"
+        claim = Claim.proportion(
+            title, src, rel, bounds[j], wins[worst], n, note, members=len(names), bound=bound
         )
-    return out
+        claims.append(claim)
+        v, lo, hi = wilson_interval(wins[worst], n)
+        rows.append(
+            {"K": K, "T": T, "fixture": fname, "constants": cname, "side": side, "value": v}
+            | {"lo": lo, "hi": hi, "bound": bounds[j], "worst": names[worst], "trials": n}
+        )
+    return claims, rows
 
 
 def vera_claims(Ks, Ts, qrows) -> list[Claim]:
-    """Per K, the gating row of spec DED 5.3's verifier cost: the largest number of oracle
-    samples Vera's draws used in one debate, as the play loop counted them at the draw site
-    (``vera_max`` of the Lean rows of ``qrows``, over every debate and T), is at most N_V from
-    Lean's formula on the host (:func:`lean_n_vera`), and N_V does not depend on T. A count
-    above N_V, a missing or non-finite count, or an N_V that moves with T fails the row."""
+    """Per K, Vera's largest count of oracle samples in a debate is at most Lean's N_V."""
     out = []
     for K in Ks:
         rs = [r for r in qrows if r["K"] == K and r["constants"] == "lean"]
@@ -81,25 +72,19 @@ def vera_claims(Ks, Ts, qrows) -> list[Claim]:
                 f"<= {n_vs[0] if len(n_vs) == 1 else n_vs}",
                 vmax,
                 ok,
-                f"largest count over every debate of the zoos at T in {list(Ts)} ({aborts} "
-                f"aborts judged); N_V = {n_vs} from Lean's formula on the host",
+                f"max over every debate at T in {list(Ts)} ({aborts} aborts); Lean's N_V = {n_vs}",
             )
         )
     return out
 
 
 def cost_checks(Ks, Ts, qrows):
-    """Consistency checks on the costs (not paper claims: they hold by construction when the
-    accounting is right). Returns ``({name: (holds, detail)}, fit)``: per K, the N_V the debates
-    were given equals Lean's formula (:func:`lean_n_vera`); and the least-squares c of honest
-    Alice's charged queries ~ c K^2 T ln(200T) is :data:`ALICE_C` within 1% (slope 1 within
-    1%). Vera's measured queries are a gating row (:func:`vera_claims`)."""
+    """``({name: (holds, detail)}, fit)``: per K, the N_V given to Vera is Lean's; honest
+    Alice's queries ~ c K^2 T ln(200T) with c = ALICE_C and log-log slope 1 (within 1%)."""
     checks = {}
     for K in Ks:
         rs = [r for r in qrows if r["K"] == K and r["constants"] == "lean"]
-        bad = [
-            (r["T"], r["n_vera"]) for r in rs if r["n_vera"] != lean_n_vera(float(K), int(r["T"]))
-        ]
+        bad = [(r["T"], r["n_vera"]) for r in rs if r["n_vera"] != lean_n_vera(float(K), r["T"])]
         checks[f"K={K}: the N_V given to Vera is Lean's samples((s-c)/2, v)"] = (
             bool(rs) and not bad,
             f"(T, N_V) differing from the formula: {bad}"
@@ -119,63 +104,38 @@ def cost_checks(Ks, Ts, qrows):
 
 
 def scale_factor_claim(cfg: Config, K: int, search: dict) -> Claim:
-    """The smallest common factor on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness
-    <= 2/5 against the zoo, from the host's :func:`scale_search` of K. A finding: it does not
-    gate."""
-    sT, Tmax, f_exact = cfg.scale_T, max(cfg.Ts), search["f_exact"]
-    title = (
-        f"beyond the paper (EMPIRICAL, not a guarantee), K={K}: smallest common scale factor "
-        "on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness <= 2/5 vs the zoo"
-    )
-    crit = "exact at scale_T and MC at T_max"
+    """K's smallest common factor on (N_A, N_B, N_V) by :func:`.budget.scale_search`."""
+    sT, Tmax, f_exact, f = cfg.scale_T, max(cfg.Ts), search["f_exact"], search["factor"]
+    bound, value = "exact at scale_T and MC at T_max", 1.0
+    exact = f"exact DP at T={sT}: smallest factor {f_exact}"
     if f_exact is None:
-        return Claim.exact(
-            title,
-            "empirical finding",
-            "some factor <= 1",
-            math.nan,
-            passed=False,
-            finding=True,
-            note=f"factor 1 already fails the exact check at T={sT}",
+        bound, value, note = "some factor <= 1", math.nan, f"factor 1 fails exactly at T={sT}"
+    elif f is None:
+        note = f"{exact}; no factor held by Monte Carlo at T={Tmax}"
+    else:
+        lean = lean_defaults(float(K), Tmax).constants(float(K), Tmax)
+        c, paper, value = lean.scaled(f), paper_constants(float(K), Tmax), f
+        (c_v, c_lo, c_hi), (s_v, s_lo, s_hi) = search["intervals"]
+        note = (
+            f"{exact}; Monte Carlo at T={Tmax} ({cfg.trials} debates/member): completeness min "
+            f"{c_v:.3f} [{c_lo:.3f}, {c_hi:.3f}], soundness max {s_v:.3f} [{s_lo:.3f}, "
+            f"{s_hi:.3f}]; N_A {c.n_alice} vs Lean {lean.n_alice} vs paper {paper.n_alice}; "
+            f"N_V {c.n_vera} vs Lean {lean.n_vera} vs paper {paper.n_vera}"
         )
-    f = search["factor"]
-    if f is None:
-        return Claim.exact(
-            title,
-            "empirical finding",
-            crit,
-            1.0,
-            passed=False,
-            finding=True,
-            note=f"exact DP at T={sT} allowed {f_exact:g}, but no factor held by "
-            f"Monte Carlo at T={Tmax}",
-        )
-    _, _, K_decl = fixture_for_k(K, Tmax, cfg.p_no)
-    lean_full = lean_defaults(K_decl, Tmax).constants(K_decl, Tmax)
-    consts, paper = lean_full.scaled(f), paper_constants(K_decl, Tmax)
-    (c_v, c_lo, c_hi), (s_v, s_lo, s_hi) = search["intervals"]
     return Claim.exact(
-        title,
+        f"beyond the paper (EMPIRICAL, not a guarantee), K={K}: smallest common scale factor "
+        "on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness <= 2/5 vs the zoo",
         "empirical finding",
-        crit,
-        f,
-        passed=True,
+        bound,
+        value,
+        passed=f is not None,
         finding=True,
-        note=(
-            f"exact DP at T={sT}: smallest factor {f_exact:g}; Monte Carlo at "
-            f"T={Tmax} ({cfg.trials} debates/member): completeness min {c_v:.3f} "
-            f"[{c_lo:.3f}, {c_hi:.3f}], soundness max {s_v:.3f} [{s_lo:.3f}, "
-            f"{s_hi:.3f}]; N_A {consts.n_alice} vs Lean {lean_full.n_alice} "
-            f"(x{lean_full.n_alice / consts.n_alice:.1f} fewer) vs paper "
-            f"{paper.n_alice} (x{paper.n_alice / consts.n_alice:.0f} fewer); N_V "
-            f"{consts.n_vera} vs Lean {lean_full.n_vera} vs paper {paper.n_vera}"
-        ),
+        note=note,
     )
 
 
 def cell_rows(cfg: Config, K: int, T: int, swept) -> tuple[list[Claim], list, list]:
-    """The claims, ``acceptance`` rows and ``queries`` rows of the (K, T) cells, from the point's
-    row ``swept``."""
+    """The claims, ``acceptance`` rows and ``queries`` rows of the (K, T) cells."""
     fname, _, _, p, sets = cells(cfg, K, T)
     claims, rows, qrows, n = [], [], [], cfg.trials
     for name, cname, consts, bounds in sets:
@@ -184,48 +144,58 @@ def cell_rows(cfg: Config, K: int, T: int, swept) -> tuple[list[Claim], list, li
             np.array([swept[f"{name}/{who}{i}_wins"] for i in range(len(nm))], np.int32)
             for who, nm in (("alice", a_names), ("bob", b_names))
         )
-        claims.extend(
-            cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a, wins_b, n)
-        )
-        for side, w, nm, bound in (
-            ("completeness", wins_b.min(), b_names[int(np.argmin(wins_b))], bounds[0]),
-            ("soundness", wins_a.max(), a_names[int(np.argmax(wins_a))], bounds[1]),
-        ):
-            v, lo, hi = wilson_interval(w, n)
-            rows.append(
-                {
-                    "K": K,
-                    "T": T,
-                    "fixture": fname,
-                    "constants": cname,
-                    "side": side,
-                    "value": v,
-                    "lo": lo,
-                    "hi": hi,
-                    "bound": bound,
-                    "worst": nm,
-                    "trials": n,
-                }
-            )
-        qrows.append(
-            {
-                "K": K,
-                "T": T,
-                "constants": cname,
-                "n_alice": consts.n_alice,
-                "n_bob": consts.n_bob,
-                "n_vera": consts.n_vera,
-                **{
-                    k: float(swept[f"{name}/{m}"])
-                    for k, m in (
-                        ("alice", "queries_alice"),
-                        ("bob", "queries_bob"),
-                        ("vera_max", "queries_vera_max"),
-                        ("vera_mean", "queries_vera_mean"),
-                    )
-                },
-                "aborts": int(swept[f"{name}/aborts"]),
-                "rounds": float(swept[f"{name}/rounds"]),
-            }
-        )
+        c, r = cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a, wins_b, n)
+        claims, rows = claims + c, rows + r
+        q = {"K": K, "T": T, "constants": cname}
+        q |= {f"n_{w}": getattr(consts, f"n_{w}") for w in ("alice", "bob", "vera")}
+        for k in ("alice", "bob", "vera_max", "vera_mean"):
+            q[k] = float(swept[f"{name}/queries_{k}"])
+        q |= {"aborts": int(swept[f"{name}/aborts"]), "rounds": float(swept[f"{name}/rounds"])}
+        qrows.append(q)
     return claims, rows, qrows
+
+
+def plot_acceptance(rows: list[dict], cfg):
+    """The worst zoo member's acceptance against T beside the proven bounds (Lean constants)."""
+    from matplotlib.figure import Figure  # no pyplot: nothing global to close
+
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.subplots()
+    for K in cfg.Ks:
+        for side, marker, color in (("completeness", "o", "g"), ("soundness", "s", "r")):
+            rs = [r for r in rows if (r["K"], r["side"], r["constants"]) == (K, side, "lean")]
+            T, v = [r["T"] for r in rs], np.array([r["value"] for r in rs])
+            err = [v - [r["lo"] for r in rs], [r["hi"] for r in rs] - v]
+            ax.errorbar(T, v, yerr=err, marker=marker, capsize=3, label=f"K={K} {side} (worst)")
+            label = f"proven {side} bound (Lean)" if K == cfg.Ks[0] else None
+            ax.plot(T, [r["bound"] for r in rs], "--", lw=1, color=color, label=label)
+    ax.axhline(0.6, color="g", ls=":", lw=1, label="3/5")
+    ax.axhline(0.4, color="r", ls=":", lw=1, label="2/5")
+    ax.set(xscale="log", xlabel="T (steps)", ylabel="P[output 1]")
+    ax.set_title("Stochastic debate, Lean constants: worst zoo member vs proven bounds (95% CI)")
+    ax.legend(fontsize=7, loc="center right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_queries(qrows: list[dict], fit: dict):
+    """Oracle queries per debate against T: the provers', Vera's and their bounds."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for K in sorted({r["K"] for r in qrows}):
+        rs = sorted([r for r in qrows if r["K"] == K], key=lambda r: r["T"])
+        T = np.array([r["T"] for r in rs], np.float64)
+        ax.plot(T, [r["alice"] for r in rs], "o-", label=f"K={K} Alice")
+        ax.plot(T, [r["bob"] for r in rs], "^-", label=f"K={K} Bob")
+        (vera,) = ax.plot(T, [r["vera_max"] for r in rs], "s--", label=f"K={K} Vera (max)")
+        n_v, col = [r["n_vera"] for r in rs], vera.get_color()
+        ax.plot(T, n_v, color=col, lw=1, alpha=0.6, label=f"K={K} N_V (Vera's bound)")
+        bound = ALICE_C * K * K * T * np.log(200 * T)
+        ax.plot(T, bound, "k:", lw=1, label=f"K={K} {ALICE_C} K^2 T ln(200T)")
+    ax.set(xscale="log", yscale="log", xlabel="T (steps)", ylabel="oracle queries per debate")
+    ax.set_title(f"Queries: prover ~ {fit['c']:.0f} K^2 T ln(200T) (fit), verifier <= N_V")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,19 +1,4 @@
-"""Learned Alice and Bob for the stochastic-oracle debate, trained by self-play (spec DED 5).
-
-On small F2 fixtures (a yes- and a no-instance, K = 2, T steps), a learned Alice (MLP claims) and
-a learned Bob (abort logits, the zoo's learned family) play "Alice maximises P[out = 1]" with
-alternating Adam updates, n_B Bob steps per Alice step, on the exact DP value. Every reported
-number is exact (float64 DP, exact binomial Vera) with intervals over seeds; Monte-Carlo play of
-the trained pairs is a check. Gating rows: the proven completeness/soundness bounds against every
-trained Bob/Alice and the Monte-Carlo check; findings (not gating): the self-play outcome,
-tracking, abort targeting, the n_B schedule and convergence. Players, game, training, rows and
-their criteria: docs/doubly-efficient-debate.md, section 5.7 (spec DED 5.7). Library:
-:mod:`dedebate.agents.selfplay_players`, :mod:`dedebate.exact.selfplay`,
-:mod:`dedebate.training.stochastic_selfplay`; this package's ``runs`` and ``claims``. Every
-training run (both instances at once) is a row of the swept function's compiled programs
-(``point``, a chunked point), trained in ``chunks`` chunks through the lab's chunked driver (log
-after each chunk, an Orbax checkpoint every ``checkpoint_every``): a sweep row is the run's.
-"""
+"""Stochastic debate self-play: learned Alice and Bob against the Lean bounds (spec DED 5.7)."""
 
 from __future__ import annotations
 
@@ -21,54 +6,38 @@ import dataclasses
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from dedebate.agents.selfplay_players import N_FEATURES
+from dedebate.agents.selfplay_players import N_FEATURES, bob_as_zoo, learned_alice
 from dedebate.agents.stochastic_zoo import lane_bytes
-from dedebate.exact.selfplay import level_inputs
-from dedebate.lab.experiment import ChunkedFn, ExperimentResult, Training
+from dedebate.exact.selfplay import level_inputs, measure_pair, measure_pairs, take
+from dedebate.lab.experiment import (
+    ChunkedFn,
+    Claim,
+    ExperimentResult,
+    Training,
+    mean_interval,
+    strict_max,
+    strict_min,
+    wilson_interval,
+)
 from dedebate.lab.params import config_dataclass, param
+from dedebate.machines.fixtures import f2_target
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.programs import FAST_COMPILE
-from dedebate.training.stochastic_selfplay import (
-    carry_axes,
-    chunk_lengths,
-    init_carry,
-    make_chunk,
-    n_periods,
-)
-
-from .claims import (
-    Measured,
-    convergence_claims,
-    guaranteed_sides,
-    mc_claims,
-    outcome_claims,
-    plot_training,
-    proven_claims,
-    schedule_claim,
-    seed_values,
-    targeting_claims,
-    tracking_claims,
-    wrong_side,
-)
-from .runs import (
-    CASES,
-    MEASURED,
-    chunk_rows,
-    f64_words,
-    measure_host,
-    point_metrics,
-    seed_keys,
-    setup,
-)
-from .runs import host as host  # the lab's host hook, re-exported
+from dedebate.protocols.stochastic import debate_static, lean_defaults, make_vera, trial_keys
+from dedebate.protocols.stochastic_batch import run_trials
+from dedebate.training import stochastic_selfplay as sp
 
 NAME = "stochastic_selfplay"
 TITLE = "Stochastic debate self-play: learned Alice and Bob vs the Lean bounds"
 TYPICAL_SECONDS = 17  # a cold default-size run on two CPU cores (reproduce's order of work)
-
 COMPILE_OPTIONS = FAST_COMPILE  # the swept programs' XLA options (small scans, compile-bound)
+
+CASES = ("yes", "no")  # the instances, in training order
+RATES = ("lr_a", "lr_b", "n_b", "alice_init", "bob_init", "vera_grad_mix")  # selfplay_params'
+MEASURED = ("value", "value_vs_honest_bob", "gap", "tracking", "hit", "false_alarm")  # per seed
 
 
 @config_dataclass
@@ -81,79 +50,37 @@ class Config:
     steps: int = param(1000, "Alice updates per run", ge=10, le=100_000)
     n_b: int = param(5, "Bob updates per Alice update", ge=1, le=1000)
     n_b_sweep: tuple[int, ...] = param(
-        (1, 20),
-        "further n_B values trained for the schedule row (distinct, != n_b; empty: skip the row)",
-        ge=1,
-        le=1000,
-        max_len=8,
+        (1, 20), "n_B values for the schedule row (distinct, != n_b)", ge=1, le=1000, max_len=8
     )
     hidden: int = param(16, "Alice's MLP width", ge=1, le=4096)
     lr_a: float = param(0.01, "Alice's Adam step size", gt=0.0)
     lr_b: float = param(0.05, "Bob's Adam step size", gt=0.0)
     alice_init: float = param(1.0, "typical initial lie |p - pi| in units of b", gt=0.0)
     bob_init: float = param(-2.0, "Bob's initial abort logit")
-    vera_grad_mix: float = param(
-        1.0, "weight of the heavy-tailed gradient term of Vera's training surrogate", ge=0.0
-    )
+    vera_grad_mix: float = param(1.0, "weight of Vera's heavy-tailed gradient term", ge=0.0)
     ablate_tail: bool = param(True, "also train with vera_grad_mix = 0 (reported in metrics)")
     gap_tol: float = param(0.05, "exploitability gap counted as converged", gt=0.0, lt=1.0)
-    mc_trials: int = param(
-        2000, "Monte-Carlo debates per seed and instance (0: skip)", ge=0, le=1_000_000
-    )
+    mc_trials: int = param(2000, "Monte-Carlo debates per seed and instance", ge=0, le=1_000_000)
     log_every: int = param(20, "Alice updates between logged monitors", ge=1, le=100_000)
-    chunks: int = param(
-        5,
-        "jitted chunks per training run (log + checkpoint chance after each), "
-        "at most ceil(steps / log_every)",
-        ge=1,
-        le=100_000,
-    )
-    checkpoint_every: int = param(
-        5,
-        "save the training state every this many chunks (counted over all training runs; the "
-        "last chunk is always saved; an Orbax save costs ~0.2-1 s)",
-        ge=1,
-        le=100_000,
-    )
+    chunks: int = param(5, "chunks per training run, <= ceil(steps / log_every)", ge=1, le=100_000)
+    checkpoint_every: int = param(5, "chunks between checkpoints (all rows)", ge=1, le=100_000)
 
     def __post_init__(self):
         if not (self.p_yes + self.spread <= 1 and self.p_no - self.spread >= 0):
-            raise ValueError(
-                f"spread={self.spread}: need 0 <= spread, p_yes + spread <= 1 and "
-                "p_no - spread >= 0"
-            )
+            raise ValueError(f"spread={self.spread}: need p_yes + spread <= 1, p_no - spread >= 0")
         if self.n_b in self.n_b_sweep or len(set(self.n_b_sweep)) != len(self.n_b_sweep):
-            raise ValueError(
-                f"n_b_sweep={list(self.n_b_sweep)}: need distinct integers >= 1, "
-                f"none equal to n_b={self.n_b}"
-            )
-        periods = -(-self.steps // self.log_every)
-        if self.chunks > periods:
-            raise ValueError(
-                f"chunks={self.chunks}: must be <= ceil(steps / log_every) = "
-                f"{periods} (each chunk runs >= 1 monitor period)"
-            )
+            raise ValueError(f"n_b_sweep={list(self.n_b_sweep)}: need distinct values != n_b")
+        sp.chunk_lengths(-(-self.steps // self.log_every), self.chunks)  # raises on too many chunks
 
 
 SIZES = {
-    "quick": {
-        "T": 4,
-        "seeds": 4,
-        "steps": 300,
-        "mc_trials": 0,
-        "ablate_tail": False,
-        "n_b_sweep": (),
-    },
-    "full": {"T": 10, "seeds": 32, "steps": 3000, "mc_trials": 20000, "checkpoint_every": 1},
+    "quick": dict(T=4, seeds=4, steps=300, mc_trials=0, ablate_tail=False, n_b_sweep=()),
+    "full": dict(T=10, seeds=32, steps=3000, mc_trials=20000, checkpoint_every=1),
 }
 
 
 def memory_bytes(cfg: Config) -> dict[str, int]:
-    """Peak bytes of a run (float32; dedebate/lab/memory.py): a training chunk's Alice
-    activations and their gradients over the 2^T prefix nodes, both instances and every seed
-    (XLA's chunk program holds ~3 such, measured), every training row's monitors, and the
-    Monte-Carlo check's lanes (every seed's pair copied per debate, and the play loop's
-    :func:`~dedebate.agents.stochastic_zoo.lane_bytes`)."""
+    """Peak bytes (float32; XLA holds ~3 copies of Alice's activations and gradients)."""
     rows = 1 + cfg.ablate_tail + len(cfg.n_b_sweep)
     lane = 4 * (N_FEATURES + 2) * cfg.hidden + lane_bytes(cfg.T)
     return {
@@ -163,157 +90,321 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
     }
 
 
-def _rows(cfg: Config, dynamic) -> dict:
-    """The training rows of a run, in training order: the main pairs (the sweep's row), then
-    the tail ablation and one row per extra n_B (the same point, other hyperparameters)."""
-    hp = dynamic["hp"]
-    out = {"main": dynamic}
-    if cfg.ablate_tail:
-        out["ablation"] = {**dynamic, "hp": hp.replace(vera_grad_mix=np.float32(0))}
-    out.update({f"n_b_{n}": {**dynamic, "hp": hp.replace(n_b=np.int32(n))} for n in cfg.n_b_sweep})
+def setup(cfg):
+    """``(fixtures by instance, Lean's defaults, their constants, static, hyperparameters)``."""
+    fxs = {c: f2_target(cfg.T, p, spread=cfg.spread) for c, p in zip(CASES, (cfg.p_yes, cfg.p_no))}
+    K = fxs["yes"].K
+    params = lean_defaults(K, cfg.T)
+    constants = params.constants(K, cfg.T)
+    static = sp.SelfPlayStatic(T=cfg.T, hidden=cfg.hidden, steps=cfg.steps, log_every=cfg.log_every)
+    hp = sp.selfplay_params(constants, **{k: getattr(cfg, k) for k in RATES})
+    return fxs, params, constants, static, hp
+
+
+def point_metrics(measured: dict, gap_tol: float) -> dict[str, float]:
+    """The float64 metrics of the main pairs ``measured[case] = (ev, honest)`` (a sweep row's)."""
+    out = {}
+    for case in CASES:
+        ev, honest = measured[case]
+        for s, (e, h) in enumerate(zip(ev, honest)):
+            out |= {f"{case}/s{s}/{m}": float(e[m]) for m in MEASURED}
+            out[f"{case}/s{s}/honest_alice_vs_bob"] = float(h)
+        val, gap = (np.array([e[k] for e in ev]) for k in ("value", "gap"))
+        out |= {
+            f"{case}/value_mean": float(val.mean()),
+            f"{case}/value_min": float(val.min()),
+            f"{case}/value_max": float(val.max()),
+            f"{case}/gap_mean": float(gap.mean()),
+            f"{case}/gap_max": float(gap.max()),
+            f"{case}/converged_frac": float(np.mean(gap <= gap_tol)),
+        }
+    out["honest_alice_vs_bob_min"] = strict_min(measured["yes"][1])
+    vs_honest = [e["value_vs_honest_bob"] for e in measured["no"][0]]
+    out["alice_vs_honest_bob_max"] = strict_max(vs_honest)
     return out
 
 
-def training(cfg: Config, _key) -> Training:
-    """Every training row through :func:`point`'s compiled programs (:func:`_rows`), a checkpoint
-    every ``checkpoint_every`` chunks; the main row's monitors are logged at step = Alice
-    updates, one row per instance and period."""
-    lengths = chunk_lengths(n_periods(setup(cfg)[3]), cfg.chunks)
-    starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
-
-    def rows(name, c, mon):
-        if name != "main":
-            return []
-        per_case = [
-            chunk_rows(
-                case,
-                jax.tree.map(lambda x, i=i: x[i], mon),
-                starts[c] * cfg.log_every,
-                cfg.log_every,
-            )
-            for i, case in enumerate(CASES)
-        ]
-        return [r for pair in zip(*per_case) for r in pair]  # by step, yes then no
-
-    return Training(rows=_rows(cfg, point(cfg)[0]), every=cfg.checkpoint_every, log_rows=rows)
-
-
-# ---- the swept function: one self-play point, exact measurements ---------------------------------
-DYNAMIC = (
-    "p_yes",
-    "p_no",
-    "spread",
-    "lr_a",
-    "lr_b",
-    "n_b",
-    "alice_init",
-    "bob_init",
-    "vera_grad_mix",
-    "gap_tol",
-)
-"""Fields entering :func:`point` only as numbers (``n_b`` is a traced loop bound; under ``vmap``
-a row waits for its group's largest n_B). Static: ``T``, ``hidden``, ``steps``, ``log_every``,
-``seeds``, ``chunks``. Run only (not in :func:`point`): ``n_b_sweep``, ``ablate_tail``,
-``mc_trials``, ``checkpoint_every``."""
+# point's numeric fields (n_b is a traced loop bound: a vmapped row waits for its group's largest)
+DYNAMIC = ("p_yes", "p_no", "spread", *RATES, "gap_tol")
 
 
 def point(cfg: Config):
-    """One sweep point ``(dynamic, ChunkedFn)``: the main runs of both instances, every seed
-    (seed keys :func:`seed_keys`), trained in ``chunks`` chunks of :func:`make_chunk` (seeds
-    vmapped with :func:`carry_axes`, the two instances vmapped too); ``finish`` is
-    :func:`point_metrics` of their :func:`measure_pairs` (host, ``jax.pure_callback``, float32
-    in the row). A run trains these rows through the same compiled programs (:func:`training`,
-    one row per call, checkpointed) and measures the same players in float64
-    (``metrics["point"]``: the row before its float32 rounding). The tail ablation, n_B
-    schedule, Monte-Carlo check and monitors are run only.
-
-    Args:
-        cfg: the Config.
-
-    Returns:
-        ``(dynamic, ChunkedFn)``: the row's dynamic numbers (both instances' level inputs, the
-        hyperparameters, the float64 words of ``p_yes, p_no, spread, gap_tol``) and the chunked
-        training (monitor time axis 2: ``[instance, seed, period]``).
-    """
-    instances, _, _, static, hp = setup(cfg)
-    levels = [
-        jax.tree.map(np.asarray, level_inputs(prefix_tree(fx.machine))) for _, fx in instances
-    ]
+    """``(dynamic, ChunkedFn)``: both instances' main runs, every seed, in ``chunks`` chunks."""
+    fxs, _, _, static, hp = setup(cfg)
+    levels = [jax.tree.map(np.asarray, level_inputs(prefix_tree(f.machine))) for f in fxs.values()]
+    words = np.array([cfg.p_yes, cfg.p_no, cfg.spread, cfg.gap_tol], np.float64)
     dynamic = {
         "inputs": jax.tree.map(lambda *x: np.stack(x), *levels),
         "hp": jax.tree.map(np.asarray, hp),
-        "words": np.stack([f64_words(x) for x in (cfg.p_yes, cfg.p_no, cfg.spread, cfg.gap_tol)]),
+        "words": words.view(np.uint32).reshape(4, 2),
     }
-    axes = carry_axes(static)
-    init = jax.vmap(
-        jax.vmap(functools.partial(init_carry, static), in_axes=(None, 0), out_axes=axes),
-        in_axes=(None, 0),
-        out_axes=axes,
-    )
-    names = list(
-        point_metrics(
-            {
-                c: ([dict.fromkeys(MEASURED + ("value",), 0.0)] * cfg.seeds, [0.0] * cfg.seeds)
-                for c in CASES
-            },
-            0.0,
-        )
-    )
-    shapes = {k: jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(np.float64)) for k in names}
+    axes = sp.carry_axes(static)
+    init = functools.partial(sp.init_carry, static)
+    for _ in CASES:  # seeds, then instances
+        init = jax.vmap(init, in_axes=(None, 0), out_axes=axes)
+    dummy = {c: ([dict.fromkeys(MEASURED, 0.0)] * cfg.seeds, [0.0] * cfg.seeds) for c in CASES}
+    f64 = jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(np.float64))
+    shapes = dict.fromkeys(point_metrics(dummy, 0.0), f64)
+
+    def measure(words, players):  # on the host (pure_callback), the words' float64 numbers
+        p_yes, p_no, spread, tol = np.ascontiguousarray(words).view(np.float64)[:, 0].tolist()
+        row = dataclasses.replace(cfg, p_yes=p_yes, p_no=p_no, spread=spread, gap_tol=tol)
+        fxs, _, constants, _, _ = setup(row)
+        measured = {
+            case: measure_pairs(fx, prefix_tree(fx.machine), constants, *players[case])
+            for case, fx in fxs.items()
+        }
+        return {k: np.asarray(v, f64.dtype) for k, v in point_metrics(measured, tol).items()}
 
     def start(dyn, key):
-        keys = jax.numpy.stack([seed_keys(key, i, cfg.seeds) for i in range(len(CASES))])
-        return init(dyn["hp"], keys)
+        ks = [jax.random.fold_in(key, i) for i in range(len(CASES))]
+        keys = [jnp.stack([jax.random.fold_in(k, s) for s in range(cfg.seeds)]) for k in ks]
+        return init(dyn["hp"], jnp.stack(keys))
 
     def chunk(dyn, carry, periods):
-        train = jax.vmap(
-            jax.vmap(make_chunk(static, periods), in_axes=(None, None, axes), out_axes=(axes, 0)),
-            in_axes=(0, None, axes),
-            out_axes=(axes, 0),
-        )
+        train = sp.make_chunk(static, periods)
+        for in_axes in ((None, None, axes), (0, None, axes)):  # seeds, then instances
+            train = jax.vmap(train, in_axes=in_axes, out_axes=(axes, 0))
         return train(dyn["inputs"], dyn["hp"], carry)
 
     def finish(dyn, carry, _mon):
-        players = {
-            case: (
-                jax.tree.map(lambda x, i=i: x[i], carry.alice),
-                jax.tree.map(lambda x, i=i: x[i], carry.bob),
-            )
-            for i, case in enumerate(CASES)
-        }
-        return jax.pure_callback(
-            functools.partial(measure_host, cfg),
-            shapes,
-            dyn["words"],
-            players,
-            vmap_method="sequential",
-        )
+        players = {c: (take(carry.alice, i), take(carry.bob, i)) for i, c in enumerate(CASES)}
+        return jax.pure_callback(measure, shapes, dyn["words"], players, vmap_method="sequential")
 
-    chunks = chunk_lengths(n_periods(static), cfg.chunks)
+    chunks = sp.chunk_lengths(sp.n_periods(static), cfg.chunks)
     return dynamic, ChunkedFn(init=start, chunk=chunk, chunks=chunks, finish=finish, axis=2)
 
 
+def training(cfg: Config, _key) -> Training:
+    """The main row, the tail ablation and one row per extra n_B through point's programs."""
+    dynamic, fn = point(cfg)
+    hp = dynamic["hp"]
+    rows = {"main": dynamic}
+    if cfg.ablate_tail:
+        rows["ablation"] = {**dynamic, "hp": hp.replace(vera_grad_mix=np.float32(0))}
+    rows |= {f"n_b_{n}": {**dynamic, "hp": hp.replace(n_b=np.int32(n))} for n in cfg.n_b_sweep}
+    starts = np.cumsum((0, *fn.chunks)).tolist()
+
+    def log_rows(name, c, mon):
+        val, trk = np.asarray(mon.value), np.asarray(mon.tracking)
+        out = []
+        for j in range(val.shape[2]) if name == "main" else ():
+            for i, case in enumerate(CASES):
+                v = val[i, :, j]
+                row = {"instance": case, "value_mean": float(v.mean()), "value_min": float(v.min())}
+                row |= {"value_max": float(v.max()), "tracking_mean": float(trk[i, :, j].mean())}
+                out.append(((starts[c] + j + 1) * cfg.log_every, row))
+        return out
+
+    return Training(rows=rows, every=cfg.checkpoint_every, log_rows=log_rows)
+
+
+def host(cfg, _seed, key, measured) -> dict:
+    """Per instance, the exact measurements of every row's pairs and the Monte-Carlo wins."""
+    fxs, _, constants, _, _ = setup(cfg)
+    dev, results, seeds = jax.devices()[0], {}, range(cfg.seeds)
+
+    def put(tree, i):  # like the swept measurement's arrays, so it reuses their programs
+        return jax.tree.map(lambda x: jax.device_put(np.asarray(x)[i], dev), tree)
+
+    for i, (case, fx) in enumerate(fxs.items()):
+        lv = prefix_tree(fx.machine)
+        pairs = {n: (put(c.alice, i), put(c.bob, i)) for n, c in measured["state"].items()}
+        alice, bob = pairs.pop("main")
+        ev, honest = measure_pairs(fx, lv, constants, alice, bob)
+        res = {"p1": fx.p1(), "ev": ev, "honest_alice": honest}
+        res["rows"] = {  # the other rows: the cheap measurements
+            n: [measure_pair(lv, take(a, s), take(b, s), constants, full=False) for s in seeds]
+            for n, (a, b) in pairs.items()
+        }
+        if cfg.mc_trials > 0:
+            res["mc_wins"] = _mc_wins(cfg, fx, constants, alice, bob, jax.random.fold_in(key, i))
+        results[case] = res
+    return results
+
+
+def _mc_wins(cfg, fx, constants, alice, bob, key) -> np.ndarray:
+    """Alice's wins per seed in ``mc_trials`` debates of each seed's trained pair."""
+    idx = np.repeat(np.arange(cfg.seeds), cfg.mc_trials)
+    alices = learned_alice(jax.tree.map(lambda x: np.asarray(x)[idx], alice), constants.b)
+    alices = alices.replace(
+        unit=np.full(idx.size, constants.b, np.float32), n_samples=np.zeros(idx.size, np.int32)
+    )
+    bobs = jax.tree.map(
+        lambda x: np.asarray(x)[idx] if np.ndim(x) else np.full(idx.size, np.asarray(x)),
+        bob_as_zoo(bob, constants.b),
+    )
+    keys = trial_keys(jax.random.fold_in(key, 7), idx.size)
+    static, vera = debate_static(cfg.T), make_vera(constants)
+    out = run_trials(static, fx.machine, alices, bobs, vera, keys, axes=(None, 0, 0, None))
+    return np.asarray(out.alice_wins).reshape(cfg.seeds, -1).sum(axis=1)
+
+
+def guaranteed_sides(T: int, K: float = 2.0) -> tuple[float, float]:
+    """Lean's bounds on P[out = 1] at a 2/3 majority: (>= on yes, <= on no) (spec DED 5.3)."""
+    comp, sound = lean_defaults(K, T).check(K, T)
+    return comp, 1.0 - sound
+
+
+def plot_training(cfg, mons, labels: list[str], b: float):
+    """Training curves: P[out = 1] against Lean's guaranteed sides, |p - pi| against b."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for name, mon in zip(labels, mons):
+        x = (np.arange(mon.value.shape[1]) + 1) * cfg.log_every
+        for ax, arr in ((axes[0], np.asarray(mon.value)), (axes[1], np.asarray(mon.tracking))):
+            (line,) = ax.plot(x, arr.mean(axis=0), label=f"{name} (mean)")
+            ax.plot(x, arr.T, color=line.get_color(), alpha=0.25, lw=0.8)
+    comp, sound = guaranteed_sides(cfg.T)
+    axes[0].axhline(comp, color="g", ls="--", label=f"completeness {comp:.4f}")
+    axes[0].axhline(sound, color="r", ls="--", label=f"soundness {sound:.4f}")
+    axes[0].set_ylabel("P[out = 1] (training objective)")
+    axes[1].axhline(b, color="k", ls="--", label=f"b = {b:g} (tracking criterion)")
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("reach-weighted mean |p - pi|")
+    for ax in axes:
+        ax.set_xlabel("Alice update")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Stochastic debate self-play, F2 T={cfg.T} (thin lines: seeds)")
+    fig.tight_layout()
+    return fig
+
+
+def proven_claims(comp, sound_acc, setting, honest_vs_bob, alice_vs_honest, sides):
+    """The gating rows: the Lean bounds against every trained Bob and Alice (worst seed)."""
+    h, v = np.asarray(honest_vs_bob), np.asarray(alice_vs_honest)
+    h_min, v_max = strict_min(h), strict_max(v)
+    return [
+        Claim.exact(
+            "Honest Alice vs every self-play-trained Bob wins at least the completeness bound",
+            "spec DED 5.3 (Lean completeness'), exact DP",
+            f">= {comp:.4f}",
+            h_min,
+            h_min >= comp,
+            f"worst seed; per seed {np.round(h, 4).tolist()}; 2/3-majority bound {sides[0]:.4f}; "
+            + setting,
+        ),
+        Claim.exact(
+            "Every self-play-trained Alice vs honest Bob is accepted at most 1 - the soundness "
+            "bound",
+            "spec DED 5.3 (Lean soundness'), exact DP",
+            f"<= {sound_acc:.4f}",
+            v_max,
+            v_max <= sound_acc,
+            f"worst seed; per seed {np.round(v, 4).tolist()}; 2/3-majority bound {sides[1]:.4f}",
+        ),
+    ]
+
+
+def mc_claims(mc: dict[str, tuple[float, float, float]]) -> list[Claim]:
+    """The Monte-Carlo rows ``mc[case] = (exact mean over seeds, pooled wins, debates)``."""
+    return [
+        Claim.proportion(
+            f"Monte-Carlo play of the trained pairs ({case}) agrees with the exact DP",
+            "dedebate.protocols.stochastic_batch.run_trials vs exact DP",
+            "==",
+            exact_mean,
+            wins,
+            n,
+            note=f"{wins}/{n} debates pooled over seeds (conservative for a pool of binomials)",
+            bound=f"contains the exact mean {exact_mean:.4f}",
+        )
+        for case, (exact_mean, wins, n) in mc.items()
+    ]
+
+
+def seed_values(res: dict, k: str) -> np.ndarray:
+    """Metric ``k`` of an instance's measured pairs, per seed."""
+    return np.array([e[k] for e in res["ev"]])
+
+
+def wrong_side(evs: list[dict], case: str) -> int:
+    """The seeds whose trained pair accepts on the wrong side of 1/2 for instance ``case``."""
+    return int(sum((e["value"] > 0.5) != (case == "yes") for e in evs))
+
+
+def findings(results: dict, constants, gap_tol: float, sides) -> dict[str, list[Claim]]:
+    """Per kind of finding (outcome, tracking, targeting, convergence) its row per instance."""
+    out = {k: [] for k in ("outcome", "tracking", "targeting", "convergence")}
+    b, desc = constants.b, "descriptive; criterion fixed in advance"
+    for case, who in (("yes", "winning"), ("no", "lying")):
+        res, yes = results[case], case == "yes"
+        val, trk, gap, hit, fa = (
+            seed_values(res, k) for k in ("value", "tracking", "gap", "hit", "false_alarm")
+        )
+        worst = val.min() if yes else val.max()
+        m, lo, hi = mean_interval(val, support=(0.0, 1.0))
+        out["outcome"].append(
+            Claim.exact(
+                f"Self-play on the {case}-instance: the trained pair's acceptance is on the "
+                "protocol's guaranteed side (worst seed)",
+                "spec DED 5.3 bounds (not a theorem for learned pairs)",
+                f">= {sides[0]:.4f}" if yes else f"<= {sides[1]:.4f}",
+                worst,
+                worst >= sides[0] if yes else worst <= sides[1],
+                f"worst seed; mean {m:.4f} [{lo:.4f}, {hi:.4f}] over seeds; per seed "
+                f"{np.round(val, 4).tolist()}; P_M(1) = {res['p1']:.4f}",
+                finding=True,
+            )
+        )
+        trk_i = mean_interval(trk, support=(0.0, 1.0))
+        aim_i = mean_interval(hit - fa, support=(-1.0, 1.0))
+        k = int((gap <= gap_tol).sum())
+        conv_i = wilson_interval(k, len(gap))
+        rows = {
+            "tracking": (
+                f"The {who} Alice's claims track the truth ({case}-instance): reach-weighted mean "
+                "|p - pi| below b",
+                f"95% upper < b = {b:g}",
+                trk_i,
+                trk_i[2] < b,
+                f"per seed {np.round(trk, 5).tolist()}; tau_V = {constants.tau_vera:g}, s = "
+                f"{constants.s:g}; largest |p - pi| at a visited prefix per seed "
+                f"{np.round(seed_values(res, 'max_dev_visited'), 4).tolist()}",
+            ),
+            "targeting": (
+                f"The trained Bob's aborts target real deviations ({case}-instance): "
+                "P[abort | |p - pi| in [b, 4b]] - P[abort | |p - pi| < s]",
+                "95% lower >= 0.5",
+                aim_i,
+                aim_i[1] >= 0.5,
+                f"hit rate mean {hit.mean():.4f} (per seed {np.round(hit, 3).tolist()}), false "
+                f"alarm mean {fa.mean():.4f} (per seed {np.round(fa, 4).tolist()}), at "
+                f"|p - pi| <= c: {seed_values(res, 'false_alarm_c').mean():.4f}",
+            ),
+            "convergence": (
+                f"Self-play converges ({case}-instance): exploitability gap <= {gap_tol:g}",
+                "fraction of seeds, Wilson lower > 1/2",
+                conv_i,
+                conv_i[1] > 0.5,
+                f"{k}/{len(gap)} seeds; gap (Alice's grid best response - Bob's exact) per seed "
+                f"{np.round(gap, 4).tolist()}; Bob's best response per seed "
+                f"{np.round(seed_values(res, 'bob_best_response'), 4).tolist()}",
+            ),
+        }
+        for kind, (claim, bound, (m, lo, hi), ok, note) in rows.items():
+            out[kind].append(Claim(claim, desc, bound, m, lo, hi, bool(ok), note, finding=True))
+    return out
+
+
 def sweep_figures(rows) -> dict:
-    """The learning-rate sweep (``configs/sweeps/selfplay_rates.yaml``): per instance the trained
-    pair's acceptance and the exploitability gap (means over seeds and sweep seeds) against
-    Alice's step size, one line per Bob step size, with the Lean bounds drawn."""
+    """configs/sweeps/selfplay_rates.yaml's figure: acceptance and gap against the rates."""
     import matplotlib.pyplot as plt
 
     if not rows or "lr_a" not in rows[0]:
         return {}
-    lr_b = sorted({float(r["lr_b"]) for r in rows}) if "lr_b" in rows[0] else [None]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for b in lr_b:
+    for b in sorted({float(r["lr_b"]) for r in rows}) if "lr_b" in rows[0] else [None]:
         sel = [r for r in rows if b is None or float(r["lr_b"]) == b]
         xs = sorted({float(r["lr_a"]) for r in sel})
         lab = "lr_b fixed" if b is None else f"lr_b = {b:g}"
-        for ax, metric in ((axes[0], "value_mean"), (axes[1], "gap_mean")):
+        for ax, metric in zip(axes, ("value_mean", "gap_mean")):
             for case, ls in (("yes", "-"), ("no", "--")):
-                ys = [
-                    np.mean([float(r[f"{case}/{metric}"]) for r in sel if float(r["lr_a"]) == x])
-                    for x in xs
+                at = [
+                    [float(r[f"{case}/{metric}"]) for r in sel if float(r["lr_a"]) == x] for x in xs
                 ]
-                ax.plot(xs, ys, "o" + ls, label=f"{case}, {lab}")
+                ax.plot(xs, [np.mean(y) for y in at], "o" + ls, label=f"{case}, {lab}")
     comp, sound = guaranteed_sides(int(rows[0].get("T", Config().T)))
     axes[0].axhline(comp, color="g", ls=":", label=f"completeness {comp:.4f}")
     axes[0].axhline(sound, color="r", ls=":", label=f"soundness {sound:.4f}")
@@ -329,73 +420,60 @@ def sweep_figures(rows) -> dict:
 
 
 def report(cfg: Config, measured, results) -> ExperimentResult:
-    """The gating, self-play, tracking, targeting, schedule and convergence rows of the
-    measured pairs (``results``: :func:`host`'s), the training curves' figure."""
-    claims, tables, metrics = [], {}, {}
-    instances, params, constants, _, _ = setup(cfg)
-    K = instances[0][1].K
+    """The rows, tables, metrics and training curves of the measured pairs (``host``'s)."""
+    fxs, params, constants, _, _ = setup(cfg)
+    K, S = fxs["yes"].K, cfg.seeds
     sides = guaranteed_sides(cfg.T, K)
-    tables["seeds"] = [
-        {
-            "instance": case,
-            "seed": s,
-            "honest_alice_vs_bob": res["honest_alice"][s],
-            **{k: float(v) for k, v in e.items()},
-        }
-        for case, res in results.items()
-        for s, e in enumerate(res["ev"])
-    ]
-
-    S = cfg.seeds
     yes, no = results["yes"], results["no"]
     comp = params.completeness(K, cfg.T, yes["p1"])
     sound_acc = 1.0 - params.soundness(K, cfg.T, 1.0 - no["p1"])
-    setting = (
-        f"F2 (K = {K:g}), T = {cfg.T}, P_M(1) = {yes['p1']:.4f} / {no['p1']:.4f}, "
-        f"{S} seeds x {cfg.steps} Alice updates, n_B = {cfg.n_b}"
-    )
-
-    # ---- proven bounds against the learned adversaries (gating) -------------------------------
-    claims.extend(
-        proven_claims(
-            Measured(
-                comp=comp,
-                sound_acc=sound_acc,
-                setting=setting,
-                honest_vs_bob=np.array(yes["honest_alice"]),
-                alice_vs_honest=seed_values(no, "value_vs_honest_bob"),
-                sides=sides,
-            )
-        )
-    )
-    # ---- findings: self-play outcome, Monte-Carlo check (gating), tracking, targeting ----------
-    claims.extend(outcome_claims(results, sides))
+    setting = f"F2 (K = {K:g}), T = {cfg.T}, P_M(1) = {yes['p1']:.4f} / {no['p1']:.4f}, {S} seeds"
+    setting += f" x {cfg.steps} Alice updates, n_B = {cfg.n_b}"
+    alice_vs_honest = seed_values(no, "value_vs_honest_bob")
+    claims = proven_claims(comp, sound_acc, setting, yes["honest_alice"], alice_vs_honest, sides)
+    found = findings(results, constants, cfg.gap_tol, sides)
+    claims += found["outcome"]
     if cfg.mc_trials > 0:
-        claims.extend(
-            mc_claims(
-                {
-                    case: (
-                        float(seed_values(res, "value").mean()),
-                        int(res["mc_wins"].sum()),
-                        S * cfg.mc_trials,
-                    )
-                    for case, res in (("yes", yes), ("no", no))
-                }
+        mean = {c: float(seed_values(r, "value").mean()) for c, r in results.items()}
+        n = S * cfg.mc_trials
+        claims += mc_claims({c: (mean[c], int(r["mc_wins"].sum()), n) for c, r in results.items()})
+    claims += found["tracking"] + found["targeting"]
+    tables, metrics = {}, {}
+    tables["seeds"] = [
+        {"instance": c, "seed": s, "honest_alice_vs_bob": r["honest_alice"][s]}
+        | {k: float(v) for k, v in e.items()}
+        for c, r in results.items()
+        for s, e in enumerate(r["ev"])
+    ]
+    if cfg.n_b_sweep:  # the main pairs at n_b, the other rows at n_b_sweep
+        nbs = (cfg.n_b, *cfg.n_b_sweep)
+        evs = {n: {c: r["rows"].get(f"n_b_{n}", r["ev"]) for c, r in results.items()} for n in nbs}
+        sched = {n: {c: wrong_side(e, c) for c, e in evs[n].items()} for n in nbs}
+        lo_nb, hi_nb = min(sched), max(sched)
+        k_hi, k_lo = sched[hi_nb]["no"], sched[lo_nb]["no"]
+        metrics["wrong_side_by_n_b"] = per_n = {str(n): sched[n] for n in sorted(sched)}
+        counts = "; ".join(f"n_B = {n}: {v['yes']} / {v['no']}" for n, v in per_n.items())
+        claims.append(
+            Claim(
+                f"More Bob updates per Alice update (n_B = {hi_nb} vs {lo_nb}) do not leave more "
+                "no-instance seeds on the wrong side (acceptance > 1/2)",
+                "spec PED 8.5 recommendation, transferred (criterion: the recommendation itself)",
+                f"<= n_B = {lo_nb} fraction ({k_lo}/{S})",
+                *wilson_interval(k_hi, S),
+                passed=k_hi <= k_lo,
+                finding=True,
+                note=f"wrong-side seeds (yes / no) per n_B: {counts} of {S}; same seeds and "
+                "initialisations for every n_B",
             )
         )
-    claims.extend(tracking_claims(results, constants) + targeting_claims(results))
-    # ---- schedules: n_B, then convergence -------------------------------------------------------
-    if cfg.n_b_sweep:
-        claim, metrics["wrong_side_by_n_b"] = schedule_claim(cfg.n_b, cfg.n_b_sweep, results)
-        claims.append(claim)
         tables["n_b_sweep"] = [
             {"instance": c, "n_b": n, "seed": s, **{k: float(v) for k, v in e.items()}}
             for c in results
             for n in cfg.n_b_sweep
-            for s, e in enumerate(results[c]["sweep"][n])
+            for s, e in enumerate(evs[n][c])
         ]
-    claims.extend(convergence_claims(results, cfg.gap_tol))
-
+    claims += found["convergence"]
+    main = {c: (r["ev"], r["honest_alice"]) for c, r in results.items()}
     metrics |= {
         "K": K,
         "T": cfg.T,
@@ -403,32 +481,18 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
         "completeness_bound_instance": comp,
         "soundness_acceptance_bound_instance": sound_acc,
         "wall_s": {"train" if k == "main" else k: v for k, v in measured["wall_s"].items()},
+        "point": point_metrics(main, cfg.gap_tol),  # float64 (float32 in a sweep row)
     }
-    # the swept function's metrics of this run (point(), float64 here; a sweep row holds them
-    # rounded to float32)
-    metrics["point"] = point_metrics(
-        {case: (res["ev"], res["honest_alice"]) for case, res in results.items()}, cfg.gap_tol
-    )
     for case, res in results.items():
         summary = {k: float(seed_values(res, k).mean()) for k in res["ev"][0]}
-        summary["p1"] = res["p1"]
-        summary["wrong_side_seeds"] = wrong_side(res["ev"], case)
-        if "ablation" in res:
-            ab = res["ablation"]
-            summary["ablation_no_tail"] = {
-                "value_per_seed": [round(e["value"], 4) for e in ab],
-                "tracking_per_seed": [round(e["tracking"], 4) for e in ab],
-                "wrong_side_seeds": wrong_side(ab, case),
-            }
-        if "mc_wins" in res:
+        summary |= {"p1": res["p1"], "wrong_side_seeds": wrong_side(res["ev"], case)}
+        if cfg.ablate_tail:
+            ab = res["rows"]["ablation"]
+            ps = {f"{k}_per_seed": [round(e[k], 4) for e in ab] for k in ("value", "tracking")}
+            summary["ablation_no_tail"] = ps | {"wrong_side_seeds": wrong_side(ab, case)}
+        if cfg.mc_trials > 0:
             summary["mc_wins_per_seed"] = res["mc_wins"].tolist()
         metrics[case] = summary
-    mons = [
-        jax.tree.map(lambda x, i=i: x[i], measured["monitors"]["main"]) for i in range(len(CASES))
-    ]
-    return ExperimentResult(
-        claims=claims,
-        metrics=metrics,
-        tables=tables,
-        figures={"stochastic_selfplay": plot_training(cfg, mons, list(CASES), constants.b)},
-    )
+    mons = [take(measured["monitors"]["main"], i) for i in range(len(CASES))]
+    figures = {NAME: plot_training(cfg, mons, list(CASES), constants.b)}
+    return ExperimentResult(claims=claims, metrics=metrics, tables=tables, figures=figures)

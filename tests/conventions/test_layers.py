@@ -268,7 +268,7 @@ XLA_FLAGS_IMPORTERS = {POLICY_HOME, "dedebate/__init__.py"}  # __init__: apply_c
 OTHER_CACHES = {
     "dedebate/lab/params.py",  # a Config class's ranged fields, read by reflection
     "dedebate/lab/schema.py",  # the JSON Schema registry, read from disk once
-    "experiments/stochastic_debate/__init__.py",  # the adversary search, shared by point() and host()  # noqa: E501
+    "experiments/stochastic_debate/budget.py",  # the adversary search, shared by point() and host()
 }
 
 

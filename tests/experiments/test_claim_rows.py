@@ -515,7 +515,6 @@ def _sb_rows(**bad):
         "n_pairs": 32,
         "trained_u_min": 0.1,
         "trained_u_max": 0.3,
-        "wall": 1.0,
     }
     return sb.proven_claims(cfg, sb.runs.ProvenMeasured(**{**good, **bad}))
 
@@ -542,17 +541,10 @@ def test_stackelberg_proven_rows_fail_when_a_measurement_breaks_its_bound():
 
 # ---- stochastic_selfplay ---------------------------------------------------------------------
 def _ssp_rows(honest=(0.7, 0.8, 0.75), alice=(0.2, 0.3, 0.25), mc=None):
-    m = ssp.Measured(
-        comp=0.6402,
-        sound_acc=0.3956,
-        setting="F2 (K = 2), T = 4",
-        honest_vs_bob=np.array(honest),
-        alice_vs_honest=np.array(alice),
-        sides=(0.6402, 0.3956),
+    proven = ssp.proven_claims(
+        0.6402, 0.3956, "F2 (K = 2), T = 4", np.array(honest), np.array(alice), (0.6402, 0.3956)
     )
-    return ssp.proven_claims(m) + ssp.mc_claims(
-        mc or {"yes": (0.75, 3000, 4000), "no": (0.25, 1000, 4000)}
-    )
+    return proven + ssp.mc_claims(mc or {"yes": (0.75, 3000, 4000), "no": (0.25, 1000, 4000)})
 
 
 def test_stochastic_selfplay_gating_rows_fail_when_a_measurement_breaks_its_bound():
@@ -576,7 +568,7 @@ def test_stochastic_selfplay_gating_rows_fail_when_a_measurement_breaks_its_boun
 
 # ---- stochastic_debate: the zoo cells ----------------------------------------------------------
 def _cell_rows(wins_a=(100, 250, 300), wins_b=(900, 800, 700), trials=1000, constants="lean"):
-    return sd.cell_claims(
+    claims, _ = sd.cell_claims(
         2,
         8,
         "F2",
@@ -589,6 +581,7 @@ def _cell_rows(wins_a=(100, 250, 300), wins_b=(900, 800, 700), trials=1000, cons
         np.array(wins_b, float),
         trials,
     )
+    return claims
 
 
 def test_stochastic_cell_rows_fail_on_a_lying_alice_or_a_winning_bob():

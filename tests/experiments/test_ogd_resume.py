@@ -36,7 +36,6 @@ from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.evaluate import drive_chunks
 from dedebate.lab.sweep import plan, point_key, point_row, run_sweep
 from experiments.ogd_estimator.algorithm1 import PER_RUN, algorithm1_table
-from experiments.ogd_estimator.network import net_problems, net_run
 from tests.conftest import REPO
 from tests.fakes import FakeContext, count_point_traces, truncate_checkpoint
 
@@ -79,9 +78,9 @@ class StopAfterChunks(FakeContext):
 
 
 def train_network(cfg, ctx):
-    """The run's network training (the lab's chunked driver on ``chunks``) as a ``NetRun``."""
+    """The run's network training (the lab's chunked driver on ``chunks``), read by ``net_run``."""
     out = drive_chunks(exp, cfg, ctx)
-    return net_run(cfg, out["chunks_setup"], out["trained"])
+    return exp.net_run(cfg, out["trained"])
 
 
 def _leaves(state):
@@ -144,7 +143,8 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, cfg):
 
 def _chunked_training_matches_the_one_shot_program(tmp_path, cfg, run):
     """The chunked run ``run`` of ``cfg`` agrees with the one-shot training program."""
-    problems, families, feats = net_problems(cfg, FakeContext(tmp_path, name=exp.NAME).key)
+    problems, families = exp.net_problems(cfg, FakeContext(tmp_path, name=exp.NAME).key)
+    feats = families.features
     static = NetTrainStatic(
         rounds=cfg.net_rounds, hidden=tuple(cfg.net_hidden), optimizer=cfg.net_optimizer
     )

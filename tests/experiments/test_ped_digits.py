@@ -23,7 +23,6 @@ from dedebate.trees.digits import FAMILIES, digit_trees, judge, pool, split_pool
 from dedebate.trees.library import and_table, threshold_table
 from dedebate.trees.stability import fbs, fbs_dual, tree_rho
 from dedebate.trees.tree import check_decomposable
-from experiments.ped_digits import selfplay
 from experiments.ped_digits.estimator import max_advantage, oi_setup, train_estimator
 
 IMAGES, LABELS = exp.load_data()
@@ -99,10 +98,10 @@ def test_completeness_row_passes_and_fails_with_a_noisier_judge(batches):
     est = tabulate(oi_setup(ev)[0].g, 16, ev.tree)  # B calibrated on the labels: a tight margin
     for eta in (0.0, 0.1):
         u, _ = payoffs("honest", est, ev, 2.0, eta)
-        assert exp.completeness_claim("slack", 2.0, DEPTH, eta, float(u.min()), 16).passed
+        assert exp.completeness_claim("slack", 2.0, DEPTH, eta, np.asarray(u)).passed
     # the judge flips more often (0.3) than the row's eta (0.05) claims: the row fails
     u, _ = payoffs("honest", est, ev, 2.0, 0.3)
-    assert not exp.completeness_claim("slack", 2.0, DEPTH, 0.05, float(u.min()), 16).passed
+    assert not exp.completeness_claim("slack", 2.0, DEPTH, 0.05, np.asarray(u)).passed
     # rho below the family's fbs: the honest margin is no longer guaranteed (a wrong rho row)
     assert not exp.fbs_claim("exact", Q, M, 2.0).passed
 
@@ -213,10 +212,10 @@ def test_selfplay_moves_both_players_and_reports_its_monitors(batches):
     feats = context_features(tr, IMAGES, "slack", Q, M)
     net = BagEstimator(Q, DEPTH, 8)
     b0 = net.init(jax.random.key(0), feats[:1])
-    belief = selfplay.beliefs(net, b0, feats, tr)
-    pol0 = selfplay.init_policy(jax.random.key(1), 1.0)
-    pol, b, mon = selfplay.train(net, 3, 2, 0.1, 0.01, belief, pol0, b0, feats, tr, 2.0, 0.0)
-    u0, acc0 = selfplay.play_values(net, belief, pol0, b0, feats, tr, 2.0, 0.0)
+    belief = prover_beliefs(net.apply(b0, feats), tr.tree)
+    pol0 = exp.init_policy(jax.random.key(1), 1.0)
+    pol, b, mon = exp.selfplay(net, b0, pol0, feats, tr, 2.0, 3, 2, 0.1, 0.01)
+    u0, acc0 = exp.play_values(net, belief, pol0, b0, feats, tr, 2.0)
     # the first A update sees B after n_b = 2 steps; the monitor is the payoff A stepped on
     assert np.asarray(mon["u"]).shape == (3,)
     assert float(mon["correct"][0]) == pytest.approx(float(acc0.mean()), abs=1e-6)  # B moves
@@ -233,9 +232,9 @@ def test_learned_row_counts_seeds_above_the_threshold(agree, honest):
 
 def test_unstable_row_compares_the_exact_familys_rejections_with_slack():
     below_slack = np.zeros(100, bool)
-    many = exp.unstable_claim(0.0, np.arange(100) < 30, below_slack, 2.0, DEPTH)
+    many = exp.unstable_claim(0.0, np.arange(100) < 30, below_slack, 2.0)
     assert many.finding and many.passed and many.value == pytest.approx(0.3)
-    few = exp.unstable_claim(0.0, np.arange(100) < 2, below_slack, 2.0, DEPTH)
+    few = exp.unstable_claim(0.0, np.arange(100) < 2, below_slack, 2.0)
     assert few.finding and not few.passed  # 2/100 is within the slack rate's interval [0, 0.036]
 
 

@@ -141,7 +141,7 @@ def test_selfplay_plot_draws_b_on_the_tracking_panel():
         SimpleNamespace(value=rng.uniform(0, 1, (2, 5)), tracking=rng.uniform(1e-3, 1, (2, 5)))
         for _ in range(2)
     ]
-    fig = stochastic_selfplay.claims.plot_training(cfg, mons, ["yes", "no"], 0.025)
+    fig = stochastic_selfplay.plot_training(cfg, mons, ["yes", "no"], 0.025)
     acc, track = fig.axes[:2]
     assert _has(track, [0, 1], [0.025, 0.025]), list(_drawn(track))
     comp, sound = stochastic_selfplay.guaranteed_sides(cfg.T)

@@ -128,7 +128,7 @@ def test_no_experiment_defines_run_or_calls_back_into_the_lab():
         ),
         ("import sys\nme = sys.modules[__name__]\n", "uses sys.modules"),
         ("from dedebate.lab.runner import run_experiment\n", "imports dedebate.lab.runner"),
-        ("from dedebate.lab.devices import cached_program\n", "imports dedebate.lab.devices"),
+        ("from dedebate.lab.devices import clear_program_cache\n", "imports dedebate.lab.devices"),
     ],
 )
 def test_a_run_or_a_callback_into_the_lab_is_reported(source, problem):

@@ -346,11 +346,11 @@ def test_unstable_and_warm_rows_are_findings_with_their_criteria():
     cfg = E.Config(seeds=3, steps=10, chunks=1, warm_seeds=3)
     below = np.full((1, 3, 10), 0.5, np.float32)
     below[0, :, -1] = [0.10, 0.12, 0.08]  # the last tenth (one A update) is what counts
-    c = E.unstable_claim(cfg, _mon(below), 1.0, 0.25, {}, {})
+    [c], _, _ = E.claims.unstable_rows(cfg, _mon(below), 1.0)
     assert c.finding and c.passed and c.value == pytest.approx(0.10)
     above = below.copy()
     above[0, :, -1] = [0.30, 0.20, 0.26]
-    c = E.unstable_claim(cfg, _mon(above), 1.0, 0.25, {}, {})
+    [c], _, _ = E.claims.unstable_rows(cfg, _mon(above), 1.0)
     assert c.finding and not c.passed and c.value == pytest.approx(0.76 / 3)
 
     info = {
@@ -361,8 +361,8 @@ def test_unstable_and_warm_rows_are_findings_with_their_criteria():
         "ogd_steps": np.zeros((3, 2), np.int32),
     }
     mon = _mon(np.full((2, 3, 10), 0.25))
-    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {}, 0.0)
+    [c], _, _ = E.claims.warm_rows(cfg, mon, info, 1.0, 0.0)
     assert c.finding and not c.passed and c.value == pytest.approx(0.5)  # seed 2: warm > cold
     info["adv_warm"] = np.array([0.01, 0.02, 0.03])
-    c = E.warm_claim(cfg, mon, info, 1.0, 0.25, {}, {}, 0.0)
+    [c], _, _ = E.claims.warm_rows(cfg, mon, info, 1.0, 0.0)
     assert c.finding and c.passed and c.value == pytest.approx(0.03)
