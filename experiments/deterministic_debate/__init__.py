@@ -1,8 +1,4 @@
-"""Deterministic debate: Figure 3 / Theorem 5.1, Figure 4 / Theorem 5.3, Figure 2+4 / Theorem 7.1.
-
-Spec DED 6, 7, 8 (what each part checks: DED 8.3). :func:`point` plays the random machines'
-grids against the zoos (completeness, soundness, costs against T); :func:`host` the witness tasks.
-"""
+"""Deterministic debate: Fig 3 / Thm 5.1, Fig 4 / Thm 5.3, Fig 2+4 / Thm 7.1 (spec DED 6-8.3)."""
 
 from __future__ import annotations
 
@@ -21,17 +17,8 @@ from dedebate.machines.configurations import clog2
 from dedebate.programs import FASTEST_COMPILE, cpu_only
 from dedebate.protocols.det_witness import constraint_task, plan_task
 
-from .population import (
-    EXHAUSTIVE_S,
-    EXHAUSTIVE_SEQUENCES,
-    PROTOCOL_FAMILIES,
-    Population,
-    col,
-    cost_table,
-    exhaustive_fig3_grid,
-    play_families,
-    side_by_side,
-)
+from . import population as pop
+from .population import PROTOCOL_FAMILIES, col, cost_table
 
 NAME = "deterministic_debate"
 TITLE = (
@@ -45,12 +32,10 @@ COMPILE_OPTIONS = cpu_only(FASTEST_COMPILE)
 
 @config_dataclass
 class Config:
-    n_machines: int = param(
-        16, "random machines per T (complement pairs: half output 1)", ge=2, le=512, multiple_of=2
-    )
+    n_machines: int = param(16, "random machines per T, half output 1", ge=2, le=512, multiple_of=2)
     n_inputs: int = param(4, "input bits n of every random machine", ge=0, le=16)
     deps: tuple[int, ...] = param(
-        (2, 4, 6), "|I(t)| = l of the machines (cycled)", ge=1, le=8, min_len=1, max_len=16
+        (2, 4, 6), "|I(t)| = l (cycled)", ge=1, le=8, min_len=1, max_len=16
     )
     dep_window: int = param(8, "a step reads inputs and the last dep_window steps", ge=1, le=2**16)
     window: int = param(8, "Fig 3's register buffer W (>= dep_window)", ge=1, le=2**16)
@@ -61,12 +46,8 @@ class Config:
     cost_log2: tuple[int, ...] = param(
         (4, 6, 8, 10, 12), "cost sweep T = 2^e (>= window)", ge=3, le=16, min_len=1, max_len=16
     )
-    exhaustive_fig3: bool = param(
-        True, "every Fig 3 message sequence of a 3-step machine (T=3, W=2, n=1: 2^15 of them)"
-    )
-    witness_instances: int = param(
-        8, "instances per NP^O task family (plans, constraints), half yes", ge=1, le=64
-    )
+    exhaustive_fig3: bool = param(True, "every Fig 3 message sequence of a 3-step machine (2^15)")
+    witness_instances: int = param(8, "instances per NP^O task family, half yes", ge=1, le=64)
 
     def __post_init__(self):
         if self.window < self.dep_window:
@@ -99,10 +80,8 @@ SIZES = {
 
 def memory_bytes(cfg: Config) -> dict[str, int]:
     """Peak bytes of a run: the judged grids of every T (held together) and Fig 3's exhaustive."""
-    return {
-        "judged grids": sum(grid_bytes(cfg, T) for T in _Ts(cfg)[1]),
-        "Figure 3's exhaustive grid": 10 * 2**20 * cfg.exhaustive_fig3,
-    }
+    grids = sum(grid_bytes(cfg, T) for T in _Ts(cfg)[1])
+    return {"judged grids": grids, "Figure 3's exhaustive grid": 10 * 2**20 * cfg.exhaustive_fig3}
 
 
 def grid_bytes(cfg: Config, T: int) -> int:
@@ -114,21 +93,19 @@ def grid_bytes(cfg: Config, T: int) -> int:
     return int(cfg.n_machines * ((pairs + (T if fixed else 0) + fig3) * (5.5 * T + 52) + tables))
 
 
-def _Ts(cfg):
-    """``(cost_T, all_T)``: the cost sweep's T = 2^e, and those with check_T."""
+def _Ts(cfg):  # (cost_T, all_T): the cost sweep's T = 2^e, and those with check_T
     cost_T = [2**e for e in sorted(set(cfg.cost_log2))]
     return cost_T, sorted(set(cost_T) | {cfg.check_T})
 
 
 def inputs(cfg: Config, seed: int, key):
     """The debate grids of a run (host): the j-th T's from ``seed + j``, ``fold_in(key, j)``."""
-    pop = Population.of(cfg)
     out = {
-        f"T{T}": pop.grids(T, seed + j, jax.random.fold_in(key, j), T == cfg.check_T)
+        f"T{T}": pop.grids(cfg, T, seed + j, jax.random.fold_in(key, j), T == cfg.check_T)
         for j, T in enumerate(_Ts(cfg)[1])
     }
     if cfg.exhaustive_fig3:
-        out["fig3_exhaustive"] = exhaustive_fig3_grid(seed + 1000, cfg.oracle_frac)
+        out["fig3_exhaustive"] = pop.exhaustive_fig3_grid(seed + 1000, cfg.oracle_frac)
     return out
 
 
@@ -138,15 +115,14 @@ DYNAMIC = ("oracle_frac",)  # enters only through the host-drawn machines; the r
 def point(cfg: Config):
     """``(dynamic, fn)``: judged counts per T and family, costs per l at the cost sweep's T."""
     cost_T, all_T = _Ts(cfg)
-    pop = Population.of(cfg)
-    groups = {T: pop.cost_groups(T) for T in cost_T}
-    S = {T: {fam: pop.fig3_S(T, fam) for fam in PROTOCOL_FAMILIES[1:]} for T in all_T}
+    groups = {T: pop.cost_groups(cfg, T) for T in cost_T}
+    S = {T: {fam: pop.fig3_S(cfg, T, fam) for fam in PROTOCOL_FAMILIES[1:]} for T in all_T}
 
     def fn(dyn, key, host):
         del dyn, key  # oracle_frac and the randomness enter through the host-built grids
         out = {}
         for T in all_T:
-            out.update(play_families(host[f"T{T}"], groups.get(T, {}), S[T], f"T{T}"))
+            out.update(pop.play_families(host[f"T{T}"], groups.get(T, {}), S[T], f"T{T}"))
         if cfg.exhaustive_fig3:
             g = host["fig3_exhaustive"]
             res = GRID_PLAY["fig3"](g["machines"], g["A"], g["B"])
@@ -189,20 +165,18 @@ class Measured:
 
 
 def _rate(st, side, claim, src, note):
-    """Completeness (``side="comp"``) == 1 or soundness == 0 of judged counts, some debate."""
+    # completeness (side "comp") == 1 or soundness == 0, over at least one debate
     r = st[f"{side}_accepts"] / max(st[f"{side}_debates"], 1)
     want = 1.0 if side == "comp" else 0.0
     return Claim.exact(claim, src, f"== {want:g}", r, st[f"{side}_debates"] > 0 and r == want, note)
 
 
 def _finding(claim, src, bound, value, passed, note, why):
-    """A row the code implies whatever it measures: shown, not gating."""
     note = (f"{note}; " if note else "") + f"a finding, not gating: holds by construction ({why})"
     return Claim.exact(claim, src, bound, value, passed, note, finding=True)
 
 
 def _band(claim, src, ratios, note):
-    """``ratios`` in [1, 2] (a T-independent band)."""
     lo, hi = strict_min(ratios), strict_max(ratios)
     note = f"ratio range [{lo:.3f}, {hi:.3f}]{note}"
     return Claim.exact(claim, src, "in [1, 2]", hi, lo >= 1.0 and hi <= 2.0, note)
@@ -218,16 +192,14 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
             f"{tot['comp_debates']} honest-A debates, {tot['sound_debates']} honest-B debates"
         )
         claims += [_rate(tot, side, f"{label}: {t}", src, note) for side, t in ZOO_RATES]
-        q, why = tot["v_queries_max"], "V's query count is a 0/1 flag of the judged step"
-        claims.append(
-            _finding(f"{label}: V makes at most one oracle query", src, "<= 1", q, q <= 1, "", why)
-        )
+        q, c = tot["v_queries_max"], f"{label}: V makes at most one oracle query"
+        why = "V's query count is a 0/1 flag of the judged step"
+        claims.append(_finding(c, src, "<= 1", q, q <= 1, "", why))
     for fam in ("fig4", "fig3_full"):
         st, (label, src) = m.ex_T[fam], LABELS[fam]
         note = (
-            f"all 2^{cfg.check_T} transcripts + the zoo vs honest B: {st['sound_debates']} debates "
-            f"on output-0 machines; completeness over every fixed B: "
-            f"{st['comp_accepts']}/{st['comp_debates']} accepted"
+            f"all 2^{cfg.check_T} transcripts + the zoo vs honest B: {st['sound_debates']} debates"
+            f"; honest A vs every fixed B: {st['comp_accepts']}/{st['comp_debates']} accepted"
         )
         name = f"{label}: no claimed transcript wins at T={cfg.check_T} (exhaustive)"
         claims.append(_rate(st, "sound", name, src, note))
@@ -247,45 +219,31 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
             f"witnesses each, T={st['T']}, n={st['n']}, l={st['l']}"
         )
         for side, t in WITNESS_RATES:
-            claims.append(
-                _rate(st, side, f"{w}: {t}", SRC_71, f"{note}; {st[side + '_debates']} debates")
-            )
+            sub = f"{note}; {st[side + '_debates']} debates"
+            claims.append(_rate(st, side, f"{w}: {t}", SRC_71, sub))
+        c = f"{w}: V queries <= 1, bits <= ceil(log2 T) + (l+2)(1+w), honest A simulates T steps"
         ok = st["v_queries_max"] <= 1 and st["bits_max"] <= st["bits_bound"]
+        ok = ok and st["a_steps_max"] == st["T"]
+        why = "V reads <= l + 2 cells of 1 + w bits, its queries are a 0/1 flag, A's cost is T"
         claims.append(
-            _finding(
-                f"{w}: V queries <= 1, bits <= ceil(log2 T) + (l+2)(1+w), honest A simulates "
-                "T steps",
-                SRC_71,
-                f"<= {st['bits_bound']} bits",
-                st["bits_max"],
-                ok and st["a_steps_max"] == st["T"],
-                note,
-                "V reads 1 + |I(t)| + 1 <= l + 2 cells of 1 + w bits each, its query count is a "
-                "0/1 flag and A's cost is T by definition",
-            )
+            _finding(c, SRC_71, f"<= {st['bits_bound']} bits", st["bits_max"], ok, note, why)
         )
-
     # -- costs against T: a fit needs two T ------------------------------------------------------
     two, nan = len(m.cost_T) >= 2, math.nan
     f4 = [r for r in m.table if r["protocol"] == "fig4"]
     f3 = [r for r in m.table if r["protocol"] != "fig4"]
     ls = sorted({r["l"] for r in f4})
+    lmax = ls[-1]
     per_l = {l: finite_linfit(col(f4, "m", l=l), col(f4, "bits_read", l=l))[0] for l in ls if two}
-    note = ", worst case over the zoo; per-doubling slopes d bits / d log2 T: " + ", ".join(
-        f"l={l}: {v:.2f}" for l, v in per_l.items()
-    )
+    note = f" over T={m.cost_T}, worst case over the zoo; per-doubling slopes d bits / d log2 T: "
+    note += ", ".join(f"l={l}: {v:.2f}" for l, v in per_l.items())
     if two and len(ls) >= 2:
         a, b, r2 = finite_linfit(list(per_l), list(per_l.values()))
         note += f"; slope = {a:.3f} l + {b:.3f} (R^2 {r2:.4f}); expected l + 2"
         metrics["fig4_slope_fit"] = {"a": a, "b": b, "r2": r2}
-    claims.append(
-        _band(
-            "Fig 4: bits V reads grow as l log T: bits / ((l+2) log2 T) in [1, 2] at every T",
-            SRC_53,
-            [r["bits_read_max_over_zoo"] / ((r["l"] + 2) * r["m"]) for r in f4],
-            f" over T={m.cost_T}" + note,
-        )
-    )
+    ratios = [r["bits_read_max_over_zoo"] / ((r["l"] + 2) * r["m"]) for r in f4]
+    name = "Fig 4: bits V reads grow as l log T: bits / ((l+2) log2 T) in [1, 2] at every T"
+    claims.append(_band(name, SRC_53, ratios, note))
     Sm = [r["S"] * r["m"] for r in f3]
     a3, b3, r23 = finite_linfit(Sm, col(f3, "bits_read")) if two else (nan,) * 3
     slopes3 = {
@@ -293,52 +251,39 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
         for fam in ("fig3_window", "fig3_full")
         if two
     }
-    lmax = max(ls)
     slope4 = finite_loglog_slope(col(f4, "T", l=lmax), col(f4, "bits_read", l=lmax)) if two else nan
-    claims.append(
-        _band(
-            "Fig 3: bits V reads grow as S log T: bits / (S log2 T) in [1, 2] at every T",
-            SRC_51,
-            [r["bits_read"] / x for r, x in zip(f3, Sm)],
-            f"; linear fit bits = {a3:.4f} S log2 T + {b3:.1f} (R^2 {r23:.5f}); log-log slopes "
-            "vs T: "
-            + ", ".join(f"{k} {v:.3f}" for k, v in slopes3.items())
-            + f", Fig 4 (l={lmax}) {slope4:.3f}",
-        )
+    metrics["fig3_fit"] = dict(a=a3, b=b3, r2=r23, loglog_vs_T=slopes3, fig4_loglog_vs_T=slope4)
+    slopes = ", ".join(f"{k} {v:.3f}" for k, v in slopes3.items())
+    note = (
+        f"; linear fit bits = {a3:.4f} S log2 T + {b3:.1f} (R^2 {r23:.5f}); log-log slopes vs T: "
+        f"{slopes}, Fig 4 (l={lmax}) {slope4:.3f}"
     )
-    fit3 = {"a": a3, "b": b3, "r2": r23, "loglog_vs_T": slopes3, "fig4_loglog_vs_T": slope4}
-    metrics["fig3_fit"] = fit3
-    work = {}
+    name = "Fig 3: bits V reads grow as S log T: bits / (S log2 T) in [1, 2] at every T"
+    claims.append(_band(name, SRC_51, [r["bits_read"] / x for r, x in zip(f3, Sm)], note))
+    work = metrics["prover_work"] = {}
     for fam in ("fig3_full", "fig3_window", "fig4"):
         r = [x for x in m.table if x["protocol"] == fam and x["l"] == lmax]
-        steps = [x["a_steps"] + x["b_steps"] for x in r]
         per_T = [strict_max((x["a_steps"], x["b_steps"])) / x["T"] for x in r]
-        work[fam] = {
-            "max_steps_per_T": strict_max(per_T),
-            "loglog_slope": finite_loglog_slope(col(r, "T"), steps) if len(r) >= 2 else nan,
-        }
-    metrics["prover_work"] = work
+        steps = [x["a_steps"] + x["b_steps"] for x in r]
+        slope = finite_loglog_slope(col(r, "T"), steps) if len(r) >= 2 else nan
+        work[fam] = {"max_steps_per_T": strict_max(per_T), "loglog_slope": slope}
+    worst = strict_max(w["max_steps_per_T"] for w in work.values())
+    slopes = ", ".join(f"{k} {v['loglog_slope']:.3f}" for k, v in work.items())
+    note = f"log-log slopes of A+B steps vs T: {slopes}; A: T, B: T_pad - 1 (Fig 3) or T (Fig 4)"
+    name = "Honest prover work: O(T) steps simulated (within the O(T log T) bound)"
+    why = "A's count is T and B's at most T_pad - 1 < 2T by the protocols' definitions"
     claims.append(
-        _finding(
-            "Honest prover work: O(T) steps simulated (within the O(T log T) bound)",
-            "spec DED 6-7 (Ptime)",
-            "steps / T <= 2",
-            strict_max(w["max_steps_per_T"] for w in work.values()),
-            all(w["max_steps_per_T"] <= 2.0 for w in work.values()),
-            "log-log slopes of A+B steps vs T: "
-            + ", ".join(f"{k} {v['loglog_slope']:.3f}" for k, v in work.items())
-            + "; Fig 3: A simulates T steps, B T_pad - 1; Fig 4: A T, B T",
-            "A's count is T and B's at most T_pad - 1 < 2T by the protocols' definitions",
-        )
+        _finding(name, "spec DED 6-7 (Ptime)", "steps / T <= 2", worst, worst <= 2.0, note, why)
     )
     return claims, metrics
 
 
 # -- plots ----------------------------------------------------------------------------------------
-def _plot(rows, ls):
+def _plot(rows):
     """Bits V reads within the claims' bands [1, 2] x S or (l+2) log2 T; the provers' steps."""
     from matplotlib.figure import Figure  # no pyplot: nothing global to close
 
+    ls = sorted({r["l"] for r in rows if r["protocol"] == "fig4"})
     fig = Figure(figsize=(11, 4.2))
     ax1, ax2 = fig.subplots(1, 2)
     curves = [
@@ -362,7 +307,7 @@ def _plot(rows, ls):
         ("fig3_full", "a_steps", "o-"),
         ("fig4", "b_steps", "^--"),
     ):
-        where = {"protocol": proto, "l": max(ls)}
+        where = {"protocol": proto, "l": ls[-1]}
         label = f"Fig {proto[3]} {key[0].upper()} steps"
         ax2.plot(col(rows, "T", **where), col(rows, key, **where), style, label=label)
     T_all = sorted({x["T"] for x in rows})
@@ -383,16 +328,16 @@ def sweep_figures(rows):
         for c in cost_table(r):
             first.setdefault((c["T"], PROTOCOL_FAMILIES.index(c["protocol"]), c["l"]), c)
     table = [first[k] for k in sorted(first)]
-    return {"deterministic_costs": _plot(table, sorted({c["l"] for c in table}))} if table else {}
+    return {"deterministic_costs": _plot(table)} if table else {}
 
 
 # -- the experiment --------------------------------------------------------------------------------
 def host(cfg: Config, seed: int, key, measured) -> dict[str, dict]:
     """The witness tasks' summaries (instances from ``seed + 2000`` and ``seed + 3000``)."""
-    tasks, pop, out = {"plan": plan_task, "constraints": constraint_task}, Population.of(cfg), {}
-    for i, (name, task) in enumerate(tasks.items()):
+    out = {}
+    for i, (name, task) in enumerate((("plan", plan_task), ("constraints", constraint_task))):
         task = task(seed + 2000 + 1000 * i, cfg.witness_instances)
-        zoo = pop.pairs(task.program.T, jax.random.fold_in(key, 10_000 + i), "cross_exam")
+        zoo = pop.pairs(cfg, task.program.T, jax.random.fold_in(key, 10_000 + i), "cross_exam")
         out[name] = witness_suite(task, zoo)
     return out
 
@@ -404,17 +349,15 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     stats = {
         f: [{k: measured[f"T{T}/{f}/{k}"] for k in keys} for T in all_T] for f in PROTOCOL_FAMILIES
     }
-    ex3, pre = None, "fig3_exhaustive/"
+    ex3 = None
     if cfg.exhaustive_fig3:
-        ex3 = {k[len(pre) :]: v for k, v in measured.items() if k.startswith(pre)}
-        ex3 = {k: v for k, v in ex3.items() if not k.endswith("_sound")}
-        ex3 |= {"S": EXHAUSTIVE_S, "sequences": EXHAUSTIVE_SEQUENCES}
+        ex3 = {k: measured[f"fig3_exhaustive/{k}"] for k in keys + ("bits_max",)}
+        ex3 |= {"S": pop.EXHAUSTIVE_S, "sequences": pop.EXHAUSTIVE_SEQUENCES}
     ex_T = {fam: dict(st[all_T.index(cfg.check_T)]) for fam, st in stats.items()}
     claims, metrics = claim_rows(cfg, Measured(all_T, cost_T, stats, ex_T, ex3, host, table))
-    ls = sorted({r["l"] for r in table if r["protocol"] == "fig4"})
     return ExperimentResult(
         claims=claims,
         metrics=metrics,
-        tables={"costs": table, "fig3_vs_fig4": side_by_side(table)},
-        figures={"deterministic_costs": _plot(table, ls)},
+        tables={"costs": table, "fig3_vs_fig4": pop.side_by_side(table)},
+        figures={"deterministic_costs": _plot(table)},
     )

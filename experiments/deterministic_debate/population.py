@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax.numpy as jnp
 import numpy as np
 
@@ -30,69 +28,38 @@ COST_FIELDS = (
 EXHAUSTIVE_S, EXHAUSTIVE_SEQUENCES = 5, 2**15
 
 
-@dataclasses.dataclass(frozen=True)
-class Population:
-    """Random machines (complement pairs, l cycled over ``deps``) and their strategy zoos."""
+def fig3_S(cfg, T: int, family: str) -> int:
+    """Figure 3's configuration size ``S = w_c + n + W`` (W: ``min(window, T)``, or T)."""
+    W = min(cfg.window, T) if family == "fig3_window" else T
+    return int(T).bit_length() + cfg.n_inputs + W
 
-    n_machines: int
-    n_inputs: int
-    deps: tuple[int, ...]
-    dep_window: int
-    window: int
-    oracle_frac: float
-    n_random: int
-    fixed_bob_max_T: int
 
-    @classmethod
-    def of(cls, cfg) -> Population:
-        """The population of a config."""
-        return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls)})
+def pairs(cfg, T: int, key, protocol: str, **kw):
+    """The strategy pairs of one grid (host side)."""
+    fixed = T <= cfg.fixed_bob_max_T
+    return zoo_pairs(T, key, n_random=cfg.n_random, all_fixed=fixed, protocol=protocol, **kw)
 
-    def ls(self, T: int) -> np.ndarray:
-        """``l = max_t |I(t)|`` of every machine at ``T``, from structure."""
-        ls = np.asarray(self.deps)[np.arange(self.n_machines // 2) % len(self.deps)]
-        return np.repeat(np.minimum(ls, self.n_inputs + min(T - 1, self.dep_window)), 2)
 
-    def fig3_S(self, T: int, family: str) -> int:
-        """Figure 3's configuration size ``S = w_c + n + W`` (W: ``min(window, T)``, or T)."""
-        W = min(self.window, T) if family == "fig3_window" else T
-        return int(T).bit_length() + self.n_inputs + W
+def grids(cfg, T: int, seed: int, key, exhaustive: bool) -> dict:
+    """``{family: grid}`` at ``T``, without ``fig3_full`` when ``window >= T`` (the same)."""
+    kw = dict(n_inputs=cfg.n_inputs, n_deps=cfg.deps, dep_window=cfg.dep_window)
+    progs = random_programs(seed, cfg.n_machines, T, oracle_frac=cfg.oracle_frac, **kw)
+    y1 = simulate_numpy(progs)[:, -1] == 1
+    out = {"fig4": grid_cells(progs, pairs(cfg, T, key, "cross_exam", exhaustive=exhaustive), y1)}
+    for fam, W in (("fig3_window", min(cfg.window, T)), ("fig3_full", None)):
+        if W is None and cfg.window >= T:
+            break
+        cm = config_machine(progs, window=W)
+        zoo = pairs(cfg, T, key, "binary_search", cm=cm, exhaustive=exhaustive)
+        out[fam] = grid_cells(cm, zoo, y1)
+    return out
 
-    def pairs(self, T: int, key, protocol: str, **kw):
-        """The strategy pairs of one grid (host side)."""
-        fixed = T <= self.fixed_bob_max_T
-        return zoo_pairs(T, key, n_random=self.n_random, all_fixed=fixed, protocol=protocol, **kw)
 
-    def grids(self, T: int, seed: int, key, exhaustive: bool) -> dict:
-        """``{family: grid}`` at ``T``, without ``fig3_full`` when ``window >= T`` (the same)."""
-        progs = random_programs(
-            seed,
-            self.n_machines,
-            T,
-            n_inputs=self.n_inputs,
-            n_deps=self.deps,
-            dep_window=self.dep_window,
-            oracle_frac=self.oracle_frac,
-        )
-        y1 = simulate_numpy(progs)[:, -1] == 1
-        if not (np.asarray(progs.dep_mask).sum(-1).max(-1) == self.ls(T)).all():
-            raise AssertionError(f"T={T}: the population's l differs from Population.ls")
-        out = {
-            "fig4": grid_cells(progs, self.pairs(T, key, "cross_exam", exhaustive=exhaustive), y1)
-        }
-        for fam, W in (("fig3_window", min(self.window, T)), ("fig3_full", None)):
-            if W is None and self.window >= T:
-                break
-            cm = config_machine(progs, window=W)
-            out[fam] = grid_cells(
-                cm, self.pairs(T, key, "binary_search", cm=cm, exhaustive=exhaustive), y1
-            )
-        return out
-
-    def cost_groups(self, T: int) -> dict[int, np.ndarray]:
-        """The machines of each l at ``T``."""
-        ls = self.ls(T)
-        return {int(l): np.flatnonzero(ls == l) for l in sorted(set(ls.tolist()))}
+def cost_groups(cfg, T: int) -> dict[int, np.ndarray]:
+    """The machines of each l = max_t |I(t)| at ``T`` (complement pairs, l cycled over deps)."""
+    ls = np.asarray(cfg.deps)[np.arange(cfg.n_machines // 2) % len(cfg.deps)]
+    ls = np.repeat(np.minimum(ls, cfg.n_inputs + min(T - 1, cfg.dep_window)), 2)
+    return {int(l): np.flatnonzero(ls == l) for l in sorted(set(ls.tolist()))}
 
 
 def exhaustive_fig3_grid(seed: int, oracle_frac: float) -> dict:
@@ -100,11 +67,8 @@ def exhaustive_fig3_grid(seed: int, oracle_frac: float) -> dict:
     progs = random_programs(seed, 4, 3, n_inputs=1, n_deps=2, dep_window=2, oracle_frac=oracle_frac)
     cm = config_machine(progs, window=2)
     seqs = bit_table((cm.m + 1) * cm.S).reshape(-1, cm.m + 1, cm.S)
-    return grid_cells(
-        cm,
-        (MessageAlice(messages=seqs), repeat(make_bob("honest"), seqs.shape[0]), 0),
-        simulate_numpy(progs)[:, -1] == 1,
-    )
+    zoo = (MessageAlice(messages=seqs), repeat(make_bob("honest"), seqs.shape[0]), 0)
+    return grid_cells(cm, zoo, simulate_numpy(progs)[:, -1] == 1)
 
 
 def play_families(grids: dict, groups: dict, S: dict[str, int], prefix: str) -> dict:
@@ -116,8 +80,7 @@ def play_families(grids: dict, groups: dict, S: dict[str, int], prefix: str) -> 
             res = GRID_PLAY[fam[:4]](g["machines"], g["A"], g["B"])
         out.update({f"{prefix}/{fam}/{k}": v for k, v in judged_counts(res, g).items()})
         for l, rows in groups.items():
-            c = honest_costs(res, rows)
-            c["machines"] = jnp.int32(rows.size)
+            c = honest_costs(res, rows) | {"machines": jnp.int32(rows.size)}
             if fam != "fig4":
                 c["S"] = jnp.int32(S[fam])
             out.update({f"{prefix}/{fam}/l{l}/{k}": v for k, v in c.items()})

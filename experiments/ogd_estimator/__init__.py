@@ -1,6 +1,6 @@
-"""OI estimator construction (spec PED 5-6, 10; docs/prover-estimator-debate.md): Algorithm 1's
-bounds on random problems (the swept :func:`point`), a Flax estimator trained by OGD in
-checkpointed chunks beside tabular Algorithm 1, and soundness of B built against fixed provers."""
+"""OI estimator construction (spec PED 5-6): Algorithm 1's bounds on random problems with tanh
+tests (the swept :func:`point`, its exit h rechecked in float64 numpy), a Flax estimator trained
+by OGD beside tabular Algorithm 1, soundness of B built against fixed provers."""
 
 from __future__ import annotations
 
@@ -15,15 +15,9 @@ import numpy as np
 
 from dedebate.agents.ped_strategies import honest_prover, obfuscating_liar, wrong_direction_prover
 from dedebate.core.stats import nan_last
+from dedebate.estimators import train
 from dedebate.estimators.ogd import STEP_RULES, OGDStatic, solve_grid
 from dedebate.estimators.soundness import construct_estimator
-from dedebate.estimators.train import (
-    BEST_RESPONSES,
-    NetTrainLog,
-    NetTrainStatic,
-    grid_programs,
-    net_train_params,
-)
 from dedebate.lab.experiment import Chunks, Claim, ExperimentResult, strict_max
 from dedebate.lab.params import config_dataclass, param
 from dedebate.programs import jit
@@ -38,8 +32,9 @@ from .algorithm1 import (
     make_problems,
     steps_figure,
 )
-from .algorithm1 import RECOMPUTE_TOL as RECOMPUTE_TOL  # read by the tests
-from .algorithm1 import sweep_figures as sweep_figures  # the lab's sweep hook
+from .algorithm1 import PER_RUN as PER_RUN  # the tests' and the sweep's names
+from .algorithm1 import RECOMPUTE_TOL as RECOMPUTE_TOL
+from .algorithm1 import sweep_figures as sweep_figures
 
 NAME = "ogd_estimator"
 TITLE = "OI estimator construction: Algorithm 1 bound, Flax estimator, soundness against fixed A"
@@ -64,29 +59,21 @@ class Config:
     truth: str = param("softmax", "truth g", choices=("softmax", "dirichlet", "point"))
     seeds: int = param(4, "random problems per (|Z|, delta) point", ge=1, le=256)
     step_rules: tuple[str, ...] = param(
-        ("hazan", "tight"),
-        "Algorithm 1 step rules: hazan (T <= 36|Z|/delta^2), tight (T <= 4.5|Z|/delta^2)",
-        choices=tuple(STEP_RULES),
-        min_len=1,
-        max_len=len(STEP_RULES),
+        ("hazan", "tight"), "OGD step rules", choices=tuple(STEP_RULES), min_len=1, max_len=2
     )
     trace_len: int = param(4096, "advantage-trace buffer length per run", ge=2, le=65_536)
     net_q: int = param(2, "q of the network-vs-tabular comparison", ge=1, le=5)
     net_delta: float = param(0.05, "delta of the network-vs-tabular comparison", gt=0.0, le=1.0)
-    net_lrs: tuple[float, ...] = param(
-        (1.0, 3.0), "estimator learning rates (one vmapped grid)", gt=0.0, min_len=1, max_len=64
-    )
+    net_lrs: tuple[float, ...] = param((1.0, 3.0), "learning rates", gt=0.0, min_len=1, max_len=64)
     net_rounds: int = param(300, "estimator training rounds", ge=1, le=100_000)
-    net_hidden: tuple[int, ...] = param(
-        (32,), "estimator MLP hidden widths", ge=1, le=4096, min_len=1, max_len=8
-    )
+    net_hidden: tuple[int, ...] = param((32,), "MLP widths", ge=1, le=4096, min_len=1, max_len=8)
     net_optimizer: str = param("sgd", "sgd (lr / sqrt(t), OGD) or adam", choices=("sgd", "adam"))
     net_best_response: str = param(
-        "family", "family: F's largest-|Adv| test; family+mlp: also an MLP", choices=BEST_RESPONSES
+        "family",
+        "family: F's largest-|Adv| test; family+mlp: also an MLP",
+        choices=train.BEST_RESPONSES,
     )
-    net_checkpoint_every: int = param(
-        100, "estimator rounds per chunk (checkpointed after each)", ge=1, le=100_000
-    )
+    net_checkpoint_every: int = param(100, "rounds per checkpointed chunk", ge=1, le=100_000)
     sound_provers: tuple[str, ...] = param(
         tuple(PROVERS), "fixed provers A ([] skips)", choices=tuple(PROVERS), max_len=len(PROVERS)
     )
@@ -162,13 +149,13 @@ DYNAMIC = ("deltas", "test_scale")  # enter point only as numbers: every other f
 
 
 def point(cfg: Config):
-    """Part 1, one sweep point: ``fn(dynamic, key)`` is :func:`.algorithm1.algorithm1_grid`."""
+    """Part 1, one sweep point: ``fn(dynamic, key)`` is :func:`algorithm1_grid`."""
     dynamic = {k: np.asarray(getattr(cfg, k), np.float32) for k in DYNAMIC}
     return dynamic, lambda dyn, key: algorithm1_grid(cfg, dyn["deltas"], dyn["test_scale"], key)
 
 
 def side(cfg: Config, _seed, key) -> list:
-    """Part 3 (beside part 1): per fixed prover, ``(report, payoffs)`` of B built against it."""
+    """Part 3 (beside part 1): per fixed prover, B built against it, U_A and Pr[A correct]."""
     keys = jax.random.split(jax.random.fold_in(key, TREE_KEY), cfg.sound_trees)
     trees = hidden_flaw_tree(keys, cfg.sound_depth, cfg.sound_q, 0)
     out = []
@@ -176,35 +163,34 @@ def side(cfg: Config, _seed, key) -> list:
         prover = PROVERS[name]()
         rep = construct_estimator(prover, trees, cfg.sound_rho, sound_delta(cfg))
         payoff = functools.partial(expected_payoff, PEDStatic(), ped_params(cfg.sound_rho), prover)
-        out.append((rep, jax.block_until_ready(jit(jax.vmap(payoff))(rep.estimator, trees))))
+        ep = jit(jax.vmap(payoff))(rep.estimator, trees)
+        out.append((rep, float(ep.u_a.mean()), float(ep.a_correct.mean())))
     return out
 
 
 def net_problems(cfg: Config, key):
     """Part 2's ``cfg.seeds`` problems and test families with |Z| = 2^net_q."""
-    return make_problems(cfg, jax.random.fold_in(key, NET_PROBLEM_KEY), 2**cfg.net_q)
+    key = jax.random.fold_in(key, NET_PROBLEM_KEY)
+    return make_problems(cfg, key, 2**cfg.net_q, cfg.test_scale)
 
 
 def chunks(cfg: Config, key) -> Chunks:
     """Part 2: the Flax estimators (learning rates x seeds) in checkpointed chunks, logged."""
     problems, families = net_problems(cfg, key)
-    static = NetTrainStatic(
-        rounds=cfg.net_rounds,
-        hidden=tuple(cfg.net_hidden),
-        optimizer=cfg.net_optimizer,
-        best_response=cfg.net_best_response,
+    static = train.NetTrainStatic(
+        cfg.net_rounds, tuple(cfg.net_hidden), cfg.net_optimizer, cfg.net_best_response
     )
-    hp = net_train_params([cfg.net_delta] * len(cfg.net_lrs), list(cfg.net_lrs))
+    hp = train.net_train_params([cfg.net_delta] * len(cfg.net_lrs), list(cfg.net_lrs))
     keys = jax.random.split(jax.random.fold_in(key, NET_INIT_KEY), cfg.seeds)
     every = min(cfg.net_checkpoint_every, cfg.net_rounds)
     n_chunks = math.ceil(cfg.net_rounds / every)
-    init, chunk_fn = grid_programs(static, every)
+    init, chunk_fn = train.grid_programs(static, every)
     grid = (len(cfg.net_lrs), cfg.seeds)
     nan = np.full((*grid, n_chunks * every), np.nan, np.float32)
 
     def chunk(state, _c):
-        train, log, final = chunk_fn(hp, state["train"], families, problems, families.features)
-        return {"train": train, "final_max_adv": final}, {"net": log}
+        trained, log, final = chunk_fn(hp, state["train"], families, problems, families.features)
+        return {"train": trained, "final_max_adv": final}, {"net": log}
 
     def rows(c, state, _mon):
         done, final = min((c + 1) * every, cfg.net_rounds), state["final_max_adv"]
@@ -218,9 +204,8 @@ def chunks(cfg: Config, key) -> Chunks:
         },
         chunk=chunk,
         n_chunks=n_chunks,
-        monitors={"net": NetTrainLog(nan, nan, np.full(nan.shape, -1, np.int32))},
+        monitors={"net": train.NetTrainLog(nan, nan, np.full(nan.shape, -1, np.int32))},
         axis=2,
-        keep=2,
         log_rows=rows,
         setup=(problems, families),
         desc="Flax estimator training (chunks)",
@@ -243,7 +228,7 @@ def net_run(cfg: Config, done) -> SimpleNamespace:
 
 
 def host(cfg: Config, _seed, key, measured) -> dict:
-    """Part 1's rows, the networks beside tabular Algorithm 1, part 3's payoffs."""
+    """Part 1's rows and traces, the networks beside tabular Algorithm 1."""
     rows, traces = algorithm1_table(cfg, measured, measured["extras"], key)
     net = net_run(cfg, measured["trained"])
     problems, families = measured["chunks_setup"]
@@ -260,31 +245,24 @@ def host(cfg: Config, _seed, key, measured) -> dict:
             "net_updates": int(net.state.updates[g, s]),
             "tab_steps": int(tab.steps[s, 0]),
             "tab_max_adv": float(tab.max_adv[s, 0]),
-            "net_trace": net.max_adv[g, s],
         }
         for s in range(cfg.seeds)
         for g, lr in enumerate(cfg.net_lrs)
     ]
-    sound = [
-        (name, rep, float(ep.u_a.mean()), float(ep.a_correct.mean()))
-        for name, (rep, ep) in zip(cfg.sound_provers, measured["side"])
-    ]
-    return {"rows": rows, "traces": traces, "net": net, "net_rows": net_rows, "sound": sound}
+    return {"rows": rows, "traces": traces, "net": net, "net_rows": net_rows}
 
 
-def sound_delta(cfg) -> float:
-    """Algorithm 1's delta in the soundness construction: eta / (2d + 3) (spec PED 6.4)."""
+def sound_delta(cfg) -> float:  # Algorithm 1's delta in B's construction (spec PED 6.4)
     return cfg.sound_eta / (2 * cfg.sound_depth + 3)
 
 
 def network_claim(cfg, rows, net) -> Claim:
     """The best learning rate's worst final max|Adv| < net_delta (a finding: no proven bound)."""
-    by_lr = {lr: [r for r in rows if r["lr"] == lr] for lr in cfg.net_lrs}
-    best_lr = min(
-        by_lr, key=lambda lr: nan_last(strict_max(r["net_final_max_adv"] for r in by_lr[lr]))
-    )
-    best = by_lr[best_lr]
-    worst = strict_max(r["net_final_max_adv"] for r in best)
+    by_lr = {
+        lr: strict_max(r["net_final_max_adv"] for r in rows if r["lr"] == lr) for lr in cfg.net_lrs
+    }
+    best_lr = min(by_lr, key=lambda lr: nan_last(by_lr[lr]))
+    best, worst = [r for r in rows if r["lr"] == best_lr], by_lr[best_lr]
     resumed = f"; resumed at round {net.resumed_from}" if net.resumed_from else ""
     return Claim.exact(
         f"Flax estimator trained by OGD reaches max|Adv| < delta = {cfg.net_delta:g} "
@@ -293,19 +271,16 @@ def network_claim(cfg, rows, net) -> Claim:
         f"< {cfg.net_delta:g}",
         worst,
         passed=worst < cfg.net_delta,
-        note=(
-            f"{cfg.seeds} seeds; best response: {cfg.net_best_response}, {cfg.net_optimizer}; "
-            f"rounds to delta {[r['net_rounds_to_delta'] for r in best]} (of {cfg.net_rounds}; "
-            f"-1 = not reached); tabular steps {[r['tab_steps'] for r in best]}; network wall "
-            f"{net.wall_s:.3f} s incl. compilation ({net.chunks_run} chunks{resumed})"
-        ),
+        note=f"{cfg.seeds} seeds; best response: {cfg.net_best_response}, {cfg.net_optimizer}; "
+        f"rounds to delta {[r['net_rounds_to_delta'] for r in best]} (of {cfg.net_rounds}; "
+        f"-1 = not reached); tabular steps {[r['tab_steps'] for r in best]}; network wall "
+        f"{net.wall_s:.3f} s incl. compilation ({net.chunks_run} chunks{resumed})",
         finding=True,
     )
 
 
 def soundness_claims(cfg, name: str, u_proto: float, pr: float, u_construct, stages) -> list:
-    """U_A <= rho^-(d+1) Pr[A correct] + eta (``u_proto`` by path enumeration agreeing with the
-    construction's ``u_construct``, every stage below delta) and each round's E[R_k] <= 2 delta."""
+    """U_A <= rho^-(d+1) Pr[A correct] + eta (enumeration = construction) and E[R_k] <= 2 delta."""
     d, rho, delta = cfg.sound_depth, cfg.sound_rho, sound_delta(cfg)
     bound = rho ** -(d + 1) * pr + cfg.sound_eta
     agree = abs(u_proto - u_construct) <= 1e-4
@@ -319,11 +294,9 @@ def soundness_claims(cfg, name: str, u_proto: float, pr: float, u_construct, sta
             f"<= {bound:.4f}",
             u_proto,
             passed=u_proto <= bound and agree and exits,
-            note=(
-                f"d = {d}, rho = {rho:g}, eta = {cfg.sound_eta:g}, delta = {delta:.4f}; "
-                f"Pr[A correct] = {pr:.3f}; path enumeration {u_proto:.6f} vs construction "
-                f"{u_construct:.6f}; Algorithm 1 steps per stage {steps}"
-            ),
+            note=f"d = {d}, rho = {rho:g}, eta = {cfg.sound_eta:g}, delta = {delta:.4f}; "
+            f"Pr[A correct] = {pr:.3f}; path enumeration {u_proto:.6f} vs construction "
+            f"{u_construct:.6f}; Algorithm 1 steps per stage {steps}",
         ),
         Claim.exact(
             f"Soundness vs fixed A = {name}: per-round mean reward <= 2 delta",
@@ -350,39 +323,35 @@ def trace_figure(curves, delta, title, xlabel):
     return fig
 
 
-def report(cfg: Config, _measured, host) -> ExperimentResult:
+def report(cfg: Config, measured, host) -> ExperimentResult:
     """The three parts' claims and tables from :func:`host`'s numbers, and the figures."""
     rows, net, net_rows = host["rows"], host["net"], host["net_rows"]
     claims = [*algorithm1_claims(cfg, rows), network_claim(cfg, net_rows, net)]
     sound_rows = []
-    for name, rep, u_proto, pr in host["sound"]:
+    for name, (rep, u_proto, pr) in zip(cfg.sound_provers, measured["side"]):
         claims += soundness_claims(cfg, name, u_proto, pr, rep.u_a, rep.stages)
         sound_rows += [
             {"prover": name, **dataclasses.asdict(s), "delta": sound_delta(cfg)} for s in rep.stages
         ]
-    net_table = [{k: v for k, v in r.items() if k != "net_trace"} for r in net_rows]
     q = cfg.net_q if cfg.net_q in cfg.q_values else cfg.q_values[-1]  # the traces' |Z|, delta
     delta = min(cfg.deltas)
     tab = [(f"tabular, {r} step", host["traces"][(r, q, delta)]) for r in cfg.step_rules]
-    nets = [(f"network, lr = {r['lr']:g}", r["net_trace"]) for r in net_rows[: len(cfg.net_lrs)]]
+    nets = [(f"network, lr = {lr:g}", net.max_adv[g, 0]) for g, lr in enumerate(cfg.net_lrs)]
     metrics = {
         "max_steps": max(r["steps"] for r in rows),
         "max_steps_over_hazan_bound": max(r["steps"] / r["bound_hazan"] for r in rows),
         "max_steps_over_tight_bound": max(r["steps"] / r["bound_tight"] for r in rows),
         "max_exit_adv_over_delta": max(r["max_adv"] / r["delta"] for r in rows),
-        "network": net_table,
         "network_timing": {
             "net_wall_s": net.wall_s,
             "net_chunks_run": net.chunks_run,
             "net_resumed_from_round": net.resumed_from,
-            "net_runs": cfg.seeds * len(cfg.net_lrs),
-            "tab_runs": cfg.seeds * len(cfg.deltas),
         },
     }
     return ExperimentResult(
         claims=claims,
         metrics=metrics,
-        tables={"algorithm1": rows, "network": net_table, "soundness": sound_rows},
+        tables={"algorithm1": rows, "network": net_rows, "soundness": sound_rows},
         figures={
             "advantage_trace": trace_figure(
                 tab, delta, f"Algorithm 1 advantage trace (|Z| = {2**q}, seed 0)", "step t"

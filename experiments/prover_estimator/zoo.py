@@ -17,6 +17,7 @@ from dedebate.trees import stability as st
 
 EXACT = PEDStatic(mode="exact")
 SAMPLED = PEDStatic(mode="sampled")
+SAMPLED_CHUNK = 1 << 18  # sampled debates per policy per compiled call (the numbers depend on it)
 NAIVE_LIAR = nr.naive_debater("obfuscating_liar", cand=0)
 # the obfuscating liar's direction policies: probabilities of the directions (-1, 0, +1)
 DIRECTION_POLICIES = {
@@ -90,17 +91,12 @@ def flip_rows(qs) -> list[dict]:
     return rows
 
 
-# ---- exact payoffs (pure JAX, inside the swept function) -----------------------------------------
 def _exact_u(params, prover, estimator, tree):
     return play(EXACT, params, prover, estimator, tree, jax.random.key(0)).u_a
 
 
 def _params(rho):
     return PEDParams(rho, jnp.asarray(-1, jnp.int32))
-
-
-def _with_e1(dyn):
-    return jnp.concatenate([dyn["shift_errors"], jnp.ones((1,), jnp.float32)])
 
 
 def completeness_metrics(cfg, keys, lookup, fbs32, dyn):
@@ -112,7 +108,7 @@ def completeness_metrics(cfg, keys, lookup, fbs32, dyn):
     rho = jnp.maximum(f * dyn["rho_scale"], 1.0)
     margin = (1.0 / rho) ** (cfg.noisy_depth + 1)
     shifts = jax.vmap(lambda t: st.error_shifting_table_jnp(t, lookup))(trees)
-    errors = _with_e1(dyn)
+    errors = jnp.pad(dyn["shift_errors"], (0, 1), constant_values=1.0)  # the errors, then e = 1
     params, honest = _params(rho), ps.honest_prover()
     provers = jax.tree.map(lambda a, b: jnp.stack([a, b]), honest, ps.unstable_prover(1))
     ests = (ps.HonestEstimator(), ps.RootLiarEstimator(), ps.ConstantEstimator(jnp.float32(0.5)))
@@ -144,8 +140,7 @@ def completeness_metrics(cfg, keys, lookup, fbs32, dyn):
         "unstable_min": jnp.min(unstable),
         "unstable_max_e1": jnp.max(unstable[:, -1]),
     }
-    mins = [c[f"{k}_min"] for k in ("honest", "root_liar", "constant_half", "random_joint")]
-    c["worst_minus_margin"] = jnp.min(jnp.stack([*mins, jnp.min(es)])) - margin
+    c["worst_minus_margin"] = jnp.minimum(jnp.min(u_zoo), jnp.min(es)) - margin  # the zoo's min
     return c
 
 
@@ -154,55 +149,48 @@ def error_shift_metrics(key, lookup, fbs32, dyn):
     tree = tight(key)
     f = jnp.max(st.node_fbs_jnp(tree, fbs32)[:, 0])
     shift = st.error_shifting_table_jnp(tree, lookup)
-    errors = _with_e1(dyn)
-    errors0 = jnp.concatenate([jnp.zeros((1,), jnp.float32), errors])
+    errors = jnp.pad(dyn["shift_errors"], 1, constant_values=(0.0, 1.0))  # e = 0, the errors, 1
     rho = jnp.maximum(f * dyn["rho_scale"], 1.0)
-    u, u_ctrl = jax.vmap(
-        lambda r: jax.vmap(
-            lambda e: _exact_u(
-                _params(r), ps.honest_prover(), ps.ErrorShiftingEstimator(e, shift), tree
-            )
-        )(errors0)
-    )(jnp.stack([rho, dyn["control_rho"]]))
+
+    def u_a(r, e):
+        return _exact_u(_params(r), ps.honest_prover(), ps.ErrorShiftingEstimator(e, shift), tree)
+
+    rhos = jnp.stack([rho, dyn["control_rho"]])
+    u, u_ctrl = jax.vmap(jax.vmap(u_a, (None, 0)), (0, None))(rhos, errors)
     return {
         "fbs": f,
         "rho": rho,
         "honest": u[0],
-        **{f"u/{i}": u[i + 1] for i in range(errors.shape[0])},
+        **{f"u/{i - 1}": u[i] for i in range(1, errors.shape[0])},
         "control_u": u_ctrl[-1],
     }
 
 
 def obfuscation_metrics(cfg, key, fbs32, scale):
     """The A zoo against the calibrated B on hidden-flaw trees; naive-debate survival."""
-    q, depth = cfg.obf_q, cfg.obf_depth
+    q, depth, n = cfg.obf_q, cfg.obf_depth, len(DIRECTION_POLICIES)
     hidden = jax.vmap(lambda k: hidden_flaw_tree(k, depth=depth, q=q))
     trees = hidden(jax.random.split(key, cfg.obf_trees))
-    dir_probs = np.asarray(list(DIRECTION_POLICIES.values()), np.float32)
     f = jnp.max(st.node_fbs_jnp(jax.tree.map(lambda x: x[0], trees), fbs32)[:, 1])
     rho = jnp.maximum(f * scale, 1.0)
     margin = rho ** -(depth + 1)
     params, honest = _params(rho), ps.honest_prover()
     cal, ch = ps.CalibratedEstimator(), nr.UniformChallenger()
-    n = dir_probs.shape[0]
     # the liar with each direction policy (hidden-flaw AND), then a liar on the stable candidate
-    dps = jnp.concatenate([jnp.asarray(dir_probs), jnp.asarray([[0.0, 0.0, 1.0]])])
+    dps = jnp.asarray([*DIRECTION_POLICIES.values(), (0.0, 0.0, 1.0)], jnp.float32)
     cands = jnp.asarray([0] * n + [-1], jnp.int32)
 
     def per_tree(tree):
-        liars = jax.vmap(
-            lambda dp, c: (
-                expected_payoff(
-                    EXACT, params, ps.obfuscating_liar().replace(dir_probs=dp, cand=c), cal, tree
-                ).u_a
-            )
-        )(dps, cands)
-        honests = jax.vmap(lambda rv: _exact_u(params, honest.replace(reverse=rv), cal, tree))(
-            jnp.asarray([False, True])
-        )
+        def liar_u(dp, c):
+            liar = ps.obfuscating_liar().replace(dir_probs=dp, cand=c)
+            return expected_payoff(EXACT, params, liar, cal, tree).u_a
+
+        def honest_u(reverse):
+            return _exact_u(params, honest.replace(reverse=reverse), cal, tree)
+
         return (
-            liars,
-            honests,
+            jax.vmap(liar_u)(dps, cands),
+            jax.vmap(honest_u)(jnp.asarray([False, True])),
             nr.survival_probability(NAIVE_LIAR, ch, tree)[0],
             nr.survival_probability(nr.naive_debater("honest"), ch, tree)[0],
         )
@@ -228,7 +216,6 @@ def obfuscation_metrics(cfg, key, fbs32, scale):
     return o
 
 
-# ---- host: sampled debates and the training signal -----------------------------------------------
 @jit(static_argnums=(3, 4), options=FAST_COMPILE)
 def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key):
     """``(u [P, N, per_tree], survived [N, per_tree_naive])``: the liar's sampled debates."""
@@ -255,14 +242,14 @@ def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key)
     return u, jax.vmap(naive_tree)(trees, jax.random.split(k_naive, n_trees))
 
 
-def sampled_debates(cfg, params, tree_key, key, chunk):
-    """:func:`sampled_obfuscation` on the hidden-flaw trees in chunks of ``chunk`` debates per
-    policy (chunk c > 0: ``fold_in(key, c)``): numpy ``us [policy, tree, episode]``, ``surv``."""
+def sampled_debates(cfg, params, tree_key, key):
+    """:func:`sampled_obfuscation` on the hidden-flaw trees, ``SAMPLED_CHUNK`` debates per policy
+    a chunk (chunk c > 0: ``fold_in(key, c)``): numpy ``us [policy, tree, episode]``, ``surv``."""
     n = cfg.obf_trees
     trees = hidden_flaw_tree(jax.random.split(tree_key, n), depth=cfg.obf_depth, q=cfg.obf_q)
     dps = jnp.asarray(list(DIRECTION_POLICIES.values()), jnp.float32)
     per_tree, per_tree_n = -(-cfg.obf_episodes // n), -(-cfg.naive_episodes // n)
-    per_chunk = max(1, chunk // n)
+    per_chunk = max(1, SAMPLED_CHUNK // n)
     n_chunks = max(-(-per_tree // per_chunk), -(-per_tree_n // per_chunk))
     sizes = (-(-per_tree // n_chunks), -(-per_tree_n // n_chunks))
     keys = [key] + [jax.random.fold_in(key, c) for c in range(1, n_chunks)]

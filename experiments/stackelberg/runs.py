@@ -1,15 +1,18 @@
-"""The Stackelberg experiment's parts (runs x seeds on a family of trees), exact measurements."""
+"""The Stackelberg experiment's parts (runs x seeds on trees), exact measurements, warm start."""
 
 from __future__ import annotations
 
+from collections import namedtuple
 from operator import itemgetter
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from dedebate.agents.ped_strategies import honest_prover
+from dedebate.core.bits import bit_table
 from dedebate.programs import TRAINING, jit, program_cache
 from dedebate.protocols.prover_estimator import PEDStatic, expected_payoff, ped_params
 from dedebate.training import stackelberg as sb
@@ -27,83 +30,47 @@ def stack(xs):
 
 def _halves(build, key, n_trees: int):
     k1, k0 = jax.random.split(key)
-    h = n_trees // 2
-    t1, t0 = build(jax.random.split(k1, h), 1), build(jax.random.split(k0, h), 0)
+    t1, t0 = (
+        jax.vmap(lambda k, r=root: build(k, r))(jax.random.split(k, n_trees // 2))
+        for root, k in ((1, k1), (0, k0))
+    )
     return jax.tree.map(lambda a, b: jnp.concatenate([a, b]), t1, t0)
 
 
 def stable_trees(key, n_trees: int, depth: int):
     """Noisy-evidence trees (q = 5, Thr_3, fbs <= 2) with an unstable hidden-flaw AND candidate."""
-
-    def build(keys, root):
-        args = (depth, 5, 3, (4, 5), (0, 1), root, True)
-        if isinstance(keys, jax.core.Tracer):  # traced: the library builds one key at a time
-            return jax.vmap(lambda k: noisy_evidence_tree(k, *args))(keys)
-        return noisy_evidence_tree(keys, *args)
-
-    return _halves(build, key, n_trees)
+    args = (depth, 5, 3, (4, 5), (0, 1))
+    return _halves(lambda k, root: noisy_evidence_tree(k, *args, root, True), key, n_trees)
 
 
 def unstable_trees(key, n_trees: int, depth: int):
     """Hidden-flaw AND trees (q = 5): only the unstable decomposition (fbs 5 at true claims)."""
-    return _halves(lambda ks, root: and_tree(ks, depth, 5, root, hidden=True), key, n_trees)
+    return _halves(lambda k, root: and_tree(k, depth, 5, root, hidden=True), key, n_trees)
 
 
-class Run(NamedTuple):
-    """A schedule: its label, B updates per A update, simultaneous play, B warm-started."""
-
-    label: str
-    n_b: int
-    simultaneous: bool
-    warm: bool
-
-
-class Part(NamedTuple):
-    """``runs`` x ``seeds`` on stable or unstable trees, keyed ``fold_in(run key, key_index)``."""
-
-    name: str
-    key_index: int
-    stable: bool
-    runs: tuple
-    seeds: int
-    a_scale: float
-
-
-class Trained(NamedTuple):
-    """A trained part: monitors and carries ``[runs, seeds, ...]``, trees ``[seeds, n_trees]``."""
-
-    mon: sb.StackelbergMonitors
-    warm: dict | None
-    trees: object
-    carry: object
-    part: Part
-    wall: float
-
-
-class ProvenMeasured(NamedTuple):
-    """The exact numbers the proven rows read (:func:`measure_proven`)."""
-
-    honest_min: float
-    per_run: dict[str, float]
-    excess_max: float
-    rho_max: float
-    n_stable: int
-    chain_max: float
-    n_pairs: int
-    trained_u_min: float
-    trained_u_max: float
+# a schedule: B updates per A update, simultaneous play, B warm-started
+Run = namedtuple("Run", "label n_b simultaneous warm")
+# runs x seeds on stable or unstable trees, keyed fold_in(run key, key_index)
+Part = namedtuple("Part", "name key_index stable runs seeds a_scale")
+# a trained part: monitors and carries [runs, seeds, ...], trees [seeds, n_trees], setup info
+Trained = namedtuple("Trained", "mon warm trees carry part wall")
+# the exact numbers the proven rows read (measure_proven)
+ProvenMeasured = namedtuple(
+    "ProvenMeasured",
+    "honest_min per_run excess_max rho_max n_stable chain_max n_pairs trained_u_min trained_u_max",
+)
 
 
 def parts(cfg: Config) -> list[Part]:
     """The parts a configuration trains: stable (always), unstable and warm (when asked)."""
-    bw, nb = cfg.b_warm_start, cfg.main_n_b
-    sched = [Run(f"nB{n}", n, False, bw) for n in cfg.n_b_values] + [
-        Run("simultaneous", 1, True, bw)
-    ]
-    out = [Part("stable", 1, True, tuple(sched), cfg.seeds, cfg.a_init_scale)]
+    bw, nb, scale = cfg.b_warm_start, cfg.main_n_b, cfg.a_init_scale
+    sched = (
+        *(Run(f"nB{n}", n, False, bw) for n in cfg.n_b_values),
+        Run("simultaneous", 1, True, bw),
+    )
+    out = [Part("stable", 1, True, sched, cfg.seeds, scale)]
     if cfg.unstable_part:
-        unstable = (Run(f"nB{nb}", nb, False, bw),)
-        out.append(Part("unstable", 2, False, unstable, cfg.seeds, cfg.a_init_scale))
+        out.append(Part("unstable", 2, False, (Run(f"nB{nb}", nb, False, bw),), cfg.seeds, scale))
     if cfg.warm_seeds:
         warm = (Run("cold", nb, False, False), Run("warm", nb, False, True))
         out.append(Part("warm", 3, True, warm, cfg.warm_seeds, cfg.warm_a_init_scale))
@@ -139,19 +106,15 @@ def point_metrics(cfg: Config, mon: sb.StackelbergMonitors) -> dict:
     return {k: v[im, 0].item() for k, v in summarise(cfg, mon).items()}
 
 
-@program_cache
-def init_grid(static: sb.StackelbergStatic, a_scale: float):
-    """``jit(vmap over seeds (sb.init_carry))``: ``(trees, keys) -> carries``."""
-    return jit(jax.vmap(lambda t, k: sb.init_carry(static, t, k, a_scale)))
-
-
-def part_start(static: sb.StackelbergStatic, part: Part, key, n_trees: int, depth: int):
+def part_start(cfg: Config, part: Part, key):
     """``(trees [seeds, n_trees], cold carries [seeds])``, seed ``s`` from ``fold_in(key, s)``."""
     build = stable_trees if part.stable else unstable_trees
-    keys = [jax.random.fold_in(key, s) for s in range(part.seeds)]
-    trees = stack([build(jax.random.fold_in(k, 0), n_trees, depth) for k in keys])
-    init_keys = jnp.stack([jax.random.fold_in(k, 1) for k in keys])
-    return trees, init_grid(static, float(part.a_scale))(trees, init_keys)
+
+    def one(k):
+        trees = build(jax.random.fold_in(k, 0), cfg.n_trees, cfg.depth)
+        return trees, sb.init_carry(static(cfg), trees, jax.random.fold_in(k, 1), part.a_scale)
+
+    return jax.vmap(one)(jnp.stack([jax.random.fold_in(key, s) for s in range(part.seeds)]))
 
 
 @program_cache
@@ -219,3 +182,97 @@ def measure_proven(cfg: Config, trained) -> tuple[ProvenMeasured, list[dict]]:
         trained_u_min=float(own.min()),
         trained_u_max=float(own.max()),
     ), rows
+
+
+@struct.dataclass
+class EstimatorTarget:
+    """A tabular estimator: ``p_d``, the joint ``[tree, node, cand, 2^q]``, its ``phat``."""
+
+    p_d: jax.Array
+    joint: jax.Array
+    phat: jax.Array
+
+
+def ogd_target(static, trees, carry, rho: float, delta: float):
+    """``(EstimatorTarget, report)``: Algorithm 1's estimator against ``carry``'s A (one seed)."""
+    from dedebate.estimators.soundness import construct_estimator
+
+    prover, _ = sb.players(static, trees, carry)
+    rep = construct_estimator(prover, trees, rho, delta, fast_compile=True)
+    one = jax.tree.map(lambda x: x[0], trees)
+    n_int, q = one.n_internal, one.q
+    logits = np.asarray(rep.estimator.logits)[:, :n_int]  # [trees, n_int, cand, 2^q]
+    with np.errstate(invalid="ignore"):
+        h = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    h = h / h.sum(axis=-1, keepdims=True)
+    p_d = np.asarray(rep.estimator.p0, np.float32)
+    marg = h @ np.asarray(bit_table(q), np.float32)  # [trees, n_int, cand, q]
+    phat = np.zeros((h.shape[0], one.n_nodes), np.float32)
+    phat[:, 0] = p_d
+    for v in range(n_int):
+        for c in range(one.n_cand):
+            phat[:, np.asarray(one.children(v, c))] = marg[:, v, c]
+    phat = jnp.asarray(phat[:, :n_int])
+    return EstimatorTarget(jnp.asarray(p_d), jnp.asarray(h, jnp.float32), phat), rep
+
+
+def fit_estimator(static, trees, carry, target, steps: int = 300, lr: float = 0.03):
+    """``(carry, loss)``: B fitted to ``target`` by Adam on KL(p_d) + mean KL(joint) (A kept)."""
+    one = jax.tree.map(lambda x: x[0], trees)
+    d, n_int, n_cand = one.depth, one.n_internal, one.n_cand
+    sizes = np.diff([one.level_offset(lev) for lev in range(d + 1)])
+    ks = jnp.asarray(d - np.repeat(np.arange(d, dtype=np.int32), sizes))  # levels to the leaves
+    _, b0, _, unravel_b = sb.templates(static, one.q)
+    views = jax.vmap(lambda t: t.public())(trees)
+    eps = 1e-12
+
+    def loss(bf):
+        est = b0.replace(params=unravel_b(bf))
+
+        def per_tree(view, p_t, h_t, ph_t):
+            p = jnp.clip(est.initial(view), 1e-6, 1 - 1e-6)
+            kl0 = p_t * (jnp.log(p_t + eps) - jnp.log(p)) + (1 - p_t) * (
+                jnp.log(1 - p_t + eps) - jnp.log(1 - p)
+            )
+
+            def ctx_kl(v, c):
+                logq = jax.nn.log_softmax(est.joint(view, v, c, ph_t[v], ks[v]))
+                hv = h_t[v, c]
+                return jnp.sum(hv * (jnp.log(hv + eps) - logq))
+
+            nodes = jnp.repeat(jnp.arange(n_int), n_cand)
+            cands = jnp.tile(jnp.arange(n_cand), n_int)
+            return kl0, jax.vmap(ctx_kl)(nodes, cands).mean()
+
+        kl0, klj = jax.vmap(per_tree)(views, target.p_d, target.joint, target.phat)
+        return kl0.mean() + klj.mean()
+
+    grad = jax.value_and_grad(loss)
+
+    def body(_, x):
+        bf, opt, _ = x
+        val, g = grad(bf)
+        bf, opt = sb.adam_step(bf, opt, g, lr, -1.0)
+        return bf, opt, val
+
+    bf, _, _ = jax.lax.fori_loop(
+        0, steps, body, (carry.b_flat, sb.ADAM.init(carry.b_flat), jnp.float32(0))
+    )
+    return carry.replace(b_flat=bf, opt_b=sb.ADAM.init(bf)), loss(bf)
+
+
+def warm_start(static, trees, carries, rho: float, delta: float, steps: int):
+    """``(carries, info)``: each seed's B fitted to Algorithm 1's estimator for its initial A."""
+    pairs = [jax.tree.map(itemgetter(s), (trees, carries)) for s in range(len(carries.step))]
+    fits = [ogd_target(static, t, c, rho, delta) for t, c in pairs]
+    stages = [[st for st in rep.stages if st.stage != "final"] for _, rep in fits]
+    fit = jit(jax.vmap(lambda t, c, g: fit_estimator(static, t, c, g, steps)), options=TRAINING)
+    fitted, kl = fit(trees, carries, stack([target for target, _ in fits]))
+    adv = jit(jax.vmap(lambda t, c: sb.advantage_at(static, float(rho), t, c)[2]), options=TRAINING)
+    return fitted, {
+        "adv_cold": np.abs(np.asarray(adv(trees, carries))).max(axis=(-2, -1)),
+        "adv_warm": np.abs(np.asarray(adv(trees, fitted))).max(axis=(-2, -1)),
+        "fit_kl": np.asarray(kl),
+        "ogd_steps": np.asarray([[st.steps for st in ss] for ss in stages], np.int32),
+        "ogd_max_adv": np.asarray([max(st.max_adv for st in ss) for ss in stages], np.float32),
+    }

@@ -1,28 +1,24 @@
-"""Stochastic-oracle debate (Theorem 6.2, Figure 1) against its proven bounds (spec DED 5.8).
-
-Every Monte-Carlo number of the cells comes from :func:`point`, pure in ``DYNAMIC`` and the key;
-the optimised adversaries and the scale search run on the host (:func:`host`).
-"""
+"""Stochastic-oracle debate (Theorem 6.2, Figure 1) against its proven bounds (spec DED 5.8)."""
 
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents import stochastic_zoo as zoo
+from dedebate.core.stats import loglog_slope
+from dedebate.lab.claims import Claim, consistency_rows, strict_max, wilson_interval
 from dedebate.lab.devices import lanes_for_memory
-from dedebate.lab.experiment import ExperimentResult, consistency_rows
+from dedebate.lab.experiment import ExperimentResult
 from dedebate.lab.params import config_dataclass, param
-from dedebate.protocols.stochastic import debate_static
+from dedebate.protocols.stochastic import debate_static, lean_defaults, paper_constants
 
-from .budget import COUNTS, adversaries, cells, scale_search
-from .budget import lean_n_vera as lean_n_vera  # read by the tests
+from .budget import ALICE_C, COUNTS, adversaries, cells, lean_n_vera, scale_search
 from .budget import sweep_figures as sweep_figures  # the lab's sweep hook
-from .claims import cell_rows, cost_checks, plot_acceptance, scale_factor_claim, vera_claims
-from .claims import plot_queries as plot_queries  # read by the tests
 
 NAME = "stochastic_debate"
 TITLE = "Stochastic-oracle debate (Thm 6.2): completeness/soundness vs proven bounds, query costs"
@@ -74,6 +70,14 @@ SIZES = {
         "scale_factors": tuple(2.0**-i for i in range(13)),
     },
 }
+DYNAMIC = ("scale", "p_yes", "p_no")  # the factor on N_A, N_B, N_V and the instances' P_M(1)
+ES_COLUMNS = ("es_alice_best_exact_acceptance", "es_bob_best_exact_alice_win", "es_T")
+VERA_SOURCE = "spec DED 5.3 (query complexity), Lean samples((s-c)/2, v)"
+PAPER_SOURCE = "spec DED 5.4 (paper's Figure 1 constants) [SECONDARY]"
+SIDES = {  # who, the cell's worst member over the zoo, the bound's relation
+    "completeness": ("Bob", "min over the Bob zoo of honest Alice's win rate", ">="),
+    "soundness": ("Alice", "max over the Alice zoo of the acceptance rate", "<="),
+}
 
 
 def memory_bytes(cfg: Config) -> dict[str, int]:
@@ -83,44 +87,37 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
     return {"debate batch": (16 * T + 2400) * lanes, "trial keys": 2 * 8 * cfg.trials}
 
 
-DYNAMIC = ("scale", "p_yes", "p_no")  # the factor on N_A, N_B, N_V and the instances' P_M(1)
-
-
 def batch_lanes(max_lanes: int, T: int) -> int:
     """Debates per compiled batch: ``max_lanes``, or if 0 as many as fit in the device's memory."""
     return max_lanes or lanes_for_memory(zoo.lane_bytes(T), default=16384, lo=256, hi=262_144)
 
 
-def _adversaries(cfg: Config, ki: int, K: int):
-    """K's optimised Alice and Bob (exact DP at the smallest T, at most 12)."""
+def _adversaries(cfg: Config, ki: int, K: int):  # exact DP at the smallest T, at most 12
     t, gens, pop = min(min(cfg.Ts), 12), cfg.es_generations, cfg.es_population
     return adversaries(K, t, ki, float(cfg.scale), float(cfg.p_yes), float(cfg.p_no), gens, pop)
 
 
 def point(cfg: Config):
-    """``(dynamic, fn)``: ``trials`` debates per zoo member of each cell, keyed ``fold_in(fold_in(
-    key, K's index), 1000 * T's index + set index)``; a (K, T)'s sets share one ``lax.map``."""
-    dynamic, groups = {}, []
+    """``(dynamic, fn)``: ``trials`` debates per zoo member of each cell (spec DED 5.8)."""
+    dynamic, groups, trials = {}, [], cfg.trials
     for ki, K in enumerate(cfg.Ks):
         thetas = [opt.params["theta"] for opt in _adversaries(cfg, ki, K)]
         for ti, T in enumerate(cfg.Ts):
             _, m_no, m_yes, _, sets = cells(cfg, K, T)
             for name, _, consts, bounds in sets:
                 d, a_names, b_names = zoo.zoo_cell(consts, m_no, m_yes, *thetas)
-                d["counts"] = np.array([getattr(consts, n) for n in COUNTS], np.int32)
-                d["bounds"] = np.array(bounds, np.float32)
-                dynamic[name] = d
+                counts = np.array([getattr(consts, n) for n in COUNTS], np.int32)
+                dynamic[name] = d | {"counts": counts, "bounds": np.array(bounds, np.float32)}
             hh, lanes = b_names.index("honest"), batch_lanes(cfg.max_lanes, T)
             names = [s[0] for s in sets]
             groups.append((ki, ti, names, debate_static(T), len(a_names), hh, lanes))
-    trials = cfg.trials
 
     def fn(dyn, key):
         out = {}
         for ki, ti, names, spec, ma, hh, lanes in groups:
             key_k = jax.random.fold_in(key, ki)
             keys = [jax.random.fold_in(key_k, 1000 * ti + ci) for ci in range(len(names))]
-            if len(names) == 1:
+            if len(names) == 1:  # keys: fold_in(fold_in(key, K's index), 1000 T's index + set's)
                 sts = [zoo.zoo_stats(spec, dyn[names[0]], keys[0], trials, ma, hh, lanes)]
             else:  # one body for the constants sets of this (K, T)
                 both = jax.tree.map(lambda *x: jnp.stack(x), *[dyn[n] for n in names])
@@ -131,11 +128,10 @@ def point(cfg: Config):
                 sts = [jax.tree.map(lambda x, i=i: x[i], st) for i in range(len(names))]
             for name, st in zip(names, sts):
                 d = dyn[name]
-                out.update(zoo.cell_metrics(st, trials, ma, hh, name))
+                out |= zoo.cell_metrics(st, trials, ma, hh, name)
                 out |= {f"{name}/{n}": d["counts"][i] for i, n in enumerate(COUNTS)}
                 out[f"{name}/trials"] = jnp.int32(trials)  # the frontier's integer counts
-                out[f"{name}/completeness_bound"] = d["bounds"][0]
-                out[f"{name}/soundness_bound"] = d["bounds"][1]
+                out |= {f"{name}/{s}_bound": d["bounds"][i] for i, s in enumerate(SIDES)}
         return out
 
     return dynamic, fn
@@ -147,18 +143,104 @@ def host(cfg: Config, seed: int, key, measured) -> dict:
     adv, searches, lanes = [], {}, batch_lanes(cfg.max_lanes, max(cfg.Ts))
     for ki, K in enumerate(cfg.Ks):
         opt_a, opt_b = _adversaries(cfg, ki, K)
-        adv.append(
-            {
-                "K": K,
-                "es_alice_best_exact_acceptance": opt_a.value,
-                "es_bob_best_exact_alice_win": opt_b.value,
-                "es_T": min(min(cfg.Ts), 12),
-            }
-        )
+        values = (opt_a.value, opt_b.value, min(min(cfg.Ts), 12))
+        adv.append({"K": K} | dict(zip(ES_COLUMNS, values)))
         if cfg.scale_factors:
             theta_b, key_k = opt_b.params["theta"], jax.random.fold_in(key, ki)
             searches[K] = scale_search(cfg, K, ki, key_k, theta_b, lanes)
     return {"adversaries": adv, "scale": searches}
+
+
+def cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a, wins_b, n):
+    """A cell's gating rows and ``acceptance`` rows, Bonferroni over each zoo (NaN or n=0 fail)."""
+    claims, rows = [], []
+    for j, (side, (who, what, rel)) in enumerate(SIDES.items()):
+        names, wins = (b_names, wins_b) if j == 0 else (a_names, wins_a)
+        worst = int(np.argmin(wins) if j == 0 else np.argmax(wins))  # argmin/argmax pick a NaN
+        title = f"{side}, K={K} ({fname}), T={T}, {cname} constants: {what}"
+        src = f"spec DED 5.3, Lean {side}'" if cname == "lean" else PAPER_SOURCE
+        rates = ", ".join(f"{nm}={w / n:.3f}" if n else f"{nm}={w}/0" for nm, w in zip(names, wins))
+        note = f"P_M(1)={p[j]:.4f}; worst {who}: {names[worst]}; {n} debates per member, "
+        note += f"Bonferroni over {len(names)}; per member: {rates}"
+        args = (title, src, rel, bounds[j], wins[worst], n, note)
+        claims.append(Claim.proportion(*args, members=len(names), bound=f"{rel} {bounds[j]:.4f}"))
+        v, lo, hi = wilson_interval(wins[worst], n)
+        rows.append(
+            {"K": K, "T": T, "fixture": fname, "constants": cname, "side": side, "value": v}
+            | {"lo": lo, "hi": hi, "bound": bounds[j], "worst": names[worst], "trials": n}
+        )
+    return claims, rows
+
+
+def cell_rows(cfg: Config, K: int, T: int, swept) -> tuple[list[Claim], list, list]:
+    """The claims, ``acceptance`` rows and ``queries`` rows of the (K, T) cells."""
+    fname, _, _, p, sets = cells(cfg, K, T)
+    claims, rows, qrows = [], [], []
+    for name, cname, consts, bounds in sets:
+        names = zoo.member_names(consts)
+        wins = [
+            np.array([swept[f"{name}/{who}{i}_wins"] for i in range(len(nm))], np.int32)
+            for who, nm in zip(("alice", "bob"), names)
+        ]
+        c, r = cell_claims(K, T, fname, cname, p, bounds, *names, *wins, cfg.trials)
+        claims, rows = claims + c, rows + r
+        q = {"K": K, "T": T, "constants": cname} | {n: getattr(consts, n) for n in COUNTS}
+        for k in ("alice", "bob", "vera_max", "vera_mean"):
+            q[k] = float(swept[f"{name}/queries_{k}"])
+        q |= {"aborts": int(swept[f"{name}/aborts"]), "rounds": float(swept[f"{name}/rounds"])}
+        qrows.append(q)
+    return claims, rows, qrows
+
+
+def cost_rows(Ks, Ts, qrows) -> tuple[list[Claim], dict, dict]:
+    """``(claims, checks, fit)``: per K, Vera's queries <= Lean's N_V; the costs' consistency."""
+    out, checks, lean_q = [], {}, [r for r in qrows if r["constants"] == "lean"]
+    for K in Ks:
+        rs = [r for r in lean_q if r["K"] == K]
+        n_vs = sorted({lean_n_vera(float(K), int(r["T"])) for r in rs})
+        vmax = strict_max(r["vera_max"] for r in rs)
+        ok = bool(rs) and len(n_vs) == 1 and math.isfinite(vmax) and vmax <= n_vs[0]
+        aborts, bound = sum(int(r["aborts"]) for r in rs), n_vs[0] if len(n_vs) == 1 else n_vs
+        note = f"max over every debate at T in {list(Ts)} ({aborts} aborts); Lean's N_V = {n_vs}"
+        title = f"K={K}: verifier queries per debate, counted by the play loop, <= N_V, "
+        title += "independent of T"
+        out.append(Claim.exact(title, VERA_SOURCE, f"<= {bound}", vmax, ok, note))
+        bad = [(r["T"], r["n_vera"]) for r in rs if r["n_vera"] != lean_n_vera(float(K), r["T"])]
+        detail = f"N_V = {sorted({r['n_vera'] for r in rs})} for T in {list(Ts)}"
+        detail = f"(T, N_V) differing from the formula: {bad}" if bad else detail
+        name = f"K={K}: the N_V given to Vera is Lean's samples((s-c)/2, v)"
+        checks[name] = (bool(rs) and not bad, detail)
+    x = np.array([r["K"] ** 2 * r["T"] * math.log(200 * r["T"]) for r in lean_q])
+    y = np.array([r["alice"] for r in lean_q])
+    c = float(np.sum(x * y) / np.sum(x * x)) if lean_q else math.nan
+    slope = loglog_slope(x, y) if len(lean_q) >= 2 and np.ptp(np.log(x)) > 0 else 1.0
+    checks[f"honest Alice's queries = c K^2 T ln(200T) with c ~= {ALICE_C}"] = (
+        abs(c / ALICE_C - 1) < 0.01 and abs(slope - 1) < 0.01,
+        f"least-squares c = {c:.1f} over {len(lean_q)} (K, T) points; log-log slope {slope:.4f}",
+    )
+    return out, checks, {"c": c, "loglog_slope": slope}
+
+
+def scale_factor_claim(cfg: Config, K: int, search: dict) -> Claim:
+    """K's smallest common factor on (N_A, N_B, N_V) by :func:`.budget.scale_search`."""
+    sT, Tmax, f_exact, f = cfg.scale_T, max(cfg.Ts), search["f_exact"], search["factor"]
+    bound, value = "exact at scale_T and MC at T_max", 1.0
+    note = f"exact DP at T={sT}: smallest factor {f_exact}"
+    if f_exact is None:
+        bound, value, note = "some factor <= 1", math.nan, f"factor 1 fails exactly at T={sT}"
+    elif f is None:
+        note += f"; no factor held by Monte Carlo at T={Tmax}"
+    else:
+        lean = lean_defaults(float(K), Tmax).constants(float(K), Tmax)
+        c, paper, value = lean.scaled(f), paper_constants(float(K), Tmax), f
+        (c_v, c_lo, c_hi), (s_v, s_lo, s_hi) = search["intervals"]
+        note += f"; Monte Carlo at T={Tmax} ({cfg.trials} debates/member): completeness min "
+        note += f"{c_v:.3f} [{c_lo:.3f}, {c_hi:.3f}], soundness max {s_v:.3f} [{s_lo:.3f}, "
+        note += f"{s_hi:.3f}]; N_A {c.n_alice} vs Lean {lean.n_alice} vs paper {paper.n_alice}; "
+        note += f"N_V {c.n_vera} vs Lean {lean.n_vera} vs paper {paper.n_vera}"
+    title = f"beyond the paper (EMPIRICAL, not a guarantee), K={K}: smallest common scale factor "
+    title += "on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness <= 2/5 vs the zoo"
+    return Claim.exact(title, "empirical finding", bound, value, f is not None, note, finding=True)
 
 
 def report(cfg: Config, measured, host) -> ExperimentResult:
@@ -170,16 +252,60 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
             claims, rows, qrows = claims + c, rows + r, qrows + q
         if K in host["scale"]:
             claims.append(scale_factor_claim(cfg, K, host["scale"][K]))
-    checks, fit = cost_checks(cfg.Ks, cfg.Ts, qrows)
-    claims += vera_claims(cfg.Ks, cfg.Ts, qrows) + consistency_rows(checks)
+    vera, checks, fit = cost_rows(cfg.Ks, cfg.Ts, qrows)
+    claims += vera + consistency_rows(checks)
     figures = {
         "acceptance_vs_T": plot_acceptance(rows, cfg),
         "queries_vs_T": plot_queries([r for r in qrows if r["constants"] == "lean"], fit),
     }
     checks_m = {k: {"holds": bool(ok), "detail": d} for k, (ok, d) in checks.items()}
-    worst = {f"K{r['K']}_T{r['T']}_{r['constants']}_{r['side']}": r["value"] for r in rows}
-    metrics = {"fit": fit, "n_claims": len(claims), "consistency_checks": checks_m, "worst": worst}
-    tables = {"acceptance": rows, "queries": qrows}
-    tables["scale"] = [r for search in host["scale"].values() for r in search["rows"]]
-    tables["adversaries"] = host["adversaries"]
+    metrics = {"fit": fit, "n_claims": len(claims), "consistency_checks": checks_m}
+    scale = [r for search in host["scale"].values() for r in search["rows"]]
+    tables = dict(acceptance=rows, queries=qrows, scale=scale, adversaries=host["adversaries"])
     return ExperimentResult(claims, metrics, tables, figures=figures)
+
+
+def plot_acceptance(rows: list[dict], cfg):
+    """The worst zoo member's acceptance against T beside the proven bounds (Lean constants)."""
+    from matplotlib.figure import Figure  # no pyplot: nothing global to close
+
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.subplots()
+    for K in cfg.Ks:
+        for side, marker, color in (("completeness", "o", "g"), ("soundness", "s", "r")):
+            rs = [r for r in rows if (r["K"], r["side"], r["constants"]) == (K, side, "lean")]
+            T, v = [r["T"] for r in rs], np.array([r["value"] for r in rs])
+            err = [v - [r["lo"] for r in rs], [r["hi"] for r in rs] - v]
+            ax.errorbar(T, v, yerr=err, marker=marker, capsize=3, label=f"K={K} {side} (worst)")
+            label = f"proven {side} bound (Lean)" if K == cfg.Ks[0] else None
+            ax.plot(T, [r["bound"] for r in rs], "--", lw=1, color=color, label=label)
+    ax.axhline(0.6, color="g", ls=":", lw=1, label="3/5")
+    ax.axhline(0.4, color="r", ls=":", lw=1, label="2/5")
+    ax.set(xscale="log", xlabel="T (steps)", ylabel="P[output 1]")
+    ax.set_title("Stochastic debate, Lean constants: worst zoo member vs proven bounds (95% CI)")
+    ax.legend(fontsize=7, loc="center right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_queries(qrows: list[dict], fit: dict):
+    """Oracle queries per debate against T: the provers', Vera's and their bounds."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for K in sorted({r["K"] for r in qrows}):
+        rs = sorted([r for r in qrows if r["K"] == K], key=lambda r: r["T"])
+        T = np.array([r["T"] for r in rs], np.float64)
+        ax.plot(T, [r["alice"] for r in rs], "o-", label=f"K={K} Alice")
+        ax.plot(T, [r["bob"] for r in rs], "^-", label=f"K={K} Bob")
+        (vera,) = ax.plot(T, [r["vera_max"] for r in rs], "s--", label=f"K={K} Vera (max)")
+        n_v, col = [r["n_vera"] for r in rs], vera.get_color()
+        ax.plot(T, n_v, color=col, lw=1, alpha=0.6, label=f"K={K} N_V (Vera's bound)")
+        bound = ALICE_C * K * K * T * np.log(200 * T)
+        ax.plot(T, bound, "k:", lw=1, label=f"K={K} {ALICE_C} K^2 T ln(200T)")
+    ax.set(xscale="log", yscale="log", xlabel="T (steps)", ylabel="oracle queries per debate")
+    ax.set_title(f"Queries: prover ~ {fit['c']:.0f} K^2 T ln(200T) (fit), verifier <= N_V")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

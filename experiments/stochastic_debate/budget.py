@@ -1,11 +1,10 @@
-"""Sample budgets of the stochastic debate: a (K, T) cell's constants and proven bounds, the
-host's optimised adversaries (evolution strategies on the exact DP at a small T) and scale-factor
-search, and the empirical budget frontier of a sweep over ``scale`` (spec DED 5.8)."""
+"""The cells' constants and bounds, the host's searches and a ``scale`` sweep's budget frontier."""
 
 from __future__ import annotations
 
 import functools
 import re
+from collections import defaultdict
 from typing import TYPE_CHECKING
 
 import jax
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
     from . import Config
 
 COUNTS = ("n_alice", "n_bob", "n_vera")
-CELL = re.compile(r"K(\d+)_T(\d+)")
+CELL = re.compile(r"(K(\d+)_T(\d+))/trials")  # a (K, T) cell's trials in a sweep row
 ALICE_C = 5000  # honest Alice's charged queries are ALICE_C K^2 T ln(200T) (Lean's T N_A)
 
 
@@ -42,8 +41,7 @@ def instances(K: int, T: int, p_yes: float, p_no: float):
 
 
 def cells(cfg: Config, K: int, T: int):
-    """``(fixture, m_no, m_yes, exact (p_yes, p_no), sets)``; sets ``(name, "lean" | "paper",
-    constants, bounds)``: Lean's x ``scale`` (spec DED 5.3) and the paper's (3/5, 2/5)."""
+    """``(fixture, m_no, m_yes, exact (p_yes, p_no), [(name, "lean"/"paper", consts, bounds)])``."""
     fname, m_no, m_yes = instances(K, T, cfg.p_yes, cfg.p_no)
     lp = lean_defaults(float(K), T)
     p_yes, p_no = float(m_yes.output_prob_dp()), float(m_no.output_prob_dp())
@@ -55,7 +53,6 @@ def cells(cfg: Config, K: int, T: int):
 
 
 def _optimise_alice(m_no, levels, consts, gens, pop, seed):
-    """``(params, acceptance)``: the per-step liar maximising exact acceptance vs honest Bob."""
     bob, vera = sp.honest_bob(consts), make_vera(consts)
 
     def acceptance(lies):
@@ -73,35 +70,31 @@ def adversaries(K: int, t: int, ki: int, scale: float, p_yes: float, p_no: float
     alice, vera, levels = sp.honest_alice(consts), make_vera(consts), prefix_tree(m_yes)
 
     def alice_win(w, w_dev, w_prev):
-        bobs = [
-            sp.zoo_bob(consts, sp.B_LEARNED, w=w[i], w_dev=float(w_dev[i]), w_prev=float(w_prev[i]))
-            for i in range(w.shape[0])
-        ]
+        rows = zip(w, map(float, w_dev), map(float, w_prev))
+        bobs = [sp.zoo_bob(consts, sp.B_LEARNED, w=a, w_dev=d, w_prev=p) for a, d, p in rows]
         return np.array([acceptance_exact(m_yes, alice, b, vera, levels) for b in bobs])
 
     opt_a = _optimise_alice(m_no, prefix_tree(m_no), consts, gens, pop, ki)
-    return opt_a, sp.optimise_bob(
+    opt_b = sp.optimise_bob(
         alice_win, consts, generations=max(1, gens // 2), population=pop, seed=ki
     )
+    return opt_a, opt_b
 
 
 def _row(K, f, method, comp, sound, c) -> dict:
     row = {"K": K, "factor": f, "method": method, "completeness_min": comp, "soundness_max": sound}
-    ok = comp >= 3 / 5 and sound <= 2 / 5
-    return row | {"holds": ok, "n_alice": c.n_alice, "n_bob": c.n_bob, "n_vera": c.n_vera}
+    return row | {"holds": comp >= 3 / 5 and sound <= 2 / 5} | {n: getattr(c, n) for n in COUNTS}
 
 
 def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> dict:
-    """K's smallest common factor on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness
-    <= 2/5: down ``scale_factors`` by exact DP at ``scale_T`` (Alice re-optimised per factor)
-    while the zoo holds, then up by Monte Carlo at the largest T until the estimates hold."""
+    """K's smallest factor on (N_A, N_B, N_V) keeping completeness >= 3/5, soundness <= 2/5."""
     sT = cfg.scale_T  # noqa: N806 - the paper's symbol
     _, m_no, m_yes = instances(K, sT, cfg.p_yes, cfg.p_no)
     l_no, l_yes = prefix_tree(m_no), prefix_tree(m_yes)
     base = lean_defaults(float(K), sT).constants(float(K), sT)
     rows, thetas, f_exact, gens = [], {}, None, max(1, cfg.es_generations // 2)
-    for f in sorted(cfg.scale_factors, reverse=True):
-        c = base.scaled(f)
+    for f in sorted(cfg.scale_factors, reverse=True):  # down by exact DP while the zoo holds
+        c = base.scaled(f)  # Alice re-optimised per factor
         opt = _optimise_alice(m_no, l_no, c, gens, cfg.es_population, 100 + ki)
         vera, alices = make_vera(c), alice_members(c, opt.params["theta"])[1]
         acc = [acceptance_exact(m_no, a, sp.honest_bob(c), vera, l_no) for a in alices]
@@ -118,12 +111,11 @@ def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> di
     _, m_no, m_yes = instances(K, Tmax, cfg.p_yes, cfg.p_no)
     lean = lean_defaults(float(K), Tmax).constants(float(K), Tmax)
     key = jax.random.fold_in(key_k, 99)
-    for f in sorted(x for x in cfg.scale_factors if x >= f_exact):
+    for f in sorted(x for x in cfg.scale_factors if x >= f_exact):  # then up by Monte Carlo
         d, a_names, b_names = zoo_cell(lean.scaled(f), m_no, m_yes, thetas[f], theta_b)
         ma = len(a_names)
         st = measure_cell(debate_static(Tmax), d, key, n, ma, b_names.index("honest"), lanes)
-        c = wilson_interval(int(st["wins"][ma:].min()), n)
-        s = wilson_interval(int(st["wins"][:ma].max()), n)
+        c, s = (wilson_interval(int(w), n) for w in (st["wins"][ma:].min(), st["wins"][:ma].max()))
         rows.append(_row(K, f, f"Monte Carlo, T={Tmax}", c[0], s[0], lean.scaled(f)))
         if rows[-1]["holds"]:
             return out | {"factor": f, "intervals": (c, s)}
@@ -131,25 +123,19 @@ def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> di
 
 
 def frontier(rows, alpha: float = 0.05) -> list[dict]:
-    """Per cell ``K{K}_T{T}`` of a sweep over ``scale`` (and value of other axes), the smallest
-    safe factor before the first that is not: ``safe``, ``unsafe`` or ``undecided`` by one-sided
-    Clopper-Pearson bounds of each member's pooled wins against 2/5 and 3/5, at ``alpha`` (safe)
-    or ``alpha / (members x factors)`` (unsafe)."""
+    """Per (K, T) cell and value of the other axes, the smallest safe ``scale`` (docs: DED 5.8)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha}: the family-wise error level must be in (0, 1)")
     skip = ("point", "seed", "group", "scale", "Ks", "Ts")
-    groups: dict[tuple, dict[float, list[dict]]] = {}
+    groups = defaultdict(lambda: defaultdict(list))  # (cell, K, T, others) -> factor -> rows
     for r in rows:
         others = tuple(sorted((k, str(v)) for k, v in r.items() if "/" not in k and k not in skip))
-        for k in r:
-            cell = k.split("/")[0]
-            if k.endswith("/trials") and r[k] is not None and CELL.fullmatch(cell):  # else K's
-                groups.setdefault((cell, others), {}).setdefault(float(r["scale"]), []).append(r)
+        for m in filter(None, (CELL.fullmatch(k) for k in r if r[k] is not None)):  # not K's
+            groups[m[1], int(m[2]), int(m[3]), others][float(r["scale"])].append(r)
     out = []
-    for (cell, others), by_f in groups.items():
-        K, T = (int(x) for x in CELL.fullmatch(cell).groups())
+    for (cell, K, T, others), by_f in groups.items():
         lean = lean_defaults(float(K), T).constants(float(K), T)
-        pooled = {f: _pooled_wins(rs, cell) for f, rs in by_f.items()}
+        pooled = {f: _pooled(rs, cell) for f, rs in by_f.items()}
         split = alpha / sum(len(a) + len(b) for _, a, b in pooled.values())
         best, stop, tried = None, None, []
         for f in sorted(by_f, reverse=True):
@@ -166,20 +152,18 @@ def frontier(rows, alpha: float = 0.05) -> list[dict]:
     return sorted(out, key=lambda e: (sorted(e["others"].items()), e["K"], e["T"]))
 
 
-def _pooled_wins(rs, cell) -> tuple[int, list[int], list[int]]:
-    """``(n, Alice wins, Bob wins)``: the members' integer win counts summed over the rows."""
+def _pooled(rs, cell) -> tuple:  # (trials, Alice's wins, Bob's wins), summed over the rows
+    def total(k):
+        return sum(round(float(r[k])) for r in rs)
 
     def wins(side):
-        m = sum(1 for k in rs[0] if re.fullmatch(rf"{cell}/{side}\d+_wins", k))
-        return [sum(round(float(r[f"{cell}/{side}{j}_wins"])) for r in rs) for j in range(m)]
+        return [total(k) for k in rs[0] if re.fullmatch(rf"{cell}/{side}\d+_wins", k)]
 
-    return sum(round(float(r[f"{cell}/trials"])) for r in rs), wins("alice"), wins("bob")
+    return total(f"{cell}/trials"), wins("alice"), wins("bob")
 
 
 def _verdict(n: int, alice: list[int], bob: list[int], level: float, split: float) -> dict:
-    """A factor's verdict from pooled counts: bounds at ``level`` (safe), ``split`` (unsafe)."""
-
-    def upper(k, a):
+    def upper(k, a):  # one-sided Clopper-Pearson bounds
         return 1.0 if k >= n else float(stats.beta.ppf(1 - a, k + 1, n - k))
 
     def lower(k, a):
@@ -193,8 +177,7 @@ def _verdict(n: int, alice: list[int], bob: list[int], level: float, split: floa
 
 
 def sweep_figures(rows) -> dict:
-    """``{"budget_frontier": figure}`` of a sweep over ``scale``: per count, Lean's and the
-    frontier's against T (``?``: undecided; a cross at Lean's count: factor 1 unsafe)."""
+    """``{"budget_frontier": figure}``: per count, Lean's and the frontier's against T."""
     fr = [e for e in frontier(rows) if not e["others"]]
     if not rows or "scale" not in rows[0] or not fr:
         return {}
@@ -210,10 +193,10 @@ def sweep_figures(rows) -> dict:
             ok = [e for e in es if e["factor"] is not None]
             y = [e["counts"][i] for e in ok]
             ax.plot([e["T"] for e in ok], y, "s--", color=col, label=f"K={K} frontier")
-            for e, yi in zip(ok, y):
+            for e, yi in zip(ok, y):  # "?": the next factor undecided
                 text = f"x{e['factor']:g}" + "?" * (e["stop"] == "undecided")
                 ax.annotate(text, (e["T"], yi), size=6, textcoords="offset points", xytext=(3, -9))
-            for stop, mark in (("unsafe", "x"), ("undecided", "$?$")):
+            for stop, mark in (("unsafe", "x"), ("undecided", "$?$")):  # at Lean's: factor 1
                 bad = [e for e in es if e["factor"] is None and e["stop"] == stop]
                 x, y = [e["T"] for e in bad], [e["lean"][i] for e in bad]
                 ax.plot(x, y, marker=mark, linestyle="none", color="k", ms=9)

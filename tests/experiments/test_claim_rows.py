@@ -13,7 +13,7 @@ import experiments.machines as machines
 import experiments.ogd_estimator as ogd
 import experiments.prover_estimator.claims as pe
 import experiments.stackelberg as sb
-import experiments.stochastic_debate.claims as sd
+import experiments.stochastic_debate as sd
 import experiments.stochastic_selfplay as ssp
 from dedebate.estimators.ogd import iteration_bound
 from dedebate.lab.experiment import Claim, ExperimentResult, consistency_rows
@@ -110,11 +110,11 @@ def test_stochastic_cost_checks_fail_when_the_accounting_is_wrong():
     # N_V from Lean's formula samples((s-c)/2, v) = ceil(ln(2/v) / (2 ((s-c)/2)^2)), K = 2
     nv = lean_n_vera(2.0, 8)
     assert nv == math.ceil(math.log(200) / (2 * (0.005 / 2) ** 2)) == lean_n_vera(2.0, 64)
-    checks, fit = sd.cost_checks((2,), (8, 16), _qrows())
+    _, checks, fit = sd.cost_rows((2,), (8, 16), _qrows())
     assert all(ok for ok, _ in checks.values()) and not consistency_rows(checks)
     assert math.isclose(fit["c"], 5000.0) and math.isclose(fit["loglog_slope"], 1.0)
     for bad in ({"alice_c": 5100.0}, {"n_vera": (nv, nv + 1)}):
-        checks, _ = sd.cost_checks((2,), (8, 16), _qrows(**bad))
+        _, checks, _ = sd.cost_rows((2,), (8, 16), _qrows(**bad))
         rows = consistency_rows(checks)
         assert len(rows) == 1 and not rows[0].passed, bad
         assert not ExperimentResult(claims=rows).passed
@@ -197,8 +197,10 @@ def _completeness(rho=2.0, d=2, honest=0.0, liar=0.0, shift=0.0, unstable=0.0, n
 
 
 def _error_shift(u0=0.0, rho5=2.0, u_ctrl=0.0625):
-    u5 = np.array([0.0375 + u0, 0.046875, 0.0625, 0.0625])
-    return pe.error_shift_claims(0.03125, u5, rho5, (0.2, 0.5, 1.0), u_ctrl, 1.5)
+    u5 = [0.0375 + u0, 0.046875, 0.0625, 0.0625]
+    m = {"error_shift/honest": 0.03125, "error_shift/fbs": rho5, "error_shift/control_u": u_ctrl}
+    m.update({f"error_shift/u/{i}": u for i, u in enumerate(u5)})
+    return pe.error_shift_claims(m, (0.2, 0.5, 1.0), 1.5)
 
 
 def _obfuscation(always=0.0, random=0.0, stable=0.0, wrong=0.01, naive=0.0):
@@ -289,14 +291,14 @@ def test_stochastic_vera_row_fails_on_a_lying_count():
     """Vera's queries as the play loop counted them, against N_V from Lean's formula: a gating
     row that holds on the true count and fails on a count above N_V or a missing one."""
     nv = lean_n_vera(2.0, 8)
-    (row,) = sd.vera_claims((2,), (8, 16), _qrows())
+    (row,), _, _ = sd.cost_rows((2,), (8, 16), _qrows())
     assert row.passed and row.value == nv and not row.finding
     assert ExperimentResult(claims=[row]).passed
     for lie in (nv + 1.0, 2.0 * nv, math.nan, math.inf):
-        (row,) = sd.vera_claims((2,), (8, 16), _qrows(vera_max=lie))
+        (row,), _, _ = sd.cost_rows((2,), (8, 16), _qrows(vera_max=lie))
         assert not row.passed, lie
         assert not ExperimentResult(claims=[row]).passed
-    (row,) = sd.vera_claims((2,), (8, 16), [])  # no debate measured: fails closed
+    (row,), _, _ = sd.cost_rows((2,), (8, 16), [])  # no debate measured: fails closed
     assert not row.passed
 
 

@@ -35,7 +35,6 @@ from dedebate.lab.config import resolve
 from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.evaluate import drive_chunks
 from dedebate.lab.sweep import plan, point_key, point_row, run_sweep
-from experiments.ogd_estimator.algorithm1 import PER_RUN, algorithm1_table
 from tests.conftest import REPO
 from tests.fakes import FakeContext, count_point_traces, truncate_checkpoint
 
@@ -227,7 +226,7 @@ def test_delta_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monke
     ctx = FakeContext(tmp_path / "alone", seed=2, name=exp.NAME)
     ctx.key = point_key(exp.NAME, 2, pt.cfg)
     metrics, extras = point_row(exp, pt.cfg, ctx.key, ctx.seed, extras=True)
-    report, traces_by_run = algorithm1_table(pt.cfg, metrics, extras, ctx.key)
+    report, traces_by_run = exp.algorithm1_table(pt.cfg, metrics, extras, ctx.key)
     assert traces[0] == 1
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == 2)
     other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != 2)
@@ -235,7 +234,7 @@ def test_delta_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monke
     for r in report:
         d = QUICK.deltas.index(r["delta"])
         pre = f"Z{r['n_z']}/{r['step_rule']}/d{d}/s{r['seed']}"
-        for m in PER_RUN:
+        for m in exp.PER_RUN:
             assert row[f"{pre}/{m}"] == r[m], (pre, m)  # bit for bit (Python floats of float32)
         assert r["steps"] <= r["bound"] and r["max_adv"] < r["delta"]
         # the float64 recomputation of the exit h (from the program's extras) agrees
@@ -365,7 +364,7 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(
     timing = again["metrics"]["network_timing"]
     assert timing["net_resumed_from_round"] == quick.net_rounds - every
     assert timing["net_chunks_run"] == 1
-    assert again["metrics"]["network"] == first["metrics"]["network"]
+    assert again["tables"]["network"] == first["tables"]["network"]
     assert [c["value"] for c in again["claims"]] == [c["value"] for c in first["claims"]]
     # metrics.jsonl: every row once, at increasing explicit steps (the resumed attempt's driver
     # cut the file at its restored chunk; the rows before it were not written twice)

@@ -55,8 +55,8 @@ def _has(ax, x, lower, upper=None) -> list[str]:
 
 
 def test_stochastic_queries_plot_draws_n_vera_and_alices_bound():
-    """queries_vs_T: Vera's queries under N_V (vera_claims) and Alice's against
-    5000 K^2 T ln(200T) (cost_checks), one labelled line each per K."""
+    """queries_vs_T: Vera's queries under N_V and Alice's against 5000 K^2 T ln(200T) (both
+    checked by cost_rows), one labelled line each per K."""
     Ts = np.array([8.0, 64.0, 256.0])
     qrows = [
         {
@@ -119,7 +119,7 @@ def test_deterministic_cost_plot_draws_the_claims_bands():
     """deterministic_costs: bits V reads inside [1, 2] x S log2 T (Fig 3) and
     [1, 2] x (l+2) log2 T (Fig 4), the provers' steps under 2T."""
     rows = _cost_rows()
-    fig = deterministic_debate._plot(rows, [1, 3])
+    fig = deterministic_debate._plot(rows)
     bits, work = fig.axes
     T = np.array([8.0, 16.0, 32.0])
     m = np.ceil(np.log2(T))
@@ -156,7 +156,7 @@ def test_stackelberg_plot_draws_the_payoff_band():
         **{k: rng.uniform(0.01, 1, (2, 2, 6)) for k in ("u_a", "a_correct", "max_adv")}
     )
     thr = 2.0**-5
-    fig = stackelberg.claims.plot_schedules(cfg, mon, ["n_B = 5", "simultaneous"], thr)
+    fig = stackelberg.plot_schedules(cfg, mon, ["n_B = 5", "simultaneous"], thr)
     assert _has(fig.axes[0], [math.nan], [thr * 0.9], [thr * 1.1]), list(_drawn(fig.axes[0]))
     assert _has(fig.axes[0], [0, 1], [thr, thr])
 

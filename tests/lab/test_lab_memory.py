@@ -306,11 +306,7 @@ def test_deterministic_debate_estimate_matches_one_T(case):
     import jax
 
     import experiments.deterministic_debate as det
-    from experiments.deterministic_debate.population import (
-        PROTOCOL_FAMILIES,
-        Population,
-        play_families,
-    )
+    from experiments.deterministic_debate import population as pop
 
     params, T = DET_CASES[case]
     cfg = dataclasses.replace(
@@ -318,11 +314,10 @@ def test_deterministic_debate_estimate_matches_one_T(case):
     )
     est = sum(det.memory_bytes(cfg).values())
     assert det.grid_bytes(cfg, T) > 0.9 * est
-    pop = Population.of(cfg)
-    grids = pop.grids(T, 0, jax.random.key(0), T == cfg.check_T)
-    groups = pop.cost_groups(T) if T in [2**e for e in cfg.cost_log2] else {}
-    S = {fam: pop.fig3_S(T, fam) for fam in PROTOCOL_FAMILIES[1:]}
-    got = xla_total(det, lambda g: play_families(g, groups, S, f"T{T}"), grids)
+    grids = pop.grids(cfg, T, 0, jax.random.key(0), T == cfg.check_T)
+    groups = pop.cost_groups(cfg, T) if T in [2**e for e in cfg.cost_log2] else {}
+    S = {fam: pop.fig3_S(cfg, T, fam) for fam in pop.PROTOCOL_FAMILIES[1:]}
+    got = xla_total(det, lambda g: pop.play_families(g, groups, S, f"T{T}"), grids)
     assert 0.8 * got <= est <= 1.25 * got, (est, got)
 
 

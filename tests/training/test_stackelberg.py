@@ -35,8 +35,7 @@ from dedebate.training.stackelberg import (
     stackelberg_params,
 )
 from dedebate.trees.stability import tree_rho
-from experiments.stackelberg.runs import proof_grid, stable_trees, stack
-from experiments.stackelberg.warm import fit_estimator, ogd_target
+from experiments.stackelberg.runs import fit_estimator, ogd_target, proof_grid, stable_trees, stack
 
 STEPS = 100
 THRESHOLD = 0.25  # rho^-(d+1) with rho = 2, d = 1
@@ -317,7 +316,7 @@ def test_honest_prover_complete_against_trained_estimators(trained):
     for s in range(2):  # the premise: the stable candidate is rho-stable at every node
         for i in range(2):
             t = jax.tree_util.tree_map(lambda x, s=s, i=i: x[s, i], trees)
-            assert tree_rho(t, cache=cache) <= 2.0 + E.claims.LP_TOL
+            assert tree_rho(t, cache=cache) <= 2.0 + E.LP_TOL
     static = StackelbergStatic(steps=STEPS)
     u_h, u, chain = (
         np.asarray(x, np.float64)
@@ -329,8 +328,8 @@ def test_honest_prover_complete_against_trained_estimators(trained):
     )
     root_err = np.abs(np.asarray(p_d, np.float64) - np.asarray(trees.truth[:, :, 0]))
     r = 0.5
-    assert np.all(u_h >= THRESHOLD + root_err * r * (1 - r) - E.claims.EXACT_TOL)
-    np.testing.assert_allclose(chain, u, atol=E.claims.EXACT_TOL)
+    assert np.all(u_h >= THRESHOLD + root_err * r * (1 - r) - E.EXACT_TOL)
+    np.testing.assert_allclose(chain, u, atol=E.EXACT_TOL)
 
 
 def _mon(u_a, a_correct=None):
@@ -346,11 +345,11 @@ def test_unstable_and_warm_rows_are_findings_with_their_criteria():
     cfg = E.Config(seeds=3, steps=10, chunks=1, warm_seeds=3)
     below = np.full((1, 3, 10), 0.5, np.float32)
     below[0, :, -1] = [0.10, 0.12, 0.08]  # the last tenth (one A update) is what counts
-    [c], _, _ = E.claims.unstable_rows(cfg, _mon(below), 1.0)
+    [c], _, _ = E.unstable_rows(cfg, _mon(below), 1.0)
     assert c.finding and c.passed and c.value == pytest.approx(0.10)
     above = below.copy()
     above[0, :, -1] = [0.30, 0.20, 0.26]
-    [c], _, _ = E.claims.unstable_rows(cfg, _mon(above), 1.0)
+    [c], _, _ = E.unstable_rows(cfg, _mon(above), 1.0)
     assert c.finding and not c.passed and c.value == pytest.approx(0.76 / 3)
 
     info = {
@@ -361,8 +360,8 @@ def test_unstable_and_warm_rows_are_findings_with_their_criteria():
         "ogd_steps": np.zeros((3, 2), np.int32),
     }
     mon = _mon(np.full((2, 3, 10), 0.25))
-    [c], _, _ = E.claims.warm_rows(cfg, mon, info, 1.0, 0.0)
+    [c], _, _ = E.warm_rows(cfg, mon, info, 1.0, 0.0)
     assert c.finding and not c.passed and c.value == pytest.approx(0.5)  # seed 2: warm > cold
     info["adv_warm"] = np.array([0.01, 0.02, 0.03])
-    [c], _, _ = E.claims.warm_rows(cfg, mon, info, 1.0, 0.0)
+    [c], _, _ = E.warm_rows(cfg, mon, info, 1.0, 0.0)
     assert c.finding and c.passed and c.value == pytest.approx(0.03)
