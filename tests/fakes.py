@@ -1,7 +1,7 @@
 """A tiny stand-in for the lab's ``RunContext`` (``dedebate/lab/experiment.py``), for unit tests of
 experiment ``run`` functions that should not start the lab (no run directory, no W&B).
 
-    ctx = FakeContext(tmp_path, seed=0, size="quick")
+    ctx = FakeContext(tmp_path, seed=0)
     result = my_experiment.run(my_experiment.Config(), ctx)
     ctx.logged   # [(step, metrics), ...] of this attempt
     ctx.figures  # ["name.png", ...] saved under tmp_path / "plots"
@@ -28,13 +28,10 @@ class FakeBar:
     """Counts ``update`` calls like a tqdm bar would."""
 
     def __init__(self, total: int, desc: str):
-        self.total, self.desc, self.n, self.postfix = total, desc, 0, {}
+        self.total, self.desc, self.n = total, desc, 0
 
     def update(self, n: int = 1) -> None:
         self.n += n
-
-    def set_postfix(self, **kwargs: Any) -> None:
-        self.postfix.update(kwargs)
 
 
 class FakeContext:
@@ -44,13 +41,11 @@ class FakeContext:
         self,
         root: str | Path,
         seed: int = 0,
-        size: str = "quick",
         name: str = "fake",
         resume: bool = False,
     ):
         self.root = Path(root)
         self.seed = seed
-        self.size = size
         # Same derivation as dedebate.lab.runner.experiment_key.
         self.key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(name.encode()) & 0x7FFFFFFF)
         self.plots_dir = self.root / "plots"
@@ -229,7 +224,7 @@ def sweep_then_run_alone(
         )
         pt = next(p for p in plan(module, cfg).points if pick(p.values))
         run_seed = rec.rows[0]["seed"] if run_seed is None else run_seed
-        ctx = FakeContext(tmp / "alone", seed=run_seed, size="quick", name=module.NAME)
+        ctx = FakeContext(tmp / "alone", seed=run_seed, name=module.NAME)
         ctx.key = point_key(module.NAME, run_seed, pt.cfg)
         result = run_module(module, pt.cfg, ctx)
     return rec, pt, run_seed, result, ctx, traces[0]

@@ -77,7 +77,7 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
     pt = next(p for p in plan(exp, cfg).points if p.values["scale"] == 1.0)
     assert pt.cfg == exp.Config(**QUICK)
     seed = 4
-    ctx = FakeContext(tmp_path / "run", seed=seed, size="quick", name=exp.NAME)
+    ctx = FakeContext(tmp_path / "run", seed=seed, name=exp.NAME)
     ctx.key = point_key(exp.NAME, seed, pt.cfg)
     result = run_module(exp, pt.cfg, ctx)
     assert traces[0] == 1

@@ -313,7 +313,7 @@ def test_config_validation():
 
 def test_experiment_quick(tmp_path):
     """The experiment at quick size: rows, plot, logs; the proven rows pass (spec DED 5.3)."""
-    ctx = FakeContext(tmp_path, size="quick", name=E.NAME)
+    ctx = FakeContext(tmp_path, name=E.NAME)
     cfg = E.Config(**E.SIZES["quick"])
     res = run_module(E, cfg, ctx)
     names = [c.claim for c in res.claims]
