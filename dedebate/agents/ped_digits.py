@@ -13,6 +13,9 @@ leaf. Context features are one flat row per internal node, so the network trains
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -285,7 +288,8 @@ def prover_beliefs(joint, tree: ClaimTree) -> jax.Array:
     return jnp.concatenate([root[:, None], marg.reshape(n_t, -1)], axis=1)
 
 
-PROVERS = {"honest": honest_prover, "liar": AuditLiar}  # constructors: no arrays at import
+# constructors: no arrays at import
+PROVERS: dict[str, Callable[[], Any]] = {"honest": honest_prover, "liar": AuditLiar}
 
 
 def payoffs(prover_name: str, estimators: TabularEstimator, trees: DigitTree, rho, eta):

@@ -68,7 +68,7 @@ class BobParams:
     w_prev: jax.Array  # []
 
 
-def init_alice(key: jax.Array, hidden: int, init_scale: float = 1.0) -> AliceParams:
+def init_alice(key: jax.Array, hidden: int, init_scale: float | jax.Array = 1.0) -> AliceParams:
     """Random Alice: Glorot-like first layer, output layer of scale ``init_scale``."""
     k1, k2, k3 = jax.random.split(key, 3)
     return AliceParams(
@@ -79,7 +79,7 @@ def init_alice(key: jax.Array, hidden: int, init_scale: float = 1.0) -> AlicePar
     )
 
 
-def init_bob(key: jax.Array, T: int, init_logit: float = -2.0) -> BobParams:
+def init_bob(key: jax.Array, T: int, init_logit: float | jax.Array = -2.0) -> BobParams:
     """Bob almost deviation-blind: logits ``init_logit + N(0, 0.1^2)``, weights N(0, 0.1^2)."""
     k1, k2, k3 = jax.random.split(key, 3)
     return BobParams(

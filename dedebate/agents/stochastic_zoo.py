@@ -156,7 +156,10 @@ def zoo_stats(
         outs = jax.tree.map(lambda x: x.reshape(-1), outs)
     outs = jax.tree.map(lambda x: x[:n], outs)
     if fast:
-        outs = replay_unresolved(exact, *outs, replay_chunk(width), spec.bob_draw == "lazy")
+        out, unresolved = outs
+        outs = replay_unresolved(
+            exact, out, unresolved, replay_chunk(width), spec.bob_draw == "lazy"
+        )
     verdict, aborted, qa, qb, qv, rounds = (x.reshape(rows, trials) for x in outs)
     h = ma + hh
     return {

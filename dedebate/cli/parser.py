@@ -11,7 +11,7 @@ from dedebate.cli.common import UsageError
 class _Parser(argparse.ArgumentParser):
     """argparse that reports errors in one line (and exit code 2)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 

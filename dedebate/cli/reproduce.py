@@ -108,6 +108,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         from dedebate.lab.parallel import auto_jobs
 
         jobs = auto_jobs()
+    assert isinstance(jobs, int)  # checked above: an integer >= 1 or auto
     try:
         outcome = reproduce(
             reg,

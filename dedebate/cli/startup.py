@@ -37,7 +37,7 @@ def _workers_likely(args: argparse.Namespace) -> bool:
     jobs = jobs_value(jobs_text(args)[0])
     if jobs == "auto":
         return len(usable_cores()) > 1 and not accelerator_plugins_installed()
-    return jobs is not None and jobs > 1
+    return isinstance(jobs, int) and jobs > 1
 
 
 def _fast_compile(args: argparse.Namespace) -> list[str]:

@@ -84,6 +84,10 @@ class Family(Protocol):
 class _FamilyBase:
     """Default methods shared by all families."""
 
+    def values(self, h: Array) -> Array:
+        """Every test on every (x, z): ``[F, X, Z]`` (each family defines it)."""
+        raise NotImplementedError
+
     def value_of(self, i, h: Array) -> Array:
         """One test on every (x, z): a slice of all values."""
         return jnp.take(self.values(h), i, axis=0)

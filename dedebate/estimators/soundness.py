@@ -187,7 +187,7 @@ def prover_calibration_family(
     return ProverCalibrationFamily(
         params=jnp.asarray([scale], jnp.float32),
         shared=jnp.asarray(shared, jnp.float32),
-        fn=None,
+        fn=None,  # type: ignore[arg-type]  # unused: the test is fn_ctx
         n_z=2**q,
         prover=prover,
         views=views,
@@ -249,7 +249,11 @@ def construct_estimator(
     n_z = 2**q
     allow_zero = bool(allow_zero_direction)
     views = trees if prover.sees_truth else jax.vmap(lambda t: t.public())(trees)
-    run = {"step_rule": step_rule, "trace_len": trace_len, "fast_compile": fast_compile}
+    run: dict[str, Any] = {
+        "step_rule": step_rule,
+        "trace_len": trace_len,
+        "fast_compile": fast_compile,
+    }
     stages: list[StageReport] = []
 
     # ---- initialisation (spec 6.1) ---------------------------------------------------------

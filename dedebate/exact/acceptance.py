@@ -125,14 +125,14 @@ def binomial_law(n: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
     return c / n, w / w.sum()
 
 
-def _cdf(k: np.ndarray, n: int, pi: float) -> np.ndarray:
+def _cdf(k: np.ndarray, n: int, pi: float | np.ndarray) -> np.ndarray:
     """``P[X <= k]`` for ``X ~ Binomial(n, pi)`` (scipy's ``bdtr``), any integer-valued k."""
     k = np.asarray(k, np.float64)
     inside = special.bdtr(np.clip(k, 0, n), n, pi)
     return np.where(k < 0, 0.0, np.where(k >= n, 1.0, inside))
 
 
-def checker_prob(p: np.ndarray, n: int, tau: float, pi: float) -> np.ndarray:
+def checker_prob(p: np.ndarray, n: int, tau: float, pi: float | np.ndarray) -> np.ndarray:
     """``P[|p - X / n| < tau]`` for ``X ~ Binomial(n, pi)``, exactly (strict, real numbers)."""
     p = np.asarray(p, np.float64)
     x_min = _floor_exact(n, p, -tau) + 1  # X > n (p - tau) and X < n (p + tau)
@@ -227,6 +227,7 @@ def acceptance_exact(machine: Any, alice, bob, vera: Vera, levels: list | None =
             D[i] = np.sum(w * (1.0 - cont) * vera_ok)
         inv = inv.reshape(-1)
         V = A[inv] * v1 + B[inv] * v0 + D[inv]
+    assert V is not None  # T >= 1
     return float(V[0])
 
 

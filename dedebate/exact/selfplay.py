@@ -187,6 +187,7 @@ def measure_pair(
         coin = np.clip(ps[t], 0.0, 1.0)
         v0, v1 = (0.0, 1.0) if V is None else (V[: V.size // 2], V[V.size // 2 :])
         V = np.minimum(coin * v1 + (1.0 - coin) * v0, veras[t])
+    assert V is not None  # T >= 1
     bob_br = float(V[0])
     # Alice's best response to this Bob over a claim grid (lower bound on her best response).
     grid = np.unique(
@@ -206,6 +207,7 @@ def measure_pair(
         v0, v1 = (0.0, 1.0) if V is None else (V[: V.size // 2, None], V[V.size // 2 :, None])
         vera = checker_prob(p, n_v, tau_v, pi)
         V = ((1.0 - a) * (coin * v1 + (1.0 - coin) * v0) + a * vera).max(axis=1)
+    assert V is not None  # T >= 1
     alice_br = float(V[0])
     return {
         **light,

@@ -65,12 +65,12 @@ def _check_prefixes(m: LeanMachine, seed: int) -> None:
         ys = (codes[:, None] >> np.arange(T)[None, :]) & 1
     else:
         ys = np.random.default_rng(seed).integers(0, 2, size=(SAMPLED_CHECK_PREFIXES, T))
-    ys = jnp.asarray(ys, jnp.int8)
+    ys_jnp = jnp.asarray(ys, jnp.int8)
 
     def all_steps(y):
         return jax.vmap(lambda t: m.raw_prob(y, t))(jnp.arange(T))
 
-    p = np.asarray(jit(jax.vmap(all_steps))(ys))
+    p = np.asarray(jit(jax.vmap(all_steps))(ys_jnp))
     bad = ~np.isfinite(p) | (p < 0) | (p > 1)
     if bad.any():
         row, n = (int(i) for i in np.argwhere(bad)[0])

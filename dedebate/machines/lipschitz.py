@@ -75,12 +75,11 @@ def tree_output_prob(levels: list[np.ndarray]) -> float:
 
 def _values(levels: list[np.ndarray]) -> list[np.ndarray]:
     """``W[n][c] = P[final = 1 | prefix c of length n]`` (W[T-1] = p_{T-1})."""
-    W = [None] * len(levels)
-    W[-1] = levels[-1].copy()
+    W = [levels[-1].copy()]
     for n in range(len(levels) - 2, -1, -1):
-        nxt = W[n + 1]
+        nxt = W[0]
         half = nxt.size // 2
-        W[n] = (1.0 - levels[n]) * nxt[:half] + levels[n] * nxt[half:]
+        W.insert(0, (1.0 - levels[n]) * nxt[:half] + levels[n] * nxt[half:])
     return W
 
 
@@ -198,7 +197,7 @@ def estimate_lipschitz(
             consider(
                 "random", [rand[i, offsets[n] : offsets[n + 1]] for n in range(len(levels))], e
             )
-    fam = max(best, key=best.get)
+    fam = max(best, key=lambda f: best[f])
     return LipschitzEstimate(
         best=best[fam],
         family=fam,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from dedebate.machines.configurations import ConfigMachine, consistency, run_program
@@ -19,6 +20,7 @@ from dedebate.machines.program import ORACLE, StepProgram
 
 HONEST, RANDOM, LAST, FIRST, FIXED = 0, 1, 2, 3, 4
 BOB_MODES = {"honest": HONEST, "random": RANDOM, "last": LAST, "first": FIRST, "fixed": FIXED}
+Scalar = jax.Array | np.integer | np.bool_  # a scalar leaf: numpy when built, traced in play
 
 
 @struct.dataclass
@@ -30,15 +32,15 @@ class Alice:
     flip_prop: jax.Array  # bool[T]
     flip_raw: jax.Array  # bool[T]: flip these bits afterwards (inconsistent bits)
     # flip the answer of the first ORACLE step at or after this index (-1: no wrong oracle answer)
-    prop_oracle_from: jax.Array  # int32
-    force_last: jax.Array  # bool: set a_{T-1} = 1 (claim acceptance)
+    prop_oracle_from: Scalar  # int32
+    force_last: Scalar  # bool: set a_{T-1} = 1 (claim acceptance)
     # in Figure 3 (her claimed transcript's configurations), corrupt the message of this round
     # (0 = the final configuration Z', k >= 1 = the midpoint of round k; -1: honest) into the
     # configuration ``lie_shift`` steps from the right index with bit ``lie_flip`` flipped (-1:
     # none)
-    lie_round: jax.Array  # int32
-    lie_shift: jax.Array  # int32
-    lie_flip: jax.Array  # int32
+    lie_round: Scalar  # int32
+    lie_shift: Scalar  # int32
+    lie_flip: Scalar  # int32
 
 
 @struct.dataclass
@@ -61,8 +63,8 @@ class Bob:
     of the compiled debate).
     """
 
-    mode: jax.Array  # int32
-    arg: jax.Array  # int32
+    mode: Scalar  # int32
+    arg: Scalar  # int32
 
 
 # -- Alice -----------------------------------------------------------------------------------------

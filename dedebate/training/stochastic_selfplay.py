@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -298,12 +299,11 @@ def carry_axes(static: SelfPlayStatic) -> SelfPlayCarry:
     correction ``b^count`` with a vectorised power, different in the last bits).
     """
     f32 = jax.ShapeDtypeStruct((), jnp.float32)
-    hp = SelfPlayParams(
-        **{
-            f.name: jax.ShapeDtypeStruct((), jnp.int32) if f.name == "n_b" else f32
-            for f in dataclasses.fields(SelfPlayParams)
-        }
-    )
+    shapes_of_hp: dict[str, Any] = {
+        f.name: jax.ShapeDtypeStruct((), jnp.int32) if f.name == "n_b" else f32
+        for f in dataclasses.fields(SelfPlayParams)
+    }
+    hp = SelfPlayParams(**shapes_of_hp)
     shapes = jax.eval_shape(
         lambda h, k: init_carry(static, h, k), hp, jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
     )

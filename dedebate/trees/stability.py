@@ -201,7 +201,8 @@ def error_shifting_table(tree: ClaimTree, cache: dict | None = None) -> np.ndarr
         else:
             rel[i, 0] = 1.0
     # pattern y = z* XOR B, so out[v, c, y] = rel[v, c, y XOR z*]
-    out = np.take_along_axis(rel[inverse], codes[..., None] ^ blocks, axis=-1)
+    patterns: np.ndarray = codes[..., None] ^ blocks
+    out = np.take_along_axis(rel[inverse], patterns, axis=-1)
     return out.astype(np.float32)
 
 
@@ -220,7 +221,7 @@ def lp_lookup(tables, popcounts) -> dict[str, np.ndarray]:
     want = np.isin(pop, np.asarray(sorted(set(int(w) for w in popcounts)), np.int64))
     value = np.full((n_tab, size), np.nan)
     row = np.full((n_tab, size), -1, np.int32)
-    rels = []
+    rels: list[np.ndarray] = []
     for a in range(n_tab):
         for z in np.flatnonzero(want):
             v, u = fbs(tables[a], int(z), return_packing=True)
