@@ -84,9 +84,7 @@ class Family(Protocol):
 class _FamilyBase:
     """Default methods shared by all families."""
 
-    def values(self, h: Array) -> Array:
-        """Every test on every (x, z): ``[F, X, Z]`` (each family defines it)."""
-        raise NotImplementedError
+    values: Callable[[Array], Array]  # every test on every (x, z): [F, X, Z]; each family's own
 
     def value_of(self, i, h: Array) -> Array:
         """One test on every (x, z): a slice of all values."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from types import SimpleNamespace
 
 import jax
@@ -32,9 +31,7 @@ from .algorithm1 import (
     make_problems,
     steps_figure,
 )
-from .algorithm1 import PER_RUN as PER_RUN  # the tests' and the sweep's names
-from .algorithm1 import RECOMPUTE_TOL as RECOMPUTE_TOL
-from .algorithm1 import sweep_figures as sweep_figures
+from .algorithm1 import sweep_figures as sweep_figures  # the sweep's hook
 
 NAME = "ogd_estimator"
 TITLE = "OI estimator construction: Algorithm 1 bound, Flax estimator, soundness against fixed A"
@@ -69,9 +66,7 @@ class Config:
     net_hidden: tuple[int, ...] = param((32,), "MLP widths", ge=1, le=4096, min_len=1, max_len=8)
     net_optimizer: str = param("sgd", "sgd (lr / sqrt(t), OGD) or adam", choices=("sgd", "adam"))
     net_best_response: str = param(
-        "family",
-        "family: F's largest-|Adv| test; family+mlp: also an MLP",
-        choices=train.BEST_RESPONSES,
+        "family", "family: F's max-|Adv| test; family+mlp: and an MLP", choices=train.BEST_RESPONSES
     )
     net_checkpoint_every: int = param(100, "rounds per checkpointed chunk", ge=1, le=100_000)
     sound_provers: tuple[str, ...] = param(
@@ -168,22 +163,17 @@ def side(cfg: Config, _seed, key) -> list:
     return out
 
 
-def net_problems(cfg: Config, key):
-    """Part 2's ``cfg.seeds`` problems and test families with |Z| = 2^net_q."""
-    key = jax.random.fold_in(key, NET_PROBLEM_KEY)
-    return make_problems(cfg, key, 2**cfg.net_q, cfg.test_scale)
-
-
 def chunks(cfg: Config, key) -> Chunks:
     """Part 2: the Flax estimators (learning rates x seeds) in checkpointed chunks, logged."""
-    problems, families = net_problems(cfg, key)
+    net_key = jax.random.fold_in(key, NET_PROBLEM_KEY)
+    problems, families = make_problems(cfg, net_key, 2**cfg.net_q, cfg.test_scale)
     static = train.NetTrainStatic(
         cfg.net_rounds, tuple(cfg.net_hidden), cfg.net_optimizer, cfg.net_best_response
     )
     hp = train.net_train_params([cfg.net_delta] * len(cfg.net_lrs), list(cfg.net_lrs))
     keys = jax.random.split(jax.random.fold_in(key, NET_INIT_KEY), cfg.seeds)
     every = min(cfg.net_checkpoint_every, cfg.net_rounds)
-    n_chunks = math.ceil(cfg.net_rounds / every)
+    n_chunks = -(-cfg.net_rounds // every)
     init, chunk_fn = train.grid_programs(static, every)
     grid = (len(cfg.net_lrs), cfg.seeds)
     nan = np.full((*grid, n_chunks * every), np.nan, np.float32)
@@ -217,9 +207,7 @@ def net_run(cfg: Config, done) -> SimpleNamespace:
     r, log = cfg.net_rounds, done.monitors["net"]
     return SimpleNamespace(
         state=done.state["train"],
-        max_adv=log.max_adv[:, :, :r],
-        dist_adv=log.dist_adv[:, :, :r],
-        chosen=log.chosen[:, :, :r],
+        **{name: getattr(log, name)[:, :, :r] for name in ("max_adv", "dist_adv", "chosen")},
         final_max_adv=np.asarray(done.state["final_max_adv"]),
         resumed_from=min(done.restored * min(cfg.net_checkpoint_every, r), r),
         wall_s=sum(done.wall_s),
@@ -258,11 +246,10 @@ def sound_delta(cfg) -> float:  # Algorithm 1's delta in B's construction (spec 
 
 def network_claim(cfg, rows, net) -> Claim:
     """The best learning rate's worst final max|Adv| < net_delta (a finding: no proven bound)."""
-    by_lr = {
-        lr: strict_max(r["net_final_max_adv"] for r in rows if r["lr"] == lr) for lr in cfg.net_lrs
-    }
-    best_lr = min(by_lr, key=lambda lr: nan_last(by_lr[lr]))
-    best, worst = [r for r in rows if r["lr"] == best_lr], by_lr[best_lr]
+    by_lr = {lr: [r for r in rows if r["lr"] == lr] for lr in cfg.net_lrs}
+    worst_by_lr = {lr: strict_max(r["net_final_max_adv"] for r in sel) for lr, sel in by_lr.items()}
+    best_lr = min(worst_by_lr, key=lambda lr: nan_last(worst_by_lr[lr]))
+    best, worst = by_lr[best_lr], worst_by_lr[best_lr]
     resumed = f"; resumed at round {net.resumed_from}" if net.resumed_from else ""
     return Claim.exact(
         f"Flax estimator trained by OGD reaches max|Adv| < delta = {cfg.net_delta:g} "

@@ -25,23 +25,20 @@ DIRECTION_POLICIES = {
     "always -1": (1.0, 0.0, 0.0),
     "random +-1": (0.5, 0.0, 0.5),
 }
-SYMMETRIC_POLICIES = ("random +-1",)  # E[U_A] = 0 against any B: a consistency check
 noisy = partial(noisy_evidence_tree, unstable_alternative=True)  # candidate 1: an AND
 tight = partial(noisy_evidence_tree, depth=4, q=5, t=3, true_counts=(4,), false_counts=(1,))
 
 
-def lookups(noisy_depth, q, depth):
-    """The LPs of every child code of the noisy, tight and hidden-flaw trees (host), fbs float32."""
-    k = jax.random.key(0)
-    lks = [
-        st.lp_lookup(tree.tables, pops)
-        for tree, pops in (
-            (noisy(k, depth=noisy_depth), (0, 1, 8, 9)),
-            (tight(k), (1, 4)),
-            (hidden_flaw_tree(k, depth=depth, q=q), (0, q - 1, q)),
-        )
-    ]
-    return lks, [np.round(lk["fbs"], 9).astype(np.float32) for lk in lks]
+def lookups(cfg):
+    """``(LP lookup, its fbs float32)`` of the noisy, tight and hidden-flaw trees (host)."""
+    k, q = jax.random.key(0), cfg.obf_q
+    trees = (
+        (noisy(k, depth=cfg.noisy_depth), (0, 1, 8, 9)),
+        (tight(k), (1, 4)),
+        (hidden_flaw_tree(k, depth=cfg.obf_depth, q=q), (0, q - 1, q)),
+    )
+    lks = [st.lp_lookup(tree.tables, pops) for tree, pops in trees]
+    return [(lk, np.round(lk["fbs"], 9).astype(np.float32)) for lk in lks]
 
 
 def tree_rhos(noisy_keys, unanimous_key, depth):
@@ -130,7 +127,6 @@ def completeness_metrics(cfg, keys, lookup, fbs32, dyn):
     c = {
         "fbs": f,
         "rho": rho,
-        "margin": margin,
         "honest_min": jnp.min(u_zoo[:, 0]),
         "honest_dev": jnp.max(jnp.abs(u_zoo[:, 0] - margin)),
         "root_liar_min": jnp.min(u_zoo[:, 1]),
@@ -200,7 +196,6 @@ def obfuscation_metrics(cfg, key, fbs32, scale):
     o = {
         "fbs": f,
         "rho": rho,
-        "margin": margin,
         **{f"liar_max_abs/{i}": liar_abs[i] for i in range(n)},
         "liar_max": jnp.max(liars[:, :n]),
         "stable_liar_max": jnp.max(liars[:, n]),
@@ -221,25 +216,22 @@ def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key)
     """``(u [P, N, per_tree], survived [N, per_tree_naive])``: the liar's sampled debates."""
     cal, ch = ps.CalibratedEstimator(), nr.UniformChallenger()
     k_ped, k_naive = jax.random.split(key)
-    n_trees = trees.truth.shape[0]
+
+    def sample(play_one, key, n):  # n debates on each tree: a key per tree, split per debate
+        def one_tree(tree, kt):
+            return jax.vmap(lambda k: play_one(tree, k))(jax.random.split(kt, n))
+
+        return jax.vmap(one_tree)(trees, jax.random.split(key, trees.truth.shape[0]))
 
     def one_policy(dp, kp):
         liar = ps.obfuscating_liar().replace(dir_probs=dp)
+        return sample(lambda t, k: play(SAMPLED, params, liar, cal, t, k).u_a, kp, per_tree)
 
-        def one_tree(tree, kt):
-            keys = jax.random.split(kt, per_tree)
-            return jax.vmap(lambda k: play(SAMPLED, params, liar, cal, tree, k).u_a)(keys)
-
-        return jax.vmap(one_tree)(trees, jax.random.split(kp, n_trees))
-
-    def naive_tree(tree, kt):
-        keys = jax.random.split(kt, per_tree_naive)
-        return jax.vmap(
-            lambda k: nr.play_naive(NAIVE_LIAR, ch, tree, k).alice_wins.astype(jnp.float32)
-        )(keys)
+    def naive(t, k):
+        return nr.play_naive(NAIVE_LIAR, ch, t, k).alice_wins.astype(jnp.float32)
 
     u = jax.vmap(one_policy)(dir_probs, jax.random.split(k_ped, dir_probs.shape[0]))
-    return u, jax.vmap(naive_tree)(trees, jax.random.split(k_naive, n_trees))
+    return u, sample(naive, k_naive, per_tree_naive)
 
 
 def sampled_debates(cfg, params, tree_key, key):
@@ -249,8 +241,7 @@ def sampled_debates(cfg, params, tree_key, key):
     trees = hidden_flaw_tree(jax.random.split(tree_key, n), depth=cfg.obf_depth, q=cfg.obf_q)
     dps = jnp.asarray(list(DIRECTION_POLICIES.values()), jnp.float32)
     per_tree, per_tree_n = -(-cfg.obf_episodes // n), -(-cfg.naive_episodes // n)
-    per_chunk = max(1, SAMPLED_CHUNK // n)
-    n_chunks = max(-(-per_tree // per_chunk), -(-per_tree_n // per_chunk))
+    n_chunks = -(-max(per_tree, per_tree_n) // max(1, SAMPLED_CHUNK // n))
     sizes = (-(-per_tree // n_chunks), -(-per_tree_n // n_chunks))
     keys = [key] + [jax.random.fold_in(key, c) for c in range(1, n_chunks)]
     parts = [jax.device_get(sampled_obfuscation(params, trees, dps, *sizes, k)) for k in keys]
@@ -279,10 +270,8 @@ def training_signals(params, key, rounds, depth, q):
 def training_signal_rows(params, key, depths, q) -> list[dict]:
     """:func:`training_signals` as rows per depth, with ``rho^-(d+1)`` and ``q^-d``."""
     d = np.asarray(depths, np.int32)
-    u_h, u_l, s_h, s_l = (
-        np.asarray(x, np.float64).tolist()
-        for x in training_signals(params, key, jnp.asarray(d), int(d.max()), q)
-    )
+    signals = training_signals(params, key, jnp.asarray(d), int(d.max()), q)
+    u_h, u_l, s_h, s_l = (np.asarray(x, np.float64).tolist() for x in signals)
     rho = float(params.rho)
     return [
         {

@@ -8,6 +8,7 @@ import jax
 import numpy as np
 
 from dedebate.agents.learned import N_CAND, N_CHILD, N_GLOBAL, N_NODE, N_ROOT, N_SEL
+from dedebate.core.pytrees import stack
 from dedebate.lab.experiment import (
     ChunkedFn,
     Claim,
@@ -22,7 +23,7 @@ from dedebate.training import stackelberg as sb
 from dedebate.trees.stability import tree_rho
 
 from . import runs
-from .runs import ProvenMeasured, Trained, dynamic, point_metrics, summarise, warm_start
+from .runs import Trained, dynamic, summarise, warm_start
 
 NAME = "stackelberg"
 TITLE = "Stackelberg self-play: learned prover and estimator toward the A-leading equilibrium"
@@ -87,7 +88,7 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
     def mlp(widths):
         return sum((a + 1) * b for a, b in zip(widths, widths[1:]))
 
-    Q = 5  # noqa: N806 - the trees' width q (runs.stable_trees)
+    Q = 5  # noqa: N806 - the trees' width q (runs.make_trees)
     a, b = list(cfg.hidden_a), list(cfg.hidden_b)
     n_params = sum(mlp([n, *a, 1]) for n in (N_ROOT, N_NODE, N_CAND, N_SEL)) + sum(
         mlp([n, *b, out]) for n, out in ((N_ROOT, 1), (N_CHILD, 1), (N_GLOBAL, 2**Q))
@@ -104,14 +105,16 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
 
 # numbers to point(); main_n_b is a vmapped loop count (masked beyond a row's own n_B)
 DYNAMIC = ("lr_a", "lr_b", "main_n_b", "rho", "eta", "tol")
-LOGGED = ("u_a", "a_correct", "p_stable", "certified", "max_adv", "calib")  # per seed
 EXACT_TOL = 1e-6  # the exact rows' tolerance: float32 rounding of sums of payoffs ~1/4
 LP_TOL = 1e-6  # rounding of the fbs linear programs when checking that the trees are rho-stable
-FINALS = ("u_a", "a_correct", "p_stable", "max_adv", "calib", "certified")
+FINALS = ("u_a", "a_correct", "p_stable", "max_adv", "calib", "certified")  # also logged per seed
 
 
-def _chunked(cfg: Config) -> ChunkedFn:
-    """Part 1 at one schedule: seeds-vmapped training in ``chunks`` chunks, seed 0's summary."""
+def point(cfg: Config):
+    """``(dynamic, ChunkedFn)``: part 1 at ``main_n_b``, seeds-vmapped training in ``chunks``
+    chunks; the row is seed 0's summary."""
+    if cfg.b_warm_start:
+        raise ValueError("b_warm_start=True: the host's warm start is not sweepable")
     static = runs.static(cfg)
 
     def init(dyn, key):
@@ -128,14 +131,8 @@ def _chunked(cfg: Config) -> ChunkedFn:
         return {k: v[0] for k, v in sb.summary(mon, dyn["thr"], dyn["band"]).items()}
 
     chunks = (cfg.steps // cfg.chunks,) * cfg.chunks
-    return ChunkedFn(init=init, chunk=chunk, chunks=chunks, finish=finish, axis=1)
-
-
-def point(cfg: Config):
-    """``(dynamic, ChunkedFn)``: part 1 at ``main_n_b``; the row is seed 0's summary."""
-    if cfg.b_warm_start:
-        raise ValueError("b_warm_start=True: the host's warm start is not sweepable")
-    return dynamic(cfg, cfg.main_n_b), _chunked(cfg)
+    fn = ChunkedFn(init=init, chunk=chunk, chunks=chunks, finish=finish, axis=1)
+    return dynamic(cfg, cfg.main_n_b), fn
 
 
 def training(cfg: Config, key) -> Training:
@@ -155,15 +152,13 @@ def training(cfg: Config, key) -> Training:
     order, length = list(rows), cfg.steps // cfg.chunks
 
     def log_rows(name, c, mon):  # one row per A update, at step (row, A update)
-        arrays = {("payoff" if f == "u_a" else f): np.asarray(getattr(mon, f)) for f in LOGGED}
         start, out = (order.index(name) * cfg.chunks + c) * length, []
         for t in range(length):
-            row = {
-                f"{name}/seed{s}/{k}": float(v[s, t])
-                for s in range(len(arrays["payoff"]))
-                for k, v in arrays.items()
-            }
-            out.append((start + t, {**row, f"{name}/a_update": c * length + t}))
+            row = {f"{name}/a_update": c * length + t}
+            for f in FINALS:
+                for s, v in enumerate(np.asarray(getattr(mon, f))[:, t]):
+                    row[f"{name}/seed{s}/{'payoff' if f == 'u_a' else f}"] = float(v)
+            out.append((start + t, row))
         return out
 
     cold_cfg = dataclasses.replace(cfg, b_warm_start=False)
@@ -176,10 +171,10 @@ def trained_parts(cfg: Config, measured) -> dict[str, Trained]:
     for p in runs.parts(cfg):
         names = [f"{p.name}/{r.label}" for r in p.runs]
         out[p.name] = Trained(
-            mon=jax.tree.map(lambda *m: np.stack(m), *[mons[n] for n in names]),
+            mon=stack([mons[n] for n in names]),
             warm=measured["setup"].get(p.name),
             trees=state[names[0]]["trees"],
-            carry=runs.stack([state[n]["carry"] for n in names]),
+            carry=stack([state[n]["carry"] for n in names]),
             part=p,
             wall=sum(measured["wall_s"][n] for n in names),
         )
@@ -187,7 +182,7 @@ def trained_parts(cfg: Config, measured) -> dict[str, Trained]:
 
 
 def host(cfg: Config, _seed, _key, measured):
-    """The proven rows' numbers, exact on every trained pair, and their table."""
+    """The proven rows' numbers, exact on every trained pair: ``(max fbs, a row per pair)``."""
     return runs.measure_proven(cfg, trained_parts(cfg, measured).values())
 
 
@@ -212,7 +207,8 @@ def stable_rows(cfg: Config, t: Trained):
     mon, thr, seeds, steps = t.mon, cfg.rho ** -(cfg.depth + 1), cfg.seeds, cfg.steps
     tree = jax.tree.map(lambda x: x[0, 0], t.trees)
     rho_tree = tree_rho(tree, cand=tree.honest_cand)
-    conv = summarise(cfg, mon)["converged_at"]  # [schedule, seed]
+    summary = summarise(cfg, mon)
+    conv = summary["converged_at"]  # [schedule, seed]
     done, names = conv < steps, labels(cfg)
     im, ib = cfg.n_b_values.index(cfg.main_n_b), cfg.n_b_values.index(max(cfg.n_b_values))
     k, kb, ks = (int(done[i].sum()) for i in (im, ib, -1))
@@ -221,9 +217,7 @@ def stable_rows(cfg: Config, t: Trained):
     _, ulo, uhi = fin_iv = mean_interval(u_fin)
     fracs = {lab: float(done[i].mean()) for i, lab in enumerate(names)}
     med = {lab: float(np.median(conv[i])) for i, lab in enumerate(names)}
-    warm_note = (
-        f"; warm B, initial max|Adv| {_r(t.warm['adv_warm'], 4)}" if cfg.b_warm_start else ""
-    )
+    warm_note = f"; warm B, initial max|Adv| {_r(t.warm['adv_warm'], 4)}" if t.warm else ""
     claims = [
         Claim(
             f"Stable candidate available (n_B = {cfg.main_n_b}): A converges to correct answers, "
@@ -235,9 +229,7 @@ def stable_rows(cfg: Config, t: Trained):
             finding=True,
             note=(
                 f"{k}/{seeds} seeds; A updates needed {[int(c) for c in conv[im] if c < steps]} "
-                f"of {steps}; tree fbs max {rho_tree:.3f}; final certified "
-                f"{_r(mon.certified[im, :, -1], 3)}, B's max|Adv| {_r(mon.max_adv[im, :, -1], 4)}, "
-                f"calibration {_r(mon.calib[im, :, -1], 3)}" + warm_note
+                f"of {steps}; tree fbs max {rho_tree:.3f}; final values in the table" + warm_note
             ),
         ),
         Claim(
@@ -282,7 +274,7 @@ def stable_rows(cfg: Config, t: Trained):
         ],
     }
     metrics = {
-        "point": point_metrics(cfg, mon),  # the run's sweep row (point()'s)
+        "point": {k: v[im, 0].item() for k, v in summary.items()},  # the run's sweep row
         "stable": {
             "fraction_converged": fracs,
             "median_updates_to_converge": med,
@@ -309,7 +301,7 @@ def unstable_rows(cfg: Config, mon, wall: float):
         finding=True,
         note=(
             f"mean E[U_A] over the last {tail} A updates, per seed {_r(u_tail, 4)}; max "
-            f"{_r(mon.u_a[0].max(axis=-1), 4)}; final P[A correct] {_r(mon.a_correct[0, :, -1], 3)}"
+            f"{_r(mon.u_a[0].max(axis=-1), 4)}"
         ),
     )
     table = _per_seed(
@@ -334,8 +326,8 @@ def warm_rows(cfg: Config, mon, info: dict, wall: float, setup_wall: float):
         float(warm.max()),
         passed=bool(np.all(warm < cold)),
         note=(
-            f"initial max|Adv| cold {_r(cold, 4)} vs warm {_r(warm, 4)}; converged cold {k_c}/{n}, "
-            f"warm {k_w}/{n} (per seed in the table)"
+            f"initial max|Adv| cold {_r(cold, 4)} vs warm {_r(warm, 4)}; converged cold "
+            f"{k_c}/{n}, warm {k_w}/{n}"
         ),
         finding=True,
     )
@@ -359,25 +351,30 @@ def warm_rows(cfg: Config, mon, info: dict, wall: float, setup_wall: float):
     return [claim], {"warm": table}, {"warm": metrics}
 
 
-def proven_claims(cfg: Config, m: ProvenMeasured) -> list[Claim]:
-    """The gating rows (completeness, given fbs <= rho; chaining) from exact numbers; NaN fails."""
-    thr = cfg.rho ** -(cfg.depth + 1)
-    premise = m.rho_max <= cfg.rho + LP_TOL
-    return [
+def proven_rows(cfg: Config, rho_max: float, rows: list[dict]):
+    """The gating rows (completeness, given fbs <= rho; chaining) from :func:`host`'s exact
+    numbers (a NaN fails): ``(claims, tables, metrics)``."""
+    thr, premise = cfg.rho ** -(cfg.depth + 1), rho_max <= cfg.rho + LP_TOL
+    honest: dict = {}  # the honest A's payoffs against each stable run's trained Bs
+    for r in rows:
+        if r["part"] != "unstable":
+            honest.setdefault(f"{r['part']}/{r['run']}", []).append(r["honest_u_a_min"])
+    per_run = {run: float(np.min(u)) for run, u in honest.items()}
+    honest_min = float(np.min(list(per_run.values())))
+    chain_max = float(np.max([r["chain_abs_err"] for r in rows]))
+    claims = [
         Claim.exact(
             f"Completeness against the trained estimators: the honest A (spec 2.3) earns >= "
             f"rho^-(d+1) = {thr:g} against every trained B on the rho-stable trees of part 1 "
             f"(every seed, every schedule)",
             "spec PED 4, Thm 6.1(1)",
             f">= {thr:.6g}",
-            m.honest_min,
-            passed=bool(premise and m.honest_min >= thr - EXACT_TOL),
+            honest_min,
+            passed=bool(premise and honest_min >= thr - EXACT_TOL),
             note=(
-                f"min over {m.n_stable} trained Bs x {cfg.n_trees} trees; per run "
-                + ", ".join(f"{k} {v:.6f}" for k, v in m.per_run.items())
-                + f"; largest excess {m.excess_max:.4f}; max fbs {m.rho_max:.6f} "
-                f"({'holds' if premise else 'FAILS'}); trained A: E[U_A] in "
-                f"[{m.trained_u_min:.4f}, {m.trained_u_max:.4f}]"
+                f"min over {sum(map(len, honest.values()))} trained Bs x {cfg.n_trees} trees; "
+                f"max fbs {rho_max:.6f} ({'holds' if premise else 'FAILS'}); per run "
+                + ", ".join(f"{run} {u:.6f}" for run, u in per_run.items())
             ),
         ),
         Claim.exact(
@@ -386,11 +383,13 @@ def proven_claims(cfg: Config, m: ProvenMeasured) -> list[Claim]:
             "the trained B against the trained A's spec 6.3 tests",
             "spec PED 6.3, 6.4",
             f"max |difference| <= {EXACT_TOL:g}",
-            m.chain_max,
-            passed=bool(m.chain_max <= EXACT_TOL),
-            note=f"max over {m.n_pairs} trained pairs",
+            chain_max,
+            passed=bool(chain_max <= EXACT_TOL),
+            note=f"max over {len(rows)} trained pairs",
         ),
     ]
+    metrics = {"honest_min_per_run": per_run, "tree_rho_max": rho_max}
+    return claims, {"proven": rows}, {"proven": metrics}
 
 
 def sweep_figures(rows):
@@ -405,16 +404,13 @@ def sweep_figures(rows):
     for r in rows:
         lines.setdefault(tuple(r[a] for a in other), {}).setdefault(float(r[x_axis]), []).append(r)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for label, pts in sorted(lines.items()):
-        xs = sorted(pts)
-        name = ", ".join(f"{a} = {v:g}" for a, v in zip(other, label)) or "all"
-        for ax, key in zip(axes, ("converged_at", "converged")):
-            ax.plot(xs, [np.mean([r[key] for r in pts[x]]) for x in xs], "o-", label=name)
     ylabels = ("A updates to convergence (mean; never = steps)", "converged fraction")
-    for ax, ylabel in zip(axes, ylabels):
-        ax.set_ylabel(ylabel)
-        ax.set_xscale("log")
-        ax.set_xlabel(f"{x_axis} (Adam step size)")
+    for ax, key, ylabel in zip(axes, ("converged_at", "converged"), ylabels):
+        for label, pts in sorted(lines.items()):
+            xs = sorted(pts)
+            name = ", ".join(f"{a} = {v:g}" for a, v in zip(other, label)) or "all"
+            ax.plot(xs, [np.mean([r[key] for r in pts[x]]) for x in xs], "o-", label=name)
+        ax.set(xlabel=f"{x_axis} (Adam step size)", ylabel=ylabel, xscale="log")
         ax.legend(fontsize=8)
     fig.suptitle("Stackelberg self-play: convergence against n_B and the learning rates")
     fig.tight_layout()
@@ -435,11 +431,9 @@ def plot_schedules(cfg: Config, mon, names: list[str], thr: float):
     band = (thr * (1 - cfg.tol), thr * (1 + cfg.tol))  # the final-payoff row's band
     axes[0].axhspan(*band, color="k", alpha=0.08, label=f"rho^-(d+1) (1 +- {cfg.tol:g})")
     ylabels = ("mean E[U_A]", "P[A correct]", "B's realised max|Adv| (spec 6.3 tests)")
-    for ax, ylabel in zip(axes, ylabels):
-        ax.set_ylabel(ylabel)
-        ax.set_xlabel("A update")
+    for ax, ylabel, scale in zip(axes, ylabels, ("linear", "linear", "log")):
+        ax.set(xlabel="A update", ylabel=ylabel, yscale=scale)
         ax.legend(fontsize=8)
-    axes[2].set_yscale("log")
     fig.suptitle(f"Stackelberg vs simultaneous play (mean, 10-90% band over {cfg.seeds} seeds)")
     fig.tight_layout()
     return fig
@@ -448,15 +442,13 @@ def plot_schedules(cfg: Config, mon, names: list[str], thr: float):
 def report(cfg: Config, measured, host) -> ExperimentResult:
     """Each part's rows, the proven rows (``host``'s numbers) and the schedules' figure."""
     res = trained_parts(cfg, measured)
-    m, proven = host
     out = [stable_rows(cfg, res["stable"])]
     if "unstable" in res:
         out.append(unstable_rows(cfg, res["unstable"].mon, res["unstable"].wall))
     if "warm" in res:
         w = res["warm"]
         out.append(warm_rows(cfg, w.mon, w.warm, w.wall, measured["wall_s"]["setup"]))
-    metrics = {"honest_min_per_run": m.per_run, "tree_rho_max": m.rho_max}
-    out.append((proven_claims(cfg, m), {"proven": proven}, {"proven": metrics}))
+    out.append(proven_rows(cfg, *host))
     thr = cfg.rho ** -(cfg.depth + 1)
     return ExperimentResult(
         claims=[c for claims, _, _ in out for c in claims],

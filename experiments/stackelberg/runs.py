@@ -13,6 +13,7 @@ from flax import struct
 
 from dedebate.agents.ped_strategies import honest_prover
 from dedebate.core.bits import bit_table
+from dedebate.core.pytrees import stack
 from dedebate.programs import TRAINING, jit, program_cache
 from dedebate.protocols.prover_estimator import PEDStatic, expected_payoff, ped_params
 from dedebate.training import stackelberg as sb
@@ -23,12 +24,15 @@ if TYPE_CHECKING:
     from . import Config
 
 
-def stack(xs):
-    """Stack equal-structure pytrees along a new leading axis."""
-    return jax.tree.map(lambda *a: jnp.stack(a), *xs)
+def make_trees(key, n_trees: int, depth: int, stable: bool = True):
+    """Half true, half false roots, q = 5: noisy-evidence trees (Thr_3, fbs <= 2) with an unstable
+    hidden-flaw AND candidate, or (not ``stable``) hidden-flaw AND trees (fbs 5 at true claims)."""
 
+    def build(k, root):
+        if stable:
+            return noisy_evidence_tree(k, depth, 5, 3, (4, 5), (0, 1), root, True)
+        return and_tree(k, depth, 5, root, hidden=True)
 
-def _halves(build, key, n_trees: int):
     k1, k0 = jax.random.split(key)
     t1, t0 = (
         jax.vmap(lambda k, r=root: build(k, r))(jax.random.split(k, n_trees // 2))
@@ -37,28 +41,12 @@ def _halves(build, key, n_trees: int):
     return jax.tree.map(lambda a, b: jnp.concatenate([a, b]), t1, t0)
 
 
-def stable_trees(key, n_trees: int, depth: int):
-    """Noisy-evidence trees (q = 5, Thr_3, fbs <= 2) with an unstable hidden-flaw AND candidate."""
-    args = (depth, 5, 3, (4, 5), (0, 1))
-    return _halves(lambda k, root: noisy_evidence_tree(k, *args, root, True), key, n_trees)
-
-
-def unstable_trees(key, n_trees: int, depth: int):
-    """Hidden-flaw AND trees (q = 5): only the unstable decomposition (fbs 5 at true claims)."""
-    return _halves(lambda k, root: and_tree(k, depth, 5, root, hidden=True), key, n_trees)
-
-
 # a schedule: B updates per A update, simultaneous play, B warm-started
 Run = namedtuple("Run", "label n_b simultaneous warm")
 # runs x seeds on stable or unstable trees, keyed fold_in(run key, key_index)
 Part = namedtuple("Part", "name key_index stable runs seeds a_scale")
 # a trained part: monitors and carries [runs, seeds, ...], trees [seeds, n_trees], setup info
 Trained = namedtuple("Trained", "mon warm trees carry part wall")
-# the exact numbers the proven rows read (measure_proven)
-ProvenMeasured = namedtuple(
-    "ProvenMeasured",
-    "honest_min per_run excess_max rho_max n_stable chain_max n_pairs trained_u_min trained_u_max",
-)
 
 
 def parts(cfg: Config) -> list[Part]:
@@ -79,9 +67,7 @@ def parts(cfg: Config) -> list[Part]:
 
 def static(cfg: Config) -> sb.StackelbergStatic:
     """The training's static settings."""
-    return sb.StackelbergStatic(
-        steps=cfg.steps, hidden_a=tuple(cfg.hidden_a), hidden_b=tuple(cfg.hidden_b)
-    )
+    return sb.StackelbergStatic(cfg.steps, tuple(cfg.hidden_a), tuple(cfg.hidden_b))
 
 
 def dynamic(cfg: Config, n_b: int, simultaneous: bool = False) -> dict:
@@ -100,18 +86,11 @@ def summarise(cfg: Config, mon: sb.StackelbergMonitors) -> dict:
     return {k: np.asarray(v) for k, v in sb.summary(mon, main["thr"], main["band"]).items()}
 
 
-def point_metrics(cfg: Config, mon: sb.StackelbergMonitors) -> dict:
-    """The sweep row of a run: the summary of part 1's seed 0 at schedule ``main_n_b``."""
-    im = cfg.n_b_values.index(cfg.main_n_b)
-    return {k: v[im, 0].item() for k, v in summarise(cfg, mon).items()}
-
-
 def part_start(cfg: Config, part: Part, key):
     """``(trees [seeds, n_trees], cold carries [seeds])``, seed ``s`` from ``fold_in(key, s)``."""
-    build = stable_trees if part.stable else unstable_trees
 
     def one(k):
-        trees = build(jax.random.fold_in(k, 0), cfg.n_trees, cfg.depth)
+        trees = make_trees(jax.random.fold_in(k, 0), cfg.n_trees, cfg.depth, part.stable)
         return trees, sb.init_carry(static(cfg), trees, jax.random.fold_in(k, 1), part.a_scale)
 
     return jax.vmap(one)(jnp.stack([jax.random.fold_in(key, s) for s in range(part.seeds)]))
@@ -130,18 +109,16 @@ def proof_grid(static: sb.StackelbergStatic, rho: float):
 
         u_h, u, acc = jax.vmap(per_tree)(trees)
         _, _, adv = sb.payoff_terms(static, rho, prover, estimator, trees)
-        d = jax.tree.map(lambda x: x[0], trees).depth
         r = 1.0 / jnp.float32(rho)
-        chain = r ** (d + 1) * acc.mean() - adv[:, 0].sum() + adv[:, 1].sum()  # spec 6.4
+        chain = r ** (trees.depth + 1) * acc.mean() - adv[:, 0].sum() + adv[:, 1].sum()  # spec 6.4
         return u_h, u.mean(), chain
 
     return jit(jax.vmap(one), options=TRAINING)
 
 
-def measure_proven(cfg: Config, trained) -> tuple[ProvenMeasured, list[dict]]:
-    """The proven rows' numbers on every trained pair (a NaN propagates) and their table."""
-    st, thr = static(cfg), cfg.rho ** -(cfg.depth + 1)
-    rows, cache, per_run, rhos, errs, honest, own = [], {}, {}, [0.0], [0.0], [], []
+def measure_proven(cfg: Config, trained) -> tuple[float, list[dict]]:
+    """``(max fbs of the rho-stable trees, a row per trained pair)``, exact (a NaN propagates)."""
+    st, rows, cache, rhos = static(cfg), [], {}, [0.0]
     for t in trained:
         p, n = t.part, len(t.part.runs)
         flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), t.carry)
@@ -149,14 +126,9 @@ def measure_proven(cfg: Config, trained) -> tuple[ProvenMeasured, list[dict]]:
         a, b = jax.vmap(lambda tr, c: sb.players(st, tr, c))(trees, flat)
         out = proof_grid(st, float(cfg.rho))(a, b, trees)
         u_h, u, chain = (np.asarray(x).reshape((n, -1) + x.shape[1:]) for x in out)
-        err = np.abs(u.astype(np.float64) - chain.astype(np.float64))
-        errs.append(err.max())
         if p.stable:
             idx = np.ndindex(p.seeds, cfg.n_trees)
             rhos += [tree_rho(jax.tree.map(itemgetter(i), t.trees), cache=cache) for i in idx]
-            honest.append(u_h.ravel())
-            own.append(u.ravel())
-            per_run |= {f"{p.name}/{r.label}": float(u_h[i].min()) for i, r in enumerate(p.runs)}
         rows += [
             {
                 "part": p.name,
@@ -165,23 +137,12 @@ def measure_proven(cfg: Config, trained) -> tuple[ProvenMeasured, list[dict]]:
                 "honest_u_a_min": float(u_h[i, s].min()) if p.stable else float("nan"),
                 "trained_u_a": float(u[i, s]),
                 "chain_u_a": float(chain[i, s]),
-                "chain_abs_err": float(err[i, s]),
+                "chain_abs_err": abs(float(u[i, s]) - float(chain[i, s])),
             }
             for i, r in enumerate(p.runs)
             for s in range(p.seeds)
         ]
-    honest, own = np.concatenate(honest), np.concatenate(own)
-    return ProvenMeasured(
-        honest_min=float(honest.min()),
-        per_run=per_run,
-        excess_max=float(np.max([0.0, float(honest.max()) - thr])),
-        rho_max=float(np.max(rhos)),
-        n_stable=len(honest) // cfg.n_trees,
-        chain_max=float(np.max(errs)),
-        n_pairs=len(rows),
-        trained_u_min=float(own.min()),
-        trained_u_max=float(own.max()),
-    ), rows
+    return float(np.max(rhos)), rows
 
 
 @struct.dataclass
@@ -199,30 +160,24 @@ def ogd_target(static, trees, carry, rho: float, delta: float):
 
     prover, _ = sb.players(static, trees, carry)
     rep = construct_estimator(prover, trees, rho, delta, fast_compile=True)
-    one = jax.tree.map(lambda x: x[0], trees)
-    n_int, q = one.n_internal, one.q
+    n_int = trees.n_internal
     logits = np.asarray(rep.estimator.logits)[:, :n_int]  # [trees, n_int, cand, 2^q]
     with np.errstate(invalid="ignore"):
         h = np.exp(logits - logits.max(axis=-1, keepdims=True))
     h = h / h.sum(axis=-1, keepdims=True)
     p_d = np.asarray(rep.estimator.p0, np.float32)
-    marg = h @ np.asarray(bit_table(q), np.float32)  # [trees, n_int, cand, q]
-    phat = np.zeros((h.shape[0], one.n_nodes), np.float32)
-    phat[:, 0] = p_d
-    for v in range(n_int):
-        for c in range(one.n_cand):
-            phat[:, np.asarray(one.children(v, c))] = marg[:, v, c]
-    phat = jnp.asarray(phat[:, :n_int])
-    return EstimatorTarget(jnp.asarray(p_d), jnp.asarray(h, jnp.float32), phat), rep
+    marg = h @ np.asarray(bit_table(trees.q), np.float32)  # [trees, n_int, cand, q]
+    # phat of every node in index order: p_d at the root, then the children of (node, cand)
+    phat = np.concatenate([p_d[:, None], marg.reshape(len(p_d), -1)], axis=1)[:, :n_int]
+    return EstimatorTarget(jnp.asarray(p_d), jnp.asarray(h, jnp.float32), jnp.asarray(phat)), rep
 
 
 def fit_estimator(static, trees, carry, target, steps: int = 300, lr: float = 0.03):
     """``(carry, loss)``: B fitted to ``target`` by Adam on KL(p_d) + mean KL(joint) (A kept)."""
-    one = jax.tree.map(lambda x: x[0], trees)
-    d, n_int, n_cand = one.depth, one.n_internal, one.n_cand
-    sizes = np.diff([one.level_offset(lev) for lev in range(d + 1)])
+    d, n_int, n_cand = trees.depth, trees.n_internal, trees.n_cand
+    sizes = np.diff([trees.level_offset(lev) for lev in range(d + 1)])
     ks = jnp.asarray(d - np.repeat(np.arange(d, dtype=np.int32), sizes))  # levels to the leaves
-    _, b0, _, unravel_b = sb.templates(static, one.q)
+    _, b0, _, unravel_b = sb.templates(static, trees.q)
     views = jax.vmap(lambda t: t.public())(trees)
     eps = 1e-12
 
@@ -247,17 +202,11 @@ def fit_estimator(static, trees, carry, target, steps: int = 300, lr: float = 0.
         kl0, klj = jax.vmap(per_tree)(views, target.p_d, target.joint, target.phat)
         return kl0.mean() + klj.mean()
 
-    grad = jax.value_and_grad(loss)
-
     def body(_, x):
-        bf, opt, _ = x
-        val, g = grad(bf)
-        bf, opt = sb.adam_step(bf, opt, g, lr, -1.0)
-        return bf, opt, val
+        bf, opt = x
+        return sb.adam_step(bf, opt, jax.grad(loss)(bf), lr, -1.0)
 
-    bf, _, _ = jax.lax.fori_loop(
-        0, steps, body, (carry.b_flat, sb.ADAM.init(carry.b_flat), jnp.float32(0))
-    )
+    bf, _ = jax.lax.fori_loop(0, steps, body, (carry.b_flat, sb.ADAM.init(carry.b_flat)))
     return carry.replace(b_flat=bf, opt_b=sb.ADAM.init(bf)), loss(bf)
 
 

@@ -278,7 +278,6 @@ def test_no_measured_speedups_in_code():
 DOCUMENTED = (
     "experiments/stackelberg/runs.py",
     "experiments/deterministic_debate/population.py",
-    "experiments/prover_estimator/claims.py",
     "experiments/ogd_estimator/algorithm1.py",
     "dedebate/agents/stochastic_zoo.py",
     "experiments/stochastic_debate/budget.py",

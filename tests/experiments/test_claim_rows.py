@@ -11,7 +11,7 @@ import numpy as np
 import experiments.deterministic_debate as dd
 import experiments.machines as machines
 import experiments.ogd_estimator as ogd
-import experiments.prover_estimator.claims as pe
+import experiments.prover_estimator as pe
 import experiments.stackelberg as sb
 import experiments.stochastic_debate as sd
 import experiments.stochastic_selfplay as ssp
@@ -504,21 +504,16 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
 
 
 # ---- stackelberg -----------------------------------------------------------------------------
-def _sb_rows(**bad):
+def _sb_rows(honest_min=None, rho_max=1.5, chain_max=2e-7):
     cfg = sb.Config(**sb.SIZES["quick"])
     thr = cfg.rho ** -(cfg.depth + 1)
-    good = {
-        "honest_min": thr + 0.01,
-        "per_run": {"stable/n_B = 20": thr + 0.01},
-        "excess_max": 0.2,
-        "rho_max": cfg.rho - 0.5,
-        "n_stable": 32,
-        "chain_max": 2e-7,
-        "n_pairs": 32,
-        "trained_u_min": 0.1,
-        "trained_u_max": 0.3,
-    }
-    return sb.proven_claims(cfg, sb.runs.ProvenMeasured(**{**good, **bad}))
+    honest_min = thr + 0.01 if honest_min is None else honest_min
+    rows = [  # two pairs on the rho-stable trees, one (no honest payoff) on the unstable ones
+        {"part": "stable", "run": "nB20", "honest_u_a_min": honest_min + 0.01, "chain_abs_err": 0},
+        {"part": "stable", "run": "nB20", "honest_u_a_min": honest_min, "chain_abs_err": chain_max},
+        {"part": "unstable", "run": "nB20", "honest_u_a_min": math.nan, "chain_abs_err": 0.0},
+    ]
+    return sb.proven_rows(cfg, rho_max, rows)[0]
 
 
 def test_stackelberg_proven_rows_fail_when_a_measurement_breaks_its_bound():

@@ -35,6 +35,7 @@ from dedebate.lab.config import resolve
 from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.evaluate import drive_chunks
 from dedebate.lab.sweep import plan, point_key, point_row, run_sweep
+from experiments.ogd_estimator.algorithm1 import PER_RUN, RECOMPUTE_TOL
 from tests.conftest import REPO
 from tests.fakes import FakeContext, count_point_traces, truncate_checkpoint
 
@@ -142,7 +143,12 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, cfg):
 
 def _chunked_training_matches_the_one_shot_program(tmp_path, cfg, run):
     """The chunked run ``run`` of ``cfg`` agrees with the one-shot training program."""
-    problems, families = exp.net_problems(cfg, FakeContext(tmp_path, name=exp.NAME).key)
+    problems, families = exp.make_problems(
+        cfg,
+        jax.random.fold_in(FakeContext(tmp_path, name=exp.NAME).key, exp.NET_PROBLEM_KEY),
+        2**cfg.net_q,
+        cfg.test_scale,
+    )
     feats = families.features
     static = NetTrainStatic(
         rounds=cfg.net_rounds, hidden=tuple(cfg.net_hidden), optimizer=cfg.net_optimizer
@@ -234,11 +240,11 @@ def test_delta_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monke
     for r in report:
         d = QUICK.deltas.index(r["delta"])
         pre = f"Z{r['n_z']}/{r['step_rule']}/d{d}/s{r['seed']}"
-        for m in exp.PER_RUN:
+        for m in PER_RUN:
             assert row[f"{pre}/{m}"] == r[m], (pre, m)  # bit for bit (Python floats of float32)
         assert r["steps"] <= r["bound"] and r["max_adv"] < r["delta"]
         # the float64 recomputation of the exit h (from the program's extras) agrees
-        assert r["max_adv_numpy"] == pytest.approx(r["max_adv"], abs=exp.RECOMPUTE_TOL)
+        assert r["max_adv_numpy"] == pytest.approx(r["max_adv"], abs=RECOMPUTE_TOL)
         assert r["fresh_tests"] == 4 * QUICK.n_tests
     # the other seed's problems are other problems
     assert (

@@ -83,7 +83,8 @@ def test_rates_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypa
     ctx.key = point_key(E.NAME, seed, pt.cfg)
     trained = E.trained_parts(pt.cfg, train_rows(E, pt.cfg, ctx))
     assert traces == {"init": 1, ("chunk", 2): 1, "finish": 1}  # nothing traced again
-    alone = E.runs.point_metrics(pt.cfg, trained["stable"].mon)
+    summary = E.runs.summarise(pt.cfg, trained["stable"].mon)  # [schedule, seed]: n_B = 1 first
+    alone = {k: v[0, 0].item() for k, v in summary.items()}
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
     assert len(alone) == 9 and {m: row[m] for m in alone} == alone
     # the dynamic numbers reach the training: every point of seed 1 ends at another payoff

@@ -16,6 +16,7 @@ import pytest
 
 import experiments.stackelberg as E
 from dedebate.agents.learned import init_estimator
+from dedebate.core.pytrees import stack
 from dedebate.programs import FAST_COMPILE
 from dedebate.protocols.prover_estimator import (
     PEDStatic,
@@ -35,7 +36,7 @@ from dedebate.training.stackelberg import (
     stackelberg_params,
 )
 from dedebate.trees.stability import tree_rho
-from experiments.stackelberg.runs import fit_estimator, ogd_target, proof_grid, stable_trees, stack
+from experiments.stackelberg.runs import fit_estimator, make_trees, ogd_target, proof_grid
 
 STEPS = 100
 THRESHOLD = 0.25  # rho^-(d+1) with rho = 2, d = 1
@@ -45,7 +46,7 @@ CFG = E.Config(n_trees=2)
 def _batch(seeds):
     trees = stack(
         [
-            stable_trees(jax.random.fold_in(jax.random.key(s), 0), CFG.n_trees, CFG.depth)
+            make_trees(jax.random.fold_in(jax.random.key(s), 0), CFG.n_trees, CFG.depth)
             for s in seeds
         ]
     )
