@@ -30,13 +30,15 @@ def reproduce_header(report_dir: Path) -> tuple[str, int]:
     """The size and seed a reproduce directory was made with (its report.json), or ValueError
     with the reason in words; read only, so a bad report is refused before it is rewritten."""
     from dedebate.lab.config_schema import SIZES
-    from dedebate.lab.rundir import read_json
+    from dedebate.lab.rundir import RunDirError, read_json
 
     path = report_dir / "report.json"
     try:
-        data = read_json(path)
+        data = read_json(path)  # no link, no FIFO, at most MAX_RECORD_BYTES
     except FileNotFoundError:
         raise ValueError("no report.json there (not a reproduce directory)") from None
+    except RunDirError as err:
+        raise ValueError(str(err)) from None
     except (OSError, ValueError) as err:
         raise ValueError(f"cannot read {path}: {err}") from None
     prov = data.get("provenance") if isinstance(data, dict) else None
@@ -64,6 +66,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from dedebate.lab.report import reproduce
 
     if args.resume:
+        from dedebate.lab.folder_guard import check_run_dir
+
+        check_run_dir(args.resume)  # before report.json is read: no link out, no FIFO (exit 2)
         try:
             size, seed = reproduce_header(Path(args.resume))
         except ValueError as err:

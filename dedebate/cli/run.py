@@ -25,6 +25,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         command line or config.
     """
     from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
+    from dedebate.lab.folder_guard import check_run_dir
     from dedebate.lab.registry import config_path
     from dedebate.lab.runner import run_experiment
 
@@ -33,6 +34,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.config is not None:  # with --resume every positional is an override
             overrides.insert(0, args.config)
         run_dir = Path(args.resume)
+        check_run_dir(run_dir)  # before config.yaml is read: no link out, no FIFO (exit 2)
         if not (run_dir / "config.yaml").is_file():
             return die_usage(f"--resume {args.resume}: no config.yaml there (not a run directory)")
     elif args.config is None:
@@ -93,9 +95,9 @@ def _p_text(d) -> str:
 
 def _print_run_summary(rec) -> None:
     from dedebate.lab.experiment import gating
-    from dedebate.lab.report_render import measured
+    from dedebate.lab.report_render import measured, one_line, printable
 
-    print(f"run directory: {rec.run_dir}")
+    print(f"run directory: {printable(rec.run_dir)}")
     if rec.result is not None:
         for d in rec.results.get("claims", []):
             verdict = (
@@ -103,26 +105,27 @@ def _print_run_summary(rec) -> None:
                 if gating(d)
                 else ("FINDING, criterion met" if d["passed"] else "FINDING, criterion not met")
             )
-            print(
-                f"  {verdict}  {d['claim']} ({d['source']}): bound "
-                f"{d['bound']}; measured {measured(d)}{_p_text(d)}"
-            )
+            text = f"{d['claim']} ({d['source']}): bound {d['bound']}; measured {measured(d)}"
+            print(f"  {verdict}  {one_line(text + _p_text(d))}")
         if not rec.result.claims:
             print("  (no claims)")
     wb = rec.results.get("provenance", {}).get("tracking", {})
     if wb.get("mode") == "offline" and wb.get("wandb_dir"):
-        print(f"W&B offline run: {wb['wandb_dir']} (upload with: dedebate sync {rec.run_dir})")
+        where, run_dir = printable(wb["wandb_dir"]), printable(rec.run_dir)
+        print(f"W&B offline run: {where} (upload with: dedebate sync {run_dir})")
 
 
 def _sweep_config(args: argparse.Namespace, reg):
     """The sweep's RunConfig from CONFIG or from ``--resume SWEEP_DIR``'s config.yaml."""
     from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
+    from dedebate.lab.folder_guard import check_run_dir
     from dedebate.lab.registry import config_path
 
     overrides = list(args.overrides)
     if args.resume:
         if args.config is not None:
             overrides.insert(0, args.config)
+        check_run_dir(args.resume)  # before config.yaml is read: no link out, no FIFO (exit 2)
         raw = read_yaml(Path(args.resume) / "config.yaml")
         old = resolve(raw, reg.experiments)
         cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)

@@ -17,8 +17,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
     Returns:
         0 if every run synced (or there was none); 1 if one failed or ran past ``--timeout``;
-        2 for a bad path, ``--jobs`` or ``--timeout``.
+        2 for a bad path, ``--jobs`` or ``--timeout``, or a ``wandb/`` folder holding a link
+        (nothing synced).
     """
+    from dedebate.lab.report_render import printable
     from dedebate.lab.sync import by_run_id, find_offline_runs, sync_all
 
     if args.jobs < 1:
@@ -34,7 +36,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print(f"no offline W&B runs under {', '.join(args.paths)}", file=sys.stderr)
         return EXIT_OK
     if args.dry_run:
-        print("\n".join(str(r) for r in runs))
+        print("\n".join(printable(r) for r in runs))
         print(f"{len(runs)} offline run(s); run without --dry-run to sync them", file=sys.stderr)
         return EXIT_OK
     failed = sync_all(

@@ -15,14 +15,15 @@ one side only are listed but are not a change (quick and default sizes check dif
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from dedebate.lab.experiment import gating
-from dedebate.lab.report_render import fmt, measured
+from dedebate.lab.report_render import fmt, measured, one_line
 from dedebate.lab.rerender import claims_problem, json_kind
-from dedebate.lab.rundir import read_json
+from dedebate.lab.rundir import RunDirError, read_json
 
 
 class CompareError(ValueError):
@@ -43,15 +44,17 @@ def load_claims(path: str | Path) -> tuple[str, dict[tuple[str, str, int], dict[
     p = Path(path).expanduser()
     if p.is_dir():
         for name in ("report.json", "results.json"):
-            if (p / name).is_file():
+            if os.path.lexists(p / name):  # a link is found, and refused by read_json
                 p = p / name
                 break
         else:
             raise CompareError(f"{path}: no report.json or results.json in this directory")
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise CompareError(f"{path}: no such file or directory")
     try:
-        data = read_json(p)
+        data = read_json(p)  # never through a link, never a FIFO, at most MAX_RECORD_BYTES
+    except RunDirError as err:
+        raise CompareError(str(err)) from None
     except (OSError, ValueError) as err:
         raise CompareError(f"{p}: not a readable JSON result ({err})") from None
     if isinstance(data, dict) and isinstance(data.get("experiments"), list):
@@ -155,7 +158,7 @@ def _verdict(c: dict[str, Any]) -> str:
 
 
 def _cell(text: Any) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return one_line(text).replace("|", "\\|")
 
 
 def _side(c: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -22,7 +22,14 @@ from typing import Any
 
 from dedebate.lab.config import RunConfig
 from dedebate.lab.experiment import stopwatch
-from dedebate.lab.rundir import eprint, jsonable, write_text
+from dedebate.lab.rundir import (
+    MAX_METRICS_BYTES,
+    eprint,
+    jsonable,
+    open_append,
+    read_text,
+    write_text,
+)
 from dedebate.lab.tracking import Tracker
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -80,9 +87,10 @@ class LabContext:
         """metrics.jsonl rows, the unreadable line count, whether it lacks a final newline."""
         # The rows of metrics.jsonl, the count of unreadable lines, whether the file ends without a
         # newline.
-        if not self.metrics_path.is_file():
+        try:  # never through a link, never a FIFO, at most MAX_METRICS_BYTES
+            text = read_text(self.metrics_path, MAX_METRICS_BYTES, "rundir.MAX_METRICS_BYTES")
+        except FileNotFoundError:
             return [], 0, False
-        text = self.metrics_path.read_text()
         rows, bad = [], 0
         for line in text.splitlines():
             try:
@@ -155,7 +163,7 @@ class LabContext:
         row = {"step": int(step), "wall_s": round(time.monotonic() - self._t0, 4)}
         row.update(jsonable(metrics))
         if int(step) not in self._old_steps:
-            with open(self.metrics_path, "a") as fh:
+            with open_append(self.metrics_path) as fh:  # no link, no FIFO
                 fh.write(json.dumps(row) + "\n")
         self.tracker.log(jsonable(metrics), step=int(step))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 import os
 from pathlib import Path
@@ -20,7 +21,14 @@ from typing import Any
 
 from dedebate.lab.claims import Claim, gating
 from dedebate.lab.provenance import RESULT_SCHEMA_VERSION
-from dedebate.lab.rundir import read_json
+from dedebate.lab.report_render import printable
+from dedebate.lab.rundir import (
+    MAX_METRICS_BYTES,
+    MAX_ROWS_BYTES,
+    RunDirError,
+    read_json,
+    read_text,
+)
 from dedebate.lab.schema import SCHEMA_DIR
 
 MAX_DEPTH = 4
@@ -172,7 +180,9 @@ def load(path: str | os.PathLike) -> Record:
     else:
         raise RecordError(f"{path}: no such directory, report.json or results.json")
     try:
-        data = read_json(file)
+        data = read_json(file)  # never through a link, never a FIFO, at most MAX_RECORD_BYTES
+    except RunDirError as err:
+        raise RecordError(str(err)) from None
     except (OSError, ValueError) as err:
         raise RecordError(f"{file}: not readable JSON ({err})") from None
     if (
@@ -235,7 +245,7 @@ def _inside(base: Path, path: Path) -> bool:
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     """The rows of a ``metrics.jsonl``; a line cut short by a kill is skipped."""
     rows = []
-    for line in path.read_text().splitlines():
+    for line in _read(path, MAX_METRICS_BYTES, "rundir.MAX_METRICS_BYTES").splitlines():
         try:
             row = json.loads(line)
         except ValueError:
@@ -243,6 +253,14 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
         if isinstance(row, dict):
             rows.append(row)
     return rows
+
+
+def _read(path: Path, limit: int, cap: str) -> str:
+    """A record's file (``rundir.read_text``); RecordError if it is not regular or too large."""
+    try:
+        return read_text(path, limit, cap)
+    except RunDirError as err:
+        raise RecordError(str(err)) from None
 
 
 _BOOLS = {"True": True, "False": False}
@@ -270,18 +288,19 @@ def metrics(what: Record | str | os.PathLike) -> list[dict[str, Any]]:
         what: a :class:`Record`, or a path :func:`load` reads.
 
     Raises:
-        RecordError: as :func:`load`.
+        RecordError: as :func:`load`; or a ``metrics.jsonl`` / ``sweep.csv`` that is not a
+            regular file or is over its cap (``rundir.MAX_METRICS_BYTES`` / ``MAX_ROWS_BYTES``).
     """
     rec = _as_record(what)
     if rec.kind == "sweep":
         table = rec.path / str(rec.data.get("table") or "sweep.csv")
         if not (table.is_file() and _inside(rec.path, table)):
             return []
-        with open(table, newline="") as fh:
-            return [
-                {"experiment": rec.data.get("experiment"), **{k: _cell(v) for k, v in row.items()}}
-                for row in csv.DictReader(fh)
-            ]
+        text = _read(table.resolve(), MAX_ROWS_BYTES, "rundir.MAX_ROWS_BYTES")
+        return [
+            {"experiment": rec.data.get("experiment"), **{k: _cell(v) for k, v in row.items()}}
+            for row in csv.DictReader(io.StringIO(text, newline=""))
+        ]
     if rec.kind == "run":
         runs = [(rec.data.get("experiment"), rec.path)]
     else:
@@ -294,7 +313,7 @@ def metrics(what: Record | str | os.PathLike) -> list[dict[str, Any]]:
     for name, run_dir in runs:
         file = run_dir / "metrics.jsonl"
         if file.is_file() and _inside(rec.path, file):
-            out += [{"experiment": name, **row} for row in _jsonl(file)]
+            out += [{"experiment": name, **row} for row in _jsonl(file.resolve())]
     return out
 
 
@@ -435,8 +454,9 @@ def render(entries: list[dict[str, Any]]) -> str:
                 e["path"],
             )
         )
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]) - 1)]
+    cells = [[printable(c) for c in r] for r in rows]  # names and paths come from the folders
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]) - 1)]
     return "".join(
-        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)) + f"  {r[-1]}\n"
-        for r in rows
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + f"  {r[-1]}\n"
+        for r in cells
     )

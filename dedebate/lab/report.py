@@ -16,7 +16,6 @@ the rows keep the registry's order. The report's content and its markdown:
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 
 from dedebate.lab.claims import FAMILY_ALPHA, awaits_family, gating
 from dedebate.lab.config import ConfigError, TrackingMode, default_config
+from dedebate.lab.folder_guard import check_run_dir
 from dedebate.lab.memory import MemoryBudgetError, check_run
 from dedebate.lab.registry import Registry
 from dedebate.lab.report_render import (  # noqa: F401  (re-exported)
@@ -40,15 +40,16 @@ from dedebate.lab.report_render import (  # noqa: F401  (re-exported)
 )
 from dedebate.lab.rundir import (
     RESULT_SCHEMA_VERSION,
-    check_run_dir,
+    RunDirError,
     environment_provenance,
     eprint,
     new_run_dir,
+    read_json,
     utc_iso,
     write_json,
     write_text,
 )
-from dedebate.lab.runner import run_experiment
+from dedebate.lab.runner import run_experiment, stored_results
 from dedebate.lab.tracking import Tracker
 
 
@@ -109,6 +110,9 @@ def reproduce(
 
     Raises:
         ValueError: nothing is selected (no experiment and no import error to report).
+        RunDirError: a resumed directory that reaches outside itself or holds what is not a
+            file, or an experiment's results.json there that is not a record dedebate writes
+            (:func:`~dedebate.lab.runner.stored_results`); nothing is written.
     """
     names = registry.names()
     import_errors: Mapping[str, str] = registry.errors
@@ -124,6 +128,9 @@ def reproduce(
         new_run_dir(output_dir, "reproduce") if resume_dir is None else Path(resume_dir).resolve()
     )
     check_run_dir(report_dir)  # a resumed one from someone else: no link out of it
+    if resume_dir is not None:  # its records are checked before the report is rewritten
+        for name in names:
+            stored_results(report_dir / name)  # a hostile results.json: RunDirError (exit 2)
     group = report_dir.name
     started = utc_iso()
     t_start = time.monotonic()
@@ -387,8 +394,8 @@ def write_back_decisions(report_dir: Path, entries: list[ExperimentEntry]) -> No
             continue  # a failed run: nothing decided to write
         path = report_dir / e.run_dir / "results.json"
         try:
-            results = json.loads(path.read_text())
-        except (OSError, ValueError):
+            results = read_json(path)  # no link, no FIFO, at most MAX_RECORD_BYTES
+        except (OSError, ValueError, RunDirError):
             continue
         if not (
             isinstance(results, dict)

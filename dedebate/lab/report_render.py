@@ -140,17 +140,27 @@ def measured(c: Mapping[str, Any]) -> str:
 
 
 def _cell(text: Any) -> str:
-    return _line(text).replace("|", "\\|")
+    return one_line(text).replace("|", "\\|")
 
 
-def _line(text: Any) -> str:
-    """``text`` on one line (runs of whitespace, newlines too, become one space)."""
-    return " ".join(str(text).split())
+def one_line(text: Any) -> str:
+    """``text`` on one line, safe to print: runs of whitespace (newlines too) become one space,
+    other unprintable characters :func:`printable`'s escapes."""
+    return printable(" ".join(str(text).split()))
+
+
+def printable(text: Any) -> str:
+    """``text`` with every unprintable character (a newline, a terminal escape, a bidi control)
+    as its Python escape (``\\x1b``): shared records' text cannot drive a terminal."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def _heading(e: ExperimentEntry) -> str:
     """The text of the entry's ``## name — title`` heading, on one line."""
-    return _line(f"{e.name} — {e.title}" if e.title else e.name)
+    return one_line(f"{e.name} — {e.title}" if e.title else e.name)
 
 
 def _anchor(e: ExperimentEntry) -> str:
@@ -239,7 +249,7 @@ def render_markdown(
     lines.append("")
     for e in entries:
         lines += [f"## {_heading(e)}", ""]
-        where = f"run directory `{_line(e.run_dir)}/`, " if e.run_dir else ""
+        where = f"run directory `{one_line(e.run_dir)}/`, " if e.run_dir else ""
         lines += [f"{e.verdict}; {where}{e.wall_time_s:.1f} s.", ""]
         lines += [
             "| claim | source | bound | measured (95% interval) | result | note |",
@@ -275,7 +285,7 @@ def render_markdown(
             lines += [_row(c) for c in e.findings()]
             lines.append("")
         for p in e.plots:
-            lines += [f"![{_line(Path(p).stem)}]({_line(p)})", ""]
+            lines += [f"![{one_line(Path(p).stem)}]({one_line(p)})", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

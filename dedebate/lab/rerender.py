@@ -15,13 +15,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html
+import os
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from dedebate.lab.report_render import ExperimentEntry, render_markdown
-from dedebate.lab.rundir import read_json
+from dedebate.lab.rundir import MiB, RunDirError, TooLargeError, read_bytes, read_json
 
 
 class ReportError(ValueError):
@@ -40,13 +41,15 @@ def load_report(directory: str | Path) -> tuple[Path, dict[str, Any]]:
         ReportError: no report.json, unreadable JSON, or not a report (:func:`report_problem`).
     """
     path = Path(directory).expanduser()
-    if path.is_file() and path.name == "report.json":
+    if path.name == "report.json" and not path.is_dir() and os.path.lexists(path):
         path = path.parent
     file = path / "report.json"
-    if not file.is_file():
+    if not os.path.lexists(file):
         raise ReportError(f"{directory}: no report.json there (not a reproduce directory)")
     try:
-        data = read_json(file)
+        data = read_json(file)  # never through a link, never a FIFO, at most MAX_RECORD_BYTES
+    except RunDirError as err:
+        raise ReportError(str(err)) from None
     except (OSError, ValueError) as err:
         raise ReportError(f"{file}: not readable JSON ({err})") from None
     problem = report_problem(data)
@@ -106,7 +109,8 @@ def claims_problem(claims: Any, where: str, keys: tuple[str, ...] = ()) -> str |
     return None
 
 
-_FLOATS, _COUNTS = ("value", "lo", "hi", "sd", "p_value"), ("k", "n")
+_FLOATS = ("value", "lo", "hi", "sd", "p_value", "family_level")
+_COUNTS = ("k", "n", "family_size")
 
 
 def _field_problem(where: str, x: Any, count: bool) -> str | None:
@@ -169,6 +173,30 @@ def report_problem(data: Any) -> str | None:
     return None
 
 
+_RESULTS: dict[str, tuple[type, str]] = {
+    "metrics": (dict, "an object"),
+    "tables": (dict, "an object"),
+    "plots": (list, "an array of paths"),
+    "provenance": (dict, "an object"),
+}
+
+
+def results_problem(results: dict[str, Any]) -> str | None:
+    """Why a finished run's loaded ``results.json`` cannot be reused (the first problem, in
+    words); None when its claims, metrics, tables, plots and provenance have the types the
+    runner writes."""
+    keys = ("claim", "source", "bound", "value", "lo", "hi", "passed")
+    if problem := claims_problem(results.get("claims"), "claims", keys):
+        return problem
+    for key, (kind, what) in _RESULTS.items():
+        if results.get(key) is not None and (problem := _expect(key, results[key], kind, what)):
+            return problem
+    files = [*(results.get("tables") or {}).values(), *(results.get("plots") or [])]
+    if bad := [f for f in files if not isinstance(f, str)]:
+        return f"a table or plot is {json_kind(bad[0])}, not a path"
+    return None
+
+
 def markdown(data: dict[str, Any]) -> str:
     """``report.md`` of a loaded report.json, rendered by the current dedebate."""
     fields = {f.name for f in dataclasses.fields(ExperimentEntry)}
@@ -218,26 +246,43 @@ def _cells(line: str) -> list[str]:
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _png(base: Path, rel: str) -> bytes | None:
-    """The bytes of the PNG file ``rel`` if it lies inside ``base`` (links followed), else None."""
-    # The bytes of the PNG file ``rel`` if it lies inside ``base`` once every link is followed, else
-    # None.
+MAX_PLOT_BYTES = 16 * MiB
+"""The largest plot embedded in an HTML report (dedebate's plots are well under 1 MiB)."""
+MAX_EMBEDDED_BYTES = 128 * MiB
+"""The most plot bytes one HTML report embeds; the plots after are not shown."""
+
+
+def _png(base: Path, rel: str, room: int = MAX_PLOT_BYTES) -> bytes | str:
+    """The bytes of the PNG ``rel`` inside ``base`` (of at most ``room`` bytes), else why not."""
+    # Links are followed, and the file must lie inside ``base``: a regular file of at most
+    # MAX_PLOT_BYTES and ``room`` (what the page may still embed).
     root = base.resolve()
     path = (root / rel).resolve()
-    if not path.is_relative_to(root) or not path.is_file():
-        return None
-    with open(path, "rb") as fh:
-        data = fh.read()
-    return data if data.startswith(PNG_SIGNATURE) else None
-
-
-def _image(base: Path, rel: str, alt: str) -> str:
-    data = _png(base, rel)
-    if data is None:
+    where = "is not a PNG file inside the report directory"
+    if not path.is_relative_to(root):
+        return where
+    try:
+        data = read_bytes(path, MAX_PLOT_BYTES)
+    except TooLargeError:
+        return f"is over rerender.MAX_PLOT_BYTES, the {MAX_PLOT_BYTES / MiB:g} MiB a plot may be"
+    except (OSError, RunDirError):
+        return where
+    if not data.startswith(PNG_SIGNATURE):
+        return where
+    if len(data) > room:
         return (
-            f"<p>(plot {html.escape(alt)} not shown: {html.escape(rel)} is not a PNG file "
-            "inside the report directory)</p>"
+            "would take the page over rerender.MAX_EMBEDDED_BYTES, the "
+            f"{MAX_EMBEDDED_BYTES / MiB:g} MiB of plots it embeds"
         )
+    return data
+
+
+def _image(base: Path, rel: str, alt: str, budget: list[int] | None = None) -> str:
+    budget = [MAX_EMBEDDED_BYTES] if budget is None else budget  # bytes the page may still embed
+    data = _png(base, rel, budget[0])
+    if isinstance(data, str):
+        return f"<p>(plot {html.escape(alt)} not shown: {html.escape(rel)} {html.escape(data)})</p>"
+    budget[0] -= len(data)
     uri = "data:image/png;base64," + base64.b64encode(data).decode()
     return f'<p><img alt="{html.escape(alt)}" src="{uri}"></p>'
 
@@ -259,6 +304,7 @@ def to_html(md: str, base: Path) -> str:
         base: the report directory the plot paths are relative to.
     """
     body: list[str] = []
+    budget = [MAX_EMBEDDED_BYTES]  # plot bytes the page may still embed
     lines = md.splitlines()
     i = 0
     while i < len(lines):
@@ -287,7 +333,7 @@ def to_html(md: str, base: Path) -> str:
             anchor = "".join(c for c in text.lower() if c.isalnum() or c in " -_").replace(" ", "-")
             body.append(f'<h{level} id="{html.escape(anchor)}">{_inline(text)}</h{level}>')
         elif m := _IMAGE.match(line):
-            body.append(_image(base, m.group(2), m.group(1)))
+            body.append(_image(base, m.group(2), m.group(1), budget))
         elif line.strip():
             body.append(f"<p>{_inline(line)}</p>")
         i += 1

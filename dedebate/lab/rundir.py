@@ -7,11 +7,11 @@ second never share a directory. ``~`` in ``output_dir`` is the user's home direc
 A directory that cannot be created or written (no permission, a path under a regular file, a
 full disk) raises :class:`RunDirError`, one line naming the path (the CLI exits 2); a writer that
 fails leaves no temporary file behind. A run directory in use by a process is locked
-(:func:`lock_run_dir`), so a second process resuming the same run stops at once. A run directory
-may come from someone else (a colleague, an archive), so one that reaches outside itself through
-a symbolic link is refused before anything is written (:func:`check_run_dir`). Files are
-written atomically as JSON (:func:`jsonable` converts numpy/jax values), text or CSV, and read
-back with :func:`read_json` (bad JSON is a ValueError in words). What a result records about its
+(:func:`lock_run_dir`). A run directory may come from someone else, so one that reaches outside
+itself or holds a FIFO or device is refused before anything is written (:func:`check_run_dir`).
+Files are written atomically as JSON (:func:`jsonable` converts numpy/jax values), text or CSV,
+and read back with :func:`read_json` / :func:`read_bytes`: never through a link, never from a
+FIFO or device, never more than a cap (``MAX_*_BYTES``). What a result records about its
 environment: :mod:`dedebate.lab.provenance` (re-exported here).
 """
 
@@ -55,7 +55,11 @@ class RunDirError(Exception):
     """A run or output directory that cannot be used: one line naming the path (exit 2)."""
 
 
-def _reason(err: OSError) -> str:
+class TooLargeError(RunDirError):
+    """A file over the cap of its reader (:func:`read_bytes`)."""
+
+
+def os_reason(err: OSError) -> str:
     """What went wrong with a path, in words (``strerror`` without the errno noise)."""
     if isinstance(err, FileExistsError):
         return "a file is in the way (not a directory)"
@@ -92,7 +96,7 @@ def new_run_dir(output_dir: str | os.PathLike, prefix: str) -> Path:
             return path.resolve()
     except OSError as err:
         raise RunDirError(
-            f"output_dir {str(output_dir)!r}: cannot create a run directory there: {_reason(err)}"
+            f"output_dir {str(output_dir)!r}: cannot create a run directory there: {os_reason(err)}"
         ) from None
     raise RunDirError(
         f"output_dir {str(output_dir)!r}: could not create a run directory {base}[-n] there"
@@ -122,115 +126,6 @@ def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) ->
             if matches(old):
                 return d.resolve()
     return None
-
-
-LOCK_NAME = ".lock"
-RUN_FOLDERS = ("plots", "tables", "checkpoints", "groups")
-"""The folders the lab writes into, directly under a run directory: never symbolic links."""
-
-
-def check_run_dir(run_dir: str | os.PathLike) -> None:
-    """Refuse a run directory that reaches outside itself.
-
-    Every symbolic link under it must lead inside it, and none may stand for one of
-    :data:`RUN_FOLDERS`; links are not followed while looking. W&B's folders (``wandb/``, here
-    or in a sub-run) must not be links out, but are not looked into: W&B links its logs to its
-    cache in the user's home, and an attempt writes only a new run folder there.
-
-    Raises:
-        RunDirError: one line naming the first offending link and where it leads.
-    """
-    root = Path(os.path.realpath(run_dir))
-    for where, dirs, files in os.walk(root):
-        for name in (*dirs, *files):
-            path = Path(where, name)
-            if not path.is_symlink():
-                continue
-            target = Path(os.path.realpath(path))
-            if not target.is_relative_to(root) or (Path(where) == root and name in RUN_FOLDERS):
-                raise RunDirError(
-                    f"{path}: a symbolic link (to {target}); a run directory must "
-                    "not reach outside itself: replace the link by the files"
-                )
-        dirs[:] = [d for d in dirs if d != "wandb"]
-
-
-class RunLock:
-    """An exclusive ``flock`` on ``<run_dir>/.lock`` (which holds the owner's PID). The kernel
-    drops it when its process ends however it ends, so a dead process's lock is simply taken
-    over. :meth:`release` (or leaving the ``with`` block) unlocks."""
-
-    def __init__(self, fd: int | None, path: Path):
-        self._fd = fd
-        self.path = path
-
-    def release(self) -> None:
-        """Unlock the run directory (idempotent)."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-            os.close(fd)  # closing the descriptor drops the flock
-
-    def __enter__(self) -> RunLock:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.release()
-
-
-def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
-    """Lock ``run_dir`` for this process.
-
-    The directory is checked first (:func:`check_run_dir`), and the lock file is opened without
-    following a link and without truncating it.
-
-    Returns the held :class:`RunLock`.
-
-    Raises:
-        RunDirError: another process holds it ("run in use by PID N"), at once; the directory
-            reaches outside itself, or its lock file is a link or not a regular file.
-    """
-    check_run_dir(run_dir)
-    path = Path(run_dir) / LOCK_NAME
-    try:
-        import fcntl
-    except ImportError:  # no flock on this platform: no lock
-        return RunLock(None, path)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as err:
-        why = "a symbolic link" if err.errno == errno.ELOOP else _reason(err)
-        raise RunDirError(f"{path}: cannot create the run's lock file: {why}") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-        os.close(fd)
-        raise RunDirError(
-            f"{path}: the run's lock file is not a regular file of its own (a "
-            "device, pipe or hard link); remove it"
-        )
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as err:
-        if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return RunLock(fd, path)  # a file system without locks (ENOLCK): run unlocked
-        owner = ""
-        with contextlib.suppress(OSError):
-            owner = os.pread(fd, 32, 0).decode(errors="replace").strip()
-        os.close(fd)
-        who = f"PID {owner}" if owner.isdigit() else "another process"
-        raise RunDirError(
-            f"run in use by {who}: {Path(run_dir)} is locked ({path}); wait for "
-            "that process to finish or stop it"
-        ) from None
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return RunLock(fd, path)
 
 
 def jsonable(x: Any) -> Any:
@@ -272,7 +167,7 @@ def _atomic(path: str | os.PathLike):
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         if isinstance(err, OSError):
-            raise RunDirError(f"cannot write {path}: {_reason(err)}") from None
+            raise RunDirError(f"cannot write {path}: {os_reason(err)}") from None
         raise
 
 
@@ -299,15 +194,103 @@ def _json_int(digits: str) -> int:
     return int(digits)
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """The JSON value in ``path`` (a file that may come from someone else).
+MiB = 2**20
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words (``a FIFO``, ``a socket``, ...)."""
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISLNK, "a symbolic link"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a plain file")
+
+
+ONLY_FILES = "a shared run folder may hold only regular files and folders"
+
+
+MAX_RECORD_BYTES = 128 * MiB
+"""The largest ``results.json`` / ``report.json`` read (a run's record is well under 1 MiB; a
+sweep's grows with its points, about 50 KiB each: some 2,500 points fit)."""
+MAX_METRICS_BYTES = 512 * MiB
+"""The largest ``metrics.jsonl`` read (a --full stackelberg run logs some tens of MiB)."""
+MAX_ROWS_BYTES = 512 * MiB
+"""The largest sweep rows file read (``sweep.csv``, a group or shard file: about 2 KiB a row)."""
+MAX_HASHES_BYTES = 16 * MiB
+"""The largest ``groups.sha256`` read (about 90 bytes a group)."""
+
+
+def _open_regular(path: Path, flags: int) -> tuple[int, os.stat_result]:
+    """``os.open`` without following a link or blocking; RunDirError unless a regular file."""
+    flags |= os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP and path.is_symlink():
+            raise RunDirError(f"{path}: a symbolic link, not followed; {ONLY_FILES}") from None
+        if err.errno == errno.ENXIO:  # a FIFO nobody reads, opened to write
+            raise RunDirError(f"{path}: not a regular file (a FIFO); {ONLY_FILES}") from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise RunDirError(f"{path}: not a regular file ({file_kind(info.st_mode)}); {ONLY_FILES}")
+    return fd, info
+
+
+def read_bytes(path: str | os.PathLike, limit: int, cap: str = "") -> bytes:
+    """The bytes of the regular file ``path`` (a file that may come from someone else): opened
+    without following a link or blocking (a FIFO does not hang it), read only if ``fstat`` says
+    it is a regular file of at most ``limit`` bytes.
+
+    Args:
+        path: the file.
+        limit: the most bytes read.
+        cap: the name of ``limit`` for the message (``"rundir.MAX_RECORD_BYTES"``).
 
     Raises:
-        OSError: the file cannot be read.
+        FileNotFoundError: no such file (another OSError: it cannot be opened or read).
+        RunDirError: a symbolic link, not a regular file, or over ``limit`` bytes
+            (:class:`TooLargeError`); one line naming the file and what is allowed.
+    """
+    fd, info = _open_regular(Path(path), os.O_RDONLY)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1) if info.st_size <= limit else b""
+    if info.st_size > limit or len(data) > limit:
+        raise TooLargeError(
+            f"{path}: {max(info.st_size, len(data))} bytes, over the {limit / MiB:g} MiB a "
+            f"dedebate reader accepts{f' ({cap})' if cap else ''}; dedebate writes none so large"
+        )
+    return data
+
+
+def read_text(path: str | os.PathLike, limit: int, cap: str = "") -> str:
+    """:func:`read_bytes` decoded as UTF-8 (UnicodeDecodeError, a ValueError, if it is not)."""
+    return read_bytes(path, limit, cap).decode("utf-8")
+
+
+def open_append(path: str | os.PathLike):
+    """``path`` opened to append text (created if missing); RunDirError for a link, a FIFO or
+    another file that is not regular (:func:`read_bytes`)."""
+    fd, _ = _open_regular(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    return os.fdopen(fd, "a")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON value in ``path`` (a file that may come from someone else), read with
+    :func:`read_bytes` (no link, a regular file, at most :data:`MAX_RECORD_BYTES`).
+
+    Raises:
+        OSError: the file cannot be read (FileNotFoundError: there is none).
+        RunDirError: a link, not a regular file, or over :data:`MAX_RECORD_BYTES`.
         ValueError: it is not JSON: not UTF-8, malformed, nested too deeply for Python's parser,
             or an integer of more digits than Python converts; the message says which.
     """
-    text = Path(path).read_text()
+    text = read_text(path, MAX_RECORD_BYTES, "rundir.MAX_RECORD_BYTES")
     try:
         return json.loads(text, parse_int=_json_int)
     except RecursionError:

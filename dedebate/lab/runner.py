@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import stat
 import time
 import traceback
 from pathlib import Path
@@ -30,15 +31,15 @@ from dedebate.lab.experiment import (
     gating,
     with_family_decisions,
 )
+from dedebate.lab.folder_guard import LOCK_NAME, check_run_dir, lock_run_dir
 from dedebate.lab.memory import check_run
+from dedebate.lab.rerender import results_problem
 from dedebate.lab.rundir import (
-    LOCK_NAME,
+    ONLY_FILES,
     RunDirError,
-    check_run_dir,
     environment_provenance,
     eprint,
     jsonable,
-    lock_run_dir,
     new_run_dir,
     newest_matching_dir,
     read_json,
@@ -161,23 +162,44 @@ def run_experiment(
         )
 
 
+def stored_results(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """``run_dir``'s results.json as a resume may reuse it, or None when there is no readable
+    record (none, not JSON: the run runs again and writes one).
+
+    Raises:
+        RunDirError: results.json is a link, not a regular file or over
+            :data:`~dedebate.lab.rundir.MAX_RECORD_BYTES`; or it records a finished run
+            (``status: "ok"``) whose fields have other types than the runner writes
+            (:func:`~dedebate.lab.rerender.results_problem`). Nothing is written.
+    """
+    path = Path(run_dir) / "results.json"
+    try:
+        results = read_json(path)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(results, dict):
+        return None
+    if results.get("status") == "ok" and (problem := results_problem(results)):
+        raise RunDirError(
+            f"{path}: not a record dedebate writes ({problem}); it is left as it is: remove "
+            "it (or the run folder) to run the experiment again"
+        )
+    return results
+
+
 def _finished_results(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
     """results.json of ``run_dir`` if the run finished there with ``cfg``, else None."""
     # results.json of ``run_dir`` if the run finished there with ``cfg``'s config hash and every
-    # table and plot it lists is on disk, else None.
-    try:
-        results = read_json(run_dir / "results.json")
-    except (OSError, ValueError):
-        return None
-    if not isinstance(results, dict) or results.get("status") != "ok":
+    # table and plot it lists is on disk (inside it), else None. A hostile one: RunDirError.
+    results = stored_results(run_dir)
+    if results is None or results.get("status") != "ok":
         return None
     prov = results.get("provenance")
     if not isinstance(prov, dict) or prov.get("config_hash") != cfg.config_hash():
         return None
     listed = [*(results.get("tables") or {}).values(), *(results.get("plots") or [])]
-    if not all(isinstance(f, str) and (run_dir / f).is_file() for f in listed):
-        return None
-    if not isinstance(results.get("claims"), list):
+    root = run_dir.resolve()
+    if not all((root / f).is_file() and (root / f).resolve().is_relative_to(root) for f in listed):
         return None
     return results
 
@@ -198,7 +220,11 @@ def finished_record(
     try:
         import fcntl
 
-        fd = os.open(run_dir / LOCK_NAME, os.O_RDONLY)
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(run_dir / LOCK_NAME, flags)  # a FIFO: no wait for a writer
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise RunDirError(f"{run_dir / LOCK_NAME}: not a regular file; {ONLY_FILES}")
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # fails while a process holds the run
     except ImportError:
         pass
@@ -231,7 +257,7 @@ def finished_record(
     result = ExperimentResult(
         claims=claims,
         metrics=dict(results.get("metrics") or {}),
-        plots=[p.removeprefix("plots/") for p in results.get("plots", [])],
+        plots=[p.removeprefix("plots/") for p in results.get("plots") or []],
     )
     wall = results["provenance"].get("wall_time_s")
     return RunRecord(

@@ -19,13 +19,13 @@ from typing import Any
 
 from dedebate.lab.config import RunConfig, dump_yaml, read_yaml, sweep_hash_of
 from dedebate.lab.devices import EvalInfo
+from dedebate.lab.folder_guard import lock_run_dir
 from dedebate.lab.memory import check_sweep
 from dedebate.lab.rundir import (
     environment_provenance,
     eprint,
     flatten_numbers,
     jsonable,
-    lock_run_dir,
     new_run_dir,
     utc_iso,
     write_csv,
@@ -465,6 +465,7 @@ def _track_points(cfg, plan_, g, grows, out, group_name, mode):
             group=group_name,
             job_type=cfg.experiment,
             name=f"{out.name}-p{p.index}",
+            wandb_checked=True,  # at the sweep's start (its own tracker): not walked per point
             config={
                 **pcfg.to_dict(),
                 "point": p.index,

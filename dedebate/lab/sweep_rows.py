@@ -8,12 +8,22 @@ it (:func:`check_group_file`).
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 from pathlib import Path
 from typing import Any
 
-from dedebate.lab.rundir import _cell, write_csv, write_text
+from dedebate.lab.rundir import (
+    MAX_HASHES_BYTES,
+    MAX_ROWS_BYTES,
+    _cell,
+    read_bytes,
+    read_text,
+    write_csv,
+    write_text,
+)
 from dedebate.lab.sweep_plan import RESERVED, Group, SweepPlan
 
 
@@ -33,12 +43,19 @@ def _parse_cell(text: str) -> Any:
     return text
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a CSV file, cells parsed back (numbers, JSON lists and dicts, text, None)."""
-    import csv
+def _rows_bytes(path: Path) -> bytes:
+    """A rows file's bytes: no link, a regular file, at most :data:`MAX_ROWS_BYTES`."""
+    return read_bytes(path, MAX_ROWS_BYTES, "rundir.MAX_ROWS_BYTES")
 
-    with open(path, newline="") as fh:
-        return [{k: _parse_cell(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a CSV file, cells parsed back (numbers, JSON lists and dicts, text, None).
+
+    Raises:
+        RunDirError: a link, not a regular file, or over ``rundir.MAX_ROWS_BYTES``.
+    """
+    text = io.StringIO(_rows_bytes(path).decode("utf-8"), newline="")
+    return [{k: _parse_cell(v) for k, v in r.items()} for r in csv.DictReader(text)]
 
 
 def sort_rows(rows: list[dict[str, Any]], seeds: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -52,10 +69,11 @@ HASHES = "groups.sha256"
 
 
 def _recorded_hashes(sweep_dir: Path) -> dict[str, str]:
-    try:
-        lines = (sweep_dir / HASHES).read_text().splitlines()
+    try:  # a link, a FIFO or a file over MAX_HASHES_BYTES: RunDirError
+        text = read_text(sweep_dir / HASHES, MAX_HASHES_BYTES, "rundir.MAX_HASHES_BYTES")
     except (OSError, UnicodeDecodeError):
         return {}
+    lines = text.splitlines()
     return {name: digest for digest, _, name in (line.partition("  ") for line in lines)}
 
 
@@ -75,14 +93,16 @@ def check_group_file(path: Path, plan_: SweepPlan, group: Group) -> str | None:
     per (point, seed) of the group, each with its point's axis values as the sweep writes them,
     and the bytes whose hash was recorded when it was written; else what is wrong, in words (a
     file cut short, edited, or from another plan).
-    """
-    import csv
 
+    Raises:
+        RunDirError: the file or ``groups.sha256`` is a link, not a regular file, or over its
+            cap (``rundir.MAX_ROWS_BYTES``, ``MAX_HASHES_BYTES``).
+    """
     try:
-        with open(path, newline="") as fh:
-            reader = csv.DictReader(fh)
-            header = list(reader.fieldnames or [])
-            rows = list(reader)
+        data = _rows_bytes(path)
+        reader = csv.DictReader(io.StringIO(data.decode("utf-8"), newline=""))
+        header = list(reader.fieldnames or [])
+        rows = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         return f"unreadable ({type(err).__name__}: {err})"
     missing = [c for c in (*RESERVED, *plan_.axes) if c not in header]
@@ -117,6 +137,6 @@ def check_group_file(path: Path, plan_: SweepPlan, group: Group) -> str | None:
     recorded = _recorded_hashes(path.parent.parent).get(f"{path.parent.name}/{path.name}")
     if recorded is None:
         return f"no hash of it in {HASHES} (not written by this sweep)"
-    if recorded != hashlib.sha256(path.read_bytes()).hexdigest():
+    if recorded != hashlib.sha256(data).hexdigest():
         return f"its bytes differ from those hashed in {HASHES} when it was written (edited?)"
     return None

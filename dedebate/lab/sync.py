@@ -18,11 +18,36 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from dedebate.lab.report_render import printable
+
 
 def find_offline_runs(path: str | os.PathLike) -> list[Path]:
-    """Every ``.../wandb/offline-run-*`` directory under ``path``."""
+    """Every ``.../wandb/offline-run-*`` directory under ``path``.
+
+    Links are not followed, and each ``wandb/`` found must hold no link but W&B's own log links
+    (:func:`~dedebate.lab.folder_guard.check_wandb_dir`): a shared folder cannot make a sync upload
+    another folder.
+
+    Raises:
+        RunDirError: a ``wandb/`` under ``path`` holds a link or special file (nothing synced).
+    """
+    from dedebate.lab.folder_guard import check_wandb_dir
+
     root = Path(path).expanduser()
-    return sorted(p for p in root.rglob("offline-run-*") if p.is_dir() and p.parent.name == "wandb")
+    found: list[Path] = []
+
+    def runs_in(wandb_dir: Path) -> None:
+        check_wandb_dir(wandb_dir)
+        found.extend(p for p in wandb_dir.glob("offline-run-*") if p.is_dir())
+
+    if root.name == "wandb":
+        runs_in(root)
+    else:
+        for where, dirs, _ in os.walk(root):  # links to folders are listed, never entered
+            if "wandb" in dirs:
+                dirs.remove("wandb")
+                runs_in(Path(where, "wandb"))
+    return sorted(found)
 
 
 _OFFLINE_RUN = re.compile(r"offline-run-\d{8}_\d{6}-(.+?)(?:-\d+)?")
@@ -160,7 +185,8 @@ def sync_all(
     children, failed, n = _Children(), 0, len(groups)
 
     def name(run: list[Path]) -> str:
-        return f"{run[-1]}" + (f" (and {len(run) - 1} earlier attempt(s))" if len(run) > 1 else "")
+        more = f" (and {len(run) - 1} earlier attempt(s))" if len(run) > 1 else ""
+        return printable(run[-1]) + more
 
     def one(i_run):
         i, run = i_run
@@ -174,7 +200,7 @@ def sync_all(
                 report(f"synced {name(run)}")
             else:
                 failed += 1
-                report(f"FAILED {name(run)} (exit {code}): {last}")
+                report(f"FAILED {name(run)} (exit {code}): {printable(last)}")
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         children.kill()

@@ -1,18 +1,18 @@
 """W&B tracking that can never lose results.
 
 Every run is a W&B run, offline by default (files under ``<run_dir>/wandb/``, no account, no
-network; ``dedebate sync <run_dir>`` uploads later). ``tracking.mode`` decides the
-mode; ``auto`` follows ``WANDB_MODE``. The lab writes its local files before it calls W&B, and any
-exception from W&B (import error, init failure, full disk, network) turns into one warning on
-stderr and disables tracking for the rest of the run.
+network; ``dedebate sync <run_dir>`` uploads later). ``tracking.mode`` decides the mode; ``auto``
+follows ``WANDB_MODE``. The lab writes its local files before it calls W&B, and any exception
+from W&B (import error, init failure, full disk, network) turns into one warning on stderr and
+disables tracking for the rest of the run.
 
 Online mode first checks, once per process and W&B server, that the server answers an HTTP
 request within ``PROBE_TIMEOUT_S``; if not, or if an online start fails, every W&B run of this
-process (the rest of a run, sweep or reproduce) is offline instead, after one warning. So a
-machine without a network waits seconds, not a minute per W&B run.
+process (the rest of a run, sweep or reproduce) is offline instead, after one warning: a machine
+without a network waits seconds, not a minute per W&B run.
 
-A run's W&B config holds its provenance (code, versions, backend: dedebate/lab/provenance.py), and
-a resumed run continues the W&B run it started (its id is kept in ``<run_dir>/wandb/``).
+A run's W&B config holds its provenance (dedebate/lab/provenance.py); a resumed run continues its
+W&B run (id in ``<run_dir>/wandb/``, which :mod:`dedebate.lab.folder_guard` checks first).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from dedebate.lab.folder_guard import RUN_ID_FILE, check_wandb_dir, own_folder
 from dedebate.lab.rundir import (
     RunDirError,
     environment_provenance,
@@ -54,9 +55,6 @@ def _settings(wandb: Any) -> Any:
     except Exception:  # noqa: BLE001 - an older/newer wandb without some option
         return wandb.Settings(silent=True)
 
-
-RUN_ID_FILE = "dedebate-run-id"
-"""The file in ``<run_dir>/wandb/`` that keeps the id of the run directory's W&B run."""
 
 PROBE_TIMEOUT_S = 3.0
 DEFAULT_BASE_URL = "https://api.wandb.ai"
@@ -164,6 +162,7 @@ class Tracker:
         entity: str | None = None,
         resume: bool | None = None,
         provenance: dict[str, Any] | None = None,
+        wandb_checked: bool = False,
     ) -> Tracker:
         """Start a W&B run with ``dir=run_dir`` (so its files live inside the run directory).
 
@@ -185,11 +184,19 @@ class Tracker:
             resume: True: continue the run directory's W&B run, if it has one; False: a new
                 one; None: a new one whose id is not kept (one of many in the directory).
             provenance: what computed the run; None = :func:`environment_provenance` now.
+            wandb_checked: this process checked ``<run_dir>/wandb/`` and has written it since
+                (a sweep's point after its sweep's start): not walked again.
 
-        Returns the :class:`Tracker` (never raises, except for KeyboardInterrupt).
+        Returns the :class:`Tracker` (W&B's own failures never raise; KeyboardInterrupt does).
+
+        Raises:
+            RunDirError: ``<run_dir>/wandb/`` holds a link or special file
+                (:func:`~dedebate.lab.folder_guard.check_wandb_dir`), before W&B writes anything.
         """
         if mode == "disabled":
             return cls(None, "disabled")
+        if not wandb_checked:  # someone else's folder: nothing written through a planted link
+            check_wandb_dir(Path(run_dir) / "wandb")
         if mode == "online":
             mode = online_mode()  # offline when the server cannot be reached (probed once)
         try:
@@ -230,7 +237,7 @@ class Tracker:
                 with contextlib.suppress(OSError, RunDirError):  # a rename: never through a link
                     write_text(id_file, f"{run.id}\n")
             tracker = cls(run, mode, wandb)
-            tracker.data_dir = Path(run_dir) / "wandb" / "data"
+            tracker.data_dir = own_folder(Path(run_dir), "wandb", "data")
             return tracker
         except BaseException as err:
             if isinstance(err, KeyboardInterrupt):
@@ -327,6 +334,8 @@ class Tracker:
 
         def _do():
             art = self._wandb.Artifact(_artifact_name(name), type=kind)
+            if self.data_dir is not None:  # W&B stages into DATA/artifacts/staging: never a link
+                own_folder(self.data_dir, "artifacts", "staging")
             with _data_dir(self.data_dir):
                 for p in paths:
                     p = Path(p)

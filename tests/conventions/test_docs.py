@@ -367,6 +367,7 @@ DOCUMENTED = (
     "dedebate/lab/records.py",
     "dedebate/lab/rerender.py",
     "dedebate/lab/rundir.py",
+    "dedebate/lab/folder_guard.py",
     "dedebate/lab/runner.py",
     "dedebate/lab/schema.py",
     "dedebate/lab/sync.py",

@@ -1,5 +1,5 @@
-"""``check_run_dir`` (dedebate/lab/rundir.py) lets W&B's own links out stand, as W&B makes them
-in every offline run, and refuses a ``wandb/`` that is itself a link out."""
+"""``check_run_dir`` (dedebate/lab/folder_guard.py) lets W&B's own links out stand, as W&B makes
+them in every offline run, and refuses a ``wandb/`` that is itself a link out."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from dedebate.lab.rundir import RunDirError, check_run_dir
+from dedebate.lab.folder_guard import check_run_dir
+from dedebate.lab.rundir import RunDirError
 
 
 def test_w_and_b_links_its_logs_out_but_its_folder_may_not_link_out(tmp_path):

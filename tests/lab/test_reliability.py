@@ -61,7 +61,8 @@ from dedebate import cli
 from dedebate.lab import tracking
 from dedebate.lab.config import MAX_YAML_DEPTH, MAX_YAML_NODES, dump_yaml, resolve
 from dedebate.lab.experiment import Claim, ExperimentResult
-from dedebate.lab.rundir import RunDirError, lock_run_dir, new_run_dir, write_csv, write_json
+from dedebate.lab.folder_guard import lock_run_dir
+from dedebate.lab.rundir import RunDirError, new_run_dir, write_csv, write_json
 from dedebate.lab.runner import find_resumable, run_experiment
 from tests.conftest import REPO
 from tests.fakes import truncate_checkpoint
@@ -390,7 +391,7 @@ def test_failure_12_second_resume_of_a_run_in_use_exits_2_at_once(tmp_path, fake
         [
             sys.executable,
             "-c",
-            "import sys; from dedebate.lab.rundir import lock_run_dir; "
+            "import sys; from dedebate.lab.folder_guard import lock_run_dir; "
             f"lock = lock_run_dir({str(run_dir)!r}); print('locked', flush=True); "
             "sys.stdin.read()",
         ],

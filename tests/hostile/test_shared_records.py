@@ -1,0 +1,361 @@
+"""Reading a shared folder's records safely (dedebate/lab/rundir.py, ``read_bytes``): no read
+through a link, no FIFO or device (a reader would hang), no file over its cap; and a resume
+that meets a record dedebate did not write stops with exit 2 before it writes anything.
+
+Each test plants its hostile folder under ``tmp_path`` and runs the command line in this process;
+a hang (the old answer to a FIFO) is cut by an alarm and fails the test."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from dedebate import cli
+from dedebate.lab.folder_guard import check_run_dir
+from dedebate.lab.rundir import (
+    MAX_METRICS_BYTES,
+    MAX_RECORD_BYTES,
+    MAX_ROWS_BYTES,
+    RunDirError,
+    open_append,
+    read_bytes,
+)
+from tests.hostile.test_catalogue import EXPERIMENTS, GOOD_REPORT, run_folder
+
+SECRET = "PASSWORD=hunter2"
+QUIET = ["--tracking", "disabled", "--no-progress"]
+
+
+class Hung(BaseException):
+    """A block that did not end in time (no ``except Exception`` or ``OSError`` catches it)."""
+
+
+@contextlib.contextmanager
+def no_hang(seconds: int = 20):
+    """Fail (instead of waiting forever) if the block takes longer than ``seconds``."""
+
+    def stop(signum, frame):
+        raise Hung(f"hung for {seconds} s (a FIFO read or opened?)")
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def snapshot(root: Path) -> dict[str, bytes | str]:
+    """Every path under ``root``: a file's bytes, else what it is (a FIFO is never read)."""
+    out: dict[str, bytes | str] = {}
+    for where, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = Path(where, name)
+            kind = "link" if path.is_symlink() else "dir" if path.is_dir() else "other"
+            regular = path.is_file() and not path.is_symlink()
+            out[os.path.relpath(path, root)] = path.read_bytes() if regular else kind
+    return out
+
+
+def answer(capsys, argv: list[str]) -> tuple[int, str, str]:
+    """Run ``dedebate ARGV``; returns (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    with no_hang():
+        code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line(err: str, *fragments: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture
+def env(fake_env):
+    fake_env.setenv("DEDEBATE_EXPERIMENTS", EXPERIMENTS)
+    return fake_env
+
+
+@pytest.fixture
+def finished_run(tmp_path, env, capsys) -> Path:
+    """A finished fake_pass run (its folder)."""
+    cfg = tmp_path / "fake_pass.yaml"
+    cfg.write_text(f"experiment: fake_pass\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n")
+    code, out, _ = answer(capsys, ["run", str(cfg), "tracking.mode=disabled", "--no-progress"])
+    assert code == 0, out
+    (run,) = (tmp_path / "runs").iterdir()
+    return run
+
+
+@pytest.fixture
+def finished_reproduce(tmp_path, env, capsys) -> Path:
+    """A complete reproduce folder of fake_pass."""
+    code, out, _ = answer(
+        capsys,
+        ["reproduce", "--quick", "--only", "fake_pass", "--output-dir", str(tmp_path / "reps")]
+        + QUIET,
+    )
+    assert code == 0, out
+    (rep,) = (tmp_path / "reps").iterdir()
+    return rep
+
+
+def secret_report(outside: Path) -> Path:
+    """A report.json outside every run folder, holding a secret."""
+    outside.mkdir(parents=True, exist_ok=True)
+    data = json.loads(GOOD_REPORT)
+    data["experiments"][0]["claims"][0]["claim"] = SECRET
+    (outside / "private.json").write_text(json.dumps(data))
+    return outside / "private.json"
+
+
+# -- hole 1: report and compare read report.json / results.json through a link out
+
+
+@pytest.mark.parametrize("html", [False, True], ids=["report", "report --html"])
+def test_report_refuses_a_report_json_that_links_out(tmp_path, env, capsys, html):
+    rep = tmp_path / "rep"
+    rep.mkdir()
+    (rep / "report.json").symlink_to(secret_report(tmp_path / "outside"))
+    page = tmp_path / "page.html"
+    code, out, err = answer(capsys, ["report", str(rep), *(["--html", str(page)] if html else [])])
+    assert code == 2
+    one_line(err, f"{rep / 'report.json'}: a symbolic link", "regular files and folders")
+    assert SECRET not in out + err and not page.exists()
+
+
+def test_compare_refuses_a_results_json_that_links_out(tmp_path, env, capsys, finished_run):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "results.json").symlink_to(secret_report(tmp_path / "outside"))
+    for argv in (
+        ["compare", str(other), str(finished_run)],
+        ["compare", str(other / "results.json"), str(finished_run)],
+    ):
+        code, out, err = answer(capsys, argv)
+        assert code == 2
+        one_line(err, f"{other / 'results.json'}: a symbolic link")
+        assert SECRET not in out + err
+
+
+# -- hole 2: a FIFO in a shared folder hung --resume
+
+
+@pytest.mark.parametrize("name", [".lock", "results.json", "metrics.jsonl"])
+def test_run_resume_refuses_a_fifo_instead_of_hanging(tmp_path, env, capsys, name):
+    run = run_folder(tmp_path, "fake_pass", None)
+    (run / "results.json").write_text(json.dumps({"status": "running", "claims": []}))
+    (run / name).unlink(missing_ok=True)
+    os.mkfifo(run / name)
+    before = snapshot(run)
+    code, _, err = answer(capsys, ["run", "--no-progress", "--resume", str(run)])
+    assert code == 2
+    one_line(err, f"{run / name}: not a regular file (a FIFO)", "regular files and folders")
+    assert snapshot(run) == before
+
+
+def test_reproduce_resume_refuses_a_fifo_report_json(tmp_path, env, capsys):
+    rep = tmp_path / "rep"
+    rep.mkdir()
+    os.mkfifo(rep / "report.json")
+    code, _, err = answer(
+        capsys, ["reproduce", "--resume", str(rep), "--only", "fake_pass"] + QUIET
+    )
+    assert code == 2
+    one_line(err, f"{rep / 'report.json'}: not a regular file (a FIFO)")
+
+
+def test_sweep_resume_refuses_a_fifo_groups_sha256(tmp_path, env, capsys):
+    sweep = run_folder(tmp_path, "fake_sweep", {"seeds": 2, "axes": {"p": [0.25, 0.5]}})
+    os.mkfifo(sweep / "groups.sha256")
+    code, _, err = answer(capsys, ["sweep", "--resume", str(sweep), "--no-progress"])
+    assert code == 2
+    one_line(err, f"{sweep / 'groups.sha256'}: not a regular file (a FIFO)")
+
+
+def test_the_reader_and_the_appender_refuse_what_is_not_a_regular_file(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "file").write_text("ok")
+    (tmp_path / "link").symlink_to("file")
+    with no_hang():
+        for path in (tmp_path / "pipe", tmp_path):
+            with pytest.raises(RunDirError, match="not a regular file"):
+                read_bytes(path, 10)
+        with pytest.raises(RunDirError, match="a symbolic link"):
+            read_bytes(tmp_path / "link", 10)
+        with pytest.raises(RunDirError, match="FIFO"):
+            open_append(tmp_path / "pipe")  # nobody reads it: no wait
+        with pytest.raises(RunDirError, match="a symbolic link"):
+            open_append(tmp_path / "link")
+    assert read_bytes(tmp_path / "file", 2) == b"ok"
+    with open_append(tmp_path / "file") as fh:
+        fh.write("!")
+    assert (tmp_path / "file").read_text() == "ok!"
+
+
+def test_check_run_dir_refuses_a_fifo_or_socket_anywhere(tmp_path):
+    import socket
+
+    run = tmp_path / "run"
+    (run / "plots").mkdir(parents=True)
+    (run / "wandb").mkdir()
+    check_run_dir(run)
+    os.mkfifo(run / "wandb" / "pipe")  # W&B's folder too (check_wandb_dir)
+    with pytest.raises(RunDirError, match=r"wandb/pipe: a FIFO"):
+        check_run_dir(run)
+    (run / "wandb" / "pipe").unlink()
+    os.mkfifo(run / "plots" / "pipe")
+    with pytest.raises(RunDirError, match=r"plots/pipe: not a regular file \(a FIFO\)"):
+        check_run_dir(run)
+    (run / "plots" / "pipe").unlink()
+    with contextlib.closing(socket.socket(socket.AF_UNIX)) as s:
+        s.bind(str(run / "sock"))
+        with pytest.raises(RunDirError, match=r"sock: not a regular file \(a socket\)"):
+            check_run_dir(run)
+
+
+# -- hole 3: reads had no size limit
+
+
+def sparse(path: Path, size: int) -> None:
+    """A file of ``size`` bytes that takes no disk (a hole)."""
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+
+
+def test_compare_refuses_a_results_json_over_its_cap(tmp_path, env, capsys, finished_run):
+    big = tmp_path / "big"
+    big.mkdir()
+    sparse(big / "results.json", MAX_RECORD_BYTES + 1)
+    code, _, err = answer(capsys, ["compare", str(big), str(finished_run)])
+    assert code == 2
+    one_line(err, f"{big / 'results.json'}: {MAX_RECORD_BYTES + 1} bytes", "MAX_RECORD_BYTES")
+
+
+def test_run_resume_refuses_a_metrics_jsonl_over_its_cap(tmp_path, env, capsys):
+    run = run_folder(tmp_path, "fake_pass", None)
+    (run / "checkpoints").mkdir()  # an attempt was cut short: its metrics are read back
+    sparse(run / "metrics.jsonl", MAX_METRICS_BYTES + 1)
+    code, _, err = answer(capsys, ["run", "--no-progress", "--resume", str(run)])
+    assert code == 2
+    one_line(err, f"{run / 'metrics.jsonl'}: {MAX_METRICS_BYTES + 1} bytes", "MAX_METRICS_BYTES")
+    assert (run / "metrics.jsonl").stat().st_size == MAX_METRICS_BYTES + 1
+
+
+def test_sweep_rows_over_their_cap_are_refused(tmp_path):
+    from dedebate.lab.sweep_rows import read_rows
+
+    sparse(tmp_path / "sweep.csv", MAX_ROWS_BYTES + 1)
+    with pytest.raises(RunDirError, match="MAX_ROWS_BYTES"):
+        read_rows(tmp_path / "sweep.csv")
+
+
+def test_report_html_leaves_out_a_plot_over_its_cap(tmp_path, env, capsys, monkeypatch):
+    from dedebate.lab import rerender
+    from tests.hostile.test_html_report import tiny_png
+
+    rep = tmp_path / "rep"
+    (rep / "exp" / "plots").mkdir(parents=True)
+    with open(rep / "exp" / "plots" / "big.png", "wb") as fh:
+        fh.write(rerender.PNG_SIGNATURE)
+        fh.truncate(rerender.MAX_PLOT_BYTES + 1)
+    for name in ("a.png", "b.png"):
+        (rep / "exp" / "plots" / name).write_bytes(tiny_png())
+    data = json.loads(GOOD_REPORT)
+    data["experiments"][0]["plots"] = [f"exp/plots/{n}" for n in ("big.png", "a.png", "b.png")]
+    (rep / "report.json").write_text(json.dumps(data))
+    monkeypatch.setattr(rerender, "MAX_EMBEDDED_BYTES", len(tiny_png()) + 1)  # room for one
+    page = tmp_path / "page.html"
+    code, _, _ = answer(capsys, ["report", str(rep), "--html", str(page)])
+    assert code == 0
+    html = page.read_text()
+    assert page.stat().st_size < 100_000
+    assert "exp/plots/big.png is over rerender.MAX_PLOT_BYTES, the 16 MiB a plot may be)" in html
+    assert html.count("<img") == 1
+    assert "exp/plots/b.png would take the page over rerender.MAX_EMBEDDED_BYTES" in html
+
+
+# -- hole 6: --resume parsed config.yaml through a link before checking for links
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_resume_checks_the_folder_before_reading_a_linked_config(tmp_path, env, capsys, command):
+    sweep = {"seeds": 2, "axes": {"p": [0.25, 0.5]}} if command == "sweep" else None
+    run = run_folder(tmp_path, "fake_sweep" if sweep else "fake_pass", sweep)
+    creds = tmp_path / "outside" / "creds.yaml"
+    creds.parent.mkdir()
+    creds.write_text(f'experiment: fake_pass\nseed: "{SECRET}"\naws_secret_access_key: 1\n')
+    (run / "config.yaml").unlink()
+    (run / "config.yaml").symlink_to(creds)
+    code, out, err = answer(capsys, [command, "--no-progress", "--resume", str(run)])
+    assert code == 2
+    one_line(err, f"{run / 'config.yaml'}: a symbolic link")
+    assert "hunter2" not in out + err and "aws_secret" not in out + err
+
+
+# -- holes 7 and 8: a finished results.json dedebate did not write
+
+
+def test_reproduce_resume_with_a_malformed_results_json_rewrites_nothing(
+    capsys, finished_reproduce
+):
+    rep = finished_reproduce
+    path = rep / "fake_pass" / "results.json"
+    results = json.loads(path.read_text())
+    results["claims"][0]["p_value"] = "x"
+    path.write_text(json.dumps(results))
+    before = snapshot(rep)
+    code, _, err = answer(
+        capsys, ["reproduce", "--resume", str(rep), "--only", "fake_pass"] + QUIET
+    )
+    assert code == 2
+    one_line(err, f"{path}: not a record dedebate writes", "claims[0].p_value is a string")
+    assert snapshot(rep) == before  # report.json and report.md byte for byte
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"p_value": "x"},
+        {"family_level": "x"},
+        {"value": [1]},
+    ],
+    ids=["p_value", "family_level", "value"],
+)
+def test_run_resume_with_a_malformed_finished_results_json_is_exit_2(capsys, finished_run, damage):
+    path = finished_run / "results.json"
+    results = json.loads(path.read_text())
+    results["claims"][0].update(damage)
+    path.write_text(json.dumps(results))
+    before = snapshot(finished_run)
+    code, out, err = answer(capsys, ["run", "--no-progress", "--resume", str(finished_run)])
+    assert code == 2, out + err
+    one_line(err, f"{path}: not a record dedebate writes", f"claims[0].{next(iter(damage))} is")
+    assert snapshot(finished_run) == before
+
+
+def test_run_resume_with_other_field_types_is_exit_2(capsys, finished_run):
+    path = finished_run / "results.json"
+    results = json.loads(path.read_text())
+    for key, value in (("tables", ["x"]), ("metrics", [1]), ("plots", 5)):
+        path.write_text(json.dumps({**results, key: value}))
+        code, _, err = answer(capsys, ["run", "--no-progress", "--resume", str(finished_run)])
+        assert code == 2
+        one_line(err, f"{path}: not a record dedebate writes", f"{key} is")
+
+
+def test_a_finished_run_is_still_reused(capsys, finished_run):
+    """The checks leave a record dedebate wrote alone: resuming it is a no-op."""
+    before = snapshot(finished_run)
+    code, _, err = answer(capsys, ["run", "--no-progress", "--resume", str(finished_run)])
+    assert code == 0 and "run already finished" in err
+    assert snapshot(finished_run) == before

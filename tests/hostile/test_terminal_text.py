@@ -1,0 +1,64 @@
+"""Text from a shared folder cannot drive the reader's terminal: `compare`, `report` and `ls` print
+a planted escape sequence (window title, clipboard write, hidden text) or bidi control as its
+Python escape, and leave printable text alone."""
+
+from __future__ import annotations
+
+import json
+
+from dedebate import cli
+from dedebate.lab.report_render import one_line, printable
+
+TITLE = "\x1b]0;PWNED\x07"  # OSC: set the window title
+CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4=\x07"  # OSC 52: write the clipboard
+HIDE = "\x1b[8m"  # SGR 8: hide what follows (a FAIL, say)
+BIDI = "\u202e"  # right-to-left override: "LIAF" reads as "FAIL"
+RAW = ("\x1b", "\x07", "\u202e")
+
+
+def test_printable_escapes_control_and_bidi_characters_only():
+    assert printable("p = 0.5 — θ ≤ 2/5") == "p = 0.5 — θ ≤ 2/5"
+    assert printable(f"a{HIDE}b") == "a\\x1b[8mb"
+    assert printable(f"x{BIDI}y") == "x\\u202ey"
+    assert printable("two  spaces\tand a tab") == "two  spaces\\tand a tab"
+    assert one_line(f" a \n\n b{TITLE} ") == "a b\\x1b]0;PWNED\\x07"
+
+
+def _reproduce(tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["reproduce", "--quick", "--tracking", "disabled", "--no-progress"]
+    cli.main([*args, "--output-dir", str(out), "--only", "fake_pass", "fake_fail"])
+    capsys.readouterr()
+    (rep,) = out.glob("reproduce-*")
+    return rep
+
+
+def _plant(record, experiment: str | None = None) -> None:
+    data = json.loads(record.read_text())
+    claims = data["claims"] if "claims" in data else data["experiments"][0]["claims"]
+    claims[0]["claim"] += TITLE + CLIPBOARD
+    claims[0]["note"] = HIDE + "FAIL"
+    claims[0]["source"] = BIDI + "LIAF"
+    if experiment is not None:
+        data["experiment"] = experiment
+    record.write_text(json.dumps(data))
+
+
+def test_compare_report_and_ls_print_planted_escapes_inert(tmp_path, fake_env, capsys):
+    rep = _reproduce(tmp_path, capsys)
+    _plant(rep / "report.json")
+    _plant(rep / "fake_pass" / "results.json", experiment="fake_pass" + HIDE)
+    outputs = []
+    for argv in (
+        ["compare", str(rep), str(rep / "fake_pass")],
+        ["report", str(rep)],
+        ["ls", str(rep / "fake_pass")],
+    ):
+        cli.main(argv)
+        out = capsys.readouterr()
+        outputs.append(out.out + out.err)
+    for text in outputs:
+        assert not any(c in text for c in RAW), text
+    assert "\\x1b]0;PWNED\\x07" in outputs[0] and "\\x1b]0;PWNED\\x07" in outputs[1]
+    assert "\\u202eLIAF" in outputs[1]
+    assert "fake_pass\\x1b[8m" in outputs[2]
