@@ -64,7 +64,7 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
     return out
 
 
-def run_folder(work: Path, experiment: str, sweep: dict | None) -> Path:
+def run_folder(work: Path, experiment: str, sweep: dict | None, tracking: str = "disabled") -> Path:
     """A run folder holding only its config.yaml (a run that has not finished)."""
     from dedebate.lab.config import dump_yaml, resolve
     from dedebate.lab.registry import discover_experiments
@@ -74,7 +74,7 @@ def run_folder(work: Path, experiment: str, sweep: dict | None) -> Path:
         "size": "quick",
         "seed": 0,
         "output_dir": str(work),
-        "tracking": {"mode": "disabled"},
+        "tracking": {"mode": tracking},
         **({"sweep": sweep} if sweep else {}),
     }
     run = work / "run"

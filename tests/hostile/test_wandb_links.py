@@ -14,28 +14,14 @@ import pytest
 from dedebate import cli
 from dedebate.lab.folder_guard import check_wandb_dir
 from dedebate.lab.rundir import RunDirError
-from tests.hostile.test_catalogue import EXPERIMENTS, fill_outside, snapshot
+from tests.hostile.test_catalogue import EXPERIMENTS, fill_outside, run_folder, snapshot
 
 RUN = "offline-run-20261205_053815-zadcts0o"
 
 
 def offline_run_folder(work: Path) -> Path:
     """A fake_pass run folder holding only its config.yaml, tracked offline by W&B."""
-    from dedebate.lab.config import dump_yaml, resolve
-    from dedebate.lab.registry import discover_experiments
-
-    raw = {
-        "experiment": "fake_pass",
-        "size": "quick",
-        "seed": 0,
-        "output_dir": str(work),
-        "tracking": {"mode": "offline"},
-    }
-    run = work / "run"
-    run.mkdir(parents=True)
-    reg = discover_experiments(EXPERIMENTS.split(","))
-    (run / "config.yaml").write_text(dump_yaml(resolve(raw, reg.experiments)))
-    return run
+    return run_folder(work, "fake_pass", None, tracking="offline")
 
 
 def w_and_b_layout(run: Path, outside: Path) -> Path:
