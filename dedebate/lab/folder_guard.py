@@ -25,8 +25,7 @@ def check_run_dir(run_dir: str | os.PathLike) -> None:
     :data:`RUN_FOLDERS`; links are not followed while looking. Every other entry must be a
     regular file or a folder: a FIFO, socket or device would block or misbehave when read. W&B's
     folders (``wandb/``, here or in a sub-run) must not be links out and hold only what
-    :func:`check_wandb_dir` allows (W&B links its logs to its cache in
-    the user's home).
+    :func:`check_wandb_dir` allows (W&B links its logs to its cache in the user's home).
 
     Raises:
         RunDirError: one line naming the first offending link (and where it leads) or entry.
@@ -147,13 +146,6 @@ RUN_ID_FILE = "dedebate-run-id"  # the W&B run id a resumed run continues (in wa
 # ``logs/debug-core.log`` in each W&B run folder (to W&B's log cache in the user's home).
 _OWN_LINKS = frozenset({"latest-run", "debug.log", "debug-internal.log"})
 _OWN_RUN_LINKS = frozenset({"debug-core.log"})
-_KINDS = {
-    stat.S_IFLNK: "a symbolic link",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
 
 
 def check_wandb_dir(wandb_dir: str | os.PathLike) -> None:
@@ -177,7 +169,7 @@ def check_wandb_dir(wandb_dir: str | os.PathLike) -> None:
     except FileNotFoundError:
         return
     except OSError as err:
-        raise RunDirError(f"{printable(top)}: cannot read: {err.strerror or err}") from None
+        raise RunDirError(f"{printable(top)}: cannot read: {os_reason(err)}") from None
     if not stat.S_ISDIR(mode):
         _refuse(top, mode)
     inside = Path(os.path.realpath(top)).parent  # the run directory
@@ -189,8 +181,7 @@ def check_wandb_dir(wandb_dir: str | os.PathLike) -> None:
             except FileNotFoundError:  # gone meanwhile (W&B of another process)
                 continue
             except OSError as err:
-                why = err.strerror or err
-                raise RunDirError(f"{printable(path)}: cannot read: {why}") from None
+                raise RunDirError(f"{printable(path)}: cannot read: {os_reason(err)}") from None
             if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
                 continue
             if stat.S_ISLNK(mode):
@@ -206,7 +197,7 @@ def check_wandb_dir(wandb_dir: str | os.PathLike) -> None:
 
 
 def _refuse(path: Path, mode: int) -> None:
-    kind = _KINDS.get(stat.S_IFMT(mode), "a regular file" if stat.S_ISREG(mode) else "unknown")
+    kind = "a regular file" if stat.S_ISREG(mode) else file_kind(mode)
     if stat.S_ISLNK(mode):
         kind += f" (to {printable(os.path.realpath(path))})"
     raise RunDirError(
@@ -227,7 +218,7 @@ def own_folder(base: Path, *names: str) -> Path:
         except FileExistsError:
             pass
         except OSError as err:
-            raise RunDirError(f"{printable(path)}: cannot create: {err.strerror or err}") from None
+            raise RunDirError(f"{printable(path)}: cannot create: {os_reason(err)}") from None
         mode = os.lstat(path).st_mode
         if not stat.S_ISDIR(mode):
             _refuse(path, mode)

@@ -18,6 +18,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from dedebate.lab.folder_guard import check_wandb_dir
 from dedebate.lab.report_render import printable
 
 
@@ -31,8 +32,6 @@ def find_offline_runs(path: str | os.PathLike) -> list[Path]:
     Raises:
         RunDirError: a ``wandb/`` under ``path`` holds a link or special file (nothing synced).
     """
-    from dedebate.lab.folder_guard import check_wandb_dir
-
     root = Path(path).expanduser()
     found: list[Path] = []
 
