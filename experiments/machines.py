@@ -56,7 +56,7 @@ def point(cfg: Config):
     for i, fx in enumerate(fixtures):
         leaves, treedef = jax.tree.flatten(fx.machine)
         groups.setdefault((treedef, tuple(np.shape(x) for x in leaves)), []).append(i)
-    dynamic = {"eps": np.asarray(cfg.eps, np.float32), "classes": []}
+    dynamic: dict = {"eps": np.asarray(cfg.eps, np.float32), "classes": []}
     for g in groups.values():
         ms = jax.tree.map(lambda *v: np.stack(v), *(fixtures[i].machine for i in g))
         K = np.asarray([fixtures[i].K for i in g], np.float32)

@@ -141,7 +141,9 @@ def binomial_p_value(successes: int, trials: int, target: float, relation: str) 
     return min(1.0, 2.0 * {">=": less, "<=": greater, "==": min(less, greater)}[relation])
 
 
-def wilson_interval(successes: float, trials: float, z: float = 1.959963984540054):
+def wilson_interval(
+    successes: float, trials: float, z: float = 1.959963984540054
+) -> tuple[float, float, float]:
     """Wilson score interval for a binomial proportion (95% by default), for tables and plots.
 
     It equals the jitted :func:`dedebate.core.stats.wilson_jnp`; report rows use the exact
@@ -168,7 +170,7 @@ def wilson_interval(successes: float, trials: float, z: float = 1.95996398454005
     return (p, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
 
 
-def exact_interval(successes: int, trials: int, level: float = 0.95):
+def exact_interval(successes: int, trials: int, level: float = 0.95) -> tuple[float, float, float]:
     """Clopper-Pearson (exact) interval for a binomial proportion.
 
     Its ends are Beta quantiles (``scipy.special.betaincinv``), equal to
@@ -194,7 +196,7 @@ def exact_interval(successes: int, trials: int, level: float = 0.95):
 
 def mean_interval(
     values: Iterable[float], level: float = 0.95, support: tuple[float, float] | None = None
-):
+) -> tuple[float, float, float]:
     """Student's t interval for a mean of i.i.d. samples, clipped to the quantity's range.
 
     ``mean +- t(n - 1) * std(ddof=1) / sqrt(n)`` with ``t(n - 1)`` the ``(1 + level) / 2``

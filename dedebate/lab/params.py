@@ -17,8 +17,9 @@ import fractions
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
+T = TypeVar("T")
 RANGE_KEY = "range"
 
 
@@ -294,7 +295,8 @@ def check_ranges(obj: Any) -> None:
         check_field(name, rng, tp, getattr(obj, name))
 
 
-def config_dataclass(cls: type) -> type:
+@dataclass_transform(frozen_default=True)
+def config_dataclass(cls: type[T]) -> type[T]:
     """``@dataclasses.dataclass(frozen=True)`` whose ``__init__`` also checks every range.
 
     The :func:`param` ranges are checked before the class's own ``__post_init__``

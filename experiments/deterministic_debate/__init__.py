@@ -184,7 +184,8 @@ def _band(claim, src, ratios, note):
 
 def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
     """The report rows of ``m`` and the metrics they summarise (pure)."""
-    claims, metrics = [], {}
+    claims: list[Claim] = []
+    metrics: dict[str, dict] = {}
     for fam, (label, src) in LABELS.items():
         tot = metrics[fam] = merge_judged(m.stats[fam])
         note = (
@@ -335,8 +336,8 @@ def sweep_figures(rows):
 def host(cfg: Config, seed: int, key, measured) -> dict[str, dict]:
     """The witness tasks' summaries (instances from ``seed + 2000`` and ``seed + 3000``)."""
     out = {}
-    for i, (name, task) in enumerate((("plan", plan_task), ("constraints", constraint_task))):
-        task = task(seed + 2000 + 1000 * i, cfg.witness_instances)
+    for i, (name, make) in enumerate((("plan", plan_task), ("constraints", constraint_task))):
+        task = make(seed + 2000 + 1000 * i, cfg.witness_instances)
         zoo = pop.pairs(cfg, task.program.T, jax.random.fold_in(key, 10_000 + i), "cross_exam")
         out[name] = witness_suite(task, zoo)
     return out

@@ -67,7 +67,8 @@ def exhaustive_fig3_grid(seed: int, oracle_frac: float) -> dict:
     progs = random_programs(seed, 4, 3, n_inputs=1, n_deps=2, dep_window=2, oracle_frac=oracle_frac)
     cm = config_machine(progs, window=2)
     seqs = bit_table((cm.m + 1) * cm.S).reshape(-1, cm.m + 1, cm.S)
-    zoo = (MessageAlice(messages=seqs), repeat(make_bob("honest"), seqs.shape[0]), 0)
+    alice = MessageAlice(messages=seqs)  # type: ignore[arg-type]  # numpy, typed jax.Array
+    zoo = (alice, repeat(make_bob("honest"), seqs.shape[0]), 0)
     return grid_cells(cm, zoo, simulate_numpy(progs)[:, -1] == 1)
 
 

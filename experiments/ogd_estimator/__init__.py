@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import jax
@@ -21,6 +22,7 @@ from dedebate.lab.experiment import Chunks, Claim, ExperimentResult, strict_max
 from dedebate.lab.params import config_dataclass, param
 from dedebate.programs import jit
 from dedebate.protocols.prover_estimator import PEDStatic, expected_payoff, ped_params
+from dedebate.protocols.prover_estimator_interface import Prover
 from dedebate.trees.library import hidden_flaw_tree
 
 from .algorithm1 import (
@@ -36,8 +38,8 @@ from .algorithm1 import sweep_figures as sweep_figures  # the sweep's hook
 NAME = "ogd_estimator"
 TITLE = "OI estimator construction: Algorithm 1 bound, Flax estimator, soundness against fixed A"
 TYPICAL_SECONDS = 38  # a cold default-size run on two CPU cores (reproduce's order of work)
-PROVERS = {"honest": honest_prover, "obfuscating": obfuscating_liar}
-PROVERS["wrong_direction"] = wrong_direction_prover
+PROVERS: dict[str, Callable[[], Prover]] = {"honest": honest_prover}
+PROVERS |= {"obfuscating": obfuscating_liar, "wrong_direction": wrong_direction_prover}
 NET_INIT_KEY, NET_PROBLEM_KEY, TREE_KEY = 200, 201, 300  # fold_in(key, K)
 
 
@@ -177,6 +179,8 @@ def chunks(cfg: Config, key) -> Chunks:
     init, chunk_fn = train.grid_programs(static, every)
     grid = (len(cfg.net_lrs), cfg.seeds)
     nan = np.full((*grid, n_chunks * every), np.nan, np.float32)
+    # the monitors' numpy host buffers (NetTrainLog's fields are typed jax.Array)
+    empty = train.NetTrainLog(nan, nan, np.full(nan.shape, -1, np.int32))  # type: ignore[arg-type]
 
     def chunk(state, _c):
         trained, log, final = chunk_fn(hp, state["train"], families, problems, families.features)
@@ -194,7 +198,7 @@ def chunks(cfg: Config, key) -> Chunks:
         },
         chunk=chunk,
         n_chunks=n_chunks,
-        monitors={"net": train.NetTrainLog(nan, nan, np.full(nan.shape, -1, np.int32))},
+        monitors={"net": empty},
         axis=2,
         log_rows=rows,
         setup=(problems, families),

@@ -218,7 +218,7 @@ def algorithm1_claims(cfg, rows) -> list[Claim]:
     return claims
 
 
-def sweep_figures(rows):
+def sweep_figures(rows) -> dict:
     """The sweep's mean steps and proven bound against 1/delta^2 (configs/sweeps/ogd_steps.yaml)."""
     import matplotlib.pyplot as plt
 

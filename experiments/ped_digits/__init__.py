@@ -283,7 +283,10 @@ def learned_prover(cfg: Config, net, b_params, dyn, key, host, f_ev, ev, family,
     policy, b, mon = selfplay(net, b_params, policy, f_tr, tr, rho, cfg.lp_steps, cfg.lp_n_b, *lrs)
     belief = prover_beliefs(net.apply(b_params, f_ev), ev.tree)
     u, correct = play_values(net, belief, policy, b, f_ev, ev, rho)
-    p_a = jax.vmap(lambda bl: DigitProver(bl, policy).answer(None))(belief)
+    # DigitProver.answer never reads its tree argument (typed ClaimTree, as in the Prover protocol)
+    p_a = jax.vmap(
+        lambda bl: DigitProver(bl, policy).answer(None)  # type: ignore[arg-type]
+    )(belief)
     reads = (belief[:, 0] > 0.5).astype(jnp.float32)
     agree = jnp.mean(reads * p_a + (1.0 - reads) * (1.0 - p_a))
     return {"agree": agree, "correct": correct.mean(), "u": u.mean(), "train_u": mon["u"][-1]}
@@ -343,7 +346,9 @@ def selfplay(net, b_params, policy, features, trees, rho, steps, n_b, lr_a, lr_b
 def host(cfg: Config, seed: int, key, measured) -> dict:
     """Per family the evaluation trees' rho by LP and their false roots; the pools' overlap."""
     _, p_train, p_eval = load_pools(seed)
-    out = {"shared_images": np.intersect1d(np.asarray(p_train.index), np.asarray(p_eval.index))}
+    out: dict = {
+        "shared_images": np.intersect1d(np.asarray(p_train.index), np.asarray(p_eval.index))
+    }
     for i, family in enumerate(FAMILIES):
         ev = digit_trees(
             family_keys(key, i)[1], p_eval, family, cfg.q, cfg.m, cfg.depth, cfg.eval_trees

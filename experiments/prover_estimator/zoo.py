@@ -41,7 +41,7 @@ def lookups(cfg):
     return [(lk, np.round(lk["fbs"], 9).astype(np.float32)) for lk in lks]
 
 
-def tree_rhos(noisy_keys, unanimous_key, depth):
+def tree_rhos(noisy_keys, unanimous_key, depth: int):
     """rho by LP of the noisy trees (max; NaN if any), the unanimous tree, the AND alternative."""
     cache: dict = {}
     trees = noisy(noisy_keys, depth=depth)

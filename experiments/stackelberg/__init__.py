@@ -137,7 +137,9 @@ def point(cfg: Config):
 
 def training(cfg: Config, key) -> Training:
     """Every run of every part as a row of :func:`point`'s programs (warm Bs fitted first)."""
-    rows, starts, setup = {}, {}, {}
+    rows: dict[str, dict] = {}  # row name -> its dynamic
+    starts: dict[str, dict] = {}  # row name -> its initial state
+    setup: dict = {}  # part name -> its warm start's info
     for p in runs.parts(cfg):
         names = {f"{p.name}/{r.label}": r for r in p.runs}
         rows |= {n: dynamic(cfg, r.n_b, r.simultaneous) for n, r in names.items()}
@@ -392,7 +394,7 @@ def proven_rows(cfg: Config, rho_max: float, rows: list[dict]):
     return claims, {"proven": rows}, {"proven": metrics}
 
 
-def sweep_figures(rows):
+def sweep_figures(rows) -> dict:
     """``stackelberg_rates``: convergence against lr_a (or lr_b), a line per other swept value."""
     import matplotlib.pyplot as plt
 

@@ -118,7 +118,8 @@ def proof_grid(static: sb.StackelbergStatic, rho: float):
 
 def measure_proven(cfg: Config, trained) -> tuple[float, list[dict]]:
     """``(max fbs of the rho-stable trees, a row per trained pair)``, exact (a NaN propagates)."""
-    st, rows, cache, rhos = static(cfg), [], {}, [0.0]
+    st, rows, rhos = static(cfg), [], [0.0]
+    cache: dict = {}  # tree_rho's, shared by every tree
     for t in trained:
         p, n = t.part, len(t.part.runs)
         flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), t.carry)

@@ -175,14 +175,16 @@ def cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a, wins_b,
 def cell_rows(cfg: Config, K: int, T: int, swept) -> tuple[list[Claim], list, list]:
     """The claims, ``acceptance`` rows and ``queries`` rows of the (K, T) cells."""
     fname, _, _, p, sets = cells(cfg, K, T)
-    claims, rows, qrows = [], [], []
+    claims: list[Claim] = []
+    rows: list[dict] = []  # acceptance
+    qrows: list[dict] = []  # queries
     for name, cname, consts, bounds in sets:
         names = zoo.member_names(consts)
-        wins = [
+        wins_a, wins_b = [
             np.array([swept[f"{name}/{who}{i}_wins"] for i in range(len(nm))], np.int32)
             for who, nm in zip(("alice", "bob"), names)
         ]
-        c, r = cell_claims(K, T, fname, cname, p, bounds, *names, *wins, cfg.trials)
+        c, r = cell_claims(K, T, fname, cname, p, bounds, *names, wins_a, wins_b, cfg.trials)
         claims, rows = claims + c, rows + r
         q = {"K": K, "T": T, "constants": cname} | {n: getattr(consts, n) for n in COUNTS}
         for k in ("alice", "bob", "vera_max", "vera_mean"):
@@ -245,7 +247,9 @@ def scale_factor_claim(cfg: Config, K: int, search: dict) -> Claim:
 
 def report(cfg: Config, measured, host) -> ExperimentResult:
     """The cells' rows per K (then K's scale-factor finding), Vera's cost rows, the cost checks."""
-    claims, rows, qrows = [], [], []
+    claims: list[Claim] = []
+    rows: list[dict] = []  # acceptance
+    qrows: list[dict] = []  # queries
     for K in cfg.Ks:
         for T in cfg.Ts:
             c, r, q = cell_rows(cfg, K, T, measured)

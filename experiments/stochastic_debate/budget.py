@@ -115,10 +115,11 @@ def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> di
         d, a_names, b_names = zoo_cell(lean.scaled(f), m_no, m_yes, thetas[f], theta_b)
         ma = len(a_names)
         st = measure_cell(debate_static(Tmax), d, key, n, ma, b_names.index("honest"), lanes)
-        c, s = (wilson_interval(int(w), n) for w in (st["wins"][ma:].min(), st["wins"][:ma].max()))
-        rows.append(_row(K, f, f"Monte Carlo, T={Tmax}", c[0], s[0], lean.scaled(f)))
+        wins = (st["wins"][ma:].min(), st["wins"][:ma].max())
+        comp, sound = (wilson_interval(int(w), n) for w in wins)
+        rows.append(_row(K, f, f"Monte Carlo, T={Tmax}", comp[0], sound[0], lean.scaled(f)))
         if rows[-1]["holds"]:
-            return out | {"factor": f, "intervals": (c, s)}
+            return out | {"factor": f, "intervals": (comp, sound)}
     return out
 
 
@@ -127,7 +128,8 @@ def frontier(rows, alpha: float = 0.05) -> list[dict]:
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha}: the family-wise error level must be in (0, 1)")
     skip = ("point", "seed", "group", "scale", "Ks", "Ts")
-    groups = defaultdict(lambda: defaultdict(list))  # (cell, K, T, others) -> factor -> rows
+    # (cell, K, T, others) -> factor -> rows
+    groups: defaultdict[tuple, defaultdict[float, list]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         others = tuple(sorted((k, str(v)) for k, v in r.items() if "/" not in k and k not in skip))
         for m in filter(None, (CELL.fullmatch(k) for k in r if r[k] is not None)):  # not K's
@@ -152,7 +154,7 @@ def frontier(rows, alpha: float = 0.05) -> list[dict]:
     return sorted(out, key=lambda e: (sorted(e["others"].items()), e["K"], e["T"]))
 
 
-def _pooled(rs, cell) -> tuple:  # (trials, Alice's wins, Bob's wins), summed over the rows
+def _pooled(rs, cell) -> tuple[int, list[int], list[int]]:  # summed (trials, Alice's, Bob's wins)
     def total(k):
         return sum(round(float(r[k])) for r in rs)
 

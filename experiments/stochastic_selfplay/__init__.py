@@ -103,7 +103,7 @@ def setup(cfg):
 
 def point_metrics(measured: dict, gap_tol: float) -> dict[str, float]:
     """The float64 metrics of the main pairs ``measured[case] = (ev, honest)`` (a sweep row's)."""
-    out = {}
+    out: dict[str, float] = {}
     for case in CASES:
         ev, honest = measured[case]
         for s, (e, h) in enumerate(zip(ev, honest)):
@@ -227,7 +227,7 @@ def _mc_wins(cfg, fx, constants, alice, bob, key) -> np.ndarray:
     """Alice's wins per seed in ``mc_trials`` debates of each seed's trained pair."""
     idx = np.repeat(np.arange(cfg.seeds), cfg.mc_trials)
     alices = learned_alice(jax.tree.map(lambda x: np.asarray(x)[idx], alice), constants.b)
-    alices = alices.replace(
+    alices = alices.replace(  # type: ignore[attr-defined]  # flax's struct.dataclass adds it
         unit=np.full(idx.size, constants.b, np.float32), n_samples=np.zeros(idx.size, np.int32)
     )
     bobs = jax.tree.map(
@@ -326,7 +326,7 @@ def wrong_side(evs: list[dict], case: str) -> int:
 
 def findings(results: dict, constants, gap_tol: float, sides) -> dict[str, list[Claim]]:
     """Per kind of finding (outcome, tracking, targeting, convergence) its row per instance."""
-    out = {k: [] for k in ("outcome", "tracking", "targeting", "convergence")}
+    out: dict[str, list] = {k: [] for k in ("outcome", "tracking", "targeting", "convergence")}
     b, desc = constants.b, "descriptive; criterion fixed in advance"
     for case, who in (("yes", "winning"), ("no", "lying")):
         res, yes = results[case], case == "yes"
@@ -438,7 +438,8 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
         n = S * cfg.mc_trials
         claims += mc_claims({c: (mean[c], int(r["mc_wins"].sum()), n) for c, r in results.items()})
     claims += found["tracking"] + found["targeting"]
-    tables, metrics = {}, {}
+    tables: dict[str, list[dict]] = {}
+    metrics: dict = {}
     tables["seeds"] = [
         {"instance": c, "seed": s, "honest_alice_vs_bob": r["honest_alice"][s]}
         | {k: float(v) for k, v in e.items()}
@@ -484,7 +485,7 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
         "point": point_metrics(main, cfg.gap_tol),  # float64 (float32 in a sweep row)
     }
     for case, res in results.items():
-        summary = {k: float(seed_values(res, k).mean()) for k in res["ev"][0]}
+        summary: dict = {k: float(seed_values(res, k).mean()) for k in res["ev"][0]}
         summary |= {"p1": res["p1"], "wrong_side_seeds": wrong_side(res["ev"], case)}
         if cfg.ablate_tail:
             ab = res["rows"]["ablation"]
