@@ -28,6 +28,7 @@ from dedebate.lab.rundir import (
     jsonable,
     open_append,
     read_text,
+    write_figure,
     write_text,
 )
 from dedebate.lab.tracking import Tracker
@@ -190,7 +191,7 @@ class LabContext:
         filename = f"{stem}.png"
         path = self.plots_dir / filename
         try:
-            fig.savefig(path, dpi=110, bbox_inches="tight")
+            write_figure(path, fig, dpi=110, bbox_inches="tight")
         finally:
             with contextlib.suppress(Exception):
                 import matplotlib.pyplot as plt

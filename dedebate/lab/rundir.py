@@ -26,8 +26,9 @@ import math
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from dedebate.lab.provenance import (  # noqa: F401  (re-exported)
     PACKAGES,
@@ -154,14 +155,22 @@ def jsonable(x: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _atomic(path: str | os.PathLike):
-    """Yield ``PATH.tmp`` to write, then rename it to ``path`` (RunDirError on an OSError)."""
-    # Yield ``PATH.tmp`` to write, then rename it to ``path``; on any failure the temporary file is
-    # removed, and an OSError (a full disk, no permission) becomes one RunDirError line.
+def _atomic(path: str | os.PathLike, binary: bool = False) -> Iterator[IO[Any]]:
+    """Yield a new ``PATH.tmp`` to write (text, or bytes if ``binary``), then rename it."""
+    # The temporary file is made afresh (O_EXCL, O_NOFOLLOW): a link planted at its name after
+    # check_run_dir looked is removed, never written through; os.replace renames, never follows.
+    # On any failure it is removed, and an OSError becomes one RunDirError line.
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        yield tmp
+        tmp.unlink(missing_ok=True)  # a crashed run's (a link is removed, not followed)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o666)
+        fh: IO[Any] = (
+            os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")
+        )
+        with fh:
+            yield fh
         os.replace(tmp, path)
     except BaseException as err:
         with contextlib.suppress(OSError):
@@ -182,8 +191,8 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
         RunDirError: the file cannot be written.
     """
     text = json.dumps(jsonable(data), indent=2, sort_keys=False) + "\n"
-    with _atomic(path) as tmp:
-        tmp.write_text(text)
+    with _atomic(path) as fh:
+        fh.write(text)
 
 
 def _json_int(digits: str) -> int:
@@ -303,8 +312,18 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     Raises:
         RunDirError: the file cannot be written.
     """
-    with _atomic(path) as tmp:
-        tmp.write_text(text)
+    with _atomic(path) as fh:
+        fh.write(text)
+
+
+def write_figure(path: str | os.PathLike, fig: Any, **savefig: Any) -> None:
+    """Save a matplotlib figure as a PNG atomically (``savefig``'s options passed on).
+
+    Raises:
+        RunDirError: the file cannot be written.
+    """
+    with _atomic(path, binary=True) as fh:
+        fig.savefig(fh, format="png", **savefig)
 
 
 def write_csv(path: str | os.PathLike, rows: list[dict[str, Any]]) -> None:
@@ -323,7 +342,7 @@ def write_csv(path: str | os.PathLike, rows: list[dict[str, Any]]) -> None:
         for k in row:
             if k not in header:
                 header.append(k)
-    with _atomic(path) as tmp, open(tmp, "w", newline="") as fh:
+    with _atomic(path) as fh:
         w = csv.DictWriter(fh, fieldnames=header, restval="")
         w.writeheader()
         for row in rows:

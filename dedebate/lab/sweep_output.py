@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dedebate.lab.rundir import eprint, jsonable
+from dedebate.lab.rundir import eprint, jsonable, write_figure
 from dedebate.lab.sweep_plan import RESERVED, SweepPlan
 
 
@@ -173,7 +173,7 @@ def plot_sweep(
                 ax.legend(fontsize=7)
             fig.tight_layout()
             fname = _safe(f"{m}-vs-{axis}") + ".png"
-            fig.savefig(plots_dir / fname, dpi=100)
+            write_figure(plots_dir / fname, fig, dpi=100)
             plt.close(fig)
             saved.append(fname)
     return saved
@@ -204,7 +204,7 @@ def experiment_figures(module: Any, rows: list[dict[str, Any]], plots_dir: Path)
     saved = []
     for name, fig in (figs or {}).items():
         fname = _safe(name) + ".png"
-        fig.savefig(plots_dir / fname, dpi=100)
+        write_figure(plots_dir / fname, fig, dpi=100)
         plt.close(fig)
         saved.append(fname)
     return saved

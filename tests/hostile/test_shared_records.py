@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from dedebate import cli
+from dedebate.lab import rundir
 from dedebate.lab.folder_guard import check_run_dir
 from dedebate.lab.rundir import (
     MAX_METRICS_BYTES,
@@ -221,6 +222,33 @@ def test_check_run_dir_refuses_a_fifo_or_socket_anywhere(tmp_path):
         s.bind(str(run / "sock"))
         with pytest.raises(RunDirError, match=r"sock: not a regular file \(a socket\)"):
             check_run_dir(run)
+
+
+# -- a link planted after check_run_dir looked: the writers make their temporary file afresh
+
+
+@pytest.mark.parametrize("write", ["json", "text", "csv", "figure"])
+def test_a_link_at_a_writers_temporary_file_is_replaced_not_written_through(tmp_path, write):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text(SECRET)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "out.tmp").symlink_to(outside)
+    writers = {
+        "json": lambda p: rundir.write_json(p, {"a": 1}),
+        "text": lambda p: rundir.write_text(p, "new\n"),
+        "csv": lambda p: rundir.write_csv(p, [{"a": 1}]),
+        "figure": lambda p: rundir.write_figure(p, plt.figure(), dpi=10),
+    }
+    writers[write](run / "out")
+    assert outside.read_text() == SECRET
+    assert not (run / "out").is_symlink() and (run / "out").stat().st_size > 0
+    assert sorted(os.listdir(run)) == ["out"]
 
 
 # -- hole 3: reads had no size limit

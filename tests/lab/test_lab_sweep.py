@@ -300,8 +300,7 @@ def test_numeric_and_one_number_list_axes_are_plotted_as_numbers(tmp_path, monke
     list of several numbers and booleans stay categorical."""
     import itertools
 
-    from matplotlib.figure import Figure
-
+    from dedebate.lab import sweep_output
     from dedebate.lab.sweep_output import plot_sweep
     from dedebate.lab.sweep_plan import Point, SweepPlan
 
@@ -319,9 +318,9 @@ def test_numeric_and_one_number_list_axes_are_plotted_as_numbers(tmp_path, monke
     sweep = SweepPlan("toy", axes, tuple(axes), (), (0, 1), points, (), True)
     drawn = {}
     monkeypatch.setattr(
-        Figure,
-        "savefig",
-        lambda fig, path, **kw: drawn.setdefault(
+        sweep_output,
+        "write_figure",
+        lambda path, fig, **kw: drawn.setdefault(
             path.name,
             (
                 fig.axes[0].get_xscale(),

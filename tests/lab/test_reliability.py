@@ -350,17 +350,29 @@ def test_failure_06_output_directory_errors_are_one_line_for_run_sweep_and_repro
 def test_failure_11_full_disk_is_one_line_naming_the_file_and_leaves_no_temporary_file(
     tmp_path, fake_env, capsys, monkeypatch
 ):
-    real_write_text = Path.write_text
+    real_fdopen = os.fdopen
 
-    def full_disk(self, data, *args, **kwargs):
-        if self.name.endswith(".tmp"):
-            real_write_text(self, data[: len(data) // 2], *args, **kwargs)  # half written
+    class HalfWritten:  # the writers' temporary file (opened "w"/"wb") on a disk that fills up
+        def __init__(self, fh):
+            self.fh = fh
+
+        def write(self, data):
+            self.fh.write(data[: len(data) // 2])
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write_text(self, data, *args, **kwargs)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+    def full_disk(fd, mode="r", *args, **kwargs):
+        fh = real_fdopen(fd, mode, *args, **kwargs)
+        return HalfWritten(fh) if mode.startswith("w") else fh
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text("experiment: fake_pass\nsize: quick\ntracking: {mode: disabled}\n")
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    monkeypatch.setattr(os, "fdopen", full_disk)
     code = cli.main(["run", str(cfg), f"output_dir={tmp_path / 'runs'}"])
     one_line_error(capsys, code, "cannot write ", "config.yaml: No space left on device")
     assert not list(tmp_path.rglob("*.tmp"))
