@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -75,10 +77,10 @@ def point(cfg: Config):
         return out | {f"K_{f}": est[f] for f in lip.PERTURBATION_FAMILIES}
 
     def fn(dyn, key):
-        out = {}
+        out: dict[str, Any] = {}
         for g, d in zip(groups.values(), dyn["classes"]):
             keys = jnp.stack([jax.random.fold_in(key, i) for i in g])
-            m = jax.lax.map(lambda a: one(*a, dyn["eps"]), (d["machine"], keys))
+            m = jax.lax.map(lambda mk: one(mk[0], mk[1], dyn["eps"]), (d["machine"], keys))
             m |= {"K_proven": d["K"], "K_ratio": m["K_empirical"] / d["K"]}
             out |= {f"{fixtures[i].name}/{k}": v[j] for j, i in enumerate(g) for k, v in m.items()}
         return out

@@ -13,6 +13,7 @@ leaf. Context features are one flat row per internal node, so the network trains
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -349,7 +350,7 @@ def expected_payoffs(prover: DigitProver, estimators: TabularEstimator, tree: Cl
     key = jax.random.key(0)  # unused: exact mode with forced paths
 
     def per_tree(belief, est, t):
-        a = prover.replace(belief=belief)
+        a = dataclasses.replace(prover, belief=belief)
         out = jax.vmap(lambda f: play(settings, params, a, est, t, key, forced=f))(paths)
         w = jnp.exp(out.log_prob)
         t_leaf = t.truth[out.nodes[:, -1]].astype(jnp.float32)

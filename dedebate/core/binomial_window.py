@@ -34,11 +34,11 @@ def _lane_batched(per_lane, lanes, L: int, W: int):
 
     @f.def_vmap
     def f_vmap(axis_size, in_batched, *args):
-        args = [
+        batched = [
             x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
             for x, b in zip(args, in_batched)
         ]
-        return lanes(*args, L=L, W=W), (True, True)
+        return lanes(*batched, L=L, W=W), (True, True)
 
     return f
 

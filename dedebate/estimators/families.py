@@ -15,7 +15,7 @@ prediction-independent tests (the round reward of spec 6.3). :class:`StackedFami
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import flax.linen as nn
 import jax
@@ -343,7 +343,8 @@ def random_mlp_family(
     params = jax.vmap(lambda k: model.init(k, dummy))(keys)
 
     def fn(p, feat_x, z, h_x):
-        return jnp.tanh(out_scale * model.apply(p, mlp_test_input(feat_x, z, h_x, n_z)))
+        out = cast(jax.Array, model.apply(p, mlp_test_input(feat_x, z, h_x, n_z)))  # no mutable
+        return jnp.tanh(out_scale * out)
 
     return PointwiseFamily(params=params, shared=shared, fn=fn, n_z=int(n_z))
 

@@ -17,7 +17,7 @@ no-ops, so one compiled chunk serves a run), :func:`make_train` is init + one ch
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -210,7 +210,8 @@ class _Parts:
 
         def dist_values(dparams, h):
             def one(feat_x, z, h_x):
-                return jnp.tanh(dist.apply(dparams, mlp_test_input(feat_x, z, h_x, n_z)))
+                out = dist.apply(dparams, mlp_test_input(feat_x, z, h_x, n_z))
+                return jnp.tanh(cast(jax.Array, out))  # apply without mutable: one array
 
             per_z = jax.vmap(one, in_axes=(None, 0, None))
             return jax.vmap(per_z, in_axes=(0, None, 0))(features, jnp.arange(n_z), h)

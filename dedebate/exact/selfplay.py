@@ -14,6 +14,8 @@ responses (exploitability). :func:`measure_pairs` measures a seed-batch of train
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -46,7 +48,7 @@ def dp_value(p_levels, abort_levels, vera_levels):
         else np
     )
     T = len(p_levels)
-    V = None
+    V: Any = None  # the values of level t + 1's prefixes (None below the last level)
     for t in range(T - 1, -1, -1):
         p, a, v = p_levels[t], abort_levels[t], vera_levels[t]
         coin = xp.clip(p, 0.0, 1.0)

@@ -213,7 +213,7 @@ class NeuralOracle:
     def prob(self, query, mask, t):
         """``pi(z) = sigmoid(MLP(z))``."""
         q = jnp.where(mask, query, 0)
-        return JudgeMLP(self.hidden).apply(self.params, q).astype(jnp.float32)
+        return jnp.asarray(JudgeMLP(self.hidden).apply(self.params, q), jnp.float32)
 
 
 def neural_oracle(key: jax.Array, query_len: int, hidden: int = 16) -> NeuralOracle:

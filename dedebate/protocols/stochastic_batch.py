@@ -80,8 +80,9 @@ def _replay(
     args = (machine, alice, bob, vera)
 
     def exact(i):
-        row = [jax.tree.map(lambda x: x[i], a) if ax == 0 else a for a, ax in zip(args, axes)]
-        return play(spec, *row, keys[i])
+        lane = [jax.tree.map(lambda x: x[i], y) if ax == 0 else y for y, ax in zip(args, axes)]
+        machine_i, alice_i, bob_i, vera_i = lane
+        return play(spec, machine_i, alice_i, bob_i, vera_i, keys[i])
 
     return replay_unresolved(exact, out, unresolved, chunk, spec.bob_draw == "lazy")
 

@@ -324,7 +324,7 @@ def _plot(rows):
 
 def sweep_figures(rows):
     """``deterministic_costs`` from the first row of each T (honest costs depend on T alone)."""
-    first = {}
+    first: dict[tuple, dict] = {}
     for r in rows:
         for c in cost_table(r):
             first.setdefault((c["T"], PROTOCOL_FAMILIES.index(c["protocol"]), c["l"]), c)

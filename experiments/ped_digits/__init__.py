@@ -262,7 +262,8 @@ def point(cfg: Config):
         return m, extras
 
     def fn(dyn, key, host):
-        metrics, extras = {}, {}
+        metrics: dict[str, jax.Array] = {}
+        extras: dict[str, dict] = {}
         for i, family in enumerate(FAMILIES):
             m, extras[family] = one_family(dyn, key, host, i, family)
             metrics |= {f"{family}/{k}": v for k, v in m.items()}

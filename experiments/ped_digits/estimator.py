@@ -6,6 +6,8 @@ calibration tests (spec 6.3, tests 1 and 2), over the internal nodes of a batch 
 
 from __future__ import annotations
 
+from typing import cast
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -82,7 +84,9 @@ def train_estimator(
 
         def loss(p):
             joint = -jnp.sum(problem.g * safe_log(net.apply(p, features)), 1)
-            shows = net.apply(p, leaf_pixels, leaf_digit, method=BagEstimator.shows)
+            shows = cast(
+                jax.Array, net.apply(p, leaf_pixels, leaf_digit, method=BagEstimator.shows)
+            )
             leaf = -(leaf_truths * safe_log(shows) + (1 - leaf_truths) * safe_log(1 - shows))
             return jnp.mean(joint) + q * jnp.mean(leaf)  # q leaves per context on average
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 
 import jax
@@ -182,7 +183,7 @@ def obfuscation_metrics(cfg, key, fbs32, scale):
             return expected_payoff(EXACT, params, liar, cal, tree).u_a
 
         def honest_u(reverse):
-            return _exact_u(params, honest.replace(reverse=reverse), cal, tree)
+            return _exact_u(params, dataclasses.replace(honest, reverse=reverse), cal, tree)
 
         return (
             jax.vmap(liar_u)(dps, cands),

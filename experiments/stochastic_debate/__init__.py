@@ -113,7 +113,7 @@ def point(cfg: Config):
             groups.append((ki, ti, names, debate_static(T), len(a_names), hh, lanes))
 
     def fn(dyn, key):
-        out = {}
+        out: dict[str, jax.Array] = {}
         for ki, ti, names, spec, ma, hh, lanes in groups:
             key_k = jax.random.fold_in(key, ki)
             keys = [jax.random.fold_in(key_k, 1000 * ti + ci) for ci in range(len(names))]
