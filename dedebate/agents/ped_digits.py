@@ -1,15 +1,14 @@
 """Players of the digit-audit debates (docs/ped-digits.md; spec PED 2.3, 6.3, 9.3).
 
-B is a network that reads images: :class:`BagEstimator` encodes each image of a subclaim (with
-the audited digit), mean-pools the bag (permutation invariant, so one network serves every part
-size), adds the depth and the stated count, and gives the probability that the subclaim holds;
-B's joint over the q parts is the product of these, and ``p_d`` is ``Pr[M_D = 1]`` under the
-root's joint. A's liar claims every audit passes and recurses on the false part whose estimate
-is highest (where B is weakest). :func:`payoffs` plays the protocol of
-:mod:`dedebate.protocols.prover_estimator` on a batch of trees with the judge's noise at the
-leaf. Context features are one flat row per internal node, so the network trains with
-:mod:`dedebate.estimators.train`.
-"""
+B is a network that reads images: :class:`BagEstimator` classifies each image of a part (for
+the audited digit), summarises each part by masked pooling (permutation invariant, so one network
+serves every part size) with its stated count, and a head over the q summaries and the depth
+gives B's joint over the parts' ``2^q`` truth patterns (a softmax, not a product of per-part
+probabilities); ``p_d`` is ``Pr[M_D = 1]`` under the root's joint. A's liar claims every audit
+passes and recurses on the false part whose estimate is highest (where B is weakest).
+:func:`payoffs` plays the protocol of :mod:`dedebate.protocols.prover_estimator` on a batch of
+trees with the judge's noise at the leaf. Context features are one flat row per internal node,
+so the network trains with :mod:`dedebate.estimators.train`."""
 
 from __future__ import annotations
 

@@ -1,15 +1,17 @@
 """Claim trees over labelled images: audits of digits (spec PED 9.4, 9.5; docs/ped-digits.md).
 
 A tree of depth D and width q audits ``q^D`` images (a multiset S) for one digit d. The claim at
-depth k covers a contiguous block of ``q^(D-k)`` images and says "at least ``m^(D-k)`` of them
-show d"; a leaf says "this image shows d". Its decomposition states ``m^(D-k-1)`` for each of
-the q parts and ``M_D = Thr_m``: at least m parts reach their counts. Two families:
+depth k covers a contiguous block of ``q^(D-k)`` images and says it passes its audit, ``M_D =
+Thr_m`` of its q parts' audits (each stated with its count ``m^(D-k-1)``), down to the leaves,
+where a claim is "this image shows d"; a passing block holds at least ``m^(D-k)`` d's. Two
+families:
 
 * ``exact`` (m = q, AND): every part must reach its count, so a claim is true iff every image
   shows d; a false claim misses by one image (one false part). fbs = q at a true claim.
 * ``slack`` (m < q, threshold): truths follow the noisy-evidence rule of spec 9.4 (a true claim
   has q-1 or q true parts, a false one 0 or 1), so fbs is ``w / (w - m + 1)`` at w true parts.
-  A true claim holds its count; a false one is the failed audit ``Thr_m`` of its parts.
+  A true claim holds its count; a false one is the failed audit ``Thr_m`` of its parts, whose
+  block may still hold that many d's (the count is not its truth).
 
 Truths are drawn top down by :func:`dedebate.trees.library.build_tree` (hidden from players:
 ``known`` is False), then each leaf gets an image of digit d if true and of another digit if

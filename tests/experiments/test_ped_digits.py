@@ -53,6 +53,23 @@ def test_train_and_eval_trees_share_no_image_and_leaves_match_labels(batches):
                 check_decomposable(jax.tree_util.tree_map(lambda a, i=i: a[i], trees.tree))
 
 
+def test_a_true_claim_holds_its_count_and_exact_counts_are_counts(batches):
+    """Every true claim's block holds its stated count of d's; with exact counts a false claim's
+    block does not (docs/ped-digits.md: with slack a false claim is a failed audit, not a count)."""
+    from dedebate.trees.digits import stated_counts
+
+    _, out = batches
+    for fam, (tr, _) in out.items():
+        shows = LABELS[np.asarray(tr.leaves)] == np.asarray(tr.digit)[:, None]  # [trees, q^D]
+        truth = np.asarray(tr.tree.truth)
+        for k, want in enumerate(stated_counts(fam, Q, M, DEPTH)):
+            counts = shows.reshape(len(shows), Q**k, -1).sum(axis=2)  # per node of depth k
+            true = truth[:, tr.tree.level_offset(k) : tr.tree.level_offset(k) + Q**k] == 1
+            assert np.all(counts[true] >= want)
+            if fam == "exact":
+                assert np.all(counts[~true] < want) and (~true).any()
+
+
 @pytest.mark.parametrize("eta", [0.0, 0.05, 0.1])
 def test_judge_noise_rate_matches_eta(eta):
     truth = np.tile([0, 1], 50_000)
@@ -133,6 +150,27 @@ def test_soundness_row_fails_for_a_liar_above_the_bound():
     assert exp.soundness_claim(
         "slack", np.zeros(4) + [0, 1, 2, 3], np.zeros(4), 2.0, DEPTH, 0.0, 0.01, False
     ).finding
+
+
+def test_advantage_premise_holds_for_every_test_at_once():
+    """The soundness premise is an upper end on ``max_f |Adv_f|`` valid for all F tests together
+    (Bonferroni), not the 95% t interval of the test picked as largest after looking."""
+    from dedebate.lab.claim_stats import mean_interval
+
+    z = np.linspace(-1.0, 1.0, 256)
+    z = (z - z.mean()) / z.std(ddof=1)  # mean 0, sd 1 exactly
+    adv = np.vstack([0.08 + 0.1219 * z, 0.001 * z + np.zeros((25, 1))])  # F = 26 tests
+    picked = mean_interval(adv[0])  # the largest test's own 95% interval ends below delta ...
+    assert picked[2] < 0.1
+    row = exp.advantage_claim("exact", adv, 0.1)  # ... its simultaneous one does not
+    assert row.finding and not row.passed and row.hi > 0.1 > row.value
+    assert row.value == pytest.approx(0.08) and 0 < row.lo < 0.08 < row.hi
+    small = exp.advantage_claim("slack", adv * 0.5, 0.1)
+    assert small.passed and small.hi < 0.1 and small.value == pytest.approx(0.04)
+    # a test of mean 0 contributes 0 to the lower end; a NaN sample fails the premise
+    assert exp.advantage_claim("slack", adv[1:], 0.1).lo == 0.0
+    adv[3, 7] = np.nan
+    assert not exp.advantage_claim("slack", adv, 0.1).passed
 
 
 def _pattern_estimator(ev, code):
