@@ -203,8 +203,9 @@ def cell_metrics(st: dict, trials: int, ma: int, hh: int, name: str) -> dict:
     """A cell's rates from :func:`zoo_stats` (pure jnp, for a sweep row), prefixed by ``name``.
 
     ``honest_completeness``, ``completeness_min`` (over the Bob rows) and ``soundness_max`` (over
-    the Alice rows), each with 95% Wilson ``_lo`` / ``_hi``; ``holds`` (1 where completeness_min >=
-    3/5 and soundness_max <= 2/5); ``queries_alice`` (with a normal 95% interval), ``queries_bob``,
+    the Alice rows), each with 95% Wilson ``_lo`` / ``_hi`` (of that member alone, not adjusted for
+    picking the worst); ``holds`` (1 where the point estimates give completeness_min >= 3/5 and
+    soundness_max <= 2/5); ``queries_alice`` (with a normal 95% interval), ``queries_bob``,
     ``rounds``, ``queries_vera_max`` / ``_mean``, summed ``aborts`` and each row's ``alice{i}_wins``
     / ``bob{j}_wins``.
     """

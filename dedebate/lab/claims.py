@@ -170,8 +170,10 @@ class Claim:
         The p-value is :func:`binomial_p_value`, the exact test the interval inverts, so the row
         passes at 95% exactly when the interval reaches the target. ``members > 1`` marks a row
         that reports the worst of ``members`` estimates with the same number of trials (a max or
-        min over a zoo): its p-value is Bonferroni-adjusted within the row, ``min(1, members * p)``.
-        The row stores ``k = successes`` and ``n = trials``.
+        min over a zoo): its p-value is Bonferroni-adjusted within the row, ``min(1, members * p)``,
+        and its interval is the one that test inverts, at level ``1 - 0.05 / members`` (valid for
+        the worst member although it was picked after looking). The row stores ``k = successes``
+        and ``n = trials``.
 
         Fails closed (the row FAILs with the reason in its note): a non-finite or fractional
         count, target or number of trials, zero trials, a count outside ``[0, trials]``, a target
@@ -215,7 +217,7 @@ class Claim:
             )
             return _failed(claim, source, bound, v, reason, note)
         k, n = int(successes), int(trials)
-        v, lo, hi = exact_interval(k, n)
+        v, lo, hi = exact_interval(k, n, 1.0 - FAMILY_ALPHA / members)
         p = min(1.0, members * binomial_p_value(k, n, float(target), relation))
         return Claim(
             claim,

@@ -26,6 +26,7 @@ from dedebate.lab.claims import (  # noqa: F401  (re-exported)
     Claim,
     claim_p_value,
     consistency_rows,
+    exact_interval,
     family_decisions,
     gating,
     mean_interval,

@@ -15,7 +15,6 @@ from dedebate.agents import stochastic_players as sp
 from dedebate.agents.stochastic_zoo import alice_members, bob_members, measure_cell, zoo_cell
 from dedebate.core.samples import hoeffding_samples
 from dedebate.exact.acceptance import acceptance_exact
-from dedebate.lab.experiment import wilson_interval
 from dedebate.machines.fixtures import fixture_for_k
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import debate_static, lean_defaults, make_vera, paper_constants
@@ -115,11 +114,13 @@ def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> di
         d, a_names, b_names = zoo_cell(lean.scaled(f), m_no, m_yes, thetas[f], theta_b)
         ma = len(a_names)
         st = measure_cell(debate_static(Tmax), d, key, n, ma, b_names.index("honest"), lanes)
-        wins = (st["wins"][ma:].min(), st["wins"][:ma].max())
-        comp, sound = (wilson_interval(int(w), n) for w in wins)
-        rows.append(_row(K, f, f"Monte Carlo, T={Tmax}", comp[0], sound[0], lean.scaled(f)))
+        wins = np.asarray(st["wins"]).tolist()  # Alices', then Bobs'
+        v = _verdict(n, wins[:ma], wins[ma:], 0.05, 0.05 / len(wins))  # as the frontier decides
+        comp, sound = v["completeness_min"], v["soundness_max"]
+        row = _row(K, f, f"Monte Carlo, T={Tmax}", comp, sound, lean.scaled(f))
+        rows.append(row | {"holds": v["verdict"] == "safe", "verdict": v["verdict"]})
         if rows[-1]["holds"]:
-            return out | {"factor": f, "intervals": (comp, sound)}
+            return out | {"factor": f, "bounds": (v["completeness_lo"], v["soundness_hi"])}
     return out
 
 
@@ -132,10 +133,11 @@ def frontier(rows, alpha: float = 0.05) -> list[dict]:
     groups: defaultdict[tuple, defaultdict[float, list]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         others = tuple(sorted((k, str(v)) for k, v in r.items() if "/" not in k and k not in skip))
+        zoo = str(r.get("Ks"))  # K's optimised adversaries depend on its place in Ks: not pooled
         for m in filter(None, (CELL.fullmatch(k) for k in r if r[k] is not None)):  # not K's
-            groups[m[1], int(m[2]), int(m[3]), others][float(r["scale"])].append(r)
+            groups[m[1], int(m[2]), int(m[3]), others, zoo][float(r["scale"])].append(r)
     out = []
-    for (cell, K, T, others), by_f in groups.items():
+    for (cell, K, T, others, zoo), by_f in groups.items():
         lean = lean_defaults(float(K), T).constants(float(K), T)
         pooled = {f: _pooled(rs, cell) for f, rs in by_f.items()}
         split = alpha / sum(len(a) + len(b) for _, a, b in pooled.values())
@@ -146,7 +148,8 @@ def frontier(rows, alpha: float = 0.05) -> list[dict]:
                 stop = tried[-1]["verdict"]
                 break
             best = f
-        e = {"K": K, "T": T, "others": dict(others), "factor": best, "stop": stop, "tried": tried}
+        e = {"K": K, "T": T, "others": dict(others), "Ks": zoo, "factor": best, "stop": stop}
+        e["tried"] = tried
         e |= {"lean": tuple(getattr(lean, n) for n in COUNTS), "seeds": len(by_f[max(by_f)])}
         if best is not None:
             e["counts"] = tuple(int(by_f[best][0][f"{cell}/{n}"]) for n in COUNTS)
@@ -206,7 +209,7 @@ def sweep_figures(rows) -> dict:
         ax.set_title(label, fontsize=9)
     axes[0].set_ylabel("oracle samples per estimate")
     axes[0].legend(fontsize=6)
-    title = "Smallest common factor keeping completeness > 3/5, soundness < 2/5 (family-wise 95%)"
+    title = "Smallest common factor keeping completeness > 3/5, soundness < 2/5 (95% per cell)"
     fig.suptitle(title + " vs every zoo member, against Lean's counts", fontsize=9)
     fig.tight_layout()
     return {"budget_frontier": fig}

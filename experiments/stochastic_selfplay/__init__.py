@@ -17,10 +17,10 @@ from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
     Training,
+    exact_interval,
     mean_interval,
     strict_max,
     strict_min,
-    wilson_interval,
 )
 from dedebate.lab.params import config_dataclass, param
 from dedebate.machines.fixtures import f2_target
@@ -351,7 +351,7 @@ def findings(results: dict, constants, gap_tol: float, sides) -> dict[str, list[
         trk_i = mean_interval(trk, support=(0.0, 1.0))
         aim_i = mean_interval(hit - fa, support=(-1.0, 1.0))
         k = int((gap <= gap_tol).sum())
-        conv_i = wilson_interval(k, len(gap))
+        conv_i = exact_interval(k, len(gap))
         rows = {
             "tracking": (
                 f"The {who} Alice's claims track the truth ({case}-instance): reach-weighted mean "
@@ -460,7 +460,7 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
                 "no-instance seeds on the wrong side (acceptance > 1/2)",
                 "spec PED 8.5 recommendation, transferred (criterion: the recommendation itself)",
                 f"<= n_B = {lo_nb} fraction ({k_lo}/{S})",
-                *wilson_interval(k_hi, S),
+                *exact_interval(k_hi, S),
                 passed=k_hi <= k_lo,
                 finding=True,
                 note=f"wrong-side seeds (yes / no) per n_B: {counts} of {S}; same seeds and "

@@ -259,6 +259,15 @@ def test_frontier_decides_on_family_wise_bounds_of_pooled_counts(tmp_path):
     assert [x["factor"] for x in frontier(rows + other_k)] == [0.125, 0.125, 0.5]
     with pytest.raises(ValueError, match="alpha=1.5"):
         frontier(rows, alpha=1.5)
+    # K's adversaries depend on its place in Ks: rows of another Ks are a cell of their own, so a
+    # strong Alice there (450 of 1000 at every factor) is not averaged away by this Ks's rows
+    strong = [{**r, "Ks": "[1, 2]"} for r in _frontier_rows(fails_below(0.25), snd=(450, 450))]
+    mine = _frontier_rows(fails_below(0.25), snd=(100, 100))
+    (alone,) = frontier(mine)
+    assert [(e["Ks"], e["factor"], e["stop"]) for e in frontier(mine + strong)] == [
+        ("[2]", alone["factor"], None),
+        ("[1, 2]", None, "unsafe"),
+    ]
     # the lab saves the experiment's figure (cells safe, unsafe and undecided at factor 1); a
     # failing hook costs only its figures
     rows += _frontier_rows(fails_below(2.0), "K1_T8", snd=(300, 300)) + _frontier_rows(

@@ -85,6 +85,15 @@ def test_members_adjust_the_p_value_within_a_row():
     five = Claim.proportion("c", "s", "<=", 0.4, 435, 1000, members=5)
     assert five.p_value == pytest.approx(min(1.0, 5 * one.p_value))
     assert one.p_value < FAMILY_ALPHA and not one.passed and five.passed
+    # the interval shown is the one the adjusted test inverts: it reaches the bound exactly when
+    # the row passes (the worst member's own 95% interval, [0.404, 0.466], would not)
+    from dedebate.lab.claim_stats import exact_interval
+
+    assert (five.lo, five.hi) == exact_interval(435, 1000, 1 - FAMILY_ALPHA / 5)[1:]
+    assert one.lo > 0.4 >= five.lo
+    for k in range(380, 460, 5):
+        row = Claim.proportion("c", "s", "<=", 0.4, k, 1000, members=5)
+        assert row.passed == (row.lo <= 0.4)
 
 
 def test_family_decisions_bonferroni_and_checks():
