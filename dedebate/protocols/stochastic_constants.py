@@ -11,6 +11,7 @@ and over sample-count scalings.
 from __future__ import annotations
 
 import dataclasses
+import fractions
 import math
 
 import numpy as np
@@ -181,7 +182,9 @@ def paper_constants(K: float, T: int) -> DebateParams:
     claims completeness 3/5 and soundness 2/5 (no Lean proof).
     """
     _check_KT(K, T)
-    d = math.ceil(150 * K)
+    # d = ceil(150 K) for K as written: 150 x 0.14 is 21 (the float product, 21.000000000000004,
+    # would round up to 22)
+    d = math.ceil(150 * fractions.Fraction(K).limit_denominator(10**9))
     R = math.ceil(192 * d * d * math.log(100 * T))
     r = math.ceil(192 * d * d * math.log(100))
     if R > INT32_MAX:

@@ -76,6 +76,9 @@ def test_paper_constants():
     assert 3.9e7 < c.n_alice < 4.0e7  # spec DED 5.4: R ~ 3.98e7 for K=1, T=100
     with pytest.raises(ValueError, match="int32"):
         paper_constants(10, 1000)
+    # d = ceil(150 K) for K as written, not for its float: 150 x 0.14 = 21, 150 x 1.12 = 168
+    for K, d in ((0.14, 21), (1.12, 168), (0.5, 75), (1 / 3, 50)):
+        assert paper_constants(K, 10).tau_bob == 1 / (2 * d)
 
 
 def test_scaled_and_spec_validation():
