@@ -14,6 +14,7 @@ import numpy as np
 
 from dedebate.agents.ped_digits import (
     POLICY_SIZES,
+    PROVERS,
     BagEstimator,
     DigitProver,
     context_features,
@@ -26,7 +27,8 @@ from dedebate.agents.ped_digits import (
 from dedebate.estimators import train
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval
 from dedebate.lab.params import config_dataclass, param
-from dedebate.training.stackelberg import ADAM, adam_step
+from dedebate.protocols.prover_estimator import PEDStatic
+from dedebate.training.stackelberg import ADAM, StackelbergStatic, adam_step, payoff_terms
 from dedebate.trees.digits import FAMILIES, digit_trees, family_rule, pool, split_pools
 from dedebate.trees.stability import fbs_threshold, tree_rho
 
@@ -37,6 +39,7 @@ TITLE = "Prover-estimator debate on real data: audits of labelled digits (Thm 6.
 TYPICAL_SECONDS = 120  # default size: 107 s of CPU, 207 s wall on two cores shared with others
 
 EXACT_TOL = 1e-5  # float32 rounding of exact expectations
+PED_EXACT = StackelbergStatic(settings=PEDStatic(mode="exact"))  # payoff_terms' settings
 LP_TOL = 1e-6
 
 
@@ -163,24 +166,24 @@ def completeness_claim(family, rho, depth, eta, u) -> Claim:
     )
 
 
-def advantage_claim(family, adv, delta) -> Claim:
-    """``max_f |Adv_f|`` over the F tests (``adv``: ``[F, trees]``, per-tree samples) with a 95%
-    interval valid for all F tests at once (Bonferroni over their t intervals); it passes, and
-    the soundness rows gate, iff its upper end is below ``delta`` (a finding)."""
-    ivs = np.array([mean_interval(a, level=1 - 0.05 / len(adv)) for a in adv])  # [F, 3]
+def advantage_claim(name, source, adv, delta, what) -> Claim:
+    """``max_f |Adv_f|`` over tests (``adv``: ``[tests, trees]``, per-tree samples) with a 95%
+    interval valid for all tests at once (Bonferroni over their t intervals); it passes iff its
+    upper end is below ``delta`` (a finding; ``what`` names the tests in the note)."""
+    ivs = np.array([mean_interval(a, level=1 - 0.05 / len(adv)) for a in adv])  # [tests, 3]
     far = np.abs(ivs[:, 1:]).max(axis=1)  # each |Adv_f|'s upper end
     near = np.where(ivs[:, 1] * ivs[:, 2] <= 0, 0.0, np.abs(ivs[:, 1:]).min(axis=1))
     j = int(np.argmax(np.abs(ivs[:, 0])))
     return Claim(
-        f"B's advantage against F on held-out trees ({family} family) <= delta",
-        "spec PED 5.1, 5.7",
+        name,
+        source,
         f"<= {delta:.6g} (95% upper end, all {len(adv)} tests at once)",
         float(np.abs(ivs[j, 0])),
         float(near.max()),
         float(far.max()),
         bool(far.max() < delta),
-        f"max over {len(adv)} tests (largest: test {j}) of |mean| over {adv.shape[1]} held-out "
-        "trees; each test's t interval at level 1 - 0.05/F",
+        f"max over {len(adv)} {what} (largest: {j}) of |mean| over {adv.shape[1]} held-out "
+        "trees; each test's t interval at level 1 - 0.05/tests",
         finding=True,
         n=int(adv.shape[1]),
     )
@@ -194,7 +197,7 @@ def soundness_claim(family, u, a_correct, rho, depth, eta, delta, premise) -> Cl
         f"soundness: lying A vs trained B, {family} family, eta={eta:g}: E[U_A] <= "
         "rho^-(d+1) Pr[A correct] + (2d+2) delta + eta"
     )
-    note = "gating: B's held-out advantage < delta" if premise else "finding: advantage >= delta"
+    note = "gating: the liar's round tests < delta" if premise else "finding: a round test >= delta"
     note += "; eta is the judge's noise (Thm 6.1's slack is the (2d+2) delta term)"
     row = Claim.mean(name, "spec PED 6.4, Thm 6.1(2)", "<=", bound, u, note)
     return dataclasses.replace(row, finding=not premise)
@@ -228,6 +231,11 @@ def learned_claim(family, agree, threshold) -> Claim:
         name, "spec PED 7.4, 8.5; Guan and Hou 2026", ">=", 0.5, honest.sum(), honest.size, note
     )
     return dataclasses.replace(row, passed=bool(row.value >= 0.5), finding=True)
+
+
+def _one(tree):
+    """A tree as a batch of one (what :func:`payoff_terms` averages over)."""
+    return jax.tree_util.tree_map(lambda a: a[None], tree)
 
 
 def inputs(cfg: Config, seed: int, key):
@@ -268,10 +276,14 @@ def point(cfg: Config):
             return jnp.stack(u), jnp.stack(correct)
 
         (u_h, _), (u_liar, liar_correct) = pay("honest", rho), pay("liar", rho)
+        liar_adv = jax.vmap(  # per tree [d + 1, 2]: each round's reward and calibration test
+            lambda e, t: payoff_terms(PED_EXACT, rho, PROVERS["liar"](), e, _one(t))[2]
+        )(est, ev.tree)
         lp = jax.vmap(
             lambda k: learned_prover(cfg, net, params, dyn, k, host, f_ev, ev, family, rho)
         )(jax.random.split(k_lp, cfg.lp_seeds))
         extras = {"adv": adv, "u_honest": u_h, "u_liar": u_liar, "liar_correct": liar_correct}
+        extras["liar_adv"] = liar_adv
         extras |= {"u_stable_rho": pay("honest", expected_fbs("slack", cfg.q, cfg.m))[0], "lp": lp}
         false_root = 1.0 - ev.tree.truth[:, 0].astype(jnp.float32)
         m = {
@@ -395,13 +407,31 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     for family in FAMILIES:
         ex, (rho, false_roots) = measured["extras"][family], host[family]
         claims.append(fbs_claim(family, cfg.q, cfg.m, rho))
-        adv_row = advantage_claim(family, np.asarray(ex["adv"], np.float64), cfg.delta)
+        adv_row = advantage_claim(
+            f"B's advantage against F on held-out trees ({family} family) <= delta",
+            "spec PED 5.1, 5.7 (mu uniform over internal nodes)",
+            np.asarray(ex["adv"], np.float64),
+            cfg.delta,
+            "tests of F",
+        )
         claims.append(adv_row)
-        premise = adv_row.passed
+        terms = np.asarray(ex["liar_adv"], np.float64)[false_roots]  # [trees, d + 1, 2]
+        liar_row = advantage_claim(
+            f"the lying A's round tests against B on held-out false roots ({family} family): "
+            "|Adv| <= delta each",
+            "spec PED 6.3, 6.4 (Lemma A.4: mu_k over A's paths)",
+            terms.reshape(len(terms), -1).T,
+            cfg.delta,
+            "tests (stage x [reward, calibration], in protocol order)",
+        )
+        claims.append(liar_row)
+        premise = liar_row.passed
         fam = metrics[family] = {
             "rho": rho,
             "advantage": adv_row.value,
             "advantage_interval": [adv_row.lo, adv_row.hi],
+            "liar_round_tests": liar_row.value,
+            "liar_round_tests_interval": [liar_row.lo, liar_row.hi],
             "train_max_adv": measured[f"{family}/train_max_adv"],
             "honest_min": {},
             "liar_mean": {},

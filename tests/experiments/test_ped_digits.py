@@ -162,15 +162,39 @@ def test_advantage_premise_holds_for_every_test_at_once():
     adv = np.vstack([0.08 + 0.1219 * z, 0.001 * z + np.zeros((25, 1))])  # F = 26 tests
     picked = mean_interval(adv[0])  # the largest test's own 95% interval ends below delta ...
     assert picked[2] < 0.1
-    row = exp.advantage_claim("exact", adv, 0.1)  # ... its simultaneous one does not
+    row = exp.advantage_claim("a", "s", adv, 0.1, "tests")  # ... its simultaneous one does not
     assert row.finding and not row.passed and row.hi > 0.1 > row.value
     assert row.value == pytest.approx(0.08) and 0 < row.lo < 0.08 < row.hi
-    small = exp.advantage_claim("slack", adv * 0.5, 0.1)
+    small = exp.advantage_claim("a", "s", adv * 0.5, 0.1, "tests")
     assert small.passed and small.hi < 0.1 and small.value == pytest.approx(0.04)
     # a test of mean 0 contributes 0 to the lower end; a NaN sample fails the premise
-    assert exp.advantage_claim("slack", adv[1:], 0.1).lo == 0.0
+    assert exp.advantage_claim("a", "s", adv[1:], 0.1, "tests").lo == 0.0
     adv[3, 7] = np.nan
-    assert not exp.advantage_claim("slack", adv, 0.1).passed
+    assert not exp.advantage_claim("a", "s", adv, 0.1, "tests").passed
+
+
+def test_the_liars_round_tests_add_up_to_its_payoff(batches):
+    """The soundness premise's terms (each round's reward and calibration test on the liar's
+    path, spec 6.3) and its exact payoff are two computations: with decomposable trees and a
+    noiseless judge ``E[U_A] = r^(d+1) P[A correct] - sum Adv(reward) + sum Adv(calibration)``."""
+    from dedebate.agents.ped_digits import PROVERS, exact_payoffs
+    from dedebate.training.stackelberg import payoff_terms
+
+    _, out = batches
+    for fam, (_, ev) in out.items():
+        rho = exp.expected_fbs(fam, Q, M)
+        n_x = np.asarray(oi_setup(ev)[0].g).shape[0]
+        h = jax.random.dirichlet(jax.random.key(5), np.ones(2**Q), (n_x,))  # some B
+        est = tabulate(h, 16, ev.tree)
+        u, correct = exact_payoffs("liar", est, ev.tree, rho, 0.0)
+        terms = jax.vmap(
+            lambda e, t, rho=rho: payoff_terms(
+                exp.PED_EXACT, rho, PROVERS["liar"](), e, exp._one(t)
+            )[2]
+        )(est, ev.tree)
+        assert terms.shape == (16, DEPTH + 1, 2) and float(np.abs(terms).max()) > 1e-3
+        chained = rho ** -(DEPTH + 1) * correct - terms[..., 0].sum(1) + terms[..., 1].sum(1)
+        np.testing.assert_allclose(u, chained, atol=1e-5)
 
 
 def _pattern_estimator(ev, code):
@@ -312,7 +336,7 @@ def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_p
     ctx = FakeContext(tmp_path / "run", name=exp.NAME)
     ctx.key = point_key(exp.NAME, 0, pt.cfg)
     result = run_module(exp, pt.cfg, ctx)  # the report of that row, its extras and host LPs
-    assert result.metrics["point"] == alone and len(result.claims) == 2 * (3 + 2) + 1
+    assert result.metrics["point"] == alone and len(result.claims) == 2 * (4 + 2) + 1
     lp = result.tables["learned_prover"]
     assert [(r["family"], r["seed"]) for r in lp] == [(f, s) for f in FAMILIES for s in (0, 1)]
     for f in FAMILIES:
