@@ -65,12 +65,11 @@ def _tree_at(trees: ClaimTree, i) -> ClaimTree:
 
 
 def _expected_direction(probs, allow_zero: bool) -> Array:
-    """E[s] of A's directions; s = 0 removed unless allowed (as the protocol does, 2.6)."""
-    probs = probs.astype(jnp.float32)
-    if not allow_zero:
-        probs = probs.at[1].set(0.0)
-        probs = probs / jnp.maximum(probs.sum(), 1e-30)
-    return probs @ DIRECTIONS
+    """E[s] = P(+1) - P(-1) of A's directions, whether or not s = 0 is allowed (spec 2.6)."""
+    # Without s = 0 the protocol gives its mass to a fair coin (prover_estimator._directions),
+    # which leaves E[s] as it is; renormalising instead would scale every reward by 1/(1 - P(0)).
+    del allow_zero
+    return probs.astype(jnp.float32) @ DIRECTIONS
 
 
 def _direction(prover, views, allow_zero, i, node, phat, k):

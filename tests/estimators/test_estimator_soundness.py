@@ -47,6 +47,20 @@ def test_constructed_estimator_is_sound_against_fixed_prover():
     assert rep.u_a <= RHO ** -(d + 1) * pr + ETA
 
 
+def test_a_prover_that_may_pick_no_direction_is_costed_as_the_protocol_plays_it():
+    """Without s = 0 the protocol gives its mass to a fair coin (E[s] unchanged); the
+    construction's payoff is the protocol's, not one scaled by 1 / (1 - P(s = 0))."""
+    from dedebate.agents.ped_strategies import obfuscating_liar
+
+    trees = hidden_flaw_tree(jax.random.split(jax.random.key(3), 3), 1, 2, 0)
+    liar = obfuscating_liar(dir_probs=(0.2, 0.5, 0.3))
+    rep = construct_estimator(liar, trees, RHO, ETA / 5, fast_compile=True)
+    ep = jax.vmap(lambda est, tr: expected_payoff(PEDStatic(), ped_params(RHO), liar, est, tr))(
+        rep.estimator, trees
+    )
+    np.testing.assert_allclose(np.asarray(ep.u_a).mean(), rep.u_a, atol=1e-6)
+
+
 def test_validation():
     trees = hidden_flaw_tree(jax.random.split(jax.random.key(0), 2), 1, 2, 0)
     with pytest.raises(ValueError, match="rho=0.5"):

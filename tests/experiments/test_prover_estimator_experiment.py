@@ -96,3 +96,18 @@ def test_config_file_loads_and_size_presets_apply():
 def test_bad_config_values_are_rejected(override, match):
     with pytest.raises(ConfigError, match=match):
         load_config(REPO / "configs" / "prover_estimator.yaml", {exp.NAME: exp}, [override])
+
+
+def test_error_shift_rows_state_the_rho_they_measure():
+    """At rho = fbs = 2 the rows gate (a value off the bound fails); at rho_scale != 1 (rho 1.5,
+    fbs 2) the premise fails, so the error-shifting rows are findings with rho's own target."""
+    m = {"error_shift/rho": 2.0, "error_shift/fbs": 2.0, "error_shift/honest": 2.0**-5}
+    m |= {"error_shift/u/0": 0.0375, "error_shift/u/1": 0.05, "error_shift/control_u": 0.0625}
+    honest, ok, off, control = exp.error_shift_claims(m, (0.2, 0.5), 1.5)
+    assert honest.passed and ok.passed and not ok.finding and control.passed
+    assert not off.passed and not off.finding and "rho = 2 on the path" in off.claim
+    m |= {"error_shift/rho": 1.5, "error_shift/honest": 1.5**-5}
+    honest, shifted, _, _ = exp.error_shift_claims(m, (0.2, 0.5), 1.5)
+    assert honest.passed and "rho=1.5" in honest.claim
+    assert shifted.finding and not shifted.passed and "rho_scale != 1" in shifted.note
+    assert shifted.bound == f"== {1.5**-5 + 0.2 * 1.5**-4 * (1 - 1 / 1.5):.6g}"
