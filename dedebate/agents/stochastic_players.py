@@ -141,14 +141,15 @@ class ZooBob:
 
     Kinds: B_HONEST; B_ABORT_FIRST (aborts at step 0); B_RANDOM_STEP (at a uniformly random step,
     hazard ``1 / (T - t)``); B_NEVER; B_AFTER_ONE (whenever the previous bit was 1); B_LEARNED
-    (aborts with probability ``sigmoid(w[t] + w_dev |p - pi| / tau_V + w_prev prev_bit)``).
+    (aborts with probability ``sigmoid(w[t] + w_dev |p - pi| / tau_vera + w_prev prev_bit)``;
+    ``tau_vera`` is tau_V for the zoo's optimised Bob, b for a self-play Bob).
     """
 
     kind: jax.Array  # int32 selector
     w: jax.Array  # float32 [T] abort logits of B_LEARNED
-    w_dev: jax.Array  # float32 weight of |p - pi| / tau_V
+    w_dev: jax.Array  # float32 weight of |p - pi| / tau_vera
     w_prev: jax.Array  # float32 weight of the previous bit
-    tau_vera: jax.Array  # float32 tau_V
+    tau_vera: jax.Array  # float32 the deviation's scale (tau_V; b for a self-play Bob)
     n_samples: jax.Array  # int32 N_B for B_HONEST
     tau: jax.Array  # float32 tau_B for B_HONEST
     coin: jax.Array  # float32: as for ZooAlice

@@ -375,7 +375,7 @@ def findings(results: dict, constants, gap_tol: float, sides) -> dict[str, list[
             ),
             "convergence": (
                 f"Self-play converges ({case}-instance): exploitability gap <= {gap_tol:g}",
-                "fraction of seeds, Wilson lower > 1/2",
+                "fraction of seeds, exact (Clopper-Pearson) lower > 1/2",
                 conv_i,
                 conv_i[1] > 0.5,
                 f"{k}/{len(gap)} seeds; gap (Alice's grid best response - Bob's exact) per seed "
