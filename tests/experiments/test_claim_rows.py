@@ -198,7 +198,8 @@ def _completeness(rho=2.0, d=2, honest=0.0, liar=0.0, shift=0.0, unstable=0.0, n
 
 def _error_shift(u0=0.0, rho5=2.0, u_ctrl=0.0625):
     u5 = [0.0375 + u0, 0.046875, 0.0625, 0.0625]
-    m = {"error_shift/honest": 0.03125, "error_shift/fbs": rho5, "error_shift/control_u": u_ctrl}
+    m = {"error_shift/honest": rho5**-5, "error_shift/fbs": rho5, "error_shift/control_u": u_ctrl}
+    m["error_shift/rho"] = rho5  # rho = fbs (rho_scale 1): the u's above are rho = 2's
     m.update({f"error_shift/u/{i}": u for i, u in enumerate(u5)})
     return pe.error_shift_claims(m, (0.2, 0.5, 1.0), 1.5)
 
