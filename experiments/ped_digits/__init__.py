@@ -39,8 +39,8 @@ TITLE = "Prover-estimator debate on real data: audits of labelled digits (Thm 6.
 TYPICAL_SECONDS = 120  # default size: 107 s of CPU, 207 s wall on two cores shared with others
 
 EXACT_TOL = 1e-5  # float32 rounding of exact expectations
-PED_EXACT = StackelbergStatic(settings=PEDStatic(mode="exact"))  # payoff_terms' settings
 LP_TOL = 1e-6
+PED_EXACT = StackelbergStatic(settings=PEDStatic(mode="exact"))  # payoff_terms' settings
 
 
 @config_dataclass
@@ -191,7 +191,7 @@ def advantage_claim(name, source, adv, delta, what) -> Claim:
 
 def soundness_claim(family, u, a_correct, rho, depth, eta, delta, premise) -> Claim:
     """The lying A's mean payoff against ``rho^-(d+1) Pr[A correct] + (2d+2) delta + eta``;
-    a finding unless ``premise`` (B's held-out advantage < delta)."""
+    a finding unless ``premise`` (the liar's round tests below delta, :func:`advantage_claim`)."""
     bound = rho ** -(depth + 1) * float(np.mean(a_correct)) + (2 * depth + 2) * delta + eta
     name = (
         f"soundness: lying A vs trained B, {family} family, eta={eta:g}: E[U_A] <= "
@@ -283,7 +283,7 @@ def point(cfg: Config):
             lambda k: learned_prover(cfg, net, params, dyn, k, host, f_ev, ev, family, rho)
         )(jax.random.split(k_lp, cfg.lp_seeds))
         extras = {"adv": adv, "u_honest": u_h, "u_liar": u_liar, "liar_correct": liar_correct}
-        extras["liar_adv"] = liar_adv
+        extras |= {"liar_adv": liar_adv}
         extras |= {"u_stable_rho": pay("honest", expected_fbs("slack", cfg.q, cfg.m))[0], "lp": lp}
         false_root = 1.0 - ev.tree.truth[:, 0].astype(jnp.float32)
         m = {
