@@ -64,29 +64,27 @@ def _tree_at(trees: ClaimTree, i) -> ClaimTree:
     return jax.tree_util.tree_map(lambda a: a[i], trees)
 
 
-def _expected_direction(probs, allow_zero: bool) -> Array:
+def _expected_direction(probs) -> Array:
     """E[s] = P(+1) - P(-1) of A's directions, whether or not s = 0 is allowed (spec 2.6)."""
     # Without s = 0 the protocol gives its mass to a fair coin (prover_estimator._directions),
     # which leaves E[s] as it is; renormalising instead would scale every reward by 1/(1 - P(0)).
-    del allow_zero
     return probs.astype(jnp.float32) @ DIRECTIONS
 
 
-def _direction(prover, views, allow_zero, i, node, phat, k):
-    return _expected_direction(prover.direction(_tree_at(views, i), node, phat, k), allow_zero)
+def _direction(prover, views, i, node, phat, k):
+    return _expected_direction(prover.direction(_tree_at(views, i), node, phat, k))
 
 
-@jit(static_argnums=(3,))
-def _init_prep(prover, views, trees, allow_zero):
+@jit
+def _init_prep(prover, views, trees):
     """A's answer probabilities and correctness per tree (exact, spec 2.2)."""
-    del allow_zero
     pa = jax.vmap(lambda t: jnp.clip(prover.answer(t).astype(jnp.float32), 0.0, 1.0))(views)
     root = trees.truth[:, 0].astype(jnp.int32)
     return pa, root, root * pa + (1 - root) * (1 - pa)
 
 
-@jit(static_argnums=(8, 9))
-def _round_prep(prover, views, trees, reach, phat, ti, vi, ci, k, allow_zero):
+@jit(static_argnums=(8,))
+def _round_prep(prover, views, trees, reach, phat, ti, vi, ci, k):
     """Round k's contexts: A's candidate probabilities, mu_k, truth g, M_D tables, directions."""
     ph = phat[ti, vi]
     cprob = jax.vmap(lambda i, v, p: prover.decompose(_tree_at(views, i), v, p, k))(ti, vi, ph)
@@ -94,7 +92,7 @@ def _round_prep(prover, views, trees, reach, phat, ti, vi, ci, k, allow_zero):
     kids = jax.vmap(lambda i, v, c: _tree_at(trees, i).child_truths(v, c))(ti, vi, ci)
     g = jax.nn.one_hot(truth_code(kids), 2**trees.q, dtype=jnp.float32)
     md = jax.vmap(lambda i, v, c: _tree_at(trees, i).md(v, c))(ti, vi, ci).astype(jnp.float32)
-    s_k = jax.vmap(lambda i, v, p: _direction(prover, views, allow_zero, i, v, p, k))(ti, vi, ph)
+    s_k = jax.vmap(lambda i, v, p: _direction(prover, views, i, v, p, k))(ti, vi, ph)
     return ph, cw, g, md, s_k
 
 
@@ -119,7 +117,7 @@ class ProverCalibrationFamily(PointwiseFamily):
 
     with ``m = P @ bits``, but A's selection and direction are read from the leaves ``prover``,
     ``views``, ``trees`` and ``phat`` instead of closures, so jit keys its compiled programs on
-    the static fields only (``k``, ``init``, ``allow_zero``, ``n_z`` and the treedefs).
+    the static fields only (``k``, ``init``, ``n_z`` and the treedefs).
 
     * ``init=True`` (spec 6.1): contexts ``shared[x] = (tree,)``, q = 1, ``sel = 1`` and A's
       round-``k`` (``k = d``) direction at the root given ``m``;
@@ -136,7 +134,6 @@ class ProverCalibrationFamily(PointwiseFamily):
     phat: Any = None  # [n_trees, n_nodes] this round's estimates (None for init)
     k: int = struct.field(pytree_node=False, default=0)
     init: bool = struct.field(pytree_node=False, default=False)
-    allow_zero: bool = struct.field(pytree_node=False, default=False)
 
     def _select(self, feat, h_x):
         if self.init:
@@ -145,12 +142,10 @@ class ProverCalibrationFamily(PointwiseFamily):
 
     def _next_direction(self, feat, j, m):
         if self.init:
-            return _direction(
-                self.prover, self.views, self.allow_zero, feat[0].astype(jnp.int32), 0, m, self.k
-            )
+            return _direction(self.prover, self.views, feat[0].astype(jnp.int32), 0, m, self.k)
         i, v, c = (feat[a].astype(jnp.int32) for a in range(3))
         child = _tree_at(self.trees, i).child(v, c, j)
-        return _direction(self.prover, self.views, self.allow_zero, i, child, m, self.k - 1)
+        return _direction(self.prover, self.views, i, child, m, self.k - 1)
 
     def fn_ctx(self, p, feat_x, z, h_x):
         """The test with weight ``p`` at context ``feat_x``, outcome z, prediction ``h_x``."""
@@ -174,7 +169,7 @@ class ProverCalibrationFamily(PointwiseFamily):
 
 
 def prover_calibration_family(
-    prover, views, trees, phat, shared, k: int, init: bool, allow_zero: bool, scale: float
+    prover, views, trees, phat, shared, k: int, init: bool, scale: float
 ) -> ProverCalibrationFamily:
     """Validated :class:`ProverCalibrationFamily` (``q = 1`` for init, ``trees.q`` for rounds)."""
     shape = np.shape(shared)
@@ -194,7 +189,6 @@ def prover_calibration_family(
         phat=phat,
         k=int(k),
         init=bool(init),
-        allow_zero=bool(allow_zero),
     )
 
 
@@ -210,11 +204,11 @@ def _propagate(prover, views, trees, reach, phat, shared, h, cw, k):
     return reach, phat
 
 
-@jit(static_argnums=(7,))
-def _final_reward(prover, views, trees, reach, phat, ti, vi, allow_zero):
+@jit
+def _final_reward(prover, views, trees, reach, phat, ti, vi):
     """Sum over leaves of reach * E[s_0] * (T(yhat^0) - phat_0), per context."""
     ph = phat[ti, vi]
-    s_0 = jax.vmap(lambda i, v, p: _direction(prover, views, allow_zero, i, v, p, 0))(ti, vi, ph)
+    s_0 = jax.vmap(lambda i, v, p: _direction(prover, views, i, v, p, 0))(ti, vi, ph)
     return reach[ti, vi] * s_0 * (trees.truth[ti, vi].astype(jnp.float32) - ph)
 
 
@@ -224,7 +218,6 @@ def construct_estimator(
     rho: float,
     delta: float,
     step_rule: str = "hazan",
-    allow_zero_direction: bool = False,
     trace_len: int = 512,
     fast_compile: bool = False,
 ) -> SoundnessReport:
@@ -246,7 +239,6 @@ def construct_estimator(
     d = trees.depth  # variant (a): d consistency rounds, then the human check
     r = 1.0 / rho
     n_z = 2**q
-    allow_zero = bool(allow_zero_direction)
     views = trees if prover.sees_truth else jax.vmap(lambda t: t.public())(trees)
     run: dict[str, Any] = {
         "step_rule": step_rule,
@@ -256,14 +248,12 @@ def construct_estimator(
     stages: list[StageReport] = []
 
     # ---- initialisation (spec 6.1) ---------------------------------------------------------
-    pa, root_truth, pr_correct = _init_prep(prover, views, trees, allow_zero)
+    pa, root_truth, pr_correct = _init_prep(prover, views, trees)
     w_init = r ** (d + 1)
     r_init = table_family(np.asarray(w_init * jnp.stack([1.0 - pa, pa], axis=1))[None])
 
     tree_ids = jnp.arange(n_trees, dtype=jnp.float32)[:, None]
-    calib = prover_calibration_family(
-        prover, views, trees, None, tree_ids, d, True, allow_zero, scale=r**d
-    )
+    calib = prover_calibration_family(prover, views, trees, None, tree_ids, d, True, scale=r**d)
     problem = OIProblem(
         mu=jnp.full((n_trees,), 1.0 / n_trees, jnp.float32),
         g=jax.nn.one_hot(root_truth, 2, dtype=jnp.float32),
@@ -302,7 +292,6 @@ def construct_estimator(
             jnp.asarray(vi),
             jnp.asarray(ci),
             k,
-            allow_zero,
         )
         mu = cw / n_trees
         shared = jnp.asarray(np.stack([ti, vi, ci], axis=1), jnp.float32)
@@ -310,7 +299,7 @@ def construct_estimator(
         family = stack_families(
             table_family(table[None]),
             prover_calibration_family(
-                prover, views, trees, phat, shared, k, False, allow_zero, scale=r ** (k - 1)
+                prover, views, trees, phat, shared, k, False, scale=r ** (k - 1)
             ),
         )
         state, summ = algorithm1(family, OIProblem(mu=mu, g=g), delta, **run)
@@ -344,7 +333,6 @@ def construct_estimator(
                         phat,
                         jnp.asarray(ti),
                         jnp.asarray(vi),
-                        allow_zero,
                     )
                 )
             )
