@@ -132,7 +132,7 @@ def measure_pair(
     ``hit`` and ``false_alarm`` (Bob's reach-weighted abort probability at
     :func:`probe_deviations`), ``false_alarm_c`` (at ``|p - pi| <= s/2``), ``value_vs_honest_bob``,
     ``bob_best_response`` (exact), ``alice_best_response`` (over a claim grid of ``n_grid`` points
-    per range, a lower bound) and ``gap`` (their difference, the exploitability).
+    per range and her own claims, a lower bound) and ``gap`` (their difference, the exploitability).
     """
     T = len(levels)
     inputs = level_inputs(levels)
@@ -191,7 +191,8 @@ def measure_pair(
         V = np.minimum(coin * v1 + (1.0 - coin) * v0, veras[t])
     assert V is not None  # T >= 1
     bob_br = float(V[0])
-    # Alice's best response to this Bob over a claim grid (lower bound on her best response).
+    # Alice's best response to this Bob over a claim grid and her own claim at each prefix (a
+    # lower bound on her best response, and never below the pair's value).
     grid = np.unique(
         np.concatenate(
             [
@@ -203,8 +204,11 @@ def measure_pair(
     V = None
     for t in range(T - 1, -1, -1):
         pi = pis[t][:, None]
-        p = pi + grid[None, :]
-        a = abort_at(t, np.abs(grid)[None, :], codes[t]["prev"][:, None])
+        p = np.concatenate([pi + grid[None, :], ps[t][:, None]], axis=1)
+        d = np.concatenate(
+            [np.broadcast_to(np.abs(grid), (pi.size, grid.size)), dev[t][:, None]], 1
+        )
+        a = abort_at(t, d, codes[t]["prev"][:, None])
         coin = np.clip(p, 0.0, 1.0)
         v0, v1 = (0.0, 1.0) if V is None else (V[: V.size // 2, None], V[V.size // 2 :, None])
         vera = checker_prob(p, n_v, tau_v, pi)

@@ -133,6 +133,29 @@ def test_measure_pair_matches_exact_acceptance_for_a_constant_shift_alice():
     assert ev["bob_best_response"] <= ev["value"] + 1e-12 <= ev["alice_best_response"] + 1e-12
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_alices_best_response_is_never_below_the_pairs_value_on_a_coarse_grid(sign):
+    """Alice's own claims are among her best response's options: with a 3-point grid, whose
+    claims all do worse than her constant shift of 0.6 tau_V against a steep Bob, her best
+    response still bounds the pair's value from above, up to the float32 abort that the pair's
+    value uses (sigmoid rounding, below 1e-6 per level)."""
+    fx = f2_target(4, 0.25, spread=0.2)
+    _, constants, levels = _setup(fx)
+    delta = sign * 0.6 * constants.tau_vera
+    alice = pl.AliceParams(
+        w1=jnp.zeros((pl.N_FEATURES, 4)),
+        b1=jnp.zeros(4),
+        w2=jnp.zeros(4),
+        b2=jnp.float32(delta / constants.b),
+    )
+    bob = pl.BobParams(
+        w=jnp.linspace(-3.0, 0.5, fx.T), w_dev=jnp.float32(8.0), w_prev=jnp.float32(0.4)
+    )
+    ev = xs.measure_pair(levels, alice, bob, constants, n_grid=3)
+    assert ev["alice_best_response"] >= ev["value"] - 1e-6 * fx.T
+    assert ev["gap"] >= ev["value"] - ev["bob_best_response"] - 1e-6 * fx.T
+
+
 def test_learned_alice_player_claims_what_the_dp_uses():
     """The play() player and the DP compute the same claim at every prefix (same features)."""
     fx = f2_target(4, 0.75, spread=0.2)
