@@ -16,8 +16,8 @@ __all__, __getattr__ = lazy_exports(
             "ratio_f32 real"
         ),
         "selfplay": (
-            "dp_value level_inputs measure_pair measure_pairs policy_levels policy_nodes "
-            "probe_deviations reach_levels split_levels take"
+            "alice_best_response_bounds dp_value level_inputs measure_pair measure_pairs "
+            "policy_levels policy_nodes probe_deviations reach_levels split_levels take"
         ),
     },
 )

@@ -8,8 +8,9 @@ With ``V_T = last bit``, at prefix code c of step t (little-endian, as in
 with Alice's claim p, Bob's abort probability a and Vera's acceptance vera(p). :func:`dp_value`
 is differentiable (training uses it with a smooth Vera surrogate); :func:`measure_pair` is the
 reported measurement: float64 on the host with the exact binomial Vera, plus reach-weighted
-tracking, abort targeting, the value against honest Bob and both players' exact/grid best
-responses (exploitability). :func:`measure_pairs` measures a seed-batch of trained pairs.
+tracking, abort targeting, the value against honest Bob and both players' best responses
+(exploitability: Bob's exact, Alice's bounded above and below). :func:`measure_pairs` measures a
+seed-batch of trained pairs.
 """
 
 from __future__ import annotations
@@ -117,12 +118,100 @@ def probe_deviations(constants: DebateParams, n: int = 8) -> tuple[np.ndarray, n
     return np.linspace(b, 4 * b, n), np.linspace(0.0, s, n, endpoint=False)
 
 
+def alice_best_response_bounds(
+    pis: list[np.ndarray],
+    abort: list,
+    n: int,
+    tau: float,
+    own: list[np.ndarray] | None = None,
+    tol: float = 1e-6,
+) -> tuple[float, float]:
+    """``(lower, upper)`` bounds on Alice's best response to a fixed Bob, by branch and bound.
+
+    Per level: ``pis[t]``; ``abort[t](d, node)``, Bob's abort probability at deviation ``d``;
+    ``own[t]``, Alice's claims (optional, counted in ``lower``). See :func:`_level_bounds` and
+    docs/doubly-efficient-debate.md, 5.7.
+    """
+    m = pis[-1].size
+    lo = hi = (np.zeros(m), np.ones(m))  # the values after the last step: its bit
+    for t in range(len(pis) - 1, -1, -1):
+        v_lo, v_hi = _level_bounds(
+            pis[t], abort[t], n, tau, lo, hi, None if own is None else own[t], tol
+        )
+        m = v_lo.size // 2
+        lo, hi = (v_lo[:m], v_lo[m:]), (v_hi[:m], v_hi[m:])
+    return float(v_lo[0]), float(v_hi[0])
+
+
+def _level_bounds(pi, at, n, tau, lo_child, hi_child, own, tol, cells=256, max_cells=1 << 17):
+    """One level of :func:`alice_best_response_bounds`: ``(lower, upper)`` per prefix.
+
+    Claims in ``[-tau, 1 + tau]`` are cut into intervals, each bounded above at the corners of
+    Bob's abort (monotone in ``|p - pi|``), the continuation (monotone in ``p``) and Vera's
+    acceptance over the widened window, and halved while its bound exceeds the best claim found
+    by more than ``tol``. Claims beyond (Vera rejects, the coin is constant) are bounded by their
+    limit.
+    """
+    m = pi.size
+    every = np.arange(m)
+
+    def cont(node, p, child):
+        v0, v1 = child[0][node], child[1][node]
+        return v0 + np.clip(p, 0.0, 1.0) * (v1 - v0)
+
+    def value(node, p, child):
+        a = at(np.abs(p - pi[node]), node)
+        return (1.0 - a) * cont(node, p, child) + a * checker_prob(p, n, tau, pi[node])
+
+    def upper(node, lo, hi):
+        near, far = np.abs(lo - pi[node]), np.abs(hi - pi[node])
+        inside = (lo <= pi[node]) & (pi[node] <= hi)
+        d_lo, d_hi = np.where(inside, 0.0, np.minimum(near, far)), np.maximum(near, far)
+        vera = checker_prob((lo + hi) / 2, n, tau + (hi - lo) / 2 + 1e-9, pi[node])
+        corners = [
+            c + a * (vera - c)
+            for a in (at(d_lo, node), at(d_hi, node))
+            for c in (cont(node, lo, hi_child), cont(node, hi, hi_child))
+        ]
+        return np.max(corners, axis=0)
+
+    far = [np.full(m, -tau - 1e6), np.full(m, 1.0 + tau + 1e6)]  # claims near the tails' limits
+    tried = far if own is None else [*far, own]
+    with np.errstate(over="ignore"):  # Bob's abort far from pi: exp overflows to a = 0 or 1
+        limit = at(np.full(m, 1e9), every)
+        best_lo, best_hi = (
+            np.max([value(every, p, c) for p in tried], 0) for c in (lo_child, hi_child)
+        )
+    bound = np.maximum(
+        *[
+            (1.0 - np.minimum(at(d, every), limit)) * v
+            for d, v in ((pi + tau, hi_child[0]), (1.0 + tau - pi, hi_child[1]))
+        ]
+    )
+    edges = np.linspace(-tau, 1.0 + tau, cells + 1)
+    node, lo, hi = np.repeat(every, cells), np.tile(edges[:-1], m), np.tile(edges[1:], m)
+    while True:
+        mid = (lo + hi) / 2
+        np.maximum.at(best_lo, node, value(node, mid, lo_child))
+        np.maximum.at(best_hi, node, value(node, mid, hi_child))
+        ub = upper(node, lo, hi)
+        open_ = ub > best_hi[node] + tol
+        np.maximum.at(bound, node[~open_], ub[~open_])
+        node, lo, hi, mid, ub = (x[open_] for x in (node, lo, hi, mid, ub))
+        if node.size == 0:
+            break
+        if 2 * node.size > max_cells:
+            np.maximum.at(bound, node, ub)
+            break
+        node, lo, hi = np.tile(node, 2), np.concatenate([lo, mid]), np.concatenate([mid, hi])
+    return best_lo, np.maximum(best_hi, bound)
+
+
 def measure_pair(
     levels: list[np.ndarray],
     alice: AliceParams,
     bob: BobParams,
     constants: DebateParams,
-    n_grid: int = 801,
     full: bool = True,
 ) -> dict:
     """Exact measurements of one trained pair on one instance (float64, exact binomial Vera).
@@ -131,9 +220,9 @@ def measure_pair(
     ``|p - pi|``), ``max_dev_visited``, ``p_abort``, ``w_dev``; unless ``full`` is False also
     ``hit`` and ``false_alarm`` (Bob's reach-weighted abort probability at
     :func:`probe_deviations`), ``false_alarm_c`` (at ``|p - pi| <= s/2``), ``value_vs_honest_bob``,
-    ``bob_best_response`` (exact), ``alice_best_response`` (over a claim grid of ``n_grid`` points
-    per range and her own claims, a lower bound) and ``gap`` (their difference, the exploitability).
-    """
+    ``bob_best_response`` (exact), ``alice_best_response`` and ``alice_best_response_ub``
+    (:func:`alice_best_response_bounds`), ``gap`` and ``gap_ub`` (their differences: the
+    exploitability lies between them)."""
     T = len(levels)
     inputs = level_inputs(levels)
     scale = float(constants.b)
@@ -191,30 +280,9 @@ def measure_pair(
         V = np.minimum(coin * v1 + (1.0 - coin) * v0, veras[t])
     assert V is not None  # T >= 1
     bob_br = float(V[0])
-    # Alice's best response to this Bob over a claim grid and her own claim at each prefix (a
-    # lower bound on her best response, and never below the pair's value).
-    grid = np.unique(
-        np.concatenate(
-            [
-                np.linspace(-1.0, 1.0, n_grid),
-                np.linspace(-2 * constants.tau_vera, 2 * constants.tau_vera, n_grid),
-            ]
-        )
-    )
-    V = None
-    for t in range(T - 1, -1, -1):
-        pi = pis[t][:, None]
-        p = np.concatenate([pi + grid[None, :], ps[t][:, None]], axis=1)
-        d = np.concatenate(
-            [np.broadcast_to(np.abs(grid), (pi.size, grid.size)), dev[t][:, None]], 1
-        )
-        a = abort_at(t, d, codes[t]["prev"][:, None])
-        coin = np.clip(p, 0.0, 1.0)
-        v0, v1 = (0.0, 1.0) if V is None else (V[: V.size // 2, None], V[V.size // 2 :, None])
-        vera = checker_prob(p, n_v, tau_v, pi)
-        V = ((1.0 - a) * (coin * v1 + (1.0 - coin) * v0) + a * vera).max(axis=1)
-    assert V is not None  # T >= 1
-    alice_br = float(V[0])
+    # Alice's best response to this Bob, bounded by branch and bound (her own claims included).
+    bob_at = [lambda d, node, t=t: abort_at(t, d, codes[t]["prev"][node]) for t in range(T)]
+    alice_br, alice_ub = alice_best_response_bounds(pis, bob_at, n_v, tau_v, own=ps)
     return {
         **light,
         "hit": hit,
@@ -224,6 +292,8 @@ def measure_pair(
         "bob_best_response": bob_br,
         "alice_best_response": alice_br,
         "gap": alice_br - bob_br,
+        "alice_best_response_ub": alice_ub,
+        "gap_ub": alice_ub - bob_br,
     }
 
 

@@ -133,27 +133,76 @@ def test_measure_pair_matches_exact_acceptance_for_a_constant_shift_alice():
     assert ev["bob_best_response"] <= ev["value"] + 1e-12 <= ev["alice_best_response"] + 1e-12
 
 
-@pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_alices_best_response_is_never_below_the_pairs_value_on_a_coarse_grid(sign):
-    """Alice's own claims are among her best response's options: with a 3-point grid, whose
-    claims all do worse than her constant shift of 0.6 tau_V against a steep Bob, her best
-    response still bounds the pair's value from above, up to the float32 abort that the pair's
-    value uses (sigmoid rounding, below 1e-6 per level)."""
-    fx = f2_target(4, 0.25, spread=0.2)
+def _sup_one_step(pi, n, tau, a):
+    """Alice's best response on a one-step tree against a constant abort ``a``, exactly: Vera is
+    constant between the points ``x/n +- tau`` and the coin linear in p, so the supremum is a
+    limit at a cell's end or a value at a breakpoint."""
+    xs_ = np.arange(n + 1) / n
+    points = np.unique(np.concatenate([xs_ - tau, xs_ + tau, [0.0, 1.0]]))
+    eps = 1e-12
+    claims = np.concatenate([points, points - eps, points + eps])
+    vera = checker_prob(claims, n, tau, pi)
+    return float(np.max((1.0 - a) * np.clip(claims, 0.0, 1.0) + a * vera))
+
+
+@pytest.mark.parametrize("pi, n, tau, a", [(0.4, 5, 0.15, 0.3), (0.8, 7, 0.05, 0.9)])
+def test_alices_best_response_bounds_bracket_the_exact_supremum(pi, n, tau, a):
+    """One step, a constant abort, a coarse Vera (n <= 7): the branch-and-bound bounds bracket the
+    supremum computed exactly over Vera's breakpoints, and differ by at most tol."""
+    sup = _sup_one_step(pi, n, tau, a)
+    lo, hi = xs.alice_best_response_bounds(
+        [np.array([pi])], [lambda d, node: np.full(np.shape(d), a)], n, tau, tol=1e-6
+    )
+    assert lo <= sup + 1e-9 and sup <= hi + 1e-12 and hi - lo <= 1e-6
+
+
+@pytest.mark.parametrize("w_dev", [-2.0, -0.01, 3.0, 40.0])
+def test_alices_best_response_bounds_hold_against_any_claim_of_alice(w_dev):
+    """value <= lower <= upper, upper - lower <= T tol, and no claim policy, however far from pi
+    (a Bob with w_dev < 0 aborts less there), beats the upper bound: Alice's best response by the
+    same DP over a dense claim grid on [-5, 6] (an independent lower bound) stays below it."""
+    fx = f2_target(3, 0.75, spread=0.2)
     _, constants, levels = _setup(fx)
-    delta = sign * 0.6 * constants.tau_vera
-    alice = pl.AliceParams(
-        w1=jnp.zeros((pl.N_FEATURES, 4)),
-        b1=jnp.zeros(4),
-        w2=jnp.zeros(4),
-        b2=jnp.float32(delta / constants.b),
-    )
+    alice = pl.init_alice(jax.random.key(0), 8, 2.0)
     bob = pl.BobParams(
-        w=jnp.linspace(-3.0, 0.5, fx.T), w_dev=jnp.float32(8.0), w_prev=jnp.float32(0.4)
+        w=jnp.linspace(-2.0, 0.0, fx.T), w_dev=jnp.float32(w_dev), w_prev=jnp.float32(0.4)
     )
-    ev = xs.measure_pair(levels, alice, bob, constants, n_grid=3)
-    assert ev["alice_best_response"] >= ev["value"] - 1e-6 * fx.T
-    assert ev["gap"] >= ev["value"] - ev["bob_best_response"] - 1e-6 * fx.T
+    ev = xs.measure_pair(levels, alice, bob, constants)
+    lo, hi = ev["alice_best_response"], ev["alice_best_response_ub"]
+    assert ev["value"] - 1e-6 * fx.T <= lo <= hi <= lo + 1e-6 * fx.T  # float32 aborts in value
+    assert ev["gap_ub"] - ev["gap"] == pytest.approx(hi - lo, abs=1e-15)
+    n, tau, scale = int(constants.n_vera), float(np.float32(constants.tau_vera)), constants.b
+    codes = pl.level_codes(fx.T)
+    grid = np.concatenate([np.linspace(-5.0, 6.0, 20001), np.linspace(-0.05, 1.05, 20001)])
+    V = None
+    for t in range(fx.T - 1, -1, -1):
+        pi = np.asarray(levels[t], np.float64)[:, None]
+        p = grid[None, :]
+        z = float(bob.w[t]) + float(bob.w_dev) * np.abs(p - pi) / scale
+        a = 1.0 / (1.0 + np.exp(-(z + float(bob.w_prev) * codes[t]["prev"][:, None])))
+        coin = np.clip(p, 0.0, 1.0)
+        v0, v1 = (0.0, 1.0) if V is None else (V[: V.size // 2, None], V[V.size // 2 :, None])
+        V = ((1.0 - a) * (coin * v1 + (1.0 - coin) * v0) + a * checker_prob(p, n, tau, pi)).max(1)
+    assert V is not None and float(V[0]) <= hi + 1e-12
+
+
+def test_convergence_counts_a_seed_by_the_upper_bound_on_its_gap():
+    """A seed whose gap's lower bound is within gap_tol but whose upper bound is not is not
+    counted as converged (the finding and the sweep rows' converged_frac alike)."""
+    fx = f2_target(4, 0.75, spread=0.2)
+    _, constants, _ = _setup(fx)
+    keys = ("value", "tracking", "hit", "false_alarm", "false_alarm_c", "max_dev_visited")
+    ev = [
+        dict.fromkeys(keys, 0.5) | {"gap": 0.04, "gap_ub": ub, "bob_best_response": 0.5}
+        for ub in (0.04, 0.06, 0.06, 0.06)
+    ]
+    results = {case: {"ev": ev, "p1": 0.5} for case in E.CASES}
+    found = E.findings(results, constants, 0.05, (0.6, 0.4))["convergence"]
+    assert [c.value for c in found] == [0.25, 0.25]
+    measured = {
+        case: ([e | {"value_vs_honest_bob": 0.5} for e in ev], [0.5] * 4) for case in E.CASES
+    }
+    assert E.point_metrics(measured, 0.05)["yes/converged_frac"] == 0.25
 
 
 def test_learned_alice_player_claims_what_the_dp_uses():
