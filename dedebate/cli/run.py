@@ -52,6 +52,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                     f"these overrides change the results of {args.resume} "
                     "(config hash differs); start a new run instead"
                 )
+            if (cfg.sweep is None) != (old.sweep is None):
+                was, now = ("run", "sweep") if old.sweep is None else ("sweep", "run")
+                raise ConfigError(
+                    f"{args.resume} holds a {was}, and these overrides make it a {now}; "
+                    f"start a new {now} instead"
+                )
         else:
             cfg = load_config(config_path(args.config), reg.experiments, overrides)
     except ConfigError as err:

@@ -190,9 +190,10 @@ def _check_sweep_axes(
             )
         if not values:
             raise ConfigError(f"sweep.axes.{axis}=[]: must list at least one value")
+        seen: list = []  # the values as the Config holds them (6 and 6.0 are one value)
         for i, value in enumerate(values):
             try:
-                build_dataclass(cfg_cls, {**merged, axis: value}, "params")
+                built = getattr(build_dataclass(cfg_cls, {**merged, axis: value}, "params"), axis)
             except ConfigError as err:
                 msg = str(err)
                 where = f"params.{axis}"
@@ -201,6 +202,12 @@ def _check_sweep_axes(
                 else:
                     msg = f"sweep.axes.{axis}[{i}]={show_value(value)}: {msg}"
                 raise ConfigError(msg) from None
+            if built in seen:
+                raise ConfigError(
+                    f"sweep.axes.{axis}[{i}]={show_value(value)}: repeats "
+                    f"sweep.axes.{axis}[{seen.index(built)}]; an axis lists distinct values"
+                )
+            seen.append(built)
 
 
 def load_config(

@@ -109,7 +109,7 @@ def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) ->
 
     Names sort by their UTC stamp. ``config.yaml`` is read with the config loader's limits (no
     alias bomb, bounded nesting); unreadable or foreign directories are skipped (they are simply
-    not resumable).
+    not resumable), and so are links (a run directory is never resumed through a link).
 
     Args:
         output_dir: where run directories are.
@@ -122,6 +122,8 @@ def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) ->
     if not root.is_dir():
         return None
     for d in sorted(root.glob(pattern), reverse=True):
+        if d.is_symlink():
+            continue
         with contextlib.suppress(Exception):
             old = read_yaml(d / "config.yaml")
             if matches(old):

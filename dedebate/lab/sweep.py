@@ -350,7 +350,12 @@ def _check_same_sweep(path: Path, cfg: RunConfig) -> None:
         old = read_yaml(f)  # the config loader's limits: no alias bomb, bounded nesting
     except Exception:  # noqa: BLE001 - an unreadable config is replaced
         return
-    if isinstance(old, dict) and old.get("sweep") and sweep_hash_of(old) != cfg.sweep_hash():
+    if isinstance(old, dict) and not old.get("sweep"):
+        raise SweepError(
+            f"{path} holds a run, not a sweep (its config.yaml has no sweep block); start a new "
+            "sweep directory instead"
+        )
+    if isinstance(old, dict) and sweep_hash_of(old) != cfg.sweep_hash():
         raise SweepError(
             f"{path} holds a different sweep (its config.yaml has another sweep "
             "hash); start a new sweep directory instead"

@@ -387,3 +387,62 @@ def test_a_finished_run_is_still_reused(capsys, finished_run):
     code, _, err = answer(capsys, ["run", "--no-progress", "--resume", str(finished_run)])
     assert code == 0 and "run already finished" in err
     assert snapshot(finished_run) == before
+
+
+# -- a link among the run folders: resume=true found the newest matching name and followed it
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_resume_never_picks_a_run_folder_through_a_link(tmp_path, env, capsys, command):
+    sweep = {"seeds": 2, "axes": {"p": [0.25, 0.5]}} if command == "sweep" else None
+    experiment = "fake_sweep" if sweep else "fake_pass"
+    victim = run_folder(tmp_path / "elsewhere", experiment, sweep)  # its config.yaml matches
+    (victim / "results.json").write_text('{"precious": true}')
+    before = snapshot(victim)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    name = f"{experiment}-sweep-29991231T000000Z" if sweep else f"{experiment}-29991231T000000Z"
+    (out_dir / name).symlink_to(victim)  # the newest name, as an unpacked archive could plant it
+    cfg = tmp_path / f"{experiment}.yaml"
+    cfg.write_text(f"experiment: {experiment}\nsize: quick\noutput_dir: {out_dir}\n")
+    argv = [command, "--no-progress", str(cfg), "tracking.mode=disabled", "resume=true"]
+    if sweep:
+        argv += ["sweep.seeds=2", "sweep.axes.p=[0.25,0.5]"]
+    code, out, err = answer(capsys, argv)
+    assert code == 0, err
+    assert snapshot(victim) == before and str(victim) not in out + err
+    assert [p.name for p in out_dir.iterdir() if not p.is_symlink()] != []
+
+
+# -- a run folder resumed as a sweep (or a sweep folder as a run) was overwritten, exit 0
+
+
+def test_a_finished_run_is_not_turned_into_a_sweep(tmp_path, env, capsys, finished_run):
+    before = snapshot(finished_run)
+    sweep = ["sweep.seeds=1", "sweep.axes.p=[0.5]", "--no-progress"]
+    code, _, err = answer(capsys, ["run", "--resume", str(finished_run), *sweep])
+    assert code == 2
+    one_line(err, f"{finished_run} holds a run, and these overrides make it a sweep")
+    cfg = tmp_path / "fake_sweep.yaml"
+    cfg.write_text(f"experiment: fake_sweep\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n")
+    argv = ["sweep", str(cfg), "tracking.mode=disabled", *sweep, "--sweep-dir", str(finished_run)]
+    code, _, err = answer(capsys, argv)
+    assert code == 2
+    one_line(err, f"{finished_run} holds a run, not a sweep")
+    assert snapshot(finished_run) == before
+
+
+def test_a_sweep_folder_is_not_turned_into_a_run(tmp_path, env, capsys):
+    cfg = tmp_path / "fake_sweep.yaml"
+    cfg.write_text(f"experiment: fake_sweep\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n")
+    sweep = ["sweep.seeds=1", "sweep.axes.p=[0.25,0.5]", "--no-progress"]
+    code, out, _ = answer(capsys, ["sweep", str(cfg), "tracking.mode=disabled", *sweep])
+    assert code == 0, out
+    (folder,) = (tmp_path / "runs").iterdir()
+    (folder / "results.json").unlink()  # interrupted before its last group
+    max(folder.glob("groups/group-*")).unlink()
+    before = snapshot(folder)
+    code, _, err = answer(capsys, ["run", "--resume", str(folder), "sweep=null", "--no-progress"])
+    assert code == 2
+    one_line(err, f"{folder} holds a sweep, and these overrides make it a run")
+    assert snapshot(folder) == before

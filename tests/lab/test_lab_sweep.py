@@ -168,6 +168,7 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
         ({"axes": {"p": [0.5, 1.5]}}, {}, "sweep.axes.p[1]=1.5: must be a probability in [0, 1]"),
         ({"axes": {"p": 0.5}}, {}, "sweep.axes.p=0.5: expected a list"),
         ({"axes": {"p": []}}, {}, "sweep.axes.p=[]: must list at least one value"),
+        ({"axes": {"p": [0.5, 0.25, 0.5]}}, {}, "sweep.axes.p[2]=0.5: repeats sweep.axes.p[0]"),
         ({"seeds": 0}, {}, "sweep.seeds=0: must be a count in [1, 100000]"),
         ({"seeds": [1, 1]}, {}, "sweep.seeds=[1, 1]: seeds must be distinct"),
         ({"seeds": 2}, {"seed": 2**32 - 1}, "sweep.seeds=2: seed 4294967295 + 1 is beyond"),
