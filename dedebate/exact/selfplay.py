@@ -129,8 +129,9 @@ def alice_best_response_bounds(
     """``(lower, upper)`` bounds on Alice's best response to a fixed Bob, by branch and bound.
 
     Per level: ``pis[t]``; ``abort[t](d, node)``, Bob's abort probability at deviation ``d``;
-    ``own[t]``, Alice's claims (optional, counted in ``lower``). See :func:`_level_bounds` and
-    docs/doubly-efficient-debate.md, 5.7.
+    ``own[t]``, Alice's claims (optional, counted in ``lower``). Claim intervals are bounded above
+    at the corners of the abort, the continuation and Vera's widened window, and halved while a
+    bound exceeds the best claim found by more than ``tol`` (docs/doubly-efficient-debate.md, 5.7).
     """
     m = pis[-1].size
     lo = hi = (np.zeros(m), np.ones(m))  # the values after the last step: its bit
@@ -144,14 +145,7 @@ def alice_best_response_bounds(
 
 
 def _level_bounds(pi, at, n, tau, lo_child, hi_child, own, tol, cells=256, max_cells=1 << 17):
-    """One level of :func:`alice_best_response_bounds`: ``(lower, upper)`` per prefix.
-
-    Claims in ``[-tau, 1 + tau]`` are cut into intervals, each bounded above at the corners of
-    Bob's abort (monotone in ``|p - pi|``), the continuation (monotone in ``p``) and Vera's
-    acceptance over the widened window, and halved while its bound exceeds the best claim found
-    by more than ``tol``. Claims beyond (Vera rejects, the coin is constant) are bounded by their
-    limit.
-    """
+    """One level of :func:`alice_best_response_bounds`: ``(lower, upper)`` per prefix."""
     m = pi.size
     every = np.arange(m)
 

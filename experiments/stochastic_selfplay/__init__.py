@@ -330,10 +330,8 @@ def findings(results: dict, constants, gap_tol: float, sides) -> dict[str, list[
     b, desc = constants.b, "descriptive; criterion fixed in advance"
     for case, who in (("yes", "winning"), ("no", "lying")):
         res, yes = results[case], case == "yes"
-        val, trk, gap, gap_ub, hit, fa = (
-            seed_values(res, k)
-            for k in ("value", "tracking", "gap", "gap_ub", "hit", "false_alarm")
-        )
+        keys = ("value", "tracking", "gap", "gap_ub", "hit", "false_alarm")
+        val, trk, gap, gap_ub, hit, fa = (seed_values(res, k) for k in keys)
         worst = val.min() if yes else val.max()
         m, lo, hi = mean_interval(val, support=(0.0, 1.0))
         out["outcome"].append(
@@ -379,11 +377,9 @@ def findings(results: dict, constants, gap_tol: float, sides) -> dict[str, list[
                 "fraction of seeds, exact (Clopper-Pearson) lower > 1/2",
                 conv_i,
                 conv_i[1] > 0.5,
-                f"{k}/{len(gap)} seeds; gap (Alice's best response, upper bound - Bob's exact) per "
-                f"seed {np.round(gap_ub, 4).tolist()} (the lower bound within "
-                f"{np.max(gap_ub - gap):.1e}); "
-                "Bob's best response per seed "
-                f"{np.round(seed_values(res, 'bob_best_response'), 4).tolist()}",
+                f"{k}/{len(gap)} seeds; gap (Alice's best response's upper bound - Bob's) per seed "
+                f"{gap_ub.round(4).tolist()} (lower bound within {max(gap_ub - gap):.1e}); Bob's "
+                f"best response per seed {seed_values(res, 'bob_best_response').round(4).tolist()}",
             ),
         }
         for kind, (claim, bound, (m, lo, hi), ok, note) in rows.items():
