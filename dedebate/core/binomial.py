@@ -187,6 +187,7 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
     lane_key = jax.random.fold_in(key, ptr0)
     b = _safe_btrs(nf, pp, big)
     b.mode_constants()
+    f0 = jnp.where(small, jnp.exp(nf * jnp.log1p(-pp)), 1.0)
 
     def body(c):
         # k and done travel packed in one int32 (kd = k when done, -1 - k while open), so the
@@ -204,19 +205,23 @@ def _draw(stream: UniformStream, n, p, resolve: bool):
         # with none in the window, every candidate takes the exact test
         ok = ok | (fast & found & (j == j1))
         # inversion (small means): step from k to k + 1 while u0 > F(k); u0 is the first
-        # iteration's third uniform
+        # iteration's third uniform. Where the float32 sum of the terms ends below u0 (mass
+        # about 1e-6, which would land far in the tail), start again with this iteration's
+        # third uniform: the law is the terms' own, renormalised.
         u0 = jnp.where(j == 0, fresh[2], u0)
         k1 = k + 1
         k1f = k1.astype(jnp.float32)
         f1 = f * (nf - k1f + 1.0) / k1f * r
         go_on = (u0 > F) & (k < n) & (f > 0.0)
+        again = small & (u0 > F) & ~go_on
         k_new = jnp.where(small, jnp.where(go_on, k1, k), jnp.where(ok, b.count(k_off), k))
-        f_new = jnp.where(small & go_on, f1, f)
-        F_new = jnp.where(small & go_on, F + f1, F)
-        done_new = jnp.where(small, ~go_on, ok)
+        k_new = jnp.where(again, 0, k_new)
+        f_new = jnp.where(again, f0, jnp.where(small & go_on, f1, f))
+        F_new = jnp.where(again, f0, jnp.where(small & go_on, F + f1, F))
+        u0 = jnp.where(again, fresh[2], u0)
+        done_new = jnp.where(small, ~go_on & ~again, ok)
         return j + 1, jnp.where(done_new, k_new, -1 - k_new), f_new, F_new, u0
 
-    f0 = jnp.where(small, jnp.exp(nf * jnp.log1p(-pp)), 1.0)
     j_end, k_slow, _, _, _ = jax.lax.while_loop(
         lambda c: c[1] < 0,
         body,

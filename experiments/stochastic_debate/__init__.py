@@ -236,8 +236,10 @@ def scale_factor_claim(cfg: Config, K: int, search: dict) -> Claim:
         lean = lean_defaults(float(K), Tmax).constants(float(K), Tmax)
         c, paper, value = lean.scaled(f), paper_constants(float(K), Tmax), f
         c_lo, s_hi = search["bounds"]
+        conf = f"{100 * (1 - 0.05 / search['tries']):.4g}%"  # Bonferroni over the factors tried
         note += f"; safe by Monte Carlo at T={Tmax} ({cfg.trials} debates/member; the frontier's "
-        note += f"test): every Bob's 95% lower bound >= {c_lo:.3f} > 3/5, every Alice's upper "
+        note += f"test at 0.05/{search['tries']}, one per factor the search may try): every "
+        note += f"Bob's {conf} lower bound >= {c_lo:.3f} > 3/5, every Alice's upper "
         note += f"<= {s_hi:.3f} < 2/5; N_A {c.n_alice} vs Lean {lean.n_alice} vs paper "
         note += f"{paper.n_alice}; "
         note += f"N_V {c.n_vera} vs Lean {lean.n_vera} vs paper {paper.n_vera}"

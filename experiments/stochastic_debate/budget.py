@@ -110,17 +110,20 @@ def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> di
     _, m_no, m_yes = instances(K, Tmax, cfg.p_yes, cfg.p_no)
     lean = lean_defaults(float(K), Tmax).constants(float(K), Tmax)
     key = jax.random.fold_in(key_k, 99)
-    for f in sorted(x for x in cfg.scale_factors if x >= f_exact):  # then up by Monte Carlo
+    tries = sorted(x for x in cfg.scale_factors if x >= f_exact)  # then up by Monte Carlo,
+    level = 0.05 / len(tries)  # each factor's test at 0.05 / the factors it may try (Bonferroni)
+    for f in tries:
         d, a_names, b_names = zoo_cell(lean.scaled(f), m_no, m_yes, thetas[f], theta_b)
         ma = len(a_names)
         st = measure_cell(debate_static(Tmax), d, key, n, ma, b_names.index("honest"), lanes)
         wins = np.asarray(st["wins"]).tolist()  # Alices', then Bobs'
-        v = _verdict(n, wins[:ma], wins[ma:], 0.05, 0.05 / len(wins))  # as the frontier decides
+        v = _verdict(n, wins[:ma], wins[ma:], level, level / len(wins))  # the frontier's test
         comp, sound = v["completeness_min"], v["soundness_max"]
         row = _row(K, f, f"Monte Carlo, T={Tmax}", comp, sound, lean.scaled(f))
         rows.append(row | {"holds": v["verdict"] == "safe", "verdict": v["verdict"]})
         if rows[-1]["holds"]:
-            return out | {"factor": f, "bounds": (v["completeness_lo"], v["soundness_hi"])}
+            bounds = (v["completeness_lo"], v["soundness_hi"])
+            return out | {"factor": f, "bounds": bounds, "tries": len(tries)}
     return out
 
 

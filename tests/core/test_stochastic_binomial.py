@@ -23,6 +23,7 @@ from dedebate.core.binomial import (
     _window_first_lanes,
     block_bits,
     block_uniforms,
+    sample_binomial,
     stream_binomial,
     stream_binomial_fast,
     uniform_stream,
@@ -93,6 +94,38 @@ def test_trivial_cases_are_exact():
     assert np.all(np.asarray(_draws(keys, jnp.int32(100), jnp.float32(0.0))) == 0)
     assert np.all(np.asarray(_draws(keys, jnp.int32(100), jnp.float32(1.0))) == 100)
     assert np.all(np.asarray(_draws(keys, jnp.int32(0), jnp.float32(0.5))) == 0)
+
+
+def _float32_mass(n: int, p: float) -> float:
+    """The small-mean inversion's terms summed as its loop sums them (float32)."""
+    nf, pp = np.float32(n), np.float32(p)
+    r = pp / (np.float32(1) - pp)
+    f = F = np.exp(nf * np.log1p(-pp))
+    for k in range(1, n + 1):
+        kf = np.float32(k)
+        f = f * (nf - kf + np.float32(1)) / kf * r
+        if f == 0:
+            break
+        F = F + f
+    return float(F)
+
+
+@pytest.mark.parametrize("n, p", [(1000, 0.0099), (50, 0.19)])
+def test_inversion_draws_again_where_its_float32_mass_ends_below_the_uniform(n, p):
+    """The small-mean inversion's float32 terms sum to 1 - ~1e-6: a first uniform above that sum
+    walked the count into the far tail (73 of 1,000 at p = 0.0099, exact P[X >= 40] = 3e-13;
+    50 of 50 at p = 0.19). These keys' first uniforms lie above the sum; their counts are typical.
+    """
+    seeds = (1462100, 3077156, 12005848, 14407675)  # found by search: uniforms > 1 - 2^-21
+
+    def first_uniform(seed):  # the inversion's u0: fold_in(stream key, ptr 0), then candidate 0
+        lane = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 1), 0)
+        return float(jax.random.uniform(jax.random.fold_in(lane, 0), (3,))[2])
+
+    assert all(first_uniform(s) > _float32_mass(n, p) for s in seeds)
+    keys = jax.vmap(jax.random.key)(jnp.array(seeds, jnp.uint32))
+    counts = jax.jit(jax.vmap(lambda k: sample_binomial(k, n, p)))(keys).tolist()
+    assert max(counts) <= 30 and stats.binom.sf(30, n, p) < 1e-7
 
 
 def test_memory_does_not_grow_with_n():

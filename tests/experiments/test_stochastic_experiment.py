@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import pytest
 
 import experiments.stochastic_debate as exp
@@ -355,3 +356,34 @@ def test_budget_frontier_never_calls_factor_one_sixteenth_safe_at_k2_t8(exact_k2
     assert max(exact_k2_t8[1 / 16][1]) == pytest.approx(0.4022, abs=1e-4)
     (e,) = frontier(rows)
     assert (e["factor"], e["stop"]) == (1 / 8, "undecided"), e["tried"]
+
+
+@pytest.mark.parametrize("alice_wins, factor", [(370, None), (350, 0.25)])
+def test_scale_search_tests_each_factor_at_the_bonferroni_level(monkeypatch, alice_wins, factor):
+    """The Monte-Carlo walk up from the exact DP's factor keeps the first safe one, so each of the
+    3 factors it may try is tested at 0.05/3: 370 of 1,000 (one-sided upper bound 0.395 at 0.05,
+    0.402 at 0.05/3) is safe at no factor, 350 of 1,000 at the first."""
+    import experiments.stochastic_debate.budget as budget
+
+    class Opt:
+        params, value = {"theta": None}, 0.0
+
+    monkeypatch.setattr(budget, "_optimise_alice", lambda *a: Opt())
+    monkeypatch.setattr(budget, "alice_members", lambda c, t: (["a"], ["a"]))
+    monkeypatch.setattr(budget, "bob_members", lambda c, t: (["honest"], ["honest"]))
+    monkeypatch.setattr(budget, "acceptance_exact", lambda m, a, b, v, lv: 0.2 + 0.6 * (a != "a"))
+    monkeypatch.setattr(budget, "zoo_cell", lambda *a: (None, ["a"], ["honest"]))
+    cells = []
+
+    def measure(static, d, key, n, ma, honest, lanes):
+        cells.append(n)
+        return {"wins": [alice_wins, 900]}
+
+    monkeypatch.setattr(budget, "measure_cell", measure)
+    cfg = exp.Config(scale_factors=(1.0, 0.5, 0.25), scale_T=4, Ts=(4,), trials=1000)
+    search = budget.scale_search(cfg, 2, 0, jax.random.key(0), None, 1024)
+    assert search["f_exact"] == 0.25 and search["factor"] == factor
+    assert cells == [1000] * (3 if factor is None else 1)
+    if factor is not None:
+        c_lo, s_hi = search["bounds"]
+        assert s_hi == pytest.approx(_upper(350, 1000, 0.05 / 3)) and s_hi < 2 / 5 < c_lo
