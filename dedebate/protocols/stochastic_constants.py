@@ -19,6 +19,7 @@ import numpy as np
 from dedebate.core.samples import hoeffding_samples
 
 INT32_MAX = 2**31 - 1
+MAX_COUNT = 2**30 - 1  # the largest count the exact checker decides (core/dyadic.checker_bounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +40,12 @@ class DebateParams:
     tau_vera: float
     s: float  # middle threshold (Lean's s; paper: 3/(8d)), used to size adversaries' lies
     b: float  # must-abort threshold (Lean's b; paper: 3/(4d))
+
+    def __post_init__(self):
+        for name in ("n_alice", "n_bob", "n_vera"):
+            n = getattr(self, name)
+            if not 1 <= n <= MAX_COUNT:
+                raise ValueError(f"{name}={n}: a sample count must be in [1, 2^30 - 1]")
 
     def scaled(self, factor: float) -> DebateParams:
         """Same thresholds, counts x ``factor`` (rounded up, >= 1), named ``<name> x<factor>``."""
@@ -142,8 +149,8 @@ class LeanParams:
     def constants(self, K: float, T: int, name: str = "lean") -> DebateParams:
         """The sample counts and thresholds these parameters give."""
         counts = (self.n_alice, self.n_bob, self.n_vera)
-        if max(counts) > INT32_MAX:
-            raise ValueError(f"sample counts {counts}: exceed int32 (2^31 - 1); use smaller K")
+        if max(counts) > MAX_COUNT:
+            raise ValueError(f"sample counts {counts}: exceed 2^30 - 1; use smaller K")
         return DebateParams(
             name=name,
             K=float(K),
@@ -187,8 +194,8 @@ def paper_constants(K: float, T: int) -> DebateParams:
     d = math.ceil(150 * fractions.Fraction(K).limit_denominator(10**9))
     R = math.ceil(192 * d * d * math.log(100 * T))
     r = math.ceil(192 * d * d * math.log(100))
-    if R > INT32_MAX:
-        raise ValueError(f"R={R} (K={K}, T={T}): the paper's sample count exceeds int32")
+    if R > MAX_COUNT:
+        raise ValueError(f"R={R} (K={K}, T={T}): the paper's sample count exceeds 2^30 - 1")
     return DebateParams(
         name="paper",
         K=float(K),

@@ -120,9 +120,9 @@ def cheap_path(word: jax.Array, pi: jax.Array, g: jax.Array):
     """``(cheap, y)``: the one-word case of a certified step (spec DED 5.9, step 3).
 
     ``cheap`` iff ``G >= 1`` and ``word >= cut = 2^(32-G)`` (Bob continues), and then the coin
-    ``y = 1[word - cut < pi (2^32 - cut)]`` (int32, compared in integers). ``2^32 - cut`` and its
-    product with pi's float32 value are exact in float32 for G <= 24; the floor rounds the threshold
-    down by less than one.
+    ``y = 1[word - cut < pi (2^32 - cut)]`` (int32, compared in integers). ``2^32 - cut`` is exact
+    in float32 for G <= 24, its product with pi is rounded to float32 (2^-24 relative: at most
+    2^-24 in P(y = 1)) and floored.
     """
     g = jnp.asarray(g, jnp.int32)
     shift = jnp.clip(32 - g, 8, 31).astype(jnp.uint32)

@@ -1,5 +1,6 @@
 """Parameters of the stochastic debate (spec DED 5.2-5.4): sample counts, validator, bounds."""
 
+import dataclasses
 import math
 
 import pytest
@@ -74,8 +75,12 @@ def test_paper_constants():
     assert c.n_vera == math.ceil(192 * d * d * math.log(100))
     assert c.tau_bob == 1 / (2 * d) and c.tau_vera == 1 / (4 * d)
     assert 3.9e7 < c.n_alice < 4.0e7  # spec DED 5.4: R ~ 3.98e7 for K=1, T=100
-    with pytest.raises(ValueError, match="int32"):
+    with pytest.raises(ValueError, match=r"exceeds 2\^30 - 1"):
         paper_constants(10, 1000)
+    # the exact checker decides counts below 2^30: K = 4 at T = 60,000 needs 2^30 + 1.3e7
+    assert paper_constants(4, 50_000).n_alice < 2**30 < math.ceil(192 * 600**2 * math.log(6e6))
+    with pytest.raises(ValueError, match=r"exceeds 2\^30 - 1"):
+        paper_constants(4, 60_000)
     # d = ceil(150 K) for K as written, not for its float: 150 x 0.14 = 21, 150 x 1.12 = 168
     for K, d in ((0.14, 21), (1.12, 168), (0.5, 75), (1 / 3, 50)):
         assert paper_constants(K, 10).tau_bob == 1 / (2 * d)
@@ -87,6 +92,9 @@ def test_scaled_and_spec_validation():
     assert h.n_alice == math.ceil(c.n_alice / 2) and h.tau_bob == c.tau_bob
     with pytest.raises(ValueError, match="factor"):
         c.scaled(0.0)
+    for n in (0, 2**30):  # the checker's integer rule holds for counts in [1, 2^30 - 1]
+        with pytest.raises(ValueError, match=rf"n_vera={n}: a sample count must be in"):
+            dataclasses.replace(c, n_vera=n)
     with pytest.raises(ValueError, match="estimator"):
         DebateStatic(T=8, estimator="normal")
     with pytest.raises(ValueError, match="T=0"):
