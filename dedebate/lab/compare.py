@@ -3,10 +3,12 @@
 A and B are each a reproduce directory (its ``report.json``), a run directory (its
 ``results.json``) or one of those files. Claims are matched by experiment, claim text and
 occurrence. For each matched row the table shows both measurements with their intervals, both
-verdicts, and the evidence of a change (:func:`change_evidence`): the p-value of "the two runs
-measure the same quantity" from the stored counts (Fisher's exact test for proportion rows,
+verdicts, and the evidence of a change (:func:`change_evidence`): that the two rows' bounds
+differ (then they state different claims and nothing is tested), else the p-value of "the two
+runs measure the same quantity" from the stored counts (Fisher's exact test for proportion rows,
 Welch's t-test for mean rows), whether exact values are equal, or for rows written before rows
-stored their counts, whether the intervals overlap.
+stored their counts, whether the intervals overlap. Where an experiment's config differs between
+A and B (its ``config_hash``, else its size or seed), the table opens with one warning line.
 The comparison *changes* when a gating row present in both has a different verdict; rows found on
 one side only are listed but are not a change (quick and default sizes check different rows).
 :func:`comparison` gives the same as data (``dedebate compare --json``), :func:`render` the table.
@@ -30,13 +32,16 @@ class CompareError(ValueError):
     """A path that holds no readable result; the message names it."""
 
 
-def load_claims(path: str | Path) -> tuple[str, dict[tuple[str, str, int], dict[str, Any]]]:
-    """The claim rows of a report or run result, keyed for matching.
+def load_claims(
+    path: str | Path,
+) -> tuple[str, dict[tuple[str, str, int], dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The claim rows of a report or run result, keyed for matching, and its configs.
 
     Args:
         path: a reproduce or run directory, or its ``report.json`` / ``results.json``.
 
-    Returns ``(label, {(experiment, claim, occurrence): row})``; the label is the file's directory.
+    Returns ``(label, {(experiment, claim, occurrence): row}, {experiment: config})``; the label
+    is the file's directory, a config is :func:`_configs`'.
 
     Raises:
         CompareError: no such path, no result file, unreadable JSON or not a result.
@@ -78,7 +83,57 @@ def load_claims(path: str | Path) -> tuple[str, dict[tuple[str, str, int], dict[
             text = str(c.get("claim", ""))
             rows[(experiment, text, seen[text])] = c
             seen[text] += 1
-    return str(p.parent), rows
+    return str(p.parent), rows, _configs(p, data, groups)
+
+
+def _provenance(data: Any) -> dict[str, Any]:
+    """The ``config_hash``, ``size`` and ``seed`` a record's provenance holds (None: absent)."""
+    prov = data.get("provenance") if isinstance(data, dict) else None
+    return (
+        {k: prov.get(k) for k in ("config_hash", "size", "seed")} if isinstance(prov, dict) else {}
+    )
+
+
+def _run_provenance(report_dir: Path, run_dir: Any) -> dict[str, Any]:
+    """:func:`_provenance` of a report's run folder (a plain name, not a link; else nothing)."""
+    if not isinstance(run_dir, str) or run_dir in ("", ".", "..") or Path(run_dir).name != run_dir:
+        return {}
+    try:
+        if (report_dir / run_dir).is_symlink():
+            return {}
+        return _provenance(read_json(report_dir / run_dir / "results.json"))
+    except (RunDirError, OSError, ValueError):
+        return {}
+
+
+def _configs(p: Path, data: Any, groups: list[tuple[Any, str]]) -> dict[str, dict[str, Any]]:
+    """Each experiment's recorded config (a report's: its provenance, then its run folder's)."""
+    top, out = _provenance(data), {}
+    for e, where in groups:
+        run = _run_provenance(p.parent, e.get("run_dir")) if where else {}
+        out[str(e.get("name", "?"))] = {**top, **{k: v for k, v in run.items() if v is not None}}
+    return out
+
+
+def config_differences(
+    a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]
+) -> list[dict[str, str]]:
+    """The experiments of both whose recorded configs differ.
+
+    Returns ``[{"experiment", "field", "a", "b"}]``: the config hash where both record it, else
+    the first of size and seed that both record and that differs.
+    """
+    out = []
+    for name in (n for n in a if n in b):
+        for field in ("config_hash", "size", "seed"):
+            va, vb = a[name].get(field), b[name].get(field)
+            if va is None or vb is None:
+                continue
+            if str(va) != str(vb):
+                out.append({"experiment": name, "field": field, "a": str(va), "b": str(vb)})
+            if field == "config_hash" or str(va) != str(vb):
+                break  # one hash covers size and seed
+    return out
 
 
 def _interval(c: dict[str, Any]) -> tuple[float, float]:
@@ -137,17 +192,38 @@ def change_p_value(a: dict[str, Any], b: dict[str, Any]) -> float | None:
     return float(p) if math.isfinite(p) else None
 
 
-def change_evidence(a: dict[str, Any], b: dict[str, Any]) -> str:
-    """The compare table's evidence of a change between two rows of the same claim.
+def bound_differs(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether both rows state a bound and the two differ (then they are different claims)."""
+    ba, bb = a.get("bound"), b.get("bound")
+    return ba is not None and bb is not None and str(ba) != str(bb)
 
-    Returns ``"p=..."`` (:func:`change_p_value`), ``"equal"`` / ``"differ"`` for two exact values
-    (``lo == value == hi``), else ``"intervals overlap"`` / ``"intervals disjoint"``.
+
+def _digits(a: dict[str, Any], b: dict[str, Any]) -> int | None:
+    """The most significant digits to which two different exact values round alike (else None)."""
+    (x, _), (y, _) = _interval(a), _interval(b)
+    if not (math.isfinite(x) and math.isfinite(y)) or x == y:
+        return None
+    return next((n for n in range(17, 0, -1) if f"{x:.{n}g}" == f"{y:.{n}g}"), None)
+
+
+def change_evidence(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """The compare table's evidence of a change between two rows of the same claim text.
+
+    Returns ``"bound differs: X vs Y"`` (:func:`bound_differs`; nothing is tested), ``"p=..."``
+    (:func:`change_p_value`), for two exact values (``lo == value == hi``) ``"equal"``, ``"equal
+    to N digits"`` when they differ but print the same, or ``"differ"``, else ``"intervals
+    overlap"`` / ``"intervals disjoint"``.
     """
+    if bound_differs(a, b):
+        return f"bound differs: {a['bound']} vs {b['bound']}"
     p = change_p_value(a, b)
     if p is not None:
         return f"p={fmt(p)}"
     if all(c.get("lo") == c.get("value") == c.get("hi") for c in (a, b)):
-        return "equal" if overlap(a, b) else "differ"
+        if overlap(a, b):
+            return "equal"
+        digits = _digits(a, b) if measured(a) == measured(b) else None
+        return "differ" if digits is None else f"equal to {digits} digits"
     return "intervals overlap" if overlap(a, b) else "intervals disjoint"
 
 
@@ -182,23 +258,27 @@ def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
         a: a reproduce or run directory, or its result file.
         b: another.
 
-    Returns ``{"a": label, "b": label, "rows": [...], "both", "only_a", "only_b": counts, "changed":
-    ["experiment: claim", ...]}``; a row has ``experiment``, ``claim``, ``occurrence`` (0 for the
-    first row of that text), ``a`` and ``b`` (``verdict``, ``gating``, ``passed``, ``value``,
-    ``lo``, ``hi``, ``bound``, ``measured``; None on the side that lacks the row), ``p_value``
-    (:func:`change_p_value`), ``evidence`` (:func:`change_evidence`; None for a one-sided row) and
+    Returns ``{"a": label, "b": label, "rows": [...], "both", "only_a", "only_b",
+    "bound_differs": counts, "changed": ["experiment: claim", ...], "config_differs":
+    [...]}`` (:func:`config_differences`); a row has ``experiment``, ``claim``, ``occurrence`` (0
+    for the first row of that text), ``a`` and ``b`` (``verdict``, ``gating``, ``passed``,
+    ``value``, ``lo``, ``hi``, ``bound``, ``measured``; None on the side that lacks the row),
+    ``bound_differs`` (:func:`bound_differs`), ``p_value`` (:func:`change_p_value`; None where the
+    bounds differ), ``evidence`` (:func:`change_evidence`; None for a one-sided row) and
     ``changed`` (a gating verdict differs).
     """
-    label_a, rows_a = load_claims(a)
-    label_b, rows_b = load_claims(b)
+    label_a, rows_a, configs_a = load_claims(a)
+    label_b, rows_b, configs_b = load_claims(b)
     rows, changed = [], []
     for key in [*rows_a, *(k for k in rows_b if k not in rows_a)]:
         experiment, claim, n = key
         ra, rb = rows_a.get(key), rows_b.get(key)
-        flip, p_value, evidence = False, None, None
+        flip, p_value, evidence, other_bound = False, None, None, False
         if ra is not None and rb is not None:
             flip = _verdict(ra) != _verdict(rb) and (gating(ra) or gating(rb))
-            p_value, evidence = change_p_value(ra, rb), change_evidence(ra, rb)
+            other_bound = bound_differs(ra, rb)
+            p_value = None if other_bound else change_p_value(ra, rb)
+            evidence = change_evidence(ra, rb)
         if flip:
             changed.append(f"{experiment}: {claim}" + (f" (#{n + 1})" if n else ""))
         rows.append(
@@ -208,6 +288,7 @@ def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
                 "occurrence": n,
                 "a": _side(ra),
                 "b": _side(rb),
+                "bound_differs": other_bound,
                 "p_value": p_value,
                 "evidence": evidence,
                 "changed": flip,
@@ -221,18 +302,32 @@ def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
         "both": n_both,
         "only_a": len(rows_a) - n_both,
         "only_b": len(rows_b) - n_both,
+        "bound_differs": sum(r["bound_differs"] for r in rows),
         "changed": changed,
+        "config_differs": config_differences(configs_a, configs_b),
     }
+
+
+def _config_warning(diffs: list[dict[str, str]]) -> str:
+    """One line naming the experiments whose configs differ (at most three in full)."""
+    shown = [f"{d['experiment']} ({d['field']} {d['a'][:12]} vs {d['b'][:12]})" for d in diffs[:3]]
+    more = f" and {len(diffs) - 3} more" if len(diffs) > 3 else ""
+    return one_line(
+        f"warning: A and B ran different configs: {', '.join(shown)}{more}; rows are paired by "
+        "claim text, and a row whose bound differs is not compared"
+    )
 
 
 def render(cmp: dict[str, Any]) -> str:
     """The markdown table of a :func:`comparison`.
 
-    Returns the table with a header naming A and B and a closing count of the changes.
+    Returns the table with a header naming A and B (and a warning line where their configs
+    differ) and a closing count of the changes and of the rows whose bound differs.
     """
     lines = [
         f"A: {cmp['a']}",
         f"B: {cmp['b']}",
+        *([_config_warning(cmp["config_differs"])] if cmp["config_differs"] else []),
         "",
         "| experiment | claim | A | B | verdict A -> B | change (p: same quantity) |",
         "|---|---|---|---|---|---|",
@@ -255,10 +350,12 @@ def render(cmp: dict[str, Any]) -> str:
                 r["evidence"],
             ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    changed = cmp["changed"]
+    changed, n_bound = cmp["changed"], cmp["bound_differs"]
     lines += [
         "",
-        f"{cmp['both']} claim(s) in both, {cmp['only_a']} only in A, "
+        f"{cmp['both']} claim(s) in both"
+        + (f" ({n_bound} with a different bound, not compared)" if n_bound else "")
+        + f", {cmp['only_a']} only in A, "
         f"{cmp['only_b']} only in B; {len(changed)} verdict(s) changed"
         + (": " + "; ".join(changed) if changed else "."),
     ]

@@ -5,12 +5,14 @@
 by the config hash, and stopwatches. ``metrics.jsonl`` holds each logged row once, also after a
 resume: every row carries its step, a resumed run keeps the rows an earlier attempt wrote and
 does not write a step twice, and ``truncate_metrics(step)`` drops what a resumed attempt
-computes again (docs/lab.md, "Run directories").
+computes again; a resume under another config first moves the earlier attempt's files to
+``stale-<UTC time>/`` (:func:`set_aside_stale`) and starts afresh (docs/lab.md, "Run directories").
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 import sys
@@ -20,14 +22,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dedebate.lab.config import RunConfig
+from dedebate.lab.config import RunConfig, config_hash_of
 from dedebate.lab.experiment import stopwatch
 from dedebate.lab.rundir import (
     MAX_METRICS_BYTES,
+    RunDirError,
     eprint,
     jsonable,
     open_append,
+    os_reason,
     read_text,
+    utc_stamp,
     write_figure,
     write_text,
 )
@@ -41,6 +46,58 @@ def experiment_key(seed: int, name: str):
     import jax
 
     return jax.random.fold_in(jax.random.key(seed), zlib.crc32(name.encode()) & 0x7FFFFFFF)
+
+
+#: What an attempt under another config leaves in a run directory (:func:`set_aside_stale`).
+STALE_OUTPUTS = (
+    "config.yaml",
+    "metrics.jsonl",
+    "checkpoints",
+    "results.json",
+    "results.failed.json",
+    "error.txt",
+    "plots",
+    "tables",
+)
+
+
+def set_aside_stale(run_dir: Path, config_hash: str) -> bool:
+    """Before a resume: if ``run_dir``'s config.yaml has another config hash than
+    ``config_hash`` (an earlier attempt under another config), move its
+    :data:`STALE_OUTPUTS` into ``run_dir/stale-<UTC stamp>[-n]/`` (nothing is deleted), say so
+    in one line and return True (the run starts fresh); else change nothing and return False
+    (no config.yaml, or one that cannot be read: resumed as before).
+
+    Raises:
+        RunDirError: a file cannot be moved.
+    """
+    from dedebate.lab.config_yaml import read_yaml
+
+    try:
+        old = config_hash_of(read_yaml(run_dir / "config.yaml"))  # the config loader's limits
+    except Exception:  # noqa: BLE001 - absent, unreadable or not a config: nothing to compare
+        return False
+    if old == config_hash:
+        return False
+    base = dest = run_dir / f"stale-{utc_stamp()}"
+    for n in itertools.count(1):  # never an existing name
+        if not (dest.exists() or dest.is_symlink()):
+            break
+        dest = base.with_name(f"{base.name}-{n}")
+    try:
+        dest.mkdir()
+        for name in STALE_OUTPUTS:
+            if (run_dir / name).exists() or (run_dir / name).is_symlink():
+                (run_dir / name).rename(dest / name)
+    except OSError as err:
+        raise RunDirError(
+            f"{run_dir}: cannot move an earlier attempt's files to {dest.name}: {os_reason(err)}"
+        ) from None
+    eprint(
+        f"dedebate: {run_dir}: its earlier attempt ran another config (hash {old[:12]}..., this "
+        f"one {config_hash[:12]}...); its files are moved to {dest.name}/ and the run starts fresh"
+    )
+    return True
 
 
 class LabContext:

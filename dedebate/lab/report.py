@@ -9,12 +9,15 @@ is a failing row; the others still run. The job passes iff every claim of every 
 passes. The Monte-Carlo rows are decided once, over the whole report, and that decision is
 written back into each experiment's ``results.json`` (:func:`write_back_decisions`). With
 ``jobs`` > 1 the experiments run side by side in worker processes (:mod:`dedebate.lab.parallel`);
-the rows keep the registry's order. The report's content and its markdown:
+the rows keep the registry's order. ``--resume DIR --only NAME`` runs only the experiments named
+and keeps every other row the directory holds (their stored records), so the report and its
+family stay whole. The report's content and its markdown:
 :mod:`dedebate.lab.report_render` (re-exported here).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -49,7 +52,7 @@ from dedebate.lab.rundir import (
     write_json,
     write_text,
 )
-from dedebate.lab.runner import run_experiment, stored_results
+from dedebate.lab.runner import finished_record, run_experiment, stored_results
 from dedebate.lab.tracking import Tracker
 
 
@@ -93,7 +96,8 @@ def reproduce(
         size: ``"quick"``, ``"default"`` or ``"full"``.
         seed: the root seed of every run.
         output_dir: where the reproduce directory is created.
-        only: the experiment names to run; None = all.
+        only: the experiment names to run; None = all. A resume keeps the directory's other
+            rows (:func:`_keep`), so the report and its family are those of a full resume.
         tracking_mode: W&B mode of every run (``auto``, ``offline``, ``online``, ``disabled``).
         project: the W&B project.
         show_progress: show progress bars.
@@ -128,6 +132,12 @@ def reproduce(
         new_run_dir(output_dir, "reproduce") if resume_dir is None else Path(resume_dir).resolve()
     )
     check_run_dir(report_dir)  # a resumed one from someone else: no link out of it
+    kept: set[str] = set()  # resume --only: the rows the report keeps without running them
+    if only and resume_dir is not None:  # what the folder holds stays (and so does its family)
+        held = _held_experiments(report_dir, registry)
+        kept = {n for n in held if n in registry.experiments and n not in only}
+        import_errors = {m: e for m, e in registry.errors.items() if m in held}
+        names = [n for n in registry.names() if n in only or n in kept]
     if resume_dir is not None:  # its records are checked before the report is rewritten
         for name in names:
             stored_results(report_dir / name)  # a hostile results.json: RunDirError (exit 2)
@@ -199,6 +209,10 @@ def reproduce(
             entry.status, entry.error = "error", str(err)
             finish(entry, ran=False)
             continue
+        if name in kept:  # not named by --only: its stored record, as a resume reads it
+            _keep(entry, module, cfg, report_dir)
+            finish(entry, ran=False)
+            continue
         pending.append((entry, module, cfg))
     if jobs > 1 and len(pending) > 1:
         _run_parallel(pending, report_dir, jobs, finish, show_progress)
@@ -223,6 +237,32 @@ def reproduce(
     )
     job.finish(0 if outcome.passed else 1)
     return outcome
+
+
+def _held_experiments(report_dir: Path, registry: Registry) -> set[str]:
+    """The rows report.json lists and the registered experiments with a folder in the directory."""
+    listed: Any = None
+    with contextlib.suppress(OSError, ValueError, AttributeError, RunDirError):  # read by the CLI
+        listed = read_json(report_dir / "report.json").get("experiments")
+    rows = listed if isinstance(listed, list) else []
+    held = {r["name"] for r in rows if isinstance(r, dict) and isinstance(r.get("name"), str)}
+    return held | {n for n in registry.experiments if (report_dir / n).is_dir()}
+
+
+def _keep(entry: ExperimentEntry, module, cfg, report_dir: Path) -> None:
+    """A row ``--only`` leaves out: its finished record as a resume reads it, else a failing row."""
+    run_dir = report_dir / entry.name
+    rec = finished_record(module, cfg, run_dir) if run_dir.is_dir() else None
+    if rec is not None:
+        _fill(entry, rec.wall_time_s, None, rec.results["claims"], rec.results.get("plots", []))
+        return
+    stored = (stored_results(run_dir) if run_dir.is_dir() else None) or {}
+    last = " ".join(str(stored.get("error") or stored.get("status") or "none").split())[:300]
+    entry.status, entry.run_dir = "error", entry.name if run_dir.is_dir() else None
+    entry.error = (
+        f"not finished with this config (last record: {last}); not run, as --only leaves it "
+        f"out: reproduce --resume with --only {entry.name} (or without --only) runs it"
+    )
 
 
 def _fill(

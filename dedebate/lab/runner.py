@@ -6,7 +6,10 @@ writes tables and ``results.json`` and only then the W&B summary and artifact. A
 is locked while a process runs in it; a failure is recorded (``status: "error"``,
 ``error.txt``) without replacing a finished run's results.
 Resuming a finished run (same config hash, every listed file on disk) is a no-op that returns
-the stored :class:`RunRecord`. The layout of a run directory: docs/lab.md, "Run directories".
+the stored :class:`RunRecord`. An unfinished run resumed under another config (its config.yaml
+has another hash) is not mixed with the new one: its files are moved to ``stale-<UTC time>/``
+first (:func:`set_aside_stale`) and the run starts fresh. The layout of a run directory:
+docs/lab.md, "Run directories".
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
-from dedebate.lab.context import LabContext, experiment_key  # noqa: F401  (re-exported)
+from dedebate.lab.context import (  # noqa: F401  (experiment_key: re-exported)
+    LabContext,
+    experiment_key,
+    set_aside_stale,
+)
 from dedebate.lab.devices import peak_device_bytes
 from dedebate.lab.evaluate import run_module
 from dedebate.lab.experiment import (
@@ -116,7 +123,9 @@ def run_experiment(
 
     Args:
         module: the experiment module.
-        cfg: the resolved config (``cfg.resume``: continue the newest matching run).
+        cfg: the resolved config (``cfg.resume``: continue the newest matching run; a run
+            directory whose config.yaml has another config hash is set aside first,
+            :func:`set_aside_stale`, and the run starts fresh).
         run_dir: the run directory; None = the resumable one or a new one under ``output_dir``.
         show_progress: show progress bars.
         nested: the run is one of many (a sweep point, a reproduce job): bars do not stay.
@@ -310,6 +319,8 @@ def _run_in(
     tracking_name: str | None,
 ) -> RunRecord:
     """The body of :func:`run_experiment`, in a locked run directory."""
+    stale = resume and set_aside_stale(run_dir, cfg.config_hash())  # another config's attempt
+    resume = resume and not stale
     write_text(run_dir / "config.yaml", dump_yaml(cfg))
     _write_running_record(module, cfg, run_dir)
 
@@ -325,7 +336,7 @@ def _run_in(
         job_type=cfg.experiment,
         name=tracking_name or run_dir.name,
         config=cfg.to_dict(),
-        resume=cfg.resume,
+        resume=cfg.resume and not stale,  # a fresh start is a new W&B run (the old one stays)
         provenance=env,
     )
     mode = tracker.mode if tracker.active else mode  # online falls back to offline off-network

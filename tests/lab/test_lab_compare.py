@@ -210,3 +210,108 @@ def test_compare_json_gives_each_claims_verdicts_values_and_p_value(tmp_path, ca
     assert "| e | rate |" in capsys.readouterr().out
     assert cli.main(["compare", "--json", str(a), str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().out == ""
+
+
+def _result(path, claims, **provenance):
+    """A fabricated results.json at ``path``: experiment ``e``, these claim rows."""
+    path.mkdir(parents=True)
+    data = {"experiment": "e", "claims": [c.to_dict() for c in claims], "provenance": provenance}
+    (path / "results.json").write_text(json.dumps(data))
+    return path
+
+
+def test_compare_never_tests_rows_whose_bounds_differ(tmp_path, capsys):
+    """Rows of the same claim text but different bounds are different claims: the change column
+    names both bounds, no p-value is computed, the summary counts them, and a config hash that
+    differs opens the table with one warning line (escaped, like every shared text)."""
+    from dedebate.lab.experiment import Claim
+
+    def claims(limit):
+        return [
+            Claim.proportion("rate", "s", "<=", 0.4, 62, 200),
+            Claim.proportion("near", "s", "<=", limit, 62, 200),
+        ]
+
+    a = _result(tmp_path / "a", claims(0.4), config_hash="a" * 64)
+    b = _result(tmp_path / "b", claims(0.5), config_hash="b\x1b[2J" + "b" * 60)
+    assert cli.main(["compare", str(a), str(b)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-4].endswith("| PASS -> PASS | p=1 |")  # the rate row: the same bound, tested
+    assert lines[-3] == (
+        "| e | near | 0.31 [0.2467, 0.3791] | 0.31 [0.2467, 0.3791] | PASS -> PASS"
+        " | bound differs: <= 0.4 vs <= 0.5 |"
+    )
+    assert lines[-1] == (
+        "2 claim(s) in both (1 with a different bound, not compared), 0 only in A, 0 only in B; "
+        "0 verdict(s) changed."
+    )
+    (warning,) = [line for line in lines if line.startswith("warning:")]
+    assert lines[2] == warning and "\x1b" not in warning
+    assert "e (config_hash aaaaaaaaaaaa vs b\\x1b[2Jbbbbbbb" in warning
+
+    assert cli.main(["compare", "--json", str(a), str(b)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rate, near = out["rows"]
+    assert (near["a"]["bound"], near["b"]["bound"]) == ("<= 0.4", "<= 0.5")
+    assert near["bound_differs"] and near["p_value"] is None
+    assert near["evidence"] == "bound differs: <= 0.4 vs <= 0.5"
+    assert not rate["bound_differs"] and rate["p_value"] == 1.0
+    assert out["bound_differs"] == 1
+    assert out["config_differs"] == [
+        {"experiment": "e", "field": "config_hash", "a": "a" * 64, "b": "b\x1b[2J" + "b" * 60}
+    ]
+
+    # the same config on both sides: no warning
+    assert cli.main(["compare", str(a), str(a)]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
+def test_compare_warns_when_two_reports_ran_other_configs(tmp_path, capsys):
+    """A report's config: each experiment's run folder's config hash (a plain folder of the
+    report, never one outside it), else the report's size and seed."""
+    from dedebate.lab.experiment import Claim
+
+    def report(name, seed, run_dir, config_hash):
+        rep = tmp_path / name
+        _result(rep / "e", [Claim.exact("one", "s", "== 1", 1.0, True)], config_hash=config_hash)
+        data = {
+            "provenance": {"size": "quick", "seed": seed},
+            "experiments": [
+                {
+                    "name": "e",
+                    "run_dir": run_dir,
+                    "claims": [Claim.exact("one", "s", "== 1", 1.0, True).to_dict()],
+                }
+            ],
+        }
+        (rep / "report.json").write_text(json.dumps(data))
+        return rep
+
+    a, b = report("a", 0, "e", "1" * 64), report("b", 0, "e", "2" * 64)
+    assert cli.main(["compare", str(a), str(b)]) == 0
+    assert (
+        "warning: A and B ran different configs: e (config_hash 111111111111 vs 222222222222)"
+        in (capsys.readouterr().out)
+    )
+    # a run folder outside the report is not read: the seeds are the same, so no warning
+    outside = report("c", 0, "../b/e", "1" * 64)
+    assert cli.main(["compare", str(a / "e"), str(outside)]) == 0  # a run against a report
+    out = capsys.readouterr().out
+    assert (
+        "warning" not in out and "| e | one | 1 (exact) | 1 (exact) | PASS -> PASS | equal |" in out
+    )
+    # no hash to read on one side: the report's seed decides
+    assert cli.main(["compare", str(report("d", 1, "nope", "")), str(outside)]) == 0
+    assert "different configs: e (seed 1 vs 0)" in capsys.readouterr().out
+
+
+def test_exact_values_that_print_alike_are_equal_to_n_digits():
+    """Two exact values shown the same but differing in the last bits are not a bare 'differ'."""
+    from dedebate.lab.compare import change_evidence
+
+    def exact(v):
+        return {"value": v, "lo": v, "hi": v, "bound": "<= 2", "passed": True}
+
+    assert change_evidence(exact(1.0), exact(1.0000000000001)) == "equal to 13 digits"
+    assert change_evidence(exact(1.9999847418654664), exact(1.99999)) == "equal to 5 digits"
+    assert change_evidence(exact(1.0), exact(1.5)) == "differ"  # shown as 1 and 1.5

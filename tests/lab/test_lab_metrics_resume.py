@@ -215,3 +215,75 @@ def test_parts_in_one_driver_keep_every_row(tmp_path, monkeypatch, crash_at):
     assert again.error is None and again.result.metrics["resumed_from"] == crash_at
     assert without_wall(rows(crashed.run_dir)) == want
     assert again.result.metrics["x"] == fresh.result.metrics["x"]
+
+
+# -- a resume under another config (an older preset, another version): the earlier attempt's
+# -- files are set aside (runner.set_aside_stale), never mixed with the new rows ------------------
+
+
+def stale_dirs(run_dir):
+    return sorted(p for p in run_dir.iterdir() if p.name.startswith("stale-"))
+
+
+def test_a_resume_under_another_config_sets_the_old_rows_aside(tmp_path, capsys):
+    from tests.fake_experiments import fake_pass
+
+    old = run_experiment(
+        fake_pass,
+        config(fake_pass, tmp_path, "old", params={"n": 32}),
+        show_progress=False,
+    )
+    run_dir = old.run_dir
+    assert [r["chunks/n"] for r in rows(run_dir)] == [32, 32, 32]
+    old_rows = (run_dir / "metrics.jsonl").read_bytes()
+    res = json.loads((run_dir / "results.json").read_text())
+    (run_dir / "results.json").write_text(json.dumps({**res, "status": "running"}))  # it died
+    capsys.readouterr()
+
+    again = resume(fake_pass, tmp_path, "old", run_dir)  # the default n = 64 now
+    assert again.error is None and not again.reused
+    assert [r["chunks/n"] for r in rows(run_dir)] == [64, 64, 64]  # no row of the old config
+    assert again.results["provenance"]["resumed"] is False  # a fresh start
+    (stale,) = stale_dirs(run_dir)
+    assert (stale / "metrics.jsonl").read_bytes() == old_rows  # moved, nothing lost
+    assert "n: 32" in (stale / "config.yaml").read_text()
+    assert json.loads((stale / "results.json").read_text())["status"] == "running"
+    assert (stale / "checkpoints").is_dir() and (stale / "tables" / "chunks.csv").is_file()
+    assert "n: 64" in (run_dir / "config.yaml").read_text()
+    err = capsys.readouterr().err.splitlines()
+    (line,) = [x for x in err if "another config" in x]
+    assert f"moved to {stale.name}/ and the run starts fresh" in line
+
+    # the same config again: resumed as before (the finished run is a no-op), nothing set aside
+    assert resume(fake_pass, tmp_path, "old", run_dir).reused
+    assert stale_dirs(run_dir) == [stale]
+
+
+def test_a_chunked_resume_under_another_config_starts_fresh(tmp_path, fake_ckpt, monkeypatch):
+    monkeypatch.setenv("FAKE_CRASH_AT", "2")
+    crashed = run(fake_ckpt, tmp_path, "cut")  # steps = 6
+    monkeypatch.delenv("FAKE_CRASH_AT")
+    assert checkpoint_steps(crashed.run_dir) == [2, 3]
+    old_rows = (crashed.run_dir / "metrics.jsonl").read_bytes()
+
+    again = run_experiment(
+        fake_ckpt,
+        config(fake_ckpt, tmp_path, "cut", resume=True, params={"steps": 5}),
+        run_dir=crashed.run_dir,
+        show_progress=False,
+    )  # was: CheckpointMismatch, on every resume until the folder was deleted
+    assert again.error is None and again.result.metrics["resumed_from"] == 0
+    fresh = run_experiment(
+        fake_ckpt,
+        config(fake_ckpt, tmp_path, "fresh", params={"steps": 5}),
+        show_progress=False,
+    )
+    assert without_wall(rows(crashed.run_dir)) == without_wall(rows(fresh.run_dir))
+    assert again.result.metrics["total"] == fresh.result.metrics["total"]
+    (stale,) = stale_dirs(crashed.run_dir)
+    assert (stale / "metrics.jsonl").read_bytes() == old_rows
+    assert sorted(p.name for p in (stale / "checkpoints").iterdir() if p.name.isdigit()) == [
+        "2",
+        "3",
+    ]
+    assert checkpoint_steps(crashed.run_dir) == checkpoint_steps(fresh.run_dir)  # this config's

@@ -238,3 +238,79 @@ def test_parallel_progress_names_the_pending_row_then_its_final_verdict(
         "reproduce: a: PASS 1/1 (decided over the report's family of 5 "
         "Monte-Carlo rows; results.json records it)"
     ]
+
+
+def _mc_rows(*ps):
+    return [
+        Claim(f"sampled {i}", "s", "== 0", 0.0, -0.1, 0.1, p >= 0.05, p_value=p)
+        for i, p in enumerate(ps)
+    ]
+
+
+def test_resume_with_only_keeps_every_experiment_and_its_family(
+    tmp_path, fake_env, capsys, monkeypatch
+):
+    """``reproduce --resume DIR --only fake_pass`` runs fake_pass only, and its report still
+    holds fake_fail (finished: its stored record) and fake_raise (failed: a failing row, not run
+    again), so the family of Monte-Carlo rows is the whole report's: fake_pass's p = 0.02 row
+    passes over the 4 rows (level 0.0125) as it would over a full resume, where alone (2 rows,
+    level 0.025) it would fail."""
+    import shutil
+
+    def boom(cfg, measured, host):
+        raise RuntimeError("boom in report")
+
+    monkeypatch.setattr(fake_pass, "report", boom)
+    monkeypatch.setattr(
+        fake_fail, "report", lambda cfg, m, h: ExperimentResult(claims=_mc_rows(0.9, 0.9))
+    )
+    only = ["--only", "fake_pass", "fake_fail", "fake_raise"]
+    code, _, _, rep = reproduce(tmp_path / "out", capsys, *only)
+    assert code == 1
+    first = json.loads((rep / "report.json").read_text())
+    assert [e["status"] for e in first["experiments"]] == ["ok", "error", "error"]
+    raised = {p: (rep / "fake_raise" / p).read_bytes() for p in ("results.json", "error.txt")}
+
+    monkeypatch.setattr(  # fake_pass is fixed; resume it alone
+        fake_pass, "report", lambda cfg, m, h: ExperimentResult(claims=_mc_rows(0.02, 0.9))
+    )
+    shutil.copytree(rep, tmp_path / "full")  # the same folder, for a resume without --only
+    args = ["reproduce", "--resume", str(rep), "--no-progress", "--tracking", "disabled"]
+    assert cli.main([*args, "--only", "fake_pass"]) == 1  # fake_raise still fails
+    out, err = capsys.readouterr()
+    assert "FAIL: 4/4 claims pass; failing experiments: fake_raise" in out, out
+    assert f"run already finished: {rep / 'fake_fail'}" not in err  # kept, not resumed
+    report = json.loads((rep / "report.json").read_text())
+    rows = {e["name"]: e for e in report["experiments"]}
+    assert list(rows) == ["fake_fail", "fake_pass", "fake_raise"]  # the registry's order
+    assert rows["fake_pass"]["verdict"] == rows["fake_fail"]["verdict"] == "PASS"
+    mc = [c for e in report["experiments"] for c in e["claims"]]
+    assert {(c["family"], c["family_size"]) for c in mc} == {("report", 4)}
+    close = rows["fake_pass"]["claims"][0]
+    assert close["p_value"] == 0.02 and close["passed"] and not close["passed_95"]
+    assert rows["fake_raise"]["status"] == "error" and rows["fake_raise"]["run_dir"] == "fake_raise"
+    assert (
+        "(last record: RuntimeError: boom at step 1); not run, as --only"
+        in rows["fake_raise"]["error"]
+    )
+    assert {p: (rep / "fake_raise" / p).read_bytes() for p in raised} == raised  # not run
+    md = (rep / "report.md").read_text()
+    assert "fake_fail" in md and "fake_raise" in md
+    fail_res = json.loads((rep / "fake_fail" / "results.json").read_text())
+    assert fail_res["claims"] == rows["fake_fail"]["claims"]  # the report's decision, written back
+
+    # a resume without --only (fake_raise runs again and fails again) reports the same rows
+    assert cli.main([*args[:2], str(tmp_path / "full"), *args[3:]]) == 1
+    capsys.readouterr()
+    full = json.loads((tmp_path / "full" / "report.json").read_text())
+    assert [e["name"] for e in full["experiments"]] == list(rows)
+    for name in ("fake_fail", "fake_pass"):
+        got, want = (
+            {k: v for k, v in e.items() if k != "wall_time_s"}
+            for e in (rows[name], next(e for e in full["experiments"] if e["name"] == name))
+        )
+        assert got == want, name
+    assert (full["claims_total"], full["claims_passed"]) == (
+        report["claims_total"],
+        report["claims_passed"],
+    )
