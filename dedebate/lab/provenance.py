@@ -220,6 +220,18 @@ def process_provenance() -> dict[str, Any]:
     }
 
 
+def warn_if_other_version(run_dir: Path, prov: dict[str, Any]) -> None:
+    """One stderr line where a reused result was computed by another dedebate version."""
+    from dedebate.lab.report_render import one_line  # the record is someone else's text
+
+    if (old := prov.get("dedebate_version")) != dedebate.__version__:
+        print(
+            f"dedebate: warning: {run_dir}: computed by dedebate {one_line(old)[:40]}, this is "
+            f"{dedebate.__version__}; its stored results are kept (a new run recomputes them)",
+            file=sys.stderr,
+        )
+
+
 def environment_provenance() -> dict[str, Any]:
     """Versions and devices: what every result records besides its config hash and seed."""
     prov: dict[str, Any] = {

@@ -40,6 +40,7 @@ from dedebate.lab.experiment import (
 )
 from dedebate.lab.folder_guard import LOCK_NAME, check_run_dir, lock_run_dir
 from dedebate.lab.memory import check_run
+from dedebate.lab.provenance import warn_if_other_version
 from dedebate.lab.rerender import results_problem
 from dedebate.lab.rundir import (
     ONLY_FILES,
@@ -210,6 +211,7 @@ def _finished_results(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
     root = run_dir.resolve()
     if not all((root / f).is_file() and (root / f).resolve().is_relative_to(root) for f in listed):
         return None
+    warn_if_other_version(run_dir, prov)
     return results
 
 

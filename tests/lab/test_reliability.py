@@ -481,6 +481,31 @@ def test_failure_01_corrupt_newest_checkpoint_recovers_then_resume_is_a_no_op(tm
     assert _snapshot(run_dir) == before
 
 
+def test_a_finished_run_from_another_version_is_reused_with_a_warning(tmp_path, fake_env, capsys):
+    """A resume reuses a finished run computed by another dedebate version (same config) and
+    says so in one line, the stored version escaped (it is someone else's text)."""
+    import dedebate
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"experiment: fake_pass\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n"
+        "tracking: {mode: disabled}\n"
+    )
+    assert cli.main(["run", "--no-progress", str(cfg)]) == 0
+    (run_dir,) = (tmp_path / "runs").glob("fake_pass-*")
+    results = json.loads((run_dir / "results.json").read_text())
+    results["provenance"]["dedebate_version"] = "0.0.1\x1b[2J"
+    (run_dir / "results.json").write_text(json.dumps(results))
+    capsys.readouterr()
+    assert cli.main(["run", "--no-progress", "--resume", str(run_dir)]) == 0
+    _, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"dedebate: warning: {run_dir}: computed by dedebate 0.0.1\\x1b[2J, this is "
+        f"{dedebate.__version__}; its stored results are kept (a new run recomputes them)",
+        f"dedebate: run already finished: {run_dir}; nothing to do",
+    ]
+
+
 def test_failure_05_resuming_a_finished_run_changes_nothing_on_disk(
     tmp_path, fake_env, capsys, monkeypatch
 ):
