@@ -70,6 +70,15 @@ class ExperimentResult:
     plots: list[str] = dataclasses.field(default_factory=list)
     figures: dict[str, Any] = dataclasses.field(default_factory=dict)
 
+    def __post_init__(self):
+        for kind, names in (("tables", self.tables), ("figures", self.figures)):
+            for name in names:
+                if not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*", name):
+                    raise ValueError(
+                        f"{kind} name {name!r} names a file: use letters, digits, '_', '-' and "
+                        "'.' (not first)"
+                    )
+
     @property
     def passed(self) -> bool:
         """Whether the experiment has shown what it claims.

@@ -215,3 +215,13 @@ def test_a_points_extras_reach_host_and_report_but_not_the_metrics(tmp_path):
     coins = res.metrics["coins"]
     assert len(coins) == 16 and set(coins) == {0, 1}
     assert res.metrics["point"] == {"heads": sum(coins)} and res.metrics["host"] == sum(coins)
+
+
+@pytest.mark.parametrize("kind", ["tables", "figures"])
+@pytest.mark.parametrize("name", ["a/b", "..", ".hidden", "a b", ""])
+def test_table_and_figure_names_are_file_names(kind, name):
+    """A table or figure name becomes a file name: 'a/b' and 'a_b' both wrote tables/a_b.csv,
+    one over the other, and '..' names no file of the run."""
+    with pytest.raises(ValueError, match=rf"{kind} name {name!r} names a file"):
+        ExperimentResult(**{kind: {name: []}})
+    assert ExperimentResult(**{kind: {"a_b-1.x": []}})
