@@ -90,7 +90,7 @@ def _finite_numbers(d: dict) -> dict:
         elif (
             isinstance(v, list)
             and len(v) == 2
-            and all(isinstance(x, (int, float)) for x in v)
+            and all(isinstance(x, (int, float)) and math.isfinite(x) for x in v)
             and k.endswith("_range")
         ):
             out[k] = v

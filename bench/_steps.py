@@ -110,7 +110,11 @@ class Run:
             return self._record(rec)
         rec.update(wall_s=round(time.monotonic() - t0, 3), returncode=proc.returncode)
         try:
-            rec["result"] = parse(stdout) if parse else None
+            from dedebate.lab.rundir import non_finite
+
+            rec["result"], bad = non_finite(parse(stdout) if parse else None)
+            if bad:  # not a figure (and not JSON): the step fails, the run goes on
+                raise ValueError(f"non-finite numbers at {', '.join(bad[:5])}")
         except Exception as err:  # noqa: BLE001 - recorded: a step's output that does not parse
             rec.update(
                 status="failed",

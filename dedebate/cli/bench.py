@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
+import sys
 from pathlib import Path
 
-from dedebate.cli.common import EXIT_OK, die_usage
+from dedebate.cli.common import EXIT_FAIL, EXIT_OK, die_usage
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -17,10 +19,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        0, or 2 for an unknown benchmark.
+        0; 1 where the result holds a NaN or infinity (printed as null, its paths under
+        ``non_finite``); 2 for an unknown benchmark.
     """
     from dedebate.lab.registry import bench_package, describe_benchmarks
-    from dedebate.lab.rundir import jsonable
+    from dedebate.lab.rundir import jsonable, non_finite
 
     described = describe_benchmarks()
     names = list(described)
@@ -35,10 +38,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
     module = importlib.import_module(f"{bench_package()}.{args.name}")
     if not callable(getattr(module, "run", None)):
         return die_usage(f"benchmark {args.name!r} defines no run(full: bool = False)")
-    result = module.run(full=args.full)
-    text = json.dumps(jsonable(result), indent=2)
+    from dedebate.lab.provenance import environment_provenance
+    from dedebate.lab.rundir import utc_iso
+
+    load_before, started = os.getloadavg(), utc_iso()
+    result, bad = non_finite(jsonable(module.run(full=args.full)))
+    if isinstance(result, dict):  # where and on what it ran: figures need their load and date
+        result["environment"] = environment_provenance() | {
+            "started": started,
+            "load_avg_before": list(load_before),
+            "load_avg_after": list(os.getloadavg()),
+        }
+        result |= {"non_finite": bad} if bad else {}
+    text = json.dumps(result, indent=2, allow_nan=False)
     print(text)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text + "\n")
+    if bad:  # a non-finite figure is a failure, not a number
+        print(f"dedebate: {args.name}: non-finite numbers at {', '.join(bad[:5])}", file=sys.stderr)
+        return EXIT_FAIL
     return EXIT_OK

@@ -131,6 +131,19 @@ def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) ->
     return None
 
 
+def non_finite(x: Any, path: str = "") -> tuple[Any, list[str]]:
+    """``x`` with each NaN or infinity as None, and the paths where one was (JSON has neither)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None, [path or "."]
+    if isinstance(x, dict):
+        pairs = [(k, non_finite(v, f"{path}.{k}")) for k, v in x.items()]
+        return {k: v for k, (v, _) in pairs}, [p for _, (_, ps) in pairs for p in ps]
+    if isinstance(x, list):
+        items = [non_finite(v, f"{path}[{i}]") for i, v in enumerate(x)]
+        return [v for v, _ in items], [p for _, ps in items for p in ps]
+    return x, []
+
+
 def jsonable(x: Any) -> Any:
     """A value with numbers, strings, lists and dicts only.
 

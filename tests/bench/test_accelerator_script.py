@@ -86,13 +86,26 @@ def test_steps_recorded_at_once_and_budget_spent(tmp_path):
     assert json.loads(out.read_text())["steps"][0]["result"] == [1, 2]
     bad = run.step("y", [sys.executable, "-c", "import sys; sys.exit(3)"])
     assert (bad["status"], bad["returncode"]) == ("failed", 3)
+    # a NaN in a step's output fails that step (it raised from the JSON writer, and the run and
+    # every later step were lost)
+    nan = run.step("y", [sys.executable, "-c", "print('[1, NaN]')"], parse=json.loads)
+    assert nan["status"] == "failed" and "non-finite numbers at [1]" in nan["reason"]
+    assert accel._finite_numbers({"a": 1.0, "r_range": [1.0, math.inf], "b": math.nan}) == {
+        "a": 1.0
+    }
     late = run.step("x", [sys.executable, "-c", "import time; time.sleep(30)"])
     assert late["status"] == "timed_out" and late["timeout_s"] == 0.3 and late["wall_s"] < 20
     run.budget_s = 0.0  # spent: the next step is not started
     skip = run.step("y", [sys.executable, "-c", "raise SystemExit(9)"])
     assert skip["status"] == "skipped" and "budget spent" in skip["reason"]
     saved = json.loads(out.read_text())
-    assert [s["status"] for s in saved["steps"]] == ["ok", "failed", "timed_out", "skipped"]
+    assert [s["status"] for s in saved["steps"]] == [
+        "ok",
+        "failed",
+        "failed",
+        "timed_out",
+        "skipped",
+    ]
     assert not saved["complete"]
     with pytest.raises(SystemExit, match="STEP=SECONDS"):
         accel._timeouts(["bench=-1"])

@@ -33,12 +33,19 @@ def test_a_run_is_the_command_with_a_fresh_cache_and_leaves_nothing(fake_env):
 
 
 def test_runs_are_summarised_by_median_min_max_against_the_goal(monkeypatch):
-    walls = iter([70.0, 50.0, 58.0, 30.0, 61.0, 90.0])
-    codes = iter([0, 0, 0, 0, None, 0])
+    walls = iter([70.0, 50.0, 58.0, 30.0, 61.0, 90.0, 3.0, 4.0])
+    codes = iter([0, 0, 0, 0, None, 0, 2, 2])
 
     def fake_run(only):
         code = next(codes)
-        return {"wall_s": next(walls), "exit_code": code, "busy_cpu_s": 100.0, "passed": code == 0}
+        done = code in (0, 1)  # a report written (its claims counted)
+        return {
+            "wall_s": next(walls),
+            "exit_code": code,
+            "busy_cpu_s": 100.0,
+            "passed": code == 0,
+            "claims_total": 20 if done else None,
+        }
 
     monkeypatch.setattr(cold_start, "one_run", fake_run)
     out = cold_start.run()  # three runs
@@ -49,6 +56,11 @@ def test_runs_are_summarised_by_median_min_max_against_the_goal(monkeypatch):
     out = cold_start.run(runs=3)
     assert out["wall_s"] == {"median": 60.0, "min": 30.0, "max": 90.0}
     assert out["median_meets_goal"] is False and out["all_passed"] is False
+    # runs that crashed (exit 2, no report) are not cold starts: no figure, goal not met (their
+    # 3 and 4 s made a median "within the goal")
+    out = cold_start.run(runs=2)
+    assert out["wall_s"] == {"median": None, "min": None, "max": None}
+    assert (out["timed_runs"], out["median_meets_goal"], out["all_passed"]) == (0, False, False)
 
 
 def test_a_run_past_its_timeout_is_killed_with_everything_it_started(fake_env):

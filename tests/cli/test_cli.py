@@ -8,11 +8,14 @@ in-process (the same parser and messages, without another JAX import).
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from dedebate import cli
 from tests.conftest import REPO
@@ -86,7 +89,24 @@ def test_bench(cli_env, tmp_path, monkeypatch, capsys):
     p = dedebate(cli_env, "bench", "tiny", "--full", "--out", str(out))
     assert p.returncode == 0, p.stderr
     expect = {"name": "tiny", "full": True, "n": 1000, "sum": 499500}
-    assert json.loads(p.stdout) == expect == json.loads(out.read_text())
+    got = json.loads(p.stdout)
+    assert got == json.loads(out.read_text())
+    env = got.pop("environment")  # where, when and under what load it ran
+    assert got == expect and env["dedebate_version"] and env["started"].endswith("Z")
+    assert len(env["load_avg_before"]) == len(env["load_avg_after"]) == 3
+
+
+def test_a_benchmarks_non_finite_number_is_null_and_exit_1(cli_env, monkeypatch, capsys):
+    """A NaN or infinity in a benchmark's result is not a figure: printed as null (valid JSON),
+    its paths listed, exit 1 (it printed NaN, which is not JSON, and exited 0)."""
+    import tests.fake_experiments.fakebench.tiny as tiny
+
+    monkeypatch.setattr(tiny, "run", lambda full: {"ratio": float("nan"), "r": [1.0, -math.inf]})
+    code, out, err = _in_process(cli_env, monkeypatch, capsys, "bench", "tiny")
+    got = json.loads(out, parse_constant=pytest.fail)  # strict JSON: no NaN, no Infinity
+    assert code == 1 and (got["ratio"], got["r"]) == (None, [1.0, None])
+    assert got["non_finite"] == [".ratio", ".r[1]"]
+    assert err.strip() == "dedebate: tiny: non-finite numbers at .ratio, .r[1]"
 
 
 def test_console_script_installed(cli_env):
