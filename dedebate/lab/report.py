@@ -174,10 +174,8 @@ def reproduce(
 
     def finish(entry: ExperimentEntry, ran: bool = True) -> None:
         done[entry.name] = entry
-        if ran:
-            job.log(
-                {"experiment_passed": int(entry.passed), "experiments_done": len(first) + len(done)}
-            )
+        if ran:  # progress only: a verdict is the report's, decided at the end
+            job.log({"experiments_done": len(first) + len(done)})
         _write_report(report_dir, header, ordered(), time.monotonic() - t_start, final=False)
 
     _write_report(report_dir, header, ordered(), time.monotonic() - t_start, final=False)
@@ -230,6 +228,7 @@ def reproduce(
             "claims_passed": n_pass,
             "experiments": len(entries),
             "experiments_failed": sum(e.verdict == "FAIL" for e in entries),
+            **{f"experiment_passed/{e.name}": int(e.passed) for e in entries},
         }
     )
     job.log_artifact(

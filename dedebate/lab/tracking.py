@@ -36,9 +36,11 @@ from dedebate.lab.rundir import (
     write_text,
 )
 
+FINISH_TIMEOUT_S = 120.0  # the most a run's end waits for its upload (the files stay local)
+
 
 def _settings(wandb: Any) -> Any:
-    """Fast, quiet start-up: no system stats, no git/code capture, no console capture."""
+    """Quiet, fast start-up (no stats, git, code or console capture); every network wait bounded."""
     opts = {
         "silent": True,
         "console": "off",
@@ -49,10 +51,17 @@ def _settings(wandb: Any) -> Any:
         "save_code": False,
         "disable_job_creation": True,
         "init_timeout": 60.0,
+        "finish_timeout": FINISH_TIMEOUT_S,  # 0, wandb's default, waits for ever
+        "x_file_stream_timeout_seconds": 30.0,
+        "x_graphql_timeout_seconds": 30.0,
+        "x_file_transfer_timeout_seconds": 60.0,
     }
+    known = getattr(wandb.Settings, "model_fields", None)  # an older wandb lacks some options
+    if known is not None:
+        opts = {k: v for k, v in opts.items() if k in known}
     try:
         return wandb.Settings(**opts)
-    except Exception:  # noqa: BLE001 - an older/newer wandb without some option
+    except Exception:  # noqa: BLE001 - a wandb whose options cannot be listed
         return wandb.Settings(silent=True)
 
 
@@ -201,6 +210,8 @@ class Tracker:
             mode = online_mode()  # offline when the server cannot be reached (probed once)
         try:
             os.environ.setdefault("WANDB_SILENT", "true")
+            # without it wandb-core posts its own telemetry to the server, offline runs too
+            os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
             import wandb
 
             if provenance is None:

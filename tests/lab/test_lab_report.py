@@ -314,3 +314,27 @@ def test_resume_with_only_keeps_every_experiment_and_its_family(
         report["claims_total"],
         report["claims_passed"],
     )
+
+
+def test_the_reproduce_runs_wandb_summary_holds_the_reports_verdicts(
+    tmp_path, fake_env, capsys, monkeypatch
+):
+    """fake_pass's p = 0.02 row fails within its own 2 rows (level 0.025) but passes over the
+    report's 4 (0.0125): the reproduce run's W&B summary gives the report's verdict, and its
+    history logs no verdict taken before the report decided (it logged fake_pass as failed)."""
+    from dedebate.lab import report as report_module
+
+    calls: list = []
+
+    class Job:
+        def __getattr__(self, name):
+            return lambda *a, **k: calls.append((name, a))
+
+    monkeypatch.setattr(report_module.Tracker, "start", classmethod(lambda cls, **kw: Job()))
+    monkeypatch.setattr(fake_pass, "report", lambda c, m, h: ExperimentResult(_mc_rows(0.02, 0.9)))
+    monkeypatch.setattr(fake_fail, "report", lambda c, m, h: ExperimentResult(_mc_rows(0.9, 0.9)))
+    code, _, _, _ = reproduce(tmp_path / "out", capsys, "--only", "fake_pass", "fake_fail")
+    assert code == 0
+    (summary,) = [a[0] for n, a in calls if n == "set_summary" and "experiments_failed" in a[0]]
+    assert summary["experiment_passed/fake_pass"] == summary["experiment_passed/fake_fail"] == 1
+    assert all("experiment_passed" not in a[0] for name, a in calls if name == "log")

@@ -290,6 +290,32 @@ def test_failure_04_wandb_probe_and_a_failed_online_start(tmp_path, monkeypatch,
     ), err
 
 
+def test_every_wandb_wait_is_bounded_and_no_run_sends_wandbs_telemetry(tmp_path, monkeypatch):
+    """wandb's default end of a run (``finish_timeout`` 0) waits for its upload for ever, so a
+    server that stops answering hung every run; and wandb-core posted its own telemetry to the
+    server unless ``WANDB_ERROR_REPORTING`` is false, offline runs too. An older wandb without
+    some option keeps the others."""
+    wandb = pytest.importorskip("wandb")
+    s = tracking._settings(wandb)
+    assert s.finish_timeout == tracking.FINISH_TIMEOUT_S > 0 and s.init_timeout == 60.0
+    assert s.x_file_stream_timeout_seconds == s.x_graphql_timeout_seconds == 30.0
+
+    class OldSettings:  # no finish_timeout, no per-request timeouts
+        model_fields = {"silent": None, "x_disable_stats": None, "init_timeout": None}
+
+        def __init__(self, **kw):
+            self.kw = kw
+
+    old = tracking._settings(types.SimpleNamespace(Settings=OldSettings))
+    assert old.kw == {"silent": True, "x_disable_stats": True, "init_timeout": 60.0}
+    monkeypatch.delenv("WANDB_ERROR_REPORTING", raising=False)
+    run = types.SimpleNamespace(id="r", dir=str(tmp_path), finish=lambda **kw: None)
+    monkeypatch.setattr(wandb, "init", lambda **kw: run)
+    start = dict(mode="offline", run_dir=tmp_path, project="p", job_type="j", config={})
+    assert tracking.Tracker.start(**start).mode == "offline"
+    assert os.environ["WANDB_ERROR_REPORTING"] == "false"
+
+
 # ----------------------------------------------------------------------------- run directories
 
 
