@@ -225,7 +225,7 @@ class RunConfig:
     """One run of one experiment, fully resolved. ``params`` is the experiment's ``Config``."""
 
     experiment: str = dataclasses.field(
-        default="", metadata=_doc("required: registry name of the experiment (experiments/NAME.py)")
+        default="", metadata=_doc("required: registry name of the experiment (experiments/NAME/)")
     )
     seed: int = dataclasses.field(
         default=0, metadata=_doc("root PRNG seed, an integer in [0, 2^32)")

@@ -1,4 +1,4 @@
-"""The contract between the lab shell and an experiment module (``experiments/NAME.py``).
+"""The contract between the lab shell and an experiment module (``experiments/NAME/``).
 
 An experiment module is a recipe: ``NAME``, ``TITLE``, a ``Config`` dataclass of its parameters
 (declared with :func:`dedebate.lab.params.param`), ``SIZES`` (presets of the ``quick`` and

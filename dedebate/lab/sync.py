@@ -95,12 +95,13 @@ class _Children:
         self._lock = threading.Lock()
         self._stopped = False
 
-    def start(self, argv: list[str]) -> subprocess.Popen:
+    def start(self, argv: list[str], cwd: str | None = None) -> subprocess.Popen:
         with self._lock:
             if self._stopped:
                 raise OSError("sync was stopped")
             p = subprocess.Popen(
                 argv,
+                cwd=cwd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -146,7 +147,9 @@ def sync_one(
     """
     children = children or _Children()
     try:
-        p = children.start([*wandb_command(), "sync", *extra, *map(str, run)])
+        # its wandb/debug-sync log goes to the run's own wandb/, not the caller's folder
+        where = os.path.dirname(os.path.dirname(os.path.abspath(run[0])))
+        p = children.start([*wandb_command(), "sync", *extra, *map(os.path.abspath, run)], where)
     except OSError as err:
         return run, 127, f"{type(err).__name__}: {err}"
     try:

@@ -133,3 +133,20 @@ def test_the_attempts_of_a_resumed_run_are_uploaded_together(tmp_path, monkeypat
         f"sync {runs[1]} {runs[2]}",
     ]
     assert f"synced {runs[3]} (and 1 earlier attempt(s))" in lines
+
+
+def test_wandb_sync_writes_its_log_beside_the_run_not_in_the_callers_folder(tmp_path, monkeypatch):
+    """``wandb sync`` writes ``wandb/debug-sync.*.log`` into its working folder: started from the
+    caller's folder, it left a ``wandb/`` there (a repository's, say). It runs in the run's."""
+    fake = tmp_path / "wandb-logs"
+    fake.write_text('#!/bin/sh\nmkdir -p wandb && echo "$@" > wandb/debug-sync.log\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("DEDEBATE_WANDB", str(fake))
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    monkeypatch.chdir(caller)
+    runs = _offline_runs(tmp_path, 1)
+    assert sync_all([Path(os.path.relpath(runs[0]))], jobs=1, timeout=30.0, report=print) == 0
+    assert not (caller / "wandb").exists()
+    log = (tmp_path / "run" / "wandb" / "debug-sync.log").read_text()
+    assert log.split()[-1] == str(runs[0])  # the run's path made absolute
