@@ -12,7 +12,13 @@ per-round ratios):
    ``bob_draw="decision"`` (Alice's count drawn, honest Bob's continue/abort decision drawn directly
    from its exact probability) and ``bob_draw="lazy"`` (the coin first, from one 32-bit word per
    step; Alice's count and Bob's decision only on a certified 2^-24 share of steps,
-   :mod:`dedebate.protocols.stochastic_lazy`). The headline figure is the fastest mode;
+   :mod:`dedebate.protocols.stochastic_lazy`). The headline figure (``ratio_vs_numpy``) is the
+   fastest mode against the numpy reference below, whatever the algorithm: on a CPU that is
+   ``lazy`` (one word a step) against numpy's two binomial draws a step, a different algorithm
+   (``ratio_vs_numpy_compares`` says which, ``ratio_vs_numpy_like_for_like`` whether the two run
+   the same algorithm). The like-for-like ratios sit beside it:
+   ``ratio_count_vs_numpy_count_path`` (both draw the counts) and
+   ``ratio_lazy_vs_numpy_one_word_path`` (both take the one-word path);
 2. numpy: ``bench/stochastic_numpy.py`` (``rng.binomial`` counts, vectorised over trials);
 3. the RNG limit: raw ``jax.random.uniform`` throughput (the faster of one flat draw and one draw
    per trial, vmapped, of one uniform per trial-step) divided by the uniforms (32-bit words) one
@@ -30,14 +36,21 @@ Batch scaling (``batch_scaling``): the count mode at n/4 and 4n trials (16x apar
 interleaved rounds; its trial-steps per second must not fall as the batch grows (a CPU proxy for
 host work that grows with the lanes, which an accelerator would feel first).
 
-For context (not a contender): ``numpy_one_word_path`` times the lazy mode's one-word path in
-numpy (its rare path not implemented, so an upper bound for a numpy port of that algorithm):
-the lazy mode's gain over the straightforward numpy is algorithmic, and says so.
+``numpy_one_word_path`` times the lazy mode's one-word path in numpy (its rare path not
+implemented, so an upper bound on the speed of a numpy port of that algorithm, and
+``ratio_lazy_vs_numpy_one_word_path`` a lower bound on the lazy mode's ratio against such a port):
+the lazy mode's gain over the straightforward numpy is mostly algorithmic, and the ratios show how
+much.
 
-All are exact in distribution; the run checks that the acceptance rates agree with P_M(1)
-(binomial z-scores). ``run(full=True)`` uses more trials. The numpy goal is judged against the
-RNG limit too: ``numpy_goal_within_rng_limit`` says whether 2x numpy is below what raw JAX
-uniform generation allows for the mode's uniforms per step at all.
+All are exact in distribution. ``agreement`` compares the acceptance rate of every contender
+(the three modes, both numpy references) with P_M(1) by a binomial z-score and flags a
+disagreement: ``acceptance_agrees_with_P_M`` is false when some |z| exceeds ``z_max``, the
+two-sided normal quantile that keeps the chance of a false alarm over all the comparisons at
+``AGREEMENT_FALSE_ALARM`` (Bonferroni; about 4.3 for five comparisons). The check sees only the
+verdicts' rate, not the counts drawn on the way (a reference that skipped the binomial draws
+would pass it too); it does not stop the run. ``run(full=True)`` uses more trials. The numpy goal
+is judged against the RNG limit too: ``numpy_goal_within_rng_limit`` says whether 2x numpy is
+below what raw JAX uniform generation allows for the mode's uniforms per step at all.
 """
 
 from __future__ import annotations
@@ -72,6 +85,23 @@ K, T, P1, SEED = 2, 256, 2 / 3, 0
 TRIALS = {"default": 4096, "full": 16384}
 MODES = {"count": 5, "decision": 4, "lazy": 1}  # bob_draw mode -> uniforms one step needs
 GOAL_NUMPY, GOAL_RNG = 2.0, 0.25
+AGREEMENT_FALSE_ALARM = 1e-4  # chance that ``agreement`` flags exact samplers, over all its tests
+
+
+def agreement(acceptances: dict[str, float], p1: float, n: int) -> dict:
+    """Binomial z-scores of acceptance rates (each from ``n`` trials) against ``p1``, the
+    threshold ``z_max`` for ``AGREEMENT_FALSE_ALARM`` over ``len(acceptances)`` two-sided tests
+    (Bonferroni), and ``agrees``: every ``|z| <= z_max``."""
+    se = math.sqrt(p1 * (1 - p1) / n)
+    z = {name: (acc - p1) / se for name, acc in acceptances.items()}
+    z_max = statistics.NormalDist().inv_cdf(1 - AGREEMENT_FALSE_ALARM / (2 * len(z)))
+    return {
+        "z_vs_P_M": z,
+        "comparisons": len(z),
+        "false_alarm_probability": AGREEMENT_FALSE_ALARM,
+        "z_max": z_max,
+        "agrees": all(abs(v) <= z_max for v in z.values()),
+    }
 
 
 def _problem(n: int):
@@ -174,6 +204,27 @@ def run(
     head = max(modes, key=lambda k: modes[k]["trial_steps_per_s"])
     h = modes[head]
     acc_np = float(np.mean(ref["verdict"]))
+    like = {  # (the numpy contender, the mode) running the same algorithm
+        "ratio_count_vs_numpy_count_path": ("numpy", "count"),
+        "ratio_lazy_vs_numpy_one_word_path": ("numpy_one_word_path", "lazy"),
+    }
+    like_for_like = {}
+    for field, (slow, fast) in like.items():
+        rat = ratio(timing[slow], timing[fast])
+        like_for_like[field] = rat["median"]
+        like_for_like[f"{field}_range"] = [rat["min"], rat["max"]]
+    modes["lazy"]["ratio_vs_numpy_one_word_path"] = like_for_like[
+        "ratio_lazy_vs_numpy_one_word_path"
+    ]
+    agree = agreement(
+        {
+            **{mode: modes[mode]["acceptance"] for mode in MODES},
+            "numpy": acc_np,
+            "numpy_one_word_path": float(np.mean(outs["numpy_one_word_path"]["verdict"])),
+        },
+        p1,
+        n,
+    )
     return {
         "benchmark": "stochastic",
         "problem": {
@@ -198,6 +249,12 @@ def run(
         "uniforms_per_step_counted": h["uniforms_per_step_counted"],
         "ratio_vs_numpy": h["ratio_vs_numpy"],
         "ratio_vs_numpy_range": h["ratio_vs_numpy_range"],
+        "ratio_vs_numpy_compares": (
+            f"bob_draw={head} against numpy's count path (rng.binomial counts)"
+            + ("" if head == "count" else ": different algorithms")
+        ),
+        "ratio_vs_numpy_like_for_like": head == "count",
+        **like_for_like,
         "timing": {
             "min_seconds_per_repeat": min_seconds,
             "repeats": repeats,
@@ -217,6 +274,8 @@ def run(
         "acceptance_numpy": acc_np,
         "z_dedebate_vs_P_M": h["z_vs_P_M"],
         "z_numpy_vs_P_M": (acc_np - p1) / se,
+        "acceptance_agrees_with_P_M": agree["agrees"],
+        "agreement": agree,
         "modes": modes,
         "batch_scaling": batch_scaling(n, min_seconds, repeats),
         "count_over_cores": over_cores(n, min_seconds, repeats),

@@ -5,6 +5,7 @@ implementations of the same protocol."""
 import math
 
 import numpy as np
+import pytest
 
 from bench.stochastic_numpy import one_word_path_f2_numpy, play_f2_numpy
 from dedebate.machines.fixtures import f2_target
@@ -31,11 +32,58 @@ def test_numpy_references_accept_with_probability_p_m():
 
 
 def test_batch_scaling_compares_rates_per_trial_step_16x_apart():
-    import pytest
-
     from bench.stochastic import batch_scaling
 
     out = batch_scaling(64, min_seconds=0.01, repeats=1)
     assert out["trials"] == {"small": 16, "large": 256}
     rates = out["trial_steps_per_s"]
     assert out["large_over_small"] == pytest.approx(rates["large"] / rates["small"])
+
+
+def test_agreement_flags_an_acceptance_rate_beyond_its_derived_threshold():
+    import statistics
+
+    from bench.stochastic import AGREEMENT_FALSE_ALARM, agreement
+
+    n, p1 = 10_000, 2 / 3
+    se = math.sqrt(p1 * (1 - p1) / n)
+    ok = agreement({"a": p1, "b": p1 + 3 * se, "c": p1 - 4 * se}, p1, n)
+    # three two-sided tests sharing a false-alarm probability of 1e-4: |z| <= 4.15
+    z_max = statistics.NormalDist().inv_cdf(1 - AGREEMENT_FALSE_ALARM / 6)
+    assert ok["comparisons"] == 3 and ok["z_max"] == z_max and 4.1 < z_max < 4.2
+    assert ok["agrees"] and ok["z_vs_P_M"]["c"] == pytest.approx(-4.0)
+    bad = agreement({"a": p1, "b": p1 + 5 * se}, p1, n)
+    assert not bad["agrees"]
+
+
+def test_the_stochastic_bench_reports_like_for_like_ratios_beside_the_headline(monkeypatch):
+    """Fake timings (seconds per call by contender) show which contenders each ratio pairs."""
+    from bench import stochastic
+
+    secs = {"count": 2.0, "decision": 1.0, "lazy": 0.1, "numpy": 1.0, "numpy_one_word_path": 0.2}
+    secs |= {"rng": 0.01, "rng_per_trial": 0.01}
+
+    def fake_time_contenders(contenders, **kw):
+        return {
+            name: {
+                "calls": [1],
+                "repeat_s": [secs[name]],
+                "seconds_per_call": [secs[name]],
+                "cpu_seconds_per_call": [secs[name]],
+            }
+            for name in contenders
+        }
+
+    monkeypatch.setattr(stochastic, "time_contenders", fake_time_contenders)
+    monkeypatch.setattr(stochastic, "batch_scaling", lambda *a: None)
+    monkeypatch.setattr(stochastic, "over_cores", lambda *a: None)
+    out = stochastic.run(trials=256, min_seconds=0.01, repeats=1)
+    assert out["dedebate_mode"] == "bob_draw=lazy" and out["ratio_vs_numpy"] == 10.0
+    assert not out["ratio_vs_numpy_like_for_like"]
+    assert "different algorithms" in out["ratio_vs_numpy_compares"]
+    assert out["ratio_count_vs_numpy_count_path"] == 0.5
+    assert out["ratio_lazy_vs_numpy_one_word_path"] == 2.0
+    assert out["ratio_lazy_vs_numpy_one_word_path_range"] == [2.0, 2.0]
+    agree = out["agreement"]
+    assert set(agree["z_vs_P_M"]) == {"count", "decision", "lazy", "numpy", "numpy_one_word_path"}
+    assert out["acceptance_agrees_with_P_M"] == agree["agrees"]

@@ -103,6 +103,37 @@ def test_the_ogd_bench_times_numpy_on_a_prefix_of_dedebates_updates():
     out = ogd.run(n_x=2000, steps=6, numpy_steps=3, min_seconds=0.01, repeats=1)
     assert (out["steps"], out["numpy_steps"]) == (6, 3) and out["same_test_sequence"]
     assert out["ratio"] == pytest.approx(out["dedebate_steps_per_s"] / out["numpy_steps_per_s"])
+    assert out["timed_steps"] == {"dedebate": 3, "numpy": 3}
+    assert out["dedebate_max_abs_adv_after_numpy_steps"] == pytest.approx(
+        out["numpy_max_abs_adv_after_numpy_steps"], rel=1e-4
+    )
+
+
+def test_the_ogd_bench_times_both_sides_on_calls_of_the_same_structure(monkeypatch):
+    """Each call pays a fixed cost (the initial advantages): the timed calls of both sides take
+    the same number of updates, or the side with more updates per call looks faster."""
+    from bench import ogd
+
+    taken = {}
+
+    def fake_time_contenders(contenders, **kw):
+        for name, fn in contenders.items():
+            out = fn()
+            taken[name] = int(out.steps) if name == "dedebate" else int(out[1])
+        return {
+            name: {
+                "calls": [1],
+                "repeat_s": [1.0],
+                "seconds_per_call": [1.0],
+                "cpu_seconds_per_call": [1.0],
+            }
+            for name in contenders
+        }
+
+    monkeypatch.setattr(ogd, "time_contenders", fake_time_contenders)
+    out = ogd.run(n_x=2000, steps=6, numpy_steps=3, min_seconds=0.01, repeats=1)
+    assert taken == {"dedebate": 3, "numpy": 3}
+    assert out["ratio"] == 1.0 and out["ratio_cpu_time"] == 1.0  # equal times, equal work
 
 
 def test_benchmarks_are_listed_with_the_first_line_of_their_docstring():
