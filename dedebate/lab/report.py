@@ -161,6 +161,9 @@ def reproduce(
     def ordered() -> list[ExperimentEntry]:  # the registry's order, whatever finished first
         return [*first, *(done[n] for n in names if n in done)]
 
+    # on disk before W&B starts (an online start can take a minute): a reproduce killed then is
+    # still a reproduce directory that --resume takes
+    _write_report(report_dir, header, ordered(), time.monotonic() - t_start, final=False)
     job = Tracker.start(
         mode=_effective(tracking_mode),
         run_dir=report_dir,
@@ -178,7 +181,6 @@ def reproduce(
             job.log({"experiments_done": len(first) + len(done)})
         _write_report(report_dir, header, ordered(), time.monotonic() - t_start, final=False)
 
-    _write_report(report_dir, header, ordered(), time.monotonic() - t_start, final=False)
     pending = []
     for name in names:
         module = registry.experiments[name]

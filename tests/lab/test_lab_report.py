@@ -338,3 +338,26 @@ def test_the_reproduce_runs_wandb_summary_holds_the_reports_verdicts(
     (summary,) = [a[0] for n, a in calls if n == "set_summary" and "experiments_failed" in a[0]]
     assert summary["experiment_passed/fake_pass"] == summary["experiment_passed/fake_fail"] == 1
     assert all("experiment_passed" not in a[0] for name, a in calls if name == "log")
+
+
+def test_a_reproduce_killed_while_wandb_starts_can_be_resumed(
+    tmp_path, fake_env, capsys, monkeypatch
+):
+    """report.json is on disk before W&B starts (an online start can take a minute): a reproduce
+    killed then left a folder that ``--resume`` refused as "not a reproduce directory"."""
+    from dedebate.lab import report as report_module
+
+    real_start = report_module.Tracker.start
+
+    def killed(cls, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report_module.Tracker, "start", classmethod(killed))
+    code, _, _, _ = reproduce(tmp_path / "out", capsys, "--only", "fake_pass")
+    assert code == 130  # as Ctrl-C ends it
+    (rep,) = (tmp_path / "out").glob("reproduce-*")
+    assert json.loads((rep / "report.json").read_text())["experiments"] == []
+    monkeypatch.setattr(report_module.Tracker, "start", real_start)
+    args = ["reproduce", "--resume", str(rep), "--no-progress", "--tracking", "disabled"]
+    assert cli.main([*args, "--only", "fake_pass"]) == 0
+    assert "PASS" in capsys.readouterr().out
