@@ -3,6 +3,7 @@ decides honest-vs-honest F2 debates with acceptance P_M(1) (z-tests), so the ben
 implementations of the same protocol."""
 
 import math
+import types
 
 import numpy as np
 import pytest
@@ -75,6 +76,8 @@ def test_the_stochastic_bench_reports_like_for_like_ratios_beside_the_headline(m
         }
 
     monkeypatch.setattr(stochastic, "time_contenders", fake_time_contenders)
+    wins = {"alice_wins": np.ones(256, bool)}  # no debate compiled: the fields are the subject
+    monkeypatch.setattr(stochastic, "run_trials", lambda *a: types.SimpleNamespace(**wins))
     monkeypatch.setattr(stochastic, "batch_scaling", lambda *a: None)
     monkeypatch.setattr(stochastic, "over_cores", lambda *a: None)
     out = stochastic.run(trials=256, min_seconds=0.01, repeats=1)
