@@ -507,11 +507,8 @@ def test_failure_01_corrupt_newest_checkpoint_recovers_then_resume_is_a_no_op(tm
     assert _snapshot(run_dir) == before
 
 
-def test_a_finished_run_from_another_version_is_reused_with_a_warning(tmp_path, fake_env, capsys):
-    """A resume reuses a finished run computed by another dedebate version (same config) and
-    says so in one line, the stored version escaped (it is someone else's text)."""
-    import dedebate
-
+def _finished_fake_pass(tmp_path) -> tuple[Path, Path]:
+    """``(config, run directory)`` of a finished quick fake_pass run, tracking off."""
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         f"experiment: fake_pass\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n"
@@ -519,6 +516,15 @@ def test_a_finished_run_from_another_version_is_reused_with_a_warning(tmp_path, 
     )
     assert cli.main(["run", "--no-progress", str(cfg)]) == 0
     (run_dir,) = (tmp_path / "runs").glob("fake_pass-*")
+    return cfg, run_dir
+
+
+def test_a_finished_run_from_another_version_is_reused_with_a_warning(tmp_path, fake_env, capsys):
+    """A resume reuses a finished run computed by another dedebate version (same config) and
+    says so in one line, the stored version escaped (it is someone else's text)."""
+    import dedebate
+
+    _, run_dir = _finished_fake_pass(tmp_path)
     results = json.loads((run_dir / "results.json").read_text())
     results["provenance"]["dedebate_version"] = "0.0.1\x1b[2J"
     (run_dir / "results.json").write_text(json.dumps(results))
@@ -535,13 +541,7 @@ def test_a_finished_run_from_another_version_is_reused_with_a_warning(tmp_path, 
 def test_failure_05_resuming_a_finished_run_changes_nothing_on_disk(
     tmp_path, fake_env, capsys, monkeypatch
 ):
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(
-        f"experiment: fake_pass\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n"
-        "tracking: {mode: disabled}\n"
-    )
-    assert cli.main(["run", "--no-progress", str(cfg)]) == 0
-    (run_dir,) = (tmp_path / "runs").glob("fake_pass-*")
+    cfg, run_dir = _finished_fake_pass(tmp_path)
     before = _snapshot(run_dir)
     assert {
         "results.json",
