@@ -20,8 +20,8 @@ __all__, __getattr__ = lazy_exports(
         "ped_strategies": (
             "CalibratedEstimator ConstantEstimator ErrorShiftingEstimator HonestEstimator "
             "RootLiarEstimator ScriptedProver TabularEstimator constant_estimator "
-            "error_shifting_estimator honest_prover obfuscating_liar random_joint_estimator "
-            "scripted_prover tabulate unstable_prover wrong_direction_prover"
+            "error_shifting_estimator honest_prover lie_then_honest_prover obfuscating_liar "
+            "random_joint_estimator scripted_prover tabulate unstable_prover wrong_direction_prover"
         ),
         "selfplay_players": (
             "AliceParams BobParams LearnedAlice alice_claim bob_abort bob_as_zoo bob_logit "

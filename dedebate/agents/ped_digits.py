@@ -5,7 +5,8 @@ the audited digit), summarises each part by masked pooling (permutation invarian
 serves every part size) with its stated count, and a head over the q summaries and the depth
 gives B's joint over the parts' ``2^q`` truth patterns (a softmax, not a product of per-part
 probabilities); ``p_d`` is ``Pr[M_D = 1]`` under the root's joint. A's liar claims every audit
-passes and recurses on the false part whose estimate is highest (where B is weakest).
+passes and recurses on the false part whose estimate is highest (where B is weakest); the
+simplest liar (``lie_then_honest``) claims the same, then plays as honest A does.
 :func:`payoffs` plays the protocol of :mod:`dedebate.protocols.prover_estimator` on a batch of
 trees with the judge's noise at the leaf. Context features are one flat row per internal node,
 so the network trains with :mod:`dedebate.estimators.train`."""
@@ -22,7 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dedebate.agents.ped_strategies import TabularEstimator, honest_prover
+from dedebate.agents.ped_strategies import (
+    TabularEstimator,
+    honest_prover,
+    lie_then_honest_prover,
+)
 from dedebate.core.bits import bit_table
 from dedebate.programs import jit
 from dedebate.protocols.prover_estimator import PEDParams, PEDStatic, all_paths, ped_params, play
@@ -290,6 +295,7 @@ def prover_beliefs(joint, tree: ClaimTree) -> jax.Array:
 
 # constructors: no arrays at import
 PROVERS: dict[str, Callable[[], Any]] = {"honest": honest_prover, "liar": AuditLiar}
+PROVERS["lie_then_honest"] = lie_then_honest_prover
 
 
 def payoffs(prover_name: str, estimators: TabularEstimator, trees: DigitTree, rho, eta):
@@ -299,7 +305,7 @@ def payoffs(prover_name: str, estimators: TabularEstimator, trees: DigitTree, rh
     eta (1 - T)``, so the noisy payoff adds ``s_0 (E[answer] - T_leaf)`` (variant (a), weight 1).
 
     Args:
-        prover_name: ``"honest"`` or ``"liar"``.
+        prover_name: a name in :data:`PROVERS`.
         estimators: batched B, one per tree.
         trees: the batch of trees.
         rho: the protocol's rho (>= 1).
@@ -319,7 +325,7 @@ def payoffs(prover_name: str, estimators: TabularEstimator, trees: DigitTree, rh
 @jit(static_argnums=0)
 def exact_payoffs(prover_name: str, estimators: TabularEstimator, tree: ClaimTree, rho, eta):
     """:func:`payoffs` without the checks (traceable: rho and eta may be traced): the
-    ``"honest"`` or ``"liar"`` prover against batched B (one per tree), judge flip probability
+    prover named in :data:`PROVERS` against batched B (one per tree), judge flip probability
     ``eta``; returns ``(u_a, a_correct)``, float32 ``[n_trees]`` each."""
     prover = PROVERS[prover_name]()
     params = PEDParams(rho=rho, rounds=jnp.int32(-1))

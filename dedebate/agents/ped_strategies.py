@@ -144,6 +144,11 @@ def wrong_direction_prover(cand=None) -> ScriptedProver:
     return scripted_prover("truth", "reversed", cand, "honest", True)
 
 
+def lie_then_honest_prover(cand=None) -> ScriptedProver:
+    """The simplest liar: a = 1 - T(x), then honest directions, decomposition and selection."""
+    return scripted_prover("lie", "honest", cand, "honest", True)
+
+
 def unstable_prover(cand: int = 1) -> ScriptedProver:
     """Honest answers and selections, but on an unstable candidate decomposition (spec 9.5)."""
     return scripted_prover("truth", "honest", cand, "honest", True)

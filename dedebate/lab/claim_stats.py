@@ -183,11 +183,22 @@ def exact_interval(successes: int, trials: int, level: float = 0.95) -> tuple[fl
         trials: the number of trials, an integer >= 1.
         level: the confidence level.
 
-    Returns ``(p_hat, lo, hi)``.
+    Returns ``(p_hat, lo, hi)``, all NaN when a count is not finite.
+
+    Raises:
+        ValueError: counts that are not integers with ``0 <= successes <= trials``, ``trials >=
+            1``, or a level outside (0, 1).
     """
     from scipy.special import betaincinv
 
     k, n, tail = successes, trials, (1.0 - level) / 2
+    if not (math.isfinite(k) and math.isfinite(n)):
+        return (math.nan, math.nan, math.nan)
+    if not (k == int(k) and n == int(n) and 0 <= k <= n and n >= 1 and 0 < level < 1):
+        raise ValueError(
+            f"successes={successes!r}, trials={trials!r}, level={level!r}: need integers "
+            "0 <= successes <= trials, trials >= 1, and 0 < level < 1"
+        )
     p = k / n
     lo = float(betaincinv(k, n - k + 1, tail)) if k > 0 else 0.0
     hi = float(betaincinv(k + 1, n - k, 1.0 - tail)) if k < n else 1.0
@@ -209,7 +220,7 @@ def mean_interval(
         support: ``(low, high)`` the quantity cannot leave (``(0, 1)`` for a rate); None:
             unbounded.
 
-    Returns ``(mean, lo, hi)``.
+    Returns ``(mean, lo, hi)``; a sample that is not finite makes all three NaN.
     """
     import numpy as np
     from scipy.special import stdtrit  # Student's t quantile (lighter to import than stats)
@@ -218,6 +229,8 @@ def mean_interval(
     x = np.asarray(list(values) if not hasattr(values, "shape") else values, dtype=np.float64)
     n = x.size
     m = float(x.mean()) if n else math.nan
+    if not np.isfinite(x).all():
+        return (math.nan, math.nan, math.nan)
     if n < 2:
         return (m, low, high)
     half = float(stdtrit(n - 1, 0.5 + level / 2)) * float(x.std(ddof=1)) / math.sqrt(n)

@@ -169,7 +169,7 @@ def estimate_lipschitz(
         if d <= 0.0:
             return pert, 0.0
         ratio = abs(tree_output_prob(pert) - p_base) / d
-        if ratio > best[family]:
+        if not np.isnan(best[family]) and not ratio <= best[family]:  # a NaN ratio sticks
             best[family] = ratio
             where[family] = float(e)
         return pert, ratio
@@ -197,7 +197,8 @@ def estimate_lipschitz(
             consider(
                 "random", [rand[i, offsets[n] : offsets[n + 1]] for n in range(len(levels))], e
             )
-    fam = max(best, key=lambda f: best[f])
+    nan = [f for f in best if np.isnan(best[f])]  # no bound can pass a NaN estimate
+    fam = nan[0] if nan else max(best, key=lambda f: best[f])
     return LipschitzEstimate(
         best=best[fam],
         family=fam,

@@ -13,7 +13,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dedebate.agents.ped_strategies import honest_prover, obfuscating_liar, wrong_direction_prover
+from dedebate.agents.ped_strategies import (
+    honest_prover,
+    lie_then_honest_prover,
+    obfuscating_liar,
+    wrong_direction_prover,
+)
 from dedebate.core.stats import nan_last
 from dedebate.estimators import train
 from dedebate.estimators.ogd import STEP_RULES, OGDStatic, solve_grid
@@ -39,7 +44,8 @@ NAME = "ogd_estimator"
 TITLE = "OI estimator construction: Algorithm 1 bound, Flax estimator, soundness against fixed A"
 TYPICAL_SECONDS = 38  # a cold default-size run on two CPU cores (reproduce's order of work)
 PROVERS: dict[str, Callable[[], Prover]] = {"honest": honest_prover}
-PROVERS |= {"obfuscating": obfuscating_liar, "wrong_direction": wrong_direction_prover}
+PROVERS |= {"lie_then_honest": lie_then_honest_prover, "obfuscating": obfuscating_liar}
+PROVERS["wrong_direction"] = wrong_direction_prover
 NET_INIT_KEY, NET_PROBLEM_KEY, TREE_KEY = 200, 201, 300  # fold_in(key, K)
 
 
@@ -93,7 +99,7 @@ SIZES = {
         "net_rounds": 60,
         "net_hidden": (16,),
         "net_checkpoint_every": 20,
-        "sound_provers": ("obfuscating",),
+        "sound_provers": ("lie_then_honest", "obfuscating"),
         "sound_trees": 2,
         "sound_depth": 1,
         "sound_q": 2,

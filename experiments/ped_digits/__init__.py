@@ -25,7 +25,7 @@ from dedebate.agents.ped_digits import (
     tabulate,
 )
 from dedebate.estimators import train
-from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval
+from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, strict_max
 from dedebate.lab.params import config_dataclass, param
 from dedebate.protocols.prover_estimator import PEDStatic
 from dedebate.training.stackelberg import ADAM, StackelbergStatic, adam_step, payoff_terms
@@ -41,6 +41,9 @@ TYPICAL_SECONDS = 120  # default size: 107 s of CPU, 207 s wall on two cores sha
 EXACT_TOL = 1e-5  # float32 rounding of exact expectations
 LP_TOL = 1e-6
 PED_EXACT = StackelbergStatic(settings=PEDStatic(mode="exact"))  # payoff_terms' settings
+LIARS = {"liar": "lying A", "lie_then_honest": "simplest lying A"}
+"""The soundness zoo (``PROVERS``' names) and what its rows call each: the audit liar, and the
+liar that claims the false audit passes, then plays as honest A does."""
 
 
 @config_dataclass
@@ -189,18 +192,24 @@ def advantage_claim(name, source, adv, delta, what) -> Claim:
     )
 
 
-def soundness_claim(family, u, a_correct, rho, depth, eta, delta, premise) -> Claim:
-    """The lying A's mean payoff against ``rho^-(d+1) Pr[A correct] + (2d+2) delta + eta``;
-    a finding unless ``premise`` (the liar's round tests below delta, :func:`advantage_claim`)."""
+def soundness_claim(family, u, a_correct, rho, depth, eta, delta, premise, liar="liar") -> Claim:
+    """A lying A's mean payoff against ``rho^-(d+1) Pr[A correct] + (2d+2) delta + eta``; a
+    finding where ``premise`` is False (a round test of that liar >= delta,
+    :func:`advantage_claim`), gating and failed where it is None (a test is not finite)."""
     bound = rho ** -(depth + 1) * float(np.mean(a_correct)) + (2 * depth + 2) * delta + eta
     name = (
-        f"soundness: lying A vs trained B, {family} family, eta={eta:g}: E[U_A] <= "
+        f"soundness: {LIARS[liar]} vs trained B, {family} family, eta={eta:g}: E[U_A] <= "
         "rho^-(d+1) Pr[A correct] + (2d+2) delta + eta"
     )
-    note = "gating: the liar's round tests < delta" if premise else "finding: a round test >= delta"
+    note = {
+        True: "gating: the liar's round tests < delta",
+        False: "finding: a round test >= delta",
+        None: "gating, failed: a round test of the liar is not finite",
+    }[premise]
     note += "; eta is the judge's noise (Thm 6.1's slack is the (2d+2) delta term)"
-    row = Claim.mean(name, "spec PED 6.4, Thm 6.1(2)", "<=", bound, u, note)
-    return dataclasses.replace(row, finding=not premise)
+    checks = premise is not None
+    row = Claim.mean(name, "spec PED 6.4, Thm 6.1(2)", "<=", bound, u, note, checks=checks)
+    return dataclasses.replace(row, finding=premise is False)
 
 
 def unstable_claim(eta, below_exact, below_slack, rho) -> Claim:
@@ -275,15 +284,18 @@ def point(cfg: Config):
             u, correct = zip(*(exact_payoffs(who, est, ev.tree, r, e) for e in dyn["etas"]))
             return jnp.stack(u), jnp.stack(correct)
 
-        (u_h, _), (u_liar, liar_correct) = pay("honest", rho), pay("liar", rho)
-        liar_adv = jax.vmap(  # per tree [d + 1, 2]: each round's reward and calibration test
-            lambda e, t: payoff_terms(PED_EXACT, rho, PROVERS["liar"](), e, _one(t))[2]
-        )(est, ev.tree)
+        u_h, _ = pay("honest", rho)
+        liars = {}
+        for liar in LIARS:
+            u, correct = pay(liar, rho)
+            terms = jax.vmap(  # per tree [d + 1, 2]: each round's reward and calibration test
+                lambda e, t, liar=liar: payoff_terms(PED_EXACT, rho, PROVERS[liar](), e, _one(t))[2]
+            )(est, ev.tree)
+            liars[liar] = {"u": u, "correct": correct, "adv": terms}
         lp = jax.vmap(
             lambda k: learned_prover(cfg, net, params, dyn, k, host, f_ev, ev, family, rho)
         )(jax.random.split(k_lp, cfg.lp_seeds))
-        extras = {"adv": adv, "u_honest": u_h, "u_liar": u_liar, "liar_correct": liar_correct}
-        extras |= {"liar_adv": liar_adv}
+        extras = {"adv": adv, "u_honest": u_h, "liars": liars}
         extras |= {"u_stable_rho": pay("honest", expected_fbs("slack", cfg.q, cfg.m))[0], "lp": lp}
         false_root = 1.0 - ev.tree.truth[:, 0].astype(jnp.float32)
         m = {
@@ -294,7 +306,8 @@ def point(cfg: Config):
         }
         for e in range(len(cfg.etas)):
             m[f"honest_min/{e}"] = u_h[e].min()
-            m[f"liar_mean/{e}"] = jnp.sum(u_liar[e] * false_root) / false_root.sum()
+            for liar, lr in liars.items():
+                m[f"{liar}_mean/{e}"] = jnp.sum(lr["u"][e] * false_root) / false_root.sum()
         return m, extras
 
     def fn(dyn, key, host):
@@ -391,9 +404,11 @@ def host(cfg: Config, seed: int, key, measured) -> dict:
             family_keys(key, i)[1], p_eval, family, cfg.q, cfg.m, cfg.depth, cfg.eval_trees
         )
         cache: dict = {}
-        rho = max(
-            tree_rho(jax.tree_util.tree_map(lambda a, j=j: a[j], ev.tree), cache=cache)
-            for j in range(cfg.eval_trees)
+        rho = strict_max(
+            [
+                tree_rho(jax.tree_util.tree_map(lambda a, j=j: a[j], ev.tree), cache=cache)
+                for j in range(cfg.eval_trees)
+            ]
         )
         out[family] = (rho, np.asarray(ev.tree.truth[:, 0]) == 0)
     return out
@@ -415,35 +430,39 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
             "tests of F",
         )
         claims.append(adv_row)
-        terms = np.asarray(ex["liar_adv"], np.float64)[false_roots]  # [trees, d + 1, 2]
-        liar_row = advantage_claim(
-            f"the lying A's round tests against B on held-out false roots ({family} family): "
-            "|Adv| <= delta each",
-            "spec PED 6.3, 6.4 (Lemma A.4: mu_k over A's paths)",
-            terms.reshape(len(terms), -1).T,
-            cfg.delta,
-            "tests (stage x [reward, calibration], in protocol order)",
-        )
-        claims.append(liar_row)
-        premise = liar_row.passed
         fam = metrics[family] = {
             "rho": rho,
             "advantage": adv_row.value,
             "advantage_interval": [adv_row.lo, adv_row.hi],
-            "liar_round_tests": liar_row.value,
-            "liar_round_tests_interval": [liar_row.lo, liar_row.hi],
             "train_max_adv": measured[f"{family}/train_max_adv"],
             "honest_min": {},
-            "liar_mean": {},
         }
+        premises = {}
+        for liar, what in LIARS.items():
+            terms = np.asarray(ex["liars"][liar]["adv"], np.float64)[false_roots]  # [trees, d+1, 2]
+            liar_row = advantage_claim(
+                f"the {what}'s round tests against B on held-out "
+                f"false roots ({family} family): |Adv| <= delta each",
+                "spec PED 6.3, 6.4 (Lemma A.4: mu_k over A's paths)",
+                terms.reshape(len(terms), -1).T,
+                cfg.delta,
+                "tests (stage x [reward, calibration], in protocol order)",
+            )
+            claims.append(liar_row)
+            premises[liar] = liar_row.passed if np.isfinite(terms).all() else None
+            fam[f"{liar}_round_tests"] = liar_row.value
+            fam[f"{liar}_round_tests_interval"] = [liar_row.lo, liar_row.hi]
+            fam[f"{liar}_mean"] = {}
         for e, eta in enumerate(cfg.etas):
             u_h = np.asarray(ex["u_honest"][e], np.float64)
-            u_l = np.asarray(ex["u_liar"][e], np.float64)[false_roots]
-            ac = np.asarray(ex["liar_correct"][e])[false_roots]
             claims.append(completeness_claim(family, rho, cfg.depth, eta, u_h))
-            claims.append(soundness_claim(family, u_l, ac, rho, cfg.depth, eta, cfg.delta, premise))
             fam["honest_min"][str(eta)] = float(u_h.min())
-            fam["liar_mean"][str(eta)] = float(u_l.mean())
+            for liar, premise in premises.items():
+                u_l = np.asarray(ex["liars"][liar]["u"][e], np.float64)[false_roots]
+                ac = np.asarray(ex["liars"][liar]["correct"][e])[false_roots]
+                args = (u_l, ac, rho, cfg.depth, eta, cfg.delta, premise, liar)
+                claims.append(soundness_claim(family, *args))
+                fam[f"{liar}_mean"][str(eta)] = float(u_l.mean())
         lp = {k: np.asarray(v, np.float64) for k, v in ex["lp"].items()}
         claims.append(learned_claim(family, lp["agree"], cfg.honest_agree))
         table += [

@@ -258,9 +258,11 @@ def completeness_claims(m, rho, d, shift_errors, random_joints, n_trees) -> list
 
 def error_shift_claims(m, shift_errors, control_rho) -> list[Claim]:
     """Section 3: error-shifting B meets its bound where fbs = rho (2 by default); the negative
-    control. With ``rho_scale != 1`` rho is not the fbs, so the rows are findings."""
+    control. With ``rho_scale != 1`` rho is not the fbs, so the rows are findings (a rho or fbs
+    that is not finite is no such case: the rows gate, and fail)."""
     rho, fbs = float(m["error_shift/rho"]), float(m["error_shift/fbs"])
-    r, premise = 1.0 / rho, abs(rho - fbs) <= TOL
+    finite = np.isfinite(rho) and np.isfinite(fbs)
+    r, premise = 1.0 / rho, abs(rho - fbs) <= TOL or not finite
     name = f"honest vs honest: U_A = rho^-(d+1) (q=5 Thr_3, d=4, rho={rho:g})"
     note = "B = error-shifting estimator at e = 0, i.e. honest"
     rows = [_row(name, "spec PED 9.1", "==", r**5, m["error_shift/honest"], note)]
@@ -268,7 +270,7 @@ def error_shift_claims(m, shift_errors, control_rho) -> list[Claim]:
     for i, e in enumerate(shift_errors):
         name = f"error-shifting B (e={e:g}) meets the bound exactly when fbs = rho = {fbs:g} on "
         target, u = r**5 + e * r**4 * (1 - r), float(m[f"error_shift/u/{i}"])
-        ok = abs(u - target) <= TOL and premise
+        ok = abs(u - target) <= TOL and premise and finite
         note = f"spec's number {spec_values[e]} (rho = 2)" if e in spec_values else ""
         if not premise:
             note = f"rho = {rho:g} is not the path's fbs {fbs:g} (rho_scale != 1): a finding"

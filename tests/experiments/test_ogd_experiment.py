@@ -25,3 +25,11 @@ def test_config_file_loads_and_bad_values_are_rejected():
         exp.Config(q_values=(6,))
     with pytest.raises(ValueError, match="net_checkpoint_every=0"):
         exp.Config(net_checkpoint_every=0)
+
+
+def test_every_size_holds_the_simplest_liar_in_the_soundness_zoo():
+    """The liar that lies at the root then plays honestly is the stronger attacker at the
+    default size (U_A 0.09 against the obfuscating liar's 0.03): no size may drop it."""
+    for size in ("quick", None, "full"):
+        provers = exp.Config(**exp.SIZES.get(size, {})).sound_provers
+        assert "lie_then_honest" in provers and "obfuscating" in provers

@@ -152,6 +152,51 @@ def test_soundness_row_fails_for_a_liar_above_the_bound():
     ).finding
 
 
+def _measured(cfg, n=32):
+    """A made-up ``(measured, host)`` whose gating rows pass: calibrated B (small advantages),
+    honest A at its margin, liars that lose on every false root."""
+    rng = np.random.default_rng(0)
+    e, d = len(cfg.etas), cfg.depth
+
+    def small(*shape):
+        return 0.001 * rng.standard_normal(shape)
+
+    measured, host = {"extras": {}}, {"shared_images": np.zeros(0, np.int64)}
+    for fam in FAMILIES:
+        rho = exp.expected_fbs(fam, cfg.q, cfg.m)
+        liar = {"u": np.full((e, n), -0.5) + small(e, n), "correct": np.zeros((e, n))}
+        measured["extras"][fam] = {
+            "adv": small(8, n),
+            "u_honest": np.full((e, n), rho ** -(d + 1)),
+            "liars": {name: {**liar, "adv": small(n, d + 1, 2)} for name in exp.LIARS},
+            "lp": {k: np.ones(cfg.lp_seeds) for k in ("agree", "correct", "u")},
+            "u_stable_rho": np.full((e, n), 1.0),
+        }
+        measured |= {f"{fam}/train_max_adv": 0.01, f"{fam}/lp_honest": float(cfg.lp_seeds)}
+        host[fam] = (rho, np.ones(n, bool))
+    return measured, host
+
+
+def test_a_nan_in_a_liars_round_tests_fails_its_soundness_rows_and_the_run():
+    """Not finite is no premise that fails (which would make the rows findings): they gate and
+    fail. The zoo holds the simplest liar (lies at the root, then plays as honest A does)."""
+    cfg = exp.Config(**exp.SIZES["quick"])
+    assert set(exp.LIARS) == {"liar", "lie_then_honest"}
+    measured, host = _measured(cfg)
+    clean = exp.report(cfg, measured, host)
+    sound = [c for c in clean.claims if c.claim.startswith("soundness")]
+    assert clean.passed and len(sound) == 2 * len(cfg.etas) * len(exp.LIARS)
+    assert not any(c.finding for c in sound)
+    measured["extras"]["slack"]["liars"]["lie_then_honest"]["adv"][3, 1, 0] = np.nan
+    broken = exp.report(cfg, measured, host)
+    assert not broken.passed
+    bad = [c for c in broken.claims if c.claim.startswith("soundness") and not c.passed]
+    assert {c.claim for c in bad} == {
+        c.claim for c in sound if "simplest lying A" in c.claim and "slack" in c.claim
+    }
+    assert not any(c.finding for c in bad) and "not finite" in bad[0].note
+
+
 def test_advantage_premise_holds_for_every_test_at_once():
     """The soundness premise is an upper end on ``max_f |Adv_f|`` valid for all F tests together
     (Bonferroni), not the 95% t interval of the test picked as largest after looking."""
@@ -336,7 +381,9 @@ def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_p
     ctx = FakeContext(tmp_path / "run", name=exp.NAME)
     ctx.key = point_key(exp.NAME, 0, pt.cfg)
     result = run_module(exp, pt.cfg, ctx)  # the report of that row, its extras and host LPs
-    assert result.metrics["point"] == alone and len(result.claims) == 2 * (4 + 2) + 1
+    assert (
+        result.metrics["point"] == alone and len(result.claims) == 2 * (4 + 2 * len(exp.LIARS)) + 1
+    )
     lp = result.tables["learned_prover"]
     assert [(r["family"], r["seed"]) for r in lp] == [(f, s) for f in FAMILIES for s in (0, 1)]
     for f in FAMILIES:

@@ -3,6 +3,8 @@ is one compiled program; the quick run is that sweep's point rho_scale = 1 run a
 with the row's documented key ``point_key``), through the same program (one compile for both),
 equal to its row bit for bit; its claims pass and its plot is saved; bad configs are rejected."""
 
+import math
+
 import pytest
 
 import experiments.prover_estimator as exp
@@ -111,3 +113,8 @@ def test_error_shift_rows_state_the_rho_they_measure():
     assert honest.passed and "rho=1.5" in honest.claim
     assert shifted.finding and not shifted.passed and "rho_scale != 1" in shifted.note
     assert shifted.bound == f"== {1.5**-5 + 0.2 * 1.5**-4 * (1 - 1 / 1.5):.6g}"
+    # an fbs that is not finite (a failed LP) is no premise that fails: the rows gate, and fail,
+    # even where the value meets rho's target
+    m |= {"error_shift/rho": 2.0, "error_shift/fbs": math.nan, "error_shift/honest": 2.0**-5}
+    _, right, off, _ = exp.error_shift_claims(m, (0.2, 0.5), 1.5)
+    assert not (right.finding or right.passed or off.finding or off.passed)

@@ -17,6 +17,7 @@ from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
     claim_p_value,
+    exact_interval,
     family_decisions,
     mean_interval,
     strict_max,
@@ -242,3 +243,20 @@ def test_mean_interval_is_clipped_to_the_quantity_range():
 def test_proportion_with_a_fractional_count_fails(successes):
     row = Claim.proportion("c", "s", "<=", 0.5, successes, 100)
     assert not row.passed and row.note.startswith(f"FAIL-CLOSED: successes={successes!r}")
+
+
+@pytest.mark.parametrize("pos", [0, 2])
+def test_a_non_finite_sample_makes_the_mean_interval_nan(pos):
+    """Clipped to a support, the ends of a NaN mean read as the support's (0 and 1) before."""
+    x = [0.2, 0.3, 0.4]
+    x[pos] = math.nan
+    assert all(math.isnan(v) for v in mean_interval(x, support=(0.0, 1.0)))
+    assert all(math.isnan(v) for v in mean_interval([math.inf, 0.1]))
+
+
+def test_exact_interval_refuses_impossible_counts_and_gives_nan_for_non_finite_ones():
+    for k, n in ((5, 3), (-1, 3), (0, 0), (1.5, 3)):
+        with pytest.raises(ValueError, match="successes="):
+            exact_interval(k, n)
+    assert all(math.isnan(v) for v in exact_interval(math.nan, 3))
+    assert exact_interval(3, 3)[2] == 1.0 and exact_interval(0, 3)[1] == 0.0

@@ -104,3 +104,13 @@ def test_estimate_rejects_bad_arguments():
         estimate_lipschitz(levels, jax.random.key(0), ascent_iters=0)
     with pytest.raises(ValueError, match="T=21"):
         prefix_tree(fxs.f2_target(21, 0.7).machine)
+
+
+@pytest.mark.parametrize("level", [0, 3])
+def test_a_nan_probability_makes_the_estimate_nan_not_zero(level):
+    """A NaN ratio is no evidence of a bound: the estimate (and the experiment's row against K)
+    must see it, not keep the largest finite ratio (0.0 when every ratio is NaN)."""
+    levels = [np.array(p, np.float64) for p in prefix_tree(fxs.f2_target(4, 0.7).machine)]
+    levels[level][0] = np.nan
+    est = estimate_lipschitz(levels, jax.random.key(0), eps=(1e-3,), n_random=2)
+    assert np.isnan(est.best) and np.isnan(est.by_family[est.family])

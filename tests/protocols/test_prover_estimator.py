@@ -16,6 +16,7 @@ from dedebate.agents.ped_strategies import (
     constant_estimator,
     error_shifting_estimator,
     honest_prover,
+    lie_then_honest_prover,
     obfuscating_liar,
     random_joint_estimator,
     scripted_prover,
@@ -208,6 +209,20 @@ def test_obfuscating_liar_earns_zero_against_calibrated_estimator(hidden):
     np.testing.assert_allclose(np.asarray(liars.total_prob), 1.0, atol=TOL)
     np.testing.assert_allclose(np.asarray(honest), 1 / 16, atol=TOL)
     np.testing.assert_allclose(np.asarray(const.u_a), _liar_vs_constant_closed_form(), atol=TOL)
+
+
+def test_the_simplest_liar_lies_at_the_root_and_plays_as_honest_a_below(tree0):
+    """The soundness zoos' simplest attacker: a = 1 - T(x), then honest A's every move."""
+    liar, honest = lie_then_honest_prover(), honest_prover()
+    assert float(liar.answer(tree0)) == 1.0 - float(honest.answer(tree0)) in (0.0, 1.0)
+    marginals = jax.random.uniform(jax.random.key(3), (tree0.n_internal, tree0.q))
+    for node in range(tree0.n_internal):
+        args = (tree0, jnp.int32(node), jnp.float32(0.3), jnp.int32(1))
+        for move in ("direction", "decompose"):
+            np.testing.assert_array_equal(getattr(liar, move)(*args), getattr(honest, move)(*args))
+        cand = jnp.argmax(honest.decompose(*args))
+        sel = (tree0, jnp.int32(node), cand, marginals[node], jnp.float32(0.5), args[2], args[3])
+        np.testing.assert_array_equal(liar.select(*sel), honest.select(*sel))
 
 
 def test_sampled_mode_agrees_with_the_exact_value(tree0):
