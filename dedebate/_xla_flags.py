@@ -9,15 +9,16 @@ optimisation level at most the one ``XLA_FLAGS`` asks for.
 # jaxlib 0.10.2's CPU "YNN" reduce fusion miscomputes some fused reductions (a matrix product of a
 # broadcast constant, summed in a fused reduction, gives wrong values or NaN under ``jit``;
 # upstream: jax-ml/jax#39103). The flag is added before JAX starts its backend, unless the user
-# set it or opts out with DEDEBATE_KEEP_XLA_FLAGS=1, and only for jaxlib releases from the first
-# that needs it to the last known to accept it: XLA aborts on an unknown flag, so a newer jaxlib
-# gets none (where accepted, the flag only turns one fusion off). Checked (accepted / the test's
-# sum wrong without it): 0.4.35-0.8.0 no (abort); 0.8.2-0.10.1 yes / no; 0.10.2 yes / yes;
-# 0.11.2 yes (the H200 run of 2026-12-04 ran with it) / not checked.
+# set it or opts out with DEDEBATE_KEEP_XLA_FLAGS=1 (or true, yes, on), and only for jaxlib
+# releases from the first that needs it to the last known to accept it: XLA aborts on an unknown
+# flag, so a newer jaxlib gets none (where accepted, the flag only turns one fusion off). Checked
+# (accepted / the test's sum wrong without it): 0.4.35-0.8.0 no (abort); 0.8.2-0.10.1 yes / no;
+# 0.10.2 yes / yes; 0.11.2 yes (the H200 run of 2026-12-04 ran with it) / not checked.
 
 import importlib.metadata
 import os
 import re
+from collections.abc import Mapping
 
 YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
 FIRST_JAXLIB_NEEDING_FLAG = (0, 10, 2)
@@ -42,9 +43,24 @@ def needs_cpu_workaround(version: tuple[int, ...] | None) -> bool:
     )
 
 
+KEEP_ENV = "DEDEBATE_KEEP_XLA_FLAGS"
+ON_VALUES = frozenset({"1", "true", "yes", "on"})
+OFF_VALUES = frozenset({"0", "false", "no", "off"})
+"""The words ``$DEDEBATE_KEEP_XLA_FLAGS`` takes (any case), as ``$DEDEBATE_FAST_COMPILE`` does."""
+
+
+def keep_requested(environ: Mapping[str, str] | None = None) -> bool | None:
+    """Whether ``$DEDEBATE_KEEP_XLA_FLAGS`` asks to leave ``XLA_FLAGS`` alone: False when unset,
+    empty or off, None for a word it does not take (the command line refuses it, exit 2)."""
+    value = (os.environ if environ is None else environ).get(KEEP_ENV, "").strip().lower()
+    return None if value and value not in ON_VALUES | OFF_VALUES else value in ON_VALUES
+
+
 def apply_cpu_workaround(version: tuple[int, ...] | None = None) -> None:
     """Add :data:`YNN_FLAG` to ``XLA_FLAGS`` where jaxlib needs it, unless set or opted out."""
-    if os.environ.get("DEDEBATE_KEEP_XLA_FLAGS") == "1":
+    # At import, so never raises: a value it does not take counts as not opted out (the flag only
+    # keeps results right), and dedebate.lab.fast_compile refuses it before a command compiles.
+    if keep_requested():
         return
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_cpu_experimental_ynn_fusion_type" in flags:

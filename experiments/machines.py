@@ -24,7 +24,9 @@ TIGHT = ("F2", "F3")  # fixtures whose empirical K must reach K/2
 
 @config_dataclass
 class Config:
-    T: int = param(16, "steps of every fixture (exact prefix trees)", ge=4, le=18)
+    T: int = param(
+        16, "steps of every fixture (even: majority has T - 1 votes)", ge=4, le=18, multiple_of=2
+    )
     trials: int = param(20000, "Monte-Carlo transcripts per fixture", ge=100, le=10_000_000)
     high: bool = param(True, "F1-F3 with P_M(1) = 3/4 (true) or 1/4 (false)")
     eps: tuple[float, ...] = param(

@@ -12,6 +12,38 @@ from pathlib import Path
 from dedebate.cli.common import EXIT_FAIL, EXIT_OK, die_usage
 
 
+def out_problem(out: str) -> str | None:
+    """Why ``--out OUT`` cannot be written (checked before the benchmark runs), or None."""
+    path = Path(out).expanduser()
+    rule = "give a file path whose folder exists or can be created"
+    if path.is_symlink():
+        return f"--out {out}: a symbolic link; {rule} (never a link)"
+    if path.is_dir():
+        return f"--out {out}: a directory; {rule} (e.g. {Path(out) / 'result.json'})"
+    if os.path.lexists(path) and not path.is_file():
+        return f"--out {out}: not a regular file; {rule}"
+    folder = path.parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent  # the nearest part of the path that exists
+    if not folder.is_dir():
+        return f"--out {out}: {folder} is a file, not a directory; {rule}"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"--out {out}: {folder} is not writable; {rule}"
+    return None
+
+
+def _write_out(out: str, text: str) -> None:
+    """Write ``text`` to ``--out``'s file atomically, its folder made first; RunDirError if not."""
+    from dedebate.lab.rundir import RunDirError, os_reason, write_text
+
+    path = Path(out).expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunDirError(f"--out {out}: cannot make {path.parent}: {os_reason(err)}") from None
+    write_text(path, text)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """``dedebate bench NAME``: run a benchmark from ``bench/`` and print its JSON (``--list``).
 
@@ -20,7 +52,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     Returns:
         0; 1 where the result holds a NaN or infinity (printed as null, its paths under
-        ``non_finite``); 2 for an unknown benchmark.
+        ``non_finite``); 2 for an unknown benchmark or an ``--out`` that cannot be written
+        (checked before the benchmark runs; the file is written atomically).
     """
     from dedebate.lab.registry import bench_package, describe_benchmarks
     from dedebate.lab.rundir import jsonable, non_finite
@@ -38,6 +71,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     module = importlib.import_module(f"{bench_package()}.{args.name}")
     if not callable(getattr(module, "run", None)):
         return die_usage(f"benchmark {args.name!r} defines no run(full: bool = False)")
+    if args.out and (problem := out_problem(args.out)):  # before a run that may take minutes
+        return die_usage(problem)
     from dedebate.lab.provenance import environment_provenance
     from dedebate.lab.rundir import utc_iso
 
@@ -53,8 +88,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     text = json.dumps(result, indent=2, allow_nan=False)
     print(text)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
+        _write_out(args.out, text + "\n")
     if bad:  # a non-finite figure is a failure, not a number
         print(f"dedebate: {args.name}: non-finite numbers at {', '.join(bad[:5])}", file=sys.stderr)
         return EXIT_FAIL

@@ -193,6 +193,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Top-level config keys (dedebate.lab.config_schema.RunConfig), written as flags by mistake.
+_CONFIG_KEYS = ("experiment", "seed", "size", "output_dir", "resume", "tracking", "params")
+_SIZE_FLAGS = ("--quick", "--default", "--full")
+
+
+def _flag_hint(command: str | None, extra: Sequence[str]) -> str:
+    """What ``run``/``sweep`` take instead of an unknown flag that looks like a config key."""
+    if command not in ("run", "sweep"):
+        return ""
+    for arg in extra:
+        if arg in _SIZE_FLAGS:
+            return f"; the size is a config key: write size={arg[2:]}"
+        if arg.split("=")[0] in ("--set", "--override"):
+            return "; overrides take no flag: write key.sub=value (e.g. params.n=10 seed=3)"
+        name = arg.lstrip("-").split("=")[0]
+        if arg.startswith("--") and name.replace("-", "_").split(".")[0] in _CONFIG_KEYS:
+            key, value = name.replace("-", "_"), arg.partition("=")[2] or "VALUE"
+            return f"; config keys take no dashes: write {key}={value}"
+    return ""
+
+
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """``argv`` parsed (None: ``sys.argv[1:]``); UsageError for a bad command line."""
     args, extra = parser.parse_known_args(argv)
@@ -203,6 +224,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
             args.overrides = [*args.overrides, *extra]
         else:
             raise UsageError(
-                f"dedebate: unrecognized arguments: {' '.join(extra)} (see dedebate --help)"
+                f"dedebate: unrecognized arguments: {' '.join(extra)} (see dedebate "
+                f"{args.command + ' ' if args.command else ''}--help)"
+                + _flag_hint(args.command, extra)
             )
     return args

@@ -15,7 +15,13 @@ def jobs_value(text: str) -> int | str | None:
     """``--jobs``'s value: an integer >= 1, ``"auto"``, or None when it is neither."""
     if text == "auto":
         return text
-    return int(text) if text.isdigit() and int(text) >= 1 else None
+    if not (text.isascii() and text.isdigit()):  # isdigit alone takes "²", which int() refuses
+        return None
+    try:
+        jobs = int(text)
+    except ValueError:  # more digits than int() reads
+        return None
+    return jobs if jobs >= 1 else None
 
 
 def jobs_text(args: argparse.Namespace) -> tuple[str, bool]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
 from dedebate.cli.common import EXIT_FAIL, EXIT_OK, die_usage
 
@@ -35,6 +37,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_FAIL if cmp["changed"] else EXIT_OK
 
 
+def html_problem(html: str, report_dir: Path) -> str | None:
+    """Why ``--html HTML`` may not be written for the report in ``report_dir``, or None: inside
+    the reproduce folder only an ``*.html`` file (new, or a regular file) may be written, so its
+    records (report.json, results.json, config.yaml, ...) are never replaced."""
+    target = Path(html).expanduser()
+    try:
+        inside = target.resolve().is_relative_to(report_dir.resolve())
+    except (OSError, RuntimeError):  # a loop of links: not a path to write to
+        return f"--html {html}: cannot be resolved (a loop of symbolic links?)"
+    rule = (
+        f"inside the reproduce folder {report_dir} only a new or existing *.html file may be "
+        "written (its records are left alone); or give a path outside it"
+    )
+    if inside and target.suffix.lower() != ".html":
+        return f"--html {html}: not an .html file; {rule}"
+    if inside and os.path.lexists(target) and (target.is_symlink() or not target.is_file()):
+        return f"--html {html}: not a regular file; {rule}"
+    return None
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """``dedebate report DIR [--html FILE]``: a reproduce report rendered again.
 
@@ -42,7 +64,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        0, or 2 for a directory without a readable report.json.
+        0, or 2 for a directory without a readable report.json, or an ``--html`` file that
+        would replace one of the folder's records (:func:`html_problem`).
     """
     from dedebate.lab.rerender import ReportError, load_report, markdown, to_html
     from dedebate.lab.rundir import write_text
@@ -55,6 +78,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not args.html:
         print(md, end="")
         return EXIT_OK
+    if problem := html_problem(args.html, where):
+        return die_usage(problem)
     write_text(args.html, to_html(md, where))
     print(f"wrote {args.html}")
     return EXIT_OK

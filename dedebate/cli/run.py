@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -47,6 +46,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raw = read_yaml(run_dir / "config.yaml")
             old = resolve(raw, reg.experiments)
             cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
+            _check_resume_kept(cfg, args.resume)
             if cfg.config_hash() != old.config_hash():
                 raise ConfigError(
                     f"these overrides change the results of {args.resume} "
@@ -121,6 +121,21 @@ def _print_run_summary(rec) -> None:
         print(f"W&B offline run: {where} (upload with: dedebate sync {run_dir})")
 
 
+MAX_LOCAL_PROCESSES = 64
+"""The most processes ``sweep --processes N`` starts on one machine (each holds a JAX runtime)."""
+
+
+def _check_resume_kept(cfg, where: str) -> None:
+    """Refuse ``resume=false`` with ``--resume``: it recomputed the folder in place."""
+    from dedebate.lab.config import ConfigError
+
+    if not cfg.resume:
+        raise ConfigError(
+            f"resume=false contradicts --resume {where} (it would recompute that folder in "
+            "place); drop the override, or start a new run without --resume"
+        )
+
+
 def _sweep_config(args: argparse.Namespace, reg):
     """The sweep's RunConfig from CONFIG or from ``--resume SWEEP_DIR``'s config.yaml."""
     from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
@@ -135,6 +150,7 @@ def _sweep_config(args: argparse.Namespace, reg):
         raw = read_yaml(Path(args.resume) / "config.yaml")
         old = resolve(raw, reg.experiments)
         cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
+        _check_resume_kept(cfg, args.resume)
         if old.sweep is None:
             raise ConfigError(
                 f"--resume {args.resume}: not a sweep directory (its config.yaml "
@@ -175,8 +191,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
     if args.resume and not (Path(args.resume) / "config.yaml").is_file():
         return die_usage(f"--resume {args.resume}: no config.yaml there (not a sweep directory)")
-    if args.processes is not None and args.processes < 1:
-        return die_usage(f"--processes {args.processes}: must be >= 1")
+    if args.processes is not None and not 1 <= args.processes <= MAX_LOCAL_PROCESSES:
+        return die_usage(
+            f"--processes {args.processes}: must lie in [1, {MAX_LOCAL_PROCESSES}] (processes "
+            "on this machine; for more, launch them with srun or JAX_NUM_PROCESSES)"
+        )
     try:
         penv = dist.process_env(args.distributed)
     except dist.DistributedError as err:
@@ -188,7 +207,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 "a multi-process launch (JAX_NUM_PROCESSES / srun)"
             )
         return _launch_sweep(args)
-    if not penv.multi and int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1:
+    if not penv.multi and (dist.slurm_tasks() or 1) > 1:
         print(
             "dedebate: warning: SLURM_NTASKS > 1 but --distributed is not given: this process "
             "runs the whole sweep on its own",

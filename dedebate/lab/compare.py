@@ -66,6 +66,12 @@ def load_claims(
         groups = [(e, f"experiments[{i}]") for i, e in enumerate(data["experiments"])]
     elif isinstance(data, dict) and isinstance(data.get("claims"), list):
         groups = [({"name": data.get("experiment", "?"), "claims": data["claims"]}, "")]
+    elif isinstance(data, dict) and data.get("kind") == "sweep":
+        raise CompareError(
+            f"{p}: a sweep's record (its rows are in sweep.csv), which has no claims to "
+            "compare; compare takes run directories (results.json) and reproduce directories "
+            "(report.json), or those files"
+        )
     else:
         raise CompareError(f"{p}: neither a report.json nor a results.json")
     for e, where in groups:

@@ -45,6 +45,7 @@ from dedebate.lab.config_yaml import (  # noqa: F401  (re-exported)
     MAX_YAML_BYTES,
     MAX_YAML_DEPTH,
     MAX_YAML_NODES,
+    dump_yaml_text,
     load_yaml_text,
     parse_yaml,
     read_yaml,
@@ -169,15 +170,17 @@ def resolve(
         )
     params = build_dataclass(cfg_cls, merged, "params")
     if base.sweep is not None:
-        _check_sweep_axes(base.sweep, cfg_cls, merged, name)
+        vmapped = callable(getattr(module, "point", None))  # rows of a group share one call
+        dynamic = tuple(getattr(module, "DYNAMIC", ()) or ()) if vmapped else ()
+        _check_sweep_axes(base.sweep, cfg_cls, merged, name, dynamic)
         base.sweep.seed_list(base.seed)
     return dataclasses.replace(base, params=params)
 
 
 def _check_sweep_axes(
-    sweep: SweepConfig, cfg_cls: type, merged: Mapping[str, Any], name: str
+    sweep: SweepConfig, cfg_cls: type, merged: Mapping[str, Any], name: str, dynamic=()
 ) -> None:
-    """Check that each sweep axis names a params field and each value makes a valid Config."""
+    """Check each axis: a params field, valid values, one list length on a ``dynamic`` axis."""
     # Each axis names a params field, and each of its values makes a valid Config on its own (errors
     # name the value as ``sweep.axes.FIELD[i]``). Combinations are checked when the sweep is planned
     # (``dedebate.lab.sweep.plan``).
@@ -208,6 +211,12 @@ def _check_sweep_axes(
                     f"sweep.axes.{axis}[{seen.index(built)}]; an axis lists distinct values"
                 )
             seen.append(built)
+            if axis in dynamic and isinstance(built, tuple) and len(built) != len(seen[0]):
+                raise ConfigError(
+                    f"sweep.axes.{axis}[{i}]={show_value(value)}: {len(built)} items, but "
+                    f"sweep.axes.{axis}[0] has {len(seen[0])}; the values of a dynamic axis "
+                    "(one compiled call for all) must have one length"
+                )
 
 
 def load_config(
@@ -252,4 +261,4 @@ def _deepcopy_dict(x: Any) -> Any:
 
 def dump_yaml(cfg: RunConfig) -> str:
     """The resolved config as YAML (``load_config`` of this text gives back ``cfg``)."""
-    return yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=False)
+    return dump_yaml_text(cfg.to_dict(), sort_keys=False, default_flow_style=False)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import yaml
-
 from dedebate.lab.config_schema import SIZES, RunConfig, SweepConfig, TrackingConfig, plain
 from dedebate.lab.config_types import describe_type, field_types, init_fields
+from dedebate.lab.config_yaml import dump_yaml_text
 from dedebate.lab.params import describe_range, field_range
 
 
@@ -150,7 +149,7 @@ def render_config_file(module: Any) -> str:
 
 
 def _yaml_value(x: Any) -> str:
-    text = yaml.safe_dump(
+    text = dump_yaml_text(
         {"v": plain(x)}, default_flow_style=True, width=10**9, sort_keys=False
     ).strip()
     return text[len("{v: ") : -1]

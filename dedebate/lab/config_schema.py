@@ -12,6 +12,7 @@ line: :mod:`dedebate.lab.config`.
 from __future__ import annotations
 
 import dataclasses
+import fractions
 import hashlib
 import json
 import math
@@ -20,7 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from dedebate.lab.config_types import ConfigError
+from dedebate.lab.config_types import ConfigError, show_value
 from dedebate.lab.experiment import doc as _doc
 
 SIZES = ("quick", "default", "full")
@@ -35,6 +36,15 @@ _WANDB_ENV_MODES = {
     "disabled": "disabled",
 }
 KEY_SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_no_nul(name: str, value: Any) -> None:
+    """Refuse a string with a NUL character: no path or W&B name can hold one."""
+    if isinstance(value, str) and "\0" in value:
+        raise ValueError(
+            f"{name}={show_value(value)}: contains a NUL character (\\0), "
+            "which no path or name may hold"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +71,8 @@ class TrackingConfig:
             raise ValueError(f"mode={self.mode!r}: must be one of {', '.join(TRACKING_MODES)}")
         if not self.project:
             raise ValueError("project='': must be a non-empty string")
+        for name in ("project", "entity", "group"):
+            _check_no_nul(name, getattr(self, name))
 
     def effective_mode(self, environ: Mapping[str, str] | None = None) -> str:
         """The mode W&B runs in: ``offline``, ``online`` or ``disabled``.
@@ -195,27 +207,40 @@ _BYTE_UNITS = {
     "gib": 2**30,
     "tib": 2**40,
 }
-_BYTE_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+_BYTE_SIZE = re.compile(r"^\s*(\d+)(?:\.(\d+))?\s*([a-z]*)\s*$", re.IGNORECASE)
+MAX_LIMIT_BYTES = 2**63
+"""The largest ``memory_limit``: 8 EiB, beyond any machine (and a signed 64-bit count)."""
 
 
 def parse_limit(value: int | str) -> int | None:
     """A ``memory_limit`` in bytes: ``auto`` (None: the machine's memory), an integer of bytes
-    or a number with a unit (``64G``, ``512MiB``, ``1.5TB``).
+    or a number with a unit (``64G``, ``512MiB``, ``1.5TB``), at most ``MAX_LIMIT_BYTES``.
 
     Returns bytes (>= 1), or None for ``auto``. ValueError naming the value otherwise.
     """
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
-    if isinstance(value, str):
+    n = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    elif isinstance(value, str):
         if value.strip().lower() == "auto":
             return None
         m = _BYTE_SIZE.match(value)
-        if m and m.group(2).lower() in _BYTE_UNITS:
-            n = math.floor(float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()])
-            if n >= 1:
-                return n
+        if m and m.group(3).lower() in _BYTE_UNITS:
+            whole, frac = m.group(1).lstrip("0"), (m.group(2) or "")[:60]
+            # Exact (no float overflow or rounding); 60 decimals decide the floor for every unit.
+            n = MAX_LIMIT_BYTES + 1
+            if len(whole) <= 20:
+                number = fractions.Fraction(f"{whole or 0}.{frac or 0}")
+                n = math.floor(number * _BYTE_UNITS[m.group(3).lower()])
+    if n is not None and n > MAX_LIMIT_BYTES:
+        raise ValueError(
+            f"memory_limit={show_value(value)}: more than 2^63 bytes, the largest limit "
+            "(use auto, or a size such as 64GiB)"
+        )
+    if n is not None and n >= 1:
+        return n
     raise ValueError(
-        f"memory_limit={value!r}: must be auto, a number of bytes >= 1, or a size "
+        f"memory_limit={show_value(value)}: must be auto, a number of bytes >= 1, or a size "
         "with a unit (e.g. 512MiB, 64G, 1.5TB)"
     )
 
@@ -263,6 +288,7 @@ class RunConfig:
     def __post_init__(self):
         if not (0 <= self.seed < 2**32):
             raise ValueError(f"seed={self.seed}: must be an integer in [0, 2^32)")
+        _check_no_nul("output_dir", self.output_dir)
         parse_limit(self.memory_limit)
         if self.size not in SIZES:
             raise ValueError(f"size={self.size!r}: must be one of {', '.join(SIZES)}")

@@ -23,10 +23,17 @@ from dedebate.lab.params import check_field, field_range
 
 FLOAT32_MAX = 3.4028234663852886e38
 """The largest float32: a config float beyond it overflows the computations to inf and NaN."""
+FLOAT32_TINY = 1.1754943508222875e-38
+"""float32's smallest normal number: a config float nearer 0 computes as 0 (or a denormal that
+accelerators flush to 0), so it is refused rather than silently run as 0."""
 
 
 class ConfigError(ValueError):
     """A bad configuration: one line naming the key, the value and what is allowed."""
+
+
+class _NumberError(ConfigError):
+    """A number of the right type that float32 cannot hold (reported even inside a union)."""
 
 
 def describe_type(tp: Any) -> str:
@@ -72,6 +79,7 @@ def describe_type(tp: Any) -> str:
 
 
 def _fail(key: str, value: Any, tp: Any) -> ConfigError:
+    """The error for a value that does not fit annotation ``tp``: ``key=value: expected ...``."""
     return ConfigError(f"{key}={show_value(value)}: expected {describe_type(tp)}")
 
 
@@ -89,10 +97,11 @@ def show_value(value: Any) -> str:
 def coerce(value: Any, tp: Any, key: str) -> Any:
     """Check ``value`` against annotation ``tp``; return it in the field's own type.
 
-    Ints are accepted for floats (and numeric strings such as ``1e-3``, which YAML 1.1 reads as
-    a string); lists are accepted for tuples. Bools are never ints. A mapping for a dataclass
-    annotation is built with :func:`build_dataclass`; an annotation it cannot check passes the
-    value through unchanged.
+    Ints are accepted for floats (and numeric strings such as ``"1e-3"``); a float must be
+    finite, at most ``FLOAT32_MAX`` in magnitude and 0 or at least ``FLOAT32_TINY`` (float32's
+    smallest normal number) in magnitude; lists are accepted for tuples. Bools are never ints. A
+    mapping for a dataclass annotation is built with :func:`build_dataclass`; an annotation it
+    cannot check passes the value through unchanged.
 
     Args:
         value: the value as read from YAML or the command line.
@@ -130,9 +139,14 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         if number is None:
             raise _fail(key, value, tp)
         if not abs(number) <= FLOAT32_MAX:
-            raise ConfigError(
+            raise _NumberError(
                 f"{key}={show_value(value)}: expected a finite number of at most "
                 f"{FLOAT32_MAX:.7g} in magnitude (computations are float32)"
+            )
+        if 0 < abs(number) < FLOAT32_TINY:
+            raise _NumberError(
+                f"{key}={show_value(value)}: below float32's smallest normal number "
+                f"({FLOAT32_TINY:.2g}), so it computes as 0"
             )
         return number
     if tp is str:
@@ -149,6 +163,7 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
             if type(None) in args:
                 return None
             raise _fail(key, value, tp)
+        number_error = None  # a number float32 cannot hold says so, not "expected ... or ..."
         for a in args:
             if a is type(None):
                 continue
@@ -156,9 +171,11 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
                 return coerce(value, a, key)  # a section (e.g. sweep): its own errors name keys
             try:
                 return coerce(value, a, key)
+            except _NumberError as err:
+                number_error = number_error or err
             except ConfigError:
                 continue
-        raise _fail(key, value, tp)
+        raise number_error or _fail(key, value, tp)
     if origin in (tuple, list) or tp in (tuple, list):
         if not isinstance(value, (list, tuple)):
             raise _fail(key, value, tp)
@@ -258,6 +275,7 @@ def build_dataclass(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
 
 
 def _range_error(err: ValueError, prefix: str, fields: Mapping[str, Any]) -> ConfigError:
+    """A ``__post_init__`` ValueError as a ConfigError whose key is prefixed by ``prefix``."""
     msg = " ".join(str(err).split()) or type(err).__name__
     m = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=", msg)
     if m and m.group(1) in fields:

@@ -2,7 +2,12 @@
 
 The loader checks each document while it is composed, before any value is built or an alias
 expanded: nesting depth, the number of nodes once aliases are expanded (an alias bomb never
-expands), recursive aliases and duplicate keys. :func:`read_yaml` reads a config file (refusing
+expands), recursive aliases and duplicate keys. Plain scalars resolve as in YAML 1.2's core
+schema, not PyYAML's YAML 1.1: ``010`` is the integer 10 (``0o10`` is 8, ``0x10`` is 16),
+``1:30`` and ``2024-01-01`` are strings (no sexagesimal numbers, no timestamps), only
+``true``/``false`` (also ``True``, ``TRUE``, ...) are booleans (``yes``, ``no``, ``on``, ``off``
+are strings), and ``1e3`` is a float; :func:`dump_yaml_text` quotes every string that either
+YAML version would read as something else. :func:`read_yaml` reads a config file (refusing
 a directory, a missing, unreadable, non-UTF-8 or oversized file) and :func:`load_yaml_text` a
 string; each problem is one :class:`~dedebate.lab.config_types.ConfigError` line naming the
 source and, where known, the line and column.
@@ -11,6 +16,7 @@ source and, where known, the line and column.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +31,38 @@ MAX_YAML_DEPTH = 64
 MAX_YAML_NODES = 1_000_000  # after alias expansion (what a deep copy of the value would hold)
 MAX_INT_DIGITS = 100  # Python refuses to parse over 4,300; no config value needs 100
 
+# YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution): the plain scalars that
+# are booleans, integers and floats; every other plain scalar except null is a string.
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+CORE_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+CORE_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+CORE_FLOAT = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+# YAML 1.1 resolutions that YAML 1.2 has not: dropped from the loader.
+_DROPPED_TAGS = {
+    _BOOL_TAG,
+    _INT_TAG,
+    _FLOAT_TAG,
+    "tag:yaml.org,2002:timestamp",
+    "tag:yaml.org,2002:value",
+}
+_CORE_RESOLVERS = (  # in order: an integer is checked before a float (1 is an int)
+    (_BOOL_TAG, CORE_BOOL, "tTfF"),
+    (_INT_TAG, CORE_INT, "-+0123456789"),
+    (_FLOAT_TAG, CORE_FLOAT, "-+0123456789."),
+)
+
 
 class _LimitError(yaml.MarkedYAMLError):
     """A YAML document over a limit, or with a duplicate key (reported like a syntax error)."""
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
+    """The child nodes of a sequence or mapping node (keys and values); none for a scalar."""
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
     if isinstance(node, yaml.MappingNode):
@@ -84,11 +116,28 @@ def _check_expanded(root: yaml.Node) -> None:
         stack.extend((k, False) for k in _children(node) if id(k) not in sizes)
 
 
+def _not_core(value: str, what: str, node: yaml.Node) -> yaml.MarkedYAMLError:
+    """The error for an explicitly tagged scalar that is not a YAML 1.2 core-schema value."""
+    return yaml.constructor.ConstructorError(
+        None, None, f"{value!r} is not {what}", node.start_mark
+    )
+
+
+def _core_resolvers(base: dict[Any, list]) -> dict[Any, list]:
+    """``base``'s implicit resolvers with bool, int and float as in the YAML 1.2 core schema."""
+    table = {ch: [r for r in rs if r[0] not in _DROPPED_TAGS] for ch, rs in base.items()}
+    for tag, regexp, first in _CORE_RESOLVERS:
+        for ch in first:
+            table.setdefault(ch, []).append((tag, regexp))
+    return {ch: rs for ch, rs in table.items() if rs}
+
+
 class _ConfigLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` with compose-level checks: nesting at most ``MAX_YAML_DEPTH`` levels,
     at most ``MAX_YAML_NODES`` nodes once aliases are expanded, no recursive alias, no duplicate
-    key in a mapping, integers of at most ``MAX_INT_DIGITS`` digits. Each failure is a
-    ``yaml.MarkedYAMLError`` with the line of the problem."""
+    key in a mapping, integers of at most ``MAX_INT_DIGITS`` digits; plain scalars resolved as in
+    the YAML 1.2 core schema. Each failure is a ``yaml.MarkedYAMLError`` with the line of the
+    problem."""
 
     def __init__(self, stream: Any):
         super().__init__(stream)
@@ -109,7 +158,8 @@ class _ConfigLoader(yaml.SafeLoader):
             self._depth -= 1
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        digits = sum(c.isdigit() for c in node.value)
+        value = self.construct_scalar(node)
+        digits = sum(c.isdigit() for c in value)
         if digits > MAX_INT_DIGITS:
             raise _LimitError(
                 None,
@@ -117,7 +167,25 @@ class _ConfigLoader(yaml.SafeLoader):
                 f"an integer of {digits} digits (at most {MAX_INT_DIGITS})",
                 node.start_mark,
             )
-        return super().construct_yaml_int(node)
+        if not CORE_INT.match(value):
+            raise _not_core(value, "an integer (such as 10, -3, 0o17 or 0x1F)", node)
+        if value.startswith(("0o", "0x")):
+            return int(value[2:], 8 if value[1] == "o" else 16)
+        return int(value, 10)  # a leading zero is decimal: 010 is 10
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        value = self.construct_scalar(node)
+        if not CORE_FLOAT.match(value):
+            raise _not_core(value, "a float (such as 1.5, 1e-3, .inf or .nan)", node)
+        if value.lower().endswith((".inf", ".nan")):
+            value = value.replace(".", "", 1)  # -.inf -> -inf, which Python's float reads
+        return float(value)
+
+    def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
+        value = self.construct_scalar(node)
+        if not CORE_BOOL.match(value):
+            raise _not_core(value, "a boolean (true or false)", node)
+        return value.lower() == "true"
 
     def compose_mapping_node(self, anchor: Any) -> Any:
         node = super().compose_mapping_node(anchor)
@@ -216,4 +284,22 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 - a SafeLoader subclass
 
 
-_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_yaml_int)
+_ConfigLoader.yaml_implicit_resolvers = _core_resolvers(yaml.SafeLoader.yaml_implicit_resolvers)
+_ConfigLoader.add_constructor(_INT_TAG, _ConfigLoader.construct_yaml_int)
+_ConfigLoader.add_constructor(_FLOAT_TAG, _ConfigLoader.construct_yaml_float)
+_ConfigLoader.add_constructor(_BOOL_TAG, _ConfigLoader.construct_yaml_bool)
+
+
+class _ConfigDumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` that also quotes the strings YAML 1.2 reads as a bool, int or float."""
+
+
+for _tag, _regexp, _first in _CORE_RESOLVERS:
+    _ConfigDumper.add_implicit_resolver(_tag, _regexp, list(_first))
+
+
+def dump_yaml_text(data: Any, **kwargs: Any) -> str:
+    """``yaml.safe_dump(data, **kwargs)``, quoting every string that YAML 1.1 or 1.2 would read
+    as another type (``"1e3"``, ``"0o17"``, ``"08"``, ``"off"``), so :func:`parse_yaml` and
+    ``yaml.safe_load`` both read the text back as ``data``."""
+    return yaml.dump(data, Dumper=_ConfigDumper, **kwargs)

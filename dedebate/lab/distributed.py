@@ -29,6 +29,8 @@ ENV_ADDRESS = "JAX_COORDINATOR_ADDRESS"
 ENV_COUNT = "JAX_NUM_PROCESSES"
 ENV_ID = "JAX_PROCESS_ID"
 ENV_BIND = "JAX_COORDINATOR_BIND_ADDRESS"
+SLURM_COUNT = "SLURM_NTASKS"
+SLURM_ID = "SLURM_PROCID"
 INIT_TIMEOUT_S = 120
 
 
@@ -54,13 +56,60 @@ class ProcessEnv:
         return self.source != "single"
 
 
+def _decimal(text: str) -> int | None:
+    """``text`` (stripped) as a non-negative integer if it is ASCII digits only, else None."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    try:
+        return int(text)
+    except ValueError:  # more digits than int() reads
+        return None
+
+
+def slurm_tasks(environ: Mapping[str, str] | None = None) -> int | None:
+    """``$SLURM_NTASKS``, the SLURM step's number of tasks: None when unset or empty.
+
+    Raises:
+        DistributedError: a value other than an integer >= 1, named with what is allowed.
+    """
+    env = os.environ if environ is None else environ
+    text = env.get(SLURM_COUNT, "")
+    if not text.strip():
+        return None
+    n = _decimal(text)
+    if n is None or n < 1:
+        raise DistributedError(
+            f"{SLURM_COUNT}={text!r}: must be an integer >= 1 (the SLURM step's number of "
+            "tasks), or unset"
+        )
+    return n
+
+
+def _slurm_step(env: Mapping[str, str]) -> ProcessEnv:
+    """The SLURM step's ``ProcessEnv`` (both variables set); DistributedError for a bad one."""
+    n = slurm_tasks(env)
+    if n is None:
+        raise DistributedError(
+            f"{SLURM_COUNT}={env[SLURM_COUNT]!r}: must be an integer >= 1 (the SLURM step's "
+            "number of tasks)"
+        )
+    pid = _decimal(env[SLURM_ID])
+    if pid is None or pid >= n:
+        raise DistributedError(
+            f"{SLURM_ID}={env[SLURM_ID]!r}: must be an integer in [0, {SLURM_COUNT}={n})"
+        )
+    return ProcessEnv("slurm", n, pid, None)
+
+
 def process_env(distributed: bool = False, environ: Mapping[str, str] | None = None) -> ProcessEnv:
     """This process's place in a multi-process job, from the environment.
 
     ``JAX_NUM_PROCESSES`` > 1 with ``JAX_PROCESS_ID`` and ``JAX_COORDINATOR_ADDRESS`` set means a
     launcher started us (``env``). Otherwise, with ``distributed=True`` (``--distributed``), a
     SLURM step (``SLURM_NTASKS``, ``SLURM_PROCID``) is handed to JAX's SLURM detection
-    (``slurm``); ``--distributed`` without either is an error. Otherwise: one process.
+    (``slurm``); ``--distributed`` without either is an error. Otherwise: one process. A set
+    ``SLURM_NTASKS`` is checked in every case (:func:`slurm_tasks`).
 
     Args:
         distributed: the command line asked for ``--distributed``.
@@ -72,6 +121,7 @@ def process_env(distributed: bool = False, environ: Mapping[str, str] | None = N
         DistributedError: inconsistent variables, or ``--distributed`` without a launcher.
     """
     env = os.environ if environ is None else environ
+    slurm_tasks(env)  # a malformed value is refused with or without --distributed
     count = env.get(ENV_COUNT, "").strip()
     if count:
         try:
@@ -92,8 +142,8 @@ def process_env(distributed: bool = False, environ: Mapping[str, str] | None = N
         if n > 1:
             return ProcessEnv("env", n, pid, address)
     if distributed:
-        if "SLURM_NTASKS" in env and "SLURM_PROCID" in env:
-            return ProcessEnv("slurm", int(env["SLURM_NTASKS"]), int(env["SLURM_PROCID"]), None)
+        if SLURM_COUNT in env and SLURM_ID in env:
+            return _slurm_step(env)
         raise DistributedError(
             f"--distributed needs a launcher's environment: {ENV_ADDRESS}, "
             f"{ENV_COUNT} and {ENV_ID}, or a SLURM step (srun)"

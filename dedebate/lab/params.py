@@ -35,6 +35,7 @@ class Range:
     multiple_of: int | None = None
     min_len: int | None = None
     max_len: int | None = None
+    distinct: bool = False
 
     @property
     def upper(self) -> float:
@@ -93,10 +94,12 @@ class Range:
         """
         lo, hi = self.min_len or 0, self.max_len
         if hi is None:
-            return f"at least {lo} item{'s' * (lo != 1)}" if lo else ""
-        if lo == hi:
-            return f"exactly {lo} item{'s' * (lo != 1)}"
-        return f"{lo} to {hi} items"
+            text = f"at least {lo} item{'s' * (lo != 1)}" if lo else ""
+        elif lo == hi:
+            text = f"exactly {lo} item{'s' * (lo != 1)}"
+        else:
+            text = f"{lo} to {hi} items"
+        return f"{text}, distinct" if self.distinct and text else text
 
     def value_ok(self, value: Any, kind: str) -> bool:
         """Whether one value (one item, for a tuple field) is allowed.
@@ -155,6 +158,7 @@ def param(
     multiple_of: int | None = None,
     min_len: int | None = None,
     max_len: int | None = None,
+    distinct: bool = True,
 ) -> Any:
     """A documented, range-checked ``Config`` field (a ``dataclasses.field``).
 
@@ -172,6 +176,9 @@ def param(
         multiple_of: e.g. 2 for an even count.
         min_len: a tuple's fewest items.
         max_len: a tuple's most items.
+        distinct: a tuple's items must differ (default: a repeated value would repeat its
+            rows, and repeated Monte-Carlo rows shrink the family's Bonferroni level); False for
+            a list whose items may repeat (layer widths).
 
     Returns the ``dataclasses.field`` with the doc and the :class:`Range` in its metadata.
     """
@@ -184,6 +191,7 @@ def param(
         multiple_of,
         min_len,
         max_len,
+        distinct,
     )
     return dataclasses.field(default=default, metadata={"doc": doc, RANGE_KEY: rng})
 
@@ -260,6 +268,11 @@ def check_field(name: str, rng: Range, tp: Any, value: Any, key: str | None = No
             raise ValueError(
                 f"{key}={_show(list(value))}: each item must be "
                 f"{rng.describe_value(kind)} (item {i} is {_show(v)})"
+            )
+        if rng.distinct and v in value[:i]:
+            raise ValueError(
+                f"{key}={_show(list(value))}: the items must be distinct (item {i} repeats "
+                f"item {list(value).index(v)})"
             )
 
 

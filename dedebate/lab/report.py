@@ -203,14 +203,16 @@ def reproduce(
             entry.status, entry.error = "error", f"bad embedded config: {err}"
             finish(entry, ran=False)
             continue
-        try:
-            check_run(module, cfg)  # what cannot fit is a row of its own, before any work
-        except MemoryBudgetError as err:
-            entry.status, entry.error = "error", str(err)
-            finish(entry, ran=False)
-            continue
         if name in kept:  # not named by --only: its stored record, as a resume reads it
             _keep(entry, module, cfg, report_dir)
+            finish(entry, ran=False)
+            continue
+        run_dir = report_dir / name
+        try:  # what cannot fit is a row of its own, before any work; what finished is reused
+            if not (resume_dir and run_dir.is_dir() and finished_record(module, cfg, run_dir)):
+                check_run(module, cfg)
+        except MemoryBudgetError as err:
+            entry.status, entry.error = "error", str(err)
             finish(entry, ran=False)
             continue
         pending.append((entry, module, cfg))

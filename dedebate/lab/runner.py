@@ -117,10 +117,9 @@ def run_experiment(
     and plots). An exception from the experiment is recorded in results.json (``status:
     "error"``) and error.txt. Before config.yaml the run directory is locked (another process on
     it: :class:`RunDirError` "run in use by PID N"); after it, a results.json saying "running"
-    marks the run until it ends (unless a finished run is resumed, which is a no-op). A run
-    directory with a symbolic link out of it is refused first (:func:`check_run_dir`), and
-    before that a run estimated to need more memory than ``cfg.memory_limit``
-    (:class:`~dedebate.lab.memory.MemoryBudgetError`).
+    marks the run until it ends (a finished run resumed is a no-op, whatever its memory
+    estimate). A run directory with a link out of it is refused first (:func:`check_run_dir`),
+    before that a run over ``cfg.memory_limit`` (:class:`~dedebate.lab.memory.MemoryBudgetError`).
 
     Args:
         module: the experiment module.
@@ -136,28 +135,25 @@ def run_experiment(
 
     Returns the :class:`RunRecord`.
     """
-    check_run(module, cfg)  # a run that cannot fit stops here, before its run directory
     resume = False
-    if run_dir is None:
-        existing = find_resumable(cfg) if cfg.resume else None
-        if existing is not None:
-            run_dir, resume = existing, True
-        else:
-            run_dir = new_run_dir(cfg.output_dir, cfg.experiment)
-    run_dir = Path(run_dir).resolve()
+    if run_dir is None and cfg.resume and (existing := find_resumable(cfg)) is not None:
+        run_dir, resume = existing, True
+    if run_dir is not None and cfg.resume and Path(run_dir).is_dir():  # reused, whatever fits
+        check_run_dir(run_dir)
+        done = finished_record(module, cfg, run_dir)
+        if done is not None:
+            eprint(f"dedebate: run already finished: {Path(run_dir).resolve()}; nothing to do")
+            return done
+    check_run(module, cfg)  # a run that cannot fit stops here, before its run directory
+    run_dir = Path(run_dir or new_run_dir(cfg.output_dir, cfg.experiment)).resolve()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise RunDirError(
             f"{run_dir}: cannot create the run directory: {err.strerror or err}"
         ) from None
-    check_run_dir(run_dir)  # also for a finished run: nothing is read through a link out
+    check_run_dir(run_dir)
     resume = resume or (cfg.resume and (run_dir / "checkpoints").is_dir())
-    if cfg.resume:
-        done = finished_record(module, cfg, run_dir)
-        if done is not None:
-            eprint(f"dedebate: run already finished: {run_dir}; nothing to do")
-            return done
     with lock_run_dir(run_dir):  # a second process on this run stops here ("run in use")
         return _run_in(
             module,

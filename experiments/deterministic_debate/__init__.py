@@ -35,7 +35,7 @@ class Config:
     n_machines: int = param(16, "random machines per T, half output 1", ge=2, le=512, multiple_of=2)
     n_inputs: int = param(4, "input bits n of every random machine", ge=0, le=16)
     deps: tuple[int, ...] = param(
-        (2, 4, 6), "|I(t)| = l (cycled)", ge=1, le=8, min_len=1, max_len=16
+        (2, 4, 6), "|I(t)| = l (cycled)", ge=1, le=8, min_len=1, max_len=16, distinct=False
     )
     dep_window: int = param(8, "a step reads inputs and the last dep_window steps", ge=1, le=2**16)
     window: int = param(8, "Fig 3's register buffer W (>= dep_window)", ge=1, le=2**16)

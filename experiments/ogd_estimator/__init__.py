@@ -60,7 +60,7 @@ class Config:
         (0.1, 0.05, 0.025), "indistinguishability levels", gt=0.0, le=1.0, min_len=1, max_len=16
     )
     n_tests: int = param(40, "random prediction-dependent tanh tests per problem", ge=1, le=4096)
-    test_scale: float = param(3.0, "weight scale of the tanh tests", gt=0.0)
+    test_scale: float = param(3.0, "weight scale of the tanh tests", gt=0.0, le=100.0)
     truth: str = param("softmax", "truth g", choices=("softmax", "dirichlet", "point"))
     seeds: int = param(4, "random problems per (|Z|, delta) point", ge=1, le=256)
     step_rules: tuple[str, ...] = param(
@@ -69,9 +69,13 @@ class Config:
     trace_len: int = param(4096, "advantage-trace buffer length per run", ge=2, le=65_536)
     net_q: int = param(2, "q of the network-vs-tabular comparison", ge=1, le=5)
     net_delta: float = param(0.05, "delta of the network-vs-tabular comparison", gt=0.0, le=1.0)
-    net_lrs: tuple[float, ...] = param((1.0, 3.0), "learning rates", gt=0.0, min_len=1, max_len=64)
+    net_lrs: tuple[float, ...] = param(
+        (1.0, 3.0), "learning rates", gt=0.0, le=100.0, min_len=1, max_len=64
+    )
     net_rounds: int = param(300, "estimator training rounds", ge=1, le=100_000)
-    net_hidden: tuple[int, ...] = param((32,), "MLP widths", ge=1, le=4096, min_len=1, max_len=8)
+    net_hidden: tuple[int, ...] = param(
+        (32,), "MLP widths", ge=1, le=4096, min_len=1, max_len=8, distinct=False
+    )
     net_optimizer: str = param("sgd", "sgd (lr / sqrt(t), OGD) or adam", choices=("sgd", "adam"))
     net_best_response: str = param(
         "family", "family: F's max-|Adv| test; family+mlp: and an MLP", choices=train.BEST_RESPONSES
@@ -83,7 +87,9 @@ class Config:
     sound_trees: int = param(4, "hidden-flaw trees (inputs x, mu uniform)", ge=1, le=1024)
     sound_depth: int = param(2, "tree depth d (rounds k = d..1 plus the human check)", ge=1, le=4)
     sound_q: int = param(3, "tree width q", ge=2, le=4)
-    sound_rho: float = param(2.0, "stability parameter rho (reward weights r^k, r = 1/rho)", ge=1.0)
+    sound_rho: float = param(
+        2.0, "stability parameter rho (reward weights r^k, r = 1/rho)", ge=1.0, le=100.0
+    )
     sound_eta: float = param(0.2, "soundness slack eta; delta = eta / (2d + 3)", gt=0.0, le=1.0)
 
 

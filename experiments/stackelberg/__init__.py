@@ -44,19 +44,29 @@ class Config:
         (1, 5, 20), "B updates per A update (Stackelberg)", ge=1, le=1000, min_len=1, max_len=8
     )
     main_n_b: int = param(20, "n_B of parts 1-2; one of n_b_values", ge=1, le=1000)
-    lr_a: float = param(0.03, "A's Adam step size", gt=0.0)
-    lr_b: float = param(0.01, "B's Adam step size", gt=0.0)
-    rho: float = param(2.0, "stability parameter rho (fbs of the stable candidate)", ge=1.0)
-    eta: float = param(0.0, "soundness slack in the certified bound rho^(d+1)(U_A - eta)", ge=0.0)
+    lr_a: float = param(0.03, "A's Adam step size", gt=0.0, le=10.0)
+    lr_b: float = param(0.01, "B's Adam step size", gt=0.0, le=10.0)
+    rho: float = param(
+        2.0, "stability parameter rho (fbs of the stable candidate)", ge=1.0, le=100.0
+    )
+    eta: float = param(
+        0.0, "soundness slack in the certified bound rho^(d+1)(U_A - eta)", ge=0.0, le=1.0
+    )
     tol: float = param(0.1, "relative payoff tolerance around rho^-(d+1)", gt=0.0, lt=1.0)
-    hidden_a: tuple[int, ...] = param((16,), "A's MLP widths", ge=1, le=4096, min_len=1, max_len=8)
-    hidden_b: tuple[int, ...] = param((32,), "B's MLP widths", ge=1, le=4096, min_len=1, max_len=8)
+    hidden_a: tuple[int, ...] = param(
+        (16,), "A's MLP widths", ge=1, le=4096, min_len=1, max_len=8, distinct=False
+    )
+    hidden_b: tuple[int, ...] = param(
+        (32,), "B's MLP widths", ge=1, le=4096, min_len=1, max_len=8, distinct=False
+    )
     unstable_part: bool = param(True, "run part 2 (only unstable decompositions)")
     chunks: int = param(5, "chunks per run (checkpoint after each); divides steps", ge=1, le=20_000)
     b_warm_start: bool = param(False, "parts 1-3: fit B to Algorithm 1's estimator first")
-    a_init_scale: float = param(0.0, "parts 1-3: A's output init scale (0: fair coins)", ge=0.0)
+    a_init_scale: float = param(
+        0.0, "parts 1-3: A's output init scale (0: fair coins)", ge=0.0, le=100.0
+    )
     warm_seeds: int = param(0, "part 4 (cold vs warm B) seeds, ~20 s each; 0 skips", ge=0, le=256)
-    warm_a_init_scale: float = param(2.0, "part 4: A's output-layer init scale", gt=0.0)
+    warm_a_init_scale: float = param(2.0, "part 4: A's output-layer init scale", gt=0.0, le=100.0)
     warm_delta: float = param(0.02, "Algorithm 1's delta for the warm start", gt=0.0, le=1.0)
     warm_fit_steps: int = param(300, "Adam steps fitting B to Algorithm 1", ge=1, le=100_000)
 

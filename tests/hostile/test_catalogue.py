@@ -335,7 +335,7 @@ CASES = [
         "a float beyond float32",
         override("threshold", "1e308"),
         2,
-        "params.threshold='1e308': expected a finite number of at most 3.402823e+38",
+        "params.threshold=1e+308: expected a finite number of at most 3.402823e+38",
     ),
     Case(
         "a float that is not a number",

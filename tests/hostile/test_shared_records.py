@@ -432,6 +432,17 @@ def test_a_finished_run_is_not_turned_into_a_sweep(tmp_path, env, capsys, finish
     assert snapshot(finished_run) == before
 
 
+def test_resume_false_is_refused_with_resume(tmp_path, env, capsys, finished_run):
+    """``--resume DIR resume=false`` recomputed a finished run (or every group of a sweep) in
+    place: a kill meanwhile lost its metrics for good, and a later resume said "finished"."""
+    before = snapshot(finished_run)
+    for cmd in ("run", "sweep"):
+        code, _, err = answer(capsys, [cmd, "--resume", str(finished_run), "resume=false"])
+        assert code == 2
+        one_line(err, f"resume=false contradicts --resume {finished_run}")
+    assert snapshot(finished_run) == before
+
+
 def test_a_sweep_folder_is_not_turned_into_a_run(tmp_path, env, capsys):
     cfg = tmp_path / "fake_sweep.yaml"
     cfg.write_text(f"experiment: fake_sweep\nsize: quick\noutput_dir: {tmp_path / 'runs'}\n")

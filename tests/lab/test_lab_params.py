@@ -41,8 +41,10 @@ def test_every_field_is_a_bounded_param_and_every_preset_is_in_range(name):
         rng = field_range(f)
         assert rng is not None and f.metadata.get("doc"), f"{name}.{f.name}: not a param()"
         seq, inner = item_type(hints[f.name])
-        if inner is int:
-            assert math.isfinite(rng.upper), f"{name}.{f.name}: an integer without a maximum"
+        if inner in (int, float):  # a float without one ran lr_a=3e38 into NaN claims
+            assert math.isfinite(rng.upper), f"{name}.{f.name}: a number without a maximum"
+            low = rng.ge if rng.ge is not None else rng.gt
+            assert low is not None or rng.choices, f"{name}.{f.name}: a number without a minimum"
         if seq:
             assert rng.max_len is not None, f"{name}.{f.name}: a list without a maximum length"
     # The defaults, and both presets, built directly and through the lab's validation.
@@ -80,9 +82,10 @@ def load_config_text(text, module):
 
 def test_config_shows_each_range_and_yaml_prints_the_file_body(capsys):
     text = render_config_docs(EXPERIMENTS["machines"])
-    assert "params.T: an integer in [4, 18] = 16  -- steps of every fixture" in text
+    assert "params.T: an even integer in [4, 18] = 16  -- steps of every fixture" in text
     assert (
-        "params.eps: a list (each a number in (0, 1]; 1 to 64 items) = (0.001, 0.01, 0.05)" in text
+        "params.eps: a list (each a number in (0, 1]; 1 to 64 items, distinct) = "
+        "(0.001, 0.01, 0.05)" in text
     )
     assert cli.main(["config", "machines", "--yaml"]) == 0
     assert capsys.readouterr().out == render_config_file(EXPERIMENTS["machines"])
@@ -104,7 +107,7 @@ def test_file_beats_preset_and_command_line_beats_file():
     # the file's T wins over the quick preset; the preset still sets what the file leaves out
     assert _machines("{T: 6}", "quick") == MACHINES.Config(**{**quick, "T": 6})
     # the command line wins over the file
-    assert _machines("{T: 6}", "quick", ["params.T=5"]) == MACHINES.Config(**{**quick, "T": 5})
+    assert _machines("{T: 6}", "quick", ["params.T=8"]) == MACHINES.Config(**{**quick, "T": 8})
     # and over the preset
     assert _machines("{}", "full", ["params.trials=100"]).trials == 100
 
@@ -158,7 +161,8 @@ class _Demo:
         ({"n": 3}, "n=3: must be an even integer in [1, 8]"),
         ({"n": 10}, "n=10: must be an even integer in [1, 8]"),
         ({"n": True}, "n=True: must be an even integer in [1, 8]"),
-        ({"xs": ()}, "xs=[]: must list 1 to 2 items"),
+        ({"xs": ()}, "xs=[]: must list 1 to 2 items, distinct"),
+        ({"xs": (0.5, 0.5)}, "xs=[0.5, 0.5]: the items must be distinct (item 1 repeats item 0)"),
         ({"xs": (0.5, 1.0)}, "xs=[0.5, 1.0]: each item must be a number in (0, 1) (item 1 is 1.0)"),
         ({"kind": "c"}, "kind='c': must be one of 'a', 'b'"),
         ({"x": math.inf}, "x=inf: must be a finite number"),
@@ -169,6 +173,31 @@ def test_direct_construction_checks_ranges_then_relations(kwargs, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         _Demo(**kwargs)
     assert _Demo(n=2, kind="b").kind == "b"
+
+
+@pytest.mark.parametrize(
+    ("name", "override"),
+    [
+        ("stochastic_debate", "params.Ts=[8, 8]"),  # 4x the Monte-Carlo rows, 1/4 their level
+        ("ogd_estimator", "params.sound_provers=[honest, honest]"),
+        ("machines", "params.T=9"),  # majority needs T - 1 odd: it crashed after starting
+    ],
+)
+def test_repeated_list_items_and_odd_machine_steps_are_refused(name, override):
+    with pytest.raises(ConfigError, match=re.escape(override.split("=")[0] + "=")):
+        resolve({"experiment": name}, EXPERIMENTS, [override])
+    assert resolve(  # what layer widths may repeat
+        {"experiment": "ogd_estimator"}, EXPERIMENTS, ["params.net_hidden=[8, 8]"]
+    ).params.net_hidden == (8, 8)
+
+
+def test_a_dynamic_list_axis_of_two_lengths_is_a_config_error():
+    """It failed after the sweep folder was made, blaming the experiment's DYNAMIC."""
+    sweep = {"seeds": 1, "axes": {"eps": [[0.1], [0.1, 0.2]]}}
+    with pytest.raises(ConfigError, match=r"^sweep\.axes\.eps\[1\]=\[0\.1, 0\.2\]: 2 items"):
+        resolve({"experiment": "machines", "sweep": sweep}, EXPERIMENTS)
+    sweep["axes"] = {"eps": [[0.1], [0.2]]}
+    assert resolve({"experiment": "machines", "sweep": sweep}, EXPERIMENTS).sweep is not None
 
 
 def test_config_yaml_round_trip_of_a_resolved_real_config(tmp_path):

@@ -361,3 +361,24 @@ def test_a_reproduce_killed_while_wandb_starts_can_be_resumed(
     args = ["reproduce", "--resume", str(rep), "--no-progress", "--tracking", "disabled"]
     assert cli.main([*args, "--only", "fake_pass"]) == 0
     assert "PASS" in capsys.readouterr().out
+
+
+def test_a_memory_limit_on_resume_keeps_what_finished(tmp_path, fake_env, capsys, monkeypatch):
+    """A resume under a memory limit that a finished experiment's estimate exceeds reuses its
+    record (it runs nothing): the report keeps it as it was, with or without ``--only``, and
+    ``run --resume`` of a finished run is still a no-op. It was an error row: every finished
+    experiment turned FAIL and the report was rewritten."""
+    fake_env.setenv("DEDEBATE_EXPERIMENTS", "tests.fake_experiments.fake_pass")
+    code, _, _, rep = reproduce(tmp_path / "out", capsys)
+    assert code == 0
+    report = (rep / "report.json").read_bytes()
+    monkeypatch.setattr(fake_pass, "memory_bytes", lambda cfg: {"x": 2**40}, raising=False)
+    args = ["reproduce", "--resume", str(rep), "--no-progress", "--tracking", "disabled"]
+    for only in ([], ["--only", "fake_pass"]):
+        assert cli.main([*args, *only, "--memory-limit", "100KiB"]) == 0, capsys.readouterr()
+        rows = json.loads((rep / "report.json").read_text())["experiments"]
+        assert [(r["name"], r["status"]) for r in rows] == [("fake_pass", "ok")]
+    assert json.loads(report)["experiments"][0]["claims"] == rows[0]["claims"]
+    run = ["run", "--resume", str(rep / "fake_pass"), "memory_limit=100KiB", "--no-progress"]
+    assert cli.main(run) == 0
+    assert "run already finished" in capsys.readouterr().err

@@ -240,6 +240,8 @@ def test_cli_sweep_and_run_with_a_sweep_block(tmp_path, monkeypatch, capsys):
     assert cli.main(["sweep", str(path), "sweep.axes.p=[0.5, 2]"]) == 2
     assert "sweep.axes.p[1]=2.0: must be a probability in [0, 1]" in capsys.readouterr().err
     assert cli.main(["sweep", str(path), "--processes", "0"]) == 2
+    assert cli.main(["sweep", str(path), "--processes", "100000"]) == 2  # started them all
+    assert "--processes 100000: must lie in [1, 64]" in capsys.readouterr().err
     assert cli.main(["sweep", "--resume", str(tmp_path)]) == 2
     assert "no config.yaml there" in capsys.readouterr().err
     # `dedebate run` on a config with a sweep block runs the sweep

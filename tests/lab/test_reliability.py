@@ -778,8 +778,8 @@ def _write(path: Path, text: str) -> Path:
     ("value", "message"),
     [
         ('"eight"', "params.T='eight': expected an integer"),
-        ("-3", "params.T=-3: must be an integer in [4, 18]"),
-        ("64", "params.T=64: must be an integer in [4, 18]"),
+        ("-3", "params.T=-3: must be an even integer in [4, 18]"),
+        ("64", "params.T=64: must be an even integer in [4, 18]"),
     ],
 )
 def test_failure_08_bad_value_in_file_under_quick_is_a_one_line_error(
