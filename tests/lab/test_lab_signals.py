@@ -93,9 +93,9 @@ def test_a_signal_ends_reproduce_its_fork_server_and_workers(tmp_path, cli_env, 
     if sig != signal.SIGTERM:
         return
     (rep,) = (tmp_path / "out").glob("reproduce-*")
-    again = subprocess.run(
+    again = subprocess.run(  # the resumed experiments need not sleep (their config is kept)
         [*cmd, "--jobs", "2", "--resume", str(rep)],
-        env=env,
+        env={**env, "DEDEBATE_TEST_SLEEP_S": "0"},
         text=True,
         capture_output=True,
         timeout=240,

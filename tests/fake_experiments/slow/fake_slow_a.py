@@ -31,7 +31,7 @@ def sleep_and_mark(name: str, cfg: Config) -> None:
     """Mark the start, sleep, mark the end (these experiments' results)."""
     marks = Path(os.environ["DEDEBATE_TEST_MARK_DIR"])
     (marks / f"started-{name}").write_text(str(os.getpid()))
-    time.sleep(cfg.seconds)
+    time.sleep(float(os.environ.get("DEDEBATE_TEST_SLEEP_S", cfg.seconds)))
     (marks / f"finished-{name}").write_text(str(os.getpid()))
 
 
