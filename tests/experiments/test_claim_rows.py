@@ -179,29 +179,36 @@ def _fbs(err_lp=0.0, err_dual=0.0, flip=0.0):
     return pe.fbs_claims((3,), rows, flips)
 
 
-def _completeness(rho=2.0, d=2, honest=0.0, liar=0.0, shift=0.0, unstable=0.0, nan_joint=False):
-    base = rho ** -(d + 1)
-    errors = (0.2, 1.0)
-    bounds = [base + e * rho**-d * (1 - 1 / rho) for e in errors]
-    m = {
+def _completeness_m(
+    honest=0.0, liar=0.0, shift=0.0, unstable=0.0, nan_joint=False, half=0.0, shift1=0.0
+):
+    base, d = 2.0**-3, 2  # rho = 2, d = 2
+    bounds = [base + e * 2.0**-d * (1 - 1 / 2.0) for e in (0.2, 1.0)]
+    return {
         "completeness/honest_min": base + honest,
         "completeness/honest_dev": abs(honest),
         "completeness/root_liar_min": min(0.3, base + liar),
-        "completeness/constant_half_min": 0.2,
+        "completeness/constant_half_min": 0.2 + half,
         "completeness/random_joint_min": math.nan if nan_joint else 0.2,
         "completeness/error_shifting_min/0": bounds[0] + shift,
-        "completeness/error_shifting_min/1": bounds[1],
+        "completeness/error_shifting_min/1": bounds[1] + shift1,
         "completeness/unstable_max_e1": 9.0**-d + unstable,
     }
-    return pe.completeness_claims(m, rho, d, errors, 3, 2)
 
 
-def _error_shift(u0=0.0, rho5=2.0, u_ctrl=0.0625):
-    u5 = [0.0375 + u0, 0.046875, 0.0625, 0.0625]
+def _completeness(**kw):
+    return pe.completeness_claims(_completeness_m(**kw), 2.0, 2, (0.2, 1.0), 3, 2)
+
+
+def _error_shift_m(u0=0.0, rho5=2.0, u_ctrl=0.0625):
+    u5 = [0.0375 + u0, 0.046875, 0.0625]  # e = 0.2, 0.5, 1
     m = {"error_shift/honest": rho5**-5, "error_shift/fbs": rho5, "error_shift/control_u": u_ctrl}
     m["error_shift/rho"] = rho5  # rho = fbs (rho_scale 1): the u's above are rho = 2's
-    m.update({f"error_shift/u/{i}": u for i, u in enumerate(u5)})
-    return pe.error_shift_claims(m, (0.2, 0.5, 1.0), 1.5)
+    return m | {f"error_shift/u/{i}": u for i, u in enumerate(u5)}
+
+
+def _error_shift(**kw):
+    return pe.error_shift_claims(_error_shift_m(**kw), (0.2, 0.5, 1.0), 1.5)
 
 
 def _obfuscation(always=0.0, random=0.0, stable=0.0, wrong=0.01, naive=0.0):
@@ -264,6 +271,8 @@ def test_prover_estimator_rows_fail_when_a_measurement_breaks_its_bound():
         (_completeness, {"nan_joint": True}, "random joints"),
         (_completeness, {"shift": -1e-3}, "error-shifting B (e=0.2)"),
         (_completeness, {"unstable": 0.2}, "unstable decomposition"),
+        (_completeness, {"half": -0.1}, "constant 1/2"),
+        (_completeness, {"shift1": -1e-3}, "error-shifting B (e=1)"),
         (_error_shift, {"u0": 1e-3}, "error-shifting B (e=0.2)"),
         (_error_shift, {"rho5": 2.1}, "meets the bound exactly"),
         (_error_shift, {"u_ctrl": 0.2}, "negative control"),  # completeness did not fail
@@ -286,6 +295,19 @@ def test_prover_estimator_rows_fail_when_a_measurement_breaks_its_bound():
     ):
         failed = _failing(pe.rho_claims(*rhos))
         assert failed and all(which in f for f in failed), (rhos, failed)
+
+
+def test_prover_estimator_a_nan_in_any_measurement_fails_a_row():
+    """A non-finite number is a failure: each measurement of the completeness and
+    error-shifting sections, set to NaN alone, fails a row and the experiment (error-shifting B
+    at e = 1 and the constant-1/2 B included, which no bound-breaking case above reaches)."""
+    for m, build in (
+        (_completeness_m(), lambda m: pe.completeness_claims(m, 2.0, 2, (0.2, 1.0), 3, 2)),
+        (_error_shift_m(), lambda m: pe.error_shift_claims(m, (0.2, 0.5, 1.0), 1.5)),
+    ):
+        assert _failing(build(m)) == []
+        for key in m:
+            assert _failing(build({**m, key: math.nan})), key
 
 
 def test_stochastic_vera_row_fails_on_a_lying_count():
