@@ -292,7 +292,7 @@ def init_carry(static: StackelbergStatic, trees: ClaimTree, key, a_out_scale=0.0
     ka, kb = jax.random.split(key)
     af = jnp.asarray(scale_a) * jax.random.uniform(ka, (n_a,), minval=-1.0, maxval=1.0)
     bf = jnp.asarray(scale_b) * jax.random.uniform(kb, (n_b,), minval=-1.0, maxval=1.0)
-    ko = jax.random.fold_in(ka, 1)
+    ko = jax.random.fold_in(key, 2)  # not under ka, whose uniforms drew af
     af = af + a_out_scale * jnp.asarray(out_a) * jax.random.uniform(
         ko, (n_a,), minval=-1.0, maxval=1.0
     )

@@ -25,7 +25,7 @@ COST_FIELDS = (
     "machines",
 )
 # the exhaustive Figure 3 adversary: S = w_c + n + W = 2 + 1 + 2, 2^(3 S) message sequences
-EXHAUSTIVE_S, EXHAUSTIVE_SEQUENCES = 5, 2**15
+EXHAUSTIVE_S, EXHAUSTIVE_SEQUENCES, EXHAUSTIVE_MACHINES = 5, 2**15, 4  # half of them output 0
 
 
 def fig3_S(cfg, T: int, family: str) -> int:
@@ -64,7 +64,8 @@ def cost_groups(cfg, T: int) -> dict[int, np.ndarray]:
 
 def exhaustive_fig3_grid(seed: int, oracle_frac: float) -> dict:
     """Every Figure 3 message sequence on four 3-step machines against honest B (host side)."""
-    progs = random_programs(seed, 4, 3, n_inputs=1, n_deps=2, dep_window=2, oracle_frac=oracle_frac)
+    m = EXHAUSTIVE_MACHINES
+    progs = random_programs(seed, m, 3, n_inputs=1, n_deps=2, dep_window=2, oracle_frac=oracle_frac)
     cm = config_machine(progs, window=2)
     seqs = bit_table((cm.m + 1) * cm.S).reshape(-1, cm.m + 1, cm.S)
     alice = MessageAlice(messages=seqs)  # type: ignore[arg-type]  # numpy, typed jax.Array

@@ -237,14 +237,16 @@ def sampled_obfuscation(params, trees, dir_probs, per_tree, per_tree_naive, key)
 
 def sampled_debates(cfg, params, tree_key, key):
     """:func:`sampled_obfuscation` on the hidden-flaw trees, ``SAMPLED_CHUNK`` debates per policy
-    a chunk (chunk c > 0: ``fold_in(key, c)``): numpy ``us [policy, tree, episode]``, ``surv``."""
+    a chunk (chunk c > 0: ``fold_in(fold_in(key, 2), c)``): numpy ``us [policy, tree, episode]``,
+    ``surv``."""
     n = cfg.obf_trees
     trees = hidden_flaw_tree(jax.random.split(tree_key, n), depth=cfg.obf_depth, q=cfg.obf_q)
     dps = jnp.asarray(list(DIRECTION_POLICIES.values()), jnp.float32)
     per_tree, per_tree_n = -(-cfg.obf_episodes // n), -(-cfg.naive_episodes // n)
     n_chunks = -(-max(per_tree, per_tree_n) // max(1, SAMPLED_CHUNK // n))
     sizes = (-(-per_tree // n_chunks), -(-per_tree_n // n_chunks))
-    keys = [key] + [jax.random.fold_in(key, c) for c in range(1, n_chunks)]
+    later = jax.random.fold_in(key, 2)  # chunk 0 splits key into its children 0 and 1
+    keys = [key] + [jax.random.fold_in(later, c) for c in range(1, n_chunks)]
     parts = [jax.device_get(sampled_obfuscation(params, trees, dps, *sizes, k)) for k in keys]
     us, surv = zip(*parts)
     return np.concatenate(us, axis=-1).astype(np.float64), np.concatenate(surv, axis=-1)

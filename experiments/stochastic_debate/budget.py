@@ -112,10 +112,10 @@ def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> di
     key = jax.random.fold_in(key_k, 99)
     tries = sorted(x for x in cfg.scale_factors if x >= f_exact)  # then up by Monte Carlo,
     level = 0.05 / len(tries)  # each factor's test at 0.05 / the factors it may try (Bonferroni)
-    for f in tries:
+    for j, f in enumerate(tries):  # each factor its own debates
         d, a_names, b_names = zoo_cell(lean.scaled(f), m_no, m_yes, thetas[f], theta_b)
-        ma = len(a_names)
-        st = measure_cell(debate_static(Tmax), d, key, n, ma, b_names.index("honest"), lanes)
+        ma, k_f = len(a_names), jax.random.fold_in(key, j)
+        st = measure_cell(debate_static(Tmax), d, k_f, n, ma, b_names.index("honest"), lanes)
         wins = np.asarray(st["wins"]).tolist()  # Alices', then Bobs'
         v = _verdict(n, wins[:ma], wins[ma:], level, level / len(wins))  # the frontier's test
         comp, sound = v["completeness_min"], v["soundness_max"]

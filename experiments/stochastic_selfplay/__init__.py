@@ -37,6 +37,7 @@ COMPILE_OPTIONS = FAST_COMPILE  # the swept programs' XLA options (small scans, 
 
 CASES = ("yes", "no")  # the instances, in training order
 RATES = ("lr_a", "lr_b", "n_b", "alice_init", "bob_init", "vera_grad_mix")  # selfplay_params'
+MC_KEY = 100  # fold_in(key, MC_KEY): the Monte-Carlo debates (training: fold_in(key, instance))
 MEASURED = ("value", "value_vs_honest_bob", "gap", "gap_ub", "tracking", "hit", "false_alarm")
 
 
@@ -218,7 +219,8 @@ def host(cfg, _seed, key, measured) -> dict:
             for n, (a, b) in pairs.items()
         }
         if cfg.mc_trials > 0:
-            res["mc_wins"] = _mc_wins(cfg, fx, constants, alice, bob, jax.random.fold_in(key, i))
+            k_mc = jax.random.fold_in(jax.random.fold_in(key, MC_KEY), i)  # not a seed's key
+            res["mc_wins"] = _mc_wins(cfg, fx, constants, alice, bob, k_mc)
         results[case] = res
     return results
 

@@ -388,7 +388,7 @@ def _dd_measured() -> dd.Measured:
                 )
     wit = {
         name: {
-            **_judged(),
+            **_judged(sound=2 * 16),  # every witness of each no-instance
             "yes": 2,
             "no": 2,
             "witnesses": 16,
@@ -475,6 +475,14 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
             )
     for v in (1, nan):
         cases.append(({"edit": _set(("ex3", "sound_accepts"), v)}, "no message sequence wins"))
+    # an exhaustive row that covered less than everything (a dropped batch) fails
+    cases.append(({"edit": _set(("ex3", "sound_debates"), 2**15)}, "no message sequence wins"))
+    for fam in ("fig4", "fig3_full"):
+        which = f"{_DD_FAMS[fam]}: no claimed transcript wins"
+        cases.append(({"edit": _set(("ex_T", fam, "sound_debates"), 511)}, which))  # 2 x 2^8
+    for name in ("plan", "constraints"):
+        which = f"Witness debate ({name}): soundness"
+        cases.append(({"edit": _set(("wit", name, "sound_debates"), 31)}, which))
     for name in ("plan", "constraints"):
         for key, v, which in (
             ("comp_accepts", 9, "completeness"),

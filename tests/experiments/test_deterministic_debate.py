@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
+import numpy as np
 import pytest
 
 import experiments.deterministic_debate as E
@@ -114,3 +116,18 @@ def test_sizes_and_yaml_build_valid_configs():
     assert cfg.params == E.Config()
     for f in dataclasses.fields(E.Config):
         assert f.metadata.get("doc"), f.name
+
+
+def test_host_seeds_of_neighbouring_run_seeds_do_not_overlap():
+    """``seed + j`` gave run seed s at its second T the first T's machines of seed s + 1."""
+    from dedebate.machines.configurations import random_programs
+
+    seeds = {E.host_seed(s, 0, j) for s in range(50) for j in range(6)}
+    seeds |= {E.host_seed(s, 1) for s in range(50)} | {
+        E.host_seed(s, 2, i) for s in range(50) for i in (0, 1)
+    }
+    assert len(seeds) == 50 * 6 + 50 + 100
+    a, b = (random_programs(E.host_seed(s, 0, j), 4, 8) for s, j in ((3, 1), (4, 0)))
+    assert any(
+        (np.asarray(x) != np.asarray(y)).any() for x, y in zip(*map(jax.tree.leaves, (a, b)))
+    )

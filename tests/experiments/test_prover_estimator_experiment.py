@@ -118,3 +118,33 @@ def test_error_shift_rows_state_the_rho_they_measure():
     m |= {"error_shift/rho": 2.0, "error_shift/fbs": math.nan, "error_shift/honest": 2.0**-5}
     _, right, off, _ = exp.error_shift_claims(m, (0.2, 0.5), 1.5)
     assert not (right.finding or right.passed or off.finding or off.passed)
+
+
+def test_sampled_debate_chunks_draw_from_keys_no_other_chunk_uses(monkeypatch):
+    """Chunk 0 splits its key into children 0 and 1; later chunks were ``fold_in(key, c)``, and
+    ``split(key)[1] == fold_in(key, 1)`` (jax_threefry_partitionable): chunk 1 replayed chunk 0's
+    naive debates' keys. Chunk 0 keeps ``key`` (the default size runs one chunk, unchanged)."""
+    import jax
+    import numpy as np
+
+    from experiments.prover_estimator import zoo
+
+    seen = []
+
+    def fake(params, trees, dps, per_tree, per_tree_naive, key):
+        seen.append(key)
+        n = trees.truth.shape[0]
+        return np.zeros((len(dps), n, per_tree)), np.zeros((n, per_tree_naive))
+
+    monkeypatch.setattr(zoo, "sampled_obfuscation", fake)
+    cfg = exp.Config(obf_trees=8, obf_episodes=600_000, naive_episodes=600_000)
+    key = jax.random.key(7)
+    zoo.sampled_debates(cfg, None, jax.random.key(1), key)
+    assert len(seen) >= 3 and jax.random.key_data(seen[0]).tolist() == (
+        jax.random.key_data(key).tolist()
+    )
+    data = [tuple(np.asarray(jax.random.key_data(k)).ravel()) for k in seen]
+    children = {
+        tuple(np.asarray(jax.random.key_data(c)).ravel()) for k in seen for c in jax.random.split(k)
+    }
+    assert len(set(data)) == len(data) and not set(data) & children

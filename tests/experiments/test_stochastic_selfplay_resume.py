@@ -231,3 +231,21 @@ def test_checkpoint_config_validation():
         E.Config(chunks=51)  # 1000 updates / 20 per monitor = 50 periods
     with pytest.raises(ValueError, match="chunks=0"):
         E.Config(chunks=0)
+
+
+def test_the_monte_carlo_keys_are_no_training_seeds_keys():
+    """Training seed s of instance i starts from ``fold_in(fold_in(key, i), s)``; the Monte-Carlo
+    debates came from ``fold_in(fold_in(key, i), 7)``: seed 7's key whenever seeds >= 8."""
+    key = jax.random.key(0)
+
+    def data(k):
+        return tuple(np.asarray(jax.random.key_data(k)).ravel())
+
+    train = {
+        data(jax.random.fold_in(jax.random.fold_in(key, i), s))
+        for i in range(len(E.CASES))
+        for s in range(256)
+    }
+    mc = [jax.random.fold_in(jax.random.fold_in(key, E.MC_KEY), i) for i in range(len(E.CASES))]
+    assert not {data(k) for k in mc} & train
+    assert not {data(jax.random.fold_in(k, 7)) for k in mc} & train  # _mc_wins' trial keys
