@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dedebate.agents.deterministic_players import judge_grid
-from dedebate.machines.configurations import clog2
+from dedebate.machines.configurations import check_deterministic, clog2
+from dedebate.machines.program import StepProgram
 from dedebate.protocols.binary_search import play_binary_search
 from dedebate.protocols.cross_exam import play_cross_exam, play_cross_exam_grid
 from dedebate.protocols.det_witness import accepting_witnesses, all_witnesses, witness_programs
@@ -26,8 +27,12 @@ def grid_cells(machines, pairs, y1):
     """One judged grid: ``machines`` [M], ``A``, ``B`` (K pairs), bool [M, K] ``comp``, ``sound``.
 
     Completeness cells are the honest-A pairs (the first ``n_comp`` of ``pairs``) on the machines
-    where ``y1``; soundness cells the honest-B pairs on the others.
+    where ``y1``; soundness cells the honest-B pairs on the others. A :class:`StepProgram` with a
+    COIN step or a non-0/1 oracle is refused (``ValueError``): the protocols read ``p >= 1/2`` as
+    the step's bit, so a random machine would be judged as a deterministic one.
     """
+    if isinstance(machines, StepProgram):
+        check_deterministic(machines)
     A, B, n_comp = pairs
     k = np.arange(np.asarray(B.mode).shape[0]) < n_comp
     return {

@@ -375,7 +375,7 @@ def _dd_measured() -> dd.Measured:
                         "l": l,
                         "m": m,
                         "S": S,
-                        "rounds": m,
+                        "rounds": 1 if fam == "fig4" else m + 1,
                         "bits_read": bits,
                         "bits_read_min": bits,
                         "bits_read_max_over_zoo": bits,
@@ -446,10 +446,10 @@ def _dd_table(protocol, column, factor):
 def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
     ok = _dd_rows()
     # per family: completeness, soundness, one oracle query; 2 exhaustive; Fig 3 3-step;
-    # per witness task: completeness, soundness, costs; 2 bit bands, prover work
-    assert len(ok) == 3 * 3 + 2 + 1 + 3 * 2 + 3
-    # by construction (0/1 query flag, the witness cost formula, T and T_pad - 1 steps)
-    assert sum(c.finding for c in ok) == 3 + 2 + 1
+    # per witness task: completeness, soundness, costs; 2 bit bands, rounds, prover work
+    assert len(ok) == 3 * 3 + 2 + 1 + 3 * 2 + 4
+    # by construction (the witness cost formula, T and T_pad - 1 steps)
+    assert sum(c.finding for c in ok) == 2 + 1
     nan = math.nan
     cases = []
     for fam, label in _DD_FAMS.items():
@@ -499,6 +499,8 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
         ("fig4", "bits_read_max_over_zoo", nan, "grow as l log T"),
         ("fig3_full", "bits_read", 2.0, "grow as S log T"),  # reads the whole transcript
         ("fig3_window", "bits_read", nan, "grow as S log T"),
+        ("fig3_full", "rounds", 2.0, "Rounds: binary search"),  # reads the transcript linearly
+        ("fig4", "rounds", nan, "Rounds: binary search"),
     ):
         cases.append(({"edit": _dd_table(proto, col, factor)}, which))
     _assert_each_fails(_dd_rows, cases)
@@ -507,13 +509,17 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
     assert _failing(none) == [
         "Fig 4 cross-examination: completeness = 1 (honest A vs every B of the zoo)"
     ]
+    # the spec's O(1) queries gate: a second query fails the run
+    _assert_each_fails(
+        _dd_rows,
+        [
+            ({"edit": _set(("stats", fam, 1, "v_queries_max"), v)}, f"{label}: V makes at most")
+            for fam, label in _DD_FAMS.items()
+            for v in (2, nan)
+        ],
+    )
     # the findings still show a broken count (FAIL), without gating the run
     findings = [
-        (_set(("stats", fam, 1, "v_queries_max"), v), f"{label}: V makes at most one")
-        for fam, label in _DD_FAMS.items()
-        for v in (2, nan)
-    ]
-    findings += [
         (_set(("wit", "plan", key), v), "Witness debate (plan): V queries")
         for key, v in (
             ("bits_max", 20),

@@ -22,6 +22,7 @@ from dedebate.agents.deterministic_players import (
     make_alice,
     make_bob,
     repeat,
+    zoo_pairs,
 )
 from dedebate.core.bits import bit_table
 from dedebate.machines.configurations import (
@@ -224,6 +225,14 @@ def test_nondeterministic_machines_are_rejected():
     with pytest.raises(ValueError, match="deterministic=True"):
         check_deterministic(make_step_program([ORACLE], [[]], hashed_oracle(1)))
     check_deterministic(make_step_program([ORACLE], [[]], hashed_oracle(1, deterministic=True)))
+    # a judged grid refuses them too: its protocols read p >= 1/2 as the bit, so a coin-flip
+    # machine (P[output = 1] = 1/2) was judged with honest A winning
+    from dedebate.agents.deterministic_grids import grid_cells
+
+    coin = make_step_program([COIN, DET], [[], [0]], table_oracle([1.0]), [None, [0, 1]])
+    zoo = zoo_pairs(2, jax.random.key(0), n_random=1, all_fixed=True, protocol="cross_exam")
+    with pytest.raises(ValueError, match="COIN"):
+        grid_cells(coin, zoo, np.ones(1, bool))
 
 
 def test_bad_strategy_and_population_arguments():
