@@ -128,9 +128,11 @@ def configuration_lies(T: int, m: int, S: int, w_c: int, n: int) -> tuple[list[s
     """``(names, alices)``: Figure 3 liars flipping a bit of a message, ``cfg_<region>_r<round>``.
 
     Regions: the buffer, the ``w_c``-bit counter and the ``n``-bit input of an S-bit configuration;
-    every liar claims acceptance.
+    every liar claims acceptance. ``z_output_only`` is the simplest: the honest messages but the
+    final configuration's output bit (buffer cell ``(T - 1) mod W``).
     """
-    names, items = [], []
+    W = S - w_c - n
+    names, items = ["z_output_only"], [make_alice(T, lie_round=0, lie_flip=w_c + n + (T - 1) % W)]
     positions = {"counter": 0, "buffer_first": w_c + n, "buffer_last": S - 1}
     if n:
         positions["input"] = w_c

@@ -263,3 +263,25 @@ def test_window_must_cover_every_dependency():
         config_machine(population(), window=2)
     with pytest.raises(ValueError, match="window=10"):
         config_machine(population(), window=10)
+
+
+@pytest.mark.parametrize("window", [W, None])
+def test_the_simplest_liar_flips_only_the_final_configurations_output_bit(window):
+    """``z_output_only`` (T = 9, not a power of two): on an output-0 machine its Z' is honest
+    A's but for one bit, and that bit makes Z' accepting; then honest B's bisection finds it."""
+    from dedebate.protocols.deterministic_players import alice_config, alice_transcript
+
+    cm, A, _B, blocks, lie_names, out = suite(window)
+    i = blocks["lies"].start + lie_names.index("z_output_only")
+    liar = jax.tree.map(lambda x: x[i], A)
+    honest = make_alice(T)
+    y0 = np.flatnonzero(outputs() == 0)
+    for j in y0:
+        one = jax.tree.map(lambda x, j=j: x[j], cm)
+        z = [
+            np.asarray(alice_config(one, a, alice_transcript(one.program, a), 0, one.T_pad))
+            for a in (honest, liar)
+        ]
+        assert int((z[0] != z[1]).sum()) == 1
+        assert not bool(one.acc(z[0])) and bool(one.acc(z[1]))
+    assert not np.asarray(out.alice_wins)[y0, i].any()
