@@ -263,3 +263,12 @@ def truncate_checkpoint(step_dir: Path) -> None:
 # driver's replay options, so a test's program compiles as the replays it is compared with do
 # (also when XLA_FLAGS sets other options than tests/conftest.TEST_COMPILE_OPTIONS).
 LIGHT_COMPILE = FAST_COMPILE
+
+
+def assert_one_line_error(code, err, *fragments):
+    """A refused command line: exit 2 and one stderr line, no traceback, holding every fragment."""
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])

@@ -17,6 +17,7 @@ from dedebate.cli.reproduce import jobs_value
 from dedebate.lab import distributed, fast_compile
 from dedebate.lab.distributed import DistributedError, ProcessEnv, process_env
 from tests.conftest import FAKE_BENCH, REPO
+from tests.fakes import assert_one_line_error
 
 
 def answer(capsys, argv):
@@ -25,15 +26,6 @@ def answer(capsys, argv):
     code = cli.main(argv)
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def one_line(code, err, *fragments):
-    """Exit 2 with one ``dedebate: error:`` line holding every fragment."""
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
 
 
 # -- 1: bench --out is checked before the benchmark runs, and written atomically
@@ -64,7 +56,7 @@ def test_bench_refuses_an_unusable_out_before_running(tmp_path, capsys, bench_ca
         (link, "a symbolic link"),
     ):
         code, out_text, err = answer(capsys, ["bench", "tiny", "--out", str(out)])
-        one_line(code, err, f"--out {out}", "give a file path")
+        assert_one_line_error(code, err, f"--out {out}", "give a file path")
         assert fragment in err and out_text == ""
     assert bench_calls == []  # the benchmark never ran
     assert afile.read_text() == "mine\n" and list(folder.iterdir()) == []
@@ -92,10 +84,10 @@ def test_reproduce_refuses_superscript_jobs(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("DEDEBATE_JOBS", raising=False)
     argv = ["reproduce", "--quick", "--output-dir", str(tmp_path / "runs")]
     code, _, err = answer(capsys, [*argv, "--jobs", "²"])
-    one_line(code, err, "--jobs ²: must be an integer >= 1 or auto")
+    assert_one_line_error(code, err, "--jobs ²: must be an integer >= 1 or auto")
     monkeypatch.setenv("DEDEBATE_JOBS", "²")
     code, _, err = answer(capsys, argv)
-    one_line(code, err, "DEDEBATE_JOBS='²': must be an integer >= 1 or auto")
+    assert_one_line_error(code, err, "DEDEBATE_JOBS='²': must be an integer >= 1 or auto")
     assert not (tmp_path / "runs").exists()
 
 
@@ -146,7 +138,7 @@ def test_sweep_with_bad_slurm_variables_exits_2(tmp_path, capsys, monkeypatch, e
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     code, _, err = answer(capsys, ["sweep", str(tmp_path / "c.yaml"), *flags])
-    one_line(code, err, message)
+    assert_one_line_error(code, err, message)
 
 
 # -- 4: report --html never replaces a record of the reproduce folder
@@ -174,7 +166,9 @@ def test_report_html_refuses_a_record_of_the_folder(reproduce_dir, capsys):
     (rep / "old.html").symlink_to(rep / "report.json")
     for target in [*records, "exp", "notes", "old.html"]:
         code, out, err = answer(capsys, ["report", str(rep), "--html", str(rep / target)])
-        one_line(code, err, f"--html {rep / target}", "only a new or existing *.html file")
+        assert_one_line_error(
+            code, err, f"--html {rep / target}", "only a new or existing *.html file"
+        )
         assert out == ""
     assert {name: (rep / name).read_text() for name in records} == records
     assert not (rep / "notes").exists() and (rep / "old.html").is_symlink()
@@ -227,7 +221,9 @@ def test_keep_xla_flags_refuses_another_word(cli_env):
         timeout=120,
         check=False,
     )
-    one_line(proc.returncode, proc.stderr, "dedebate: error: DEDEBATE_KEEP_XLA_FLAGS='maybe'")
+    assert_one_line_error(
+        proc.returncode, proc.stderr, "dedebate: error: DEDEBATE_KEEP_XLA_FLAGS='maybe'"
+    )
     assert proc.stdout == ""
 
 
@@ -247,15 +243,17 @@ def test_keep_xla_flags_refuses_another_word(cli_env):
 )
 def test_a_flag_for_a_config_key_gets_a_hint(capsys, argv, hint):
     code, _, err = answer(capsys, argv)
-    one_line(code, err, f"unrecognized arguments: {argv[2]}", hint)
+    assert_one_line_error(code, err, f"unrecognized arguments: {argv[2]}", hint)
 
 
 def test_other_unknown_flags_get_no_hint(capsys):
     code, _, err = answer(capsys, ["compare", "a", "b", "--quick"])
-    one_line(code, err, "unrecognized arguments: --quick (see dedebate compare --help)")
+    assert_one_line_error(
+        code, err, "unrecognized arguments: --quick (see dedebate compare --help)"
+    )
     assert "size=" not in err
     code, _, err = answer(capsys, ["run", "machines", "--bogus"])
-    one_line(code, err, "unrecognized arguments: --bogus (see dedebate run --help)")
+    assert_one_line_error(code, err, "unrecognized arguments: --bogus (see dedebate run --help)")
 
 
 def test_compare_names_a_sweep_record(tmp_path, capsys):
@@ -263,4 +261,4 @@ def test_compare_names_a_sweep_record(tmp_path, capsys):
     sweep.mkdir()
     (sweep / "results.json").write_text(json.dumps({"kind": "sweep", "experiment": "x"}))
     code, _, err = answer(capsys, ["compare", str(sweep), str(sweep)])
-    one_line(code, err, "a sweep's record", "compare takes run directories")
+    assert_one_line_error(code, err, "a sweep's record", "compare takes run directories")

@@ -29,6 +29,7 @@ from dedebate.lab.config import (
 from dedebate.lab.config_schema import parse_limit
 from dedebate.lab.registry import discover_experiments
 from tests.conftest import REPO
+from tests.fakes import assert_one_line_error
 
 EXPERIMENTS = discover_experiments().experiments
 MACHINES = REPO / "configs" / "machines.yaml"
@@ -55,12 +56,8 @@ def machines(*overrides: str):
 
 
 def one_line_error(capsys, code, *needles):
-    _, err = capsys.readouterr()
-    lines = err.strip().splitlines()
-    assert code == 2, err
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
+    """The command's stderr (read from ``capsys``) is one refusal line holding every needle."""
+    assert_one_line_error(code, capsys.readouterr().err, *needles)
 
 
 # ----------------------------------------------------------------------------- 1: YAML 1.2 scalars

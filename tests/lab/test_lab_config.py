@@ -19,6 +19,7 @@ from dedebate.lab.config import (
     resolve,
 )
 from dedebate.lab.config_docs import render_config_docs
+from tests.fakes import assert_one_line_error
 
 GOOD = """\
 experiment: fake_pass
@@ -44,15 +45,6 @@ def run_cli(argv, capsys):
     code = cli.main(argv)
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def assert_one_line_error(code, err, *fragments):
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for f in fragments:
-        assert f in lines[0], (f, lines[0])
 
 
 # ----------------------------------------------------------------------------- resolution order
