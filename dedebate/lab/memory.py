@@ -123,8 +123,8 @@ def _unchecked(params: Any, values: Mapping[str, Any]) -> Any:
     return new
 
 
-def check_sweep(module: Any, cfg: Any) -> None:
-    """Refuse a sweep whose largest static group is over ``cfg.memory_limit``.
+def check_sweep(module: Any, cfg: Any, done: list[dict[str, Any]] | None = None) -> None:
+    """Refuse a sweep whose largest static group still to compute is over ``cfg.memory_limit``.
 
     Every static group is visited once (its sizes set on a copy of the params, unchecked: each
     axis value was checked alone, and :func:`memory_bytes` reads sizes only); a group of a vmapped
@@ -134,6 +134,7 @@ def check_sweep(module: Any, cfg: Any) -> None:
     Args:
         module: the experiment module.
         cfg: the resolved run config with a ``sweep`` block.
+        done: the static values of the groups a resume reads from disk (not checked).
     """
     from dedebate.lab.sweep_plan import is_sweepable
 
@@ -151,6 +152,8 @@ def check_sweep(module: Any, cfg: Any) -> None:
     worst: tuple[int, dict[str, int], dict[str, Any]] | None = None
     for combo in itertools.product(*(sweep.axes[a] for a in static)):
         values = dict(zip(static, combo))
+        if values in (done or []):
+            continue
         try:
             terms = run_terms(module, _unchecked(cfg.params, {**first, **values}))
         except (ValueError, TypeError, ArithmeticError):

@@ -160,12 +160,13 @@ def _run_sweep(
 
     t0 = time.monotonic()
     started = utc_iso()
-    check_sweep(module, cfg)  # before planning: a group that cannot fit stops here
+    resume = cfg.resume if resume is None else resume
+    if not resume:
+        check_sweep(module, cfg)  # before planning: a group that cannot fit stops here
     plan_ = plan(module, cfg)
     assert cfg.sweep is not None  # plan() refuses a config without a sweep block
     pid, nproc = dist.process_index(), dist.process_count()
     lead = pid == 0
-    resume = cfg.resume if resume is None else resume
 
     # -- the directory (process 0 decides, everyone uses it)
     path = ""
@@ -194,6 +195,8 @@ def _run_sweep(
         else [False] * len(plan_.groups)
     )
     done = dist.broadcast_flags(done)
+    if resume:  # the groups on disk are read, not computed: only the others must fit
+        check_sweep(module, cfg, [g.static for g, d in zip(plan_.groups, done) if d])
 
     mode = cfg.tracking.effective_mode() if lead else "disabled"
     group_name = cfg.tracking.group or out.name

@@ -201,6 +201,10 @@ def test_sweep_estimate_is_its_largest_group_times_its_rows():
             f"ogd_estimator sweep ({rows} row(s) at once, at n_x=2000) needs about "
             f"{memory.format_bytes(rows * one)} of memory"
         )
+    # a resume reads its finished groups from disk: only the others must fit
+    with pytest.raises(memory.MemoryBudgetError, match=r"at n_x=100\)"):
+        memory.check_sweep(ogd, cfg, done=[{"n_x": 2000}])
+    memory.check_sweep(ogd, cfg, done=[{"n_x": n} for n in (100, 2000, 50)])
 
 
 XLA_CASES = {  # experiment: (params where the sized term dominates, that term)

@@ -14,6 +14,7 @@ from scipy.stats import binom, binomtest
 
 from dedebate.lab.config import ConfigError, resolve
 from dedebate.lab.devices import clear_program_cache
+from dedebate.lab.memory import MemoryBudgetError
 from dedebate.lab.registry import discover_experiments
 from dedebate.lab.sweep import SweepError, find_sweep_dir, plan, point_key, run_sweep
 
@@ -153,6 +154,15 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
     assert again.sweep_dir == rec.sweep_dir
     assert fake_sweep.TRACES[0] - before == 0 == again.results["compilations"]
     assert again.results["groups_resumed"] == 1 and again.results["rows_computed"] == 4
+    assert (rec.sweep_dir / "sweep.csv").read_text() == table
+    # every group on disk: a resume reads them under a memory limit none of them fits; one to
+    # compute again is refused, before it starts
+    monkeypatch.setattr(fake_sweep, "memory_bytes", lambda c: {"all": 10**9}, raising=False)
+    tight = config(reg, tmp_path, cfg.sweep.__dict__, resume=True, memory_limit=1000)
+    assert run_sweep(fake_sweep, tight, show_progress=False).results["groups_resumed"] == 2
+    (rec.sweep_dir / "groups" / "group-001.csv").unlink()
+    with pytest.raises(MemoryBudgetError, match=r"at n=8\)"):
+        run_sweep(fake_sweep, tight, show_progress=False)
     assert (rec.sweep_dir / "sweep.csv").read_text() == table
     # resume finds this directory by its sweep hash; a different sweep never resumes into it
     assert find_sweep_dir(cfg) == rec.sweep_dir
