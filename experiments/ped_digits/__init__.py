@@ -242,9 +242,15 @@ def learned_claim(family, agree, threshold) -> Claim:
     return dataclasses.replace(row, passed=bool(row.value >= 0.5), finding=True)
 
 
-def _one(tree):
-    """A tree as a batch of one (what :func:`payoff_terms` averages over)."""
-    return jax.tree_util.tree_map(lambda a: a[None], tree)
+def round_tests(liar: str, rho, est, tree) -> jax.Array:
+    """Per tree ``[n_trees, d + 1, 2]``: the liar's round rewards and calibration tests against
+    B on its own paths (:func:`payoff_terms`' advantages)."""
+
+    def one(e, t):  # t as a batch of one tree (what payoff_terms averages over)
+        batch = jax.tree.map(lambda a: a[None], t)
+        return payoff_terms(PED_EXACT, rho, PROVERS[liar](), e, batch)[2]
+
+    return jax.vmap(one)(est, tree)
 
 
 def inputs(cfg: Config, seed: int, key):
@@ -285,13 +291,14 @@ def point(cfg: Config):
             return jnp.stack(u), jnp.stack(correct)
 
         u_h, _ = pay("honest", rho)
+        est_tr = tabulate(net.apply(params, f_tr), cfg.train_trees, tr.tree)
+        false_tr = 1.0 - tr.tree.truth[:, 0].astype(jnp.float32)
         liars = {}
         for liar in LIARS:
             u, correct = pay(liar, rho)
-            terms = jax.vmap(  # per tree [d + 1, 2]: each round's reward and calibration test
-                lambda e, t, liar=liar: payoff_terms(PED_EXACT, rho, PROVERS[liar](), e, _one(t))[2]
-            )(est, ev.tree)
-            liars[liar] = {"u": u, "correct": correct, "adv": terms}
+            on_train = round_tests(liar, rho, est_tr, tr.tree)
+            liars[liar] = {"u": u, "correct": correct, "adv": round_tests(liar, rho, est, ev.tree)}
+            liars[liar]["adv_train"] = jnp.einsum("t,tij->ij", false_tr, on_train) / false_tr.sum()
         lp = jax.vmap(
             lambda k: learned_prover(cfg, net, params, dyn, k, host, f_ev, ev, family, rho)
         )(jax.random.split(k_lp, cfg.lp_seeds))
@@ -303,6 +310,10 @@ def point(cfg: Config):
             "train_max_adv": log.max_adv[-1],
             "lp_agree_mean": lp["agree"].mean(),
             "lp_honest": jnp.sum(lp["agree"] >= cfg.honest_agree).astype(jnp.float32),
+        }
+        m |= {
+            f"{liar}_train_round_tests": jnp.max(jnp.abs(lr["adv_train"]))
+            for liar, lr in liars.items()
         }
         for e in range(len(cfg.etas)):
             m[f"honest_min/{e}"] = u_h[e].min()
@@ -448,9 +459,12 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
                 cfg.delta,
                 "tests (stage x [reward, calibration], in protocol order)",
             )
-            claims.append(liar_row)
+            on_train = float(measured[f"{family}/{liar}_train_round_tests"])
+            note = f"; on B's training trees (false roots): largest |Adv| {on_train:.3g}"
+            claims.append(dataclasses.replace(liar_row, note=liar_row.note + note))
             premises[liar] = liar_row.passed if np.isfinite(terms).all() else None
             fam[f"{liar}_round_tests"] = liar_row.value
+            fam[f"{liar}_round_tests_train"] = on_train
             fam[f"{liar}_round_tests_interval"] = [liar_row.lo, liar_row.hi]
             fam[f"{liar}_mean"] = {}
         for e, eta in enumerate(cfg.etas):

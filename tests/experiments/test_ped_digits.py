@@ -173,6 +173,7 @@ def _measured(cfg, n=32):
             "u_stable_rho": np.full((e, n), 1.0),
         }
         measured |= {f"{fam}/train_max_adv": 0.01, f"{fam}/lp_honest": float(cfg.lp_seeds)}
+        measured |= {f"{fam}/{name}_train_round_tests": 0.001 for name in exp.LIARS}
         host[fam] = (rho, np.ones(n, bool))
     return measured, host
 
@@ -222,8 +223,7 @@ def test_the_liars_round_tests_add_up_to_its_payoff(batches):
     """The soundness premise's terms (each round's reward and calibration test on the liar's
     path, spec 6.3) and its exact payoff are two computations: with decomposable trees and a
     noiseless judge ``E[U_A] = r^(d+1) P[A correct] - sum Adv(reward) + sum Adv(calibration)``."""
-    from dedebate.agents.ped_digits import PROVERS, exact_payoffs
-    from dedebate.training.stackelberg import payoff_terms
+    from dedebate.agents.ped_digits import exact_payoffs
 
     _, out = batches
     for fam, (_, ev) in out.items():
@@ -232,11 +232,7 @@ def test_the_liars_round_tests_add_up_to_its_payoff(batches):
         h = jax.random.dirichlet(jax.random.key(5), np.ones(2**Q), (n_x,))  # some B
         est = tabulate(h, 16, ev.tree)
         u, correct = exact_payoffs("liar", est, ev.tree, rho, 0.0)
-        terms = jax.vmap(
-            lambda e, t, rho=rho: payoff_terms(
-                exp.PED_EXACT, rho, PROVERS["liar"](), e, exp._one(t)
-            )[2]
-        )(est, ev.tree)
+        terms = exp.round_tests("liar", rho, est, ev.tree)
         assert terms.shape == (16, DEPTH + 1, 2) and float(np.abs(terms).max()) > 1e-3
         chained = rho ** -(DEPTH + 1) * correct - terms[..., 0].sum(1) + terms[..., 1].sum(1)
         np.testing.assert_allclose(u, chained, atol=1e-5)
@@ -389,3 +385,6 @@ def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_p
     for f in FAMILIES:
         assert result.metrics[f]["learned_prover"]["honest"] == alone[f"{f}/lp_honest"]
         assert result.metrics[f]["honest_min"]["0.1"] == alone[f"{f}/honest_min/0"]
+        for liar in exp.LIARS:  # measured on B's training trees as on the held-out ones
+            on_train = alone[f"{f}/{liar}_train_round_tests"]
+            assert result.metrics[f][f"{liar}_round_tests_train"] == on_train >= 0
