@@ -33,6 +33,7 @@ from dedebate.trees.digits import FAMILIES, digit_trees, family_rule, pool, spli
 from dedebate.trees.stability import fbs_threshold, tree_rho
 
 from .estimator import train_estimator, tree_advantages
+from .figure import premise_figure
 
 NAME = "ped_digits"
 TITLE = "Prover-estimator debate on real data: audits of labelled digits (Thm 6.1)"
@@ -495,4 +496,5 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
         below = {f: np.asarray(measured["extras"][f]["u_stable_rho"][e]) < margin for f in FAMILIES}
         claims.append(unstable_claim(eta, below["exact"], below["slack"], rho_s))
         metrics["unstable"][str(eta)] = {f: int(b.sum()) for f, b in below.items()}
-    return ExperimentResult(claims=claims, metrics=metrics, tables={"learned_prover": table})
+    figures = {"soundness_premise": premise_figure(cfg, metrics, FAMILIES, LIARS)}
+    return ExperimentResult(claims, metrics, {"learned_prover": table}, figures=figures)

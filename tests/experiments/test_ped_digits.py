@@ -198,6 +198,24 @@ def test_a_nan_in_a_liars_round_tests_fails_its_soundness_rows_and_the_run():
     assert not any(c.finding for c in bad) and "not finite" in bad[0].note
 
 
+def test_figure_draws_each_liars_round_tests_and_the_payoffs_of_the_report():
+    cfg = exp.Config(**exp.SIZES["quick"])
+    measured, host = _measured(cfg)
+    measured["slack/lie_then_honest_train_round_tests"] = 0.0625
+    res = exp.report(cfg, measured, host)
+    left, right = res.figures["soundness_premise"].axes
+    bars = [p.get_height() for p in left.patches]  # per liar: held-out, then training trees
+    for j, liar in enumerate(exp.LIARS):
+        held = [res.metrics[f][f"{liar}_round_tests"] for f in FAMILIES]
+        train = [res.metrics[f][f"{liar}_round_tests_train"] for f in FAMILIES]
+        assert bars[2 * j * len(FAMILIES) : (2 * j + 1) * len(FAMILIES)] == held
+        assert bars[(2 * j + 1) * len(FAMILIES) : (2 * j + 2) * len(FAMILIES)] == train
+    assert 0.0625 in bars
+    lines = {ln.get_label(): list(ln.get_ydata()) for ln in right.lines}
+    for f in FAMILIES:
+        assert lines[f"{f}: honest A, min U_A"] == list(res.metrics[f]["honest_min"].values())
+
+
 def test_advantage_premise_holds_for_every_test_at_once():
     """The soundness premise is an upper end on ``max_f |Adv_f|`` valid for all F tests together
     (Bonferroni), not the 95% t interval of the test picked as largest after looking."""
