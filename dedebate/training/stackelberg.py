@@ -180,10 +180,17 @@ def payoff(static: StackelbergStatic, rho, prover, estimator, trees: ClaimTree):
     return u, acc
 
 
+def node_rounds(tree: ClaimTree) -> np.ndarray:
+    """The round ``k = d - level`` in which the protocol decomposes each internal node."""
+    sizes = np.diff([tree.level_offset(lev) for lev in range(tree.depth + 1)])
+    return (tree.depth - np.repeat(np.arange(tree.depth), sizes)).astype(np.int32)
+
+
 def _monitors(static, hp, prover, estimator, trees, u, acc, adv) -> StackelbergMonitors:
     one = jax.tree_util.tree_map(lambda x: x[0], trees)
     honest, depth, q = one.honest_cand, one.depth, one.q
     bits = jnp.asarray(bit_table(q), jnp.float32)
+    ks = jnp.asarray(node_rounds(one))
 
     def per_tree(t):
         view = t.public()
@@ -192,7 +199,7 @@ def _monitors(static, hp, prover, estimator, trees, u, acc, adv) -> StackelbergM
 
         def node_err(v):
             truth = t.truth[v].astype(jnp.float32)
-            logits = estimator.joint(view, v, honest, truth, depth)
+            logits = estimator.joint(view, v, honest, truth, ks[v])
             marg = jax.nn.softmax(logits) @ bits
             return jnp.max(jnp.abs(marg - t.child_truths(v, honest).astype(jnp.float32)))
 

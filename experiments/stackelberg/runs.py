@@ -175,9 +175,8 @@ def ogd_target(static, trees, carry, rho: float, delta: float):
 
 def fit_estimator(static, trees, carry, target, steps: int = 300, lr: float = 0.03):
     """``(carry, loss)``: B fitted to ``target`` by Adam on KL(p_d) + mean KL(joint) (A kept)."""
-    d, n_int, n_cand = trees.depth, trees.n_internal, trees.n_cand
-    sizes = np.diff([trees.level_offset(lev) for lev in range(d + 1)])
-    ks = jnp.asarray(d - np.repeat(np.arange(d, dtype=np.int32), sizes))  # levels to the leaves
+    n_int, n_cand = trees.n_internal, trees.n_cand
+    ks = jnp.asarray(sb.node_rounds(trees))  # each node's round k (levels to the leaves)
     _, b0, _, unravel_b = sb.templates(static, trees.q)
     views = jax.vmap(lambda t: t.public())(trees)
     eps = 1e-12

@@ -183,6 +183,33 @@ def test_payoff_equals_protocol_expected_payoff(exact_terms):
     assert np.all(np.abs(np.asarray(ref.u_a) - 0.125) > 1e-3)  # not the uniform start, per tree
 
 
+def test_calibration_monitor_reads_each_node_in_its_own_round():
+    """``calib`` asks B for each internal node's joint at the round ``k = d - level`` in which the
+    protocol decomposes it (B's head reads k): at depth 2 a per-node reference loop agrees."""
+    from dedebate.core.bits import bit_table
+    from dedebate.training.stackelberg import _monitors, node_rounds
+
+    static = StackelbergStatic(steps=1)
+    trees = make_trees(jax.random.key(3), 2, depth=2)
+    one = jax.tree_util.tree_map(lambda x: x[0], trees)
+    assert node_rounds(one).tolist() == [2] + [1] * (one.n_internal - 1)
+    carry = init_carry(static, trees, jax.random.key(4))
+    noise = jax.random.normal(jax.random.key(3), carry.b_flat.shape)  # a level-1 node is the worst
+    prover, est = players(static, trees, carry.replace(b_flat=carry.b_flat + 2.0 * noise))
+    hp, z = stackelberg_params(rho=2.0), jnp.zeros((3, 2), jnp.float32)
+    got = _monitors(static, hp, prover, est, trees, 0.0, 0.0, z).calib
+    bits, h, want = np.asarray(bit_table(one.q), np.float32), one.honest_cand, 0.0
+    for i in range(2):
+        t = jax.tree_util.tree_map(lambda x, i=i: x[i], trees)
+        want = max(want, abs(float(est.initial(t.public())) - float(t.truth[0])))
+        for v in range(t.n_internal):
+            k = 2 if v == 0 else 1
+            logits = est.joint(t.public(), v, h, t.truth[v].astype(jnp.float32), k)
+            marg = np.asarray(jax.nn.softmax(logits)) @ bits
+            want = max(want, float(np.max(np.abs(marg - np.asarray(t.child_truths(v, h))))))
+    assert float(got) == pytest.approx(want, abs=1e-6)
+
+
 def test_first_converged():
     flags = np.array([[0, 1, 1, 1], [1, 1, 0, 1], [1, 1, 1, 1], [1, 1, 1, 0]], bool)
     np.testing.assert_array_equal(first_converged(flags), [1, 3, 0, 4])
