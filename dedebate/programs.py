@@ -35,13 +35,26 @@ def cpu_only(options: dict[str, Any]) -> Callable[[str], dict[str, Any] | None]:
     return lambda platform: options if platform == "cpu" else None
 
 
+MATMUL_PRECISION = "highest"
+"""Every float32 product of a program is a true float32 product: an accelerator's default may
+round its inputs (TF32 on recent NVIDIA GPUs, bfloat16 passes on TPUs), which moves exact payoffs
+and the identities the reports check by far more than float32 rounding (docs/lab.md)."""
+
+
 def jit(
     fn: Callable | None = None, /, *, options: dict[str, Any] | None = None, **kwargs: Any
 ) -> Any:
-    """``jax.jit(fn, compiler_options=options, **kwargs)``; without ``fn``, a decorator."""
+    """``jax.jit(fn, compiler_options=options, **kwargs)``, traced with float32 products at
+    :data:`MATMUL_PRECISION`; without ``fn``, a decorator."""
     if fn is None:
         return functools.partial(jit, options=options, **kwargs)
-    return jax.jit(fn, compiler_options=options or None, **kwargs)
+
+    @functools.wraps(fn)
+    def exact(*args: Any, **kw: Any) -> Any:
+        with jax.default_matmul_precision(MATMUL_PRECISION):
+            return fn(*args, **kw)
+
+    return jax.jit(exact, compiler_options=options or None, **kwargs)
 
 
 program_cache = functools.cache

@@ -47,6 +47,7 @@ class SelfPlayStatic:
             v = getattr(self, name)
             if not (isinstance(v, int) and v >= lo):
                 raise ValueError(f"{name}={v!r}: must be an integer >= {lo}")
+        periods(self.steps, self.log_every)
         if not (isinstance(self.adam_b2, float) and 0.0 <= self.adam_b2 < 1.0):
             raise ValueError(
                 f"adam_b2={self.adam_b2!r}: Adam's second-moment decay must be a float in [0, 1)"
@@ -110,7 +111,7 @@ def selfplay_params(
 
 
 def vera_surrogate(p, pi, n_vera, tau_vera, grad_mix=0.0):
-    """Training surrogate for Vera's acceptance (named approximation, never reported).
+    """Training surrogate for Vera's acceptance (named approximation; only training curves use it).
 
     Value: the normal approximation of the binomial checker, ``Phi((tau - d)/sd) -
     Phi((-tau - d)/sd)`` with ``d = p - pi`` and ``sd = sqrt((pi (1 - pi) + 1/N) / N)`` (the 1/N
@@ -148,9 +149,16 @@ class SelfPlayMonitors:
     tracking: jax.Array
 
 
+def periods(steps: int, log_every: int) -> int:
+    """Monitor periods of ``steps`` Alice updates, ``log_every`` each (ValueError unless whole)."""
+    if steps % log_every:
+        raise ValueError(f"steps={steps}: must be a multiple of log_every={log_every}")
+    return steps // log_every
+
+
 def n_periods(static: SelfPlayStatic) -> int:
-    """Monitor periods of a run, ``ceil(steps / log_every)`` (``n_periods * log_every`` updates)."""
-    return -(-static.steps // static.log_every)
+    """Monitor periods of a run (``static.steps`` updates, ``static.log_every`` per period)."""
+    return periods(static.steps, static.log_every)
 
 
 def chunk_lengths(periods: int, chunks: int) -> tuple[int, ...]:

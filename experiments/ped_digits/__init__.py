@@ -280,9 +280,7 @@ def point(cfg: Config):
         tr = digit_trees(k_tr, host["train"], *args, cfg.train_trees)
         ev = digit_trees(k_ev, host["eval"], *args, cfg.eval_trees)
         f_tr, f_ev = (context_features(t, images, family, cfg.q, cfg.m) for t in (tr, ev))
-        params, log = train_estimator(
-            static, dyn["delta"], dyn["lr"], k_net, tr, images, f_tr, *fit
-        )
+        params, _ = train_estimator(static, dyn["delta"], dyn["lr"], k_net, tr, images, f_tr, *fit)
         h_ev = net.apply(params, f_ev)
         adv = tree_advantages(h_ev, ev)
         est = tabulate(h_ev, cfg.eval_trees, ev.tree)
@@ -292,7 +290,8 @@ def point(cfg: Config):
             return jnp.stack(u), jnp.stack(correct)
 
         u_h, _ = pay("honest", rho)
-        est_tr = tabulate(net.apply(params, f_tr), cfg.train_trees, tr.tree)
+        h_tr = net.apply(params, f_tr)
+        est_tr = tabulate(h_tr, cfg.train_trees, tr.tree)
         false_tr = 1.0 - tr.tree.truth[:, 0].astype(jnp.float32)
         liars = {}
         for liar in LIARS:
@@ -308,7 +307,7 @@ def point(cfg: Config):
         false_root = 1.0 - ev.tree.truth[:, 0].astype(jnp.float32)
         m = {
             "advantage": jnp.max(jnp.abs(adv.mean(axis=1))),
-            "train_max_adv": log.max_adv[-1],
+            "train_max_adv": jnp.max(jnp.abs(tree_advantages(h_tr, tr).mean(axis=1))),
             "lp_agree_mean": lp["agree"].mean(),
             "lp_honest": jnp.sum(lp["agree"] >= cfg.honest_agree).astype(jnp.float32),
         }

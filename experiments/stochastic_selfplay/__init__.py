@@ -63,7 +63,7 @@ class Config:
     gap_tol: float = param(0.05, "exploitability gap counted as converged", gt=0.0, lt=1.0)
     mc_trials: int = param(2000, "Monte-Carlo debates per seed and instance", ge=0, le=1_000_000)
     log_every: int = param(20, "Alice updates between logged monitors", ge=1, le=100_000)
-    chunks: int = param(5, "chunks per training run, <= ceil(steps / log_every)", ge=1, le=100_000)
+    chunks: int = param(5, "chunks per training run, <= steps / log_every", ge=1, le=100_000)
     checkpoint_every: int = param(5, "chunks between checkpoints (all rows)", ge=1, le=100_000)
 
     def __post_init__(self):
@@ -71,7 +71,7 @@ class Config:
             raise ValueError(f"spread={self.spread}: need p_yes + spread <= 1, p_no - spread >= 0")
         if self.n_b in self.n_b_sweep:
             raise ValueError(f"n_b_sweep={list(self.n_b_sweep)}: need values != n_b={self.n_b}")
-        sp.chunk_lengths(-(-self.steps // self.log_every), self.chunks)  # raises on too many chunks
+        sp.chunk_lengths(sp.periods(self.steps, self.log_every), self.chunks)  # raises if unfit
 
 
 SIZES = {
@@ -279,7 +279,7 @@ def proven_claims(comp, sound_acc, setting, honest_vs_bob, alice_vs_honest, side
     h_min, v_max = strict_min(h), strict_max(v)
     return [
         Claim.exact(
-            "Honest Alice vs every self-play-trained Bob wins at least the completeness bound",
+            "Honest Alice vs every main-run self-play Bob wins at least the completeness bound",
             "spec DED 5.3 (Lean completeness'), exact DP",
             f">= {comp:.4f}",
             h_min,
@@ -288,8 +288,8 @@ def proven_claims(comp, sound_acc, setting, honest_vs_bob, alice_vs_honest, side
             + setting,
         ),
         Claim.exact(
-            "Every self-play-trained Alice vs honest Bob is accepted at most 1 - the soundness "
-            "bound",
+            "Every main-run self-play-trained Alice vs honest Bob is accepted at most 1 - the "
+            "soundness bound",
             "spec DED 5.3 (Lean soundness'), exact DP",
             f"<= {sound_acc:.4f}",
             v_max,

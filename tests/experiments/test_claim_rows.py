@@ -64,10 +64,12 @@ def test_ogd_sweep_rows_fail_when_a_bound_is_broken():
         ({"steps_factor": 1.5}, "T <= 4.5"),
         ({"regret_ratio": 1.5}, "regret"),
         ({"adv_ratio": 1.2}, "consistency check failed"),
+        # below delta in float32, above it in the float64 recheck (which agrees to 8e-5)
+        ({"adv_ratio": 0.9995, "numpy_gap": 8e-5}, "consistency check failed"),
         ({"adv_ratio": math.nan}, "consistency check failed"),
         ({"regret_ratio": math.nan}, "regret"),
         ({"numpy_gap": 1e-3}, "recomputed in float64 numpy"),
-        ({"numpy_gap": math.nan}, "recomputed in float64 numpy"),
+        ({"numpy_gap": math.nan}, "consistency check failed"),  # the recheck and the exit
     ):
         claims = ogd.algorithm1_claims(cfg, _ogd_rows(**bad))
         failed = [c.claim for c in claims if not c.passed]
@@ -590,8 +592,8 @@ def test_stochastic_selfplay_gating_rows_fail_when_a_measurement_breaks_its_boun
             ({"honest": (0.7, 0.63, 0.75)}, "Honest Alice vs every"),  # a Bob beats honest Alice
             ({"honest": (0.7, nan, 0.75)}, "Honest Alice vs every"),  # a NaN that is not first
             ({"honest": ()}, "Honest Alice vs every"),  # no seed
-            ({"alice": (0.2, 0.3, 0.4)}, "Every self-play-trained Alice"),  # a lying Alice above
-            ({"alice": (0.2, nan, 0.25)}, "Every self-play-trained Alice"),
+            ({"alice": (0.2, 0.3, 0.4)}, "Every main-run self-play"),  # a lying Alice above
+            ({"alice": (0.2, nan, 0.25)}, "Every main-run self-play"),
             ({"mc": {"yes": (0.75, 3100, 4000), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),
             ({"mc": {"yes": (0.75, 3000, 4000), "no": (0.25, nan, 4000)}}, "(no) agrees"),
             ({"mc": {"yes": (nan, 3000, 4000), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),
@@ -636,13 +638,22 @@ def test_stochastic_cell_rows_fail_on_a_lying_alice_or_a_winning_bob():
 
 
 # ---- ogd_estimator: soundness against fixed provers --------------------------------------------
-def _ogd_sound(u=0.2, pr=0.5, u_construct=None, reward=0.01, max_adv=0.02, nan_reward=False):
+def _ogd_sound(
+    u=0.2, pr=0.5, u_construct=None, reward=0.01, max_adv=0.02, nan_reward=False, final=0.0
+):
     cfg = ogd.Config()  # d = 2, rho = 2, eta = 0.2: delta = 0.2 / 7, bound 0.5 / 8 + 0.2
-    st = types.SimpleNamespace
-    stages = [
-        st(stage="k=2", steps=5, max_adv=max_adv, reward=reward),
-        st(stage="k=1", steps=3, max_adv=0.01, reward=math.nan if nan_reward else 0.0),
-        st(stage="final", steps=0, max_adv=1.0, reward=0.0),
+    st, delta = types.SimpleNamespace, ogd.sound_delta(cfg)
+    stages = [  # each with its bound (spec PED 6.4): 2 delta for k >= 1, delta for round 0
+        st(stage="init", steps=4, max_adv=0.01, reward=0.07, bound=0.5 / 8 + delta),
+        st(stage="k=2", steps=5, max_adv=max_adv, reward=reward, bound=2 * delta),
+        st(
+            stage="k=1",
+            steps=3,
+            max_adv=0.01,
+            reward=math.nan if nan_reward else 0.0,
+            bound=2 * delta,
+        ),
+        st(stage="final", steps=0, max_adv=1.0, reward=final, bound=delta),
     ]
     return ogd.soundness_claims(
         cfg, "obfuscating", u, pr, u if u_construct is None else u_construct, stages
@@ -661,5 +672,6 @@ def test_ogd_soundness_rows_fail_on_a_paying_liar():
             ({"max_adv": 0.03}, "U_A <= rho^-(d+1)"),  # a stage that did not get below delta
             ({"reward": 0.06}, "per-round mean reward"),  # E[R_k] above 2 delta = 0.0571
             ({"nan_reward": True}, "per-round mean reward"),
+            ({"final": 0.04}, "per-round mean reward"),  # E[R_0] above delta = 0.0286
         ],
     )

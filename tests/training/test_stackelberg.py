@@ -366,6 +366,21 @@ def _mon(u_a, a_correct=None):
     return StackelbergMonitors(u, one, one, u, u, u, np.zeros(u.shape + (2, 2), np.float32))
 
 
+def test_schedule_row_needs_a_converged_run_to_pass():
+    """0 of S converged with several B updates against 0 of S with simultaneous play tests nothing:
+    the row fails; once the several-updates schedule converges it passes."""
+    cfg = E.Config(seeds=2, steps=10, chunks=1, n_b_values=(20,), main_n_b=20)
+    trees = make_trees(jax.random.key(0), cfg.n_trees, cfg.depth)
+    thr = cfg.rho ** -(cfg.depth + 1)
+    for u_main, expect in ((0.0, False), (thr, True)):
+        u = np.zeros((2, 2, 10), np.float32)  # schedules (n_B = 20, simultaneous) x seeds x steps
+        u[0] = u_main
+        t = E.Trained(_mon(u), None, jax.tree.map(lambda x: x[None], trees), None, None, 1.0)
+        claims, _, _ = E.stable_rows(cfg, t)
+        row = next(c for c in claims if c.claim.startswith("Several B updates"))
+        assert row.finding and row.passed is expect and row.value == expect
+
+
 def test_unstable_and_warm_rows_are_findings_with_their_criteria():
     """Exp. 2 and the warm-start row on given monitors (no training): both are findings, and
     their pre-stated criteria decide ``passed`` (tail mean's 95% upper end < rho^-(d+1); warm

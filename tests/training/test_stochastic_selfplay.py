@@ -359,8 +359,15 @@ def test_chunked_training_is_bit_equal_to_one_program(quick_trained):
             np.concatenate([np.asarray(getattr(m, name)) for m in mons], axis=1),
         )
     assert int(carry.step) == 300  # one update counter shared by the seeds
-    # a run makes whole monitor periods: 45 updates at 10 per period are 5 periods (50 updates)
-    assert sp.n_periods(sp.SelfPlayStatic(T=3, hidden=8, steps=45, log_every=10)) == 5
+    # a run makes whole monitor periods: 50 updates at 10 per period are 5; 45 are refused (a
+    # run used to round them up to 50 silently), in the experiment's Config too
+    assert sp.n_periods(sp.SelfPlayStatic(T=3, hidden=8, steps=50, log_every=10)) == 5
+    for bad in (
+        lambda: sp.SelfPlayStatic(T=3, steps=45, log_every=10),
+        lambda: E.Config(steps=1010),
+    ):
+        with pytest.raises(ValueError, match=r"steps=(45|1010): must be a multiple of log_every"):
+            bad()
     with pytest.raises(ValueError, match="chunks=6"):
         sp.chunk_lengths(5, 6)
 
