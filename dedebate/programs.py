@@ -38,7 +38,7 @@ def cpu_only(options: dict[str, Any]) -> Callable[[str], dict[str, Any] | None]:
 MATMUL_PRECISION = "highest"
 """Every float32 product of a program is a true float32 product: an accelerator's default may
 round its inputs (TF32 on recent NVIDIA GPUs, bfloat16 passes on TPUs), which moves exact payoffs
-and the identities the reports check by far more than float32 rounding (docs/lab.md)."""
+and the identities the reports check by far more than float32 rounding (docs/architecture.md)."""
 
 
 def jit(
