@@ -18,7 +18,9 @@ from dedebate.machines.program import MC_CHUNK, count_ones
 NAME = "machines"
 TITLE = "Oracle machines: exact P_M vs Monte Carlo, empirical vs proven Lipschitz constants"
 TYPICAL_SECONDS = 18  # a cold default-size run on two CPU cores (reproduce's order of work)
-K_REL_TOL = 1e-6  # float32 probabilities can lift a ratio above K by ~1e-7 relative: rounding
+# float32 step probabilities could lift a ratio above K by ~1e-7 relative; the host's float64
+# estimate from them reached K (1 + 1.1e-13) for F1 at T = 18 (an audit, 2026-12-05)
+K_REL_TOL = 1e-6
 TIGHT = ("F2", "F3")  # fixtures whose empirical K must reach K/2
 
 
