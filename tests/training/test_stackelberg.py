@@ -197,17 +197,24 @@ def test_calibration_monitor_reads_each_node_in_its_own_round():
     noise = jax.random.normal(jax.random.key(3), carry.b_flat.shape)  # a level-1 node is the worst
     prover, est = players(static, trees, carry.replace(b_flat=carry.b_flat + 2.0 * noise))
     hp, z = stackelberg_params(rho=2.0), jnp.zeros((3, 2), jnp.float32)
-    got = _monitors(static, hp, prover, est, trees, 0.0, 0.0, z).calib
-    bits, h, want = np.asarray(bit_table(one.q), np.float32), one.honest_cand, 0.0
-    for i in range(2):
-        t = jax.tree_util.tree_map(lambda x, i=i: x[i], trees)
-        want = max(want, abs(float(est.initial(t.public())) - float(t.truth[0])))
-        for v in range(t.n_internal):
-            k = 2 if v == 0 else 1
+    bits, h = jnp.asarray(bit_table(one.q), jnp.float32), one.honest_cand
+    ks = jnp.asarray([2] + [1] * (one.n_internal - 1))  # the root in round 2, its children in 1
+
+    def reference(t):  # per node, written out
+        def err(v, k):
             logits = est.joint(t.public(), v, h, t.truth[v].astype(jnp.float32), k)
-            marg = np.asarray(jax.nn.softmax(logits)) @ bits
-            want = max(want, float(np.max(np.abs(marg - np.asarray(t.child_truths(v, h))))))
-    assert float(got) == pytest.approx(want, abs=1e-6)
+            return jnp.max(jnp.abs(jax.nn.softmax(logits) @ bits - t.child_truths(v, h)))
+
+        errs = jax.vmap(err)(jnp.arange(one.n_internal), ks)
+        return jnp.maximum(jnp.abs(est.initial(t.public()) - t.truth[0]), errs.max())
+
+    got, want = jax.jit(
+        lambda: (
+            _monitors(static, hp, prover, est, trees, 0.0, 0.0, z).calib,
+            jax.vmap(reference)(trees).max(),
+        )
+    )()
+    assert float(got) == pytest.approx(float(want), abs=1e-6)
 
 
 def test_first_converged():
