@@ -119,7 +119,7 @@ def test_experiment_rows_claims_and_findings(reference):
     for c in proven:
         assert c.passed, (c.claim, c.value, c.note)
         assert c.p_value is None and c.lo == c.value == c.hi  # exact rows
-    assert proven[0].value >= 0.25 - E.EXACT_TOL and proven[1].value <= E.EXACT_TOL
+    assert proven[0].value >= 0.25 - E.exact_tol(1) and proven[1].value <= E.exact_tol(1)
     assert res.passed
     rows = res.tables["proven"]
     assert len(rows) == len(RUNS) * 2  # (nB1, nB2, simultaneous) x seeds

@@ -363,8 +363,8 @@ def test_honest_prover_complete_against_trained_estimators(trained):
     )
     root_err = np.abs(np.asarray(p_d, np.float64) - np.asarray(trees.truth[:, :, 0]))
     r = 0.5
-    assert np.all(u_h >= THRESHOLD + root_err * r * (1 - r) - E.EXACT_TOL)
-    np.testing.assert_allclose(chain, u, atol=E.EXACT_TOL)
+    assert np.all(u_h >= THRESHOLD + root_err * r * (1 - r) - E.exact_tol(CFG.depth))
+    np.testing.assert_allclose(chain, u, atol=E.exact_tol(CFG.depth))
 
 
 def _mon(u_a, a_correct=None):
