@@ -161,7 +161,8 @@ def _run_sweep(
     t0 = time.monotonic()
     started = utc_iso()
     resume = cfg.resume if resume is None else resume
-    if not resume:
+    checked = not resume  # a resume checks once it knows the groups on disk (below)
+    if checked:
         check_sweep(module, cfg)  # before planning: a group that cannot fit stops here
     plan_ = plan(module, cfg)
     assert cfg.sweep is not None  # plan() refuses a config without a sweep block
@@ -195,7 +196,7 @@ def _run_sweep(
         else [False] * len(plan_.groups)
     )
     done = dist.broadcast_flags(done)
-    if resume:  # the groups on disk are read, not computed: only the others must fit
+    if not checked:  # the groups on disk are read, not computed: only the others must fit
         check_sweep(module, cfg, [g.static for g, d in zip(plan_.groups, done) if d])
 
     mode = cfg.tracking.effective_mode() if lead else "disabled"

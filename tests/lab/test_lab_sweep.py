@@ -164,6 +164,10 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
     with pytest.raises(MemoryBudgetError, match=r"at n=8\)"):
         run_sweep(fake_sweep, tight, show_progress=False)
     assert (rec.sweep_dir / "sweep.csv").read_text() == table
+    # a resume that finds no sweep of its own starts one: every group is checked
+    fresh = config(reg, tmp_path / "elsewhere", cfg.sweep.__dict__, resume=True, memory_limit=1000)
+    with pytest.raises(MemoryBudgetError, match=r"at n=(4|8)\)"):
+        run_sweep(fake_sweep, fresh, show_progress=False)
     # resume finds this directory by its sweep hash; a different sweep never resumes into it
     assert find_sweep_dir(cfg) == rec.sweep_dir
     assert find_sweep_dir(config(reg, tmp_path, {"seeds": 3, "axes": {"n": [4]}})) is None
