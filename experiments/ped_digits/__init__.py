@@ -293,11 +293,12 @@ def point(cfg: Config):
         h_tr = net.apply(params, f_tr)
         est_tr = tabulate(h_tr, cfg.train_trees, tr.tree)
         false_tr = 1.0 - tr.tree.truth[:, 0].astype(jnp.float32)
+        both = jax.tree.map(lambda *a: jnp.concatenate(a), (est, ev.tree), (est_tr, tr.tree))
         liars = {}
-        for liar in LIARS:
+        for liar in LIARS:  # the held-out trees, then the training trees: one program
             u, correct = pay(liar, rho)
-            on_train = round_tests(liar, rho, est_tr, tr.tree)
-            liars[liar] = {"u": u, "correct": correct, "adv": round_tests(liar, rho, est, ev.tree)}
+            terms, on_train = jnp.split(round_tests(liar, rho, *both), [cfg.eval_trees])
+            liars[liar] = {"u": u, "correct": correct, "adv": terms}
             liars[liar]["adv_train"] = jnp.einsum("t,tij->ij", false_tr, on_train) / false_tr.sum()
         lp = jax.vmap(
             lambda k: learned_prover(cfg, net, params, dyn, k, host, f_ev, ev, family, rho)
