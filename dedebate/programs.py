@@ -10,6 +10,7 @@ of dedebate but :mod:`dedebate._xla_flags`.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -48,13 +49,25 @@ def jit(
     :data:`MATMUL_PRECISION`; without ``fn``, a decorator."""
     if fn is None:
         return functools.partial(jit, options=options, **kwargs)
+    module_level = inspect.isfunction(fn) and "<" not in fn.__qualname__
+    exact = _exact_shared(fn) if module_level else _exact(fn)
+    return jax.jit(exact, compiler_options=options or None, **kwargs)
+
+
+def _exact(fn: Callable) -> Callable:
+    """``fn`` traced with its float32 products at :data:`MATMUL_PRECISION`."""
 
     @functools.wraps(fn)
     def exact(*args: Any, **kw: Any) -> Any:
         with jax.default_matmul_precision(MATMUL_PRECISION):
             return fn(*args, **kw)
 
-    return jax.jit(exact, compiler_options=options or None, **kwargs)
+    return exact
+
+
+_exact_shared = functools.cache(_exact)
+"""One wrapper per module-level function (they live as long as the process): JAX caches a
+program's trace and compilation by the function jitted, so jitting ``f`` twice compiles once."""
 
 
 program_cache = functools.cache

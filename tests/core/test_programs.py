@@ -28,6 +28,23 @@ def test_jit_pins_every_product_also_in_gradients_and_static_arguments():
     assert float(f(a, 2)[0, 0]) == float(jax.jit(lambda a: f(a, 2))(a)[0, 0])
 
 
+TRACES: list[int] = []
+
+
+def _square(x):
+    TRACES.append(1)
+    return x @ x
+
+
+def test_jitting_a_module_level_function_twice_traces_it_once_as_jax_jit_does():
+    """The precision wrapper is shared per module-level function, so JAX's trace and compile
+    caches (keyed by the function jitted) serve every ``jit(f)`` of it."""
+    x = jnp.ones((2, 2), jnp.float32)
+    for _ in range(3):
+        jit(_square)(x)
+    assert len(TRACES) == 1
+
+
 def test_exact_payoff_programs_pin_every_product():
     """The programs behind the exact rows (a TF32 product moves the stackelberg chaining row by
     ~1e-4 against its 1e-6 tolerance): the players' networks, the path sums, the estimators."""
