@@ -100,7 +100,7 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
     def mlp(widths):
         return sum((a + 1) * b for a, b in zip(widths, widths[1:]))
 
-    Q = 5  # noqa: N806 - the trees' width q (runs.make_trees)
+    Q = runs.Q  # noqa: N806 - the paper's symbol
     a, b = list(cfg.hidden_a), list(cfg.hidden_b)
     n_params = sum(mlp([n, *a, 1]) for n in (N_ROOT, N_NODE, N_CAND, N_SEL)) + sum(
         mlp([n, *b, out]) for n, out in ((N_ROOT, 1), (N_CHILD, 1), (N_GLOBAL, 2**Q))
@@ -121,9 +121,9 @@ DYNAMIC = ("lr_a", "lr_b", "main_n_b", "rho", "eta", "tol")
 
 def exact_tol(depth: int) -> float:
     """The exact rows' tolerance, a bound on float32 rounding: each side of a row sums up to
-    ``(2 q)^d`` paths (q = 5, two candidates) of payoffs of ``d + 3`` terms of size <= 1, a sum of
-    n terms erring by at most ``n u sum|x|`` (``u = 2^-24``)."""
-    return 2 * (10**depth + depth + 3) * (depth + 3) * 2.0**-24
+    ``(2 q)^d`` paths (two candidates) of payoffs of ``d + 3`` terms of size <= 1, a sum of n
+    terms erring by at most ``n u sum|x|`` (``u = 2^-24``)."""
+    return 2 * ((2 * runs.Q) ** depth + depth + 3) * (depth + 3) * 2.0**-24
 
 
 LP_TOL = 1e-6  # rounding of the fbs linear programs when checking that the trees are rho-stable

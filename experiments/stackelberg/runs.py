@@ -24,14 +24,17 @@ if TYPE_CHECKING:
     from . import Config
 
 
+Q = 5  # the trees' width q
+
+
 def make_trees(key, n_trees: int, depth: int, stable: bool = True):
     """Half true, half false roots, q = 5: noisy-evidence trees (Thr_3, fbs <= 2) with an unstable
     hidden-flaw AND candidate, or (not ``stable``) hidden-flaw AND trees (fbs 5 at true claims)."""
 
     def build(k, root):
         if stable:
-            return noisy_evidence_tree(k, depth, 5, 3, (4, 5), (0, 1), root, True)
-        return and_tree(k, depth, 5, root, hidden=True)
+            return noisy_evidence_tree(k, depth, Q, 3, (4, 5), (0, 1), root, True)
+        return and_tree(k, depth, Q, root, hidden=True)
 
     k1, k0 = jax.random.split(key)
     t1, t0 = (
