@@ -9,15 +9,19 @@ import sys
 from pathlib import Path
 
 from dedebate.cli.common import EXIT_FAIL, EXIT_OK, die_usage, load_registry, warn_import_errors
-from dedebate.lab.distributed import ascii_int
 
 
 def jobs_value(text: str) -> int | str | None:
     """``--jobs``'s value: an integer >= 1, ``"auto"``, or None when it is neither."""
     if text == "auto":
         return text
-    jobs = ascii_int(text)  # isdigit alone takes "²", which int() refuses
-    return jobs if jobs is not None and jobs >= 1 else None
+    if not (text.isascii() and text.isdigit()):  # isdigit alone takes "²", which int() refuses
+        return None
+    try:
+        jobs = int(text)
+    except ValueError:  # more digits than int() reads
+        return None
+    return jobs if jobs >= 1 else None
 
 
 def jobs_text(args: argparse.Namespace) -> tuple[str, bool]:

@@ -56,7 +56,7 @@ class ProcessEnv:
         return self.source != "single"
 
 
-def ascii_int(text: str) -> int | None:
+def _decimal(text: str) -> int | None:
     """``text`` (stripped) as a non-negative integer if it is ASCII digits only, else None."""
     text = text.strip()
     if not (text.isascii() and text.isdigit()):
@@ -77,7 +77,7 @@ def slurm_tasks(environ: Mapping[str, str] | None = None) -> int | None:
     text = env.get(SLURM_COUNT, "")
     if not text.strip():
         return None
-    n = ascii_int(text)
+    n = _decimal(text)
     if n is None or n < 1:
         raise DistributedError(
             f"{SLURM_COUNT}={text!r}: must be an integer >= 1 (the SLURM step's number of "
@@ -94,7 +94,7 @@ def _slurm_step(env: Mapping[str, str]) -> ProcessEnv:
             f"{SLURM_COUNT}={env[SLURM_COUNT]!r}: must be an integer >= 1 (the SLURM step's "
             "number of tasks)"
         )
-    pid = ascii_int(env[SLURM_ID])
+    pid = _decimal(env[SLURM_ID])
     if pid is None or pid >= n:
         raise DistributedError(
             f"{SLURM_ID}={env[SLURM_ID]!r}: must be an integer in [0, {SLURM_COUNT}={n})"
