@@ -102,6 +102,7 @@ class BagEstimator(nn.Module):
         return jax.nn.softmax(self.out(jnp.tanh(self.mix(head))), axis=-1)
 
 
+@jit(static_argnums=(2, 3, 4))
 def context_features(trees: DigitTree, images, family: str, q: int, m: int) -> jax.Array:
     """One feature row per internal node of every tree: ``[n_trees * n_internal, width]``.
 

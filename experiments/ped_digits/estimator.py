@@ -64,18 +64,19 @@ def train_estimator(
 ):
     """``(params, log)``: ``fit_steps`` AdamW steps on the log-loss of the parts' pattern and the
     leaves' labels (a warm start: the softmax saturates), then the online-gradient rounds."""
-    problem, family = oi_setup(trees)
-    tree, q = trees.tree, trees.tree.q
-    net = BagEstimator(q, tree.depth, static.hidden[0])
+    q, depth = trees.tree.q, trees.tree.depth
+    net = BagEstimator(q, depth, static.hidden[0])
     hp = train.NetTrainParams(*(jnp.asarray(x, jnp.float32) for x in (delta, lr)))
     init = train.make_init(static, net)
-    leaf_pixels = jnp.asarray(images, jnp.float32)[trees.leaves] / PIXEL_MAX  # [T, L, 64]
-    leaf_digit = jax.nn.one_hot(trees.digit, N_DIGITS)[:, None, :]
-    leaf_truths = tree.truth[:, tree.level_offset(tree.depth) :].astype(jnp.float32)
     chunk = train.make_chunk(static, static.rounds, net)
 
     @jit
-    def run(hp, key, family, problem, features):
+    def run(hp, key, trees, images, features):
+        problem, family = oi_setup(trees)
+        tree = trees.tree
+        leaf_pixels = jnp.asarray(images, jnp.float32)[trees.leaves] / PIXEL_MAX  # [T, L, 64]
+        leaf_digit = jax.nn.one_hot(trees.digit, N_DIGITS)[:, None, :]
+        leaf_truths = tree.truth[:, tree.level_offset(depth) :].astype(jnp.float32)
         state = init(hp, key, problem, features)
         opt = optax.adamw(fit_lr, weight_decay=weight_decay)
 
@@ -99,9 +100,10 @@ def train_estimator(
         state, log, _ = chunk(hp, state.replace(params=params), family, problem, features)
         return state.params, log
 
-    return run(hp, key, family, problem, features)
+    return run(hp, key, trees, images, features)
 
 
+@jit
 def tree_advantages(joint, trees: DigitTree) -> jax.Array:
     """Each test's advantage per tree, ``[F, n_trees]`` (its mean over trees is ``Adv_f``)."""
     problem, family = oi_setup(trees)
