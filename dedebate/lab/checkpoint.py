@@ -24,6 +24,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from dedebate.lab import numerics
 from dedebate.lab.rundir import RunDirError, eprint
 
 _DISK_FULL = {errno.ENOSPC: os.strerror(errno.ENOSPC), errno.EDQUOT: os.strerror(errno.EDQUOT)}
@@ -120,6 +121,7 @@ class Checkpointer:
         self._ocp = ocp
         self.directory = Path(directory).resolve()
         self.config_hash = str(config_hash)
+        self.numerics = numerics.fingerprint(devices=True)
         self.every = every
         self.keep = keep
         options = ocp.CheckpointManagerOptions(
@@ -180,7 +182,9 @@ class Checkpointer:
                     self._move_aside(s, "stale", f"a save of step {step} follows")
             args = ocp.args.Composite(
                 state=ocp.args.StandardSave(state),
-                meta=ocp.args.JsonSave({"config_hash": self.config_hash, "step": int(step)}),
+                meta=ocp.args.JsonSave(
+                    {"config_hash": self.config_hash, "step": int(step), "numerics": self.numerics}
+                ),
             )
             return bool(self._mgr.save(int(step), args=args, force=force))
 
@@ -250,6 +254,8 @@ class Checkpointer:
         Raises:
             CheckpointMismatch: the newest readable checkpoint was written under another config
                 hash.
+            numerics.ResumeMismatch: ... or under other numerics (versions, backend, devices,
+                ``XLA_FLAGS``: :mod:`dedebate.lab.numerics`).
         """
         import jax
 
@@ -272,6 +278,9 @@ class Checkpointer:
                     f"{str(meta['config_hash'])[:12]}..., this run's is {self.config_hash[:12]}...:"
                     " it belongs to a different config; start a new run directory instead"
                 )
+            numerics.check(
+                f"checkpoint {self.directory / str(step)}", meta.get("numerics"), self.numerics
+            )
             try:
                 out = self._mgr.restore(
                     step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))

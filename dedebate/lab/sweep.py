@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dedebate.lab import numerics
 from dedebate.lab.config import RunConfig, dump_yaml, read_yaml, sweep_hash_of
 from dedebate.lab.devices import EvalInfo
 from dedebate.lab.folder_guard import lock_run_dir
@@ -182,6 +183,7 @@ def _run_sweep(
         Path(path).mkdir(parents=True, exist_ok=True)
         held.append(lock_run_dir(path))  # another process on this sweep stops here
         _check_same_sweep(Path(path), cfg)
+        numerics.guard_sweep(Path(path) / "groups", resume)
         write_text(Path(path) / "config.yaml", dump_yaml(cfg))
     path = dist.broadcast_text(path)
     out = Path(path)

@@ -128,7 +128,7 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
     real_point = fake_sweep.point
 
     def watching(pcfg):  # records whether group 0's results were on disk when group 1 began
-        seen.append((pcfg.n, sorted(p.name for p in (tmp_path / "runs").glob("*/groups/*"))))
+        seen.append((pcfg.n, sorted(p.name for p in (tmp_path / "runs").glob("*/groups/group-*"))))
         return real_point(pcfg)
 
     monkeypatch.setattr(fake_sweep, "point", watching)
