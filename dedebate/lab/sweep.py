@@ -24,7 +24,6 @@ from dedebate.lab.folder_guard import lock_run_dir
 from dedebate.lab.memory import check_sweep
 from dedebate.lab.rundir import (
     environment_provenance,
-    eprint,
     flatten_numbers,
     jsonable,
     new_run_dir,
@@ -67,7 +66,7 @@ from dedebate.lab.sweep_programs import (  # noqa: F401  (re-exported)
     compile_options,
     train_point,
 )
-from dedebate.lab.sweep_rows import check_group_file, read_rows, sort_rows, write_group_file
+from dedebate.lab.sweep_rows import group_done, read_rows, sort_rows, write_group_file
 from dedebate.lab.tracking import Tracker
 
 SWEEP_SCHEMA_VERSION = 1
@@ -193,7 +192,7 @@ def _run_sweep(
 
     # -- which groups are already done (process 0 reads and checks, everyone agrees)
     done = (
-        [_group_done(groups_dir / f"group-{g.index:03d}.csv", plan_, g) for g in plan_.groups]
+        [group_done(groups_dir / f"group-{g.index:03d}.csv", plan_, g) for g in plan_.groups]
         if lead and resume
         else [False] * len(plan_.groups)
     )
@@ -239,7 +238,7 @@ def _run_sweep(
                 if plan_.vmapped:
                     grows = _vmapped_group(module, plan_, g, cfg, out, info, devices, pid, nproc)
                 else:
-                    grows = _full_run_group(module, plan_, g, cfg, out, group_name, pid, nproc)
+                    grows = _full_run_group(module, plan_, g, cfg, out, group_name, resume)
                 compute_s += time.monotonic() - tg
                 computed_rows += len(grows)
                 if lead:
@@ -338,16 +337,6 @@ def _run_sweep(
     return SweepRecord(cfg, out, plan_, rows, results, wall)
 
 
-def _group_done(path: Path, plan_: SweepPlan, group: Group) -> bool:
-    """A resumed sweep skips a group whose file checks out; a damaged one is recomputed."""
-    if not path.is_file():
-        return False
-    problem = check_group_file(path, plan_, group)
-    if problem is not None:
-        eprint(f"dedebate: warning: {path}: {problem}; recomputing group {group.index}")
-    return problem is None
-
-
 def _check_same_sweep(path: Path, cfg: RunConfig) -> None:
     f = path / "config.yaml"
     if not f.is_file():
@@ -390,11 +379,14 @@ def _vmapped_group(module, plan_, g, cfg, out, info, devices, pid, nproc):
     return grows
 
 
-def _full_run_group(module, plan_, g, cfg, out, group_name, pid, nproc):
+def _full_run_group(module, plan_, g, cfg, out, group_name, resume):
     """Run a group of an experiment without ``point``: each (point, seed) is a full run."""
-    # Experiments without ``point``: each (point, seed) is a full run in ``points/``; process ``i``
-    # of ``n`` runs every n-th row, process 0 merges the shard files.
+    # Experiments without ``point``: each (point, seed) is a full run in ``points/`` (on resume,
+    # a finished one is read back and an unfinished one resumed); process ``i`` of ``n`` runs
+    # every n-th row, process 0 merges the shard files.
     from dedebate.lab import distributed as dist
+
+    pid, nproc = dist.process_index(), dist.process_count()
 
     shard_dir = out / "shards"
     shard_dir.mkdir(exist_ok=True)
@@ -414,7 +406,7 @@ def _full_run_group(module, plan_, g, cfg, out, group_name, pid, nproc):
             seed=s,
             params=p.cfg,
             sweep=None,
-            resume=False,
+            resume=resume,
             output_dir=str(out / "points"),
             tracking=tracking,
         )
@@ -447,10 +439,10 @@ def _full_run_group(module, plan_, g, cfg, out, group_name, pid, nproc):
             if f.is_file() and f.stat().st_size:
                 grows.extend(read_rows(f))
         missing = len(todo) - len(grows)
-        if missing:
-            eprint(
-                f"dedebate: warning: {missing} rows of group {g.index} are missing from "
-                f"{shard_dir} (the processes do not share a file system?)"
+        if missing:  # the runs are in points/: a resume on a shared file system reads them back
+            raise SweepError(
+                f"{missing} rows of group {g.index} are missing from {shard_dir} (do the "
+                "processes share a file system?); the finished runs are kept in points/"
             )
     return sort_rows(grows, plan_.seeds) if pid == 0 else grows
 

@@ -51,7 +51,7 @@ def per_point(rows: list[dict[str, Any]], plan_: SweepPlan) -> list[dict[str, An
     """For each point: its axis values and, per metric, mean and t-interval over seeds.
 
     Returns one dict per point: ``point``, ``values``, ``seeds`` and ``{metric: {mean, lo, hi,
-    n}}``.
+    n}}`` (``n``: the seeds whose value is a finite number, those the interval is over).
     """
     metrics = metric_names(rows, plan_.axes)
     by_point: dict[int, list[dict[str, Any]]] = {}
@@ -62,8 +62,8 @@ def per_point(rows: list[dict[str, Any]], plan_: SweepPlan) -> list[dict[str, An
         rs = by_point.get(p.index, [])
         entry: dict[str, Any] = {"point": p.index, "values": jsonable(p.values), "seeds": len(rs)}
         for m in metrics:
-            vals = [r[m] for r in rs if isinstance(r.get(m), (int, float))]
-            mean, lo, hi = t_interval(vals)
+            vals = [r[m] for r in rs if isinstance(r.get(m), (int, float)) and math.isfinite(r[m])]
+            mean, lo, hi = t_interval(vals)  # over the finite values: n counts those
             entry[m] = {"mean": mean, "lo": lo, "hi": hi, "n": len(vals)}
         out.append(entry)
     return out

@@ -19,6 +19,7 @@ from dedebate.lab.rundir import (
     MAX_HASHES_BYTES,
     MAX_ROWS_BYTES,
     _cell,
+    eprint,
     read_bytes,
     read_text,
     write_csv,
@@ -140,3 +141,18 @@ def check_group_file(path: Path, plan_: SweepPlan, group: Group) -> str | None:
     if recorded != hashlib.sha256(data).hexdigest():
         return f"its bytes differ from those hashed in {HASHES} when it was written (edited?)"
     return None
+
+
+def group_done(path: Path, plan_: SweepPlan, group: Group) -> bool:
+    """Whether a resumed sweep reads ``group`` back from ``path``: its file checks out
+    (:func:`check_group_file`; a damaged one is recomputed) and none of its full runs ended in
+    error (those are run again; the finished ones are read back from their folders)."""
+    if not path.is_file():
+        return False
+    problem = check_group_file(path, plan_, group)
+    if problem is None:
+        failed = sum(r.get("status") == "error" for r in read_rows(path))
+        problem = f"{failed} of its runs ended in error" if failed else None
+    if problem is not None:
+        eprint(f"dedebate: warning: {path}: {problem}; recomputing group {group.index}")
+    return problem is None

@@ -50,6 +50,7 @@ def read_csv(path):
 
 
 METRICS = ("rate", "accept", "heads")
+NAN = float("nan")
 
 
 def test_seeds_by_two_dynamic_axes_compile_once_and_points_stand_alone(reg, fake_sweep, tmp_path):
@@ -240,6 +241,67 @@ def test_experiment_without_point_runs_each_point_in_full(reg, tmp_path):
     assert alone["heads"] == inside["heads"]
 
 
+def test_a_resumed_sweep_of_full_runs_reruns_only_what_failed_or_never_finished(
+    reg, tmp_path, monkeypatch
+):
+    mod = reg.experiments["fake_pass"]
+    real_host, calls, fail = mod.host, [], {1: MemoryError("transient")}
+
+    def host(cfg, seed, key, measured):
+        calls.append(seed)
+        if seed in fail:
+            raise fail[seed]
+        return real_host(cfg, seed, key, measured)
+
+    monkeypatch.setattr(mod, "host", host)
+    raw = {
+        "experiment": "fake_pass",
+        "size": "quick",
+        "output_dir": str(tmp_path),
+        "tracking": {"mode": "disabled"},
+        "sweep": {"seeds": 3, "axes": {"p": [0.25]}, "plots": False},
+    }
+    first = run_sweep(mod, resolve(raw, reg.experiments), show_progress=False)
+    assert [r["status"] for r in first.rows] == ["ok", "error", "ok"] and calls == [0, 1, 2]
+    fail.clear()  # the cause is gone: only the failed run runs again, with the sweep's key
+    calls.clear()
+    again = run_sweep(mod, resolve({**raw, "resume": True}, reg.experiments), show_progress=False)
+    assert calls == [1] and [r["status"] for r in again.rows] == ["ok"] * 3
+    fresh = run_sweep(
+        mod,
+        resolve({**raw, "output_dir": str(tmp_path / "b")}, reg.experiments),
+        show_progress=False,
+    )
+    assert [r["heads"] for r in again.rows] == [r["heads"] for r in fresh.rows]
+    # killed during seed 1's run (before the group's file): the finished seed 0 is read back
+    (again.sweep_dir / "groups" / "group-000.csv").unlink()
+    calls.clear()
+    last = run_sweep(mod, resolve({**raw, "resume": True}, reg.experiments), show_progress=False)
+    assert last.rows == again.rows and calls == []
+
+
+def test_rows_missing_from_another_process_fail_the_sweep(reg, tmp_path, monkeypatch):
+    from dedebate.lab import distributed as dist
+    from dedebate.lab import sweep
+
+    raw = {
+        "experiment": "fake_pass",
+        "size": "quick",
+        "output_dir": str(tmp_path),
+        "tracking": {"mode": "disabled"},
+        "sweep": {"seeds": 2, "axes": {"p": [0.25]}, "plots": False},
+    }
+    cfg, mod = resolve(raw, reg.experiments), reg.experiments["fake_pass"]
+    p = plan(mod, cfg)
+    # process 0 of 2, whose partner's shard never reaches this file system
+    monkeypatch.setattr(dist, "process_count", lambda: 2)
+    monkeypatch.setattr(dist, "process_index", lambda: 0)
+    monkeypatch.setattr(dist, "barrier", lambda name: None)
+    with pytest.raises(SweepError, match="1 rows of group 0 are missing"):
+        sweep._full_run_group(mod, p, p.groups[0], cfg, tmp_path, "g", False)
+    assert json.loads((tmp_path / "points/p0000-s0/results.json").read_text())["status"] == "ok"
+
+
 def test_cli_sweep_and_run_with_a_sweep_block(tmp_path, monkeypatch, capsys):
     from dedebate import cli
 
@@ -392,3 +454,12 @@ def test_a_million_row_plan_builds_no_config_until_a_group_is_read(reg, tmp_path
         eager.setdefault(combo[1], []).append((i, dict(zip(axes, combo))))
     assert [[(q.index, q.values) for q in gr.points] for gr in small.groups] == list(eager.values())
     assert [q.index for q in small.points] == list(range(12)) and small.rows == 24
+
+
+def test_per_point_counts_the_finite_values_its_interval_is_over(reg, tmp_path):
+    from dedebate.lab.sweep_output import per_point
+
+    p = plan(reg.experiments["fake_sweep"], config(reg, tmp_path, {"seeds": 4}))
+    rows = [{"point": 0, "seed": s, "group": 0, "rate": v} for s, v in enumerate([1, NAN, 3, NAN])]
+    (entry,) = per_point(rows, p)
+    assert entry["seeds"] == 4 and entry["rate"]["n"] == 2 and entry["rate"]["mean"] == 2.0

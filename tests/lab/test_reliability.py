@@ -702,7 +702,8 @@ def test_failure_07_sweep_children_never_import_the_current_folders_packages(
 
 def test_failure_10_resumed_sweep_recomputes_a_damaged_group(tmp_path, capsys):
     from dedebate.lab.registry import discover_experiments
-    from dedebate.lab.sweep import check_group_file, plan, run_sweep
+    from dedebate.lab.sweep import plan, run_sweep
+    from dedebate.lab.sweep_rows import check_group_file
 
     reg = discover_experiments(["tests.fake_experiments.sweepable"])
     module = reg.experiments["fake_sweep"]
