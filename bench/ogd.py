@@ -7,8 +7,8 @@ that Algorithm 1 has not exited by then; the run checks it), then must agree on 
 on the final h. Reported: steps per second of each (dedebate timed after compilation), the ratio,
 and the agreement. dedebate's ahead-of-time compilation is timed on its own. Timing
 (``bench/_timing.py``): each contender repeats its run until one repeat lasts at least
-``min_seconds`` (calibrated, the calibration doubling as warm-up), then ``repeats`` rounds time
-one repeat of each in turn; the figures are medians (``dedebate`` / ``numpy``: min/median/max),
+``min_seconds`` (after one warm-up call of each), then ``repeats`` rounds time one
+repeat of each in turn; the figures are medians (``dedebate`` / ``numpy``: min/median/max),
 ``ratio`` is the ratio of the medians and ``ratio_range`` the smallest and largest ratio of a
 round. Wall-clock rates are the headline; the process-CPU-time ratio (medians) is reported beside
 them because a shared machine makes wall time noisy (both figures count all threads).
@@ -49,7 +49,7 @@ NUMPY_STEPS = {"default": 30, "full": 8}
 prefix at ``--full``, where dedebate's 150 are run once, untimed. An update costs the same whatever
 its index (every test evaluated on all |X| contexts: numpy took about 0.3 s an update on the
 two-core machine, measured 2026-12-05), so a prefix measures the rate; numpy's 150 updates, with
-the calibration and the repeats, would not fit the accelerator run's budget for a bench."""
+the warm-up and the repeats, would not fit the accelerator run's budget for a bench."""
 GOAL_RATIO = 5.0
 
 
@@ -83,7 +83,7 @@ def run(
 
     delta = jnp.float32(DELTA)
 
-    # Ahead-of-time compilation (timed on its own); the timing's calibration warms up.
+    # Ahead-of-time compilation (timed on its own); the timing's first call warms up.
     t0 = time.perf_counter()
     init = jit(ogd_init, static_argnums=0).lower(static, family, problem).compile()
     state_shape = jax.eval_shape(lambda f, p: ogd_init(static, f, p), family, problem)

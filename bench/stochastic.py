@@ -20,11 +20,15 @@ per-round ratios):
    ``ratio_count_vs_numpy_count_path`` (both draw the counts) and
    ``ratio_lazy_vs_numpy_one_word_path`` (both take the one-word path);
 2. numpy: ``bench/stochastic_numpy.py`` (``rng.binomial`` counts, vectorised over trials);
-3. the RNG limit: raw ``jax.random.uniform`` throughput (the faster of one flat draw and one draw
-   per trial, vmapped, of one uniform per trial-step) divided by the uniforms (32-bit words) one
-   step needs: count mode 5 (two per BTRS candidate for Alice and Bob, one for the coin; ~5.6 on
-   average as ~12% of candidates are rejected), decision mode 4 (Alice's candidate, 32 bits for
-   Bob's decision, the coin), lazy mode 1. Each mode is compared with its own limit.
+3. the RNG limit: the raw throughput of the modes' own generator,
+   :func:`dedebate.core.binomial_stream.block_bits` (both 32-bit words of each threefry2x32 block,
+   half the hashing of ``jax.random.bits``/``uniform``; the modes' uniforms are these words,
+   converted by ``block_uniforms``), the faster of one flat draw and one draw per trial key
+   (vmapped, as the modes draw) of one word per trial-step, divided by the words one step needs:
+   count mode 5 (two per BTRS candidate for Alice and Bob, one for the coin; ~5.6 on average as
+   ~12% of candidates are rejected), decision mode 4 (Alice's candidate, 32 bits for Bob's
+   decision, the coin), lazy mode 1. Each mode is compared with its own limit: the rate at which
+   its own generator makes the words it needs (the mode draws those very words, and does more).
 
 Over the cores (``count_over_cores``, CPU only, two or more cores): the count mode again in a
 subprocess whose JAX has one CPU device per core (``--xla_force_host_platform_device_count``),
@@ -36,11 +40,12 @@ Batch scaling (``batch_scaling``): the count mode at n/4 and 4n trials (16x apar
 interleaved rounds; its trial-steps per second must not fall as the batch grows (a CPU proxy for
 host work that grows with the lanes, which an accelerator would feel first).
 
-``numpy_one_word_path`` times the lazy mode's one-word path in numpy (its rare path not
-implemented, so an upper bound on the speed of a numpy port of that algorithm, and
-``ratio_lazy_vs_numpy_one_word_path`` a lower bound on the lazy mode's ratio against such a port):
-the lazy mode's gain over the straightforward numpy is mostly algorithmic, and the ratios show how
-much.
+``numpy_one_word_path`` ports the lazy mode's algorithm to numpy (one word a step compared with a
+per-position threshold computed once, the rest of the step's law drawn exactly on the rare steps,
+``numpy_one_word_path_rare_steps`` of them), so ``ratio_lazy_vs_numpy_one_word_path`` compares the
+same algorithm: the lazy mode's gain over the straightforward numpy is mostly algorithmic, and the
+ratios show how much. Both numpy references are careful ports, not bounds: a faster numpy port may
+exist.
 
 All are exact in distribution. ``agreement`` compares the acceptance rate of every contender
 (the three modes, both numpy references) with P_M(1) by a binomial z-score and flags a
@@ -50,7 +55,8 @@ two-sided normal quantile that keeps the chance of a false alarm over all the co
 verdicts' rate, not the counts drawn on the way (a reference that skipped the binomial draws
 would pass it too); it does not stop the run. ``run(full=True)`` uses more trials. The numpy goal
 is judged against the RNG limit too: ``numpy_goal_within_rng_limit`` says whether 2x numpy is
-below what raw JAX uniform generation allows for the mode's uniforms per step at all.
+below what raw generation of the mode's words allows at all. ``dedebate_first_call_s`` (and each
+mode's ``first_call_s``) is the first call's wall time: compilation and one run.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ import jax
 import numpy as np
 
 from dedebate.agents.stochastic_players import honest_alice, honest_bob
+from dedebate.core.binomial_stream import block_bits
 from dedebate.lab.parallel import usable_cores
 from dedebate.machines.fixtures import f2_target
 from dedebate.programs import jit
@@ -83,9 +90,21 @@ from .stochastic_numpy import one_word_path_f2_numpy, play_f2_numpy
 
 K, T, P1, SEED = 2, 256, 2 / 3, 0
 TRIALS = {"default": 4096, "full": 16384}
-MODES = {"count": 5, "decision": 4, "lazy": 1}  # bob_draw mode -> uniforms one step needs
+MODES = {"count": 5, "decision": 4, "lazy": 1}  # bob_draw mode -> 32-bit words one step needs
 GOAL_NUMPY, GOAL_RNG = 2.0, 0.25
 AGREEMENT_FALSE_ALARM = 1e-4  # chance that ``agreement`` flags exact samplers, over all its tests
+
+
+def rng_kernels(keys: jax.Array, steps: int) -> dict:
+    """The RNG limit's contenders: ``steps`` words per trial key from the modes' generator
+    (:func:`block_bits`), ``"rng"`` in one flat draw, ``"rng_per_trial"`` one draw per key (vmapped,
+    as the modes draw); each call returns the words, ready."""
+    flat = jit(lambda k: block_bits(k, keys.shape[0] * steps))
+    lanes = jit(jax.vmap(lambda k: block_bits(k, steps)))
+    return {
+        "rng": lambda: jax.block_until_ready(flat(jax.random.key(1))),
+        "rng_per_trial": lambda: jax.block_until_ready(lanes(keys)),
+    }
 
 
 def agreement(acceptances: dict[str, float], p1: float, n: int) -> dict:
@@ -141,8 +160,8 @@ def run(
     p1 = fx.p1()
     se = math.sqrt(p1 * (1 - p1) / n)
 
-    # Compile (first call) each dedebate mode and the RNG kernel, then time every contender in
-    # interleaved rounds, so that a busy machine slows all of them alike.
+    # Compile (first call) each dedebate mode, then time every contender in interleaved rounds
+    # (the warm-up compiles the RNG kernels), so that a busy machine slows all of them alike.
     runners, modes, outs = {}, {}, {}
     for mode in MODES:
         spec = debate_static(T, bob_draw=mode)
@@ -153,22 +172,17 @@ def run(
 
         t0 = time.perf_counter()
         outs[mode] = dedebate()
-        modes[mode] = {"compile_s": time.perf_counter() - t0}
+        modes[mode] = {"first_call_s": time.perf_counter() - t0}  # compilation and one run
         runners[mode] = dedebate
 
     pi = np.asarray(fx.machine.pi, np.float64)
     runners["numpy"] = numpy_runner
     rng_ow = np.random.default_rng(SEED + 1)
-    runners["numpy_one_word_path"] = lambda: one_word_path_f2_numpy(pi, n, rng_ow)
-    # The limit: one uniform per trial-step, n * T of them (a cache-sized block; larger blocks
-    # run slower on CPU, so this is the fastest raw generation, the strictest limit).
-    m = n * T
-    uni = jit(lambda k: jax.random.uniform(k, (m,)))
-    uni_lanes = jit(jax.vmap(lambda k: jax.random.uniform(k, (T,))))
-    jax.block_until_ready(uni(jax.random.key(1)))
-    jax.block_until_ready(uni_lanes(keys))
-    runners["rng"] = lambda: jax.block_until_ready(uni(jax.random.key(1)))
-    runners["rng_per_trial"] = lambda: jax.block_until_ready(uni_lanes(keys))
+    runners["numpy_one_word_path"] = lambda: one_word_path_f2_numpy(
+        pi, consts.n_alice, consts.n_bob, consts.n_vera, consts.tau_bob, consts.tau_vera, n, rng_ow
+    )
+    m = n * T  # words the limit's kernels draw: one per trial-step
+    runners |= rng_kernels(keys, T)
     outs["numpy"] = runners["numpy"]()
     outs["numpy_one_word_path"] = runners["numpy_one_word_path"]()
     timing = time_contenders(runners, min_seconds=min_seconds, repeats=repeats)
@@ -186,12 +200,12 @@ def run(
         )
     numpy_s, ref = best["numpy"], outs["numpy"]
     numpy_rate = steps / numpy_s
-    uniforms_per_s = m / min(best["rng"], best["rng_per_trial"])
+    words_per_s = m / min(best["rng"], best["rng_per_trial"])
 
     for mode, per_step in MODES.items():
         r = modes[mode]
-        r["uniforms_per_step_counted"] = per_step
-        r["rng_limit_trial_steps_per_s"] = uniforms_per_s / per_step
+        r["words_per_step_counted"] = per_step
+        r["rng_limit_trial_steps_per_s"] = words_per_s / per_step
         rat = ratio(timing["numpy"], timing[mode])
         r["ratio_vs_numpy"] = rat["median"]
         r["ratio_vs_numpy_range"] = [rat["min"], rat["max"]]
@@ -241,12 +255,13 @@ def run(
         "dedebate_trial_steps_per_s": h["trial_steps_per_s"],
         "numpy_trial_steps_per_s": numpy_rate,
         "rng_limit_trial_steps_per_s": h["rng_limit_trial_steps_per_s"],
-        "rng_uniforms_per_s": uniforms_per_s,
-        "rng_uniforms_per_s_flat": m / best["rng"],
-        "rng_uniforms_per_s_per_trial": m / best["rng_per_trial"],
+        "rng_generator": "dedebate.core.binomial_stream.block_bits",
+        "rng_words_per_s": words_per_s,
+        "rng_words_per_s_flat": m / best["rng"],
+        "rng_words_per_s_per_trial": m / best["rng_per_trial"],
         "numpy_one_word_path_trial_steps_per_s": steps / best["numpy_one_word_path"],
         "numpy_one_word_path_rare_steps": outs["numpy_one_word_path"]["rare_steps"],
-        "uniforms_per_step_counted": h["uniforms_per_step_counted"],
+        "words_per_step_counted": h["words_per_step_counted"],
         "ratio_vs_numpy": h["ratio_vs_numpy"],
         "ratio_vs_numpy_range": h["ratio_vs_numpy_range"],
         "ratio_vs_numpy_compares": (
@@ -267,7 +282,7 @@ def run(
         "meets_goal_numpy": h["meets_goal_numpy"],
         "meets_goal_rng": h["meets_goal_rng"],
         "numpy_goal_within_rng_limit": h["numpy_goal_within_rng_limit"],
-        "dedebate_compile_s": h["compile_s"],
+        "dedebate_first_call_s": h["first_call_s"],
         "dedebate_s": h["seconds"],
         "numpy_s": numpy_s,
         "acceptance_dedebate": h["acceptance"],

@@ -27,9 +27,59 @@ def test_numpy_references_accept_with_probability_p_m():
     )
     assert abs(full["verdict"].mean() - p1) < Z_MAX * se
     assert full["aborted"].mean() < 1e-3
-    fast = one_word_path_f2_numpy(pi, n, np.random.default_rng(1))
+    fast = one_word_path_f2_numpy(
+        pi, c.n_alice, c.n_bob, c.n_vera, c.tau_bob, c.tau_vera, n, np.random.default_rng(1)
+    )
     assert abs(fast["verdict"].mean() - p1) < Z_MAX * se
     assert fast["rare_steps"] <= 2  # expected 20,000 * 64 * 2^-24 ~ 0.08
+    assert not fast["aborted"].any()
+
+
+SMALL = (200, 200, 400, 0.11, 0.05)  # n_alice, n_bob, n_vera, tau_bob, tau_vera: ~2% aborts/step
+
+
+def test_the_one_word_path_has_the_count_references_law_where_its_rare_path_runs():
+    """At level 4 a sixteenth of the steps take the rare path, and a quarter of the debates abort:
+    verdicts and aborts match the count reference (two-sample z-tests)."""
+    T, n = 16, 20_000
+    pi = np.asarray(f2_target(T, 2 / 3, spread=0.1).machine.pi, np.float64)
+    ref = play_f2_numpy(pi, *SMALL, n, np.random.default_rng(0))
+    ow = one_word_path_f2_numpy(pi, *SMALL, n, np.random.default_rng(1), log2_gate=4)
+    assert abs(ow["rare_steps"] - n * T / 16) < 5 * math.sqrt(n * T / 16)
+    assert 0.2 < ref["aborted"].mean() < 0.3
+    for field in ("verdict", "aborted"):
+        a, b = ref[field].mean(), ow[field].mean()
+        pooled = (a + b) / 2
+        assert abs(a - b) < Z_MAX * math.sqrt(pooled * (1 - pooled) * 2 / n), field
+
+
+def test_the_one_word_path_refuses_a_level_its_aborts_are_too_likely_for():
+    pi = np.full(7, 0.5)
+    with pytest.raises(ValueError, match="aborts too likely"):
+        one_word_path_f2_numpy(
+            pi, 200, 200, 400, 0.05, 0.05, 1000, np.random.default_rng(0), log2_gate=4
+        )
+
+
+@pytest.mark.parametrize(
+    ("na", "nb", "tau", "pi"), [(60, 45, 0.1, 0.4), (10, 10, 0.2, 0.5), (14, 70, 0.1, 0.8)]
+)
+def test_abort_weights_match_a_sum_over_bobs_counts(na, nb, tau, pi):
+    """P(X, Bob aborts) and P(coin, Bob aborts) against the direct sum over Z of Bob's float64
+    check (the last two cases have float64 ties |X/N_A - Z/N_B| = tau; in the last, ceil and floor
+    of the float products miss ends of Bob's interval by one, on both sides)."""
+    from scipy.stats import binom
+
+    from bench.stochastic_numpy import _abort_mass, _abort_weights
+
+    x, z = np.arange(na + 1), np.arange(nb + 1)
+    aborts = np.abs(x[:, None] / na - z[None, :] / nb) >= tau
+    want = binom.pmf(x, na, pi) * (binom.pmf(z, nb, pi)[None, :] * aborts).sum(axis=1)
+    claim, w = _abort_weights(pi, na, nb, tau)
+    np.testing.assert_array_equal(claim, x / na)  # every count has non-zero probability here
+    np.testing.assert_allclose(w, want, rtol=1e-9, atol=1e-300)
+    mass = [np.sum(want * (1 - x / na)), np.sum(want * x / na)]
+    np.testing.assert_allclose(_abort_mass(pi, na, nb, tau), mass, rtol=1e-9)
 
 
 def test_batch_scaling_compares_rates_per_trial_step_16x_apart():
@@ -62,7 +112,7 @@ def test_the_stochastic_bench_reports_like_for_like_ratios_beside_the_headline(m
     from bench import stochastic
 
     secs = {"count": 2.0, "decision": 1.0, "lazy": 0.1, "numpy": 1.0, "numpy_one_word_path": 0.2}
-    secs |= {"rng": 0.01, "rng_per_trial": 0.01}
+    secs |= {"rng": 0.01, "rng_per_trial": 0.02}
 
     def fake_time_contenders(contenders, **kw):
         return {
@@ -90,3 +140,27 @@ def test_the_stochastic_bench_reports_like_for_like_ratios_beside_the_headline(m
     agree = out["agreement"]
     assert set(agree["z_vs_P_M"]) == {"count", "decision", "lazy", "numpy", "numpy_one_word_path"}
     assert out["acceptance_agrees_with_P_M"] == agree["agrees"]
+    words = 256 * 256 / 0.01  # the faster RNG kernel: one word per trial-step
+    assert out["rng_words_per_s"] == pytest.approx(words)
+    assert out["rng_words_per_s_per_trial"] == pytest.approx(words / 2)
+    assert out["modes"]["count"]["rng_limit_trial_steps_per_s"] == pytest.approx(words / 5)
+    assert out["fraction_of_rng_limit"] == pytest.approx(256 * 256 / 0.1 / words)
+    assert out["dedebate_first_call_s"] == out["modes"]["lazy"]["first_call_s"] > 0
+
+
+def test_the_rng_limit_times_the_words_the_modes_draw():
+    """The limit's kernels draw from :func:`block_bits` (two words a threefry block), the modes'
+    generator, not from ``jax.random.uniform`` (one block a word, half the rate)."""
+    import jax
+
+    from bench.stochastic import rng_kernels
+    from dedebate.core.binomial_stream import block_bits
+    from dedebate.protocols.stochastic import trial_keys
+
+    keys = trial_keys(jax.random.key(0), 8)
+    kernels = rng_kernels(keys, 16)
+    flat, lanes = kernels["rng"](), kernels["rng_per_trial"]()
+    assert np.array_equal(flat, block_bits(jax.random.key(1), 128))
+    assert lanes.shape == (8, 16) and lanes.dtype == np.uint32
+    for i in range(8):
+        assert np.array_equal(lanes[i], block_bits(keys[i], 16))
