@@ -238,6 +238,7 @@ def _launch_sweep(args: argparse.Namespace) -> int:
     from dedebate.lab import distributed as dist
     from dedebate.lab.config import ConfigError
     from dedebate.lab.rundir import new_run_dir
+    from dedebate.lab.sweep import find_sweep_dir
 
     reg = load_registry()
     try:
@@ -253,11 +254,12 @@ def _launch_sweep(args: argparse.Namespace) -> int:
             *([args.config] if args.config is not None else []),
             *args.overrides,
         ]
-    else:
+    else:  # resume=true resumes the newest matching sweep, as one process does (run_sweep)
+        found = find_sweep_dir(cfg) if cfg.resume and not args.sweep_dir else None
         sweep_dir = (
             Path(args.sweep_dir).resolve()
             if args.sweep_dir
-            else new_run_dir(cfg.output_dir, f"{cfg.experiment}-sweep")
+            else found or new_run_dir(cfg.output_dir, f"{cfg.experiment}-sweep")
         )
         argv = ["sweep", args.config, *args.overrides, "--sweep-dir", str(sweep_dir)]
     if args.no_progress:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dedebate.lab.parallel import exit_reason
 from dedebate.lab.rundir import eprint
 
 ENV_ADDRESS = "JAX_COORDINATOR_ADDRESS"
@@ -345,14 +346,13 @@ def launch_local(
             for i, p in enumerate(procs):
                 if codes[i] is None:
                     codes[i] = p.poll()
-            failed = [c for c in codes if c not in (None, 0)]
+            failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
             if failed:
+                first, code = failed[0]
                 for i, p in enumerate(procs):
                     if codes[i] is None:
-                        eprint(
-                            f"dedebate: process {i} stopped: another process exited with "
-                            f"code {failed[0]}"
-                        )
+                        why = exit_reason(code)
+                        eprint(f"dedebate: process {i} stopped: process {first} ended ({why})")
                         p.terminate()
                 for i, p in enumerate(procs):
                     try:
@@ -360,7 +360,7 @@ def launch_local(
                     except subprocess.TimeoutExpired:
                         p.kill()
                         codes[i] = p.wait()
-                return failed[0]
+                return 128 - code if code < 0 else code  # a signal N: 128 + N, as a shell
             time.sleep(0.1)
     except KeyboardInterrupt:
         for p in procs:

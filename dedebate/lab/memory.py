@@ -5,8 +5,9 @@ An experiment may declare ``memory_bytes(cfg)`` next to its ``Config``: the peak
 largest is named when a run is refused). :func:`check_run` and :func:`check_sweep` compare that
 estimate with the config's ``memory_limit`` (``auto``: the memory this machine has available)
 and refuse what does not fit in one line, before a run directory is written. A sweep's estimate
-is its largest static group's: the rows one compiled call evaluates (``sweep.batch``, else the
-whole group) times one run's estimate, an upper bound, as a run does more than its point. Impure
+is its largest static group's: the rows one memory holds at once (:func:`rows_at_once`: the
+rows of one compiled call, ``sweep.batch`` else the whole group, padded to the devices) times one
+run's estimate, an upper bound, as a run does more than its point. Impure
 (reads ``/proc/meminfo`` and the devices' memory): lab only. More: docs/lab.md, "Memory budget".
 """
 
@@ -61,13 +62,26 @@ def host_available_bytes() -> int | None:
 def available_bytes() -> int | None:
     """The memory a run may use.
 
-    Returns the host's available memory, or the default device's (``bytes_limit``) where it reports
-    more (an accelerator), in bytes; None where neither is known.
+    Returns one accelerator's memory (``bytes_limit``) where the default device reports one, else
+    the host's available memory, in bytes; None where neither is known.
     """
     from dedebate.lab.devices import device_memory_bytes
 
-    known = [b for b in (host_available_bytes(), device_memory_bytes()) if b]
-    return max(known) if known else None
+    return device_memory_bytes() or host_available_bytes()
+
+
+def rows_at_once(rows: int, batch: int) -> int:
+    """The rows one memory holds when ``rows`` are evaluated ``batch`` per call (0: all) over the
+    devices, padded to a multiple of them (``devices.padded_batch``): all of this process's on a
+    CPU (its devices share the host's memory), one device's share on an accelerator."""
+    import jax
+
+    from dedebate.lab.devices import padded_batch
+
+    padded, n = padded_batch(rows, jax.device_count(), batch), jax.device_count()
+    if jax.default_backend() != "cpu":
+        return padded // n
+    return padded * jax.local_device_count() // n
 
 
 def run_terms(module: Any, params: Any) -> dict[str, int] | None:
@@ -110,9 +124,13 @@ def check_run(module: Any, cfg: Any) -> None:
         module: the experiment module (its ``memory_bytes``, if any).
         cfg: the resolved run config.
     """
+    from dedebate.lab.sweep_plan import is_sweepable
+
     terms = run_terms(module, cfg.params)
-    if terms is not None:
-        _check(cfg.experiment, terms, cfg.memory_limit)
+    if terms is not None:  # a run of a vmapped experiment is its point on every device
+        rows = rows_at_once(1, 0) if is_sweepable(module) else 1
+        what = cfg.experiment if rows == 1 else f"{cfg.experiment} ({rows} padded rows at once)"
+        _check(what, terms, cfg.memory_limit, times=rows)
 
 
 def _unchecked(params: Any, values: Mapping[str, Any]) -> Any:
@@ -146,8 +164,7 @@ def check_sweep(module: Any, cfg: Any, done: list[dict[str, Any]] | None = None)
     static = [a for a in sweep.axes if a not in dynamic]
     per_group = math.prod(len(v) for a, v in sweep.axes.items() if a in dynamic)
     seeds = sweep.seeds if isinstance(sweep.seeds, int) else len(sweep.seeds)
-    rows = per_group * seeds if vmapped else 1
-    rows = min(rows, sweep.batch) if vmapped and sweep.batch else rows
+    rows = rows_at_once(per_group * seeds, sweep.batch) if vmapped else 1
     first = {a: v[0] for a, v in sweep.axes.items() if a in dynamic and v}
     worst: tuple[int, dict[str, int], dict[str, Any]] | None = None
     for combo in itertools.product(*(sweep.axes[a] for a in static)):

@@ -233,7 +233,8 @@ def _worker(
         conn.send(out)
 
 
-def _death(code: int | None) -> str:
+def exit_reason(code: int | None) -> str:
+    """How a process with exit code ``code`` ended, in words (a negative code: its signal)."""
     if code is not None and code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
@@ -343,7 +344,8 @@ def run_tasks(
                     conn.close()
                     out = Outcome(
                         task.name,
-                        error=f"the worker process died ({_death(proc.exitcode)}) while running it",
+                        error=f"the worker process died ({exit_reason(proc.exitcode)}) while "
+                        "running it",
                     )
                     if waiting:
                         start(slot)

@@ -335,7 +335,7 @@ def find(root: str | os.PathLike, max_depth: int = MAX_DEPTH) -> list[Path]:
         if _record_file(d) is not None:
             found.append(d)
             return
-        if depth >= max_depth:
+        if depth >= max_depth or _unfinished_sweep(d):  # its points/ are not runs of their own
             return
         try:
             entries = sorted(os.scandir(d), key=lambda e: e.name)
@@ -347,6 +347,11 @@ def find(root: str | os.PathLike, max_depth: int = MAX_DEPTH) -> list[Path]:
 
     walk(top, 0)
     return found
+
+
+def _unfinished_sweep(d: Path) -> bool:
+    """A sweep's folder before its results.json: its config.yaml beside its groups/."""
+    return (d / "groups").is_dir() and (d / "config.yaml").is_file()
 
 
 def disk_bytes(directory: str | os.PathLike[str]) -> int:

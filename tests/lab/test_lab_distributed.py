@@ -74,3 +74,26 @@ def test_two_processes_equal_one(tmp_path):
     keys = sorted((r["point"], r["seed"]) for part in parts for r in part)
     rows = list(csv.DictReader(table.splitlines()))
     assert keys == sorted((r["point"], r["seed"]) for r in rows)
+    # resume=true resumes that sweep on two processes too (it started a new one)
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dedebate.cli",
+            "sweep",
+            "--no-progress",
+            str(write_config(tmp_path)),
+            "resume=true",
+            "--processes",
+            "2",
+        ],
+        env=sweep_env(2),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert [*(tmp_path / "runs").glob("fake_sweep-sweep-*")] == [d]
+    assert "(1 resumed)" in again.stdout and (d / "sweep.csv").read_text() == table

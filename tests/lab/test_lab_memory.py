@@ -207,6 +207,45 @@ def test_sweep_estimate_is_its_largest_group_times_its_rows():
     memory.check_sweep(ogd, cfg, done=[{"n_x": n} for n in (100, 2000, 50)])
 
 
+def fake_devices(monkeypatch, n: int, backend: str, device_bytes: int | None = None):
+    import jax
+
+    from dedebate.lab import devices
+
+    monkeypatch.setattr(jax, "device_count", lambda: n)
+    monkeypatch.setattr(jax, "local_device_count", lambda: n)
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    monkeypatch.setattr(devices, "device_memory_bytes", lambda device=None: device_bytes)
+
+
+def test_rows_are_padded_to_the_devices_and_held_where_they_live(monkeypatch):
+    """A call evaluates its rows padded to a multiple of the devices (devices.padded_batch): on 4
+    CPU devices all of them share the host's memory, on 4 accelerators each holds its share and
+    is checked against its own memory (was: the unpadded batch against the larger of the host's
+    and one device's memory)."""
+    import experiments.ogd_estimator as ogd
+    from dedebate.lab.config import resolve
+    from dedebate.lab.registry import discover_experiments
+
+    fake_devices(monkeypatch, 4, "cpu")
+    assert [memory.rows_at_once(r, b) for r, b in ((1, 0), (1, 1), (6, 0), (6, 4))] == [4, 4, 8, 4]
+    reg = discover_experiments(["experiments.ogd_estimator"])
+    sweep = {"seeds": 1, "batch": 1, "axes": {"n_x": [2000]}}
+    raw = {"experiment": "ogd_estimator", "sweep": sweep}
+    one = sum(ogd.memory_bytes(dataclasses.replace(ogd.Config(), n_x=2000)).values())
+    cfg = resolve({**raw, "memory_limit": 3 * one}, reg.experiments)
+    with pytest.raises(memory.MemoryBudgetError, match=r"sweep \(4 row\(s\) at once"):
+        memory.check_sweep(ogd, cfg)  # sweep.batch=1, but 4 padded rows in the host's memory
+    run = dataclasses.replace(cfg, sweep=None, params=dataclasses.replace(cfg.params, n_x=2000))
+    memory.check_run(ogd, dataclasses.replace(run, memory_limit=4 * one))  # 4 rows fit
+    # a run is its point on every device
+    with pytest.raises(memory.MemoryBudgetError, match=r"^ogd_estimator \(4 padded rows at once"):
+        memory.check_run(ogd, run)
+    fake_devices(monkeypatch, 4, "gpu", device_bytes=10 * GIB)
+    assert [memory.rows_at_once(r, b) for r, b in ((1, 0), (6, 0), (6, 4), (9, 0))] == [1, 2, 1, 3]
+    assert memory.available_bytes() == 10 * GIB  # one device's, however much the host has
+
+
 XLA_CASES = {  # experiment: (params where the sized term dominates, that term)
     "machines": (
         {"T": 14, "trials": 2000, "n_random": 2, "ascent_iters": 3, "eps": (1e-3,)},

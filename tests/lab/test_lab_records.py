@@ -202,6 +202,10 @@ def test_ls_follows_no_link_and_looks_a_bounded_depth(tmp_path, capsys):
     _run_record(deep)
     _run_record(root.joinpath(*"fghij"))  # one further: not
     _run_record(root / "a" / "inner")  # inside a record: part of it
+    sweep = root / "sw"  # a sweep of full runs killed before its results.json: its points are its
+    (sweep / "groups").mkdir(parents=True)
+    (sweep / "config.yaml").write_text("experiment: x\n")
+    _run_record(sweep / "points" / "p0000-s0")
     (root / "link").symlink_to(outside, target_is_directory=True)
     (root / "bad").mkdir()
     (root / "bad" / "report.json").write_text("{not json")

@@ -700,6 +700,22 @@ def test_failure_07_sweep_children_never_import_the_current_folders_packages(
     assert out == "tiny\tthe real one\n", (out, err)  # was: "(no experiments registered)"
 
 
+def test_a_process_killed_by_a_signal_ends_the_job_with_128_plus_it(
+    tmp_path, cli_env, capfd, monkeypatch
+):
+    from dedebate.lab.distributed import launch_local
+
+    monkeypatch.setenv("DEDEBATE_EXPERIMENTS", "tests.fake_experiments.dying")  # the children's
+    env = {**cli_env, "DEDEBATE_EXPERIMENTS": "tests.fake_experiments.dying"}  # path has tests
+    cfg = tmp_path / "dies.yaml"
+    cfg.write_text(f"experiment: fake_dies\noutput_dir: {tmp_path}\ntracking: {{mode: disabled}}\n")
+    argv = ["run", str(cfg), "--no-progress"]
+    code = launch_local(argv, 2, environ=env)  # both processes run it: both die by SIGKILL
+    err = capfd.readouterr().err
+    assert code == 128 + 9, err  # was -9 (247 in a shell)
+    assert "another process exited" not in err
+
+
 def test_failure_10_resumed_sweep_recomputes_a_damaged_group(tmp_path, capsys):
     from dedebate.lab.registry import discover_experiments
     from dedebate.lab.sweep import plan, run_sweep
