@@ -391,6 +391,9 @@ def _run_in(
         "provenance": _provenance(cfg, ctx, tracker, mode, env, started, wall),
     }
     write_json(run_dir / "results.json", results)
+    for superseded in ("error.txt", "results.failed.json"):  # an earlier attempt's
+        with contextlib.suppress(OSError):  # one that cannot go is harmless
+            (run_dir / superseded).unlink(missing_ok=True)
 
     # Local results are complete; now W&B.
     gate = [c for c in results["claims"] if gating(c)]

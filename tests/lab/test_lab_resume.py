@@ -219,3 +219,9 @@ def test_a_failed_resume_keeps_the_finished_results(tmp_path, fake_ckpt, monkeyp
     record = json.loads((done.run_dir / "results.failed.json").read_text())
     assert record["status"] == "error" and record["error"] == failed.error
     assert "disk on fire" in (done.run_dir / "error.txt").read_text()
+    # the next attempt that finishes removes the failed one's records: they no longer apply
+    monkeypatch.undo()
+    fixed = _run(fake_ckpt, tmp_path, done.run_dir, resume=True)
+    assert fixed.error is None and json.loads(good)["status"] == "ok"
+    assert not (done.run_dir / "error.txt").exists()
+    assert not (done.run_dir / "results.failed.json").exists()
