@@ -136,6 +136,7 @@ class LabContext:
             d.mkdir(parents=True, exist_ok=True)
         # metrics.jsonl (see the module docstring): on resume, the steps the file already holds
         self._old_steps: set[int] = set()
+        self._tracked_steps: set[int] = set()  # the steps the W&B run received before (resume)
         if not resume:
             self.metrics_path.unlink(missing_ok=True)
         else:
@@ -169,6 +170,7 @@ class LabContext:
         """Read the steps an earlier attempt logged (resume); drop a torn last line."""
         rows, bad, torn = self._read_rows()
         self._old_steps = {r["step"] for r in rows}
+        self._tracked_steps = set(self._old_steps)  # kept through truncation: W&B holds them
         if bad:
             eprint(
                 f"dedebate: warning: {self.metrics_path}: dropped {bad} unreadable line(s) "
@@ -223,7 +225,8 @@ class LabContext:
         if int(step) not in self._old_steps:
             with open_append(self.metrics_path) as fh:  # no link, no FIFO
                 fh.write(json.dumps(row) + "\n")
-        self.tracker.log(jsonable(metrics), step=int(step))
+        if not (self.tracker.continued and int(step) in self._tracked_steps):
+            self.tracker.log(jsonable(metrics), step=int(step))
 
     def checkpointer(self, every: int = 1, keep: int = 3):
         """An Orbax checkpointer on ``checkpoint_dir``, guarded by this run's config hash."""

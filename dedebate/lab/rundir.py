@@ -371,21 +371,24 @@ def _cell(v: Any) -> Any:
     return v
 
 
-def flatten_numbers(d: dict[str, Any], prefix: str = "") -> dict[str, float | int | bool | str]:
+def flatten_numbers(
+    d: dict[str, Any], prefix: str = "", finite_only: bool = True
+) -> dict[str, float | int | bool | str]:
     """Nested dict -> ``a/b`` keys holding only scalars (for W&B summaries and logs).
 
-    Returns the flat dict; non-finite floats become strings, other values are dropped.
+    Returns the flat dict; non-finite floats become strings where ``finite_only`` (else they
+    stay floats: W&B's history takes them), other values are dropped.
     """
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
         v = jsonable(v)
         if isinstance(v, dict):
-            out.update(flatten_numbers(v, key + "/"))
+            out.update(flatten_numbers(v, key + "/", finite_only))
         elif isinstance(v, (bool, int, str)):
             out[key] = v
         elif isinstance(v, float):
-            out[key] = v if math.isfinite(v) else str(v)
+            out[key] = v if math.isfinite(v) or not finite_only else str(v)
     return out
 
 

@@ -335,7 +335,7 @@ def _run_in(
         name=tracking_name or run_dir.name,
         config=cfg.to_dict(),
         resume=cfg.resume and not stale,  # a fresh start is a new W&B run (the old one stays)
-        provenance=env,
+        provenance={**env, "config_hash": cfg.config_hash()},
     )
     mode = tracker.mode if tracker.active else mode  # online falls back to offline off-network
     ctx = LabContext(
@@ -403,6 +403,7 @@ def _run_in(
             "claims_passed": sum(c["passed"] for c in gate),
             "claims_total": len(gate),
             "passed": results["passed"],
+            "error": "",  # an earlier attempt's, if any, no longer applies
             "wall_time_s": wall,
         }
     )
@@ -487,13 +488,13 @@ def _finish_failed(
     # a finished run's results are never replaced by a worse record: a failure after them (a
     # later resume that went wrong) is recorded beside them
     target = run_dir / "results.json"
-    if _status(target) == "ok":
+    if kept := _status(target) == "ok":
         target = run_dir / "results.failed.json"
         eprint(
             f"dedebate: warning: {run_dir}: the run had finished before; results.json is "
             f"kept, this attempt's error record is {target.name} (and error.txt)"
         )
-    write_json(target, results)
-    tracker.set_summary({"passed": False, "error": error})
+    write_json(target, results)  # a kept finished run stays passed in W&B too
+    tracker.set_summary({"error": error} | ({} if kept else {"passed": False}))
     tracker.finish(1)
     return results

@@ -151,6 +151,7 @@ class Tracker:
         self.mode = mode
         self._wandb = wandb_module
         self.failed: str | None = None
+        self.continued = False  # True: the run directory's earlier W&B run, resumed
         # W&B stages artifact files in its data directory until they are uploaded; inside the
         # run directory, they travel with it (default: a per-user directory outside the run).
         self.data_dir: Path | None = None
@@ -248,6 +249,7 @@ class Tracker:
                 with contextlib.suppress(OSError, RunDirError):  # a rename: never through a link
                     write_text(id_file, f"{run.id}\n")
             tracker = cls(run, mode, wandb)
+            tracker.continued = "id" in kwargs
             tracker.data_dir = own_folder(Path(run_dir), "wandb", "data")
             return tracker
         except BaseException as err:
@@ -318,7 +320,7 @@ class Tracker:
         # in as a metric, so W&B never drops rows whose step is not increasing.
         if self.run is None:
             return
-        data = flatten_numbers(metrics)
+        data = flatten_numbers(metrics, finite_only=False)  # a NaN loss stays a number to plot
         if step is not None:
             data.setdefault("step", step)
         if data:
