@@ -211,6 +211,7 @@ def _run_sweep(
         job_type="sweep",
         name=out.name,
         config={**cfg.to_dict(), "sweep_dir": str(out)},
+        resume=resume,  # a resumed sweep continues its W&B run
     )
     mode = tracker.mode if tracker.active else mode  # online falls back to offline off-network
 

@@ -5,6 +5,7 @@ nothing. A recording stand-in for the ``wandb`` module checks exactly what is se
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import sys
 from pathlib import Path
@@ -47,6 +48,7 @@ class FakeWandb:
         return kwargs
 
     def init(self, **kwargs):
+        (Path(kwargs["dir"]) / "wandb").mkdir(parents=True, exist_ok=True)  # as wandb does
         run = FakeRun(kwargs)
         self.runs.append(run)
         return run
@@ -126,6 +128,14 @@ def test_one_wandb_run_per_point_grouped_per_sweep(reg, tmp_path, fake_wandb):
         mean = sum(float(r["rate"]) for r in mine) / 2
         assert run.summary["rate/mean"] == pytest.approx(mean)
         assert run.summary["rate/lo"] <= mean <= run.summary["rate/hi"]
+
+    # a resumed sweep continues its own W&B run (it started another of the same name)
+    again = sweep_config(reg, tmp_path)
+    run_sweep(
+        reg.experiments["fake_sweep"], dataclasses.replace(again, resume=True), show_progress=False
+    )
+    assert fake_wandb.runs[3].kwargs["job_type"] == "sweep"
+    assert fake_wandb.runs[3].kwargs["id"] == sweep_run.id
 
 
 def test_sweep_tracking_modes_and_failures(reg, tmp_path, fake_wandb, monkeypatch, capsys):
