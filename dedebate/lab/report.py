@@ -41,6 +41,7 @@ from dedebate.lab.report_render import (  # noqa: F401  (re-exported)
     measured,
     render_markdown,
 )
+from dedebate.lab.rerender import earlier_attempts
 from dedebate.lab.rundir import (
     RESULT_SCHEMA_VERSION,
     RunDirError,
@@ -143,15 +144,12 @@ def reproduce(
             stored_results(report_dir / name)  # a hostile results.json: RunDirError (exit 2)
     group = report_dir.name
     started = utc_iso()
-    t_start = time.monotonic()
-    header = {
-        "size": size,
-        "seed": seed,
-        "started_utc": started,
-        **environment_provenance(),
-    }
+    began, wall_before = earlier_attempts(report_dir) if resume_dir is not None else (None, 0.0)
+    t_start = time.monotonic() - wall_before  # the wall time of every attempt
+    header = {"size": size, "seed": seed, "started_utc": began or started}
+    header |= environment_provenance()
     if resume_dir is not None:
-        header["resumed"] = True
+        header |= {"resumed": True, "resumed_utc": started}
     first = [
         ExperimentEntry(name=mod_name, status="error", error=f"import failed: {err}")
         for mod_name, err in sorted(import_errors.items())

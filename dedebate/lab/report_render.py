@@ -222,6 +222,7 @@ def render_markdown(
         "size",
         "seed",
         "started_utc",
+        "resumed_utc",
         "dedebate_version",
         "git_commit",
         "git_dirty",

@@ -68,6 +68,23 @@ _JSON_KINDS = (
 )
 
 
+def earlier_attempts(directory: str | Path) -> tuple[str | None, float]:
+    """A resumed reproduce directory's first start and its earlier attempts' wall seconds, from its
+    report.json; ``(None, 0.0)`` where it has none that reads as a report."""
+    try:
+        _, data = load_report(directory)
+    except ReportError:
+        return None, 0.0
+    prov = data.get("provenance")
+    started = prov.get("started_utc") if isinstance(prov, dict) else None
+    if not (isinstance(started, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", started)):
+        started = None
+    wall = data.get("wall_time_s")
+    if not (isinstance(wall, (int, float)) and not isinstance(wall, bool) and 0 <= wall < 1e12):
+        wall = 0.0
+    return started, float(wall)
+
+
 def json_kind(x: Any) -> str:
     """What a loaded JSON value is, in words.
 

@@ -118,8 +118,8 @@ def run_experiment(
     "error"``) and error.txt. Before config.yaml the run directory is locked (another process on
     it: :class:`RunDirError` "run in use by PID N"); after it, a results.json saying "running"
     marks the run until it ends (a finished run resumed is a no-op, whatever its memory
-    estimate). A run directory with a link out of it is refused first (:func:`check_run_dir`),
-    before that a run over ``cfg.memory_limit`` (:class:`~dedebate.lab.memory.MemoryBudgetError`).
+    estimate); Ctrl-C names the folder to resume. A run directory with a link out of it is refused
+    first (:func:`check_run_dir`), before that a run over ``cfg.memory_limit``.
 
     Args:
         module: the experiment module.
@@ -154,18 +154,16 @@ def run_experiment(
         ) from None
     check_run_dir(run_dir)
     resume = resume or (cfg.resume and (run_dir / "checkpoints").is_dir())
+    opts = {"show_progress": show_progress, "nested": nested, "raise_errors": raise_errors}
     with lock_run_dir(run_dir):  # a second process on this run stops here ("run in use")
-        return _run_in(
-            module,
-            cfg,
-            run_dir,
-            resume,
-            show_progress=show_progress,
-            nested=nested,
-            raise_errors=raise_errors,
-            key=key,
-            tracking_name=tracking_name,
-        )
+        try:
+            return _run_in(
+                module, cfg, run_dir, resume, key=key, tracking_name=tracking_name, **opts
+            )
+        except KeyboardInterrupt:
+            if not nested:  # the folder to resume, which only a finished run prints
+                eprint(f"dedebate: resume the run with: dedebate run --resume {run_dir}")
+            raise
 
 
 def stored_results(run_dir: str | os.PathLike) -> dict[str, Any] | None:

@@ -281,6 +281,10 @@ def test_resume_with_only_keeps_every_experiment_and_its_family(
     assert "FAIL: 4/4 claims pass; failing experiments: fake_raise" in out, out
     assert f"run already finished: {rep / 'fake_fail'}" not in err  # kept, not resumed
     report = json.loads((rep / "report.json").read_text())
+    # the first attempt's start stays, this one's is beside it; the wall time is both attempts'
+    prov, was = report["provenance"], first["provenance"]
+    assert prov["started_utc"] == was["started_utc"] and prov["resumed_utc"] >= was["started_utc"]
+    assert report["wall_time_s"] > first["wall_time_s"]
     rows = {e["name"]: e for e in report["experiments"]}
     assert list(rows) == ["fake_fail", "fake_pass", "fake_raise"]  # the registry's order
     assert rows["fake_pass"]["verdict"] == rows["fake_fail"]["verdict"] == "PASS"

@@ -225,3 +225,14 @@ def test_a_failed_resume_keeps_the_finished_results(tmp_path, fake_ckpt, monkeyp
     assert fixed.error is None and json.loads(good)["status"] == "ok"
     assert not (done.run_dir / "error.txt").exists()
     assert not (done.run_dir / "results.failed.json").exists()
+
+
+def test_ctrl_c_names_the_folder_to_resume(tmp_path, fake_ckpt, monkeypatch, capsys):
+    def interrupted(cfg, key):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fake_ckpt, "chunks", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _run(fake_ckpt, tmp_path)
+    (run_dir,) = tmp_path.glob("fake_ckpt-*")
+    assert f"resume the run with: dedebate run --resume {run_dir}" in capsys.readouterr().err
