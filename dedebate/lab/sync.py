@@ -20,24 +20,39 @@ from pathlib import Path
 
 from dedebate.lab.folder_guard import check_wandb_dir
 from dedebate.lab.report_render import printable
+from dedebate.lab.rundir import RunDirError
+from dedebate.lab.wandb_records import RecordError, outside_files
 
 
 def find_offline_runs(path: str | os.PathLike) -> list[Path]:
     """Every ``.../wandb/offline-run-*`` directory under ``path``.
 
-    Links are not followed, and each ``wandb/`` found must hold no link but W&B's own log links
-    (:func:`~dedebate.lab.folder_guard.check_wandb_dir`): a shared folder cannot make a sync upload
-    another folder.
+    Links are not followed, each ``wandb/`` found must hold no link but W&B's own log links
+    (:func:`~dedebate.lab.folder_guard.check_wandb_dir`), and no run's records may name a file
+    outside its run directory (:func:`~dedebate.lab.wandb_records.outside_files`): a shared folder
+    cannot make a sync upload another folder or file.
 
     Raises:
-        RunDirError: a ``wandb/`` under ``path`` holds a link or special file (nothing synced).
+        RunDirError: a ``wandb/`` under ``path`` holds a link or special file, or a run's records
+            name a file outside its run directory or do not read (nothing synced).
     """
     root = Path(path).expanduser()
     found: list[Path] = []
 
     def runs_in(wandb_dir: Path) -> None:
         check_wandb_dir(wandb_dir)
-        found.extend(p for p in wandb_dir.glob("offline-run-*") if p.is_dir())
+        for run in (p for p in wandb_dir.glob("offline-run-*") if p.is_dir()):
+            try:
+                named = outside_files(run)
+            except RecordError as err:
+                raise RunDirError(f"{err}: it cannot be checked; nothing synced") from None
+            if named:
+                raise RunDirError(
+                    f"{printable(run)}: its W&B records name {len(named)} file(s) outside its run "
+                    f"directory (e.g. {printable(named[0])}), which a sync would upload; nothing "
+                    "synced"
+                )
+            found.append(run)
 
     if root.name == "wandb":
         runs_in(root)

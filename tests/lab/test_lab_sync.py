@@ -150,3 +150,55 @@ def test_wandb_sync_writes_its_log_beside_the_run_not_in_the_callers_folder(tmp_
     assert not (caller / "wandb").exists()
     log = (tmp_path / "run" / "wandb" / "debug-sync.log").read_text()
     assert log.split()[-1] == str(runs[0])  # the run's path made absolute
+
+
+def _write_log(path: Path, records) -> None:
+    """W&B's run log (LevelDB's format: 32 KiB blocks, a 7-byte header a piece; CRC unchecked)."""
+    import struct
+
+    out = bytearray(b":W&B\x00\x00\x00")
+    for rec in records:
+        data, kind = rec.SerializeToString(), None
+        while kind not in (1, 4):
+            room = 32768 - len(out) % 32768
+            if room < 7:
+                out += b"\x00" * room
+                continue
+            piece, data = data[: room - 7], data[room - 7 :]
+            kind = (1 if not data else 2) if kind is None else (4 if not data else 3)
+            out += struct.pack("<IHB", 0, len(piece), kind) + piece
+    path.write_bytes(bytes(out))
+
+
+def test_sync_refuses_a_run_whose_records_name_files_outside_it(tmp_path, capsys):
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    from dedebate import cli
+
+    secret = tmp_path / "secret.netrc"
+    secret.write_text("machine api.wandb.ai password hunter2\n")
+    run = tmp_path / "shared" / "r" / "wandb" / "offline-run-20260101_000000-abc"
+    run.mkdir(parents=True)
+    staged = run.parent / "data" / "staged.csv"
+    staged.parent.mkdir()
+    staged.write_text("a,b\n")
+    big = pb.Record()  # a record over a block, in pieces: the reader joins them
+    big.history.item.add(key="x", value_json="1" * 70000)
+    art = pb.Record()
+    for p in (str(staged), "/nowhere/on/this/machine.csv"):  # a copy's paths: nowhere here
+        art.artifact.manifest.contents.add(path="f.csv", local_path=p)
+    _write_log(run / "run-abc.wandb", [big, art])
+    assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 0
+    capsys.readouterr()
+    art.artifact.manifest.contents.add(path="g.csv", local_path=str(secret))
+    _write_log(run / "run-abc.wandb", [big, art])
+    assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 2
+    err = capsys.readouterr().err
+    assert "name 1 file(s) outside its run directory" in err and "secret.netrc" in err
+    files = pb.Record()
+    files.files.files.add(path="../../../secret.netrc")
+    _write_log(run / "run-abc.wandb", [files])
+    assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 2
+    (run / "run-abc.wandb").write_bytes(b"not a log")
+    assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 2
+    assert "not a W&B run log" in capsys.readouterr().err
