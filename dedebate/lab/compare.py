@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from dedebate.lab.config_yaml import read_yaml
 from dedebate.lab.experiment import gating
 from dedebate.lab.report_render import fmt, measured, one_line
 from dedebate.lab.rerender import claims_problem, json_kind
@@ -92,12 +93,18 @@ def load_claims(
     return str(p.parent), rows, _configs(p, data, groups)
 
 
-def _provenance(data: Any) -> dict[str, Any]:
-    """The ``config_hash``, ``size`` and ``seed`` a record's provenance holds (None: absent)."""
+def _provenance(data: Any, folder: Path | None = None) -> dict[str, Any]:
+    """The ``config_hash``, ``size`` and ``seed`` a record's provenance holds (None: absent), and
+    the ``params`` of ``folder``'s config.yaml where it reads."""
     prov = data.get("provenance") if isinstance(data, dict) else None
-    return (
+    out = (
         {k: prov.get(k) for k in ("config_hash", "size", "seed")} if isinstance(prov, dict) else {}
     )
+    try:  # the config loader's limits: never through a link, no alias bomb
+        params = read_yaml(folder / "config.yaml").get("params") if folder else None
+    except Exception:  # noqa: BLE001 - no readable config: the hash alone
+        params = None
+    return out | ({"params": params} if isinstance(params, dict) else {})
 
 
 def _run_provenance(report_dir: Path, run_dir: Any) -> dict[str, Any]:
@@ -107,14 +114,14 @@ def _run_provenance(report_dir: Path, run_dir: Any) -> dict[str, Any]:
     try:
         if (report_dir / run_dir).is_symlink():
             return {}
-        return _provenance(read_json(report_dir / run_dir / "results.json"))
+        return _provenance(read_json(report_dir / run_dir / "results.json"), report_dir / run_dir)
     except (RunDirError, OSError, ValueError):
         return {}
 
 
 def _configs(p: Path, data: Any, groups: list[tuple[Any, str]]) -> dict[str, dict[str, Any]]:
     """Each experiment's recorded config (a report's: its provenance, then its run folder's)."""
-    top, out = _provenance(data), {}
+    top, out = _provenance(data, p.parent), {}
     for e, where in groups:
         run = _run_provenance(p.parent, e.get("run_dir")) if where else {}
         out[str(e.get("name", "?"))] = {**top, **{k: v for k, v in run.items() if v is not None}}
@@ -126,8 +133,9 @@ def config_differences(
 ) -> list[dict[str, str]]:
     """The experiments of both whose recorded configs differ.
 
-    Returns ``[{"experiment", "field", "a", "b"}]``: the config hash where both record it, else
-    the first of size and seed that both record and that differs.
+    Returns ``[{"experiment", "field", "a", "b", "what"}]``: the config hash where both record
+    it, else the first of size and seed that both record and that differs; ``what`` names the
+    size, seed and params that differ, as far as both record them.
     """
     out = []
     for name in (n for n in a if n in b):
@@ -136,10 +144,25 @@ def config_differences(
             if va is None or vb is None:
                 continue
             if str(va) != str(vb):
-                out.append({"experiment": name, "field": field, "a": str(va), "b": str(vb)})
+                what = _what_differs(a[name], b[name])
+                out.append(
+                    {"experiment": name, "field": field, "a": str(va), "b": str(vb), "what": what}
+                )
             if field == "config_hash" or str(va) != str(vb):
                 break  # one hash covers size and seed
     return out
+
+
+def _what_differs(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """``"seed 0 vs 1; params.T 8 vs 10"``: what two recorded configs differ in ("" if unknown)."""
+    pa, pb = a.get("params") or {}, b.get("params") or {}
+    pairs = [(k, a.get(k), b.get(k)) for k in ("size", "seed")]
+    pairs += [(f"params.{k}", pa.get(k), pb.get(k)) for k in sorted(set(pa) | set(pb), key=str)]
+    return "; ".join(
+        f"{k} {x} vs {y}"
+        for k, x, y in pairs
+        if x is not None and y is not None and str(x) != str(y)
+    )
 
 
 def _interval(c: dict[str, Any]) -> tuple[float, float]:
@@ -316,7 +339,8 @@ def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
 
 def _config_warning(diffs: list[dict[str, str]]) -> str:
     """One line naming the experiments whose configs differ (at most three in full)."""
-    shown = [f"{d['experiment']} ({d['field']} {d['a'][:12]} vs {d['b'][:12]})" for d in diffs[:3]]
+    hashes = [f"{d['field']} {d['a'][:12]} vs {d['b'][:12]}" for d in diffs[:3]]
+    shown = [f"{d['experiment']} ({d.get('what') or h})" for d, h in zip(diffs, hashes)]
     more = f" and {len(diffs) - 3} more" if len(diffs) > 3 else ""
     return one_line(
         f"warning: A and B ran different configs: {', '.join(shown)}{more}; rows are paired by "

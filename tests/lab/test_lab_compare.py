@@ -258,7 +258,13 @@ def test_compare_never_tests_rows_whose_bounds_differ(tmp_path, capsys):
     assert not rate["bound_differs"] and rate["p_value"] == 1.0
     assert out["bound_differs"] == 1
     assert out["config_differs"] == [
-        {"experiment": "e", "field": "config_hash", "a": "a" * 64, "b": "b\x1b[2J" + "b" * 60}
+        {
+            "experiment": "e",
+            "field": "config_hash",
+            "a": "a" * 64,
+            "b": "b\x1b[2J" + "b" * 60,
+            "what": "",  # no config.yaml beside either
+        }
     ]
 
     # the same config on both sides: no warning
@@ -303,6 +309,11 @@ def test_compare_warns_when_two_reports_ran_other_configs(tmp_path, capsys):
     # no hash to read on one side: the report's seed decides
     assert cli.main(["compare", str(report("d", 1, "nope", "")), str(outside)]) == 0
     assert "different configs: e (seed 1 vs 0)" in capsys.readouterr().out
+    # the run folders' config.yaml: the warning names the params that differ
+    for rep, t in ((a, 8), (b, 10)):
+        (rep / "e" / "config.yaml").write_text(f"experiment: e\nparams: {{T: {t}, n: 3}}\n")
+    assert cli.main(["compare", str(a), str(b)]) == 0
+    assert "different configs: e (params.T 8 vs 10); rows" in capsys.readouterr().out
 
 
 def test_exact_values_that_print_alike_are_equal_to_n_digits():
