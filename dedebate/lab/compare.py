@@ -94,8 +94,7 @@ def load_claims(
 
 
 def _provenance(data: Any, folder: Path | None = None) -> dict[str, Any]:
-    """The ``config_hash``, ``size`` and ``seed`` a record's provenance holds (None: absent), and
-    the ``params`` of ``folder``'s config.yaml where it reads."""
+    """A record's ``config_hash``, ``size``, ``seed`` (None: absent), ``folder``'s config params."""
     prov = data.get("provenance") if isinstance(data, dict) else None
     out = (
         {k: prov.get(k) for k in ("config_hash", "size", "seed")} if isinstance(prov, dict) else {}

@@ -58,7 +58,8 @@ class Range:
         """
         if self.choices is not None:
             return "one of " + ", ".join(_fmt(c) for c in self.choices)
-        what = {"int": "an integer", "float": "a number"}.get(kind, "a value")
+        kinds = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a text"}
+        what = kinds.get(kind, "a value")
         if self.multiple_of == 2 and kind == "int":
             what = "an even integer"
         elif self.multiple_of and kind == "int":
