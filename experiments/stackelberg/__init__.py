@@ -257,7 +257,7 @@ def stable_rows(cfg: Config, t: Trained):
         Claim(
             f"Stable candidate (n_B = {cfg.main_n_b}): final mean E[U_A] near rho^-(d+1) = {thr:g}",
             "spec PED 7.4 (practical reading)",
-            f"in [{thr * (1 - cfg.tol):.4f}, {thr * (1 + cfg.tol):.4f}]",
+            f"95% interval within [{thr * (1 - cfg.tol):.4f}, {thr * (1 + cfg.tol):.4f}]",
             *fin_iv,
             passed=bool(ulo >= thr * (1 - cfg.tol) and uhi <= thr * (1 + cfg.tol)),
             finding=True,

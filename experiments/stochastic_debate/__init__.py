@@ -226,10 +226,10 @@ def cost_rows(Ks, Ts, qrows) -> tuple[list[Claim], dict, dict]:
 def scale_factor_claim(cfg: Config, K: int, search: dict) -> Claim:
     """K's smallest common factor on (N_A, N_B, N_V) by :func:`.budget.scale_search`."""
     sT, Tmax, f_exact, f = cfg.scale_T, max(cfg.Ts), search["f_exact"], search["factor"]
-    bound, value = "exact at scale_T and MC at T_max", 1.0
-    note = f"exact DP at T={sT}: smallest factor {f_exact}"
+    bound = f"a factor that holds exactly at T={sT} and by Monte Carlo at T={Tmax}"
+    value, note = math.nan, f"exact DP at T={sT}: smallest factor {f_exact}"
     if f_exact is None:
-        bound, value, note = "some factor <= 1", math.nan, f"factor 1 fails exactly at T={sT}"
+        bound, note = "some factor <= 1", f"factor 1 fails exactly at T={sT}"
     elif f is None:
         note += f"; no factor held by Monte Carlo at T={Tmax}"
     else:
@@ -285,7 +285,7 @@ def plot_acceptance(rows: list[dict], cfg):
             err = [v - [r["lo"] for r in rs], [r["hi"] for r in rs] - v]
             ax.errorbar(T, v, yerr=err, marker=marker, capsize=3, label=f"K={K} {side} (worst)")
             label = f"proven {side} bound (Lean)" if K == cfg.Ks[0] else None
-            ax.plot(T, [r["bound"] for r in rs], "--", lw=1, color=color, label=label)
+            ax.plot(T, [r["bound"] for r in rs], "_--", ms=14, lw=1, color=color, label=label)
     ax.axhline(0.6, color="g", ls=":", lw=1, label="3/5")
     ax.axhline(0.4, color="r", ls=":", lw=1, label="2/5")
     ax.set(xscale="log", xlabel="T (steps)", ylabel="P[output 1]")
@@ -311,9 +311,9 @@ def plot_queries(qrows: list[dict], fit: dict):
         ax.plot(T, [r["bob"] for r in rs], "^-", label=f"K={K} Bob")
         (vera,) = ax.plot(T, [r["vera_max"] for r in rs], "s--", label=f"K={K} Vera (max)")
         n_v, col = [r["n_vera"] for r in rs], vera.get_color()
-        ax.plot(T, n_v, color=col, lw=1, alpha=0.6, label=f"K={K} N_V (Vera's bound)")
+        ax.plot(T, n_v, "_-", ms=14, color=col, lw=1, alpha=0.6, label=f"K={K} N_V (Vera's bound)")
         bound = ALICE_C * K * K * T * np.log(200 * T)
-        ax.plot(T, bound, "k:", lw=1, label=f"K={K} {ALICE_C} K^2 T ln(200T)")
+        ax.plot(T, bound, "k_:", ms=14, lw=1, label=f"K={K} {ALICE_C} K^2 T ln(200T)")
     ax.set(xscale="log", yscale="log", xlabel="T (steps)", ylabel="oracle queries per debate")
     ax.set_title(f"Queries: prover ~ {fit['c']:.0f} K^2 T ln(200T) (fit), verifier <= N_V")
     ax.legend(fontsize=7)
