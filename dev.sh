@@ -8,16 +8,18 @@
 #   ./dev.sh COMMAND ARGS                                   any other dedebate command (run, sweep,
 #                                                           bench, config, list, ...); `./dev.sh
 #                                                           run --help` shows a command's options
-#
+# Commands run in the folder you call dev.sh from (relative paths are yours; `test` runs here).
 # Each creates .venv (python3 -m venv, or virtualenv where venv is unavailable) and runs
 # `pip install -c constraints.txt -e '.[test]'` when the environment is missing or pyproject.toml
 # or constraints.txt changed since the last install (a stamp file inside .venv holds their hash).
 # constraints.txt holds versions chosen for speed; pyproject.toml the ranges that work.
 set -euo pipefail
 
+CALLER=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")"
 PYTHON=${PYTHON:-python3}
 VENV=${DEDEBATE_VENV:-.venv}
+case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac  # still found after cd "$CALLER"
 STAMP="$VENV/.dedebate-pyproject.sha256"
 
 say() { printf 'dev.sh: %s\n' "$*" >&2; }
@@ -62,6 +64,7 @@ cmd=${1:-}
 case "$cmd" in
   reproduce)
     ensure_env
+    cd "$CALLER"
     exec "$VENV/bin/dedebate" reproduce "$@"
     ;;
   test)
@@ -76,12 +79,13 @@ case "$cmd" in
     say "environment ready: $VENV"
     ;;
   ""|-h|--help|help)
-    sed -n '2,14p' dev.sh | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,15p' dev.sh | sed 's/^# \{0,1\}//' >&2
     [ -z "$cmd" ] && exit 2
     exit 0
     ;;
   *)
     ensure_env
+    cd "$CALLER"
     exec "$VENV/bin/dedebate" "$cmd" "$@"
     ;;
 esac

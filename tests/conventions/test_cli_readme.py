@@ -41,7 +41,7 @@ def test_readme_python_example_runs():
     assert shown and shown.group(1) == p.stdout  # the README shows what it prints
 
 
-def test_readme_sequence_puts_dedebate_at_hand():
+def test_readme_sequence_puts_dedebate_at_hand(tmp_path):
     """The README's set-up: after `./dev.sh setup`, activating .venv puts `dedebate` on the PATH,
     and `./dev.sh COMMAND` forwards any dedebate command (here `list`)."""
     venv = Path(sys.prefix)
@@ -68,3 +68,15 @@ def test_readme_sequence_puts_dedebate_at_hand():
     assert any(line.startswith("machines\t") for line in lines[1:]), p.stdout
     p = subprocess.run(["bash", "dev.sh"], capture_output=True, text=True, cwd=REPO, check=False)
     assert p.returncode == 2 and "./dev.sh COMMAND ARGS" in p.stderr
+    # called from another folder, a command reads its relative paths from there
+    (tmp_path / "here").mkdir()
+    p = subprocess.run(
+        ["bash", str(REPO / "dev.sh"), "ls", "here"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    assert p.returncode == 0 and "no run, sweep or reproduce directories under here" in p.stderr
