@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument(
         "dir",
         nargs="?",
-        default="runs",
+        default=None,
         metavar="DIR",
         help="the folder to look in (default: runs)",
     )

@@ -96,8 +96,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
     """
     from dedebate.lab.records import RecordError, listing, render
 
-    try:
-        entries = listing(args.dir)
+    where = args.dir or "runs"
+    try:  # the default folder before any run: nothing to list yet, not an error
+        entries = [] if args.dir is None and not os.path.lexists(where) else listing(where)
     except RecordError as err:
         return die_usage(str(err))
     if args.json:
@@ -105,5 +106,5 @@ def cmd_ls(args: argparse.Namespace) -> int:
     elif entries:
         print(render(entries), end="")
     else:
-        print(f"no run, sweep or reproduce directories under {args.dir}", file=sys.stderr)
+        print(f"no run, sweep or reproduce directories under {where}", file=sys.stderr)
     return EXIT_OK

@@ -25,7 +25,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """
     from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
     from dedebate.lab.folder_guard import check_run_dir
-    from dedebate.lab.registry import config_path
+    from dedebate.lab.registry import config_path, shipped_configs_dir
     from dedebate.lab.runner import run_experiment
 
     overrides = list(args.overrides)
@@ -63,7 +63,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         if reg.errors and "unknown experiment" in str(err):
             warn_import_errors(reg)
-        return die_usage(f"config error: {err}")
+        shipped = shipped_configs_dir()
+        hint = ""
+        if str(err).startswith("config file not found") and shipped is not None:
+            names = ", ".join(sorted(p.stem for p in shipped.glob("*.yaml")))
+            hint = f"; a shipped config by name: {names} (or a YAML file's path)"
+        return die_usage(f"config error: {err}{hint}")
     module = reg.experiments[cfg.experiment]
     if cfg.sweep is not None:  # a sweep block makes the run a sweep (one process)
         return _sweep(
@@ -115,6 +120,9 @@ def _print_run_summary(rec) -> None:
             print(f"  {verdict}  {one_line(text + _p_text(d))}")
         if not rec.result.claims:
             print("  (no claims)")
+        gate = [d for d in rec.results.get("claims", []) if gating(d)]
+        n_pass = sum(bool(d["passed"]) for d in gate)
+        print(f"{'PASS' if rec.passed else 'FAIL'}: {n_pass}/{len(gate)} claims pass")
     wb = rec.results.get("provenance", {}).get("tracking", {})
     if wb.get("mode") == "offline" and wb.get("wandb_dir"):
         where, run_dir = printable(wb["wandb_dir"]), printable(rec.run_dir)

@@ -135,7 +135,14 @@ def resolve(
     allowed = [f.name for f in init_fields(RunConfig)]
     for k in data:
         if k not in allowed:
-            raise ConfigError(f"unknown key '{k}'; allowed top-level keys: {', '.join(allowed)}")
+            cls = getattr(experiments.get(str(data.get("experiment"))), "Config", None)
+            fields: set[str] = set()
+            if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+                fields = {f.name for f in init_fields(cls)}
+            hint = f" (a parameter: write params.{k}=...)" if k in fields else ""
+            raise ConfigError(
+                f"unknown key '{k}'{hint}; allowed top-level keys: {', '.join(allowed)}"
+            )
 
     names = sorted(experiments)
     available = ", ".join(names) if names else "(none registered)"

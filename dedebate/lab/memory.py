@@ -37,7 +37,8 @@ def format_bytes(n: float) -> str:
     """
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
-            return f"{n / size:.3g} {unit}"
+            text = f"{n / size:.3g}"
+            return f"{n / size:.0f} {unit}" if "e" in text else f"{text} {unit}"  # not 1e+03
     return f"{int(n)} B"
 
 

@@ -262,3 +262,11 @@ def test_compare_names_a_sweep_record(tmp_path, capsys):
     (sweep / "results.json").write_text(json.dumps({"kind": "sweep", "experiment": "x"}))
     code, _, err = answer(capsys, ["compare", str(sweep), str(sweep)])
     assert_one_line_error(code, err, "a sweep's record", "compare takes run directories")
+
+
+def test_a_config_not_found_lists_the_shipped_ones(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "configs/machine.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "config file not found: 'configs/machine.yaml'; a shipped config by name: " in err
+    assert "machines, ogd_estimator" in err

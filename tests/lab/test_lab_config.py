@@ -121,6 +121,8 @@ def test_parse_override_values():
             [],
             ["unknown key 'colour'", "allowed top-level keys", "experiment"],
         ),
+        # a parameter written at the top level: the message says where it goes
+        (GOOD, ["n=3"], ["unknown key 'n' (a parameter: write params.n=...)"]),
         # unknown params key (YAML and override)
         (GOOD + "  nn: 3\n", [], ["unknown key 'params.nn'", "allowed keys here", "chunks"]),
         (GOOD, ["params.nn=3"], ["unknown key 'params.nn'"]),

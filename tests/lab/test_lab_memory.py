@@ -146,6 +146,7 @@ def test_huge_ogd_run_refused_before_work(tmp_path, monkeypatch, capsys):
         "anyway"
     )
     assert memory.format_bytes(need) == "159 GiB"
+    assert memory.format_bytes(1000 * 1024) == "1000 KiB"  # was 1e+03 KiB
     assert list(tmp_path.iterdir()) == []
 
 

@@ -277,3 +277,10 @@ def test_a_sweep_is_one_record_and_its_table_the_metrics(tmp_path, capsys):
     for pt in per_point:  # the table's rows average to the sweep's own per-point means
         rates = [r["rate"] for r in rows if r["point"] == pt["point"]]
         assert sum(rates) / len(rates) == pytest.approx(pt["rate"]["mean"], rel=1e-12)
+
+
+def test_ls_before_any_run_lists_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no runs/ yet: nothing to list, not an error
+    assert cli.main(["ls"]) == 0
+    assert "no run, sweep or reproduce directories under runs" in capsys.readouterr().err
+    assert cli.main(["ls", "runs"]) == 2  # a folder named on the command line must exist
