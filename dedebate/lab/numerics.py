@@ -89,7 +89,11 @@ def guard_sweep(groups_dir: Path, resume: bool) -> None:
     where an older dedebate left groups and no record)."""
     record, now = groups_dir / SWEEP_FILE, fingerprint(devices=False)
     if resume and record.is_file():
-        check(f"the finished groups of {groups_dir.parent}", read_json(record), now)
+        try:
+            old = read_json(record)
+        except (OSError, ValueError):  # unreadable: as an older dedebate's, which kept none
+            old = None
+        check(f"the finished groups of {groups_dir.parent}", old, now)
     elif resume and any(groups_dir.glob("group-*.csv")):
         return
     groups_dir.mkdir(exist_ok=True)

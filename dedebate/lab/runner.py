@@ -401,7 +401,7 @@ def _run_in(
             "claims_passed": sum(c["passed"] for c in gate),
             "claims_total": len(gate),
             "passed": results["passed"],
-            "error": "",  # an earlier attempt's, if any, no longer applies
+            **({"error": ""} if tracker.continued else {}),  # an earlier attempt's: no more
             "wall_time_s": wall,
         }
     )
