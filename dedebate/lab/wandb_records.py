@@ -79,10 +79,10 @@ def outside_files(run: Path) -> list[str]:
         for r in records(log):
             kind = r.WhichOneof("record_type")
             if kind == "artifact":
-                named = [e.local_path for e in r.artifact.manifest.contents if e.local_path]
-                named += [r.artifact.manifest.manifest_file_path] * bool(
-                    r.artifact.manifest.manifest_file_path
-                )
+                manifest = r.artifact.manifest
+                named = [e.local_path for e in manifest.contents if e.local_path]
+                if manifest.manifest_file_path:
+                    named.append(manifest.manifest_file_path)
                 out += [p for p in named if outside(p)]
             elif kind == "files":
                 out += [
