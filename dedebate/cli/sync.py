@@ -32,6 +32,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         if not Path(path).expanduser().is_dir():
             return die_usage(f"{path}: not a directory")
         runs += find_offline_runs(path)
+    runs = sorted({r.resolve(): r for r in runs}.values())  # overlapping paths: each run once
     if not runs:
         print(f"no offline W&B runs under {', '.join(args.paths)}", file=sys.stderr)
         return EXIT_OK

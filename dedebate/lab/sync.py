@@ -56,6 +56,9 @@ def find_offline_runs(path: str | os.PathLike) -> list[Path]:
 
     if root.name == "wandb":
         runs_in(root)
+    elif root.name.startswith("offline-run-") and root.parent.name == "wandb":  # one run
+        runs_in(root.parent)
+        found[:] = [r for r in found if r.name == root.name]
     else:
         for where, dirs, _ in os.walk(root):  # links to folders are listed, never entered
             if "wandb" in dirs:

@@ -202,3 +202,18 @@ def test_sync_refuses_a_run_whose_records_name_files_outside_it(tmp_path, capsys
     (run / "run-abc.wandb").write_bytes(b"not a log")
     assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 2
     assert "not a W&B run log" in capsys.readouterr().err
+
+
+def test_sync_takes_a_run_folder_itself_and_each_run_once(tmp_path, capsys):
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    from dedebate import cli
+
+    runs = [tmp_path / "r" / "wandb" / f"offline-run-20260101_00000{i}-id{i}" for i in (1, 2)]
+    for run in runs:
+        run.mkdir(parents=True)
+        _write_log(run / f"run-{run.name[-3:]}.wandb", [pb.Record()])
+    assert cli.main(["sync", "--dry-run", str(runs[0])]) == 0  # was: "no offline W&B runs"
+    assert capsys.readouterr().out.splitlines() == [str(runs[0])]
+    assert cli.main(["sync", "--dry-run", str(tmp_path), str(runs[1]), str(tmp_path / "r")]) == 0
+    assert capsys.readouterr().out.splitlines() == list(map(str, runs))  # each once
