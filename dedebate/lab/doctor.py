@@ -47,8 +47,8 @@ def device_report() -> dict[str, Any]:
 def report() -> dict[str, Any]:
     """Everything ``dedebate doctor`` prints.
 
-    Returns a JSON-able dict: version, git state, :func:`device_report`, compile cache, packages,
-    ``XLA_FLAGS``.
+    Returns a JSON-able dict: version, git state, :func:`device_report`, the memory a run may use
+    (``memory_limit_auto_bytes``), compile cache, packages, ``XLA_FLAGS``.
     """
     from dedebate.lab.compile_cache import provenance as compile_cache_provenance
     from dedebate.lab.compile_cache import requested_dir
@@ -57,10 +57,13 @@ def report() -> dict[str, Any]:
     if not cache.get("enabled"):
         where = requested_dir()
         cache = {**cache, "cli_dir": str(where) if where else None}
+    from dedebate.lab.memory import available_bytes
+
     return {
         "dedebate": dedebate.__version__,
         **code_provenance(),
         **device_report(),
+        "memory_limit_auto_bytes": available_bytes(),  # what memory_limit=auto allows a run
         "compile_cache": cache,
         "packages": package_versions(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
@@ -83,6 +86,9 @@ def render(info: dict[str, Any]) -> str:
         lines.append(
             "  no accelerator visible: --full sizes are meant for a GPU (README: Running on a GPU)"
         )
+    auto = info.get("memory_limit_auto_bytes")
+    where = "one device's" if info["backend"] != "cpu" else "the host's available"
+    lines.append(f"memory for a run (memory_limit=auto: {where}): {_gib(auto)}")
     cache = info["compile_cache"]
     where = cache.get("dir") or cache.get("cli_dir")
     lines.append(f"compile cache (dedebate run/sweep/reproduce/bench): {where or 'off'}")

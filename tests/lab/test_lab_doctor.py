@@ -9,6 +9,7 @@ import subprocess
 import jax
 
 from dedebate import cli
+from dedebate.lab import memory
 from dedebate.lab.rundir import git_dirty, package_versions
 
 
@@ -19,9 +20,12 @@ def test_doctor_reports_this_process(capsys):
     assert info["device_count"] == jax.device_count() == len(info["devices"])
     assert info["x64"] is bool(jax.config.jax_enable_x64)
     assert info["packages"]["jaxlib"] == importlib.metadata.version("jaxlib")
+    auto = info["memory_limit_auto_bytes"]  # README: memory (the host's varies from call to call)
+    assert isinstance(auto, int) and 0 < auto <= 2 * memory.available_bytes()
     assert cli.main(["doctor"]) == 0
     text = capsys.readouterr().out
     assert f"backend: {jax.default_backend()}" in text and "compile cache" in text
+    assert "memory for a run (memory_limit=auto: " in text
 
 
 def test_package_versions_names_missing_ones():
