@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from dedebate.lab.rundir import eprint
+
 __all__ = ["Chunked", "checkpoint_template", "run_chunks"]
 
 
@@ -162,6 +164,7 @@ def run_chunks(
                 ctx.truncate_metrics(int(full["next_step"]))
             if restored:
                 bar.update(restored)
+                eprint(f"dedebate: {desc}: resumed from a checkpoint, {restored}/{n_chunks} chunks")
         state, mons = full["state"], full.get("monitors", {})
         pos = {k: int(v) for k, v in full.get("pos", {}).items()}
         next_step = int(full["next_step"])

@@ -192,8 +192,10 @@ def test_damaged_newest_checkpoint_recovers_and_converges(
     assert _rows(crashed.run_dir) == _rows(uninterrupted.run_dir)
     names = sorted(p.name for p in (crashed.run_dir / "checkpoints").iterdir())
     assert names == ["5", "6"] + (["corrupt-4"] if damage != "half-written" else [])
+    err = capsys.readouterr().err
+    assert "dedebate: fake_ckpt walk: resumed from a checkpoint, 3/6 chunks" in err  # it says so
     if damage != "half-written":  # a save cut short is not a step: nothing to warn about
-        assert "moved aside" in capsys.readouterr().err
+        assert "moved aside" in err
 
     before = _on_disk(crashed.run_dir)  # a second resume finds the run finished: a no-op
     third = _run(fake_ckpt, tmp_path, crashed.run_dir, resume=True)
