@@ -39,20 +39,11 @@ def test_process_env_from_launcher_variables():
         process_env(True, environ={})
 
 
-@pytest.mark.slow
-def test_two_processes_equal_one(tmp_path):
-    table, _ = baseline(str(tmp_path.parent / "device-baseline"))
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dedebate.cli",
-            "sweep",
-            "--no-progress",
-            str(write_config(tmp_path)),
-            "--processes",
-            "2",
-        ],
+def _sweep_on_two_processes(tmp_path, *overrides):
+    """``dedebate sweep CONFIG OVERRIDES --processes 2`` (2 fake devices each)."""
+    argv = ["sweep", "--no-progress", str(write_config(tmp_path)), *overrides, "--processes", "2"]
+    return subprocess.run(
+        [sys.executable, "-m", "dedebate.cli", *argv],
         env=sweep_env(2),
         cwd=REPO,
         capture_output=True,
@@ -60,6 +51,12 @@ def test_two_processes_equal_one(tmp_path):
         timeout=300,
         check=False,
     )
+
+
+@pytest.mark.slow
+def test_two_processes_equal_one(tmp_path):
+    table, _ = baseline(str(tmp_path.parent / "device-baseline"))
+    p = _sweep_on_two_processes(tmp_path)
     assert p.returncode == 0, p.stderr
     assert "1 compilation(s), 4 device(s), 2 process(es)" in p.stdout
     (d,) = (tmp_path / "runs").glob("fake_sweep-sweep-*")
@@ -75,25 +72,7 @@ def test_two_processes_equal_one(tmp_path):
     rows = list(csv.DictReader(table.splitlines()))
     assert keys == sorted((r["point"], r["seed"]) for r in rows)
     # resume=true resumes that sweep on two processes too (it started a new one)
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dedebate.cli",
-            "sweep",
-            "--no-progress",
-            str(write_config(tmp_path)),
-            "resume=true",
-            "--processes",
-            "2",
-        ],
-        env=sweep_env(2),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    again = _sweep_on_two_processes(tmp_path, "resume=true")
     assert again.returncode == 0, again.stderr
     assert [*(tmp_path / "runs").glob("fake_sweep-sweep-*")] == [d]
     assert "(1 resumed)" in again.stdout and (d / "sweep.csv").read_text() == table

@@ -157,7 +157,7 @@ def uninterrupted(tmp_path_factory, fake_ckpt):
     return _run(fake_ckpt, tmp_path_factory.mktemp("fresh"))
 
 
-def _run(module, out, run_dir=None, resume=False):
+def _run(module, out, run_dir=None, resume=False, tracking="disabled"):
     from dedebate.lab.config import resolve
     from dedebate.lab.runner import run_experiment
 
@@ -166,7 +166,7 @@ def _run(module, out, run_dir=None, resume=False):
             "experiment": module.NAME,
             "output_dir": str(out),
             "resume": resume,
-            "tracking": {"mode": "disabled"},
+            "tracking": {"mode": tracking},
         },
         {module.NAME: module},
     )

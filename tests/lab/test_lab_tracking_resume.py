@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from dedebate.lab.config import resolve
 from dedebate.lab.registry import discover_experiments
-from dedebate.lab.runner import run_experiment
 from dedebate.lab.tracking import Tracker
 from tests.lab.test_lab_resume import RESUMABLE
+from tests.lab.test_lab_resume import _run as run_resume_test
 from tests.lab.test_lab_sweep_wandb import FakeWandb
 
 
@@ -33,16 +32,7 @@ def fake_wandb(monkeypatch):
 
 
 def _run(module, out, run_dir=None, resume=False):
-    cfg = resolve(
-        {
-            "experiment": module.NAME,
-            "output_dir": str(out),
-            "resume": resume,
-            "tracking": {"mode": "offline"},
-        },
-        {module.NAME: module},
-    )
-    return run_experiment(module, cfg, run_dir=run_dir, show_progress=False)
+    return run_resume_test(module, out, run_dir, resume, tracking="offline")
 
 
 def _steps(run):
