@@ -45,7 +45,7 @@ def test_a_checkpoint_resumes_only_under_its_numerics(tmp_path, monkeypatch):
 def test_an_older_checkpoint_without_numerics_still_resumes(tmp_path):
     d = tmp_path / "ck"
     with Checkpointer(d, HASH) as ck:
-        ck.numerics = None  # what dedebate <= 0.2.0 wrote: no "numerics" in the metadata
+        ck.numerics = None  # what a checkpoint written before the check holds: no "numerics"
         ck.save(1, make_state(1))
     with Checkpointer(d, HASH) as ck:
         assert ck.restore(make_state(0))[0] == 1
