@@ -10,6 +10,7 @@ experiment ``run`` functions that should not start the lab (no run directory, no
 from __future__ import annotations
 
 import contextlib
+import itertools
 import zlib
 from pathlib import Path
 from typing import Any
@@ -272,3 +273,54 @@ def assert_one_line_error(code, err, *fragments):
     assert len(lines) == 1 and "Traceback" not in err, err
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+
+
+class FakeRun:
+    ids = itertools.count()
+
+    def __init__(self, kwargs):
+        self.kwargs = kwargs
+        self.id = f"fake{next(self.ids)}"
+        self.dir = str(Path(kwargs["dir"]) / "wandb" / f"offline-run-{self.id}" / "files")
+        self.logged, self.summary, self.artifacts, self.exit_code = [], {}, [], None
+
+    def log(self, data):
+        self.logged.append(data)
+
+    def log_artifact(self, art):
+        self.artifacts.append(art)
+
+    def finish(self, exit_code=0):
+        self.exit_code = exit_code
+
+
+class FakeWandb:
+    """Just the parts of ``wandb`` the lab uses."""
+
+    def __init__(self):
+        self.runs: list[FakeRun] = []
+
+    @staticmethod
+    def Settings(**kwargs):
+        return kwargs
+
+    def init(self, **kwargs):
+        (Path(kwargs["dir"]) / "wandb").mkdir(parents=True, exist_ok=True)  # as wandb does
+        run = FakeRun(kwargs)
+        self.runs.append(run)
+        return run
+
+    class Image:
+        def __init__(self, path):
+            self.path = path
+
+    class Table:
+        def __init__(self, columns, data):
+            self.columns, self.data = columns, data
+
+    class Artifact:
+        def __init__(self, name, type):
+            self.name, self.type, self.files = name, type, []
+
+        def add_file(self, path, name=None):
+            self.files.append(name or Path(path).name)

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import itertools
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,65 +13,6 @@ from dedebate.lab.config import resolve
 from dedebate.lab.registry import discover_experiments
 from dedebate.lab.runner import run_experiment
 from dedebate.lab.sweep import run_sweep
-
-
-class FakeRun:
-    ids = itertools.count()
-
-    def __init__(self, kwargs):
-        self.kwargs = kwargs
-        self.id = f"fake{next(self.ids)}"
-        self.dir = str(Path(kwargs["dir"]) / "wandb" / f"offline-run-{self.id}" / "files")
-        self.logged, self.summary, self.artifacts, self.exit_code = [], {}, [], None
-
-    def log(self, data):
-        self.logged.append(data)
-
-    def log_artifact(self, art):
-        self.artifacts.append(art)
-
-    def finish(self, exit_code=0):
-        self.exit_code = exit_code
-
-
-class FakeWandb:
-    """Just the parts of ``wandb`` the lab uses."""
-
-    def __init__(self):
-        self.runs: list[FakeRun] = []
-
-    @staticmethod
-    def Settings(**kwargs):
-        return kwargs
-
-    def init(self, **kwargs):
-        (Path(kwargs["dir"]) / "wandb").mkdir(parents=True, exist_ok=True)  # as wandb does
-        run = FakeRun(kwargs)
-        self.runs.append(run)
-        return run
-
-    class Image:
-        def __init__(self, path):
-            self.path = path
-
-    class Table:
-        def __init__(self, columns, data):
-            self.columns, self.data = columns, data
-
-    class Artifact:
-        def __init__(self, name, type):
-            self.name, self.type, self.files = name, type, []
-
-        def add_file(self, path, name=None):
-            self.files.append(name or Path(path).name)
-
-
-@pytest.fixture
-def fake_wandb(monkeypatch):
-    fake = FakeWandb()
-    monkeypatch.setitem(sys.modules, "wandb", fake)
-    monkeypatch.delenv("WANDB_MODE", raising=False)
-    return fake
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,20 +13,11 @@ from dedebate.lab.registry import discover_experiments
 from dedebate.lab.tracking import Tracker
 from tests.lab.test_lab_resume import RESUMABLE
 from tests.lab.test_lab_resume import _run as run_resume_test
-from tests.lab.test_lab_sweep_wandb import FakeWandb
 
 
 @pytest.fixture
 def fake_ckpt():
     return discover_experiments([RESUMABLE]).experiments["fake_ckpt"]
-
-
-@pytest.fixture
-def fake_wandb(monkeypatch):
-    fake = FakeWandb()
-    monkeypatch.setitem(sys.modules, "wandb", fake)
-    monkeypatch.delenv("WANDB_MODE", raising=False)
-    return fake
 
 
 def _run(module, out, run_dir=None, resume=False):
@@ -45,13 +34,6 @@ def test_a_resumed_run_sends_each_row_to_wandb_once(
     fake_wandb,
     monkeypatch,
 ):
-    init = fake_wandb.init
-
-    def init_like_wandb(**kwargs):  # wandb makes the run's folder (where its id is kept)
-        (Path(kwargs["dir"]) / "wandb").mkdir(parents=True, exist_ok=True)
-        return init(**kwargs)
-
-    monkeypatch.setattr(fake_wandb, "init", init_like_wandb)
     monkeypatch.setenv("FAKE_CRASH_AT", "3")
     crashed = _run(fake_ckpt, tmp_path)
     assert crashed.error == "RuntimeError: crash after step 3"
