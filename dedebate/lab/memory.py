@@ -134,6 +134,37 @@ def check_run(module: Any, cfg: Any) -> None:
         _check(what, terms, cfg.memory_limit, times=rows)
 
 
+def run_bytes(module: Any, cfg: Any) -> int:
+    """The bytes :func:`check_run` estimates for a run (0 where the module declares none)."""
+    from dedebate.lab.sweep_plan import is_sweepable
+
+    terms = run_terms(module, cfg.params)
+    rows = rows_at_once(1, 0) if is_sweepable(module) else 1
+    return 0 if terms is None else rows * sum(terms.values())
+
+
+def workers_that_fit(needs: list[int], jobs: int, limit_value: Any) -> tuple[int, str | None]:
+    """How many of ``jobs`` experiments may run side by side: the most whose largest estimates
+    (any of them may run together) fit ``limit_value`` together, at least 1.
+
+    Returns ``(workers, why)``: ``why`` one line when fewer than ``jobs``, else None.
+    """
+    limit = parse_limit(limit_value)
+    source = f"allowed by {OPTION}={limit_value}" if limit is not None else "available"
+    limit = available_bytes() if limit is None else limit
+    largest = sorted(needs, reverse=True)
+    workers = jobs
+    while limit is not None and workers > 1 and sum(largest[:workers]) > limit:
+        workers -= 1
+    if workers == jobs:
+        return jobs, None
+    return workers, (
+        f"{jobs} experiments side by side may need about {format_bytes(sum(largest[:jobs]))} of "
+        f"memory together (their estimates), more than the {format_bytes(limit or 0)} "
+        f"{source}; running {workers} at a time"
+    )
+
+
 def _unchecked(params: Any, values: Mapping[str, Any]) -> Any:
     """A copy of ``params`` with ``values`` set (lists as tuples), without building a Config."""
     new = copy.copy(params)

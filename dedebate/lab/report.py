@@ -30,7 +30,7 @@ from typing import Any
 from dedebate.lab.claims import FAMILY_ALPHA, awaits_family, gating
 from dedebate.lab.config import ConfigError, TrackingMode, default_config
 from dedebate.lab.folder_guard import check_run_dir
-from dedebate.lab.memory import MemoryBudgetError, check_run
+from dedebate.lab.memory import MemoryBudgetError, check_run, run_bytes, workers_that_fit
 from dedebate.lab.registry import Registry
 from dedebate.lab.report_render import (  # noqa: F401  (re-exported)
     ExperimentEntry,
@@ -214,6 +214,10 @@ def reproduce(
             finish(entry, ran=False)
             continue
         pending.append((entry, module, cfg))
+    needs = [run_bytes(module, cfg) for _, module, cfg in pending]
+    jobs, why = workers_that_fit(needs, min(jobs, len(pending)), memory_limit)
+    if why:
+        eprint(f"dedebate: warning: {why}")
     if jobs > 1 and len(pending) > 1:
         _run_parallel(pending, report_dir, jobs, finish, show_progress)
     else:

@@ -14,7 +14,7 @@ import jax
 import pytest
 
 from dedebate import cli
-from dedebate.lab import parallel
+from dedebate.lab import memory, parallel
 from dedebate.lab.parallel import auto_jobs, core_sets
 
 
@@ -277,3 +277,42 @@ def test_typical_seconds_is_a_hint_that_a_bad_value_cannot_break(value, expected
 
     assert _typical_seconds(SimpleNamespace(TYPICAL_SECONDS=value)) == expected
     assert _typical_seconds(SimpleNamespace()) == 0.0
+
+
+def test_experiments_that_would_not_fit_together_run_fewer_at_a_time(
+    tmp_path, fake_env, capsys, monkeypatch
+):
+    """Each fake estimated at 600 B: under ``--memory-limit 1000`` each fits alone but no two
+    together, so ``--jobs 3`` runs them one after another, says so, and reports as before."""
+    from tests.fake_experiments import fake_fail, fake_pass, fake_raise
+
+    for module in (fake_fail, fake_pass, fake_raise):
+        monkeypatch.setattr(module, "memory_bytes", lambda params: 600, raising=False)
+    code, out, err, _ = _reproduce(
+        tmp_path, capsys, "--jobs", "3", "--no-progress", "--memory-limit", "1000"
+    )
+    assert code == 1 and "FAIL: 3/4 claims pass" in out
+    assert (
+        "dedebate: warning: 3 experiments side by side may need about 1.76 KiB of memory "
+        "together (their estimates), more than the 1000 B allowed by memory_limit=1000; "
+        "running 1 at a time"
+    ) in err
+    assert "processes" not in err
+
+
+def test_workers_that_fit_take_the_largest_estimates_together(monkeypatch):
+    """Any experiments may run side by side, so the largest ``n`` estimates must fit; with
+    ``auto`` the limit is the available memory, and an unknown one limits nothing."""
+    assert memory.workers_that_fit([5, 1, 4, 1], 4, 11) == (4, None)
+    assert memory.workers_that_fit([5, 1, 4, 1], 4, 10)[0] == 3
+    assert memory.workers_that_fit([5, 1, 4, 1], 3, 9)[0] == 2
+    assert memory.workers_that_fit([5, 1, 4, 1], 4, 8)[0] == 1
+    assert memory.workers_that_fit([5, 6], 2, 4)[0] == 1  # each alone is the run's own check
+    monkeypatch.setattr(memory, "available_bytes", lambda: 9)
+    assert memory.workers_that_fit([5, 4, 4], 3, "auto") == (
+        2,
+        "3 experiments side by side may need about 13 B of memory together (their "
+        "estimates), more than the 9 B available; running 2 at a time",
+    )
+    monkeypatch.setattr(memory, "available_bytes", lambda: None)
+    assert memory.workers_that_fit([5, 4, 4], 3, "auto") == (3, None)
