@@ -169,9 +169,19 @@ def jsonable(x: Any) -> Any:
     return str(x)
 
 
+def _sync_folder(folder: Path) -> None:
+    """Flush a folder's entries to disk (a rename is durable once its folder is); best effort."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 @contextlib.contextmanager
 def _atomic(path: str | os.PathLike, binary: bool = False) -> Iterator[IO[Any]]:
-    """Yield a new ``PATH.tmp`` to write (text, or bytes if ``binary``), then rename it."""
+    """Yield a new ``PATH.tmp`` to write (text, or bytes if ``binary``), then sync and rename it."""
     # The temporary file is made afresh (O_EXCL, O_NOFOLLOW): a link planted at its name after
     # check_run_dir looked is removed, never written through; os.replace renames, never follows.
     # On any failure it is removed, and an OSError becomes one RunDirError line.
@@ -186,7 +196,10 @@ def _atomic(path: str | os.PathLike, binary: bool = False) -> Iterator[IO[Any]]:
         )
         with fh:
             yield fh
+            fh.flush()
+            os.fsync(fh.fileno())  # on disk before the name points at it
         os.replace(tmp, path)
+        _sync_folder(path.parent)
     except BaseException as err:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)

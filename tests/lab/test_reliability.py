@@ -414,6 +414,36 @@ def test_failure_11_full_disk_is_one_line_naming_the_file_and_leaves_no_temporar
     assert not list(tmp_path.glob("t.csv*"))
 
 
+def test_a_written_file_is_on_disk_before_its_name_and_its_name_after(tmp_path, monkeypatch):
+    """The writers sync the temporary file, rename it, then sync its folder (a crash after the
+    write leaves the old file or the whole new one); a failing sync (EIO) is one
+    RunDirError line and leaves no temporary file."""
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.fstat(fd).st_ino))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    write_json(tmp_path / "r.json", {"x": 1})
+    file, folder = (tmp_path / "r.json").stat().st_ino, tmp_path.stat().st_ino
+    assert events == [("fsync", file), ("replace", str(tmp_path / "r.json")), ("fsync", folder)]
+
+    def failing(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(RunDirError, match=r"cannot write .*s\.csv: Input/output error$"):
+        write_csv(tmp_path / "s.csv", [{"a": 1}])
+    assert not list(tmp_path.glob("s.csv*"))
+
+
 def test_failure_12_second_resume_of_a_run_in_use_exits_2_at_once(tmp_path, fake_env, capsys):
     reg = {"fake_pass": types.SimpleNamespace(Config=_TinyConfig, NAME="fake_pass")}
     run_dir = tmp_path / "fake_pass-20250101T000000Z"
