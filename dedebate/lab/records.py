@@ -440,6 +440,12 @@ def _human(n: int) -> str:
     return f"{size:.0f}{unit}" if unit == "B" or size >= 10 else f"{size:.1f}{unit}"
 
 
+def _short(names: str | None) -> str:
+    """A reproduce's experiments in the table: two by name, more as their number."""
+    many = (names or "").split(",")
+    return f"{len(many)} experiments" if len(many) > 2 else names or "-"
+
+
 def render(entries: list[dict[str, Any]]) -> str:
     """``dedebate ls``'s text: a header, then one aligned line per :func:`summary`."""
     rows = [("KIND", "STATUS", "CLAIMS", "STARTED", "SIZE", "DISK", "NAME", "PATH")]
@@ -455,7 +461,7 @@ def render(entries: list[dict[str, Any]]) -> str:
                 e["started_utc"] or "-",
                 e["size"] or "-",
                 _human(e["bytes"]),
-                e["name"] or "-",
+                _short(e["name"]) if e["kind"] == "reproduce" else e["name"] or "-",
                 e["path"],
             )
         )

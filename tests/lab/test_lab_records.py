@@ -97,6 +97,8 @@ def test_ls_json_lists_a_reproduce_folder(reproduced, capsys):
     ]
     assert line.split()[:5] == ["reproduce", "FAIL", "3/4", entry["started_utc"], "quick"]
     assert line.endswith(f"fake_fail,fake_pass  {rep}")
+    many = records.render([{**entry, "name": "a,b,c"}]).splitlines()[1]
+    assert many.endswith(f"3 experiments  {rep}")  # the table names two, --json all
 
     for name, verdict, passed in (("fake_pass", "PASS", 2), ("fake_fail", "FAIL", 1)):
         code, out, _ = _ls(capsys, rep / name, "--json")  # a run directory itself
