@@ -13,15 +13,12 @@ from dedebate.cli.common import EXIT_FAIL, EXIT_OK, die_usage, load_registry, wa
 
 def jobs_value(text: str) -> int | str | None:
     """``--jobs``'s value: an integer >= 1, ``"auto"``, or None when it is neither."""
+    from dedebate.lab.distributed import decimal_int
+
     if text == "auto":
         return text
-    if not (text.isascii() and text.isdigit()):  # isdigit alone takes "²", which int() refuses
-        return None
-    try:
-        jobs = int(text)
-    except ValueError:  # more digits than int() reads
-        return None
-    return jobs if jobs >= 1 else None
+    jobs = decimal_int(text)
+    return jobs if jobs is not None and jobs >= 1 else None
 
 
 def jobs_text(args: argparse.Namespace) -> tuple[str, bool]:

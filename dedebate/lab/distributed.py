@@ -57,7 +57,7 @@ class ProcessEnv:
         return self.source != "single"
 
 
-def _decimal(text: str) -> int | None:
+def decimal_int(text: str) -> int | None:
     """``text`` (stripped) as a non-negative integer if it is ASCII digits only, else None."""
     text = text.strip()
     if not (text.isascii() and text.isdigit()):
@@ -78,7 +78,7 @@ def slurm_tasks(environ: Mapping[str, str] | None = None) -> int | None:
     text = env.get(SLURM_COUNT, "")
     if not text.strip():
         return None
-    n = _decimal(text)
+    n = decimal_int(text)
     if n is None or n < 1:
         raise DistributedError(
             f"{SLURM_COUNT}={text!r}: must be an integer >= 1 (the SLURM step's number of "
@@ -95,7 +95,7 @@ def _slurm_step(env: Mapping[str, str]) -> ProcessEnv:
             f"{SLURM_COUNT}={env[SLURM_COUNT]!r}: must be an integer >= 1 (the SLURM step's "
             "number of tasks)"
         )
-    pid = _decimal(env[SLURM_ID])
+    pid = decimal_int(env[SLURM_ID])
     if pid is None or pid >= n:
         raise DistributedError(
             f"{SLURM_ID}={env[SLURM_ID]!r}: must be an integer in [0, {SLURM_COUNT}={n})"
