@@ -125,16 +125,17 @@ def process_env(distributed: bool = False, environ: Mapping[str, str] | None = N
     slurm_tasks(env)  # a malformed value is refused with or without --distributed
     count = env.get(ENV_COUNT, "").strip()
     if count:
-        try:
-            n = int(count)
-            pid = int(env.get(ENV_ID, ""))
-        except ValueError:
+        n = decimal_int(count)
+        if n is None or n < 1:
             raise DistributedError(
-                f"{ENV_COUNT}={count!r}, {ENV_ID}={env.get(ENV_ID)!r}: both "
-                "must be integers (0 <= id < count)"
-            ) from None
-        if not 0 <= pid < n:
-            raise DistributedError(f"{ENV_ID}={pid}: must be in [0, {ENV_COUNT}={n})")
+                f"{ENV_COUNT}={count!r}: must be an integer >= 1 (the number of processes)"
+            )
+        pid = decimal_int(env.get(ENV_ID, ""))
+        if pid is None or pid >= n:
+            raise DistributedError(
+                f"{ENV_ID}={env.get(ENV_ID)!r}: must be an integer in [0, {n}) "
+                f"(this process's index; {ENV_COUNT}={n})"
+            )
         address = env.get(ENV_ADDRESS, "").strip()
         if n > 1 and not address:
             raise DistributedError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 
@@ -31,8 +32,20 @@ def test_process_env_from_launcher_variables():
     slurm = {"SLURM_NTASKS": "4", "SLURM_PROCID": "1", "SLURM_JOB_ID": "7"}
     assert process_env(environ=slurm) == ProcessEnv()  # only with --distributed
     assert process_env(True, environ=slurm) == ProcessEnv("slurm", 4, 1, None)
-    with pytest.raises(DistributedError, match="JAX_PROCESS_ID=3: must be in"):
+    with pytest.raises(
+        DistributedError, match=r"JAX_PROCESS_ID='3': must be an integer in \[0, 3\)"
+    ):
         process_env(environ={**env, "JAX_PROCESS_ID": "3"})
+    for count in ("0", "-1", "two", "1_0", "²"):  # int() reads 1_0 as 10
+        with pytest.raises(DistributedError, match=f"JAX_NUM_PROCESSES='{count}': must be an "):
+            process_env(environ={**env, "JAX_NUM_PROCESSES": count})
+    for pid in ("-1", "", "+1", "1.0"):
+        with pytest.raises(
+            DistributedError, match=re.escape(f"JAX_PROCESS_ID='{pid}': must be an integer")
+        ):
+            process_env(environ={**env, "JAX_PROCESS_ID": pid})
+    with pytest.raises(DistributedError, match="JAX_PROCESS_ID=None: must be an integer"):
+        process_env(environ={"JAX_NUM_PROCESSES": "2"})
     with pytest.raises(DistributedError, match="JAX_COORDINATOR_ADDRESS is not set"):
         process_env(environ={"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"})
     with pytest.raises(DistributedError, match="--distributed needs"):
