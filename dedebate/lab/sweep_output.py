@@ -149,6 +149,7 @@ def plot_sweep(
         numeric = _numeric_axis(plan_.axes[axis])
         for m in metrics:
             fig, ax = plt.subplots(figsize=(6, 4))
+            ax.ticklabel_format(axis="y", useOffset=False)  # a near-constant metric reads as is
             for label, es in list(lines.items())[:MAX_LINES]:
                 if numeric:
                     es = sorted(es, key=lambda e: _axis_number(e["values"][axis]))

@@ -415,6 +415,26 @@ def test_numeric_and_one_number_list_axes_are_plotted_as_numbers(tmp_path, monke
     assert drawn["x-vs-Ks.png"] == ("linear", [0, 1], ["[1, 2]", "[4]"])
 
 
+def test_a_near_constant_metric_is_drawn_without_an_offset(tmp_path, monkeypatch):
+    """0.5 + 1e-9 k reads 0.5 on the y ticks, not ticks of 1e-9 under an offset of +0.5."""
+    from dedebate.lab import sweep_output
+    from dedebate.lab.sweep_plan import Point, SweepPlan
+
+    axes = {"n": [1, 2, 3]}
+    points = tuple(Point(i, {"n": n}, None, (0, 0)) for i, n in enumerate(axes["n"]))
+    rows = [{"point": p.index, "seed": 0, "x": 0.5 + 1e-9 * p.index} for p in points]
+    offsets = []
+
+    def drawn(path, fig, **kw):
+        fig.canvas.draw()
+        offsets.append(fig.axes[0].yaxis.get_major_formatter().get_offset())
+
+    monkeypatch.setattr(sweep_output, "write_figure", drawn)
+    sweep = SweepPlan("toy", axes, tuple(axes), (), (0,), points, (), True)
+    assert sweep_output.plot_sweep(rows, sweep, tmp_path) == ["x-vs-n.png"]
+    assert offsets == [""]
+
+
 def test_a_million_row_plan_builds_no_config_until_a_group_is_read(reg, tmp_path, monkeypatch):
     """1,000 static n x 1,000 dynamic p (max_rows raised): planning counts 10^6 points and 1,000
     groups from the axes' lengths and builds no Config (the eager plan built all 10^6); reading
