@@ -134,3 +134,23 @@ def cli_env():
     env["DEDEBATE_JOBS"] = "1"  # reproduce in the CLI process, no worker processes
     env["PYTHON"] = sys.executable
     return env  # DEDEBATE_COMPILE_CACHE=off comes from os.environ (set above, for every test)
+
+
+def assert_shipped_sweeps_plot(experiment: str, row: dict) -> None:
+    """Every metric a shipped sweep of ``experiment`` (configs/sweeps/) names is one of a sweep
+    row's, up to the sizes in its name (``K2_T256`` matches ``K2_T8``)."""
+    import re
+
+    import yaml
+
+    def shape(name: str) -> str:
+        return re.sub(r"\d+", "#", name)
+
+    have = {shape(k) for k in row}
+    files = sorted((REPO / "configs" / "sweeps").glob("*.yaml"))
+    shipped = [yaml.safe_load(f.read_text()) | {"file": f.name} for f in files]
+    mine = [c for c in shipped if c["experiment"] == experiment]
+    assert mine, f"no shipped sweep of {experiment}"
+    for cfg in mine:
+        missing = [m for m in cfg["sweep"].get("metrics") or [] if shape(m) not in have]
+        assert not missing, (cfg["file"], missing)

@@ -10,9 +10,9 @@
     dedebate config NAME [--yaml]                         the documented config keys
     dedebate list                                         registered experiments
 
-Exit codes: 0 success (every claim passed); 1 a claim failed or an experiment raised; 2 a bad
-command line or config, a run over its memory_limit, or an output directory that cannot be used
-(not writable, a file in the way, a full disk, a run in use): one line on stderr, no traceback.
+Exit codes: 0 every claim passed; 1 a claim failed or an experiment raised; 2 a bad command line
+or config, a run over its memory_limit, or a folder that cannot be used (not writable, full, a run
+in use, a resume under other numerics), in one line on stderr; 130 Ctrl-C, 143 SIGTERM.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 import experiments.deterministic_debate as E
 from dedebate.machines.configurations import clog2
 from experiments.deterministic_debate.population import cost_table
-from tests.conftest import REPO
+from tests.conftest import REPO, assert_shipped_sweeps_plot
 from tests.fakes import sweep_then_run_alone
 
 
@@ -42,6 +42,7 @@ def test_oracle_frac_sweep_compiles_once_and_a_row_is_the_run_alone(quick):
     assert pt.cfg == cfg  # the quick run is this point
     alone = result.metrics["point"]
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == ctx.seed)
+    assert_shipped_sweeps_plot("deterministic_debate", row)
     cost_T = {2**e for e in cfg.cost_log2}
     assert cfg.check_T in cost_T  # so every T has judged counts and cost rows for each l
     # 7 judged counts per family, 9 costs per family and l (+ S for both Figure 3 families), and

@@ -10,7 +10,7 @@ import pytest
 
 import experiments.machines as exp
 from dedebate.lab.config import ConfigError, load_config
-from tests.conftest import REPO
+from tests.conftest import REPO, assert_shipped_sweeps_plot
 from tests.fakes import sweep_then_run_alone
 
 QUICK = exp.SIZES["quick"]
@@ -43,6 +43,7 @@ def test_lipschitz_sweep_compiles_once_and_the_quick_run_is_its_row(quick):
     assert pt.cfg == exp.Config(**QUICK)
     alone = result.metrics["point"]
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
+    assert_shipped_sweeps_plot("machines", row)
     assert len(alone) == 7 * 15 and {m: row[m] for m in alone} == alone
     other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != seed)
     assert sum(other[m] != alone[m] for m in alone) >= 7  # the seed moves every fixture's counts

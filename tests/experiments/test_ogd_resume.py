@@ -36,7 +36,7 @@ from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.evaluate import drive_chunks
 from dedebate.lab.sweep import plan, point_key, point_row, run_sweep
 from experiments.ogd_estimator.algorithm1 import PER_RUN, RECOMPUTE_TOL
-from tests.conftest import REPO
+from tests.conftest import REPO, assert_shipped_sweeps_plot
 from tests.fakes import FakeContext, count_point_traces, truncate_checkpoint
 
 # 45 rounds in chunks of 10: five chunks, the last one partly past the end (no-op rounds).
@@ -235,6 +235,7 @@ def test_delta_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monke
     report, traces_by_run = exp.algorithm1_table(pt.cfg, metrics, extras, ctx.key)
     assert traces[0] == 1
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == 2)
+    assert_shipped_sweeps_plot("ogd_estimator", row)
     other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != 2)
     assert len(report) == 2 * 2 * 2  # problems x step rules x deltas (one q)
     for r in report:

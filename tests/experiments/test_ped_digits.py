@@ -24,6 +24,7 @@ from dedebate.trees.library import and_table, threshold_table
 from dedebate.trees.stability import fbs, fbs_dual, tree_rho
 from dedebate.trees.tree import check_decomposable
 from experiments.ped_digits.estimator import max_advantage, oi_setup, train_estimator
+from tests.conftest import assert_shipped_sweeps_plot
 
 IMAGES, LABELS = exp.load_data()
 Q, DEPTH, M = 3, 2, 2
@@ -392,6 +393,7 @@ def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_p
     pt = plan(exp, cfg).points[1]  # m = 2, eta = 0.1
     alone = point_row(exp, pt.cfg, point_key(exp.NAME, 0, pt.cfg), 0)
     row = next(r for r in rec.rows if r["point"] == 1)
+    assert_shipped_sweeps_plot("ped_digits", row)
     assert {k: row[k] for k in alone} == alone
     ctx = FakeContext(tmp_path / "run", name=exp.NAME)
     ctx.key = point_key(exp.NAME, 0, pt.cfg)

@@ -9,7 +9,7 @@ import pytest
 
 import experiments.prover_estimator as exp
 from dedebate.lab.config import ConfigError, load_config
-from tests.conftest import REPO
+from tests.conftest import REPO, assert_shipped_sweeps_plot
 from tests.fakes import sweep_then_run_alone
 
 SEED = 3
@@ -39,6 +39,7 @@ def test_rho_sweep_compiles_once_and_a_row_is_the_run_alone(quick):
     assert pt.cfg == exp.Config(**exp.SIZES["quick"])  # the quick run is this point
     alone = result.metrics["point"]
     row = next(r for r in rec.rows if r["point"] == pt.index)
+    assert_shipped_sweeps_plot("prover_estimator", row)
     assert len(alone) > 30 and {m: row[m] for m in alone} == alone
     assert row["completeness/worst_minus_margin"] >= -1e-6  # rho = fbs: completeness holds
     # rho = 0.75 x fbs = 1.5 on the q=5 Thr_3 tree (fbs 2): the negative control's rho, where

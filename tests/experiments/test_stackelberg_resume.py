@@ -29,6 +29,7 @@ import experiments.stackelberg as E
 from dedebate.lab.evaluate import run_module, train_rows
 from dedebate.lab.experiment import gating
 from dedebate.lab.sweep import plan, point_key
+from tests.conftest import assert_shipped_sweeps_plot
 from tests.fakes import (
     Crash,
     CrashingContext,
@@ -86,6 +87,7 @@ def test_rates_sweep_compiles_once_and_a_row_is_the_run_alone(tmp_path, monkeypa
     summary = E.runs.summarise(pt.cfg, trained["stable"].mon)  # [schedule, seed]: n_B = 1 first
     alone = {k: v[0, 0].item() for k, v in summary.items()}
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
+    assert_shipped_sweeps_plot("stackelberg", row)
     assert len(alone) == 9 and {m: row[m] for m in alone} == alone
     # the dynamic numbers reach the training: every point of seed 1 ends at another payoff
     finals = {r["point"]: r["final_u_a"] for r in rec.rows if r["seed"] == seed}

@@ -21,7 +21,7 @@ from dedebate.lab.evaluate import run_module
 from dedebate.lab.sweep import plan, point_key, run_sweep
 from dedebate.protocols.stochastic import lean_defaults
 from experiments.stochastic_debate.budget import frontier
-from tests.conftest import REPO
+from tests.conftest import REPO, assert_shipped_sweeps_plot
 from tests.fakes import FakeContext, count_point_traces
 
 QUICK = exp.SIZES["quick"]
@@ -84,6 +84,7 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
     assert traces[0] == 1
     alone = result.metrics["point"]
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
+    assert_shipped_sweeps_plot("stochastic_debate", row)
     assert {m: row[m] for m in alone} == alone and len(alone) == 2 * 42
     other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != seed)
     assert sum(other[m] != alone[m] for m in alone if m.endswith("_wins")) >= 3  # seed counts

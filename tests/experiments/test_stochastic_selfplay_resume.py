@@ -33,6 +33,7 @@ from dedebate.lab.checkpoint import Checkpointer
 from dedebate.lab.driver import checkpoint_template
 from dedebate.lab.evaluate import run_module
 from dedebate.lab.sweep import plan, point_key
+from tests.conftest import assert_shipped_sweeps_plot
 from tests.fakes import (
     Crash,
     CrashingContext,
@@ -107,6 +108,7 @@ def test_rate_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monkey
     assert traces == {"init": 1, ("chunk", 1): 1, "finish": 1}
     alone = report.metrics["point"]
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == 1)
+    assert_shipped_sweeps_plot("stochastic_selfplay", row)
     assert set(alone) <= set(row)
     # bit for bit: the row is the run's float64 measurement of the same players, as float32
     assert {k: row[k] for k in alone} == {k: float(np.float32(v)) for k, v in alone.items()}
