@@ -81,6 +81,18 @@ def _to_host(x: Any) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
+def to_host(tree: Any) -> Any:
+    """A pytree's arrays as numpy (a dict keeps its order): one ``device_get`` (every copy started
+    at once), or each gathered from every process where one is not fully addressable."""
+    import jax
+
+    if all(getattr(x, "is_fully_addressable", True) for x in jax.tree.leaves(tree)):
+        out = jax.tree.map(np.asarray, jax.device_get(tree))
+    else:
+        out = jax.tree.map(_to_host, tree)
+    return {k: out[k] for k in tree} if isinstance(tree, dict) else out
+
+
 _PROGRAMS: OrderedDict[Any, tuple[Any, dict[str, EvalInfo]]] = OrderedDict()
 MAX_PROGRAMS = 32
 
@@ -203,7 +215,7 @@ def evaluate(
         if isinstance(out, tuple) and len(out) == 2:
             out, more = out
             if extras:
-                extra_pieces.append(jax.tree.map(_to_host, more))
+                extra_pieces.append(to_host(more))
         if not isinstance(out, dict):
             raise TypeError(
                 f"a sweep's fn must return a dict of scalar metrics, got {type(out).__name__}"
@@ -217,7 +229,7 @@ def evaluate(
             for shard in first.addressable_shards:
                 s = shard.index[0]
                 local.extend(range(lo + (s.start or 0), lo + (size if s.stop is None else s.stop)))
-        pieces.append({k: _to_host(v) for k, v in out.items()})
+        pieces.append(to_host(out))
         info.calls += 1
     result = {k: np.concatenate([p[k] for p in pieces])[:n] for k in (pieces[0] if pieces else {})}
     info.rows += n

@@ -181,7 +181,7 @@ class ChunkedPrograms:
         """
         import jax
 
-        from dedebate.lab.devices import _to_host
+        from dedebate.lab.devices import to_host
 
         n = int(np.shape(key_data)[0])
         size = self.size(n, batch)
@@ -200,7 +200,7 @@ class ChunkedPrograms:
             for shard in getattr(next(iter(out.values())), "addressable_shards", ()):
                 s = shard.index[0] if shard.index else slice(None)
                 local.extend(range(lo + (s.start or 0), lo + (size if s.stop is None else s.stop)))
-            pieces.append({k: _to_host(v) for k, v in out.items()})
+            pieces.append(to_host(out))
             self.info.calls += 1
         self.info.rows += n
         self.info.padded_rows += size * len(pieces) - n

@@ -238,15 +238,16 @@ def host(cfg: Config, _seed, key, measured) -> dict:
     problems, families = measured["chunks_setup"]
     deltas = jnp.full((len(cfg.deltas),), cfg.net_delta, jnp.float32)
     _, tab = solve_grid(OGDStatic(trace_len=cfg.trace_len))(families, problems, deltas)
+    final, state, tab = jax.device_get((net.final_max_adv, net.state, tab))  # one copy
     net_rows = [
         {
             "seed": s,
             "lr": lr,
             "delta": cfg.net_delta,
             "n_z": 2**cfg.net_q,
-            "net_final_max_adv": float(net.final_max_adv[g, s]),
-            "net_rounds_to_delta": int(net.state.rounds_to_delta[g, s]),
-            "net_updates": int(net.state.updates[g, s]),
+            "net_final_max_adv": float(final[g, s]),
+            "net_rounds_to_delta": int(state.rounds_to_delta[g, s]),
+            "net_updates": int(state.updates[g, s]),
             "tab_steps": int(tab.steps[s, 0]),
             "tab_max_adv": float(tab.max_adv[s, 0]),
         }

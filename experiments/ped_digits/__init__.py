@@ -416,9 +416,10 @@ def host(cfg: Config, seed: int, key, measured) -> dict:
             family_keys(key, i)[1], p_eval, family, cfg.q, cfg.m, cfg.depth, cfg.eval_trees
         )
         cache: dict = {}
+        trees = jax.device_get(ev.tree)  # one copy, then numpy slices per tree
         rho = strict_max(
             [
-                tree_rho(jax.tree_util.tree_map(lambda a, j=j: a[j], ev.tree), cache=cache)
+                tree_rho(jax.tree_util.tree_map(lambda a, j=j: a[j], trees), cache=cache)
                 for j in range(cfg.eval_trees)
             ]
         )

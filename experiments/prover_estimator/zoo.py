@@ -45,7 +45,7 @@ def lookups(cfg):
 def tree_rhos(noisy_keys, unanimous_key, depth: int):
     """rho by LP of the noisy trees (max; NaN if any), the unanimous tree, the AND alternative."""
     cache: dict = {}
-    trees = noisy(noisy_keys, depth=depth)
+    trees = jax.device_get(noisy(noisy_keys, depth=depth))  # one copy, then numpy slices
     tree_list = [jax.tree.map(lambda x, i=i: x[i], trees) for i in range(len(noisy_keys))]
     rho_noisy = float(np.max([st.tree_rho(t, cache=cache) for t in tree_list]))  # NaN if any
     rho_uni = st.tree_rho(unanimous_tree(unanimous_key, depth=2), cache=cache)

@@ -131,8 +131,8 @@ def measure_proven(cfg: Config, trained) -> tuple[float, list[dict]]:
         out = proof_grid(st, float(cfg.rho))(a, b, trees)
         u_h, u, chain = (np.asarray(x).reshape((n, -1) + x.shape[1:]) for x in out)
         if p.stable:
-            idx = np.ndindex(p.seeds, cfg.n_trees)
-            rhos += [tree_rho(jax.tree.map(itemgetter(i), t.trees), cache=cache) for i in idx]
+            idx, host_trees = np.ndindex(p.seeds, cfg.n_trees), jax.device_get(t.trees)
+            rhos += [tree_rho(jax.tree.map(itemgetter(i), host_trees), cache=cache) for i in idx]
         rows += [
             {
                 "part": p.name,

@@ -227,13 +227,13 @@ def host(cfg, _seed, key, measured) -> dict:
 
 def _mc_wins(cfg, fx, constants, alice, bob, key) -> np.ndarray:
     """Alice's wins per seed in ``mc_trials`` debates of each seed's trained pair."""
-    idx = np.repeat(np.arange(cfg.seeds), cfg.mc_trials)
-    alices = learned_alice(jax.tree.map(lambda x: np.asarray(x)[idx], alice), constants.b)
+    idx = jnp.repeat(jnp.arange(cfg.seeds), cfg.mc_trials)  # each seed's lanes, on the device
+    alices = learned_alice(jax.tree.map(lambda x: jnp.asarray(x)[idx], alice), constants.b)
     alices = alices.replace(  # type: ignore[attr-defined]  # flax's struct.dataclass adds it
-        unit=np.full(idx.size, constants.b, np.float32), n_samples=np.zeros(idx.size, np.int32)
+        unit=jnp.full(idx.size, constants.b, jnp.float32), n_samples=jnp.zeros(idx.size, jnp.int32)
     )
     bobs = jax.tree.map(
-        lambda x: np.asarray(x)[idx] if np.ndim(x) else np.full(idx.size, np.asarray(x)),
+        lambda x: jnp.asarray(x)[idx] if np.ndim(x) else jnp.full(idx.size, np.asarray(x)),
         bob_as_zoo(bob, constants.b),
     )
     keys = trial_keys(jax.random.fold_in(key, 7), idx.size)
