@@ -103,16 +103,21 @@ class ChunkedFn:
     static ``spec`` of ``chunks``, in order (equal specs share one compiled program);
     ``finish(dynamic, state, monitors) -> dict of scalar metrics``, ``monitors`` being the
     chunks' monitors concatenated along ``axis`` (the time axis of one row's monitors). All pure
-    JAX, reading ``cfg`` only for its static fields. A sweep group and :func:`point_row` run them
-    as compiled programs over the run axis (:class:`ChunkedPrograms`); :func:`train_point` is a
-    run's training of the same rows through the same programs, chunk by chunk through the lab's
-    chunked driver (checkpoints, resume, logging)."""
+    JAX, reading ``cfg`` only for its static fields. Work that must run on the host (an exact
+    dynamic program that calls JAX itself: never inside a device program's callback) is
+    ``measure(dynamic, finished) -> {metric: float}``, one row's numpy arrays at a time, after
+    ``finish`` returned that row's arrays (then a ``dict`` of any arrays). A sweep group and
+    :func:`point_row` run them as compiled programs over the run axis
+    (:class:`ChunkedPrograms`); :func:`train_point` is a run's training of the same rows through
+    the same programs, chunk by chunk through the lab's chunked driver (checkpoints, resume,
+    logging)."""
 
     init: Callable[[Any, Any], Any]
     chunk: Callable[[Any, Any, Any], tuple[Any, Any]]
     chunks: tuple
     finish: Callable[[Any, Any, Any], dict[str, Any]]
     axis: int = 0
+    measure: Callable[[Any, Any], dict[str, float]] | None = None
 
 
 @dataclasses.dataclass

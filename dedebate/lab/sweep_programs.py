@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from dedebate.lab.checkpoint import uncommitted
-from dedebate.lab.devices import EvalInfo
+from dedebate.lab.devices import EvalInfo, to_host
 from dedebate.lab.experiment import ChunkedFn
 from dedebate.lab.rundir import jsonable
 from dedebate.lab.sweep_plan import SweepError
@@ -168,6 +168,19 @@ class ChunkedPrograms:
         """
         return self._program("finish", self.fn.finish, _n_rows(dynamic))(dynamic, state, monitors)
 
+    def measured(self, dynamic: Any, finished: Any, rows: int) -> dict[str, np.ndarray]:
+        """The metrics of the first ``rows`` rows of a finish program's host output: itself, or
+        through the fn's host ``measure`` one row at a time (numpy rows of both)."""
+        import jax
+
+        if self.fn.measure is None:
+            return finished
+        one = [
+            self.fn.measure(*jax.tree.map(lambda a, r=r: np.asarray(a)[r], (dynamic, finished)))
+            for r in range(rows)
+        ]
+        return {m: np.array([row[m] for row in one]) for m in one[0]}
+
     def evaluate(self, dynamic: Any, key_data: Any, *, batch: int = 0) -> dict[str, np.ndarray]:
         """The metrics of rows: per batch of rows, init, every chunk in order and finish (the
         monitors concatenated on the device).
@@ -181,26 +194,24 @@ class ChunkedPrograms:
         """
         import jax
 
-        from dedebate.lab.devices import to_host
-
         n = int(np.shape(key_data)[0])
         size = self.size(n, batch)
         pieces: list[dict[str, np.ndarray]] = []
         local: list[int] = []
         for lo in range(0, n, size):
-            dyn = jax.tree.map(lambda a, lo=lo: np.asarray(a)[lo : lo + size], dynamic)
-            state = self.init(dyn, np.asarray(key_data)[lo : lo + size], size)
-            dyn = self.place(dyn, size)
+            host = jax.tree.map(lambda a, lo=lo: np.asarray(a)[lo : lo + size], dynamic)
+            state = self.init(host, np.asarray(key_data)[lo : lo + size], size)
+            dyn = self.place(host, size)
             mons = []
             for spec in self.fn.chunks:
                 state, mon = self.chunk(dyn, state, spec)
                 mons.append(mon)
             mon = jax.tree.map(lambda *m: jax.numpy.concatenate(m, axis=self.fn.axis + 1), *mons)
             out = self.finish(dyn, state, mon)
-            for shard in getattr(next(iter(out.values())), "addressable_shards", ()):
+            for shard in getattr(jax.tree.leaves(out)[0], "addressable_shards", ()):
                 s = shard.index[0] if shard.index else slice(None)
                 local.extend(range(lo + (s.start or 0), lo + (size if s.stop is None else s.stop)))
-            pieces.append(to_host(out))
+            pieces.append(self.measured(host, to_host(out), min(size, n - lo)))
             self.info.calls += 1
         self.info.rows += n
         self.info.padded_rows += size * len(pieces) - n
@@ -329,6 +340,7 @@ def train_point(
         for k in names:
             mon = jax.tree.map(lambda a: np.asarray(a)[None], done.monitors[k])
             out = progs.finish(placed[k], done.state[k], progs.place(mon, size))
+            out = progs.measured(host[k], to_host(out), 1)
             metrics[k] = {m: np.asarray(v)[0].item() for m, v in out.items()}
     done.state = {
         k: jax.tree.map(lambda a: uncommitted(a, lambda h: h[0]), v)  # row 0

@@ -412,14 +412,12 @@ def host(cfg: Config, seed: int, key, measured) -> dict:
         "shared_images": np.intersect1d(np.asarray(p_train.index), np.asarray(p_eval.index))
     }
     for i, family in enumerate(FAMILIES):
-        ev = digit_trees(
-            family_keys(key, i)[1], p_eval, family, cfg.q, cfg.m, cfg.depth, cfg.eval_trees
-        )
+        k = family_keys(key, i)[1]  # the trees copied once, then sliced in numpy per tree
+        ev = jax.device_get(digit_trees(k, p_eval, family, cfg.q, cfg.m, cfg.depth, cfg.eval_trees))
         cache: dict = {}
-        trees = jax.device_get(ev.tree)  # one copy, then numpy slices per tree
         rho = strict_max(
             [
-                tree_rho(jax.tree_util.tree_map(lambda a, j=j: a[j], trees), cache=cache)
+                tree_rho(jax.tree_util.tree_map(lambda a, j=j: a[j], ev.tree), cache=cache)
                 for j in range(cfg.eval_trees)
             ]
         )

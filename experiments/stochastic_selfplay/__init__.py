@@ -143,19 +143,17 @@ def point(cfg: Config):
     init = functools.partial(sp.init_carry, static)
     for _ in CASES:  # seeds, then instances
         init = jax.vmap(init, in_axes=(None, 0), out_axes=axes)
-    dummy = {c: ([dict.fromkeys(MEASURED, 0.0)] * cfg.seeds, [0.0] * cfg.seeds) for c in CASES}
-    f64 = jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(np.float64))
-    shapes = dict.fromkeys(point_metrics(dummy, 0.0), f64)
 
-    def measure(words, players):  # on the host (pure_callback), the words' float64 numbers
-        p_yes, p_no, spread, tol = np.ascontiguousarray(words).view(np.float64)[:, 0].tolist()
+    def measure(dyn, players):  # on the host, one row: its words' float64 numbers
+        words = np.ascontiguousarray(dyn["words"]).view(np.float64)[:, 0].tolist()
+        p_yes, p_no, spread, tol = words
         row = dataclasses.replace(cfg, p_yes=p_yes, p_no=p_no, spread=spread, gap_tol=tol)
         fxs, _, constants, _, _ = setup(row)
         measured = {
             case: measure_pairs(fx, prefix_tree(fx.machine), constants, *players[case])
             for case, fx in fxs.items()
         }
-        return {k: np.asarray(v, f64.dtype) for k, v in point_metrics(measured, tol).items()}
+        return point_metrics(measured, tol)
 
     def start(dyn, key):
         ks = [jax.random.fold_in(key, i) for i in range(len(CASES))]
@@ -168,12 +166,12 @@ def point(cfg: Config):
             train = jax.vmap(train, in_axes=in_axes, out_axes=(axes, 0))
         return train(dyn["inputs"], dyn["hp"], carry)
 
-    def finish(dyn, carry, _mon):
-        players = {c: (take(carry.alice, i), take(carry.bob, i)) for i, c in enumerate(CASES)}
-        return jax.pure_callback(measure, shapes, dyn["words"], players, vmap_method="sequential")
+    def finish(_dyn, carry, _mon):  # the trained players, measured on the host (measure)
+        return {c: (take(carry.alice, i), take(carry.bob, i)) for i, c in enumerate(CASES)}
 
     chunks = sp.chunk_lengths(sp.n_periods(static), cfg.chunks)
-    return dynamic, ChunkedFn(init=start, chunk=chunk, chunks=chunks, finish=finish, axis=2)
+    fn = ChunkedFn(start, chunk, chunks, finish, axis=2, measure=measure)
+    return dynamic, fn
 
 
 def training(cfg: Config, _key) -> Training:

@@ -14,8 +14,8 @@ the tests.
 As a sweep (``point`` / ``DYNAMIC``, a chunked point): the learning-rate grid x seeds compiles
 each of its programs (init, chunk, finish) once, and the same point run alone with ``run`` at the
 row's documented key (``point_key``) trains through those same programs (chunked, checkpointed),
-compiling nothing more: its ``metrics["point"]`` (float64) is the sweep row before the row's
-float32 rounding, bit for bit. The sweep's params are the resumed run's Config (equal static
+compiling nothing more: its ``metrics["point"]`` (float64, measured on the host) is the sweep
+row, bit for bit. The sweep's params are the resumed run's Config (equal static
 fields), and the sweep test runs first: the uninterrupted run trains through its programs.
 """  # noqa: E501
 
@@ -110,8 +110,8 @@ def test_rate_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monkey
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == 1)
     assert_shipped_sweeps_plot("stochastic_selfplay", row)
     assert set(alone) <= set(row)
-    # bit for bit: the row is the run's float64 measurement of the same players, as float32
-    assert {k: row[k] for k in alone} == {k: float(np.float32(v)) for k, v in alone.items()}
+    # bit for bit: the row is the run's float64 measurement of the same players
+    assert {k: row[k] for k in alone} == alone
     # the report's rows read the same numbers
     assert report.claims[0].value == alone["honest_alice_vs_bob_min"]
     assert report.claims[1].value == alone["alice_vs_honest_bob_max"]
@@ -127,6 +127,19 @@ def test_rate_sweep_compiles_once_and_a_row_is_the_report_alone(tmp_path, monkey
     # the sweep's figure: acceptance and gap vs lr_a (two instances x one line per lr_b)
     fig = E.sweep_figures(rec.rows)["selfplay_rates"]
     assert [len(ax.get_lines()) for ax in fig.axes] == [4, 2]
+
+
+def test_the_finish_program_calls_no_host_code():
+    """finish returns the trained players and the exact measurement runs on the host after it
+    (``measure``): no callback in the device program, where JAX called from the callback can hang
+    an accelerator."""
+    import dataclasses
+
+    cfg = dataclasses.replace(E.Config(), **{**E.SIZES["quick"], **TINY})
+    dynamic, fn = E.point(cfg)
+    state = fn.init(dynamic, jax.random.key(0))
+    jaxpr = str(jax.make_jaxpr(lambda d, c: fn.finish(d, c, None))(dynamic, state))
+    assert "callback" not in jaxpr and fn.measure is not None
 
 
 @pytest.fixture(scope="module")

@@ -189,3 +189,38 @@ def test_peak_device_bytes_is_the_largest_peak_any_device_reports():
 
     if jax.default_backend() == "cpu":
         assert peak_device_bytes() is None  # XLA:CPU reports no memory statistics
+
+
+def test_a_chunked_fns_host_measure_sees_each_real_row_once():
+    """3 rows in calls of 2 (the last padded): ``measure`` runs on the host for rows 0, 1, 2
+    only, each with its own dynamic numbers and finish output (any arrays), and its metrics are
+    the rows'."""
+    import dataclasses
+    import types
+
+    from dedebate.lab.experiment import ChunkedFn
+    from dedebate.lab.sweep_programs import ChunkedPrograms
+
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        n: int = 1
+
+    seen = []
+
+    def measure(dyn, fin):
+        seen.append((float(dyn["x"]), fin["pair"].tolist()))
+        return {"m": float(fin["y"]) * 10}
+
+    fn = ChunkedFn(
+        init=lambda dyn, key: dyn["x"],
+        chunk=lambda dyn, s, spec: (s + spec, s[None]),
+        chunks=(1, 2),
+        finish=lambda dyn, s, mon: {"y": s, "pair": mon},
+        measure=measure,
+    )
+    module = types.SimpleNamespace(__name__="toy_measure", NAME="toy_measure")
+    progs = ChunkedPrograms(module, Cfg(), fn, jax.random.key_impl(jax.random.key(0)))
+    keys = np.asarray(jax.random.key_data(jax.random.split(jax.random.key(0), 3)))
+    out = progs.evaluate({"x": np.array([1.0, 2.0, 3.0], np.float32)}, keys, batch=2)
+    assert seen == [(1.0, [1.0, 2.0]), (2.0, [2.0, 3.0]), (3.0, [3.0, 4.0])]
+    np.testing.assert_array_equal(out["m"], [40.0, 50.0, 60.0])
