@@ -300,7 +300,7 @@ class Claim:
         )
 
 
-def _row_finite(row: Mapping[str, Any]) -> bool:
+def row_finite(row: Mapping[str, Any]) -> bool:
     """A row dict's value, interval and p-value are finite numbers (p-value may be None)."""
     named = {k: row.get(k) for k in ("value", "lo", "hi")}
     if row.get("p_value") is not None:
@@ -356,7 +356,7 @@ def family_decisions(
     m = sum(_in_family(r) for r in rows)
     out = []
     for r in rows:
-        if not _row_finite(r):
+        if not row_finite(r):
             out.append(False)  # fail closed
         elif not _in_family(r):
             out.append(bool(r.get("passed_95", r["passed"])))
@@ -379,7 +379,7 @@ def awaits_family(row: Mapping[str, Any]) -> bool:
     return (
         _in_family(row)
         and not row["passed"]
-        and _row_finite(row)
+        and row_finite(row)
         and bool(row.get("checks", True))
         and row["p_value"] > 0
     )

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from dedebate.lab.claims import row_finite
 from dedebate.lab.config_yaml import read_yaml
 from dedebate.lab.experiment import gating
 from dedebate.lab.report_render import fmt, measured, one_line
@@ -66,7 +67,7 @@ def load_claims(
     if isinstance(data, dict) and isinstance(data.get("experiments"), list):
         groups = [(e, f"experiments[{i}]") for i, e in enumerate(data["experiments"])]
     elif isinstance(data, dict) and isinstance(data.get("claims"), list):
-        groups = [({"name": data.get("experiment", "?"), "claims": data["claims"]}, "")]
+        groups = [({"name": data.get("experiment", "?"), **data}, "")]
     elif isinstance(data, dict) and data.get("kind") == "sweep":
         raise CompareError(
             f"{p}: a sweep's record (its rows are in sweep.csv), which has no claims to "
@@ -90,6 +91,9 @@ def load_claims(
             text = str(c.get("claim", ""))
             rows[(experiment, text, seen[text])] = c
             seen[text] += 1
+        if e.get("status") in ("error", "running"):  # no verdict of its own: it fails the report
+            why = one_line(e.get("error") or "it stopped before its end")[:200]
+            rows[(experiment, COMPLETED, 0)] = _completed(False, why)
     return str(p.parent), rows, _configs(p, data, groups)
 
 
@@ -255,10 +259,31 @@ def change_evidence(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "intervals overlap" if overlap(a, b) else "intervals disjoint"
 
 
+COMPLETED = "the experiment ran to its end"
+"""The row compare adds for an experiment that errored or stopped on one side (its claims are
+missing or partial), so that the report's verdict change shows."""
+
+
+def _completed(done: bool, note: str = "") -> dict[str, Any]:
+    v = float(done)
+    return {"claim": COMPLETED, "passed": done, "value": v, "lo": v, "hi": v, "bound": "== 1"} | (
+        {"note": note} if note else {}
+    )
+
+
+def _passes(c: dict[str, Any]) -> bool:
+    """A row passes: it says so and its numbers are finite (a record may come from anyone)."""
+    return bool(c.get("passed")) and row_finite(c)
+
+
 def _verdict(c: dict[str, Any]) -> str:
     if not gating(c):
-        return "met" if c.get("passed") else "not met"
-    return "PASS" if c.get("passed") else "FAIL"
+        return "met" if _passes(c) else "not met"
+    return "PASS" if _passes(c) else "FAIL"
+
+
+def _fails_gate(c: dict[str, Any]) -> bool:
+    return gating(c) and not _passes(c)
 
 
 def _cell(text: Any) -> str:
@@ -297,13 +322,17 @@ def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
     """
     label_a, rows_a, configs_a = load_claims(a)
     label_b, rows_b, configs_b = load_claims(b)
+    for mine, theirs, names in ((rows_a, rows_b, configs_a), (rows_b, rows_a, configs_b)):
+        for experiment, claim, n in [k for k in theirs if k[1] == COMPLETED]:  # ran to its end
+            if experiment in names and (experiment, claim, n) not in mine:
+                mine[(experiment, claim, n)] = _completed(True)
     rows, changed = [], []
     for key in [*rows_a, *(k for k in rows_b if k not in rows_a)]:
         experiment, claim, n = key
         ra, rb = rows_a.get(key), rows_b.get(key)
         flip, p_value, evidence, other_bound = False, None, None, False
         if ra is not None and rb is not None:
-            flip = _verdict(ra) != _verdict(rb) and (gating(ra) or gating(rb))
+            flip = _fails_gate(ra) != _fails_gate(rb)  # a finding's verdict gates nothing
             other_bound = bound_differs(ra, rb)
             p_value = None if other_bound else change_p_value(ra, rb)
             evidence = change_evidence(ra, rb)

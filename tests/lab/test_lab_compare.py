@@ -326,3 +326,35 @@ def test_exact_values_that_print_alike_are_equal_to_n_digits():
     assert change_evidence(exact(1.0), exact(1.0000000000001)) == "equal to 13 digits"
     assert change_evidence(exact(1.9999847418654664), exact(1.99999)) == "equal to 5 digits"
     assert change_evidence(exact(1.0), exact(1.5)) == "differ"  # shown as 1 and 1.5
+
+
+def test_compare_flags_what_changes_the_gate_and_only_that(tmp_path, fake_env, capsys):
+    """A row that passes as a finding in A and as a claim in B changed nothing; a claim that
+    says it passed with a NaN value fails (as reproduce decides); an experiment that raised in B
+    (no claims) is a changed row of its own, so the report's verdict change shows."""
+    a, b = _reproduce(tmp_path, capsys, 1), _reproduce(tmp_path, capsys, 2)
+    report = json.loads((b / "report.json").read_text())
+    by_name = {e["name"]: e for e in report["experiments"]}
+    heads = next(c for c in by_name["fake_pass"]["claims"] if c["claim"] == "heads rate near p")
+    heads["finding"] = True  # met as a finding in B, PASS as a claim in A
+    (b / "report.json").write_text(json.dumps(report))
+    assert cli.main(["compare", str(a), str(b)]) == 0
+    assert "PASS -> met |" in capsys.readouterr().out
+
+    half = next(
+        c for c in by_name["fake_fail"]["claims"] if c["claim"] == "value at least one half"
+    )
+    half.update(passed=True, value=float("nan"))
+    (b / "report.json").write_text(json.dumps(report))
+    assert cli.main(["compare", str(a), str(b)]) == 0  # FAIL -> FAIL: NaN fails closed
+    assert "| nan [" in (out := capsys.readouterr().out) and "FAIL -> FAIL |" in out
+
+    by_name["fake_pass"].update(status="error", error="ValueError: boom", claims=[])
+    (b / "report.json").write_text(json.dumps(report))
+    assert cli.main(["compare", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "| fake_pass | the experiment ran to its end | 1 (exact) | 0 (exact) | PASS -> FAIL "
+        "**CHANGED** |"
+    ) in out
+    assert "1 verdict(s) changed: fake_pass: the experiment ran to its end" in out
