@@ -12,6 +12,7 @@ one table row per claim (:func:`measured`), findings and plots. Running the job:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -131,12 +132,15 @@ def measured(c: Mapping[str, Any]) -> str:
     if not (lo == v and hi == v):
         return f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
     m = _BOUND.match(str(c.get("bound", "")))
-    if isinstance(v, (int, float)) and m and c.get("passed"):
-        target = float(m.group(2))
-        if not _HOLDS[m.group(1)](float(v), target):
-            shown = fmt(v) if float(fmt(v)) == float(v) else repr(float(v))
-            return f"{shown} (exact; meets {m.group(1)} {m.group(2)} only within tolerance)"
-    return f"{fmt(v)} (exact)"
+    if not (isinstance(v, (int, float)) and not isinstance(v, bool) and m):
+        return f"{fmt(v)} (exact)"
+    holds = functools.partial(_HOLDS[m.group(1)], t=float(m.group(2)))
+    shown = fmt(v)
+    if holds(float(shown)) != holds(float(v)):  # rounded, it would meet the bound otherwise
+        shown = repr(float(v))
+    if c.get("passed") and not holds(float(v)):
+        return f"{shown} (exact; meets {m.group(1)} {m.group(2)} only within tolerance)"
+    return f"{shown} (exact)"
 
 
 def _cell(text: Any) -> str:
@@ -306,6 +310,17 @@ def apply_report_family(entries: list[ExperimentEntry]) -> None:
         e.claims = [next(decided) for _ in e.claims]
 
 
+def _p_text(p: float, level: Any) -> str:
+    """A p-value in three digits, or more where three would put it on the other side of the
+    row's family level (the policy line shows it to six digits)."""
+    level = level if isinstance(level, (int, float)) and math.isfinite(level) else None
+    for digits in range(3, 18):
+        text = f"{p:.{digits}g}"
+        if level is None or not math.isfinite(p) or (float(text) >= level) == (p >= level):
+            return text
+    return repr(float(p))
+
+
 def _policy_line(entries: list[ExperimentEntry]) -> str:
     rows = [c for e in entries for c in e.claims if c.get("p_value") is not None and gating(c)]
     if not rows:
@@ -315,7 +330,7 @@ def _policy_line(entries: list[ExperimentEntry]) -> str:
     return (
         f"Multiple comparisons: the {m} Monte-Carlo rows are decided family-wise "
         f"(Bonferroni): a row passes iff its p-value >= {FAMILY_ALPHA:g}/{m} = "
-        f"{FAMILY_ALPHA / m:.3g}, so a report whose claims all hold fails with probability "
+        f"{FAMILY_ALPHA / m:.6g}, so a report whose claims all hold fails with probability "
         f"at most {FAMILY_ALPHA:g}. Intervals shown are each row's own 95% interval; "
         f"{misses} row(s) miss their bound at 95% alone (marked '95%: miss'). Exact rows "
         "compare exactly."
@@ -335,5 +350,5 @@ def _result_cell(c: Mapping[str, Any]) -> str:
     text = "PASS" if c["passed"] else "FAIL"
     if c.get("p_value") is not None:
         own = "" if c.get("passed_95", c["passed"]) else "; 95%: miss"
-        text += f" (p={c['p_value']:.3g}{own})"
+        text += f" (p={_p_text(c['p_value'], c.get('family_level'))}{own})"
     return text

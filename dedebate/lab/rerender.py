@@ -215,11 +215,16 @@ def results_problem(results: dict[str, Any]) -> str | None:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    """``report.md`` of a loaded report.json, rendered by the current dedebate."""
+    """``report.md`` of a loaded report.json, rendered by the current dedebate (a row whose
+    numbers are not finite fails, whatever the file says, as ``reproduce`` decides it)."""
+    from dedebate.lab.claims import row_finite
+
     fields = {f.name for f in dataclasses.fields(ExperimentEntry)}
     entries = [
         ExperimentEntry(**{k: v for k, v in e.items() if k in fields}) for e in data["experiments"]
     ]
+    for e in entries:
+        e.claims = [c if row_finite(c) else {**c, "passed": False} for c in e.claims]
     return render_markdown(
         data.get("provenance", {}),
         entries,

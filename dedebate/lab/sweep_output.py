@@ -21,7 +21,8 @@ from dedebate.lab.sweep_plan import RESERVED, SweepPlan
 def t_interval(values: Any, level: float = 0.95) -> tuple[float, float, float]:
     """Mean and Student-t interval over seeds (non-finite values dropped).
 
-    Returns ``(mean, lo, hi)``; ``lo = hi = mean`` for one value, all NaN for none.
+    Returns ``(mean, lo, hi)``; ``lo`` and ``hi`` NaN for one value (no interval: a plot draws
+    no band, not one of width 0), all NaN for none.
     """
     x = np.asarray(values, dtype=np.float64)
     x = x[np.isfinite(x)]
@@ -29,7 +30,7 @@ def t_interval(values: Any, level: float = 0.95) -> tuple[float, float, float]:
         return (math.nan, math.nan, math.nan)
     m = float(x.mean())
     if x.size < 2:
-        return (m, m, m)
+        return (m, math.nan, math.nan)
     from dedebate.lab.claims import mean_interval
 
     return mean_interval(x, level)

@@ -108,6 +108,19 @@ def test_report_renders_again_from_report_json_and_as_html(tmp_path, fake_env, c
     assert "no report.json there" in capsys.readouterr().err
 
 
+def test_report_renders_a_non_finite_row_as_a_failure_whatever_the_file_says(
+    tmp_path, fake_env, capsys
+):
+    rep = _reproduce(tmp_path, capsys, 1)
+    report = json.loads((rep / "report.json").read_text())
+    (fp,) = [e for e in report["experiments"] if e["name"] == "fake_pass"]
+    fp["claims"][0].update(value=float("nan"), passed=True)  # someone else's record
+    (rep / "report.json").write_text(json.dumps(report))
+    assert cli.main(["report", str(rep)]) == 0
+    md = capsys.readouterr().out
+    assert "| nan [" in md and "**FAIL**: 2/4 claims pass." in md, md
+
+
 def test_compare_reports_an_exact_p_value_for_a_change(tmp_path, capsys):
     """Proportion rows store k and n: compare's p-value is Fisher's exact test on the 2x2 table;
     mean rows store n and sd: Welch's t-test."""

@@ -146,6 +146,28 @@ def test_measured_formatting():
     assert measured(exact) == "0.5 (exact)"
     sampled = Claim("c", "s", ">= 0", 0.123456, 0.1, 0.15, True).to_dict()
     assert measured(sampled) == "0.1235 [0.1, 0.15]"
+    # four digits that would meet the bound otherwise: the whole number
+    fails = Claim.exact("c", "s", "<= 16", 16.00001, False).to_dict()
+    assert measured(fails) == "16.00001 (exact)"
+    meets = Claim.exact("c", "s", "== 0.984375", 0.984375, True).to_dict()
+    assert measured(meets) == "0.984375 (exact)"
+
+
+def test_a_p_value_shows_the_digits_that_place_it_against_its_level():
+    """Three digits, or as many as put the shown p on its own side of the family level (0.05/55
+    = 0.000909091, six digits in the policy line)."""
+    from dedebate.lab.report_render import _result_cell
+
+    level = 0.05 / 55
+
+    def cell(p):
+        row = Claim("c", "s", "== 0", 0.0, -0.1, 0.1, p >= level, p_value=p).to_dict()
+        return _result_cell({**row, "family_level": level, "passed_95": p >= 0.05})
+
+    assert cell(0.000909) == "FAIL (p=0.000909; 95%: miss)"  # below the level
+    assert cell(0.0009091) == "PASS (p=0.0009091; 95%: miss)"  # 0.000909 would read as below
+    assert cell(level) == "PASS (p=0.0009091; 95%: miss)"
+    assert cell(0.4) == "PASS (p=0.4)"
 
 
 def test_one_verdict_per_row_in_the_progress_line_report_and_results_json(tmp_path):

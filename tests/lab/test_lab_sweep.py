@@ -415,6 +415,17 @@ def test_numeric_and_one_number_list_axes_are_plotted_as_numbers(tmp_path, monke
     assert drawn["x-vs-Ks.png"] == ("linear", [0, 1], ["[1, 2]", "[4]"])
 
 
+def test_one_finite_value_has_no_interval():
+    """A point with one finite value over its seeds has a mean and no interval (NaN: no band),
+    not an interval of width 0 that reads as the most certain point."""
+    from dedebate.lab.sweep_output import t_interval
+
+    mean, lo, hi = t_interval([0.5, float("nan")])
+    assert mean == 0.5 and math.isnan(lo) and math.isnan(hi)
+    mean, lo, hi = t_interval([1.0, 3.0])
+    assert mean == 2.0 and lo < 1.0 and hi > 3.0  # 12.7 x the standard error either side
+
+
 def test_a_near_constant_metric_is_drawn_without_an_offset(tmp_path, monkeypatch):
     """0.5 + 1e-9 k reads 0.5 on the y ticks, not ticks of 1e-9 under an offset of +0.5."""
     from dedebate.lab import sweep_output
