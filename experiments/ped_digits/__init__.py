@@ -466,7 +466,7 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
             fam[f"{liar}_round_tests"] = liar_row.value
             fam[f"{liar}_round_tests_train"] = on_train
             fam[f"{liar}_round_tests_interval"] = [liar_row.lo, liar_row.hi]
-            fam[f"{liar}_mean"] = {}
+            fam[f"{liar}_mean"], fam[f"{liar}_mean_interval"] = {}, {}
         for e, eta in enumerate(cfg.etas):
             u_h = np.asarray(ex["u_honest"][e], np.float64)
             claims.append(completeness_claim(family, rho, cfg.depth, eta, u_h))
@@ -475,8 +475,9 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
                 u_l = np.asarray(ex["liars"][liar]["u"][e], np.float64)[false_roots]
                 ac = np.asarray(ex["liars"][liar]["correct"][e])[false_roots]
                 args = (u_l, ac, rho, cfg.depth, eta, cfg.delta, premise, liar)
-                claims.append(soundness_claim(family, *args))
+                claims.append(row := soundness_claim(family, *args))
                 fam[f"{liar}_mean"][str(eta)] = float(u_l.mean())
+                fam[f"{liar}_mean_interval"][str(eta)] = [row.lo, row.hi]
         lp = {k: np.asarray(v, np.float64) for k, v in ex["lp"].items()}
         claims.append(learned_claim(family, lp["agree"], cfg.honest_agree))
         table += [

@@ -37,8 +37,11 @@ def premise_figure(cfg: Config, metrics: dict, families, liars: dict) -> Figure:
         honest = [m["honest_min"][str(e)] for e in etas]
         right.plot(etas, honest, "o-", color=color, label=f"{f}: honest A, min U_A")
         for liar, marker in zip(liars, ("s", "^", "v", "D")):
-            y = [m[f"{liar}_mean"][str(e)] for e in etas]
-            right.plot(etas, y, marker + ":", color=color, label=f"{f}: {liars[liar]}, mean U_A")
+            y = np.array([m[f"{liar}_mean"][str(e)] for e in etas])
+            lo, hi = np.array([m[f"{liar}_mean_interval"][str(e)] for e in etas]).T
+            err = np.clip([y - lo, hi - y], 0.0, None)  # the soundness row's interval
+            label = f"{f}: {liars[liar]}, mean U_A (95%)"
+            right.errorbar(etas, y, err, fmt=marker + ":", color=color, capsize=3, label=label)
         bound = [margin - e for e in etas]  # wide and faint: honest A's minimum may sit on it
         label = f"{f}: rho^-(d+1) - eta"
         right.plot(etas, bound, color=color, lw=6, alpha=0.25, zorder=1, label=label)

@@ -215,6 +215,18 @@ def test_figure_draws_each_liars_round_tests_and_the_payoffs_of_the_report():
     lines = {ln.get_label(): list(ln.get_ydata()) for ln in right.lines}
     for f in FAMILIES:
         assert lines[f"{f}: honest A, min U_A"] == list(res.metrics[f]["honest_min"].values())
+    # each liar's mean payoff with its soundness row's interval as the error bar
+    bars_of = {c.get_label(): c for c in right.containers}
+    rows = {(c.value, c.lo, c.hi) for c in res.claims}
+    for f in FAMILIES:
+        for liar, what in exp.LIARS.items():
+            drawn = bars_of[f"{f}: {what}, mean U_A (95%)"]
+            means = res.metrics[f][f"{liar}_mean"]
+            spans = res.metrics[f][f"{liar}_mean_interval"]
+            assert list(drawn.lines[0].get_ydata()) == list(means.values())
+            ends = [tuple(seg[:, 1]) for seg in drawn.lines[2][0].get_segments()]
+            assert ends == [tuple(spans[e]) for e in means]
+            assert all((means[e], *spans[e]) in rows for e in means)
 
 
 def test_advantage_premise_holds_for_every_test_at_once():
