@@ -311,8 +311,7 @@ def apply_report_family(entries: list[ExperimentEntry]) -> None:
 
 
 def _p_text(p: float, level: Any) -> str:
-    """A p-value in three digits, or more where three would put it on the other side of the
-    row's family level (the policy line shows it to six digits)."""
+    """A p-value in three digits, or as many as put it on its own side of the family level."""
     level = level if isinstance(level, (int, float)) and math.isfinite(level) else None
     for digits in range(3, 18):
         text = f"{p:.{digits}g}"
