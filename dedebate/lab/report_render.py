@@ -138,7 +138,8 @@ def measured(c: Mapping[str, Any]) -> str:
     shown = fmt(v)
     if holds(float(shown)) != holds(float(v)):  # rounded, it would meet the bound otherwise
         shown = repr(float(v))
-    if c.get("passed") and not holds(float(v)):
+    if c.get("passed") and not holds(float(v)):  # the whole number: how near it is
+        shown = fmt(v) if float(fmt(v)) == float(v) else repr(float(v))
         return f"{shown} (exact; meets {m.group(1)} {m.group(2)} only within tolerance)"
     return f"{shown} (exact)"
 

@@ -151,6 +151,8 @@ def test_measured_formatting():
     assert measured(fails) == "16.00001 (exact)"
     meets = Claim.exact("c", "s", "== 0.984375", 0.984375, True).to_dict()
     assert measured(meets) == "0.984375 (exact)"
+    near = Claim.exact("c", "s", "== 0.046875", 0.04687497764825821, True).to_dict()
+    assert measured(near) == "0.04687497764825821 (exact; meets == 0.046875 only within tolerance)"
 
 
 def test_a_p_value_shows_the_digits_that_place_it_against_its_level():
