@@ -67,7 +67,7 @@ def load_claims(
     if isinstance(data, dict) and isinstance(data.get("experiments"), list):
         groups = [(e, f"experiments[{i}]") for i, e in enumerate(data["experiments"])]
     elif isinstance(data, dict) and isinstance(data.get("claims"), list):
-        groups = [({"name": data.get("experiment", "?"), **data}, "")]
+        groups = [({**data, "name": data.get("experiment", "?")}, "")]
     elif isinstance(data, dict) and data.get("kind") == "sweep":
         raise CompareError(
             f"{p}: a sweep's record (its rows are in sweep.csv), which has no claims to "
