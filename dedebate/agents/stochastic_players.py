@@ -242,7 +242,7 @@ def soundness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
         ("+b", A_SHIFT, b),
         ("+2b", A_SHIFT, 2 * b),
         ("+0.99 s (just under s)", A_SHIFT, 0.99 * s),
-        ("honest, last claims 1", A_LIE_LAST, 1.0),
+        ("honest, last +1", A_LIE_LAST, 1.0),
         ("honest, last +0.95 tau_B", A_LIE_LAST, 0.95 * tau_b),
         ("honest estimate", A_HONEST, 0.0),
         ("honest estimate -0.1 tau_B", A_HONEST_SHIFT, -0.1 * tau_b),
@@ -251,15 +251,30 @@ def soundness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooAlice]]:
     return ([m[0] for m in members], [zoo_alice(constants, k, d) for _, k, d in members])
 
 
+THRESHOLDS = (0.8, 0.9, 1.0, 1.1)
+"""The threshold Bobs' ``theta``: each aborts where Alice's claim is more than ``theta tau_V``
+from the truth, where Vera may reject an honest claim; below Lean's budgets the zoo's strongest
+(docs/doubly-efficient-debate.md, section 9)."""
+
+THRESHOLD_SHARPNESS = 60.0  # abort logit per tau_V of deviation past the threshold
+
+
 def completeness_zoo(constants: DebateParams) -> tuple[list[str], list[ZooBob]]:
-    """The completeness zoo of spec DED 9 (without the optimised member)."""
+    """The completeness zoo of spec DED 9 (without the optimised member), and the threshold
+    Bobs (:data:`THRESHOLDS`)."""
     members = [
         ("aborts at step 0", B_ABORT_FIRST),
         ("aborts at a random step", B_RANDOM_STEP),
         ("never aborts", B_NEVER),
         ("aborts after every 1", B_AFTER_ONE),
     ]
-    return [m[0] for m in members], [zoo_bob(constants, k) for _, k in members]
+    names, bobs = [m[0] for m in members], [zoo_bob(constants, k) for _, k in members]
+    w = THRESHOLD_SHARPNESS
+    for theta in THRESHOLDS:
+        names.append(f"aborts past {theta:g} tau_V")
+        logits = np.full(constants.T, -w * theta, np.float32)
+        bobs.append(zoo_bob(constants, B_LEARNED, w=logits, w_dev=w, w_prev=0.0))
+    return names, bobs
 
 
 # ---- optimised adversaries (evolution strategy) --------------------------------------------------

@@ -95,9 +95,18 @@ class BobPlayer(Protocol):
 def two_party_coin(z_a: jax.Array, z_b: jax.Array) -> jax.Array:
     """The paper's coin by cross-examination (spec DED 5.4, steps 2b-2d): ``frac(z_A + z_B)``.
 
-    In [0, 1) and uniform whenever one share is uniform and independent of the other.
+    Each share is first taken to the grid of multiples of 2^-23 in [0, 1) that a uniform float32
+    share lives on (an honest share is unchanged; a non-finite one is 0), so the sum is exact
+    and the coin is uniform on the grid whenever one share is, whatever the other sends.
     """
-    return jnp.mod(jnp.asarray(z_a, jnp.float32) + jnp.asarray(z_b, jnp.float32), 1.0)
+    return jnp.mod(_grid_share(z_a) + _grid_share(z_b), 1.0)
+
+
+def _grid_share(z: jax.Array) -> jax.Array:
+    """``frac(z)`` rounded down to a multiple of 2^-23 (0 for a non-finite ``z``)."""
+    z = jnp.asarray(z, jnp.float32)
+    frac = jnp.where(jnp.isfinite(z), z - jnp.floor(z), 0.0)
+    return jnp.floor(frac * 2.0**23) / 2.0**23
 
 
 def checker_interval(p: jax.Array, n: jax.Array, tau: jax.Array):

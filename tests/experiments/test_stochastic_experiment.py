@@ -10,8 +10,10 @@ rows; at K = 2, T = 8 it never calls factor 1/16 safe (exact DP: 0.4022 > 2/5)."
 from __future__ import annotations
 
 import math
+import re
 
 import jax
+import numpy as np
 import pytest
 
 import experiments.stochastic_debate as exp
@@ -85,7 +87,7 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
     alone = result.metrics["point"]
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
     assert_shipped_sweeps_plot("stochastic_debate", row)
-    assert {m: row[m] for m in alone} == alone and len(alone) == 2 * 42
+    assert {m: row[m] for m in alone} == alone and len(alone) == 2 * 46  # 2 constants' cells
     other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != seed)
     assert sum(other[m] != alone[m] for m in alone if m.endswith("_wins")) >= 3  # seed counts
     # the report's rows are that row's counts: the worst members' rates and the costs
@@ -128,7 +130,8 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
             assert r[f"{CELL}/{m}_lo"] <= v <= r[f"{CELL}/{m}_hi"]
             assert round(v * TRIALS) == pytest.approx(v * TRIALS, abs=1e-3)  # a count / trials
         assert r[f"{CELL}/completeness_min"] <= r[f"{CELL}/honest_completeness"]
-        wins = [r[f"{CELL}/bob{j}_wins"] for j in range(6)]
+        wins = [v for k, v in r.items() if re.fullmatch(rf"{CELL}/bob\d+_wins", k)]
+        assert len(wins) == 10  # 4 kinds, 4 thresholds, honest and optimised
         assert r[f"{CELL}/completeness_min"] * TRIALS == pytest.approx(min(wins), abs=1e-3)
         assert r[f"{CELL}_paper/n_alice"] > r[f"{CELL}/n_alice"]  # the paper's: not scaled
         assert (r[f"{CELL}_paper/completeness_bound"], r[f"{CELL}_paper/soundness_bound"]) == (
@@ -322,11 +325,12 @@ def exact_k2_t8():
 
 
 @pytest.mark.parametrize("luck", [0.5, 0.05])
-def test_budget_frontier_never_calls_factor_one_sixteenth_safe_at_k2_t8(exact_k2_t8, luck):
+def test_budget_frontier_calls_neither_small_factor_safe_at_k2_t8(exact_k2_t8, luck):
     """Rows of the shipped sweep's size whose win counts are quantiles of the exact DP's laws
     (``luck`` 0.5: the medians; 0.05: every member as lucky as the frontier's 95% allows, Alices
-    low and Bobs high): 1/8 is safe and 1/16 (honest-estimate Alice: 0.4022 > 2/5, exactly) is
-    not."""
+    low and Bobs high): neither 1/16 (honest-estimate Alice: 0.4022 > 2/5, exactly) nor 1/8 (the
+    Bob that aborts past 0.9 tau_V holds honest Alice to 0.5925 < 3/5, exactly) is safe. Before
+    the threshold Bobs joined the zoo, 1/8 was called safe."""
     from scipy.stats import binom
 
     from dedebate.lab.config import load_config
@@ -355,8 +359,9 @@ def test_budget_frontier_never_calls_factor_one_sixteenth_safe_at_k2_t8(exact_k2
             }
         )
     assert max(exact_k2_t8[1 / 16][1]) == pytest.approx(0.4022, abs=1e-4)
+    assert min(exact_k2_t8[1 / 8][2]) == pytest.approx(0.5925, abs=1e-4)
     (e,) = frontier(rows)
-    assert (e["factor"], e["stop"]) == (1 / 8, "undecided"), e["tried"]
+    assert (e["factor"], e["stop"]) == (None, "undecided"), e["tried"]
 
 
 @pytest.mark.parametrize("alice_wins, factor", [(370, None), (350, 0.25)])
@@ -388,3 +393,16 @@ def test_scale_search_tests_each_factor_at_the_bonferroni_level(monkeypatch, ali
     if factor is not None:
         c_lo, s_hi = search["bounds"]
         assert s_hi == pytest.approx(_upper(350, 1000, 0.05 / 3)) and s_hi < 2 / 5 < c_lo
+
+
+def test_rows_at_scaled_counts_are_findings_not_theorems():
+    """Lean's and the paper's bounds are proven at their own counts: at ``scale`` < 1 a cell's
+    rows are findings (they gate nothing), at 1 they gate."""
+    args = (2, 8, "F2", "lean", (0.667, 0.333), (0.6402, 0.3956), ["a"], ["b"])
+    wins = (np.array([100]), np.array([250]))
+    gated, _ = exp.cell_claims(*args, *wins, 300)
+    scaled, _ = exp.cell_claims(*args, *wins, 300, 0.125)
+    assert [c.finding for c in gated] == [False, False]
+    assert [c.finding for c in scaled] == [True, True]
+    assert all("counts scaled by 0.125" in c.note for c in scaled)
+    assert [(c.value, c.lo, c.hi) for c in gated] == [(c.value, c.lo, c.hi) for c in scaled]
