@@ -125,22 +125,24 @@ def check_run(module: Any, cfg: Any) -> None:
         module: the experiment module (its ``memory_bytes``, if any).
         cfg: the resolved run config.
     """
-    from dedebate.lab.sweep_plan import is_sweepable
-
-    terms = run_terms(module, cfg.params)
-    if terms is not None:  # a run of a vmapped experiment is its point on every device
-        rows = rows_at_once(1, 0) if is_sweepable(module) else 1
+    terms, rows = _run_estimate(module, cfg)
+    if terms is not None:
         what = cfg.experiment if rows == 1 else f"{cfg.experiment} ({rows} padded rows at once)"
         _check(what, terms, cfg.memory_limit, times=rows)
 
 
 def run_bytes(module: Any, cfg: Any) -> int:
     """The bytes :func:`check_run` estimates for a run (0 where the module declares none)."""
+    terms, rows = _run_estimate(module, cfg)
+    return 0 if terms is None else rows * sum(terms.values())
+
+
+def _run_estimate(module: Any, cfg: Any) -> tuple[dict[str, int] | None, int]:
+    """A run's terms and the rows it holds at once (a vmapped run: its point on every device)."""
     from dedebate.lab.sweep_plan import is_sweepable
 
     terms = run_terms(module, cfg.params)
-    rows = rows_at_once(1, 0) if is_sweepable(module) else 1
-    return 0 if terms is None else rows * sum(terms.values())
+    return terms, (rows_at_once(1, 0) if terms is not None and is_sweepable(module) else 1)
 
 
 def workers_that_fit(needs: list[int], jobs: int, limit_value: Any) -> tuple[int, str | None]:
