@@ -58,7 +58,7 @@ def one_run(only: list[str] | None = None, timeout_s: float = 1800.0) -> dict:
 
     Returns:
         ``{"wall_s", "exit_code", "busy_cpu_s", "load_before", "claims_passed", "claims_total",
-        "passed"}`` (the last three None without a report).
+        "passed"}`` (the last three None without a report, or when the run was killed).
     """
     tmp = Path(tempfile.mkdtemp(prefix="dedebate-cold-start-"))
     try:
@@ -100,8 +100,9 @@ def one_run(only: list[str] | None = None, timeout_s: float = 1800.0) -> dict:
             "claims_total": None,
             "passed": None,
         }
+        # a killed run's report (written as it goes) is partial: no counts from it
         reports = sorted((tmp / "out").glob("reproduce-*/report.json"))
-        if reports:
+        if reports and code is not None:
             report = json.loads(reports[-1].read_text())
             rec.update(
                 claims_passed=report.get("claims_passed"),
