@@ -3,6 +3,8 @@ check the Monte Carlo play of the protocols and the trained players against.
 
 * :mod:`~dedebate.exact.acceptance` -- the stochastic-oracle debate's acceptance probability
   ``P[out = 1]`` for honest players and the zoos, by backward DP over the prefix tree.
+* :mod:`~dedebate.exact.best_response` -- the same DP for the best response of Bob to any Alice
+  and of Alice to honest Bob: the worst any adversary can do.
 """
 
 from dedebate.core.lazy import lazy_exports
@@ -13,8 +15,9 @@ __all__, __getattr__ = lazy_exports(
     {
         "acceptance": (
             "SD_RANGE TIE_TOL acceptance_exact acceptance_exact_many binomial_law checker_prob "
-            "ratio_f32 real"
+            "claim_law ratio_f32 real"
         ),
+        "best_response": "alice_best_response bob_best_response",
         "selfplay": (
             "alice_best_response_bounds dp_value level_inputs measure_pair measure_pairs "
             "policy_levels policy_nodes probe_deviations reach_levels split_levels take"

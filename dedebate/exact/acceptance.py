@@ -134,9 +134,18 @@ def _cdf(k: np.ndarray, n: int, pi: float | np.ndarray) -> np.ndarray:
 
 def checker_prob(p: np.ndarray, n: int, tau: float, pi: float | np.ndarray) -> np.ndarray:
     """``P[|p - X / n| < tau]`` for ``X ~ Binomial(n, pi)``, exactly (strict, real numbers)."""
+    return window_prob(*checker_window(p, n, tau), n, pi)
+
+
+def checker_window(p: np.ndarray, n: int, tau: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(x_min, x_max)``: the counts X with ``|p - X / n| < tau`` (none where x_max < x_min)."""
     p = np.asarray(p, np.float64)
     x_min = _floor_exact(n, p, -tau) + 1  # X > n (p - tau) and X < n (p + tau)
-    x_max = -_floor_exact(n, -p, -tau) - 1
+    return x_min, -_floor_exact(n, -p, -tau) - 1
+
+
+def window_prob(x_min, x_max, n: int, pi: float | np.ndarray) -> np.ndarray:
+    """``P[x_min <= X <= x_max]`` for ``X ~ Binomial(n, pi)``."""
     prob = _cdf(x_max, n, pi) - _cdf(x_min - 1, n, pi)
     return np.where(x_max >= x_min, prob, 0.0)
 
@@ -171,6 +180,11 @@ def _claim_law(a: dict, t: int, T: int, pi: float) -> tuple[np.ndarray, np.ndarr
     if kind == A_PER_STEP:
         return _f32_sum(np.array([pi]), a["lies"][min(t, a["lies"].size - 1)]), np.ones(1)
     raise ValueError(f"alice kind={kind}: unknown")
+
+
+def claim_law(alice, t: int, T: int, pi: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(claims, probs)``: the law of ``alice``'s claim at step t of T, ``P[y_t = 1] = pi``."""
+    return _claim_law(_alice_params(alice), t, T, pi)
 
 
 def _cont(b: dict, t: int, T: int, pi: float, prev: int, p: np.ndarray) -> np.ndarray:

@@ -18,7 +18,15 @@ from dedebate.lab.experiment import ExperimentResult
 from dedebate.lab.params import config_dataclass, param
 from dedebate.protocols.stochastic import debate_static, lean_defaults, paper_constants
 
-from .budget import ALICE_C, COUNTS, adversaries, cells, lean_n_vera, scale_search
+from .budget import (
+    ALICE_C,
+    COUNTS,
+    adversaries,
+    best_responses,
+    cells,
+    lean_n_vera,
+    scale_search,
+)
 from .budget import sweep_figures as sweep_figures  # the lab's sweep hook
 
 NAME = "stochastic_debate"
@@ -75,6 +83,13 @@ DYNAMIC = ("scale", "p_yes", "p_no")  # the factor on N_A, N_B, N_V and the inst
 ES_COLUMNS = ("es_alice_best_exact_acceptance", "es_bob_best_exact_alice_win", "es_T")
 VERA_SOURCE = "spec DED 5.3 (query complexity), Lean samples((s-c)/2, v)"
 PAPER_SOURCE = "spec DED 5.4 (paper's Figure 1 constants) [SECONDARY]"
+EXACT_T = 12  # the largest T of the exact DP's rows and searches
+BEST_RESPONSE_NOTE = (
+    "Bob aborts iff Vera's acceptance of the claim is below the value of going on: the least "
+    "any Bob holds honest Alice to",
+    "Alice's claim at each prefix is the sup over every real claim against honest Bob: the most "
+    "any Alice reaches",
+)
 SIDES = {  # who, the cell's worst member over the zoo, the bound's relation
     "completeness": ("Bob", "min over the Bob zoo of honest Alice's win rate", ">="),
     "soundness": ("Alice", "max over the Alice zoo of the acceptance rate", "<="),
@@ -94,7 +109,7 @@ def batch_lanes(max_lanes: int, T: int) -> int:
 
 
 def _adversaries(cfg: Config, ki: int, K: int):  # exact DP at the smallest T, at most 12
-    t, gens, pop = min(min(cfg.Ts), 12), cfg.es_generations, cfg.es_population
+    t, gens, pop = min(min(cfg.Ts), EXACT_T), cfg.es_generations, cfg.es_population
     return adversaries(K, t, ki, float(cfg.scale), float(cfg.p_yes), float(cfg.p_no), gens, pop)
 
 
@@ -139,17 +154,43 @@ def point(cfg: Config):
 
 
 def host(cfg: Config, seed: int, key, measured) -> dict:
-    """Per K, the optimised adversaries' exact values and the scale search."""
+    """Per K, the optimised adversaries' exact values, the exact best responses at each T <= 12
+    (Lean's constants) and the scale search."""
     del seed, measured
-    adv, searches, lanes = [], {}, batch_lanes(cfg.max_lanes, max(cfg.Ts))
+    adv, best, searches = [], [], {}
+    lanes = batch_lanes(cfg.max_lanes, max(cfg.Ts))
     for ki, K in enumerate(cfg.Ks):
         opt_a, opt_b = _adversaries(cfg, ki, K)
-        values = (opt_a.value, opt_b.value, min(min(cfg.Ts), 12))
+        values = (opt_a.value, opt_b.value, min(min(cfg.Ts), EXACT_T))
         adv.append({"K": K} | dict(zip(ES_COLUMNS, values)))
+        for T in (t for t in cfg.Ts if t <= EXACT_T):
+            _, m_no, m_yes, p, sets = cells(cfg, K, T)
+            name, _, consts, bounds = sets[0]  # Lean's
+            row = {"K": K, "T": T, "p": p, "bounds": bounds, "scale": cfg.scale}
+            best.append(row | dict(zip(("bob", "alice"), best_responses(consts, m_no, m_yes))))
         if cfg.scale_factors:
             theta_b, key_k = opt_b.params["theta"], jax.random.fold_in(key, ki)
             searches[K] = scale_search(cfg, K, ki, key_k, theta_b, lanes)
-    return {"adversaries": adv, "scale": searches}
+    return {"adversaries": adv, "best_responses": best, "scale": searches}
+
+
+def best_response_claims(best: list[dict]) -> list[Claim]:
+    """Per (K, T) cell at most 12 steps, both sides against the exact best response (Lean's
+    constants): every Bob, every Alice, not only the zoo's (findings at scaled counts)."""
+    claims = []
+    for r in best:
+        for j, (side, (who, _, rel)) in enumerate(SIDES.items()):
+            value, bound = r["bob" if j == 0 else "alice"], r["bounds"][j]
+            title = f"{side}, K={r['K']}, T={r['T']}, lean constants: against every {who} "
+            title += "(exact best response, DP over the prefix tree)"
+            ok = value >= bound if j == 0 else value <= bound
+            note = f"P_M(1)={r['p'][j]:.4f}; {BEST_RESPONSE_NOTE[j]}"
+            if r["scale"] != 1.0:
+                note += f"; counts scaled by {r['scale']:g}: the bound is proven at factor 1 only"
+            src = f"spec DED 5.3, Lean {side}'"
+            row = Claim.exact(title, src, f"{rel} {bound:.4f}", value, ok, note)
+            claims.append(dataclasses.replace(row, finding=r["scale"] != 1.0))
+    return claims
 
 
 def cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a, wins_b, n, scale=1.0):
@@ -233,7 +274,7 @@ def scale_factor_claim(cfg: Config, K: int, search: dict) -> Claim:
     """K's smallest common factor on (N_A, N_B, N_V) by :func:`.budget.scale_search`."""
     sT, Tmax, f_exact, f = cfg.scale_T, max(cfg.Ts), search["f_exact"], search["factor"]
     bound = f"a factor that holds exactly at T={sT} and by Monte Carlo at T={Tmax}"
-    value, note = math.nan, f"exact DP at T={sT}: smallest factor {f_exact}"
+    value, note = math.nan, f"exact best responses at T={sT}: smallest factor {f_exact}"
     if f_exact is None:
         bound, note = "some factor <= 1", f"factor 1 fails exactly at T={sT}"
     elif f is None:
@@ -250,7 +291,8 @@ def scale_factor_claim(cfg: Config, K: int, search: dict) -> Claim:
         note += f"{paper.n_alice}; "
         note += f"N_V {c.n_vera} vs Lean {lean.n_vera} vs paper {paper.n_vera}"
     title = f"beyond the paper (EMPIRICAL, not a guarantee), K={K}: smallest common scale factor "
-    title += "on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness <= 2/5 vs the zoo"
+    title += "on (N_A, N_B, N_V) keeping completeness >= 3/5 and soundness <= 2/5 against every "
+    title += f"adversary at T={sT} (exact) and the zoo at T={Tmax} (Monte Carlo)"
     return Claim.exact(title, "empirical finding", bound, value, f is not None, note, finding=True)
 
 
@@ -263,6 +305,7 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
         for T in cfg.Ts:
             c, r, q = cell_rows(cfg, K, T, measured)
             claims, rows, qrows = claims + c, rows + r, qrows + q
+        claims += best_response_claims([r for r in host["best_responses"] if r["K"] == K])
         if K in host["scale"]:
             claims.append(scale_factor_claim(cfg, K, host["scale"][K]))
     vera, checks, fit = cost_rows(cfg.Ks, cfg.Ts, qrows)
@@ -274,7 +317,11 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     checks_m = {k: {"holds": bool(ok), "detail": d} for k, (ok, d) in checks.items()}
     metrics = {"fit": fit, "n_claims": len(claims), "consistency_checks": checks_m}
     scale = [r for search in host["scale"].values() for r in search["rows"]]
+    best = [
+        {k: v for k, v in r.items() if k not in ("p", "bounds")} for r in host["best_responses"]
+    ]
     tables = dict(acceptance=rows, queries=qrows, scale=scale, adversaries=host["adversaries"])
+    tables["best_responses"] = best
     return ExperimentResult(claims, metrics, tables, figures=figures)
 
 

@@ -12,9 +12,10 @@ import numpy as np
 from scipy import stats
 
 from dedebate.agents import stochastic_players as sp
-from dedebate.agents.stochastic_zoo import alice_members, bob_members, measure_cell, zoo_cell
+from dedebate.agents.stochastic_zoo import measure_cell, zoo_cell
 from dedebate.core.samples import hoeffding_samples
 from dedebate.exact.acceptance import acceptance_exact
+from dedebate.exact.best_response import alice_best_response, bob_best_response
 from dedebate.machines.fixtures import fixture_for_k
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import debate_static, lean_defaults, make_vera, paper_constants
@@ -80,6 +81,14 @@ def adversaries(K: int, t: int, ki: int, scale: float, p_yes: float, p_no: float
     return opt_a, opt_b
 
 
+def best_responses(consts, m_no, m_yes, l_no=None, l_yes=None) -> tuple[float, float]:
+    """``(bob, alice)``: honest Alice's win against Bob's exact best response on ``m_yes``, and
+    the acceptance of Alice's best response to honest Bob on ``m_no`` (every adversary)."""
+    vera = make_vera(consts)
+    bob = bob_best_response(m_yes, sp.honest_alice(consts), vera, l_yes)
+    return bob, alice_best_response(m_no, sp.honest_bob(consts), vera, l_no)
+
+
 def _row(K, f, method, comp, sound, c) -> dict:
     row = {"K": K, "factor": f, "method": method, "completeness_min": comp, "soundness_max": sound}
     return row | {"holds": comp >= 3 / 5 and sound <= 2 / 5} | {n: getattr(c, n) for n in COUNTS}
@@ -93,15 +102,12 @@ def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> di
     base = lean_defaults(float(K), sT).constants(float(K), sT)
     rows, thetas, f_exact, gens = [], {}, None, max(1, cfg.es_generations // 2)
     for f in sorted(cfg.scale_factors, reverse=True):  # down by exact DP while the zoo holds
-        c = base.scaled(f)  # Alice re-optimised per factor
-        opt = _optimise_alice(m_no, l_no, c, gens, cfg.es_population, 100 + ki)
-        vera, alices = make_vera(c), alice_members(c, opt.params["theta"])[1]
-        acc = [acceptance_exact(m_no, a, sp.honest_bob(c), vera, l_no) for a in alices]
-        bobs = bob_members(c, theta_b)[1]
-        win = [acceptance_exact(m_yes, sp.honest_alice(c), b, vera, l_yes) for b in bobs]
-        rows.append(_row(K, f, f"exact DP, T={sT}", min(win), max(max(acc), opt.value), c))
+        c = base.scaled(f)  # every adversary's best, exactly
+        comp, sound = best_responses(c, m_no, m_yes, l_no, l_yes)
+        rows.append(_row(K, f, f"exact best responses, T={sT}", comp, sound, c))
         if not rows[-1]["holds"]:
             break
+        opt = _optimise_alice(m_no, l_no, c, gens, cfg.es_population, 100 + ki)  # for the zoo
         thetas[f], f_exact = opt.params["theta"], f
     out = {"rows": rows, "f_exact": f_exact, "factor": None}
     if f_exact is None:

@@ -111,6 +111,15 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
     assert sorted(result.plots) == ["acceptance_vs_T.png", "queries_vs_T.png"]
     assert all((tmp_path / "run" / "plots" / p).exists() for p in result.plots)
     assert result.tables["scale"]
+    # every adversary's best, exactly, gates beside the zoo: at most what the optimised Bob
+    # holds honest Alice to, at least what the optimised Alice reaches (both exact, at T = 8)
+    best = [c for c in result.claims if "exact best response" in c.claim]
+    assert [(c.passed, c.finding) for c in best] == [(True, False)] * 2
+    (br,), (adv,) = result.tables["best_responses"], result.tables["adversaries"]
+    assert (br["K"], br["T"]) == (K, T) == (adv["K"], adv["es_T"])
+    assert br["bob"] <= adv["es_bob_best_exact_alice_win"]
+    assert br["alice"] >= adv["es_alice_best_exact_acceptance"]
+    assert (best[0].value, best[1].value) == (br["bob"], br["alice"])
 
     # (c) the scaled sample counts are Lean's (spec DED 5.2) times the factor, rounded up
     lean = lean_defaults(float(K), T).constants(float(K), T)
@@ -375,9 +384,7 @@ def test_scale_search_tests_each_factor_at_the_bonferroni_level(monkeypatch, ali
         params, value = {"theta": None}, 0.0
 
     monkeypatch.setattr(budget, "_optimise_alice", lambda *a: Opt())
-    monkeypatch.setattr(budget, "alice_members", lambda c, t: (["a"], ["a"]))
-    monkeypatch.setattr(budget, "bob_members", lambda c, t: (["honest"], ["honest"]))
-    monkeypatch.setattr(budget, "acceptance_exact", lambda m, a, b, v, lv: 0.2 + 0.6 * (a != "a"))
+    monkeypatch.setattr(budget, "best_responses", lambda *a: (0.8, 0.2))  # safe exactly
     monkeypatch.setattr(budget, "zoo_cell", lambda *a: (None, ["a"], ["honest"]))
     cells = []
 
