@@ -237,7 +237,8 @@ def _mc_wins(cfg, fx, constants, alice, bob, key) -> np.ndarray:
     keys = trial_keys(jax.random.fold_in(key, 7), idx.size)
     static, vera = debate_static(cfg.T), make_vera(constants)
     out = run_trials(static, fx.machine, alices, bobs, vera, keys, axes=(None, 0, 0, None))
-    return np.asarray(out.alice_wins).reshape(cfg.seeds, -1).sum(axis=1)
+    wins = jnp.sum(out.alice_wins.reshape(cfg.seeds, -1), axis=1, dtype=jnp.int32)  # on device
+    return np.asarray(jax.device_get(wins), np.int64)  # one int per seed to the host
 
 
 def guaranteed_sides(T: int, K: float = 2.0) -> tuple[float, float]:
