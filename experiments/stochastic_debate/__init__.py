@@ -165,7 +165,7 @@ def host(cfg: Config, seed: int, key, measured) -> dict:
         adv.append({"K": K} | dict(zip(ES_COLUMNS, values)))
         for T in (t for t in cfg.Ts if t <= EXACT_T):
             _, m_no, m_yes, p, sets = cells(cfg, K, T)
-            name, _, consts, bounds = sets[0]  # Lean's
+            _, _, consts, bounds = sets[0]  # Lean's
             row = {"K": K, "T": T, "p": p, "bounds": bounds, "scale": cfg.scale}
             best.append(row | dict(zip(("bob", "alice"), best_responses(consts, m_no, m_yes))))
         if cfg.scale_factors:

@@ -101,7 +101,7 @@ def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> di
     l_no, l_yes = prefix_tree(m_no), prefix_tree(m_yes)
     base = lean_defaults(float(K), sT).constants(float(K), sT)
     rows, thetas, f_exact, gens = [], {}, None, max(1, cfg.es_generations // 2)
-    for f in sorted(cfg.scale_factors, reverse=True):  # down by exact DP while the zoo holds
+    for f in sorted(cfg.scale_factors, reverse=True):  # down while every best response holds
         c = base.scaled(f)  # every adversary's best, exactly
         comp, sound = best_responses(c, m_no, m_yes, l_no, l_yes)
         rows.append(_row(K, f, f"exact best responses, T={sT}", comp, sound, c))
