@@ -17,19 +17,20 @@ def premise_figure(cfg: Config, metrics: dict, families, liars: dict) -> Figure:
     fig = Figure(figsize=(13, 4.5))
     left, right = fig.subplots(1, 2)
     x, w = np.arange(len(families)), 0.8 / (2 * len(liars))
-    for j, (liar, what) in enumerate(liars.items()):
+    for j, (liar, what) in enumerate(liars.items()):  # points, not bars: a value, not an area
         held = np.array([metrics[f][f"{liar}_round_tests"] for f in families])
         lo, hi = np.array([metrics[f][f"{liar}_round_tests_interval"] for f in families]).T
         err = np.clip([held - lo, hi - held], 0.0, None)
-        at = x - 0.4 + (2 * j + 0.5) * w
-        left.bar(at, held, w, yerr=err, capsize=3, label=f"{what}, held-out (95%, all tests)")
+        at, color = x - 0.4 + (2 * j + 0.5) * w, f"C{j}"
+        label = f"{what}, held-out (95%, all tests)"
+        left.errorbar(at, held, err, fmt="o", color=color, capsize=3, label=label)
         train = [metrics[f][f"{liar}_round_tests_train"] for f in families]
-        left.bar(at + w, train, w, label=f"{what}, B's training trees")
+        left.plot(at + w, train, "s", color=color, mfc="none", label=f"{what}, B's training trees")
     left.axhline(cfg.delta, color="k", ls="--", lw=1, label=f"delta = {cfg.delta:g}")
     left.set_xticks(x, [f"{f} counts" for f in families])
-    left.set(ylabel="largest |Adv| of the round tests (false roots)", yscale="log")
+    left.set(ylabel="largest |Adv| of the round tests (false roots)", xlim=(-0.6, len(x) - 0.4))
     left.set_title("Soundness premise: B against each liar's tests", fontsize=10)
-    left.set_ylim(top=10 * max(cfg.delta, left.get_ylim()[1]))  # room for the legend
+    left.set_ylim(0.0, 1.6 * max(cfg.delta, left.get_ylim()[1]))  # room for the legend
     left.legend(fontsize=7, ncol=2, loc="upper left")
     etas = [float(e) for e in cfg.etas]
     for f, color in zip(families, ("tab:blue", "tab:orange", "tab:green")):

@@ -205,13 +205,19 @@ def test_figure_draws_each_liars_round_tests_and_the_payoffs_of_the_report():
     measured["slack/lie_then_honest_train_round_tests"] = 0.0625
     res = exp.report(cfg, measured, host)
     left, right = res.figures["soundness_premise"].axes
-    bars = [p.get_height() for p in left.patches]  # per liar: held-out, then training trees
-    for j, liar in enumerate(exp.LIARS):
+    points = {ln.get_label(): list(ln.get_ydata()) for ln in left.lines}
+    held_out = {c.get_label(): c for c in left.containers}  # with the rows' intervals
+    for liar, what in exp.LIARS.items():
         held = [res.metrics[f][f"{liar}_round_tests"] for f in FAMILIES]
         train = [res.metrics[f][f"{liar}_round_tests_train"] for f in FAMILIES]
-        assert bars[2 * j * len(FAMILIES) : (2 * j + 1) * len(FAMILIES)] == held
-        assert bars[(2 * j + 1) * len(FAMILIES) : (2 * j + 2) * len(FAMILIES)] == train
-    assert 0.0625 in bars
+        drawn = held_out[f"{what}, held-out (95%, all tests)"]
+        assert list(drawn.lines[0].get_ydata()) == held
+        ends = [tuple(seg[:, 1]) for seg in drawn.lines[2][0].get_segments()]
+        spans = [res.metrics[f][f"{liar}_round_tests_interval"] for f in FAMILIES]
+        assert ends == [tuple(s) for s in spans]
+        assert points[f"{what}, B's training trees"] == train
+    assert 0.0625 in points[f"{exp.LIARS['lie_then_honest']}, B's training trees"]
+    assert left.get_yscale() == "linear" and left.get_ylim()[0] == 0.0  # a zero is drawn
     lines = {ln.get_label(): list(ln.get_ydata()) for ln in right.lines}
     for f in FAMILIES:
         assert lines[f"{f}: honest A, min U_A"] == list(res.metrics[f]["honest_min"].values())
