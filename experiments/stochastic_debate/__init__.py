@@ -311,7 +311,7 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     vera, checks, fit = cost_rows(cfg.Ks, cfg.Ts, qrows)
     claims += vera + consistency_rows(checks)
     figures = {
-        "acceptance_vs_T": plot_acceptance(rows, cfg),
+        "acceptance_vs_T": plot_acceptance(rows, cfg, host["best_responses"]),
         "queries_vs_T": plot_queries([r for r in qrows if r["constants"] == "lean"], fit),
     }
     checks_m = {k: {"holds": bool(ok), "detail": d} for k, (ok, d) in checks.items()}
@@ -325,8 +325,9 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     return ExperimentResult(claims, metrics, tables, figures=figures)
 
 
-def plot_acceptance(rows: list[dict], cfg):
-    """The worst zoo member's acceptance against T beside the proven bounds (Lean constants)."""
+def plot_acceptance(rows: list[dict], cfg, best: list[dict]):
+    """The worst zoo member's acceptance against T beside the proven bounds and the exact best
+    responses (Lean constants)."""
     from matplotlib.figure import Figure  # no pyplot: nothing global to close
 
     fig = Figure(figsize=(8, 4.5))
@@ -339,12 +340,16 @@ def plot_acceptance(rows: list[dict], cfg):
             ax.errorbar(T, v, yerr=err, marker=marker, capsize=3, label=f"K={K} {side} (worst)")
             label = f"proven {side} bound (Lean)" if K == cfg.Ks[0] else None
             ax.plot(T, [r["bound"] for r in rs], "_--", ms=14, lw=1, color=color, label=label)
+    for i, r in enumerate(best):  # every adversary, where the exact DP reaches (T <= 12)
+        label = "exact best response (every Bob; every Alice)" if i == 0 else None
+        ax.plot([r["T"]] * 2, [r["bob"], r["alice"]], "k*", ms=9, zorder=3, label=label)
     ax.axhline(0.6, color="g", ls=":", lw=1, label="3/5")
     ax.axhline(0.4, color="r", ls=":", lw=1, label="2/5")
     ax.set(xscale="log", xlabel="T (steps)", ylabel="P[output 1]")
     ax.set_title(
-        "Stochastic debate, Lean constants: worst zoo member vs proven bounds "
-        "(95% exact CI, Bonferroni over the zoo)"
+        "Stochastic debate, Lean constants: worst zoo member (95% exact CI, Bonferroni over the "
+        "zoo)\nand the exact best responses (T <= 12) against the proven bounds",
+        fontsize=10,
     )
     ax.legend(fontsize=7, loc="center right")
     fig.tight_layout()

@@ -120,6 +120,10 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
     assert br["bob"] <= adv["es_bob_best_exact_alice_win"]
     assert br["alice"] >= adv["es_alice_best_exact_acceptance"]
     assert (best[0].value, best[1].value) == (br["bob"], br["alice"])
+    fig = exp.plot_acceptance(result.tables["acceptance"], pt.cfg, result.tables["best_responses"])
+    (ax,) = fig.axes  # the report's figure, drawn again (run_module saved and dropped it)
+    stars = [ln for ln in ax.lines if ln.get_label().startswith("exact best response")]
+    assert [list(ln.get_ydata()) for ln in stars] == [[br["bob"], br["alice"]]]
 
     # (c) the scaled sample counts are Lean's (spec DED 5.2) times the factor, rounded up
     lean = lean_defaults(float(K), T).constants(float(K), T)
