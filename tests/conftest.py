@@ -116,6 +116,29 @@ def fake_env(monkeypatch):
 
 
 @pytest.fixture
+def wandb_server(monkeypatch):
+    """A local HTTP server that answers every request, as ``WANDB_BASE_URL`` (for subprocesses
+    too): what ``dedebate sync`` probes before it uploads."""
+    import http.server
+    import threading
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
 def fake_registry():
     from dedebate.lab.registry import discover_experiments
 

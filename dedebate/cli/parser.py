@@ -184,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--dry-run", action="store_true", help="only list the offline runs")
     sy.add_argument("--jobs", type=int, default=4, metavar="N", help="runs synced at once (4)")
     sy.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="upload without first asking the W&B server whether it answers (3 s)",
+    )
+    sy.add_argument(
         "--timeout",
         type=float,
         default=300.0,

@@ -16,7 +16,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        0 if every run synced (or there was none); 1 if one failed or ran past ``--timeout``;
+        0 if every run synced (or there was none); 1 if one failed or ran past ``--timeout``,
+        or the W&B server did not answer a first probe (nothing synced);
         2 for a bad path, ``--jobs`` or ``--timeout``, or a ``wandb/`` folder holding a link
         (nothing synced).
     """
@@ -40,6 +41,19 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print("\n".join(printable(r) for r in runs))
         print(f"{len(runs)} offline run(s); run without --dry-run to sync them", file=sys.stderr)
         return EXIT_OK
+    if not args.no_probe:  # one quick question, not an upload per run waiting out --timeout
+        from dedebate.lab.tracking import base_url, probe
+
+        url = base_url()
+        why = probe(url)
+        if why is not None:
+            print(
+                f"dedebate: error: the W&B server {printable(url)} did not answer "
+                f"({printable(why)}); nothing synced, the {len(runs)} offline run(s) are kept: "
+                "sync again when it answers (--no-probe uploads without asking first)",
+                file=sys.stderr,
+            )
+            return EXIT_FAIL
     failed = sync_all(
         runs, jobs=args.jobs, timeout=args.timeout, report=lambda line: print(line, flush=True)
     )

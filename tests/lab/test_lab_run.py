@@ -137,7 +137,7 @@ def test_same_config_and_seed_same_numbers(tmp_path, fake_env, capsys):
     assert c["provenance"]["seed"] == 6
 
 
-def test_wandb_offline_files_under_run_dir(tmp_path, fake_env, capsys):
+def test_wandb_offline_files_under_run_dir(tmp_path, fake_env, capsys, wandb_server):
     code, out, err, dirs = start(tmp_path, capsys, "tracking.mode=offline")
     assert code == 0, err
     run_dir = dirs[0]

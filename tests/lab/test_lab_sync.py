@@ -64,7 +64,7 @@ def test_an_upload_that_never_answers_is_stopped_with_its_children(tmp_path, mon
     assert len(children) == 3 and _wait_for(lambda: not any(map(_alive, children)), 10)
 
 
-def test_ctrl_c_ends_sync_and_every_upload_at_once(tmp_path):
+def test_ctrl_c_ends_sync_and_every_upload_at_once(tmp_path, wandb_server):
     fake, pids = _hanging_wandb(tmp_path)
     _offline_runs(tmp_path, 2)
     env = {**os.environ, "DEDEBATE_WANDB": str(fake), "PYTHONPATH": str(REPO)}
@@ -89,6 +89,32 @@ def test_ctrl_c_ends_sync_and_every_upload_at_once(tmp_path):
     assert "[1/2] syncing" in out and "interrupted" in err
     children = [int(x) for x in pids.read_text().split()]
     assert _wait_for(lambda: not any(map(_alive, children)), 10)
+
+
+def test_sync_asks_the_server_once_before_it_uploads(tmp_path, monkeypatch, capsys, wandb_server):
+    """A server that does not answer: one line naming it, exit 1 within seconds and nothing
+    uploaded (was: every run's upload waited out --timeout, 300 s each); one that answers, or
+    --no-probe: the uploads run."""
+    from dedebate import cli
+
+    log = tmp_path / "calls"
+    fake = tmp_path / "wandb-records"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("DEDEBATE_WANDB", str(fake))
+    runs = _offline_runs(tmp_path, 2)
+    assert cli.main(["sync", str(tmp_path / "run")]) == 0  # the fixture's server answers
+    assert len(log.read_text().splitlines()) == 2
+    log.unlink()
+    capsys.readouterr()
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # the discard port: refused
+    t0 = time.monotonic()
+    assert cli.main(["sync", str(tmp_path / "run")]) == 1 and time.monotonic() - t0 < 10
+    err = capsys.readouterr().err
+    assert err.startswith("dedebate: error: the W&B server http://127.0.0.1:9 did not answer (")
+    assert "nothing synced, the 2 offline run(s) are kept" in err and not log.exists()
+    assert cli.main(["sync", "--no-probe", str(tmp_path / "run")]) == 0
+    assert sorted(log.read_text().split()) == sorted(["sync", "sync", *map(str, runs)])
 
 
 def test_sync_refuses_a_timeout_that_is_not_positive(tmp_path, capsys):
