@@ -140,26 +140,38 @@ def _assert_fails(make, good: dict, bad: dict, which: str):
 
 # ---- machines --------------------------------------------------------------------------------
 def _fixture_rows(
-    name="F2", p_enum=0.75, p_dp=0.75, closed=0.75, ones=750.0, trials=1000, best=1.5, K=2.0
+    name="F2",
+    p_enum=0.75,
+    p_dp=0.75,
+    closed=0.75,
+    ones=750.0,
+    trials=1000,
+    best=1.9999999,
+    K=2.0,
+    hybrid=2.0,
 ):
     fx = types.SimpleNamespace(name=name, T=8, K=K, exact_p1=closed)
-    est = types.SimpleNamespace(best=best, family="sign ascent", eps=1e-3, hybrid=K)
+    est = types.SimpleNamespace(best=best, family="sign ascent", eps=1e-3, hybrid=hybrid)
     return machines.fixture_claims(fx, trials, p_enum, p_dp, ones, est)
 
 
 def test_machines_rows_fail_when_a_measurement_breaks_its_bound():
     good = {}
-    assert len(_fixture_rows()) == 3  # MC interval, Lipschitz <= K, tightness (F2)
-    assert len(_fixture_rows(name="AND", closed=None)) == 2
+    assert len(_fixture_rows()) == 4  # Monte Carlo, Lipschitz <= K, hybrid <= K, tightness (F2)
+    assert len(_fixture_rows(name="AND", closed=None)) == 3
     for bad, which in (
-        ({"ones": 650.0}, "Monte-Carlo interval"),  # the interval misses the exact P_M
-        ({"p_dp": 0.76}, "Monte-Carlo interval"),  # the DP disagrees with enumeration
-        ({"closed": 0.7}, "Monte-Carlo interval"),  # the closed form disagrees
-        ({"ones": math.nan}, "Monte-Carlo interval"),
-        ({"p_enum": math.nan}, "Monte-Carlo interval"),
-        ({"best": 2.01}, "<= proven K"),  # empirical Lipschitz above the proven K
-        ({"best": 0.9}, "factor 2"),  # not tight: below K/2
+        ({"ones": 650.0}, "Monte-Carlo count"),  # the exact test rejects the exact P_M
+        ({"p_dp": 0.76}, "Monte-Carlo count"),  # the DP disagrees with enumeration
+        ({"closed": 0.7}, "Monte-Carlo count"),  # the closed form disagrees
+        ({"ones": math.nan}, "Monte-Carlo count"),
+        ({"p_enum": math.nan}, "Monte-Carlo count"),
+        ({"best": 2.01, "hybrid": 2.01}, "proven K"),  # both constants above the proven K
+        # a K between the empirical constant (a lower bound) and the hybrid bound (the AND gate's
+        # constant is 6.12 at T = 16, its estimate 5.70): only the hybrid row sees it
+        ({"name": "AND", "closed": None, "best": 1.5, "K": 1.8}, "hybrid bound <= proven K"),
+        ({"best": 1.99}, "reaches the exact hybrid bound"),  # a weak estimate: not tight
         ({"best": math.nan}, "Lipschitz"),
+        ({"hybrid": math.nan}, "hybrid bound"),
     ):
         _assert_fails(_fixture_rows, good, bad, which)
 

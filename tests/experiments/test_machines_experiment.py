@@ -59,10 +59,11 @@ def test_lipschitz_sweep_compiles_once_and_the_quick_run_is_its_row(quick):
 def test_quick_run_claims_pass_and_plot_is_saved(quick):
     _, _, _, result, ctx, _ = quick
     names = [c.claim for c in result.claims]
-    assert len(names) == 7 * 2 + 2
-    assert sum("Monte-Carlo interval" in n for n in names) == 7
-    assert sum("<= proven K" in n for n in names) == 7
-    assert sum("factor 2" in n for n in names) == 2
+    assert len(names) == 7 * 3 + 3
+    assert sum("Monte-Carlo count" in n for n in names) == 7
+    assert sum("Lipschitz constant <= proven K" in n for n in names) == 7
+    assert sum("hybrid bound <= proven K" in n for n in names) == 7
+    assert sum("reaches the exact hybrid bound" in n for n in names) == 3
     failed = [(c.claim, c.value, c.bound) for c in result.claims if not c.passed]
     assert not failed
     rows = {r["fixture"]: r for r in result.tables["fixtures"]}
