@@ -77,6 +77,18 @@ def test_ogd_sweep_rows_fail_when_a_bound_is_broken():
         assert not ExperimentResult(claims=claims).passed
 
 
+def test_ogd_regret_holds_where_no_run_took_a_step():
+    """A delta above every initial advantage (deltas may be up to 1): Algorithm 1 exits at once,
+    T = 0 and the regret bound reads 0 <= 0. The row was NaN and failed."""
+    cfg = ogd.Config(q_values=(3,), step_rules=("tight",))
+    rows = [r | {"steps": 0, "regret_sum": 0.0, "regret_bound": 0.0} for r in _ogd_rows()]
+    (reg,) = [c for c in ogd.algorithm1_claims(cfg, rows) if "regret" in c.claim]
+    assert reg.passed and reg.value == 0.0 and "no run took a step" in reg.note
+    rows[0] |= {"steps": 3, "regret_sum": 0.4, "regret_bound": 1.0}  # one run stepped: its ratio
+    (reg,) = [c for c in ogd.algorithm1_claims(cfg, rows) if "regret" in c.claim]
+    assert reg.passed and reg.value == 0.4 and "the 1 run(s) that took a step" in reg.note
+
+
 def test_ogd_generalisation_finding_fails_on_fresh_tests_above_delta():
     """The exit h's advantage on fresh tests is a finding: above delta (or NaN) it fails, and
     being a finding it does not gate the experiment."""
