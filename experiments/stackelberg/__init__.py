@@ -6,6 +6,7 @@ import dataclasses
 
 import jax
 import numpy as np
+from scipy import stats
 
 from dedebate.agents.learned import N_CAND, N_CHILD, N_GLOBAL, N_NODE, N_ROOT, N_SEL
 from dedebate.core.pytrees import stack
@@ -78,7 +79,7 @@ class Config:
 
 
 # quick: 16 seeds, so that n_B = 20 tolerates the ~1 in 8 seeds that stall (exact lower bound
-# > 1/2 from 13/16 on); quick converges 14/16
+# > 1/2 from 13/16 on); quick converged 13/16 at seed 0 (2026-12-06)
 SIZES = {
     "quick": {
         "seeds": 16,
@@ -227,14 +228,24 @@ def labels(cfg: Config) -> list[str]:
 def stable_rows(cfg: Config, t: Trained):
     """Parts 1 and 3 (findings): ``(claims, tables, metrics)`` of part 1's trained runs."""
     mon, thr, seeds, steps = t.mon, cfg.rho ** -(cfg.depth + 1), cfg.seeds, cfg.steps
-    tree = jax.tree.map(lambda x: x[0, 0], t.trees)
-    rho_tree = tree_rho(tree, cand=tree.honest_cand)
+    n_seeds, n_trees = np.shape(t.trees.truth)[:2]
+    cache: dict = {}  # every tree of every seed (the trees differ by seed)
+    rho_tree = max(
+        tree_rho(tr, cand=tr.honest_cand, cache=cache)
+        for tr in (
+            jax.tree.map(lambda x, i=i, j=j: x[i, j], t.trees)
+            for i in range(n_seeds)
+            for j in range(n_trees)
+        )
+    )
     summary = summarise(cfg, mon)
     conv = summary["converged_at"]  # [schedule, seed]
     done, names = conv < steps, labels(cfg)
     im, ib = cfg.n_b_values.index(cfg.main_n_b), cfg.n_b_values.index(max(cfg.n_b_values))
     k, kb, ks = (int(done[i].sum()) for i in (im, ib, -1))
     conv_iv, best_iv = exact_interval(k, seeds), exact_interval(kb, seeds)
+    table = [[kb, seeds - kb], [ks, seeds - ks]]
+    p_more = float(stats.fisher_exact(table, alternative="greater").pvalue)
     u_fin = mon.u_a[im, :, -1]
     _, ulo, uhi = fin_iv = mean_interval(u_fin)
     fracs = {lab: float(done[i].mean()) for i, lab in enumerate(names)}
@@ -243,7 +254,8 @@ def stable_rows(cfg: Config, t: Trained):
     claims = [
         Claim(
             f"Stable candidate available (n_B = {cfg.main_n_b}): A converges to correct answers, "
-            f"the stable decomposition and payoff within {cfg.tol:g} of rho^-(d+1)",
+            f"the stable decomposition at the root and payoff within {cfg.tol:.0%} of "
+            "rho^-(d+1), against the B it trained with",
             "spec PED 7.4, 8.5; no proven rate",
             "fraction of seeds > 1/2",
             *conv_iv,
@@ -255,7 +267,8 @@ def stable_rows(cfg: Config, t: Trained):
             ),
         ),
         Claim(
-            f"Stable candidate (n_B = {cfg.main_n_b}): final mean E[U_A] near rho^-(d+1) = {thr:g}",
+            f"Stable candidate (n_B = {cfg.main_n_b}): final mean E[U_A] against the trained B "
+            f"near rho^-(d+1) = {thr:g}",
             "spec PED 7.4 (practical reading)",
             f"95% interval within [{thr * (1 - cfg.tol):.4f}, {thr * (1 + cfg.tol):.4f}]",
             *fin_iv,
@@ -264,15 +277,15 @@ def stable_rows(cfg: Config, t: Trained):
             note=f"per seed {_r(u_fin, 4)}; 95% Student t interval over seeds",
         ),
         Claim(
-            f"Several B updates per A update (n_B = {max(cfg.n_b_values)}) converge at least as "
-            "often as simultaneous gradient play",
+            f"Several B updates per A update (n_B = {max(cfg.n_b_values)}) converge more often "
+            "than simultaneous gradient play (one-sided Fisher exact test at 0.05)",
             "spec PED 8.5 (recommendation; no proven rate)",
-            f">= simultaneous ({ks}/{seeds}), and > 0",
+            f"> simultaneous ({ks}/{seeds}): p < 0.05",
             *best_iv,
-            passed=kb >= ks and kb > 0,  # 0 of S against 0 of S tests nothing
+            passed=p_more < 0.05,  # on the counts, not their point estimates (1/6 vs 1/6 passed)
             finding=True,
-            note="converged fraction / median A updates to converge (steps = never): "
-            + "; ".join(f"{lab}: {fracs[lab]:.2f} / {med[lab]:g}" for lab in names),
+            note=f"p = {p_more:.3g}; converged fraction / median A updates to converge (steps = "
+            "never): " + "; ".join(f"{lab}: {fracs[lab]:.2f} / {med[lab]:g}" for lab in names),
         ),
     ]
     tables = {
@@ -309,13 +322,13 @@ def stable_rows(cfg: Config, t: Trained):
 
 
 def unstable_rows(cfg: Config, mon, wall: float):
-    """Part 2 (a finding): A's payoff stays below rho^-(d+1)."""
+    """Part 2 (a finding): A's payoff over its last updates is below rho^-(d+1)."""
     thr, tail = cfg.rho ** -(cfg.depth + 1), max(1, cfg.steps // 10)
     u_tail = mon.u_a[0, :, -tail:].mean(axis=-1)
     _, _, hi = tail_iv = mean_interval(u_tail)
     claim = Claim(
         f"Only the unstable hidden-flaw AND decomposition (fbs 5 at true claims, rho = "
-        f"{cfg.rho:g}): A's trained payoff stays below rho^-(d+1) = {thr:g}",
+        f"{cfg.rho:g}): A's payoff over its last {tail} updates is below rho^-(d+1) = {thr:g}",
         "spec PED 8.7, 9.5",
         f"< {thr:g}",
         *tail_iv,
@@ -323,7 +336,9 @@ def unstable_rows(cfg: Config, mon, wall: float):
         finding=True,
         note=(
             f"mean E[U_A] over the last {tail} A updates, per seed {_r(u_tail, 4)}; max "
-            f"{_r(mon.u_a[0].max(axis=-1), 4)}"
+            f"{_r(mon.u_a[0].max(axis=-1), 4)}; P[A correct] at the end "
+            f"{_r(mon.a_correct[0, :, -1], 3)}, B's max|Adv| {_r(mon.max_adv[0, :, -1], 3)} (a "
+            "training that failed would pass this row too)"
         ),
     )
     table = _per_seed(

@@ -373,19 +373,22 @@ def _mon(u_a, a_correct=None):
     return StackelbergMonitors(u, one, one, u, u, u, np.zeros(u.shape + (2, 2), np.float32))
 
 
-def test_schedule_row_needs_a_converged_run_to_pass():
-    """0 of S converged with several B updates against 0 of S with simultaneous play tests nothing:
-    the row fails; once the several-updates schedule converges it passes."""
-    cfg = E.Config(seeds=2, steps=10, chunks=1, n_b_values=(20,), main_n_b=20)
+def test_schedule_row_tests_the_counts_not_their_point_estimates():
+    """Several B updates against simultaneous play, 6 seeds each: 6/6 against 0/6 converged is
+    "more often" (one-sided Fisher exact p = 0.0011); 1/6 against 1/6, which passed as "at least
+    as often", and 0/6 against 0/6 test nothing, and fail."""
+    cfg = E.Config(seeds=6, steps=10, chunks=1, n_b_values=(20,), main_n_b=20)
     trees = make_trees(jax.random.key(0), cfg.n_trees, cfg.depth)
     thr = cfg.rho ** -(cfg.depth + 1)
-    for u_main, expect in ((0.0, False), (thr, True)):
-        u = np.zeros((2, 2, 10), np.float32)  # schedules (n_B = 20, simultaneous) x seeds x steps
-        u[0] = u_main
+    for several, simultaneous, expect in ((6, 0, True), (1, 1, False), (0, 0, False)):
+        u = np.zeros((2, 6, 10), np.float32)  # schedules (n_B = 20, simultaneous) x seeds x steps
+        u[0, :several], u[1, :simultaneous] = thr, thr  # these seeds converge
         t = E.Trained(_mon(u), None, jax.tree.map(lambda x: x[None], trees), None, None, 1.0)
         claims, _, _ = E.stable_rows(cfg, t)
         row = next(c for c in claims if c.claim.startswith("Several B updates"))
-        assert row.finding and row.passed is expect and row.value == expect
+        assert row.finding and row.passed is expect and row.value == several / 6
+        if expect:
+            assert "p = 0.00108" in row.note
 
 
 def test_unstable_and_warm_rows_are_findings_with_their_criteria():
