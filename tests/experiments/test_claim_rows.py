@@ -626,6 +626,14 @@ def test_stochastic_selfplay_gating_rows_fail_when_a_measurement_breaks_its_boun
     )
 
 
+def test_stochastic_selfplay_counts_a_nan_acceptance_on_the_wrong_side():
+    """A seed whose acceptance is not a number is on the wrong side of 1/2 on either instance (on
+    the no-instance it counted as right: NaN > 1/2 is false)."""
+    evs = [{"value": v} for v in (0.3, 0.7, math.nan)]
+    assert ssp.wrong_side(evs, "no") == 2 and ssp.wrong_side(evs, "yes") == 2
+    assert ssp.wrong_side([{"value": 0.5}], "no") == 0  # 1/2 itself is not above 1/2
+
+
 # ---- stochastic_debate: the zoo cells ----------------------------------------------------------
 def _cell_rows(wins_a=(100, 250, 300), wins_b=(900, 800, 700), trials=1000, constants="lean"):
     claims, _ = sd.cell_claims(
