@@ -17,6 +17,7 @@ from dedebate.core.pytrees import stack
 from dedebate.programs import TRAINING, jit, program_cache
 from dedebate.protocols.prover_estimator import PEDStatic, expected_payoff, ped_params
 from dedebate.training import stackelberg as sb
+from dedebate.training.exploit import exploit_payoff
 from dedebate.trees.library import and_tree, noisy_evidence_tree
 from dedebate.trees.stability import tree_rho
 
@@ -119,8 +120,19 @@ def proof_grid(static: sb.StackelbergStatic, rho: float):
     return jit(jax.vmap(one), options=TRAINING)
 
 
-def measure_proven(cfg: Config, trained) -> tuple[float, list[dict]]:
-    """``(max fbs of the rho-stable trees, a row per trained pair)``, exact (a NaN propagates)."""
+@program_cache
+def exploit_grid(static: sb.StackelbergStatic, rho: float, restarts: int, steps: int):
+    """``jit(vmap)`` over seeds of :func:`dedebate.training.exploit.exploit_payoff`."""
+
+    def one(prover, trees, key):
+        return exploit_payoff(static, rho, prover, trees, key, restarts, steps)
+
+    return jit(jax.vmap(one), options=TRAINING)
+
+
+def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
+    """``(max fbs of the rho-stable trees, a row per trained pair)``, exact (a NaN propagates);
+    the main stable run's rows also hold A's payoff against the strongest B found (``key``)."""
     st, rows, rhos = static(cfg), [], [0.0]
     cache: dict = {}  # tree_rho's, shared by every tree
     for t in trained:
@@ -130,9 +142,17 @@ def measure_proven(cfg: Config, trained) -> tuple[float, list[dict]]:
         a, b = jax.vmap(lambda tr, c: sb.players(st, tr, c))(trees, flat)
         out = proof_grid(st, float(cfg.rho))(a, b, trees)
         u_h, u, chain = (np.asarray(x).reshape((n, -1) + x.shape[1:]) for x in out)
+        exploited = np.full((n, p.seeds), np.nan)
         if p.stable:
             idx, host_trees = np.ndindex(p.seeds, cfg.n_trees), jax.device_get(t.trees)
             rhos += [tree_rho(jax.tree.map(itemgetter(i), host_trees), cache=cache) for i in idx]
+        if p.name == "stable" and cfg.exploit_steps:  # part 1's main schedule
+            i = next(j for j, r in enumerate(p.runs) if r.label == f"nB{cfg.main_n_b}")
+            program = exploit_grid(st, float(cfg.rho), cfg.exploit_restarts, cfg.exploit_steps)
+            lo, hi = i * p.seeds, (i + 1) * p.seeds
+            a_i = jax.tree.map(lambda x, lo=lo, hi=hi: x[lo:hi], a)
+            found = np.asarray(program(a_i, t.trees, jax.random.split(key, p.seeds)), np.float64)
+            exploited[i] = np.minimum(found.mean(axis=1), u[i])  # the trained B is a B too
         rows += [
             {
                 "part": p.name,
@@ -142,6 +162,7 @@ def measure_proven(cfg: Config, trained) -> tuple[float, list[dict]]:
                 "trained_u_a": float(u[i, s]),
                 "chain_u_a": float(chain[i, s]),
                 "chain_abs_err": abs(float(u[i, s]) - float(chain[i, s])),
+                "exploited_u_a": None if np.isnan(exploited[i, s]) else float(exploited[i, s]),
             }
             for i, r in enumerate(p.runs)
             for s in range(p.seeds)

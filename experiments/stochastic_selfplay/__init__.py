@@ -1,4 +1,4 @@
-"""Stochastic debate self-play: learned Alice and Bob against the Lean bounds (spec DED 5.7)."""
+"""Stochastic debate self-play: learned Alice and Bob against the Lean bounds (docs: DED 5.7)."""
 
 from __future__ import annotations
 
@@ -278,8 +278,7 @@ def proven_claims(comp, sound_acc, setting, honest_vs_bob, alice_vs_honest, side
     h_min, v_max = strict_min(h), strict_max(v)
     return [
         Claim.exact(
-            "Honest Alice vs every main-run self-play Bob (yes-instance) wins at least the "
-            "completeness bound",
+            "Honest Alice vs every main-run self-play Bob (yes-instance) wins >= completeness",
             "spec DED 5.3 (Lean completeness'), exact DP",
             f">= {comp:.4f}",
             h_min,
@@ -322,8 +321,7 @@ def seed_values(res: dict, k: str) -> np.ndarray:
 
 
 def wrong_side(evs: list[dict], case: str) -> int:
-    """The seeds whose trained pair accepts on the wrong side of 1/2 for instance ``case`` (or
-    whose acceptance is not a number)."""
+    """The seeds whose pair accepts on the wrong side of 1/2 for ``case`` (NaN: wrong side)."""
     return int(sum(not (e["value"] > 0.5 if case == "yes" else e["value"] <= 0.5) for e in evs))
 
 
@@ -366,9 +364,8 @@ def findings(results: dict, constants, gap_tol: float, sides) -> dict[str, list[
                 f"{np.round(seed_values(res, 'max_dev_visited'), 4).tolist()}",
             ),
             "targeting": (
-                f"The trained Bob's aborts target real deviations ({case}-instance): his abort "
-                "probability at deviations in [b, 4b] minus at deviations in [0, s), "
-                "reach-weighted over the prefixes",
+                f"The trained Bob's aborts target real deviations ({case}-instance): abort "
+                "probability at |p - pi| in [b, 4b] minus in [0, s), reach-weighted",
                 "95% lower >= 0.5",
                 aim_i,
                 aim_i[1] >= 0.5,
@@ -449,12 +446,10 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
         for c, r in results.items()
         for s, e in enumerate(r["ev"])
     ]
-    if cfg.n_b_sweep:  # the main pairs at n_b, the other rows at n_b_sweep
+    if cfg.n_b_sweep:  # the main pairs at n_b, the other rows at n_b_sweep (each must be there)
         nbs = (cfg.n_b, *cfg.n_b_sweep)
-        evs = {  # the main run at n_b; another n_B's row missing is an error, not the main run
-            n: {c: r["ev"] if n == cfg.n_b else r["rows"][f"n_b_{n}"] for c, r in results.items()}
-            for n in nbs
-        }
+        evs = {n: {c: r["rows"][f"n_b_{n}"] for c, r in results.items()} for n in cfg.n_b_sweep}
+        evs[cfg.n_b] = {c: r["ev"] for c, r in results.items()}
         sched = {n: {c: wrong_side(e, c) for c, e in evs[n].items()} for n in nbs}
         lo_nb, hi_nb = min(sched), max(sched)
         k_hi, k_lo = sched[hi_nb]["no"], sched[lo_nb]["no"]

@@ -567,7 +567,7 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
 
 
 # ---- stackelberg -----------------------------------------------------------------------------
-def _sb_rows(honest_min=None, rho_max=1.5, chain_max=2e-7):
+def _sb_rows(honest_min=None, rho_max=1.5, chain_max=2e-7, exploited=(None, None)):
     cfg = sb.Config(**sb.SIZES["quick"])
     thr = cfg.rho ** -(cfg.depth + 1)
     honest_min = thr + 0.01 if honest_min is None else honest_min
@@ -576,7 +576,22 @@ def _sb_rows(honest_min=None, rho_max=1.5, chain_max=2e-7):
         {"part": "stable", "run": "nB20", "honest_u_a_min": honest_min, "chain_abs_err": chain_max},
         {"part": "unstable", "run": "nB20", "honest_u_a_min": math.nan, "chain_abs_err": 0.0},
     ]
+    for r, e in zip(rows, (*exploited, None)):
+        r["exploited_u_a"] = e
     return sb.proven_rows(cfg, rho_max, rows)[0]
+
+
+def test_stackelberg_exploit_row_counts_seeds_that_hold_against_the_searched_b():
+    """A's payoff against the strongest B found, per seed of the main schedule: the fraction of
+    seeds within tol of rho^-(d+1) (a NaN is not), met when its exact lower bound is above 1/2
+    (never with 2 seeds: 2/2 has 0.158); no row where nothing was searched."""
+    thr = sb.Config().rho ** -(sb.Config().depth + 1)
+    assert len(_sb_rows()) == 2
+    for exploited, k in (((thr, 0.95 * thr), 2), ((0.04, thr), 1), ((math.nan, thr), 1)):
+        *_, row = _sb_rows(exploited=exploited)
+        assert row.finding and not row.passed and "strongest B a search finds" in row.claim
+        assert row.value == k / 2 and (row.lo, row.hi) == sb.exact_interval(k, 2)[1:]
+        assert row.note.startswith(f"{k}/2 seeds at >= {0.9 * thr:.4f}")
 
 
 def test_stackelberg_proven_rows_fail_when_a_measurement_breaks_its_bound():

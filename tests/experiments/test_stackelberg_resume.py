@@ -116,7 +116,8 @@ def test_experiment_rows_claims_and_findings(reference):
     res = reference[2]
     findings = [c for c in res.claims if c.finding]
     proven = [c for c in res.claims if gating(c)]
-    assert len(findings) == 3  # exp 1 (converged fraction, final payoff), exp 3 (schedules)
+    # exp 1 (converged fraction, final payoff), exp 3 (schedules), A against an exploiting B
+    assert len(findings) == 4
     assert [c.source for c in proven] == ["spec PED 4, Thm 6.1(1)", "spec PED 6.3, 6.4"]
     for c in proven:
         assert c.passed, (c.claim, c.value, c.note)
@@ -127,6 +128,13 @@ def test_experiment_rows_claims_and_findings(reference):
     assert len(rows) == len(RUNS) * 2  # (nB1, nB2, simultaneous) x seeds
     assert min(r["honest_u_a_min"] for r in rows) == pytest.approx(proven[0].value)
     assert max(r["chain_abs_err"] for r in rows) == pytest.approx(proven[1].value)
+    # the search for an exploiting B ran on the main schedule's pairs only, and a B it found is
+    # never better for A than the trained one (the trained B is a B too)
+    searched = [r for r in rows if r["exploited_u_a"] is not None]
+    assert {r["run"] for r in searched} == {f"nB{CFG.main_n_b}"} and len(searched) == 2
+    assert all(r["exploited_u_a"] <= r["trained_u_a"] for r in searched)
+    (row,) = [c for c in findings if "strongest B a search finds" in c.claim]
+    assert f"per seed {[round(r['exploited_u_a'], 4) for r in searched]}" in row.note
 
 
 @pytest.mark.slow

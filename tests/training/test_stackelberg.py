@@ -418,3 +418,28 @@ def test_unstable_and_warm_rows_are_findings_with_their_criteria():
     info["adv_warm"] = np.array([0.01, 0.02, 0.03])
     [c], _, _ = E.warm_rows(cfg, mon, info, 1.0, 0.0)
     assert c.finding and c.passed and c.value == pytest.approx(0.03)
+
+
+def test_exploiting_search_never_beats_the_honest_prover_and_beats_a_careless_one():
+    """The search for a B that exploits A (dedebate/training/exploit.py) on seed 0's trees: the
+    honest A keeps at least rho^-(d+1) on every tree against whatever B it finds (Theorem 6.1(1):
+    the search cannot beat a theorem), while an untrained A with random output layers is held
+    well below what it earns against the honest B (a fair-coin A would earn 1/8 against any B)."""
+    from dedebate.agents.ped_strategies import HonestEstimator, honest_prover
+    from dedebate.training.exploit import exploit_payoff
+
+    static = StackelbergStatic(steps=STEPS)
+    trees, keys = _batch([0])
+    trees = jax.tree.map(lambda x: x[0], trees)
+    search = jax.jit(
+        lambda p, k: exploit_payoff(static, 2.0, p, trees, k, restarts=2, steps=200),
+        compiler_options=FAST_COMPILE,
+    )
+    honest = np.asarray(search(honest_prover(), jax.random.key(3)))
+    assert honest.shape == (CFG.n_trees,) and np.all(honest >= THRESHOLD - E.exact_tol(1))
+    a0, _ = players(static, trees, init_carry(static, trees, keys[0], a_out_scale=2.0))
+    careless = float(np.mean(search(a0, jax.random.key(3))))
+    vs_honest_b = float(payoff_terms(static, 2.0, a0, HonestEstimator(), trees)[0])
+    assert careless < vs_honest_b - 0.05, (careless, vs_honest_b)
+    with pytest.raises(ValueError, match=r"restarts=0, steps=5: need restarts >= 1"):
+        exploit_payoff(static, 2.0, a0, trees, keys[0], restarts=0, steps=5)
