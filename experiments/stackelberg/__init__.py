@@ -87,9 +87,9 @@ class Config:
             raise ValueError(f"chunks={self.chunks}: must divide steps={self.steps}")
 
 
+EXPLOIT_KEY = 100  # host's key folded with this: the starts of the exploiting search
 # quick: 16 seeds, so that n_B = 20 tolerates the ~1 in 8 seeds that stall (exact lower bound
 # > 1/2 from 13/16 on); quick converged 13/16 at seed 0 (2026-12-06)
-EXPLOIT_KEY = 100  # host's key folded with this: the starts of the exploiting search
 SIZES = {
     "quick": {
         "seeds": 16,
