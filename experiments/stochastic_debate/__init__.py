@@ -163,11 +163,11 @@ def host(cfg: Config, seed: int, key, measured) -> dict:
         opt_a, opt_b = _adversaries(cfg, ki, K)
         values = (opt_a.value, opt_b.value, min(min(cfg.Ts), EXACT_T))
         adv.append({"K": K} | dict(zip(ES_COLUMNS, values)))
-        for T in (t for t in cfg.Ts if t <= EXACT_T):
-            _, m_no, m_yes, p, sets = cells(cfg, K, T)
-            _, _, consts, bounds = sets[0]  # Lean's
-            row = {"K": K, "T": T, "p": p, "bounds": bounds, "scale": cfg.scale}
-            best.append(row | dict(zip(("bob", "alice"), best_responses(consts, m_no, m_yes))))
+        for T in (t for t in cfg.Ts if t <= EXACT_T):  # Lean's constants
+            _, _, _, p, sets = cells(cfg, K, T)
+            row = {"K": K, "T": T, "p": p, "bounds": sets[0][3], "scale": cfg.scale}
+            br = best_responses(K, T, float(cfg.scale), float(cfg.p_yes), float(cfg.p_no))
+            best.append(row | dict(zip(("bob", "alice"), br)))
         if cfg.scale_factors:
             theta_b, key_k = opt_b.params["theta"], jax.random.fold_in(key, ki)
             searches[K] = scale_search(cfg, K, ki, key_k, theta_b, lanes)

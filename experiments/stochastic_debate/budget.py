@@ -81,12 +81,16 @@ def adversaries(K: int, t: int, ki: int, scale: float, p_yes: float, p_no: float
     return opt_a, opt_b
 
 
-def best_responses(consts, m_no, m_yes, l_no=None, l_yes=None) -> tuple[float, float]:
-    """``(bob, alice)``: honest Alice's win against Bob's exact best response on ``m_yes``, and
-    the acceptance of Alice's best response to honest Bob on ``m_no`` (every adversary)."""
-    vera = make_vera(consts)
-    bob = bob_best_response(m_yes, sp.honest_alice(consts), vera, l_yes)
-    return bob, alice_best_response(m_no, sp.honest_bob(consts), vera, l_no)
+@functools.lru_cache(maxsize=64)  # host's rows and the scale search ask for the same cells
+def best_responses(K: int, T: int, scale: float, p_yes: float, p_no: float) -> tuple[float, float]:
+    """``(bob, alice)`` at Lean's counts for (K, T) times ``scale``: honest Alice's win against
+    Bob's exact best response on the yes-instance, and the acceptance of Alice's best response to
+    honest Bob on the no-instance (every adversary)."""
+    _, m_no, m_yes = instances(K, T, p_yes, p_no)
+    c = lean_defaults(float(K), T).constants(float(K), T).scaled(scale)
+    vera = make_vera(c)
+    bob = bob_best_response(m_yes, sp.honest_alice(c), vera)
+    return bob, alice_best_response(m_no, sp.honest_bob(c), vera)
 
 
 def _row(K, f, method, comp, sound, c) -> dict:
@@ -97,13 +101,13 @@ def _row(K, f, method, comp, sound, c) -> dict:
 def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> dict:
     """K's smallest factor on (N_A, N_B, N_V) keeping completeness >= 3/5, soundness <= 2/5."""
     sT = cfg.scale_T  # noqa: N806 - the paper's symbol
-    _, m_no, m_yes = instances(K, sT, cfg.p_yes, cfg.p_no)
-    l_no, l_yes = prefix_tree(m_no), prefix_tree(m_yes)
+    _, m_no, _ = instances(K, sT, cfg.p_yes, cfg.p_no)
+    l_no = prefix_tree(m_no)
     base = lean_defaults(float(K), sT).constants(float(K), sT)
     rows, thetas, f_exact, gens = [], {}, None, max(1, cfg.es_generations // 2)
     for f in sorted(cfg.scale_factors, reverse=True):  # down while every best response holds
         c = base.scaled(f)  # every adversary's best, exactly
-        comp, sound = best_responses(c, m_no, m_yes, l_no, l_yes)
+        comp, sound = best_responses(K, sT, f, cfg.p_yes, cfg.p_no)
         rows.append(_row(K, f, f"exact best responses, T={sT}", comp, sound, c))
         if not rows[-1]["holds"]:
             break
