@@ -15,7 +15,7 @@ __all__, __getattr__ = lazy_exports(
     {
         "acceptance": (
             "SD_RANGE TIE_TOL acceptance_exact acceptance_exact_many binomial_law checker_prob "
-            "claim_law ratio_f32 real"
+            "checker_window claim_law ratio_f32 real window_prob"
         ),
         "best_response": "alice_best_response bob_best_response",
         "selfplay": (
