@@ -7,7 +7,7 @@ from dedebate.core.lazy import lazy_exports
 __all__, __getattr__ = lazy_exports(
     __name__,
     {
-        "exploit": "exploit_payoff",
+        "exploit": "class_exploit_payoff exploit_payoff",
         "stackelberg": (
             "Carry StackelbergMonitors StackelbergParams StackelbergStatic TrainState adam_step "
             "advantage_at first_converged init_state payoff payoff_terms players "

@@ -70,11 +70,13 @@ class Config:
     )
     exploit_steps: int = param(
         300,
-        "Adam steps of the search for a B that exploits each trained A (0: none)",
+        "Adam steps of each search for a B that exploits a trained A (tabular; B's class; 0: none)",
         ge=0,
         le=100_000,
     )
-    exploit_restarts: int = param(2, "random starts of that search, per tree", ge=1, le=64)
+    exploit_restarts: int = param(
+        2, "random starts of each search (per tree for the tabular one)", ge=1, le=64
+    )
     warm_seeds: int = param(0, "part 4 (cold vs warm B) seeds, ~20 s each; 0 skips", ge=0, le=256)
     warm_a_init_scale: float = param(2.0, "part 4: A's output-layer init scale", gt=0.0, le=100.0)
     warm_delta: float = param(0.02, "Algorithm 1's delta for the warm start", gt=0.0, le=1.0)
@@ -437,22 +439,35 @@ def proven_rows(cfg: Config, rho_max: float, rows: list[dict]):
             note=f"max over {len(rows)} trained pairs",
         ),
     ]
-    exploited = np.array([r["exploited_u_a"] for r in rows if r["exploited_u_a"] is not None])
-    if exploited.size:  # searched (exploit_steps > 0); a NaN counts as below
-        k = int(np.sum(exploited >= thr * (1 - cfg.tol)))
+    searches = {  # the row key, who B is, and how the search found it
+        "exploited_u_a": (
+            "the strongest B a search finds",
+            f"tabular Bs (one per tree, may encode its hidden truths; Adam, "
+            f"{cfg.exploit_restarts} starts x {cfg.exploit_steps} steps)",
+        ),
+        "class_exploited_u_a": (
+            "the strongest B of its trained class a search finds",
+            f"Bs of the trained class (the {tuple(cfg.hidden_b)} MLP of the public view; Adam from "
+            f"the trained B and {cfg.exploit_restarts} fresh starts x {cfg.exploit_steps} steps)",
+        ),
+    }
+    for key, (who, how) in searches.items():
+        found = np.array([r[key] for r in rows if r.get(key) is not None], np.float64)
+        if not found.size:  # not searched (exploit_steps = 0)
+            continue
+        k = int(np.sum(found >= thr * (1 - cfg.tol)))  # a NaN counts as below
         claims.append(
             Claim(
-                f"Stable candidate (n_B = {cfg.main_n_b}): A's payoff against the strongest B a "
-                f"search finds stays within {cfg.tol:.0%} of rho^-(d+1) (the equilibrium of 7.4, "
-                "not only against its trained B)",
+                f"Stable candidate (n_B = {cfg.main_n_b}): A's payoff against {who} stays within "
+                f"{cfg.tol:.0%} of rho^-(d+1) (the equilibrium of 7.4, not only against its "
+                "trained B)",
                 "spec PED 7.4; no proven rate",
                 "fraction of seeds > 1/2",
-                *exact_interval(k, exploited.size),
-                passed=exact_interval(k, exploited.size)[1] > 0.5,
+                *exact_interval(k, found.size),
+                passed=exact_interval(k, found.size)[1] > 0.5,
                 finding=True,
-                note=f"{k}/{exploited.size} seeds at >= {thr * (1 - cfg.tol):.4f}; per seed "
-                f"{_r(exploited, 4)}: the least of the trained B's and of tabular Bs (one per "
-                f"tree, Adam, {cfg.exploit_restarts} starts x {cfg.exploit_steps} steps)",
+                note=f"{k}/{found.size} seeds at >= {thr * (1 - cfg.tol):.4f}; per seed "
+                f"{_r(found, 4)}: the least of the trained B's and of {how}",
             )
         )
     metrics = {"honest_min_per_run": per_run, "tree_rho_max": rho_max}

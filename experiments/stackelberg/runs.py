@@ -17,7 +17,7 @@ from dedebate.core.pytrees import stack
 from dedebate.programs import FAST_COMPILE, TRAINING, jit, program_cache
 from dedebate.protocols.prover_estimator import PEDStatic, expected_payoff, ped_params
 from dedebate.training import stackelberg as sb
-from dedebate.training.exploit import exploit_payoff
+from dedebate.training.exploit import class_exploit_payoff, exploit_payoff
 from dedebate.trees.library import and_tree, noisy_evidence_tree
 from dedebate.trees.stability import tree_rho
 
@@ -122,17 +122,21 @@ def proof_grid(static: sb.StackelbergStatic, rho: float):
 
 @program_cache
 def exploit_grid(static: sb.StackelbergStatic, rho: float, restarts: int, steps: int):
-    """``jit(vmap)`` over seeds of :func:`dedebate.training.exploit.exploit_payoff`."""
+    """``jit(vmap)`` over seeds: ``(tabular [seeds, trees], class [seeds])``, the least payoffs
+    :func:`dedebate.training.exploit.exploit_payoff` and ``class_exploit_payoff`` find."""
 
-    def one(prover, trees, key):
-        return exploit_payoff(static, rho, prover, trees, key, restarts, steps)
+    def one(prover, trees, b_flat, key):
+        table = exploit_payoff(static, rho, prover, trees, key, restarts, steps)
+        k = jax.random.fold_in(key, 1)  # not split(key), whose halves drew the tables' starts
+        return table, class_exploit_payoff(static, rho, prover, trees, b_flat, k, restarts, steps)
 
     return jit(jax.vmap(one), options=FAST_COMPILE)  # compile-bound: 0.2 s of run at the default
 
 
 def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
     """``(max fbs of the rho-stable trees, a row per trained pair)``, exact (a NaN propagates);
-    the main stable run's rows also hold A's payoff against the strongest B found (``key``)."""
+    the main stable run's rows also hold A's payoff against the strongest Bs found (``key``):
+    tabular, and of the trained class."""
     st, rows, rhos = static(cfg), [], [0.0]
     cache: dict = {}  # tree_rho's, shared by every tree
     for t in trained:
@@ -142,7 +146,7 @@ def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
         a, b = jax.vmap(lambda tr, c: sb.players(st, tr, c))(trees, flat)
         out = proof_grid(st, float(cfg.rho))(a, b, trees)
         u_h, u, chain = (np.asarray(x).reshape((n, -1) + x.shape[1:]) for x in out)
-        exploited = np.full((n, p.seeds), np.nan)
+        exploited, in_class = np.full((n, p.seeds), np.nan), np.full((n, p.seeds), np.nan)
         if p.stable:
             idx, host_trees = np.ndindex(p.seeds, cfg.n_trees), jax.device_get(t.trees)
             rhos += [tree_rho(jax.tree.map(itemgetter(i), host_trees), cache=cache) for i in idx]
@@ -151,8 +155,10 @@ def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
             program = exploit_grid(st, float(cfg.rho), cfg.exploit_restarts, cfg.exploit_steps)
             lo, hi = i * p.seeds, (i + 1) * p.seeds
             a_i = jax.tree.map(lambda x, lo=lo, hi=hi: x[lo:hi], a)
-            found = np.asarray(program(a_i, t.trees, jax.random.split(key, p.seeds)), np.float64)
-            exploited[i] = np.minimum(found.mean(axis=1), u[i])  # the trained B is a B too
+            b_i = flat.b_flat[lo:hi]
+            table, within = program(a_i, t.trees, b_i, jax.random.split(key, p.seeds))
+            exploited[i] = np.minimum(np.asarray(table, np.float64).mean(axis=1), u[i])
+            in_class[i] = np.minimum(np.asarray(within, np.float64), u[i])  # the trained B too
         rows += [
             {
                 "part": p.name,
@@ -163,6 +169,7 @@ def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
                 "chain_u_a": float(chain[i, s]),
                 "chain_abs_err": abs(float(u[i, s]) - float(chain[i, s])),
                 "exploited_u_a": None if np.isnan(exploited[i, s]) else float(exploited[i, s]),
+                "class_exploited_u_a": None if np.isnan(in_class[i, s]) else float(in_class[i, s]),
             }
             for i, r in enumerate(p.runs)
             for s in range(p.seeds)

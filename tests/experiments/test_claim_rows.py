@@ -567,7 +567,9 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
 
 
 # ---- stackelberg -----------------------------------------------------------------------------
-def _sb_rows(honest_min=None, rho_max=1.5, chain_max=2e-7, exploited=(None, None)):
+def _sb_rows(
+    honest_min=None, rho_max=1.5, chain_max=2e-7, exploited=(None, None), in_class=(None, None)
+):
     cfg = sb.Config(**sb.SIZES["quick"])
     thr = cfg.rho ** -(cfg.depth + 1)
     honest_min = thr + 0.01 if honest_min is None else honest_min
@@ -576,8 +578,8 @@ def _sb_rows(honest_min=None, rho_max=1.5, chain_max=2e-7, exploited=(None, None
         {"part": "stable", "run": "nB20", "honest_u_a_min": honest_min, "chain_abs_err": chain_max},
         {"part": "unstable", "run": "nB20", "honest_u_a_min": math.nan, "chain_abs_err": 0.0},
     ]
-    for r, e in zip(rows, (*exploited, None)):
-        r["exploited_u_a"] = e
+    for r, e, c in zip(rows, (*exploited, None), (*in_class, None)):
+        r["exploited_u_a"], r["class_exploited_u_a"] = e, c
     return sb.proven_rows(cfg, rho_max, rows)[0]
 
 
@@ -592,6 +594,10 @@ def test_stackelberg_exploit_row_counts_seeds_that_hold_against_the_searched_b()
         assert row.finding and not row.passed and "strongest B a search finds" in row.claim
         assert row.value == k / 2 and (row.lo, row.hi) == sb.exact_interval(k, 2)[1:]
         assert row.note.startswith(f"{k}/2 seeds at >= {0.9 * thr:.4f}")
+    *_, table, within = _sb_rows(exploited=(thr, thr), in_class=(0.04, thr))
+    assert "of tabular Bs" in table.note and table.value == 1.0
+    assert "its trained class" in within.claim and "class (the (32,) MLP" in within.note
+    assert within.value == 0.5 and not within.passed
 
 
 def test_stackelberg_proven_rows_fail_when_a_measurement_breaks_its_bound():

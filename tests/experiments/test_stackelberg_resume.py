@@ -117,7 +117,7 @@ def test_experiment_rows_claims_and_findings(reference):
     findings = [c for c in res.claims if c.finding]
     proven = [c for c in res.claims if gating(c)]
     # exp 1 (converged fraction, final payoff), exp 3 (schedules), A against an exploiting B
-    assert len(findings) == 4
+    assert len(findings) == 5
     assert [c.source for c in proven] == ["spec PED 4, Thm 6.1(1)", "spec PED 6.3, 6.4"]
     for c in proven:
         assert c.passed, (c.claim, c.value, c.note)
@@ -133,8 +133,12 @@ def test_experiment_rows_claims_and_findings(reference):
     searched = [r for r in rows if r["exploited_u_a"] is not None]
     assert {r["run"] for r in searched} == {f"nB{CFG.main_n_b}"} and len(searched) == 2
     assert all(r["exploited_u_a"] <= r["trained_u_a"] for r in searched)
-    (row,) = [c for c in findings if "strongest B a search finds" in c.claim]
-    assert f"per seed {[round(r['exploited_u_a'], 4) for r in searched]}" in row.note
+    in_class = [r for r in rows if r["class_exploited_u_a"] is not None]
+    assert [(r["run"], r["seed"]) for r in in_class] == [(r["run"], r["seed"]) for r in searched]
+    assert all(r["class_exploited_u_a"] <= r["trained_u_a"] for r in in_class)
+    for key, who in (("exploited_u_a", "B a search"), ("class_exploited_u_a", "trained class")):
+        (row,) = [c for c in findings if who in c.claim]
+        assert f"per seed {[round(r[key], 4) for r in searched]}" in row.note
 
 
 @pytest.mark.slow

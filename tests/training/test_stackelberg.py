@@ -443,3 +443,33 @@ def test_exploiting_search_never_beats_the_honest_prover_and_beats_a_careless_on
     assert careless < vs_honest_b - 0.05, (careless, vs_honest_b)
     with pytest.raises(ValueError, match=r"restarts=0, steps=5: need restarts >= 1"):
         exploit_payoff(static, 2.0, a0, trees, keys[0], restarts=0, steps=5)
+
+
+def test_class_search_never_beats_the_honest_prover_and_starts_from_the_trained_b():
+    """The search over Bs of the trained class (one MLP for all trees): the honest A keeps at
+    least rho^-(d+1) against whatever it finds (Theorem 6.1(1)); with no steps it returns the
+    least payoff of its starts, the trained B's and a fresh B's, each computed here on its own;
+    and from the trained B it finds a B that holds a careless A below what the trained B does."""
+    from dedebate.agents.ped_strategies import honest_prover
+    from dedebate.training.exploit import class_exploit_payoff
+
+    static, (trees, keys) = StackelbergStatic(steps=STEPS), _batch([0])
+    trees = jax.tree.map(lambda x: x[0], trees)
+
+    def search(prover, b_flat, steps):
+        return class_exploit_payoff(static, 2.0, prover, trees, b_flat, keys[0], 1, steps)
+
+    fn = jax.jit(search, static_argnums=2, compiler_options=FAST_COMPILE)
+    carry = init_carry(static, trees, keys[0], a_out_scale=2.0)
+    a0, b0 = players(static, trees, carry)
+    assert float(fn(honest_prover(), carry.b_flat, 150)) >= THRESHOLD - E.exact_tol(1)
+    fresh = init_carry(static, trees, jax.random.split(keys[0], 1)[0])
+    each = [
+        payoff_terms(static, 2.0, a0, players(static, trees, c)[1], trees)[0]
+        for c in (carry, fresh)
+    ]
+    assert float(fn(a0, carry.b_flat, 0)) == pytest.approx(float(min(each)), abs=1e-6)
+    careless = float(fn(a0, carry.b_flat, 150))
+    assert careless < float(each[0]) - 0.05, (careless, each)
+    with pytest.raises(ValueError, match=r"restarts=0, steps=5: need restarts >= 1"):
+        class_exploit_payoff(static, 2.0, a0, trees, carry.b_flat, keys[0], 0, 5)
