@@ -19,8 +19,9 @@ __all__, __getattr__ = lazy_exports(
         ),
         "best_response": "alice_best_response bob_best_response",
         "selfplay": (
-            "alice_best_response_bounds dp_value level_inputs measure_pair measure_pairs "
-            "policy_levels policy_nodes probe_deviations reach_levels split_levels take"
+            "against_honest_bob alice_best_response_bounds dp_value honest_alice_against "
+            "level_inputs measure_pair measure_pairs policy_levels policy_nodes probe_deviations "
+            "reach_levels split_levels take"
         ),
     },
 )

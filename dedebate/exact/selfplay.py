@@ -260,12 +260,7 @@ def measure_pair(
 
     hit, false_alarm = probe(hi_dev), probe(lo_dev)
     false_c = probe(np.linspace(0.0, constants.s / 2, 8))  # |dev| <= c (Lean c = s/2)
-    # Against honest Bob (exact binomial checker with N_B, tau_B).
-    cont_h = [
-        checker_prob(p, int(constants.n_bob), real(np.float32(constants.tau_bob)), pi)
-        for p, pi in zip(ps, pis)
-    ]
-    value_vs_honest_bob = float(dp_value(ps, [1.0 - c for c in cont_h], veras))
+    value_vs_honest_bob = _vs_honest_bob(ps, pis, veras, constants)
     # Bob's exact best response to this Alice (per prefix: abort iff Vera < continuation).
     V = None
     for t in range(T - 1, -1, -1):
@@ -296,17 +291,45 @@ def take(tree, *idx):
     return jax.tree.map(lambda x: x[idx], tree)
 
 
+def _vs_honest_bob(ps, pis, veras, constants: DebateParams) -> float:
+    """Alice's exact acceptance against honest Bob (exact binomial checker with N_B, tau_B)."""
+    n_b, tau_b = int(constants.n_bob), real(np.float32(constants.tau_bob))
+    cont = [checker_prob(p, n_b, tau_b, pi) for p, pi in zip(ps, pis)]
+    return float(dp_value(ps, [1.0 - c for c in cont], veras))
+
+
+def honest_alice_against(fx, levels, constants: DebateParams, bob: BobParams) -> list[float]:
+    """Per seed of stacked Bobs: honest Alice's exact acceptance against it on ``fx``'s instance."""
+    vera = make_vera(constants)
+    return [
+        acceptance_exact(
+            fx.machine, honest_alice(constants), bob_as_zoo(take(bob, s), constants.b), vera, levels
+        )
+        for s in range(int(np.shape(bob.w_dev)[0]))
+    ]
+
+
+def against_honest_bob(
+    levels, constants: DebateParams, alice: AliceParams, bob: BobParams
+) -> list[float]:
+    """Per seed of stacked pairs: Alice's exact acceptance against honest Bob (``bob`` only
+    completes the policy evaluation; its aborts are not used)."""
+    inputs, scale = level_inputs(levels), jnp.float32(constants.b)
+    pis = [np.asarray(lv, np.float64) for lv in levels]
+    n_v, tau_v = int(constants.n_vera), real(np.float32(constants.tau_vera))
+    out = []
+    for s in range(int(np.shape(bob.w_dev)[0])):
+        p32, _ = _policy_nodes(take(alice, s), take(bob, s), inputs, scale, scale)
+        ps = split_levels(np.asarray(p32, np.float64))
+        veras = [checker_prob(p, n_v, tau_v, pi) for p, pi in zip(ps, pis)]
+        out.append(_vs_honest_bob(ps, pis, veras, constants))
+    return out
+
+
 def measure_pairs(
     fx, levels, constants: DebateParams, alice: AliceParams, bob: BobParams
 ) -> tuple[list[dict], list[float]]:
     """``(ev, honest)``: per seed :func:`measure_pair` and honest Alice's exact acceptance."""
     seeds = int(np.shape(bob.w_dev)[0])
-    vera = make_vera(constants)
     ev = [measure_pair(levels, take(alice, s), take(bob, s), constants) for s in range(seeds)]
-    honest = [
-        acceptance_exact(
-            fx.machine, honest_alice(constants), bob_as_zoo(take(bob, s), constants.b), vera, levels
-        )
-        for s in range(seeds)
-    ]
-    return ev, honest
+    return ev, honest_alice_against(fx, levels, constants, bob)

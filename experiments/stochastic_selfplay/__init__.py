@@ -11,7 +11,14 @@ import numpy as np
 
 from dedebate.agents.selfplay_players import N_FEATURES, bob_as_zoo, learned_alice
 from dedebate.agents.stochastic_zoo import lane_bytes
-from dedebate.exact.selfplay import level_inputs, measure_pair, measure_pairs, take
+from dedebate.exact.selfplay import (
+    against_honest_bob,
+    honest_alice_against,
+    level_inputs,
+    measure_pair,
+    measure_pairs,
+    take,
+)
 from dedebate.lab.experiment import (
     ChunkedFn,
     Claim,
@@ -29,6 +36,9 @@ from dedebate.programs import FAST_COMPILE
 from dedebate.protocols.stochastic import debate_static, lean_defaults, make_vera, trial_keys
 from dedebate.protocols.stochastic_batch import run_trials
 from dedebate.training import stochastic_selfplay as sp
+
+from .figures import guaranteed_sides, plot_training
+from .figures import sweep_figures as sweep_figures  # the lab's sweep hook
 
 NAME = "stochastic_selfplay"
 TITLE = "Stochastic debate self-play: learned Alice and Bob vs the Lean bounds"
@@ -220,6 +230,16 @@ def host(cfg, _seed, key, measured) -> dict:
             k_mc = jax.random.fold_in(jax.random.fold_in(key, MC_KEY), i)  # not a seed's key
             res["mc_wins"] = _mc_wins(cfg, fx, constants, alice, bob, k_mc)
         results[case] = res
+    # The Lean bounds hold for every strategy: every row's players, trained on either instance
+    (yes, no), state = fxs.values(), measured["state"].values()
+    lv_yes, lv_no = prefix_tree(yes.machine), prefix_tree(no.machine)
+    players = [(put(c.alice, i), put(c.bob, i)) for c in state for i in range(len(CASES))]
+    results["yes"]["every_bob"] = [
+        v for _, b in players for v in honest_alice_against(yes, lv_yes, constants, b)
+    ]
+    results["no"]["every_alice"] = [
+        v for a, b in players for v in against_honest_bob(lv_no, constants, a, b)
+    ]
     return results
 
 
@@ -241,59 +261,33 @@ def _mc_wins(cfg, fx, constants, alice, bob, key) -> np.ndarray:
     return np.asarray(jax.device_get(wins), np.int64)  # one int per seed to the host
 
 
-def guaranteed_sides(T: int, K: float = 2.0) -> tuple[float, float]:
-    """Lean's bounds on P[out = 1] at a 2/3 majority: (>= on yes, <= on no) (spec DED 5.3)."""
-    comp, sound = lean_defaults(K, T).check(K, T)
-    return comp, 1.0 - sound
-
-
-def plot_training(cfg, mons, labels: list[str], b: float):
-    """Training curves: P[out = 1] against Lean's guaranteed sides, |p - pi| against b."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for name, mon in zip(labels, mons):
-        x = (np.arange(mon.value.shape[1]) + 1) * cfg.log_every
-        for ax, arr in ((axes[0], np.asarray(mon.value)), (axes[1], np.asarray(mon.tracking))):
-            (line,) = ax.plot(x, arr.mean(axis=0), label=f"{name} (mean)")
-            ax.plot(x, arr.T, color=line.get_color(), alpha=0.25, lw=0.8)
-    comp, sound = guaranteed_sides(cfg.T)
-    axes[0].axhline(comp, color="g", ls="--", label=f"completeness {comp:.4f}")
-    axes[0].axhline(sound, color="r", ls="--", label=f"soundness {sound:.4f}")
-    axes[0].set_ylabel("P[out = 1] (training objective)")
-    axes[1].axhline(b, color="k", ls="--", label=f"b = {b:g} (tracking criterion)")
-    axes[1].set_yscale("log")
-    axes[1].set_ylabel("reach-weighted mean |p - pi|")
-    for ax in axes:
-        ax.set_xlabel("Alice update")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"Stochastic debate self-play, F2 T={cfg.T} (thin lines: seeds)")
-    fig.tight_layout()
-    return fig
-
-
-def proven_claims(comp, sound_acc, setting, honest_vs_bob, alice_vs_honest, sides):
-    """The gating rows: the Lean bounds against every trained Bob and Alice (worst seed)."""
+def proven_claims(comp, sound_acc, setting, honest_vs_bob, alice_vs_honest, sides, main):
+    """The gating rows: the Lean bounds against every trained Bob and Alice (the worst);
+    ``main``: the main run's values (yes-instance Bobs, no-instance Alices), shown per seed."""
     h, v = np.asarray(honest_vs_bob), np.asarray(alice_vs_honest)
     h_min, v_max = strict_min(h), strict_max(v)
+    of = "every row (main, ablation, n_B sweep), trained on either instance, every seed"
+    per_seed = [np.round(np.asarray(m), 4).tolist() for m in main]
     return [
         Claim.exact(
-            "Honest Alice vs every main-run self-play Bob (yes-instance) wins >= completeness",
+            "Honest Alice vs every self-play-trained Bob (on the yes-instance) wins >= "
+            "completeness",
             "spec DED 5.3 (Lean completeness'), exact DP",
             f">= {comp:.4f}",
             h_min,
             h_min >= comp,
-            f"worst seed; per seed {np.round(h, 4).tolist()}; 2/3-majority bound {sides[0]:.4f}; "
-            + setting,
+            f"worst of {h.size} Bobs ({of}); main run on the yes-instance per seed {per_seed[0]}; "
+            f"2/3-majority bound {sides[0]:.4f}; " + setting,
         ),
         Claim.exact(
-            "Every main-run self-play-trained Alice (no-instance) vs honest Bob is accepted at "
+            "Every self-play-trained Alice vs honest Bob (on the no-instance) is accepted at "
             "most 1 - the soundness bound",
             "spec DED 5.3 (Lean soundness'), exact DP",
             f"<= {sound_acc:.4f}",
             v_max,
             v_max <= sound_acc,
-            f"worst seed; per seed {np.round(v, 4).tolist()}; 2/3-majority bound {sides[1]:.4f}",
+            f"worst of {v.size} Alices ({of}); main run on the no-instance per seed "
+            f"{per_seed[1]}; 2/3-majority bound {sides[1]:.4f}",
         ),
     ]
 
@@ -388,37 +382,6 @@ def findings(results: dict, constants, gap_tol: float, sides) -> dict[str, list[
     return out
 
 
-def sweep_figures(rows) -> dict:
-    """configs/sweeps/selfplay_rates.yaml's figure: acceptance and gap against the rates."""
-    import matplotlib.pyplot as plt
-
-    if not rows or "lr_a" not in rows[0]:
-        return {}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for b in sorted({float(r["lr_b"]) for r in rows}) if "lr_b" in rows[0] else [None]:
-        sel = [r for r in rows if b is None or float(r["lr_b"]) == b]
-        xs = sorted({float(r["lr_a"]) for r in sel})
-        lab = "lr_b fixed" if b is None else f"lr_b = {b:g}"
-        for ax, metric in zip(axes, ("value_mean", "gap_mean")):
-            for case, ls in (("yes", "-"), ("no", "--")):
-                at = [
-                    [float(r[f"{case}/{metric}"]) for r in sel if float(r["lr_a"]) == x] for x in xs
-                ]
-                ax.plot(xs, [np.mean(y) for y in at], "o" + ls, label=f"{case}, {lab}")
-    comp, sound = guaranteed_sides(int(rows[0].get("T", Config().T)))
-    axes[0].axhline(comp, color="g", ls=":", label=f"completeness {comp:.4f}")
-    axes[0].axhline(sound, color="r", ls=":", label=f"soundness {sound:.4f}")
-    axes[0].set_ylabel("trained pair's P[out = 1] (exact, mean over seeds)")
-    axes[1].set_ylabel("exploitability gap (mean over seeds)")
-    for ax in axes:
-        ax.set_xscale("log")
-        ax.set_xlabel("Alice's step size lr_a")
-        ax.legend(fontsize=7)
-    fig.suptitle("Stochastic debate self-play: outcome against the learning rates")
-    fig.tight_layout()
-    return {"selfplay_rates": fig}
-
-
 def report(cfg: Config, measured, results) -> ExperimentResult:
     """The rows, tables, metrics and training curves of the measured pairs (``host``'s)."""
     fxs, params, constants, _, _ = setup(cfg)
@@ -430,7 +393,10 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
     setting = f"F2 (K = {K:g}), T = {cfg.T}, P_M(1) = {yes['p1']:.4f} / {no['p1']:.4f}, {S} seeds"
     setting += f" x {cfg.steps} Alice updates, n_B = {cfg.n_b}"
     alice_vs_honest = seed_values(no, "value_vs_honest_bob")
-    claims = proven_claims(comp, sound_acc, setting, yes["honest_alice"], alice_vs_honest, sides)
+    main_run = (yes["honest_alice"], alice_vs_honest)
+    claims = proven_claims(
+        comp, sound_acc, setting, yes["every_bob"], no["every_alice"], sides, main_run
+    )
     found = findings(results, constants, cfg.gap_tol, sides)
     claims += found["outcome"]
     if cfg.mc_trials > 0:

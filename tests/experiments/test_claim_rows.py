@@ -622,9 +622,9 @@ def test_stackelberg_proven_rows_fail_when_a_measurement_breaks_its_bound():
 
 # ---- stochastic_selfplay ---------------------------------------------------------------------
 def _ssp_rows(honest=(0.7, 0.8, 0.75), alice=(0.2, 0.3, 0.25), mc=None):
-    proven = ssp.proven_claims(
-        0.6402, 0.3956, "F2 (K = 2), T = 4", np.array(honest), np.array(alice), (0.6402, 0.3956)
-    )
+    main = (honest[:1], alice[:1])  # shown in the notes only
+    sides = (0.6402, 0.3956)
+    proven = ssp.proven_claims(0.6402, 0.3956, "F2 (K = 2), T = 4", honest, alice, sides, main)
     return proven + ssp.mc_claims(mc or {"yes": (0.75, 3000, 4000), "no": (0.25, 1000, 4000)})
 
 
@@ -637,8 +637,8 @@ def test_stochastic_selfplay_gating_rows_fail_when_a_measurement_breaks_its_boun
             ({"honest": (0.7, 0.63, 0.75)}, "Honest Alice vs every"),  # a Bob beats honest Alice
             ({"honest": (0.7, nan, 0.75)}, "Honest Alice vs every"),  # a NaN that is not first
             ({"honest": ()}, "Honest Alice vs every"),  # no seed
-            ({"alice": (0.2, 0.3, 0.4)}, "Every main-run self-play"),  # a lying Alice above
-            ({"alice": (0.2, nan, 0.25)}, "Every main-run self-play"),
+            ({"alice": (0.2, 0.3, 0.4)}, "Every self-play"),  # a lying Alice above
+            ({"alice": (0.2, nan, 0.25)}, "Every self-play"),
             ({"mc": {"yes": (0.75, 3100, 4000), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),
             ({"mc": {"yes": (0.75, 3000, 4000), "no": (0.25, nan, 4000)}}, "(no) agrees"),
             ({"mc": {"yes": (nan, 3000, 4000), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),

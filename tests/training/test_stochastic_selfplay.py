@@ -333,6 +333,29 @@ def test_self_play_yes_instance_reaches_completeness_and_honest_claims(quick_tra
         assert h >= comp
 
 
+def test_every_trained_player_measured_against_honest_play_on_either_instance(quick_trained):
+    """What the gating rows take over every row's players: honest Alice against each trained Bob
+    (acceptance_exact, as above) and each trained Alice against honest Bob (the value
+    measure_pair reports) on this instance; and on the no-instance, where these players were not
+    trained, Lean's soundness bound holds for these Alices too (spec DED 5.3: every strategy)."""
+    fx, params, constants, levels, *_ = _quick_setup()
+    alice, bob, _ = quick_trained
+    honest = xs.honest_alice_against(fx, levels, constants, bob)
+    vs_honest = xs.against_honest_bob(levels, constants, alice, bob)
+    for s in range(QUICK.seeds):
+        a, b = xs.take(alice, s), xs.take(bob, s)
+        zoo_bob = pl.bob_as_zoo(b, constants.b)
+        vera = make_vera(constants)
+        assert honest[s] == acceptance_exact(
+            fx.machine, honest_alice(constants), zoo_bob, vera, levels
+        )
+        assert vs_honest[s] == xs.measure_pair(levels, a, b, constants)["value_vs_honest_bob"]
+    no = f2_target(QUICK.T, QUICK.p_no, spread=QUICK.spread)
+    lv_no = prefix_tree(no.machine)
+    sound_acc = 1.0 - params.soundness(no.K, no.T, 1.0 - no.p1())
+    assert max(xs.against_honest_bob(lv_no, constants, alice, bob)) <= sound_acc
+
+
 @pytest.mark.slow
 def test_chunked_training_is_bit_equal_to_one_program(quick_trained):
     """init_grid + chunk_grid over uneven chunks (4 + 4 + 4 + 3 monitor periods) make exactly
