@@ -24,6 +24,7 @@ from dedebate.trees.library import and_table, threshold_table
 from dedebate.trees.stability import fbs, fbs_dual, tree_rho
 from dedebate.trees.tree import check_decomposable
 from experiments.ped_digits.estimator import max_advantage, oi_setup, train_estimator
+from experiments.ped_digits.learned import init_policy, play_values, selfplay
 from tests.conftest import assert_shipped_sweeps_plot
 
 IMAGES, LABELS = exp.load_data()
@@ -120,8 +121,15 @@ def test_completeness_row_passes_and_fails_with_a_noisier_judge(batches):
     # the judge flips more often (0.3) than the row's eta (0.05) claims: the row fails
     u, _ = payoffs("honest", est, ev, 2.0, 0.3)
     assert not exp.completeness_claim("slack", 2.0, DEPTH, 0.05, np.asarray(u)).passed
-    # rho below the family's fbs: the honest margin is no longer guaranteed (a wrong rho row)
-    assert not exp.fbs_claim("exact", Q, M, 2.0).passed
+    # trees whose fbs is above the rho the protocol plays: no margin is guaranteed (rho row fails)
+    assert not exp.fbs_claim("exact", Q, M, Q + 0.5).passed
+    assert not exp.fbs_claim("exact", Q, M, float("nan")).passed
+    below = exp.fbs_claim("exact", Q, M, Q - 1.0)  # a sample that misses the maximum: premise holds
+    assert (
+        below.passed
+        and below.note.startswith("below")
+        and exp.fbs_claim("exact", Q, M, Q).note == "equal"
+    )
 
 
 def test_soundness_row_fails_for_a_liar_above_the_bound():
@@ -353,9 +361,9 @@ def test_selfplay_moves_both_players_and_reports_its_monitors(batches):
     net = BagEstimator(Q, DEPTH, 8)
     b0 = net.init(jax.random.key(0), feats[:1])
     belief = prover_beliefs(net.apply(b0, feats), tr.tree)
-    pol0 = exp.init_policy(jax.random.key(1), 1.0)
-    pol, b, mon = exp.selfplay(net, b0, pol0, feats, tr, 2.0, 3, 2, 0.1, 0.01)
-    u0, acc0 = exp.play_values(net, belief, pol0, b0, feats, tr, 2.0)
+    pol0 = init_policy(jax.random.key(1), 1.0)
+    pol, b, mon = selfplay(net, b0, pol0, feats, tr, 2.0, 3, 2, 0.1, 0.01)
+    u0, acc0 = play_values(net, belief, pol0, b0, feats, tr, 2.0)
     # the first A update sees B after n_b = 2 steps; the monitor is the payoff A stepped on
     assert np.asarray(mon["u"]).shape == (3,)
     assert float(mon["correct"][0]) == pytest.approx(float(acc0.mean()), abs=1e-6)  # B moves
@@ -363,19 +371,29 @@ def test_selfplay_moves_both_players_and_reports_its_monitors(batches):
     assert not np.allclose(pol["answer"], pol0["answer"])
 
 
-@pytest.mark.parametrize("agree,honest", [([0.95, 0.2, 0.91, 0.5], 2), ([0.1, 0.89], 0)])
-def test_learned_row_counts_seeds_above_the_threshold(agree, honest):
+@pytest.mark.parametrize(
+    "agree,honest,met",
+    [
+        ([0.95, 0.2, 0.91, 0.5], 2, True),
+        ([0.1, 0.89], 0, False),
+        ([0.95, 0.91, float("nan")], 2, False),
+    ],
+)
+def test_learned_row_counts_seeds_above_the_threshold(agree, honest, met):
+    """A NaN seed is not honest, and the finding is not met whatever the others show."""
     row = exp.learned_claim("slack", agree, 0.9)
     assert row.finding and row.k == honest and row.n == len(agree)
-    assert row.passed == (honest / len(agree) >= 0.5) and row.lo <= row.value <= row.hi
+    assert row.passed == met and row.lo <= row.value <= row.hi
 
 
 def test_unstable_row_compares_the_exact_familys_rejections_with_slack():
-    below_slack = np.zeros(100, bool)
-    many = exp.unstable_claim(0.0, np.arange(100) < 30, below_slack, 2.0)
+    slack, margin = np.ones(100), 0.5  # honest A's payoffs per tree: none below the margin
+    many = exp.unstable_claim(0.0, np.where(np.arange(100) < 30, 0.0, 1.0), slack, margin, 2.0)
     assert many.finding and many.passed and many.value == pytest.approx(0.3)
-    few = exp.unstable_claim(0.0, np.arange(100) < 2, below_slack, 2.0)
+    few = exp.unstable_claim(0.0, np.where(np.arange(100) < 2, 0.0, 1.0), slack, margin, 2.0)
     assert few.finding and not few.passed  # 2/100 is within the slack rate's interval [0, 0.036]
+    nan_slack = np.where(np.arange(100) < 10, np.nan, 1.0)  # a NaN would count as not below
+    assert not exp.unstable_claim(0.0, np.zeros(100), nan_slack, margin, 2.0).passed
 
 
 TINY = {
