@@ -153,19 +153,25 @@ def fbs_claim(family, q, m, rho) -> Claim:
     return Claim.exact(name, "spec PED 3.3, 3.4", f"<= {want:.6g}", rho, rho <= want + LP_TOL, note)
 
 
-def completeness_claim(family, rho, depth, eta, u) -> Claim:
-    """Honest A's min payoff over the trees (``u``: per tree) against ``rho^-(d+1) - eta``."""
-    bound, u_min = rho ** -(depth + 1) - eta, float(np.min(u))
-    mean, lo, hi = mean_interval(np.asarray(u) * rho ** (depth + 1))
+def completeness_claim(family, rho, depth, eta, u, root_err) -> Claim:
+    """Honest A's min payoff over the trees (``u``: per tree) against ``rho^-(d+1) - eta``, and
+    per tree against spec PED 4's telescoped sum, ``r^(d+1) + e r^d (1 - r) - eta`` with ``e``
+    B's error at the root (``root_err``: per tree): the tighter, which an error-free B meets."""
+    r, u = 1.0 / rho, np.asarray(u, np.float64)
+    bound, u_min = r ** (depth + 1) - eta, float(np.min(u))
+    tight = r ** (depth + 1) + np.asarray(root_err, np.float64) * r**depth * (1 - r) - eta
+    slack = float(np.min(u - tight))  # NaN fails below
+    mean, lo, hi = mean_interval(u * rho ** (depth + 1))
     return Claim.exact(
         f"completeness: honest A vs trained B, {family} family, judge noise "
-        f"eta={eta:g}: U_A >= rho^-(d+1) - eta",
+        f"eta={eta:g}: U_A >= rho^-(d+1) - eta (and, per tree, >= r^(d+1) + e_(d+1) r^d (1 - r) - "
+        "eta, e_(d+1) B's root error)",
         "spec PED 4, Thm 6.1(1)",
         f">= {bound:.6g}",
         u_min,
-        u_min >= bound - EXACT_TOL,
-        f"min over {np.size(u)} held-out trees, rho={rho:g}; rho^(d+1) U_A mean {mean:.4g} "
-        f"[{lo:.4g}, {hi:.4g}]",
+        u_min >= bound - EXACT_TOL and slack >= -EXACT_TOL,
+        f"min over {u.size} held-out trees, rho={rho:g}; per tree above the telescoped sum by "
+        f">= {slack:.3g}; rho^(d+1) U_A mean {mean:.4g} [{lo:.4g}, {hi:.4g}]",
     )
 
 
@@ -306,6 +312,7 @@ def point(cfg: Config):
             lambda k: learned_prover(cfg, net, params, dyn, k, host, f_ev, ev, family, rho)
         )(jax.random.split(k_lp, cfg.lp_seeds))
         extras = {"adv": adv, "u_honest": u_h, "liars": liars}
+        extras["root_err"] = jnp.abs(est.p0 - ev.tree.truth[:, 0].astype(jnp.float32))
         extras |= {"u_stable_rho": pay("honest", expected_fbs("slack", cfg.q, cfg.m))[0], "lp": lp}
         false_root = 1.0 - ev.tree.truth[:, 0].astype(jnp.float32)
         m = {
@@ -400,7 +407,8 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
             fam[f"{liar}_mean"], fam[f"{liar}_mean_interval"] = {}, {}
         for e, eta in enumerate(cfg.etas):
             u_h = np.asarray(ex["u_honest"][e], np.float64)
-            claims.append(completeness_claim(family, rho, cfg.depth, eta, u_h))
+            row = completeness_claim(family, rho, cfg.depth, eta, u_h, ex["root_err"])
+            claims.append(row)
             fam["honest_min"][str(eta)] = float(u_h.min())
             for liar, premise in premises.items():
                 u_l = np.asarray(ex["liars"][liar]["u"][e], np.float64)[false_roots]

@@ -115,12 +115,22 @@ def test_completeness_row_passes_and_fails_with_a_noisier_judge(batches):
     _, out = batches
     ev = out["slack"][1]
     est = tabulate(oi_setup(ev)[0].g, 16, ev.tree)  # B calibrated on the labels: a tight margin
+    err = np.abs(np.asarray(est.p0) - np.asarray(ev.tree.truth[:, 0]))
     for eta in (0.0, 0.1):
         u, _ = payoffs("honest", est, ev, 2.0, eta)
-        assert exp.completeness_claim("slack", 2.0, DEPTH, eta, np.asarray(u)).passed
+        assert exp.completeness_claim("slack", 2.0, DEPTH, eta, np.asarray(u), err).passed
     # the judge flips more often (0.3) than the row's eta (0.05) claims: the row fails
     u, _ = payoffs("honest", est, ev, 2.0, 0.3)
-    assert not exp.completeness_claim("slack", 2.0, DEPTH, 0.05, np.asarray(u)).passed
+    assert not exp.completeness_claim("slack", 2.0, DEPTH, 0.05, np.asarray(u), err).passed
+    # above rho^-(d+1) but below the telescoped sum of a B that erred by 1/2 at the root: fails
+    tight = 2.0 ** -(DEPTH + 1) + 0.5 * 2.0**-DEPTH * 0.5
+    row = exp.completeness_claim(
+        "slack", 2.0, DEPTH, 0.0, np.full(4, tight - 0.01), np.full(4, 0.5)
+    )
+    assert row.value > 2.0 ** -(DEPTH + 1) and not row.passed
+    assert exp.completeness_claim(
+        "slack", 2.0, DEPTH, 0.0, np.full(4, tight), np.full(4, 0.5)
+    ).passed
     # trees whose fbs is above the rho the protocol plays: no margin is guaranteed (rho row fails)
     assert not exp.fbs_claim("exact", Q, M, Q + 0.5).passed
     assert not exp.fbs_claim("exact", Q, M, float("nan")).passed
@@ -177,6 +187,7 @@ def _measured(cfg, n=32):
         measured["extras"][fam] = {
             "adv": small(8, n),
             "u_honest": np.full((e, n), rho ** -(d + 1)),
+            "root_err": np.zeros(n),  # an error-free B at the root
             "liars": {name: {**liar, "adv": small(n, d + 1, 2)} for name in exp.LIARS},
             "lp": {k: np.ones(cfg.lp_seeds) for k in ("agree", "correct", "u")},
             "u_stable_rho": np.full((e, n), 1.0),
