@@ -139,7 +139,7 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     claims = [
         *fbs_claims(cfg.fbs_qs, host["fbs"], host["flips"]),
         *rho_claims(*host["rhos"]),
-        *completeness_claims(m, rho, d, cfg.shift_errors, cfg.random_joints, cfg.noisy_trees),
+        *completeness_claims(m, rho, d, cfg, host["rhos"][0]),
         *error_shift_claims(m, cfg.shift_errors, cfg.control_rho),
         *obfuscation_claims(m, rho_o, qo, do, cfg.obf_trees),
         *rows_s,
@@ -229,9 +229,14 @@ def rho_claims(rho_noisy, rho_unanimous, rho_and) -> list[Claim]:
     return [_row(name.format(t), "spec PED 3.3, 3.4, 9.4, 9.5", "==", e, v) for t, e, v in trees]
 
 
-def completeness_claims(m, rho, d, shift_errors, random_joints, n_trees) -> list[Claim]:
-    """Section 2: honest A vs the completeness zoo (``completeness/...`` mins over the trees)."""
+def completeness_claims(m, rho, d, cfg, tree_fbs) -> list[Claim]:
+    """Section 2: honest A vs the completeness zoo (``completeness/...`` mins over the trees).
+    Where rho is below the trees' fbs (``rho_scale < 1``) Thm 6.1(1) does not apply: its rows
+    are findings (a non-finite rho or fbs keeps them gating; the rho rows fail on it)."""
+    shift_errors, random_joints, n_trees = cfg.shift_errors, cfg.random_joints, cfg.noisy_trees
     r, c = 1.0 / rho, {k.removeprefix("completeness/"): v for k, v in m.items()}
+    stable = not (np.isfinite(rho) and np.isfinite(tree_fbs)) or rho >= tree_fbs - TOL
+    theorem = []  # the rows Thm 6.1(1) decides
     base, dev = r ** (d + 1), float(c["honest_dev"])
     name = f"honest vs honest: U_A = rho^-(d+1) (noisy evidence, d={d}, rho={rho:g})"
     note = f"{n_trees} trees, max |U_A - rho^-(d+1)| = {dev:.2g}"
@@ -241,13 +246,17 @@ def completeness_claims(m, rho, d, shift_errors, random_joints, n_trees) -> list
     for name, (key, k) in zoo.items():
         name = f"completeness: honest A vs {name} B earns >= rho^-(d+1)"
         note = f"min over {n_trees * k} debates"
-        rows.append(_row(name, "spec PED 4, Thm 6.1(1)", ">=", base, c[f"{key}_min"], note))
+        theorem.append(_row(name, "spec PED 4, Thm 6.1(1)", ">=", base, c[f"{key}_min"], note))
     for i, e in enumerate(shift_errors):
         name = (
             f"completeness: honest A vs error-shifting B (e={e:g}) earns >= r^(d+1) + e r^d (1-r)"
         )
         bound, u = base + e * r**d * (1 - r), c[f"error_shifting_min/{i}"]
-        rows.append(_row(name, "spec PED 4", ">=", bound, u, f"min over {n_trees} trees"))
+        theorem.append(_row(name, "spec PED 4", ">=", bound, u, f"min over {n_trees} trees"))
+    if not stable:
+        why = f"rho = {rho:g} is below the trees' fbs {tree_fbs:g} (rho_scale < 1): a finding"
+        theorem = [dataclasses.replace(t, finding=True, note=f"{t.note}; {why}") for t in theorem]
+    rows += theorem
     name = (  # spec 9.5: pushed below the margin
         "a prover arguing on an unstable decomposition (AND, fbs = 9) falls below "
         "rho^-(d+1) against error-shifting B (e=1): the protocol errs toward rejecting"
@@ -268,7 +277,8 @@ def error_shift_claims(m, shift_errors, control_rho) -> list[Claim]:
     rows = [_row(name, "spec PED 9.1", "==", r**5, m["error_shift/honest"], note)]
     spec_values = {0.2: 0.0375, 0.5: 0.046875, 1.0: 0.0625}
     for i, e in enumerate(shift_errors):
-        name = f"error-shifting B (e={e:g}) meets the bound exactly when fbs = rho = {fbs:g} on "
+        when = f"fbs = rho = {fbs:g}" if premise else f"fbs = {fbs:g}, rho = {rho:g}"
+        name = f"error-shifting B (e={e:g}) meets the bound exactly when {when} on "
         target, u = r**5 + e * r**4 * (1 - r), float(m[f"error_shift/u/{i}"])
         ok = abs(u - target) <= TOL and premise and finite
         note = f"spec's number {spec_values[e]} (rho = 2)" if e in spec_values else ""
@@ -297,6 +307,8 @@ def obfuscation_claims(m, rho_o, qo, do, n_trees) -> list[Claim]:
         rows.append(_row(f"{name}q={qo}, d={do})", "spec PED 9.3, Thm 6.1(2)", "==", 0, v, note))
     stable = "liar on the stable decomposition vs calibrated B: E[U_A] <= r^(d+1) Pr[A correct]"
     wrong = "wrong-direction A vs calibrated B: U_A <= r^(d+1) Pr[A correct]"
+    built = "the calibrated B is the honest B on the public stable decomposition, so only the "
+    built += "initial reward can be non-zero: a check of the reward bookkeeping"
     honest = (
         f"honest A on the stable decomposition vs calibrated B earns rho^-(d+1) (rho={rho_o:g})"
     )
@@ -308,8 +320,8 @@ def obfuscation_claims(m, rho_o, qo, do, n_trees) -> list[Claim]:
     naive_ok = float(o["naive_liar_dev"]) <= TOL
     return [
         *rows,
-        _row(f"{stable} = 0", "Thm 6.1(2)", "<=", 0.0, o["stable_liar_max"]),
-        _row(wrong, "Thm 6.1(2)", "<=", base, o["wrong_direction_max"]),
+        _row(f"{stable} = 0", "Thm 6.1(2)", "<=", 0.0, o["stable_liar_max"], built),
+        _row(wrong, "Thm 6.1(2)", "<=", base, o["wrong_direction_max"], built),
         _row(honest, "spec PED 9.3", "==", base, o["honest_min"], ok=float(o["honest_dev"]) <= TOL),
         _row(naive, "spec PED 9.3", "==", 1.0 - qo**-do, o["naive_liar_mean"], note, naive_ok),
     ]
@@ -323,6 +335,10 @@ def sampled_claims(us, surv, qo, do, n_trees) -> list[Claim]:
         Claim.mean(name.format(p), "spec PED 9.3", "==", 0.0, u.ravel(), note, bound=bound)
         for p, u in zip(DIRECTION_POLICIES, us)
     ]
+    # E[U_A] = 0 by symmetry whatever B (as the exact row): it checks the sampler, a finding
+    i = list(DIRECTION_POLICIES).index("random +-1")
+    why = "; E[U_A] = 0 by symmetry against any B, so this checks only the sampler: a finding"
+    rows[i] = dataclasses.replace(rows[i], finding=True, note=rows[i].note + why)
     target, n = 1.0 - qo**-do, surv.size
     name = f"naive recursive debate: liar survival 1 - q^-d (q={qo}, d={do}, sampled)"
     bound = f"== {target:.6g} (exact interval contains it)"

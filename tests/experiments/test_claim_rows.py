@@ -222,8 +222,11 @@ def _completeness_m(
     }
 
 
-def _completeness(**kw):
-    return pe.completeness_claims(_completeness_m(**kw), 2.0, 2, (0.2, 1.0), 3, 2)
+_PE_CFG = types.SimpleNamespace(shift_errors=(0.2, 1.0), random_joints=3, noisy_trees=2)
+
+
+def _completeness(tree_fbs=2.0, **kw):
+    return pe.completeness_claims(_completeness_m(**kw), 2.0, 2, _PE_CFG, tree_fbs)
 
 
 def _error_shift_m(u0=0.0, rho5=2.0, u_ctrl=0.0625):
@@ -254,11 +257,12 @@ def _obfuscation(always=0.0, random=0.0, stable=0.0, wrong=0.01, naive=0.0):
     return pe.obfuscation_claims(m, 2.0, q, d, 3)
 
 
-def _sampled(shift=0.0, ones=6300, nan=False):
+def _sampled(shift=0.0, ones=6300, nan=False, random_shift=0.0):
     us = np.tile(np.array([1.0, -1.0]), (3, 2, 500))  # mean exactly 0 per policy
     us[0] += shift
+    us[2] += random_shift  # random +-1: a finding (E[U_A] = 0 by symmetry against any B)
     if nan:
-        us[2, 1, 7] = math.nan
+        us[1, 1, 7] = math.nan
     surv = np.zeros(6400)
     surv[:ones] = 1.0  # 6300 / 6400 = 1 - 4^-3 exactly
     return pe.sampled_claims(us, surv, 4, 3, 2)
@@ -308,7 +312,7 @@ def test_prover_estimator_rows_fail_when_a_measurement_breaks_its_bound():
         (_obfuscation, {"wrong": 0.07}, "wrong-direction"),  # above r^(d+1) = 1/16
         (_obfuscation, {"naive": 1e-3}, "1 - q^-d (q=4, d=3, exact)"),
         (_sampled, {"shift": 0.2}, "(always +1) vs calibrated B earns 0"),
-        (_sampled, {"nan": True}, "(random +-1) vs calibrated B earns 0"),
+        (_sampled, {"nan": True}, "(always -1) vs calibrated B earns 0"),
         (_sampled, {"ones": 6100}, "liar survival"),  # the Wilson interval misses 63/64
         (_signal, {"ped": 1e-3}, "prover-estimator debate = rho^-(d+1)"),
         (_signal, {"naive": math.nan}, "naive recursive debate = q^-d"),
@@ -323,12 +327,24 @@ def test_prover_estimator_rows_fail_when_a_measurement_breaks_its_bound():
         assert failed and all(which in f for f in failed), (rhos, failed)
 
 
+def test_prover_estimator_theorem_rows_are_findings_where_rho_is_below_the_trees_fbs():
+    """rho below the trees' fbs (rho_scale < 1): Thm 6.1(1) does not apply, so honest A below
+    its bound is a finding and the run passes; the sampled random +-1 row is a finding too."""
+    rows = _completeness(tree_fbs=2.5, liar=-1e-3, shift=-1e-3)
+    below = [c for c in rows if not c.passed]
+    assert len(below) == 2 and all(c.finding and "below the trees' fbs" in c.note for c in below)
+    assert ExperimentResult(claims=rows).passed
+    (random,) = [c for c in _sampled(random_shift=0.2) if "random +-1" in c.claim]
+    assert random.finding and not random.passed and "checks only the sampler" in random.note
+    assert ExperimentResult(claims=_sampled(random_shift=0.2)).passed
+
+
 def test_prover_estimator_a_nan_in_any_measurement_fails_a_row():
     """A non-finite number is a failure: each measurement of the completeness and
     error-shifting sections, set to NaN alone, fails a row and the experiment (error-shifting B
     at e = 1 and the constant-1/2 B included, which no bound-breaking case above reaches)."""
     for m, build in (
-        (_completeness_m(), lambda m: pe.completeness_claims(m, 2.0, 2, (0.2, 1.0), 3, 2)),
+        (_completeness_m(), lambda m: pe.completeness_claims(m, 2.0, 2, _PE_CFG, 2.0)),
         (_error_shift_m(), lambda m: pe.error_shift_claims(m, (0.2, 0.5, 1.0), 1.5)),
     ):
         assert _failing(build(m)) == []
