@@ -130,7 +130,7 @@ def exploit_grid(static: sb.StackelbergStatic, rho: float, restarts: int, steps:
         k = jax.random.fold_in(key, 1)  # not split(key), whose halves drew the tables' starts
         return table, class_exploit_payoff(static, rho, prover, trees, b_flat, k, restarts, steps)
 
-    return jit(jax.vmap(one), options=FAST_COMPILE)  # compile-bound: 0.2 s of run at the default
+    return jit(jax.vmap(one), options=FAST_COMPILE)  # compile-bound at the default size
 
 
 def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
