@@ -231,15 +231,18 @@ def host(cfg, _seed, key, measured) -> dict:
             res["mc_wins"] = _mc_wins(cfg, fx, constants, alice, bob, k_mc)
         results[case] = res
     # The Lean bounds hold for every strategy: every row's players, trained on either instance
-    (yes, no), state = fxs.values(), measured["state"].values()
+    # (the main run's yes-instance Bobs and no-instance Alices are measured above already)
+    (yes, no), (i_yes, i_no) = fxs.values(), (CASES.index("yes"), CASES.index("no"))
     lv_yes, lv_no = prefix_tree(yes.machine), prefix_tree(no.machine)
-    players = [(put(c.alice, i), put(c.bob, i)) for c in state for i in range(len(CASES))]
-    results["yes"]["every_bob"] = [
-        v for _, b in players for v in honest_alice_against(yes, lv_yes, constants, b)
-    ]
-    results["no"]["every_alice"] = [
-        v for a, b in players for v in against_honest_bob(lv_no, constants, a, b)
-    ]
+    bobs = list(results["yes"]["honest_alice"])
+    alices = [e["value_vs_honest_bob"] for e in results["no"]["ev"]]
+    for n, c in measured["state"].items():
+        for i in range(len(CASES)):
+            if n != "main" or i != i_yes:
+                bobs += honest_alice_against(yes, lv_yes, constants, put(c.bob, i))
+            if n != "main" or i != i_no:
+                alices += against_honest_bob(lv_no, constants, put(c.alice, i), put(c.bob, i))
+    results["yes"]["every_bob"], results["no"]["every_alice"] = bobs, alices
     return results
 
 
