@@ -28,6 +28,16 @@ def _one_hot(i, n: int) -> jax.Array:
     return (jnp.arange(n) == i).astype(jnp.float32)
 
 
+def tie_tolerance(q: int) -> float:
+    """Errors closer than this count as tied in honest A's selection (docs: PED 2.3, ties)."""
+    return 2.0 ** (q - 22)
+
+
+def first_max(x: jax.Array, tol: float) -> jax.Array:
+    """The first index whose value is within ``tol`` of the largest (float32 rounding's ties)."""
+    return jnp.argmax(x >= jnp.max(x) - tol)
+
+
 def _point_logits(code, n: int) -> jax.Array:
     return jnp.where(jnp.arange(n) == code, 0.0, -jnp.inf).astype(jnp.float32)
 
@@ -54,7 +64,7 @@ class ScriptedProver:
     # static; 'honest' (s = +1 if T(yhat) = 1 else -1, spec 2.3; reversed where reverse) or 'fixed'
     # (dir_probs)
     direction_mode: str = struct.field(pytree_node=False, default="honest")
-    # static; 'honest' (argmax_i |m_i - T(y_i)|, first on ties), 'uniform', 'first'
+    # static; 'honest' (argmax_i |m_i - T(y_i)|, first within tie_tolerance(q)), 'uniform', 'first'
     select_mode: str = struct.field(pytree_node=False, default="honest")
     # static; whether it is handed the full tree
     sees_truth: bool = struct.field(pytree_node=False, default=True)
@@ -89,7 +99,7 @@ class ScriptedProver:
         if self.select_mode == "first":
             return _one_hot(0, q)
         err = jnp.abs(marginals - tree.child_truths(node, cand).astype(jnp.float32))
-        return _one_hot(jnp.argmax(err), q)
+        return _one_hot(first_max(err, tie_tolerance(q)), q)
 
 
 def scripted_prover(

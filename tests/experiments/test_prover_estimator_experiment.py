@@ -149,3 +149,34 @@ def test_sampled_debate_chunks_draw_from_keys_no_other_chunk_uses(monkeypatch):
         tuple(np.asarray(jax.random.key_data(c)).ravel()) for k in seen for c in jax.random.split(k)
     }
     assert len(set(data)) == len(data) and not set(data) & children
+
+
+def test_honest_selection_breaks_float32_ties_the_same_way_in_every_program():
+    """Honest A vs error-shifting B (e = 1) on the default run's noisy-evidence trees (seed 0),
+    whose subclaims' errors tie exactly: the batched section and each tree alone give the same
+    least payoff (before the tie tolerance, 0.1389 batched and 0.125 alone, both >= the bound)."""
+    import jax
+    import numpy as np
+
+    from dedebate.agents import ped_strategies as ps
+    from dedebate.lab.context import experiment_key
+    from dedebate.trees import stability as st
+    from experiments.prover_estimator import zoo
+
+    cfg = exp.Config()
+    keys = exp._keys(experiment_key(0, exp.NAME))
+    (lookup, fbs32), _, _ = zoo.lookups(cfg)
+    dyn = {k: np.asarray(getattr(cfg, k), np.float32) for k in exp.DYNAMIC}
+    batch = jax.jit(lambda d: zoo.completeness_metrics(cfg, keys, lookup, fbs32, d))(dyn)
+    e1, rho = len(cfg.shift_errors) - 1, float(batch["rho"])  # shift_errors end at e = 1
+
+    @jax.jit
+    def alone(k):
+        tree = zoo.noisy(k, depth=cfg.noisy_depth)
+        est = ps.ErrorShiftingEstimator(np.float32(1.0), st.error_shifting_table_jnp(tree, lookup))
+        return zoo._exact_u(zoo._params(np.float32(rho)), ps.honest_prover(), est, tree)
+
+    single = [alone(k) for k in jax.random.split(keys["noisy"], cfg.noisy_trees)]
+    assert float(batch[f"error_shifting_min/{e1}"]) == float(np.min(single))
+    r, d = 1 / rho, cfg.noisy_depth
+    assert np.min(single) >= r ** (d + 1) + r**d * (1 - r) - exp.TOL  # Thm 6.1(1), e = 1

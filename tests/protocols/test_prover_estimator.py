@@ -15,11 +15,13 @@ from dedebate.agents.ped_strategies import (
     HonestEstimator,
     constant_estimator,
     error_shifting_estimator,
+    first_max,
     honest_prover,
     lie_then_honest_prover,
     obfuscating_liar,
     random_joint_estimator,
     scripted_prover,
+    tie_tolerance,
 )
 from dedebate.programs import FAST_COMPILE
 from dedebate.protocols.prover_estimator import (
@@ -223,6 +225,14 @@ def test_the_simplest_liar_lies_at_the_root_and_plays_as_honest_a_below(tree0):
         cand = jnp.argmax(honest.decompose(*args))
         sel = (tree0, jnp.int32(node), cand, marginals[node], jnp.float32(0.5), args[2], args[3])
         np.testing.assert_array_equal(liar.select(*sel), honest.select(*sel))
+
+
+def test_first_max_takes_the_first_of_values_within_the_tolerance():
+    tol = tie_tolerance(9)
+    assert tol == 2.0**-13
+    x = jnp.asarray([0.5, 0.7 - tol / 2, 0.7, 0.7 - 2 * tol], jnp.float32)
+    assert int(first_max(x, tol)) == 1
+    assert int(first_max(x.at[1].set(0.7 - 2 * tol), tol)) == 2
 
 
 def test_sampled_mode_agrees_with_the_exact_value(tree0):
