@@ -120,10 +120,13 @@ def point(cfg: Config):
         thetas = [opt.params["theta"] for opt in _adversaries(cfg, ki, K)]
         for ti, T in enumerate(cfg.Ts):
             _, m_no, m_yes, _, sets = cells(cfg, K, T)
-            for name, _, consts, bounds in sets:
+            for name, kind, consts, bounds in sets:
                 d, a_names, b_names = zoo.zoo_cell(consts, m_no, m_yes, *thetas)
                 counts = np.array([getattr(consts, n) for n in COUNTS], np.int32)
                 dynamic[name] = d | {"counts": counts, "bounds": np.array(bounds, np.float32)}
+                if kind == "lean" and T <= EXACT_T:  # every adversary's best, for the frontier
+                    br = best_responses(K, T, float(cfg.scale), float(cfg.p_yes), float(cfg.p_no))
+                    dynamic.setdefault("exact", {})[name] = np.array(br, np.float32)
             hh, lanes = b_names.index("honest"), batch_lanes(cfg.max_lanes, T)
             names = [s[0] for s in sets]
             groups.append((ki, ti, names, debate_static(T), len(a_names), hh, lanes))
@@ -148,6 +151,9 @@ def point(cfg: Config):
                 out |= {f"{name}/{n}": d["counts"][i] for i, n in enumerate(COUNTS)}
                 out[f"{name}/trials"] = jnp.int32(trials)  # the frontier's integer counts
                 out |= {f"{name}/{s}_bound": d["bounds"][i] for i, s in enumerate(SIDES)}
+                if name in dyn.get("exact", {}):  # host-computed (exact DP), into the row
+                    br = dyn["exact"][name]
+                    out |= {f"{name}/exact_{s}": br[i] for i, s in enumerate(SIDES)}
         return out
 
     return dynamic, fn

@@ -138,7 +138,8 @@ def scale_search(cfg: Config, K: int, ki: int, key_k, theta_b, lanes: int) -> di
 
 
 def frontier(rows, alpha: float = 0.05) -> list[dict]:
-    """Per (K, T) cell and value of the other axes, the smallest safe ``scale`` (docs: DED 5.8)."""
+    """Per (K, T) cell and value of the other axes, the smallest safe ``scale`` (docs: DED 5.8);
+    at T <= 12 against every adversary (the rows' exact best responses), else against the zoo."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha}: the family-wise error level must be in (0, 1)")
     skip = ("point", "seed", "group", "scale", "Ks", "Ts")
@@ -157,17 +158,31 @@ def frontier(rows, alpha: float = 0.05) -> list[dict]:
         best, stop, tried = None, None, []
         for f in sorted(by_f, reverse=True):
             tried.append({"factor": f, **_verdict(*pooled[f], alpha, split)})
+            tried[-1] |= _exact_verdict(by_f[f], cell, tried[-1]["verdict"])
             if tried[-1]["verdict"] != "safe":
                 stop = tried[-1]["verdict"]
                 break
             best = f
         e = {"K": K, "T": T, "others": dict(others), "Ks": zoo, "factor": best, "stop": stop}
+        e["exact"] = all("exact_holds" in t for t in tried)  # against every adversary
         e["tried"] = tried
         e |= {"lean": tuple(getattr(lean, n) for n in COUNTS), "seeds": len(by_f[max(by_f)])}
         if best is not None:
             e["counts"] = tuple(int(by_f[best][0][f"{cell}/{n}"]) for n in COUNTS)
         out.append(e)
     return sorted(out, key=lambda e: (sorted(e["others"].items()), e["K"], e["T"]))
+
+
+def _exact_verdict(rs, cell: str, mc: str) -> dict:
+    """The verdict against every adversary where rows carry the best responses (T <= 12)."""
+    vals = [(r.get(f"{cell}/exact_completeness"), r.get(f"{cell}/exact_soundness")) for r in rs]
+    if not vals or any(None in v for v in vals):
+        return {}
+    comp, sound = min(float(c) for c, _ in vals), max(float(a) for _, a in vals)
+    holds = comp >= 3 / 5 and sound <= 2 / 5  # NaN: not holds
+    verdict = "safe" if holds and mc != "unsafe" else "unsafe"  # and the zoo not surely unsafe
+    out = {"verdict": verdict, "monte_carlo": mc, "exact_completeness": comp}
+    return out | {"exact_soundness": sound, "exact_holds": holds}
 
 
 def _pooled(rs, cell) -> tuple[int, list[int], list[int]]:  # summed (trials, Alice's, Bob's wins)
@@ -211,8 +226,8 @@ def sweep_figures(rows) -> dict:
             ok = [e for e in es if e["factor"] is not None]
             y = [e["counts"][i] for e in ok]
             ax.plot([e["T"] for e in ok], y, "s--", color=col, label=f"K={K} frontier")
-            for e, yi in zip(ok, y):  # "?": the next factor undecided
-                text = f"x{e['factor']:g}" + "?" * (e["stop"] == "undecided")
+            for e, yi in zip(ok, y):  # "?": the next factor undecided; "*": every adversary
+                text = f"x{e['factor']:g}" + "?" * (e["stop"] == "undecided") + "*" * e["exact"]
                 ax.annotate(text, (e["T"], yi), size=6, textcoords="offset points", xytext=(3, -9))
             for stop, mark in (("unsafe", "x"), ("undecided", "$?$")):  # at Lean's: factor 1
                 bad = [e for e in es if e["factor"] is None and e["stop"] == stop]
@@ -223,6 +238,7 @@ def sweep_figures(rows) -> dict:
     axes[0].set_ylabel("oracle samples per estimate")
     axes[0].legend(fontsize=6)
     title = "Smallest common factor keeping completeness > 3/5, soundness < 2/5 (95% per cell)"
-    fig.suptitle(title + " vs every zoo member, against Lean's counts", fontsize=9)
+    title += " vs every zoo member (*: every adversary, exact DP), against Lean's counts"
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return {"budget_frontier": fig}

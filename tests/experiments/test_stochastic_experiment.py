@@ -87,7 +87,8 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
     alone = result.metrics["point"]
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
     assert_shipped_sweeps_plot("stochastic_debate", row)
-    assert {m: row[m] for m in alone} == alone and len(alone) == 2 * 46  # 2 constants' cells
+    # 2 constants' cells; Lean's also carries the exact best responses (T <= 12)
+    assert {m: row[m] for m in alone} == alone and len(alone) == 2 * 46 + 2
     other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != seed)
     assert sum(other[m] != alone[m] for m in alone if m.endswith("_wins")) >= 3  # seed counts
     # the report's rows are that row's counts: the worst members' rates and the costs
@@ -120,6 +121,9 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
     assert br["bob"] <= adv["es_bob_best_exact_alice_win"]
     assert br["alice"] >= adv["es_alice_best_exact_acceptance"]
     assert (best[0].value, best[1].value) == (br["bob"], br["alice"])
+    exact = (alone[f"{CELL}/exact_completeness"], alone[f"{CELL}/exact_soundness"])
+    assert exact == (np.float32(br["bob"]), np.float32(br["alice"]))  # what the frontier reads
+    assert f"{CELL}_paper/exact_completeness" not in alone  # the paper's constants: none
     fig = exp.plot_acceptance(result.tables["acceptance"], pt.cfg, result.tables["best_responses"])
     (ax,) = fig.axes  # the report's figure, drawn again (run_module saved and dropped it)
     stars = [ln for ln in ax.lines if ln.get_label().startswith("exact best response")]
@@ -303,6 +307,41 @@ def test_frontier_decides_on_family_wise_bounds_of_pooled_counts(tmp_path):
             raise RuntimeError("no")
 
     assert experiment_figures(Broken, rows, tmp_path) == []
+
+
+def test_frontier_takes_the_exact_best_responses_where_the_rows_carry_them():
+    """At T <= 12 the rows carry every adversary's best (exact DP): a factor the zoo's Monte
+    Carlo calls safe is unsafe where either best response breaks its bound, safe where both hold
+    even when the Monte Carlo is undecided, and unsafe where the Monte Carlo is confidently so."""
+
+    def with_exact(rows, comp, sound=lambda f: 0.35):
+        return [
+            r
+            | {
+                "K2_T8/exact_completeness": comp(r["scale"]),
+                "K2_T8/exact_soundness": sound(r["scale"]),
+            }
+            for r in rows
+        ]
+
+    zoo_safe = _frontier_rows(lambda f: 700, snd=(300, 300))  # the zoo: safe at every factor
+    (plain,) = frontier(zoo_safe)
+    assert (plain["factor"], plain["exact"]) == (0.125, False)
+    (e,) = frontier(with_exact(zoo_safe, lambda f: 0.65 if f >= 0.5 else 0.59))
+    assert (e["factor"], e["stop"], e["exact"]) == (0.5, "unsafe", True)
+    t = e["tried"][-1]
+    assert (t["factor"], t["monte_carlo"], t["exact_holds"]) == (0.25, "safe", False)
+    (e,) = frontier(with_exact(zoo_safe, lambda f: 0.65, lambda f: 0.35 if f >= 0.25 else 0.41))
+    assert (e["factor"], e["stop"]) == (0.25, "unsafe")
+    (e,) = frontier(with_exact(zoo_safe, lambda f: math.nan))  # a NaN holds nothing
+    assert (e["factor"], e["stop"]) == (None, "unsafe")
+    undecided = _frontier_rows(lambda f: 700 if f >= 0.5 else 575, snd=(300, 300))
+    assert frontier(undecided)[0]["stop"] == "undecided"  # the zoo alone: 1/4 undecided
+    (e,) = frontier(with_exact(undecided, lambda f: 0.65))
+    assert (e["factor"], e["stop"], e["tried"][2]["monte_carlo"]) == (0.125, None, "undecided")
+    unsafe = _frontier_rows(lambda f: 700 if f >= 0.5 else 500, snd=(300, 300))
+    (e,) = frontier(with_exact(unsafe, lambda f: 0.65))
+    assert (e["factor"], e["stop"], e["tried"][-1]["exact_holds"]) == (0.5, "unsafe", True)
 
 
 @pytest.fixture(scope="module")
