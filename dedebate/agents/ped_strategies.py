@@ -28,9 +28,13 @@ def _one_hot(i, n: int) -> jax.Array:
     return (jnp.arange(n) == i).astype(jnp.float32)
 
 
-def tie_tolerance(q: int) -> float:
-    """Errors closer than this count as tied in honest A's selection (docs: PED 2.3, ties)."""
-    return 2.0 ** (q - 22)
+TIE_TOLERANCE = 2.0**-21
+"""Errors within this of the largest count as tied in honest A's selection (docs: PED 2.3)."""
+
+
+def tie_loss(rho, depth: int) -> float:
+    """The most the tie rule costs honest A against spec PED 4's bounds (docs: PED 2.3)."""
+    return TIE_TOLERANCE * sum(float(rho) ** -k for k in range(depth))
 
 
 def first_max(x: jax.Array, tol: float) -> jax.Array:
@@ -64,7 +68,7 @@ class ScriptedProver:
     # static; 'honest' (s = +1 if T(yhat) = 1 else -1, spec 2.3; reversed where reverse) or 'fixed'
     # (dir_probs)
     direction_mode: str = struct.field(pytree_node=False, default="honest")
-    # static; 'honest' (argmax_i |m_i - T(y_i)|, first within tie_tolerance(q)), 'uniform', 'first'
+    # static; 'honest' (argmax_i |m_i - T(y_i)|, first within TIE_TOLERANCE), 'uniform', 'first'
     select_mode: str = struct.field(pytree_node=False, default="honest")
     # static; whether it is handed the full tree
     sees_truth: bool = struct.field(pytree_node=False, default=True)
@@ -99,7 +103,7 @@ class ScriptedProver:
         if self.select_mode == "first":
             return _one_hot(0, q)
         err = jnp.abs(marginals - tree.child_truths(node, cand).astype(jnp.float32))
-        return _one_hot(first_max(err, tie_tolerance(q)), q)
+        return _one_hot(first_max(err, TIE_TOLERANCE), q)
 
 
 def scripted_prover(

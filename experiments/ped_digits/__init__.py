@@ -20,6 +20,7 @@ from dedebate.agents.ped_digits import (
     feature_width,
     tabulate,
 )
+from dedebate.agents.ped_strategies import tie_loss
 from dedebate.estimators import train
 from dedebate.lab.experiment import Claim, ExperimentResult, mean_interval, strict_max
 from dedebate.lab.params import config_dataclass, param
@@ -157,7 +158,7 @@ def completeness_claim(family, rho, depth, eta, u, root_err) -> Claim:
     """Honest A's min payoff over the trees (``u``: per tree) against ``rho^-(d+1) - eta``, and
     per tree against spec PED 4's telescoped sum, ``r^(d+1) + e r^d (1 - r) - eta`` with ``e``
     B's error at the root (``root_err``: per tree): the tighter, which an error-free B meets."""
-    r, u = 1.0 / rho, np.asarray(u, np.float64)
+    r, u, tie = 1.0 / rho, np.asarray(u, np.float64), tie_loss(rho, depth)  # honest A's tie rule
     bound, u_min = r ** (depth + 1) - eta, float(np.min(u))
     tight = r ** (depth + 1) + np.asarray(root_err, np.float64) * r**depth * (1 - r) - eta
     slack = float(np.min(u - tight))  # NaN fails below
@@ -169,7 +170,7 @@ def completeness_claim(family, rho, depth, eta, u, root_err) -> Claim:
         "spec PED 4, Thm 6.1(1)",
         f">= {bound:.6g}",
         u_min,
-        u_min >= bound - EXACT_TOL and slack >= -EXACT_TOL,
+        u_min >= bound - EXACT_TOL - tie and slack >= -EXACT_TOL - tie,
         f"min over {u.size} held-out trees, rho={rho:g}; per tree above the telescoped sum by "
         f">= {slack:.3g}; rho^(d+1) U_A mean {mean:.4g} [{lo:.4g}, {hi:.4g}]",
     )
@@ -431,7 +432,7 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     rho_s = expected_fbs("slack", cfg.q, cfg.m)
     metrics["unstable"] = {}
     for e, eta in enumerate(cfg.etas):
-        margin = rho_s ** -(cfg.depth + 1) - eta - EXACT_TOL
+        margin = rho_s ** -(cfg.depth + 1) - eta - EXACT_TOL - tie_loss(rho_s, cfg.depth)
         u = {f: np.asarray(measured["extras"][f]["u_stable_rho"][e]) for f in FAMILIES}
         claims.append(unstable_claim(eta, u["exact"], u["slack"], margin, rho_s))
         metrics["unstable"][str(eta)] = {f: int(np.sum(v < margin)) for f, v in u.items()}

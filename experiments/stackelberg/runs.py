@@ -126,9 +126,10 @@ def exploit_grid(static: sb.StackelbergStatic, rho: float, restarts: int, steps:
     :func:`dedebate.training.exploit.exploit_payoff` and ``class_exploit_payoff`` find."""
 
     def one(prover, trees, b_flat, key):
-        table = exploit_payoff(static, rho, prover, trees, key, restarts, steps)
-        k = jax.random.fold_in(key, 1)  # not split(key), whose halves drew the tables' starts
-        return table, class_exploit_payoff(static, rho, prover, trees, b_flat, k, restarts, steps)
+        k_table, k_class = jax.random.split(key)  # apart: split(key, n)[1] is fold_in(key, 1)
+        table = exploit_payoff(static, rho, prover, trees, k_table, restarts, steps)
+        within = class_exploit_payoff(static, rho, prover, trees, b_flat, k_class, restarts, steps)
+        return table, within
 
     return jit(jax.vmap(one), options=FAST_COMPILE)  # compile-bound at the default size
 
@@ -136,7 +137,7 @@ def exploit_grid(static: sb.StackelbergStatic, rho: float, restarts: int, steps:
 def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
     """``(max fbs of the rho-stable trees, a row per trained pair)``, exact (a NaN propagates);
     the main stable run's rows also hold A's payoff against the strongest Bs found (``key``):
-    tabular, and of the trained class."""
+    tabular, and of the trained class (None where not searched)."""
     st, rows, rhos = static(cfg), [], [0.0]
     cache: dict = {}  # tree_rho's, shared by every tree
     for t in trained:
@@ -147,6 +148,7 @@ def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
         out = proof_grid(st, float(cfg.rho))(a, b, trees)
         u_h, u, chain = (np.asarray(x).reshape((n, -1) + x.shape[1:]) for x in out)
         exploited, in_class = np.full((n, p.seeds), np.nan), np.full((n, p.seeds), np.nan)
+        searched = np.zeros(n, bool)  # the runs whose Bs were searched (a NaN result stays NaN)
         if p.stable:
             idx, host_trees = np.ndindex(p.seeds, cfg.n_trees), jax.device_get(t.trees)
             rhos += [tree_rho(jax.tree.map(itemgetter(i), host_trees), cache=cache) for i in idx]
@@ -159,6 +161,7 @@ def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
             table, within = program(a_i, t.trees, b_i, jax.random.split(key, p.seeds))
             exploited[i] = np.minimum(np.asarray(table, np.float64).mean(axis=1), u[i])
             in_class[i] = np.minimum(np.asarray(within, np.float64), u[i])  # the trained B too
+            searched[i] = True
         rows += [
             {
                 "part": p.name,
@@ -168,8 +171,8 @@ def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
                 "trained_u_a": float(u[i, s]),
                 "chain_u_a": float(chain[i, s]),
                 "chain_abs_err": abs(float(u[i, s]) - float(chain[i, s])),
-                "exploited_u_a": None if np.isnan(exploited[i, s]) else float(exploited[i, s]),
-                "class_exploited_u_a": None if np.isnan(in_class[i, s]) else float(in_class[i, s]),
+                "exploited_u_a": float(exploited[i, s]) if searched[i] else None,
+                "class_exploited_u_a": float(in_class[i, s]) if searched[i] else None,
             }
             for i, r in enumerate(p.runs)
             for s in range(p.seeds)

@@ -9,10 +9,12 @@ import pytest
 from flax import struct
 
 from dedebate.agents.ped_strategies import (
+    TIE_TOLERANCE,
     CalibratedEstimator,
     ConstantEstimator,
     ErrorShiftingEstimator,
     HonestEstimator,
+    TabularEstimator,
     constant_estimator,
     error_shifting_estimator,
     first_max,
@@ -21,7 +23,7 @@ from dedebate.agents.ped_strategies import (
     obfuscating_liar,
     random_joint_estimator,
     scripted_prover,
-    tie_tolerance,
+    tie_loss,
 )
 from dedebate.programs import FAST_COMPILE
 from dedebate.protocols.prover_estimator import (
@@ -228,11 +230,42 @@ def test_the_simplest_liar_lies_at_the_root_and_plays_as_honest_a_below(tree0):
 
 
 def test_first_max_takes_the_first_of_values_within_the_tolerance():
-    tol = tie_tolerance(9)
-    assert tol == 2.0**-13
+    tol = TIE_TOLERANCE
     x = jnp.asarray([0.5, 0.7 - tol / 2, 0.7, 0.7 - 2 * tol], jnp.float32)
     assert int(first_max(x, tol)) == 1
     assert int(first_max(x.at[1].set(0.7 - 2 * tol), tol)) == 2
+
+
+@pytest.mark.parametrize("delta", [0.8 * TIE_TOLERANCE, 4 * TIE_TOLERANCE])
+def test_the_tie_rule_costs_honest_a_at_most_tie_loss(delta):
+    """Thr_3 of 5 at depth 1 (rho = 2), a true root with one false child, first: B puts mass
+    0.1 on flipping each of two disjoint pairs of true children and 0.1 - delta on the false
+    child. Spec 2.3's argmax earns exactly r^2 = 1/4 (docs: PED 4). Within the tolerance the
+    rule takes the false child and earns 1/4 - delta, no less than 1/4 - tie_loss; outside it,
+    1/4."""
+    for seed in range(64):  # a tree whose first child is its false one
+        tree = noisy_evidence_tree(
+            jax.random.key(seed), depth=1, q=5, t=3, true_counts=(4,), false_counts=(1,)
+        )
+        kids = np.asarray(tree.child_truths(0, 0))
+        if kids[0] == 0:
+            break
+    true = np.flatnonzero(kids)
+    code = int(sum(int(b) << i for i, b in enumerate(kids)))
+    probs = np.zeros(32)
+    for flip, mass in (((true[0], true[1]), 0.1), ((true[2], true[3]), 0.1), ((0,), 0.1 - delta)):
+        probs[code ^ sum(1 << int(i) for i in flip)] = mass
+    probs[code] = 1 - probs.sum()
+    logits = np.full((tree.n_internal, tree.n_cand, 32), -np.inf, np.float32)
+    with np.errstate(divide="ignore"):  # log 0 = -inf: no mass
+        logits[0, 0] = np.log(probs)
+    est = TabularEstimator(jnp.float32(1.0), jnp.asarray(logits))
+    u = float(play(EXACT, ped_params(2.0), honest_prover(), est, tree, jax.random.key(0)).u_a)
+    if delta < TIE_TOLERANCE:
+        assert u == pytest.approx(0.25 - delta, abs=TOL) and u < 0.25 - delta / 2
+        assert u >= 0.25 - tie_loss(2.0, 1) - TOL
+    else:
+        assert u == pytest.approx(0.25, abs=TOL)
 
 
 def test_sampled_mode_agrees_with_the_exact_value(tree0):
