@@ -76,8 +76,8 @@ def honest_costs(out, rows):
     """Costs of the honest debate (pair 0) on the machines ``rows`` and the worst over the zoo.
 
     The honest debate's largest ``rounds``, ``bits_read``, ``a_message_bits``, ``a_steps``,
-    ``b_steps`` and smallest ``bits_read_min``; over every pair ``bits_read_max_over_zoo`` and
-    ``v_queries_max``.
+    ``b_steps`` and smallest ``bits_read_min``; over every pair ``rounds_max_over_zoo``,
+    ``bits_read_max_over_zoo`` and ``v_queries_max``.
     """
     c = out.costs
     h = {
@@ -89,6 +89,7 @@ def honest_costs(out, rows):
         "rounds": jnp.max(h["rounds"]),
         "bits_read": jnp.max(h["bits_read"]),
         "bits_read_min": jnp.min(h["bits_read"]),
+        "rounds_max_over_zoo": jnp.max(c.rounds[rows]),
         "bits_read_max_over_zoo": jnp.max(c.bits_read[rows]),
         "v_queries_max": jnp.max(c.verifier_queries[rows]),
         "a_message_bits": jnp.max(h["a_message_bits"]),

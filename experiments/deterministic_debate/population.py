@@ -15,6 +15,7 @@ from dedebate.protocols.deterministic_players import MessageAlice
 PROTOCOL_FAMILIES = ("fig4", "fig3_window", "fig3_full")
 COST_FIELDS = (
     "rounds",
+    "rounds_max_over_zoo",
     "bits_read",
     "bits_read_min",
     "bits_read_max_over_zoo",

@@ -418,6 +418,7 @@ def _dd_measured() -> dd.Measured:
                         "m": m,
                         "S": S,
                         "rounds": 1 if fam == "fig4" else m + 1,
+                        "rounds_max_over_zoo": 1 if fam == "fig4" else m + 1,
                         "bits_read": bits,
                         "bits_read_min": bits,
                         "bits_read_max_over_zoo": bits,
@@ -543,6 +544,8 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
         ("fig3_window", "bits_read", nan, "grow as S log T"),
         ("fig3_full", "rounds", 2.0, "Rounds: binary search"),  # reads the transcript linearly
         ("fig4", "rounds", nan, "Rounds: binary search"),
+        ("fig3_window", "rounds_max_over_zoo", 1.5, "Rounds: binary search"),  # a liar's longer
+        ("fig4", "rounds_max_over_zoo", 2.0, "Rounds: binary search"),
     ):
         cases.append(({"edit": _dd_table(proto, col, factor)}, which))
     _assert_each_fails(_dd_rows, cases)

@@ -45,9 +45,9 @@ def test_oracle_frac_sweep_compiles_once_and_a_row_is_the_run_alone(quick):
     assert_shipped_sweeps_plot("deterministic_debate", row)
     cost_T = {2**e for e in cfg.cost_log2}
     assert cfg.check_T in cost_T  # so every T has judged counts and cost rows for each l
-    # 7 judged counts per family, 9 costs per family and l (+ S for both Figure 3 families), and
+    # 7 judged counts per family, 10 costs per family and l (+ S for both Figure 3 families), and
     # the exhaustive Figure 3 adversary's 7
-    assert len(alone) == len(cost_T) * (3 * 7 + len(cfg.deps) * (3 * 9 + 2)) + 7
+    assert len(alone) == len(cost_T) * (3 * 7 + len(cfg.deps) * (3 * 10 + 2)) + 7
     assert {m: row[m] for m in alone} == alone
     assert result.tables["costs"] == cost_table(row)  # the report's table is the row's
     # Fig 4's honest debate checks the last step (DET): (1 + l) positions and a_T-1, exactly
