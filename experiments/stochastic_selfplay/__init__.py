@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -322,6 +323,28 @@ def wrong_side(evs: list[dict], case: str) -> int:
     return int(sum(not (e["value"] > 0.5 if case == "yes" else e["value"] <= 0.5) for e in evs))
 
 
+def schedule_claim(evs: dict, S: int) -> tuple[Claim, dict]:
+    """The n_B finding from ``evs[n_b][case]``, the seeds' measurements (a NaN: not met)."""
+    sched = {n: {c: wrong_side(e, c) for c, e in evs[n].items()} for n in evs}
+    lo_nb, hi_nb = min(sched), max(sched)
+    k_hi, k_lo = sched[hi_nb]["no"], sched[lo_nb]["no"]
+    finite = all(np.isfinite(e["value"]) for n in evs for e in evs[n]["no"])
+    per_n = {str(n): sched[n] for n in sorted(sched)}
+    counts = "; ".join(f"n_B = {n}: {v['yes']} / {v['no']}" for n, v in per_n.items())
+    claim = Claim(
+        f"More Bob updates per Alice update (n_B = {hi_nb} vs {lo_nb}) do not leave more "
+        "no-instance seeds on the wrong side (acceptance > 1/2), on the counts",
+        "spec PED 8.5 recommendation, transferred (criterion: the recommendation itself)",
+        f"<= n_B = {lo_nb} fraction ({k_lo}/{S})",
+        *exact_interval(k_hi, S),
+        passed=finite and k_hi <= k_lo,  # a NaN counts as wrong side: on both sides
+        finding=True,
+        note=f"wrong-side seeds (yes / no) per n_B: {counts} of {S}; same seeds and "
+        "initialisations for every n_B" + ("" if finite else "; NOT MET: a value is NaN"),
+    )
+    return claim, per_n
+
+
 def findings(results: dict, constants, gap_tol: float, sides) -> dict[str, list[Claim]]:
     """Per kind of finding (outcome, tracking, targeting, convergence) its row per instance."""
     out: dict[str, list] = {k: [] for k in ("outcome", "tracking", "targeting", "convergence")}
@@ -345,7 +368,7 @@ def findings(results: dict, constants, gap_tol: float, sides) -> dict[str, list[
                 finding=True,
             )
         )
-        trk_i = mean_interval(trk, support=(0.0, 1.0))
+        trk_i = mean_interval(trk, support=(0.0, math.inf))  # |p - pi|: claims are any real
         aim_i = mean_interval(hit - fa, support=(-1.0, 1.0))
         k = int((gap_ub <= gap_tol).sum())
         conv_i = exact_interval(k, len(gap))
@@ -416,27 +439,10 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
         for s, e in enumerate(r["ev"])
     ]
     if cfg.n_b_sweep:  # the main pairs at n_b, the other rows at n_b_sweep (each must be there)
-        nbs = (cfg.n_b, *cfg.n_b_sweep)
         evs = {n: {c: r["rows"][f"n_b_{n}"] for c, r in results.items()} for n in cfg.n_b_sweep}
         evs[cfg.n_b] = {c: r["ev"] for c, r in results.items()}
-        sched = {n: {c: wrong_side(e, c) for c, e in evs[n].items()} for n in nbs}
-        lo_nb, hi_nb = min(sched), max(sched)
-        k_hi, k_lo = sched[hi_nb]["no"], sched[lo_nb]["no"]
-        metrics["wrong_side_by_n_b"] = per_n = {str(n): sched[n] for n in sorted(sched)}
-        counts = "; ".join(f"n_B = {n}: {v['yes']} / {v['no']}" for n, v in per_n.items())
-        claims.append(
-            Claim(
-                f"More Bob updates per Alice update (n_B = {hi_nb} vs {lo_nb}) do not leave more "
-                "no-instance seeds on the wrong side (acceptance > 1/2), on the counts",
-                "spec PED 8.5 recommendation, transferred (criterion: the recommendation itself)",
-                f"<= n_B = {lo_nb} fraction ({k_lo}/{S})",
-                *exact_interval(k_hi, S),
-                passed=k_hi <= k_lo,
-                finding=True,
-                note=f"wrong-side seeds (yes / no) per n_B: {counts} of {S}; same seeds and "
-                "initialisations for every n_B",
-            )
-        )
+        claim, metrics["wrong_side_by_n_b"] = schedule_claim(evs, S)
+        claims.append(claim)
         tables["n_b_sweep"] = [
             {"instance": c, "n_b": n, "seed": s, **{k: float(v) for k, v in e.items()}}
             for c in results
@@ -452,7 +458,7 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
         "completeness_bound_instance": comp,
         "soundness_acceptance_bound_instance": sound_acc,
         "wall_s": {"train" if k == "main" else k: v for k, v in measured["wall_s"].items()},
-        "point": point_metrics(main, cfg.gap_tol),  # float64 (float32 in a sweep row)
+        "point": point_metrics(main, cfg.gap_tol),  # float64, as in a sweep row
     }
     for case, res in results.items():
         summary: dict = {k: float(seed_values(res, k).mean()) for k in res["ev"][0]}

@@ -672,6 +672,26 @@ def test_stochastic_selfplay_counts_a_nan_acceptance_on_the_wrong_side():
     assert ssp.wrong_side([{"value": 0.5}], "no") == 0  # 1/2 itself is not above 1/2
 
 
+def test_stochastic_selfplay_schedule_finding_is_not_met_with_a_nan():
+    """More n_B leaves no more no-instance seeds on the wrong side: met on the counts, and not
+    met when a value is NaN, on either side (a NaN at the small n_B once raised its count)."""
+
+    def evs(no_small, no_large):
+        yes = [{"value": 0.9}] * 4
+        return {
+            1: {"yes": yes, "no": [{"value": v} for v in no_small]},
+            20: {"yes": yes, "no": [{"value": v} for v in no_large]},
+        }
+
+    claim, per_n = ssp.schedule_claim(evs((0.9, 0.9, 0.2, 0.2), (0.9, 0.2, 0.2, 0.2)), 4)
+    assert claim.finding and claim.passed and claim.value == 0.25
+    assert per_n == {"1": {"yes": 0, "no": 2}, "20": {"yes": 0, "no": 1}}
+    assert not ssp.schedule_claim(evs((0.2,) * 4, (0.9, 0.2, 0.2, 0.2)), 4)[0].passed
+    for small, large in (((math.nan,) * 4, (0.9,) * 4), ((0.9,) * 4, (0.2, 0.2, 0.2, math.nan))):
+        claim, _ = ssp.schedule_claim(evs(small, large), 4)
+        assert not claim.passed and "NaN" in claim.note
+
+
 # ---- stochastic_debate: the zoo cells ----------------------------------------------------------
 def _cell_rows(wins_a=(100, 250, 300), wins_b=(900, 800, 700), trials=1000, constants="lean"):
     claims, _ = sd.cell_claims(
