@@ -140,7 +140,7 @@ def outcome_of(aborted, vera_ok, last, rounds, t_ab, alice, bob, vera_samples) -
     rf = rounds.astype(jnp.float32)
     qa = rf * jnp.asarray(alice.n_samples, jnp.float32) if alice.samples else jnp.float32(0.0)
     qb = rf * jnp.asarray(bob.n_samples, jnp.float32) if bob.samples else jnp.float32(0.0)
-    qv = jnp.asarray(vera_samples, jnp.int32).astype(jnp.float32)
+    qv = jnp.asarray(vera_samples, jnp.int32)  # exact: N_V can pass 2^24 (the paper's)
     costs = Costs(
         alice_queries=qa, bob_queries=qb, verifier_queries=qv, bits_read=jnp.int32(0), rounds=rounds
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -268,6 +269,8 @@ def network_claim(cfg, rows, net) -> Claim:
     best_lr = min(worst_by_lr, key=lambda lr: nan_last(worst_by_lr[lr]))
     best, worst = by_lr[best_lr], worst_by_lr[best_lr]
     resumed = f"; resumed at round {net.resumed_from}" if net.resumed_from else ""
+    broken = [lr for lr, w in worst_by_lr.items() if not math.isfinite(w)]
+    resumed += f"; not finite at lr {broken}" if broken else ""
     return Claim.exact(
         f"Flax estimator trained by OGD reaches max|Adv| < delta = {cfg.net_delta:g} "
         f"(|Z| = {2**cfg.net_q}, best lr = {best_lr:g})",

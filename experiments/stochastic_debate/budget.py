@@ -16,6 +16,7 @@ from dedebate.agents.stochastic_zoo import measure_cell, zoo_cell
 from dedebate.core.samples import hoeffding_samples
 from dedebate.exact.acceptance import acceptance_exact
 from dedebate.exact.best_response import alice_best_response, bob_best_response
+from dedebate.lab.claims import strict_max, strict_min
 from dedebate.machines.fixtures import fixture_for_k
 from dedebate.machines.lipschitz import prefix_tree
 from dedebate.protocols.stochastic import debate_static, lean_defaults, make_vera, paper_constants
@@ -178,7 +179,7 @@ def _exact_verdict(rs, cell: str, mc: str) -> dict:
     vals = [(r.get(f"{cell}/exact_completeness"), r.get(f"{cell}/exact_soundness")) for r in rs]
     if not vals or any(None in v for v in vals):
         return {}
-    comp, sound = min(float(c) for c, _ in vals), max(float(a) for _, a in vals)
+    comp, sound = strict_min(c for c, _ in vals), strict_max(a for _, a in vals)  # NaN stays
     holds = comp >= 3 / 5 and sound <= 2 / 5  # NaN: not holds
     verdict = "safe" if holds and mc != "unsafe" else "unsafe"  # and the zoo not surely unsafe
     out = {"verdict": verdict, "monte_carlo": mc, "exact_completeness": comp}

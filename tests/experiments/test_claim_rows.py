@@ -75,6 +75,12 @@ def test_ogd_sweep_rows_fail_when_a_bound_is_broken():
         failed = [c.claim for c in claims if not c.passed]
         assert failed and all(which in f for f in failed), (bad, failed)
         assert not ExperimentResult(claims=claims).passed
+    # the loop stops at the bound: a run that had not converged there shows inf, not its T
+    rows = _ogd_rows(steps_factor=1.0)
+    rows[1]["converged"] = False
+    (t_row, *_) = ogd.algorithm1_claims(cfg, rows)
+    assert not t_row.passed and t_row.value == math.inf
+    assert "largest T / bound: T = " in ok[0].note and "largest T = " in ok[0].note
 
 
 def test_ogd_regret_holds_where_no_run_took_a_step():
@@ -132,6 +138,15 @@ def test_stochastic_cost_checks_fail_when_the_accounting_is_wrong():
         rows = consistency_rows(checks)
         assert len(rows) == 1 and not rows[0].passed, bad
         assert not ExperimentResult(claims=rows).passed
+    # at scaled counts (a sweep's scale < 1) the formula scales with them: N_V rounded up, c x f
+    half = math.ceil(nv / 2)
+    scaled = _qrows(vera_max=float(half), alice_c=2500.0, n_vera=(half, half))
+    vera, checks, _ = sd.cost_rows((2,), (8, 16), scaled, scale=0.5)
+    assert vera[0].passed and not consistency_rows(checks)
+    (row,), checks, _ = sd.cost_rows((2,), (8, 16), _qrows(), scale=0.5)  # unscaled counts
+    assert not row.passed and len(consistency_rows(checks)) == 2
+    _, checks, fit = sd.cost_rows((2,), (8,), _qrows()[:1])  # one point: no slope to check
+    assert not consistency_rows(checks) and math.isnan(fit["loglog_slope"])
 
 
 # ---- helpers: a row set that passes, then one perturbation at a time ----------------------------

@@ -126,11 +126,12 @@ def test_every_outcome_carries_costs_and_the_verdict(name):
 
 
 def test_stochastic_costs_keep_their_dtypes():
-    """Sample counts times steps can pass 2^31: the stochastic query counts stay float32."""
+    """Sample counts times steps can pass 2^31: Alice's and Bob's charged queries stay float32;
+    Vera's samples (at most N_V, which passes 2^24 with the paper's constants) are exact int32."""
     c = _stochastic("count").costs
     chex.assert_type(
         [getattr(c, f) for f in COST_FIELDS],
-        [jnp.float32, jnp.float32, jnp.float32, jnp.int32, jnp.int32],
+        [jnp.float32, jnp.float32, jnp.int32, jnp.int32, jnp.int32],
     )
 
 
