@@ -780,3 +780,6 @@ def test_ogd_soundness_rows_fail_on_a_paying_liar():
             ({"final": 0.04}, "per-round mean reward"),  # E[R_0] above delta = 0.0286
         ],
     )
+    # each round against its own bound: round 0 at 0.04 reads 0.04 / delta = 1.4, above 1
+    row = _ogd_sound(final=0.04)[1]
+    assert math.isclose(row.value, 0.04 * 7 / 0.2) and not row.passed
