@@ -127,6 +127,8 @@ def point(cfg: Config):
                 if kind == "lean" and T <= EXACT_T:  # every adversary's best, for the frontier
                     br = best_responses(K, T, float(cfg.scale), float(cfg.p_yes), float(cfg.p_no))
                     dynamic.setdefault("exact", {})[name] = np.array(br, np.float32)
+                    holds = br[0] >= 3 / 5 and br[1] <= 2 / 5  # decided in float64, here
+                    dynamic.setdefault("exact_holds", {})[name] = np.int32(holds)
             hh, lanes = b_names.index("honest"), batch_lanes(cfg.max_lanes, T)
             names = [s[0] for s in sets]
             groups.append((ki, ti, names, debate_static(T), len(a_names), hh, lanes))
@@ -154,6 +156,7 @@ def point(cfg: Config):
                 if name in dyn.get("exact", {}):  # host-computed (exact DP), into the row
                     br = dyn["exact"][name]
                     out |= {f"{name}/exact_{s}": br[i] for i, s in enumerate(SIDES)}
+                    out[f"{name}/exact_holds"] = dyn["exact_holds"][name]
         return out
 
     return dynamic, fn

@@ -88,7 +88,7 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
     row = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] == seed)
     assert_shipped_sweeps_plot("stochastic_debate", row)
     # 2 constants' cells; Lean's also carries the exact best responses (T <= 12)
-    assert {m: row[m] for m in alone} == alone and len(alone) == 2 * 46 + 2
+    assert {m: row[m] for m in alone} == alone and len(alone) == 2 * 46 + 3
     other = next(r for r in rec.rows if r["point"] == pt.index and r["seed"] != seed)
     assert sum(other[m] != alone[m] for m in alone if m.endswith("_wins")) >= 3  # seed counts
     # the report's rows are that row's counts: the worst members' rates and the costs
@@ -123,6 +123,7 @@ def test_scale_sweep_compiles_once_and_the_quick_run_is_its_point(tmp_path, monk
     assert (best[0].value, best[1].value) == (br["bob"], br["alice"])
     exact = (alone[f"{CELL}/exact_completeness"], alone[f"{CELL}/exact_soundness"])
     assert exact == (np.float32(br["bob"]), np.float32(br["alice"]))  # what the frontier reads
+    assert alone[f"{CELL}/exact_holds"] == int(br["bob"] >= 3 / 5 and br["alice"] <= 2 / 5)
     assert f"{CELL}_paper/exact_completeness" not in alone  # the paper's constants: none
     fig = exp.plot_acceptance(result.tables["acceptance"], pt.cfg, result.tables["best_responses"])
     (ax,) = fig.axes  # the report's figure, drawn again (run_module saved and dropped it)
@@ -339,6 +340,15 @@ def test_frontier_takes_the_exact_best_responses_where_the_rows_carry_them():
     assert frontier(undecided)[0]["stop"] == "undecided"  # the zoo alone: 1/4 undecided
     (e,) = frontier(with_exact(undecided, lambda f: 0.65))
     assert (e["factor"], e["stop"], e["tried"][2]["monte_carlo"]) == (0.125, None, "undecided")
+    # the rows' float64 decision wins over their float32 values (0.6 in float32 may be below 3/5)
+    flagged = [
+        r | {"K2_T8/exact_holds": int(r["scale"] >= 0.5)}
+        for r in with_exact(zoo_safe, lambda f: 0.6)
+    ]
+    assert (
+        frontier(flagged)[0]["factor"] == 0.5
+        and frontier(with_exact(zoo_safe, lambda f: 0.6))[0]["factor"] == 0.125
+    )
     unsafe = _frontier_rows(lambda f: 700 if f >= 0.5 else 500, snd=(300, 300))
     (e,) = frontier(with_exact(unsafe, lambda f: 0.65))
     assert (e["factor"], e["stop"], e["tried"][-1]["exact_holds"]) == (0.5, "unsafe", True)
