@@ -340,7 +340,7 @@ def test_frontier_takes_the_exact_best_responses_where_the_rows_carry_them():
     assert frontier(undecided)[0]["stop"] == "undecided"  # the zoo alone: 1/4 undecided
     (e,) = frontier(with_exact(undecided, lambda f: 0.65))
     assert (e["factor"], e["stop"], e["tried"][2]["monte_carlo"]) == (0.125, None, "undecided")
-    # the rows' float64 decision wins over their float32 values (0.6 in float32 may be below 3/5)
+    # the rows' float64 decision wins over their float32 values (float32(0.6) reads as >= 3/5)
     flagged = [
         r | {"K2_T8/exact_holds": int(r["scale"] >= 0.5)}
         for r in with_exact(zoo_safe, lambda f: 0.6)
