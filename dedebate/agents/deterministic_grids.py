@@ -104,8 +104,9 @@ def witness_suite(task, pairs) -> dict:
     Every (instance, witness) pair of ``task`` is one machine of a Figure 4 grid; completeness is
     judged over every valid witness, soundness over every witness of every no-instance (spec DED 8).
     Returns :func:`~dedebate.agents.deterministic_players.judge_grid`'s counts plus ``yes``, ``no``,
-    ``witnesses``, ``T``, ``n``, ``l``, ``bits_bound`` (Theorem 7.1), ``a_steps_max``, ``rounds``
-    and ``valid_min`` (fewest valid witnesses of a yes-instance).
+    ``witnesses``, ``T``, ``n``, ``l``, ``bits_bound`` (Theorem 7.1), ``a_steps_max``, ``rounds``,
+    ``valid_min`` (fewest valid witnesses of a yes-instance), ``valid`` (all of them) and
+    ``n_comp`` (the Bs each valid witness meets).
     """
     T, n = task.program.T, task.program.n_inputs
     ws = all_witnesses(task.n_w)
@@ -129,5 +130,7 @@ def witness_suite(task, pairs) -> dict:
         a_steps_max=int(np.asarray(out.a_steps).max()),
         rounds=int(np.asarray(out.costs.rounds).max()) + 1,
         valid_min=int(valid[yes].sum(axis=1).min()) if yes.any() else 0,
+        valid=int(valid.sum()),
+        n_comp=int(nc),
     )
     return st

@@ -234,7 +234,8 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
         )
         for side, t in WITNESS_RATES:
             sub = f"{note}; {st[side + '_debates']} debates"
-            every = st["no"] * st["witnesses"] if side == "sound" else 1  # every witness
+            # every witness of every no-instance; every valid witness against every B
+            every = st["no"] * st["witnesses"] if side == "sound" else st["valid"] * st["n_comp"]
             claims.append(_rate(st, side, f"{w}: {t}", SRC_71, sub, every))
         c = f"{w}: V queries <= 1, bits <= ceil(log2 T) + (l+2)(1+w), honest A simulates T steps"
         ok = st["v_queries_max"] <= 1 and st["bits_max"] <= st["bits_bound"]

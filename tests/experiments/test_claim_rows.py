@@ -458,6 +458,8 @@ def _dd_measured() -> dd.Measured:
             "a_steps_max": 8,
             "rounds": 4,
             "valid_min": 1,
+            "valid": 5,  # x 2 Bs: the 10 completeness debates of _judged
+            "n_comp": 2,
         }
         for name in ("plan", "constraints")
     }
@@ -541,6 +543,12 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
     for name in ("plan", "constraints"):
         which = f"Witness debate ({name}): soundness"
         cases.append(({"edit": _set(("wit", name, "sound_debates"), 31)}, which))
+        which = f"Witness debate ({name}): completeness"  # a valid witness's debates dropped
+
+        def dropped(m, name=name):
+            m.wit[name].update(comp_debates=9, comp_accepts=9)  # all accepted, one short
+
+        cases.append(({"edit": dropped}, which))
     for name in ("plan", "constraints"):
         for key, v, which in (
             ("comp_accepts", 9, "completeness"),
