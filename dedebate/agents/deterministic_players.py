@@ -96,7 +96,8 @@ def det_alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[li
     flipped bits (``n_random`` random masks, all bits), a wrong oracle answer propagated
     consistently (first, middle, last ORACLE step), wrong answers at random steps propagated, and
     for Figure 3 (``m`` rounds) a wrong midpoint configuration at a chosen round (the configuration
-    one step later or earlier); see :func:`configuration_lies` for corrupted configuration bits.
+    one step later or earlier; none with ``m = 0``, for Figure 4, which reads no midpoint); see
+    :func:`configuration_lies` for corrupted configuration bits.
     """
     names, items = [], []
 
@@ -193,7 +194,8 @@ def zoo_pairs(
     m = clog2(T)
     bnames, bobs = det_bob_zoo(T, m, jax.random.fold_in(key, 0), n_random, all_fixed, protocol)
     n_comp = len(bnames)
-    _, alices = det_alice_zoo(T, m, jax.random.fold_in(key, 1), n_random)
+    rounds = m if protocol == "binary_search" else 0  # Figure 4: midpoint liars would be copies
+    _, alices = det_alice_zoo(T, rounds, jax.random.fold_in(key, 1), n_random)
     batches = [alices]
     if cm is not None:
         batches.append(configuration_lies(T, m, cm.S, cm.w_c, cm.n)[1])
