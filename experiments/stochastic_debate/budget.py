@@ -180,9 +180,11 @@ def _exact_verdict(rs, cell: str, mc: str) -> dict:
     if not vals or any(None in v for v in vals):
         return {}
     comp, sound = strict_min(c for c, _ in vals), strict_max(a for _, a in vals)  # NaN stays
-    holds = comp >= 3 / 5 and sound <= 2 / 5  # NaN: not holds; float32 values, so where
-    flags = [r.get(f"{cell}/exact_holds") for r in rs]  # the rows carry the float64 decision,
-    holds = all(f == 1 for f in flags) if None not in flags else holds  # it decides
+    flags = [r.get(f"{cell}/exact_holds") for r in rs]  # the float64 decision, where rows carry it
+    if None in flags:  # rows without it: their float32 values (a NaN does not hold)
+        holds = comp >= 3 / 5 and sound <= 2 / 5
+    else:
+        holds = all(f == 1 for f in flags)
     verdict = "safe" if holds and mc != "unsafe" else "unsafe"  # and the zoo not surely unsafe
     out = {"verdict": verdict, "monte_carlo": mc, "exact_completeness": comp}
     return out | {"exact_soundness": sound, "exact_holds": holds}
