@@ -311,7 +311,7 @@ def soundness_claims(cfg, name: str, u_proto: float, pr: float, u_construct, sta
             "spec PED 6.4 eq. (11)",
             f"largest E[R] / its bound <= 1 (2 delta = {2 * delta:.4f}, round 0: {delta:.4f})",
             worst_round,
-            passed=all(s.reward <= s.bound for s in rounds) and worst_round <= 1,
+            passed=worst_round <= 1,  # a NaN fails
             note="E[R] by stage: " + ", ".join(f"{s.stage}: {s.reward:.4f}" for s in stages),
         ),
     ]
