@@ -37,7 +37,6 @@ NAME = "ped_digits"
 TITLE = "Prover-estimator debate on real data: audits of labelled digits (Thm 6.1)"
 TYPICAL_SECONDS = 120  # default size: 107 s of CPU, 207 s wall on two cores shared with others
 
-EXACT_TOL = 1e-5  # float32 rounding of exact expectations
 LP_TOL = 1e-6
 PED_EXACT = StackelbergStatic(settings=PEDStatic(mode="exact"))  # payoff_terms' settings
 LIARS = {"liar": "lying A", "lie_then_honest": "simplest lying A"}
@@ -146,6 +145,16 @@ def expected_fbs(family: str, q: int, m: int) -> float:
 
 
 # claim rows: measured numbers in, rows out (tests feed them lying numbers)
+def exact_tol(q: int, depth: int) -> float:
+    """The exact rows' tolerance, a bound on float32 rounding (``u = 2^-24``): a payoff sums
+    ``depth + 3`` terms of size <= 1 (the initial bet, the rounds, the final check, the judge's
+    noise), each off by at most ``(4 n + 2 depth + 13) u``: B's joint over ``n = 2^q`` patterns
+    (a softmax, ``(n + 3) u`` per entry) enters through two sums of ``n`` terms (``pi`` and
+    ``phat``), times a weight ``r^k``; the sum of ``m`` terms errs by at most ``m u sum|x|``."""
+    n, terms = 2**q, depth + 3
+    return terms * (4 * n + 2 * depth + 16) * 2.0**-24
+
+
 def fbs_claim(family, q, m, rho) -> Claim:
     """The trees' max fbs by LP (``rho``) <= the closed form played: completeness's premise."""
     want, name = expected_fbs(family, q, m), f"rho of the {family} family (q={q}, m={m})"
@@ -154,11 +163,12 @@ def fbs_claim(family, q, m, rho) -> Claim:
     return Claim.exact(name, "spec PED 3.3, 3.4", f"<= {want:.6g}", rho, rho <= want + LP_TOL, note)
 
 
-def completeness_claim(family, rho, depth, eta, u, root_err) -> Claim:
+def completeness_claim(family, rho, q, depth, eta, u, root_err) -> Claim:
     """Honest A's min payoff over the trees (``u``: per tree) against ``rho^-(d+1) - eta``, and
     per tree against spec PED 4's telescoped sum, ``r^(d+1) + e r^d (1 - r) - eta`` with ``e``
     B's error at the root (``root_err``: per tree): the tighter, which an error-free B meets."""
     r, u, tie = 1.0 / rho, np.asarray(u, np.float64), tie_loss(rho, depth)  # honest A's tie rule
+    tol = exact_tol(q, depth)
     bound, u_min = r ** (depth + 1) - eta, float(np.min(u))
     tight = r ** (depth + 1) + np.asarray(root_err, np.float64) * r**depth * (1 - r) - eta
     slack = float(np.min(u - tight))  # NaN fails below
@@ -170,7 +180,7 @@ def completeness_claim(family, rho, depth, eta, u, root_err) -> Claim:
         "spec PED 4, Thm 6.1(1)",
         f">= {bound:.6g}",
         u_min,
-        u_min >= bound - EXACT_TOL - tie and slack >= -EXACT_TOL - tie,
+        u_min >= bound - tol - tie and slack >= -tol - tie,
         f"min over {u.size} held-out trees, rho={rho:g}; per tree above the telescoped sum by "
         f">= {slack:.3g}; rho^(d+1) U_A mean {mean:.4g} [{lo:.4g}, {hi:.4g}]",
     )
@@ -408,7 +418,7 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
             fam[f"{liar}_mean"], fam[f"{liar}_mean_interval"] = {}, {}
         for e, eta in enumerate(cfg.etas):
             u_h = np.asarray(ex["u_honest"][e], np.float64)
-            row = completeness_claim(family, rho, cfg.depth, eta, u_h, ex["root_err"])
+            row = completeness_claim(family, rho, cfg.q, cfg.depth, eta, u_h, ex["root_err"])
             claims.append(row)
             fam["honest_min"][str(eta)] = float(u_h.min())
             for liar, premise in premises.items():
@@ -432,7 +442,8 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     rho_s = expected_fbs("slack", cfg.q, cfg.m)
     metrics["unstable"] = {}
     for e, eta in enumerate(cfg.etas):
-        margin = rho_s ** -(cfg.depth + 1) - eta - EXACT_TOL - tie_loss(rho_s, cfg.depth)
+        tol = exact_tol(cfg.q, cfg.depth)
+        margin = rho_s ** -(cfg.depth + 1) - eta - tol - tie_loss(rho_s, cfg.depth)
         u = {f: np.asarray(measured["extras"][f]["u_stable_rho"][e]) for f in FAMILIES}
         claims.append(unstable_claim(eta, u["exact"], u["slack"], margin, rho_s))
         metrics["unstable"][str(eta)] = {f: int(np.sum(v < margin)) for f, v in u.items()}

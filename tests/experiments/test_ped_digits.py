@@ -118,18 +118,18 @@ def test_completeness_row_passes_and_fails_with_a_noisier_judge(batches):
     err = np.abs(np.asarray(est.p0) - np.asarray(ev.tree.truth[:, 0]))
     for eta in (0.0, 0.1):
         u, _ = payoffs("honest", est, ev, 2.0, eta)
-        assert exp.completeness_claim("slack", 2.0, DEPTH, eta, np.asarray(u), err).passed
+        assert exp.completeness_claim("slack", 2.0, Q, DEPTH, eta, np.asarray(u), err).passed
     # the judge flips more often (0.3) than the row's eta (0.05) claims: the row fails
     u, _ = payoffs("honest", est, ev, 2.0, 0.3)
-    assert not exp.completeness_claim("slack", 2.0, DEPTH, 0.05, np.asarray(u), err).passed
+    assert not exp.completeness_claim("slack", 2.0, Q, DEPTH, 0.05, np.asarray(u), err).passed
     # above rho^-(d+1) but below the telescoped sum of a B that erred by 1/2 at the root: fails
     tight = 2.0 ** -(DEPTH + 1) + 0.5 * 2.0**-DEPTH * 0.5
     row = exp.completeness_claim(
-        "slack", 2.0, DEPTH, 0.0, np.full(4, tight - 0.01), np.full(4, 0.5)
+        "slack", 2.0, Q, DEPTH, 0.0, np.full(4, tight - 0.01), np.full(4, 0.5)
     )
     assert row.value > 2.0 ** -(DEPTH + 1) and not row.passed
     assert exp.completeness_claim(
-        "slack", 2.0, DEPTH, 0.0, np.full(4, tight), np.full(4, 0.5)
+        "slack", 2.0, Q, DEPTH, 0.0, np.full(4, tight), np.full(4, 0.5)
     ).passed
     # trees whose fbs is above the rho the protocol plays: no margin is guaranteed (rho row fails)
     assert not exp.fbs_claim("exact", Q, M, Q + 0.5).passed
@@ -291,7 +291,52 @@ def test_the_liars_round_tests_add_up_to_its_payoff(batches):
         terms = exp.round_tests("liar", rho, est, ev.tree)
         assert terms.shape == (16, DEPTH + 1, 2) and float(np.abs(terms).max()) > 1e-3
         chained = rho ** -(DEPTH + 1) * correct - terms[..., 0].sum(1) + terms[..., 1].sum(1)
-        np.testing.assert_allclose(u, chained, atol=1e-5)
+        np.testing.assert_allclose(u, chained, atol=2 * exp.exact_tol(Q, DEPTH))  # two payoffs
+
+
+def _payoff_in_float64(out, est, tree, rho, eta):
+    """One exact-mode debate's ``U_A`` (with the judge's noise) recomputed in float64 along the
+    path ``out`` took: B's float32 logits and A's directions are the players' own numbers."""
+    bits = np.array([[(z >> i) & 1 for i in range(Q)] for z in range(2**Q)], np.float64)
+    r, depth = 1.0 / rho, DEPTH
+    s = np.asarray(out.directions, np.float64)
+    p_d, pa = float(est.p0), float(out.answer)
+    u = r ** (depth + 1) * (pa * p_d + (1 - pa) * (1 - p_d))
+    phat = p_d
+    for t in range(depth):
+        node, c, j = (int(np.asarray(x)[t]) for x in (out.nodes, out.cands, out.sels))
+        logits = np.asarray(est.logits[node, c], np.float64)
+        joint = np.exp(logits - logits.max())
+        joint /= joint.sum()
+        md = np.asarray(tree.md(node, c), np.float64)
+        u += r ** (depth - t) * s[t] * (joint @ md - phat)
+        phat = (joint @ bits)[j]
+    truth = float(tree.truth[int(np.asarray(out.nodes)[-1])])
+    judge = (1 - eta) * truth + eta * (1 - truth)
+    return u + s[-1] * (truth - phat) + s[-1] * (judge - truth)
+
+
+@pytest.mark.parametrize("prover", ["honest", "liar"])
+def test_exact_payoffs_are_within_exact_tol_of_float64(batches, prover):
+    """``exact_tol`` bounds the float32 payoffs' distance from the same debates in float64."""
+    from dedebate.agents.ped_digits import PROVERS, exact_payoffs
+    from dedebate.protocols.prover_estimator import PEDParams, PEDStatic, play
+
+    _, out = batches
+    worst, tol, rho, eta = 0.0, exp.exact_tol(Q, DEPTH), 1.7, 0.1
+    params = PEDParams(rho=np.float32(rho), rounds=np.int32(-1))
+    a, key = PROVERS[prover](), jax.random.key(0)
+    both = jax.vmap(lambda e, t: play(PEDStatic(), params, a, e, t, key))
+    for _, ev in out.values():
+        n_x = np.asarray(oi_setup(ev)[0].g).shape[0]
+        h = jax.random.dirichlet(jax.random.key(7), np.full(2**Q, 0.3), (n_x,))  # some B
+        est = tabulate(h, 16, ev.tree)
+        u, _ = exact_payoffs(prover, est, ev.tree, rho, eta)
+        played = both(est, ev.tree)
+        for i in range(16):
+            one = jax.tree_util.tree_map(lambda x, i=i: x[i], (played, est, ev.tree))
+            worst = max(worst, abs(float(u[i]) - _payoff_in_float64(*one, rho, eta)))
+    assert worst <= tol, (worst, tol)
 
 
 def _pattern_estimator(ev, code):
@@ -306,12 +351,12 @@ def test_liar_payoffs_against_broken_estimators_and_a_judge_noisier_than_the_row
     false_roots = np.asarray(ev.tree.truth[:, 0]) == 0
     # B says every part holds: the liar's "too low" bets lose; U_A = -(1 - rho^-(d+1)) = -0.875
     u, ac = payoffs("liar", _pattern_estimator(ev, (1 << Q) - 1), ev, 2.0, 0.0)
-    np.testing.assert_allclose(np.asarray(u)[false_roots], -0.875, atol=exp.EXACT_TOL)
+    np.testing.assert_allclose(np.asarray(u)[false_roots], -0.875, atol=exp.exact_tol(Q, DEPTH))
     # B says every part fails: the liar breaks even, plus what the judge's flips give: U_A = eta
     est = _pattern_estimator(ev, 0)
     for eta in (0.0, 0.1, 0.5):
         u, ac = payoffs("liar", est, ev, 2.0, eta)
-        np.testing.assert_allclose(np.asarray(u)[false_roots], eta, atol=exp.EXACT_TOL)
+        np.testing.assert_allclose(np.asarray(u)[false_roots], eta, atol=exp.exact_tol(Q, DEPTH))
     u, ac = np.asarray(u)[false_roots], np.asarray(ac)[false_roots]
     assert not ac.any()
     # a judge flipping half the time against a row that claims eta = 0.1: the row fails
