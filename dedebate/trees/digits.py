@@ -121,6 +121,12 @@ def pool(indices, labels) -> Pool:
     if np.any(np.diff(lab) < 0):
         raise ValueError("indices: a pool must be sorted by label")
     count = np.bincount(lab, minlength=N_DIGITS)
+    if np.any(count[:N_DIGITS] == 0):
+        missing = np.flatnonzero(count[:N_DIGITS] == 0).tolist()
+        raise ValueError(
+            f"indices: the pool has no image of digit(s) {missing}; a tree may ask "
+            "for any digit (split_pools makes pools that hold every digit)"
+        )
     start = np.concatenate([[0], np.cumsum(count)[:-1]])
     return Pool(
         jnp.asarray(indices, jnp.int32),

@@ -246,7 +246,8 @@ def noisy_evidence_tree(
 
 
 def unanimous_tree(key, depth: int = 3, q: int = 9, t: int = 5, root_truth=1) -> ClaimTree:
-    """Unanimous-children variant (spec 9.4): q or 0 true children, fbs = q / (q - t + 1) = 9/5."""
+    """Unanimous-children variant (spec 9.4): q or 0 true children, fbs q / (q - t + 1) at true
+    nodes and q / t at false ones (9/5 at both for the defaults)."""
     return noisy_evidence_tree(key, depth, q, t, (q,), (0,), root_truth)
 
 

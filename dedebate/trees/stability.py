@@ -26,15 +26,21 @@ def _linprog(*args, **kwargs):
 
 
 def _check_function(table, z) -> tuple[np.ndarray, int, int]:
-    f = np.asarray(table).astype(np.int64).reshape(-1)
-    n = f.size
+    """The table as int64 0/1, q and the code z, each checked."""
+    raw = np.asarray(table)
+    if raw.ndim != 1:
+        raise ValueError(f"table.shape={raw.shape}: a function's table is one row of 2^q entries")
+    n = raw.size
     q = n.bit_length() - 1
     if n < 2 or 2**q != n:
         raise ValueError(f"table has {n} entries: a function of q bits needs 2^q entries, q >= 1")
     if q > MAX_Q:
         raise ValueError(f"q={q}: fbs LPs are limited to q <= {MAX_Q} (2^q blocks)")
-    if not np.isin(f, (0, 1)).all():
+    if raw.dtype.kind not in "biuf" or not np.isin(raw, (0, 1)).all():
         raise ValueError("table: a boolean function's table must hold only 0 and 1")
+    f = raw.astype(np.int64)
+    if isinstance(z, (bool, np.bool_)) or not isinstance(z, (int, np.integer)):
+        raise ValueError(f"z={z!r}: an answer pattern's code is an integer")
     z = int(z)
     if not 0 <= z < n:
         raise ValueError(f"z={z}: an answer pattern of q={q} bits has a code in [0, {n})")
@@ -113,6 +119,8 @@ def flip_probability(table, z, eps: float) -> float:
 # ---- closed forms (spec 3.4) -----------------------------------------------------------------
 def fbs_threshold(q: int, t: int, w: int) -> float:
     """fbs of ``Thr_t`` at a point with w ones: ``w/(w-t+1)`` if ``w >= t`` else ``(q-w)/(t-w)``."""
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (q, t, w)):
+        raise ValueError(f"(q, t, w)=({q!r}, {t!r}, {w!r}): need integers")
     if not 1 <= t <= q or not 0 <= w <= q:
         raise ValueError(f"(q, t, w)=({q}, {t}, {w}): need 1 <= t <= q and 0 <= w <= q")
     return w / (w - t + 1) if w >= t else (q - w) / (t - w)
@@ -137,6 +145,8 @@ def fbs_majority(q: int, w: int) -> float:
 
 def fbs_parity(q: int) -> float:
     """fbs of parity: every singleton is sensitive, so q at every point."""
+    if not isinstance(q, (int, np.integer)) or isinstance(q, bool) or q < 1:
+        raise ValueError(f"q={q!r}: parity needs an integer number of bits q >= 1")
     return float(q)
 
 
@@ -156,7 +166,7 @@ def _unique_lp(tree: ClaimTree, solve, cache: dict | None):
     uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
     results = []
     for a, c in uniq:
-        key = (tables[a].tobytes(), int(c))
+        key = (tables[a].astype(np.int8).tobytes(), int(c))  # a byte an entry: the size gives q
         if key not in cache:
             cache[key] = solve(tables[a], int(c))
         results.append(cache[key])
@@ -175,11 +185,13 @@ def node_fbs(tree: ClaimTree, cache: dict | None = None) -> np.ndarray:
 
 
 def tree_rho(tree: ClaimTree, cand: int | None = None, cache: dict | None = None) -> float:
-    """Smallest admissible rho: the max fbs over internal nodes at their true child vectors (spec
-    3.3).
+    """An admissible rho for A decomposing by candidate ``cand`` (default: the honest one): the
+    max fbs over every internal node at its true children (spec 3.3). The tree also holds nodes
+    only other candidates reach, so this can exceed the smallest, the max over the nodes A's own
+    decompositions reach (``hidden_flaw_tree(q=4)``: 2 against 4/3).
     """
     c = tree.honest_cand if cand is None else cand
-    if not 0 <= c < tree.n_cand:
+    if not isinstance(c, (int, np.integer)) or isinstance(c, bool) or not 0 <= c < tree.n_cand:
         raise ValueError(f"cand={cand!r}: the tree has candidates 0..{tree.n_cand - 1}")
     return float(node_fbs(tree, cache)[:, c].max())
 

@@ -1,6 +1,9 @@
 """rho-stability as fractional block sensitivity: LPs vs closed forms, F(eps) = eps fbs, tree rho."""  # noqa: E501
 
+import dataclasses
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -163,3 +166,47 @@ def test_bad_inputs():
         fbs_threshold(3, 4, 0)
     with pytest.raises(ValueError, match="cand=2"):
         tree_rho(and_tree(jax.random.key(0), depth=2, q=4), cand=2)
+    # tables and codes that used to be truncated to integers, and closed forms off the integers
+    with pytest.raises(ValueError, match="only 0 and 1"):
+        fbs(np.array([0.5, 1.7, 0.2, 1.9]), 0)
+    with pytest.raises(ValueError, match="one row"):
+        fbs(np.zeros((2, 2), np.int8), 0)
+    for z in (2.7, "1", float("nan"), True):
+        with pytest.raises(ValueError, match="an integer"):
+            fbs(threshold_table(3, 2), z)
+    with pytest.raises(ValueError, match="integers"):
+        fbs_threshold(5, 2.5, 3)
+    for q in (0, -3, 2.5):
+        with pytest.raises(ValueError, match=f"q={q}"):
+            fbs_parity(q)
+    with pytest.raises(ValueError, match="cand=0.5"):
+        tree_rho(and_tree(jax.random.key(0), depth=2, q=4), cand=0.5)
+
+
+def test_the_lp_cache_tells_apart_functions_whose_tables_share_bytes():
+    """An int32 table of q = 2 has the bytes of an int8 table of q = 4: with one cache shared
+    between two trees, each function still gets its own fbs."""
+    and2 = np.array([0, 0, 0, 1], np.int32)  # AND of 2 bits: fbs 2 at 11 (code 3)
+    g = np.frombuffer(and2.tobytes(), np.int8).copy()  # q = 4: 1 only at code 12, fbs 1 at 3
+    wide = and_tree(jax.random.key(0), depth=1, q=2)
+    wide = dataclasses.replace(wide, tables=jnp.asarray(np.stack([and2] * 2)))
+    narrow = and_tree(jax.random.key(0), depth=1, q=4)
+    truth = np.asarray(narrow.truth).copy()
+    truth[1:5] = (1, 1, 0, 0)  # the root's children at code 3
+    narrow = dataclasses.replace(narrow, truth=jnp.asarray(truth), tables=jnp.asarray(g[None]))
+    cache: dict = {}
+    assert node_fbs(narrow, cache)[0, 0] == pytest.approx(1.0)
+    assert node_fbs(wide, cache)[0, 0] == pytest.approx(2.0)
+
+
+def test_tree_rho_is_admissible_but_counts_nodes_only_other_candidates_reach():
+    """The documented example: on ``hidden_flaw_tree(q=4)`` the max over honest A's nodes is 4/3
+    and tree_rho is 2 (nodes under the AND candidate)."""
+    tree = hidden_flaw_tree(jax.random.key(0), depth=3, q=4)
+    c, per_node = tree.honest_cand, node_fbs(tree)
+    reached, frontier = [0], [0]
+    for _ in range(tree.depth - 1):
+        frontier = [int(k) for v in frontier for k in np.asarray(tree.children(v, c))]
+        reached += frontier
+    assert per_node[reached, c].max() == pytest.approx(4 / 3, abs=1e-12)
+    assert tree_rho(tree) == pytest.approx(2.0, abs=1e-12)

@@ -191,3 +191,15 @@ def test_traced_truth_code_matches_host_codes(rand_tree):
         )(jnp.arange(tree.n_internal))
 
     assert np.array_equal(np.asarray(codes(tree)), child_codes(tree))
+
+
+def test_a_pool_must_hold_every_digit():
+    """A pool with no image of some digit would make a tree of that digit read another digit's
+    image at a true leaf (the truth would not match the label): refused, naming the digit."""
+    from dedebate.trees.digits import pool
+
+    labels = np.repeat(np.arange(10), 3)
+    pool(np.arange(30), labels)  # every digit: accepted
+    without_3 = np.flatnonzero(labels != 3)
+    with pytest.raises(ValueError, match=r"digit\(s\) \[3\]"):
+        pool(without_3, labels)
