@@ -45,6 +45,9 @@ def oi_problem(mu, g, atol: float = 1e-5) -> OIProblem:
         raise ValueError(f"g shape={g.shape}: expected [X, Z] with X >= 1 and Z >= 2")
     if mu.shape != (g.shape[0],):
         raise ValueError(f"mu shape={mu.shape}: expected [X={g.shape[0]}]")
+    for name, a in (("mu", mu), ("g", g)):
+        if not np.isfinite(a).all():
+            raise ValueError(f"{name}: holds a non-finite entry; probabilities are finite")
     if np.any(mu < 0) or abs(mu.sum() - 1) > atol:
         raise ValueError(f"mu (sum={mu.sum():.6g}, min={mu.min():.3g}): must be a distribution")
     if np.any(g < 0) or np.max(np.abs(g.sum(axis=1) - 1)) > atol:
@@ -93,6 +96,8 @@ def advantage_weight(problem: OIProblem, h: Array) -> Array:
 
 def advantages(family, problem: OIProblem, h: Array) -> Array:
     """float32 ``[F]``: ``Adv_f(h)`` in [-2, 2] for every test f of ``family`` (spec PED 5.1)."""
+    if jnp.shape(h) != problem.g.shape:  # a [Z] or [1, Z] h would broadcast over every context
+        raise ValueError(f"h shape={jnp.shape(h)}: expected g's shape {problem.g.shape}")
     return family.advantages(h, advantage_weight(problem, h))
 
 

@@ -22,6 +22,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from dedebate.core.simplex import PROJECTIONS, project_rows
@@ -34,21 +35,28 @@ Array = jax.Array
 STEP_RULES = {"hazan": (2.0, 2.0), "tight": (math.sqrt(2.0), 1.0)}
 
 
+def _rule(rule: str) -> tuple[float, float]:
+    """``(D, G / sqrt|Z|)`` of a rule named in :data:`STEP_RULES`."""
+    if rule not in STEP_RULES:
+        raise ValueError(f"step_rule={rule!r}: allowed values are {sorted(STEP_RULES)}")
+    return STEP_RULES[rule]
+
+
 def step_size(rule: str, n_z: int, t):
     """``eta_t = D / (G sqrt t)`` for the named rule (spec PED 5.3)."""
-    d, g_per = STEP_RULES[rule]
+    d, g_per = _rule(rule)
     return d / (g_per * math.sqrt(n_z) * jnp.sqrt(t))
 
 
 def regret_bound(rule: str, n_z: int, steps):
     """Hazan's Theorem 3.1 bound ``(3/2) G D sqrt(T)`` on ``sum_t |Adv_{f_t}(h_t)|`` (spec 5.4)."""
-    d, g_per = STEP_RULES[rule]
+    d, g_per = _rule(rule)
     return 1.5 * g_per * math.sqrt(n_z) * d * jnp.sqrt(steps)
 
 
 def iteration_bound(rule: str, n_z: int, delta):
     """``T <= ((3/2) G D)^2 / delta^2`` (spec PED 5.5): 36 or 4.5 ``|Z| / delta^2``, unrounded."""
-    d, g_per = STEP_RULES[rule]
+    d, g_per = _rule(rule)
     return (1.5 * g_per * d) ** 2 * n_z / (delta * delta)
 
 
@@ -195,7 +203,7 @@ class OGDSummary:
     bound_tight: Array  # 4.5 |Z| / delta^2
     regret_sum: Array  # sum_t |Adv_{f_t}(h_t)|
     regret_bound: Array  # (3/2) G D sqrt(T)
-    circuit_size: Array  # T |Z| test evaluations
+    circuit_size: Array  # T |Z| test evaluations, float32 (T |Z| can pass int32 within the cap)
 
 
 def summarize(static: OGDStatic, problem: OIProblem, state: OGDState, delta) -> OGDSummary:
@@ -210,7 +218,7 @@ def summarize(static: OGDStatic, problem: OIProblem, state: OGDState, delta) -> 
         bound_tight=iteration_bound("tight", n_z, jnp.asarray(delta, jnp.float32)),
         regret_sum=state.regret_sum,
         regret_bound=regret_bound(static.step_rule, n_z, steps_f),
-        circuit_size=state.steps * n_z,
+        circuit_size=steps_f * n_z,
     )
 
 
@@ -230,7 +238,8 @@ def algorithm1(
     ``fast_compile`` compiles at XLA backend level 1 (for small problems, where compiling
     dominates).
     """
-    if not (isinstance(delta, (int, float)) and 0 < delta <= 2):
+    number = isinstance(delta, (int, float, np.integer, np.floating, jax.Array))
+    if not number or isinstance(delta, bool) or np.ndim(delta) != 0 or not 0 < delta <= 2:
         raise ValueError(f"delta={delta!r}: the indistinguishability level must lie in (0, 2]")
     try:
         shape = jax.eval_shape(_family_values, family, problem.g).shape

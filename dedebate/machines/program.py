@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from dedebate.machines.oracles import Oracle
+from dedebate.machines.oracles import AffineMeanOracle, Oracle, PositionOracle
 from dedebate.programs import jit
 
 DET, ORACLE, COIN = 0, 1, 2
@@ -205,6 +205,13 @@ def make_step_program(
             )
         # Extend to 2^R entries: higher (unused) code bits are always 0, so tile.
         table[t] = np.tile(r, 2**R // width)
+    per_step = {PositionOracle: ("probs",), AffineMeanOracle: ("base", "weight")}
+    for field in per_step.get(type(oracle), ()):
+        shape = np.shape(getattr(oracle, field))
+        if shape != (T,):  # a shorter table would read its last entry at the later steps
+            raise ValueError(
+                f"oracle.{field} has shape {shape}: a per-step oracle of T={T} steps needs ({T},)"
+            )
     return StepProgram(
         kind=jnp.asarray(kind, jnp.int8),
         deps=jnp.asarray(deps_arr),

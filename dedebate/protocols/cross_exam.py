@@ -63,7 +63,12 @@ def verify(program: StepProgram, a: jax.Array, t: jax.Array):
 
 
 def play_cross_exam(program: StepProgram, alice: Alice, bob: Bob) -> DetOutcome:
-    """Play one Figure 4 debate (pure; vmap over any argument); ``pointer``: the step V checked."""
+    """Play one Figure 4 debate (pure; vmap over any argument); ``pointer``: the step V checked.
+
+    ``program`` must pass :func:`~dedebate.machines.configurations.check_deterministic` (checked
+    on the host by the caller): a COIN step, or an oracle answer p in (0, 1), would be read as
+    the bit ``p >= 1/2``.
+    """
     a = alice_transcript(program, alice)
     t, b_steps, b_queries = bob_pointer(program, a, bob)
     accept, bits, vq = verify(program, a, t)

@@ -46,6 +46,8 @@ class NaiveDebater:
 
     def decompose(self, tree: ClaimTree, node, claimed, k):
         """The candidate decomposition of the current claim."""
+        if self.cand is not None and self.cand >= tree.n_cand:  # both static: fails at trace
+            raise ValueError(f"cand={self.cand}: the tree has candidates 0..{tree.n_cand - 1}")
         return jnp.int32(tree.honest_cand if self.cand is None else self.cand)
 
     def claim(self, tree: ClaimTree, node, cand, claimed, k):

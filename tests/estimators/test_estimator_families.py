@@ -193,3 +193,18 @@ def test_constructors_reject_bad_input():
         oi_problem([0.5, 0.6], np.full((2, 2), 0.5))
     with pytest.raises(ValueError, match="g:"):
         oi_problem([0.5, 0.5], np.full((2, 2), 0.7))
+    with pytest.raises(ValueError, match="mu: holds a non-finite"):  # NaN passed every comparison
+        oi_problem([np.nan, 1.0], np.full((2, 2), 0.5))
+    with pytest.raises(ValueError, match="g: holds a non-finite"):
+        oi_problem([0.5, 0.5], [[np.nan, 0.5], [0.5, 0.5]])
+
+
+def test_advantages_refuse_an_h_that_would_broadcast():
+    """An h of one row (``[Z]`` or ``[1, Z]``) would be spread over every context: refused."""
+    problem, feat = random_oi_problem(jax.random.key(0), 5, 4)
+    family = random_tanh_family(jax.random.key(1), feat, 4, 3)
+    h = jnp.full((5, 4), 0.25)
+    assert advantages(family, problem, h).shape == (3,)
+    for bad in (h[0], h[:1]):
+        with pytest.raises(ValueError, match=r"h shape=\((1, )?4,?\): expected g's shape \(5, 4\)"):
+            advantages(family, problem, bad)

@@ -9,7 +9,7 @@ import pytest
 
 from bench.ogd_numpy import NumpyTanhOGD
 from dedebate.core.bits import bit_table
-from dedebate.estimators.advantage import advantages, random_oi_problem
+from dedebate.estimators.advantage import advantages, oi_problem, random_oi_problem
 from dedebate.estimators.families import (
     calibration_family,
     random_tanh_family,
@@ -23,6 +23,8 @@ from dedebate.estimators.ogd import (
     ogd_init,
     ogd_run_steps,
     ogd_solve,
+    regret_bound,
+    step_size,
     summarize,
 )
 
@@ -63,7 +65,7 @@ def _check_run(static, problem, family, state, delta):
     # h stays in the simplex
     h = np.asarray(state.h)
     assert np.all(h >= 0) and np.allclose(h.sum(1), 1.0, atol=1e-5)
-    assert int(sm.circuit_size) == steps * n_z
+    assert float(sm.circuit_size) == steps * n_z
     return sm
 
 
@@ -184,3 +186,30 @@ def test_validation():
     other = random_tanh_family(jax.random.key(1), np.zeros((50, 4)), 8, 3)
     with pytest.raises(ValueError, match="family"):
         algorithm1(other, problem, 0.1)
+    for bad in (True, np.float32(0.0), np.ones(2)):
+        with pytest.raises(ValueError, match="delta="):
+            algorithm1(family, problem, bad)
+    for fn in (step_size, regret_bound):
+        with pytest.raises(ValueError, match="step_rule='adagrad'"):
+            fn("adagrad", 4, 1.0)
+
+
+def test_numpy_and_jax_scalar_deltas_are_deltas():
+    """A delta from a numpy or JAX computation runs as the same Python float does."""
+    problem, family = _spec_problem(0)
+    want = int(algorithm1(family, problem, 0.25)[1].steps)
+    for delta in (np.float32(0.25), np.float64(0.25), jnp.float32(0.25)):
+        assert int(algorithm1(family, problem, delta)[1].steps) == want
+
+
+def test_circuit_size_does_not_wrap_past_int32():
+    """T |Z| passes 2^31 well inside the step cap (|Z| = 4096, T = 2^19): no negative size."""
+    n_z, steps = 4096, 2**19
+    problem = oi_problem([1.0], np.full((1, n_z), 1.0 / n_z))
+    state = ogd_init(
+        OGDStatic(trace_len=1),
+        random_tanh_family(jax.random.key(0), np.zeros((1, 2)), n_z, 1),
+        problem,
+    )
+    state = state.replace(steps=jnp.int32(steps))
+    assert float(summarize(OGDStatic(), problem, state, 0.01).circuit_size) == 2.0**31

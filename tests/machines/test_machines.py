@@ -47,6 +47,12 @@ def test_step_program_rejects_bad_kind_and_shapes():
         make_step_program([COIN, COIN], [[]], ORC)
     with pytest.raises(ValueError, match="x: the input must be"):
         make_step_program([COIN], [[]], ORC, x=[0, 2])
+    # a per-step oracle shorter than the program would answer its last entry at the later steps
+    with pytest.raises(ValueError, match=r"oracle.probs has shape \(2,\).*T=4 steps"):
+        make_step_program([ORACLE] * 4, [[]] * 4, position_oracle([1.0, 0.0]))
+    with pytest.raises(ValueError, match=r"oracle.base has shape \(5,\).*T=4 steps"):
+        make_step_program([ORACLE] * 4, [[]] * 4, affine_mean_oracle([0.0] * 5, [0.0] * 5))
+    make_step_program([ORACLE] * 4, [[]] * 4, position_oracle([1.0, 0.0, 1.0, 0.0]))
 
 
 def test_step_program_rejects_missing_or_malformed_rules():

@@ -72,6 +72,10 @@ def test_bad_inputs(tree):
         naive_debater("liar")
     with pytest.raises(ValueError, match="cand=-1"):
         naive_debater("honest", cand=-1)
+    with pytest.raises(ValueError, match=f"cand={tree.n_cand}: the tree has candidates"):
+        play_naive(
+            naive_debater("honest", cand=tree.n_cand), UniformChallenger(), tree, jax.random.key(0)
+        )
     big = jax.eval_shape(lambda k: and_tree(k, depth=6, q=12), jax.random.key(0))
     with pytest.raises(ValueError, match="enumerating"):
         survival_probability(LIAR, UniformChallenger(), big)
