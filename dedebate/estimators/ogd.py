@@ -99,7 +99,9 @@ class OGDState:
     ``h``: the current prediction h_{T+1} ``[X, Z]``; ``adv``: its advantages ``[F]``;
     ``steps``: T, the number of updates taken; ``trace[t]``: ``max_f |Adv_f(h_{t+1})|`` for
     t = 0..T (NaN beyond); ``chosen[t]``: the test f_{t+1} used by update t+1 (-1 beyond);
-    ``regret_sum``: ``sum_t |Adv_{f_t}(h_t)|``, the left side of the regret bound.
+    ``regret_sum``: ``sum_t |Adv_{f_t}(h_t)|``, the left side of the regret bound, summed with
+    Kahan's compensation ``regret_carry`` (a float32 running sum loses its terms once it is 2^24
+    times larger than them; runs may take up to 36 |Z| / delta^2 steps).
     """
 
     h: Array
@@ -108,6 +110,7 @@ class OGDState:
     trace: Array
     chosen: Array
     regret_sum: Array
+    regret_carry: Array
 
     @property
     def max_adv(self) -> Array:
@@ -131,7 +134,15 @@ def ogd_init(static: OGDStatic, family, problem: OIProblem) -> OGDState:
         trace=trace,
         chosen=jnp.full((static.trace_len,), -1, jnp.int32),
         regret_sum=jnp.zeros((), h.dtype),
+        regret_carry=jnp.zeros((), h.dtype),
     )
+
+
+def _compensated_add(total, carry, x):
+    """Kahan's ``total + x`` with the low-order part lost so far in ``carry``."""
+    y = x - carry
+    new = total + y
+    return new, (new - total) - y
 
 
 def _step_cap(static: OGDStatic, n_z: int, delta) -> Array:
@@ -152,13 +163,15 @@ def ogd_update(static: OGDStatic, family, problem: OIProblem, state: OGDState, a
     f_t = family.value_of(i, state.h)  # F_t(x, z) = f_t(x, z, h_t(x))
     h_new = project_rows(state.h + (eta * jnp.sign(a_i)) * f_t, static.projection)
     adv_new = advantages(family, problem, h_new)
+    regret_sum, regret_carry = _compensated_add(state.regret_sum, state.regret_carry, jnp.abs(a_i))
     new = OGDState(
         h=h_new,
         adv=adv_new,
         steps=t,
         trace=state.trace.at[t].set(jnp.max(jnp.abs(adv_new)), mode="drop"),
         chosen=state.chosen.at[t - 1].set(i.astype(jnp.int32), mode="drop"),
-        regret_sum=state.regret_sum + jnp.abs(a_i),
+        regret_sum=regret_sum,
+        regret_carry=regret_carry,
     )
     return jax.tree_util.tree_map(lambda n, o: jnp.where(active, n, o), new, state)
 
