@@ -147,10 +147,10 @@ def expected_fbs(family: str, q: int, m: int) -> float:
 # claim rows: measured numbers in, rows out (tests feed them lying numbers)
 def exact_tol(q: int, depth: int) -> float:
     """The exact rows' tolerance, a bound on float32 rounding (``u = 2^-24``): a payoff sums
-    ``depth + 3`` terms of size <= 1 (the initial bet, the rounds, the final check, the judge's
-    noise), each off by at most ``(4 n + 2 depth + 13) u``: B's joint over ``n = 2^q`` patterns
-    (a softmax, ``(n + 3) u`` per entry) enters through two sums of ``n`` terms (``pi`` and
-    ``phat``), times a weight ``r^k``; the sum of ``m`` terms errs by at most ``m u sum|x|``."""
+    ``m = depth + 3`` terms of size <= 1 (the initial bet, the rounds, the final check, the
+    judge's noise), each off by at most ``(4 n + depth + 13) u``: B's joint over ``n = 2^q``
+    patterns (a softmax, ``(n + 3) u`` per entry) enters through two sums of ``n`` terms (``pi``
+    and ``phat``), times a weight ``r^k``; summing them adds at most ``m u`` per term."""
     n, terms = 2**q, depth + 3
     return terms * (4 * n + 2 * depth + 16) * 2.0**-24
 
@@ -441,8 +441,8 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
         }
     rho_s = expected_fbs("slack", cfg.q, cfg.m)
     metrics["unstable"] = {}
+    tol = exact_tol(cfg.q, cfg.depth)
     for e, eta in enumerate(cfg.etas):
-        tol = exact_tol(cfg.q, cfg.depth)
         margin = rho_s ** -(cfg.depth + 1) - eta - tol - tie_loss(rho_s, cfg.depth)
         u = {f: np.asarray(measured["extras"][f]["u_stable_rho"][e]) for f in FAMILIES}
         claims.append(unstable_claim(eta, u["exact"], u["slack"], margin, rho_s))
