@@ -25,7 +25,7 @@ N_SEL = 5
 N_ROOT = 2
 N_CHILD = 5
 N_GLOBAL = 6
-LOGIT_CAP = 8.0  # every logit is squashed to (-8, 8): probabilities stay in (3e-4, 1 - 3e-4)
+LOGIT_CAP = 8.0  # logits squashed to (-8, 8): a sigmoid stays in (3e-4, 1 - 3e-4), a softmax not
 
 
 def _cap(x):

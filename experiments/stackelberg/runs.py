@@ -102,7 +102,8 @@ def part_start(cfg: Config, part: Part, key):
 
 @program_cache
 def proof_grid(static: sb.StackelbergStatic, rho: float):
-    """``jit(vmap)`` over pairs: ``(u_honest [pairs, trees], u [pairs], chain [pairs])``, exact."""
+    """``jit(vmap)`` over pairs: ``(u_honest [pairs, trees], u [pairs], chain [pairs], u per
+    tree [pairs, trees])``, exact."""
     settings, params, honest = PEDStatic(), ped_params(rho), honest_prover()
 
     def one(prover, estimator, trees):
@@ -115,7 +116,7 @@ def proof_grid(static: sb.StackelbergStatic, rho: float):
         _, _, adv = sb.payoff_terms(static, rho, prover, estimator, trees)
         r = 1.0 / jnp.float32(rho)
         chain = r ** (trees.depth + 1) * acc.mean() - adv[:, 0].sum() + adv[:, 1].sum()  # spec 6.4
-        return u_h, u.mean(), chain
+        return u_h, u.mean(), chain, u
 
     return jit(jax.vmap(one), options=TRAINING)
 
@@ -146,7 +147,7 @@ def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
         trees = jax.tree.map(lambda x, n=n: jnp.concatenate([x] * n), t.trees)
         a, b = jax.vmap(lambda tr, c: sb.players(st, tr, c))(trees, flat)
         out = proof_grid(st, float(cfg.rho))(a, b, trees)
-        u_h, u, chain = (np.asarray(x).reshape((n, -1) + x.shape[1:]) for x in out)
+        u_h, u, chain, u_tree = (np.asarray(x).reshape((n, -1) + x.shape[1:]) for x in out)
         exploited, in_class = np.full((n, p.seeds), np.nan), np.full((n, p.seeds), np.nan)
         searched = np.zeros(n, bool)  # the runs whose Bs were searched (a NaN result stays NaN)
         if p.stable:
@@ -159,7 +160,10 @@ def measure_proven(cfg: Config, trained, key) -> tuple[float, list[dict]]:
             a_i = jax.tree.map(lambda x, lo=lo, hi=hi: x[lo:hi], a)
             b_i = flat.b_flat[lo:hi]
             table, within = program(a_i, t.trees, b_i, jax.random.split(key, p.seeds))
-            exploited[i] = np.minimum(np.asarray(table, np.float64).mean(axis=1), u[i])
+            # per tree, the lesser of the search's table and the trained B's (a table too); the
+            # trained B's own mean bounds it, whatever the rounding of the two means
+            least = np.minimum(np.asarray(table, np.float64), u_tree[i]).mean(axis=1)
+            exploited[i] = np.minimum(least, u[i])
             in_class[i] = np.minimum(np.asarray(within, np.float64), u[i])  # the trained B too
             searched[i] = True
         rows += [
