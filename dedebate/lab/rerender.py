@@ -244,7 +244,9 @@ def _inline(text: str) -> str:
     out = html.escape(text)  # quotes too: nothing in the text can close an attribute
     for pattern, repl in _INLINE:
         out = pattern.sub(repl, out)
-    return re.sub(r"\[([^\]]+)\]\(#([^)]+)\)", r'<a href="#\2">\1</a>', out)
+    # no bracket inside a link's text: each "[" then scans to the next one (linear; with "[^\]]"
+    # a line of n "["s took n^2 steps: 38 s at 80,000)
+    return re.sub(r"\[([^\[\]]+)\]\(#([^()]+)\)", r'<a href="#\2">\1</a>', out)
 
 
 _VERDICTS = (

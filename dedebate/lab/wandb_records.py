@@ -64,9 +64,11 @@ def outside_files(run: Path) -> list[str]:
     exists elsewhere (one copied from another machine names paths that are nowhere here), and
     files records' paths that are absolute or climb out (``..``).
 
+    Every ``*.wandb`` log counts, whatever its name: W&B's sync uploads them all.
+
     Raises:
-        RecordError: a ``run-*.wandb`` that does not read as W&B's log.
-        RunDirError: a ``run-*.wandb`` that is a link, not a regular file or over its cap.
+        RecordError: a ``*.wandb`` that does not read as W&B's log.
+        RunDirError: a ``*.wandb`` that is a link, not a regular file or over its cap.
     """
     inside = Path(os.path.realpath(run)).parent.parent
     out: list[str] = []
@@ -75,7 +77,7 @@ def outside_files(run: Path) -> list[str]:
         real = Path(os.path.realpath(inside / path))  # a relative path: from the run directory
         return real != inside and inside not in real.parents and real.exists()
 
-    for log in sorted(run.glob("run-*.wandb")):
+    for log in sorted(run.glob("*.wandb")):
         for r in records(log):
             kind = r.WhichOneof("record_type")
             if kind == "artifact":

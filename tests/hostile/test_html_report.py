@@ -140,3 +140,27 @@ def test_a_title_cannot_start_a_markdown_line(tmp_path, capsys):
     heading = f'## exp"><svg onload=alert(4)> — hostile ![x]({secret_png})'
     assert lines.count(heading) == 1
     assert [line for line in lines if line.startswith("![x]")] == []
+
+
+def test_a_claim_of_brackets_renders_in_linear_time(tmp_path, capsys):
+    """A claim of a million ``[``s: the link pattern scanned each to the end (n^2 steps: 38 s at
+    80,000, hours here); the page must be written well within the alarm's minute."""
+    import signal
+
+    rep, _, _ = plant_hostile_report(tmp_path / "rep", tmp_path / "outside")
+    report = json.loads((rep / "report.json").read_text())
+    report["experiments"][0]["claims"][0]["claim"] = "[" * 1_000_000
+    (rep / "report.json").write_text(json.dumps(report))
+
+    def too_slow(*_):
+        raise TimeoutError("report --html took over a minute on a claim of brackets")
+
+    before = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(60)
+    try:
+        assert cli.main(["report", str(rep), "--html", str(tmp_path / "r.html")]) == 0
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    assert "[" * 1_000_000 in (tmp_path / "r.html").read_text()
+    capsys.readouterr()

@@ -225,6 +225,14 @@ def test_sync_refuses_a_run_whose_records_name_files_outside_it(tmp_path, capsys
     files.files.files.add(path="../../../secret.netrc")
     _write_log(run / "run-abc.wandb", [files])
     assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 2
+    # a log under another name: W&B's sync uploads every *.wandb in the folder
+    _write_log(run / "run-abc.wandb", [pb.Record()])
+    assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 0
+    _write_log(run / "evil.wandb", [big, art])
+    capsys.readouterr()
+    assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 2
+    assert "secret.netrc" in capsys.readouterr().err
+    (run / "evil.wandb").unlink()
     (run / "run-abc.wandb").write_bytes(b"not a log")
     assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 2
     assert "not a W&B run log" in capsys.readouterr().err
