@@ -12,7 +12,11 @@ class UsageError(Exception):
 
 
 def die_usage(msg: str) -> int:
-    """Print ``dedebate: error: MSG`` on stderr; returns the usage exit code."""
+    """Print ``dedebate: error: MSG`` on stderr, each line :func:`printable` (a message may quote
+    a shared folder's text); returns the usage exit code."""
+    from dedebate.lab.report_render import printable
+
+    msg = "\n".join(printable(line) for line in str(msg).split("\n"))
     print(f"dedebate: error: {msg}", file=sys.stderr, flush=True)
     return EXIT_USAGE
 

@@ -23,9 +23,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         0 if every claim passed; 1 if a claim failed or the experiment raised; 2 for a bad
         command line or config.
     """
-    from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
+    from dedebate.lab.config import ConfigError, load_config, resolve
     from dedebate.lab.folder_guard import check_run_dir
     from dedebate.lab.registry import config_path, shipped_configs_dir
+    from dedebate.lab.rundir import read_config
     from dedebate.lab.runner import run_experiment
 
     overrides = list(args.overrides)
@@ -43,7 +44,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     reg = load_registry()
     try:
         if args.resume:
-            raw = read_yaml(run_dir / "config.yaml")
+            raw = offline_unless_asked(read_config(run_dir / "config.yaml"), overrides, args.resume)
             old = resolve(raw, reg.experiments)
             cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
             _check_resume_kept(cfg, args.resume)
@@ -133,6 +134,27 @@ MAX_LOCAL_PROCESSES = 64
 """The most processes ``sweep --processes N`` starts on one machine (each holds a JAX runtime)."""
 
 
+def offline_unless_asked(raw, overrides: list[str], where) -> dict:
+    """A resumed folder's own ``tracking.mode: online`` tracks offline unless the command line
+    sets ``tracking.mode``: a shared folder must not send its run, under the reader's W&B login,
+    to an entity the folder names (``dedebate sync`` uploads it later, with its checks)."""
+    from dedebate.lab.config_types import show_value
+
+    tracking = raw.get("tracking") if isinstance(raw, dict) else None
+    if not isinstance(tracking, dict) or tracking.get("mode") != "online":
+        return raw
+    if any(o.split("=", 1)[0].strip() in ("tracking", "tracking.mode") for o in overrides):
+        return raw
+    print(
+        f"dedebate: {where}'s config.yaml asks for online W&B tracking "
+        f"(entity {show_value(tracking.get('entity'))}, project "
+        f"{show_value(tracking.get('project'))}); resuming offline: add tracking.mode=online to "
+        "track online",
+        file=sys.stderr,
+    )
+    return {**raw, "tracking": {**tracking, "mode": "offline"}}
+
+
 def _check_resume_kept(cfg, where: str) -> None:
     """Refuse ``resume=false`` with ``--resume``: it recomputed the folder in place."""
     from dedebate.lab.config import ConfigError
@@ -146,16 +168,19 @@ def _check_resume_kept(cfg, where: str) -> None:
 
 def _sweep_config(args: argparse.Namespace, reg):
     """The sweep's RunConfig from CONFIG or from ``--resume SWEEP_DIR``'s config.yaml."""
-    from dedebate.lab.config import ConfigError, load_config, read_yaml, resolve
+    from dedebate.lab.config import ConfigError, load_config, resolve
     from dedebate.lab.folder_guard import check_run_dir
     from dedebate.lab.registry import config_path
+    from dedebate.lab.rundir import read_config
 
     overrides = list(args.overrides)
     if args.resume:
         if args.config is not None:
             overrides.insert(0, args.config)
         check_run_dir(args.resume)  # before config.yaml is read: no link out, no FIFO (exit 2)
-        raw = read_yaml(Path(args.resume) / "config.yaml")
+        raw = offline_unless_asked(
+            read_config(Path(args.resume) / "config.yaml"), overrides, args.resume
+        )
         old = resolve(raw, reg.experiments)
         cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
         _check_resume_kept(cfg, args.resume)

@@ -25,6 +25,7 @@ from typing import Any, Self
 import numpy as np
 
 from dedebate.lab import numerics
+from dedebate.lab.report_render import printable
 from dedebate.lab.rundir import RunDirError, eprint
 
 _DISK_FULL = {errno.ENOSPC: os.strerror(errno.ENOSPC), errno.EDQUOT: os.strerror(errno.EDQUOT)}
@@ -273,10 +274,11 @@ class Checkpointer:
                 self._warn_fallback(step, err, steps)
                 continue
             if meta["config_hash"] != self.config_hash:
+                theirs = printable(str(meta["config_hash"])[:12])  # the folder's: any text
                 raise CheckpointMismatch(
                     f"checkpoint {self.directory / str(step)} was written under config hash "
-                    f"{str(meta['config_hash'])[:12]}..., this run's is {self.config_hash[:12]}...:"
-                    " it belongs to a different config; start a new run directory instead"
+                    f"{theirs}..., this run's is {self.config_hash[:12]}...: it belongs to a "
+                    "different config; start a new run directory instead"
                 )
             numerics.check(
                 f"checkpoint {self.directory / str(step)}", meta.get("numerics"), self.numerics

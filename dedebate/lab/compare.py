@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.claims import row_finite
-from dedebate.lab.config_yaml import read_yaml
 from dedebate.lab.experiment import gating
 from dedebate.lab.report_render import fmt, measured, one_line
 from dedebate.lab.rerender import claims_problem, json_kind
-from dedebate.lab.rundir import RunDirError, read_json
+from dedebate.lab.rundir import RunDirError, read_config, read_json
 
 
 class CompareError(ValueError):
@@ -104,7 +103,7 @@ def _provenance(data: Any, folder: Path | None = None) -> dict[str, Any]:
         {k: prov.get(k) for k in ("config_hash", "size", "seed")} if isinstance(prov, dict) else {}
     )
     try:  # the config loader's limits: never through a link, no alias bomb
-        params = read_yaml(folder / "config.yaml").get("params") if folder else None
+        params = read_config(folder / "config.yaml").get("params") if folder else None
     except Exception:  # noqa: BLE001 - no readable config: the hash alone
         params = None
     return out | ({"params": params} if isinstance(params, dict) else {})

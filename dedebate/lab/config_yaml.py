@@ -233,7 +233,8 @@ def load_yaml_text(text: str, source: str) -> Any:
 
 
 def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a config file with the checked safe loader.
+    """Read a config file with the checked safe loader (a run folder's, which may come from
+    someone else: :func:`dedebate.lab.rundir.read_config`).
 
     Returns its top-level mapping (``{}`` for an empty file).
 
@@ -262,12 +263,21 @@ def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read config file: not UTF-8 text") from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config file: {err.strerror or err}") from None
-    data = load_yaml_text(text, str(path))
+    return parse_config(text, str(path))
+
+
+def parse_config(text: str, source: str) -> dict[str, Any]:
+    """A config document's top-level mapping (``{}`` for an empty one), by the checked loader.
+
+    Raises:
+        ConfigError: bad YAML, a limit, or a document that is not a mapping.
+    """
+    data = load_yaml_text(text, source)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(
-            f"{path}: a config file must be a mapping of keys, got {type(data).__name__}"
+            f"{source}: a config file must be a mapping of keys, got {type(data).__name__}"
         )
     return data
 

@@ -31,6 +31,7 @@ from dedebate.lab.rundir import (
     jsonable,
     open_append,
     os_reason,
+    read_config,
     read_text,
     utc_stamp,
     write_figure,
@@ -71,10 +72,8 @@ def set_aside_stale(run_dir: Path, config_hash: str) -> bool:
     Raises:
         RunDirError: a file cannot be moved.
     """
-    from dedebate.lab.config_yaml import read_yaml
-
     try:
-        old = config_hash_of(read_yaml(run_dir / "config.yaml"))  # the config loader's limits
+        old = config_hash_of(read_config(run_dir / "config.yaml"))  # never through a link
     except Exception:  # noqa: BLE001 - absent, unreadable or not a config: nothing to compare
         return False
     if old == config_hash:

@@ -49,7 +49,11 @@ def fingerprint(devices: bool) -> dict[str, Any]:
 
 def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Each entry of ``old`` that ``new`` differs in, as ``"NAME OLD -> NEW"``."""
-    return [f"{k} {old[k]!r} -> {new.get(k)!r}" for k in sorted(old) if old[k] != new.get(k)]
+    from dedebate.lab.report_render import printable  # a checkpoint's key may be anything
+
+    return [
+        f"{printable(k)} {old[k]!r} -> {new.get(k)!r}" for k in sorted(old) if old[k] != new.get(k)
+    ]
 
 
 def check(what: str, old: Any, new: Mapping[str, Any]) -> None:

@@ -148,7 +148,10 @@ def _claim_row(c: Any) -> dict[str, Any]:
 
 def _experiment(e: Any) -> dict[str, Any]:
     e = _object(e, "an experiment")
-    e = {**e, "claims": [_claim_row(c) for c in e.get("claims") or []]}
+    claims = e.get("claims") or []
+    if not isinstance(claims, list):
+        raise RecordError(f"an experiment's claims {json.dumps(claims)[:40]} is not a JSON list")
+    e = {**e, "claims": [_claim_row(c) for c in claims]}
     e.setdefault("measurement_only", False)
     e.setdefault("verdict", "PASS" if e.get("passed") else "FAIL")
     return e
@@ -427,7 +430,7 @@ def listing(root: str | os.PathLike) -> list[dict[str, Any]]:
         RecordError: ``root`` is not a directory.
     """
     entries = [summary(d) for d in find(root)]
-    return sorted(entries, key=lambda e: (e["started_utc"] or "", e["path"]))
+    return sorted(entries, key=lambda e: (str(e["started_utc"] or ""), e["path"]))  # any JSON
 
 
 def _human(n: int) -> str:

@@ -280,9 +280,12 @@ def _png(base: Path, rel: str, room: int = MAX_PLOT_BYTES) -> bytes | str:
     """The bytes of the PNG ``rel`` inside ``base`` (of at most ``room`` bytes), else why not."""
     # Links are followed, and the file must lie inside ``base``: a regular file of at most
     # MAX_PLOT_BYTES and ``room`` (what the page may still embed).
-    root = base.resolve()
-    path = (root / rel).resolve()
     where = "is not a PNG file inside the report directory"
+    try:
+        root = base.resolve()
+        path = (root / rel).resolve()
+    except (OSError, RuntimeError, ValueError):  # a link loop (RuntimeError before 3.13), a NUL
+        return where
     if not path.is_relative_to(root):
         return where
     try:

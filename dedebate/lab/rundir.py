@@ -116,8 +116,6 @@ def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) ->
         pattern: a glob such as ``machines-*``.
         matches: called with the loaded config dict; True accepts the directory.
     """
-    from dedebate.lab.config_yaml import read_yaml
-
     root = output_root(output_dir)
     if not root.is_dir():
         return None
@@ -125,7 +123,7 @@ def newest_matching_dir(output_dir: str | os.PathLike, pattern: str, matches) ->
         if d.is_symlink():
             continue
         with contextlib.suppress(Exception):
-            old = read_yaml(d / "config.yaml")
+            old = read_config(d / "config.yaml")
             if matches(old):
                 return d.resolve()
     return None
@@ -303,6 +301,30 @@ def read_bytes(path: str | os.PathLike, limit: int, cap: str = "") -> bytes:
             f"dedebate reader accepts{f' ({cap})' if cap else ''}; dedebate writes none so large"
         )
     return data
+
+
+def read_config(path: str | os.PathLike) -> dict[str, Any]:
+    """A run folder's ``config.yaml`` (a folder may come from someone else), by the config
+    loader's rules and read as :func:`read_bytes` reads records: never through a link or a FIFO.
+
+    Raises:
+        ConfigError: one line: missing, a link, not a regular file, over its cap, not UTF-8,
+            bad YAML, a limit, or not a mapping.
+    """
+    from dedebate.lab.config_types import ConfigError
+    from dedebate.lab.config_yaml import MAX_YAML_BYTES, parse_config
+
+    try:
+        text = read_bytes(path, MAX_YAML_BYTES, "config_yaml.MAX_YAML_BYTES").decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {str(path)!r}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: cannot read config file: not UTF-8 text") from None
+    except RunDirError as err:
+        raise ConfigError(str(err)) from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config file: {err.strerror or err}") from None
+    return parse_config(text, str(path))
 
 
 def read_text(path: str | os.PathLike, limit: int, cap: str = "") -> str:

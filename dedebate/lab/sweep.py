@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab import numerics
-from dedebate.lab.config import RunConfig, dump_yaml, read_yaml, sweep_hash_of
+from dedebate.lab.config import RunConfig, dump_yaml, sweep_hash_of
 from dedebate.lab.devices import EvalInfo
 from dedebate.lab.folder_guard import lock_run_dir
 from dedebate.lab.memory import check_sweep
@@ -27,6 +27,7 @@ from dedebate.lab.rundir import (
     flatten_numbers,
     jsonable,
     new_run_dir,
+    read_config,
     utc_iso,
     write_csv,
     write_json,
@@ -343,7 +344,7 @@ def _check_same_sweep(path: Path, cfg: RunConfig) -> None:
     if not f.is_file():
         return
     try:
-        old = read_yaml(f)  # the config loader's limits: no alias bomb, bounded nesting
+        old = read_config(f)  # never through a link; no alias bomb, bounded nesting
     except Exception:  # noqa: BLE001 - an unreadable config is replaced
         return
     if isinstance(old, dict) and not old.get("sweep"):

@@ -457,3 +457,101 @@ def test_a_sweep_folder_is_not_turned_into_a_run(tmp_path, env, capsys):
     assert code == 2
     one_line(err, f"{folder} holds a sweep, and these overrides make it a run")
     assert snapshot(folder) == before
+
+
+def test_a_shared_folder_cannot_switch_a_resume_to_online_tracking(
+    capsys, finished_run, monkeypatch
+):
+    """A folder whose config.yaml says ``tracking.mode: online`` (to the sharer's entity) resumes
+    offline unless the command line asks for online: the reader's W&B login must not send the
+    run where the folder says. Tracking is not in the config hash, so nothing else stops it."""
+    import yaml
+
+    from dedebate.lab import runner
+
+    class Started(Exception):
+        """The run would start here, under this config."""
+
+    def start(module, cfg, **_):
+        raise Started(cfg.tracking)
+
+    monkeypatch.setattr(runner, "run_experiment", start)
+    path = finished_run / "config.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["tracking"] = {"mode": "online", "entity": "attackers\x1b[2J", "project": "exfil"}
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(Started) as started:
+        answer(capsys, ["run", "--no-progress", "--resume", str(finished_run)])
+    assert started.value.args[0].mode == "offline"
+    assert started.value.args[0].entity == "attackers\x1b[2J"
+    err = capsys.readouterr().err
+    one_line(err, "asks for online W&B tracking", "(entity 'attackers\\x1b[2J', project 'exfil')")
+    with pytest.raises(Started) as started:
+        answer(
+            capsys, ["run", "--no-progress", "--resume", str(finished_run), "tracking.mode=online"]
+        )
+    assert started.value.args[0].mode == "online"
+    assert capsys.readouterr().err == ""
+
+
+def test_compare_never_reads_a_config_through_a_link(tmp_path, capsys, finished_run):
+    """A shared run folder whose config.yaml links to a file elsewhere: compare reads its
+    params for the config-difference warning, and must not show what the linked file holds."""
+    import shutil
+
+    import yaml
+
+    from dedebate.lab.config_types import ConfigError
+    from dedebate.lab.config_yaml import read_yaml
+    from dedebate.lab.rundir import read_config
+
+    victim = tmp_path / "outside" / "victim.yaml"
+    victim.parent.mkdir()
+    raw = yaml.safe_load((finished_run / "config.yaml").read_text())
+    victim.write_text(yaml.safe_dump({**raw, "params": {**raw["params"], "label": SECRET}}))
+    shared = tmp_path / "shared"
+    shutil.copytree(finished_run, shared, ignore=shutil.ignore_patterns(".lock"))
+    (shared / "config.yaml").unlink()
+    (shared / "config.yaml").symlink_to(victim)
+    results = json.loads((shared / "results.json").read_text())
+    results["provenance"]["config_hash"] = "0" * 16  # another config: compare shows the params
+    (shared / "results.json").write_text(json.dumps(results))
+    code, out, err = answer(capsys, ["compare", str(shared), str(finished_run)])
+    assert SECRET not in out + err and code == 0, out + err
+    with pytest.raises(ConfigError, match="a symbolic link, not followed"):
+        read_config(shared / "config.yaml")
+    assert read_yaml(shared / "config.yaml")["params"]["label"] == SECRET  # a user's own file
+
+
+def test_ls_lists_records_of_the_wrong_shapes_without_a_traceback(tmp_path, capsys):
+    """``ls`` of a shared folder: claims that are a number read as an unreadable record, and
+    start times of different JSON types still sort (both raised a TypeError)."""
+    root = tmp_path / "shared"
+    for name, data in {
+        "a": {"schema_version": 1, "experiments": [{"name": "x", "claims": 5}]},
+        "b": {"experiment": "x", "claims": [], "provenance": {"started_utc": 5}},
+        "c": {"experiment": "x", "claims": [], "provenance": {"started_utc": "2026-01-01"}},
+    }.items():
+        (root / name).mkdir(parents=True)
+        record = "report.json" if "experiments" in data else "results.json"
+        (root / name / record).write_text(json.dumps(data))
+    code, out, err = answer(capsys, ["ls", str(root)])
+    assert code == 0 and "Traceback" not in err, out + err
+    (row,) = [line for line in out.splitlines() if f"{root / 'a'}" in line]
+    assert "unreadable" in row
+
+
+def test_report_html_with_a_link_loop_among_its_plots_is_written(tmp_path, capsys):
+    """A plot path through a loop of links is "not shown" (resolve raised RuntimeError)."""
+    from tests.hostile.test_html_report import plant_hostile_report
+
+    rep, _, _ = plant_hostile_report(tmp_path / "rep", tmp_path / "outside")
+    plots = rep / "exp" / "plots"
+    (plots / "a.png").symlink_to(plots / "b.png")
+    (plots / "b.png").symlink_to(plots / "a.png")
+    report = json.loads((rep / "report.json").read_text())
+    report["experiments"][0]["plots"] = ["exp/plots/a.png"]
+    (rep / "report.json").write_text(json.dumps(report))
+    code, _, err = answer(capsys, ["report", str(rep), "--html", str(tmp_path / "r.html")])
+    assert code == 0, err
+    assert "is not a PNG file inside the report directory" in (tmp_path / "r.html").read_text()

@@ -62,3 +62,15 @@ def test_compare_report_and_ls_print_planted_escapes_inert(tmp_path, fake_env, c
     assert "\\x1b]0;PWNED\\x07" in outputs[0] and "\\x1b]0;PWNED\\x07" in outputs[1]
     assert "\\u202eLIAF" in outputs[1]
     assert "fake_pass\\x1b[8m" in outputs[2]
+
+
+def test_usage_errors_and_numerics_changes_print_a_shared_folders_text_inert(capsys):
+    """A usage error may quote a shared folder (a checkpoint's numerics key, its config hash):
+    each line is printed with its escapes, the line breaks kept."""
+    from dedebate.cli.common import die_usage
+    from dedebate.lab import numerics
+
+    assert die_usage(f"first{TITLE}\nsecond{BIDI}") == 2
+    assert capsys.readouterr().err == "dedebate: error: first\\x1b]0;PWNED\\x07\nsecond\\u202e\n"
+    (change,) = numerics.changes({f"jax{HIDE}": "0.1"}, {})
+    assert not any(c in change for c in RAW) and "jax\\x1b[8m" in change
