@@ -25,7 +25,7 @@ from typing import Any
 from dedebate.lab.claims import row_finite
 from dedebate.lab.experiment import gating
 from dedebate.lab.report_render import fmt, measured, one_line
-from dedebate.lab.rerender import claims_problem, json_kind
+from dedebate.lab.rerender import MAX_EXPERIMENTS, claims_problem, json_kind, too_many
 from dedebate.lab.rundir import RunDirError, read_config, read_json
 
 
@@ -63,6 +63,10 @@ def load_claims(
         raise CompareError(str(err)) from None
     except (OSError, ValueError) as err:
         raise CompareError(f"{p}: not a readable JSON result ({err})") from None
+    if isinstance(data, dict) and (
+        problem := too_many(data.get("experiments"), "experiments", MAX_EXPERIMENTS, "experiments")
+    ):
+        raise CompareError(f"{p}: not a readable result ({problem})")
     if isinstance(data, dict) and isinstance(data.get("experiments"), list):
         groups = [(e, f"experiments[{i}]") for i, e in enumerate(data["experiments"])]
     elif isinstance(data, dict) and isinstance(data.get("claims"), list):

@@ -122,8 +122,8 @@ def upgrade(data: dict[str, Any], kind: str) -> dict[str, Any]:
     if kind == "sweep":
         return dict(data)
     if kind == "run":
-        return {**data, "claims": [_claim_row(c) for c in data.get("claims") or []]}
-    experiments = [_experiment(e) for e in data.get("experiments") or []]
+        return {**data, "claims": [_claim_row(c) for c in _rows(data.get("claims"), "claims")]}
+    experiments = [_experiment(e) for e in _rows(data.get("experiments"), "experiments")]
     findings = [c for e in experiments for c in e["claims"] if not gating(c)]
     out = {**data, "experiments": experiments}
     out.setdefault("findings_total", len(findings))
@@ -142,16 +142,26 @@ def _object(x: Any, what: str) -> dict[str, Any]:
     return x
 
 
+def _rows(rows: Any, what: str) -> list:
+    """A record's list of claims or experiments ([] for none), within its cap."""
+    from dedebate.lab.rerender import MAX_CLAIM_ROWS, MAX_EXPERIMENTS, too_many
+
+    rows = rows or []
+    if not isinstance(rows, list):
+        raise RecordError(f"{what} {json.dumps(rows)[:40]} is not a JSON list")
+    cap = MAX_EXPERIMENTS if what == "experiments" else MAX_CLAIM_ROWS
+    if problem := too_many(rows, what, cap, "rows"):
+        raise RecordError(problem)
+    return rows
+
+
 def _claim_row(c: Any) -> dict[str, Any]:
     return {**_CLAIM_DEFAULTS, **_object(c, "a claim row")}
 
 
 def _experiment(e: Any) -> dict[str, Any]:
     e = _object(e, "an experiment")
-    claims = e.get("claims") or []
-    if not isinstance(claims, list):
-        raise RecordError(f"an experiment's claims {json.dumps(claims)[:40]} is not a JSON list")
-    e = {**e, "claims": [_claim_row(c) for c in claims]}
+    e = {**e, "claims": [_claim_row(c) for c in _rows(e.get("claims"), "an experiment's claims")]}
     e.setdefault("measurement_only", False)
     e.setdefault("verdict", "PASS" if e.get("passed") else "FAIL")
     return e

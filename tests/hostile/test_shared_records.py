@@ -555,3 +555,24 @@ def test_report_html_with_a_link_loop_among_its_plots_is_written(tmp_path, capsy
     code, _, err = answer(capsys, ["report", str(rep), "--html", str(tmp_path / "r.html")])
     assert code == 0, err
     assert "is not a PNG file inside the report directory" in (tmp_path / "r.html").read_text()
+
+
+def test_records_of_too_many_rows_are_refused_before_they_are_expanded(tmp_path, capsys):
+    """Every claim row read is filled in with its defaults: a file of ``{}`` rows took 2.6 GB to
+    list and 9.7 GB to compare at 20 MB. Past the caps, ls, compare and report refuse it."""
+    from dedebate.lab.rerender import MAX_CLAIM_ROWS, MAX_EXPERIMENTS
+
+    run, rep = tmp_path / "run", tmp_path / "rep"
+    run.mkdir()
+    rep.mkdir()
+    claims = [{}] * (MAX_CLAIM_ROWS + 1)
+    (run / "results.json").write_text(json.dumps({"experiment": "x", "claims": claims}))
+    many = [{"name": "x", "claims": []}] * (MAX_EXPERIMENTS + 1)
+    (rep / "report.json").write_text(json.dumps({"schema_version": 1, "experiments": many}))
+    code, out, _ = answer(capsys, ["ls", str(tmp_path)])
+    assert code == 0 and out.count("unreadable") == 2, out
+    for folder, what in ((run, "claim rows"), (rep, "experiments")):
+        code, _, err = answer(capsys, ["compare", str(folder), str(folder)])
+        assert code == 2 and "over the" in err and what in err, err
+    code, _, err = answer(capsys, ["report", str(rep)])
+    assert code == 2 and f"{MAX_EXPERIMENTS + 1} experiments, over the" in err, err
