@@ -145,7 +145,18 @@ def measured(c: Mapping[str, Any]) -> str:
 
 
 def _cell(text: Any) -> str:
-    return one_line(text).replace("|", "\\|")
+    return _inert(one_line(text)).replace("|", "\\|")
+
+
+# A shared record's text in report.md: a viewer must show it as text. A tag's "<" (before a
+# letter, "/", "!" or "?") becomes "&lt;" and a link's or image's "](" becomes "\](", so
+# nothing loads or links; "<=" and "[lo, hi]" are left alone.
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def _inert(text: str) -> str:
+    """``text`` as Markdown a viewer shows as text (no tag, link or image: see ``_TAG``)."""
+    return _TAG.sub("&lt;", text).replace("](", "\\](")
 
 
 def one_line(text: Any) -> str:
@@ -165,7 +176,7 @@ def printable(text: Any) -> str:
 
 def _heading(e: ExperimentEntry) -> str:
     """The text of the entry's ``## name — title`` heading, on one line."""
-    return one_line(f"{e.name} — {e.title}" if e.title else e.name)
+    return _inert(one_line(f"{e.name} — {e.title}" if e.title else e.name))
 
 
 def _anchor(e: ExperimentEntry) -> str:
@@ -291,7 +302,13 @@ def render_markdown(
             lines += [_row(c) for c in e.findings()]
             lines.append("")
         for p in e.plots:
-            lines += [f"![{one_line(Path(p).stem)}]({one_line(p)})", ""]
+            if Path(p).is_absolute() or ".." in Path(p).parts or ":" in p:  # dedebate's: relative
+                lines += [
+                    f"(plot {_cell(p)} not shown: not a file inside the report directory)",
+                    "",
+                ]
+            else:
+                lines += [f"![{_inert(one_line(Path(p).stem))}]({one_line(p)})", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -137,7 +137,7 @@ def test_a_title_cannot_start_a_markdown_line(tmp_path, capsys):
     rep, (secret_png, _), _ = plant_hostile_report(tmp_path / "rep", tmp_path / "outside")
     assert cli.main(["report", str(rep)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    heading = f'## exp"><svg onload=alert(4)> — hostile ![x]({secret_png})'
+    heading = f'## exp">&lt;svg onload=alert(4)> — hostile ![x\\]({secret_png})'
     assert lines.count(heading) == 1
     assert [line for line in lines if line.startswith("![x]")] == []
 
@@ -164,3 +164,23 @@ def test_a_claim_of_brackets_renders_in_linear_time(tmp_path, capsys):
         signal.signal(signal.SIGALRM, before)
     assert "[" * 1_000_000 in (tmp_path / "r.html").read_text()
     capsys.readouterr()
+
+
+def test_report_md_shows_a_records_html_links_and_remote_plots_as_text(tmp_path, capsys):
+    """A Markdown viewer of report.md loads a remote image and runs a link from a shared record's
+    text: tags, links and images in claims, notes and titles are shown as text, and a plot
+    path that is remote, absolute or climbs out gets no image line."""
+    rep, _, _ = plant_hostile_report(tmp_path / "rep", tmp_path / "outside")
+    report = json.loads((rep / "report.json").read_text())
+    entry = report["experiments"][0]
+    entry["claims"][0]["claim"] = 'pixel <img src="https://attacker.example/p.png"> U >= 1/2'
+    entry["claims"][0]["note"] = "[click me](javascript:alert(1)) ![b](https://attacker.example/b)"
+    entry["plots"] = ["https://attacker.example/beacon.png", "exp/plots/counts.png"]
+    (rep / "report.json").write_text(json.dumps(report))
+    assert cli.main(["report", str(rep)]) == 0
+    md = capsys.readouterr().out
+    import re
+
+    links = [line for line in md.splitlines() if re.search(r"(?<!\\)\]\((?!#)", line)]
+    assert links == ["![counts](exp/plots/counts.png)"]  # the one plot inside the folder
+    assert "<img" not in md and "&lt;img" in md and "U >= 1/2" in md  # shown as text
