@@ -334,8 +334,14 @@ def read_text(path: str | os.PathLike, limit: int, cap: str = "") -> str:
 
 def open_append(path: str | os.PathLike):
     """``path`` opened to append text (created if missing); RunDirError for a link, a FIFO or
-    another file that is not regular (:func:`read_bytes`)."""
-    fd, _ = _open_regular(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    another file that is not regular (:func:`read_bytes`), or a hard link (a file with another
+    name, perhaps outside the run folder, that the appended rows would change too)."""
+    fd, info = _open_regular(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    if info.st_nlink != 1:
+        os.close(fd)
+        raise RunDirError(
+            f"{path}: a hard link ({info.st_nlink} names), not appended to; {ONLY_FILES}"
+        )
     return os.fdopen(fd, "a")
 
 

@@ -201,6 +201,11 @@ def test_the_reader_and_the_appender_refuse_what_is_not_a_regular_file(tmp_path)
     with open_append(tmp_path / "file") as fh:
         fh.write("!")
     assert (tmp_path / "file").read_text() == "ok!"
+    # a hard link: the rows would change the file's other name too (a user's file elsewhere)
+    os.link(tmp_path / "file", tmp_path / "metrics.jsonl")
+    with pytest.raises(RunDirError, match=r"a hard link \(2 names\), not appended to"):
+        open_append(tmp_path / "metrics.jsonl")
+    assert (tmp_path / "file").read_text() == "ok!"
 
 
 def test_check_run_dir_refuses_a_fifo_or_socket_anywhere(tmp_path):
