@@ -22,10 +22,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         result, or when the comparison itself fails (one line, never exit 1).
     """
     from dedebate.lab.compare import CompareError, comparison, render
+    from dedebate.lab.rundir import non_finite
 
     try:
         cmp = comparison(args.a, args.b)
-        text = json.dumps(cmp, indent=2, allow_nan=False) if args.json else render(cmp)
+        # a record's NaN or infinity (JSON has neither) is null, as dedebate writes them
+        text = (
+            json.dumps(non_finite(cmp)[0], indent=2, allow_nan=False) if args.json else render(cmp)
+        )
     except CompareError as err:
         return die_usage(str(err))
     except Exception as err:  # noqa: BLE001 - exit 1 means "a verdict changed", never a crash

@@ -581,3 +581,16 @@ def test_records_of_too_many_rows_are_refused_before_they_are_expanded(tmp_path,
         assert code == 2 and "over the" in err and what in err, err
     code, _, err = answer(capsys, ["report", str(rep)])
     assert code == 2 and f"{MAX_EXPERIMENTS + 1} experiments, over the" in err, err
+
+
+def test_compare_json_of_a_record_holding_nan_writes_null(tmp_path, capsys):
+    """A shared report.json may hold NaN (Python reads it): ``compare --json`` writes null there,
+    not "a bug in dedebate"."""
+    from tests.hostile.test_catalogue import report_with
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "report.json").write_text(report_with(bound=[float("nan")]))
+    code, out, err = answer(capsys, ["compare", "--json", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert code == 0 and err == "" and "NaN" not in out, err
+    assert json.loads(out)["rows"]
