@@ -1,8 +1,9 @@
 """Euclidean projection of each row onto the probability simplex (spec PED 5.3).
 
 The projection is ``p = max(v - theta, 0)`` with the threshold ``theta`` chosen so that
-``sum p = 1`` (Duchi et al. 2008). Two implementations, checked equal in
-``tests/core/test_simplex.py``: :func:`project_rows_to_simplex` sorts (any row width) and
+``sum p = 1`` (Duchi et al. 2008). Two implementations, checked equal within float32 rounding in
+``tests/core/test_simplex.py`` (they part on NaN, infinity, and an entry of 2^25 or more, whose
+``- 1`` pairwise loses): :func:`project_rows_to_simplex` sorts (any row width) and
 :func:`project_rows_pairwise` compares all pairs (small rows, no sort). :func:`project_rows`
 picks one (``"auto"``: pairwise up to :data:`MAX_PAIRWISE_Z` columns).
 """
@@ -60,6 +61,8 @@ def project_rows(v: jax.Array, method: str = "auto") -> jax.Array:
     """
     if method not in PROJECTIONS:
         raise ValueError(f"method={method!r}: allowed values are {PROJECTIONS}")
+    if jnp.ndim(v) < 1 or jnp.shape(v)[-1] < 1:
+        raise ValueError(f"v shape={jnp.shape(v)}: rows of at least one entry are projected")
     if method == "sort" or (method == "auto" and v.shape[-1] > MAX_PAIRWISE_Z):
         return project_rows_to_simplex(v)
     return project_rows_pairwise(v)

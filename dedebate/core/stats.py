@@ -80,11 +80,15 @@ def loglog_slope_jnp(x, y):
 
 
 def wilson_jnp(successes, trials: int):
-    """``(p_hat, lo, hi)``: the 95% Wilson interval of ``successes / trials`` (static trials)."""
+    """``(p_hat, lo, hi)``: the 95% Wilson interval of ``successes / trials`` (static trials),
+    which holds ``p_hat`` (float32 rounding put ``hi`` below 1 at ``successes = trials``)."""
+    if not isinstance(trials, (int, np.integer)) or isinstance(trials, bool) or trials < 1:
+        raise ValueError(f"trials={trials!r}: the number of trials is an integer >= 1")
     n = float(trials)
     p = jnp.asarray(successes, jnp.float32) / n
     z2 = Z95 * Z95
     denom = 1.0 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = Z95 * jnp.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return p, jnp.maximum(0.0, centre - half), jnp.minimum(1.0, centre + half)
+    lo, hi = jnp.maximum(0.0, centre - half), jnp.minimum(1.0, centre + half)
+    return p, jnp.minimum(lo, p), jnp.maximum(hi, p)

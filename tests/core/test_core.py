@@ -37,6 +37,29 @@ def test_hoeffding_samples_match_lean_formula(e, delta, expected):
     assert 2 * math.exp(-2 * n * e * e) <= delta < 2 * math.exp(-2 * (n - 1) * e * e)
 
 
+def test_hoeffding_samples_is_the_smallest_count_even_near_integers_and_at_tiny_inputs():
+    """Checked by Hoeffding's bound itself in 80-digit decimals (``exp``, not ``ln``): pairs whose
+    quotient lies within about 1e-11 of an integer, where float64's ceiling can be one below,
+    and inputs so small that float64 overflowed (``2 / delta``, ``1 / e^2``)."""
+    import decimal
+    from decimal import Decimal
+
+    rng = np.random.default_rng(0)
+    pairs = [(1e-160, 0.5), (0.1, 1e-320), (0.02, 0.05)]
+    for target in rng.integers(10, 10**6, 40):  # delta = 2 exp(-2 N e^2) for an integer N
+        e = float(rng.uniform(0.001, min(0.3, math.sqrt(300 / target))))  # delta > 1e-300
+        pairs.append((e, 2 * math.exp(-2 * int(target) * e * e)))
+    with decimal.localcontext() as ctx:
+        ctx.prec = 400  # N reaches 10^320 at e = 1e-160
+        for e, delta in pairs:
+            n = hoeffding_samples(e, delta)
+
+            def bound(m, e=e):
+                return 2 * (-2 * m * Decimal(e) ** 2).exp()
+
+            assert bound(n) <= Decimal(delta) < bound(n - 1), (e, delta, n)
+
+
 @pytest.mark.parametrize("e,delta", [(0.0, 0.1), (-1.0, 0.1), (0.1, 0.0), (0.1, 1.5)])
 def test_hoeffding_samples_rejects_bad_input(e, delta):
     with pytest.raises(ValueError):

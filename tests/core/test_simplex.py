@@ -113,3 +113,14 @@ def test_project_rows_dispatch_and_validation():
     np.testing.assert_allclose(np.asarray(rows(v, "auto")), np.asarray(rows(v, "sort")), atol=1e-6)
     with pytest.raises(ValueError, match="method='bogus'"):
         project_rows(v, "bogus")
+
+
+def test_projection_refuses_rows_of_no_entry():
+    """A row of width 0 (or a scalar) has no projection: one clear error (was an assert or a
+    modulo by zero)."""
+    from dedebate.core.simplex import project_rows
+
+    for v in (jnp.zeros((3, 0)), jnp.float32(1.0)):
+        for method in ("auto", "pairwise", "sort"):
+            with pytest.raises(ValueError, match="rows of at least one entry"):
+                project_rows(v, method)

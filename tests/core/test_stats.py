@@ -26,3 +26,15 @@ def test_wilson_jnp_matches_the_lab_interval():
     for k, n in ((0, 100), (1, 100), (37, 200), (133, 200), (400, 400)):
         got = [float(v) for v in wilson_jnp(k, n)]
         assert got == pytest.approx(list(wilson_interval(k, n)), abs=1e-6), (k, n)
+
+
+def test_wilson_jnp_holds_its_estimate_at_the_ends():
+    """At ``k = 0`` and ``k = n`` float32 rounding put an end of the interval past ``p_hat``
+    (``hi = 0.99999994`` at 16 of 16); the interval holds it, as the host one does."""
+    for n in range(1, 400):
+        for k in (0, n):
+            p, lo, hi = (float(v) for v in wilson_jnp(k, n))
+            assert lo <= p <= hi, (k, n, lo, p, hi)
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(ValueError, match="trials="):
+            wilson_jnp(1, bad)
