@@ -51,7 +51,7 @@ def family_rule(family: str, q: int, m: int):
         return and_rule(q, public=False)
     if family != "slack":
         raise ValueError(f"family={family!r}: allowed values are {FAMILIES}")
-    if not isinstance(m, (int, np.integer)) or not 1 <= m < q:
+    if not isinstance(m, (int, np.integer)) or isinstance(m, bool) or not 1 <= m < q:
         raise ValueError(f"m={m!r}: the slack family needs an integer 1 <= m < q={q}")
     true_counts = tuple(w for w in (q - 1, q) if w >= m)
     false_counts = tuple(w for w in (0, 1) if w < m)
@@ -70,6 +70,10 @@ def stated_counts(family: str, q: int, m: int, depth: int) -> np.ndarray:
     Returns:
         int numpy array ``[D + 1]``.
     """
+    if family not in FAMILIES:
+        raise ValueError(f"family={family!r}: allowed values are {FAMILIES}")
+    if not isinstance(depth, (int, np.integer)) or isinstance(depth, bool) or depth < 0:
+        raise ValueError(f"depth={depth!r}: a tree's depth is an integer >= 0")
     base = q if family == "exact" else m
     return np.asarray([base ** (depth - k) for k in range(depth + 1)], np.int64)
 

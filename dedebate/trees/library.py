@@ -31,7 +31,7 @@ def _weights(q: int) -> np.ndarray:
 
 def threshold_table(q: int, t: int) -> np.ndarray:
     """``Thr_t(z) = 1[|z| >= t]`` as an int8 truth table ``[2^q]`` (little-endian codes)."""
-    if not isinstance(t, (int, np.integer)) or not 1 <= t <= q:
+    if not isinstance(t, (int, np.integer)) or isinstance(t, bool) or not 1 <= t <= q:
         raise ValueError(f"t={t!r}: a threshold of q={q} bits needs an integer 1 <= t <= {q}")
     return (_weights(q) >= t).astype(np.int8)
 
@@ -60,6 +60,8 @@ def parity_table(q: int) -> np.ndarray:
 
 def dictator_table(q: int, i: int = 0) -> np.ndarray:
     """The dictator ``z_i`` as a truth table."""
+    if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or not 0 <= i < q:
+        raise ValueError(f"i={i!r}: the dictator of q={q} bits is an integer 0 <= i < {q}")
     return bit_table(q)[:, i].astype(np.int8)
 
 
@@ -83,6 +85,10 @@ class CandidateRule:
     true_counts: tuple = ()
     false_counts: tuple = ()
     public: bool = True
+
+    def __post_init__(self):
+        if self.kind not in ("threshold", "and"):
+            raise ValueError(f"kind={self.kind!r}: allowed values are 'threshold' and 'and'")
 
     @property
     def name(self) -> str:
@@ -120,6 +126,11 @@ class CandidateRule:
 def threshold_rule(q: int, t: int, true_counts, false_counts, public: bool = True) -> CandidateRule:
     """``M_D = Thr_t`` with the given true-children counts (validated: ``M_D(T(y)) = T(yhat)``)."""
     threshold_table(q, t)
+    for name, counts in (("true_counts", true_counts), ("false_counts", false_counts)):
+        if any(not isinstance(w, (int, np.integer)) or isinstance(w, bool) for w in counts):
+            raise ValueError(f"{name}={counts!r}: counts of true children are integers")
+    if not isinstance(public, (bool, np.bool_)):
+        raise ValueError(f"public={public!r}: need a bool")
     tc = tuple(int(w) for w in true_counts)
     fc = tuple(int(w) for w in false_counts)
     if not tc or any(not t <= w <= q for w in tc):

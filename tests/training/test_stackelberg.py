@@ -460,7 +460,7 @@ def test_the_tabular_search_counts_every_b_it_visits():
         return exploit_payoff(static, 2.0, honest_prover(), trees, jax.random.key(1), 1, steps, 1.0)
 
     fn = jax.jit(search, static_argnums=0, compiler_options=FAST_COMPILE)
-    found = [np.asarray(fn(steps), np.float64) for steps in (0, 2, 4, 8)]
+    found = [np.asarray(fn(steps), np.float64) for steps in (2, 4)]
     for short, long in zip(found, found[1:]):
         assert np.all(long <= short + E.exact_tol(1)), (short, long)
 

@@ -181,6 +181,11 @@ def test_bad_inputs():
             fbs_parity(q)
     with pytest.raises(ValueError, match="cand=0.5"):
         tree_rho(and_tree(jax.random.key(0), depth=2, q=4), cand=0.5)
+    for bad in (-1, 3, 1.5, True):  # -1 read the last bit; True was bit 1
+        with pytest.raises(ValueError, match="the dictator of q=3 bits"):
+            dictator_table(3, bad)
+    with pytest.raises(ValueError, match="t=True"):
+        threshold_table(3, True)
 
 
 def test_the_lp_cache_tells_apart_functions_whose_tables_share_bytes():

@@ -203,3 +203,26 @@ def test_a_pool_must_hold_every_digit():
     without_3 = np.flatnonzero(labels != 3)
     with pytest.raises(ValueError, match=r"digit\(s\) \[3\]"):
         pool(without_3, labels)
+
+
+def test_rules_and_digit_counts_refuse_what_they_truncated_or_misread():
+    """Counts of 4.7 became 4, a bool public flag any truthy value, an unknown kind failed in a
+    gather, an unknown family read as slack, m=True as 1."""
+    from dedebate.trees.digits import family_rule, stated_counts
+    from dedebate.trees.library import CandidateRule, threshold_rule
+
+    with pytest.raises(ValueError, match="true_counts=\\(4.7,\\): counts of true children"):
+        threshold_rule(5, 3, (4.7,), (1,))
+    with pytest.raises(ValueError, match="false_counts"):
+        threshold_rule(5, 3, (4,), (0.9,))
+    with pytest.raises(ValueError, match="public='no'"):
+        threshold_rule(5, 3, (4,), (1,), public="no")
+    with pytest.raises(ValueError, match="kind='bogus'"):
+        CandidateRule("bogus", 3)
+    with pytest.raises(ValueError, match="family='bogus'"):
+        stated_counts("bogus", 3, 2, 2)
+    with pytest.raises(ValueError, match="depth=-1"):
+        stated_counts("slack", 3, 2, -1)
+    with pytest.raises(ValueError, match="m=True"):
+        family_rule("slack", 3, True)
+    assert stated_counts("slack", 3, 2, 2).tolist() == [4, 2, 1]
