@@ -148,7 +148,7 @@ def _rows(rows: Any, what: str) -> list:
 
     rows = rows or []
     if not isinstance(rows, list):
-        raise RecordError(f"{what} {json.dumps(rows)[:40]} is not a JSON list")
+        raise RecordError(f"{what} is a {type(rows).__name__}, not a JSON list")
     cap = MAX_EXPERIMENTS if what == "experiments" else MAX_CLAIM_ROWS
     if problem := too_many(rows, what, cap, "rows"):
         raise RecordError(problem)

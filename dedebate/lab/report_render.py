@@ -152,6 +152,8 @@ def _cell(text: Any) -> str:
 # letter, "/", "!" or "?") becomes "&lt;" and a link's or image's "](" becomes "\](", so
 # nothing loads or links; "<=" and "[lo, hi]" are left alone.
 _TAG = re.compile(r"<(?=[A-Za-z/!?])")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")  # https:, data:, javascript: (dedebate's plot
+# paths are relative, inside the report's folder)
 
 
 def _inert(text: str) -> str:
@@ -302,7 +304,7 @@ def render_markdown(
             lines += [_row(c) for c in e.findings()]
             lines.append("")
         for p in e.plots:
-            if Path(p).is_absolute() or ".." in Path(p).parts or ":" in p:  # dedebate's: relative
+            if Path(p).is_absolute() or ".." in Path(p).parts or _SCHEME.match(p):  # remote
                 lines += [
                     f"(plot {_cell(p)} not shown: not a file inside the report directory)",
                     "",
