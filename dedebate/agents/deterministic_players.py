@@ -41,7 +41,9 @@ def make_alice(
 
     def as_mask(v, name):
         v = np.asarray(v)
-        if v.dtype == bool and v.shape == (T,):
+        if v.dtype == bool:  # a mask, never read as the step indices 0 and 1
+            if v.shape != (T,):
+                raise ValueError(f"{name}: a bool mask of shape {v.shape}; a mask has shape ({T},)")
             return v
         idx = v.astype(np.int64).ravel()
         if ((idx < 0) | (idx >= T)).any():

@@ -19,5 +19,8 @@ def bit_table(q: int) -> np.ndarray:
 
 def bits_to_code(bits) -> np.ndarray:
     """Inverse of :func:`bit_table`: 0/1 bits ``[..., q]`` -> int64 codes ``[...]``."""
-    bits = np.asarray(bits, dtype=np.int64)
+    raw = np.asarray(bits)
+    if not np.isin(raw, (0, 1)).all():  # [2, 0] read as the code of [0, 1]
+        raise ValueError("bits: a code is made of bits, 0 or 1")
+    bits = raw.astype(np.int64)
     return (bits << np.arange(bits.shape[-1], dtype=np.int64)).sum(axis=-1)

@@ -89,7 +89,7 @@ def lean_machine(
     With ``check`` (default) ``prob_fn`` is evaluated at every step on every prefix when ``T <= 14``
     (on 2048 random transcripts from ``seed`` otherwise) and must return probabilities in [0, 1].
     """
-    if not isinstance(T, (int, np.integer)) or T < 1:
+    if not isinstance(T, (int, np.integer)) or isinstance(T, bool) or T < 1:
         raise ValueError(f"T={T!r}: a Lean machine needs an integer number of steps T >= 1")
     if not callable(prob_fn):
         raise TypeError(f"prob_fn={prob_fn!r}: must be a function (params, bits, n) -> prob")
@@ -115,6 +115,8 @@ def f2_lean(pi) -> LeanMachine:
     from dedebate.machines.oracles import check_probabilities
 
     pi = check_probabilities("pi", pi)
+    if pi.ndim != 1 or pi.size < 1:
+        raise ValueError(f"pi shape={pi.shape}: F2 needs one probability per step but the last")
     return lean_machine(_f2_prob, {"pi": jnp.asarray(pi)}, int(pi.size) + 1, check=False)
 
 

@@ -174,6 +174,11 @@ def make_step_program(
     L = max(1, max((len(d) for d in deps), default=1))
     det_lens = [len(deps[t]) for t in range(T) if kind[t] == DET]
     R = int(rule_bits if rule_bits is not None else max(det_lens, default=0))
+    if R < max(det_lens, default=0):
+        raise ValueError(
+            f"rule_bits={rule_bits!r}: a DET step reads {max(det_lens)} bits; the stored width "
+            "must be at least that"
+        )
     if R > MAX_RULE_BITS:
         raise ValueError(
             f"a DET step reads {R} bits: truth tables allow at most {MAX_RULE_BITS} dependencies"

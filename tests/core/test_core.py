@@ -72,3 +72,10 @@ def test_simplex_projection_rows():
     np.testing.assert_allclose(
         p, [[0.3, 0.7, 0.0], [1 / 3, 1 / 3, 1 / 3], [1.0, 0.0, 0.0]], atol=1e-6
     )
+
+
+def test_bits_to_code_refuses_what_is_not_a_bit():
+    """``[2, 0]`` read as the code of ``[0, 1]``, 0.7 as 0 and -1 as a negative code."""
+    for bad in ([2, 0], [0.7, 1], [-1, 0]):
+        with pytest.raises(ValueError, match="0 or 1"):
+            bits_to_code(bad)

@@ -124,6 +124,19 @@ def test_lean_prob_fn_sees_only_the_prefix():
     np.testing.assert_allclose(np.asarray(got), np.arange(8) / 8.0, atol=1e-7)
 
 
+def test_step_programs_and_lean_machines_refuse_widths_and_sizes_they_misread():
+    """A stored rule width below a step's fan-in broke numpy's broadcast; T=True was one step;
+    F2 of no probabilities failed with an IndexError."""
+    with pytest.raises(ValueError, match="rule_bits=1: a DET step reads 2 bits"):
+        make_step_program(
+            [COIN, COIN, DET], [[], [], [0, 1]], ORC, rule=[None, None, [0, 0, 0, 1]], rule_bits=1
+        )
+    with pytest.raises(ValueError, match="T=True"):
+        lean_machine(lambda params, bits, n: 0.5, None, True)
+    with pytest.raises(ValueError, match="F2 needs one probability per step"):
+        f2_lean([])
+
+
 def test_lean_machine_rejects_bad_probabilities():
     def too_big(params, bits, n):
         return jnp.where((n == 3) & (bits[1] == 1), 1.5, 0.5)

@@ -247,3 +247,15 @@ def test_bad_strategy_and_population_arguments():
     with pytest.raises(ValueError, match="n_deps"):
         random_programs(0, 2, 8, n_deps=13)
     assert jnp.asarray(make_alice(4, flip_raw=[1, 2]).flip_raw).tolist() == [0, 1, 1, 0]
+
+
+def test_a_bool_mask_of_another_length_is_refused_not_read_as_steps():
+    """``flip_raw=[True, False, True]`` for T = 4 flipped steps 0 and 1 (the bools as indices)."""
+    with pytest.raises(ValueError, match=r"flip_raw: a bool mask of shape \(3,\); a mask has"):
+        make_alice(4, flip_raw=np.array([True, False, True]))
+    assert make_alice(4, flip_raw=np.array([True, False, True, False])).flip_raw.tolist() == [
+        True,
+        False,
+        True,
+        False,
+    ]
