@@ -1,4 +1,4 @@
-"""Host-side sample counts (computed in float64, passed to jitted code as static ints)."""
+"""Host-side sample counts, exact (passed to jitted code as static ints)."""
 
 import decimal
 import math
