@@ -87,8 +87,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     _print_run_summary(rec)
     if rec.error is not None:
+        from dedebate.lab.report_render import one_line  # an error may quote a folder's text
+
         print(
-            f"dedebate: {cfg.experiment} failed: {rec.error} (traceback in "
+            f"dedebate: {cfg.experiment} failed: {one_line(rec.error)} (traceback in "
             f"{rec.run_dir / 'error.txt'})",
             file=sys.stderr,
         )
