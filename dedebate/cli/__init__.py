@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from dedebate.cli.bench import cmd_bench
-from dedebate.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, die_usage
+from dedebate.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, die_usage, say_usage
 from dedebate.cli.info import cmd_config, cmd_doctor, cmd_list
 from dedebate.cli.parser import build_parser, parse_args
 from dedebate.cli.reproduce import cmd_reproduce
@@ -75,8 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(parser, argv)
     except UsageError as err:
-        print(str(err), file=sys.stderr)
-        return EXIT_USAGE
+        return say_usage(err)
     if args.version:
         import dedebate
 
@@ -95,8 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except UsageError as err:
-        print(str(err), file=sys.stderr)
-        return EXIT_USAGE
+        return say_usage(err)
     except (RunDirError, MemoryBudgetError) as err:
         return die_usage(str(err))
     except OSError as err:

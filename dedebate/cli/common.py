@@ -12,12 +12,16 @@ class UsageError(Exception):
 
 
 def die_usage(msg: str) -> int:
-    """Print ``dedebate: error: MSG`` on stderr, each line :func:`printable` (a message may quote
-    a shared folder's text); returns the usage exit code."""
+    """Print ``dedebate: error: MSG`` on stderr (:func:`say_usage`); returns the usage exit code."""
+    return say_usage(f"dedebate: error: {msg}")
+
+
+def say_usage(msg: object) -> int:
+    """Print ``msg`` on stderr, each line :func:`printable` (a message may quote a shared folder's
+    text or a command line's); returns the usage exit code."""
     from dedebate.lab.report_render import printable
 
-    msg = "\n".join(printable(line) for line in str(msg).split("\n"))
-    print(f"dedebate: error: {msg}", file=sys.stderr, flush=True)
+    print("\n".join(printable(line) for line in str(msg).split("\n")), file=sys.stderr, flush=True)
     return EXIT_USAGE
 
 

@@ -74,3 +74,12 @@ def test_usage_errors_and_numerics_changes_print_a_shared_folders_text_inert(cap
     assert capsys.readouterr().err == "dedebate: error: first\\x1b]0;PWNED\\x07\nsecond\\u202e\n"
     (change,) = numerics.changes({f"jax{HIDE}": "0.1"}, {})
     assert not any(c in change for c in RAW) and "jax\\x1b[8m" in change
+
+
+def test_a_bad_command_line_is_quoted_inert(capsys):
+    """An argument the parser refuses (pasted from a shared folder's README, say) is printed with
+    its escapes: exit 2, one line."""
+    assert cli.main(["ls", f"--x{TITLE}"]) == 2
+    err = capsys.readouterr().err
+    assert not any(c in err for c in RAW) and "--x\\x1b]0;PWNED\\x07" in err
+    assert err.count("\n") == 1
