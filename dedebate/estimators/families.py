@@ -99,6 +99,8 @@ def _check_features(features, name="features") -> None:
     shape = np.shape(features)
     if len(shape) != 2 or shape[0] < 1:
         raise ValueError(f"{name} shape={shape}: expected a 2-d array [X, d] with X >= 1")
+    if not isinstance(features, jax.core.Tracer) and not np.isfinite(features).all():
+        raise ValueError(f"{name}: every value must be finite (found NaN or inf)")
 
 
 def _check_n_z(n_z) -> None:
@@ -107,11 +109,9 @@ def _check_n_z(n_z) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Random prediction-dependent tanh tests.
-
-# Contexts per block in :meth:`TanhFamily.advantages` (a [B, |Z|, F] block of 256 x 16 x 64
-# floats is 1 MiB, cache sized; 128..1024 measure alike at |X| = 10^5, |Z| = 16, F = 64 in
-# bench/ogd.py, 4096 and above are slower).
+# Random prediction-dependent tanh tests. Contexts per block in :meth:`TanhFamily.advantages`
+# (a [B, |Z|, F] block of 256 x 16 x 64 floats is 1 MiB, cache sized; 128..1024 measure alike at
+# |X| = 10^5, |Z| = 16, F = 64 in bench/ogd.py, 4096 and above are slower).
 TANH_BLOCK = 256
 # full float32 products (no TF32/bf16 passes on accelerators): advantages pick the test by argmax
 _EXACT = jax.lax.Precision.HIGHEST
@@ -236,6 +236,8 @@ def tanh_family(features, weights, n_z: int) -> TanhFamily:
     else:  # concrete inputs: the cached product on the host (no compilation)
         features = np.asarray(features, np.float32)
         weights = np.asarray(weights, np.float32)
+        if not np.isfinite(weights).all():
+            raise ValueError("weights: every value must be finite (found NaN or inf)")
         base = weights[:, :d] @ features.T + weights[:, -1:]
     return TanhFamily(
         features=jnp.asarray(features),
@@ -253,8 +255,8 @@ def random_tanh_family(key, features, n_z: int, n_tests: int, scale: float = 2.0
     _check_features(features)
     if not isinstance(n_tests, (int, np.integer)) or n_tests < 1:
         raise ValueError(f"n_tests={n_tests!r}: need an integer >= 1")
-    if not (scale > 0):
-        raise ValueError(f"scale={scale!r}: the weight scale must be positive")
+    if not (0 < scale < np.inf):
+        raise ValueError(f"scale={scale!r}: the weight scale must be positive and finite")
     dim = np.shape(features)[1] + 2 * n_z + 2
     weights = scale * jax.random.normal(key, (n_tests, dim), jnp.float32) / np.sqrt(dim)
     return tanh_family(features, weights, n_z)
@@ -448,9 +450,6 @@ def calibration_family(
 
 
 # ------------------------------------------------------------------------------------------------
-# Unions.
-
-
 @struct.dataclass
 class StackedFamily(_FamilyBase):
     """The union of several families; test ``i`` indexes them in order."""
@@ -495,6 +494,6 @@ class StackedFamily(_FamilyBase):
 
 def stack_families(*families) -> StackedFamily:
     """Union of families over the same contexts and outcomes."""
-    if not families:
-        raise ValueError("families=(): need at least one family to stack")
+    if not families or not all(isinstance(f, _FamilyBase) for f in families):
+        raise ValueError(f"families={families!r}: need one or more families to stack")
     return StackedFamily(families=tuple(families))

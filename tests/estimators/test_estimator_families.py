@@ -23,6 +23,7 @@ from dedebate.estimators.families import (
     round_reward_family,
     stack_families,
     table_family,
+    tanh_family,
 )
 
 N_X, N_Z, Q = 6, 4, 2
@@ -197,6 +198,21 @@ def test_constructors_reject_bad_input():
         oi_problem([np.nan, 1.0], np.full((2, 2), 0.5))
     with pytest.raises(ValueError, match="g: holds a non-finite"):
         oi_problem([0.5, 0.5], [[np.nan, 0.5], [0.5, 0.5]])
+
+
+def test_constructors_refuse_non_finite_features_weights_and_scales():
+    """NaN or inf in a family's features, weights or scale made every test value NaN."""
+    key, feats = jax.random.key(0), np.zeros((3, 2))
+    with pytest.raises(ValueError, match="features: every value must be finite"):
+        random_tanh_family(key, np.array([[0.0, np.nan]] * 3), 4, 2)
+    with pytest.raises(ValueError, match="shared: every value must be finite"):
+        random_mlp_family(key, np.array([[np.inf, 0.0]] * 3), 4, 2)
+    with pytest.raises(ValueError, match="weights: every value must be finite"):
+        tanh_family(feats, np.full((1, 2 + 2 * 4 + 2), np.nan), 4)
+    with pytest.raises(ValueError, match="scale=inf"):
+        random_tanh_family(key, feats, 4, 2, scale=np.inf)
+    with pytest.raises(ValueError, match="need one or more families"):
+        stack_families(table_family(np.zeros((1, 3, 4))), np.zeros((1, 3, 4)))
 
 
 def test_advantages_refuse_an_h_that_would_broadcast():
