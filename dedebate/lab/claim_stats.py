@@ -162,6 +162,10 @@ def wilson_interval(
         return (math.nan, math.nan, math.nan)
     if trials <= 0:
         return (math.nan, 0.0, 1.0)
+    if not 0 <= successes <= trials:
+        raise ValueError(
+            f"successes={successes!r}, trials={trials!r}: need 0 <= successes <= trials"
+        )
     p = successes / trials
     denom = 1.0 + z * z / trials
     centre = (p + z * z / (2 * trials)) / denom
@@ -220,7 +224,8 @@ def mean_interval(
         support: ``(low, high)`` the quantity cannot leave (``(0, 1)`` for a rate); None:
             unbounded.
 
-    Returns ``(mean, lo, hi)``; a sample that is not finite makes all three NaN.
+    Returns ``(mean, lo, hi)``; a sample that is not finite or lies outside ``support`` makes
+    all three NaN.
     """
     import numpy as np
     from scipy.special import stdtrit  # Student's t quantile (lighter to import than stats)
@@ -229,7 +234,7 @@ def mean_interval(
     x = np.asarray(list(values) if not hasattr(values, "shape") else values, dtype=np.float64)
     n = x.size
     m = float(x.mean()) if n else math.nan
-    if not np.isfinite(x).all():
+    if not (np.isfinite(x).all() and ((low <= x) & (x <= high)).all()):
         return (math.nan, math.nan, math.nan)
     if n < 2:
         return (m, low, high)

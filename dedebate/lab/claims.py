@@ -39,6 +39,7 @@ __all__ = [
     "consistency_rows",
     "exact_interval",
     "family_decisions",
+    "family_size",
     "gating",
     "mean_interval",
     "nonfinite_reason",
@@ -253,7 +254,8 @@ class Claim:
         standard error; it is the test the interval inverts. ``support`` is the range of the
         quantity (``(0, 1)`` for a rate): the interval is clipped to it. The row stores ``n`` and
         the sample standard deviation ``sd``. Fails closed (the row FAILs with the reason in its
-        note): fewer than two samples, a non-finite sample or target.
+        note): fewer than two samples, a non-finite sample or target, a sample outside
+        ``support``.
 
         Args:
             claim: what the paper claims, in words.
@@ -278,6 +280,12 @@ class Claim:
         if not reason and not np.all(np.isfinite(x)):
             bad = x[~np.isfinite(x)]
             reason = f"{bad.size} of {x.size} samples are not finite (first: {float(bad[0])!r})"
+        low, high = support if support is not None else (-math.inf, math.inf)
+        if not reason and not np.all((low <= x) & (x <= high)):
+            out = x[(x < low) | (x > high)]
+            reason = (
+                f"{out.size} sample(s) outside the support {support} (first: {float(out[0])!r})"
+            )
         if reason:
             m = float(x.mean()) if x.size else math.nan
             return _failed(claim, source, bound, m, reason, note)
@@ -337,6 +345,12 @@ def _in_family(row: Mapping[str, Any]) -> bool:
     return row.get("p_value") is not None and not row.get("finding", False)
 
 
+def family_size(rows: Iterable[Mapping[str, Any]]) -> int:
+    """m: the Monte-Carlo rows a family decides, less those failed closed (a non-finite value,
+    interval or p-value fails whatever m is; counted, it would lower the others' bar)."""
+    return sum(_in_family(r) and row_finite(r) for r in rows)
+
+
 def gating(row: Mapping[str, Any] | Claim) -> bool:
     """Whether a row gates pass/fail (every claim does; a finding does not)."""
     return not (row.finding if isinstance(row, Claim) else row.get("finding", False))
@@ -349,11 +363,11 @@ def family_decisions(
 
     A row whose value, interval or p-value is not finite fails (fail closed). Exact rows
     (``p_value`` None) keep their own decision. With m Monte-Carlo rows, such a row passes iff
-    its checks hold and ``p_value >= alpha / m``. A dict's own decision is read from
-    ``passed_95`` when present, else ``passed``.
+    its checks hold and ``p_value >= alpha / m`` (m: :func:`family_size`). A dict's own
+    decision is read from ``passed_95`` when present, else ``passed``.
     """
     rows = [c.to_dict() if isinstance(c, Claim) else c for c in claims]
-    m = sum(_in_family(r) for r in rows)
+    m = family_size(rows)
     out = []
     for r in rows:
         if not row_finite(r):
@@ -397,12 +411,14 @@ def with_family_decisions(
     """
     rows = [c.to_dict() if isinstance(c, Claim) else dict(c) for c in claims]
     decisions = family_decisions(rows, alpha)
-    m = sum(_in_family(r) for r in rows)
+    m = family_size(rows)
     out = []
     for r, ok in zip(rows, decisions):
         own = bool(r.get("passed_95", r["passed"]))
         extra = (
-            {"family": family, "family_size": m, "family_level": alpha / m} if _in_family(r) else {}
+            {"family": family, "family_size": m, "family_level": alpha / max(m, 1)}
+            if _in_family(r)
+            else {}
         )
         out.append({**r, "passed_95": own, "passed": ok, **extra})
     return out

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dedebate.lab.claims import FAMILY_ALPHA, gating, with_family_decisions
+from dedebate.lab.claims import FAMILY_ALPHA, family_size, gating, with_family_decisions
 
 
 @dataclasses.dataclass
@@ -344,12 +344,14 @@ def _policy_line(entries: list[ExperimentEntry]) -> str:
     rows = [c for e in entries for c in e.claims if c.get("p_value") is not None and gating(c)]
     if not rows:
         return "Every row is exact (no Monte-Carlo rows)."
-    m = len(rows)
+    m, closed = family_size(rows), ""
+    if m < len(rows):
+        closed = f" ({len(rows) - m} more failed closed, outside the family)"
     misses = sum(not c.get("passed_95", c["passed"]) for c in rows)
     return (
-        f"Multiple comparisons: the {m} Monte-Carlo rows are decided family-wise "
+        f"Multiple comparisons: the {m} Monte-Carlo rows{closed} are decided family-wise "
         f"(Bonferroni): a row passes iff its p-value >= {FAMILY_ALPHA:g}/{m} = "
-        f"{FAMILY_ALPHA / m:.6g}, so a report whose claims all hold fails with probability "
+        f"{FAMILY_ALPHA / max(m, 1):.6g}, so a report whose claims all hold fails with probability "
         f"at most {FAMILY_ALPHA:g}. Intervals shown are each row's own 95% interval; "
         f"{misses} row(s) miss their bound at 95% alone (marked '95%: miss'). Exact rows "
         "compare exactly."

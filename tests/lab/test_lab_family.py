@@ -117,6 +117,19 @@ def test_family_decisions_bonferroni_and_checks():
     assert ExperimentResult(claims=[mc] * 10).passed
 
 
+def test_rows_failed_closed_leave_the_family():
+    """A row failed closed (no interval) fails whatever m is; counted in m, twenty of them let a
+    row at p = 0.01 pass (0.01 >= 0.05 / 21)."""
+    mc = Claim("m", "s", "== 0", 0.1, 0.01, 0.19, False, p_value=0.01)
+    broken = Claim.proportion("b", "s", ">=", 0.5, 0, 0)  # no trials: failed closed, p_value 0
+    assert broken.p_value == 0.0 and math.isnan(broken.lo)
+    assert family_decisions([mc, *[broken] * 20]) == [False] * 21
+    rows = with_family_decisions([broken, broken])
+    assert [r["family_size"] for r in rows] == [0, 0] and not any(r["passed"] for r in rows)
+    md = render_markdown({}, [ExperimentEntry("a", claims=rows)], 1.0)
+    assert "the 0 Monte-Carlo rows (2 more failed closed, outside the family)" in md
+
+
 def test_family_wise_false_failure_rate_is_at_most_alpha():
     """Reports of m true claims (each estimate at its bound's boundary): the chance that the
     report fails is <= 5% family-wise (Bonferroni), while deciding rows at 95% alone fails

@@ -254,9 +254,20 @@ def test_a_non_finite_sample_makes_the_mean_interval_nan(pos):
     assert all(math.isnan(v) for v in mean_interval([math.inf, 0.1]))
 
 
+def test_a_sample_outside_the_support_fails_closed():
+    """Clipped, a mean of 2 over a support (0, 1) read [2, 1]: an empty interval that passed."""
+    assert all(math.isnan(v) for v in mean_interval([2.0, 2.0], support=(0.0, 1.0)))
+    row = Claim.mean("c", "s", ">=", 0.99, [2.0, 2.0], support=(0.0, 1.0))
+    assert not row.passed and "outside the support (0.0, 1.0) (first: 2.0)" in row.note
+    assert Claim.mean("c", "s", ">=", 0.5, [0.0, 1.0, 1.0], support=(0.0, 1.0)).lo <= 2 / 3
+
+
 def test_exact_interval_refuses_impossible_counts_and_gives_nan_for_non_finite_ones():
     for k, n in ((5, 3), (-1, 3), (0, 0), (1.5, 3)):
         with pytest.raises(ValueError, match="successes="):
             exact_interval(k, n)
+    for k, n in ((11, 10), (-1, 10)):  # a math domain error before
+        with pytest.raises(ValueError, match=f"successes={k}, trials={n}"):
+            wilson_interval(k, n)
     assert all(math.isnan(v) for v in exact_interval(math.nan, 3))
     assert exact_interval(3, 3)[2] == 1.0 and exact_interval(0, 3)[1] == 0.0
