@@ -109,6 +109,8 @@ class Claim:
         if self.p_value is not None:
             named["p_value"] = self.p_value
         reason = nonfinite_reason(**named)
+        if not reason and not self.lo <= self.value <= self.hi:
+            reason = f"the interval [{self.lo!r}, {self.hi!r}] does not hold value={self.value!r}"
         if reason and self.passed:
             object.__setattr__(self, "passed", False)
         if reason and not self.note.startswith("FAIL-CLOSED"):

@@ -254,6 +254,13 @@ def test_a_non_finite_sample_makes_the_mean_interval_nan(pos):
     assert all(math.isnan(v) for v in mean_interval([math.inf, 0.1]))
 
 
+def test_a_row_whose_interval_does_not_hold_its_value_fails_closed():
+    """A row built by hand with its ends swapped passed (the claims audit)."""
+    row = Claim("c", "s", ">= 0.9", 0.5, 0.9, 0.1, True)
+    assert not row.passed and row.note.startswith("FAIL-CLOSED: the interval [0.9, 0.1]")
+    assert Claim("c", "s", "== 1/2", 0.5, 0.5, 0.5, True).passed
+
+
 def test_a_sample_outside_the_support_fails_closed():
     """Clipped, a mean of 2 over a support (0, 1) read [2, 1]: an empty interval that passed."""
     assert all(math.isnan(v) for v in mean_interval([2.0, 2.0], support=(0.0, 1.0)))
