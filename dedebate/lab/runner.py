@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from dedebate.lab.config import RunConfig, config_hash_of, dump_yaml
+from dedebate.lab.config import RunConfig, config_hash_of, dump_resumed_yaml, dump_yaml
 from dedebate.lab.context import (  # noqa: F401  (experiment_key: re-exported)
     LabContext,
     experiment_key,
@@ -317,7 +317,9 @@ def _run_in(
     """The body of :func:`run_experiment`, in a locked run directory."""
     stale = resume and set_aside_stale(run_dir, cfg.config_hash())  # another config's attempt
     resume = resume and not stale
-    write_text(run_dir / "config.yaml", dump_yaml(cfg))
+    write_text(
+        run_dir / "config.yaml", dump_resumed_yaml(cfg, run_dir) if resume else dump_yaml(cfg)
+    )
     _write_running_record(module, cfg, run_dir)
 
     tcfg = cfg.tracking

@@ -22,6 +22,7 @@ import time
 import pytest
 
 from dedebate import cli
+from dedebate.lab.rundir import read_config
 from tests.conftest import REPO
 
 RESUMABLE = "tests.fake_experiments.resumable"
@@ -90,6 +91,9 @@ def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(
     resumed = json.loads((run_dir / "results.json").read_text())
     assert resumed["metrics"]["resumed_from"] == steps[-2]  # checkpoint step = chunks done
     assert resumed["provenance"]["resumed"] is True
+    # --resume is the command's: config.yaml still says resume: false, so running it again
+    # starts a new run (with true it printed this finished run's claims)
+    assert read_config(run_dir / "config.yaml")["resume"] is False
 
     assert cli.main(["run", "--no-progress", str(cfg), f"output_dir={tmp_path / 'fresh'}"]) == 0
     (fresh_dir,) = (tmp_path / "fresh").glob("fake_walk-*")

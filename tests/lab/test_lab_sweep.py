@@ -16,6 +16,7 @@ from dedebate.lab.config import ConfigError, resolve
 from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.memory import MemoryBudgetError
 from dedebate.lab.registry import discover_experiments
+from dedebate.lab.rundir import read_config
 from dedebate.lab.sweep import SweepError, find_sweep_dir, plan, point_key, run_sweep
 
 SWEEPABLE = "tests.fake_experiments.sweepable"
@@ -156,6 +157,8 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
     assert fake_sweep.TRACES[0] - before == 0 == again.results["compilations"]
     assert again.results["groups_resumed"] == 1 and again.results["rows_computed"] == 4
     assert (rec.sweep_dir / "sweep.csv").read_text() == table
+    # the folder's config.yaml keeps its own resume: false (run again, it starts a new sweep)
+    assert read_config(rec.sweep_dir / "config.yaml")["resume"] is False
     # every group on disk: a resume reads them under a memory limit none of them fits; one to
     # compute again is refused, before it starts
     monkeypatch.setattr(fake_sweep, "memory_bytes", lambda c: {"all": 10**9}, raising=False)
