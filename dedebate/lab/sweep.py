@@ -24,6 +24,7 @@ from dedebate.lab.folder_guard import lock_run_dir
 from dedebate.lab.memory import check_sweep
 from dedebate.lab.rundir import (
     environment_provenance,
+    eprint,
     flatten_numbers,
     jsonable,
     new_run_dir,
@@ -357,6 +358,13 @@ def _check_same_sweep(path: Path, cfg: RunConfig) -> None:
         raise SweepError(
             f"{path} holds a different sweep (its config.yaml has another sweep "
             "hash); start a new sweep directory instead"
+        )
+    was = old.get("sweep") if isinstance(old, dict) else None
+    was, now = was.get("batch") if isinstance(was, dict) else None, cfg.sweep and cfg.sweep.batch
+    if was is not None and was != now and any(path.glob("groups/group-*.csv")):
+        eprint(  # a smaller batch can rescue a sweep that ran out of memory: warned, not refused
+            f"dedebate: warning: {path}: sweep.batch {was!r} -> {now}: rows computed "
+            "now may differ in the last bits from its groups' on disk (docs/lab.md, Sweeps)"
         )
 
 

@@ -121,7 +121,7 @@ def test_seeds_by_two_dynamic_axes_compile_once_and_points_stand_alone(reg, fake
 
 
 def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
-    reg, fake_sweep, tmp_path, monkeypatch
+    reg, fake_sweep, tmp_path, monkeypatch, capsys
 ):
     cfg = config(
         reg, tmp_path, {"seeds": 2, "axes": {"n": [4, 8], "p": [0.3, 0.6]}, "plots": False}
@@ -177,6 +177,13 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
     assert find_sweep_dir(config(reg, tmp_path, {"seeds": 3, "axes": {"n": [4]}})) is None
     with pytest.raises(SweepError, match="holds a different sweep"):
         run_sweep(fake_sweep, config(reg, tmp_path, {"seeds": 3}), sweep_dir=rec.sweep_dir)
+    # a resume at another batch (a smaller one rescues a sweep out of memory) is warned: its rows
+    # may round apart from the groups on disk (the durability audit: it was silent)
+    monkeypatch.undo()
+    capsys.readouterr()
+    other = config(reg, tmp_path, {**cfg.sweep.__dict__, "batch": 1}, resume=True)
+    run_sweep(fake_sweep, other, show_progress=False)
+    assert "sweep.batch 0 -> 1: rows computed now may differ" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
