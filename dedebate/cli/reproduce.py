@@ -4,6 +4,7 @@ its number of worker processes."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -117,22 +118,28 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
         jobs = auto_jobs()
     assert isinstance(jobs, int)  # checked above: an integer >= 1 or auto
-    try:
-        outcome = reproduce(
-            reg,
-            size=args.size,
-            seed=args.seed,
-            output_dir=args.output_dir,
-            only=args.only,
-            tracking_mode=args.tracking,
-            show_progress=not args.no_progress,
-            resume_dir=args.resume,
-            jobs=jobs,
-            memory_limit=args.memory_limit,
-        )
-    except ValueError as err:
-        print(f"dedebate: error: {err}", file=sys.stderr)
-        return EXIT_FAIL
+    from dedebate.lab.folder_guard import lock_run_dir
+
+    # a second reproduce --resume of the folder stops here (exit 2); two at once each ran what the
+    # other was not running, and the last report written failed their rows "run in use"
+    held = lock_run_dir(args.resume) if args.resume else contextlib.nullcontext()
+    with held:
+        try:
+            outcome = reproduce(
+                reg,
+                size=args.size,
+                seed=args.seed,
+                output_dir=args.output_dir,
+                only=args.only,
+                tracking_mode=args.tracking,
+                show_progress=not args.no_progress,
+                resume_dir=args.resume,
+                jobs=jobs,
+                memory_limit=args.memory_limit,
+            )
+        except ValueError as err:
+            print(f"dedebate: error: {err}", file=sys.stderr)
+            return EXIT_FAIL
     n_pass = sum(e.counts()[0] for e in outcome.entries)
     n_claims = sum(e.counts()[1] for e in outcome.entries)
     failed = [e.name for e in outcome.entries if e.verdict == "FAIL"]

@@ -410,3 +410,21 @@ def test_a_memory_limit_on_resume_keeps_what_finished(tmp_path, fake_env, capsys
     run = ["run", "--resume", str(rep / "fake_pass"), "memory_limit=100KiB", "--no-progress"]
     assert cli.main(run) == 0
     assert "run already finished" in capsys.readouterr().err
+
+
+def test_a_second_resume_of_a_reproduce_folder_stops_at_once(tmp_path, fake_env, capsys):
+    """While one ``reproduce --resume DIR`` runs, another of DIR exits 2 and writes nothing. Two
+    at once each ran what the other was not running, and the last report written failed the
+    other's rows with "run in use" (the durability audit)."""
+    from dedebate.lab.folder_guard import lock_run_dir
+
+    fake_env.setenv("DEDEBATE_EXPERIMENTS", "tests.fake_experiments.fake_pass")
+    code, _, _, rep = reproduce(tmp_path / "out", capsys)
+    assert code == 0
+    report = (rep / "report.json").read_bytes()
+    args = ["reproduce", "--resume", str(rep), "--no-progress", "--tracking", "disabled"]
+    with lock_run_dir(rep):  # the first resume, still running
+        assert cli.main(args) == 2
+        assert "run in use by PID" in capsys.readouterr().err
+    assert (rep / "report.json").read_bytes() == report
+    assert cli.main(args) == 0  # once it has finished
