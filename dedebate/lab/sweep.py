@@ -11,6 +11,7 @@ are re-exported here. The contract, keys and output: docs/lab.md, "Sweeps".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -23,12 +24,13 @@ from dedebate.lab.devices import EvalInfo
 from dedebate.lab.folder_guard import lock_run_dir
 from dedebate.lab.memory import check_sweep
 from dedebate.lab.rundir import (
+    RunDirError,
     environment_provenance,
     eprint,
     flatten_numbers,
     jsonable,
     new_run_dir,
-    read_config,
+    read_json,
     utc_iso,
     write_csv,
     write_json,
@@ -68,7 +70,13 @@ from dedebate.lab.sweep_programs import (  # noqa: F401  (re-exported)
     compile_options,
     train_point,
 )
-from dedebate.lab.sweep_rows import group_done, read_rows, sort_rows, write_group_file
+from dedebate.lab.sweep_rows import (
+    check_same_sweep,
+    group_done,
+    read_rows,
+    sort_rows,
+    write_group_file,
+)
 from dedebate.lab.tracking import Tracker
 
 SWEEP_SCHEMA_VERSION = 1
@@ -130,7 +138,8 @@ def run_sweep(
         show_progress: show a progress bar (process 0).
         devices: the devices of the run axis (default: all).
 
-    Returns the :class:`SweepRecord`.
+    Returns the :class:`SweepRecord` (a resume of a finished sweep changes nothing: its
+    ``results`` are then ``{}``, the folder's results.json stays as it was).
     """
     held: list[Any] = []
     try:
@@ -143,6 +152,12 @@ def run_sweep(
             devices=devices,
             held=held,
         )
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: name the folder to resume (its lock's)
+        if held:
+            eprint(
+                f"dedebate: resume the sweep with: dedebate sweep --resume {held[0].path.parent}"
+            )
+        raise
     finally:
         for lock in held:
             lock.release()
@@ -183,7 +198,7 @@ def _run_sweep(
         path = str(Path(sweep_dir).resolve())
         Path(path).mkdir(parents=True, exist_ok=True)
         held.append(lock_run_dir(path))  # another process on this sweep stops here
-        _check_same_sweep(Path(path), cfg)
+        check_same_sweep(Path(path), cfg)
         numerics.guard_sweep(Path(path) / "groups", resume)
         text = dump_resumed_yaml(cfg, path) if resume else dump_yaml(cfg)
         write_text(Path(path) / "config.yaml", text)
@@ -200,6 +215,10 @@ def _run_sweep(
         else [False] * len(plan_.groups)
     )
     done = dist.broadcast_flags(done)
+    if dist.broadcast_flags([lead and all(done) and _finished(out)])[0]:  # its record is kept
+        eprint(f"dedebate: sweep already finished: {out}; nothing to do")
+        kept = [r for g in plan_.groups for r in read_rows(groups_dir / f"group-{g.index:03d}.csv")]
+        return SweepRecord(cfg, out, plan_, sort_rows(kept, plan_.seeds), {}, 0.0)
     if not checked:  # the groups on disk are read, not computed: only the others must fit
         check_sweep(module, cfg, [g.static for g, d in zip(plan_.groups, done) if d])
 
@@ -341,31 +360,12 @@ def _run_sweep(
     return SweepRecord(cfg, out, plan_, rows, results, wall)
 
 
-def _check_same_sweep(path: Path, cfg: RunConfig) -> None:
-    f = path / "config.yaml"
-    if not f.is_file():
-        return
-    try:
-        old = read_config(f)  # never through a link; no alias bomb, bounded nesting
-    except Exception:  # noqa: BLE001 - an unreadable config is replaced
-        return
-    if isinstance(old, dict) and not old.get("sweep"):
-        raise SweepError(
-            f"{path} holds a run, not a sweep (its config.yaml has no sweep block); start a new "
-            "sweep directory instead"
-        )
-    if isinstance(old, dict) and sweep_hash_of(old) != cfg.sweep_hash():
-        raise SweepError(
-            f"{path} holds a different sweep (its config.yaml has another sweep "
-            "hash); start a new sweep directory instead"
-        )
-    was = old.get("sweep") if isinstance(old, dict) else None
-    was, now = was.get("batch") if isinstance(was, dict) else None, cfg.sweep and cfg.sweep.batch
-    if was is not None and was != now and any(path.glob("groups/group-*.csv")):
-        eprint(  # a smaller batch can rescue a sweep that ran out of memory: warned, not refused
-            f"dedebate: warning: {path}: sweep.batch {was!r} -> {now}: rows computed "
-            "now may differ in the last bits from its groups' on disk (docs/lab.md, Sweeps)"
-        )
+def _finished(out: Path) -> bool:
+    """Whether ``out`` holds a finished sweep's results.json."""
+    with contextlib.suppress(OSError, ValueError, RunDirError):
+        stored = read_json(out / "results.json")
+        return isinstance(stored, dict) and stored.get("status") == "ok"
+    return False
 
 
 def _vmapped_group(module, plan_, g, cfg, out, info, devices, pid, nproc):

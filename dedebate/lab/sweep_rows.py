@@ -15,17 +15,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dedebate.lab.config import RunConfig, sweep_hash_of
 from dedebate.lab.rundir import (
     MAX_HASHES_BYTES,
     MAX_ROWS_BYTES,
     _cell,
     eprint,
     read_bytes,
+    read_config,
     read_text,
     write_csv,
     write_text,
 )
-from dedebate.lab.sweep_plan import RESERVED, Group, SweepPlan
+from dedebate.lab.sweep_plan import RESERVED, Group, SweepError, SweepPlan
 
 
 def _parse_cell(text: str) -> Any:
@@ -156,3 +158,31 @@ def group_done(path: Path, plan_: SweepPlan, group: Group) -> bool:
     if problem is not None:
         eprint(f"dedebate: warning: {path}: {problem}; recomputing group {group.index}")
     return problem is None
+
+
+def check_same_sweep(path: Path, cfg: RunConfig) -> None:
+    """Refuse a folder that holds a run or another sweep (SweepError); warn of another batch."""
+    f = path / "config.yaml"
+    if not f.is_file():
+        return
+    try:
+        old = read_config(f)  # never through a link; no alias bomb, bounded nesting
+    except Exception:  # noqa: BLE001 - an unreadable config is replaced
+        return
+    if isinstance(old, dict) and not old.get("sweep"):
+        raise SweepError(
+            f"{path} holds a run, not a sweep (its config.yaml has no sweep block); start a new "
+            "sweep directory instead"
+        )
+    if isinstance(old, dict) and sweep_hash_of(old) != cfg.sweep_hash():
+        raise SweepError(
+            f"{path} holds a different sweep (its config.yaml has another sweep "
+            "hash); start a new sweep directory instead"
+        )
+    was = old.get("sweep") if isinstance(old, dict) else None
+    was, now = was.get("batch") if isinstance(was, dict) else None, cfg.sweep and cfg.sweep.batch
+    if was is not None and was != now and any(path.glob("groups/group-*.csv")):
+        eprint(  # a smaller batch can rescue a sweep that ran out of memory: warned, not refused
+            f"dedebate: warning: {path}: sweep.batch {was!r} -> {now}: rows computed "
+            "now may differ in the last bits from its groups' on disk (docs/lab.md, Sweeps)"
+        )

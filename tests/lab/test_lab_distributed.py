@@ -84,7 +84,9 @@ def test_two_processes_equal_one(tmp_path):
     keys = sorted((r["point"], r["seed"]) for part in parts for r in part)
     rows = list(csv.DictReader(table.splitlines()))
     assert keys == sorted((r["point"], r["seed"]) for r in rows)
-    # resume=true resumes that sweep on two processes too (it started a new one)
+    # resume=true resumes that sweep on two processes too (it started a new one); one stopped
+    # before its results.json (a finished one is not run again)
+    (d / "results.json").unlink()
     again = _sweep_on_two_processes(tmp_path, "resume=true")
     assert again.returncode == 0, again.stderr
     assert [*(tmp_path / "runs").glob("fake_sweep-sweep-*")] == [d]

@@ -145,6 +145,16 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
     g0 = read_csv(rec.sweep_dir / "groups" / "group-000.csv")
     assert {r["n"] for r in g0} == {"4"} and len(g0) == 4
 
+    # a finished sweep resumed changes nothing: its results.json (compile counts, rates, times)
+    # was rewritten with zeros (the UX and durability audits)
+    record = (rec.sweep_dir / "results.json").read_bytes()
+    capsys.readouterr()
+    noop = run_sweep(
+        fake_sweep, config(reg, tmp_path, cfg.sweep.__dict__, resume=True), show_progress=False
+    )
+    assert noop.results == {} and (rec.sweep_dir / "results.json").read_bytes() == record
+    assert f"sweep already finished: {rec.sweep_dir}; nothing to do" in capsys.readouterr().err
+    assert [r["point"] for r in noop.rows] == [r["point"] for r in rec.rows]
     # lose the last group, resume: only that group is computed again (by the program compiled
     # above: this process keeps it), and the table is the same
     (rec.sweep_dir / "groups" / "group-001.csv").unlink()
@@ -159,10 +169,13 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
     assert (rec.sweep_dir / "sweep.csv").read_text() == table
     # the folder's config.yaml keeps its own resume: false (run again, it starts a new sweep)
     assert read_config(rec.sweep_dir / "config.yaml")["resume"] is False
-    # every group on disk: a resume reads them under a memory limit none of them fits; one to
+    # every group on disk: a resume reads them under a memory limit none of them fits (here a
+    # finished sweep's no-op; with results.json gone, a resume that computes nothing); one to
     # compute again is refused, before it starts
     monkeypatch.setattr(fake_sweep, "memory_bytes", lambda c: {"all": 10**9}, raising=False)
     tight = config(reg, tmp_path, cfg.sweep.__dict__, resume=True, memory_limit=1000)
+    assert run_sweep(fake_sweep, tight, show_progress=False).results == {}
+    (rec.sweep_dir / "results.json").unlink()  # killed while plotting, say
     assert run_sweep(fake_sweep, tight, show_progress=False).results["groups_resumed"] == 2
     (rec.sweep_dir / "groups" / "group-001.csv").unlink()
     with pytest.raises(MemoryBudgetError, match=r"at n=8\)"):
@@ -184,6 +197,21 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
     other = config(reg, tmp_path, {**cfg.sweep.__dict__, "batch": 1}, resume=True)
     run_sweep(fake_sweep, other, show_progress=False)
     assert "sweep.batch 0 -> 1: rows computed now may differ" in capsys.readouterr().err
+
+
+def test_a_stopped_sweep_names_the_folder_to_resume(reg, fake_sweep, tmp_path, monkeypatch, capsys):
+    """Ctrl-C (or SIGTERM) in a sweep prints the command that resumes it, as a run does: the
+    folder's name was printed only at the end."""
+
+    def stopped(pcfg):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fake_sweep, "point", stopped)
+    clear_program_cache()
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(fake_sweep, config(reg, tmp_path, {"seeds": 1}), show_progress=False)
+    (folder,) = (tmp_path / "runs").glob("fake_sweep-sweep-*")
+    assert f"resume the sweep with: dedebate sweep --resume {folder}\n" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

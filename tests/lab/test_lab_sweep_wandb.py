@@ -67,7 +67,10 @@ def test_one_wandb_run_per_point_grouped_per_sweep(reg, tmp_path, fake_wandb):
         assert run.summary["rate/mean"] == pytest.approx(mean)
         assert run.summary["rate/lo"] <= mean <= run.summary["rate/hi"]
 
-    # a resumed sweep continues its own W&B run (it started another of the same name)
+    # a resumed sweep continues its own W&B run (it started another of the same name); one
+    # stopped before its results.json (a finished one is not run again)
+    (sweep_dir,) = tmp_path.glob("fake_sweep-sweep-*")
+    (sweep_dir / "results.json").unlink()
     again = sweep_config(reg, tmp_path)
     run_sweep(
         reg.experiments["fake_sweep"], dataclasses.replace(again, resume=True), show_progress=False
