@@ -138,6 +138,33 @@ def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
     return RunLock(fd, path)
 
 
+def held(run_dir: str | os.PathLike) -> bool | None:
+    """Whether a process holds ``run_dir``'s lock now (None: no lock file to ask, or no flock).
+
+    It asks with a shared lock taken and dropped at once, so a run starting at that instant may
+    see "run in use" and can be started again."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO does not block
+    try:
+        fd = os.open(Path(run_dir) / LOCK_NAME, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as err:
+            return True if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES) else None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 RUN_ID_FILE = "dedebate-run-id"  # the W&B run id a resumed run continues (in wandb/)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.claims import Claim, gating
+from dedebate.lab.folder_guard import held
 from dedebate.lab.provenance import RESULT_SCHEMA_VERSION
 from dedebate.lab.report_render import printable
 from dedebate.lab.rundir import (
@@ -345,10 +346,10 @@ def find(root: str | os.PathLike, max_depth: int = MAX_DEPTH) -> list[Path]:
     found: list[Path] = []
 
     def walk(d: Path, depth: int) -> None:
-        if _record_file(d) is not None:
+        if _record_file(d) is not None or _unfinished_sweep(d):  # a sweep's points/: its own
             found.append(d)
             return
-        if depth >= max_depth or _unfinished_sweep(d):  # its points/ are not runs of their own
+        if depth >= max_depth:
             return
         try:
             entries = sorted(os.scandir(d), key=lambda e: e.name)
@@ -385,7 +386,9 @@ def summary(directory: str | os.PathLike) -> dict[str, Any]:
     """One record's ``dedebate ls`` entry, with the keys :data:`LS_KEYS`.
 
     Returns ``kind``, ``name`` (the experiment; a reproduce's experiments joined by commas),
-    ``status`` (a run's or sweep's; a reproduce's ``complete`` / ``incomplete``; ``unreadable``),
+    ``status`` (a run's or sweep's, ``stopped`` for "running" when no process holds its lock;
+    a sweep before its results.json ``running`` or ``stopped``; a reproduce's ``complete`` /
+    ``incomplete``; ``unreadable``),
     ``verdict`` (``PASS`` / ``FAIL`` for a finished run or reproduce, else None), gating
     ``claims_passed`` / ``claims_total`` (None for a sweep), ``started_utc``, ``size`` (quick,
     default, full), ``bytes`` on disk, ``path``, and ``error`` (a run's error or why the record is
@@ -394,6 +397,9 @@ def summary(directory: str | os.PathLike) -> dict[str, Any]:
     path = Path(directory)
     out: dict[str, Any] = dict.fromkeys(LS_KEYS)
     out.update(path=str(path), bytes=disk_bytes(path))
+    if _record_file(path) is None and _unfinished_sweep(path):  # no results.json before its end
+        name = path.name.rsplit("-sweep-", 1)[0] if "-sweep-" in path.name else None
+        return out | {"kind": "sweep", "name": name, "status": _running(path, "running")}
     try:
         rec = load(path)
     except RecordError as err:
@@ -420,7 +426,8 @@ def summary(directory: str | os.PathLike) -> dict[str, Any]:
             claims_total=d.get("claims_total"),
         )
     else:
-        out.update(name=d.get("experiment"), status=d.get("status"), error=d.get("error"))
+        out.update(name=d.get("experiment"), status=_running(path, d.get("status")))
+        out.update(error=d.get("error"))
     if rec.kind == "run":
         gate = [c for c in d["claims"] if gating(c)]
         out.update(
@@ -429,6 +436,11 @@ def summary(directory: str | os.PathLike) -> dict[str, Any]:
             claims_total=len(gate),
         )
     return out
+
+
+def _running(path: Path, status: Any) -> Any:
+    """A "running" status as "stopped" when no process holds the folder's lock (killed, say)."""
+    return "stopped" if status == "running" and held(path) is False else status
 
 
 def listing(root: str | os.PathLike) -> list[dict[str, Any]]:

@@ -3,7 +3,7 @@
 Cells are read back as numbers, JSON lists and dicts, or text (an empty cell is None). A group
 file is checked against the plan and against the hash recorded when it was written
 (``groups.sha256`` in the sweep directory, ``sha256sum -c`` format) before a resumed sweep reuses
-it (:func:`check_group_file`).
+it (:func:`check_group_file`), and whether a folder holds this sweep (:func:`check_same_sweep`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import pytest
 
 from dedebate import cli
 from dedebate.lab import records
+from dedebate.lab.folder_guard import lock_run_dir
 from dedebate.lab.registry import discover_experiments
 from dedebate.lab.schema import validation_errors
 from dedebate.lab.sweep import run_sweep
@@ -227,10 +228,11 @@ def test_ls_follows_no_link_and_looks_a_bounded_depth(tmp_path, capsys):
         )
     )
     assert records.MAX_DEPTH == 4
-    code, out, err = _ls(capsys, root, "--json")
+    with lock_run_dir(sweep):  # the sweep's process still runs
+        code, out, err = _ls(capsys, root, "--json")
     got = {e["path"]: e for e in json.loads(out)}
     assert code == 0 and sorted(got) == sorted(
-        map(str, [root / "a", root / "bad", deep, root / "live"])
+        map(str, [root / "a", root / "bad", deep, root / "live", sweep])
     )
     assert got[str(root / "bad")]["status"] == "unreadable"
     assert "not readable JSON" in got[str(root / "bad")]["error"]
@@ -240,6 +242,20 @@ def test_ls_follows_no_link_and_looks_a_bounded_depth(tmp_path, capsys):
         None,
         "2026-01-02T03:04:05Z",
     )
+    # an unfinished sweep is listed (it was not: nothing showed there was work to resume)
+    assert (got[str(sweep)]["kind"], got[str(sweep)]["status"]) == ("sweep", "running")
+    # "running" records whose lock no process holds (killed, say) read "stopped"
+    (root / "live" / ".lock").write_text("")
+    code, out, err = _ls(capsys, root, "--json")
+    got = {e["path"]: e for e in json.loads(out)}
+    assert got[str(root / "live")]["status"] == got[str(sweep)]["status"] == "stopped"
+    (root / "live" / ".lock").unlink()  # a shared folder's FIFO or link: not asked, no wait
+    os.mkfifo(root / "live" / ".lock")
+    (sweep / ".lock").unlink()
+    (sweep / ".lock").symlink_to(root / "a" / "results.json")
+    code, out, err = _ls(capsys, root, "--json")
+    got = {e["path"]: e for e in json.loads(out)}
+    assert got[str(root / "live")]["status"] == got[str(sweep)]["status"] == "running"
     assert os.path.islink(root / "link")
 
     code, out, err = _ls(capsys, tmp_path / "nowhere")
