@@ -111,7 +111,11 @@ class Checkpointer:
         every: int = 1,
         keep: int = 3,
         async_save: bool = True,
+        before_save: Callable[[], None] | None = None,
     ):
+        """``before_save`` runs before each save (the run's: metrics.jsonl to disk first, so a
+        checkpoint never covers rows a power cut can take back)."""
+        self.before_save = before_save
         if every < 1:
             raise ValueError(f"every={every}: must be an integer >= 1")
         if keep < 1:
@@ -176,6 +180,8 @@ class Checkpointer:
         if not (force or int(step) % self.every == 0):
             return False
         with self._disk_full_is_run_dir_error():
+            if self.before_save is not None:
+                self.before_save()
             later = [s for s in self._mgr.all_steps() if s >= int(step)]
             if later:
                 self._mgr.wait_until_finished()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import re
 import sys
 import time
@@ -233,7 +234,24 @@ class LabContext:
         # :class:`~dedebate.lab.checkpoint.Checkpointer`.
         from dedebate.lab.checkpoint import Checkpointer
 
-        return Checkpointer(self.checkpoint_dir, self.config_hash, every=every, keep=keep)
+        return Checkpointer(
+            self.checkpoint_dir,
+            self.config_hash,
+            every=every,
+            keep=keep,
+            before_save=self.sync_metrics,
+        )
+
+    def sync_metrics(self) -> None:
+        """Force metrics.jsonl's rows to disk (``fsync``): a checkpoint is about to cover them."""
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(
+                self.metrics_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            )
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def stopwatch(self, name: str):
         """Time a block into ``timings["wall_<name>_s"]`` (results.json ``metrics``)."""

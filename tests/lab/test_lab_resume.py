@@ -242,3 +242,30 @@ def test_ctrl_c_names_the_folder_to_resume(tmp_path, fake_ckpt, monkeypatch, cap
         _run(fake_ckpt, tmp_path)
     (run_dir,) = tmp_path.glob("fake_ckpt-*")
     assert f"resume the run with: dedebate run --resume {run_dir}" in capsys.readouterr().err
+
+
+def test_each_checkpoint_follows_its_metrics_rows_on_disk(tmp_path, fake_ckpt, monkeypatch):
+    """Before every save, metrics.jsonl is fsynced: a checkpoint never covers rows that a power
+    cut can take back (a resume cuts rows only from the checkpoint on, so lost earlier rows
+    stayed lost; the durability audit)."""
+    from dedebate.lab import context
+    from dedebate.lab.checkpoint import Checkpointer
+
+    events = []
+    real_fsync, real_save = context.os.fsync, Checkpointer.save
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def save(self, step, state, **kw):
+        events.append(("save", step, len((self.directory.parent / "metrics.jsonl").read_text())))
+        return real_save(self, step, state, **kw)
+
+    monkeypatch.setattr(context.os, "fsync", fsync)
+    monkeypatch.setattr(Checkpointer, "save", save)
+    done = _run(fake_ckpt, tmp_path)
+    metrics = str(done.run_dir / "metrics.jsonl")
+    saves = [i for i, e in enumerate(events) if e[0] == "save"]
+    assert len(saves) == 6 and all(n > 0 for _, _, n in (events[i] for i in saves))
+    assert all(events[i + 1] == ("fsync", metrics) for i in saves)  # inside save, before Orbax's
