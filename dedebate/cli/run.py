@@ -25,7 +25,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """
     from dedebate.lab.config import ConfigError, load_config, resolve
     from dedebate.lab.folder_guard import check_run_dir
-    from dedebate.lab.registry import config_path, shipped_configs_dir
+    from dedebate.lab.registry import config_path
     from dedebate.lab.rundir import read_config
     from dedebate.lab.runner import run_experiment
 
@@ -64,12 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         if reg.errors and "unknown experiment" in str(err):
             warn_import_errors(reg)
-        shipped = shipped_configs_dir()
-        hint = ""
-        if str(err).startswith("config file not found") and shipped is not None:
-            names = ", ".join(sorted(p.stem for p in shipped.glob("*.yaml")))
-            hint = f"; a shipped config by name: {names} (or a YAML file's path)"
-        return die_usage(f"config error: {err}{hint}")
+        return die_usage(f"config error: {err}{_not_found_hint(err, args.config)}")
     module = reg.experiments[cfg.experiment]
     if cfg.sweep is not None:  # a sweep block makes the run a sweep (one process)
         return _sweep(
@@ -155,6 +150,20 @@ def offline_unless_asked(raw, overrides: list[str], where) -> dict:
         file=sys.stderr,
     )
     return {**raw, "tracking": {**tracking, "mode": "offline"}}
+
+
+def _not_found_hint(err: Exception, given: str | None) -> str:
+    """For a config file not found: an override given in its place, or the shipped configs."""
+    from dedebate.lab.registry import shipped_configs_dir
+
+    shipped = shipped_configs_dir()
+    if not str(err).startswith("config file not found") or shipped is None:
+        return ""
+    if given and "=" in given and not given.endswith((".yaml", ".yml")):
+        return f" ({given!r} is an override: name the config before it, NAME {given})"
+    names = ", ".join(sorted(p.stem for p in shipped.glob("*.yaml")))
+    sweeps = ", ".join(sorted(f"sweeps/{p.stem}" for p in shipped.glob("sweeps/*.yaml")))
+    return f"; a shipped config by name: {names}; a shipped sweep: {sweeps} (or a YAML file's path)"
 
 
 def _check_resume_kept(cfg, where: str) -> None:
@@ -256,7 +265,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         except ConfigError as err:
             if reg.errors and "unknown experiment" in str(err):
                 warn_import_errors(reg)
-            return die_usage(f"config error: {err}")
+            return die_usage(f"config error: {err}{_not_found_hint(err, args.config)}")
         sweep_dir = args.sweep_dir or args.resume
         return _sweep(
             reg.experiments[cfg.experiment],

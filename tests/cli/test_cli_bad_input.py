@@ -269,4 +269,11 @@ def test_a_config_not_found_lists_the_shipped_ones(tmp_path, capsys, monkeypatch
     assert cli.main(["run", "configs/machine.yaml"]) == 2
     err = capsys.readouterr().err
     assert "config file not found: 'configs/machine.yaml'; a shipped config by name: " in err
-    assert "machines, ogd_estimator" in err
+    assert "machines, ogd_estimator" in err and "; a shipped sweep: sweeps/budget_frontier" in err
+    # a sweep by its bare name: the sweeps' names (it named none: the UX audit)
+    assert cli.main(["sweep", "stochastic_scale"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sweeps/stochastic_scale (or a YAML file's path)" in err
+    assert cli.main(["run", "tracking.mode=disabled"]) == 2  # an override in the config's place
+    err = capsys.readouterr().err
+    assert "('tracking.mode=disabled' is an override: name the config before it, NAME" in err
