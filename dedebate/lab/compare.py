@@ -379,6 +379,15 @@ def _config_warning(diffs: list[dict[str, str]]) -> str:
     )
 
 
+def _disjoint_warning(rows: list[dict[str, Any]]) -> list[str]:
+    """One line when A and B hold rows of no experiment in common (nothing is paired)."""
+    a, b = ({r["experiment"] for r in rows if r[side]} for side in ("a", "b"))
+    if not a or not b or a & b:
+        return []
+    names = [", ".join(sorted(map(str, x))[:3]) + (", ..." if len(x) > 3 else "") for x in (a, b)]
+    return [one_line(f"warning: A and B share no experiment (A: {names[0]}; B: {names[1]})")]
+
+
 def render(cmp: dict[str, Any]) -> str:
     """The markdown table of a :func:`comparison`.
 
@@ -389,6 +398,7 @@ def render(cmp: dict[str, Any]) -> str:
         f"A: {cmp['a']}",
         f"B: {cmp['b']}",
         *([_config_warning(cmp["config_differs"])] if cmp["config_differs"] else []),
+        *_disjoint_warning(cmp["rows"]),
         "",
         "| experiment | claim | A | B | verdict A -> B | change (p: same quantity) |",
         "|---|---|---|---|---|---|",

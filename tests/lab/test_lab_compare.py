@@ -371,3 +371,21 @@ def test_compare_flags_what_changes_the_gate_and_only_that(tmp_path, fake_env, c
         "**CHANGED** |"
     ) in out
     assert "1 verdict(s) changed: fake_pass: the experiment ran to its end" in out
+
+
+def test_compare_warns_when_a_and_b_share_no_experiment(tmp_path, capsys):
+    """Two runs of different experiments pair nothing: one warning line (it was silent)."""
+    from dedebate.lab.experiment import Claim
+
+    for name in ("machines", "prover_estimator"):
+        path = tmp_path / name / "results.json"
+        path.parent.mkdir()
+        rows = [Claim.exact(f"{name} holds", "s", "== 1", 1.0, True).to_dict()]
+        path.write_text(json.dumps({"experiment": name, "claims": rows}))
+    assert cli.main(["compare", str(tmp_path / "machines"), str(tmp_path / "machines")]) == 0
+    assert "share no experiment" not in capsys.readouterr().out
+    assert (
+        cli.main(["compare", str(tmp_path / "machines"), str(tmp_path / "prover_estimator")]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "warning: A and B share no experiment (A: machines; B: prover_estimator)\n" in out
