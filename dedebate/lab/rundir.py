@@ -24,6 +24,7 @@ import errno
 import json
 import math
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -436,3 +437,34 @@ def flatten_numbers(
 def eprint(*args: Any) -> None:
     """Print to stderr and flush."""
     print(*args, file=sys.stderr, flush=True)
+
+
+_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")  # utc_iso's form
+
+
+def write_running_record(run_dir: Path, experiment: str, title: str, resume: bool) -> str:
+    """Write a "running" ``results.json`` before a run starts; return the first attempt's start.
+
+    A run whose process dies (killed, out of memory) is then visible as such. A finished run's
+    results.json (status "ok") is kept: a resume must never lose it. A resume keeps an earlier
+    attempt's start (the record's, or its provenance's).
+    """
+    path, old, first = Path(run_dir) / "results.json", None, utc_iso()
+    with contextlib.suppress(OSError, ValueError, RunDirError):
+        old = read_json(path)
+    if isinstance(old, dict):
+        prov = old.get("provenance")
+        was = old.get("started_utc") or (prov.get("started_utc") if isinstance(prov, dict) else 0)
+        first = was if resume and isinstance(was, str) and _UTC.fullmatch(was) else first
+        if old.get("status") == "ok":
+            return first
+    note = (
+        "written when the run started and replaced when it ends; if process pid is gone and this "
+        "is still here, the run died before finishing (killed, out of memory or aborted): resume "
+        "it with dedebate run --resume RUN_DIR"
+    )
+    record = {"experiment": experiment, "title": title, "status": "running", "passed": False}
+    write_json(
+        path, record | {"claims": [], "started_utc": first, "pid": os.getpid(), "note": note}
+    )
+    return first

@@ -54,6 +54,7 @@ from dedebate.lab.rundir import (
     utc_iso,
     write_csv,
     write_json,
+    write_running_record,
     write_text,
 )
 from dedebate.lab.tracking import Tracker
@@ -276,32 +277,6 @@ def finished_record(
     )
 
 
-def _write_running_record(module: ExperimentModule, cfg: RunConfig, run_dir: Path) -> None:
-    """Write a "running" ``results.json`` before the experiment starts."""
-    # ``results.json`` saying "running" before the experiment starts, so a run whose process dies
-    # (killed, out of memory, aborted) is visible as such. A finished run's results.json (status
-    # "ok") is kept: a resume of it must never lose it.
-    path = run_dir / "results.json"
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        if read_json(path).get("status") == "ok":
-            return
-    write_json(
-        path,
-        {
-            "experiment": cfg.experiment,
-            "title": getattr(module, "TITLE", ""),
-            "status": "running",
-            "passed": False,
-            "claims": [],
-            "started_utc": utc_iso(),
-            "pid": os.getpid(),
-            "note": "written when the run started and replaced when it ends; if process pid is "
-            "gone and this is still here, the run died before finishing (killed, out of "
-            "memory or aborted): resume it with dedebate run --resume RUN_DIR",
-        },
-    )
-
-
 def _run_in(
     module: ExperimentModule,
     cfg: RunConfig,
@@ -320,7 +295,7 @@ def _run_in(
     write_text(
         run_dir / "config.yaml", dump_resumed_yaml(cfg, run_dir) if resume else dump_yaml(cfg)
     )
-    _write_running_record(module, cfg, run_dir)
+    first = write_running_record(run_dir, cfg.experiment, getattr(module, "TITLE", ""), resume)
 
     tcfg = cfg.tracking
     mode = tcfg.effective_mode()
@@ -359,14 +334,24 @@ def _run_in(
         if raise_errors or isinstance(err, RunDirError):  # a full disk: one line, exit 2
             with contextlib.suppress(RunDirError):  # the disk may not hold the record either
                 _finish_failed(
-                    module, cfg, run_dir, ctx, tracker, mode, env, started, t0, error, tb_text
+                    module,
+                    cfg,
+                    run_dir,
+                    ctx,
+                    tracker,
+                    mode,
+                    env,
+                    (first, started),
+                    t0,
+                    error,
+                    tb_text,
                 )
             raise
     wall = time.monotonic() - t0
 
     if error is not None:
         results = _finish_failed(
-            module, cfg, run_dir, ctx, tracker, mode, env, started, t0, error, tb_text
+            module, cfg, run_dir, ctx, tracker, mode, env, (first, started), t0, error, tb_text
         )
         return RunRecord(cfg, run_dir, None, error, wall, results)
 
@@ -388,7 +373,7 @@ def _run_in(
         "metrics": jsonable({**{k: round(v, 4) for k, v in ctx.timings.items()}, **result.metrics}),
         "tables": tables,
         "plots": [f"plots/{p}" for p in plots],
-        "provenance": _provenance(cfg, ctx, tracker, mode, env, started, wall),
+        "provenance": _provenance(cfg, ctx, tracker, mode, env, (first, started), wall),
     }
     write_json(run_dir / "results.json", results)
     for superseded in ("error.txt", "results.failed.json"):  # an earlier attempt's
@@ -427,15 +412,17 @@ def _provenance(
     tracker: Tracker,
     mode: str,
     env: dict[str, Any],
-    started: str,
+    starts: tuple[str, str],
     wall: float,
 ) -> dict[str, Any]:
+    first, started = starts  # the first attempt's start and this one's (a resume's)
     prov = {
         "config_hash": ctx.config_hash,
         "seed": cfg.seed,
         "size": cfg.size,
         **env,
-        "started_utc": started,
+        "started_utc": first,
+        **({"resumed_utc": started} if ctx.resume else {}),
         "wall_time_s": round(wall, 3),
         "peak_device_bytes": peak_device_bytes(),
         "resumed": ctx.resume,
@@ -466,7 +453,7 @@ def _finish_failed(
     tracker: Tracker,
     mode: str,
     env: dict[str, Any],
-    started: str,
+    starts: tuple[str, str],
     t0: float,
     error: str,
     tb_text: str | None,
@@ -483,7 +470,7 @@ def _finish_failed(
         "metrics": {},
         "tables": {},
         "plots": [f"plots/{p}" for p in ctx.saved_plots],
-        "provenance": _provenance(cfg, ctx, tracker, mode, env, started, wall),
+        "provenance": _provenance(cfg, ctx, tracker, mode, env, starts, wall),
     }
     # a finished run's results are never replaced by a worse record: a failure after them (a
     # later resume that went wrong) is recorded beside them

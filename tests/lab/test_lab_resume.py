@@ -91,6 +91,9 @@ def test_sigkill_then_corrupt_latest_then_resume_equals_uninterrupted(
     resumed = json.loads((run_dir / "results.json").read_text())
     assert resumed["metrics"]["resumed_from"] == steps[-2]  # checkpoint step = chunks done
     assert resumed["provenance"]["resumed"] is True
+    # the first attempt's start is kept, this one's is resumed_utc (it kept only the last's)
+    assert resumed["provenance"]["started_utc"] == record["started_utc"]
+    assert resumed["provenance"]["resumed_utc"] >= record["started_utc"]
     # --resume is the command's: config.yaml still says resume: false, so running it again
     # starts a new run (with true it printed this finished run's claims)
     assert read_config(run_dir / "config.yaml")["resume"] is False
