@@ -187,7 +187,7 @@ def _run_sweep(
     lead = pid == 0
 
     # -- the directory (process 0 decides, everyone uses it)
-    path = ""
+    path, same = "", False
     if lead:
         if sweep_dir is None and resume:
             found = find_sweep_dir(cfg)
@@ -198,7 +198,7 @@ def _run_sweep(
         path = str(Path(sweep_dir).resolve())
         Path(path).mkdir(parents=True, exist_ok=True)
         held.append(lock_run_dir(path))  # another process on this sweep stops here
-        check_same_sweep(Path(path), cfg)
+        same = check_same_sweep(Path(path), cfg)
         numerics.guard_sweep(Path(path) / "groups", resume)
         text = dump_resumed_yaml(cfg, path) if resume else dump_yaml(cfg)
         write_text(Path(path) / "config.yaml", text)
@@ -215,7 +215,7 @@ def _run_sweep(
         else [False] * len(plan_.groups)
     )
     done = dist.broadcast_flags(done)
-    if dist.broadcast_flags([lead and all(done) and _finished(out)])[0]:  # its record is kept
+    if dist.broadcast_flags([lead and same and all(done) and _finished(out)])[0]:  # kept
         eprint(f"dedebate: sweep already finished: {out}; nothing to do")
         kept = [r for g in plan_.groups for r in read_rows(groups_dir / f"group-{g.index:03d}.csv")]
         return SweepRecord(cfg, out, plan_, sort_rows(kept, plan_.seeds), {}, 0.0)

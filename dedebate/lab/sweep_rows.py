@@ -160,15 +160,18 @@ def group_done(path: Path, plan_: SweepPlan, group: Group) -> bool:
     return problem is None
 
 
-def check_same_sweep(path: Path, cfg: RunConfig) -> None:
-    """Refuse a folder that holds a run or another sweep (SweepError); warn of another batch."""
+def check_same_sweep(path: Path, cfg: RunConfig) -> bool:
+    """Refuse a folder that holds a run or another sweep (SweepError); warn of another batch.
+
+    Returns whether the folder's config.yaml has the same sweep block, every key alike (a resume
+    that changes plots, metrics or batch is not a no-op)."""
     f = path / "config.yaml"
     if not f.is_file():
-        return
+        return False
     try:
         old = read_config(f)  # never through a link; no alias bomb, bounded nesting
     except Exception:  # noqa: BLE001 - an unreadable config is replaced
-        return
+        return False
     if isinstance(old, dict) and not old.get("sweep"):
         raise SweepError(
             f"{path} holds a run, not a sweep (its config.yaml has no sweep block); start a new "
@@ -186,3 +189,4 @@ def check_same_sweep(path: Path, cfg: RunConfig) -> None:
             f"dedebate: warning: {path}: sweep.batch {was!r} -> {now}: rows computed "
             "now may differ in the last bits from its groups' on disk (docs/lab.md, Sweeps)"
         )
+    return isinstance(old, dict) and old.get("sweep") == cfg.to_dict()["sweep"]

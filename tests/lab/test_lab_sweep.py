@@ -155,6 +155,10 @@ def test_static_axis_compiles_per_value_groups_on_disk_and_resume(
     assert noop.results == {} and (rec.sweep_dir / "results.json").read_bytes() == record
     assert f"sweep already finished: {rec.sweep_dir}; nothing to do" in capsys.readouterr().err
     assert [r["point"] for r in noop.rows] == [r["point"] for r in rec.rows]
+    # one that changes a key outside the hash (plots, here) is no no-op: it draws them
+    sw = {**cfg.sweep.__dict__, "plots": True}
+    drawn = run_sweep(fake_sweep, config(reg, tmp_path, sw, resume=True), show_progress=False)
+    assert drawn.results["groups_resumed"] == 2 and drawn.results["plots"]
     # lose the last group, resume: only that group is computed again (by the program compiled
     # above: this process keeps it), and the table is the same
     (rec.sweep_dir / "groups" / "group-001.csv").unlink()
