@@ -36,7 +36,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_dir = Path(args.resume)
         check_run_dir(run_dir)  # before config.yaml is read: no link out, no FIFO (exit 2)
         if not (run_dir / "config.yaml").is_file():
-            return die_usage(f"--resume {args.resume}: no config.yaml there (not a run directory)")
+            return die_usage(f"--resume {args.resume}: {_not_a_folder(run_dir, 'run')}")
     elif args.config is None:
         return die_usage(
             "run needs a config file: dedebate run configs/NAME.yaml [key.sub=value ...]"
@@ -152,6 +152,15 @@ def offline_unless_asked(raw, overrides: list[str], where) -> dict:
     return {**raw, "tracking": {**tracking, "mode": "offline"}}
 
 
+def _not_a_folder(path: Path, kind: str) -> str:
+    """Why ``path`` is not a run's or sweep's folder, in words."""
+    if not path.exists():
+        return "no such directory"
+    if not path.is_dir():
+        return f"not a directory (--resume takes the {kind}'s folder)"
+    return f"no config.yaml there (not a {kind} directory)"
+
+
 def _not_found_hint(err: Exception, given: str | None) -> str:
     """For a config file not found: an override given in its place, or the shipped configs."""
     from dedebate.lab.registry import shipped_configs_dir
@@ -234,7 +243,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             "sweep needs a config file: dedebate sweep configs/NAME.yaml [key.sub=value ...]"
         )
     if args.resume and not (Path(args.resume) / "config.yaml").is_file():
-        return die_usage(f"--resume {args.resume}: no config.yaml there (not a sweep directory)")
+        return die_usage(f"--resume {args.resume}: {_not_a_folder(Path(args.resume), 'sweep')}")
     if args.processes is not None and not 1 <= args.processes <= MAX_LOCAL_PROCESSES:
         return die_usage(
             f"--processes {args.processes}: must lie in [1, {MAX_LOCAL_PROCESSES}] (processes "

@@ -277,3 +277,14 @@ def test_a_config_not_found_lists_the_shipped_ones(tmp_path, capsys, monkeypatch
     assert cli.main(["run", "tracking.mode=disabled"]) == 2  # an override in the config's place
     err = capsys.readouterr().err
     assert "('tracking.mode=disabled' is an override: name the config before it, NAME" in err
+
+
+def test_resume_of_a_missing_path_or_a_file_says_which(tmp_path, capsys):
+    """``--resume`` names what is wrong with its path (it said "no config.yaml there" for all)."""
+    afile = tmp_path / "results.json"
+    afile.write_text("{}")
+    for cmd in ("run", "sweep"):
+        assert cli.main([cmd, "--resume", str(tmp_path / "nope")]) == 2
+        assert capsys.readouterr().err.endswith("nope: no such directory\n")
+        assert cli.main([cmd, "--resume", str(afile)]) == 2
+        assert f"not a directory (--resume takes the {cmd}'s folder)" in capsys.readouterr().err
