@@ -39,6 +39,9 @@ def test_a_resumed_run_sends_each_row_to_wandb_once(
     assert crashed.error == "RuntimeError: crash after step 3"
     first = fake_wandb.runs[-1]
     assert _steps(first) == [0, 1, 2, 3] and first.summary["passed"] is False
+    # the failed attempt's record and traceback reach W&B too (no artifact was logged)
+    (art,) = first.artifacts
+    assert art.files == ["results.json", "error.txt", "config.yaml"] and first.exit_code == 1
     ckpts = crashed.run_dir / "checkpoints"
     newest = max(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
     shutil.rmtree(ckpts / str(newest))  # chunk 3 is computed again
