@@ -484,7 +484,7 @@ def _finish_failed(
     write_json(target, results)  # a kept finished run stays passed in W&B too
     tracker.set_summary({"error": error} | ({} if kept else {"passed": False}))
     saved = [target, run_dir / "error.txt", run_dir / "config.yaml"]  # what the failure left
-    saved += [run_dir / p for p in results["plots"]]
+    saved += [run_dir / "plots" / p for p in ctx.saved_plots]
     tracker.log_artifact(f"results-{run_dir.name}", "results", saved)
     tracker.finish(1)
     return results
