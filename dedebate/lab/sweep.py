@@ -11,7 +11,6 @@ are re-exported here. The contract, keys and output: docs/lab.md, "Sweeps".
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import time
@@ -24,13 +23,11 @@ from dedebate.lab.devices import EvalInfo
 from dedebate.lab.folder_guard import lock_run_dir
 from dedebate.lab.memory import check_sweep
 from dedebate.lab.rundir import (
-    RunDirError,
     environment_provenance,
     eprint,
     flatten_numbers,
     jsonable,
     new_run_dir,
-    read_json,
     utc_iso,
     write_csv,
     write_json,
@@ -72,6 +69,7 @@ from dedebate.lab.sweep_programs import (  # noqa: F401  (re-exported)
 )
 from dedebate.lab.sweep_rows import (
     check_same_sweep,
+    finished_sweep,
     group_done,
     read_rows,
     sort_rows,
@@ -215,7 +213,7 @@ def _run_sweep(
         else [False] * len(plan_.groups)
     )
     done = dist.broadcast_flags(done)
-    if dist.broadcast_flags([lead and same and all(done) and _finished(out)])[0]:  # kept
+    if dist.broadcast_flags([lead and same and all(done) and finished_sweep(out)])[0]:  # kept
         eprint(f"dedebate: sweep already finished: {out}; nothing to do")
         kept = [r for g in plan_.groups for r in read_rows(groups_dir / f"group-{g.index:03d}.csv")]
         return SweepRecord(cfg, out, plan_, sort_rows(kept, plan_.seeds), {}, 0.0)
@@ -252,8 +250,10 @@ def _run_sweep(
         mininterval=0.5,
     )
     try:
+        points_runs = plan_.vmapped and cfg.sweep.tracking == "points"
         for g, is_done in zip(plan_.groups, done):
             gfile = groups_dir / f"group-{g.index:03d}.csv"
+            untracked = gfile.with_suffix(".untracked")  # its points' W&B runs are still to come
             if is_done:
                 grows = read_rows(gfile)
             else:
@@ -265,6 +265,8 @@ def _run_sweep(
                 compute_s += time.monotonic() - tg
                 computed_rows += len(grows)
                 if lead:
+                    if points_runs:  # a kill between the group file and its runs: resume sends them
+                        write_text(untracked, "")
                     write_group_file(gfile, grows)  # on disk before the next group starts
             rows.extend(grows)
             if lead:
@@ -273,8 +275,9 @@ def _run_sweep(
                 tracker.log(
                     {"group": g.index, "rows_done": len(rows), "wall_s": time.monotonic() - t0}
                 )
-                if plan_.vmapped and not is_done and cfg.sweep.tracking == "points":
+                if points_runs and (not is_done or untracked.exists()):
                     _track_points(cfg, plan_, g, grows, out, group_name, mode)
+                    untracked.unlink(missing_ok=True)
             bar.update(len(plan_.seeds) * len(g.points))
     finally:
         bar.close()
@@ -358,14 +361,6 @@ def _run_sweep(
         )
         tracker.finish(0)
     return SweepRecord(cfg, out, plan_, rows, results, wall)
-
-
-def _finished(out: Path) -> bool:
-    """Whether ``out`` holds a finished sweep's results.json."""
-    with contextlib.suppress(OSError, ValueError, RunDirError):
-        stored = read_json(out / "results.json")
-        return isinstance(stored, dict) and stored.get("status") == "ok"
-    return False
 
 
 def _vmapped_group(module, plan_, g, cfg, out, info, devices, pid, nproc):

@@ -77,6 +77,18 @@ def test_one_wandb_run_per_point_grouped_per_sweep(reg, tmp_path, fake_wandb):
     )
     assert fake_wandb.runs[3].kwargs["job_type"] == "sweep"
     assert fake_wandb.runs[3].kwargs["id"] == sweep_run.id
+    assert len(fake_wandb.runs) == 4 and not [*sweep_dir.glob("groups/*.untracked")]
+    # a sweep killed between a group's file and its points' runs: the resume sends those runs
+    # (it sent none: the group was done; the W&B audit)
+    (sweep_dir / "groups" / "group-000.untracked").write_text("")
+    (sweep_dir / "results.json").unlink()
+    run_sweep(
+        reg.experiments["fake_sweep"], dataclasses.replace(again, resume=True), show_progress=False
+    )
+    resent = fake_wandb.runs[4:]  # the sweep's run, then group 0's two points
+    assert [r.kwargs["job_type"] for r in resent] == ["sweep", "fake_sweep", "fake_sweep"]
+    assert [r.kwargs["name"] for r in resent[1:]] == [r.kwargs["name"] for r in points]
+    assert not (sweep_dir / "groups" / "group-000.untracked").exists()
 
 
 def test_sweep_tracking_modes_and_failures(reg, tmp_path, fake_wandb, monkeypatch, capsys):
