@@ -92,4 +92,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if bad:  # a non-finite figure is a failure, not a number
         print(f"dedebate: {args.name}: non-finite numbers at {', '.join(bad[:5])}", file=sys.stderr)
         return EXIT_FAIL
+    failed = result.get("failed_checks") if isinstance(result, dict) else None
+    if failed:  # the timed code computed something wrong: its figures say nothing
+        print(
+            f"dedebate: {args.name}: checks failed: {', '.join(map(str, failed))}", file=sys.stderr
+        )
+        return EXIT_FAIL
     return EXIT_OK

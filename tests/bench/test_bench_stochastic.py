@@ -140,6 +140,9 @@ def test_the_stochastic_bench_reports_like_for_like_ratios_beside_the_headline(m
     agree = out["agreement"]
     assert set(agree["z_vs_P_M"]) == {"count", "decision", "lazy", "numpy", "numpy_one_word_path"}
     assert out["acceptance_agrees_with_P_M"] == agree["agrees"]
+    # every debate accepted (P_M(1) < 1): the figures are of wrong results, no goal is met
+    assert out["failed_checks"] == ["acceptance_agrees_with_P_M"] and not agree["agrees"]
+    assert out["meets_goal_numpy"] is False and out["meets_goal_rng"] is False
     words = 256 * 256 / 0.01  # the faster RNG kernel: one word per trial-step
     assert out["rng_words_per_s"] == pytest.approx(words)
     assert out["rng_words_per_s_per_trial"] == pytest.approx(words / 2)

@@ -109,6 +109,19 @@ def test_a_benchmarks_non_finite_number_is_null_and_exit_1(cli_env, monkeypatch,
     assert err.strip() == "dedebate: tiny: non-finite numbers at .ratio, .r[1]"
 
 
+def test_a_benchmark_whose_checks_failed_exits_1(cli_env, monkeypatch, capsys):
+    """A benchmark that computed something wrong (its ``failed_checks``) exits 1 with one line:
+    the stochastic bench printed its ratio and "goal met" for wrong acceptances, exit 0."""
+    import tests.fake_experiments.fakebench.tiny as tiny
+
+    monkeypatch.setattr(tiny, "run", lambda full: {"ratio": 7.9, "failed_checks": ["agrees"]})
+    code, out, err = _in_process(cli_env, monkeypatch, capsys, "bench", "tiny")
+    assert code == 1 and json.loads(out)["ratio"] == 7.9
+    assert err.strip() == "dedebate: tiny: checks failed: agrees"
+    monkeypatch.setattr(tiny, "run", lambda full: {"ratio": 7.9, "failed_checks": []})
+    assert _in_process(cli_env, monkeypatch, capsys, "bench", "tiny")[0] == 0
+
+
 def test_console_script_installed(cli_env):
     exe = Path(sys.executable).parent / "dedebate"
     exe = str(exe) if exe.exists() else shutil.which("dedebate")
