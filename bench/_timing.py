@@ -44,7 +44,8 @@ def time_contenders(
 ) -> dict[str, dict]:
     """``{name: {"calls": [...], "repeat_s": [...], "seconds_per_call": [...],
     "cpu_seconds_per_call": [...]}}`` (one entry per repeat) for every contender, timed in
-    ``repeats`` interleaved rounds of repeats lasting ``>= min_seconds`` each."""
+    ``repeats`` interleaved rounds of repeats lasting ``>= min_seconds`` each, round r in the
+    contenders' order rotated by r (2 cores may favour whoever runs first or last)."""
     if not (isinstance(repeats, int) and repeats >= 1):
         raise ValueError(f"repeats={repeats!r}: must be an integer >= 1")
     if not min_seconds > 0:
@@ -55,9 +56,10 @@ def time_contenders(
         name: {"calls": [], "repeat_s": [], "seconds_per_call": [], "cpu_seconds_per_call": []}
         for name in contenders
     }
-    for _ in range(repeats):
-        for name, fn in contenders.items():
-            calls, wall, cpu = time_repeat(fn, min_seconds)
+    names = list(contenders)
+    for r in range(repeats):  # each round starts one contender later: no fixed order effect
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            calls, wall, cpu = time_repeat(contenders[name], min_seconds)
             rec = out[name]
             rec["calls"].append(calls)
             rec["repeat_s"].append(wall)
