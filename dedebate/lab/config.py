@@ -271,14 +271,15 @@ def dump_yaml(cfg: RunConfig) -> str:
     return dump_yaml_text(cfg.to_dict(), sort_keys=False, default_flow_style=False)
 
 
-def dump_resumed_yaml(cfg: RunConfig, folder: str | os.PathLike) -> str:
-    """:func:`dump_yaml` for a folder ``cfg`` resumes, with ``resume`` as the folder's config.yaml
-    had it: ``--resume`` is the command's, so running that file again starts a new run as before
-    (with ``resume: true`` it printed the finished run's claims)."""
+def as_stored(cfg: RunConfig, folder: str | os.PathLike) -> RunConfig:
+    """``cfg`` for a folder it resumes, with ``resume`` as the folder's config.yaml had it: the
+    config.yaml and W&B config it records. ``--resume`` is the command's, so running that file
+    again starts a new run as before (with ``resume: true`` it printed the finished run's claims).
+    """
     from dedebate.lab.rundir import read_config
 
     try:
         was = read_config(os.path.join(folder, "config.yaml")).get("resume", cfg.resume)
     except ConfigError:
         was = cfg.resume
-    return dump_yaml(dataclasses.replace(cfg, resume=was if isinstance(was, bool) else cfg.resume))
+    return dataclasses.replace(cfg, resume=was if isinstance(was, bool) else cfg.resume)

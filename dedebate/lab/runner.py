@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from dedebate.lab.config import RunConfig, config_hash_of, dump_resumed_yaml, dump_yaml
+from dedebate.lab.config import RunConfig, as_stored, config_hash_of, dump_yaml
 from dedebate.lab.context import (  # noqa: F401  (experiment_key: re-exported)
     LabContext,
     experiment_key,
@@ -292,9 +292,8 @@ def _run_in(
     """The body of :func:`run_experiment`, in a locked run directory."""
     stale = resume and set_aside_stale(run_dir, cfg.config_hash())  # another config's attempt
     resume = resume and not stale
-    write_text(
-        run_dir / "config.yaml", dump_resumed_yaml(cfg, run_dir) if resume else dump_yaml(cfg)
-    )
+    stored = as_stored(cfg, run_dir) if resume else cfg  # resume as the folder's file has it
+    write_text(run_dir / "config.yaml", dump_yaml(stored))
     first = write_running_record(run_dir, cfg.experiment, getattr(module, "TITLE", ""), resume)
 
     tcfg = cfg.tracking
@@ -308,7 +307,7 @@ def _run_in(
         group=tcfg.group,
         job_type=cfg.experiment,
         name=tracking_name or run_dir.name,
-        config=cfg.to_dict(),
+        config=stored.to_dict(),
         resume=cfg.resume and not stale,  # a fresh start is a new W&B run (the old one stays)
         provenance={**env, "config_hash": cfg.config_hash()},
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab import numerics
-from dedebate.lab.config import RunConfig, dump_resumed_yaml, dump_yaml, sweep_hash_of
+from dedebate.lab.config import RunConfig, as_stored, dump_yaml, sweep_hash_of
 from dedebate.lab.devices import EvalInfo
 from dedebate.lab.folder_guard import lock_run_dir
 from dedebate.lab.memory import check_sweep
@@ -198,8 +198,7 @@ def _run_sweep(
         held.append(lock_run_dir(path))  # another process on this sweep stops here
         same = check_same_sweep(Path(path), cfg)
         numerics.guard_sweep(Path(path) / "groups", resume)
-        text = dump_resumed_yaml(cfg, path) if resume else dump_yaml(cfg)
-        write_text(Path(path) / "config.yaml", text)
+        write_text(Path(path) / "config.yaml", dump_yaml(as_stored(cfg, path) if resume else cfg))
     path = dist.broadcast_text(path)
     out = Path(path)
     groups_dir, plots_dir = out / "groups", out / "plots"

@@ -49,6 +49,7 @@ def test_a_resumed_run_sends_each_row_to_wandb_once(
     again = _run(fake_ckpt, tmp_path, crashed.run_dir, resume=True)
     second = fake_wandb.runs[-1]
     assert again.error is None and second.kwargs["id"] == first.id  # the same W&B run, continued
+    assert second.kwargs["config"]["resume"] is False  # as config.yaml says (it said true)
     rows = [json.loads(x) for x in (crashed.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(6))
     assert _steps(second) == [4, 5]  # was [3, 4, 5]: step 3 twice in the W&B run
