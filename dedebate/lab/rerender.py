@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dedebate.lab.report_render import ExperimentEntry, render_markdown
-from dedebate.lab.rundir import MiB, RunDirError, TooLargeError, read_bytes, read_json
+from dedebate.lab.rundir import UTC_STAMP, MiB, RunDirError, TooLargeError, read_bytes, read_json
 
 
 class ReportError(ValueError):
@@ -77,7 +77,7 @@ def earlier_attempts(directory: str | Path) -> tuple[str | None, float]:
         return None, 0.0
     prov = data.get("provenance")
     started = prov.get("started_utc") if isinstance(prov, dict) else None
-    if not (isinstance(started, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", started)):
+    if not (isinstance(started, str) and UTC_STAMP.fullmatch(started)):
         started = None
     wall = data.get("wall_time_s")
     if not (isinstance(wall, (int, float)) and not isinstance(wall, bool) and 0 <= wall < 1e12):

@@ -439,7 +439,17 @@ def eprint(*args: Any) -> None:
     print(*args, file=sys.stderr, flush=True)
 
 
-_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")  # utc_iso's form
+UTC_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+"""The form of :func:`utc_iso`'s stamps (a start time read from someone's record must match it)."""
+
+
+def record_status(path: str | os.PathLike) -> str | None:
+    """``status`` of a results.json (None if absent, unreadable or not a record)."""
+    try:
+        status = read_json(path).get("status")
+    except (OSError, ValueError, AttributeError, RunDirError):
+        return None
+    return status if isinstance(status, str) else None
 
 
 def write_running_record(run_dir: Path, experiment: str, title: str, resume: bool) -> str:
@@ -455,7 +465,7 @@ def write_running_record(run_dir: Path, experiment: str, title: str, resume: boo
     if isinstance(old, dict):
         prov = old.get("provenance")
         was = old.get("started_utc") or (prov.get("started_utc") if isinstance(prov, dict) else 0)
-        first = was if resume and isinstance(was, str) and _UTC.fullmatch(was) else first
+        first = was if resume and isinstance(was, str) and UTC_STAMP.fullmatch(was) else first
         if old.get("status") == "ok":
             return first
     note = (

@@ -51,6 +51,7 @@ from dedebate.lab.rundir import (
     new_run_dir,
     newest_matching_dir,
     read_json,
+    record_status,
     utc_iso,
     write_csv,
     write_json,
@@ -435,15 +436,6 @@ def _provenance(
     return prov
 
 
-def _status(results_path: Path) -> str | None:
-    """``status`` of a results.json (None if absent or unreadable)."""
-    try:
-        status = read_json(results_path).get("status")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return status if isinstance(status, str) else None
-
-
 def _finish_failed(
     module: ExperimentModule,
     cfg: RunConfig,
@@ -474,7 +466,7 @@ def _finish_failed(
     # a finished run's results are never replaced by a worse record: a failure after them (a
     # later resume that went wrong) is recorded beside them
     target = run_dir / "results.json"
-    if kept := _status(target) == "ok":
+    if kept := record_status(target) == "ok":
         target = run_dir / "results.failed.json"
         eprint(
             f"dedebate: warning: {run_dir}: the run had finished before; results.json is "

@@ -28,6 +28,7 @@ from dedebate.lab.rundir import (
     flatten_numbers,
     jsonable,
     new_run_dir,
+    record_status,
     utc_iso,
     write_csv,
     write_json,
@@ -69,7 +70,6 @@ from dedebate.lab.sweep_programs import (  # noqa: F401  (re-exported)
 )
 from dedebate.lab.sweep_rows import (
     check_same_sweep,
-    finished_sweep,
     group_done,
     read_rows,
     sort_rows,
@@ -212,7 +212,8 @@ def _run_sweep(
         else [False] * len(plan_.groups)
     )
     done = dist.broadcast_flags(done)
-    if dist.broadcast_flags([lead and same and all(done) and finished_sweep(out)])[0]:  # kept
+    finished = lead and same and all(done) and record_status(out / "results.json") == "ok"
+    if dist.broadcast_flags([finished])[0]:  # its record is kept as it is
         eprint(f"dedebate: sweep already finished: {out}; nothing to do")
         kept = [r for g in plan_.groups for r in read_rows(groups_dir / f"group-{g.index:03d}.csv")]
         return SweepRecord(cfg, out, plan_, sort_rows(kept, plan_.seeds), {}, 0.0)

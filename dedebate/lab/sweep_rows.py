@@ -8,7 +8,6 @@ it (:func:`check_group_file`), and whether a folder holds this sweep (:func:`che
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import io
@@ -20,12 +19,10 @@ from dedebate.lab.config import RunConfig, sweep_hash_of
 from dedebate.lab.rundir import (
     MAX_HASHES_BYTES,
     MAX_ROWS_BYTES,
-    RunDirError,
     _cell,
     eprint,
     read_bytes,
     read_config,
-    read_json,
     read_text,
     write_csv,
     write_text,
@@ -193,11 +190,3 @@ def check_same_sweep(path: Path, cfg: RunConfig) -> bool:
             "now may differ in the last bits from its groups' on disk (docs/lab.md, Sweeps)"
         )
     return isinstance(old, dict) and old.get("sweep") == cfg.to_dict()["sweep"]
-
-
-def finished_sweep(out: Path) -> bool:
-    """Whether ``out`` holds a finished sweep's results.json."""
-    with contextlib.suppress(OSError, ValueError, RunDirError):
-        stored = read_json(out / "results.json")
-        return isinstance(stored, dict) and stored.get("status") == "ok"
-    return False
