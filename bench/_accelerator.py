@@ -62,7 +62,7 @@ FULL_FIT = (
     "stochastic_selfplay",
     "prover_estimator",
     "stochastic_debate",
-    "ped_digits",  # last: not yet run at --full (about 33 GiB planned)
+    "ped_digits",  # last: not yet run at --full (42 GiB planned, an upper bound; XLA: 20 GiB)
 )
 TIMEOUTS = {
     "install": 240.0,

@@ -98,8 +98,11 @@ def run_terms(module: Any, params: Any) -> dict[str, int] | None:
     return {k: int(v) for k, v in est.items()} if isinstance(est, Mapping) else {"run": int(est)}
 
 
-def _check(what: str, terms: Mapping[str, int], limit_value: Any, times: int = 1) -> None:
-    """Raise :class:`MemoryBudgetError` where ``times`` x the sum of ``terms`` is over the limit."""
+def _check(
+    what: str, terms: Mapping[str, int], limit_value: Any, times: int = 1, batch: bool = False
+) -> None:
+    """Raise :class:`MemoryBudgetError` where ``times`` x the sum of ``terms`` is over the limit;
+    ``batch``: the ``times`` rows are one call's, which ``sweep.batch`` can make fewer."""
     limit = parse_limit(limit_value)
     source = f"allowed by {OPTION}={limit_value}"
     if limit is None:
@@ -111,10 +114,12 @@ def _check(what: str, terms: Mapping[str, int], limit_value: Any, times: int = 1
         return
     name, largest = max(terms.items(), key=lambda kv: kv[1])
     biggest = f"; largest term: {name}, {format_bytes(times * largest)}" if len(terms) > 1 else ""
+    fit = limit // max(1, sum(terms.values()))
+    fewer = f"set sweep.batch={fit} (rows at once), " if batch and 1 <= fit < times else ""
     raise MemoryBudgetError(
         f"{what} needs about {format_bytes(need)} of memory (estimated from its sizes"
-        f"{biggest}), more than the {format_bytes(limit)} {source}; shrink its sizes, or set "
-        f"{OPTION}=BYTES (e.g. {OPTION}={math.ceil(need / 2**30)}GiB) to run it anyway"
+        f"{biggest}), more than the {format_bytes(limit)} {source}; shrink its sizes, {fewer}or "
+        f"set {OPTION}=BYTES (e.g. {OPTION}={math.ceil(need / 2**30)}GiB) to run it anyway"
     )
 
 
@@ -218,4 +223,5 @@ def check_sweep(module: Any, cfg: Any, done: list[dict[str, Any]] | None = None)
             worst[1],
             cfg.memory_limit,
             times=rows,
+            batch=vmapped,
         )

@@ -31,7 +31,7 @@ from dedebate.trees.stability import fbs_threshold, tree_rho
 
 from .estimator import train_estimator, tree_advantages
 from .figure import premise_figure
-from .learned import learned_prover
+from .learned import learned_prover, learned_provers, lp_held
 
 NAME = "ped_digits"
 TITLE = "Prover-estimator debate on real data: audits of labelled digits (Thm 6.1)"
@@ -62,6 +62,9 @@ class Config:
     lr: float = param(0.3, "online-gradient learning rate (lr / sqrt t)", gt=0.0, le=100.0)
     delta: float = param(0.1, "indistinguishability level delta", gt=0.0, le=2.0)
     lp_seeds: int = param(8, "learned-prover training runs per family", ge=1, le=1024)
+    lp_batch: int = param(
+        0, "learned-prover runs held in memory at once (0: all lp_seeds)", ge=0, le=1024
+    )
     lp_trees: int = param(32, "A's training trees per run (from B's training pool)", ge=2, le=4096)
     lp_steps: int = param(30, "A updates per learned-prover run", ge=1, le=100_000)
     lp_n_b: int = param(5, "B updates per A update (Stackelberg)", ge=1, le=1000)
@@ -75,6 +78,11 @@ class Config:
     def __post_init__(self):
         if self.m >= self.q:
             raise ValueError(f"m={self.m}: the slack family needs m < q={self.q}")
+        if 0 < self.lp_batch < self.lp_seeds and self.lp_seeds % self.lp_batch:
+            raise ValueError(
+                f"lp_batch={self.lp_batch}: must divide lp_seeds={self.lp_seeds} "
+                "(or be 0 or at least lp_seeds: all runs at once)"
+            )
 
 
 SIZES = {
@@ -98,6 +106,7 @@ SIZES = {
         "fit_steps": 3000,
         "rounds": 200,
         "lp_seeds": 32,
+        "lp_batch": 8,
         "lp_trees": 64,
         "lp_steps": 100,
     },  # not yet run at this size (no accelerator lent)
@@ -107,17 +116,21 @@ DYNAMIC = ("etas", "delta", "lr", "lp_lr_a", "lp_lr_b")
 
 def memory_bytes(cfg: Config) -> dict[str, int]:
     """Float32 features and encoder activations of every tree's contexts, per feature and
-    activation (fitted to XLA on a CPU): train 2.6, 1.9; eval 1.75, 0.3; learned prover 2.8, 2."""
+    activation (fitted to XLA on a CPU): B's training 2.6, 1.9 and evaluation 1.75, 0.3 a tree;
+    a learned-prover run its training 2.8, 1.4 a tree or, where more, its held-out play 0.24, 1.7
+    a tree (XLA reuses one phase's buffers in the other), times the runs held at once. Summed
+    over the families, which XLA partly overlaps (measured 1.2 to 1.6 x its count)."""
     rows = len(FAMILIES) * (cfg.q**cfg.depth - 1) // (cfg.q - 1)
     width, acts = feature_width(cfg.q, cfg.depth), cfg.q**cfg.depth * cfg.hidden
 
     def trees(n, feature, activation):
         return int(4 * n * rows * (feature * width + activation * acts))
 
+    run = max(trees(cfg.lp_trees, 2.8, 1.4), trees(cfg.eval_trees, 0.24, 1.7))
     return {
         "trees' features and activations": trees(cfg.train_trees, 2.6, 1.9)
         + trees(cfg.eval_trees, 1.75, 0.3),
-        "learned provers": trees(cfg.lp_seeds * cfg.lp_trees, 2.8, 2),
+        "learned provers": lp_held(cfg) * run,
     }
 
 
@@ -319,9 +332,11 @@ def point(cfg: Config):
             terms, on_train = jnp.split(round_tests(liar, rho, *both), [cfg.eval_trees])
             liars[liar] = {"u": u, "correct": correct, "adv": terms}
             liars[liar]["adv_train"] = jnp.einsum("t,tij->ij", false_tr, on_train) / false_tr.sum()
-        lp = jax.vmap(
-            lambda k: learned_prover(cfg, net, params, dyn, k, host, f_ev, ev, family, rho)
-        )(jax.random.split(k_lp, cfg.lp_seeds))
+        lp = learned_provers(
+            cfg,
+            lambda k: learned_prover(cfg, net, params, dyn, k, host, f_ev, ev, family, rho),
+            k_lp,
+        )
         extras = {"adv": adv, "u_honest": u_h, "liars": liars}
         extras["root_err"] = jnp.abs(est.p0 - ev.tree.truth[:, 0].astype(jnp.float32))
         extras |= {"u_stable_rho": pay("honest", expected_fbs("slack", cfg.q, cfg.m))[0], "lp": lp}

@@ -43,6 +43,19 @@ def learned_prover(cfg: Config, net, b_params, dyn, key, host, f_ev, ev, family,
     return {"agree": agree, "correct": correct.mean(), "u": u.mean(), "train_u": mon["u"][-1]}
 
 
+def lp_held(cfg: Config) -> int:
+    """Learned-prover runs held in memory at once (``lp_batch``; 0 means all ``lp_seeds``)."""
+    return min(cfg.lp_batch or cfg.lp_seeds, cfg.lp_seeds)
+
+
+def learned_provers(cfg: Config, run, key):
+    """``run(k)`` for ``lp_seeds`` keys split from ``key``, stacked: all vmapped at once, or
+    :func:`lp_held` at a time (``lax.map``), which bounds the memory and rounds a few ulps apart."""
+    keys = jax.random.split(key, cfg.lp_seeds)
+    held = lp_held(cfg)
+    return jax.vmap(run)(keys) if held == cfg.lp_seeds else jax.lax.map(run, keys, batch_size=held)
+
+
 def _select(flag, new, old):
     return jax.tree_util.tree_map(lambda x, y: jnp.where(flag, x, y), new, old)
 

@@ -24,7 +24,7 @@ from dedebate.trees.library import and_table, threshold_table
 from dedebate.trees.stability import fbs, fbs_dual, tree_rho
 from dedebate.trees.tree import check_decomposable
 from experiments.ped_digits.estimator import max_advantage, oi_setup, train_estimator
-from experiments.ped_digits.learned import init_policy, play_values, selfplay
+from experiments.ped_digits.learned import init_policy, learned_provers, play_values, selfplay
 from tests.conftest import assert_shipped_sweeps_plot
 
 IMAGES, LABELS = exp.load_data()
@@ -425,6 +425,26 @@ def test_selfplay_moves_both_players_and_reports_its_monitors(batches):
     assert float(mon["correct"][0]) == pytest.approx(float(acc0.mean()), abs=1e-6)  # B moves
     assert float(mon["u"][0]) != pytest.approx(float(u0.mean()), abs=1e-6)  # not A's answer
     assert not np.allclose(pol["answer"], pol0["answer"])
+
+
+def test_lp_batch_runs_the_seeds_one_vmap_runs_a_batch_at_a_time():
+    """``lp_batch=2`` of 4 seeds (``lax.map`` over vmapped pairs, which bounds the memory: see
+    tests/lab/test_lab_memory.py) runs each seed's key in the seeds' order, as one vmap does (a
+    run's floats may round a few ulps apart across the two); a batch that does not divide the
+    seeds is refused."""
+    sizes = dict(q=Q, m=M, depth=DEPTH, lp_seeds=4)
+
+    def run(c):
+        return jax.jit(lambda key: learned_provers(c, lambda k: jax.random.bits(k, (3,)), key))(
+            jax.random.key(3)
+        )
+
+    whole = run(exp.Config(**sizes))
+    assert whole.shape == (4, 3) and len(np.unique(np.asarray(whole)[:, 0])) == 4
+    for batch in (1, 2, 4, 8):
+        np.testing.assert_array_equal(run(exp.Config(**sizes, lp_batch=batch)), whole)
+    with pytest.raises(ValueError, match="lp_batch=3: must divide lp_seeds=4"):
+        exp.Config(**sizes, lp_batch=3)
 
 
 @pytest.mark.parametrize(
