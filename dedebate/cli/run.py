@@ -236,7 +236,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         multi-process environment.
     """
     from dedebate.lab import distributed as dist
-    from dedebate.lab.config import ConfigError
 
     if args.config is None and not args.resume:
         return die_usage(
@@ -267,23 +266,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     dist.initialize(penv)  # before any experiment module can touch a JAX backend
+    # shut down only after a clean end: after an error or a stop, its barrier would wait for
+    # peers that may have gone
+    code = _sweep_job(args)
+    dist.shutdown(penv)
+    return code
+
+
+def _sweep_job(args: argparse.Namespace) -> int:
+    """The sweep of ``args`` in this process (one of the job's, where there are several)."""
+    from dedebate.lab.config import ConfigError
+
+    reg = load_registry()
     try:
-        reg = load_registry()
-        try:
-            cfg = _sweep_config(args, reg)
-        except ConfigError as err:
-            if reg.errors and "unknown experiment" in str(err):
-                warn_import_errors(reg)
-            return die_usage(f"config error: {err}{_not_found_hint(err, args.config)}")
-        sweep_dir = args.sweep_dir or args.resume
-        return _sweep(
-            reg.experiments[cfg.experiment],
-            cfg,
-            sweep_dir=Path(sweep_dir).resolve() if sweep_dir else None,
-            show_progress=not args.no_progress,
-        )
-    finally:
-        dist.shutdown(penv)
+        cfg = _sweep_config(args, reg)
+    except ConfigError as err:
+        if reg.errors and "unknown experiment" in str(err):
+            warn_import_errors(reg)
+        return die_usage(f"config error: {err}{_not_found_hint(err, args.config)}")
+    sweep_dir = args.sweep_dir or args.resume
+    return _sweep(
+        reg.experiments[cfg.experiment],
+        cfg,
+        sweep_dir=Path(sweep_dir).resolve() if sweep_dir else None,
+        show_progress=not args.no_progress,
+    )
 
 
 def _launch_sweep(args: argparse.Namespace) -> int:

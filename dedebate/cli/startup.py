@@ -27,6 +27,42 @@ def _raise_terminated(signum, frame):
     raise Terminated
 
 
+def exit_when_sigterm_is_stuck(grace_s: float = 10.0) -> None:
+    """A multi-process job: where SIGTERM has not ended the process within ``grace_s`` (its main
+    thread blocked in a collective whose peer has gone, where no Python handler runs), exit 143
+    without clean-up; what is finished is on disk already. Call from the main thread."""
+    import sys
+    import threading
+    import time
+
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write)  # written by the C-level handler even while Python is blocked
+
+    def watch() -> None:
+        while signal.SIGTERM not in os.read(read, 64):
+            pass
+        time.sleep(grace_s)
+        sys.stderr.write(
+            f"dedebate: terminated; still waiting on another process after {grace_s:g} s: "
+            "exiting without clean-up (finished groups are on disk: resume with --resume)\n"
+        )
+        sys.stderr.flush()
+        os._exit(143)
+
+    threading.Thread(target=watch, name="dedebate-sigterm-watch", daemon=True).start()
+
+
+def _in_a_job(args: argparse.Namespace) -> bool:
+    """Whether this process is one of a multi-process job's (bad variables: the command says)."""
+    from dedebate.lab.distributed import DistributedError, process_env
+
+    try:
+        return process_env(getattr(args, "distributed", False)).multi
+    except DistributedError:
+        return False
+
+
 def _workers_likely(args: argparse.Namespace) -> bool:
     """Whether ``reproduce`` will run worker processes, judged before JAX is imported: ``--jobs``
     (else ``$DEDEBATE_JOBS``) asks for more than one, or it is ``auto`` on a machine with more
@@ -83,6 +119,8 @@ def prepare_process(args: argparse.Namespace) -> str | None:
     # SIGTERM stops the command as Ctrl-C does: its clean-up runs (reproduce stops its
     # workers) and it exits 143, instead of dying where it stands.
     signal.signal(signal.SIGTERM, _raise_terminated)
+    if args.command == "sweep" and _in_a_job(args):
+        exit_when_sigterm_is_stuck()
     # A process killed by a fatal signal (SIGABRT from a native library, SIGSEGV) prints
     # the Python stack it died in as its last lines, instead of nothing.
     faulthandler.enable()

@@ -141,6 +141,11 @@ def process_env(distributed: bool = False, environ: Mapping[str, str] | None = N
             raise DistributedError(
                 f"{ENV_COUNT}={n} but {ENV_ADDRESS} is not set (host:port of process 0)"
             )
+        host, _, port = address.rpartition(":")
+        if n > 1 and (not host or not 1 <= (decimal_int(port) or 0) <= 65535):
+            raise DistributedError(
+                f"{ENV_ADDRESS}={address!r}: must be host:port of process 0 (a port in [1, 65535])"
+            )
         if n > 1:
             return ProcessEnv("env", n, pid, address)
     if distributed:
@@ -164,6 +169,8 @@ def initialize(penv: ProcessEnv) -> None:
 
     with contextlib.suppress(Exception):  # older/newer jax without the option: its default
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    with contextlib.suppress(Exception):  # its notifier would take SIGTERM, a scheduler's stop,
+        jax.config.update("jax_enable_preemption_service", False)  # from dedebate's handler
     if penv.source == "slurm":
         jax.distributed.initialize(
             cluster_detection_method="slurm", initialization_timeout=INIT_TIMEOUT_S
@@ -237,6 +244,20 @@ def broadcast_text(text: str, size: int = 4096) -> str:
     out = np.asarray(multihost_utils.broadcast_one_to_all(buf))
     n = int(np.frombuffer(out[:4].tobytes(), np.uint32)[0])
     return out[4 : 4 + n].tobytes().decode()
+
+
+def same_everywhere(text: str) -> bool:
+    """Whether every process passed the same ``text`` (its SHA-256, gathered from all)."""
+    if process_count() == 1:
+        return True
+    import hashlib
+
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    digest = np.frombuffer(hashlib.sha256(text.encode()).digest(), np.uint8)
+    every = np.asarray(multihost_utils.process_allgather(digest))
+    return bool((every == every[0]).all())
 
 
 def broadcast_flags(flags: Sequence[bool]) -> list[bool]:

@@ -91,7 +91,7 @@ def guard_sweep(groups_dir: Path, resume: bool) -> None:
     """Before a sweep computes groups in ``groups_dir``: on ``resume``, refuse groups computed
     under other numerics (ResumeMismatch); record this process's for the groups to come (not
     where an older dedebate left groups and no record)."""
-    record, now = groups_dir / SWEEP_FILE, fingerprint(devices=False)
+    record, now = groups_dir / SWEEP_FILE, fingerprint(devices=True)
     if resume and record.is_file():
         try:
             old = read_json(record)

@@ -183,6 +183,11 @@ def _run_sweep(
     assert cfg.sweep is not None  # plan() refuses a config without a sweep block
     pid, nproc = dist.process_index(), dist.process_count()
     lead = pid == 0
+    if not dist.same_everywhere(f"{cfg.config_hash()} {cfg.sweep_hash()}"):
+        raise SweepError(
+            f"the {nproc} processes were given different sweeps (configs, overrides or sweep "
+            "blocks): each would label its rows with another's points; give all the same one"
+        )
 
     # -- the directory (process 0 decides, everyone uses it)
     path, same = "", False

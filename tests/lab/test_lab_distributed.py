@@ -7,12 +7,18 @@ from __future__ import annotations
 import csv
 import json
 import re
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from dedebate.lab.distributed import DistributedError, ProcessEnv, process_env
+from dedebate.lab.distributed import (
+    DistributedError,
+    ProcessEnv,
+    free_loopback_port,
+    process_env,
+)
 from tests.conftest import REPO
 from tests.lab.test_lab_devices import baseline, sweep_env, write_config
 
@@ -50,6 +56,12 @@ def test_process_env_from_launcher_variables():
         process_env(environ={"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"})
     with pytest.raises(DistributedError, match="--distributed needs"):
         process_env(True, environ={})
+    for address in ("nohostport", ":1234", "host:", "host:0", "host:65536", "host:x1"):
+        with pytest.raises(
+            DistributedError, match=re.escape(f"JAX_COORDINATOR_ADDRESS='{address}': must be host:")
+        ):
+            process_env(environ={**env, "JAX_COORDINATOR_ADDRESS": address})
+    assert process_env(environ={**env, "JAX_COORDINATOR_ADDRESS": "[::1]:80"}).coordinator
 
 
 def _sweep_on_two_processes(tmp_path, *overrides):
@@ -91,3 +103,62 @@ def test_two_processes_equal_one(tmp_path):
     assert again.returncode == 0, again.stderr
     assert [*(tmp_path / "runs").glob("fake_sweep-sweep-*")] == [d]
     assert "(1 resumed)" in again.stdout and (d / "sweep.csv").read_text() == table
+
+
+@pytest.mark.slow
+def test_processes_given_different_sweeps_stop_before_any_row(tmp_path):
+    """Two processes of one job whose command lines differ (process 1 another seed) both exit 2
+    naming the difference, with no row written: each would otherwise label its rows with the
+    other's points and exit 0."""
+    port = free_loopback_port()
+    config = write_config(tmp_path)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "dedebate.cli", "sweep", "--no-progress", str(config), *extra],
+            env={
+                **sweep_env(1),
+                "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
+                "JAX_NUM_PROCESSES": "2",
+                "JAX_PROCESS_ID": str(i),
+            },
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, extra in enumerate(([], ["seed=1"]))
+    ]
+    try:
+        outs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 2, err
+        assert "the 2 processes were given different sweeps" in err
+    assert not list(tmp_path.glob("runs/*/groups/group-*.csv"))
+
+
+def test_a_process_stuck_past_sigterm_exits_143_after_its_grace():
+    """A job's process whose main thread never returns to Python after SIGTERM (here a handler
+    that does nothing, then a sleep; in a job, a collective whose peer has gone) exits 143 once
+    the grace has passed, saying so; without the watch it would run on."""
+    code = (
+        "import signal, sys, time\n"
+        "from dedebate.cli.startup import exit_when_sigterm_is_stuck\n"
+        "signal.signal(signal.SIGTERM, lambda *a: None)\n"
+        "exit_when_sigterm_is_stuck(grace_s=0.3)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert p.stdout is not None and p.stdout.readline() == b"ready\n"
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=20)
+    finally:
+        p.kill()
+    assert p.returncode == 143, err
+    assert b"still waiting on another process after 0.3 s: exiting without clean-up" in err

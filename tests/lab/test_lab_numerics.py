@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import jax
 import pytest
 
 import dedebate
@@ -63,7 +64,7 @@ def test_a_sweep_resumes_its_groups_only_under_their_numerics(tmp_path, monkeypa
     assert cli.main(["sweep", "--no-progress", str(path)]) == 0
     (out,) = tmp_path.glob("fake_sweep-sweep-*")
     recorded = json.loads((out / "groups" / numerics.SWEEP_FILE).read_text())
-    assert recorded == numerics.fingerprint(devices=False)
+    assert recorded == numerics.fingerprint(devices=True)
     (out / "groups" / "group-001.csv").unlink()  # killed during group 1
     monkeypatch.setattr(dedebate, "__version__", "9.9.9")
     capsys.readouterr()
@@ -72,5 +73,13 @@ def test_a_sweep_resumes_its_groups_only_under_their_numerics(tmp_path, monkeypa
     assert f"dedebate {recorded['dedebate']!r} -> '9.9.9'" in err
     assert not (out / "groups" / "group-001.csv").exists()  # nothing computed
     monkeypatch.setattr(dedebate, "__version__", recorded["dedebate"])
+    # another device count (more processes or accelerators) rounds floats otherwise
+    count = jax.device_count
+    monkeypatch.setattr(jax, "device_count", lambda: recorded["devices"] + 1)
+    assert cli.main(["sweep", "--no-progress", "--resume", str(out)]) == 2
+    assert (
+        f"devices {recorded['devices']!r} -> {recorded['devices'] + 1!r}" in capsys.readouterr().err
+    )
+    monkeypatch.setattr(jax, "device_count", count)
     assert cli.main(["sweep", "--no-progress", "--resume", str(out)]) == 0
     assert "(1 resumed)" in capsys.readouterr().out
