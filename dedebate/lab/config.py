@@ -38,6 +38,7 @@ from dedebate.lab.config_types import (  # noqa: F401  (re-exported)
     build_dataclass,
     coerce,
     describe_type,
+    did_you_mean,
     init_fields,
     show_value,
 )
@@ -139,7 +140,9 @@ def resolve(
             fields: set[str] = set()
             if isinstance(cls, type) and dataclasses.is_dataclass(cls):
                 fields = {f.name for f in init_fields(cls)}
-            hint = f" (a parameter: write params.{k}=...)" if k in fields else ""
+            hint = (
+                f" (a parameter: write params.{k}=...)" if k in fields else did_you_mean(k, allowed)
+            )
             raise ConfigError(
                 f"unknown key '{k}'{hint}; allowed top-level keys: {', '.join(allowed)}"
             )
@@ -195,7 +198,8 @@ def _check_sweep_axes(
     for axis, values in sweep.axes.items():
         if axis not in fields:
             raise ConfigError(
-                f"unknown key 'sweep.axes.{axis}': not a params field of {name}; "
+                f"unknown key 'sweep.axes.{axis}': not a params field of {name}"
+                f"{did_you_mean(axis, fields)}; "
                 f"allowed: {', '.join(fields) or '(none)'}"
             )
         if not values:

@@ -38,6 +38,10 @@ _WANDB_ENV_MODES = {
 KEY_SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+PROJECT_FORBIDDEN = "/\\#?%:"
+"""Characters W&B refuses in a project's name."""
+
+
 def _check_no_nul(name: str, value: Any) -> None:
     """Refuse a string with a NUL character: no path or W&B name can hold one."""
     if isinstance(value, str) and "\0" in value:
@@ -69,10 +73,15 @@ class TrackingConfig:
     def __post_init__(self):
         if self.mode not in TRACKING_MODES:
             raise ValueError(f"mode={self.mode!r}: must be one of {', '.join(TRACKING_MODES)}")
-        if not self.project:
-            raise ValueError("project='': must be a non-empty string")
         for name in ("project", "entity", "group"):
-            _check_no_nul(name, getattr(self, name))
+            value = getattr(self, name)
+            _check_no_nul(name, value)
+            if value is not None and (not value.strip() or len(value) > 128):
+                raise ValueError(f"{name}={value!r}: must be 1 to 128 characters, not all blank")
+        if set(self.project) & set(PROJECT_FORBIDDEN):  # W&B's own rule (wandb_settings)
+            raise ValueError(
+                f"project={self.project!r}: must not contain any of {' '.join(PROJECT_FORBIDDEN)}"
+            )
 
     def effective_mode(self, environ: Mapping[str, str] | None = None) -> str:
         """The mode W&B runs in: ``offline``, ``online`` or ``disabled``.
@@ -155,10 +164,15 @@ class SweepConfig:
         for name in self.axes:
             if not KEY_SEGMENT.match(str(name)):
                 raise ValueError(f"axes={name!r}: an axis is the name of a params field")
-        if self.batch < 0:
-            raise ValueError(f"batch={self.batch}: must be >= 0 (0 = a whole static group)")
-        if self.max_rows < 1:
-            raise ValueError(f"max_rows={self.max_rows}: must be >= 1")
+        if not 0 <= self.batch <= 2**31:
+            raise ValueError(
+                f"batch={self.batch}: must lie in [0, 2^31] (0 = a whole static group)"
+            )
+        if not 1 <= self.max_rows <= 2**31:
+            raise ValueError(f"max_rows={self.max_rows}: must lie in [1, 2^31]")
+        blank = [m for m in self.metrics if not str(m).strip()]
+        if blank or len(set(self.metrics)) != len(self.metrics):
+            raise ValueError(f"metrics={list(self.metrics)}: names must be distinct and not blank")
         seeds = self.seeds if isinstance(self.seeds, int) else len(self.seeds)
         rows = (
             math.prod(len(v) if isinstance(v, list | tuple) else 1 for v in self.axes.values())
@@ -289,6 +303,8 @@ class RunConfig:
         if not (0 <= self.seed < 2**32):
             raise ValueError(f"seed={self.seed}: must be an integer in [0, 2^32)")
         _check_no_nul("output_dir", self.output_dir)
+        if not self.output_dir.strip():
+            raise ValueError(f"output_dir={self.output_dir!r}: must name a folder (runs/ if unset)")
         parse_limit(self.memory_limit)
         if self.size not in SIZES:
             raise ValueError(f"size={self.size!r}: must be one of {', '.join(SIZES)}")

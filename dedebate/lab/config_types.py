@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import math
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from dedebate.lab.params import check_field, field_range
@@ -26,6 +27,11 @@ FLOAT32_MAX = 3.4028234663852886e38
 FLOAT32_TINY = 1.1754943508222875e-38
 """float32's smallest normal number: a config float nearer 0 computes as 0 (or a denormal that
 accelerators flush to 0), so it is refused rather than silently run as 0."""
+CORE_FLOAT = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+"""A float as YAML 1.2's core schema writes one (ASCII digits only)."""
 
 
 class ConfigError(ValueError):
@@ -34,6 +40,12 @@ class ConfigError(ValueError):
 
 class _NumberError(ConfigError):
     """A number of the right type that float32 cannot hold (reported even inside a union)."""
+
+
+def did_you_mean(name: Any, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known name nearest a misspelt ``name``, else ``""``."""
+    near = difflib.get_close_matches(str(name), list(known), n=1)
+    return f" (did you mean '{near[0]}'?)" if near else ""
 
 
 def describe_type(tp: Any) -> str:
@@ -133,9 +145,9 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             number = float(value) if abs(value) <= FLOAT32_MAX else math.inf
-        elif isinstance(value, str):
-            with contextlib.suppress(ValueError):
-                number = float(value.strip())
+        elif isinstance(value, str) and CORE_FLOAT.match(value):
+            with contextlib.suppress(ValueError):  # .inf and .nan are not Python's spelling
+                number = float(value)
         if number is None:
             raise _fail(key, value, tp)
         if not abs(number) <= FLOAT32_MAX:
@@ -248,7 +260,9 @@ def build_dataclass(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
         key = f"{prefix}.{name}" if prefix else str(name)
         if name not in fields:
             allowed = ", ".join(fields) or "(none)"
-            raise ConfigError(f"unknown key '{key}'; allowed keys here: {allowed}")
+            raise ConfigError(
+                f"unknown key '{key}'{did_you_mean(name, fields)}; allowed keys here: {allowed}"
+            )
         values[name] = coerce(value, hints.get(name, Any), key)
         rng = field_range(fields[name])
         if rng is not None:

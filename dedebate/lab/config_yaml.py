@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from dedebate.lab.config_types import ConfigError
+from dedebate.lab.config_types import CORE_FLOAT, ConfigError
 
 # Limits on a YAML document, checked while it is composed (before any value is built or an alias
 # expanded): a config is a few hundred nodes, so these only stop hostile or broken files.
@@ -38,10 +38,6 @@ _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
 CORE_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 CORE_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
-CORE_FLOAT = re.compile(
-    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-)
 # YAML 1.1 resolutions that YAML 1.2 has not: dropped from the loader.
 _DROPPED_TAGS = {
     _BOOL_TAG,

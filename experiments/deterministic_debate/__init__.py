@@ -47,7 +47,9 @@ class Config:
         (4, 6, 8, 10, 12), "cost sweep T = 2^e (>= window)", ge=3, le=16, min_len=1, max_len=16
     )
     exhaustive_fig3: bool = param(True, "every Fig 3 message sequence of a 3-step machine (2^15)")
-    witness_instances: int = param(8, "instances per NP^O task family, half yes", ge=1, le=64)
+    witness_instances: int = param(
+        8, "instances per NP^O task family, half yes (at least one no)", ge=2, le=64
+    )
 
     def __post_init__(self):
         if self.window < self.dep_window:

@@ -101,6 +101,7 @@ def test_quick_run_passes_every_claim_with_exact_cost_tables(quick):
         ("cost_log2", (2,)),
         ("oracle_frac", 1.5),
         ("witness_instances", 0),
+        ("witness_instances", 1),  # no no-instance: the soundness rows would be empty
     ],
 )
 def test_config_rejects_bad_values_naming_the_field(field, value):

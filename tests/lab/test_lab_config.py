@@ -128,6 +128,22 @@ def test_parse_override_values():
         (GOOD, ["params.nn=3"], ["unknown key 'params.nn'"]),
         # unknown tracking key
         (GOOD, ["tracking.modee=offline"], ["unknown key 'tracking.modee'"]),
+        # a misspelt key: the nearest known one is named
+        (GOOD, ["params.nn=3"], ["unknown key 'params.nn' (did you mean 'n'?)"]),
+        (GOOD, ["seeed=3"], ["unknown key 'seeed' (did you mean 'seed'?)"]),
+        (GOOD, ["tracking.mdoe=offline"], ["(did you mean 'mode'?)"]),
+        (GOOD, ["sweep.axes.nn=[1,2]"], ["'sweep.axes.nn'", "(did you mean 'n'?)"]),
+        # names W&B refuses, a blank output folder, strings that are not YAML numbers
+        (GOOD, ["tracking.project=a/b"], ["project='a/b': must not contain any of / \\ #"]),
+        (GOOD, ["tracking.project='   '"], ["tracking.project=", "must be 1 to 128 characters"]),
+        (GOOD, [f"tracking.group={'g' * 129}"], ["must be 1 to 128 characters"]),
+        (GOOD, ["output_dir='  '"], ["output_dir=", "must name a folder"]),
+        (GOOD, ["params.p='\u0661'"], ["params.p='\u0661'", "expected a number"]),
+        (GOOD, ["params.p='1_0'"], ["params.p='1_0'", "expected a number"]),
+        # sweep blocks: huge batches, blank or repeated metric names
+        (GOOD, ["sweep.seeds=2", "sweep.batch=1180591620717411303424"], ["must lie in [0, 2^31]"]),
+        (GOOD, ["sweep.seeds=2", "sweep.metrics=[a, a]"], ["names must be distinct and not blank"]),
+        (GOOD, ["sweep.seeds=2", "sweep.metrics=['']"], ["names must be distinct and not blank"]),
         # wrong types
         (GOOD, ["params.n=abc"], ["params.n='abc'", "expected an integer"]),
         (GOOD, ["params.n=2.5"], ["params.n=2.5", "expected an integer"]),

@@ -229,7 +229,7 @@ def test_a_stopped_sweep_names_the_folder_to_resume(reg, fake_sweep, tmp_path, m
         ({"seeds": 0}, {}, "sweep.seeds=0: must be a count in [1, 100000]"),
         ({"seeds": [1, 1]}, {}, "sweep.seeds=[1, 1]: seeds must be distinct"),
         ({"seeds": 2}, {"seed": 2**32 - 1}, "sweep.seeds=2: seed 4294967295 + 1 is beyond"),
-        ({"axes": {}, "batch": -1}, {}, "sweep.batch=-1: must be >= 0"),
+        ({"axes": {}, "batch": -1}, {}, "sweep.batch=-1: must lie in [0, 2^31]"),
         ({"axez": {}}, {}, "unknown key 'sweep.axez'"),
     ],
 )
