@@ -265,7 +265,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             "runs the whole sweep on its own",
             file=sys.stderr,
         )
-    dist.initialize(penv)  # before any experiment module can touch a JAX backend
+    try:
+        dist.initialize(penv)  # before any experiment module can touch a JAX backend
+    except dist.DistributedError as err:
+        return die_usage(str(err))
     # shut down only after a clean end: after an error or a stop, its barrier would wait for
     # peers that may have gone
     code = _sweep_job(args)
@@ -297,6 +300,7 @@ def _launch_sweep(args: argparse.Namespace) -> int:
     """``--processes N``: validate the config, create the sweep directory, start N processes."""
     from dedebate.lab import distributed as dist
     from dedebate.lab.config import ConfigError
+    from dedebate.lab.folder_guard import held
     from dedebate.lab.rundir import new_run_dir
     from dedebate.lab.sweep import find_sweep_dir
 
@@ -324,6 +328,8 @@ def _launch_sweep(args: argparse.Namespace) -> int:
         argv = ["sweep", args.config, *args.overrides, "--sweep-dir", str(sweep_dir)]
     if args.no_progress:
         argv.append("--no-progress")
+    if held(sweep_dir):  # refused at once, not after the processes have started
+        return die_usage(f"run in use by another process: {sweep_dir} is locked; wait or stop it")
     print(
         f"dedebate: {args.processes} processes on 127.0.0.1 (jax.distributed)",
         file=sys.stderr,

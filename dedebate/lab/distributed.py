@@ -165,6 +165,8 @@ def initialize(penv: ProcessEnv) -> None:
     """
     if not penv.multi:
         return
+    if penv.source == "env" and penv.process_id == 0:
+        _check_port_free(str(penv.coordinator))
     import jax
 
     with contextlib.suppress(Exception):  # older/newer jax without the option: its default
@@ -182,6 +184,20 @@ def initialize(penv: ProcessEnv) -> None:
             process_id=penv.process_id,
             initialization_timeout=INIT_TIMEOUT_S,
         )
+
+
+def _check_port_free(address: str) -> None:
+    """Refuse a coordinator port another program listens on (JAX's server would crash on it)."""
+    port = int(address.rpartition(":")[2])
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("", port))
+        except OSError as err:
+            raise DistributedError(
+                f"{ENV_ADDRESS}={address!r}: port {port} is in use on this machine "
+                f"({err.strerror}); give process 0 a free port"
+            ) from None
 
 
 def shutdown(penv: ProcessEnv) -> None:

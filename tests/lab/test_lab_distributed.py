@@ -20,7 +20,7 @@ from dedebate.lab.distributed import (
     process_env,
 )
 from tests.conftest import REPO
-from tests.lab.test_lab_devices import baseline, sweep_env, write_config
+from tests.lab.test_lab_devices import SWEEPABLE, baseline, sweep_env, write_config
 
 
 def test_process_env_from_launcher_variables():
@@ -162,3 +162,37 @@ def test_a_process_stuck_past_sigterm_exits_143_after_its_grace():
         p.kill()
     assert p.returncode == 143, err
     assert b"still waiting on another process after 0.3 s: exiting without clean-up" in err
+
+
+def test_a_busy_coordinator_port_is_refused_before_jax_starts():
+    """Process 0 given a port another program listens on: one line naming it (JAX's server
+    crashed the process with a segfault)."""
+    import socket
+
+    from dedebate.lab.distributed import initialize
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(DistributedError, match=f"127.0.0.1:{port}'.*port {port} is in use"):
+            initialize(ProcessEnv("env", 2, 0, f"127.0.0.1:{port}"))
+
+
+def test_processes_refuse_a_locked_sweep_before_they_start(tmp_path, capsys, monkeypatch):
+    """``--processes 2 --resume DIR`` while another process holds DIR: exit 2 at once (it took
+    32 s and a traceback from the second process)."""
+    from dedebate import cli
+    from dedebate.lab.folder_guard import lock_run_dir
+
+    monkeypatch.setenv("DEDEBATE_EXPERIMENTS", SWEEPABLE)
+    d = tmp_path / "s"
+    d.mkdir()
+    write_config(tmp_path)
+    (d / "config.yaml").write_text((tmp_path / "sweep.yaml").read_text())
+    lock = lock_run_dir(d)
+    try:
+        assert cli.main(["sweep", "--resume", str(d), "--processes", "2", "--no-progress"]) == 2
+    finally:
+        lock.release()
+    assert "run in use by another process" in capsys.readouterr().err
