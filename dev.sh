@@ -70,9 +70,11 @@ case "$cmd" in
   test)
     ensure_env
     # The whole suite, slow tests included (CI runs exactly this), on one worker per core
-    # (pytest-xdist; tests of one file stay on one worker to share compiled programs). Later
-    # arguments win: `./dev.sh test -n 0 ...` runs serially.
-    exec "$VENV/bin/python" -m pytest -n "${DEDEBATE_TEST_WORKERS:-auto}" --dist loadfile "$@"
+    # (pytest-xdist; tests of one file stay on one worker to share compiled programs; the
+    # longest files first, tests/conftest.py HEAVY_FIRST). Later arguments win: `./dev.sh test
+    # -n 0 ...` runs serially.
+    exec "$VENV/bin/python" -m pytest -n "${DEDEBATE_TEST_WORKERS:-auto}" --dist loadfile \
+      --no-loadscope-reorder "$@"
     ;;
   setup)
     ensure_env

@@ -40,49 +40,54 @@ FAKE_EXPERIMENTS = "tests.fake_experiments"
 FAKE_BENCH = "tests.fake_experiments.fakebench"
 
 HEAVY_FIRST = (
-    "training/test_stackelberg.py",
-    "protocols/test_stochastic.py",
-    "conventions/test_notebooks.py",
     "lab/test_lab_memory.py",
+    "training/test_stackelberg.py",
     "experiments/test_ped_digits.py",
-    "protocols/test_stochastic_decision.py",
-    "protocols/test_stochastic_lazy.py",
-    "experiments/test_stochastic_experiment.py",
-    "training/test_stochastic_selfplay.py",
-    "experiments/test_ogd_resume.py",
-    "experiments/test_stackelberg_resume.py",
-    "lab/test_lab_parallel.py",
-    "lab/test_lab_signals.py",
-    "experiments/test_stochastic_selfplay_resume.py",
-    "lab/test_opt_level.py",
-    "experiments/test_prover_estimator_experiment.py",
+    "conventions/test_notebooks.py",
+    "protocols/test_stochastic.py",
     "core/test_stochastic_binomial.py",
-    "estimators/test_estimator_soundness.py",
-    "bench/test_accelerator_script.py",
-    "experiments/test_machines_experiment.py",
-    "lab/test_lab_compile_cache.py",
+    "protocols/test_stochastic_decision.py",
+    "experiments/test_stackelberg_resume.py",
+    "protocols/test_stochastic_lazy.py",
+    "training/test_stochastic_selfplay.py",
+    "lab/test_lab_signals.py",
+    "experiments/test_ogd_resume.py",
+    "protocols/test_stochastic_on_device.py",
     "protocols/test_stochastic_devices.py",
-    "conventions/test_cli_readme.py",
-    "protocols/test_prover_estimator.py",
-    "experiments/test_deterministic_debate.py",
-    "cli/test_cli.py",
-    "lab/test_lab_resume.py",
-    "lab/test_lab_distributed.py",
-    "estimators/test_estimator_network.py",
-    "machines/test_fixtures.py",
-    "estimators/test_ogd.py",
+    "experiments/test_stochastic_experiment.py",
+    "experiments/test_prover_estimator_experiment.py",
+    "lab/test_opt_level.py",
+    "lab/test_lab_parallel.py",
+    "experiments/test_stochastic_selfplay_resume.py",
     "lab/test_reliability.py",
-    "protocols/test_witness_stochastic.py",
+    "estimators/test_ogd.py",
+    "estimators/test_estimator_soundness.py",
+    "experiments/test_deterministic_debate.py",
+    "protocols/test_prover_estimator.py",
+    "lab/test_lab_resume.py",
+    "protocols/test_binary_search.py",
+    "lab/test_lab_distributed.py",
+    "lab/test_fast_compile.py",
+    "bench/test_bench_stochastic.py",
     "estimators/test_estimator_families.py",
-    "machines/test_machines.py",
-    "lab/test_lab_devices.py",
+    "experiments/test_machines_experiment.py",
+    "bench/test_accelerator_script.py",
+    "cli/test_cli.py",
     "lab/test_lab_metrics_resume.py",
+    "machines/test_fixtures.py",
+    "conventions/test_cli_readme.py",
+    "estimators/test_estimator_network.py",
+    "lab/test_lab_compile_cache.py",
+    "lab/test_lab_sweep.py",
+    "machines/test_machines.py",
+    "protocols/test_witness_stochastic.py",
 )
-"""The test files of at least ~8 CPU seconds, most expensive first (their tests' durations summed
-over a full two-worker run, fixtures included: 34 files, ~620 of ~700 CPU-s; test_lab_memory.py
-and test_ped_digits.py, ~40 s each alone, added later), named by their folder in ``tests/``. They
-are collected first, so ``--dist loadfile`` hands them out before the many short files and the
-two workers finish together instead of one waiting on a long file at the end."""
+"""The test files of at least ~4.5 CPU seconds, most expensive first (their tests' durations summed
+over a full two-worker run, fixtures included: 41 files, ~645 of ~735 CPU-s, 2026-12-06), named
+by their folder in ``tests/``. They are collected first and, with ``--no-loadscope-reorder`` (as
+``./dev.sh test`` and CI run; xdist otherwise orders files by their count of tests), ``--dist
+loadfile`` hands them out longest first, so the two workers finish together instead of one
+waiting on a long file at the end. A stale list costs balance, never a result."""
 
 
 def pytest_configure(config):
