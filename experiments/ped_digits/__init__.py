@@ -119,7 +119,8 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
     activation (fitted to XLA on a CPU): B's training 2.6, 1.9 and evaluation 1.75, 0.3 a tree;
     a learned-prover run its training 2.8, 1.4 a tree or, where more, its held-out play 0.24, 1.7
     a tree (XLA reuses one phase's buffers in the other), times the runs held at once. Summed
-    over the families, which XLA partly overlaps (measured 1.2 to 1.6 x its count)."""
+    over the families, which XLA partly overlaps: 1.2 to 1.6 x its count, and 2.1 x at the full
+    size, whose ``lp_batch`` map XLA overlaps more (an upper bound there)."""
     rows = len(FAMILIES) * (cfg.q**cfg.depth - 1) // (cfg.q - 1)
     width, acts = feature_width(cfg.q, cfg.depth), cfg.q**cfg.depth * cfg.hidden
 
