@@ -452,11 +452,11 @@ def test_ped_digits_estimate_matches_b_training():
 
 
 def test_ped_digits_learned_provers_held_a_batch_at_a_time_fit_the_estimate():
-    """8 learned-prover runs per family at depth 4, held 2 at a time (``lp_batch``; each run's
+    """8 learned-prover runs of one family at depth 4, held 2 at a time (``lp_batch``; each run's
     held-out play dominates it, as at ``--full``): XLA's count of those runs, with the held-out
-    trees and their features, is at most the config's estimate (an upper bound: the estimate
-    sums the families and counts a batch as a vmap of its runs; XLA overlaps both, measured
-    0.58 x). The 8 vmapped at once, as before ``lp_batch``, measured 2.1 x: the bound fails."""
+    trees and their features, is at most the estimate's share of one family (an upper bound: it
+    counts a batch as a vmap of its runs, which XLA overlaps inside the map; measured 0.82 x).
+    The 8 vmapped at once, as before ``lp_batch``, measured 2.8 x: the bound fails."""
     import experiments.ped_digits as ped
     from dedebate.agents.ped_digits import BagEstimator, context_features
     from dedebate.trees.digits import FAMILIES, digit_trees
@@ -464,9 +464,9 @@ def test_ped_digits_learned_provers_held_a_batch_at_a_time_fit_the_estimate():
 
     sizes = {"depth": 4, "hidden": 64, "train_trees": 2, "eval_trees": 64, "lp_trees": 16}
     cfg = dataclasses.replace(ped.Config(), **sizes, lp_seeds=8, lp_batch=2)
-    net = BagEstimator(cfg.q, cfg.depth, cfg.hidden)
+    net, family = BagEstimator(cfg.q, cfg.depth, cfg.hidden), "slack"
 
-    def one_family(dyn, key, host, family):
+    def part(dyn, key, host):
         ev = digit_trees(key, host["eval"], family, cfg.q, cfg.m, cfg.depth, cfg.eval_trees)
         f_ev = context_features(ev, host["images"], family, cfg.q, cfg.m)
         params, rho = net.init(key, f_ev[:1]), ped.expected_fbs(family, cfg.q, cfg.m)
@@ -476,14 +476,11 @@ def test_ped_digits_learned_provers_held_a_batch_at_a_time_fit_the_estimate():
 
         return learned_provers(cfg, run, key)
 
-    def part(dyn, key, host):
-        return [one_family(dyn, key, host, family) for family in FAMILIES]
-
     key = ped.jax.random.key(0)
     got = xla_total(ped, part, ped.point(cfg)[0], key, ped.inputs(cfg, 0, key))
     est = ped.memory_bytes(cfg)
     assert est["learned provers"] > 0.6 * sum(est.values()), est
-    assert got <= sum(est.values()), (est, got)
+    assert got <= sum(est.values()) / len(FAMILIES), (est, got)
 
 
 def test_every_experiment_declares_its_memory():
