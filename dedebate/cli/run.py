@@ -45,7 +45,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         if args.resume:
             raw = offline_unless_asked(read_config(run_dir / "config.yaml"), overrides, args.resume)
-            old = resolve(raw, reg.experiments)
+            old = _resolve_stored(raw, run_dir, reg)
             cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
             _check_resume_kept(cfg, args.resume)
             if cfg.config_hash() != old.config_hash():
@@ -186,6 +186,16 @@ def _check_resume_kept(cfg, where: str) -> None:
         )
 
 
+def _resolve_stored(raw: dict, folder, reg):
+    """The config a run or sweep folder's config.yaml holds, resolved; an error names the file."""
+    from dedebate.lab.config import ConfigError, resolve
+
+    try:
+        return resolve(raw, reg.experiments)
+    except ConfigError as err:
+        raise ConfigError(f"{Path(folder) / 'config.yaml'}: {err}") from None
+
+
 def _sweep_config(args: argparse.Namespace, reg):
     """The sweep's RunConfig from CONFIG or from ``--resume SWEEP_DIR``'s config.yaml."""
     from dedebate.lab.config import ConfigError, load_config, resolve
@@ -201,7 +211,7 @@ def _sweep_config(args: argparse.Namespace, reg):
         raw = offline_unless_asked(
             read_config(Path(args.resume) / "config.yaml"), overrides, args.resume
         )
-        old = resolve(raw, reg.experiments)
+        old = _resolve_stored(raw, args.resume, reg)
         cfg = resolve({**raw, "resume": True}, reg.experiments, overrides)
         _check_resume_kept(cfg, args.resume)
         if old.sweep is None:

@@ -284,6 +284,11 @@ def test_resume_reuses_the_matching_run_dir(tmp_path, fake_env, fake_registry, c
     assert cli.main(["run", "--no-progress", "--resume", str(first.run_dir)]) == 0
     assert cli.main(["run", "--resume", str(first.run_dir), "params.n=3"]) == 2
     assert "config hash differs" in capsys.readouterr().err
+    # a bad value in the folder's own config.yaml: the error names that file
+    stored = first.run_dir / "config.yaml"
+    stored.write_text(stored.read_text().replace("experiment: fake_pass", "experiment: nope"))
+    assert cli.main(["run", "--resume", str(first.run_dir)]) == 2
+    assert f"config error: {stored}: experiment='nope'" in capsys.readouterr().err
 
 
 def test_resume_after_crash_equals_uninterrupted(tmp_path, fake_env, capsys):
