@@ -12,6 +12,7 @@ import numpy as np
 
 from dedebate.agents import stochastic_zoo as zoo
 from dedebate.core.stats import loglog_slope
+from dedebate.lab.claim_stats import binomial_p_value
 from dedebate.lab.claims import Claim, consistency_rows, strict_max
 from dedebate.lab.devices import lanes_for_memory
 from dedebate.lab.experiment import ExperimentResult
@@ -25,6 +26,7 @@ from .budget import (
     best_responses,
     cells,
     lean_n_vera,
+    members_exact,
     scale_search,
 )
 from .budget import sweep_figures as sweep_figures  # the lab's sweep hook
@@ -82,6 +84,7 @@ SIZES = {
 DYNAMIC = ("scale", "p_yes", "p_no")  # the factor on N_A, N_B, N_V and the instances' P_M(1)
 ES_COLUMNS = ("es_alice_best_exact_acceptance", "es_bob_best_exact_alice_win", "es_T")
 VERA_SOURCE = "spec DED 5.3 (query complexity), Lean samples((s-c)/2, v)"
+EXACT_SOURCE = "spec DED 5.6 (exact acceptance, T <= 12), consistency"
 PAPER_SOURCE = "spec DED 5.4 (paper's Figure 1 constants) [SECONDARY]"
 EXACT_T = 12  # the largest T of the exact DP's rows and searches
 BEST_RESPONSE_NOTE = (
@@ -166,21 +169,23 @@ def host(cfg: Config, seed: int, key, measured) -> dict:
     """Per K, the optimised adversaries' exact values, the exact best responses at each T <= 12
     (Lean's constants) and the scale search."""
     del seed, measured
-    adv, best, searches = [], [], {}
+    adv, best, searches, members = [], [], {}, {}
     lanes = batch_lanes(cfg.max_lanes, max(cfg.Ts))
     for ki, K in enumerate(cfg.Ks):
         opt_a, opt_b = _adversaries(cfg, ki, K)
         values = (opt_a.value, opt_b.value, min(min(cfg.Ts), EXACT_T))
         adv.append({"K": K} | dict(zip(ES_COLUMNS, values)))
         for T in (t for t in cfg.Ts if t <= EXACT_T):  # Lean's constants
-            _, _, _, p, sets = cells(cfg, K, T)
+            _, m_no, m_yes, p, sets = cells(cfg, K, T)
             row = {"K": K, "T": T, "p": p, "bounds": sets[0][3], "scale": cfg.scale}
             br = best_responses(K, T, float(cfg.scale), float(cfg.p_yes), float(cfg.p_no))
             best.append(row | dict(zip(("bob", "alice"), br)))
+            thetas = (opt_a.params["theta"], opt_b.params["theta"])
+            members[sets[0][0]] = members_exact(sets[0][2], m_no, m_yes, *thetas)
         if cfg.scale_factors:
             theta_b, key_k = opt_b.params["theta"], jax.random.fold_in(key, ki)
             searches[K] = scale_search(cfg, K, ki, key_k, theta_b, lanes)
-    return {"adversaries": adv, "best_responses": best, "scale": searches}
+    return {"adversaries": adv, "best_responses": best, "scale": searches, "members": members}
 
 
 def best_response_claims(best: list[dict]) -> list[Claim]:
@@ -227,8 +232,28 @@ def cell_claims(K, T, fname, cname, p, bounds, a_names, b_names, wins_a, wins_b,
     return claims, rows
 
 
-def cell_rows(cfg: Config, K: int, T: int, swept) -> tuple[list[Claim], list, list]:
-    """The claims, ``acceptance`` rows and ``queries`` rows of the (K, T) cells."""
+def member_claim(K, T, names, wins, exact, n) -> Claim:
+    """A gating row: every zoo member's Monte-Carlo rate agrees with its exact acceptance (the
+    DP of :mod:`dedebate.exact.acceptance`, an independent computation of the same checker); the
+    member with the least two-sided p-value, Bonferroni over the members."""
+    wins, exact = np.asarray(wins, np.float64), np.clip(np.asarray(exact, np.float64), 0.0, 1.0)
+    title = f"zoo members, K={K}, T={T}, lean constants: the play loop's rates agree with the "
+    title += "exact DP (every Alice vs honest Bob, honest Alice vs every Bob)"
+    ok = np.isfinite(wins) & (wins >= 0) & (wins <= n) & (wins == np.round(wins)) & (n > 0)
+    p = [
+        binomial_p_value(int(k), n, float(e), "==") if g else -1.0
+        for k, e, g in zip(wins, exact, ok)
+    ]
+    worst = int(np.argmin(p))
+    note = f"least p: {names[worst]} (exact {exact[worst]:.4f}); {n} debates per member, "
+    note += f"Bonferroni over {len(names)}"
+    args = (title, EXACT_SOURCE, "==", float(exact[worst]), wins[worst], n, note)
+    return Claim.proportion(*args, members=len(names), bound="== each member's exact acceptance")
+
+
+def cell_rows(cfg: Config, K: int, T: int, swept, exact=None) -> tuple[list[Claim], list, list]:
+    """The claims, ``acceptance`` rows and ``queries`` rows of the (K, T) cells; with ``exact``
+    (``{cell: (alice, bob)}``, the members' exact acceptance), the members' agreement rows."""
     fname, _, _, p, sets = cells(cfg, K, T)
     claims: list[Claim] = []
     rows: list[dict] = []  # acceptance
@@ -242,6 +267,10 @@ def cell_rows(cfg: Config, K: int, T: int, swept) -> tuple[list[Claim], list, li
         args = (K, T, fname, cname, p, bounds, *names, wins_a, wins_b, cfg.trials, cfg.scale)
         c, r = cell_claims(*args)
         claims, rows = claims + c, rows + r
+        if exact and name in exact:
+            who = [f"Alice {x}" for x in names[0]] + [f"Bob {x}" for x in names[1]]
+            wins, want = np.concatenate([wins_a, wins_b]), np.concatenate(exact[name])
+            claims.append(member_claim(K, T, who, wins, want, cfg.trials))
         q = {"K": K, "T": T, "constants": cname} | {n: getattr(consts, n) for n in COUNTS}
         for k in ("alice", "bob", "vera_max", "vera_mean"):
             q[k] = float(swept[f"{name}/queries_{k}"])
@@ -321,7 +350,7 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     qrows: list[dict] = []  # queries
     for K in cfg.Ks:
         for T in cfg.Ts:
-            c, r, q = cell_rows(cfg, K, T, measured)
+            c, r, q = cell_rows(cfg, K, T, measured, host["members"])
             claims, rows, qrows = claims + c, rows + r, qrows + q
         claims += best_response_claims([r for r in host["best_responses"] if r["K"] == K])
         if K in host["scale"]:

@@ -12,7 +12,7 @@ import numpy as np
 from scipy import stats
 
 from dedebate.agents import stochastic_players as sp
-from dedebate.agents.stochastic_zoo import measure_cell, zoo_cell
+from dedebate.agents.stochastic_zoo import alice_members, bob_members, measure_cell, zoo_cell
 from dedebate.core.samples import hoeffding_samples
 from dedebate.exact.acceptance import acceptance_exact
 from dedebate.exact.best_response import alice_best_response, bob_best_response
@@ -92,6 +92,19 @@ def best_responses(K: int, T: int, scale: float, p_yes: float, p_no: float) -> t
     vera = make_vera(c)
     bob = bob_best_response(m_yes, sp.honest_alice(c), vera)
     return bob, alice_best_response(m_no, sp.honest_bob(c), vera)
+
+
+def members_exact(consts, m_no, m_yes, theta_a, theta_b) -> tuple[np.ndarray, np.ndarray]:
+    """``(alice, bob)``: each zoo member's exact acceptance, as the cell plays it (every Alice
+    against honest Bob on ``m_no``, honest Alice against every Bob on ``m_yes``)."""
+    vera = make_vera(consts)
+    lv_no, lv_yes = prefix_tree(m_no), prefix_tree(m_yes)
+    bob, alice = sp.honest_bob(consts), sp.honest_alice(consts)
+    alices, bobs = alice_members(consts, theta_a)[1], bob_members(consts, theta_b)[1]
+    return (
+        np.array([acceptance_exact(m_no, a, bob, vera, lv_no) for a in alices]),
+        np.array([acceptance_exact(m_yes, alice, b, vera, lv_yes) for b in bobs]),
+    )
 
 
 def _row(K, f, method, comp, sound, c) -> dict:

@@ -750,6 +750,21 @@ def test_stochastic_cell_rows_fail_on_a_lying_alice_or_a_winning_bob():
     assert len(_failing(_cell_rows(trials=0))) == 2  # no debate: both rows fail closed
 
 
+def test_stochastic_member_row_fails_when_a_member_strays_from_its_exact_acceptance():
+    """The members' row against the exact DP: counts at their exact rates pass; one member 0.1
+    off (a checker that accepts some lies it should reject), a NaN or a count over n fail."""
+    names, exact, n = ["always 1", "+s", "honest"], np.array([0.0, 0.3531, 1.0 + 1e-16]), 2000
+    wins = np.round(exact * n)
+
+    def row(w):
+        return sd.member_claim(2, 8, names, np.array(w, float), exact, n)
+
+    assert row(wins).passed and row(wins).p_value == 1.0
+    assert row(wins + [0, 40, 0]).passed  # 0.02 off: within 0.05 / 3 at n = 2000
+    for bad in (wins + [200, 0, 0], wins + [0, 200, 0], [0, math.nan, n], [0, 706, n + 1]):
+        assert not row(bad).passed, bad
+
+
 # ---- ogd_estimator: soundness against fixed provers --------------------------------------------
 def _ogd_sound(
     u=0.2, pr=0.5, u_construct=None, reward=0.01, max_adv=0.02, nan_reward=False, final=0.0
