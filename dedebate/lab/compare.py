@@ -340,7 +340,7 @@ def comparison(a: str | Path, b: str | Path) -> dict[str, Any]:
             p_value = None if other_bound else change_p_value(ra, rb)
             evidence = change_evidence(ra, rb)
         if flip:
-            changed.append(f"{experiment}: {claim}" + (f" (#{n + 1})" if n else ""))
+            changed.append(one_line(f"{experiment}: {claim}") + (f" (#{n + 1})" if n else ""))
         rows.append(
             {
                 "experiment": experiment,

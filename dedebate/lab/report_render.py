@@ -148,17 +148,18 @@ def _cell(text: Any) -> str:
     return _inert(one_line(text)).replace("|", "\\|")
 
 
-# A shared record's text in report.md: a viewer must show it as text. A tag's "<" (before a
-# letter, "/", "!" or "?") becomes "&lt;" and a link's or image's "](" becomes "\](", so
-# nothing loads or links; "<=" and "[lo, hi]" are left alone.
+# A shared record's text in report.md: a viewer must show it as text. Its backslashes are
+# doubled (so none can undo an escape below), a tag's "<" (before a letter, "/", "!" or "?")
+# becomes "&lt;" and a link's or image's "](" becomes "\](", so nothing loads or links; "<="
+# and "[lo, hi]" are left alone.
 _TAG = re.compile(r"<(?=[A-Za-z/!?])")
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")  # https:, data:, javascript: (dedebate's plot
-# paths are relative, inside the report's folder)
+_PLOT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]*\.png")  # dedebate's plots: relative paths
+# inside the report's folder; any other text (a scheme's ":", a ")" or space) is not linked
 
 
 def _inert(text: str) -> str:
     """``text`` as Markdown a viewer shows as text (no tag, link or image: see ``_TAG``)."""
-    return _TAG.sub("&lt;", text).replace("](", "\\](")
+    return _TAG.sub("&lt;", text.replace("\\", "\\\\")).replace("](", "\\](")
 
 
 def one_line(text: Any) -> str:
@@ -268,7 +269,7 @@ def render_markdown(
     lines.append("")
     for e in entries:
         lines += [f"## {_heading(e)}", ""]
-        where = f"run directory `{one_line(e.run_dir)}/`, " if e.run_dir else ""
+        where = f"run directory {_cell(e.run_dir)}/, " if e.run_dir else ""
         lines += [f"{e.verdict}; {where}{e.wall_time_s:.1f} s.", ""]
         lines += [
             "| claim | source | bound | measured (95% interval) | result | note |",
@@ -304,7 +305,7 @@ def render_markdown(
             lines += [_row(c) for c in e.findings()]
             lines.append("")
         for p in e.plots:
-            if Path(p).is_absolute() or ".." in Path(p).parts or _SCHEME.match(p):  # remote
+            if not _PLOT.fullmatch(p) or ".." in Path(p).parts:  # remote, or not only a path
                 lines += [
                     f"(plot {_cell(p)} not shown: not a file inside the report directory)",
                     "",

@@ -435,8 +435,12 @@ def flatten_numbers(
 
 
 def eprint(*args: Any) -> None:
-    """Print to stderr and flush."""
-    print(*args, file=sys.stderr, flush=True)
+    """Print to stderr and flush, each line :func:`printable` (a shared record's text in a
+    message cannot drive the terminal)."""
+    from dedebate.lab.report_render import printable
+
+    text = " ".join(map(str, args))
+    print("\n".join(printable(line) for line in text.split("\n")), file=sys.stderr, flush=True)
 
 
 UTC_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")

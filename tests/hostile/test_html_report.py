@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import struct
 import zlib
 from html.parser import HTMLParser
@@ -168,19 +169,32 @@ def test_a_claim_of_brackets_renders_in_linear_time(tmp_path, capsys):
 
 def test_report_md_shows_a_records_html_links_and_remote_plots_as_text(tmp_path, capsys):
     """A Markdown viewer of report.md loads a remote image and runs a link from a shared record's
-    text: tags, links and images in claims, notes and titles are shown as text, and a plot
-    path that is remote, absolute or climbs out gets no image line."""
+    text: tags, links and images in claims, notes, titles and the run directory are shown as text
+    (a backslash before "](" or a backtick cannot undo that), and a plot path that is remote,
+    absolute, climbs out or holds more than a path gets no image line. Checked by rendering
+    report.md as CommonMark with HTML on (markdown-it-py, which flax's rich brings)."""
+    from markdown_it import MarkdownIt
+
     rep, _, _ = plant_hostile_report(tmp_path / "rep", tmp_path / "outside")
     report = json.loads((rep / "report.json").read_text())
     entry = report["experiments"][0]
     entry["claims"][0]["claim"] = 'pixel <img src="https://attacker.example/p.png"> U >= 1/2'
     entry["claims"][0]["note"] = "[click me](javascript:alert(1)) ![b](https://attacker.example/b)"
-    entry["plots"] = ["https://attacker.example/beacon.png", "exp/plots/counts.png"]
+    entry["claims"][0]["source"] = (
+        "x\\](https://attacker.example/s.png) [go\\](https://attacker.example/go)"
+    )
+    entry["run_dir"] = "exp` <img src=https://attacker.example/dir.png onerror=alert(1)> `"
+    entry["plots"] = [
+        "https://attacker.example/beacon.png",
+        "exp/plots/a.png) <img src=https://attacker.example/q.png> ![b](https://attacker.example/r",
+        "exp/plots/counts.png",
+    ]
     (rep / "report.json").write_text(json.dumps(report))
     assert cli.main(["report", str(rep)]) == 0
     md = capsys.readouterr().out
-    import re
-
-    links = [line for line in md.splitlines() if re.search(r"(?<!\\)\]\((?!#)", line)]
-    assert links == ["![counts](exp/plots/counts.png)"]  # the one plot inside the folder
-    assert "<img" not in md and "&lt;img" in md and "U >= 1/2" in md  # shown as text
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+    tags = re.findall(r"<(?:img|a)\b[^>]*>", html)
+    assert [t for t in tags if not t.startswith('<a href="#')] == [
+        '<img src="exp/plots/counts.png" alt="counts" />'  # the one plot inside the folder
+    ]
+    assert "U &gt;= 1/2" in html and "&lt;img" in html  # shown as text

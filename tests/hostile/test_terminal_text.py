@@ -59,8 +59,9 @@ def test_compare_report_and_ls_print_planted_escapes_inert(tmp_path, fake_env, c
         outputs.append(out.out + out.err)
     for text in outputs:
         assert not any(c in text for c in RAW), text
-    assert "\\x1b]0;PWNED\\x07" in outputs[0] and "\\x1b]0;PWNED\\x07" in outputs[1]
-    assert "\\u202eLIAF" in outputs[1]
+    assert "\\x1b]0;PWNED\\x07" in outputs[0]
+    # report.md doubles each backslash (Markdown shows one), so none can undo an escape there
+    assert "\\\\x1b]0;PWNED\\\\x07" in outputs[1] and "\\\\u202eLIAF" in outputs[1]
     assert "fake_pass\\x1b[8m" in outputs[2]
 
 
@@ -83,3 +84,34 @@ def test_a_bad_command_line_is_quoted_inert(capsys):
     err = capsys.readouterr().err
     assert not any(c in err for c in RAW) and "--x\\x1b]0;PWNED\\x07" in err
     assert err.count("\n") == 1
+
+
+def test_compare_names_a_changed_verdict_inert(tmp_path, fake_env, capsys):
+    """The closing line of `compare` names each claim whose verdict changed: a claim text planted
+    in both records is printed with its escapes there too."""
+    rep = _reproduce(tmp_path, capsys)
+    a, b = rep / "fake_pass" / "results.json", tmp_path / "b" / "results.json"
+    _plant(a)
+    b.parent.mkdir()
+    data = json.loads(a.read_text())
+    data["claims"][0]["passed"] = False  # the same row, its verdict flipped
+    b.write_text(json.dumps(data))
+    cli.main(["compare", str(a.parent), str(b.parent)])
+    out = capsys.readouterr()
+    assert "verdict(s) changed: " in out.out
+    assert not any(c in out.out + out.err for c in RAW), out.out
+    assert "\\x1b]0;PWNED\\x07" in out.out.split("verdict(s) changed: ")[1]
+
+
+def test_messages_on_stderr_print_a_shared_folders_text_inert(capsys):
+    """Warnings quote a shared folder's text (a sweep's metric names, a figure hook's error):
+    :func:`eprint` prints each line with its escapes, the line breaks kept."""
+    from dedebate.lab.rundir import eprint
+
+    eprint(f"warning: sweep.metrics names {TITLE}{CLIPBOARD}\nsecond{BIDI}", 3)
+    err = capsys.readouterr().err
+    assert not any(c in err for c in RAW)
+    assert err == (
+        "warning: sweep.metrics names \\x1b]0;PWNED\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07\n"
+        "second\\u202e 3\n"
+    )
