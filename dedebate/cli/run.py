@@ -123,8 +123,13 @@ def _print_run_summary(rec) -> None:
         print(f"{'PASS' if rec.passed else 'FAIL'}: {n_pass}/{len(gate)} claims pass")
     wb = rec.results.get("provenance", {}).get("tracking", {})
     if wb.get("mode") == "offline" and wb.get("wandb_dir"):
-        where, run_dir = printable(wb["wandb_dir"]), printable(rec.run_dir)
-        print(f"W&B offline run: {where} (upload with: dedebate sync {run_dir})")
+        where = Path(rec.run_dir) / "wandb"  # a shared record's own path names its machine's
+        if Path(str(wb["wandb_dir"])).is_relative_to(Path(rec.run_dir).resolve()):
+            where = Path(str(wb["wandb_dir"]))
+        print(
+            f"W&B offline run: {printable(where)} (upload with: dedebate sync "
+            f"{printable(rec.run_dir)})"
+        )
 
 
 MAX_LOCAL_PROCESSES = 64

@@ -396,6 +396,23 @@ def test_a_finished_run_is_still_reused(capsys, finished_run):
     assert snapshot(finished_run) == before
 
 
+def test_a_reused_records_wandb_path_from_another_machine_is_not_printed(capsys, finished_run):
+    """A finished record from a colleague names their machine's W&B folder: resuming it points at
+    the folder's own ``wandb/`` instead (it names one inside the run as it is)."""
+    record = finished_run / "results.json"
+    data = json.loads(record.read_text())
+    elsewhere = "/home/colleague/private/wandb/offline-run-1"
+    for where, shown in (
+        (elsewhere, finished_run / "wandb"),
+        *[(finished_run / "wandb" / "o",) * 2],
+    ):
+        data["provenance"]["tracking"] = {"mode": "offline", "wandb_dir": str(where)}
+        record.write_text(json.dumps(data))
+        code, out, _ = answer(capsys, ["run", "--no-progress", "--resume", str(finished_run)])
+        assert code == 0 and f"W&B offline run: {shown} (upload with" in out, out
+        assert "colleague" not in out
+
+
 # -- a link among the run folders: resume=true found the newest matching name and followed it
 
 
