@@ -72,15 +72,27 @@ SIZES = {
 }
 
 
+# XLA's count of the point program (CPU, 2026-12-06), its growth per unit. Completeness, by the
+# noisy trees' depth: (bytes per tree, per random joint); the trees are played one at a time, each
+# against the zoo at once, and the sum is within [0.98, 1.31] of XLA's count. Obfuscation: bytes
+# per hidden-flaw tree by (q, depth), the exact payoffs of every forced path.
+NOISY_BYTES = {1: (5_300, 16_500), 2: (82_000, 305_000), 3: (1_430_000, 5_500_000)}
+OBF_TREE_BYTES = {
+    2: (120, 1_500, 6_900, 31_000),
+    3: (400, 4_500, 30_000, 197_000),
+    4: (1_200, 12_000, 102_000, 884_000),
+    5: (2_800, 32_000, 328_000, 1_725_000),
+    6: (9_800, 85_000, 1_036_000, 3_045_000),
+}
+
+
 def memory_bytes(cfg: Config) -> dict[str, int]:
-    """Peak bytes (dedebate/lab/memory.py), per node and debate as XLA's buffers on a CPU."""
-
-    def nodes(q, d):
-        return (q ** (d + 1) - 1) // (q - 1)
-
+    """Peak bytes (dedebate/lab/memory.py): the point program's terms as XLA counts them (above)
+    and the host's sampled debates."""
+    per_tree, per_joint = NOISY_BYTES[cfg.noisy_depth]
     return {
-        "completeness zoo": 14 * cfg.noisy_trees * cfg.random_joints * nodes(9, cfg.noisy_depth),
-        "obfuscation trees": 1200 * cfg.obf_trees * nodes(cfg.obf_q, cfg.obf_depth),
+        "completeness zoo": per_tree * cfg.noisy_trees + per_joint * cfg.random_joints,
+        "obfuscation trees": OBF_TREE_BYTES[cfg.obf_q][cfg.obf_depth - 1] * cfg.obf_trees,
         "sampled debates": 4 * (len(DIRECTION_POLICIES) * cfg.obf_episodes + cfg.naive_episodes),
     }
 

@@ -283,7 +283,7 @@ def test_rows_are_padded_to_the_devices_and_held_where_they_live(monkeypatch):
     assert memory.available_bytes() == 10 * GIB  # one device's, however much the host has
 
 
-XLA_CASES = {  # experiment: (params where the sized term dominates, that term)
+XLA_CASES = {  # experiment[ case]: (params where the sized term dominates, that term)
     "machines": (
         {"T": 14, "trials": 2000, "n_random": 2, "ascent_iters": 3, "eps": (1e-3,)},
         "prefix tree and Lipschitz families",
@@ -299,11 +299,19 @@ XLA_CASES = {  # experiment: (params where the sized term dominates, that term)
         },
         "players, gradients and Adam states",
     ),
+    "stackelberg depth 2": (  # was 0.10 x XLA's count (the estimate counted nodes, not paths)
+        {"depth": 2, "n_trees": 64, "seeds": 8, "steps": 10, "chunks": 1, "hidden_b": (64,)},
+        "activations",
+    ),
     "stochastic_selfplay": (
         {"T": 8, "hidden": 1024, "seeds": 4},
         "Alice's activations and gradients",
     ),
     "prover_estimator": ({"obf_trees": 1024}, "obfuscation trees"),
+    "prover_estimator zoo": (  # was 0.02 x XLA's count (trees times joints; it plays one tree)
+        {"noisy_depth": 3, "noisy_trees": 8, "random_joints": 256, "obf_trees": 1},
+        "completeness zoo",
+    ),
     "stochastic_debate": (
         {"Ts": (64,), "trials": 2000, "max_lanes": 16384, "paper": False},
         "debate batch",
@@ -361,7 +369,7 @@ def test_estimate_matches_xla_memory_analysis(name):
     ratios 0.95 to 1.07). It leaves out the host's share (Python, JAX, small arrays)."""
     import importlib
 
-    module = importlib.import_module(f"experiments.{name}")
+    module = importlib.import_module(f"experiments.{name.split()[0]}")
     params, term = XLA_CASES[name]
     cfg = dataclasses.replace(module.Config(), **{**module.SIZES["quick"], **params})
     est = module.memory_bytes(cfg)
