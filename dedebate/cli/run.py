@@ -95,11 +95,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _p_text(d) -> str:
     """`` p=..`` for a Monte-Carlo row (decided family-wise, see dedebate/lab/claims.py)."""
+    from dedebate.lab.report_render import unresolved
+
     if d.get("p_value") is None:
         return ""
     if d.get("family_level") is None:  # a finding or unchecked row: decided outside the family
         return f"; p={d['p_value']:.3g}"
-    return f"; p={d['p_value']:.3g} vs level {d['family_level']:.3g} (family of {d['family_size']})"
+    text = f"; p={d['p_value']:.3g} vs level {d['family_level']:.3g} (family of {d['family_size']})"
+    return text + ("; not resolved: the interval reaches past the bound" if unresolved(d) else "")
 
 
 def _print_run_summary(rec) -> None:

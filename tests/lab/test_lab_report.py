@@ -172,6 +172,26 @@ def test_a_p_value_shows_the_digits_that_place_it_against_its_level():
     assert cell(0.4) == "PASS (p=0.4)"
 
 
+def test_a_passing_row_whose_interval_reaches_past_its_one_sided_bound_is_not_resolved():
+    """A Monte-Carlo row fails only on evidence against its claim; where its interval reaches
+    past a one-sided bound the report says the sample cannot show the claim either."""
+    from dedebate.lab.report_render import ExperimentEntry, _policy_line, _result_cell, unresolved
+
+    def row(bound, lo, hi, passed=True, p=0.9):
+        return Claim("c", "s", bound, (lo + hi) / 2, lo, hi, passed, p_value=p).to_dict()
+
+    assert unresolved(row("<= 0.3956", 0.27, 0.41)) and unresolved(row(">= 0.6402", 0.63, 0.70))
+    assert not unresolved(row("<= 0.3956", 0.27, 0.3956))  # reaches the bound, not past it
+    assert not unresolved(row(">= 0.6402", 0.6402, 0.70))
+    assert not unresolved(row("== 0.5", 0.4, 0.6))  # an equality never shows more
+    assert not unresolved(row("<= 0.3956", 0.27, 0.41, passed=False, p=0.001))  # it failed
+    assert not unresolved(row("<= 2 delta", 0.27, 0.41))  # a bound in words: no number to hold
+    assert not unresolved(Claim.exact("c", "s", "<= 0.3956", 0.3, True).to_dict())
+    assert _result_cell(row("<= 0.4", 0.3, 0.45)) == "PASS (p=0.9; not resolved)"
+    rows = [row("<= 0.4", 0.3, 0.45), row("<= 0.4", 0.3, 0.35), row(">= 0.6", 0.5, 0.7)]
+    assert "2 passing row(s) have an interval" in _policy_line([ExperimentEntry("a", claims=rows)])
+
+
 def test_one_verdict_per_row_in_the_progress_line_report_and_results_json(tmp_path):
     """A sampled row (p = 0.00284) fails its own run's family of 4 (level 0.0125) but passes the
     report's family of 49 (level 0.00102). The progress line calls it pending and names it; the
