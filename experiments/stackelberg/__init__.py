@@ -107,11 +107,8 @@ SIZES = {
     "full": {"seeds": 32, "steps": 400, "depth": 2, "n_trees": 8, "warm_seeds": 8},
 }
 
-
-# Activations per (seed, tree) in floats, by depth: (fixed, per unit of A's widths, per unit of
-# B's): the exact payoff plays every forced path, (2 q)^d of them, with its gradient. Fitted to
-# XLA's count of the training chunk (CPU, 2026-12-06): within [0.86, 1.23] of it at depth 1 and
-# [0.95, 1.06] at depth 2 over A's widths 16 to (64, 64) and B's 32 to 128.
+# Floats per (seed, tree) by depth: fixed, per unit of A's widths, of B's (all (2q)^d forced paths
+# and their gradient); fitted to XLA's count (CPU): 0.86-1.23x at depth 1, 0.95-1.06x at depth 2.
 ACTIVATION_FLOATS = {1: (3700, 120, 70), 2: (85_000, 4400, 3150)}
 
 
@@ -121,10 +118,9 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
     def mlp(widths):
         return sum((a + 1) * b for a, b in zip(widths, widths[1:]))
 
-    Q = runs.Q  # noqa: N806 - the paper's symbol
     a, b = list(cfg.hidden_a), list(cfg.hidden_b)
     n_params = sum(mlp([n, *a, 1]) for n in (N_ROOT, N_NODE, N_CAND, N_SEL)) + sum(
-        mlp([n, *b, out]) for n, out in ((N_ROOT, 1), (N_CHILD, 1), (N_GLOBAL, 2**Q))
+        mlp([n, *b, out]) for n, out in ((N_ROOT, 1), (N_CHILD, 1), (N_GLOBAL, 2**runs.Q))
     )
     seeds = max(cfg.seeds, cfg.warm_seeds)
     fixed, per_a, per_b = ACTIVATION_FLOATS[cfg.depth]

@@ -12,8 +12,7 @@ import numpy as np
 
 from dedebate.agents import stochastic_zoo as zoo
 from dedebate.core.stats import loglog_slope
-from dedebate.lab.claim_stats import binomial_p_value
-from dedebate.lab.claims import Claim, consistency_rows, strict_max
+from dedebate.lab.claims import Claim, binomial_p_value, consistency_rows, strict_max
 from dedebate.lab.devices import lanes_for_memory
 from dedebate.lab.experiment import ExperimentResult
 from dedebate.lab.params import config_dataclass, param
