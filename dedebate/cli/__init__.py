@@ -18,6 +18,7 @@ in use, a resume under other numerics), in one line on stderr; 130 Ctrl-C, 143 S
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from collections.abc import Sequence
 
@@ -97,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return say_usage(err)
     except (RunDirError, MemoryBudgetError) as err:
         return die_usage(str(err))
+    except BrokenPipeError:  # `dedebate compare A B | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 141  # as a shell reports a process ended by SIGPIPE
     except OSError as err:
         if err.errno not in _PATH_ERRNOS or not err.filename:
             raise

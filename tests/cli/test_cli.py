@@ -166,3 +166,20 @@ def test_the_run_summary_prints_a_finding_row_with_a_p_value():
         == "; p=0.25 vs level 0.01 (family of 5)"
     )
     assert _p_text({"p_value": None}) == ""
+
+
+def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(cli_env):
+    """`dedebate list | head -0`: the write fails with EPIPE; the command ends with 141 (a
+    shell's code for SIGPIPE) and no traceback, also not when Python flushes stdout at exit."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dedebate.cli", "list"],
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    p.stdout.close()  # before the command writes: its first write fails
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141 and err == "", err
