@@ -81,7 +81,7 @@ MEASURE = textwrap.dedent("""
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # the peak (VmHWM) starts again from the RSS now: no warm-up transient counts
     before = status("VmRSS:")
-    est = run({**small, "n_x": 1500, "n_tests": 1024})
+    est = run({**small, "n_x": 1000, "n_tests": 768})
     print(json.dumps({"estimate": est, "growth": status("VmHWM:") - before}))
 """)
 
@@ -91,12 +91,12 @@ MEASURE = textwrap.dedent("""
     reason="needs Linux's peak-RSS reset (/proc/self/clear_refs)",
 )
 def test_ogd_estimate_matches_measured_peak():
-    """A run sized so the estimate is ~0.75 GiB (its float64 recheck), after a tiny run of the same
+    """A run sized so the estimate is ~0.37 GiB (its float64 recheck), after a tiny run of the same
     programs: the growth of the process's peak RSS over its RSS before the run (the peak reset
     after the tiny run, so none of its transients count) is within [0.8, 1.5] x the estimate.
     Left out of the estimate: compiling the bigger programs and XLA's buffers (~0.15 GiB measured
-    on a tiny run, so <= 0.2 x here) and small arrays; numpy elides some temporaries the estimate
-    counts (its measured slope was 0.88 x the estimate's)."""
+    on a tiny run, so <= 0.4 x here) and small arrays; numpy elides some temporaries the estimate
+    counts (its measured slope was 0.88 x the estimate's). Measured 1.14 x (2026-12-06)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
     out = subprocess.run(
         [sys.executable, "-c", MEASURE],
@@ -108,7 +108,7 @@ def test_ogd_estimate_matches_measured_peak():
     )
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert 0.7 * GIB < got["estimate"] < 0.8 * GIB
+    assert 0.35 * GIB < got["estimate"] < 0.4 * GIB
     assert 0.8 * got["estimate"] <= got["growth"] <= 1.5 * got["estimate"], got
 
 
