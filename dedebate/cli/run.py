@@ -7,7 +7,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from dedebate.cli.common import EXIT_FAIL, EXIT_OK, die_usage, load_registry, warn_import_errors
+from dedebate.cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    die_usage,
+    load_registry,
+    warn_import_errors,
+)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -319,7 +326,8 @@ def _launch_sweep(args: argparse.Namespace) -> int:
     from dedebate.lab import distributed as dist
     from dedebate.lab.config import ConfigError
     from dedebate.lab.folder_guard import held
-    from dedebate.lab.rundir import new_run_dir
+    from dedebate.lab.report_render import printable
+    from dedebate.lab.rundir import new_run_dir, record_status
     from dedebate.lab.sweep import find_sweep_dir
 
     reg = load_registry()
@@ -353,7 +361,15 @@ def _launch_sweep(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    return dist.launch_local(argv, args.processes)
+    code = dist.launch_local(argv, args.processes)
+    if code not in (EXIT_OK, EXIT_USAGE) and record_status(sweep_dir / "results.json") != "ok":
+        print(  # its processes printed theirs without --processes, or died unable to print
+            f"dedebate: resume the sweep with: dedebate sweep --resume {printable(sweep_dir)} "
+            f"--processes {args.processes}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return code
 
 
 def _sweep(module, cfg, *, sweep_dir, show_progress: bool) -> int:

@@ -196,3 +196,31 @@ def test_processes_refuse_a_locked_sweep_before_they_start(tmp_path, capsys, mon
     finally:
         lock.release()
     assert "run in use by another process" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("code", [137, 1, 0])
+def test_a_job_that_ends_early_names_the_sweep_to_resume_with_its_processes(
+    tmp_path, capsys, monkeypatch, code
+):
+    """A process of the job killed (its peers then stopped by the launcher) or crashed: the
+    launcher names the folder and ``--processes N`` (a process that dies cannot print, and its
+    peers' own line would resume on one process); not after a job that finished."""
+    from dedebate import cli
+    from dedebate.lab import distributed as dist
+
+    monkeypatch.setenv("DEDEBATE_EXPERIMENTS", SWEEPABLE)
+    started = []
+    monkeypatch.setattr(dist, "launch_local", lambda argv, n: started.append(argv) or code)
+    argv = ["sweep", str(write_config(tmp_path)), "--processes", "2", "--no-progress"]
+    assert cli.main(argv) == code
+    (d,) = (tmp_path / "runs").glob("fake_sweep-sweep-*")
+    assert started == [
+        ["sweep", str(tmp_path / "sweep.yaml"), "--sweep-dir", str(d), "--no-progress"]
+    ]
+    line = f"dedebate: resume the sweep with: dedebate sweep --resume {d} --processes 2"
+    assert (line in capsys.readouterr().err) == (code != 0)
+    if code:  # a finished sweep's record: nothing to resume, whatever its exit code
+        (d / "config.yaml").write_text((tmp_path / "sweep.yaml").read_text())
+        (d / "results.json").write_text(json.dumps({"status": "ok"}))
+        assert cli.main(["sweep", "--resume", str(d), "--processes", "2"]) == code
+        assert "resume the sweep with" not in capsys.readouterr().err
