@@ -239,6 +239,7 @@ def member_claim(K, T, names, wins, exact, n) -> Claim:
     title = f"zoo members, K={K}, T={T}, lean constants: the play loop's rates agree with the "
     title += "exact DP (every Alice vs honest Bob, honest Alice vs every Bob)"
     ok = np.isfinite(wins) & (wins >= 0) & (wins <= n) & (wins == np.round(wins)) & (n > 0)
+    ok &= np.isfinite(exact)  # else that member's row fails closed
     p = [
         binomial_p_value(int(k), n, float(e), "==") if g else -1.0
         for k, e, g in zip(wins, exact, ok)

@@ -763,6 +763,7 @@ def test_stochastic_member_row_fails_when_a_member_strays_from_its_exact_accepta
     assert row(wins + [0, 40, 0]).passed  # 0.02 off: within 0.05 / 3 at n = 2000
     for bad in (wins + [200, 0, 0], wins + [0, 200, 0], [0, math.nan, n], [0, 706, n + 1]):
         assert not row(bad).passed, bad
+    assert not sd.member_claim(2, 8, names, wins, exact + [0, math.nan, 0], n).passed
 
 
 # ---- ogd_estimator: soundness against fixed provers --------------------------------------------
