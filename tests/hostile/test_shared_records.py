@@ -401,11 +401,8 @@ def test_a_reused_records_wandb_path_from_another_machine_is_not_printed(capsys,
     the folder's own ``wandb/`` instead (it names one inside the run as it is)."""
     record = finished_run / "results.json"
     data = json.loads(record.read_text())
-    elsewhere = "/home/colleague/private/wandb/offline-run-1"
-    for where, shown in (
-        (elsewhere, finished_run / "wandb"),
-        *[(finished_run / "wandb" / "o",) * 2],
-    ):
+    elsewhere, inside = "/home/colleague/private/wandb/run-1", finished_run / "wandb" / "run-1"
+    for where, shown in ((elsewhere, finished_run / "wandb"), (inside, inside)):
         data["provenance"]["tracking"] = {"mode": "offline", "wandb_dir": str(where)}
         record.write_text(json.dumps(data))
         code, out, _ = answer(capsys, ["run", "--no-progress", "--resume", str(finished_run)])
