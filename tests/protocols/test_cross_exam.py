@@ -259,3 +259,48 @@ def test_a_bool_mask_of_another_length_is_refused_not_read_as_steps():
         True,
         False,
     ]
+
+
+@pytest.mark.parametrize("protocol", ["binary_search", "cross_exam"])
+def test_the_exhaustive_soundness_pairs_claim_every_transcript_once(protocol):
+    """``exhaustive``: the last 2^T Alices flip every set of the T output bits exactly once (one
+    claims ``a_{T-1} = 1`` in half of them), each against honest B; counted here apart from
+    ``bit_table``. A zoo that never flipped the last bit kept its debate counts and passed."""
+    import itertools
+
+    T = 5
+    plain = zoo_pairs(T, jax.random.key(0), n_random=1, all_fixed=True, protocol=protocol)
+    full = zoo_pairs(
+        T, jax.random.key(0), n_random=1, all_fixed=True, protocol=protocol, exhaustive=True
+    )
+    flips = np.asarray(full[0].flip_raw)[-(2**T) :].astype(int)
+    assert len(np.asarray(full[0].flip_raw)) == len(np.asarray(plain[0].flip_raw)) + 2**T
+    assert sorted(map(tuple, flips.tolist())) == sorted(itertools.product((0, 1), repeat=T))
+    assert np.all(np.asarray(full[1].mode)[-(2**T) :] == HONEST)
+
+
+def test_honest_bobs_costs_are_the_oracle_steps_up_to_the_first_inconsistent_one():
+    """Honest B (Figure 4) scans A's transcript to its first locally inconsistent step and pays
+    the oracle steps it recomputes: counted here in numpy, for the honest transcript (every step,
+    all of A's oracle queries) and for each single-step lie of every machine."""
+    from dedebate.protocols.deterministic_players import alice_cost, bob_pointer
+
+    progs, honest = population(), make_bob("honest")
+    pointer = jax.jit(bob_pointer)
+    seen = set()
+    for i in range(np.asarray(progs.kind).shape[0]):
+        prog = index_tree(progs, i)
+        kind, y = np.asarray(prog.kind), simulate_numpy(prog)
+        for flip in [None, *range(T)]:
+            a = y.copy()
+            if flip is not None:
+                a[flip] ^= 1
+            bad = np.flatnonzero(local_bits_numpy(prog, a) != a)
+            checked = int(bad[0]) + 1 if bad.size else T
+            t, got_checked, queries = pointer(prog, jnp.asarray(a), honest)
+            assert (int(t), int(got_checked)) == (checked - 1, checked), (i, flip)
+            assert int(queries) == int(np.sum(kind[:checked] == ORACLE)), (i, flip)
+            seen.add(bool(bad.size))
+        assert int(queries) <= int(alice_cost(prog, det_honest_alice(T))[1])
+        assert int(pointer(prog, jnp.asarray(y), honest)[2]) == int(np.sum(kind == ORACLE))
+    assert seen == {True, False}
