@@ -202,3 +202,21 @@ def test_affine_oracle_step_program_equals_fixture_machine_tree():
     for la, lb in zip(prefix_tree(fx.machine), prefix_tree(fx.step_program())):
         np.testing.assert_allclose(la, lb, atol=1e-6)
     assert isinstance(affine_mean_oracle([0.5], [0.0]).base, jax.Array)
+
+
+@pytest.mark.parametrize("trials", [14, 17, 10])
+def test_count_ones_counts_every_transcript_of_its_chunks(monkeypatch, trials):
+    """``count_ones`` with chunks of 7 (full chunks in its loop, then the rest) equals the last
+    bits of the transcripts of its documented key schedule, drawn chunk by chunk here."""
+    from dedebate.machines import program
+
+    monkeypatch.setattr(program, "MC_CHUNK", 7)
+    machine, key = fxs.f2_target(6, 0.6, spread=0.2).machine, jax.random.key(5)
+    want = 0
+    for i, n in enumerate([7] * (trials // 7) + ([trials % 7] if trials % 7 else [])):
+        u = jax.vmap(program.step_uniforms, (0, None))(
+            jax.random.split(jax.random.fold_in(key, i), n), machine.T
+        )
+        want += int(jax.vmap(program.transcript_from_uniforms, (None, 0))(machine, u)[:, -1].sum())
+    assert int(program.count_ones(machine, key, trials)) == want
+    assert 0 < want < trials  # both outcomes occur (a count of all or none could hide a bug)
