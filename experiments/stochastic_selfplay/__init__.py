@@ -25,6 +25,7 @@ from dedebate.lab.experiment import (
     Claim,
     ExperimentResult,
     Training,
+    consistency_rows,
     exact_interval,
     mean_interval,
     strict_max,
@@ -313,6 +314,18 @@ def mc_claims(mc: dict[str, tuple[float, float, float]]) -> list[Claim]:
     ]
 
 
+def order_checks(results: dict) -> dict[str, tuple[bool, str]]:
+    """Per instance, the exact values every seed's pair must put in order, however training
+    went: Bob's best response <= the pair's value <= Alice's best response <= its bound."""
+    keys, out = ("bob_best_response", "value", "alice_best_response", "alice_best_response_ub"), {}
+    for case, res in results.items():
+        vals = np.array([[e[k] for k in keys] for e in res["ev"]], np.float64)
+        bad = [s for s, v in enumerate(vals) if not np.all(v[:-1] <= v[1:] + 1e-9)]  # NaN: bad
+        name = f"{case}: Bob's best response <= value <= Alice's best response <= its bound"
+        out[name] = (not bad, f"out of order at seeds {bad}" if bad else f"{len(vals)} seeds")
+    return out
+
+
 def seed_values(res: dict, k: str) -> np.ndarray:
     """Metric ``k`` of an instance's measured pairs, per seed."""
     return np.array([e[k] for e in res["ev"]])
@@ -424,7 +437,7 @@ def report(cfg: Config, measured, results) -> ExperimentResult:
         comp, sound_acc, setting, yes["every_bob"], no["every_alice"], sides, main_run
     )
     found = findings(results, constants, cfg.gap_tol, sides)
-    claims += found["outcome"]
+    claims += found["outcome"] + consistency_rows(order_checks(results))
     if cfg.mc_trials > 0:
         mean = {c: float(seed_values(r, "value").mean()) for c, r in results.items()}
         n = S * cfg.mc_trials

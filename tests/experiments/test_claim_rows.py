@@ -715,6 +715,21 @@ def test_stochastic_selfplay_schedule_finding_is_not_met_with_a_nan():
         assert not claim.passed and "NaN" in claim.note
 
 
+def test_selfplay_order_check_fails_a_seed_whose_exact_values_are_out_of_order():
+    """Bob's best response <= value <= Alice's best response <= its bound holds for any trained
+    pair: a Bob "best response" that maximises (above the value), or a NaN, fails the run."""
+    keys = ("bob_best_response", "value", "alice_best_response", "alice_best_response_ub")
+
+    def results(*seeds):
+        return {"yes": {"ev": [dict(zip(keys, s)) for s in seeds]}}
+
+    good = (0.3, 0.5, 0.6, 0.61)
+    assert consistency_rows(ssp.order_checks(results(good, (0.5, 0.5, 0.5, 0.5)))) == []
+    for bad in ((0.7, 0.5, 0.6, 0.61), (0.3, 0.5, 0.6, 0.59), (0.3, math.nan, 0.6, 0.61)):
+        (row,) = consistency_rows(ssp.order_checks(results(good, bad)))
+        assert not row.passed and "seeds [1]" in row.note
+
+
 # ---- stochastic_debate: the zoo cells ----------------------------------------------------------
 def _cell_rows(wins_a=(100, 250, 300), wins_b=(900, 800, 700), trials=1000, constants="lean"):
     claims, _ = sd.cell_claims(
