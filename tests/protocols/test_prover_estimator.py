@@ -370,3 +370,18 @@ def test_bad_inputs():
     big = jax.eval_shape(lambda k: and_tree(k, depth=6, q=12), jax.random.key(0))  # 3M paths
     with pytest.raises(ValueError, match="enumerating"):
         all_paths(big)
+
+
+def test_a_debate_cut_short_weights_its_paths_to_one(tree0):
+    """With fewer rounds than the tree's depth, the paths past the last round are one masked
+    no-op each, not copies: A's path probabilities add up to 1 and E[U_A] of the liar against a
+    constant estimator stays within the payoff's range, at every round count. (Paths not zeroed
+    past the last round summed to 64 at one round, E[U_A] = 10; nothing else noticed.)"""
+    liar, est = (
+        obfuscating_liar().replace(dir_probs=jnp.asarray(DP_SKEW)),
+        ConstantEstimator(jnp.float32(P_CONST)),
+    )
+    for rounds in range(1, tree0.depth + 1):
+        out = expected_payoff(EXACT, ped_params(2.0, rounds=rounds), liar, est, tree0)
+        np.testing.assert_allclose(float(out.total_prob), 1.0, atol=TOL)
+        assert abs(float(out.u_a)) <= 1.0 + TOL, (rounds, float(out.u_a))
