@@ -385,3 +385,25 @@ def test_a_debate_cut_short_weights_its_paths_to_one(tree0):
         out = expected_payoff(EXACT, ped_params(2.0, rounds=rounds), liar, est, tree0)
         np.testing.assert_allclose(float(out.total_prob), 1.0, atol=TOL)
         assert abs(float(out.u_a)) <= 1.0 + TOL, (rounds, float(out.u_a))
+
+
+def test_each_round_reads_its_own_random_number_for_z_and_for_the_selection(tree0, monkeypatch):
+    """A sampled episode draws each round's (direction, candidate, z, selection) from its own
+    uniform (spec 2.4.2: the selection never sees z). Moving every round's z number from 0.001
+    to 0.999 changes the consistency rewards (z moves) and nothing A chose; moving the selection
+    numbers changes A's selections. A z drawn from the direction's number, or a selection from
+    z's, changes no mean against the zoo's estimators and passed every other test."""
+    liar = obfuscating_liar().replace(dir_probs=jnp.asarray([1.0, 0.0, 0.0], jnp.float32))
+    est = ConstantEstimator(jnp.float32(P_CONST))
+
+    def episode(z, selection=0.5):  # every round's z and selection numbers; the rest 0.5
+        table = np.full((tree0.depth + 1, 4), 0.5, np.float32)
+        table[:, 2], table[:, 3] = z, selection
+        monkeypatch.setattr(jax.random, "uniform", lambda *args, **kw: jnp.asarray(table))
+        return play(SAMPLED, ped_params(2.0), liar, est, tree0, jax.random.key(0))
+
+    low, high = episode(0.001), episode(0.999)
+    for field in ("nodes", "cands", "sels", "directions"):
+        np.testing.assert_array_equal(getattr(low, field), getattr(high, field), err_msg=field)
+    assert not np.array_equal(low.r_rounds, high.r_rounds)
+    assert not np.array_equal(low.sels, episode(0.001, selection=0.999).sels)
