@@ -326,8 +326,7 @@ def _launch_sweep(args: argparse.Namespace) -> int:
     from dedebate.lab import distributed as dist
     from dedebate.lab.config import ConfigError
     from dedebate.lab.folder_guard import held
-    from dedebate.lab.report_render import printable
-    from dedebate.lab.rundir import new_run_dir, record_status
+    from dedebate.lab.rundir import eprint, new_run_dir, record_status
     from dedebate.lab.sweep import find_sweep_dir
 
     reg = load_registry()
@@ -363,11 +362,10 @@ def _launch_sweep(args: argparse.Namespace) -> int:
     )
     code = dist.launch_local(argv, args.processes)
     if code not in (EXIT_OK, EXIT_USAGE) and record_status(sweep_dir / "results.json") != "ok":
-        print(  # its processes printed theirs without --processes, or died unable to print
-            f"dedebate: resume the sweep with: dedebate sweep --resume {printable(sweep_dir)} "
-            f"--processes {args.processes}",
-            file=sys.stderr,
-            flush=True,
+        # its processes printed theirs without --processes, or died unable to print
+        eprint(
+            f"dedebate: resume the sweep with: dedebate sweep --resume {sweep_dir} --processes "
+            f"{args.processes}"
         )
     return code
 
