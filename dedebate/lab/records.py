@@ -29,6 +29,7 @@ from dedebate.lab.rundir import (
     RunDirError,
     read_json,
     read_text,
+    uncell,
 )
 from dedebate.lab.schema import SCHEMA_DIR
 
@@ -289,7 +290,7 @@ def _cell(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
-        return text
+        return uncell(text)
 
 
 def metrics(what: Record | str | os.PathLike) -> list[dict[str, Any]]:

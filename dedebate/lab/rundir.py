@@ -387,7 +387,8 @@ def write_csv(path: str | os.PathLike, rows: list[dict[str, Any]]) -> None:
     """Write rows of dicts as CSV, atomically.
 
     The header is the union of keys in order of first appearance; lists and dicts are written
-    as JSON.
+    as JSON; text that a spreadsheet would read as a formula gets a ``'`` in front
+    (:data:`FORMULA_START`).
 
     Raises:
         RunDirError: the file cannot be written.
@@ -406,11 +407,24 @@ def write_csv(path: str | os.PathLike, rows: list[dict[str, Any]]) -> None:
             w.writerow({k: _cell(v) for k, v in row.items()})
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+"""First characters that make a spreadsheet read a text cell as a formula (and the quote that
+marks text): a text cell starting with one gets a ``'`` in front, which :func:`uncell` takes
+off again, so a shared folder's text cannot run as a formula in a spreadsheet."""
+
+
 def _cell(v: Any) -> Any:
     v = jsonable(v)
     if isinstance(v, (list, dict)):
         return json.dumps(v)
+    if isinstance(v, str) and v.startswith(FORMULA_START):
+        return "'" + v
     return v
+
+
+def uncell(text: str) -> str:
+    """A CSV cell's text as written by :func:`write_csv`'s caller (its ``'`` guard taken off)."""
+    return text[1:] if text[:1] == "'" else text
 
 
 def flatten_numbers(

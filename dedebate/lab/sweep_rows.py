@@ -24,6 +24,7 @@ from dedebate.lab.rundir import (
     read_bytes,
     read_config,
     read_text,
+    uncell,
     write_csv,
     write_text,
 )
@@ -43,7 +44,7 @@ def _parse_cell(text: str) -> Any:
             return json.loads(text)
         except ValueError:
             pass
-    return text
+    return uncell(text)
 
 
 def _rows_bytes(path: Path) -> bytes:

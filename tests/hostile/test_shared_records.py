@@ -610,3 +610,24 @@ def test_compare_json_of_a_record_holding_nan_writes_null(tmp_path, capsys):
     code, out, err = answer(capsys, ["compare", "--json", str(tmp_path / "a"), str(tmp_path / "b")])
     assert code == 0 and err == "" and "NaN" not in out, err
     assert json.loads(out)["rows"]
+
+
+def test_csv_text_a_spreadsheet_would_run_is_written_quoted_and_read_back_as_it_was(tmp_path):
+    """A text cell starting ``= + - @`` (tab, CR) or ``'`` is written with a ``'`` in front (a
+    spreadsheet shows it as text instead of running ``=HYPERLINK(...)``), numbers as they are;
+    both readers (a sweep's rows, ``records.metrics``' cells) give back the values written."""
+    import csv
+
+    from dedebate.lab import records
+    from dedebate.lab.sweep_rows import read_rows
+
+    texts = ['=HYPERLINK("http://x","y")', "+1", "-2", "@SUM(A1)", "\tx", "\rx", "'=1", "'", "ok"]
+    row = {f"c{i}": t for i, t in enumerate(texts)} | {"neg": -1.5, "n": -3, "list": [1, -2]}
+    rundir.write_csv(tmp_path / "t.csv", [row])
+    with open(tmp_path / "t.csv", newline="", encoding="utf-8") as fh:
+        (raw,) = csv.DictReader(fh)
+    formula = [v for v in raw.values() if v[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    assert formula == ["-1.5", "-3"], raw  # numbers only: every text cell is quoted
+    assert [raw[f"c{i}"] for i in range(len(texts))] == ["'" + t for t in texts[:-1]] + ["ok"]
+    assert read_rows(tmp_path / "t.csv") == [row]
+    assert {k: records._cell(v) for k, v in raw.items()} == row
