@@ -195,6 +195,29 @@ def _band(claim, src, ratios, note):
     return Claim.exact(claim, src, "in [1, 2]", hi, lo >= 1.0 and hi <= 2.0, note)
 
 
+def formula_misses(cfg: Config, table: list[dict]) -> list[str]:
+    """The cost rows whose bits differ from docs/outcomes.md's counts, as ``T/family/l``.
+
+    Every machine of group l reads l positions at its last step (``random_programs``); some B of
+    the zoo points at a step t != T-1 reading l when every fixed B plays (T <= fixed_bob_max_T) and
+    such a step exists, or when step 0 reads l (l <= n_inputs; the zoo's "first" B)."""
+    misses = []
+    for r in table:
+        T, l, m, S = r["T"], r["l"], r["m"], r["S"]
+        if r["protocol"] == "fig4":
+            bits = [clog2(T) + reads * (1 + clog2(cfg.n_inputs + T)) for reads in (l + 1, l + 2)]
+            fixed = T <= cfg.fixed_bob_max_T and cfg.n_inputs + min(T - 2, cfg.dep_window) >= l
+            worst = r["bits_read_max_over_zoo"]
+            ok = worst == bits[1] if fixed or l <= cfg.n_inputs else worst <= bits[1]
+            ok = ok and r["bits_read"] == r["bits_read_min"] == bits[0]
+        else:
+            ok = r["bits_read"] == (m + 1) * S + m == r["bits_read_max_over_zoo"]
+            ok = ok and r["bits_read_min"] == S
+        if not ok:
+            misses.append(f"T{T}/{r['protocol']}/l{l}")
+    return misses
+
+
 def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
     """The report rows of ``m`` and the metrics they summarise (pure)."""
     claims: list[Claim] = []
@@ -278,6 +301,17 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
     )
     name = "Fig 3: bits V reads grow as S log T: bits / (S log2 T) in [1, 2] at every T"
     claims.append(_band(name, SRC_51, [r["bits_read"] / x for r, x in zip(f3, Sm)], note))
+    misses = formula_misses(cfg, m.table)
+    name = "Bits V reads: the exact counts of docs/outcomes.md at every cost row (Fig 3, Fig 4)"
+    note = (
+        f"cost-table rows off: {misses or 'none'}; honest debates: Fig 3 (m+1) S + m bits, S on an "
+        "output-0 machine; Fig 4 ceil(log2 T) + (l+1)(1+w); the zoo's worst Fig 4 debate "
+        "(l+2)(1+w) + ceil(log2 T) where a B of the zoo points at a step reading l positions, "
+        "at most that elsewhere"
+    )
+    claims.append(
+        Claim.exact(name, "docs/outcomes.md", "== 0 rows off", len(misses), not misses, note)
+    )
     off = sum(  # the count from T alone: honest debates take it, no debate of the zoo more
         not r["rounds"]
         == r["rounds_max_over_zoo"]
