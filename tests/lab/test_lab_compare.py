@@ -148,6 +148,12 @@ def test_compare_reports_an_exact_p_value_for_a_change(tmp_path, capsys):
     ).pvalue
     assert change_p_value(ma, mb) == pytest.approx(welch, rel=1e-9)
     assert change_p_value({"value": 1.0, "lo": 1.0, "hi": 1.0}, pb) is None  # an exact row
+    # counts at the edges (none, all) are counts too: 0/2000 against 12/2000, n/n against itself
+    zero, twelve = (Claim.proportion("rate", "s", "<=", 0.4, k, 2000).to_dict() for k in (0, 12))
+    edge = stats.fisher_exact([[0, 2000], [12, 1988]]).pvalue
+    assert change_p_value(zero, twelve) == pytest.approx(edge, rel=1e-12) and edge < 1e-3
+    full = Claim.proportion("rate", "s", ">=", 0.4, 2000, 2000).to_dict()
+    assert change_p_value(full, dict(full)) == 1.0 == change_p_value(zero, dict(zero))
     assert cli.main(["compare", str(a), str(b)]) == 0
     table = capsys.readouterr().out
     assert f"| PASS -> PASS | p={fmt(fisher)} |" in table and f"p={fmt(welch)} |" in table

@@ -159,6 +159,7 @@ def test_report_decides_rows_over_the_whole_report():
     assert "**PASS**: 5/5 claims pass." in md
     assert "5 Monte-Carlo rows are decided family-wise" in md and "0.05/5 = 0.01" in md
     assert "PASS (p=0.01; 95%: miss)" in md and "PASS (p=0.9) |" in md
+    assert md.count("95%: miss)") == 1 and "; 1 row(s) miss their bound at 95% alone" in md
     entries = [ExperimentEntry("a", claims=[miss]), ExperimentEntry("b", claims=[ok])]
     apply_report_family(entries)  # m = 2: level 0.025, p = 0.01 fails
     assert not entries[0].claims[0]["passed"] and not entries[0].passed
@@ -225,3 +226,18 @@ def test_findings_are_reported_but_do_not_gate():
     assert "0 meet their stated criterion, 1 do not" in md
     assert "| self-play finds honesty | issue | 8/8 seeds |" in md and "criterion NOT met" in md
     assert md.index("Measured findings") > md.index("| proven | thm |")
+
+
+def test_a_p_value_at_the_level_passes_alone_and_in_its_family(monkeypatch):
+    """At p = 0.05 exactly a row passes on its own (p >= 0.05) and as the family of itself (m =
+    1, level 0.05/1): the two rules agree at their shared edge, for proportions and means."""
+    from dedebate.lab import claims
+
+    monkeypatch.setattr(claims, "binomial_p_value", lambda *a, **k: FAMILY_ALPHA)
+    monkeypatch.setattr(claims, "claim_p_value", lambda *a, **k: FAMILY_ALPHA)
+    rows = [
+        Claim.proportion("rate", "s", "<=", 0.5, 40, 100),
+        Claim.mean("mean", "s", "<=", 1.0, [0.5, 0.7, 0.9]),
+    ]
+    assert [(c.p_value, c.passed) for c in rows] == [(FAMILY_ALPHA, True)] * 2
+    assert [family_decisions([c]) for c in rows] == [[True]] * 2

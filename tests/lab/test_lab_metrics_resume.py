@@ -287,3 +287,24 @@ def test_a_chunked_resume_under_another_config_starts_fresh(tmp_path, fake_ckpt,
         "3",
     ]
     assert checkpoint_steps(crashed.run_dir) == checkpoint_steps(fresh.run_dir)  # this config's
+
+
+def test_the_last_chunk_is_checkpointed_when_every_does_not_divide_the_chunks(tmp_path):
+    """``every = 5`` over 7 chunks saves after chunk 5 and after the last (7): a resume restores
+    all 7 and runs none, with the state of the run (a last chunk left unsaved was run again)."""
+    from dedebate.lab.driver import run_chunks
+    from tests.fakes import FakeContext
+
+    def chunk(state, c):
+        return state + jnp.float32(c + 1), None
+
+    def go(resume):
+        ctx = FakeContext(tmp_path / "run", resume=resume)
+        return ctx, run_chunks(ctx, "seven", jnp.float32(0.0), chunk, 7, every=5)
+
+    ctx, first = go(False)
+    assert (first.restored, first.ran, float(first.state)) == (0, 7, 28.0)
+    with ctx.checkpointer(every=5) as ckpt:
+        assert ckpt.latest_step() == 7
+    _, again = go(True)
+    assert (again.restored, again.ran, float(again.state)) == (7, 0, 28.0)

@@ -81,18 +81,22 @@ def test_seeds_by_two_dynamic_axes_compile_once_and_points_stand_alone(reg, fake
     row = next(r for r in rows if r["point"] == "3" and r["seed"] == "4")
     for m in METRICS:
         assert float(row[m]) == float(alone[m]), m
-    # (b) the same point as a one-point sweep: same numbers, whatever ran beside it
+    # (b) the same point as a one-point sweep: same numbers, whatever ran beside it; its rows
+    # in the order of the seeds listed (5 before 4), not by value
     one = run_sweep(
         fake_sweep,
         config(
-            reg, tmp_path, {"seeds": [5], "plots": False, "axes": {"threshold": [0.75], "p": [0.5]}}
+            reg,
+            tmp_path,
+            {"seeds": [5, 4], "plots": False, "axes": {"threshold": [0.75], "p": [0.5]}},
         ),
         show_progress=False,
     )
-    (only,) = read_csv(one.sweep_dir / "sweep.csv")
-    row = next(r for r in rows if r["point"] == "3" and r["seed"] == "5")
-    assert only["point"] == "0"
-    assert [only[m] for m in METRICS] == [row[m] for m in METRICS]
+    only = read_csv(one.sweep_dir / "sweep.csv")
+    assert [(r["point"], r["seed"]) for r in only] == [("0", "5"), ("0", "4")]
+    for got in only:
+        row = next(r for r in rows if r["point"] == "3" and r["seed"] == got["seed"])
+        assert [got[m] for m in METRICS] == [row[m] for m in METRICS]
 
     # the numbers are right: pooled over seeds, heads ~ Binomial(3 * trials * n, p) and
     # acceptances ~ Binomial(3 * trials, P(Binomial(n, p) >= threshold * n)); exact two-sided
