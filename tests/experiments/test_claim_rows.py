@@ -424,7 +424,9 @@ def _dd_measured() -> dd.Measured:
                     if fam == "fig4"
                     else (T.bit_length() + 4 + (T if fam == "fig3_full" else 8))
                 )
-                bits = m + (l + 2) * (1 + clog2(4 + T)) if fam == "fig4" else (m + 1) * S + m
+                w = 1 + clog2(4 + T)  # a position read: its bit and address (n = 4 inputs)
+                bits = m + (l + 2) * w if fam == "fig4" else (m + 1) * S + m  # the zoo's worst
+                honest = m + (l + 1) * w if fam == "fig4" else bits  # V checks the last step
                 table.append(
                     {
                         "T": T,
@@ -434,8 +436,8 @@ def _dd_measured() -> dd.Measured:
                         "S": S,
                         "rounds": 1 if fam == "fig4" else m + 1,
                         "rounds_max_over_zoo": 1 if fam == "fig4" else m + 1,
-                        "bits_read": bits,
-                        "bits_read_min": bits,
+                        "bits_read": honest,
+                        "bits_read_min": honest if fam == "fig4" else S,  # output 0: stops at once
                         "bits_read_max_over_zoo": bits,
                         "v_queries_max": 1,
                         "a_message_bits": bits,
@@ -494,11 +496,11 @@ def _set(path, value):
     return edit
 
 
-def _dd_table(protocol, column, factor):
+def _dd_table(protocol, column, factor, delta=0):
     def edit(m):
         for r in m.table:
             if r["protocol"] == protocol and r["T"] == 16 and r["l"] == 4:
-                r[column] = r[column] * factor
+                r[column] = r[column] * factor + delta
 
     return edit
 
@@ -506,8 +508,8 @@ def _dd_table(protocol, column, factor):
 def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
     ok = _dd_rows()
     # per family: completeness, soundness, one oracle query; 2 exhaustive; Fig 3 3-step;
-    # per witness task: completeness, soundness, costs; 2 bit bands, rounds, prover work
-    assert len(ok) == 3 * 3 + 2 + 1 + 3 * 2 + 4
+    # per witness task: completeness, soundness, costs; 2 bit bands, exact bits, rounds, prover work
+    assert len(ok) == 3 * 3 + 2 + 1 + 3 * 2 + 5
     # by construction (per family V's query flag; the witness cost formula, T and T_pad - 1 steps)
     assert sum(c.finding for c in ok) == 3 + 2 + 1
     nan = math.nan
@@ -560,11 +562,6 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
                 ({"edit": _set(("wit", name, key), v)}, f"Witness debate ({name}): {which}")
             )
     for proto, col, factor, which in (
-        ("fig4", "bits_read_max_over_zoo", 2.5, "grow as l log T"),  # reads ~ S log T
-        ("fig4", "bits_read_max_over_zoo", 0.5, "grow as l log T"),
-        ("fig4", "bits_read_max_over_zoo", nan, "grow as l log T"),
-        ("fig3_full", "bits_read", 2.0, "grow as S log T"),  # reads the whole transcript
-        ("fig3_window", "bits_read", nan, "grow as S log T"),
         ("fig3_full", "rounds", 2.0, "Rounds: binary search"),  # reads the transcript linearly
         ("fig4", "rounds", nan, "Rounds: binary search"),
         ("fig3_window", "rounds_max_over_zoo", 1.5, "Rounds: binary search"),  # a liar's longer
@@ -572,6 +569,25 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
     ):
         cases.append(({"edit": _dd_table(proto, col, factor)}, which))
     _assert_each_fails(_dd_rows, cases)
+    exact = "Bits V reads: the exact counts of docs/outcomes.md at every cost row (Fig 3, Fig 4)"
+    for proto, col, factor, band in (  # out of its band: the band's row and the exact row fail
+        ("fig4", "bits_read_max_over_zoo", 2.5, "grow as l log T"),  # reads ~ S log T
+        ("fig4", "bits_read_max_over_zoo", 0.5, "grow as l log T"),
+        ("fig4", "bits_read_max_over_zoo", nan, "grow as l log T"),
+        ("fig3_full", "bits_read", 2.0, "grow as S log T"),  # reads the whole transcript
+        ("fig3_window", "bits_read", nan, "grow as S log T"),
+    ):
+        failed = _failing(_dd_rows(_dd_table(proto, col, factor)))
+        assert len(failed) == 2 and exact in failed and band in " ".join(failed), failed
+    for proto, col, delta in (  # off the exact count, inside the bands: the exact row alone
+        ("fig4", "bits_read_max_over_zoo", -(1 + clog2(4 + 16))),  # a_{T-1}'s read dropped
+        ("fig4", "bits_read", 1),
+        ("fig4", "bits_read_min", nan),
+        ("fig3_window", "bits_read", -4),  # B's m answer bits dropped
+        ("fig3_full", "bits_read_min", 1),
+        ("fig3_full", "bits_read_max_over_zoo", 1),
+    ):
+        assert _failing(_dd_rows(_dd_table(proto, col, 1.0, delta))) == [exact], (proto, col)
     # no debate at all fails closed (not 0/0 = "completeness 1")
     none = _dd_rows(_set(("stats", "fig4"), [_judged(comp=0), _judged(comp=0)]))
     assert _failing(none) == [
