@@ -236,14 +236,14 @@ def host(cfg, _seed, key, measured) -> dict:
     # (the main run's yes-instance Bobs and no-instance Alices are measured above already)
     (yes, no), (i_yes, i_no) = fxs.values(), (CASES.index("yes"), CASES.index("no"))
     lv_yes, lv_no = prefix_tree(yes.machine), prefix_tree(no.machine)
-    bobs = list(results["yes"]["honest_alice"])
-    alices = [e["value_vs_honest_bob"] for e in results["no"]["ev"]]
+    bobs, alices = list(results["yes"]["honest_alice"]), []
     for n, c in measured["state"].items():
         for i in range(len(CASES)):
             if n != "main" or i != i_yes:
                 bobs += honest_alice_against(yes, lv_yes, constants, put(c.bob, i))
-            if n != "main" or i != i_no:
-                alices += against_honest_bob(lv_no, constants, put(c.alice, i), put(c.bob, i))
+            alices += against_honest_bob(lv_no, constants, put(c.alice, i), put(c.bob, i))
+            if n == "main" and i == i_no:  # measure_pairs' values too: order_checks compares
+                results["no"]["main_vs_honest_bob"] = alices[-cfg.seeds :]
     results["yes"]["every_bob"], results["no"]["every_alice"] = bobs, alices
     return results
 
@@ -316,13 +316,18 @@ def mc_claims(mc: dict[str, tuple[float, float, float]]) -> list[Claim]:
 
 def order_checks(results: dict) -> dict[str, tuple[bool, str]]:
     """Per instance, the exact values every seed's pair must put in order, however training
-    went: Bob's best response <= the pair's value <= Alice's best response <= its bound."""
+    went: Bob's best response <= the pair's value <= Alice's best response <= its bound; and
+    each main-run Alice's value against honest Bob by measure_pairs and by against_honest_bob."""
     keys, out = ("bob_best_response", "value", "alice_best_response", "alice_best_response_ub"), {}
     for case, res in results.items():
         vals = np.array([[e[k] for k in keys] for e in res["ev"]], np.float64)
         bad = [s for s, v in enumerate(vals) if not np.all(v[:-1] <= v[1:] + 1e-9)]  # NaN: bad
         name = f"{case}: Bob's best response <= value <= Alice's best response <= its bound"
         out[name] = (not bad, f"out of order at seeds {bad}" if bad else f"{len(vals)} seeds")
+        if "main_vs_honest_bob" in res:  # the per-seed DP of the pairs, and the one over players
+            two = [e["value_vs_honest_bob"] for e in res["ev"]], res["main_vs_honest_bob"]
+            name = f"{case}: each trained Alice against honest Bob, measured two ways, is equal"
+            out[name] = (two[0] == two[1], f"measure_pairs {two[0]}, against_honest_bob {two[1]}")
     return out
 
 

@@ -744,6 +744,17 @@ def test_selfplay_order_check_fails_a_seed_whose_exact_values_are_out_of_order()
     for bad in ((0.7, 0.5, 0.6, 0.61), (0.3, 0.5, 0.6, 0.59), (0.3, math.nan, 0.6, 0.61)):
         (row,) = consistency_rows(ssp.order_checks(results(good, bad)))
         assert not row.passed and "seeds [1]" in row.note
+    # the main run's Alices against honest Bob, by measure_pairs and by against_honest_bob: one
+    # seed's value taken for another's (0.2 for 0.25) fails
+    res = {"no": {"ev": [{**dict(zip(keys, good)), "value_vs_honest_bob": v} for v in (0.2, 0.25)]}}
+    assert (
+        consistency_rows(ssp.order_checks({"no": {**res["no"], "main_vs_honest_bob": [0.2, 0.25]}}))
+        == []
+    )
+    (row,) = consistency_rows(
+        ssp.order_checks({"no": {**res["no"], "main_vs_honest_bob": [0.2, 0.2]}})
+    )
+    assert not row.passed and "measured two ways" in row.claim
 
 
 # ---- stochastic_debate: the zoo cells ----------------------------------------------------------
