@@ -286,11 +286,16 @@ def network_claim(cfg, rows, net) -> Claim:
     )
 
 
-def soundness_claims(cfg, name: str, u_proto: float, pr: float, u_construct, stages) -> list:
-    """U_A <= rho^-(d+1) Pr[A correct] + eta (enumeration = construction) and E[R_k] <= 2 delta."""
+def soundness_claims(cfg, name: str, u_proto: float, prs, u_construct, stages) -> list:
+    """U_A <= rho^-(d+1) Pr[A correct] + eta (enumeration = construction) and E[R_k] <= 2 delta.
+
+    ``prs``: Pr[A correct] by the protocol's enumeration (float32) and by the construction
+    (float64); they agree to float32 rounding (three operations per tree, a mean over trees)."""
     d, rho, delta = cfg.sound_depth, cfg.sound_rho, sound_delta(cfg)
+    pr, pr_construct = prs
     bound = rho ** -(d + 1) * pr + cfg.sound_eta
-    agree = abs(u_proto - u_construct) <= 1e-4
+    pr_agree = abs(pr - pr_construct) <= (cfg.sound_trees + 3) * 2.0**-23
+    agree = abs(u_proto - u_construct) <= 1e-4 and pr_agree
     rounds = [s for s in stages if s.stage != "init"]  # k = d..1 (<= 2 delta) and 0 (<= delta)
     worst_round = strict_max(s.reward / s.bound for s in rounds)  # each against its own bound
     steps = [s.steps for s in stages if s.stage != "final"]
@@ -303,8 +308,8 @@ def soundness_claims(cfg, name: str, u_proto: float, pr: float, u_construct, sta
             u_proto,
             passed=u_proto <= bound and agree and exits,
             note=f"d = {d}, rho = {rho:g}, eta = {cfg.sound_eta:g}, delta = {delta:.4f}; "
-            f"Pr[A correct] = {pr:.3f}; path enumeration {u_proto:.6f} vs construction "
-            f"{u_construct:.6f}; Algorithm 1 steps per stage {steps}",
+            f"Pr[A correct] = {pr:.3f} (construction {pr_construct:.3f}); path enumeration "
+            f"{u_proto:.6f} vs construction {u_construct:.6f}; Algorithm 1 steps per stage {steps}",
         ),
         Claim.exact(
             f"Soundness vs fixed A = {name}: per-round mean reward <= 2 delta (round 0: delta)",
@@ -337,7 +342,7 @@ def report(cfg: Config, measured, host) -> ExperimentResult:
     claims = [*algorithm1_claims(cfg, rows), network_claim(cfg, net_rows, net)]
     sound_rows = []
     for name, (rep, u_proto, pr) in zip(cfg.sound_provers, measured["side"]):
-        claims += soundness_claims(cfg, name, u_proto, pr, rep.u_a, rep.stages)
+        claims += soundness_claims(cfg, name, u_proto, (pr, rep.pr_correct), rep.u_a, rep.stages)
         sound_rows += [
             {"prover": name, **dataclasses.asdict(s), "delta": sound_delta(cfg)} for s in rep.stages
         ]

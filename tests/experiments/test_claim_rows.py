@@ -810,7 +810,14 @@ def test_stochastic_member_row_fails_when_a_member_strays_from_its_exact_accepta
 
 # ---- ogd_estimator: soundness against fixed provers --------------------------------------------
 def _ogd_sound(
-    u=0.2, pr=0.5, u_construct=None, reward=0.01, max_adv=0.02, nan_reward=False, final=0.0
+    u=0.2,
+    pr=0.5,
+    u_construct=None,
+    reward=0.01,
+    max_adv=0.02,
+    nan_reward=False,
+    final=0.0,
+    pr_construct=None,
 ):
     cfg = ogd.Config()  # d = 2, rho = 2, eta = 0.2: delta = 0.2 / 7, bound 0.5 / 8 + 0.2
     st, delta = types.SimpleNamespace, ogd.sound_delta(cfg)
@@ -826,8 +833,9 @@ def _ogd_sound(
         ),
         st(stage="final", steps=0, max_adv=1.0, reward=final, bound=delta),
     ]
+    prs = (pr, pr if pr_construct is None else pr_construct)
     return ogd.soundness_claims(
-        cfg, "obfuscating", u, pr, u if u_construct is None else u_construct, stages
+        cfg, "obfuscating", u, prs, u if u_construct is None else u_construct, stages
     )
 
 
@@ -840,6 +848,8 @@ def test_ogd_soundness_rows_fail_on_a_paying_liar():
             ({"u": math.nan}, "U_A <= rho^-(d+1)"),
             ({"pr": math.nan}, "U_A <= rho^-(d+1)"),
             ({"u_construct": 0.25}, "U_A <= rho^-(d+1)"),  # enumeration and construction disagree
+            ({"pr_construct": 0.0}, "U_A <= rho^-(d+1)"),  # Pr[A correct] too (A's answer taken)
+            ({"pr_construct": math.nan}, "U_A <= rho^-(d+1)"),
             ({"max_adv": 0.03}, "U_A <= rho^-(d+1)"),  # a stage that did not get below delta
             ({"reward": 0.06}, "per-round mean reward"),  # E[R_k] above 2 delta = 0.0571
             ({"nan_reward": True}, "per-round mean reward"),
