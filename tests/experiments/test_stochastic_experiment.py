@@ -466,3 +466,25 @@ def test_rows_at_scaled_counts_are_findings_not_theorems():
     assert [c.finding for c in scaled] == [True, True]
     assert all("counts scaled by 0.125" in c.note for c in scaled)
     assert [(c.value, c.lo, c.hi) for c in gated] == [(c.value, c.lo, c.hi) for c in scaled]
+
+
+def test_each_cell_gates_on_the_lean_bounds_of_its_own_instances():
+    """The lean cells' bounds are spec DED 5.3's formulas, written out here, at the exact P_M of
+    the cell's instances: completeness (1-v)(P_M(1) - K c - (1 - (1-q)^T)) on the yes-instance,
+    acceptance at most 1 - (1-v)(1-q)^T (P_M(0) - K b) on the no-instance (0.6402 and 0.3956 at
+    K = 2, T = 8); the paper's cells gate at 3/5 and 2/5."""
+    from experiments.stochastic_debate.budget import cells
+
+    cfg = exp.Config(**{**QUICK, "Ts": (8, 12), "paper": True})
+    for T in cfg.Ts:
+        _, m_no, m_yes, (p_yes, p_no), sets = cells(cfg, K, T)
+        assert (p_yes, p_no) == (m_yes.output_prob_dp(), m_no.output_prob_dp())
+        assert p_no < 1 / 2 < p_yes
+        lp = lean_defaults(float(K), T)
+        stay = (1 - lp.q) ** T
+        comp = (1 - lp.v) * (p_yes - K * lp.c - (1 - stay))
+        sound = 1 - (1 - lp.v) * stay * ((1 - p_no) - K * lp.b)
+        (_, lean, _, got), (_, paper, _, fixed) = sets
+        assert (lean, paper, fixed) == ("lean", "paper", (3 / 5, 2 / 5))
+        np.testing.assert_allclose(got, (comp, sound), rtol=1e-12)
+        assert sound < 1 / 2 < comp

@@ -160,6 +160,10 @@ def test_bob_zoo_respects_completeness_exactly_and_by_monte_carlo(setup):
     )
     qv = np.asarray(out.costs.verifier_queries).reshape(rounds.shape)
     np.testing.assert_array_equal(qv, np.where(aborted, c.n_vera, 0))
+    n_b = np.asarray([int(b.n_samples) for b in members])[:, None]  # N_B, or 0 for no sampling
+    assert n_b.max() == c.n_bob != c.n_alice  # Bob's count: Alice's would read otherwise
+    qb = np.asarray(out.costs.bob_queries).reshape(rounds.shape)
+    np.testing.assert_array_equal(qb, rounds * n_b.astype(np.float32))
     first = names.index("aborts at step 0")
     assert np.all(abort_step[first] == 0) and np.all(rounds[first] == 1)
     never = names.index("never aborts")
@@ -339,3 +343,26 @@ def test_bad_input_is_rejected(setup):
     with pytest.raises(ValueError, match="lies has shape"):
         zoo_alice(s["c"], A_PER_STEP, lies=np.zeros(3))
     assert B_ABORT_FIRST != B_NEVER
+
+
+def test_soundness_zoo_members_are_distinct_and_sample_as_their_names_say(setup):
+    """Each member of the soundness zoo is a strategy of its own (no two alike: "+0.99 s" once
+    became "+s"), and exactly the members named after honest Alice's estimate sample it (N_A
+    queries per step): a member claiming that estimate from zero samples passed the DP too."""
+    c = setup["c"]
+    names, members = soundness_zoo(c)
+    fields = [
+        (int(m.kind), float(m.delta), tuple(np.asarray(m.lies).tolist()), int(m.n_samples))
+        for m in members
+    ]
+    assert len(set(fields)) == len(fields), names
+    for name, (_, _, _, n) in zip(names, fields):
+        assert n == (c.n_alice if name.startswith("honest") else 0), name
+    delta = dict(zip(names, (f[1] for f in fields)))
+    assert delta["+0.99 s (just under s)"] == np.float32(0.99 * c.s) < delta["+s"]
+
+
+def test_trial_keys_from_an_offset_are_those_trials_of_the_whole_run():
+    key = jax.random.key(9)
+    part, whole = trial_keys(key, 3, offset=5), trial_keys(key, 8)
+    np.testing.assert_array_equal(jax.random.key_data(part), jax.random.key_data(whole)[5:])
