@@ -366,3 +366,33 @@ def test_trial_keys_from_an_offset_are_those_trials_of_the_whole_run():
     key = jax.random.key(9)
     part, whole = trial_keys(key, 3, offset=5), trial_keys(key, 8)
     np.testing.assert_array_equal(jax.random.key_data(part), jax.random.key_data(whole)[5:])
+
+
+def test_every_zoo_alice_claims_what_the_exact_dp_reads_at_every_step(setup):
+    """The claim each soundness-zoo Alice (and an optimised one, a different lie per step) makes
+    at step t, for every count of her samples, is bit for bit the claim the exact DP's
+    ``claim_law`` gives there: the DP and the play loop model one strategy (a liar shifting
+    one step early, or reading the next step's lie, passed the zoo's rows)."""
+    from dedebate.exact.acceptance import binomial_law, claim_law
+    from dedebate.protocols.stochastic_scan import StepView
+
+    c = setup["c"]
+    names, members = soundness_zoo(c)
+    names.append("per step, arange(T) * 1e-3")
+    members.append(zoo_alice(c, A_PER_STEP, lies=np.arange(T) * 1e-3))
+
+    @jax.jit
+    def claims(alice, t, pi, counts):
+        view = StepView(t=t, pi=pi, prev_bit=jnp.int32(0), ones=jnp.int32(0), state=None, T=T)
+        return jax.vmap(lambda k: alice.claim(view, k, jnp.float32(0.5)))(counts)
+
+    for name, alice in zip(names, members):
+        for t in range(T):
+            pi = np.float32(0.37 + 0.01 * t)
+            want, _ = claim_law(alice, t, T, float(pi))
+            n = int(alice.n_samples)
+            # by her count when she samples: the law's support, counts k (fractions k / n)
+            k = np.rint(binomial_law(n, float(pi))[0] * n) if want.size > 1 else np.zeros(1)
+            counts = jnp.asarray(k, jnp.int32)
+            got = np.asarray(claims(alice, jnp.int32(t), jnp.float32(pi), counts))
+            np.testing.assert_array_equal(got, np.float32(want), err_msg=f"{name}, t={t}")

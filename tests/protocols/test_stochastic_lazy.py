@@ -289,3 +289,24 @@ def test_lazy_mode_rejects_bad_input():
         debate_static(c.T, bob_draw="lazy", estimator="calls")
     with pytest.raises(ValueError, match="lazy_gate_log2"):
         debate_static(c.T, bob_draw="lazy", lazy_gate_log2=25)
+
+
+@pytest.mark.parametrize("g", [1, 3, 8, 24])
+def test_cheap_coin_is_one_on_a_pi_share_of_the_cheap_words(g):
+    """A certified step's cheap words are ``[cut, 2^32)``, ``cut = 2^(32-G)``; its coin is 1 on
+    the first ``floor(pi (2^32 - cut))`` of them (Python integers here), to the float32 rounding
+    of that product (2^-24 of it, docstring): P(y = 1 | cheap) = pi, not pi / (1 - 2^-G)."""
+    cut = 2 ** (32 - g)
+    span = 2**32 - cut
+    for pi in np.float32([0.1, 1 / 3, 0.5, 0.9]):
+        ref = math.floor(float(pi) * span)
+        tol = math.ceil(span * 2.0**-24) + 1
+        start = ref - tol - 2
+        words = jnp.asarray(cut + start + np.arange(2 * tol + 5), jnp.uint32)
+        cheap, y = cheap_path(words, pi, jnp.int32(g))
+        y = np.asarray(y)
+        assert bool(np.all(cheap)) and np.all(np.diff(y) <= 0), (g, pi)  # ones, then zeros
+        assert abs(start + int(y.sum()) - ref) <= tol, (g, pi, start + int(y.sum()), ref)
+    below, _ = cheap_path(jnp.asarray([cut - 1, 0], jnp.uint32), np.float32(0.5), jnp.int32(g))
+    assert not np.any(below)  # the rare words
+    assert not bool(cheap_path(jnp.uint32(2**32 - 1), np.float32(0.5), jnp.int32(0))[0])
