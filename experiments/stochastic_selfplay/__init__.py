@@ -233,7 +233,8 @@ def host(cfg, _seed, key, measured) -> dict:
             res["mc_wins"] = _mc_wins(cfg, fx, constants, alice, bob, k_mc)
         results[case] = res
     # The Lean bounds hold for every strategy: every row's players, trained on either instance
-    # (the main run's yes-instance Bobs and no-instance Alices are measured above already)
+    # (the main run's yes-instance Bobs are measured above already; its no-instance Alices are
+    # measured again here, by the DP over players, and order_checks compares the two)
     (yes, no), (i_yes, i_no) = fxs.values(), (CASES.index("yes"), CASES.index("no"))
     lv_yes, lv_no = prefix_tree(yes.machine), prefix_tree(no.machine)
     bobs, alices = list(results["yes"]["honest_alice"]), []
