@@ -4,6 +4,7 @@ stochastic debate's numbers independent of the batch they run in."""
 from __future__ import annotations
 
 import collections
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,7 @@ import experiments.stochastic_debate as exp
 from dedebate.lab.config import default_config
 from dedebate.lab.devices import device_memory_bytes, lanes_for_memory
 from dedebate.protocols.costs import Costs
-from dedebate.protocols.stochastic import debate_static
+from dedebate.protocols.stochastic import debate_static, trial_keys
 
 
 class FakeDevice:
@@ -103,3 +104,39 @@ def test_zoo_stats_equal_for_every_batch_size(monkeypatch):
         got = jax.tree.map(np.asarray, run(spec, d, key, trials, ma, hh, lanes))
         for k in ref:
             np.testing.assert_array_equal(got[k], ref[k], err_msg=f"{k} at max_lanes={lanes}")
+
+
+def test_zoo_stats_equal_a_row_by_row_replay(monkeypatch):
+    """Each row's wins and aborts, and the honest pair's (row ``ma + hh``) query and round means,
+    equal the same debates played row by row on their side's keys (the fake costs differ by row,
+    so reading another row's costs, or the other side's keys, would show)."""
+    monkeypatch.setattr(zoo, "play", fake_play)
+    rows, trials, ma, hh = 5, 37, 2, 1
+    w = jnp.linspace(0.2, 0.8, rows)
+    d = {
+        "alice": Row(jnp.zeros(rows, jnp.int32), w),
+        "bob": Row(jnp.zeros(rows, jnp.int32), w),
+        "machine": Row(jnp.zeros(rows, jnp.int32), w),
+        "vera": jnp.float32(1.0),
+    }
+    key, spec = jax.random.key(3), debate_static(8)
+    got = jax.tree.map(np.asarray, zoo.zoo_stats(spec, d, key, trials, ma, hh, 0, False))
+    sides = [trial_keys(jax.random.fold_in(key, s), trials) for s in (0, 1)]
+
+    def row(r):
+        take = functools.partial(jax.tree.map, lambda x: x[r])
+        m, a, b = take(d["machine"]), take(d["alice"]), take(d["bob"])
+        one = jax.vmap(lambda k: fake_play(spec, m, a, b, d["vera"], k))
+        return jax.tree.map(np.asarray, one(sides[int(r >= ma)]))
+
+    played = [row(r) for r in range(rows)]
+    np.testing.assert_array_equal(got["wins"], [p.alice_wins.sum() for p in played])
+    np.testing.assert_array_equal(got["aborts"], [p.aborted.sum() for p in played])
+    honest = played[ma + hh].costs  # float32 sums of 37 positive terms: 37 roundings of 2^-24
+    np.testing.assert_allclose(
+        got["queries_alice"], honest.alice_queries.mean(), rtol=trials * 2**-24
+    )
+    np.testing.assert_allclose(got["queries_bob"], honest.bob_queries.mean(), rtol=trials * 2**-24)
+    np.testing.assert_allclose(got["rounds"], honest.rounds.mean(), rtol=trials * 2**-24)
+    vera = np.concatenate([p.costs.verifier_queries for p in played])
+    np.testing.assert_allclose(got["queries_vera_max"], vera.max(), rtol=0)
