@@ -29,8 +29,9 @@ def find_offline_runs(path: str | os.PathLike) -> list[Path]:
 
     Links are not followed, each ``wandb/`` found must hold no link but W&B's own log links
     (:func:`~dedebate.lab.folder_guard.check_wandb_dir`), and no run's records may name a file
-    outside its run directory (:func:`~dedebate.lab.wandb_records.outside_files`): a shared folder
-    cannot make a sync upload another folder or file.
+    outside its run directory, a TensorBoard directory or a request
+    (:func:`~dedebate.lab.wandb_records.outside_files`): a shared folder cannot make a sync upload
+    another folder or file.
 
     Raises:
         RunDirError: a ``wandb/`` under ``path`` holds a link or special file, or a run's records
@@ -48,9 +49,9 @@ def find_offline_runs(path: str | os.PathLike) -> list[Path]:
                 raise RunDirError(f"{err}: it cannot be checked; nothing synced") from None
             if named:
                 raise RunDirError(
-                    f"{printable(run)}: its W&B records name {len(named)} file(s) outside its run "
-                    f"directory (e.g. {printable(named[0])}), which a sync would upload; nothing "
-                    "synced"
+                    f"{printable(run)}: its W&B records name {len(named)} file(s) or request(s) "
+                    f"outside its run directory (e.g. {printable(named[0])}), which a sync would "
+                    "read, upload or fetch; nothing synced"
                 )
             found.append(run)
 

@@ -5,8 +5,10 @@ LevelDB's log format (blocks of 32 KiB, each record a 7-byte header: CRC, length
 first, middle or last piece). An artifact record names each file by ``local_path`` and ``wandb
 sync`` uploads what is there; a run folder from someone else could name any file the user can
 read (``~/.netrc``, which holds the W&B key). :func:`outside_files` reads every record and lists
-the files an artifact or files record names outside the run directory, so ``dedebate sync``
-refuses the folder before anything is uploaded (docs/lab.md, "Weights & Biases").
+the files an artifact or files record names outside the run directory, and every TensorBoard
+record and request (W&B writes neither into an offline run's log; a sync would read a TensorBoard
+directory or bucket anywhere, or log or download an artifact), so ``dedebate sync`` refuses the
+folder before anything is uploaded (docs/lab.md, "Weights & Biases").
 """
 
 from __future__ import annotations
@@ -61,8 +63,9 @@ def records(path: Path) -> Iterator[Any]:
 def outside_files(run: Path) -> list[str]:
     """The files the records of offline run folder ``run`` name outside its run directory (the
     folder holding its ``wandb/``): artifact entries' and manifests' local paths to a file that
-    exists elsewhere (one copied from another machine names paths that are nowhere here), and
-    files records' paths that are absolute or climb out (``..``).
+    exists elsewhere (one copied from another machine names paths that are nowhere here), files
+    records' paths that are absolute or climb out (``..``), and each TensorBoard record's
+    directory and each request's type, whatever they name.
 
     Every ``*.wandb`` log counts, whatever its name: W&B's sync uploads them all.
 
@@ -92,4 +95,8 @@ def outside_files(run: Path) -> list[str]:
                     for f in r.files.files
                     if Path(f.path).is_absolute() or ".." in Path(f.path).parts
                 ]
+            elif kind == "tbrecord":
+                out.append(f"TensorBoard directory {r.tbrecord.log_dir or r.tbrecord.root_dir!r}")
+            elif kind == "request":
+                out.append(f"a {r.request.WhichOneof('request_type')} request")
     return out

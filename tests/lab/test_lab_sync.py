@@ -220,7 +220,8 @@ def test_sync_refuses_a_run_whose_records_name_files_outside_it(tmp_path, capsys
     _write_log(run / "run-abc.wandb", [big, art])
     assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 2
     err = capsys.readouterr().err
-    assert "name 1 file(s) outside its run directory" in err and "secret.netrc" in err
+    assert "name 1 file(s) or request(s) outside its run directory" in err
+    assert "secret.netrc" in err
     files = pb.Record()
     files.files.files.add(path="../../../secret.netrc")
     _write_log(run / "run-abc.wandb", [files])
@@ -233,6 +234,18 @@ def test_sync_refuses_a_run_whose_records_name_files_outside_it(tmp_path, capsys
     assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 2
     assert "secret.netrc" in capsys.readouterr().err
     (run / "evil.wandb").unlink()
+    # a TensorBoard record (a sync reads its directory, or a bucket) or any request (a sync would
+    # log or download an artifact): W&B writes neither into an offline run's log
+    tb, get = pb.Record(), pb.Record()
+    tb.tbrecord.log_dir, tb.tbrecord.save = "gs://bucket/runs", True
+    get.request.download_artifact.download_root = str(tmp_path / "overwritten")
+    for rec, shown in (
+        (tb, "TensorBoard directory 'gs://bucket/runs'"),
+        (get, "a download_artifact request"),
+    ):
+        _write_log(run / "run-abc.wandb", [big, rec])
+        assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 2
+        assert shown in capsys.readouterr().err
     (run / "run-abc.wandb").write_bytes(b"not a log")
     assert cli.main(["sync", "--dry-run", str(tmp_path / "shared")]) == 2
     assert "not a W&B run log" in capsys.readouterr().err
