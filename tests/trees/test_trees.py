@@ -226,3 +226,31 @@ def test_rules_and_digit_counts_refuse_what_they_truncated_or_misread():
     with pytest.raises(ValueError, match="m=True"):
         family_rule("slack", 3, True)
     assert stated_counts("slack", 3, 2, 2).tolist() == [4, 2, 1]
+
+
+@pytest.mark.parametrize("truth", [0, 1])
+def test_a_threshold_claims_children_sit_uniformly_given_their_count(truth):
+    """Given w true children, each child is true with probability w / q whatever w is: the
+    count and the positions come from separate uniforms. 40,000 claims of each truth; every
+    position's count of true children within 5 binomial standard deviations of ``n_w w / q``.
+    (Drawing a false claim's count from child 0's rank uniform left child 0 of a one-true-child
+    claim false always, and passed every count-based test.)"""
+    q, n = 4, 40_000
+    rule = threshold_rule(q, 2, true_counts=(2, 3), false_counts=(0, 1))
+    u = jax.random.uniform(jax.random.key(11), (n, q + 1))
+    kids = np.asarray(rule.sample(u, jnp.full((n,), truth, jnp.int8)))
+    w = kids.sum(axis=1)
+    for count in (2, 3) if truth else (1,):
+        rows = kids[w == count]
+        share = count / q
+        assert rows.shape[0] > n / 3
+        sd = np.sqrt(rows.shape[0] * share * (1 - share))
+        assert np.all(np.abs(rows.sum(axis=0) - rows.shape[0] * share) <= 5 * sd), rows.sum(axis=0)
+
+
+def test_child_indexes_follow_the_breadth_first_layout(hidden):
+    """``child(v, c, j)`` is child j of candidate c of node v: ``v B + 1 + c q + j``."""
+    one = jax.tree.map(lambda x: x[0], hidden)
+    for v, c, j in [(0, 0, 0), (0, 1, 2), (1, 1, 3), (3, 0, 1)]:
+        if v < one.n_internal:
+            assert int(one.child(v, c, j)) == int(_children_np(one, v, c)[j])
