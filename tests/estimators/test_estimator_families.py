@@ -18,6 +18,7 @@ from dedebate.estimators.families import (
     TANH_BLOCK,
     _FamilyBase,
     calibration_family,
+    mlp_test_input,
     random_mlp_family,
     random_tanh_family,
     round_reward_family,
@@ -127,6 +128,15 @@ def test_mlp_and_stacked_families_vectorised_vs_loop():
     value_of = jax.jit(lambda f, i, h: f.value_of(i, h))  # one program for every (traced) i
     for i in range(fam.n_tests):
         np.testing.assert_allclose(np.asarray(value_of(fam, jnp.int32(i), h)), allv[i], atol=1e-6)
+
+
+def test_an_mlp_distinguisher_reads_its_context_the_outcome_and_both_estimates():
+    """``[feat(x), onehot(z), h(x), h(x, z)]`` at every z (reading h(x, 0) for h(x, z) made every
+    MLP test a different function and passed the loop-vs-vectorised checks, which share it)."""
+    feat, h = jnp.asarray([0.5, -1.0]), jnp.asarray([0.1, 0.2, 0.3, 0.4])
+    for z in range(4):
+        want = [0.5, -1.0, *np.eye(4)[z], 0.1, 0.2, 0.3, 0.4, float(h[z])]
+        np.testing.assert_array_equal(np.asarray(mlp_test_input(feat, z, h, 4)), np.float32(want))
 
 
 def _toy_prover(seed=0):

@@ -45,6 +45,9 @@ def test_constructed_estimator_is_sound_against_fixed_prover():
     pr = float(np.asarray(ep.a_correct).mean())
     assert pr == pytest.approx(rep.pr_correct)
     assert rep.u_a <= RHO ** -(d + 1) * pr + ETA
+    # the report's own bound is spec 6.4's, r^(d+1) Pr + (2d + 3) delta = ... + eta, in float32
+    # (Pr's float32 mean: two roundings, the product's and the sum's)
+    assert rep.bound == pytest.approx(RHO ** -(d + 1) * rep.pr_correct + ETA, rel=2**-23)
 
 
 def test_a_prover_that_may_pick_no_direction_is_costed_as_the_protocol_plays_it():

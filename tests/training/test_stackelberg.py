@@ -134,9 +134,11 @@ def per_seed(trained, half_chunk):
 def test_vmap_over_seeds_equals_per_seed_runs(trained, per_seed):
     """Each seed of the vmapped whole-run program equals that seed trained alone, unbatched, in
     two chunks (same key, same trees): vmap over seeds and chunking change nothing."""
-    batched = trained[3]
+    batched, n_b = trained[3], int(trained[1].n_b)
     for s, (_, _, _, end, mon_a, mon_b) in enumerate(per_seed):
         assert int(end.step) == STEPS
+        # Adam's own counts: B's n_B steps before each of A's (n_B + 1 passed everything)
+        assert (int(end.opt_a.count), int(end.opt_b.count)) == (STEPS, n_b * STEPS)
         for name in ("u_a", "a_correct", "p_stable", "calib", "max_adv", "adv"):
             got = np.concatenate([getattr(mon_a, name), getattr(mon_b, name)])
             np.testing.assert_allclose(
@@ -489,6 +491,18 @@ def test_class_search_never_beats_the_honest_prover_and_starts_from_the_trained_
         for c in (carry, fresh)
     ]
     assert float(fn(a0, carry.b_flat, 0)) == pytest.approx(float(min(each)), abs=1e-6)
+
+    # with no step, at most the start B's own payoff, also where that B beats the fresh start
+    def b_payoff(b_flat):
+        c = carry.replace(b_flat=b_flat)
+        return float(payoff_terms(static, 2.0, a0, players(static, trees, c)[1], trees)[0])
+
+    noise = jax.random.normal(jax.random.key(8), (4, carry.b_flat.size))
+    starts = [carry.b_flat + 0.5 * z for z in noise]
+    own = [b_payoff(b) for b in starts]
+    assert min(own) < float(each[1]) - 0.01, (own, each)
+    for b, u in zip(starts, own):
+        assert float(fn(a0, b, 0)) <= u + 1e-6
     careless = float(fn(a0, carry.b_flat, 150))
     assert careless < float(each[0]) - 0.05, (careless, each)
     with pytest.raises(ValueError, match=r"restarts=0, steps=5: need restarts >= 1"):

@@ -382,6 +382,11 @@ def test_chunked_training_is_bit_equal_to_one_program(quick_trained):
             np.concatenate([np.asarray(getattr(m, name)) for m in mons], axis=1),
         )
     assert int(carry.step) == 300  # one update counter shared by the seeds
+    # Adam's own counts: Bob n_B steps before each of Alice's (n_B - 1 passed everything)
+    np.testing.assert_array_equal(np.asarray(carry.opt_a.inner_state[0].count), QUICK.steps)
+    np.testing.assert_array_equal(
+        np.asarray(carry.opt_b.inner_state[0].count), QUICK.n_b * QUICK.steps
+    )
     # a run makes whole monitor periods: 50 updates at 10 per period are 5; 45 are refused (a
     # run used to round them up to 50 silently), in the experiment's Config too
     assert sp.n_periods(sp.SelfPlayStatic(T=3, hidden=8, steps=50, log_every=10)) == 5
