@@ -72,6 +72,31 @@ def test_a_true_claim_holds_its_count_and_exact_counts_are_counts(batches):
                 assert np.all(counts[~true] < want) and (~true).any()
 
 
+def test_each_feature_row_states_its_parts_count_and_depth(batches):
+    """B reads, per claim, its parts' stated count as a fraction of a part's images: a true
+    part holds at least that many d's, and with exact counts a false part fewer (from the labels,
+    as above); the depth column is ``(k + 1) / D`` (stating the claim's own count, q times a
+    part's, passed every test)."""
+    _, out = batches
+    for fam, (tr, _) in out.items():
+        tree, n_t = tr.tree, len(tr.digit)
+        feats = np.asarray(context_features(tr, IMAGES, fam, Q, M)).reshape(
+            n_t, tree.n_internal, -1
+        )
+        shows = LABELS[np.asarray(tr.leaves)] == np.asarray(tr.digit)[:, None]
+        truth = np.asarray(tree.truth)
+        for k in range(DEPTH):
+            size, rows = Q ** (DEPTH - k - 1), slice(tree.level_offset(k), tree.level_offset(k + 1))
+            parts = slice(tree.level_offset(k + 1), tree.level_offset(k + 1) + Q ** (k + 1))
+            held = shows.reshape(n_t, Q**k, Q, size).sum(axis=3)
+            true = truth[:, parts].reshape(n_t, Q**k, Q) == 1
+            stated = feats[:, rows, -1:] * size  # one count for the claim's q parts
+            assert np.all(held[true] >= np.broadcast_to(stated, held.shape)[true])
+            if fam == "exact":
+                assert np.all(held[~true] < np.broadcast_to(stated, held.shape)[~true])
+            np.testing.assert_array_equal(feats[:, rows, -2], np.float32((k + 1) / DEPTH))
+
+
 @pytest.mark.parametrize("eta", [0.0, 0.05, 0.1])
 def test_judge_noise_rate_matches_eta(eta):
     truth = np.tile([0, 1], 50_000)
@@ -109,6 +134,41 @@ def test_untrained_estimator_is_uniform_and_its_root_estimate_is_pr_md(batches):
     np.testing.assert_allclose(h, 1.0 / 2**Q, atol=1e-7)  # zero output layer
     # p_d = Pr[Thr_2 of 3] under the uniform joint = 4/8
     np.testing.assert_allclose(tabulate(h, 16, ev.tree).p0, 0.5, atol=1e-6)
+
+
+def test_the_estimator_compares_each_parts_expected_count_with_its_stated_count(batches):
+    """B's head reads, per part, its expected count of d's minus its stated count (the stated
+    fraction times the part's images) and the stated fraction itself: moving the stated
+    fraction by 1/4 moves the head's first layer by exactly that (a net that took the depth
+    column for the count passed every test). Tolerance: the layer's float32 sums over its n
+    inputs in each pass and the head's subtractions, ``2 (n + 3) 2^-24 (|head| @ |W| + |b|)``
+    with ``|head|`` bounded by each input's range."""
+    _, out = batches
+    ev = out["exact"][1]
+    feats = context_features(ev, IMAGES, "exact", Q, M)
+    net = BagEstimator(Q, DEPTH, 8)
+    params = net.init(jax.random.key(0), feats[:1])
+
+    def mix_out(f):  # the output of the head's first layer
+        _, state = net.apply(params, f, capture_intermediates=True)
+        return np.asarray(state["intermediates"]["mix"]["__call__"][0], np.float64)
+
+    w = np.asarray(params["params"]["mix"]["kernel"], np.float64)
+    b = np.asarray(params["params"]["mix"]["bias"], np.float64)
+    size = Q ** (DEPTH - 1 - _levels(ev.tree)).astype(np.float64)  # a part's images, per row
+    step, most = np.zeros((len(size), w.shape[0])), np.ones((len(size), w.shape[0]))
+    step[:, 0 : 3 * Q : 3] = -0.25 * size[:, None]  # each part's expected - stated count
+    step[:, -1] = 0.25  # the stated fraction (at most 1 + 1/4)
+    most[:, 0 : 3 * Q : 3], most[:, -1] = 1.25 * size[:, None], 1.25
+    got = mix_out(feats.at[:, -1].add(0.25)) - mix_out(feats)
+    bound = 2 * (w.shape[0] + 3) * 2.0**-24 * (most @ np.abs(w) + np.abs(b))
+    assert np.all(np.abs(got - step @ w) <= bound), np.max(np.abs(got - step @ w) / bound)
+
+
+def _levels(tree):
+    """Each feature row's level k (rows tree-major, then breadth-first)."""
+    one = np.concatenate([np.full(Q**k, k) for k in range(DEPTH)])
+    return np.tile(one, np.asarray(tree.truth).shape[0])
 
 
 def test_completeness_row_passes_and_fails_with_a_noisier_judge(batches):

@@ -146,6 +146,21 @@ def test_vmap_over_seeds_equals_per_seed_runs(trained, per_seed):
             )
 
 
+def test_the_monitors_read_the_b_that_as_update_saw(trained, per_seed):
+    """In a Stackelberg step the monitors read B after its n_B steps, the B A's update saw: at a
+    chunk's last step that is the chunk's final B, so the calibration monitor (B's alone) there
+    is the final B's (a monitor reading B before its steps passed every test)."""
+    from dedebate.training.stackelberg import _monitors
+
+    static, hp = StackelbergStatic(steps=STEPS), trained[1]
+    z = jnp.zeros((2, 2), jnp.float32)
+    for tree, _, half, end, mon_a, mon_b in per_seed:
+        for carry, mon in ((half, mon_a), (end, mon_b)):
+            prover, est = players(static, tree, carry)
+            want = _monitors(static, hp, prover, est, tree, 0.0, 0.0, z).calib
+            assert float(mon.calib[-1]) == pytest.approx(float(want), abs=1e-6)
+
+
 @pytest.fixture(scope="module")
 def exact_terms():
     """Seed 0's two trees and ``jit(advantage_at)`` on them: ``carry -> (E[U_A], P[A correct],
