@@ -11,6 +11,7 @@ from scipy import stats
 
 from dedebate.core.binomial import _Btrs, stream_binomial, uniform_stream
 from dedebate.core.binomial_btrs import _UB_MARGIN
+from tests.fakes import LIGHT_COMPILE
 
 # BTRS lanes (mean >= 10, p <= 1/2): the smallest means, p near 1/2 and large means
 LANES = [(20, 0.5), (25, 0.4), (30, 0.4), (100, 0.1), (3000, 0.25), (200_000, 0.37), (10**6, 0.5)]
@@ -102,5 +103,6 @@ def test_a_fast_lane_without_an_accepted_candidate_consumes_its_whole_window():
     the pairs this one examined (stopping at 15 made consecutive draws share a pair)."""
     s = uniform_stream(jax.random.key(0), 16 + 40, 8)
     s = s.replace(u=s.u.at[:16].set(1e-7))
-    _, after = stream_binomial(s, jnp.int32(100_000), jnp.float32(0.3))
+    draw = jax.jit(stream_binomial, compiler_options=LIGHT_COMPILE)
+    _, after = draw(s, jnp.int32(100_000), jnp.float32(0.3))
     assert int(after.ptr) == 2 * 8 + 1
