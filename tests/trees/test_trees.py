@@ -251,6 +251,6 @@ def test_a_threshold_claims_children_sit_uniformly_given_their_count(truth):
 def test_child_indexes_follow_the_breadth_first_layout(hidden):
     """``child(v, c, j)`` is child j of candidate c of node v: ``v B + 1 + c q + j``."""
     one = jax.tree.map(lambda x: x[0], hidden)
+    assert one.n_cand == 2 and one.n_internal > 3
     for v, c, j in [(0, 0, 0), (0, 1, 2), (1, 1, 3), (3, 0, 1)]:
-        if v < one.n_internal:
-            assert int(one.child(v, c, j)) == int(_children_np(one, v, c)[j])
+        assert int(one.child(v, c, j)) == int(_children_np(one, v, c)[j])
