@@ -848,6 +848,7 @@ def test_ogd_soundness_rows_fail_on_a_paying_liar():
             ({"u": math.nan}, "U_A <= rho^-(d+1)"),
             ({"pr": math.nan}, "U_A <= rho^-(d+1)"),
             ({"u_construct": 0.25}, "U_A <= rho^-(d+1)"),  # enumeration and construction disagree
+            ({"u_construct": 0.2 + 2 * ogd.payoff_tol(ogd.Config())}, "U_A <= rho^-(d+1)"),
             ({"pr_construct": 0.0}, "U_A <= rho^-(d+1)"),  # Pr[A correct] too (A's answer taken)
             ({"pr_construct": math.nan}, "U_A <= rho^-(d+1)"),
             ({"max_adv": 0.03}, "U_A <= rho^-(d+1)"),  # a stage that did not get below delta
@@ -856,6 +857,9 @@ def test_ogd_soundness_rows_fail_on_a_paying_liar():
             ({"final": 0.04}, "per-round mean reward"),  # E[R_0] above delta = 0.0286
         ],
     )
+    # float32 rounding (d = 2, q = 3, 4 trees: 2 (44 + 4 + 4) 2^-24 (1 + 1/2 + 1/4 + 1/8))
+    assert ogd.payoff_tol(ogd.Config()) == 2 * 52 * 2.0**-24 * 1.875
+    assert _ogd_sound(u_construct=0.2 + 0.5 * ogd.payoff_tol(ogd.Config()))[0].passed
     # each round against its own bound: round 0 at 0.04 reads 0.04 / delta = 1.4, above 1
     row = _ogd_sound(final=0.04)[1]
     assert math.isclose(row.value, 0.04 * 7 / 0.2) and not row.passed
