@@ -14,8 +14,8 @@ __all__, __getattr__ = lazy_exports(
     __name__,
     {
         "acceptance": (
-            "SD_RANGE TIE_TOL acceptance_exact acceptance_exact_many binomial_law checker_prob "
-            "checker_window claim_law ratio_f32 real window_prob"
+            "SD_RANGE TAIL_EXPONENT TIE_TOL acceptance_exact acceptance_exact_many binomial_law "
+            "checker_prob checker_window claim_law count_range ratio_f32 real window_prob"
         ),
         "best_response": "alice_best_response bob_best_response",
         "selfplay": (

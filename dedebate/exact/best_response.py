@@ -11,23 +11,23 @@ next prefixes and ``coin = clamp01(p)``:
   (1 - bob(p)) vera(p)]`` over every real claim p, the most any Alice reaches. Bob's and Vera's
   acceptances are step functions of p (their windows move at ``p = k / n -+ tau``); between steps
   the objective is monotone in p, so the sup is the largest value at a step or at an open
-  interval's ends (limits). Steps beyond ``SD_RANGE`` standard deviations of the counts are left
-  out, as :mod:`~dedebate.exact.acceptance` drops that mass (< 1e-22).
+  interval's ends (limits). Steps of counts outside
+  :func:`~dedebate.exact.acceptance.count_range` are left out, as the acceptance DP drops that
+  mass (< 1e-22).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from dedebate.agents.stochastic_players import HonestBob
 from dedebate.exact.acceptance import (
-    SD_RANGE,
     checker_prob,
     checker_window,
     claim_law,
+    count_range,
     real,
     window_prob,
 )
@@ -93,9 +93,7 @@ def _alice_candidates(pi: float, checkers) -> tuple[np.ndarray, np.ndarray, np.n
 
 def _steps(n: int, tau: float, pi: float) -> np.ndarray:
     """The claims ``k / n -+ tau`` where the checker's window moves, for counts within range."""
-    sd = math.sqrt(n * pi * (1.0 - pi))
-    lo = max(0, math.floor(n * pi - SD_RANGE * sd - 2))
-    hi = min(n, math.ceil(n * pi + SD_RANGE * sd + 2))
+    lo, hi = count_range(n, pi)
     k = np.arange(lo, hi + 1, dtype=np.float64) / n
     return np.concatenate([k - tau, k + tau])
 

@@ -312,6 +312,21 @@ def test_binomial_law_sums_to_one():
     for n, pi in ((4, 0.3), (149911, 0.72), (66628, 1e-6), (1000, 0.999999), (7, 0.5)):
         w = binomial_law(n, pi)[1]
         assert abs(w.sum() - 1.0) <= 1e-12, (n, pi, w.sum())
+
+
+@pytest.mark.parametrize("n,pi", [(1, 0.5), (4, 0.9), (10, 0.5), (100, 0.97), (149911, 0.72)])
+def test_binomial_law_is_the_pmf_on_consecutive_counts_leaving_out_under_1e_20(n, pi):
+    """Against scipy: the support is consecutive counts, the mass left out below 1e-20 (so the
+    renormalisation cannot hide a dropped count: leaving out count n at (4, 0.9) passed the sum
+    test above) and each probability the pmf to the float64 rounding of its log-gamma terms."""
+    from scipy import stats
+
+    points, w = binomial_law(n, pi)
+    k = np.rint(points * n)
+    np.testing.assert_array_equal(k, np.arange(k[0], k[-1] + 1))
+    assert stats.binom.cdf(k[0] - 1, n, pi) + stats.binom.sf(k[-1], n, pi) < 1e-20
+    rtol = 8 * 2.0**-52 * max(1.0, n * math.log(n))  # four terms of size up to n ln n
+    np.testing.assert_allclose(w, stats.binom.pmf(k, n, pi), rtol=rtol, atol=0)
     # K = 4-sized counts at Lean's constants: an honest-vs-honest acceptance is a probability
     c4 = lean_defaults(4, 4).constants(4, 4)
     m4 = f2_target(4, 0.9, spread=0.05).machine
