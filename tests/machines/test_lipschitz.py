@@ -114,3 +114,11 @@ def test_a_nan_probability_makes_the_estimate_nan_not_zero(level):
     levels[level][0] = np.nan
     est = estimate_lipschitz(levels, jax.random.key(0), eps=(1e-3,), n_random=2)
     assert np.isnan(est.best) and np.isnan(est.by_family[est.family])
+
+
+def test_the_level_matrix_holds_two_to_the_level_entries_per_level():
+    """Level n of the padded level matrix holds the 2^n prefix codes, zeros after."""
+    from dedebate.machines.lipschitz import _level_mask
+
+    np.testing.assert_array_equal(_level_mask(4).sum(axis=1), [1, 2, 4, 8])
+    assert _level_mask(4)[2].tolist() == [True] * 4 + [False] * 4

@@ -205,6 +205,42 @@ def test_every_message_sequence_of_a_three_step_machine():
     assert int(np.asarray(out.costs.verifier_queries).max()) <= 1
 
 
+def test_well_formed_refuses_a_written_slot_at_or_after_the_counter_and_another_input():
+    """Spec 3's well-formed configuration: the input is x and, while ``c < W``, every buffer
+    slot ``j >= c`` is still 0. Each honest configuration at ``c < W`` is well formed; writing
+    any one slot ``j >= c`` or flipping an input bit is not (``j > c`` alone passed every test:
+    Figure 3's verdicts do not read well-formedness)."""
+    c0 = index_tree(config_machine(population(), window=W), 0)
+    y = jnp.asarray(simulate_numpy(population())[0])
+    for c in range(W):
+        cfg = c0.from_transcript(y, c)
+        assert bool(c0.well_formed(cfg))
+        for j in range(c, W):
+            assert not bool(c0.well_formed(cfg.at[c0.w_c + c0.n + j].set(1))), (c, j)
+        assert not bool(c0.well_formed(cfg.at[c0.w_c].set(1 - cfg[c0.w_c]))), c
+
+
+def test_a_halted_configuration_queries_nothing_even_after_an_oracle_step():
+    """A configuration at ``c >= T`` is a fixed point of Step and makes no query, also where the
+    last step is an oracle step (every machine the experiments run ends in a DET step)."""
+    from dedebate.machines.configurations import run_program
+    from dedebate.machines.oracles import table_oracle
+    from dedebate.machines.program import DET, make_step_program
+
+    prog = make_step_program(
+        [DET, DET, DET, ORACLE],
+        [[], [0], [1], [2]],
+        table_oracle([0.0, 1.0]),
+        rule=[[1], [0, 1], [1, 0], None],
+    )
+    cm = config_machine(prog)
+    end = cm.from_transcript(run_program(prog), 4)
+    nxt, queried = cm.step(end)
+    assert not bool(queried) and bool(jnp.all(nxt == end))
+    _, queried = cm.step(cm.from_transcript(run_program(prog), 3))  # the oracle step itself
+    assert bool(queried)
+
+
 def test_configurations_follow_the_machine_and_halt():
     cm = config_machine(population(), window=W)
     y = simulate_numpy(population())
