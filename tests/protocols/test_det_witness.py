@@ -76,6 +76,28 @@ def plan_valid_by_definition(task) -> np.ndarray:
     return valid
 
 
+def constraints_valid_by_definition(task) -> np.ndarray:
+    """w is valid iff the judge approves every clause: each oracle step's query, its type bits
+    (deps < n_x) and its variables (w at deps - n_x), reads 1 in the table."""
+    prog = task.program
+    table = np.asarray(prog.oracle.table)[0]
+    kind, deps, mask = (np.asarray(a)[0] for a in (prog.kind, prog.deps, prog.dep_mask))
+    xs, ws = np.asarray(prog.x)[:, : task.n_x], all_witnesses(task.n_w)
+    valid = np.ones((xs.shape[0], ws.shape[0]), bool)
+    for t in np.flatnonzero(kind == ORACLE):
+        d = deps[t][mask[t]]
+        for r, x in enumerate(xs):
+            bits = np.concatenate(
+                [
+                    np.broadcast_to(x[d[d < task.n_x]], (ws.shape[0], int((d < task.n_x).sum()))),
+                    ws[:, d[d >= task.n_x] - task.n_x],
+                ],
+                axis=1,
+            )
+            valid[r] &= table[(bits << np.arange(bits.shape[1])).sum(1)] == 1
+    return valid
+
+
 def test_instances_are_balanced_and_membership_is_exact():
     for name, task in tasks().items():
         valid = accepting_witnesses(task)
@@ -87,6 +109,10 @@ def test_instances_are_balanced_and_membership_is_exact():
     np.testing.assert_array_equal(
         accepting_witnesses(tasks()["plan"]), plan_valid_by_definition(tasks()["plan"])
     )
+    # every clause satisfied (a chain that read the previous clause for the previous acc made a
+    # yes-instance of the last two clauses alone, and passed everything)
+    cons = tasks()["constraints"]
+    np.testing.assert_array_equal(accepting_witnesses(cons), constraints_valid_by_definition(cons))
 
 
 @pytest.mark.parametrize("name", ["plan", "constraints"])
