@@ -52,6 +52,8 @@ def test_lipschitz_sweep_compiles_once_and_the_quick_run_is_its_row(quick):
         assert alone[f"{fx}/ones"] == round(host["p1_mc"] * QUICK["trials"])
         assert alone[f"{fx}/K_empirical"] == pytest.approx(host["K_empirical"], rel=1e-5)
         assert alone[f"{fx}/K_hybrid"] == pytest.approx(host["K_hybrid"], rel=1e-5)
+        for family in ("uniform", "per-step"):  # no search in these two: the same perturbations
+            assert alone[f"{fx}/K_{family}"] == pytest.approx(host[f"K_{family}"], rel=1e-5)
         assert alone[f"{fx}/p1_tree"] == pytest.approx(host["p1_enumeration"], abs=1e-6)
         assert alone[f"{fx}/K_empirical"] <= alone[f"{fx}/K_proven"] * (1 + 1e-6)
 
