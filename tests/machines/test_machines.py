@@ -220,3 +220,21 @@ def test_count_ones_counts_every_transcript_of_its_chunks(monkeypatch, trials):
         want += int(jax.vmap(program.transcript_from_uniforms, (None, 0))(machine, u)[:, -1].sum())
     assert int(program.count_ones(machine, key, trials)) == want
     assert 0 < want < trials  # both outcomes occur (a count of all or none could hide a bug)
+
+
+def test_random_programs_read_each_window_position_equally_often():
+    """Each step reads ``l`` distinct positions drawn uniformly from its window: with no inputs,
+    a window of 8 and l = 3, every offset 1..8 back is read by a step past the first 8 with
+    probability 3/8. 128 machines x 7 steps: each offset's count within 5 binomial standard
+    deviations of 336 (under-sampling the farthest offset gave it 118)."""
+    from dedebate.machines.configurations import random_programs
+
+    progs = random_programs(0, 256, 16, n_deps=3, dep_window=8)
+    deps = np.asarray(progs.deps)[::2, 9:]  # one member of each complement pair; steps 9..15
+    mask = np.asarray(progs.dep_mask)[::2, 9:]
+    offsets = (np.arange(9, 16)[None, :, None] - deps)[mask]
+    counts = np.bincount(offsets, minlength=9)[1:]
+    n = deps.shape[0] * deps.shape[1]
+    assert offsets.size == 3 * n and counts.size == 8
+    sd = np.sqrt(n * 3 / 8 * 5 / 8)
+    assert np.all(np.abs(counts - n * 3 / 8) <= 5 * sd), counts
