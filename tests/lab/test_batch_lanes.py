@@ -82,19 +82,21 @@ def fake_play(spec, machine, alice, bob, vera, key):
     return Out(wins, (u[1] < 0.1).astype(jnp.int32), costs)
 
 
+def fake_cell(rows: int) -> dict:
+    """A zoo cell for :func:`fake_play`: every player's and machine's weight ``w`` differs by
+    row (0.2 to 0.8)."""
+    w = jnp.linspace(0.2, 0.8, rows)
+    d = {k: Row(jnp.zeros(rows, jnp.int32), w) for k in ("alice", "bob", "machine")}
+    return d | {"vera": jnp.float32(1.0)}
+
+
 def test_zoo_stats_equal_for_every_batch_size(monkeypatch):
     """The lanes of :func:`dedebate.agents.stochastic_zoo.zoo_stats` are indexed and keyed globally: all at once and in batches
     that do not divide the lanes (the last padded), the counts and means are the same bit for
     bit."""  # noqa: E501
     monkeypatch.setattr(zoo, "play", fake_play)
     rows, trials, ma, hh = 5, 37, 2, 1
-    w = jnp.linspace(0.2, 0.8, rows)
-    d = {
-        "alice": Row(jnp.zeros(rows, jnp.int32), w),
-        "bob": Row(jnp.zeros(rows, jnp.int32), w),
-        "machine": Row(jnp.zeros(rows, jnp.int32), w),
-        "vera": jnp.float32(1.0),
-    }
+    d = fake_cell(rows)
     run = jax.jit(zoo.zoo_stats, static_argnums=(0, 3, 4, 5, 6))
     key = jax.random.key(3)
     spec = debate_static(8)  # fake_play reads none; 185 x 8 steps: below FAST_WORK, exact play
@@ -112,13 +114,7 @@ def test_zoo_stats_equal_a_row_by_row_replay(monkeypatch):
     so reading another row's costs, or the other side's keys, would show)."""
     monkeypatch.setattr(zoo, "play", fake_play)
     rows, trials, ma, hh = 5, 37, 2, 1
-    w = jnp.linspace(0.2, 0.8, rows)
-    d = {
-        "alice": Row(jnp.zeros(rows, jnp.int32), w),
-        "bob": Row(jnp.zeros(rows, jnp.int32), w),
-        "machine": Row(jnp.zeros(rows, jnp.int32), w),
-        "vera": jnp.float32(1.0),
-    }
+    d = fake_cell(rows)
     key, spec = jax.random.key(3), debate_static(8)
     got = jax.tree.map(np.asarray, zoo.zoo_stats(spec, d, key, trials, ma, hh, 0, False))
     sides = [trial_keys(jax.random.fold_in(key, s), trials) for s in (0, 1)]

@@ -15,7 +15,7 @@ import dedebate.agents.stochastic_zoo as zoo
 from dedebate.machines.fixtures import fixture_for_k
 from dedebate.protocols import stochastic_batch as sb
 from dedebate.protocols.stochastic import debate_static, lean_defaults, trial_keys
-from tests.lab.test_batch_lanes import Row, fake_play
+from tests.lab.test_batch_lanes import Row, fake_cell, fake_play
 
 Lane = collections.namedtuple("Lane", "wins steps")
 SPEC = debate_static(8)  # the fakes read no spec; zoo_stats reads its T and bob_draw
@@ -89,13 +89,7 @@ def test_zoo_stats_fast_with_replay_equals_the_exact_play(monkeypatch):
     monkeypatch.setattr(zoo, "play", fake_play)
     monkeypatch.setattr(zoo, "play_fast", fake_play_fast)
     rows, trials, ma, hh = 5, 37, 2, 1
-    w = jnp.linspace(0.2, 0.8, rows)
-    d = {
-        "alice": Row(jnp.zeros(rows, jnp.int32), w),
-        "bob": Row(jnp.zeros(rows, jnp.int32), w),
-        "machine": Row(jnp.zeros(rows, jnp.int32), w),
-        "vera": jnp.float32(1.0),
-    }
+    d = fake_cell(rows)
     run = jax.jit(zoo.zoo_stats, static_argnums=(0, 3, 4, 5, 6, 7))
     key = jax.random.key(3)
     keys = [trial_keys(jax.random.fold_in(key, s), trials) for s in (0, 1)]
