@@ -196,7 +196,7 @@ def _band(claim, src, ratios, note):
 
 
 def formula_misses(cfg: Config, table: list[dict]) -> list[str]:
-    """The cost rows whose bits differ from docs/outcomes.md's counts, as ``T/family/l``.
+    """The cost rows whose bits (V's reads, A's messages) differ from docs/outcomes.md's counts.
 
     Every machine of group l reads l positions at its last step (``random_programs``); some B of
     the zoo points at a step t != T-1 reading l when every fixed B plays (T <= fixed_bob_max_T) and
@@ -210,9 +210,10 @@ def formula_misses(cfg: Config, table: list[dict]) -> list[str]:
             worst = r["bits_read_max_over_zoo"]
             ok = worst == bits[1] if fixed or l <= cfg.n_inputs else worst <= bits[1]
             ok = ok and r["bits_read"] == r["bits_read_min"] == bits[0]
+            ok = ok and r["a_message_bits"] == T
         else:
             ok = r["bits_read"] == (m + 1) * S + m == r["bits_read_max_over_zoo"]
-            ok = ok and r["bits_read_min"] == S
+            ok = ok and r["bits_read_min"] == S and r["a_message_bits"] == (m + 1) * S
         if not ok:
             misses.append(f"T{T}/{r['protocol']}/l{l}")
     return misses
@@ -307,7 +308,7 @@ def claim_rows(cfg: Config, m: Measured) -> tuple[list[Claim], dict]:
         f"cost-table rows off: {misses or 'none'}; honest debates: Fig 3 (m+1) S + m bits, S on an "
         "output-0 machine; Fig 4 ceil(log2 T) + (l+1)(1+w); the zoo's worst Fig 4 debate "
         "(l+2)(1+w) + ceil(log2 T) where a B of the zoo points at a step reading l positions, "
-        "at most that elsewhere"
+        "at most that elsewhere; honest A sends (m+1) S bits (Fig 3), T bits (Fig 4)"
     )
     claims.append(
         Claim.exact(name, "docs/outcomes.md", "== 0 rows off", len(misses), not misses, note)

@@ -440,7 +440,7 @@ def _dd_measured() -> dd.Measured:
                         "bits_read_min": honest if fam == "fig4" else S,  # output 0: stops at once
                         "bits_read_max_over_zoo": bits,
                         "v_queries_max": 1,
-                        "a_message_bits": bits,
+                        "a_message_bits": T if fam == "fig4" else (m + 1) * S,
                         "a_steps": T,
                         "b_steps": T if fam == "fig4" else T - 1,
                         "machines": 2,
@@ -586,6 +586,9 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
         ("fig3_window", "bits_read", -4),  # B's m answer bits dropped
         ("fig3_full", "bits_read_min", 1),
         ("fig3_full", "bits_read_max_over_zoo", 1),
+        ("fig3_window", "a_message_bits", -17),  # one configuration (S = 17) short
+        ("fig4", "a_message_bits", 1),
+        ("fig4", "a_message_bits", nan),
     ):
         assert _failing(_dd_rows(_dd_table(proto, col, 1.0, delta))) == [exact], (proto, col)
     # no debate at all fails closed (not 0/0 = "completeness 1")
