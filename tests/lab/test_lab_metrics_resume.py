@@ -17,6 +17,7 @@ import types
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from dedebate.lab.config import resolve
@@ -86,6 +87,10 @@ def test_relogged_steps_appear_once_with_uninterrupted_values(tmp_path, fake_ckp
     assert [r["step"] for r in rows(crashed.run_dir)] == [0, 1, 2]
     assert checkpoint_steps(crashed.run_dir) == [2, 3]  # chunks done
     shutil.rmtree(crashed.run_dir / "checkpoints" / "3")  # step 2's save never finished
+    # the crashed attempt's row of step 2 is replaced by the resume's (marked to tell them apart)
+    logged = rows(crashed.run_dir)
+    logged[2]["stale"] = True
+    (crashed.run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in logged))
 
     again = resume(fake_ckpt, tmp_path, "cut", crashed.run_dir)
     assert again.error is None and again.results["provenance"]["resumed"] is True
@@ -287,6 +292,29 @@ def test_a_chunked_resume_under_another_config_starts_fresh(tmp_path, fake_ckpt,
         "3",
     ]
     assert checkpoint_steps(crashed.run_dir) == checkpoint_steps(fresh.run_dir)  # this config's
+
+
+def test_monitors_of_each_chunk_land_at_their_place_along_the_time_axis(tmp_path):
+    """Monitors on axis 1 of a (3, 6) buffer, 2 steps a chunk: the buffer is the chunks joined in
+    order along that axis (not the first axis), restored as they were after a resume."""
+    from dedebate.lab.driver import run_chunks
+    from tests.fakes import FakeContext
+
+    def chunk(state, c):
+        m = 10 * c + jnp.arange(6, dtype=jnp.float32).reshape(3, 2)
+        return state + 1, {"m": m}
+
+    def go(resume):
+        ctx = FakeContext(tmp_path / "run", resume=resume)
+        template = {"m": np.full((3, 6), np.nan, np.float32)}
+        return run_chunks(ctx, "axis", jnp.int32(0), chunk, 3, monitors=template, axis=1)
+
+    want = np.concatenate([np.asarray(chunk(0, c)[1]["m"]) for c in range(3)], axis=1)
+    first = go(False)
+    np.testing.assert_array_equal(first.monitors["m"], want)
+    again = go(True)
+    assert (again.restored, again.ran) == (3, 0)
+    np.testing.assert_array_equal(again.monitors["m"], want)
 
 
 def test_the_last_chunk_is_checkpointed_when_every_does_not_divide_the_chunks(tmp_path):

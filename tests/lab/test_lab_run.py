@@ -291,6 +291,29 @@ def test_resume_reuses_the_matching_run_dir(tmp_path, fake_env, fake_registry, c
     assert f"config error: {stored}: experiment='nope'" in capsys.readouterr().err
 
 
+def test_a_finished_run_is_reused_only_under_its_own_config(tmp_path, fake_env, fake_registry):
+    """Resuming a finished run folder with other params runs again (its results are not the
+    stored ones) and equals a fresh run with those params; with the same params it is reused."""
+    exps = fake_registry.experiments
+
+    def cfg(p, out):
+        raw = {"experiment": "fake_pass", "size": "quick", "output_dir": str(tmp_path / out)}
+        raw |= {"resume": True, "tracking": {"mode": "disabled"}, "params": {"p": p}}
+        return resolve(raw, exps)
+
+    def go(p, run_dir, out="runs"):
+        return run_experiment(exps["fake_pass"], cfg(p, out), run_dir=run_dir, show_progress=False)
+
+    run_dir = tmp_path / "runs" / "one"
+    go(0.25, run_dir)
+    assert go(0.25, run_dir).reused
+    other = go(0.75, run_dir)
+    assert not other.reused
+    assert read_results(run_dir)["provenance"]["config_hash"] == cfg(0.75, "runs").config_hash()
+    fresh = go(0.75, tmp_path / "fresh" / "one", "fresh")
+    assert without_timings(other.results["metrics"]) == without_timings(fresh.results["metrics"])
+
+
 def test_resume_after_crash_equals_uninterrupted(tmp_path, fake_env, capsys):
     fake_env.setenv("DEDEBATE_EXPERIMENTS", "tests.fake_experiments.resumable")
     path = tmp_path / "k.yaml"

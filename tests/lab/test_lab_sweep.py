@@ -4,8 +4,11 @@ config errors, and experiments without ``point`` (each point a full run)."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
+import types
+import zlib
 
 import jax
 import numpy as np
@@ -17,7 +20,14 @@ from dedebate.lab.devices import clear_program_cache
 from dedebate.lab.memory import MemoryBudgetError
 from dedebate.lab.registry import discover_experiments
 from dedebate.lab.rundir import read_config
-from dedebate.lab.sweep import SweepError, find_sweep_dir, plan, point_key, run_sweep
+from dedebate.lab.sweep import (
+    SweepError,
+    find_sweep_dir,
+    plan,
+    point_key,
+    point_words,
+    run_sweep,
+)
 
 SWEEPABLE = "tests.fake_experiments.sweepable"
 
@@ -222,6 +232,60 @@ def test_a_stopped_sweep_names_the_folder_to_resume(reg, fake_sweep, tmp_path, m
     assert f"resume the sweep with: dedebate sweep --resume {folder}\n" in capsys.readouterr().err
 
 
+def test_point_key_is_the_documented_hash_of_the_params(reg, fake_sweep, tmp_path):
+    """Two 31-bit little-endian words of sha256 of the params' canonical JSON, folded into the
+    run's root key (docs/lab.md): recomputed here with hashlib, so a changed id is seen (it would
+    give every past sweep's points new keys)."""
+    pcfg = fake_sweep.Config(n=4, trials=3, p=0.25, threshold=0.75)
+    text = '{"n":4,"p":0.25,"threshold":0.75,"trials":3}'
+    digest = hashlib.sha256(text.encode()).digest()
+    words = [int.from_bytes(digest[i : i + 4], "little") & 0x7FFFFFFF for i in (0, 4)]
+    assert list(point_words(pcfg)) == words
+    root = jax.random.fold_in(jax.random.key(9), zlib.crc32(b"fake_sweep") & 0x7FFFFFFF)
+    want = jax.random.fold_in(jax.random.fold_in(root, words[0]), words[1])
+    got = point_key("fake_sweep", 9, pcfg)
+    assert np.array_equal(jax.random.key_data(got), jax.random.key_data(want))
+
+
+def test_groups_follow_the_order_of_their_first_point(reg, fake_sweep, tmp_path):
+    """Two static axes (2 x 3 values) and a dynamic one: group g holds the g-th distinct static
+    combination in point order (the last axis fastest)."""
+    axes = {"n": [4, 8], "p": [0.3, 0.6], "trials": [2, 3, 5]}
+    plan_ = plan(fake_sweep, config(reg, tmp_path, {"seeds": 1, "axes": axes}))
+    firsts = list(dict.fromkeys((p.values["n"], p.values["trials"]) for p in plan_.points))
+    assert [(g.static["n"], g.static["trials"]) for g in plan_.groups] == firsts
+    for g in plan_.groups:
+        assert {(p.values["n"], p.values["trials"]) for p in g.points} == {firsts[g.index]}
+
+
+def test_each_rows_host_inputs_are_drawn_at_that_rows_key(reg, fake_sweep, tmp_path):
+    """``inputs(cfg, seed, key)`` of every (point, seed) row gets that row's own ``point_key``."""
+    from dedebate.lab.sweep_eval import row_inputs
+
+    plan_ = plan(fake_sweep, config(reg, tmp_path, {"seeds": [5, 2], "axes": {"p": [0.2, 0.9]}}))
+    rows = [(p, s) for p in plan_.points for s in plan_.seeds]
+    seen = []
+
+    def inputs(pcfg, seed, key):
+        seen.append((pcfg, seed))
+        return {"key": jax.random.key_data(key)}
+
+    got = row_inputs(types.SimpleNamespace(inputs=inputs), plan_, rows)
+    assert seen == [(p.cfg, s) for p, s in rows]
+    want = [jax.random.key_data(point_key("fake_sweep", s, p.cfg)) for p, s in rows]
+    assert np.array_equal(np.asarray(got["key"]), np.stack(want))
+
+
+def test_a_finished_sweeps_rows_come_back_in_point_order(reg, fake_sweep, tmp_path):
+    """The static axis listed last: groups (by n) are not in point order (p first), and a no-op
+    resume still returns the rows as the sweep did."""
+    sweep = {"seeds": 2, "axes": {"p": [0.3, 0.6], "n": [4, 8]}, "plots": False}
+    rec = run_sweep(fake_sweep, config(reg, tmp_path, sweep), show_progress=False)
+    assert [(r["point"], r["seed"]) for r in rec.rows] == [(i, s) for i in range(4) for s in (3, 4)]
+    noop = run_sweep(fake_sweep, config(reg, tmp_path, sweep, resume=True), show_progress=False)
+    assert noop.results == {} and noop.rows == rec.rows
+
+
 @pytest.mark.parametrize(
     "sweep, top, expect",
     [
@@ -275,9 +339,14 @@ def test_experiment_without_point_runs_each_point_in_full(reg, tmp_path):
         assert run["metrics"]["heads"] == int(r["heads"]) and r["total"] == "16"
         assert run["provenance"]["seed"] == int(r["seed"])
         assert r["status"] == "ok" and r["passed"] in ("0", "1")
-    # the same point in a smaller sweep: same numbers (keys from the point id, not the index)
+    # the same point in a smaller sweep: same numbers (keys from the point id, not the index, and
+    # from the row's seed, not the config's base seed: 7 here, 0 above)
     cfg2 = resolve(
-        {**raw, "sweep": {"seeds": [1], "axes": {"p": [0.75], "chunks": [1]}, "plots": False}},
+        {
+            **raw,
+            "seed": 7,
+            "sweep": {"seeds": [1], "axes": {"p": [0.75], "chunks": [1]}, "plots": False},
+        },
         reg.experiments,
     )
     (alone,) = read_csv(
