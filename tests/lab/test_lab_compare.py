@@ -239,6 +239,34 @@ def _result(path, claims, **provenance):
     return path
 
 
+def test_compare_pairs_repeated_claims_in_order_and_a_findings_flip_changes_nothing(
+    tmp_path, capsys
+):
+    """Two rows of one claim text pair by their order (the second's change is named "(#2)"); a
+    finding met in A and not in B changes no verdict; the counts name the one-sided rows."""
+    from dedebate.lab.experiment import Claim
+
+    def rows(second, seen, extra):
+        return [
+            Claim.exact("twice", "s", "== 1", 1.0, True),
+            Claim.exact("twice", "s", "== 1", second, second == 1.0),
+            Claim.exact("seen", "s", "== 1", seen, seen == 1.0, finding=True),
+            Claim.exact(extra, "s", "== 1", 1.0, True),
+        ]
+
+    a = _result(tmp_path / "a", rows(1.0, 1.0, "only in A"))
+    b = _result(tmp_path / "b", rows(0.0, 0.0, "only in B"))
+    assert cli.main(["compare", "--json", str(a), str(b)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["changed"] == ["e: twice (#2)"]
+    assert (out["both"], out["only_a"], out["only_b"]) == (3, 1, 1)
+    first, second, seen = out["rows"][:3]
+    assert [(r["claim"], r["occurrence"]) for r in (first, second)] == [("twice", 0), ("twice", 1)]
+    assert not first["changed"] and second["b"]["verdict"] == "FAIL"
+    assert (seen["a"]["verdict"], seen["b"]["verdict"]) == ("met", "not met")
+    assert not seen["changed"]
+
+
 def test_compare_never_tests_rows_whose_bounds_differ(tmp_path, capsys):
     """Rows of the same claim text but different bounds are different claims: the change column
     names both bounds, no p-value is computed, the summary counts them, and a config hash that
