@@ -26,6 +26,7 @@ from dedebate.lab.experiment import (
     with_family_decisions,
 )
 from dedebate.lab.report import ExperimentEntry, apply_report_family, measured, render_markdown
+from dedebate.lab.report_render import job_passed
 
 BAD = [math.nan, math.inf, -math.inf]
 RELATIONS = st.sampled_from([">=", "<=", "=="])
@@ -167,6 +168,11 @@ def test_vacuous_cases_fail():
     md = render_markdown({}, [meas, ok], 1.0)
     assert "**PASS**: 1/1 claims pass" in md and "| [m](#m) | 0/0 | MEASURED |" in md
     assert render_markdown({}, [meas], 1.0).startswith("# dedebate reproduce report\n\n**FAIL**")
+    # a measurement-only experiment with a failing gating claim fails (it is not "measured")
+    bad = Claim.exact("e", "s", "== 1", 0.0, False).to_dict()
+    failing = ExperimentEntry("m2", claims=[finding.to_dict(), bad], measurement_only=True)
+    apply_report_family([failing, ok])
+    assert failing.verdict == "FAIL" and not job_passed([failing, ok])
 
 
 def test_family_decisions_keep_a_nan_p_value_out_of_the_pass():
