@@ -29,9 +29,9 @@ from dedebate.lab.rundir import (
     RunDirError,
     read_json,
     read_text,
-    uncell,
 )
 from dedebate.lab.schema import SCHEMA_DIR
+from dedebate.lab.sweep_rows import parse_cell
 
 MAX_DEPTH = 4
 """How many folders below the given one :func:`find` looks for records."""
@@ -278,21 +278,6 @@ def _read(path: Path, limit: int, cap: str) -> str:
         raise RecordError(str(err)) from None
 
 
-_BOOLS = {"True": True, "False": False}
-
-
-def _cell(text: str) -> Any:
-    """A ``sweep.csv`` cell as the value it was written from, else its text."""
-    # A ``sweep.csv`` cell as the value it was written from (a number, a boolean, a JSON list or
-    # dict), else its text.
-    if text in _BOOLS:
-        return _BOOLS[text]
-    try:
-        return json.loads(text)
-    except ValueError:
-        return uncell(text)
-
-
 def metrics(what: Record | str | os.PathLike) -> list[dict[str, Any]]:
     """The logged metrics of a record as rows, each led by its ``experiment``.
 
@@ -312,8 +297,9 @@ def metrics(what: Record | str | os.PathLike) -> list[dict[str, Any]]:
         if not (table.is_file() and _inside(rec.path, table)):
             return []
         text = _read(table.resolve(), MAX_ROWS_BYTES, "rundir.MAX_ROWS_BYTES")
+        experiment = rec.data.get("experiment")
         return [
-            {"experiment": rec.data.get("experiment"), **{k: _cell(v) for k, v in row.items()}}
+            {"experiment": experiment, **{k: parse_cell(v) for k, v in row.items()}}
             for row in csv.DictReader(io.StringIO(text, newline=""))
         ]
     if rec.kind == "run":

@@ -30,10 +30,16 @@ from dedebate.lab.rundir import (
 )
 from dedebate.lab.sweep_plan import RESERVED, Group, SweepError, SweepPlan
 
+_BOOLS = {"True": True, "False": False}
 
-def _parse_cell(text: str) -> Any:
+
+def parse_cell(text: str) -> Any:
+    """A CSV cell as the value ``write_csv`` wrote: None (empty), a bool, an int, a float (nan
+    and inf included), a JSON list or dict, else its text (the ``'`` guard taken off)."""
     if text == "":
         return None
+    if text in _BOOLS:
+        return _BOOLS[text]
     for conv in (int, float):
         try:
             return conv(text)
@@ -53,13 +59,13 @@ def _rows_bytes(path: Path) -> bytes:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a CSV file, cells parsed back (numbers, JSON lists and dicts, text, None).
+    """The rows of a CSV file, each cell parsed back (:func:`parse_cell`).
 
     Raises:
         RunDirError: a link, not a regular file, or over ``rundir.MAX_ROWS_BYTES``.
     """
     text = io.StringIO(_rows_bytes(path).decode("utf-8"), newline="")
-    return [{k: _parse_cell(v) for k, v in r.items()} for r in csv.DictReader(text)]
+    return [{k: parse_cell(v) for k, v in r.items()} for r in csv.DictReader(text)]
 
 
 def sort_rows(rows: list[dict[str, Any]], seeds: tuple[int, ...]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 from pathlib import Path
@@ -619,10 +620,11 @@ def test_csv_text_a_spreadsheet_would_run_is_written_quoted_and_read_back_as_it_
     import csv
 
     from dedebate.lab import records
-    from dedebate.lab.sweep_rows import read_rows
+    from dedebate.lab.sweep_rows import parse_cell, read_rows
 
     texts = ['=HYPERLINK("http://x","y")', "+1", "-2", "@SUM(A1)", "\tx", "\rx", "'=1", "'", "ok"]
     row = {f"c{i}": t for i, t in enumerate(texts)} | {"neg": -1.5, "n": -3, "list": [1, -2]}
+    row |= {"yes": True, "no": False, "none": None}
     rundir.write_csv(tmp_path / "t.csv", [row])
     with open(tmp_path / "t.csv", newline="", encoding="utf-8") as fh:
         (raw,) = csv.DictReader(fh)
@@ -630,4 +632,14 @@ def test_csv_text_a_spreadsheet_would_run_is_written_quoted_and_read_back_as_it_
     assert formula == ["-1.5", "-3"], raw  # numbers only: every text cell is quoted
     assert [raw[f"c{i}"] for i in range(len(texts))] == ["'" + t for t in texts[:-1]] + ["ok"]
     assert read_rows(tmp_path / "t.csv") == [row]
-    assert {k: records._cell(v) for k, v in raw.items()} == row
+    assert {k: parse_cell(v) for k, v in raw.items()} == row
+    # the two readers agree on non-finite numbers too (records.metrics gave "nan" as text)
+    rundir.write_csv(tmp_path / "f.csv", [{"nan": math.nan, "inf": math.inf, "ninf": -math.inf}])
+    (nan,) = read_rows(tmp_path / "f.csv")
+    assert math.isnan(nan["nan"]) and (nan["inf"], nan["ninf"]) == (math.inf, -math.inf)
+    (sweep := tmp_path / "sweep").mkdir()
+    (sweep / "sweep.csv").write_bytes((tmp_path / "f.csv").read_bytes())
+    record = {"kind": "sweep", "experiment": "x", "status": "ok", "schema_version": 1}
+    (sweep / "results.json").write_text(json.dumps({**record, "table": "sweep.csv"}))
+    (got,) = records.metrics(sweep)
+    assert math.isnan(got["nan"]) and (got["inf"], got["ninf"]) == (math.inf, -math.inf)

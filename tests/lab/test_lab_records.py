@@ -140,6 +140,38 @@ def test_loader_rows_are_the_records_own(reproduced):
     assert len(heads) == 2 and sum(heads) == run.data["metrics"]["heads"]
 
 
+def test_metrics_follow_no_link_out_of_the_record_and_skip_a_torn_line(reproduced, tmp_path):
+    """A reproduce whose run folder is a link to a folder elsewhere: that folder's rows are not
+    read (shared outputs are untrusted); nor is a sweep table outside its folder. A line cut short
+    mid-file is skipped and the rows after it are kept."""
+    _, rep = reproduced
+    outside = tmp_path / "elsewhere"
+    (rep / "fake_pass").rename(outside)
+    (rep / "fake_pass").symlink_to(outside, target_is_directory=True)
+    assert {r["experiment"] for r in records.metrics(rep)} == {"fake_fail"}
+
+    run = tmp_path / "run"
+    _run_record(run)
+    (run / "metrics.jsonl").write_text('{"step": 0, "a": 1}\n{"step": 1, "a\n{"step": 2, "a": 3}\n')
+    assert records.metrics(run) == [
+        {"experiment": "x", "step": 0, "a": 1},
+        {"experiment": "x", "step": 2, "a": 3},
+    ]
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (tmp_path / "rows.csv").write_text("point,seed\n0,1\n")
+    (sweep / "linked.csv").symlink_to(tmp_path / "rows.csv")
+    record = {"kind": "sweep", "experiment": "x", "status": "ok", "schema_version": 1}
+    for table in ("../rows.csv", "linked.csv"):
+        (sweep / "results.json").write_text(json.dumps({**record, "table": table}))
+        assert records.load(sweep).kind == "sweep"
+        assert records.metrics(sweep) == []
+    (sweep / "rows.csv").write_text("point,seed\n0,1\n")  # the same table inside: read
+    (sweep / "results.json").write_text(json.dumps({**record, "table": "rows.csv"}))
+    assert records.metrics(sweep) == [{"experiment": "x", "point": 0, "seed": 1}]
+
+
 def test_a_0_1_0_report_loads_in_the_current_layout(capsys):
     raw = _read(OLD / "report.json")
     assert "findings_total" not in raw and raw["provenance"]["dedebate_version"] == "0.1.0"
