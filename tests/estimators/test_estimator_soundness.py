@@ -64,6 +64,19 @@ def test_a_prover_that_may_pick_no_direction_is_costed_as_the_protocol_plays_it(
     np.testing.assert_allclose(np.asarray(ep.u_a).mean(), rep.u_a, atol=1e-6)
 
 
+def test_learned_players_read_the_public_view_as_the_tree_states_it():
+    """A truth a learned player sees is known exactly where the tree says it is public (a known
+    false truth included: reading 0 as hidden passed) and then has the tree's value."""
+    from dedebate.agents.learned import _public
+
+    tree = jax.tree.map(lambda x: x[0], hidden_flaw_tree(jax.random.split(jax.random.key(2), 1)))
+    known, value = (np.asarray(x) for x in _public(tree.public().truth))
+    want = np.asarray(tree.known, bool)
+    assert want.any() and (~want).any() and (np.asarray(tree.truth)[want] == 0).any()
+    np.testing.assert_array_equal(known, want.astype(np.float32))
+    np.testing.assert_array_equal(value, np.where(want, np.asarray(tree.truth), 0))
+
+
 def test_validation():
     trees = hidden_flaw_tree(jax.random.split(jax.random.key(0), 2), 1, 2, 0)
     with pytest.raises(ValueError, match="rho=0.5"):

@@ -15,9 +15,12 @@ from dedebate.agents.stochastic_players import (
     A_PER_STEP,
     B_ABORT_FIRST,
     B_HONEST,
+    B_LEARNED,
     B_NEVER,
     alice_lies_from_params,
+    bob_logits_from_params,
     completeness_zoo,
+    evolution_strategy,
     honest_alice,
     honest_bob,
     optimise_alice,
@@ -381,6 +384,70 @@ def test_trial_keys_from_an_offset_are_those_trials_of_the_whole_run():
     key = jax.random.key(9)
     part, whole = trial_keys(key, 3, offset=5), trial_keys(key, 8)
     np.testing.assert_array_equal(jax.random.key_data(part), jax.random.key_data(whole)[5:])
+
+
+def test_every_zoo_bob_continues_as_the_exact_dp_reads_at_every_step(setup):
+    """1 - ``abort_prob`` of each sampling-free completeness-zoo Bob (the threshold Bobs included)
+    and of a learned Bob reading the step, the deviation and the previous bit equals the exact
+    DP's continuation probability at every step, previous bit and claim: the play loop and the DP
+    model one strategy (a Bob aborting after a 1 from step 2 on only passed every test)."""
+    from dedebate.exact.acceptance import _bob_params, _cont
+    from dedebate.protocols.stochastic_scan import StepView
+
+    c = setup["c"]
+    names, members = completeness_zoo(c)
+    names.append("learned")
+    members.append(zoo_bob(c, B_LEARNED, w=np.linspace(-2, 1, T), w_dev=1.5, w_prev=-0.7))
+    claims = np.float32([0.0, 0.3, 0.41, 0.9, 1.0])
+
+    @jax.jit
+    def cont(bob, t, pi, prev):
+        view = StepView(t=t, pi=pi, prev_bit=prev, ones=jnp.int32(0), state=None, T=T)
+        return 1.0 - jax.vmap(lambda p: bob.abort_prob(view, p))(jnp.asarray(claims))
+
+    def tol(b, t, pi):
+        # float32 against float64 (same float32 inputs): the logit's terms carry a few roundings
+        # each (8 ulp of the sum of their magnitudes, generously), the sigmoid's slope is <= 1/4,
+        # and the abort probability and 1 - a round once each
+        mag = abs(b["w"][t]) + abs(b["w_dev"]) * np.abs(claims - pi) / b["tau_vera"]
+        logit = 8 * 2.0**-24 * (mag + abs(b["w_prev"])) if b["kind"] == B_LEARNED else 0.0
+        return logit / 4 + 2 * 2.0**-24
+
+    for name, bob in zip(names, members):
+        b = _bob_params(bob)
+        for t in range(T):
+            pi = np.float32(0.37 + 0.01 * t)
+            for prev in (0, 1):
+                got = np.asarray(cont(bob, jnp.int32(t), jnp.float32(pi), jnp.int32(prev)))
+                want = _cont(b, t, T, float(pi), prev, claims.astype(np.float64))
+                err = f"{name}, t={t}, prev={prev}: {got} vs {want}"
+                assert np.all(np.abs(got - want) <= tol(b, t, float(pi))), err
+
+
+def test_the_optimised_adversaries_families_are_the_documented_ones(setup):
+    """The lie family and the abort-logit family read each parameter where their docstrings
+    say, step by step (a last-step lie at T - 2, or w_dev and w_prev swapped, passed)."""
+    c = setup["c"]
+    th = np.array([0.3, -1.1, 0.45])
+    lies = alice_lies_from_params(th, c)
+    for t in range(T - 1):
+        want = c.tau_bob * math.tanh(th[0] + th[1] * t / (T - 1))
+        assert lies[t] == pytest.approx(want, rel=2**-22), t
+    assert lies[T - 1] == pytest.approx(c.tau_bob * th[2], rel=2**-22)
+    w, w_dev, w_prev = bob_logits_from_params(np.array([-2.0, 0.5, 1.7, -0.3]), c)
+    np.testing.assert_allclose(w, -2.0 + 0.5 * np.arange(T) / (T - 1), rtol=2**-22)
+    assert (float(w_dev), float(w_prev)) == (np.float32(1.7), np.float32(-0.3))
+
+
+def test_evolution_strategy_climbs_to_the_maximum():
+    """On ``-|x - (3, -2)|^2`` from 0 the search ends within 0.1 of the maximum (one that stepped
+    down its gradient kept only its luckiest sample, near the start)."""
+    target = np.array([3.0, -2.0])
+    best, value, history = evolution_strategy(
+        lambda x: -np.sum((x - target) ** 2, axis=1), np.zeros(2), 0.1, 30, 8, 0.5, seed=0
+    )
+    assert np.linalg.norm(best - target) < 0.1
+    assert value == -np.sum((best - target) ** 2) and history == sorted(history)
 
 
 def test_every_zoo_alice_claims_what_the_exact_dp_reads_at_every_step(setup):

@@ -5,6 +5,7 @@ the exact play lane for lane, with host transfers that do not grow with the lane
 from __future__ import annotations
 
 import collections
+import math
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 import dedebate.agents.stochastic_zoo as zoo
+from dedebate.core.stats import Z95, wilson_jnp
 from dedebate.machines.fixtures import fixture_for_k
 from dedebate.protocols import stochastic_batch as sb
 from dedebate.protocols.stochastic import debate_static, lean_defaults, trial_keys
@@ -198,3 +200,31 @@ def test_run_trials_host_transfers_do_not_grow_with_the_lanes(monkeypatch, in_on
         assert 0.4 * n < np.sum(np.asarray(jax.vmap(_unresolved)(keys))) < 0.6 * n
         counts.append((puts.calls, gets.calls))
     assert counts[0] == counts[1] and counts[0] == (1, 0 if in_one else 1), counts
+
+
+def test_cell_metrics_read_the_worst_member_of_each_side_and_the_honest_pair():
+    """A cell's rates from made-up counts (3 Alices, then 3 Bobs; the honest Bob second): the
+    soundness row is the best Alice (the last), completeness the worst Bob (the first), and
+    ``holds`` sits exactly at 3/5 and 2/5."""
+    trials, ma, hh = 100, 3, 1
+    stats = {
+        "aborts": jnp.asarray([1, 2, 3, 4, 5, 6], jnp.int32),
+        "queries_alice": jnp.float32(7.0),
+        "queries_alice_sd": jnp.float32(2.0),
+        **{k: jnp.float32(1.5) for k in ("queries_bob", "rounds")},
+        **{k: jnp.float32(9.0) for k in ("queries_vera_max", "queries_vera_mean")},
+    }
+    for wins, holds in (([10, 20, 40, 60, 90, 70], 1.0), ([10, 20, 41, 60, 90, 70], 0.0)):
+        st = {**stats, "wins": jnp.asarray(wins, jnp.int32)}
+        m = {k: float(v) for k, v in zoo.cell_metrics(st, trials, ma, hh, "c").items()}
+        for metric, count in (("soundness_max", wins[2]), ("completeness_min", 60)):
+            assert m[f"c/{metric}"] == np.float32(count / trials), metric
+            want = tuple(float(x) for x in wilson_jnp(count, trials))
+            assert (m[f"c/{metric}_lo"], m[f"c/{metric}_hi"]) == want[1:], metric
+        assert m["c/honest_completeness"] == np.float32(0.9) and m["c/holds"] == holds
+        assert m["c/aborts"] == 21 and m["c/alice2_wins"] == wins[2] and m["c/bob0_wins"] == 60
+        half = Z95 * 2.0 / math.sqrt(trials)  # sd 2 over 100 trials
+        assert m["c/queries_alice_hi"] - m["c/queries_alice"] == pytest.approx(half, rel=1e-6)
+    for wins in ([10, 20, 40, 59, 90, 70], [41, 20, 40, 60, 90, 70]):  # one side just over
+        st = {**stats, "wins": jnp.asarray(wins, jnp.int32)}
+        assert float(zoo.cell_metrics(st, trials, ma, hh, "c")["c/holds"]) == 0.0

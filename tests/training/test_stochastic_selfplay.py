@@ -26,6 +26,7 @@ from dedebate.agents.stochastic_players import (
 )
 from dedebate.exact import acceptance_exact, checker_prob
 from dedebate.exact import selfplay as xs
+from dedebate.exact.best_response import bob_best_response
 from dedebate.lab.evaluate import run_module
 from dedebate.machines.fixtures import f1_target, f2_target
 from dedebate.machines.lipschitz import prefix_tree
@@ -104,6 +105,15 @@ def test_dp_equals_exact_acceptance_for_fixed_policies(make):
     reach = xs.reach_levels(ps, aborts)
     assert float(reach[0][0]) == 1.0
     assert all(float(r.sum()) <= 1.0 + 1e-12 for r in reach)
+    # and weigh what the backward DP does: P[abort] is the value's change from Vera rejecting
+    # to Vera accepting everywhere, and with Vera rejecting the value is the last level's mass
+    # that plays and draws 1 (float64: 1e-12 is 4,000 ulp of sums of at most 2^T terms)
+    zeros, ones = ([np.full_like(v, x) for v in veras] for x in (0.0, 1.0))
+    p_abort = sum(float((r * a).sum()) for r, a in zip(reach, aborts))
+    assert p_abort == pytest.approx(xs.dp_value(ps, aborts, ones) - xs.dp_value(ps, aborts, zeros))
+    assert 0.01 < p_abort < 0.99  # neither side empty
+    ends = float((reach[-1] * (1.0 - aborts[-1]) * np.clip(ps[-1], 0.0, 1.0)).sum())
+    assert ends == pytest.approx(float(xs.dp_value(ps, aborts, zeros)), abs=1e-12)
 
 
 def test_measure_pair_matches_exact_acceptance_for_a_constant_shift_alice():
@@ -129,8 +139,19 @@ def test_measure_pair_matches_exact_acceptance_for_a_constant_shift_alice():
     assert ev["value"] == pytest.approx(ref, abs=1e-6)
     assert ev["value_vs_honest_bob"] == pytest.approx(ref_h, abs=1e-6)
     assert ev["tracking"] == pytest.approx(delta, rel=1e-5)
-    # best responses bracket the pair's value
+    # best responses bracket the pair's value; Bob's is best_response's (its own DP over claims;
+    # the MLP's claims and the zoo Alice's round apart in float32, as for the value above)
     assert ev["bob_best_response"] <= ev["value"] + 1e-12 <= ev["alice_best_response"] + 1e-12
+    assert ev["bob_best_response"] == pytest.approx(
+        bob_best_response(fx.machine, za, vera, levels), abs=1e-6
+    )
+    # Bob's probes: every must-abort deviation is >= b (logit >= -54 + 60 = 6 there), every
+    # must-not one < s (logit < -54 + 60 s / b), so the reach-weighted rates are bounded by them
+    step = pl.BobParams(w=jnp.full(fx.T, -54.0), w_dev=jnp.float32(60.0), w_prev=jnp.float32(0.0))
+    probes = xs.measure_pair(levels, alice, step, constants)
+    assert probes["hit"] >= 1.0 / (1.0 + math.exp(-6.0)) - 1e-12
+    low = -54.0 + 60.0 * float(constants.s) / float(constants.b)
+    assert 0.0 < probes["false_alarm"] <= 1.0 / (1.0 + math.exp(-low)) + 1e-15
 
 
 def _sup_one_step(pi, n, tau, a):
