@@ -424,6 +424,27 @@ def test_every_zoo_bob_continues_as_the_exact_dp_reads_at_every_step(setup):
                 assert np.all(np.abs(got - want) <= tol(b, t, float(pi))), err
 
 
+def test_each_zoo_holds_the_simplest_attackers_and_they_play_as_named(setup):
+    """The soundness zoo holds Alice who always claims 1, the completeness zoo Bob who aborts at
+    once and Bob who never aborts (spec DED 9), each playing as named by the exact DP's laws (a
+    zoo whose "always 1" member shifted by 0 instead kept every count and passed)."""
+    from dedebate.exact.acceptance import _bob_params, _cont, claim_law
+
+    c = setup["c"]
+    names, alices = soundness_zoo(c)
+    always = alices[names.index("always 1")]
+    for t in range(T):
+        claims, weights = claim_law(always, t, T, 0.3)
+        assert set(np.asarray(claims).tolist()) == {1.0} and float(np.sum(weights)) == 1.0
+    names, bobs = completeness_zoo(c)
+    first, never = (_bob_params(bobs[names.index(n)]) for n in ("aborts at step 0", "never aborts"))
+    claims = np.array([0.0, 0.3, 1.0])
+    for t in range(T):
+        for prev in (0, 1):
+            assert (_cont(never, t, T, 0.3, prev, claims) == 1.0).all()
+            assert (_cont(first, t, T, 0.3, prev, claims) == float(t > 0)).all()
+
+
 def test_the_optimised_adversaries_families_are_the_documented_ones(setup):
     """The lie family and the abort-logit family read each parameter where their docstrings
     say, step by step (a last-step lie at T - 2, or w_dev and w_prev swapped, passed)."""
