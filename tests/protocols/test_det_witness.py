@@ -12,6 +12,7 @@ import jax
 import numpy as np
 import pytest
 
+from dedebate.agents.deterministic_grids import witness_suite
 from dedebate.agents.deterministic_players import (
     concat,
     det_alice_zoo,
@@ -22,8 +23,10 @@ from dedebate.agents.deterministic_players import (
 )
 from dedebate.machines.configurations import clog2, index_tree, run_program
 from dedebate.machines.program import ORACLE
+from dedebate.protocols import det_witness
 from dedebate.protocols.cross_exam import play_cross_exam_grid
 from dedebate.protocols.det_witness import (
+    MAX_WITNESS_BITS,
     accepting_witnesses,
     all_witnesses,
     constraint_task,
@@ -33,6 +36,7 @@ from dedebate.protocols.det_witness import (
 )
 
 K, C, B = 4, 2, 2  # plan: 4 actions of 2 bits, 2 context bits per step
+TYPE_BITS = 2  # constraint_task's default c: type bits per clause
 
 
 @functools.cache
@@ -113,6 +117,63 @@ def test_instances_are_balanced_and_membership_is_exact():
     # yes-instance of the last two clauses alone, and passed everything)
     cons = tasks()["constraints"]
     np.testing.assert_array_equal(accepting_witnesses(cons), constraints_valid_by_definition(cons))
+
+
+def test_each_clause_reads_its_type_bits_and_three_distinct_variables():
+    """The constraint task's oracle step j reads x's type bits of clause j, then 3 distinct
+    variables of w (its docstring); on each yes-instance some witnesses fail, so the witness is
+    read (a clause reading x instead of w made every witness valid and passed)."""
+    task = tasks()["constraints"]
+    prog = index_tree(task.program, 0)
+    kind, deps, mask = (np.asarray(a) for a in (prog.kind, prog.deps, prog.dep_mask))
+    oracle = np.flatnonzero(kind == ORACLE)
+    assert oracle.size == 8
+    for j, t in enumerate(oracle):
+        d = deps[t][mask[t]]
+        assert d[:TYPE_BITS].tolist() == [j * TYPE_BITS + i for i in range(TYPE_BITS)], (j, d)
+        scope = d[TYPE_BITS:] - task.n_x
+        assert scope.size == 3 == np.unique(scope).size, (j, d)
+        assert ((scope >= 0) & (scope < task.n_w)).all(), (j, d)
+    for name, task in tasks().items():
+        valid = accepting_witnesses(task)
+        counts = valid[valid.any(1)].sum(1)
+        assert ((counts > 0) & (counts < 2**task.n_w)).all(), (name, counts)
+
+
+def test_sixteen_witness_bits_are_allowed_and_seventeen_refused():
+    """Up to MAX_WITNESS_BITS = 16 bits, as documented: every witness enumerated, a task built."""
+    assert MAX_WITNESS_BITS == 16
+    ws = all_witnesses(16)
+    assert ws.shape == (2**16, 16) and (ws[5, :4] == [1, 0, 1, 0]).all()
+    rng = np.random.default_rng(0)
+    clauses, table = np.array([[0, 1, 2]] * 2), (rng.random(2**5) < 0.5).astype(np.float32)
+    st = det_witness._constraint_structure(16, clauses, 2)
+    det_witness._build(st, table, rng.integers(0, 2, size=(1, 4)), 1)  # no error
+    with pytest.raises(ValueError, match=r"^witness length 17: at most 16 bits"):
+        det_witness._build(det_witness._constraint_structure(17, clauses, 2), table, ws[:1, :4], 1)
+
+
+@pytest.mark.parametrize("name", ["plan", "constraints"])
+def test_witness_suite_counts_follow_from_the_task(name):
+    """The experiment's summary of a task, each count from its definition: every witness of
+    every no-instance meets every liar, every valid witness meets every B; Figure 2's round plus
+    Figure 4's one; the query length l = c + b + 1 (plan) or c + 3 (constraints); Theorem 7.1's
+    bits bound, attained (a fixed B stops at a non-final oracle step with l dependencies)."""
+    task = tasks()[name]
+    A, Bb, n_comp, _ = grid(name)
+    st = witness_suite(task, (A, Bb, n_comp))
+    valid = accepting_witnesses(task)
+    yes = valid.any(1)
+    n_liars = A.flip_raw.shape[0] - n_comp
+    assert st["sound_debates"] == int((~yes).sum()) * 2**task.n_w * n_liars
+    assert st["comp_debates"] == int(valid.sum()) * n_comp
+    assert (st["yes"], st["no"], st["witnesses"]) == (2, 2, 2**task.n_w)
+    assert st["rounds"] == 2 and st["a_steps_max"] == task.program.T
+    assert st["valid_min"] == min(int(valid[i].sum()) for i in np.flatnonzero(yes))
+    l = {"plan": C + B + 1, "constraints": TYPE_BITS + 3}[name]
+    T, n = task.program.T, task.program.n_inputs
+    assert st["l"] == l and st["bits_bound"] == clog2(T) + (l + 2) * (1 + clog2(n + T))
+    assert st["bits_max"] == st["bits_bound"]
 
 
 @pytest.mark.parametrize("name", ["plan", "constraints"])

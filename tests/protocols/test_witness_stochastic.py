@@ -12,8 +12,9 @@ from dedebate.agents.stochastic_players import (
     honest_bob,
     soundness_zoo,
 )
+from dedebate.core.bits import bit_table
 from dedebate.exact import acceptance_exact
-from dedebate.machines.lipschitz import prefix_tree
+from dedebate.machines.lipschitz import hybrid_bound, prefix_tree, tree_output_prob
 from dedebate.protocols.stochastic import (
     debate_static,
     lean_defaults,
@@ -94,3 +95,28 @@ def test_soundness_whatever_witness_a_lying_alice_picks():
     assert np.all(np.asarray(idx) == wi)
     mc = float(np.mean(np.asarray(out.alice_wins)))
     assert abs(mc - acc) < 4 * math.sqrt(max(acc * (1 - acc), 1e-3) / n)
+
+
+@pytest.mark.parametrize("make", [yes_task, no_task], ids=["yes", "no"])
+def test_every_witness_machine_agrees_with_the_prefix_tree(make):
+    """Over every witness, two independent float64 computations from the same float32 machine
+    probabilities: ``P[M(x, w) = 1]`` by the signed-sum DP against the prefix tree's, and
+    ``K* = max_w K(M(x, w))`` by the threshold formula against the tree's exact hybrid bound
+    (equal: WHY_THRESHOLD); rows are little-endian bit tables, as documented."""
+    task = make()
+    ws = task.witnesses()
+    np.testing.assert_array_equal(ws, bit_table(task.n))
+    trees = [prefix_tree(task.fixture(w).machine) for w in ws]
+    # float64 sums of at most 2^T terms in other orders: 1e-12 is thousands of ulp
+    np.testing.assert_allclose(
+        task.output_probs(), [tree_output_prob(t) for t in trees], atol=1e-12
+    )
+    assert task.lipschitz() == pytest.approx(max(hybrid_bound(t) for t in trees), abs=1e-12)
+
+
+def test_membership_at_the_thresholds_themselves():
+    """Spec DED 8: yes when the best witness has P >= 2/3, no when it has P <= 1/3."""
+    for probs, want in (([0.1, 2 / 3], "yes"), ([0.1, 1 / 3], "no"), ([0.1, 0.5], "gap")):
+        task = yes_task()
+        task.__dict__["_probs"] = np.array(probs)  # the cached exact probabilities
+        assert task.membership() == want, probs
