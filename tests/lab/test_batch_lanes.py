@@ -45,6 +45,12 @@ def test_lanes_from_a_fake_memory_figure():
     assert lanes_for_memory(2**20, memory_bytes=2**30, fraction=1.0, multiple=1, **kw) == 1024
     with pytest.raises(ValueError, match="bytes_per_lane=0"):
         lanes_for_memory(0, **kw)
+    # the default clipped too; a zero memory figure is no figure; lo above hi refused
+    assert lanes_for_memory(1, default=10, lo=256, hi=1024, device=FakeDevice(None)) == 256
+    assert lanes_for_memory(1, default=10**6, lo=256, hi=1024, device=FakeDevice(None)) == 1024
+    assert device_memory_bytes(FakeDevice({"bytes_limit": 0})) is None
+    with pytest.raises(ValueError, match=r"^lo=10, hi=5, multiple=256: need 1 <= lo <= hi"):
+        lanes_for_memory(1, default=1, lo=10, hi=5)
 
 
 def test_full_size_takes_its_lanes_from_the_device(monkeypatch):

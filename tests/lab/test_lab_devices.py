@@ -74,6 +74,7 @@ def test_padded_batch():
     assert padded_batch(10, 1) == 10 and padded_batch(10, 4) == 12
     assert padded_batch(10, 4, batch=6) == 8 and padded_batch(3, 4) == 4
     assert padded_batch(10, 1, batch=6) == 6
+    assert padded_batch(3, 4, batch=10) == 4 and padded_batch(5, 1, batch=8) == 5  # batch > n
 
 
 def test_evaluate_pads_chunks_and_counts_one_trace():
@@ -90,6 +91,9 @@ def test_evaluate_pads_chunks_and_counts_one_trace():
     np.testing.assert_array_equal(out["i"], (x > 3).astype(np.int32))
     assert (info.traces, info.calls, info.batch) == (1, 3, 3)
     assert info.padded_rows == 2 and info.local_rows == list(range(7))
+    info = EvalInfo()  # rows a multiple of the batch: nothing padded
+    evaluate(lambda a: {"s": a}, (np.arange(6, dtype=np.float32),), 6, batch=3, info=info)
+    assert (info.calls, info.padded_rows) == (2, 0)
     with pytest.raises(TypeError, match="scalar metrics; 'v' has shape"):
         evaluate(lambda a: {"v": np.ones(2) * a}, (x,), 7)
 
@@ -183,7 +187,7 @@ def test_peak_device_bytes_is_the_largest_peak_any_device_reports():
     from tests.lab.test_batch_lanes import FakeDevice as Dev
 
     gpus = [Dev({"peak_bytes_in_use": 7, "bytes_limit": 100}), Dev({"peak_bytes_in_use": 9})]
-    assert peak_device_bytes(gpus) == 9
+    assert peak_device_bytes(gpus) == 9 and peak_device_bytes(gpus[::-1]) == 9
     assert peak_device_bytes([Dev(None), Dev({}), Dev(RuntimeError("no stats"))]) is None
     import jax
 

@@ -46,6 +46,28 @@ def test_parse_limit_refuses(value):
         memory.parse_limit(value)
 
 
+def test_binary_units_from_their_first_whole_unit():
+    assert [memory.format_bytes(n) for n in (1023, 1024, 2**30 - 1, 2**30, 1.5 * 2**40)] == [
+        "1023 B",
+        "1 KiB",
+        "1024 MiB",  # three significant digits of 1023.99...
+        "1 GiB",
+        "1.5 TiB",
+    ]
+
+
+def test_host_memory_reads_meminfo_in_kibibytes(monkeypatch):
+    class Meminfo:
+        def __init__(self, path):
+            assert path == "/proc/meminfo"
+
+        def read_text(self):
+            return "MemTotal:       9 kB\nMemAvailable:   3 kB\n"
+
+    monkeypatch.setattr(memory, "Path", Meminfo)
+    assert memory.host_available_bytes() == 3 * 1024
+
+
 def test_host_memory_is_at_most_physical():
     avail = memory.host_available_bytes()
     assert 0 < avail <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -196,18 +218,30 @@ def test_sweep_estimate_is_its_largest_group_times_its_rows():
         "sweep": {"seeds": 2, "axes": {"n_x": [100, 2000, 50], "deltas": [[0.1], [0.2], [0.3]]}},
     }
     one = sum(ogd.memory_bytes(dataclasses.replace(ogd.Config(), n_x=2000, deltas=(0.1,))).values())
+    recheck = ogd.memory_bytes(dataclasses.replace(ogd.Config(), n_x=2000, deltas=(0.1,)))[
+        "float64 recheck of the exit h"
+    ]
     for batch, rows in ((0, 6), (4, 4)):
         cfg = resolve({**raw, "sweep": {**raw["sweep"], "batch": batch}}, reg.experiments)
         with pytest.raises(memory.MemoryBudgetError) as err:
             memory.check_sweep(ogd, cfg)
         assert str(err.value).startswith(
             f"ogd_estimator sweep ({rows} row(s) at once, at n_x=2000) needs about "
-            f"{memory.format_bytes(rows * one)} of memory"
+            f"{memory.format_bytes(rows * one)} of memory (estimated from its sizes; largest "
+            f"term: float64 recheck of the exit h, {memory.format_bytes(rows * recheck)})"
         )
+    # every dynamic axis's values and every seed share a group: 3 x 2 x 2 rows at once
+    both = {"seeds": [5, 9], "axes": {"deltas": raw["sweep"]["axes"]["deltas"]}}
+    both["axes"]["test_scale"] = [1.0, 2.0]
+    with pytest.raises(memory.MemoryBudgetError, match=r"sweep \(12 row\(s\) at once, at its "):
+        memory.check_sweep(ogd, resolve({**raw, "sweep": both}, reg.experiments))
     # a resume reads its finished groups from disk: only the others must fit
     with pytest.raises(memory.MemoryBudgetError, match=r"at n_x=100\)"):
         memory.check_sweep(ogd, cfg, done=[{"n_x": 2000}])
     memory.check_sweep(ogd, cfg, done=[{"n_x": n} for n in (100, 2000, 50)])
+    # where one row at once would fit, the refusal says so
+    with pytest.raises(memory.MemoryBudgetError, match=r"sizes, set sweep\.batch=1 \(rows at "):
+        memory.check_sweep(ogd, resolve({**raw, "memory_limit": int(1.5 * one)}, reg.experiments))
     # where two rows at once would fit, the refusal says so, and sweep.batch=2 runs
     raw["memory_limit"] = int(2.5 * one)
     with pytest.raises(memory.MemoryBudgetError, match=r"sizes, set sweep\.batch=2 \(rows at "):
@@ -278,6 +312,7 @@ def test_rows_are_padded_to_the_devices_and_held_where_they_live(monkeypatch):
     # a run is its point on every device
     with pytest.raises(memory.MemoryBudgetError, match=r"^ogd_estimator \(4 padded rows at once"):
         memory.check_run(ogd, run)
+    assert memory.run_bytes(ogd, run) == 4 * one  # the figure check_run checks
     fake_devices(monkeypatch, 4, "gpu", device_bytes=10 * GIB)
     assert [memory.rows_at_once(r, b) for r, b in ((1, 0), (6, 0), (6, 4), (9, 0))] == [1, 2, 1, 3]
     assert memory.available_bytes() == 10 * GIB  # one device's, however much the host has
