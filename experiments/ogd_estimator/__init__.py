@@ -129,15 +129,17 @@ SIZES = {
 
 
 def memory_bytes(cfg: Config) -> dict[str, int]:
-    """Peak bytes by part (float32 unless said; a while loop holds two states)."""
+    """Peak bytes by part (float32 unless said). Algorithm 1 holds about five ``[x, z]`` arrays
+    per (seed, delta) lane in its loop, shared by the rules it runs in turn, and each rule's exit
+    h (XLA's count at four shapes: 6.2-6.3 such arrays with one rule, 7.2-7.8 with two)."""
     s, j, t = cfg.seeds, len(cfg.deltas), cfg.trace_len
     x, d, f = cfg.n_x, cfg.n_features, cfg.n_tests
 
     def problems(z):
         return 4 * s * (x * (1 + z + d) + f * (d + 2 * z + 2 + x))
 
-    def states(z):
-        return 2 * 4 * s * j * (x * z + f + 2 * t)
+    def states(z, rules):
+        return (5 + rules) * 4 * s * j * (x * z + f + 2 * t)
 
     zs = [2**q for q in cfg.q_values]
     widths = [d, *cfg.net_hidden, 2**cfg.net_q]
@@ -148,10 +150,10 @@ def memory_bytes(cfg: Config) -> dict[str, int]:
     lane = (2 + moments) * params + 3 * x * sum(widths) + 2 * 3 * rounds  # per (lr, seed)
     return {
         "Algorithm 1 problems": sum(problems(z) for z in zs),
-        "Algorithm 1 states and traces": len(cfg.step_rules) * sum(states(z) for z in zs),
+        "Algorithm 1 states and traces": sum(states(z, len(cfg.step_rules)) for z in zs),
         "float64 recheck of the exit h": 2 * 8 * x * max(zs) * FRESH_FACTOR * f,
         "estimator networks": 4 * len(cfg.net_lrs) * s * lane,
-        "tabular comparison": problems(2**cfg.net_q) + states(2**cfg.net_q),
+        "tabular comparison": problems(2**cfg.net_q) + states(2**cfg.net_q, 1),
     }
 
 

@@ -342,6 +342,21 @@ XLA_CASES = {  # experiment[ case]: (params where the sized term dominates, that
         {"T": 8, "hidden": 1024, "seeds": 4},
         "Alice's activations and gradients",
     ),
+    "ogd_estimator": (  # was 0.64 x XLA's count (two [x, z] arrays per lane and rule)
+        dict(
+            n_x=4000,
+            q_values=(5,),
+            n_tests=2,
+            seeds=16,
+            deltas=tuple(0.05 + 0.01 * i for i in range(16)),
+            net_q=1,
+            net_rounds=2,
+            net_hidden=(8,),
+            net_lrs=(3.0,),
+            sound_provers=(),
+        ),
+        "Algorithm 1 states and traces",
+    ),
     "prover_estimator": ({"obf_trees": 1024}, "obfuscation trees"),
     "prover_estimator zoo": (  # was 0.02 x XLA's count (trees times joints; it plays one tree)
         {"noisy_depth": 3, "noisy_trees": 8, "random_joints": 256, "obf_trees": 1},
