@@ -161,3 +161,22 @@ def test_fixture_constructors_reject_bad_input(build, match):
 def test_large_threshold_step_program_is_refused():
     with pytest.raises(ValueError, match="n=7.*14 bits"):
         fxs.meta_analysis([1] * 7, [0.5] * 7, 2).step_program()
+
+
+def test_meta_analysis_K_is_tight_where_a_negative_study_comes_first():
+    """The proven K equals the exact hybrid bound (WHY_THRESHOLD) also where the earlier studies
+    hold a negative report (a prefix range that counted study i's own sign gave 3.71)."""
+    f = fxs.meta_analysis([0, 1, 1], [0.9] * 3, 1)
+    assert f.K == pytest.approx(hybrid_bound(prefix_tree(f.machine)), rel=1e-12)
+
+
+def test_threshold_and_spread_are_refused_just_outside_their_ranges():
+    """theta in [-n, n + 1] (n studies), spread >= 0: the first values outside are refused."""
+    for theta in (-3, 4):
+        with pytest.raises(ValueError, match=rf"^theta={theta}: the threshold must be an integer"):
+            fxs.meta_analysis([1, 0], [0.5, 0.5], theta)
+    for theta in (-2, 3):
+        fxs.meta_analysis([1, 0], [0.5, 0.5], theta)
+    with pytest.raises(ValueError, match=r"^spread=-0.1: the spread must be >= 0"):
+        fxs.spread_probs(5, 0.5, -0.1)
+    np.testing.assert_array_equal(fxs.spread_probs(5, 0.5, 0.0), np.full(5, 0.5, np.float32))

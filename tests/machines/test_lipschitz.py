@@ -122,3 +122,24 @@ def test_the_level_matrix_holds_two_to_the_level_entries_per_level():
 
     np.testing.assert_array_equal(_level_mask(4).sum(axis=1), [1, 2, 4, 8])
     assert _level_mask(4)[2].tolist() == [True] * 4 + [False] * 4
+
+
+def test_the_jnp_estimate_equals_the_host_estimate_family_by_family():
+    """:func:`estimate_lipschitz_jnp` is the host estimate in float32 with the same sign patterns
+    from ``key`` (its docstring): every family's ratio agrees on a random tree, the adversarial
+    ascent's re-signing and the random patterns included. float32 against float64: each ratio
+    sums at most 2^T = 16 products of a few roundings each, far inside 1e-5."""
+    from dedebate.machines.lipschitz import estimate_lipschitz_jnp
+
+    rng = np.random.default_rng(0)
+    T = 4
+    levels = [rng.uniform(0, 1, 2**n).astype(np.float32).astype(np.float64) for n in range(T)]
+    P = np.zeros((T, 2 ** (T - 1)), np.float32)
+    for n, level in enumerate(levels):
+        P[n, : 2**n] = level
+    key = jax.random.key(1)
+    host = estimate_lipschitz(levels, key, (0.3,), n_random=4, ascent_iters=10)
+    dev = jax.jit(estimate_lipschitz_jnp, static_argnums=(3, 4))(P, key, 0.3, 4, 10)
+    assert set(host.by_family) == {"uniform", "per-step", "adversarial", "random"}
+    for family, value in host.by_family.items():
+        assert float(dev[family]) == pytest.approx(value, rel=1e-5), family

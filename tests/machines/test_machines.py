@@ -238,3 +238,28 @@ def test_random_programs_read_each_window_position_equally_often():
     assert offsets.size == 3 * n and counts.size == 8
     sd = np.sqrt(n * 3 / 8 * 5 / 8)
     assert np.all(np.abs(counts - n * 3 / 8) <= 5 * sd), counts
+
+
+def test_a_step_reading_step_zero_sets_the_window():
+    """Step 2 reads y_0, two steps back: the dependency distance is 2 and a window of 1 is
+    refused (a distance that skipped step 0 accepted it, and Step read the wrong slot)."""
+    from dedebate.machines.configurations import config_machine, max_dep_distance
+    from dedebate.machines.oracles import position_oracle
+    from dedebate.machines.program import DET, ORACLE, make_step_program
+
+    p = make_step_program(
+        [ORACLE, DET, DET], [[], [0], [0]], position_oracle([1, 0, 0]), rule=[None, [0, 1], [0, 1]]
+    )
+    assert max_dep_distance(p) == 2
+    with pytest.raises(ValueError, match=r"^window=1: a step reads the bit 2 steps back"):
+        config_machine(p, window=1)
+    config_machine(p, window=2)
+
+
+def test_a_step_of_probability_zero_emits_zero_even_at_u_zero():
+    """y_t = 1[u_t < p_t] (docs): u = 0 against p = 0 gives 0, against p = 1 or 1/2 gives 1."""
+    from dedebate.machines.fixtures import f1
+    from dedebate.machines.program import transcript_from_uniforms
+
+    machine = f1([0.0, 1.0, 0.5], 0.0).machine
+    assert transcript_from_uniforms(machine, jnp.zeros(4)).tolist() == [0, 1, 1, 0]

@@ -108,3 +108,9 @@ def test_table_oracle_rejects_query_shorter_than_its_length():
     with pytest.raises(ValueError, match="length 2"):
         oracle.prob(jnp.array([1], jnp.int8), jnp.array([True]), 0)
     assert float(oracle.prob(jnp.array([1, 0], jnp.int8), jnp.array([True, True]), 0)) == 1.0
+
+
+def test_hashed_oracle_range_just_inverted_is_refused():
+    with pytest.raises(ValueError, match=r"^lo=0.6 > hi=0.5: the probability range must satisfy"):
+        hashed_oracle(0, lo=0.6, hi=0.5)
+    hashed_oracle(0, lo=0.5, hi=0.5)  # one value: allowed
