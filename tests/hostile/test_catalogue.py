@@ -356,7 +356,7 @@ CASES = [
         2,
         "ogd_estimator needs about 159 GiB of memory (estimated from its sizes; largest term: "
         "float64 recheck of the exit h, 156 GiB), more than the 8 GiB available on this "
-        "machine; shrink its sizes, or set memory_limit=BYTES (e.g. memory_limit=159GiB) to run "
+        "machine; shrink its sizes, or set memory_limit=BYTES (e.g. memory_limit=160GiB) to run "
         "it anyway",
         patch=machine_of(8),
     ),
