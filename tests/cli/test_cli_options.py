@@ -7,14 +7,9 @@ import pytest
 
 from dedebate import cli
 from dedebate.cli.parser import build_parser, parse_args
-from tests.conftest import FAKE_EXPERIMENTS
+from tests.fakes import assert_one_line_error
 
-
-@pytest.fixture(autouse=True)
-def fakes(monkeypatch):
-    monkeypatch.setenv("DEDEBATE_EXPERIMENTS", FAKE_EXPERIMENTS)
-    monkeypatch.delenv("WANDB_MODE", raising=False)
-    monkeypatch.setenv("WANDB_SILENT", "true")
+pytestmark = pytest.mark.usefixtures("fake_env")
 
 
 def quick(out, *extra) -> list[str]:
@@ -63,26 +58,27 @@ def test_tracking_auto_follows_wandb_mode(tmp_path, monkeypatch):
 
 
 def test_values_just_outside_their_ranges_are_refused(tmp_path, capsys):
-    assert cli.main(quick(tmp_path, "--no-progress", "--seed", str(2**32))) == 2
-    assert "--seed 4294967296: must be an integer in [0, 2^32)" in capsys.readouterr().err
+    code = cli.main(quick(tmp_path, "--no-progress", "--seed", str(2**32)))
+    err = capsys.readouterr().err
+    assert_one_line_error(code, err, "--seed 4294967296: must be an integer in [0, 2^32)")
     cfg = tmp_path / "sweep.yaml"
     cfg.write_text("experiment: fake_pass\nsize: quick\n")
-    assert cli.main(["sweep", str(cfg), "--processes", "0"]) == 2
-    assert "--processes 0: must lie in [1, 64]" in capsys.readouterr().err
-    assert cli.main(["sync", "--jobs", "0", str(tmp_path)]) == 2
-    assert "--jobs=0: must be at least 1" in capsys.readouterr().err
+    code = cli.main(["sweep", str(cfg), "--processes", "0"])
+    assert_one_line_error(code, capsys.readouterr().err, "--processes 0: must lie in [1, 64]")
+    code = cli.main(["sync", "--jobs", "0", str(tmp_path)])
+    assert_one_line_error(code, capsys.readouterr().err, "--jobs=0: must be at least 1")
     f = tmp_path / "f"
     f.write_text("")
-    assert cli.main(["sync", str(f)]) == 2
-    assert f"{f}: not a directory" in capsys.readouterr().err
+    code = cli.main(["sync", str(f)])
+    assert_one_line_error(code, capsys.readouterr().err, f"{f}: not a directory")
 
 
 def test_resume_with_another_seed_is_refused(tmp_path, capsys):
     assert cli.main(quick(tmp_path, "--tracking", "disabled", "--no-progress")) == 0
     (rep,) = tmp_path.glob("reproduce-*")
     capsys.readouterr()
-    assert cli.main(["reproduce", "--resume", str(rep), "--seed", "1"]) == 2
-    assert "it was reproduced with --seed 0, not 1" in capsys.readouterr().err
+    code = cli.main(["reproduce", "--resume", str(rep), "--seed", "1"])
+    assert_one_line_error(code, capsys.readouterr().err, "it was reproduced with --seed 0, not 1")
 
 
 def test_list_writes_no_warning(capsys):
@@ -90,5 +86,5 @@ def test_list_writes_no_warning(capsys):
 
 
 def test_override_flag_gets_the_key_value_hint(capsys):
-    assert cli.main(["run", "machines", "--override", "params.n=3"]) == 2
-    assert "write key.sub=value" in capsys.readouterr().err
+    code = cli.main(["run", "machines", "--override", "params.n=3"])
+    assert_one_line_error(code, capsys.readouterr().err, "write key.sub=value")
