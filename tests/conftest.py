@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,29 @@ XLA_DEFAULTS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitter
 """XLA's defaults for the same options: what users' programs compile with. A test of the users'
 compiled code passes them to ``Lowered.compile``."""
 
+SUITE_CACHE = "DEDEBATE_TEST_JAX_CACHE"
+"""Names the folder of the suite's own persistent JAX compilation cache: one fresh temporary folder
+per pytest run, made by the first process that loads this file (pytest-xdist's controller; its
+workers and every subprocess a test starts inherit the name) and removed when that process ends.
+
+Many tests compile the same program (the same experiment point, the same protocol round at the
+same shapes) from a fresh closure, so JAX's in-memory caches miss where its persistent cache,
+keyed on the lowered program, its compile options, the devices, ``XLA_FLAGS`` and the versions,
+hits: a hit loads the executable that compiling would have produced. Measured 2026-12-07 on the
+two-core machine (single runs): the whole suite 468 s without, 364 s with. It starts empty each
+run, so every program is compiled once in every run. ``tests/lab/test_lab_compile_cache.py``
+tests the command line's own cache with these variables removed."""
+_OWNS_SUITE_CACHE = SUITE_CACHE not in os.environ
+if _OWNS_SUITE_CACHE:
+    os.environ[SUITE_CACHE] = tempfile.mkdtemp(prefix="dedebate-tests-jax-cache-")
+os.environ["JAX_COMPILATION_CACHE_DIR"] = os.environ[SUITE_CACHE]
+os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # JAX skips under 1 s by default
+SUITE_CACHE_VARIABLES = (
+    SUITE_CACHE,
+    "JAX_COMPILATION_CACHE_DIR",
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+)
+
 # Both before any test starts JAX: the tests' options, and (importing dedebate) its CPU work-around
 from dedebate.lab.fast_compile import add_flags  # noqa: E402
 
@@ -44,50 +69,49 @@ HEAVY_FIRST = (
     "training/test_stackelberg.py",
     "experiments/test_ped_digits.py",
     "conventions/test_notebooks.py",
-    "protocols/test_stochastic.py",
     "core/test_stochastic_binomial.py",
-    "protocols/test_stochastic_decision.py",
-    "experiments/test_stackelberg_resume.py",
+    "protocols/test_stochastic.py",
     "protocols/test_stochastic_lazy.py",
+    "experiments/test_stackelberg_resume.py",
     "training/test_stochastic_selfplay.py",
     "lab/test_lab_signals.py",
     "experiments/test_ogd_resume.py",
-    "protocols/test_stochastic_on_device.py",
-    "protocols/test_stochastic_devices.py",
+    "protocols/test_stochastic_decision.py",
     "experiments/test_stochastic_experiment.py",
-    "experiments/test_prover_estimator_experiment.py",
-    "lab/test_opt_level.py",
+    "protocols/test_stochastic_devices.py",
     "lab/test_lab_parallel.py",
+    "protocols/test_stochastic_on_device.py",
+    "lab/test_opt_level.py",
+    "experiments/test_prover_estimator_experiment.py",
     "experiments/test_stochastic_selfplay_resume.py",
-    "lab/test_reliability.py",
-    "estimators/test_ogd.py",
+    "lab/test_lab_distributed.py",
     "estimators/test_estimator_soundness.py",
-    "experiments/test_deterministic_debate.py",
     "protocols/test_prover_estimator.py",
+    "lab/test_reliability.py",
     "lab/test_lab_resume.py",
     "protocols/test_binary_search.py",
-    "lab/test_lab_distributed.py",
-    "lab/test_fast_compile.py",
-    "bench/test_bench_stochastic.py",
-    "estimators/test_estimator_families.py",
-    "experiments/test_machines_experiment.py",
-    "bench/test_accelerator_script.py",
-    "cli/test_cli.py",
-    "lab/test_lab_metrics_resume.py",
-    "machines/test_fixtures.py",
-    "conventions/test_cli_readme.py",
+    "estimators/test_ogd.py",
+    "experiments/test_deterministic_debate.py",
     "estimators/test_estimator_network.py",
-    "lab/test_lab_compile_cache.py",
-    "lab/test_lab_sweep.py",
+    "bench/test_bench_stochastic.py",
+    "experiments/test_machines_experiment.py",
     "machines/test_machines.py",
+    "machines/test_fixtures.py",
+    "lab/test_fast_compile.py",
+    "lab/test_lab_metrics_resume.py",
+    "estimators/test_estimator_families.py",
+    "bench/test_accelerator_script.py",
+    "lab/test_lab_sweep.py",
+    "cli/test_cli.py",
     "protocols/test_witness_stochastic.py",
 )
 """The test files of at least ~4.5 CPU seconds, most expensive first (their tests' durations summed
-over a full two-worker run, fixtures included: 41 files, ~645 of ~735 CPU-s, 2026-12-06), named
-by their folder in ``tests/``. They are collected first and, with ``--no-loadscope-reorder`` (as
-``./dev.sh test`` and CI run; xdist otherwise orders files by their count of tests), ``--dist
-loadfile`` hands them out longest first, so the two workers finish together instead of one
-waiting on a long file at the end. A stale list costs balance, never a result."""
+over a full two-worker run with the suite's compile cache, fixtures included: 39 files, ~580 of
+~670 CPU-s, 2026-12-07), named by their folder in ``tests/``. They are collected first and, with
+``--no-loadscope-reorder`` (as ``./dev.sh test`` and CI run; xdist otherwise orders files by their
+count of tests), ``--dist loadfile`` hands them out longest first, so the two workers finish
+together instead of one waiting on a long file at the end. A stale list costs balance, never a
+result."""
 
 
 def pytest_configure(config):
@@ -100,6 +124,12 @@ def pytest_configure(config):
     ``test_real_offline_wandb_files`` failed.
     """
     import wandb  # noqa: F401
+
+
+def pytest_unconfigure(config):
+    """The process that made the suite's compile cache (:data:`SUITE_CACHE`) removes it."""
+    if _OWNS_SUITE_CACHE:
+        shutil.rmtree(os.environ[SUITE_CACHE], ignore_errors=True)
 
 
 def pytest_collection_modifyitems(session, config, items):

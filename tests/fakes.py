@@ -232,23 +232,31 @@ def sweep_then_run_alone(
 
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # JAX's event per XLA compile
+CACHE_HIT = "/jax/compilation_cache/cache_hits"  # its event per program loaded from the disk cache
 
 
 @contextlib.contextmanager
 def count_compiles():
-    """Count the XLA compiles inside the block through JAX's public monitoring events: yields a
-    one-element list whose item grows by one per backend compile."""
+    """Count the programs XLA compiles inside the block, or JAX loads from its persistent cache
+    instead (the suite's, tests/conftest.py), through JAX's public monitoring events: yields a
+    one-element list whose item grows by one per program."""
     count = [0]
 
-    def listener(event: str, duration_secs: float, **kwargs: Any) -> None:
+    def on_compile(event: str, duration_secs: float, **kwargs: Any) -> None:
         if event == BACKEND_COMPILE:
             count[0] += 1
 
-    jax.monitoring.register_event_duration_secs_listener(listener)
+    def on_hit(event: str, **kwargs: Any) -> None:
+        if event == CACHE_HIT:
+            count[0] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(on_compile)
+    jax.monitoring.register_event_listener(on_hit)
     try:
         yield count
     finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
+        jax.monitoring.unregister_event_duration_listener(on_compile)
+        jax.monitoring.unregister_event_listener(on_hit)
 
 
 def truncate_checkpoint(step_dir: Path) -> None:

@@ -12,19 +12,21 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from dedebate.lab import compile_cache
-from tests.conftest import FAKE_EXPERIMENTS, REPO
+from tests.conftest import FAKE_EXPERIMENTS, REPO, SUITE_CACHE_VARIABLES
 
 # The fake sweepable experiment: one tiny jitted program (a PRNG draw, float means), no plots.
 SWEEPABLE = f"{FAKE_EXPERIMENTS}.sweepable"
 
 
 def _run(env, *args, timeout=180):
+    """``dedebate run`` in a subprocess, without the suite's own JAX cache (tests/conftest.py)."""
     return subprocess.run(
         [sys.executable, "-m", "dedebate.cli", "run", "--no-progress", *args],
-        env=env,
+        env={k: v for k, v in env.items() if k not in SUITE_CACHE_VARIABLES},
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -64,8 +66,14 @@ def test_requested_dir_from_environment(tmp_path):
 
 def test_the_tests_leave_the_users_cache_alone():
     """Every command line a test starts (subprocesses inherit this environment) finds the cache
-    off, so no test writes into the user's cache directory (tests/conftest.py)."""
+    off, so no test writes into the user's cache directory; JAX's own cache is the suite's, a
+    fresh temporary folder (tests/conftest.py)."""
+    import jax
+
     assert compile_cache.requested_dir(dict(os.environ)) is None
+    suite_cache = Path(os.environ[SUITE_CACHE_VARIABLES[0]])
+    assert suite_cache.parent == Path(tempfile.gettempdir()) and suite_cache.is_dir()
+    assert jax.config.jax_compilation_cache_dir == str(suite_cache)  # type: ignore[attr-defined]
 
 
 def test_cold_and_warm_runs_are_bit_identical(cli_env, tmp_path):
