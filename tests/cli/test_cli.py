@@ -168,6 +168,37 @@ def test_the_run_summary_prints_a_finding_row_with_a_p_value():
     assert _p_text({"p_value": None}) == ""
 
 
+def test_the_run_summary_counts_claims_not_findings(tmp_path, capsys):
+    """Two claims (one fails) and two findings (one criterion met): each row's verdict, and the
+    count of passing claims over claims alone, the findings left out of both."""
+    from types import SimpleNamespace
+
+    from dedebate.cli.run import _print_run_summary
+    from dedebate.lab.claims import Claim
+
+    claims = [
+        Claim.exact("proven", "thm 1", ">= 0.5", 0.7, True),
+        Claim.exact("broken", "thm 2", ">= 0.5", 0.2, False),
+        Claim.exact("met", "issue", "== 1", 1.0, True, finding=True),
+        Claim.exact("unmet", "issue", "== 1", 0.0, False, finding=True),
+    ]
+    rec = SimpleNamespace(
+        run_dir=tmp_path,
+        result=SimpleNamespace(claims=claims),
+        results={"claims": [c.to_dict() for c in claims]},
+        passed=False,
+    )
+    _print_run_summary(rec)
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split("  ")[1] for ln in lines[1:5]] == [
+        "PASS",
+        "FAIL",
+        "FINDING, criterion met",
+        "FINDING, criterion not met",
+    ]
+    assert lines[5] == "FAIL: 1/2 claims pass"
+
+
 def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(cli_env):
     """`dedebate list | head -0`: the write fails with EPIPE; the command ends with 141 (a
     shell's code for SIGPIPE) and no traceback, also not when Python flushes stdout at exit."""

@@ -88,3 +88,68 @@ def test_list_writes_no_warning(capsys):
 def test_override_flag_gets_the_key_value_hint(capsys):
     code = cli.main(["run", "machines", "--override", "params.n=3"])
     assert_one_line_error(code, capsys.readouterr().err, "write key.sub=value")
+
+
+@pytest.mark.parametrize(
+    "code", ["EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "ENOTDIR", "EISDIR"]
+)
+def test_a_path_the_user_must_fix_is_one_line_and_exit_2(monkeypatch, capsys, code):
+    """A command that meets an unusable path (no permission, read-only, disk or quota full, a
+    file where a folder should be): exit 2, one line naming the path and the reason."""
+    import errno
+    import os
+
+    number = getattr(errno, code)
+
+    def fails(args):
+        raise OSError(number, os.strerror(number), "/data/runs/x")
+
+    monkeypatch.setitem(cli.COMMANDS, "list", fails)
+    rc = cli.main(["list"])
+    assert_one_line_error(rc, capsys.readouterr().err, f"/data/runs/x: {os.strerror(number)}")
+
+    def fails_to_move(args):  # an error of two paths (a rename) names both
+        raise OSError(number, os.strerror(number), "/data/a", None, "/data/b")
+
+    monkeypatch.setitem(cli.COMMANDS, "list", fails_to_move)
+    rc = cli.main(["list"])
+    assert_one_line_error(rc, capsys.readouterr().err, f"/data/a -> /data/b: {os.strerror(number)}")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConnectionResetError(104, "Connection reset by peer", "/data/runs/x"),
+        OSError(28, "No space left on device"),
+    ],
+)
+def test_any_other_os_error_is_raised(monkeypatch, error):
+    """An OSError that is not a path's fault (a broken connection), or names no path, is not
+    dressed up as a usage error."""
+
+    def fails(args):
+        raise error
+
+    monkeypatch.setitem(cli.COMMANDS, "list", fails)
+    with pytest.raises(OSError) as raised:
+        cli.main(["list"])
+    assert raised.value is error
+
+
+def test_only_an_override_of_the_tracking_mode_keeps_a_resumed_run_online(capsys):
+    """A resumed folder's ``tracking.mode: online`` is kept only when the command line sets
+    ``tracking.mode`` (or the whole ``tracking``); another tracking key does not count."""
+    from dedebate.cli.run import offline_unless_asked
+
+    raw = {"seed": 3, "tracking": {"mode": "online", "entity": "e", "project": "p"}}
+    for asked in (["tracking.mode=online"], [" tracking.mode =offline"], ["tracking={}"]):
+        assert offline_unless_asked(raw, ["seed=3", *asked], "f") is raw, asked
+    assert capsys.readouterr().err == ""
+    for not_asked in ([], ["tracking.project=q"], ["tracking_mode=online"]):
+        got = offline_unless_asked(raw, not_asked, "f")
+        assert got == {"seed": 3, "tracking": {"mode": "offline", "entity": "e", "project": "p"}}
+        assert raw["tracking"]["mode"] == "online"  # the config read is left as it was
+        assert "resuming offline" in capsys.readouterr().err
+    offline = {"tracking": {"mode": "offline"}}
+    assert offline_unless_asked(offline, [], "f") is offline
+    assert offline_unless_asked(["not", "a", "dict"], [], "f") == ["not", "a", "dict"]

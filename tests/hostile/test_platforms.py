@@ -11,17 +11,19 @@ import pytest
 from tests.conftest import REPO
 
 
-@pytest.mark.parametrize("argv", [["doctor"], ["run", "fake_pass", "size=quick"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["doctor"],
+        ["run", "fake_pass", "size=quick", "output_dir={out}", "tracking.mode=disabled"],
+        ["reproduce", "--quick", "--only", "fake_pass", "--output-dir", "{out}"],
+        ["bench", "tiny", "--out", "{out}/tiny.json"],
+    ],
+)
 def test_a_platform_jax_cannot_start_is_one_line(tmp_path, cli_env, argv):
     env = {**cli_env, "JAX_PLATFORMS": "nosuchplatform"}
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dedebate.cli",
-            *argv,
-            *([f"output_dir={tmp_path}", "tracking.mode=disabled"] if argv[0] == "run" else []),
-        ],
+        [sys.executable, "-m", "dedebate.cli", *(a.format(out=tmp_path) for a in argv)],
         env=env,
         cwd=REPO,
         capture_output=True,

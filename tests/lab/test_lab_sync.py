@@ -264,3 +264,31 @@ def test_sync_takes_a_run_folder_itself_and_each_run_once(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines() == [str(runs[0])]
     assert cli.main(["sync", "--dry-run", str(tmp_path), str(runs[1]), str(tmp_path / "r")]) == 0
     assert capsys.readouterr().out.splitlines() == list(map(str, runs))  # each once
+
+
+def test_sync_counts_runs_by_id_and_exits_1_when_one_fails(tmp_path, monkeypatch, capsys):
+    """Three offline folders of two runs (one resumed: two attempts of one id); the upload of the
+    other fails: one line per run, ``1/2 W&B run(s) synced`` and exit 1; with both uploads
+    answering, ``2/2`` and exit 0."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    from dedebate import cli
+
+    w = tmp_path / "r" / "wandb"
+    names = ["20260101_000001-good", "20260101_000002-good", "20260101_000003-bad"]
+    for name in names:
+        run = w / f"offline-run-{name}"
+        run.mkdir(parents=True)
+        _write_log(run / f"run-{name[-4:]}.wandb", [pb.Record()])
+    fake = tmp_path / "wandb-fails-bad"
+    fake.write_text('#!/bin/sh\ncase "$*" in *-bad*) exit 3 ;; esac\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("DEDEBATE_WANDB", str(fake))
+    assert cli.main(["sync", "--no-probe", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    ends = sorted(ln.split()[0] for ln in out.splitlines() if not ln.startswith("["))
+    assert ends == ["FAILED", "synced"], out
+    assert err.strip().splitlines()[-1] == "1/2 W&B run(s) synced"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    assert cli.main(["sync", "--no-probe", str(tmp_path)]) == 0
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "2/2 W&B run(s) synced"
