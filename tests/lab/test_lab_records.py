@@ -334,3 +334,32 @@ def test_ls_before_any_run_lists_nothing(tmp_path, capsys, monkeypatch):
     assert cli.main(["ls"]) == 0
     assert "no run, sweep or reproduce directories under runs" in capsys.readouterr().err
     assert cli.main(["ls", "runs"]) == 2  # a folder named on the command line must exist
+
+
+def test_an_older_report_counts_its_findings_and_verdicts_from_its_rows():
+    """A report written before findings were counted: ``findings_total`` and ``findings_met``
+    from its rows (claims left out), each experiment's verdict from its ``passed``; a report
+    that has the counts keeps them, and a claim row gets the defaults of fields it lacks."""
+    rows = [
+        {"claim": "a", "passed": True},
+        {"claim": "b", "passed": False},
+        {"claim": "f1", "passed": True, "finding": True},
+        {"claim": "f2", "passed": False, "finding": True},
+        {"claim": "f3", "passed": True, "finding": True},
+    ]
+    old = {
+        "schema_version": 1,
+        "experiments": [
+            {"name": "x", "passed": False, "claims": rows[:3]},
+            {"name": "y", "passed": True, "claims": rows[3:]},
+        ],
+    }
+    new = records.upgrade(old, "reproduce")
+    assert (new["findings_total"], new["findings_met"]) == (3, 2)
+    assert [e["verdict"] for e in new["experiments"]] == ["FAIL", "PASS"]
+    assert [e["measurement_only"] for e in new["experiments"]] == [False, False]
+    assert new["experiments"][0]["claims"][0]["finding"] is False
+    assert new["experiments"][0]["claims"][0]["p_value"] is None
+    assert "findings_total" not in old and "verdict" not in old["experiments"][0]  # not modified
+    kept = records.upgrade({**old, "findings_total": 7, "findings_met": 5}, "reproduce")
+    assert (kept["findings_total"], kept["findings_met"]) == (7, 5)
