@@ -97,6 +97,62 @@ def test_each_feature_row_states_its_parts_count_and_depth(batches):
             np.testing.assert_array_equal(feats[:, rows, -2], np.float32((k + 1) / DEPTH))
 
 
+def test_each_feature_row_holds_its_parts_images_masks_and_digit(batches):
+    """Row (level k, node u), part j, slot i holds image ``leaves[t, (u q + j) size + i] / 16``
+    (a part's images are the leaves under it, in order), zeros and mask 0 past the part's size,
+    and the tree's digit one-hot: built again here with numpy loops (B once read another part's
+    images, or the next digit's slot, and every other test passed)."""
+    from dedebate.agents.ped_digits import N_DIGITS, PIXELS
+
+    _, out = batches
+    tr = out["slack"][0]
+    tree, n_t, bag = tr.tree, len(tr.digit), Q ** (DEPTH - 1)
+    feats = np.asarray(context_features(tr, IMAGES, "slack", Q, M)).reshape(
+        n_t, tree.n_internal, -1
+    )
+    leaves, digit = np.asarray(tr.leaves), np.asarray(tr.digit)
+    width = Q * bag * PIXELS
+    for t in range(n_t):
+        for k in range(DEPTH):
+            size = Q ** (DEPTH - k - 1)
+            for u in range(Q**k):
+                row = feats[t, tree.level_offset(k) + u]
+                imgs = np.zeros((Q, bag, PIXELS), np.float32)
+                mask = np.zeros((Q, bag), np.float32)
+                for j in range(Q):
+                    first = (u * Q + j) * size
+                    imgs[j, :size] = IMAGES[leaves[t, first : first + size]] / np.float32(16)
+                    mask[j, :size] = 1
+                np.testing.assert_array_equal(row[:width], imgs.ravel())
+                np.testing.assert_array_equal(row[width : width + Q * bag], mask.ravel())
+                np.testing.assert_array_equal(
+                    row[width + Q * bag : width + Q * bag + N_DIGITS], np.eye(N_DIGITS)[digit[t]]
+                )
+
+
+def test_tabulated_root_estimate_is_what_the_roots_joint_implies(batches):
+    """B's root estimate ``p_d = sum_z P_root(z) M_D(z)`` reads the root's joint (row 0 of each
+    tree), not another node's: with joints that put all mass on the truth of each node's parts,
+    it is the root's truth; with random joints, the sum done in numpy."""
+    from dedebate.agents.ped_digits import tabulate
+
+    _, out = batches
+    for tr, _ in out.values():
+        tree, n_t = tr.tree, len(tr.digit)
+        truth = np.asarray(tree.truth)
+        joint = np.zeros((n_t, tree.n_internal, 2**Q), np.float32)
+        for v in range(tree.n_internal):
+            kids = truth[:, v * Q + 1 : v * Q + 1 + Q]  # breadth-first: v's parts
+            joint[np.arange(n_t), v, (kids * 2 ** np.arange(Q)).sum(axis=1)] = 1
+        got = tabulate(joint.reshape(-1, 2**Q), n_t, tree)
+        np.testing.assert_array_equal(np.asarray(got.p0), truth[:, 0].astype(np.float32))
+        rand = np.random.default_rng(0).dirichlet(np.ones(2**Q), (n_t, tree.n_internal))
+        rand = rand.astype(np.float32)
+        got = np.asarray(tabulate(rand.reshape(-1, 2**Q), n_t, tree).p0)
+        want = (rand[:, 0] * np.asarray(tree.tables)[:, 0]).sum(axis=1)
+        np.testing.assert_allclose(got, want, rtol=0, atol=2**Q * 2.0**-23)
+
+
 @pytest.mark.parametrize("eta", [0.0, 0.05, 0.1])
 def test_judge_noise_rate_matches_eta(eta):
     truth = np.tile([0, 1], 50_000)
