@@ -499,3 +499,36 @@ def test_every_zoo_alice_claims_what_the_exact_dp_reads_at_every_step(setup):
             counts = jnp.asarray(k, jnp.int32)
             got = np.asarray(claims(alice, jnp.int32(t), jnp.float32(pi), counts))
             np.testing.assert_array_equal(got, np.float32(want), err_msg=f"{name}, t={t}")
+
+
+@pytest.mark.parametrize("n, pi", [(100, 0.97), (100, 0.03), (1000, 0.5), (40, 0.2)])
+def test_the_counts_left_out_weigh_under_the_documented_5e_23(n, pi):
+    """Each tail ``count_range`` leaves out of a count's law weighs under ``exp(-TAIL_EXPONENT)``
+    = 5e-23 (scipy's binomial law), as dedebate/exact/acceptance.py states: a range one count
+    narrower at either end left out 5.4e-23 at (100, 0.97)."""
+    from dedebate.exact.acceptance import count_range
+
+    lo, hi = count_range(n, pi)
+    assert stats.binom.cdf(lo - 1, n, pi) < 5e-23
+    assert stats.binom.sf(hi, n, pi) < 5e-23
+
+
+def test_the_checker_window_is_exact_where_a_boundary_is_an_integer():
+    """``checker_window(p, n, tau)``: the counts X with ``|p - X / n| < tau``, against the same
+    bounds in fractions, at claims (float64) whose ``n (p -+ tau)`` is an integer in the reals
+    but not in float64 (the exact path), and one that is not near an integer."""
+    from fractions import Fraction
+
+    from dedebate.exact.acceptance import checker_window
+
+    for p, n, tau in [
+        (0.9, 3, 0.1),
+        (0.7666666666666666, 3, 0.1),
+        (0.24285714285714285, 7, 0.1),
+        (0.55, 7, 0.1),
+    ]:
+        lo_real = n * (Fraction(p) - Fraction(tau))
+        hi_real = n * (Fraction(p) + Fraction(tau))
+        want = (math.floor(lo_real) + 1, math.ceil(hi_real) - 1)
+        got = checker_window(np.array([p]), n, tau)
+        assert (int(got[0][0]), int(got[1][0])) == want, (p, n, tau)

@@ -9,6 +9,7 @@ import pytest
 
 from dedebate.agents.stochastic_players import (
     A_HONEST_SHIFT,
+    A_LIE_LAST,
     B_NEVER,
     completeness_zoo,
     honest_alice,
@@ -35,14 +36,15 @@ def yes_no(K: int, T: int):
     return fixture_for_k(K, T, P_YES)[1], fixture_for_k(K, T, P_NO)[1]
 
 
-@pytest.mark.parametrize("shift", [None, 0.3])
-def test_bob_best_response_is_the_least_over_every_bob_strategy(shift):
+@pytest.mark.parametrize("kind", [None, A_HONEST_SHIFT, A_LIE_LAST])
+def test_bob_best_response_is_the_least_over_every_bob_strategy(kind):
     """T = 2: every Bob that decides per prefix and claim (2^15 of them against honest Alice's
-    five claims) played out by enumeration; the least equals the DP's best response."""
+    five claims) played out by enumeration; the least equals the DP's best response. Also against
+    an Alice whose claims are shifted by 0.3, and one who lies (by 0.3) at the last step only."""
     T, c = 2, tiny(2)
     m_yes = yes_no(2, T)[0]  # F2: the last step's probability depends on the first bit
     levels, vera = prefix_tree(m_yes), make_vera(c)
-    alice = honest_alice(c) if shift is None else zoo_alice(c, A_HONEST_SHIFT, delta=shift)
+    alice = honest_alice(c) if kind is None else zoo_alice(c, kind, delta=0.3)
     nodes = [(0, 0), (1, 0), (1, 1)]  # (step, little-endian prefix code)
     laws = [claim_law(alice, t, T, float(levels[t][code])) for t, code in nodes]
     oks = [
@@ -141,3 +143,19 @@ def test_alice_candidates_are_the_limits_at_interval_ends_and_the_values_at_step
         np.testing.assert_array_equal(got, checker_prob(p + side, n, tau, pi))
     steps = p[2 * k :]
     assert np.isin(np.arange(1, 64, 2) / 64, steps).sum() >= 20  # they meet
+
+
+def test_bobs_best_response_to_claims_above_one_is_no_better_than_never_aborting():
+    """Alice shifts every claim up by 0.05, past 1 at a root of 0.97: Bob's best response is a
+    least over Bobs, never aborting among them, so it is at most that Bob's acceptance (up to
+    float64 round-off of a few terms). A Bob's coin is the claim clipped to [0, 1]; an
+    unclipped coin of 1.02 put 0.656 above never aborting's 0.650."""
+    from dedebate.agents.stochastic_players import A_SHIFT
+    from dedebate.protocols.stochastic import Vera
+
+    c = tiny(2)
+    m_yes = yes_no(2, 2)[0]
+    levels = [np.array([0.97]), np.array([0.3, 0.6])]
+    alice, vera = zoo_alice(c, A_SHIFT, delta=0.05), Vera(n_samples=11, tau=0.5)
+    never = acceptance_exact(m_yes, alice, zoo_bob(c, B_NEVER), vera, levels)
+    assert bob_best_response(m_yes, alice, vera, levels) <= never + 1e-12
