@@ -153,6 +153,27 @@ def test_tabulated_root_estimate_is_what_the_roots_joint_implies(batches):
         np.testing.assert_allclose(got, want, rtol=0, atol=2**Q * 2.0**-23)
 
 
+def test_the_audit_liar_recurses_on_the_false_part_b_trusts_most(batches):
+    """AuditLiar's selection at every internal node of four trees, random marginals: the false
+    part with the highest marginal (B's weakest spot), the first part where none is false; the
+    numpy reference picks it from the tree's truths (a liar that picked B's strongest false part
+    passed every other test)."""
+    from dedebate.agents.ped_digits import AuditLiar
+
+    _, out = batches
+    rng = np.random.default_rng(1)
+    tr = out["slack"][0]
+    truth = np.asarray(tr.tree.truth)
+    for i in range(4):
+        tree = jax.tree_util.tree_map(lambda a, i=i: a[i], tr.tree)
+        for v in range(tr.tree.n_internal):
+            m = rng.random(Q).astype(np.float32)
+            got = np.asarray(AuditLiar().select(tree, v, 0, m, 0.5, 0.5, 0))
+            false = truth[i, v * Q + 1 : v * Q + 1 + Q] == 0
+            want = int(np.argmax(np.where(false, m, -1.0))) if false.any() else 0
+            np.testing.assert_array_equal(got, np.eye(Q, dtype=np.float32)[want])
+
+
 @pytest.mark.parametrize("eta", [0.0, 0.05, 0.1])
 def test_judge_noise_rate_matches_eta(eta):
     truth = np.tile([0, 1], 50_000)

@@ -1,5 +1,6 @@
 """Prover-estimator debate (spec PED 2, 4, 9): exact values, bounds, modes, vmap vs loop, inputs."""
 
+import dataclasses
 import functools
 
 import jax
@@ -407,3 +408,32 @@ def test_each_round_reads_its_own_random_number_for_z_and_for_the_selection(tree
         np.testing.assert_array_equal(getattr(low, field), getattr(high, field), err_msg=field)
     assert not np.array_equal(low.r_rounds, high.r_rounds)
     assert not np.array_equal(low.sels, episode(0.001, selection=0.999).sels)
+
+
+def test_small_constructors_and_constants_of_the_strategies(hidden):
+    """Exact values of the strategies' constructors (each line failed no other test when wrong):
+    the tie rule's cost sums rho^-k over the d rounds; a blind prover may not need the truth to
+    choose a direction; a random estimator's logits scale with ``scale`` (zero at 0); the
+    calibrated estimator starts at 1/2 on a hidden root and, blind, tabulates its joint from the
+    public view (a blind B read the hidden truths through ``tabulate``)."""
+    from dedebate.agents.ped_strategies import tabulate
+
+    assert tie_loss(2.0, 1) == TIE_TOLERANCE and tie_loss(2.0, 3) == 1.75 * TIE_TOLERANCE
+    with pytest.raises(ValueError, match="sees_truth=False"):
+        scripted_prover("lie", "honest", None, "uniform", sees_truth=False)
+    tree = jax.tree_util.tree_map(lambda a: a[0], hidden)
+    key = jax.random.key(3)
+    assert not np.any(np.asarray(random_joint_estimator(key, tree, 0.0).logits))
+    np.testing.assert_array_equal(
+        np.asarray(random_joint_estimator(key, tree, 2.0).logits),
+        2 * np.asarray(random_joint_estimator(key, tree, 1.0).logits),
+    )
+    cal = CalibratedEstimator()
+    assert float(cal.initial(tree.public())) == float(tree.truth[0])  # a public root
+    rootless = dataclasses.replace(tree, known=tree.known.at[0].set(False))
+    assert float(cal.initial(rootless.public())) == 0.5
+    assert not bool(jnp.all(tree.known))  # hidden claims, whose truth a blind B must not read
+    table = tabulate(cal, tree)
+    for v in range(tree.n_internal):
+        want = cal.joint(tree.public(), v, 0, jnp.float32(0.5), 0)
+        np.testing.assert_array_equal(np.asarray(table.logits[v, 0]), np.asarray(want))
