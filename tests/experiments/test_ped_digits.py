@@ -174,6 +174,30 @@ def test_the_audit_liar_recurses_on_the_false_part_b_trusts_most(batches):
             np.testing.assert_array_equal(got, np.eye(Q, dtype=np.float32)[want])
 
 
+def test_a_learned_provers_logits_are_capped_at_8(batches):
+    """``8 tanh(x / 8)`` keeps a learned prover's probabilities in ``(3e-4, 1 - 3e-4)``: answer
+    weights of 1e4 give ``sigmoid(8)``, not 1; the selection's gaps are capped the same way."""
+    from dedebate.agents.ped_digits import DigitProver
+
+    tree = jax.tree_util.tree_map(lambda a: a[0], batches[1]["slack"][0].tree)
+    policy = {
+        "answer": np.asarray([0.0, 1e4], np.float32),
+        "direction": np.asarray([0.0, -1e4], np.float32),
+        "select": np.asarray([1e4, 0, 0, 0, 0], np.float32),
+    }
+    a = DigitProver(belief=np.ones(tree.truth.shape[-1], np.float32), policy=policy)
+    sig8 = 1 / (1 + np.exp(-8.0))
+    np.testing.assert_allclose(float(a.answer(tree)), sig8, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(a.direction(tree, 0, 0.0, 0)), [sig8, 0, 1 - sig8], 1e-5)
+    m = np.asarray([0.2, 0.9, 0.5], np.float32)  # A believes every part: logits 1e4 * [1, 1, 1]
+    np.testing.assert_allclose(np.asarray(a.select(tree, 0, 0, m, 0.5, 0.5, 0)), [1 / 3] * 3, 1e-6)
+    part0 = np.eye(tree.truth.shape[-1], dtype=np.float32)[1]  # node 1: the root's part 0
+    b = DigitProver(belief=part0, policy=policy)  # the other parts' logits 1e4 below, capped at 8
+    sel = np.asarray(b.select(tree, 0, 0, m, 0.5, 0.5, 0))
+    e8 = np.exp(-8.0)
+    np.testing.assert_allclose(sel, np.asarray([1, e8, e8]) / (1 + 2 * e8), rtol=1e-5)
+
+
 @pytest.mark.parametrize("eta", [0.0, 0.05, 0.1])
 def test_judge_noise_rate_matches_eta(eta):
     truth = np.tile([0, 1], 50_000)

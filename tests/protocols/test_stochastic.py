@@ -499,6 +499,8 @@ def test_every_zoo_alice_claims_what_the_exact_dp_reads_at_every_step(setup):
             counts = jnp.asarray(k, jnp.int32)
             got = np.asarray(claims(alice, jnp.int32(t), jnp.float32(pi), counts))
             np.testing.assert_array_equal(got, np.float32(want), err_msg=f"{name}, t={t}")
+            # and the DP holds the float32 claim itself, not a float64 sum that rounds to it
+            np.testing.assert_array_equal(got.astype(np.float64), want, err_msg=f"{name}, t={t}")
 
 
 @pytest.mark.parametrize("n, pi", [(100, 0.97), (100, 0.03), (1000, 0.5), (40, 0.2)])

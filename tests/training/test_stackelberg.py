@@ -282,8 +282,26 @@ def test_static_rejects_bad_sizes():
         StackelbergStatic(steps=0)
     with pytest.raises(ValueError, match="hidden_b"):
         StackelbergStatic(hidden_b=())
-    with pytest.raises(ValueError, match="q="):
-        init_estimator(jax.random.key(0), 13)
+    for bad_q in (0, 13):
+        with pytest.raises(ValueError, match="q="):
+            init_estimator(jax.random.key(0), bad_q)
+    assert init_estimator(jax.random.key(0), 1).params  # q = 1 builds
+
+
+def test_fresh_learned_players_are_fair_coins_and_uniform_joints():
+    """As their docstrings say (the output layers start at zero): a fresh prover answers and
+    bets with probability 1/2 each way, a fresh estimator states 1/2 and joint logits of 0."""
+    from dedebate.agents.learned import init_prover
+    from dedebate.trees import hidden_flaw_tree
+
+    tree = jax.tree_util.tree_map(
+        lambda a: a[0], hidden_flaw_tree(jax.random.split(jax.random.key(5), 1), depth=2, q=3)
+    )
+    a, b = init_prover(jax.random.key(1)), init_estimator(jax.random.key(2), 3)
+    assert float(a.answer(tree)) == 0.5
+    np.testing.assert_array_equal(np.asarray(a.direction(tree, 0, 0.3, 0)), [0.5, 0.0, 0.5])
+    assert float(b.initial(tree)) == 0.5
+    assert not np.any(np.asarray(b.joint(tree, 0, 0, 0.3, 0)))
 
 
 def test_resume_from_orbax_checkpoint_equals_uninterrupted(tmp_path, trained, half_chunk, per_seed):
