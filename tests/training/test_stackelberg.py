@@ -304,6 +304,38 @@ def test_fresh_learned_players_are_fair_coins_and_uniform_joints():
     assert not np.any(np.asarray(b.joint(tree, 0, 0, 0.3, 0)))
 
 
+def test_learned_players_read_their_documented_features():
+    """A node's features ``[known, value, phat, k / depth]`` and the candidate's features; B's
+    global head reads ``[phat, node known, node value, cand feature 0, cand feature 2, k / depth]``
+    (captured from the network)."""
+    from dedebate.agents.learned import _cand_feat, _node_feat
+    from dedebate.trees import hidden_flaw_tree
+
+    tree = jax.tree_util.tree_map(
+        lambda a: a[0], hidden_flaw_tree(jax.random.split(jax.random.key(5), 1), depth=2, q=3)
+    )
+    pub = tree.public()
+    for v in range(tree.n_internal):
+        t = int(pub.truth[v])
+        want = [float(t >= 0), float(max(t, 0)), 0.25, 1 / tree.depth]
+        np.testing.assert_array_equal(np.asarray(_node_feat(pub, v, 0.25, 1)), np.float32(want))
+    b = init_estimator(jax.random.key(2), 3)
+    seen = []
+
+    def head(name, x, out=1):
+        if name == "global":  # the child head runs under vmap
+            seen.append((name, np.asarray(x)))
+        return jnp.zeros((out,))
+
+    object.__setattr__(b, "_head", head)
+    b.joint(pub, 0, 0, 0.25, 1)
+    (glob,) = [x for name, x in seen if name == "global"]
+    cf = np.asarray(_cand_feat(pub, 0, 0))
+    t0 = int(pub.truth[0])
+    want = [0.25, float(t0 >= 0), float(max(t0, 0)), cf[0], cf[2], 1 / tree.depth]
+    np.testing.assert_array_equal(glob, np.float32(want))
+
+
 def test_resume_from_orbax_checkpoint_equals_uninterrupted(tmp_path, trained, half_chunk, per_seed):
     """The carry after STEPS/2 A updates, saved and restored through the lab's Orbax wrapper,
     continues exactly as the run that was never interrupted (seed 0's second chunk)."""
