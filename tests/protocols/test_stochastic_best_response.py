@@ -159,3 +159,19 @@ def test_bobs_best_response_to_claims_above_one_is_no_better_than_never_aborting
     alice, vera = zoo_alice(c, A_SHIFT, delta=0.05), Vera(n_samples=11, tau=0.5)
     never = acceptance_exact(m_yes, alice, zoo_bob(c, B_NEVER), vera, levels)
     assert bob_best_response(m_yes, alice, vera, levels) <= never + 1e-12
+
+
+def test_a_claim_above_one_is_rejected_by_honest_bob_and_vera():
+    """T = 1, root 0.9, Alice claims 0.9 + 0.2 = 1.1: no count fraction k / n <= 1 lies within
+    tau_bob = 0.035 or tau_vera = 0.015 of it, so honest Bob aborts and Vera rejects: acceptance
+    exactly 0 (a Bob checking the claim clipped to 1 accepted 0.81)."""
+    from types import SimpleNamespace
+
+    from dedebate.agents.stochastic_players import A_SHIFT
+
+    c = tiny(2)
+    assert real(c.tau_bob) < 0.1 and real(c.tau_vera) < 0.1
+    alice = zoo_alice(c, A_SHIFT, delta=0.2)
+    machine = SimpleNamespace(T=1)
+    levels = [np.array([0.9])]
+    assert acceptance_exact(machine, alice, honest_bob(c), make_vera(c), levels) == 0.0
