@@ -36,10 +36,11 @@ workers and every subprocess a test starts inherit the name) and removed when th
 Many tests compile the same program (the same experiment point, the same protocol round at the
 same shapes) from a fresh closure, so JAX's in-memory caches miss where its persistent cache,
 keyed on the lowered program, its compile options, the devices, ``XLA_FLAGS`` and the versions,
-hits: a hit loads the executable that compiling would have produced. Measured 2026-12-07 on the
-two-core machine (single runs): the whole suite 468 s without, 364 s with. It starts empty each
-run, so every program is compiled once in every run. ``tests/lab/test_lab_compile_cache.py``
-tests the command line's own cache with these variables removed."""
+hits: a hit loads the executable that compiling would have produced. The whole suite on the
+two-core machine: median 468 s without (466-473, three runs), 359 s with (354-366, five runs,
+2026-12-07; docs/performance.md). It starts empty each run: every program compiles once a run.
+``tests/lab/test_lab_compile_cache.py`` tests the command line's own cache without these
+variables."""
 _OWNS_SUITE_CACHE = SUITE_CACHE not in os.environ
 if _OWNS_SUITE_CACHE:
     os.environ[SUITE_CACHE] = tempfile.mkdtemp(prefix="dedebate-tests-jax-cache-")
