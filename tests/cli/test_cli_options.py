@@ -90,6 +90,16 @@ def test_override_flag_gets_the_key_value_hint(capsys):
     assert_one_line_error(code, capsys.readouterr().err, "write key.sub=value")
 
 
+def list_raising(monkeypatch, error: Exception) -> int:
+    """``dedebate list`` with its command replaced by one that raises ``error``: the exit code."""
+
+    def fails(args):
+        raise error
+
+    monkeypatch.setitem(cli.COMMANDS, "list", fails)
+    return cli.main(["list"])
+
+
 @pytest.mark.parametrize(
     "code", ["EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "ENOTDIR", "EISDIR"]
 )
@@ -100,19 +110,10 @@ def test_a_path_the_user_must_fix_is_one_line_and_exit_2(monkeypatch, capsys, co
     import os
 
     number = getattr(errno, code)
-
-    def fails(args):
-        raise OSError(number, os.strerror(number), "/data/runs/x")
-
-    monkeypatch.setitem(cli.COMMANDS, "list", fails)
-    rc = cli.main(["list"])
+    rc = list_raising(monkeypatch, OSError(number, os.strerror(number), "/data/runs/x"))
     assert_one_line_error(rc, capsys.readouterr().err, f"/data/runs/x: {os.strerror(number)}")
-
-    def fails_to_move(args):  # an error of two paths (a rename) names both
-        raise OSError(number, os.strerror(number), "/data/a", None, "/data/b")
-
-    monkeypatch.setitem(cli.COMMANDS, "list", fails_to_move)
-    rc = cli.main(["list"])
+    # an error of two paths (a rename) names both
+    rc = list_raising(monkeypatch, OSError(number, os.strerror(number), "/data/a", None, "/data/b"))
     assert_one_line_error(rc, capsys.readouterr().err, f"/data/a -> /data/b: {os.strerror(number)}")
 
 
@@ -126,13 +127,8 @@ def test_a_path_the_user_must_fix_is_one_line_and_exit_2(monkeypatch, capsys, co
 def test_any_other_os_error_is_raised(monkeypatch, error):
     """An OSError that is not a path's fault (a broken connection), or names no path, is not
     dressed up as a usage error."""
-
-    def fails(args):
-        raise error
-
-    monkeypatch.setitem(cli.COMMANDS, "list", fails)
     with pytest.raises(OSError) as raised:
-        cli.main(["list"])
+        list_raising(monkeypatch, error)
     assert raised.value is error
 
 
