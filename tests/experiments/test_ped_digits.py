@@ -266,6 +266,52 @@ def test_the_estimator_compares_each_parts_expected_count_with_its_stated_count(
     assert np.all(np.abs(got - step @ w) <= bound), np.max(np.abs(got - step @ w) / bound)
 
 
+def test_the_estimators_head_reads_each_parts_summary_and_the_depth(batches):
+    """B's head reads, per part, expected - stated count, the least and the mean of
+    ``Pr[image shows d]`` over the part's images (padding masked out), then the depth and the
+    stated fraction: rebuilt here with numpy loops from the captured ``shows`` (an unmasked
+    least, a mean over the padded bag, or a dropped depth column passed every other test).
+    Tolerances: ``shows`` is a float32 softmax (a few ulps from exp, a 10-term sum, a division;
+    2^-16 is 256 ulps of 1, and a row read for any other digit is asserted farther away); the
+    head's first layer is bounded as in the count test, with the bag's sums added."""
+    _, out = batches
+    ev = out["slack"][1]
+    feats = context_features(ev, IMAGES, "slack", Q, M)
+    net = BagEstimator(Q, DEPTH, 8)
+    params = net.init(jax.random.key(3), feats[:1])
+    _, state = net.apply(params, feats, capture_intermediates=lambda mdl, name: True)
+    inter = state["intermediates"]
+    shows = np.asarray(inter["shows"][0], np.float64)  # [X, q, bag]
+    logits = np.asarray(inter["classify"]["__call__"][0], np.float64)  # [X, q, bag, 10]
+    mixed = np.asarray(inter["mix"]["__call__"][0], np.float64)
+    prob = np.exp(logits - logits.max(-1, keepdims=True))
+    prob /= prob.sum(-1, keepdims=True)
+    digit = np.repeat(np.asarray(ev.digit), ev.tree.n_internal)
+    mine = np.take_along_axis(prob, digit[:, None, None, None], -1)[..., 0]
+    others = np.abs(prob - mine[..., None])
+    level, bag = _levels(ev.tree), Q ** (DEPTH - 1)
+    image = np.arange(bag) < Q ** (DEPTH - 1 - level)[:, None, None]  # not padding (uniform)
+    others = np.max(np.where(image[..., None], others, 0.0), axis=(1, 2))  # [X, 10]
+    others[np.arange(len(digit)), digit] = np.inf
+    assert np.all(np.abs(shows - mine) <= 2.0**-16)
+    assert np.min(others) > 2.0**-16  # a row read for any other digit would be seen
+
+    w, b = (params["params"]["mix"][n] for n in ("kernel", "bias"))
+    w, b = np.asarray(w, np.float64), np.asarray(b, np.float64)
+    stated = np.asarray(feats[:, -1], np.float64)
+    head = np.zeros((len(level), 3 * Q + 2))
+    most = np.ones_like(head)
+    for x, k in enumerate(level):
+        size = Q ** (DEPTH - 1 - k)
+        for j in range(Q):
+            part = shows[x, j, :size]  # the slots past the part's size are padding
+            head[x, 3 * j : 3 * j + 3] = part.sum() - stated[x] * size, part.min(), part.mean()
+            most[x, 3 * j] = size
+        head[x, -2:] = (k + 1) / DEPTH, stated[x]
+    bound = 2 * (w.shape[0] + bag + 3) * 2.0**-24 * (most @ np.abs(w) + np.abs(b))
+    assert np.all(np.abs(mixed - (head @ w + b)) <= bound), np.max(np.abs(mixed - head @ w - b))
+
+
 def _levels(tree):
     """Each feature row's level k (rows tree-major, then breadth-first)."""
     one = np.concatenate([np.full(Q**k, k) for k in range(DEPTH)])
