@@ -21,7 +21,7 @@ from bench.ogd_numpy import project_rows_to_simplex as project_numpy
 from dedebate.core.simplex import project_rows, project_rows_pairwise
 from dedebate.core.simplex import project_rows_to_simplex as project_core
 
-WIDTHS = (2, 3, 4, 7, 16)
+WIDTHS = (2, 3, 4, 7, 16, 32)  # up to MAX_PAIRWISE_Z
 _pairwise = jax.jit(project_rows_pairwise)
 _core = jax.jit(project_core)
 
