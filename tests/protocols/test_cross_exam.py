@@ -304,3 +304,39 @@ def test_honest_bobs_costs_are_the_oracle_steps_up_to_the_first_inconsistent_one
         assert int(queries) <= int(alice_cost(prog, det_honest_alice(T))[1])
         assert int(pointer(prog, jnp.asarray(y), honest)[2]) == int(np.sum(kind == ORACLE))
     assert seen == {True, False}
+
+
+def test_a_grids_counts_and_costs_read_its_judged_cells():
+    """``judged_counts`` and ``honest_costs`` against numpy over the grid: V's oracle queries
+    happen only in soundness debates (honest B points at a liar's ORACLE step; the honest debate
+    checks the last step, which is DET), so the worst over the zoo is 1 and the honest pair's 0."""
+    from dedebate.agents.deterministic_grids import grid_cells, honest_costs, judged_counts
+
+    A, B, n_comp, out = grid()
+    y1 = simulate_numpy(population())[:, -1] == 1
+    g = grid_cells(population(), (A, B, n_comp), y1)
+    got = jax.jit(judged_counts)(out, {k: g[k] for k in ("comp", "sound")})
+    acc, vq = np.asarray(out.alice_wins), np.asarray(out.costs.verifier_queries)
+    bits = np.asarray(out.costs.bits_read)
+    comp, sound = acc[y1, :n_comp], acc[~y1, n_comp:]
+    want = {
+        "comp_debates": comp.size,
+        "comp_accepts": comp.sum(),
+        "sound_debates": sound.size,
+        "sound_accepts": sound.sum(),
+        "v_queries_max": 1,
+        "bits_max": bits.max(),
+        "v_queries_sound": vq[~y1, n_comp:].sum(),
+    }
+    assert {k: int(v) for k, v in got.items()} == {k: int(v) for k, v in want.items()}
+    assert 0 < want["v_queries_sound"] < vq[~y1, n_comp:].size
+
+    rows = np.flatnonzero(y1)
+    costs = jax.jit(honest_costs)(out, rows)
+    rounds = np.asarray(out.costs.rounds)
+    assert int(costs["v_queries_max"]) == vq[rows].max() == 1 and vq[rows, 0].max() == 0
+    assert int(costs["bits_read"]) == bits[rows, 0].max() > int(costs["bits_read_min"])
+    assert int(costs["bits_read_min"]) == bits[rows, 0].min()
+    assert int(costs["bits_read_max_over_zoo"]) == bits[rows].max()
+    assert int(costs["rounds_max_over_zoo"]) == rounds[rows].max()
+    assert int(costs["a_steps"]) == T and int(costs["b_steps"]) == T  # honest: consistent

@@ -167,6 +167,7 @@ def test_witness_suite_counts_follow_from_the_task(name):
     n_liars = A.flip_raw.shape[0] - n_comp
     assert st["sound_debates"] == int((~yes).sum()) * 2**task.n_w * n_liars
     assert st["comp_debates"] == int(valid.sum()) * n_comp
+    assert (st["valid"], st["n_comp"]) == (int(valid.sum()), n_comp)  # the coverage row's terms
     assert (st["yes"], st["no"], st["witnesses"]) == (2, 2, 2**task.n_w)
     assert st["rounds"] == 2 and st["a_steps_max"] == task.program.T
     assert st["valid_min"] == min(int(valid[i].sum()) for i in np.flatnonzero(yes))

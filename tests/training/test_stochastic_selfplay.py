@@ -226,6 +226,38 @@ def test_convergence_counts_a_seed_by_the_upper_bound_on_its_gap():
     assert E.point_metrics(measured, 0.05)["yes/converged_frac"] == 0.25
 
 
+def test_level_codes_hold_each_prefixs_last_bit_and_its_ones():
+    """Prefix ``c`` of length t has step j's bit at ``(c >> j) & 1``: ``prev`` is bit t - 1
+    (0 at t = 0) and ``ones`` the count of ones, bit by bit (the DP's features were once those
+    of ``c >> 1``, and only a Monte-Carlo test at 3 standard errors could have seen it)."""
+    levels = pl.level_codes(5)
+    assert len(levels) == 5
+    for t, level in enumerate(levels):
+        assert level["prev"].shape == level["ones"].shape == (2**t,)
+        for c in range(2**t):
+            bits = [(c >> j) & 1 for j in range(t)]
+            assert level["ones"][c] == sum(bits)
+            assert level["prev"][c] == (bits[-1] if t else 0)
+
+
+def test_initial_players_take_their_sweepable_scales():
+    """``bob_init`` shifts every abort logit; ``alice_init`` scales Alice's output layer, and 0
+    makes her honest (both are swept rates, so a dropped scale would be silently ignored)."""
+    key = jax.random.key(7)
+    shift = pl.init_bob(key, 6, -1.0).w - pl.init_bob(key, 6, -2.0).w
+    np.testing.assert_allclose(np.asarray(shift), 1.0, rtol=0, atol=2**-21)  # |w| < 4: ulp 2^-22
+    one, two = pl.init_alice(key, 8, 1.0), pl.init_alice(key, 8, 2.0)
+    np.testing.assert_array_equal(np.asarray(two.w2), 2 * np.asarray(one.w2))  # exact: times 2
+    np.testing.assert_array_equal(np.asarray(two.b2), 2 * np.asarray(one.b2))
+    np.testing.assert_array_equal(np.asarray(two.w1), np.asarray(one.w1))
+    honest = pl.init_alice(key, 8, 0.0)
+    feats = pl.node_features(jnp.arange(4), jnp.full(4, 0.3), jnp.ones(4), jnp.arange(4), 4)
+    pi = jnp.full(4, 0.3)
+    np.testing.assert_array_equal(
+        np.asarray(pl.alice_claim(honest, feats, pi, 0.1)), np.asarray(pi)
+    )
+
+
 def test_learned_alice_player_claims_what_the_dp_uses():
     """The play() player and the DP compute the same claim at every prefix (same features)."""
     fx = f2_target(4, 0.75, spread=0.2)
