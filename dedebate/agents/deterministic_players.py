@@ -94,7 +94,8 @@ def det_alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[li
     """``(names, alices)``: named lying provers for a T-step machine, ``honest`` first, stacked.
 
     Every liar claims acceptance (``force_last``) except ``honest``: a liar that claims 0 is
-    rejected by the final-bit check alone. Families: one flipped bit (early, middle, last), many
+    rejected by the final-bit check alone. Families: one flipped bit (early, middle, late: the
+    last step whose flip the claimed acceptance does not overwrite), many
     flipped bits (``n_random`` random masks, all bits), a wrong oracle answer propagated
     consistently (first, middle, last ORACLE step), wrong answers at random steps propagated, and
     for Figure 3 (``m`` rounds) a wrong midpoint configuration at a chosen round (the configuration
@@ -109,7 +110,7 @@ def det_alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[li
 
     add("honest")
     add("claim_one", force_last=True)
-    for where, t in (("early", 0), ("middle", T // 2), ("last", T - 1)):
+    for where, t in (("early", 0), ("middle", T // 2), ("late", max(0, T - 2))):
         add(f"flip_{where}", flip_raw=[t], force_last=True)
     add("flip_all", flip_raw=np.ones((T,), bool), force_last=True)
     add("oracle_wrong_first", prop_oracle_from=0, force_last=True)

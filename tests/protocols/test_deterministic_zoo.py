@@ -61,6 +61,10 @@ def test_every_liar_of_the_alice_zoo_claims_acceptance_and_honest_alice_the_trut
     a = np.asarray(transcripts(population(), zoo))  # [machine, alice, T]
     np.testing.assert_array_equal(a[:, 0], simulate_numpy(population()))
     assert (a[:, 1:, -1] == 1).all()  # a liar claiming 0 is rejected by the final bit alone
+    # no named liar is another's copy (flip_last was claim_one's); random masks may repeat, and
+    # the midpoint liars lie in their messages only
+    named = [n for n in names if not n.startswith(("midpoint_", "flip_many_", "wrong_answers_"))]
+    assert len({a[:, names.index(n)].tobytes() for n in named}) == len(named)
 
 
 def test_midpoint_liars_send_the_configuration_one_step_off_in_their_round_only():
