@@ -95,9 +95,9 @@ def det_alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[li
 
     Every liar claims acceptance (``force_last``) except ``honest``: a liar that claims 0 is
     rejected by the final-bit check alone. Families: one flipped bit (early, middle, late: the
-    last step whose flip the claimed acceptance does not overwrite), many
-    flipped bits (``n_random`` random masks, all bits), a wrong oracle answer propagated
-    consistently (first, middle, last ORACLE step), wrong answers at random steps propagated, and
+    last step whose flip the claimed acceptance does not overwrite), many flipped bits
+    (``n_random`` random masks, all bits), a wrong oracle answer propagated consistently (first,
+    middle, last ORACLE step), wrong answers at random steps propagated, and
     for Figure 3 (``m`` rounds) a wrong midpoint configuration at a chosen round (the configuration
     one step later or earlier; none with ``m = 0``, for Figure 4, which reads no midpoint); see
     :func:`configuration_lies` for corrupted configuration bits.

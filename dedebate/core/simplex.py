@@ -33,7 +33,7 @@ def project_rows_pairwise(v: jax.Array) -> jax.Array:
 
     ``theta = max_j (sum_i v_i [v_i >= v_j] - 1) / #{i : v_i >= v_j}``: the running threshold rises
     up to the support size and not after it (ties are harmless). The ``Z^2`` comparisons are one
-    broadcast compare-and-reduce (XLA fuses it; unrolled per pair, a row of 32 took 3.4 s to
+    broadcast compare-and-reduce (XLA fuses it; unrolled per pair, rows of 32 took about 2 s to
     compile), so this is for small rows, where it avoids XLA's slow CPU sort.
     """
     at_least = v[..., None, :] >= v[..., :, None]  # [..., j, i]: v_i >= v_j
