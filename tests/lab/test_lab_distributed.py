@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import signal
 import subprocess
@@ -62,6 +63,100 @@ def test_process_env_from_launcher_variables():
         ):
             process_env(environ={**env, "JAX_COORDINATOR_ADDRESS": address})
     assert process_env(environ={**env, "JAX_COORDINATOR_ADDRESS": "[::1]:80"}).coordinator
+
+
+def test_process_env_edges_one_process_a_lone_slurm_variable_and_the_last_slurm_id():
+    """One launcher process needs no coordinator; ``--distributed`` with half a SLURM step is the
+    clear error (was a KeyError); ``SLURM_PROCID`` must be below ``SLURM_NTASKS``."""
+    assert process_env(environ={"JAX_NUM_PROCESSES": "1", "JAX_PROCESS_ID": "0"}) == ProcessEnv()
+    with pytest.raises(DistributedError, match="--distributed needs"):
+        process_env(True, environ={"SLURM_NTASKS": "2"})
+    with pytest.raises(
+        DistributedError, match=re.escape("SLURM_PROCID='2': must be an integer in [0, ")
+    ):
+        process_env(True, environ={"SLURM_NTASKS": "2", "SLURM_PROCID": "2"})
+
+
+def test_a_slurm_process_0_hands_the_coordinator_to_jaxs_slurm_detection(monkeypatch):
+    """A SLURM step has no coordinator address of ours to probe: process 0 goes straight to JAX
+    (probing it raised ``ValueError`` on ``int("None")``)."""
+    import jax
+
+    from dedebate.lab import distributed
+
+    calls = []
+    monkeypatch.setattr(jax.distributed, "initialize", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(jax.config, "update", lambda *a: None)
+    distributed.initialize(ProcessEnv("slurm", 2, 0, None))
+    assert [c["cluster_detection_method"] for c in calls] == ["slurm"]
+
+
+def test_two_processes_meet_at_a_barrier_one_does_not(monkeypatch):
+    """With two processes, process 0 must not merge shards before process 1 has written its own."""
+    from jax.experimental import multihost_utils
+
+    from dedebate.lab import distributed
+
+    met = []
+    monkeypatch.setattr(multihost_utils, "sync_global_devices", met.append)
+    for count in (1, 2, 3):
+        monkeypatch.setattr(distributed, "process_count", lambda count=count: count)
+        distributed.barrier(f"at {count}")
+    assert met == ["at 2", "at 3"]
+
+
+def test_children_import_from_where_the_parent_did_then_the_given_path():
+    from dedebate.lab.distributed import child_pythonpath
+
+    parts = child_pythonpath(os.pathsep.join([".", "/zz"])).split(os.pathsep)
+    assert parts[-2:] == [".", "/zz"]  # the current folder comes after dedebate's own
+    assert str(REPO) in parts[:-2]
+
+
+def test_local_processes_bind_their_coordinator_to_loopback_only(monkeypatch):
+    """JAX binds its coordinator to every interface unless told: each child gets the loopback
+    address to bind as well as to reach."""
+    from dedebate.lab import distributed
+
+    envs = []
+
+    class Finished:
+        def __init__(self, argv, env, stdout):
+            envs.append(env)
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(distributed.subprocess, "Popen", Finished)
+    assert distributed.launch_local(["list"], 2, environ={}) == 0
+    assert [e["JAX_PROCESS_ID"] for e in envs] == ["0", "1"]
+    for env in envs:
+        assert env["JAX_COORDINATOR_BIND_ADDRESS"] == env["JAX_COORDINATOR_ADDRESS"]
+        assert env["JAX_COORDINATOR_ADDRESS"].startswith("127.0.0.1:")
+
+
+def test_a_process_that_finishes_first_leaves_its_peers_running(monkeypatch):
+    """Exit 0 is not a failure: process 1, still running when process 0 has finished, is waited
+    for, not terminated."""
+    from dedebate.lab import distributed
+
+    stopped = []
+
+    class Slow:
+        def __init__(self, argv, env, stdout):
+            self.polls = 3 * int(env["JAX_PROCESS_ID"])  # process 1 runs for three polls
+
+        def poll(self):
+            self.polls -= 1
+            return None if self.polls >= 0 else 0
+
+        def terminate(self):
+            stopped.append(self)
+
+    monkeypatch.setattr(distributed.subprocess, "Popen", Slow)
+    monkeypatch.setattr(distributed.time, "sleep", lambda s: None)
+    assert distributed.launch_local(["list"], 2, environ={}) == 0
+    assert stopped == []
 
 
 def _sweep_on_two_processes(tmp_path, *overrides):
