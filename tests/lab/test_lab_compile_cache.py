@@ -60,8 +60,56 @@ def test_requested_dir_from_environment(tmp_path):
     assert compile_cache.requested_dir(
         {"DEDEBATE_COMPILE_CACHE": mine, "XDG_CACHE_HOME": xdg}
     ) == Path(mine)
-    for off in ("off", "OFF", "", " ", "0", "false", "none"):
+    for off in ("off", "OFF", "", " ", "0", "false", "none", "no", "disabled", "Disabled"):
         assert compile_cache.requested_dir({"DEDEBATE_COMPILE_CACHE": off}) is None, off
+    assert compile_cache.requested_dir({"DEDEBATE_COMPILE_CACHE": "~/x"}) == Path.home() / "x"
+
+
+def test_a_folder_that_cannot_take_a_file_is_unusable(tmp_path, monkeypatch):
+    """The write probe (tests run as root, so a read-only folder cannot be made with chmod)."""
+
+    def refuse(**kw):
+        raise PermissionError(13, "Permission denied", kw["dir"])
+
+    assert compile_cache._writable_dir(tmp_path) is None
+    monkeypatch.setattr(compile_cache.tempfile, "NamedTemporaryFile", refuse)
+    assert compile_cache._writable_dir(tmp_path).startswith("PermissionError: ")
+
+
+def test_an_asked_for_folder_wins_over_jaxs_and_is_made_absolute(tmp_path, monkeypatch):
+    """``DEDEBATE_COMPILE_CACHE`` is used even where JAX already has a folder (this suite's), and
+    a relative one is handed to JAX resolved; JAX's own configuration is not touched here."""
+    import jax
+
+    assert jax.config.jax_compilation_cache_dir  # the suite's cache (tests/conftest.py)
+    updates = []
+    monkeypatch.setattr(jax.config, "update", lambda name, value: updates.append((name, value)))
+    monkeypatch.setattr(compile_cache, "_state", dict(compile_cache._state))
+    monkeypatch.chdir(tmp_path)
+    got = compile_cache.enable({"DEDEBATE_COMPILE_CACHE": "rel"})
+    where = str(tmp_path.resolve() / "rel")
+    assert got == {"enabled": True, "dir": where, "source": "DEDEBATE_COMPILE_CACHE"}
+    assert ("jax_compilation_cache_dir", where) in updates
+    assert compile_cache.enable({})["source"] == "JAX configuration (JAX_COMPILATION_CACHE_DIR)"
+
+
+def test_provenance_reads_jaxs_configuration(monkeypatch):
+    """This suite's cache was set through JAX, not by dedebate; switched off in JAX, it is off."""
+    import jax
+
+    monkeypatch.setattr(compile_cache, "_state", dict(compile_cache._state))
+    where, was_on = jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache
+    assert was_on and compile_cache.provenance() == {
+        "enabled": True,
+        "dir": str(where),
+        "source": "JAX configuration",
+    }
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        got = compile_cache.provenance()
+    finally:
+        jax.config.update("jax_enable_compilation_cache", was_on)
+    assert got == {"enabled": False, "dir": None, "source": "disabled in JAX configuration"}
 
 
 def test_the_tests_leave_the_users_cache_alone():
