@@ -81,6 +81,11 @@ PINNED = "0123456789abcdef0123456789abcdef01234567"
             "vcs",
             PINNED,
         ),
+        (  # only git's commit is a git_commit
+            {"url": "https://hg.example/d", "vcs_info": {"vcs": "hg", "commit_id": "abc"}},
+            "vcs",
+            None,
+        ),
     ],
 )
 def test_installed_copy_inside_another_repository_is_not_that_commit(
@@ -128,6 +133,65 @@ def test_a_checkout_that_shadows_an_installed_wheel_is_what_runs(tmp_path, monke
     prov = environment_provenance()
     assert (prov["git_commit"], prov["git_dirty"]) == (head, False)
     assert prov["install"] == {"kind": "source tree", "url": None}
+
+
+@pytest.mark.parametrize("install", ["editable", "vcs"])
+def test_an_untracked_copy_that_runs_is_not_the_installed_distribution(
+    tmp_path, monkeypatch, install
+):
+    """The distribution installed (an editable checkout elsewhere, or a pinned git wheel) is not
+    what runs when the imported package is another, untracked copy: no commit, no URL."""
+    project = tmp_path / "project"
+    src = tmp_path / "dedebate-src"
+    checkout(src, {"dedebate/__init__.py": "x = 1\n"})
+    direct = {
+        "editable": {"url": src.as_uri(), "dir_info": {"editable": True}},
+        "vcs": {
+            "url": "https://example.org/d.git",
+            "vcs_info": {"vcs": "git", "commit_id": PINNED},
+        },
+    }[install]
+    site = venv_install(project, direct)
+    copy = tmp_path / "copy" / "dedebate"
+    copy.mkdir(parents=True)
+    (copy / "__init__.py").write_text("x = 1\n")
+    running_from(monkeypatch, site, copy / "__init__.py")
+    prov = environment_provenance()
+    assert (prov["git_commit"], prov["git_dirty"]) == (None, None)
+    assert prov["install"] == {"kind": "source tree", "url": None}
+
+
+@pytest.mark.parametrize("text", ["[1]", "{oops", "null"])
+def test_a_malformed_direct_url_is_a_plain_package(tmp_path, monkeypatch, text):
+    """Provenance never stops a run: a ``direct_url.json`` that is no JSON object names nothing."""
+    site = venv_install(tmp_path / "project")
+    (site / "dedebate-0.1.0.dist-info" / "direct_url.json").write_text(text)
+    running_from(monkeypatch, site, site / "dedebate" / "__init__.py")
+    assert environment_provenance()["install"] == {"kind": "package", "url": None}
+
+
+def test_an_egg_info_beside_a_checkout_is_no_install(tmp_path):
+    """``pip install -e`` of old, or ``setup.py develop``, leaves ``dedebate.egg-info`` in the
+    checkout: the code is the checkout's (a source tree), with its commit."""
+    import importlib.metadata
+
+    from dedebate.lab.provenance import code_provenance
+
+    src = tmp_path / "dedebate-src"
+    head = checkout(src, {".gitignore": "*.egg-info/\n", "dedebate/__init__.py": "x = 1\n"})
+    egg = src / "dedebate.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: dedebate\nVersion: 0.1.0\n")
+    prov = code_provenance(src / "dedebate", importlib.metadata.PathDistribution(egg))
+    assert prov == {
+        "git_commit": head,
+        "git_dirty": False,
+        "install": {"kind": "source tree", "url": None},
+    }
+
+
+def test_the_device_kinds_are_recorded():
+    assert environment_provenance()["devices"] == sorted({d.device_kind for d in jax.devices()})
 
 
 def test_argv_host_batch_job_x64_and_platforms_recorded(tmp_path, cli_env):
