@@ -87,6 +87,63 @@ def test_a_killed_worker_fails_only_its_experiment(tmp_path, fake_env, capsys):
     assert _only_the_killed_experiment_failed(out, rep)["parent_pid"] == os.getpid()
 
 
+def test_every_task_gets_an_outcome_whatever_fails(tmp_path):
+    """One worker, four tasks: a module that does not import (the lab's own failure, named), an
+    experiment whose process is killed, one after it (run by a new worker), and last a config
+    that cannot be pickled (refused, not lost)."""
+    import importlib
+
+    from dedebate.lab.config import default_config
+    from dedebate.lab.parallel import Task, run_tasks
+
+    def task(name, module, cfg=None):
+        if cfg is None:
+            mod = importlib.import_module(module)
+            cfg = default_config(mod, "quick", 0, tracking={"mode": "disabled"})
+        return Task(name, module, cfg, tmp_path / name)
+
+    dying = "tests.fake_experiments.dying"
+    tasks = [
+        task("ghost", "tests.fake_experiments.no_such_module", cfg=object()),
+        task("fake_dies", f"{dying}.fake_dies"),
+        task("fake_survives", f"{dying}.fake_survives"),
+        task("pickle", "tests.fake_experiments.fake_pass", cfg=lambda: 0),  # the last one
+    ]
+    out = {o.name: o for o in run_tasks(tasks, 1)}
+    assert sorted(out) == sorted(t.name for t in tasks)
+    assert out["ghost"].error.startswith("ModuleNotFoundError: "), out["ghost"]
+    assert out["pickle"].error.startswith("it cannot be sent to a worker process: ")
+    assert "killed by SIGKILL" in out["fake_dies"].error
+    survived = out["fake_survives"]
+    assert survived.error is None and survived.run_error is None and survived.claims
+    assert survived.wall_time_s > 0
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to split")
+def test_two_workers_run_on_disjoint_cores(tmp_path):
+    """Each worker is pinned to its own share of the cores before JAX sizes its thread pools."""
+    import importlib
+
+    from dedebate.lab.config import default_config
+    from dedebate.lab.parallel import Task, run_tasks
+
+    mod = importlib.import_module("tests.fake_experiments.dying.fake_survives")
+    cfg = default_config(mod, "quick", 0, tracking={"mode": "disabled"})
+    tasks = [Task(n, mod.__name__, cfg, tmp_path / n) for n in ("a", "b")]
+    assert all(o.error is None for o in run_tasks(tasks, 2))
+    cores = [
+        set(json.loads((tmp_path / n / "results.json").read_text())["metrics"]["cores"])
+        for n in ("a", "b")
+    ]
+    assert not cores[0] & cores[1] and cores[0] | cores[1] == set(parallel.usable_cores())
+
+
+def test_the_cores_are_this_processs_and_auto_takes_them_all(monkeypatch):
+    assert parallel.usable_cores() == sorted(os.sched_getaffinity(0))
+    monkeypatch.setattr(parallel, "usable_cores", lambda: [0, 1, 2, 3])
+    assert auto_jobs("cpu") == 4
+
+
 def test_forked_workers_take_the_parents_environment(tmp_path, fake_env, capsys, monkeypatch):
     """After :func:`prestart` the workers are forked from the server, and a variable the parent
     set after the server started reaches them."""

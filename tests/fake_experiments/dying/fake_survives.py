@@ -20,8 +20,13 @@ SIZES = {"quick": {}, "full": {}}
 
 
 def host(cfg: Config, seed: int, key, measured) -> dict:
-    """Who started this process (spawned or forked), and a variable the tests set."""
-    return {"parent_pid": os.getppid(), "mark": os.environ.get("DEDEBATE_TEST_MARK", "")}
+    """Who started this process (spawned or forked), the cores it may use, and a variable the
+    tests set."""
+    return {
+        "parent_pid": os.getppid(),
+        "cores": sorted(os.sched_getaffinity(0)),
+        "mark": os.environ.get("DEDEBATE_TEST_MARK", ""),
+    }
 
 
 def report(cfg: Config, measured, host: dict) -> ExperimentResult:
