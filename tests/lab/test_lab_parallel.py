@@ -120,8 +120,9 @@ def test_every_task_gets_an_outcome_whatever_fails(tmp_path):
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to split")
-def test_two_workers_run_on_disjoint_cores(tmp_path):
-    """Each worker is pinned to its own share of the cores before JAX sizes its thread pools."""
+def test_two_workers_run_on_disjoint_cores_with_the_parents_cache_settings(tmp_path):
+    """Each worker is pinned to its own share of the cores before JAX sizes its thread pools, and
+    takes the compile cache settings the parent has in JAX's configuration."""
     import importlib
 
     from dedebate.lab.config import default_config
@@ -130,12 +131,35 @@ def test_two_workers_run_on_disjoint_cores(tmp_path):
     mod = importlib.import_module("tests.fake_experiments.dying.fake_survives")
     cfg = default_config(mod, "quick", 0, tracking={"mode": "disabled"})
     tasks = [Task(n, mod.__name__, cfg, tmp_path / n) for n in ("a", "b")]
-    assert all(o.error is None for o in run_tasks(tasks, 2))
-    cores = [
-        set(json.loads((tmp_path / n / "results.json").read_text())["metrics"]["cores"])
-        for n in ("a", "b")
-    ]
+    setting = "jax_persistent_cache_min_compile_time_secs"
+    was = getattr(jax.config, setting)
+    jax.config.update(setting, 0.125)
+    try:
+        assert all(o.error is None for o in run_tasks(tasks, 2))
+    finally:
+        jax.config.update(setting, was)
+    metrics = [json.loads((tmp_path / n / "results.json").read_text())["metrics"] for n in "ab"]
+    cores = [set(m["cores"]) for m in metrics]
     assert not cores[0] & cores[1] and cores[0] | cores[1] == set(parallel.usable_cores())
+    assert [m["cache_min_secs"] for m in metrics] == [0.125, 0.125]
+
+
+def test_workers_turn_the_cache_on_as_the_lab_did_and_mirror_jax(monkeypatch):
+    """A cache the lab turned on (asked for, or the default) is turned on again in each worker;
+    one set up through JAX is only mirrored."""
+    from dedebate.lab import compile_cache
+
+    where = jax.config.jax_compilation_cache_dir  # the suite's (tests/conftest.py)
+    for source, by_lab in (("default", True), ("DEDEBATE_COMPILE_CACHE", True), ("x", False)):
+        state = {"enabled": True, "dir": where, "source": source}
+        monkeypatch.setattr(compile_cache, "_state", state)
+        got = parallel._jax_cache_settings()
+        assert got["by_lab"] is by_lab, source
+        assert got["jax"]["jax_compilation_cache_dir"] == where
+    monkeypatch.setattr(
+        compile_cache, "_state", {**state, "dir": "/elsewhere", "source": "default"}
+    )
+    assert parallel._jax_cache_settings()["by_lab"] is False  # JAX's folder is not the lab's
 
 
 def test_the_cores_are_this_processs_and_auto_takes_them_all(monkeypatch):

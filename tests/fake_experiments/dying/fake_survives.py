@@ -20,11 +20,14 @@ SIZES = {"quick": {}, "full": {}}
 
 
 def host(cfg: Config, seed: int, key, measured) -> dict:
-    """Who started this process (spawned or forked), the cores it may use, and a variable the
-    tests set."""
+    """Who started this process (spawned or forked), the cores it may use, a compile cache
+    setting, and a variable the tests set."""
+    import jax
+
     return {
         "parent_pid": os.getppid(),
         "cores": sorted(os.sched_getaffinity(0)),
+        "cache_min_secs": jax.config.jax_persistent_cache_min_compile_time_secs,
         "mark": os.environ.get("DEDEBATE_TEST_MARK", ""),
     }
 
