@@ -67,7 +67,7 @@ def test_process_env_from_launcher_variables():
 
 def test_process_env_edges_one_process_a_lone_slurm_variable_and_the_last_slurm_id():
     """One launcher process needs no coordinator; ``--distributed`` with half a SLURM step is the
-    clear error (was a KeyError); ``SLURM_PROCID`` must be below ``SLURM_NTASKS``."""
+    clear error (not a KeyError); ``SLURM_PROCID`` must be below ``SLURM_NTASKS``."""
     assert process_env(environ={"JAX_NUM_PROCESSES": "1", "JAX_PROCESS_ID": "0"}) == ProcessEnv()
     with pytest.raises(DistributedError, match="--distributed needs"):
         process_env(True, environ={"SLURM_NTASKS": "2"})
@@ -79,7 +79,7 @@ def test_process_env_edges_one_process_a_lone_slurm_variable_and_the_last_slurm_
 
 def test_a_slurm_process_0_hands_the_coordinator_to_jaxs_slurm_detection(monkeypatch):
     """A SLURM step has no coordinator address of ours to probe: process 0 goes straight to JAX
-    (probing it raised ``ValueError`` on ``int("None")``)."""
+    (probing it would raise ``ValueError`` on ``int("None")``)."""
     import jax
 
     from dedebate.lab import distributed
