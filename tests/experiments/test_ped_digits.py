@@ -279,7 +279,8 @@ def test_the_estimators_head_reads_each_parts_summary_and_the_depth(batches):
     feats = context_features(ev, IMAGES, "slack", Q, M)
     net = BagEstimator(Q, DEPTH, 8)
     params = net.init(jax.random.key(3), feats[:1])
-    _, state = net.apply(params, feats, capture_intermediates=lambda mdl, name: True)
+    apply = jax.jit(lambda p, f: net.apply(p, f, capture_intermediates=lambda mdl, name: True))
+    _, state = apply(params, feats)
     inter = state["intermediates"]
     shows = np.asarray(inter["shows"][0], np.float64)  # [X, q, bag]
     logits = np.asarray(inter["classify"]["__call__"][0], np.float64)  # [X, q, bag, 10]
