@@ -87,29 +87,30 @@ def test_a_killed_worker_fails_only_its_experiment(tmp_path, fake_env, capsys):
     assert _only_the_killed_experiment_failed(out, rep)["parent_pid"] == os.getpid()
 
 
+def _task(tmp_path, name, module, cfg=None):
+    """A :class:`~dedebate.lab.parallel.Task` of ``module`` at quick size (or with ``cfg``)."""
+    import importlib
+
+    from dedebate.lab.config import default_config
+
+    if cfg is None:
+        mod = importlib.import_module(module)
+        cfg = default_config(mod, "quick", 0, tracking={"mode": "disabled"})
+    return parallel.Task(name, module, cfg, tmp_path / name)
+
+
 def test_every_task_gets_an_outcome_whatever_fails(tmp_path):
     """One worker, four tasks: a module that does not import (the lab's own failure, named), an
     experiment whose process is killed, one after it (run by a new worker), and last a config
     that cannot be pickled (refused, not lost)."""
-    import importlib
-
-    from dedebate.lab.config import default_config
-    from dedebate.lab.parallel import Task, run_tasks
-
-    def task(name, module, cfg=None):
-        if cfg is None:
-            mod = importlib.import_module(module)
-            cfg = default_config(mod, "quick", 0, tracking={"mode": "disabled"})
-        return Task(name, module, cfg, tmp_path / name)
-
     dying = "tests.fake_experiments.dying"
     tasks = [
-        task("ghost", "tests.fake_experiments.no_such_module", cfg=object()),
-        task("fake_dies", f"{dying}.fake_dies"),
-        task("fake_survives", f"{dying}.fake_survives"),
-        task("pickle", "tests.fake_experiments.fake_pass", cfg=lambda: 0),  # the last one
+        _task(tmp_path, "ghost", "tests.fake_experiments.no_such_module", cfg=object()),
+        _task(tmp_path, "fake_dies", f"{dying}.fake_dies"),
+        _task(tmp_path, "fake_survives", f"{dying}.fake_survives"),
+        _task(tmp_path, "pickle", "tests.fake_experiments.fake_pass", cfg=lambda: 0),  # last
     ]
-    out = {o.name: o for o in run_tasks(tasks, 1)}
+    out = {o.name: o for o in parallel.run_tasks(tasks, 1)}
     assert sorted(out) == sorted(t.name for t in tasks)
     assert out["ghost"].error.startswith("ModuleNotFoundError: "), out["ghost"]
     assert out["pickle"].error.startswith("it cannot be sent to a worker process: ")
@@ -123,19 +124,12 @@ def test_every_task_gets_an_outcome_whatever_fails(tmp_path):
 def test_two_workers_run_on_disjoint_cores_with_the_parents_cache_settings(tmp_path):
     """Each worker is pinned to its own share of the cores before JAX sizes its thread pools, and
     takes the compile cache settings the parent has in JAX's configuration."""
-    import importlib
-
-    from dedebate.lab.config import default_config
-    from dedebate.lab.parallel import Task, run_tasks
-
-    mod = importlib.import_module("tests.fake_experiments.dying.fake_survives")
-    cfg = default_config(mod, "quick", 0, tracking={"mode": "disabled"})
-    tasks = [Task(n, mod.__name__, cfg, tmp_path / n) for n in ("a", "b")]
+    tasks = [_task(tmp_path, n, "tests.fake_experiments.dying.fake_survives") for n in "ab"]
     setting = "jax_persistent_cache_min_compile_time_secs"
     was = getattr(jax.config, setting)
     jax.config.update(setting, 0.125)
     try:
-        assert all(o.error is None for o in run_tasks(tasks, 2))
+        assert all(o.error is None for o in parallel.run_tasks(tasks, 2))
     finally:
         jax.config.update(setting, was)
     metrics = [json.loads((tmp_path / n / "results.json").read_text())["metrics"] for n in "ab"]
