@@ -97,7 +97,8 @@ def det_alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[li
     rejected by the final-bit check alone. Families: one flipped bit (early, middle, late: the
     last step whose flip the claimed acceptance does not overwrite), many flipped bits
     (``n_random`` random masks, all bits), a wrong oracle answer propagated consistently (first,
-    middle, last ORACLE step), wrong answers at random steps propagated, and
+    middle, last ORACLE step), wrong answers at random steps propagated (each random mask holds a
+    step before the last, :func:`_early_steps`), and
     for Figure 3 (``m`` rounds) a wrong midpoint configuration at a chosen round (the configuration
     one step later or earlier; none with ``m = 0``, for Figure 4, which reads no midpoint); see
     :func:`configuration_lies` for corrupted configuration bits.
@@ -118,14 +119,30 @@ def det_alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[li
     add("oracle_wrong_late", prop_oracle_from=max(0, T - 3), force_last=True)
     rng = _host_rng(key)
     for i in range(n_random):
-        add(f"flip_many_{i}", flip_raw=rng.random(T) < 0.25, force_last=True)
-        add(f"wrong_answers_{i}", flip_prop=rng.random(T) < min(1.0, 2.0 / T), force_last=True)
+        add(f"flip_many_{i}", flip_raw=_early_steps(rng, T, 0.25), force_last=True)
+        add(
+            f"wrong_answers_{i}", flip_prop=_early_steps(rng, T, min(1.0, 2.0 / T)), force_last=True
+        )
     for r in sorted({1, max(1, m // 2), max(1, m)}):
         if r > m:
             continue
         add(f"midpoint_shift_r{r}", force_last=True, lie_round=r, lie_shift=1)
         add(f"midpoint_back_r{r}", force_last=True, lie_round=r, lie_shift=-1)
     return names, stack(items)
+
+
+def _early_steps(rng: np.random.Generator, T: int, p: float) -> np.ndarray:
+    """A bool ``[T]`` mask, each step with probability ``p``, holding a step before the last.
+
+    Claiming acceptance overwrites the last step, so a mask without an earlier step would make a
+    copy of ``claim_one``; there the step of the least draw before the last is taken (one draw
+    per step either way, so every other mask is the same).
+    """
+    u = rng.random(T)
+    mask = u < p
+    if T > 1 and not mask[:-1].any():
+        mask[np.argmin(u[:-1])] = True
+    return mask
 
 
 def configuration_lies(T: int, m: int, S: int, w_c: int, n: int) -> tuple[list[str], Alice]:

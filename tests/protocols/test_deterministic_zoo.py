@@ -15,6 +15,7 @@ import pytest
 
 from dedebate.agents.deterministic_grids import grid_cells, judged_counts
 from dedebate.agents.deterministic_players import (
+    _early_steps,
     configuration_lies,
     det_alice_zoo,
     det_bob_zoo,
@@ -65,6 +66,27 @@ def test_every_liar_of_the_alice_zoo_claims_acceptance_and_honest_alice_the_trut
     # the midpoint liars lie in their messages only
     named = [n for n in names if not n.startswith(("midpoint_", "flip_many_", "wrong_answers_"))]
     assert len({a[:, names.index(n)].tobytes() for n in named}) == len(named)
+    # every random liar lies before the last step on every machine (with key 0, flip_many_2's
+    # draw held no step before the last: a copy of claim_one)
+    honest = a[:, :1, :-1]
+    random_liars = [k for k, n in enumerate(names) if n.startswith(("flip_many_", "wrong_"))]
+    assert len(random_liars) == 6
+    assert (a[:, random_liars, :-1] != honest).any(axis=-1).all()
+
+
+def test_a_random_mask_holds_a_step_before_the_last_and_keeps_every_other_draw():
+    rng, twin = np.random.default_rng(3), np.random.default_rng(3)
+    for _ in range(200):  # p = 1/4 over 5 steps: about 1 in 3 draws holds none before the last
+        got, u = _early_steps(rng, 5, 0.25), twin.random(5)
+        if (u[:-1] < 0.25).any():
+            np.testing.assert_array_equal(got, u < 0.25)
+        else:
+            want = u < 0.25
+            want[np.argmin(u[:-1])] = True
+            np.testing.assert_array_equal(got, want)
+    seen = {tuple(np.flatnonzero(_early_steps(rng, 5, 0.0))) for _ in range(200)}
+    assert seen == {(0,), (1,), (2,), (3,)}  # each missed with probability (3/4)^200
+    assert _early_steps(rng, 1, 0.0).tolist() == [False]  # a one-step machine has no earlier step
 
 
 def test_midpoint_liars_send_the_configuration_one_step_off_in_their_round_only():
