@@ -96,8 +96,6 @@ def prestart() -> bool:
 
 def _context():
     """The multiprocessing context: the fork server after :func:`prestart`, else ``spawn``."""
-    # The multiprocessing context workers start from: the fork server after :func:`prestart`, else
-    # ``spawn``.
     return multiprocessing.get_context("forkserver" if _FORK_SERVER["started"] else "spawn")
 
 

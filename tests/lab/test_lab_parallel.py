@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -118,6 +119,49 @@ def test_every_task_gets_an_outcome_whatever_fails(tmp_path):
     survived = out["fake_survives"]
     assert survived.error is None and survived.run_error is None and survived.claims
     assert survived.wall_time_s > 0
+
+
+class _FirstWorkerDiesBeforeItsTask:
+    """A multiprocessing context whose first worker is killed just before its first task is
+    sent: the send fails as it does on a worker that died between two tasks."""
+
+    def __init__(self, ctx):
+        self.ctx, self.first = ctx, None
+
+    def Pipe(self, duplex=True):
+        parent, child = self.ctx.Pipe(duplex)
+        if duplex and self.first is None:
+            self.first = parent = _KilledOnSend(parent)
+        return parent, child
+
+    def Process(self, **kw):
+        proc = self.ctx.Process(**kw)
+        if self.first is not None and self.first.proc is None:
+            self.first.proc = proc
+        return proc
+
+
+class _KilledOnSend:
+    def __init__(self, conn):
+        self.conn, self.proc = conn, None
+
+    def send(self, obj):
+        self.proc.kill()
+        self.proc.join()
+        raise BrokenPipeError("the worker is gone")
+
+    def __getattr__(self, name):
+        return getattr(self.conn, name)
+
+
+def test_a_worker_dead_before_its_task_is_replaced_and_the_task_runs(tmp_path, monkeypatch):
+    ctx = _FirstWorkerDiesBeforeItsTask(parallel._context())
+    monkeypatch.setattr(parallel, "_context", lambda: ctx)
+    tasks = [_task(tmp_path, n, "tests.fake_experiments.dying.fake_survives") for n in "ab"]
+    out = list(parallel.run_tasks(tasks, 1))
+    assert ctx.first.proc.exitcode == -signal.SIGKILL  # the first worker did die
+    assert sorted(o.name for o in out) == ["a", "b"]
+    assert all(o.error is None and o.run_error is None for o in out), out
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to split")
