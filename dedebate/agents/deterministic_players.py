@@ -132,12 +132,9 @@ def det_alice_zoo(T: int, m: int, key: jax.Array, n_random: int = 4) -> tuple[li
 
 
 def _early_steps(rng: np.random.Generator, T: int, p: float) -> np.ndarray:
-    """A bool ``[T]`` mask, each step with probability ``p``, holding a step before the last.
-
-    Claiming acceptance overwrites the last step, so a mask without an earlier step would make a
-    copy of ``claim_one``; there the step of the least draw before the last is taken (one draw
-    per step either way, so every other mask is the same).
-    """
+    """A bool ``[T]`` mask, each step with probability ``p``, holding a step before the last."""
+    # claiming acceptance overwrites the last step, so a mask without an earlier one would copy
+    # claim_one; it takes the step of its least draw (one draw per step: other masks are as drawn)
     u = rng.random(T)
     mask = u < p
     if T > 1 and not mask[:-1].any():
