@@ -18,6 +18,9 @@ def test_fits_recover_a_line_and_a_power_law_on_host_and_in_jnp():
     host, jitted = linfit(x, y), [float(v) for v in linfit_jnp(x, y)]
     assert jitted == pytest.approx(list(host), rel=1e-5) and host[2] < 0.9
     assert float(loglog_slope_jnp(x, y)) == pytest.approx(loglog_slope(x, y), rel=1e-5)
+    small = y / 1000  # R^2 is scale-free, also where the sums of squares are far below 1
+    assert linfit(x, small)[2] == pytest.approx(np.corrcoef(x, small)[0, 1] ** 2, rel=1e-9)
+    assert float(linfit_jnp(x, small)[2]) == pytest.approx(host[2], rel=1e-5)
     with pytest.raises(ValueError, match="length >= 2"):
         linfit([1.0], [2.0])
 

@@ -148,6 +148,8 @@ def test_compare_reports_an_exact_p_value_for_a_change(tmp_path, capsys):
     ).pvalue
     assert change_p_value(ma, mb) == pytest.approx(welch, rel=1e-9)
     assert change_p_value({"value": 1.0, "lo": 1.0, "hi": 1.0}, pb) is None  # an exact row
+    impossible, three = {"k": 12, "n": 10}, {"k": 3, "n": 10}  # more successes than trials
+    assert change_p_value(three, impossible) is None and change_p_value(impossible, three) is None
     # counts at the edges (none, all) are counts too: 0/2000 against 12/2000, n/n against itself
     zero, twelve = (Claim.proportion("rate", "s", "<=", 0.4, k, 2000).to_dict() for k in (0, 12))
     edge = stats.fisher_exact([[0, 2000], [12, 1988]]).pvalue
@@ -405,6 +407,13 @@ def test_compare_flags_what_changes_the_gate_and_only_that(tmp_path, fake_env, c
         "**CHANGED** |"
     ) in out
     assert "1 verdict(s) changed: fake_pass: the experiment ran to its end" in out
+    del by_name["fake_pass"]["error"]
+    by_name["fake_pass"]["status"] = "running"  # stopped before its end: fails as an error does
+    (b / "report.json").write_text(json.dumps(report))
+    assert cli.main(["compare", str(a), str(b)]) == 1
+    assert (
+        "1 verdict(s) changed: fake_pass: the experiment ran to its end" in capsys.readouterr().out
+    )
 
 
 def test_compare_warns_when_a_and_b_share_no_experiment(tmp_path, capsys):

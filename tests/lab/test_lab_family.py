@@ -20,6 +20,7 @@ from dedebate.lab.experiment import (
     mean_interval,
     with_family_decisions,
 )
+from dedebate.lab.claims import awaits_family, family_size
 from dedebate.lab.report import (
     ExperimentEntry,
     apply_report_family,
@@ -109,10 +110,14 @@ def test_family_decisions_bonferroni_and_checks():
     rows = with_family_decisions([exact_ok, mc])
     assert rows[1]["passed"] is False and rows[1]["passed_95"] is False  # m = 1
     assert rows[1]["family_size"] == 1 and rows[1]["family_level"] == FAMILY_ALPHA
+    two = with_family_decisions([Claim.proportion(x, "s", ">=", 0.5, 50, 100) for x in "ab"])
+    assert [(r["family_size"], r["family_level"]) for r in two] == [(2, FAMILY_ALPHA / 2)] * 2
     assert "family_size" not in rows[0]
     # re-deciding decided rows uses the rows' own 95% decisions, not the earlier family ones
     again = with_family_decisions(with_family_decisions([mc] * 10) + [exact_bad])
     assert [r["passed"] for r in again] == [True] * 10 + [False]
+    decided_exact = {"value": 1.0, "lo": 1.0, "hi": 1.0, "passed": False, "passed_95": True}
+    assert family_decisions([decided_exact]) == [True]  # its own decision, not the family's
     assert not ExperimentResult(claims=[mc]).passed
     assert ExperimentResult(claims=[mc] * 10).passed
 
@@ -128,6 +133,12 @@ def test_rows_failed_closed_leave_the_family():
     assert [r["family_size"] for r in rows] == [0, 0] and not any(r["passed"] for r in rows)
     md = render_markdown({}, [ExperimentEntry("a", claims=rows)], 1.0)
     assert "the 0 Monte-Carlo rows (2 more failed closed, outside the family)" in md
+    # a NaN p-value, in a row that says it passed, fails and leaves the family too: counted,
+    # it would let a row at p = 0.04 pass (0.04 >= 0.05 / 2)
+    nan_p = {"value": 0.5, "lo": 0.4, "hi": 0.6, "p_value": math.nan, "passed": True}
+    near = {**nan_p, "p_value": 0.04}
+    assert family_size([nan_p, near]) == 1
+    assert family_decisions([nan_p, near]) == [False, False]
 
 
 def test_family_wise_false_failure_rate_is_at_most_alpha():
@@ -196,6 +207,7 @@ def test_progress_line_waits_for_the_family_before_failing_a_sampled_row():
     entries = [ExperimentEntry("a", claims=[miss]), ExperimentEntry("b", claims=[ok] * 4)]
     apply_report_family(entries)
     assert entries[0].passed  # the whole family passes the row the early line left open
+    assert awaits_family({**miss, "checks": True}) and not awaits_family({**ok, "p_value": 0.01})
 
 
 def test_findings_are_reported_but_do_not_gate():

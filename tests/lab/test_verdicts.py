@@ -284,3 +284,28 @@ def test_exact_interval_refuses_impossible_counts_and_gives_nan_for_non_finite_o
             wilson_interval(k, n)
     assert all(math.isnan(v) for v in exact_interval(math.nan, 3))
     assert exact_interval(3, 3)[2] == 1.0 and exact_interval(0, 3)[1] == 0.0
+
+
+def test_a_value_outside_its_own_ordered_interval_fails_closed():
+    row = Claim("c", "s", "<= 1", 2.0, 0.0, 1.0, True)
+    assert not row.passed
+    assert row.note.startswith("FAIL-CLOSED: the interval [0.0, 1.0] does not hold value=2.0")
+
+
+def test_proportion_rows_refuse_zero_members_and_fail_closed_on_a_target_above_one():
+    with pytest.raises(ValueError, match="members=0"):
+        Claim.proportion("c", "s", ">=", 0.5, 5, 10, members=0)
+    row = Claim.proportion("c", "s", ">=", 1.5, 5, 10)
+    assert not row.passed and "target=1.5" in row.note
+
+
+def test_a_row_whose_checks_fail_fails_even_far_past_its_bound():
+    assert Claim.mean("c", "s", ">=", 0.0, [1.0, 2.0, 3.0]).passed
+    assert not Claim.mean("c", "s", ">=", 0.0, [1.0, 2.0, 3.0], checks=False).passed
+    assert Claim.proportion("c", "s", ">=", 0.5, 95, 100).passed
+    assert not Claim.proportion("c", "s", ">=", 0.5, 95, 100, checks=False).passed
+
+
+def test_wilson_interval_of_zero_trials_is_all_of_zero_to_one():
+    p, lo, hi = wilson_interval(0, 0)
+    assert math.isnan(p) and (lo, hi) == (0.0, 1.0)
