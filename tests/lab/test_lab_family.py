@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
+from dedebate.lab.claims import awaits_family, family_size
 from dedebate.lab.experiment import (
     FAMILY_ALPHA,
     Claim,
@@ -20,7 +21,6 @@ from dedebate.lab.experiment import (
     mean_interval,
     with_family_decisions,
 )
-from dedebate.lab.claims import awaits_family, family_size
 from dedebate.lab.report import (
     ExperimentEntry,
     apply_report_family,
