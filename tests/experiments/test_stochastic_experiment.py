@@ -229,6 +229,20 @@ def _upper(k, n, level):  # the one-sided bound, from scipy's two-sided exact in
     return binomtest(k, n).proportion_ci(1 - 2 * level, method="exact").high
 
 
+def _lower(k, n, level):
+    from scipy.stats import binomtest
+
+    return binomtest(k, n).proportion_ci(1 - 2 * level, method="exact").low
+
+
+def test_the_verdicts_bounds_are_one_sided_clopper_pearson_bounds():
+    import experiments.stochastic_debate.budget as budget
+
+    v = budget._verdict(100, [30], [70], 0.05, 0.025)
+    assert v["completeness_lo"] == pytest.approx(_lower(70, 100, 0.05), rel=1e-9)
+    assert v["soundness_hi"] == pytest.approx(_upper(30, 100, 0.05), rel=1e-9)
+
+
 def test_frontier_decides_on_family_wise_bounds_of_pooled_counts(tmp_path):
     from dedebate.lab.sweep import experiment_figures
 
@@ -265,6 +279,9 @@ def test_frontier_decides_on_family_wise_bounds_of_pooled_counts(tmp_path):
     assert _upper(780, 2000, 0.5) < 0.4 < _upper(780, 2000, 0.5 / 16)
     (e,) = frontier(_frontier_rows(lambda f: 700 if f >= 0.5 else 575, snd=(300, 300)))
     assert (e["factor"], e["stop"]) == (0.5, "undecided")  # 1150 of 2000: not unsafe
+    (e,) = frontier(_frontier_rows(lambda f: 700, snd=(428, 428)))  # Alice: 856 of 2000
+    assert (e["factor"], e["stop"]) == (None, "undecided")  # surely above 2/5 only at 0.05 / 8
+    assert _lower(856, 2000, 0.05 / 16) <= 0.4 < _lower(856, 2000, 0.05 / 8)
     assert _upper(1150, 2000, 0.05) < 0.6 < _upper(1150, 2000, 0.05 / 16)
     # exactly 3/5 (1200 of 2000) is undecided, not safe
     (e,) = frontier(_frontier_rows(lambda f: 700 if f >= 0.5 else 600, snd=(300, 300)))
@@ -349,6 +366,11 @@ def test_frontier_takes_the_exact_best_responses_where_the_rows_carry_them():
         frontier(flagged)[0]["factor"] == 0.5
         and frontier(with_exact(zoo_safe, lambda f: 0.6))[0]["factor"] == 0.125
     )
+    one_seed_fails = [  # every seed's float64 decision must hold
+        r | {"K2_T8/exact_holds": int(r["seed"] == 0)} for r in with_exact(zoo_safe, lambda f: 0.65)
+    ]
+    (e,) = frontier(one_seed_fails)
+    assert (e["factor"], e["stop"]) == (None, "unsafe")
     unsafe = _frontier_rows(lambda f: 700 if f >= 0.5 else 500, snd=(300, 300))
     (e,) = frontier(with_exact(unsafe, lambda f: 0.65))
     assert (e["factor"], e["stop"], e["tried"][-1]["exact_holds"]) == (0.5, "unsafe", True)
@@ -453,6 +475,58 @@ def test_scale_search_tests_each_factor_at_the_bonferroni_level(monkeypatch, ali
     if factor is not None:
         c_lo, s_hi = search["bounds"]
         assert s_hi == pytest.approx(_upper(350, 1000, 0.05 / 3)) and s_hi < 2 / 5 < c_lo
+
+
+@pytest.mark.parametrize(
+    "comp, sound, holds", [(0.61, 0.39, True), (0.5858, 0.3867, False), (0.61, 0.41, False)]
+)
+def test_a_scale_search_row_holds_only_where_both_bounds_hold(comp, sound, holds):
+    import experiments.stochastic_debate.budget as budget
+
+    c = lean_defaults(2.0, 8).constants(2.0, 8)
+    assert budget._row(2, 1.0, "exact best responses", comp, sound, c)["holds"] is holds
+
+
+def test_the_points_float64_decision_needs_both_best_responses():
+    """At 1/8 of Lean's counts (K = 2, T = 8) soundness holds exactly, completeness not."""
+    sizes = {"trials": 100, "es_generations": 0, "es_population": 2, "paper": False}
+    cfg = exp.Config(Ks=(2,), Ts=(8,), scale=0.125, scale_factors=(), **sizes)
+    dynamic, _ = exp.point(cfg)
+    comp, sound = dynamic["exact"][CELL]
+    assert (comp, sound) == pytest.approx((0.5858, 0.3867), abs=1e-4)
+    assert int(dynamic["exact_holds"][CELL]) == 0
+
+
+def test_a_cells_rows_are_bonferroni_over_its_zoo():
+    from dedebate.lab.claim_stats import binomial_p_value, exact_interval
+
+    args = (2, 8, "f", "lean", (0.7, 0.3), (0.6, 0.4), ["a0", "a1"], ["honest", "b1", "b2"])
+    (comp, sound), _ = exp.cell_claims(*args, [100, 120], [300, 216, 290], 400)
+    # the worst of 3 Bobs, 216 of 400 against >= 0.6, tested at 0.05 / 3 (alone it would fail)
+    assert comp.p_value == pytest.approx(3 * binomial_p_value(216, 400, 0.6, ">="), rel=1e-12)
+    assert comp.passed and (comp.lo, comp.hi) == exact_interval(216, 400, 1 - 0.05 / 3)[1:]
+    assert binomial_p_value(216, 400, 0.6, ">=") < 0.05
+    # the worst of 2 Alices, 120 of 400 against <= 0.4
+    assert sound.p_value == pytest.approx(min(1, 2 * binomial_p_value(120, 400, 0.4, "<=")))
+
+
+def test_honest_alices_cost_row_needs_the_constant_and_the_slope():
+    from experiments.stochastic_debate.budget import lean_n_vera
+
+    def q(T, c):  # honest Alice's queries at c K^2 T ln(200 T), K = 2
+        alice = c * 4 * T * math.log(200 * T)
+        return {"K": 2, "T": T, "constants": "lean", "n_vera": lean_n_vera(2.0, T)} | {
+            "aborts": 0,
+            "vera_max": 1.0,
+            "alice": alice,
+        }
+
+    name = "honest Alice's queries = c K^2 T ln(200T) with c ~= 5000"
+    _, checks, _ = exp.cost_rows((2,), (8, 256), [q(8, 5000.0), q(256, 5000.0)])
+    assert checks[name][0]
+    _, checks, fit = exp.cost_rows((2,), (8, 256), [q(8, 2500.0), q(256, 5000.0)])
+    assert abs(fit["c"] / 5000 - 1) < 0.01 and fit["loglog_slope"] == pytest.approx(1.18, abs=0.01)
+    assert not checks[name][0]  # c within 1%, but the slope is not 1
 
 
 def test_rows_at_scaled_counts_are_findings_not_theorems():
