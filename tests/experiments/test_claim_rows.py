@@ -255,7 +255,10 @@ def _error_shift(**kw):
     return pe.error_shift_claims(_error_shift_m(**kw), (0.2, 0.5, 1.0), 1.5)
 
 
-def _obfuscation(always=0.0, random=0.0, stable=0.0, wrong=0.01, naive=0.0):
+def _obfuscation(
+    always=0.0, random=0.0, stable=0.0, wrong=0.01, naive=0.0, honest_spread=0.0, naive_spread=0.0
+):
+    """``*_spread``: honest A's or the naive liar's trees off by +-spread (their means exact)."""
     q, d = 4, 3
     m = {
         "obfuscation/liar_max_abs/0": abs(always),
@@ -264,9 +267,9 @@ def _obfuscation(always=0.0, random=0.0, stable=0.0, wrong=0.01, naive=0.0):
         "obfuscation/stable_liar_max": stable,
         "obfuscation/wrong_direction_max": wrong,
         "obfuscation/honest_min": 2.0 ** -(d + 1),
-        "obfuscation/honest_dev": 0.0,
+        "obfuscation/honest_dev": honest_spread,
         "obfuscation/naive_liar_mean": 1 - q**-d + naive,
-        "obfuscation/naive_liar_dev": abs(naive),
+        "obfuscation/naive_liar_dev": abs(naive) + naive_spread,
         "obfuscation/naive_honest_min": 1.0,
     }
     return pe.obfuscation_claims(m, 2.0, q, d, 3)
@@ -332,11 +335,22 @@ def test_prover_estimator_rows_fail_when_a_measurement_breaks_its_bound():
         (_signal, {"ped": 1e-3}, "prover-estimator debate = rho^-(d+1)"),
         (_signal, {"naive": math.nan}, "naive recursive debate = q^-d"),
     ]
+    # at the rows' tolerance (1e-6): 1e-5 off fails, honest A's tie rule is allowed
+    tie = pe.tie_loss(2.0, 2)
+    cases += [
+        (_error_shift, {"u0": 1e-5}, "error-shifting B (e=0.2)"),
+        (_error_shift, {"u_ctrl": 0.15}, "negative control"),  # above (1/1.5)^5 = 0.1317
+        (_completeness, {"unstable": 2.0**-3 - 9.0**-2}, "unstable decomposition"),  # = r^(d+1)
+        (_obfuscation, {"honest_spread": 1e-3}, "rho^-(d+1) (rho=2)"),
+        (_obfuscation, {"naive_spread": 1e-3}, "1 - q^-d (q=4, d=3, exact)"),
+    ]
     for make, bad, which in cases:
         _assert_fails(make, {}, bad, which)
+    assert _failing(_completeness(liar=-(1e-6 + tie / 2), shift=-(1e-6 + tie / 2))) == []
     for rhos, which in (
         ((2.0, 1.8, math.nan), "AND decomposition"),
         ((1.9, 1.8, 9.0), "noisy-evidence"),
+        ((2.0 + 5e-6, 1.8, 9.0), "noisy-evidence"),
     ):
         failed = _failing(pe.rho_claims(*rhos))
         assert failed and all(which in f for f in failed), (rhos, failed)
@@ -352,6 +366,15 @@ def test_prover_estimator_theorem_rows_are_findings_where_rho_is_below_the_trees
     (random,) = [c for c in _sampled(random_shift=0.2) if "random +-1" in c.claim]
     assert random.finding and not random.passed and "checks only the sampler" in random.note
     assert ExperimentResult(claims=_sampled(random_shift=0.2)).passed
+
+
+def test_prover_estimator_error_shifting_rows_are_unmet_findings_where_rho_is_not_the_fbs():
+    """With rho = 2 but the path's fbs 2.5 the bound is no theorem: each e row is a finding, and
+    not met even where U_A hits rho's number exactly."""
+    m = {**_error_shift_m(), "error_shift/fbs": 2.5}
+    rows = [r for r in pe.error_shift_claims(m, (0.2, 0.5, 1.0), 1.5) if "(e=" in r.claim]
+    assert len(rows) == 3 and all(r.finding and not r.passed for r in rows)
+    assert all("is not the path's fbs 2.5" in r.note for r in rows)
 
 
 def test_prover_estimator_a_nan_in_any_measurement_fails_a_row():
