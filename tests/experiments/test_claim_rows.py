@@ -75,12 +75,47 @@ def test_ogd_sweep_rows_fail_when_a_bound_is_broken():
         failed = [c.claim for c in claims if not c.passed]
         assert failed and all(which in f for f in failed), (bad, failed)
         assert not ExperimentResult(claims=claims).passed
+    # at the bounds: T = bound holds, an exit advantage or a fresh one of exactly delta is not
+    # below it, a regret ratio of 1 holds, a float64 gap of twice the tolerance is too far
+    at = {c.claim: c.passed for c in ogd.algorithm1_claims(cfg, _ogd_rows(steps_factor=1.0))}
+    assert all(at.values()) and _ogd_rows(steps_factor=1.0)[0]["steps"] == 3600  # the bound
+    for bad, which in (
+        ({"adv_ratio": 1.0}, "consistency check failed"),
+        ({"fresh_ratio": 1.0}, "generalises"),
+        ({"numpy_gap": 2e-4}, "recomputed in float64 numpy"),
+    ):
+        failed = [c.claim for c in ogd.algorithm1_claims(cfg, _ogd_rows(**bad)) if not c.passed]
+        assert failed and all(which in f for f in failed), (bad, failed)
+    assert all(c.passed for c in ogd.algorithm1_claims(cfg, _ogd_rows(regret_ratio=1.0)))
+    rows = _ogd_rows()
+    rows[1]["regret_sum"] = math.nan  # a NaN in the second run, not the first
+    (reg,) = [c for c in ogd.algorithm1_claims(cfg, rows) if "regret" in c.claim]
+    assert not reg.passed
     # the loop stops at the bound: a run that had not converged there shows inf, not its T
     rows = _ogd_rows(steps_factor=1.0)
     rows[1]["converged"] = False
     (t_row, *_) = ogd.algorithm1_claims(cfg, rows)
     assert not t_row.passed and t_row.value == math.inf
     assert "largest T / bound: T = " in ok[0].note and "largest T = " in ok[0].note
+
+
+def test_ogd_network_row_reads_the_best_learning_rates_worst_seed():
+    """Per learning rate the worst seed's final max|Adv|; the row takes the rate whose worst is
+    least and passes iff it is below net_delta (a finding)."""
+    cfg = ogd.Config(net_lrs=(0.3, 1.0), seeds=2, net_delta=0.05)
+    net = types.SimpleNamespace(resumed_from=0, wall_s=1.0, chunks_run=1)
+
+    def rows(by_lr):
+        return [
+            {"lr": lr, "net_final_max_adv": a, "net_rounds_to_delta": 9, "tab_steps": 9}
+            for lr, advs in by_lr.items()
+            for a in advs
+        ]
+
+    row = ogd.network_claim(cfg, rows({0.3: [0.03, 0.04], 1.0: [0.01, 0.08]}), net)
+    assert (row.value, row.passed, row.finding) == (0.04, True, True) and "lr = 0.3" in row.claim
+    row = ogd.network_claim(cfg, rows({0.3: [0.03, 0.06], 1.0: [0.01, 0.08]}), net)
+    assert (row.value, row.passed) == (0.06, False)
 
 
 def test_ogd_regret_holds_where_no_run_took_a_step():
