@@ -232,6 +232,8 @@ def test_machines_rows_fail_when_a_measurement_breaks_its_bound():
         # constant is 6.12 at T = 16, its estimate 5.70): only the hybrid row sees it
         ({"name": "AND", "closed": None, "best": 1.5, "K": 1.8}, "hybrid bound <= proven K"),
         ({"best": 1.99}, "reaches the exact hybrid bound"),  # a weak estimate: not tight
+        ({"best": 2.00002}, "Lipschitz constant <= proven K"),  # 1e-5 over: past the 1e-6 slack
+        ({"hybrid": 2.00002}, "hybrid bound <= proven K"),
         ({"best": math.nan}, "Lipschitz"),
         ({"hybrid": math.nan}, "hybrid bound"),
     ):
@@ -762,6 +764,7 @@ def test_stochastic_selfplay_gating_rows_fail_when_a_measurement_breaks_its_boun
             ({"mc": {"yes": (0.75, 0, 0), "no": (0.25, 1000, 4000)}}, "(yes) agrees"),
         ],
     )
+    assert _failing(_ssp_rows(honest=(0.7, 0.6402, 0.75), alice=(0.2, 0.3956))) == []  # at bounds
 
 
 def test_stochastic_selfplay_counts_a_nan_acceptance_on_the_wrong_side():
@@ -770,6 +773,7 @@ def test_stochastic_selfplay_counts_a_nan_acceptance_on_the_wrong_side():
     evs = [{"value": v} for v in (0.3, 0.7, math.nan)]
     assert ssp.wrong_side(evs, "no") == 2 and ssp.wrong_side(evs, "yes") == 2
     assert ssp.wrong_side([{"value": 0.5}], "no") == 0  # 1/2 itself is not above 1/2
+    assert ssp.wrong_side([{"value": 0.5}], "yes") == 1  # nor is it on the yes side
 
 
 def test_stochastic_selfplay_schedule_finding_is_not_met_with_a_nan():
@@ -787,6 +791,7 @@ def test_stochastic_selfplay_schedule_finding_is_not_met_with_a_nan():
     assert claim.finding and claim.passed and claim.value == 0.25
     assert per_n == {"1": {"yes": 0, "no": 2}, "20": {"yes": 0, "no": 1}}
     assert not ssp.schedule_claim(evs((0.2,) * 4, (0.9, 0.2, 0.2, 0.2)), 4)[0].passed
+    assert ssp.schedule_claim(evs((0.9, 0.2, 0.2, 0.2), (0.2, 0.9, 0.2, 0.2)), 4)[0].passed  # 1, 1
     for small, large in (((math.nan,) * 4, (0.9,) * 4), ((0.9,) * 4, (0.2, 0.2, 0.2, math.nan))):
         claim, _ = ssp.schedule_claim(evs(small, large), 4)
         assert not claim.passed and "NaN" in claim.note
@@ -802,7 +807,12 @@ def test_selfplay_order_check_fails_a_seed_whose_exact_values_are_out_of_order()
 
     good = (0.3, 0.5, 0.6, 0.61)
     assert consistency_rows(ssp.order_checks(results(good, (0.5, 0.5, 0.5, 0.5)))) == []
-    for bad in ((0.7, 0.5, 0.6, 0.61), (0.3, 0.5, 0.6, 0.59), (0.3, math.nan, 0.6, 0.61)):
+    for bad in (
+        (0.7, 0.5, 0.6, 0.61),
+        (0.3, 0.5, 0.6, 0.59),
+        (0.3, math.nan, 0.6, 0.61),
+        (0.3, 0.5, 0.6, 0.6 - 1e-4),  # out of order by 1e-4, far above float64 rounding
+    ):
         (row,) = consistency_rows(ssp.order_checks(results(good, bad)))
         assert not row.passed and "seeds [1]" in row.note
     # the main run's Alices against honest Bob, by measure_pairs and by against_honest_bob: one
