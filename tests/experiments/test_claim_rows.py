@@ -797,6 +797,32 @@ def test_stochastic_selfplay_schedule_finding_is_not_met_with_a_nan():
         assert not claim.passed and "NaN" in claim.note
 
 
+def _ssp_findings(values, aim=(0.9,) * 6, tracking=(0.0,) * 6, gap_ub=(0.0,) * 6):
+    """The findings of 6 seeds per instance (b = 0.1, gap_tol 0.05, sides 0.6 / 0.4)."""
+    zero = dict.fromkeys(("false_alarm", "false_alarm_c", "max_dev_visited", "gap"), 0.0)
+    ev = [
+        zero | {"value": v, "hit": a, "tracking": t, "gap_ub": g, "bob_best_response": 0.5}
+        for v, a, t, g in zip(values, aim, tracking, gap_ub)
+    ]
+    constants = types.SimpleNamespace(b=0.1, tau_vera=0.5, s=0.01)
+    results = {case: {"ev": ev, "p1": 0.5} for case in ("yes", "no")}
+    return {k: rows[0] for k, rows in ssp.findings(results, constants, 0.05, (0.6, 0.4)).items()}
+
+
+def test_stochastic_selfplay_findings_decide_on_the_worst_seed_and_the_95_percent_bounds():
+    """Each finding of the yes-instance passes on good seeds, and fails where only its worst
+    seed or its 95% bound (not its mean or fraction) misses: 6 seeds."""
+    assert all(r.passed and r.finding for r in _ssp_findings((0.9,) * 6).values())
+    outcome = _ssp_findings((0.9, 0.7, 0.55, 0.8, 0.9, 0.9))["outcome"]
+    assert (outcome.value, outcome.passed) == (0.55, False)  # the worst seed, below 0.6
+    aim = _ssp_findings((0.9,) * 6, aim=(0.2, 1.0) * 3)["targeting"]
+    assert abs(aim.value - 0.6) < 1e-12 and not aim.passed  # its lower bound is below 1/2
+    track = _ssp_findings((0.9,) * 6, tracking=(0.0,) * 5 + (0.3,))["tracking"]
+    assert track.value < 0.1 and not track.passed  # its upper bound is above b
+    conv = _ssp_findings((0.9,) * 6, gap_ub=(0.0,) * 5 + (0.1,))["convergence"]
+    assert conv.value == 5 / 6 and not conv.passed  # 5/6: Clopper-Pearson's lower is below 1/2
+
+
 def test_selfplay_order_check_fails_a_seed_whose_exact_values_are_out_of_order():
     """Bob's best response <= value <= Alice's best response <= its bound holds for any trained
     pair: a Bob "best response" that maximises (above the value), or a NaN, fails the run."""
