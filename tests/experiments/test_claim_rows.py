@@ -938,6 +938,8 @@ def _ogd_sound(
 
 def test_ogd_soundness_rows_fail_on_a_paying_liar():
     assert len(_ogd_sound()) == 2
+    at = _ogd_sound(reward=2 * ogd.sound_delta(ogd.Config()))[1]  # E[R_2] = 2 delta holds
+    assert (at.value, at.passed) == (1.0, True)
     _assert_each_fails(
         _ogd_sound,
         [

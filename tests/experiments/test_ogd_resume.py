@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 import experiments.ogd_estimator as exp
+from dedebate.estimators.ogd import iteration_bound
 from dedebate.estimators.train import NetTrainStatic, make_train_grid, net_train_params
 from dedebate.lab.config import resolve
 from dedebate.lab.devices import clear_program_cache
@@ -339,6 +340,12 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(
         and r["converged"] == "True"
         for r in rows
     )
+    for r in rows:  # each run against its own rule's bound; every fresh test below delta iff
+        # the largest is
+        want = iteration_bound(r["step_rule"], int(r["n_z"]), float(r["delta"]))
+        assert float(r["bound"]) == pytest.approx(want, rel=1e-12), r
+        below = float(r["fresh_max_adv"]) < float(r["delta"])
+        assert below == (float(r["fresh_share_below_delta"]) == 1.0), r
     stages = _csv(run_dir / "tables" / "soundness.csv")
     assert {s["stage"] for s in stages} == {"init", "k=1", "final"}
     assert all(float(s["reward"]) <= float(s["bound"]) for s in stages)
