@@ -340,8 +340,8 @@ def test_cli_quick_run_passes_writes_checkpoints_and_wandb_then_resumes(
         and r["converged"] == "True"
         for r in rows
     )
-    for r in rows:  # each run against its own rule's bound; every fresh test below delta iff
-        # the largest is
+    # each run against its own rule's bound; all its fresh tests below delta iff the largest is
+    for r in rows:
         want = iteration_bound(r["step_rule"], int(r["n_z"]), float(r["delta"]))
         assert float(r["bound"]) == pytest.approx(want, rel=1e-12), r
         below = float(r["fresh_max_adv"]) < float(r["delta"])

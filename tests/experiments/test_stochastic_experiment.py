@@ -514,12 +514,9 @@ def test_honest_alices_cost_row_needs_the_constant_and_the_slope():
     from experiments.stochastic_debate.budget import lean_n_vera
 
     def q(T, c):  # honest Alice's queries at c K^2 T ln(200 T), K = 2
-        alice = c * 4 * T * math.log(200 * T)
-        return {"K": 2, "T": T, "constants": "lean", "n_vera": lean_n_vera(2.0, T)} | {
-            "aborts": 0,
-            "vera_max": 1.0,
-            "alice": alice,
-        }
+        alice, n_vera = c * 4 * T * math.log(200 * T), lean_n_vera(2.0, T)
+        row = {"K": 2, "T": T, "constants": "lean", "n_vera": n_vera, "aborts": 0}
+        return row | {"vera_max": 1.0, "alice": alice}
 
     name = "honest Alice's queries = c K^2 T ln(200T) with c ~= 5000"
     _, checks, _ = exp.cost_rows((2,), (8, 256), [q(8, 5000.0), q(256, 5000.0)])
