@@ -125,9 +125,13 @@ def completeness_metrics(cfg, keys, lookup, fbs32, dyn):
         return u_zoo, shifting[0], shifting[1]
 
     u_zoo, es, unstable = jax.lax.map(per_tree, (trees, shifts))
+    return {"fbs": f, "rho": rho, **completeness_summary(u_zoo, es, unstable, margin)}
+
+
+def completeness_summary(u_zoo, es, unstable, margin):
+    """Over the trees, honest A's U_A: ``u_zoo[tree, B]`` (honest, root liar, constant 1/2,
+    the random joints), ``es[tree, e]``; the unstable prover's ``unstable[tree, e]``."""
     c = {
-        "fbs": f,
-        "rho": rho,
         "honest_min": jnp.min(u_zoo[:, 0]),
         "honest_dev": jnp.max(jnp.abs(u_zoo[:, 0] - margin)),
         "root_liar_min": jnp.min(u_zoo[:, 1]),
@@ -193,10 +197,17 @@ def obfuscation_metrics(cfg, key, fbs32, scale):
         )
 
     liars, honests, naive_liar, naive_honest = jax.vmap(per_tree)(trees)
+    naive = 1.0 - q**-depth  # the naive liar's survival on every tree
+    summary = obfuscation_summary(liars, honests, naive_liar, naive_honest, margin, naive)
+    return {"fbs": f, "rho": rho, **summary}
+
+
+def obfuscation_summary(liars, honests, naive_liar, naive_honest, margin, naive):
+    """Over the trees: ``liars[tree, policy]`` (the direction policies, then the liar on the
+    stable candidate), ``honests[tree, reverse]``, the naive debaters' survival."""
+    n = liars.shape[1] - 1
     liar_abs = jnp.max(jnp.abs(liars[:, :n]), axis=0)
     o = {
-        "fbs": f,
-        "rho": rho,
         **{f"liar_max_abs/{i}": liar_abs[i] for i in range(n)},
         "liar_max": jnp.max(liars[:, :n]),
         "stable_liar_max": jnp.max(liars[:, n]),
@@ -204,7 +215,7 @@ def obfuscation_metrics(cfg, key, fbs32, scale):
         "honest_min": jnp.min(honests[:, 0]),
         "honest_dev": jnp.max(jnp.abs(honests[:, 0] - margin)),
         "naive_liar_mean": jnp.mean(naive_liar),
-        "naive_liar_dev": jnp.max(jnp.abs(naive_liar - (1.0 - q**-depth))),
+        "naive_liar_dev": jnp.max(jnp.abs(naive_liar - naive)),
         "naive_honest_min": jnp.min(naive_honest),
     }
     o["ped_gap"] = o["honest_min"] - o["liar_max"]

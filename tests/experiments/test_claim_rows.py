@@ -242,6 +242,10 @@ def test_machines_rows_fail_when_a_measurement_breaks_its_bound():
 
 # ---- prover_estimator ------------------------------------------------------------------------
 def _fbs(err_lp=0.0, err_dual=0.0, flip=0.0):
+    return pe.fbs_claims((3,), *_fbs_tables(err_lp, err_dual, flip))
+
+
+def _fbs_tables(err_lp=0.0, err_dual=0.0, flip=0.0):
     rows = [
         {"family": f, "q": 3, "t": 1, "w": w, "lp": 1.0 + w, "dual": 1.0 + w, "closed": 1.0 + w}
         for f in ("threshold", "AND")
@@ -254,7 +258,7 @@ def _fbs(err_lp=0.0, err_dual=0.0, flip=0.0):
     }
     flips = [{"F": 0.01 * k, "eps_fbs": 0.01 * k} for k in range(4)]
     flips[2] = {**flips[2], "F": flips[2]["F"] + flip}
-    return pe.fbs_claims((3,), rows, flips)
+    return rows, flips
 
 
 def _completeness_m(
@@ -292,7 +296,11 @@ def _error_shift(**kw):
     return pe.error_shift_claims(_error_shift_m(**kw), (0.2, 0.5, 1.0), 1.5)
 
 
-def _obfuscation(
+def _obfuscation(**kw):
+    return pe.obfuscation_claims(_obfuscation_m(**kw), 2.0, 4, 3, 3)
+
+
+def _obfuscation_m(
     always=0.0, random=0.0, stable=0.0, wrong=0.01, naive=0.0, honest_spread=0.0, naive_spread=0.0
 ):
     """``*_spread``: honest A's or the naive liar's trees off by +-spread (their means exact)."""
@@ -309,10 +317,14 @@ def _obfuscation(
         "obfuscation/naive_liar_dev": abs(naive) + naive_spread,
         "obfuscation/naive_honest_min": 1.0,
     }
-    return pe.obfuscation_claims(m, 2.0, q, d, 3)
+    return m | {"obfuscation/rho": 2.0}
 
 
-def _sampled(shift=0.0, ones=6300, nan=False, random_shift=0.0):
+def _sampled(**kw):
+    return pe.sampled_claims(*_sampled_draws(**kw), 4, 3, 2)
+
+
+def _sampled_draws(shift=0.0, ones=6300, nan=False, random_shift=0.0):
     us = np.tile(np.array([1.0, -1.0]), (3, 2, 500))  # mean exactly 0 per policy
     us[0] += shift
     us[2] += random_shift  # random +-1: a finding (E[U_A] = 0 by symmetry against any B)
@@ -320,10 +332,14 @@ def _sampled(shift=0.0, ones=6300, nan=False, random_shift=0.0):
         us[1, 1, 7] = math.nan
     surv = np.zeros(6400)
     surv[:ones] = 1.0  # 6300 / 6400 = 1 - 4^-3 exactly
-    return pe.sampled_claims(us, surv, 4, 3, 2)
+    return us, surv
 
 
-def _signal(ped=0.0, naive=0.0):
+def _signal(**kw):
+    return pe.signal_claims(_signal_rows(**kw), 2.0, 4)
+
+
+def _signal_rows(ped=0.0, naive=0.0):
     sig = [
         {
             "depth": d,
@@ -339,7 +355,7 @@ def _signal(ped=0.0, naive=0.0):
         "ped_delta": sig[1]["ped_delta"] + ped,
         "naive_delta": sig[1]["naive_delta"] + naive,
     }
-    return pe.signal_claims(sig, 2.0, 4)
+    return sig
 
 
 def test_prover_estimator_rows_fail_when_a_measurement_breaks_its_bound():
@@ -403,6 +419,28 @@ def test_prover_estimator_theorem_rows_are_findings_where_rho_is_below_the_trees
     (random,) = [c for c in _sampled(random_shift=0.2) if "random +-1" in c.claim]
     assert random.finding and not random.passed and "checks only the sampler" in random.note
     assert ExperimentResult(claims=_sampled(random_shift=0.2)).passed
+
+
+def test_prover_estimator_report_judges_completeness_by_the_noisy_trees_fbs():
+    """``report`` decides whether Thm 6.1(1) applies by the noisy trees' rho (its host's first
+    rho), not the unanimous tree's: rho = 2 below the noisy trees' 2.5 makes honest A's shortfall
+    a finding, where the unanimous tree's 1.8 would have made it fail."""
+    cfg = types.SimpleNamespace(
+        **vars(_PE_CFG), noisy_depth=2, obf_q=4, obf_depth=3, obf_trees=2, fbs_qs=(3,)
+    )
+    cfg.control_rho = 1.5
+    shifted = _error_shift_m()  # its e = 0.2, 0.5, 1, of which the config keeps 0.2 and 1
+    shifted["error_shift/u/1"] = shifted.pop("error_shift/u/2")
+    measured = _completeness_m(liar=-1e-3) | {"completeness/rho": 2.0} | shifted
+    measured |= _obfuscation_m()
+    us, surv = _sampled_draws()
+    host = {"fbs": _fbs_tables()[0], "flips": _fbs_tables()[1], "us": us, "surv": surv}
+    host |= {"signal": _signal_rows(), "rhos": (2.5, 1.8, 9.0)}
+    claims = pe.report(cfg, measured, host).claims
+    (liar,) = [c for c in claims if "root liar" in c.claim]
+    assert liar.finding and not liar.passed and "below the trees' fbs 2.5" in liar.note
+    failed = [c.claim for c in claims if not (c.passed or c.finding)]
+    assert len(failed) == 1 and "noisy-evidence" in failed[0]  # its rho row: 2.5 is not 2
 
 
 def test_prover_estimator_error_shifting_rows_are_unmet_findings_where_rho_is_not_the_fbs():

@@ -180,3 +180,47 @@ def test_honest_selection_breaks_float32_ties_the_same_way_in_every_program():
     assert float(batch[f"error_shifting_min/{e1}"]) == float(np.min(single))
     r, d = 1 / rho, cfg.noisy_depth
     assert np.min(single) >= r ** (d + 1) + r**d * (1 - r) - exp.TOL  # Thm 6.1(1), e = 1
+
+
+def test_the_sections_reduce_each_bs_payoffs_over_the_trees():
+    """Two trees whose payoffs differ in every column: each B's min over the trees (the random
+    joints from column 3 on), the unstable prover's and the wrong direction's max, and honest A's
+    and the naive liar's largest deviation on either side of their exact value."""
+    import numpy as np
+
+    from experiments.prover_estimator import zoo
+
+    u_zoo = np.array([[0.234375, 0.5, 0.5, 0.375, 0.75], [0.1875, 0.625, 0.3125, 0.875, 0.5]])
+    es, unstable = np.array([[0.5, 0.25], [0.375, 0.75]]), np.array([[0.0, 0.125], [0.0, 0.0625]])
+    c = {k: float(v) for k, v in zoo.completeness_summary(u_zoo, es, unstable, 0.21875).items()}
+    assert c == {
+        "honest_min": 0.1875,
+        "honest_dev": 0.03125,  # the second tree's, below 7/32
+        "root_liar_min": 0.5,
+        "constant_half_min": 0.3125,
+        "random_joint_min": 0.375,  # the first random joint's, on the first tree
+        "error_shifting_min/0": 0.375,
+        "error_shifting_min/1": 0.25,
+        "unstable_min": 0.0,
+        "unstable_max_e1": 0.125,
+        "worst_minus_margin": 0.1875 - 0.21875,
+    }
+    liars = np.array([[0.0, -0.125, 0.0625, 0.25], [0.03125, 0.0, -0.25, 0.5]])
+    honests = np.array([[0.125, 0.0625], [0.09375, 0.03125]])
+    naive_liar, naive_honest = np.array([0.75, 0.9375]), np.array([1.0, 0.96875])
+    o = zoo.obfuscation_summary(liars, honests, naive_liar, naive_honest, 0.1171875, 0.875)
+    assert {k: float(v) for k, v in o.items()} == {
+        "liar_max_abs/0": 0.03125,
+        "liar_max_abs/1": 0.125,
+        "liar_max_abs/2": 0.25,
+        "liar_max": 0.0625,
+        "stable_liar_max": 0.5,
+        "wrong_direction_max": 0.0625,
+        "honest_min": 0.09375,
+        "honest_dev": 0.0234375,  # the second tree's, below 15/128
+        "naive_liar_mean": 0.84375,
+        "naive_liar_dev": 0.125,  # the first tree's, below 7/8
+        "naive_honest_min": 0.96875,
+        "ped_gap": 0.09375 - 0.0625,
+        "naive_gap": 0.96875 - 0.9375,
+    }
