@@ -54,7 +54,7 @@ TINY = {
     "checkpoint_every": 2,
     "hidden": 4,
     "n_b": 2,
-    "mc_trials": 0,
+    "mc_trials": 50,
     "ablate_tail": False,
     "n_b_sweep": [1],
 }
@@ -200,6 +200,24 @@ def test_resumed_run_equals_uninterrupted(tmp_path, reference):
     assert sorted(again) == [(c, s) for c in ("no", "yes") for s in (30, 40)]
     assert resumed_ctx.truncated == [21]  # after the restored chunks' rows (steps 10, 20)
     assert all(again[k] == ref_rows[k] for k in again)
+
+
+@pytest.mark.slow
+def test_the_report_states_leans_bounds_and_pools_the_monte_carlo_debates(reference):
+    """The instance bounds are Lean's (spec DED 5.3) at each instance's P_M(1), the soundness one
+    read at P_M(0) = 1 - P_M(1); the Monte-Carlo rows pool ``seeds x mc_trials`` debates."""
+    ref = reference[2]
+    p, K, T = E.setup(CFG)[1], ref.metrics["K"], CFG.T
+    p1_yes, p0_no = ref.metrics["yes"]["p1"], 1.0 - ref.metrics["no"]["p1"]
+    comp = (1 - p.v) * (p1_yes - K * p.c - (1 - (1 - p.q) ** T))
+    sound = 1 - (1 - p.v) * (1 - p.q) ** T * (p0_no - K * p.b)
+    assert ref.metrics["completeness_bound_instance"] == pytest.approx(comp, rel=1e-12)
+    assert ref.metrics["soundness_acceptance_bound_instance"] == pytest.approx(sound, rel=1e-12)
+    n = CFG.seeds * CFG.mc_trials
+    for case in E.CASES:
+        wins = sum(ref.metrics[case]["mc_wins_per_seed"])
+        (row,) = [c for c in ref.claims if f"trained pairs ({case})" in c.claim]
+        assert row.value == wins / n and f"{wins}/{n} debates" in row.note
 
 
 def _checkpoint_files(root):
