@@ -116,14 +116,16 @@ result."""
 
 
 def pytest_configure(config):
-    """Import W&B once, in the main thread of each worker, before any test starts threads.
+    """Import W&B and Hypothesis once, in the main thread, before any test starts threads.
 
-    Its first import in the middle of a run once failed with "SystemError: AST constructor
+    Their first import in the middle of a run failed with "SystemError: AST constructor
     recursion depth mismatch" (CPython 3.11 keeps one AST depth counter for all threads; related
     upstream report: python/cpython#106905) while an earlier test's background threads still
     ran. That left a half-imported ``wandb``, so W&B was off for the rest of the worker and
-    ``test_real_offline_wandb_files`` failed.
+    ``test_real_offline_wandb_files`` failed; and Hypothesis's plugin, which imports it for its
+    terminal summary, ended a run without workers (``-n 0``) whose tests had all passed.
     """
+    import hypothesis  # noqa: F401
     import wandb  # noqa: F401
 
 
