@@ -425,17 +425,16 @@ def test_prover_estimator_report_judges_completeness_by_the_noisy_trees_fbs():
     """``report`` decides whether Thm 6.1(1) applies by the noisy trees' rho (its host's first
     rho), not the unanimous tree's: rho = 2 below the noisy trees' 2.5 makes honest A's shortfall
     a finding, where the unanimous tree's 1.8 would have made it fail."""
-    cfg = types.SimpleNamespace(
-        **vars(_PE_CFG), noisy_depth=2, obf_q=4, obf_depth=3, obf_trees=2, fbs_qs=(3,)
-    )
-    cfg.control_rho = 1.5
+    sizes = dict(noisy_depth=2, obf_q=4, obf_depth=3, obf_trees=2, fbs_qs=(3,), control_rho=1.5)
+    cfg = types.SimpleNamespace(**vars(_PE_CFG), **sizes)
     shifted = _error_shift_m()  # its e = 0.2, 0.5, 1, of which the config keeps 0.2 and 1
     shifted["error_shift/u/1"] = shifted.pop("error_shift/u/2")
     measured = _completeness_m(liar=-1e-3) | {"completeness/rho": 2.0} | shifted
     measured |= _obfuscation_m()
     us, surv = _sampled_draws()
-    host = {"fbs": _fbs_tables()[0], "flips": _fbs_tables()[1], "us": us, "surv": surv}
-    host |= {"signal": _signal_rows(), "rhos": (2.5, 1.8, 9.0)}
+    (fbs, flips), signal = _fbs_tables(), _signal_rows()
+    host = {"fbs": fbs, "flips": flips, "us": us, "surv": surv, "signal": signal}
+    host["rhos"] = (2.5, 1.8, 9.0)
     claims = pe.report(cfg, measured, host).claims
     (liar,) = [c for c in claims if "root liar" in c.claim]
     assert liar.finding and not liar.passed and "below the trees' fbs 2.5" in liar.note
