@@ -7,6 +7,7 @@ import math
 import types
 
 import numpy as np
+import pytest
 
 import experiments.deterministic_debate as dd
 import experiments.machines as machines
@@ -720,6 +721,94 @@ def test_deterministic_rows_fail_when_a_measurement_breaks_its_bound():
         assert failed and all(c.finding and which in c.claim for c in failed), which
         assert "holds by construction" in failed[0].note
         assert ExperimentResult(claims=rows).passed
+
+
+def _fig4_row(T, l, worst, a_bits=None, n=4):
+    m, w = clog2(T), 1 + clog2(n + T)
+    honest = m + (l + 1) * w
+    return {"T": T, "protocol": "fig4", "l": l, "m": m, "S": None, "bits_read": honest}, {
+        "bits_read_min": honest,
+        "bits_read_max_over_zoo": worst,
+        "a_message_bits": T if a_bits is None else a_bits,
+    }
+
+
+def _fig4_misses(cfg, T, l, worst, **kw):
+    row, counts = _fig4_row(T, l, worst, n=cfg.n_inputs, **kw)
+    return dd.formula_misses(cfg, [row | counts])
+
+
+def test_deterministic_cost_counts_are_exact_where_the_zoo_reaches_them():
+    """V's reads and A's messages equal docs/outcomes.md's counts: at T = fixed_bob_max_T every
+    fixed B plays, so the zoo's worst Fig 4 read is the full count (one bit less fails); where
+    only the last step reads l the worst may be less; honest A sends exactly T bits; the Fig 3
+    zoo's worst and least reads are their counts, not bounds."""
+    cfg = dd.Config(**dd.SIZES["quick"])  # fixed_bob_max_T = 16, n_inputs = 4, dep_window = 4
+    T, l = cfg.fixed_bob_max_T, 6  # step 14 reads 4 + 4 >= 6 positions
+    full = clog2(T) + (l + 2) * (1 + clog2(cfg.n_inputs + T))
+    assert _fig4_misses(cfg, T, l, full) == []
+    for worst, a_bits in ((full - 1, T), (full, T - 1)):
+        assert _fig4_misses(cfg, T, l, worst, a_bits=a_bits) == [f"T{T}/fig4/l{l}"]
+    late = dd.Config(n_machines=4, n_inputs=1, deps=(8,), dep_window=8, window=8, check_T=8)
+    assert _fig4_misses(late, 8, 8, clog2(8) + 9 * (1 + clog2(9))) == []  # l + 1 reads: allowed
+    m, S = clog2(T), 25
+    fig3 = {"T": T, "protocol": "fig3_full", "l": 2, "m": m, "S": S, "bits_read_min": S}
+    fig3 |= {"bits_read": (m + 1) * S + m, "a_message_bits": (m + 1) * S}
+    assert dd.formula_misses(cfg, [fig3 | {"bits_read_max_over_zoo": (m + 1) * S + m}]) == []
+    for bad in ({"bits_read_max_over_zoo": (m + 1) * S + m - 1}, {"bits_read_min": S - 1}):
+        row = fig3 | {"bits_read_max_over_zoo": (m + 1) * S + m} | bad
+        assert dd.formula_misses(cfg, [row]) == [f"T{T}/fig3_full/l2"], bad
+
+
+def test_deterministic_bands_are_closed_at_2_and_divide_by_s_log_t():
+    """[1, 2] is closed: Fig 4's worst case reaches 2 exactly (T = 8, l = 1, n = 4: 18 reads of
+    (l + 2) log T = 9). Fig 3's reads are compared with S log T: 2.25 S log T fails (against
+    S (log T + 1) it would have shown as 1.8)."""
+    assert (clog2(8) + 3 * (1 + clog2(12))) / (3 * clog2(8)) == 2.0
+    assert dd._band("b", "s", [1.0, 2.0], "").passed
+    assert not dd._band("b", "s", [1.5, 2.0 + 2**-40], "").passed
+
+    def edit(m):
+        for r in m.table:
+            if r["protocol"] == "fig3_full" and r["T"] == 16 and r["l"] == 4:
+                r["bits_read"] = 9 * r["S"] * r["m"] // 4
+
+    failed = _failing(_dd_rows(edit))
+    assert any("grow as S log T" in c for c in failed), failed  # and the exact counts row
+
+
+def test_deterministic_witness_soundness_over_no_debates_fails():
+    def edit(m):
+        m.wit["plan"].update(no=0, sound_debates=0, sound_accepts=0)
+
+    failed = _failing(_dd_rows(edit))
+    assert failed == [
+        "Witness debate (plan): soundness = 0 over every witness of every no-instance"
+    ]
+
+
+@pytest.mark.parametrize("T", [1, 2, 5, 8, 16])
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        dd.SIZES["quick"],
+        dict(n_machines=8, n_inputs=1, deps=(2, 8), dep_window=8, window=8, check_T=8),
+        dict(n_machines=4, n_inputs=0, deps=(3,), dep_window=2, window=8, check_T=8),
+    ],
+)
+def test_deterministic_cost_groups_are_the_programs_largest_read_sets(sizes, T):
+    """Each machine's group is l = max_t |I(t)| of the programs the experiment draws."""
+    from dedebate.machines.configurations import random_programs
+    from experiments.deterministic_debate import population
+
+    cfg = dd.Config(**sizes)
+    kw = dict(n_inputs=cfg.n_inputs, n_deps=cfg.deps, dep_window=cfg.dep_window)
+    progs = random_programs(0, cfg.n_machines, T, oracle_frac=cfg.oracle_frac, **kw)
+    reads = np.asarray(progs.dep_mask).sum(-1).max(-1)
+    groups = population.cost_groups(cfg, T)
+    assert {l: rows.tolist() for l, rows in groups.items()} == {
+        int(l): np.flatnonzero(reads == l).tolist() for l in np.unique(reads)
+    }
 
 
 # ---- stackelberg -----------------------------------------------------------------------------
