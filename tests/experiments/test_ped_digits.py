@@ -377,6 +377,16 @@ def test_soundness_row_fails_for_a_liar_above_the_bound():
     assert exp.soundness_claim(
         "slack", np.zeros(4) + [0, 1, 2, 3], np.zeros(4), 2.0, DEPTH, 0.0, 0.01, False
     ).finding
+    # the bound (2d + 2) delta + eta at P[A correct] = 0: 0.6 at d = 2, delta = 0.1, eta = 0
+    for u, ok in ((0.55, True), (0.65, False)):
+        liar = np.full(32, u) + np.linspace(0, 1e-4, 32)
+        assert exp.soundness_claim("slack", liar, np.zeros(32), 2.0, 2, 0.0, 0.1, True).passed is ok
+
+
+def test_slack_rho_is_the_largest_fbs_over_true_and_false_claims():
+    """Thr_1 of 3 and Thr_2 of 4 take their rho from a false claim (each of its 3 false parts
+    flips it); Thr_2 of 3 is 2 at both of its points next to the threshold."""
+    assert [exp.expected_fbs("slack", q, m) for q, m in ((3, 1), (4, 2), (3, 2))] == [3, 3, 2]
 
 
 def _measured(cfg, n=32):
@@ -424,6 +434,38 @@ def test_a_nan_in_a_liars_round_tests_fails_its_soundness_rows_and_the_run():
         c.claim for c in sound if "simplest lying A" in c.claim and "slack" in c.claim
     }
     assert not any(c.finding for c in bad) and "not finite" in bad[0].note
+
+
+def test_soundness_rows_average_each_liar_over_the_false_roots_only():
+    """A liar that wins 0.9 on every false root (above (2d + 2) delta + eta) and loses on the
+    true ones fails every soundness row of its family."""
+    cfg = exp.Config(**exp.SIZES["quick"])
+    measured, host = _measured(cfg)
+    false = np.arange(32) % 2 == 0
+    host["slack"] = (host["slack"][0], false)
+    for liar in exp.LIARS:
+        measured["extras"]["slack"]["liars"][liar]["u"] = np.where(false, 0.9, -1.0) * np.ones(
+            (len(cfg.etas), 32)
+        )
+    res = exp.report(cfg, measured, host)
+    bad = [c for c in res.claims if c.claim.startswith("soundness") and not c.passed]
+    assert len(bad) == len(cfg.etas) * len(exp.LIARS) and all("slack" in c.claim for c in bad)
+
+
+def test_unstable_rows_allow_honest_a_rounding_below_its_margin():
+    """Honest A within float32 rounding (tol / 2) below rho^-(d+1) - eta is not below the
+    margin: no rejection is counted, so the finding is not met."""
+    cfg = exp.Config(**exp.SIZES["quick"])
+    measured, host = _measured(cfg)
+    thr = exp.expected_fbs("slack", cfg.q, cfg.m) ** -(cfg.depth + 1)
+    etas, tol = np.asarray(cfg.etas)[:, None], exp.exact_tol(cfg.q, cfg.depth)
+    measured["extras"]["exact"]["u_stable_rho"] = np.broadcast_to(
+        thr - etas - tol / 2, (len(etas), 32)
+    )
+    res = exp.report(cfg, measured, host)
+    assert all(res.metrics["unstable"][str(eta)]["exact"] == 0 for eta in cfg.etas)
+    rows = [c for c in res.claims if c.claim.startswith("only unstable")]
+    assert rows and not any(c.passed for c in rows)
 
 
 def test_figure_draws_each_liars_round_tests_and_the_payoffs_of_the_report():
@@ -479,6 +521,8 @@ def test_advantage_premise_holds_for_every_test_at_once():
     assert small.passed and small.hi < 0.1 and small.value == pytest.approx(0.04)
     # a test of mean 0 contributes 0 to the lower end; a NaN sample fails the premise
     assert exp.advantage_claim("a", "s", adv[1:], 0.1, "tests").lo == 0.0
+    neg = exp.advantage_claim("a", "s", -adv, 0.1, "tests")  # |Adv|: a negative one as wide
+    assert (neg.value, neg.lo, neg.hi, neg.passed) == (row.value, row.lo, row.hi, False)
     adv[3, 7] = np.nan
     assert not exp.advantage_claim("a", "s", adv, 0.1, "tests").passed
 
@@ -676,6 +720,8 @@ def test_unstable_row_compares_the_exact_familys_rejections_with_slack():
     assert many.finding and many.passed and many.value == pytest.approx(0.3)
     few = exp.unstable_claim(0.0, np.where(np.arange(100) < 2, 0.0, 1.0), slack, margin, 2.0)
     assert few.finding and not few.passed  # 2/100 is within the slack rate's interval [0, 0.036]
+    five = exp.unstable_claim(0.0, np.where(np.arange(100) < 5, 0.0, 1.0), slack, margin, 2.0)
+    assert five.value > 0.036 > five.lo and not five.passed  # its own lower end decides
     nan_slack = np.where(np.arange(100) < 10, np.nan, 1.0)  # a NaN would count as not below
     assert not exp.unstable_claim(0.0, np.zeros(100), nan_slack, margin, 2.0).passed
 
