@@ -865,6 +865,30 @@ def test_stackelberg_proven_rows_fail_when_a_measurement_breaks_its_bound():
     )
 
 
+def test_stackelberg_completeness_reads_every_stable_part_at_one_trees_tolerance():
+    """Honest A's minimum is per tree, so its tolerance is one tree's rounding and the tie rule
+    (not the chaining row's mean over trees, nor twice the tie); the warm part's Bs count."""
+    from dedebate.agents.ped_strategies import tie_loss
+
+    cfg = sb.Config(**sb.SIZES["quick"])
+    thr, tie = cfg.rho ** -(cfg.depth + 1), tie_loss(cfg.rho, cfg.depth)
+    tol, wide = sb.exact_tol(cfg.depth), sb.exact_tol(cfg.depth, cfg.n_trees)
+    assert wide > tol
+    for honest, ok in (
+        (thr - tol - tie, True),
+        (thr - tol - tie - (wide - tol) / 2, False),
+        (thr - tol - 1.5 * tie, False),
+    ):
+        row = {"part": "stable", "run": "nB20", "honest_u_a_min": honest, "chain_abs_err": 0.0}
+        (completeness, _), _, _ = sb.proven_rows(cfg, 1.5, [row])
+        assert completeness.passed is ok, honest
+    warm = {"part": "warm", "run": "warm", "honest_u_a_min": thr - 0.01, "chain_abs_err": 0.0}
+    row["honest_u_a_min"] = thr + 0.01
+    (completeness, _), _, metrics = sb.proven_rows(cfg, 1.5, [row, warm])
+    assert completeness.value == thr - 0.01 and not completeness.passed
+    assert "warm/warm" in metrics["proven"]["honest_min_per_run"]
+
+
 # ---- stochastic_selfplay ---------------------------------------------------------------------
 def _ssp_rows(honest=(0.7, 0.8, 0.75), alice=(0.2, 0.3, 0.25), mc=None):
     main = (honest[:1], alice[:1])  # shown in the notes only

@@ -463,6 +463,42 @@ def test_schedule_row_tests_the_counts_not_their_point_estimates():
             assert "p = 0.00108" in row.note
 
 
+def _stable_claims(u_last, n_b_values=(20,)):
+    """The stable part's rows where every schedule's seeds end at ``u_last[schedule]`` (the
+    schedules: ``n_b_values``, then simultaneous play; the main one is n_B = 20)."""
+    cfg = E.Config(seeds=6, steps=10, chunks=1, n_b_values=n_b_values, main_n_b=20)
+    trees = make_trees(jax.random.key(0), cfg.n_trees, cfg.depth)
+    u = np.zeros((len(u_last), 6, 10), np.float32)
+    u[:, :, :] = np.asarray(u_last, np.float32)[:, :, None]
+    t = E.Trained(_mon(u), None, jax.tree.map(lambda x: x[None], trees), None, None, 1.0)
+    return E.stable_rows(cfg, t)[0]
+
+
+def _named(rows, text):
+    (row,) = [c for c in rows if text in c.claim]
+    return row
+
+
+def test_stable_rows_read_the_main_schedule_and_decide_on_their_exact_bounds():
+    """rho^-(d+1) = 0.25 here. 4 of 6 seeds converged is not "most" (its exact lower end is
+    below 1/2); seeds at 1.15 x 0.25 are outside the band [0.9, 1.1] x 0.25; the final payoff
+    is the main schedule's (n_B = 20), not the first one's; the schedule row compares the
+    largest n_B with simultaneous play."""
+    thr, zero = [0.25 + 1e-4 * i for i in range(6)], [0.0] * 6
+    rows = _stable_claims([[0.25] * 4 + [0.0] * 2, zero])
+    converged = _named(rows, "A converges to correct answers")
+    assert converged.value == 4 / 6 and converged.lo < 0.5 and not converged.passed
+    high = _stable_claims([[0.25 * 1.15 + 1e-4 * i for i in range(6)], zero])
+    final = _named(high, "final mean")
+    assert final.lo > 0.25 * 1.1 and not final.passed
+    three = _stable_claims([thr, [0.125 + 1e-4 * i for i in range(6)], thr], n_b_values=(1, 20))
+    final = _named(three, "final mean")
+    assert "n_B = 20" in final.claim and final.hi < 0.2 and not final.passed
+    three = _stable_claims([zero, [0.25] * 6, zero], n_b_values=(1, 20))
+    several = _named(three, "Several B updates")
+    assert "n_B = 20" in several.claim and several.value == 1.0 and several.passed
+
+
 def test_unstable_and_warm_rows_are_findings_with_their_criteria():
     """Exp. 2 and the warm-start row on given monitors (no training): both are findings, and
     their pre-stated criteria decide ``passed`` (tail mean's 95% upper end < rho^-(d+1); warm
@@ -476,6 +512,10 @@ def test_unstable_and_warm_rows_are_findings_with_their_criteria():
     above[0, :, -1] = [0.30, 0.20, 0.26]
     [c], _, _ = E.unstable_rows(cfg, _mon(above), 1.0)
     assert c.finding and not c.passed and c.value == pytest.approx(0.76 / 3)
+    tail = np.full((1, 3, 20), 0.5, np.float32)  # 20 steps: the tail is the last two updates
+    tail[0, :, -2:] = [[0.40, 0.10], [0.42, 0.10], [0.38, 0.10]]  # means 0.25, 0.26, 0.24
+    [c], _, _ = E.unstable_rows(E.Config(seeds=3, steps=20, chunks=1), _mon(tail), 1.0)
+    assert c.value == pytest.approx(0.25) and not c.passed
 
     info = {
         "adv_cold": np.array([0.2, 0.3, 0.4]),
