@@ -4,7 +4,8 @@ PNG files inside the report's own folder (dedebate/lab/rerender.py).
 The report.json is the one a colleague could share: claim text with a ``"`` that closes an
 ``href`` and adds ``onmouseover=``, a ``<script>``, a title whose newline forms an image line,
 and plot paths that are absolute, climb out with ``../``, link out, or name a file that is not a
-PNG. Only the one genuine plot inside the folder is embedded."""
+PNG. Only the one genuine plot inside the folder is embedded. report.md links no plot that
+climbs out of its folder either, and ``dedebate ls`` takes no linked results.json for a record."""
 
 from __future__ import annotations
 
@@ -198,3 +199,36 @@ def test_report_md_shows_a_records_html_links_and_remote_plots_as_text(tmp_path,
         '<img src="exp/plots/counts.png" alt="counts" />'  # the one plot inside the folder
     ]
     assert "U &gt;= 1/2" in html and "&lt;img" in html  # shown as text
+
+
+def test_a_page_escapes_ampersands_and_quotes_of_shared_text(tmp_path):
+    """An entity in a shared note stays text (``&amp;`` is shown, not decoded), and quotes are
+    escaped as the page's docstring promises."""
+    from dedebate.lab.rerender import markdown, to_html
+    from tests.lab.test_report_verdicts import _rep, _row
+
+    row = _row(note='say "hi" &amp; bye')
+    page = to_html(
+        markdown(_rep(experiments=[{"name": "a", "status": "ok", "claims": [row]}])), tmp_path
+    )
+    assert "<td>say &quot;hi&quot; &amp;amp; bye</td>" in page
+
+
+def test_report_md_links_no_plot_that_climbs_out_of_its_folder():
+    from dedebate.lab.report_render import ExperimentEntry, render_markdown
+    from tests.lab.test_report_verdicts import _row
+
+    e = ExperimentEntry(name="x", claims=[_row()], plots=["x/../../outside.png"])
+    md = render_markdown({}, [e], 0.0)
+    assert "(plot x/../../outside.png not shown: not a file inside the report directory)" in md
+    assert "](x/../../outside.png)" not in md
+
+
+def test_ls_takes_no_linked_results_json_for_a_record(tmp_path):
+    from dedebate.lab import records
+    from tests.lab.test_report_verdicts import _run
+
+    real = _run(tmp_path / "elsewhere")
+    (tmp_path / "runs" / "r").mkdir(parents=True)
+    os.symlink(real / "results.json", tmp_path / "runs" / "r" / "results.json")
+    assert records.find(tmp_path / "runs") == []
