@@ -117,6 +117,10 @@ def assert_inert(page: str, secrets, good: bytes) -> None:
     handlers = [(tag, a) for tag, attrs in parser.tags for a in attrs if a.startswith("on")]
     assert handlers == []
     assert all(attrs["href"].startswith("#") for tag, attrs in parser.tags if "href" in attrs)
+    policy = [
+        a["content"] for _, a in parser.tags if a.get("http-equiv") == "Content-Security-Policy"
+    ]
+    assert policy == ["default-src 'none'; img-src data:; style-src 'unsafe-inline'"]
     sources = [attrs["src"] for tag, attrs in parser.tags if "src" in attrs]
     assert sources == ["data:image/png;base64," + base64.b64encode(good).decode()]
     for secret in secrets:
@@ -212,6 +216,17 @@ def test_a_page_escapes_ampersands_and_quotes_of_shared_text(tmp_path):
         markdown(_rep(experiments=[{"name": "a", "status": "ok", "claims": [row]}])), tmp_path
     )
     assert "<td>say &quot;hi&quot; &amp;amp; bye</td>" in page
+
+
+def test_a_pipe_in_shared_text_keeps_the_tables_columns(tmp_path):
+    from dedebate.lab.rerender import markdown, to_html
+    from tests.lab.test_report_verdicts import _rep, _row
+
+    row = _row(passed=False, note="left | right")
+    page = to_html(
+        markdown(_rep(experiments=[{"name": "a", "status": "ok", "claims": [row]}])), tmp_path
+    )
+    assert '<td class="fail">FAIL</td>' in page and "<td>left | right</td>" in page
 
 
 def test_report_md_links_no_plot_that_climbs_out_of_its_folder():

@@ -176,6 +176,19 @@ def test_reproduce_resume_refuses_a_fifo_report_json(tmp_path, env, capsys):
     one_line(err, f"{rep / 'report.json'}: not a regular file (a FIFO)")
 
 
+def test_reproduce_resume_refuses_a_folder_with_a_link_out_before_running(tmp_path, env, capsys):
+    rep, outside = tmp_path / "rep", tmp_path / "outside.txt"
+    rep.mkdir()
+    outside.write_text("theirs")
+    (rep / "notes.txt").symlink_to(outside)
+    code, _, err = answer(
+        capsys, ["reproduce", "--resume", str(rep), "--only", "fake_pass"] + QUIET
+    )
+    assert code == 2 and sorted(p.name for p in rep.iterdir()) == ["notes.txt"]
+    one_line(err, f"{rep / 'notes.txt'}", "outside.txt")
+    assert outside.read_text() == "theirs"
+
+
 def test_sweep_resume_refuses_a_fifo_groups_sha256(tmp_path, env, capsys):
     sweep = run_folder(tmp_path, "fake_sweep", {"seeds": 2, "axes": {"p": [0.25, 0.5]}})
     os.mkfifo(sweep / "groups.sha256")

@@ -225,3 +225,37 @@ def test_table_and_figure_names_are_file_names(kind, name):
     with pytest.raises(ValueError, match=rf"{kind} name {name!r} names a file"):
         ExperimentResult(**{kind: {name: []}})
     assert ExperimentResult(**{kind: {"a_b-1.x": []}})
+
+
+def _module_reporting(report):
+    """A module with a one-number point and ``report`` as its report."""
+    module = types.ModuleType("fake_named")
+
+    def point(cfg):
+        return {"p": jnp.float32(cfg.p)}, lambda dyn, key: {"heads": jnp.int32(3)}
+
+    module.NAME, module.point, module.report = "fake_named", point, report
+    return module
+
+
+def test_the_lab_keeps_a_reports_plots_and_its_name_for_the_points_row(tmp_path):
+    """A report's own plot paths come before its figures' files; a report metric named
+    ``point`` would overwrite the lab's row, and is refused."""
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    fig.subplots().plot([0, 1])
+    own = ExperimentResult(plots=["plots/own.png"], figures={"drawn": fig})
+    res = run_module(_module_reporting(lambda *_: own), fake_report.Config(), FakeContext(tmp_path))
+    assert res.plots[0] == "plots/own.png" and len(res.plots) == 2 and not res.figures
+    named = ExperimentResult(metrics={"point": 1})
+    with pytest.raises(TypeError, match="returned a metric named 'point'"):
+        run_module(_module_reporting(lambda *_: named), fake_report.Config(), FakeContext(tmp_path))
+
+
+def test_table_rows_are_logged_from_the_first_free_step(tmp_path):
+    from dedebate.lab.evaluate import log_tables
+
+    ctx = FakeContext(tmp_path)
+    log_tables(ctx, {"t": [{"a": 1, "note": "x"}, {"a": 2}], "u": [{"b": 3.5}]}, first_step=5)
+    assert ctx.logged == [(5, {"t/a": 1}), (6, {"t/a": 2}), (7, {"u/b": 3.5})]

@@ -301,6 +301,21 @@ def _rep(**kw):
     } | kw
 
 
+def test_rerender_takes_true_for_no_number():
+    from dedebate.lab.rerender import report_problem
+
+    assert report_problem(_rep()) is None
+    assert report_problem(_rep(wall_time_s=True)) == (
+        "wall_time_s is true/false, not a number within float range or null"
+    )
+    row = _row(value=True)
+    problem = report_problem(_rep(experiments=[{"name": "a", "status": "ok", "claims": [row]}]))
+    assert (
+        problem
+        == "experiments[0].claims[0].value is true/false, not a number within float range or null"
+    )
+
+
 def test_rerender_earlier_attempts_refuses_bad_values(tmp_path):
     from dedebate.lab.rerender import earlier_attempts
 
