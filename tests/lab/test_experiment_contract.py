@@ -259,3 +259,16 @@ def test_table_rows_are_logged_from_the_first_free_step(tmp_path):
     ctx = FakeContext(tmp_path)
     log_tables(ctx, {"t": [{"a": 1, "note": "x"}, {"a": 2}], "u": [{"b": 3.5}]}, first_step=5)
     assert ctx.logged == [(5, {"t/a": 1}), (6, {"t/a": 2}), (7, {"u/b": 3.5})]
+
+
+def test_a_point_with_extras_may_not_name_a_metric_extras(tmp_path):
+    def point(cfg):
+        return {"p": jnp.float32(cfg.p)}, lambda dyn, key: (
+            {"extras": jnp.int32(1)},
+            {"x": dyn["p"]},
+        )
+
+    module = _module_reporting(lambda *_: ExperimentResult())
+    module.point = point
+    with pytest.raises(TypeError, match="returned a metric named 'extras'"):
+        run_module(module, fake_report.Config(), FakeContext(tmp_path))

@@ -347,3 +347,62 @@ def test_html_fail_cell_is_marked_fail(tmp_path):
         markdown(_rep(experiments=[{"name": "a", "status": "ok", "claims": [row]}])), tmp_path
     )
     assert '<td class="fail">FAIL</td>' in page and 'class="pass"' not in page
+
+
+def test_decisions_are_written_only_into_an_ok_entrys_own_record(tmp_path):
+    """An errored entry, or a record with other rows than the entry's, keeps its results.json."""
+    for name, status, rows in (("err", "error", 1), ("other", "ok", 2)):
+        (tmp_path / name).mkdir()
+        before = json.dumps({"status": "ok", "passed": True, "claims": [_row()] * rows})
+        (tmp_path / name / "results.json").write_text(before)
+        e = ExperimentEntry(name=name, status=status, run_dir=name, claims=[_row(passed=False)])
+        report.write_back_decisions(tmp_path, [e])
+        assert (tmp_path / name / "results.json").read_text() == before, name
+
+
+def test_an_experiment_with_no_claims_is_an_errored_row():
+    e = ExperimentEntry(name="a")
+    report._fill(e, 1.0, None, [], [])
+    assert (e.status, e.error, e.verdict) == ("error", "the experiment returned no claims", "FAIL")
+
+
+def test_only_leaves_out_other_modules_import_errors_and_a_resume_keeps_its_start(
+    tmp_path, fake_env
+):
+    from dedebate.lab.registry import discover_experiments
+
+    mods = ["tests.fake_experiments.fake_pass", "tests.fake_experiments.no_such_module"]
+    reg = discover_experiments([], modules=mods)
+    assert reg.errors  # the missing module is an import error, which --only leaves out
+    kw = dict(size="quick", tracking_mode="disabled", show_progress=False, jobs=1)
+    out = report.reproduce(reg, output_dir=str(tmp_path), only=["fake_pass"], **kw)
+    assert [(e.name, e.verdict) for e in out.entries] == [("fake_pass", "PASS")]
+    path = out.report_dir / "report.json"
+    data = json.loads(path.read_text())
+    data["provenance"]["started_utc"] = "2026-01-02T03:04:05Z"
+    path.write_text(json.dumps(data))
+    again = report.reproduce(reg, output_dir=str(tmp_path), resume_dir=out.report_dir, **kw)
+    provenance = json.loads(path.read_text())["provenance"]
+    assert (
+        again.report_dir == out.report_dir and provenance["started_utc"] == "2026-01-02T03:04:05Z"
+    )
+
+
+def test_rerender_takes_no_negative_count_and_no_integer_beyond_float_range():
+    from dedebate.lab.rerender import report_problem
+
+    for field, x, what in (("k", -1, "not a count"), ("value", 10**400, "not a number")):
+        row = _row(**{field: x})
+        problem = report_problem(_rep(experiments=[{"name": "a", "status": "ok", "claims": [row]}]))
+        assert problem.startswith(f"experiments[0].claims[0].{field} is ") and what in problem
+
+
+def test_rerender_takes_no_plot_or_table_that_is_not_a_path():
+    from dedebate.lab.rerender import report_problem, results_problem
+
+    entry = {"name": "a", "status": "ok", "claims": [_row()], "plots": ["p.png", 3]}
+    assert report_problem(_rep(experiments=[entry])).startswith("experiments[0].plots holds ")
+    claims = [_row()]
+    assert results_problem({"claims": claims, "plots": ["p.png"], "tables": {"t": "t.csv"}}) is None
+    for bad in ({"plots": [None]}, {"tables": {"t": 5}}):
+        assert results_problem({"claims": claims, **bad}).startswith("a table or plot is ")
