@@ -163,6 +163,12 @@ def test_policy_line_leaves_findings_out():
 # ---- report.py --------------------------------------------------------------------------------
 
 
+def _reproduce(registry, tmp_path, **kw):
+    """``reproduce --quick`` of ``registry`` into ``tmp_path``, one job, quiet, W&B off."""
+    options = dict(size="quick", tracking_mode="disabled", show_progress=False, jobs=1) | kw
+    return report.reproduce(registry, output_dir=str(tmp_path), **options)
+
+
 def _report_json(tmp_path, entries, final):
     report._write_report(tmp_path, {}, entries, 1.0, final=final)
     return json.loads((tmp_path / "report.json").read_text())
@@ -227,14 +233,7 @@ def test_each_finished_experiment_is_on_disk_before_the_next_starts(tmp_path, fa
         return real(module, cfg, run_dir=run_dir, **kw)
 
     fake_env.setattr(report, "run_experiment", spy)
-    out = report.reproduce(
-        reg,
-        size="quick",
-        output_dir=str(tmp_path),
-        tracking_mode="disabled",
-        show_progress=False,
-        jobs=1,
-    )
+    out = _reproduce(reg, tmp_path)
     assert seen == [[], [("fake_fail", "FAIL")]]
     assert [e.verdict for e in out.entries] == ["FAIL", "PASS"]
 
@@ -245,14 +244,7 @@ def test_reproduce_wandb_job_reports_its_failure(tmp_path, fake_env, fake_wandb)
     reg = discover_experiments(
         [], modules=["tests.fake_experiments.fake_fail", "tests.fake_experiments.fake_pass"]
     )
-    out = report.reproduce(
-        reg,
-        size="quick",
-        output_dir=str(tmp_path),
-        tracking_mode="offline",
-        show_progress=False,
-        jobs=1,
-    )
+    out = _reproduce(reg, tmp_path, tracking_mode="offline")
     assert out.passed is False
     (job,) = [r for r in fake_wandb.runs if r.kwargs.get("job_type") == "reproduce"]
     assert job.exit_code == 1
@@ -269,14 +261,7 @@ def test_a_lab_failure_is_an_errored_row(tmp_path, fake_env):
         raise RuntimeError("lab broke")
 
     fake_env.setattr(report, "run_experiment", broken)
-    out = report.reproduce(
-        reg,
-        size="quick",
-        output_dir=str(tmp_path),
-        tracking_mode="disabled",
-        show_progress=False,
-        jobs=1,
-    )
+    out = _reproduce(reg, tmp_path)
     (e,) = out.entries
     assert (e.status, e.error, e.verdict) == ("error", "RuntimeError: lab broke", "FAIL")
     md = (out.report_dir / "report.md").read_text()
@@ -374,14 +359,13 @@ def test_only_leaves_out_other_modules_import_errors_and_a_resume_keeps_its_star
     mods = ["tests.fake_experiments.fake_pass", "tests.fake_experiments.no_such_module"]
     reg = discover_experiments([], modules=mods)
     assert reg.errors  # the missing module is an import error, which --only leaves out
-    kw = dict(size="quick", tracking_mode="disabled", show_progress=False, jobs=1)
-    out = report.reproduce(reg, output_dir=str(tmp_path), only=["fake_pass"], **kw)
+    out = _reproduce(reg, tmp_path, only=["fake_pass"])
     assert [(e.name, e.verdict) for e in out.entries] == [("fake_pass", "PASS")]
     path = out.report_dir / "report.json"
     data = json.loads(path.read_text())
     data["provenance"]["started_utc"] = "2026-01-02T03:04:05Z"
     path.write_text(json.dumps(data))
-    again = report.reproduce(reg, output_dir=str(tmp_path), resume_dir=out.report_dir, **kw)
+    again = _reproduce(reg, tmp_path, resume_dir=out.report_dir)
     provenance = json.loads(path.read_text())["provenance"]
     assert (
         again.report_dir == out.report_dir and provenance["started_utc"] == "2026-01-02T03:04:05Z"
