@@ -262,13 +262,12 @@ def test_table_rows_are_logged_from_the_first_free_step(tmp_path):
 
 
 def test_a_point_with_extras_may_not_name_a_metric_extras(tmp_path):
-    def point(cfg):
-        return {"p": jnp.float32(cfg.p)}, lambda dyn, key: (
-            {"extras": jnp.int32(1)},
-            {"x": dyn["p"]},
-        )
+    module = types.ModuleType("fake_extras_named")  # its own name: the lab caches by module
 
-    module = _module_reporting(lambda *_: ExperimentResult())
-    module.point = point
+    def point(cfg):
+        return {"p": jnp.float32(cfg.p)}, lambda dyn, key: ({"extras": dyn["p"]}, {"x": dyn["p"]})
+
+    module.NAME, module.point = "fake_extras_named", point
+    module.report = lambda cfg, measured, host: ExperimentResult()
     with pytest.raises(TypeError, match="returned a metric named 'extras'"):
         run_module(module, fake_report.Config(), FakeContext(tmp_path))
