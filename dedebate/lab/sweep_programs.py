@@ -379,7 +379,23 @@ def program_key(module: Any, cfg: Any, impl: Any) -> tuple:
     """
     dynamic = set(getattr(module, "DYNAMIC", ()) or ())
     static = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in dynamic}
-    return (module.__name__, id(module), json.dumps(jsonable(static), sort_keys=True), str(impl))
+    return (_Same(module), json.dumps(jsonable(static), sort_keys=True), str(impl))
+
+
+class _Same:
+    """An object in a cache key, equal only to itself and kept alive by the key (so no later
+    object can take its id, and with it its program, as a bare ``id`` would let one)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
 
 
 def canonical(x: Any) -> np.ndarray:

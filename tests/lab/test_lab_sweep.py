@@ -469,6 +469,34 @@ def test_rows_of_another_shape_or_structure_are_one_error_naming_the_row():
         _stack_trees([{"a": 0}, {"a": 1}, {"c": 2}], lambda i: f"row {i}")
 
 
+def test_a_module_that_takes_a_dropped_modules_name_and_id_gets_its_own_program():
+    """The program cache holds the module it compiled for: CPython gives a freed module's id to
+    a new object, and a cache keyed on the name and id ran the old module's program."""
+    import dataclasses
+    import gc
+
+    from dedebate.lab.sweep_eval import point_row
+
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        p: float = 0.5
+
+    def module(m, value):
+        m.NAME, m.Config = "fake_reused_id", Config
+        m.point = lambda cfg: ({}, lambda dyn, key: {"v": jax.numpy.float32(value)})
+        return m
+
+    key = jax.random.key(0)
+    first = module(types.ModuleType("fake_reused_id"), 1.0)
+    assert point_row(first, Config(), key, 0) == {"v": 1.0}
+    freed = id(first)
+    del first
+    gc.collect()
+    made = [types.ModuleType("fake_reused_id") for _ in range(1000)]
+    second = module(next((m for m in made if id(m) == freed), made[-1]), 2.0)
+    assert point_row(second, Config(), key, 0) == {"v": 2.0}
+
+
 def test_compile_options_are_a_dict_or_chosen_by_platform():
     """An experiment's COMPILE_OPTIONS: absent, a dict used on every platform, or a function of
     the devices' platform (deterministic_debate: level 0 on a CPU, XLA's defaults elsewhere)."""
