@@ -372,6 +372,23 @@ def test_only_leaves_out_other_modules_import_errors_and_a_resume_keeps_its_star
     )
 
 
+def test_a_resume_with_only_keeps_the_import_errors_its_folder_holds_and_no_other(
+    tmp_path, fake_env
+):
+    from dedebate.lab.registry import discover_experiments
+
+    missing = "tests.fake_experiments.no_such_module"
+    reg = discover_experiments([], modules=["tests.fake_experiments.fake_pass", missing])
+    first = _reproduce(reg, tmp_path, only=["fake_pass"]).report_dir
+    rows = []
+    for only in (["fake_pass"], None, ["fake_pass"]):  # the folder holds the error after None
+        again = _reproduce(reg, tmp_path, resume_dir=first, only=only)
+        rows.append([(e.name, e.verdict) for e in again.entries])
+    assert rows[0] == [("fake_pass", "PASS")]
+    assert rows[1] == rows[2] == [(missing, "FAIL"), ("fake_pass", "PASS")]
+    assert again.entries[0].error.startswith("import failed: ")
+
+
 def test_rerender_takes_no_negative_count_and_no_integer_beyond_float_range():
     from dedebate.lab.rerender import report_problem
 
