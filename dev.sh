@@ -3,7 +3,7 @@
 #
 #   ./dev.sh reproduce [--quick|--full] [--only NAME ...]   the main job: every claim, one report
 #   ./dev.sh test [pytest args]                             the whole test suite (what CI runs),
-#                                                           one pytest-xdist worker per core
+#                                                           a pytest-xdist worker per core, +1
 #   ./dev.sh setup                                          only create/update the environment
 #   ./dev.sh COMMAND ARGS                                   any other dedebate command (run, sweep,
 #                                                           bench, config, list, ...); `./dev.sh
@@ -69,10 +69,10 @@ case "$cmd" in
     ;;
   test)
     ensure_env
-    # The whole suite, slow tests included (CI runs exactly this), on one worker per core
-    # (pytest-xdist; tests of one file stay on one worker to share compiled programs; the
-    # longest files first, tests/conftest.py HEAVY_FIRST). Later arguments win: `./dev.sh test
-    # -n 0 ...` runs serially.
+    # The whole suite, slow tests included (CI runs exactly this), on a worker per core plus one
+    # (pytest-xdist; tests of one file stay on one worker to share compiled programs; the longest
+    # files first; both in tests/conftest.py). Later arguments win: `./dev.sh test -n 0 ...` runs
+    # serially.
     exec "$VENV/bin/python" -m pytest -n "${DEDEBATE_TEST_WORKERS:-auto}" --dist loadfile \
       --no-loadscope-reorder "$@"
     ;;

@@ -115,6 +115,17 @@ together instead of one waiting on a long file at the end. A stale list costs ba
 result."""
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (``./dev.sh test``, CI): pytest-xdist's count (a worker per physical core) plus
+    one, to fill the cores while tests wait on subprocesses (docs/performance.md: faster on two
+    cores, where four workers were slower). ``$PYTEST_XDIST_AUTO_NUM_WORKERS`` sets the count."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    from xdist.plugin import pytest_xdist_auto_num_workers as per_core
+
+    return per_core(config) + 1
+
+
 def pytest_configure(config):
     """Import W&B and Hypothesis once, in the main thread, before any test starts threads.
 
