@@ -389,6 +389,20 @@ def test_a_resume_with_only_keeps_the_import_errors_its_folder_holds_and_no_othe
     assert again.entries[0].error.startswith("import failed: ")
 
 
+def test_the_lab_refuses_a_resumed_folder_with_a_link_out_before_writing(tmp_path, fake_env):
+    from dedebate.lab.registry import discover_experiments
+    from dedebate.lab.rundir import RunDirError
+
+    reg = discover_experiments([], modules=["tests.fake_experiments.fake_pass"])
+    rep, outside = tmp_path / "rep", tmp_path / "outside.txt"
+    rep.mkdir()
+    outside.write_text("theirs")
+    (rep / "notes.txt").symlink_to(outside)  # the command line checks first; the lab does too
+    with pytest.raises(RunDirError, match="notes.txt"):
+        _reproduce(reg, tmp_path, resume_dir=rep, only=["fake_pass"])
+    assert [p.name for p in rep.iterdir()] == ["notes.txt"] and outside.read_text() == "theirs"
+
+
 def test_rerender_takes_no_negative_count_and_no_integer_beyond_float_range():
     from dedebate.lab.rerender import report_problem
 
