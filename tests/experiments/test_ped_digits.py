@@ -757,7 +757,10 @@ def test_sweep_compiles_once_per_static_group_and_a_row_is_the_point_alone(tmp_p
     assert res["dynamic_axes"] == ["etas"] and res["static_axes"] == ["m"]
     assert res["groups"] == 1 == res["compilations"] and res["rows"] == 2
     pt = plan(exp, cfg).points[1]  # m = 2, eta = 0.1
-    alone = point_row(exp, pt.cfg, point_key(exp.NAME, 0, pt.cfg), 0)
+    alone, extras = point_row(exp, pt.cfg, point_key(exp.NAME, 0, pt.cfg), 0, extras=True)
+    for f in FAMILIES:  # B's root error is a distance, |p0 - truth| per held-out tree
+        err = extras[f]["root_err"]
+        assert err.shape == (pt.cfg.eval_trees,) and ((err >= 0) & (err <= 1)).all(), err
     row = next(r for r in rec.rows if r["point"] == 1)
     assert_shipped_sweeps_plot("ped_digits", row)
     assert {k: row[k] for k in alone} == alone
