@@ -25,6 +25,7 @@ import math
 import shutil
 
 import jax
+import numpy as np
 import pytest
 
 import experiments.stackelberg as E
@@ -153,6 +154,15 @@ def test_experiment_rows_claims_and_findings(reference):
 
 
 @pytest.mark.slow
+def test_each_seed_trains_on_trees_of_its_own(reference):
+    state = reference[3]["measured"]["state"]
+    for name in RUNS:
+        leaves = [np.asarray(x) for x in jax.tree.leaves(state[f"stable/{name}"]["trees"])]
+        assert all(x.shape[0] == CFG.seeds for x in leaves)
+        assert any(not np.array_equal(x[0], x[1]) for x in leaves), name
+
+
+@pytest.mark.slow
 def test_a_search_that_fails_is_a_nan_not_a_seed_left_out(reference, monkeypatch):
     """A search that returns NaN stays NaN in its seed's row (the finding counts it as below);
     only runs that were not searched read None."""
@@ -252,3 +262,54 @@ def test_damaged_newest_checkpoint_resumes_bit_equal_then_resume_is_a_no_op(
     assert _numbers(third) == _numbers(ref)
     assert training_bar(ctx).n == N_CHUNKS and _curves(ctx) == {}
     assert _checkpoint_files(root) == before
+
+
+def test_the_parts_are_the_documented_schedules_trees_seeds_and_scales():
+    """docs/prover-estimator-debate.md, Stackelberg: part 1 (stable trees) plays every n_B and
+    simultaneous play, part 2 (unstable trees) the main n_B, part 4 (stable trees, its own seeds)
+    B cold against B warm at A's warm scale; each part on a key of its own."""
+    cfg = dataclasses.replace(
+        CFG, unstable_part=True, warm_seeds=3, b_warm_start=True, a_init_scale=0.5
+    )
+    run, part = E.runs.Run, E.runs.Part
+    main = run("nB2", 2, False, True)
+    schedules = (run("nB1", 1, False, True), main, run("simultaneous", 1, True, True))
+    assert E.runs.parts(cfg) == [
+        part("stable", 1, True, schedules, 2, 0.5),
+        part("unstable", 2, False, (main,), 2, 0.5),
+        part("warm", 3, True, (run("cold", 2, False, False), run("warm", 2, False, True)), 3, 2.0),
+    ]
+    assert E.EXPLOIT_KEY not in {p.key_index for p in E.runs.parts(cfg)}
+    wide = dataclasses.replace(CFG, hidden_a=(4,), hidden_b=(6, 3))
+    assert E.runs.static(wide) == E.runs.sb.StackelbergStatic(CFG.steps, (4,), (6, 3))
+
+
+def test_a_runs_dynamic_numbers_are_its_schedule_and_the_threshold_band():
+    cfg = dataclasses.replace(CFG, rho=2.0, depth=1, tol=0.1)  # threshold rho^-(d+1) = 1/4
+    for n_b, simultaneous in ((2, False), (1, True)):
+        d = E.runs.dynamic(cfg, n_b, simultaneous)
+        assert (int(d["hp"].n_b), bool(d["hp"].simultaneous)) == (n_b, simultaneous)
+        assert d["thr"] == 0.25 and d["band"] == np.float32(0.1 * 0.25)
+
+
+def test_each_seed_of_a_part_draws_its_trees_and_players_from_its_own_keys():
+    """Seed s from ``fold_in(key, s)``: its trees under ``fold_in(., 0)``, its players under
+    ``fold_in(., 1)`` at the part's scale of A's output layer."""
+    runs, p = E.runs, E.runs.parts(CFG)[0]._replace(a_scale=2.0)
+
+    def by_hand(key):  # each seed on its own, as documented
+        out = []
+        for s in range(p.seeds):
+            k = jax.random.fold_in(key, s)
+            trees = runs.make_trees(jax.random.fold_in(k, 0), CFG.n_trees, CFG.depth)
+            init = runs.sb.init_carry(runs.static(CFG), trees, jax.random.fold_in(k, 1), 2.0)
+            out.append((trees, init.a_flat))
+        return out
+
+    (trees, carry), seeds = jax.jit(lambda k: (runs.part_start(CFG, p, k), by_hand(k)))(
+        jax.random.key(5)
+    )
+    for s, want in enumerate(seeds):
+        got = jax.tree.map(lambda x, s=s: x[s], (trees, carry.a_flat))
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            np.testing.assert_array_equal(a, b)
