@@ -186,6 +186,44 @@ def test_a_search_that_fails_is_a_nan_not_a_seed_left_out(reference, monkeypatch
 
 
 @pytest.mark.slow
+def test_the_proven_rows_reduce_the_exact_grids_as_documented(reference, monkeypatch):
+    """``measure_proven``'s host steps on grids of chosen numbers: per pair honest A's least
+    payoff over the trees and ``|U_A - chain|``; on the main schedule's pairs only, the search's
+    payoff per tree against the trained B's, the lesser, averaged, and the class search's, each
+    capped by the trained B's mean payoff (the trained B is a B too)."""
+    pairs, inf = len(RUNS) * CFG.seeds, np.inf
+    u = np.full(pairs, 0.299)  # below the mean of u_tree's rows, as a rounding may leave it
+    u_tree = np.array([[0.25, 0.35]] * pairs)
+    u_h = np.array([[0.3, 0.2]] * pairs) + 0.01 * np.arange(pairs)[:, None]
+    chain = u + 0.01 * (-1.0) ** np.arange(pairs)  # errors of both signs
+    table, within, seen = np.array([[0.1, inf], [inf, inf]]), np.array([-2.0, 5.0]), {}
+
+    def search(*_):
+        def program(a, trees, b, keys):  # tabular [seeds, trees], class [seeds]
+            seen["b"] = np.asarray(b)
+            return table, within
+
+        return program
+
+    grids = (u_h, u, chain, u_tree)
+    monkeypatch.setattr(E.runs, "proof_grid", lambda *_: lambda a, b, trees: grids)
+    monkeypatch.setattr(E.runs, "exploit_grid", search)
+    parts = E.trained_parts(CFG, reference[3]["measured"])
+    _, rows = E.runs.measure_proven(CFG, parts.values(), jax.random.key(0))
+    main = RUNS.index(f"nB{CFG.main_n_b}")
+    np.testing.assert_array_equal(seen["b"], parts["stable"].carry.b_flat[main])
+    for i, row in enumerate(rows):
+        assert (row["run"], row["seed"]) == (RUNS[i // CFG.seeds], i % CFG.seeds)
+        assert row["honest_u_a_min"] == u_h[i].min() and row["trained_u_a"] == u[i]
+        assert row["chain_abs_err"] == pytest.approx(0.01, rel=1e-9)
+    searched = rows[main * CFG.seeds : (main + 1) * CFG.seeds]
+    assert [(r["exploited_u_a"], r["class_exploited_u_a"]) for r in searched] == [
+        (pytest.approx((0.1 + 0.35) / 2, rel=1e-12), -2.0),
+        (0.299, 0.299),
+    ]
+
+
+@pytest.mark.slow
 def test_resumed_run_equals_uninterrupted(tmp_path, reference):
     _, ref_ctx, ref, _ = reference
 
