@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import experiments.stackelberg as E
+from dedebate.core.pytrees import stack
 from dedebate.lab.evaluate import run_module, train_rows
 from dedebate.lab.experiment import gating
 from dedebate.lab.sweep import plan, point_key
@@ -351,3 +352,28 @@ def test_each_seed_of_a_part_draws_its_trees_and_players_from_its_own_keys():
         got = jax.tree.map(lambda x, s=s: x[s], (trees, carry.a_flat))
         for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_the_proven_rho_is_the_stable_trees_only(reference, monkeypatch):
+    """The proven rows' rho is the largest fbs over the rho-stable parts' trees: an unstable part
+    (hidden-flaw AND trees, fbs 5 at true roots) trains beside them and is left out of it."""
+    runs = E.runs
+    part = runs.Part("unstable", 2, False, (runs.Run("nB2", 2, False, False),), CFG.seeds, 1.0)
+    trees, carry = jax.jit(lambda k: runs.part_start(CFG, part, k))(jax.random.key(3))
+    unstable = runs.Trained(None, None, trees, stack([carry]), part, 0.0)
+    monkeypatch.setattr(
+        runs,
+        "exploit_grid",
+        lambda *_: lambda a, t, b, keys: (np.zeros((len(keys), CFG.n_trees)), np.zeros(len(keys))),
+    )
+    stable = E.trained_parts(CFG, reference[3]["measured"])["stable"]
+    rho_stable, _ = runs.measure_proven(CFG, [stable], jax.random.key(0))
+    rho_both, rows = runs.measure_proven(CFG, [stable, unstable], jax.random.key(0))
+    host = jax.device_get(trees)
+    worst = max(
+        runs.tree_rho(jax.tree.map(lambda x, i=i: x[i], host))
+        for i in np.ndindex(CFG.seeds, CFG.n_trees)
+    )
+    assert rho_both == rho_stable < worst, (rho_both, rho_stable, worst)
+    assert [r["part"] for r in rows].count("unstable") == CFG.seeds

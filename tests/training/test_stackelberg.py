@@ -36,7 +36,14 @@ from dedebate.training.stackelberg import (
     stackelberg_params,
 )
 from dedebate.trees.stability import tree_rho
-from experiments.stackelberg.runs import fit_estimator, make_trees, ogd_target, proof_grid
+from experiments.stackelberg.runs import (
+    EstimatorTarget,
+    fit_estimator,
+    make_trees,
+    ogd_target,
+    proof_grid,
+    warm_start,
+)
 
 STEPS = 100
 THRESHOLD = 0.25  # rho^-(d+1) with rho = 2, d = 1
@@ -409,6 +416,47 @@ def test_advantage_monitor_and_warm_start_from_algorithm1(exact_terms):
     )
     fitted0, _ = fit(fair, uniform)
     np.testing.assert_array_equal(np.asarray(fitted0.b_flat), np.asarray(fair.b_flat))
+
+    # the target's phat: p_d at the root (depth 1: the one internal node), a joint per context
+    np.testing.assert_array_equal(np.asarray(target.phat[:, 0]), np.asarray(target.p_d))
+    np.testing.assert_allclose(np.asarray(target.joint).sum(axis=-1), 1.0, rtol=1e-6)
+
+    # the experiment's warm start, one seed: its B is fitted to the same target, its info the
+    # advantages of the cold and the fitted B and Algorithm 1's stages
+    stacked = jax.tree_util.tree_map(lambda x: x[None], (trees, carry))
+    warm, info = warm_start(static, *stacked, 2.0, delta, 300)
+    warm = jax.tree_util.tree_map(lambda x: x[0], warm)
+    assert info["adv_cold"][0] == np.float32(cold)
+    assert info["adv_warm"][0] == np.abs(np.asarray(adv_fn(warm)[2])).max()
+    assert info["adv_warm"][0] < cold and info["fit_kl"][0] < 0.01
+    np.testing.assert_array_equal(np.asarray(warm.a_flat), np.asarray(carry.a_flat))
+    stages = [s for s in rep.stages if s.stage != "final"]
+    assert list(info["ogd_steps"][0]) == [s.steps for s in stages]
+    assert info["ogd_max_adv"][0] == np.float32(max(s.max_adv for s in stages))
+
+
+def test_fitting_loss_is_the_mean_bernoulli_kl_plus_the_mean_joint_kl(exact_terms):
+    """``fit_estimator``'s loss (0 steps) for a B whose heads all output 0 (p_d = 1/2, uniform
+    joints) against a random target: mean over trees of KL(Bern(p_d) || Bern(1/2)) plus mean over
+    (tree, node, candidate) of KL(joint || uniform) = sum h ln h + ln 2^q, by hand in float64.
+    Float32 rounding: each KL sums 2^q + 2 terms of size <= ln 2^q + 1, so 2^-24 (2^q + 8)
+    (q ln 2 + 1) per mean bounds it, twice for the two."""
+    static, trees, _ = exact_terms
+    rng, q = np.random.default_rng(11), trees.q
+    n_trees, n_int, n_cand = trees.truth.shape[0], trees.n_internal, trees.n_cand
+    p_d = rng.uniform(0.05, 0.95, n_trees)
+    joint = rng.dirichlet(np.ones(2**q), (n_trees, n_int, n_cand))
+    phat = rng.uniform(0.05, 0.95, (n_trees, n_int))
+    target = EstimatorTarget(*(jnp.asarray(x, jnp.float32) for x in (p_d, joint, phat)))
+    p_d, joint = (np.asarray(x, np.float64) for x in (target.p_d, target.joint))
+    zero = init_carry(static, trees, jax.random.key(2))
+    zero = zero.replace(b_flat=jnp.zeros_like(zero.b_flat))
+    fitted, loss = jax.jit(lambda c, g: fit_estimator(static, trees, c, g, steps=0))(zero, target)
+    bern = p_d * np.log(2 * p_d) + (1 - p_d) * np.log(2 * (1 - p_d))
+    kl_joint = (joint * np.log(joint)).sum(axis=-1) + q * np.log(2)
+    tol = 2 * 2.0**-24 * (2**q + 8) * (q * np.log(2) + 1)
+    assert float(loss) == pytest.approx(bern.mean() + kl_joint.mean(), abs=tol)
+    np.testing.assert_array_equal(np.asarray(fitted.b_flat), 0.0)
 
 
 def test_honest_prover_complete_against_trained_estimators(trained):
