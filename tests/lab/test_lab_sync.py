@@ -68,15 +68,19 @@ def test_ctrl_c_ends_sync_and_every_upload_at_once(tmp_path, wandb_server):
     fake, pids = _hanging_wandb(tmp_path)
     _offline_runs(tmp_path, 2)
     env = {**os.environ, "DEDEBATE_WANDB": str(fake), "PYTHONPATH": str(REPO)}
-    # as from a terminal: Ctrl-C's default action, even where this suite was started in the
-    # background (a shell's background jobs ignore SIGINT, and a child inherits that)
+    # as from a terminal: Python's Ctrl-C handler, even where this suite was started in the
+    # background (a shell's background jobs ignore SIGINT, and a child inherits that); set in
+    # the child before the command line starts (a preexec_fn would fork this threaded process)
+    start = (
+        "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "runpy.run_module('dedebate.cli', run_name='__main__', alter_sys=True)"
+    )
     p = subprocess.Popen(
-        [sys.executable, "-m", "dedebate.cli", "sync", "--jobs", "2", str(tmp_path / "run")],
+        [sys.executable, "-c", start, "sync", "--jobs", "2", str(tmp_path / "run")],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert _wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, 60)
