@@ -68,6 +68,62 @@ class QuietDiskFull(logging.Filter):
 _QUIET = QuietDiskFull()
 
 
+CLOSED_LOOP = "Event loop is closed"
+ASYNCIO_LOOP = ("asyncio", "base_events.py")
+NEVER_RETRIEVED = "Task exception was never retrieved"
+READ_ERRORS = ("Error reading", "Error opening")
+TENSORSTORE_ERROR = "[tensorstore_spec="
+
+
+def _closed_loop_callback(unraisable: Any) -> bool:
+    """Whether an unraisable is "Event loop is closed" from ``call_soon_threadsafe`` (restore)."""
+    import traceback
+
+    if unraisable.exc_type is not RuntimeError or str(unraisable.exc_value) != CLOSED_LOOP:
+        return False
+    frames = traceback.extract_tb(unraisable.exc_traceback)
+    return any(
+        f.name == "call_soon_threadsafe" and Path(f.filename).parts[-2:] == ASYNCIO_LOOP
+        for f in frames
+    )
+
+
+class QuietFailedReads(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" of a tensorstore read that failed:
+    the sibling reads of a restore that had already failed (:meth:`Checkpointer.restore`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether a log record is kept (False for those reads only; a failed write is kept)."""
+        err = str(record.exc_info[1]) if record.exc_info else ""
+        return not (
+            record.getMessage().startswith(NEVER_RETRIEVED)
+            and TENSORSTORE_ERROR in err
+            and any(e in err for e in READ_ERRORS)
+        )
+
+
+_QUIET_READS = QuietFailedReads()
+
+
+def quiet_failed_restore_noise() -> None:
+    """Silence what a failed Orbax restore leaves behind, and nothing else: wrap
+    ``sys.unraisablehook`` (once per hook) so it drops :func:`_closed_loop_callback` exceptions
+    and passes every other one on, and filter the ``asyncio`` logger (:class:`QuietFailedReads`)."""
+    import sys
+
+    logging.getLogger("asyncio").addFilter(_QUIET_READS)  # once: the same filter object
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_closed_loop_callbacks", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        if not _closed_loop_callback(unraisable):
+            previous(unraisable)
+
+    hook.drops_closed_loop_callbacks = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
 def uncommitted(x: Any, take: Callable[[np.ndarray], np.ndarray] | None = None) -> Any:
     """A JAX or numpy array leaf as a JAX array not committed to a device (other leaves
     unchanged), through the host, with ``take`` applied there (e.g. a row: no compiled program).
@@ -245,13 +301,15 @@ class Checkpointer:
         with a warning and moved aside (``corrupt-STEP/``); if none can be read, all are moved
         aside and the result is None (start over).
 
-        Known noise (Orbax 0.12.8, not ours): when reading a corrupt checkpoint fails, Orbax's
+        Orbax's noise (0.12.8), silenced: when reading a corrupt checkpoint fails, Orbax's
         ``asyncio.gather`` over the tensorstore reads raises at the first error and
         ``asyncio_utils.run_sync`` closes its fresh event loop while the other reads are still
         pending; when they finish, tensorstore's callback thread calls
-        ``loop.call_soon_threadsafe`` on the closed loop, and Python prints "RuntimeError: Event
-        loop is closed" as an unraisable exception. The failed restore has already raised here
-        (and we fall back), so nothing is lost; no Checkpointer is left open.
+        ``loop.call_soon_threadsafe`` on the closed loop, and Python would print tracebacks of
+        "RuntimeError: Event loop is closed" (unraisable) and asyncio's "Task exception was never
+        retrieved" around the fallback's warning. The failed restore has already raised here
+        (and we fall back), so nothing is lost: :func:`quiet_failed_restore_noise` drops exactly
+        those.
 
         Args:
             template: a state of the right structure, shapes and dtypes (values unused).
@@ -271,6 +329,7 @@ class Checkpointer:
         steps = self.steps()
         if not steps:
             return None
+        quiet_failed_restore_noise()  # before a read can fail: its stray callbacks come at once
         failures: list[tuple[int, BaseException]] = []
         for step in reversed(steps):
             try:
