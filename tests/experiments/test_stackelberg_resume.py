@@ -189,9 +189,10 @@ def test_a_search_that_fails_is_a_nan_not_a_seed_left_out(reference, monkeypatch
 @pytest.mark.slow
 def test_the_proven_rows_reduce_the_exact_grids_as_documented(reference, monkeypatch):
     """``measure_proven``'s host steps on grids of chosen numbers: per pair honest A's least
-    payoff over the trees and ``|U_A - chain|``; on the main schedule's pairs only, the search's
-    payoff per tree against the trained B's, the lesser, averaged, and the class search's, each
-    capped by the trained B's mean payoff (the trained B is a B too)."""
+    payoff over the trees and ``|U_A - chain|``; on the main schedule's pairs only (a key each,
+    split from the search's key), the search's payoff per tree against the trained B's, the
+    lesser, averaged, and the class search's, each capped by the trained B's mean payoff (the
+    trained B is a B too)."""
     pairs, inf = len(RUNS) * CFG.seeds, np.inf
     u = np.full(pairs, 0.299)  # below the mean of u_tree's rows, as a rounding may leave it
     u_tree = np.array([[0.25, 0.35]] * pairs)
@@ -201,7 +202,7 @@ def test_the_proven_rows_reduce_the_exact_grids_as_documented(reference, monkeyp
 
     def search(*_):
         def program(a, trees, b, keys):  # tabular [seeds, trees], class [seeds]
-            seen["b"] = np.asarray(b)
+            seen["b"], seen["keys"] = np.asarray(b), jax.random.key_data(keys)
             return table, within
 
         return program
@@ -213,6 +214,8 @@ def test_the_proven_rows_reduce_the_exact_grids_as_documented(reference, monkeyp
     _, rows = E.runs.measure_proven(CFG, parts.values(), jax.random.key(0))
     main = RUNS.index(f"nB{CFG.main_n_b}")
     np.testing.assert_array_equal(seen["b"], parts["stable"].carry.b_flat[main])
+    keys = jax.random.key_data(jax.random.split(jax.random.key(0), CFG.seeds))  # one per seed
+    np.testing.assert_array_equal(seen["keys"], keys)
     for i, row in enumerate(rows):
         assert (row["run"], row["seed"]) == (RUNS[i // CFG.seeds], i % CFG.seeds)
         assert row["honest_u_a_min"] == u_h[i].min() and row["trained_u_a"] == u[i]
