@@ -13,26 +13,33 @@ from dedebate.core.bits import bit_table
 from dedebate.trees import (
     and_table,
     and_tree,
+    child_codes,
     dictator_table,
     hidden_flaw_tree,
     majority_table,
     noisy_evidence_tree,
     or_table,
     parity_table,
+    random_tree,
     threshold_table,
     unanimous_tree,
 )
 from dedebate.trees.stability import (
+    child_codes_jnp,
     error_shifting_table,
+    error_shifting_table_jnp,
     fbs,
     fbs_and,
+    fbs_dictator,
     fbs_dual,
     fbs_majority,
     fbs_or,
     fbs_parity,
     fbs_threshold,
     flip_probability,
+    lp_lookup,
     node_fbs,
+    node_fbs_jnp,
     sensitive_blocks,
     tree_rho,
 )
@@ -215,3 +222,118 @@ def test_tree_rho_is_admissible_but_counts_nodes_only_other_candidates_reach():
         reached += frontier
     assert per_node[reached, c].max() == pytest.approx(4 / 3, abs=1e-12)
     assert tree_rho(tree) == pytest.approx(2.0, abs=1e-12)
+
+
+def _fbs_brute(table, z):
+    """fbs_z by scipy directly, blocks and sensitivity enumerated with python ints."""
+    from scipy.optimize import linprog
+
+    table = [int(x) for x in np.asarray(table)]
+    q = len(table).bit_length() - 1
+    sens = [b for b in range(1, 2**q) if table[z ^ b] != table[z]]
+    if not sens:
+        return 0.0
+    a_ub = [[float((b >> i) & 1) for b in sens] for i in range(q)]
+    res = linprog([-1.0] * len(sens), A_ub=a_ub, b_ub=[1.0] * q, bounds=(0, None), method="highs")
+    assert res.status == 0
+    return -res.fun
+
+
+def _code(bits):
+    return sum(int(b) << i for i, b in enumerate(bits))
+
+
+def test_dictator_closed_form_and_majority_needs_odd_q():
+    """fbs_dictator() is the LP's value at every point of every dictator; majority needs odd q."""
+    for q in (2, 3, 4):
+        for i in range(q):
+            for z in range(2**q):
+                assert abs(fbs(dictator_table(q, i), z) - fbs_dictator()) < TOL
+    assert fbs_dictator() == 1.0
+    for q in (2, 4, 6):
+        with pytest.raises(ValueError, match="odd"):
+            fbs_majority(q, 1)
+
+
+def test_node_fbs_of_a_random_tree_is_the_lp_at_each_nodes_own_table_and_children():
+    """Per-node M_D: node_fbs[v, c] is a separate LP on md(v, c); the jitted lookups agree."""
+    # LPs with 0/1 data solved by HiGHS: values agree to ~1e-9, checked at TOL = 1e-7
+    tree = random_tree(jax.random.key(5), depth=2, q=3, n_cand=2)
+    truth = np.asarray(tree.truth)
+    nf = node_fbs(tree)
+    assert nf.shape == (tree.n_internal, 2)
+    codes = np.zeros((tree.n_internal, 2), np.int64)
+    for v in range(tree.n_internal):
+        for c in range(2):
+            codes[v, c] = _code(truth[v * 6 + 1 + c * 3 + np.arange(3)])
+            want = _fbs_brute(np.asarray(tree.md(v, c)), int(codes[v, c]))
+            assert abs(nf[v, c] - want) < TOL, (v, c)
+    assert len({tuple(np.asarray(tree.md(v, 0))) for v in range(tree.n_internal)}) > 1
+    assert np.array_equal(np.asarray(child_codes_jnp(tree)), codes)
+    assert np.array_equal(child_codes(tree), codes)
+    lookup = lp_lookup(tree.tables, range(4))
+    assert np.allclose(np.asarray(node_fbs_jnp(tree, lookup["fbs"])), nf, atol=TOL, rtol=0)
+    host = error_shifting_table(tree)
+    jitted = np.asarray(error_shifting_table_jnp(tree, lookup))
+    assert np.allclose(jitted, host, atol=1e-6, rtol=0)  # both float32 of the same u / fbs
+    # with one cache shared by tree_rho and the error-shifting table, the table is unchanged
+    cache: dict = {}
+    assert tree_rho(tree, cache=cache) == pytest.approx(nf[:, 0].max(), abs=TOL)
+    assert np.array_equal(error_shifting_table(tree, cache), host)
+
+
+def test_lp_lookup_rows_are_the_packing_at_each_solved_code_and_nan_elsewhere():
+    """lp_lookup: fbs and u / fbs (float32: 1e-6) at the asked popcounts, NaN at other codes."""
+    tables = np.stack([threshold_table(4, 2), and_table(4), parity_table(4)])
+    lookup = lp_lookup(tables, (1, 4))
+    for a in range(3):
+        for z in range(16):
+            row = lookup["rel"][lookup["row"][a, z]]
+            if bin(z).count("1") in (1, 4):
+                v, u = fbs(tables[a], z, return_packing=True)
+                assert lookup["fbs"][a, z] == v
+                assert abs(v - _fbs_brute(tables[a], z)) < TOL
+                assert np.allclose(row, u / v, atol=1e-6, rtol=0)
+            else:
+                assert np.isnan(lookup["fbs"][a, z]) and np.isnan(row).all(), (a, z)
+
+
+def test_a_constant_aggregator_has_fbs_zero_and_a_point_mass_on_the_truth():
+    """No sensitive block: fbs 0, and the error-shifting row is the point mass on z* (spec 4)."""
+    tree = and_tree(jax.random.key(0), depth=1, q=3, root_truth=1)  # children 111, code 7
+    const = dataclasses.replace(tree, tables=jnp.ones((1, 8), jnp.int8))
+    assert node_fbs(const)[0, 0] == 0.0 and tree_rho(const) == 0.0
+    want = np.zeros(8)
+    want[7] = 1.0
+    assert np.array_equal(error_shifting_table(const)[0, 0], want)
+    lookup = lp_lookup(const.tables, (3,))
+    assert np.array_equal(np.asarray(error_shifting_table_jnp(const, lookup))[0, 0], want)
+
+
+def test_flip_probability_at_eps_one_is_one_where_a_block_is_sensitive():
+    """F(1) = 1 (all mass on one sensitive block) when S_z is nonempty, else 0."""
+    for tab in (parity_table(3), and_table(3), threshold_table(4, 2), np.ones(8, np.int8)):
+        for z in range(tab.size):
+            want = 1.0 if sensitive_blocks(tab, z).size else 0.0
+            assert abs(flip_probability(tab, z, 1.0) - want) < TOL
+
+
+def test_node_fbs_of_library_trees_is_the_closed_form_at_each_nodes_child_count():
+    """node_fbs is the closed form at each node's true-children count; tree_rho is their max."""
+    k = jax.random.key(2)
+    cases = [
+        (noisy_evidence_tree(k, depth=2, root_truth=0, unstable_alternative=True), (5, 9)),
+        (unanimous_tree(k, depth=2, root_truth=0), (5,)),
+        (unanimous_tree(k, depth=2, root_truth=1), (5,)),
+        (hidden_flaw_tree(k, depth=3, q=4, root_truth=1), (4, 3)),
+        (noisy_evidence_tree(k, depth=1), (5,)),
+    ]
+    for tree, ts in cases:
+        q, nf = tree.q, node_fbs(tree)
+        w = bit_table(q).sum(axis=1)[child_codes(tree)]
+        for c, t in enumerate(ts):
+            want = np.array([fbs_threshold(q, t, int(x)) for x in w[:, c]])
+            assert np.allclose(nf[:, c], want, atol=TOL, rtol=0), (tree.cand_names, c)
+            assert tree_rho(tree, cand=c) == pytest.approx(want.max(), abs=TOL)
+    uni0 = node_fbs(cases[1][0])
+    assert np.allclose(uni0, 9 / 5, atol=TOL) and cases[1][0].n_internal == 10

@@ -8,16 +8,22 @@ import pytest
 from dedebate.core.bits import bit_table
 from dedebate.trees import (
     MAX_Q,
+    and_table,
     and_tree,
     check_decomposable,
     check_sizes,
     child_codes,
+    dictator_table,
     hidden_flaw_tree,
     level_offset,
+    majority_table,
     n_nodes,
     noisy_evidence_tree,
+    or_table,
+    parity_table,
     random_tree,
     threshold_rule,
+    threshold_table,
     truth_code,
     unanimous_tree,
 )
@@ -254,3 +260,81 @@ def test_child_indexes_follow_the_breadth_first_layout(hidden):
     assert one.n_cand == 2 and one.n_internal > 3
     for v, c, j in [(0, 0, 0), (0, 1, 2), (1, 1, 3), (3, 0, 1)]:
         assert int(one.child(v, c, j)) == int(_children_np(one, v, c)[j])
+
+
+def test_aggregator_tables_match_their_definitions():
+    """Every entry of each table against its definition on the python integer code."""
+    for q in (2, 3, 4, 5):
+        pop = [bin(z).count("1") for z in range(2**q)]
+        for t in range(1, q + 1):
+            assert threshold_table(q, t).tolist() == [int(w >= t) for w in pop]
+        assert and_table(q).tolist() == [int(w == q) for w in pop]
+        assert or_table(q).tolist() == [int(w >= 1) for w in pop]
+        assert parity_table(q).tolist() == [w % 2 for w in pop]
+        for i in range(q):
+            assert dictator_table(q, i).tolist() == [(z >> i) & 1 for z in range(2**q)]
+        if q % 2:
+            assert majority_table(q).tolist() == [int(2 * w > q) for w in pop]
+
+
+@pytest.mark.parametrize("truth, counts", [(1, (2, 3, 4)), (0, (0, 1))])
+def test_a_threshold_rule_draws_each_of_its_counts_equally_often(truth, counts):
+    """Count lists of unequal length: each count is drawn with probability 1 / len(counts)."""
+    # 30,000 claims: each count's frequency within 5 binomial standard deviations
+    rule = threshold_rule(4, 2, true_counts=(2, 3, 4), false_counts=(0, 1))
+    n = 30_000
+    u = jax.random.uniform(jax.random.key(4), (n, 5))
+    w = np.asarray(rule.sample(u, jnp.full((n,), truth, jnp.int8))).sum(axis=1)
+    p = 1 / len(counts)
+    sd = np.sqrt(n * p * (1 - p))
+    assert set(w.tolist()) == set(counts)
+    for c in counts:
+        assert abs((w == c).sum() - n * p) <= 5 * sd, (c, (w == c).sum())
+
+
+def test_each_level_draws_its_own_uniforms():
+    """A false node 1 (root flaw at position 0) has its own uniform flaw, not the root's draw."""
+    # 4,000 trees: each position's count within 5 binomial standard deviations of n / 4
+    trees = and_tree(jax.random.split(jax.random.key(9), 4000), depth=2, q=4, root_truth=0)
+    truth = np.asarray(trees.truth)
+    false1 = truth[:, 1] == 0
+    pos = np.argmin(truth[false1][:, 5:9], axis=1)  # node 1's children: 1 * 4 + 1 + [0..3]
+    n = pos.size
+    assert n > 800 and np.all(truth[false1][:, 5:9].sum(axis=1) == 3)
+    sd = np.sqrt(n * 0.25 * 0.75)
+    assert np.all(np.abs(np.bincount(pos, minlength=4) - n / 4) <= 5 * sd), np.bincount(pos)
+
+
+def test_the_builders_set_which_truths_are_public():
+    """Hidden AND rules hide every subclaim, public ones show them; the root is always known."""
+    k = jax.random.key(0)
+    noisy = noisy_evidence_tree(k, depth=2, unstable_alternative=True)
+    known = np.asarray(noisy.known)
+    kids = [_children_np(noisy, v, c) for v in range(noisy.n_internal) for c in range(2)]
+    assert known[0] and known[np.concatenate(kids[0::2])].all()
+    assert not known[np.concatenate(kids[1::2])].any()
+    assert np.asarray(and_tree(k, depth=2, q=3).known).all()
+    hid = np.asarray(and_tree(k, depth=2, q=3, hidden=True).known)
+    assert hid[0] and not hid[1:].any()
+    rule = threshold_rule(3, 2, (2, 3), (0, 1), public=False)
+    assert rule.public is False
+    from dedebate.trees import build_tree
+
+    built = np.asarray(build_tree(k, [rule], depth=2).known)
+    assert built[0] and not built[1:].any()
+
+
+@pytest.mark.parametrize("root", [0, 1])
+def test_a_random_tree_has_the_root_truth_asked_for(root):
+    """random_tree(root_truth=r): the root is r in each of 8 trees, and the trees decompose."""
+    for i in range(8):
+        tree = random_tree(jax.random.key(i), depth=2, q=3, n_cand=2, root_truth=root)
+        assert int(tree.truth[0]) == root
+        check_decomposable(tree)
+
+
+def test_a_false_unanimous_tree_has_no_true_subclaim():
+    """unanimous_tree(root_truth=0): every claim is false, with 0 true children (fbs 9/5)."""
+    tree = unanimous_tree(jax.random.key(1), depth=2, root_truth=0)
+    assert not np.asarray(tree.truth).any()
+    assert np.all(child_codes(tree) == 0)
