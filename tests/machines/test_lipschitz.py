@@ -1,6 +1,8 @@
 """dedebate.machines.lipschitz: exact prefix-tree algebra and the empirical Lipschitz constant
 against each fixture's proven K (never above it; within a factor 2 for F2 and F3)."""
 
+import itertools
+
 import jax
 import numpy as np
 import pytest
@@ -143,3 +145,152 @@ def test_the_jnp_estimate_equals_the_host_estimate_family_by_family():
     assert set(host.by_family) == {"uniform", "per-step", "adversarial", "random"}
     for family, value in host.by_family.items():
         assert float(dev[family]) == pytest.approx(value, rel=1e-5), family
+
+
+def _padded(levels):
+    """The padded level matrix (float32) of host levels, as :func:`tree_matrix_jnp` lays it out."""
+    T = len(levels)
+    P = np.zeros((T, 2 ** (T - 1)), np.float32)
+    for n, level in enumerate(levels):
+        P[n, : 2**n] = level
+    return P
+
+
+def test_a_deterministic_tree_moves_only_downward_at_ratio_one():
+    """Every node of o at 1: P_M(o) = 1, every influence but the last step's is 0 (hybrid = 1),
+    the clamp stops every increase, and lowering every node by eps gives P_M(o') = 1 - eps at
+    dist eps: ratio exactly 1 for the uniform, per-step and adversarial families (the last also
+    with a single ascent step), host and jnp (float64: rel 1e-9 covers the rounding of 1 - eps
+    relative to eps = 1e-3; float32: rel 1e-4 likewise)."""
+    from dedebate.machines.lipschitz import estimate_lipschitz_jnp
+
+    T, eps = 4, (1e-3, 0.3)
+    levels = [np.ones(2**n) for n in range(T)]
+    assert hybrid_bound(levels) == 1.0 and tree_output_prob(levels) == 1.0
+    host = estimate_lipschitz(levels, jax.random.key(1), eps, n_random=4, ascent_iters=10)
+    dev = jax.jit(estimate_lipschitz_jnp, static_argnums=(3, 4))(
+        _padded(levels), jax.random.key(1), np.asarray(eps, np.float32), 4, 10
+    )
+    assert host.p1 == 1.0 and float(dev["p1"]) == 1.0 and float(dev["hybrid"]) == 1.0
+    for family in ("uniform", "per-step", "adversarial"):
+        assert host.by_family[family] == pytest.approx(1.0, rel=1e-9), family
+        assert float(dev[family]) == pytest.approx(1.0, rel=1e-4), family
+    # one ascent step: only the starting patterns, the downward one among them
+    one = estimate_lipschitz(levels, jax.random.key(1), eps, n_random=0, ascent_iters=1)
+    assert one.by_family["adversarial"] == pytest.approx(1.0, rel=1e-9)
+
+
+def test_the_reported_eps_is_where_the_best_ratio_was_found():
+    """``eps`` (host) and ``best_eps`` (jnp) name the perturbation size of the largest ratio: each
+    eps run alone (the same key, so the same sign patterns) gives that eps's ratios, exactly as in
+    the joint run (float64, no tolerance), and the largest belongs to the reported eps. Here the
+    largest is at the last eps tried, so neither the first nor the reversed index can pass."""
+    from dedebate.machines.lipschitz import estimate_lipschitz_jnp
+
+    rng = np.random.default_rng(0)
+    T = 4
+    levels = [rng.uniform(0, 1, 2**n).astype(np.float32).astype(np.float64) for n in range(T)]
+    key, eps = jax.random.key(1), (0.3, 0.1, 0.01)
+    est = estimate_lipschitz(levels, key, eps, n_random=4, ascent_iters=10)
+    alone = [estimate_lipschitz(levels, key, (e,), n_random=4, ascent_iters=10) for e in eps]
+    assert est.best == max(a.best for a in alone)
+    at = [a.by_family[est.family] for a in alone]
+    assert est.eps == eps[int(np.argmax(at))] == eps[-1]
+    assert max(at[:-1]) < at[-1] * (1 - 1e-3)  # a clear maximum: float32 picks the same eps
+    dev = jax.jit(estimate_lipschitz_jnp, static_argnums=(3, 4))(
+        _padded(levels), key, np.asarray(eps, np.float32), 4, 10
+    )
+    assert float(dev["best_eps"]) == np.float32(est.eps)
+
+
+def _enumerated_p1(levels):
+    """P_M(1) by summing the probability of every transcript y in {0, 1}^T ending in 1."""
+    T, total = len(levels), 0.0
+    for code in range(2 ** (T - 1)):
+        y = [(code >> n) & 1 for n in range(T - 1)] + [1]
+        prob = 1.0
+        for n in range(T):
+            p = levels[n][sum(b << k for k, b in enumerate(y[:n]))]
+            prob *= p if y[n] else 1.0 - p
+        total += prob
+    return total
+
+
+def test_one_random_pattern_gives_its_enumerated_ratio():
+    """With n_random = 1 the random family is the first Rademacher pattern of ``key`` (level by
+    level, in node order), clamped: its ratio |P_M(o') - P_M(o)| / dist(o, o') with P_M by
+    enumerating all 2^T transcripts, the largest over eps (host: float64, rel 1e-9; jnp: float32,
+    rel 1e-5 as the family-by-family test)."""
+    from dedebate.machines.lipschitz import estimate_lipschitz_jnp
+
+    rng = np.random.default_rng(3)
+    T, key, eps = 4, jax.random.key(2), (0.05, 0.3)
+    levels = [rng.uniform(0, 1, 2**n).astype(np.float32).astype(np.float64) for n in range(T)]
+    signs = np.asarray(jax.random.rademacher(key, (1, 2**T - 1)), np.float64)[0]
+    split = np.split(signs, np.cumsum([2**n for n in range(T - 1)]))
+    base, want = _enumerated_p1(levels), 0.0
+    for e in eps:
+        pert = [np.clip(p + e * s, 0.0, 1.0) for p, s in zip(levels, split)]
+        dist = max(np.max(np.abs(a - b)) for a, b in zip(pert, levels))
+        want = max(want, abs(_enumerated_p1(pert) - base) / dist)
+    assert want > 0.1
+    host = estimate_lipschitz(levels, key, eps, n_random=1, ascent_iters=1)
+    assert host.by_family["random"] == pytest.approx(want, rel=1e-9)
+    dev = jax.jit(estimate_lipschitz_jnp, static_argnums=(3, 4))(
+        _padded(levels), key, np.asarray(eps, np.float32), 1, 1
+    )
+    assert float(dev["random"]) == pytest.approx(want, rel=1e-5)
+
+
+def test_the_jnp_ascent_keeps_its_best_pattern():
+    """The sign ascent need not improve at every step: the adversarial family is the largest ratio
+    over every pattern visited, host (float64) and jnp (float32) alike (on this tree the jnp
+    ascent's last pattern gives 1.18, its best 1.40; rel 1e-5 as the family-by-family test)."""
+    from dedebate.machines.lipschitz import estimate_lipschitz_jnp
+
+    rng = np.random.default_rng(10)
+    T, key = 4, jax.random.key(1)
+    levels = [rng.uniform(0, 1, 2**n).astype(np.float32) for n in range(T)]
+    host = estimate_lipschitz([p.astype(np.float64) for p in levels], key, (0.3,), 4, 10)
+    dev = jax.jit(estimate_lipschitz_jnp, static_argnums=(3, 4))(_padded(levels), key, 0.3, 4, 10)
+    assert host.by_family["adversarial"] > 1.3
+    for family, value in host.by_family.items():
+        assert float(dev[family]) == pytest.approx(value, rel=1e-5), family
+
+
+def test_the_per_step_family_takes_each_level_sign_from_its_summed_gradient():
+    """Per-step perturbations shift level n by the sign of sum_c dP_M/dp_n(c), here found by
+    enumeration (P_M is affine in each node: the derivative is P_M(node at 1) - P_M(node at 0));
+    on this tree the signs (-, +, +, +) differ from the summed influences' and from the levels
+    reversed (either direction). The family's ratio is the enumerated one (rel 1e-9 host, 1e-5
+    jnp)."""
+    from dedebate.machines.lipschitz import estimate_lipschitz_jnp
+
+    rng = np.random.default_rng(10)
+    T, key, eps = 4, jax.random.key(0), (0.05, 0.3)
+    levels = [rng.uniform(0, 1, 2**n).astype(np.float32).astype(np.float64) for n in range(T)]
+
+    def at(n, c, value):
+        return [
+            np.where(np.arange(p.size) == c, value, p) if m == n else p
+            for m, p in enumerate(levels)
+        ]
+
+    signs = [
+        np.sign(
+            sum(_enumerated_p1(at(n, c, 1.0)) - _enumerated_p1(at(n, c, 0.0)) for c in range(2**n))
+        )
+        for n in range(T)
+    ]
+    assert signs == [-1, 1, 1, 1]
+    base, want = _enumerated_p1(levels), 0.0
+    for e, d in itertools.product(eps, (1.0, -1.0)):
+        pert = [np.clip(p + d * e * s, 0.0, 1.0) for p, s in zip(levels, signs)]
+        dist = max(np.max(np.abs(a - b)) for a, b in zip(pert, levels))
+        want = max(want, abs(_enumerated_p1(pert) - base) / dist)
+    host = estimate_lipschitz(levels, key, eps, n_random=1, ascent_iters=1)
+    assert host.by_family["per-step"] == pytest.approx(want, rel=1e-9)
+    dev = jax.jit(estimate_lipschitz_jnp, static_argnums=(3, 4))(
+        _padded(levels), key, np.asarray(eps, np.float32), 1, 1
+    )
+    assert float(dev["per-step"]) == pytest.approx(want, rel=1e-5)
