@@ -380,3 +380,35 @@ def test_the_proven_rho_is_the_stable_trees_only(reference, monkeypatch):
     )
     assert rho_both == rho_stable < worst, (rho_both, rho_stable, worst)
     assert [r["part"] for r in rows].count("unstable") == CFG.seeds
+
+
+@pytest.mark.slow
+def test_the_compiled_searches_are_each_search_on_its_own_half_of_the_key(reference):
+    """``exploit_grid`` per seed: the tabular search on the first key of ``split(key)``, the
+    class search on the second, each as called on its own (their starts differ). Float32 Adam
+    paths, vmapped or not: 1e-4, as the searches' own tests."""
+    from dedebate.training.exploit import class_exploit_payoff, exploit_payoff
+
+    runs, st = E.runs, E.runs.static(CFG)
+    t = E.trained_parts(CFG, reference[3]["measured"])["stable"]
+    main = RUNS.index(f"nB{CFG.main_n_b}")
+    carry = jax.tree.map(lambda x: x[main], t.carry)
+    a, _ = jax.vmap(lambda tr, c: runs.sb.players(st, tr, c))(t.trees, carry)
+    keys = jax.random.split(jax.random.key(4), CFG.seeds)
+    grid = runs.exploit_grid(st, float(CFG.rho), CFG.exploit_restarts, CFG.exploit_steps)
+    table, within = grid(a, t.trees, carry.b_flat, keys)
+    n, m = CFG.exploit_restarts, CFG.exploit_steps
+
+    @jax.jit
+    def alone(prover, trees, b_flat, key):
+        k_table, k_class = jax.random.split(key)
+        return (
+            exploit_payoff(st, float(CFG.rho), prover, trees, k_table, n, m),
+            class_exploit_payoff(st, float(CFG.rho), prover, trees, b_flat, k_class, n, m),
+        )
+
+    for s in range(CFG.seeds):
+        pick = lambda x, s=s: x[s]  # noqa: E731
+        want = alone(jax.tree.map(pick, a), jax.tree.map(pick, t.trees), carry.b_flat[s], keys[s])
+        np.testing.assert_allclose(np.asarray(table[s]), np.asarray(want[0]), rtol=0, atol=1e-4)
+        assert float(within[s]) == pytest.approx(float(want[1]), abs=1e-4)
